@@ -1,0 +1,77 @@
+// Every error runlog throws on purpose carries a stable `code`, so callers (and the CLI's --json)
+// can branch on it without parsing messages.
+
+export class RunlogError extends Error {
+  readonly code: string;
+  readonly details: Record<string, unknown> | undefined;
+  constructor(code: string, message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+    this.details = details;
+  }
+  toJSON(): Record<string, unknown> {
+    return { code: this.code, message: this.message, ...(this.details ? { details: this.details } : {}) };
+  }
+}
+
+/** `append` was given an expectedVersion that no longer matches the stream. */
+export class ConcurrencyError extends RunlogError {
+  constructor(readonly stream: string, readonly expected: number, readonly actual: number) {
+    super('CONCURRENCY', `stream ${stream}: expected version ${expected}, found ${actual}`, { stream, expected, actual });
+  }
+}
+
+/** The database file is damaged (not SQLite, failed quick_check, truncated). It is never overwritten. */
+export class StoreCorruptError extends RunlogError {
+  constructor(readonly file: string, reason: string, options?: { cause?: unknown }) {
+    super('STORE_CORRUPT', `event log ${file} is damaged: ${reason}. It was left untouched; restore it from a backup or move it aside.`, { file, reason }, options);
+  }
+}
+
+/** The database file is a valid SQLite file that some other program owns. */
+export class ForeignDatabaseError extends RunlogError {
+  constructor(readonly file: string, reason: string) {
+    super('STORE_FOREIGN', `${file} is not a runlog event log (${reason}); refusing to touch it`, { file, reason });
+  }
+}
+
+/** The database was written by a newer runlog than this one. */
+export class StoreVersionError extends RunlogError {
+  constructor(readonly file: string, found: number, supported: number) {
+    super('STORE_TOO_NEW', `event log ${file} has schema version ${found}; this runlog understands up to ${supported}. Upgrade runlog.`, { file, found, supported });
+  }
+}
+
+/** Writing failed (disk full, read-only, I/O error). Nothing from the failed call was committed. */
+export class StoreWriteError extends RunlogError {
+  constructor(readonly file: string, reason: string, options?: { cause?: unknown }) {
+    super('STORE_WRITE', `could not write to event log ${file}: ${reason}. Nothing from this append was committed.`, { file, reason }, options);
+  }
+}
+
+export class NotFoundError extends RunlogError {
+  constructor(what: string, id: string) {
+    super('NOT_FOUND', `${what} not found: ${id}`, { what, id });
+  }
+}
+
+/** Input at a boundary was malformed. `issues` lists every problem found, not only the first. */
+export class ValidationError extends RunlogError {
+  constructor(code: string, message: string, readonly issues: readonly string[] = [], details?: Record<string, unknown>) {
+    super(code, issues.length > 1 ? `${message}:\n  - ${issues.join('\n  - ')}` : message, { ...details, issues });
+  }
+}
+
+/** An event could not be upcast to the current schema: names the first event replay cannot apply. */
+export class ReplayError extends RunlogError {
+  constructor(message: string, details?: Record<string, unknown>) {
+    super('REPLAY', message, details);
+  }
+}
+
+export class UsageError extends RunlogError {
+  constructor(message: string) {
+    super('USAGE', message);
+  }
+}

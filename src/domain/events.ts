@@ -1,0 +1,46 @@
+// The shapes of what the log holds. Event types are namespaced by actor kind ("instance.spawned",
+// "execution.materialized"); `schema` versions each type's data so old logs replay via upcasters.
+
+export type ActorKind = 'instance' | 'execution';
+
+/** An event as the caller proposes it. `at` is stamped by the host's clock when omitted. */
+export interface NewEvent<T extends string = string, D = Record<string, unknown>> {
+  type: T;
+  data: D;
+  schema?: number;
+  meta?: Record<string, unknown>;
+  at?: string;
+}
+
+/** An event as the log holds it. `seq` orders the whole log; `version` orders one stream (1-based). */
+export interface RecordedEvent<T extends string = string, D = Record<string, unknown>> {
+  seq: number;
+  stream: string;
+  version: number;
+  type: T;
+  schema: number;
+  data: D;
+  meta: Record<string, unknown>;
+  at: string;
+}
+
+/** What a machine consumes: the event's type and data plus when it happened. */
+export interface MachineEvent {
+  type: string;
+  at: string;
+  data: Record<string, unknown>;
+}
+
+export function toMachineEvent(e: Pick<RecordedEvent, 'type' | 'at' | 'data'>): MachineEvent {
+  return { type: e.type, at: e.at, data: e.data };
+}
+
+export const streamName = (kind: ActorKind, id: string): string => `${kind}-${id}`;
+
+export function parseStreamName(stream: string): { kind: ActorKind; id: string } | null {
+  const m = /^(instance|execution)-(.+)$/.exec(stream);
+  return m ? { kind: m[1] as ActorKind, id: m[2]! } : null;
+}
+
+/** An event the current state cannot accept is recorded under this type, with the original inside. */
+export const rejectedType = (kind: ActorKind): string => `${kind}.rejected`;
