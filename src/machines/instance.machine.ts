@@ -1,0 +1,341 @@
+// The app-instance lifecycle, pure. Every transition is driven by an event from the log; effects are
+// named actions whose params are data. Nothing here reads the clock: time arrives as `event.at`.
+//
+//   new → spawning → healthy → running ⇄ paused → stopping → stopped
+//            │          │        │                    
+//            └──────────┴────────┴──→ crashed ──(restart policy: backoff timer events)──→ spawning
+//   any live state ──instance.adopted──→ adopted ──instance.running──→ running
+//   any live state ──instance.lost──→ lost
+import { assign, setup } from 'xstate';
+import type { MachineEvent } from '../domain/events.ts';
+import { addMs, msBetween } from '../domain/time.ts';
+import { noEffect } from './effects.ts';
+
+export type SandboxKind = 'proot' | 'container';
+
+export interface RestartPolicy {
+  policy: 'never' | 'on-failure';
+  /** Give up after this many consecutive restarts. */
+  maxRestarts: number;
+  /** First delay; doubles with each consecutive restart (kubelet-style). */
+  backoffMs: number;
+  maxBackoffMs: number;
+  /** A run at least this long resets the consecutive-restart count. */
+  resetAfterMs: number;
+}
+
+export const DEFAULT_RESTART: RestartPolicy = { policy: 'never', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60_000, resetAfterMs: 600_000 };
+
+export interface InstanceSpec {
+  instanceId: string;
+  appId: string;
+  appDir: string;
+  sandbox: SandboxKind;
+  runtime: string;
+  tools: string[];
+  lifecycleBasePath: string;
+  restart: RestartPolicy;
+  port?: number;
+}
+
+export type CrashReason =
+  | 'exit'
+  | 'identity-mismatch'
+  | 'health-timeout'
+  | 'spawn-error'
+  | 'lifecycle-failed'
+  | 'supervisor-restart'
+  | 'effect-failed';
+
+/** Reasons a restart cannot fix: the instance stays down. */
+const PERMANENT: readonly CrashReason[] = ['identity-mismatch', 'spawn-error'];
+
+export interface InstanceContext {
+  spec: InstanceSpec | null;
+  createdAt: string | null;
+  /** When the current run reached running (for the backoff reset). */
+  runningSince: string | null;
+  pid: number | null;
+  containerId: string | null;
+  host: string | null;
+  port: number | null;
+  identity: 'match' | 'legacy' | null;
+  warnings: string[];
+  /** Consecutive restarts since the last long-enough run. */
+  restarts: number;
+  /** The delay the next restart will wait, computed when the crash is recorded. */
+  nextRestartDelayMs: number | null;
+  nextRestartAt: string | null;
+  lastCrash: { reason: CrashReason; message: string; exitCode: number | null; signal: string | null; at: string } | null;
+  lastExit: { exitCode: number | null; signal: string | null; at: string } | null;
+  adopted: boolean;
+  lostAt: string | null;
+}
+
+const initialContext: InstanceContext = {
+  spec: null,
+  createdAt: null,
+  runningSince: null,
+  pid: null,
+  containerId: null,
+  host: null,
+  port: null,
+  identity: null,
+  warnings: [],
+  restarts: 0,
+  nextRestartDelayMs: null,
+  nextRestartAt: null,
+  lastCrash: null,
+  lastExit: null,
+  adopted: false,
+  lostAt: null,
+};
+
+type E = MachineEvent;
+const d = (e: E) => e.data as Record<string, any>;
+
+export function restartDelay(policy: RestartPolicy, attempt: number): number {
+  return Math.min(policy.backoffMs * 2 ** Math.max(0, attempt - 1), policy.maxBackoffMs);
+}
+
+/** The consecutive-restart count after a crash at `at`, honouring the reset window. */
+function restartsAfterCrash(ctx: InstanceContext, at: string): number {
+  const policy = ctx.spec?.restart ?? DEFAULT_RESTART;
+  if (ctx.runningSince && msBetween(ctx.runningSince, at) >= policy.resetAfterMs) return 0;
+  return ctx.restarts;
+}
+
+function crashUpdate(context: InstanceContext, event: E): Partial<InstanceContext> {
+  const x = d(event);
+  const reason = (x.reason ?? 'exit') as CrashReason;
+  const restarts = restartsAfterCrash(context, event.at);
+  const policy = context.spec?.restart ?? DEFAULT_RESTART;
+  const willRestart = policy.policy === 'on-failure' && !PERMANENT.includes(reason) && restarts < policy.maxRestarts;
+  return {
+    lastCrash: {
+      reason,
+      message: String(x.message ?? reason),
+      exitCode: typeof x.exitCode === 'number' ? x.exitCode : null,
+      signal: typeof x.signal === 'string' ? x.signal : null,
+      at: event.at,
+    },
+    restarts,
+    nextRestartDelayMs: willRestart ? restartDelay(policy, restarts + 1) : null,
+    nextRestartAt: null,
+    runningSince: null,
+    pid: null,
+  };
+}
+
+export const instanceMachine = setup({
+  types: {} as { context: InstanceContext; events: E },
+  actions: {
+    spawn: noEffect,
+    waitHealthy: noEffect,
+    callLifecycle: noEffect,
+    stopSandbox: noEffect,
+    forceKill: noEffect,
+    scheduleRestart: noEffect,
+    cancelRestart: noEffect,
+    reattach: noEffect,
+    releasePort: noEffect,
+    provisionTools: noEffect,
+    announce: noEffect,
+    recordCrash: assign(({ context, event }) => crashUpdate(context, event)),
+  },
+  guards: {
+    restartPlanned: ({ context }) => context.nextRestartDelayMs !== null,
+  },
+}).createMachine({
+  id: 'instance',
+  context: initialContext,
+  initial: 'new',
+  on: {
+    'instance.tool-granted': {
+      actions: [
+        assign({
+          spec: ({ context, event }) =>
+            context.spec && { ...context.spec, tools: [...new Set([...context.spec.tools, String(d(event).tool)])] },
+        }),
+        { type: 'provisionTools', params: ({ context }) => ({ instanceId: context.spec?.instanceId, tools: context.spec?.tools }) },
+      ],
+    },
+    'instance.tool-revoked': {
+      actions: [
+        assign({
+          spec: ({ context, event }) => context.spec && { ...context.spec, tools: context.spec.tools.filter((t) => t !== d(event).tool) },
+        }),
+        { type: 'provisionTools', params: ({ context }) => ({ instanceId: context.spec?.instanceId, tools: context.spec?.tools }) },
+      ],
+    },
+  },
+  states: {
+    new: {
+      on: {
+        'instance.requested': {
+          target: 'spawning',
+          actions: assign({ spec: ({ event }) => d(event).spec as InstanceSpec, createdAt: ({ event }) => event.at }),
+        },
+      },
+    },
+    spawning: {
+      entry: [{ type: 'spawn', params: ({ context }) => ({ spec: context.spec, attempt: context.restarts }) }],
+      on: {
+        'instance.spawned': {
+          actions: [
+            assign({
+              pid: ({ event }) => d(event).pid ?? null,
+              containerId: ({ event }) => d(event).containerId ?? null,
+              host: ({ event }) => d(event).host ?? null,
+              port: ({ event }) => d(event).port ?? null,
+            }),
+            { type: 'waitHealthy', params: ({ context }) => ({ spec: context.spec, host: context.host, port: context.port }) },
+          ],
+        },
+        'instance.healthy': {
+          target: 'healthy',
+          actions: assign({
+            identity: ({ event }) => d(event).identity,
+            warnings: ({ context, event }) => (d(event).warning ? [...context.warnings, String(d(event).warning)] : context.warnings),
+          }),
+        },
+        'instance.spawn-failed': {
+          target: 'crashed',
+          actions: ['recordCrash', { type: 'forceKill', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) }],
+        },
+        'instance.crashed': { target: 'crashed', actions: 'recordCrash' },
+        'instance.stop-requested': { target: 'stopping' },
+        'instance.kill-requested': { target: 'stopping', actions: { type: 'forceKill', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) } },
+        'instance.adopted': { target: 'adopted' },
+        'instance.lost': { target: 'lost' },
+      },
+    },
+    healthy: {
+      entry: [{ type: 'callLifecycle', params: ({ context }) => ({ instanceId: context.spec?.instanceId, hooks: ['onCreate', 'onStart'] }) }],
+      on: {
+        'instance.running': { target: 'running', actions: assign({ runningSince: ({ event }) => event.at }) },
+        'instance.lifecycle-failed': {
+          target: 'crashed',
+          actions: ['recordCrash', { type: 'forceKill', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) }],
+        },
+        'instance.crashed': { target: 'crashed', actions: 'recordCrash' },
+        'instance.stop-requested': { target: 'stopping' },
+        'instance.kill-requested': { target: 'stopping', actions: { type: 'forceKill', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) } },
+        'instance.adopted': { target: 'adopted' },
+        'instance.lost': { target: 'lost' },
+      },
+    },
+    running: {
+      on: {
+        'instance.pause-requested': {
+          target: 'paused',
+          actions: { type: 'callLifecycle', params: ({ context }) => ({ instanceId: context.spec?.instanceId, hooks: ['onPause'], optional: true }) },
+        },
+        'instance.crashed': { target: 'crashed', actions: 'recordCrash' },
+        'instance.stop-requested': { target: 'stopping' },
+        'instance.kill-requested': { target: 'stopping', actions: { type: 'forceKill', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) } },
+        'instance.adopted': { target: 'adopted' },
+        'instance.lost': { target: 'lost' },
+      },
+    },
+    paused: {
+      on: {
+        'instance.resume-requested': {
+          target: 'running',
+          actions: { type: 'callLifecycle', params: ({ context }) => ({ instanceId: context.spec?.instanceId, hooks: ['onResume'], optional: true }) },
+        },
+        'instance.crashed': { target: 'crashed', actions: 'recordCrash' },
+        'instance.stop-requested': { target: 'stopping' },
+        'instance.kill-requested': { target: 'stopping', actions: { type: 'forceKill', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) } },
+        'instance.adopted': { target: 'adopted' },
+        'instance.lost': { target: 'lost' },
+      },
+    },
+    adopted: {
+      entry: [
+        assign({
+          adopted: true,
+          pid: ({ event }) => d(event).pid ?? null,
+          containerId: ({ event }) => d(event).containerId ?? null,
+          host: ({ event }) => d(event).host ?? null,
+          port: ({ event }) => d(event).port ?? null,
+        }),
+        { type: 'reattach', params: ({ context }) => ({ spec: context.spec, containerId: context.containerId, host: context.host, port: context.port }) },
+      ],
+      on: {
+        'instance.running': { target: 'running', actions: assign({ runningSince: ({ event }) => event.at }) },
+        'instance.crashed': { target: 'crashed', actions: 'recordCrash' },
+        'instance.stop-requested': { target: 'stopping' },
+        'instance.kill-requested': { target: 'stopping', actions: { type: 'forceKill', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) } },
+        'instance.lost': { target: 'lost' },
+      },
+    },
+    stopping: {
+      entry: [{ type: 'stopSandbox', params: ({ context }) => ({ instanceId: context.spec?.instanceId, hooks: ['onStop'] }) }],
+      on: {
+        'instance.exited': {
+          target: 'stopped',
+          actions: assign({ lastExit: ({ event }) => ({ exitCode: d(event).exitCode ?? null, signal: d(event).signal ?? null, at: event.at }) }),
+        },
+        // An exit we did not ask for while stopping is still the end we wanted.
+        'instance.crashed': {
+          target: 'stopped',
+          actions: assign({ lastExit: ({ event }) => ({ exitCode: d(event).exitCode ?? null, signal: d(event).signal ?? null, at: event.at }) }),
+        },
+        'instance.kill-requested': { actions: { type: 'forceKill', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) } },
+        'instance.lost': { target: 'lost' },
+      },
+    },
+    stopped: {
+      type: 'final',
+      entry: [{ type: 'releasePort', params: ({ context }) => ({ instanceId: context.spec?.instanceId, port: context.port }) }],
+    },
+    crashed: {
+      entry: [
+        { type: 'releasePort', params: ({ context }) => ({ instanceId: context.spec?.instanceId, port: context.port }) },
+        {
+          type: 'announce',
+          params: ({ context }) => ({ topic: 'app:crashed', instanceId: context.spec?.instanceId, appId: context.spec?.appId, crash: context.lastCrash }),
+        },
+      ],
+      initial: 'evaluating',
+      states: {
+        evaluating: {
+          always: [{ guard: 'restartPlanned', target: 'backoff' }, { target: 'down' }],
+        },
+        backoff: {
+          entry: [
+            {
+              type: 'scheduleRestart',
+              params: ({ context }) => ({ instanceId: context.spec?.instanceId, attempt: context.restarts + 1, delayMs: context.nextRestartDelayMs }),
+            },
+          ],
+          on: {
+            'instance.restart-scheduled': { actions: assign({ nextRestartAt: ({ event }) => String(d(event).dueAt) }) },
+            'instance.restart-due': {
+              target: '#instance.spawning',
+              actions: assign({ restarts: ({ context }) => context.restarts + 1, nextRestartAt: null, nextRestartDelayMs: null }),
+            },
+            'instance.stop-requested': {
+              target: '#instance.stopped',
+              actions: { type: 'cancelRestart', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) },
+            },
+          },
+        },
+        down: { type: 'final' },
+      },
+    },
+    lost: {
+      type: 'final',
+      entry: [
+        assign({ lostAt: ({ event }) => event.at }),
+        { type: 'releasePort', params: ({ context }) => ({ instanceId: context.spec?.instanceId, port: context.port }) },
+      ],
+    },
+  },
+});
+
+export type InstanceMachine = typeof instanceMachine;
+
+/** Given a crash at `at` with a planned delay, when the restart comes due. */
+export const restartDueAt = (at: string, delayMs: number): string => addMs(at, delayMs);

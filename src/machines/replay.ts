@@ -1,0 +1,73 @@
+// Replay: the state of an actor is the fold of its events through its machine. The same pure
+// `transition` the live host uses; here the returned effects are only reported, never run.
+import { initialTransition, transition, type AnyStateMachine, type SnapshotFrom } from 'xstate';
+import type { ActorKind, MachineEvent } from '../domain/events.ts';
+import { toEffects, type Effect } from './effects.ts';
+import { executionMachine } from './execution.machine.ts';
+import { instanceMachine } from './instance.machine.ts';
+
+export const machines: Record<ActorKind, AnyStateMachine> = {
+  instance: instanceMachine,
+  execution: executionMachine,
+};
+
+export type AnySnapshot = SnapshotFrom<AnyStateMachine>;
+
+export interface Step {
+  version: number;
+  event: MachineEvent;
+  from: string;
+  to: string;
+  /** false when the state could not accept the event (it was recorded as rejected, or is from a foreign log). */
+  accepted: boolean;
+  effects: Effect[];
+  context: Record<string, unknown>;
+}
+
+/** A readable state name: "running", "crashed.backoff". */
+export function stateName(snapshot: AnySnapshot): string {
+  const flatten = (v: unknown): string =>
+    typeof v === 'string' ? v : Object.entries(v as Record<string, unknown>).map(([k, sub]) => `${k}.${flatten(sub)}`).join(',');
+  return flatten(snapshot.value);
+}
+
+export function initialSnapshot(machine: AnyStateMachine): AnySnapshot {
+  return initialTransition(machine)[0];
+}
+
+/** One pure step. Events the state cannot take are reported as not accepted and change nothing. */
+export function step(machine: AnyStateMachine, snapshot: AnySnapshot, event: MachineEvent): { snapshot: AnySnapshot; accepted: boolean; effects: Effect[] } {
+  if (!snapshot.can(event)) return { snapshot, accepted: false, effects: [] };
+  const [next, actions] = transition(machine, snapshot, event);
+  return { snapshot: next, accepted: true, effects: toEffects(actions) };
+}
+
+/** Folds events into a snapshot. Only transitions; no effects are computed for the caller. */
+export function replay(machine: AnyStateMachine, events: Iterable<MachineEvent>): AnySnapshot {
+  let snapshot = initialSnapshot(machine);
+  for (const e of events) {
+    // Unhandled events leave the snapshot as it is; rejected events are stored under their own type.
+    snapshot = transition(machine, snapshot, e)[0];
+  }
+  return snapshot;
+}
+
+/** Folds events and reports every transition (for `runlog replay --step` and the inspector's scrubber). */
+export function replaySteps(machine: AnyStateMachine, events: Iterable<MachineEvent & { version?: number }>): Step[] {
+  let snapshot = initialSnapshot(machine);
+  const steps: Step[] = [];
+  let i = 0;
+  for (const e of events) {
+    i += 1;
+    const from = stateName(snapshot);
+    const r = step(machine, snapshot, e);
+    snapshot = r.snapshot;
+    steps.push({ version: e.version ?? i, event: e, from, to: stateName(snapshot), accepted: r.accepted, effects: r.effects, context: snapshot.context });
+  }
+  return steps;
+}
+
+/** Terminal = nothing more will happen without a new request: no rehydration needed at start. */
+export function isTerminal(snapshot: AnySnapshot): boolean {
+  return snapshot.status === 'done' || stateName(snapshot) === 'crashed.down';
+}

@@ -1,0 +1,79 @@
+// The event-store port. Small on purpose (Emmett-style): append with an expected version, read a
+// stream, read the whole log, and tail it. Everything else (projections, replay) is built on top.
+import type { NewEvent, RecordedEvent } from '../domain/events.ts';
+
+/** `'no-stream'` = the stream must not exist yet; a number = the stream's current version; `'any'` = skip the check. */
+export type ExpectedVersion = number | 'no-stream' | 'any';
+
+export interface AppendOptions {
+  expectedVersion: ExpectedVersion;
+  /** The actor kind recorded in `streams.kind` when the stream is created. */
+  kind?: string;
+  /** Written in the same transaction as the events (rule 1: projections never run ahead of the log). */
+  projection?: ActorRow;
+}
+
+export interface AppendResult {
+  /** The stream's version after the append. */
+  version: number;
+  /** `seq` of the last appended event. */
+  lastSeq: number;
+  events: RecordedEvent[];
+}
+
+export interface ReadOptions {
+  /** First version to return (inclusive, 1-based). */
+  from?: number;
+  /** Last version to return (inclusive). */
+  to?: number;
+}
+
+export interface ReadAllOptions {
+  /** Return events with seq > afterSeq. */
+  afterSeq?: number;
+  limit?: number;
+}
+
+export interface SubscribeOptions {
+  afterSeq?: number;
+  /** Only events of this stream. */
+  stream?: string;
+  /** How often to look for events written by other processes (ms). */
+  pollMs?: number;
+}
+
+/** A row of the `actors` projection: what `ps` lists. Rebuildable from events at any time. */
+export interface ActorRow {
+  id: string;
+  kind: string;
+  stream: string;
+  state: string;
+  status: 'active' | 'terminal';
+  version: number;
+  createdAt: string;
+  updatedAt: string;
+  summary: Record<string, unknown>;
+}
+
+export interface StreamInfo {
+  stream: string;
+  kind: string;
+  version: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface EventStore {
+  readonly file: string;
+  append(stream: string, events: readonly NewEvent[], options: AppendOptions): AppendResult;
+  read(stream: string, options?: ReadOptions): RecordedEvent[];
+  readAll(options?: ReadAllOptions): RecordedEvent[];
+  streamVersion(stream: string): number;
+  streams(kind?: string): StreamInfo[];
+  subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void): () => void;
+  listActors(filter?: { kind?: string; all?: boolean }): ActorRow[];
+  getActor(id: string): ActorRow | undefined;
+  /** Replaces the whole projection in one transaction (`runlog rebuild`). */
+  replaceProjection(rows: readonly ActorRow[]): void;
+  close(): void;
+}

@@ -1,0 +1,42 @@
+// Schema migrations, keyed by PRAGMA user_version. A migration is only ever appended to this list;
+// an applied one is never edited (old files must keep opening).
+
+/** 'RLOG' — marks a SQLite file as a runlog event log, so a foreign database is never mistaken for one. */
+export const APPLICATION_ID = 0x524c4f47;
+
+export const MIGRATIONS: readonly string[] = [
+  // 1: the log, the stream index, and the actors projection.
+  `CREATE TABLE events (
+     seq     INTEGER PRIMARY KEY,
+     stream  TEXT    NOT NULL,
+     version INTEGER NOT NULL,
+     type    TEXT    NOT NULL,
+     schema  INTEGER NOT NULL DEFAULT 1,
+     data    TEXT    NOT NULL,
+     meta    TEXT    NOT NULL DEFAULT '{}',
+     at      TEXT    NOT NULL,
+     UNIQUE (stream, version)
+   );
+   CREATE TABLE streams (
+     stream     TEXT PRIMARY KEY,
+     kind       TEXT NOT NULL,
+     version    INTEGER NOT NULL,
+     created_at TEXT NOT NULL,
+     updated_at TEXT NOT NULL
+   );
+   CREATE INDEX streams_kind ON streams(kind);
+   CREATE TABLE actors (
+     id         TEXT PRIMARY KEY,
+     kind       TEXT NOT NULL,
+     stream     TEXT NOT NULL UNIQUE,
+     state      TEXT NOT NULL,
+     status     TEXT NOT NULL,
+     version    INTEGER NOT NULL,
+     created_at TEXT NOT NULL,
+     updated_at TEXT NOT NULL,
+     summary    TEXT NOT NULL DEFAULT '{}'
+   );
+   CREATE INDEX actors_kind_status ON actors(kind, status);`,
+];
+
+export const LATEST_SCHEMA = MIGRATIONS.length;

@@ -1,0 +1,374 @@
+// The event log in one SQLite file. WAL + synchronous=FULL by default: an append that returned is on
+// disk. Opening never damages a file it does not recognise: foreign or corrupt files get a clear
+// error naming the file and are left exactly as they were.
+import Database from 'better-sqlite3';
+import { closeSync, existsSync, mkdirSync, openSync, readSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { NewEvent, RecordedEvent } from '../domain/events.ts';
+import {
+  ConcurrencyError,
+  ForeignDatabaseError,
+  RunlogError,
+  StoreCorruptError,
+  StoreVersionError,
+  StoreWriteError,
+} from '../domain/errors.ts';
+import type {
+  ActorRow,
+  AppendOptions,
+  AppendResult,
+  EventStore,
+  ReadAllOptions,
+  ReadOptions,
+  StreamInfo,
+  SubscribeOptions,
+} from './event-store.ts';
+import { APPLICATION_ID, LATEST_SCHEMA, MIGRATIONS } from './schema.ts';
+import { defaultUpcasters, type UpcasterRegistry } from './upcasters.ts';
+
+export interface SqliteEventStoreOptions {
+  /** 'FULL' (default) survives power loss; 'NORMAL' is a documented opt-in that may lose the last commits on power loss (never on a process crash). */
+  synchronous?: 'FULL' | 'NORMAL';
+  upcasters?: UpcasterRegistry;
+  /** Clock for `at` when an event has none. Injected so tests can pin time. */
+  now?: () => string;
+  busyTimeoutMs?: number;
+  /** Skip PRAGMA quick_check at open (only for throwaway stores in benchmarks). */
+  skipQuickCheck?: boolean;
+}
+
+interface EventRow {
+  seq: number;
+  stream: string;
+  version: number;
+  type: string;
+  schema: number;
+  data: string;
+  meta: string;
+  at: string;
+}
+
+interface ActorDbRow {
+  id: string;
+  kind: string;
+  stream: string;
+  state: string;
+  status: string;
+  version: number;
+  created_at: string;
+  updated_at: string;
+  summary: string;
+}
+
+const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
+
+function checkHeader(file: string): void {
+  if (!existsSync(file)) return;
+  const size = statSync(file).size;
+  if (size === 0) return; // SQLite treats an empty file as an empty database
+  if (size < 100) throw new StoreCorruptError(file, `file is ${size} bytes, shorter than a SQLite header`);
+  const fd = openSync(file, 'r');
+  try {
+    const head = Buffer.alloc(16);
+    readSync(fd, head, 0, 16, 0);
+    if (!head.equals(SQLITE_HEADER)) throw new StoreCorruptError(file, 'not a SQLite database (bad header)');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function sqliteCode(err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
+}
+
+/** Maps SQLite's failures onto runlog's typed errors. */
+function translate(file: string, err: unknown): unknown {
+  if (err instanceof RunlogError) return err;
+  const code = sqliteCode(err) ?? '';
+  const msg = err instanceof Error ? err.message : String(err);
+  if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') return new StoreCorruptError(file, msg, { cause: err });
+  if (code.startsWith('SQLITE_FULL')) return new StoreWriteError(file, `disk full (${msg})`, { cause: err });
+  if (code.startsWith('SQLITE_IOERR') || code.startsWith('SQLITE_READONLY') || code.startsWith('SQLITE_CANTOPEN')) {
+    return new StoreWriteError(file, `${code}: ${msg}`, { cause: err });
+  }
+  if (code.startsWith('SQLITE_BUSY')) return new RunlogError('STORE_BUSY', `event log ${file} is locked by another writer: ${msg}`, { file });
+  return err;
+}
+
+export class SqliteEventStore implements EventStore {
+  readonly file: string;
+  private readonly db: Database.Database;
+  private readonly upcasters: UpcasterRegistry;
+  private readonly now: () => string;
+  private readonly subscribers = new Set<() => void>();
+  private pollTimer: NodeJS.Timeout | undefined;
+  private lastDataVersion = 0;
+  private closed = false;
+
+  private readonly stmt: {
+    streamVersion: Database.Statement<[string], { version: number }>;
+    insertEvent: Database.Statement<[string, number, string, number, string, string, string]>;
+    insertStream: Database.Statement<[string, string, number, string, string]>;
+    updateStream: Database.Statement<[number, string, string]>;
+    upsertActor: Database.Statement<[string, string, string, string, string, number, string, string, string]>;
+    readStream: Database.Statement<[string, number, number], EventRow>;
+    readAll: Database.Statement<[number, number], EventRow>;
+    dataVersion: Database.Statement<[], { data_version: number }>;
+  };
+
+  private readonly appendTx: (stream: string, events: readonly NewEvent[], options: AppendOptions) => AppendResult;
+
+  constructor(file: string, options: SqliteEventStoreOptions = {}) {
+    this.file = file;
+    this.upcasters = options.upcasters ?? defaultUpcasters();
+    this.now = options.now ?? (() => new Date().toISOString());
+    if (file !== ':memory:') {
+      mkdirSync(dirname(file), { recursive: true });
+      checkHeader(file);
+    }
+    try {
+      this.db = new Database(file, { timeout: options.busyTimeoutMs ?? 5000 });
+    } catch (err) {
+      throw translate(file, err);
+    }
+    try {
+      this.open(options);
+    } catch (err) {
+      this.db.close();
+      throw translate(file, err);
+    }
+    const db = this.db;
+    this.stmt = {
+      streamVersion: db.prepare('SELECT version FROM streams WHERE stream = ?'),
+      insertEvent: db.prepare('INSERT INTO events (stream, version, type, schema, data, meta, at) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+      insertStream: db.prepare('INSERT INTO streams (stream, kind, version, created_at, updated_at) VALUES (?, ?, ?, ?, ?)'),
+      updateStream: db.prepare('UPDATE streams SET version = ?, updated_at = ? WHERE stream = ?'),
+      upsertActor: db.prepare(
+        `INSERT INTO actors (id, kind, stream, state, status, version, created_at, updated_at, summary)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT(id) DO UPDATE SET state = excluded.state, status = excluded.status, version = excluded.version,
+           updated_at = excluded.updated_at, summary = excluded.summary`,
+      ),
+      readStream: db.prepare('SELECT * FROM events WHERE stream = ? AND version >= ? AND version <= ? ORDER BY version'),
+      readAll: db.prepare('SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?'),
+      dataVersion: db.prepare('PRAGMA data_version'),
+    };
+    this.appendTx = db.transaction((stream, events, opts) => this.appendInTx(stream, events, opts)).immediate as never;
+  }
+
+  private open(options: SqliteEventStoreOptions): void {
+    const db = this.db;
+    // Read-only checks first: nothing is written to a file until we know it is ours and sound.
+    if (!options.skipQuickCheck) {
+      const rows = db.pragma('quick_check') as { quick_check: string }[];
+      const problems = rows.map((r) => r.quick_check).filter((r) => r !== 'ok');
+      if (problems.length > 0) throw new StoreCorruptError(this.file, `quick_check: ${problems.slice(0, 5).join('; ')}`);
+    }
+    const appId = db.pragma('application_id', { simple: true }) as number;
+    const userVersion = db.pragma('user_version', { simple: true }) as number;
+    const tables = (db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get() as { n: number }).n;
+    if (appId !== APPLICATION_ID && (appId !== 0 || tables > 0 || userVersion !== 0)) {
+      throw new ForeignDatabaseError(this.file, appId !== 0 ? `application_id is 0x${appId.toString(16)}` : `it has ${tables} tables of another program`);
+    }
+    if (userVersion > LATEST_SCHEMA) throw new StoreVersionError(this.file, userVersion, LATEST_SCHEMA);
+
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${options.synchronous ?? 'FULL'}`);
+    db.pragma('foreign_keys = ON');
+
+    if (userVersion < LATEST_SCHEMA) {
+      db.transaction(() => {
+        for (let v = userVersion; v < LATEST_SCHEMA; v++) db.exec(MIGRATIONS[v]!);
+        db.pragma(`application_id = ${APPLICATION_ID}`);
+        db.pragma(`user_version = ${LATEST_SCHEMA}`);
+      }).immediate();
+    }
+  }
+
+  private appendInTx(stream: string, events: readonly NewEvent[], options: AppendOptions): AppendResult {
+    const row = this.stmt.streamVersion.get(stream);
+    const actual = row ? row.version : 0;
+    const ev = options.expectedVersion;
+    if (ev !== 'any') {
+      const expected = ev === 'no-stream' ? 0 : ev;
+      if (expected !== actual || (ev === 'no-stream' && row)) throw new ConcurrencyError(stream, expected, actual);
+    }
+    const now = this.now();
+    const recorded: RecordedEvent[] = [];
+    let version = actual;
+    let lastSeq = 0;
+    for (const e of events) {
+      version += 1;
+      const schema = e.schema ?? this.upcasters.currentSchema(e.type);
+      const at = e.at ?? now;
+      const meta = e.meta ?? {};
+      const info = this.stmt.insertEvent.run(stream, version, e.type, schema, JSON.stringify(e.data), JSON.stringify(meta), at);
+      lastSeq = Number(info.lastInsertRowid);
+      recorded.push({ seq: lastSeq, stream, version, type: e.type, schema, data: e.data as Record<string, unknown>, meta, at });
+    }
+    if (row) this.stmt.updateStream.run(version, now, stream);
+    else this.stmt.insertStream.run(stream, options.kind ?? stream.split('-')[0]!, version, now, now);
+    const p = options.projection;
+    if (p) {
+      this.stmt.upsertActor.run(p.id, p.kind, p.stream, p.state, p.status, version, p.createdAt, p.updatedAt, JSON.stringify(p.summary));
+    }
+    return { version, lastSeq, events: recorded };
+  }
+
+  append(stream: string, events: readonly NewEvent[], options: AppendOptions): AppendResult {
+    if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
+    if (events.length === 0) return { version: this.streamVersion(stream), lastSeq: 0, events: [] };
+    let result: AppendResult;
+    try {
+      result = this.appendTx(stream, events, options);
+    } catch (err) {
+      throw translate(this.file, err);
+    }
+    this.notify();
+    return result;
+  }
+
+  private toRecorded(r: EventRow): RecordedEvent {
+    const { schema, data } = this.upcasters.upcast(r.type, r.schema, JSON.parse(r.data));
+    return { seq: r.seq, stream: r.stream, version: r.version, type: r.type, schema, data, meta: JSON.parse(r.meta), at: r.at };
+  }
+
+  read(stream: string, options: ReadOptions = {}): RecordedEvent[] {
+    return this.stmt.readStream.all(stream, options.from ?? 1, options.to ?? Number.MAX_SAFE_INTEGER).map((r) => this.toRecorded(r));
+  }
+
+  readAll(options: ReadAllOptions = {}): RecordedEvent[] {
+    return this.stmt.readAll.all(options.afterSeq ?? 0, options.limit ?? -1).map((r) => this.toRecorded(r));
+  }
+
+  /** Iterates the log without materialising it (rebuild and replay of large logs). */
+  *iterateAll(afterSeq = 0): IterableIterator<RecordedEvent> {
+    for (const r of this.db.prepare('SELECT * FROM events WHERE seq > ? ORDER BY seq').iterate(afterSeq) as IterableIterator<EventRow>) {
+      yield this.toRecorded(r);
+    }
+  }
+
+  streamVersion(stream: string): number {
+    return this.stmt.streamVersion.get(stream)?.version ?? 0;
+  }
+
+  streams(kind?: string): StreamInfo[] {
+    const rows = (kind
+      ? this.db.prepare('SELECT * FROM streams WHERE kind = ? ORDER BY created_at, stream').all(kind)
+      : this.db.prepare('SELECT * FROM streams ORDER BY created_at, stream').all()) as { stream: string; kind: string; version: number; created_at: string; updated_at: string }[];
+    return rows.map((r) => ({ stream: r.stream, kind: r.kind, version: r.version, createdAt: r.created_at, updatedAt: r.updated_at }));
+  }
+
+  lastSeq(): number {
+    return (this.db.prepare('SELECT coalesce(max(seq), 0) AS s FROM events').get() as { s: number }).s;
+  }
+
+  subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void): () => void {
+    let cursor = options.afterSeq ?? this.lastSeq();
+    let draining = false;
+    const drain = (): void => {
+      if (draining || this.closed) return;
+      draining = true;
+      try {
+        for (;;) {
+          const batch = this.readAll({ afterSeq: cursor, limit: 500 });
+          if (batch.length === 0) break;
+          for (const e of batch) {
+            cursor = e.seq;
+            if (!options.stream || e.stream === options.stream) handler(e);
+          }
+        }
+      } finally {
+        draining = false;
+      }
+    };
+    this.subscribers.add(drain);
+    this.ensurePolling(options.pollMs ?? 200);
+    queueMicrotask(drain);
+    return () => {
+      this.subscribers.delete(drain);
+      if (this.subscribers.size === 0 && this.pollTimer) {
+        clearInterval(this.pollTimer);
+        this.pollTimer = undefined;
+      }
+    };
+  }
+
+  /** Other processes' commits are noticed through PRAGMA data_version, which changes only when they write. */
+  private ensurePolling(pollMs: number): void {
+    if (this.pollTimer) return;
+    this.lastDataVersion = this.stmt.dataVersion.get()!.data_version;
+    this.pollTimer = setInterval(() => {
+      if (this.closed) return;
+      const v = this.stmt.dataVersion.get()!.data_version;
+      if (v !== this.lastDataVersion) {
+        this.lastDataVersion = v;
+        this.notify();
+      }
+    }, pollMs);
+    this.pollTimer.unref();
+  }
+
+  private notify(): void {
+    if (this.subscribers.size === 0) return;
+    queueMicrotask(() => {
+      for (const s of this.subscribers) s();
+    });
+  }
+
+  listActors(filter: { kind?: string; all?: boolean } = {}): ActorRow[] {
+    const where: string[] = [];
+    const args: string[] = [];
+    if (filter.kind) {
+      where.push('kind = ?');
+      args.push(filter.kind);
+    }
+    if (!filter.all) where.push("status = 'active'");
+    const sql = `SELECT * FROM actors ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, id`;
+    return (this.db.prepare(sql).all(...args) as ActorDbRow[]).map(toActorRow);
+  }
+
+  getActor(id: string): ActorRow | undefined {
+    const r = this.db.prepare('SELECT * FROM actors WHERE id = ?').get(id) as ActorDbRow | undefined;
+    return r ? toActorRow(r) : undefined;
+  }
+
+  replaceProjection(rows: readonly ActorRow[]): void {
+    try {
+      this.db.transaction(() => {
+        this.db.prepare('DELETE FROM actors').run();
+        for (const p of rows) {
+          this.stmt.upsertActor.run(p.id, p.kind, p.stream, p.state, p.status, p.version, p.createdAt, p.updatedAt, JSON.stringify(p.summary));
+        }
+      }).immediate();
+    } catch (err) {
+      throw translate(this.file, err);
+    }
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.pollTimer) clearInterval(this.pollTimer);
+    this.subscribers.clear();
+    this.db.close();
+  }
+}
+
+function toActorRow(r: ActorDbRow): ActorRow {
+  return {
+    id: r.id,
+    kind: r.kind,
+    stream: r.stream,
+    state: r.state,
+    status: r.status === 'terminal' ? 'terminal' : 'active',
+    version: r.version,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    summary: JSON.parse(r.summary),
+  };
+}
+
+export function openEventStore(file: string, options?: SqliteEventStoreOptions): SqliteEventStore {
+  return new SqliteEventStore(file, options);
+}
