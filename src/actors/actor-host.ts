@@ -1,0 +1,220 @@
+// The one stateful part (like XState's Actor): event in → pure transition → durable append → effects.
+// Rule 1: an event is on disk before any of its effects starts. Effects report back only by
+// dispatching new events, so everything the supervisor learns lands in the log.
+import type { AnyStateMachine } from 'xstate';
+import { ConcurrencyError, NotFoundError, RunlogError } from '../domain/errors.ts';
+import { parseStreamName, rejectedType, streamName, toMachineEvent, type ActorKind, type NewEvent, type RecordedEvent } from '../domain/events.ts';
+import type { Effect } from '../machines/effects.ts';
+import { initialSnapshot, isTerminal, replay, stateName, step, type AnySnapshot } from '../machines/replay.ts';
+import { actorStatus, summarize } from '../machines/summary.ts';
+import type { ActorRow, EventStore } from '../store/event-store.ts';
+import type { Bus } from './bus.ts';
+import { noFaults, type FaultHook } from './faults.ts';
+
+export interface LiveActor {
+  id: string;
+  kind: ActorKind;
+  stream: string;
+  snapshot: AnySnapshot;
+  version: number;
+  createdAt: string;
+}
+
+export interface EffectContext {
+  actor: LiveActor;
+  /** Dispatches an event to this actor (effects report results this way). */
+  dispatch(event: NewEvent): Promise<DispatchResult>;
+}
+
+export type EffectHandler = (params: Record<string, unknown>, ctx: EffectContext) => Promise<void> | void;
+export type EffectHandlers = Partial<Record<string, EffectHandler>>;
+
+export interface DispatchResult {
+  accepted: boolean;
+  from: string;
+  to: string;
+  event: RecordedEvent;
+  effects: Effect[];
+}
+
+export interface ActorHostOptions {
+  store: EventStore;
+  bus: Bus;
+  machines: Record<ActorKind, AnyStateMachine>;
+  effects: Record<ActorKind, EffectHandlers>;
+  now?: () => string;
+  faults?: FaultHook;
+  /** Turns an effect that threw into an event, so the failure is in the log (not just in a console). */
+  onEffectError?: (kind: ActorKind, effect: Effect, error: unknown) => NewEvent | null;
+  log?: (msg: string) => void;
+}
+
+export class IllegalEventError extends RunlogError {
+  constructor(id: string, state: string, type: string) {
+    super('ILLEGAL_EVENT', `${id} is ${state}: it cannot take ${type}`, { id, state, type });
+  }
+}
+
+export class ActorHost {
+  private readonly actors = new Map<string, LiveActor>();
+  private readonly queues = new Map<string, Promise<unknown>>();
+  private readonly pending = new Set<Promise<unknown>>();
+  private readonly now: () => string;
+  private readonly faults: FaultHook;
+  private closed = false;
+
+  constructor(private readonly opts: ActorHostOptions) {
+    this.now = opts.now ?? (() => new Date().toISOString());
+    this.faults = opts.faults ?? noFaults;
+  }
+
+  /** Loads every non-terminal actor by replaying its events (the projection says which are live). */
+  rehydrate(): LiveActor[] {
+    const live: LiveActor[] = [];
+    for (const row of this.opts.store.listActors({ all: false })) {
+      const actor = this.load(row.kind as ActorKind, row.id);
+      if (actor && !isTerminal(actor.snapshot)) live.push(actor);
+    }
+    return live;
+  }
+
+  get(kind: ActorKind, id: string): LiveActor | undefined {
+    return this.actors.get(streamName(kind, id)) ?? this.load(kind, id);
+  }
+
+  live(): LiveActor[] {
+    return [...this.actors.values()].filter((a) => !isTerminal(a.snapshot));
+  }
+
+  private load(kind: ActorKind, id: string): LiveActor | undefined {
+    const stream = streamName(kind, id);
+    const events = this.opts.store.read(stream);
+    if (events.length === 0) return undefined;
+    const snapshot = replay(this.opts.machines[kind], events.map(toMachineEvent));
+    const actor: LiveActor = { id, kind, stream, snapshot, version: events[events.length - 1]!.version, createdAt: events[0]!.at };
+    this.actors.set(stream, actor);
+    return actor;
+  }
+
+  /** Starts a new actor with its first event. Fails if the id is taken. */
+  async create(kind: ActorKind, id: string, first: NewEvent): Promise<DispatchResult> {
+    const stream = streamName(kind, id);
+    if (this.actors.has(stream) || this.opts.store.streamVersion(stream) > 0) {
+      throw new RunlogError('ACTOR_EXISTS', `${kind} ${id} already exists`, { kind, id });
+    }
+    const at = first.at ?? this.now();
+    this.actors.set(stream, { id, kind, stream, snapshot: initialSnapshot(this.opts.machines[kind]), version: 0, createdAt: at });
+    return this.dispatch(kind, id, { ...first, at });
+  }
+
+  /** Events for one actor are applied one at a time, in arrival order. */
+  dispatch(kind: ActorKind, id: string, event: NewEvent): Promise<DispatchResult> {
+    const stream = streamName(kind, id);
+    const prev = this.queues.get(stream) ?? Promise.resolve();
+    const next = prev.catch(() => undefined).then(() => this.apply(kind, id, event));
+    this.queues.set(stream, next);
+    void next.finally(() => {
+      if (this.queues.get(stream) === next) this.queues.delete(stream);
+    }).catch(() => undefined);
+    return next;
+  }
+
+  private async apply(kind: ActorKind, id: string, input: NewEvent, attempt = 0): Promise<DispatchResult> {
+    if (this.closed) throw new RunlogError('HOST_CLOSED', 'the supervisor is shutting down');
+    const actor = this.actors.get(streamName(kind, id)) ?? this.load(kind, id);
+    if (!actor) throw new NotFoundError(kind, id);
+    const event: NewEvent = { ...input, at: input.at ?? this.now() };
+    const machine = this.opts.machines[kind];
+    const from = stateName(actor.snapshot);
+    const r = step(machine, actor.snapshot, { type: event.type, at: event.at!, data: event.data });
+
+    const toAppend: NewEvent = r.accepted
+      ? event
+      : { type: rejectedType(kind), at: event.at, data: { rejected: { type: event.type, data: event.data }, state: from }, meta: event.meta };
+    const nextSnapshot = r.snapshot;
+    const to = stateName(nextSnapshot);
+
+    this.faults('before-append', { eventType: event.type });
+    let recorded: RecordedEvent;
+    try {
+      const result = this.opts.store.append(actor.stream, [toAppend], {
+        expectedVersion: actor.version === 0 ? 'no-stream' : actor.version,
+        kind,
+        projection: this.row(actor, nextSnapshot, actor.version + 1, event.at!),
+      });
+      recorded = result.events[0]!;
+    } catch (err) {
+      if (err instanceof ConcurrencyError && attempt < 3) {
+        // Someone else appended to this stream (another process): re-read and re-decide.
+        this.actors.delete(actor.stream);
+        return this.apply(kind, id, input, attempt + 1);
+      }
+      throw err;
+    }
+    actor.snapshot = nextSnapshot;
+    actor.version = recorded.version;
+    this.opts.bus.emit('actor:transition', { id, kind, from, to, event: recorded, accepted: r.accepted });
+    this.faults('after-append', { eventType: event.type });
+
+    const result: DispatchResult = { accepted: r.accepted, from, to, event: recorded, effects: r.effects };
+    if (r.effects.length > 0) this.track(this.runEffects(actor, r.effects));
+    return result;
+  }
+
+  private row(actor: LiveActor, snapshot: AnySnapshot, version: number, at: string): ActorRow {
+    return {
+      id: actor.id,
+      kind: actor.kind,
+      stream: actor.stream,
+      state: stateName(snapshot),
+      status: actorStatus(snapshot),
+      version,
+      createdAt: actor.createdAt,
+      updatedAt: at,
+      summary: summarize(actor.kind, snapshot),
+    };
+  }
+
+  private async runEffects(actor: LiveActor, effects: Effect[]): Promise<void> {
+    const ctx: EffectContext = { actor, dispatch: (e) => this.dispatch(actor.kind, actor.id, e) };
+    for (const effect of effects) {
+      const handler = this.opts.effects[actor.kind][effect.type];
+      if (!handler) continue;
+      try {
+        await handler(effect.params, ctx);
+        this.faults('after-effect', { effect: effect.type });
+      } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
+        this.opts.bus.emit('effect:error', { id: actor.id, kind: actor.kind, effect: effect.type, error: message });
+        this.opts.log?.(`effect ${effect.type} of ${actor.stream} failed: ${message}`);
+        const ev = this.opts.onEffectError?.(actor.kind, effect, err);
+        if (ev && !this.closed) await ctx.dispatch(ev).catch(() => undefined);
+      }
+    }
+  }
+
+  private track(p: Promise<unknown>): void {
+    this.pending.add(p);
+    void p.finally(() => this.pending.delete(p));
+  }
+
+  /** Resolves when no effect is running and no event is queued (tests, graceful shutdown). */
+  async idle(): Promise<void> {
+    while (this.pending.size > 0 || this.queues.size > 0) {
+      await Promise.allSettled([...this.pending, ...this.queues.values()]);
+    }
+  }
+
+  /** Runs effects again for a rehydrated actor (e.g. a timer that was armed before a restart). */
+  resumeEffects(actor: LiveActor, effects: Effect[]): void {
+    if (effects.length > 0) this.track(this.runEffects(actor, effects));
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+
+  static idFromStream(stream: string): { kind: ActorKind; id: string } | null {
+    return parseStreamName(stream);
+  }
+}

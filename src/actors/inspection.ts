@@ -1,0 +1,124 @@
+// Read-side queries over the log: list, inspect, events, replay. They need only the SQLite file,
+// so they work post-mortem with no supervisor running.
+import { NotFoundError, ReplayError } from '../domain/errors.ts';
+import { streamName, toMachineEvent, type ActorKind, type RecordedEvent } from '../domain/events.ts';
+import { machines, replay, replaySteps, stateName, type Step } from '../machines/replay.ts';
+import { actorStatus, summarize } from '../machines/summary.ts';
+import type { ActorRow, EventStore } from '../store/event-store.ts';
+
+export interface ActorView {
+  id: string;
+  kind: ActorKind;
+  stream: string;
+  state: string;
+  status: 'active' | 'terminal';
+  version: number;
+  createdAt: string;
+  updatedAt: string;
+  summary: Record<string, unknown>;
+  context: Record<string, unknown>;
+}
+
+export interface ReplayView {
+  id: string;
+  kind: ActorKind;
+  /** The version replayed up to (inclusive). */
+  to: number;
+  version: number;
+  state: string;
+  context: Record<string, unknown>;
+  steps: Step[];
+}
+
+/** Finds which stream an id names: instance ids and execution ids share no prefix, but users may type either. */
+export function resolveActor(store: EventStore, id: string): { kind: ActorKind; id: string; stream: string } {
+  const row = store.getActor(id);
+  if (row) return { kind: row.kind as ActorKind, id: row.id, stream: row.stream };
+  for (const kind of ['instance', 'execution'] as const) {
+    const stream = streamName(kind, id);
+    if (store.streamVersion(stream) > 0) return { kind, id, stream };
+  }
+  // Allow a unique prefix, like git does for commits.
+  const matches = store.listActors({ all: true }).filter((r) => r.id.startsWith(id));
+  if (matches.length === 1) return { kind: matches[0]!.kind as ActorKind, id: matches[0]!.id, stream: matches[0]!.stream };
+  if (matches.length > 1) throw new NotFoundError('unique actor', `${id} (ambiguous: ${matches.map((m) => m.id).join(', ')})`);
+  throw new NotFoundError('actor', id);
+}
+
+export function listActors(store: EventStore, filter: { kind?: ActorKind; all?: boolean } = {}): ActorRow[] {
+  return store.listActors(filter);
+}
+
+export function inspectActor(store: EventStore, id: string): ActorView {
+  const ref = resolveActor(store, id);
+  const events = store.read(ref.stream);
+  const snapshot = replay(machines[ref.kind], events.map(toMachineEvent));
+  return {
+    id: ref.id,
+    kind: ref.kind,
+    stream: ref.stream,
+    state: stateName(snapshot),
+    status: actorStatus(snapshot),
+    version: events.at(-1)?.version ?? 0,
+    createdAt: events[0]?.at ?? '',
+    updatedAt: events.at(-1)?.at ?? '',
+    summary: summarize(ref.kind, snapshot),
+    context: snapshot.context as Record<string, unknown>,
+  };
+}
+
+export function actorEvents(store: EventStore, id: string, range: { from?: number; to?: number } = {}): RecordedEvent[] {
+  const ref = resolveActor(store, id);
+  return store.read(ref.stream, range);
+}
+
+/** Replays an event list (from the log or an exported file) through the kind's machine, with no side effects. */
+export function replayEvents(kind: ActorKind, id: string, events: readonly RecordedEvent[], to?: number): ReplayView {
+  const upto = to === undefined ? events : events.filter((e) => e.version <= to);
+  if (to !== undefined && to > (events.at(-1)?.version ?? 0)) {
+    throw new ReplayError(`${id} has ${events.at(-1)?.version ?? 0} events; cannot replay to ${to}`, { id, to });
+  }
+  const steps = replaySteps(machines[kind], upto.map((e) => ({ ...toMachineEvent(e), version: e.version })));
+  const last = steps.at(-1);
+  return {
+    id,
+    kind,
+    to: last?.version ?? 0,
+    version: events.at(-1)?.version ?? 0,
+    state: last?.to ?? 'new',
+    context: last?.context ?? {},
+    steps,
+  };
+}
+
+export function replayActor(store: EventStore, id: string, to?: number): ReplayView {
+  const ref = resolveActor(store, id);
+  return replayEvents(ref.kind, ref.id, store.read(ref.stream), to);
+}
+
+/** Recomputes the whole `actors` projection from the log (`runlog rebuild`). */
+export function rebuildProjection(store: EventStore): { actors: number; events: number } {
+  const rows: ActorRow[] = [];
+  let events = 0;
+  for (const s of store.streams()) {
+    const kind = s.kind as ActorKind;
+    if (!(kind in machines)) continue;
+    const evs = store.read(s.stream);
+    events += evs.length;
+    if (evs.length === 0) continue;
+    const snapshot = replay(machines[kind], evs.map(toMachineEvent));
+    rows.push({
+      id: s.stream.slice(kind.length + 1),
+      kind,
+      stream: s.stream,
+      state: stateName(snapshot),
+      status: actorStatus(snapshot),
+      version: evs.at(-1)!.version,
+      createdAt: evs[0]!.at,
+      updatedAt: evs.at(-1)!.at,
+      summary: summarize(kind, snapshot),
+    });
+  }
+  store.replaceProjection(rows);
+  return { actors: rows.length, events };
+}

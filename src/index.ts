@@ -1,0 +1,11 @@
+// runlog's public API.
+export { createRunlog, type Runlog, type RunlogOptions } from './actors/runlog.ts';
+export type { ActorView, ReplayView } from './actors/inspection.ts';
+export type { BusEvents, TransitionNotice } from './actors/bus.ts';
+export type { ActorRow, EventStore, ExpectedVersion } from './store/event-store.ts';
+export { SqliteEventStore, openEventStore } from './store/sqlite-event-store.ts';
+export type { ActorKind, NewEvent, RecordedEvent } from './domain/events.ts';
+export * from './domain/errors.ts';
+export { instanceMachine } from './machines/instance.machine.ts';
+export { executionMachine } from './machines/execution.machine.ts';
+export { replay, replaySteps, stateName } from './machines/replay.ts';

@@ -1,0 +1,183 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { createRunlog } from '../src/actors/runlog.ts';
+import type { InstanceSpec } from '../src/machines/instance.machine.ts';
+import { tempDir } from './support/tmp.ts';
+
+const spec = (over: Partial<InstanceSpec> = {}): InstanceSpec => ({
+  instanceId: 'i1',
+  appId: 'com.example.hello',
+  appDir: '/apps/hello',
+  sandbox: 'proot',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart: { policy: 'on-failure', maxRestarts: 2, backoffMs: 30, maxBackoffMs: 100, resetAfterMs: 600_000 },
+  ...over,
+});
+
+/** A fake sandbox: spawn succeeds, health matches, hooks succeed. Each call is recorded. */
+function fakeInstanceEffects(calls: string[], store?: () => { streamVersion(s: string): number }) {
+  return {
+    spawn: async (p: Record<string, any>, ctx: any) => {
+      // Rule 1: by the time an effect runs, the event that caused it is on disk.
+      if (store) calls.push(`spawn@v${store().streamVersion(ctx.actor.stream)}`);
+      else calls.push('spawn');
+      await ctx.dispatch({ type: 'instance.spawned', data: { pid: 100 + calls.length, host: '127.0.0.1', port: p.spec.port ?? 4100 } });
+    },
+    waitHealthy: async (_p: unknown, ctx: any) => {
+      calls.push('waitHealthy');
+      await ctx.dispatch({ type: 'instance.healthy', data: { identity: 'match' } });
+    },
+    callLifecycle: async (p: Record<string, any>, ctx: any) => {
+      calls.push(`lifecycle:${p.hooks.join(',')}`);
+      if (p.hooks.includes('onStart')) await ctx.dispatch({ type: 'instance.running', data: {} });
+    },
+    stopSandbox: async (_p: unknown, ctx: any) => {
+      calls.push('stop');
+      await ctx.dispatch({ type: 'instance.exited', data: { exitCode: 0 } });
+    },
+    forceKill: () => {
+      calls.push('forceKill');
+    },
+    releasePort: () => {
+      calls.push('releasePort');
+    },
+  };
+}
+
+describe('actor host', () => {
+  it('drives an instance to running through effects; each event is appended before its effects run', async () => {
+    const calls: string[] = [];
+    let rl: Awaited<ReturnType<typeof createRunlog>>;
+    rl = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls, () => rl.store) } });
+    const transitions: string[] = [];
+    rl.on('actor:transition', (t) => transitions.push(`${t.from}→${t.to}`));
+    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await rl.idle();
+    expect(rl.inspect('i1').state).toBe('running');
+    expect(calls).toEqual(['spawn@v1', 'waitHealthy', 'lifecycle:onCreate,onStart']);
+    expect(rl.events('i1').map((e) => e.type)).toEqual(['instance.requested', 'instance.spawned', 'instance.healthy', 'instance.running']);
+    expect(transitions).toEqual(['new→spawning', 'spawning→spawning', 'spawning→healthy', 'healthy→running']);
+    expect(rl.list()).toMatchObject([{ id: 'i1', kind: 'instance', state: 'running', status: 'active', summary: { appId: 'com.example.hello' } }]);
+    await rl.close();
+  });
+
+  it('records an illegal event as rejected and keeps going', async () => {
+    const calls: string[] = [];
+    const rl = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
+    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await rl.idle();
+    const r = await rl.send('instance', 'i1', { type: 'instance.healthy', data: { identity: 'match' } });
+    expect(r.accepted).toBe(false);
+    const last = rl.events('i1').at(-1)!;
+    expect(last.type).toBe('instance.rejected');
+    expect(last.data).toEqual({ rejected: { type: 'instance.healthy', data: { identity: 'match' } }, state: 'running' });
+    expect(rl.inspect('i1').state).toBe('running');
+    await rl.send('instance', 'i1', { type: 'instance.stop-requested', data: {} });
+    await rl.idle();
+    expect(rl.inspect('i1').state).toBe('stopped');
+    await rl.close();
+  });
+
+  it('an effect that throws becomes a crash event in the log', async () => {
+    const rl = await createRunlog({
+      home: tempDir(),
+      effects: { instance: { spawn: () => { throw Object.assign(new Error('proot: not found'), { code: 'ENOENT' }); } } },
+    });
+    const errors: string[] = [];
+    rl.on('effect:error', (e) => errors.push(e.error));
+    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec({ restart: { ...spec().restart, policy: 'never' } }) } });
+    await rl.idle();
+    expect(errors).toEqual(['proot: not found']);
+    expect(rl.inspect('i1').state).toBe('crashed.down');
+    expect(rl.events('i1').at(-1)).toMatchObject({ type: 'instance.crashed', data: { reason: 'effect-failed', code: 'ENOENT', effect: 'spawn' } });
+    await rl.close();
+  });
+
+  it('restart with backoff: timers are events; crash → scheduled → due → running again, and app:crashed is announced', async () => {
+    const calls: string[] = [];
+    const rl = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
+    const crashed: unknown[] = [];
+    rl.on('app:crashed', (p) => crashed.push(p));
+    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await rl.idle();
+    await rl.send('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 3 } });
+    await rl.idle();
+    await new Promise((r) => setTimeout(r, 80));
+    await rl.idle();
+    expect(crashed).toMatchObject([{ instanceId: 'i1', crash: { exitCode: 3, reason: 'exit' } }]);
+    const types = rl.events('i1').map((e) => e.type);
+    expect(types.slice(4)).toEqual(['instance.crashed', 'instance.restart-scheduled', 'instance.restart-due', 'instance.spawned', 'instance.healthy', 'instance.running']);
+    expect(rl.inspect('i1')).toMatchObject({ state: 'running', summary: { restarts: 1 } });
+    await rl.close();
+  });
+
+  it('a restart timer that came due while the supervisor was down fires once at start', async () => {
+    const home = tempDir();
+    const calls: string[] = [];
+    const rl = await createRunlog({ home, effects: { instance: { ...fakeInstanceEffects(calls), scheduleRestart: async (p, ctx) => {
+      // The supervisor "dies" right after persisting the timer: it never fires in this process.
+      await ctx.dispatch({ type: 'instance.restart-scheduled', data: { attempt: p.attempt, dueAt: new Date(Date.now() - 1000).toISOString() } });
+    } } } });
+    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await rl.idle();
+    await rl.send('instance', 'i1', { type: 'instance.crashed', data: { exitCode: 1 } });
+    await rl.idle();
+    expect(rl.inspect('i1').state).toBe('crashed.backoff');
+    await rl.close();
+
+    const calls2: string[] = [];
+    const rl2 = await createRunlog({ home, effects: { instance: fakeInstanceEffects(calls2) } });
+    await new Promise((r) => setTimeout(r, 30));
+    await rl2.idle();
+    expect(rl2.inspect('i1').state).toBe('running');
+    expect(rl2.events('i1').filter((e) => e.type === 'instance.restart-due')).toHaveLength(1);
+    expect(calls2[0]).toBe('spawn');
+    await rl2.close();
+  });
+
+  it('rebuild recomputes the projection from events alone', async () => {
+    const calls: string[] = [];
+    const rl = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
+    await rl.host.create('instance', 'a', { type: 'instance.requested', data: { spec: spec({ instanceId: 'a' }) } });
+    await rl.host.create('instance', 'b', { type: 'instance.requested', data: { spec: spec({ instanceId: 'b' }) } });
+    await rl.idle();
+    await rl.send('instance', 'b', { type: 'instance.stop-requested', data: {} });
+    await rl.idle();
+    const before = rl.list({ all: true });
+    rl.store.replaceProjection([]);
+    expect(rl.list({ all: true })).toEqual([]);
+    expect(rl.rebuild()).toEqual({ actors: 2, events: 10 });
+    expect(rl.list({ all: true })).toEqual(before);
+    expect(rl.list().map((r) => r.id)).toEqual(['a']);
+    await rl.close();
+  });
+
+  it('replay shows state after each event and at a chosen version', async () => {
+    const calls: string[] = [];
+    const rl = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
+    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await rl.idle();
+    const full = rl.replay('i1');
+    expect(full.steps.map((s) => `${s.from}→${s.to}`)).toEqual(['new→spawning', 'spawning→spawning', 'spawning→healthy', 'healthy→running']);
+    expect(full.steps[0]!.effects.map((e) => e.type)).toEqual(['spawn']);
+    const at2 = rl.replay('i1', { to: 2 });
+    expect(at2.state).toBe('spawning');
+    expect(at2.context).toMatchObject({ pid: expect.any(Number) });
+    expect(() => rl.replay('i1', { to: 99 })).toThrow(/cannot replay to 99/);
+    expect(() => rl.inspect('nope')).toThrow(/not found/);
+    await rl.close();
+  });
+
+  it('inspection without supervision runs no effects', async () => {
+    const home = tempDir();
+    const rl = await createRunlog({ home, effects: { instance: {} } });
+    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await rl.close();
+    const ro = await createRunlog({ db: join(home, 'runlog.db'), supervise: false });
+    expect(ro.inspect('i1').state).toBe('spawning');
+    expect(ro.events('i1')).toHaveLength(1);
+    await ro.close();
+  });
+});
