@@ -166,8 +166,15 @@ describe('SqliteEventStore', () => {
 
     const corrupt = join(dir, 'corrupt.db');
     const bytes = readFileSync(file);
-    // Scribble over a b-tree page in the middle of the file (page size 4096).
-    bytes.fill(0xa5, 4096 * 5 + 8, 4096 * 5 + 600);
+    // Scribble over the headers of the table's leaf b-tree pages (page size 4096; type byte 0x0d).
+    let hit = 0;
+    for (let off = 4096; off + 4096 <= bytes.length; off += 4096) {
+      if (bytes[off] === 0x0d) {
+        bytes.fill(0xa5, off + 1, off + 12);
+        hit += 1;
+      }
+    }
+    expect(hit).toBeGreaterThan(0);
     writeFileSync(corrupt, bytes);
     const cBefore = readFileSync(corrupt);
     expect(() => new SqliteEventStore(corrupt)).toThrow(StoreCorruptError);

@@ -1,6 +1,6 @@
 // Replay: the state of an actor is the fold of its events through its machine. The same pure
 // `transition` the live host uses; here the returned effects are only reported, never run.
-import { initialTransition, transition, type AnyStateMachine, type SnapshotFrom } from 'xstate';
+import { createActor, initialTransition, transition, type AnyActorScope, type AnyStateMachine, type SnapshotFrom } from 'xstate';
 import type { ActorKind, MachineEvent } from '../domain/events.ts';
 import { toEffects, type Effect } from './effects.ts';
 import { executionMachine } from './execution.machine.ts';
@@ -42,13 +42,40 @@ export function step(machine: AnyStateMachine, snapshot: AnySnapshot, event: Mac
   return { snapshot: next, accepted: true, effects: toEffects(actions) };
 }
 
-/** Folds events into a snapshot. Only transitions; no effects are computed for the caller. */
-export function replay(machine: AnyStateMachine, events: Iterable<MachineEvent>): AnySnapshot {
-  let snapshot = initialSnapshot(machine);
-  for (const e of events) {
-    // Unhandled events leave the snapshot as it is; rejected events are stored under their own type.
-    snapshot = transition(machine, snapshot, e)[0];
+/**
+ * An inert actor scope, as XState's own `transition()` builds one per call. Building it means
+ * constructing an Actor (which computes an initial snapshot), so a fold builds it once and reuses it:
+ * replay drops actions, so a scope whose executor ignores them is all the pure step needs.
+ */
+const inertScopes = new WeakMap<AnyStateMachine, AnyActorScope>();
+function inertScope(machine: AnyStateMachine): AnyActorScope {
+  let scope = inertScopes.get(machine);
+  if (!scope) {
+    const self = createActor(machine);
+    scope = {
+      self,
+      defer: () => {},
+      id: '',
+      logger: () => {},
+      sessionId: '',
+      stopChild: () => {},
+      system: self.system,
+      emit: () => {},
+      actionExecutor: () => {},
+    } as unknown as AnyActorScope;
+    inertScopes.set(machine, scope);
   }
+  return scope;
+}
+
+/**
+ * Folds events into a snapshot with the machine's own pure transition function; effects are
+ * dropped. Unhandled events leave the snapshot as it is (rejected events are stored under their own type).
+ */
+export function replay(machine: AnyStateMachine, events: Iterable<MachineEvent>, from?: AnySnapshot): AnySnapshot {
+  const scope = inertScope(machine);
+  let snapshot = from ?? machine.getInitialSnapshot(scope, undefined);
+  for (const e of events) snapshot = machine.transition(snapshot, e, scope);
   return snapshot;
 }
 

@@ -7,7 +7,7 @@ export type ExpectedVersion = number | 'no-stream' | 'any';
 
 export interface AppendOptions {
   expectedVersion: ExpectedVersion;
-  /** The actor kind recorded in `streams.kind` when the stream is created. */
+  /** The actor kind (informational; a stream's kind is its name's prefix). */
   kind?: string;
   /** Written in the same transaction as the events (rule 1: projections never run ahead of the log). */
   projection?: ActorRow;

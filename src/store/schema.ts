@@ -5,7 +5,8 @@
 export const APPLICATION_ID = 0x524c4f47;
 
 export const MIGRATIONS: readonly string[] = [
-  // 1: the log, the stream index, and the actors projection.
+  // 1: the log and the actors projection. A stream's version is max(version) over its events, read
+  // through the UNIQUE(stream, version) index: no second table to keep in step on every append.
   `CREATE TABLE events (
      seq     INTEGER PRIMARY KEY,
      stream  TEXT    NOT NULL,
@@ -17,14 +18,6 @@ export const MIGRATIONS: readonly string[] = [
      at      TEXT    NOT NULL,
      UNIQUE (stream, version)
    );
-   CREATE TABLE streams (
-     stream     TEXT PRIMARY KEY,
-     kind       TEXT NOT NULL,
-     version    INTEGER NOT NULL,
-     created_at TEXT NOT NULL,
-     updated_at TEXT NOT NULL
-   );
-   CREATE INDEX streams_kind ON streams(kind);
    CREATE TABLE actors (
      id         TEXT PRIMARY KEY,
      kind       TEXT NOT NULL,

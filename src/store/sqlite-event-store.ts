@@ -106,10 +106,8 @@ export class SqliteEventStore implements EventStore {
   private closed = false;
 
   private readonly stmt: {
-    streamVersion: Database.Statement<[string], { version: number }>;
+    streamVersion: Database.Statement<[string], { version: number | null }>;
     insertEvent: Database.Statement<[string, number, string, number, string, string, string]>;
-    insertStream: Database.Statement<[string, string, number, string, string]>;
-    updateStream: Database.Statement<[number, string, string]>;
     upsertActor: Database.Statement<[string, string, string, string, string, number, string, string, string]>;
     readStream: Database.Statement<[string, number, number], EventRow>;
     readAll: Database.Statement<[number, number], EventRow>;
@@ -139,10 +137,8 @@ export class SqliteEventStore implements EventStore {
     }
     const db = this.db;
     this.stmt = {
-      streamVersion: db.prepare('SELECT version FROM streams WHERE stream = ?'),
+      streamVersion: db.prepare('SELECT max(version) AS version FROM events WHERE stream = ?'),
       insertEvent: db.prepare('INSERT INTO events (stream, version, type, schema, data, meta, at) VALUES (?, ?, ?, ?, ?, ?, ?)'),
-      insertStream: db.prepare('INSERT INTO streams (stream, kind, version, created_at, updated_at) VALUES (?, ?, ?, ?, ?)'),
-      updateStream: db.prepare('UPDATE streams SET version = ?, updated_at = ? WHERE stream = ?'),
       upsertActor: db.prepare(
         `INSERT INTO actors (id, kind, stream, state, status, version, created_at, updated_at, summary)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -186,12 +182,11 @@ export class SqliteEventStore implements EventStore {
   }
 
   private appendInTx(stream: string, events: readonly NewEvent[], options: AppendOptions): AppendResult {
-    const row = this.stmt.streamVersion.get(stream);
-    const actual = row ? row.version : 0;
+    const actual = this.stmt.streamVersion.get(stream)?.version ?? 0;
     const ev = options.expectedVersion;
     if (ev !== 'any') {
       const expected = ev === 'no-stream' ? 0 : ev;
-      if (expected !== actual || (ev === 'no-stream' && row)) throw new ConcurrencyError(stream, expected, actual);
+      if (expected !== actual) throw new ConcurrencyError(stream, expected, actual);
     }
     const now = this.now();
     const recorded: RecordedEvent[] = [];
@@ -206,8 +201,6 @@ export class SqliteEventStore implements EventStore {
       lastSeq = Number(info.lastInsertRowid);
       recorded.push({ seq: lastSeq, stream, version, type: e.type, schema, data: e.data as Record<string, unknown>, meta, at });
     }
-    if (row) this.stmt.updateStream.run(version, now, stream);
-    else this.stmt.insertStream.run(stream, options.kind ?? stream.split('-')[0]!, version, now, now);
     const p = options.projection;
     if (p) {
       this.stmt.upsertActor.run(p.id, p.kind, p.stream, p.state, p.status, version, p.createdAt, p.updatedAt, JSON.stringify(p.summary));
@@ -252,11 +245,14 @@ export class SqliteEventStore implements EventStore {
     return this.stmt.streamVersion.get(stream)?.version ?? 0;
   }
 
+  /** Every stream, in order of its first event. The kind is the stream name's prefix ("instance-…"). */
   streams(kind?: string): StreamInfo[] {
-    const rows = (kind
-      ? this.db.prepare('SELECT * FROM streams WHERE kind = ? ORDER BY created_at, stream').all(kind)
-      : this.db.prepare('SELECT * FROM streams ORDER BY created_at, stream').all()) as { stream: string; kind: string; version: number; created_at: string; updated_at: string }[];
-    return rows.map((r) => ({ stream: r.stream, kind: r.kind, version: r.version, createdAt: r.created_at, updatedAt: r.updated_at }));
+    const rows = this.db
+      .prepare('SELECT stream, max(version) AS version, min(seq) AS first, min(at) AS created_at, max(at) AS updated_at FROM events GROUP BY stream ORDER BY first')
+      .all() as { stream: string; version: number; created_at: string; updated_at: string }[];
+    return rows
+      .map((r) => ({ stream: r.stream, kind: r.stream.split('-')[0]!, version: r.version, createdAt: r.created_at, updatedAt: r.updated_at }))
+      .filter((r) => !kind || r.kind === kind);
   }
 
   lastSeq(): number {

@@ -1,0 +1,36 @@
+// Side-by-side benchmarks: each measures runlog and the raw primitive doing the same work in the
+// same run, several rounds, and reports medians and the ratio runlog ÷ raw.
+
+export interface BenchResult {
+  name: string;
+  value: number;
+  unit: string;
+  baseline: number;
+  ratio: number;
+  /** Extra figures (per-step breakdowns), printed but not part of the JSON contract's required keys. */
+  notes?: Record<string, number | string>;
+}
+
+export interface Bench {
+  name: string;
+  /** What it needs (for the error when a part is missing). */
+  needs?: string;
+  run(opts: { rounds: number; log: (msg: string) => void }): Promise<BenchResult>;
+}
+
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+export const nowMs = (): number => Number(process.hrtime.bigint()) / 1e6;
+
+/** Times fn; returns milliseconds. */
+export async function timeIt(fn: () => unknown): Promise<number> {
+  const t0 = nowMs();
+  await fn();
+  return nowMs() - t0;
+}
+
+export const round = (x: number, digits = 3): number => Number(x.toPrecision(digits));
