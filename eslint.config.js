@@ -25,6 +25,10 @@ export default tseslint.config(
     },
   },
   {
+    files: ['**/*.js'],
+    languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } },
+  },
+  {
     files: ['src/machines/**/*.ts'],
     rules: {
       'no-restricted-imports': ['error', ioImports],

@@ -49,8 +49,7 @@ function fakeInstanceEffects(calls: string[], store?: () => { streamVersion(s: s
 describe('actor host', () => {
   it('drives an instance to running through effects; each event is appended before its effects run', async () => {
     const calls: string[] = [];
-    let rl: Awaited<ReturnType<typeof createRunlog>>;
-    rl = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls, () => rl.store) } });
+    const rl: Awaited<ReturnType<typeof createRunlog>> = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls, () => rl.store) } });
     const transitions: string[] = [];
     rl.on('actor:transition', (t) => transitions.push(`${t.from}→${t.to}`));
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
