@@ -24,9 +24,7 @@ function fakeInstanceEffects(calls: string[], store?: () => { streamVersion(s: s
       if (store) calls.push(`spawn@v${store().streamVersion(ctx.actor.stream)}`);
       else calls.push('spawn');
       await ctx.dispatch({ type: 'instance.spawned', data: { pid: 100 + calls.length, host: '127.0.0.1', port: p.spec.port ?? 4100 } });
-    },
-    waitHealthy: async (_p: unknown, ctx: any) => {
-      calls.push('waitHealthy');
+      calls.push('health');
       await ctx.dispatch({ type: 'instance.healthy', data: { identity: 'match' } });
     },
     callLifecycle: async (p: Record<string, any>, ctx: any) => {
@@ -55,7 +53,7 @@ describe('actor host', () => {
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     expect(rl.inspect('i1').state).toBe('running');
-    expect(calls).toEqual(['spawn@v1', 'waitHealthy', 'lifecycle:onCreate,onStart']);
+    expect(calls).toEqual(['spawn@v1', 'health', 'lifecycle:onCreate,onStart']);
     expect(rl.events('i1').map((e) => e.type)).toEqual(['instance.requested', 'instance.spawned', 'instance.healthy', 'instance.running']);
     expect(transitions).toEqual(['new→spawning', 'spawning→spawning', 'spawning→healthy', 'healthy→running']);
     expect(rl.list()).toMatchObject([{ id: 'i1', kind: 'instance', state: 'running', status: 'active', summary: { appId: 'com.example.hello' } }]);

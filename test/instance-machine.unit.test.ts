@@ -28,10 +28,10 @@ describe('instance machine', () => {
     expect(t.effects[0]!.params.spec).toMatchObject({ instanceId: 'i1', appId: 'com.example.hello' });
   });
 
-  it('spawning + spawned → stays spawning, records pid/port, waits for health', () => {
+  it('spawning + spawned → stays spawning, records pid/port (the spawn effect goes on to verify identity)', () => {
     const t = given(instanceMachine, [requested()]).when(spawned());
     expect(t.state).toBe('spawning');
-    expect(effectTypes(t)).toEqual(['waitHealthy']);
+    expect(effectTypes(t)).toEqual([]);
     expect(t.context).toMatchObject({ pid: 42, port: 4100, host: '127.0.0.1' });
   });
 

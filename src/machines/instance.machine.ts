@@ -131,7 +131,6 @@ export const instanceMachine = setup({
   types: {} as { context: InstanceContext; events: E },
   actions: {
     spawn: noEffect,
-    waitHealthy: noEffect,
     callLifecycle: noEffect,
     stopSandbox: noEffect,
     forceKill: noEffect,
@@ -181,16 +180,14 @@ export const instanceMachine = setup({
     spawning: {
       entry: [{ type: 'spawn', params: ({ context }) => ({ spec: context.spec, attempt: context.restarts }) }],
       on: {
+        // The child is up; the spawn effect goes on to verify its identity (the seed's waitHealthy).
         'instance.spawned': {
-          actions: [
-            assign({
-              pid: ({ event }) => d(event).pid ?? null,
-              containerId: ({ event }) => d(event).containerId ?? null,
-              host: ({ event }) => d(event).host ?? null,
-              port: ({ event }) => d(event).port ?? null,
-            }),
-            { type: 'waitHealthy', params: ({ context }) => ({ spec: context.spec, host: context.host, port: context.port }) },
-          ],
+          actions: assign({
+            pid: ({ event }) => d(event).pid ?? null,
+            containerId: ({ event }) => d(event).containerId ?? null,
+            host: ({ event }) => d(event).host ?? null,
+            port: ({ event }) => d(event).port ?? null,
+          }),
         },
         'instance.healthy': {
           target: 'healthy',
