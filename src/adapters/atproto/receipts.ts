@@ -1,0 +1,283 @@
+// Records the runner publishes in its own repo:
+//   dev.mainasara.at-run.beta.v2.runner     — the advertised policy (rkey "self" by default)
+//   dev.mainasara.at-run.beta.v2.execution  — one receipt per execution (rkey = execution id, so a retry
+//                                             after a crash rewrites the same record instead of adding one)
+// Inputs are validated here, listing every problem (RECORD_FIELDS_INVALID), before anything is written.
+
+import { AT_RUN_V2, type StrongRef } from './collections.ts';
+import { parseCid, type JsonObject } from './cid.ts';
+import { atprotoValidationError } from './errors.ts';
+import type { Publisher } from './publisher.ts';
+import { isValidDid, isValidRecordKey, parseRecordUri } from './syntax.ts';
+
+export type ExecutionOutcome = 'succeeded' | 'failed';
+export type ExecutionFailureKind = 'resolution' | 'validation' | 'materialization' | 'runtime' | 'timeout' | 'cancelled' | 'lost';
+
+export interface ExecutionLimits {
+  memoryBytes: number;
+  pids: number;
+  /** CPU quota in thousandths of a CPU (1000 = one CPU). */
+  milliCpus?: number;
+  timeoutMs: number;
+  /** Network access granted to the sandbox; only "none" exists today. */
+  network: 'none';
+}
+
+export interface ExecutionReceipt {
+  /** exec_<ULID>; also the record key. */
+  executionId: string;
+  code: StrongRef;
+  runtime: StrongRef;
+  /** The code blob's CID (raw, sha256). */
+  codeBlobCid: string;
+  /** The alias the caller named, when the execution started from one. */
+  alias?: StrongRef;
+  handler: string;
+  images: {
+    /** repository@sha256:<digest> of the runtime artifact. */
+    runtime: string;
+    /** repository@sha256:<digest> of the runner-owned sandbox image. */
+    sandbox: string;
+    additions?: string[];
+  };
+  limits: ExecutionLimits;
+  /** sha256 (hex) of the exact input JSON bytes sent in the invocation envelope. */
+  inputSha256: string;
+  /** sha256 (hex) of the exact result JSON bytes received; absent when there was no result. */
+  outputSha256?: string;
+  outcome: ExecutionOutcome;
+  failure?: { kind: ExecutionFailureKind; code?: string; message?: string };
+  exitCode?: number;
+  callerDid?: string;
+  /** The runner record (policy) in force for this execution. */
+  runner?: StrongRef;
+  startedAt: string;
+  finishedAt: string;
+}
+
+export interface RunnerPolicy {
+  /** Worker protocol versions accepted (at-run V2: [1]). */
+  protocolVersions: number[];
+  /** Runtime kinds accepted (at-run V2: ["language"]). */
+  runtimeKinds: string[];
+  /** OCI platforms this runner's Docker daemon reports. */
+  platforms: { os: string; architecture: string; variant?: string }[];
+  isolation: {
+    /** "docker" today; "proot", "vm"… later. */
+    backend: string;
+    /** OCI runtime used for the sandbox (e.g. "runc", "runsc"). */
+    ociRuntime: string;
+    /** Whether the runner requires a sandboxed runtime or disposable VM for every execution. */
+    strong: boolean;
+  };
+  /** repository@sha256:<digest> of the fixed, runner-owned sandbox image. */
+  sandboxImage: string;
+  limits: {
+    maxMemoryBytes: number;
+    maxPids: number;
+    maxMilliCpus: number;
+    maxTimeoutMs: number;
+    maxCodeBlobBytes: number;
+    maxRuntimeArchiveBytes: number;
+    network: 'none';
+  };
+  /** Runtime publisher DIDs accepted; absent means any. */
+  publishers?: string[];
+  /** OCI registries (host[:port]) images may be pulled from; absent means any. */
+  registries?: string[];
+  description?: string;
+}
+
+const DIGEST_REF_RE = /^[a-z0-9][a-z0-9._:/-]*@sha256:[a-f0-9]{64}$/;
+const SHA256_HEX_RE = /^[a-f0-9]{64}$/;
+const DATETIME_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
+const FAILURE_KINDS: readonly string[] = ['resolution', 'validation', 'materialization', 'runtime', 'timeout', 'cancelled', 'lost'];
+
+class Issues {
+  readonly list: string[] = [];
+  add(path: string, msg: string) {
+    this.list.push(`${path}: ${msg}`);
+  }
+  int(path: string, v: unknown, min = 0) {
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) this.add(path, `must be an integer ≥ ${min}`);
+  }
+  str(path: string, v: unknown, max = 3000) {
+    if (typeof v !== 'string' || v.length === 0 || v.length > max) this.add(path, `must be a non-empty string of at most ${max} characters`);
+  }
+  datetime(path: string, v: unknown) {
+    if (typeof v !== 'string' || !DATETIME_RE.test(v) || Number.isNaN(Date.parse(v))) this.add(path, 'must be an RFC 3339 datetime');
+  }
+  digestRef(path: string, v: unknown) {
+    if (typeof v !== 'string' || !DIGEST_REF_RE.test(v)) this.add(path, 'must be a repository@sha256:<64 hex> reference');
+  }
+  sha256(path: string, v: unknown) {
+    if (typeof v !== 'string' || !SHA256_HEX_RE.test(v)) this.add(path, 'must be 64 lowercase hex characters (sha256)');
+  }
+  did(path: string, v: unknown) {
+    if (typeof v !== 'string' || !isValidDid(v)) this.add(path, 'must be a DID');
+  }
+  cid(path: string, v: unknown, codec?: number) {
+    try {
+      if (typeof v !== 'string') throw new Error();
+      const c = parseCid(v);
+      if (codec !== undefined && (c.version !== 1 || c.code !== codec)) this.add(path, `must be a CIDv1 with codec 0x${codec.toString(16)}`);
+    } catch {
+      this.add(path, 'must be a CID');
+    }
+  }
+  strongRef(path: string, v: unknown, collection?: string) {
+    if (typeof v !== 'object' || v === null) return this.add(path, 'must be a strong ref {uri, cid}');
+    const r = v as Record<string, unknown>;
+    try {
+      if (typeof r.uri !== 'string') throw new Error('must be a string');
+      const p = parseRecordUri(r.uri);
+      if (!p.did) this.add(`${path}.uri`, 'must name the repo by DID');
+      if (collection && p.collection !== collection) this.add(`${path}.uri`, `must be a ${collection} record`);
+    } catch (err) {
+      this.add(`${path}.uri`, (err as Error).message);
+    }
+    this.cid(`${path}.cid`, r.cid, 0x71);
+  }
+  throwIfAny(what: string) {
+    if (this.list.length > 0) throw atprotoValidationError('RECORD_FIELDS_INVALID', `invalid ${what}`, this.list);
+  }
+}
+
+const ref = (r: StrongRef): JsonObject => ({ uri: r.uri, cid: r.cid });
+
+/** Validates a receipt and returns the execution record (atproto JSON, $type set). */
+export function buildExecutionRecord(r: ExecutionReceipt): JsonObject {
+  const v = new Issues();
+  if (typeof r.executionId !== 'string' || !isValidRecordKey(r.executionId)) v.add('executionId', 'must be a valid record key (exec_<ULID>)');
+  v.strongRef('code', r.code, AT_RUN_V2.code);
+  v.strongRef('runtime', r.runtime, AT_RUN_V2.runtime);
+  v.cid('codeBlobCid', r.codeBlobCid, 0x55);
+  if (r.alias !== undefined) v.strongRef('alias', r.alias, AT_RUN_V2.alias);
+  v.str('handler', r.handler, 256);
+  if (typeof r.images !== 'object' || r.images === null) v.add('images', 'must be an object');
+  else {
+    v.digestRef('images.runtime', r.images.runtime);
+    v.digestRef('images.sandbox', r.images.sandbox);
+    (r.images.additions ?? []).forEach((a, i) => v.digestRef(`images.additions[${i}]`, a));
+  }
+  if (typeof r.limits !== 'object' || r.limits === null) v.add('limits', 'must be an object');
+  else {
+    v.int('limits.memoryBytes', r.limits.memoryBytes, 1);
+    v.int('limits.pids', r.limits.pids, 1);
+    if (r.limits.milliCpus !== undefined) v.int('limits.milliCpus', r.limits.milliCpus, 1);
+    v.int('limits.timeoutMs', r.limits.timeoutMs, 1);
+    if (r.limits.network !== 'none') v.add('limits.network', 'must be "none"');
+  }
+  v.sha256('inputSha256', r.inputSha256);
+  if (r.outputSha256 !== undefined) v.sha256('outputSha256', r.outputSha256);
+  if (r.outcome !== 'succeeded' && r.outcome !== 'failed') v.add('outcome', 'must be "succeeded" or "failed"');
+  if (r.outcome === 'failed' && !r.failure) v.add('failure', 'is required when outcome is "failed"');
+  if (r.outcome === 'succeeded' && r.failure) v.add('failure', 'must be absent when outcome is "succeeded"');
+  if (r.failure) {
+    if (!FAILURE_KINDS.includes(r.failure.kind)) v.add('failure.kind', `must be one of ${FAILURE_KINDS.join(', ')}`);
+    if (r.failure.code !== undefined) v.str('failure.code', r.failure.code, 128);
+    if (r.failure.message !== undefined) v.str('failure.message', r.failure.message, 3000);
+  }
+  if (r.exitCode !== undefined && (!Number.isSafeInteger(r.exitCode) || r.exitCode < -1 || r.exitCode > 255)) v.add('exitCode', 'must be an integer in [-1, 255]');
+  if (r.callerDid !== undefined) v.did('callerDid', r.callerDid);
+  if (r.runner !== undefined) v.strongRef('runner', r.runner, AT_RUN_V2.runner);
+  v.datetime('startedAt', r.startedAt);
+  v.datetime('finishedAt', r.finishedAt);
+  if (Date.parse(r.finishedAt) < Date.parse(r.startedAt)) v.add('finishedAt', 'is before startedAt');
+  v.throwIfAny('execution receipt');
+
+  return {
+    $type: AT_RUN_V2.execution,
+    executionId: r.executionId,
+    code: ref(r.code),
+    runtime: ref(r.runtime),
+    codeBlobCid: r.codeBlobCid,
+    ...(r.alias ? { alias: ref(r.alias) } : {}),
+    handler: r.handler,
+    images: { runtime: r.images.runtime, sandbox: r.images.sandbox, additions: [...(r.images.additions ?? [])] },
+    limits: {
+      memoryBytes: r.limits.memoryBytes,
+      pids: r.limits.pids,
+      ...(r.limits.milliCpus !== undefined ? { milliCpus: r.limits.milliCpus } : {}),
+      timeoutMs: r.limits.timeoutMs,
+      network: r.limits.network,
+    },
+    inputSha256: r.inputSha256,
+    ...(r.outputSha256 !== undefined ? { outputSha256: r.outputSha256 } : {}),
+    outcome: r.outcome,
+    ...(r.failure
+      ? { failure: { kind: r.failure.kind, ...(r.failure.code ? { code: r.failure.code } : {}), ...(r.failure.message ? { message: r.failure.message } : {}) } }
+      : {}),
+    ...(r.exitCode !== undefined ? { exitCode: r.exitCode } : {}),
+    ...(r.callerDid ? { callerDid: r.callerDid } : {}),
+    ...(r.runner ? { runner: ref(r.runner) } : {}),
+    startedAt: r.startedAt,
+    finishedAt: r.finishedAt,
+  };
+}
+
+/** Validates a runner policy and returns the runner record (atproto JSON, $type set). */
+export function buildRunnerRecord(p: RunnerPolicy, opts: { createdAt?: string } = {}): JsonObject {
+  const v = new Issues();
+  if (!Array.isArray(p.protocolVersions) || p.protocolVersions.length === 0) v.add('protocolVersions', 'must list at least one version');
+  else p.protocolVersions.forEach((x, i) => v.int(`protocolVersions[${i}]`, x, 1));
+  if (!Array.isArray(p.runtimeKinds) || p.runtimeKinds.length === 0) v.add('runtimeKinds', 'must list at least one kind');
+  else p.runtimeKinds.forEach((x, i) => v.str(`runtimeKinds[${i}]`, x, 64));
+  if (!Array.isArray(p.platforms) || p.platforms.length === 0) v.add('platforms', 'must list at least one platform');
+  else
+    p.platforms.forEach((x, i) => {
+      v.str(`platforms[${i}].os`, x?.os, 64);
+      v.str(`platforms[${i}].architecture`, x?.architecture, 64);
+      if (x?.variant !== undefined) v.str(`platforms[${i}].variant`, x.variant, 64);
+    });
+  if (typeof p.isolation !== 'object' || p.isolation === null) v.add('isolation', 'must be an object');
+  else {
+    v.str('isolation.backend', p.isolation.backend, 64);
+    v.str('isolation.ociRuntime', p.isolation.ociRuntime, 64);
+    if (typeof p.isolation.strong !== 'boolean') v.add('isolation.strong', 'must be a boolean');
+  }
+  v.digestRef('sandboxImage', p.sandboxImage);
+  if (typeof p.limits !== 'object' || p.limits === null) v.add('limits', 'must be an object');
+  else {
+    for (const k of ['maxMemoryBytes', 'maxPids', 'maxMilliCpus', 'maxTimeoutMs', 'maxCodeBlobBytes', 'maxRuntimeArchiveBytes'] as const) v.int(`limits.${k}`, p.limits[k], 1);
+    if (p.limits.network !== 'none') v.add('limits.network', 'must be "none"');
+  }
+  (p.publishers ?? []).forEach((d, i) => v.did(`publishers[${i}]`, d));
+  (p.registries ?? []).forEach((r, i) => v.str(`registries[${i}]`, r, 253));
+  if (p.description !== undefined) v.str('description', p.description, 3000);
+  const createdAt = opts.createdAt ?? new Date().toISOString();
+  v.datetime('createdAt', createdAt);
+  v.throwIfAny('runner policy');
+
+  return {
+    $type: AT_RUN_V2.runner,
+    protocolVersions: [...p.protocolVersions],
+    runtimeKinds: [...p.runtimeKinds],
+    platforms: p.platforms.map((x) => ({ os: x.os, architecture: x.architecture, ...(x.variant !== undefined ? { variant: x.variant } : {}) })),
+    isolation: { backend: p.isolation.backend, ociRuntime: p.isolation.ociRuntime, strong: p.isolation.strong },
+    sandboxImage: p.sandboxImage,
+    limits: {
+      maxMemoryBytes: p.limits.maxMemoryBytes,
+      maxPids: p.limits.maxPids,
+      maxMilliCpus: p.limits.maxMilliCpus,
+      maxTimeoutMs: p.limits.maxTimeoutMs,
+      maxCodeBlobBytes: p.limits.maxCodeBlobBytes,
+      maxRuntimeArchiveBytes: p.limits.maxRuntimeArchiveBytes,
+      network: p.limits.network,
+    },
+    ...(p.publishers ? { publishers: [...p.publishers] } : {}),
+    ...(p.registries ? { registries: [...p.registries] } : {}),
+    ...(p.description !== undefined ? { description: p.description } : {}),
+    createdAt,
+  };
+}
+
+/** Writes (or rewrites) the receipt at <runner repo>/dev.mainasara.at-run.beta.v2.execution/<executionId>. */
+export async function writeExecutionReceipt(publisher: Publisher, receipt: ExecutionReceipt): Promise<StrongRef> {
+  return publisher.putRecord(AT_RUN_V2.execution, receipt.executionId, buildExecutionRecord(receipt));
+}
+
+/** Writes the runner record (default rkey "self"). */
+export async function putRunnerRecord(publisher: Publisher, policy: RunnerPolicy, opts: { rkey?: string; createdAt?: string } = {}): Promise<StrongRef> {
+  return publisher.putRecord(AT_RUN_V2.runner, opts.rkey ?? 'self', buildRunnerRecord(policy, opts.createdAt !== undefined ? { createdAt: opts.createdAt } : {}));
+}

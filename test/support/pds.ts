@@ -1,0 +1,213 @@
+// A real PDS + PLC directory, in process (@atproto/dev-env TestNetworkNoAppView), for integration tests.
+// The PDS writes its data and blob directories under os.tmpdir() and never removes them, so it is created
+// with TMPDIR pointing at a fresh directory of ours, which close() removes.
+//
+//   const pds = await startTestPds();
+//   const alice = await pds.createAccount('alice.test');   // { did, handle, password, accessJwt, refreshJwt, publisher }
+//   await alice.publisher.putRecord(collection, rkey, record);
+//   await pds.close();
+
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createPublisher, type Publisher } from '../../src/adapters/atproto/index.ts';
+
+export interface TestAccount {
+  did: string;
+  handle: string;
+  password: string;
+  accessJwt: string;
+  refreshJwt: string;
+  /** Writes records and blobs as this account (the adapter's publishing client on a resumed session). */
+  publisher: Publisher;
+}
+
+export interface TestPds {
+  pdsUrl: string;
+  plcUrl: string;
+  /** Creates an account; `handle` must end in ".test" (a bare name gets ".test" appended). */
+  createAccount(handle: string): Promise<TestAccount>;
+  /**
+   * Re-points the DID's #atproto_pds service at `endpoint` with a PLC operation signed by the PDS's rotation
+   * key: resolvers then send this account's reads to `endpoint` (e.g. a tampering proxy). The real PDS keeps
+   * serving the repo.
+   */
+  setPdsEndpoint(did: string, endpoint: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+const SETUP_HINT = 'the in-process PDS (@atproto/dev-env) could not start; run `npm ci` / `npm run setup`';
+
+export async function startTestPds(): Promise<TestPds> {
+  let devEnv: typeof import('@atproto/dev-env');
+  try {
+    devEnv = await import('@atproto/dev-env');
+  } catch (err) {
+    throw new Error(`${SETUP_HINT}: ${(err as Error).message}`, { cause: err });
+  }
+  const dir = await mkdtemp(join(tmpdir(), 'runlog-pds-'));
+  const savedTmp = process.env.TMPDIR;
+  let network: InstanceType<typeof devEnv.TestNetworkNoAppView>;
+  try {
+    process.env.TMPDIR = dir; // read by TestPds.create for its data and blob directories
+    network = await devEnv.TestNetworkNoAppView.create({});
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw new Error(`${SETUP_HINT}: ${(err as Error).message}`, { cause: err });
+  } finally {
+    if (savedTmp === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = savedTmp;
+  }
+  const pdsUrl = network.pds.url;
+  const plcUrl = network.plc.url;
+  let closed = false;
+
+  return {
+    pdsUrl,
+    plcUrl,
+    async createAccount(handle) {
+      const h = handle.includes('.') ? handle.toLowerCase() : `${handle.toLowerCase()}.test`;
+      const password = `pw-${h}-${Math.random().toString(36).slice(2)}`;
+      const res = await fetch(`${pdsUrl}/xrpc/com.atproto.server.createAccount`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ handle: h, email: `${h.replace(/\./g, '-')}@test.com`, password }),
+      });
+      const body = (await res.json()) as Record<string, string>;
+      if (!res.ok) throw new Error(`createAccount ${h}: HTTP ${res.status} ${JSON.stringify(body)}`);
+      const { did, accessJwt, refreshJwt } = body as { did: string; accessJwt: string; refreshJwt: string };
+      const publisher = await createPublisher({ pdsUrl, session: { did, handle: h, accessJwt, refreshJwt } });
+      return { did, handle: h, password, accessJwt, refreshJwt, publisher };
+    },
+    async setPdsEndpoint(did, endpoint) {
+      const ctx = network.pds.ctx;
+      await ctx.plcClient.updatePds(did, ctx.plcRotationKey, endpoint);
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      try {
+        await network.close();
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+export interface ProxiedResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: Uint8Array;
+}
+
+export interface PdsProxy {
+  url: string;
+  /** Requests seen, as path + query. */
+  requests: string[];
+  close(): Promise<void>;
+}
+
+/**
+ * An HTTP proxy on 127.0.0.1 in front of `target` that lets a test rewrite answers (a lying PDS).
+ * `rewrite` gets the request path+query and the upstream answer, and returns the answer to serve.
+ */
+export async function startPdsProxy(
+  target: string,
+  rewrite: (pathAndQuery: string, upstream: ProxiedResponse) => ProxiedResponse | Promise<ProxiedResponse>,
+): Promise<PdsProxy> {
+  const requests: string[] = [];
+  const server = createServer((req, res) => {
+    const path = req.url ?? '/';
+    requests.push(path);
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      void (async () => {
+        try {
+          const headers = forwardable(req.headers);
+          const up = await fetch(new URL(path, target), {
+            method: req.method ?? 'GET',
+            headers,
+            ...(chunks.length > 0 ? { body: Buffer.concat(chunks) } : {}),
+            redirect: 'manual',
+          });
+          const upHeaders: Record<string, string> = {};
+          up.headers.forEach((v, k) => {
+            if (k !== 'content-length' && k !== 'transfer-encoding' && k !== 'content-encoding' && k !== 'connection') upHeaders[k] = v;
+          });
+          const answer = await rewrite(path, { status: up.status, headers: upHeaders, body: new Uint8Array(await up.arrayBuffer()) });
+          res.writeHead(answer.status, { ...answer.headers, 'content-length': String(answer.body.byteLength) });
+          res.end(answer.body);
+        } catch (err) {
+          res.writeHead(502, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ error: 'ProxyError', message: (err as Error).message }));
+        }
+      })();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.closeAllConnections();
+        server.close((err) => (err ? reject(err) : resolve()));
+      }),
+  };
+}
+
+function forwardable(h: IncomingHttpHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(h)) {
+    if (v === undefined || k === 'host' || k === 'connection' || k === 'content-length' || k === 'accept-encoding') continue;
+    out[k] = Array.isArray(v) ? v.join(', ') : v;
+  }
+  return out;
+}
+
+// ---- Forgery kit for "lying PDS" tests -------------------------------------------------------------------
+
+/**
+ * A com.atproto.sync.getRecord CAR for `did` holding `record` at collection/rkey, built in memory by a
+ * repo signed with a fresh key (not the DID's): what a PDS without the account key could serve.
+ */
+export async function forgeRecordProof(did: string, collection: string, rkey: string, record: Record<string, unknown>): Promise<Uint8Array> {
+  const { Repo, MemoryBlockstore, WriteOpAction, getRecords, concatBytesAsync } = await import('@atproto/repo');
+  const { Secp256k1Keypair } = await import('@atproto/crypto');
+  const storage = new MemoryBlockstore();
+  const keypair = await Secp256k1Keypair.create();
+  const repo = await Repo.create(storage, did, keypair, [
+    { action: WriteOpAction.Create, collection, rkey, record: record as never },
+  ] as never);
+  return concatBytesAsync(getRecords(storage, repo.cid, [{ collection, rkey }]));
+}
+
+/**
+ * Rewrites a real getRecord CAR: every block that decodes to a map with `$type === collection` is replaced
+ * by `forged` (stored under its own, correct CID). The commit and MST are left untouched.
+ */
+export async function replaceRecordBlock(car: Uint8Array, collection: string, forged: Record<string, unknown>): Promise<Uint8Array> {
+  const { readCarWithRoot, blocksToCarFile, cborToLex } = await import('@atproto/repo');
+  const { root, blocks } = await readCarWithRoot(car);
+  let replaced = 0;
+  for (const [cid, bytes] of [...blocks]) {
+    let value: unknown;
+    try {
+      value = cborToLex(bytes);
+    } catch {
+      continue;
+    }
+    if (value && typeof value === 'object' && (value as Record<string, unknown>).$type === collection) {
+      blocks.delete(cid);
+      replaced++;
+    }
+  }
+  if (replaced === 0) throw new Error(`replaceRecordBlock: no ${collection} block in the CAR`);
+  await blocks.add(forged as never);
+  return blocksToCarFile(root, blocks);
+}
