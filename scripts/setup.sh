@@ -92,6 +92,9 @@ if [ -x "$HERE/build-images.sh" ]; then
   RUNLOG_SETUP_DIR="$STATE_DIR" RUNLOG_REGISTRY_ADDR="$REGISTRY_ADDR" ROOTFS_DIR="$ROOTFS_DIR" bash "$HERE/build-images.sh"
 fi
 
+# --- a browser for the inspector's end-to-end test (Debian's chromium; no browser download) ----
+if [ -x "$HERE/setup-browser.sh" ]; then bash "$HERE/setup-browser.sh"; fi
+
 # What the rest of runlog reads to find the parts (tests, demo, bench).
 cat > "$STATE_DIR/env" <<ENV
 RUNLOG_REGISTRY_ADDR=$REGISTRY_ADDR

@@ -1,5 +1,6 @@
 // The library entry point. `createRunlog()` opens the log; with `supervise` (the default) it also
 // rehydrates every live actor and runs effects, i.e. it is the supervisor. Inspection works either way.
+import { RunlogError } from '../domain/errors.ts';
 import type { ActorKind, NewEvent, RecordedEvent } from '../domain/events.ts';
 import type { Effect } from '../machines/effects.ts';
 import { machines } from '../machines/replay.ts';
@@ -35,6 +36,39 @@ export interface RunlogOptions {
   log?: (msg: string) => void;
 }
 
+export interface SpawnAppOptions {
+  /** An app directory holding runlog.json (it is registered into the workspace under its appId). */
+  appDir: string;
+  /** Overrides the manifest's sandbox. */
+  sandbox?: 'proot' | 'container';
+  instanceId?: string;
+}
+
+export interface ExecuteOptions {
+  /** at:// URI of a dev.mainasara.at-run.beta.v2.code record, or of an alias pointing at one. */
+  uri: string;
+  handler: string;
+  input?: unknown;
+  callerDid?: string;
+  timeoutMs?: number;
+  /** Progress during resolution, pulls and extraction (also recorded as execution.step events). */
+  onProgress?: (step: { name: string; detail: Record<string, unknown> }) => void;
+}
+
+export interface ExecutionOutcome {
+  executionId: string;
+  status: 'succeeded' | 'failed';
+  output?: unknown;
+  failure?: { reason: string; code: string; message: string };
+  view: ActorView;
+}
+
+export interface LogLine {
+  stream: 'stdout' | 'stderr';
+  line: string;
+  at: string;
+}
+
 export interface Runlog {
   readonly home: string;
   readonly dbPath: string;
@@ -50,6 +84,19 @@ export interface Runlog {
   on<K extends keyof BusEvents>(event: K, cb: BusEvents[K]): () => void;
   /** Sends an event to an actor through its machine (advanced; the typed calls below use it). */
   send(kind: ActorKind, id: string, event: NewEvent): ReturnType<ActorHost['dispatch']>;
+  /** Spawns an app instance; resolves once it is running (or rejects with the reason it is not). */
+  spawnApp(options: SpawnAppOptions): Promise<ActorView>;
+  /** Graceful stop (onStop hook, SIGTERM, SIGKILL after the grace period); resolves when stopped. */
+  stop(id: string, options?: { graceMs?: number }): Promise<ActorView>;
+  /** Immediate SIGKILL; resolves when stopped. */
+  kill(id: string): Promise<ActorView>;
+  /** Adds a tool to an instance's allowlist (manifest rewritten, tools re-provisioned, no respawn). */
+  grant(id: string, tool: string): Promise<ActorView>;
+  revoke(id: string, tool: string): Promise<ActorView>;
+  /** Output lines of an instance (buffered; with follow, live until it exits). */
+  logs(id: string, options?: { follow?: boolean }): AsyncIterable<LogLine>;
+  /** Runs one at-run execution to its end. */
+  execute(options: ExecuteOptions): Promise<ExecutionOutcome>;
   /** Waits until no effect is running (tests and graceful shutdown). */
   idle(): Promise<void>;
   close(): Promise<void>;
@@ -98,6 +145,15 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
     rebuild: () => rebuildProjection(store),
     on: (event, cb) => bus.on(event, cb),
     send: (kind, id, event) => host.dispatch(kind, id, event),
+    spawnApp: () => Promise.reject(notYet('spawnApp')),
+    stop: () => Promise.reject(notYet('stop')),
+    kill: () => Promise.reject(notYet('kill')),
+    grant: () => Promise.reject(notYet('grant')),
+    revoke: () => Promise.reject(notYet('revoke')),
+    logs: () => {
+      throw notYet('logs');
+    },
+    execute: () => Promise.reject(notYet('execute')),
     idle: () => host.idle(),
     async close() {
       host.close();
@@ -107,6 +163,8 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
     },
   };
 }
+
+const notYet = (what: string) => new RunlogError('NOT_IMPLEMENTED', `${what} is not wired into this build yet`);
 
 function announceOn(bus: Bus) {
   return (params: Record<string, unknown>): void => {
