@@ -1,0 +1,127 @@
+// writeArchive: a fresh, canonical tar built from validated entries — never the original bytes. Parsers
+// disagree about the original (see ../shared/testdata/tars/README.md); they all agree about this output:
+// POSIX ustar, PAX headers only for long or non-ASCII path/linkpath, types 0/5/2/1 only, normalized modes,
+// uid/gid 0 without user or group names, mtime 0, no xattrs, no devices, entries in validated order.
+
+import { pack, type Header } from 'tar-stream';
+import { ValidationError } from '../../domain/errors.ts';
+import { archiveMemberPath, canonicalRelativePath } from '../../domain/at-run/safe-path.ts';
+import { normalizedMode } from './validate.ts';
+import type { ArchiveEntry } from './types.ts';
+
+const FIXED = { uid: 0, gid: 0, mtime: new Date(0) } as const;
+
+function entryIssues(e: ArchiveEntry, i: number): string[] {
+  const issues: string[] = [];
+  const at = `entries[${i}] ${JSON.stringify(e?.path)}`;
+  if (typeof e !== 'object' || e === null) return [`entries[${i}] is not an entry`];
+  if (typeof e.path !== 'string') return [`${at}: path must be a string`];
+  for (const p of canonicalRelativePath(e.path).problems) issues.push(`${at}: path ${p.message}`);
+  switch (e.type) {
+    case 'directory':
+      break;
+    case 'file': {
+      const data = e.data ?? Buffer.alloc(0);
+      if (!(data instanceof Uint8Array)) issues.push(`${at}: data must be a Buffer`);
+      else if (data.length !== e.size) issues.push(`${at}: size ${e.size} but ${data.length} bytes of data`);
+      break;
+    }
+    case 'symlink': {
+      const target = e.linkname;
+      if (typeof target !== 'string' || target === '') issues.push(`${at}: a symlink needs a target`);
+      else for (const p of archiveMemberPath(target).problems) if (p.kind !== 'TRAVERSAL') issues.push(`${at}: symlink target ${p.message}`);
+      break;
+    }
+    case 'hardlink': {
+      const target = e.linkname;
+      if (typeof target !== 'string') issues.push(`${at}: a hardlink needs a target`);
+      else for (const p of canonicalRelativePath(target).problems) issues.push(`${at}: hardlink target ${p.message}`);
+      break;
+    }
+    default:
+      issues.push(`${at}: type ${JSON.stringify((e as { type?: unknown }).type)} cannot be written`);
+  }
+  return issues;
+}
+
+export async function writeArchive(entries: ArchiveEntry[], opts: { prefix?: string } = {}): Promise<Buffer> {
+  const issues: string[] = [];
+  let prefix: string[] = [];
+  if (opts.prefix !== undefined) {
+    const pc = canonicalRelativePath(opts.prefix);
+    if (pc.problems.length > 0) issues.push(`prefix ${JSON.stringify(opts.prefix)}: ${pc.problems.map((p) => p.message).join(', ')}`);
+    else prefix = pc.components;
+  }
+  entries.forEach((e, i) => issues.push(...entryIssues(e, i)));
+  if (issues.length > 0) throw new ValidationError('ARCHIVE_WRITE_INVALID', 'cannot write these entries as a tar archive', issues);
+
+  const p = pack();
+  const chunks: Buffer[] = [];
+  const done = new Promise<void>((resolve, reject) => {
+    p.on('data', (c: unknown) => {
+      chunks.push(c as Buffer);
+    });
+    p.on('end', () => resolve());
+    p.on('error', reject);
+  });
+  const at = (path: string): string => [...prefix, path].join('/');
+  const add = (header: Header, data?: Buffer): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const cb = (err?: Error | null): void => (err ? reject(err) : resolve());
+      if (data) p.entry(header, data, cb);
+      else p.entry(header, cb);
+    });
+
+  for (let i = 1; i <= prefix.length; i++) {
+    await add({ ...FIXED, name: `${prefix.slice(0, i).join('/')}/`, type: 'directory', mode: 0o755, size: 0 } as Header);
+  }
+  for (const e of entries) {
+    switch (e.type) {
+      case 'directory':
+        await add({ ...FIXED, name: `${at(e.path)}/`, type: 'directory', mode: 0o755, size: 0 } as Header);
+        break;
+      case 'file':
+        await add({ ...FIXED, name: at(e.path), type: 'file', mode: normalizedMode('file', e.mode), size: e.size } as Header, Buffer.from(e.data ?? Buffer.alloc(0)));
+        break;
+      case 'symlink':
+        await add({ ...FIXED, name: at(e.path), type: 'symlink', linkname: e.linkname!, mode: 0o777, size: 0 } as Header);
+        break;
+      case 'hardlink':
+        await add({ ...FIXED, name: at(e.path), type: 'link', linkname: at(e.linkname!), mode: normalizedMode('hardlink', e.mode), size: 0 } as Header);
+        break;
+    }
+  }
+  p.finalize();
+  await done;
+  return Buffer.concat(chunks);
+}
+
+/**
+ * The entries below directory `dir`, relocated so `dir` becomes the root: `dir/` is removed from every path
+ * and hardlink target and `dir` itself is dropped. Use it to materialize a code archive's single top-level
+ * directory as the code root. Throws `ARCHIVE_WRITE_INVALID` when an entry or hardlink target lies outside
+ * `dir` (a validated code archive has none). Symlink targets are relative and stay as written; validation
+ * already required them to resolve inside `dir`.
+ */
+export function entriesUnder(entries: ArchiveEntry[], dir: string): ArchiveEntry[] {
+  const pc = canonicalRelativePath(dir);
+  if (pc.problems.length > 0) throw new ValidationError('ARCHIVE_WRITE_INVALID', `cannot relocate under ${JSON.stringify(dir)}`, pc.problems.map((p) => p.message));
+  const prefix = `${pc.components.join('/')}/`;
+  const issues: string[] = [];
+  const out: ArchiveEntry[] = [];
+  for (const e of entries) {
+    if (e.path === prefix.slice(0, -1)) continue;
+    if (!e.path.startsWith(prefix)) {
+      issues.push(`${e.path} is outside ${prefix}`);
+      continue;
+    }
+    const moved: ArchiveEntry = { ...e, path: e.path.slice(prefix.length) };
+    if (e.type === 'hardlink') {
+      if (!e.linkname?.startsWith(prefix)) issues.push(`hardlink ${e.path} points outside ${prefix}`);
+      else moved.linkname = e.linkname.slice(prefix.length);
+    }
+    out.push(moved);
+  }
+  if (issues.length > 0) throw new ValidationError('ARCHIVE_WRITE_INVALID', `entries lie outside ${prefix}`, issues);
+  return out;
+}

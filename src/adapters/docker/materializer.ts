@@ -1,0 +1,385 @@
+// Materialization: copying a runtime's (or addition's) fixed export directory, or a validated code archive, into
+// a named Docker volume WITHOUT running anything from the image. Engine API only, per the at-run seed:
+//
+//   1. require a canonical repository@sha256:<digest> reference;
+//   2. reuse the image from the daemon's content store, or pull exactly that digest;
+//   3. create a named volume and a STOPPED container from the image (inert entrypoint, never started; the
+//      image's ENTRYPOINT/CMD/health check/env are overridden or irrelevant; no network);
+//   4. mount the volume writable at /at-run-output of that container (NoCopy: the image cannot seed it);
+//   5. download the export path as a tar (bounded by maxArchiveBytes);
+//   6. validate it (src/adapters/archive) with the top-level directory stripped;
+//   7. upload a FRESHLY WRITTEN tar of exactly the validated entries into /at-run-output;
+//   8. remove the container; on any failure remove the volume too.
+//
+// Volumes are content-addressed (image digest + export path + limits, or the code archive's sha256) so they are
+// reused across executions. A volume is complete only once its seal volume (`<name>-sealed`, labels carry the
+// entry count and bytes) exists: a crash mid-copy leaves an unsealed volume, which the next call replaces.
+import { createHash } from 'node:crypto';
+import { posix } from 'node:path';
+import tar from 'tar-stream';
+import { RunlogError, ValidationError } from '../../domain/errors.ts';
+import { parseDigestReference } from '../../domain/at-run/oci-reference.ts';
+import { assertValidArchive, DEFAULT_ARCHIVE_LIMITS, writeArchive, type ArchiveLimits } from '../archive/index.ts';
+import type { ContainerCreateBody, DockerEngine, PullProgress } from './engine.ts';
+import { DockerApiError, MaterializationError } from './errors.ts';
+import { absolutePathProblems, ADDITION_EXPORT_PATH, MATERIALIZE_TARGET } from './layout.ts';
+
+export type MaterializeKind = 'runtime' | 'addition' | 'code';
+export type MaterializeStep =
+  | 'cache'
+  | 'pull'
+  | 'create-volume'
+  | 'create-container'
+  | 'download'
+  | 'validate'
+  | 'upload'
+  | 'remove-container'
+  | 'seal';
+
+export interface MaterializeProgress {
+  kind: MaterializeKind;
+  step: MaterializeStep;
+  phase: 'started' | 'done';
+  volume: string;
+  containerId?: string;
+  pull?: PullProgress;
+  ms?: number;
+}
+
+/**
+ * Progress callback. It may return a promise: the materializer waits for it before going on (a caller can
+ * inspect the stopped container at `upload` done, for instance).
+ */
+export type ProgressHandler = (p: MaterializeProgress) => void | Promise<void>;
+
+export interface Materialized {
+  kind: MaterializeKind;
+  volume: string;
+  /** Human-readable identity of the content (`runtime sha256:…:/at-run/runtime`, `code sha256:…`). */
+  cacheKey: string;
+  /** The image manifest digest (runtime, addition) or the sha256 of the code archive (code). */
+  digest: string;
+  /** The image the bytes came from (runtime, addition) or the carrier image (code). */
+  image: string;
+  entries: number;
+  /** Expanded bytes of the regular files in the volume. */
+  bytes: number;
+  cached: boolean;
+  pulled: boolean;
+  timings: Partial<Record<MaterializeStep, number>> & { totalMs: number };
+}
+
+export interface MaterializerOptions {
+  limits?: ArchiveLimits;
+  /** Refuse images whose uncompressed size the daemon reports above this. Default 2 GiB. */
+  maxImageBytes?: number;
+  /** Labels added to every volume and container the materializer creates (e.g. runlog.home, runlog.test). */
+  labels?: Readonly<Record<string, string>>;
+}
+
+interface CommonRequest {
+  labels?: Readonly<Record<string, string>>;
+  onProgress?: ProgressHandler;
+}
+
+export interface RuntimeRequest extends CommonRequest {
+  image: string;
+  exportPath: string;
+}
+
+export interface AdditionRequest extends CommonRequest {
+  image: string;
+}
+
+export interface CodeRequest extends CommonRequest {
+  /** A code archive that was already validated and rewritten: entries relative to the code root. */
+  archive: Buffer;
+  /** The already-selected, digest-pinned runtime image, used as a never-started carrier. */
+  carrierImage: string;
+  /** Recorded as a label (the PDS blob CID the archive came from). */
+  codeCid?: string;
+}
+
+export interface Materializer {
+  materializeRuntime(req: RuntimeRequest): Promise<Materialized>;
+  materializeAddition(req: AdditionRequest): Promise<Materialized>;
+  materializeCode(req: CodeRequest): Promise<Materialized>;
+  /** Removes a materialized volume and its seal (fails while a container uses it). */
+  removeMaterialized(volume: string): Promise<void>;
+}
+
+export const LABEL_VOLUME_KIND = 'runlog.volume-kind';
+export const LABEL_CACHE_KEY = 'runlog.cache-key';
+export const LABEL_SEAL_FOR = 'runlog.seal-for';
+export const LABEL_MATERIALIZING = 'runlog.materializing';
+export const SEAL_SUFFIX = '-sealed';
+
+const sha256 = (data: string | Buffer): string => createHash('sha256').update(data).digest('hex');
+const now = (): number => performance.now();
+
+function limitsFingerprint(l: ArchiveLimits): string {
+  return `${l.maxArchiveBytes}/${l.maxEntries}/${l.maxExpandedBytes}/${l.maxFileBytes}`;
+}
+
+interface SourceSpec {
+  kind: MaterializeKind;
+  image: string;
+  cacheKey: string;
+  volume: string;
+  digest: string;
+  labels: Record<string, string>;
+  onProgress: ProgressHandler | undefined;
+  /** Fills the stopped container's /at-run-output; returns what went in. */
+  fill: (containerId: string, step: StepRunner) => Promise<{ entries: number; bytes: number }>;
+}
+
+type StepRunner = <T>(step: MaterializeStep, fn: () => Promise<T>, extra?: Partial<MaterializeProgress>) => Promise<T>;
+
+/** Entries and regular-file bytes of a tar (the code archive was validated upstream; this only counts). */
+async function countTar(bytes: Buffer): Promise<{ entries: number; bytes: number }> {
+  const extract = tar.extract();
+  let entries = 0;
+  let total = 0;
+  const done = new Promise<void>((resolve, reject) => {
+    extract.on('entry', (header, stream, next) => {
+      entries += 1;
+      if (header.type === 'file' || header.type === 'contiguous-file') total += header.size ?? 0;
+      stream.on('end', next);
+      stream.resume();
+    });
+    extract.on('finish', resolve);
+    extract.on('error', reject);
+  });
+  extract.end(bytes);
+  await done;
+  return { entries, bytes: total };
+}
+
+class DockerMaterializer implements Materializer {
+  readonly #engine: DockerEngine;
+  readonly #limits: ArchiveLimits;
+  readonly #maxImageBytes: number;
+  readonly #labels: Readonly<Record<string, string>>;
+  readonly #inFlight = new Map<string, Promise<Materialized>>();
+
+  constructor(engine: DockerEngine, opts: MaterializerOptions) {
+    this.#engine = engine;
+    this.#limits = opts.limits ?? DEFAULT_ARCHIVE_LIMITS;
+    this.#maxImageBytes = opts.maxImageBytes ?? 2 * 1024 * 1024 * 1024;
+    this.#labels = opts.labels ?? {};
+  }
+
+  async materializeRuntime(req: RuntimeRequest): Promise<Materialized> {
+    return this.#fromImage('runtime', req.image, req.exportPath, req);
+  }
+
+  async materializeAddition(req: AdditionRequest): Promise<Materialized> {
+    return this.#fromImage('addition', req.image, ADDITION_EXPORT_PATH, req);
+  }
+
+  async materializeCode(req: CodeRequest): Promise<Materialized> {
+    if (!Buffer.isBuffer(req.archive) || req.archive.length === 0) {
+      throw new ValidationError('CODE_ARCHIVE_INVALID', 'materializeCode needs the validated code archive bytes');
+    }
+    if (req.archive.length > this.#limits.maxArchiveBytes) {
+      throw new ValidationError('CODE_ARCHIVE_INVALID', `the code archive is ${req.archive.length} bytes; the limit is ${this.#limits.maxArchiveBytes}`);
+    }
+    const carrier = parseDigestReference(req.carrierImage).reference;
+    const archive = Buffer.from(req.archive); // a private copy: the bytes cannot change under us
+    const hex = sha256(archive);
+    const volume = `runlog-code-${hex.slice(0, 40)}`;
+    return this.#run({
+      kind: 'code',
+      image: carrier,
+      cacheKey: `code sha256:${hex}`,
+      volume,
+      digest: `sha256:${hex}`,
+      labels: { ...this.#labels, ...req.labels, ...(req.codeCid ? { 'runlog.code-cid': req.codeCid } : {}) },
+      onProgress: req.onProgress,
+      fill: async (containerId, step) => {
+        const counted = await countTar(archive);
+        await step('upload', () => this.#engine.putArchive(containerId, MATERIALIZE_TARGET, archive));
+        return counted;
+      },
+    });
+  }
+
+  #fromImage(kind: 'runtime' | 'addition', image: string, exportPath: string, req: CommonRequest): Promise<Materialized> {
+    const ref = parseDigestReference(image); // throws RUNTIME_IMAGE_NOT_DIGEST
+    const problems = absolutePathProblems('export path', exportPath);
+    if (problems.length > 0) throw new ValidationError('RUNTIME_EXPORT_PATH_INVALID', 'invalid export path', problems);
+    const key = `${kind} ${ref.digest}:${exportPath}`;
+    const volume = `runlog-${kind}-${sha256(`${key}\n${limitsFingerprint(this.#limits)}`).slice(0, 40)}`;
+    const stripPrefix = posix.basename(exportPath);
+    return this.#run({
+      kind,
+      image: ref.reference,
+      cacheKey: key,
+      volume,
+      digest: ref.digest,
+      labels: { ...this.#labels, ...req.labels, 'runlog.export-path': exportPath },
+      onProgress: req.onProgress,
+      fill: async (containerId, step) => {
+        const { bytes, stat } = await step('download', async () => {
+          try {
+            return await this.#engine.getArchive(
+              containerId,
+              exportPath,
+              this.#limits.maxArchiveBytes,
+              (max) => new MaterializationError('EXPORT_TOO_LARGE', 'download', `the export ${exportPath} of ${ref.reference} is larger than ${max} bytes`, { image: ref.reference, exportPath }),
+            );
+          } catch (err) {
+            if (err instanceof DockerApiError && err.status === 404) {
+              throw new MaterializationError('EXPORT_PATH_NOT_FOUND', 'download', `image ${ref.reference} has no ${exportPath}`, { image: ref.reference, exportPath }, { cause: err });
+            }
+            throw err;
+          }
+        });
+        // Go's os.FileMode bits as the Engine reports them: ModeDir = 1<<31, ModeSymlink = 1<<27.
+        if (stat && (stat.mode & 0x80000000) === 0) {
+          const what = stat.mode & 0x08000000 ? `a symbolic link (to ${stat.linkTarget})` : 'not a directory';
+          throw new MaterializationError('EXPORT_PATH_NOT_DIRECTORY', 'download', `${exportPath} in ${ref.reference} is ${what}`, { image: ref.reference, exportPath });
+        }
+        const report = await step('validate', () => assertValidArchive(bytes, this.#limits, { kind: 'runtime', stripPrefix }));
+        const fresh = await writeArchive(report.entries);
+        await step('upload', () => this.#engine.putArchive(containerId, MATERIALIZE_TARGET, fresh));
+        return { entries: report.entries.length, bytes: report.expandedBytes };
+      },
+    });
+  }
+
+  #run(spec: SourceSpec): Promise<Materialized> {
+    const existing = this.#inFlight.get(spec.volume);
+    if (existing) return existing;
+    const p = this.#materialize(spec).finally(() => this.#inFlight.delete(spec.volume));
+    this.#inFlight.set(spec.volume, p);
+    return p;
+  }
+
+  async #materialize(spec: SourceSpec): Promise<Materialized> {
+    const t0 = now();
+    const timings: Materialized['timings'] = { totalMs: 0 };
+    const engine = this.#engine;
+    const sealName = `${spec.volume}${SEAL_SUFFIX}`;
+    let containerId: string | undefined;
+    const step: StepRunner = async (name, fn, extra) => {
+      const started = now();
+      await spec.onProgress?.({ kind: spec.kind, step: name, phase: 'started', volume: spec.volume, ...(containerId ? { containerId } : {}), ...extra });
+      try {
+        const result = await fn();
+        timings[name] = (timings[name] ?? 0) + (now() - started);
+        await spec.onProgress?.({ kind: spec.kind, step: name, phase: 'done', volume: spec.volume, ms: now() - started, ...(containerId ? { containerId } : {}), ...extra });
+        return result;
+      } catch (err) {
+        if (err instanceof RunlogError) throw err;
+        throw new MaterializationError('MATERIALIZATION_FAILED', name, `materializing ${spec.cacheKey} failed at ${name}: ${err instanceof Error ? err.message : String(err)}`, { volume: spec.volume }, { cause: err });
+      }
+    };
+
+    // Warm path: a sealed volume with this content already exists.
+    const cached = await step('cache', async () => {
+      const [seal, content] = await Promise.all([engine.inspectVolume(sealName), engine.inspectVolume(spec.volume)]);
+      if (seal && content) return seal;
+      if (seal) await engine.removeVolume(sealName); // a seal without content means nothing
+      if (content) await this.#removeStale(spec.volume); // unsealed: a crashed or failed earlier attempt
+      return null;
+    });
+    if (cached) {
+      timings.totalMs = now() - t0;
+      return {
+        kind: spec.kind,
+        volume: spec.volume,
+        cacheKey: spec.cacheKey,
+        digest: spec.digest,
+        image: spec.image,
+        entries: Number(cached.labels['runlog.entries'] ?? -1),
+        bytes: Number(cached.labels['runlog.bytes'] ?? -1),
+        cached: true,
+        pulled: false,
+        timings,
+      };
+    }
+
+    const { pulled, image } = await step('pull', () =>
+      engine.pullByDigest(spec.image, spec.onProgress ? (p) => void spec.onProgress?.({ kind: spec.kind, step: 'pull', phase: 'started', volume: spec.volume, pull: p }) : undefined),
+    );
+    if (image.sizeBytes > this.#maxImageBytes) {
+      throw new MaterializationError('IMAGE_TOO_LARGE', 'pull', `image ${spec.image} is ${image.sizeBytes} bytes; the limit is ${this.#maxImageBytes}`, { image: spec.image });
+    }
+
+    const volumeLabels = {
+      ...spec.labels,
+      [LABEL_VOLUME_KIND]: spec.kind,
+      [LABEL_CACHE_KEY]: spec.cacheKey,
+      'runlog.source-image': spec.image,
+    };
+    let volumeCreated = false;
+    try {
+      await step('create-volume', async () => {
+        await engine.createVolume(spec.volume, volumeLabels);
+        volumeCreated = true;
+      });
+      containerId = await step('create-container', () => engine.createContainer(this.#carrierBody(spec)));
+      const filled = await spec.fill(containerId, step);
+      await step('remove-container', () => engine.removeContainer(containerId!, { force: true }));
+      containerId = undefined;
+      await step('seal', () =>
+        engine.createVolume(sealName, {
+          ...spec.labels,
+          [LABEL_SEAL_FOR]: spec.volume,
+          [LABEL_CACHE_KEY]: spec.cacheKey,
+          'runlog.entries': String(filled.entries),
+          'runlog.bytes': String(filled.bytes),
+        }),
+      );
+      timings.totalMs = now() - t0;
+      return { kind: spec.kind, volume: spec.volume, cacheKey: spec.cacheKey, digest: spec.digest, image: spec.image, entries: filled.entries, bytes: filled.bytes, cached: false, pulled, timings };
+    } catch (err) {
+      if (containerId) await engine.removeContainer(containerId, { force: true }).catch(() => undefined);
+      if (volumeCreated) await engine.removeVolume(spec.volume).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** The stopped container: nothing from the image runs, nothing is reachable, nothing is inherited. */
+  #carrierBody(spec: SourceSpec): ContainerCreateBody {
+    return {
+      Image: spec.image,
+      Entrypoint: ['/runlog-never-started'],
+      Cmd: [],
+      Env: [],
+      User: '65534:65534',
+      Labels: { ...spec.labels, 'runlog.kind': 'materializer', [LABEL_MATERIALIZING]: spec.volume },
+      NetworkDisabled: true,
+      Healthcheck: { Test: ['NONE'] },
+      HostConfig: {
+        // NoCopy: a path the image ships at /at-run-output must not seed the volume.
+        Mounts: [{ Type: 'volume', Source: spec.volume, Target: MATERIALIZE_TARGET, ReadOnly: false, VolumeOptions: { NoCopy: true } }],
+        NetworkMode: 'none',
+        ReadonlyRootfs: true,
+        CapDrop: ['ALL'],
+        SecurityOpt: ['no-new-privileges:true'],
+        AutoRemove: false,
+        RestartPolicy: { Name: 'no' },
+        LogConfig: { Type: 'none' },
+      },
+    };
+  }
+
+  async #removeStale(volume: string): Promise<void> {
+    // Containers of a crashed earlier attempt still hold the volume.
+    for (const c of await this.#engine.listContainers({ [LABEL_MATERIALIZING]: volume }, { all: true })) {
+      await this.#engine.removeContainer(c.id, { force: true });
+    }
+    await this.#engine.removeVolume(volume);
+  }
+
+  async removeMaterialized(volume: string): Promise<void> {
+    await this.#engine.removeVolume(volume);
+    await this.#engine.removeVolume(`${volume}${SEAL_SUFFIX}`);
+  }
+}
+
+export function createMaterializer(engine: DockerEngine, opts: MaterializerOptions = {}): Materializer {
+  return new DockerMaterializer(engine, opts);
+}

@@ -1,0 +1,456 @@
+// The hardened main container of an at-run execution, and one invocation over worker protocol v1.
+//
+// createExecutionContainer: the runner-owned sandbox image (digest-pinned), created STOPPED, with the runtime,
+//   addition and code volumes read-only, a size-bounded tmpfs work dir, read-only rootfs, non-root user, all
+//   capabilities dropped, no-new-privileges, Docker's default seccomp profile, no network, bounded memory
+//   (no swap), PIDs and CPU, no health check, only the runtime record's environment, stdin open for exactly
+//   one attach, optionally under gVisor (runtime `runsc`). Never AutoRemove: the result stays collectable.
+// invoke: attach → wait(next-exit) → start → one NDJSON envelope line on stdin → close stdin → frames from
+//   stdout (bounded), stderr kept bounded; the deadline is enforced here by killing the container.
+// collectResult: the same verdict for a container that already ran (after a supervisor restart), from logs.
+import { ValidationError } from '../../domain/errors.ts';
+import { isDigestReference } from '../../domain/at-run/oci-reference.ts';
+import type { ContainerCreateBody, ContainerInfo, DockerEngine, MountSpec } from './engine.ts';
+import { ContainerStateError } from './errors.ts';
+import { LABEL_VOLUME_KIND, SEAL_SUFFIX } from './materializer.ts';
+import { DEFAULT_OUTPUT_LIMITS, FrameCollector, StreamDemuxer, type CollectedOutput, type Frame, type OutputLimits, type OutputViolation, type ProtocolError } from './frames.ts';
+import { ADDITIONS_MOUNT, APP_MOUNT, RUNTIME_MOUNT, WORK_MOUNT, envProblems, sandboxCommand, type Launcher } from './layout.ts';
+
+export const INVOCATION_LABEL = 'runlog.invocation';
+export const PROTOCOL_VERSION = 1;
+
+/** Operator-owned policy: which image, which user, which limits, which isolation backend. */
+export interface SandboxPolicy {
+  /** The runner-owned sandbox image, `repository@sha256:…` (at-run-sandbox). */
+  image: string;
+  /** `uid:gid`, numeric, never 0. Default 65532:65532. */
+  user?: string;
+  memoryBytes: number;
+  pidsLimit: number;
+  /** CPU in units of 1e-9 CPUs (1 CPU = 1e9). */
+  nanoCpus: number;
+  /** Size of the writable /opt/at-run/work tmpfs. */
+  workTmpfsBytes: number;
+  /** OCI runtime: undefined/'runc' for the daemon default, 'runsc' for gVisor. */
+  runtime?: string;
+  /** Bound of what the json-file log driver keeps on disk (collectResult reads it). Default 32 MiB. */
+  logMaxBytes?: number;
+}
+
+export const DEFAULT_SANDBOX_USER = '65532:65532';
+
+export interface ExecutionContainerSpec {
+  policy: SandboxPolicy;
+  runtimeVolume: string;
+  codeVolume: string;
+  /** Mounted read-only at /opt/at-run/additions/<index>. */
+  additionVolumes?: readonly string[];
+  /** From the selected runtime platform entry. */
+  launcher: Launcher;
+  /** From the code record: relative to the code root (/opt/at-run/app). */
+  entrypoint: string;
+  /** The runtime record's env: the container gets this and nothing inherited. */
+  env?: readonly { name: string; value: string }[] | Readonly<Record<string, string>>;
+  /** Caller's labels (runlog.stream, runlog.kind, runlog.home, …). */
+  labels: Readonly<Record<string, string>>;
+  /** The envelope id this container will run; recorded as a label so collectResult can check frames. */
+  invocationId: string;
+  name?: string;
+}
+
+export interface InvocationEnvelope {
+  version: 1;
+  id: string;
+  type: 'invoke';
+  code: { uri: string; cid: string };
+  handler: string;
+  input: unknown;
+  context: { callerDid: string | null; deadline: string };
+}
+
+export interface InvokeOptions extends Partial<OutputLimits> {
+  /** Budget from the invoke call to a verdict; on expiry the container is killed → `timeout`. */
+  deadlineMs: number;
+  /** After a result/error frame, how long the worker may take to exit before it is killed. Default 2000. */
+  exitGraceMs?: number;
+  maxEnvelopeBytes?: number;
+  onFrame?: (frame: Frame) => void;
+}
+
+export type FailureReason =
+  | 'handler-error'
+  | 'timeout'
+  | 'output-limit'
+  | 'frame-too-large'
+  | 'malformed-frame'
+  | 'no-result'
+  | 'oom'
+  | 'exit-nonzero'
+  | 'start-failed';
+
+interface ResultCommon {
+  containerId: string;
+  invocationId: string;
+  exitCode: number | null;
+  oomKilled: boolean;
+  /** Log and progress frames seen before the verdict (the first maxKeptFrames). */
+  frames: Extract<Frame, { type: 'log' | 'progress' }>[];
+  stdoutBytes: number;
+  stderrBytes: number;
+  /** The last maxStderrBytes of stderr. */
+  stderr: string;
+  stderrTruncated: boolean;
+  timings: { attachMs: number; startMs: number; firstFrameMs: number | null; runMs: number; totalMs: number };
+}
+
+export type InvocationResult =
+  | (ResultCommon & { outcome: 'succeeded'; output: unknown })
+  | (ResultCommon & { outcome: 'failed'; reason: FailureReason; error: ProtocolError });
+
+export interface CollectOptions extends Partial<OutputLimits> {
+  /** Absolute deadline (epoch ms) for a container that is still running; it is killed then → `timeout`. */
+  deadlineAt?: number;
+  /** Defaults to the container's runlog.invocation label. */
+  invocationId?: string;
+}
+
+export interface SandboxRunner {
+  createExecutionContainer(spec: ExecutionContainerSpec): Promise<{ containerId: string; command: string[] }>;
+  invoke(containerId: string, envelope: InvocationEnvelope, opts: InvokeOptions): Promise<InvocationResult>;
+  collectResult(containerId: string, opts?: CollectOptions): Promise<InvocationResult>;
+  removeContainer(containerId: string): Promise<void>;
+}
+
+const VOLUME_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]+$/;
+const UID_GID = /^(\d{1,10}):(\d{1,10})$/;
+
+function envList(env: ExecutionContainerSpec['env']): Record<string, string> {
+  if (!env) return {};
+  if (Array.isArray(env)) return Object.fromEntries((env as { name: string; value: string }[]).map((e) => [e.name, e.value]));
+  return { ...(env as Record<string, string>) };
+}
+
+/** Validates the spec (every problem) and builds the create body. Pure: exported for inspection and tests. */
+export function executionContainerBody(spec: ExecutionContainerSpec): { body: ContainerCreateBody; command: string[] } {
+  const p = spec.policy;
+  const problems: string[] = [];
+  if (!isDigestReference(p.image)) problems.push(`policy.image must be a repository@sha256:<digest> reference, got ${JSON.stringify(p.image)}`);
+  const user = p.user ?? DEFAULT_SANDBOX_USER;
+  const ids = UID_GID.exec(user);
+  if (!ids) problems.push(`policy.user must be numeric uid:gid, got ${JSON.stringify(user)}`);
+  else if (Number(ids[1]) === 0 || Number(ids[2]) === 0) problems.push('policy.user must not be root (uid or gid 0)');
+  const positive = (name: string, v: number, min = 1) => {
+    if (!Number.isSafeInteger(v) || v < min) problems.push(`policy.${name} must be an integer >= ${min}, got ${v}`);
+  };
+  positive('memoryBytes', p.memoryBytes, 6 * 1024 * 1024);
+  positive('pidsLimit', p.pidsLimit);
+  positive('nanoCpus', p.nanoCpus, 10_000_000);
+  positive('workTmpfsBytes', p.workTmpfsBytes, 4096);
+  if (p.runtime !== undefined && !/^[a-z0-9][a-z0-9._-]*$/.test(p.runtime)) problems.push(`policy.runtime ${JSON.stringify(p.runtime)} is not a runtime name`);
+  const volumes = [spec.runtimeVolume, spec.codeVolume, ...(spec.additionVolumes ?? [])];
+  for (const v of volumes) if (typeof v !== 'string' || !VOLUME_NAME.test(v)) problems.push(`volume name ${JSON.stringify(v)} is invalid`);
+  if (typeof spec.invocationId !== 'string' || spec.invocationId.length === 0) problems.push('invocationId must be a non-empty string');
+  const env = envList(spec.env);
+  problems.push(...envProblems(env));
+  let command: string[] = [];
+  try {
+    command = sandboxCommand(spec.launcher, spec.entrypoint);
+  } catch (err) {
+    problems.push(...((err as ValidationError).issues ?? [String(err)]));
+  }
+  if (problems.length > 0) throw new ValidationError('SANDBOX_SPEC_INVALID', 'cannot create the execution container', problems);
+
+  const [, uid, gid] = ids!;
+  const ro = (source: string, target: string): MountSpec => ({ Type: 'volume', Source: source, Target: target, ReadOnly: true, VolumeOptions: { NoCopy: true } });
+  const mounts: MountSpec[] = [
+    ro(spec.runtimeVolume, RUNTIME_MOUNT),
+    ro(spec.codeVolume, APP_MOUNT),
+    ...(spec.additionVolumes ?? []).map((v, i) => ro(v, `${ADDITIONS_MOUNT}/${i}`)),
+  ];
+  const logMax = p.logMaxBytes ?? 32 * 1024 * 1024;
+  const body: ContainerCreateBody = {
+    Image: p.image,
+    // The image's ENTRYPOINT/CMD are both replaced: argv is exactly the computed command.
+    Entrypoint: [command[0]!],
+    Cmd: command.slice(1),
+    Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+    User: user,
+    WorkingDir: WORK_MOUNT,
+    Labels: { ...spec.labels, [INVOCATION_LABEL]: spec.invocationId },
+    AttachStdin: true,
+    AttachStdout: true,
+    AttachStderr: true,
+    OpenStdin: true,
+    StdinOnce: true,
+    Tty: false,
+    NetworkDisabled: true,
+    Healthcheck: { Test: ['NONE'] },
+    HostConfig: {
+      Mounts: mounts,
+      Tmpfs: { [WORK_MOUNT]: `rw,nosuid,nodev,size=${p.workTmpfsBytes},uid=${uid},gid=${gid},mode=0700` },
+      ReadonlyRootfs: true,
+      CapDrop: ['ALL'],
+      SecurityOpt: ['no-new-privileges:true'],
+      NetworkMode: 'none',
+      Memory: p.memoryBytes,
+      MemorySwap: p.memoryBytes,
+      PidsLimit: p.pidsLimit,
+      NanoCpus: p.nanoCpus,
+      IpcMode: 'private',
+      Privileged: false,
+      AutoRemove: false,
+      RestartPolicy: { Name: 'no' },
+      Init: false,
+      Ulimits: [{ Name: 'core', Soft: 0, Hard: 0 }],
+      LogConfig: { Type: 'json-file', Config: { 'max-size': String(logMax), 'max-file': '1' } },
+      ...(p.runtime && p.runtime !== 'runc' ? { Runtime: p.runtime } : {}),
+    },
+  };
+  return { body, command };
+}
+
+const now = (): number => performance.now();
+
+function limitsOf(opts: Partial<OutputLimits>): OutputLimits {
+  return {
+    maxFrameBytes: opts.maxFrameBytes ?? DEFAULT_OUTPUT_LIMITS.maxFrameBytes,
+    maxStdoutBytes: opts.maxStdoutBytes ?? DEFAULT_OUTPUT_LIMITS.maxStdoutBytes,
+    maxStderrBytes: opts.maxStderrBytes ?? DEFAULT_OUTPUT_LIMITS.maxStderrBytes,
+    maxKeptFrames: opts.maxKeptFrames ?? DEFAULT_OUTPUT_LIMITS.maxKeptFrames,
+  };
+}
+
+const REASON_CODES: Record<FailureReason, string> = {
+  'handler-error': 'HANDLER_ERROR',
+  timeout: 'DEADLINE_EXCEEDED',
+  'output-limit': 'OUTPUT_LIMIT',
+  'frame-too-large': 'FRAME_TOO_LARGE',
+  'malformed-frame': 'MALFORMED_FRAME',
+  'no-result': 'NO_RESULT',
+  oom: 'OUT_OF_MEMORY',
+  'exit-nonzero': 'EXIT_NONZERO',
+  'start-failed': 'START_FAILED',
+};
+
+interface Verdict {
+  killedFor: 'timeout' | OutputViolation | null;
+  startError: string | null;
+  state: ContainerInfo['state'] | null;
+  waitStatus: number | null;
+}
+
+function classify(out: CollectedOutput, v: Verdict): { outcome: 'succeeded'; output: unknown } | { outcome: 'failed'; reason: FailureReason; error: ProtocolError } {
+  const fail = (reason: FailureReason, message: string): { outcome: 'failed'; reason: FailureReason; error: ProtocolError } => ({
+    outcome: 'failed',
+    reason,
+    error: { code: REASON_CODES[reason], message },
+  });
+  if (v.startError !== null) return fail('start-failed', v.startError);
+  // A terminal frame that arrived before any kill is the worker's answer.
+  if (out.terminal?.type === 'result') return { outcome: 'succeeded', output: out.terminal.output };
+  if (out.terminal?.type === 'error') return { outcome: 'failed', reason: 'handler-error', error: out.terminal.error };
+  if (v.killedFor === 'timeout') return fail('timeout', 'the invocation did not finish before its deadline; the container was killed');
+  if (out.violation) return fail(out.violation.kind, out.violation.message);
+  const exitCode = v.state?.exitCode ?? v.waitStatus;
+  if (v.state?.oomKilled) return fail('oom', `the worker exceeded its memory limit and was killed (exit ${exitCode})`);
+  if (exitCode !== null && exitCode !== 0) return fail('exit-nonzero', `the worker exited with status ${exitCode} without a result`);
+  return fail('no-result', 'the worker exited without a result or error frame');
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), ms)))]).finally(() => clearTimeout(timer));
+}
+
+class DockerSandboxRunner implements SandboxRunner {
+  constructor(private readonly engine: DockerEngine) {}
+
+  async createExecutionContainer(spec: ExecutionContainerSpec): Promise<{ containerId: string; command: string[] }> {
+    const { body, command } = executionContainerBody(spec);
+    // Docker would silently create an empty volume for a name that does not exist: refuse instead, and refuse
+    // a materialized volume whose copy never completed (no seal).
+    const volumes = [spec.runtimeVolume, spec.codeVolume, ...(spec.additionVolumes ?? [])];
+    const problems: string[] = [];
+    await Promise.all(
+      volumes.map(async (name) => {
+        const v = await this.engine.inspectVolume(name);
+        if (!v) problems.push(`volume ${name} does not exist`);
+        else if (v.labels[LABEL_VOLUME_KIND] !== undefined && !(await this.engine.inspectVolume(`${name}${SEAL_SUFFIX}`))) {
+          problems.push(`volume ${name} was never completely materialized (no seal)`);
+        }
+      }),
+    );
+    if (problems.length > 0) throw new ValidationError('SANDBOX_VOLUME_MISSING', 'cannot create the execution container', problems);
+    await this.engine.pullByDigest(spec.policy.image); // inspects first; pulls only when absent
+    const containerId = await this.engine.createContainer(body, spec.name);
+    return { containerId, command };
+  }
+
+  async invoke(containerId: string, envelope: InvocationEnvelope, opts: InvokeOptions): Promise<InvocationResult> {
+    const t0 = now();
+    const deadlineAt = t0 + opts.deadlineMs;
+    const limits = limitsOf(opts);
+    const line = Buffer.from(JSON.stringify(envelope) + '\n', 'utf8');
+    const maxEnvelope = opts.maxEnvelopeBytes ?? 8 * 1024 * 1024;
+    if (line.length > maxEnvelope) throw new ValidationError('ENVELOPE_TOO_LARGE', `the invocation envelope is ${line.length} bytes; the bound is ${maxEnvelope}`);
+
+    const info = await this.engine.inspectContainer(containerId);
+    if (!info) throw new ContainerStateError('CONTAINER_NOT_FOUND', containerId, `container ${containerId} does not exist`);
+    if (info.state.status !== 'created' || info.state.startedAt !== null) {
+      throw new ContainerStateError('CONTAINER_ALREADY_STARTED', containerId, `container ${containerId} was already started (${info.state.status}); an execution container runs one invocation`);
+    }
+    const expectedId = info.labels[INVOCATION_LABEL];
+    if (expectedId !== undefined && expectedId !== envelope.id) {
+      throw new ValidationError('ENVELOPE_MISMATCH', `envelope id ${envelope.id} is not the invocation ${expectedId} this container was created for`);
+    }
+
+    const verdict: Verdict = { killedFor: null, startError: null, state: null, waitStatus: null };
+    let killing: Promise<void> | null = null;
+    const kill = (why: Verdict['killedFor']) => {
+      if (verdict.killedFor === null && why !== null) verdict.killedFor = why;
+      killing ??= this.engine.kill(containerId).catch(() => undefined);
+    };
+    let graceTimer: NodeJS.Timeout | undefined;
+    const collector = new FrameCollector(limits, envelope.id, {
+      onBreach: (kind) => kill(kind),
+      onTerminal: () => {
+        graceTimer = setTimeout(() => kill(null), opts.exitGraceMs ?? 2000);
+      },
+      ...(opts.onFrame ? { onFrame: opts.onFrame } : {}),
+      now,
+    });
+    const demux = new StreamDemuxer(
+      (b) => collector.stdout(b),
+      (b) => collector.stderr(b),
+    );
+
+    const stream = await this.engine.attach(containerId);
+    const streamEnded = new Promise<void>((resolve) => {
+      stream.on('data', (c: Buffer) => demux.push(c));
+      stream.on('end', resolve);
+      stream.on('close', resolve);
+      stream.on('error', () => resolve());
+    });
+    const tAttached = now();
+    let waiter: Awaited<ReturnType<DockerEngine['waitNextExit']>>;
+    try {
+      waiter = await this.engine.waitNextExit(containerId);
+    } catch (err) {
+      stream.destroy();
+      throw err;
+    }
+
+    const deadlineTimer = setTimeout(() => kill('timeout'), Math.max(0, deadlineAt - now()));
+    let tStarted = now();
+    let startMs = 0;
+    try {
+      await this.engine.start(containerId);
+      startMs = now() - tStarted;
+      tStarted = now();
+      stream.write(line);
+      stream.end(); // half-close: StdinOnce closes the worker's stdin, output keeps flowing
+    } catch (err) {
+      verdict.startError = err instanceof Error ? err.message : String(err);
+      waiter.cancel();
+      stream.destroy();
+    }
+
+    if (verdict.startError === null) {
+      const exit = await waiter.exited.catch(() => null);
+      verdict.waitStatus = exit?.statusCode ?? null;
+      // The attach stream delivers the last bytes around the time of the exit: give it a moment to drain.
+      await withTimeout(streamEnded, 2000);
+    }
+    clearTimeout(deadlineTimer);
+    clearTimeout(graceTimer);
+    if (killing) await killing;
+    stream.destroy();
+    const tExited = now();
+
+    const out = collector.finish();
+    verdict.state = (await this.engine.inspectContainer(containerId))?.state ?? null;
+    const base: ResultCommon = {
+      containerId,
+      invocationId: envelope.id,
+      exitCode: verdict.state?.exitCode ?? verdict.waitStatus,
+      oomKilled: verdict.state?.oomKilled ?? false,
+      frames: out.frames,
+      stdoutBytes: out.stdoutBytes,
+      stderrBytes: out.stderrBytes,
+      stderr: out.stderr,
+      stderrTruncated: out.stderrTruncated,
+      timings: {
+        attachMs: tAttached - t0,
+        startMs,
+        firstFrameMs: out.firstFrameAt !== null ? out.firstFrameAt - tStarted : null,
+        runMs: tExited - tStarted,
+        totalMs: now() - t0,
+      },
+    };
+    return { ...base, ...classify(out, verdict) };
+  }
+
+  async collectResult(containerId: string, opts: CollectOptions = {}): Promise<InvocationResult> {
+    const t0 = now();
+    let info = await this.engine.inspectContainer(containerId);
+    if (!info) throw new ContainerStateError('CONTAINER_NOT_FOUND', containerId, `container ${containerId} does not exist`);
+    if (info.state.startedAt === null) {
+      throw new ContainerStateError('CONTAINER_NOT_STARTED', containerId, `container ${containerId} was never started; invoke it instead`);
+    }
+    const invocationId = opts.invocationId ?? info.labels[INVOCATION_LABEL] ?? null;
+    const verdict: Verdict = { killedFor: null, startError: null, state: null, waitStatus: null };
+    if (info.state.running) {
+      const remaining = (opts.deadlineAt ?? Number.POSITIVE_INFINITY) - Date.now();
+      const waited = remaining > 0 ? await withTimeout(this.engine.waitNotRunning(containerId), Math.min(remaining, 2 ** 31 - 1)) : 'timeout';
+      if (waited === 'timeout') {
+        verdict.killedFor = 'timeout';
+        await this.engine.kill(containerId);
+        await this.engine.waitNotRunning(containerId);
+      }
+      info = (await this.engine.inspectContainer(containerId)) ?? info;
+    }
+    verdict.state = info.state;
+
+    const collector = new FrameCollector(limitsOf(opts), invocationId);
+    const demux = new StreamDemuxer(
+      (b) => collector.stdout(b),
+      (b) => collector.stderr(b),
+    );
+    const logs = await this.engine.logs(containerId);
+    await new Promise<void>((resolve) => {
+      logs.on('data', (c: Buffer) => demux.push(c));
+      logs.on('end', resolve);
+      logs.on('close', resolve);
+      logs.on('error', () => resolve());
+    });
+    logs.destroy();
+    const out = collector.finish();
+    const base: ResultCommon = {
+      containerId,
+      invocationId: invocationId ?? '',
+      exitCode: info.state.exitCode,
+      oomKilled: info.state.oomKilled,
+      frames: out.frames,
+      stdoutBytes: out.stdoutBytes,
+      stderrBytes: out.stderrBytes,
+      stderr: out.stderr,
+      stderrTruncated: out.stderrTruncated,
+      timings: {
+        attachMs: 0,
+        startMs: 0,
+        firstFrameMs: null,
+        runMs: info.state.startedAt && info.state.finishedAt ? Date.parse(info.state.finishedAt) - Date.parse(info.state.startedAt) : 0,
+        totalMs: now() - t0,
+      },
+    };
+    return { ...base, ...classify(out, verdict) };
+  }
+
+  async removeContainer(containerId: string): Promise<void> {
+    await this.engine.removeContainer(containerId, { force: true });
+  }
+}
+
+export function createSandboxRunner(engine: DockerEngine): SandboxRunner {
+  return new DockerSandboxRunner(engine);
+}

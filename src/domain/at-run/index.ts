@@ -1,0 +1,9 @@
+// at-run V2 pure validation: records, image references, operator policy, archive limits, path rules.
+export * from './archive-limits.ts';
+export * from './safe-path.ts';
+export * from './oci-reference.ts';
+export * from './record-violations.ts';
+export * from './runtime-record.ts';
+export * from './code-record.ts';
+export * from './operator-policy.ts';
+export { isDid, isDatetime, cidIssues } from './record-syntax.ts';

@@ -1,0 +1,382 @@
+// The runner operator's policy: one JSON file, the only place an operator configures what at-run accepts.
+//
+// {
+//   "protocolVersions": [1],                        worker protocol versions accepted (subset of [1])
+//   "platforms": [{ "os": "linux", "architecture": "amd64" }],
+//                                                    daemon platforms this runner serves; an entry without
+//                                                    "variant" accepts any variant of that os/architecture
+//   "publishers": ["*"],                             DIDs allowed to publish runtime records ("*" = any)
+//   "registries": ["localhost:5000"],                registries runtime and addition images may come from
+//                                                    ("*" = any; a name without a host means "docker.io")
+//   "archive": { maxArchiveBytes, maxEntries, maxExpandedBytes, maxFileBytes },
+//   "ceilings": { memoryMb, cpus, pids, timeoutMs, stdoutBytes, stderrBytes, frameBytes },
+//   "defaults": { memoryMb, cpus, pids, timeoutMs },  used where the code record requests nothing
+//   "limitMode": "clamp" | "reject",                 a request above a ceiling is lowered, or refused
+//   "isolation": "runc" | "runsc"                    OCI runtime of the sandbox (runsc = gVisor)
+// }
+//
+// Allow-lists fail closed: an EMPTY list allows nothing, and "*" must be written to allow everything. The
+// default policy allows any publisher ("*": runtime records are public, content-addressed configuration;
+// their bytes are digest-pinned, archive-validated, never started, and only ever read inside the hardened
+// sandbox) but only the local registry, so the supply-chain gate is the registry list. Fields omitted from
+// the file take the default values below; unknown fields are errors (a typo in a security setting must not
+// be silently ignored). Network access cannot be granted: there is no enforcing egress proxy yet, so a code
+// record requesting network fails closed with NETWORK_NOT_ALLOWED.
+
+import { ValidationError } from '../errors.ts';
+import { DEFAULT_ARCHIVE_LIMITS, archiveLimitsIssues, type ArchiveLimits } from './archive-limits.ts';
+import { parseDigestReference, effectiveRegistry, type DigestReference } from './oci-reference.ts';
+import { isDid } from './record-syntax.ts';
+import { SUPPORTED_PROTOCOL_VERSIONS, type OciPlatform, type RuntimePlatform, type RuntimeRecord } from './runtime-record.ts';
+import { runtimePublisherOf, type CodeRecord, type RequestedLimits } from './code-record.ts';
+import { RecordValidationError, type RecordViolation } from './record-violations.ts';
+
+export type LimitMode = 'clamp' | 'reject';
+export type Isolation = 'runc' | 'runsc';
+
+export interface ResourceCeilings {
+  memoryMb: number;
+  /** May be fractional (1.5 CPUs). */
+  cpus: number;
+  pids: number;
+  timeoutMs: number;
+  stdoutBytes: number;
+  stderrBytes: number;
+  /** Largest protocol frame (one newline-delimited JSON object) accepted on stdout or stdin. */
+  frameBytes: number;
+}
+
+export type ResourceDefaults = Pick<ResourceCeilings, 'memoryMb' | 'cpus' | 'pids' | 'timeoutMs'>;
+
+export interface OperatorPolicy {
+  protocolVersions: number[];
+  platforms: OciPlatform[];
+  publishers: string[];
+  registries: string[];
+  archive: ArchiveLimits;
+  ceilings: ResourceCeilings;
+  defaults: ResourceDefaults;
+  limitMode: LimitMode;
+  isolation: Isolation;
+}
+
+/** What an execution gets: requested values within the ceilings, plus the non-requestable limits. */
+export interface EffectiveLimits extends ResourceCeilings {
+  network: false;
+}
+
+export const WILDCARD = '*';
+
+export const DEFAULT_OPERATOR_POLICY: Readonly<OperatorPolicy> = deepFreeze({
+  protocolVersions: [1],
+  platforms: [
+    { os: 'linux', architecture: 'amd64' },
+    { os: 'linux', architecture: 'arm64' },
+  ],
+  publishers: [WILDCARD],
+  registries: ['localhost:5000', '127.0.0.1:5000'],
+  archive: { ...DEFAULT_ARCHIVE_LIMITS },
+  ceilings: {
+    memoryMb: 512,
+    cpus: 1,
+    pids: 128,
+    timeoutMs: 60_000,
+    stdoutBytes: 1024 * 1024,
+    stderrBytes: 1024 * 1024,
+    frameBytes: 1024 * 1024,
+  },
+  defaults: { memoryMb: 256, cpus: 1, pids: 64, timeoutMs: 10_000 },
+  limitMode: 'clamp',
+  isolation: 'runc',
+});
+
+function deepFreeze<T>(o: T): T {
+  if (typeof o === 'object' && o !== null) {
+    for (const v of Object.values(o)) deepFreeze(v);
+    Object.freeze(o);
+  }
+  return o;
+}
+
+const TOP_KEYS = ['protocolVersions', 'platforms', 'publishers', 'registries', 'archive', 'ceilings', 'defaults', 'limitMode', 'isolation'] as const;
+const CEILING_KEYS = ['memoryMb', 'cpus', 'pids', 'timeoutMs', 'stdoutBytes', 'stderrBytes', 'frameBytes'] as const;
+const DEFAULT_KEYS = ['memoryMb', 'cpus', 'pids', 'timeoutMs'] as const;
+const PLATFORM_PART_RE = /^[a-z0-9][a-z0-9._-]{0,31}$/;
+const REGISTRY_RE = /^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]{1,5})?$/;
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function positiveNumber(v: unknown, integer: boolean): v is number {
+  return typeof v === 'number' && Number.isFinite(v) && v > 0 && (!integer || Number.isSafeInteger(v));
+}
+
+function unknown(issues: string[], where: string, obj: Record<string, unknown>, known: readonly string[]): void {
+  for (const k of Object.keys(obj)) if (!known.includes(k)) issues.push(`${where}${where ? '.' : ''}${k} is not a known setting`);
+}
+
+function stringList(issues: string[], where: string, v: unknown, valid: (s: string) => boolean, what: string): string[] | undefined {
+  if (!Array.isArray(v)) {
+    issues.push(`${where} must be an array of ${what} (use ["${WILDCARD}"] to allow any, [] to allow none)`);
+    return undefined;
+  }
+  const out: string[] = [];
+  v.forEach((s, i) => {
+    if (typeof s !== 'string' || !(s === WILDCARD || valid(s))) issues.push(`${where}[${i}] ${JSON.stringify(s)} is not ${what} or "${WILDCARD}"`);
+    else out.push(s);
+  });
+  return out;
+}
+
+/**
+ * Parses and validates an operator policy (JSON text or an already-parsed value). Omitted fields take
+ * DEFAULT_OPERATOR_POLICY's values. Throws ValidationError `OPERATOR_POLICY_INVALID` listing every issue.
+ */
+export function parseOperatorPolicy(json: unknown): OperatorPolicy {
+  let value = json;
+  if (typeof json === 'string') {
+    try {
+      value = JSON.parse(json) as unknown;
+    } catch (err) {
+      throw new ValidationError('OPERATOR_POLICY_INVALID', `operator policy is not valid JSON: ${(err as Error).message}`, ['not valid JSON']);
+    }
+  }
+  if (!isObject(value)) throw new ValidationError('OPERATOR_POLICY_INVALID', 'operator policy must be a JSON object', ['not an object']);
+  const issues: string[] = [];
+  unknown(issues, '', value, TOP_KEYS);
+  const d = DEFAULT_OPERATOR_POLICY;
+
+  let protocolVersions = [...d.protocolVersions];
+  if (value.protocolVersions !== undefined) {
+    const v = value.protocolVersions;
+    if (!Array.isArray(v) || v.length === 0) issues.push('protocolVersions must be a non-empty array');
+    else {
+      protocolVersions = [];
+      v.forEach((n, i) => {
+        if (typeof n !== 'number' || !SUPPORTED_PROTOCOL_VERSIONS.includes(n)) issues.push(`protocolVersions[${i}] ${JSON.stringify(n)} is not a protocol version this runner implements (${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`);
+        else protocolVersions.push(n);
+      });
+    }
+  }
+
+  let platforms = d.platforms.map((p) => ({ ...p }));
+  if (value.platforms !== undefined) {
+    const v = value.platforms;
+    if (!Array.isArray(v) || v.length === 0) issues.push('platforms must be a non-empty array of { os, architecture, variant? }');
+    else {
+      platforms = [];
+      v.forEach((p, i) => {
+        if (!isObject(p)) {
+          issues.push(`platforms[${i}] must be an object { os, architecture, variant? }`);
+          return;
+        }
+        unknown(issues, `platforms[${i}]`, p, ['os', 'architecture', 'variant']);
+        let ok = true;
+        for (const k of ['os', 'architecture'] as const) {
+          if (typeof p[k] !== 'string' || !PLATFORM_PART_RE.test(p[k])) {
+            issues.push(`platforms[${i}].${k} must be a lower-case OCI platform value`);
+            ok = false;
+          }
+        }
+        if (p.variant !== undefined && (typeof p.variant !== 'string' || !PLATFORM_PART_RE.test(p.variant))) {
+          issues.push(`platforms[${i}].variant must be a lower-case OCI platform value when present`);
+          ok = false;
+        }
+        if (ok) platforms.push({ os: p.os as string, architecture: p.architecture as string, ...(p.variant !== undefined ? { variant: p.variant as string } : {}) });
+      });
+    }
+  }
+
+  const publishers = value.publishers === undefined ? [...d.publishers] : stringList(issues, 'publishers', value.publishers, isDid, 'a DID');
+  const registries = value.registries === undefined ? [...d.registries] : stringList(issues, 'registries', value.registries, (s) => REGISTRY_RE.test(s), 'a registry host[:port]');
+
+  let archive: ArchiveLimits = { ...d.archive };
+  if (value.archive !== undefined) {
+    const merged = isObject(value.archive) ? { ...d.archive, ...value.archive } : value.archive;
+    const archiveIssues = archiveLimitsIssues(merged, 'archive');
+    issues.push(...archiveIssues);
+    if (archiveIssues.length === 0) archive = merged as ArchiveLimits;
+  }
+
+  let ceilings: ResourceCeilings = { ...d.ceilings };
+  if (value.ceilings !== undefined) {
+    if (!isObject(value.ceilings)) issues.push('ceilings must be an object');
+    else {
+      unknown(issues, 'ceilings', value.ceilings, CEILING_KEYS);
+      ceilings = { ...d.ceilings, ...(value.ceilings as Partial<ResourceCeilings>) };
+      for (const k of CEILING_KEYS) {
+        if (!positiveNumber(ceilings[k], k !== 'cpus')) issues.push(`ceilings.${k} must be a positive ${k === 'cpus' ? 'number' : 'integer'} (got ${JSON.stringify(ceilings[k])})`);
+      }
+    }
+  }
+
+  let defaults: ResourceDefaults = { ...d.defaults };
+  if (value.defaults !== undefined) {
+    if (!isObject(value.defaults)) issues.push('defaults must be an object');
+    else {
+      unknown(issues, 'defaults', value.defaults, DEFAULT_KEYS);
+      defaults = { ...d.defaults, ...(value.defaults as Partial<ResourceDefaults>) };
+      for (const k of DEFAULT_KEYS) {
+        if (!positiveNumber(defaults[k], k !== 'cpus')) issues.push(`defaults.${k} must be a positive ${k === 'cpus' ? 'number' : 'integer'} (got ${JSON.stringify(defaults[k])})`);
+      }
+    }
+  }
+  // A default above its ceiling would be refused (reject mode) or silently lowered (clamp) for every
+  // execution that requests nothing: make the operator write what they mean instead.
+  for (const k of DEFAULT_KEYS) {
+    if (typeof defaults[k] === 'number' && typeof ceilings[k] === 'number' && defaults[k] > ceilings[k]) {
+      issues.push(`defaults.${k} (${defaults[k]}) is above ceilings.${k} (${ceilings[k]})`);
+    }
+  }
+  if (typeof ceilings.memoryMb === 'number' && ceilings.memoryMb < 6) issues.push('ceilings.memoryMb must be at least 6 (the Docker minimum)');
+
+  const limitMode = value.limitMode ?? d.limitMode;
+  if (limitMode !== 'clamp' && limitMode !== 'reject') issues.push(`limitMode must be "clamp" or "reject" (got ${JSON.stringify(limitMode)})`);
+  const isolation = value.isolation ?? d.isolation;
+  if (isolation !== 'runc' && isolation !== 'runsc') issues.push(`isolation must be "runc" or "runsc" (got ${JSON.stringify(isolation)})`);
+
+  if (issues.length > 0 || !publishers || !registries) {
+    throw new ValidationError('OPERATOR_POLICY_INVALID', `invalid operator policy${issues.length === 1 ? `: ${issues[0]}` : ''}`, issues);
+  }
+  return deepFreeze({
+    protocolVersions,
+    platforms,
+    publishers,
+    registries,
+    archive,
+    ceilings,
+    defaults,
+    limitMode: limitMode as LimitMode,
+    isolation: isolation as Isolation,
+  });
+}
+
+const REQUESTABLE = [
+  ['memoryMb', true],
+  ['cpus', false],
+  ['pids', true],
+  ['timeoutMs', true],
+] as const;
+
+/**
+ * The limits an execution runs with. Each requestable limit is the request, or the policy default when
+ * absent; a value above its ceiling is lowered to the ceiling and named in `clamped` (clamp mode), or the
+ * whole request is refused with `LIMIT_EXCEEDS_POLICY` listing every excess (reject mode). A request for
+ * network throws `NETWORK_NOT_ALLOWED` in both modes. A malformed request throws `LIMIT_INVALID`.
+ */
+export function effectiveLimits(policy: OperatorPolicy, requested: RequestedLimits = {}): { limits: EffectiveLimits; clamped: string[] } {
+  if (requested.network !== undefined && requested.network !== false) {
+    if (requested.network === true) {
+      throw new ValidationError('NETWORK_NOT_ALLOWED', 'the code record requests network access; this runner has no enforcing egress proxy, so network access is refused', ['network: true was requested']);
+    }
+    throw new ValidationError('LIMIT_INVALID', 'requested.network must be a boolean', ['network is not a boolean']);
+  }
+  const invalid: string[] = [];
+  const excess: string[] = [];
+  const clamped: string[] = [];
+  const limits: EffectiveLimits = { ...policy.ceilings, network: false };
+  for (const [key, integer] of REQUESTABLE) {
+    const asked = requested[key];
+    if (asked !== undefined && !positiveNumber(asked, integer)) {
+      invalid.push(`${key} must be a positive ${integer ? 'integer' : 'number'} (got ${JSON.stringify(asked)})`);
+      continue;
+    }
+    const want = asked ?? policy.defaults[key];
+    const ceiling = policy.ceilings[key];
+    if (want > ceiling) {
+      if (policy.limitMode === 'reject') excess.push(`${key} ${want} exceeds the policy ceiling ${ceiling}`);
+      else clamped.push(key);
+      limits[key] = ceiling;
+    } else limits[key] = want;
+  }
+  if (invalid.length > 0) throw new ValidationError('LIMIT_INVALID', 'invalid resource request', invalid);
+  if (excess.length > 0) throw new ValidationError('LIMIT_EXCEEDS_POLICY', `requested limits exceed this runner's policy${excess.length === 1 ? `: ${excess[0]}` : ''}`, excess, { mode: 'reject' });
+  return { limits, clamped };
+}
+
+/** Throws `PUBLISHER_NOT_ALLOWED` unless `did` may publish runtimes under `policy`. */
+export function checkPublisher(policy: OperatorPolicy, did: string): void {
+  if (!isDid(did)) throw new ValidationError('PUBLISHER_NOT_ALLOWED', `runtime publisher ${JSON.stringify(did)} is not a DID`, ['not a DID']);
+  if (policy.publishers.includes(WILDCARD) || policy.publishers.includes(did)) return;
+  throw new ValidationError(
+    'PUBLISHER_NOT_ALLOWED',
+    `runtime publisher ${did} is not in this runner's publisher list${policy.publishers.length === 0 ? ' (the list is empty: no publisher is allowed)' : ''}`,
+    [`${did} is not allowed`],
+    { did },
+  );
+}
+
+/**
+ * Parses `ref` (must be a canonical digest reference: `RUNTIME_IMAGE_NOT_DIGEST` otherwise) and throws
+ * `REGISTRY_NOT_ALLOWED` unless its registry is allowed. A name without a registry host is `docker.io`.
+ * Hosts compare case-insensitively; ports must match exactly.
+ */
+export function checkRegistry(policy: OperatorPolicy, ref: string | DigestReference): DigestReference {
+  const parsed = typeof ref === 'string' ? parseDigestReference(ref) : ref;
+  const registry = effectiveRegistry(parsed);
+  if (policy.registries.includes(WILDCARD) || policy.registries.some((r) => r.toLowerCase() === registry)) return parsed;
+  throw new ValidationError(
+    'REGISTRY_NOT_ALLOWED',
+    `image ${parsed.reference} comes from registry ${registry}, which this runner does not allow${policy.registries.length === 0 ? ' (the list is empty: no registry is allowed)' : ''}`,
+    [`${registry} is not allowed`],
+    { registry, reference: parsed.reference },
+  );
+}
+
+/** Throws `PLATFORM_NOT_ACCEPTED` unless the daemon's platform is one this runner serves. */
+export function checkPlatform(policy: OperatorPolicy, daemon: OciPlatform): void {
+  const ok = policy.platforms.some((p) => p.os === daemon.os && p.architecture === daemon.architecture && (p.variant === undefined || p.variant === daemon.variant));
+  if (ok) return;
+  const label = `${daemon.os}/${daemon.architecture}${daemon.variant ? `/${daemon.variant}` : ''}`;
+  throw new ValidationError('PLATFORM_NOT_ACCEPTED', `this runner's policy does not accept platform ${label}`, [`${label} is not accepted`], { platform: daemon });
+}
+
+function collect(violations: RecordViolation[], path: string, fn: () => void): void {
+  try {
+    fn();
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    const issues = err.issues.length > 0 ? err.issues : [err.message];
+    for (const message of issues) violations.push({ code: err.code, path, message });
+  }
+}
+
+/**
+ * Everything this runner's policy says about a (validated) code record, checked at once: the runtime's
+ * publisher, each addition's registry, the blob size against the archive limit, and the requested limits.
+ * Returns the effective limits; throws RecordValidationError listing every refusal (PUBLISHER_NOT_ALLOWED,
+ * REGISTRY_NOT_ALLOWED, RUNTIME_IMAGE_NOT_DIGEST, BLOB_TOO_LARGE, NETWORK_NOT_ALLOWED, LIMIT_EXCEEDS_POLICY,
+ * LIMIT_INVALID).
+ */
+export function admitCode(policy: OperatorPolicy, code: CodeRecord): { limits: EffectiveLimits; clamped: string[] } {
+  const violations: RecordViolation[] = [];
+  collect(violations, 'runtimeRecord.uri', () => checkPublisher(policy, runtimePublisherOf(code)));
+  (code.additions ?? []).forEach((ref, i) => collect(violations, `additions[${i}]`, () => checkRegistry(policy, ref)));
+  if (code.blob.size > policy.archive.maxArchiveBytes) {
+    violations.push({ code: 'BLOB_TOO_LARGE', path: 'blob.size', message: `the code blob is ${code.blob.size} bytes; this runner accepts at most ${policy.archive.maxArchiveBytes}` });
+  }
+  let result: { limits: EffectiveLimits; clamped: string[] } | undefined;
+  collect(violations, 'requested', () => {
+    result = effectiveLimits(policy, code.requested ?? {});
+  });
+  if (violations.length > 0 || !result) throw new RecordValidationError('code record under this runner policy', violations);
+  return result;
+}
+
+/**
+ * Everything this runner's policy says about the selected runtime: the daemon platform is one it serves, the
+ * record's protocol version is accepted, and the image comes from an allowed registry. The publisher is
+ * checked by admitCode (it is named by the code record's runtimeRecord.uri). Throws RecordValidationError.
+ */
+export function admitRuntime(policy: OperatorPolicy, selected: { record: Pick<RuntimeRecord, 'protocolVersion'>; platform: RuntimePlatform }): DigestReference {
+  const violations: RecordViolation[] = [];
+  collect(violations, 'platforms', () => checkPlatform(policy, selected.platform));
+  if (!policy.protocolVersions.includes(selected.record.protocolVersion)) {
+    violations.push({ code: 'RUNTIME_PROTOCOL_UNSUPPORTED', path: 'protocolVersion', message: `this runner accepts protocol versions ${policy.protocolVersions.join(', ')}` });
+  }
+  let image: DigestReference | undefined;
+  collect(violations, 'image', () => {
+    image = checkRegistry(policy, selected.platform.image);
+  });
+  if (violations.length > 0 || !image) throw new RecordValidationError('runtime under this runner policy', violations);
+  return image;
+}

@@ -1,0 +1,153 @@
+// Helpers for integration tests against the real Docker Engine and the local registry. They never skip:
+// a missing part FAILS the test with a message saying how to bring it up.
+import { existsSync, readFileSync } from 'node:fs';
+import Docker from 'dockerode';
+
+export const DOCKER_SOCKET = '/var/run/docker.sock';
+export const SETUP_DIR = process.env.RUNLOG_SETUP_DIR ?? '/var/lib/runlog-setup';
+export const REGISTRY_ADDR = process.env.RUNLOG_REGISTRY_ADDR ?? '127.0.0.1:5000';
+/** Every container and volume a test creates carries this label, so cleanup finds exactly what tests made. */
+export const TEST_LABELS: Readonly<Record<string, string>> = Object.freeze({ 'runlog.test': '1' });
+
+const SETUP_HINT = 'run `npm run setup`';
+export const docker = new Docker({ socketPath: DOCKER_SOCKET });
+
+/** Fails unless the Engine answers on /var/run/docker.sock. */
+export async function requireDocker(): Promise<void> {
+  try {
+    await docker.ping();
+  } catch (err) {
+    throw new Error(`Docker Engine not answering on ${DOCKER_SOCKET} — ${SETUP_HINT} (${(err as Error).message})`);
+  }
+}
+
+/** Fails unless the registry answers on RUNLOG_REGISTRY_ADDR (127.0.0.1:5000). */
+export async function requireRegistry(): Promise<void> {
+  try {
+    const res = await fetch(`http://${REGISTRY_ADDR}/v2/`, { signal: AbortSignal.timeout(5000) });
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+  } catch (err) {
+    throw new Error(`registry not answering on http://${REGISTRY_ADDR}/v2/ — ${SETUP_HINT} (${(err as Error).message})`);
+  }
+}
+
+/** The digest reference scripts/build-images.sh recorded for image <name>. */
+export function imageRef(name: string): string {
+  const file = `${SETUP_DIR}/images/${name}.ref`;
+  if (!existsSync(file)) {
+    throw new Error(`no image reference for ${name} at ${file} — ${SETUP_HINT} (it builds scripts/images/${name}.sh and records the pushed digest)`);
+  }
+  const ref = readFileSync(file, 'utf8').trim();
+  if (!/@sha256:[0-9a-f]{64}$/.test(ref)) throw new Error(`${file} holds ${JSON.stringify(ref)}, not a digest reference — ${SETUP_HINT}`);
+  return ref;
+}
+
+/** Whether the registry holds the manifest a digest reference names (HEAD /v2/<name>/manifests/<digest>). */
+export async function registryHasManifest(ref: string): Promise<boolean> {
+  const m = /^[^/]+\/(.+)@(sha256:[0-9a-f]{64})$/.exec(ref);
+  if (!m) throw new Error(`not a registry digest reference: ${ref}`);
+  const res = await fetch(`http://${REGISTRY_ADDR}/v2/${m[1]}/manifests/${m[2]}`, {
+    method: 'HEAD',
+    headers: { Accept: 'application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json' },
+  });
+  return res.ok;
+}
+
+const labelFilter = (labels: Record<string, string>) => JSON.stringify({ label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) });
+
+/** Removes every container labelled runlog.test=1 (or the given labels), running or not. Returns how many. */
+export async function cleanupTestContainers(labels: Record<string, string> = { ...TEST_LABELS }): Promise<number> {
+  const list = await docker.listContainers({ all: true, filters: labelFilter(labels) });
+  await Promise.all(list.map((c) => docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => undefined)));
+  return list.length;
+}
+
+/** Removes every volume labelled runlog.test=1 (or the given labels). Run after cleanupTestContainers. */
+export async function cleanupTestVolumes(labels: Record<string, string> = { ...TEST_LABELS }): Promise<number> {
+  const { Volumes } = await docker.listVolumes({ filters: labelFilter(labels) });
+  await Promise.all((Volumes ?? []).map((v) => docker.getVolume(v.Name).remove().catch(() => undefined)));
+  return (Volumes ?? []).length;
+}
+
+/** Container lifecycle events (create, start, die, destroy, …) between two times, filtered by label. */
+export async function containerEvents(since: Date, until: Date, labels: Record<string, string>): Promise<{ action: string; id: string }[]> {
+  const stream = (await docker.getEvents({
+    since: Math.floor(since.getTime() / 1000),
+    until: Math.ceil(until.getTime() / 1000) + 1,
+    filters: { type: ['container'], label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) },
+  })) as NodeJS.ReadableStream;
+  const chunks: Buffer[] = [];
+  for await (const c of stream) chunks.push(Buffer.from(c as Buffer));
+  return Buffer.concat(chunks)
+    .toString('utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l) as { Action?: string; status?: string; id?: string; Actor?: { ID?: string } })
+    .map((e) => ({ action: e.Action ?? e.status ?? '', id: e.id ?? e.Actor?.ID ?? '' }));
+}
+
+/** Lists a volume's files (path, type, size, mode) via a throwaway, never-started container and getArchive. */
+export async function volumeListing(volume: string, image: string): Promise<{ path: string; type: string; size: number; mode: number }[]> {
+  const tar = (await import('tar-stream')).default;
+  const c = await docker.createContainer({
+    Image: image,
+    Entrypoint: ['/never-started'],
+    Labels: { ...TEST_LABELS },
+    HostConfig: { NetworkMode: 'none', Mounts: [{ Type: 'volume', Source: volume, Target: '/v', ReadOnly: true }] },
+  });
+  try {
+    const stream = (await c.getArchive({ path: '/v/.' })) as NodeJS.ReadableStream;
+    const out: { path: string; type: string; size: number; mode: number }[] = [];
+    const extract = tar.extract();
+    const done = new Promise<void>((resolve, reject) => {
+      extract.on('entry', (h, s, next) => {
+        out.push({ path: h.name.replace(/^\.\/?/, ''), type: h.type ?? 'file', size: h.size ?? 0, mode: (h.mode ?? 0) & 0o7777 });
+        s.on('end', next);
+        s.resume();
+      });
+      extract.on('finish', resolve);
+      extract.on('error', reject);
+    });
+    stream.pipe(extract);
+    await done;
+    return out.filter((e) => e.path !== '');
+  } finally {
+    await c.remove({ force: true, v: true });
+  }
+}
+
+/** Reads one file out of a volume (never-started container + getArchive). */
+export async function volumeFile(volume: string, image: string, path: string): Promise<Buffer> {
+  const tar = (await import('tar-stream')).default;
+  const c = await docker.createContainer({
+    Image: image,
+    Entrypoint: ['/never-started'],
+    Labels: { ...TEST_LABELS },
+    HostConfig: { NetworkMode: 'none', Mounts: [{ Type: 'volume', Source: volume, Target: '/v', ReadOnly: true }] },
+  });
+  try {
+    const stream = (await c.getArchive({ path: `/v/${path}` })) as NodeJS.ReadableStream;
+    const extract = tar.extract();
+    let data: Buffer | null = null;
+    const done = new Promise<void>((resolve, reject) => {
+      extract.on('entry', (_h, s, next) => {
+        const chunks: Buffer[] = [];
+        s.on('data', (c2: unknown) => {
+          chunks.push(c2 as Buffer);
+        });
+        s.on('end', () => {
+          data ??= Buffer.concat(chunks);
+          next();
+        });
+      });
+      extract.on('finish', resolve);
+      extract.on('error', reject);
+    });
+    stream.pipe(extract);
+    await done;
+    if (data === null) throw new Error(`${path} not found in volume ${volume}`);
+    return data;
+  } finally {
+    await c.remove({ force: true, v: true });
+  }
+}
