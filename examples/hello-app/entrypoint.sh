@@ -1,0 +1,3 @@
+#!/bin/bash
+# runtime: 'raw' apps start from this file; runlog runs it with bash in the app directory.
+exec node server.mjs

@@ -1,0 +1,1 @@
+../../src/app-sdk/sdk.mjs

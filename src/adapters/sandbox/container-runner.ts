@@ -1,0 +1,462 @@
+// ContainerRunner — the strong sandbox: one Docker container per instance (own PID/net/mount namespaces),
+// started from the app-base image (Debian rootfs + node, scripts/images/app-base.sh) pulled by digest.
+//
+//   name = hostname = runlog-<sanitized instanceId>      on the user-defined bridge network `runlog-net`
+//   binds  <workspace>/apps/<appId> → /workspace/apps/<appId>      (sliced: the container sees only its app)
+//          <workspace>/packages     → /workspace/packages:ro       (shared, when it exists)
+//          <workspace>/node_modules → /workspace/node_modules:ro   (hoisted, when it exists)
+//          <home>/app-data/<appId>  → /data                        (per-app data, survives respawns)
+//          <home>/bashrc.runlog.sh  → /root/.bashrc:ro
+//          <home>/toolchain → /aura/all-tools:ro, <home>/instances/<id>/tools → /aura/my-tools:ro
+//          /var/run/docker.sock     only when tools[] has 'docker' or '*'
+//   labels runlog.stream=instance-<id>, runlog.kind=instance, runlog.home=<home>, runlog.app=<appId>,
+//          runlog.base-path=<lifecycle basePath> (+ config.extraLabels, e.g. runlog.test=1)
+//   strict defaults: all capabilities dropped, no-new-privileges, read-only root (tmpfs /tmp and /root),
+//          pids and memory limits, docker-init as PID 1.
+//
+// Reaching the app: the supervisor runs on the host, so it talks to the container's IP on runlog-net at
+// APP_PORT (Linux routes the host to its bridges). Nothing is published on the host: no host port is taken,
+// no docker-proxy hop, and other containers on runlog-net reach the app by its hostname. The port from the
+// PortAllocator is still passed as APP_PORT so both sandboxes look alike to the app.
+//
+// Exit: `container.wait()` watches each container; the exit is reported to onExit (expected: true when the
+// runner stopped it), then the container is removed. Containers outlive the supervisor: a new runner finds
+// them with listOrphanRecords() (by labels, never by name) and re-attaches with registerAdopted().
+
+import Docker from 'dockerode';
+import { constants as osConstants } from 'node:os';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { ValidationError } from '../../domain/errors.ts';
+import { lifecyclePath, runnerLabel, type AppManifest, type LifecycleHook } from '../../domain/manifest.ts';
+import { waitHealthy } from '../health/wait-healthy.ts';
+import { toolchainFor, ALL_TOOLS_MOUNT, MY_TOOLS_MOUNT, type Toolchain } from '../tools/toolchain.ts';
+import { provisionToolsDir } from '../tools/provision.ts';
+import { resolveEntrypoint } from './entrypoint.ts';
+import { sandboxEnv } from './env.ts';
+import { SandboxError } from './errors.ts';
+import { ExitHub } from './exit-hub.ts';
+import { ensureBashrc, homeLayout, type HomeLayout } from './layout.ts';
+import { postHook } from './lifecycle-client.ts';
+import { LogBuffer } from './log-buffer.ts';
+import { checkSpawn, gateError } from './spawn-common.ts';
+import type { ExitCallback, ExitInfo, LogLine, OrphanRecord, SandboxRunner, SpawnOptions, SpawnResult } from './sandbox-runner.ts';
+
+export interface ContainerRunnerConfig {
+  home: string;
+  /** The apps workspace; an app lives in <workspaceDir>/apps/<appId>/. */
+  workspaceDir: string;
+  /** The Debian rootfs the image was built from (the toolchain is checked against it). */
+  rootfs: string;
+  /** `localhost:5000/app-base@sha256:…` (scripts/build-images.sh records it in …/images/app-base.ref). */
+  image: string;
+  /** Passed as OS_API_BASE; must be reachable from the runlog network. */
+  osApiBase: string;
+  network?: string;
+  dockerSocketPath?: string;
+  /** Labels added to every container (and a network the runner creates), e.g. { 'runlog.test': '1' }. */
+  extraLabels?: Record<string, string>;
+  killGraceMs?: number;
+  healthTimeoutMs?: number;
+  healthIntervalMs?: number;
+  hookTimeoutMs?: number;
+  memoryBytes?: number;
+  pidsLimit?: number;
+  warn?: (message: string) => void;
+}
+
+interface Tracked {
+  instanceId: string;
+  appId: string;
+  port: number;
+  basePath: string;
+  containerId: string;
+  host: string;
+  pid: number;
+  expectingKill: boolean;
+  live: boolean;
+  detach: AbortController;
+  exited: Promise<ExitInfo>;
+}
+
+const LABEL = runnerLabel('container');
+export const DEFAULT_NETWORK = 'runlog-net';
+
+/** `runlog-<id>`: Docker names and hostnames take [a-zA-Z0-9.-]; a changed or long id gets a hash suffix. */
+export function containerName(instanceId: string): string {
+  const clean = instanceId.toLowerCase().replace(/[^a-z0-9.-]/g, '-').replace(/^[.-]+/, '');
+  if (clean === instanceId && clean.length <= 56) return `runlog-${clean}`;
+  const hash = createHash('sha256').update(instanceId).digest('hex').slice(0, 8);
+  return `runlog-${clean.slice(0, 47).replace(/[.-]+$/, '')}-${hash}`;
+}
+
+const statusOf = (e: unknown): number | undefined => (e as { statusCode?: number }).statusCode;
+const signalName = (code: number | null): string | null => {
+  if (code === null || code <= 128 || code > 128 + 64) return null;
+  const entry = Object.entries(osConstants.signals).find(([, n]) => n === code - 128);
+  return entry ? entry[0] : null;
+};
+const dockerTime = (t: string | undefined): string | null => (!t || t.startsWith('0001-') ? null : t);
+
+export class ContainerRunner implements SandboxRunner {
+  readonly kind = 'container' as const;
+  private readonly cfg: Required<Omit<ContainerRunnerConfig, 'warn' | 'extraLabels'>> & Pick<ContainerRunnerConfig, 'warn'> & { extraLabels: Record<string, string> };
+  private readonly docker: Docker;
+  private readonly layout: HomeLayout;
+  private readonly tracked = new Map<string, Tracked>();
+  private readonly logBuffers = new Map<string, LogBuffer>();
+  private readonly exits = new ExitHub();
+  private ready: Promise<void> | null = null;
+
+  constructor(config: ContainerRunnerConfig) {
+    this.cfg = {
+      network: DEFAULT_NETWORK,
+      dockerSocketPath: '/var/run/docker.sock',
+      killGraceMs: 5_000,
+      healthTimeoutMs: 30_000,
+      healthIntervalMs: 50,
+      hookTimeoutMs: 10_000,
+      memoryBytes: 1024 ** 3,
+      pidsLimit: 1024,
+      ...config,
+      extraLabels: config.extraLabels ?? {},
+    };
+    this.docker = new Docker({ socketPath: this.cfg.dockerSocketPath });
+    this.layout = homeLayout(config.home);
+  }
+
+  private warn(message: string): void {
+    (this.cfg.warn ?? ((m: string) => process.stderr.write(`${m}\n`)))(message);
+  }
+
+  ensureToolchain(): Promise<Toolchain> {
+    return toolchainFor({ dir: this.layout.toolchainDir, rootfs: this.cfg.rootfs }).catch((e: unknown) => {
+      throw new SandboxError('SETUP_MISSING', `${LABEL} cannot build the toolchain: ${(e as Error).message}`, {}, { cause: e });
+    });
+  }
+
+  /** Docker answers, the image is present (pulled by digest when not), the network exists. Once per runner. */
+  ensureReady(): Promise<void> {
+    this.ready ??= (async () => {
+      try {
+        await this.docker.ping();
+      } catch (e) {
+        throw new SandboxError('SETUP_MISSING', `${LABEL} Docker does not answer on ${this.cfg.dockerSocketPath}: run 'npm run setup'`, {}, { cause: e });
+      }
+      await this.ensureImage();
+      await this.ensureNetwork();
+    })().catch((e: unknown) => {
+      this.ready = null;
+      throw e;
+    });
+    return this.ready;
+  }
+
+  private async ensureImage(): Promise<void> {
+    const ref = this.cfg.image;
+    if (!/@sha256:[0-9a-f]{64}$/.test(ref)) throw new ValidationError('IMAGE_REF_INVALID', `${LABEL} image '${ref}' must be pinned by digest (name@sha256:…)`);
+    try {
+      await this.docker.getImage(ref).inspect(); // present: pulling by digest would still contact the registry
+      return;
+    } catch (e) {
+      if (statusOf(e) !== 404) throw e;
+    }
+    try {
+      const stream = await this.docker.pull(ref);
+      await new Promise<void>((resolve, reject) => this.docker.modem.followProgress(stream, (err: Error | null) => (err ? reject(err) : resolve())));
+    } catch (e) {
+      throw new SandboxError('SETUP_MISSING', `${LABEL} image ${ref} is not available (${(e as Error).message}): run 'npm run setup'`, { image: ref }, { cause: e });
+    }
+  }
+
+  private async ensureNetwork(): Promise<void> {
+    const name = this.cfg.network;
+    try {
+      const info = (await this.docker.getNetwork(name).inspect()) as { Driver?: string };
+      if (info.Driver !== 'bridge') throw new SandboxError('SPAWN_FAILED', `${LABEL} network ${name} exists but is not a bridge network (driver ${info.Driver})`);
+      return;
+    } catch (e) {
+      if (statusOf(e) !== 404) throw e;
+    }
+    try {
+      await this.docker.createNetwork({ Name: name, Driver: 'bridge', CheckDuplicate: true, Labels: { 'runlog.kind': 'network', ...this.cfg.extraLabels } });
+    } catch (e) {
+      if (statusOf(e) !== 409) throw e; // created meanwhile by another runner
+    }
+  }
+
+  private labels(instanceId: string, appId: string, basePath: string): Record<string, string> {
+    return {
+      ...this.cfg.extraLabels,
+      'runlog.stream': `instance-${instanceId}`,
+      'runlog.kind': 'instance',
+      'runlog.home': this.cfg.home,
+      'runlog.app': appId,
+      'runlog.base-path': basePath,
+    };
+  }
+
+  async spawn(instanceId: string, appId: string, port: number, manifest: AppManifest, opts: SpawnOptions = {}): Promise<SpawnResult> {
+    checkSpawn(LABEL, instanceId, appId, port, manifest, this.tracked.has(instanceId));
+    const hostAppDir = join(this.cfg.workspaceDir, 'apps', appId);
+    if (!existsSync(hostAppDir)) throw new SandboxError('SPAWN_FAILED', `${LABEL} app directory ${hostAppDir} does not exist`, { appId });
+    const sandboxAppDir = `/workspace/apps/${appId}`;
+    const cmd = resolveEntrypoint(hostAppDir, sandboxAppDir, manifest, 'container');
+
+    await Promise.all([this.ensureReady(), this.ensureToolchain()]);
+    const L = this.layout;
+    const provisioned = provisionToolsDir(L.instanceToolsDir(instanceId), L.toolchainDir, manifest.tools);
+    if (provisioned.missing.length) this.warn(`${LABEL} ${appId} (${instanceId}): tools not available on this host: ${provisioned.missing.join(', ')}`);
+    mkdirSync(L.appDataDir(appId), { recursive: true });
+    const bashrc = ensureBashrc(L);
+
+    const name = containerName(instanceId);
+    await this.clearStaleContainer(name, instanceId);
+
+    const wantsDocker = manifest.tools.includes('docker') || manifest.tools.includes('*');
+    const binds = [
+      `${hostAppDir}:${sandboxAppDir}`,
+      ...['packages', 'node_modules'].filter((d) => existsSync(join(this.cfg.workspaceDir, d))).map((d) => `${join(this.cfg.workspaceDir, d)}:/workspace/${d}:ro`),
+      `${L.appDataDir(appId)}:/data`,
+      `${bashrc}:/root/.bashrc:ro`,
+      `${L.toolchainDir}:${ALL_TOOLS_MOUNT}:ro`,
+      `${L.instanceToolsDir(instanceId)}:${MY_TOOLS_MOUNT}:ro`,
+      ...(wantsDocker && existsSync(this.cfg.dockerSocketPath) ? [`${this.cfg.dockerSocketPath}:/var/run/docker.sock`] : []),
+    ];
+    const env = sandboxEnv({ port, appId, instanceId, osApiBase: this.cfg.osApiBase, layerTag: '[ctnr]' });
+
+    const logs = new LogBuffer();
+    this.logBuffers.set(instanceId, logs);
+    this.exits.reset(instanceId);
+    const started = performance.now();
+    let container: Docker.Container;
+    try {
+      container = await this.docker.createContainer({
+        name,
+        Hostname: name,
+        Image: this.cfg.image,
+        Cmd: cmd,
+        Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+        WorkingDir: sandboxAppDir,
+        Labels: this.labels(instanceId, appId, manifest.lifecycle.basePath),
+        HostConfig: {
+          NetworkMode: this.cfg.network,
+          Binds: binds,
+          CapDrop: ['ALL'],
+          SecurityOpt: ['no-new-privileges'],
+          ReadonlyRootfs: true,
+          Tmpfs: { '/tmp': 'rw,nosuid,nodev,size=512m', '/root': 'rw,nosuid,nodev,size=256m' },
+          PidsLimit: this.cfg.pidsLimit,
+          Memory: this.cfg.memoryBytes,
+          Init: true,
+        },
+        NetworkingConfig: { EndpointsConfig: { [this.cfg.network]: { Aliases: [name] } } },
+      });
+      await container.start();
+    } catch (e) {
+      await this.docker.getContainer(name).remove({ force: true }).catch(() => {});
+      throw new SandboxError('SPAWN_FAILED', `${LABEL} could not start ${name}: ${(e as Error).message}`, { instanceId, appId }, { cause: e });
+    }
+
+    const info = await container.inspect();
+    const host = info.NetworkSettings.Networks[this.cfg.network]?.IPAddress ?? '';
+    const t = this.track({ instanceId, appId, port, basePath: manifest.lifecycle.basePath, containerId: info.Id, host, pid: info.State.Pid }, logs, false);
+
+    const exitedEarly = new AbortController();
+    void t.exited.then((x) => exitedEarly.abort(`exited with ${x.signal ?? `code ${x.code}`}`));
+    const health = host
+      ? await waitHealthy({
+          host, port, path: lifecyclePath(manifest.lifecycle.basePath, 'health'), appId, instanceId,
+          timeoutMs: opts.healthTimeoutMs ?? this.cfg.healthTimeoutMs,
+          intervalMs: opts.healthIntervalMs ?? this.cfg.healthIntervalMs,
+          label: LABEL, signal: exitedEarly.signal,
+        })
+      : info.State.Running
+        ? ({ kind: 'timeout', message: `${LABEL} ${name} has no IP address on network ${this.cfg.network}`, lastError: 'no IP', attempts: 0, elapsedMs: 0 } as const)
+        : ({ kind: 'aborted', message: `${LABEL} ${name} stopped right after its start`, attempts: 0, elapsedMs: 0 } as const);
+    if (health.kind === 'match' || health.kind === 'legacy') {
+      if (health.kind === 'legacy') this.warn(health.message);
+      t.live = true;
+      return { pid: t.pid, containerId: t.containerId, host, port, identity: health.kind, healthyAfterMs: performance.now() - started };
+    }
+
+    t.expectingKill = true;
+    await container.kill().catch(() => {});
+    const exit = await t.exited;
+    throw gateError(LABEL, health, { instanceId, appId, port }, exit, logs.tail());
+  }
+
+  /** A container left under this instance's name: removed when it is ours and stopped; otherwise refuse. */
+  private async clearStaleContainer(name: string, instanceId: string): Promise<void> {
+    let info: Docker.ContainerInspectInfo;
+    try {
+      info = await this.docker.getContainer(name).inspect();
+    } catch (e) {
+      if (statusOf(e) === 404) return;
+      throw e;
+    }
+    const l = info.Config.Labels ?? {};
+    if (l['runlog.home'] !== this.cfg.home || l['runlog.stream'] !== `instance-${instanceId}`) {
+      throw new SandboxError('SPAWN_FAILED', `${LABEL} a container named ${name} exists and does not belong to instance ${instanceId} of this runlog home`, { name });
+    }
+    if (info.State.Running) {
+      throw new SandboxError('INSTANCE_BUSY', `${LABEL} instance ${instanceId} is still running in ${name} (adopt it: listOrphanRecords/registerAdopted)`, { instanceId });
+    }
+    await this.docker.getContainer(info.Id).remove({ force: true });
+  }
+
+  /** Starts the log stream and the exit watcher of a container and records it. */
+  private track(rec: Omit<Tracked, 'expectingKill' | 'live' | 'detach' | 'exited'>, logs: LogBuffer, live: boolean, logsSince?: number): Tracked {
+    const detach = new AbortController();
+    const container = this.docker.getContainer(rec.containerId);
+    const t: Tracked = { ...rec, expectingKill: false, live, detach, exited: null as unknown as Promise<ExitInfo> };
+    this.tracked.set(rec.instanceId, t);
+
+    void container
+      .logs({ follow: true, stdout: true, stderr: true, ...(logsSince !== undefined ? { since: logsSince } : {}), abortSignal: detach.signal })
+      .then((stream) => {
+        const sink = (s: 'stdout' | 'stderr'): Writable => new Writable({ write: (c: Buffer, _e, cb) => (logs.write(s, c), cb()) });
+        this.docker.modem.demuxStream(stream, sink('stdout'), sink('stderr'));
+        stream.on('end', () => logs.end());
+        stream.on('error', () => logs.end());
+      })
+      .catch(() => logs.end());
+
+    t.exited = (async (): Promise<ExitInfo> => {
+      let code: number | null = null;
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const r = (await container.wait({ abortSignal: detach.signal })) as { StatusCode: number };
+          code = r.StatusCode;
+          break;
+        } catch (e) {
+          if (detach.signal.aborted) return new Promise<ExitInfo>(() => {}); // detached: never settles
+          if (statusOf(e) === 404) break; // removed behind our back: exit code unknown
+          if (attempt >= 15) break; // the daemon stayed unreachable for over a minute: report it gone (code null)
+          await new Promise((r) => setTimeout(r, Math.min(5_000, 250 * 2 ** attempt))); // daemon hiccup: watch again
+        }
+      }
+      const info: ExitInfo = { code, signal: signalName(code), expected: t.expectingKill };
+      if (this.tracked.get(rec.instanceId) === t) this.tracked.delete(rec.instanceId);
+      await container.remove({ force: true }).catch(() => {});
+      if (t.live) this.exits.emit(rec.instanceId, info);
+      return info;
+    })();
+    return t;
+  }
+
+  private target(instanceId: string): Tracked {
+    const t = this.tracked.get(instanceId);
+    if (!t || !t.live) throw new SandboxError('INSTANCE_UNKNOWN', `${LABEL} no running instance ${instanceId}`, { instanceId });
+    return t;
+  }
+
+  async callLifecycle(instanceId: string, hook: LifecycleHook): Promise<void> {
+    await postHook(LABEL, this.target(instanceId), hook, {}, false, this.cfg.hookTimeoutMs);
+  }
+
+  callOptionalLifecycle(instanceId: string, hook: string, body: unknown): Promise<unknown | null> {
+    return postHook(LABEL, this.target(instanceId), hook, body, true, this.cfg.hookTimeoutMs);
+  }
+
+  async kill(instanceId: string): Promise<void> {
+    const t = this.tracked.get(instanceId);
+    if (!t) return;
+    t.expectingKill = true;
+    await this.docker
+      .getContainer(t.containerId)
+      .stop({ t: Math.max(1, Math.ceil(this.cfg.killGraceMs / 1000)) })
+      .catch((e: unknown) => {
+        if (statusOf(e) !== 304 && statusOf(e) !== 404) throw e; // already stopped / gone: the watcher reports it
+      });
+    await t.exited;
+  }
+
+  async forceKill(instanceId: string): Promise<void> {
+    const t = this.tracked.get(instanceId);
+    if (!t) return;
+    t.expectingKill = true;
+    await this.docker
+      .getContainer(t.containerId)
+      .kill()
+      .catch((e: unknown) => {
+        if (statusOf(e) !== 409 && statusOf(e) !== 404) throw e; // not running / gone
+      });
+    await t.exited;
+  }
+
+  onExit(instanceId: string, cb: ExitCallback): () => void {
+    return this.exits.on(instanceId, cb);
+  }
+
+  getHost(instanceId: string): string | null {
+    const t = this.tracked.get(instanceId);
+    return t?.live ? t.host : null;
+  }
+
+  getPort(instanceId: string): number | null {
+    const t = this.tracked.get(instanceId);
+    return t?.live ? t.port : null;
+  }
+
+  async listOrphanRecords(): Promise<OrphanRecord[]> {
+    const list = await this.docker.listContainers({ all: true, filters: { label: ['runlog.kind=instance', `runlog.home=${this.cfg.home}`] } });
+    const out: OrphanRecord[] = [];
+    for (const c of list) {
+      const stream = c.Labels['runlog.stream'] ?? '';
+      const instanceId = stream.startsWith('instance-') ? stream.slice('instance-'.length) : '';
+      if (!instanceId || this.tracked.has(instanceId)) continue;
+      let info: Docker.ContainerInspectInfo;
+      try {
+        info = await this.docker.getContainer(c.Id).inspect();
+      } catch (e) {
+        if (statusOf(e) === 404) continue; // removed meanwhile
+        throw e;
+      }
+      const env = Object.fromEntries((info.Config.Env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+      const running = info.State.Running;
+      out.push({
+        instanceId,
+        appId: c.Labels['runlog.app'] ?? env.APP_ID ?? '',
+        containerId: info.Id,
+        port: Number(env.APP_PORT),
+        host: running ? info.NetworkSettings.Networks[this.cfg.network]?.IPAddress || null : null,
+        state: info.State.Status,
+        pid: running ? info.State.Pid : null,
+        startedAt: dockerTime(info.State.StartedAt),
+        finishedAt: running ? null : dockerTime(info.State.FinishedAt),
+        exitCode: running ? null : info.State.ExitCode,
+        basePath: c.Labels['runlog.base-path'] ?? '',
+      });
+    }
+    return out;
+  }
+
+  registerAdopted(rec: OrphanRecord): void {
+    if (this.tracked.has(rec.instanceId)) throw new SandboxError('INSTANCE_BUSY', `${LABEL} instance ${rec.instanceId} is already tracked`, { instanceId: rec.instanceId });
+    const logs = new LogBuffer();
+    this.logBuffers.set(rec.instanceId, logs);
+    this.exits.reset(rec.instanceId);
+    // Live from the start: an adopted instance's exit is news (a crash while we were away, or later).
+    this.track(
+      { instanceId: rec.instanceId, appId: rec.appId, port: rec.port, basePath: rec.basePath, containerId: rec.containerId, host: rec.host ?? '', pid: rec.pid ?? 0 },
+      logs,
+      true,
+      Math.floor(Date.now() / 1000) - 60, // recent output only, not the whole history
+    );
+  }
+
+  logs(instanceId: string, opts: { follow?: boolean } = {}): AsyncIterable<LogLine> {
+    const buf = this.logBuffers.get(instanceId);
+    if (!buf) throw new SandboxError('INSTANCE_UNKNOWN', `${LABEL} no logs for instance ${instanceId}`, { instanceId });
+    return buf.read(opts.follow ?? false);
+  }
+
+  /** Stops watching (log streams, exit watchers). Containers keep running: a later runner adopts them. */
+  async close(): Promise<void> {
+    for (const t of this.tracked.values()) t.detach.abort('runner closed');
+    this.tracked.clear();
+  }
+}

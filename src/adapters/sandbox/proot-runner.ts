@@ -1,0 +1,290 @@
+// ProotRunner — the cheap sandbox. PRoot rewrites file-access syscalls (ptrace) so the app sees the Debian
+// rootfs; it shares the host's kernel, PID space and network. Weak isolation: apps are cooperating, not
+// adversarial (they can see the whole workspace and the host's /proc, /dev and /tmp).
+//
+//   proot --rootfs=<debian rootfs>
+//         --bind=<workspace>:/workspace            every app (the seed binds the full monorepo)
+//         --bind=<home>/instances/<id>/data:/data  per-instance data
+//         --bind=/proc --bind=/dev --bind=/tmp --bind=/etc/resolv.conf
+//         --bind=<home>/user-home:/root            per-user home shared by apps
+//         --bind=<home>/bashrc.runlog.sh:/root/.bashrc
+//         --bind=<home>/toolchain:/aura/all-tools  --bind=<home>/instances/<id>/tools:/aura/my-tools
+//         --bind=<host node>:/usr/local/bin/node   the node runtime (the app-base image has it there too)
+//         [--bind=/var/run/docker.sock]            only when tools[] has 'docker' or '*'
+//         --cwd=/workspace/apps/<appId>  /bin/bash <entrypoint.sh | -c synthesized>
+//
+// proot is exec'd through a seccomp shim (seccomp-shim.ts) that makes statx/clone3/openat2/faccessat2
+// answer ENOSYS: PRoot 5.1 does not translate them, and without the shim Node cannot even load server.mjs.
+//
+// Lifetime: each proot is the leader of its own process group (detached: true); kill() signals the group
+// (SIGTERM, then SIGKILL after the grace period); after proot exits, the group is SIGKILLed so no tracee
+// outlives it. If the supervisor itself dies — even by SIGKILL — the ProcessGroupReaper watchdog kills every
+// group (see reaper.ts): PRoot apps never outlive the supervisor and are never adopted.
+
+import { spawn as spawnChild, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { lifecyclePath, runnerLabel, type AppManifest, type LifecycleHook } from '../../domain/manifest.ts';
+import { waitHealthy } from '../health/wait-healthy.ts';
+import { toolchainFor, ALL_TOOLS_MOUNT, MY_TOOLS_MOUNT, type Toolchain } from '../tools/toolchain.ts';
+import { provisionToolsDir } from '../tools/provision.ts';
+import { resolveEntrypoint } from './entrypoint.ts';
+import { sandboxEnv } from './env.ts';
+import { SandboxError } from './errors.ts';
+import { ExitHub } from './exit-hub.ts';
+import { ensureBashrc, homeLayout, type HomeLayout } from './layout.ts';
+import { postHook } from './lifecycle-client.ts';
+import { LogBuffer } from './log-buffer.ts';
+import { checkSpawn, gateError } from './spawn-common.ts';
+import { ProcessGroupReaper } from './reaper.ts';
+import { shimArgs } from './seccomp-shim.ts';
+import type { ExitCallback, ExitInfo, LogLine, OrphanRecord, SandboxRunner, SpawnOptions, SpawnResult } from './sandbox-runner.ts';
+
+export interface ProotRunnerConfig {
+  /** runlog home (see layout.ts). */
+  home: string;
+  /** The apps workspace, mounted at /workspace; an app lives in <workspaceDir>/apps/<appId>/. */
+  workspaceDir: string;
+  /** Debian rootfs (scripts/setup.sh builds /var/lib/runlog-setup/rootfs/debian-bookworm). */
+  rootfs: string;
+  /** Passed to the app as OS_API_BASE. */
+  osApiBase: string;
+  prootPath?: string;
+  /** Host perl, which runs the seccomp shim (seccomp-shim.ts) in front of proot. */
+  perlPath?: string;
+  /** Host node binary bound at /usr/local/bin/node. Default: the supervisor's own (process.execPath). */
+  nodeBinary?: string;
+  dockerSocket?: string;
+  killGraceMs?: number;
+  healthTimeoutMs?: number;
+  healthIntervalMs?: number;
+  hookTimeoutMs?: number;
+  /** Where warnings go (legacy health identity, tools missing on this host). Default: stderr. */
+  warn?: (message: string) => void;
+}
+
+interface Tracked {
+  instanceId: string;
+  appId: string;
+  port: number;
+  basePath: string;
+  child: ChildProcess;
+  pgid: number;
+  expectingKill: boolean;
+  /** spawn() resolved: exits are reported through onExit. */
+  live: boolean;
+  exited: Promise<ExitInfo>;
+}
+
+const LABEL = runnerLabel('proot');
+const HOST = '127.0.0.1';
+
+export class ProotRunner implements SandboxRunner {
+  readonly kind = 'proot' as const;
+  private readonly cfg: Required<Omit<ProotRunnerConfig, 'warn'>> & Pick<ProotRunnerConfig, 'warn'>;
+  private readonly layout: HomeLayout;
+  private readonly tracked = new Map<string, Tracked>();
+  private readonly logBuffers = new Map<string, LogBuffer>();
+  private readonly exits = new ExitHub();
+  private readonly reaper = new ProcessGroupReaper();
+
+  constructor(config: ProotRunnerConfig) {
+    this.cfg = {
+      prootPath: '/usr/bin/proot',
+      perlPath: '/usr/bin/perl',
+      nodeBinary: process.execPath,
+      dockerSocket: '/var/run/docker.sock',
+      killGraceMs: 5_000,
+      healthTimeoutMs: 30_000,
+      healthIntervalMs: 50,
+      hookTimeoutMs: 10_000,
+      ...config,
+    };
+    this.layout = homeLayout(config.home);
+  }
+
+  private warn(message: string): void {
+    (this.cfg.warn ?? ((m: string) => process.stderr.write(`${m}\n`)))(message);
+  }
+
+  /** Builds the toolchain once per runner (idempotent on disk). */
+  ensureToolchain(): Promise<Toolchain> {
+    return toolchainFor({ dir: this.layout.toolchainDir, rootfs: this.cfg.rootfs }).catch((e: unknown) => {
+      throw new SandboxError('SETUP_MISSING', `${LABEL} cannot build the toolchain: ${(e as Error).message}`, {}, { cause: e });
+    });
+  }
+
+  /** The proot argv for an instance (exported for diagnostics and the benchmark). */
+  prootArgs(instanceId: string, appId: string, manifest: AppManifest, entrypoint: string[]): string[] {
+    const L = this.layout;
+    const wantsDocker = manifest.tools.includes('docker') || manifest.tools.includes('*');
+    return [
+      `--rootfs=${this.cfg.rootfs}`,
+      `--bind=${this.cfg.workspaceDir}:/workspace`,
+      `--bind=${L.instanceDataDir(instanceId)}:/data`,
+      '--bind=/proc',
+      '--bind=/dev',
+      '--bind=/tmp',
+      '--bind=/etc/resolv.conf',
+      `--bind=${L.userHomeDir}:/root`,
+      `--bind=${L.bashrcFile}:/root/.bashrc`,
+      `--bind=${L.toolchainDir}:${ALL_TOOLS_MOUNT}`,
+      `--bind=${L.instanceToolsDir(instanceId)}:${MY_TOOLS_MOUNT}`,
+      `--bind=${this.cfg.nodeBinary}:/usr/local/bin/node`,
+      ...(wantsDocker && existsSync(this.cfg.dockerSocket) ? [`--bind=${this.cfg.dockerSocket}`] : []),
+      `--cwd=/workspace/apps/${appId}`,
+      ...entrypoint,
+    ];
+  }
+
+  async spawn(instanceId: string, appId: string, port: number, manifest: AppManifest, opts: SpawnOptions = {}): Promise<SpawnResult> {
+    checkSpawn(LABEL, instanceId, appId, port, manifest, this.tracked.has(instanceId));
+    if (!existsSync(this.cfg.prootPath)) throw new SandboxError('SETUP_MISSING', `${LABEL} proot not found at ${this.cfg.prootPath}: run 'npm run setup'`);
+    if (!existsSync(this.cfg.perlPath)) throw new SandboxError('SETUP_MISSING', `${LABEL} perl not found at ${this.cfg.perlPath} (it runs the seccomp shim in front of proot)`);
+    if (!existsSync(join(this.cfg.rootfs, 'usr/bin/bash'))) throw new SandboxError('SETUP_MISSING', `${LABEL} no Debian rootfs at ${this.cfg.rootfs}: run 'npm run setup'`);
+    const hostAppDir = join(this.cfg.workspaceDir, 'apps', appId);
+    if (!existsSync(hostAppDir)) throw new SandboxError('SPAWN_FAILED', `${LABEL} app directory ${hostAppDir} does not exist`, { appId });
+    const entrypoint = resolveEntrypoint(hostAppDir, `/workspace/apps/${appId}`, manifest, 'proot');
+
+    await this.ensureToolchain();
+    const provisioned = provisionToolsDir(this.layout.instanceToolsDir(instanceId), this.layout.toolchainDir, manifest.tools);
+    if (provisioned.missing.length) this.warn(`${LABEL} ${appId} (${instanceId}): tools not available on this host: ${provisioned.missing.join(', ')}`);
+    mkdirSync(this.layout.instanceDataDir(instanceId), { recursive: true });
+    mkdirSync(this.layout.userHomeDir, { recursive: true });
+    ensureBashrc(this.layout);
+
+    const env = sandboxEnv({ port, appId, instanceId, osApiBase: this.cfg.osApiBase, layerTag: '[proot]' });
+    const logs = new LogBuffer();
+    this.logBuffers.set(instanceId, logs);
+    this.exits.reset(instanceId);
+
+    const started = performance.now();
+    const child = spawnChild(this.cfg.perlPath, shimArgs(this.cfg.prootPath, this.prootArgs(instanceId, appId, manifest, entrypoint)), {
+      cwd: '/',
+      env,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    await new Promise<void>((resolve, reject) => {
+      child.once('spawn', resolve);
+      child.once('error', (e) => reject(new SandboxError('SPAWN_FAILED', `${LABEL} could not start proot: ${e.message}`, { instanceId }, { cause: e })));
+    });
+    const pgid = child.pid!;
+    this.reaper.watch(pgid);
+    child.stdout!.on('data', (c: Buffer) => logs.write('stdout', c));
+    child.stderr!.on('data', (c: Buffer) => logs.write('stderr', c));
+    child.once('close', () => logs.end());
+
+    let settle!: (i: ExitInfo) => void;
+    const t: Tracked = {
+      instanceId, appId, port, basePath: manifest.lifecycle.basePath, child, pgid,
+      expectingKill: false, live: false,
+      exited: new Promise<ExitInfo>((r) => (settle = r)),
+    };
+    this.tracked.set(instanceId, t);
+    const exitedEarly = new AbortController();
+    child.once('exit', (code, signal) => {
+      killGroup(pgid, 'SIGKILL'); // tracees detached from a killed proot must not linger
+      this.reaper.unwatch(pgid);
+      const info: ExitInfo = { code, signal, expected: t.expectingKill };
+      if (this.tracked.get(instanceId) === t) this.tracked.delete(instanceId);
+      exitedEarly.abort(`exited with ${signal ?? `code ${code}`}`);
+      settle(info);
+      if (t.live) this.exits.emit(instanceId, info);
+    });
+
+    const health = await waitHealthy({
+      host: HOST, port, path: lifecyclePath(manifest.lifecycle.basePath, 'health'), appId, instanceId,
+      timeoutMs: opts.healthTimeoutMs ?? this.cfg.healthTimeoutMs,
+      intervalMs: opts.healthIntervalMs ?? this.cfg.healthIntervalMs,
+      label: LABEL, signal: exitedEarly.signal,
+    });
+    if (health.kind === 'match' || health.kind === 'legacy') {
+      if (health.kind === 'legacy') this.warn(health.message);
+      t.live = true;
+      return { pid: pgid, host: HOST, port, identity: health.kind, healthyAfterMs: performance.now() - started };
+    }
+
+    // Failed gate: stop everything this spawn started, then report why.
+    t.expectingKill = true;
+    killGroup(pgid, 'SIGKILL');
+    const info = await t.exited;
+    throw gateError(LABEL, health, { instanceId, appId, port }, info, logs.tail());
+  }
+
+  private target(instanceId: string): Tracked {
+    const t = this.tracked.get(instanceId);
+    if (!t || !t.live) throw new SandboxError('INSTANCE_UNKNOWN', `${LABEL} no running instance ${instanceId}`, { instanceId });
+    return t;
+  }
+
+  async callLifecycle(instanceId: string, hook: LifecycleHook): Promise<void> {
+    const t = this.target(instanceId);
+    await postHook(LABEL, { ...t, host: HOST }, hook, {}, false, this.cfg.hookTimeoutMs);
+  }
+
+  callOptionalLifecycle(instanceId: string, hook: string, body: unknown): Promise<unknown | null> {
+    const t = this.target(instanceId);
+    return postHook(LABEL, { ...t, host: HOST }, hook, body, true, this.cfg.hookTimeoutMs);
+  }
+
+  async kill(instanceId: string): Promise<void> {
+    const t = this.tracked.get(instanceId);
+    if (!t) return; // already gone: stopping is idempotent
+    t.expectingKill = true;
+    killGroup(t.pgid, 'SIGTERM');
+    const timer = setTimeout(() => killGroup(t.pgid, 'SIGKILL'), this.cfg.killGraceMs);
+    await t.exited;
+    clearTimeout(timer);
+  }
+
+  async forceKill(instanceId: string): Promise<void> {
+    const t = this.tracked.get(instanceId);
+    if (!t) return;
+    t.expectingKill = true;
+    killGroup(t.pgid, 'SIGKILL');
+    await t.exited;
+  }
+
+  onExit(instanceId: string, cb: ExitCallback): () => void {
+    return this.exits.on(instanceId, cb);
+  }
+
+  getHost(instanceId: string): string | null {
+    return this.tracked.get(instanceId)?.live ? HOST : null;
+  }
+
+  getPort(instanceId: string): number | null {
+    const t = this.tracked.get(instanceId);
+    return t?.live ? t.port : null;
+  }
+
+  /** PRoot children never outlive the supervisor (reaper.ts), so there is never an orphan to adopt. */
+  async listOrphanRecords(): Promise<OrphanRecord[]> {
+    return [];
+  }
+
+  registerAdopted(rec: OrphanRecord): void {
+    throw new SandboxError('ADOPT_UNSUPPORTED', `${LABEL} cannot adopt ${rec.instanceId}: PRoot apps die with the supervisor; only sandbox: 'container' apps are adopted`);
+  }
+
+  logs(instanceId: string, opts: { follow?: boolean } = {}): AsyncIterable<LogLine> {
+    const buf = this.logBuffers.get(instanceId);
+    if (!buf) throw new SandboxError('INSTANCE_UNKNOWN', `${LABEL} no logs for instance ${instanceId}`, { instanceId });
+    return buf.read(opts.follow ?? false);
+  }
+
+  /** Stops every child (gracefully, in parallel) and the watchdog. */
+  async close(): Promise<void> {
+    await Promise.all([...this.tracked.keys()].map((id) => this.kill(id)));
+    this.reaper.close();
+  }
+}
+
+function killGroup(pgid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pgid, signal);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ESRCH') throw e;
+  }
+}
