@@ -20,8 +20,8 @@ describe('runlog CLI (reads the SQLite file directly)', () => {
   beforeEach(async () => {
     const home = tempDir();
     db = join(home, 'runlog.db');
-    // Write a history with a supervisor, then close it: the CLI works post-mortem.
-    const rl = await createRunlog({ home, effects: { instance: {} } });
+    // Write a history (no effects run), then close the log: the CLI works post-mortem.
+    const rl = await createRunlog({ home, supervise: false });
     await rl.host.create('instance', 'inst_a', { type: 'instance.requested', data: { spec } });
     await rl.send('instance', 'inst_a', { type: 'instance.spawned', data: { pid: 7, host: '127.0.0.1', port: 4100 } });
     await rl.send('instance', 'inst_a', { type: 'instance.healthy', data: { identity: 'match' } });

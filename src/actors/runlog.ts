@@ -1,12 +1,25 @@
 // The library entry point. `createRunlog()` opens the log; with `supervise` (the default) it also
 // rehydrates every live actor and runs effects, i.e. it is the supervisor. Inspection works either way.
-import { RunlogError } from '../domain/errors.ts';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { AtprotoReaderOptions } from '../adapters/atproto/index.ts';
+import type { SandboxRunner } from '../adapters/sandbox/sandbox-runner.ts';
+import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
+import { NotFoundError, RunlogError, ValidationError } from '../domain/errors.ts';
+import type { ExecutionContext } from '../machines/execution.machine.ts';
+import type { InstanceContext } from '../machines/instance.machine.ts';
+import { stateName } from '../machines/replay.ts';
+import { ExecutionSupervisor } from './executions.ts';
+import { newExecutionId } from './ids.ts';
+import { InstanceSupervisor } from './instances.ts';
+import { discoverParts, type Parts } from './parts.ts';
+import { Reconciler, type ReconcileReport } from './reconciler.ts';
 import type { ActorKind, NewEvent, RecordedEvent } from '../domain/events.ts';
 import type { Effect } from '../machines/effects.ts';
 import { machines } from '../machines/replay.ts';
 import type { ActorRow } from '../store/event-store.ts';
 import { SqliteEventStore } from '../store/sqlite-event-store.ts';
-import { ActorHost, type EffectHandlers } from './actor-host.ts';
+import { ActorHost, IllegalEventError, type EffectHandlers, type LiveActor } from './actor-host.ts';
 import { createBus, type Bus, type BusEvents } from './bus.ts';
 import { noFaults, type FaultHook } from './faults.ts';
 import {
@@ -34,6 +47,26 @@ export interface RunlogOptions {
   /** Effect handlers by kind, merged over the built-in ones (tests inject fakes here). */
   effects?: Partial<Record<ActorKind, EffectHandlers>>;
   log?: (msg: string) => void;
+  /** Where the real parts are (default: what `npm run setup` recorded). */
+  parts?: Partial<Parts>;
+  /** The apps workspace (default <home>/workspace). */
+  workspace?: string;
+  portRange?: { min: number; max: number };
+  /** Labels added to every container and volume runlog creates (tests mark theirs). */
+  labels?: Record<string, string>;
+  containerNetwork?: string;
+  healthTimeoutMs?: number;
+  killGraceMs?: number;
+  /** Injected sandbox runners (tests of the wiring). */
+  runners?: Partial<Record<'proot' | 'container', SandboxRunner>>;
+  /** The runner operator's policy (default: <home>/operator-policy.json, else the strict defaults). */
+  policy?: OperatorPolicy;
+  /** How to reach the AT Protocol network: PLC directory, strict or cid mode. */
+  atproto?: AtprotoReaderOptions;
+  /** Reconcile with Docker at start (default true when supervising). */
+  reconcile?: boolean;
+  /** Watch the apps workspace for manifest edits (default true when supervising). */
+  watchApps?: boolean;
 }
 
 export interface SpawnAppOptions {
@@ -97,6 +130,8 @@ export interface Runlog {
   logs(id: string, options?: { follow?: boolean }): AsyncIterable<LogLine>;
   /** Runs one at-run execution to its end. */
   execute(options: ExecuteOptions): Promise<ExecutionOutcome>;
+  /** Compares the log with Docker and records what it finds (run at every start). */
+  reconcile(options?: { dryRun?: boolean }): Promise<ReconcileReport>;
   /** Waits until no effect is running (tests and graceful shutdown). */
   idle(): Promise<void>;
   close(): Promise<void>;
@@ -107,12 +142,43 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
   const store = new SqliteEventStore(paths.db, { synchronous: options.synchronous, ...(options.now ? { now: options.now } : {}) });
   const bus = createBus();
   const supervise = options.supervise ?? true;
+  const log = options.log ?? ((m: string) => process.stderr.write(`[runlog] ${m}\n`));
+  const faults = options.faults ?? noFaults;
+  const parts = discoverParts(options.parts);
   // eslint-disable-next-line prefer-const
   let host: ActorHost;
-  const timers = new RestartTimers(() => host);
+  const hostRef = () => host;
+  const timers = new RestartTimers(hostRef);
+  const instances = new InstanceSupervisor(
+    {
+      home: paths.home,
+      parts,
+      log,
+      ...(options.workspace ? { workspace: options.workspace } : {}),
+      ...(options.portRange ? { portRange: options.portRange } : {}),
+      ...(options.labels ? { containerLabels: options.labels } : {}),
+      ...(options.containerNetwork ? { containerNetwork: options.containerNetwork } : {}),
+      ...(options.healthTimeoutMs ? { healthTimeoutMs: options.healthTimeoutMs } : {}),
+      ...(options.killGraceMs ? { killGraceMs: options.killGraceMs } : {}),
+      ...(options.runners ? { runners: options.runners } : {}),
+    },
+    hostRef,
+  );
+  const executions = new ExecutionSupervisor(
+    {
+      home: paths.home,
+      parts,
+      log,
+      faults,
+      policy: options.policy ?? loadPolicy(paths.home),
+      ...(options.atproto ? { atproto: options.atproto } : {}),
+      ...(options.labels ? { labels: options.labels } : {}),
+    },
+    hostRef,
+  );
   const builtIn: Record<ActorKind, EffectHandlers> = {
-    instance: { ...timers.handlers(), announce: announceOn(bus) },
-    execution: { announce: announceOn(bus) },
+    instance: { ...instances.handlers(), ...timers.handlers(), announce: announceOn(bus) },
+    execution: { ...executions.handlers(), announce: announceOn(bus) },
   };
   const effects: Record<ActorKind, EffectHandlers> = supervise
     ? { instance: { ...builtIn.instance, ...options.effects?.instance }, execution: { ...builtIn.execution, ...options.effects?.execution } }
@@ -123,14 +189,55 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
     machines,
     effects,
     ...(options.now ? { now: options.now } : {}),
-    faults: options.faults ?? noFaults,
+    faults,
     onEffectError,
-    ...(options.log ? { log: options.log } : {}),
+    log,
   });
+  const reconciler = new Reconciler(hostRef, instances, executions, log);
 
   if (supervise) {
     for (const actor of host.rehydrate()) timers.resume(actor);
+    if (options.reconcile ?? true) {
+      const report = await reconciler.reconcile();
+      if (report.actions.length > 0) log(`reconciled ${report.actions.length} actors (${summarizeActions(report)})`);
+    }
+    if (options.watchApps ?? true) instances.startRegistry();
   }
+
+  const live = (id: string, kind?: ActorKind): LiveActor => {
+    const view = inspectActor(store, id);
+    if (kind && view.kind !== kind) throw new ValidationError('WRONG_KIND', `${id} is an ${view.kind}, not an ${kind}`);
+    const actor = host.get(view.kind, view.id);
+    if (!actor) throw new NotFoundError(view.kind, id);
+    return actor;
+  };
+
+  /** Resolves when the actor reaches a state the predicate accepts (checked after every transition). */
+  const waitFor = (kind: ActorKind, id: string, done: (state: string) => boolean, timeoutMs: number): Promise<ActorView> =>
+    new Promise((resolve, reject) => {
+      const check = () => {
+        const a = host.get(kind, id);
+        return a && done(stateName(a.snapshot));
+      };
+      if (check()) return resolve(inspectActor(store, id));
+      const timer = setTimeout(() => {
+        off();
+        reject(new RunlogError('TIMEOUT', `${kind} ${id} did not settle within ${timeoutMs} ms (state ${host.get(kind, id) ? stateName(host.get(kind, id)!.snapshot) : '?'})`));
+      }, timeoutMs);
+      const off = bus.on('actor:transition', (t) => {
+        if (t.id !== id || !done(t.to)) return;
+        clearTimeout(timer);
+        off();
+        resolve(inspectActor(store, id));
+      });
+    });
+
+  const requireSupervisor = (what: string) => {
+    if (!supervise) throw new RunlogError('READ_ONLY', `${what} needs a supervising runlog (createRunlog({ supervise: true }))`);
+  };
+
+  const settledInstance = (s: string) => s !== 'new' && s !== 'spawning' && s !== 'healthy' && s !== 'adopted';
+  const instanceStopped = (s: string) => s === 'stopped' || s === 'lost' || s === 'crashed.down';
 
   return {
     home: paths.home,
@@ -143,28 +250,104 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
     events: (id, range) => actorEvents(store, id, range),
     replay: (id, o) => replayActor(store, id, o?.to),
     rebuild: () => rebuildProjection(store),
+    reconcile: (o) => {
+      requireSupervisor('reconcile');
+      return reconciler.reconcile(o);
+    },
     on: (event, cb) => bus.on(event, cb),
     send: (kind, id, event) => host.dispatch(kind, id, event),
-    spawnApp: () => Promise.reject(notYet('spawnApp')),
-    stop: () => Promise.reject(notYet('stop')),
-    kill: () => Promise.reject(notYet('kill')),
-    grant: () => Promise.reject(notYet('grant')),
-    revoke: () => Promise.reject(notYet('revoke')),
-    logs: () => {
-      throw notYet('logs');
+    async spawnApp(o) {
+      requireSupervisor('spawnApp');
+      const spec = instances.prepare(o.appDir, o.sandbox, o.instanceId);
+      const waiting = waitFor('instance', spec.instanceId, settledInstance, (options.healthTimeoutMs ?? 30_000) + 30_000);
+      await host.create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } });
+      const view = await waiting;
+      if (view.state !== 'running') {
+        const crash = (view.context as unknown as InstanceContext).lastCrash;
+        throw new RunlogError('SPAWN_FAILED', crash?.message ?? `instance ${view.id} ended ${view.state}`, { instanceId: view.id, state: view.state, reason: crash?.reason ?? null });
+      }
+      return view;
     },
-    execute: () => Promise.reject(notYet('execute')),
+    async stop(id, o) {
+      requireSupervisor('stop');
+      const actor = live(id, 'instance');
+      const waiting = waitFor('instance', actor.id, instanceStopped, (o?.graceMs ?? options.killGraceMs ?? 5000) + 30_000);
+      const r = await host.dispatch('instance', actor.id, { type: 'instance.stop-requested', data: { graceMs: o?.graceMs ?? null } });
+      if (!r.accepted) throw new IllegalEventError(actor.id, r.from, 'instance.stop-requested');
+      return waiting;
+    },
+    async kill(id) {
+      requireSupervisor('kill');
+      const actor = live(id, 'instance');
+      const waiting = waitFor('instance', actor.id, instanceStopped, 30_000);
+      const r = await host.dispatch('instance', actor.id, { type: 'instance.kill-requested', data: {} });
+      if (!r.accepted) throw new IllegalEventError(actor.id, r.from, 'instance.kill-requested');
+      return waiting;
+    },
+    async grant(id, tool) {
+      requireSupervisor('grant');
+      await instances.changeTool(live(id, 'instance'), tool, true);
+      await host.idle();
+      return inspectActor(store, id);
+    },
+    async revoke(id, tool) {
+      requireSupervisor('revoke');
+      await instances.changeTool(live(id, 'instance'), tool, false);
+      await host.idle();
+      return inspectActor(store, id);
+    },
+    logs(id, o) {
+      return instances.logs(live(id, 'instance'), o?.follow ?? false);
+    },
+    async execute(o) {
+      requireSupervisor('execute');
+      if (typeof o.uri !== 'string' || !o.uri.startsWith('at://')) throw new ValidationError('AT_URI_INVALID', `not an at:// URI: ${String(o.uri)}`);
+      if (typeof o.handler !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]{0,127}$/.test(o.handler)) throw new ValidationError('HANDLER_INVALID', `handler must be an identifier, got ${JSON.stringify(o.handler)}`);
+      const executionId = newExecutionId();
+      const timeoutMs = o.timeoutMs ?? executions.policy.defaults.timeoutMs;
+      const request = { executionId, uri: o.uri, handler: o.handler, input: o.input ?? null, callerDid: o.callerDid ?? null, timeoutMs };
+      const off = o.onProgress ? executions.onProgress(executionId, o.onProgress) : () => undefined;
+      try {
+        // The deadline covers the whole run; resolution and pulls count against it only up to a generous bound.
+        const waiting = waitFor('execution', executionId, (s) => s === 'succeeded' || s === 'failed', timeoutMs + 600_000);
+        await host.create('execution', executionId, {
+          type: 'execution.requested',
+          data: { request, deadline: new Date(Date.now() + timeoutMs + 120_000).toISOString() },
+        });
+        const view = await waiting;
+        const c = view.context as unknown as ExecutionContext;
+        return {
+          executionId,
+          status: view.state === 'succeeded' ? 'succeeded' : 'failed',
+          ...(c.result ? { output: c.result.output } : {}),
+          ...(c.failure ? { failure: c.failure } : {}),
+          view,
+        };
+      } finally {
+        off();
+      }
+    },
     idle: () => host.idle(),
     async close() {
       host.close();
       timers.close();
+      await instances.close();
       await host.idle().catch(() => undefined);
       store.close();
     },
   };
 }
 
-const notYet = (what: string) => new RunlogError('NOT_IMPLEMENTED', `${what} is not wired into this build yet`);
+function loadPolicy(home: string): OperatorPolicy {
+  const file = join(home, 'operator-policy.json');
+  return existsSync(file) ? parseOperatorPolicy(readFileSync(file, 'utf8')) : DEFAULT_OPERATOR_POLICY;
+}
+
+function summarizeActions(r: ReconcileReport): string {
+  const counts = new Map<string, number>();
+  for (const a of r.actions) counts.set(a.action, (counts.get(a.action) ?? 0) + 1);
+  return [...counts].map(([k, v]) => `${v} ${k}`).join(', ');
+}
 
 function announceOn(bus: Bus) {
   return (params: Record<string, unknown>): void => {

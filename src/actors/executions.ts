@@ -1,0 +1,306 @@
+// at-run executions under the supervisor: the execution machine's effects carried out by the AT
+// Protocol reader, the archive validator, the Docker materializer and the hardened sandbox. Every step
+// records what it used (CIDs, digests, volumes, limits) as an event.
+import { createHash } from 'node:crypto';
+import { assertValidArchive, entriesUnder, writeArchive } from '../adapters/archive/index.ts';
+import { createAtprotoReader, type AtprotoReader, type AtprotoReaderOptions } from '../adapters/atproto/index.ts';
+import { createDockerEngine, type DockerEngine } from '../adapters/docker/engine.ts';
+import { createMaterializer, type Materializer, type MaterializeProgress } from '../adapters/docker/materializer.ts';
+import { createSandboxRunner, type InvocationResult, type SandboxRunner as ExecSandbox } from '../adapters/docker/sandbox.ts';
+import { assertCodeRecord, checkRuntimeBinding, type CodeRecord } from '../domain/at-run/code-record.ts';
+import { admitCode, admitRuntime, DEFAULT_OPERATOR_POLICY, type EffectiveLimits, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
+import { selectRuntimePlatform, type RuntimePlatform } from '../domain/at-run/runtime-record.ts';
+import { RunlogError } from '../domain/errors.ts';
+import type { NewEvent } from '../domain/events.ts';
+import type { ExecutionContext, ExecutionRequest, FailureReason } from '../machines/execution.machine.ts';
+import type { ActorHost, EffectContext, EffectHandlers } from './actor-host.ts';
+import type { FaultHook } from './faults.ts';
+import { requireImage, type Parts } from './parts.ts';
+
+export interface ExecutionOptions {
+  home: string;
+  parts: Parts;
+  policy?: OperatorPolicy;
+  atproto?: AtprotoReaderOptions;
+  /** Extra labels on every container and volume (tests mark theirs). */
+  labels?: Record<string, string>;
+  faults?: FaultHook;
+  engine?: DockerEngine;
+  log?: (msg: string) => void;
+}
+
+/** The resolved facts an execution runs on, as recorded in `execution.resolved`. */
+export interface Resolved {
+  codeUri: string;
+  codeCid: string;
+  via: string | null;
+  author: string;
+  runtimeName: string;
+  runtimeUri: string;
+  runtimeCid: string;
+  blobCid: string;
+  entrypoint: string;
+  image: string;
+  platform: { os: string; architecture: string; variant?: string };
+  exportPath: string;
+  launcher: RuntimePlatform['launcher'];
+  env: { name: string; value: string }[];
+  additions: string[];
+  limits: EffectiveLimits;
+  clamped: string[];
+  isolation: string;
+  mode: string;
+}
+
+const VALIDATION_CODES = new Set([
+  'RECORD_CID_MISMATCH',
+  'RECORD_SIGNATURE_INVALID',
+  'RECORD_PROOF_INVALID',
+  'RECORD_INVALID',
+  'BLOB_CID_MISMATCH',
+  'ARCHIVE_REJECTED',
+  'RUNTIME_BINDING_MISMATCH',
+  'URI_WRONG_COLLECTION',
+  'ALIAS_INVALID',
+]);
+
+/** Which typed failure an error is: a bad record or archive is `validation`, an unreachable network `resolution`. */
+function classify(err: unknown, during: FailureReason): { reason: FailureReason; code: string; message: string } {
+  const code = err instanceof RunlogError ? err.code : ((err as { code?: string })?.code ?? 'INTERNAL');
+  const message = err instanceof Error ? err.message : String(err);
+  const isValidation = VALIDATION_CODES.has(code) || /^(RUNTIME_|CODE_|NETWORK_NOT_ALLOWED|LIMIT_|PUBLISHER_|REGISTRY_|PLATFORM_)/.test(code) || err?.constructor?.name === 'RecordValidationError';
+  return { reason: isValidation ? 'validation' : during, code, message };
+}
+
+const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
+
+export class ExecutionSupervisor {
+  readonly policy: OperatorPolicy;
+  private engineInstance: DockerEngine | null;
+  private materializerInstance: Materializer | null = null;
+  private sandboxInstance: ExecSandbox | null = null;
+  readonly reader: AtprotoReader;
+  private readonly progress = new Map<string, (step: { name: string; detail: Record<string, unknown> }) => void>();
+
+  constructor(private readonly opts: ExecutionOptions, private readonly host: () => ActorHost) {
+    this.policy = opts.policy ?? DEFAULT_OPERATOR_POLICY;
+    this.engineInstance = opts.engine ?? null;
+    this.reader = createAtprotoReader({ mode: 'strict', ...opts.atproto });
+  }
+
+  get engine(): DockerEngine {
+    this.engineInstance ??= createDockerEngine({ socketPath: this.opts.parts.dockerSocket });
+    return this.engineInstance;
+  }
+
+  private get materializer(): Materializer {
+    this.materializerInstance ??= createMaterializer(this.engine, { limits: this.policy.archive, labels: this.labels() });
+    return this.materializerInstance;
+  }
+
+  get sandbox(): ExecSandbox {
+    this.sandboxInstance ??= createSandboxRunner(this.engine);
+    return this.sandboxInstance;
+  }
+
+  private labels(extra: Record<string, string> = {}): Record<string, string> {
+    return { 'runlog.home': this.opts.home, ...this.opts.labels, ...extra };
+  }
+
+  onProgress(executionId: string, cb: (step: { name: string; detail: Record<string, unknown> }) => void): () => void {
+    this.progress.set(executionId, cb);
+    return () => this.progress.delete(executionId);
+  }
+
+  private async step(ctx: EffectContext, name: string, detail: Record<string, unknown>): Promise<void> {
+    this.progress.get(ctx.actor.id)?.({ name, detail });
+    await ctx.dispatch({ type: 'execution.step', data: { name, detail } });
+  }
+
+  handlers(): EffectHandlers {
+    return {
+      resolve: (p, ctx) => this.resolve(p.request as ExecutionRequest, ctx),
+      materialize: (p, ctx) => this.materialize(p.resolved as unknown as Resolved, ctx),
+      createSandbox: (p, ctx) => this.createSandbox(p.request as ExecutionRequest, p.resolved as unknown as Resolved, p.materialized as Record<string, unknown>, ctx),
+      invoke: (p, ctx) => this.invoke(p.request as ExecutionRequest, String(p.containerId), p.deadline as string, p.resolved as unknown as Resolved, ctx),
+      collect: (p, ctx) => this.collect(String(p.containerId), p.deadline as string, ctx),
+      killSandbox: (p, ctx) => this.kill(p.containerId as string | null, ctx),
+      cleanup: (p) => this.cleanup(p.containerId as string | null),
+    };
+  }
+
+  // 1–6 of the seed's PDS-first flow: URI → DID → PDS → code record → runtime record → platform.
+  private async resolve(request: ExecutionRequest, ctx: EffectContext): Promise<void> {
+    let resolved: Resolved;
+    try {
+      const target = await this.reader.resolveCodeUri(request.uri);
+      const code = await this.reader.fetchRecord(target.codeUri, target.expectCid ? { expectCid: target.expectCid } : {});
+      await this.step(ctx, 'code-record', { uri: code.uri, cid: code.cid, mode: code.mode, via: target.via ?? null });
+      const record: CodeRecord = assertCodeRecord(code.value);
+      const { limits, clamped } = admitCode(this.policy, record);
+      const runtime = await this.reader.fetchRecord(record.runtimeRecord.uri, { expectCid: record.runtimeRecord.cid });
+      checkRuntimeBinding(record, { uri: runtime.uri, cid: runtime.cid });
+      await this.step(ctx, 'runtime-record', { uri: runtime.uri, cid: runtime.cid });
+      const platform = await this.engine.platform();
+      const selected = selectRuntimePlatform(runtime.value, platform, { acceptedProtocolVersions: this.policy.protocolVersions });
+      const image = admitRuntime(this.policy, selected);
+      const author = code.uri.slice('at://'.length).split('/')[0]!;
+      const requestedTimeout = request.timeoutMs > 0 ? request.timeoutMs : limits.timeoutMs;
+      resolved = {
+        codeUri: code.uri,
+        codeCid: code.cid,
+        via: target.via ? String((target.via as { uri?: string }).uri ?? target.via) : null,
+        author,
+        runtimeName: record.runtime,
+        runtimeUri: runtime.uri,
+        runtimeCid: runtime.cid,
+        blobCid: record.blob.ref.$link,
+        entrypoint: record.entrypoint,
+        image: `${image.repository}@${image.digest}`,
+        platform,
+        exportPath: selected.platform.exportPath,
+        launcher: selected.platform.launcher,
+        env: selected.platform.env ?? [],
+        additions: record.additions ?? [],
+        limits: { ...limits, timeoutMs: Math.min(limits.timeoutMs, requestedTimeout) },
+        clamped,
+        isolation: this.policy.isolation,
+        mode: code.mode,
+      };
+    } catch (err) {
+      await ctx.dispatch({ type: 'execution.failed', data: classify(err, 'resolution') });
+      return;
+    }
+    await ctx.dispatch({ type: 'execution.resolved', data: resolved as unknown as Record<string, unknown> });
+  }
+
+  // 7–11: runtime and additions out of stopped containers, the code blob verified, validated and copied.
+  private async materialize(r: Resolved, ctx: EffectContext): Promise<void> {
+    const labels = this.labels({ 'runlog.stream': ctx.actor.stream, 'runlog.kind': 'execution' });
+    const onProgress = (p: MaterializeProgress) => {
+      if (p.phase === 'done') this.progress.get(ctx.actor.id)?.({ name: `${p.kind}:${p.step}`, detail: { ms: p.ms ?? null, volume: p.volume } });
+      if (p.kind === 'runtime' && p.step === 'download' && p.phase === 'done') this.opts.faults?.('mid-materialization', { effect: 'materialize' });
+    };
+    try {
+      const runtime = await this.materializer.materializeRuntime({ image: r.image, exportPath: r.exportPath, labels, onProgress });
+      await this.step(ctx, 'runtime-materialized', { volume: runtime.volume, digest: runtime.digest, cached: runtime.cached, pulled: runtime.pulled, entries: runtime.entries, bytes: runtime.bytes, ms: runtime.timings.totalMs });
+      const additions: string[] = [];
+      for (const [i, image] of r.additions.entries()) {
+        const add = await this.materializer.materializeAddition({ image, labels, onProgress });
+        additions.push(add.volume);
+        await this.step(ctx, 'addition-materialized', { index: i, image, volume: add.volume, digest: add.digest, cached: add.cached });
+      }
+      const blob = await this.reader.fetchBlob(r.author, r.blobCid);
+      await this.step(ctx, 'code-blob', { cid: blob.cid, size: blob.size });
+      const report = await assertValidArchive(Buffer.from(blob.bytes), this.policy.archive, { kind: 'code', entrypoint: r.entrypoint });
+      const fresh = await writeArchive(entriesUnder(report.entries, report.topLevel[0]!));
+      const code = await this.materializer.materializeCode({ archive: fresh, carrierImage: r.image, codeCid: r.blobCid, labels, onProgress });
+      await ctx.dispatch({
+        type: 'execution.materialized',
+        data: {
+          runtimeVolume: runtime.volume,
+          runtimeDigest: runtime.digest,
+          additionVolumes: additions,
+          codeVolume: code.volume,
+          codeDigest: code.digest,
+          entries: report.entries.length,
+          cached: { runtime: runtime.cached, code: code.cached },
+        },
+      });
+    } catch (err) {
+      await ctx.dispatch({ type: 'execution.failed', data: classify(err, 'materialization') });
+    }
+  }
+
+  // 12: the fixed runner-owned sandbox, created stopped with read-only content mounts.
+  private async createSandbox(request: ExecutionRequest, r: Resolved, m: Record<string, unknown>, ctx: EffectContext): Promise<void> {
+    try {
+      const { containerId } = await this.sandbox.createExecutionContainer({
+        policy: {
+          image: requireImage(this.opts.parts, 'at-run-sandbox'),
+          memoryBytes: r.limits.memoryMb * 1024 * 1024,
+          pidsLimit: r.limits.pids,
+          nanoCpus: Math.round(r.limits.cpus * 1e9),
+          workTmpfsBytes: 64 * 1024 * 1024,
+          ...(r.isolation === 'runsc' ? { runtime: 'runsc' } : {}),
+        },
+        runtimeVolume: String(m.runtimeVolume),
+        codeVolume: String(m.codeVolume),
+        additionVolumes: (m.additionVolumes as string[]) ?? [],
+        launcher: r.launcher,
+        entrypoint: r.entrypoint,
+        env: r.env,
+        labels: this.labels({ 'runlog.stream': ctx.actor.stream, 'runlog.kind': 'execution' }),
+        invocationId: request.executionId,
+      });
+      await ctx.dispatch({ type: 'execution.started', data: { containerId } });
+    } catch (err) {
+      await ctx.dispatch({ type: 'execution.failed', data: classify(err, 'runtime') });
+    }
+  }
+
+  // 13: one envelope on stdin, frames on stdout; the deadline is the supervisor's to enforce.
+  private async invoke(request: ExecutionRequest, containerId: string, deadline: string, r: Resolved, ctx: EffectContext): Promise<void> {
+    const envelope = {
+      version: 1 as const,
+      id: request.executionId,
+      type: 'invoke' as const,
+      code: { uri: r.codeUri, cid: r.codeCid },
+      handler: request.handler,
+      input: request.input ?? null,
+      context: { callerDid: request.callerDid, deadline },
+    };
+    let result: InvocationResult;
+    try {
+      const deadlineMs = Math.max(1, Math.min(r.limits.timeoutMs, Date.parse(deadline) - Date.now()));
+      this.opts.faults?.('mid-invocation', { effect: 'invoke' });
+      result = await this.sandbox.invoke(containerId, envelope, {
+        deadlineMs,
+        maxFrameBytes: r.limits.frameBytes,
+        maxStdoutBytes: r.limits.stdoutBytes,
+        maxStderrBytes: r.limits.stderrBytes,
+      });
+    } catch (err) {
+      await ctx.dispatch({ type: 'execution.failed', data: classify(err, 'runtime') });
+      return;
+    }
+    await ctx.dispatch(this.outcomeEvent(result, sha256(JSON.stringify(envelope.input))));
+  }
+
+  private outcomeEvent(result: InvocationResult, inputHash: string | null): NewEvent {
+    const common = { exitCode: result.exitCode, stderrTail: result.stderr.slice(-4096), stdoutBytes: result.stdoutBytes, timings: result.timings, inputHash };
+    if (result.outcome === 'succeeded') {
+      return { type: 'execution.succeeded', data: { ...common, output: result.output as unknown, outputHash: sha256(JSON.stringify(result.output ?? null)) } };
+    }
+    return {
+      type: 'execution.failed',
+      data: { ...common, reason: result.reason === 'timeout' ? 'timeout' : 'runtime', code: result.error.code || result.reason, message: result.error.message, detail: result.reason, oomKilled: result.oomKilled },
+    };
+  }
+
+  /** A container that outlived the supervisor: its frames are read from its logs (or it is waited for). */
+  private async collect(containerId: string, deadline: string, ctx: EffectContext): Promise<void> {
+    try {
+      const result = await this.sandbox.collectResult(containerId, { deadlineAt: Date.parse(deadline) });
+      await ctx.dispatch(this.outcomeEvent(result, null));
+    } catch (err) {
+      const c = classify(err, 'lost');
+      await ctx.dispatch({ type: 'execution.failed', data: { ...c, reason: 'lost' } });
+    }
+  }
+
+  private async kill(containerId: string | null, ctx: EffectContext): Promise<void> {
+    await ctx.dispatch({ type: 'execution.failed', data: { reason: 'cancelled', code: 'CANCELLED', message: 'cancelled while running' } });
+    if (containerId) await this.engine.kill(containerId).catch(() => undefined);
+  }
+
+  private async cleanup(containerId: string | null): Promise<void> {
+    // Runtime and code volumes stay: they are caches keyed by content, re-confirmed against the PDS each run.
+    if (containerId) await this.sandbox.removeContainer(containerId).catch(() => undefined);
+  }
+
+  /** The execution-specific context as a typed view (for inspect/outcome). */
+  static view(context: unknown): ExecutionContext {
+    return context as ExecutionContext;
+  }
+}

@@ -1,0 +1,298 @@
+// App instances under the supervisor: the instance machine's effects carried out by the sandbox
+// runners (PRoot, Docker), the port allocator, the tools allowlist and the app registry. Everything a
+// runner reports comes back as an event on the instance's stream.
+import { cpSync, existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { loadManifest } from '../adapters/apps/load-manifest.ts';
+import { AppRegistry, type AppRegistryEvent } from '../adapters/apps/app-registry.ts';
+import { PortAllocator } from '../adapters/ports/port-allocator.ts';
+import { ContainerRunner } from '../adapters/sandbox/container-runner.ts';
+import { homeLayout, type HomeLayout } from '../adapters/sandbox/layout.ts';
+import { ProotRunner } from '../adapters/sandbox/proot-runner.ts';
+import type { OrphanRecord, SandboxRunner } from '../adapters/sandbox/sandbox-runner.ts';
+import { provisionToolsDir } from '../adapters/tools/provision.ts';
+import { RunlogError, ValidationError } from '../domain/errors.ts';
+import { MANIFEST_FILE, SANDBOX_KINDS, TOOL_ALIASES, TOOL_CATALOG, TOOL_WILDCARD, type AppManifest } from '../domain/manifest.ts';
+import { DEFAULT_RESTART, type CrashReason, type InstanceContext, type InstanceSpec, type SandboxKind } from '../machines/instance.machine.ts';
+import type { ActorHost, EffectContext, EffectHandlers, LiveActor } from './actor-host.ts';
+import { newInstanceId } from './ids.ts';
+import { requireImage, requireRootfs, type Parts } from './parts.ts';
+
+export interface InstanceOptions {
+  home: string;
+  /** The apps workspace (mounted at /workspace in PRoot); apps live in <workspace>/apps/<appId>. */
+  workspace?: string;
+  parts: Parts;
+  portRange?: { min: number; max: number };
+  /** Passed to apps as OS_API_BASE. */
+  osApiBase?: string;
+  /** Extra labels on every container (tests mark theirs). */
+  containerLabels?: Record<string, string>;
+  containerNetwork?: string;
+  healthTimeoutMs?: number;
+  killGraceMs?: number;
+  /** Injected runners (tests of the wiring); default: the real ProotRunner and ContainerRunner, built lazily. */
+  runners?: Partial<Record<SandboxKind, SandboxRunner>>;
+  log?: (msg: string) => void;
+}
+
+const SPAWN_FAILURES: Record<string, CrashReason> = {
+  HEALTH_MISMATCH: 'identity-mismatch',
+  HEALTH_TIMEOUT: 'health-timeout',
+  EXITED_BEFORE_HEALTHY: 'exit',
+};
+
+export class InstanceSupervisor {
+  readonly workspace: string;
+  readonly appsDir: string;
+  readonly layout: HomeLayout;
+  readonly ports: PortAllocator;
+  private readonly runners: Partial<Record<SandboxKind, SandboxRunner>>;
+  private readonly exitSubscriptions = new Map<string, () => void>();
+  private registry: AppRegistry | null = null;
+
+  constructor(private readonly opts: InstanceOptions, private readonly host: () => ActorHost) {
+    this.workspace = resolve(opts.workspace ?? join(opts.home, 'workspace'));
+    this.appsDir = join(this.workspace, 'apps');
+    this.layout = homeLayout(opts.home);
+    this.ports = new PortAllocator(opts.portRange ?? { min: 4100, max: 4999 });
+    this.runners = { ...opts.runners };
+  }
+
+  runner(kind: SandboxKind): SandboxRunner {
+    const existing = this.runners[kind];
+    if (existing) return existing;
+    const common = {
+      home: this.opts.home,
+      workspaceDir: this.workspace,
+      osApiBase: this.opts.osApiBase ?? 'http://127.0.0.1:0',
+      ...(this.opts.healthTimeoutMs ? { healthTimeoutMs: this.opts.healthTimeoutMs } : {}),
+      ...(this.opts.killGraceMs ? { killGraceMs: this.opts.killGraceMs } : {}),
+      warn: (m: string) => this.opts.log?.(m),
+    };
+    const made: SandboxRunner =
+      kind === 'proot'
+        ? new ProotRunner({ ...common, rootfs: requireRootfs(this.opts.parts) })
+        : new ContainerRunner({
+            ...common,
+            rootfs: requireRootfs(this.opts.parts),
+            image: requireImage(this.opts.parts, 'app-base'),
+            dockerSocketPath: this.opts.parts.dockerSocket,
+            ...(this.opts.containerNetwork ? { network: this.opts.containerNetwork } : {}),
+            extraLabels: { 'runlog.home': this.opts.home, ...this.opts.containerLabels },
+          });
+    this.runners[kind] = made;
+    return made;
+  }
+
+  /** Watches the workspace so a manifest edit (e.g. a new tool) reaches running instances. */
+  startRegistry(): void {
+    mkdirSync(this.appsDir, { recursive: true });
+    this.registry = new AppRegistry({ appsDir: this.appsDir, debounceMs: 50 });
+    this.registry.on((e) => this.onRegistryEvent(e));
+    this.registry.start();
+  }
+
+  // --- requests ------------------------------------------------------------------------------
+
+  /** Validates the app (nothing is spawned on a bad manifest), installs it into the workspace, returns the spec. */
+  prepare(appDir: string, sandbox: string | undefined, instanceId?: string): InstanceSpec {
+    const src = resolve(appDir);
+    if (!existsSync(src)) throw new ValidationError('APP_DIR_MISSING', `no app directory at ${src}`);
+    if (sandbox !== undefined && !SANDBOX_KINDS.includes(sandbox as SandboxKind)) {
+      throw new ValidationError('MANIFEST_INVALID', `unknown sandbox '${sandbox}': expected one of ${SANDBOX_KINDS.join(', ')} (never downgraded to weaker isolation)`);
+    }
+    const manifest = loadManifest(src);
+    const target = join(this.appsDir, manifest.appId);
+    if (!existsSync(target) || realpathSync(target) !== realpathSync(src)) {
+      mkdirSync(this.appsDir, { recursive: true });
+      cpSync(src, target, { recursive: true, dereference: true, force: true });
+    }
+    const id = instanceId ?? newInstanceId();
+    return {
+      instanceId: id,
+      appId: manifest.appId,
+      appDir: target,
+      sandbox: (sandbox as SandboxKind | undefined) ?? manifest.sandbox,
+      runtime: manifest.runtime,
+      tools: [...manifest.tools],
+      lifecycleBasePath: manifest.lifecycle.basePath,
+      restart: { ...DEFAULT_RESTART, ...manifest.restart },
+    };
+  }
+
+  /** Rewrites the app's manifest with the tool added/removed; running instances re-provision from the event. */
+  async changeTool(actor: LiveActor, tool: string, grant: boolean): Promise<void> {
+    const known = [...TOOL_CATALOG, TOOL_WILDCARD, ...Object.keys(TOOL_ALIASES)];
+    if (!known.includes(tool)) throw new ValidationError('TOOL_UNKNOWN', `unknown tool '${tool}': known tools are ${known.join(', ')}`);
+    const spec = (actor.snapshot.context as InstanceContext).spec;
+    if (!spec) throw new RunlogError('INSTANCE_NOT_READY', `${actor.id} has no spec yet`);
+    const file = join(spec.appDir, MANIFEST_FILE);
+    const json = JSON.parse(readFileSync(file, 'utf8')) as { tools?: string[] };
+    const tools = new Set(json.tools ?? []);
+    if (grant) tools.add(tool);
+    else tools.delete(tool);
+    json.tools = [...tools];
+    writeFileSync(file, `${JSON.stringify(json, null, 2)}\n`);
+    await this.host().dispatch('instance', actor.id, { type: grant ? 'instance.tool-granted' : 'instance.tool-revoked', data: { tool, via: 'cap' } });
+  }
+
+  private onRegistryEvent(e: AppRegistryEvent): void {
+    if (e.type !== 'changed') return;
+    for (const actor of this.host().live()) {
+      if (actor.kind !== 'instance') continue;
+      const spec = (actor.snapshot.context as InstanceContext).spec;
+      if (!spec || spec.appId !== e.appId) continue;
+      void this.syncTools(actor.id, spec.tools, e.manifest).catch((err: unknown) => this.opts.log?.(`tools sync for ${actor.id}: ${String(err)}`));
+    }
+  }
+
+  /** The manifest is the allowlist: differences become grant/revoke events (no-ops when already equal). */
+  private async syncTools(id: string, current: string[], manifest: AppManifest): Promise<void> {
+    for (const t of manifest.tools.filter((x) => !current.includes(x))) {
+      await this.host().dispatch('instance', id, { type: 'instance.tool-granted', data: { tool: t, via: 'manifest' } });
+    }
+    for (const t of current.filter((x) => !manifest.tools.includes(x))) {
+      await this.host().dispatch('instance', id, { type: 'instance.tool-revoked', data: { tool: t, via: 'manifest' } });
+    }
+  }
+
+  // --- effects -----------------------------------------------------------------------------------
+
+  handlers(): EffectHandlers {
+    return {
+      spawn: (p, ctx) => this.spawn(p.spec as InstanceSpec, ctx),
+      callLifecycle: (p, ctx) => this.callLifecycle(p, ctx),
+      stopSandbox: (p, ctx) => this.stop(p, ctx),
+      forceKill: (p, ctx) => this.forceKill(ctx.actor),
+      releasePort: (p) => {
+        if (typeof p.port === 'number') this.ports.release(p.port);
+      },
+      provisionTools: (p, ctx) => {
+        const spec = (ctx.actor.snapshot.context as InstanceContext).spec;
+        provisionToolsDir(this.layout.instanceToolsDir(ctx.actor.id), this.layout.toolchainDir, (p.tools as string[]) ?? spec?.tools ?? []);
+      },
+      reattach: (_p, ctx) => this.reattach(ctx),
+    };
+  }
+
+  private sandboxOf(actor: LiveActor): SandboxKind {
+    return (actor.snapshot.context as InstanceContext).spec?.sandbox ?? 'proot';
+  }
+
+  private async spawn(spec: InstanceSpec, ctx: EffectContext): Promise<void> {
+    const runner = this.runner(spec.sandbox);
+    let manifest: AppManifest;
+    try {
+      manifest = { ...loadManifest(spec.appDir), sandbox: spec.sandbox, tools: spec.tools };
+    } catch (err) {
+      await ctx.dispatch({ type: 'instance.spawn-failed', data: { reason: 'spawn-error', code: (err as RunlogError).code ?? 'MANIFEST_INVALID', message: (err as Error).message } });
+      return;
+    }
+    const port = this.ports.allocate(spec.instanceId);
+    let result;
+    try {
+      result = await runner.spawn(spec.instanceId, spec.appId, port, manifest);
+    } catch (err) {
+      this.ports.release(port);
+      const code = (err as RunlogError).code ?? 'SPAWN_FAILED';
+      const reason: CrashReason = SPAWN_FAILURES[code] ?? 'spawn-error';
+      await ctx.dispatch({ type: 'instance.spawn-failed', data: { reason, code, message: (err as Error).message, port } });
+      return;
+    }
+    const spawned = await ctx.dispatch({
+      type: 'instance.spawned',
+      data: { pid: result.pid, containerId: result.containerId ?? null, host: result.host, port: result.port, healthyAfterMs: result.healthyAfterMs },
+    });
+    if (!spawned.accepted) {
+      // A stop or kill arrived while it was starting: it must not stay running behind the log's back.
+      await runner.forceKill(spec.instanceId).catch(() => undefined);
+      return;
+    }
+    this.watchExit(ctx.actor, runner);
+    await ctx.dispatch({
+      type: 'instance.healthy',
+      data: { identity: result.identity, ...(result.identity === 'legacy' ? { warning: 'health answer carries no identity (legacy app): accepted' } : {}) },
+    });
+  }
+
+  private watchExit(actor: LiveActor, runner: SandboxRunner): void {
+    this.exitSubscriptions.get(actor.id)?.();
+    const off = runner.onExit(actor.id, (info) => {
+      this.exitSubscriptions.delete(actor.id);
+      const data = { exitCode: info.code, signal: info.signal };
+      void this.host()
+        .dispatch('instance', actor.id, info.expected ? { type: 'instance.exited', data } : { type: 'instance.crashed', data: { ...data, reason: 'exit', message: `exited unexpectedly (code ${info.code}, signal ${info.signal})` } })
+        .catch(() => undefined);
+    });
+    this.exitSubscriptions.set(actor.id, off);
+  }
+
+  private async callLifecycle(p: Record<string, unknown>, ctx: EffectContext): Promise<void> {
+    const runner = this.runner(this.sandboxOf(ctx.actor));
+    const hooks = (p.hooks as string[]) ?? [];
+    const legacy = (ctx.actor.snapshot.context as InstanceContext).identity === 'legacy';
+    for (const hook of hooks) {
+      try {
+        // Apps with the SDK answer every hook; legacy apps (no identity) may not implement them.
+        if (p.optional || legacy) await runner.callOptionalLifecycle(ctx.actor.id, hook, {});
+        else await runner.callLifecycle(ctx.actor.id, hook as never);
+      } catch (err) {
+        await ctx.dispatch({ type: 'instance.lifecycle-failed', data: { reason: 'lifecycle-failed', hook, code: (err as RunlogError).code ?? 'LIFECYCLE_FAILED', message: (err as Error).message } });
+        return;
+      }
+    }
+    if (hooks.includes('onStart')) await ctx.dispatch({ type: 'instance.running', data: { hooks } });
+  }
+
+  private async stop(_p: Record<string, unknown>, ctx: EffectContext): Promise<void> {
+    const runner = this.runner(this.sandboxOf(ctx.actor));
+    if (runner.getPort(ctx.actor.id) === null) {
+      // Nothing of ours is running (it never started, or it already died): stopping is immediate.
+      await ctx.dispatch({ type: 'instance.exited', data: { exitCode: null, signal: null, note: 'was not running' } });
+      return;
+    }
+    await runner.callOptionalLifecycle(ctx.actor.id, 'onStop', {}).catch(() => null);
+    await runner.kill(ctx.actor.id);
+  }
+
+  private async forceKill(actor: LiveActor): Promise<void> {
+    const runner = this.runner(this.sandboxOf(actor));
+    if (runner.getPort(actor.id) === null) return;
+    await runner.forceKill(actor.id);
+  }
+
+  /** After a restart, an adopted container gets its exit watcher and log stream back; no hooks run. */
+  private async reattach(ctx: EffectContext): Promise<void> {
+    const runner = this.runner('container');
+    const c = ctx.actor.snapshot.context as InstanceContext;
+    const rec = this.adoptable.get(ctx.actor.id);
+    if (rec) {
+      runner.registerAdopted(rec);
+      this.adoptable.delete(ctx.actor.id);
+    }
+    if (c.port) {
+      try {
+        this.ports.reserve(c.port, ctx.actor.id);
+      } catch {
+        /* another owner in this process: the allocator will skip it anyway because it listens */
+      }
+    }
+    this.watchExit(ctx.actor, runner);
+    await ctx.dispatch({ type: 'instance.running', data: { adopted: true } });
+  }
+
+  /** Orphan records the reconciler found, handed to reattach. */
+  readonly adoptable = new Map<string, OrphanRecord>();
+
+  logs(actor: LiveActor, follow: boolean) {
+    return this.runner(this.sandboxOf(actor)).logs(actor.id, { follow });
+  }
+
+  async close(): Promise<void> {
+    this.registry?.close();
+    for (const off of this.exitSubscriptions.values()) off();
+    this.exitSubscriptions.clear();
+    await Promise.all(Object.values(this.runners).map((r) => r?.close().catch(() => undefined)));
+  }
+}
