@@ -59,6 +59,7 @@ export class ActorHost {
   private readonly actors = new Map<string, LiveActor>();
   private readonly queues = new Map<string, Promise<unknown>>();
   private readonly pending = new Set<Promise<unknown>>();
+  private readonly pendingByStream = new Map<string, Set<Promise<unknown>>>();
   private readonly now: () => string;
   private readonly faults: FaultHook;
   private closed = false;
@@ -157,7 +158,7 @@ export class ActorHost {
     this.faults('after-append', { eventType: event.type });
 
     const result: DispatchResult = { accepted: r.accepted, from, to, event: recorded, effects: r.effects };
-    if (r.effects.length > 0) this.track(this.runEffects(actor, r.effects));
+    if (r.effects.length > 0) this.track(this.runEffects(actor, r.effects), actor.stream);
     return result;
   }
 
@@ -193,9 +194,26 @@ export class ActorHost {
     }
   }
 
-  private track(p: Promise<unknown>): void {
+  private track(p: Promise<unknown>, stream: string): void {
     this.pending.add(p);
-    void p.finally(() => this.pending.delete(p));
+    let set = this.pendingByStream.get(stream);
+    if (!set) this.pendingByStream.set(stream, (set = new Set()));
+    set.add(p);
+    void p.finally(() => {
+      this.pending.delete(p);
+      set.delete(p);
+      if (set.size === 0 && this.pendingByStream.get(stream) === set) this.pendingByStream.delete(stream);
+    });
+  }
+
+  /** Resolves when this actor has no effect running and no event queued. */
+  async settled(kind: ActorKind, id: string): Promise<void> {
+    const stream = streamName(kind, id);
+    for (;;) {
+      const waiting = [...(this.pendingByStream.get(stream) ?? []), ...(this.queues.has(stream) ? [this.queues.get(stream)!] : [])];
+      if (waiting.length === 0) return;
+      await Promise.allSettled(waiting);
+    }
   }
 
   /** Resolves when no effect is running and no event is queued (tests, graceful shutdown). */
@@ -207,7 +225,7 @@ export class ActorHost {
 
   /** Runs effects again for a rehydrated actor (e.g. a timer that was armed before a restart). */
   resumeEffects(actor: LiveActor, effects: Effect[]): void {
-    if (effects.length > 0) this.track(this.runEffects(actor, effects));
+    if (effects.length > 0) this.track(this.runEffects(actor, effects), actor.stream);
   }
 
   close(): void {

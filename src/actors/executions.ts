@@ -138,7 +138,9 @@ export class ExecutionSupervisor {
       await this.step(ctx, 'code-record', { uri: code.uri, cid: code.cid, mode: code.mode, via: target.via ?? null });
       const record: CodeRecord = assertCodeRecord(code.value);
       const { limits, clamped } = admitCode(this.policy, record);
-      const runtime = await this.reader.fetchRecord(record.runtimeRecord.uri, { expectCid: record.runtimeRecord.cid });
+      // Fetched by URI, verified (strict: signature and proof), then bound: its CID must be the strong
+      // reference's and the blob's MIME subtype (RUNTIME_BINDING_MISMATCH otherwise).
+      const runtime = await this.reader.fetchRecord(record.runtimeRecord.uri);
       checkRuntimeBinding(record, { uri: runtime.uri, cid: runtime.cid });
       await this.step(ctx, 'runtime-record', { uri: runtime.uri, cid: runtime.cid });
       const platform = await this.engine.platform();

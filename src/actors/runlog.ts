@@ -314,7 +314,9 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
           type: 'execution.requested',
           data: { request, deadline: new Date(Date.now() + timeoutMs + 120_000).toISOString() },
         });
-        const view = await waiting;
+        await waiting;
+        await host.settled('execution', executionId); // its cleanup has run
+        const view = inspectActor(store, executionId);
         const c = view.context as unknown as ExecutionContext;
         return {
           executionId,

@@ -93,7 +93,29 @@ export async function writeArchive(entries: ArchiveEntry[], opts: { prefix?: str
   }
   p.finalize();
   await done;
-  return Buffer.concat(chunks);
+  return sevenDigitChecksums(Buffer.concat(chunks));
+}
+
+/**
+ * Rewrites every header's checksum as seven octal digits and a NUL ("0012345\0"), a form POSIX allows and
+ * every tar reader (GNU tar, Go, Python, node-tar, tar-stream, Docker) accepts. Why: the PDS sniffs uploaded
+ * blobs with `file-type`, which recognises a tar only by a six-digit checksum field and would otherwise
+ * replace the blob's MIME type `application/<runtime-record-cid>` with `application/x-tar`, breaking the
+ * at-run runtime binding.
+ */
+function sevenDigitChecksums(buf: Buffer): Buffer {
+  let off = 0;
+  while (off + 512 <= buf.length) {
+    const header = buf.subarray(off, off + 512);
+    if (header.every((b) => b === 0)) break;
+    header.fill(0x20, 148, 156);
+    let sum = 0;
+    for (const b of header) sum += b;
+    header.write(`${sum.toString(8).padStart(7, '0')}\0`, 148, 'latin1');
+    const size = parseInt(header.toString('latin1', 124, 136).replace(/[\0 ]+$/, ''), 8) || 0;
+    off += 512 + Math.ceil(size / 512) * 512;
+  }
+  return buf;
 }
 
 /**
