@@ -2,7 +2,7 @@
 // runners (PRoot, Docker), the port allocator, the tools allowlist and the app registry. Everything a
 // runner reports comes back as an event on the instance's stream.
 import { cpSync, existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { loadManifest } from '../adapters/apps/load-manifest.ts';
 import { AppRegistry, type AppRegistryEvent } from '../adapters/apps/app-registry.ts';
 import { PortAllocator } from '../adapters/ports/port-allocator.ts';
@@ -12,7 +12,7 @@ import { ProotRunner } from '../adapters/sandbox/proot-runner.ts';
 import type { OrphanRecord, SandboxRunner } from '../adapters/sandbox/sandbox-runner.ts';
 import { provisionToolsDir } from '../adapters/tools/provision.ts';
 import { RunlogError, ValidationError } from '../domain/errors.ts';
-import { MANIFEST_FILE, SANDBOX_KINDS, TOOL_ALIASES, TOOL_CATALOG, TOOL_WILDCARD, type AppManifest } from '../domain/manifest.ts';
+import { DEFAULT_ENTRYPOINT, isValidAppId, MANIFEST_FILE, parseManifest, SANDBOX_KINDS, TOOL_ALIASES, TOOL_CATALOG, TOOL_WILDCARD, type AppManifest } from '../domain/manifest.ts';
 import { DEFAULT_RESTART, type CrashReason, type InstanceContext, type InstanceSpec, type SandboxKind } from '../machines/instance.machine.ts';
 import type { ActorHost, EffectContext, EffectHandlers, LiveActor } from './actor-host.ts';
 import { newInstanceId } from './ids.ts';
@@ -102,8 +102,19 @@ export class InstanceSupervisor {
     if (sandbox !== undefined && !SANDBOX_KINDS.includes(sandbox as SandboxKind)) {
       throw new ValidationError('MANIFEST_INVALID', `unknown sandbox '${sandbox}': expected one of ${SANDBOX_KINDS.join(', ')} (never downgraded to weaker isolation)`);
     }
-    const manifest = loadManifest(src);
-    const target = join(this.appsDir, manifest.appId);
+    // Validated as it will live in the workspace (<workspace>/apps/<appId>), before anything is copied.
+    const file = join(src, MANIFEST_FILE);
+    if (!existsSync(file)) throw new ValidationError('MANIFEST_MISSING', `no manifest at ${file}: an app directory must contain ${MANIFEST_FILE}`);
+    const text = readFileSync(file, 'utf8');
+    let peek: { appId?: unknown; entrypoint?: unknown } = {};
+    try {
+      peek = JSON.parse(text) as typeof peek;
+    } catch {
+      /* parseManifest reports it */
+    }
+    const target = join(this.appsDir, isValidAppId(peek.appId) ? peek.appId : basename(src));
+    const entry = typeof peek.entrypoint === 'string' && !peek.entrypoint.split('/').includes('..') ? peek.entrypoint : DEFAULT_ENTRYPOINT;
+    const manifest = parseManifest(text, target, { entrypointExists: existsSync(join(src, entry)) });
     if (!existsSync(target) || realpathSync(target) !== realpathSync(src)) {
       mkdirSync(this.appsDir, { recursive: true });
       cpSync(src, target, { recursive: true, dereference: true, force: true });
