@@ -3,10 +3,12 @@
 import { parseArgs } from 'node:util';
 import { UsageError } from '../domain/errors.ts';
 import { commonOptions, type Command } from './command.ts';
+import { exportCommand } from './commands/debug-commands.ts';
 import { eventsCommand, inspectCommand, psCommand, rebuildCommand, replayCommand } from './commands/inspect-commands.ts';
+import { serveCommand } from './commands/serve.ts';
 import { EXIT, processIo, reportError, type Io } from './output.ts';
 
-export const commands: Command[] = [psCommand, inspectCommand, eventsCommand, replayCommand, rebuildCommand];
+export const commands: Command[] = [psCommand, inspectCommand, eventsCommand, replayCommand, rebuildCommand, exportCommand, serveCommand];
 
 export function registerCommand(c: Command): void {
   commands.push(c);

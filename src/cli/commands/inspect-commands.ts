@@ -4,6 +4,7 @@ import { UsageError } from '../../domain/errors.ts';
 import type { RecordedEvent } from '../../domain/events.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { age, EXIT, printJson, table, truncate, type Io } from '../output.ts';
+import { printReplay, readHistoryFile, replayHistory } from './debug-commands.ts';
 
 async function withLog<T>(args: CommandArgs, fn: (rl: Runlog) => Promise<T> | T): Promise<T> {
   const rl = await createRunlog({ home: args.home, db: args.db, supervise: false });
@@ -123,30 +124,31 @@ export const eventsCommand: Command = {
 
 export const replayCommand: Command = {
   name: 'replay',
-  summary: 'replay an actor through its machine: state and context after each event, or at --to N',
-  usage: 'runlog replay <id> [--to <version>] [--json]',
-  options: { to: { type: 'string' } },
-  run: (args, io) =>
-    withLog(args, (rl) => {
-      const id = needId(args, replayCommand.usage);
-      let to: number | undefined;
-      if (args.values.to !== undefined) {
-        to = Number(args.values.to);
-        if (!Number.isInteger(to) || to < 1) throw new UsageError('--to must be a version number ≥ 1');
-      }
-      const view = rl.replay(id, to === undefined ? {} : { to });
-      if (io.json) {
-        printJson(io, view);
-        return EXIT.ok;
-      }
-      for (const s of view.steps) {
-        const mark = s.accepted ? '' : '  (not accepted)';
-        const fx = s.effects.length ? `  effects: ${s.effects.map((e) => e.type).join(', ')}` : '';
-        io.out(`v${String(s.version).padEnd(4)} ${s.event.at}  ${s.event.type.padEnd(28)} ${s.from} → ${s.to}${fx}${mark}`);
-      }
-      if (to !== undefined) io.out(`\nat v${view.to}: ${view.state}\ncontext:\n${JSON.stringify(view.context, null, 2)}`);
+  summary: 'replay an actor through its machine (from the log, or offline from an exported --file): each transition, or state and context at --to N',
+  usage: 'runlog replay <id> | --file <history.jsonl> [--to <version>] [--step] [--json]',
+  options: { to: { type: 'string' }, step: { type: 'boolean', default: false }, file: { type: 'string' } },
+  run: async (args, io) => {
+    const file = args.values.file as string | undefined;
+    const step = Boolean(args.values.step);
+    let to: number | undefined;
+    if (args.values.to !== undefined) {
+      to = Number(args.values.to);
+      if (!Number.isInteger(to) || to < 1) throw new UsageError('--to must be a version number ≥ 1');
+    }
+    if (file !== undefined) {
+      // Offline: no database is opened, nothing runs; the file's events go through the upcasters.
+      if (args.positionals.length > 0) throw new UsageError(`give an actor id or --file, not both\nusage: ${replayCommand.usage}`);
+      const view = replayHistory(readHistoryFile(file), to === undefined ? {} : { to });
+      printReplay(io, view, { step, to });
       return EXIT.ok;
-    }),
+    }
+    return withLog(args, (rl) => {
+      const id = needId(args, replayCommand.usage);
+      const view = rl.replay(id, to === undefined ? {} : { to });
+      printReplay(io, view, { step, to });
+      return EXIT.ok;
+    });
+  },
 };
 
 export const rebuildCommand: Command = {

@@ -1,0 +1,219 @@
+// The HTTP API over the library (`Runlog`): read endpoints replay the log, write endpoints call the
+// supervisor's typed operations. JSON in and out, stable keys; errors are `{ error: { code, message } }`.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { resolveActor, type ReplayView } from '../actors/inspection.ts';
+import type { Runlog } from '../actors/runlog.ts';
+import { NotFoundError } from '../domain/errors.ts';
+import type { ActorKind } from '../domain/events.ts';
+import { initialSnapshot, machines, stateName } from '../machines/replay.ts';
+import { HttpError, readJsonBody, sendJson } from './http.ts';
+import { describeMachine, type MachineChart } from './machine-graph.ts';
+import type { SseHub } from './sse.ts';
+import { Checker, queryBool, queryInt } from './validate.ts';
+
+export interface ApiContext {
+  runlog: Runlog;
+  sse: SseHub;
+  startedAt: string;
+}
+
+interface RouteArgs {
+  req: IncomingMessage;
+  res: ServerResponse;
+  params: string[];
+  query: URLSearchParams;
+}
+
+interface Route {
+  method: 'GET' | 'POST' | 'DELETE';
+  pattern: RegExp;
+  handle(ctx: ApiContext, args: RouteArgs): Promise<void> | void;
+}
+
+const KINDS: readonly ActorKind[] = ['instance', 'execution'];
+const SEG = '([^/]+)';
+/** Tool names as manifests spell them (the library re-validates). */
+const TOOL = /^(?:\*|[a-z0-9][a-z0-9._+-]{0,63})$/;
+
+const charts = new Map<string, MachineChart>();
+function chartFor(kind: string): MachineChart {
+  if (!KINDS.includes(kind as ActorKind)) throw new NotFoundError('machine', kind);
+  let c = charts.get(kind);
+  if (!c) {
+    c = describeMachine(kind, machines[kind as ActorKind]);
+    charts.set(kind, c);
+  }
+  return c;
+}
+
+/** `?to=0`: the state before any event (the machine's initial state and context). */
+function initialView(runlog: Runlog, id: string): ReplayView {
+  const ref = resolveActor(runlog.store, id);
+  const snapshot = initialSnapshot(machines[ref.kind]);
+  return { id: ref.id, kind: ref.kind, to: 0, version: runlog.store.streamVersion(ref.stream), state: stateName(snapshot), context: snapshot.context as Record<string, unknown>, steps: [] };
+}
+
+const route = (method: Route['method'], path: string, handle: Route['handle']): Route => ({
+  method,
+  pattern: new RegExp(`^${path.replaceAll(':id', SEG).replaceAll(':kind', SEG).replaceAll(':tool', SEG)}$`),
+  handle,
+});
+
+const routes: Route[] = [
+  route('GET', '/api/health', ({ runlog, startedAt }, { res }) => {
+    sendJson(res, 200, { ok: true, home: runlog.home, db: runlog.dbPath, pid: process.pid, startedAt, live: runlog.list().length, lastSeq: runlog.store.lastSeq() });
+  }),
+
+  route('GET', '/api/actors', ({ runlog }, { res, query }) => {
+    const c = new Checker('query');
+    const kind = c.oneOf(Object.fromEntries(query), 'kind', KINDS);
+    const all = queryBool(c, query, 'all');
+    c.done();
+    sendJson(res, 200, { actors: runlog.list({ all, ...(kind ? { kind } : {}) }) });
+  }),
+
+  route('GET', '/api/actors/:id', ({ runlog }, { res, params }) => {
+    sendJson(res, 200, runlog.inspect(params[0]!));
+  }),
+
+  route('GET', '/api/actors/:id/events', ({ runlog }, { res, params, query }) => {
+    const c = new Checker('query');
+    const from = queryInt(c, query, 'from', 1);
+    const to = queryInt(c, query, 'to', 1);
+    c.done();
+    const ref = resolveActor(runlog.store, params[0]!);
+    const events = runlog.events(ref.id, { ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) });
+    sendJson(res, 200, { id: ref.id, kind: ref.kind, version: runlog.store.streamVersion(ref.stream), events });
+  }),
+
+  route('GET', '/api/actors/:id/replay', ({ runlog }, { res, params, query }) => {
+    const c = new Checker('query');
+    const to = queryInt(c, query, 'to', 0);
+    const steps = query.get('steps') ?? 'full';
+    if (!['full', 'brief', 'none'].includes(steps)) c.problem(`?steps must be full, brief or none, not '${steps}'`);
+    c.done();
+    const view = to === 0 ? initialView(runlog, params[0]!) : runlog.replay(params[0]!, to === undefined ? {} : { to });
+    const out =
+      steps === 'full'
+        ? view
+        : { ...view, steps: steps === 'none' ? [] : view.steps.map(({ context: _context, ...rest }) => rest) };
+    sendJson(res, 200, out);
+  }),
+
+  route('GET', '/api/events', ({ runlog }, { res, query }) => {
+    const c = new Checker('query');
+    const afterSeq = queryInt(c, query, 'afterSeq', 0);
+    const limit = queryInt(c, query, 'limit', 1) ?? 100;
+    if (limit > 1000) c.problem('?limit must be at most 1000');
+    c.done();
+    // Without ?afterSeq: the latest `limit` events of the whole log (the inspector's activity feed).
+    const from = afterSeq ?? Math.max(0, runlog.store.lastSeq() - limit);
+    sendJson(res, 200, { events: runlog.store.readAll({ afterSeq: from, limit }) });
+  }),
+
+  route('GET', '/api/events/stream', (ctx, { req, res, query }) => {
+    const c = new Checker('query');
+    const afterSeq = queryInt(c, query, 'afterSeq', 0);
+    c.done();
+    ctx.sse.open(req, res, afterSeq === undefined ? {} : { afterSeq });
+  }),
+
+  route('GET', '/api/actors/:id/events/stream', (ctx, { req, res, params, query }) => {
+    const c = new Checker('query');
+    const afterSeq = queryInt(c, query, 'afterSeq', 0);
+    c.done();
+    const ref = resolveActor(ctx.runlog.store, params[0]!);
+    ctx.sse.open(req, res, { stream: ref.stream, ...(afterSeq === undefined ? {} : { afterSeq }) });
+  }),
+
+  route('GET', '/api/machines/:kind', (_ctx, { res, params }) => {
+    sendJson(res, 200, chartFor(params[0]!));
+  }),
+
+  route('POST', '/api/instances', async ({ runlog }, { req, res }) => {
+    const body = await readJsonBody(req);
+    const c = new Checker('request body');
+    c.only(body, ['appDir', 'sandbox', 'instanceId']);
+    const appDir = c.string(body, 'appDir', { required: true, max: 4096, pattern: /^\//, hint: 'must be an absolute path' });
+    const sandbox = c.oneOf(body, 'sandbox', ['proot', 'container'] as const);
+    const instanceId = c.string(body, 'instanceId', { max: 128, pattern: /^[A-Za-z0-9][A-Za-z0-9_.-]*$/, hint: 'may hold only letters, digits, _ . -' });
+    c.done();
+    const view = await runlog.spawnApp({ appDir: appDir!, ...(sandbox ? { sandbox } : {}), ...(instanceId ? { instanceId } : {}) });
+    sendJson(res, 201, view);
+  }),
+
+  route('POST', '/api/actors/:id/stop', async ({ runlog }, { req, res, params }) => {
+    const body = await readJsonBody(req);
+    const c = new Checker('request body');
+    c.only(body, ['graceMs']);
+    const graceMs = c.integer(body, 'graceMs', { min: 0, max: 600_000 });
+    c.done();
+    sendJson(res, 200, await runlog.stop(params[0]!, graceMs === undefined ? {} : { graceMs }));
+  }),
+
+  route('POST', '/api/actors/:id/kill', async ({ runlog }, { req, res, params }) => {
+    const body = await readJsonBody(req);
+    const c = new Checker('request body');
+    c.only(body, []);
+    c.done();
+    sendJson(res, 200, await runlog.kill(params[0]!));
+  }),
+
+  route('POST', '/api/actors/:id/tools', async ({ runlog }, { req, res, params }) => {
+    const body = await readJsonBody(req);
+    const c = new Checker('request body');
+    c.only(body, ['tool']);
+    const tool = c.string(body, 'tool', { required: true, pattern: TOOL, hint: 'is not a tool name' });
+    c.done();
+    sendJson(res, 200, await runlog.grant(params[0]!, tool!));
+  }),
+
+  route('DELETE', '/api/actors/:id/tools/:tool', async ({ runlog }, { res, params }) => {
+    const c = new Checker('path');
+    const tool = c.string({ tool: params[1] }, 'tool', { required: true, pattern: TOOL, hint: 'is not a tool name' });
+    c.done();
+    sendJson(res, 200, await runlog.revoke(params[0]!, tool!));
+  }),
+
+  route('POST', '/api/executions', async ({ runlog }, { req, res }) => {
+    const body = await readJsonBody(req);
+    const c = new Checker('request body');
+    c.only(body, ['uri', 'handler', 'input', 'timeoutMs', 'callerDid']);
+    const uri = c.string(body, 'uri', { required: true, max: 8192, pattern: /^at:\/\/\S+$/, hint: 'must be an at:// URI' });
+    const handler = c.string(body, 'handler', { required: true, max: 256 });
+    const timeoutMs = c.integer(body, 'timeoutMs', { min: 1, max: 24 * 3600_000 });
+    const callerDid = c.string(body, 'callerDid', { max: 2048, pattern: /^did:[a-z]+:\S+$/, hint: 'must be a DID' });
+    c.done();
+    const outcome = await runlog.execute({
+      uri: uri!,
+      handler: handler!,
+      input: body.input ?? null,
+      ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+      ...(callerDid ? { callerDid } : {}),
+    });
+    sendJson(res, 200, outcome);
+  }),
+];
+
+/** Routes one /api request (auth was checked by the caller). */
+export async function handleApi(ctx: ApiContext, req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+  const allowed: string[] = [];
+  for (const r of routes) {
+    const m = r.pattern.exec(url.pathname);
+    if (!m) continue;
+    if (r.method !== req.method) {
+      allowed.push(r.method);
+      continue;
+    }
+    let params: string[];
+    try {
+      params = m.slice(1).map((p) => decodeURIComponent(p));
+    } catch {
+      throw new HttpError(400, 'INVALID_REQUEST', 'malformed percent-encoding in the path');
+    }
+    await r.handle(ctx, { req, res, params, query: url.searchParams });
+    return;
+  }
+  if (allowed.length > 0) throw new HttpError(405, 'METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${url.pathname} (allowed: ${allowed.join(', ')})`, { allow: allowed });
+  throw new HttpError(404, 'NOT_FOUND', `no such endpoint: ${req.method} ${url.pathname}`);
+}
