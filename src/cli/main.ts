@@ -5,10 +5,30 @@ import { UsageError } from '../domain/errors.ts';
 import { commonOptions, type Command } from './command.ts';
 import { exportCommand } from './commands/debug-commands.ts';
 import { eventsCommand, inspectCommand, psCommand, rebuildCommand, replayCommand } from './commands/inspect-commands.ts';
+import { demoCommand } from './commands/demo.ts';
+import { publishCommand } from './commands/publish-commands.ts';
 import { serveCommand } from './commands/serve.ts';
+import { capCommand, execCommand, killCommand, logsCommand, reconcileCommand, spawnCommand, stopCommand } from './commands/supervise-commands.ts';
 import { EXIT, processIo, reportError, type Io } from './output.ts';
 
-export const commands: Command[] = [psCommand, inspectCommand, eventsCommand, replayCommand, rebuildCommand, exportCommand, serveCommand];
+export const commands: Command[] = [
+  serveCommand,
+  demoCommand,
+  spawnCommand,
+  stopCommand,
+  killCommand,
+  capCommand,
+  logsCommand,
+  execCommand,
+  publishCommand,
+  reconcileCommand,
+  psCommand,
+  inspectCommand,
+  eventsCommand,
+  replayCommand,
+  exportCommand,
+  rebuildCommand,
+];
 
 export function registerCommand(c: Command): void {
   commands.push(c);

@@ -175,6 +175,31 @@ const routes: Route[] = [
     sendJson(res, 200, await runlog.revoke(params[0]!, tool!));
   }),
 
+  // An instance's output: NDJSON lines ({stream, line, at}); ?follow=1 keeps the response open until it exits.
+  route('GET', '/api/actors/:id/logs', async ({ runlog }, { req, res, params, query }) => {
+    const qc = new Checker('query');
+    const follow = queryBool(qc, query, 'follow');
+    qc.done();
+    const lines = runlog.logs(params[0]!, { follow });
+    res.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+    let closed = false;
+    req.on('close', () => (closed = true));
+    for await (const l of lines) {
+      if (closed) break;
+      res.write(`${JSON.stringify(l)}\n`);
+    }
+    res.end();
+  }),
+
+  route('POST', '/api/reconcile', async ({ runlog }, { req, res }) => {
+    const body = await readJsonBody(req);
+    const c = new Checker('request body');
+    c.only(body, ['dryRun']);
+    if (body.dryRun !== undefined && typeof body.dryRun !== 'boolean') c.problem('dryRun must be true or false');
+    c.done();
+    sendJson(res, 200, await runlog.reconcile({ dryRun: body.dryRun === true }));
+  }),
+
   route('POST', '/api/executions', async ({ runlog }, { req, res }) => {
     const body = await readJsonBody(req);
     const c = new Checker('request body');

@@ -78,3 +78,4 @@ export {
   type RunnerPolicy,
 } from './receipts.ts';
 export { createAtprotoReader, type AtprotoReader, type AtprotoReaderOptions } from './reader.ts';
+export { startLocalNetwork, type LocalAccount, type LocalNetwork } from './local-network.ts';

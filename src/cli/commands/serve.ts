@@ -6,6 +6,7 @@ import { startServer } from '../../server/http-server.ts';
 import { parseListen } from '../../server/listen.ts';
 import { ensureToken } from '../../server/token.ts';
 import type { Command } from '../command.ts';
+import { atprotoOptions, removeServerInfo, writeServerInfo } from '../client.ts';
 import { EXIT, printJson } from '../output.ts';
 
 /** Resolves on the first SIGINT or SIGTERM. */
@@ -24,12 +25,12 @@ function untilSignal(): Promise<NodeJS.Signals> {
 export const serveCommand: Command = {
   name: 'serve',
   summary: 'run the supervisor with its HTTP API and web inspector (loopback only, bearer token)',
-  usage: 'runlog serve [--listen 127.0.0.1:<port>] [--home <dir>] [--db <path>] [--json]   (--json prints {url, host, port, …} on stdout)',
-  options: { listen: { type: 'string' } },
+  usage: 'runlog serve [--listen 127.0.0.1:<port>] [--plc <url>] [--home <dir>] [--db <path>] [--json]   (--json prints {url, host, port, …} on stdout)',
+  options: { listen: { type: 'string' }, plc: { type: 'string' } },
   run: async (args, io) => {
     // Refuse a bad address before anything is opened or written.
     const listen = parseListen(args.values.listen as string | undefined);
-    const rl = await createRunlog({ home: args.home, db: args.db, log: (m) => io.err(`runlog: ${m}`) });
+    const rl = await createRunlog({ home: args.home, db: args.db, log: (m) => io.err(`runlog: ${m}`), atproto: atprotoOptions(args.values.plc as string | undefined) });
     let server;
     try {
       const token = ensureToken(rl.home);
@@ -48,10 +49,13 @@ export const serveCommand: Command = {
       io.err(`runlog: inspector at ${server.inspectorUrl}`);
       io.err(`runlog: API at ${server.url}api/ (Authorization: Bearer <contents of ${token.path}>); Ctrl-C stops`);
       if (io.json) printJson(io, { url: server.url, host: server.host, port: server.port, home: rl.home, db: rl.dbPath, tokenFile: token.path, pid: process.pid });
+      // Where the mutating CLI commands find this supervisor.
+      writeServerInfo(rl.home, { url: server.url, pid: process.pid });
       const sig = await untilSignal();
       io.err(`runlog: ${sig}: shutting down`);
       return EXIT.ok;
     } finally {
+      removeServerInfo(rl.home, process.pid);
       await server?.close();
       await rl.close();
     }

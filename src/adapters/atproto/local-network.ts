@@ -1,0 +1,67 @@
+// The embedded default AT Protocol network: a PLC directory and a PDS in this process
+// (@atproto/dev-env TestNetworkNoAppView), for the first run and for tests. Real XRPC over HTTP on
+// loopback, no outside network. The PDS writes under os.tmpdir(), so TMPDIR points at a directory of
+// ours while it starts, and close() removes it.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createPublisher, type Publisher } from './publisher.ts';
+
+export interface LocalAccount {
+  did: string;
+  handle: string;
+  password: string;
+  publisher: Publisher;
+}
+
+export interface LocalNetwork {
+  pdsUrl: string;
+  plcUrl: string;
+  createAccount(handle: string): Promise<LocalAccount>;
+  close(): Promise<void>;
+}
+
+export async function startLocalNetwork(opts: { dataDir?: string } = {}): Promise<LocalNetwork> {
+  const devEnv = await import('@atproto/dev-env');
+  const dir = await mkdtemp(join(opts.dataDir ?? tmpdir(), 'runlog-pds-'));
+  const saved = process.env.TMPDIR;
+  let network: InstanceType<typeof devEnv.TestNetworkNoAppView>;
+  try {
+    process.env.TMPDIR = dir;
+    network = await devEnv.TestNetworkNoAppView.create({});
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  } finally {
+    if (saved === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = saved;
+  }
+  const pdsUrl = network.pds.url;
+  let closed = false;
+  return {
+    pdsUrl,
+    plcUrl: network.plc.url,
+    async createAccount(handle) {
+      const h = handle.includes('.') ? handle.toLowerCase() : `${handle.toLowerCase()}.test`;
+      const password = `pw-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;
+      const res = await fetch(`${pdsUrl}/xrpc/com.atproto.server.createAccount`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ handle: h, email: `${h.replace(/\./g, '-')}@example.test`, password }),
+      });
+      const body = (await res.json()) as Record<string, string>;
+      if (!res.ok) throw new Error(`createAccount ${h}: HTTP ${res.status} ${JSON.stringify(body)}`);
+      const publisher = await createPublisher({ pdsUrl, identifier: body.did!, password });
+      return { did: body.did!, handle: h, password, publisher };
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      try {
+        await network.close();
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}

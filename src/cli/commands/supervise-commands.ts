@@ -1,0 +1,193 @@
+// Commands that change things. Instances live as long as their supervisor, so spawn/stop/kill/cap/logs
+// talk to `runlog serve` over its API; exec runs through it when one is running, else in this process.
+import { resolve } from 'node:path';
+import type { ActorView } from '../../actors/inspection.ts';
+import { resolvePaths } from '../../actors/paths.ts';
+import { createRunlog, type ExecutionOutcome, type LogLine } from '../../actors/runlog.ts';
+import type { ReconcileReport } from '../../actors/reconciler.ts';
+import { UsageError } from '../../domain/errors.ts';
+import { atprotoOptions, callApi, findServer, requireServer } from '../client.ts';
+import type { Command, CommandArgs } from '../command.ts';
+import { EXIT, printJson, type Io } from '../output.ts';
+
+const homeOf = (args: CommandArgs) => resolvePaths({ home: args.home, db: args.db }).home;
+
+function printActor(io: Io, view: ActorView, verb: string): void {
+  if (io.json) printJson(io, view);
+  else {
+    const c = view.context as Record<string, any>;
+    const where = c.host && c.port ? ` at http://${c.host}:${c.port}` : '';
+    io.out(`${view.id}  ${view.state}${where}`);
+    io.err(`runlog: ${verb} ${view.id} (${view.kind}); runlog inspect ${view.id} | runlog events ${view.id}`);
+  }
+}
+
+export const spawnCommand: Command = {
+  name: 'spawn',
+  summary: 'spawn an app instance from an app directory (needs `runlog serve`)',
+  usage: 'runlog spawn <app-dir> [--sandbox proot|container] [--id <instance-id>] [--json]',
+  options: { sandbox: { type: 'string' }, id: { type: 'string' } },
+  async run(args, io) {
+    const dir = args.positionals[0];
+    if (!dir) throw new UsageError(`missing app directory\nusage: ${spawnCommand.usage}`);
+    const sandbox = args.values.sandbox as string | undefined;
+    if (sandbox !== undefined && sandbox !== 'proot' && sandbox !== 'container') throw new UsageError(`--sandbox must be proot or container, not '${sandbox}'`);
+    const server = requireServer(homeOf(args));
+    const view = await callApi<ActorView>(server, 'POST', '/api/instances', { appDir: resolve(dir), ...(sandbox ? { sandbox } : {}), ...(args.values.id ? { instanceId: args.values.id } : {}) });
+    printActor(io, view, 'spawned');
+    return EXIT.ok;
+  },
+};
+
+const needId = (args: CommandArgs, usage: string): string => {
+  const id = args.positionals[0];
+  if (!id) throw new UsageError(`missing instance id\nusage: ${usage}`);
+  return id;
+};
+
+export const stopCommand: Command = {
+  name: 'stop',
+  summary: 'stop an instance gracefully (onStop, SIGTERM, SIGKILL after the grace period)',
+  usage: 'runlog stop <id> [--grace <ms>] [--json]',
+  options: { grace: { type: 'string' } },
+  async run(args, io) {
+    const id = needId(args, stopCommand.usage);
+    const grace = args.values.grace === undefined ? undefined : Number(args.values.grace);
+    if (grace !== undefined && (!Number.isInteger(grace) || grace < 0)) throw new UsageError('--grace must be milliseconds (a whole number)');
+    const view = await callApi<ActorView>(requireServer(homeOf(args)), 'POST', `/api/actors/${encodeURIComponent(id)}/stop`, grace === undefined ? {} : { graceMs: grace });
+    printActor(io, view, 'stopped');
+    return EXIT.ok;
+  },
+};
+
+export const killCommand: Command = {
+  name: 'kill',
+  summary: 'kill an instance now (SIGKILL)',
+  usage: 'runlog kill <id> [--json]',
+  async run(args, io) {
+    const id = needId(args, killCommand.usage);
+    const view = await callApi<ActorView>(requireServer(homeOf(args)), 'POST', `/api/actors/${encodeURIComponent(id)}/kill`, {});
+    printActor(io, view, 'killed');
+    return EXIT.ok;
+  },
+};
+
+export const capCommand: Command = {
+  name: 'cap',
+  summary: "grant or revoke a tool in an instance's allowlist, without a respawn",
+  usage: 'runlog cap grant|revoke <id> <tool> [--json]',
+  async run(args, io) {
+    const [verb, id, tool] = args.positionals;
+    if ((verb !== 'grant' && verb !== 'revoke') || !id || !tool) throw new UsageError(`usage: ${capCommand.usage}`);
+    const server = requireServer(homeOf(args));
+    const view =
+      verb === 'grant'
+        ? await callApi<ActorView>(server, 'POST', `/api/actors/${encodeURIComponent(id)}/tools`, { tool })
+        : await callApi<ActorView>(server, 'DELETE', `/api/actors/${encodeURIComponent(id)}/tools/${encodeURIComponent(tool)}`);
+    if (io.json) printJson(io, view);
+    else io.out(`${view.id}  tools: ${((view.context as any).spec?.tools ?? []).join(', ')}`);
+    return EXIT.ok;
+  },
+};
+
+export const logsCommand: Command = {
+  name: 'logs',
+  summary: "an instance's output (buffered lines; --follow streams until it exits)",
+  usage: 'runlog logs <id> [--follow] [--json]   (--json prints one JSON line per output line)',
+  options: { follow: { type: 'boolean', short: 'f', default: false } },
+  async run(args, io) {
+    const id = needId(args, logsCommand.usage);
+    const server = requireServer(homeOf(args));
+    const res = await fetch(new URL(`/api/actors/${encodeURIComponent(id)}/logs${args.values.follow ? '?follow=1' : ''}`, server.url), {
+      headers: { authorization: `Bearer ${server.token}` },
+    });
+    if (!res.ok || !res.body) {
+      await callApi(server, 'GET', `/api/actors/${encodeURIComponent(id)}/logs`); // throws the typed error
+      return EXIT.error;
+    }
+    let buf = '';
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      buf += Buffer.from(chunk).toString('utf8');
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (!line) continue;
+        if (io.json) io.out(line);
+        else {
+          const l = JSON.parse(line) as LogLine;
+          (l.stream === 'stderr' ? io.err : io.out)(l.line);
+        }
+      }
+    }
+    return EXIT.ok;
+  },
+};
+
+export const execCommand: Command = {
+  name: 'exec',
+  summary: 'run at-run code: resolve it from its PDS, run the handler, print the output',
+  usage: "runlog exec <at-uri> <handler> [--input '<json>'] [--timeout <ms>] [--plc <url>] [--json]",
+  options: { input: { type: 'string' }, timeout: { type: 'string' }, plc: { type: 'string' }, caller: { type: 'string' } },
+  async run(args, io) {
+    const [uri, handler] = args.positionals;
+    if (!uri || !handler) throw new UsageError(`usage: ${execCommand.usage}`);
+    let input: unknown = null;
+    if (args.values.input !== undefined) {
+      try {
+        input = JSON.parse(String(args.values.input));
+      } catch (err) {
+        throw new UsageError(`--input is not JSON: ${(err as Error).message}`);
+      }
+    }
+    const timeoutMs = args.values.timeout === undefined ? undefined : Number(args.values.timeout);
+    if (timeoutMs !== undefined && (!Number.isInteger(timeoutMs) || timeoutMs <= 0)) throw new UsageError('--timeout must be milliseconds (a whole number)');
+    const request = { uri, handler, input, ...(timeoutMs ? { timeoutMs } : {}), ...(args.values.caller ? { callerDid: String(args.values.caller) } : {}) };
+    const server = findServer(homeOf(args));
+    let outcome: ExecutionOutcome;
+    if (server) {
+      io.err(`runlog: running through the supervisor at ${server.url}`);
+      outcome = await callApi<ExecutionOutcome>(server, 'POST', '/api/executions', request);
+    } else {
+      const rl = await createRunlog({ home: args.home, db: args.db, atproto: atprotoOptions(args.values.plc as string | undefined), log: (m) => io.err(`runlog: ${m}`), watchApps: false });
+      try {
+        outcome = await rl.execute({ ...request, onProgress: (s) => io.err(`runlog: ${s.name}${s.detail.ms !== undefined && s.detail.ms !== null ? ` (${s.detail.ms} ms)` : ''}`) });
+      } finally {
+        await rl.close();
+      }
+    }
+    if (io.json) printJson(io, outcome);
+    else if (outcome.status === 'succeeded') io.out(JSON.stringify(outcome.output, null, 2));
+    else io.err(`runlog: ${outcome.executionId} failed (${outcome.failure?.reason}): ${outcome.failure?.code}: ${outcome.failure?.message}`);
+    return outcome.status === 'succeeded' ? EXIT.ok : EXIT.failure;
+  },
+};
+
+export const reconcileCommand: Command = {
+  name: 'reconcile',
+  summary: 'compare the log with Docker and record what is found (--dry-run: only report)',
+  usage: 'runlog reconcile [--dry-run] [--json]',
+  options: { 'dry-run': { type: 'boolean', default: false } },
+  async run(args, io) {
+    const dryRun = Boolean(args.values['dry-run']);
+    const server = findServer(homeOf(args));
+    let report: ReconcileReport;
+    if (server) report = await callApi<ReconcileReport>(server, 'POST', '/api/reconcile', { dryRun });
+    else {
+      // No supervisor: this process reconciles (at open) — or, for a dry run, only looks.
+      const rl = await createRunlog({ home: args.home, db: args.db, reconcile: false, watchApps: false, log: (m) => io.err(`runlog: ${m}`) });
+      try {
+        report = await rl.reconcile({ dryRun });
+      } finally {
+        await rl.close();
+      }
+    }
+    if (io.json) printJson(io, report);
+    else {
+      for (const a of report.actions) io.out(`${dryRun ? 'would record' : 'recorded'} ${a.action.padEnd(9)} ${a.kind} ${a.id}  ${JSON.stringify(a.evidence)}`);
+      for (const u of report.unreachable) io.err(`runlog: unreachable: ${u}`);
+      if (report.actions.length === 0) io.err('runlog: the log and Docker agree');
+    }
+    return report.unreachable.length > 0 ? EXIT.failure : EXIT.ok;
+  },
+};

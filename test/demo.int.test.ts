@@ -1,0 +1,37 @@
+// The README's main job (`npm run demo`) on a fresh home: it must run as written and leave nothing behind.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { docker, requireDocker } from './support/docker.ts';
+
+const home = mkdtempSync(join(tmpdir(), 'runlog-demo-'));
+afterAll(() => rmSync(home, { recursive: true, force: true }));
+
+describe('runlog demo (the first run)', () => {
+  it('spawns the example app in both sandboxes and runs greet in both languages, then cleans up', async () => {
+    await requireDocker();
+    const bin = resolve(import.meta.dirname, '../bin/runlog.js');
+    const r = spawnSync(process.execPath, [bin, 'demo', '--once', '--json', '--listen', '127.0.0.1:0', '--home', home], { encoding: 'utf8', timeout: 300_000 });
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out.inspector).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/#token=[0-9a-f]{64}$/);
+    expect(out.instances.map((i: any) => [i.sandbox, i.state])).toEqual([
+      ['proot', 'running'],
+      ['container', 'running'],
+    ]);
+    expect(out.executions.map((e: any) => [e.language, e.status, e.output?.greeting])).toEqual([
+      ['node', 'succeeded', 'Hello, Ada!'],
+      ['python', 'succeeded', 'Hello, Ada!'],
+    ]);
+    expect(r.stderr).toContain('shutting down');
+    // Nothing it started is left running.
+    const left = await docker.listContainers({ filters: JSON.stringify({ label: [`runlog.home=${home}`] }) });
+    expect(left).toEqual([]);
+    const ps = spawnSync(process.execPath, [bin, 'ps', '--json', '--home', home], { encoding: 'utf8' });
+    expect(JSON.parse(ps.stdout)).toEqual([]);
+    const all = JSON.parse(spawnSync(process.execPath, [bin, 'ps', '--all', '--json', '--home', home], { encoding: 'utf8' }).stdout);
+    expect(all.map((a: any) => a.state).sort()).toEqual(['stopped', 'stopped', 'succeeded', 'succeeded']);
+  }, 320_000);
+});
