@@ -4,7 +4,6 @@
 //   GET /which?name=x  { name, path, version } — resolves x through PATH (`command -v`) and runs `x --version`
 //   + the SDK's <basePath>/api/lifecycle/* routes; identity headers on every response.
 // It listens on $APP_PORT: on 127.0.0.1 under PRoot (shared host network), on 0.0.0.0 in a container.
-/* global process, URL, console, setTimeout */
 import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { createAppServer } from './runlog-app-sdk.mjs';

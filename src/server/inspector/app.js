@@ -1,7 +1,7 @@
 // runlog inspector: plain JavaScript, no build step, no external resources. It talks only to this
 // origin's /api with the bearer token, which arrives in the URL fragment (#token=…, never sent to the
 // server by the browser) and is kept in sessionStorage for this tab.
-/* global document, window, sessionStorage, history, location, fetch, setTimeout, clearTimeout, TextDecoder, Node, navigator */
+/* global document, window, sessionStorage, history, location, fetch, TextDecoder, Node, navigator */
 
 const TOKEN_KEY = 'runlog.token';
 
