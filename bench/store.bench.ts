@@ -4,7 +4,7 @@ import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { toMachineEvent } from '../src/domain/events.ts';
+import type { RecordedEvent } from '../src/domain/events.ts';
 import { machines, replay } from '../src/machines/replay.ts';
 import { MIGRATIONS } from '../src/store/schema.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
@@ -117,11 +117,11 @@ export const storeBenches: Bench[] = [
         let t0 = nowMs();
         let folded = 0;
         // Read the whole log once (parse + upcast), fold each stream through the machine.
-        const byStream = new Map<string, ReturnType<typeof toMachineEvent>[]>();
+        const byStream = new Map<string, RecordedEvent[]>();
         for (const e of store.iterateAll()) {
           let list = byStream.get(e.stream);
           if (!list) byStream.set(e.stream, (list = []));
-          list.push(toMachineEvent(e));
+          list.push(e); // a recorded event is a machine event (type, at, data)
         }
         for (const evs of byStream.values()) {
           const snap = replay(machine, evs);

@@ -181,7 +181,8 @@ export class ExecutionSupervisor {
     const labels = this.labels({ 'runlog.stream': ctx.actor.stream, 'runlog.kind': 'execution' });
     const onProgress = (p: MaterializeProgress) => {
       if (p.phase === 'done') this.progress.get(ctx.actor.id)?.({ name: `${p.kind}:${p.step}`, detail: { ms: p.ms ?? null, volume: p.volume } });
-      if (p.kind === 'runtime' && p.step === 'download' && p.phase === 'done') this.opts.faults?.('mid-materialization', { effect: 'materialize' });
+      // The volume and its carrier container exist, the copy into it has not happened: the worst moment to die.
+      if (p.step === 'upload' && p.phase === 'started') this.opts.faults?.('mid-materialization', { effect: 'materialize' });
     };
     try {
       const runtime = await this.materializer.materializeRuntime({ image: r.image, exportPath: r.exportPath, labels, onProgress });
@@ -243,6 +244,8 @@ export class ExecutionSupervisor {
 
   // 13: one envelope on stdin, frames on stdout; the deadline is the supervisor's to enforce.
   private async invoke(request: ExecutionRequest, containerId: string, deadline: string, r: Resolved, ctx: EffectContext): Promise<void> {
+    // The handler's deadline is the invocation's: the effective timeout from now, never past the request's.
+    const deadlineMs = Math.max(1, Math.min(r.limits.timeoutMs, Date.parse(deadline) - Date.now()));
     const envelope = {
       version: 1 as const,
       id: request.executionId,
@@ -250,17 +253,18 @@ export class ExecutionSupervisor {
       code: { uri: r.codeUri, cid: r.codeCid },
       handler: request.handler,
       input: request.input ?? null,
-      context: { callerDid: request.callerDid, deadline },
+      context: { callerDid: request.callerDid, deadline: new Date(Date.now() + deadlineMs).toISOString() },
     };
     let result: InvocationResult;
     try {
-      const deadlineMs = Math.max(1, Math.min(r.limits.timeoutMs, Date.parse(deadline) - Date.now()));
-      this.opts.faults?.('mid-invocation', { effect: 'invoke' });
       result = await this.sandbox.invoke(containerId, envelope, {
         deadlineMs,
         maxFrameBytes: r.limits.frameBytes,
         maxStdoutBytes: r.limits.stdoutBytes,
         maxStderrBytes: r.limits.stderrBytes,
+        // The container runs the handler (envelope delivered, a frame came back): a death here leaves the
+        // result to be collected from the container after a restart.
+        onFrame: () => this.opts.faults?.('mid-invocation', { effect: 'invoke' }),
       });
     } catch (err) {
       await ctx.dispatch({ type: 'execution.failed', data: classify(err, 'runtime') });

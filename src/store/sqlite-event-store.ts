@@ -25,6 +25,7 @@ import type {
 } from './event-store.ts';
 import { APPLICATION_ID, LATEST_SCHEMA, MIGRATIONS } from './schema.ts';
 import { defaultUpcasters, type UpcasterRegistry } from './upcasters.ts';
+import { WalGuard } from './wal-guard.ts';
 
 export interface SqliteEventStoreOptions {
   /** 'FULL' (default) survives power loss; 'NORMAL' is a documented opt-in that may lose the last commits on power loss (never on a process crash). */
@@ -35,6 +36,11 @@ export interface SqliteEventStoreOptions {
   busyTimeoutMs?: number;
   /** Skip PRAGMA quick_check at open (only for throwaway stores in benchmarks). */
   skipQuickCheck?: boolean;
+  /**
+   * After an append, a checkpoint copies the WAL into the database file within this many ms (default 1000), so
+   * the .db file alone is never far behind; a clean close checkpoints and truncates the WAL.
+   */
+  checkpointMs?: number;
 }
 
 interface EventRow {
@@ -92,6 +98,9 @@ function translate(file: string, err: unknown): unknown {
     return new StoreWriteError(file, `${code}: ${msg}`, { cause: err });
   }
   if (code.startsWith('SQLITE_BUSY')) return new RunlogError('STORE_BUSY', `event log ${file} is locked by another writer: ${msg}`, { file });
+  // The WAL guard's marker file (wal-guard.ts) is written next to the database.
+  if (code === 'ENOSPC') return new StoreWriteError(file, `disk full (${msg})`, { cause: err });
+  if (code === 'EROFS' || code === 'EACCES' || code === 'EPERM' || code === 'EIO' || code === 'EDQUOT') return new StoreWriteError(file, `${code}: ${msg}`, { cause: err });
   return err;
 }
 
@@ -104,6 +113,9 @@ export class SqliteEventStore implements EventStore {
   private pollTimer: NodeJS.Timeout | undefined;
   private lastDataVersion = 0;
   private closed = false;
+  private readonly guard: WalGuard | null;
+  private readonly checkpointMs: number;
+  private checkpointTimer: NodeJS.Timeout | undefined;
 
   private readonly stmt: {
     streamVersion: Database.Statement<[string], { version: number | null }>;
@@ -120,10 +132,14 @@ export class SqliteEventStore implements EventStore {
     this.file = file;
     this.upcasters = options.upcasters ?? defaultUpcasters();
     this.now = options.now ?? (() => new Date().toISOString());
+    this.checkpointMs = options.checkpointMs ?? 1000;
+    let deadMarkers = 0;
     if (file !== ':memory:') {
       mkdirSync(dirname(file), { recursive: true });
       checkHeader(file);
+      deadMarkers = WalGuard.check(file).length; // throws STORE_WAL_LOST before SQLite touches anything
     }
+    this.guard = file === ':memory:' ? null : new WalGuard(file);
     try {
       this.db = new Database(file, { timeout: options.busyTimeoutMs ?? 5000 });
     } catch (err) {
@@ -150,6 +166,35 @@ export class SqliteEventStore implements EventStore {
       dataVersion: db.prepare('PRAGMA data_version'),
     };
     this.appendTx = db.transaction((stream, events, opts) => this.appendInTx(stream, events, opts)).immediate as never;
+    // A dead writer's commits are in the WAL we just opened: copy them into the file (which clears its marker).
+    if (deadMarkers > 0) this.checkpoint('PASSIVE');
+  }
+
+  /** Marks this process's next commits as possibly WAL-only (see wal-guard.ts) and plans a checkpoint. */
+  private beforeWrite(): void {
+    if (!this.guard) return;
+    this.guard.markDirty(this.now());
+    if (!this.checkpointTimer) {
+      this.checkpointTimer = setTimeout(() => {
+        this.checkpointTimer = undefined;
+        if (this.closed) return;
+        if (!this.checkpoint('PASSIVE') && this.guard?.dirty) this.beforeWrite(); // readers held it back: try again later
+      }, this.checkpointMs);
+      this.checkpointTimer.unref();
+    }
+  }
+
+  /** Copies the WAL into the database file; true when everything was copied (the WAL could be lost without loss). */
+  checkpoint(mode: 'PASSIVE' | 'TRUNCATE' = 'PASSIVE'): boolean {
+    if (this.closed || !this.guard) return false;
+    try {
+      const [r] = this.db.pragma(`wal_checkpoint(${mode})`) as { busy: number; log: number; checkpointed: number }[];
+      const complete = r !== undefined && r.busy === 0 && r.log === r.checkpointed;
+      if (complete) this.guard.checkpointed();
+      return complete;
+    } catch {
+      return false; // busy, or no room to grow the file: the WAL keeps the commits, the marker stays
+    }
   }
 
   private open(options: SqliteEventStoreOptions): void {
@@ -213,6 +258,7 @@ export class SqliteEventStore implements EventStore {
     if (events.length === 0) return { version: this.streamVersion(stream), lastSeq: 0, events: [] };
     let result: AppendResult;
     try {
+      this.beforeWrite();
       result = this.appendTx(stream, events, options);
     } catch (err) {
       throw translate(this.file, err);
@@ -223,7 +269,9 @@ export class SqliteEventStore implements EventStore {
 
   private toRecorded(r: EventRow): RecordedEvent {
     const { schema, data } = this.upcasters.upcast(r.type, r.schema, JSON.parse(r.data));
-    return { seq: r.seq, stream: r.stream, version: r.version, type: r.type, schema, data, meta: JSON.parse(r.meta), at: r.at };
+    // Most events carry no metadata: skip parsing the empty object (replay reads millions of rows).
+    const meta = r.meta === '{}' ? {} : (JSON.parse(r.meta) as Record<string, unknown>);
+    return { seq: r.seq, stream: r.stream, version: r.version, type: r.type, schema, data, meta, at: r.at };
   }
 
   read(stream: string, options: ReadOptions = {}): RecordedEvent[] {
@@ -331,6 +379,7 @@ export class SqliteEventStore implements EventStore {
 
   replaceProjection(rows: readonly ActorRow[]): void {
     try {
+      this.beforeWrite();
       this.db.transaction(() => {
         this.db.prepare('DELETE FROM actors').run();
         for (const p of rows) {
@@ -344,9 +393,19 @@ export class SqliteEventStore implements EventStore {
 
   close(): void {
     if (this.closed) return;
-    this.closed = true;
     if (this.pollTimer) clearInterval(this.pollTimer);
+    if (this.checkpointTimer) clearTimeout(this.checkpointTimer);
     this.subscribers.clear();
+    if (this.guard?.dirty) {
+      // A clean close leaves a self-contained file: the WAL copied in and truncated (unless readers hold it).
+      try {
+        this.db.pragma('busy_timeout = 200');
+      } catch {
+        /* keep the default */
+      }
+      this.checkpoint('TRUNCATE');
+    }
+    this.closed = true;
     this.db.close();
   }
 }

@@ -25,6 +25,7 @@ export class UpcasterRegistry {
   }
 
   upcast(type: string, schema: number, data: Record<string, unknown>): { schema: number; data: Record<string, unknown> } {
+    if (schema === 1 && this.current.size === 0) return { schema, data }; // nothing registered: the common case
     const target = this.currentSchema(type);
     if (schema > target) {
       throw new ReplayError(`event ${type} has schema ${schema}, newer than this runlog knows (${target})`, { type, schema, target });
