@@ -80,6 +80,8 @@ export class ExecutionSupervisor {
   private materializerInstance: Materializer | null = null;
   private sandboxInstance: ExecSandbox | null = null;
   readonly reader: AtprotoReader;
+  /** The daemon's OS/architecture does not change while it runs: asked once. */
+  private platformOnce: Promise<{ os: string; architecture: string; variant?: string }> | null = null;
   private readonly progress = new Map<string, (step: { name: string; detail: Record<string, unknown> }) => void>();
 
   constructor(private readonly opts: ExecutionOptions, private readonly host: () => ActorHost) {
@@ -143,7 +145,11 @@ export class ExecutionSupervisor {
       const runtime = await this.reader.fetchRecord(record.runtimeRecord.uri);
       checkRuntimeBinding(record, { uri: runtime.uri, cid: runtime.cid });
       await this.step(ctx, 'runtime-record', { uri: runtime.uri, cid: runtime.cid });
-      const platform = await this.engine.platform();
+      this.platformOnce ??= this.engine.platform().catch((err: unknown) => {
+        this.platformOnce = null;
+        throw err;
+      });
+      const platform = await this.platformOnce;
       const selected = selectRuntimePlatform(runtime.value, platform, { acceptedProtocolVersions: this.policy.protocolVersions });
       const image = admitRuntime(this.policy, selected);
       const author = code.uri.slice('at://'.length).split('/')[0]!;
