@@ -76,6 +76,12 @@ export const executionMachine = setup({
     recordStep: assign({
       steps: ({ context, event }) => [...context.steps, { name: String(d(event).name ?? event.type), at: event.at, detail: (d(event).detail ?? {}) as Record<string, unknown> }],
     }),
+    recordSuccess: assign(({ event }) => ({
+      result: { output: d(event).output, outputHash: (d(event).outputHash as string) ?? null },
+      stderrTail: typeof d(event).stderrTail === 'string' ? d(event).stderrTail : null,
+      outcome: { status: 'succeeded' as const, at: event.at },
+    })),
+    recordCancelled: assign({ failure: { reason: 'cancelled' as const, code: 'CANCELLED', message: 'cancelled before it ran' } }),
     recordFailure: assign(({ event }) => ({
       failure: { reason: reasonOf(d(event).reason), code: String(d(event).code ?? 'FAILED'), message: String(d(event).message ?? '') },
       stderrTail: typeof d(event).stderrTail === 'string' ? d(event).stderrTail : null,
@@ -105,7 +111,7 @@ export const executionMachine = setup({
         'execution.step': { actions: 'recordStep' },
         'execution.resolved': { target: 'materializing', actions: assign({ resolved: ({ event }) => d(event) }) },
         'execution.failed': { target: 'failed', actions: 'recordFailure' },
-        'execution.cancel-requested': { target: 'failed', actions: assign({ failure: { reason: 'cancelled', code: 'CANCELLED', message: 'cancelled before it ran' } }) },
+        'execution.cancel-requested': { target: 'failed', actions: 'recordCancelled' },
       },
     },
     materializing: {
@@ -114,7 +120,7 @@ export const executionMachine = setup({
         'execution.step': { actions: 'recordStep' },
         'execution.materialized': { target: 'starting', actions: assign({ materialized: ({ event }) => d(event) }) },
         'execution.failed': { target: 'failed', actions: 'recordFailure' },
-        'execution.cancel-requested': { target: 'failed', actions: assign({ failure: { reason: 'cancelled', code: 'CANCELLED', message: 'cancelled before it ran' } }) },
+        'execution.cancel-requested': { target: 'failed', actions: 'recordCancelled' },
       },
     },
     starting: {
@@ -132,20 +138,13 @@ export const executionMachine = setup({
         },
         'execution.adopted': { target: 'adopted' },
         'execution.failed': { target: 'failed', actions: 'recordFailure' },
-        'execution.cancel-requested': { target: 'failed', actions: assign({ failure: { reason: 'cancelled', code: 'CANCELLED', message: 'cancelled before it ran' } }) },
+        'execution.cancel-requested': { target: 'failed', actions: 'recordCancelled' },
       },
     },
     running: {
       on: {
         'execution.step': { actions: 'recordStep' },
-        'execution.succeeded': {
-          target: 'succeeded',
-          actions: assign({
-            result: ({ event }) => ({ output: d(event).output, outputHash: (d(event).outputHash as string) ?? null }),
-            stderrTail: ({ event }) => (typeof d(event).stderrTail === 'string' ? d(event).stderrTail : null),
-            outcome: ({ event }) => ({ status: 'succeeded' as const, at: event.at }),
-          }),
-        },
+        'execution.succeeded': { target: 'succeeded', actions: 'recordSuccess' },
         'execution.failed': { target: 'failed', actions: 'recordFailure' },
         'execution.cancel-requested': {
           actions: { type: 'killSandbox', params: ({ context }) => ({ containerId: context.containerId, reason: 'cancelled' }) },
@@ -160,14 +159,7 @@ export const executionMachine = setup({
       ],
       on: {
         'execution.step': { actions: 'recordStep' },
-        'execution.succeeded': {
-          target: 'succeeded',
-          actions: assign({
-            result: ({ event }) => ({ output: d(event).output, outputHash: (d(event).outputHash as string) ?? null }),
-            stderrTail: ({ event }) => (typeof d(event).stderrTail === 'string' ? d(event).stderrTail : null),
-            outcome: ({ event }) => ({ status: 'succeeded' as const, at: event.at }),
-          }),
-        },
+        'execution.succeeded': { target: 'succeeded', actions: 'recordSuccess' },
         'execution.failed': { target: 'failed', actions: 'recordFailure' },
       },
     },

@@ -127,13 +127,22 @@ function crashUpdate(context: InstanceContext, event: E): Partial<InstanceContex
   };
 }
 
+/** What every live state (spawning … adopted) does with a crash, a stop, a kill, an adoption, a loss. */
+const whileLive = {
+  'instance.crashed': { target: 'crashed', actions: 'recordCrash' },
+  'instance.stop-requested': { target: 'stopping' },
+  'instance.kill-requested': { target: 'stopping', actions: 'forceKill' },
+  'instance.adopted': { target: 'adopted' },
+  'instance.lost': { target: 'lost' },
+} as const;
+
 export const instanceMachine = setup({
   types: {} as { context: InstanceContext; events: E },
   actions: {
     spawn: noEffect,
     callLifecycle: noEffect,
     stopSandbox: noEffect,
-    forceKill: noEffect,
+    forceKill: () => {}, // the actor names which instance: no params
     scheduleRestart: noEffect,
     cancelRestart: noEffect,
     reattach: noEffect,
@@ -198,13 +207,9 @@ export const instanceMachine = setup({
         },
         'instance.spawn-failed': {
           target: 'crashed',
-          actions: ['recordCrash', { type: 'forceKill', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) }],
+          actions: ['recordCrash', 'forceKill'],
         },
-        'instance.crashed': { target: 'crashed', actions: 'recordCrash' },
-        'instance.stop-requested': { target: 'stopping' },
-        'instance.kill-requested': { target: 'stopping', actions: { type: 'forceKill', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) } },
-        'instance.adopted': { target: 'adopted' },
-        'instance.lost': { target: 'lost' },
+        ...whileLive,
       },
     },
     healthy: {
@@ -213,13 +218,9 @@ export const instanceMachine = setup({
         'instance.running': { target: 'running', actions: assign({ runningSince: ({ event }) => event.at }) },
         'instance.lifecycle-failed': {
           target: 'crashed',
-          actions: ['recordCrash', { type: 'forceKill', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) }],
+          actions: ['recordCrash', 'forceKill'],
         },
-        'instance.crashed': { target: 'crashed', actions: 'recordCrash' },
-        'instance.stop-requested': { target: 'stopping' },
-        'instance.kill-requested': { target: 'stopping', actions: { type: 'forceKill', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) } },
-        'instance.adopted': { target: 'adopted' },
-        'instance.lost': { target: 'lost' },
+        ...whileLive,
       },
     },
     running: {
@@ -228,11 +229,7 @@ export const instanceMachine = setup({
           target: 'paused',
           actions: { type: 'callLifecycle', params: ({ context }) => ({ instanceId: context.spec?.instanceId, hooks: ['onPause'], optional: true }) },
         },
-        'instance.crashed': { target: 'crashed', actions: 'recordCrash' },
-        'instance.stop-requested': { target: 'stopping' },
-        'instance.kill-requested': { target: 'stopping', actions: { type: 'forceKill', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) } },
-        'instance.adopted': { target: 'adopted' },
-        'instance.lost': { target: 'lost' },
+        ...whileLive,
       },
     },
     paused: {
@@ -241,11 +238,7 @@ export const instanceMachine = setup({
           target: 'running',
           actions: { type: 'callLifecycle', params: ({ context }) => ({ instanceId: context.spec?.instanceId, hooks: ['onResume'], optional: true }) },
         },
-        'instance.crashed': { target: 'crashed', actions: 'recordCrash' },
-        'instance.stop-requested': { target: 'stopping' },
-        'instance.kill-requested': { target: 'stopping', actions: { type: 'forceKill', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) } },
-        'instance.adopted': { target: 'adopted' },
-        'instance.lost': { target: 'lost' },
+        ...whileLive,
       },
     },
     adopted: {
@@ -261,10 +254,7 @@ export const instanceMachine = setup({
       ],
       on: {
         'instance.running': { target: 'running', actions: assign({ runningSince: ({ event }) => event.at }) },
-        'instance.crashed': { target: 'crashed', actions: 'recordCrash' },
-        'instance.stop-requested': { target: 'stopping' },
-        'instance.kill-requested': { target: 'stopping', actions: { type: 'forceKill', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) } },
-        'instance.lost': { target: 'lost' },
+        ...whileLive,
       },
     },
     stopping: {
@@ -279,7 +269,7 @@ export const instanceMachine = setup({
           target: 'stopped',
           actions: assign({ lastExit: ({ event }) => ({ exitCode: d(event).exitCode ?? null, signal: d(event).signal ?? null, at: event.at }) }),
         },
-        'instance.kill-requested': { actions: { type: 'forceKill', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) } },
+        'instance.kill-requested': { actions: 'forceKill' },
         'instance.lost': { target: 'lost' },
       },
     },

@@ -7,12 +7,9 @@
 //   await alice.publisher.putRecord(collection, rkey, record);
 //   await pds.close();
 
-import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createPublisher, type Publisher } from '../../src/adapters/atproto/index.ts';
+import { startLocalNetwork, type Publisher } from '../../src/adapters/atproto/index.ts';
 
 export interface TestAccount {
   did: string;
@@ -40,61 +37,13 @@ export interface TestPds {
 
 const SETUP_HINT = 'the in-process PDS (@atproto/dev-env) could not start; run `npm ci` / `npm run setup`';
 
+/** The embedded network runlog ships (src/adapters/atproto/local-network.ts), failing with a setup hint. */
 export async function startTestPds(): Promise<TestPds> {
-  let devEnv: typeof import('@atproto/dev-env');
   try {
-    devEnv = await import('@atproto/dev-env');
+    return await startLocalNetwork();
   } catch (err) {
     throw new Error(`${SETUP_HINT}: ${(err as Error).message}`, { cause: err });
   }
-  const dir = await mkdtemp(join(tmpdir(), 'runlog-pds-'));
-  const savedTmp = process.env.TMPDIR;
-  let network: InstanceType<typeof devEnv.TestNetworkNoAppView>;
-  try {
-    process.env.TMPDIR = dir; // read by TestPds.create for its data and blob directories
-    network = await devEnv.TestNetworkNoAppView.create({});
-  } catch (err) {
-    await rm(dir, { recursive: true, force: true });
-    throw new Error(`${SETUP_HINT}: ${(err as Error).message}`, { cause: err });
-  } finally {
-    if (savedTmp === undefined) delete process.env.TMPDIR;
-    else process.env.TMPDIR = savedTmp;
-  }
-  const pdsUrl = network.pds.url;
-  const plcUrl = network.plc.url;
-  let closed = false;
-
-  return {
-    pdsUrl,
-    plcUrl,
-    async createAccount(handle) {
-      const h = handle.includes('.') ? handle.toLowerCase() : `${handle.toLowerCase()}.test`;
-      const password = `pw-${h}-${Math.random().toString(36).slice(2)}`;
-      const res = await fetch(`${pdsUrl}/xrpc/com.atproto.server.createAccount`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ handle: h, email: `${h.replace(/\./g, '-')}@test.com`, password }),
-      });
-      const body = (await res.json()) as Record<string, string>;
-      if (!res.ok) throw new Error(`createAccount ${h}: HTTP ${res.status} ${JSON.stringify(body)}`);
-      const { did, accessJwt, refreshJwt } = body as { did: string; accessJwt: string; refreshJwt: string };
-      const publisher = await createPublisher({ pdsUrl, session: { did, handle: h, accessJwt, refreshJwt } });
-      return { did, handle: h, password, accessJwt, refreshJwt, publisher };
-    },
-    async setPdsEndpoint(did, endpoint) {
-      const ctx = network.pds.ctx;
-      await ctx.plcClient.updatePds(did, ctx.plcRotationKey, endpoint);
-    },
-    async close() {
-      if (closed) return;
-      closed = true;
-      try {
-        await network.close();
-      } finally {
-        await rm(dir, { recursive: true, force: true });
-      }
-    },
-  };
 }
 
 export interface ProxiedResponse {

@@ -11,6 +11,8 @@ export interface LocalAccount {
   did: string;
   handle: string;
   password: string;
+  accessJwt: string;
+  refreshJwt: string;
   publisher: Publisher;
 }
 
@@ -18,6 +20,8 @@ export interface LocalNetwork {
   pdsUrl: string;
   plcUrl: string;
   createAccount(handle: string): Promise<LocalAccount>;
+  /** Re-points a DID's #atproto_pds service with a PLC operation signed by the PDS's rotation key (tests of lying PDSes). */
+  setPdsEndpoint(did: string, endpoint: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -51,8 +55,13 @@ export async function startLocalNetwork(opts: { dataDir?: string } = {}): Promis
       });
       const body = (await res.json()) as Record<string, string>;
       if (!res.ok) throw new Error(`createAccount ${h}: HTTP ${res.status} ${JSON.stringify(body)}`);
-      const publisher = await createPublisher({ pdsUrl, identifier: body.did!, password });
-      return { did: body.did!, handle: h, password, publisher };
+      const session = { did: body.did!, handle: h, accessJwt: body.accessJwt!, refreshJwt: body.refreshJwt! };
+      const publisher = await createPublisher({ pdsUrl, session });
+      return { ...session, password, publisher };
+    },
+    async setPdsEndpoint(did, endpoint) {
+      const ctx = network.pds.ctx;
+      await ctx.plcClient.updatePds(did, ctx.plcRotationKey, endpoint);
     },
     async close() {
       if (closed) return;
