@@ -89,6 +89,30 @@ describe('execute: greet end to end', () => {
   });
 });
 
+describe('execution receipts', () => {
+  it("are written to the runner's own repo and named by the outcome event", async () => {
+    const runner = await pds.createAccount('runner.test');
+    const home2 = mkdtempSync(join(tmpdir(), 'runlog-exec-receipts-'));
+    const rl2 = await createRunlog({ home: home2, atproto: { plcUrl: pds.plcUrl }, labels: { ...TEST_LABELS }, receipts: runner.publisher, log: () => undefined });
+    try {
+      const out = await rl2.execute({ uri: code.node!.uri, handler: 'greet', input: { name: 'receipt' } });
+      expect(out.status).toBe('succeeded');
+      const done = rl2.events(out.executionId).at(-1)!;
+      expect(done.type).toBe('execution.succeeded');
+      const ref = done.data.receipt as { uri: string; cid: string };
+      expect(ref.uri).toBe(`at://${runner.did}/${AT_RUN_V2.execution}/${out.executionId}`);
+      const res = await fetch(`${pds.pdsUrl}/xrpc/com.atproto.repo.getRecord?repo=${runner.did}&collection=${AT_RUN_V2.execution}&rkey=${out.executionId}`);
+      const rec = (await res.json()) as { cid: string; value: Record<string, any> };
+      expect(rec.cid).toBe(ref.cid);
+      expect(rec.value).toMatchObject({ code: { uri: code.node!.uri, cid: code.node!.cid }, runtime: { cid: runtimes.node.cid }, outcome: 'succeeded', handler: 'greet' });
+      expect(rec.value.outputSha256).toBe((out.view.context as any).result.outputHash);
+    } finally {
+      await rl2.close();
+      rmSync(home2, { recursive: true, force: true });
+    }
+  });
+});
+
 /** Packs files under one top-level directory and publishes a code record for them (bypassing nothing). */
 async function publishCodeFiles(acct: TestAccount, name: string, files: Record<string, string>, entrypoint: string, runtime: { uri: string; cid: string }) {
   const dir = mkdtempSync(join(tmpdir(), `runlog-code-${name}-`));

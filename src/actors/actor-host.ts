@@ -177,10 +177,17 @@ export class ActorHost {
   }
 
   private async runEffects(actor: LiveActor, effects: Effect[]): Promise<void> {
-    const ctx: EffectContext = { actor, dispatch: (e) => this.dispatch(actor.kind, actor.id, e) };
     for (const effect of effects) {
       const handler = this.opts.effects[actor.kind][effect.type];
       if (!handler) continue;
+      // What an effect dispatches is its result: the work is done, the event is not on disk yet.
+      const ctx: EffectContext = {
+        actor,
+        dispatch: (e) => {
+          this.faults('before-result', { eventType: e.type, effect: effect.type });
+          return this.dispatch(actor.kind, actor.id, e);
+        },
+      };
       try {
         await handler(effect.params, ctx);
         this.faults('after-effect', { effect: effect.type });
@@ -199,11 +206,35 @@ export class ActorHost {
     let set = this.pendingByStream.get(stream);
     if (!set) this.pendingByStream.set(stream, (set = new Set()));
     set.add(p);
-    void p.finally(() => {
-      this.pending.delete(p);
-      set.delete(p);
-      if (set.size === 0 && this.pendingByStream.get(stream) === set) this.pendingByStream.delete(stream);
-    });
+    void p
+      .finally(() => {
+        this.pending.delete(p);
+        set.delete(p);
+        if (set.size === 0 && this.pendingByStream.get(stream) === set) this.pendingByStream.delete(stream);
+      })
+      .catch(() => undefined); // runEffects reports its failures as events; never an unhandled rejection
+  }
+
+  /** The fault-injection hook this host was given (recovery code reports its own points through it). */
+  get faultHook(): FaultHook {
+    return this.faults;
+  }
+
+  /** Whether this actor has an effect running or an event queued (recovery leaves such actors alone). */
+  busy(kind: ActorKind, id: string): boolean {
+    const stream = streamName(kind, id);
+    return (this.pendingByStream.get(stream)?.size ?? 0) > 0 || this.queues.has(stream);
+  }
+
+  /**
+   * Appends facts to a stream that is not an actor (e.g. the reconciler's findings about containers and
+   * volumes no actor owns). No machine, no effects: the log records what was observed and done.
+   */
+  appendFact(stream: string, events: NewEvent[]): RecordedEvent[] {
+    if (this.closed) throw new RunlogError('HOST_CLOSED', 'the supervisor is shutting down');
+    if (parseStreamName(stream)) throw new RunlogError('NOT_A_FACT_STREAM', `${stream} is an actor's stream: send it events through its machine`);
+    const at = this.now();
+    return this.opts.store.append(stream, events.map((e) => ({ ...e, at: e.at ?? at })), { expectedVersion: 'any' }).events;
   }
 
   /** Resolves when this actor has no effect running and no event queued. */

@@ -3,7 +3,7 @@
 // records what it used (CIDs, digests, volumes, limits) as an event.
 import { createHash } from 'node:crypto';
 import { assertValidArchive, entriesUnder, writeArchive } from '../adapters/archive/index.ts';
-import { createAtprotoReader, type AtprotoReader, type AtprotoReaderOptions } from '../adapters/atproto/index.ts';
+import { createAtprotoReader, writeExecutionReceipt, type AtprotoReader, type AtprotoReaderOptions, type Publisher } from '../adapters/atproto/index.ts';
 import { createDockerEngine, type DockerEngine } from '../adapters/docker/engine.ts';
 import { createMaterializer, type Materializer, type MaterializeProgress } from '../adapters/docker/materializer.ts';
 import { createSandboxRunner, type InvocationResult, type SandboxRunner as ExecSandbox } from '../adapters/docker/sandbox.ts';
@@ -26,6 +26,8 @@ export interface ExecutionOptions {
   labels?: Record<string, string>;
   faults?: FaultHook;
   engine?: DockerEngine;
+  /** When set, a receipt (dev.mainasara.at-run.beta.v2.execution) is written to this account's repo after each invocation. */
+  receipts?: Publisher;
   log?: (msg: string) => void;
 }
 
@@ -276,7 +278,39 @@ export class ExecutionSupervisor {
       await ctx.dispatch({ type: 'execution.failed', data: classify(err, 'runtime') });
       return;
     }
-    await ctx.dispatch(this.outcomeEvent(result, sha256(JSON.stringify(envelope.input))));
+    const event = this.outcomeEvent(result, sha256(JSON.stringify(envelope.input)));
+    await this.attachReceipt(event, request, r, ctx);
+    await ctx.dispatch(event);
+  }
+
+  /** Writes the receipt before the outcome is recorded, so the outcome event names it (or why it failed). */
+  private async attachReceipt(event: NewEvent, request: ExecutionRequest, r: Resolved, ctx: EffectContext): Promise<void> {
+    const publisher = this.opts.receipts;
+    if (!publisher) return;
+    const d = event.data as Record<string, any>;
+    const failed = event.type === 'execution.failed';
+    try {
+      const ref = await writeExecutionReceipt(publisher, {
+        executionId: request.executionId,
+        code: { uri: r.codeUri, cid: r.codeCid },
+        runtime: { uri: r.runtimeUri, cid: r.runtimeCid },
+        codeBlobCid: r.blobCid,
+        handler: request.handler,
+        images: { runtime: r.image, sandbox: requireImage(this.opts.parts, 'at-run-sandbox'), ...(r.additions.length ? { additions: r.additions } : {}) },
+        limits: { memoryBytes: r.limits.memoryMb * 1024 * 1024, pids: r.limits.pids, milliCpus: Math.round(r.limits.cpus * 1000), timeoutMs: r.limits.timeoutMs, network: 'none' },
+        inputSha256: d.inputHash ?? sha256('null'),
+        ...(d.outputHash ? { outputSha256: d.outputHash } : {}),
+        outcome: failed ? 'failed' : 'succeeded',
+        ...(failed ? { failure: { kind: d.reason, code: d.code, message: String(d.message ?? '').slice(0, 1000) } } : {}),
+        ...(typeof d.exitCode === 'number' ? { exitCode: d.exitCode } : {}),
+        ...(request.callerDid ? { callerDid: request.callerDid } : {}),
+        startedAt: (ctx.actor.snapshot.context as ExecutionContext).startedAt ?? new Date().toISOString(),
+        finishedAt: new Date().toISOString(),
+      });
+      d.receipt = ref;
+    } catch (err) {
+      d.receiptError = { code: (err as RunlogError).code ?? 'RECEIPT_FAILED', message: (err as Error).message };
+    }
   }
 
   private outcomeEvent(result: InvocationResult, inputHash: string | null): NewEvent {

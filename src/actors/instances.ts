@@ -31,6 +31,8 @@ export interface InstanceOptions {
   containerNetwork?: string;
   healthTimeoutMs?: number;
   killGraceMs?: number;
+  /** How long a container spawn waits for an unreachable Docker Engine before it fails (default 120 s). */
+  engineWaitMs?: number;
   /** Injected runners (tests of the wiring); default: the real ProotRunner and ContainerRunner, built lazily. */
   runners?: Partial<Record<SandboxKind, SandboxRunner>>;
   log?: (msg: string) => void;
@@ -202,14 +204,25 @@ export class InstanceSupervisor {
     }
     const port = this.ports.allocate(spec.instanceId);
     let result;
-    try {
-      result = await runner.spawn(spec.instanceId, spec.appId, port, manifest);
-    } catch (err) {
-      this.ports.release(port);
-      const code = (err as RunlogError).code ?? 'SPAWN_FAILED';
-      const reason: CrashReason = SPAWN_FAILURES[code] ?? 'spawn-error';
-      await ctx.dispatch({ type: 'instance.spawn-failed', data: { reason, code, message: (err as Error).message, port } });
-      return;
+    const engineDeadline = Date.now() + (this.opts.engineWaitMs ?? 120_000);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        result = await runner.spawn(spec.instanceId, spec.appId, port, manifest);
+        break;
+      } catch (err) {
+        // The Docker daemon restarting is not the app's fault: wait for it rather than give up for good.
+        const engineDown = spec.sandbox === 'container' && isEngineUnreachable(err);
+        if (engineDown && Date.now() < engineDeadline) {
+          if (attempt === 0) this.opts.log?.(`spawn of ${spec.instanceId} waits for the Docker Engine: ${(err as Error).message}`);
+          await new Promise((r) => setTimeout(r, Math.min(2000, 250 * 2 ** attempt)));
+          continue;
+        }
+        this.ports.release(port);
+        const code = engineDown ? 'DOCKER_UNAVAILABLE' : ((err as RunlogError).code ?? 'SPAWN_FAILED');
+        const reason: CrashReason = engineDown ? 'effect-failed' : (SPAWN_FAILURES[code] ?? 'spawn-error');
+        await ctx.dispatch({ type: 'instance.spawn-failed', data: { reason, code, message: (err as Error).message, port } });
+        return;
+      }
     }
     const spawned = await ctx.dispatch({
       type: 'instance.spawned',
@@ -296,6 +309,21 @@ export class InstanceSupervisor {
   /** Orphan records the reconciler found, handed to reattach. */
   readonly adoptable = new Map<string, OrphanRecord>();
 
+  /** Whether a runner of this process watches this instance (it is live here: recovery leaves it alone). */
+  tracks(instanceId: string): boolean {
+    return Object.values(this.runners).some((r) => r !== undefined && r.getPort(instanceId) !== null);
+  }
+
+  /**
+   * A container found running for an instance the log says was stopping: watch it again (exit watcher, log
+   * stream; no hooks) so the resumed stop effect can finish the job and its exit lands in the log.
+   */
+  adoptForStop(actor: LiveActor, rec: OrphanRecord): void {
+    const runner = this.runner('container');
+    runner.registerAdopted(rec);
+    this.watchExit(actor, runner);
+  }
+
   logs(actor: LiveActor, follow: boolean) {
     return this.runner(this.sandboxOf(actor)).logs(actor.id, { follow });
   }
@@ -306,4 +334,16 @@ export class InstanceSupervisor {
     this.exitSubscriptions.clear();
     await Promise.all(Object.values(this.runners).map((r) => r?.close().catch(() => undefined)));
   }
+}
+
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'DOCKER_UNAVAILABLE']);
+
+/** Whether an error (or one of its causes) says the Docker Engine did not answer at all (socket refused or gone). */
+export function isEngineUnreachable(err: unknown): boolean {
+  for (let e = err, depth = 0; e && typeof e === 'object' && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    const { code, syscall } = e as { code?: unknown; syscall?: unknown };
+    if (typeof code === 'string' && CONNECTION_CODES.has(code)) return true;
+    if (code === 'ENOENT' && syscall === 'connect') return true; // the daemon removed its socket while restarting
+  }
+  return false;
 }

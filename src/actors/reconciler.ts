@@ -1,18 +1,55 @@
-// Reconciliation: after a restart the log says what should be, Docker and /proc say what is. What is
-// observed becomes events with their evidence (container id, state, exit code, start time); Docker
-// state is never read as truth on its own.
+// Reconciliation: after a restart (or a Docker daemon restart, or on demand) the log says what should be,
+// Docker and /proc say what is. What is observed becomes events with their evidence (container id, state, exit
+// code, start time); Docker state is never read as truth on its own.
+//
+//   1. inventory   every container and volume labelled runlog.home=<home>
+//   2. strays      a container no live actor owns (its stream is unknown, terminal, or names another container)
+//                  is recorded on the `reconciler` stream (`reconciler.discovered`, with the evidence and the
+//                  decision), then removed (`reconciler.removed`) — or, for a running instance container whose
+//                  stream the log does not know and orphanPolicy 'adopt', adopted as a new instance actor.
+//                  Materializer carriers of a materialization that died, unsealed volumes and seals without
+//                  content are removed the same way: a volume labelled by runlog is a sealed cache or gone.
+//   3. actors      each live actor that nothing in this process is working on:
+//                  instance  running container → adopted (exit watcher and logs re-attached, no hooks)
+//                            exited container  → crashed with its exit code (stopping: exited)
+//                            no container      → lost (stopping: exited)
+//                            an interrupted spawn (spawning/healthy) → its container removed, crashed
+//                            supervisor-restart; PRoot (its child died with the supervisor) → crashed
+//                            supervisor-restart; then the restart policy decides
+//                            stopping + running container → watched again, the stop resumed
+//                  execution running/adopted → adopted, its result collected from the container's output
+//                            created but never started → the invocation is run (nothing ran yet)
+//                            container gone → failed (lost)
+//                            resolving/materializing/starting → the step's effect runs again (idempotent)
+//                            deadline passed while down → failed (timeout)
+// Restart timers that came due while the supervisor was down were re-armed at rehydration (timers.ts).
+// Docker unreachable: what needs Docker is left as logged and reported under `unreachable`.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ContainerInfo, ContainerSummary, VolumeInfo } from '../adapters/docker/engine.ts';
+import { LABEL_SEAL_FOR, LABEL_VOLUME_KIND, SEAL_SUFFIX } from '../adapters/docker/materializer.ts';
+import { loadManifest } from '../adapters/apps/load-manifest.ts';
 import type { OrphanRecord } from '../adapters/sandbox/sandbox-runner.ts';
+import { parseStreamName, type NewEvent } from '../domain/events.ts';
 import type { ExecutionContext } from '../machines/execution.machine.ts';
-import type { InstanceContext } from '../machines/instance.machine.ts';
-import { stateName } from '../machines/replay.ts';
+import { DEFAULT_RESTART, type InstanceContext, type InstanceSpec } from '../machines/instance.machine.ts';
+import { initialSnapshot, isTerminal, machines, stateName, step } from '../machines/replay.ts';
 import type { ActorHost, LiveActor } from './actor-host.ts';
 import type { ExecutionSupervisor } from './executions.ts';
+import { noFaults, type FaultHook } from './faults.ts';
 import type { InstanceSupervisor } from './instances.ts';
 
+/** The stream where the reconciler records what it found outside any actor's log, and what it did about it. */
+export const RECONCILER_STREAM = 'reconciler';
+
+/** What to do with a running, labelled instance container whose stream the log does not know. */
+export type OrphanPolicy = 'adopt' | 'remove';
+
 export interface ReconcileAction {
+  /** The actor's id; for strays the instance/execution id its label names, else the container id or volume name. */
   id: string;
-  kind: 'instance' | 'execution';
-  action: 'adopted' | 'crashed' | 'exited' | 'lost' | 'resumed' | 'collect' | 'discovered' | 'removed';
+  kind: 'instance' | 'execution' | 'materializer' | 'container' | 'volume';
+  action: 'adopted' | 'crashed' | 'exited' | 'lost' | 'failed' | 'resumed' | 'collect' | 'discovered' | 'removed' | 'remove-failed';
   evidence: Record<string, unknown>;
 }
 
@@ -23,111 +60,414 @@ export interface ReconcileReport {
   unreachable: string[];
 }
 
+export interface ReconcilerOptions {
+  /** Default 'remove' (safer): a container nobody asked for in this log does not keep running. */
+  orphanPolicy?: OrphanPolicy;
+  /** Fault injection (mid-reconcile). Default: the host's hook. */
+  faults?: FaultHook;
+}
+
+export interface ReconcileOptions {
+  dryRun?: boolean;
+  /** Overrides the reconciler's orphanPolicy for this run. */
+  orphanPolicy?: OrphanPolicy;
+}
+
 const evidenceOf = (r: OrphanRecord) => ({ containerId: r.containerId, state: r.state, exitCode: r.exitCode, startedAt: r.startedAt, finishedAt: r.finishedAt, pid: r.pid });
+const containerEvidence = (id: string, info: ContainerInfo | null) =>
+  info
+    ? { containerId: info.id, name: info.name, state: info.state.status, exitCode: info.state.running ? null : info.state.exitCode, startedAt: info.state.startedAt, finishedAt: info.state.finishedAt, oomKilled: info.state.oomKilled }
+    : { containerId: id, observed: 'container not found' };
+const runlogLabels = (labels: Record<string, string>) => Object.fromEntries(Object.entries(labels).filter(([k]) => k.startsWith('runlog.')));
+const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+/** Whether the instance machine can start an actor from a discovered container (`new --instance.discovered--> adopted`). */
+export function machineCanAdoptDiscovered(): boolean {
+  const m = machines.instance;
+  return step(m, initialSnapshot(m), { type: 'instance.discovered', at: '1970-01-01T00:00:00.000Z', data: {} }).accepted;
+}
+
+interface Inventory {
+  containers: ContainerSummary[];
+  volumes: VolumeInfo[];
+  /** Instance containers with what adoption needs (host, port, pid), by container id. */
+  records: Map<string, OrphanRecord>;
+}
+
+interface Run {
+  report: ReconcileReport;
+  dryRun: boolean;
+  policy: OrphanPolicy;
+}
 
 export class Reconciler {
+  private readonly policy: OrphanPolicy;
+  private readonly faultsOverride: FaultHook | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+
   constructor(
     private readonly host: () => ActorHost,
     private readonly instances: InstanceSupervisor,
     private readonly executions: ExecutionSupervisor,
     private readonly log: (m: string) => void = () => undefined,
-  ) {}
+    options: ReconcilerOptions = {},
+  ) {
+    this.policy = options.orphanPolicy ?? 'remove';
+    if (this.policy !== 'adopt' && this.policy !== 'remove') throw new Error(`orphanPolicy must be 'adopt' or 'remove', got ${JSON.stringify(this.policy)}`);
+    this.faultsOverride = options.faults;
+  }
 
-  async reconcile(opts: { dryRun?: boolean } = {}): Promise<ReconcileReport> {
-    const dryRun = opts.dryRun ?? false;
-    const report: ReconcileReport = { dryRun, actions: [], unreachable: [] };
+  private get home(): string {
+    return this.instances.layout.home;
+  }
+
+  private fault(detail: { eventType?: string; effect?: string }): void {
+    (this.faultsOverride ?? this.host().faultHook ?? noFaults)('mid-reconcile', detail);
+  }
+
+  /** One reconciliation at a time (start, engine reconnects and `runlog reconcile` may overlap). */
+  reconcile(opts: ReconcileOptions = {}): Promise<ReconcileReport> {
+    const next = this.queue.catch(() => undefined).then(() => this.run(opts));
+    this.queue = next;
+    return next;
+  }
+
+  private async run(opts: ReconcileOptions): Promise<ReconcileReport> {
+    const run: Run = { report: { dryRun: opts.dryRun ?? false, actions: [], unreachable: [] }, dryRun: opts.dryRun ?? false, policy: opts.orphanPolicy ?? this.policy };
     const live = this.host().live();
-    const instances = live.filter((a) => a.kind === 'instance');
-    const executions = live.filter((a) => a.kind === 'execution');
-
-    let orphans: OrphanRecord[] | null = null;
-    const needsDocker = instances.some((a) => (a.snapshot.context as InstanceContext).spec?.sandbox === 'container');
-    if (needsDocker) {
+    const versions = new Map(live.map((a) => [a.stream, a.version]));
+    const inventory = await this.inventory(run);
+    if (inventory) {
+      await this.strayContainers(inventory, run);
+      await this.strayVolumes(inventory, run);
+    }
+    for (const actor of live) {
+      if (actor.kind !== 'instance' || this.untouchable(actor, versions)) continue;
       try {
-        orphans = await this.instances.runner('container').listOrphanRecords();
+        await this.instance(actor, inventory, run);
       } catch (err) {
-        report.unreachable.push(`docker: ${(err as Error).message}`);
-        this.log(`reconcile: Docker unreachable, container instances left as logged: ${(err as Error).message}`);
+        run.report.unreachable.push(`instance ${actor.id}: ${errorText(err)}`);
+        this.log(`reconcile: instance ${actor.id} left as logged: ${errorText(err)}`);
       }
     }
-    for (const actor of instances) await this.instance(actor, orphans, report, dryRun);
-    for (const actor of executions) {
+    for (const actor of live) {
+      if (actor.kind !== 'execution' || this.untouchable(actor, versions)) continue;
+      if (!inventory) continue; // every execution step needs Docker
       try {
-        await this.execution(actor, report, dryRun);
+        await this.execution(actor, run);
       } catch (err) {
-        report.unreachable.push(`docker (execution ${actor.id}): ${(err as Error).message}`);
+        run.report.unreachable.push(`docker (execution ${actor.id}): ${errorText(err)}`);
+        this.log(`reconcile: execution ${actor.id} left as logged: ${errorText(err)}`);
       }
     }
-    return report;
+    return run.report;
   }
 
-  private async record(report: ReconcileReport, dryRun: boolean, actor: LiveActor, action: ReconcileAction['action'], evidence: Record<string, unknown>, event?: { type: string; data: Record<string, unknown> }) {
-    report.actions.push({ id: actor.id, kind: actor.kind, action, evidence });
-    if (!dryRun && event) await this.host().dispatch(actor.kind, actor.id, { ...event, meta: { source: 'reconciler' } });
+  /**
+   * An actor this process is working on (an effect in flight, a runner watching it, or events since this
+   * reconciliation began, e.g. a restart timer that fired) is not recovery's business.
+   */
+  private untouchable(actor: LiveActor, versions: Map<string, number>): boolean {
+    const current = this.host().get(actor.kind, actor.id);
+    if (!current || isTerminal(current.snapshot) || current.version !== versions.get(actor.stream)) return true;
+    return this.host().busy(actor.kind, actor.id) || (actor.kind === 'instance' && this.instances.tracks(actor.id));
   }
 
-  private async instance(actor: LiveActor, orphans: OrphanRecord[] | null, report: ReconcileReport, dryRun: boolean): Promise<void> {
+  private async inventory(run: Run): Promise<Inventory | null> {
+    const engine = this.executions.engine;
+    let containers: ContainerSummary[];
+    let volumes: VolumeInfo[];
+    try {
+      containers = await engine.listContainers({ 'runlog.home': this.home }, { all: true });
+      volumes = await engine.listVolumes({ 'runlog.home': this.home });
+    } catch (err) {
+      run.report.unreachable.push(`docker: ${errorText(err)}`);
+      this.log(`reconcile: Docker unreachable, what needs it is left as logged: ${errorText(err)}`);
+      return null;
+    }
+    const records = new Map<string, OrphanRecord>();
+    if (containers.some((c) => c.labels['runlog.kind'] === 'instance')) {
+      try {
+        for (const r of await this.instances.runner('container').listOrphanRecords()) records.set(r.containerId, r);
+      } catch (err) {
+        run.report.unreachable.push(`container runner: ${errorText(err)}`);
+        this.log(`reconcile: cannot read instance containers: ${errorText(err)}`);
+      }
+    }
+    return { containers, volumes, records };
+  }
+
+  // --- recording ---------------------------------------------------------------------------------------
+
+  private async recordOn(run: Run, actor: LiveActor, action: ReconcileAction['action'], evidence: Record<string, unknown>, event?: NewEvent): Promise<void> {
+    const entry: ReconcileAction = { id: actor.id, kind: actor.kind, action, evidence };
+    run.report.actions.push(entry);
+    if (run.dryRun || !event) return;
+    const r = await this.host().dispatch(actor.kind, actor.id, { ...event, meta: { source: 'reconciler' } });
+    if (!r.accepted) entry.evidence = { ...evidence, rejected: `the actor was ${r.from}` };
+    this.fault({ eventType: event.type });
+  }
+
+  private fact(run: Run, type: string, data: Record<string, unknown>): void {
+    if (run.dryRun) return;
+    this.host().appendFact(RECONCILER_STREAM, [{ type, data, meta: { source: 'reconciler' } }]);
+  }
+
+  // --- strays ------------------------------------------------------------------------------------------
+
+  private async strayContainers(inv: Inventory, run: Run): Promise<void> {
+    const host = this.host();
+    for (const c of inv.containers) {
+      const kind = c.labels['runlog.kind'] ?? '';
+      const stream = c.labels['runlog.stream'] ?? '';
+      const ref = parseStreamName(stream);
+      const actor = ref ? host.get(ref.kind, ref.id) : undefined;
+      const liveActor = actor && !isTerminal(actor.snapshot) ? actor : undefined;
+      const state = actor ? stateName(actor.snapshot) : null;
+      let reason: string;
+      if (kind === 'instance') {
+        if (liveActor) continue; // its actor decides (below)
+        reason = actor ? `its instance is ${state} in the log` : 'no stream in the log knows it';
+      } else if (kind === 'execution') {
+        if (liveActor) {
+          if (host.busy('execution', liveActor.id)) continue; // on demand: its effect is working with it
+          const owned = (state === 'running' || state === 'adopted') && (liveActor.snapshot.context as ExecutionContext).containerId === c.id;
+          if (owned) continue;
+          reason = `its execution is ${state} and runs in ${(liveActor.snapshot.context as ExecutionContext).containerId ?? 'no container'}`;
+        } else reason = actor ? `its execution is ${state} in the log` : 'no stream in the log knows it';
+      } else if (kind === 'materializer') {
+        if (liveActor && state === 'materializing' && host.busy('execution', liveActor.id)) continue; // in flight, on demand
+        reason = 'the carrier of a materialization that did not finish';
+      } else {
+        reason = `a container of kind '${kind}' that runlog does not run`;
+      }
+      await this.stray(c, kind, ref?.id ?? null, actor === undefined, reason, inv, run);
+    }
+  }
+
+  private async stray(c: ContainerSummary, kind: string, streamId: string | null, unknownStream: boolean, reason: string, inv: Inventory, run: Run): Promise<void> {
+    const engine = this.executions.engine;
+    const info = await engine.inspectContainer(c.id);
+    if (!info) return; // removed meanwhile
+    const evidence = { ...containerEvidence(c.id, info), labels: runlogLabels(c.labels), reason };
+    let decision: OrphanPolicy = 'remove';
+    let note: string | undefined;
+    const rec = inv.records.get(c.id);
+    if (kind === 'instance' && unknownStream && info.state.running && run.policy === 'adopt') {
+      if (!rec) note = 'its instance record could not be read';
+      else if (!machineCanAdoptDiscovered()) note = 'the instance machine has no instance.discovered transition';
+      else decision = 'adopt';
+    }
+    const id = streamId ?? c.id;
+    const actionKind: ReconcileAction['kind'] = kind === 'instance' || kind === 'execution' || kind === 'materializer' ? kind : 'container';
+    run.report.actions.push({ id, kind: actionKind, action: 'discovered', evidence: { ...evidence, decision, ...(note ? { note } : {}) } });
+    this.fact(run, 'reconciler.discovered', { object: 'container', kind, stream: c.labels['runlog.stream'] ?? null, evidence, decision, ...(note ? { note } : {}) });
+    this.log(`reconcile: discovered container ${c.id.slice(0, 12)} (${kind || 'unknown kind'}, ${c.labels['runlog.stream'] ?? 'no stream'}): ${reason}; ${decision}`);
+    if (decision === 'adopt' && rec && streamId) {
+      run.report.actions.push({ id, kind: 'instance', action: 'adopted', evidence: evidenceOf(rec) });
+      if (run.dryRun) return;
+      await this.adoptDiscovered(streamId, rec, evidence);
+      this.fact(run, 'reconciler.adopted', { object: 'container', containerId: c.id, instanceId: streamId });
+      this.fault({ eventType: 'reconciler.adopted' });
+      return;
+    }
+    if (run.dryRun) {
+      run.report.actions.push({ id, kind: actionKind, action: 'removed', evidence: { containerId: c.id } });
+      return;
+    }
+    try {
+      await engine.removeContainer(c.id, { force: true });
+      run.report.actions.push({ id, kind: actionKind, action: 'removed', evidence: { containerId: c.id } });
+      this.fact(run, 'reconciler.removed', { object: 'container', containerId: c.id, stream: c.labels['runlog.stream'] ?? null });
+    } catch (err) {
+      run.report.actions.push({ id, kind: actionKind, action: 'remove-failed', evidence: { containerId: c.id, error: errorText(err) } });
+      this.fact(run, 'reconciler.remove-failed', { object: 'container', containerId: c.id, error: errorText(err) });
+    }
+    this.fault({ eventType: 'reconciler.removed' });
+  }
+
+  /** A running container whose instance the log never knew becomes an actor: `instance.discovered` → adopted → running. */
+  private async adoptDiscovered(instanceId: string, rec: OrphanRecord, evidence: Record<string, unknown>): Promise<void> {
+    const appDir = join(this.instances.appsDir, rec.appId);
+    let manifest: { runtime: string; tools: string[]; restart?: Partial<InstanceSpec['restart']> } = { runtime: 'unknown', tools: [] };
+    if (existsSync(appDir)) {
+      try {
+        const m = loadManifest(appDir);
+        manifest = { runtime: m.runtime, tools: [...m.tools], restart: m.restart };
+      } catch {
+        /* the app's manifest is gone or broken: the container still runs, adopt it with what its labels say */
+      }
+    }
+    const spec: InstanceSpec = {
+      instanceId,
+      appId: rec.appId,
+      appDir,
+      sandbox: 'container',
+      runtime: manifest.runtime,
+      tools: manifest.tools,
+      lifecycleBasePath: rec.basePath,
+      restart: { ...DEFAULT_RESTART, ...manifest.restart },
+    };
+    this.instances.adoptable.set(instanceId, rec);
+    await this.host().create('instance', instanceId, {
+      type: 'instance.discovered',
+      data: { spec, containerId: rec.containerId, host: rec.host, port: rec.port, pid: rec.pid, startedAt: rec.startedAt, evidence },
+      meta: { source: 'reconciler' },
+    });
+  }
+
+  private async strayVolumes(inv: Inventory, run: Run): Promise<void> {
+    const engine = this.executions.engine;
+    const names = new Set(inv.volumes.map((v) => v.name));
+    const exists = async (name: string) => names.has(name) || (await engine.inspectVolume(name)) !== null;
+    const host = this.host();
+    for (const v of inv.volumes) {
+      let reason: string | null = null;
+      const sealFor = v.labels[LABEL_SEAL_FOR];
+      if (sealFor !== undefined) {
+        if (!(await exists(sealFor))) reason = `the seal of ${sealFor}, which is gone`;
+      } else if (v.labels[LABEL_VOLUME_KIND] !== undefined) {
+        if (await exists(`${v.name}${SEAL_SUFFIX}`)) continue; // a sealed cache
+        const ref = parseStreamName(v.labels['runlog.stream'] ?? '');
+        const owner = ref ? host.get(ref.kind, ref.id) : undefined;
+        if (owner && stateName(owner.snapshot) === 'materializing' && host.busy(owner.kind, owner.id)) continue; // being filled, on demand
+        reason = 'a materialization that did not finish (no seal)';
+      } else {
+        reason = 'a volume runlog does not create';
+      }
+      if (reason === null) continue;
+      const evidence = { volume: v.name, labels: runlogLabels(v.labels), createdAt: v.createdAt ?? null, reason };
+      run.report.actions.push({ id: v.name, kind: 'volume', action: 'discovered', evidence: { ...evidence, decision: 'remove' } });
+      this.fact(run, 'reconciler.discovered', { object: 'volume', evidence, decision: 'remove' });
+      if (run.dryRun) {
+        run.report.actions.push({ id: v.name, kind: 'volume', action: 'removed', evidence: { volume: v.name } });
+        continue;
+      }
+      try {
+        await engine.removeVolume(v.name);
+        run.report.actions.push({ id: v.name, kind: 'volume', action: 'removed', evidence: { volume: v.name } });
+        this.fact(run, 'reconciler.removed', { object: 'volume', volume: v.name });
+      } catch (err) {
+        run.report.actions.push({ id: v.name, kind: 'volume', action: 'remove-failed', evidence: { volume: v.name, error: errorText(err) } });
+        this.fact(run, 'reconciler.remove-failed', { object: 'volume', volume: v.name, error: errorText(err) });
+      }
+      this.fault({ eventType: 'reconciler.removed' });
+    }
+  }
+
+  // --- instances ---------------------------------------------------------------------------------------
+
+  private async instance(actor: LiveActor, inv: Inventory | null, run: Run): Promise<void> {
     const c = actor.snapshot.context as InstanceContext;
     const state = stateName(actor.snapshot);
     if (state.startsWith('crashed')) return; // backoff timers were re-armed at rehydration
     const stopping = state === 'stopping';
+    const interrupted = state === 'spawning' || state === 'healthy';
     if (c.spec?.sandbox !== 'container') {
       // PRoot children are the supervisor's own: they died with it (its watchdog saw to that).
-      const evidence = { sandbox: 'proot', pid: c.pid };
-      if (stopping) await this.record(report, dryRun, actor, 'exited', evidence, { type: 'instance.exited', data: { exitCode: null, signal: null, evidence } });
-      else await this.record(report, dryRun, actor, 'crashed', evidence, { type: 'instance.crashed', data: { reason: 'supervisor-restart', exitCode: null, message: 'its PRoot process died with the supervisor', evidence } });
+      const evidence = { sandbox: 'proot', pid: c.pid, state };
+      if (stopping) await this.recordOn(run, actor, 'exited', evidence, { type: 'instance.exited', data: { exitCode: null, signal: null, evidence } });
+      else await this.recordOn(run, actor, 'crashed', evidence, { type: 'instance.crashed', data: { reason: 'supervisor-restart', exitCode: null, message: 'its PRoot process died with the supervisor', evidence } });
       return;
     }
-    if (orphans === null) return;
-    const rec = orphans.find((o) => o.instanceId === actor.id);
+    if (inv === null) return; // Docker unreachable: left as logged (reported)
+    const summary = inv.containers.find((x) => x.labels['runlog.kind'] === 'instance' && x.labels['runlog.stream'] === actor.stream);
+    const rec = summary ? inv.records.get(summary.id) : undefined;
+    if (summary && !rec) return; // could not read it (reported): left as logged
+    const engine = this.executions.engine;
+
+    if (interrupted) {
+      // The spawn did not finish (identity unverified or hooks not run): its container, if any, is removed and
+      // the restart policy decides, as for any crash.
+      const evidence: Record<string, unknown> = rec ? { ...evidenceOf(rec), removed: !run.dryRun } : { containerId: c.containerId, observed: 'no container with this stream label' };
+      evidence.state = state;
+      if (rec && !run.dryRun) await engine.removeContainer(rec.containerId, { force: true });
+      await this.recordOn(run, actor, 'crashed', evidence, {
+        type: 'instance.crashed',
+        data: { reason: 'supervisor-restart', exitCode: null, message: `its spawn was interrupted by a supervisor restart (${state})`, evidence },
+      });
+      return;
+    }
     if (!rec) {
       const evidence = { containerId: c.containerId, observed: 'no container with this stream label' };
-      await this.record(report, dryRun, actor, 'lost', evidence, { type: 'instance.lost', data: { evidence } });
+      if (stopping) await this.recordOn(run, actor, 'exited', evidence, { type: 'instance.exited', data: { exitCode: null, signal: null, evidence } });
+      else await this.recordOn(run, actor, 'lost', evidence, { type: 'instance.lost', data: { evidence } });
       return;
     }
     const evidence = evidenceOf(rec);
     if (rec.state === 'running') {
       if (stopping) {
-        // We had decided to stop it: finish the job.
-        if (!dryRun) this.instances.adoptable.set(actor.id, rec);
-        await this.record(report, dryRun, actor, 'adopted', evidence, { type: 'instance.adopted', data: { containerId: rec.containerId, host: rec.host, port: rec.port, pid: rec.pid, startedAt: rec.startedAt, evidence } });
+        // We had decided to stop it: watch it again and finish the job (its exit becomes instance.exited).
+        run.report.actions.push({ id: actor.id, kind: 'instance', action: 'resumed', evidence: { ...evidence, effect: 'stopSandbox' } });
+        if (run.dryRun) return;
+        this.instances.adoptForStop(actor, rec);
+        this.host().resumeEffects(actor, [{ type: 'stopSandbox', params: { instanceId: actor.id } }]);
         return;
       }
-      if (!dryRun) this.instances.adoptable.set(actor.id, rec);
-      await this.record(report, dryRun, actor, 'adopted', evidence, { type: 'instance.adopted', data: { containerId: rec.containerId, host: rec.host, port: rec.port, pid: rec.pid, startedAt: rec.startedAt, evidence } });
+      if (state === 'adopted') {
+        // Adopted before, but not re-attached: attach again.
+        run.report.actions.push({ id: actor.id, kind: 'instance', action: 'resumed', evidence: { ...evidence, effect: 'reattach' } });
+        if (run.dryRun) return;
+        this.instances.adoptable.set(actor.id, rec);
+        this.host().resumeEffects(actor, [{ type: 'reattach', params: { containerId: rec.containerId } }]);
+        return;
+      }
+      if (!run.dryRun) this.instances.adoptable.set(actor.id, rec);
+      await this.recordOn(run, actor, 'adopted', evidence, { type: 'instance.adopted', data: { containerId: rec.containerId, host: rec.host, port: rec.port, pid: rec.pid, startedAt: rec.startedAt, evidence } });
       return;
     }
-    if (stopping) await this.record(report, dryRun, actor, 'exited', evidence, { type: 'instance.exited', data: { exitCode: rec.exitCode, signal: null, evidence } });
-    else await this.record(report, dryRun, actor, 'crashed', evidence, { type: 'instance.crashed', data: { reason: 'exit', exitCode: rec.exitCode, message: `exited while the supervisor was down (code ${rec.exitCode})`, evidence } });
-    if (!dryRun) await this.executions.engine.removeContainer(rec.containerId, { force: true }).catch(() => undefined);
+    // Exited while the supervisor was down. The container goes first, so a restart cannot trip over it.
+    if (!run.dryRun) await engine.removeContainer(rec.containerId, { force: true });
+    if (stopping) await this.recordOn(run, actor, 'exited', evidence, { type: 'instance.exited', data: { exitCode: rec.exitCode, signal: null, evidence } });
+    else {
+      await this.recordOn(run, actor, 'crashed', evidence, {
+        type: 'instance.crashed',
+        data: { reason: 'exit', exitCode: rec.exitCode, message: `exited while the supervisor was down (code ${rec.exitCode})`, evidence },
+      });
+    }
   }
 
-  private async execution(actor: LiveActor, report: ReconcileReport, dryRun: boolean): Promise<void> {
+  // --- executions --------------------------------------------------------------------------------------
+
+  private async execution(actor: LiveActor, run: Run): Promise<void> {
     const c = actor.snapshot.context as ExecutionContext;
     const state = stateName(actor.snapshot);
+    const deadlinePassed = c.deadline !== null && Date.parse(c.deadline) < Date.now();
     if (state === 'running' || state === 'adopted') {
-      const evidence: Record<string, unknown> = { containerId: c.containerId };
       const info = c.containerId ? await this.executions.engine.inspectContainer(c.containerId) : null;
-      if (info) {
-        Object.assign(evidence, { state: info.state.status, exitCode: info.state.exitCode, startedAt: info.state.startedAt, finishedAt: info.state.finishedAt });
-      } else {
-        evidence.observed = 'container not found';
-        await this.record(report, dryRun, actor, 'lost', evidence, { type: 'execution.failed', data: { reason: 'lost', code: 'CONTAINER_GONE', message: 'its container is gone; the result cannot be collected', evidence } });
+      const evidence: Record<string, unknown> = containerEvidence(c.containerId ?? '', info);
+      if (!info) {
+        await this.recordOn(run, actor, 'lost', evidence, { type: 'execution.failed', data: { reason: 'lost', code: 'CONTAINER_GONE', message: 'its container is gone; the result cannot be collected', evidence } });
+        return;
+      }
+      if (info.state.startedAt === null && state === 'running') {
+        // Created, never started: nothing of the handler ran, so the invocation can simply happen now.
+        if (deadlinePassed) {
+          await this.recordOn(run, actor, 'failed', evidence, { type: 'execution.failed', data: { reason: 'timeout', code: 'DEADLINE_EXCEEDED', message: 'its deadline passed while the supervisor was down; it never started', evidence } });
+          return;
+        }
+        run.report.actions.push({ id: actor.id, kind: 'execution', action: 'resumed', evidence: { ...evidence, effect: 'invoke' } });
+        if (!run.dryRun) this.host().resumeEffects(actor, [{ type: 'invoke', params: { request: c.request, containerId: c.containerId, deadline: c.deadline, resolved: c.resolved } }]);
         return;
       }
       if (state === 'adopted') {
         // Adopted before but not finished: collect again.
-        report.actions.push({ id: actor.id, kind: 'execution', action: 'collect', evidence });
-        if (!dryRun) this.host().resumeEffects(actor, [{ type: 'collect', params: { containerId: c.containerId, deadline: c.deadline } }]);
+        run.report.actions.push({ id: actor.id, kind: 'execution', action: 'collect', evidence });
+        if (!run.dryRun) this.host().resumeEffects(actor, [{ type: 'collect', params: { containerId: c.containerId, deadline: c.deadline } }]);
         return;
       }
-      await this.record(report, dryRun, actor, 'adopted', evidence, { type: 'execution.adopted', data: { containerId: c.containerId, evidence } });
+      await this.recordOn(run, actor, 'adopted', evidence, { type: 'execution.adopted', data: { containerId: c.containerId, evidence } });
       return;
     }
     // resolving / materializing / starting: the step died with the supervisor; its effect is idempotent, so run it again.
     const effect = state === 'resolving' ? 'resolve' : state === 'materializing' ? 'materialize' : state === 'starting' ? 'createSandbox' : null;
     if (!effect) return;
-    report.actions.push({ id: actor.id, kind: 'execution', action: 'resumed', evidence: { state, effect } });
-    if (!dryRun) this.host().resumeEffects(actor, [{ type: effect, params: { request: c.request, resolved: c.resolved, materialized: c.materialized } }]);
+    if (deadlinePassed) {
+      const evidence = { state, deadline: c.deadline };
+      await this.recordOn(run, actor, 'failed', evidence, { type: 'execution.failed', data: { reason: 'timeout', code: 'DEADLINE_EXCEEDED', message: `its deadline passed while the supervisor was down (${state})`, evidence } });
+      return;
+    }
+    run.report.actions.push({ id: actor.id, kind: 'execution', action: 'resumed', evidence: { state, effect } });
+    if (!run.dryRun) this.host().resumeEffects(actor, [{ type: effect, params: { request: c.request, resolved: c.resolved, materialized: c.materialized } }]);
   }
 }

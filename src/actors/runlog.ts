@@ -2,7 +2,7 @@
 // rehydrates every live actor and runs effects, i.e. it is the supervisor. Inspection works either way.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { AtprotoReaderOptions } from '../adapters/atproto/index.ts';
+import type { AtprotoReaderOptions, Publisher } from '../adapters/atproto/index.ts';
 import type { SandboxRunner } from '../adapters/sandbox/sandbox-runner.ts';
 import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
 import { NotFoundError, RunlogError, ValidationError } from '../domain/errors.ts';
@@ -63,6 +63,8 @@ export interface RunlogOptions {
   policy?: OperatorPolicy;
   /** How to reach the AT Protocol network: PLC directory, strict or cid mode. */
   atproto?: AtprotoReaderOptions;
+  /** Writes an execution receipt to this account's repo after each invocation (the runner's own account). */
+  receipts?: Publisher;
   /** Reconcile with Docker at start (default true when supervising). */
   reconcile?: boolean;
   /** Watch the apps workspace for manifest edits (default true when supervising). */
@@ -173,6 +175,7 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
       policy: options.policy ?? loadPolicy(paths.home),
       ...(options.atproto ? { atproto: options.atproto } : {}),
       ...(options.labels ? { labels: options.labels } : {}),
+      ...(options.receipts ? { receipts: options.receipts } : {}),
     },
     hostRef,
   );

@@ -49,6 +49,7 @@ export const demoCommand: Command = {
       net = await startLocalNetwork();
       const publisher = await net.createAccount('runtimes.test');
       const alice = await net.createAccount('alice.test');
+      const runner = await net.createAccount('runner.test'); // the runner's own repo: execution receipts go there
       const parts = discoverParts();
       const atproto = { plcUrl: net.plcUrl };
       const runtimes: Record<string, { uri: string; cid: string }> = {};
@@ -64,7 +65,7 @@ export const demoCommand: Command = {
         say(`published code record ${dir}: ${c.uri}`);
       }
 
-      rl = await createRunlog({ home: args.home, db: args.db, atproto, log: (m) => io.err(`runlog: ${m}`) });
+      rl = await createRunlog({ home: args.home, db: args.db, atproto, receipts: runner.publisher, log: (m) => io.err(`runlog: ${m}`) });
       const token = ensureToken(rl.home);
       server = await startServer({ runlog: rl, host: listen.host, port: listen.port, token: token.token, log: (m) => io.err(`runlog: ${m}`) });
       writeServerInfo(rl.home, { url: server.url, pid: process.pid });
