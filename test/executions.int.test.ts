@@ -106,6 +106,8 @@ describe('execution receipts', () => {
       expect(rec.cid).toBe(ref.cid);
       expect(rec.value).toMatchObject({ code: { uri: code.node!.uri, cid: code.node!.cid }, runtime: { cid: runtimes.node.cid }, outcome: 'succeeded', handler: 'greet' });
       expect(rec.value.outputSha256).toBe((out.view.context as any).result.outputHash);
+      const self = await fetch(`${pds.pdsUrl}/xrpc/com.atproto.repo.getRecord?repo=${runner.did}&collection=${AT_RUN_V2.runner}&rkey=self`);
+      expect(((await self.json()) as any).value).toMatchObject({ protocolVersions: [1], isolation: { backend: 'docker', ociRuntime: 'runc' }, limits: { network: 'none' } });
     } finally {
       await rl2.close();
       rmSync(home2, { recursive: true, force: true });

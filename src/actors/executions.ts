@@ -3,7 +3,7 @@
 // records what it used (CIDs, digests, volumes, limits) as an event.
 import { createHash } from 'node:crypto';
 import { assertValidArchive, entriesUnder, writeArchive } from '../adapters/archive/index.ts';
-import { createAtprotoReader, writeExecutionReceipt, type AtprotoReader, type AtprotoReaderOptions, type Publisher } from '../adapters/atproto/index.ts';
+import { createAtprotoReader, putRunnerRecord, writeExecutionReceipt, type AtprotoReader, type AtprotoReaderOptions, type Publisher } from '../adapters/atproto/index.ts';
 import { createDockerEngine, type DockerEngine } from '../adapters/docker/engine.ts';
 import { createMaterializer, type Materializer, type MaterializeProgress } from '../adapters/docker/materializer.ts';
 import { createSandboxRunner, type InvocationResult, type SandboxRunner as ExecSandbox } from '../adapters/docker/sandbox.ts';
@@ -343,6 +343,32 @@ export class ExecutionSupervisor {
   private async cleanup(containerId: string | null): Promise<void> {
     // Runtime and code volumes stay: they are caches keyed by content, re-confirmed against the PDS each run.
     if (containerId) await this.sandbox.removeContainer(containerId).catch(() => undefined);
+  }
+
+  /** Advertises this runner's policy in its own repo (dev.mainasara.at-run.beta.v2.runner, rkey "self"). */
+  async publishRunnerRecord(): Promise<{ uri: string; cid: string } | null> {
+    const publisher = this.opts.receipts;
+    if (!publisher) return null;
+    const p = this.policy;
+    const platform = await this.engine.platform();
+    return putRunnerRecord(publisher, {
+      protocolVersions: [...p.protocolVersions],
+      runtimeKinds: ['language'],
+      platforms: [platform],
+      isolation: { backend: 'docker', ociRuntime: p.isolation, strong: p.isolation === 'runsc' },
+      sandboxImage: requireImage(this.opts.parts, 'at-run-sandbox'),
+      limits: {
+        maxMemoryBytes: p.ceilings.memoryMb * 1024 * 1024,
+        maxPids: p.ceilings.pids,
+        maxMilliCpus: Math.round(p.ceilings.cpus * 1000),
+        maxTimeoutMs: p.ceilings.timeoutMs,
+        maxCodeBlobBytes: p.archive.maxArchiveBytes,
+        maxRuntimeArchiveBytes: p.archive.maxArchiveBytes,
+        network: 'none',
+      },
+      ...(p.publishers.includes('*') ? {} : { publishers: [...p.publishers] }),
+      ...(p.registries.includes('*') ? {} : { registries: [...p.registries] }),
+    });
   }
 
   /** The execution-specific context as a typed view (for inspect/outcome). */

@@ -205,6 +205,9 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
       if (report.actions.length > 0) log(`reconciled ${report.actions.length} actors (${summarizeActions(report)})`);
     }
     if (options.watchApps ?? true) instances.startRegistry();
+    if (options.receipts) {
+      await executions.publishRunnerRecord().catch((err: unknown) => log(`could not publish the runner record: ${(err as Error).message}`));
+    }
   }
 
   const live = (id: string, kind?: ActorKind): LiveActor => {
