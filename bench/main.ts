@@ -1,9 +1,12 @@
 // `npm run bench [-- <prefix>] [--json] [--rounds N]`: runs the side-by-side benchmarks whose name
 // starts with <prefix>, prints a table (or one JSON array with --json on stdout; progress on stderr).
 import type { Bench, BenchResult } from './harness.ts';
+import { execBenches } from './exec.bench.ts';
+import { recoveryBenches } from './recovery.bench.ts';
+import { spawnBenches } from './spawn.bench.ts';
 import { storeBenches } from './store.bench.ts';
 
-const benches: Bench[] = [...storeBenches];
+const benches: Bench[] = [...storeBenches, ...spawnBenches, ...execBenches, ...recoveryBenches];
 
 async function main(argv: string[]): Promise<number> {
   const json = argv.includes('--json');

@@ -4,8 +4,7 @@ import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { RecordedEvent } from '../src/domain/events.ts';
-import { machines, replay } from '../src/machines/replay.ts';
+import { foldLog } from '../src/actors/inspection.ts';
 import { MIGRATIONS } from '../src/store/schema.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { median, nowMs, round, type Bench } from './harness.ts';
@@ -111,22 +110,12 @@ export const storeBenches: Bench[] = [
       log(`store.replay: ${total} events in ${STREAMS} streams`);
       const ours: number[] = [];
       const raw: number[] = [];
-      const machine = machines.instance;
       const db = new Database(t.file('log.db'), { readonly: true });
       for (let r = 0; r < rounds; r++) {
         let t0 = nowMs();
-        let folded = 0;
-        // Read the whole log once (parse + upcast), fold each stream through the machine.
-        const byStream = new Map<string, RecordedEvent[]>();
-        for (const e of store.iterateAll()) {
-          let list = byStream.get(e.stream);
-          if (!list) byStream.set(e.stream, (list = []));
-          list.push(e); // a recorded event is a machine event (type, at, data)
-        }
-        for (const evs of byStream.values()) {
-          const snap = replay(machine, evs);
-          if (snap.value) folded += evs.length;
-        }
+        // Read the whole log once in seq order (parse + upcast) and fold each event into its stream's snapshot.
+        const { events: folded, streams } = foldLog(store);
+        if (streams.size !== STREAMS) throw new Error(`folded ${streams.size} streams, expected ${STREAMS}`);
         ours.push((folded / (nowMs() - t0)) * 1000);
         t0 = nowMs();
         let rows = 0;

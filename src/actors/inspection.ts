@@ -2,9 +2,10 @@
 // so they work post-mortem with no supervisor running.
 import { NotFoundError, ReplayError } from '../domain/errors.ts';
 import { streamName, toMachineEvent, type ActorKind, type RecordedEvent } from '../domain/events.ts';
-import { machines, replay, replaySteps, stateName, type Step } from '../machines/replay.ts';
+import { foldEvent, machines, replay, replaySteps, stateName, type AnySnapshot, type Step } from '../machines/replay.ts';
 import { actorStatus, summarize } from '../machines/summary.ts';
 import type { ActorRow, EventStore } from '../store/event-store.ts';
+import type { SqliteEventStore } from '../store/sqlite-event-store.ts';
 
 export interface ActorView {
   id: string;
@@ -96,29 +97,54 @@ export function replayActor(store: EventStore, id: string, to?: number): ReplayV
   return replayEvents(ref.kind, ref.id, store.read(ref.stream), to);
 }
 
-/** Recomputes the whole `actors` projection from the log (`runlog rebuild`). */
-export function rebuildProjection(store: EventStore): { actors: number; events: number } {
+/** Recomputes the whole `actors` projection from the log (`runlog rebuild`), folding it once in seq order. */
+export function rebuildProjection(store: EventStore & { iterateAll?: SqliteEventStore['iterateAll'] }): { actors: number; events: number } {
+  const folded = foldLog(store);
   const rows: ActorRow[] = [];
-  let events = 0;
-  for (const s of store.streams()) {
-    const kind = s.kind as ActorKind;
-    if (!(kind in machines)) continue;
-    const evs = store.read(s.stream);
-    events += evs.length;
-    if (evs.length === 0) continue;
-    const snapshot = replay(machines[kind], evs.map(toMachineEvent));
+  for (const [stream, f] of folded.streams) {
     rows.push({
-      id: s.stream.slice(kind.length + 1),
-      kind,
-      stream: s.stream,
-      state: stateName(snapshot),
-      status: actorStatus(snapshot),
-      version: evs.at(-1)!.version,
-      createdAt: evs[0]!.at,
-      updatedAt: evs.at(-1)!.at,
-      summary: summarize(kind, snapshot),
+      id: stream.slice(f.kind.length + 1),
+      kind: f.kind,
+      stream,
+      state: stateName(f.snapshot),
+      status: actorStatus(f.snapshot),
+      version: f.version,
+      createdAt: f.createdAt,
+      updatedAt: f.updatedAt,
+      summary: summarize(f.kind, f.snapshot),
     });
   }
+  rows.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0));
   store.replaceProjection(rows);
-  return { actors: rows.length, events };
+  return { actors: rows.length, events: folded.events };
+}
+
+export interface FoldedStream {
+  kind: ActorKind;
+  snapshot: AnySnapshot;
+  version: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** Replays the whole log in one pass: every stream's current snapshot, holding no event longer than its fold. */
+export function foldLog(store: EventStore & { iterateAll?: SqliteEventStore['iterateAll'] }): { streams: Map<string, FoldedStream>; events: number } {
+  const streams = new Map<string, FoldedStream>();
+  let events = 0;
+  const all = store.iterateAll ? store.iterateAll() : store.readAll();
+  for (const e of all) {
+    const kind = e.stream.slice(0, e.stream.indexOf('-')) as ActorKind;
+    const machine = machines[kind];
+    if (!machine) continue;
+    events += 1;
+    const cur = streams.get(e.stream);
+    // A recorded event is a machine event (type, at, data): no copy.
+    const snapshot = foldEvent(machine, cur?.snapshot, e);
+    if (cur) {
+      cur.snapshot = snapshot;
+      cur.version = e.version;
+      cur.updatedAt = e.at;
+    } else streams.set(e.stream, { kind, snapshot, version: e.version, createdAt: e.at, updatedAt: e.at });
+  }
+  return { streams, events };
 }

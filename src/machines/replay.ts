@@ -74,9 +74,29 @@ function inertScope(machine: AnyStateMachine): AnyActorScope {
  */
 export function replay(machine: AnyStateMachine, events: Iterable<MachineEvent>, from?: AnySnapshot): AnySnapshot {
   const scope = inertScope(machine);
-  let snapshot = from ?? machine.getInitialSnapshot(scope, undefined);
+  let snapshot = from ?? initialFor(machine, scope);
   for (const e of events) snapshot = machine.transition(snapshot, e, scope);
   return snapshot;
+}
+
+/**
+ * Folds one more event into a snapshot (undefined = the machine's initial snapshot). For replaying a whole
+ * log in seq order without holding its events: memory stays O(streams), not O(events).
+ */
+export function foldEvent(machine: AnyStateMachine, snapshot: AnySnapshot | undefined, event: MachineEvent): AnySnapshot {
+  const scope = inertScope(machine);
+  return machine.transition(snapshot ?? initialFor(machine, scope), event, scope);
+}
+
+/** A machine's initial snapshot without input never changes: computed once per machine. */
+const initials = new WeakMap<AnyStateMachine, AnySnapshot>();
+function initialFor(machine: AnyStateMachine, scope: AnyActorScope): AnySnapshot {
+  let s = initials.get(machine);
+  if (!s) {
+    s = machine.getInitialSnapshot(scope, undefined) as AnySnapshot;
+    initials.set(machine, s);
+  }
+  return s;
 }
 
 /** Folds events and reports every transition (for `runlog replay --step` and the inspector's scrubber). */

@@ -282,10 +282,17 @@ export class SqliteEventStore implements EventStore {
     return this.stmt.readAll.all(options.afterSeq ?? 0, options.limit ?? -1).map((r) => this.toRecorded(r));
   }
 
-  /** Iterates the log without materialising it (rebuild and replay of large logs). */
-  *iterateAll(afterSeq = 0): IterableIterator<RecordedEvent> {
-    for (const r of this.db.prepare('SELECT * FROM events WHERE seq > ? ORDER BY seq').iterate(afterSeq) as IterableIterator<EventRow>) {
-      yield this.toRecorded(r);
+  /**
+   * Iterates the log without materialising it (rebuild and replay of large logs). Rows are fetched in
+   * pages: better-sqlite3's `all()` is several times cheaper per row than stepping `iterate()`.
+   */
+  *iterateAll(afterSeq = 0, pageSize = 4096): IterableIterator<RecordedEvent> {
+    let cursor = afterSeq;
+    for (;;) {
+      const page = this.stmt.readAll.all(cursor, pageSize);
+      for (const r of page) yield this.toRecorded(r);
+      if (page.length < pageSize) return;
+      cursor = page[page.length - 1]!.seq;
     }
   }
 

@@ -1,0 +1,396 @@
+// at-run executions, side by side with the raw primitive in the same run.
+//
+//   exec.warm  runlog: rl.execute() of the greet-node example, runtime and code volumes already materialized
+//              (one untimed run first). Every run still resolves from the PDS in strict mode (DID document,
+//              record proofs and signatures, runtime binding, blob fetch and CID check, archive validation) and
+//              re-checks the volume cache: that is the product's contract, so it is in the measurement.
+//              raw: one hardened container round trip through dockerode with the same sandbox image, the same
+//              create body (executionContainerBody: mounts of the same runtime/code volumes, limits, user,
+//              no network) and the same envelope: create + attach + start + write envelope + read frames to the
+//              result and the end of the stream + remove.
+//   exec.cold  runlog: the first execution with nothing materialized (this run's runtime and code volumes and
+//              their seals removed before each round); value = total ms, baseline = the raw round trip, notes =
+//              the per-step breakdown from the execution's events (execution.step and event timestamps) and the
+//              materializer's progress (pull, download, validate, upload).
+// Isolation from concurrent test runs: the code published here carries a nonce file (its own code volume) and
+// the operator policy's archive limit is one byte lower than the default (the runtime volume name is keyed by
+// the limits, so it is this run's own): nobody else reuses or deletes them while we measure.
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { Writable, type Duplex } from 'node:stream';
+import Docker from 'dockerode';
+import { publishCode, publishRuntime } from '../src/actors/publishing.ts';
+import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
+import { executionContainerBody } from '../src/adapters/docker/sandbox.ts';
+import { DEFAULT_OPERATOR_POLICY, type OperatorPolicy } from '../src/domain/at-run/operator-policy.ts';
+import type { RecordedEvent } from '../src/domain/events.ts';
+import { startTestPds, type TestPds } from '../test/support/pds.ts';
+import { median, nowMs, round, type Bench, type BenchResult } from './harness.ts';
+
+const REPO = resolve(import.meta.dirname, '..');
+const SETUP_DIR = process.env.RUNLOG_SETUP_DIR ?? '/var/lib/runlog-setup';
+const REGISTRY = process.env.RUNLOG_REGISTRY_ADDR ?? '127.0.0.1:5000';
+const DOCKER_SOCKET = '/var/run/docker.sock';
+const SETUP_HINT = 'run `npm run setup`';
+const BENCH_LABELS = { 'runlog.bench': '1' } as const;
+/** Calls per side per round (interleaved); a round's figure is their median. */
+const PER_ROUND = 3;
+
+function imageRef(name: string): string {
+  const file = join(SETUP_DIR, 'images', `${name}.ref`);
+  if (!existsSync(file)) throw new Error(`no image reference for ${name} at ${file}: ${SETUP_HINT}`);
+  const ref = readFileSync(file, 'utf8').trim();
+  if (!/@sha256:[0-9a-f]{64}$/.test(ref)) throw new Error(`${file} holds ${JSON.stringify(ref)}, not a digest reference: ${SETUP_HINT}`);
+  return ref;
+}
+
+async function requireParts(docker: Docker): Promise<void> {
+  try {
+    await docker.ping();
+  } catch (e) {
+    throw new Error(`Docker does not answer on ${DOCKER_SOCKET} (${(e as Error).message}): ${SETUP_HINT}`);
+  }
+  try {
+    const res = await fetch(`http://${REGISTRY}/v2/`, { signal: AbortSignal.timeout(5000) });
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+  } catch (e) {
+    throw new Error(`the registry does not answer on http://${REGISTRY}/v2/ (${(e as Error).message}): ${SETUP_HINT}`);
+  }
+  imageRef('runtime-node');
+  imageRef('at-run-sandbox');
+}
+
+interface Fixture {
+  docker: Docker;
+  rl: Runlog;
+  home: string;
+  uri: string;
+  callerDid: string;
+  close(): Promise<void>;
+}
+
+/** A PDS with a published node runtime and a greet code record, and a supervising runlog on a fresh home. */
+async function openFixture(log: (m: string) => void): Promise<Fixture> {
+  const docker = new Docker({ socketPath: DOCKER_SOCKET });
+  await requireParts(docker);
+  const root = mkdtempSync(join(tmpdir(), 'runlog-bench-exec-'));
+  let pds: TestPds | null = null;
+  let rl: Runlog | null = null;
+  const close = async () => {
+    await rl?.close().catch(() => undefined);
+    await pds?.close().catch(() => undefined);
+    await removeBenchContainers(docker, join(root, 'home'));
+    await removeMaterialized(docker, join(root, 'home'));
+    rmSync(root, { recursive: true, force: true });
+  };
+  try {
+    const t0 = nowMs();
+    pds = await startTestPds();
+    const publisher = await pds.createAccount('runtimes.test');
+    const author = await pds.createAccount('bench.test');
+    const runtime = await publishRuntime(publisher.publisher, { dir: join(REPO, 'runtimes/node'), image: imageRef('runtime-node') });
+    const codeDir = join(root, 'greet');
+    cpSync(join(REPO, 'examples/greet-node'), codeDir, { recursive: true });
+    writeFileSync(join(codeDir, 'bench-nonce.txt'), `${process.pid}-${Date.now()}\n`);
+    const atproto = { plcUrl: pds.plcUrl };
+    const code = await publishCode(author.publisher, { dir: codeDir, runtime: runtime.uri, atproto });
+    const policy: OperatorPolicy = { ...DEFAULT_OPERATOR_POLICY, archive: { ...DEFAULT_OPERATOR_POLICY.archive, maxArchiveBytes: DEFAULT_OPERATOR_POLICY.archive.maxArchiveBytes - 1 } };
+    const home = join(root, 'home');
+    rl = await createRunlog({ home, atproto, policy, labels: { ...BENCH_LABELS }, log: () => undefined });
+    log(`exec: PDS up, runtime and code published in ${(nowMs() - t0).toFixed(0)} ms`);
+    return { docker, rl, home, uri: code.uri, callerDid: author.did, close };
+  } catch (e) {
+    await close();
+    throw e;
+  }
+}
+
+async function removeBenchContainers(docker: Docker, home: string): Promise<void> {
+  const list = await docker.listContainers({ all: true, filters: { label: ['runlog.bench=1', `runlog.home=${home}`] } }).catch(() => []);
+  await Promise.all(list.map((c) => docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => undefined)));
+}
+
+/** Removes the runtime/code volumes (and their seals) this home's executions materialized. */
+async function removeMaterialized(docker: Docker, home: string): Promise<number> {
+  const { Volumes } = await docker.listVolumes({ filters: JSON.stringify({ label: [`runlog.home=${home}`, 'runlog.cache-key'] }) });
+  await Promise.all((Volumes ?? []).map((v) => docker.getVolume(v.Name).remove()));
+  return (Volumes ?? []).length;
+}
+
+interface Outcome {
+  ms: number;
+  /** ms from the outcome event (bus) to execute() returning: the container removal (cleanup effect). */
+  settleMs: number;
+  events: RecordedEvent[];
+  progress: { name: string; ms: number | null }[];
+  context: Record<string, any>;
+}
+
+async function runlogOnce(f: Fixture): Promise<Outcome> {
+  const progress: { name: string; ms: number | null }[] = [];
+  let outcomeAt = Number.NaN;
+  const off = f.rl.on('actor:transition', (t) => {
+    if (t.kind === 'execution' && (t.to === 'succeeded' || t.to === 'failed') && Number.isNaN(outcomeAt)) outcomeAt = nowMs();
+  });
+  const t0 = nowMs();
+  const out = await f.rl.execute({
+    uri: f.uri,
+    handler: 'greet',
+    input: { name: 'Ada' },
+    callerDid: f.callerDid,
+    onProgress: (s) => progress.push({ name: s.name, ms: typeof s.detail.ms === 'number' ? s.detail.ms : null }),
+  });
+  const end = nowMs();
+  off();
+  const ms = end - t0;
+  if (out.status !== 'succeeded') throw new Error(`runlog execution failed: ${JSON.stringify(out.failure)}`);
+  if ((out.output as { greeting?: string })?.greeting !== 'Hello, Ada!') throw new Error(`unexpected output ${JSON.stringify(out.output)}`);
+  return { ms, settleMs: end - outcomeAt, events: f.rl.events(out.executionId), progress, context: out.view.context as Record<string, any> };
+}
+
+/** The raw primitive: one hardened container round trip over the worker protocol, with dockerode only. */
+function rawRoundTrip(f: Fixture, context: Record<string, any>) {
+  const r = context.resolved as Record<string, any>;
+  const m = context.materialized as Record<string, any>;
+  let n = 0;
+  return async (): Promise<{ ms: number; resultMs: number; createMs: number; startMs: number; removeMs: number }> => {
+    const id = `bench-raw-${process.pid}-${n++}`;
+    const { body } = executionContainerBody({
+      policy: {
+        image: imageRef('at-run-sandbox'),
+        memoryBytes: r.limits.memoryMb * 1024 * 1024,
+        pidsLimit: r.limits.pids,
+        nanoCpus: Math.round(r.limits.cpus * 1e9),
+        workTmpfsBytes: 64 * 1024 * 1024,
+      },
+      runtimeVolume: m.runtimeVolume,
+      codeVolume: m.codeVolume,
+      additionVolumes: m.additionVolumes ?? [],
+      launcher: r.launcher,
+      entrypoint: r.entrypoint,
+      env: r.env,
+      labels: { ...BENCH_LABELS, 'runlog.home': f.home, 'runlog.kind': 'bench-raw' },
+      invocationId: id,
+    });
+    const envelope = {
+      version: 1,
+      id,
+      type: 'invoke',
+      code: { uri: r.codeUri, cid: r.codeCid },
+      handler: 'greet',
+      input: { name: 'Ada' },
+      context: { callerDid: f.callerDid, deadline: new Date(Date.now() + r.limits.timeoutMs).toISOString() },
+    };
+    const t0 = nowMs();
+    const container = await f.docker.createContainer(body as unknown as Docker.ContainerCreateOptions);
+    const createMs = nowMs() - t0;
+    try {
+      const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as Duplex;
+      let line = '';
+      let output: unknown;
+      let resultAt = Number.NaN;
+      const stdout = new Writable({
+        write(chunk: Buffer, _enc, cb) {
+          line += chunk.toString('utf8');
+          let nl: number;
+          while ((nl = line.indexOf('\n')) >= 0) {
+            const frame = JSON.parse(line.slice(0, nl)) as { type?: string; id?: string; output?: unknown };
+            line = line.slice(nl + 1);
+            if (frame.type === 'result' && frame.id === id) {
+              output = frame.output;
+              resultAt = nowMs();
+            }
+          }
+          cb();
+        },
+      });
+      const stderr = new Writable({ write: (_c, _e, cb) => cb() });
+      const ended = new Promise<void>((done) => {
+        stream.on('end', done);
+        stream.on('close', done);
+        stream.on('error', () => done());
+      });
+      f.docker.modem.demuxStream(stream, stdout, stderr);
+      const tStart = nowMs();
+      await container.start();
+      const startMs = nowMs() - tStart;
+      stream.write(`${JSON.stringify(envelope)}\n`);
+      stream.end();
+      await ended;
+      if ((output as { greeting?: string } | undefined)?.greeting !== 'Hello, Ada!') throw new Error(`raw round trip: no result frame (got ${JSON.stringify(output)})`);
+      const tRemove = nowMs();
+      await container.remove({ force: true, v: true });
+      const end = nowMs();
+      return { ms: end - t0, resultMs: resultAt - t0, createMs, startMs, removeMs: end - tRemove };
+    } catch (e) {
+      await container.remove({ force: true, v: true }).catch(() => undefined);
+      throw e;
+    }
+  };
+}
+
+const runtimeDetail = (o: Outcome | undefined): { entries?: number; bytes?: number } =>
+  (o?.events.find((e) => e.type === 'execution.step' && (e.data as { name?: string }).name === 'runtime-materialized')?.data as { detail?: { entries?: number; bytes?: number } } | undefined)?.detail ?? {};
+
+const atMs = (e: RecordedEvent | undefined): number => (e ? Date.parse(e.at) : Number.NaN);
+
+/** Milliseconds between the execution's events (timestamps from the log) and the materializer's step times. */
+function breakdown(o: Outcome): Record<string, number> {
+  const ev = (type: string, step?: string) => o.events.find((e) => e.type === type && (step === undefined || (e.data as { name?: string }).name === step));
+  const requested = ev('execution.requested');
+  const resolved = ev('execution.resolved');
+  const runtimeDone = ev('execution.step', 'runtime-materialized');
+  const blob = ev('execution.step', 'code-blob');
+  const materialized = ev('execution.materialized');
+  const started = ev('execution.started');
+  const finished = ev('execution.succeeded') ?? ev('execution.failed');
+  const sub = (name: string) => o.progress.filter((p) => p.name === name).reduce((s, p) => s + (p.ms ?? 0), 0);
+  const timings = ((finished?.data as { timings?: Record<string, number> } | undefined)?.timings ?? {}) as Record<string, number>;
+  return {
+    resolve: atMs(resolved) - atMs(requested),
+    runtime_materialize: atMs(runtimeDone) - atMs(resolved),
+    'runtime.pull': sub('runtime:pull'),
+    'runtime.download': sub('runtime:download'),
+    'runtime.validate': sub('runtime:validate'),
+    'runtime.upload': sub('runtime:upload'),
+    'runtime.other': sub('runtime:cache') + sub('runtime:create-volume') + sub('runtime:create-container') + sub('runtime:remove-container') + sub('runtime:seal'),
+    code_blob: atMs(blob) - atMs(runtimeDone),
+    code_materialize: atMs(materialized) - atMs(blob),
+    'code.upload': sub('code:upload'),
+    create: atMs(started) - atMs(materialized),
+    run: atMs(finished) - atMs(started),
+    'run.attach': timings.attachMs ?? Number.NaN,
+    'run.start': timings.startMs ?? Number.NaN,
+    'run.first_frame': timings.firstFrameMs ?? Number.NaN,
+    log_total: atMs(finished) - atMs(requested),
+    settle: o.settleMs,
+  };
+}
+
+function medianBreakdown(list: Record<string, number>[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const k of Object.keys(list[0] ?? {})) out[`${k}_ms`] = round(median(list.map((b) => b[k]!)));
+  return out;
+}
+
+const execWarm: Bench = {
+  name: 'exec.warm',
+  needs: 'Docker, the registry at 127.0.0.1:5000, the runtime-node and at-run-sandbox images, @atproto/dev-env',
+  async run({ rounds, log }): Promise<BenchResult> {
+    const f = await openFixture(log);
+    try {
+      const first = await runlogOnce(f); // materializes the runtime and code volumes (untimed)
+      if (first.context.materialized?.cached?.runtime !== false) log('exec.warm: the runtime volume was already cached before the first run');
+      const raw = rawRoundTrip(f, first.context);
+      await raw(); // untimed: the same first-use costs on the raw side
+      const ours: number[] = [];
+      const theirs: number[] = [];
+      const theirsResult: number[] = [];
+      const rawSteps: { createMs: number; startMs: number; removeMs: number }[] = [];
+      const steps: Record<string, number>[] = [];
+      for (let r = 0; r < rounds; r++) {
+        const o: number[] = [];
+        const t: number[] = [];
+        const tr: number[] = [];
+        for (let k = 0; k < PER_ROUND; k++) {
+          const runOurs = async () => {
+            const x = await runlogOnce(f);
+            if (x.context.materialized?.cached?.runtime !== true || x.context.materialized?.cached?.code !== true) throw new Error('exec.warm: a volume was not cached on a warm run');
+            o.push(x.ms);
+            steps.push(breakdown(x));
+          };
+          const runRaw = async () => {
+            const x = await raw();
+            t.push(x.ms);
+            tr.push(x.resultMs);
+            rawSteps.push(x);
+          };
+          if ((r + k) % 2) {
+            await runOurs();
+            await runRaw();
+          } else {
+            await runRaw();
+            await runOurs();
+          }
+        }
+        ours.push(median(o));
+        theirs.push(median(t));
+        theirsResult.push(median(tr));
+        log(`exec.warm round ${r + 1}: runlog ${ours.at(-1)!.toFixed(0)} ms, raw ${theirs.at(-1)!.toFixed(0)} ms`);
+      }
+      const v = median(ours);
+      const b = median(theirs);
+      const s = medianBreakdown(steps);
+      return {
+        name: 'exec.warm',
+        value: round(v),
+        unit: 'ms',
+        baseline: round(b),
+        ratio: round(v / b),
+        notes: {
+          target: '≤ 1.25×',
+          resolve_ms: s.resolve_ms!,
+          materialize_cached_ms: round(s.runtime_materialize_ms! + s.code_blob_ms! + s.code_materialize_ms!),
+          create_ms: s.create_ms!,
+          run_ms: s.run_ms!,
+          'run.start_ms': s['run.start_ms']!,
+          after_outcome_ms: round(median(steps.map((x) => x.settle!))),
+          raw_create_ms: round(median(rawSteps.map((x) => x.createMs))),
+          raw_start_ms: round(median(rawSteps.map((x) => x.startMs))),
+          raw_to_result_frame_ms: round(median(theirsResult)),
+          raw_remove_ms: round(median(rawSteps.map((x) => x.removeMs))),
+          rounds: `${rounds} × ${PER_ROUND} calls per side (round figure = median of its calls)`,
+        },
+      };
+    } finally {
+      await f.close();
+    }
+  },
+};
+
+const execCold: Bench = {
+  name: 'exec.cold',
+  needs: execWarm.needs!,
+  async run({ rounds, log }): Promise<BenchResult> {
+    const f = await openFixture(log);
+    const removeImage = process.env.RUNLOG_BENCH_COLD_PULL === '1';
+    try {
+      const first = await runlogOnce(f); // also gives the raw side its volumes
+      const raw = rawRoundTrip(f, first.context);
+      await raw();
+      const ours: Outcome[] = [];
+      const theirs: number[] = [];
+      for (let r = 0; r < rounds; r++) {
+        const removed = await removeMaterialized(f.docker, f.home);
+        if (removed < 4) throw new Error(`exec.cold: expected the runtime and code volumes and their seals, found ${removed}`);
+        if (removeImage) await f.docker.getImage(imageRef('runtime-node')).remove({ force: true }).catch(() => undefined);
+        const o = await runlogOnce(f);
+        if (o.context.materialized?.cached?.runtime !== false || o.context.materialized?.cached?.code !== false) throw new Error('exec.cold: a volume was cached on a cold run');
+        ours.push(o);
+        theirs.push((await raw()).ms);
+        log(`exec.cold round ${r + 1}: runlog ${o.ms.toFixed(0)} ms, raw round trip ${theirs.at(-1)!.toFixed(0)} ms`);
+      }
+      const v = median(ours.map((o) => o.ms));
+      const b = median(theirs);
+      return {
+        name: 'exec.cold',
+        value: round(v),
+        unit: 'ms',
+        baseline: round(b),
+        ratio: round(v / b),
+        notes: {
+          cold: removeImage ? 'volumes and the runtime image removed before each round' : 'volumes removed before each round; the runtime image stays in the daemon (RUNLOG_BENCH_COLD_PULL=1 removes it too)',
+          ...medianBreakdown(ours.map(breakdown)),
+          runtime_entries: runtimeDetail(ours[0]).entries ?? Number.NaN,
+          runtime_bytes: runtimeDetail(ours[0]).bytes ?? Number.NaN,
+          rounds: String(rounds),
+        },
+      };
+    } finally {
+      await f.close();
+    }
+  },
+};
+
+export const execBenches: Bench[] = [execWarm, execCold];
