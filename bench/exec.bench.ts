@@ -61,6 +61,24 @@ async function requireParts(docker: Docker): Promise<void> {
   imageRef('at-run-sandbox');
 }
 
+/**
+ * rl.close(), bounded: close() waits for running effects, and an effect awaiting a container the runner has
+ * just detached never settles (see the report), so a failed run would otherwise hang here for ever.
+ */
+async function closeWithin(rl: Runlog | null | undefined, ms = 30_000): Promise<boolean> {
+  if (!rl) return true;
+  let timer: NodeJS.Timeout | undefined;
+  const closed = await Promise.race([
+    rl.close().then(
+      () => true,
+      () => true,
+    ),
+    new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms))),
+  ]);
+  clearTimeout(timer);
+  return closed;
+}
+
 interface Fixture {
   docker: Docker;
   rl: Runlog;
@@ -78,10 +96,10 @@ async function openFixture(log: (m: string) => void): Promise<Fixture> {
   let pds: TestPds | null = null;
   let rl: Runlog | null = null;
   const close = async () => {
-    await rl?.close().catch(() => undefined);
+    await closeWithin(rl);
     await pds?.close().catch(() => undefined);
     await removeBenchContainers(docker, join(root, 'home'));
-    await removeMaterialized(docker, join(root, 'home'));
+    await removeMaterialized(docker, join(root, 'home')).catch(() => 0);
     rmSync(root, { recursive: true, force: true });
   };
   try {
@@ -107,7 +125,8 @@ async function openFixture(log: (m: string) => void): Promise<Fixture> {
 }
 
 async function removeBenchContainers(docker: Docker, home: string): Promise<void> {
-  const list = await docker.listContainers({ all: true, filters: { label: ['runlog.bench=1', `runlog.home=${home}`] } }).catch(() => []);
+  const all = await docker.listContainers({ all: true, filters: { label: ['runlog.bench=1'] } }).catch(() => []);
+  const list = all.filter((c) => c.Labels['runlog.home'] === home || c.Labels['runlog.bench.home'] === home);
   await Promise.all(list.map((c) => docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => undefined)));
 }
 
@@ -170,7 +189,7 @@ function rawRoundTrip(f: Fixture, context: Record<string, any>) {
       launcher: r.launcher,
       entrypoint: r.entrypoint,
       env: r.env,
-      labels: { ...BENCH_LABELS, 'runlog.home': f.home, 'runlog.kind': 'bench-raw' },
+      labels: { ...BENCH_LABELS, 'runlog.bench.home': f.home }, // not runlog.home: the reconciler removes what no actor owns
       invocationId: id,
     });
     const envelope = {

@@ -62,6 +62,24 @@ async function requireParts(docker: Docker): Promise<void> {
   if (!existsSync(refFile) || !/@sha256:[0-9a-f]{64}$/.test(readFileSync(refFile, 'utf8').trim())) throw new Error(`no app-base image digest recorded at ${refFile}: ${SETUP_HINT}`);
 }
 
+/**
+ * rl.close(), bounded: close() waits for running effects, and an effect awaiting a container the runner has
+ * just detached never settles (see the report), so a failed run would otherwise hang here for ever.
+ */
+async function closeWithin(rl: Runlog | null | undefined, ms = 30_000): Promise<boolean> {
+  if (!rl) return true;
+  let timer: NodeJS.Timeout | undefined;
+  const closed = await Promise.race([
+    rl.close().then(
+      () => true,
+      () => true,
+    ),
+    new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms))),
+  ]);
+  clearTimeout(timer);
+  return closed;
+}
+
 function writeTinyApp(dir: string): void {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'runlog.json'), JSON.stringify({ appId: APP_ID, sandbox: 'container', runtime: 'raw', tools: [], lifecycle: { basePath: '' }, restart: { policy: 'on-failure', maxRestarts: 1, backoffMs: 1000, maxBackoffMs: 1000 } }, null, 2));
@@ -134,12 +152,17 @@ interface Fleet {
 
 let fleet: Fleet | null = null;
 let exitHook = false;
+let tearing: Promise<void> | null = null;
 /** Append stamps of the current restart, from the FaultHook the host calls before and after every append. */
 let stamps: { point: string; type: string; t: number }[] | null = null;
 
-async function teardown(f: Fleet): Promise<void> {
-  if (fleet === f) fleet = null;
-  await f.rl?.close().catch(() => undefined);
+function teardown(f: Fleet): Promise<void> {
+  tearing ??= removeFleet(f).finally(() => (tearing = null));
+  return tearing;
+}
+
+async function removeFleet(f: Fleet): Promise<void> {
+  await closeWithin(f.rl);
   f.rl = null;
   const mine = await f.docker.listContainers({ all: true, filters: { label: ['runlog.bench=1', `runlog.home=${f.home}`] } }).catch(() => []);
   await pool(mine, 16, async (c) => {
@@ -148,6 +171,7 @@ async function teardown(f: Fleet): Promise<void> {
   const nets = await f.docker.listNetworks({ filters: { name: [f.network] } }).catch(() => []);
   for (const x of nets.filter((y) => y.Name === f.network)) await f.docker.getNetwork(x.Id).remove().catch(() => undefined);
   rmSync(f.root, { recursive: true, force: true });
+  if (fleet === f) fleet = null;
 }
 
 /** Grows (or creates) the fleet to n running instances; returns what the growth cost. */
@@ -172,7 +196,7 @@ async function fleetOf(n: number, log: (m: string) => void): Promise<{ f: Fleet;
     if (!exitHook) {
       exitHook = true;
       process.on('beforeExit', () => {
-        if (!fleet) return;
+        if (!fleet || tearing) return;
         process.stderr.write(`[bench] recovery: removing ${fleet.ids.length} containers\n`);
         void teardown(fleet);
       });
@@ -235,7 +259,7 @@ function recoveryBench(n: number, maxRounds: number | null): Bench {
         };
         for (let r = 1; r <= rounds; r++) {
           const adoptedBefore = new Map(f.ids.map((id) => [id, f.rl!.events(id).filter((e) => e.type === 'instance.adopted').length]));
-          await f.rl!.close();
+          if (!(await closeWithin(f.rl))) throw new Error(`${name}: rl.close() did not finish within 30 s`);
           f.rl = null;
           if (r % 2) await measureRaw(); // alternate: raw before the restart on odd rounds, after it on even ones
           stamps = [];
@@ -272,7 +296,7 @@ function recoveryBench(n: number, maxRounds: number | null): Bench {
         }
         // Detach (the containers keep running for the next bench or the exit teardown): an open supervisor
         // holds Docker streams that would keep the process alive.
-        await f.rl?.close();
+        if (!(await closeWithin(f.rl))) throw new Error(`${name}: rl.close() did not finish within 30 s`);
         f.rl = null;
         const v = median(ours);
         const b = median(raw);

@@ -65,6 +65,24 @@ async function requireDocker(docker: Docker): Promise<string> {
   return image;
 }
 
+/**
+ * rl.close(), bounded: close() waits for running effects, and an effect awaiting a container the runner has
+ * just detached never settles (see the report), so a failed run would otherwise hang here for ever.
+ */
+async function closeWithin(rl: Runlog | null | undefined, ms = 30_000): Promise<boolean> {
+  if (!rl) return true;
+  let timer: NodeJS.Timeout | undefined;
+  const closed = await Promise.race([
+    rl.close().then(
+      () => true,
+      () => true,
+    ),
+    new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms))),
+  ]);
+  clearTimeout(timer);
+  return closed;
+}
+
 /** A free TCP port on 127.0.0.1 (the kernel's choice), for the raw PRoot app. */
 function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
@@ -112,7 +130,10 @@ function rawProot(home: string, workspace: string, appId: string, manifest: AppM
       });
       child.stdout!.resume();
       child.stderr!.resume();
-      const exited = new Promise<void>((r) => child.once('exit', () => r()));
+      const exited = new Promise<void>((r) => {
+        child.once('exit', () => r());
+        child.once('error', () => r()); // never started: no exit will come
+      });
       try {
         await new Promise<void>((ok, fail) => {
           child.once('spawn', ok);
@@ -164,7 +185,8 @@ function rawContainer(docker: Docker, image: string, network: string, home: stri
         Cmd: cmd,
         Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
         WorkingDir: sandboxAppDir,
-        Labels: { ...BENCH_LABELS, 'runlog.kind': 'bench-raw', 'runlog.home': home, 'runlog.stream': `instance-${instanceId}`, 'runlog.app': appId, 'runlog.base-path': manifest.lifecycle.basePath },
+        // Not runlog.home: the reconciler removes containers of its home that no actor owns.
+        Labels: { ...BENCH_LABELS, 'runlog.bench.home': home, 'runlog.stream': `instance-${instanceId}`, 'runlog.app': appId, 'runlog.base-path': manifest.lifecycle.basePath },
         HostConfig: {
           NetworkMode: network,
           Binds: binds,
@@ -341,7 +363,7 @@ function spawnBench(sandbox: 'proot' | 'container'): Bench {
           },
         };
       } finally {
-        await rl?.close().catch(() => undefined);
+        await closeWithin(rl);
         if (sandbox === 'container') await cleanupDocker(docker, home, network);
         rmSync(root, { recursive: true, force: true });
       }
@@ -351,7 +373,8 @@ function spawnBench(sandbox: 'proot' | 'container'): Bench {
 
 /** Removes what the bench made in Docker: its containers (by label and home) and its network. */
 async function cleanupDocker(docker: Docker, home: string, network: string): Promise<void> {
-  const mine = await docker.listContainers({ all: true, filters: { label: ['runlog.bench=1', `runlog.home=${home}`] } });
+  const all = await docker.listContainers({ all: true, filters: { label: ['runlog.bench=1'] } }).catch(() => []);
+  const mine = all.filter((c) => c.Labels['runlog.home'] === home || c.Labels['runlog.bench.home'] === home);
   await Promise.all(mine.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
   const nets = await docker.listNetworks({ filters: { name: [network] } });
   for (const n of nets.filter((x) => x.Name === network)) await docker.getNetwork(n.Id).remove().catch(() => undefined);
