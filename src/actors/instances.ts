@@ -1,7 +1,8 @@
 // App instances under the supervisor: the instance machine's effects carried out by the sandbox
 // runners (PRoot, Docker), the port allocator, the tools allowlist and the app registry. Everything a
 // runner reports comes back as an event on the instance's stream.
-import { cpSync, existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { loadManifest } from '../adapters/apps/load-manifest.ts';
 import { AppRegistry, type AppRegistryEvent } from '../adapters/apps/app-registry.ts';
@@ -36,6 +37,22 @@ export interface InstanceOptions {
   /** Injected runners (tests of the wiring); default: the real ProotRunner and ContainerRunner, built lazily. */
   runners?: Partial<Record<SandboxKind, SandboxRunner>>;
   log?: (msg: string) => void;
+}
+
+/** What identifies an app directory's content cheaply: every path with its size and modification time. */
+function sourceSignature(dir: string): string {
+  const parts: string[] = [resolve(dir)];
+  const walk = (rel: string) => {
+    for (const name of readdirSync(join(dir, rel)).sort()) {
+      if (name === 'node_modules' || name === '.runlog-installed-from') continue;
+      const r = rel ? `${rel}/${name}` : name;
+      const st = statSync(join(dir, r));
+      if (st.isDirectory()) walk(r);
+      else parts.push(`${r}:${st.size}:${st.mtimeMs}`);
+    }
+  };
+  walk('');
+  return createHash('sha256').update(parts.join('\n')).digest('hex');
 }
 
 const SPAWN_FAILURES: Record<string, CrashReason> = {
@@ -117,10 +134,7 @@ export class InstanceSupervisor {
     const target = join(this.appsDir, isValidAppId(peek.appId) ? peek.appId : basename(src));
     const entry = typeof peek.entrypoint === 'string' && !peek.entrypoint.split('/').includes('..') ? peek.entrypoint : DEFAULT_ENTRYPOINT;
     const manifest = parseManifest(text, target, { entrypointExists: existsSync(join(src, entry)) });
-    if (!existsSync(target) || realpathSync(target) !== realpathSync(src)) {
-      mkdirSync(this.appsDir, { recursive: true });
-      cpSync(src, target, { recursive: true, dereference: true, force: true });
-    }
+    if (!existsSync(target) || realpathSync(target) !== realpathSync(src)) this.install(src, target);
     const id = instanceId ?? newInstanceId();
     return {
       instanceId: id,
@@ -132,6 +146,25 @@ export class InstanceSupervisor {
       lifecycleBasePath: manifest.lifecycle.basePath,
       restart: { ...DEFAULT_RESTART, ...manifest.restart },
     };
+  }
+
+  /**
+   * Copies an app into the workspace. A copy whose source has not changed since it was installed is kept
+   * (concurrent spawns of one app must not pull files from under each other); a changed one is written
+   * beside it and swapped in by rename, so a reader never sees a half-copied app.
+   */
+  private install(src: string, target: string): void {
+    const signature = sourceSignature(src);
+    const marker = join(target, '.runlog-installed-from');
+    if (existsSync(marker) && readFileSync(marker, 'utf8') === signature) return;
+    mkdirSync(this.appsDir, { recursive: true });
+    const fresh = `${target}.installing-${process.pid}-${Date.now()}`;
+    cpSync(src, fresh, { recursive: true, dereference: true });
+    writeFileSync(join(fresh, '.runlog-installed-from'), signature);
+    const old = `${target}.old-${process.pid}-${Date.now()}`;
+    if (existsSync(target)) renameSync(target, old);
+    renameSync(fresh, target);
+    rmSync(old, { recursive: true, force: true });
   }
 
   /** Rewrites the app's manifest with the tool added/removed; running instances re-provision from the event. */
@@ -204,15 +237,19 @@ export class InstanceSupervisor {
     }
     const port = this.ports.allocate(spec.instanceId);
     let result;
-    const engineDeadline = Date.now() + (this.opts.engineWaitMs ?? 120_000);
+    const started = Date.now();
+    const engineWaitMs = this.opts.engineWaitMs ?? 120_000;
     for (let attempt = 0; ; attempt++) {
       try {
         result = await runner.spawn(spec.instanceId, spec.appId, port, manifest);
         break;
       } catch (err) {
-        // The Docker daemon restarting is not the app's fault: wait for it rather than give up for good.
-        const engineDown = spec.sandbox === 'container' && isEngineUnreachable(err);
-        if (engineDown && Date.now() < engineDeadline) {
+        // The Docker daemon restarting (refusing connections, or answering 5xx while it shuts down) is not the
+        // app's fault: wait for it rather than give up for good.
+        const trouble = spec.sandbox === 'container' ? engineTrouble(err) : null;
+        const budget = trouble === 'down' ? engineWaitMs : trouble === 'error' ? Math.min(engineWaitMs, 30_000) : 0;
+        const engineDown = trouble !== null;
+        if (engineDown && Date.now() - started < budget) {
           if (attempt === 0) this.opts.log?.(`spawn of ${spec.instanceId} waits for the Docker Engine: ${(err as Error).message}`);
           await new Promise((r) => setTimeout(r, Math.min(2000, 250 * 2 ** attempt)));
           continue;
@@ -315,6 +352,22 @@ export class InstanceSupervisor {
   }
 
   /**
+   * After the Docker daemon came back: exit watchers (container.wait) and log streams may be stuck on connections
+   * that died with it, and would never report. Drop them all — containers keep running — so reconciliation
+   * re-attaches what still runs and records what exited or vanished meanwhile.
+   */
+  async detachContainers(): Promise<void> {
+    const runner = this.runners.container;
+    if (!runner) return;
+    await runner.close();
+    for (const actor of this.host().live()) {
+      if (actor.kind !== 'instance' || this.sandboxOf(actor) !== 'container') continue;
+      this.exitSubscriptions.get(actor.id)?.();
+      this.exitSubscriptions.delete(actor.id);
+    }
+  }
+
+  /**
    * A container found running for an instance the log says was stopping: watch it again (exit watcher, log
    * stream; no hooks) so the resumed stop effect can finish the job and its exit lands in the log.
    */
@@ -338,12 +391,17 @@ export class InstanceSupervisor {
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'DOCKER_UNAVAILABLE']);
 
-/** Whether an error (or one of its causes) says the Docker Engine did not answer at all (socket refused or gone). */
-export function isEngineUnreachable(err: unknown): boolean {
+/**
+ * Whether an error (or one of its causes) is the Docker Engine's trouble rather than the app's: 'down' when it did
+ * not answer at all (socket refused or gone), 'error' when it answered 5xx (e.g. while shutting down).
+ */
+export function engineTrouble(err: unknown): 'down' | 'error' | null {
+  let answered5xx = false;
   for (let e = err, depth = 0; e && typeof e === 'object' && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
-    const { code, syscall } = e as { code?: unknown; syscall?: unknown };
-    if (typeof code === 'string' && CONNECTION_CODES.has(code)) return true;
-    if (code === 'ENOENT' && syscall === 'connect') return true; // the daemon removed its socket while restarting
+    const { code, syscall, statusCode } = e as { code?: unknown; syscall?: unknown; statusCode?: unknown };
+    if (typeof code === 'string' && CONNECTION_CODES.has(code)) return 'down';
+    if (code === 'ENOENT' && syscall === 'connect') return 'down'; // the daemon removed its socket while restarting
+    if (typeof statusCode === 'number' && statusCode >= 500) answered5xx = true;
   }
-  return false;
+  return answered5xx ? 'error' : null;
 }

@@ -340,7 +340,8 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
       host.close();
       timers.close();
       await instances.close();
-      await host.idle().catch(() => undefined);
+      // Effects still waiting on something that closing detached (an exit watcher) must not hold the process.
+      await Promise.race([host.idle().catch(() => undefined), new Promise((r) => setTimeout(r, 5000).unref())]);
       store.close();
     },
   };
