@@ -169,7 +169,7 @@ describe('actor host', () => {
 
   it('inspection without supervision runs no effects', async () => {
     const home = tempDir();
-    const rl = await createRunlog({ home, effects: { instance: {} } });
+    const rl = await createRunlog({ home, effects: { instance: { spawn: () => undefined } } });
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.close();
     const ro = await createRunlog({ db: join(home, 'runlog.db'), supervise: false });

@@ -5,7 +5,8 @@
 #     libc, libm, libdl, libpthread, libstdc++, libgcc_s).
 # The tarball is imported (`docker import`), tagged `in-<input hash>`, pushed to the local registry, and the
 # pushed reference `localhost:<port>/app-base@sha256:…` is printed as the LAST stdout line (everything else
-# goes to stderr). Idempotent: when the registry already holds the tag for the same inputs (this script, the
+# goes to stderr). PRoot leaves empty placeholders for its bind targets in the shared rootfs (/aura, /data,
+# /workspace, /usr/local/bin/node): they are neither hashed nor imported. Idempotent: when the registry already holds the tag for the same inputs (this script, the
 # node binary, the rootfs listing), nothing is built and the existing digest is printed.
 set -euo pipefail
 STATE_DIR="${RUNLOG_SETUP_DIR:-/var/lib/runlog-setup}"
@@ -24,7 +25,7 @@ die() { printf '[image %s] error: %s\n' "$NAME" "$*" >&2; exit 1; }
 hash="$( {
   sha256sum < "${BASH_SOURCE[0]}"
   sha256sum < "$NODE_BIN"
-  (cd "$ROOTFS" && find . -xdev -printf '%P\t%s\t%T@\t%m\t%l\n' | LC_ALL=C sort | sha256sum)
+  (cd "$ROOTFS" && find . -xdev \( -path ./aura -o -path ./data -o -path ./workspace -o -path ./usr/local/bin/node \) -prune -o -printf '%P\t%s\t%T@\t%m\t%l\n' | LC_ALL=C sort | sha256sum)
 } | sha256sum | cut -c1-16)"
 tag="in-$hash"
 
@@ -52,6 +53,7 @@ tar --numeric-owner -cf - \
     -C "$ROOTFS" \
     --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' --exclude='./.runlog-complete' \
     --exclude='./var/cache/apt/archives/*.deb' --exclude='./var/lib/apt/lists/*' \
+    --exclude='./aura' --exclude='./data' --exclude='./workspace' --exclude='./usr/local/bin/node' \
     . \
     -C "$stage" ./usr/local/bin/node \
   | docker import --change "LABEL runlog.image=$NAME" --change "LABEL runlog.inputs=$hash" - "$REPO:$tag" >&2

@@ -76,6 +76,27 @@ function classify(err: unknown, during: FailureReason): { reason: FailureReason;
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 
+/**
+ * The worker answered without an invocation id and the handler said nothing: it never received a valid envelope.
+ * The supervisor always sends one, so after a restart this means the delivery was cut (the handler never ran).
+ */
+const envelopeNotReceived = (result: InvocationResult): boolean => result.outcome === 'failed' && result.reason === 'malformed-frame' && result.frames.length === 0;
+
+function envelopeLost(result: InvocationResult, why: string): NewEvent {
+  return {
+    type: 'execution.failed',
+    data: {
+      reason: 'lost',
+      code: 'ENVELOPE_NOT_DELIVERED',
+      message: `${why}; the worker got no envelope, the handler never ran (it answered: ${result.outcome === 'failed' ? result.error.message : 'a result'})`,
+      exitCode: result.exitCode,
+      stderrTail: result.stderr.slice(-4096),
+      stdoutBytes: result.stdoutBytes,
+      detail: result.outcome === 'failed' ? result.reason : null,
+    },
+  };
+}
+
 export class ExecutionSupervisor {
   readonly policy: OperatorPolicy;
   private engineInstance: DockerEngine | null;
@@ -126,7 +147,7 @@ export class ExecutionSupervisor {
       resolve: (p, ctx) => this.resolve(p.request as ExecutionRequest, ctx),
       materialize: (p, ctx) => this.materialize(p.resolved as unknown as Resolved, ctx),
       createSandbox: (p, ctx) => this.createSandbox(p.request as ExecutionRequest, p.resolved as unknown as Resolved, p.materialized as Record<string, unknown>, ctx),
-      invoke: (p, ctx) => this.invoke(p.request as ExecutionRequest, String(p.containerId), p.deadline as string, p.resolved as unknown as Resolved, ctx),
+      invoke: (p, ctx) => this.invoke(p.request as ExecutionRequest, String(p.containerId), p.deadline as string, p.resolved as unknown as Resolved, ctx, p.resumed === true),
       collect: (p, ctx) => this.collect(String(p.containerId), p.deadline as string, ctx),
       killSandbox: (p, ctx) => this.kill(p.containerId as string | null, ctx),
       cleanup: (p) => this.cleanup(p.containerId as string | null),
@@ -251,7 +272,7 @@ export class ExecutionSupervisor {
   }
 
   // 13: one envelope on stdin, frames on stdout; the deadline is the supervisor's to enforce.
-  private async invoke(request: ExecutionRequest, containerId: string, deadline: string, r: Resolved, ctx: EffectContext): Promise<void> {
+  private async invoke(request: ExecutionRequest, containerId: string, deadline: string, r: Resolved, ctx: EffectContext, resumed = false): Promise<void> {
     // The handler's deadline is the invocation's: the effective timeout from now, never past the request's.
     const deadlineMs = Math.max(1, Math.min(r.limits.timeoutMs, Date.parse(deadline) - Date.now()));
     const envelope = {
@@ -276,6 +297,12 @@ export class ExecutionSupervisor {
       });
     } catch (err) {
       await ctx.dispatch({ type: 'execution.failed', data: classify(err, 'runtime') });
+      return;
+    }
+    if (resumed && envelopeNotReceived(result)) {
+      // Resumed after a restart on a container a dead supervisor had attached to: with StdinOnce its stdin closed
+      // when that attach dropped, so the worker read EOF instead of the envelope. The handler never ran.
+      await ctx.dispatch(envelopeLost(result, 'a supervisor that died had attached to this container, closing its stdin before the envelope'));
       return;
     }
     const event = this.outcomeEvent(result, sha256(JSON.stringify(envelope.input)));
@@ -328,6 +355,11 @@ export class ExecutionSupervisor {
   private async collect(containerId: string, deadline: string, ctx: EffectContext): Promise<void> {
     try {
       const result = await this.sandbox.collectResult(containerId, { deadlineAt: Date.parse(deadline) });
+      if (envelopeNotReceived(result)) {
+        // Started, but its stdin closed before the envelope line: the delivery died with the supervisor.
+        await ctx.dispatch(envelopeLost(result, 'the supervisor died while delivering the invocation'));
+        return;
+      }
       await ctx.dispatch(this.outcomeEvent(result, null));
     } catch (err) {
       const c = classify(err, 'lost');

@@ -71,6 +71,12 @@ export interface ReconcileOptions {
   dryRun?: boolean;
   /** Overrides the reconciler's orphanPolicy for this run. */
   orphanPolicy?: OrphanPolicy;
+  /**
+   * The Docker daemon restarted (or was unreachable) while this supervisor ran: its container exit watchers may be
+   * stuck on dead connections. Drop them first (once no container instance has an effect in flight, waiting up to
+   * 60 s), so running containers are re-adopted and exits that happened meanwhile are recorded.
+   */
+  reattach?: boolean;
 }
 
 const evidenceOf = (r: OrphanRecord) => ({ containerId: r.containerId, state: r.state, exitCode: r.exitCode, startedAt: r.startedAt, finishedAt: r.finishedAt, pid: r.pid });
@@ -98,6 +104,8 @@ interface Run {
   report: ReconcileReport;
   dryRun: boolean;
   policy: OrphanPolicy;
+  /** Effects to run again, started once every finding is recorded (a death mid-reconcile interrupts none of them). */
+  resumes: { actor: LiveActor; effect: { type: string; params: Record<string, unknown> } }[];
 }
 
 export class Reconciler {
@@ -133,13 +141,24 @@ export class Reconciler {
   }
 
   private async run(opts: ReconcileOptions): Promise<ReconcileReport> {
-    const run: Run = { report: { dryRun: opts.dryRun ?? false, actions: [], unreachable: [] }, dryRun: opts.dryRun ?? false, policy: opts.orphanPolicy ?? this.policy };
+    const run: Run = { report: { dryRun: opts.dryRun ?? false, actions: [], unreachable: [] }, dryRun: opts.dryRun ?? false, policy: opts.orphanPolicy ?? this.policy, resumes: [] };
+    if (opts.reattach && !run.dryRun) {
+      const spawning = () => this.host().live().some((a) => a.kind === 'instance' && (a.snapshot.context as InstanceContext).spec?.sandbox === 'container' && this.host().busy('instance', a.id));
+      for (const until = Date.now() + 60_000; spawning() && Date.now() < until; ) await new Promise((r) => setTimeout(r, 250));
+      await this.instances.detachContainers();
+      this.log('reconcile: container watchers dropped after the Docker Engine came back; re-attaching from what it says now');
+    }
     const live = this.host().live();
     const versions = new Map(live.map((a) => [a.stream, a.version]));
     const inventory = await this.inventory(run);
     if (inventory) {
-      await this.strayContainers(inventory, run);
-      await this.strayVolumes(inventory, run);
+      try {
+        await this.strayContainers(inventory, run);
+        await this.strayVolumes(inventory, run);
+      } catch (err) {
+        run.report.unreachable.push(`strays: ${errorText(err)}`);
+        this.log(`reconcile: containers and volumes no actor owns were not all handled: ${errorText(err)}`);
+      }
     }
     for (const actor of live) {
       if (actor.kind !== 'instance' || this.untouchable(actor, versions)) continue;
@@ -160,7 +179,12 @@ export class Reconciler {
         this.log(`reconcile: execution ${actor.id} left as logged: ${errorText(err)}`);
       }
     }
+    if (!run.dryRun) for (const r of run.resumes) this.host().resumeEffects(r.actor, [r.effect]);
     return run.report;
+  }
+
+  private resume(run: Run, actor: LiveActor, type: string, params: Record<string, unknown>): void {
+    if (!run.dryRun) run.resumes.push({ actor, effect: { type, params } });
   }
 
   /**
@@ -401,7 +425,7 @@ export class Reconciler {
         run.report.actions.push({ id: actor.id, kind: 'instance', action: 'resumed', evidence: { ...evidence, effect: 'stopSandbox' } });
         if (run.dryRun) return;
         this.instances.adoptForStop(actor, rec);
-        this.host().resumeEffects(actor, [{ type: 'stopSandbox', params: { instanceId: actor.id } }]);
+        this.resume(run, actor, 'stopSandbox', { instanceId: actor.id });
         return;
       }
       if (state === 'adopted') {
@@ -409,7 +433,7 @@ export class Reconciler {
         run.report.actions.push({ id: actor.id, kind: 'instance', action: 'resumed', evidence: { ...evidence, effect: 'reattach' } });
         if (run.dryRun) return;
         this.instances.adoptable.set(actor.id, rec);
-        this.host().resumeEffects(actor, [{ type: 'reattach', params: { containerId: rec.containerId } }]);
+        this.resume(run, actor, 'reattach', { containerId: rec.containerId });
         return;
       }
       if (!run.dryRun) this.instances.adoptable.set(actor.id, rec);
@@ -441,19 +465,21 @@ export class Reconciler {
         return;
       }
       if (info.state.startedAt === null && state === 'running') {
-        // Created, never started: nothing of the handler ran, so the invocation can simply happen now.
+        // Created, never started: nothing of the handler ran, so the invocation can happen now. (If the dead
+        // supervisor had already attached, StdinOnce closed the container's stdin: the invocation then ends
+        // failed/lost ENVELOPE_NOT_DELIVERED — a fresh container would need a running → starting transition.)
         if (deadlinePassed) {
           await this.recordOn(run, actor, 'failed', evidence, { type: 'execution.failed', data: { reason: 'timeout', code: 'DEADLINE_EXCEEDED', message: 'its deadline passed while the supervisor was down; it never started', evidence } });
           return;
         }
         run.report.actions.push({ id: actor.id, kind: 'execution', action: 'resumed', evidence: { ...evidence, effect: 'invoke' } });
-        if (!run.dryRun) this.host().resumeEffects(actor, [{ type: 'invoke', params: { request: c.request, containerId: c.containerId, deadline: c.deadline, resolved: c.resolved } }]);
+        this.resume(run, actor, 'invoke', { request: c.request, containerId: c.containerId, deadline: c.deadline, resolved: c.resolved, resumed: true });
         return;
       }
       if (state === 'adopted') {
         // Adopted before but not finished: collect again.
         run.report.actions.push({ id: actor.id, kind: 'execution', action: 'collect', evidence });
-        if (!run.dryRun) this.host().resumeEffects(actor, [{ type: 'collect', params: { containerId: c.containerId, deadline: c.deadline } }]);
+        this.resume(run, actor, 'collect', { containerId: c.containerId, deadline: c.deadline });
         return;
       }
       await this.recordOn(run, actor, 'adopted', evidence, { type: 'execution.adopted', data: { containerId: c.containerId, evidence } });
@@ -468,6 +494,6 @@ export class Reconciler {
       return;
     }
     run.report.actions.push({ id: actor.id, kind: 'execution', action: 'resumed', evidence: { state, effect } });
-    if (!run.dryRun) this.host().resumeEffects(actor, [{ type: effect, params: { request: c.request, resolved: c.resolved, materialized: c.materialized } }]);
+    this.resume(run, actor, effect, { request: c.request, resolved: c.resolved, materialized: c.materialized });
   }
 }

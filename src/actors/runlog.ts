@@ -13,7 +13,8 @@ import { ExecutionSupervisor } from './executions.ts';
 import { newExecutionId } from './ids.ts';
 import { InstanceSupervisor } from './instances.ts';
 import { discoverParts, type Parts } from './parts.ts';
-import { Reconciler, type ReconcileReport } from './reconciler.ts';
+import { Reconciler, type OrphanPolicy, type ReconcileOptions, type ReconcileReport } from './reconciler.ts';
+import { startEngineWatch } from './engine-watch.ts';
 import type { ActorKind, NewEvent, RecordedEvent } from '../domain/events.ts';
 import type { Effect } from '../machines/effects.ts';
 import { machines } from '../machines/replay.ts';
@@ -65,6 +66,10 @@ export interface RunlogOptions {
   atproto?: AtprotoReaderOptions;
   /** Writes an execution receipt to this account's repo after each invocation (the runner's own account). */
   receipts?: Publisher;
+  /** What to do with a labelled container no stream owns: remove it (default) or adopt it. */
+  orphanPolicy?: OrphanPolicy;
+  /** Watch Docker engine events and reconcile after the daemon comes back (default true when supervising). */
+  engineWatch?: boolean;
   /** Reconcile with Docker at start (default true when supervising). */
   reconcile?: boolean;
   /** Watch the apps workspace for manifest edits (default true when supervising). */
@@ -133,7 +138,7 @@ export interface Runlog {
   /** Runs one at-run execution to its end. */
   execute(options: ExecuteOptions): Promise<ExecutionOutcome>;
   /** Compares the log with Docker and records what it finds (run at every start). */
-  reconcile(options?: { dryRun?: boolean }): Promise<ReconcileReport>;
+  reconcile(options?: ReconcileOptions): Promise<ReconcileReport>;
   /** Waits until no effect is running (tests and graceful shutdown). */
   idle(): Promise<void>;
   close(): Promise<void>;
@@ -196,7 +201,7 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
     onEffectError,
     log,
   });
-  const reconciler = new Reconciler(hostRef, instances, executions, log);
+  const reconciler = new Reconciler(hostRef, instances, executions, log, options.orphanPolicy ? { orphanPolicy: options.orphanPolicy } : {});
 
   if (supervise) {
     for (const actor of host.rehydrate()) timers.resume(actor);
@@ -209,6 +214,12 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
       await executions.publishRunnerRecord().catch((err: unknown) => log(`could not publish the runner record: ${(err as Error).message}`));
     }
   }
+
+  // Docker restarting or briefly unreachable: reconnect, resubscribe to engine events, reconcile.
+  const engineWatch =
+    supervise && (options.engineWatch ?? true)
+      ? startEngineWatch({ socketPath: parts.dockerSocket, home: paths.home, host: hostRef, reconcile: () => reconciler.reconcile({ reattach: true }), tracks: (id) => instances.tracks(id), log })
+      : null;
 
   const live = (id: string, kind?: ActorKind): LiveActor => {
     const view = inspectActor(store, id);
@@ -337,6 +348,7 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
     },
     idle: () => host.idle(),
     async close() {
+      await engineWatch?.close();
       host.close();
       timers.close();
       await instances.close();

@@ -184,6 +184,11 @@ export const instanceMachine = setup({
           target: 'spawning',
           actions: assign({ spec: ({ event }) => d(event).spec as InstanceSpec, createdAt: ({ event }) => event.at }),
         },
+        // A labelled container no stream knew, adopted by the reconciler (orphanPolicy 'adopt').
+        'instance.discovered': {
+          target: 'adopted',
+          actions: assign({ spec: ({ event }) => d(event).spec as InstanceSpec, createdAt: ({ event }) => event.at }),
+        },
       },
     },
     spawning: {
