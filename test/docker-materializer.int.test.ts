@@ -33,7 +33,10 @@ beforeAll(async () => {
   await requireRegistry();
   for (const name of IMAGES) imageRef(name); // fails with the setup hint when an image was never built
   engine = createDockerEngine();
-  materializer = createMaterializer(engine, { labels: LABELS });
+  // Limits of its own give this test its own cache volumes: caches made by other runs on this daemon (the demo,
+  // the benchmarks) must not make "cold" materializations look cached.
+  materializer = createMaterializer(engine, { labels: LABELS, limits: { ...DEFAULT_ARCHIVE_LIMITS, maxEntries: DEFAULT_ARCHIVE_LIMITS.maxEntries - 7 } });
+  await cleanupTestVolumes({ 'runlog.test': '1' }).catch(() => undefined);
 });
 
 afterAll(async () => {

@@ -45,18 +45,19 @@ fi
 
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/usr/local/bin"
-cp "$NODE_BIN" "$stage/usr/local/bin/node"
+mkdir -p "$stage/add/usr/local/bin"
+cp "$NODE_BIN" "$stage/add/usr/local/bin/node"
 
 log "importing $ROOTFS + $NODE_BIN as $REPO:$tag"
-tar --numeric-owner -cf - \
+# Two steps: the rootfs (without PRoot's placeholders), then node appended, so the excludes never drop it.
+tar --numeric-owner -cf "$stage/image.tar" \
     -C "$ROOTFS" \
     --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' --exclude='./.runlog-complete' \
     --exclude='./var/cache/apt/archives/*.deb' --exclude='./var/lib/apt/lists/*' \
     --exclude='./aura' --exclude='./data' --exclude='./workspace' --exclude='./usr/local/bin/node' \
-    . \
-    -C "$stage" ./usr/local/bin/node \
-  | docker import --change "LABEL runlog.image=$NAME" --change "LABEL runlog.inputs=$hash" - "$REPO:$tag" >&2
+    .
+tar --numeric-owner -rf "$stage/image.tar" -C "$stage/add" ./usr/local/bin/node
+docker import --change "LABEL runlog.image=$NAME" --change "LABEL runlog.inputs=$hash" "$stage/image.tar" "$REPO:$tag" >&2
 
 log "pushing $REPO:$tag"
 docker push -q "$REPO:$tag" >&2
