@@ -44,6 +44,9 @@ afterAll(async () => {
   for (const a of rl?.list() ?? []) if (a.kind === 'instance') await rl.kill(a.id).catch(() => undefined);
   await rl?.close();
   await cleanupTestContainers();
+  // Networks of finished runs would pile up on a shared daemon until its address pools run out.
+  const { docker } = await import('./support/docker.ts');
+  await docker.getNetwork(`runlog-test-${process.pid}`).remove().catch(() => undefined);
   if (root) rmSync(root, { recursive: true, force: true });
 });
 
