@@ -26,7 +26,7 @@ import { executionContainerBody } from '../src/adapters/docker/sandbox.ts';
 import { DEFAULT_OPERATOR_POLICY, type OperatorPolicy } from '../src/domain/at-run/operator-policy.ts';
 import type { RecordedEvent } from '../src/domain/events.ts';
 import { startTestPds, type TestPds } from '../test/support/pds.ts';
-import { median, nowMs, round, type Bench, type BenchResult } from './harness.ts';
+import { closeWithin, median, nowMs, round, type Bench, type BenchResult } from './harness.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
 const SETUP_DIR = process.env.RUNLOG_SETUP_DIR ?? '/var/lib/runlog-setup';
@@ -61,23 +61,6 @@ async function requireParts(docker: Docker): Promise<void> {
   imageRef('at-run-sandbox');
 }
 
-/**
- * rl.close(), bounded: close() waits for running effects, and an effect awaiting a container the runner has
- * just detached never settles (see the report), so a failed run would otherwise hang here for ever.
- */
-async function closeWithin(rl: Runlog | null | undefined, ms = 30_000): Promise<boolean> {
-  if (!rl) return true;
-  let timer: NodeJS.Timeout | undefined;
-  const closed = await Promise.race([
-    rl.close().then(
-      () => true,
-      () => true,
-    ),
-    new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms))),
-  ]);
-  clearTimeout(timer);
-  return closed;
-}
 
 interface Fixture {
   docker: Docker;

@@ -34,3 +34,21 @@ export async function timeIt(fn: () => unknown): Promise<number> {
 }
 
 export const round = (x: number, digits = 3): number => Number(x.toPrecision(digits));
+
+/**
+ * rl.close(), bounded: a failed round must not hang the whole benchmark run on a supervisor that will not
+ * close (close() waits for running effects).
+ */
+export async function closeWithin(rl: { close(): Promise<void> } | null | undefined, ms = 30_000): Promise<boolean> {
+  if (!rl) return true;
+  let timer: NodeJS.Timeout | undefined;
+  const closed = await Promise.race([
+    rl.close().then(
+      () => true,
+      () => true,
+    ),
+    new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms))),
+  ]);
+  clearTimeout(timer);
+  return closed;
+}

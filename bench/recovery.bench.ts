@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { createRunlog, type Runlog, type RunlogOptions } from '../src/actors/runlog.ts';
-import { median, nowMs, round, type Bench, type BenchResult } from './harness.ts';
+import { closeWithin, median, nowMs, round, type Bench, type BenchResult } from './harness.ts';
 
 const SETUP_DIR = process.env.RUNLOG_SETUP_DIR ?? '/var/lib/runlog-setup';
 const ROOTFS = process.env.RUNLOG_ROOTFS ?? join(SETUP_DIR, 'rootfs/debian-bookworm');
@@ -62,23 +62,6 @@ async function requireParts(docker: Docker): Promise<void> {
   if (!existsSync(refFile) || !/@sha256:[0-9a-f]{64}$/.test(readFileSync(refFile, 'utf8').trim())) throw new Error(`no app-base image digest recorded at ${refFile}: ${SETUP_HINT}`);
 }
 
-/**
- * rl.close(), bounded: close() waits for running effects, and an effect awaiting a container the runner has
- * just detached never settles (see the report), so a failed run would otherwise hang here for ever.
- */
-async function closeWithin(rl: Runlog | null | undefined, ms = 30_000): Promise<boolean> {
-  if (!rl) return true;
-  let timer: NodeJS.Timeout | undefined;
-  const closed = await Promise.race([
-    rl.close().then(
-      () => true,
-      () => true,
-    ),
-    new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms))),
-  ]);
-  clearTimeout(timer);
-  return closed;
-}
 
 function writeTinyApp(dir: string): void {
   mkdirSync(dir, { recursive: true });

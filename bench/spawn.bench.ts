@@ -32,7 +32,7 @@ import { shimArgs } from '../src/adapters/sandbox/seccomp-shim.ts';
 import { ALL_TOOLS_MOUNT, MY_TOOLS_MOUNT } from '../src/adapters/tools/toolchain.ts';
 import { provisionToolsDir } from '../src/adapters/tools/provision.ts';
 import { lifecyclePath, type AppManifest } from '../src/domain/manifest.ts';
-import { median, nowMs, round, type Bench, type BenchResult } from './harness.ts';
+import { closeWithin, median, nowMs, round, type Bench, type BenchResult } from './harness.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
 const HELLO_APP_DIR = join(REPO, 'examples/hello-app');
@@ -65,23 +65,6 @@ async function requireDocker(docker: Docker): Promise<string> {
   return image;
 }
 
-/**
- * rl.close(), bounded: close() waits for running effects, and an effect awaiting a container the runner has
- * just detached never settles (see the report), so a failed run would otherwise hang here for ever.
- */
-async function closeWithin(rl: Runlog | null | undefined, ms = 30_000): Promise<boolean> {
-  if (!rl) return true;
-  let timer: NodeJS.Timeout | undefined;
-  const closed = await Promise.race([
-    rl.close().then(
-      () => true,
-      () => true,
-    ),
-    new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms))),
-  ]);
-  clearTimeout(timer);
-  return closed;
-}
 
 /** A free TCP port on 127.0.0.1 (the kernel's choice), for the raw PRoot app. */
 function freePort(): Promise<number> {
