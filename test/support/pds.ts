@@ -9,31 +9,11 @@
 
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { startLocalNetwork, type Publisher } from '../../src/adapters/atproto/index.ts';
+import { startLocalNetwork, type LocalAccount, type LocalNetwork } from '../../src/adapters/atproto/index.ts';
 
-export interface TestAccount {
-  did: string;
-  handle: string;
-  password: string;
-  accessJwt: string;
-  refreshJwt: string;
-  /** Writes records and blobs as this account (the adapter's publishing client on a resumed session). */
-  publisher: Publisher;
-}
-
-export interface TestPds {
-  pdsUrl: string;
-  plcUrl: string;
-  /** Creates an account; `handle` must end in ".test" (a bare name gets ".test" appended). */
-  createAccount(handle: string): Promise<TestAccount>;
-  /**
-   * Re-points the DID's #atproto_pds service at `endpoint` with a PLC operation signed by the PDS's rotation
-   * key: resolvers then send this account's reads to `endpoint` (e.g. a tampering proxy). The real PDS keeps
-   * serving the repo.
-   */
-  setPdsEndpoint(did: string, endpoint: string): Promise<void>;
-  close(): Promise<void>;
-}
+/** The test PDS is runlog's embedded network (src/adapters/atproto/local-network.ts). */
+export type TestAccount = LocalAccount;
+export type TestPds = LocalNetwork;
 
 const SETUP_HINT = 'the in-process PDS (@atproto/dev-env) could not start; run `npm ci` / `npm run setup`';
 
