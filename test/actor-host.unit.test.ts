@@ -60,6 +60,46 @@ describe('actor host', () => {
     await rl.close();
   });
 
+  it('group commit: events of many actors decided at once share one transaction; each actor stays in order', async () => {
+    const rl = await createRunlog({ home: tempDir(), supervise: false });
+    const ids = Array.from({ length: 20 }, (_, i) => `g${i}`);
+    await Promise.all(ids.map((id) => rl.host.create('instance', id, { type: 'instance.requested', data: { spec: spec({ instanceId: id }) } })));
+    const batches: number[] = [];
+    const appendMany = rl.store.appendMany.bind(rl.store);
+    rl.store.appendMany = (requests) => {
+      batches.push(requests.length);
+      return appendMany(requests);
+    };
+    // Two events per actor, dispatched back to back: the first of each shares a transaction, the second waits
+    // for its own actor's first (one actor's events never share a batch out of order).
+    const results = await Promise.all(
+      ids.flatMap((id, i) => [
+        rl.host.dispatch('instance', id, { type: 'instance.spawned', data: { pid: 1000 + i, host: '127.0.0.1', port: 4100 + i } }),
+        rl.host.dispatch('instance', id, { type: 'instance.healthy', data: { identity: 'match' } }),
+      ]),
+    );
+    expect(results.every((r) => r.accepted)).toBe(true);
+    expect(batches).toEqual([20, 20]);
+    for (const id of ids) {
+      expect(rl.events(id).map((e) => [e.version, e.type])).toEqual([[1, 'instance.requested'], [2, 'instance.spawned'], [3, 'instance.healthy']]);
+      expect(rl.inspect(id).state).toBe('healthy');
+    }
+    await rl.close();
+  });
+
+  it('group commit: a failed transaction fails every dispatch in it and changes no actor', async () => {
+    const rl = await createRunlog({ home: tempDir(), supervise: false });
+    await Promise.all(['f1', 'f2'].map((id) => rl.host.create('instance', id, { type: 'instance.requested', data: { spec: spec({ instanceId: id }) } })));
+    rl.store.appendMany = () => {
+      throw Object.assign(new Error('disk full'), { code: 'STORE_WRITE' });
+    };
+    const outcomes = await Promise.allSettled(['f1', 'f2'].map((id) => rl.host.dispatch('instance', id, { type: 'instance.spawned', data: { pid: 1, host: '127.0.0.1', port: 4100 } })));
+    expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected']);
+    expect(rl.host.get('instance', 'f1')!.version).toBe(1);
+    expect(rl.inspect('f2').state).toBe('spawning');
+    await rl.close();
+  });
+
   it('records an illegal event as rejected and keeps going', async () => {
     const calls: string[] = [];
     const rl = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });

@@ -47,6 +47,40 @@ describe('SqliteEventStore', () => {
     s.close();
   });
 
+  it('appendMany writes many streams in one transaction; a conflict keeps only its own request out', () => {
+    const s = new SqliteEventStore(join(tempDir(), 'log.db'));
+    s.append('instance-a', [e('x.one')], { expectedVersion: 'no-stream' });
+    const before = s.readAll().length;
+    const outcomes = s.appendMany([
+      { stream: 'instance-a', events: [e('x.two', { n: 2 })], options: { expectedVersion: 1 } },
+      { stream: 'instance-b', events: [e('x.one')], options: { expectedVersion: 1 } }, // stale: b does not exist
+      { stream: 'instance-c', events: [e('x.one'), e('x.two')], options: { expectedVersion: 'no-stream' } },
+      // The same stream twice in one batch: the second sees the first's events.
+      { stream: 'instance-a', events: [e('x.three')], options: { expectedVersion: 2 } },
+    ]);
+    expect(outcomes.map((o) => o.ok)).toEqual([true, false, true, true]);
+    expect(outcomes[1]).toMatchObject({ ok: false, error: { code: 'CONCURRENCY', expected: 1, actual: 0 } });
+    expect(outcomes[1]!.ok ? null : outcomes[1]!.error).toBeInstanceOf(ConcurrencyError);
+    expect(outcomes[3]).toMatchObject({ ok: true, result: { version: 3 } });
+    expect(s.read('instance-a').map((x) => x.type)).toEqual(['x.one', 'x.two', 'x.three']);
+    expect(s.streamVersion('instance-b')).toBe(0);
+    expect(s.read('instance-c')).toHaveLength(2);
+    // seq follows request order: the log reads back in the order the batch was decided.
+    expect(s.readAll({ afterSeq: before }).map((x) => `${x.stream}:${x.type}`)).toEqual(['instance-a:x.two', 'instance-c:x.one', 'instance-c:x.two', 'instance-a:x.three']);
+    s.close();
+  });
+
+  it('appendMany keeps projection rows in the same transaction as their events', () => {
+    const s = new SqliteEventStore(join(tempDir(), 'log.db'));
+    const row = (id: string, version: number) => ({ id, kind: 'instance', stream: `instance-${id}`, state: 'spawning', status: 'active' as const, version, createdAt: 't', updatedAt: 't', summary: {} });
+    s.appendMany([
+      { stream: 'instance-p', events: [e('x.one')], options: { expectedVersion: 'no-stream', projection: row('p', 1) } },
+      { stream: 'instance-q', events: [e('x.one')], options: { expectedVersion: 3, projection: row('q', 4) } },
+    ]);
+    expect(s.listActors().map((r) => [r.id, r.version])).toEqual([['p', 1]]);
+    s.close();
+  });
+
   it('two handles on one file: one writer wins, the other gets ConcurrencyError, nothing is lost', () => {
     const file = join(tempDir(), 'log.db');
     const a = new SqliteEventStore(file);

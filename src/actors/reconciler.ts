@@ -30,6 +30,7 @@ import type { ContainerInfo, ContainerSummary, VolumeInfo } from '../adapters/do
 import { LABEL_SEAL_FOR, LABEL_VOLUME_KIND, SEAL_SUFFIX } from '../adapters/docker/materializer.ts';
 import { loadManifest } from '../adapters/apps/load-manifest.ts';
 import type { OrphanRecord } from '../adapters/sandbox/sandbox-runner.ts';
+import { mapConcurrent } from '../domain/concurrency.ts';
 import { parseStreamName, type NewEvent } from '../domain/events.ts';
 import type { ExecutionContext } from '../machines/execution.machine.ts';
 import { DEFAULT_RESTART, type InstanceContext, type InstanceSpec } from '../machines/instance.machine.ts';
@@ -38,6 +39,9 @@ import type { ActorHost, LiveActor } from './actor-host.ts';
 import type { ExecutionSupervisor } from './executions.ts';
 import { noFaults, type FaultHook } from './faults.ts';
 import type { InstanceSupervisor } from './instances.ts';
+
+/** Actors reconciled at once (each may inspect or remove a container: bounded to spare the Docker daemon). */
+const ACTOR_CONCURRENCY = 32;
 
 /** The stream where the reconciler records what it found outside any actor's log, and what it did about it. */
 export const RECONCILER_STREAM = 'reconciler';
@@ -160,25 +164,27 @@ export class Reconciler {
         this.log(`reconcile: containers and volumes no actor owns were not all handled: ${errorText(err)}`);
       }
     }
-    for (const actor of live) {
-      if (actor.kind !== 'instance' || this.untouchable(actor, versions)) continue;
+    // Actors are independent of each other: reconciled concurrently, so their findings reach the host in the
+    // same turns of the event loop and share its group commits (one fsync for many adoptions).
+    await mapConcurrent(live, ACTOR_CONCURRENCY, async (actor) => {
+      if (actor.kind !== 'instance' || this.untouchable(actor, versions)) return;
       try {
         await this.instance(actor, inventory, run);
       } catch (err) {
         run.report.unreachable.push(`instance ${actor.id}: ${errorText(err)}`);
         this.log(`reconcile: instance ${actor.id} left as logged: ${errorText(err)}`);
       }
-    }
-    for (const actor of live) {
-      if (actor.kind !== 'execution' || this.untouchable(actor, versions)) continue;
-      if (!inventory) continue; // every execution step needs Docker
+    });
+    await mapConcurrent(live, ACTOR_CONCURRENCY, async (actor) => {
+      if (actor.kind !== 'execution' || this.untouchable(actor, versions)) return;
+      if (!inventory) return; // every execution step needs Docker
       try {
         await this.execution(actor, run);
       } catch (err) {
         run.report.unreachable.push(`docker (execution ${actor.id}): ${errorText(err)}`);
         this.log(`reconcile: execution ${actor.id} left as logged: ${errorText(err)}`);
       }
-    }
+    });
     if (!run.dryRun) for (const r of run.resumes) this.host().resumeEffects(r.actor, [r.effect]);
     return run.report;
   }
@@ -199,26 +205,31 @@ export class Reconciler {
 
   private async inventory(run: Run): Promise<Inventory | null> {
     const engine = this.executions.engine;
+    // The three listings are independent: asked at once. The instance records (one inspect per container) are
+    // read even before we know there are instance containers; without any they cost one empty listing.
+    // (async: a container runner that cannot be made — no app-base image — is an error only when one is needed)
+    const records = (async () => this.instances.runner('container').listOrphanRecords())().then(
+        (list) => ({ ok: true as const, list }),
+        (err: unknown) => ({ ok: false as const, err }),
+      );
     let containers: ContainerSummary[];
     let volumes: VolumeInfo[];
     try {
-      containers = await engine.listContainers({ 'runlog.home': this.home }, { all: true });
-      volumes = await engine.listVolumes({ 'runlog.home': this.home });
+      [containers, volumes] = await Promise.all([engine.listContainers({ 'runlog.home': this.home }, { all: true }), engine.listVolumes({ 'runlog.home': this.home })]);
     } catch (err) {
+      await records;
       run.report.unreachable.push(`docker: ${errorText(err)}`);
       this.log(`reconcile: Docker unreachable, what needs it is left as logged: ${errorText(err)}`);
       return null;
     }
-    const records = new Map<string, OrphanRecord>();
-    if (containers.some((c) => c.labels['runlog.kind'] === 'instance')) {
-      try {
-        for (const r of await this.instances.runner('container').listOrphanRecords()) records.set(r.containerId, r);
-      } catch (err) {
-        run.report.unreachable.push(`container runner: ${errorText(err)}`);
-        this.log(`reconcile: cannot read instance containers: ${errorText(err)}`);
-      }
+    const byId = new Map<string, OrphanRecord>();
+    const r = await records;
+    if (r.ok) for (const rec of r.list) byId.set(rec.containerId, rec);
+    else if (containers.some((c) => c.labels['runlog.kind'] === 'instance')) {
+      run.report.unreachable.push(`container runner: ${errorText(r.err)}`);
+      this.log(`reconcile: cannot read instance containers: ${errorText(r.err)}`);
     }
-    return { containers, volumes, records };
+    return { containers, volumes, records: byId };
   }
 
   // --- recording ---------------------------------------------------------------------------------------

@@ -21,6 +21,16 @@ export interface AppendResult {
   events: RecordedEvent[];
 }
 
+/** One stream's part of a multi-stream append. */
+export interface AppendRequest {
+  stream: string;
+  events: readonly NewEvent[];
+  options: AppendOptions;
+}
+
+/** Per request: its result, or the ConcurrencyError that kept its events out (the other requests still commit). */
+export type AppendOutcome = { ok: true; result: AppendResult } | { ok: false; error: Error };
+
 export interface ReadOptions {
   /** First version to return (inclusive, 1-based). */
   from?: number;
@@ -66,6 +76,12 @@ export interface StreamInfo {
 export interface EventStore {
   readonly file: string;
   append(stream: string, events: readonly NewEvent[], options: AppendOptions): AppendResult;
+  /**
+   * Appends to many streams in one transaction: one commit, one fsync (group commit). Each request's
+   * expectedVersion is checked on its own, in order: a conflict keeps that request's events out and is
+   * reported in its outcome; the others commit. Any other failure (disk full, I/O) writes nothing and throws.
+   */
+  appendMany(requests: readonly AppendRequest[]): AppendOutcome[];
   read(stream: string, options?: ReadOptions): RecordedEvent[];
   readAll(options?: ReadAllOptions): RecordedEvent[];
   streamVersion(stream: string): number;

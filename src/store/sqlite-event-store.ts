@@ -16,6 +16,8 @@ import {
 import type {
   ActorRow,
   AppendOptions,
+  AppendOutcome,
+  AppendRequest,
   AppendResult,
   EventStore,
   ReadAllOptions,
@@ -127,6 +129,7 @@ export class SqliteEventStore implements EventStore {
   };
 
   private readonly appendTx: (stream: string, events: readonly NewEvent[], options: AppendOptions) => AppendResult;
+  private readonly appendManyTx: (requests: readonly AppendRequest[]) => AppendOutcome[];
 
   constructor(file: string, options: SqliteEventStoreOptions = {}) {
     this.file = file;
@@ -166,6 +169,17 @@ export class SqliteEventStore implements EventStore {
       dataVersion: db.prepare('PRAGMA data_version'),
     };
     this.appendTx = db.transaction((stream, events, opts) => this.appendInTx(stream, events, opts)).immediate as never;
+    this.appendManyTx = db.transaction((requests: readonly AppendRequest[]) =>
+      requests.map((r): AppendOutcome => {
+        try {
+          return { ok: true, result: this.appendInTx(r.stream, r.events, r.options) };
+        } catch (err) {
+          // appendInTx checks the version before it writes anything: a conflict leaves nothing to undo.
+          if (err instanceof ConcurrencyError) return { ok: false, error: err };
+          throw err;
+        }
+      }),
+    ).immediate as never;
     // A dead writer's commits are in the WAL we just opened: copy them into the file (which clears its marker).
     if (deadMarkers > 0) this.checkpoint('PASSIVE');
   }
@@ -265,6 +279,20 @@ export class SqliteEventStore implements EventStore {
     }
     this.notify();
     return result;
+  }
+
+  appendMany(requests: readonly AppendRequest[]): AppendOutcome[] {
+    if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
+    if (requests.every((r) => r.events.length === 0)) return requests.map((r) => ({ ok: true, result: { version: this.streamVersion(r.stream), lastSeq: 0, events: [] } }));
+    let outcomes: AppendOutcome[];
+    try {
+      this.beforeWrite();
+      outcomes = this.appendManyTx(requests);
+    } catch (err) {
+      throw translate(this.file, err);
+    }
+    this.notify();
+    return outcomes;
   }
 
   private toRecorded(r: EventRow): RecordedEvent {

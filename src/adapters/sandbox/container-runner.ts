@@ -30,6 +30,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { ValidationError } from '../../domain/errors.ts';
+import { mapConcurrent } from '../../domain/concurrency.ts';
 import { lifecyclePath, runnerLabel, type AppManifest, type LifecycleHook } from '../../domain/manifest.ts';
 import { waitHealthy } from '../health/wait-healthy.ts';
 import { toolchainFor, ALL_TOOLS_MOUNT, MY_TOOLS_MOUNT, type Toolchain } from '../tools/toolchain.ts';
@@ -99,6 +100,14 @@ const signalName = (code: number | null): string | null => {
   return entry ? entry[0] : null;
 };
 const dockerTime = (t: string | undefined): string | null => (!t || t.startsWith('0001-') ? null : t);
+
+/** Docker inspects in flight at once while listing containers to adopt (the daemon serves them in parallel). */
+const INSPECT_CONCURRENCY = 16;
+
+const instanceIdOf = (labels: Record<string, string>): string => {
+  const stream = labels['runlog.stream'] ?? '';
+  return stream.startsWith('instance-') ? stream.slice('instance-'.length) : '';
+};
 
 export class ContainerRunner implements SandboxRunner {
   readonly kind = 'container' as const;
@@ -403,22 +412,23 @@ export class ContainerRunner implements SandboxRunner {
 
   async listOrphanRecords(): Promise<OrphanRecord[]> {
     const list = await this.docker.listContainers({ all: true, filters: { label: ['runlog.kind=instance', `runlog.home=${this.cfg.home}`] } });
-    const out: OrphanRecord[] = [];
-    for (const c of list) {
-      const stream = c.Labels['runlog.stream'] ?? '';
-      const instanceId = stream.startsWith('instance-') ? stream.slice('instance-'.length) : '';
-      if (!instanceId || this.tracked.has(instanceId)) continue;
+    const untracked = list.filter((c) => {
+      const id = instanceIdOf(c.Labels);
+      return id !== '' && !this.tracked.has(id);
+    });
+    // Inspected in parallel (bounded): after a restart this is the supervisor's view of every container it adopts.
+    const records = await mapConcurrent(untracked, INSPECT_CONCURRENCY, async (c): Promise<OrphanRecord | null> => {
       let info: Docker.ContainerInspectInfo;
       try {
         info = await this.docker.getContainer(c.Id).inspect();
       } catch (e) {
-        if (statusOf(e) === 404) continue; // removed meanwhile
+        if (statusOf(e) === 404) return null; // removed meanwhile
         throw e;
       }
       const env = Object.fromEntries((info.Config.Env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
       const running = info.State.Running;
-      out.push({
-        instanceId,
+      return {
+        instanceId: instanceIdOf(c.Labels),
         appId: c.Labels['runlog.app'] ?? env.APP_ID ?? '',
         containerId: info.Id,
         port: Number(env.APP_PORT),
@@ -429,9 +439,9 @@ export class ContainerRunner implements SandboxRunner {
         finishedAt: running ? null : dockerTime(info.State.FinishedAt),
         exitCode: running ? null : info.State.ExitCode,
         basePath: c.Labels['runlog.base-path'] ?? '',
-      });
-    }
-    return out;
+      };
+    });
+    return records.filter((r): r is OrphanRecord => r !== null);
   }
 
   registerAdopted(rec: OrphanRecord): void {
