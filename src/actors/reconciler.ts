@@ -41,7 +41,7 @@ import { noFaults, type FaultHook } from './faults.ts';
 import type { InstanceSupervisor } from './instances.ts';
 
 /** Actors reconciled at once (each may inspect or remove a container: bounded to spare the Docker daemon). */
-const ACTOR_CONCURRENCY = 32;
+const ACTOR_CONCURRENCY = 256;
 
 /** The stream where the reconciler records what it found outside any actor's log, and what it did about it. */
 export const RECONCILER_STREAM = 'reconciler';
@@ -205,31 +205,26 @@ export class Reconciler {
 
   private async inventory(run: Run): Promise<Inventory | null> {
     const engine = this.executions.engine;
-    // The three listings are independent: asked at once. The instance records (one inspect per container) are
-    // read even before we know there are instance containers; without any they cost one empty listing.
-    // (async: a container runner that cannot be made — no app-base image — is an error only when one is needed)
-    const records = (async () => this.instances.runner('container').listOrphanRecords())().then(
-        (list) => ({ ok: true as const, list }),
-        (err: unknown) => ({ ok: false as const, err }),
-      );
     let containers: ContainerSummary[];
     let volumes: VolumeInfo[];
     try {
       [containers, volumes] = await Promise.all([engine.listContainers({ 'runlog.home': this.home }, { all: true }), engine.listVolumes({ 'runlog.home': this.home })]);
     } catch (err) {
-      await records;
       run.report.unreachable.push(`docker: ${errorText(err)}`);
       this.log(`reconcile: Docker unreachable, what needs it is left as logged: ${errorText(err)}`);
       return null;
     }
-    const byId = new Map<string, OrphanRecord>();
-    const r = await records;
-    if (r.ok) for (const rec of r.list) byId.set(rec.containerId, rec);
-    else if (containers.some((c) => c.labels['runlog.kind'] === 'instance')) {
-      run.report.unreachable.push(`container runner: ${errorText(r.err)}`);
-      this.log(`reconcile: cannot read instance containers: ${errorText(r.err)}`);
+    const records = new Map<string, OrphanRecord>();
+    if (containers.some((c) => c.labels['runlog.kind'] === 'instance')) {
+      try {
+        // Inspects what was just listed (in parallel); no second listing.
+        for (const r of await this.instances.runner('container').listOrphanRecords(containers)) records.set(r.containerId, r);
+      } catch (err) {
+        run.report.unreachable.push(`container runner: ${errorText(err)}`);
+        this.log(`reconcile: cannot read instance containers: ${errorText(err)}`);
+      }
     }
-    return { containers, volumes, records: byId };
+    return { containers, volumes, records };
   }
 
   // --- recording ---------------------------------------------------------------------------------------

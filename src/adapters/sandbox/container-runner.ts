@@ -323,17 +323,28 @@ export class ContainerRunner implements SandboxRunner {
     const t: Tracked = { ...rec, expectingKill: false, live, detach, exited: null as unknown as Promise<ExitInfo> };
     this.tracked.set(rec.instanceId, t);
 
+    let logsClosed!: () => void;
+    const logsDone = new Promise<void>((resolve) => (logsClosed = resolve));
+    const endLogs = (): void => {
+      logs.end();
+      logsClosed();
+    };
     void container
       .logs({ follow: true, stdout: true, stderr: true, ...(logsSince !== undefined ? { since: logsSince } : {}), abortSignal: detach.signal })
       .then((stream) => {
         const sink = (s: 'stdout' | 'stderr'): Writable => new Writable({ write: (c: Buffer, _e, cb) => (logs.write(s, c), cb()) });
         this.docker.modem.demuxStream(stream, sink('stdout'), sink('stderr'));
-        stream.on('end', () => logs.end());
-        stream.on('error', () => logs.end());
+        stream.on('end', endLogs);
+        stream.on('error', endLogs);
+        stream.on('close', endLogs);
       })
-      .catch(() => logs.end());
+      .catch(endLogs);
 
     t.exited = (async (): Promise<ExitInfo> => {
+      // A followed log stream ends when its container stops, so the exit is asked for only then: one connection
+      // per container instead of two (recovery re-attaches hundreds at once). wait() stays the authority: a stream
+      // that ended for another reason (an error, a daemon hiccup, no readable log driver) just waits sooner.
+      await logsDone;
       let code: number | null = null;
       for (let attempt = 0; ; attempt++) {
         try {
@@ -410,17 +421,19 @@ export class ContainerRunner implements SandboxRunner {
     return t?.live ? t.port : null;
   }
 
-  async listOrphanRecords(): Promise<OrphanRecord[]> {
-    const list = await this.docker.listContainers({ all: true, filters: { label: ['runlog.kind=instance', `runlog.home=${this.cfg.home}`] } });
+  async listOrphanRecords(listed?: readonly { id: string; labels: Record<string, string> }[]): Promise<OrphanRecord[]> {
+    const list =
+      listed?.filter((c) => c.labels['runlog.kind'] === 'instance' && c.labels['runlog.home'] === this.cfg.home) ??
+      (await this.docker.listContainers({ all: true, filters: { label: ['runlog.kind=instance', `runlog.home=${this.cfg.home}`] } })).map((c) => ({ id: c.Id, labels: c.Labels }));
     const untracked = list.filter((c) => {
-      const id = instanceIdOf(c.Labels);
+      const id = instanceIdOf(c.labels);
       return id !== '' && !this.tracked.has(id);
     });
     // Inspected in parallel (bounded): after a restart this is the supervisor's view of every container it adopts.
     const records = await mapConcurrent(untracked, INSPECT_CONCURRENCY, async (c): Promise<OrphanRecord | null> => {
       let info: Docker.ContainerInspectInfo;
       try {
-        info = await this.docker.getContainer(c.Id).inspect();
+        info = await this.docker.getContainer(c.id).inspect();
       } catch (e) {
         if (statusOf(e) === 404) return null; // removed meanwhile
         throw e;
@@ -428,8 +441,8 @@ export class ContainerRunner implements SandboxRunner {
       const env = Object.fromEntries((info.Config.Env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
       const running = info.State.Running;
       return {
-        instanceId: instanceIdOf(c.Labels),
-        appId: c.Labels['runlog.app'] ?? env.APP_ID ?? '',
+        instanceId: instanceIdOf(c.labels),
+        appId: c.labels['runlog.app'] ?? env.APP_ID ?? '',
         containerId: info.Id,
         port: Number(env.APP_PORT),
         host: running ? info.NetworkSettings.Networks[this.cfg.network]?.IPAddress || null : null,
@@ -438,7 +451,7 @@ export class ContainerRunner implements SandboxRunner {
         startedAt: dockerTime(info.State.StartedAt),
         finishedAt: running ? null : dockerTime(info.State.FinishedAt),
         exitCode: running ? null : info.State.ExitCode,
-        basePath: c.Labels['runlog.base-path'] ?? '',
+        basePath: c.labels['runlog.base-path'] ?? '',
       };
     });
     return records.filter((r): r is OrphanRecord => r !== null);

@@ -78,8 +78,12 @@ export interface SandboxRunner {
   onExit(instanceId: string, cb: ExitCallback): () => void;
   getHost(instanceId: string): string | null;
   getPort(instanceId: string): number | null;
-  /** Containers of this runlog home (by labels) not tracked by this runner. ProotRunner: always [] (its children die with the supervisor). */
-  listOrphanRecords(): Promise<OrphanRecord[]>;
+  /**
+   * Containers of this runlog home (by labels) not tracked by this runner. ProotRunner: always [] (its children
+   * die with the supervisor). `listed`: the home's containers as the caller just listed them (id and labels),
+   * so they are only inspected, not listed again.
+   */
+  listOrphanRecords(listed?: readonly { id: string; labels: Record<string, string> }[]): Promise<OrphanRecord[]>;
   /** Tracks an orphan again: exit watcher + log stream, no lifecycle hooks. ProotRunner: throws ADOPT_UNSUPPORTED. */
   registerAdopted(rec: OrphanRecord): void;
   /** Buffered output (last lines) and, with follow, live lines until the instance exits. */
