@@ -170,6 +170,28 @@ describe('app instances after a supervisor restart', () => {
     }
   });
 
+  it('a container frozen with docker pause while the supervisor was down: adopted as it is, never removed', async () => {
+    const home = newHome('frozen');
+    const rl1 = await open(home);
+    const v = await rl1.spawnApp({ appDir: app('com.example.frozen', 'container') });
+    const containerId = (v.context as any).containerId as string;
+    await rl1.close();
+    await docker.getContainer(containerId).pause();
+    const rl2 = await open(home);
+    try {
+      const adopted = rl2.events(v.id).find((e) => e.type === 'instance.adopted');
+      expect(adopted, rl2.events(v.id).map((e) => e.type).join(', ')).toMatchObject({ data: { containerId, evidence: { containerId, state: 'paused' } } });
+      expect(rl2.events(v.id).some((e) => e.type === 'instance.crashed')).toBe(false);
+      expect((await docker.getContainer(containerId).inspect()).State.Status).toBe('paused');
+      await docker.getContainer(containerId).unpause();
+      await until('running again', () => rl2.inspect(v.id).state === 'running');
+      expect((rl2.inspect(v.id).context as any).containerId).toBe(containerId);
+    } finally {
+      await docker.getContainer(containerId).unpause().catch(() => undefined);
+      await shutdown(rl2);
+    }
+  });
+
   it('a container that is gone: lost, with the evidence', async () => {
     const home = newHome('gone');
     const rl1 = await open(home);

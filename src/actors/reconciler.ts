@@ -425,7 +425,9 @@ export class Reconciler {
       return;
     }
     const evidence = evidenceOf(rec);
-    if (rec.state === 'running') {
+    // A container frozen with `docker pause` is alive (its process is there, only stopped): adopted like a running
+    // one, never mistaken for an exit and removed.
+    if (rec.state === 'running' || rec.state === 'paused') {
       if (stopping) {
         // We had decided to stop it: watch it again and finish the job (its exit becomes instance.exited).
         run.report.actions.push({ id: actor.id, kind: 'instance', action: 'resumed', evidence: { ...evidence, effect: 'stopSandbox' } });
