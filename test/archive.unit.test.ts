@@ -13,8 +13,11 @@ import {
   ArchiveRejectedError,
   DEFAULT_ARCHIVE_LIMITS,
   assertValidArchive,
+  assertValidArchiveChunks,
   entriesUnder,
+  packArchive,
   validateArchive,
+  validateArchiveChunks,
   writeArchive,
   type ArchiveEntry,
   type ArchiveLimits,
@@ -805,5 +808,141 @@ describe('mutated archives (seeded, deterministic)', () => {
       expect(again.entries.map((e) => [e.path, e.type, e.linkname, e.size])).toEqual(r.entries.map((e) => [e.path, e.type, e.linkname, e.size]));
     }
     expect(passed).toBeGreaterThan(0);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// The same validator over an archive held as the chunks it was downloaded in, and the streamed writer.
+
+describe('chunked input (validateArchiveChunks) and streamed output (packArchive)', () => {
+  /** Cuts `b` at seeded random points: 1-byte pieces, pieces ending mid-header, and large ones. */
+  function cut(b: Buffer, seed: number): Buffer[] {
+    let s = seed;
+    const rnd = (): number => {
+      s = (s * 1103515245 + 12345) & 0x7fffffff;
+      return s / 0x7fffffff;
+    };
+    const out: Buffer[] = [];
+    for (let off = 0; off < b.length; ) {
+      const r = rnd();
+      const n = r < 0.2 ? 1 : r < 0.5 ? 1 + Math.floor(rnd() * 700) : 1 + Math.floor(rnd() * 5000);
+      out.push(b.subarray(off, off + n));
+      off += n;
+    }
+    return out;
+  }
+  /** A report with every kept file's bytes as one buffer, whichever way they were handed out. */
+  const normalized = (r: ArchiveReport) => ({
+    ...r,
+    entries: r.entries.map(({ content, ...e }) => ({ ...e, ...(content ? { data: Buffer.concat([...content]) } : {}) })),
+  });
+  const collect = async (pieces: AsyncIterable<Buffer>): Promise<Buffer> => {
+    const out: Buffer[] = [];
+    for await (const p of pieces) out.push(p);
+    return Buffer.concat(out);
+  };
+  const crafted = [
+    tar(dir('a/'), file('a/x', 'data'), symlink('a/l', 'x'), hardlink('a/h', 'a/x'), pax({ path: `a/${'p'.repeat(150)}` }), file('a/y', 'y'.repeat(3000))),
+    Buffer.concat([tar(file('x', 'data')), Buffer.from('trailing')]),
+    tar(file('x', 'data')).subarray(0, 700), // truncated inside the data
+    tar(dir('app/'), file('app/main.py', 'print(1)\n'), symlink('app/up', '../../etc')),
+  ];
+  const inputs: Array<[string, Buffer]> = [
+    ...files.filter((f) => !f.endsWith('.gz') && !f.endsWith('.bz2')).map((f): [string, Buffer] => [f, readFileSync(join(TARS, f))]),
+    ...crafted.map((b, i): [string, Buffer] => [`crafted ${i}`, b]),
+  ];
+
+  it.each(inputs)('%s: the same report from its chunks, however they are cut', async (_name, bytes) => {
+    for (const [seed, opts] of [[1, { kind: 'runtime' }], [2, { kind: 'code', entrypoint: 'main.py' }], [3, { kind: 'runtime', stripPrefix: 'a' }]] as const) {
+      const expected = await validateArchive(bytes, DEFAULT_ARCHIVE_LIMITS, opts);
+      const chunked = await validateArchiveChunks(cut(bytes, seed), DEFAULT_ARCHIVE_LIMITS, opts);
+      expect(normalized(chunked)).toEqual(normalized(expected));
+    }
+  });
+
+  it('the refusals before parsing are the same (too large, compressed, empty)', async () => {
+    const small = { ...DEFAULT_ARCHIVE_LIMITS, maxArchiveBytes: 1000 };
+    const big = tar(file('x', 'x'.repeat(2000)));
+    expect((await validateArchiveChunks(cut(big, 4), small, { kind: 'runtime' })).violations).toEqual((await validateArchive(big, small, { kind: 'runtime' })).violations);
+    const gz = gzipSync(tar(file('x')));
+    expect((await validateArchiveChunks([gz.subarray(0, 1), gz.subarray(1)], DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' })).violations).toMatchObject([{ code: 'COMPRESSED_ARCHIVE' }]);
+    expect((await validateArchiveChunks([], DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' })).violations).toMatchObject([{ code: 'EMPTY_ARCHIVE' }]);
+    await expect(validateArchiveChunks('nope' as never, DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' })).rejects.toMatchObject({ code: 'ARCHIVE_OPTIONS_INVALID' });
+    await expect(assertValidArchiveChunks([Buffer.from(tar(file('../x')))], DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' })).rejects.toBeInstanceOf(ArchiveRejectedError);
+  });
+
+  it('keeps file contents as views into the chunks it was handed (no copy)', async () => {
+    const bytes = tar(dir('rt/'), file('rt/big', 'z'.repeat(20_000)));
+    const chunks = cut(bytes, 5);
+    const r = await validateArchiveChunks(chunks, DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' });
+    const big = r.entries.find((e) => e.path === 'rt/big')!;
+    expect(big.data).toBeUndefined();
+    expect(big.content!.length).toBeGreaterThan(1);
+    const owners = new Set(chunks.map((c) => c.buffer));
+    for (const part of big.content!) expect(owners.has(part.buffer)).toBe(true);
+  });
+
+  it('packArchive yields exactly writeArchive’s bytes, from data or from content, with or without a prefix', async () => {
+    const sampleTar = tar(
+      dir('rt/'),
+      file('rt/bin', '\u007fELF'.repeat(300), { mode: 0o750 }),
+      symlink('rt/link', 'bin'),
+      hardlink('rt/hard', 'rt/bin'),
+      pax({ path: `rt/${'long-'.repeat(40)}name.js` }),
+      file('rt/x', 'module.exports = 1\n'),
+      pax({ path: 'rt/ünïcödé.txt' }),
+      file('rt/y', ''),
+    );
+    const viaBuffer = await validateArchive(sampleTar, DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' });
+    const viaChunks = await validateArchiveChunks(cut(sampleTar, 6), DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' });
+    for (const opts of [{}, { prefix: 'out/export' }]) {
+      const written = await writeArchive(viaBuffer.entries, opts);
+      expect((await collect(packArchive(viaBuffer.entries, opts))).equals(written)).toBe(true);
+      expect((await collect(packArchive(viaChunks.entries, opts))).equals(written)).toBe(true);
+    }
+    // Every header carries the seven-digit checksum the PDS's sniffer does not take for a tar (see write.ts).
+    const out = await writeArchive(viaBuffer.entries);
+    expect(out.toString('latin1', 148, 156)).toMatch(/^[0-7]{7}\0$/);
+    const again = await validateArchive(out, DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' });
+    expect(again.ok, JSON.stringify(again.violations)).toBe(true);
+  });
+
+  it('mutated archives (seeded): the chunked validator agrees with the buffer one on every verdict and entry', async () => {
+    let seed = 777;
+    const rnd = (): number => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+      return seed / 0x7fffffff;
+    };
+    const bases = inputs.map(([, b]) => b).filter((b) => b.length < 200_000);
+    for (let i = 0; i < 200; i++) {
+      const b = Buffer.from(bases[Math.floor(rnd() * bases.length)]!);
+      for (let m = 1 + Math.floor(rnd() * 3); m > 0; m--) {
+        const pos = Math.floor(rnd() * b.length);
+        const block = pos - (pos % 512);
+        b[pos] = Math.floor(rnd() * 256);
+        if (rnd() < 0.6 && block + 512 <= b.length) {
+          b.fill(0x20, block + 148, block + 156);
+          let sum = 0;
+          for (let j = block; j < block + 512; j++) sum += b[j]!;
+          b.write(`${sum.toString(8).padStart(6, '0')}\0 `, block + 148, 'latin1');
+        }
+      }
+      const opts: ValidateOptions = rnd() < 0.5 ? { kind: 'runtime' } : { kind: 'code', entrypoint: 'x' };
+      const expected = await validateArchive(b, DEFAULT_ARCHIVE_LIMITS, opts);
+      expect(normalized(await validateArchiveChunks(cut(b, i + 1), DEFAULT_ARCHIVE_LIMITS, opts)), `mutation ${i}`).toEqual(normalized(expected));
+    }
+  });
+
+  it('packArchive refuses invalid entries before yielding anything, and a consumer may stop early', async () => {
+    const it1 = packArchive([{ path: 'a', type: 'file', mode: 0o644, size: 3, content: [Buffer.from('ab')] }]);
+    await expect(it1.next()).rejects.toMatchObject({ code: 'ARCHIVE_WRITE_INVALID' });
+    await expect(writeArchive([{ path: 'a', type: 'file', mode: 0o644, size: 2, data: Buffer.from('ab'), content: [Buffer.from('ab')] }])).rejects.toMatchObject({ code: 'ARCHIVE_WRITE_INVALID' });
+    const many = Array.from({ length: 50 }, (_, i): ArchiveEntry => ({ path: `f${i}`, type: 'file', mode: 0o644, size: 4096, content: [Buffer.alloc(4096, i)] }));
+    let seen = 0;
+    for await (const piece of packArchive(many)) {
+      seen += piece.length;
+      if (seen > 10_000) break; // the generator's cleanup must not leave its producer waiting
+    }
+    expect(seen).toBeGreaterThan(10_000);
   });
 });

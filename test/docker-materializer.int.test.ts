@@ -1,16 +1,18 @@
 // The Docker engine port and the materializer against the real Engine and the real registry at 127.0.0.1:5000:
 // images built by scripts/images/*.sh are in the registry and pull by digest; runtime, addition and code bytes
 // land in volumes through containers that are created and never started.
+import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDockerEngine, type DockerEngine } from '../src/adapters/docker/engine.ts';
 import { createMaterializer, type MaterializeProgress, type Materializer } from '../src/adapters/docker/materializer.ts';
-import { writeArchive, type ArchiveEntry } from '../src/adapters/archive/index.ts';
+import { packArchive, writeArchive, type ArchiveEntry } from '../src/adapters/archive/index.ts';
 import { DEFAULT_ARCHIVE_LIMITS } from '../src/domain/at-run/archive-limits.ts';
 import {
   cleanupTestContainers,
   cleanupTestVolumes,
   containerEvents,
   docker,
+  imageFile,
   imageRef,
   registryHasManifest,
   requireDocker,
@@ -56,6 +58,12 @@ describe('engine', () => {
   it('fails with DOCKER_UNAVAILABLE on a socket where no Engine answers', async () => {
     const nowhere = createDockerEngine({ socketPath: '/nonexistent/docker.sock' });
     await expect(nowhere.ping()).rejects.toMatchObject({ code: 'DOCKER_UNAVAILABLE' });
+    await expect(nowhere.putArchive('x', '/x', packArchive([{ path: 'f', type: 'file', mode: 0o644, size: 1, data: Buffer.from('x') }]))).rejects.toMatchObject({ code: 'DOCKER_UNAVAILABLE' });
+  });
+
+  it('a streamed archive upload the Engine refuses ends with its answer (DOCKER_API and the status)', async () => {
+    const many = Array.from({ length: 100 }, (_, i): ArchiveEntry => ({ path: `f${i}`, type: 'file', mode: 0o644, size: 100_000, content: [Buffer.alloc(100_000, i)] }));
+    await expect(engine.putArchive(`runlog-no-such-container-${RUN}`, '/x', packArchive(many))).rejects.toMatchObject({ code: 'DOCKER_API', status: 404 });
   });
 
   it('finds every runlog image in the registry by digest', async () => {
@@ -138,6 +146,10 @@ describe('materializer', () => {
     expect(node!.size).toBeGreaterThan(50 * 1024 * 1024);
     expect(listing.map((e) => e.path)).toContain('adapter/worker.mjs');
     expect(listing.some((e) => e.path.startsWith('runtime/'))).toBe(false);
+    // Byte for byte what the image ships (the ~95 MB binary went from the download to the upload in chunks).
+    const digest = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+    expect(digest(await volumeFile(result.volume, image, 'bin/node'))).toBe(digest(await imageFile(image, '/at-run/runtime/bin/node')));
+    expect((await volumeFile(result.volume, image, 'adapter/worker.mjs')).equals(await imageFile(image, '/at-run/runtime/adapter/worker.mjs'))).toBe(true);
     const volume = await engine.inspectVolume(result.volume);
     expect(volume!.labels).toMatchObject({ 'runlog.volume-kind': 'runtime', 'runlog.test-run': RUN });
     console.info(`[materialize node runtime cold] ${JSON.stringify(result.timings)}`);

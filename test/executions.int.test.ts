@@ -115,13 +115,57 @@ describe('execution receipts', () => {
   });
 });
 
+describe('changes between runs are caught on the next run (DID document cache on, hints warm)', () => {
+  const version = (v: string) => ({ 'index.mjs': `export const which = () => ({ version: '${v}' });\n` });
+  const run = (uri: string) => rl.execute({ uri, handler: 'which', input: {} });
+
+  it('a code record replaced in place runs its new code, with its new CID recorded', async () => {
+    const v1 = await publishCodeFiles(alice, 'live', version('v1'), 'index.mjs', runtimes.node, 'live-code');
+    const first = await run(v1.uri);
+    expect(first.output).toEqual({ version: 'v1' });
+    expect(await run(v1.uri)).toMatchObject({ output: { version: 'v1' } }); // warm: the hints name v1's blob
+    const v2 = await publishCodeFiles(alice, 'live', version('v2'), 'index.mjs', runtimes.node, 'live-code');
+    expect(v2.uri).toBe(v1.uri);
+    const second = await run(v1.uri);
+    expect(second.output).toEqual({ version: 'v2' });
+    const ctx = second.view.context as any;
+    expect(ctx.resolved).toMatchObject({ codeCid: v2.cid, blobCid: v2.blobCid });
+    expect(ctx.materialized.codeVolume).not.toBe((first.view.context as any).materialized.codeVolume);
+  });
+
+  it('an alias retargeted between runs runs the new target; one pinning a replaced version fails RECORD_CID_MISMATCH', async () => {
+    const a = await publishCodeFiles(alice, 'alias-a', version('a'), 'index.mjs', runtimes.node);
+    const b = await publishCodeFiles(alice, 'alias-b', version('b'), 'index.mjs', runtimes.node);
+    const alias = await alice.publisher.putRecord(AT_RUN_V2.alias, 'current', { $type: AT_RUN_V2.alias, target: { uri: a.uri, cid: a.cid }, createdAt: new Date().toISOString() } as never);
+    expect(await run(alias.uri)).toMatchObject({ output: { version: 'a' } });
+    await alice.publisher.putRecord(AT_RUN_V2.alias, 'current', { $type: AT_RUN_V2.alias, target: { uri: b.uri, cid: b.cid }, createdAt: new Date().toISOString() } as never);
+    const out = await run(alias.uri);
+    expect(out.output).toEqual({ version: 'b' });
+    expect((out.view.context as any).resolved).toMatchObject({ codeUri: b.uri, codeCid: b.cid });
+    // Replace b's record under the alias: the alias still pins the old CID.
+    await publishCodeFiles(alice, 'alias-b', version('b2'), 'index.mjs', runtimes.node, b.uri.split('/').at(-1));
+    const stale = await run(alias.uri);
+    expect(stale.failure).toMatchObject({ reason: 'validation', code: 'RECORD_CID_MISMATCH' });
+  });
+
+  it('a code record re-bound to another runtime between runs is bound again (and a broken binding is refused)', async () => {
+    const live = await publishCodeFiles(alice, 'rebind', version('node'), 'index.mjs', runtimes.node, 'rebind');
+    expect(await run(live.uri)).toMatchObject({ status: 'succeeded' });
+    // Same blob, same entrypoint, the runtime reference now names the python runtime's URI with the node CID.
+    const current = (await (await fetch(`${pds.pdsUrl}/xrpc/com.atproto.repo.getRecord?repo=${alice.did}&collection=${AT_RUN_V2.code}&rkey=rebind`)).json()) as { value: Record<string, unknown> };
+    await rawPutAt(alice, AT_RUN_V2.code, 'rebind', { ...current.value, runtimeRecord: { uri: runtimes.python.uri, cid: runtimes.node.cid } });
+    const out = await run(live.uri);
+    expect(out.failure).toMatchObject({ reason: 'validation', code: 'RUNTIME_BINDING_MISMATCH' });
+  });
+});
+
 /** Packs files under one top-level directory and publishes a code record for them (bypassing nothing). */
-async function publishCodeFiles(acct: TestAccount, name: string, files: Record<string, string>, entrypoint: string, runtime: { uri: string; cid: string }) {
+async function publishCodeFiles(acct: TestAccount, name: string, files: Record<string, string>, entrypoint: string, runtime: { uri: string; cid: string }, rkey?: string) {
   const dir = mkdtempSync(join(tmpdir(), `runlog-code-${name}-`));
   const { writeFileSync } = await import('node:fs');
   for (const [f, text] of Object.entries(files)) writeFileSync(join(dir, f), text);
   try {
-    return await publishCode(acct.publisher, { dir, runtime: runtime.uri, entrypoint, atproto: { plcUrl: pds.plcUrl } });
+    return await publishCode(acct.publisher, { dir, runtime: runtime.uri, entrypoint, atproto: { plcUrl: pds.plcUrl }, ...(rkey ? { rkey } : {}) });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -129,6 +173,7 @@ async function publishCodeFiles(acct: TestAccount, name: string, files: Record<s
 
 /** Writes a record as-is (no client-side validation): what a careless or hostile author could publish. */
 const rawPut = (acct: TestAccount, collection: string, record: Record<string, unknown>) => acct.publisher.putRecord(collection, undefined, record as never);
+const rawPutAt = (acct: TestAccount, collection: string, rkey: string, record: Record<string, unknown>) => acct.publisher.putRecord(collection, rkey, record as never);
 
 describe('rejected before anything runs, each with its own code, nothing left behind', () => {
   const tarOf = (entries: Parameters<typeof writeArchive>[0]) => writeArchive(entries);

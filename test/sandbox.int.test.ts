@@ -327,6 +327,22 @@ describe('the container', () => {
     });
     expect(await engine.inspectVolume(missing)).toBeNull();
   });
+
+  it('matches volume names exactly (one listing serves every check) and refuses an unsealed materialized volume', async () => {
+    // The Engine's name filter matches substrings and patterns: neither may stand in for the volume asked for.
+    const asked = `runlog-code-near.${RUN}`;
+    await engine.createVolume(`${asked}-longer`, { ...LABELS });
+    await engine.createVolume(asked.replace('.', 'X'), { ...LABELS });
+    const err = await sandbox.createExecutionContainer({ ...spec('node', `exec_${RUN}_near`), codeVolume: asked }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'SANDBOX_VOLUME_MISSING', issues: [`volume ${asked} does not exist`] });
+    expect(await engine.inspectVolume(asked)).toBeNull();
+    // A materialized volume (it carries the volume-kind label) whose seal was never written.
+    const unsealed = `runlog-code-unsealed-${RUN}`;
+    await engine.createVolume(unsealed, { ...LABELS, 'runlog.volume-kind': 'code' });
+    const err2 = await sandbox.createExecutionContainer({ ...spec('node', `exec_${RUN}_unsealed`), codeVolume: unsealed }).catch((e: unknown) => e);
+    expect(err2).toMatchObject({ code: 'SANDBOX_VOLUME_MISSING', issues: [`volume ${unsealed} was never completely materialized (no seal)`] });
+    expect(await engine.listContainers({ 'runlog.stream': `execution-exec_${RUN}_unsealed` })).toEqual([]);
+  });
 });
 
 describe('contained failures', () => {

@@ -14,8 +14,10 @@ import { RunlogError } from '../domain/errors.ts';
 import type { NewEvent } from '../domain/events.ts';
 import type { ExecutionContext, ExecutionRequest, FailureReason } from '../machines/execution.machine.ts';
 import type { ActorHost, EffectContext, EffectHandlers } from './actor-host.ts';
+import { CodePrefetch, type PreparedCode } from './code-prefetch.ts';
 import type { FaultHook } from './faults.ts';
 import { requireImage, type Parts } from './parts.ts';
+import { ResolutionHints } from './resolution-hints.ts';
 
 export interface ExecutionOptions {
   home: string;
@@ -74,6 +76,9 @@ function classify(err: unknown, during: FailureReason): { reason: FailureReason;
   return { reason: isValidation ? 'validation' : during, code, message };
 }
 
+/** What a prepared code archive is: the blob (from its author's PDS) and the entrypoint it was checked for. */
+const codeKey = (author: string, blobCid: string, entrypoint: string): string => `${author}\n${blobCid}\n${entrypoint}`;
+
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 
 /**
@@ -103,8 +108,9 @@ export class ExecutionSupervisor {
   private materializerInstance: Materializer | null = null;
   private sandboxInstance: ExecSandbox | null = null;
   readonly reader: AtprotoReader;
-  /** The daemon's OS/architecture does not change while it runs: asked once. */
   private platformOnce: Promise<{ os: string; architecture: string; variant?: string }> | null = null;
+  private readonly prefetch = new CodePrefetch();
+  private readonly hints = new ResolutionHints();
   private readonly progress = new Map<string, (step: { name: string; detail: Record<string, unknown> }) => void>();
 
   constructor(private readonly opts: ExecutionOptions, private readonly host: () => ActorHost) {
@@ -150,32 +156,42 @@ export class ExecutionSupervisor {
       invoke: (p, ctx) => this.invoke(p.request as ExecutionRequest, String(p.containerId), p.deadline as string, p.resolved as unknown as Resolved, ctx, p.resumed === true),
       collect: (p, ctx) => this.collect(String(p.containerId), p.deadline as string, ctx),
       killSandbox: (p, ctx) => this.kill(p.containerId as string | null, ctx),
-      cleanup: (p) => this.cleanup(p.containerId as string | null),
+      cleanup: (p) => this.cleanup(p.executionId as string | undefined, p.containerId as string | null),
     };
   }
 
   // 1–6 of the seed's PDS-first flow: URI → DID → PDS → code record → runtime record → platform.
+  // The runtime record and the code blob depend on the code record, but what it named last time (a hint) is
+  // read alongside it; a hint is used only when this execution's verified code record names the same thing.
   private async resolve(request: ExecutionRequest, ctx: EffectContext): Promise<void> {
+    const id = ctx.actor.id;
     let resolved: Resolved;
+    // Step events record what was used; they are appended while the next read is under way.
+    const steps: Promise<void>[] = [];
+    const hint = this.hints.get(request.uri);
+    const early = hint ? this.reader.fetchRecord(hint.runtimeUri) : null;
+    early?.catch(() => undefined); // used (and its failure seen) only if the code record still names it
+    if (hint) this.prefetch.start(id, codeKey(hint.author, hint.blobCid, hint.entrypoint), () => this.prepareCode(hint.author, hint.blobCid, hint.entrypoint));
     try {
       const target = await this.reader.resolveCodeUri(request.uri);
       const code = await this.reader.fetchRecord(target.codeUri, target.expectCid ? { expectCid: target.expectCid } : {});
-      await this.step(ctx, 'code-record', { uri: code.uri, cid: code.cid, mode: code.mode, via: target.via ?? null });
+      steps.push(this.step(ctx, 'code-record', { uri: code.uri, cid: code.cid, mode: code.mode, via: target.via ?? null }));
       const record: CodeRecord = assertCodeRecord(code.value);
       const { limits, clamped } = admitCode(this.policy, record);
+      const author = code.uri.slice('at://'.length).split('/')[0]!;
+      const blobCid = record.blob.ref.$link;
+      // The verified code record names the blob: fetch, verify and validate it while the runtime record is read.
+      if (!hint || codeKey(hint.author, hint.blobCid, hint.entrypoint) !== codeKey(author, blobCid, record.entrypoint)) {
+        this.prefetch.start(id, codeKey(author, blobCid, record.entrypoint), () => this.prepareCode(author, blobCid, record.entrypoint));
+      }
       // Fetched by URI, verified (strict: signature and proof), then bound: its CID must be the strong
       // reference's and the blob's MIME subtype (RUNTIME_BINDING_MISMATCH otherwise).
-      const runtime = await this.reader.fetchRecord(record.runtimeRecord.uri);
+      const runtimeUri = record.runtimeRecord.uri;
+      const [runtime, platform] = await Promise.all([early && hint?.runtimeUri === runtimeUri ? early : this.reader.fetchRecord(runtimeUri), this.daemonPlatform()]);
       checkRuntimeBinding(record, { uri: runtime.uri, cid: runtime.cid });
-      await this.step(ctx, 'runtime-record', { uri: runtime.uri, cid: runtime.cid });
-      this.platformOnce ??= this.engine.platform().catch((err: unknown) => {
-        this.platformOnce = null;
-        throw err;
-      });
-      const platform = await this.platformOnce;
+      steps.push(this.step(ctx, 'runtime-record', { uri: runtime.uri, cid: runtime.cid }));
       const selected = selectRuntimePlatform(runtime.value, platform, { acceptedProtocolVersions: this.policy.protocolVersions });
       const image = admitRuntime(this.policy, selected);
-      const author = code.uri.slice('at://'.length).split('/')[0]!;
       const requestedTimeout = request.timeoutMs > 0 ? request.timeoutMs : limits.timeoutMs;
       resolved = {
         codeUri: code.uri,
@@ -185,7 +201,7 @@ export class ExecutionSupervisor {
         runtimeName: record.runtime,
         runtimeUri: runtime.uri,
         runtimeCid: runtime.cid,
-        blobCid: record.blob.ref.$link,
+        blobCid,
         entrypoint: record.entrypoint,
         image: `${image.repository}@${image.digest}`,
         platform,
@@ -198,14 +214,40 @@ export class ExecutionSupervisor {
         isolation: this.policy.isolation,
         mode: code.mode,
       };
+      this.hints.set(request.uri, { author, runtimeUri, blobCid, entrypoint: record.entrypoint });
+      await Promise.all(steps);
     } catch (err) {
+      this.prefetch.drop(id);
+      await Promise.allSettled(steps);
       await ctx.dispatch({ type: 'execution.failed', data: classify(err, 'resolution') });
       return;
     }
-    await ctx.dispatch({ type: 'execution.resolved', data: resolved as unknown as Record<string, unknown> });
+    const result = await ctx.dispatch({ type: 'execution.resolved', data: resolved as unknown as Record<string, unknown> });
+    if (!result.accepted) this.prefetch.drop(id); // cancelled meanwhile: nothing will materialize it
+  }
+
+  /** The daemon's OS/architecture does not change while it runs: asked once (again after a failure). */
+  private daemonPlatform(): Promise<{ os: string; architecture: string; variant?: string }> {
+    this.platformOnce ??= this.engine.platform().catch((err: unknown) => {
+      this.platformOnce = null;
+      throw err;
+    });
+    return this.platformOnce;
+  }
+
+  /** 10 and the checks before 11: the blob from the author's PDS (CID verified), validated, re-written. */
+  private async prepareCode(author: string, blobCid: string, entrypoint: string): Promise<PreparedCode> {
+    const blob = await this.reader.fetchBlob(author, blobCid);
+    // A view, not a copy: the validator takes its own private copy of the bytes it checks.
+    const bytes = Buffer.from(blob.bytes.buffer, blob.bytes.byteOffset, blob.bytes.byteLength);
+    const report = await assertValidArchive(bytes, this.policy.archive, { kind: 'code', entrypoint });
+    const archive = await writeArchive(entriesUnder(report.entries, report.topLevel[0]!));
+    return { cid: blob.cid, size: blob.size, entries: report.entries.length, archive };
   }
 
   // 7–11: runtime and additions out of stopped containers, the code blob verified, validated and copied.
+  // The code blob was usually fetched and validated during resolution already (see CodePrefetch); the copies
+  // into volumes stay one at a time, in this order, so an interrupted materialization leaves one carrier.
   private async materialize(r: Resolved, ctx: EffectContext): Promise<void> {
     const labels = this.labels({ 'runlog.stream': ctx.actor.stream, 'runlog.kind': 'execution' });
     const onProgress = (p: MaterializeProgress) => {
@@ -213,6 +255,8 @@ export class ExecutionSupervisor {
       // The volume and its carrier container exist, the copy into it has not happened: the worst moment to die.
       if (p.step === 'upload' && p.phase === 'started') this.opts.faults?.('mid-materialization', { effect: 'materialize' });
     };
+    const prepared = this.prefetch.take(ctx.actor.id, codeKey(r.author, r.blobCid, r.entrypoint)) ?? this.prepareCode(r.author, r.blobCid, r.entrypoint);
+    prepared.catch(() => undefined); // awaited below unless an earlier step fails
     try {
       const runtime = await this.materializer.materializeRuntime({ image: r.image, exportPath: r.exportPath, labels, onProgress });
       await this.step(ctx, 'runtime-materialized', { volume: runtime.volume, digest: runtime.digest, cached: runtime.cached, pulled: runtime.pulled, entries: runtime.entries, bytes: runtime.bytes, ms: runtime.timings.totalMs });
@@ -222,21 +266,19 @@ export class ExecutionSupervisor {
         additions.push(add.volume);
         await this.step(ctx, 'addition-materialized', { index: i, image, volume: add.volume, digest: add.digest, cached: add.cached });
       }
-      const blob = await this.reader.fetchBlob(r.author, r.blobCid);
-      await this.step(ctx, 'code-blob', { cid: blob.cid, size: blob.size });
-      const report = await assertValidArchive(Buffer.from(blob.bytes), this.policy.archive, { kind: 'code', entrypoint: r.entrypoint });
-      const fresh = await writeArchive(entriesUnder(report.entries, report.topLevel[0]!));
-      const code = await this.materializer.materializeCode({ archive: fresh, carrierImage: r.image, codeCid: r.blobCid, labels, onProgress });
+      const code = await prepared;
+      await this.step(ctx, 'code-blob', { cid: code.cid, size: code.size });
+      const volume = await this.materializer.materializeCode({ archive: code.archive, carrierImage: r.image, codeCid: r.blobCid, labels, onProgress });
       await ctx.dispatch({
         type: 'execution.materialized',
         data: {
           runtimeVolume: runtime.volume,
           runtimeDigest: runtime.digest,
           additionVolumes: additions,
-          codeVolume: code.volume,
-          codeDigest: code.digest,
-          entries: report.entries.length,
-          cached: { runtime: runtime.cached, code: code.cached },
+          codeVolume: volume.volume,
+          codeDigest: volume.digest,
+          entries: code.entries,
+          cached: { runtime: runtime.cached, code: volume.cached },
         },
       });
     } catch (err) {
@@ -372,8 +414,9 @@ export class ExecutionSupervisor {
     if (containerId) await this.engine.kill(containerId).catch(() => undefined);
   }
 
-  private async cleanup(containerId: string | null): Promise<void> {
+  private async cleanup(executionId: string | undefined, containerId: string | null): Promise<void> {
     // Runtime and code volumes stay: they are caches keyed by content, re-confirmed against the PDS each run.
+    if (executionId) this.prefetch.drop(executionId); // cancelled before materializing
     if (containerId) await this.sandbox.removeContainer(containerId).catch(() => undefined);
   }
 

@@ -2,7 +2,7 @@
 // $RUNLOG_HOME/server.json (0600) and the API token in $RUNLOG_HOME/token (0600).
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { AtprotoReaderOptions } from '../adapters/atproto/index.ts';
+import { assertDidCacheTtl, type AtprotoReaderOptions } from '../adapters/atproto/index.ts';
 import { RunlogError, ValidationError } from '../domain/errors.ts';
 import { tokenPath } from '../server/token.ts';
 
@@ -81,9 +81,12 @@ export async function callApi<T>(server: ServerInfo & { token: string }, method:
   return json as T;
 }
 
-/** AT Protocol settings from flags and environment (RUNLOG_PLC_URL, RUNLOG_FETCH_MODE). */
+/** AT Protocol settings from flags and environment (RUNLOG_PLC_URL, RUNLOG_FETCH_MODE, RUNLOG_DID_CACHE_TTL_MS). */
 export function atprotoOptions(plc?: string, env: NodeJS.ProcessEnv = process.env): AtprotoReaderOptions {
   const plcUrl = plc ?? env.RUNLOG_PLC_URL;
   const mode = env.RUNLOG_FETCH_MODE === 'cid' ? 'cid' : 'strict';
-  return { mode, ...(plcUrl ? { plcUrl } : {}) };
+  const ttl = env.RUNLOG_DID_CACHE_TTL_MS;
+  // A malformed value is an error, never a silent fallback to the default.
+  const didCacheTtlMs = ttl === undefined || ttl === '' ? undefined : assertDidCacheTtl(/^\d+$/.test(ttl) ? Number(ttl) : ttl);
+  return { mode, ...(plcUrl ? { plcUrl } : {}), ...(didCacheTtlMs !== undefined ? { didCacheTtlMs } : {}) };
 }

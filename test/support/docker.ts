@@ -118,15 +118,24 @@ export async function volumeListing(volume: string, image: string): Promise<{ pa
 
 /** Reads one file out of a volume (never-started container + getArchive). */
 export async function volumeFile(volume: string, image: string, path: string): Promise<Buffer> {
+  return containerFile(image, `/v/${path}`, [{ Type: 'volume', Source: volume, Target: '/v', ReadOnly: true }]);
+}
+
+/** Reads one file out of an image's filesystem (never-started container + getArchive). */
+export async function imageFile(image: string, absPath: string): Promise<Buffer> {
+  return containerFile(image, absPath, []);
+}
+
+async function containerFile(image: string, absPath: string, mounts: Docker.MountSettings[]): Promise<Buffer> {
   const tar = (await import('tar-stream')).default;
   const c = await docker.createContainer({
     Image: image,
     Entrypoint: ['/never-started'],
     Labels: { ...TEST_LABELS },
-    HostConfig: { NetworkMode: 'none', Mounts: [{ Type: 'volume', Source: volume, Target: '/v', ReadOnly: true }] },
+    HostConfig: { NetworkMode: 'none', Mounts: mounts },
   });
   try {
-    const stream = (await c.getArchive({ path: `/v/${path}` })) as NodeJS.ReadableStream;
+    const stream = (await c.getArchive({ path: absPath })) as NodeJS.ReadableStream;
     const extract = tar.extract();
     let data: Buffer | null = null;
     const done = new Promise<void>((resolve, reject) => {
@@ -145,7 +154,7 @@ export async function volumeFile(volume: string, image: string, path: string): P
     });
     stream.pipe(extract);
     await done;
-    if (data === null) throw new Error(`${path} not found in volume ${volume}`);
+    if (data === null) throw new Error(`${absPath} not found in ${image}`);
     return data;
   } finally {
     await c.remove({ force: true, v: true });

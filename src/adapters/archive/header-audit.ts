@@ -11,6 +11,7 @@
 // disagree on where the next header starts.
 
 import type { ArchiveLimits } from '../../domain/at-run/archive-limits.ts';
+import { ByteChunks } from './chunks.ts';
 import type { ArchiveViolationCode } from './codes.ts';
 
 export const BLOCK = 512;
@@ -196,7 +197,9 @@ function tsTypeOf(typeflag: string, name: string): string | null {
   }
 }
 
-export function auditArchive(buf: Buffer, limits: ArchiveLimits): AuditResult {
+/** Audits the archive in `input` (one buffer, or the chunks it arrived in: the walk is the same). */
+export function auditArchive(input: Buffer | ByteChunks, limits: ArchiveLimits): AuditResult {
+  const buf = input instanceof ByteChunks ? input : ByteChunks.of(input);
   const violations: AuditViolation[] = [];
   const records: AuditRecord[] = [];
   let trustedEnd = buf.length;
@@ -219,14 +222,14 @@ export function auditArchive(buf: Buffer, limits: ArchiveLimits): AuditResult {
       if (pending) add('DANGLING_METADATA_HEADER', `metadata header at byte ${pending.start} is not followed by an entry`);
       break;
     }
-    const block = buf.subarray(off, off + BLOCK);
+    const block = buf.slice(off, off + BLOCK);
     if (isZero(block)) {
       if (pending) add('DANGLING_METADATA_HEADER', `metadata header at byte ${pending.start} is followed by the end of the archive`);
       pending = null;
       // Everything after the first zero block must be zero: a lone zero block followed by data is an
       // error to Go, the end to GNU tar, and skipped by tar-stream, which reads on.
-      if (!isZero(buf.subarray(off + BLOCK))) {
-        const second = buf.subarray(off + BLOCK, off + 2 * BLOCK);
+      if (!buf.isZeroFrom(off + BLOCK)) {
+        const second = buf.slice(off + BLOCK, off + 2 * BLOCK);
         stop(
           'TRAILING_DATA',
           isZero(second) ? `non-zero bytes follow the end-of-archive marker at byte ${off}` : `a lone zero block at byte ${off} is followed by more data (some parsers stop, others read on)`,
@@ -264,7 +267,7 @@ export function auditArchive(buf: Buffer, limits: ArchiveLimits): AuditResult {
         stop('ARCHIVE_TRUNCATED', `metadata header at byte ${off} claims ${size} bytes past the end of the archive`);
         break;
       }
-      const data = buf.subarray(dataStart, dataStart + size);
+      const data = buf.slice(dataStart, dataStart + size);
       if (size > MAX_METADATA_BYTES) add('HEADER_TOO_LARGE', `${typeflag} header at byte ${off} is ${size} bytes (limit ${MAX_METADATA_BYTES})`);
       if (typeflag === 'g') {
         const parsed = parsePaxRecords(data);

@@ -14,7 +14,8 @@ export interface ArchiveViolation {
  * One validated entry. `path` is normalized and relative to the extraction root (after `stripPrefix`):
  * no leading `./`, no trailing `/`, never empty. `mode` is already normalized (directories and executables
  * 0755, other files 0644, symlinks 0777). `linkname` is the symlink target as written (relative), or the
- * hardlink target as a normalized root-relative path. `data` holds a regular file's bytes.
+ * hardlink target as a normalized root-relative path. A regular file's bytes are in `data` (one buffer), or
+ * in `content` (consecutive parts, views into the chunks validateArchiveChunks was handed).
  */
 export interface ArchiveEntry {
   path: string;
@@ -23,6 +24,7 @@ export interface ArchiveEntry {
   size: number;
   linkname?: string;
   data?: Buffer;
+  content?: readonly Buffer[];
 }
 
 export interface ArchiveReport {

@@ -2,7 +2,8 @@
 //
 //  1. Before parsing: size limit, compression magic (compressed input is refused, so there is no
 //     decompression and no compression bomb), a private copy of the bytes (nothing can change them while
-//     they are checked).
+//     they are checked). validateArchiveChunks takes chunks its caller hands over instead (a download it
+//     owns): no copy, and file contents are kept as views into those chunks (see chunks.ts for why).
 //  2. header-audit.ts walks the raw blocks: checksums, formats, numeric fields, PAX/GNU metadata, types,
 //     framing. It decides how many bytes are trustworthy.
 //  3. tar-stream parses those bytes once. Each entry is checked as it arrives against the virtual tree of
@@ -16,6 +17,7 @@ import { extract, type Header } from 'tar-stream';
 import { ValidationError } from '../../domain/errors.ts';
 import { archiveLimitsIssues, type ArchiveLimits } from '../../domain/at-run/archive-limits.ts';
 import { archiveMemberPath, canonicalRelativePath, type PathProblemKind } from '../../domain/at-run/safe-path.ts';
+import { ByteChunks } from './chunks.ts';
 import { auditArchive, type AuditRecord } from './header-audit.ts';
 import { VirtualTree, type NodeType, type TreeNode } from './tree.ts';
 import type { ArchiveViolationCode } from './codes.ts';
@@ -67,6 +69,8 @@ interface SeenEntry {
   type: string | null;
 }
 
+type Retain = 'buffer' | 'parts';
+
 class Checker {
   readonly violations: ArchiveViolation[] = [];
   readonly entries: ArchiveEntry[] = [];
@@ -82,6 +86,8 @@ class Checker {
     private readonly limits: ArchiveLimits,
     private readonly opts: ValidateOptions,
     private readonly prefix: readonly string[],
+    /** How a kept file's bytes are handed out: one buffer (`data`) or the parts as parsed (`content`). */
+    private readonly retain: Retain,
   ) {}
 
   add(code: ArchiveViolationCode, message: string, path?: string): void {
@@ -132,7 +138,7 @@ class Checker {
     return ok;
   }
 
-  onEntry(h: Header, data: Buffer | undefined): void {
+  onEntry(h: Header, parts: Buffer[] | undefined): void {
     const raw = h.name;
     const tsType = (h.type as string | null) ?? null;
     const type: NodeType =
@@ -201,7 +207,10 @@ class Checker {
     if (type === 'other') return; // already reported by the header audit (device, FIFO, unsupported type)
     const entry: ArchiveEntry = { path: key, type, mode: normalizedMode(type, h.mode), size: type === 'file' ? size : 0 };
     if (type === 'symlink' || type === 'hardlink') entry.linkname = type === 'symlink' ? (h.linkname ?? '') : (hardlinkTarget ?? h.linkname ?? '');
-    if (type === 'file' && data) entry.data = data;
+    if (type === 'file' && parts) {
+      if (this.retain === 'parts') entry.content = parts;
+      else entry.data = parts.length === 1 ? parts[0]! : Buffer.concat(parts); // one part is a view into our private copy
+    }
     this.entries.push(entry);
   }
 
@@ -309,13 +318,16 @@ interface TarStreamResult {
   stoppedEarly: boolean;
 }
 
-async function parseWithTarStream(feed: Buffer, checker: Checker, limits: ArchiveLimits): Promise<TarStreamResult> {
+async function parseWithTarStream(feed: Iterable<Buffer>, checker: Checker, limits: ArchiveLimits): Promise<TarStreamResult> {
   const ex = extract();
   const it = ex[Symbol.asyncIterator]();
   const seen: SeenEntry[] = [];
   let error: string | undefined;
   let stoppedEarly = false;
-  ex.end(feed);
+  // Views, queued without copying; tar-stream's framing does not depend on how its input is cut.
+  const parts = [...feed];
+  for (const part of parts.slice(0, -1)) ex.write(part);
+  ex.end(parts.at(-1) ?? Buffer.alloc(0));
   try {
     for (;;) {
       const r = await it.next();
@@ -336,7 +348,7 @@ async function parseWithTarStream(feed: Buffer, checker: Checker, limits: Archiv
       const keep = checker.wantsData(h);
       const chunks: Buffer[] = [];
       for await (const chunk of entry as AsyncIterable<Buffer>) if (keep) chunks.push(chunk);
-      checker.onEntry(h, keep ? Buffer.concat(chunks) : undefined);
+      checker.onEntry(h, keep ? chunks : undefined);
     }
   } catch (err) {
     error = err instanceof Error ? err.message : String(err);
@@ -377,25 +389,52 @@ function optionsIssues(limits: ArchiveLimits, opts: ValidateOptions): { issues: 
   return { issues, prefix };
 }
 
-export async function validateArchive(bytes: Buffer, limits: ArchiveLimits, opts: ValidateOptions): Promise<ArchiveReport> {
-  if (!(bytes instanceof Uint8Array)) throw new ValidationError('ARCHIVE_OPTIONS_INVALID', 'archive bytes must be a Buffer', ['not a Buffer']);
+/** A verdict reached before parsing (too large, compressed, empty), or null. */
+function refusal(src: ByteChunks, limits: ArchiveLimits): ArchiveReport | null {
+  const refuse = (code: ArchiveViolationCode, message: string): ArchiveReport => ({ ok: false, violations: [{ code, message }], entries: [], expandedBytes: 0, topLevel: [] });
+  if (src.length > limits.maxArchiveBytes) return refuse('ARCHIVE_TOO_LARGE', `the archive is ${src.length} bytes (limit ${limits.maxArchiveBytes}); it was not parsed`);
+  const compressed = compression(src.slice(0, 8));
+  if (compressed) return refuse('COMPRESSED_ARCHIVE', `the archive is ${compressed}-compressed; only plain tar is accepted`);
+  if (src.length === 0) return refuse('EMPTY_ARCHIVE', 'the archive is empty (0 bytes)');
+  return null;
+}
+
+function checkedOptions(limits: ArchiveLimits, opts: ValidateOptions): string[] {
   const { issues, prefix } = optionsIssues(limits, opts);
   if (issues.length > 0) throw new ValidationError('ARCHIVE_OPTIONS_INVALID', 'invalid archive validation options', issues);
+  return prefix;
+}
 
-  const refuse = (code: ArchiveViolationCode, message: string): ArchiveReport => ({ ok: false, violations: [{ code, message }], entries: [], expandedBytes: 0, topLevel: [] });
-  if (bytes.length > limits.maxArchiveBytes) return refuse('ARCHIVE_TOO_LARGE', `the archive is ${bytes.length} bytes (limit ${limits.maxArchiveBytes}); it was not parsed`);
-  const compressed = compression(bytes);
-  if (compressed) return refuse('COMPRESSED_ARCHIVE', `the archive is ${compressed}-compressed; only plain tar is accepted`);
-  if (bytes.length === 0) return refuse('EMPTY_ARCHIVE', 'the archive is empty (0 bytes)');
-
-  const buf = Buffer.from(bytes); // private copy: the caller cannot change the bytes between the two views
-  const audit = auditArchive(buf, limits);
-  const checker = new Checker(limits, opts, prefix);
+/** Both views over bytes nobody else can change (a private copy, or chunks handed over). */
+async function validateOwned(src: ByteChunks, limits: ArchiveLimits, opts: ValidateOptions, prefix: string[], retain: Retain): Promise<ArchiveReport> {
+  const audit = auditArchive(src, limits);
+  const checker = new Checker(limits, opts, prefix, retain);
   for (const v of audit.violations) checker.violations.push(v);
-  const feed = audit.trustedEnd < buf.length ? Buffer.concat([buf.subarray(0, audit.trustedEnd), Buffer.alloc(1024)]) : buf;
+  const feed = audit.trustedEnd < src.length ? [...src.views(0, audit.trustedEnd), Buffer.alloc(1024)] : src.views();
   const result = await parseWithTarStream(feed, checker, limits);
   if (result.error !== undefined) checker.add('PARSE_ERROR', `tar-stream: ${result.error}`);
   compareViews(audit.records, result, (code, message, path) => checker.add(code, message, path));
   const topLevel = checker.finish();
   return { ok: checker.violations.length === 0, violations: checker.violations, entries: checker.entries, expandedBytes: checker.expandedBytes, topLevel };
+}
+
+export async function validateArchive(bytes: Buffer, limits: ArchiveLimits, opts: ValidateOptions): Promise<ArchiveReport> {
+  if (!(bytes instanceof Uint8Array)) throw new ValidationError('ARCHIVE_OPTIONS_INVALID', 'archive bytes must be a Buffer', ['not a Buffer']);
+  const prefix = checkedOptions(limits, opts);
+  const refused = refusal(ByteChunks.of(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)), limits);
+  if (refused) return refused;
+  const buf = Buffer.from(bytes); // private copy: the caller cannot change the bytes between the two views
+  return validateOwned(ByteChunks.of(buf), limits, opts, prefix, 'buffer');
+}
+
+/**
+ * validateArchive over an archive given as the chunks it arrived in, which the caller HANDS OVER: they are
+ * neither copied nor to be changed afterwards (a download nobody else holds). Every check is the same; a
+ * kept file's bytes come back as `content` (views into the chunks) instead of `data`.
+ */
+export async function validateArchiveChunks(chunks: readonly Buffer[], limits: ArchiveLimits, opts: ValidateOptions): Promise<ArchiveReport> {
+  if (!Array.isArray(chunks) || !chunks.every((c) => c instanceof Uint8Array)) throw new ValidationError('ARCHIVE_OPTIONS_INVALID', 'archive chunks must be Buffers', ['not a list of Buffers']);
+  const prefix = checkedOptions(limits, opts);
+  const src = new ByteChunks(chunks.map((c) => (Buffer.isBuffer(c) ? c : Buffer.from(c.buffer, c.byteOffset, c.byteLength))));
+  return refusal(src, limits) ?? validateOwned(src, limits, opts, prefix, 'parts');
 }

@@ -1,6 +1,7 @@
 // Identity resolution: DID → { PDS endpoint, #atproto signing key (did:key), claimed handle }.
 // did:plc is read from the PLC directory (GET {plc}/{did}); did:web from https://host/.well-known/did.json.
-// Nothing is cached: every call reads the current document.
+// Nothing is cached here: every call reads the current document. (The reader may serve this step from a
+// short-TTL cache: identity-cache.ts.)
 
 import * as crypto from '@atproto/crypto';
 import { AtprotoError } from './errors.ts';

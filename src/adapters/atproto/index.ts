@@ -77,5 +77,14 @@ export {
   type ExecutionReceipt,
   type RunnerPolicy,
 } from './receipts.ts';
+export {
+  assertDidCacheTtl,
+  createIdentityCache,
+  DEFAULT_DID_CACHE_TTL_MS,
+  MAX_DID_CACHE_TTL_MS,
+  type IdentityCache,
+  type IdentityCacheOptions,
+  type IdentityLookup,
+} from './identity-cache.ts';
 export { createAtprotoReader, type AtprotoReader, type AtprotoReaderOptions } from './reader.ts';
 export { startLocalNetwork, type LocalAccount, type LocalNetwork } from './local-network.ts';

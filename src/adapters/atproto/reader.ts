@@ -1,9 +1,16 @@
 // The read-side port the execution actor uses: every network read of at-run needs, with options bound once.
+//
+// The reader keeps one IdentityCache (identity-cache.ts): the DID → DID document step may be served from it for
+// up to `didCacheTtlMs`. Records, proofs, signatures, blobs and aliases are read and verified on every call.
 
 import { resolveAlias, resolveCodeUri, type AliasOptions, type CodeUriResolution, type ResolvedAlias } from './aliases.ts';
 import { fetchBlob, type FetchBlobOptions, type FetchedBlob } from './blobs.ts';
+import { AT_RUN_V2 } from './collections.ts';
+import { isAtprotoError, type AtprotoErrorCode } from './errors.ts';
+import { createIdentityCache, DEFAULT_DID_CACHE_TTL_MS, type IdentityCache } from './identity-cache.ts';
 import { resolveDid, type IdentityOptions, type ResolvedIdentity } from './identity.ts';
 import { fetchRecord, type FetchRecordOptions, type FetchedRecord, type RecordFetchMode } from './records.ts';
+import { parseRecordUri } from './syntax.ts';
 
 export interface AtprotoReaderOptions extends IdentityOptions {
   /** Default record fetch mode (default "strict"). */
@@ -11,15 +18,32 @@ export interface AtprotoReaderOptions extends IdentityOptions {
   handleResolverUrl?: string;
   maxRecordBytes?: number;
   maxBlobBytes?: number;
+  /**
+   * How long a DID document (PDS endpoint, signing key) is reused, in ms; 0 reads it on every lookup.
+   * Default DEFAULT_DID_CACHE_TTL_MS (30 s). See identity-cache.ts for what this trades.
+   */
+  didCacheTtlMs?: number;
 }
 
 export interface AtprotoReader {
+  /** The DID's identity, from the DID document cache while fresh. */
   resolveDid(did: string): Promise<ResolvedIdentity>;
   fetchRecord(uri: string, opts?: Pick<FetchRecordOptions, 'mode' | 'expectCid' | 'identity'>): Promise<FetchedRecord>;
   fetchBlob(did: string, cid: string, opts?: Pick<FetchBlobOptions, 'identity' | 'maxBytes'>): Promise<FetchedBlob>;
   resolveAlias(uri: string): Promise<ResolvedAlias>;
   resolveCodeUri(uri: string): Promise<CodeUriResolution>;
+  /** The DID document cache this reader uses (tests and operators can inspect or clear it). */
+  readonly identities: IdentityCache;
 }
+
+/**
+ * Failures a DID document that changed since it was cached would explain: the key was rotated (the commit is
+ * signed by the new key), the account moved (the old PDS no longer has the repo or the blob, or is gone).
+ * They are retried once with a freshly read document; any other failure is the answer.
+ */
+const STALE_SYMPTOMS: ReadonlySet<AtprotoErrorCode> = new Set(['RECORD_SIGNATURE_INVALID', 'RECORD_NOT_FOUND', 'BLOB_NOT_FOUND', 'PDS_UNREACHABLE']);
+
+const sameIdentity = (a: ResolvedIdentity, b: ResolvedIdentity): boolean => a.pdsEndpoint === b.pdsEndpoint && a.signingKey === b.signingKey;
 
 export function createAtprotoReader(opts: AtprotoReaderOptions = {}): AtprotoReader {
   const identity: IdentityOptions = {
@@ -33,11 +57,44 @@ export function createAtprotoReader(opts: AtprotoReaderOptions = {}): AtprotoRea
     ...(opts.handleResolverUrl !== undefined ? { handleResolverUrl: opts.handleResolverUrl } : {}),
     ...(opts.maxRecordBytes !== undefined ? { maxBytes: opts.maxRecordBytes } : {}),
   };
+  const cache = createIdentityCache({ ttlMs: opts.didCacheTtlMs ?? DEFAULT_DID_CACHE_TTL_MS });
+  const read = (did: string) => resolveDid(did, identity);
+
+  /**
+   * Runs `use` with the DID's identity from the cache. A handle authority (no DID) or a disabled cache leaves
+   * resolution to `use` itself. A stale-looking failure on a cached document is retried with a fresh one.
+   */
+  async function withIdentity<T>(did: string | undefined, use: (identity: ResolvedIdentity | undefined) => Promise<T>): Promise<T> {
+    if (did === undefined || cache.ttlMs === 0) return use(undefined);
+    const first = await cache.lookup(did, read);
+    try {
+      return await use(first.identity);
+    } catch (err) {
+      if (!first.fromCache || !isAtprotoError(err) || !STALE_SYMPTOMS.has(err.code)) throw err;
+      cache.invalidate(did);
+      const fresh = await cache.lookup(did, read);
+      if (sameIdentity(fresh.identity, first.identity)) throw err; // the document did not change: a real failure
+      return use(fresh.identity);
+    }
+  }
+  const didOf = (uri: string): string | undefined => parseRecordUri(uri).did;
+
   return {
-    resolveDid: (did) => resolveDid(did, identity),
-    fetchRecord: (uri, o = {}) => fetchRecord(uri, { ...recordOpts, ...o }),
-    fetchBlob: (did, cid, o = {}) => fetchBlob(did, cid, { ...identity, ...(opts.maxBlobBytes !== undefined ? { maxBytes: opts.maxBlobBytes } : {}), ...o }),
-    resolveAlias: (uri) => resolveAlias(uri, recordOpts),
-    resolveCodeUri: (uri) => resolveCodeUri(uri, recordOpts),
+    identities: cache,
+    resolveDid: async (did) => (await cache.lookup(did, read)).identity,
+    // A caller-given identity is used as is (the caller resolved it); otherwise the cache supplies one.
+    fetchRecord: async (uri, o = {}) =>
+      o.identity !== undefined ? fetchRecord(uri, { ...recordOpts, ...o }) : withIdentity(didOf(uri), (id) => fetchRecord(uri, { ...recordOpts, ...o, ...(id ? { identity: id } : {}) })),
+    fetchBlob: async (did, cid, o = {}) => {
+      const base = { ...identity, ...(opts.maxBlobBytes !== undefined ? { maxBytes: opts.maxBlobBytes } : {}), ...o };
+      return o.identity !== undefined ? fetchBlob(did, cid, base) : withIdentity(did, (id) => fetchBlob(did, cid, { ...base, ...(id ? { identity: id } : {}) }));
+    },
+    resolveAlias: async (uri) => withIdentity(didOf(uri), (id) => resolveAlias(uri, { ...recordOpts, ...(id ? { identity: id } : {}) })),
+    // A code URI needs no network; only an alias URI reads a record (with its own authority's identity).
+    resolveCodeUri: async (uri) => {
+      const parsed = parseRecordUri(uri);
+      const did = parsed.collection === AT_RUN_V2.alias ? parsed.did : undefined;
+      return withIdentity(did, (id) => resolveCodeUri(uri, { ...recordOpts, ...(id ? { identity: id } : {}) }));
+    },
   };
 }

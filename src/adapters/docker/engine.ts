@@ -3,6 +3,8 @@
 import Docker from 'dockerode';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
+import { RunlogError } from '../../domain/errors.ts';
+import { uploadArchiveStream, type UploadAnswer } from './archive-upload.ts';
 import { DockerApiError, DockerUnavailableError, ImagePullError } from './errors.ts';
 
 export const DEFAULT_SOCKET_PATH = '/var/run/docker.sock';
@@ -165,6 +167,8 @@ export interface DockerEngine {
   /** Removes a volume; missing is fine. Throws when it is in use. */
   removeVolume(name: string): Promise<void>;
   listVolumes(labels: Record<string, string | true>): Promise<VolumeInfo[]>;
+  /** The volumes among `names` that exist (exact names; one request whatever the count). */
+  volumesNamed(names: readonly string[]): Promise<VolumeInfo[]>;
 
   /** Creates (never starts) a container; returns its id. */
   createContainer(body: ContainerCreateBody, name?: string): Promise<string>;
@@ -184,10 +188,13 @@ export interface DockerEngine {
   /** The container's stdout+stderr as recorded by its log driver (multiplexed), as a stream that ends. */
   logs(id: string): Promise<Readable>;
 
-  /** Downloads `path` as a tar; stops reading and throws `tooLarge()` once more than maxBytes arrive. */
-  getArchive(id: string, path: string, maxBytes: number, tooLarge: (max: number) => Error): Promise<{ bytes: Buffer; stat: PathStat | null }>;
-  /** Extracts a tar into `path` of the container's filesystem (a volume mounted there receives it). */
-  putArchive(id: string, path: string, tar: Buffer): Promise<void>;
+  /**
+   * Downloads `path` as a tar, kept as the chunks it arrived in (never assembled: a runtime export is ~100 MB);
+   * stops reading and throws `tooLarge()` once more than maxBytes arrive.
+   */
+  getArchive(id: string, path: string, maxBytes: number, tooLarge: (max: number) => Error): Promise<{ chunks: Buffer[]; size: number; stat: PathStat | null }>;
+  /** Extracts a tar (one buffer, or pieces streamed as they come) into `path` of the container's filesystem. */
+  putArchive(id: string, path: string, tar: Buffer | AsyncIterable<Buffer>): Promise<void>;
 }
 
 export interface DockerEngineOptions {
@@ -264,10 +271,13 @@ class DockerodeEngine implements DockerEngine {
   readonly #docker: Docker;
   /** A client without request timeout for long calls (wait, attach, pull, logs). */
   readonly #streaming: Docker;
+  /** Per-request timeout of ordinary calls (an idle timeout for streamed uploads). */
+  readonly #timeoutMs: number;
 
   constructor(opts: DockerEngineOptions) {
     this.socketPath = opts.socketPath ?? DEFAULT_SOCKET_PATH;
-    this.#docker = new Docker({ socketPath: this.socketPath, timeout: opts.timeoutMs ?? 60_000 });
+    this.#timeoutMs = opts.timeoutMs ?? 60_000;
+    this.#docker = new Docker({ socketPath: this.socketPath, timeout: this.#timeoutMs });
     this.#streaming = new Docker({ socketPath: this.socketPath });
   }
 
@@ -449,6 +459,20 @@ class DockerodeEngine implements DockerEngine {
     }
   }
 
+  async volumesNamed(names: readonly string[]): Promise<VolumeInfo[]> {
+    if (names.length === 0) return [];
+    try {
+      // The Engine's name filter matches substrings (as a regular expression): keep the exact names only.
+      const r = await this.#docker.listVolumes({ filters: JSON.stringify({ name: [...names] }) });
+      const wanted = new Set(names);
+      return (r.Volumes ?? [])
+        .filter((v) => wanted.has(v.Name))
+        .map((v) => ({ name: v.Name, labels: (v.Labels as Record<string, string> | null) ?? {}, createdAt: (v as { CreatedAt?: string }).CreatedAt }));
+    } catch (err) {
+      this.#fail('list volumes', err);
+    }
+  }
+
   async createContainer(body: ContainerCreateBody, name?: string): Promise<string> {
     // Raw dial rather than docker.createContainer: dockerode would also copy the whole body (environment
     // values included) into the query string.
@@ -603,7 +627,7 @@ class DockerodeEngine implements DockerEngine {
     }
   }
 
-  async getArchive(id: string, path: string, maxBytes: number, tooLarge: (max: number) => Error): Promise<{ bytes: Buffer; stat: PathStat | null }> {
+  async getArchive(id: string, path: string, maxBytes: number, tooLarge: (max: number) => Error): Promise<{ chunks: Buffer[]; size: number; stat: PathStat | null }> {
     let res: IncomingMessage;
     try {
       res = (await this.#streaming.getContainer(id).getArchive({ path })) as unknown as IncomingMessage;
@@ -619,9 +643,9 @@ class DockerodeEngine implements DockerEngine {
         stat = null;
       }
     }
-    const bytes = await new Promise<Buffer>((resolve, reject) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    await new Promise<void>((resolve, reject) => {
       res.on('data', (c: Buffer) => {
         size += c.length;
         if (size > maxBytes) {
@@ -631,17 +655,30 @@ class DockerodeEngine implements DockerEngine {
         }
         chunks.push(c);
       });
-      res.on('end', () => resolve(Buffer.concat(chunks)));
+      res.on('end', () => resolve());
       res.on('error', (e) => reject(new DockerApiError(`download ${path} from container ${id}`, messageOf(e), undefined, { cause: e })));
     });
-    return { bytes, stat };
+    return { chunks, size, stat };
   }
 
-  async putArchive(id: string, path: string, tar: Buffer): Promise<void> {
+  async putArchive(id: string, path: string, tar: Buffer | AsyncIterable<Buffer>): Promise<void> {
+    const operation = `upload into ${path} of container ${id}`;
+    if (!Buffer.isBuffer(tar)) {
+      // Streamed as it is produced (archive-upload.ts); a failure while producing it aborts the request.
+      let answer: UploadAnswer;
+      try {
+        answer = await uploadArchiveStream({ socketPath: this.socketPath, idleTimeoutMs: this.#timeoutMs }, id, path, tar);
+      } catch (err) {
+        if (err instanceof RunlogError) throw err;
+        this.#fail(operation, err, { path });
+      }
+      if (answer.status !== 200) throw new DockerApiError(operation, messageOf({ json: Buffer.from(answer.body) }), answer.status, { details: { path } });
+      return;
+    }
     try {
       await this.#docker.getContainer(id).putArchive(tar, { path, noOverwriteDirNonDir: 'true' });
     } catch (err) {
-      this.#fail(`upload into ${path} of container ${id}`, err, { path });
+      this.#fail(operation, err, { path });
     }
   }
 }

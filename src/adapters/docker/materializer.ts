@@ -6,9 +6,10 @@
 //   3. create a named volume and a STOPPED container from the image (inert entrypoint, never started; the
 //      image's ENTRYPOINT/CMD/health check/env are overridden or irrelevant; no network);
 //   4. mount the volume writable at /at-run-output of that container (NoCopy: the image cannot seed it);
-//   5. download the export path as a tar (bounded by maxArchiveBytes);
+//   5. download the export path as a tar (bounded by maxArchiveBytes), kept as the chunks it arrived in;
 //   6. validate it (src/adapters/archive) with the top-level directory stripped;
-//   7. upload a FRESHLY WRITTEN tar of exactly the validated entries into /at-run-output;
+//   7. upload a FRESHLY WRITTEN tar of exactly the validated entries into /at-run-output (streamed: headers
+//      written anew, file contents passed on from the download without copying);
 //   8. remove the container; on any failure remove the volume too.
 //
 // Volumes are content-addressed (image digest + export path + limits, or the code archive's sha256) so they are
@@ -19,7 +20,7 @@ import { posix } from 'node:path';
 import tar from 'tar-stream';
 import { RunlogError, ValidationError } from '../../domain/errors.ts';
 import { parseDigestReference } from '../../domain/at-run/oci-reference.ts';
-import { assertValidArchive, DEFAULT_ARCHIVE_LIMITS, writeArchive, type ArchiveLimits } from '../archive/index.ts';
+import { assertValidArchiveChunks, DEFAULT_ARCHIVE_LIMITS, packArchive, type ArchiveLimits } from '../archive/index.ts';
 import type { ContainerCreateBody, DockerEngine, PullProgress } from './engine.ts';
 import { DockerApiError, MaterializationError } from './errors.ts';
 import { absolutePathProblems, ADDITION_EXPORT_PATH, MATERIALIZE_TARGET } from './layout.ts';
@@ -220,7 +221,7 @@ class DockerMaterializer implements Materializer {
       labels: { ...this.#labels, ...req.labels, 'runlog.export-path': exportPath },
       onProgress: req.onProgress,
       fill: async (containerId, step) => {
-        const { bytes, stat } = await step('download', async () => {
+        const { chunks, stat } = await step('download', async () => {
           try {
             return await this.#engine.getArchive(
               containerId,
@@ -240,9 +241,10 @@ class DockerMaterializer implements Materializer {
           const what = stat.mode & 0x08000000 ? `a symbolic link (to ${stat.linkTarget})` : 'not a directory';
           throw new MaterializationError('EXPORT_PATH_NOT_DIRECTORY', 'download', `${exportPath} in ${ref.reference} is ${what}`, { image: ref.reference, exportPath });
         }
-        const report = await step('validate', () => assertValidArchive(bytes, this.#limits, { kind: 'runtime', stripPrefix }));
-        const fresh = await writeArchive(report.entries);
-        await step('upload', () => this.#engine.putArchive(containerId, MATERIALIZE_TARGET, fresh));
+        // The download is ours alone: validated as the chunks it arrived in, then re-packed while it is uploaded
+        // (headers written fresh, file contents passed on as views). Nothing is uploaded before the verdict.
+        const report = await step('validate', () => assertValidArchiveChunks(chunks, this.#limits, { kind: 'runtime', stripPrefix }));
+        await step('upload', () => this.#engine.putArchive(containerId, MATERIALIZE_TARGET, packArchive(report.entries)));
         return { entries: report.entries.length, bytes: report.expandedBytes };
       },
     });
@@ -278,7 +280,9 @@ class DockerMaterializer implements Materializer {
 
     // Warm path: a sealed volume with this content already exists.
     const cached = await step('cache', async () => {
-      const [seal, content] = await Promise.all([engine.inspectVolume(sealName), engine.inspectVolume(spec.volume)]);
+      const found = await engine.volumesNamed([spec.volume, sealName]); // one request for both
+      const seal = found.find((v) => v.name === sealName) ?? null;
+      const content = found.find((v) => v.name === spec.volume) ?? null;
       if (seal && content) return seal;
       if (seal) await engine.removeVolume(sealName); // a seal without content means nothing
       if (content) await this.#removeStale(spec.volume); // unsealed: a crashed or failed earlier attempt

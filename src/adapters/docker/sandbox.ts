@@ -268,20 +268,20 @@ class DockerSandboxRunner implements SandboxRunner {
   async createExecutionContainer(spec: ExecutionContainerSpec): Promise<{ containerId: string; command: string[] }> {
     const { body, command } = executionContainerBody(spec);
     // Docker would silently create an empty volume for a name that does not exist: refuse instead, and refuse
-    // a materialized volume whose copy never completed (no seal).
+    // a materialized volume whose copy never completed (no seal). One listing answers for every volume and seal;
+    // the sandbox image is made present meanwhile (an inspect, a pull only when absent).
     const volumes = [spec.runtimeVolume, spec.codeVolume, ...(spec.additionVolumes ?? [])];
+    const [listed, image] = await Promise.allSettled([this.engine.volumesNamed([...volumes, ...volumes.map((v) => `${v}${SEAL_SUFFIX}`)]), this.engine.pullByDigest(spec.policy.image)]);
+    if (listed.status === 'rejected') throw listed.reason;
+    const found = new Map(listed.value.map((v) => [v.name, v]));
     const problems: string[] = [];
-    await Promise.all(
-      volumes.map(async (name) => {
-        const v = await this.engine.inspectVolume(name);
-        if (!v) problems.push(`volume ${name} does not exist`);
-        else if (v.labels[LABEL_VOLUME_KIND] !== undefined && !(await this.engine.inspectVolume(`${name}${SEAL_SUFFIX}`))) {
-          problems.push(`volume ${name} was never completely materialized (no seal)`);
-        }
-      }),
-    );
+    for (const name of volumes) {
+      const v = found.get(name);
+      if (!v) problems.push(`volume ${name} does not exist`);
+      else if (v.labels[LABEL_VOLUME_KIND] !== undefined && !found.has(`${name}${SEAL_SUFFIX}`)) problems.push(`volume ${name} was never completely materialized (no seal)`);
+    }
     if (problems.length > 0) throw new ValidationError('SANDBOX_VOLUME_MISSING', 'cannot create the execution container', problems);
-    await this.engine.pullByDigest(spec.policy.image); // inspects first; pulls only when absent
+    if (image.status === 'rejected') throw image.reason;
     const containerId = await this.engine.createContainer(body, spec.name);
     return { containerId, command };
   }
@@ -324,7 +324,13 @@ class DockerSandboxRunner implements SandboxRunner {
       (b) => collector.stderr(b),
     );
 
-    const stream = await this.engine.attach(containerId);
+    // Both must be in place before the start; neither depends on the other.
+    const [attached, waited] = await Promise.allSettled([this.engine.attach(containerId), this.engine.waitNextExit(containerId)]);
+    if (attached.status === 'rejected') {
+      if (waited.status === 'fulfilled') waited.value.cancel();
+      throw attached.reason;
+    }
+    const stream = attached.value;
     const streamEnded = new Promise<void>((resolve) => {
       stream.on('data', (c: Buffer) => demux.push(c));
       stream.on('end', resolve);
@@ -332,13 +338,11 @@ class DockerSandboxRunner implements SandboxRunner {
       stream.on('error', () => resolve());
     });
     const tAttached = now();
-    let waiter: Awaited<ReturnType<DockerEngine['waitNextExit']>>;
-    try {
-      waiter = await this.engine.waitNextExit(containerId);
-    } catch (err) {
+    if (waited.status === 'rejected') {
       stream.destroy();
-      throw err;
+      throw waited.reason;
     }
+    const waiter = waited.value;
 
     const deadlineTimer = setTimeout(() => kill('timeout'), Math.max(0, deadlineAt - now()));
     let tStarted = now();
@@ -368,7 +372,10 @@ class DockerSandboxRunner implements SandboxRunner {
     const tExited = now();
 
     const out = collector.finish();
-    verdict.state = (await this.engine.inspectContainer(containerId))?.state ?? null;
+    // A result frame and a clean exit (status 0, so no OOM kill) need nothing more from the Engine; any other
+    // ending is classified from the container's recorded state (exit code, OOM).
+    const clean = out.terminal?.type === 'result' && verdict.killedFor === null && verdict.startError === null && verdict.waitStatus === 0;
+    verdict.state = clean ? null : ((await this.engine.inspectContainer(containerId))?.state ?? null);
     const base: ResultCommon = {
       containerId,
       invocationId: envelope.id,

@@ -15,8 +15,9 @@ export interface ArchiveLimits {
 
 /**
  * Defaults sized for a language runtime export (a Python or Node install is 50–150 MB and a few thousand
- * files). Validation holds the archive in memory (twice: a private copy is taken so the bytes cannot change
- * while they are checked), so the archive limit is also a memory bound.
+ * files). Validation holds the archive in memory (twice when given one buffer: a private copy is taken so the
+ * bytes cannot change while they are checked; once when handed the chunks of a download), so the archive
+ * limit is also a memory bound.
  */
 export const DEFAULT_ARCHIVE_LIMITS: Readonly<ArchiveLimits> = Object.freeze({
   maxArchiveBytes: 256 * 1024 * 1024,

@@ -1,0 +1,47 @@
+// The code blob of an execution, fetched and validated early: started as soon as the code record is verified
+// (it names the blob CID and the entrypoint), so the download, the CID check and the archive validation overlap
+// the runtime record's fetch and the appends in between; the materialize effect takes the result.
+//
+// It is a latency cache, not state: nothing is recorded from it until materialize uses it, and an execution
+// whose prefetch is gone (a supervisor restart between resolve and materialize) simply fetches again. Every
+// check still runs on the bytes that are used: blob CID, archive validation, the fresh re-written archive.
+
+export interface PreparedCode {
+  /** The blob's CID (verified against the bytes) and its size. */
+  cid: string;
+  size: number;
+  /** Entries in the validated archive. */
+  entries: number;
+  /** A freshly written archive of the validated entries, relative to the code root. */
+  archive: Buffer;
+}
+
+export class CodePrefetch {
+  readonly #pending = new Map<string, { key: string; prepared: Promise<PreparedCode> }>();
+
+  /**
+   * Starts preparing the code of `executionId` (replacing an earlier attempt's). `key` names what the result
+   * depends on (blob CID, entrypoint): take() hands it out only for the same key.
+   */
+  start(executionId: string, key: string, prepare: () => Promise<PreparedCode>): void {
+    const prepared = prepare();
+    prepared.catch(() => undefined); // observed by take(); a prefetch nobody takes must not be an unhandled rejection
+    this.#pending.set(executionId, { key, prepared });
+  }
+
+  /** The prepared code (or its failure), once; null when nothing was started for this execution and key. */
+  take(executionId: string, key: string): Promise<PreparedCode> | null {
+    const p = this.#pending.get(executionId);
+    this.#pending.delete(executionId);
+    return p && p.key === key ? p.prepared : null;
+  }
+
+  /** Forgets an execution's prefetch (it failed before materializing, or was cancelled). */
+  drop(executionId: string): void {
+    this.#pending.delete(executionId);
+  }
+
+  get size(): number {
+    return this.#pending.size;
+  }
+}
