@@ -102,7 +102,7 @@ async function workload(c: ChildSupervisor, tag: string, uri: string): Promise<'
 
 const killedPoint = (c: ChildSupervisor): string | null => /fault injection: SIGKILL at ([a-z-]+)/.exec(c.stderr())?.[1] ?? null;
 
-const TRANSITIONAL = new Set(['spawning', 'healthy', 'adopted', 'stopping', 'crashed.backoff', 'crashed.evaluating', 'resolving', 'materializing', 'starting', 'running']);
+const TRANSITIONAL = new Set(['spawning', 'healthy', 'adopted', 'stopping', 'crashed.backoff', 'resolving', 'materializing', 'starting', 'running']);
 function settled(rl: Runlog): boolean {
   return rl.list({ all: true }).every((a) => (a.kind === 'instance' ? a.state === 'running' || !TRANSITIONAL.has(a.state) : !TRANSITIONAL.has(a.state)));
 }

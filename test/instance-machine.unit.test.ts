@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { MachineEvent } from '../src/domain/events.ts';
 import { instanceMachine, restartDelay, type InstanceSpec } from '../src/machines/instance.machine.ts';
 import { isTerminal, stateName } from '../src/machines/replay.ts';
 import { effectTypes, ev, expectRejected, given } from './support/spec.ts';
@@ -116,6 +117,24 @@ describe('instance machine', () => {
     const t = given(instanceMachine, events).when(ev('instance.crashed', { exitCode: 1 }, '2026-02-01T01:00:00.000Z'));
     expect(t.context.restarts).toBe(0);
     expect(t.effects.find((e) => e.type === 'scheduleRestart')!.params.delayMs).toBe(1000);
+  });
+
+  it('a crash lands in crashed.backoff exactly when recordCrash plans a restart delay', () => {
+    const onFailure = spec({ restart: { ...spec().restart, policy: 'on-failure', maxRestarts: 1 } });
+    const cases: [InstanceSpec, MachineEvent[], MachineEvent][] = [
+      [spec(), toRunning(), ev('instance.crashed', { exitCode: 1 })],
+      [onFailure, toRunning(onFailure), ev('instance.crashed', { exitCode: 1 })],
+      [onFailure, toRunning(onFailure), ev('instance.crashed', { reason: 'spawn-error' })],
+      [onFailure, [requested(onFailure)], ev('instance.spawn-failed', { reason: 'spawn-error' })],
+      [onFailure, [requested(onFailure), spawned(), healthy()], ev('instance.lifecycle-failed', { reason: 'lifecycle-failed' })],
+      [onFailure, [...toRunning(onFailure), ev('instance.crashed'), ev('instance.restart-due'), spawned(), healthy(), running()], ev('instance.crashed')],
+    ];
+    const states = cases.map(([, history, crash]) => {
+      const t = given(instanceMachine, history).when(crash);
+      expect(t.state === 'crashed.backoff').toBe(t.context.nextRestartDelayMs !== null);
+      return t.state;
+    });
+    expect(states).toEqual(['crashed.down', 'crashed.backoff', 'crashed.down', 'crashed.down', 'crashed.backoff', 'crashed.down']);
   });
 
   it('stop during backoff cancels the timer and ends stopped', () => {

@@ -275,12 +275,15 @@ describe('HTTP API', () => {
     expect(r.status).toBe(200);
     expect(r.body.root.initial).toBe('new');
     const crashed = r.body.root.states.find((s: any) => s.key === 'crashed');
-    expect(crashed).toMatchObject({ path: 'crashed', type: 'compound', initial: 'evaluating', entry: ['releasePort', 'announce'] });
+    expect(crashed).toMatchObject({ path: 'crashed', type: 'compound', initial: 'down', entry: ['releasePort', 'announce'] });
     const backoff = crashed.states.find((s: any) => s.key === 'backoff');
     expect(backoff.path).toBe('crashed.backoff');
     expect(backoff.transitions).toContainEqual({ event: 'instance.restart-due', targets: ['spawning'], actions: [], guard: null });
-    const evaluating = crashed.states.find((s: any) => s.key === 'evaluating');
-    expect(evaluating.transitions[0]).toMatchObject({ event: '', targets: ['crashed.backoff'], guard: 'restartPlanned' });
+    const running = r.body.root.states.find((s: any) => s.key === 'running');
+    expect(running.transitions.filter((t: any) => t.event === 'instance.crashed')).toEqual([
+      { event: 'instance.crashed', targets: ['crashed.backoff'], actions: ['recordCrash'], guard: 'restartPlanned' },
+      { event: 'instance.crashed', targets: ['crashed.down'], actions: ['recordCrash'], guard: null },
+    ]);
     expect(r.body.events).toContain('instance.tool-granted');
     const exec = await json('/api/machines/execution');
     expect(exec.body.root.states.map((s: any) => s.key)).toEqual(['new', 'resolving', 'materializing', 'starting', 'running', 'adopted', 'succeeded', 'failed']);

@@ -132,6 +132,29 @@ describe('SqliteEventStore', () => {
     s.close();
   });
 
+  it('iterateReplay reads the whole log in seq order across pages, as readAll does, upcasting only old data', () => {
+    const file = join(tempDir(), 'log.db');
+    const old = new SqliteEventStore(file);
+    old.append('instance-a', [{ type: 'x.renamed', data: { name: 'n' }, schema: 1 }, e('x.other', { k: 1 })], { expectedVersion: 'no-stream' });
+    old.append('execution-b', [e('x.other', { k: 2 })], { expectedVersion: 'no-stream' });
+    old.close();
+    const up = new UpcasterRegistry().register({ type: 'x.renamed', fromSchema: 1, up: (d) => ({ title: d.name }) });
+    const s = new SqliteEventStore(file, { upcasters: up });
+    s.append('instance-a', [{ ...e('x.renamed', { title: 't' }), meta: { source: 'test' } }], { expectedVersion: 2 });
+    const replayed = [...s.iterateReplay(0, 2)]; // pages of two rows: the cursor crosses a page boundary
+    expect(replayed.map((r) => [r.stream, r.version, r.type, r.data])).toEqual([
+      ['instance-a', 1, 'x.renamed', { title: 'n' }],
+      ['instance-a', 2, 'x.other', { k: 1 }],
+      ['execution-b', 1, 'x.other', { k: 2 }],
+      ['instance-a', 3, 'x.renamed', { title: 't' }],
+    ]);
+    expect(replayed).toEqual(s.readAll().map(({ stream, version, type, at, data }) => ({ stream, version, type, at, data })));
+    expect([...s.iterateReplay(3)].map((r) => r.version)).toEqual([3]);
+    s.append('instance-c', [{ type: 'x.future', data: {}, schema: 9 }], { expectedVersion: 'no-stream' });
+    expect(() => [...s.iterateReplay()]).toThrow(/x\.future has schema 9/);
+    s.close();
+  });
+
   it('uses WAL and synchronous=FULL by default; NORMAL only when asked', () => {
     const file = join(tempDir(), 'log.db');
     const s = new SqliteEventStore(file);

@@ -1,7 +1,7 @@
 // Read-side queries over the log: list, inspect, events, replay. They need only the SQLite file,
 // so they work post-mortem with no supervisor running.
 import { NotFoundError, ReplayError } from '../domain/errors.ts';
-import { streamName, toMachineEvent, type ActorKind, type RecordedEvent } from '../domain/events.ts';
+import { streamName, toMachineEvent, type ActorKind, type RecordedEvent, type ReplayEvent } from '../domain/events.ts';
 import { foldEvent, machines, replay, replaySteps, stateName, type AnySnapshot, type Step } from '../machines/replay.ts';
 import { actorStatus, summarize } from '../machines/summary.ts';
 import type { ActorRow, EventStore } from '../store/event-store.ts';
@@ -98,7 +98,7 @@ export function replayActor(store: EventStore, id: string, to?: number): ReplayV
 }
 
 /** Recomputes the whole `actors` projection from the log (`runlog rebuild`), folding it once in seq order. */
-export function rebuildProjection(store: EventStore & { iterateAll?: SqliteEventStore['iterateAll'] }): { actors: number; events: number } {
+export function rebuildProjection(store: EventStore & { iterateReplay?: SqliteEventStore['iterateReplay'] }): { actors: number; events: number } {
   const folded = foldLog(store);
   const rows: ActorRow[] = [];
   for (const [stream, f] of folded.streams) {
@@ -128,23 +128,25 @@ export interface FoldedStream {
 }
 
 /** Replays the whole log in one pass: every stream's current snapshot, holding no event longer than its fold. */
-export function foldLog(store: EventStore & { iterateAll?: SqliteEventStore['iterateAll'] }): { streams: Map<string, FoldedStream>; events: number } {
+export function foldLog(store: EventStore & { iterateReplay?: SqliteEventStore['iterateReplay'] }): { streams: Map<string, FoldedStream>; events: number } {
   const streams = new Map<string, FoldedStream>();
   let events = 0;
-  const all = store.iterateAll ? store.iterateAll() : store.readAll();
+  // A replay event (and a recorded one) is a machine event (type, at, data): it goes to the machine as it is.
+  const all: Iterable<ReplayEvent> = store.iterateReplay ? store.iterateReplay() : store.readAll();
   for (const e of all) {
-    const kind = e.stream.slice(0, e.stream.indexOf('-')) as ActorKind;
-    const machine = machines[kind];
-    if (!machine) continue;
-    events += 1;
     const cur = streams.get(e.stream);
-    // A recorded event is a machine event (type, at, data): no copy.
-    const snapshot = foldEvent(machine, cur?.snapshot, e);
     if (cur) {
-      cur.snapshot = snapshot;
+      cur.snapshot = foldEvent(machines[cur.kind], cur.snapshot, e);
       cur.version = e.version;
       cur.updatedAt = e.at;
-    } else streams.set(e.stream, { kind, snapshot, version: e.version, createdAt: e.at, updatedAt: e.at });
+    } else {
+      // A stream's kind is its name's prefix; streams of no known kind are skipped.
+      const kind = e.stream.slice(0, e.stream.indexOf('-')) as ActorKind;
+      const machine = machines[kind];
+      if (!machine) continue;
+      streams.set(e.stream, { kind, snapshot: foldEvent(machine, undefined, e), version: e.version, createdAt: e.at, updatedAt: e.at });
+    }
+    events += 1;
   }
   return { streams, events };
 }

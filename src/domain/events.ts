@@ -31,6 +31,12 @@ export interface MachineEvent {
   data: Record<string, unknown>;
 }
 
+/** What replaying the whole log needs of an event: where it belongs (stream, version) and the machine event itself. */
+export interface ReplayEvent extends MachineEvent {
+  stream: string;
+  version: number;
+}
+
 export function toMachineEvent(e: Pick<RecordedEvent, 'type' | 'at' | 'data'>): MachineEvent {
   return { type: e.type, at: e.at, data: e.data };
 }

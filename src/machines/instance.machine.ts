@@ -105,12 +105,18 @@ function restartsAfterCrash(ctx: InstanceContext, at: string): number {
   return ctx.restarts;
 }
 
-function crashUpdate(context: InstanceContext, event: E): Partial<InstanceContext> {
-  const x = d(event);
-  const reason = (x.reason ?? 'exit') as CrashReason;
+/** What the restart policy makes of a crash event in this context: whether a restart follows, and after how many. */
+function crashPlan(context: InstanceContext, event: E): { reason: CrashReason; restarts: number; willRestart: boolean } {
+  const reason = (d(event).reason ?? 'exit') as CrashReason;
   const restarts = restartsAfterCrash(context, event.at);
   const policy = context.spec?.restart ?? DEFAULT_RESTART;
-  const willRestart = policy.policy === 'on-failure' && !PERMANENT.includes(reason) && restarts < policy.maxRestarts;
+  return { reason, restarts, willRestart: policy.policy === 'on-failure' && !PERMANENT.includes(reason) && restarts < policy.maxRestarts };
+}
+
+function crashUpdate(context: InstanceContext, event: E): Partial<InstanceContext> {
+  const x = d(event);
+  const { reason, restarts, willRestart } = crashPlan(context, event);
+  const policy = context.spec?.restart ?? DEFAULT_RESTART;
   return {
     lastCrash: {
       reason,
@@ -127,9 +133,21 @@ function crashUpdate(context: InstanceContext, event: E): Partial<InstanceContex
   };
 }
 
+/**
+ * A crash goes straight to crashed.backoff or crashed.down: the guard asks the restart policy (crashPlan) on
+ * the context before recordCrash, the same question recordCrash answers when it plans the delay. Deciding
+ * it here rather than in an eventless step inside `crashed` spares every crash a second microstep, which
+ * replaying a long log pays for crash after crash.
+ */
+const toCrashed = (actions: 'recordCrash' | readonly ['recordCrash', 'forceKill']) =>
+  [
+    { guard: 'restartPlanned', target: 'crashed.backoff', actions },
+    { target: 'crashed.down', actions },
+  ] as const;
+
 /** What every live state (spawning … adopted) does with a crash, a stop, a kill, an adoption, a loss. */
 const whileLive = {
-  'instance.crashed': { target: 'crashed', actions: 'recordCrash' },
+  'instance.crashed': toCrashed('recordCrash'),
   'instance.stop-requested': { target: 'stopping' },
   'instance.kill-requested': { target: 'stopping', actions: 'forceKill' },
   'instance.adopted': { target: 'adopted' },
@@ -152,7 +170,7 @@ export const instanceMachine = setup({
     recordCrash: assign(({ context, event }) => crashUpdate(context, event)),
   },
   guards: {
-    restartPlanned: ({ context }) => context.nextRestartDelayMs !== null,
+    restartPlanned: ({ context, event }) => crashPlan(context, event).willRestart,
   },
 }).createMachine({
   id: 'instance',
@@ -210,10 +228,7 @@ export const instanceMachine = setup({
             warnings: ({ context, event }) => (d(event).warning ? [...context.warnings, String(d(event).warning)] : context.warnings),
           }),
         },
-        'instance.spawn-failed': {
-          target: 'crashed',
-          actions: ['recordCrash', 'forceKill'],
-        },
+        'instance.spawn-failed': toCrashed(['recordCrash', 'forceKill']),
         ...whileLive,
       },
     },
@@ -221,10 +236,7 @@ export const instanceMachine = setup({
       entry: [{ type: 'callLifecycle', params: ({ context }) => ({ instanceId: context.spec?.instanceId, hooks: ['onCreate', 'onStart'] }) }],
       on: {
         'instance.running': { target: 'running', actions: assign({ runningSince: ({ event }) => event.at }) },
-        'instance.lifecycle-failed': {
-          target: 'crashed',
-          actions: ['recordCrash', 'forceKill'],
-        },
+        'instance.lifecycle-failed': toCrashed(['recordCrash', 'forceKill']),
         ...whileLive,
       },
     },
@@ -290,11 +302,9 @@ export const instanceMachine = setup({
           params: ({ context }) => ({ topic: 'app:crashed', instanceId: context.spec?.instanceId, appId: context.spec?.appId, crash: context.lastCrash }),
         },
       ],
-      initial: 'evaluating',
+      // Every transition into `crashed` names its child (toCrashed); XState still wants a default one.
+      initial: 'down',
       states: {
-        evaluating: {
-          always: [{ guard: 'restartPlanned', target: 'backoff' }, { target: 'down' }],
-        },
         backoff: {
           entry: [
             {

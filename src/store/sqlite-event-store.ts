@@ -4,7 +4,7 @@
 import Database from 'better-sqlite3';
 import { closeSync, existsSync, mkdirSync, openSync, readSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { NewEvent, RecordedEvent } from '../domain/events.ts';
+import type { NewEvent, RecordedEvent, ReplayEvent } from '../domain/events.ts';
 import {
   ConcurrencyError,
   ForeignDatabaseError,
@@ -55,6 +55,9 @@ interface EventRow {
   meta: string;
   at: string;
 }
+
+/** A row of iterateReplay's query, in `.raw()` form: seq, stream, version, type, schema, data, at. */
+type ReplayRow = [number, string, number, string, number, string, string];
 
 interface ActorDbRow {
   id: string;
@@ -130,6 +133,8 @@ export class SqliteEventStore implements EventStore {
 
   private readonly appendTx: (stream: string, events: readonly NewEvent[], options: AppendOptions) => AppendResult;
   private readonly appendManyTx: (requests: readonly AppendRequest[]) => AppendOutcome[];
+  /** iterateReplay's page query, prepared on first use. */
+  private replayPage: Database.Statement<[number, number], ReplayRow> | undefined;
 
   constructor(file: string, options: SqliteEventStoreOptions = {}) {
     this.file = file;
@@ -311,8 +316,9 @@ export class SqliteEventStore implements EventStore {
   }
 
   /**
-   * Iterates the log without materialising it (rebuild and replay of large logs). Rows are fetched in
-   * pages: better-sqlite3's `all()` is several times cheaper per row than stepping `iterate()`.
+   * Iterates the log as recorded events without materialising it (replay and rebuild read the leaner
+   * `iterateReplay`). Rows are fetched in pages: better-sqlite3's `all()` is several times cheaper per row
+   * than stepping `iterate()`.
    */
   *iterateAll(afterSeq = 0, pageSize = 4096): IterableIterator<RecordedEvent> {
     let cursor = afterSeq;
@@ -321,6 +327,33 @@ export class SqliteEventStore implements EventStore {
       for (const r of page) yield this.toRecorded(r);
       if (page.length < pageSize) return;
       cursor = page[page.length - 1]!.seq;
+    }
+  }
+
+  /**
+   * The whole log in seq order as replay reads it (`foldLog`, `rebuild`): each event's stream, version and
+   * machine event, upcast. Cheaper per row than `iterateAll`: rows arrive as arrays of only the columns replay
+   * needs (never `meta`), and data already at its type's current schema skips the upcaster.
+   *
+   * Pages are smaller than `iterateAll`'s: under a fold a page of rows stays live while the fold's garbage
+   * triggers scavenges, and at 4096 rows the extra survivors cost more GC time than the fewer queries save.
+   */
+  *iterateReplay(afterSeq = 0, pageSize = 512): IterableIterator<ReplayEvent> {
+    this.replayPage ??= this.db
+      .prepare('SELECT seq, stream, version, type, schema, data, at FROM events WHERE seq > ? ORDER BY seq LIMIT ?')
+      .raw(true) as unknown as Database.Statement<[number, number], ReplayRow>;
+    const upcasters = this.upcasters;
+    let cursor = afterSeq;
+    for (;;) {
+      const page = this.replayPage.all(cursor, pageSize);
+      for (const r of page) {
+        const type = r[3];
+        let data = JSON.parse(r[5]) as Record<string, unknown>;
+        if (!upcasters.isCurrent(type, r[4])) data = upcasters.upcast(type, r[4], data).data;
+        yield { stream: r[1], version: r[2], type, at: r[6], data };
+      }
+      if (page.length < pageSize) return;
+      cursor = page[page.length - 1]![0];
     }
   }
 

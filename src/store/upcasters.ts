@@ -24,6 +24,11 @@ export class UpcasterRegistry {
     return this.current.get(type) ?? 1;
   }
 
+  /** True when data of this type and schema is read as written: no upcaster applies (replay skips `upcast`). */
+  isCurrent(type: string, schema: number): boolean {
+    return schema === (this.current.get(type) ?? 1);
+  }
+
   upcast(type: string, schema: number, data: Record<string, unknown>): { schema: number; data: Record<string, unknown> } {
     if (schema === 1 && this.current.size === 0) return { schema, data }; // nothing registered: the common case
     const target = this.currentSchema(type);
