@@ -168,6 +168,24 @@ describe('instance machine', () => {
     expect(t2.state).toBe('running');
   });
 
+  it('a paused app adopted after a supervisor restart comes back paused, no hook run; resumed, it runs', () => {
+    const s = spec({ sandbox: 'container' });
+    const paused = [...toRunning(s), ev('instance.pause-requested'), ev('instance.adopted', { containerId: 'c1' })];
+    const t = given(instanceMachine, paused).when(running());
+    expect(t.state).toBe('paused');
+    expect(t.effects).toEqual([]);
+    expect(t.context).toMatchObject({ paused: true, adopted: true });
+    const t2 = given(instanceMachine, [...paused, running()]).when(ev('instance.resume-requested'));
+    expect(t2.state).toBe('running');
+    expect(t2.context).toMatchObject({ paused: false });
+    // Resumed before the restart: adopted as running.
+    const resumed = [...toRunning(s), ev('instance.pause-requested'), ev('instance.resume-requested'), ev('instance.adopted', { containerId: 'c1' })];
+    expect(given(instanceMachine, resumed).when(running()).state).toBe('running');
+    // A crash while paused: the restarted process is not paused.
+    const crashed = [...toRunning(s), ev('instance.pause-requested'), ev('instance.crashed', { reason: 'exit', exitCode: 1 })];
+    expect(given(instanceMachine, crashed).when(ev('instance.lost')).context).toMatchObject({ paused: false });
+  });
+
   it('adopted after a supervisor restart: reattach without lifecycle hooks, then running', () => {
     const s = spec({ sandbox: 'container' });
     const t = given(instanceMachine, toRunning(s)).when(ev('instance.adopted', { containerId: 'c1', host: '10.0.0.2', port: 4100 }));

@@ -4,7 +4,7 @@
 //   new → spawning → healthy → running ⇄ paused → stopping → stopped
 //            │          │        │                    
 //            └──────────┴────────┴──→ crashed ──(restart policy: backoff timer events)──→ spawning
-//   any live state ──instance.adopted──→ adopted ──instance.running──→ running
+//   any live state ──instance.adopted──→ adopted ──instance.running──→ running (paused, if it was paused)
 //   any live state ──instance.lost──→ lost
 import { assign, setup } from 'xstate';
 import type { MachineEvent } from '../domain/events.ts';
@@ -69,6 +69,8 @@ export interface InstanceContext {
   lastCrash: { reason: CrashReason; message: string; exitCode: number | null; signal: string | null; at: string } | null;
   lastExit: { exitCode: number | null; signal: string | null; at: string } | null;
   adopted: boolean;
+  /** The app was paused (onPause) and not resumed: an adoption brings it back paused, not running. */
+  paused: boolean;
   lostAt: string | null;
 }
 
@@ -88,6 +90,7 @@ const initialContext: InstanceContext = {
   lastCrash: null,
   lastExit: null,
   adopted: false,
+  paused: false,
   lostAt: null,
 };
 
@@ -130,6 +133,8 @@ function crashUpdate(context: InstanceContext, event: E): Partial<InstanceContex
     nextRestartAt: null,
     runningSince: null,
     pid: null,
+    // The next incarnation is a fresh process: it was never paused.
+    paused: false,
   };
 }
 
@@ -244,7 +249,7 @@ export const instanceMachine = setup({
       on: {
         'instance.pause-requested': {
           target: 'paused',
-          actions: { type: 'callLifecycle', params: ({ context }) => ({ instanceId: context.spec?.instanceId, hooks: ['onPause'], optional: true }) },
+          actions: [assign({ paused: true }), { type: 'callLifecycle', params: ({ context }) => ({ instanceId: context.spec?.instanceId, hooks: ['onPause'], optional: true }) }],
         },
         ...whileLive,
       },
@@ -253,7 +258,7 @@ export const instanceMachine = setup({
       on: {
         'instance.resume-requested': {
           target: 'running',
-          actions: { type: 'callLifecycle', params: ({ context }) => ({ instanceId: context.spec?.instanceId, hooks: ['onResume'], optional: true }) },
+          actions: [assign({ paused: false }), { type: 'callLifecycle', params: ({ context }) => ({ instanceId: context.spec?.instanceId, hooks: ['onResume'], optional: true }) }],
         },
         ...whileLive,
       },
@@ -270,7 +275,11 @@ export const instanceMachine = setup({
         { type: 'reattach', params: ({ context }) => ({ spec: context.spec, containerId: context.containerId, host: context.host, port: context.port }) },
       ],
       on: {
-        'instance.running': { target: 'running', actions: assign({ runningSince: ({ event }) => event.at }) },
+        // Re-attached: the app is as it was when the supervisor went away. A paused app stays paused (no hook runs).
+        'instance.running': [
+          { guard: ({ context }) => context.paused, target: 'paused' },
+          { target: 'running', actions: assign({ runningSince: ({ event }) => event.at }) },
+        ],
         ...whileLive,
       },
     },
