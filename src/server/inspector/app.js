@@ -647,6 +647,7 @@ function transitionGroups(s, kind) {
           class: `ev${t.event ? '' : ' always'}`,
           'data-event': t.event,
           'data-source': s.path,
+          'data-targets': (t.targets ?? []).join(' '),
           title: [t.event || 'always (eventless)', t.guard ? `if ${t.guard}` : '', t.actions.length ? `runs ${t.actions.join(', ')}` : ''].filter(Boolean).join(' · '),
         }, t.event ? shortType(t.event, kind) : `always${t.guard ? ` [${t.guard}]` : ''}`)))),
   );
@@ -663,11 +664,19 @@ function highlightChart(statePath, step) {
   }
   for (const el of chart.querySelectorAll('.ev')) el.classList.remove('taken');
   if (step && step.accepted) {
-    const from = step.from;
-    for (const el of chart.querySelectorAll('.ev')) {
+    const { from, to } = step;
+    const candidates = [...chart.querySelectorAll('.ev')].filter((el) => {
       const src = el.getAttribute('data-source');
-      if (el.getAttribute('data-event') === step.event.type && (src === from || src === '' || from.startsWith(`${src}.`))) el.classList.add('taken');
-    }
+      return el.getAttribute('data-event') === step.event.type && (src === from || src === '' || from.startsWith(`${src}.`));
+    });
+    // One event may have several guarded transitions from a state: mark the one whose target the step reached
+    // (a targetless one stays where it was). Eventless steps after it can move on: then mark every candidate.
+    const reached = (el) => {
+      const targets = (el.getAttribute('data-targets') ?? '').split(' ').filter(Boolean);
+      return targets.length === 0 ? to === from : targets.some((t) => to === t || to.startsWith(`${t}.`));
+    };
+    const taken = candidates.filter(reached);
+    for (const el of taken.length > 0 ? taken : candidates) el.classList.add('taken');
   }
 }
 
