@@ -46,6 +46,14 @@ JSON
   if docker_answers && [ -f /var/run/docker.pid ]; then kill -HUP "$(cat /var/run/docker.pid)" || true; fi
 fi
 if ! docker_answers; then
+  # A dockerd that crashed leaves its containerd running, re-parented to init: a new dockerd would time out starting
+  # its own ("timeout waiting for containerd to start"). Such an orphan goes first (one whose dockerd lives stays).
+  for d in /proc/[0-9]*; do
+    [ "$(cat "$d/comm" 2>/dev/null)" = containerd ] || continue
+    tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -q /var/run/docker/containerd/containerd.toml || continue
+    [ "$(awk '{print $4}' "$d/stat" 2>/dev/null)" = 1 ] || continue
+    kill -9 "${d#/proc/}" 2>/dev/null && log "removed containerd ${d#/proc/}, left behind by a dockerd that died"
+  done
   log "starting dockerd (log: $STATE_DIR/dockerd.log)"
   rm -f /var/run/docker.pid
   setsid nohup dockerd >"$STATE_DIR/dockerd.log" 2>&1 < /dev/null &
