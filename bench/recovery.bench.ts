@@ -23,6 +23,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { createRunlog, type Runlog, type RunlogOptions } from '../src/actors/runlog.ts';
+import { mapConcurrent } from '../src/domain/concurrency.ts';
 import { closeWithin, median, nowMs, round, type Bench, type BenchResult } from './harness.ts';
 
 const SETUP_DIR = process.env.RUNLOG_SETUP_DIR ?? '/var/lib/runlog-setup';
@@ -71,15 +72,6 @@ function writeTinyApp(dir: string): void {
   writeFileSync(join(dir, 'entrypoint.sh'), '#!/bin/bash\nexec /usr/bin/perl server.pl\n');
   chmodSync(join(dir, 'entrypoint.sh'), 0o755);
   writeFileSync(join(dir, 'server.pl'), TINY_SERVER);
-}
-
-async function pool<T>(items: T[], concurrency: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(concurrency, items.length) }, async () => {
-      while (next < items.length) await fn(items[next++]!);
-    }),
-  );
 }
 
 interface Observed {
@@ -150,7 +142,7 @@ async function removeFleet(f: Fleet): Promise<void> {
   await closeWithin(f.rl);
   f.rl = null;
   const mine = await f.docker.listContainers({ all: true, filters: { label: ['runlog.bench=1', `runlog.home=${f.home}`] } }).catch(() => []);
-  await pool(mine, 16, async (c) => {
+  await mapConcurrent(mine, 16, async (c) => {
     await f.docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
   });
   const nets = await f.docker.listNetworks({ filters: { name: [f.network] } }).catch(() => []);
@@ -204,7 +196,7 @@ async function fleetOf(n: number, log: (m: string) => void): Promise<{ f: Fleet;
   // container miss entrypoint.sh: see the report).
   const installed = join(f.home, 'workspace', 'apps', APP_ID);
   if (!existsSync(installed) && fresh.length > 0) await spawnOne(join(f.root, 'tiny-app'), fresh.shift()!);
-  await pool(fresh, SPAWN_CONCURRENCY, (id) => spawnOne(installed, id));
+  await mapConcurrent(fresh, SPAWN_CONCURRENCY, (id) => spawnOne(installed, id));
   await rl.idle();
   const setupMs = nowMs() - t0;
   const seen = await rawList(f.docker, f.home, true);

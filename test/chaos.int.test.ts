@@ -13,14 +13,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FAULT_POINTS, type FaultPoint } from '../src/actors/faults.ts';
-import { publishCode, publishRuntime } from '../src/actors/publishing.ts';
+import { publishCode } from '../src/actors/publishing.ts';
 import { RECONCILER_STREAM } from '../src/actors/reconciler.ts';
 import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
 import { FAILURE_REASONS } from '../src/machines/execution.machine.ts';
 import { alive, getJson, requireDocker, requireProot, until } from './support/apps.ts';
 import { helloApp, startChild, type ChildSupervisor } from './support/child-supervisor.ts';
-import { docker, imageRef, requireRegistry } from './support/docker.ts';
-import { startTestPds, type TestPds } from './support/pds.ts';
+import { docker, requireRegistry } from './support/docker.ts';
+import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
 
 const REPS = Number(process.env.RUNLOG_CHAOS_REPS ?? 3);
 const LABELS = { 'runlog.test': '1' };
@@ -243,8 +243,7 @@ beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'runlog-chaos-'));
   network = `runlog-chaos-${process.pid}`;
   pds = await startTestPds();
-  const publisher = await pds.createAccount(`chaosrt-${process.pid}.test`);
-  runtimeUri = (await publishRuntime(publisher.publisher, { dir: join(import.meta.dirname, '../runtimes/node'), image: imageRef('runtime-node') })).uri;
+  runtimeUri = await publishNodeRuntime(pds, `chaosrt-${process.pid}.test`);
   // Warm the runtime cache once (this suite's own volume), so each round materializes only its fresh code.
   const home = newHome('warm');
   const rl = await open(home);

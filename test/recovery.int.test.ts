@@ -8,13 +8,13 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { publishCode, publishRuntime } from '../src/actors/publishing.ts';
+import { publishCode } from '../src/actors/publishing.ts';
 import { machineCanAdoptDiscovered, RECONCILER_STREAM, type ReconcileOptions, type ReconcileReport } from '../src/actors/reconciler.ts';
 import { createRunlog, type Runlog, type RunlogOptions } from '../src/actors/runlog.ts';
 import { alive, getJson, requireDocker, requireProot, until } from './support/apps.ts';
 import { helloApp, startChild, type ChildSupervisor } from './support/child-supervisor.ts';
 import { docker, imageRef, requireRegistry } from './support/docker.ts';
-import { startTestPds, type TestPds } from './support/pds.ts';
+import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
 
 const LABELS = { 'runlog.test': '1' };
 const PORTS = { min: 4700, max: 4799 };
@@ -97,8 +97,7 @@ beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'runlog-recovery-'));
   network = `runlog-rec-${process.pid}`;
   pds = await startTestPds();
-  const publisher = await pds.createAccount(`runtimes-${process.pid}.test`);
-  runtimeUri = (await publishRuntime(publisher.publisher, { dir: join(import.meta.dirname, '../runtimes/node'), image: imageRef('runtime-node') })).uri;
+  runtimeUri = await publishNodeRuntime(pds, `runtimes-${process.pid}.test`);
 }, 180_000);
 
 afterAll(async () => {

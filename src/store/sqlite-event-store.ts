@@ -316,27 +316,13 @@ export class SqliteEventStore implements EventStore {
   }
 
   /**
-   * Iterates the log as recorded events without materialising it (replay and rebuild read the leaner
-   * `iterateReplay`). Rows are fetched in pages: better-sqlite3's `all()` is several times cheaper per row
-   * than stepping `iterate()`.
-   */
-  *iterateAll(afterSeq = 0, pageSize = 4096): IterableIterator<RecordedEvent> {
-    let cursor = afterSeq;
-    for (;;) {
-      const page = this.stmt.readAll.all(cursor, pageSize);
-      for (const r of page) yield this.toRecorded(r);
-      if (page.length < pageSize) return;
-      cursor = page[page.length - 1]!.seq;
-    }
-  }
-
-  /**
    * The whole log in seq order as replay reads it (`foldLog`, `rebuild`): each event's stream, version and
-   * machine event, upcast. Cheaper per row than `iterateAll`: rows arrive as arrays of only the columns replay
-   * needs (never `meta`), and data already at its type's current schema skips the upcaster.
+   * machine event, upcast, without materialising the log. Rows are fetched in pages (better-sqlite3's `all()` is
+   * several times cheaper per row than stepping `iterate()`), as arrays of only the columns replay needs (never
+   * `meta`), and data already at its type's current schema skips the upcaster.
    *
-   * Pages are smaller than `iterateAll`'s: under a fold a page of rows stays live while the fold's garbage
-   * triggers scavenges, and at 4096 rows the extra survivors cost more GC time than the fewer queries save.
+   * Pages are small: under a fold a page of rows stays live while the fold's garbage triggers scavenges, and at
+   * 4096 rows the extra survivors cost more GC time than the fewer queries save.
    */
   *iterateReplay(afterSeq = 0, pageSize = 512): IterableIterator<ReplayEvent> {
     this.replayPage ??= this.db

@@ -17,6 +17,7 @@ export interface ChildConfig {
   plcUrl?: string;
   healthTimeoutMs?: number;
   killGraceMs?: number;
+  /** Run the Docker engine-events watcher (reconnect + reconcile after a daemon restart). */
   engineWatch?: boolean;
 }
 

@@ -9,7 +9,10 @@
 
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { publishRuntime } from '../../src/actors/publishing.ts';
 import { startLocalNetwork, type LocalAccount, type LocalNetwork } from '../../src/adapters/atproto/index.ts';
+import { imageRef } from './docker.ts';
 
 /** The test PDS is runlog's embedded network (src/adapters/atproto/local-network.ts). */
 export type TestAccount = LocalAccount;
@@ -24,6 +27,12 @@ export async function startTestPds(): Promise<TestPds> {
   } catch (err) {
     throw new Error(`${SETUP_HINT}: ${(err as Error).message}`, { cause: err });
   }
+}
+
+/** The Node.js runtime (runtimes/node, image runtime-node from the local registry) published by an account of its own. */
+export async function publishNodeRuntime(pds: TestPds, handle: string): Promise<string> {
+  const publisher = await pds.createAccount(handle);
+  return (await publishRuntime(publisher.publisher, { dir: join(import.meta.dirname, '../../runtimes/node'), image: imageRef('runtime-node') })).uri;
 }
 
 export interface ProxiedResponse {
