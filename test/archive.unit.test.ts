@@ -1,4 +1,4 @@
-// Archive validation against the shared corpus of malicious/malformed tars (../shared/testdata/tars), our own
+// Archive validation against a public corpus of malicious/malformed tars (test/fixtures/tars), our own
 // crafted cases, and the re-serialization round trip. Expected verdicts are read from the corpus README at
 // test time; the reason codes each file must produce are ours, listed below.
 
@@ -27,8 +27,7 @@ import {
 import { ValidationError } from '../src/domain/errors.ts';
 
 const REPO_ROOT = resolve(import.meta.dirname, '..');
-const TESTDATA = resolve(REPO_ROOT, '../shared/testdata');
-const TARS = join(TESTDATA, 'tars');
+const TARS = join(REPO_ROOT, 'test', 'fixtures', 'tars');
 
 // ---------------------------------------------------------------------------------------------------------
 // A raw tar encoder for crafted cases (tar-stream's packer refuses to write most of them).

@@ -1,4 +1,4 @@
-// CID computation against the atproto interop data-model fixtures (../shared/testdata/interop/data-model),
+// CID computation against the atproto interop data-model fixtures (test/fixtures/interop/data-model),
 // and an independent blob-CID construction (multihash bytes assembled and base32-encoded by hand).
 
 import { createHash } from 'node:crypto';
@@ -10,7 +10,7 @@ import { ValidationError } from '../src/domain/errors.ts';
 import { cidForBlobBytes, cidForCborBytes, cidForRecordJson, decodeRecordCbor, encodeRecordJson, sameCid, sha256Hex } from '../src/adapters/atproto/index.ts';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
-const dataModelDir = join(repoRoot, '..', 'shared', 'testdata', 'interop', 'data-model');
+const dataModelDir = join(repoRoot, 'test', 'fixtures', 'interop', 'data-model');
 const load = <T>(file: string): T => JSON.parse(readFileSync(join(dataModelDir, file), 'utf8')) as T;
 
 const fixtures = load<{ json: Record<string, unknown>; cbor_base64: string; cid: string }[]>('data-model-fixtures.json');

@@ -1,4 +1,4 @@
-// AT URI / identifier syntax against the atproto interop fixtures (../shared/testdata/interop/syntax).
+// AT URI / identifier syntax against the atproto interop fixtures (test/fixtures/interop/syntax).
 // Fixture lines are used exactly as written: only empty lines and lines starting with '#' are skipped.
 
 import { readFileSync } from 'node:fs';
@@ -9,7 +9,7 @@ import { ValidationError } from '../src/domain/errors.ts';
 import { isValidDid, isValidHandle, isValidNsid, isValidRecordKey, parseAtUri, parseRecordUri } from '../src/adapters/atproto/index.ts';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
-const syntaxDir = join(repoRoot, '..', 'shared', 'testdata', 'interop', 'syntax');
+const syntaxDir = join(repoRoot, 'test', 'fixtures', 'interop', 'syntax');
 
 function cases(file: string): string[] {
   return readFileSync(join(syntaxDir, file), 'utf8')

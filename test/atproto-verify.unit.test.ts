@@ -27,7 +27,7 @@ import {
 import { forgeRecordProof, replaceRecordBlock } from './support/pds.ts';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
-const interop = join(repoRoot, '..', 'shared', 'testdata', 'interop');
+const interop = join(repoRoot, 'test', 'fixtures', 'interop');
 
 async function codeOf(p: Promise<unknown>): Promise<string> {
   try {

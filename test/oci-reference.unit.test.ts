@@ -1,4 +1,4 @@
-// OCI references against the upstream test tables in ../shared/testdata/runtime (distribution/reference,
+// OCI references against the upstream test tables in test/fixtures/oci (distribution/reference,
 // opencontainers/go-digest). Each upstream verdict is mapped to ours here, with the reason when they differ:
 // our policy only accepts NAME@sha256:<64 lower-case hex>, never a tag.
 
@@ -9,7 +9,7 @@ import { ValidationError } from '../src/domain/errors.ts';
 import { digestReferenceIssues, effectiveRegistry, isDigestReference, parseDigest, parseDigestReference } from '../src/domain/at-run/oci-reference.ts';
 
 const REPO_ROOT = resolve(import.meta.dirname, '..');
-const CASES_FILE = resolve(REPO_ROOT, '../shared/testdata/runtime/oci-reference-and-digest-cases.json');
+const CASES_FILE = resolve(REPO_ROOT, 'test/fixtures/oci/oci-reference-and-digest-cases.json');
 
 interface UpstreamCase {
   input: string;

@@ -1,5 +1,5 @@
 // writeArchive / packArchive: a fresh, canonical tar built from validated entries — never the original bytes.
-// Parsers disagree about the original (see ../shared/testdata/tars/README.md); they all agree about this output:
+// Parsers disagree about the original (see test/fixtures/tars/README.md); they all agree about this output:
 // POSIX ustar, PAX headers only for long or non-ASCII path/linkpath, types 0/5/2/1 only, normalized modes,
 // uid/gid 0 without user or group names, mtime 0, no xattrs, no devices, entries in validated order.
 // packArchive yields the archive piece by piece (headers, then file contents as given: no copy), so a 100 MB
