@@ -15,7 +15,7 @@ const ioImports = {
 };
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'artifacts/**', 'examples/**/node_modules/**'] },
+  { ignores: ['node_modules/**', 'dist/**', 'artifacts/**', 'examples/**/node_modules/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

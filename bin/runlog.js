@@ -1,7 +1,12 @@
 #!/usr/bin/env node
-// runlog's CLI. The TypeScript sources run through tsx's loader: no build step to forget.
-import { register } from 'tsx/esm/api';
-
-register();
-const { main } = await import('../src/cli/main.ts');
-process.exitCode = await main(process.argv.slice(2));
+// runlog's CLI: the compiled JavaScript in dist/ (no loader at run time). In a checkout, `npm ci` builds dist/
+// (the `prepare` script); after editing src/, `npm run build`.
+try {
+  await import('../dist/cli/bin.js');
+} catch (err) {
+  if (err?.code === 'ERR_MODULE_NOT_FOUND' && String(err.message).includes('dist/cli/bin.js')) {
+    console.error('runlog: dist/ is missing (a checkout that was not built): run `npm run build`');
+    process.exit(2);
+  }
+  throw err;
+}

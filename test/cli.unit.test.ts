@@ -1,9 +1,11 @@
 import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createRunlog } from '../src/actors/runlog.ts';
 import { main } from '../src/cli/main.ts';
 import type { Io } from '../src/cli/output.ts';
+import { cliArgs } from './support/cli.ts';
 import { tempDir } from './support/tmp.ts';
 
 function capture() {
@@ -94,6 +96,14 @@ describe('runlog CLI (reads the SQLite file directly)', () => {
     expect(await main(['replay', 'inst_a', '--to', 'x', '--db', db], r.factory)).toBe(2);
   });
 
+  it('--version prints package.json\'s version and exits 0', async () => {
+    const c = capture();
+    expect(await main(['--version'], c.factory)).toBe(0);
+    const pkg = JSON.parse(readFileSync(join(import.meta.dirname, '../package.json'), 'utf8')) as { version: string };
+    expect(c.out).toEqual([pkg.version]);
+    expect(pkg.version).toMatch(/^\d+\.\d+\.\d+/);
+  });
+
   it('a corrupt log file gives a clear error naming it (exit 2)', async () => {
     const bad = join(tempDir(), 'bad.db');
     execFileSync('sh', ['-c', `head -c 4096 /dev/urandom > ${bad}`]);
@@ -102,12 +112,11 @@ describe('runlog CLI (reads the SQLite file directly)', () => {
     expect(c.err.join('\n')).toMatch(new RegExp(`STORE_CORRUPT: event log ${bad} is damaged`));
   });
 
-  it('the bin works as a separate process: data on stdout, exit codes', () => {
-    const bin = join(import.meta.dirname, '../bin/runlog.js');
-    const ok = spawnSync(process.execPath, [bin, 'ps', '--json', '--db', db], { encoding: 'utf8' });
+  it('the CLI works as a separate process: data on stdout, exit codes', () => {
+    const ok = spawnSync(process.execPath, cliArgs('ps', '--json', '--db', db), { encoding: 'utf8' });
     expect(ok.status).toBe(0);
     expect(JSON.parse(ok.stdout)[0].id).toBe('inst_a');
-    const missing = spawnSync(process.execPath, [bin, 'inspect', 'nope', '--db', db], { encoding: 'utf8' });
+    const missing = spawnSync(process.execPath, cliArgs('inspect', 'nope', '--db', db), { encoding: 'utf8' });
     expect(missing.status).toBe(1);
     expect(missing.stdout).toBe('');
     expect(missing.stderr).toContain('not found');

@@ -2,8 +2,9 @@
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { cliArgs } from './support/cli.ts';
 import { docker, requireDocker } from './support/docker.ts';
 
 const home = mkdtempSync(join(tmpdir(), 'runlog-demo-'));
@@ -12,8 +13,7 @@ afterAll(() => rmSync(home, { recursive: true, force: true }));
 describe('runlog demo (the first run)', () => {
   it('spawns the example app in both sandboxes and runs greet in both languages, then cleans up', async () => {
     await requireDocker();
-    const bin = resolve(import.meta.dirname, '../bin/runlog.js');
-    const r = spawnSync(process.execPath, [bin, 'demo', '--once', '--json', '--listen', '127.0.0.1:0', '--home', home], { encoding: 'utf8', timeout: 300_000 });
+    const r = spawnSync(process.execPath, cliArgs('demo', '--once', '--json', '--listen', '127.0.0.1:0', '--home', home), { encoding: 'utf8', timeout: 300_000 });
     expect(r.status, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout);
     expect(out.inspector).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/#token=[0-9a-f]{64}$/);
@@ -29,9 +29,9 @@ describe('runlog demo (the first run)', () => {
     // Nothing it started is left running.
     const left = await docker.listContainers({ filters: JSON.stringify({ label: [`runlog.home=${home}`] }) });
     expect(left).toEqual([]);
-    const ps = spawnSync(process.execPath, [bin, 'ps', '--json', '--home', home], { encoding: 'utf8' });
+    const ps = spawnSync(process.execPath, cliArgs('ps', '--json', '--home', home), { encoding: 'utf8' });
     expect(JSON.parse(ps.stdout)).toEqual([]);
-    const all = JSON.parse(spawnSync(process.execPath, [bin, 'ps', '--all', '--json', '--home', home], { encoding: 'utf8' }).stdout);
+    const all = JSON.parse(spawnSync(process.execPath, cliArgs('ps', '--all', '--json', '--home', home), { encoding: 'utf8' }).stdout);
     expect(all.map((a: any) => a.state).sort()).toEqual(['stopped', 'stopped', 'succeeded', 'succeeded']);
   }, 320_000);
 });

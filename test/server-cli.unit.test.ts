@@ -8,6 +8,7 @@ import { createRunlog } from '../src/actors/runlog.ts';
 import { main } from '../src/cli/main.ts';
 import type { Io } from '../src/cli/output.ts';
 import { instanceSpec } from './support/browser.ts';
+import { cliArgs } from './support/cli.ts';
 
 const dirs: string[] = [];
 const children: ChildProcess[] = [];
@@ -37,7 +38,7 @@ interface Served {
 
 /** Starts `runlog serve --listen 127.0.0.1:0 --json` and waits for the JSON line with the bound port. */
 async function serve(home: string): Promise<Served> {
-  const child = spawn(process.execPath, ['bin/runlog.js', 'serve', '--listen', '127.0.0.1:0', '--json', '--home', home], {
+  const child = spawn(process.execPath, cliArgs('serve', '--listen', '127.0.0.1:0', '--json', '--home', home), {
     cwd: join(import.meta.dirname, '..'),
     env: { ...process.env, RUNLOG_HOME: home },
     stdio: ['ignore', 'pipe', 'pipe'],

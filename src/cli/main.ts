@@ -1,5 +1,6 @@
 // `runlog <command> …`: parses the command line, dispatches, maps errors to exit codes
 // (0 ok, 1 not found / failure found, 2 usage or internal error).
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { UsageError } from '../domain/errors.ts';
 import { commonOptions, type Command } from './command.ts';
@@ -40,6 +41,11 @@ function help(io: Io): void {
   io.out('\nevery command takes --db <path> (default $RUNLOG_HOME/runlog.db, else ~/.runlog/runlog.db) and --json');
 }
 
+/** package.json's version; src/cli and dist/cli sit at the same depth below it. */
+export function version(): string {
+  return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+}
+
 export async function main(argv: string[], ioFactory: (json: boolean) => Io = processIo): Promise<number> {
   const json = argv.includes('--json');
   const io = ioFactory(json);
@@ -47,6 +53,10 @@ export async function main(argv: string[], ioFactory: (json: boolean) => Io = pr
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     help(io);
     return name ? EXIT.ok : EXIT.error;
+  }
+  if (name === '--version' || name === '-v') {
+    io.out(version());
+    return EXIT.ok;
   }
   const cmd = commands.find((c) => c.name === name);
   if (!cmd) {

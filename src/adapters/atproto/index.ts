@@ -87,4 +87,4 @@ export {
   type IdentityLookup,
 } from './identity-cache.ts';
 export { createAtprotoReader, type AtprotoReader, type AtprotoReaderOptions } from './reader.ts';
-export { startLocalNetwork, type LocalAccount, type LocalNetwork } from './local-network.ts';
+export { requireDevEnv, startLocalNetwork, type LocalAccount, type LocalNetwork } from './local-network.ts';

@@ -1,10 +1,12 @@
 // The embedded default AT Protocol network: a PLC directory and a PDS in this process
 // (@atproto/dev-env TestNetworkNoAppView), for the first run and for tests. Real XRPC over HTTP on
 // loopback, no outside network. The PDS writes under os.tmpdir(), so TMPDIR points at a directory of
-// ours while it starts, and close() removes it.
+// ours while it starts, and close() removes it. @atproto/dev-env is a devDependency (hundreds of packages a
+// library user does not need): it is loaded only here, when present, else a one-line error says how to add it.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { RunlogError } from '../../domain/errors.ts';
 import { createPublisher, type Publisher } from './publisher.ts';
 
 export interface LocalAccount {
@@ -26,7 +28,7 @@ export interface LocalNetwork {
 }
 
 export async function startLocalNetwork(opts: { dataDir?: string } = {}): Promise<LocalNetwork> {
-  const devEnv = await import('@atproto/dev-env');
+  const devEnv = await loadDevEnv();
   const dir = await mkdtemp(join(opts.dataDir ?? tmpdir(), 'runlog-pds-'));
   const saved = process.env.TMPDIR;
   let network: InstanceType<typeof devEnv.TestNetworkNoAppView>;
@@ -73,4 +75,25 @@ export async function startLocalNetwork(opts: { dataDir?: string } = {}): Promis
       }
     },
   };
+}
+
+/** The pinned range of package.json's devDependencies: what a project that installed runlog adds to get the embedded PDS. */
+export const DEV_ENV_SPEC = '@atproto/dev-env@~0.6.7';
+
+/** Throws DEV_ENV_MISSING (one line saying how to add it) unless @atproto/dev-env can be loaded. */
+export async function requireDevEnv(): Promise<void> {
+  await loadDevEnv();
+}
+
+// Not exported: its type names @atproto/dev-env, which the shipped declarations must not need.
+async function loadDevEnv(): Promise<typeof import('@atproto/dev-env')> {
+  try {
+    return await import('@atproto/dev-env');
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    if (e.code === 'ERR_MODULE_NOT_FOUND' && /'@atproto\/dev-env'/.test(e.message)) {
+      throw new RunlogError('DEV_ENV_MISSING', `the embedded PDS and PLC directory need @atproto/dev-env, which is not installed: add it with \`npm install --save-dev ${DEV_ENV_SPEC}\``);
+    }
+    throw err;
+  }
 }

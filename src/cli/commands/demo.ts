@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { discoverParts, requireImage, requireRootfs } from '../../actors/parts.ts';
 import { publishCode, publishRuntime } from '../../actors/publishing.ts';
 import { createRunlog, type Runlog } from '../../actors/runlog.ts';
-import { startLocalNetwork, type LocalNetwork } from '../../adapters/atproto/index.ts';
+import { requireDevEnv, startLocalNetwork, type LocalNetwork } from '../../adapters/atproto/index.ts';
 import { createDockerEngine } from '../../adapters/docker/engine.ts';
 import { RunlogError } from '../../domain/errors.ts';
 import { startServer } from '../../server/http-server.ts';
@@ -39,6 +39,7 @@ export const demoCommand: Command = {
   async run(args, io) {
     const listen = parseListen((args.values.listen as string | undefined) ?? '127.0.0.1:7077');
     const say = (m: string) => io.err(`runlog demo: ${m}`);
+    await requireDevEnv(); // first: an installed package without the embedded PDS says so before anything starts
     await checkParts();
     let net: LocalNetwork | null = null;
     let rl: Runlog | null = null;
