@@ -120,5 +120,5 @@ describe('runlog CLI (reads the SQLite file directly)', () => {
     expect(missing.status).toBe(1);
     expect(missing.stdout).toBe('');
     expect(missing.stderr).toContain('not found');
-  });
+  }, 60_000); // two processes that load the TypeScript sources through tsx: seconds each on a loaded machine
 });
