@@ -2,8 +2,9 @@
 // runners (PRoot, Docker), the port allocator, the tools allowlist and the app registry. Everything a
 // runner reports comes back as an event on the instance's stream.
 import { createHash } from 'node:crypto';
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
+import { copyDereferenced } from '../adapters/apps/copy-dereferenced.ts';
 import { loadManifest } from '../adapters/apps/load-manifest.ts';
 import { AppRegistry, type AppRegistryEvent } from '../adapters/apps/app-registry.ts';
 import { PortAllocator } from '../adapters/ports/port-allocator.ts';
@@ -159,7 +160,7 @@ export class InstanceSupervisor {
     if (existsSync(marker) && readFileSync(marker, 'utf8') === signature) return;
     mkdirSync(this.appsDir, { recursive: true });
     const fresh = `${target}.installing-${process.pid}-${Date.now()}`;
-    cpSync(src, fresh, { recursive: true, dereference: true });
+    copyDereferenced(src, fresh);
     writeFileSync(join(fresh, '.runlog-installed-from'), signature);
     const old = `${target}.old-${process.pid}-${Date.now()}`;
     if (existsSync(target)) renameSync(target, old);
