@@ -10,14 +10,14 @@ import { tempDir } from './support/tmp.ts';
 describe('copyDereferenced', () => {
   it('copies nested links to files and directories as their targets, keeping modes', () => {
     const dir = tempDir();
-    mkdirSync(join(dir, 'shared/lib'), { recursive: true });
-    writeFileSync(join(dir, 'shared/sdk.mjs'), 'export const sdk = 1;\n');
-    writeFileSync(join(dir, 'shared/lib/util.mjs'), 'export {};\n');
+    mkdirSync(join(dir, 'common/lib'), { recursive: true });
+    writeFileSync(join(dir, 'common/sdk.mjs'), 'export const sdk = 1;\n');
+    writeFileSync(join(dir, 'common/lib/util.mjs'), 'export {};\n');
     mkdirSync(join(dir, 'app/sub'), { recursive: true });
     writeFileSync(join(dir, 'app/run.sh'), '#!/bin/sh\n');
     chmodSync(join(dir, 'app/run.sh'), 0o755);
-    symlinkSync('../../shared/sdk.mjs', join(dir, 'app/sub/sdk.mjs'));
-    symlinkSync('../shared/lib', join(dir, 'app/lib'));
+    symlinkSync('../../common/sdk.mjs', join(dir, 'app/sub/sdk.mjs'));
+    symlinkSync('../common/lib', join(dir, 'app/lib'));
     copyDereferenced(join(dir, 'app'), join(dir, 'out'));
     expect(lstatSync(join(dir, 'out/sub/sdk.mjs')).isFile()).toBe(true);
     expect(readFileSync(join(dir, 'out/sub/sdk.mjs'), 'utf8')).toBe('export const sdk = 1;\n');
