@@ -106,6 +106,10 @@ if [ -x "$HERE/build-images.sh" ]; then
   RUNLOG_SETUP_DIR="$STATE_DIR" RUNLOG_REGISTRY_ADDR="$REGISTRY_ADDR" ROOTFS_DIR="$ROOTFS_DIR" bash "$HERE/build-images.sh"
 fi
 
+# --- PostgreSQL on loopback for the cluster store (role and database `runlog`) ------------------
+PG_PORT="${RUNLOG_PG_PORT:-5432}"
+RUNLOG_SETUP_DIR="$STATE_DIR" RUNLOG_PG_PORT="$PG_PORT" bash "$HERE/setup-postgres.sh"
+
 # --- a browser for the inspector's end-to-end test (Debian's chromium; no browser download) ----
 if [ -x "$HERE/setup-browser.sh" ]; then bash "$HERE/setup-browser.sh"; fi
 
@@ -113,5 +117,6 @@ if [ -x "$HERE/setup-browser.sh" ]; then bash "$HERE/setup-browser.sh"; fi
 cat > "$STATE_DIR/env" <<ENV
 RUNLOG_REGISTRY_ADDR=$REGISTRY_ADDR
 RUNLOG_ROOTFS=$ROOTFS_DIR
+RUNLOG_PG_URL=postgres://runlog:runlog@127.0.0.1:$PG_PORT/runlog
 ENV
 log "ready"
