@@ -30,6 +30,15 @@ export const MIGRATIONS: readonly string[] = [
      summary    TEXT NOT NULL DEFAULT '{}'
    );
    CREATE INDEX actors_kind_status ON actors(kind, status);`,
+  // 2: documents of the projections registered with the event-store port (port.ts, sqlite-port.ts), written in
+  // the append's transaction. Older runlogs never read it; the `actors` table above stays until the actor host
+  // moves onto the port.
+  `CREATE TABLE projection_documents (
+     projection TEXT NOT NULL,
+     id         TEXT NOT NULL,
+     doc        TEXT NOT NULL,
+     PRIMARY KEY (projection, id)
+   ) WITHOUT ROWID;`,
 ];
 
 export const LATEST_SCHEMA = MIGRATIONS.length;

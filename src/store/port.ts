@@ -1,0 +1,175 @@
+// The event-store port, small and async (in the manner of Emmett's event store): read a stream, append to a
+// stream with an expected version, append to many streams atomically, read the whole log by global position,
+// and subscribe to it. Projections are registered with the store and run inside the append transaction, so a
+// projection never runs ahead of (or behind) the log. Three implementations pass one contract suite
+// (test/store-contract/): in memory, SQLite (sqlite-port.ts over SqliteEventStore) and PostgreSQL.
+//
+// One convention for positions: a stream's `version` and the log's global position (`seq` on RecordedEvent)
+// are 1-based, and every `from`/`to` is inclusive.
+import { ConcurrencyError, ValidationError } from '../domain/errors.ts';
+import type { NewEvent, RecordedEvent } from '../domain/events.ts';
+
+/**
+ * `'no-stream'`: the stream must not exist yet; `'stream-exists'`: it must have at least one event; `'any'`: no
+ * check; a number: the stream's current version (0 = no stream).
+ */
+export type ExpectedStreamVersion = 'no-stream' | 'stream-exists' | 'any' | number;
+
+export interface AppendToStreamOptions {
+  expectedVersion: ExpectedStreamVersion;
+}
+
+export interface AppendToStreamResult {
+  /** The stream's version after the append: the expectedVersion of the next one. */
+  version: number;
+  /** Global position of the last appended event (0 when nothing was appended). */
+  lastSeq: number;
+  /** The appended events as readers see them (upcast). */
+  events: RecordedEvent[];
+}
+
+/** One stream's part of an atomic multi-stream append. */
+export interface StreamAppend {
+  stream: string;
+  events: readonly NewEvent[];
+  expectedVersion: ExpectedStreamVersion;
+}
+
+/** Per request: its result, or the ConcurrencyError that kept its events out (the other requests still commit). */
+export type StreamAppendOutcome = { ok: true; result: AppendToStreamResult } | { ok: false; error: ConcurrencyError };
+
+export interface ReadStreamOptions {
+  /** First version to return (inclusive, 1-based; default 1). */
+  from?: number;
+  /** Last version to return (inclusive; default: the stream's end). */
+  to?: number;
+}
+
+export interface ReadAllOptions {
+  /** First global position to return (inclusive, 1-based; default 1). */
+  from?: number;
+  /** Last global position to return (inclusive). */
+  to?: number;
+  /** At most this many events. */
+  limit?: number;
+}
+
+export interface SubscribeOptions {
+  /** First global position to deliver (inclusive, default 1: the whole log). */
+  from?: number;
+  /** How often to look for events written by other processes (ms). */
+  pollMs?: number;
+  /** Called once if the handler throws or reading fails; the subscription has stopped (nothing is skipped). */
+  onError?: (error: unknown) => void;
+}
+
+/** Sees every event from `from` on exactly once, in global order; the handler is awaited before the next one. */
+export interface Subscription {
+  /** Global position of the last event the handler finished (from − 1 before the first). */
+  readonly position: number;
+  close(): Promise<void>;
+}
+
+/**
+ * A projection: a document per id, folded from events by a pure `evolve`. The store loads the documents an
+ * append touches, folds the new events and writes them back in the append's own transaction: an `evolve` that
+ * throws rolls the append back. Pure on purpose: the same projection runs unchanged on every store.
+ */
+export interface Projection<D = unknown> {
+  /** Unique per store; names the projection's documents. */
+  readonly name: string;
+  /** Event types it reads (default: every event). */
+  readonly canHandle?: readonly string[];
+  /** The document an event changes (default: the event's stream); null = none. */
+  documentId?(event: RecordedEvent): string | null;
+  /** The document after the event; null deletes it. Must return a JSON-serialisable value. */
+  evolve(document: D | null, event: RecordedEvent): D | null;
+}
+
+/** Read access to one projection's documents. */
+export interface ProjectionReader<D> {
+  get(id: string): Promise<D | undefined>;
+  /** Every document, in id order. */
+  list(): Promise<{ id: string; doc: D }[]>;
+}
+
+export interface EventStorePort {
+  /** What the store is (a file, a URL without its password): for messages. */
+  readonly description: string;
+  readStream(stream: string, options?: ReadStreamOptions): AsyncIterable<RecordedEvent>;
+  /** The stream's current version (0 = no stream). */
+  streamVersion(stream: string): Promise<number>;
+  /** Appends to one stream; a version mismatch throws ConcurrencyError and writes nothing. */
+  appendToStream(stream: string, events: readonly NewEvent[], options: AppendToStreamOptions): Promise<AppendToStreamResult>;
+  /**
+   * Appends to many streams in one transaction. Each request's expectedVersion is checked on its own, in order
+   * (a later request sees an earlier one's events): a conflict keeps only that request out and is reported in its
+   * outcome. Any other failure (a projection throwing, bad input, I/O) writes nothing and throws.
+   */
+  appendMany(requests: readonly StreamAppend[]): Promise<StreamAppendOutcome[]>;
+  readAll(options?: ReadAllOptions): AsyncIterable<RecordedEvent>;
+  /** The global position of the last committed event (0 = empty log). */
+  lastSeq(): Promise<number>;
+  subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void | Promise<void>): Subscription;
+  /** Reads a registered projection's documents. Unknown names throw. */
+  projection<D>(name: string): ProjectionReader<D>;
+  /** Recomputes a registered projection from the whole log, in one transaction. */
+  rebuildProjection(name: string): Promise<{ documents: number; events: number }>;
+  close(): Promise<void>;
+}
+
+/** Options every implementation takes. */
+export interface PortOptions {
+  projections?: readonly Projection<any>[];
+}
+
+/** The version check every implementation applies, in one place. */
+export function versionMatches(expected: ExpectedStreamVersion, actual: number): boolean {
+  if (expected === 'any') return true;
+  if (expected === 'no-stream') return actual === 0;
+  if (expected === 'stream-exists') return actual > 0;
+  return expected === actual;
+}
+
+/** ConcurrencyError for any expectedVersion form (code CONCURRENCY, like every version conflict). */
+export class ExpectedVersionError extends ConcurrencyError {
+  constructor(
+    stream: string,
+    readonly expectedVersion: ExpectedStreamVersion,
+    actual: number,
+  ) {
+    super(stream, typeof expectedVersion === 'number' ? expectedVersion : expectedVersion === 'no-stream' ? 0 : -1, actual);
+    if (expectedVersion === 'stream-exists') this.message = `stream ${stream}: expected it to exist, found no events`;
+  }
+}
+
+const isVersion = (v: unknown): boolean => v === 'no-stream' || v === 'stream-exists' || v === 'any' || (Number.isSafeInteger(v) && (v as number) >= 0);
+
+/** Checks every request before anything is written; lists every problem (bad input writes nothing). */
+export function validateAppends(requests: readonly StreamAppend[]): void {
+  const issues: string[] = [];
+  requests.forEach((r, i) => {
+    const where = requests.length > 1 ? `request ${i} (${String(r?.stream)})` : `stream ${String(r?.stream)}`;
+    if (typeof r?.stream !== 'string' || r.stream.length === 0) issues.push(`${where}: stream must be a non-empty string`);
+    if (!isVersion(r?.expectedVersion)) issues.push(`${where}: expectedVersion must be 'no-stream', 'stream-exists', 'any' or a version >= 0, got ${JSON.stringify(r?.expectedVersion)}`);
+    if (!Array.isArray(r?.events)) {
+      issues.push(`${where}: events must be an array`);
+      return;
+    }
+    r.events.forEach((e, j) => {
+      if (typeof e?.type !== 'string' || e.type.length === 0) issues.push(`${where} event ${j}: type must be a non-empty string`);
+      if (typeof e?.data !== 'object' || e.data === null || Array.isArray(e.data)) issues.push(`${where} event ${j}: data must be an object`);
+      if (e?.schema !== undefined && !(Number.isSafeInteger(e.schema) && e.schema >= 1)) issues.push(`${where} event ${j}: schema must be an integer >= 1`);
+    });
+  });
+  if (issues.length > 0) throw new ValidationError('STORE_INPUT', 'invalid append', issues);
+}
+
+/** Serialises to JSON or throws a ValidationError naming the field (BigInt, cycles): nothing is written then. */
+export function toJson(value: unknown, what: string): string {
+  try {
+    return JSON.stringify(value);
+  } catch (err) {
+    throw new ValidationError('STORE_INPUT', `${what} is not JSON-serialisable: ${(err as Error).message}`, [`${what}: ${(err as Error).message}`]);
+  }
+}

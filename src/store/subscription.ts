@@ -1,0 +1,77 @@
+// A subscription over any store that reads by global position: deliver, in order, every event from `from`
+// on, exactly once. It only ever asks for positions after the last one delivered, so it is exactly-once as long
+// as the store never makes an event visible at a position below one it has already shown (every store here
+// guarantees that: SQLite and memory have one writer; PostgreSQL serialises position assignment, see
+// postgres/pg-event-store.ts). A handler that throws stops the subscription at that event.
+import type { RecordedEvent } from '../domain/events.ts';
+import type { SubscribeOptions, Subscription } from './port.ts';
+
+export type ReadPage = (from: number, limit: number) => Promise<RecordedEvent[]>;
+
+/** Lets a store wake its subscriptions at once when it commits (otherwise they notice within pollMs). */
+export class Wakeups {
+  private readonly waiters = new Set<() => void>();
+  on(fn: () => void): () => void {
+    this.waiters.add(fn);
+    return () => this.waiters.delete(fn);
+  }
+  wake(): void {
+    for (const w of [...this.waiters]) w();
+  }
+}
+
+const PAGE = 500;
+
+export function pollingSubscription(
+  read: ReadPage,
+  wakeups: Wakeups,
+  options: SubscribeOptions,
+  handler: (event: RecordedEvent) => void | Promise<void>,
+): Subscription {
+  let position = (options.from ?? 1) - 1;
+  let closed = false;
+  let wake: (() => void) | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const pollMs = options.pollMs ?? 100;
+  const off = wakeups.on(() => wake?.());
+
+  const idle = (): Promise<void> =>
+    new Promise((resolve) => {
+      wake = () => {
+        wake = undefined;
+        clearTimeout(timer);
+        resolve();
+      };
+      timer = setTimeout(() => wake?.(), pollMs);
+    });
+
+  const loop = async (): Promise<void> => {
+    while (!closed) {
+      const page = await read(position + 1, PAGE);
+      for (const e of page) {
+        if (closed) return;
+        await handler(e);
+        position = e.seq;
+      }
+      if (page.length < PAGE && !closed) await idle();
+    }
+  };
+  const done = loop().catch((err: unknown) => {
+    off();
+    if (closed) return;
+    if (options.onError) options.onError(err);
+    else process.emitWarning(`event-store subscription stopped at position ${position + 1}: ${err instanceof Error ? err.message : String(err)}`);
+  });
+
+  return {
+    get position() {
+      return position;
+    },
+    async close() {
+      closed = true;
+      off();
+      wake?.();
+      await done;
+    },
+  };
+}
