@@ -1,0 +1,439 @@
+// The event-store port on PostgreSQL (node-postgres). Durable on commit: every session runs with
+// synchronous_commit on, and opening checks that the server really commits that way (synchronous_commit and
+// fsync) before anything is written. Global positions are gapless and assigned in commit order (see
+// append_events in pg-schema.ts for how, and what it costs), so following the log by position never skips an
+// event. Projections registered with the store fold inside the append's transaction.
+import pg from 'pg';
+import { ForeignDatabaseError, RunlogError, StoreVersionError, StoreWriteError } from '../../domain/errors.ts';
+import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
+import {
+  ExpectedVersionError,
+  toJson,
+  validateAppends,
+  type AppendToStreamOptions,
+  type AppendToStreamResult,
+  type EventStorePort,
+  type PortOptions,
+  type ProjectionReader,
+  type ReadAllOptions,
+  type ReadStreamOptions,
+  type StreamAppend,
+  type StreamAppendOutcome,
+  type SubscribeOptions,
+  type Subscription,
+} from '../port.ts';
+import { foldDocument, ProjectionSet } from '../projection-set.ts';
+import { pollingSubscription, Wakeups } from '../subscription.ts';
+import { upcastRecorded } from '../upcast-recorded.ts';
+import { defaultUpcasters, type UpcasterRegistry } from '../upcasters.ts';
+import { APPEND_LOCK_CLASS, MIGRATE_LOCK_CLASS, PG_APPLICATION, PG_LATEST_SCHEMA, PG_MIGRATIONS } from './pg-schema.ts';
+
+export interface PgEventStoreOptions extends PortOptions {
+  /** postgres://user:password@host:port/database */
+  url: string;
+  /** The schema the log lives in (created when missing; default `runlog`). Lower-case letters, digits, `_`. */
+  schema?: string;
+  upcasters?: UpcasterRegistry;
+  now?: () => string;
+  /** Connections in the pool (default 10). */
+  maxConnections?: number;
+}
+
+/** PostgreSQL is not answering (or the connection broke mid-call). */
+export class StoreUnavailableError extends RunlogError {
+  constructor(where: string, reason: string, options?: { cause?: unknown }) {
+    super(
+      'STORE_UNAVAILABLE',
+      `PostgreSQL at ${where} is not answering (${reason}). Start it (\`npm run setup\` does, on this machine); an append that was cut off may or may not have committed: read the stream to see.`,
+      { where, reason },
+      options,
+    );
+  }
+}
+
+/** The server would acknowledge commits that are not yet on disk. */
+export class StoreNotDurableError extends RunlogError {
+  constructor(where: string, setting: string, value: string) {
+    super('STORE_NOT_DURABLE', `PostgreSQL at ${where} has ${setting}=${value}: a commit could be lost after it was acknowledged. runlog needs synchronous_commit on and fsync on.`, { where, setting, value });
+  }
+}
+
+const INT8 = 20;
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+const PAGE = 1000;
+const COLUMNS = 'seq, stream, version, type, schema, data, meta, at';
+const APPEND_SQL = 'SELECT o_ok, o_actual, o_version, o_first FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)';
+
+interface EventRow {
+  seq: number;
+  stream: string;
+  version: number;
+  type: string;
+  schema: number;
+  data: Record<string, unknown>;
+  meta: Record<string, unknown>;
+  at: string;
+}
+
+/** A URL without its password, for messages. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparsable PostgreSQL URL)';
+  }
+}
+
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH']);
+
+/** Maps node-postgres failures onto runlog's typed errors. */
+function translate(where: string, err: unknown): unknown {
+  if (err instanceof RunlogError) return err;
+  const code = typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : '';
+  const msg = err instanceof Error ? err.message : String(err);
+  if (CONNECTION_CODES.has(code) || code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || /Connection terminated|connection timeout/i.test(msg)) {
+    return new StoreUnavailableError(where, code ? `${code}: ${msg}` : msg, { cause: err });
+  }
+  if (code === '53100' || code === '53200' || code.startsWith('58')) return new StoreWriteError(where, `${code}: ${msg}`, { cause: err });
+  return err;
+}
+
+export class PgEventStore implements EventStorePort {
+  readonly description: string;
+  readonly schema: string;
+  private readonly pool: pg.Pool;
+  private readonly projections: ProjectionSet;
+  private readonly upcasters: UpcasterRegistry;
+  private readonly now: () => string;
+  private readonly wakeups = new Wakeups();
+  private readonly subscriptions = new Set<Subscription>();
+  /** Event types some projection reads (null: one reads every type). An append touching none skips the transaction. */
+  private readonly projectedTypes: Set<string> | null;
+  private closed = false;
+
+  private constructor(options: PgEventStoreOptions, pool: pg.Pool, schema: string) {
+    this.description = `${redactUrl(options.url)} (schema ${schema})`;
+    this.schema = schema;
+    this.pool = pool;
+    this.projections = new ProjectionSet(options.projections);
+    this.upcasters = options.upcasters ?? defaultUpcasters();
+    this.now = options.now ?? (() => new Date().toISOString());
+    const all = (options.projections ?? []).some((p) => !p.canHandle);
+    this.projectedTypes = all ? null : new Set((options.projections ?? []).flatMap((p) => p.canHandle ?? []));
+  }
+
+  /** Connects, checks durability, creates or migrates the schema. Nothing is written to a schema that is not a runlog log. */
+  static async open(options: PgEventStoreOptions): Promise<PgEventStore> {
+    const schema = options.schema ?? 'runlog';
+    if (!SCHEMA_NAME.test(schema)) throw new RunlogError('STORE_INPUT', `schema name ${JSON.stringify(schema)} must be lower-case letters, digits and _ (at most 63)`, { schema });
+    new ProjectionSet(options.projections); // invalid projections fail before connecting
+    const where = redactUrl(options.url);
+    const pool = new pg.Pool({
+      connectionString: options.url,
+      max: options.maxConnections ?? 10,
+      connectionTimeoutMillis: 10_000,
+      // Durable on commit for every session, whatever the server or role default; search_path pins the log's schema.
+      options: `-c search_path=${schema} -c synchronous_commit=on`,
+      // int8 (positions) as numbers: exact up to 2^53, far beyond any log.
+      types: { getTypeParser: ((oid: number, format?: 'text' | 'binary') => (oid === INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format))) as never },
+    });
+    // An idle client's error (the server restarting) must not crash the process; the next query reports it.
+    pool.on('error', () => {});
+    try {
+      await migrate(pool, schema, where);
+    } catch (err) {
+      await pool.end().catch(() => {});
+      throw translate(where, err);
+    }
+    return new PgEventStore(options, pool, schema);
+  }
+
+  private open(): void {
+    if (this.closed) throw new RunlogError('STORE_CLOSED', `event store ${this.description} is closed`);
+  }
+
+  private toRecorded(r: EventRow): RecordedEvent {
+    return upcastRecorded(this.upcasters, { seq: r.seq, stream: r.stream, version: r.version, type: r.type, schema: r.schema, data: r.data, meta: r.meta, at: r.at });
+  }
+
+  private async query<R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
+    this.open();
+    try {
+      return (await this.pool.query<R>(sql, params)).rows;
+    } catch (err) {
+      throw translate(this.description, err);
+    }
+  }
+
+  async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncIterable<RecordedEvent> {
+    const to = options.to ?? 2147483647;
+    let from = options.from ?? 1;
+    while (from <= to) {
+      const rows = await this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE stream = $1 AND version >= $2 AND version <= $3 ORDER BY version LIMIT ${PAGE}`, [stream, from, to]);
+      for (const r of rows) yield this.toRecorded(r);
+      if (rows.length < PAGE) return;
+      from = rows.at(-1)!.version + 1;
+    }
+  }
+
+  async streamVersion(stream: string): Promise<number> {
+    const [r] = await this.query<{ v: number }>('SELECT coalesce(max(version), 0)::integer AS v FROM events WHERE stream = $1', [stream]);
+    return r!.v;
+  }
+
+  async appendToStream(stream: string, events: readonly NewEvent[], options: AppendToStreamOptions): Promise<AppendToStreamResult> {
+    const [o] = await this.appendMany([{ stream, events, expectedVersion: options?.expectedVersion }]);
+    if (!o!.ok) throw o!.error;
+    return o!.result;
+  }
+
+  async appendMany(requests: readonly StreamAppend[]): Promise<StreamAppendOutcome[]> {
+    this.open();
+    validateAppends(requests);
+    // Everything is serialised before the database is touched: bad data is a typed error and writes nothing.
+    const now = this.now();
+    const streams: string[] = [];
+    const expected: string[] = [];
+    const counts: number[] = [];
+    const types: string[] = [];
+    const schemas: number[] = [];
+    const data: string[] = [];
+    const meta: string[] = [];
+    const at: string[] = [];
+    let projected = false;
+    for (const r of requests) {
+      streams.push(r.stream);
+      expected.push(String(r.expectedVersion));
+      counts.push(r.events.length);
+      r.events.forEach((e, j) => {
+        types.push(e.type);
+        schemas.push(e.schema ?? this.upcasters.currentSchema(e.type));
+        data.push(toJson(e.data, `${r.stream} event ${j} data`));
+        meta.push(toJson(e.meta ?? {}, `${r.stream} event ${j} meta`));
+        at.push(e.at ?? now);
+        if (this.projections.size > 0 && (this.projectedTypes === null || this.projectedTypes.has(e.type))) projected = true;
+      });
+    }
+    const params = [streams, expected, counts, types, schemas, data, meta, at];
+    let rows: { o_ok: boolean; o_actual: number; o_version: number; o_first: number }[];
+    let outcomes: StreamAppendOutcome[];
+    if (!projected) {
+      // One statement in its own implicit transaction: one round trip, one commit.
+      rows = await this.query(APPEND_SQL, params);
+      outcomes = this.outcomes(requests, rows, data, meta, at, schemas);
+    } else {
+      let client: pg.PoolClient;
+      try {
+        client = await this.pool.connect();
+      } catch (err) {
+        throw translate(this.description, err);
+      }
+      let broken = false;
+      try {
+        await client.query('BEGIN');
+        rows = (await client.query(APPEND_SQL, params)).rows;
+        outcomes = this.outcomes(requests, rows, data, meta, at, schemas);
+        await this.project(client, outcomes.flatMap((o) => (o.ok ? o.result.events : [])));
+        await client.query('COMMIT');
+      } catch (err) {
+        try {
+          await client.query('ROLLBACK');
+        } catch {
+          broken = true; // the connection is gone: the server rolls back what did not commit
+        }
+        throw translate(this.description, err);
+      } finally {
+        client.release(broken);
+      }
+    }
+    if (rows.some((r) => r.o_ok && r.o_first > 0)) this.wakeups.wake();
+    return outcomes;
+  }
+
+  private outcomes(
+    requests: readonly StreamAppend[],
+    rows: { o_ok: boolean; o_actual: number; o_version: number; o_first: number }[],
+    data: string[],
+    meta: string[],
+    at: string[],
+    schemas: number[],
+  ): StreamAppendOutcome[] {
+    let e = 0;
+    return requests.map((r, i): StreamAppendOutcome => {
+      const row = rows[i]!;
+      const start = e;
+      e += r.events.length;
+      if (!row.o_ok) return { ok: false, error: new ExpectedVersionError(r.stream, r.expectedVersion, row.o_actual) };
+      const events = r.events.map((ev, k) =>
+        this.toRecorded({ seq: row.o_first + k, stream: r.stream, version: row.o_actual + k + 1, type: ev.type, schema: schemas[start + k]!, data: JSON.parse(data[start + k]!), meta: JSON.parse(meta[start + k]!), at: at[start + k]! }),
+      );
+      return { ok: true, result: { version: row.o_version, lastSeq: events.at(-1)?.seq ?? 0, events } };
+    });
+  }
+
+  /** Folds the appended events into the documents they touch, in the append's transaction. */
+  private async project(client: pg.PoolClient, events: readonly RecordedEvent[]): Promise<void> {
+    const targets = this.projections.targets(events);
+    if (targets.length === 0) return;
+    // The append lock is held: no other append can change these documents until we commit.
+    const current = await client.query<{ projection: string; id: string; doc: unknown }>(
+      'SELECT d.projection, d.id, d.doc FROM projection_documents d JOIN unnest($1::text[], $2::text[]) AS k(projection, id) USING (projection, id)',
+      [targets.map((t) => t.projection.name), targets.map((t) => t.id)],
+    );
+    const docs = new Map(current.rows.map((r) => [`${r.projection}\u0000${r.id}`, r.doc]));
+    const put: [string[], string[], string[]] = [[], [], []];
+    const del: [string[], string[]] = [[], []];
+    for (const t of targets) {
+      const next = foldDocument(t, docs.get(`${t.projection.name}\u0000${t.id}`) ?? null);
+      if (next === null) {
+        del[0].push(t.projection.name);
+        del[1].push(t.id);
+      } else {
+        put[0].push(t.projection.name);
+        put[1].push(t.id);
+        put[2].push(toJson(next, `projection ${t.projection.name} document ${t.id}`));
+      }
+    }
+    if (put[0].length > 0) {
+      await client.query(
+        `INSERT INTO projection_documents (projection, id, doc) SELECT p, i, d::jsonb FROM unnest($1::text[], $2::text[], $3::text[]) AS u(p, i, d)
+         ON CONFLICT (projection, id) DO UPDATE SET doc = excluded.doc`,
+        put,
+      );
+    }
+    if (del[0].length > 0) {
+      await client.query('DELETE FROM projection_documents d USING unnest($1::text[], $2::text[]) AS k(projection, id) WHERE d.projection = k.projection AND d.id = k.id', del);
+    }
+  }
+
+  async *readAll(options: ReadAllOptions = {}): AsyncIterable<RecordedEvent> {
+    const to = options.to ?? Number.MAX_SAFE_INTEGER;
+    let left = options.limit ?? Number.MAX_SAFE_INTEGER;
+    let from = Math.max(1, options.from ?? 1);
+    while (left > 0) {
+      const n = Math.min(PAGE, left);
+      const rows = await this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE seq >= $1 AND seq <= $2 ORDER BY seq LIMIT $3`, [from, to, n]);
+      for (const r of rows) yield this.toRecorded(r);
+      if (rows.length < n) return;
+      left -= rows.length;
+      from = rows.at(-1)!.seq + 1;
+    }
+  }
+
+  async lastSeq(): Promise<number> {
+    const [r] = await this.query<{ s: number }>('SELECT coalesce(max(seq), 0)::bigint AS s FROM events', []);
+    return r!.s;
+  }
+
+  subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void | Promise<void>): Subscription {
+    this.open();
+    // Other processes' commits are found by polling (every pollMs, default 100); this handle's wake it at once.
+    const read = async (from: number, limit: number): Promise<RecordedEvent[]> => {
+      if (this.closed) return [];
+      const rows = await this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE seq >= $1 ORDER BY seq LIMIT $2`, [from, limit]);
+      return rows.map((r) => this.toRecorded(r));
+    };
+    const sub = pollingSubscription(read, this.wakeups, options, handler);
+    this.subscriptions.add(sub);
+    return sub;
+  }
+
+  projection<D>(name: string): ProjectionReader<D> {
+    this.projections.get(name);
+    return {
+      get: async (id) => (await this.query<{ doc: D }>('SELECT doc FROM projection_documents WHERE projection = $1 AND id = $2', [name, id]))[0]?.doc,
+      list: async () => this.query<{ id: string; doc: D }>('SELECT id, doc FROM projection_documents WHERE projection = $1 ORDER BY id COLLATE "C"', [name]),
+    };
+  }
+
+  async rebuildProjection(name: string): Promise<{ documents: number; events: number }> {
+    this.open();
+    const p = this.projections.get(name);
+    const client = await this.pool.connect().catch((err: unknown) => {
+      throw translate(this.description, err);
+    });
+    let broken = false;
+    try {
+      await client.query('BEGIN');
+      // Appends wait while the projection is rebuilt: it is exact as of the commit.
+      await client.query('SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))', [APPEND_LOCK_CLASS]);
+      const docs = new Map<string, unknown>();
+      let events = 0;
+      let from = 1;
+      for (;;) {
+        const rows = (await client.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE seq >= $1 ORDER BY seq LIMIT ${PAGE}`, [from])).rows;
+        for (const t of this.projections.targets(rows.map((r) => this.toRecorded(r)), p)) docs.set(t.id, foldDocument(t, docs.get(t.id) ?? null));
+        events += rows.length;
+        if (rows.length < PAGE) break;
+        from = rows.at(-1)!.seq + 1;
+      }
+      await client.query('DELETE FROM projection_documents WHERE projection = $1', [name]);
+      const live = [...docs].filter(([, d]) => d !== null);
+      if (live.length > 0) {
+        await client.query('INSERT INTO projection_documents (projection, id, doc) SELECT $1, i, d::jsonb FROM unnest($2::text[], $3::text[]) AS u(i, d)', [
+          name,
+          live.map(([id]) => id),
+          live.map(([id, d]) => toJson(d, `projection ${name} document ${id}`)),
+        ]);
+      }
+      await client.query('COMMIT');
+      return { documents: live.length, events };
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => (broken = true));
+      throw translate(this.description, err);
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    await Promise.all([...this.subscriptions].map((s) => s.close()));
+    this.closed = true;
+    await this.pool.end();
+  }
+}
+
+const DURABLE_COMMIT = new Set(['on', 'remote_apply', 'remote_write', 'local']);
+
+async function migrate(pool: pg.Pool, schema: string, where: string): Promise<void> {
+  const client = await pool.connect();
+  try {
+    const { rows } = await client.query<{ sc: string; fsync: string }>("SELECT current_setting('synchronous_commit') AS sc, current_setting('fsync') AS fsync");
+    if (!DURABLE_COMMIT.has(rows[0]!.sc)) throw new StoreNotDurableError(where, 'synchronous_commit', rows[0]!.sc);
+    if (rows[0]!.fsync !== 'on') throw new StoreNotDurableError(where, 'fsync', rows[0]!.fsync);
+    await client.query('BEGIN');
+    // One migrator at a time per schema (two supervisors starting together).
+    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [MIGRATE_LOCK_CLASS, schema]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    await client.query(`SET LOCAL search_path TO ${schema}`);
+    const present = await client.query<{ present: boolean }>("SELECT to_regclass(format('%I.runlog_schema', $1::text)) IS NOT NULL AS present", [schema]);
+    const marker = present.rows[0]!.present ? await client.query<{ application: string; version: number }>('SELECT application, version FROM runlog_schema') : null;
+    let version = 0;
+    if (marker && marker.rows.length > 0) {
+      if (marker.rows[0]!.application !== PG_APPLICATION) throw new ForeignDatabaseError(where, `schema ${schema} belongs to ${marker.rows[0]!.application}`);
+      version = marker.rows[0]!.version;
+    } else {
+      const others = await client.query<{ n: number }>('SELECT count(*)::integer AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1', [schema]);
+      if (others.rows[0]!.n > 0) throw new ForeignDatabaseError(where, `schema ${schema} holds ${others.rows[0]!.n} objects of another program`);
+    }
+    if (version > PG_LATEST_SCHEMA) throw new StoreVersionError(`${where} (schema ${schema})`, version, PG_LATEST_SCHEMA);
+    if (version < PG_LATEST_SCHEMA) {
+      if (version === 0) await client.query(`CREATE TABLE runlog_schema (application text NOT NULL, version integer NOT NULL); INSERT INTO runlog_schema VALUES ('${PG_APPLICATION}', 0)`);
+      for (let v = version; v < PG_LATEST_SCHEMA; v++) await client.query(PG_MIGRATIONS[v]!);
+      await client.query('UPDATE runlog_schema SET version = $1', [PG_LATEST_SCHEMA]);
+    }
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+export function openPgEventStore(options: PgEventStoreOptions): Promise<PgEventStore> {
+  return PgEventStore.open(options);
+}

@@ -1,0 +1,87 @@
+// PostgreSQL schema migrations, versioned like the SQLite ones (../schema.ts): a migration is only ever
+// appended; an applied one is never edited. The version lives in the schema's `runlog_schema` row (SQLite keeps
+// it in PRAGMA user_version), whose `application` marks the schema as a runlog log (like SQLite's
+// application_id): a schema holding other tables and no marker is never touched.
+//
+// Every statement runs with search_path set to the log's schema (pg-event-store.ts), so one database can hold
+// several logs (the tests give each run its own schema).
+
+export const PG_APPLICATION = 'runlog-event-log';
+
+/** Advisory-lock class ids (first key of the two-int form; the second is hashtext(schema)). */
+export const APPEND_LOCK_CLASS = 0x524c4f47; // 'RLOG'
+export const MIGRATE_LOCK_CLASS = 0x524c4f4d; // 'RLOM'
+
+export const PG_MIGRATIONS: readonly string[] = [
+  // 1: the log, the projections' documents, and the append function.
+  `CREATE TABLE events (
+     seq     bigint  PRIMARY KEY,
+     stream  text    NOT NULL,
+     version integer NOT NULL,
+     type    text    NOT NULL,
+     schema  integer NOT NULL DEFAULT 1,
+     data    jsonb   NOT NULL,
+     meta    jsonb   NOT NULL DEFAULT '{}',
+     at      text    NOT NULL,
+     UNIQUE (stream, version)
+   );
+   CREATE TABLE projection_documents (
+     projection text  NOT NULL,
+     id         text  NOT NULL,
+     doc        jsonb NOT NULL,
+     PRIMARY KEY (projection, id)
+   );
+   -- Appends a batch of requests in the caller's transaction. Request i has p_counts[i] events, taken in order
+   -- from the flat event arrays. Returns one row per request: whether its expected version matched, the
+   -- version it found, the version after it, and the position of its first event.
+   --
+   -- Global positions: the transaction-scoped advisory lock serialises every append to this schema until its
+   -- transaction ends (commit or rollback), and positions are max(seq) + 1 under it. So positions are assigned
+   -- in commit order and are gapless: a reader that has seen position n has seen every committed event below n,
+   -- and no event can later appear below it (the sequence/visibility trap of a bigserial column, where a
+   -- transaction holding a lower value commits after a higher one is visible, cannot happen). The lock is
+   -- released only after the commit is visible to other sessions. Cost: appends to one log do not overlap (one
+   -- commit, with its WAL flush, at a time); batching (appendMany, the host's group commit) is how throughput
+   -- scales. Readers take no lock and never wait.
+   CREATE FUNCTION append_events(
+     p_streams text[], p_expected text[], p_counts integer[],
+     p_types text[], p_schemas integer[], p_data text[], p_meta text[], p_at text[]
+   ) RETURNS TABLE (o_ok boolean, o_actual integer, o_version integer, o_first bigint)
+   LANGUAGE plpgsql AS $fn$
+   DECLARE
+     v_head bigint;
+     v_cur integer;
+     v_exp text;
+     v_cnt integer;
+     v_e integer := 1;
+   BEGIN
+     PERFORM pg_advisory_xact_lock(${APPEND_LOCK_CLASS}, hashtext(current_schema()));
+     SELECT coalesce(max(seq), 0) INTO v_head FROM events;
+     FOR i IN 1 .. coalesce(array_length(p_streams, 1), 0) LOOP
+       v_cnt := p_counts[i];
+       v_exp := p_expected[i];
+       SELECT coalesce(max(version), 0) INTO v_cur FROM events WHERE stream = p_streams[i];
+       IF NOT (v_exp = 'any'
+               OR (v_exp = 'no-stream' AND v_cur = 0)
+               OR (v_exp = 'stream-exists' AND v_cur > 0)
+               OR (v_exp ~ '^[0-9]+$' AND v_exp::bigint = v_cur)) THEN
+         o_ok := false; o_actual := v_cur; o_version := v_cur; o_first := 0;
+       ELSE
+         IF v_cnt > 0 THEN
+           INSERT INTO events (seq, stream, version, type, schema, data, meta, at)
+           SELECT v_head + k, p_streams[i], v_cur + k, p_types[v_e + k - 1], p_schemas[v_e + k - 1],
+                  p_data[v_e + k - 1]::jsonb, p_meta[v_e + k - 1]::jsonb, p_at[v_e + k - 1]
+           FROM generate_series(1, v_cnt) AS k;
+         END IF;
+         o_ok := true; o_actual := v_cur; o_version := v_cur + v_cnt;
+         o_first := CASE WHEN v_cnt > 0 THEN v_head + 1 ELSE 0 END;
+         v_head := v_head + v_cnt;
+       END IF;
+       v_e := v_e + v_cnt;
+       RETURN NEXT;
+     END LOOP;
+   END
+   $fn$;`,
+];
+
+export const PG_LATEST_SCHEMA = PG_MIGRATIONS.length;
