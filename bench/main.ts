@@ -5,8 +5,9 @@ import { execBenches } from './exec.bench.ts';
 import { recoveryBenches } from './recovery.bench.ts';
 import { spawnBenches } from './spawn.bench.ts';
 import { storeBenches } from './store.bench.ts';
+import { storePgBenches } from './store-pg.bench.ts';
 
-const benches: Bench[] = [...storeBenches, ...spawnBenches, ...execBenches, ...recoveryBenches];
+const benches: Bench[] = [...storeBenches, ...storePgBenches, ...spawnBenches, ...execBenches, ...recoveryBenches];
 
 async function main(argv: string[]): Promise<number> {
   const json = argv.includes('--json');

@@ -309,16 +309,28 @@ export class PgEventStore implements EventStorePort {
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncIterable<RecordedEvent> {
-    const to = options.to ?? Number.MAX_SAFE_INTEGER;
+    const to = options.to;
     let left = options.limit ?? Number.MAX_SAFE_INTEGER;
-    let from = Math.max(1, options.from ?? 1);
+    // Without an upper bound the query is a plain index range scan in seq order (a bound the planner cannot
+    // estimate made it sort a bitmap scan of the rest of the log for every page).
+    const page = (from: number, n: number): Promise<EventRow[]> =>
+      to === undefined
+        ? this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE seq >= $1 ORDER BY seq LIMIT $2`, [from, n])
+        : this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE seq >= $1 AND seq <= $2 ORDER BY seq LIMIT $3`, [from, to, n]);
+    let n = Math.min(PAGE, left);
+    let pending = page(Math.max(1, options.from ?? 1), n);
     while (left > 0) {
-      const n = Math.min(PAGE, left);
-      const rows = await this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE seq >= $1 AND seq <= $2 ORDER BY seq LIMIT $3`, [from, to, n]);
-      for (const r of rows) yield this.toRecorded(r);
-      if (rows.length < n) return;
+      const rows = await pending;
       left -= rows.length;
-      from = rows.at(-1)!.seq + 1;
+      const more = rows.length === n && left > 0;
+      if (more) {
+        // The next page is fetched while the caller works through this one (replay folds as the rows arrive).
+        n = Math.min(PAGE, left);
+        pending = page(rows.at(-1)!.seq + 1, n);
+        pending.catch(() => {}); // a caller that stops early never awaits it
+      }
+      for (const r of rows) yield this.toRecorded(r);
+      if (!more) return;
     }
   }
 

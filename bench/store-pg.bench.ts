@@ -1,0 +1,161 @@
+// PostgreSQL event-store benchmarks against the real server (`npm run setup`): durable append (one event per
+// transaction, and a multi-stream batch) beside a raw node-postgres INSERT of the same rows with the same
+// durability (synchronous_commit on, same table shape), and replay beside a raw SELECT. Each round works in a
+// schema of its own, dropped afterwards.
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { foldEvent, machines, type AnySnapshot } from '../src/machines/replay.ts';
+import { PgEventStore } from '../src/store/postgres/pg-event-store.ts';
+import { median, nowMs, round, type Bench } from './harness.ts';
+
+const data = { pid: 4242, host: '127.0.0.1', port: 4100, containerId: null };
+const at = '2026-01-01T00:00:00.000Z';
+const NEEDS = 'PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)';
+
+function pgUrl(): string {
+  return process.env.RUNLOG_PG_URL ?? 'postgres://runlog:runlog@127.0.0.1:5432/runlog';
+}
+
+/** A store in a fresh schema, a raw client on the same schema with the same durability, and a table like `events`. */
+async function pair(): Promise<{ store: PgEventStore; raw: pg.Client; done: () => Promise<void> }> {
+  const schema = `rlbench_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const store = await PgEventStore.open({ url: pgUrl(), schema });
+  const raw = new pg.Client({ connectionString: pgUrl(), options: `-c search_path=${schema} -c synchronous_commit=on` });
+  await raw.connect();
+  await raw.query('CREATE TABLE raw_events (LIKE events INCLUDING ALL)');
+  return {
+    store,
+    raw,
+    done: async () => {
+      await store.close();
+      await raw.query(`DROP SCHEMA ${schema} CASCADE`);
+      await raw.end();
+    },
+  };
+}
+
+const RAW_INSERT = 'INSERT INTO raw_events (seq, stream, version, type, schema, data, meta, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)';
+
+export const storePgBenches: Bench[] = [
+  {
+    name: 'store.pg.append',
+    needs: NEEDS,
+    async run({ rounds }) {
+      const N = 300;
+      const ours: number[] = [];
+      const raw: number[] = [];
+      for (let r = 0; r < rounds; r++) {
+        const p = await pair();
+        try {
+          // Interleaved halves, so both see the same server and disk conditions.
+          let t0 = nowMs();
+          for (let i = 0; i < N; i++) await p.store.appendToStream('instance-bench', [{ type: 'instance.spawned', data, at }], { expectedVersion: i === 0 ? 'no-stream' : i });
+          ours.push((N / (nowMs() - t0)) * 1000);
+          t0 = nowMs();
+          for (let i = 0; i < N; i++) await p.raw.query(RAW_INSERT, [i + 1, 'instance-bench', i + 1, 'instance.spawned', 1, JSON.stringify(data), '{}', at]);
+          raw.push((N / (nowMs() - t0)) * 1000);
+        } finally {
+          await p.done();
+        }
+      }
+      const v = median(ours);
+      const b = median(raw);
+      return { name: 'store.pg.append', value: round(v), unit: 'events/s', baseline: round(b), ratio: round(v / b), notes: { target: '≥ 0.8×' } };
+    },
+  },
+  {
+    name: 'store.pg.append-batch',
+    needs: NEEDS,
+    async run({ rounds }) {
+      // 100 transactions, each 10 streams × 10 events (a group commit of the actor host), beside one multi-row
+      // INSERT of the same 100 rows per transaction (the fastest raw way to write them).
+      const BATCHES = 100;
+      const STREAMS = 10;
+      const SIZE = 10;
+      const ours: number[] = [];
+      const raw: number[] = [];
+      const events = Array.from({ length: SIZE }, () => ({ type: 'instance.spawned', data, at }));
+      const json = JSON.stringify(data);
+      for (let r = 0; r < rounds; r++) {
+        const p = await pair();
+        try {
+          let t0 = nowMs();
+          for (let b = 0; b < BATCHES; b++) {
+            await p.store.appendMany(Array.from({ length: STREAMS }, (_, s) => ({ stream: `instance-${s}`, events, expectedVersion: b === 0 ? ('no-stream' as const) : b * SIZE })));
+          }
+          ours.push(((BATCHES * STREAMS * SIZE) / (nowMs() - t0)) * 1000);
+          t0 = nowMs();
+          for (let b = 0; b < BATCHES; b++) {
+            const n = STREAMS * SIZE;
+            const seqs = Array.from({ length: n }, (_, i) => b * n + i + 1);
+            const streams = Array.from({ length: n }, (_, i) => `instance-${Math.floor(i / SIZE)}`);
+            const versions = Array.from({ length: n }, (_, i) => b * SIZE + (i % SIZE) + 1);
+            await p.raw.query(
+              `INSERT INTO raw_events (seq, stream, version, type, schema, data, meta, at)
+               SELECT s, st, v, 'instance.spawned', 1, $4::jsonb, '{}', $5 FROM unnest($1::bigint[], $2::text[], $3::integer[]) AS u(s, st, v)`,
+              [seqs, streams, versions, json, at],
+            );
+          }
+          raw.push(((BATCHES * STREAMS * SIZE) / (nowMs() - t0)) * 1000);
+        } finally {
+          await p.done();
+        }
+      }
+      const v = median(ours);
+      const b = median(raw);
+      return { name: 'store.pg.append-batch', value: round(v), unit: 'events/s', baseline: round(b), ratio: round(v / b) };
+    },
+  },
+  {
+    name: 'store.pg.replay',
+    needs: NEEDS,
+    async run({ rounds, log }) {
+      // The same log as store.replay: 10,000 instance histories of 10 events.
+      const STREAMS = 10_000;
+      const spec = { instanceId: 'x', appId: 'com.example.hello', appDir: '/a', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60000, resetAfterMs: 600000 } };
+      const history = [
+        { type: 'instance.requested', data: { spec } },
+        { type: 'instance.spawned', data },
+        { type: 'instance.healthy', data: { identity: 'match' } },
+        { type: 'instance.running', data: {} },
+        { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1 } },
+        { type: 'instance.restart-scheduled', data: { attempt: 1, dueAt: at } },
+        { type: 'instance.restart-due', data: { attempt: 1 } },
+        { type: 'instance.spawned', data },
+        { type: 'instance.healthy', data: { identity: 'match' } },
+        { type: 'instance.running', data: {} },
+      ].map((e) => ({ ...e, at }));
+      const p = await pair();
+      try {
+        for (let s = 0; s < STREAMS; s += 200) {
+          await p.store.appendMany(Array.from({ length: 200 }, (_, k) => ({ stream: `instance-${s + k}`, events: history, expectedVersion: 'no-stream' as const })));
+        }
+        await p.raw.query('ANALYZE events');
+        const total = STREAMS * history.length;
+        log(`store.pg.replay: ${total} events in ${STREAMS} streams`);
+        const ours: number[] = [];
+        const raw: number[] = [];
+        for (let r = 0; r < rounds; r++) {
+          // Read the whole log in global order (pages, parse, upcast) and fold each event into its stream's snapshot.
+          let t0 = nowMs();
+          const snaps = new Map<string, AnySnapshot>();
+          let folded = 0;
+          for await (const e of p.store.readAll()) {
+            snaps.set(e.stream, foldEvent(machines.instance, snaps.get(e.stream), e));
+            folded += 1;
+          }
+          if (snaps.size !== STREAMS) throw new Error(`folded ${snaps.size} streams, expected ${STREAMS}`);
+          ours.push((folded / (nowMs() - t0)) * 1000);
+          t0 = nowMs();
+          const rows = (await p.raw.query('SELECT * FROM events ORDER BY seq')).rows.length;
+          raw.push((rows / (nowMs() - t0)) * 1000);
+        }
+        const v = median(ours);
+        const b = median(raw);
+        return { name: 'store.pg.replay', value: round(v), unit: 'events/s', baseline: round(b), ratio: round(v / b) };
+      } finally {
+        await p.done();
+      }
+    },
+  },
+];
