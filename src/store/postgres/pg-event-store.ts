@@ -134,8 +134,9 @@ export class PgEventStore implements EventStorePort {
       connectionString: options.url,
       max: options.maxConnections ?? 10,
       connectionTimeoutMillis: 10_000,
-      // Durable on commit for every session, whatever the server or role default; search_path pins the log's schema.
-      options: `-c search_path=${schema} -c synchronous_commit=on`,
+      // Durable on commit for every session, whatever the server or role default; search_path pins the log's
+      // schema; append_events needs READ COMMITTED (a fresh snapshot per statement, see pg-schema.ts).
+      options: `-c search_path=${schema} -c synchronous_commit=on -c default_transaction_isolation=read\\ committed`,
       // int8 (positions) as numbers: exact up to 2^53, far beyond any log.
       types: { getTypeParser: ((oid: number, format?: 'text' | 'binary') => (oid === INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format))) as never },
     });

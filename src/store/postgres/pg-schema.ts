@@ -43,6 +43,10 @@ export const PG_MIGRATIONS: readonly string[] = [
    -- released only after the commit is visible to other sessions. Cost: appends to one log do not overlap (one
    -- commit, with its WAL flush, at a time); batching (appendMany, the host's group commit) is how throughput
    -- scales. Readers take no lock and never wait.
+   --
+   -- This relies on READ COMMITTED (which every runlog session sets): each statement below takes a fresh
+   -- snapshot, so max(seq) after the lock sees the previous append's commit. A single SQL statement would not
+   -- do: its snapshot is taken before it waits for the lock.
    CREATE FUNCTION append_events(
      p_streams text[], p_expected text[], p_counts integer[],
      p_types text[], p_schemas integer[], p_data text[], p_meta text[], p_at text[]
