@@ -50,7 +50,7 @@ describe('opening a PostgreSQL event store', () => {
 
   it('refuses a log written by a newer runlog', async () => {
     const schema = testSchema('newer');
-    (await PgEventStore.open({ url, schema })).close();
+    await (await PgEventStore.open({ url, schema })).close();
     await admin.query(`UPDATE ${schema}.runlog_schema SET version = 99`);
     await expect(PgEventStore.open({ url, schema })).rejects.toMatchObject({ code: 'STORE_TOO_NEW' });
   });
