@@ -33,10 +33,17 @@ export function pollingSubscription(
   let wake: (() => void) | undefined;
   let timer: NodeJS.Timeout | undefined;
   const pollMs = options.pollMs ?? 100;
-  const off = wakeups.on(() => wake?.());
+  // A commit noticed while the handler is busy is remembered, so the next read is not put off by a poll interval.
+  let missed = false;
+  const off = wakeups.on(() => (wake ? wake() : (missed = true)));
 
   const idle = (): Promise<void> =>
     new Promise((resolve) => {
+      if (missed) {
+        missed = false;
+        resolve();
+        return;
+      }
       wake = () => {
         wake = undefined;
         clearTimeout(timer);
@@ -47,6 +54,7 @@ export function pollingSubscription(
 
   const loop = async (): Promise<void> => {
     while (!closed) {
+      missed = false;
       const page = await read(position + 1, PAGE);
       for (const e of page) {
         if (closed) return;
