@@ -41,10 +41,9 @@ export const storePgBenches: Bench[] = [
     name: 'store.pg.append',
     needs: NEEDS,
     async run({ rounds }) {
-      // Per round: a warm-up, then 6 alternating chunks of 50 appends each side, so both see the same server and
-      // disk conditions (the machine is shared; fsync latency drifts).
-      const CHUNKS = 6;
-      const CHUNK = 50;
+      // Per round: a warm-up, then N appends each side, alternating one by one, so both see the same server and
+      // disk conditions (the machine is shared: fsync latency and CPU drift from one second to the next).
+      const N = 300;
       const WARM = 10;
       const ours: number[] = [];
       const raw: number[] = [];
@@ -59,16 +58,16 @@ export const storePgBenches: Bench[] = [
           for (let i = 0; i < WARM; i++) await rawOne();
           let oursMs = 0;
           let rawMs = 0;
-          for (let c = 0; c < CHUNKS; c++) {
+          for (let i = 0; i < N; i++) {
             let t0 = nowMs();
-            for (let i = 0; i < CHUNK; i++) await oursOne();
+            await oursOne();
             oursMs += nowMs() - t0;
             t0 = nowMs();
-            for (let i = 0; i < CHUNK; i++) await rawOne();
+            await rawOne();
             rawMs += nowMs() - t0;
           }
-          ours.push(((CHUNKS * CHUNK) / oursMs) * 1000);
-          raw.push(((CHUNKS * CHUNK) / rawMs) * 1000);
+          ours.push((N / oursMs) * 1000);
+          raw.push((N / rawMs) * 1000);
         } finally {
           await p.done();
         }

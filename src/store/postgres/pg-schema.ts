@@ -53,37 +53,62 @@ export const PG_MIGRATIONS: readonly string[] = [
    ) RETURNS TABLE (o_ok boolean, o_actual integer, o_version integer, o_first bigint)
    LANGUAGE plpgsql AS $fn$
    DECLARE
+     n integer := coalesce(array_length(p_streams, 1), 0);
      v_head bigint;
      v_cur integer;
      v_exp text;
      v_cnt integer;
      v_e integer := 1;
+     v_j integer;
+     v_names text[];
+     v_vers integer[];
+     v_oks boolean[] := '{}';
+     v_curs integer[] := '{}';
+     v_firsts bigint[] := '{}';
+     v_starts integer[] := '{}';
    BEGIN
      PERFORM pg_advisory_xact_lock(${APPEND_LOCK_CLASS}, hashtext(current_schema()));
      SELECT coalesce(max(seq), 0) INTO v_head FROM events;
-     FOR i IN 1 .. coalesce(array_length(p_streams, 1), 0) LOOP
+     -- The loop only decides (a stream's version is read once, from the index, then kept in v_vers), and one
+     -- INSERT writes every accepted event.
+     v_names := '{}';
+     v_vers := '{}';
+     FOR i IN 1 .. n LOOP
        v_cnt := p_counts[i];
        v_exp := p_expected[i];
-       SELECT coalesce(max(version), 0) INTO v_cur FROM events WHERE stream = p_streams[i];
+       v_j := array_position(v_names, p_streams[i]);
+       IF v_j IS NULL THEN
+         SELECT coalesce(max(version), 0) INTO v_cur FROM events WHERE stream = p_streams[i];
+         v_names := v_names || p_streams[i];
+         v_vers := v_vers || v_cur;
+         v_j := array_length(v_names, 1);
+       END IF;
+       v_cur := v_vers[v_j];
+       v_starts[i] := v_e;
+       v_curs[i] := v_cur;
        IF NOT (v_exp = 'any'
                OR (v_exp = 'no-stream' AND v_cur = 0)
                OR (v_exp = 'stream-exists' AND v_cur > 0)
-               OR (v_exp ~ '^[0-9]+$' AND v_exp::bigint = v_cur)) THEN
+               OR (v_exp NOT IN ('any', 'no-stream', 'stream-exists') AND v_exp::bigint = v_cur)) THEN
+         v_oks[i] := false;
+         v_firsts[i] := 0;
          o_ok := false; o_actual := v_cur; o_version := v_cur; o_first := 0;
        ELSE
-         IF v_cnt > 0 THEN
-           INSERT INTO events (seq, stream, version, type, schema, data, meta, at)
-           SELECT v_head + k, p_streams[i], v_cur + k, p_types[v_e + k - 1], p_schemas[v_e + k - 1],
-                  p_data[v_e + k - 1]::jsonb, p_meta[v_e + k - 1]::jsonb, p_at[v_e + k - 1]
-           FROM generate_series(1, v_cnt) AS k;
-         END IF;
+         v_oks[i] := true;
+         v_firsts[i] := v_head + 1;
          o_ok := true; o_actual := v_cur; o_version := v_cur + v_cnt;
          o_first := CASE WHEN v_cnt > 0 THEN v_head + 1 ELSE 0 END;
          v_head := v_head + v_cnt;
+         v_vers[v_j] := v_cur + v_cnt; -- a later request on the same stream sees this one
        END IF;
        v_e := v_e + v_cnt;
        RETURN NEXT;
      END LOOP;
+     INSERT INTO events (seq, stream, version, type, schema, data, meta, at)
+     SELECT v_firsts[i] + k - 1, p_streams[i], v_curs[i] + k, p_types[v_starts[i] + k - 1], p_schemas[v_starts[i] + k - 1],
+            p_data[v_starts[i] + k - 1]::jsonb, p_meta[v_starts[i] + k - 1]::jsonb, p_at[v_starts[i] + k - 1]
+     FROM generate_series(1, n) AS i, generate_series(1, p_counts[i]) AS k
+     WHERE v_oks[i];
    END
    $fn$;`,
 ];
