@@ -31,6 +31,8 @@ command -v proot >/dev/null 2>&1 || need+=(proot)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v runsc >/dev/null 2>&1 || need+=(runsc)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+# Prometheus (with promtool) for the metrics integration test, which starts its own server with its own config.
+command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v python3.11 >/dev/null 2>&1 && [ -d /usr/lib/python3.11 ] || need+=(python3.11-minimal libpython3.11-stdlib)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"

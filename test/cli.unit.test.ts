@@ -12,7 +12,7 @@ function capture() {
   const out: string[] = [];
   const err: string[] = [];
   const factory = (json: boolean): Io => ({ out: (t) => out.push(t), err: (t) => err.push(t), json });
-  return { out, err, factory, stdout: () => out.join('\n') };
+  return { out, err, factory, stdout: () => out.join('\n'), stderr: () => err.join('\n') };
 }
 
 const spec = { instanceId: 'inst_a', appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'never', maxRestarts: 0, backoffMs: 1, maxBackoffMs: 1, resetAfterMs: 1 } };
@@ -46,7 +46,11 @@ describe('runlog CLI (reads the SQLite file directly)', () => {
       ['inst_a', 'running', 'active'],
       ['inst_b', 'stopped', 'terminal'],
     ]);
-    expect(Object.keys(rows[0]).sort()).toEqual(['createdAt', 'id', 'kind', 'state', 'status', 'summary', 'updatedAt', 'version']);
+    expect(Object.keys(rows[0]).sort()).toEqual(['createdAt', 'heartbeatAt', 'id', 'kind', 'state', 'status', 'summary', 'supervised', 'updatedAt', 'version']);
+    // No supervisor ever ran on this log: the live state is only the last one recorded, and ps says so.
+    expect(rows[0]).toMatchObject({ supervised: false, heartbeatAt: null });
+    expect(c.stdout()).toMatch(/inst_a\s+instance\s+running \(last known\)/);
+    expect(c.stderr()).toContain('no supervisor has run on this log');
   });
 
   it('inspect prints state and context; unknown ids exit 1', async () => {

@@ -47,6 +47,8 @@ export interface ActorHostOptions {
   /** Turns an effect that threw into an event, so the failure is in the log (not just in a console). */
   onEffectError?: (kind: ActorKind, effect: Effect, error: unknown) => NewEvent | null;
   log?: (msg: string) => void;
+  /** Called as an actor is created (tracing): what it returns is merged into the first event's meta. */
+  onCreate?: (kind: ActorKind, id: string) => Record<string, unknown> | undefined;
 }
 
 export class IllegalEventError extends RunlogError {
@@ -113,7 +115,8 @@ export class ActorHost {
     }
     const at = first.at ?? this.now();
     this.actors.set(stream, { id, kind, stream, snapshot: initialSnapshot(this.opts.machines[kind]), version: 0, createdAt: at });
-    return this.dispatch(kind, id, { ...first, at });
+    const meta = this.opts.onCreate?.(kind, id);
+    return this.dispatch(kind, id, { ...first, at, ...(meta ? { meta: { ...first.meta, ...meta } } : {}) });
   }
 
   /** Events for one actor are applied one at a time, in arrival order. */

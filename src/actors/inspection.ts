@@ -18,6 +18,8 @@ export interface ActorView {
   updatedAt: string;
   summary: Record<string, unknown>;
   context: Record<string, unknown>;
+  /** The OpenTelemetry trace of this spawn or execution (recorded in its first event's meta), if one was traced. */
+  traceId: string | null;
 }
 
 export interface ReplayView {
@@ -65,6 +67,7 @@ export function inspectActor(store: EventStore, id: string): ActorView {
     updatedAt: events.at(-1)?.at ?? '',
     summary: summarize(ref.kind, snapshot),
     context: snapshot.context as Record<string, unknown>,
+    traceId: typeof events[0]?.meta.traceId === 'string' ? events[0].meta.traceId : null,
   };
 }
 

@@ -1,5 +1,6 @@
 // The library entry point. `createRunlog()` opens the log; with `supervise` (the default) it also
 // rehydrates every live actor and runs effects, i.e. it is the supervisor. Inspection works either way.
+import type { TracerProvider } from '@opentelemetry/api';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AtprotoReaderOptions, Publisher } from '../adapters/atproto/index.ts';
@@ -32,7 +33,11 @@ import {
   type ActorView,
   type ReplayView,
 } from './inspection.ts';
+import { supervision, type Supervision } from '../domain/supervision.ts';
+import { startHeartbeat, type HeartbeatHandle } from './heartbeat.ts';
+import { RunlogMetrics } from './metrics.ts';
 import { resolvePaths } from './paths.ts';
+import { RunlogTracing } from './tracing.ts';
 import { RestartTimers } from './timers.ts';
 
 export interface RunlogOptions {
@@ -74,6 +79,12 @@ export interface RunlogOptions {
   reconcile?: boolean;
   /** Watch the apps workspace for manifest edits (default true when supervising). */
   watchApps?: boolean;
+  /** Prometheus metrics on `runlog.metrics` (default true when supervising). */
+  metrics?: boolean;
+  /** Where traces go (default: the globally registered OpenTelemetry provider; none registered = no tracing). */
+  tracerProvider?: TracerProvider;
+  /** How often the supervisor records its heartbeat in the log's database (default 5000 ms). */
+  heartbeatMs?: number;
 }
 
 export interface SpawnAppOptions {
@@ -115,6 +126,10 @@ export interface Runlog {
   readonly store: SqliteEventStore;
   readonly host: ActorHost;
   readonly bus: Bus;
+  /** Prometheus metrics of this supervisor (null when not supervising or turned off). */
+  readonly metrics: RunlogMetrics | null;
+  /** Whether a supervisor (this one or another process) is alive on this log, from its heartbeat. */
+  supervision(): Supervision;
   list(filter?: { kind?: ActorKind; all?: boolean }): ActorRow[];
   inspect(id: string): ActorView;
   events(id: string, range?: { from?: number; to?: number }): RecordedEvent[];
@@ -152,6 +167,8 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
   const log = options.log ?? ((m: string) => process.stderr.write(`[runlog] ${m}\n`));
   const faults = options.faults ?? noFaults;
   const parts = discoverParts(options.parts);
+  const now = options.now ?? (() => new Date().toISOString());
+  const tracing = supervise ? new RunlogTracing(bus, options.tracerProvider) : null;
   // eslint-disable-next-line prefer-const
   let host: ActorHost;
   const hostRef = () => host;
@@ -200,13 +217,25 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
     faults,
     onEffectError,
     log,
+    ...(tracing ? { onCreate: (kind: ActorKind, id: string) => tracing.created(kind, id) } : {}),
   });
   const reconciler = new Reconciler(hostRef, instances, executions, log, options.orphanPolicy ? { orphanPolicy: options.orphanPolicy } : {});
+  let heartbeat: HeartbeatHandle | null = null;
+  const metrics =
+    supervise && (options.metrics ?? true)
+      ? new RunlogMetrics({ store, host: hostRef, bus, now, lastHeartbeat: () => heartbeat?.lastBeat() ?? null })
+      : null;
+  const reconcile = async (o?: ReconcileOptions): Promise<ReconcileReport> => {
+    const report = await reconciler.reconcile(o);
+    metrics?.reconciled(report);
+    return report;
+  };
 
   if (supervise) {
+    heartbeat = startHeartbeat(store, now, options.heartbeatMs, log);
     for (const actor of host.rehydrate()) timers.resume(actor);
     if (options.reconcile ?? true) {
-      const report = await reconciler.reconcile();
+      const report = await reconcile();
       if (report.actions.length > 0) log(`reconciled ${report.actions.length} actors (${summarizeActions(report)})`);
     }
     if (options.watchApps ?? true) instances.startRegistry();
@@ -218,7 +247,7 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
   // Docker restarting or briefly unreachable: reconnect, resubscribe to engine events, reconcile.
   const engineWatch =
     supervise && (options.engineWatch ?? true)
-      ? startEngineWatch({ socketPath: parts.dockerSocket, home: paths.home, host: hostRef, reconcile: () => reconciler.reconcile({ reattach: true }), tracks: (id) => instances.tracks(id), log })
+      ? startEngineWatch({ socketPath: parts.dockerSocket, home: paths.home, host: hostRef, reconcile: () => reconcile({ reattach: true }), tracks: (id) => instances.tracks(id), log })
       : null;
 
   const live = (id: string, kind?: ActorKind): LiveActor => {
@@ -262,6 +291,8 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
     store,
     host,
     bus,
+    metrics,
+    supervision: () => supervision(store.readHeartbeat(), now()),
     list: (filter) => listActors(store, filter),
     inspect: (id) => inspectActor(store, id),
     events: (id, range) => actorEvents(store, id, range),
@@ -269,7 +300,7 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
     rebuild: () => rebuildProjection(store),
     reconcile: (o) => {
       requireSupervisor('reconcile');
-      return reconciler.reconcile(o);
+      return reconcile(o);
     },
     on: (event, cb) => bus.on(event, cb),
     send: (kind, id, event) => host.dispatch(kind, id, event),
@@ -354,6 +385,9 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
       await instances.close();
       // Effects still waiting on something that closing detached (an exit watcher) must not hold the process.
       await Promise.race([host.idle().catch(() => undefined), new Promise((r) => setTimeout(r, 5000).unref())]);
+      tracing?.close();
+      metrics?.close();
+      heartbeat?.stop();
       store.close();
     },
   };

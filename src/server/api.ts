@@ -53,6 +53,12 @@ function initialView(runlog: Runlog, id: string): ReplayView {
   return { id: ref.id, kind: ref.kind, to: 0, version: runlog.store.streamVersion(ref.stream), state: stateName(snapshot), context: snapshot.context as Record<string, unknown>, steps: [] };
 }
 
+/** A link to the trace in the user's tracing UI: RUNLOG_TRACE_URL with {traceId} (e.g. http://jaeger:16686/trace/{traceId}). */
+function traceUrl(traceId: string | null): string | null {
+  const template = process.env.RUNLOG_TRACE_URL;
+  return traceId && template && /^https?:\/\//.test(template) ? template.replaceAll('{traceId}', traceId) : null;
+}
+
 const route = (method: Route['method'], path: string, handle: Route['handle']): Route => ({
   method,
   pattern: new RegExp(`^${path.replaceAll(':id', SEG).replaceAll(':kind', SEG).replaceAll(':tool', SEG)}$`),
@@ -61,7 +67,7 @@ const route = (method: Route['method'], path: string, handle: Route['handle']): 
 
 const routes: Route[] = [
   route('GET', '/api/health', ({ runlog, startedAt }, { res }) => {
-    sendJson(res, 200, { ok: true, home: runlog.home, db: runlog.dbPath, pid: process.pid, startedAt, live: runlog.list().length, lastSeq: runlog.store.lastSeq() });
+    sendJson(res, 200, { ok: true, home: runlog.home, db: runlog.dbPath, pid: process.pid, startedAt, live: runlog.list().length, lastSeq: runlog.store.lastSeq(), supervision: runlog.supervision() });
   }),
 
   route('GET', '/api/actors', ({ runlog }, { res, query }) => {
@@ -73,7 +79,8 @@ const routes: Route[] = [
   }),
 
   route('GET', '/api/actors/:id', ({ runlog }, { res, params }) => {
-    sendJson(res, 200, runlog.inspect(params[0]!));
+    const view = runlog.inspect(params[0]!);
+    sendJson(res, 200, { ...view, supervision: runlog.supervision(), traceUrl: traceUrl(view.traceId) });
   }),
 
   route('GET', '/api/actors/:id/events', ({ runlog }, { res, params, query }) => {

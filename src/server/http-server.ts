@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import type { Runlog } from '../actors/runlog.ts';
 import { RunlogError, UsageError } from '../domain/errors.ts';
 import { handleApi } from './api.ts';
+import { sendMetrics } from './metrics-server.ts';
 import { HttpError, sendError, SECURITY_HEADERS } from './http.ts';
 import { isLoopbackAddress, isLoopbackHostHeader } from './listen.ts';
 import { createSseHub } from './sse.ts';
@@ -50,12 +51,14 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       throw new HttpError(403, 'FORBIDDEN_HOST', `Host '${req.headers.host ?? ''}' is not a loopback name; the supervisor answers only to 127.0.0.1, [::1] or localhost`);
     }
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
-    if (url.pathname === '/api' || url.pathname.startsWith('/api/')) {
+    const isApi = url.pathname === '/api' || url.pathname.startsWith('/api/');
+    if (isApi || url.pathname === '/metrics') {
       const given = bearerToken(req.headers.authorization);
       if (given === null || !tokenMatches(token, given)) {
         throw new HttpError(401, 'UNAUTHORIZED', given === null ? 'missing Authorization: Bearer <token> (the token is in $RUNLOG_HOME/token)' : 'wrong token');
       }
-      await handleApi(ctx, req, res, url);
+      if (isApi) await handleApi(ctx, req, res, url);
+      else await sendMetrics(runlog.metrics, req, res);
       return;
     }
     const asset = req.method === 'GET' || req.method === 'HEAD' ? assets.get(url.pathname) : undefined;

@@ -24,9 +24,13 @@ function expandIPv6(ip: string): string {
   return groups.map((g) => g.padStart(4, '0')).join(':');
 }
 
-/** Parses "127.0.0.1:8080", "[::1]:8080" or a bare port ("8080" → 127.0.0.1:8080). */
-export function parseListen(value: string | undefined): ListenAddress {
+/**
+ * Parses "127.0.0.1:8080", "[::1]:8080" or a bare port ("8080" → 127.0.0.1:8080). Loopback only, unless
+ * `anyAddress` (the metrics listener: read-only, no ids, for a scraper on another machine).
+ */
+export function parseListen(value: string | undefined, opts: { flag?: string; anyAddress?: boolean } = {}): ListenAddress {
   if (value === undefined) return DEFAULT_LISTEN;
+  const flag = opts.flag ?? '--listen';
   const v = value.trim();
   let host: string;
   let portText: string;
@@ -40,16 +44,18 @@ export function parseListen(value: string | undefined): ListenAddress {
   } else {
     const i = v.lastIndexOf(':');
     if (i <= 0 || v.indexOf(':') !== i) {
-      throw new UsageError(`--listen '${value}' is not <address>:<port> (e.g. 127.0.0.1:7420 or [::1]:7420)`);
+      throw new UsageError(`${flag} '${value}' is not <address>:<port> (e.g. 127.0.0.1:7420 or [::1]:7420)`);
     }
     host = v.slice(0, i);
     portText = v.slice(i + 1);
   }
   const port = Number(portText);
   if (!/^\d+$/.test(portText) || !Number.isInteger(port) || port > 65535) {
-    throw new UsageError(`--listen '${value}': port must be a number from 0 to 65535`);
+    throw new UsageError(`${flag} '${value}': port must be a number from 0 to 65535`);
   }
-  if (!isLoopbackAddress(host)) {
+  if (opts.anyAddress) {
+    if (!isIPv4(host) && !isIPv6(host)) throw new UsageError(`${flag} '${value}': '${host}' is not an IP address`);
+  } else if (!isLoopbackAddress(host)) {
     throw new UsageError(
       `--listen '${value}': runlog serve binds only to loopback (127.0.0.0/8 or ::1); '${host}' is not a loopback address. ` +
         'The API can start and stop sandboxes: reach it from elsewhere through an SSH tunnel, not by exposing it.',

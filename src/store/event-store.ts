@@ -1,6 +1,7 @@
 // The event-store port. Small on purpose (Emmett-style): append with an expected version, read a
 // stream, read the whole log, and tail it. Everything else (projections, replay) is built on top.
 import type { NewEvent, RecordedEvent } from '../domain/events.ts';
+import type { HeartbeatRecord } from '../domain/supervision.ts';
 
 /** `'no-stream'` = the stream must not exist yet; a number = the stream's current version; `'any'` = skip the check. */
 export type ExpectedVersion = number | 'no-stream' | 'any';
@@ -72,6 +73,12 @@ export interface StreamInfo {
   createdAt: string;
   updatedAt: string;
 }
+
+/** The supervisor's last heartbeat (see migration 3); `stoppedAt` is set by a clean shutdown. */
+export type Heartbeat = HeartbeatRecord;
+
+/** Told about every durable append (metrics); must be cheap and must not throw. */
+export type AppendObserver = (seconds: number, events: number) => void;
 
 export interface EventStore {
   readonly file: string;

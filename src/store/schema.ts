@@ -39,6 +39,17 @@ export const MIGRATIONS: readonly string[] = [
      doc        TEXT NOT NULL,
      PRIMARY KEY (projection, id)
    ) WITHOUT ROWID;`,
+  // 3: the supervisor's heartbeat (one row): whether anything supervises this log right now, and since when not.
+  // Not an event: liveness is a fact about a process, not about an actor, and it would flood the log.
+  `CREATE TABLE supervisor_heartbeat (
+     id          INTEGER PRIMARY KEY CHECK (id = 1),
+     node        TEXT    NOT NULL,
+     pid         INTEGER NOT NULL,
+     started_at  TEXT    NOT NULL,
+     beat_at     TEXT    NOT NULL,
+     interval_ms INTEGER NOT NULL,
+     stopped_at  TEXT
+   );`,
 ];
 
 export const LATEST_SCHEMA = MIGRATIONS.length;

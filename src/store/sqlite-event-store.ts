@@ -15,11 +15,13 @@ import {
 } from '../domain/errors.ts';
 import type {
   ActorRow,
+  AppendObserver,
   AppendOptions,
   AppendOutcome,
   AppendRequest,
   AppendResult,
   EventStore,
+  Heartbeat,
   ReadAllOptions,
   ReadOptions,
   StreamInfo,
@@ -43,6 +45,8 @@ export interface SqliteEventStoreOptions {
    * the .db file alone is never far behind; a clean close checkpoints and truncates the WAL.
    */
   checkpointMs?: number;
+  /** Told the duration of every durable append (metrics). */
+  onAppend?: AppendObserver;
 }
 
 interface EventRow {
@@ -121,6 +125,8 @@ export class SqliteEventStore implements EventStore {
   private readonly guard: WalGuard | null;
   private readonly checkpointMs: number;
   private checkpointTimer: NodeJS.Timeout | undefined;
+  /** Told the duration of every durable append (metrics); settable after open. */
+  onAppend: AppendObserver | undefined;
 
   private readonly stmt: {
     streamVersion: Database.Statement<[string], { version: number | null }>;
@@ -141,6 +147,7 @@ export class SqliteEventStore implements EventStore {
     this.upcasters = options.upcasters ?? defaultUpcasters();
     this.now = options.now ?? (() => new Date().toISOString());
     this.checkpointMs = options.checkpointMs ?? 1000;
+    this.onAppend = options.onAppend;
     let deadMarkers = 0;
     if (file !== ':memory:') {
       mkdirSync(dirname(file), { recursive: true });
@@ -276,12 +283,14 @@ export class SqliteEventStore implements EventStore {
     if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
     if (events.length === 0) return { version: this.streamVersion(stream), lastSeq: 0, events: [] };
     let result: AppendResult;
+    const t0 = this.onAppend ? performance.now() : 0;
     try {
       this.beforeWrite();
       result = this.appendTx(stream, events, options);
     } catch (err) {
       throw translate(this.file, err);
     }
+    if (this.onAppend) this.onAppend((performance.now() - t0) / 1000, result.events.length);
     this.notify();
     return result;
   }
@@ -290,12 +299,14 @@ export class SqliteEventStore implements EventStore {
     if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
     if (requests.every((r) => r.events.length === 0)) return requests.map((r) => ({ ok: true, result: { version: this.streamVersion(r.stream), lastSeq: 0, events: [] } }));
     let outcomes: AppendOutcome[];
+    const t0 = this.onAppend ? performance.now() : 0;
     try {
       this.beforeWrite();
       outcomes = this.appendManyTx(requests);
     } catch (err) {
       throw translate(this.file, err);
     }
+    if (this.onAppend) this.onAppend((performance.now() - t0) / 1000, outcomes.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0));
     this.notify();
     return outcomes;
   }
@@ -443,6 +454,50 @@ export class SqliteEventStore implements EventStore {
     } catch (err) {
       throw translate(this.file, err);
     }
+  }
+
+  /**
+   * Records the supervisor's heartbeat (one row, replaced). Not through beforeWrite: a heartbeat lost with a WAL
+   * loses no event, so it must not make the WAL guard report one.
+   */
+  writeHeartbeat(h: Heartbeat): void {
+    if (this.closed) return;
+    try {
+      this.db
+        .prepare(
+          `INSERT INTO supervisor_heartbeat (id, node, pid, started_at, beat_at, interval_ms, stopped_at) VALUES (1, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT(id) DO UPDATE SET node = excluded.node, pid = excluded.pid, started_at = excluded.started_at,
+             beat_at = excluded.beat_at, interval_ms = excluded.interval_ms, stopped_at = excluded.stopped_at`,
+        )
+        .run(h.node, h.pid, h.startedAt, h.beatAt, h.intervalMs, h.stoppedAt);
+    } catch (err) {
+      throw translate(this.file, err);
+    }
+  }
+
+  /** The last heartbeat, or null when no supervisor ever ran on this log (or the file predates migration 3). */
+  readHeartbeat(): Heartbeat | null {
+    let r: { node: string; pid: number; started_at: string; beat_at: string; interval_ms: number; stopped_at: string | null } | undefined;
+    try {
+      r = this.db.prepare('SELECT * FROM supervisor_heartbeat WHERE id = 1').get() as typeof r;
+    } catch {
+      return null; // opened without migrating (read-only): no table, no heartbeat
+    }
+    return r ? { node: r.node, pid: r.pid, startedAt: r.started_at, beatAt: r.beat_at, intervalMs: r.interval_ms, stoppedAt: r.stopped_at } : null;
+  }
+
+  /** Bytes on disk: the database file and its WAL (metrics). */
+  sizeBytes(): number {
+    if (this.file === ':memory:') return 0;
+    let n = 0;
+    for (const f of [this.file, `${this.file}-wal`]) {
+      try {
+        n += statSync(f).size;
+      } catch {
+        /* no WAL right now */
+      }
+    }
+    return n;
   }
 
   close(): void {

@@ -16,8 +16,39 @@ export interface XrpcErrorBody {
   message?: string;
 }
 
+/** What one request to a PDS or PLC directory did (metrics): `status` is null when no answer came. */
+export interface HttpObservation {
+  url: string;
+  status: number | null;
+  seconds: number;
+}
+
+/** Observers of every request (metrics). Small and synchronous; they must not throw. */
+export const httpObservers = new Set<(o: HttpObservation) => void>();
+
 /** GET `url`; resolves for any HTTP status (callers branch on it). The body is read up to `maxBytes`. */
 export async function httpGet(
+  url: string,
+  opts: { timeoutMs?: number; maxBytes: number; tooLarge: AtprotoErrorCode; what: string; accept?: string },
+): Promise<HttpResult> {
+  if (httpObservers.size === 0) return httpGetOnce(url, opts);
+  const t0 = performance.now();
+  let status: number | null = null;
+  try {
+    const r = await httpGetOnce(url, opts);
+    status = r.status;
+    return r;
+  } catch (err) {
+    const d = (err as { details?: { status?: unknown } }).details;
+    status = typeof d?.status === 'number' ? d.status : null;
+    throw err;
+  } finally {
+    const o = { url, status, seconds: (performance.now() - t0) / 1000 };
+    for (const fn of httpObservers) fn(o);
+  }
+}
+
+async function httpGetOnce(
   url: string,
   opts: { timeoutMs?: number; maxBytes: number; tooLarge: AtprotoErrorCode; what: string; accept?: string },
 ): Promise<HttpResult> {

@@ -86,5 +86,6 @@ export {
   type IdentityCacheOptions,
   type IdentityLookup,
 } from './identity-cache.ts';
+export { httpObservers, type HttpObservation } from './http.ts';
 export { createAtprotoReader, type AtprotoReader, type AtprotoReaderOptions } from './reader.ts';
 export { requireDevEnv, startLocalNetwork, type LocalAccount, type LocalNetwork } from './local-network.ts';

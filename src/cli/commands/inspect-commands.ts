@@ -2,6 +2,7 @@
 import { createRunlog, type Runlog } from '../../actors/runlog.ts';
 import { UsageError } from '../../domain/errors.ts';
 import type { RecordedEvent } from '../../domain/events.ts';
+import type { Supervision } from '../../domain/supervision.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { age, EXIT, printJson, table, truncate, type Io } from '../output.ts';
 import { printReplay, readHistoryFile, replayHistory } from './debug-commands.ts';
@@ -27,6 +28,12 @@ const describe = (summary: Record<string, unknown>): string => {
   return '';
 };
 
+/** What ps says under a table whose live states nobody supervises. */
+export function unsupervisedNote(sup: Supervision): string {
+  if (!sup.heartbeatAt) return 'no supervisor has run on this log: states are as last recorded (runlog serve supervises)';
+  return `not supervised since ${sup.since} (last heartbeat from ${sup.node} pid ${sup.pid}): live states are the last known, not current (runlog serve supervises)`;
+}
+
 export const psCommand: Command = {
   name: 'ps',
   summary: 'list actors (live ones; --all for every actor)',
@@ -37,12 +44,19 @@ export const psCommand: Command = {
       const kind = args.values.kind as string | undefined;
       if (kind && kind !== 'instance' && kind !== 'execution') throw new UsageError(`--kind must be instance or execution, not '${kind}'`);
       const rows = rl.list({ all: Boolean(args.values.all), ...(kind ? { kind: kind as 'instance' | 'execution' } : {}) });
+      const sup = rl.supervision();
       if (io.json) {
-        printJson(io, rows.map((r) => ({ id: r.id, kind: r.kind, state: r.state, status: r.status, version: r.version, createdAt: r.createdAt, updatedAt: r.updatedAt, summary: r.summary })));
+        printJson(
+          io,
+          rows.map((r) => ({ id: r.id, kind: r.kind, state: r.state, status: r.status, version: r.version, createdAt: r.createdAt, updatedAt: r.updatedAt, summary: r.summary, supervised: sup.supervised, heartbeatAt: sup.heartbeatAt })),
+        );
       } else if (rows.length === 0) {
         io.err(args.values.all ? 'no actors in this log' : 'no live actors (runlog ps --all shows finished ones)');
       } else {
-        io.out(table(rows.map((r) => [r.id, r.kind, r.state, age(r.updatedAt), describe(r.summary)]), ['ID', 'KIND', 'STATE', 'UPDATED', 'WHAT']));
+        // Like kubectl's NotReady: a live state nobody supervises is only the last one known.
+        const mark = (r: { state: string; status: string }) => (!sup.supervised && r.status === 'active' ? `${r.state} (last known)` : r.state);
+        io.out(table(rows.map((r) => [r.id, r.kind, mark(r), age(r.updatedAt), describe(r.summary)]), ['ID', 'KIND', 'STATE', 'UPDATED', 'WHAT']));
+        if (!sup.supervised && rows.some((r) => r.status === 'active')) io.err(unsupervisedNote(sup));
       }
       return EXIT.ok;
     }),
@@ -55,9 +69,12 @@ export const inspectCommand: Command = {
   run: (args, io) =>
     withLog(args, (rl) => {
       const view = rl.inspect(needId(args, inspectCommand.usage));
-      if (io.json) printJson(io, view);
+      const sup = rl.supervision();
+      if (io.json) printJson(io, { ...view, supervision: sup });
       else {
-        io.out(`${view.kind} ${view.id}\nstate:   ${view.state} (${view.status})\nversion: ${view.version}\ncreated: ${view.createdAt}\nupdated: ${view.updatedAt}`);
+        const last = !sup.supervised && view.status === 'active' ? ' — last known state' : '';
+        io.out(`${view.kind} ${view.id}\nstate:   ${view.state} (${view.status})${last}\nversion: ${view.version}\ncreated: ${view.createdAt}\nupdated: ${view.updatedAt}`);
+        io.out(`supervised: ${sup.supervised ? `yes (${sup.node} pid ${sup.pid}, heartbeat ${sup.heartbeatAt})` : `no${sup.since ? ` since ${sup.since}` : ' (no supervisor has run on this log)'}`}`);
         io.out(`context:\n${JSON.stringify(view.context, null, 2)}`);
       }
       return EXIT.ok;

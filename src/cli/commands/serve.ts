@@ -4,7 +4,9 @@ import { createRunlog } from '../../actors/runlog.ts';
 import { RunlogError } from '../../domain/errors.ts';
 import { startServer } from '../../server/http-server.ts';
 import { parseListen } from '../../server/listen.ts';
+import { startMetricsServer, type MetricsServer } from '../../server/metrics-server.ts';
 import { ensureToken } from '../../server/token.ts';
+import { createLogger, logActors, parseLogLevel } from '../logger.ts';
 import type { Command } from '../command.ts';
 import { atprotoOptions, removeServerInfo, writeServerInfo } from '../client.ts';
 import { EXIT, printJson } from '../output.ts';
@@ -25,39 +27,61 @@ function untilSignal(): Promise<NodeJS.Signals> {
 export const serveCommand: Command = {
   name: 'serve',
   summary: 'run the supervisor with its HTTP API and web inspector (loopback only, bearer token)',
-  usage: 'runlog serve [--listen 127.0.0.1:<port>] [--plc <url>] [--home <dir>] [--db <path>] [--json]   (--json prints {url, host, port, …} on stdout)',
-  options: { listen: { type: 'string' }, plc: { type: 'string' } },
+  usage:
+    'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] [--home <dir>] [--db <path>] [--json]   (--json prints {url, host, port, …} on stdout)',
+  options: { listen: { type: 'string' }, 'metrics-listen': { type: 'string' }, 'log-level': { type: 'string' }, plc: { type: 'string' } },
   run: async (args, io) => {
     // Refuse a bad address before anything is opened or written.
     const listen = parseListen(args.values.listen as string | undefined);
-    const rl = await createRunlog({ home: args.home, db: args.db, log: (m) => io.err(`runlog: ${m}`), atproto: atprotoOptions(args.values.plc as string | undefined) });
+    const metricsAt = args.values['metrics-listen'] === undefined ? null : parseListen(args.values['metrics-listen'] as string, { flag: '--metrics-listen', anyAddress: true });
+    const logger = createLogger({ level: parseLogLevel(args.values['log-level'] as string | undefined) });
+    const say = (m: string) => logger.info(m);
+    const rl = await createRunlog({ home: args.home, db: args.db, log: say, atproto: atprotoOptions(args.values.plc as string | undefined) });
+    const unlog = logActors(rl.bus, logger);
     let server;
+    let metricsServer: MetricsServer | undefined;
     try {
       const token = ensureToken(rl.home);
-      if (token.created) io.err(`runlog: created API token ${token.path} (mode 0600)`);
-      if (token.tightenedFrom !== undefined) io.err(`runlog: ${token.path} had mode 0${token.tightenedFrom.toString(8)}; set it to 0600`);
-      try {
-        server = await startServer({ runlog: rl, host: listen.host, port: listen.port, token: token.token, log: (m) => io.err(`runlog: ${m}`) });
-      } catch (err) {
+      if (token.created) say(`created API token ${token.path} (mode 0600)`);
+      if (token.tightenedFrom !== undefined) logger.warn(`${token.path} had mode 0${token.tightenedFrom.toString(8)}; set it to 0600`);
+      const listenFailed = (err: unknown, at: { host: string; port: number }) => {
         const code = (err as NodeJS.ErrnoException).code;
         if (code === 'EADDRINUSE' || code === 'EADDRNOTAVAIL' || code === 'EACCES') {
-          throw new RunlogError('LISTEN_FAILED', `cannot listen on ${listen.host}:${listen.port}: ${code}`, { host: listen.host, port: listen.port });
+          return new RunlogError('LISTEN_FAILED', `cannot listen on ${at.host}:${at.port}: ${code}`, { host: at.host, port: at.port });
         }
-        throw err;
+        return err;
+      };
+      try {
+        server = await startServer({ runlog: rl, host: listen.host, port: listen.port, token: token.token, log: (m) => logger.error(m) });
+      } catch (err) {
+        throw listenFailed(err, listen);
       }
-      io.err(`runlog: supervising ${rl.dbPath} (${rl.list().length} live actors)`);
-      io.err(`runlog: inspector at ${server.inspectorUrl}`);
-      io.err(`runlog: API at ${server.url}api/ (Authorization: Bearer <contents of ${token.path}>); Ctrl-C stops`);
-      if (io.json) printJson(io, { url: server.url, host: server.host, port: server.port, home: rl.home, db: rl.dbPath, tokenFile: token.path, pid: process.pid });
+      if (metricsAt && rl.metrics) {
+        try {
+          metricsServer = await startMetricsServer(rl.metrics, metricsAt.host, metricsAt.port);
+        } catch (err) {
+          throw listenFailed(err, metricsAt);
+        }
+      }
+      say(`supervising ${rl.dbPath} (${rl.list().length} live actors)`);
+      say(`inspector at ${server.inspectorUrl}`);
+      say(`API at ${server.url}api/ (Authorization: Bearer <contents of ${token.path}>); Ctrl-C stops`);
+      say(`metrics at ${server.url}metrics (same token)${metricsServer ? ` and ${metricsServer.url} (no token)` : ''}`);
+      if (io.json) {
+        printJson(io, { url: server.url, host: server.host, port: server.port, home: rl.home, db: rl.dbPath, tokenFile: token.path, pid: process.pid, metricsUrl: metricsServer?.url ?? null });
+      }
       // Where the mutating CLI commands find this supervisor.
       writeServerInfo(rl.home, { url: server.url, pid: process.pid });
       const sig = await untilSignal();
-      io.err(`runlog: ${sig}: shutting down`);
+      say(`${sig}: shutting down`);
       return EXIT.ok;
     } finally {
       removeServerInfo(rl.home, process.pid);
+      await metricsServer?.close();
       await server?.close();
+      unlog();
       await rl.close();
+      logger.flush();
     }
   },
 };

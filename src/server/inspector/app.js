@@ -471,13 +471,19 @@ function headerCard(a) {
       fact('version', `v${a.version}`),
       fact('created', a.createdAt, a.createdAt ? `${timeOfDay(a.createdAt)} · ${ago(a.createdAt)}` : '—'),
       fact('updated', a.updatedAt, a.updatedAt ? `${timeOfDay(a.updatedAt)} · ${ago(a.updatedAt)}` : '—'),
-      fact('stream', a.stream)),
+      fact('stream', a.stream),
+      a.traceId ? h('div', { class: 'fact' }, h('dt', {}, 'trace'), h('dd', { 'data-testid': 'actor-trace' }, a.traceUrl ? h('a', { class: 'mono', href: a.traceUrl, target: '_blank', rel: 'noopener noreferrer' }, a.traceId) : h('span', { class: 'mono' }, a.traceId))) : null),
   );
 }
 
 /** Why an actor is not fine, in one line at the top (failure of an execution, last crash of an instance). */
 function alertFor(a) {
   const c = a.context || {};
+  const sup = a.supervision;
+  if (sup && !sup.supervised && a.status === 'active') {
+    // The state shown is the last one recorded: nothing has watched this actor since.
+    return h('p', { class: 'alert', 'data-testid': 'actor-unsupervised' }, h('b', {}, 'not supervised'), sup.since ? ` since ${sup.since} (last heartbeat from ${sup.node}) — this is the last known state` : ' — no supervisor has run on this log; this is the last known state');
+  }
   if (a.kind === 'execution' && c.failure) {
     return h('p', { class: 'alert', 'data-testid': 'actor-alert' }, h('b', {}, `${c.failure.reason} failure · ${c.failure.code}`), ` — ${c.failure.message}`);
   }
