@@ -22,12 +22,13 @@ import { join, resolve } from 'node:path';
 import { Writable, type Duplex } from 'node:stream';
 import Docker from 'dockerode';
 import { publishCode, publishRuntime } from '../src/actors/publishing.ts';
-import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
+import { createRunlog, type Runlog, type RunlogOptions } from '../src/actors/runlog.ts';
 import { DEFAULT_DID_CACHE_TTL_MS } from '../src/adapters/atproto/index.ts';
 import { executionContainerBody } from '../src/adapters/docker/sandbox.ts';
 import { DEFAULT_OPERATOR_POLICY, type OperatorPolicy } from '../src/domain/at-run/operator-policy.ts';
 import type { RecordedEvent } from '../src/domain/events.ts';
 import { startTestPds, type TestPds } from '../test/support/pds.ts';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { closeWithin, median, nowMs, round, type Bench, type BenchResult } from './harness.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
@@ -70,6 +71,8 @@ interface Fixture {
   home: string;
   uri: string;
   callerDid: string;
+  /** Closes the supervisor and opens a new one on the same home, with these options on top (untimed). */
+  reopen(extra: Partial<RunlogOptions>): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -100,9 +103,23 @@ async function openFixture(log: (m: string) => void): Promise<Fixture> {
     const code = await publishCode(author.publisher, { dir: codeDir, runtime: runtime.uri, atproto });
     const policy: OperatorPolicy = { ...DEFAULT_OPERATOR_POLICY, archive: { ...DEFAULT_OPERATOR_POLICY.archive, maxArchiveBytes: DEFAULT_OPERATOR_POLICY.archive.maxArchiveBytes - 1 } };
     const home = join(root, 'home');
-    rl = await createRunlog({ home, atproto, policy, labels: { ...BENCH_LABELS }, log: () => undefined });
+    const base: RunlogOptions = { home, atproto, policy, labels: { ...BENCH_LABELS }, log: () => undefined };
+    rl = await createRunlog(base);
     log(`exec: PDS up, runtime and code published in ${(nowMs() - t0).toFixed(0)} ms`);
-    return { docker, rl, home, uri: code.uri, callerDid: author.did, close };
+    const fixture: Fixture = {
+      docker,
+      rl,
+      home,
+      uri: code.uri,
+      callerDid: author.did,
+      close,
+      async reopen(extra) {
+        await closeWithin(rl);
+        rl = await createRunlog({ ...base, ...extra });
+        fixture.rl = rl;
+      },
+    };
+    return fixture;
   } catch (e) {
     await close();
     throw e;
@@ -398,4 +415,40 @@ const execCold: Bench = {
   },
 };
 
-export const execBenches: Bench[] = [execWarm, execCold];
+/**
+ * The cost of observing: exec.warm with metrics on and an OpenTelemetry SDK recording every span (value) against
+ * the same supervisor with metrics off and no SDK (baseline), same home and caches, alternating per round.
+ */
+const obsExecWarm: Bench = {
+  name: 'obs.exec.warm',
+  needs: execWarm.needs!,
+  async run({ rounds, log }): Promise<BenchResult> {
+    const f = await openFixture(log);
+    const exporter = new InMemorySpanExporter();
+    const observed: Partial<RunlogOptions> = { metrics: true, tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }) };
+    const bare: Partial<RunlogOptions> = { metrics: false };
+    try {
+      await runlogOnce(f); // materializes the runtime and code volumes (untimed)
+      const withObs: number[] = [];
+      const without: number[] = [];
+      for (let r = 0; r < rounds; r++) {
+        for (const [opts, into] of (r % 2 ? [[bare, without], [observed, withObs]] : [[observed, withObs], [bare, without]]) as [Partial<RunlogOptions>, number[]][]) {
+          await f.reopen(opts);
+          await runlogOnce(f); // untimed: the first run of a fresh supervisor warms its DID cache
+          const ms: number[] = [];
+          for (let k = 0; k < PER_ROUND; k++) ms.push((await runlogOnce(f)).ms);
+          into.push(median(ms));
+        }
+        log(`obs.exec.warm round ${r + 1}: observed ${withObs.at(-1)!.toFixed(0)} ms, bare ${without.at(-1)!.toFixed(0)} ms`);
+      }
+      if (exporter.getFinishedSpans().length === 0) throw new Error('obs.exec.warm: the observed side recorded no span');
+      const v = median(withObs);
+      const b = median(without);
+      return { name: 'obs.exec.warm', value: round(v), unit: 'ms', baseline: round(b), ratio: round(v / b), notes: { target: '≤ 1.03×', spans: exporter.getFinishedSpans().length, rounds: `${rounds} × ${PER_ROUND} calls per side` } };
+    } finally {
+      await f.close();
+    }
+  },
+};
+
+export const execBenches: Bench[] = [execWarm, execCold, obsExecWarm];

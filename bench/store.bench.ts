@@ -4,7 +4,10 @@ import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { ActorHost } from '../src/actors/actor-host.ts';
+import { createBus } from '../src/actors/bus.ts';
 import { foldLog } from '../src/actors/inspection.ts';
+import { RunlogMetrics } from '../src/actors/metrics.ts';
 import { MIGRATIONS } from '../src/store/schema.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { median, nowMs, round, type Bench } from './harness.ts';
@@ -24,6 +27,13 @@ function rawDb(file: string): Database.Database {
   db.pragma('synchronous = FULL');
   db.exec(MIGRATIONS[0]!);
   return db;
+}
+
+/** A store with the supervisor's metrics attached (its append observer), outside a supervisor. */
+function observedStore(file: string): { store: SqliteEventStore; metrics: RunlogMetrics } {
+  const store = new SqliteEventStore(file);
+  const metrics = new RunlogMetrics({ store, host: () => ({ live: () => [], get: () => undefined }) as unknown as ActorHost, bus: createBus(), now: () => new Date().toISOString(), processMetrics: false });
+  return { store, metrics };
 }
 
 export const storeBenches: Bench[] = [
@@ -128,6 +138,40 @@ export const storeBenches: Bench[] = [
       const v = median(ours);
       const b = median(raw);
       return { name: 'store.replay', value: round(v), unit: 'events/s', baseline: round(b), ratio: round(v / b), notes: { target: '≥ 200000 events/s' } };
+    },
+  },
+  {
+    // The cost of metrics on the durable append: value = with the append-latency histogram, baseline = without.
+    name: 'obs.store.append',
+    async run({ rounds }) {
+      const N = 300;
+      const withObs: number[] = [];
+      const without: number[] = [];
+      for (let r = 0; r < rounds; r++) {
+        const t = tmp();
+        const { store: a, metrics } = observedStore(t.file('observed.db'));
+        const b = new SqliteEventStore(t.file('bare.db'));
+        const pass = (store: SqliteEventStore, into: number[]) => {
+          const t0 = nowMs();
+          for (let i = 0; i < N; i++) store.append('instance-bench', [{ type: 'instance.spawned', data, at }], { expectedVersion: i === 0 ? 'no-stream' : i });
+          into.push((N / (nowMs() - t0)) * 1000);
+        };
+        if (r % 2) {
+          pass(b, without);
+          pass(a, withObs);
+        } else {
+          pass(a, withObs);
+          pass(b, without);
+        }
+        if (!(await metrics.text()).includes(`runlog_store_append_duration_seconds_count ${N}`)) throw new Error('obs.store.append: the appends were not observed');
+        metrics.close();
+        a.close();
+        b.close();
+        t.done();
+      }
+      const v = median(withObs);
+      const b = median(without);
+      return { name: 'obs.store.append', value: round(v), unit: 'events/s', baseline: round(b), ratio: round(v / b), notes: { target: '≥ 0.97×' } };
     },
   },
 ];
