@@ -10,7 +10,9 @@ import { main } from '../src/cli/main.ts';
 import type { Io } from '../src/cli/output.ts';
 import { UsageError } from '../src/domain/errors.ts';
 import { supervision } from '../src/domain/supervision.ts';
+import { startServer } from '../src/server/http-server.ts';
 import { parseListen } from '../src/server/listen.ts';
+import { startMetricsServer } from '../src/server/metrics-server.ts';
 import { fakeEffects, instanceSpec } from './support/browser.ts';
 import { tempDir } from './support/tmp.ts';
 
@@ -117,6 +119,35 @@ describe('metrics', () => {
     expect(pdsEndpoint('http://127.0.0.1:2583/xrpc/com.atproto.sync.getRecord?did=did:plc:x')).toBe('com.atproto.sync.getRecord');
     expect(pdsEndpoint('http://127.0.0.1:2582/did:plc:abcdef')).toBe('plc.resolve');
     expect(pdsEndpoint('not a url')).toBe('other');
+  });
+
+  it('/metrics on the API listener needs the token; the metrics listener serves only GET /metrics, without one', async () => {
+    const rl = await supervisor();
+    await rl.host.create('instance', 'inst_web', { type: 'instance.requested', data: { spec: instanceSpec() } });
+    await rl.idle();
+    const token = 'ab'.repeat(32);
+    const server = await startServer({ runlog: rl, host: '127.0.0.1', port: 0, token });
+    const metricsServer = await startMetricsServer(rl.metrics!, '127.0.0.1', 0);
+    try {
+      expect((await fetch(`${server.url}metrics`)).status).toBe(401);
+      expect((await fetch(`${server.url}metrics`, { headers: { authorization: 'Bearer wrong' } })).status).toBe(401);
+      const ok = await fetch(`${server.url}metrics`, { headers: { authorization: `Bearer ${token}` } });
+      expect(ok.status).toBe(200);
+      expect(ok.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+      expect(sample(await ok.text(), 'runlog_actors{kind="instance",state="running"}')).toBe(1);
+      const open = await fetch(metricsServer.url);
+      expect(open.status).toBe(200);
+      expect(await open.text()).toContain('runlog_transitions_total{machine="instance",from="healthy",to="running"} 1');
+      expect((await fetch(metricsServer.url.replace('/metrics', '/api/actors'))).status).toBe(404);
+      expect((await fetch(metricsServer.url, { method: 'POST' })).status).toBe(405);
+      // The inspector's data: whether the log is supervised, and the trace id (none: no SDK here).
+      const view = (await (await fetch(`${server.url}api/actors/inst_web`, { headers: { authorization: `Bearer ${token}` } })).json()) as Record<string, any>;
+      expect(view.supervision).toMatchObject({ supervised: true, pid: process.pid });
+      expect(view.traceId).toBeNull();
+    } finally {
+      await metricsServer.close();
+      await server.close();
+    }
   });
 
   it('--metrics-listen takes any IP address (read-only listener); --listen stays loopback only', () => {
