@@ -8,7 +8,8 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../src/server/http-server.ts';
 import { ensureToken } from '../src/server/token.ts';
-import { CODE_CID, IMAGE, launchChromium, RUNTIME_CID, seededRunlog, type Seeded } from './support/browser.ts';
+import { createRunlog } from '../src/actors/runlog.ts';
+import { CODE_CID, IMAGE, instanceSpec, launchChromium, RUNTIME_CID, seededRunlog, type Seeded } from './support/browser.ts';
 
 const SHOTS = join(import.meta.dirname, '..', 'artifacts', 'inspector');
 
@@ -170,6 +171,35 @@ describe('web inspector (chromium)', () => {
       expect(u, 'token in a request URL').not.toContain(token);
     }
     expect(problems).toEqual([]);
+  });
+
+  it('says when the state shown is not supervised, and links the trace recorded in the first event', async () => {
+    // A log nobody supervises (opened read-only, no heartbeat ever), served by an inspector of its own.
+    const home2 = mkdtempSync(join(tmpdir(), 'runlog-inspector-unsup-'));
+    const rl2 = await createRunlog({ home: home2, supervise: false });
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    await rl2.host.create('instance', 'inst_seen', { type: 'instance.requested', data: { spec: instanceSpec({ instanceId: 'inst_seen' }) }, meta: { traceId } });
+    await rl2.send('instance', 'inst_seen', { type: 'instance.spawned', data: { pid: 4242, host: '127.0.0.1', port: 41001 } });
+    const token2 = ensureToken(home2).token;
+    const server2 = await startServer({ runlog: rl2, host: '127.0.0.1', port: 0, token: token2 });
+    process.env.RUNLOG_TRACE_URL = 'http://traces.example/trace/{traceId}';
+    const other = await browser.newPage({ viewport: { width: 1440, height: 960 } });
+    try {
+      await other.goto(server2.inspectorUrl);
+      await other.locator('[data-testid=actor-row][data-actor-id="inst_seen"]').click();
+      await expect.poll(() => other.getByTestId('actor-title').innerText()).toBe('inst_seen');
+      expect(await other.getByTestId('actor-unsupervised').innerText()).toMatch(/not supervised — no supervisor has run on this log; this is the last known state/);
+      const link = other.getByTestId('actor-trace').locator('a');
+      expect(await link.innerText()).toBe(traceId);
+      expect(await link.getAttribute('href')).toBe(`http://traces.example/trace/${traceId}`);
+      await other.screenshot({ path: join(SHOTS, '06-unsupervised.png'), fullPage: true });
+    } finally {
+      delete process.env.RUNLOG_TRACE_URL;
+      await other.close();
+      await server2.close();
+      await rl2.close();
+      rmSync(home2, { recursive: true, force: true });
+    }
   });
 
   it('asks for the token when it has none', async () => {
