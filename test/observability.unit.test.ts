@@ -1,6 +1,7 @@
 // Metrics, traces, logs and the supervisor's heartbeat, on a real SQLite log driven by fake effects (no Docker,
 // no PDS). Traces go to the OpenTelemetry SDK's in-memory exporter, registered only for this runlog.
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
@@ -77,6 +78,11 @@ describe('supervision (heartbeat → supervised or last known state)', () => {
     expect(after.rows[0]).toMatchObject({ id: 'inst_web', state: 'running', supervised: false });
     expect(after.table).toMatch(/inst_web\s+instance\s+running \(last known\)/);
     expect(after.err).toMatch(/not supervised since \S+ \(last heartbeat from \S+ pid \d+\)/);
+    const insp: string[] = [];
+    expect(await main(['inspect', 'inst_web', '--home', home], (json) => ({ out: (t) => insp.push(t), err: () => undefined, json }))).toBe(0);
+    expect(insp.join('\n')).toMatch(/state: {3}running \(active\) — last known state[\s\S]*supervised: no since \S+Z/);
+    // A clean close leaves the stop mark in the database file itself (the WAL was checkpointed and truncated).
+    expect(statSync(`${join(home, 'runlog.db')}-wal`, { throwIfNoEntry: false })?.size ?? 0).toBe(0);
     const view = await createRunlog({ home, supervise: false });
     expect(view.supervision()).toMatchObject({ supervised: false, pid: process.pid });
     await view.close();

@@ -125,6 +125,8 @@ export class SqliteEventStore implements EventStore {
   private readonly guard: WalGuard | null;
   private readonly checkpointMs: number;
   private checkpointTimer: NodeJS.Timeout | undefined;
+  /** A heartbeat was written since the last close-time checkpoint (close() then still leaves a self-contained file). */
+  private heartbeatInWal = false;
   /** Told the duration of every durable append (metrics); settable after open. */
   onAppend: AppendObserver | undefined;
 
@@ -470,6 +472,7 @@ export class SqliteEventStore implements EventStore {
              beat_at = excluded.beat_at, interval_ms = excluded.interval_ms, stopped_at = excluded.stopped_at`,
         )
         .run(h.node, h.pid, h.startedAt, h.beatAt, h.intervalMs, h.stoppedAt);
+      this.heartbeatInWal = true;
     } catch (err) {
       throw translate(this.file, err);
     }
@@ -505,7 +508,7 @@ export class SqliteEventStore implements EventStore {
     if (this.pollTimer) clearInterval(this.pollTimer);
     if (this.checkpointTimer) clearTimeout(this.checkpointTimer);
     this.subscribers.clear();
-    if (this.guard?.dirty) {
+    if (this.guard?.dirty || (this.guard && this.heartbeatInWal)) {
       // A clean close leaves a self-contained file: the WAL copied in and truncated (unless readers hold it).
       try {
         this.db.pragma('busy_timeout = 200');
