@@ -207,7 +207,8 @@ describe('a full disk', () => {
 
   it('STORE_WRITE at SQLITE_FULL; acknowledged events intact, no partial batch; appends work again after freeing space', () => {
     const filler = join(mnt, 'filler');
-    writeFileSync(filler, Buffer.alloc(384 * 1024, 1));
+    // Freed later: it must leave room for the 20 appends below (each grows the WAL by ~20 KiB until a checkpoint).
+    writeFileSync(filler, Buffer.alloc(512 * 1024, 1));
     const file = join(mnt, 'runlog.db');
     const store = new SqliteEventStore(file);
     onTestFinished(() => store.close());
