@@ -53,6 +53,19 @@ function pdsOutcome(status: number | null): string {
   return status < 500 ? '4xx' : '5xx';
 }
 
+/**
+ * Process metrics (CPU, memory, event loop, GC) are about the process, not one runlog: collected once per process
+ * on a registry of their own (each collection installs event-loop and GC observers that are never removed).
+ */
+let processRegistry: Registry | undefined;
+function processMetrics(): Registry {
+  if (!processRegistry) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
+
 export interface MetricsOptions {
   store: SqliteEventStore;
   host: () => ActorHost;
@@ -84,10 +97,11 @@ export class RunlogMetrics {
   private readonly appendSeconds: Histogram;
   private readonly appendedEvents: Counter;
   private readonly pdsSeconds: Histogram<'endpoint' | 'outcome'>;
+  private readonly process: Registry | null;
 
   constructor(private readonly opts: MetricsOptions) {
     const registers = [this.registry];
-    if (opts.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    this.process = (opts.processMetrics ?? true) ? processMetrics() : null;
     const host = opts.host;
     new Gauge({
       name: 'runlog_actors',
@@ -190,8 +204,9 @@ export class RunlogMetrics {
   }
 
   /** The exposition text (what /metrics answers). */
-  text(): Promise<string> {
-    return this.registry.metrics();
+  async text(): Promise<string> {
+    const own = await this.registry.metrics();
+    return this.process ? `${await this.process.metrics()}\n${own}` : own;
   }
 
   /** Counts what one reconciliation run did. */
