@@ -269,6 +269,9 @@ describe('Prometheus scrapes runlog serve', () => {
   it('the alerting rules pass promtool and load into Prometheus', async () => {
     const out = execFileSync('/usr/bin/promtool', ['check', 'rules', RULES], { encoding: 'utf8' });
     expect(out).toContain('SUCCESS: 4 rules found');
+    // Each alert fires on the series that should fire it, and not on healthy ones (promtool's rule unit tests).
+    const tested = execFileSync('/usr/bin/promtool', ['test', 'rules', RULES.replace(/\.yml$/, '.test.yml')], { encoding: 'utf8' });
+    expect(tested).toContain('SUCCESS');
     const rules = await (await fetch(`${promUrl}/api/v1/rules`)).json() as { data: { groups: { rules: { name: string; health: string }[] }[] } };
     const loaded = rules.data.groups.flatMap((g) => g.rules);
     expect(loaded.map((r) => r.name).sort()).toEqual(['RunlogCrashLoop', 'RunlogExecutionFailureRatio', 'RunlogReconcileFoundLostActors', 'RunlogSupervisorDown']);
