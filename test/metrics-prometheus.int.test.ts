@@ -12,6 +12,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishCode } from '../src/actors/publishing.ts';
 import { alive, HELLO_APP_DIR, requireDocker, requireProot, until } from './support/apps.ts';
+import { cliArgs } from './support/cli.ts';
 import { requireRegistry } from './support/docker.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
 
@@ -123,7 +124,7 @@ beforeAll(async () => {
 
   // runlog serve, in its own process: the API (and /metrics behind its token) and a token-less metrics listener.
   const metricsPort = await freePort();
-  serve = spawn(process.execPath, ['bin/runlog.js', 'serve', '--home', home, '--listen', '127.0.0.1:0', '--metrics-listen', `127.0.0.1:${metricsPort}`, '--plc', pds.plcUrl, '--log-level', 'debug', '--json'], {
+  serve = spawn(process.execPath, cliArgs('serve', '--home', home, '--listen', '127.0.0.1:0', '--metrics-listen', `127.0.0.1:${metricsPort}`, '--plc', pds.plcUrl, '--log-level', 'debug', '--json'), {
     cwd: REPO,
     env: { ...process.env, RUNLOG_HOME: home },
     stdio: ['ignore', 'pipe', 'pipe'],
