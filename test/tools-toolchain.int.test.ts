@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import { existsSync, lstatSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildToolchain, toolchainNames, type Toolchain } from '../src/adapters/tools/toolchain.ts';
+import { HOST_TOOL_PATH, buildToolchain, toolchainNames, type Toolchain } from '../src/adapters/tools/toolchain.ts';
 import { provisionToolsDir } from '../src/adapters/tools/provision.ts';
 import { shimArgs } from '../src/adapters/sandbox/seccomp-shim.ts';
 import { ROOTFS, makeWorkspace, requireProot, type TestWorkspace } from './support/apps.ts';
@@ -27,7 +27,9 @@ describe('buildToolchain', () => {
     expect(kind('bash')).toBe('base');
     expect(readlinkSync(join(dir, 'bash'))).toBe('/usr/bin/bash');
     expect(kind('node')).toBe('copy');
-    expect(statSync(join(dir, 'node')).size).toBe(statSync(execFileSync('readlink', ['-f', '/usr/bin/node']).toString().trim()).size);
+    // The copy is of the first node in HOST_TOOL_PATH's order (setup may have put a newer LTS in /usr/local/bin).
+    const hostNode = HOST_TOOL_PATH.map((d) => join(d, 'node')).find((p) => existsSync(p))!;
+    expect(statSync(join(dir, 'node')).size).toBe(statSync(execFileSync('readlink', ['-f', hostNode]).toString().trim()).size);
     expect(kind('git')).toBe('copy');
     expect(kind('curl')).toBe('wrapped'); // libcurl is not in the minbase rootfs
     expect(readFileSync(join(dir, 'curl'), 'utf8')).toContain('LD_LIBRARY_PATH=/aura/all-tools/.lib/curl');
