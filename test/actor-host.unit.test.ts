@@ -61,7 +61,7 @@ describe('actor host', () => {
   });
 
   it('group commit: events of many actors decided at once share one transaction; each actor stays in order', async () => {
-    const rl = await createRunlog({ home: tempDir(), supervise: false });
+    const rl = await createRunlog({ home: tempDir(), supervise: false, readOnly: false });
     const ids = Array.from({ length: 20 }, (_, i) => `g${i}`);
     await Promise.all(ids.map((id) => rl.host.create('instance', id, { type: 'instance.requested', data: { spec: spec({ instanceId: id }) } })));
     const batches: number[] = [];
@@ -88,7 +88,7 @@ describe('actor host', () => {
   });
 
   it('group commit: a failed transaction fails every dispatch in it and changes no actor', async () => {
-    const rl = await createRunlog({ home: tempDir(), supervise: false });
+    const rl = await createRunlog({ home: tempDir(), supervise: false, readOnly: false });
     await Promise.all(['f1', 'f2'].map((id) => rl.host.create('instance', id, { type: 'instance.requested', data: { spec: spec({ instanceId: id }) } })));
     rl.store.appendMany = () => {
       throw Object.assign(new Error('disk full'), { code: 'STORE_WRITE' });

@@ -23,7 +23,7 @@ describe('runlog CLI (reads the SQLite file directly)', () => {
     const home = tempDir();
     db = join(home, 'runlog.db');
     // Write a history (no effects run), then close the log: the CLI works post-mortem.
-    const rl = await createRunlog({ home, supervise: false });
+    const rl = await createRunlog({ home, supervise: false, readOnly: false });
     await rl.host.create('instance', 'inst_a', { type: 'instance.requested', data: { spec } });
     await rl.send('instance', 'inst_a', { type: 'instance.spawned', data: { pid: 7, host: '127.0.0.1', port: 4100 } });
     await rl.send('instance', 'inst_a', { type: 'instance.healthy', data: { identity: 'match' } });

@@ -77,7 +77,7 @@ describe('runlog serve', () => {
   it('supervises the log, creates the 0600 token, prints the bound port as JSON, guards the API, and exits 0 on SIGTERM', async () => {
     const home = freshDir();
     // A history written without running effects; the served supervisor takes it from there.
-    const rl = await createRunlog({ home, supervise: false });
+    const rl = await createRunlog({ home, supervise: false, readOnly: false });
     await rl.host.create('instance', 'inst_a', { type: 'instance.requested', data: { spec: instanceSpec({ instanceId: 'inst_a' }) } });
     await rl.close();
 

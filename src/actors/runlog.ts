@@ -21,6 +21,7 @@ import type { Effect } from '../machines/effects.ts';
 import { machines } from '../machines/replay.ts';
 import type { ActorRow } from '../store/event-store.ts';
 import { SqliteEventStore } from '../store/sqlite-event-store.ts';
+import { WriterLock } from '../store/writer-lock.ts';
 import { ActorHost, IllegalEventError, type EffectHandlers, type LiveActor } from './actor-host.ts';
 import { createBus, type Bus, type BusEvents } from './bus.ts';
 import { noFaults, type FaultHook } from './faults.ts';
@@ -45,8 +46,16 @@ export interface RunlogOptions {
   home?: string;
   /** The event log file (default <home>/runlog.db). */
   db?: string;
-  /** Rehydrate live actors and run effects (default true). false = read-only inspection. */
+  /** Rehydrate live actors and run effects (default true). false = inspection (read-only unless readOnly: false). */
   supervise?: boolean;
+  /**
+   * Open the log read-only (default: true when not supervising). A writable runlog — supervising or not — holds
+   * the log's writer lock (store/writer-lock.ts) until close(): a second writer is refused with SUPERVISOR_RUNNING
+   * before anything is read, reconciled or appended. A read-only one never creates or changes a file.
+   */
+  readOnly?: boolean;
+  /** How this writer is named to a second one that is refused (default: 'createRunlog'). */
+  command?: string;
   synchronous?: 'FULL' | 'NORMAL';
   now?: () => string;
   faults?: FaultHook;
@@ -124,6 +133,8 @@ export interface Runlog {
   readonly home: string;
   readonly dbPath: string;
   readonly store: SqliteEventStore;
+  /** The log's writer lock (null when read-only). */
+  readonly writer: WriterLock | null;
   readonly host: ActorHost;
   readonly bus: Bus;
   /** Prometheus metrics of this supervisor (null when not supervising or turned off). */
@@ -161,9 +172,22 @@ export interface Runlog {
 
 export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog> {
   const paths = resolvePaths(options);
-  const store = new SqliteEventStore(paths.db, { synchronous: options.synchronous, ...(options.now ? { now: options.now } : {}) });
-  const bus = createBus();
   const supervise = options.supervise ?? true;
+  const readOnly = options.readOnly ?? !supervise;
+  if (supervise && readOnly) throw new ValidationError('OPTIONS_INVALID', 'a supervising runlog writes its log: supervise and readOnly exclude each other');
+  // The writer lock comes first: a second writer must be refused before it reads, reconciles or appends anything.
+  const writer = readOnly ? null : WriterLock.acquire(paths.db, options.command ?? 'createRunlog');
+  try {
+    return await openRunlog(options, paths, supervise, readOnly, writer);
+  } catch (err) {
+    writer?.release();
+    throw err;
+  }
+}
+
+async function openRunlog(options: RunlogOptions, paths: { home: string; db: string }, supervise: boolean, readOnly: boolean, writer: WriterLock | null): Promise<Runlog> {
+  const store = new SqliteEventStore(paths.db, { synchronous: options.synchronous, readOnly, ...(options.now ? { now: options.now } : {}) });
+  const bus = createBus();
   const log = options.log ?? ((m: string) => process.stderr.write(`[runlog] ${m}\n`));
   const faults = options.faults ?? noFaults;
   const parts = discoverParts(options.parts);
@@ -289,6 +313,7 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
     home: paths.home,
     dbPath: paths.db,
     store,
+    writer,
     host,
     bus,
     metrics,
@@ -389,6 +414,7 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
       metrics?.close();
       heartbeat?.stop();
       store.close();
+      writer?.release();
     },
   };
 }

@@ -1,26 +1,59 @@
-// How the mutating CLI commands reach the supervisor: `runlog serve` records its URL in
-// $RUNLOG_HOME/server.json (0600) and the API token in $RUNLOG_HOME/token (0600).
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+// How the mutating CLI commands reach the supervisor: `runlog serve` (the log's writer-lock holder, and only
+// it) records its URL in $RUNLOG_HOME/server.json (0600) and the API token is $RUNLOG_HOME/token (0600).
+//
+// server.json decides where the bearer token is sent, so it is trusted only when this user wrote it: a regular
+// file (not a symlink) owned by this user and writable by no one else, naming a loopback IP address. Anything
+// else is refused (SERVER_INFO_UNTRUSTED) before a connection is made. One whose process is gone — or whose pid
+// now belongs to another process (start time differs) — is stale and ignored.
+import { closeSync, lstatSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { assertDidCacheTtl, type AtprotoReaderOptions } from '../adapters/atproto/index.ts';
-import { RunlogError, ValidationError } from '../domain/errors.ts';
+import { RunlogError, ServerInfoUntrustedError, ValidationError } from '../domain/errors.ts';
+import { isLoopbackAddress } from '../server/listen.ts';
 import { tokenPath } from '../server/token.ts';
 
 export interface ServerInfo {
   url: string;
   pid: number;
+  /** The process's start time (/proc/<pid>/stat field 22), so a reused pid is not taken for the supervisor. */
+  pidStart?: string | null;
+  /** The log this supervisor writes. */
+  db?: string;
 }
 
-const infoPath = (home: string) => join(home, 'server.json');
+export const serverInfoPath = (home: string): string => join(home, 'server.json');
 
-export function writeServerInfo(home: string, info: ServerInfo): void {
-  writeFileSync(infoPath(home), `${JSON.stringify(info)}\n`, { mode: 0o600 });
+/** The kernel's start time of a process (clock ticks since boot), or null where /proc does not tell. */
+export function processStart(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may hold spaces and parentheses: count fields after its closing one.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+  } catch {
+    return null;
+  }
 }
 
+/** Written by the writer-lock holder only (runlog serve), atomically: a 0600 temp file renamed into place. */
+export function writeServerInfo(home: string, info: Omit<ServerInfo, 'pidStart'>): void {
+  const path = serverInfoPath(home);
+  const tmp = `${path}.${process.pid}.tmp`;
+  rmSync(tmp, { force: true });
+  const fd = openSync(tmp, 'wx', 0o600);
+  try {
+    writeSync(fd, `${JSON.stringify({ ...info, pidStart: processStart(info.pid) })}\n`);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+}
+
+/** Removes server.json if it is still this process's (a later supervisor's is left alone). */
 export function removeServerInfo(home: string, pid: number): void {
   try {
-    const cur = JSON.parse(readFileSync(infoPath(home), 'utf8')) as ServerInfo;
-    if (cur.pid === pid) rmSync(infoPath(home), { force: true });
+    const cur = JSON.parse(readFileSync(serverInfoPath(home), 'utf8')) as ServerInfo;
+    if (cur.pid === pid) rmSync(serverInfoPath(home), { force: true });
   } catch {
     /* already gone */
   }
@@ -35,17 +68,61 @@ const alive = (pid: number): boolean => {
   }
 };
 
-/** The running supervisor of this home, or null (a stale server.json of a dead process is ignored). */
-export function findServer(home: string): (ServerInfo & { token: string }) | null {
-  if (!existsSync(infoPath(home))) return null;
-  let info: ServerInfo;
+const myUid = (): number | null => (typeof process.getuid === 'function' ? process.getuid() : null);
+
+/** Throws ServerInfoUntrustedError unless the file is this user's own and no one else can write it. */
+function assertOwnFile(path: string, what: string): void {
+  const st = lstatSync(path);
+  if (!st.isFile()) throw new ServerInfoUntrustedError(path, `${what} is not a regular file (a symlink or something else)`);
+  const uid = myUid();
+  if (uid !== null && st.uid !== uid) throw new ServerInfoUntrustedError(path, `${what} belongs to uid ${st.uid}, not to this user (uid ${uid})`);
+  if ((st.mode & 0o022) !== 0) throw new ServerInfoUntrustedError(path, `${what} is writable by others (mode 0${(st.mode & 0o777).toString(8)})`);
+}
+
+/** The URL must be plain http on a loopback IP address (names are refused: what they resolve to is not ours). */
+function assertLoopbackUrl(path: string, url: unknown): URL {
+  let u: URL;
   try {
-    info = JSON.parse(readFileSync(infoPath(home), 'utf8')) as ServerInfo;
+    u = new URL(String(url));
+  } catch {
+    throw new ServerInfoUntrustedError(path, `its url ${JSON.stringify(url)} is not a URL`);
+  }
+  const host = u.hostname.replace(/^\[|\]$/g, '');
+  if (u.protocol !== 'http:' || isIP(host) === 0 || !isLoopbackAddress(host) || u.username || u.password) {
+    throw new ServerInfoUntrustedError(path, `its url ${u.href} is not http on a loopback address (127.0.0.0/8 or [::1])`);
+  }
+  return u;
+}
+
+/**
+ * The running supervisor of this home, or null when there is none (no server.json, or a stale one). Throws
+ * ServerInfoUntrustedError when server.json or the token file could have been written by someone else.
+ */
+export function findServer(home: string): (ServerInfo & { token: string }) | null {
+  const path = serverInfoPath(home);
+  try {
+    lstatSync(path);
   } catch {
     return null;
   }
-  if (!alive(info.pid) || !existsSync(tokenPath(home))) return null;
-  return { ...info, token: readFileSync(tokenPath(home), 'utf8').trim() };
+  assertOwnFile(path, 'server.json');
+  let info: ServerInfo;
+  try {
+    info = JSON.parse(readFileSync(path, 'utf8')) as ServerInfo;
+  } catch {
+    return null; // torn or empty: not a supervisor's (it writes atomically)
+  }
+  if (typeof info.pid !== 'number' || !Number.isSafeInteger(info.pid) || info.pid <= 0 || !alive(info.pid)) return null;
+  if (info.pidStart && processStart(info.pid) !== info.pidStart) return null; // the pid was reused
+  const url = assertLoopbackUrl(path, info.url);
+  const token = tokenPath(home);
+  try {
+    lstatSync(token);
+  } catch {
+    return null;
+  }
+  assertOwnFile(token, 'the token file');
+  return { ...info, url: url.href, token: readFileSync(token, 'utf8').trim() };
 }
 
 export function requireServer(home: string): ServerInfo & { token: string } {

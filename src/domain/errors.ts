@@ -75,3 +75,61 @@ export class UsageError extends RunlogError {
     super('USAGE', message);
   }
 }
+
+/** An inspection was pointed at a log that does not exist (nothing is created in its place). */
+export class LogMissingError extends RunlogError {
+  constructor(readonly file: string) {
+    super('LOG_MISSING', `no log at ${file} (check --db / --home / $RUNLOG_HOME; inspection never creates one)`, { file });
+  }
+}
+
+/** A write was attempted through a log opened read-only (inspection). */
+export class ReadOnlyLogError extends RunlogError {
+  constructor(readonly file: string, what = 'append') {
+    super('READ_ONLY', `event log ${file} is open read-only (inspection): cannot ${what}`, { file });
+  }
+}
+
+/** Who holds a log's writer lock, as far as its holder file tells. */
+export interface WriterHolderInfo {
+  pid: number;
+  since: string;
+  command: string;
+  listen: string | null;
+}
+
+/** Another process (a supervisor, or a one-shot command that runs effects) is the log's writer. Nothing was touched. */
+export class SupervisorRunningError extends RunlogError {
+  constructor(readonly file: string, readonly holder: WriterHolderInfo | null) {
+    const who = holder
+      ? `pid ${holder.pid} (${holder.command}${holder.listen ? `, listening on ${holder.listen}` : ''}) since ${holder.since}`
+      : 'another process (its details are not readable yet)';
+    super(
+      'SUPERVISOR_RUNNING',
+      `event log ${file} already has a writer: ${who}. Nothing was changed. ` +
+        'Stop it first, or let it do the work: spawn/stop/kill/cap/exec/reconcile reach a running supervisor through its API.',
+      { file, holder },
+    );
+  }
+}
+
+/** `server.json` cannot be trusted with the API token (owner, mode or address): the token is not sent. */
+export class ServerInfoUntrustedError extends RunlogError {
+  constructor(readonly file: string, reason: string) {
+    super('SERVER_INFO_UNTRUSTED', `refusing to use ${file}: ${reason}. The API token was not sent; remove the file if it is not yours.`, { file, reason });
+  }
+}
+
+/** The runlog home is writable by other users (they could plant a server.json or swap the log). */
+export class HomeInsecureError extends RunlogError {
+  constructor(readonly dir: string, mode: number) {
+    super('HOME_INSECURE', `${dir} is writable by other users (mode 0${mode.toString(8)}); runlog serve refuses it. Run: chmod go-w ${dir} (runlog creates its home 0700)`, { dir, mode });
+  }
+}
+
+/** The log exists but this user cannot read it (permissions). Nothing was changed. */
+export class LogUnreadableError extends RunlogError {
+  constructor(readonly file: string, reason: string) {
+    super('LOG_UNREADABLE', `cannot read event log ${file}: ${reason}`, { file, reason });
+  }
+}

@@ -1,13 +1,15 @@
 // The event log in one SQLite file. WAL + synchronous=FULL by default: an append that returned is on
 // disk. Opening never damages a file it does not recognise: foreign or corrupt files get a clear
 // error naming the file and are left exactly as they were.
-import Database from 'better-sqlite3';
-import { closeSync, existsSync, mkdirSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, existsSync, linkSync, mkdirSync, openSync, readSync, statSync, unlinkSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { NewEvent, RecordedEvent, ReplayEvent } from '../domain/events.ts';
 import {
   ConcurrencyError,
   ForeignDatabaseError,
+  LogMissingError,
+  LogUnreadableError,
+  ReadOnlyLogError,
   RunlogError,
   StoreCorruptError,
   StoreVersionError,
@@ -28,6 +30,7 @@ import type {
   SubscribeOptions,
 } from './event-store.ts';
 import { APPLICATION_ID, LATEST_SCHEMA, MIGRATIONS } from './schema.ts';
+import { Database, sqliteUri } from './sqlite.ts';
 import { defaultUpcasters, type UpcasterRegistry } from './upcasters.ts';
 import { WalGuard } from './wal-guard.ts';
 
@@ -47,6 +50,14 @@ export interface SqliteEventStoreOptions {
   checkpointMs?: number;
   /** Told the duration of every durable append (metrics). */
   onAppend?: AppendObserver;
+  /**
+   * Inspection: open an existing log without writing anything. A missing file is LOG_MISSING (nothing is
+   * created), an empty or short one STORE_CORRUPT; no migration, no pragma that writes, no marker file.
+   * A log with no `-wal` beside it is read as immutable (no `-wal`/`-shm` is created, so a read-only copy or
+   * another user's log can be inspected); a log with a `-wal` (a writer is running, or died) is opened
+   * read-only through it, so the latest commits are seen.
+   */
+  readOnly?: boolean;
 }
 
 interface EventRow {
@@ -77,18 +88,71 @@ interface ActorDbRow {
 
 const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
 
+/**
+ * Checks the first bytes before SQLite sees the file. An empty file is refused: SQLite would take it for a new,
+ * empty database and a truncated log would silently become a valid empty one. New logs are never empty on
+ * disk (see createLogFile), so a 0-byte file is always damage.
+ */
 function checkHeader(file: string): void {
-  if (!existsSync(file)) return;
-  const size = statSync(file).size;
-  if (size === 0) return; // SQLite treats an empty file as an empty database
+  let size: number;
+  try {
+    const st = statSync(file);
+    if (!st.isFile()) throw new StoreCorruptError(file, 'not a regular file');
+    size = st.size;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new LogMissingError(file);
+    if ((err as NodeJS.ErrnoException).code === 'EACCES') throw new LogUnreadableError(file, 'permission denied');
+    throw err;
+  }
+  if (size === 0) throw new StoreCorruptError(file, 'file is empty (0 bytes), as a truncated log would be');
   if (size < 100) throw new StoreCorruptError(file, `file is ${size} bytes, shorter than a SQLite header`);
-  const fd = openSync(file, 'r');
+  let fd: number;
+  try {
+    fd = openSync(file, 'r');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EACCES') throw new LogUnreadableError(file, 'permission denied');
+    throw err;
+  }
   try {
     const head = Buffer.alloc(16);
     readSync(fd, head, 0, 16, 0);
     if (!head.equals(SQLITE_HEADER)) throw new StoreCorruptError(file, 'not a SQLite database (bad header)');
   } finally {
     closeSync(fd);
+  }
+}
+
+/**
+ * Creates a new log atomically, mode 0600 from the first byte: the schema is written into a temporary file
+ * (created 0600, so SQLite's -journal inherits that mode too) and linked into place only when complete. A log
+ * file that exists is therefore always initialised; link() never replaces a file another process created meanwhile.
+ */
+function createLogFile(file: string): void {
+  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+  const tmp = `${file}.creating-${process.pid}-${Date.now()}`;
+  closeSync(openSync(tmp, 'wx', 0o600));
+  try {
+    const db = new Database(tmp);
+    try {
+      db.transaction(() => {
+        for (const m of MIGRATIONS) db.exec(m);
+        db.pragma(`application_id = ${APPLICATION_ID}`);
+        db.pragma(`user_version = ${LATEST_SCHEMA}`);
+      }).immediate();
+    } finally {
+      db.close();
+    }
+    try {
+      linkSync(tmp, file);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err; // created by someone else: open theirs
+    }
+  } finally {
+    try {
+      unlinkSync(tmp);
+    } catch {
+      /* already gone */
+    }
   }
 }
 
@@ -123,6 +187,7 @@ export class SqliteEventStore implements EventStore {
   private lastDataVersion = 0;
   private closed = false;
   private readonly guard: WalGuard | null;
+  readonly readOnly: boolean;
   private readonly checkpointMs: number;
   private checkpointTimer: NodeJS.Timeout | undefined;
   /** A heartbeat was written since the last close-time checkpoint (close() then still leaves a self-contained file). */
@@ -150,23 +215,35 @@ export class SqliteEventStore implements EventStore {
     this.now = options.now ?? (() => new Date().toISOString());
     this.checkpointMs = options.checkpointMs ?? 1000;
     this.onAppend = options.onAppend;
+    this.readOnly = options.readOnly ?? false;
     let deadMarkers = 0;
+    let target = file;
     if (file !== ':memory:') {
-      mkdirSync(dirname(file), { recursive: true });
+      if (!this.readOnly && !existsSync(file)) {
+        try {
+          createLogFile(file);
+        } catch (err) {
+          throw translate(file, err);
+        }
+      }
       checkHeader(file);
       deadMarkers = WalGuard.check(file).length; // throws STORE_WAL_LOST before SQLite touches anything
+      // No -wal: read the file alone, as immutable, so SQLite creates no -wal/-shm (see readOnly above).
+      if (this.readOnly && !existsSync(`${file}-wal`)) target = sqliteUri(file, { immutable: '1' });
     }
-    this.guard = file === ':memory:' ? null : new WalGuard(file);
+    this.guard = file === ':memory:' || this.readOnly ? null : new WalGuard(file);
     try {
-      this.db = new Database(file, { timeout: options.busyTimeoutMs ?? 5000 });
+      this.db = this.readOnly
+        ? new Database(target, { readonly: true, fileMustExist: true, timeout: options.busyTimeoutMs ?? 5000 })
+        : new Database(file, { timeout: options.busyTimeoutMs ?? 5000 });
     } catch (err) {
-      throw translate(file, err);
+      throw this.translateOpen(err);
     }
     try {
       this.open(options);
     } catch (err) {
       this.db.close();
-      throw translate(file, err);
+      throw this.translateOpen(err);
     }
     const db = this.db;
     this.stmt = {
@@ -196,6 +273,15 @@ export class SqliteEventStore implements EventStore {
     ).immediate as never;
     // A dead writer's commits are in the WAL we just opened: copy them into the file (which clears its marker).
     if (deadMarkers > 0) this.checkpoint('PASSIVE');
+  }
+
+  /** A read-only open that SQLite could not do is about reading, not writing. */
+  private translateOpen(err: unknown): unknown {
+    const code = sqliteCode(err) ?? '';
+    if (this.readOnly && (code.startsWith('SQLITE_CANTOPEN') || code.startsWith('SQLITE_READONLY') || code.startsWith('SQLITE_IOERR'))) {
+      return new LogUnreadableError(this.file, `${code}: ${(err as Error).message}`);
+    }
+    return translate(this.file, err);
   }
 
   /** Marks this process's next commits as possibly WAL-only (see wal-guard.ts) and plans a checkpoint. */
@@ -240,6 +326,14 @@ export class SqliteEventStore implements EventStore {
       throw new ForeignDatabaseError(this.file, appId !== 0 ? `application_id is 0x${appId.toString(16)}` : `it has ${tables} tables of another program`);
     }
     if (userVersion > LATEST_SCHEMA) throw new StoreVersionError(this.file, userVersion, LATEST_SCHEMA);
+    if (this.readOnly) {
+      // Nothing may be written: a file that is not yet a runlog log (no schema) is not one to inspect.
+      if (appId !== APPLICATION_ID || userVersion !== LATEST_SCHEMA) {
+        throw new StoreCorruptError(this.file, userVersion === 0 ? 'it holds no runlog schema (an uninitialised or foreign SQLite file)' : `schema version ${userVersion} needs an upgrade that only a writer runs`);
+      }
+      db.pragma('query_only = ON');
+      return;
+    }
 
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${options.synchronous ?? 'FULL'}`);
@@ -283,6 +377,7 @@ export class SqliteEventStore implements EventStore {
 
   append(stream: string, events: readonly NewEvent[], options: AppendOptions): AppendResult {
     if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
+    if (this.readOnly) throw new ReadOnlyLogError(this.file);
     if (events.length === 0) return { version: this.streamVersion(stream), lastSeq: 0, events: [] };
     let result: AppendResult;
     const t0 = this.onAppend ? performance.now() : 0;
@@ -299,6 +394,7 @@ export class SqliteEventStore implements EventStore {
 
   appendMany(requests: readonly AppendRequest[]): AppendOutcome[] {
     if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
+    if (this.readOnly) throw new ReadOnlyLogError(this.file);
     if (requests.every((r) => r.events.length === 0)) return requests.map((r) => ({ ok: true, result: { version: this.streamVersion(r.stream), lastSeq: 0, events: [] } }));
     let outcomes: AppendOutcome[];
     const t0 = this.onAppend ? performance.now() : 0;
@@ -445,6 +541,7 @@ export class SqliteEventStore implements EventStore {
   }
 
   replaceProjection(rows: readonly ActorRow[]): void {
+    if (this.readOnly) throw new ReadOnlyLogError(this.file, 'rebuild the projection');
     try {
       this.beforeWrite();
       this.db.transaction(() => {

@@ -95,7 +95,7 @@ export class WalGuard {
   /** Before a commit that may stay only in the WAL. Throws (e.g. ENOSPC) rather than commit unguarded. */
   markDirty(now: string): void {
     if (this.markedAt) return;
-    writeFileSync(this.marker, JSON.stringify({ pid: process.pid, since: now }));
+    writeFileSync(this.marker, JSON.stringify({ pid: process.pid, since: now }), { mode: 0o600 });
     this.markedAt = now;
   }
 

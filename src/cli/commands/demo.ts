@@ -66,10 +66,11 @@ export const demoCommand: Command = {
         say(`published code record ${dir}: ${c.uri}`);
       }
 
-      rl = await createRunlog({ home: args.home, db: args.db, atproto, receipts: runner.publisher, log: (m) => io.err(`runlog: ${m}`) });
+      rl = await createRunlog({ home: args.home, db: args.db, atproto, receipts: runner.publisher, command: 'runlog demo', log: (m) => io.err(`runlog: ${m}`) });
       const token = ensureToken(rl.home);
       server = await startServer({ runlog: rl, host: listen.host, port: listen.port, token: token.token, log: (m) => io.err(`runlog: ${m}`) });
-      writeServerInfo(rl.home, { url: server.url, pid: process.pid });
+      rl.writer?.setListen(server.url);
+      writeServerInfo(rl.home, { url: server.url, pid: process.pid, db: rl.dbPath });
       say(`supervising ${rl.dbPath}`);
 
       const spawned = [];

@@ -7,8 +7,9 @@ import type { Command, CommandArgs } from '../command.ts';
 import { age, EXIT, printJson, table, truncate, type Io } from '../output.ts';
 import { printReplay, readHistoryFile, replayHistory } from './debug-commands.ts';
 
-async function withLog<T>(args: CommandArgs, fn: (rl: Runlog) => Promise<T> | T): Promise<T> {
-  const rl = await createRunlog({ home: args.home, db: args.db, supervise: false });
+/** Opens the log read-only (never creates or changes a file); `write` takes the writer lock instead (rebuild). */
+async function withLog<T>(args: CommandArgs, fn: (rl: Runlog) => Promise<T> | T, write?: { command: string }): Promise<T> {
+  const rl = await createRunlog({ home: args.home, db: args.db, supervise: false, ...(write ? { readOnly: false, command: write.command } : {}) });
   try {
     return await fn(rl);
   } finally {
@@ -178,5 +179,5 @@ export const rebuildCommand: Command = {
       if (io.json) printJson(io, r);
       else io.out(`rebuilt ${r.actors} actors from ${r.events} events`);
       return EXIT.ok;
-    }),
+    }, { command: 'runlog rebuild' }),
 };

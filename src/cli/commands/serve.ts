@@ -1,7 +1,10 @@
 // `runlog serve`: the supervisor daemon. Opens the log supervising (live actors are rehydrated), makes
 // sure the API token exists (0600), and serves the HTTP API and the web inspector on loopback only.
+import { lstatSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { resolvePaths } from '../../actors/paths.ts';
 import { createRunlog } from '../../actors/runlog.ts';
-import { RunlogError } from '../../domain/errors.ts';
+import { HomeInsecureError, RunlogError } from '../../domain/errors.ts';
 import { startServer } from '../../server/http-server.ts';
 import { parseListen } from '../../server/listen.ts';
 import { startMetricsServer, type MetricsServer } from '../../server/metrics-server.ts';
@@ -24,6 +27,27 @@ function untilSignal(): Promise<NodeJS.Signals> {
   });
 }
 
+/**
+ * A directory that holds the token and server.json must be writable by this user only: anyone who can write in
+ * it can plant a server.json (or replace the log). A missing one is created 0700 later; symlinks are followed
+ * (a home may well be a link), and the directory they name is checked.
+ */
+function assertPrivateDir(dir: string): void {
+  let st;
+  try {
+    st = lstatSync(dir, { throwIfNoEntry: false });
+  } catch {
+    return;
+  }
+  if (!st) return;
+  if (st.isSymbolicLink()) st = lstatSync(`${dir}/.`);
+  if ((st.mode & 0o022) !== 0) throw new HomeInsecureError(dir, st.mode & 0o777);
+  const uid = typeof process.getuid === 'function' ? process.getuid() : null;
+  if (uid !== null && st.uid !== uid && st.uid !== 0) {
+    throw new RunlogError('HOME_INSECURE', `${dir} belongs to uid ${st.uid}, not to this user (uid ${uid}); runlog serve refuses it`, { dir, uid: st.uid });
+  }
+}
+
 export const serveCommand: Command = {
   name: 'serve',
   summary: 'run the supervisor with its HTTP API and web inspector (loopback only, bearer token)',
@@ -36,7 +60,11 @@ export const serveCommand: Command = {
     const metricsAt = args.values['metrics-listen'] === undefined ? null : parseListen(args.values['metrics-listen'] as string, { flag: '--metrics-listen', anyAddress: true });
     const logger = createLogger({ level: parseLogLevel(args.values['log-level'] as string | undefined) });
     const say = (m: string) => logger.info(m);
-    const rl = await createRunlog({ home: args.home, db: args.db, log: say, atproto: atprotoOptions(args.values.plc as string | undefined) });
+    const paths = resolvePaths({ home: args.home, db: args.db });
+    assertPrivateDir(paths.home);
+    if (dirname(paths.db) !== paths.home) assertPrivateDir(dirname(paths.db));
+    // Takes the log's writer lock first: a second supervisor stops here, having touched nothing.
+    const rl = await createRunlog({ home: paths.home, db: paths.db, command: 'runlog serve', log: say, atproto: atprotoOptions(args.values.plc as string | undefined) });
     const unlog = logActors(rl.bus, logger);
     let server;
     let metricsServer: MetricsServer | undefined;
@@ -70,8 +98,9 @@ export const serveCommand: Command = {
       if (io.json) {
         printJson(io, { url: server.url, host: server.host, port: server.port, home: rl.home, db: rl.dbPath, tokenFile: token.path, pid: process.pid, metricsUrl: metricsServer?.url ?? null });
       }
-      // Where the mutating CLI commands find this supervisor.
-      writeServerInfo(rl.home, { url: server.url, pid: process.pid });
+      // Where the mutating CLI commands find this supervisor (and what a refused second one names).
+      rl.writer?.setListen(server.url);
+      writeServerInfo(rl.home, { url: server.url, pid: process.pid, db: rl.dbPath });
       const sig = await untilSignal();
       say(`${sig}: shutting down`);
       return EXIT.ok;

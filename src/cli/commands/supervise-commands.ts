@@ -149,7 +149,7 @@ export const execCommand: Command = {
       io.err(`runlog: running through the supervisor at ${server.url}`);
       outcome = await callApi<ExecutionOutcome>(server, 'POST', '/api/executions', request);
     } else {
-      const rl = await createRunlog({ home: args.home, db: args.db, atproto: atprotoOptions(args.values.plc as string | undefined), log: (m) => io.err(`runlog: ${m}`), watchApps: false });
+      const rl = await createRunlog({ home: args.home, db: args.db, command: 'runlog exec', atproto: atprotoOptions(args.values.plc as string | undefined), log: (m) => io.err(`runlog: ${m}`), watchApps: false });
       try {
         outcome = await rl.execute({ ...request, onProgress: (s) => io.err(`runlog: ${s.name}${s.detail.ms !== undefined && s.detail.ms !== null ? ` (${s.detail.ms} ms)` : ''}`) });
       } finally {
@@ -175,7 +175,7 @@ export const reconcileCommand: Command = {
     if (server) report = await callApi<ReconcileReport>(server, 'POST', '/api/reconcile', { dryRun });
     else {
       // No supervisor: this process reconciles (at open) — or, for a dry run, only looks.
-      const rl = await createRunlog({ home: args.home, db: args.db, reconcile: false, watchApps: false, log: (m) => io.err(`runlog: ${m}`) });
+      const rl = await createRunlog({ home: args.home, db: args.db, command: 'runlog reconcile', reconcile: false, watchApps: false, log: (m) => io.err(`runlog: ${m}`) });
       try {
         report = await rl.reconcile({ dryRun });
       } finally {
