@@ -4,7 +4,7 @@
 //           instance's `healthy` transition (bus listener on actor:transition): the requested/spawned/healthy
 //           appends, the runner's preparation, the spawn and the identity-verified health poll. Time to
 //           `running` (+ the onCreate/onStart hooks and the running append) is in the notes.
-//   raw     proot: perl seccomp shim + proot with exactly the argv ProotRunner builds (runner.prootArgs), the
+//   raw     proot: perl seccomp shim + unshare + proot with exactly the argv ProotRunner builds (runner.command), the
 //           same environment, + the same health poll (waitHealthy). container: dockerode createContainer + start
 //           with the same image, binds, env, labels and hardening on the same network, inspect for the IP, + the
 //           same health poll. No hooks on the raw side (raw + hooks is in the notes, against time to running).
@@ -28,7 +28,6 @@ import { resolveEntrypoint } from '../src/adapters/sandbox/entrypoint.ts';
 import { sandboxEnv } from '../src/adapters/sandbox/env.ts';
 import { ensureBashrc, homeLayout } from '../src/adapters/sandbox/layout.ts';
 import { ProotRunner } from '../src/adapters/sandbox/proot-runner.ts';
-import { shimArgs } from '../src/adapters/sandbox/seccomp-shim.ts';
 import { ALL_TOOLS_MOUNT, MY_TOOLS_MOUNT } from '../src/adapters/tools/toolchain.ts';
 import { provisionToolsDir } from '../src/adapters/tools/provision.ts';
 import { lifecyclePath, type AppManifest } from '../src/domain/manifest.ts';
@@ -102,10 +101,12 @@ function rawProot(home: string, workspace: string, appId: string, manifest: AppM
       // What the runner prepares before it spawns (untimed here: only the primitive is measured).
       provisionToolsDir(L.instanceToolsDir(instanceId), L.toolchainDir, manifest.tools);
       mkdirSync(L.instanceDataDir(instanceId), { recursive: true });
+      mkdirSync(L.instanceTmpDir(instanceId), { recursive: true, mode: 0o700 });
       const port = await freePort();
       const env = sandboxEnv({ port, appId, instanceId, osApiBase: OS_API_BASE, layerTag: '[proot]' });
       const t0 = nowMs();
-      const child = spawnChild('/usr/bin/perl', shimArgs('/usr/bin/proot', runner.prootArgs(instanceId, appId, manifest, entrypoint)), {
+      const cmd = runner.command(instanceId, appId, manifest, entrypoint);
+      const child = spawnChild(cmd.file, cmd.args, {
         cwd: '/',
         env,
         detached: true,

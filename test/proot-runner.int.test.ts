@@ -4,7 +4,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
-import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ProotRunner } from '../src/adapters/sandbox/proot-runner.ts';
 import { homeLayout } from '../src/adapters/sandbox/layout.ts';
@@ -129,7 +129,7 @@ describe('ProotRunner', () => {
     const args = runner.prootArgs('i1', HELLO_APP_ID, manifest, ['/bin/bash', 'x']);
     const L = homeLayout(ws.home);
     expect(args).toEqual(expect.arrayContaining([
-      `--rootfs=${ROOTFS}`, `--bind=${ws.workspace}:/workspace`, `--bind=${L.instanceDataDir('i1')}:/data`, '--bind=/proc', '--bind=/dev', '--bind=/tmp',
+      `--rootfs=${ROOTFS}`, `--bind=${ws.workspace}:/workspace`, `--bind=${L.instanceDataDir('i1')}:/data`, '--bind=/proc', '--bind=/dev', `--bind=${L.instanceTmpDir('i1')}:/tmp`,
       '--bind=/etc/resolv.conf', `--bind=${L.userHomeDir}:/root`, `--bind=${L.toolchainDir}:/aura/all-tools`, `--bind=${L.instanceToolsDir('i1')}:/aura/my-tools`,
       `--cwd=/workspace/apps/${HELLO_APP_ID}`,
     ]));
@@ -242,6 +242,63 @@ describe('ProotRunner', () => {
     await runner.forceKill(c);
     const exitC = await new Promise<ExitInfo>((r) => runner.onExit(c, r)); // registered after the exit: still delivered
     expect(exitC).toEqual({ code: null, signal: 'SIGKILL', expected: true });
+  });
+
+  it("gives the app a private /tmp and no view of the supervisor's process (/proc/<pid>/environ, root, fd)", async () => {
+    // What the host keeps in /tmp (a runlog home under /tmp, its token) must not be visible inside.
+    const marker = `runlog-host-secret-${process.pid}-${Date.now()}`;
+    writeFileSync(join('/tmp', marker), 'host only');
+    const written = `runlog-app-wrote-${process.pid}-${Date.now()}`;
+    const sup = process.pid; // this process runs the runner: it is the supervisor
+    const probe = [
+      '#!/bin/bash',
+      `SUP=${sup}`,
+      '{',
+      '  [ -e /proc/$SUP ] && echo "sup-proc: visible" || echo "sup-proc: absent"',
+      '  cat /proc/$SUP/environ >/dev/null 2>&1 && echo "sup-environ: readable" || echo "sup-environ: unreadable"',
+      '  ls /proc/$SUP/root/ >/dev/null 2>&1 && echo "sup-root: listable" || echo "sup-root: unlistable"',
+      '  ls /proc/$SUP/fd/ >/dev/null 2>&1 && echo "sup-fd: listable" || echo "sup-fd: unlistable"',
+      `  grep -l ${CANARY} /proc/[0-9]*/environ >/dev/null 2>&1 && echo "canary: found" || echo "canary: not found"`,
+      '  cat /proc/self/environ | tr "\\0" "\\n" | grep -c "^APP_INSTANCE_ID=" | sed "s/^/self-environ-app-id: /"',
+      `  [ -e /tmp/${marker} ] && echo "host-tmp: visible" || echo "host-tmp: invisible"`,
+      `  echo from-app > /tmp/${written} && echo "tmp-write: ok"`,
+      '  echo "pids: $(ls /proc | grep -cE "^[0-9]+$")"',
+      '} > /data/probe.txt 2>&1',
+      'exec node server.mjs',
+      '',
+    ].join('\n');
+    const manifest = ws.installHello();
+    writeFileSync(join(ws.appsDir, HELLO_APP_ID, 'entrypoint.sh'), probe, { mode: 0o755 });
+    const id = nextId();
+    const port = ports.allocate(id);
+    const L = homeLayout(ws.home);
+    try {
+      const r = await runner.spawn(id, HELLO_APP_ID, port, manifest);
+      spawned.push(id);
+      expect(alive(r.pid)).toBe(true); // tracked from the host's side as before
+      const report = readFileSync(join(L.instanceDataDir(id), 'probe.txt'), 'utf8');
+      expect(report).toContain('sup-proc: absent');
+      expect(report).toContain('sup-environ: unreadable');
+      expect(report).toContain('sup-root: unlistable');
+      expect(report).toContain('sup-fd: unlistable');
+      expect(report).toContain('canary: not found');
+      expect(report).toContain('self-environ-app-id: 1'); // /proc itself works: the app sees its own processes
+      expect(report).toContain('host-tmp: invisible');
+      expect(report).toContain('tmp-write: ok');
+      expect(Number(/pids: (\d+)/.exec(report)?.[1])).toBeLessThan(20); // its own namespace, not the host's hundreds
+      // What it wrote to /tmp landed in its private directory, not in the host's /tmp.
+      expect(readFileSync(join(L.instanceTmpDir(id), written), 'utf8')).toBe('from-app\n');
+      expect(existsSync(join('/tmp', written))).toBe(false);
+      expect(statSync(L.instanceTmpDir(id)).mode & 0o777).toBe(0o700);
+      // A graceful stop still reaches the app through the namespace (unshare waits and passes its status on).
+      const exit = new Promise<ExitInfo>((res) => runner.onExit(id, res));
+      await runner.kill(id);
+      expect(await exit).toEqual({ code: 0, signal: null, expected: true });
+      expect(existsSync(L.instanceTmpDir(id))).toBe(false); // scratch space goes with the process
+    } finally {
+      rmSync(join('/tmp', marker), { force: true });
+      rmSync(join('/tmp', written), { force: true });
+    }
   });
 
   it('kills its children when the supervisor process is SIGKILLed', async () => {

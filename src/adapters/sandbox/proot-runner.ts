@@ -1,11 +1,23 @@
 // ProotRunner — the cheap sandbox. PRoot rewrites file-access syscalls (ptrace) so the app sees the Debian
-// rootfs; it shares the host's kernel, PID space and network. Weak isolation: apps are cooperating, not
-// adversarial (they can see the whole workspace and the host's /proc, /dev and /tmp).
+// rootfs; it shares the host's kernel and network. Weak isolation: apps are cooperating, not adversarial
+// (they can see the whole workspace and the host's /dev).
 //
+// Two departures from the seed's bind list, so an app cannot reach the supervisor's secrets:
+//  - /tmp is the instance's own directory (<home>/instances/<id>/tmp), not the host's: a home under /tmp, or
+//    anything else the host keeps there, stays out of sight.
+//  - proot runs in a PID namespace of its own with a fresh /proc (`unshare --pid --fork --mount-proc`; for a
+//    non-root supervisor with `--user --map-current-user` first): the app sees only its own processes, so
+//    /proc/<supervisor pid>/{environ,root,fd,cwd} do not exist for it. The network namespace is the host's (the
+//    app's port is reached on 127.0.0.1 as before). Tracking is unchanged: the process runlog starts (the shim,
+//    then unshare) leads the process group that kill() and the reaper signal from the host's side; unshare
+//    ignores SIGTERM while it waits and exits with proot's status, and --kill-child makes the namespace die
+//    with it; when proot (the namespace's init) exits, the kernel kills whatever is left inside.
+//
+//   unshare --pid --fork --mount-proc --kill-child
 //   proot --rootfs=<debian rootfs>
 //         --bind=<workspace>:/workspace            every app (the seed binds the full monorepo)
 //         --bind=<home>/instances/<id>/data:/data  per-instance data
-//         --bind=/proc --bind=/dev --bind=/tmp --bind=/etc/resolv.conf
+//         --bind=/proc (the namespace's) --bind=/dev --bind=<home>/instances/<id>/tmp:/tmp --bind=/etc/resolv.conf
 //         --bind=<home>/user-home:/root            per-user home shared by apps
 //         --bind=<home>/bashrc.runlog.sh:/root/.bashrc
 //         --bind=<home>/toolchain:/aura/all-tools  --bind=<home>/instances/<id>/tools:/aura/my-tools
@@ -22,7 +34,7 @@
 // group (see reaper.ts): PRoot apps never outlive the supervisor and are never adopted.
 
 import { spawn as spawnChild, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { lifecyclePath, runnerLabel, type AppManifest, type LifecycleHook } from '../../domain/manifest.ts';
 import { waitHealthy } from '../health/wait-healthy.ts';
@@ -50,6 +62,8 @@ export interface ProotRunnerConfig {
   /** Passed to the app as OS_API_BASE. */
   osApiBase: string;
   prootPath?: string;
+  /** util-linux unshare, which gives proot its own PID namespace and /proc. */
+  unsharePath?: string;
   /** Host perl, which runs the seccomp shim (seccomp-shim.ts) in front of proot. */
   perlPath?: string;
   /** Host node binary bound at /usr/local/bin/node. Default: the supervisor's own (process.execPath). */
@@ -91,6 +105,7 @@ export class ProotRunner implements SandboxRunner {
   constructor(config: ProotRunnerConfig) {
     this.cfg = {
       prootPath: '/usr/bin/proot',
+      unsharePath: '/usr/bin/unshare',
       perlPath: '/usr/bin/perl',
       nodeBinary: process.execPath,
       dockerSocket: '/var/run/docker.sock',
@@ -124,7 +139,7 @@ export class ProotRunner implements SandboxRunner {
       `--bind=${L.instanceDataDir(instanceId)}:/data`,
       '--bind=/proc',
       '--bind=/dev',
-      '--bind=/tmp',
+      `--bind=${L.instanceTmpDir(instanceId)}:/tmp`,
       '--bind=/etc/resolv.conf',
       `--bind=${L.userHomeDir}:/root`,
       `--bind=${L.bashrcFile}:/root/.bashrc`,
@@ -137,9 +152,20 @@ export class ProotRunner implements SandboxRunner {
     ];
   }
 
+  /**
+   * The program and argv that start an instance: the seccomp shim, then unshare (own PID namespace and /proc),
+   * then proot. Exported for the benchmark, which must start exactly what the runner starts.
+   */
+  command(instanceId: string, appId: string, manifest: AppManifest, entrypoint: string[]): { file: string; args: string[] } {
+    const root = typeof process.getuid === 'function' && process.getuid() === 0;
+    const unshare = [...(root ? [] : ['--user', '--map-current-user']), '--pid', '--fork', '--mount-proc', '--kill-child'];
+    return { file: this.cfg.perlPath, args: shimArgs(this.cfg.unsharePath, [...unshare, this.cfg.prootPath, ...this.prootArgs(instanceId, appId, manifest, entrypoint)]) };
+  }
+
   async spawn(instanceId: string, appId: string, port: number, manifest: AppManifest, opts: SpawnOptions = {}): Promise<SpawnResult> {
     checkSpawn(LABEL, instanceId, appId, port, manifest, this.tracked.has(instanceId));
     if (!existsSync(this.cfg.prootPath)) throw new SandboxError('SETUP_MISSING', `${LABEL} proot not found at ${this.cfg.prootPath}: run 'npm run setup'`);
+    if (!existsSync(this.cfg.unsharePath)) throw new SandboxError('SETUP_MISSING', `${LABEL} unshare not found at ${this.cfg.unsharePath} (util-linux): it gives each app its own PID namespace`);
     if (!existsSync(this.cfg.perlPath)) throw new SandboxError('SETUP_MISSING', `${LABEL} perl not found at ${this.cfg.perlPath} (it runs the seccomp shim in front of proot)`);
     if (!existsSync(join(this.cfg.rootfs, 'usr/bin/bash'))) throw new SandboxError('SETUP_MISSING', `${LABEL} no Debian rootfs at ${this.cfg.rootfs}: run 'npm run setup'`);
     const hostAppDir = join(this.cfg.workspaceDir, 'apps', appId);
@@ -150,6 +176,7 @@ export class ProotRunner implements SandboxRunner {
     const provisioned = provisionToolsDir(this.layout.instanceToolsDir(instanceId), this.layout.toolchainDir, manifest.tools);
     if (provisioned.missing.length) this.warn(`${LABEL} ${appId} (${instanceId}): tools not available on this host: ${provisioned.missing.join(', ')}`);
     mkdirSync(this.layout.instanceDataDir(instanceId), { recursive: true });
+    mkdirSync(this.layout.instanceTmpDir(instanceId), { recursive: true, mode: 0o700 });
     mkdirSync(this.layout.userHomeDir, { recursive: true });
     ensureBashrc(this.layout);
 
@@ -159,7 +186,8 @@ export class ProotRunner implements SandboxRunner {
     this.exits.reset(instanceId);
 
     const started = performance.now();
-    const child = spawnChild(this.cfg.perlPath, shimArgs(this.cfg.prootPath, this.prootArgs(instanceId, appId, manifest, entrypoint)), {
+    const cmd = this.command(instanceId, appId, manifest, entrypoint);
+    const child = spawnChild(cmd.file, cmd.args, {
       cwd: '/',
       env,
       detached: true,
@@ -186,6 +214,7 @@ export class ProotRunner implements SandboxRunner {
     child.once('exit', (code, signal) => {
       killGroup(pgid, 'SIGKILL'); // tracees detached from a killed proot must not linger
       this.reaper.unwatch(pgid);
+      rmSync(this.layout.instanceTmpDir(instanceId), { recursive: true, force: true }); // scratch: gone with its process
       const info: ExitInfo = { code, signal, expected: t.expectingKill };
       if (this.tracked.get(instanceId) === t) this.tracked.delete(instanceId);
       exitedEarly.abort(`exited with ${signal ?? `code ${code}`}`);
