@@ -91,6 +91,10 @@ export const serveCommand: Command = {
           throw listenFailed(err, metricsAt);
         }
       }
+      // Where the mutating CLI commands find this supervisor (and what a refused second one names): written
+      // before the address is announced, so a caller that saw the address can reach it through server.json.
+      rl.writer?.setListen(server.url);
+      writeServerInfo(rl.home, { url: server.url, pid: process.pid, db: rl.dbPath });
       say(`supervising ${rl.dbPath} (${rl.list().length} live actors)`);
       say(`inspector at ${server.inspectorUrl}`);
       say(`API at ${server.url}api/ (Authorization: Bearer <contents of ${token.path}>); Ctrl-C stops`);
@@ -98,9 +102,6 @@ export const serveCommand: Command = {
       if (io.json) {
         printJson(io, { url: server.url, host: server.host, port: server.port, home: rl.home, db: rl.dbPath, tokenFile: token.path, pid: process.pid, metricsUrl: metricsServer?.url ?? null });
       }
-      // Where the mutating CLI commands find this supervisor (and what a refused second one names).
-      rl.writer?.setListen(server.url);
-      writeServerInfo(rl.home, { url: server.url, pid: process.pid, db: rl.dbPath });
       const sig = await untilSignal();
       say(`${sig}: shutting down`);
       return EXIT.ok;
