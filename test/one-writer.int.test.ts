@@ -2,7 +2,7 @@
 // and real one-shot commands: a second supervisor — on the same port or another — and a one-shot `reconcile` or
 // `exec` beside a running one are refused before they append anything or start anything; the refusal names the
 // holder; kill -9 frees the lock; a stale server.json is recognised as stale.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -70,6 +70,10 @@ describe('one writer per log', () => {
     const id = `k1-${process.pid}`;
 
     const a = await serveOk(home);
+    // Created private, not chmod-ed after: the home 0700; the log, its WAL, the token, server.json and the lock 0600.
+    const mode = (p: string) => statSync(p).mode & 0o777;
+    expect(mode(home)).toBe(0o700);
+    for (const f of ['runlog.db', 'runlog.db-wal', 'runlog.db-shm', 'token', 'server.json', 'runlog.db.lock', 'runlog.db.lock.json']) expect(mode(join(home, f)), f).toBe(0o600);
     const spawned = runCli(['spawn', HELLO_APP_DIR, '--id', id, '--json'], { home });
     expect(spawned.code, spawned.stderr).toBe(0);
     expect(JSON.parse(spawned.stdout)).toMatchObject({ id, state: 'running' });
