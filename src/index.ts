@@ -1,5 +1,5 @@
 // runlog's public API.
-export { createRunlog, type ExecuteOptions, type ExecutionOutcome, type LogLine, type Runlog, type RunlogOptions, type SpawnAppOptions } from './actors/runlog.ts';
+export { createRunlog, type AppToolsView, type ExecuteOptions, type ExecutionOutcome, type LogLine, type Runlog, type RunlogOptions, type SpawnAppOptions } from './actors/runlog.ts';
 export type { ActorView, ReplayView } from './actors/inspection.ts';
 export type { BusEvents, TransitionNotice } from './actors/bus.ts';
 export type { ActorRow, EventStore, ExpectedVersion } from './store/event-store.ts';

@@ -71,12 +71,12 @@ describe.each(['proot', 'container'] as const)('%s sandbox', (sandbox) => {
     const ctx = rl.inspect(id).context as any;
     const before = await getJson(ctx.host, ctx.port, '/which?name=git');
     expect(before.body.path).toBeNull();
-    await rl.grant(id, 'git');
+    await rl.grant(appId, 'git');
     const after = await until('git on PATH', async () => (await getJson(ctx.host, ctx.port, '/which?name=git')).body.path);
     expect(after).toBe('/aura/my-tools/git');
     expect(rl.inspect(id).context).toMatchObject({ pid: ctx.pid });
     expect(rl.events(id).at(-1)).toMatchObject({ type: 'instance.tool-granted', data: { tool: 'git' } });
-    await rl.revoke(id, 'git');
+    await rl.revoke(appId, 'git');
     await until('git gone', async () => (await getJson(ctx.host, ctx.port, '/which?name=git')).body.path === null);
   });
 

@@ -352,8 +352,8 @@ describe('HTTP API', () => {
     expect(e.body.error.issues).toEqual(['uri is required', 'handler is required', 'timeoutMs must be at least 1']);
     expect((await post('/api/executions', { uri: 'https://example.com/x', handler: 'h' })).body.error.issues).toEqual(['uri "https://example.com/x" must be an at:// URI']);
     expect((await post('/api/actors/inst_web/stop', { graceMs: 'soon' })).status).toBe(400);
-    expect((await post('/api/actors/inst_web/tools', { tool: '../../bin/sh' })).status).toBe(400);
-    expect((await json('/api/actors/inst_web/tools/..%2Fetc', { method: 'DELETE' })).status).toBe(400);
+    expect((await post('/api/apps/com.example.web/tools', { tool: '../../bin/sh' })).status).toBe(400);
+    expect((await json('/api/apps/com.example.web/tools/..%2Fetc', { method: 'DELETE' })).status).toBe(400);
     expect(calls).toEqual([]);
   });
 
@@ -381,8 +381,8 @@ describe('HTTP API', () => {
       ['POST', '/api/instances', { appDir: '/srv/apps/notes', sandbox: 'container' }],
       ['POST', '/api/actors/inst_web/stop', { graceMs: 2500 }],
       ['POST', '/api/actors/inst_web/kill', undefined],
-      ['POST', '/api/actors/inst_web/tools', { tool: 'git' }],
-      ['DELETE', '/api/actors/inst_web/tools/curl', undefined],
+      ['POST', '/api/apps/com.example.web/tools', { tool: 'git' }],
+      ['DELETE', '/api/apps/com.example.web/tools/curl', undefined],
       ['POST', '/api/executions', { uri: 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add', handler: 'add', input: { a: 1 }, timeoutMs: 5000 }],
     ];
     for (const [method, path, body] of cases) {
@@ -394,8 +394,8 @@ describe('HTTP API', () => {
       ['spawnApp', { appDir: '/srv/apps/notes', sandbox: 'container' }],
       ['stop', 'inst_web', { graceMs: 2500 }],
       ['kill', 'inst_web'],
-      ['grant', 'inst_web', 'git'],
-      ['revoke', 'inst_web', 'curl'],
+      ['grant', 'com.example.web', 'git'],
+      ['revoke', 'com.example.web', 'curl'],
       ['execute', { uri: 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add', handler: 'add', input: { a: 1 }, timeoutMs: 5000 }],
     ]);
   });

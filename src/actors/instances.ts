@@ -14,9 +14,10 @@ import { ProotRunner } from '../adapters/sandbox/proot-runner.ts';
 import type { OrphanRecord, SandboxRunner } from '../adapters/sandbox/sandbox-runner.ts';
 import { provisionToolsDir } from '../adapters/tools/provision.ts';
 import { RunlogError, ValidationError } from '../domain/errors.ts';
-import { DEFAULT_ENTRYPOINT, isValidAppId, MANIFEST_FILE, parseManifest, SANDBOX_KINDS, TOOL_ALIASES, TOOL_CATALOG, TOOL_WILDCARD, type AppManifest } from '../domain/manifest.ts';
+import { DEFAULT_ENTRYPOINT, isValidAppId, MANIFEST_FILE, parseManifest, SANDBOX_KINDS, type AppManifest } from '../domain/manifest.ts';
 import { DEFAULT_RESTART, type CrashReason, type InstanceContext, type InstanceSpec, type SandboxKind } from '../machines/instance.machine.ts';
 import type { ActorHost, EffectContext, EffectHandlers, LiveActor } from './actor-host.ts';
+import { effectiveTools, type ToolOverrides } from './app-grants.ts';
 import { newInstanceId } from './ids.ts';
 import { requireImage, requireRootfs, type Parts } from './parts.ts';
 
@@ -38,6 +39,8 @@ export interface InstanceOptions {
   /** Injected runners (tests of the wiring); default: the real ProotRunner and ContainerRunner, built lazily. */
   runners?: Partial<Record<SandboxKind, SandboxRunner>>;
   log?: (msg: string) => void;
+  /** The app's `cap` grants and revocations (from the log), applied over its manifest's tools at every spawn. */
+  toolOverrides?: (appId: string) => ToolOverrides;
 }
 
 /** What identifies an app directory's content cheaply: every path with its size and modification time. */
@@ -143,7 +146,7 @@ export class InstanceSupervisor {
       appDir: target,
       sandbox: (sandbox as SandboxKind | undefined) ?? manifest.sandbox,
       runtime: manifest.runtime,
-      tools: [...manifest.tools],
+      tools: this.allowlist(manifest.appId, manifest.tools),
       lifecycleBasePath: manifest.lifecycle.basePath,
       restart: { ...DEFAULT_RESTART, ...manifest.restart },
     };
@@ -168,20 +171,30 @@ export class InstanceSupervisor {
     rmSync(old, { recursive: true, force: true });
   }
 
-  /** Rewrites the app's manifest with the tool added/removed; running instances re-provision from the event. */
-  async changeTool(actor: LiveActor, tool: string, grant: boolean): Promise<void> {
-    const known = [...TOOL_CATALOG, TOOL_WILDCARD, ...Object.keys(TOOL_ALIASES)];
-    if (!known.includes(tool)) throw new ValidationError('TOOL_UNKNOWN', `unknown tool '${tool}': known tools are ${known.join(', ')}`);
-    const spec = (actor.snapshot.context as InstanceContext).spec;
-    if (!spec) throw new RunlogError('INSTANCE_NOT_READY', `${actor.id} has no spec yet`);
-    const file = join(spec.appDir, MANIFEST_FILE);
-    const json = JSON.parse(readFileSync(file, 'utf8')) as { tools?: string[] };
-    const tools = new Set(json.tools ?? []);
-    if (grant) tools.add(tool);
-    else tools.delete(tool);
-    json.tools = [...tools];
-    writeFileSync(file, `${JSON.stringify(json, null, 2)}\n`);
-    await this.host().dispatch('instance', actor.id, { type: grant ? 'instance.tool-granted' : 'instance.tool-revoked', data: { tool, via: 'cap' } });
+  /**
+   * Brings every live instance of the app to the app's allowlist after a `cap` change (app-grants.ts): one
+   * grant/revoke event per instance whose tools differ (the machine re-provisions /aura/my-tools, no respawn).
+   * Returns the instances it changed.
+   */
+  async applyAppTool(appId: string, tool: string, grant: boolean): Promise<string[]> {
+    const changed: string[] = [];
+    for (const actor of this.host().live()) {
+      if (actor.kind !== 'instance') continue;
+      const spec = (actor.snapshot.context as InstanceContext).spec;
+      if (!spec || spec.appId !== appId || spec.tools.includes(tool) === grant) continue;
+      const r = await this.host().dispatch('instance', actor.id, { type: grant ? 'instance.tool-granted' : 'instance.tool-revoked', data: { tool, via: 'cap' } });
+      if (r.accepted) changed.push(actor.id);
+    }
+    return changed;
+  }
+
+  /** The app's manifest tools as installed in the workspace, or null when the app was never installed. */
+  installedTools(appId: string): string[] | null {
+    try {
+      return loadManifest(join(this.appsDir, appId)).tools;
+    } catch {
+      return null;
+    }
   }
 
   private onRegistryEvent(e: AppRegistryEvent): void {
@@ -190,16 +203,21 @@ export class InstanceSupervisor {
       if (actor.kind !== 'instance') continue;
       const spec = (actor.snapshot.context as InstanceContext).spec;
       if (!spec || spec.appId !== e.appId) continue;
-      void this.syncTools(actor.id, spec.tools, e.manifest).catch((err: unknown) => this.opts.log?.(`tools sync for ${actor.id}: ${String(err)}`));
+      void this.syncTools(actor.id, spec.tools, this.allowlist(e.manifest.appId, e.manifest.tools)).catch((err: unknown) => this.opts.log?.(`tools sync for ${actor.id}: ${String(err)}`));
     }
   }
 
-  /** The manifest is the allowlist: differences become grant/revoke events (no-ops when already equal). */
-  private async syncTools(id: string, current: string[], manifest: AppManifest): Promise<void> {
-    for (const t of manifest.tools.filter((x) => !current.includes(x))) {
+  /** The app's allowlist: the manifest's tools with the app's `cap` grants and revocations applied. */
+  allowlist(appId: string, manifestTools: readonly string[]): string[] {
+    return this.opts.toolOverrides ? effectiveTools(manifestTools, this.opts.toolOverrides(appId)) : [...manifestTools];
+  }
+
+  /** The allowlist is the truth: differences become grant/revoke events (no-ops when already equal). */
+  private async syncTools(id: string, current: string[], tools: string[]): Promise<void> {
+    for (const t of tools.filter((x) => !current.includes(x))) {
       await this.host().dispatch('instance', id, { type: 'instance.tool-granted', data: { tool: t, via: 'manifest' } });
     }
-    for (const t of current.filter((x) => !manifest.tools.includes(x))) {
+    for (const t of current.filter((x) => !tools.includes(x))) {
       await this.host().dispatch('instance', id, { type: 'instance.tool-revoked', data: { tool: t, via: 'manifest' } });
     }
   }

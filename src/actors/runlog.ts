@@ -7,9 +7,11 @@ import type { AtprotoReaderOptions, Publisher } from '../adapters/atproto/index.
 import type { SandboxRunner } from '../adapters/sandbox/sandbox-runner.ts';
 import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
 import { NotFoundError, RunlogError, ValidationError } from '../domain/errors.ts';
+import { isValidAppId } from '../domain/manifest.ts';
 import type { ExecutionContext } from '../machines/execution.machine.ts';
 import type { InstanceContext } from '../machines/instance.machine.ts';
 import { stateName } from '../machines/replay.ts';
+import { appStream, assertAppId, assertToolName, readToolOverrides, recordToolChange } from './app-grants.ts';
 import { ExecutionSupervisor } from './executions.ts';
 import { newExecutionId } from './ids.ts';
 import { InstanceSupervisor } from './instances.ts';
@@ -129,6 +131,19 @@ export interface LogLine {
   at: string;
 }
 
+/** What `cap grant`/`cap revoke` did: the app's allowlist now, and the running instances it changed. */
+export interface AppToolsView {
+  appId: string;
+  tool: string;
+  granted: boolean;
+  /** The app's allowlist after the change (installed manifest's tools with every grant applied). */
+  tools: string[];
+  /** Running instances whose tools changed (every running instance of the app has the same allowlist now). */
+  instances: string[];
+  /** The app stream's event that recorded the change. */
+  seq: number;
+}
+
 export interface Runlog {
   readonly home: string;
   readonly dbPath: string;
@@ -156,9 +171,13 @@ export interface Runlog {
   stop(id: string, options?: { graceMs?: number }): Promise<ActorView>;
   /** Immediate SIGKILL; resolves when stopped. */
   kill(id: string): Promise<ActorView>;
-  /** Adds a tool to an instance's allowlist (manifest rewritten, tools re-provisioned, no respawn). */
-  grant(id: string, tool: string): Promise<ActorView>;
-  revoke(id: string, tool: string): Promise<ActorView>;
+  /**
+   * Grants a tool to an APP (app-grants.ts): recorded as `app.tool-granted` in the log, applied at once to every
+   * running instance of the app (re-provisioned, no respawn) and to every later spawn. The manifest is not touched.
+   */
+  grant(appId: string, tool: string): Promise<AppToolsView>;
+  /** Revokes a tool from an app, the same way (also one its manifest lists). */
+  revoke(appId: string, tool: string): Promise<AppToolsView>;
   /** Output lines of an instance (buffered; with follow, live until it exits). */
   logs(id: string, options?: { follow?: boolean }): AsyncIterable<LogLine>;
   /** Runs one at-run execution to its end. */
@@ -209,6 +228,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       ...(options.healthTimeoutMs ? { healthTimeoutMs: options.healthTimeoutMs } : {}),
       ...(options.killGraceMs ? { killGraceMs: options.killGraceMs } : {}),
       ...(options.runners ? { runners: options.runners } : {}),
+      toolOverrides: (appId: string) => readToolOverrides(store, appId),
     },
     hostRef,
   );
@@ -306,6 +326,30 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     if (!supervise) throw new RunlogError('READ_ONLY', `${what} needs a supervising runlog (createRunlog({ supervise: true }))`);
   };
 
+  const changeAppTool = async (appId: string, tool: string, grant: boolean): Promise<AppToolsView> => {
+    requireSupervisor(grant ? 'grant' : 'revoke');
+    assertToolName(tool);
+    if (!isValidAppId(appId)) {
+      // The old meaning took an instance id: say what the command takes now, and why.
+      let instance: ActorView | null = null;
+      try {
+        instance = inspectActor(store, appId);
+      } catch {
+        /* not an actor either */
+      }
+      const app = (instance?.summary as { appId?: string } | undefined)?.appId;
+      if (app) throw new ValidationError('CAP_TAKES_APP_ID', `cap ${grant ? 'grant' : 'revoke'} takes an app id, not an instance id: ${appId} is an instance of ${app}; grants apply to every instance of the app (runlog cap ${grant ? 'grant' : 'revoke'} ${app} ${tool})`, [`${appId} is an instance of ${app}`]);
+      assertAppId(appId);
+    }
+    const installed = instances.installedTools(appId);
+    const known = installed !== null || host.live().some((a) => (a.snapshot.context as InstanceContext).spec?.appId === appId) || store.streamVersion(appStream(appId)) > 0;
+    if (!known) throw new NotFoundError('app', `${appId} (spawn it once, or install it into the workspace, before granting it tools)`);
+    const event = recordToolChange(store, appId, tool, grant);
+    const changed = await instances.applyAppTool(appId, tool, grant);
+    await host.idle();
+    return { appId, tool, granted: grant, tools: instances.allowlist(appId, installed ?? []), instances: changed, seq: event.seq };
+  };
+
   const settledInstance = (s: string) => s !== 'new' && s !== 'spawning' && s !== 'healthy' && s !== 'adopted';
   const instanceStopped = (s: string) => s === 'stopped' || s === 'lost' || s === 'crashed.down';
 
@@ -357,18 +401,8 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       if (!r.accepted) throw new IllegalEventError(actor.id, r.from, 'instance.kill-requested');
       return waiting;
     },
-    async grant(id, tool) {
-      requireSupervisor('grant');
-      await instances.changeTool(live(id, 'instance'), tool, true);
-      await host.idle();
-      return inspectActor(store, id);
-    },
-    async revoke(id, tool) {
-      requireSupervisor('revoke');
-      await instances.changeTool(live(id, 'instance'), tool, false);
-      await host.idle();
-      return inspectActor(store, id);
-    },
+    grant: (appId, tool) => changeAppTool(appId, tool, true),
+    revoke: (appId, tool) => changeAppTool(appId, tool, false),
     logs(id, o) {
       return instances.logs(live(id, 'instance'), o?.follow ?? false);
     },

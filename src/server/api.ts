@@ -166,7 +166,8 @@ const routes: Route[] = [
     sendJson(res, 200, await runlog.kill(params[0]!));
   }),
 
-  route('POST', '/api/actors/:id/tools', async ({ runlog }, { req, res, params }) => {
+  // `cap grant`/`cap revoke`: per APP (every running and later instance of it), recorded in the log (app-grants.ts).
+  route('POST', '/api/apps/:id/tools', async ({ runlog }, { req, res, params }) => {
     const body = await readJsonBody(req);
     const c = new Checker('request body');
     c.only(body, ['tool']);
@@ -175,7 +176,7 @@ const routes: Route[] = [
     sendJson(res, 200, await runlog.grant(params[0]!, tool!));
   }),
 
-  route('DELETE', '/api/actors/:id/tools/:tool', async ({ runlog }, { res, params }) => {
+  route('DELETE', '/api/apps/:id/tools/:tool', async ({ runlog }, { res, params }) => {
     const c = new Checker('path');
     const tool = c.string({ tool: params[1] }, 'tool', { required: true, pattern: TOOL, hint: 'is not a tool name' });
     c.done();

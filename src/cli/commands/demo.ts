@@ -98,7 +98,7 @@ export const demoCommand: Command = {
         io.out(`  ${env} runlog ps --all`);
         io.out(`  ${env} runlog events ${instances[0]} --follow`);
         io.out(`  ${env} runlog replay ${executions[0]!.id} --step`);
-        io.out(`  ${env} runlog cap grant ${instances[0]} git`);
+        io.out(`  ${env} runlog cap grant com.example.hello git   # every instance of the app`);
         io.out(`  ${env} runlog exec ${code.python} greet --input '{"name":"Grace"}'`);
         io.out(`  ${env} runlog logs ${instances[1]}`);
         io.out('\n(runlog is `node bin/runlog.js` in this checkout.) Ctrl-C stops the demo and everything it started.');

@@ -3,7 +3,7 @@
 import { resolve } from 'node:path';
 import type { ActorView } from '../../actors/inspection.ts';
 import { resolvePaths } from '../../actors/paths.ts';
-import { createRunlog, type ExecutionOutcome, type LogLine } from '../../actors/runlog.ts';
+import { createRunlog, type AppToolsView, type ExecutionOutcome, type LogLine } from '../../actors/runlog.ts';
 import type { ReconcileReport } from '../../actors/reconciler.ts';
 import { UsageError } from '../../domain/errors.ts';
 import { atprotoOptions, callApi, findServer, requireServer } from '../client.ts';
@@ -74,18 +74,22 @@ export const killCommand: Command = {
 
 export const capCommand: Command = {
   name: 'cap',
-  summary: "grant or revoke a tool in an instance's allowlist, without a respawn",
-  usage: 'runlog cap grant|revoke <id> <tool> [--json]',
+  summary: "grant or revoke a tool for an app: every running instance of it at once (no respawn) and every later spawn",
+  usage: 'runlog cap grant|revoke <app-id> <tool> [--json]   (e.g. runlog cap grant com.example.hello git)',
   async run(args, io) {
-    const [verb, id, tool] = args.positionals;
-    if ((verb !== 'grant' && verb !== 'revoke') || !id || !tool) throw new UsageError(`usage: ${capCommand.usage}`);
+    const [verb, appId, tool] = args.positionals;
+    if ((verb !== 'grant' && verb !== 'revoke') || !appId || !tool) throw new UsageError(`usage: ${capCommand.usage}`);
     const server = requireServer(homeOf(args));
-    const view =
+    const r =
       verb === 'grant'
-        ? await callApi<ActorView>(server, 'POST', `/api/actors/${encodeURIComponent(id)}/tools`, { tool })
-        : await callApi<ActorView>(server, 'DELETE', `/api/actors/${encodeURIComponent(id)}/tools/${encodeURIComponent(tool)}`);
-    if (io.json) printJson(io, view);
-    else io.out(`${view.id}  tools: ${((view.context as any).spec?.tools ?? []).join(', ')}`);
+        ? await callApi<AppToolsView>(server, 'POST', `/api/apps/${encodeURIComponent(appId)}/tools`, { tool })
+        : await callApi<AppToolsView>(server, 'DELETE', `/api/apps/${encodeURIComponent(appId)}/tools/${encodeURIComponent(tool)}`);
+    if (io.json) printJson(io, r);
+    else {
+      io.out(`${r.appId}  tools: ${r.tools.join(', ') || '(none)'}`);
+      const n = r.instances.length;
+      io.err(`runlog: ${verb === 'grant' ? 'granted' : 'revoked'} ${tool} for app ${r.appId}: ${n === 0 ? 'no running instance changed' : `${n} running instance${n === 1 ? '' : 's'} changed (${r.instances.join(', ')})`}; every later spawn of the app gets it too`);
+    }
     return EXIT.ok;
   },
 };
