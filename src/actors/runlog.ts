@@ -58,6 +58,8 @@ export interface RunlogOptions {
   readOnly?: boolean;
   /** How this writer is named to a second one that is refused (default: 'createRunlog'). */
   command?: string;
+  /** A writer lock the caller already took for this log (a command that checks first, then prepares); released by close(). */
+  writerLock?: WriterLock;
   synchronous?: 'FULL' | 'NORMAL';
   now?: () => string;
   faults?: FaultHook;
@@ -195,7 +197,10 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
   const readOnly = options.readOnly ?? !supervise;
   if (supervise && readOnly) throw new ValidationError('OPTIONS_INVALID', 'a supervising runlog writes its log: supervise and readOnly exclude each other');
   // The writer lock comes first: a second writer must be refused before it reads, reconciles or appends anything.
-  const writer = readOnly ? null : WriterLock.acquire(paths.db, options.command ?? 'createRunlog');
+  if (options.writerLock && (readOnly || options.writerLock.dbFile !== paths.db || !options.writerLock.held)) {
+    throw new ValidationError('OPTIONS_INVALID', `writerLock must be held for ${paths.db} by a writable runlog`);
+  }
+  const writer = readOnly ? null : (options.writerLock ?? WriterLock.acquire(paths.db, options.command ?? 'createRunlog'));
   try {
     return await openRunlog(options, paths, supervise, readOnly, writer);
   } catch (err) {

@@ -5,12 +5,14 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { discoverParts, requireImage, requireRootfs } from '../../actors/parts.ts';
+import { resolvePaths } from '../../actors/paths.ts';
 import { publishCode, publishRuntime } from '../../actors/publishing.ts';
 import { createRunlog, type Runlog } from '../../actors/runlog.ts';
 import { requireDevEnv, startLocalNetwork, type LocalNetwork } from '../../adapters/atproto/index.ts';
 import { createDockerEngine } from '../../adapters/docker/engine.ts';
 import { RunlogError } from '../../domain/errors.ts';
 import { startServer } from '../../server/http-server.ts';
+import { WriterLock } from '../../store/writer-lock.ts';
 import { parseListen } from '../../server/listen.ts';
 import { ensureToken } from '../../server/token.ts';
 import { removeServerInfo, writeServerInfo } from '../client.ts';
@@ -41,6 +43,9 @@ export const demoCommand: Command = {
     const say = (m: string) => io.err(`runlog demo: ${m}`);
     await requireDevEnv(); // first: an installed package without the embedded PDS says so before anything starts
     await checkParts();
+    // The log's writer lock before the minutes of setup: a second demo (or a running supervisor) stops here.
+    const paths = resolvePaths({ home: args.home, db: args.db });
+    const lock = WriterLock.acquire(paths.db, 'runlog demo');
     let net: LocalNetwork | null = null;
     let rl: Runlog | null = null;
     let server: Awaited<ReturnType<typeof startServer>> | null = null;
@@ -66,7 +71,7 @@ export const demoCommand: Command = {
         say(`published code record ${dir}: ${c.uri}`);
       }
 
-      rl = await createRunlog({ home: args.home, db: args.db, atproto, receipts: runner.publisher, command: 'runlog demo', log: (m) => io.err(`runlog: ${m}`) });
+      rl = await createRunlog({ home: paths.home, db: paths.db, atproto, receipts: runner.publisher, writerLock: lock, log: (m) => io.err(`runlog: ${m}`) });
       const token = ensureToken(rl.home);
       server = await startServer({ runlog: rl, host: listen.host, port: listen.port, token: token.token, log: (m) => io.err(`runlog: ${m}`) });
       rl.writer?.setListen(server.url);
@@ -125,6 +130,7 @@ export const demoCommand: Command = {
       if (rl) removeServerInfo(rl.home, process.pid);
       await server?.close().catch(() => undefined);
       await rl?.close().catch(() => undefined);
+      lock.release(); // no-op when rl.close() released it
       await net?.close().catch(() => undefined);
     }
   },
