@@ -242,8 +242,10 @@ describe('a full disk', () => {
 
     unlinkSync(filler);
     const big = (batch: string) => [0, 1, 2].map((i) => ({ type: 'test.appended', data: { batch, i, pad: 'y'.repeat(1500) } }));
-    for (let k = 0; k < 20; k++) {
-      store.append('instance-s0', big(`after${k}`), { expectedVersion: 'any' }); // 20 × ~6 KiB: room only because the filler is gone
+    for (let k = 0; k < 10; k++) {
+      // Each append adds ~5 WAL frames (~20 KiB: no checkpoint runs inside this synchronous loop); 10 fit in the
+      // 384 KiB the filler frees, and none fitted before (the loop above ended on SQLITE_FULL).
+      store.append('instance-s0', big(`after${k}`), { expectedVersion: 'any' });
       acked.push(`after${k}`);
     }
     store.close();
@@ -254,6 +256,6 @@ describe('a full disk', () => {
     expect([...all.keys()]).toEqual(acked);
     expect([...all.values()].every((n) => n === 3)).toBe(true);
     reopened.close();
-    console.log(`[store-faults] full disk: ${acked.length - 20} batches acknowledged before SQLITE_FULL, all intact; appends resumed after freeing space`);
+    console.log(`[store-faults] full disk: ${acked.length - 10} batches acknowledged before SQLITE_FULL, all intact; appends resumed after freeing space`);
   });
 });
