@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
-import { copyTreeDereferenced } from '../src/adapters/apps/copy-tree.ts';
+import { copyDereferenced } from '../src/adapters/apps/copy-dereferenced.ts';
 import { getJson, HELLO_APP_DIR, requireProot, until } from './support/apps.ts';
 
 const APP = 'com.example.capgrant';
@@ -19,7 +19,7 @@ beforeAll(async () => {
   requireProot();
   root = mkdtempSync(join(tmpdir(), 'runlog-cap-'));
   src = join(root, 'app');
-  copyTreeDereferenced(HELLO_APP_DIR, src);
+  copyDereferenced(HELLO_APP_DIR, src);
   const base = JSON.parse(readFileSync(join(HELLO_APP_DIR, 'runlog.json'), 'utf8'));
   writeFileSync(join(src, 'runlog.json'), JSON.stringify({ ...base, appId: APP, tools: ['bash', 'node'], restart: { policy: 'never' } }, null, 2));
   rl = await createRunlog({ home: join(root, 'home'), portRange: { min: 4700, max: 4799 }, healthTimeoutMs: 20_000, killGraceMs: 2000, log: () => undefined });

@@ -1,5 +1,5 @@
 // Inspection never writes. Every inspection command (ps, inspect, events, replay, export) runs on a read-only
-// copy of a log as a non-root user (nobody, through setpriv: real processes of bin/runlog.js), and on a missing
+// copy of a log as a non-root user (nobody, through setpriv: real CLI processes), and on a missing
 // path, an empty file and a truncated file: the first works, the others are refused with a typed error, and in
 // every case no file or directory is created or changed (checksums of the tree before and after).
 import { createHash } from 'node:crypto';

@@ -1,9 +1,9 @@
-// `runlog` as a user runs it: real processes of bin/runlog.js (serve in the background, one-shot commands).
+// `runlog` as a user runs it: real processes (serve in the background, one-shot commands), from the sources
+// through tsx like every CLI test (support/cli.ts), never a stale dist/.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
+import { cliArgs, REPO as REPO_ROOT } from './cli.ts';
 
-export const REPO_ROOT = join(import.meta.dirname, '../..');
-const BIN = join(REPO_ROOT, 'bin/runlog.js');
+export { REPO_ROOT };
 
 export interface CliResult {
   code: number | null;
@@ -16,8 +16,8 @@ export function runCli(args: string[], opts: { home?: string; user?: number; env
   const env = { ...process.env, ...(opts.home ? { RUNLOG_HOME: opts.home } : {}), ...opts.env };
   const [file, argv] =
     opts.user === undefined
-      ? [process.execPath, [BIN, ...args]]
-      : ['/usr/bin/setpriv', [`--reuid=${opts.user}`, `--regid=${opts.user}`, '--clear-groups', process.execPath, BIN, ...args]];
+      ? [process.execPath, cliArgs(...args)]
+      : ['/usr/bin/setpriv', [`--reuid=${opts.user}`, `--regid=${opts.user}`, '--clear-groups', process.execPath, ...cliArgs(...args)]];
   const r = spawnSync(file, argv, { cwd: REPO_ROOT, env, encoding: 'utf8', timeout: opts.timeoutMs ?? 60_000 });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
@@ -34,7 +34,7 @@ export interface Served {
 
 /** Starts `runlog serve --json --listen <listen>` and waits until it prints its address or exits. */
 export async function startServe(home: string, listen = '127.0.0.1:0', extra: string[] = []): Promise<Served> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--listen', listen, '--json', '--home', home, ...extra], {
+  const child = spawn(process.execPath, cliArgs('serve', '--listen', listen, '--json', '--home', home, ...extra), {
     cwd: REPO_ROOT,
     env: { ...process.env, RUNLOG_HOME: home },
     stdio: ['ignore', 'pipe', 'pipe'],
