@@ -249,7 +249,7 @@ describe('structured logs', () => {
 describe('heartbeat table', () => {
   it('a fresh log has no heartbeat until a supervisor runs on it', async () => {
     const home = tempDir();
-    const rl = await createRunlog({ home, db: join(home, 'x.db'), supervise: false });
+    const rl = await createRunlog({ home, db: join(home, 'x.db'), supervise: false, readOnly: false });
     expect(rl.store.readHeartbeat()).toBeNull();
     await rl.close();
   });
