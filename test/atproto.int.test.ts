@@ -84,7 +84,10 @@ describe('identity', () => {
       const id = await resolveDid(did, { didWebAllowHttpLoopback: true });
       const plcId = await resolveDid(alice.did, opts());
       expect(id).toEqual({ ...plcId, did });
-      expect(await codeOf(resolveDid(did, { timeoutMs: 2000 }))).toBe('DID_RESOLUTION_FAILED'); // https on a plain-http port
+      // The fetch policy: a loopback host is refused before anything is fetched, unless the operator allows it.
+      expect(await codeOf(resolveDid(did, { timeoutMs: 2000 }))).toBe('DID_WEB_HOST_REFUSED');
+      expect(await codeOf(resolveDid(`did:web:127.0.0.1%3A${(server.address() as AddressInfo).port}`, { timeoutMs: 2000 }))).toBe('DID_WEB_HOST_REFUSED');
+      expect(await codeOf(resolveDid(did, { timeoutMs: 2000, didWebAllowLoopback: true }))).toBe('DID_RESOLUTION_FAILED'); // allowed, but https on a plain-http port
     } finally {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));

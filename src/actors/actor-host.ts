@@ -97,14 +97,24 @@ export class ActorHost {
     return [...this.actors.values()].filter((a) => !isTerminal(a.snapshot));
   }
 
+  /**
+   * Reads an actor from the log. Only a live actor is kept in memory: an ended one (whose context may hold an
+   * 8 MiB input and a 1 MiB output) is read again when asked, so a supervisor that runs for weeks holds only
+   * what is still running.
+   */
   private load(kind: ActorKind, id: string): LiveActor | undefined {
     const stream = streamName(kind, id);
     const events = this.opts.store.read(stream);
     if (events.length === 0) return undefined;
     const snapshot = replay(this.opts.machines[kind], events.map(toMachineEvent));
     const actor: LiveActor = { id, kind, stream, snapshot, version: events[events.length - 1]!.version, createdAt: events[0]!.at };
-    this.actors.set(stream, actor);
+    if (!isTerminal(snapshot)) this.actors.set(stream, actor);
     return actor;
+  }
+
+  /** How many actors the host holds in memory (live ones only; see load()). */
+  get size(): number {
+    return this.actors.size;
   }
 
   /** Starts a new actor with its first event. Fails if the id is taken. */
@@ -114,9 +124,16 @@ export class ActorHost {
       throw new RunlogError('ACTOR_EXISTS', `${kind} ${id} already exists`, { kind, id });
     }
     const at = first.at ?? this.now();
-    this.actors.set(stream, { id, kind, stream, snapshot: initialSnapshot(this.opts.machines[kind]), version: 0, createdAt: at });
+    const placeholder: LiveActor = { id, kind, stream, snapshot: initialSnapshot(this.opts.machines[kind]), version: 0, createdAt: at };
+    this.actors.set(stream, placeholder);
     const meta = this.opts.onCreate?.(kind, id);
-    return this.dispatch(kind, id, { ...first, at, ...(meta ? { meta: { ...first.meta, ...meta } } : {}) });
+    try {
+      return await this.dispatch(kind, id, { ...first, at, ...(meta ? { meta: { ...first.meta, ...meta } } : {}) });
+    } catch (err) {
+      // Nothing was appended (an event that cannot be encoded, a closed host): the actor never existed.
+      if (this.actors.get(stream) === placeholder && placeholder.version === 0) this.actors.delete(stream);
+      throw err;
+    }
   }
 
   /** Events for one actor are applied one at a time, in arrival order. */
@@ -165,6 +182,8 @@ export class ActorHost {
     }
     actor.snapshot = nextSnapshot;
     actor.version = recorded.version;
+    // An ended actor leaves memory; its running effects (cleanup, announce) keep their own reference.
+    if (isTerminal(nextSnapshot) && this.actors.get(actor.stream) === actor) this.actors.delete(actor.stream);
     this.opts.bus.emit('actor:transition', { id, kind, from, to, event: recorded, accepted: r.accepted });
     this.faults('after-append', { eventType: event.type });
 

@@ -6,11 +6,11 @@ import { assertValidArchive, entriesUnder, writeArchive } from '../adapters/arch
 import { createAtprotoReader, putRunnerRecord, writeExecutionReceipt, type AtprotoReader, type AtprotoReaderOptions, type Publisher } from '../adapters/atproto/index.ts';
 import { createDockerEngine, type DockerEngine } from '../adapters/docker/engine.ts';
 import { createMaterializer, type Materializer, type MaterializeProgress } from '../adapters/docker/materializer.ts';
-import { createSandboxRunner, type InvocationResult, type SandboxRunner as ExecSandbox } from '../adapters/docker/sandbox.ts';
+import { createSandboxRunner, type InvocationEnvelope, type InvocationResult, type SandboxRunner as ExecSandbox } from '../adapters/docker/sandbox.ts';
 import { assertCodeRecord, checkRuntimeBinding, type CodeRecord } from '../domain/at-run/code-record.ts';
-import { admitCode, admitRuntime, DEFAULT_OPERATOR_POLICY, type EffectiveLimits, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
+import { admitCode, admitRuntime, DEFAULT_OPERATOR_POLICY, ENVELOPE_OVERHEAD_BYTES, type EffectiveLimits, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
 import { selectRuntimePlatform, type RuntimePlatform } from '../domain/at-run/runtime-record.ts';
-import { RunlogError } from '../domain/errors.ts';
+import { RunlogError, ValidationError } from '../domain/errors.ts';
 import type { NewEvent } from '../domain/events.ts';
 import type { ExecutionContext, ExecutionRequest, FailureReason } from '../machines/execution.machine.ts';
 import type { ActorHost, EffectContext, EffectHandlers } from './actor-host.ts';
@@ -66,12 +66,17 @@ const VALIDATION_CODES = new Set([
   'RUNTIME_BINDING_MISMATCH',
   'URI_WRONG_COLLECTION',
   'ALIAS_INVALID',
+  'ENVELOPE_TOO_LARGE',
+  'INPUT_INVALID',
+  'INPUT_TOO_LARGE',
 ]);
 
 /** Which typed failure an error is: a bad record or archive is `validation`, an unreachable network `resolution`. */
 function classify(err: unknown, during: FailureReason): { reason: FailureReason; code: string; message: string } {
   const code = err instanceof RunlogError ? err.code : ((err as { code?: string })?.code ?? 'INTERNAL');
   const message = err instanceof Error ? err.message : String(err);
+  // A read cut off by what was left of the execution's own deadline: the execution ran out of time.
+  if (code === 'NETWORK_TIMEOUT' && err instanceof RunlogError && err.details?.bound === 'execution') return { reason: 'timeout', code, message };
   const isValidation = VALIDATION_CODES.has(code) || /^(RUNTIME_|CODE_|NETWORK_NOT_ALLOWED|LIMIT_|PUBLISHER_|REGISTRY_|PLATFORM_)/.test(code) || err?.constructor?.name === 'RecordValidationError';
   return { reason: isValidation ? 'validation' : during, code, message };
 }
@@ -139,7 +144,14 @@ export class ExecutionSupervisor {
   }
 
   onProgress(executionId: string, cb: (step: { name: string; detail: Record<string, unknown> }) => void): () => void {
-    this.progress.set(executionId, cb);
+    // The caller's callback runs inside effects: whatever it throws is its own problem, never the execution's.
+    this.progress.set(executionId, (step) => {
+      try {
+        cb(step);
+      } catch (err) {
+        this.opts.log?.(`onProgress of ${executionId} threw: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    });
     return () => this.progress.delete(executionId);
   }
 
@@ -166,15 +178,19 @@ export class ExecutionSupervisor {
   private async resolve(request: ExecutionRequest, ctx: EffectContext): Promise<void> {
     const id = ctx.actor.id;
     let resolved: Resolved;
+    // Every network read of the resolution ends within the caller's timeout, counted from the request: a slow
+    // PDS spends the execution's time, never more (NETWORK_TIMEOUT, reason timeout).
+    const requestedAt = Date.parse((ctx.actor.snapshot.context as ExecutionContext).requestedAt ?? '');
+    const deadlineAt = (Number.isFinite(requestedAt) ? requestedAt : Date.now()) + request.timeoutMs;
     // Step events record what was used; they are appended while the next read is under way.
     const steps: Promise<void>[] = [];
     const hint = this.hints.get(request.uri);
-    const early = hint ? this.reader.fetchRecord(hint.runtimeUri) : null;
+    const early = hint ? this.reader.fetchRecord(hint.runtimeUri, { deadlineAt }) : null;
     early?.catch(() => undefined); // used (and its failure seen) only if the code record still names it
-    if (hint) this.prefetch.start(id, codeKey(hint.author, hint.blobCid, hint.entrypoint), () => this.prepareCode(hint.author, hint.blobCid, hint.entrypoint));
+    if (hint) this.prefetch.start(id, codeKey(hint.author, hint.blobCid, hint.entrypoint), () => this.prepareCode(hint.author, hint.blobCid, hint.entrypoint, deadlineAt));
     try {
-      const target = await this.reader.resolveCodeUri(request.uri);
-      const code = await this.reader.fetchRecord(target.codeUri, target.expectCid ? { expectCid: target.expectCid } : {});
+      const target = await this.reader.resolveCodeUri(request.uri, { deadlineAt });
+      const code = await this.reader.fetchRecord(target.codeUri, { deadlineAt, ...(target.expectCid ? { expectCid: target.expectCid } : {}) });
       steps.push(this.step(ctx, 'code-record', { uri: code.uri, cid: code.cid, mode: code.mode, via: target.via ?? null }));
       const record: CodeRecord = assertCodeRecord(code.value);
       const { limits, clamped } = admitCode(this.policy, record);
@@ -182,12 +198,12 @@ export class ExecutionSupervisor {
       const blobCid = record.blob.ref.$link;
       // The verified code record names the blob: fetch, verify and validate it while the runtime record is read.
       if (!hint || codeKey(hint.author, hint.blobCid, hint.entrypoint) !== codeKey(author, blobCid, record.entrypoint)) {
-        this.prefetch.start(id, codeKey(author, blobCid, record.entrypoint), () => this.prepareCode(author, blobCid, record.entrypoint));
+        this.prefetch.start(id, codeKey(author, blobCid, record.entrypoint), () => this.prepareCode(author, blobCid, record.entrypoint, deadlineAt));
       }
       // Fetched by URI, verified (strict: signature and proof), then bound: its CID must be the strong
       // reference's and the blob's MIME subtype (RUNTIME_BINDING_MISMATCH otherwise).
       const runtimeUri = record.runtimeRecord.uri;
-      const [runtime, platform] = await Promise.all([early && hint?.runtimeUri === runtimeUri ? early : this.reader.fetchRecord(runtimeUri), this.daemonPlatform()]);
+      const [runtime, platform] = await Promise.all([early && hint?.runtimeUri === runtimeUri ? early : this.reader.fetchRecord(runtimeUri, { deadlineAt }), this.daemonPlatform()]);
       checkRuntimeBinding(record, { uri: runtime.uri, cid: runtime.cid });
       steps.push(this.step(ctx, 'runtime-record', { uri: runtime.uri, cid: runtime.cid }));
       const selected = selectRuntimePlatform(runtime.value, platform, { acceptedProtocolVersions: this.policy.protocolVersions });
@@ -214,6 +230,9 @@ export class ExecutionSupervisor {
         isolation: this.policy.isolation,
         mode: code.mode,
       };
+      // The envelope is known now but for its deadline (a fixed-length timestamp): refuse one the sandbox would
+      // refuse before anything is pulled, extracted or created.
+      this.checkEnvelope(request, resolved);
       this.hints.set(request.uri, { author, runtimeUri, blobCid, entrypoint: record.entrypoint });
       await Promise.all(steps);
     } catch (err) {
@@ -235,9 +254,33 @@ export class ExecutionSupervisor {
     return this.platformOnce;
   }
 
+  /** The largest envelope sent on stdin: the largest input the policy admits, and room for the rest. */
+  private get maxEnvelopeBytes(): number {
+    return this.policy.input.maxBytes + ENVELOPE_OVERHEAD_BYTES;
+  }
+
+  private envelopeOf(request: ExecutionRequest, r: Pick<Resolved, 'codeUri' | 'codeCid'>, deadline: string): InvocationEnvelope {
+    return {
+      version: 1,
+      id: request.executionId,
+      type: 'invoke',
+      code: { uri: r.codeUri, cid: r.codeCid },
+      handler: request.handler,
+      input: request.input ?? null,
+      context: { callerDid: request.callerDid, deadline },
+    };
+  }
+
+  private checkEnvelope(request: ExecutionRequest, r: Resolved): void {
+    const size = Buffer.byteLength(JSON.stringify(this.envelopeOf(request, r, new Date(0).toISOString()))) + 1;
+    if (size > this.maxEnvelopeBytes) {
+      throw new ValidationError('ENVELOPE_TOO_LARGE', `the invocation envelope would be ${size} bytes; this runner sends at most ${this.maxEnvelopeBytes}`, [`${size} > ${this.maxEnvelopeBytes}`]);
+    }
+  }
+
   /** 10 and the checks before 11: the blob from the author's PDS (CID verified), validated, re-written. */
-  private async prepareCode(author: string, blobCid: string, entrypoint: string): Promise<PreparedCode> {
-    const blob = await this.reader.fetchBlob(author, blobCid);
+  private async prepareCode(author: string, blobCid: string, entrypoint: string, deadlineAt?: number): Promise<PreparedCode> {
+    const blob = await this.reader.fetchBlob(author, blobCid, deadlineAt === undefined ? {} : { deadlineAt });
     // A view, not a copy: the validator takes its own private copy of the bytes it checks.
     const bytes = Buffer.from(blob.bytes.buffer, blob.bytes.byteOffset, blob.bytes.byteLength);
     const report = await assertValidArchive(bytes, this.policy.archive, { kind: 'code', entrypoint });
@@ -255,7 +298,9 @@ export class ExecutionSupervisor {
       // The volume and its carrier container exist, the copy into it has not happened: the worst moment to die.
       if (p.step === 'upload' && p.phase === 'started') this.opts.faults?.('mid-materialization', { effect: 'materialize' });
     };
-    const prepared = this.prefetch.take(ctx.actor.id, codeKey(r.author, r.blobCid, r.entrypoint)) ?? this.prepareCode(r.author, r.blobCid, r.entrypoint);
+    const deadline = Date.parse((ctx.actor.snapshot.context as ExecutionContext).deadline ?? '');
+    const prepared =
+      this.prefetch.take(ctx.actor.id, codeKey(r.author, r.blobCid, r.entrypoint)) ?? this.prepareCode(r.author, r.blobCid, r.entrypoint, Number.isFinite(deadline) ? deadline : undefined);
     prepared.catch(() => undefined); // awaited below unless an earlier step fails
     try {
       const runtime = await this.materializer.materializeRuntime({ image: r.image, exportPath: r.exportPath, labels, onProgress });
@@ -317,20 +362,15 @@ export class ExecutionSupervisor {
   private async invoke(request: ExecutionRequest, containerId: string, deadline: string, r: Resolved, ctx: EffectContext, resumed = false): Promise<void> {
     // The handler's deadline is the invocation's: the effective timeout from now, never past the request's.
     const deadlineMs = Math.max(1, Math.min(r.limits.timeoutMs, Date.parse(deadline) - Date.now()));
-    const envelope = {
-      version: 1 as const,
-      id: request.executionId,
-      type: 'invoke' as const,
-      code: { uri: r.codeUri, cid: r.codeCid },
-      handler: request.handler,
-      input: request.input ?? null,
-      context: { callerDid: request.callerDid, deadline: new Date(Date.now() + deadlineMs).toISOString() },
-    };
+    const envelope = this.envelopeOf(request, r, new Date(Date.now() + deadlineMs).toISOString());
     let result: InvocationResult;
     try {
       result = await this.sandbox.invoke(containerId, envelope, {
         deadlineMs,
+        maxEnvelopeBytes: this.maxEnvelopeBytes,
         maxFrameBytes: r.limits.frameBytes,
+        // Recorded before frameDepth existed: the sandbox's default bound.
+        ...(typeof r.limits.frameDepth === 'number' ? { maxFrameDepth: r.limits.frameDepth } : {}),
         maxStdoutBytes: r.limits.stdoutBytes,
         maxStderrBytes: r.limits.stderrBytes,
         // The container runs the handler (envelope delivered, a frame came back): a death here leaves the

@@ -5,6 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AtprotoReaderOptions, Publisher } from '../adapters/atproto/index.ts';
 import type { SandboxRunner } from '../adapters/sandbox/sandbox-runner.ts';
+import { checkExecuteRequest } from '../domain/at-run/execute-request.ts';
 import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
 import { NotFoundError, RunlogError, ValidationError } from '../domain/errors.ts';
 import { isValidAppId } from '../domain/manifest.ts';
@@ -158,6 +159,8 @@ export interface Runlog {
   readonly metrics: RunlogMetrics | null;
   /** Whether a supervisor (this one or another process) is alive on this log, from its heartbeat. */
   supervision(): Supervision;
+  /** The operator policy executions run under (input limits, ceilings, allow-lists). */
+  readonly policy: OperatorPolicy;
   list(filter?: { kind?: ActorKind; all?: boolean }): ActorRow[];
   inspect(id: string): ActorView;
   events(id: string, range?: { from?: number; to?: number }): RecordedEvent[];
@@ -307,17 +310,19 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     return actor;
   };
 
-  /** Resolves when the actor reaches a state the predicate accepts (checked after every transition). */
-  const waitFor = (kind: ActorKind, id: string, done: (state: string) => boolean, timeoutMs: number): Promise<ActorView> =>
-    new Promise((resolve, reject) => {
-      const check = () => {
-        const a = host.get(kind, id);
-        return a && done(stateName(a.snapshot));
-      };
-      if (check()) return resolve(inspectActor(store, id));
+  /**
+   * Resolves when the actor reaches a state the predicate accepts (checked after every transition). Armed before
+   * the event that starts the wait is sent (so no transition is missed), it MUST be either awaited or cancelled:
+   * `run` does both, so a send that throws never leaves a timer that rejects later with nobody listening (an
+   * unhandled rejection ends the process).
+   */
+  const waitFor = async <T>(kind: ActorKind, id: string, done: (state: string) => boolean, timeoutMs: number, send: () => Promise<T>): Promise<ActorView> => {
+    let cancel = (): void => undefined;
+    const settled = new Promise<ActorView>((resolve, reject) => {
       const timer = setTimeout(() => {
         off();
-        reject(new RunlogError('TIMEOUT', `${kind} ${id} did not settle within ${timeoutMs} ms (state ${host.get(kind, id) ? stateName(host.get(kind, id)!.snapshot) : '?'})`));
+        const a = host.get(kind, id);
+        reject(new RunlogError('TIMEOUT', `${kind} ${id} did not settle within ${timeoutMs} ms (state ${a ? stateName(a.snapshot) : '?'})`));
       }, timeoutMs);
       const off = bus.on('actor:transition', (t) => {
         if (t.id !== id || !done(t.to)) return;
@@ -325,7 +330,24 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
         off();
         resolve(inspectActor(store, id));
       });
+      cancel = () => {
+        clearTimeout(timer);
+        off();
+      };
     });
+    try {
+      await send();
+    } catch (err) {
+      cancel(); // `settled` never settles now: nothing holds it, nothing can reject unhandled
+      throw err;
+    }
+    const a = host.get(kind, id);
+    if (a && done(stateName(a.snapshot))) {
+      cancel();
+      return inspectActor(store, id);
+    }
+    return settled;
+  };
 
   const requireSupervisor = (what: string) => {
     if (!supervise) throw new RunlogError('READ_ONLY', `${what} needs a supervising runlog (createRunlog({ supervise: true }))`);
@@ -367,6 +389,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     bus,
     metrics,
     supervision: () => supervision(store.readHeartbeat(), now()),
+    policy: executions.policy,
     list: (filter) => listActors(store, filter),
     inspect: (id) => inspectActor(store, id),
     events: (id, range) => actorEvents(store, id, range),
@@ -381,9 +404,9 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     async spawnApp(o) {
       requireSupervisor('spawnApp');
       const spec = instances.prepare(o.appDir, o.sandbox, o.instanceId);
-      const waiting = waitFor('instance', spec.instanceId, settledInstance, (options.healthTimeoutMs ?? 30_000) + 30_000);
-      await host.create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } });
-      const view = await waiting;
+      const view = await waitFor('instance', spec.instanceId, settledInstance, (options.healthTimeoutMs ?? 30_000) + 30_000, () =>
+        host.create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } }),
+      );
       if (view.state !== 'running') {
         const crash = (view.context as unknown as InstanceContext).lastCrash;
         throw new RunlogError('SPAWN_FAILED', crash?.message ?? `instance ${view.id} ended ${view.state}`, { instanceId: view.id, state: view.state, reason: crash?.reason ?? null });
@@ -393,18 +416,18 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     async stop(id, o) {
       requireSupervisor('stop');
       const actor = live(id, 'instance');
-      const waiting = waitFor('instance', actor.id, instanceStopped, (o?.graceMs ?? options.killGraceMs ?? 5000) + 30_000);
-      const r = await host.dispatch('instance', actor.id, { type: 'instance.stop-requested', data: { graceMs: o?.graceMs ?? null } });
-      if (!r.accepted) throw new IllegalEventError(actor.id, r.from, 'instance.stop-requested');
-      return waiting;
+      return waitFor('instance', actor.id, instanceStopped, (o?.graceMs ?? options.killGraceMs ?? 5000) + 30_000, async () => {
+        const r = await host.dispatch('instance', actor.id, { type: 'instance.stop-requested', data: { graceMs: o?.graceMs ?? null } });
+        if (!r.accepted) throw new IllegalEventError(actor.id, r.from, 'instance.stop-requested');
+      });
     },
     async kill(id) {
       requireSupervisor('kill');
       const actor = live(id, 'instance');
-      const waiting = waitFor('instance', actor.id, instanceStopped, 30_000);
-      const r = await host.dispatch('instance', actor.id, { type: 'instance.kill-requested', data: {} });
-      if (!r.accepted) throw new IllegalEventError(actor.id, r.from, 'instance.kill-requested');
-      return waiting;
+      return waitFor('instance', actor.id, instanceStopped, 30_000, async () => {
+        const r = await host.dispatch('instance', actor.id, { type: 'instance.kill-requested', data: {} });
+        if (!r.accepted) throw new IllegalEventError(actor.id, r.from, 'instance.kill-requested');
+      });
     },
     grant: (appId, tool) => changeAppTool(appId, tool, true),
     revoke: (appId, tool) => changeAppTool(appId, tool, false),
@@ -413,20 +436,20 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     },
     async execute(o) {
       requireSupervisor('execute');
-      if (typeof o.uri !== 'string' || !o.uri.startsWith('at://')) throw new ValidationError('AT_URI_INVALID', `not an at:// URI: ${String(o.uri)}`);
-      if (typeof o.handler !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]{0,127}$/.test(o.handler)) throw new ValidationError('HANDLER_INVALID', `handler must be an identifier, got ${JSON.stringify(o.handler)}`);
+      // Everything is checked before anything is appended: a bad request fails alone, with a typed error.
+      const fields = checkExecuteRequest(o, executions.policy.input);
       const executionId = newExecutionId();
-      const timeoutMs = o.timeoutMs ?? executions.policy.defaults.timeoutMs;
-      const request = { executionId, uri: o.uri, handler: o.handler, input: o.input ?? null, callerDid: o.callerDid ?? null, timeoutMs };
-      const off = o.onProgress ? executions.onProgress(executionId, o.onProgress) : () => undefined;
+      const timeoutMs = fields.timeoutMs ?? executions.policy.defaults.timeoutMs;
+      const request = { executionId, uri: fields.uri, handler: fields.handler, input: fields.input, callerDid: fields.callerDid, timeoutMs };
+      const off = typeof o.onProgress === 'function' ? executions.onProgress(executionId, o.onProgress) : () => undefined;
       try {
         // The deadline covers the whole run; resolution and pulls count against it only up to a generous bound.
-        const waiting = waitFor('execution', executionId, (s) => s === 'succeeded' || s === 'failed', timeoutMs + 600_000);
-        await host.create('execution', executionId, {
-          type: 'execution.requested',
-          data: { request, deadline: new Date(Date.now() + timeoutMs + 120_000).toISOString() },
-        });
-        await waiting;
+        await waitFor('execution', executionId, (s) => s === 'succeeded' || s === 'failed', timeoutMs + 600_000, () =>
+          host.create('execution', executionId, {
+            type: 'execution.requested',
+            data: { request, deadline: new Date(Date.now() + timeoutMs + 120_000).toISOString() },
+          }),
+        );
         await host.settled('execution', executionId); // its cleanup has run
         const view = inspectActor(store, executionId);
         const c = view.context as unknown as ExecutionContext;

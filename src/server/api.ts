@@ -6,7 +6,8 @@ import type { Runlog } from '../actors/runlog.ts';
 import { NotFoundError } from '../domain/errors.ts';
 import type { ActorKind } from '../domain/events.ts';
 import { initialSnapshot, machines, stateName } from '../machines/replay.ts';
-import { HttpError, readJsonBody, sendJson } from './http.ts';
+import { ENVELOPE_OVERHEAD_BYTES } from '../domain/at-run/operator-policy.ts';
+import { HttpError, MAX_BODY_BYTES, readJsonBody, sendJson } from './http.ts';
 import { describeMachine, type MachineChart } from './machine-graph.ts';
 import type { SseHub } from './sse.ts';
 import { Checker, queryBool, queryInt } from './validate.ts';
@@ -209,7 +210,9 @@ const routes: Route[] = [
   }),
 
   route('POST', '/api/executions', async ({ runlog }, { req, res }) => {
-    const body = await readJsonBody(req);
+    // The body may carry an input as large as the operator allows, plus the other fields. The input itself is
+    // checked by execute() before anything is appended (INPUT_INVALID → 400, INPUT_TOO_LARGE → 413).
+    const body = await readJsonBody(req, Math.max(MAX_BODY_BYTES, runlog.policy.input.maxBytes + ENVELOPE_OVERHEAD_BYTES));
     const c = new Checker('request body');
     c.only(body, ['uri', 'handler', 'input', 'timeoutMs', 'callerDid']);
     const uri = c.string(body, 'uri', { required: true, max: 8192, pattern: /^at:\/\/\S+$/, hint: 'must be an at:// URI' });

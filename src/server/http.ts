@@ -14,14 +14,16 @@ export class HttpError extends RunlogError {
 
 const CONFLICT = new Set(['ILLEGAL_EVENT', 'CONCURRENCY', 'ACTOR_EXISTS']);
 const BAD_REQUEST = new Set(['USAGE', 'REPLAY', 'INVALID_REQUEST', 'INVALID_JSON']);
+const TOO_LARGE = new Set(['INPUT_TOO_LARGE', 'PAYLOAD_TOO_LARGE']);
 
-/** NOT_FOUND → 404; validation-like codes → 400; ILLEGAL_EVENT/CONCURRENCY → 409; NOT_IMPLEMENTED → 501; TIMEOUT → 504; the rest → 500. */
+/** NOT_FOUND → 404; INPUT_TOO_LARGE → 413; validation-like codes → 400; ILLEGAL_EVENT/CONCURRENCY → 409; NOT_IMPLEMENTED → 501; TIMEOUT → 504; the rest → 500. */
 export function statusFor(err: unknown): number {
   if (err instanceof HttpError) return err.status;
   if (!(err instanceof RunlogError)) return 500;
   const code = err.code;
   if (code === 'NOT_FOUND') return 404;
   if (CONFLICT.has(code)) return 409;
+  if (TOO_LARGE.has(code)) return 413;
   if (err instanceof ValidationError || BAD_REQUEST.has(code) || /(_INVALID|_MISSING|_NOT_ALLOWED|_MISMATCH)$/.test(code)) return 400;
   if (code === 'NOT_IMPLEMENTED') return 501;
   if (code === 'HOST_CLOSED' || code === 'STORE_CLOSED' || code === 'STORE_BUSY') return 503;

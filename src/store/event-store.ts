@@ -29,7 +29,10 @@ export interface AppendRequest {
   options: AppendOptions;
 }
 
-/** Per request: its result, or the ConcurrencyError that kept its events out (the other requests still commit). */
+/**
+ * Per request: its result, or the error that kept its events out (a ConcurrencyError, or an EventEncodingError
+ * for an event JSON cannot encode); the other requests still commit.
+ */
 export type AppendOutcome = { ok: true; result: AppendResult } | { ok: false; error: Error };
 
 export interface ReadOptions {
@@ -86,7 +89,8 @@ export interface EventStore {
   /**
    * Appends to many streams in one transaction: one commit, one fsync (group commit). Each request's
    * expectedVersion is checked on its own, in order: a conflict keeps that request's events out and is
-   * reported in its outcome; the others commit. Any other failure (disk full, I/O) writes nothing and throws.
+   * reported in its outcome; the others commit. Events are encoded before the transaction starts: a request holding
+   * one JSON cannot encode fails alone the same way. Any other failure (disk full, I/O) writes nothing and throws.
    */
   appendMany(requests: readonly AppendRequest[]): AppendOutcome[];
   read(stream: string, options?: ReadOptions): RecordedEvent[];

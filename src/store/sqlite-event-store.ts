@@ -86,6 +86,42 @@ interface ActorDbRow {
   summary: string;
 }
 
+/** One request with its events already encoded: encoding happens before any transaction starts. */
+interface EncodedRequest {
+  stream: string;
+  events: { event: NewEvent; data: string; meta: string }[];
+  options: AppendOptions;
+  summary: string | null;
+}
+
+/**
+ * An event (or its projection row) that JSON cannot encode: a BigInt, a cycle, nesting too deep for the encoder.
+ * It fails only its own append; nothing of it was written.
+ */
+export class EventEncodingError extends RunlogError {
+  constructor(stream: string, type: string, reason: string, options?: { cause?: unknown }) {
+    super('EVENT_NOT_ENCODABLE', `event ${type} for ${stream} cannot be encoded as JSON (${reason}); nothing was appended`, { stream, type, reason }, options);
+  }
+}
+
+function encodeJson(value: unknown, stream: string, type: string): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (err) {
+    throw new EventEncodingError(stream, type, err instanceof Error ? err.message : String(err), { cause: err });
+  }
+  if (typeof text !== 'string') throw new EventEncodingError(stream, type, `${typeof value} is not JSON`);
+  return text;
+}
+
+/** Encodes one request's events and projection, or says why it cannot be. */
+function encodeRequest(r: AppendRequest): EncodedRequest {
+  const events = r.events.map((e) => ({ event: e, data: encodeJson(e.data, r.stream, e.type), meta: encodeJson(e.meta ?? {}, r.stream, e.type) }));
+  const summary = r.options.projection ? encodeJson(r.options.projection.summary, r.stream, r.events[0]?.type ?? 'projection') : null;
+  return { stream: r.stream, events, options: r.options, summary };
+}
+
 const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
 
 /**
@@ -204,8 +240,8 @@ export class SqliteEventStore implements EventStore {
     dataVersion: Database.Statement<[], { data_version: number }>;
   };
 
-  private readonly appendTx: (stream: string, events: readonly NewEvent[], options: AppendOptions) => AppendResult;
-  private readonly appendManyTx: (requests: readonly AppendRequest[]) => AppendOutcome[];
+  private readonly appendTx: (request: EncodedRequest) => AppendResult;
+  private readonly appendManyTx: (requests: readonly EncodedRequest[]) => AppendOutcome[];
   /** iterateReplay's page query, prepared on first use. */
   private replayPage: Database.Statement<[number, number], ReplayRow> | undefined;
 
@@ -259,11 +295,11 @@ export class SqliteEventStore implements EventStore {
       readAll: db.prepare('SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?'),
       dataVersion: db.prepare('PRAGMA data_version'),
     };
-    this.appendTx = db.transaction((stream, events, opts) => this.appendInTx(stream, events, opts)).immediate as never;
-    this.appendManyTx = db.transaction((requests: readonly AppendRequest[]) =>
+    this.appendTx = db.transaction((request: EncodedRequest) => this.appendInTx(request)).immediate as never;
+    this.appendManyTx = db.transaction((requests: readonly EncodedRequest[]) =>
       requests.map((r): AppendOutcome => {
         try {
-          return { ok: true, result: this.appendInTx(r.stream, r.events, r.options) };
+          return { ok: true, result: this.appendInTx(r) };
         } catch (err) {
           // appendInTx checks the version before it writes anything: a conflict leaves nothing to undo.
           if (err instanceof ConcurrencyError) return { ok: false, error: err };
@@ -348,7 +384,7 @@ export class SqliteEventStore implements EventStore {
     }
   }
 
-  private appendInTx(stream: string, events: readonly NewEvent[], options: AppendOptions): AppendResult {
+  private appendInTx({ stream, events, options, summary }: EncodedRequest): AppendResult {
     const actual = this.stmt.streamVersion.get(stream)?.version ?? 0;
     const ev = options.expectedVersion;
     if (ev !== 'any') {
@@ -359,18 +395,18 @@ export class SqliteEventStore implements EventStore {
     const recorded: RecordedEvent[] = [];
     let version = actual;
     let lastSeq = 0;
-    for (const e of events) {
+    for (const { event: e, data, meta: metaText } of events) {
       version += 1;
       const schema = e.schema ?? this.upcasters.currentSchema(e.type);
       const at = e.at ?? now;
       const meta = e.meta ?? {};
-      const info = this.stmt.insertEvent.run(stream, version, e.type, schema, JSON.stringify(e.data), JSON.stringify(meta), at);
+      const info = this.stmt.insertEvent.run(stream, version, e.type, schema, data, metaText, at);
       lastSeq = Number(info.lastInsertRowid);
       recorded.push({ seq: lastSeq, stream, version, type: e.type, schema, data: e.data as Record<string, unknown>, meta, at });
     }
     const p = options.projection;
     if (p) {
-      this.stmt.upsertActor.run(p.id, p.kind, p.stream, p.state, p.status, version, p.createdAt, p.updatedAt, JSON.stringify(p.summary));
+      this.stmt.upsertActor.run(p.id, p.kind, p.stream, p.state, p.status, version, p.createdAt, p.updatedAt, summary ?? '{}');
     }
     return { version, lastSeq, events: recorded };
   }
@@ -379,11 +415,13 @@ export class SqliteEventStore implements EventStore {
     if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
     if (this.readOnly) throw new ReadOnlyLogError(this.file);
     if (events.length === 0) return { version: this.streamVersion(stream), lastSeq: 0, events: [] };
+    // Encoded before the transaction: a value JSON cannot encode throws EventEncodingError and writes nothing.
+    const encoded = encodeRequest({ stream, events, options });
     let result: AppendResult;
     const t0 = this.onAppend ? performance.now() : 0;
     try {
       this.beforeWrite();
-      result = this.appendTx(stream, events, options);
+      result = this.appendTx(encoded);
     } catch (err) {
       throw translate(this.file, err);
     }
@@ -396,17 +434,33 @@ export class SqliteEventStore implements EventStore {
     if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
     if (this.readOnly) throw new ReadOnlyLogError(this.file);
     if (requests.every((r) => r.events.length === 0)) return requests.map((r) => ({ ok: true, result: { version: this.streamVersion(r.stream), lastSeq: 0, events: [] } }));
-    let outcomes: AppendOutcome[];
-    const t0 = this.onAppend ? performance.now() : 0;
-    try {
-      this.beforeWrite();
-      outcomes = this.appendManyTx(requests);
-    } catch (err) {
-      throw translate(this.file, err);
+    // Every request is encoded before the shared transaction: one that cannot be encoded fails alone (its outcome
+    // says why) and never rolls back the others, which may be other callers' events decided in the same tick.
+    const outcomes: (AppendOutcome | null)[] = [];
+    const encoded: EncodedRequest[] = [];
+    for (const r of requests) {
+      try {
+        encoded.push(encodeRequest(r));
+        outcomes.push(null);
+      } catch (err) {
+        outcomes.push({ ok: false, error: err as Error });
+      }
     }
-    if (this.onAppend) this.onAppend((performance.now() - t0) / 1000, outcomes.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0));
-    this.notify();
-    return outcomes;
+    if (encoded.length > 0) {
+      let committed: AppendOutcome[];
+      const t0 = this.onAppend ? performance.now() : 0;
+      try {
+        this.beforeWrite();
+        committed = this.appendManyTx(encoded);
+      } catch (err) {
+        throw translate(this.file, err);
+      }
+      if (this.onAppend) this.onAppend((performance.now() - t0) / 1000, committed.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0));
+      let i = 0;
+      for (let k = 0; k < outcomes.length; k++) if (outcomes[k] === null) outcomes[k] = committed[i++]!;
+      this.notify();
+    }
+    return outcomes as AppendOutcome[];
   }
 
   private toRecorded(r: EventRow): RecordedEvent {

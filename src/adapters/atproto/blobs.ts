@@ -36,7 +36,7 @@ export async function fetchBlob(did: string, cid: string, opts: FetchBlobOptions
   const identity = opts.identity && opts.identity.did === did ? opts.identity : await resolveDid(did, opts);
   const maxBytes = opts.maxBytes ?? DEFAULT_MAX_BLOB_BYTES;
   const url = xrpcUrl(identity.pdsEndpoint, 'com.atproto.sync.getBlob', { did, cid: wanted.toString() });
-  const res = await httpGet(url, { timeoutMs: opts.timeoutMs, maxBytes, tooLarge: 'BLOB_TOO_LARGE', what: `blob ${cid} of ${did}` });
+  const res = await httpGet(url, { timeoutMs: opts.timeoutMs, deadlineAt: opts.deadlineAt, maxBytes, tooLarge: 'BLOB_TOO_LARGE', what: `blob ${cid} of ${did}` });
   if (res.status !== 200) {
     const x = xrpcError(res.body);
     if (res.status === 400 || res.status === 404) {

@@ -6,7 +6,9 @@ import { RunlogError, ValidationError } from '../../domain/errors.ts';
 export type AtprotoErrorCode =
   | 'DID_RESOLUTION_FAILED' // no DID document, a malformed one, or one without #atproto_pds / #atproto
   | 'HANDLE_RESOLUTION_FAILED' // a handle did not resolve, or its DID document does not claim it back
-  | 'PDS_UNREACHABLE' // network error, timeout, 5xx, or an answer that is not XRPC
+  | 'PDS_UNREACHABLE' // network error, 5xx, or an answer that is not XRPC
+  | 'NETWORK_TIMEOUT' // a read (connect, headers and body) did not finish within its deadline
+  | 'DID_WEB_HOST_REFUSED' // did:web on a loopback or link-local host, which the operator did not allow
   | 'RECORD_NOT_FOUND' // the PDS says so (cid mode), or the signed MST proves absence (strict mode)
   | 'RECORD_CID_MISMATCH' // recomputed CID differs from the returned one, or from expectCid
   | 'RECORD_SIGNATURE_INVALID' // the commit is not signed by the DID document's #atproto key (or is another repo's)

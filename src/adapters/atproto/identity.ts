@@ -4,6 +4,8 @@
 // short-TTL cache: identity-cache.ts.)
 
 import * as crypto from '@atproto/crypto';
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
 import { AtprotoError } from './errors.ts';
 import { httpGet, parseJsonBody, xrpcError, xrpcUrl, type HttpResult } from './http.ts';
 import { assertDid, isValidDid, isValidHandle, type AtUri } from './syntax.ts';
@@ -24,9 +26,18 @@ export interface ResolvedIdentity {
 export interface IdentityOptions {
   /** PLC directory for did:plc (default https://plc.directory). */
   plcUrl?: string;
-  /** For tests: did:web on localhost / 127.0.0.1 / [::1] is fetched over http instead of https. */
+  /**
+   * did:web on a loopback or link-local host (localhost, 127.0.0.0/8, ::1, 169.254.0.0/16, fe80::/10, or a name
+   * that resolves to one) is refused (DID_WEB_HOST_REFUSED) unless this is true: a DID document must not make
+   * the supervisor probe its own machine or the cloud metadata service.
+   */
+  didWebAllowLoopback?: boolean;
+  /** For tests: did:web on localhost / 127.0.0.1 / [::1] is fetched over http instead of https (implies didWebAllowLoopback). */
   didWebAllowHttpLoopback?: boolean;
+  /** Longest one read may take (connect, headers, body), in ms. Default 10 s. */
   timeoutMs?: number;
+  /** Absolute bound (epoch ms) on every read: what is left of the execution's deadline. */
+  deadlineAt?: number;
 }
 
 const PLC_RE = /^did:plc:[a-z2-7]{24}$/;
@@ -36,11 +47,12 @@ const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
 export async function resolveDid(did: string, opts: IdentityOptions = {}): Promise<ResolvedIdentity> {
   assertDid(did);
   const url = didDocumentUrl(did, opts);
+  if (did.startsWith('did:web:')) await assertDidWebHostAllowed(did, new URL(url).hostname, opts);
   let res: HttpResult;
   try {
-    res = await httpGet(url, { timeoutMs: opts.timeoutMs, maxBytes: MAX_DID_DOC_BYTES, tooLarge: 'DID_RESOLUTION_FAILED', what: `DID document of ${did}`, accept: 'application/did+ld+json, application/json' });
+    res = await httpGet(url, { timeoutMs: opts.timeoutMs, deadlineAt: opts.deadlineAt, maxBytes: MAX_DID_DOC_BYTES, tooLarge: 'DID_RESOLUTION_FAILED', what: `DID document of ${did}`, accept: 'application/did+ld+json, application/json' });
   } catch (err) {
-    if (err instanceof AtprotoError && err.code === 'DID_RESOLUTION_FAILED') throw err;
+    if (err instanceof AtprotoError && (err.code === 'DID_RESOLUTION_FAILED' || err.code === 'NETWORK_TIMEOUT')) throw err;
     throw new AtprotoError('DID_RESOLUTION_FAILED', `could not fetch the DID document of ${did} from ${url}: ${(err as Error).message}`, { did, url }, { cause: err });
   }
   if (res.status === 404 || res.status === 410) {
@@ -75,6 +87,40 @@ export function didDocumentUrl(did: string, opts: IdentityOptions = {}): string 
     return `${scheme}://${parsed.host}/.well-known/did.json`;
   }
   throw new AtprotoError('DID_RESOLUTION_FAILED', `unsupported DID method in ${did} (only did:plc and did:web)`, { did });
+}
+
+/** Loopback and link-local addresses (IPv4, IPv6, IPv4-mapped IPv6). */
+export function isLoopbackOrLinkLocal(address: string): boolean {
+  const a = address.toLowerCase().replace(/^\[|\]$/g, '');
+  const v4 = /^(?:::ffff:)?(\d{1,3})\.(\d{1,3})\.\d{1,3}\.\d{1,3}$/.exec(a);
+  if (v4) return v4[1] === '127' || (v4[1] === '169' && v4[2] === '254') || v4[1] === '0';
+  if (isIP(a) === 6) return a === '::1' || a === '::' || /^fe[89ab][0-9a-f]:/.test(a);
+  return false;
+}
+
+/**
+ * The did:web fetch policy: the host must not be loopback or link-local, by name or by what it resolves to now,
+ * unless the operator allowed it. (A name that resolves differently between this check and the fetch — DNS
+ * rebinding — is not caught here; see the README.)
+ */
+async function assertDidWebHostAllowed(did: string, hostname: string, opts: IdentityOptions): Promise<void> {
+  if (opts.didWebAllowLoopback || opts.didWebAllowHttpLoopback) return;
+  const host = hostname.replace(/^\[|\]$/g, '');
+  const refuse = (why: string) =>
+    new AtprotoError('DID_WEB_HOST_REFUSED', `${did}: ${why}; did:web on loopback or link-local hosts is refused unless the operator allows it (atproto.didWebAllowLoopback)`, { did, host });
+  if (host === 'localhost' || host.endsWith('.localhost')) throw refuse(`${host} is a loopback name`);
+  if (isIP(host) !== 0) {
+    if (isLoopbackOrLinkLocal(host)) throw refuse(`${host} is a loopback or link-local address`);
+    return;
+  }
+  let addresses: { address: string }[];
+  try {
+    addresses = await lookup(host, { all: true });
+  } catch (err) {
+    throw new AtprotoError('DID_RESOLUTION_FAILED', `${did}: ${host} does not resolve (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { did, host });
+  }
+  const bad = addresses.find((a) => isLoopbackOrLinkLocal(a.address));
+  if (bad) throw refuse(`${host} resolves to ${bad.address}, a loopback or link-local address`);
 }
 
 type Obj = Record<string, unknown>;
@@ -162,7 +208,7 @@ export async function resolveHandle(handle: string, opts: HandleOptions): Promis
   const h = handle.toLowerCase();
   if (!isValidHandle(h)) throw new AtprotoError('HANDLE_RESOLUTION_FAILED', `invalid handle ${JSON.stringify(handle)}`, { handle });
   const url = xrpcUrl(opts.handleResolverUrl, 'com.atproto.identity.resolveHandle', { handle: h });
-  const res = await httpGet(url, { timeoutMs: opts.timeoutMs, maxBytes: 64 * 1024, tooLarge: 'HANDLE_RESOLUTION_FAILED', what: `handle ${h}` });
+  const res = await httpGet(url, { timeoutMs: opts.timeoutMs, deadlineAt: opts.deadlineAt, maxBytes: 64 * 1024, tooLarge: 'HANDLE_RESOLUTION_FAILED', what: `handle ${h}` });
   if (res.status !== 200) {
     throw new AtprotoError('HANDLE_RESOLUTION_FAILED', `handle ${h} did not resolve (HTTP ${res.status})`, { handle: h, status: res.status, ...xrpcError(res.body) });
   }

@@ -66,12 +66,12 @@ export async function fetchRecord(uri: string, opts: FetchRecordOptions = {}): P
   let result: { cid: string; value: JsonObject; commit?: { cid: string; rev: string } };
   if (mode === 'strict') {
     const url = xrpcUrl(identity.pdsEndpoint, 'com.atproto.sync.getRecord', { did: target.did, collection: target.collection, rkey: target.rkey });
-    const res = await httpGet(url, { timeoutMs: opts.timeoutMs, maxBytes, tooLarge: 'RECORD_TOO_LARGE', what: `record proof for ${canonical}`, accept: 'application/vnd.ipld.car' });
+    const res = await httpGet(url, { timeoutMs: opts.timeoutMs, deadlineAt: opts.deadlineAt, maxBytes, tooLarge: 'RECORD_TOO_LARGE', what: `record proof for ${canonical}`, accept: 'application/vnd.ipld.car' });
     assertFound(res, url, canonical);
     result = await verifyRecordProof(res.body, target);
   } else if (mode === 'cid') {
     const url = xrpcUrl(identity.pdsEndpoint, 'com.atproto.repo.getRecord', { repo: target.did, collection: target.collection, rkey: target.rkey });
-    const res = await httpGet(url, { timeoutMs: opts.timeoutMs, maxBytes, tooLarge: 'RECORD_TOO_LARGE', what: `record ${canonical}`, accept: 'application/json' });
+    const res = await httpGet(url, { timeoutMs: opts.timeoutMs, deadlineAt: opts.deadlineAt, maxBytes, tooLarge: 'RECORD_TOO_LARGE', what: `record ${canonical}`, accept: 'application/json' });
     assertFound(res, url, canonical);
     result = verifyRecordJson(parseJsonBody(res, url, `record ${canonical}`), target);
   } else {

@@ -5,6 +5,8 @@
 //   maxStdoutBytes  total protocol bytes            → 'output-limit' (the caller kills the container)
 //   maxFrameBytes   one frame (line)                → 'frame-too-large' when that line ends (or the stream
 //                                                     ends); its bytes are counted but never buffered
+//   maxFrameDepth   nesting of one frame            → 'frame-too-deep' (checked on the text, before parsing:
+//                                                     a frame the supervisor could not re-encode is never taken)
 //   any line that is not a frame of this invocation → 'malformed-frame'
 //   maxStderrBytes  stderr kept (the last bytes)    → older stderr is dropped, never an error
 
@@ -19,10 +21,12 @@ export type Frame =
   | { type: 'log'; id: string; level?: string; message: string }
   | { type: 'progress'; id: string; progress: unknown; message?: string };
 
-export type OutputViolation = 'output-limit' | 'frame-too-large' | 'malformed-frame';
+export type OutputViolation = 'output-limit' | 'frame-too-large' | 'frame-too-deep' | 'malformed-frame';
 
 export interface OutputLimits {
   maxFrameBytes: number;
+  /** Deepest nesting of arrays/objects in one frame. */
+  maxFrameDepth: number;
   maxStdoutBytes: number;
   maxStderrBytes: number;
   /** How many log/progress frames to keep for the result (all are still passed to onFrame). */
@@ -31,6 +35,7 @@ export interface OutputLimits {
 
 export const DEFAULT_OUTPUT_LIMITS: OutputLimits = {
   maxFrameBytes: 1024 * 1024,
+  maxFrameDepth: 128,
   maxStdoutBytes: 16 * 1024 * 1024,
   maxStderrBytes: 64 * 1024,
   maxKeptFrames: 1000,
@@ -70,6 +75,23 @@ export class StreamDemuxer {
 }
 
 const FRAME_TYPES = new Set(['result', 'error', 'log', 'progress']);
+
+/** The nesting depth of JSON text (brackets outside strings), stopping as soon as it passes `max`. */
+export function jsonDepthExceeds(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return false;
+}
 
 /** Checks one parsed line against protocol v1 for invocation `id`; returns the frame or why it is malformed. */
 export function checkFrame(value: unknown, id: string | null): Frame | string {
@@ -196,6 +218,10 @@ export class FrameCollector {
     }
     const text = line!.toString('utf8').replace(/\r$/, '');
     if (text.trim() === '') return;
+    if (jsonDepthExceeds(text, this.#limits.maxFrameDepth)) {
+      this.#breach('frame-too-deep', `a frame is nested deeper than ${this.#limits.maxFrameDepth} levels`);
+      return;
+    }
     let value: unknown;
     try {
       value = JSON.parse(text);

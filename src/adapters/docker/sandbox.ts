@@ -82,6 +82,7 @@ export type FailureReason =
   | 'timeout'
   | 'output-limit'
   | 'frame-too-large'
+  | 'frame-too-deep'
   | 'malformed-frame'
   | 'no-result'
   | 'oom'
@@ -214,6 +215,7 @@ const now = (): number => performance.now();
 function limitsOf(opts: Partial<OutputLimits>): OutputLimits {
   return {
     maxFrameBytes: opts.maxFrameBytes ?? DEFAULT_OUTPUT_LIMITS.maxFrameBytes,
+    maxFrameDepth: opts.maxFrameDepth ?? DEFAULT_OUTPUT_LIMITS.maxFrameDepth,
     maxStdoutBytes: opts.maxStdoutBytes ?? DEFAULT_OUTPUT_LIMITS.maxStdoutBytes,
     maxStderrBytes: opts.maxStderrBytes ?? DEFAULT_OUTPUT_LIMITS.maxStderrBytes,
     maxKeptFrames: opts.maxKeptFrames ?? DEFAULT_OUTPUT_LIMITS.maxKeptFrames,
@@ -225,6 +227,7 @@ const REASON_CODES: Record<FailureReason, string> = {
   timeout: 'DEADLINE_EXCEEDED',
   'output-limit': 'OUTPUT_LIMIT',
   'frame-too-large': 'FRAME_TOO_LARGE',
+  'frame-too-deep': 'FRAME_TOO_DEEP',
   'malformed-frame': 'MALFORMED_FRAME',
   'no-result': 'NO_RESULT',
   oom: 'OUT_OF_MEMORY',

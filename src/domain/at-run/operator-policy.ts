@@ -9,7 +9,9 @@
 //   "registries": ["localhost:5000"],                registries runtime and addition images may come from
 //                                                    ("*" = any; a name without a host means "docker.io")
 //   "archive": { maxArchiveBytes, maxEntries, maxExpandedBytes, maxFileBytes },
-//   "ceilings": { memoryMb, cpus, pids, timeoutMs, stdoutBytes, stderrBytes, frameBytes },
+//   "ceilings": { memoryMb, cpus, pids, timeoutMs, stdoutBytes, stderrBytes, frameBytes, frameDepth },
+//   "input": { maxBytes, maxDepth },                 an execution's input: encoded JSON size and nesting, checked
+//                                                    before anything is appended (INPUT_TOO_LARGE / INPUT_INVALID)
 //   "defaults": { memoryMb, cpus, pids, timeoutMs },  used where the code record requests nothing
 //   "limitMode": "clamp" | "reject",                 a request above a ceiling is lowered, or refused
 //   "isolation": "runc" | "runsc"                    OCI runtime of the sandbox (runsc = gVisor)
@@ -42,9 +44,22 @@ export interface ResourceCeilings {
   timeoutMs: number;
   stdoutBytes: number;
   stderrBytes: number;
-  /** Largest protocol frame (one newline-delimited JSON object) accepted on stdout or stdin. */
+  /** Largest protocol frame (one newline-delimited JSON object) accepted on stdout. Below stdoutBytes by default. */
   frameBytes: number;
+  /** Deepest nesting of arrays/objects in a frame the worker writes (FRAME_TOO_DEEP beyond it). */
+  frameDepth: number;
 }
+
+/** What a caller may send as an execution's input. */
+export interface InputLimits {
+  /** Encoded JSON size in bytes. */
+  maxBytes: number;
+  /** Nesting of arrays and objects. */
+  maxDepth: number;
+}
+
+/** Room in the invocation envelope for everything but the input (URI, CIDs, handler, caller DID, deadline). */
+export const ENVELOPE_OVERHEAD_BYTES = 64 * 1024;
 
 export type ResourceDefaults = Pick<ResourceCeilings, 'memoryMb' | 'cpus' | 'pids' | 'timeoutMs'>;
 
@@ -56,6 +71,7 @@ export interface OperatorPolicy {
   archive: ArchiveLimits;
   ceilings: ResourceCeilings;
   defaults: ResourceDefaults;
+  input: InputLimits;
   limitMode: LimitMode;
   isolation: Isolation;
 }
@@ -81,11 +97,15 @@ export const DEFAULT_OPERATOR_POLICY: Readonly<OperatorPolicy> = deepFreeze({
     cpus: 1,
     pids: 128,
     timeoutMs: 60_000,
-    stdoutBytes: 1024 * 1024,
+    // A frame may be at most half of what stdout may carry, so FRAME_TOO_LARGE (one line too big) and
+    // OUTPUT_LIMIT (too much in total) are different answers.
+    stdoutBytes: 2 * 1024 * 1024,
     stderrBytes: 1024 * 1024,
     frameBytes: 1024 * 1024,
+    frameDepth: 128,
   },
   defaults: { memoryMb: 256, cpus: 1, pids: 64, timeoutMs: 10_000 },
+  input: { maxBytes: 1024 * 1024, maxDepth: 128 },
   limitMode: 'clamp',
   isolation: 'runc',
 });
@@ -98,8 +118,12 @@ function deepFreeze<T>(o: T): T {
   return o;
 }
 
-const TOP_KEYS = ['protocolVersions', 'platforms', 'publishers', 'registries', 'archive', 'ceilings', 'defaults', 'limitMode', 'isolation'] as const;
-const CEILING_KEYS = ['memoryMb', 'cpus', 'pids', 'timeoutMs', 'stdoutBytes', 'stderrBytes', 'frameBytes'] as const;
+const TOP_KEYS = ['protocolVersions', 'platforms', 'publishers', 'registries', 'archive', 'ceilings', 'defaults', 'input', 'limitMode', 'isolation'] as const;
+const CEILING_KEYS = ['memoryMb', 'cpus', 'pids', 'timeoutMs', 'stdoutBytes', 'stderrBytes', 'frameBytes', 'frameDepth'] as const;
+const INPUT_KEYS = ['maxBytes', 'maxDepth'] as const;
+/** Bounds the supervisor itself needs: deeper values are not encoded safely, larger ones not held in memory. */
+const MAX_INPUT_DEPTH = 1000;
+const MAX_INPUT_BYTES = 64 * 1024 * 1024;
 const DEFAULT_KEYS = ['memoryMb', 'cpus', 'pids', 'timeoutMs'] as const;
 const PLATFORM_PART_RE = /^[a-z0-9][a-z0-9._-]{0,31}$/;
 const REGISTRY_RE = /^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]{1,5})?$/;
@@ -227,6 +251,17 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
       issues.push(`defaults.${k} (${defaults[k]}) is above ceilings.${k} (${ceilings[k]})`);
     }
   }
+  let input: InputLimits = { ...d.input };
+  if (value.input !== undefined) {
+    if (!isObject(value.input)) issues.push('input must be an object { maxBytes, maxDepth }');
+    else {
+      unknown(issues, 'input', value.input, INPUT_KEYS);
+      input = { ...d.input, ...(value.input as Partial<InputLimits>) };
+      if (!positiveNumber(input.maxBytes, true) || input.maxBytes > MAX_INPUT_BYTES) issues.push(`input.maxBytes must be a positive integer up to ${MAX_INPUT_BYTES} (got ${JSON.stringify(input.maxBytes)})`);
+      if (!positiveNumber(input.maxDepth, true) || input.maxDepth > MAX_INPUT_DEPTH) issues.push(`input.maxDepth must be a positive integer up to ${MAX_INPUT_DEPTH} (got ${JSON.stringify(input.maxDepth)})`);
+    }
+  }
+  if (typeof ceilings.frameDepth === 'number' && ceilings.frameDepth > MAX_INPUT_DEPTH) issues.push(`ceilings.frameDepth must be at most ${MAX_INPUT_DEPTH}`);
   if (typeof ceilings.memoryMb === 'number' && ceilings.memoryMb < 6) issues.push('ceilings.memoryMb must be at least 6 (the Docker minimum)');
 
   const limitMode = value.limitMode ?? d.limitMode;
@@ -245,6 +280,7 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
     archive,
     ceilings,
     defaults,
+    input,
     limitMode: limitMode as LimitMode,
     isolation: isolation as Isolation,
   });

@@ -1,0 +1,142 @@
+// Caller-supplied values (an execution's input) checked at the boundary, before anything is appended: the log
+// stores JSON, so a value JSON cannot encode faithfully (a BigInt, a cycle, a function, NaN, a Map that would
+// silently become {}) or one too deep or too large to encode safely is refused here, with every problem named,
+// instead of throwing inside a shared commit later.
+//
+// The walk is iterative (no recursion: a 1,000,000-level array is refused, not a stack overflow) and counts the
+// exact UTF-8 size of the JSON encoding as it goes, so a value whose encoding would exceed the bound (including a
+// small object graph that shares one subtree many times) is refused after at most `maxBytes` units of work.
+import { RunlogError, ValidationError } from './errors.ts';
+
+export interface JsonInputLimits {
+  /** Largest encoded size (UTF-8 bytes of JSON.stringify). */
+  maxBytes: number;
+  /** Deepest nesting of arrays and objects (a scalar is depth 0, `[1]` depth 1). */
+  maxDepth: number;
+}
+
+/** The input's JSON encoding is larger than the operator allows (HTTP 413). */
+export class InputTooLargeError extends RunlogError {
+  constructor(what: string, maxBytes: number) {
+    super('INPUT_TOO_LARGE', `${what} encodes to more than ${maxBytes} bytes of JSON (the operator policy's input.maxBytes)`, { maxBytes });
+  }
+}
+
+const MAX_ISSUES = 20;
+
+/** A key or index path for messages: input.a[3]["b c"]. */
+function pathOf(parent: string, key: string | number): string {
+  if (typeof key === 'number') return `${parent}[${key}]`;
+  return /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(key) ? `${parent}.${key}` : `${parent}[${JSON.stringify(key)}]`;
+}
+
+const utf8 = (s: string): number => Buffer.byteLength(s, 'utf8');
+
+function describe(v: unknown): string {
+  if (typeof v === 'bigint') return 'a BigInt (JSON has no BigInt: send it as a string)';
+  if (typeof v === 'function') return 'a function';
+  if (typeof v === 'symbol') return 'a symbol';
+  if (typeof v === 'undefined') return 'undefined';
+  if (typeof v === 'number') return `${v} (JSON has no NaN or Infinity)`;
+  const name = (Object.getPrototypeOf(v) as { constructor?: { name?: string } } | null)?.constructor?.name ?? 'an object';
+  return `a ${name}, not a plain object or array${name === 'Date' ? ' (send date.toISOString())' : ''}`;
+}
+
+function isPlainObject(v: object): boolean {
+  const proto = Object.getPrototypeOf(v) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+type Frame = { kind: 'enter'; value: unknown; path: string; depth: number } | { kind: 'exit'; value: object };
+
+/**
+ * Checks that `value` is plain JSON within `limits` and returns its encoded size. `undefined` at the top is
+ * refused (JSON.stringify would return undefined); inside an object an undefined property is dropped by the
+ * encoding and accepted, as JSON.stringify does. Throws ValidationError `INPUT_INVALID` listing the problems
+ * (cycles, BigInt, functions, symbols, non-finite numbers, non-plain objects, too deep), or
+ * InputTooLargeError `INPUT_TOO_LARGE`.
+ */
+export function checkJsonInput(value: unknown, limits: JsonInputLimits, what = 'input'): number {
+  try {
+    return walk(value, limits, what);
+  } catch (err) {
+    if (err instanceof RunlogError) throw err;
+    // A getter or a Proxy trap that throws: the value cannot be read, so it cannot be encoded either.
+    throw new ValidationError('INPUT_INVALID', `${what} cannot be read as JSON: ${err instanceof Error ? err.message : String(err)}`, ['unreadable value']);
+  }
+}
+
+function walk(value: unknown, limits: JsonInputLimits, what: string): number {
+  const issues: string[] = [];
+  const ancestors = new Set<object>();
+  const stack: Frame[] = [{ kind: 'enter', value, path: what, depth: 0 }];
+  let bytes = 0;
+  let tooDeep = false;
+  const add = (n: number) => {
+    bytes += n;
+    if (bytes > limits.maxBytes) throw new InputTooLargeError(what, limits.maxBytes);
+  };
+  while (stack.length > 0 && issues.length < MAX_ISSUES) {
+    const f = stack.pop()!;
+    if (f.kind === 'exit') {
+      ancestors.delete(f.value);
+      continue;
+    }
+    const v = f.value;
+    if (v === null || typeof v === 'boolean') {
+      add(v === false ? 5 : 4); // null, true / false
+      continue;
+    }
+    if (typeof v === 'string') {
+      add(utf8(JSON.stringify(v)));
+      continue;
+    }
+    if (typeof v === 'number') {
+      if (!Number.isFinite(v)) issues.push(`${f.path} is ${describe(v)}`);
+      else add(String(v).length);
+      continue;
+    }
+    if (typeof v !== 'object') {
+      issues.push(`${f.path} is ${describe(v)}`);
+      continue;
+    }
+    if (ancestors.has(v)) {
+      issues.push(`${f.path} refers back to one of its own ancestors (a cycle)`);
+      continue;
+    }
+    if (f.depth + 1 > limits.maxDepth) {
+      // One message for the deepest branch is enough: a 5,000-level value is one problem, not 4,936.
+      if (!tooDeep) issues.push(`${f.path} is nested deeper than ${limits.maxDepth} levels (the operator policy's input.maxDepth)`);
+      tooDeep = true;
+      continue;
+    }
+    const isArray = Array.isArray(v);
+    if (!isArray && !isPlainObject(v)) {
+      issues.push(`${f.path} is ${describe(v)}`);
+      continue;
+    }
+    ancestors.add(v);
+    stack.push({ kind: 'exit', value: v });
+    if (isArray) {
+      const arr = v as unknown[];
+      add(2 + Math.max(0, arr.length - 1)); // brackets and commas
+      for (let i = arr.length - 1; i >= 0; i--) {
+        const item = arr[i];
+        // JSON.stringify writes null for these inside arrays: refuse instead of changing the value.
+        stack.push({ kind: 'enter', value: item, path: pathOf(f.path, i), depth: f.depth + 1 });
+      }
+    } else {
+      const entries = Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== undefined);
+      add(2 + Math.max(0, entries.length - 1));
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [k, x] = entries[i]!;
+        add(utf8(JSON.stringify(k)) + 1); // "key":
+        stack.push({ kind: 'enter', value: x, path: pathOf(f.path, k), depth: f.depth + 1 });
+      }
+    }
+  }
+  if (issues.length > 0) {
+    throw new ValidationError('INPUT_INVALID', `${what} is not plain JSON within the operator's limits${issues.length === 1 ? `: ${issues[0]}` : ''}`, issues);
+  }
+  return bytes;
+}
