@@ -1,0 +1,42 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
+import { tempDir } from './support/tmp.ts';
+
+function deep(levels: number): unknown {
+  const top: unknown[] = [];
+  let cur = top;
+  for (let i = 1; i < levels; i++) cur.push((cur = []));
+  return top;
+}
+
+describe('SqliteEventStore: events JSON cannot encode', () => {
+  it('append refuses a BigInt, a cycle or a too-deep value with EVENT_NOT_ENCODABLE and writes nothing', () => {
+    const s = new SqliteEventStore(join(tempDir(), 'log.db'));
+    const cyclic: Record<string, unknown> = {};
+    cyclic.me = cyclic;
+    for (const data of [{ n: 1n }, cyclic, { d: deep(20_000) }]) {
+      expect(() => s.append('x-1', [{ type: 't', data: data as Record<string, unknown> }], { expectedVersion: 'any' })).toThrow(expect.objectContaining({ code: 'EVENT_NOT_ENCODABLE' }));
+    }
+    expect(s.lastSeq()).toBe(0);
+    s.close();
+  });
+
+  it('appendMany: a request that cannot be encoded fails alone; the rest of the batch commits', () => {
+    const s = new SqliteEventStore(join(tempDir(), 'log.db'));
+    const outcomes = s.appendMany([
+      { stream: 'a-1', events: [{ type: 't', data: { ok: 1 } }], options: { expectedVersion: 'no-stream' } },
+      { stream: 'b-1', events: [{ type: 't', data: { bad: 2n } as Record<string, unknown> }], options: { expectedVersion: 'no-stream' } },
+      { stream: 'c-1', events: [{ type: 't', data: { ok: 3 } }, { type: 'u', data: { d: deep(20_000) } as Record<string, unknown> }], options: { expectedVersion: 'no-stream' } },
+      { stream: 'd-1', events: [{ type: 't', data: { ok: 4 } }], options: { expectedVersion: 'no-stream' } },
+    ]);
+    expect(outcomes.map((o) => o.ok)).toEqual([true, false, false, true]);
+    expect(outcomes.filter((o) => !o.ok).map((o) => (o as { error: { code: string } }).error.code)).toEqual(['EVENT_NOT_ENCODABLE', 'EVENT_NOT_ENCODABLE']);
+    expect(s.read('a-1').map((e) => e.data)).toEqual([{ ok: 1 }]);
+    expect(s.read('d-1').map((e) => e.data)).toEqual([{ ok: 4 }]);
+    expect(s.streamVersion('b-1')).toBe(0);
+    expect(s.streamVersion('c-1')).toBe(0); // all of a request, or none of it
+    expect(s.lastSeq()).toBe(2);
+    s.close();
+  });
+});
