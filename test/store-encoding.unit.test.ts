@@ -31,7 +31,7 @@ describe('SqliteEventStore: events JSON cannot encode', () => {
       { stream: 'd-1', events: [{ type: 't', data: { ok: 4 } }], options: { expectedVersion: 'no-stream' } },
     ]);
     expect(outcomes.map((o) => o.ok)).toEqual([true, false, false, true]);
-    expect(outcomes.filter((o) => !o.ok).map((o) => (o as { error: { code: string } }).error.code)).toEqual(['EVENT_NOT_ENCODABLE', 'EVENT_NOT_ENCODABLE']);
+    expect(outcomes.filter((o) => !o.ok).map((o) => (o as unknown as { error: { code: string } }).error.code)).toEqual(['EVENT_NOT_ENCODABLE', 'EVENT_NOT_ENCODABLE']);
     expect(s.read('a-1').map((e) => e.data)).toEqual([{ ok: 1 }]);
     expect(s.read('d-1').map((e) => e.data)).toEqual([{ ok: 4 }]);
     expect(s.streamVersion('b-1')).toBe(0);
