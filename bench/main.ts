@@ -2,12 +2,13 @@
 // starts with <prefix>, prints a table (or one JSON array with --json on stdout; progress on stderr).
 import type { Bench, BenchResult } from './harness.ts';
 import { execBenches } from './exec.bench.ts';
+import { heapBenches } from './heap.bench.ts';
 import { recoveryBenches } from './recovery.bench.ts';
 import { spawnBenches } from './spawn.bench.ts';
 import { storeBenches } from './store.bench.ts';
 import { storePgBenches } from './store-pg.bench.ts';
 
-const benches: Bench[] = [...storeBenches, ...storePgBenches, ...spawnBenches, ...execBenches, ...recoveryBenches];
+const benches: Bench[] = [...storeBenches, ...storePgBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches];
 
 async function main(argv: string[]): Promise<number> {
   const json = argv.includes('--json');
