@@ -165,5 +165,7 @@ export function atprotoOptions(plc?: string, env: NodeJS.ProcessEnv = process.en
   const ttl = env.RUNLOG_DID_CACHE_TTL_MS;
   // A malformed value is an error, never a silent fallback to the default.
   const didCacheTtlMs = ttl === undefined || ttl === '' ? undefined : assertDidCacheTtl(/^\d+$/.test(ttl) ? Number(ttl) : ttl);
-  return { mode, ...(plcUrl ? { plcUrl } : {}), ...(didCacheTtlMs !== undefined ? { didCacheTtlMs } : {}) };
+  // did:web on loopback / link-local hosts is refused unless the operator says otherwise (README: trust model).
+  const didWebAllowLoopback = env.RUNLOG_DID_WEB_ALLOW_LOOPBACK === '1';
+  return { mode, ...(plcUrl ? { plcUrl } : {}), ...(didCacheTtlMs !== undefined ? { didCacheTtlMs } : {}), ...(didWebAllowLoopback ? { didWebAllowLoopback } : {}) };
 }
