@@ -45,6 +45,7 @@ function code(over: Record<string, unknown> = {}): CodeRecord {
     entrypoint: 'src/main.py',
     additions: [`localhost:5000/additions/ffmpeg@sha256:${F}`],
     requested: { network: false, memoryMb: 256, cpus: 1, pids: 64, timeoutMs: 5000 },
+    handlers: ['main', 'other_one'],
     description: 'hello',
     createdAt: '2026-08-18T16:00:00.000Z',
     ...over,
@@ -67,6 +68,14 @@ describe('a valid code record', () => {
 });
 
 describe('each rule has its own code', () => {
+  it('CODE_HANDLERS_INVALID: a non-empty list of distinct identifiers, when present', () => {
+    expect(codes(code({ handlers: undefined }))).toEqual([]);
+    expect(codes(code({ handlers: [] }))).toEqual(['CODE_HANDLERS_INVALID']);
+    expect(codes(code({ handlers: 'main' }))).toEqual(['CODE_HANDLERS_INVALID']);
+    expect(codes(code({ handlers: ['main', 'main'] }))).toEqual(['CODE_HANDLERS_INVALID']);
+    expect(codes(code({ handlers: ['a-b', 3] }))).toEqual(['CODE_HANDLERS_INVALID', 'CODE_HANDLERS_INVALID']);
+  });
+
   it('CODE_MIME_MISMATCH: blob.mimeType must be exactly application/<runtimeRecord.cid>', () => {
     expect(codes(code({ blob: { $type: 'blob', ref: { $link: blobCid }, mimeType: `application/${otherCid}`, size: 1 } }))).toEqual(['CODE_MIME_MISMATCH']);
     expect(codes(code({ blob: { $type: 'blob', ref: { $link: blobCid }, mimeType: 'application/x-tar', size: 1 } }))).toEqual(['CODE_MIME_MISMATCH']);

@@ -111,6 +111,14 @@ describe('runlog serve under hostile input (--unhandled-rejections=strict)', () 
     expect(t.status).toBe(400);
   });
 
+  it('a handler the code record does not list is refused before anything is pulled or started (HANDLER_NOT_FOUND)', async () => {
+    const r = await post(JSON.stringify({ uri, handler: 'nope', input: {} }));
+    expect(r.status).toBe(200);
+    expect(r.json).toMatchObject({ status: 'failed', failure: { reason: 'validation', code: 'HANDLER_NOT_FOUND' } });
+    const events = (await (await fetch(`${base}api/actors/${r.json.executionId}/events`, { headers: { authorization: `Bearer ${token}` } })).json()) as { events: { type: string }[] };
+    expect(events.events.map((e) => e.type)).toEqual(['execution.requested', 'execution.step', 'execution.failed']);
+  });
+
   it('an honest execution sent in the same tick as deep ones succeeds', async () => {
     const requests = [post(honestBody('same-tick')), ...Array.from({ length: 20 }, () => post(deepBody()))];
     const [honest, ...bad] = await Promise.all(requests);

@@ -67,6 +67,7 @@ const VALIDATION_CODES = new Set([
   'URI_WRONG_COLLECTION',
   'ALIAS_INVALID',
   'ENVELOPE_TOO_LARGE',
+  'HANDLER_NOT_FOUND',
   'INPUT_INVALID',
   'INPUT_TOO_LARGE',
 ]);
@@ -193,6 +194,10 @@ export class ExecutionSupervisor {
       const code = await this.reader.fetchRecord(target.codeUri, { deadlineAt, ...(target.expectCid ? { expectCid: target.expectCid } : {}) });
       steps.push(this.step(ctx, 'code-record', { uri: code.uri, cid: code.cid, mode: code.mode, via: target.via ?? null }));
       const record: CodeRecord = assertCodeRecord(code.value);
+      // The author listed the handlers: an unknown one is refused now, before anything is pulled or started.
+      if (record.handlers && !record.handlers.includes(request.handler)) {
+        throw new ValidationError('HANDLER_NOT_FOUND', `${code.uri} exports no handler named ${request.handler} (its record lists ${record.handlers.join(', ')})`, [`${request.handler} is not listed`]);
+      }
       const { limits, clamped } = admitCode(this.policy, record);
       const author = code.uri.slice('at://'.length).split('/')[0]!;
       const blobCid = record.blob.ref.$link;

@@ -38,6 +38,8 @@ interface CodeManifest {
   requested?: RequestedLimits;
   description?: string;
   additions?: string[];
+  /** The handlers the entrypoint exports: recorded so runners refuse any other one before running anything. */
+  handlers?: string[];
 }
 
 /** Packs a directory as a tar with exactly one top-level directory (its own name). */
@@ -92,6 +94,7 @@ export async function publishCode(
     entrypoint,
     ...(manifest.additions ? { additions: manifest.additions } : {}),
     ...(opts.requested ?? manifest.requested ? { requested: opts.requested ?? manifest.requested } : {}),
+    ...(manifest.handlers ? { handlers: manifest.handlers } : {}),
     ...(manifest.description ? { description: manifest.description } : {}),
     createdAt: new Date().toISOString(),
   };

@@ -13,6 +13,8 @@
 //   requested?     { network?, memoryMb?, cpus?, pids?, timeoutMs? }: what the author asks for; the operator
 //                  policy decides (see operator-policy.ts effectiveLimits). All numbers are integers because
 //                  the atproto data model has no floats: `cpus` counts whole CPUs.
+//   handlers?      the exported handler names, when the author lists them: an execution of any other handler
+//                  is refused (HANDLER_NOT_FOUND) before anything is pulled, extracted or started
 //   description?   free text for humans
 //   createdAt      RFC 3339 datetime
 //
@@ -29,6 +31,7 @@ export const CODE_RECORD_NSID = 'dev.mainasara.at-run.beta.v2.code';
 
 export const CODE_LIMITS = Object.freeze({
   additions: 8,
+  handlers: 256,
   descriptionLength: 3000,
   nameLength: 64,
   /** Upper bounds on what a record may even ask for; the operator policy's ceilings are usually lower. */
@@ -67,6 +70,7 @@ export interface CodeRecord {
   entrypoint: string;
   additions?: string[];
   requested?: RequestedLimits;
+  handlers?: string[];
   description?: string;
   createdAt: string;
 }
@@ -79,6 +83,7 @@ export type CodeRecordCode =
   | 'CODE_ENTRYPOINT_INVALID'
   | 'CODE_ADDITION_NOT_DIGEST'
   | 'CODE_REQUESTED_INVALID'
+  | 'CODE_HANDLERS_INVALID' // handlers is not a list of distinct identifiers
   | 'RUNTIME_BINDING_MISMATCH'; // the fetched runtime record is not the one the code record names
 
 const REQUESTED_INTEGERS = [
@@ -105,6 +110,23 @@ function checkRequested(list: ViolationList, requested: unknown): void {
   }
 }
 
+/** A handler name as the worker protocol accepts it. */
+export const HANDLER_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+
+function checkHandlers(list: ViolationList, handlers: unknown): void {
+  if (handlers === undefined) return;
+  if (!Array.isArray(handlers) || handlers.length === 0 || handlers.length > CODE_LIMITS.handlers) {
+    list.add('CODE_HANDLERS_INVALID', 'handlers', `handlers must be a non-empty array of at most ${CODE_LIMITS.handlers} handler names`);
+    return;
+  }
+  const seen = new Set<unknown>();
+  handlers.forEach((h, i) => {
+    if (typeof h !== 'string' || !HANDLER_NAME_RE.test(h)) list.add('CODE_HANDLERS_INVALID', join('handlers', i), `${JSON.stringify(h)} is not a handler name (an identifier)`);
+    else if (seen.has(h)) list.add('CODE_HANDLERS_INVALID', join('handlers', i), `${h} is listed twice`);
+    seen.add(h);
+  });
+}
+
 export interface CodeRecordCheck {
   ok: boolean;
   violations: RecordViolation[];
@@ -120,7 +142,7 @@ export function validateCodeRecord(value: unknown): CodeRecordCheck {
     list.add('CODE_RECORD_INVALID', '', 'a code record must be an object');
     return { ok: false, violations: list.items };
   }
-  unknownKeys(list, 'CODE_RECORD_INVALID', '', value, ['$type', 'runtime', 'runtimeRecord', 'blob', 'entrypoint', 'additions', 'requested', 'description', 'createdAt']);
+  unknownKeys(list, 'CODE_RECORD_INVALID', '', value, ['$type', 'runtime', 'runtimeRecord', 'blob', 'entrypoint', 'additions', 'requested', 'handlers', 'description', 'createdAt']);
   if (value.$type !== CODE_RECORD_NSID) list.add('CODE_RECORD_INVALID', '$type', `$type must be ${CODE_RECORD_NSID} (got ${JSON.stringify(value.$type)})`);
   if (typeof value.runtime !== 'string' || value.runtime.length > CODE_LIMITS.nameLength || !RUNTIME_NAME_RE.test(value.runtime)) {
     list.add('CODE_RECORD_INVALID', 'runtime', `runtime must be a canonical runtime name (got ${JSON.stringify(value.runtime)})`);
@@ -183,6 +205,7 @@ export function validateCodeRecord(value: unknown): CodeRecordCheck {
     }
   }
   checkRequested(list, value.requested);
+  checkHandlers(list, value.handlers);
 
   if (!list.ok) return { ok: false, violations: list.items };
   return { ok: true, violations: [], record: value as unknown as CodeRecord, ...(runtimePublisher ? { runtimePublisher } : {}) };
