@@ -7,7 +7,7 @@ import * as crypto from '@atproto/crypto';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { AtprotoError } from './errors.ts';
-import { httpGet, parseJsonBody, xrpcError, xrpcUrl, type HttpResult } from './http.ts';
+import { deadlineError, httpGet, parseJsonBody, readBudget, xrpcError, xrpcUrl, type HttpResult } from './http.ts';
 import { assertDid, isValidDid, isValidHandle, type AtUri } from './syntax.ts';
 
 export const DEFAULT_PLC_URL = 'https://plc.directory';
@@ -114,10 +114,19 @@ async function assertDidWebHostAllowed(did: string, hostname: string, opts: Iden
     return;
   }
   let addresses: { address: string }[];
+  // The name lookup counts against the read's deadline like the fetch itself (getaddrinfo has no timeout).
+  const budget = readBudget(opts);
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<'expired'>((r) => (timer = setTimeout(() => r('expired'), budget.ms)));
   try {
-    addresses = await lookup(host, { all: true });
+    const found = await Promise.race([lookup(host, { all: true }), expired]);
+    if (found === 'expired') throw deadlineError(`https://${host}/`, `DID document of ${did} (name lookup)`, budget.ms, budget.bound);
+    addresses = found;
   } catch (err) {
+    if (err instanceof AtprotoError) throw err;
     throw new AtprotoError('DID_RESOLUTION_FAILED', `${did}: ${host} does not resolve (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { did, host });
+  } finally {
+    clearTimeout(timer);
   }
   const bad = addresses.find((a) => isLoopbackOrLinkLocal(a.address));
   if (bad) throw refuse(`${host} resolves to ${bad.address}, a loopback or link-local address`);
