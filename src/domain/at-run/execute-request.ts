@@ -3,6 +3,7 @@
 // `execution.requested` event can always be encoded and the request never reaches a shared commit malformed.
 import { ValidationError } from '../errors.ts';
 import { checkJsonInput } from '../json-input.ts';
+import { HANDLER_NAME_RE } from './code-record.ts';
 import type { InputLimits } from './operator-policy.ts';
 
 export interface ExecuteFields {
@@ -15,7 +16,6 @@ export interface ExecuteFields {
   inputBytes: number;
 }
 
-export const HANDLER_RE = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 const DID_RE = /^did:[a-z]+:[A-Za-z0-9._:%-]{1,2040}$/;
 /** Longest request timeout accepted (the effective one is further clamped by the policy's ceiling). */
 export const MAX_REQUEST_TIMEOUT_MS = 24 * 3600_000;
@@ -35,7 +35,7 @@ export function checkExecuteRequest(o: unknown, limits: InputLimits): ExecuteFie
   if (typeof o !== 'object' || o === null) throw new ValidationError('EXECUTE_INVALID', 'execute() takes an object { uri, handler, input?, callerDid?, timeoutMs? }');
   const r = o as Record<string, unknown>;
   if (typeof r.uri !== 'string' || !r.uri.startsWith('at://') || r.uri.length > 8192 || /\s/.test(r.uri)) throw new ValidationError('AT_URI_INVALID', `not an at:// URI: ${show(r.uri)}`);
-  if (typeof r.handler !== 'string' || !HANDLER_RE.test(r.handler)) throw new ValidationError('HANDLER_INVALID', `handler must be an identifier, got ${show(r.handler)}`);
+  if (typeof r.handler !== 'string' || !HANDLER_NAME_RE.test(r.handler)) throw new ValidationError('HANDLER_INVALID', `handler must be an identifier, got ${show(r.handler)}`);
   let callerDid: string | null = null;
   if (r.callerDid !== undefined && r.callerDid !== null) {
     if (typeof r.callerDid !== 'string' || !DID_RE.test(r.callerDid)) throw new ValidationError('CALLER_DID_INVALID', `callerDid must be a DID, got ${show(r.callerDid)}`);
