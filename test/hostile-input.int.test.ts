@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishCode } from '../src/actors/publishing.ts';
 import { cleanupTestContainers, cleanupTestVolumes, requireDocker, requireRegistry, TEST_LABELS } from './support/docker.ts';
+import { cliArgs } from './support/cli.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
@@ -47,7 +48,7 @@ beforeAll(async () => {
   const alice = await pds.createAccount('alice.test');
   uri = (await publishCode(alice.publisher, { dir: join(REPO, 'examples/greet-node'), runtime: runtimeUri, atproto: { plcUrl: pds.plcUrl } })).uri;
   home = mkdtempSync(join(tmpdir(), 'runlog-hostile-'));
-  serve = spawn(process.execPath, ['--unhandled-rejections=strict', join(REPO, 'bin/runlog.js'), 'serve', '--listen', '127.0.0.1:0', '--json', '--home', home, '--plc', pds.plcUrl], {
+  serve = spawn(process.execPath, ['--unhandled-rejections=strict', ...cliArgs('serve', '--listen', '127.0.0.1:0', '--json', '--home', home, '--plc', pds.plcUrl)], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   serve.stderr!.on('data', (b: Buffer) => (serveErr += b.toString()));
