@@ -11,12 +11,17 @@ export interface SlowAnswer {
   trickleBytesPerSecond?: number;
   /** Replace the upstream body (after reading it). */
   rewrite?: (body: Buffer) => Buffer;
+  /**
+   * Send `200` and the headers before asking upstream (the body follows, trickled): the client reaches the body
+   * stage at once however slow upstream is under load.
+   */
+  eagerHeaders?: boolean;
 }
 
 export interface SlowProxy {
   url: string;
   /** Requests seen (path + query) and how many bytes of body each one was sent before it ended. */
-  requests: { path: string; sent: number; closedEarly: boolean }[];
+  requests: { path: string; headersSent: boolean; sent: number; closedEarly: boolean }[];
   close(): Promise<void>;
 }
 
@@ -25,21 +30,29 @@ export async function startSlowProxy(target: string, plan: (path: string) => Slo
   const timers = new Set<NodeJS.Timeout>();
   const server: Server = createServer((req, res) => {
     const path = req.url ?? '/';
-    const seen = { path, sent: 0, closedEarly: false };
+    const seen = { path, headersSent: false, sent: 0, closedEarly: false };
     requests.push(seen);
+    const how = plan(path) ?? {};
+    if (how.eagerHeaders) {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      res.flushHeaders();
+      seen.headersSent = true;
+    }
     void (async () => {
       try {
         const up = await fetch(new URL(path, target), { headers: { accept: String(req.headers.accept ?? '*/*') } });
         let body: Buffer = Buffer.from(await up.arrayBuffer());
-        const how = plan(path) ?? {};
         if (how.rewrite) body = how.rewrite(body);
         const headers: Record<string, string> = { 'content-length': String(body.length) };
         const type = up.headers.get('content-type');
         if (type) headers['content-type'] = type;
         if (how.delayMs) await new Promise((r) => timers.add(setTimeout(r, how.delayMs)));
         if (res.destroyed) return;
-        res.writeHead(up.status, headers);
-        res.flushHeaders();
+        if (!res.headersSent) {
+          res.writeHead(up.status, headers);
+          res.flushHeaders();
+          seen.headersSent = true;
+        }
         if (!how.trickleBytesPerSecond) {
           seen.sent = body.length;
           res.end(body);
