@@ -93,7 +93,7 @@ describe('execute() at the boundary', () => {
 
 describe('actor host: group commit isolation and memory', () => {
   it('an event JSON cannot encode fails its own create only; the others decided in the same tick are committed', async () => {
-    const rl = await createRunlog({ home: tempDir(), supervise: false });
+    const rl = await createRunlog({ home: tempDir(), supervise: false, readOnly: false });
     const cyclic: Record<string, unknown> = {};
     cyclic.me = cyclic;
     const request = (id: string, input: unknown) => ({ type: 'execution.requested', data: { request: { executionId: id, uri: URI, handler: 'greet', input, callerDid: null, timeoutMs: 1000 } } });
