@@ -176,7 +176,7 @@ describe('web inspector (chromium)', () => {
   it('says when the state shown is not supervised, and links the trace recorded in the first event', async () => {
     // A log nobody supervises (opened read-only, no heartbeat ever), served by an inspector of its own.
     const home2 = mkdtempSync(join(tmpdir(), 'runlog-inspector-unsup-'));
-    const rl2 = await createRunlog({ home: home2, supervise: false });
+    const rl2 = await createRunlog({ home: home2, supervise: false, readOnly: false });
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
     await rl2.host.create('instance', 'inst_seen', { type: 'instance.requested', data: { spec: instanceSpec({ instanceId: 'inst_seen' }) }, meta: { traceId } });
     await rl2.send('instance', 'inst_seen', { type: 'instance.spawned', data: { pid: 4242, host: '127.0.0.1', port: 41001 } });
