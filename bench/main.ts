@@ -1,6 +1,7 @@
 // `npm run bench [-- <prefix>] [--json] [--rounds N]`: runs the side-by-side benchmarks whose name
 // starts with <prefix>, prints a table (or one JSON array with --json on stdout; progress on stderr).
 import type { Bench, BenchResult } from './harness.ts';
+import { cliBenches } from './cli.bench.ts';
 import { execBenches } from './exec.bench.ts';
 import { heapBenches } from './heap.bench.ts';
 import { recoveryBenches } from './recovery.bench.ts';
@@ -8,7 +9,7 @@ import { spawnBenches } from './spawn.bench.ts';
 import { storeBenches } from './store.bench.ts';
 import { storePgBenches } from './store-pg.bench.ts';
 
-const benches: Bench[] = [...storeBenches, ...storePgBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches];
+const benches: Bench[] = [...storeBenches, ...storePgBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches];
 
 async function main(argv: string[]): Promise<number> {
   const json = argv.includes('--json');

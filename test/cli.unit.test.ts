@@ -62,7 +62,8 @@ describe('runlog CLI (reads the SQLite file directly)', () => {
     expect(n.err.join('\n')).toContain('NOT_FOUND');
     const nj = capture();
     expect(await main(['inspect', 'inst_zzz', '--json', '--db', db], nj.factory)).toBe(1);
-    expect(JSON.parse(nj.stdout())).toMatchObject({ error: { code: 'NOT_FOUND' } });
+    expect(nj.out).toEqual([]);
+    expect(JSON.parse(nj.err.join('\n'))).toMatchObject({ error: { code: 'NOT_FOUND' } });
   });
 
   it('events prints one stream or the whole log, with ranges', async () => {
@@ -108,11 +109,11 @@ describe('runlog CLI (reads the SQLite file directly)', () => {
     expect(pkg.version).toMatch(/^\d+\.\d+\.\d+/);
   });
 
-  it('a corrupt log file gives a clear error naming it (exit 2)', async () => {
+  it('a corrupt log file gives a clear error naming it (exit 4)', async () => {
     const bad = join(tempDir(), 'bad.db');
     execFileSync('sh', ['-c', `head -c 4096 /dev/urandom > ${bad}`]);
     const c = capture();
-    expect(await main(['ps', '--db', bad], c.factory)).toBe(2);
+    expect(await main(['ps', '--db', bad], c.factory)).toBe(4);
     expect(c.err.join('\n')).toMatch(new RegExp(`STORE_CORRUPT: event log ${bad} is damaged`));
   });
 

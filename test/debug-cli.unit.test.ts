@@ -122,14 +122,15 @@ describe('runlog replay --file', () => {
     ]);
   });
 
-  it('fails naming the first event with a schema newer than this runlog knows (code REPLAY, exit 2)', async () => {
+  it('fails naming the first event with a schema newer than this runlog knows (code REPLAY, exit 4), printing nothing on stdout', async () => {
     const file = historyFile('inst_web', (lines) => {
       lines[3].schema = 7;
       lines[5].schema = 9;
     });
     const r = await run(['replay', '--file', file, '--json']);
-    expect(r.code).toBe(2);
-    const { error } = JSON.parse(r.stdout());
+    expect(r.code).toBe(4);
+    expect(r.out).toEqual([]);
+    const { error } = JSON.parse(r.stderr());
     expect(error.code).toBe('REPLAY');
     expect(error.message).toMatch(/^event v3 \(seq \d+\) instance\.healthy: event instance\.healthy has schema 7, newer than this runlog knows \(1\)$/);
     expect(error.details).toMatchObject({ version: 3, type: 'instance.healthy', schema: 7 });
@@ -143,7 +144,7 @@ describe('runlog replay --file', () => {
     const file = historyFile(executionId, (lines) => {
       lines[4].type = 'execution.teleported';
     });
-    const { error } = JSON.parse((await run(['replay', '--file', file, '--json'])).stdout());
+    const { error } = JSON.parse((await run(['replay', '--file', file, '--json'])).stderr());
     expect(error.code).toBe('REPLAY');
     expect(error.message).toMatch(/^event v4 \(seq \d+\) execution\.teleported: unknown event type for kind execution; this runlog's execution machine takes /);
   });
@@ -152,7 +153,7 @@ describe('runlog replay --file', () => {
     const file = historyFile('inst_web', (lines) => {
       lines[2].type = 'instance.running'; // v2: running while still spawning
     });
-    const { error } = JSON.parse((await run(['replay', '--file', file, '--json'])).stdout());
+    const { error } = JSON.parse((await run(['replay', '--file', file, '--json'])).stderr());
     expect(error).toMatchObject({ code: 'REPLAY', details: { version: 2, type: 'instance.running', state: 'spawning' } });
     expect(error.message).toContain("cannot take it in state 'spawning'");
   });
@@ -176,9 +177,9 @@ describe('runlog replay --file', () => {
     expect(() => replayHistory(newer, { upcasters })).toThrow(/^event v2 \(seq \d+\) instance\.spawned: event instance\.spawned has schema 3, newer than this runlog knows \(2\)$/);
   });
 
-  it('refuses malformed or truncated files, listing every problem (exit 2), and a missing file (exit 1)', async () => {
+  it('refuses malformed or truncated files, listing every problem once (exit 4), and a missing file (exit 1)', async () => {
     const truncated = historyFile('inst_web', (lines) => lines.splice(10, 2));
-    const t = JSON.parse((await run(['replay', '--file', truncated, '--json'])).stdout());
+    const t = JSON.parse((await run(['replay', '--file', truncated, '--json'])).stderr());
     expect(t.error.code).toBe('HISTORY_INVALID');
     expect(t.error.details.issues).toEqual(['the header says 11 events but the file holds 9 (truncated or edited?)']);
     const broken = historyFile('inst_web', (lines) => {
@@ -186,12 +187,21 @@ describe('runlog replay --file', () => {
       delete lines[4].type;
       lines[6].data = 'x';
     });
-    const b = JSON.parse((await run(['replay', '--file', broken, '--json'])).stdout());
+    const b = JSON.parse((await run(['replay', '--file', broken, '--json'])).stderr());
     expect(b.error.details.issues).toEqual([
       'line 3: version is 9, expected 2 (events must be complete and in order)',
       'line 5: type must be a non-empty string',
       'line 7: data must be an object',
     ]);
+    // The text message carries every reason exactly once: several as a list …
+    const brokenText = (await run(['replay', '--file', broken])).stderr();
+    expect(brokenText.match(/line 5: type must be a non-empty string/g)).toHaveLength(1);
+    expect(brokenText).toContain('line 3: version is 9');
+    expect(brokenText).toContain('line 7: data must be an object');
+    // … and a single one too (a header with kind "robot" used to print only "malformed header").
+    const robot = await run(['replay', '--file', historyFile('inst_web', (lines) => (lines[0].kind = 'robot'))]);
+    expect(robot.code).toBe(4);
+    expect(robot.stderr().match(/kind must be one of instance, execution, not "robot"/g)).toHaveLength(1);
     const notHistory = join(dir, 'not-history.jsonl');
     writeFileSync(notHistory, '{"hello":1}\n');
     expect((await run(['replay', '--file', notHistory])).stderr()).toContain('is not a runlog history header');

@@ -137,7 +137,7 @@ export class InstanceSupervisor {
     }
     const target = join(this.appsDir, isValidAppId(peek.appId) ? peek.appId : basename(src));
     const entry = typeof peek.entrypoint === 'string' && !peek.entrypoint.split('/').includes('..') ? peek.entrypoint : DEFAULT_ENTRYPOINT;
-    const manifest = parseManifest(text, target, { entrypointExists: existsSync(join(src, entry)) });
+    const manifest = parseManifest(text, target, { entrypointExists: existsSync(join(src, entry)), sourceDir: src });
     if (!existsSync(target) || realpathSync(target) !== realpathSync(src)) this.install(src, target);
     const id = instanceId ?? newInstanceId();
     return {

@@ -342,7 +342,8 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       throw err;
     }
     const a = host.get(kind, id);
-    if (a && done(stateName(a.snapshot))) {
+    // Settled already (an ended actor has left the host: its state is read from the log).
+    if (a ? done(stateName(a.snapshot)) : done(inspectActor(store, id).state)) {
       cancel();
       return inspectActor(store, id);
     }
@@ -415,10 +416,14 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     },
     async stop(id, o) {
       requireSupervisor('stop');
+      // Stopping what has already stopped succeeds (as `docker stop` does): scripts need not check first.
+      const current = inspectActor(store, id);
+      if (current.kind === 'instance' && instanceStopped(current.state)) return current;
       const actor = live(id, 'instance');
       return waitFor('instance', actor.id, instanceStopped, (o?.graceMs ?? options.killGraceMs ?? 5000) + 30_000, async () => {
         const r = await host.dispatch('instance', actor.id, { type: 'instance.stop-requested', data: { graceMs: o?.graceMs ?? null } });
-        if (!r.accepted) throw new IllegalEventError(actor.id, r.from, 'instance.stop-requested');
+        // Stopped meanwhile, or already on its way: the wait resolves when it is stopped.
+        if (!r.accepted && !(instanceStopped(r.from) || r.from === 'stopping')) throw new IllegalEventError(actor.id, r.from, 'instance.stop-requested');
       });
     },
     async kill(id) {

@@ -1,12 +1,12 @@
-// `runlog <command> …`: parses the command line, dispatches, maps errors to exit codes
-// (0 ok, 1 not found / failure found, 2 usage or internal error).
+// `runlog <command> …`: parses the command line, dispatches, and turns errors into exit codes (output.ts,
+// exitCodeFor: 0 ok, 1 failure / not found, 2 usage, 3 no supervisor, 4 damaged log, 5 conflict).
+// Every module imported here is light; commands load what they need when they run.
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { UsageError } from '../domain/errors.ts';
-import { commonOptions, type Command } from './command.ts';
-import { exportCommand } from './commands/debug-commands.ts';
-import { eventsCommand, inspectCommand, psCommand, rebuildCommand, replayCommand } from './commands/inspect-commands.ts';
+import { commandHelp, commonOptions, parseOptions, type Command } from './command.ts';
 import { demoCommand } from './commands/demo.ts';
+import { eventsCommand, exportCommand, inspectCommand, psCommand, rebuildCommand, replayCommand } from './commands/inspect-commands.ts';
 import { publishCommand } from './commands/publish-commands.ts';
 import { serveCommand } from './commands/serve.ts';
 import { capCommand, execCommand, killCommand, logsCommand, reconcileCommand, spawnCommand, stopCommand } from './commands/supervise-commands.ts';
@@ -35,43 +35,75 @@ export function registerCommand(c: Command): void {
   commands.push(c);
 }
 
-function help(io: Io): void {
-  io.out('runlog — an event-sourced supervisor for sandboxed work\n\nusage: runlog <command> [options]\n\ncommands:');
-  for (const c of commands) io.out(`  ${c.name.padEnd(10)} ${c.summary}`);
-  io.out('\nevery command takes --db <path> (default $RUNLOG_HOME/runlog.db, else ~/.runlog/runlog.db) and --json');
+/** The package's version (package.json sits two levels above both src/cli and dist/cli). */
+export function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
+  return pkg.version ?? 'unknown';
 }
 
-/** package.json's version; src/cli and dist/cli sit at the same depth below it. */
-export function version(): string {
-  return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+function help(io: Io): void {
+  io.out('runlog — an event-sourced supervisor for sandboxed work\n\nusage: runlog <command> [flags]   (runlog <command> --help: its flags and an example)\n\ncommands:');
+  for (const c of commands) io.out(`  ${c.name.padEnd(10)} ${c.summary}`);
+  io.out(
+    [
+      '',
+      'every command takes --home <dir> (default $RUNLOG_HOME, else ~/.runlog), --db <path> (default <home>/runlog.db) and --json',
+      'runlog --version prints the version',
+      '',
+      'exit codes: 0 ok · 1 failure or not found · 2 usage · 3 no supervisor · 4 damaged or foreign log · 5 conflict with the actor\'s state',
+    ].join('\n'),
+  );
+}
+
+/** Edit distance, for "did you mean". */
+function distance(a: string, b: string): number {
+  const prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    let diag = prev[0]!;
+    prev[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const up = prev[j]!;
+      prev[j] = Math.min(up + 1, prev[j - 1]! + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
+      diag = up;
+    }
+  }
+  return prev[b.length]!;
+}
+
+/** The commands a mistyped name most likely meant (closest first). */
+export function suggest(name: string, names: readonly string[] = commands.map((c) => c.name)): string[] {
+  const scored = names.map((n) => ({ n, d: n.startsWith(name) || name.startsWith(n) ? 1 : distance(name, n) }));
+  const limit = Math.max(1, Math.min(2, Math.floor(name.length / 3)));
+  return scored.filter((s) => s.d <= limit).sort((a, b) => a.d - b.d).map((s) => s.n);
 }
 
 export async function main(argv: string[], ioFactory: (json: boolean) => Io = processIo): Promise<number> {
   const json = argv.includes('--json');
   const io = ioFactory(json);
   const [name, ...rest] = argv;
-  if (!name || name === '--help' || name === '-h' || name === 'help') {
-    help(io);
-    return name ? EXIT.ok : EXIT.error;
-  }
-  if (name === '--version' || name === '-v') {
-    io.out(version());
-    return EXIT.ok;
-  }
-  const cmd = commands.find((c) => c.name === name);
-  if (!cmd) {
-    io.err(`runlog: unknown command '${name}' (runlog --help lists them)`);
-    return EXIT.error;
-  }
   try {
+    if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+      const topic = name === 'help' ? rest[0] : undefined;
+      const cmd = topic ? commands.find((c) => c.name === topic) : undefined;
+      if (topic && !cmd) throw unknownCommand(topic);
+      if (cmd) io.out(commandHelp(cmd));
+      else help(io);
+      return EXIT.ok;
+    }
+    if (name === '--version' || name === '-V') {
+      io.out(io.json ? JSON.stringify({ version: version() }) : `runlog ${version()}`);
+      return EXIT.ok;
+    }
+    const cmd = commands.find((c) => c.name === name);
+    if (!cmd) throw unknownCommand(name);
     let parsed;
     try {
-      parsed = parseArgs({ args: rest, options: { ...commonOptions, ...cmd.options }, allowPositionals: true, strict: true });
+      parsed = parseArgs({ args: rest, options: parseOptions({ ...commonOptions, ...cmd.options }), allowPositionals: true, strict: true });
     } catch (err) {
-      throw new UsageError(`${(err as Error).message}\nusage: ${cmd.usage}`);
+      throw new UsageError(`${(err as Error).message}\nusage: ${cmd.usage}   (runlog ${cmd.name} --help lists every flag)`);
     }
     if (parsed.values.help) {
-      io.out(`${cmd.summary}\nusage: ${cmd.usage}`);
+      io.out(commandHelp(cmd));
       return EXIT.ok;
     }
     return await cmd.run(
@@ -81,4 +113,10 @@ export async function main(argv: string[], ioFactory: (json: boolean) => Io = pr
   } catch (err) {
     return reportError(io, err);
   }
+}
+
+function unknownCommand(name: string): UsageError {
+  const close = suggest(name);
+  const hint = close.length > 0 ? `; did you mean ${close.map((c) => `'${c}'`).join(' or ')}?` : '';
+  return new UsageError(`unknown command '${name}'${hint} (runlog --help lists them)`);
 }

@@ -1,19 +1,144 @@
-// Data on stdout, logs on stderr. --json prints one JSON document with stable keys.
-import { RunlogError } from '../domain/errors.ts';
+// Data on stdout, logs on stderr. --json prints JSON with stable keys (errors: one JSON object on stderr).
+// This module stays light: every command loads it, including `ps`, which must start fast.
+import { RunlogError, ValidationError } from '../domain/errors.ts';
 
 export interface Io {
   out(text: string): void;
   err(text: string): void;
   json: boolean;
+  /**
+   * True once stdout's reader has gone away (`runlog … | head -1`): commands that stream stop producing
+   * output and end quietly with status 0. Absent in test doubles (their output never closes).
+   */
+  readonly closed?: boolean;
+  /** Calls `cb` once when stdout's reader goes away (the demo treats it as a request to shut down). */
+  onClosed?(cb: () => void): () => void;
+  /**
+   * Back-pressure for commands that print a lot: undefined while stdout takes more, else a promise that resolves
+   * once it has drained (or its reader went away). A slow reader slows the command; nothing piles up in memory.
+   */
+  room?(): Promise<void> | undefined;
 }
 
-export const EXIT = { ok: 0, failure: 1, error: 2 } as const;
+/** Prints a line and waits while stdout is full: memory stays bounded whatever reads (or stops reading) it. */
+export async function outPaced(io: Io, text: string): Promise<void> {
+  io.out(text);
+  const wait = io.room?.();
+  if (wait) await wait;
+}
 
-export const processIo = (json: boolean): Io => ({
-  out: (t) => process.stdout.write(t.endsWith('\n') ? t : `${t}\n`),
-  err: (t) => process.stderr.write(t.endsWith('\n') ? t : `${t}\n`),
-  json,
-});
+/**
+ * Exit codes, stable for scripts (README, "The CLI"):
+ * 0 ok · 1 failure found, not found, or another failure · 2 usage (the command line or its input is wrong) ·
+ * 3 no supervisor · 4 damaged or foreign log (or history file) · 5 conflict with the actor's state.
+ */
+export const EXIT = { ok: 0, failure: 1, usage: 2, noSupervisor: 3, damagedLog: 4, conflict: 5 } as const;
+
+const BY_CODE: Record<string, number> = {
+  USAGE: EXIT.usage,
+  INVALID_REQUEST: EXIT.usage,
+  INVALID_JSON: EXIT.usage,
+  NO_SUPERVISOR: EXIT.noSupervisor,
+  STORE_CORRUPT: EXIT.damagedLog,
+  STORE_FOREIGN: EXIT.damagedLog,
+  STORE_TOO_NEW: EXIT.damagedLog,
+  STORE_WAL_LOST: EXIT.damagedLog,
+  STORE_EMPTY: EXIT.damagedLog,
+  STORE_TRUNCATED: EXIT.damagedLog,
+  HISTORY_INVALID: EXIT.damagedLog,
+  REPLAY: EXIT.damagedLog,
+  ILLEGAL_EVENT: EXIT.conflict,
+  CONCURRENCY: EXIT.conflict,
+  ACTOR_EXISTS: EXIT.conflict,
+  INSTANCE_NOT_READY: EXIT.conflict,
+  NOT_FOUND: EXIT.failure,
+  SETUP_MISSING: EXIT.failure,
+};
+
+/** The one place an error becomes an exit code: by its code (also for errors the API sent back), then by its class. */
+export function exitCodeFor(err: unknown): number {
+  if (!(err instanceof RunlogError)) return EXIT.failure;
+  const byCode = BY_CODE[err.code];
+  if (byCode !== undefined) return byCode;
+  if (err instanceof ValidationError || /_(INVALID|MISSING|NOT_ALLOWED|MISMATCH|UNKNOWN)$/.test(err.code)) return EXIT.usage;
+  return EXIT.failure;
+}
+
+/** Bytes to stdout/stderr that never throw: a reader that went away (EPIPE) turns output off instead of crashing. */
+export function processIo(json: boolean): Io {
+  const state = watchStreams();
+  return {
+    out: (t) => {
+      if (state.outGone || process.stdout.destroyed) return state.goneOut();
+      process.stdout.write(t.endsWith('\n') ? t : `${t}\n`);
+      if (process.stdout.destroyed) state.goneOut(); // a synchronous pipe write that failed destroys the stream at once
+    },
+    err: (t) => {
+      if (state.errGone || process.stderr.destroyed) return;
+      process.stderr.write(t.endsWith('\n') ? t : `${t}\n`);
+    },
+    json,
+    get closed() {
+      return state.outGone || process.stdout.destroyed;
+    },
+    room: () => {
+      const out = process.stdout;
+      if (state.outGone || out.destroyed || !out.writableNeedDrain) return undefined;
+      return new Promise<void>((resolve) => {
+        const done = () => {
+          out.off('drain', done);
+          out.off('close', done);
+          out.off('error', done);
+          resolve();
+        };
+        out.on('drain', done);
+        out.on('close', done);
+        out.on('error', done);
+      });
+    },
+    onClosed: (cb) => {
+      if (state.outGone) {
+        queueMicrotask(cb);
+        return () => undefined;
+      }
+      state.listeners.add(cb);
+      return () => state.listeners.delete(cb);
+    },
+  };
+}
+
+interface StreamState {
+  outGone: boolean;
+  errGone: boolean;
+  listeners: Set<() => void>;
+  goneOut(): void;
+}
+
+let streams: StreamState | undefined;
+
+/** Installs (once per process) the error handlers that keep a closed pipe from becoming an uncaught exception. */
+function watchStreams(): StreamState {
+  if (streams) return streams;
+  const s: StreamState = {
+    outGone: false,
+    errGone: false,
+    listeners: new Set(),
+    goneOut() {
+      if (s.outGone) return;
+      s.outGone = true;
+      for (const cb of [...s.listeners]) cb();
+      s.listeners.clear();
+    },
+  };
+  // Any error writing stdout (EPIPE, EIO) means nobody reads it any more: stop writing, do not crash. Work that
+  // must finish (the demo stopping what it started) goes on; its exit status is not an error of ours.
+  process.stdout.on('error', () => s.goneOut());
+  process.stderr.on('error', () => {
+    s.errGone = true;
+  });
+  streams = s;
+  return s;
+}
 
 export function printJson(io: Io, value: unknown): void {
   io.out(JSON.stringify(value, null, 2));
@@ -38,16 +163,26 @@ export function truncate(s: string, n: number): string {
   return s.length <= n ? s : `${s.slice(0, n - 1)}…`;
 }
 
-/** Errors become one line on stderr (or a JSON error on stdout with --json) and an exit code. */
+/** The JSON form of an error: `{ error: { code, message, issues?, details? } }`. */
+export function errorJson(err: unknown): { error: Record<string, unknown> } {
+  if (err instanceof ValidationError) return { error: { ...err.toJSON(), issues: err.issues } };
+  if (err instanceof RunlogError) return { error: err.toJSON() };
+  return { error: { code: 'INTERNAL', message: err instanceof Error ? err.message : String(err) } };
+}
+
+/**
+ * Errors go to stderr — one line of text, or with --json one JSON object on one line — and become an exit code
+ * (exitCodeFor). The message already carries every reason (ValidationError states each issue once).
+ */
 export function reportError(io: Io, err: unknown): number {
-  const notFound = err instanceof RunlogError && err.code === 'NOT_FOUND';
-  if (io.json) {
-    const body = err instanceof RunlogError ? err.toJSON() : { code: 'INTERNAL', message: err instanceof Error ? err.message : String(err) };
-    io.out(JSON.stringify({ error: body }, null, 2));
-  } else {
+  if (io.json) io.err(JSON.stringify(errorJson(err)));
+  else {
     const code = err instanceof RunlogError ? err.code : 'INTERNAL';
     io.err(`runlog: ${code}: ${err instanceof Error ? err.message : String(err)}`);
-    if (!(err instanceof RunlogError) && err instanceof Error && process.env.RUNLOG_DEBUG) io.err(err.stack ?? '');
+    if (!(err instanceof RunlogError) && err instanceof Error) {
+      if (process.env.RUNLOG_DEBUG) io.err(err.stack ?? '');
+      else io.err('runlog: (an unexpected error; RUNLOG_DEBUG=1 prints its stack)');
+    }
   }
-  return notFound ? EXIT.failure : EXIT.error;
+  return exitCodeFor(err);
 }

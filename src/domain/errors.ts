@@ -56,10 +56,22 @@ export class NotFoundError extends RunlogError {
   }
 }
 
-/** Input at a boundary was malformed. `issues` lists every problem found, not only the first. */
+/**
+ * A message that carries every issue exactly once: issues the message already states (a caller that wrote
+ * "invalid x: <the one issue>", or a message that came back from the API whole) are not repeated; one more
+ * issue is appended after a colon, several as a list.
+ */
+export function withIssues(message: string, issues: readonly string[]): string {
+  const missing = issues.filter((i) => !message.includes(i));
+  if (missing.length === 0) return message;
+  if (missing.length === 1) return `${message}: ${missing[0]}`;
+  return `${message}:\n  - ${missing.join('\n  - ')}`;
+}
+
+/** Input at a boundary was malformed. `issues` lists every problem found, not only the first; the message states each once. */
 export class ValidationError extends RunlogError {
   constructor(code: string, message: string, readonly issues: readonly string[] = [], details?: Record<string, unknown>) {
-    super(code, issues.length > 1 ? `${message}:\n  - ${issues.join('\n  - ')}` : message, { ...details, issues });
+    super(code, withIssues(message, issues), { ...details, issues });
   }
 }
 

@@ -83,6 +83,11 @@ export interface ManifestContext {
   knownTools?: readonly string[];
   /** Whether the entrypoint file (manifest.entrypoint ?? DEFAULT_ENTRYPOINT) exists in the app directory. */
   entrypointExists?: boolean;
+  /**
+   * The directory the user named (e.g. the `runlog spawn <app-dir>` argument), when the manifest is validated
+   * as it will live elsewhere (the workspace copy): errors name the file the user edits, not the copy.
+   */
+  sourceDir?: string;
 }
 
 export const runnerLabel = (sandbox: SandboxKind): string => (sandbox === 'container' ? '[ContainerRunner]' : '[ProotRunner]');
@@ -128,7 +133,8 @@ const lastSegment = (dir: string): string => dir.replace(/\/+$/, '').split('/').
  * defaults, and returns it. Throws ValidationError('MANIFEST_INVALID', …) listing EVERY problem found.
  */
 export function parseManifest(json: unknown, appDir: string, ctx: ManifestContext = {}): AppManifest {
-  const file = `${appDir.replace(/\/+$/, '')}/${MANIFEST_FILE}`;
+  const shownDir = (ctx.sourceDir ?? appDir).replace(/\/+$/, '');
+  const file = `${shownDir}/${MANIFEST_FILE}`;
   let raw: unknown = json;
   if (typeof json === 'string') {
     try {
@@ -224,7 +230,7 @@ export function parseManifest(json: unknown, appDir: string, ctx: ManifestContex
 
   // The entrypoint-file rule needs a valid appId and a known runtime to word the seed's message.
   if (ctx.entrypointExists === false && typeof appId === 'string' && (runtime === 'raw' || entrypoint !== undefined)) {
-    const path = `${appDir.replace(/\/+$/, '')}/${entrypoint ?? DEFAULT_ENTRYPOINT}`;
+    const path = `${shownDir}/${entrypoint ?? DEFAULT_ENTRYPOINT}`;
     issues.push(missingEntrypointMessage(sandbox, appId, path, runtime));
   }
 

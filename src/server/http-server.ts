@@ -8,7 +8,7 @@ import { handleApi } from './api.ts';
 import { sendMetrics } from './metrics-server.ts';
 import { HttpError, sendError, SECURITY_HEADERS } from './http.ts';
 import { isLoopbackAddress, isLoopbackHostHeader } from './listen.ts';
-import { createSseHub } from './sse.ts';
+import { createSseHub, type SseOptions } from './sse.ts';
 import { loadAssets } from './static-assets.ts';
 import { bearerToken, tokenMatches } from './token.ts';
 
@@ -22,6 +22,8 @@ export interface StartServerOptions {
   log?: (msg: string) => void;
   /** How often SSE tails look for commits by other processes (ms). */
   pollMs?: number;
+  /** Event-stream limits: page size, client cap, how long a backed-up client is kept (sse.ts). */
+  sse?: Omit<SseOptions, 'pollMs'>;
 }
 
 export interface RunningServer {
@@ -42,7 +44,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   if (!isLoopbackAddress(host)) throw new UsageError(`refusing to listen on '${host}': only loopback addresses (127.0.0.0/8, ::1) are allowed`);
   if (!token) throw new UsageError('startServer needs a token');
   const assets = loadAssets();
-  const sse = createSseHub(runlog.store, options.pollMs ?? 200);
+  const sse = createSseHub(runlog.store, { ...options.sse, pollMs: options.pollMs ?? 200 });
   const ctx = { runlog, sse, startedAt: new Date().toISOString() };
   const log = options.log ?? (() => undefined);
 

@@ -1,28 +1,82 @@
-// Server-sent events of new log entries, tailed with the store's `subscribe` (which also sees commits
-// made by other processes). Each message: `id: <seq>`, `event: event`, `data: <RecordedEvent JSON>`.
+// Server-sent events of log entries. Each message: `id: <seq>`, `event: event`, `data: <RecordedEvent JSON>`.
+//
+// Bounded by construction: every client has a cursor and is fed from the log a page at a time, the next page
+// only once the socket has taken the last one (back-pressure), so a catch-up from `afterSeq=0` never holds more
+// than a page per client, whatever the log's size. A client that stays backed up for `slowClientMs` is dropped
+// (it reconnects with Last-Event-ID and resumes where it was). The number of open streams is capped: one past
+// the cap gets 503 with Retry-After. New commits (also other processes') wake idle clients through one shared
+// store subscription.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RecordedEvent } from '../domain/events.ts';
 import type { EventStore } from '../store/event-store.ts';
-import { SECURITY_HEADERS } from './http.ts';
+import { SECURITY_HEADERS, sendJson } from './http.ts';
 
 export const KEEPALIVE_MS = 15_000;
+
+export interface SseOptions {
+  /** How often to look for commits by other processes (ms). */
+  pollMs?: number;
+  /** Events read and written per step of a client's feed. */
+  pageSize?: number;
+  /** Open streams at most; one more gets 503. */
+  maxClients?: number;
+  /** A client whose socket does not drain for this long is dropped (ms). */
+  slowClientMs?: number;
+}
+
+export const SSE_DEFAULTS: Required<SseOptions> = { pollMs: 200, pageSize: 200, maxClients: 64, slowClientMs: 10_000 };
 
 export interface SseHub {
   open(req: IncomingMessage, res: ServerResponse, options: { afterSeq?: number; stream?: string }): void;
   /** Ends every open stream (server shutdown). */
   closeAll(): void;
   readonly size: number;
+  /** Clients dropped because they did not keep up (since start). */
+  readonly dropped: number;
 }
 
-export function createSseHub(store: EventStore, pollMs = 200): SseHub {
-  const open = new Set<() => void>();
+type Store = EventStore & { lastSeq(): number };
+
+export function createSseHub(store: Store, options: SseOptions | number = {}): SseHub {
+  const o = { ...SSE_DEFAULTS, ...(typeof options === 'number' ? { pollMs: options } : options) };
+  const clients = new Set<{ wake(): void; close(): void }>();
+  let dropped = 0;
+  let unsubscribe: (() => void) | null = null;
+  let wakeScheduled = false;
+
+  // One subscription for every client: it only says "there is more"; each client reads from its own cursor.
+  const wakeAll = (): void => {
+    if (wakeScheduled) return;
+    wakeScheduled = true;
+    setImmediate(() => {
+      wakeScheduled = false;
+      for (const c of clients) c.wake();
+    });
+  };
+  const watch = (): void => {
+    unsubscribe ??= store.subscribe({ pollMs: o.pollMs }, wakeAll);
+  };
+  const unwatchIfIdle = (): void => {
+    if (clients.size === 0 && unsubscribe) {
+      unsubscribe();
+      unsubscribe = null;
+    }
+  };
+
   return {
     get size() {
-      return open.size;
+      return clients.size;
+    },
+    get dropped() {
+      return dropped;
     },
     open(req, res, options) {
+      if (clients.size >= o.maxClients) {
+        sendJson(res, 503, { error: { code: 'TOO_MANY_STREAMS', message: `${o.maxClients} event streams are open, the most this server serves; retry later` } }, { 'retry-after': '5' });
+        return;
+      }
       const lastEventId = Number(req.headers['last-event-id']);
-      const afterSeq = options.afterSeq ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
+      const requested = options.afterSeq ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
       res.writeHead(200, {
         ...SECURITY_HEADERS,
         'content-type': 'text/event-stream; charset=utf-8',
@@ -31,30 +85,76 @@ export function createSseHub(store: EventStore, pollMs = 200): SseHub {
         'x-accel-buffering': 'no',
       });
       res.write('retry: 2000\n: runlog event stream\n\n');
-      const send = (e: RecordedEvent): void => {
-        if (res.writableEnded || res.destroyed) return;
-        res.write(`id: ${e.seq}\nevent: event\ndata: ${JSON.stringify(e)}\n\n`);
+
+      // The cursor: the last seq sent (the whole log), and for one stream also its last version read.
+      let seq = requested ?? store.lastSeq();
+      let version = options.stream !== undefined && requested === undefined ? store.streamVersion(options.stream) : 0;
+      let busy = false;
+      let waitingForDrain = false;
+      let closed = false;
+      let slowTimer: NodeJS.Timeout | undefined;
+
+      const nextPage = (): RecordedEvent[] => {
+        if (options.stream === undefined) return store.readAll({ afterSeq: seq, limit: o.pageSize });
+        const page = store.read(options.stream, { from: version + 1, to: version + o.pageSize });
+        if (page.length > 0) version = page[page.length - 1]!.version;
+        return page;
       };
-      const off = store.subscribe({ ...(afterSeq !== undefined ? { afterSeq } : {}), ...(options.stream ? { stream: options.stream } : {}), pollMs }, send);
+
+      const pump = (): void => {
+        if (closed || busy || waitingForDrain) return;
+        busy = true;
+        try {
+          const page = nextPage();
+          for (const e of page) {
+            if (e.seq <= seq) continue; // a stream's events before the client's Last-Event-ID
+            seq = e.seq;
+            res.write(`id: ${e.seq}\nevent: event\ndata: ${JSON.stringify(e)}\n\n`);
+          }
+          if (res.writableNeedDrain) {
+            // The socket holds a page it has not sent: wait for it, and drop a client that never takes it.
+            waitingForDrain = true;
+            slowTimer = setTimeout(() => {
+              dropped += 1;
+              close(true);
+            }, o.slowClientMs);
+            res.once('drain', () => {
+              clearTimeout(slowTimer);
+              waitingForDrain = false;
+              pump();
+            });
+          } else if (page.length === o.pageSize) setImmediate(pump); // more to catch up on: yield to the server first
+        } catch {
+          close(true); // the log closed under us (shutdown)
+        } finally {
+          busy = false;
+        }
+      };
+
       const ping = setInterval(() => {
-        if (!res.writableEnded) res.write(': ping\n\n');
+        if (!closed && !waitingForDrain) res.write(': ping\n\n');
       }, KEEPALIVE_MS);
       ping.unref();
-      let closed = false;
-      const close = (): void => {
+
+      const client = { wake: pump, close: () => close(false) };
+      const close = (destroy: boolean): void => {
         if (closed) return;
         closed = true;
-        off();
         clearInterval(ping);
-        open.delete(close);
-        if (!res.writableEnded) res.end();
+        clearTimeout(slowTimer);
+        clients.delete(client);
+        unwatchIfIdle();
+        if (destroy) res.destroy();
+        else if (!res.writableEnded) res.end();
       };
-      open.add(close);
-      req.on('close', close);
-      res.on('error', close);
+      clients.add(client);
+      watch();
+      req.on('close', () => close(false));
+      res.on('error', () => close(true));
+      setImmediate(pump);
     },
     closeAll() {
-      for (const close of [...open]) close();
+      for (const c of [...clients]) c.close();
     },
   };
 }

@@ -60,6 +60,18 @@ export interface SqliteEventStoreOptions {
   readOnly?: boolean;
 }
 
+export interface IterateEventsOptions {
+  /** The whole log: events with seq > afterSeq … */
+  afterSeq?: number;
+  /** … and seq <= toSeq. */
+  toSeq?: number;
+  /** One stream instead, versions from..to (inclusive). */
+  stream?: string;
+  from?: number;
+  to?: number;
+  pageSize?: number;
+}
+
 interface EventRow {
   seq: number;
   stream: string;
@@ -242,6 +254,9 @@ export class SqliteEventStore implements EventStore {
 
   private readonly appendTx: (request: EncodedRequest) => AppendResult;
   private readonly appendManyTx: (requests: readonly EncodedRequest[]) => AppendOutcome[];
+  /** iterateEvents' page queries, prepared on first use. */
+  private streamPage: Database.Statement<[string, number, number, number], EventRow> | undefined;
+  private seqPage: Database.Statement<[number, number, number], EventRow> | undefined;
   /** iterateReplay's page query, prepared on first use. */
   private replayPage: Database.Statement<[number, number], ReplayRow> | undefined;
 
@@ -503,6 +518,34 @@ export class SqliteEventStore implements EventStore {
       }
       if (page.length < pageSize) return;
       cursor = page[page.length - 1]![0];
+    }
+  }
+
+  /**
+   * Recorded events read a page at a time (`runlog events` prints them as they come, never holding the log):
+   * the whole log in seq order (`afterSeq`, `toSeq`), or one stream in version order (`from`, `to`).
+   */
+  *iterateEvents(options: IterateEventsOptions = {}): IterableIterator<RecordedEvent> {
+    const pageSize = options.pageSize ?? 512;
+    if (options.stream !== undefined) {
+      this.streamPage ??= this.db.prepare('SELECT * FROM events WHERE stream = ? AND version >= ? AND version <= ? ORDER BY version LIMIT ?');
+      const to = options.to ?? Number.MAX_SAFE_INTEGER;
+      let from = options.from ?? 1;
+      for (;;) {
+        const page = this.streamPage.all(options.stream, from, to, pageSize);
+        for (const r of page) yield this.toRecorded(r);
+        if (page.length < pageSize) return;
+        from = page[page.length - 1]!.version + 1;
+      }
+    }
+    this.seqPage ??= this.db.prepare('SELECT * FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?');
+    const toSeq = options.toSeq ?? Number.MAX_SAFE_INTEGER;
+    let cursor = options.afterSeq ?? 0;
+    for (;;) {
+      const page = this.seqPage.all(cursor, toSeq, pageSize);
+      for (const r of page) yield this.toRecorded(r);
+      if (page.length < pageSize) return;
+      cursor = page[page.length - 1]!.seq;
     }
   }
 

@@ -1,16 +1,18 @@
 // Replay debugging: `runlog export <id>` writes an actor's history as JSON lines, and
 // `runlog replay --file history.jsonl` replays one offline (no database, no side effects). `--step`
 // prints every transition with the effects that ran live and what changed in the context.
-import { readFileSync } from 'node:fs';
-import { createRunlog } from '../../actors/runlog.ts';
+// Replays stream: a file is read line by line (twice: checked whole first, so a bad file prints nothing, then
+// folded and printed), and only the current state is held, never the history or its steps.
+import { createReadStream, readFileSync, statSync } from 'node:fs';
+import { createInterface } from 'node:readline';
 import { replayEvents, resolveActor, type ReplayView } from '../../actors/inspection.ts';
-import { NotFoundError, ReplayError, UsageError, ValidationError } from '../../domain/errors.ts';
-import { rejectedType, streamName, type ActorKind, type RecordedEvent } from '../../domain/events.ts';
-import { initialSnapshot, machines, type Step } from '../../machines/replay.ts';
+import { NotFoundError, ReplayError, ValidationError } from '../../domain/errors.ts';
+import { rejectedType, streamName, toMachineEvent, type ActorKind, type MachineEvent, type RecordedEvent } from '../../domain/events.ts';
+import { initialSnapshot, machines, stateName, step as stepMachine, type AnySnapshot, type Step } from '../../machines/replay.ts';
 import { describeMachine } from '../../server/machine-graph.ts';
+import type { SqliteEventStore } from '../../store/sqlite-event-store.ts';
 import { defaultUpcasters, type UpcasterRegistry } from '../../store/upcasters.ts';
-import type { Command } from '../command.ts';
-import { EXIT, truncate, type Io } from '../output.ts';
+import { outPaced, truncate, type Io } from '../output.ts';
 
 /** The file format `runlog export` writes; a reader refuses formats newer than it knows. */
 export const HISTORY_FORMAT = 1;
@@ -74,18 +76,16 @@ export function diffContext(before: unknown, after: unknown, prefix = ''): Conte
 }
 
 // ---------------------------------------------------------------------------------------------
-// Reading and replaying a history file
+// Reading a history file
 
 const KINDS: readonly ActorKind[] = ['instance', 'execution'];
 
-/** Parses an exported history. Every malformed line is listed (not only the first). */
-export function parseHistory(text: string, source = 'history'): History {
-  const lines = text.split('\n');
-  while (lines.length > 0 && lines.at(-1)!.trim() === '') lines.pop();
-  if (lines.length === 0) throw new ValidationError('HISTORY_INVALID', `${source} is empty (expected a header line from runlog export)`);
+/** Line 1 of a history: its header, or the error that says why it is not one. */
+function parseHeaderLine(line: string | undefined, source: string): HistoryHeader {
+  if (line === undefined) throw new ValidationError('HISTORY_INVALID', `${source} is empty (expected a header line from runlog export)`);
   let header: Record<string, unknown>;
   try {
-    header = JSON.parse(lines[0]!);
+    header = JSON.parse(line);
   } catch {
     throw new ValidationError('HISTORY_INVALID', `${source} line 1 is not JSON: it should be the header {"runlog":"history",…} that runlog export writes`);
   }
@@ -104,58 +104,122 @@ export function parseHistory(text: string, source = 'history'): History {
   if (hi.length > 0) throw new ValidationError('HISTORY_INVALID', `${source}: malformed header`, hi);
   const kind = header.kind as ActorKind;
   const id = header.id as string;
-  const stream = typeof header.stream === 'string' ? header.stream : streamName(kind, id);
-
-  const issues: string[] = [];
-  const events: RecordedEvent[] = [];
-  for (let i = 1; i < lines.length; i++) {
-    const n = i + 1;
-    // Line n holds version n - 1: judged by position, one bad line is not reported for every line after it.
-    const expected = i;
-    const raw = lines[i]!;
-    let e: unknown;
-    try {
-      e = raw.trim() === '' ? undefined : JSON.parse(raw);
-    } catch {
-      e = undefined;
-    }
-    if (!isPlainObject(e)) {
-      issues.push(`line ${n}: ${raw.trim() === '' ? 'empty line' : 'not a JSON object'}`);
-      continue;
-    }
-    const problems: string[] = [];
-    if (e.version !== expected) problems.push(`version is ${JSON.stringify(e.version)}, expected ${expected} (events must be complete and in order)`);
-    if (typeof e.type !== 'string' || e.type === '') problems.push('type must be a non-empty string');
-    if (typeof e.schema !== 'number' || !Number.isInteger(e.schema) || e.schema < 1) problems.push('schema must be a whole number ≥ 1');
-    if (!isPlainObject(e.data)) problems.push('data must be an object');
-    if (typeof e.at !== 'string' || Number.isNaN(Date.parse(e.at))) problems.push('at must be an ISO timestamp');
-    if (e.meta !== undefined && !isPlainObject(e.meta)) problems.push('meta must be an object');
-    if (e.seq !== undefined && (typeof e.seq !== 'number' || !Number.isInteger(e.seq))) problems.push('seq must be a whole number');
-    if (e.stream !== undefined && e.stream !== stream) problems.push(`stream is ${JSON.stringify(e.stream)}, not the header's ${stream}`);
-    if (problems.length > 0) {
-      issues.push(`line ${n}: ${problems.join('; ')}`);
-      continue;
-    }
-    events.push({
-      seq: typeof e.seq === 'number' ? e.seq : expected,
-      stream,
-      version: expected,
-      type: e.type as string,
-      schema: e.schema as number,
-      data: e.data as Record<string, unknown>,
-      meta: (e.meta as Record<string, unknown> | undefined) ?? {},
-      at: e.at as string,
-    });
-  }
-  if (issues.length === 0 && events.length !== header.version) {
-    issues.push(`the header says ${header.version} events but the file holds ${events.length} (truncated or edited?)`);
-  }
-  if (issues.length > 0) throw new ValidationError('HISTORY_INVALID', `${source} is not a valid runlog history`, issues);
   return {
-    header: { runlog: 'history', format: format as number, kind, id, stream, version: header.version as number, exportedAt: String(header.exportedAt ?? '') },
-    events,
+    runlog: 'history',
+    format: format as number,
+    kind,
+    id,
+    stream: typeof header.stream === 'string' ? header.stream : streamName(kind, id),
+    version: header.version as number,
+    exportedAt: String(header.exportedAt ?? ''),
   };
 }
+
+/** Line `n` of a history (line 1 is the header, so it holds version n - 1): the event, or what is wrong with it. */
+function parseEventLine(raw: string, n: number, stream: string): RecordedEvent | string {
+  // Judged by position: one bad line is not reported for every line after it.
+  const expected = n - 1;
+  let e: unknown;
+  try {
+    e = raw.trim() === '' ? undefined : JSON.parse(raw);
+  } catch {
+    e = undefined;
+  }
+  if (!isPlainObject(e)) return `line ${n}: ${raw.trim() === '' ? 'empty line' : 'not a JSON object'}`;
+  const problems: string[] = [];
+  if (e.version !== expected) problems.push(`version is ${JSON.stringify(e.version)}, expected ${expected} (events must be complete and in order)`);
+  if (typeof e.type !== 'string' || e.type === '') problems.push('type must be a non-empty string');
+  if (typeof e.schema !== 'number' || !Number.isInteger(e.schema) || e.schema < 1) problems.push('schema must be a whole number ≥ 1');
+  if (!isPlainObject(e.data)) problems.push('data must be an object');
+  if (typeof e.at !== 'string' || Number.isNaN(Date.parse(e.at))) problems.push('at must be an ISO timestamp');
+  if (e.meta !== undefined && !isPlainObject(e.meta)) problems.push('meta must be an object');
+  if (e.seq !== undefined && (typeof e.seq !== 'number' || !Number.isInteger(e.seq))) problems.push('seq must be a whole number');
+  if (e.stream !== undefined && e.stream !== stream) problems.push(`stream is ${JSON.stringify(e.stream)}, not the header's ${stream}`);
+  if (problems.length > 0) return `line ${n}: ${problems.join('; ')}`;
+  return {
+    seq: typeof e.seq === 'number' ? e.seq : expected,
+    stream,
+    version: expected,
+    type: e.type as string,
+    schema: e.schema as number,
+    data: e.data as Record<string, unknown>,
+    meta: (e.meta as Record<string, unknown> | undefined) ?? {},
+    at: e.at as string,
+  };
+}
+
+/** A file's issues are listed whole up to this many; past it, how many more there are. */
+const MAX_ISSUES = 100;
+
+/** Collects a history's problems: every one (up to MAX_ISSUES), then the count of the rest. */
+class IssueList {
+  readonly items: string[] = [];
+  private more = 0;
+  add(issue: string): void {
+    if (this.items.length < MAX_ISSUES) this.items.push(issue);
+    else this.more += 1;
+  }
+  get empty(): boolean {
+    return this.items.length === 0;
+  }
+  all(): string[] {
+    return this.more > 0 ? [...this.items, `… and ${this.more} more problems`] : this.items;
+  }
+}
+
+/** Parses an exported history held in memory. Every malformed line is listed (not only the first). */
+export function parseHistory(text: string, source = 'history'): History {
+  const lines = text.split('\n');
+  while (lines.length > 0 && lines.at(-1)!.trim() === '') lines.pop();
+  const header = parseHeaderLine(lines[0], source);
+  const issues = new IssueList();
+  const events: RecordedEvent[] = [];
+  for (let i = 1; i < lines.length; i++) {
+    const r = parseEventLine(lines[i]!, i + 1, header.stream);
+    if (typeof r === 'string') issues.add(r);
+    else events.push(r);
+  }
+  if (issues.empty && events.length !== header.version) {
+    issues.add(`the header says ${header.version} events but the file holds ${events.length} (truncated or edited?)`);
+  }
+  if (!issues.empty) throw new ValidationError('HISTORY_INVALID', `${source} is not a valid runlog history`, issues.all());
+  return { header, events };
+}
+
+/** The lines of a file, read as a stream; trailing blank lines are dropped, blank lines inside are kept. */
+async function* fileLines(path: string): AsyncGenerator<string> {
+  const input = createReadStream(path, { encoding: 'utf8' });
+  const rl = createInterface({ input, crlfDelay: Infinity });
+  let blanks = 0;
+  try {
+    for await (const line of rl) {
+      if (line.trim() === '') {
+        blanks += 1;
+        continue;
+      }
+      for (; blanks > 0; blanks--) yield '';
+      yield line;
+    }
+  } finally {
+    rl.close();
+    input.destroy();
+  }
+}
+
+/** A history file's events, parsed line by line (the file was checked whole by checkHistoryFile first). */
+async function* historyEvents(path: string, header: HistoryHeader): AsyncGenerator<RecordedEvent> {
+  let n = 0;
+  for await (const line of fileLines(path)) {
+    n += 1;
+    if (n === 1) continue;
+    const r = parseEventLine(line, n, header.stream);
+    if (typeof r === 'string') throw new ValidationError('HISTORY_INVALID', `${path} changed while it was replayed`, [r]);
+    yield r;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replaying
 
 const eventTypesCache = new Map<ActorKind, Set<string>>();
 function knownEventTypes(kind: ActorKind): Set<string> {
@@ -169,6 +233,54 @@ function knownEventTypes(kind: ActorKind): Set<string> {
 
 const where = (e: RecordedEvent): string => `event v${e.version} (seq ${e.seq}) ${e.type}`;
 
+/** One event of a history lifted to the current schema, or the ReplayError naming why it cannot be. */
+function liftEvent(kind: ActorKind, e: RecordedEvent, upcasters: UpcasterRegistry): RecordedEvent {
+  const known = knownEventTypes(kind);
+  if (!known.has(e.type)) {
+    throw new ReplayError(`${where(e)}: unknown event type for kind ${kind}; this runlog's ${kind} machine takes ${[...known].join(', ')}`, {
+      version: e.version,
+      seq: e.seq,
+      type: e.type,
+      schema: e.schema,
+    });
+  }
+  try {
+    const { schema, data } = upcasters.upcast(e.type, e.schema, e.data);
+    return { ...e, schema, data };
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    throw new ReplayError(`${where(e)}: ${message}`, { version: e.version, seq: e.seq, type: e.type, schema: e.schema });
+  }
+}
+
+/** Folds events one at a time, keeping only the current snapshot: the steps of a replay, produced as it goes. */
+class Stepper {
+  private snapshot: AnySnapshot;
+  private readonly machine;
+  constructor(readonly kind: ActorKind) {
+    this.machine = machines[kind];
+    this.snapshot = initialSnapshot(this.machine);
+  }
+  next(e: RecordedEvent): Step {
+    const event: MachineEvent & { version: number } = { ...toMachineEvent(e), version: e.version };
+    const from = stateName(this.snapshot);
+    const r = stepMachine(this.machine, this.snapshot, event);
+    this.snapshot = r.snapshot;
+    return { version: e.version, event, from, to: stateName(this.snapshot), accepted: r.accepted, effects: r.effects, context: this.snapshot.context };
+  }
+}
+
+/** The ReplayError for a step a history's machine could not take (a recorded rejection is fine). */
+function stuckError(kind: ActorKind, e: RecordedEvent, s: Step): ReplayError | null {
+  if (s.accepted || s.event.type === rejectedType(kind)) return null;
+  return new ReplayError(`${where(e)}: the ${kind} machine cannot take it in state '${s.from}' (the history does not fit this machine)`, {
+    version: e.version,
+    seq: e.seq,
+    type: e.type,
+    state: s.from,
+  });
+}
+
 /**
  * Replays a history with no side effects: events are lifted to the current schema by the upcasters,
  * then folded through the kind's machine. Fails with code REPLAY naming the first event it cannot apply
@@ -180,39 +292,14 @@ export function replayHistory(history: History, options: { to?: number; upcaster
   const last = history.events.at(-1)?.version ?? 0;
   if (options.to !== undefined && options.to > last) throw new ReplayError(`${id} has ${last} events; cannot replay to ${options.to}`, { id, to: options.to });
   const upto = options.to === undefined ? history.events : history.events.filter((e) => e.version <= options.to!);
-  const known = knownEventTypes(kind);
-  const lifted: RecordedEvent[] = [];
-  for (const e of upto) {
-    if (!known.has(e.type)) {
-      throw new ReplayError(`${where(e)}: unknown event type for kind ${kind}; this runlog's ${kind} machine takes ${[...known].join(', ')}`, {
-        version: e.version,
-        seq: e.seq,
-        type: e.type,
-        schema: e.schema,
-      });
-    }
-    try {
-      const { schema, data } = upcasters.upcast(e.type, e.schema, e.data);
-      lifted.push({ ...e, schema, data });
-    } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      throw new ReplayError(`${where(e)}: ${message}`, { version: e.version, seq: e.seq, type: e.type, schema: e.schema });
-    }
-  }
+  const lifted = upto.map((e) => liftEvent(kind, e, upcasters));
   const view = { ...replayEvents(kind, id, lifted, options.to), version: last };
   const stuck = view.steps.find((s) => !s.accepted && s.event.type !== rejectedType(kind));
-  if (stuck) {
-    const e = lifted.find((x) => x.version === stuck.version)!;
-    throw new ReplayError(`${where(e)}: the ${kind} machine cannot take it in state '${stuck.from}' (the history does not fit this machine)`, {
-      version: e.version,
-      seq: e.seq,
-      type: e.type,
-      state: stuck.from,
-    });
-  }
+  if (stuck) throw stuckError(kind, lifted.find((x) => x.version === stuck.version)!, stuck)!;
   return view;
 }
 
+/** A history file held in memory (small files, tests). `runlog replay --file` streams instead (replayHistoryFile). */
 export function readHistoryFile(path: string): History {
   let text: string;
   try {
@@ -222,6 +309,77 @@ export function readHistoryFile(path: string): History {
     throw err;
   }
   return parseHistory(text, path);
+}
+
+/**
+ * Reads a history file once, line by line, and judges it whole before anything is printed: every malformed line
+ * (HISTORY_INVALID), a count that disagrees with the header, `to` past its end, and the first event that cannot
+ * be replayed up to `to` (REPLAY). Holds one snapshot, never the events.
+ */
+async function checkHistoryFile(path: string, options: { to?: number; upcasters: UpcasterRegistry }): Promise<HistoryHeader> {
+  try {
+    if (!statSync(path).isFile()) throw new ValidationError('HISTORY_INVALID', `${path} is not a file`);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new NotFoundError('history file', path);
+    throw err;
+  }
+  let header: HistoryHeader | undefined;
+  const issues = new IssueList();
+  let stepper: Stepper | undefined;
+  let replayError: ReplayError | null = null;
+  let count = 0;
+  let n = 0;
+  for await (const line of fileLines(path)) {
+    n += 1;
+    if (n === 1) {
+      header = parseHeaderLine(line, path);
+      stepper = new Stepper(header.kind);
+      continue;
+    }
+    const r = parseEventLine(line, n, header!.stream);
+    if (typeof r === 'string') {
+      issues.add(r);
+      continue;
+    }
+    count += 1;
+    // Replay is judged only while the file is sound so far and up to `to` (a history replays up to its first bad event).
+    if (!issues.empty || replayError || (options.to !== undefined && r.version > options.to)) continue;
+    try {
+      const lifted = liftEvent(header!.kind, r, options.upcasters);
+      replayError = stuckError(header!.kind, lifted, stepper!.next(lifted));
+    } catch (err) {
+      if (!(err instanceof ReplayError)) throw err;
+      replayError = err;
+    }
+  }
+  if (!header) header = parseHeaderLine(undefined, path);
+  if (issues.empty && count !== header.version) issues.add(`the header says ${header.version} events but the file holds ${count} (truncated or edited?)`);
+  if (!issues.empty) throw new ValidationError('HISTORY_INVALID', `${path} is not a valid runlog history`, issues.all());
+  if (options.to !== undefined && options.to > count) throw new ReplayError(`${header.id} has ${count} events; cannot replay to ${options.to}`, { id: header.id, to: options.to });
+  if (replayError) throw replayError;
+  return header;
+}
+
+/** `runlog replay --file`: checks the file whole, then replays it again as it prints (memory: one actor's state). */
+export async function replayHistoryFile(io: Io, path: string, options: { step: boolean; to: number | undefined; upcasters?: UpcasterRegistry }): Promise<void> {
+  const upcasters = options.upcasters ?? defaultUpcasters();
+  const header = await checkHistoryFile(path, { upcasters, ...(options.to !== undefined ? { to: options.to } : {}) });
+  const lifted = async function* (): AsyncGenerator<RecordedEvent> {
+    for await (const e of historyEvents(path, header)) {
+      if (options.to !== undefined && e.version > options.to) return; // past --to: not lifted, not even read on
+      yield liftEvent(header.kind, e, upcasters);
+    }
+  };
+  await printReplayStream(io, { kind: header.kind, id: header.id, version: header.version }, lifted(), options);
+}
+
+/** `runlog replay <id>`: the actor's events read from the log a page at a time, printed as they are folded. */
+export async function replayFromLog(io: Io, store: SqliteEventStore, id: string, options: { step: boolean; to: number | undefined }): Promise<void> {
+  const ref = resolveActor(store, id);
+  const version = store.streamVersion(ref.stream);
+  if (options.to !== undefined && options.to > version) throw new ReplayError(`${ref.id} has ${version} events; cannot replay to ${options.to}`, { id: ref.id, to: options.to });
+  const events = store.iterateEvents({ stream: ref.stream, ...(options.to !== undefined ? { to: options.to } : {}) });
+  await printReplayStream(io, { kind: ref.kind, id: ref.id, version }, events, options);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -250,27 +408,24 @@ export function stepsWithChanges(steps: readonly Step[], initial: Record<string,
   });
 }
 
-function printSteps(io: Io, view: ReplayView, step: boolean): void {
-  if (!step) {
-    for (const s of view.steps) {
-      const mark = s.accepted ? '' : '  (not accepted)';
-      const fx = s.effects.length ? `  effects: ${s.effects.map((e) => e.type).join(', ')}` : '';
-      io.out(`v${String(s.version).padEnd(4)} ${s.event.at}  ${s.event.type.padEnd(28)} ${s.from} → ${s.to}${fx}${mark}`);
-    }
+/** One step as `runlog replay` prints it (changes: with --step, what changed in the context since the step before). */
+function printStep(io: Io, kind: ActorKind, s: Step, changes: ContextChange[] | null): void {
+  if (!changes) {
+    const mark = s.accepted ? '' : '  (not accepted)';
+    const fx = s.effects.length ? `  effects: ${s.effects.map((e) => e.type).join(', ')}` : '';
+    io.out(`v${String(s.version).padEnd(4)} ${s.event.at}  ${s.event.type.padEnd(28)} ${s.from} → ${s.to}${fx}${mark}`);
     return;
   }
-  for (const s of stepsWithChanges(view.steps, initialMachineContext(view.kind))) {
-    const rejected = s.event.type === rejectedType(view.kind) ? s.event.data as { rejected?: { type?: string }; state?: string } : null;
-    const title = rejected ? `${s.event.type} (${rejected.rejected?.type ?? '?'} was refused in ${rejected.state ?? '?'})` : s.event.type;
-    io.out(`v${s.version}  ${s.event.at}  ${title}`);
-    io.out(`    ${s.from} → ${s.to}${s.accepted ? '' : '   (not accepted: nothing changed)'}`);
-    if (s.effects.length > 0) io.out(`    effects: ${s.effects.map((e) => `${e.type}${Object.keys(e.params).length ? ` ${truncate(JSON.stringify(e.params), 80)}` : ''}`).join('\n             ')}`);
-    if (s.changes.length > 0) {
-      io.out('    context:');
-      for (const c of s.changes) io.out(`      ${formatChange(c).replaceAll('\n', '\n      ')}`);
-    }
-    io.out('');
+  const rejected = s.event.type === rejectedType(kind) ? (s.event.data as { rejected?: { type?: string }; state?: string }) : null;
+  const title = rejected ? `${s.event.type} (${rejected.rejected?.type ?? '?'} was refused in ${rejected.state ?? '?'})` : s.event.type;
+  io.out(`v${s.version}  ${s.event.at}  ${title}`);
+  io.out(`    ${s.from} → ${s.to}${s.accepted ? '' : '   (not accepted: nothing changed)'}`);
+  if (s.effects.length > 0) io.out(`    effects: ${s.effects.map((e) => `${e.type}${Object.keys(e.params).length ? ` ${truncate(JSON.stringify(e.params), 80)}` : ''}`).join('\n             ')}`);
+  if (changes.length > 0) {
+    io.out('    context:');
+    for (const c of changes) io.out(`      ${formatChange(c).replaceAll('\n', '\n      ')}`);
   }
+  io.out('');
 }
 
 /** The first step's "before": the machine's initial context. */
@@ -278,47 +433,45 @@ function initialMachineContext(kind: ActorKind): Record<string, unknown> {
   return initialSnapshot(machines[kind]).context as Record<string, unknown>;
 }
 
-/** Prints a replay view the way `runlog replay` does (shared by the database and --file paths). */
-export function printReplay(io: Io, view: ReplayView, options: { step: boolean; to: number | undefined }): void {
+/**
+ * Folds events and prints each step as it is made: text (a line per transition, or a block per step with
+ * --step), or with --json one JSON document `{id, kind, version, steps: [...], to, state, context}` written
+ * piece by piece. Holds the current state (and, for --step, the context before it), never the steps. Stops
+ * early when stdout's reader has gone away.
+ */
+export async function printReplayStream(
+  io: Io,
+  actor: { kind: ActorKind; id: string; version: number },
+  events: Iterable<RecordedEvent> | AsyncIterable<RecordedEvent>,
+  options: { step: boolean; to: number | undefined },
+): Promise<void> {
+  const stepper = new Stepper(actor.kind);
+  let prev: Record<string, unknown> = initialMachineContext(actor.kind);
+  let last: Step | undefined;
+  let first = true;
+  if (io.json) io.out(`{"id":${JSON.stringify(actor.id)},"kind":${JSON.stringify(actor.kind)},"version":${actor.version},"steps":[`);
+  for await (const e of events) {
+    if (options.to !== undefined && e.version > options.to) break;
+    if (io.closed) return;
+    const s = stepper.next(e);
+    last = s;
+    const changes = options.step ? diffContext(prev, s.context) : null;
+    prev = s.context;
+    if (io.json) {
+      await outPaced(io, `${first ? '' : ','}${JSON.stringify(changes ? { ...s, changes } : s)}`);
+      first = false;
+    } else {
+      printStep(io, actor.kind, s, changes);
+      const wait = io.room?.();
+      if (wait) await wait;
+    }
+  }
+  const to = last?.version ?? 0;
+  const state = last?.to ?? 'new';
+  const context = last?.context ?? {};
   if (io.json) {
-    const out = options.step ? { ...view, steps: stepsWithChanges(view.steps, initialMachineContext(view.kind)) } : view;
-    io.out(JSON.stringify(out, null, 2));
+    io.out(`],"to":${to},"state":${JSON.stringify(state)},"context":${JSON.stringify(context)}}`);
     return;
   }
-  printSteps(io, view, options.step);
-  if (options.to !== undefined) io.out(`${options.step ? '' : '\n'}at v${view.to}: ${view.state}\ncontext:\n${JSON.stringify(view.context, null, 2)}`);
+  if (options.to !== undefined) io.out(`${options.step ? '' : '\n'}at v${to}: ${state}\ncontext:\n${JSON.stringify(context, null, 2)}`);
 }
-
-// ---------------------------------------------------------------------------------------------
-// Commands
-
-export const exportCommand: Command = {
-  name: 'export',
-  summary: "write an actor's history as JSON lines (a header, then one recorded event per line)",
-  usage: 'runlog export <id> > history.jsonl   (replay it anywhere with: runlog replay --file history.jsonl)',
-  run: async (args, io) => {
-    const id = args.positionals[0];
-    if (!id) throw new UsageError(`missing actor id\nusage: ${exportCommand.usage}`);
-    if (args.positionals.length > 1) throw new UsageError(`export takes one actor id\nusage: ${exportCommand.usage}`);
-    const rl = await createRunlog({ home: args.home, db: args.db, supervise: false });
-    try {
-      const ref = resolveActor(rl.store, id);
-      const events = rl.store.read(ref.stream);
-      const header: HistoryHeader = {
-        runlog: 'history',
-        format: HISTORY_FORMAT,
-        kind: ref.kind,
-        id: ref.id,
-        stream: ref.stream,
-        version: events.at(-1)?.version ?? 0,
-        exportedAt: new Date().toISOString(),
-      };
-      io.out(JSON.stringify(header));
-      for (const e of events) io.out(JSON.stringify(e));
-      io.err(`exported ${events.length} events of ${ref.kind} ${ref.id}`);
-      return EXIT.ok;
-    } finally {
-      await rl.close();
-    }
-  },
-};

@@ -2,26 +2,59 @@
 // in-process PDS and PLC, the local registry and runtime images. It spawns the example app in both
 // sandboxes, publishes and runs the example at-run code in both languages, serves the inspector, and
 // stops what it started on Ctrl-C (or right away with --once).
+//
+// Whatever ends it — Ctrl-C, SIGTERM, or the reader of its output going away (`npm run demo | tee demo.log`,
+// then Ctrl-C: tee dies first) — it stops everything it started before it exits; signals that arrive while it
+// is stopping do not cut the cleanup short.
+// Only light modules at the top (see command.ts): the demo's stack loads when the command runs.
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { discoverParts, requireImage, requireRootfs } from '../../actors/parts.ts';
-import { resolvePaths } from '../../actors/paths.ts';
-import { publishCode, publishRuntime } from '../../actors/publishing.ts';
-import { createRunlog, type Runlog } from '../../actors/runlog.ts';
-import { requireDevEnv, startLocalNetwork, type LocalNetwork } from '../../adapters/atproto/index.ts';
-import { createDockerEngine } from '../../adapters/docker/engine.ts';
+import type { Runlog } from '../../actors/runlog.ts';
+import type { LocalNetwork } from '../../adapters/atproto/index.ts';
 import { RunlogError } from '../../domain/errors.ts';
-import { startServer } from '../../server/http-server.ts';
-import { WriterLock } from '../../store/writer-lock.ts';
 import { parseListen } from '../../server/listen.ts';
-import { ensureToken } from '../../server/token.ts';
-import { removeServerInfo, writeServerInfo } from '../client.ts';
 import type { Command } from '../command.ts';
-import { EXIT, printJson } from '../output.ts';
+import { EXIT, printJson, type Io } from '../output.ts';
 
 const REPO = resolve(import.meta.dirname, '../../..');
 
+/**
+ * Resolves on the first SIGINT or SIGTERM, or when stdout's reader goes away. The handlers stay installed until
+ * `release()`, so a second signal (npm forwarding one, an impatient Ctrl-C) is noted instead of killing the
+ * process halfway through stopping what it started.
+ */
+export function demoStopper(io: Io, say: (m: string) => void): { stopped: Promise<string>; release: () => void } {
+  let fire!: (why: string) => void;
+  let fired = false;
+  const stopped = new Promise<string>((resolveStop) => {
+    fire = (why) => {
+      if (fired) {
+        say(`${why}: still stopping what the demo started…`);
+        return;
+      }
+      fired = true;
+      resolveStop(why);
+    };
+  });
+  const onSignal = (sig: NodeJS.Signals) => fire(sig);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  process.on('SIGHUP', onSignal);
+  const offClosed = io.onClosed?.(() => fire('output closed'));
+  return {
+    stopped,
+    release: () => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      process.off('SIGHUP', onSignal);
+      offClosed?.();
+    },
+  };
+}
+
 async function checkParts(): Promise<void> {
+  const { discoverParts, requireImage, requireRootfs } = await import('../../actors/parts.ts');
+  const { createDockerEngine } = await import('../../adapters/docker/engine.ts');
   const parts = discoverParts();
   requireRootfs(parts);
   for (const name of ['app-base', 'at-run-sandbox', 'runtime-node', 'runtime-python']) requireImage(parts, name);
@@ -37,15 +70,35 @@ export const demoCommand: Command = {
   name: 'demo',
   summary: 'the first run: example app in both sandboxes, example at-run code in both languages, the inspector',
   usage: 'runlog demo [--home <dir>] [--listen 127.0.0.1:<port>] [--once] [--keep] [--json]',
-  options: { listen: { type: 'string' }, once: { type: 'boolean', default: false }, keep: { type: 'boolean', default: false } },
+  options: {
+    listen: { type: 'string', value: '<host:port>', description: 'where the API and inspector listen (loopback only)', defaultText: '127.0.0.1:7077' },
+    once: { type: 'boolean', default: false, description: 'stop everything and exit right after the run' },
+    keep: { type: 'boolean', default: false, description: 'leave the containers running when the demo exits' },
+  },
+  examples: ['npm run demo', 'runlog demo --once --json'],
   async run(args, io) {
     const listen = parseListen((args.values.listen as string | undefined) ?? '127.0.0.1:7077');
     const say = (m: string) => io.err(`runlog demo: ${m}`);
-    await requireDevEnv(); // first: an installed package without the embedded PDS says so before anything starts
+    // First: an installed package without the embedded PDS says so before anything starts.
+    await (await import('../../adapters/atproto/index.ts')).requireDevEnv();
     await checkParts();
+    const [{ discoverParts, requireImage }, { resolvePaths }, { publishCode, publishRuntime }, { createRunlog }, { startLocalNetwork }, { startServer }, { ensureToken }, { removeServerInfo, writeServerInfo }, { WriterLock }] =
+      await Promise.all([
+        import('../../actors/parts.ts'),
+        import('../../actors/paths.ts'),
+        import('../../actors/publishing.ts'),
+        import('../../actors/runlog.ts'),
+        import('../../adapters/atproto/index.ts'),
+        import('../../server/http-server.ts'),
+        import('../../server/token.ts'),
+        import('../client.ts'),
+        import('../../store/writer-lock.ts'),
+      ]);
     // The log's writer lock before the minutes of setup: a second demo (or a running supervisor) stops here.
     const paths = resolvePaths({ home: args.home, db: args.db });
     const lock = WriterLock.acquire(paths.db, 'runlog demo');
+    // From here on, a signal or a closed output ends the demo through the cleanup below, never around it.
+    const stopper = demoStopper(io, say);
     let net: LocalNetwork | null = null;
     let rl: Runlog | null = null;
     let server: Awaited<ReturnType<typeof startServer>> | null = null;
@@ -109,17 +162,10 @@ export const demoCommand: Command = {
         io.out('\n(runlog is `node bin/runlog.js` in this checkout.) Ctrl-C stops the demo and everything it started.');
       }
       if (!args.values.once) {
-        await new Promise<void>((resolveSignal) => {
-          const keepAlive = setInterval(() => undefined, 1 << 30);
-          const on = () => {
-            clearInterval(keepAlive);
-            process.off('SIGINT', on);
-            process.off('SIGTERM', on);
-            resolveSignal();
-          };
-          process.on('SIGINT', on);
-          process.on('SIGTERM', on);
-        });
+        const keepAlive = setInterval(() => undefined, 1 << 30);
+        const why = await stopper.stopped;
+        clearInterval(keepAlive);
+        say(`${why}: stopping`);
       }
       return executions.every((e) => e.status === 'succeeded') ? EXIT.ok : EXIT.failure;
     } finally {
@@ -132,6 +178,7 @@ export const demoCommand: Command = {
       await rl?.close().catch(() => undefined);
       lock.release(); // no-op when rl.close() released it
       await net?.close().catch(() => undefined);
+      stopper.release();
     }
   },
 };

@@ -1,26 +1,25 @@
-// Inspection commands: they read the SQLite file directly and work with no supervisor running.
-import { createRunlog, type Runlog } from '../../actors/runlog.ts';
+// Inspection commands: they read the SQLite file directly and work with no supervisor running. This module
+// imports only light code at its top: `ps` loads the store reader and nothing else; the others load the
+// machines (to fold) when they run.
 import { UsageError } from '../../domain/errors.ts';
 import type { RecordedEvent } from '../../domain/events.ts';
-import type { Supervision } from '../../domain/supervision.ts';
+import { supervision as supervisionOf, type Supervision } from '../../domain/supervision.ts';
+import type { SqliteEventStore } from '../../store/sqlite-event-store.ts';
 import type { Command, CommandArgs } from '../command.ts';
-import { age, EXIT, printJson, table, truncate, type Io } from '../output.ts';
-import { printReplay, readHistoryFile, replayHistory } from './debug-commands.ts';
-
-/** Opens the log read-only (never creates or changes a file); `write` takes the writer lock instead (rebuild). */
-async function withLog<T>(args: CommandArgs, fn: (rl: Runlog) => Promise<T> | T, write?: { command: string }): Promise<T> {
-  const rl = await createRunlog({ home: args.home, db: args.db, supervise: false, ...(write ? { readOnly: false, command: write.command } : {}) });
-  try {
-    return await fn(rl);
-  } finally {
-    await rl.close();
-  }
-}
+import { withInspectionLog } from '../inspection-log.ts';
+import { age, EXIT, outPaced, printJson, table, truncate, type Io } from '../output.ts';
 
 function needId(args: CommandArgs, usage: string): string {
   const id = args.positionals[0];
   if (!id) throw new UsageError(`missing actor id\nusage: ${usage}`);
   return id;
+}
+
+function wholeNumber(v: unknown, name: string, min = 0): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) throw new UsageError(`--${name} must be a whole number${min > 0 ? ` ≥ ${min}` : ''}, not '${String(v)}'`);
+  return n;
 }
 
 const describe = (summary: Record<string, unknown>): string => {
@@ -39,13 +38,17 @@ export const psCommand: Command = {
   name: 'ps',
   summary: 'list actors (live ones; --all for every actor)',
   usage: 'runlog ps [--all] [--kind instance|execution] [--json]',
-  options: { all: { type: 'boolean', short: 'a', default: false }, kind: { type: 'string' } },
-  run: (args, io) =>
-    withLog(args, (rl) => {
-      const kind = args.values.kind as string | undefined;
-      if (kind && kind !== 'instance' && kind !== 'execution') throw new UsageError(`--kind must be instance or execution, not '${kind}'`);
-      const rows = rl.list({ all: Boolean(args.values.all), ...(kind ? { kind: kind as 'instance' | 'execution' } : {}) });
-      const sup = rl.supervision();
+  options: {
+    all: { type: 'boolean', short: 'a', default: false, description: 'every actor, finished ones too' },
+    kind: { type: 'string', value: '<instance|execution>', description: 'only app instances or only executions', defaultText: 'both' },
+  },
+  examples: ['runlog ps --all --kind instance'],
+  run: (args, io) => {
+    const kind = args.values.kind as string | undefined;
+    if (kind && kind !== 'instance' && kind !== 'execution') throw new UsageError(`--kind must be instance or execution, not '${kind}'`);
+    return withInspectionLog(args, (store) => {
+      const rows = store.listActors({ all: Boolean(args.values.all), ...(kind ? { kind } : {}) });
+      const sup = supervisionOf(store.readHeartbeat(), new Date().toISOString());
       if (io.json) {
         printJson(
           io,
@@ -60,17 +63,21 @@ export const psCommand: Command = {
         if (!sup.supervised && rows.some((r) => r.status === 'active')) io.err(unsupervisedNote(sup));
       }
       return EXIT.ok;
-    }),
+    });
+  },
 };
 
 export const inspectCommand: Command = {
   name: 'inspect',
   summary: "show an actor's current state and context (computed by replaying its events)",
   usage: 'runlog inspect <id> [--json]',
-  run: (args, io) =>
-    withLog(args, (rl) => {
-      const view = rl.inspect(needId(args, inspectCommand.usage));
-      const sup = rl.supervision();
+  examples: ['runlog inspect inst_01J9Z --json'],
+  run: async (args, io) => {
+    const id = needId(args, inspectCommand.usage);
+    const { inspectActor } = await import('../../actors/inspection.ts');
+    return withInspectionLog(args, (store) => {
+      const view = inspectActor(store, id);
+      const sup = supervisionOf(store.readHeartbeat(), new Date().toISOString());
       if (io.json) printJson(io, { ...view, supervision: sup });
       else {
         const last = !sup.supervised && view.status === 'active' ? ' — last known state' : '';
@@ -79,72 +86,122 @@ export const inspectCommand: Command = {
         io.out(`context:\n${JSON.stringify(view.context, null, 2)}`);
       }
       return EXIT.ok;
-    }),
+    });
+  },
 };
 
 function formatEvent(e: RecordedEvent): string {
   return `${String(e.seq).padStart(6)}  ${e.stream}  v${e.version}  ${e.at}  ${e.type}  ${truncate(JSON.stringify(e.data), 160)}`;
 }
 
-function printEvents(io: Io, events: RecordedEvent[]): void {
-  for (const e of events) io.out(io.json ? JSON.stringify(e) : formatEvent(e));
+const formatLine = (io: Io, e: RecordedEvent): string => (io.json ? JSON.stringify(e) : formatEvent(e));
+const printEvent = (io: Io, e: RecordedEvent): void => io.out(formatLine(io, e));
+
+/** Resolves on SIGINT/SIGTERM, when stdout's reader goes away, or when `done` is called. */
+function untilStopped(io: Io): { done: () => void; stopped: Promise<void> } {
+  let done!: () => void;
+  const stopped = new Promise<void>((resolve) => {
+    const keepAlive = setInterval(() => undefined, 1 << 30);
+    const offClosed = io.onClosed?.(() => done());
+    done = () => {
+      clearInterval(keepAlive);
+      offClosed?.();
+      process.off('SIGINT', done);
+      process.off('SIGTERM', done);
+      resolve();
+    };
+    process.once('SIGINT', done);
+    process.once('SIGTERM', done);
+  });
+  return { done, stopped };
 }
 
 export const eventsCommand: Command = {
   name: 'events',
-  summary: "print an actor's events (or the whole log with --all); --follow tails it",
-  usage: 'runlog events <id> | --all [--from N] [--to N] [--follow] [--json]   (--json prints one JSON event per line)',
-  options: { all: { type: 'boolean', default: false }, follow: { type: 'boolean', short: 'f', default: false }, from: { type: 'string' }, to: { type: 'string' } },
+  summary: "print an actor's events (or the whole log with --all) as they are read; --follow tails it",
+  usage: 'runlog events <id> | --all [--from N] [--to N] [--follow] [--json]',
+  options: {
+    all: { type: 'boolean', default: false, description: 'the whole log in seq order (--from/--to are then seqs)' },
+    from: { type: 'string', value: '<N>', description: 'first version to print (with --all: print seqs after N)', defaultText: 'the first' },
+    to: { type: 'string', value: '<N>', description: 'last version (with --all: seq) to print; --follow ends there', defaultText: 'the last' },
+    follow: {
+      type: 'boolean',
+      short: 'f',
+      default: false,
+      description: 'keep printing new events (also written by other processes); ends at --to, or when the actor has ended',
+    },
+  },
+  examples: ['runlog events inst_01J9Z --follow', 'runlog events --all --json | head -1'],
   run: async (args, io) => {
     const all = Boolean(args.values.all);
     const id = args.positionals[0];
     if (!all && !id) throw new UsageError(`give an actor id or --all\nusage: ${eventsCommand.usage}`);
-    const num = (v: unknown, name: string) => {
-      if (v === undefined) return undefined;
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 0) throw new UsageError(`--${name} must be a whole number`);
-      return n;
-    };
-    const from = num(args.values.from, 'from');
-    const to = num(args.values.to, 'to');
-    const rl = await createRunlog({ home: args.home, db: args.db, supervise: false });
-    try {
-      let stream: string | undefined;
-      let last = 0;
-      if (all) {
-        const evs = rl.store.readAll({ afterSeq: from ?? 0 }).filter((e) => to === undefined || e.seq <= to);
-        printEvents(io, evs);
-        last = evs.at(-1)?.seq ?? from ?? 0;
-      } else {
-        const evs = rl.events(id!, { ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) });
-        stream = rl.inspect(id!).stream;
-        printEvents(io, evs);
-        last = rl.store.lastSeq();
+    if (all && id) throw new UsageError(`give an actor id or --all, not both\nusage: ${eventsCommand.usage}`);
+    const from = wholeNumber(args.values.from, 'from');
+    const to = wholeNumber(args.values.to, 'to');
+    const follow = Boolean(args.values.follow);
+    // Resolving an abbreviated id needs the inspection queries (and the machines they import): only then.
+    const resolve = all ? undefined : (await import('../../actors/inspection.ts')).resolveActor;
+    return withInspectionLog(args, async (store) => {
+      // --all: positions are seqs; one actor: versions. Either way a row is printed as soon as it is read.
+      const ref = resolve ? resolve(store, id!) : undefined;
+      const startSeq = store.lastSeq(); // where --follow picks up, at the latest
+      let lastSeq = all ? (from ?? 0) : 0;
+      let lastVersion = all ? 0 : Math.max(0, (from ?? 1) - 1);
+      const rows = ref
+        ? store.iterateEvents({ stream: ref.stream, ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) })
+        : store.iterateEvents({ afterSeq: from ?? 0, ...(to !== undefined ? { toSeq: to } : {}) });
+      for (const e of rows) {
+        if (io.closed) return EXIT.ok;
+        await outPaced(io, formatLine(io, e));
+        lastSeq = e.seq;
+        lastVersion = e.version;
       }
-      if (!args.values.follow) return EXIT.ok;
-      await new Promise<void>((resolve) => {
-        const off = rl.store.subscribe({ afterSeq: last, ...(stream ? { stream } : {}), pollMs: 100 }, (e) => printEvents(io, [e]));
-        const keepAlive = setInterval(() => undefined, 1 << 30);
-        const stop = () => {
-          off();
-          clearInterval(keepAlive);
-          resolve();
-        };
-        process.once('SIGINT', stop);
-        process.once('SIGTERM', stop);
+      if (!follow || io.closed) return EXIT.ok;
+      const reachedTo = (): boolean => to !== undefined && (all ? lastSeq >= to : lastVersion >= to);
+      const ended = (): boolean => ref !== undefined && store.getActor(ref.id)?.status === 'terminal';
+      if (reachedTo() || ended()) return EXIT.ok;
+      await followLog(io, store, { afterSeq: Math.max(lastSeq, all ? 0 : startSeq), ...(ref ? { stream: ref.stream } : {}) }, (e, stop) => {
+        if (all ? e.seq <= lastSeq : e.version <= lastVersion) return; // already printed by the catch-up
+        if (to !== undefined && (all ? e.seq > to : e.version > to)) return stop();
+        printEvent(io, e);
+        lastSeq = e.seq;
+        lastVersion = e.version;
+        if (reachedTo() || ended() || io.closed) stop();
       });
       return EXIT.ok;
-    } finally {
-      await rl.close();
-    }
+    });
   },
 };
+
+/** Tails the log until the handler calls stop, a signal arrives or stdout's reader goes away. */
+async function followLog(io: Io, store: SqliteEventStore, from: { afterSeq: number; stream?: string }, onEvent: (e: RecordedEvent, stop: () => void) => void): Promise<void> {
+  const { done, stopped } = untilStopped(io);
+  let over = false;
+  const stop = (): void => {
+    over = true;
+    done();
+  };
+  const off = store.subscribe({ afterSeq: from.afterSeq, ...(from.stream ? { stream: from.stream } : {}), pollMs: 100 }, (e) => {
+    if (!over) onEvent(e, stop);
+  });
+  try {
+    await stopped;
+  } finally {
+    off();
+  }
+}
 
 export const replayCommand: Command = {
   name: 'replay',
   summary: 'replay an actor through its machine (from the log, or offline from an exported --file): each transition, or state and context at --to N',
   usage: 'runlog replay <id> | --file <history.jsonl> [--to <version>] [--step] [--json]',
-  options: { to: { type: 'string' }, step: { type: 'boolean', default: false }, file: { type: 'string' } },
+  options: {
+    to: { type: 'string', value: '<version>', description: 'stop at this version and print the state and context there', defaultText: 'the last' },
+    step: { type: 'boolean', default: false, description: 'a block per transition: effects that ran live and what changed in the context' },
+    file: { type: 'string', value: '<history.jsonl>', description: 'replay a history written by runlog export (no database is opened)' },
+  },
+  examples: ['runlog replay exec_01J9Z --step', 'runlog replay --file history.jsonl --to 3'],
   run: async (args, io) => {
     const file = args.values.file as string | undefined;
     const step = Boolean(args.values.step);
@@ -153,17 +210,40 @@ export const replayCommand: Command = {
       to = Number(args.values.to);
       if (!Number.isInteger(to) || to < 1) throw new UsageError('--to must be a version number ≥ 1');
     }
+    const debug = await import('./debug-commands.ts');
     if (file !== undefined) {
       // Offline: no database is opened, nothing runs; the file's events go through the upcasters.
       if (args.positionals.length > 0) throw new UsageError(`give an actor id or --file, not both\nusage: ${replayCommand.usage}`);
-      const view = replayHistory(readHistoryFile(file), to === undefined ? {} : { to });
-      printReplay(io, view, { step, to });
+      await debug.replayHistoryFile(io, file, { step, to });
       return EXIT.ok;
     }
-    return withLog(args, (rl) => {
-      const id = needId(args, replayCommand.usage);
-      const view = rl.replay(id, to === undefined ? {} : { to });
-      printReplay(io, view, { step, to });
+    const id = needId(args, replayCommand.usage);
+    await withInspectionLog(args, (store) => debug.replayFromLog(io, store, id, { step, to }));
+    return EXIT.ok;
+  },
+};
+
+export const exportCommand: Command = {
+  name: 'export',
+  summary: "write an actor's history as JSON lines (a header, then one recorded event per line)",
+  usage: 'runlog export <id> > history.jsonl   (replay it anywhere with: runlog replay --file history.jsonl)',
+  examples: ['runlog export inst_01J9Z > history.jsonl'],
+  run: async (args, io) => {
+    const id = needId(args, exportCommand.usage);
+    if (args.positionals.length > 1) throw new UsageError(`export takes one actor id\nusage: ${exportCommand.usage}`);
+    const [{ resolveActor }, { HISTORY_FORMAT }] = await Promise.all([import('../../actors/inspection.ts'), import('./debug-commands.ts')]);
+    return withInspectionLog(args, async (store) => {
+      const ref = resolveActor(store, id);
+      const version = store.streamVersion(ref.stream);
+      io.out(JSON.stringify({ runlog: 'history', format: HISTORY_FORMAT, kind: ref.kind, id: ref.id, stream: ref.stream, version, exportedAt: new Date().toISOString() }));
+      let n = 0;
+      // Read a page at a time up to the version in the header: the file always agrees with its header.
+      for (const e of store.iterateEvents({ stream: ref.stream, to: version })) {
+        if (io.closed) return EXIT.ok;
+        await outPaced(io, JSON.stringify(e));
+        n += 1;
+      }
+      io.err(`exported ${n} events of ${ref.kind} ${ref.id}`);
       return EXIT.ok;
     });
   },
@@ -173,11 +253,14 @@ export const rebuildCommand: Command = {
   name: 'rebuild',
   summary: 'drop and recompute the actors projection from the events',
   usage: 'runlog rebuild [--json]',
-  run: (args, io) =>
-    withLog(args, (rl) => {
-      const r = rl.rebuild();
+  examples: ['runlog rebuild'],
+  run: async (args, io) => {
+    const { rebuildProjection } = await import('../../actors/inspection.ts');
+    return withInspectionLog(args, (store) => {
+      const r = rebuildProjection(store);
       if (io.json) printJson(io, r);
       else io.out(`rebuilt ${r.actors} actors from ${r.events} events`);
       return EXIT.ok;
-    }, { command: 'runlog rebuild' }),
+    }, { command: 'runlog rebuild' });
+  },
 };

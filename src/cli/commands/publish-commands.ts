@@ -1,12 +1,9 @@
 // `runlog publish runtime|code`: writes at-run records to the author's PDS so nobody hand-crafts them.
 // Credentials: --pds/--identifier/--password or RUNLOG_PDS_URL/RUNLOG_IDENTIFIER/RUNLOG_PASSWORD.
+// Only light modules at the top (see command.ts): AT Protocol code loads when the command runs.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { discoverParts, requireImage } from '../../actors/parts.ts';
-import { publishCode, publishRuntime } from '../../actors/publishing.ts';
-import { createPublisher } from '../../adapters/atproto/index.ts';
 import { UsageError } from '../../domain/errors.ts';
-import { atprotoOptions } from '../client.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { EXIT, printJson } from '../output.ts';
 
@@ -17,6 +14,7 @@ async function publisherFrom(args: CommandArgs) {
   if (!pdsUrl || !identifier || !password) {
     throw new UsageError('publishing needs an account: --pds <url> --identifier <handle|did> --password <app password> (or RUNLOG_PDS_URL, RUNLOG_IDENTIFIER, RUNLOG_PASSWORD)');
   }
+  const { createPublisher } = await import('../../adapters/atproto/index.ts');
   return createPublisher({ pdsUrl, identifier, password });
 }
 
@@ -26,20 +24,26 @@ export const publishCommand: Command = {
   usage:
     'runlog publish runtime <dir> [--image <name@sha256:…>] | runlog publish code <dir> --runtime <at-uri> [--entrypoint <path>]   [--pds <url> --identifier <id> --password <pw>] [--plc <url>] [--json]',
   options: {
-    image: { type: 'string' },
-    runtime: { type: 'string' },
-    entrypoint: { type: 'string' },
-    pds: { type: 'string' },
-    identifier: { type: 'string' },
-    password: { type: 'string' },
-    plc: { type: 'string' },
-    rkey: { type: 'string' },
+    image: { type: 'string', value: '<name@sha256:…>', description: 'runtime: the image, pinned by digest', defaultText: 'the runtime-<name> image npm run setup built' },
+    runtime: { type: 'string', value: '<at-uri>', description: 'code: the runtime record the code runs on (required)' },
+    entrypoint: { type: 'string', value: '<path>', description: 'code: the entrypoint inside the directory', defaultText: "the directory's manifest entrypoint" },
+    pds: { type: 'string', value: '<url>', description: "the author's PDS", defaultText: '$RUNLOG_PDS_URL' },
+    identifier: { type: 'string', value: '<handle|did>', description: 'the account', defaultText: '$RUNLOG_IDENTIFIER' },
+    password: { type: 'string', value: '<pw>', description: 'its (app) password', defaultText: '$RUNLOG_PASSWORD' },
+    plc: { type: 'string', value: '<url>', description: 'PLC directory (code: to verify the runtime record)', defaultText: '$RUNLOG_PLC_URL, else https://plc.directory' },
+    rkey: { type: 'string', value: '<rkey>', description: 'the record key to write', defaultText: 'a TID the PDS chooses' },
   },
+  examples: ['runlog publish code examples/greet-node --runtime at://did:plc:abc/dev.mainasara.at-run.beta.v2.runtime/node'],
   async run(args, io) {
     const [what, dir] = args.positionals;
     if ((what !== 'runtime' && what !== 'code') || !dir) throw new UsageError(`usage: ${publishCommand.usage}`);
     if (what === 'code' && !args.values.runtime) throw new UsageError('publish code needs --runtime <at-uri of a runtime record>');
     const publisher = await publisherFrom(args);
+    const [{ discoverParts, requireImage }, { publishCode, publishRuntime }, { atprotoOptions }] = await Promise.all([
+      import('../../actors/parts.ts'),
+      import('../../actors/publishing.ts'),
+      import('../client.ts'),
+    ]);
     const rkey = args.values.rkey as string | undefined;
     if (what === 'runtime') {
       let image = args.values.image as string | undefined;

@@ -1,17 +1,13 @@
 // `runlog serve`: the supervisor daemon. Opens the log supervising (live actors are rehydrated), makes
 // sure the API token exists (0600), and serves the HTTP API and the web inspector on loopback only.
+// Only light modules at the top (see command.ts): the supervisor loads when the command runs.
 import { lstatSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { resolvePaths } from '../../actors/paths.ts';
-import { createRunlog } from '../../actors/runlog.ts';
 import { HomeInsecureError, RunlogError } from '../../domain/errors.ts';
-import { startServer } from '../../server/http-server.ts';
 import { parseListen } from '../../server/listen.ts';
-import { startMetricsServer, type MetricsServer } from '../../server/metrics-server.ts';
-import { ensureToken } from '../../server/token.ts';
-import { createLogger, logActors, parseLogLevel } from '../logger.ts';
+import type { MetricsServer } from '../../server/metrics-server.ts';
 import type { Command } from '../command.ts';
-import { atprotoOptions, removeServerInfo, writeServerInfo } from '../client.ts';
 import { EXIT, printJson } from '../output.ts';
 
 /** Resolves on the first SIGINT or SIGTERM. */
@@ -53,8 +49,22 @@ export const serveCommand: Command = {
   summary: 'run the supervisor with its HTTP API and web inspector (loopback only, bearer token)',
   usage:
     'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] [--home <dir>] [--db <path>] [--json]   (--json prints {url, host, port, …} on stdout)',
-  options: { listen: { type: 'string' }, 'metrics-listen': { type: 'string' }, 'log-level': { type: 'string' }, plc: { type: 'string' } },
+  options: {
+    listen: { type: 'string', value: '<host:port>', description: 'where the API and inspector listen (loopback only)', defaultText: '127.0.0.1:7420' },
+    'metrics-listen': { type: 'string', value: '<ip>:<port>', description: 'also serve /metrics without a token on this address', defaultText: 'off' },
+    'log-level': { type: 'string', value: '<level>', description: 'log level of the supervisor\'s log on stderr', defaultText: 'info' },
+    plc: { type: 'string', value: '<url>', description: 'PLC directory for DID resolution', defaultText: '$RUNLOG_PLC_URL, else https://plc.directory' },
+  },
+  examples: ['RUNLOG_HOME=/var/lib/runlog runlog serve --listen 127.0.0.1:7420'],
   run: async (args, io) => {
+    const [{ createRunlog }, { startServer }, { startMetricsServer }, { ensureToken }, { createLogger, logActors, parseLogLevel }, { atprotoOptions, removeServerInfo, writeServerInfo }] = await Promise.all([
+      import('../../actors/runlog.ts'),
+      import('../../server/http-server.ts'),
+      import('../../server/metrics-server.ts'),
+      import('../../server/token.ts'),
+      import('../logger.ts'),
+      import('../client.ts'),
+    ]);
     // Refuse a bad address before anything is opened or written.
     const listen = parseListen(args.values.listen as string | undefined);
     const metricsAt = args.values['metrics-listen'] === undefined ? null : parseListen(args.values['metrics-listen'] as string, { flag: '--metrics-listen', anyAddress: true });

@@ -1,14 +1,16 @@
 // Commands that change things. Instances live as long as their supervisor, so spawn/stop/kill/cap/logs
 // talk to `runlog serve` over its API; exec runs through it when one is running, else in this process.
+// Only light modules at the top (see command.ts): the client and the library load when a command runs.
 import { resolve } from 'node:path';
 import type { ActorView } from '../../actors/inspection.ts';
 import { resolvePaths } from '../../actors/paths.ts';
-import { createRunlog, type AppToolsView, type ExecutionOutcome, type LogLine } from '../../actors/runlog.ts';
+import type { AppToolsView, ExecutionOutcome, LogLine } from '../../actors/runlog.ts';
 import type { ReconcileReport } from '../../actors/reconciler.ts';
 import { UsageError } from '../../domain/errors.ts';
-import { atprotoOptions, callApi, findServer, requireServer } from '../client.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { EXIT, printJson, type Io } from '../output.ts';
+
+const client = () => import('../client.ts');
 
 const homeOf = (args: CommandArgs) => resolvePaths({ home: args.home, db: args.db }).home;
 
@@ -26,12 +28,17 @@ export const spawnCommand: Command = {
   name: 'spawn',
   summary: 'spawn an app instance from an app directory (needs `runlog serve`)',
   usage: 'runlog spawn <app-dir> [--sandbox proot|container] [--id <instance-id>] [--json]',
-  options: { sandbox: { type: 'string' }, id: { type: 'string' } },
+  options: {
+    sandbox: { type: 'string', value: '<proot|container>', description: "overrides the manifest's sandbox", defaultText: "the manifest's, else proot" },
+    id: { type: 'string', value: '<instance-id>', description: 'the new instance id', defaultText: 'a fresh inst_<ULID>' },
+  },
+  examples: ['runlog spawn examples/hello-app --sandbox container'],
   async run(args, io) {
     const dir = args.positionals[0];
     if (!dir) throw new UsageError(`missing app directory\nusage: ${spawnCommand.usage}`);
     const sandbox = args.values.sandbox as string | undefined;
     if (sandbox !== undefined && sandbox !== 'proot' && sandbox !== 'container') throw new UsageError(`--sandbox must be proot or container, not '${sandbox}'`);
+    const { callApi, requireServer } = await client();
     const server = requireServer(homeOf(args));
     const view = await callApi<ActorView>(server, 'POST', '/api/instances', { appDir: resolve(dir), ...(sandbox ? { sandbox } : {}), ...(args.values.id ? { instanceId: args.values.id } : {}) });
     printActor(io, view, 'spawned');
@@ -47,13 +54,15 @@ const needId = (args: CommandArgs, usage: string): string => {
 
 export const stopCommand: Command = {
   name: 'stop',
-  summary: 'stop an instance gracefully (onStop, SIGTERM, SIGKILL after the grace period)',
+  summary: 'stop an instance gracefully (onStop, SIGTERM, SIGKILL after the grace period); stopping a stopped one succeeds',
   usage: 'runlog stop <id> [--grace <ms>] [--json]',
-  options: { grace: { type: 'string' } },
+  options: { grace: { type: 'string', value: '<ms>', description: 'how long to wait after SIGTERM before SIGKILL', defaultText: '5000' } },
+  examples: ['runlog stop inst_01J9Z --grace 10000'],
   async run(args, io) {
     const id = needId(args, stopCommand.usage);
     const grace = args.values.grace === undefined ? undefined : Number(args.values.grace);
     if (grace !== undefined && (!Number.isInteger(grace) || grace < 0)) throw new UsageError('--grace must be milliseconds (a whole number)');
+    const { callApi, requireServer } = await client();
     const view = await callApi<ActorView>(requireServer(homeOf(args)), 'POST', `/api/actors/${encodeURIComponent(id)}/stop`, grace === undefined ? {} : { graceMs: grace });
     printActor(io, view, 'stopped');
     return EXIT.ok;
@@ -64,8 +73,10 @@ export const killCommand: Command = {
   name: 'kill',
   summary: 'kill an instance now (SIGKILL)',
   usage: 'runlog kill <id> [--json]',
+  examples: ['runlog kill inst_01J9Z'],
   async run(args, io) {
     const id = needId(args, killCommand.usage);
+    const { callApi, requireServer } = await client();
     const view = await callApi<ActorView>(requireServer(homeOf(args)), 'POST', `/api/actors/${encodeURIComponent(id)}/kill`, {});
     printActor(io, view, 'killed');
     return EXIT.ok;
@@ -75,10 +86,12 @@ export const killCommand: Command = {
 export const capCommand: Command = {
   name: 'cap',
   summary: "grant or revoke a tool for an app: every running instance of it at once (no respawn) and every later spawn",
-  usage: 'runlog cap grant|revoke <app-id> <tool> [--json]   (e.g. runlog cap grant com.example.hello git)',
+  usage: 'runlog cap grant|revoke <app-id> <tool> [--json]',
+  examples: ['runlog cap grant com.example.hello git'],
   async run(args, io) {
     const [verb, appId, tool] = args.positionals;
     if ((verb !== 'grant' && verb !== 'revoke') || !appId || !tool) throw new UsageError(`usage: ${capCommand.usage}`);
+    const { callApi, requireServer } = await client();
     const server = requireServer(homeOf(args));
     const r =
       verb === 'grant'
@@ -98,19 +111,22 @@ export const logsCommand: Command = {
   name: 'logs',
   summary: "an instance's output (buffered lines; --follow streams until it exits)",
   usage: 'runlog logs <id> [--follow] [--json]   (--json prints one JSON line per output line)',
-  options: { follow: { type: 'boolean', short: 'f', default: false } },
+  options: { follow: { type: 'boolean', short: 'f', default: false, description: 'keep streaming until the instance exits' } },
+  examples: ['runlog logs inst_01J9Z --follow'],
   async run(args, io) {
     const id = needId(args, logsCommand.usage);
+    const { callApi, requireServer } = await client();
     const server = requireServer(homeOf(args));
     const res = await fetch(new URL(`/api/actors/${encodeURIComponent(id)}/logs${args.values.follow ? '?follow=1' : ''}`, server.url), {
       headers: { authorization: `Bearer ${server.token}` },
     });
     if (!res.ok || !res.body) {
       await callApi(server, 'GET', `/api/actors/${encodeURIComponent(id)}/logs`); // throws the typed error
-      return EXIT.error;
+      return EXIT.failure;
     }
     let buf = '';
     for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      if (io.closed) break; // nobody reads our output any more
       buf += Buffer.from(chunk).toString('utf8');
       let nl;
       while ((nl = buf.indexOf('\n')) >= 0) {
@@ -131,8 +147,14 @@ export const logsCommand: Command = {
 export const execCommand: Command = {
   name: 'exec',
   summary: 'run at-run code: resolve it from its PDS, run the handler, print the output',
-  usage: "runlog exec <at-uri> <handler> [--input '<json>'] [--timeout <ms>] [--plc <url>] [--json]",
-  options: { input: { type: 'string' }, timeout: { type: 'string' }, plc: { type: 'string' }, caller: { type: 'string' } },
+  usage: "runlog exec <at-uri> <handler> [--input '<json>'] [--timeout <ms>] [--caller <did>] [--plc <url>] [--json]",
+  options: {
+    input: { type: 'string', value: "'<json>'", description: "the handler's input, as JSON", defaultText: 'null' },
+    timeout: { type: 'string', value: '<ms>', description: 'deadline of the run', defaultText: "the code record's, clamped by the operator policy" },
+    caller: { type: 'string', value: '<did>', description: 'the DID the execution runs on behalf of (recorded, passed to the handler)', defaultText: 'none' },
+    plc: { type: 'string', value: '<url>', description: 'PLC directory for DID resolution (when no supervisor runs)', defaultText: '$RUNLOG_PLC_URL, else https://plc.directory' },
+  },
+  examples: ["runlog exec at://did:plc:abc/dev.mainasara.at-run.beta.v2.code/greet greet --input '{\"name\":\"Ada\"}'"],
   async run(args, io) {
     const [uri, handler] = args.positionals;
     if (!uri || !handler) throw new UsageError(`usage: ${execCommand.usage}`);
@@ -147,12 +169,14 @@ export const execCommand: Command = {
     const timeoutMs = args.values.timeout === undefined ? undefined : Number(args.values.timeout);
     if (timeoutMs !== undefined && (!Number.isInteger(timeoutMs) || timeoutMs <= 0)) throw new UsageError('--timeout must be milliseconds (a whole number)');
     const request = { uri, handler, input, ...(timeoutMs ? { timeoutMs } : {}), ...(args.values.caller ? { callerDid: String(args.values.caller) } : {}) };
+    const { atprotoOptions, callApi, findServer } = await client();
     const server = findServer(homeOf(args));
     let outcome: ExecutionOutcome;
     if (server) {
       io.err(`runlog: running through the supervisor at ${server.url}`);
       outcome = await callApi<ExecutionOutcome>(server, 'POST', '/api/executions', request);
     } else {
+      const { createRunlog } = await import('../../actors/runlog.ts');
       const rl = await createRunlog({ home: args.home, db: args.db, command: 'runlog exec', atproto: atprotoOptions(args.values.plc as string | undefined), log: (m) => io.err(`runlog: ${m}`), watchApps: false });
       try {
         outcome = await rl.execute({ ...request, onProgress: (s) => io.err(`runlog: ${s.name}${s.detail.ms !== undefined && s.detail.ms !== null ? ` (${s.detail.ms} ms)` : ''}`) });
@@ -171,14 +195,17 @@ export const reconcileCommand: Command = {
   name: 'reconcile',
   summary: 'compare the log with Docker and record what is found (--dry-run: only report)',
   usage: 'runlog reconcile [--dry-run] [--json]',
-  options: { 'dry-run': { type: 'boolean', default: false } },
+  options: { 'dry-run': { type: 'boolean', default: false, description: 'only report what would be recorded' } },
+  examples: ['runlog reconcile --dry-run'],
   async run(args, io) {
     const dryRun = Boolean(args.values['dry-run']);
+    const { callApi, findServer } = await client();
     const server = findServer(homeOf(args));
     let report: ReconcileReport;
     if (server) report = await callApi<ReconcileReport>(server, 'POST', '/api/reconcile', { dryRun });
     else {
       // No supervisor: this process reconciles (at open) — or, for a dry run, only looks.
+      const { createRunlog } = await import('../../actors/runlog.ts');
       const rl = await createRunlog({ home: args.home, db: args.db, command: 'runlog reconcile', reconcile: false, watchApps: false, log: (m) => io.err(`runlog: ${m}`) });
       try {
         report = await rl.reconcile({ dryRun });

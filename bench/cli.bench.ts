@@ -1,0 +1,182 @@
+// CLI benchmarks: what a user waits for when runlog is called in a loop or a script. Each round starts a fresh
+// `node` process for the compiled CLI and one for the raw primitive, interleaved so both see the same machine.
+//
+// - cli.ps: `runlog ps --json` on a log of 1,000 live actors, beside a `node` process that opens the same file
+//   with better-sqlite3, selects the same rows and prints the same JSON. Target ≤ 150 ms, ratio ≤ 1.5.
+// - cli.events-first-line: `runlog events --all --json` on a log of 1,000,000 events, time from the process start
+//   to its first line on stdout (the reader then goes away, as with `| head -1`), beside a raw better-sqlite3
+//   `iterate()` printing its first row; notes: the peak RSS of printing the whole log (MB) for both.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { AppendRequest } from '../src/store/event-store.ts';
+import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
+import { median, nowMs, round, type Bench } from './harness.ts';
+
+const REPO = resolve(import.meta.dirname, '..');
+const BIN = join(REPO, 'bin/runlog.js');
+
+/** The CLI must be the compiled one (what users run): no TypeScript loader in the measurement. */
+function requireBuild(): void {
+  if (!existsSync(join(REPO, 'dist/cli/main.js'))) throw new Error('the compiled CLI (dist/cli/main.js) is missing: run `npm run build` first');
+}
+
+const at = (i: number) => new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString();
+
+/** A log of `n` running app instances, written in a few transactions. */
+function writeActors(file: string, n: number): void {
+  const store = new SqliteEventStore(file, { skipQuickCheck: true });
+  const requests: AppendRequest[] = [];
+  for (let i = 0; i < n; i++) {
+    const id = `inst_${String(i).padStart(6, '0')}`;
+    const stream = `instance-${id}`;
+    const summary = { appId: 'com.example.hello', sandbox: i % 2 ? 'container' : 'proot', port: 41000 + i, restarts: 0 };
+    requests.push({
+      stream,
+      events: [
+        { type: 'instance.requested', data: { spec: { instanceId: id, appId: 'com.example.hello', sandbox: summary.sandbox, tools: ['bash'] } }, at: at(i) },
+        { type: 'instance.spawned', data: { pid: 1000 + i, host: '127.0.0.1', port: summary.port }, at: at(i) },
+        { type: 'instance.healthy', data: { identity: 'match' }, at: at(i) },
+        { type: 'instance.running', data: {}, at: at(i) },
+      ],
+      options: {
+        expectedVersion: 'no-stream',
+        projection: { id, kind: 'instance', stream, state: 'running', status: 'active', version: 4, createdAt: at(i), updatedAt: at(i), summary },
+      },
+    });
+  }
+  for (let i = 0; i < requests.length; i += 250) store.appendMany(requests.slice(i, i + 250));
+  store.close();
+}
+
+/** A log of `n` events over many streams, written in large transactions. */
+function writeEvents(file: string, n: number): void {
+  const store = new SqliteEventStore(file, { skipQuickCheck: true, synchronous: 'NORMAL' });
+  const perStream = 100;
+  for (let s = 0; s * perStream < n; ) {
+    const requests: AppendRequest[] = [];
+    for (let k = 0; k < 100 && s * perStream < n; k++, s++) {
+      const events = Array.from({ length: perStream }, (_, v) => ({ type: 'instance.spawned', data: { pid: v, host: '127.0.0.1', port: 41000 + v }, at: at(v) }));
+      requests.push({ stream: `instance-bench_${s}`, events, options: { expectedVersion: 'no-stream' } });
+    }
+    store.appendMany(requests);
+  }
+  store.close();
+}
+
+/** Runs a command to its end; wall time in ms. */
+function timeRun(cmd: string, args: string[]): { ms: number; stdout: string } {
+  const t0 = nowMs();
+  const r = spawnSync(cmd, args, { cwd: REPO, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  const ms = nowMs() - t0;
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} exited ${r.status}: ${r.stderr}`);
+  return { ms, stdout: r.stdout };
+}
+
+/** Time from spawn to the first full line on stdout; then the reader goes away (like `| head -1`). */
+function timeFirstLine(cmd: string, args: string[]): Promise<number> {
+  return new Promise((resolveLine, reject) => {
+    const t0 = nowMs();
+    const child = spawn(cmd, args, { cwd: REPO, stdio: ['ignore', 'pipe', 'inherit'] });
+    let seen = false;
+    child.stdout.on('data', (chunk: Buffer) => {
+      if (seen || !chunk.includes(10)) return;
+      seen = true;
+      resolveLine(nowMs() - t0);
+      child.stdout.destroy();
+    });
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      if (!seen) reject(new Error(`${cmd} ${args.join(' ')} exited ${code} before printing a line`));
+    });
+  });
+}
+
+/** Peak resident memory (MB) of a command run to its end with stdout discarded. */
+function peakRssMb(cmd: string, args: string[]): number {
+  const r = spawnSync('/usr/bin/time', ['-f', '%M', cmd, ...args], { cwd: REPO, encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'] });
+  if (r.status !== 0) throw new Error(`${cmd} exited ${r.status}: ${r.stderr}`);
+  return round(Number(r.stderr.trim().split('\n').at(-1)) / 1024);
+}
+
+const RAW_PS = `
+const Database = require('better-sqlite3');
+const db = new Database(process.argv[1], { readonly: true });
+const rows = db.prepare("SELECT * FROM actors WHERE status = 'active' ORDER BY created_at, id").all();
+process.stdout.write(JSON.stringify(rows.map((r) => ({ id: r.id, kind: r.kind, state: r.state, status: r.status, version: r.version,
+  createdAt: r.created_at, updatedAt: r.updated_at, summary: JSON.parse(r.summary) })), null, 2) + '\\n');
+`;
+
+const RAW_EVENTS = `
+const Database = require('better-sqlite3');
+const db = new Database(process.argv[1], { readonly: true });
+for (const r of db.prepare('SELECT * FROM events ORDER BY seq').iterate()) {
+  process.stdout.write(JSON.stringify({ seq: r.seq, stream: r.stream, version: r.version, type: r.type, schema: r.schema,
+    data: JSON.parse(r.data), meta: JSON.parse(r.meta), at: r.at }) + '\\n');
+}
+`;
+
+export const cliBenches: Bench[] = [
+  {
+    name: 'cli.ps',
+    needs: 'the compiled CLI (npm run build)',
+    async run({ rounds, log }) {
+      requireBuild();
+      const dir = mkdtempSync(join(tmpdir(), 'runlog-bench-cli-'));
+      try {
+        const db = join(dir, 'runlog.db');
+        writeActors(db, 1000);
+        const cli = [BIN, 'ps', '--json', '--db', db];
+        const raw = ['-e', RAW_PS, db];
+        // Same answer, or the comparison means nothing.
+        const a = JSON.parse(timeRun(process.execPath, cli).stdout);
+        const b = JSON.parse(timeRun(process.execPath, raw).stdout);
+        if (a.length !== 1000 || JSON.stringify(a) !== JSON.stringify(b)) throw new Error('runlog ps --json and the raw query disagree');
+        const ours: number[] = [];
+        const base: number[] = [];
+        const samples = Math.max(10, rounds * 4);
+        for (let i = 0; i < samples; i++) {
+          ours.push(timeRun(process.execPath, cli).ms);
+          base.push(timeRun(process.execPath, raw).ms);
+        }
+        log(`cli.ps: ${samples} runs each`);
+        const v = median(ours);
+        const r = median(base);
+        return { name: 'cli.ps', value: round(v), unit: 'ms', baseline: round(r), ratio: round(v / r), notes: { actors: 1000, runs: samples } };
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  },
+  {
+    name: 'cli.events-first-line',
+    needs: 'the compiled CLI (npm run build)',
+    async run({ rounds, log }) {
+      requireBuild();
+      const dir = mkdtempSync(join(tmpdir(), 'runlog-bench-cli-'));
+      try {
+        const db = join(dir, 'runlog.db');
+        const N = 1_000_000;
+        log(`writing a log of ${N} events…`);
+        writeEvents(db, N);
+        const cli = [BIN, 'events', '--all', '--json', '--db', db];
+        const raw = ['-e', RAW_EVENTS, db];
+        const ours: number[] = [];
+        const base: number[] = [];
+        for (let i = 0; i < rounds; i++) {
+          ours.push(await timeFirstLine(process.execPath, cli));
+          base.push(await timeFirstLine(process.execPath, raw));
+        }
+        log('printing the whole log to /dev/null for the peak RSS…');
+        const rss = peakRssMb(process.execPath, cli);
+        const rawRss = peakRssMb(process.execPath, raw);
+        const v = median(ours);
+        const r = median(base);
+        return { name: 'cli.events-first-line', value: round(v), unit: 'ms', baseline: round(r), ratio: round(v / r), notes: { events: N, peakRssMb: rss, rawPeakRssMb: rawRss } };
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  },
+];
