@@ -302,11 +302,12 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       ? startEngineWatch({ socketPath: parts.dockerSocket, home: paths.home, host: hostRef, reconcile: () => reconcile({ reattach: true }), tracks: (id) => instances.tracks(id), log })
       : null;
 
-  const live = (id: string, kind?: ActorKind): LiveActor => {
+  const live = (id: string, kind?: ActorKind, request = 'this request'): LiveActor => {
     const view = inspectActor(store, id);
     if (kind && view.kind !== kind) throw new ValidationError('WRONG_KIND', `${id} is an ${view.kind}, not an ${kind}`);
     const actor = host.get(view.kind, view.id);
-    if (!actor) throw new NotFoundError(view.kind, id);
+    // It exists but has ended (not rehydrated): a conflict with its state, not "not found".
+    if (!actor) throw new IllegalEventError(view.id, view.state, request);
     return actor;
   };
 
@@ -419,7 +420,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       // Stopping what has already stopped succeeds (as `docker stop` does): scripts need not check first.
       const current = inspectActor(store, id);
       if (current.kind === 'instance' && instanceStopped(current.state)) return current;
-      const actor = live(id, 'instance');
+      const actor = live(id, 'instance', 'instance.stop-requested');
       return waitFor('instance', actor.id, instanceStopped, (o?.graceMs ?? options.killGraceMs ?? 5000) + 30_000, async () => {
         const r = await host.dispatch('instance', actor.id, { type: 'instance.stop-requested', data: { graceMs: o?.graceMs ?? null } });
         // Stopped meanwhile, or already on its way: the wait resolves when it is stopped.
@@ -428,7 +429,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     },
     async kill(id) {
       requireSupervisor('kill');
-      const actor = live(id, 'instance');
+      const actor = live(id, 'instance', 'instance.kill-requested');
       return waitFor('instance', actor.id, instanceStopped, 30_000, async () => {
         const r = await host.dispatch('instance', actor.id, { type: 'instance.kill-requested', data: {} });
         if (!r.accepted) throw new IllegalEventError(actor.id, r.from, 'instance.kill-requested');

@@ -35,7 +35,18 @@ export interface SseHub {
   readonly dropped: number;
 }
 
-type Store = EventStore & { lastSeq(): number };
+type Store = EventStore & { lastSeq(): number; readAllJson?(afterSeq: number, limit: number): { seq: number; json: string }[] };
+
+/** Serialized events: what a client is sent, and the cursor after it. */
+interface Page {
+  text: string;
+  lastSeq: number;
+  count: number;
+}
+
+const PAGE_CACHE = 32;
+
+const message = (e: RecordedEvent): string => `id: ${e.seq}\nevent: event\ndata: ${JSON.stringify(e)}\n\n`;
 
 export function createSseHub(store: Store, options: SseOptions | number = {}): SseHub {
   const o = { ...SSE_DEFAULTS, ...(typeof options === 'number' ? { pollMs: options } : options) };
@@ -61,6 +72,26 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
       unsubscribe();
       unsubscribe = null;
     }
+  };
+
+  // Full pages of the whole log never change (it is append-only): clients catching up from the same point share
+  // one read and one serialization per page instead of repeating it each (a few recent pages are kept).
+  const pageCache = new Map<number, Page>();
+  const wholeLogPage = (afterSeq: number): Page => {
+    const hit = pageCache.get(afterSeq);
+    if (hit) {
+      pageCache.delete(afterSeq);
+      pageCache.set(afterSeq, hit);
+      return hit;
+    }
+    // The stored JSON text as it is, when the store can give it (no parse and re-serialization per event).
+    const rows = store.readAllJson ? store.readAllJson(afterSeq, o.pageSize) : store.readAll({ afterSeq, limit: o.pageSize }).map((e) => ({ seq: e.seq, json: JSON.stringify(e) }));
+    const page: Page = { text: rows.map((r) => `id: ${r.seq}\nevent: event\ndata: ${r.json}\n\n`).join(''), lastSeq: rows.at(-1)?.seq ?? afterSeq, count: rows.length };
+    if (rows.length === o.pageSize) {
+      pageCache.set(afterSeq, page);
+      if (pageCache.size > PAGE_CACHE) pageCache.delete(pageCache.keys().next().value!);
+    }
+    return page;
   };
 
   return {
@@ -94,11 +125,13 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
       let closed = false;
       let slowTimer: NodeJS.Timeout | undefined;
 
-      const nextPage = (): RecordedEvent[] => {
-        if (options.stream === undefined) return store.readAll({ afterSeq: seq, limit: o.pageSize });
-        const page = store.read(options.stream, { from: version + 1, to: version + o.pageSize });
-        if (page.length > 0) version = page[page.length - 1]!.version;
-        return page;
+      const nextPage = (): Page => {
+        if (options.stream === undefined) return wholeLogPage(seq);
+        const events = store.read(options.stream, { from: version + 1, to: version + o.pageSize });
+        if (events.length > 0) version = events[events.length - 1]!.version;
+        // A stream's events up to the client's Last-Event-ID were sent before.
+        const fresh = events.filter((e) => e.seq > seq);
+        return { text: fresh.map(message).join(''), lastSeq: fresh.at(-1)?.seq ?? seq, count: events.length };
       };
 
       const pump = (): void => {
@@ -106,11 +139,8 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
         busy = true;
         try {
           const page = nextPage();
-          for (const e of page) {
-            if (e.seq <= seq) continue; // a stream's events before the client's Last-Event-ID
-            seq = e.seq;
-            res.write(`id: ${e.seq}\nevent: event\ndata: ${JSON.stringify(e)}\n\n`);
-          }
+          seq = page.lastSeq;
+          if (page.text) res.write(page.text);
           if (res.writableNeedDrain) {
             // The socket holds a page it has not sent: wait for it, and drop a client that never takes it.
             waitingForDrain = true;
@@ -123,7 +153,7 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
               waitingForDrain = false;
               pump();
             });
-          } else if (page.length === o.pageSize) setImmediate(pump); // more to catch up on: yield to the server first
+          } else if (page.count === o.pageSize) setImmediate(pump); // more to catch up on: yield to the server first
         } catch {
           close(true); // the log closed under us (shutdown)
         } finally {
