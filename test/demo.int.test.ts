@@ -1,5 +1,5 @@
 // The README's main job (`npm run demo`) on a fresh home: it must run as written and leave nothing behind.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,7 +8,11 @@ import { cliArgs } from './support/cli.ts';
 import { docker, requireDocker } from './support/docker.ts';
 
 const home = mkdtempSync(join(tmpdir(), 'runlog-demo-'));
-afterAll(() => rmSync(home, { recursive: true, force: true }));
+const piped = mkdtempSync(join(tmpdir(), 'runlog-demo-pipe-'));
+afterAll(() => {
+  rmSync(home, { recursive: true, force: true });
+  rmSync(piped, { recursive: true, force: true });
+});
 
 describe('runlog demo (the first run)', () => {
   it('spawns the example app in both sandboxes and runs greet in both languages, then cleans up', async () => {
@@ -33,5 +37,35 @@ describe('runlog demo (the first run)', () => {
     expect(JSON.parse(ps.stdout)).toEqual([]);
     const all = JSON.parse(spawnSync(process.execPath, cliArgs('ps', '--all', '--json', '--home', home), { encoding: 'utf8' }).stdout);
     expect(all.map((a: any) => a.state).sort()).toEqual(['stopped', 'stopped', 'succeeded', 'succeeded']);
+  }, 320_000);
+
+  it('interrupted after the reader of its output has gone (`npm run demo | tee demo.log`, Ctrl-C), it still stops everything it started', async () => {
+    await requireDocker();
+    const bin = resolve(import.meta.dirname, '../bin/runlog.js');
+    const child = spawn(process.execPath, [bin, 'demo', '--listen', '127.0.0.1:0', '--home', piped], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    await new Promise<void>((ready, fail) => {
+      let out = '';
+      child.stdout.on('data', (c: Buffer) => {
+        out += c.toString();
+        if (out.includes('Ctrl-C stops the demo')) ready();
+      });
+      void exited.then((code) => fail(new Error(`the demo exited (${code}) before it was running:\n${stderr}`)));
+    });
+    // The pipe's reader dies first (tee, on Ctrl-C), then the signals arrive: the terminal's SIGINT, npm's
+    // forwarded one, and an impatient second Ctrl-C while it is stopping.
+    child.stdout.destroy();
+    child.kill('SIGINT');
+    setTimeout(() => child.kill('SIGTERM'), 50);
+    setTimeout(() => child.kill('SIGINT'), 500);
+    expect(await exited, stderr).toBe(0);
+    expect(stderr).toContain('shutting down');
+    expect(stderr).not.toMatch(/\n\s+at |EPIPE|Unhandled|uncaught/i);
+    const left = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${piped}`] }) });
+    expect(left).toEqual([]);
+    const all = JSON.parse(spawnSync(process.execPath, [bin, 'ps', '--all', '--json', '--kind', 'instance', '--home', piped], { encoding: 'utf8' }).stdout);
+    expect(all.map((a: any) => a.state)).toEqual(['stopped', 'stopped']);
   }, 320_000);
 });
