@@ -162,7 +162,7 @@ describe('discoverability', () => {
     expect(version()).toBe(pkg.version);
     const v = await run(['--version']);
     expect(v.code).toBe(0);
-    expect(v.stdout()).toBe(`runlog ${pkg.version}`);
+    expect(v.stdout()).toBe(pkg.version);
   });
 
   it('suggests the command a typo meant', async () => {

@@ -90,8 +90,8 @@ export async function main(argv: string[], ioFactory: (json: boolean) => Io = pr
       else help(io);
       return EXIT.ok;
     }
-    if (name === '--version' || name === '-V') {
-      io.out(io.json ? JSON.stringify({ version: version() }) : `runlog ${version()}`);
+    if (name === '--version' || name === '-v') {
+      io.out(io.json ? JSON.stringify({ version: version() }) : version());
       return EXIT.ok;
     }
     const cmd = commands.find((c) => c.name === name);
