@@ -45,6 +45,7 @@ interface Page {
 }
 
 const PAGE_CACHE = 32;
+const PAGES_PER_TURN = 4;
 
 const message = (e: RecordedEvent): string => `id: ${e.seq}\nevent: event\ndata: ${JSON.stringify(e)}\n\n`;
 
@@ -94,6 +95,26 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
     return page;
   };
 
+  // Catch-up work is taken in turns: at most PAGES_PER_TURN pages per turn of the event loop, round robin over the
+  // clients that have more to read, so a crowd catching up never keeps the server from its other requests.
+  const ready: (() => void)[] = [];
+  let turnScheduled = false;
+  const turn = (): void => {
+    turnScheduled = false;
+    for (let i = 0; i < PAGES_PER_TURN && ready.length > 0; i++) ready.shift()!();
+    if (ready.length > 0 && !turnScheduled) {
+      turnScheduled = true;
+      setImmediate(turn);
+    }
+  };
+  const schedule = (fn: () => void): void => {
+    ready.push(fn);
+    if (!turnScheduled) {
+      turnScheduled = true;
+      setImmediate(turn);
+    }
+  };
+
   return {
     get size() {
       return clients.size;
@@ -121,6 +142,7 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
       let seq = requested ?? store.lastSeq();
       let version = options.stream !== undefined && requested === undefined ? store.streamVersion(options.stream) : 0;
       let busy = false;
+      let queued = false;
       let waitingForDrain = false;
       let closed = false;
       let slowTimer: NodeJS.Timeout | undefined;
@@ -134,6 +156,15 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
         return { text: fresh.map(message).join(''), lastSeq: fresh.at(-1)?.seq ?? seq, count: events.length };
       };
 
+      /** Asks for a turn (once: a client is in the queue at most once). */
+      const later = (): void => {
+        if (queued || closed) return;
+        queued = true;
+        schedule(() => {
+          queued = false;
+          pump();
+        });
+      };
       const pump = (): void => {
         if (closed || busy || waitingForDrain) return;
         busy = true;
@@ -151,9 +182,9 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
             res.once('drain', () => {
               clearTimeout(slowTimer);
               waitingForDrain = false;
-              pump();
+              later();
             });
-          } else if (page.count === o.pageSize) setImmediate(pump); // more to catch up on: yield to the server first
+          } else if (page.count === o.pageSize) later(); // more to catch up on: after the other clients' turns
         } catch {
           close(true); // the log closed under us (shutdown)
         } finally {
@@ -166,7 +197,7 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
       }, KEEPALIVE_MS);
       ping.unref();
 
-      const client = { wake: pump, close: () => close(false) };
+      const client = { wake: later, close: () => close(false) };
       const close = (destroy: boolean): void => {
         if (closed) return;
         closed = true;
@@ -181,7 +212,7 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
       watch();
       req.on('close', () => close(false));
       res.on('error', () => close(true));
-      setImmediate(pump);
+      later();
     },
     closeAll() {
       for (const c of [...clients]) c.close();
