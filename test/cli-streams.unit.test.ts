@@ -12,6 +12,7 @@ import type { NewEvent } from '../src/domain/events.ts';
 import type { AppendRequest } from '../src/store/event-store.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { instanceSpec } from './support/browser.ts';
+import { cliArgs } from './support/cli.ts';
 import { tempDir } from './support/tmp.ts';
 
 const REPO = join(import.meta.dirname, '..');
@@ -202,7 +203,7 @@ describe('a reader that goes away ends every printing command quietly (status 0,
     dir = tempDir();
     db = join(dir, 'runlog.db');
     bigLog(db);
-    const r = spawnSync(process.execPath, ['bin/runlog.js', 'export', 'inst_long', '--db', db], { cwd: REPO, encoding: 'utf8', maxBuffer: 64 << 20 });
+    const r = spawnSync(process.execPath, cliArgs('export', 'inst_long', '--db', db), { cwd: REPO, encoding: 'utf8', maxBuffer: 64 << 20 });
     expect(r.status).toBe(0);
     history = join(dir, 'long.jsonl');
     writeFileSync(history, r.stdout);
@@ -212,8 +213,8 @@ describe('a reader that goes away ends every printing command quietly (status 0,
   /** `runlog <args> | <reader>`: the CLI's exit status and its stderr. */
   function piped(args: string[], reader: string): { status: number; stderr: string } {
     const errFile = join(dir, `stderr-${Math.random().toString(36).slice(2)}`);
-    const quoted = args.map((a) => `'${a}'`).join(' ');
-    const r = spawnSync('bash', ['-c', `node bin/runlog.js ${quoted} 2>'${errFile}' | ${reader} >/dev/null; echo "\${PIPESTATUS[0]}"; cat '${errFile}' >&2`], { cwd: REPO, encoding: 'utf8' });
+    const quoted = [process.execPath, ...cliArgs(...args)].map((a) => `'${a}'`).join(' ');
+    const r = spawnSync('bash', ['-c', `${quoted} 2>'${errFile}' | ${reader} >/dev/null; echo "\${PIPESTATUS[0]}"; cat '${errFile}' >&2`], { cwd: REPO, encoding: 'utf8' });
     return { status: Number(r.stdout.trim()), stderr: r.stderr };
   }
 

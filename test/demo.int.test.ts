@@ -41,8 +41,7 @@ describe('runlog demo (the first run)', () => {
 
   it('interrupted after the reader of its output has gone (`npm run demo | tee demo.log`, Ctrl-C), it still stops everything it started', async () => {
     await requireDocker();
-    const bin = resolve(import.meta.dirname, '../bin/runlog.js');
-    const child = spawn(process.execPath, [bin, 'demo', '--listen', '127.0.0.1:0', '--home', piped], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, cliArgs('demo', '--listen', '127.0.0.1:0', '--home', piped), { stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
@@ -65,7 +64,7 @@ describe('runlog demo (the first run)', () => {
     expect(stderr).not.toMatch(/\n\s+at |EPIPE|Unhandled|uncaught/i);
     const left = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${piped}`] }) });
     expect(left).toEqual([]);
-    const all = JSON.parse(spawnSync(process.execPath, [bin, 'ps', '--all', '--json', '--kind', 'instance', '--home', piped], { encoding: 'utf8' }).stdout);
+    const all = JSON.parse(spawnSync(process.execPath, cliArgs('ps', '--all', '--json', '--kind', 'instance', '--home', piped), { encoding: 'utf8' }).stdout);
     expect(all.map((a: any) => a.state)).toEqual(['stopped', 'stopped']);
   }, 320_000);
 });
