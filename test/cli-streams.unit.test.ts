@@ -153,7 +153,7 @@ describe('events --follow', () => {
 
   it('ends at --to, printing nothing past it (also when --to is beyond what was written yet)', async () => {
     const f = follow(['inst_live', '--follow', '--to', '3']);
-    await settle();
+    await until(() => f.events().length >= 2);
     expect(f.events().map((e) => e.version)).toEqual([1, 2]);
     await write(async (rl) => {
       await rl.send('instance', 'inst_live', { type: 'instance.healthy', data: { identity: 'match' } });
@@ -169,7 +169,7 @@ describe('events --follow', () => {
 
   it('of a live actor ends when the actor ends', async () => {
     const f = follow(['inst_live', '--follow']);
-    await settle();
+    await until(() => f.events().length >= 4);
     expect(f.events().map((e) => e.version)).toEqual([1, 2, 3, 4]);
     await write(async (rl) => {
       await rl.send('instance', 'inst_live', { type: 'instance.stop-requested', data: {} });
@@ -184,7 +184,7 @@ describe('events --follow', () => {
     const last = store.lastSeq();
     store.close();
     const f = follow(['--all', '--from', String(last - 1), '--to', String(last + 1), '--follow']);
-    await settle();
+    await until(() => f.events().length >= 1);
     expect(f.events().map((e) => e.seq)).toEqual([last]);
     await write(async (rl) => {
       await rl.host.create('instance', 'inst_more', { type: 'instance.requested', data: { spec: instanceSpec({ instanceId: 'inst_more' }) } });
