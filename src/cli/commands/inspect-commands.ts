@@ -159,7 +159,12 @@ export const eventsCommand: Command = {
       }
       if (!follow || io.closed) return EXIT.ok;
       const reachedTo = (): boolean => to !== undefined && (all ? lastSeq >= to : lastVersion >= to);
-      const ended = (): boolean => ref !== undefined && store.getActor(ref.id)?.status === 'terminal';
+      // Ended: the actor is terminal and every event up to that point has been printed (a writer may have committed
+      // the final events already while we print the ones before them).
+      const ended = (): boolean => {
+        const row = ref ? store.getActor(ref.id) : undefined;
+        return row !== undefined && row.status === 'terminal' && lastVersion >= row.version;
+      };
       if (reachedTo() || ended()) return EXIT.ok;
       await followLog(io, store, { afterSeq: Math.max(lastSeq, all ? 0 : startSeq), ...(ref ? { stream: ref.stream } : {}) }, (e, stop) => {
         if (all ? e.seq <= lastSeq : e.version <= lastVersion) return; // already printed by the catch-up
