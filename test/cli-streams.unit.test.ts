@@ -195,7 +195,7 @@ describe('events --follow', () => {
   });
 });
 
-describe('a reader that goes away ends every printing command quietly (status 0, nothing on stderr)', () => {
+describe('a reader that goes away ends every printing command quietly (status 0, no error on stderr)', () => {
   let dir: string;
   let db: string;
   let history: string;
@@ -231,7 +231,8 @@ describe('a reader that goes away ends every printing command quietly (status 0,
   for (const args of big) {
     it(`runlog ${args.join(' ')} | head -1`, () => {
       const r = piped([...args.map((a) => (a === '<history>' ? history : a)), ...(args.includes('<history>') ? [] : ['--db', db])], 'head -1');
-      expect(r.stderr).toBe('');
+      // Notes a command writes on purpose (ps: "no supervisor has run on this log") may be there; no error is.
+      expect(r.stderr).not.toMatch(/EPIPE|Error|\n\s+at |runlog: [A-Z_]+:/);
       expect(r.status).toBe(0);
     });
   }
