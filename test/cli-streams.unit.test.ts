@@ -119,7 +119,7 @@ describe('events --follow', () => {
   beforeAll(async () => {
     home = tempDir();
     db = join(home, 'runlog.db');
-    const rl = await createRunlog({ home, supervise: false });
+    const rl = await createRunlog({ home, supervise: false, readOnly: false });
     await rl.host.create('instance', 'inst_live', { type: 'instance.requested', data: { spec: instanceSpec({ instanceId: 'inst_live' }) } });
     await rl.send('instance', 'inst_live', { type: 'instance.spawned', data: { pid: 7, host: '127.0.0.1', port: 41000 } });
     await rl.host.create('instance', 'inst_done', { type: 'instance.requested', data: { spec: instanceSpec({ instanceId: 'inst_done' }) } });
@@ -137,7 +137,7 @@ describe('events --follow', () => {
 
   /** Another process's writes, as a supervisor would make them. */
   async function write(fn: (rl: Awaited<ReturnType<typeof createRunlog>>) => Promise<void>): Promise<void> {
-    const rl = await createRunlog({ home, supervise: false });
+    const rl = await createRunlog({ home, supervise: false, readOnly: false });
     try {
       await fn(rl);
     } finally {

@@ -7,6 +7,7 @@ import { supervision as supervisionOf, type Supervision } from '../../domain/sup
 import type { SqliteEventStore } from '../../store/sqlite-event-store.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { withInspectionLog } from '../inspection-log.ts';
+import { withWritableLog } from '../writable-log.ts';
 import { age, EXIT, outPaced, printJson, table, truncate, type Io } from '../output.ts';
 
 function needId(args: CommandArgs, usage: string): string {
@@ -261,11 +262,11 @@ export const rebuildCommand: Command = {
   examples: ['runlog rebuild'],
   run: async (args, io) => {
     const { rebuildProjection } = await import('../../actors/inspection.ts');
-    return withInspectionLog(args, (store) => {
+    return withWritableLog(args, 'runlog rebuild', (store) => {
       const r = rebuildProjection(store);
       if (io.json) printJson(io, r);
       else io.out(`rebuilt ${r.actors} actors from ${r.events} events`);
       return EXIT.ok;
-    }, { command: 'runlog rebuild' });
+    });
   },
 };

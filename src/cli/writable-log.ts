@@ -1,0 +1,21 @@
+// The store alone, opened for writing by a one-shot command (`runlog rebuild`): it takes the log's writer lock
+// first, so it never writes beside a running supervisor (SUPERVISOR_RUNNING names the holder).
+import { resolvePaths } from '../actors/paths.ts';
+import type { SqliteEventStore } from '../store/sqlite-event-store.ts';
+import type { CommandArgs } from './command.ts';
+
+export async function withWritableLog<T>(args: Pick<CommandArgs, 'home' | 'db'>, command: string, fn: (store: SqliteEventStore) => Promise<T> | T): Promise<T> {
+  const [{ openEventStore }, { WriterLock }] = await Promise.all([import('../store/sqlite-event-store.ts'), import('../store/writer-lock.ts')]);
+  const db = resolvePaths({ home: args.home, db: args.db }).db;
+  const lock = WriterLock.acquire(db, command);
+  try {
+    const store = openEventStore(db);
+    try {
+      return await fn(store);
+    } finally {
+      store.close();
+    }
+  } finally {
+    lock.release();
+  }
+}
