@@ -5,13 +5,14 @@ import { resolvePaths } from '../actors/paths.ts';
 import type { SqliteEventStore } from '../store/sqlite-event-store.ts';
 import type { CommandArgs } from './command.ts';
 
-export async function openInspectionLog(args: Pick<CommandArgs, 'home' | 'db'>): Promise<SqliteEventStore> {
+/** `follow`: the command tails the log, so it must see commits made after it opened (no immutable open). */
+export async function openInspectionLog(args: Pick<CommandArgs, 'home' | 'db'>, follow = false): Promise<SqliteEventStore> {
   const { openEventStore } = await import('../store/sqlite-event-store.ts');
-  return openEventStore(resolvePaths({ home: args.home, db: args.db }).db, { readOnly: true });
+  return openEventStore(resolvePaths({ home: args.home, db: args.db }).db, { readOnly: true, followsWriters: follow });
 }
 
-export async function withInspectionLog<T>(args: Pick<CommandArgs, 'home' | 'db'>, fn: (store: SqliteEventStore) => Promise<T> | T): Promise<T> {
-  const store = await openInspectionLog(args);
+export async function withInspectionLog<T>(args: Pick<CommandArgs, 'home' | 'db'>, fn: (store: SqliteEventStore) => Promise<T> | T, follow = false): Promise<T> {
+  const store = await openInspectionLog(args, follow);
   try {
     return await fn(store);
   } finally {

@@ -58,6 +58,11 @@ export interface SqliteEventStoreOptions {
    * read-only through it, so the latest commits are seen.
    */
   readOnly?: boolean;
+  /**
+   * With readOnly: a log with no `-wal` is still opened through WAL (SQLite creates `-wal`/`-shm` if the directory
+   * allows), because an immutable open never sees later commits — what `events --follow` needs to see.
+   */
+  followsWriters?: boolean;
 }
 
 export interface IterateEventsOptions {
@@ -281,7 +286,7 @@ export class SqliteEventStore implements EventStore {
       checkHeader(file);
       deadMarkers = WalGuard.check(file).length; // throws STORE_WAL_LOST before SQLite touches anything
       // No -wal: read the file alone, as immutable, so SQLite creates no -wal/-shm (see readOnly above).
-      if (this.readOnly && !existsSync(`${file}-wal`)) target = sqliteUri(file, { immutable: '1' });
+      if (this.readOnly && !options.followsWriters && !existsSync(`${file}-wal`)) target = sqliteUri(file, { immutable: '1' });
     }
     this.guard = file === ':memory:' || this.readOnly ? null : new WalGuard(file);
     try {

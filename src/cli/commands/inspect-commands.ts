@@ -176,7 +176,7 @@ export const eventsCommand: Command = {
         if (reachedTo() || ended() || io.closed) stop();
       });
       return EXIT.ok;
-    });
+    }, follow);
   },
 };
 
