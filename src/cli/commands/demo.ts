@@ -19,15 +19,19 @@ import { EXIT, printJson, type Io } from '../output.ts';
 const REPO = resolve(import.meta.dirname, '../../..');
 
 /**
- * Resolves on the first SIGINT or SIGTERM, or when stdout's reader goes away. The handlers stay installed until
- * `release()`, so a second signal (npm forwarding one, an impatient Ctrl-C) is noted instead of killing the
- * process halfway through stopping what it started.
+ * Resolves on the first SIGINT or SIGTERM, or when stdout's reader goes away. A second signal (npm forwarding
+ * one, an impatient Ctrl-C) is noted instead of killing the process halfway through stopping what it started.
+ * `release(status)` is called once everything is stopped: the handlers stay installed, and a signal that arrives
+ * between then and the process's natural exit ends it at once with the demo's own status — never with the
+ * signal's default death, which would report a clean stop as a crash.
  */
-export function demoStopper(io: Io, say: (m: string) => void): { stopped: Promise<string>; release: () => void } {
+export function demoStopper(io: Io, say: (m: string) => void): { stopped: Promise<string>; release: (status: number) => void } {
   let fire!: (why: string) => void;
   let fired = false;
+  let finalStatus: number | null = null;
   const stopped = new Promise<string>((resolveStop) => {
     fire = (why) => {
+      if (finalStatus !== null) process.exit(finalStatus);
       if (fired) {
         say(`${why}: still stopping what the demo started…`);
         return;
@@ -43,10 +47,8 @@ export function demoStopper(io: Io, say: (m: string) => void): { stopped: Promis
   const offClosed = io.onClosed?.(() => fire('output closed'));
   return {
     stopped,
-    release: () => {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-      process.off('SIGHUP', onSignal);
+    release: (status) => {
+      finalStatus = status;
       offClosed?.();
     },
   };
@@ -103,6 +105,7 @@ export const demoCommand: Command = {
     let rl: Runlog | null = null;
     let server: Awaited<ReturnType<typeof startServer>> | null = null;
     const instances: string[] = [];
+    let status: number = EXIT.failure;
     try {
       say('starting an in-process PDS and PLC directory (the embedded default network)…');
       net = await startLocalNetwork();
@@ -167,7 +170,8 @@ export const demoCommand: Command = {
         clearInterval(keepAlive);
         say(`${why}: stopping`);
       }
-      return executions.every((e) => e.status === 'succeeded') ? EXIT.ok : EXIT.failure;
+      status = executions.every((e) => e.status === 'succeeded') ? EXIT.ok : EXIT.failure;
+      return status;
     } finally {
       say('shutting down');
       if (rl && !args.values.keep) {
@@ -178,7 +182,7 @@ export const demoCommand: Command = {
       await rl?.close().catch(() => undefined);
       lock.release(); // no-op when rl.close() released it
       await net?.close().catch(() => undefined);
-      stopper.release();
+      stopper.release(status);
     }
   },
 };
