@@ -18,6 +18,9 @@ export default defineConfig({
           include: ['test/**/*.int.test.ts'],
           testTimeout: 120_000,
           hookTimeout: 180_000,
+          // expect.poll waits for real parts (a browser's first render, a daemon's event): its 1 s default is a
+          // timing assertion in disguise, and failed a CI run when the machine was busy.
+          expect: { poll: { timeout: 15_000 } },
           fileParallelism: false,
         },
       },
