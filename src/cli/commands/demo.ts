@@ -11,6 +11,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Runlog } from '../../actors/runlog.ts';
 import type { InstanceContext } from '../../index.ts';
+// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
 import type { LocalNetwork } from '../../adapters/atproto/index.ts';
 import { RunlogError } from '../../domain/errors.ts';
 import { parseListen } from '../../server/listen.ts';
