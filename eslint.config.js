@@ -14,6 +14,20 @@ const ioImports = {
   ],
 };
 
+// The layers (CONVENTIONS.md, DESIGN.md): cli|server → index|actors → adapters|machines|store → domain. Each layer
+// names what it may not import; a file's own layer and the ones below it are allowed. (Machines and domain have
+// the stricter purity rule above, which includes these.)
+const layer = (message, ...dirs) => ({
+  group: dirs.flatMap((d) => [`**/${d}`, `**/${d}/**`, `**/${d}.ts`]),
+  message,
+});
+const below = {
+  actors: layer('src/actors sits under cli and server: it never imports them (the layer rule).', 'cli', 'server'),
+  adapters: layer('src/adapters are IO behind our own ports: they never import actors, cli, server, machines or the store (the layer rule).', 'actors', 'cli', 'server', 'machines', 'store'),
+  store: layer('src/store holds the log: it never imports actors, adapters, machines, cli or server (the layer rule).', 'actors', 'adapters', 'machines', 'cli', 'server'),
+  top: layer('cli and server reach the rest through src/index.ts or src/actors (the layer rule); import what you need from there.', 'adapters', 'machines', 'store'),
+};
+
 export default tseslint.config(
   { ignores: ['node_modules/**', 'dist/**', 'artifacts/**', 'examples/**/node_modules/**'] },
   js.configs.recommended,
@@ -39,6 +53,22 @@ export default tseslint.config(
   },
   {
     files: ['src/domain/**/*.ts'],
-    rules: { 'no-restricted-imports': ['error', ioImports] },
+    rules: { 'no-restricted-imports': ['error', { patterns: [...ioImports.patterns, layer('src/domain is the bottom layer: it imports nothing of runlog but the domain.', 'machines', 'server', 'actors', 'adapters', 'store', 'cli')] }] },
+  },
+  {
+    files: ['src/actors/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [below.actors] }] },
+  },
+  {
+    files: ['src/adapters/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [below.adapters] }] },
+  },
+  {
+    files: ['src/store/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [below.store] }] },
+  },
+  {
+    files: ['src/cli/**/*.ts', 'src/server/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [below.top] }] },
   },
 );

@@ -1,7 +1,10 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import type { EffectHandlers } from '../src/actors/actor-host.ts';
 import { createRunlog } from '../src/actors/runlog.ts';
 import type { InstanceSpec } from '../src/machines/instance.machine.ts';
+import type { InstanceEventData } from '../src/domain/instance-events.ts';
+import { partial } from './support/partial.ts';
 import { tempDir } from './support/tmp.ts';
 
 const spec = (over: Partial<InstanceSpec> = {}): InstanceSpec => ({
@@ -17,9 +20,9 @@ const spec = (over: Partial<InstanceSpec> = {}): InstanceSpec => ({
 });
 
 /** A fake sandbox: spawn succeeds, health matches, hooks succeed. Each call is recorded. */
-function fakeInstanceEffects(calls: string[], store?: () => { streamVersion(s: string): number }) {
+function fakeInstanceEffects(calls: string[], store?: () => { streamVersion(s: string): number }): Partial<EffectHandlers<'instance'>> {
   return {
-    spawn: async (p: Record<string, any>, ctx: any) => {
+    spawn: async (p, ctx) => {
       // Rule 1: by the time an effect runs, the event that caused it is on disk.
       if (store) calls.push(`spawn@v${store().streamVersion(ctx.actor.stream)}`);
       else calls.push('spawn');
@@ -27,11 +30,11 @@ function fakeInstanceEffects(calls: string[], store?: () => { streamVersion(s: s
       calls.push('health');
       await ctx.dispatch({ type: 'instance.healthy', data: { identity: 'match' } });
     },
-    callLifecycle: async (p: Record<string, any>, ctx: any) => {
+    callLifecycle: async (p, ctx) => {
       calls.push(`lifecycle:${p.hooks.join(',')}`);
       if (p.hooks.includes('onStart')) await ctx.dispatch({ type: 'instance.running', data: {} });
     },
-    stopSandbox: async (_p: unknown, ctx: any) => {
+    stopSandbox: async (_p, ctx) => {
       calls.push('stop');
       await ctx.dispatch({ type: 'instance.exited', data: { exitCode: 0 } });
     },
@@ -155,7 +158,7 @@ describe('actor host', () => {
     const calls: string[] = [];
     const rl = await createRunlog({ home, effects: { instance: { ...fakeInstanceEffects(calls), scheduleRestart: async (p, ctx) => {
       // The supervisor "dies" right after persisting the timer: it never fires in this process.
-      await ctx.dispatch({ type: 'instance.restart-scheduled', data: { attempt: p.attempt, dueAt: new Date(Date.now() - 1000).toISOString() } });
+      await ctx.dispatch({ type: 'instance.restart-scheduled', data: partial<InstanceEventData['instance.restart-scheduled']>({ attempt: p.attempt, dueAt: new Date(Date.now() - 1000).toISOString() }) });
     } } } });
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();

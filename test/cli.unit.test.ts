@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createRunlog } from '../src/actors/runlog.ts';
+import type { InstanceSpec } from '../src/machines/instance.machine.ts';
 import { main } from '../src/cli/main.ts';
 import type { Io } from '../src/cli/output.ts';
 import { cliArgs } from './support/cli.ts';
@@ -15,7 +16,7 @@ function capture() {
   return { out, err, factory, stdout: () => out.join('\n'), stderr: () => err.join('\n') };
 }
 
-const spec = { instanceId: 'inst_a', appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'never', maxRestarts: 0, backoffMs: 1, maxBackoffMs: 1, resetAfterMs: 1 } };
+const spec: InstanceSpec = { instanceId: 'inst_a', appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'never', maxRestarts: 0, backoffMs: 1, maxBackoffMs: 1, resetAfterMs: 1 } };
 
 describe('runlog CLI (reads the SQLite file directly)', () => {
   let db: string;

@@ -2,7 +2,10 @@
 // a bad request fails alone with a typed error before anything is appended, an event that cannot be encoded
 // never takes another caller's events with it, and nothing stays behind (actors, listeners, timers).
 import { describe, expect, it } from 'vitest';
-import type { EffectContext } from '../src/actors/actor-host.ts';
+import type { EffectHandlers } from '../src/actors/actor-host.ts';
+import type { KindNewEvent } from '../src/domain/events.ts';
+import type { Materialized, Resolved } from '../src/domain/execution-events.ts';
+import { partial } from './support/partial.ts';
 import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
 import type { RunlogError } from '../src/domain/errors.ts';
 import { tempDir } from './support/tmp.ts';
@@ -10,17 +13,17 @@ import { tempDir } from './support/tmp.ts';
 const URI = 'at://did:plc:aaaaaaaaaaaaaaaaaaaaaaaa/dev.mainasara.at-run.beta.v2.code/greet';
 
 /** Effects that walk an execution to `succeeded` (its output echoes the input) without any real part. */
-const fakeExecution = {
-  resolve: async (p: Record<string, any>, ctx: EffectContext) => {
-    await ctx.dispatch({ type: 'execution.resolved', data: { codeUri: p.request.uri, limits: { timeoutMs: 1000 } } });
+const fakeExecution: Partial<EffectHandlers<'execution'>> = {
+  resolve: async (p, ctx) => {
+    await ctx.dispatch({ type: 'execution.resolved', data: partial<Resolved>({ codeUri: p.request.uri, limits: partial<Resolved['limits']>({ timeoutMs: 1000 }) }) });
   },
-  materialize: async (_p: unknown, ctx: EffectContext) => {
-    await ctx.dispatch({ type: 'execution.materialized', data: { runtimeVolume: 'r', codeVolume: 'c' } });
+  materialize: async (_p, ctx) => {
+    await ctx.dispatch({ type: 'execution.materialized', data: partial<Materialized>({ runtimeVolume: 'r', codeVolume: 'c' }) });
   },
-  createSandbox: async (_p: unknown, ctx: EffectContext) => {
+  createSandbox: async (_p, ctx) => {
     await ctx.dispatch({ type: 'execution.started', data: { containerId: 'fake' } });
   },
-  invoke: async (p: Record<string, any>, ctx: EffectContext) => {
+  invoke: async (p, ctx) => {
     await ctx.dispatch({ type: 'execution.succeeded', data: { output: { echoed: p.request.input }, outputHash: null } });
   },
   cleanup: () => undefined,
@@ -96,7 +99,7 @@ describe('actor host: group commit isolation and memory', () => {
     const rl = await createRunlog({ home: tempDir(), supervise: false, readOnly: false });
     const cyclic: Record<string, unknown> = {};
     cyclic.me = cyclic;
-    const request = (id: string, input: unknown) => ({ type: 'execution.requested', data: { request: { executionId: id, uri: URI, handler: 'greet', input, callerDid: null, timeoutMs: 1000 } } });
+    const request = (id: string, input: unknown): KindNewEvent<'execution'> => ({ type: 'execution.requested', data: { request: { executionId: id, uri: URI, handler: 'greet', input, callerDid: null, timeoutMs: 1000 } } });
     const batches: number[] = [];
     const appendMany = rl.store.appendMany.bind(rl.store);
     rl.store.appendMany = (requests) => {

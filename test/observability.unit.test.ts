@@ -11,6 +11,7 @@ import { main } from '../src/cli/main.ts';
 import type { Io } from '../src/cli/output.ts';
 import { UsageError } from '../src/domain/errors.ts';
 import { supervision } from '../src/domain/supervision.ts';
+import type { KindNewEvent } from '../src/domain/events.ts';
 import { startServer } from '../src/server/http-server.ts';
 import { parseListen } from '../src/server/listen.ts';
 import { startMetricsServer } from '../src/server/metrics-server.ts';
@@ -28,7 +29,7 @@ async function supervisor(extra: Parameters<typeof createRunlog>[0] = {}): Promi
   return rl;
 }
 
-const requested = (executionId: string, uri: string) => ({
+const requested = (executionId: string, uri: string): KindNewEvent<'execution'> => ({
   type: 'execution.requested',
   data: {
     request: { executionId, uri, handler: 'add', input: {}, callerDid: null, timeoutMs: 30_000 },

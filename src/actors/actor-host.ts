@@ -3,8 +3,8 @@
 // dispatching new events, so everything the supervisor learns lands in the log.
 import type { AnyStateMachine } from 'xstate';
 import { ConcurrencyError, NotFoundError, RunlogError } from '../domain/errors.ts';
-import { parseStreamName, rejectedType, streamName, toMachineEvent, type ActorKind, type NewEvent, type RecordedEvent } from '../domain/events.ts';
-import type { Effect } from '../machines/effects.ts';
+import { parseStreamName, rejectedType, streamName, toMachineEvent, type ActorKind, type KindNewEvent, type NewEvent, type RecordedEvent } from '../domain/events.ts';
+import type { Effect, EffectsByKind, KindEffect } from '../machines/effects.ts';
 import { initialSnapshot, isTerminal, replay, stateName, step, type AnySnapshot } from '../machines/replay.ts';
 import { actorStatus, summarize } from '../machines/summary.ts';
 import type { ActorRow, AppendRequest, AppendResult, EventStore } from '../store/event-store.ts';
@@ -20,14 +20,31 @@ export interface LiveActor {
   createdAt: string;
 }
 
-export interface EffectContext {
+export interface EffectContext<K extends ActorKind = ActorKind> {
   actor: LiveActor;
   /** Dispatches an event to this actor (effects report results this way). */
-  dispatch(event: NewEvent): Promise<DispatchResult>;
+  dispatch(event: KindNewEvent<K>): Promise<DispatchResult>;
 }
 
-export type EffectHandler = (params: Record<string, unknown>, ctx: EffectContext) => Promise<void> | void;
-export type EffectHandlers = Partial<Record<string, EffectHandler>>;
+export type EffectHandler<P, K extends ActorKind = ActorKind> = (params: P, ctx: EffectContext<K>) => Promise<void> | void;
+
+/**
+ * One handler per effect the kind's machine can emit, each typed with that effect's params: a missing or
+ * misspelled handler, or one that reads a param the machine does not give, is a compile error.
+ */
+export type EffectHandlers<K extends ActorKind> = { [T in keyof EffectsByKind[K]]: EffectHandler<EffectsByKind[K][T], K> };
+
+/** Every kind's handlers (what a supervising host runs). */
+export type AllEffectHandlers = { [K in ActorKind]: EffectHandlers<K> };
+
+/** A handler as the host calls it: the effect came from the machine whose map typed the handler. */
+type AnyEffectHandler = (params: unknown, ctx: EffectContext) => Promise<void> | void;
+
+export class UnknownEffectError extends RunlogError {
+  constructor(kind: ActorKind, type: string) {
+    super('UNKNOWN_EFFECT', `the ${kind} machine emitted ${type}, which has no handler`, { kind, type });
+  }
+}
 
 export interface DispatchResult {
   accepted: boolean;
@@ -41,11 +58,15 @@ export interface ActorHostOptions {
   store: EventStore;
   bus: Bus;
   machines: Record<ActorKind, AnyStateMachine>;
-  effects: Record<ActorKind, EffectHandlers>;
+  /**
+   * The effect handlers; null = this host records events but runs no effects (a writable log opened without
+   * supervising: whatever the events ask for is the supervisor's to do).
+   */
+  effects: AllEffectHandlers | null;
   now?: () => string;
   faults?: FaultHook;
   /** Turns an effect that threw into an event, so the failure is in the log (not just in a console). */
-  onEffectError?: (kind: ActorKind, effect: Effect, error: unknown) => NewEvent | null;
+  onEffectError?: (kind: ActorKind, effect: Effect, error: unknown) => KindNewEvent<ActorKind> | null;
   log?: (msg: string) => void;
   /** Called as an actor is created (tracing): what it returns is merged into the first event's meta. */
   onCreate?: (kind: ActorKind, id: string) => Record<string, unknown> | undefined;
@@ -56,6 +77,15 @@ export class IllegalEventError extends RunlogError {
     super('ILLEGAL_EVENT', `${id} is ${state}: it cannot take ${type}`, { id, state, type });
   }
 }
+
+/** An event of any kind's vocabulary, or one from outside the program (dispatchExternal). */
+type AnyNewEvent = NewEvent<string, object>;
+
+/**
+ * The log holds any JSON object as an event's data. A typed event's data is an interface (no index
+ * signature), so it is widened here, once, on its way to the log and to the machine's untyped step.
+ */
+const toLogged = (e: AnyNewEvent): NewEvent => ({ ...e, data: e.data as Record<string, unknown> });
 
 interface PendingAppend {
   request: AppendRequest;
@@ -118,7 +148,7 @@ export class ActorHost {
   }
 
   /** Starts a new actor with its first event. Fails if the id is taken. */
-  async create(kind: ActorKind, id: string, first: NewEvent): Promise<DispatchResult> {
+  async create<K extends ActorKind>(kind: K, id: string, first: KindNewEvent<K>): Promise<DispatchResult> {
     const stream = streamName(kind, id);
     if (this.actors.has(stream) || this.opts.store.streamVersion(stream) > 0) {
       throw new RunlogError('ACTOR_EXISTS', `${kind} ${id} already exists`, { kind, id });
@@ -128,7 +158,7 @@ export class ActorHost {
     this.actors.set(stream, placeholder);
     const meta = this.opts.onCreate?.(kind, id);
     try {
-      return await this.dispatch(kind, id, { ...first, at, ...(meta ? { meta: { ...first.meta, ...meta } } : {}) });
+      return await this.enqueue(kind, id, { ...first, at, ...(meta ? { meta: { ...first.meta, ...meta } } : {}) });
     } catch (err) {
       // Nothing was appended (an event that cannot be encoded, a closed host): the actor never existed.
       if (this.actors.get(stream) === placeholder && placeholder.version === 0) this.actors.delete(stream);
@@ -137,7 +167,19 @@ export class ActorHost {
   }
 
   /** Events for one actor are applied one at a time, in arrival order. */
-  dispatch(kind: ActorKind, id: string, event: NewEvent): Promise<DispatchResult> {
+  dispatch<K extends ActorKind>(kind: K, id: string, event: KindNewEvent<K>): Promise<DispatchResult> {
+    return this.enqueue(kind, id, event);
+  }
+
+  /**
+   * An event from outside the program (the public `send`, an API caller): its type is not known to be one of
+   * the machine's, so the machine decides; one it cannot take is recorded as rejected.
+   */
+  dispatchExternal(kind: ActorKind, id: string, event: NewEvent): Promise<DispatchResult> {
+    return this.enqueue(kind, id, event);
+  }
+
+  private enqueue(kind: ActorKind, id: string, event: AnyNewEvent): Promise<DispatchResult> {
     const stream = streamName(kind, id);
     const prev = this.queues.get(stream) ?? Promise.resolve();
     const next = prev.catch(() => undefined).then(() => this.apply(kind, id, event));
@@ -148,11 +190,11 @@ export class ActorHost {
     return next;
   }
 
-  private async apply(kind: ActorKind, id: string, input: NewEvent, attempt = 0): Promise<DispatchResult> {
+  private async apply(kind: ActorKind, id: string, input: AnyNewEvent, attempt = 0): Promise<DispatchResult> {
     if (this.closed) throw new RunlogError('HOST_CLOSED', 'the supervisor is shutting down');
     const actor = this.actors.get(streamName(kind, id)) ?? this.load(kind, id);
     if (!actor) throw new NotFoundError(kind, id);
-    const event: NewEvent = { ...input, at: input.at ?? this.now() };
+    const event: NewEvent = { ...toLogged(input), at: input.at ?? this.now() };
     const machine = this.opts.machines[kind];
     const from = stateName(actor.snapshot);
     const r = step(machine, actor.snapshot, { type: event.type, at: event.at!, data: event.data });
@@ -232,19 +274,23 @@ export class ActorHost {
     };
   }
 
-  private async runEffects(actor: LiveActor, effects: Effect[]): Promise<void> {
+  private async runEffects(actor: LiveActor, effects: readonly Effect[]): Promise<void> {
+    const handlers = this.opts.effects;
+    if (!handlers) return; // a host that runs no effects (see ActorHostOptions.effects)
     for (const effect of effects) {
-      const handler = this.opts.effects[actor.kind][effect.type];
-      if (!handler) continue;
+      // The effect came from this kind's machine, whose effect map types this kind's handlers (EffectHandlers).
+      const handler = (handlers[actor.kind] as Record<string, AnyEffectHandler>)[effect.type];
       // What an effect dispatches is its result: the work is done, the event is not on disk yet.
       const ctx: EffectContext = {
         actor,
         dispatch: (e) => {
           this.faults('before-result', { eventType: e.type, effect: effect.type });
-          return this.dispatch(actor.kind, actor.id, e);
+          return this.enqueue(actor.kind, actor.id, e);
         },
       };
       try {
+        // Only a handler map built around the types (plain JS, a cast) lacks one: a failure of the effect, recorded.
+        if (!handler) throw new UnknownEffectError(actor.kind, effect.type);
         await handler(effect.params, ctx);
         this.faults('after-effect', { effect: effect.type });
       } catch (err) {
@@ -311,7 +357,7 @@ export class ActorHost {
   }
 
   /** Runs effects again for a rehydrated actor (e.g. a timer that was armed before a restart). */
-  resumeEffects(actor: LiveActor, effects: Effect[]): void {
+  resumeEffects(actor: LiveActor, effects: readonly KindEffect<ActorKind>[]): void {
     if (effects.length > 0) this.track(this.runEffects(actor, effects), actor.stream);
   }
 

@@ -8,12 +8,13 @@ import { createDockerEngine, type DockerEngine } from '../adapters/docker/engine
 import { createMaterializer, type Materializer, type MaterializeProgress } from '../adapters/docker/materializer.ts';
 import { createSandboxRunner, type InvocationEnvelope, type InvocationResult, type SandboxRunner as ExecSandbox } from '../adapters/docker/sandbox.ts';
 import { assertCodeRecord, checkRuntimeBinding, type CodeRecord } from '../domain/at-run/code-record.ts';
-import { admitCode, admitRuntime, DEFAULT_OPERATOR_POLICY, ENVELOPE_OVERHEAD_BYTES, type EffectiveLimits, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
-import { selectRuntimePlatform, type RuntimePlatform } from '../domain/at-run/runtime-record.ts';
+import { admitCode, admitRuntime, DEFAULT_OPERATOR_POLICY, ENVELOPE_OVERHEAD_BYTES, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
+import { selectRuntimePlatform } from '../domain/at-run/runtime-record.ts';
 import { RunlogError, ValidationError } from '../domain/errors.ts';
-import type { NewEvent } from '../domain/events.ts';
+import type { KindNewEvent } from '../domain/events.ts';
+import type { FailedData, Materialized, Resolved, SucceededData } from '../domain/execution-events.ts';
 import type { ExecutionContext, ExecutionRequest, FailureReason } from '../machines/execution.machine.ts';
-import type { ActorHost, EffectContext, EffectHandlers } from './actor-host.ts';
+import type { ActorHost, EffectContext as AnyEffectContext, EffectHandlers } from './actor-host.ts';
 import { CodePrefetch, type PreparedCode } from './code-prefetch.ts';
 import type { FaultHook } from './faults.ts';
 import { requireImage, type Parts } from './parts.ts';
@@ -33,28 +34,15 @@ export interface ExecutionOptions {
   log?: (msg: string) => void;
 }
 
-/** The resolved facts an execution runs on, as recorded in `execution.resolved`. */
-export interface Resolved {
-  codeUri: string;
-  codeCid: string;
-  via: string | null;
-  author: string;
-  runtimeName: string;
-  runtimeUri: string;
-  runtimeCid: string;
-  blobCid: string;
-  entrypoint: string;
-  image: string;
-  platform: { os: string; architecture: string; variant?: string };
-  exportPath: string;
-  launcher: RuntimePlatform['launcher'];
-  env: { name: string; value: string }[];
-  additions: string[];
-  limits: EffectiveLimits;
-  clamped: string[];
-  isolation: string;
-  mode: string;
-}
+// Moved to the domain with the execution's events; re-exported for the code that imports it from here.
+export type { Resolved };
+
+type EffectContext = AnyEffectContext<'execution'>;
+type NewEvent = KindNewEvent<'execution'>;
+/** What an invocation ends with (the receipt is written for it before it is recorded). */
+type OutcomeEvent =
+  | { type: 'execution.succeeded'; data: SucceededData }
+  | { type: 'execution.failed'; data: FailedData & { reason: FailureReason; code: string; message: string } };
 
 const VALIDATION_CODES = new Set([
   'RECORD_CID_MISMATCH',
@@ -73,7 +61,7 @@ const VALIDATION_CODES = new Set([
 ]);
 
 /** Which typed failure an error is: a bad record or archive is `validation`, an unreachable network `resolution`. */
-function classify(err: unknown, during: FailureReason): { reason: FailureReason; code: string; message: string } {
+function classify(err: unknown, during: FailureReason): { reason: FailureReason; code: string; message: string } & FailedData {
   const code = err instanceof RunlogError ? err.code : ((err as { code?: string })?.code ?? 'INTERNAL');
   const message = err instanceof Error ? err.message : String(err);
   // A read cut off by what was left of the execution's own deadline: the execution ran out of time.
@@ -161,15 +149,16 @@ export class ExecutionSupervisor {
     await ctx.dispatch({ type: 'execution.step', data: { name, detail } });
   }
 
-  handlers(): EffectHandlers {
+  /** The execution machine's effects but `announce` (the bus's, wired in runlog.ts). */
+  handlers(): Omit<EffectHandlers<'execution'>, 'announce'> {
     return {
-      resolve: (p, ctx) => this.resolve(p.request as ExecutionRequest, ctx),
-      materialize: (p, ctx) => this.materialize(p.resolved as unknown as Resolved, ctx),
-      createSandbox: (p, ctx) => this.createSandbox(p.request as ExecutionRequest, p.resolved as unknown as Resolved, p.materialized as Record<string, unknown>, ctx),
-      invoke: (p, ctx) => this.invoke(p.request as ExecutionRequest, String(p.containerId), p.deadline as string, p.resolved as unknown as Resolved, ctx, p.resumed === true),
-      collect: (p, ctx) => this.collect(String(p.containerId), p.deadline as string, ctx),
-      killSandbox: (p, ctx) => this.kill(p.containerId as string | null, ctx),
-      cleanup: (p) => this.cleanup(p.executionId as string | undefined, p.containerId as string | null),
+      resolve: (p, ctx) => this.resolve(p.request, ctx),
+      materialize: (p, ctx) => this.materialize(p.resolved, ctx),
+      createSandbox: (p, ctx) => this.createSandbox(p.request, p.resolved, p.materialized, ctx),
+      invoke: (p, ctx) => this.invoke(p.request, String(p.containerId), p.deadline, p.resolved, ctx, p.resumed === true),
+      collect: (p, ctx) => this.collect(String(p.containerId), p.deadline, ctx),
+      killSandbox: (p, ctx) => this.kill(p.containerId, ctx),
+      cleanup: (p) => this.cleanup(p.executionId, p.containerId),
     };
   }
 
@@ -246,7 +235,7 @@ export class ExecutionSupervisor {
       await ctx.dispatch({ type: 'execution.failed', data: classify(err, 'resolution') });
       return;
     }
-    const result = await ctx.dispatch({ type: 'execution.resolved', data: resolved as unknown as Record<string, unknown> });
+    const result = await ctx.dispatch({ type: 'execution.resolved', data: resolved });
     if (!result.accepted) this.prefetch.drop(id); // cancelled meanwhile: nothing will materialize it
   }
 
@@ -337,7 +326,7 @@ export class ExecutionSupervisor {
   }
 
   // 12: the fixed runner-owned sandbox, created stopped with read-only content mounts.
-  private async createSandbox(request: ExecutionRequest, r: Resolved, m: Record<string, unknown>, ctx: EffectContext): Promise<void> {
+  private async createSandbox(request: ExecutionRequest, r: Resolved, m: Materialized, ctx: EffectContext): Promise<void> {
     try {
       const { containerId } = await this.sandbox.createExecutionContainer({
         policy: {
@@ -364,9 +353,9 @@ export class ExecutionSupervisor {
   }
 
   // 13: one envelope on stdin, frames on stdout; the deadline is the supervisor's to enforce.
-  private async invoke(request: ExecutionRequest, containerId: string, deadline: string, r: Resolved, ctx: EffectContext, resumed = false): Promise<void> {
+  private async invoke(request: ExecutionRequest, containerId: string, deadline: string | null, r: Resolved, ctx: EffectContext, resumed = false): Promise<void> {
     // The handler's deadline is the invocation's: the effective timeout from now, never past the request's.
-    const deadlineMs = Math.max(1, Math.min(r.limits.timeoutMs, Date.parse(deadline) - Date.now()));
+    const deadlineMs = Math.max(1, Math.min(r.limits.timeoutMs, Date.parse(deadline ?? '') - Date.now()));
     const envelope = this.envelopeOf(request, r, new Date(Date.now() + deadlineMs).toISOString());
     let result: InvocationResult;
     try {
@@ -398,11 +387,11 @@ export class ExecutionSupervisor {
   }
 
   /** Writes the receipt before the outcome is recorded, so the outcome event names it (or why it failed). */
-  private async attachReceipt(event: NewEvent, request: ExecutionRequest, r: Resolved, ctx: EffectContext): Promise<void> {
+  private async attachReceipt(event: OutcomeEvent, request: ExecutionRequest, r: Resolved, ctx: EffectContext): Promise<void> {
     const publisher = this.opts.receipts;
     if (!publisher) return;
-    const d = event.data as Record<string, any>;
-    const failed = event.type === 'execution.failed';
+    const d = event.data;
+    const failed = event.type === 'execution.failed' ? event.data : null;
     try {
       const ref = await writeExecutionReceipt(publisher, {
         executionId: request.executionId,
@@ -413,9 +402,9 @@ export class ExecutionSupervisor {
         images: { runtime: r.image, sandbox: requireImage(this.opts.parts, 'at-run-sandbox'), ...(r.additions.length ? { additions: r.additions } : {}) },
         limits: { memoryBytes: r.limits.memoryMb * 1024 * 1024, pids: r.limits.pids, milliCpus: Math.round(r.limits.cpus * 1000), timeoutMs: r.limits.timeoutMs, network: 'none' },
         inputSha256: d.inputHash ?? sha256('null'),
-        ...(d.outputHash ? { outputSha256: d.outputHash } : {}),
+        ...(event.type === 'execution.succeeded' && event.data.outputHash ? { outputSha256: event.data.outputHash } : {}),
         outcome: failed ? 'failed' : 'succeeded',
-        ...(failed ? { failure: { kind: d.reason, code: d.code, message: String(d.message ?? '').slice(0, 1000) } } : {}),
+        ...(failed ? { failure: { kind: failed.reason, code: failed.code, message: String(failed.message ?? '').slice(0, 1000) } } : {}),
         ...(typeof d.exitCode === 'number' ? { exitCode: d.exitCode } : {}),
         ...(request.callerDid ? { callerDid: request.callerDid } : {}),
         startedAt: (ctx.actor.snapshot.context as ExecutionContext).startedAt ?? new Date().toISOString(),
@@ -427,7 +416,7 @@ export class ExecutionSupervisor {
     }
   }
 
-  private outcomeEvent(result: InvocationResult, inputHash: string | null): NewEvent {
+  private outcomeEvent(result: InvocationResult, inputHash: string | null): OutcomeEvent {
     const common = { exitCode: result.exitCode, stderrTail: result.stderr.slice(-4096), stdoutBytes: result.stdoutBytes, timings: result.timings, inputHash };
     if (result.outcome === 'succeeded') {
       return { type: 'execution.succeeded', data: { ...common, output: result.output as unknown, outputHash: sha256(JSON.stringify(result.output ?? null)) } };
@@ -439,9 +428,9 @@ export class ExecutionSupervisor {
   }
 
   /** A container that outlived the supervisor: its frames are read from its logs (or it is waited for). */
-  private async collect(containerId: string, deadline: string, ctx: EffectContext): Promise<void> {
+  private async collect(containerId: string, deadline: string | null, ctx: EffectContext): Promise<void> {
     try {
-      const result = await this.sandbox.collectResult(containerId, { deadlineAt: Date.parse(deadline) });
+      const result = await this.sandbox.collectResult(containerId, { deadlineAt: Date.parse(deadline ?? '') });
       if (envelopeNotReceived(result)) {
         // Started, but its stdin closed before the envelope line: the delivery died with the supervisor.
         await ctx.dispatch(envelopeLost(result, 'the supervisor died while delivering the invocation'));

@@ -15,8 +15,8 @@ import type { OrphanRecord, SandboxRunner } from '../adapters/sandbox/sandbox-ru
 import { provisionToolsDir } from '../adapters/tools/provision.ts';
 import { RunlogError, ValidationError } from '../domain/errors.ts';
 import { DEFAULT_ENTRYPOINT, isValidAppId, MANIFEST_FILE, parseManifest, SANDBOX_KINDS, type AppManifest } from '../domain/manifest.ts';
-import { DEFAULT_RESTART, type CrashReason, type InstanceContext, type InstanceSpec, type SandboxKind } from '../machines/instance.machine.ts';
-import type { ActorHost, EffectContext, EffectHandlers, LiveActor } from './actor-host.ts';
+import { DEFAULT_RESTART, type CrashReason, type InstanceContext, type InstanceEffects, type InstanceSpec, type SandboxKind } from '../machines/instance.machine.ts';
+import type { ActorHost, EffectContext as AnyEffectContext, EffectHandlers, LiveActor } from './actor-host.ts';
 import { effectiveTools, type ToolOverrides } from './app-grants.ts';
 import { newInstanceId } from './ids.ts';
 import { requireImage, requireRootfs, type Parts } from './parts.ts';
@@ -58,6 +58,8 @@ function sourceSignature(dir: string): string {
   walk('');
   return createHash('sha256').update(parts.join('\n')).digest('hex');
 }
+
+type EffectContext = AnyEffectContext<'instance'>;
 
 const SPAWN_FAILURES: Record<string, CrashReason> = {
   HEALTH_MISMATCH: 'identity-mismatch',
@@ -224,18 +226,19 @@ export class InstanceSupervisor {
 
   // --- effects -----------------------------------------------------------------------------------
 
-  handlers(): EffectHandlers {
+  /** The instance machine's effects but the restart timers' and `announce` (wired in runlog.ts). */
+  handlers(): Omit<EffectHandlers<'instance'>, 'scheduleRestart' | 'cancelRestart' | 'announce'> {
     return {
-      spawn: (p, ctx) => this.spawn(p.spec as InstanceSpec, ctx),
+      spawn: (p, ctx) => this.spawn(p.spec, ctx),
       callLifecycle: (p, ctx) => this.callLifecycle(p, ctx),
-      stopSandbox: (p, ctx) => this.stop(p, ctx),
-      forceKill: (p, ctx) => this.forceKill(ctx.actor),
+      stopSandbox: (_p, ctx) => this.stop(ctx),
+      forceKill: (_p, ctx) => this.forceKill(ctx.actor),
       releasePort: (p) => {
         if (typeof p.port === 'number') this.ports.release(p.port);
       },
       provisionTools: (p, ctx) => {
         const spec = (ctx.actor.snapshot.context as InstanceContext).spec;
-        provisionToolsDir(this.layout.instanceToolsDir(ctx.actor.id), this.layout.toolchainDir, (p.tools as string[]) ?? spec?.tools ?? []);
+        provisionToolsDir(this.layout.instanceToolsDir(ctx.actor.id), this.layout.toolchainDir, p.tools ?? spec?.tools ?? []);
       },
       reattach: (_p, ctx) => this.reattach(ctx),
     };
@@ -308,9 +311,9 @@ export class InstanceSupervisor {
     this.exitSubscriptions.set(actor.id, off);
   }
 
-  private async callLifecycle(p: Record<string, unknown>, ctx: EffectContext): Promise<void> {
+  private async callLifecycle(p: InstanceEffects['callLifecycle'], ctx: EffectContext): Promise<void> {
     const runner = this.runner(this.sandboxOf(ctx.actor));
-    const hooks = (p.hooks as string[]) ?? [];
+    const hooks = p.hooks ?? [];
     const legacy = (ctx.actor.snapshot.context as InstanceContext).identity === 'legacy';
     for (const hook of hooks) {
       try {
@@ -325,7 +328,7 @@ export class InstanceSupervisor {
     if (hooks.includes('onStart')) await ctx.dispatch({ type: 'instance.running', data: { hooks } });
   }
 
-  private async stop(_p: Record<string, unknown>, ctx: EffectContext): Promise<void> {
+  private async stop(ctx: EffectContext): Promise<void> {
     const runner = this.runner(this.sandboxOf(ctx.actor));
     if (runner.getPort(ctx.actor.id) === null) {
       // Nothing of ours is running (it never started, or it already died): stopping is immediate.

@@ -31,8 +31,10 @@ import { LABEL_SEAL_FOR, LABEL_VOLUME_KIND, SEAL_SUFFIX } from '../adapters/dock
 import { loadManifest } from '../adapters/apps/load-manifest.ts';
 import type { OrphanRecord } from '../adapters/sandbox/sandbox-runner.ts';
 import { mapConcurrent } from '../domain/concurrency.ts';
-import { parseStreamName, type NewEvent } from '../domain/events.ts';
-import type { ExecutionContext } from '../machines/execution.machine.ts';
+import { parseStreamName, type ActorKind, type KindNewEvent } from '../domain/events.ts';
+import type { Materialized, Resolved } from '../domain/execution-events.ts';
+import type { KindEffect } from '../machines/effects.ts';
+import type { ExecutionContext, ExecutionRequest } from '../machines/execution.machine.ts';
 import { DEFAULT_RESTART, type InstanceContext, type InstanceSpec } from '../machines/instance.machine.ts';
 import { initialSnapshot, isTerminal, machines, stateName, step } from '../machines/replay.ts';
 import type { ActorHost, LiveActor } from './actor-host.ts';
@@ -45,6 +47,9 @@ const ACTOR_CONCURRENCY = 256;
 
 /** The stream where the reconciler records what it found outside any actor's log, and what it did about it. */
 export const RECONCILER_STREAM = 'reconciler';
+
+/** A live execution was requested: its request is recorded (the machine sets it leaving `new`). */
+const requestOf = (c: ExecutionContext): ExecutionRequest => c.request as ExecutionRequest;
 
 /** What to do with a running, labelled instance container whose stream the log does not know. */
 export type OrphanPolicy = 'adopt' | 'remove';
@@ -109,7 +114,7 @@ interface Run {
   dryRun: boolean;
   policy: OrphanPolicy;
   /** Effects to run again, started once every finding is recorded (a death mid-reconcile interrupts none of them). */
-  resumes: { actor: LiveActor; effect: { type: string; params: Record<string, unknown> } }[];
+  resumes: { actor: LiveActor; effect: KindEffect<ActorKind> }[];
 }
 
 export class Reconciler {
@@ -189,8 +194,8 @@ export class Reconciler {
     return run.report;
   }
 
-  private resume(run: Run, actor: LiveActor, type: string, params: Record<string, unknown>): void {
-    if (!run.dryRun) run.resumes.push({ actor, effect: { type, params } });
+  private resume(run: Run, actor: LiveActor, effect: KindEffect<ActorKind>): void {
+    if (!run.dryRun) run.resumes.push({ actor, effect });
   }
 
   /**
@@ -229,7 +234,7 @@ export class Reconciler {
 
   // --- recording ---------------------------------------------------------------------------------------
 
-  private async recordOn(run: Run, actor: LiveActor, action: ReconcileAction['action'], evidence: Record<string, unknown>, event?: NewEvent): Promise<void> {
+  private async recordOn(run: Run, actor: LiveActor, action: ReconcileAction['action'], evidence: Record<string, unknown>, event?: KindNewEvent<ActorKind>): Promise<void> {
     const entry: ReconcileAction = { id: actor.id, kind: actor.kind, action, evidence };
     run.report.actions.push(entry);
     if (run.dryRun || !event) return;
@@ -433,7 +438,7 @@ export class Reconciler {
         run.report.actions.push({ id: actor.id, kind: 'instance', action: 'resumed', evidence: { ...evidence, effect: 'stopSandbox' } });
         if (run.dryRun) return;
         this.instances.adoptForStop(actor, rec);
-        this.resume(run, actor, 'stopSandbox', { instanceId: actor.id });
+        this.resume(run, actor, { type: 'stopSandbox', params: { instanceId: actor.id, hooks: ['onStop'] } });
         return;
       }
       if (state === 'adopted') {
@@ -441,7 +446,7 @@ export class Reconciler {
         run.report.actions.push({ id: actor.id, kind: 'instance', action: 'resumed', evidence: { ...evidence, effect: 'reattach' } });
         if (run.dryRun) return;
         this.instances.adoptable.set(actor.id, rec);
-        this.resume(run, actor, 'reattach', { containerId: rec.containerId });
+        this.resume(run, actor, { type: 'reattach', params: { spec: c.spec, containerId: rec.containerId, host: c.host, port: c.port } });
         return;
       }
       if (!run.dryRun) this.instances.adoptable.set(actor.id, rec);
@@ -481,27 +486,37 @@ export class Reconciler {
           return;
         }
         run.report.actions.push({ id: actor.id, kind: 'execution', action: 'resumed', evidence: { ...evidence, effect: 'invoke' } });
-        this.resume(run, actor, 'invoke', { request: c.request, containerId: c.containerId, deadline: c.deadline, resolved: c.resolved, resumed: true });
+        this.resume(run, actor, { type: 'invoke', params: { request: requestOf(c), containerId: String(c.containerId), deadline: c.deadline, resolved: c.resolved as Resolved, resumed: true } });
         return;
       }
       if (state === 'adopted') {
         // Adopted before but not finished: collect again.
         run.report.actions.push({ id: actor.id, kind: 'execution', action: 'collect', evidence });
-        this.resume(run, actor, 'collect', { containerId: c.containerId, deadline: c.deadline });
+        this.resume(run, actor, { type: 'collect', params: { request: requestOf(c), containerId: c.containerId, deadline: c.deadline } });
         return;
       }
       await this.recordOn(run, actor, 'adopted', evidence, { type: 'execution.adopted', data: { containerId: c.containerId, evidence } });
       return;
     }
     // resolving / materializing / starting: the step died with the supervisor; its effect is idempotent, so run it again.
-    const effect = state === 'resolving' ? 'resolve' : state === 'materializing' ? 'materialize' : state === 'starting' ? 'createSandbox' : null;
-    if (!effect) return;
+    // (What each state has recorded before it: the machine's entry for the state emits the same params.)
+    const request = requestOf(c);
+    const resumed: KindEffect<'execution'> | null =
+      state === 'resolving'
+        ? { type: 'resolve', params: { request } }
+        : state === 'materializing'
+          ? { type: 'materialize', params: { request, resolved: c.resolved as Resolved } }
+          : state === 'starting'
+            ? { type: 'createSandbox', params: { request, resolved: c.resolved as Resolved, materialized: c.materialized as Materialized } }
+            : null;
+    if (!resumed) return;
+    const effect = resumed.type;
     if (deadlinePassed) {
       const evidence = { state, deadline: c.deadline };
       await this.recordOn(run, actor, 'failed', evidence, { type: 'execution.failed', data: { reason: 'timeout', code: 'DEADLINE_EXCEEDED', message: `its deadline passed while the supervisor was down (${state})`, evidence } });
       return;
     }
     run.report.actions.push({ id: actor.id, kind: 'execution', action: 'resumed', evidence: { state, effect } });
-    this.resume(run, actor, effect, { request: c.request, resolved: c.resolved, materialized: c.materialized });
+    this.resume(run, actor, resumed);
   }
 }

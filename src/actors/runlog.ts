@@ -19,13 +19,13 @@ import { InstanceSupervisor } from './instances.ts';
 import { discoverParts, type Parts } from './parts.ts';
 import { Reconciler, type OrphanPolicy, type ReconcileOptions, type ReconcileReport } from './reconciler.ts';
 import { startEngineWatch } from './engine-watch.ts';
-import type { ActorKind, NewEvent, RecordedEvent } from '../domain/events.ts';
+import type { ActorKind, KindNewEvent, RecordedEvent } from '../domain/events.ts';
 import type { Effect } from '../machines/effects.ts';
 import { machines } from '../machines/replay.ts';
 import type { ActorRow } from '../store/event-store.ts';
 import { SqliteEventStore } from '../store/sqlite-event-store.ts';
 import { WriterLock } from '../store/writer-lock.ts';
-import { ActorHost, IllegalEventError, type EffectHandlers, type LiveActor } from './actor-host.ts';
+import { ActorHost, IllegalEventError, type AllEffectHandlers, type EffectHandlers, type LiveActor } from './actor-host.ts';
 import { createBus, type Bus, type BusEvents } from './bus.ts';
 import { noFaults, type FaultHook } from './faults.ts';
 import {
@@ -65,7 +65,7 @@ export interface RunlogOptions {
   now?: () => string;
   faults?: FaultHook;
   /** Effect handlers by kind, merged over the built-in ones (tests inject fakes here). */
-  effects?: Partial<Record<ActorKind, EffectHandlers>>;
+  effects?: { [K in ActorKind]?: Partial<EffectHandlers<K>> };
   log?: (msg: string) => void;
   /** Where the real parts are (default: what `npm run setup` recorded). */
   parts?: Partial<Parts>;
@@ -169,7 +169,7 @@ export interface Runlog {
   rebuild(): { actors: number; events: number };
   on<K extends keyof BusEvents>(event: K, cb: BusEvents[K]): () => void;
   /** Sends an event to an actor through its machine (advanced; the typed calls below use it). */
-  send(kind: ActorKind, id: string, event: NewEvent): ReturnType<ActorHost['dispatch']>;
+  send<K extends ActorKind>(kind: K, id: string, event: KindNewEvent<K>): ReturnType<ActorHost['dispatch']>;
   /** Spawns an app instance; resolves once it is running (or rejects with the reason it is not). */
   spawnApp(options: SpawnAppOptions): Promise<ActorView>;
   /** Graceful stop (onStop hook, SIGTERM, SIGKILL after the grace period); resolves when stopped. */
@@ -253,13 +253,14 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     },
     hostRef,
   );
-  const builtIn: Record<ActorKind, EffectHandlers> = {
-    instance: { ...instances.handlers(), ...timers.handlers(), announce: announceOn(bus) },
-    execution: { ...executions.handlers(), announce: announceOn(bus) },
+  const builtIn: AllEffectHandlers = {
+    instance: { ...instances.handlers(), ...timers.handlers(), announce: ({ topic: _topic, ...p }) => bus.emit('app:crashed', p) },
+    execution: { ...executions.handlers(), announce: ({ topic: _topic, ...p }) => bus.emit('execution:finished', p) },
   };
-  const effects: Record<ActorKind, EffectHandlers> = supervise
+  // Not supervising: events are recorded, their effects are the supervisor's (none run here).
+  const effects: AllEffectHandlers | null = supervise
     ? { instance: { ...builtIn.instance, ...options.effects?.instance }, execution: { ...builtIn.execution, ...options.effects?.execution } }
-    : { instance: {}, execution: {} };
+    : null;
   host = new ActorHost({
     store,
     bus,
@@ -410,7 +411,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
         host.create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } }),
       );
       if (view.state !== 'running') {
-        const crash = (view.context as unknown as InstanceContext).lastCrash;
+        const crash = (view.context as InstanceContext).lastCrash;
         throw new RunlogError('SPAWN_FAILED', crash?.message ?? `instance ${view.id} ended ${view.state}`, { instanceId: view.id, state: view.state, reason: crash?.reason ?? null });
       }
       return view;
@@ -458,7 +459,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
         );
         await host.settled('execution', executionId); // its cleanup has run
         const view = inspectActor(store, executionId);
-        const c = view.context as unknown as ExecutionContext;
+        const c = view.context as ExecutionContext;
         return {
           executionId,
           status: view.state === 'succeeded' ? 'succeeded' : 'failed',
@@ -498,16 +499,8 @@ function summarizeActions(r: ReconcileReport): string {
   return [...counts].map(([k, v]) => `${v} ${k}`).join(', ');
 }
 
-function announceOn(bus: Bus) {
-  return (params: Record<string, unknown>): void => {
-    const { topic, ...payload } = params;
-    if (topic === 'app:crashed') bus.emit('app:crashed', payload as never);
-    else if (topic === 'execution:finished') bus.emit('execution:finished', payload as never);
-  };
-}
-
 /** An effect that threw becomes a fact in the actor's log. */
-function onEffectError(kind: ActorKind, effect: Effect, error: unknown): NewEvent {
+function onEffectError(kind: ActorKind, effect: Effect, error: unknown): KindNewEvent<ActorKind> {
   const message = error instanceof Error ? error.message : String(error);
   const code = typeof error === 'object' && error && 'code' in error ? String((error as { code: unknown }).code) : 'EFFECT_FAILED';
   if (kind === 'instance') {

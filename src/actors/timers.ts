@@ -9,7 +9,7 @@ export class RestartTimers {
 
   constructor(private readonly host: () => ActorHost, private readonly nowMs: () => number = Date.now) {}
 
-  handlers(): EffectHandlers {
+  handlers(): Pick<EffectHandlers<'instance'>, 'scheduleRestart' | 'cancelRestart'> {
     return {
       scheduleRestart: async (params, ctx) => {
         const delayMs = Number(params.delayMs ?? 0);

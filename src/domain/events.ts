@@ -1,5 +1,7 @@
 // The shapes of what the log holds. Event types are namespaced by actor kind ("instance.spawned",
 // "execution.materialized"); `schema` versions each type's data so old logs replay via upcasters.
+import type { ExecutionEventData } from './execution-events.ts';
+import type { InstanceEventData } from './instance-events.ts';
 
 export type ActorKind = 'instance' | 'execution';
 
@@ -30,6 +32,21 @@ export interface MachineEvent {
   at: string;
   data: Record<string, unknown>;
 }
+
+/** Each actor kind's events: event type → data type (instance-events.ts, execution-events.ts). */
+export interface EventDataByKind {
+  instance: InstanceEventData;
+  execution: ExecutionEventData;
+}
+
+/** One of a kind's events as its machine consumes it: a discriminated union on `type`, each with its data. */
+export type KindEvent<K extends ActorKind> = K extends ActorKind ? { [T in keyof EventDataByKind[K] & string]: { type: T; at: string; data: EventDataByKind[K][T] } }[keyof EventDataByKind[K] & string] : never;
+
+/** One of a kind's events as a caller proposes it (what `ActorHost.dispatch` takes). */
+export type KindNewEvent<K extends ActorKind> = K extends ActorKind ? { [T in keyof EventDataByKind[K] & string]: NewEvent<T, EventDataByKind[K][T]> }[keyof EventDataByKind[K] & string] : never;
+
+export type InstanceEvent = KindEvent<'instance'>;
+export type ExecutionEvent = KindEvent<'execution'>;
 
 /** What replaying the whole log needs of an event: where it belongs (stream, version) and the machine event itself. */
 export interface ReplayEvent extends MachineEvent {

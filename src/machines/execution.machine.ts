@@ -5,30 +5,23 @@
 //              └───────────┴─────────────┴──────────┴────→ failed (typed reason)
 //   starting | running ──execution.adopted──→ adopted ──→ succeeded | failed
 import { assign, setup } from 'xstate';
-import type { MachineEvent } from '../domain/events.ts';
-import { noEffect } from './effects.ts';
+import type { ExecutionEvent } from '../domain/events.ts';
+import { FAILURE_REASONS, type ExecutionEventData, type ExecutionRequest, type FailureReason, type Materialized, type Resolved } from '../domain/execution-events.ts';
+import { effectActions } from './effects.ts';
 
-export type FailureReason = 'resolution' | 'validation' | 'materialization' | 'runtime' | 'timeout' | 'cancelled' | 'lost';
-export const FAILURE_REASONS: readonly FailureReason[] = ['resolution', 'validation', 'materialization', 'runtime', 'timeout', 'cancelled', 'lost'];
+// The vocabulary lives in the domain (execution-events.ts); re-exported here for the code that reads it with the machine.
+export { FAILURE_REASONS, type ExecutionRequest, type FailureReason };
 
-export interface ExecutionRequest {
-  executionId: string;
-  uri: string;
-  handler: string;
-  input: unknown;
-  callerDid: string | null;
-  /** Wall-clock budget for the invocation; the deadline is computed when the execution is requested. */
-  timeoutMs: number;
-}
-
-export interface ExecutionContext {
+// A type alias, not an interface: it is a plain record (what a view of the actor holds), so a view's
+// context reads as this type without a double cast.
+export type ExecutionContext = {
   request: ExecutionRequest | null;
   requestedAt: string | null;
   deadline: string | null;
   /** Filled by execution.resolved: which records, CIDs and image were chosen, and the effective limits. */
-  resolved: Record<string, unknown> | null;
+  resolved: Resolved | null;
   /** Filled by execution.materialized: volumes and digests. */
-  materialized: Record<string, unknown> | null;
+  materialized: Materialized | null;
   containerId: string | null;
   startedAt: string | null;
   steps: { name: string; at: string; detail: Record<string, unknown> }[];
@@ -37,7 +30,7 @@ export interface ExecutionContext {
   failure: { reason: FailureReason; code: string; message: string } | null;
   stderrTail: string | null;
   adopted: boolean;
-}
+};
 
 const initialContext: ExecutionContext = {
   request: null,
@@ -55,8 +48,35 @@ const initialContext: ExecutionContext = {
   adopted: false,
 };
 
-type E = MachineEvent;
-const d = (e: E) => e.data as Record<string, any>;
+type E = ExecutionEvent;
+
+/** The execution machine's effects: name → params. The handlers in src/actors are typed by this map. */
+export interface ExecutionEffects {
+  resolve: { request: ExecutionRequest };
+  materialize: { request: ExecutionRequest; resolved: Resolved };
+  createSandbox: { request: ExecutionRequest; resolved: Resolved; materialized: Materialized };
+  /** `resumed`: run again by recovery on a container a dead supervisor had attached to (see executions.ts). */
+  invoke: { request: ExecutionRequest; containerId: string; deadline: string | null; resolved: Resolved; resumed?: boolean };
+  collect: { request: ExecutionRequest; containerId: string | null; deadline: string | null };
+  killSandbox: { containerId: string | null; reason: 'cancelled' };
+  cleanup: { executionId: string | undefined; containerId: string | null; materialized: Materialized | null };
+  announce: { topic: 'execution:finished'; executionId: string; status: 'succeeded' | 'failed'; failure?: ExecutionContext['failure'] };
+}
+
+/*
+ * What earlier events recorded, for the states after them: the request is set by execution.requested (the only
+ * way out of `new`), resolved by execution.resolved (the only way into materializing), materialized by
+ * execution.materialized (the only way into starting). A null here would be a machine bug, not a runtime condition.
+ */
+const requestOf = (c: ExecutionContext): ExecutionRequest => c.request as ExecutionRequest;
+const resolvedOf = (c: ExecutionContext): Resolved => c.resolved as Resolved;
+const materializedOf = (c: ExecutionContext): Materialized => c.materialized as Materialized;
+
+/** The data of an event of this type, or nothing (named actions see every event type). */
+function dataOf<T extends keyof ExecutionEventData>(event: E, type: T): Partial<ExecutionEventData[T]> {
+  // The check on `type` is what the compiler cannot follow through a generic: the data is that type's.
+  return event.type === type ? (event.data as ExecutionEventData[T]) : {};
+}
 
 function reasonOf(x: unknown): FailureReason {
   return FAILURE_REASONS.includes(x as FailureReason) ? (x as FailureReason) : 'runtime';
@@ -65,28 +85,39 @@ function reasonOf(x: unknown): FailureReason {
 export const executionMachine = setup({
   types: {} as { context: ExecutionContext; events: E },
   actions: {
-    resolve: noEffect,
-    materialize: noEffect,
-    createSandbox: noEffect,
-    invoke: noEffect,
-    collect: noEffect,
-    killSandbox: noEffect,
-    cleanup: noEffect,
-    announce: noEffect,
-    recordStep: assign({
-      steps: ({ context, event }) => [...context.steps, { name: String(d(event).name ?? event.type), at: event.at, detail: (d(event).detail ?? {}) as Record<string, unknown> }],
+    ...effectActions<ExecutionEffects>({
+      resolve: true,
+      materialize: true,
+      createSandbox: true,
+      invoke: true,
+      collect: true,
+      killSandbox: true,
+      cleanup: true,
+      announce: true,
     }),
-    recordSuccess: assign(({ event }) => ({
-      result: { output: d(event).output, outputHash: (d(event).outputHash as string) ?? null },
-      stderrTail: typeof d(event).stderrTail === 'string' ? d(event).stderrTail : null,
-      outcome: { status: 'succeeded' as const, at: event.at },
-    })),
+    recordStep: assign({
+      steps: ({ context, event }) => {
+        const x = dataOf(event, 'execution.step');
+        return [...context.steps, { name: String(x.name ?? event.type), at: event.at, detail: x.detail ?? {} }];
+      },
+    }),
+    recordSuccess: assign(({ event }) => {
+      const x = dataOf(event, 'execution.succeeded');
+      return {
+        result: { output: x.output, outputHash: x.outputHash ?? null },
+        stderrTail: typeof x.stderrTail === 'string' ? x.stderrTail : null,
+        outcome: { status: 'succeeded' as const, at: event.at },
+      };
+    }),
     recordCancelled: assign({ failure: { reason: 'cancelled' as const, code: 'CANCELLED', message: 'cancelled before it ran' } }),
-    recordFailure: assign(({ event }) => ({
-      failure: { reason: reasonOf(d(event).reason), code: String(d(event).code ?? 'FAILED'), message: String(d(event).message ?? '') },
-      stderrTail: typeof d(event).stderrTail === 'string' ? d(event).stderrTail : null,
-      outcome: { status: 'failed' as const, at: event.at },
-    })),
+    recordFailure: assign(({ event }) => {
+      const x = dataOf(event, 'execution.failed');
+      return {
+        failure: { reason: reasonOf(x.reason), code: String(x.code ?? 'FAILED'), message: String(x.message ?? '') },
+        stderrTail: typeof x.stderrTail === 'string' ? x.stderrTail : null,
+        outcome: { status: 'failed' as const, at: event.at },
+      };
+    }),
   },
 }).createMachine({
   id: 'execution',
@@ -98,42 +129,45 @@ export const executionMachine = setup({
         'execution.requested': {
           target: 'resolving',
           actions: assign({
-            request: ({ event }) => d(event).request as ExecutionRequest,
+            request: ({ event }) => event.data.request,
             requestedAt: ({ event }) => event.at,
-            deadline: ({ event }) => (d(event).deadline as string) ?? null,
+            deadline: ({ event }) => event.data.deadline ?? null,
           }),
         },
       },
     },
     resolving: {
-      entry: [{ type: 'resolve', params: ({ context }) => ({ request: context.request }) }],
+      entry: [{ type: 'resolve', params: ({ context }) => ({ request: requestOf(context) }) }],
       on: {
         'execution.step': { actions: 'recordStep' },
-        'execution.resolved': { target: 'materializing', actions: assign({ resolved: ({ event }) => d(event) }) },
+        'execution.resolved': { target: 'materializing', actions: assign({ resolved: ({ event }) => event.data }) },
         'execution.failed': { target: 'failed', actions: 'recordFailure' },
         'execution.cancel-requested': { target: 'failed', actions: 'recordCancelled' },
       },
     },
     materializing: {
-      entry: [{ type: 'materialize', params: ({ context }) => ({ request: context.request, resolved: context.resolved }) }],
+      entry: [{ type: 'materialize', params: ({ context }) => ({ request: requestOf(context), resolved: resolvedOf(context) }) }],
       on: {
         'execution.step': { actions: 'recordStep' },
-        'execution.materialized': { target: 'starting', actions: assign({ materialized: ({ event }) => d(event) }) },
+        'execution.materialized': { target: 'starting', actions: assign({ materialized: ({ event }) => event.data }) },
         'execution.failed': { target: 'failed', actions: 'recordFailure' },
         'execution.cancel-requested': { target: 'failed', actions: 'recordCancelled' },
       },
     },
     starting: {
       entry: [
-        { type: 'createSandbox', params: ({ context }) => ({ request: context.request, resolved: context.resolved, materialized: context.materialized }) },
+        { type: 'createSandbox', params: ({ context }) => ({ request: requestOf(context), resolved: resolvedOf(context), materialized: materializedOf(context) }) },
       ],
       on: {
         'execution.step': { actions: 'recordStep' },
         'execution.started': {
           target: 'running',
           actions: [
-            assign({ containerId: ({ event }) => String(d(event).containerId), startedAt: ({ event }) => event.at }),
-            { type: 'invoke', params: ({ context }) => ({ request: context.request, containerId: context.containerId, deadline: context.deadline, resolved: context.resolved }) },
+            assign({ containerId: ({ event }) => String(event.data.containerId), startedAt: ({ event }) => event.at }),
+            {
+              type: 'invoke',
+              params: ({ context }) => ({ request: requestOf(context), containerId: String(context.containerId), deadline: context.deadline, resolved: resolvedOf(context) }),
+            },
           ],
         },
         'execution.adopted': { target: 'adopted' },
@@ -147,15 +181,15 @@ export const executionMachine = setup({
         'execution.succeeded': { target: 'succeeded', actions: 'recordSuccess' },
         'execution.failed': { target: 'failed', actions: 'recordFailure' },
         'execution.cancel-requested': {
-          actions: { type: 'killSandbox', params: ({ context }) => ({ containerId: context.containerId, reason: 'cancelled' }) },
+          actions: { type: 'killSandbox', params: ({ context }) => ({ containerId: context.containerId, reason: 'cancelled' as const }) },
         },
         'execution.adopted': { target: 'adopted' },
       },
     },
     adopted: {
       entry: [
-        assign({ adopted: true, containerId: ({ context, event }) => (d(event).containerId as string) ?? context.containerId }),
-        { type: 'collect', params: ({ context }) => ({ request: context.request, containerId: context.containerId, deadline: context.deadline }) },
+        assign({ adopted: true, containerId: ({ context, event }) => dataOf(event, 'execution.adopted').containerId ?? context.containerId }),
+        { type: 'collect', params: ({ context }) => ({ request: requestOf(context), containerId: context.containerId, deadline: context.deadline }) },
       ],
       on: {
         'execution.step': { actions: 'recordStep' },
@@ -167,7 +201,7 @@ export const executionMachine = setup({
       type: 'final',
       entry: [
         { type: 'cleanup', params: ({ context }) => ({ executionId: context.request?.executionId, containerId: context.containerId, materialized: context.materialized }) },
-        { type: 'announce', params: ({ context }) => ({ topic: 'execution:finished', executionId: context.request?.executionId, status: 'succeeded' }) },
+        { type: 'announce', params: ({ context }) => ({ topic: 'execution:finished' as const, executionId: requestOf(context).executionId, status: 'succeeded' as const }) },
       ],
     },
     failed: {
@@ -177,7 +211,7 @@ export const executionMachine = setup({
         { type: 'cleanup', params: ({ context }) => ({ executionId: context.request?.executionId, containerId: context.containerId, materialized: context.materialized }) },
         {
           type: 'announce',
-          params: ({ context }) => ({ topic: 'execution:finished', executionId: context.request?.executionId, status: 'failed', failure: context.failure }),
+          params: ({ context }) => ({ topic: 'execution:finished' as const, executionId: requestOf(context).executionId, status: 'failed' as const, failure: context.failure }),
         },
       ],
     },

@@ -7,50 +7,21 @@
 //   any live state ──instance.adopted──→ adopted ──instance.running──→ running (paused, if it was paused)
 //   any live state ──instance.lost──→ lost
 import { assign, setup } from 'xstate';
-import type { MachineEvent } from '../domain/events.ts';
+import type { InstanceEvent } from '../domain/events.ts';
+import { DEFAULT_RESTART, type CrashData, type CrashReason, type InstanceSpec, type RestartPolicy, type SandboxLocation } from '../domain/instance-events.ts';
 import { addMs, msBetween } from '../domain/time.ts';
-import { noEffect } from './effects.ts';
+import { effectActions } from './effects.ts';
 
-export type SandboxKind = 'proot' | 'container';
-
-export interface RestartPolicy {
-  policy: 'never' | 'on-failure';
-  /** Give up after this many consecutive restarts. */
-  maxRestarts: number;
-  /** First delay; doubles with each consecutive restart (kubelet-style). */
-  backoffMs: number;
-  maxBackoffMs: number;
-  /** A run at least this long resets the consecutive-restart count. */
-  resetAfterMs: number;
-}
-
-export const DEFAULT_RESTART: RestartPolicy = { policy: 'never', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60_000, resetAfterMs: 600_000 };
-
-export interface InstanceSpec {
-  instanceId: string;
-  appId: string;
-  appDir: string;
-  sandbox: SandboxKind;
-  runtime: string;
-  tools: string[];
-  lifecycleBasePath: string;
-  restart: RestartPolicy;
-  port?: number;
-}
-
-export type CrashReason =
-  | 'exit'
-  | 'identity-mismatch'
-  | 'health-timeout'
-  | 'spawn-error'
-  | 'lifecycle-failed'
-  | 'supervisor-restart'
-  | 'effect-failed';
+// The vocabulary lives in the domain (instance-events.ts); re-exported here for the code that reads it with the machine.
+export { DEFAULT_RESTART, type CrashReason, type InstanceSpec, type RestartPolicy };
+export type { SandboxKind } from '../domain/instance-events.ts';
 
 /** Reasons a restart cannot fix: the instance stays down. */
 const PERMANENT: readonly CrashReason[] = ['identity-mismatch', 'spawn-error'];
 
-export interface InstanceContext {
+// A type alias, not an interface: it is a plain record (what a view of the actor holds), so a view's
+// context reads as this type without a double cast.
+export type InstanceContext = {
   spec: InstanceSpec | null;
   createdAt: string | null;
   /** When the current run reached running (for the backoff reset). */
@@ -72,7 +43,7 @@ export interface InstanceContext {
   /** The app was paused (onPause) and not resumed: an adoption brings it back paused, not running. */
   paused: boolean;
   lostAt: string | null;
-}
+};
 
 const initialContext: InstanceContext = {
   spec: null,
@@ -94,8 +65,41 @@ const initialContext: InstanceContext = {
   lostAt: null,
 };
 
-type E = MachineEvent;
-const d = (e: E) => e.data as Record<string, any>;
+type E = InstanceEvent;
+
+/** The lifecycle hooks the machine asks for (the app SDK answers them). */
+export type LifecycleHook = 'onCreate' | 'onStart' | 'onPause' | 'onResume' | 'onStop';
+
+/** The instance machine's effects: name → params. The handlers in src/actors are typed by this map. */
+export interface InstanceEffects {
+  spawn: { spec: InstanceSpec; attempt: number };
+  callLifecycle: { instanceId: string; hooks: LifecycleHook[]; optional?: boolean };
+  stopSandbox: { instanceId: string; hooks: LifecycleHook[] };
+  /** The actor names which instance: no params. */
+  forceKill: Record<string, never>;
+  scheduleRestart: { instanceId: string; attempt: number; delayMs: number | null };
+  cancelRestart: { instanceId: string };
+  reattach: { spec: InstanceSpec; containerId: string | null; host: string | null; port: number | null };
+  releasePort: { instanceId: string; port: number | null };
+  provisionTools: { instanceId: string; tools: string[] };
+  announce: { topic: 'app:crashed'; instanceId: string; appId: string; crash: InstanceContext['lastCrash'] };
+}
+
+/**
+ * The spec is set by instance.requested or instance.discovered, the only ways out of `new`: every state that
+ * emits an effect has one. (A null here would be a machine bug, not a runtime condition.)
+ */
+const specOf = (c: InstanceContext): InstanceSpec => c.spec as InstanceSpec;
+
+/** What a crash-like event says about the crash (shared actions see every event type). */
+function crashData(event: E): CrashData {
+  return event.type === 'instance.crashed' || event.type === 'instance.spawn-failed' || event.type === 'instance.lifecycle-failed' ? event.data : {};
+}
+
+/** Where the sandbox is, from the event that says so (shared entry actions see every event type). */
+function locationOf(event: E): SandboxLocation {
+  return event.type === 'instance.spawned' || event.type === 'instance.adopted' || event.type === 'instance.discovered' ? event.data : {};
+}
 
 export function restartDelay(policy: RestartPolicy, attempt: number): number {
   return Math.min(policy.backoffMs * 2 ** Math.max(0, attempt - 1), policy.maxBackoffMs);
@@ -110,14 +114,14 @@ function restartsAfterCrash(ctx: InstanceContext, at: string): number {
 
 /** What the restart policy makes of a crash event in this context: whether a restart follows, and after how many. */
 function crashPlan(context: InstanceContext, event: E): { reason: CrashReason; restarts: number; willRestart: boolean } {
-  const reason = (d(event).reason ?? 'exit') as CrashReason;
+  const reason = crashData(event).reason ?? 'exit';
   const restarts = restartsAfterCrash(context, event.at);
   const policy = context.spec?.restart ?? DEFAULT_RESTART;
   return { reason, restarts, willRestart: policy.policy === 'on-failure' && !PERMANENT.includes(reason) && restarts < policy.maxRestarts };
 }
 
 function crashUpdate(context: InstanceContext, event: E): Partial<InstanceContext> {
-  const x = d(event);
+  const x = crashData(event);
   const { reason, restarts, willRestart } = crashPlan(context, event);
   const policy = context.spec?.restart ?? DEFAULT_RESTART;
   return {
@@ -138,13 +142,16 @@ function crashUpdate(context: InstanceContext, event: E): Partial<InstanceContex
   };
 }
 
+/** forceKill names no params (the actor says which instance); written out so the effect map types it. */
+const forceKill = { type: 'forceKill', params: {} } as const;
+
 /**
  * A crash goes straight to crashed.backoff or crashed.down: the guard asks the restart policy (crashPlan) on
  * the context before recordCrash, the same question recordCrash answers when it plans the delay. Deciding
  * it here rather than in an eventless step inside `crashed` spares every crash a second microstep, which
  * replaying a long log pays for crash after crash.
  */
-const toCrashed = (actions: 'recordCrash' | readonly ['recordCrash', 'forceKill']) =>
+const toCrashed = (actions: 'recordCrash' | readonly ['recordCrash', typeof forceKill]) =>
   [
     { guard: 'restartPlanned', target: 'crashed.backoff', actions },
     { target: 'crashed.down', actions },
@@ -154,7 +161,7 @@ const toCrashed = (actions: 'recordCrash' | readonly ['recordCrash', 'forceKill'
 const whileLive = {
   'instance.crashed': toCrashed('recordCrash'),
   'instance.stop-requested': { target: 'stopping' },
-  'instance.kill-requested': { target: 'stopping', actions: 'forceKill' },
+  'instance.kill-requested': { target: 'stopping', actions: forceKill },
   'instance.adopted': { target: 'adopted' },
   'instance.lost': { target: 'lost' },
 } as const;
@@ -162,16 +169,18 @@ const whileLive = {
 export const instanceMachine = setup({
   types: {} as { context: InstanceContext; events: E },
   actions: {
-    spawn: noEffect,
-    callLifecycle: noEffect,
-    stopSandbox: noEffect,
-    forceKill: () => {}, // the actor names which instance: no params
-    scheduleRestart: noEffect,
-    cancelRestart: noEffect,
-    reattach: noEffect,
-    releasePort: noEffect,
-    provisionTools: noEffect,
-    announce: noEffect,
+    ...effectActions<InstanceEffects>({
+      spawn: true,
+      callLifecycle: true,
+      stopSandbox: true,
+      forceKill: true,
+      scheduleRestart: true,
+      cancelRestart: true,
+      reattach: true,
+      releasePort: true,
+      provisionTools: true,
+      announce: true,
+    }),
     recordCrash: assign(({ context, event }) => crashUpdate(context, event)),
   },
   guards: {
@@ -186,17 +195,17 @@ export const instanceMachine = setup({
       actions: [
         assign({
           spec: ({ context, event }) =>
-            context.spec && { ...context.spec, tools: [...new Set([...context.spec.tools, String(d(event).tool)])] },
+            context.spec && { ...context.spec, tools: [...new Set([...context.spec.tools, String(event.data.tool)])] },
         }),
-        { type: 'provisionTools', params: ({ context }) => ({ instanceId: context.spec?.instanceId, tools: context.spec?.tools }) },
+        { type: 'provisionTools', params: ({ context }) => ({ instanceId: specOf(context).instanceId, tools: specOf(context).tools }) },
       ],
     },
     'instance.tool-revoked': {
       actions: [
         assign({
-          spec: ({ context, event }) => context.spec && { ...context.spec, tools: context.spec.tools.filter((t) => t !== d(event).tool) },
+          spec: ({ context, event }) => context.spec && { ...context.spec, tools: context.spec.tools.filter((t) => t !== event.data.tool) },
         }),
-        { type: 'provisionTools', params: ({ context }) => ({ instanceId: context.spec?.instanceId, tools: context.spec?.tools }) },
+        { type: 'provisionTools', params: ({ context }) => ({ instanceId: specOf(context).instanceId, tools: specOf(context).tools }) },
       ],
     },
   },
@@ -205,43 +214,43 @@ export const instanceMachine = setup({
       on: {
         'instance.requested': {
           target: 'spawning',
-          actions: assign({ spec: ({ event }) => d(event).spec as InstanceSpec, createdAt: ({ event }) => event.at }),
+          actions: assign({ spec: ({ event }) => event.data.spec, createdAt: ({ event }) => event.at }),
         },
         // A labelled container no stream knew, adopted by the reconciler (orphanPolicy 'adopt').
         'instance.discovered': {
           target: 'adopted',
-          actions: assign({ spec: ({ event }) => d(event).spec as InstanceSpec, createdAt: ({ event }) => event.at }),
+          actions: assign({ spec: ({ event }) => event.data.spec, createdAt: ({ event }) => event.at }),
         },
       },
     },
     spawning: {
-      entry: [{ type: 'spawn', params: ({ context }) => ({ spec: context.spec, attempt: context.restarts }) }],
+      entry: [{ type: 'spawn', params: ({ context }) => ({ spec: specOf(context), attempt: context.restarts }) }],
       on: {
         // The child is up; the spawn effect goes on to verify its identity (the seed's waitHealthy).
         'instance.spawned': {
           actions: assign({
-            pid: ({ event }) => d(event).pid ?? null,
-            containerId: ({ event }) => d(event).containerId ?? null,
-            host: ({ event }) => d(event).host ?? null,
-            port: ({ event }) => d(event).port ?? null,
+            pid: ({ event }) => event.data.pid ?? null,
+            containerId: ({ event }) => event.data.containerId ?? null,
+            host: ({ event }) => event.data.host ?? null,
+            port: ({ event }) => event.data.port ?? null,
           }),
         },
         'instance.healthy': {
           target: 'healthy',
           actions: assign({
-            identity: ({ event }) => d(event).identity,
-            warnings: ({ context, event }) => (d(event).warning ? [...context.warnings, String(d(event).warning)] : context.warnings),
+            identity: ({ event }) => event.data.identity,
+            warnings: ({ context, event }) => (event.data.warning ? [...context.warnings, String(event.data.warning)] : context.warnings),
           }),
         },
-        'instance.spawn-failed': toCrashed(['recordCrash', 'forceKill']),
+        'instance.spawn-failed': toCrashed(['recordCrash', forceKill]),
         ...whileLive,
       },
     },
     healthy: {
-      entry: [{ type: 'callLifecycle', params: ({ context }) => ({ instanceId: context.spec?.instanceId, hooks: ['onCreate', 'onStart'] }) }],
+      entry: [{ type: 'callLifecycle', params: ({ context }) => ({ instanceId: specOf(context).instanceId, hooks: ['onCreate', 'onStart'] }) }],
       on: {
         'instance.running': { target: 'running', actions: assign({ runningSince: ({ event }) => event.at }) },
-        'instance.lifecycle-failed': toCrashed(['recordCrash', 'forceKill']),
+        'instance.lifecycle-failed': toCrashed(['recordCrash', forceKill]),
         ...whileLive,
       },
     },
@@ -249,7 +258,7 @@ export const instanceMachine = setup({
       on: {
         'instance.pause-requested': {
           target: 'paused',
-          actions: [assign({ paused: true }), { type: 'callLifecycle', params: ({ context }) => ({ instanceId: context.spec?.instanceId, hooks: ['onPause'], optional: true }) }],
+          actions: [assign({ paused: true }), { type: 'callLifecycle', params: ({ context }) => ({ instanceId: specOf(context).instanceId, hooks: ['onPause'], optional: true }) }],
         },
         ...whileLive,
       },
@@ -258,7 +267,7 @@ export const instanceMachine = setup({
       on: {
         'instance.resume-requested': {
           target: 'running',
-          actions: [assign({ paused: false }), { type: 'callLifecycle', params: ({ context }) => ({ instanceId: context.spec?.instanceId, hooks: ['onResume'], optional: true }) }],
+          actions: [assign({ paused: false }), { type: 'callLifecycle', params: ({ context }) => ({ instanceId: specOf(context).instanceId, hooks: ['onResume'], optional: true }) }],
         },
         ...whileLive,
       },
@@ -267,12 +276,12 @@ export const instanceMachine = setup({
       entry: [
         assign({
           adopted: true,
-          pid: ({ event }) => d(event).pid ?? null,
-          containerId: ({ event }) => d(event).containerId ?? null,
-          host: ({ event }) => d(event).host ?? null,
-          port: ({ event }) => d(event).port ?? null,
+          pid: ({ event }) => locationOf(event).pid ?? null,
+          containerId: ({ event }) => locationOf(event).containerId ?? null,
+          host: ({ event }) => locationOf(event).host ?? null,
+          port: ({ event }) => locationOf(event).port ?? null,
         }),
-        { type: 'reattach', params: ({ context }) => ({ spec: context.spec, containerId: context.containerId, host: context.host, port: context.port }) },
+        { type: 'reattach', params: ({ context }) => ({ spec: specOf(context), containerId: context.containerId, host: context.host, port: context.port }) },
       ],
       on: {
         // Re-attached: the app is as it was when the supervisor went away. A paused app stays paused (no hook runs).
@@ -284,31 +293,31 @@ export const instanceMachine = setup({
       },
     },
     stopping: {
-      entry: [{ type: 'stopSandbox', params: ({ context }) => ({ instanceId: context.spec?.instanceId, hooks: ['onStop'] }) }],
+      entry: [{ type: 'stopSandbox', params: ({ context }) => ({ instanceId: specOf(context).instanceId, hooks: ['onStop'] }) }],
       on: {
         'instance.exited': {
           target: 'stopped',
-          actions: assign({ lastExit: ({ event }) => ({ exitCode: d(event).exitCode ?? null, signal: d(event).signal ?? null, at: event.at }) }),
+          actions: assign({ lastExit: ({ event }) => ({ exitCode: event.data.exitCode ?? null, signal: event.data.signal ?? null, at: event.at }) }),
         },
         // An exit we did not ask for while stopping is still the end we wanted.
         'instance.crashed': {
           target: 'stopped',
-          actions: assign({ lastExit: ({ event }) => ({ exitCode: d(event).exitCode ?? null, signal: d(event).signal ?? null, at: event.at }) }),
+          actions: assign({ lastExit: ({ event }) => ({ exitCode: event.data.exitCode ?? null, signal: event.data.signal ?? null, at: event.at }) }),
         },
-        'instance.kill-requested': { actions: 'forceKill' },
+        'instance.kill-requested': { actions: forceKill },
         'instance.lost': { target: 'lost' },
       },
     },
     stopped: {
       type: 'final',
-      entry: [{ type: 'releasePort', params: ({ context }) => ({ instanceId: context.spec?.instanceId, port: context.port }) }],
+      entry: [{ type: 'releasePort', params: ({ context }) => ({ instanceId: specOf(context).instanceId, port: context.port }) }],
     },
     crashed: {
       entry: [
-        { type: 'releasePort', params: ({ context }) => ({ instanceId: context.spec?.instanceId, port: context.port }) },
+        { type: 'releasePort', params: ({ context }) => ({ instanceId: specOf(context).instanceId, port: context.port }) },
         {
           type: 'announce',
-          params: ({ context }) => ({ topic: 'app:crashed', instanceId: context.spec?.instanceId, appId: context.spec?.appId, crash: context.lastCrash }),
+          params: ({ context }) => ({ topic: 'app:crashed' as const, instanceId: specOf(context).instanceId, appId: specOf(context).appId, crash: context.lastCrash }),
         },
       ],
       // Every transition into `crashed` names its child (toCrashed); XState still wants a default one.
@@ -318,18 +327,18 @@ export const instanceMachine = setup({
           entry: [
             {
               type: 'scheduleRestart',
-              params: ({ context }) => ({ instanceId: context.spec?.instanceId, attempt: context.restarts + 1, delayMs: context.nextRestartDelayMs }),
+              params: ({ context }) => ({ instanceId: specOf(context).instanceId, attempt: context.restarts + 1, delayMs: context.nextRestartDelayMs }),
             },
           ],
           on: {
-            'instance.restart-scheduled': { actions: assign({ nextRestartAt: ({ event }) => String(d(event).dueAt) }) },
+            'instance.restart-scheduled': { actions: assign({ nextRestartAt: ({ event }) => String(event.data.dueAt) }) },
             'instance.restart-due': {
               target: '#instance.spawning',
               actions: assign({ restarts: ({ context }) => context.restarts + 1, nextRestartAt: null, nextRestartDelayMs: null }),
             },
             'instance.stop-requested': {
               target: '#instance.stopped',
-              actions: { type: 'cancelRestart', params: ({ context }) => ({ instanceId: context.spec?.instanceId }) },
+              actions: { type: 'cancelRestart', params: ({ context }) => ({ instanceId: specOf(context).instanceId }) },
             },
           },
         },
@@ -340,7 +349,7 @@ export const instanceMachine = setup({
       type: 'final',
       entry: [
         assign({ lostAt: ({ event }) => event.at }),
-        { type: 'releasePort', params: ({ context }) => ({ instanceId: context.spec?.instanceId, port: context.port }) },
+        { type: 'releasePort', params: ({ context }) => ({ instanceId: specOf(context).instanceId, port: context.port }) },
       ],
     },
   },

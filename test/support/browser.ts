@@ -4,7 +4,11 @@ import { existsSync } from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
 import { createRunlog, type Runlog } from '../../src/actors/runlog.ts';
 import type { EffectHandlers } from '../../src/actors/actor-host.ts';
+import type { KindNewEvent } from '../../src/domain/events.ts';
+import type { Materialized, Resolved } from '../../src/domain/execution-events.ts';
+import type { InstanceEventData } from '../../src/domain/instance-events.ts';
 import type { InstanceSpec } from '../../src/machines/instance.machine.ts';
+import { partial } from './partial.ts';
 
 export const CHROMIUM = '/usr/bin/chromium';
 
@@ -44,24 +48,24 @@ export const RUNTIME_CID = 'bafyreidfcqkx5rq7uyxgbbd6zk6hk2d4bnz4tftpptq3e5cenuo
 export const IMAGE = `localhost:5000/runtime-node@sha256:${'3f'.repeat(32)}`;
 
 /** Fake adapters: every effect succeeds at once by dispatching what a real adapter would report. */
-export function fakeEffects(): { instance: EffectHandlers; execution: EffectHandlers } {
+export function fakeEffects(): { instance: Partial<EffectHandlers<'instance'>>; execution: Partial<EffectHandlers<'execution'>> } {
   let pid = 4200;
   return {
     instance: {
       spawn: async (p, ctx) => {
-        const spec = p.spec as InstanceSpec;
+        const spec = p.spec;
         await ctx.dispatch({ type: 'instance.spawned', data: { pid: ++pid, host: '127.0.0.1', port: spec.port ?? 41000 + (pid % 100) } });
         await ctx.dispatch({ type: 'instance.healthy', data: { identity: 'match' } });
       },
       callLifecycle: async (p, ctx) => {
-        if ((p.hooks as string[]).includes('onStart')) await ctx.dispatch({ type: 'instance.running', data: {} });
+        if (p.hooks.includes('onStart')) await ctx.dispatch({ type: 'instance.running', data: {} });
       },
       stopSandbox: async (_p, ctx) => {
         await ctx.dispatch({ type: 'instance.exited', data: { exitCode: 0, signal: 'SIGTERM' } });
       },
       scheduleRestart: async (p, ctx) => {
-        await ctx.dispatch({ type: 'instance.restart-scheduled', data: { attempt: p.attempt, delayMs: p.delayMs, dueAt: new Date(Date.now() + Number(p.delayMs)).toISOString() } });
-        await ctx.dispatch({ type: 'instance.restart-due', data: { attempt: p.attempt } });
+        await ctx.dispatch({ type: 'instance.restart-scheduled', data: partial<InstanceEventData['instance.restart-scheduled']>({ attempt: p.attempt, delayMs: p.delayMs ?? 0, dueAt: new Date(Date.now() + Number(p.delayMs)).toISOString() }) });
+        await ctx.dispatch({ type: 'instance.restart-due', data: partial<InstanceEventData['instance.restart-due']>({ attempt: p.attempt }) });
       },
       forceKill: () => undefined,
       releasePort: () => undefined,
@@ -69,7 +73,7 @@ export function fakeEffects(): { instance: EffectHandlers; execution: EffectHand
     },
     execution: {
       resolve: async (p, ctx) => {
-        const request = p.request as { uri: string };
+        const request = p.request;
         await ctx.dispatch({ type: 'execution.step', data: { name: 'identity-resolved', detail: { did: 'did:plc:alice', pds: 'http://127.0.0.1:2583' } } });
         if (request.uri.includes('missing')) {
           await ctx.dispatch({ type: 'execution.failed', data: { reason: 'resolution', code: 'RECORD_NOT_FOUND', message: `no record at ${request.uri}` } });
@@ -77,26 +81,26 @@ export function fakeEffects(): { instance: EffectHandlers; execution: EffectHand
         }
         await ctx.dispatch({
           type: 'execution.resolved',
-          data: {
+          data: partial<Resolved>({
             codeUri: request.uri,
             codeCid: CODE_CID,
             runtimeUri: 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.runtime/node22',
             runtimeCid: RUNTIME_CID,
             image: IMAGE,
-            limits: { memoryMb: 256, cpus: 0.5, timeoutMs: 30_000, pids: 64 },
-          },
+            limits: partial<Resolved['limits']>({ memoryMb: 256, cpus: 0.5, timeoutMs: 30_000, pids: 64 }),
+          }),
         });
       },
       materialize: async (_p, ctx) => {
         await ctx.dispatch({ type: 'execution.step', data: { name: 'runtime-pulled', detail: { ms: 412 } } });
         await ctx.dispatch({
           type: 'execution.materialized',
-          data: {
+          data: partial<Materialized>({
             runtimeVolume: 'runlog-rt-3f3f3f3f3f3f',
             codeVolume: 'runlog-code-bafyreigh2aki',
             runtimeDigest: `sha256:${'3f'.repeat(32)}`,
             codeDigest: `sha256:${'9c'.repeat(32)}`,
-          },
+          }),
         });
       },
       createSandbox: async (_p, ctx) => {
@@ -120,7 +124,7 @@ export interface Seeded {
   failedExecutionId: string;
 }
 
-const request = (executionId: string, uri: string) => ({
+const request = (executionId: string, uri: string): KindNewEvent<'execution'> => ({
   type: 'execution.requested',
   data: {
     request: { executionId, uri, handler: 'add', input: { a: 40, b: 2 }, callerDid: 'did:plc:bob', timeoutMs: 30_000 },

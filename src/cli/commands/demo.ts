@@ -10,6 +10,8 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Runlog } from '../../actors/runlog.ts';
+import type { InstanceContext } from '../../index.ts';
+// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
 import type { LocalNetwork } from '../../adapters/atproto/index.ts';
 import { RunlogError } from '../../domain/errors.ts';
 import { parseListen } from '../../server/listen.ts';
@@ -139,7 +141,7 @@ export const demoCommand: Command = {
         say(`spawning examples/hello-app in ${sandbox}…`);
         const view = await rl.spawnApp({ appDir: join(REPO, 'examples/hello-app'), sandbox });
         instances.push(view.id);
-        const c = view.context as Record<string, any>;
+        const c = view.context as InstanceContext;
         spawned.push({ id: view.id, sandbox, state: view.state, url: `http://${c.host}:${c.port}/` });
         say(`  ${view.id} ${view.state} at http://${c.host}:${c.port}/ (identity ${c.identity})`);
       }

@@ -4,6 +4,7 @@
 import { UsageError } from '../../domain/errors.ts';
 import type { RecordedEvent } from '../../domain/events.ts';
 import { supervision as supervisionOf, type Supervision } from '../../domain/supervision.ts';
+// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
 import type { SqliteEventStore } from '../../store/sqlite-event-store.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { withInspectionLog } from '../inspection-log.ts';

@@ -5,6 +5,7 @@ import { resolve } from 'node:path';
 import type { ActorView } from '../../actors/inspection.ts';
 import { resolvePaths } from '../../actors/paths.ts';
 import type { AppToolsView, ExecutionOutcome, LogLine } from '../../actors/runlog.ts';
+import type { InstanceContext } from '../../index.ts';
 import type { ReconcileReport } from '../../actors/reconciler.ts';
 import { UsageError } from '../../domain/errors.ts';
 import type { Command, CommandArgs } from '../command.ts';
@@ -17,7 +18,7 @@ const homeOf = (args: CommandArgs) => resolvePaths({ home: args.home, db: args.d
 function printActor(io: Io, view: ActorView, verb: string): void {
   if (io.json) printJson(io, view);
   else {
-    const c = view.context as Record<string, any>;
+    const c = view.context as InstanceContext;
     const where = c.host && c.port ? ` at http://${c.host}:${c.port}` : '';
     io.out(`${view.id}  ${view.state}${where}`);
     io.err(`runlog: ${verb} ${view.id} (${view.kind}); runlog inspect ${view.id} | runlog events ${view.id}`);

@@ -1,0 +1,95 @@
+// The execution machine's vocabulary: every event it takes, each with its data type (see instance-events.ts
+// for why some fields are optional: histories written by older runlogs still replay).
+import type { EffectiveLimits } from './at-run/operator-policy.ts';
+import type { RuntimePlatform } from './at-run/runtime-record.ts';
+
+export type FailureReason = 'resolution' | 'validation' | 'materialization' | 'runtime' | 'timeout' | 'cancelled' | 'lost';
+export const FAILURE_REASONS: readonly FailureReason[] = ['resolution', 'validation', 'materialization', 'runtime', 'timeout', 'cancelled', 'lost'];
+
+export interface ExecutionRequest {
+  executionId: string;
+  uri: string;
+  handler: string;
+  input: unknown;
+  callerDid: string | null;
+  /** Wall-clock budget for the invocation; the deadline is computed when the execution is requested. */
+  timeoutMs: number;
+}
+
+/** The resolved facts an execution runs on, as recorded in `execution.resolved`. */
+export interface Resolved {
+  codeUri: string;
+  codeCid: string;
+  via: string | null;
+  author: string;
+  runtimeName: string;
+  runtimeUri: string;
+  runtimeCid: string;
+  blobCid: string;
+  entrypoint: string;
+  image: string;
+  platform: { os: string; architecture: string; variant?: string };
+  exportPath: string;
+  launcher: RuntimePlatform['launcher'];
+  env: { name: string; value: string }[];
+  additions: string[];
+  limits: EffectiveLimits;
+  clamped: string[];
+  isolation: string;
+  mode: string;
+}
+
+/** What `execution.materialized` records: the volumes the sandbox mounts and their digests. */
+export interface Materialized {
+  runtimeVolume: string;
+  runtimeDigest: string;
+  additionVolumes: string[];
+  codeVolume: string;
+  codeDigest: string;
+  entries: number;
+  cached: { runtime: boolean; code: boolean };
+}
+
+type Evidence = Record<string, unknown>;
+
+/** What an invocation's outcome events share (absent when the outcome was recorded by the reconciler). */
+export interface OutcomeData {
+  exitCode?: number | null;
+  stderrTail?: string;
+  stdoutBytes?: number;
+  timings?: unknown;
+  inputHash?: string | null;
+  /** The receipt written before the outcome was recorded (or why it could not be). */
+  receipt?: { uri: string; cid: string };
+  receiptError?: { code: string; message: string };
+}
+
+export interface FailedData extends OutcomeData {
+  reason?: FailureReason;
+  code?: string;
+  message?: string;
+  detail?: string | null;
+  oomKilled?: boolean;
+  effect?: string;
+  evidence?: Evidence;
+}
+
+export interface SucceededData extends OutcomeData {
+  output?: unknown;
+  outputHash?: string | null;
+}
+
+/** Event type → its data. One entry per event the execution machine knows. */
+export interface ExecutionEventData {
+  'execution.requested': { request: ExecutionRequest; deadline?: string | null };
+  'execution.step': { name?: string; detail?: Record<string, unknown> };
+  'execution.resolved': Resolved;
+  'execution.materialized': Materialized;
+  'execution.started': { containerId: string };
+  'execution.adopted': { containerId?: string | null; evidence?: Evidence };
+  'execution.succeeded': SucceededData;
+  'execution.failed': FailedData;
+  'execution.cancel-requested': Record<string, never>;
+}
+
+export type ExecutionEventType = keyof ExecutionEventData;
