@@ -111,12 +111,16 @@ function peakRssMb(cmd: string, args: string[]): number {
   return round(Number(r.stderr.trim().split('\n').at(-1)) / 1024);
 }
 
+// The same rows, and as ps does, whether a supervisor's heartbeat is fresh (no more than three intervals old).
 const RAW_PS = `
 const Database = require('better-sqlite3');
 const db = new Database(process.argv[1], { readonly: true });
 const rows = db.prepare("SELECT * FROM actors WHERE status = 'active' ORDER BY created_at, id").all();
+const hb = db.prepare('SELECT beat_at, interval_ms, stopped_at FROM supervisor_heartbeat WHERE id = 1').get();
+const supervised = hb !== undefined && hb.stopped_at === null && Date.now() - Date.parse(hb.beat_at) <= hb.interval_ms * 3;
+const heartbeatAt = hb === undefined ? null : hb.beat_at;
 process.stdout.write(JSON.stringify(rows.map((r) => ({ id: r.id, kind: r.kind, state: r.state, status: r.status, version: r.version,
-  createdAt: r.created_at, updatedAt: r.updated_at, summary: JSON.parse(r.summary) })), null, 2) + '\\n');
+  createdAt: r.created_at, updatedAt: r.updated_at, summary: JSON.parse(r.summary), supervised, heartbeatAt })), null, 2) + '\\n');
 `;
 
 /**
