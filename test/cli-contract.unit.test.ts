@@ -12,6 +12,7 @@ import { errorJson, EXIT, exitCodeFor, type Io } from '../src/cli/output.ts';
 import { RunlogError, StoreCorruptError, UsageError, ValidationError, withIssues } from '../src/domain/errors.ts';
 import { startServer, type RunningServer } from '../src/server/http-server.ts';
 import { ensureToken } from '../src/server/token.ts';
+import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { fakeEffects, seededRunlog } from './support/browser.ts';
 import { tempDir } from './support/tmp.ts';
 
@@ -80,6 +81,28 @@ describe('exit codes (one per kind of outcome, derived in one place)', () => {
     const r = await run(['ps', '--db', bad]);
     expect(r.code).toBe(4);
     expect(r.stderr()).toContain('STORE_CORRUPT');
+  });
+
+  it('4: also for damage an inspection command finds while reading (its open checks the header, not every page)', async () => {
+    const file = join(tempDir(), 'runlog.db');
+    const w = new SqliteEventStore(file);
+    // More events than one page of reads (512), so the damaged last page comes after sound ones were printed.
+    w.append('instance-a', Array.from({ length: 2000 }, () => ({ type: 'x.one', data: { pad: 'x'.repeat(500) } })), { expectedVersion: 'no-stream' });
+    w.close();
+    const bytes = readFileSync(file);
+    // A table leaf page (page size 4096; b-tree page type 0x0d) three quarters into the log: the events command
+    // reads the last page (max seq) and the first pages before it.
+    const leaves: number[] = [];
+    for (let p = 4096; p + 4096 <= bytes.length; p += 4096) if (bytes[p] === 0x0d) leaves.push(p);
+    expect(leaves.length).toBeGreaterThan(100);
+    const off = leaves[Math.floor(leaves.length * 0.75)]!;
+    bytes.fill(0xa5, off + 1, off + 12);
+    writeFileSync(file, bytes);
+    const r = await run(['events', '--all', '--db', file]);
+    expect(r.out.length).toBeGreaterThan(0); // the sound pages before it were printed
+    expect(r.code).toBe(4);
+    expect(r.stderr()).toContain(`STORE_CORRUPT: event log ${file} is damaged`);
+    expect(readFileSync(file).equals(bytes)).toBe(true);
   });
 
   it('5: conflict with the actor\'s state (kill of a stopped instance, through the supervisor)', async () => {
@@ -234,5 +257,14 @@ describe('a fast CLI: what `runlog ps` loads', () => {
     const heavy = loaded.filter((f) => /^(xstate|dockerode|tar-stream|@atproto\/|@ipld\/|multiformats)/.test(f) || /\/src\/(machines|adapters|server\/(?!listen\.ts))/.test(f));
     expect(heavy).toEqual([]);
     expect(loaded.filter((f) => !f.startsWith('/') && !f.startsWith('node:'))).toEqual(['better-sqlite3']);
+  });
+
+  it('`events <id>` resolves the id with the store alone: no XState before its first line', () => {
+    const commands = readFileSync(join(REPO, 'src/cli/commands/inspect-commands.ts'), 'utf8');
+    const events = commands.slice(commands.indexOf('export const eventsCommand'), commands.indexOf('async function followLog'));
+    const dynamic = [...events.matchAll(/import\('([^']+)'\)/g)].map((m) => resolve(REPO, 'src/cli/commands', m[1]!));
+    expect(dynamic).toEqual([join(REPO, 'src/actors/resolve-actor.ts')]);
+    const heavy = [...closure(dynamic)].filter((f) => /^xstate/.test(f) || /\/src\/(machines|adapters)/.test(f));
+    expect(heavy).toEqual([]);
   });
 });

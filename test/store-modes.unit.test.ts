@@ -1,10 +1,11 @@
 // How the log is opened: a writer creates it atomically with mode 0600 (and its -wal/-shm inherit that mode);
 // an empty file is never taken for a new log; a read-only store never creates or changes a file and refuses
 // writes; the writer lock lets exactly one writer in and names it to the next.
-import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LogMissingError, ReadOnlyLogError, StoreCorruptError, SupervisorRunningError } from '../src/domain/errors.ts';
+import { ForeignDatabaseError, LogMissingError, ReadOnlyLogError, StoreCorruptError, SupervisorRunningError } from '../src/domain/errors.ts';
+import { Database } from '../src/store/sqlite.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { holderPath, lockPath, readHolder, WriterLock } from '../src/store/writer-lock.ts';
 import { tempDir } from './support/tmp.ts';
@@ -77,6 +78,46 @@ describe('read-only store', () => {
     // A bare SQLite header with no tables: not something runlog ever leaves behind (new logs appear initialised).
     writeFileSync(file, Buffer.concat([Buffer.from('SQLite format 3\0', 'latin1'), Buffer.alloc(84)]));
     expect(() => new SqliteEventStore(file, { readOnly: true })).toThrow(StoreCorruptError);
+  });
+
+  it('a read-only open checks the header and schema, not every page: truncated and foreign files are still refused', () => {
+    const dir = tempDir();
+    const file = join(dir, 'runlog.db');
+    const w = new SqliteEventStore(file);
+    for (let i = 0; i < 300; i++) w.append(`instance-${i}`, [e('x.one', { pad: 'x'.repeat(500) })], { expectedVersion: 'no-stream' });
+    w.close(); // checkpoints the WAL into the main file
+
+    // Truncated anywhere past the header page: SQLite compares the header's page count with the file's size.
+    for (const cut of [4096, Math.floor(statSync(file).size / 2), statSync(file).size - 4096]) {
+      const truncated = join(dir, `truncated-${cut}.db`);
+      copyFileSync(file, truncated);
+      truncateSync(truncated, cut);
+      const before = readFileSync(truncated);
+      expect(() => new SqliteEventStore(truncated, { readOnly: true }), `cut at ${cut}`).toThrow(StoreCorruptError);
+      expect(readFileSync(truncated).equals(before)).toBe(true);
+    }
+
+    const foreign = join(dir, 'other.db');
+    const raw = new Database(foreign);
+    raw.exec("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO customers (name) VALUES ('ada')");
+    raw.close();
+    expect(() => new SqliteEventStore(foreign, { readOnly: true })).toThrow(ForeignDatabaseError);
+
+    // A damaged leaf page deep in the file: a writer's open (quick_check) refuses it; a read-only open does not
+    // read it, so it opens, and finds the damage as STORE_CORRUPT only when it reads that page.
+    const damaged = join(dir, 'damaged.db');
+    const bytes = readFileSync(file);
+    let off = 0; // the last table leaf page (page size 4096; b-tree page type 0x0d)
+    for (let p = 4096; p + 4096 <= bytes.length; p += 4096) if (bytes[p] === 0x0d) off = p;
+    expect(off).toBeGreaterThan(4096);
+    bytes.fill(0xa5, off + 1, off + 12);
+    writeFileSync(damaged, bytes);
+    expect(() => new SqliteEventStore(damaged)).toThrow(StoreCorruptError);
+    const r = new SqliteEventStore(damaged, { readOnly: true });
+    expect(r.listActors()).toEqual([]); // what it reads is sound
+    expect(() => [...r.iterateEvents()]).toThrow(/malformed/);
+    r.close();
+    expect(readFileSync(damaged).equals(bytes)).toBe(true);
   });
 });
 

@@ -1,11 +1,12 @@
 // Read-side queries over the log: list, inspect, events, replay. They need only the SQLite file,
 // so they work post-mortem with no supervisor running.
-import { NotFoundError, ReplayError } from '../domain/errors.ts';
-import { streamName, toMachineEvent, type ActorKind, type RecordedEvent, type ReplayEvent } from '../domain/events.ts';
+import { ReplayError } from '../domain/errors.ts';
+import { toMachineEvent, type ActorKind, type RecordedEvent, type ReplayEvent } from '../domain/events.ts';
 import { foldEvent, machines, replay, replaySteps, stateName, type AnySnapshot, type Step } from '../machines/replay.ts';
 import { actorStatus, summarize } from '../machines/summary.ts';
 import type { ActorRow, EventStore } from '../store/event-store.ts';
 import type { SqliteEventStore } from '../store/sqlite-event-store.ts';
+import { resolveActor } from './resolve-actor.ts';
 
 export interface ActorView {
   id: string;
@@ -33,20 +34,7 @@ export interface ReplayView {
   steps: Step[];
 }
 
-/** Finds which stream an id names: instance ids and execution ids share no prefix, but users may type either. */
-export function resolveActor(store: EventStore, id: string): { kind: ActorKind; id: string; stream: string } {
-  const row = store.getActor(id);
-  if (row) return { kind: row.kind as ActorKind, id: row.id, stream: row.stream };
-  for (const kind of ['instance', 'execution'] as const) {
-    const stream = streamName(kind, id);
-    if (store.streamVersion(stream) > 0) return { kind, id, stream };
-  }
-  // Allow a unique prefix, like git does for commits.
-  const matches = store.listActors({ all: true }).filter((r) => r.id.startsWith(id));
-  if (matches.length === 1) return { kind: matches[0]!.kind as ActorKind, id: matches[0]!.id, stream: matches[0]!.stream };
-  if (matches.length > 1) throw new NotFoundError('unique actor', `${id} (ambiguous: ${matches.map((m) => m.id).join(', ')})`);
-  throw new NotFoundError('actor', id);
-}
+export { resolveActor };
 
 export function listActors(store: EventStore, filter: { kind?: ActorKind; all?: boolean } = {}): ActorRow[] {
   return store.listActors(filter);

@@ -52,7 +52,8 @@ export interface SqliteEventStoreOptions {
   onAppend?: AppendObserver;
   /**
    * Inspection: open an existing log without writing anything. A missing file is LOG_MISSING (nothing is
-   * created), an empty or short one STORE_CORRUPT; no migration, no pragma that writes, no marker file.
+   * created), an empty or short one STORE_CORRUPT; no migration, no pragma that writes, no marker file, and no
+   * whole-file quick_check (a page damaged inside is STORE_CORRUPT when it is read).
    * A log with no `-wal` beside it is read as immutable (no `-wal`/`-shm` is created, so a read-only copy or
    * another user's log can be inspected); a log with a `-wal` (a writer is running, or died) is opened
    * read-only through it, so the latest commits are seen.
@@ -370,8 +371,12 @@ export class SqliteEventStore implements EventStore {
 
   private open(options: SqliteEventStoreOptions): void {
     const db = this.db;
-    // Read-only checks first: nothing is written to a file until we know it is ours and sound.
-    if (!options.skipQuickCheck) {
+    // Read-only checks first: nothing is written to a file until we know it is ours and sound. A writer checks the
+    // whole file (quick_check) before it appends; inspection does not (a second per 150 MB before the first line):
+    // the header checks above and below still refuse an empty, short, truncated or foreign file (SQLite refuses a
+    // file shorter than its header's page count), damage found while reading is STORE_CORRUPT, and a deep check of
+    // a log is an explicit command's job.
+    if (!options.skipQuickCheck && !this.readOnly) {
       const rows = db.pragma('quick_check') as { quick_check: string }[];
       const problems = rows.map((r) => r.quick_check).filter((r) => r !== 'ok');
       if (problems.length > 0) throw new StoreCorruptError(this.file, `quick_check: ${problems.slice(0, 5).join('; ')}`);

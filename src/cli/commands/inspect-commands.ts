@@ -142,8 +142,8 @@ export const eventsCommand: Command = {
     const from = wholeNumber(args.values.from, 'from');
     const to = wholeNumber(args.values.to, 'to');
     const follow = Boolean(args.values.follow);
-    // Resolving an abbreviated id needs the inspection queries (and the machines they import): only then.
-    const resolve = all ? undefined : (await import('../../actors/inspection.ts')).resolveActor;
+    // Resolving an (abbreviated) id reads the store alone: no machines are loaded before the first line.
+    const resolve = all ? undefined : (await import('../../actors/resolve-actor.ts')).resolveActor;
     return withInspectionLog(args, async (store) => {
       // --all: positions are seqs; one actor: versions. Either way a row is printed as soon as it is read.
       const ref = resolve ? resolve(store, id!) : undefined;
