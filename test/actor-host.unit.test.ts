@@ -4,6 +4,7 @@ import type { EffectHandlers } from '../src/actors/actor-host.ts';
 import { createRunlog } from '../src/actors/runlog.ts';
 import type { InstanceSpec } from '../src/machines/instance.machine.ts';
 import type { InstanceEventData } from '../src/domain/instance-events.ts';
+import { SimulatedClock } from './support/clock.ts';
 import { partial } from './support/partial.ts';
 import { tempDir } from './support/tmp.ts';
 
@@ -137,19 +138,49 @@ describe('actor host', () => {
 
   it('restart with backoff: timers are events; crash → scheduled → due → running again, and app:crashed is announced', async () => {
     const calls: string[] = [];
-    const rl = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
+    const clock = new SimulatedClock();
+    const rl = await createRunlog({ home: tempDir(), clock, effects: { instance: fakeInstanceEffects(calls) } });
     const crashed: unknown[] = [];
     rl.on('app:crashed', (p) => crashed.push(p));
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     await rl.send('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 3 } });
     await rl.idle();
-    await new Promise((r) => setTimeout(r, 80));
+    // The first backoff is 30 ms of the simulated clock: nothing fires a millisecond before it.
+    clock.advance(29);
+    await rl.idle();
+    expect(rl.inspect('i1').state).toBe('crashed.backoff');
+    clock.advance(1);
     await rl.idle();
     expect(crashed).toMatchObject([{ instanceId: 'i1', crash: { exitCode: 3, reason: 'exit' } }]);
     const types = rl.events('i1').map((e) => e.type);
     expect(types.slice(4)).toEqual(['instance.crashed', 'instance.restart-scheduled', 'instance.restart-due', 'instance.spawned', 'instance.healthy', 'instance.running']);
     expect(rl.inspect('i1')).toMatchObject({ state: 'running', summary: { restarts: 1 } });
+    await rl.close();
+  });
+
+  it('backoff doubles with each consecutive restart and gives up after maxRestarts (on a simulated clock)', async () => {
+    const clock = new SimulatedClock();
+    const rl = await createRunlog({ home: tempDir(), clock, effects: { instance: fakeInstanceEffects([]) } });
+    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await rl.idle();
+    const scheduled = () => rl.events('i1').filter((e) => e.type === 'instance.restart-scheduled').map((e) => e.data.delayMs);
+    for (const delay of [30, 60]) {
+      await rl.send('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1 } });
+      await rl.idle();
+      clock.advance(delay - 1);
+      await rl.idle();
+      expect(rl.inspect('i1').state).toBe('crashed.backoff');
+      clock.advance(1);
+      await rl.idle();
+      expect(rl.inspect('i1').state).toBe('running');
+    }
+    expect(scheduled()).toEqual([30, 60]);
+    // maxRestarts is 2: the third crash in a row stays down, and no timer is left armed.
+    await rl.send('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1 } });
+    await rl.idle();
+    expect(rl.inspect('i1').state).toBe('crashed.down');
+    expect(clock.pending).toBe(0);
     await rl.close();
   });
 
