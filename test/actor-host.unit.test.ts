@@ -20,6 +20,9 @@ const spec = (over: Partial<InstanceSpec> = {}): InstanceSpec => ({
   ...over,
 });
 
+/** The unit tier does no IO beyond its temp dir: no Docker reconciliation or event watch, no workspace watcher. */
+const OFFLINE = { reconcile: false, engineWatch: false, watchApps: false } as const;
+
 /** A fake sandbox: spawn succeeds, health matches, hooks succeed. Each call is recorded. */
 function fakeInstanceEffects(calls: string[], store?: () => { streamVersion(s: string): number }): Partial<EffectHandlers<'instance'>> {
   return {
@@ -51,7 +54,7 @@ function fakeInstanceEffects(calls: string[], store?: () => { streamVersion(s: s
 describe('actor host', () => {
   it('drives an instance to running through effects; each event is appended before its effects run', async () => {
     const calls: string[] = [];
-    const rl: Awaited<ReturnType<typeof createRunlog>> = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls, () => rl.store) } });
+    const rl: Awaited<ReturnType<typeof createRunlog>> = await createRunlog({ ...OFFLINE, home: tempDir(), effects: { instance: fakeInstanceEffects(calls, () => rl.store) } });
     const transitions: string[] = [];
     rl.on('actor:transition', (t) => transitions.push(`${t.from}→${t.to}`));
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
@@ -65,7 +68,7 @@ describe('actor host', () => {
   });
 
   it('group commit: events of many actors decided at once share one transaction; each actor stays in order', async () => {
-    const rl = await createRunlog({ home: tempDir(), supervise: false, readOnly: false });
+    const rl = await createRunlog({ ...OFFLINE, home: tempDir(), supervise: false, readOnly: false });
     const ids = Array.from({ length: 20 }, (_, i) => `g${i}`);
     await Promise.all(ids.map((id) => rl.host.create('instance', id, { type: 'instance.requested', data: { spec: spec({ instanceId: id }) } })));
     const batches: number[] = [];
@@ -92,7 +95,7 @@ describe('actor host', () => {
   });
 
   it('group commit: a failed transaction fails every dispatch in it and changes no actor', async () => {
-    const rl = await createRunlog({ home: tempDir(), supervise: false, readOnly: false });
+    const rl = await createRunlog({ ...OFFLINE, home: tempDir(), supervise: false, readOnly: false });
     await Promise.all(['f1', 'f2'].map((id) => rl.host.create('instance', id, { type: 'instance.requested', data: { spec: spec({ instanceId: id }) } })));
     rl.store.appendMany = () => {
       throw Object.assign(new Error('disk full'), { code: 'STORE_WRITE' });
@@ -106,7 +109,7 @@ describe('actor host', () => {
 
   it('records an illegal event as rejected and keeps going', async () => {
     const calls: string[] = [];
-    const rl = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
+    const rl = await createRunlog({ ...OFFLINE, home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     const r = await rl.send('instance', 'i1', { type: 'instance.healthy', data: { identity: 'match' } });
@@ -122,7 +125,7 @@ describe('actor host', () => {
   });
 
   it('an effect that throws becomes a crash event in the log', async () => {
-    const rl = await createRunlog({
+    const rl = await createRunlog({ ...OFFLINE,
       home: tempDir(),
       effects: { instance: { spawn: () => { throw Object.assign(new Error('proot: not found'), { code: 'ENOENT' }); } } },
     });
@@ -139,7 +142,7 @@ describe('actor host', () => {
   it('restart with backoff: timers are events; crash → scheduled → due → running again, and app:crashed is announced', async () => {
     const calls: string[] = [];
     const clock = new SimulatedClock();
-    const rl = await createRunlog({ home: tempDir(), clock, effects: { instance: fakeInstanceEffects(calls) } });
+    const rl = await createRunlog({ ...OFFLINE, home: tempDir(), clock, effects: { instance: fakeInstanceEffects(calls) } });
     const crashed: unknown[] = [];
     rl.on('app:crashed', (p) => crashed.push(p));
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
@@ -161,7 +164,7 @@ describe('actor host', () => {
 
   it('backoff doubles with each consecutive restart and gives up after maxRestarts (on a simulated clock)', async () => {
     const clock = new SimulatedClock();
-    const rl = await createRunlog({ home: tempDir(), clock, effects: { instance: fakeInstanceEffects([]) } });
+    const rl = await createRunlog({ ...OFFLINE, home: tempDir(), clock, effects: { instance: fakeInstanceEffects([]) } });
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     const scheduled = () => rl.events('i1').filter((e) => e.type === 'instance.restart-scheduled').map((e) => e.data.delayMs);
@@ -187,7 +190,7 @@ describe('actor host', () => {
   it('a restart timer that came due while the supervisor was down fires once at start', async () => {
     const home = tempDir();
     const calls: string[] = [];
-    const rl = await createRunlog({ home, effects: { instance: { ...fakeInstanceEffects(calls), scheduleRestart: async (p, ctx) => {
+    const rl = await createRunlog({ ...OFFLINE, home, effects: { instance: { ...fakeInstanceEffects(calls), scheduleRestart: async (p, ctx) => {
       // The supervisor "dies" right after persisting the timer: it never fires in this process.
       await ctx.dispatch({ type: 'instance.restart-scheduled', data: partial<InstanceEventData['instance.restart-scheduled']>({ attempt: p.attempt, dueAt: new Date(Date.now() - 1000).toISOString() }) });
     } } } });
@@ -199,7 +202,7 @@ describe('actor host', () => {
     await rl.close();
 
     const calls2: string[] = [];
-    const rl2 = await createRunlog({ home, effects: { instance: fakeInstanceEffects(calls2) } });
+    const rl2 = await createRunlog({ ...OFFLINE, home, effects: { instance: fakeInstanceEffects(calls2) } });
     await new Promise((r) => setTimeout(r, 30));
     await rl2.idle();
     expect(rl2.inspect('i1').state).toBe('running');
@@ -210,7 +213,7 @@ describe('actor host', () => {
 
   it('rebuild recomputes the projection from events alone', async () => {
     const calls: string[] = [];
-    const rl = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
+    const rl = await createRunlog({ ...OFFLINE, home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
     await rl.host.create('instance', 'a', { type: 'instance.requested', data: { spec: spec({ instanceId: 'a' }) } });
     await rl.host.create('instance', 'b', { type: 'instance.requested', data: { spec: spec({ instanceId: 'b' }) } });
     await rl.idle();
@@ -227,7 +230,7 @@ describe('actor host', () => {
 
   it('replay shows state after each event and at a chosen version', async () => {
     const calls: string[] = [];
-    const rl = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
+    const rl = await createRunlog({ ...OFFLINE, home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     const full = rl.replay('i1');
@@ -243,10 +246,10 @@ describe('actor host', () => {
 
   it('inspection without supervision runs no effects', async () => {
     const home = tempDir();
-    const rl = await createRunlog({ home, effects: { instance: { spawn: () => undefined } } });
+    const rl = await createRunlog({ ...OFFLINE, home, effects: { instance: { spawn: () => undefined } } });
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.close();
-    const ro = await createRunlog({ db: join(home, 'runlog.db'), supervise: false });
+    const ro = await createRunlog({ ...OFFLINE, db: join(home, 'runlog.db'), supervise: false });
     expect(ro.inspect('i1').state).toBe('spawning');
     expect(ro.events('i1')).toHaveLength(1);
     await ro.close();
