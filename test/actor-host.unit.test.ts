@@ -4,6 +4,7 @@ import type { EffectHandlers } from '../src/actors/actor-host.ts';
 import { createRunlog } from '../src/actors/runlog.ts';
 import type { InstanceSpec } from '../src/machines/instance.machine.ts';
 import type { InstanceEventData } from '../src/domain/instance-events.ts';
+import { SimulatedClock } from './support/clock.ts';
 import { partial } from './support/partial.ts';
 import { tempDir } from './support/tmp.ts';
 
@@ -18,6 +19,9 @@ const spec = (over: Partial<InstanceSpec> = {}): InstanceSpec => ({
   restart: { policy: 'on-failure', maxRestarts: 2, backoffMs: 30, maxBackoffMs: 100, resetAfterMs: 600_000 },
   ...over,
 });
+
+/** The unit tier does no IO beyond its temp dir: no Docker reconciliation or event watch, no workspace watcher. */
+const OFFLINE = { reconcile: false, engineWatch: false, watchApps: false } as const;
 
 /** A fake sandbox: spawn succeeds, health matches, hooks succeed. Each call is recorded. */
 function fakeInstanceEffects(calls: string[], store?: () => { streamVersion(s: string): number }): Partial<EffectHandlers<'instance'>> {
@@ -50,7 +54,7 @@ function fakeInstanceEffects(calls: string[], store?: () => { streamVersion(s: s
 describe('actor host', () => {
   it('drives an instance to running through effects; each event is appended before its effects run', async () => {
     const calls: string[] = [];
-    const rl: Awaited<ReturnType<typeof createRunlog>> = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls, () => rl.store) } });
+    const rl: Awaited<ReturnType<typeof createRunlog>> = await createRunlog({ ...OFFLINE, home: tempDir(), effects: { instance: fakeInstanceEffects(calls, () => rl.store) } });
     const transitions: string[] = [];
     rl.on('actor:transition', (t) => transitions.push(`${t.from}→${t.to}`));
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
@@ -64,7 +68,7 @@ describe('actor host', () => {
   });
 
   it('group commit: events of many actors decided at once share one transaction; each actor stays in order', async () => {
-    const rl = await createRunlog({ home: tempDir(), supervise: false, readOnly: false });
+    const rl = await createRunlog({ ...OFFLINE, home: tempDir(), supervise: false, readOnly: false });
     const ids = Array.from({ length: 20 }, (_, i) => `g${i}`);
     await Promise.all(ids.map((id) => rl.host.create('instance', id, { type: 'instance.requested', data: { spec: spec({ instanceId: id }) } })));
     const batches: number[] = [];
@@ -91,7 +95,7 @@ describe('actor host', () => {
   });
 
   it('group commit: a failed transaction fails every dispatch in it and changes no actor', async () => {
-    const rl = await createRunlog({ home: tempDir(), supervise: false, readOnly: false });
+    const rl = await createRunlog({ ...OFFLINE, home: tempDir(), supervise: false, readOnly: false });
     await Promise.all(['f1', 'f2'].map((id) => rl.host.create('instance', id, { type: 'instance.requested', data: { spec: spec({ instanceId: id }) } })));
     rl.store.appendMany = () => {
       throw Object.assign(new Error('disk full'), { code: 'STORE_WRITE' });
@@ -105,7 +109,7 @@ describe('actor host', () => {
 
   it('records an illegal event as rejected and keeps going', async () => {
     const calls: string[] = [];
-    const rl = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
+    const rl = await createRunlog({ ...OFFLINE, home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     const r = await rl.send('instance', 'i1', { type: 'instance.healthy', data: { identity: 'match' } });
@@ -121,7 +125,7 @@ describe('actor host', () => {
   });
 
   it('an effect that throws becomes a crash event in the log', async () => {
-    const rl = await createRunlog({
+    const rl = await createRunlog({ ...OFFLINE,
       home: tempDir(),
       effects: { instance: { spawn: () => { throw Object.assign(new Error('proot: not found'), { code: 'ENOENT' }); } } },
     });
@@ -137,14 +141,19 @@ describe('actor host', () => {
 
   it('restart with backoff: timers are events; crash → scheduled → due → running again, and app:crashed is announced', async () => {
     const calls: string[] = [];
-    const rl = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
+    const clock = new SimulatedClock();
+    const rl = await createRunlog({ ...OFFLINE, home: tempDir(), clock, effects: { instance: fakeInstanceEffects(calls) } });
     const crashed: unknown[] = [];
     rl.on('app:crashed', (p) => crashed.push(p));
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     await rl.send('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 3 } });
     await rl.idle();
-    await new Promise((r) => setTimeout(r, 80));
+    // The first backoff is 30 ms of the simulated clock: nothing fires a millisecond before it.
+    clock.advance(29);
+    await rl.idle();
+    expect(rl.inspect('i1').state).toBe('crashed.backoff');
+    clock.advance(1);
     await rl.idle();
     expect(crashed).toMatchObject([{ instanceId: 'i1', crash: { exitCode: 3, reason: 'exit' } }]);
     const types = rl.events('i1').map((e) => e.type);
@@ -153,10 +162,35 @@ describe('actor host', () => {
     await rl.close();
   });
 
+  it('backoff doubles with each consecutive restart and gives up after maxRestarts (on a simulated clock)', async () => {
+    const clock = new SimulatedClock();
+    const rl = await createRunlog({ ...OFFLINE, home: tempDir(), clock, effects: { instance: fakeInstanceEffects([]) } });
+    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await rl.idle();
+    const scheduled = () => rl.events('i1').filter((e) => e.type === 'instance.restart-scheduled').map((e) => e.data.delayMs);
+    for (const delay of [30, 60]) {
+      await rl.send('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1 } });
+      await rl.idle();
+      clock.advance(delay - 1);
+      await rl.idle();
+      expect(rl.inspect('i1').state).toBe('crashed.backoff');
+      clock.advance(1);
+      await rl.idle();
+      expect(rl.inspect('i1').state).toBe('running');
+    }
+    expect(scheduled()).toEqual([30, 60]);
+    // maxRestarts is 2: the third crash in a row stays down, and no timer is left armed.
+    await rl.send('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1 } });
+    await rl.idle();
+    expect(rl.inspect('i1').state).toBe('crashed.down');
+    expect(clock.pending).toBe(0);
+    await rl.close();
+  });
+
   it('a restart timer that came due while the supervisor was down fires once at start', async () => {
     const home = tempDir();
     const calls: string[] = [];
-    const rl = await createRunlog({ home, effects: { instance: { ...fakeInstanceEffects(calls), scheduleRestart: async (p, ctx) => {
+    const rl = await createRunlog({ ...OFFLINE, home, effects: { instance: { ...fakeInstanceEffects(calls), scheduleRestart: async (p, ctx) => {
       // The supervisor "dies" right after persisting the timer: it never fires in this process.
       await ctx.dispatch({ type: 'instance.restart-scheduled', data: partial<InstanceEventData['instance.restart-scheduled']>({ attempt: p.attempt, dueAt: new Date(Date.now() - 1000).toISOString() }) });
     } } } });
@@ -168,7 +202,7 @@ describe('actor host', () => {
     await rl.close();
 
     const calls2: string[] = [];
-    const rl2 = await createRunlog({ home, effects: { instance: fakeInstanceEffects(calls2) } });
+    const rl2 = await createRunlog({ ...OFFLINE, home, effects: { instance: fakeInstanceEffects(calls2) } });
     await new Promise((r) => setTimeout(r, 30));
     await rl2.idle();
     expect(rl2.inspect('i1').state).toBe('running');
@@ -179,7 +213,7 @@ describe('actor host', () => {
 
   it('rebuild recomputes the projection from events alone', async () => {
     const calls: string[] = [];
-    const rl = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
+    const rl = await createRunlog({ ...OFFLINE, home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
     await rl.host.create('instance', 'a', { type: 'instance.requested', data: { spec: spec({ instanceId: 'a' }) } });
     await rl.host.create('instance', 'b', { type: 'instance.requested', data: { spec: spec({ instanceId: 'b' }) } });
     await rl.idle();
@@ -196,7 +230,7 @@ describe('actor host', () => {
 
   it('replay shows state after each event and at a chosen version', async () => {
     const calls: string[] = [];
-    const rl = await createRunlog({ home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
+    const rl = await createRunlog({ ...OFFLINE, home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     const full = rl.replay('i1');
@@ -212,10 +246,10 @@ describe('actor host', () => {
 
   it('inspection without supervision runs no effects', async () => {
     const home = tempDir();
-    const rl = await createRunlog({ home, effects: { instance: { spawn: () => undefined } } });
+    const rl = await createRunlog({ ...OFFLINE, home, effects: { instance: { spawn: () => undefined } } });
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.close();
-    const ro = await createRunlog({ db: join(home, 'runlog.db'), supervise: false });
+    const ro = await createRunlog({ ...OFFLINE, db: join(home, 'runlog.db'), supervise: false });
     expect(ro.inspect('i1').state).toBe('spawning');
     expect(ro.events('i1')).toHaveLength(1);
     await ro.close();

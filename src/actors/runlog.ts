@@ -43,6 +43,8 @@ import { RunlogMetrics } from './metrics.ts';
 import { resolvePaths } from './paths.ts';
 import { RunlogTracing } from './tracing.ts';
 import { RestartTimers } from './timers.ts';
+import { systemClock } from './system-clock.ts';
+import type { Clock } from '../domain/clock.ts';
 
 export interface RunlogOptions {
   /** Runlog's directory (default $RUNLOG_HOME, else ~/.runlog). */
@@ -63,6 +65,8 @@ export interface RunlogOptions {
   writerLock?: WriterLock;
   synchronous?: 'FULL' | 'NORMAL';
   now?: () => string;
+  /** The clock restart timers read and wait on (default: the wall clock); also stamps events when `now` is not given. */
+  clock?: Clock;
   faults?: FaultHook;
   /** Effect handlers by kind, merged over the built-in ones (tests inject fakes here). */
   effects?: { [K in ActorKind]?: Partial<EffectHandlers<K>> };
@@ -218,12 +222,13 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   const log = options.log ?? ((m: string) => process.stderr.write(`[runlog] ${m}\n`));
   const faults = options.faults ?? noFaults;
   const parts = discoverParts(options.parts);
-  const now = options.now ?? (() => new Date().toISOString());
+  const clock = options.clock ?? systemClock;
+  const now = options.now ?? (() => new Date(clock.nowMs()).toISOString());
   const tracing = supervise ? new RunlogTracing(bus, options.tracerProvider) : null;
   // eslint-disable-next-line prefer-const
   let host: ActorHost;
   const hostRef = () => host;
-  const timers = new RestartTimers(hostRef);
+  const timers = new RestartTimers(hostRef, clock);
   const instances = new InstanceSupervisor(
     {
       home: paths.home,
@@ -266,7 +271,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     bus,
     machines,
     effects,
-    ...(options.now ? { now: options.now } : {}),
+    now,
     faults,
     onEffectError,
     log,
@@ -454,7 +459,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
         await waitFor('execution', executionId, (s) => s === 'succeeded' || s === 'failed', timeoutMs + 600_000, () =>
           host.create('execution', executionId, {
             type: 'execution.requested',
-            data: { request, deadline: new Date(Date.now() + timeoutMs + 120_000).toISOString() },
+            data: { request, deadline: new Date(clock.nowMs() + timeoutMs + 120_000).toISOString() },
           }),
         );
         await host.settled('execution', executionId); // its cleanup has run

@@ -1,13 +1,20 @@
 // Restart timers are events: scheduling appends `instance.restart-scheduled {dueAt}`, firing appends
 // `instance.restart-due`. A timer that came due while the supervisor was down fires once at start.
+import type { Clock } from '../domain/clock.ts';
 import type { InstanceContext } from '../machines/instance.machine.ts';
 import { stateName } from '../machines/replay.ts';
 import type { ActorHost, EffectHandlers, LiveActor } from './actor-host.ts';
+import { systemClock } from './system-clock.ts';
 
 export class RestartTimers {
-  private readonly armed = new Map<string, NodeJS.Timeout>();
+  /** The armed timers' cancel functions, by instance. */
+  private readonly armed = new Map<string, () => void>();
 
-  constructor(private readonly host: () => ActorHost, private readonly nowMs: () => number = Date.now) {}
+  constructor(private readonly host: () => ActorHost, private readonly clock: Clock = systemClock) {}
+
+  private nowMs(): number {
+    return this.clock.nowMs();
+  }
 
   handlers(): Pick<EffectHandlers<'instance'>, 'scheduleRestart' | 'cancelRestart'> {
     return {
@@ -26,18 +33,17 @@ export class RestartTimers {
   private arm(instanceId: string, dueAt: string, attempt: number): void {
     this.cancel(instanceId);
     const delay = Math.max(0, Date.parse(dueAt) - this.nowMs());
-    const t = setTimeout(() => {
+    const cancel = this.clock.after(delay, () => {
       this.armed.delete(instanceId);
       void this.host()
         .dispatch('instance', instanceId, { type: 'instance.restart-due', data: { attempt, dueAt } })
         .catch(() => undefined);
-    }, delay);
-    this.armed.set(instanceId, t);
+    });
+    this.armed.set(instanceId, cancel);
   }
 
   cancel(instanceId: string): void {
-    const t = this.armed.get(instanceId);
-    if (t) clearTimeout(t);
+    this.armed.get(instanceId)?.();
     this.armed.delete(instanceId);
   }
 
@@ -54,7 +60,7 @@ export class RestartTimers {
   }
 
   close(): void {
-    for (const t of this.armed.values()) clearTimeout(t);
+    for (const cancel of this.armed.values()) cancel();
     this.armed.clear();
   }
 }

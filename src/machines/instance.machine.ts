@@ -81,7 +81,8 @@ export interface InstanceEffects {
   cancelRestart: { instanceId: string };
   reattach: { spec: InstanceSpec; containerId: string | null; host: string | null; port: number | null };
   releasePort: { instanceId: string; port: number | null };
-  provisionTools: { instanceId: string; tools: string[] };
+  /** Granted and revoked in any state, `new` included (no spec yet: the handler falls back to the actor's own). */
+  provisionTools: { instanceId: string | undefined; tools: string[] | undefined };
   announce: { topic: 'app:crashed'; instanceId: string; appId: string; crash: InstanceContext['lastCrash'] };
 }
 
@@ -197,7 +198,7 @@ export const instanceMachine = setup({
           spec: ({ context, event }) =>
             context.spec && { ...context.spec, tools: [...new Set([...context.spec.tools, String(event.data.tool)])] },
         }),
-        { type: 'provisionTools', params: ({ context }) => ({ instanceId: specOf(context).instanceId, tools: specOf(context).tools }) },
+        { type: 'provisionTools', params: ({ context }) => ({ instanceId: context.spec?.instanceId, tools: context.spec?.tools }) },
       ],
     },
     'instance.tool-revoked': {
@@ -205,7 +206,7 @@ export const instanceMachine = setup({
         assign({
           spec: ({ context, event }) => context.spec && { ...context.spec, tools: context.spec.tools.filter((t) => t !== event.data.tool) },
         }),
-        { type: 'provisionTools', params: ({ context }) => ({ instanceId: specOf(context).instanceId, tools: specOf(context).tools }) },
+        { type: 'provisionTools', params: ({ context }) => ({ instanceId: context.spec?.instanceId, tools: context.spec?.tools }) },
       ],
     },
   },

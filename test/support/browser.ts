@@ -134,8 +134,8 @@ const request = (executionId: string, uri: string): KindNewEvent<'execution'> =>
 
 /** A supervising runlog (fake effects) holding two instances and two executions with full histories. */
 export async function seededRunlog(home: string): Promise<Seeded> {
-  // No Docker reconciliation or workspace watching: only the fake effects act on these actors.
-  const rl = await createRunlog({ home, effects: fakeEffects(), reconcile: false, watchApps: false, log: () => undefined });
+  // No Docker reconciliation, engine watch or workspace watching: only the fake effects act on these actors.
+  const rl = await createRunlog({ home, effects: fakeEffects(), reconcile: false, engineWatch: false, watchApps: false, log: () => undefined });
   await rl.host.create('instance', 'inst_web', { type: 'instance.requested', data: { spec: instanceSpec() } });
   await rl.idle();
   await rl.send('instance', 'inst_web', { type: 'instance.tool-granted', data: { tool: 'git' } });
