@@ -7,27 +7,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
 import { writeServerInfo } from '../src/cli/client.ts';
 import { commandHelp, commonOptions } from '../src/cli/command.ts';
-import { commands, main, suggest, version } from '../src/cli/main.ts';
-import { errorJson, EXIT, exitCodeFor, type Io } from '../src/cli/output.ts';
+import { commands, suggest, version } from '../src/cli/main.ts';
+import { errorJson, EXIT, exitCodeFor } from '../src/cli/output.ts';
 import { RunlogError, StoreCorruptError, UsageError, ValidationError, withIssues } from '../src/domain/errors.ts';
 import { startServer, type RunningServer } from '../src/server/http-server.ts';
 import { ensureToken } from '../src/server/token.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { fakeEffects, seededRunlog } from './support/browser.ts';
+import { runCli } from './support/cli-in-process.ts';
 import { tempDir } from './support/tmp.ts';
 
-function capture() {
-  const out: string[] = [];
-  const err: string[] = [];
-  const factory = (json: boolean): Io => ({ out: (t) => out.push(t), err: (t) => err.push(t), json });
-  return { out, err, factory, stdout: () => out.join('\n'), stderr: () => err.join('\n') };
-}
-
-async function run(args: string[]) {
-  const c = capture();
-  const code = await main(args, c.factory);
-  return { code, ...c };
-}
 
 const REPO = resolve(import.meta.dirname, '..');
 
@@ -52,25 +41,25 @@ describe('exit codes (one per kind of outcome, derived in one place)', () => {
   });
 
   it('0: ok', async () => {
-    const r = await run(['ps', '--all', '--home', home]);
+    const r = await runCli(['ps', '--all', '--home', home]);
     expect(r.code).toBe(EXIT.ok);
     expect(r.stdout()).toContain(stoppedId);
   });
 
   it('1: not found (an actor, a history file)', async () => {
-    expect((await run(['inspect', 'inst_nobody', '--home', home])).code).toBe(1);
-    expect((await run(['replay', '--file', join(home, 'nope.jsonl')])).code).toBe(1);
+    expect((await runCli(['inspect', 'inst_nobody', '--home', home])).code).toBe(1);
+    expect((await runCli(['replay', '--file', join(home, 'nope.jsonl')])).code).toBe(1);
   });
 
   it('2: usage (unknown command, unknown flag, a bad value, missing arguments)', async () => {
-    expect((await run(['frobnicate'])).code).toBe(2);
-    expect((await run(['ps', '--frob', '--home', home])).code).toBe(2);
-    expect((await run(['ps', '--kind', 'robot', '--home', home])).code).toBe(2);
-    expect((await run(['events', '--home', home])).code).toBe(2);
+    expect((await runCli(['frobnicate'])).code).toBe(2);
+    expect((await runCli(['ps', '--frob', '--home', home])).code).toBe(2);
+    expect((await runCli(['ps', '--kind', 'robot', '--home', home])).code).toBe(2);
+    expect((await runCli(['events', '--home', home])).code).toBe(2);
   });
 
   it('3: no supervisor', async () => {
-    const r = await run(['stop', 'inst_a', '--home', tempDir()]);
+    const r = await runCli(['stop', 'inst_a', '--home', tempDir()]);
     expect(r.code).toBe(3);
     expect(r.stderr()).toMatch(/^runlog: NO_SUPERVISOR: no supervisor is running for /);
   });
@@ -78,7 +67,7 @@ describe('exit codes (one per kind of outcome, derived in one place)', () => {
   it('4: damaged or foreign log', async () => {
     const bad = join(tempDir(), 'runlog.db');
     writeFileSync(bad, Buffer.alloc(4096, 7));
-    const r = await run(['ps', '--db', bad]);
+    const r = await runCli(['ps', '--db', bad]);
     expect(r.code).toBe(4);
     expect(r.stderr()).toContain('STORE_CORRUPT');
   });
@@ -98,7 +87,7 @@ describe('exit codes (one per kind of outcome, derived in one place)', () => {
     const off = leaves[Math.floor(leaves.length * 0.75)]!;
     bytes.fill(0xa5, off + 1, off + 12);
     writeFileSync(file, bytes);
-    const r = await run(['events', '--all', '--db', file]);
+    const r = await runCli(['events', '--all', '--db', file]);
     expect(r.out.length).toBeGreaterThan(0); // the sound pages before it were printed
     expect(r.code).toBe(4);
     expect(r.stderr()).toContain(`STORE_CORRUPT: event log ${file} is damaged`);
@@ -106,14 +95,14 @@ describe('exit codes (one per kind of outcome, derived in one place)', () => {
   });
 
   it('5: conflict with the actor\'s state (kill of a stopped instance, through the supervisor)', async () => {
-    const r = await run(['kill', stoppedId, '--home', home]);
+    const r = await runCli(['kill', stoppedId, '--home', home]);
     expect(r.code).toBe(5);
     expect(r.stderr()).toMatch(new RegExp(`ILLEGAL_EVENT: ${stoppedId} is stopped: it cannot take instance.kill-requested`));
   });
 
   it('stop of a stopped instance succeeds, every time (as docker stop does)', async () => {
     for (let i = 0; i < 2; i++) {
-      const r = await run(['stop', stoppedId, '--json', '--home', home]);
+      const r = await runCli(['stop', stoppedId, '--json', '--home', home]);
       expect(r.code).toBe(0);
       expect(JSON.parse(r.stdout())).toMatchObject({ id: stoppedId, state: 'stopped' });
     }
@@ -121,7 +110,7 @@ describe('exit codes (one per kind of outcome, derived in one place)', () => {
 
   it('--json errors go to stderr as one JSON object; stdout stays empty', async () => {
     for (const args of [['inspect', 'inst_nobody', '--json', '--home', home], ['stop', 'x', '--json', '--home', tempDir()], ['nope', '--json']]) {
-      const r = await run(args);
+      const r = await runCli(args);
       expect(r.out).toEqual([]);
       expect(r.err).toHaveLength(1);
       expect(JSON.parse(r.err[0]!).error.code).toMatch(/^(NOT_FOUND|NO_SUPERVISOR|USAGE)$/);
@@ -178,12 +167,12 @@ describe('errors state every reason once', () => {
 
 describe('discoverability', () => {
   it('`runlog` alone prints help and exits 0; --version prints the package version', async () => {
-    const r = await run([]);
+    const r = await runCli([]);
     expect(r.code).toBe(0);
     for (const c of commands) expect(r.stdout()).toContain(`  ${c.name} `);
     const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8'));
     expect(version()).toBe(pkg.version);
-    const v = await run(['--version']);
+    const v = await runCli(['--version']);
     expect(v.code).toBe(0);
     expect(v.stdout()).toBe(pkg.version);
   });
@@ -192,14 +181,14 @@ describe('discoverability', () => {
     expect(suggest('repaly')).toEqual(['replay']);
     expect(suggest('inspec')).toEqual(['inspect']);
     expect(suggest('xyzzy')).toEqual([]);
-    const r = await run(['evnets']);
+    const r = await runCli(['evnets']);
     expect(r.code).toBe(2);
     expect(r.stderr()).toContain("unknown command 'evnets'; did you mean 'events'?");
   });
 
   it("every command's --help lists each of its flags with its default, the common flags and an example", async () => {
     for (const c of commands) {
-      const r = await run([c.name, '--help']);
+      const r = await runCli([c.name, '--help']);
       expect(r.code, c.name).toBe(0);
       const text = r.stdout();
       expect(text).toBe(commandHelp(c));

@@ -5,16 +5,10 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { createRunlog } from '../src/actors/runlog.ts';
 import type { InstanceSpec } from '../src/machines/instance.machine.ts';
 import { main } from '../src/cli/main.ts';
-import type { Io } from '../src/cli/output.ts';
 import { cliArgs } from './support/cli.ts';
+import { capture } from './support/cli-in-process.ts';
 import { tempDir } from './support/tmp.ts';
 
-function capture() {
-  const out: string[] = [];
-  const err: string[] = [];
-  const factory = (json: boolean): Io => ({ out: (t) => out.push(t), err: (t) => err.push(t), json });
-  return { out, err, factory, stdout: () => out.join('\n'), stderr: () => err.join('\n') };
-}
 
 const spec: InstanceSpec = { instanceId: 'inst_a', appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'never', maxRestarts: 0, backoffMs: 1, maxBackoffMs: 1, resetAfterMs: 1 } };
 

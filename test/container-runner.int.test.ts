@@ -248,6 +248,49 @@ describe('ContainerRunner', () => {
     }
   });
 
+  it('close() while a watcher is reporting an exit lets the report finish: the container removed and onExit told first', async () => {
+    // What the reconciler relies on when the Docker daemon comes back: it closes the runner, then drops its exit
+    // subscriptions and lists containers. An exit reported half-way (container removed, nobody told) made it record
+    // the instance `lost` (the SIGKILL variant of the daemon restart test).
+    const manifest = ws.installHello({ sandbox: 'container' });
+    const first = newRunner();
+    // Hold the watcher's removal of this container until the test lets it go.
+    let armed = '';
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let removing!: () => void;
+    const removalStarted = new Promise<void>((r) => (removing = r));
+    const engine = (first as unknown as { docker: Docker }).docker;
+    const getContainer = engine.getContainer.bind(engine);
+    engine.getContainer = (cid: string) => {
+      const c = getContainer(cid);
+      const remove = c.remove.bind(c);
+      c.remove = (async (opts?: object) => {
+        if (armed !== '' && c.id === armed) {
+          removing();
+          await gate;
+        }
+        return remove(opts);
+      }) as typeof c.remove;
+      return c;
+    };
+    const id = nextId();
+    const r = await first.spawn(id, HELLO_APP_ID, ports.allocate(id), manifest);
+    let told: ExitInfo | null = null;
+    first.onExit(id, (x) => (told = x));
+    armed = r.containerId!;
+    await docker.getContainer(r.containerId!).kill();
+    await removalStarted; // the watcher knows the exit and is removing the container
+    let closed = false;
+    const closing = first.close().then(() => (closed = true));
+    await new Promise((res) => setImmediate(res));
+    expect(closed).toBe(false); // close() waits for the report in flight …
+    release();
+    await closing;
+    expect(told).toEqual({ code: 137, signal: 'SIGKILL', expected: false }); // … which told onExit before it returned
+    expect(await containersOf(id)).toEqual([]);
+  });
+
   it('reports an orphan that exited while nobody watched, with its exit code', async () => {
     const manifest = ws.installHello({ sandbox: 'container' });
     const id = nextId();

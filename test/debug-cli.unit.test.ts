@@ -4,24 +4,11 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../src/cli/main.ts';
-import type { Io } from '../src/cli/output.ts';
 import { diffContext, parseHistory, replayHistory } from '../src/cli/commands/debug-commands.ts';
 import { UpcasterRegistry } from '../src/store/upcasters.ts';
 import { seededRunlog } from './support/browser.ts';
+import { runCli } from './support/cli-in-process.ts';
 
-function capture() {
-  const out: string[] = [];
-  const err: string[] = [];
-  const factory = (json: boolean): Io => ({ out: (t) => out.push(t), err: (t) => err.push(t), json });
-  return { out, err, factory, stdout: () => out.join('\n'), stderr: () => err.join('\n') };
-}
-
-async function run(args: string[]) {
-  const c = capture();
-  const code = await main(args, c.factory);
-  return { code, ...c };
-}
 
 let dir: string;
 let db: string;
@@ -36,7 +23,7 @@ beforeAll(async () => {
   db = seeded.rl.dbPath;
   await seeded.rl.close();
   for (const id of ['inst_web', 'inst_old', executionId, seeded.failedExecutionId]) {
-    const r = await run(['export', id, '--db', db]);
+    const r = await runCli(['export', id, '--db', db]);
     expect(r.code).toBe(0);
     exported.set(id, `${r.out.join('\n')}\n`);
   }
@@ -64,29 +51,29 @@ describe('runlog export', () => {
   });
 
   it('unknown ids exit 1; a missing id is a usage error (exit 2)', async () => {
-    expect((await run(['export', 'inst_nope', '--db', db])).code).toBe(1);
-    expect((await run(['export', '--db', db])).code).toBe(2);
+    expect((await runCli(['export', 'inst_nope', '--db', db])).code).toBe(1);
+    expect((await runCli(['export', '--db', db])).code).toBe(2);
   });
 });
 
 describe('runlog replay --file', () => {
   it('replays an exported history exactly as replay does from the database, for every actor and at --to', async () => {
     for (const id of exported.keys()) {
-      const fromDb = await run(['replay', id, '--json', '--db', db]);
-      const fromFile = await run(['replay', '--file', historyFile(id), '--json']);
+      const fromDb = await runCli(['replay', id, '--json', '--db', db]);
+      const fromFile = await runCli(['replay', '--file', historyFile(id), '--json']);
       expect(fromDb.code).toBe(0);
       expect(fromFile.code).toBe(0);
       expect(JSON.parse(fromFile.stdout())).toEqual(JSON.parse(fromDb.stdout()));
     }
-    const atDb = await run(['replay', 'inst_web', '--to', '6', '--json', '--db', db]);
-    const atFile = await run(['replay', '--file', historyFile('inst_web'), '--to', '6', '--json']);
+    const atDb = await runCli(['replay', 'inst_web', '--to', '6', '--json', '--db', db]);
+    const atFile = await runCli(['replay', '--file', historyFile('inst_web'), '--to', '6', '--json']);
     expect(JSON.parse(atFile.stdout())).toEqual(JSON.parse(atDb.stdout()));
     expect(JSON.parse(atFile.stdout())).toMatchObject({ to: 6, state: 'crashed.backoff', context: { lastCrash: { exitCode: 137 } } });
   });
 
   it('needs no database and writes nothing', async () => {
     const nowhere = join(dir, 'no-such-dir', 'runlog.db');
-    const r = await run(['replay', '--file', historyFile(executionId), '--db', nowhere, '--home', join(dir, 'no-home')]);
+    const r = await runCli(['replay', '--file', historyFile(executionId), '--db', nowhere, '--home', join(dir, 'no-home')]);
     expect(r.code).toBe(0);
     expect(existsSync(nowhere)).toBe(false);
     expect(existsSync(join(dir, 'no-home'))).toBe(false);
@@ -94,7 +81,7 @@ describe('runlog replay --file', () => {
   });
 
   it('--step prints each transition: event, from → to, the effects that ran live, and what changed in the context', async () => {
-    const r = await run(['replay', '--file', historyFile('inst_web'), '--step']);
+    const r = await runCli(['replay', '--file', historyFile('inst_web'), '--step']);
     expect(r.code).toBe(0);
     const text = r.stdout();
     const block = (v: number) => text.split('\n\n').find((b) => b.startsWith(`v${v} `))!;
@@ -106,12 +93,12 @@ describe('runlog replay --file', () => {
     expect(block(6)).toContain('exitCode: 137');
     expect(block(8)).toContain('~ restarts: 0 → 1');
     // The database path prints the same.
-    const fromDb = await run(['replay', 'inst_web', '--step', '--db', db]);
+    const fromDb = await runCli(['replay', 'inst_web', '--step', '--db', db]);
     expect(fromDb.stdout()).toBe(text);
   });
 
   it('--step --json adds the context changes to each step', async () => {
-    const r = await run(['replay', '--file', historyFile('inst_web'), '--step', '--json', '--to', '5']);
+    const r = await runCli(['replay', '--file', historyFile('inst_web'), '--step', '--json', '--to', '5']);
     const view = JSON.parse(r.stdout());
     expect(view.steps).toHaveLength(5);
     expect(view.steps[4].changes).toEqual([{ path: 'spec.tools[1]', op: 'added', after: 'git' }]);
@@ -127,24 +114,24 @@ describe('runlog replay --file', () => {
       lines[3].schema = 7;
       lines[5].schema = 9;
     });
-    const r = await run(['replay', '--file', file, '--json']);
+    const r = await runCli(['replay', '--file', file, '--json']);
     expect(r.code).toBe(4);
     expect(r.out).toEqual([]);
     const { error } = JSON.parse(r.stderr());
     expect(error.code).toBe('REPLAY');
     expect(error.message).toMatch(/^event v3 \(seq \d+\) instance\.healthy: event instance\.healthy has schema 7, newer than this runlog knows \(1\)$/);
     expect(error.details).toMatchObject({ version: 3, type: 'instance.healthy', schema: 7 });
-    const text = await run(['replay', '--file', file]);
+    const text = await runCli(['replay', '--file', file]);
     expect(text.stderr()).toContain('runlog: REPLAY: event v3');
     // Up to the event before it, the history still replays.
-    expect((await run(['replay', '--file', file, '--to', '2', '--json'])).code).toBe(0);
+    expect((await runCli(['replay', '--file', file, '--to', '2', '--json'])).code).toBe(0);
   });
 
   it('fails naming the first event whose type this kind does not know', async () => {
     const file = historyFile(executionId, (lines) => {
       lines[4].type = 'execution.teleported';
     });
-    const { error } = JSON.parse((await run(['replay', '--file', file, '--json'])).stderr());
+    const { error } = JSON.parse((await runCli(['replay', '--file', file, '--json'])).stderr());
     expect(error.code).toBe('REPLAY');
     expect(error.message).toMatch(/^event v4 \(seq \d+\) execution\.teleported: unknown event type for kind execution; this runlog's execution machine takes /);
   });
@@ -153,7 +140,7 @@ describe('runlog replay --file', () => {
     const file = historyFile('inst_web', (lines) => {
       lines[2].type = 'instance.running'; // v2: running while still spawning
     });
-    const { error } = JSON.parse((await run(['replay', '--file', file, '--json'])).stderr());
+    const { error } = JSON.parse((await runCli(['replay', '--file', file, '--json'])).stderr());
     expect(error).toMatchObject({ code: 'REPLAY', details: { version: 2, type: 'instance.running', state: 'spawning' } });
     expect(error.message).toContain("cannot take it in state 'spawning'");
   });
@@ -179,7 +166,7 @@ describe('runlog replay --file', () => {
 
   it('refuses malformed or truncated files, listing every problem once (exit 4), and a missing file (exit 1)', async () => {
     const truncated = historyFile('inst_web', (lines) => lines.splice(10, 2));
-    const t = JSON.parse((await run(['replay', '--file', truncated, '--json'])).stderr());
+    const t = JSON.parse((await runCli(['replay', '--file', truncated, '--json'])).stderr());
     expect(t.error.code).toBe('HISTORY_INVALID');
     expect(t.error.details.issues).toEqual(['the header says 11 events but the file holds 9 (truncated or edited?)']);
     const broken = historyFile('inst_web', (lines) => {
@@ -187,31 +174,31 @@ describe('runlog replay --file', () => {
       delete lines[4].type;
       lines[6].data = 'x';
     });
-    const b = JSON.parse((await run(['replay', '--file', broken, '--json'])).stderr());
+    const b = JSON.parse((await runCli(['replay', '--file', broken, '--json'])).stderr());
     expect(b.error.details.issues).toEqual([
       'line 3: version is 9, expected 2 (events must be complete and in order)',
       'line 5: type must be a non-empty string',
       'line 7: data must be an object',
     ]);
     // The text message carries every reason exactly once: several as a list …
-    const brokenText = (await run(['replay', '--file', broken])).stderr();
+    const brokenText = (await runCli(['replay', '--file', broken])).stderr();
     expect(brokenText.match(/line 5: type must be a non-empty string/g)).toHaveLength(1);
     expect(brokenText).toContain('line 3: version is 9');
     expect(brokenText).toContain('line 7: data must be an object');
     // … and a single one too (a header with kind "robot" used to print only "malformed header").
-    const robot = await run(['replay', '--file', historyFile('inst_web', (lines) => (lines[0].kind = 'robot'))]);
+    const robot = await runCli(['replay', '--file', historyFile('inst_web', (lines) => (lines[0].kind = 'robot'))]);
     expect(robot.code).toBe(4);
     expect(robot.stderr().match(/kind must be one of instance, execution, not "robot"/g)).toHaveLength(1);
     const notHistory = join(dir, 'not-history.jsonl');
     writeFileSync(notHistory, '{"hello":1}\n');
-    expect((await run(['replay', '--file', notHistory])).stderr()).toContain('is not a runlog history header');
+    expect((await runCli(['replay', '--file', notHistory])).stderr()).toContain('is not a runlog history header');
     const future = historyFile('inst_web', (lines) => (lines[0].format = 2));
-    expect((await run(['replay', '--file', future])).stderr()).toContain('has history format 2; this runlog reads up to format 1');
-    const missing = await run(['replay', '--file', join(dir, 'nope.jsonl')]);
+    expect((await runCli(['replay', '--file', future])).stderr()).toContain('has history format 2; this runlog reads up to format 1');
+    const missing = await runCli(['replay', '--file', join(dir, 'nope.jsonl')]);
     expect(missing.code).toBe(1);
     expect(missing.stderr()).toContain('NOT_FOUND');
-    expect((await run(['replay', 'inst_web', '--file', truncated])).code).toBe(2);
-    expect((await run(['replay', '--file', historyFile('inst_web'), '--to', '40'])).stderr()).toContain('has 11 events; cannot replay to 40');
+    expect((await runCli(['replay', 'inst_web', '--file', truncated])).code).toBe(2);
+    expect((await runCli(['replay', '--file', historyFile('inst_web'), '--to', '40'])).stderr()).toContain('has 11 events; cannot replay to 40');
   });
 });
 

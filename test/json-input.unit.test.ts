@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { checkExecuteRequest } from '../src/domain/at-run/execute-request.ts';
 import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy } from '../src/domain/at-run/operator-policy.ts';
 import { RunlogError, ValidationError } from '../src/domain/errors.ts';
-import { checkJsonInput } from '../src/domain/json-input.ts';
+import { checkJsonInput, nestedDeeperThan } from '../src/domain/json-input.ts';
 
 const limits = { maxBytes: 1024 * 1024, maxDepth: 128 };
 
@@ -97,6 +97,36 @@ describe('checkJsonInput', () => {
       },
     };
     expect(thrown(() => checkJsonInput(v, limits)).code).toBe('INPUT_INVALID');
+  });
+});
+
+describe('nestedDeeperThan (the event store bounds every event with it)', () => {
+  it('counts nesting as JSON encodes it: exact at the bound, 200,000 levels without overflowing the stack', () => {
+    expect(nestedDeeperThan(nested(128), 128)).toBe(false);
+    expect(nestedDeeperThan(nested(129), 128)).toBe(true);
+    expect(nestedDeeperThan(nested(200_000), 1024)).toBe(true);
+    expect(nestedDeeperThan({ a: [1, { b: [{ c: null }] }], d: 'x' }, 5)).toBe(false);
+    expect(nestedDeeperThan({ a: [1, { b: [{ c: [] }] }] }, 5)).toBe(true);
+    expect(nestedDeeperThan('scalar', 0)).toBe(false);
+    expect(nestedDeeperThan({}, 0)).toBe(true);
+  });
+
+  it('a shared subtree counts at every depth it appears, and is walked once (a 1,000-level DAG of 2^1000 paths ends)', () => {
+    let node: unknown = [];
+    for (let i = 1; i < 1000; i++) node = { left: node, right: node };
+    expect(nestedDeeperThan(node, 1000)).toBe(false);
+    expect(nestedDeeperThan(node, 999)).toBe(true);
+    // Met first at a shallow depth, then again deeper: the second path decides.
+    const shared = nested(10);
+    expect(nestedDeeperThan({ near: shared, far: [[[shared]]] }, 13)).toBe(true);
+    expect(nestedDeeperThan({ near: shared, far: [[[shared]]] }, 14)).toBe(false);
+  });
+
+  it('leaves to JSON.stringify what it refuses or rewrites itself: a cycle, a value with toJSON', () => {
+    const cyclic: Record<string, unknown> = { a: { b: 1 } };
+    cyclic.self = cyclic;
+    expect(nestedDeeperThan(cyclic, 2)).toBe(false);
+    expect(nestedDeeperThan({ at: new Date(0) }, 1)).toBe(false);
   });
 });
 

@@ -207,8 +207,11 @@ describe('a Docker daemon restart under a running supervisor', () => {
     console.log(`[docker-restart] SIGTERM: ${await restartUnder('SIGTERM')}`);
   }, 420_000);
 
-  // The SIGKILL variant (dockerd and its containerd killed, containers left to the new daemon) is out of the suite
-  // again: on Node 24 with this wave's dependencies it failed three CI rehearsals in a row in the full run (one
-  // instance recorded `lost`: no container with its label once the new daemon answered) while passing alone. To be
-  // brought back with its cause found; restartUnder('SIGKILL') is kept for that.
+  // The containers outlive the killed daemon and the new one kills them as it starts (no live-restore), just as
+  // the watcher reconnects: the exit watchers learn of the exits at the moment the reconciler detaches them. An
+  // exit reported half-way then (container removed, nobody told) was recorded `lost` (ContainerRunner.close() now
+  // lets a report in flight finish; container-runner.int.test.ts holds that moment open to check it).
+  it('killed (SIGKILL, with its containerd) and started again: the same, with the containers left to the new daemon', async () => {
+    console.log(`[docker-restart] SIGKILL: ${await restartUnder('SIGKILL')}`);
+  }, 420_000);
 });

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { MAX_EVENT_DEPTH } from '../src/domain/json-input.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { tempDir } from './support/tmp.ts';
 
@@ -19,6 +20,22 @@ describe('SqliteEventStore: events JSON cannot encode', () => {
       expect(() => s.append('x-1', [{ type: 't', data: data as Record<string, unknown> }], { expectedVersion: 'any' })).toThrow(expect.objectContaining({ code: 'EVENT_NOT_ENCODABLE' }));
     }
     expect(s.lastSeq()).toBe(0);
+    s.close();
+  });
+
+  it('bounds the nesting itself, the same on every Node line: one level past MAX_EVENT_DEPTH is refused, the bound is kept', () => {
+    const s = new SqliteEventStore(join(tempDir(), 'log.db'));
+    // data is one level itself: { d: deep(n) } nests n + 1 levels.
+    for (const levels of [MAX_EVENT_DEPTH, 20_000, 1_000_000]) {
+      expect(() => s.append('x-1', [{ type: 't', data: { d: deep(levels) } }], { expectedVersion: 'any' })).toThrow(
+        expect.objectContaining({ code: 'EVENT_NOT_ENCODABLE', message: `event t for x-1 cannot be encoded as JSON (nested deeper than ${MAX_EVENT_DEPTH} levels); nothing was appended` }),
+      );
+    }
+    expect(() => s.append('x-1', [{ type: 't', data: {}, meta: { d: deep(MAX_EVENT_DEPTH) } }], { expectedVersion: 'any' })).toThrow(/nested deeper than/);
+    expect(s.lastSeq()).toBe(0);
+    const kept = { d: deep(MAX_EVENT_DEPTH - 1) };
+    s.append('x-1', [{ type: 't', data: kept }], { expectedVersion: 'no-stream' });
+    expect(s.read('x-1')[0]!.data).toEqual(kept);
     s.close();
   });
 

@@ -24,6 +24,57 @@ export class InputTooLargeError extends RunlogError {
 
 const MAX_ISSUES = 20;
 
+/** The deepest value a boundary may let in: the operator policy caps input.maxDepth and frameDepth here. */
+export const MAX_JSON_DEPTH = 1000;
+
+/**
+ * The deepest JSON the event store encodes: a value at MAX_JSON_DEPTH inside an event's own wrapping
+ * (`data.request.input`, …). Every supported Node line encodes and parses this depth; deeper is refused by the
+ * store itself, the same way on every line (Node 22 and 24's JSON.stringify overflow the stack a few thousand
+ * levels down, Node 26's does not, and a log must stay readable by every line).
+ */
+export const MAX_EVENT_DEPTH = MAX_JSON_DEPTH + 24;
+
+/** An array or object JSON.stringify encodes as one (a value with toJSON, such as a Date, is encoded as what it returns). */
+const isContainer = (v: unknown): v is object => typeof v === 'object' && v !== null && typeof (v as { toJSON?: unknown }).toJSON !== 'function';
+
+type DepthFrame = { enter: unknown; depth: number } | { exit: object; children: object[] };
+
+/**
+ * Whether `value`, as JSON.stringify would encode it, nests arrays and objects deeper than `maxDepth` (a scalar is
+ * depth 0, `[1]` depth 1). Iterative, it stops at the first branch too deep, and it visits a shared subtree once
+ * (remembering how deep it goes), so its work is linear in the value's distinct objects. A cycle is not followed:
+ * JSON.stringify refuses it and says so.
+ */
+export function nestedDeeperThan(value: unknown, maxDepth: number): boolean {
+  const height = new Map<object, number>(); // done: how deep the object's deepest branch goes
+  const onPath = new Set<object>();
+  const stack: DepthFrame[] = [{ enter: value, depth: 0 }];
+  while (stack.length > 0) {
+    const f = stack.pop()!;
+    if ('exit' in f) {
+      let h = 0;
+      for (const c of f.children) h = Math.max(h, height.get(c) ?? 0);
+      height.set(f.exit, h + 1);
+      onPath.delete(f.exit);
+      continue;
+    }
+    const v = f.enter;
+    if (!isContainer(v) || onPath.has(v)) continue;
+    const known = height.get(v);
+    if (known !== undefined) {
+      if (f.depth + known > maxDepth) return true;
+      continue;
+    }
+    if (f.depth + 1 > maxDepth) return true;
+    const children = (Array.isArray(v) ? (v as unknown[]) : Object.values(v)).filter(isContainer);
+    onPath.add(v);
+    stack.push({ exit: v, children });
+    for (const c of children) stack.push({ enter: c, depth: f.depth + 1 });
+  }
+  return false;
+}
+
 /** A key or index path for messages: input.a[3]["b c"]. */
 function pathOf(parent: string, key: string | number): string {
   if (typeof key === 'number') return `${parent}[${key}]`;

@@ -1,10 +1,10 @@
 // `startServer`: the supervisor's HTTP face on loopback. Every /api/* request needs
 // `Authorization: Bearer <token>`; only the inspector's static page shell is served without it.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Runlog } from '../actors/runlog.ts';
 import { RunlogError, UsageError } from '../domain/errors.ts';
 import { handleApi } from './api.ts';
+import { closeServer, listenOn } from './bind.ts';
 import { sendMetrics } from './metrics-server.ts';
 import { HttpError, sendError, SECURITY_HEADERS } from './http.ts';
 import { isLoopbackAddress, isLoopbackHostHeader } from './listen.ts';
@@ -88,30 +88,20 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   server.headersTimeout = 10_000;
   server.keepAliveTimeout = 5_000;
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ host, port, exclusive: true }, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const bound = server.address() as AddressInfo;
-  const hostPart = bound.family === 'IPv6' ? `[${bound.address}]` : bound.address;
-  const url = `http://${hostPart}:${bound.port}/`;
+  const bound = await listenOn(server, host, port);
+  const url = `${bound.origin}/`;
   let closing: Promise<void> | undefined;
   return {
     url,
-    host: bound.address,
+    host: bound.host,
     port: bound.port,
     inspectorUrl: `${url}#token=${token}`,
     close() {
-      closing ??= new Promise<void>((resolve) => {
+      if (!closing) {
         sse.closeAll();
-        server.close(() => resolve());
-        server.closeIdleConnections();
-        // Requests still in flight (a long execute) are cut: the supervisor is going away.
-        setTimeout(() => server.closeAllConnections(), 2000).unref();
-      });
+        // Requests still in flight (a long execute) are cut after 2 s: the supervisor is going away.
+        closing = closeServer(server, 2000);
+      }
       return closing;
     },
   };

@@ -3,8 +3,8 @@
 // serves nothing else, for scrapers that cannot hold a token or live on another machine. That one needs no
 // token because it can only be read: aggregated counters whose labels carry no ids, no control at all.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { RunlogMetrics } from '../actors/metrics.ts';
+import { closeServer, listenOn } from './bind.ts';
 import { HttpError, sendError, SECURITY_HEADERS } from './http.ts';
 
 export async function sendMetrics(metrics: RunlogMetrics | null, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -28,21 +28,6 @@ export async function startMetricsServer(metrics: RunlogMetrics, host: string, p
     answer.catch((err: unknown) => sendError(res, err, err instanceof HttpError && err.status === 405 ? { allow: 'GET, HEAD' } : {}));
   });
   server.headersTimeout = 10_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ host, port, exclusive: true }, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const bound = server.address() as AddressInfo;
-  const hostPart = bound.family === 'IPv6' ? `[${bound.address}]` : bound.address;
-  return {
-    url: `http://${hostPart}:${bound.port}/metrics`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
+  const { origin } = await listenOn(server, host, port);
+  return { url: `${origin}/metrics`, close: () => closeServer(server) };
 }

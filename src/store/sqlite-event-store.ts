@@ -4,6 +4,7 @@
 import { closeSync, existsSync, linkSync, mkdirSync, openSync, readSync, statSync, unlinkSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { NewEvent, RecordedEvent, ReplayEvent } from '../domain/events.ts';
+import { MAX_EVENT_DEPTH, nestedDeeperThan } from '../domain/json-input.ts';
 import {
   ConcurrencyError,
   ForeignDatabaseError,
@@ -113,7 +114,7 @@ interface EncodedRequest {
 }
 
 /**
- * An event (or its projection row) that JSON cannot encode: a BigInt, a cycle, nesting too deep for the encoder.
+ * An event (or its projection row) that JSON cannot encode: a BigInt, a cycle, nesting deeper than MAX_EVENT_DEPTH.
  * It fails only its own append; nothing of it was written.
  */
 export class EventEncodingError extends RunlogError {
@@ -123,6 +124,8 @@ export class EventEncodingError extends RunlogError {
 }
 
 function encodeJson(value: unknown, stream: string, type: string): string {
+  // Bounded here, not by the encoder: Node 26's JSON.stringify encodes any depth, older lines throw at their own.
+  if (nestedDeeperThan(value, MAX_EVENT_DEPTH)) throw new EventEncodingError(stream, type, `nested deeper than ${MAX_EVENT_DEPTH} levels`);
   let text: string | undefined;
   try {
     text = JSON.stringify(value);

@@ -101,6 +101,9 @@ const signalName = (code: number | null): string | null => {
 };
 const dockerTime = (t: string | undefined): string | null => (!t || t.startsWith('0001-') ? null : t);
 
+/** How long close() waits for exits being reported (a container removal the daemon does not answer). */
+const REPORT_WAIT_MS = 10_000;
+
 /** Docker inspects in flight at once while listing containers to adopt (the daemon serves them in parallel). */
 const INSPECT_CONCURRENCY = 16;
 
@@ -117,6 +120,8 @@ export class ContainerRunner implements SandboxRunner {
   private readonly tracked = new Map<string, Tracked>();
   private readonly logBuffers = new Map<string, LogBuffer>();
   private readonly exits = new ExitHub();
+  /** Exits known to a watcher and being reported (container removed, onExit told): close() lets them finish. */
+  private readonly reporting = new Set<Promise<void>>();
   private ready: Promise<void> | null = null;
 
   constructor(config: ContainerRunnerConfig) {
@@ -358,10 +363,20 @@ export class ContainerRunner implements SandboxRunner {
           await new Promise((r) => setTimeout(r, Math.min(5_000, 250 * 2 ** attempt))); // daemon hiccup: watch again
         }
       }
+      // Detached (close()) before this watcher knew the exit: the container stays, exited, for whoever watches
+      // next (the reconciler finds it and records the exit). Known first: the report below runs to its end even if
+      // close() comes meanwhile (close() waits for it), so an exit is never dropped between the two — removed by
+      // this watcher, then told to nobody, the reconciler would see no container at all and call the instance lost.
+      if (detach.signal.aborted) return new Promise<ExitInfo>(() => {});
       const info: ExitInfo = { code, signal: signalName(code), expected: t.expectingKill };
       if (this.tracked.get(rec.instanceId) === t) this.tracked.delete(rec.instanceId);
-      await container.remove({ force: true }).catch(() => {});
-      if (t.live) this.exits.emit(rec.instanceId, info);
+      const report = (async () => {
+        await container.remove({ force: true }).catch(() => {});
+        if (t.live) this.exits.emit(rec.instanceId, info);
+      })();
+      this.reporting.add(report);
+      await report;
+      this.reporting.delete(report);
       return info;
     })();
     return t;
@@ -477,9 +492,16 @@ export class ContainerRunner implements SandboxRunner {
     return buf.read(opts.follow ?? false);
   }
 
-  /** Stops watching (log streams, exit watchers). Containers keep running: a later runner adopts them. */
+  /**
+   * Stops watching (log streams, exit watchers). Containers keep running: a later runner adopts them. An exit a
+   * watcher already knows is reported first (bounded: a daemon that stops answering does not hold close() up).
+   */
   async close(): Promise<void> {
     for (const t of this.tracked.values()) t.detach.abort('runner closed');
     this.tracked.clear();
+    if (this.reporting.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(this.reporting), new Promise((r) => (timer = setTimeout(r, REPORT_WAIT_MS)))]);
+    clearTimeout(timer);
   }
 }

@@ -26,6 +26,7 @@
 // record requesting network fails closed with NETWORK_NOT_ALLOWED.
 
 import { ValidationError } from '../errors.ts';
+import { MAX_JSON_DEPTH } from '../json-input.ts';
 import { DEFAULT_ARCHIVE_LIMITS, archiveLimitsIssues, type ArchiveLimits } from './archive-limits.ts';
 import { parseDigestReference, effectiveRegistry, type DigestReference } from './oci-reference.ts';
 import { isDid } from './record-syntax.ts';
@@ -122,7 +123,7 @@ const TOP_KEYS = ['protocolVersions', 'platforms', 'publishers', 'registries', '
 const CEILING_KEYS = ['memoryMb', 'cpus', 'pids', 'timeoutMs', 'stdoutBytes', 'stderrBytes', 'frameBytes', 'frameDepth'] as const;
 const INPUT_KEYS = ['maxBytes', 'maxDepth'] as const;
 /** Bounds the supervisor itself needs: deeper values are not encoded safely, larger ones not held in memory. */
-const MAX_INPUT_DEPTH = 1000;
+const MAX_INPUT_DEPTH = MAX_JSON_DEPTH;
 const MAX_INPUT_BYTES = 64 * 1024 * 1024;
 const DEFAULT_KEYS = ['memoryMb', 'cpus', 'pids', 'timeoutMs'] as const;
 const PLATFORM_PART_RE = /^[a-z0-9][a-z0-9._-]{0,31}$/;
