@@ -40,6 +40,8 @@ import { initialSnapshot, isTerminal, machines, stateName, step } from '../machi
 import type { ActorHost, LiveActor } from './actor-host.ts';
 import type { ExecutionSupervisor } from './executions.ts';
 import { noFaults, type FaultHook } from './faults.ts';
+import { systemClock } from './system-clock.ts';
+import type { Clock } from '../domain/clock.ts';
 import type { InstanceSupervisor } from './instances.ts';
 
 /** Actors reconciled at once (each may inspect or remove a container: bounded to spare the Docker daemon). */
@@ -74,6 +76,8 @@ export interface ReconcilerOptions {
   orphanPolicy?: OrphanPolicy;
   /** Fault injection (mid-reconcile). Default: the host's hook. */
   faults?: FaultHook;
+  /** What "now" is when deciding whether a deadline passed while the supervisor was down (default: the wall clock). */
+  clock?: Clock;
 }
 
 export interface ReconcileOptions {
@@ -120,6 +124,7 @@ interface Run {
 export class Reconciler {
   private readonly policy: OrphanPolicy;
   private readonly faultsOverride: FaultHook | undefined;
+  private readonly clock: Clock;
   private queue: Promise<unknown> = Promise.resolve();
 
   constructor(
@@ -132,6 +137,7 @@ export class Reconciler {
     this.policy = options.orphanPolicy ?? 'remove';
     if (this.policy !== 'adopt' && this.policy !== 'remove') throw new Error(`orphanPolicy must be 'adopt' or 'remove', got ${JSON.stringify(this.policy)}`);
     this.faultsOverride = options.faults;
+    this.clock = options.clock ?? systemClock;
   }
 
   private get home(): string {
@@ -469,7 +475,7 @@ export class Reconciler {
   private async execution(actor: LiveActor, run: Run): Promise<void> {
     const c = actor.snapshot.context as ExecutionContext;
     const state = stateName(actor.snapshot);
-    const deadlinePassed = c.deadline !== null && Date.parse(c.deadline) < Date.now();
+    const deadlinePassed = c.deadline !== null && Date.parse(c.deadline) < this.clock.nowMs();
     if (state === 'running' || state === 'adopted') {
       const info = c.containerId ? await this.executions.engine.inspectContainer(c.containerId) : null;
       const evidence: Record<string, unknown> = containerEvidence(c.containerId ?? '', info);

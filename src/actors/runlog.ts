@@ -277,7 +277,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     log,
     ...(tracing ? { onCreate: (kind: ActorKind, id: string) => tracing.created(kind, id) } : {}),
   });
-  const reconciler = new Reconciler(hostRef, instances, executions, log, options.orphanPolicy ? { orphanPolicy: options.orphanPolicy } : {});
+  const reconciler = new Reconciler(hostRef, instances, executions, log, { clock, ...(options.orphanPolicy ? { orphanPolicy: options.orphanPolicy } : {}) });
   let heartbeat: HeartbeatHandle | null = null;
   const metrics =
     supervise && (options.metrics ?? true)
