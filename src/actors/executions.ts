@@ -6,19 +6,20 @@ import { assertValidArchive, entriesUnder, writeArchive } from '../adapters/arch
 import { createAtprotoReader, putRunnerRecord, writeExecutionReceipt, type AtprotoReader, type AtprotoReaderOptions, type Publisher } from '../adapters/atproto/index.ts';
 import { createDockerEngine, type DockerEngine } from '../adapters/docker/engine.ts';
 import { createMaterializer, type Materializer, type MaterializeProgress } from '../adapters/docker/materializer.ts';
-import { createSandboxRunner, type InvocationEnvelope, type InvocationResult, type SandboxRunner as ExecSandbox } from '../adapters/docker/sandbox.ts';
+import { createSandboxRunner, type ExecutionContainerSpec, type InvocationEnvelope, type InvocationResult, type SandboxRunner as ExecSandbox } from '../adapters/docker/sandbox.ts';
 import { assertCodeRecord, checkRuntimeBinding, type CodeRecord } from '../domain/at-run/code-record.ts';
 import { admitCode, admitRuntime, DEFAULT_OPERATOR_POLICY, ENVELOPE_OVERHEAD_BYTES, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
 import { selectRuntimePlatform } from '../domain/at-run/runtime-record.ts';
 import { RunlogError, ValidationError } from '../domain/errors.ts';
-import type { KindNewEvent } from '../domain/events.ts';
-import type { FailedData, Materialized, Resolved, SucceededData } from '../domain/execution-events.ts';
+import type { KindNewEvent, RecordedEvent } from '../domain/events.ts';
+import type { FailedData, LatencyProfile, Materialized, OutcomeData, Resolved, SucceededData } from '../domain/execution-events.ts';
 import type { ExecutionContext, ExecutionRequest, FailureReason } from '../machines/execution.machine.ts';
 import type { ActorHost, EffectContext as AnyEffectContext, EffectHandlers } from './actor-host.ts';
 import { CodePrefetch, type PreparedCode } from './code-prefetch.ts';
 import type { FaultHook } from './faults.ts';
 import { requireImage, type Parts } from './parts.ts';
 import { ResolutionHints } from './resolution-hints.ts';
+import { POOL_STREAM, SandboxPool } from './sandbox-pool.ts';
 
 export interface ExecutionOptions {
   home: string;
@@ -32,7 +33,11 @@ export interface ExecutionOptions {
   /** When set, a receipt (dev.mainasara.at-run.beta.v2.execution) is written to this account's repo after each invocation. */
   receipts?: Publisher;
   log?: (msg: string) => void;
+  /** Reads a fact stream of the log (the sandbox pool's recovery reads its own). */
+  readFacts?: (stream: string) => RecordedEvent[];
 }
+
+export type { LatencyProfile };
 
 // Moved to the domain with the execution's events; re-exported for the code that imports it from here.
 export type { Resolved };
@@ -81,7 +86,7 @@ const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex
  */
 const envelopeNotReceived = (result: InvocationResult): boolean => result.outcome === 'failed' && result.reason === 'malformed-frame' && result.frames.length === 0;
 
-function envelopeLost(result: InvocationResult, why: string): NewEvent {
+function envelopeLost(result: InvocationResult, why: string): OutcomeEvent {
   return {
     type: 'execution.failed',
     data: {
@@ -106,6 +111,9 @@ export class ExecutionSupervisor {
   private readonly prefetch = new CodePrefetch();
   private readonly hints = new ResolutionHints();
   private readonly progress = new Map<string, (step: { name: string; detail: Record<string, unknown> }) => void>();
+  /** Step durations of the executions this process is running (see LatencyProfile). */
+  private readonly profiles = new Map<string, LatencyProfile>();
+  private poolInstance: SandboxPool | null = null;
 
   constructor(private readonly opts: ExecutionOptions, private readonly host: () => ActorHost) {
     this.policy = opts.policy ?? DEFAULT_OPERATOR_POLICY;
@@ -126,6 +134,38 @@ export class ExecutionSupervisor {
   get sandbox(): ExecSandbox {
     this.sandboxInstance ??= createSandboxRunner(this.engine);
     return this.sandboxInstance;
+  }
+
+  /** Pre-started one-shot sandboxes (sandbox-pool.ts). */
+  get pool(): SandboxPool {
+    this.poolInstance ??= new SandboxPool({
+      engine: this.engine,
+      sandbox: this.sandbox,
+      policy: this.policy.prestart,
+      labels: this.labels(),
+      record: (events) => void this.host().appendFact(POOL_STREAM, events),
+      read: () => this.opts.readFacts?.(POOL_STREAM) ?? [],
+      log: (m) => this.opts.log?.(m),
+    });
+    return this.poolInstance;
+  }
+
+  /** Removes the pool's waiting sandboxes (before the log closes: their removal is recorded). */
+  async close(): Promise<void> {
+    await this.poolInstance?.close();
+  }
+
+  private profile(executionId: string, add: LatencyProfile): void {
+    this.profiles.set(executionId, { ...this.profiles.get(executionId), ...add });
+  }
+
+  /** An outcome event with the execution's latency profile; the profile is forgotten. */
+  private withProfile<T extends { type: 'execution.succeeded' | 'execution.failed'; data: OutcomeData }>(executionId: string, event: T): T {
+    const profile = this.profiles.get(executionId);
+    this.profiles.delete(executionId);
+    if (!profile) return event;
+    const rounded = Object.fromEntries(Object.entries(profile).map(([k, v]) => [k, typeof v === 'number' ? Math.round(v * 10) / 10 : v])) as LatencyProfile;
+    return { ...event, data: { ...event.data, profile: rounded } };
   }
 
   private labels(extra: Record<string, string> = {}): Record<string, string> {
@@ -167,6 +207,7 @@ export class ExecutionSupervisor {
   // read alongside it; a hint is used only when this execution's verified code record names the same thing.
   private async resolve(request: ExecutionRequest, ctx: EffectContext): Promise<void> {
     const id = ctx.actor.id;
+    const t0 = performance.now();
     let resolved: Resolved;
     // Every network read of the resolution ends within the caller's timeout, counted from the request: a slow
     // PDS spends the execution's time, never more (NETWORK_TIMEOUT, reason timeout).
@@ -232,9 +273,11 @@ export class ExecutionSupervisor {
     } catch (err) {
       this.prefetch.drop(id);
       await Promise.allSettled(steps);
-      await ctx.dispatch({ type: 'execution.failed', data: classify(err, 'resolution') });
+      this.profile(id, { resolveMs: performance.now() - t0 });
+      await ctx.dispatch(this.withProfile(id, { type: 'execution.failed', data: classify(err, 'resolution') }));
       return;
     }
+    this.profile(id, { resolveMs: performance.now() - t0 });
     const result = await ctx.dispatch({ type: 'execution.resolved', data: resolved });
     if (!result.accepted) this.prefetch.drop(id); // cancelled meanwhile: nothing will materialize it
   }
@@ -286,6 +329,7 @@ export class ExecutionSupervisor {
   // The code blob was usually fetched and validated during resolution already (see CodePrefetch); the copies
   // into volumes stay one at a time, in this order, so an interrupted materialization leaves one carrier.
   private async materialize(r: Resolved, ctx: EffectContext): Promise<void> {
+    const t0 = performance.now();
     const labels = this.labels({ 'runlog.stream': ctx.actor.stream, 'runlog.kind': 'execution' });
     const onProgress = (p: MaterializeProgress) => {
       if (p.phase === 'done') this.progress.get(ctx.actor.id)?.({ name: `${p.kind}:${p.step}`, detail: { ms: p.ms ?? null, volume: p.volume } });
@@ -308,6 +352,7 @@ export class ExecutionSupervisor {
       const code = await prepared;
       await this.step(ctx, 'code-blob', { cid: code.cid, size: code.size });
       const volume = await this.materializer.materializeCode({ archive: code.archive, carrierImage: r.image, codeCid: r.blobCid, labels, onProgress });
+      this.profile(ctx.actor.id, { materializeMs: performance.now() - t0 });
       await ctx.dispatch({
         type: 'execution.materialized',
         data: {
@@ -321,35 +366,63 @@ export class ExecutionSupervisor {
         },
       });
     } catch (err) {
-      await ctx.dispatch({ type: 'execution.failed', data: classify(err, 'materialization') });
+      this.profile(ctx.actor.id, { materializeMs: performance.now() - t0 });
+      await ctx.dispatch(this.withProfile(ctx.actor.id, { type: 'execution.failed', data: classify(err, 'materialization') }));
     }
   }
 
-  // 12: the fixed runner-owned sandbox, created stopped with read-only content mounts.
+  /** The create spec of an execution's sandbox: everything but its labels and invocation id. */
+  private sandboxSpec(r: Resolved, m: Materialized): Omit<ExecutionContainerSpec, 'labels' | 'invocationId' | 'name'> {
+    return {
+      policy: {
+        image: requireImage(this.opts.parts, 'at-run-sandbox'),
+        memoryBytes: r.limits.memoryMb * 1024 * 1024,
+        pidsLimit: r.limits.pids,
+        nanoCpus: Math.round(r.limits.cpus * 1e9),
+        workTmpfsBytes: 64 * 1024 * 1024,
+        ...(r.isolation === 'runsc' ? { runtime: 'runsc' } : {}),
+      },
+      runtimeVolume: m.runtimeVolume,
+      codeVolume: m.codeVolume,
+      additionVolumes: m.additionVolumes ?? [],
+      launcher: r.launcher,
+      entrypoint: r.entrypoint,
+      env: r.env,
+    };
+  }
+
+  // 12: the fixed runner-owned sandbox, created stopped with read-only content mounts — or, when this exact
+  // sandbox (same records, runtime, volumes, limits, isolation: the key) was pre-started, taken from the pool.
   private async createSandbox(request: ExecutionRequest, r: Resolved, m: Materialized, ctx: EffectContext): Promise<void> {
+    const t0 = performance.now();
+    const spec = this.sandboxSpec(r, m);
+    // The key covers what the records said (CIDs) and everything the container is made of: a changed record,
+    // runtime, volume or limit is another key, and the old sandbox is never served for it.
+    const key = sha256(JSON.stringify({ codeUri: r.codeUri, codeCid: r.codeCid, runtimeCid: r.runtimeCid, blobCid: r.blobCid, spec }));
+    const target = { key, uri: request.uri, codeCid: r.codeCid, runtimeCid: r.runtimeCid, memoryMb: r.limits.memoryMb, spec };
+    let containerId: string;
     try {
-      const { containerId } = await this.sandbox.createExecutionContainer({
-        policy: {
-          image: requireImage(this.opts.parts, 'at-run-sandbox'),
-          memoryBytes: r.limits.memoryMb * 1024 * 1024,
-          pidsLimit: r.limits.pids,
-          nanoCpus: Math.round(r.limits.cpus * 1e9),
-          workTmpfsBytes: 64 * 1024 * 1024,
-          ...(r.isolation === 'runsc' ? { runtime: 'runsc' } : {}),
-        },
-        runtimeVolume: String(m.runtimeVolume),
-        codeVolume: String(m.codeVolume),
-        additionVolumes: (m.additionVolumes as string[]) ?? [],
-        launcher: r.launcher,
-        entrypoint: r.entrypoint,
-        env: r.env,
-        labels: this.labels({ 'runlog.stream': ctx.actor.stream, 'runlog.kind': 'execution' }),
-        invocationId: request.executionId,
-      });
-      await ctx.dispatch({ type: 'execution.started', data: { containerId } });
+      const claimed = await this.pool.claim(request.uri, key, request.executionId);
+      if (claimed) {
+        containerId = claimed.containerId;
+        this.profile(request.executionId, { createMs: performance.now() - t0, prestarted: true, sandboxWaitedMs: claimed.waitedMs });
+      } else {
+        ({ containerId } = await this.sandbox.createExecutionContainer({
+          ...spec,
+          labels: this.labels({ 'runlog.stream': ctx.actor.stream, 'runlog.kind': 'execution' }),
+          invocationId: request.executionId,
+        }));
+        this.profile(request.executionId, { createMs: performance.now() - t0, prestarted: false });
+      }
     } catch (err) {
-      await ctx.dispatch({ type: 'execution.failed', data: classify(err, 'runtime') });
+      await ctx.dispatch(this.withProfile(request.executionId, { type: 'execution.failed', data: classify(err, 'runtime') }));
+      return;
     }
+    const started = await ctx.dispatch({ type: 'execution.started', data: { containerId, ...(this.profiles.get(request.executionId)?.prestarted ? { prestarted: true } : {}) } });
+    // Cancelled meanwhile: nothing will invoke or clean up this container.
+    if (!started.accepted) await this.sandbox.removeContainer(containerId).catch(() => undefined);
+    // The next execution of this code finds its sandbox started (in the background; bounded by the policy).
+    else this.pool.fill(target);
   }
 
   // 13: one envelope on stdin, frames on stdout; the deadline is the supervisor's to enforce.
@@ -372,16 +445,26 @@ export class ExecutionSupervisor {
         onFrame: () => this.opts.faults?.('mid-invocation', { effect: 'invoke' }),
       });
     } catch (err) {
-      await ctx.dispatch({ type: 'execution.failed', data: classify(err, 'runtime') });
+      await ctx.dispatch(this.withProfile(request.executionId, { type: 'execution.failed', data: classify(err, 'runtime') }));
       return;
     }
+    const t = result.timings;
+    this.profile(request.executionId, {
+      startMs: t.startMs,
+      adapterReadyMs: t.adapterReadyMs ?? t.startMs,
+      firstFrameMs: t.firstFrameMs,
+      resultMs: t.resultMs ?? null,
+      exitMs: t.runMs,
+      invokeMs: t.totalMs,
+      ...(t.prestarted !== undefined ? { prestarted: t.prestarted } : {}),
+    });
     if (resumed && envelopeNotReceived(result)) {
       // Resumed after a restart on a container a dead supervisor had attached to: with StdinOnce its stdin closed
       // when that attach dropped, so the worker read EOF instead of the envelope. The handler never ran.
-      await ctx.dispatch(envelopeLost(result, 'a supervisor that died had attached to this container, closing its stdin before the envelope'));
+      await ctx.dispatch(this.withProfile(request.executionId, envelopeLost(result, 'a supervisor that died had attached to this container, closing its stdin before the envelope')));
       return;
     }
-    const event = this.outcomeEvent(result, sha256(JSON.stringify(envelope.input)));
+    const event = this.withProfile(request.executionId, this.outcomeEvent(result, sha256(JSON.stringify(envelope.input))));
     await this.attachReceipt(event, request, r, ctx);
     await ctx.dispatch(event);
   }
@@ -451,6 +534,7 @@ export class ExecutionSupervisor {
   private async cleanup(executionId: string | undefined, containerId: string | null): Promise<void> {
     // Runtime and code volumes stay: they are caches keyed by content, re-confirmed against the PDS each run.
     if (executionId) this.prefetch.drop(executionId); // cancelled before materializing
+    if (executionId) this.profiles.delete(executionId);
     if (containerId) await this.sandbox.removeContainer(containerId).catch(() => undefined);
   }
 

@@ -39,6 +39,7 @@ import { DEFAULT_RESTART, type InstanceContext, type InstanceSpec } from '../mac
 import { initialSnapshot, isTerminal, machines, stateName, step } from '../machines/replay.ts';
 import type { ActorHost, LiveActor } from './actor-host.ts';
 import type { ExecutionSupervisor } from './executions.ts';
+import { PRESTART_KIND } from './sandbox-pool.ts';
 import { noFaults, type FaultHook } from './faults.ts';
 import { systemClock } from './system-clock.ts';
 import type { Clock } from '../domain/clock.ts';
@@ -276,6 +277,11 @@ export class Reconciler {
           if (owned) continue;
           reason = `its execution is ${state} and runs in ${(liveActor.snapshot.context as ExecutionContext).containerId ?? 'no container'}`;
         } else reason = actor ? `its execution is ${state} in the log` : 'no stream in the log knows it';
+      } else if (kind === PRESTART_KIND) {
+        if (this.executions.pool.owns(c.id)) continue; // waiting in this process's pool
+        const user = host.live().find((a) => a.kind === 'execution' && (a.snapshot.context as ExecutionContext).containerId === c.id);
+        if (user) continue; // a live execution took it: its actor decides (below)
+        reason = 'a pre-started sandbox that no pool and no live execution holds';
       } else if (kind === 'materializer') {
         if (liveActor && state === 'materializing' && host.busy('execution', liveActor.id)) continue; // in flight, on demand
         reason = 'the carrier of a materialization that did not finish';

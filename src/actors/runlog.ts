@@ -255,6 +255,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       ...(options.atproto ? { atproto: options.atproto } : {}),
       ...(options.labels ? { labels: options.labels } : {}),
       ...(options.receipts ? { receipts: options.receipts } : {}),
+      readFacts: (stream: string) => store.read(stream),
     },
     hostRef,
   );
@@ -293,6 +294,10 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     heartbeat = startHeartbeat(store, now, options.heartbeatMs, log);
     for (const actor of host.rehydrate()) timers.resume(actor);
     if (options.reconcile ?? true) {
+      // Pre-started sandboxes of an earlier supervisor are removed (and recorded) first, but for one a live
+      // execution runs in: its actor's recovery (below) decides about that one.
+      const inUse = new Set(host.live().flatMap((a) => (a.kind === 'execution' && (a.snapshot.context as ExecutionContext).containerId ? [(a.snapshot.context as ExecutionContext).containerId!] : [])));
+      await executions.pool.recover(inUse).catch((err: unknown) => log(`pre-started sandboxes of an earlier run were not all removed: ${(err as Error).message}`));
       const report = await reconcile();
       if (report.actions.length > 0) log(`reconciled ${report.actions.length} actors (${summarizeActions(report)})`);
     }
@@ -479,6 +484,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     idle: () => host.idle(),
     async close() {
       await engineWatch?.close();
+      await executions.close(); // the pool's removals are recorded: before the host closes
       host.close();
       timers.close();
       await instances.close();

@@ -52,8 +52,32 @@ export interface Materialized {
 
 type Evidence = Record<string, unknown>;
 
+/**
+ * Where an execution's time went (ms), on its outcome event (absent from logs written before it existed, and
+ * partial for an execution a restarted supervisor finished). resolve, materialize, create: the effects'
+ * durations; create is the pool claim when the sandbox was pre-started. attach; start: the Engine's start (0 when
+ * pre-started); adapterReady: from the start request to the envelope on the worker's stdin; firstFrame, result,
+ * exit: from the envelope; invoke: the whole invocation.
+ */
+export interface LatencyProfile {
+  resolveMs?: number;
+  materializeMs?: number;
+  createMs?: number;
+  attachMs?: number;
+  startMs?: number;
+  adapterReadyMs?: number;
+  firstFrameMs?: number | null;
+  resultMs?: number | null;
+  exitMs?: number;
+  invokeMs?: number;
+  prestarted?: boolean;
+  /** How long the pre-started sandbox had waited for this execution. */
+  sandboxWaitedMs?: number;
+}
+
 /** What an invocation's outcome events share (absent when the outcome was recorded by the reconciler). */
 export interface OutcomeData {
+  profile?: LatencyProfile;
   exitCode?: number | null;
   stderrTail?: string;
   stdoutBytes?: number;
@@ -85,7 +109,8 @@ export interface ExecutionEventData {
   'execution.step': { name?: string; detail?: Record<string, unknown> };
   'execution.resolved': Resolved;
   'execution.materialized': Materialized;
-  'execution.started': { containerId: string };
+  /** prestarted: the sandbox was taken from the pool (started ahead of time). */
+  'execution.started': { containerId: string; prestarted?: boolean };
   'execution.adopted': { containerId?: string | null; evidence?: Evidence };
   'execution.succeeded': SucceededData;
   'execution.failed': FailedData;

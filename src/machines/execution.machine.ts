@@ -6,7 +6,7 @@
 //   starting | running ──execution.adopted──→ adopted ──→ succeeded | failed
 import { assign, setup } from 'xstate';
 import type { ExecutionEvent } from '../domain/events.ts';
-import { FAILURE_REASONS, type ExecutionEventData, type ExecutionRequest, type FailureReason, type Materialized, type Resolved } from '../domain/execution-events.ts';
+import { FAILURE_REASONS, type ExecutionEventData, type ExecutionRequest, type FailureReason, type LatencyProfile, type Materialized, type Resolved } from '../domain/execution-events.ts';
 import { effectActions } from './effects.ts';
 
 // The vocabulary lives in the domain (execution-events.ts); re-exported here for the code that reads it with the machine.
@@ -30,6 +30,8 @@ export type ExecutionContext = {
   failure: { reason: FailureReason; code: string; message: string } | null;
   stderrTail: string | null;
   adopted: boolean;
+  /** Step durations (ms) from the outcome event; absent from logs written before profiles were recorded. */
+  profile?: LatencyProfile | null;
 };
 
 const initialContext: ExecutionContext = {
@@ -78,6 +80,11 @@ function dataOf<T extends keyof ExecutionEventData>(event: E, type: T): Partial<
   return event.type === type ? (event.data as ExecutionEventData[T]) : {};
 }
 
+/** The outcome's latency profile when it is one (an object); anything else, or none (older logs), is null. */
+function profileOf(p: unknown): LatencyProfile | null {
+  return p && typeof p === 'object' && !Array.isArray(p) ? (p as LatencyProfile) : null;
+}
+
 function reasonOf(x: unknown): FailureReason {
   return FAILURE_REASONS.includes(x as FailureReason) ? (x as FailureReason) : 'runtime';
 }
@@ -104,6 +111,7 @@ export const executionMachine = setup({
     recordSuccess: assign(({ event }) => {
       const x = dataOf(event, 'execution.succeeded');
       return {
+        profile: profileOf(x.profile),
         result: { output: x.output, outputHash: x.outputHash ?? null },
         stderrTail: typeof x.stderrTail === 'string' ? x.stderrTail : null,
         outcome: { status: 'succeeded' as const, at: event.at },
@@ -113,6 +121,7 @@ export const executionMachine = setup({
     recordFailure: assign(({ event }) => {
       const x = dataOf(event, 'execution.failed');
       return {
+        profile: profileOf(x.profile),
         failure: { reason: reasonOf(x.reason), code: String(x.code ?? 'FAILED'), message: String(x.message ?? '') },
         stderrTail: typeof x.stderrTail === 'string' ? x.stderrTail : null,
         outcome: { status: 'failed' as const, at: event.at },

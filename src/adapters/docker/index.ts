@@ -42,6 +42,7 @@ export {
   executionContainerBody,
   DEFAULT_SANDBOX_USER,
   INVOCATION_LABEL,
+  PRESTART_LABEL,
   PROTOCOL_VERSION,
   type SandboxRunner,
   type SandboxPolicy,

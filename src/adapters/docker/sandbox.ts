@@ -17,6 +17,8 @@ import { DEFAULT_OUTPUT_LIMITS, FrameCollector, StreamDemuxer, type CollectedOut
 import { ADDITIONS_MOUNT, APP_MOUNT, RUNTIME_MOUNT, WORK_MOUNT, envProblems, sandboxCommand, type Launcher } from './layout.ts';
 
 export const INVOCATION_LABEL = 'runlog.invocation';
+/** Marks a pre-started sandbox (its value: the pool's id for it). Such a container is running, waiting for its one envelope. */
+export const PRESTART_LABEL = 'runlog.prestart';
 export const PROTOCOL_VERSION = 1;
 
 /** Operator-owned policy: which image, which user, which limits, which isolation backend. */
@@ -53,8 +55,11 @@ export interface ExecutionContainerSpec {
   env?: readonly { name: string; value: string }[] | Readonly<Record<string, string>>;
   /** Caller's labels (runlog.stream, runlog.kind, runlog.home, …). */
   labels: Readonly<Record<string, string>>;
-  /** The envelope id this container will run; recorded as a label so collectResult can check frames. */
-  invocationId: string;
+  /**
+   * The envelope id this container will run; recorded as a label so collectResult can check frames. null for a
+   * pre-started sandbox: its envelope (and so its id) is not known when it is created.
+   */
+  invocationId: string | null;
   name?: string;
 }
 
@@ -101,7 +106,22 @@ interface ResultCommon {
   /** The last maxStderrBytes of stderr. */
   stderr: string;
   stderrTruncated: boolean;
-  timings: { attachMs: number; startMs: number; firstFrameMs: number | null; runMs: number; totalMs: number };
+  /**
+   * Where the time went, in ms. attach: inspect + attach + registering the exit wait; start: the Engine's start
+   * (0 for a pre-started sandbox: it was started ahead of time); adapterReady: from the start request to the
+   * envelope handed to the worker's stdin; firstFrame / result: from the envelope to the first / the terminal
+   * frame; run: from the envelope to the exit; total: the whole invoke. prestarted: the sandbox was pre-started.
+   */
+  timings: {
+    attachMs: number;
+    startMs: number;
+    adapterReadyMs?: number;
+    firstFrameMs: number | null;
+    resultMs?: number | null;
+    runMs: number;
+    totalMs: number;
+    prestarted?: boolean;
+  };
 }
 
 export type InvocationResult =
@@ -150,7 +170,8 @@ export function executionContainerBody(spec: ExecutionContainerSpec): { body: Co
   if (p.runtime !== undefined && !/^[a-z0-9][a-z0-9._-]*$/.test(p.runtime)) problems.push(`policy.runtime ${JSON.stringify(p.runtime)} is not a runtime name`);
   const volumes = [spec.runtimeVolume, spec.codeVolume, ...(spec.additionVolumes ?? [])];
   for (const v of volumes) if (typeof v !== 'string' || !VOLUME_NAME.test(v)) problems.push(`volume name ${JSON.stringify(v)} is invalid`);
-  if (typeof spec.invocationId !== 'string' || spec.invocationId.length === 0) problems.push('invocationId must be a non-empty string');
+  if (spec.invocationId !== null && (typeof spec.invocationId !== 'string' || spec.invocationId.length === 0)) problems.push('invocationId must be a non-empty string (or null for a pre-started sandbox)');
+  if (spec.invocationId === null && spec.labels[PRESTART_LABEL] === undefined) problems.push(`a sandbox without an invocationId must be labelled ${PRESTART_LABEL} (pre-started)`);
   const env = envList(spec.env);
   problems.push(...envProblems(env));
   let command: string[] = [];
@@ -177,7 +198,7 @@ export function executionContainerBody(spec: ExecutionContainerSpec): { body: Co
     Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
     User: user,
     WorkingDir: WORK_MOUNT,
-    Labels: { ...spec.labels, [INVOCATION_LABEL]: spec.invocationId },
+    Labels: { ...spec.labels, ...(spec.invocationId !== null ? { [INVOCATION_LABEL]: spec.invocationId } : {}) },
     AttachStdin: true,
     AttachStdout: true,
     AttachStderr: true,
@@ -299,7 +320,14 @@ class DockerSandboxRunner implements SandboxRunner {
 
     const info = await this.engine.inspectContainer(containerId);
     if (!info) throw new ContainerStateError('CONTAINER_NOT_FOUND', containerId, `container ${containerId} does not exist`);
-    if (info.state.status !== 'created' || info.state.startedAt !== null) {
+    // A pre-started sandbox is running, its worker blocked on stdin; it never had an envelope (no invocation
+    // label), and StdinOnce closes its stdin when this one attach ends: it cannot take a second envelope.
+    const prestarted = info.labels[PRESTART_LABEL] !== undefined && info.labels[INVOCATION_LABEL] === undefined;
+    if (prestarted) {
+      if (!info.state.running) {
+        throw new ContainerStateError('PRESTARTED_NOT_RUNNING', containerId, `pre-started sandbox ${containerId} is not running (${info.state.status}); it cannot take an envelope`);
+      }
+    } else if (info.state.status !== 'created' || info.state.startedAt !== null) {
       throw new ContainerStateError('CONTAINER_ALREADY_STARTED', containerId, `container ${containerId} was already started (${info.state.status}); an execution container runs one invocation`);
     }
     const expectedId = info.labels[INVOCATION_LABEL];
@@ -314,9 +342,11 @@ class DockerSandboxRunner implements SandboxRunner {
       killing ??= this.engine.kill(containerId).catch(() => undefined);
     };
     let graceTimer: NodeJS.Timeout | undefined;
+    let tTerminal: number | null = null;
     const collector = new FrameCollector(limits, envelope.id, {
       onBreach: (kind) => kill(kind),
       onTerminal: () => {
+        tTerminal = now();
         graceTimer = setTimeout(() => kill(null), opts.exitGraceMs ?? 2000);
       },
       ...(opts.onFrame ? { onFrame: opts.onFrame } : {}),
@@ -348,11 +378,16 @@ class DockerSandboxRunner implements SandboxRunner {
     const waiter = waited.value;
 
     const deadlineTimer = setTimeout(() => kill('timeout'), Math.max(0, deadlineAt - now()));
+    // tStarted ends up as the moment the envelope is handed over: the run is counted from there.
     let tStarted = now();
     let startMs = 0;
+    let adapterReadyMs = 0;
     try {
-      await this.engine.start(containerId);
-      startMs = now() - tStarted;
+      if (!prestarted) {
+        await this.engine.start(containerId);
+        startMs = now() - tStarted;
+        adapterReadyMs = startMs;
+      }
       tStarted = now();
       stream.write(line);
       stream.end(); // half-close: StdinOnce closes the worker's stdin, output keeps flowing
@@ -392,9 +427,12 @@ class DockerSandboxRunner implements SandboxRunner {
       timings: {
         attachMs: tAttached - t0,
         startMs,
+        adapterReadyMs,
         firstFrameMs: out.firstFrameAt !== null ? out.firstFrameAt - tStarted : null,
+        resultMs: tTerminal !== null ? tTerminal - tStarted : null,
         runMs: tExited - tStarted,
         totalMs: now() - t0,
+        prestarted,
       },
     };
     return { ...base, ...classify(out, verdict) };

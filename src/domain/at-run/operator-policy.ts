@@ -75,6 +75,21 @@ export interface OperatorPolicy {
   input: InputLimits;
   limitMode: LimitMode;
   isolation: Isolation;
+  /** Pre-started one-shot sandboxes (actors/sandbox-pool.ts). */
+  prestart: PrestartPolicy;
+}
+
+/**
+ * How many sandboxes may wait, started and idle, for the next execution of a code: per code (its code CID,
+ * runtime CID, limits and isolation), in total, and by the memory their limits reserve; and how long one may
+ * wait before it is removed. perCode 0 (or total 0) turns pre-starting off.
+ */
+export interface PrestartPolicy {
+  perCode: number;
+  total: number;
+  /** Sum of the memory limits of the waiting sandboxes. */
+  maxMemoryMb: number;
+  idleMs: number;
 }
 
 /** What an execution gets: requested values within the ceilings, plus the non-requestable limits. */
@@ -109,6 +124,7 @@ export const DEFAULT_OPERATOR_POLICY: Readonly<OperatorPolicy> = deepFreeze({
   input: { maxBytes: 1024 * 1024, maxDepth: 128 },
   limitMode: 'clamp',
   isolation: 'runc',
+  prestart: { perCode: 1, total: 8, maxMemoryMb: 2048, idleMs: 60_000 },
 });
 
 function deepFreeze<T>(o: T): T {
@@ -119,7 +135,8 @@ function deepFreeze<T>(o: T): T {
   return o;
 }
 
-const TOP_KEYS = ['protocolVersions', 'platforms', 'publishers', 'registries', 'archive', 'ceilings', 'defaults', 'input', 'limitMode', 'isolation'] as const;
+const TOP_KEYS = ['protocolVersions', 'platforms', 'publishers', 'registries', 'archive', 'ceilings', 'defaults', 'input', 'limitMode', 'isolation', 'prestart'] as const;
+const PRESTART_KEYS = ['perCode', 'total', 'maxMemoryMb', 'idleMs'] as const;
 const CEILING_KEYS = ['memoryMb', 'cpus', 'pids', 'timeoutMs', 'stdoutBytes', 'stderrBytes', 'frameBytes', 'frameDepth'] as const;
 const INPUT_KEYS = ['maxBytes', 'maxDepth'] as const;
 /** Bounds the supervisor itself needs: deeper values are not encoded safely, larger ones not held in memory. */
@@ -270,6 +287,20 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
   const isolation = value.isolation ?? d.isolation;
   if (isolation !== 'runc' && isolation !== 'runsc') issues.push(`isolation must be "runc" or "runsc" (got ${JSON.stringify(isolation)})`);
 
+  let prestart: PrestartPolicy = { ...d.prestart };
+  if (value.prestart !== undefined) {
+    if (!isObject(value.prestart)) issues.push('prestart must be an object { perCode, total, maxMemoryMb, idleMs }');
+    else {
+      unknown(issues, 'prestart', value.prestart, PRESTART_KEYS);
+      prestart = { ...d.prestart, ...(value.prestart as Partial<PrestartPolicy>) };
+      for (const k of PRESTART_KEYS) {
+        const v = prestart[k];
+        const zeroOk = k === 'perCode' || k === 'total';
+        if (!(typeof v === 'number' && Number.isSafeInteger(v) && (v > 0 || (zeroOk && v === 0)))) issues.push(`prestart.${k} must be a ${zeroOk ? 'non-negative' : 'positive'} integer (got ${JSON.stringify(v)})`);
+      }
+    }
+  }
+
   if (issues.length > 0 || !publishers || !registries) {
     throw new ValidationError('OPERATOR_POLICY_INVALID', `invalid operator policy${issues.length === 1 ? `: ${issues[0]}` : ''}`, issues);
   }
@@ -284,6 +315,7 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
     input,
     limitMode: limitMode as LimitMode,
     isolation: isolation as Isolation,
+    prestart,
   });
 }
 
