@@ -9,6 +9,8 @@ export interface BenchResult {
   ratio: number;
   /** Extra figures (per-step breakdowns), printed but not part of the JSON contract's required keys. */
   notes?: Record<string, number | string>;
+  /** Further entries measured by the same run (e.g. `<name>.p95` beside the median), printed as their own rows. */
+  also?: BenchResult[];
 }
 
 export interface Bench {
@@ -22,6 +24,13 @@ export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   const m = Math.floor(s.length / 2);
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** The q-quantile (0..1) by the nearest-rank method: p95 of 15 samples is the 15th. */
+export function quantile(xs: number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  if (s.length === 0) return Number.NaN;
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))]!;
 }
 
 export const nowMs = (): number => Number(process.hrtime.bigint()) / 1e6;

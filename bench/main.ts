@@ -27,11 +27,13 @@ async function main(argv: string[]): Promise<number> {
   for (const b of chosen) {
     log(`${b.name} (${rounds} rounds)…`);
     try {
-      const r = await b.run({ rounds, log });
-      results.push(r);
-      if (!json) {
-        const notes = r.notes ? `  ${Object.entries(r.notes).map(([k, v]) => `${k}=${v}`).join(' ')}` : '';
-        process.stdout.write(`${r.name.padEnd(20)} ${String(r.value).padStart(12)} ${r.unit.padEnd(9)} raw ${String(r.baseline).padStart(12)}  ratio ${r.ratio}${notes}\n`);
+      const first = await b.run({ rounds, log });
+      for (const r of [first, ...(first.also ?? [])]) {
+        results.push(r);
+        if (!json) {
+          const notes = r.notes ? `  ${Object.entries(r.notes).map(([k, v]) => `${k}=${v}`).join(' ')}` : '';
+          process.stdout.write(`${r.name.padEnd(20)} ${String(r.value).padStart(12)} ${r.unit.padEnd(9)} raw ${String(r.baseline).padStart(12)}  ratio ${r.ratio}${notes}\n`);
+        }
       }
     } catch (err) {
       failed = true;

@@ -11,7 +11,7 @@ import { assertCodeRecord, checkRuntimeBinding, type CodeRecord } from '../domai
 import { admitCode, admitRuntime, DEFAULT_OPERATOR_POLICY, ENVELOPE_OVERHEAD_BYTES, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
 import { selectRuntimePlatform } from '../domain/at-run/runtime-record.ts';
 import { RunlogError, ValidationError } from '../domain/errors.ts';
-import type { KindNewEvent, RecordedEvent } from '../domain/events.ts';
+import type { RecordedEvent } from '../domain/events.ts';
 import type { FailedData, LatencyProfile, Materialized, OutcomeData, Resolved, SucceededData } from '../domain/execution-events.ts';
 import type { ExecutionContext, ExecutionRequest, FailureReason } from '../machines/execution.machine.ts';
 import type { ActorHost, EffectContext as AnyEffectContext, EffectHandlers } from './actor-host.ts';
@@ -43,7 +43,6 @@ export type { LatencyProfile };
 export type { Resolved };
 
 type EffectContext = AnyEffectContext<'execution'>;
-type NewEvent = KindNewEvent<'execution'>;
 /** What an invocation ends with (the receipt is written for it before it is recorded). */
 type OutcomeEvent =
   | { type: 'execution.succeeded'; data: SucceededData }
@@ -450,6 +449,7 @@ export class ExecutionSupervisor {
     }
     const t = result.timings;
     this.profile(request.executionId, {
+      attachMs: t.attachMs,
       startMs: t.startMs,
       adapterReadyMs: t.adapterReadyMs ?? t.startMs,
       firstFrameMs: t.firstFrameMs,

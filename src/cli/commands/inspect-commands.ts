@@ -76,15 +76,19 @@ export const inspectCommand: Command = {
   examples: ['runlog inspect inst_01J9Z --json'],
   run: async (args, io) => {
     const id = needId(args, inspectCommand.usage);
-    const { inspectActor } = await import('../../actors/inspection.ts');
+    const { inspectActor, actorEvents } = await import('../../actors/inspection.ts');
+    const { executionWaterfall, renderWaterfall } = await import('../../domain/latency-profile.ts');
     return withInspectionLog(args, (store) => {
       const view = inspectActor(store, id);
       const sup = supervisionOf(store.readHeartbeat(), new Date().toISOString());
-      if (io.json) printJson(io, { ...view, supervision: sup });
+      // An execution's latency waterfall, from its events (phases) and its outcome's profile (steps).
+      const waterfall = view.kind === 'execution' ? executionWaterfall(actorEvents(store, view.id)) : null;
+      if (io.json) printJson(io, { ...view, supervision: sup, ...(waterfall ? { waterfall } : {}) });
       else {
         const last = !sup.supervised && view.status === 'active' ? ' — last known state' : '';
         io.out(`${view.kind} ${view.id}\nstate:   ${view.state} (${view.status})${last}\nversion: ${view.version}\ncreated: ${view.createdAt}\nupdated: ${view.updatedAt}`);
         io.out(`supervised: ${sup.supervised ? `yes (${sup.node} pid ${sup.pid}, heartbeat ${sup.heartbeatAt})` : `no${sup.since ? ` since ${sup.since}` : ' (no supervisor has run on this log)'}`}`);
+        if (waterfall && waterfall.length > 0) io.out(`latency (ms from the request):\n${renderWaterfall(waterfall).map((l) => `  ${l}`).join('\n')}`);
         io.out(`context:\n${JSON.stringify(view.context, null, 2)}`);
       }
       return EXIT.ok;

@@ -604,10 +604,47 @@ function executionCard(c) {
               h('p', {}, c.failure.message))
           : null,
         c.stderrTail ? [h('h5', {}, 'stderr (tail)'), h('pre', { class: 'stderr' }, c.stderrTail)] : null,
+        waterfall(c),
         c.steps && c.steps.length
           ? [h('h5', {}, 'steps'), h('ol', { class: 'steps' }, c.steps.map((s) => h('li', {}, h('span', { class: 'mono small' }, timeOfDay(s.at)), ' ', h('b', {}, s.name), ' ', h('span', { class: 'muted small' }, Object.keys(s.detail || {}).length ? short(s.detail, 70) : ''))))]
           : null)),
   );
+}
+
+/**
+ * Where the execution's time went: the outcome's latency profile (ms per step) laid out from the request. The
+ * phases before the sandbox run end to end; the run starts at the execution.started time. Older logs: no profile.
+ */
+function waterfall(c) {
+  const p = c.profile;
+  if (!p || typeof p !== 'object') return null;
+  const t0 = Date.parse(c.requestedAt || '');
+  const started = Date.parse(c.startedAt || '');
+  const n = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+  const rows = [];
+  let at = 0;
+  for (const [step, key] of [['resolve', 'resolveMs'], ['materialize', 'materializeMs'], [p.prestarted ? 'create (pre-started: claimed)' : 'create', 'createMs']]) {
+    const ms = n(p[key]);
+    if (ms === null) continue;
+    rows.push({ step, from: at, ms });
+    at += ms;
+  }
+  if (n(p.invokeMs) !== null) {
+    const run = Number.isFinite(t0) && Number.isFinite(started) ? started - t0 : at;
+    const envelope = run + (n(p.attachMs) ?? 0) + (n(p.adapterReadyMs) ?? n(p.startMs) ?? 0);
+    rows.push({ step: 'attach', from: run, ms: n(p.attachMs) ?? 0 });
+    rows.push({ step: p.prestarted ? 'start (ahead of time)' : 'start', from: run + (n(p.attachMs) ?? 0), ms: n(p.startMs) ?? 0 });
+    for (const [step, key] of [['first frame', 'firstFrameMs'], ['result', 'resultMs'], ['exit', 'exitMs']]) if (n(p[key]) !== null) rows.push({ step, from: envelope, ms: p[key] });
+  }
+  const end = Math.max(1, ...rows.map((r) => r.from + r.ms));
+  return [
+    h('h5', {}, `latency${p.prestarted ? ' · pre-started sandbox' : ''}`),
+    h('div', { class: 'waterfall', 'data-testid': 'exec-waterfall' },
+      rows.map((r) => h('div', { class: 'wf-row' },
+        h('span', { class: 'wf-step small' }, r.step),
+        h('span', { class: 'wf-track' }, h('span', { class: 'wf-bar', style: `left:${(100 * r.from) / end}%;width:${Math.max(0.5, (100 * r.ms) / end)}%` })),
+        h('span', { class: 'wf-ms mono small' }, `${Math.round(r.ms * 10) / 10} ms`)))),
+  ];
 }
 
 // ---------------------------------------------------------------------------------------------
