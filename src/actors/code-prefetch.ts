@@ -14,6 +14,45 @@ export interface PreparedCode {
   entries: number;
   /** A freshly written archive of the validated entries, relative to the code root. */
   archive: Buffer;
+  /** Taken from the verified-code cache (bytes fetched, CID-checked and validated by an earlier run). */
+  reused?: boolean;
+}
+
+/**
+ * Code archives already fetched, CID-verified and validated, by author, blob CID and entrypoint: a run whose
+ * (freshly verified) code record names the same blob CID uses them instead of downloading it again. Bounded by
+ * count and bytes, least recently used first out.
+ */
+export class VerifiedCodeCache {
+  readonly #entries = new Map<string, PreparedCode>();
+  #bytes = 0;
+  constructor(private readonly maxEntries = 64, private readonly maxBytes = 64 * 1024 * 1024) {}
+
+  get(key: string): PreparedCode | null {
+    const hit = this.#entries.get(key);
+    if (!hit) return null;
+    this.#entries.delete(key);
+    this.#entries.set(key, hit); // most recently used last
+    return { ...hit, reused: true };
+  }
+
+  set(key: string, code: PreparedCode): void {
+    if (code.archive.length > this.maxBytes) return;
+    const old = this.#entries.get(key);
+    if (old) this.#bytes -= old.archive.length;
+    this.#entries.delete(key);
+    this.#entries.set(key, { ...code, reused: false });
+    this.#bytes += code.archive.length;
+    for (const [k, v] of this.#entries) {
+      if (this.#entries.size <= this.maxEntries && this.#bytes <= this.maxBytes) break;
+      this.#entries.delete(k);
+      this.#bytes -= v.archive.length;
+    }
+  }
+
+  get size(): number {
+    return this.#entries.size;
+  }
 }
 
 export class CodePrefetch {

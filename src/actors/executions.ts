@@ -15,7 +15,7 @@ import type { RecordedEvent } from '../domain/events.ts';
 import type { FailedData, LatencyProfile, Materialized, OutcomeData, Resolved, SucceededData } from '../domain/execution-events.ts';
 import type { ExecutionContext, ExecutionRequest, FailureReason } from '../machines/execution.machine.ts';
 import type { ActorHost, EffectContext as AnyEffectContext, EffectHandlers } from './actor-host.ts';
-import { CodePrefetch, type PreparedCode } from './code-prefetch.ts';
+import { CodePrefetch, VerifiedCodeCache, type PreparedCode } from './code-prefetch.ts';
 import type { FaultHook } from './faults.ts';
 import { requireImage, type Parts } from './parts.ts';
 import { ResolutionHints } from './resolution-hints.ts';
@@ -108,11 +108,14 @@ export class ExecutionSupervisor {
   readonly reader: AtprotoReader;
   private platformOnce: Promise<{ os: string; architecture: string; variant?: string }> | null = null;
   private readonly prefetch = new CodePrefetch();
+  private readonly verifiedCode = new VerifiedCodeCache();
   private readonly hints = new ResolutionHints();
   private readonly progress = new Map<string, (step: { name: string; detail: Record<string, unknown> }) => void>();
   /** Step durations of the executions this process is running (see LatencyProfile). */
   private readonly profiles = new Map<string, LatencyProfile>();
   private poolInstance: SandboxPool | null = null;
+  /** What to pre-start once an execution has answered (createSandbox → invoke). */
+  private readonly nextSandbox = new Map<string, Parameters<SandboxPool['fill']>[0]>();
 
   constructor(private readonly opts: ExecutionOptions, private readonly host: () => ActorHost) {
     this.policy = opts.policy ?? DEFAULT_OPERATOR_POLICY;
@@ -316,12 +319,19 @@ export class ExecutionSupervisor {
 
   /** 10 and the checks before 11: the blob from the author's PDS (CID verified), validated, re-written. */
   private async prepareCode(author: string, blobCid: string, entrypoint: string, deadlineAt?: number): Promise<PreparedCode> {
+    // Called only with the blob CID a verified code record names (or a hint, used only if the record still names
+    // it): bytes that hashed to that CID and passed validation before are the same bytes.
+    const key = codeKey(author, blobCid, entrypoint);
+    const known = this.verifiedCode.get(key);
+    if (known) return known;
     const blob = await this.reader.fetchBlob(author, blobCid, deadlineAt === undefined ? {} : { deadlineAt });
     // A view, not a copy: the validator takes its own private copy of the bytes it checks.
     const bytes = Buffer.from(blob.bytes.buffer, blob.bytes.byteOffset, blob.bytes.byteLength);
     const report = await assertValidArchive(bytes, this.policy.archive, { kind: 'code', entrypoint });
     const archive = await writeArchive(entriesUnder(report.entries, report.topLevel[0]!));
-    return { cid: blob.cid, size: blob.size, entries: report.entries.length, archive };
+    const prepared = { cid: blob.cid, size: blob.size, entries: report.entries.length, archive };
+    this.verifiedCode.set(key, prepared);
+    return prepared;
   }
 
   // 7–11: runtime and additions out of stopped containers, the code blob verified, validated and copied.
@@ -349,7 +359,7 @@ export class ExecutionSupervisor {
         await this.step(ctx, 'addition-materialized', { index: i, image, volume: add.volume, digest: add.digest, cached: add.cached });
       }
       const code = await prepared;
-      await this.step(ctx, 'code-blob', { cid: code.cid, size: code.size });
+      await this.step(ctx, 'code-blob', { cid: code.cid, size: code.size, ...(code.reused ? { reused: true } : {}) });
       const volume = await this.materializer.materializeCode({ archive: code.archive, carrierImage: r.image, codeCid: r.blobCid, labels, onProgress });
       this.profile(ctx.actor.id, { materializeMs: performance.now() - t0 });
       await ctx.dispatch({
@@ -420,8 +430,9 @@ export class ExecutionSupervisor {
     const started = await ctx.dispatch({ type: 'execution.started', data: { containerId, ...(this.profiles.get(request.executionId)?.prestarted ? { prestarted: true } : {}) } });
     // Cancelled meanwhile: nothing will invoke or clean up this container.
     if (!started.accepted) await this.sandbox.removeContainer(containerId).catch(() => undefined);
-    // The next execution of this code finds its sandbox started (in the background; bounded by the policy).
-    else this.pool.fill(target);
+    // Once this one has answered, the next sandbox for this code is started (invoke): not now, when its start
+    // would compete with this execution's own attach and run on the daemon.
+    else this.nextSandbox.set(request.executionId, target);
   }
 
   // 13: one envelope on stdin, frames on stdout; the deadline is the supervisor's to enforce.
@@ -442,11 +453,15 @@ export class ExecutionSupervisor {
         // The container runs the handler (envelope delivered, a frame came back): a death here leaves the
         // result to be collected from the container after a restart.
         onFrame: () => this.opts.faults?.('mid-invocation', { effect: 'invoke' }),
+        // The answer is the terminal frame; the worker's exit is the cleanup's business (it removes the container).
+        answerOnTerminal: { exitWaitMs: 0 },
       });
     } catch (err) {
+      this.fillNext(request.executionId);
       await ctx.dispatch(this.withProfile(request.executionId, { type: 'execution.failed', data: classify(err, 'runtime') }));
       return;
     }
+    this.fillNext(request.executionId);
     const t = result.timings;
     this.profile(request.executionId, {
       attachMs: t.attachMs,
@@ -467,6 +482,13 @@ export class ExecutionSupervisor {
     const event = this.withProfile(request.executionId, this.outcomeEvent(result, sha256(JSON.stringify(envelope.input))));
     await this.attachReceipt(event, request, r, ctx);
     await ctx.dispatch(event);
+  }
+
+  /** The next execution of this code will find its sandbox started (in the background; bounded by the policy). */
+  private fillNext(executionId: string): void {
+    const target = this.nextSandbox.get(executionId);
+    this.nextSandbox.delete(executionId);
+    if (target) this.pool.fill(target);
   }
 
   /** Writes the receipt before the outcome is recorded, so the outcome event names it (or why it failed). */
@@ -535,6 +557,7 @@ export class ExecutionSupervisor {
     // Runtime and code volumes stay: they are caches keyed by content, re-confirmed against the PDS each run.
     if (executionId) this.prefetch.drop(executionId); // cancelled before materializing
     if (executionId) this.profiles.delete(executionId);
+    if (executionId) this.nextSandbox.delete(executionId);
     if (containerId) await this.sandbox.removeContainer(containerId).catch(() => undefined);
   }
 

@@ -78,6 +78,12 @@ export interface InvokeOptions extends Partial<OutputLimits> {
   deadlineMs: number;
   /** After a result/error frame, how long the worker may take to exit before it is killed. Default 2000. */
   exitGraceMs?: number;
+  /**
+   * Answer once a terminal (result or error) frame has arrived, without waiting for the worker's exit: the verdict
+   * no longer depends on it. The exit is waited for this long at most (default: not at all); the result then has
+   * exitCode null unless the exit came first, and the caller removes the container (which ends the worker).
+   */
+  answerOnTerminal?: { exitWaitMs?: number };
   maxEnvelopeBytes?: number;
   onFrame?: (frame: Frame) => void;
 }
@@ -343,11 +349,14 @@ class DockerSandboxRunner implements SandboxRunner {
     };
     let graceTimer: NodeJS.Timeout | undefined;
     let tTerminal: number | null = null;
+    let terminalSeen: () => void = () => undefined;
+    const terminal = new Promise<'terminal'>((resolve) => (terminalSeen = () => resolve('terminal')));
     const collector = new FrameCollector(limits, envelope.id, {
       onBreach: (kind) => kill(kind),
       onTerminal: () => {
         tTerminal = now();
         graceTimer = setTimeout(() => kill(null), opts.exitGraceMs ?? 2000);
+        terminalSeen();
       },
       ...(opts.onFrame ? { onFrame: opts.onFrame } : {}),
       now,
@@ -397,11 +406,23 @@ class DockerSandboxRunner implements SandboxRunner {
       stream.destroy();
     }
 
+    let answeredEarly = false;
     if (verdict.startError === null) {
-      const exit = await waiter.exited.catch(() => null);
-      verdict.waitStatus = exit?.statusCode ?? null;
+      const exited = waiter.exited.then(
+        (x) => x,
+        () => null,
+      );
+      const first = opts.answerOnTerminal ? await Promise.race([exited, terminal]) : await exited;
+      if (first === 'terminal') {
+        // The worker answered: its exit (slow on a busy daemon) is not waited for beyond exitWaitMs.
+        const late = await withTimeout(exited, opts.answerOnTerminal?.exitWaitMs ?? 0);
+        if (late === 'timeout') {
+          answeredEarly = true;
+          waiter.cancel();
+        } else verdict.waitStatus = late?.statusCode ?? null;
+      } else verdict.waitStatus = first?.statusCode ?? null;
       // The attach stream delivers the last bytes around the time of the exit: give it a moment to drain.
-      await withTimeout(streamEnded, 2000);
+      if (!answeredEarly) await withTimeout(streamEnded, 2000);
     }
     clearTimeout(deadlineTimer);
     clearTimeout(graceTimer);
@@ -412,7 +433,7 @@ class DockerSandboxRunner implements SandboxRunner {
     const out = collector.finish();
     // A result frame and a clean exit (status 0, so no OOM kill) need nothing more from the Engine; any other
     // ending is classified from the container's recorded state (exit code, OOM).
-    const clean = out.terminal?.type === 'result' && verdict.killedFor === null && verdict.startError === null && verdict.waitStatus === 0;
+    const clean = (out.terminal?.type === 'result' && verdict.killedFor === null && verdict.startError === null && verdict.waitStatus === 0) || (answeredEarly && out.terminal !== null && verdict.killedFor === null);
     verdict.state = clean ? null : ((await this.engine.inspectContainer(containerId))?.state ?? null);
     const base: ResultCommon = {
       containerId,
