@@ -162,7 +162,14 @@ async function checkInvariants(rl: Runlog, acked: ChildSupervisor['committed'][]
       }
     }
   }
-  // 3. nothing runlog created is unaccounted for
+  // 3. nothing runlog created is unaccounted for (a sandbox the pool pre-started is accounted for by its facts)
+  const pool = new Set<string>();
+  for (const e of rl.store.read('sandbox-pool')) {
+    const d = e.data as { sandbox?: string };
+    if (e.type === 'pool.sandbox-prestarting' && d.sandbox) pool.add(d.sandbox);
+    else if ((e.type === 'pool.sandbox-claimed' || e.type === 'pool.sandbox-removed') && d.sandbox) pool.delete(d.sandbox);
+  }
+  for (const c of containers) if (c.Labels['runlog.kind'] === 'prestart' && pool.has(c.Labels['runlog.prestart'] ?? '')) accounted.add(c.Id);
   const unaccounted = containers.filter((c) => !accounted.has(c.Id)).map((c) => `${c.Labels['runlog.kind']} ${c.Labels['runlog.stream']} ${c.State}`);
   expect(unaccounted, `${label}: containers no actor accounts for`).toEqual([]);
   const volumes = (await docker.listVolumes({ filters: JSON.stringify({ label: [`runlog.home=${home}`] }) })).Volumes ?? [];
