@@ -79,7 +79,7 @@ interface Fixture {
 }
 
 /** A PDS with a published node runtime and a greet code record, and a supervising runlog on a fresh home. */
-async function openFixture(log: (m: string) => void): Promise<Fixture> {
+async function openFixture(log: (m: string) => void, opts: { prestart?: boolean } = {}): Promise<Fixture> {
   const docker = new Docker({ socketPath: DOCKER_SOCKET });
   await requireParts(docker);
   const root = mkdtempSync(join(tmpdir(), 'runlog-bench-exec-'));
@@ -103,7 +103,11 @@ async function openFixture(log: (m: string) => void): Promise<Fixture> {
     writeFileSync(join(codeDir, 'bench-nonce.txt'), `${process.pid}-${Date.now()}\n`);
     const atproto = { plcUrl: pds.plcUrl };
     const code = await publishCode(author.publisher, { dir: codeDir, runtime: runtime.uri, atproto });
-    const policy: OperatorPolicy = { ...DEFAULT_OPERATOR_POLICY, archive: { ...DEFAULT_OPERATOR_POLICY.archive, maxArchiveBytes: DEFAULT_OPERATOR_POLICY.archive.maxArchiveBytes - 1 } };
+    const policy: OperatorPolicy = {
+      ...DEFAULT_OPERATOR_POLICY,
+      archive: { ...DEFAULT_OPERATOR_POLICY.archive, maxArchiveBytes: DEFAULT_OPERATOR_POLICY.archive.maxArchiveBytes - 1 },
+      ...(opts.prestart === false ? { prestart: { ...DEFAULT_OPERATOR_POLICY.prestart, perCode: 0 } } : {}),
+    };
     const home = join(root, 'home');
     const base: RunlogOptions = { home, atproto, policy, labels: { ...BENCH_LABELS }, log: () => undefined };
     rl = await createRunlog(base);
@@ -160,7 +164,7 @@ interface Outcome {
   context: Record<string, any>;
 }
 
-async function runlogOnce(f: Fixture, uri = f.uri): Promise<Outcome> {
+async function runlogOnce(f: Fixture, uri = f.uri, timeoutMs?: number): Promise<Outcome> {
   const progress: { name: string; ms: number | null }[] = [];
   let outcomeAt = Number.NaN;
   const off = f.rl.on('actor:transition', (t) => {
@@ -172,6 +176,7 @@ async function runlogOnce(f: Fixture, uri = f.uri): Promise<Outcome> {
     handler: 'greet',
     input: { name: 'Ada' },
     callerDid: f.callerDid,
+    ...(timeoutMs ? { timeoutMs } : {}),
     onProgress: (s) => progress.push({ name: s.name, ms: typeof s.detail.ms === 'number' ? s.detail.ms : null }),
   });
   const end = nowMs();
@@ -401,7 +406,8 @@ const execCold: Bench = {
   name: 'exec.cold',
   needs: execWarm.needs!,
   async run({ rounds, log }): Promise<BenchResult> {
-    const f = await openFixture(log);
+    // A first execution: no sandbox can be waiting for it (and one waiting would hold the volumes removed below).
+    const f = await openFixture(log, { prestart: false });
     const removeImage = process.env.RUNLOG_BENCH_COLD_PULL === '1';
     try {
       const first = await runlogOnce(f); // also gives the raw side its volumes
@@ -468,7 +474,8 @@ const execBurst: Bench = {
       for (let r = 0; r < n; r++) {
         const runOurs = async () => {
           const t0 = nowMs();
-          const outs = await Promise.all(Array.from({ length: BURST_CALLS }, (_, i) => runlogOnce(f, uris[i % BURST_CODES]!)));
+          // The ceiling's timeout: 50 resolutions at once against an in-process PDS on a shared machine are slow.
+          const outs = await Promise.all(Array.from({ length: BURST_CALLS }, (_, i) => runlogOnce(f, uris[i % BURST_CODES]!, DEFAULT_OPERATOR_POLICY.ceilings.timeoutMs)));
           ours.push(nowMs() - t0);
           for (const o of outs) {
             oursCalls.push(o.ms);
