@@ -79,7 +79,7 @@ interface Fixture {
 }
 
 /** A PDS with a published node runtime and a greet code record, and a supervising runlog on a fresh home. */
-async function openFixture(log: (m: string) => void, opts: { prestart?: boolean } = {}): Promise<Fixture> {
+async function openFixture(log: (m: string) => void, opts: { prestart?: boolean; timeoutMs?: number } = {}): Promise<Fixture> {
   const docker = new Docker({ socketPath: DOCKER_SOCKET });
   await requireParts(docker);
   const root = mkdtempSync(join(tmpdir(), 'runlog-bench-exec-'));
@@ -107,6 +107,7 @@ async function openFixture(log: (m: string) => void, opts: { prestart?: boolean 
       ...DEFAULT_OPERATOR_POLICY,
       archive: { ...DEFAULT_OPERATOR_POLICY.archive, maxArchiveBytes: DEFAULT_OPERATOR_POLICY.archive.maxArchiveBytes - 1 },
       ...(opts.prestart === false ? { prestart: { ...DEFAULT_OPERATOR_POLICY.prestart, perCode: 0 } } : {}),
+      ...(opts.timeoutMs ? { defaults: { ...DEFAULT_OPERATOR_POLICY.defaults, timeoutMs: opts.timeoutMs } } : {}),
     };
     const home = join(root, 'home');
     const base: RunlogOptions = { home, atproto, policy, labels: { ...BENCH_LABELS }, log: () => undefined };
@@ -459,7 +460,8 @@ const execBurst: Bench = {
   name: 'exec.burst',
   needs: execWarm.needs!,
   async run({ rounds, log }): Promise<BenchResult> {
-    const f = await openFixture(log);
+    // The raw side has no deadline: give ours the policy's ceiling (50 containers at once on 2 shared cores).
+    const f = await openFixture(log, { timeoutMs: DEFAULT_OPERATOR_POLICY.ceilings.timeoutMs });
     try {
       const uris = [f.uri, ...(await f.moreCodes(BURST_CODES - 1))];
       const raws: ReturnType<typeof rawRoundTrip>[] = [];
