@@ -28,6 +28,19 @@ export async function outPaced(io: Io, text: string): Promise<void> {
 }
 
 /**
+ * Prints a line per row as the rows are read (`line`, then `each` once it is out), pacing to the reader. False when
+ * the reader went away first (`| head -1`): the command then ends quietly.
+ */
+export async function printEach<T>(io: Io, rows: Iterable<T>, line: (row: T) => string, each?: (row: T) => void): Promise<boolean> {
+  for (const row of rows) {
+    if (io.closed) return false;
+    await outPaced(io, line(row));
+    each?.(row);
+  }
+  return true;
+}
+
+/**
  * Exit codes, stable for scripts (README, "The CLI"):
  * 0 ok · 1 failure found, not found, or another failure · 2 usage (the command line or its input is wrong) ·
  * 3 no supervisor · 4 damaged or foreign log (or history file) · 5 conflict with the actor's state.

@@ -9,7 +9,7 @@ import type { SqliteEventStore } from '../../store/sqlite-event-store.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { withInspectionLog } from '../inspection-log.ts';
 import { withWritableLog } from '../writable-log.ts';
-import { age, EXIT, outPaced, printJson, table, truncate, type Io } from '../output.ts';
+import { age, EXIT, printEach, printJson, table, truncate, type Io } from '../output.ts';
 
 function needId(args: CommandArgs, usage: string): string {
   const id = args.positionals[0];
@@ -157,13 +157,11 @@ export const eventsCommand: Command = {
       const rows = ref
         ? store.iterateEvents({ stream: ref.stream, ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) })
         : store.iterateEvents({ afterSeq: from ?? 0, ...(to !== undefined ? { toSeq: to } : {}) });
-      for (const e of rows) {
-        if (io.closed) return EXIT.ok;
-        await outPaced(io, formatLine(io, e));
+      const printed = await printEach(io, rows, (e) => formatLine(io, e), (e) => {
         lastSeq = e.seq;
         lastVersion = e.version;
-      }
-      if (!follow || io.closed) return EXIT.ok;
+      });
+      if (!printed || !follow || io.closed) return EXIT.ok;
       const reachedTo = (): boolean => to !== undefined && (all ? lastSeq >= to : lastVersion >= to);
       // Ended: the actor is terminal and every event up to that point has been printed (a writer may have committed
       // the final events already while we print the ones before them).
@@ -242,18 +240,14 @@ export const exportCommand: Command = {
   run: async (args, io) => {
     const id = needId(args, exportCommand.usage);
     if (args.positionals.length > 1) throw new UsageError(`export takes one actor id\nusage: ${exportCommand.usage}`);
-    const [{ resolveActor }, { HISTORY_FORMAT }] = await Promise.all([import('../../actors/inspection.ts'), import('./debug-commands.ts')]);
+    const [{ resolveActor }, { HISTORY_FORMAT }] = await Promise.all([import('../../actors/resolve-actor.ts'), import('./debug-commands.ts')]);
     return withInspectionLog(args, async (store) => {
       const ref = resolveActor(store, id);
       const version = store.streamVersion(ref.stream);
       io.out(JSON.stringify({ runlog: 'history', format: HISTORY_FORMAT, kind: ref.kind, id: ref.id, stream: ref.stream, version, exportedAt: new Date().toISOString() }));
       let n = 0;
       // Read a page at a time up to the version in the header: the file always agrees with its header.
-      for (const e of store.iterateEvents({ stream: ref.stream, to: version })) {
-        if (io.closed) return EXIT.ok;
-        await outPaced(io, JSON.stringify(e));
-        n += 1;
-      }
+      if (!(await printEach(io, store.iterateEvents({ stream: ref.stream, to: version }), (e) => JSON.stringify(e), () => (n += 1)))) return EXIT.ok;
       io.err(`exported ${n} events of ${ref.kind} ${ref.id}`);
       return EXIT.ok;
     });
