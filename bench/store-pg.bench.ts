@@ -7,9 +7,8 @@ import pg from 'pg';
 import { foldEvent, machines, type AnySnapshot } from '../src/machines/replay.ts';
 import { PgEventStore } from '../src/store/postgres/pg-event-store.ts';
 import { median, nowMs, round, type Bench } from './harness.ts';
+import { at, data, REPLAY_STREAMS, replayHistory } from './store-fixtures.ts';
 
-const data = { pid: 4242, host: '127.0.0.1', port: 4100, containerId: null };
-const at = '2026-01-01T00:00:00.000Z';
 const NEEDS = 'PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)';
 
 function pgUrl(): string {
@@ -128,21 +127,9 @@ export const storePgBenches: Bench[] = [
     name: 'store.pg.replay',
     needs: NEEDS,
     async run({ rounds, log }) {
-      // The same log as store.replay: 10,000 instance histories of 10 events.
-      const STREAMS = 10_000;
-      const spec = { instanceId: 'x', appId: 'com.example.hello', appDir: '/a', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60000, resetAfterMs: 600000 } };
-      const history = [
-        { type: 'instance.requested', data: { spec } },
-        { type: 'instance.spawned', data },
-        { type: 'instance.healthy', data: { identity: 'match' } },
-        { type: 'instance.running', data: {} },
-        { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1 } },
-        { type: 'instance.restart-scheduled', data: { attempt: 1, dueAt: at } },
-        { type: 'instance.restart-due', data: { attempt: 1 } },
-        { type: 'instance.spawned', data },
-        { type: 'instance.healthy', data: { identity: 'match' } },
-        { type: 'instance.running', data: {} },
-      ].map((e) => ({ ...e, at }));
+      // The same log as store.replay (store-fixtures.ts).
+      const STREAMS = REPLAY_STREAMS;
+      const history = replayHistory;
       const p = await pair();
       try {
         for (let s = 0; s < STREAMS; s += 200) {

@@ -11,9 +11,7 @@ import { RunlogMetrics } from '../src/actors/metrics.ts';
 import { MIGRATIONS } from '../src/store/schema.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { median, nowMs, round, type Bench } from './harness.ts';
-
-const data = { pid: 4242, host: '127.0.0.1', port: 4100, containerId: null };
-const at = '2026-01-01T00:00:00.000Z';
+import { at, data, REPLAY_STREAMS, replayHistory } from './store-fixtures.ts';
 
 function tmp(): { dir: string; file: (n: string) => string; done: () => void } {
   const dir = mkdtempSync(join(tmpdir(), 'runlog-bench-'));
@@ -98,23 +96,11 @@ export const storeBenches: Bench[] = [
   {
     name: 'store.replay',
     async run({ rounds, log }) {
-      // 10,000 instance histories of 10 events each: a realistic mix of lifecycle events.
-      const STREAMS = 10_000;
+      // The replay log of store-fixtures.ts (10,000 instance histories of 10 events).
+      const STREAMS = REPLAY_STREAMS;
+      const history = replayHistory;
       const t = tmp();
       const store = new SqliteEventStore(t.file('log.db'), { synchronous: 'NORMAL' });
-      const spec = { instanceId: 'x', appId: 'com.example.hello', appDir: '/a', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60000, resetAfterMs: 600000 } };
-      const history = [
-        { type: 'instance.requested', data: { spec } },
-        { type: 'instance.spawned', data },
-        { type: 'instance.healthy', data: { identity: 'match' } },
-        { type: 'instance.running', data: {} },
-        { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1 } },
-        { type: 'instance.restart-scheduled', data: { attempt: 1, dueAt: at } },
-        { type: 'instance.restart-due', data: { attempt: 1 } },
-        { type: 'instance.spawned', data },
-        { type: 'instance.healthy', data: { identity: 'match' } },
-        { type: 'instance.running', data: {} },
-      ].map((e) => ({ ...e, at }));
       for (let s = 0; s < STREAMS; s++) store.append(`instance-${s}`, history, { expectedVersion: 'no-stream' });
       const total = STREAMS * history.length;
       log(`store.replay: ${total} events in ${STREAMS} streams`);
