@@ -7,7 +7,8 @@ import { parseStreamName, rejectedType, streamName, toMachineEvent, type ActorKi
 import type { Effect, EffectsByKind, KindEffect } from '../machines/effects.ts';
 import { initialSnapshot, isTerminal, replay, stateName, step, type AnySnapshot } from '../machines/replay.ts';
 import { actorStatus, summarize } from '../machines/summary.ts';
-import type { ActorRow, AppendRequest, AppendResult, EventStore } from '../store/event-store.ts';
+import type { ActorRow, AppendOutcome, AppendRequest, AppendResult } from '../store/event-store.ts';
+import type { HostStore } from '../store/host-store.ts';
 import type { Bus } from './bus.ts';
 import { noFaults, type FaultHook } from './faults.ts';
 
@@ -55,7 +56,7 @@ export interface DispatchResult {
 }
 
 export interface ActorHostOptions {
-  store: EventStore;
+  store: HostStore;
   bus: Bus;
   machines: Record<ActorKind, AnyStateMachine>;
   /**
@@ -250,14 +251,18 @@ export class ActorHost {
   private flush(): void {
     const batch = this.batch;
     this.batch = [];
-    let outcomes;
+    const settle = (outcomes: AppendOutcome[]): void => outcomes.forEach((o, i) => (o.ok ? batch[i]!.resolve(o.result) : batch[i]!.reject(o.error)));
+    let outcomes: AppendOutcome[] | Promise<AppendOutcome[]>;
     try {
       outcomes = this.opts.store.appendMany(batch.map((b) => b.request));
     } catch (err) {
       for (const b of batch) b.reject(err);
       return;
     }
-    outcomes.forEach((o, i) => (o.ok ? batch[i]!.resolve(o.result) : batch[i]!.reject(o.error)));
+    // SQLite commits synchronously; PostgreSQL answers later (the next batch may be sent meanwhile: the store
+    // orders them by position).
+    if (Array.isArray(outcomes)) settle(outcomes);
+    else outcomes.then(settle, (err: unknown) => batch.forEach((b) => b.reject(err)));
   }
 
   private row(actor: LiveActor, snapshot: AnySnapshot, version: number, at: string): ActorRow {
@@ -332,11 +337,11 @@ export class ActorHost {
    * Appends facts to a stream that is not an actor (e.g. the reconciler's findings about containers and
    * volumes no actor owns). No machine, no effects: the log records what was observed and done.
    */
-  appendFact(stream: string, events: NewEvent[]): RecordedEvent[] {
+  async appendFact(stream: string, events: NewEvent[]): Promise<RecordedEvent[]> {
     if (this.closed) throw new RunlogError('HOST_CLOSED', 'the supervisor is shutting down');
     if (parseStreamName(stream)) throw new RunlogError('NOT_A_FACT_STREAM', `${stream} is an actor's stream: send it events through its machine`);
     const at = this.now();
-    return this.opts.store.append(stream, events.map((e) => ({ ...e, at: e.at ?? at })), { expectedVersion: 'any' }).events;
+    return (await this.opts.store.append(stream, events.map((e) => ({ ...e, at: e.at ?? at })), { expectedVersion: 'any' })).events;
   }
 
   /** Resolves when this actor has no effect running and no event queued. */

@@ -1,7 +1,7 @@
 // The `actors` projection (what `ps` lists) as a projection registered with the event-store port: each actor's
 // row is folded from its stream's events through its machine, inside the append's transaction, by the store —
-// not written by the host through methods on the port. Next slice: the actor host moves onto the port and
-// registers this; until then the host keeps writing SqliteEventStore's `actors` table.
+// not written by the host through methods on the port. A supervisor on PostgreSQL registers it (runlog.ts); on
+// SQLite the host still writes SqliteEventStore's `actors` table in the append's transaction.
 import { randomBytes } from 'node:crypto';
 import { createActor, type AnyStateMachine } from 'xstate';
 import { parseStreamName, type RecordedEvent } from '../domain/events.ts';

@@ -12,6 +12,7 @@ import { RunlogError, ValidationError } from '../domain/errors.ts';
 import type { RecordedEvent } from '../domain/events.ts';
 import { isValidAppId, TOOL_ALIASES, TOOL_CATALOG, TOOL_WILDCARD } from '../domain/manifest.ts';
 import type { EventStore } from '../store/event-store.ts';
+import type { HostStore } from '../store/host-store.ts';
 
 export const appStream = (appId: string): string => `app-${appId}`;
 
@@ -48,10 +49,10 @@ export function assertAppId(appId: string): void {
 }
 
 /** Records one grant or revocation of a tool for an app (one writer per log: the version read is current). */
-export function recordToolChange(store: Pick<EventStore, 'append' | 'streamVersion'>, appId: string, tool: string, grant: boolean): RecordedEvent {
+export async function recordToolChange(store: Pick<HostStore, 'append' | 'streamVersion'>, appId: string, tool: string, grant: boolean): Promise<RecordedEvent> {
   const stream = appStream(appId);
   const version = store.streamVersion(stream);
-  const r = store.append(stream, [{ type: grant ? APP_TOOL_GRANTED : APP_TOOL_REVOKED, data: { appId, tool, via: 'cap' } }], { expectedVersion: version === 0 ? 'no-stream' : version });
+  const r = await store.append(stream, [{ type: grant ? APP_TOOL_GRANTED : APP_TOOL_REVOKED, data: { appId, tool, via: 'cap' } }], { expectedVersion: version === 0 ? 'no-stream' : version });
   const e = r.events[0];
   if (!e) throw new RunlogError('APPEND_FAILED', `recording ${tool} for ${appId} appended nothing`);
   return e;

@@ -2,7 +2,7 @@
 // marked stopped on a clean close, so `ps`/`inspect` (reading the file, maybe in another process) can tell a
 // current state from a last known one.
 import { hostname } from 'node:os';
-import type { SqliteEventStore } from '../store/sqlite-event-store.ts';
+import type { HostStore } from '../store/host-store.ts';
 
 export const DEFAULT_HEARTBEAT_MS = 5000;
 
@@ -14,7 +14,7 @@ export interface HeartbeatHandle {
   stop(): void;
 }
 
-export function startHeartbeat(store: SqliteEventStore, now: () => string, intervalMs = DEFAULT_HEARTBEAT_MS, log?: (m: string) => void): HeartbeatHandle {
+export function startHeartbeat(store: Pick<HostStore, 'writeHeartbeat'>, now: () => string, intervalMs = DEFAULT_HEARTBEAT_MS, log?: (m: string) => void): HeartbeatHandle {
   const startedAt = now();
   const base = { node: hostname(), pid: process.pid, startedAt, intervalMs };
   let last = startedAt;

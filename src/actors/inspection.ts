@@ -8,6 +8,9 @@ import type { ActorRow, EventStore } from '../store/event-store.ts';
 import type { SqliteEventStore } from '../store/sqlite-event-store.ts';
 import { resolveActor } from './resolve-actor.ts';
 
+/** What the read-side queries need: a SQLite log, or the PostgreSQL host store's copy. */
+export type LogReader = Pick<EventStore, 'read' | 'readAll' | 'streamVersion' | 'listActors' | 'getActor'>;
+
 export interface ActorView {
   id: string;
   kind: ActorKind;
@@ -36,11 +39,11 @@ export interface ReplayView {
 
 export { resolveActor };
 
-export function listActors(store: EventStore, filter: { kind?: ActorKind; all?: boolean } = {}): ActorRow[] {
+export function listActors(store: LogReader, filter: { kind?: ActorKind; all?: boolean } = {}): ActorRow[] {
   return store.listActors(filter);
 }
 
-export function inspectActor(store: EventStore, id: string): ActorView {
+export function inspectActor(store: LogReader, id: string): ActorView {
   const ref = resolveActor(store, id);
   const events = store.read(ref.stream);
   const snapshot = replay(machines[ref.kind], events.map(toMachineEvent));
@@ -59,7 +62,7 @@ export function inspectActor(store: EventStore, id: string): ActorView {
   };
 }
 
-export function actorEvents(store: EventStore, id: string, range: { from?: number; to?: number } = {}): RecordedEvent[] {
+export function actorEvents(store: LogReader, id: string, range: { from?: number; to?: number } = {}): RecordedEvent[] {
   const ref = resolveActor(store, id);
   return store.read(ref.stream, range);
 }
@@ -83,13 +86,13 @@ export function replayEvents(kind: ActorKind, id: string, events: readonly Recor
   };
 }
 
-export function replayActor(store: EventStore, id: string, to?: number): ReplayView {
+export function replayActor(store: LogReader, id: string, to?: number): ReplayView {
   const ref = resolveActor(store, id);
   return replayEvents(ref.kind, ref.id, store.read(ref.stream), to);
 }
 
 /** Recomputes the whole `actors` projection from the log (`runlog rebuild`), folding it once in seq order. */
-export function rebuildProjection(store: EventStore & { iterateReplay?: SqliteEventStore['iterateReplay'] }): { actors: number; events: number } {
+export function rebuildProjection(store: LogReader & Pick<EventStore, 'replaceProjection'> & { iterateReplay?: SqliteEventStore['iterateReplay'] }): { actors: number; events: number } {
   const folded = foldLog(store);
   const rows: ActorRow[] = [];
   for (const [stream, f] of folded.streams) {
@@ -119,7 +122,7 @@ export interface FoldedStream {
 }
 
 /** Replays the whole log in one pass: every stream's current snapshot, holding no event longer than its fold. */
-export function foldLog(store: EventStore & { iterateReplay?: SqliteEventStore['iterateReplay'] }): { streams: Map<string, FoldedStream>; events: number } {
+export function foldLog(store: LogReader & { iterateReplay?: SqliteEventStore['iterateReplay'] }): { streams: Map<string, FoldedStream>; events: number } {
   const streams = new Map<string, FoldedStream>();
   let events = 0;
   // A replay event (and a recorded one) is a machine event (type, at, data): it goes to the machine as it is.

@@ -11,7 +11,7 @@ import { msBetween } from '../domain/time.ts';
 import type { ExecutionContext } from '../machines/execution.machine.ts';
 import type { InstanceContext } from '../machines/instance.machine.ts';
 import { stateName } from '../machines/replay.ts';
-import type { SqliteEventStore } from '../store/sqlite-event-store.ts';
+import type { HostStore } from '../store/host-store.ts';
 import type { ActorHost } from './actor-host.ts';
 import type { Bus, TransitionNotice } from './bus.ts';
 import type { ReconcileReport } from './reconciler.ts';
@@ -67,7 +67,7 @@ function processMetrics(): Registry {
 }
 
 export interface MetricsOptions {
-  store: SqliteEventStore;
+  store: HostStore;
   host: () => ActorHost;
   bus: Bus;
   /** The time of the supervisor's last heartbeat (absent when not supervising). */

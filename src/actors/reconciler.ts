@@ -250,9 +250,9 @@ export class Reconciler {
     this.fault({ eventType: event.type });
   }
 
-  private fact(run: Run, type: string, data: Record<string, unknown>): void {
+  private async fact(run: Run, type: string, data: Record<string, unknown>): Promise<void> {
     if (run.dryRun) return;
-    this.host().appendFact(RECONCILER_STREAM, [{ type, data, meta: { source: 'reconciler' } }]);
+    await this.host().appendFact(RECONCILER_STREAM, [{ type, data, meta: { source: 'reconciler' } }]);
   }
 
   // --- strays ------------------------------------------------------------------------------------------
@@ -308,13 +308,13 @@ export class Reconciler {
     const id = streamId ?? c.id;
     const actionKind: ReconcileAction['kind'] = kind === 'instance' || kind === 'execution' || kind === 'materializer' ? kind : 'container';
     run.report.actions.push({ id, kind: actionKind, action: 'discovered', evidence: { ...evidence, decision, ...(note ? { note } : {}) } });
-    this.fact(run, 'reconciler.discovered', { object: 'container', kind, stream: c.labels['runlog.stream'] ?? null, evidence, decision, ...(note ? { note } : {}) });
+    await this.fact(run, 'reconciler.discovered', { object: 'container', kind, stream: c.labels['runlog.stream'] ?? null, evidence, decision, ...(note ? { note } : {}) });
     this.log(`reconcile: discovered container ${c.id.slice(0, 12)} (${kind || 'unknown kind'}, ${c.labels['runlog.stream'] ?? 'no stream'}): ${reason}; ${decision}`);
     if (decision === 'adopt' && rec && streamId) {
       run.report.actions.push({ id, kind: 'instance', action: 'adopted', evidence: evidenceOf(rec) });
       if (run.dryRun) return;
       await this.adoptDiscovered(streamId, rec, evidence);
-      this.fact(run, 'reconciler.adopted', { object: 'container', containerId: c.id, instanceId: streamId });
+      await this.fact(run, 'reconciler.adopted', { object: 'container', containerId: c.id, instanceId: streamId });
       this.fault({ eventType: 'reconciler.adopted' });
       return;
     }
@@ -325,10 +325,10 @@ export class Reconciler {
     try {
       await engine.removeContainer(c.id, { force: true });
       run.report.actions.push({ id, kind: actionKind, action: 'removed', evidence: { containerId: c.id } });
-      this.fact(run, 'reconciler.removed', { object: 'container', containerId: c.id, stream: c.labels['runlog.stream'] ?? null });
+      await this.fact(run, 'reconciler.removed', { object: 'container', containerId: c.id, stream: c.labels['runlog.stream'] ?? null });
     } catch (err) {
       run.report.actions.push({ id, kind: actionKind, action: 'remove-failed', evidence: { containerId: c.id, error: errorText(err) } });
-      this.fact(run, 'reconciler.remove-failed', { object: 'container', containerId: c.id, error: errorText(err) });
+      await this.fact(run, 'reconciler.remove-failed', { object: 'container', containerId: c.id, error: errorText(err) });
     }
     this.fault({ eventType: 'reconciler.removed' });
   }
@@ -385,7 +385,7 @@ export class Reconciler {
       if (reason === null) continue;
       const evidence = { volume: v.name, labels: runlogLabels(v.labels), createdAt: v.createdAt ?? null, reason };
       run.report.actions.push({ id: v.name, kind: 'volume', action: 'discovered', evidence: { ...evidence, decision: 'remove' } });
-      this.fact(run, 'reconciler.discovered', { object: 'volume', evidence, decision: 'remove' });
+      await this.fact(run, 'reconciler.discovered', { object: 'volume', evidence, decision: 'remove' });
       if (run.dryRun) {
         run.report.actions.push({ id: v.name, kind: 'volume', action: 'removed', evidence: { volume: v.name } });
         continue;
@@ -393,10 +393,10 @@ export class Reconciler {
       try {
         await engine.removeVolume(v.name);
         run.report.actions.push({ id: v.name, kind: 'volume', action: 'removed', evidence: { volume: v.name } });
-        this.fact(run, 'reconciler.removed', { object: 'volume', volume: v.name });
+        await this.fact(run, 'reconciler.removed', { object: 'volume', volume: v.name });
       } catch (err) {
         run.report.actions.push({ id: v.name, kind: 'volume', action: 'remove-failed', evidence: { volume: v.name, error: errorText(err) } });
-        this.fact(run, 'reconciler.remove-failed', { object: 'volume', volume: v.name, error: errorText(err) });
+        await this.fact(run, 'reconciler.remove-failed', { object: 'volume', volume: v.name, error: errorText(err) });
       }
       this.fault({ eventType: 'reconciler.removed' });
     }

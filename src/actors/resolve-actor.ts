@@ -5,7 +5,7 @@ import { streamName, type ActorKind } from '../domain/events.ts';
 import type { EventStore } from '../store/event-store.ts';
 
 /** Finds which stream an id names: instance ids and execution ids share no prefix, but users may type either. */
-export function resolveActor(store: EventStore, id: string): { kind: ActorKind; id: string; stream: string } {
+export function resolveActor(store: Pick<EventStore, 'getActor' | 'streamVersion' | 'listActors'>, id: string): { kind: ActorKind; id: string; stream: string } {
   const row = store.getActor(id);
   if (row) return { kind: row.kind as ActorKind, id: row.id, stream: row.stream };
   for (const kind of ['instance', 'execution'] as const) {

@@ -23,6 +23,7 @@ import type { ActorKind, KindNewEvent, RecordedEvent } from '../domain/events.ts
 import type { Effect } from '../machines/effects.ts';
 import { machines } from '../machines/replay.ts';
 import type { ActorRow } from '../store/event-store.ts';
+import { isPostgresUrl, type HostStore } from '../store/host-store.ts';
 import { SqliteEventStore } from '../store/sqlite-event-store.ts';
 import { WriterLock } from '../store/writer-lock.ts';
 import { ActorHost, IllegalEventError, type AllEffectHandlers, type EffectHandlers, type LiveActor } from './actor-host.ts';
@@ -51,6 +52,12 @@ export interface RunlogOptions {
   home?: string;
   /** The event log file (default <home>/runlog.db). */
   db?: string;
+  /**
+   * The event log as a URL: `postgres://user:password@host:port/database[?schema=name]` puts it on PostgreSQL
+   * (several supervisors may share it); anything else is a SQLite file path, like `db`. Default: $RUNLOG_STORE,
+   * else `db`.
+   */
+  store?: string;
   /** Rehydrate live actors and run effects (default true). false = inspection (read-only unless readOnly: false). */
   supervise?: boolean;
   /**
@@ -154,7 +161,7 @@ export interface AppToolsView {
 export interface Runlog {
   readonly home: string;
   readonly dbPath: string;
-  readonly store: SqliteEventStore;
+  readonly store: HostStore;
   /** The log's writer lock (null when read-only). */
   readonly writer: WriterLock | null;
   readonly host: ActorHost;
@@ -199,7 +206,10 @@ export interface Runlog {
 }
 
 export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog> {
-  const paths = resolvePaths(options);
+  // An explicit db wins over the environment's store.
+  const url = options.store ?? (options.db === undefined ? process.env.RUNLOG_STORE || undefined : undefined);
+  const pgUrl = isPostgresUrl(url) ? url : undefined;
+  const paths = resolvePaths({ ...options, ...(url && !pgUrl ? { db: url } : {}) });
   const supervise = options.supervise ?? true;
   const readOnly = options.readOnly ?? !supervise;
   if (supervise && readOnly) throw new ValidationError('OPTIONS_INVALID', 'a supervising runlog writes its log: supervise and readOnly exclude each other');
@@ -207,17 +217,30 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
   if (options.writerLock && (readOnly || options.writerLock.dbFile !== paths.db || !options.writerLock.held)) {
     throw new ValidationError('OPTIONS_INVALID', `writerLock must be held for ${paths.db} by a writable runlog`);
   }
-  const writer = readOnly ? null : (options.writerLock ?? WriterLock.acquire(paths.db, options.command ?? 'createRunlog'));
+  // On PostgreSQL there is no file to lock: supervisors share the log (leases say who owns which actor).
+  const writer = readOnly || pgUrl ? null : (options.writerLock ?? WriterLock.acquire(paths.db, options.command ?? 'createRunlog'));
   try {
-    return await openRunlog(options, paths, supervise, readOnly, writer);
+    return await openRunlog(options, paths, supervise, readOnly, writer, pgUrl);
   } catch (err) {
     writer?.release();
     throw err;
   }
 }
 
-async function openRunlog(options: RunlogOptions, paths: { home: string; db: string }, supervise: boolean, readOnly: boolean, writer: WriterLock | null): Promise<Runlog> {
-  const store = new SqliteEventStore(paths.db, { synchronous: options.synchronous, readOnly, ...(options.now ? { now: options.now } : {}) });
+async function openStore(options: RunlogOptions, db: string, readOnly: boolean, pgUrl: string | undefined): Promise<HostStore> {
+  if (!pgUrl) return new SqliteEventStore(db, { synchronous: options.synchronous, readOnly, ...(options.now ? { now: options.now } : {}) });
+  // Loaded only for PostgreSQL: a SQLite supervisor never loads node-postgres.
+  const [{ PgHostStore }, { actorsProjection, ACTORS_PROJECTION }] = await Promise.all([import('../store/postgres/pg-host-store.ts'), import('./actors-projection.ts')]);
+  return PgHostStore.open({
+    url: pgUrl,
+    projections: [actorsProjection()],
+    actorRows: { projection: ACTORS_PROJECTION },
+    ...(options.now ? { now: options.now } : {}),
+  });
+}
+
+async function openRunlog(options: RunlogOptions, paths: { home: string; db: string }, supervise: boolean, readOnly: boolean, writer: WriterLock | null, pgUrl: string | undefined): Promise<Runlog> {
+  const store = await openStore(options, paths.db, readOnly, pgUrl);
   const bus = createBus();
   const log = options.log ?? ((m: string) => process.stderr.write(`[runlog] ${m}\n`));
   const faults = options.faults ?? noFaults;
@@ -384,7 +407,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     const installed = instances.installedTools(appId);
     const known = installed !== null || host.live().some((a) => (a.snapshot.context as InstanceContext).spec?.appId === appId) || store.streamVersion(appStream(appId)) > 0;
     if (!known) throw new NotFoundError('app', `${appId} (spawn it once, or install it into the workspace, before granting it tools)`);
-    const event = recordToolChange(store, appId, tool, grant);
+    const event = await recordToolChange(store, appId, tool, grant);
     const changed = await instances.applyAppTool(appId, tool, grant);
     await host.idle();
     return { appId, tool, granted: grant, tools: instances.allowlist(appId, installed ?? []), instances: changed, seq: event.seq };
@@ -395,7 +418,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
 
   return {
     home: paths.home,
-    dbPath: paths.db,
+    dbPath: pgUrl ? store.file : paths.db,
     store,
     writer,
     host,
@@ -407,7 +430,10 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     inspect: (id) => inspectActor(store, id),
     events: (id, range) => actorEvents(store, id, range),
     replay: (id, o) => replayActor(store, id, o?.to),
-    rebuild: () => rebuildProjection(store),
+    rebuild: () => {
+      if (pgUrl) throw new RunlogError('NOT_SUPPORTED', `rebuild works on a SQLite log; on PostgreSQL the store folds the actors projection in every append (${store.file})`);
+      return rebuildProjection(store as SqliteEventStore);
+    },
     reconcile: (o) => {
       requireSupervisor('reconcile');
       return reconcile(o);
@@ -493,7 +519,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       tracing?.close();
       metrics?.close();
       heartbeat?.stop();
-      store.close();
+      await store.close();
       writer?.release();
     },
   };

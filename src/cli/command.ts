@@ -24,6 +24,8 @@ export interface CommandArgs {
   values: Record<string, string | boolean | string[] | undefined>;
   db: string | undefined;
   home: string | undefined;
+  /** A PostgreSQL URL (from --store or $RUNLOG_STORE); a --store that is a file path arrives as db. */
+  store?: string | undefined;
 }
 
 export interface Command {
@@ -39,6 +41,12 @@ export interface Command {
 export const commonOptions: FlagSpecs = {
   home: { type: 'string', value: '<dir>', description: "runlog's directory", defaultText: '$RUNLOG_HOME, else ~/.runlog' },
   db: { type: 'string', value: '<path>', description: 'the event log', defaultText: '<home>/runlog.db' },
+  store: {
+    type: 'string',
+    value: '<url>',
+    description: 'the event log as a URL: postgres://user:pass@host:port/db[?schema=name] (shared by a cluster of supervisors), or a SQLite file path',
+    defaultText: '$RUNLOG_STORE, else --db',
+  },
   json: { type: 'boolean', default: false, description: 'machine-readable output with stable keys (errors: one JSON object on stderr)' },
   help: { type: 'boolean', short: 'h', default: false, description: 'this help' },
 };

@@ -1,14 +1,22 @@
-// How the inspection commands (ps, inspect, events, replay, export) open the log: the SQLite store alone — no
-// actor host, no adapters — so `runlog ps` loads only the store reader and starts fast. Read-only: they never
-// create or change a file (`rebuild`, which writes, goes through writable-log.ts).
+// How the inspection commands (ps, inspect, events, replay, export) open the log: the store alone — no actor
+// host, no adapters — so `runlog ps` loads only the store reader and starts fast. Read-only: they never create
+// or change a file (`rebuild`, which writes, goes through writable-log.ts). On PostgreSQL (--store postgres://…)
+// they read through the host store's copy of the log, and never write either.
 import { resolvePaths } from '../actors/paths.ts';
 import { StoreCorruptError } from '../domain/errors.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
-import type { SqliteEventStore } from '../store/sqlite-event-store.ts';
+import type { ReadableLog } from '../store/host-store.ts';
 import type { CommandArgs } from './command.ts';
 
+type LogArgs = Pick<CommandArgs, 'home' | 'db' | 'store'>;
+
 /** `follow`: the command tails the log, so it must see commits made after it opened (no immutable open). */
-export async function openInspectionLog(args: Pick<CommandArgs, 'home' | 'db'>, follow = false): Promise<SqliteEventStore> {
+export async function openInspectionLog(args: LogArgs, follow = false): Promise<ReadableLog> {
+  if (args.store) {
+    const { PgHostStore } = await import('../store/postgres/pg-host-store.ts');
+    // One-shot: no polling until a --follow subscribes; one connection is plenty.
+    return PgHostStore.open({ url: args.store, pollMs: 0, maxConnections: 2 });
+  }
   const { openEventStore } = await import('../store/sqlite-event-store.ts');
   return openEventStore(resolvePaths({ home: args.home, db: args.db }).db, { readOnly: true, followsWriters: follow });
 }
@@ -23,13 +31,13 @@ function damageFound(file: string, err: unknown): unknown {
   return err;
 }
 
-export async function withInspectionLog<T>(args: Pick<CommandArgs, 'home' | 'db'>, fn: (store: SqliteEventStore) => Promise<T> | T, follow = false): Promise<T> {
+export async function withInspectionLog<T>(args: LogArgs, fn: (store: ReadableLog) => Promise<T> | T, follow = false): Promise<T> {
   const store = await openInspectionLog(args, follow);
   try {
     return await fn(store);
   } catch (err) {
     throw damageFound(store.file, err);
   } finally {
-    store.close();
+    await store.close();
   }
 }

@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { UsageError } from '../domain/errors.ts';
-import { commandHelp, commonOptions, parseOptions, type Command } from './command.ts';
+import { commandHelp, commonOptions, parseOptions, type Command, type CommandArgs } from './command.ts';
 import { demoCommand } from './commands/demo.ts';
 import { eventsCommand, exportCommand, inspectCommand, psCommand, rebuildCommand, replayCommand } from './commands/inspect-commands.ts';
 import { publishCommand } from './commands/publish-commands.ts';
@@ -106,13 +106,24 @@ export async function main(argv: string[], ioFactory: (json: boolean) => Io = pr
       io.out(commandHelp(cmd));
       return EXIT.ok;
     }
-    return await cmd.run(
-      { positionals: parsed.positionals, values: parsed.values as never, db: parsed.values.db as string | undefined, home: parsed.values.home as string | undefined },
-      io,
-    );
+    return await cmd.run(storeArgs({ positionals: parsed.positionals, values: parsed.values as never, db: parsed.values.db as string | undefined, home: parsed.values.home as string | undefined }), io);
   } catch (err) {
     return reportError(io, err);
   }
+}
+
+/** --store (else $RUNLOG_STORE): a PostgreSQL URL goes to args.store, a file path to args.db (unless --db is given too). */
+function storeArgs(args: CommandArgs): CommandArgs {
+  const flag = args.values.store as string | undefined;
+  // An explicit --db wins over the environment's store.
+  const store = flag ?? (args.db === undefined ? process.env.RUNLOG_STORE || undefined : undefined);
+  if (store === undefined) return args;
+  if (/^postgres(ql)?:\/\//i.test(store)) {
+    if (args.db !== undefined) throw new UsageError('give --store <postgres url> or --db <file>, not both');
+    return { ...args, store };
+  }
+  if (args.values.store !== undefined && args.db !== undefined) throw new UsageError('give --store or --db, not both');
+  return { ...args, db: args.db ?? store };
 }
 
 function unknownCommand(name: string): UsageError {

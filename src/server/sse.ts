@@ -9,7 +9,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RecordedEvent } from '../domain/events.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
-import type { EventStore } from '../store/event-store.ts';
+import type { ReadableLog } from '../store/host-store.ts';
 import { SECURITY_HEADERS, sendJson } from './http.ts';
 
 export const KEEPALIVE_MS = 15_000;
@@ -36,7 +36,7 @@ export interface SseHub {
   readonly dropped: number;
 }
 
-type Store = EventStore & { lastSeq(): number; readAllJson?(afterSeq: number, limit: number): { seq: number; json: string }[] };
+type Store = Pick<ReadableLog, 'subscribe' | 'readAll' | 'read' | 'streamVersion' | 'lastSeq' | 'readAllJson'>;
 
 /** Serialized events: what a client is sent, and the cursor after it. */
 interface Page {

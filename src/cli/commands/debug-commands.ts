@@ -12,7 +12,7 @@ import { rejectedType, streamName, toMachineEvent, type ActorKind, type MachineE
 import { initialSnapshot, machines, stateName, step as stepMachine, type AnySnapshot, type Step } from '../../machines/replay.ts';
 import { describeMachine } from '../../server/machine-graph.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
-import type { SqliteEventStore } from '../../store/sqlite-event-store.ts';
+import type { ReadableLog } from '../../store/host-store.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
 import { defaultUpcasters, type UpcasterRegistry } from '../../store/upcasters.ts';
 import { outPaced, truncate, type Io } from '../output.ts';
@@ -377,7 +377,7 @@ export async function replayHistoryFile(io: Io, path: string, options: { step: b
 }
 
 /** `runlog replay <id>`: the actor's events read from the log a page at a time, printed as they are folded. */
-export async function replayFromLog(io: Io, store: SqliteEventStore, id: string, options: { step: boolean; to: number | undefined }): Promise<void> {
+export async function replayFromLog(io: Io, store: ReadableLog, id: string, options: { step: boolean; to: number | undefined }): Promise<void> {
   const ref = resolveActor(store, id);
   const version = store.streamVersion(ref.stream);
   if (options.to !== undefined && options.to > version) throw new ReplayError(`${ref.id} has ${version} events; cannot replay to ${options.to}`, { id: ref.id, to: options.to });

@@ -5,7 +5,7 @@ import { UsageError } from '../../domain/errors.ts';
 import type { RecordedEvent } from '../../domain/events.ts';
 import { supervision as supervisionOf, type Supervision } from '../../domain/supervision.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
-import type { SqliteEventStore } from '../../store/sqlite-event-store.ts';
+import type { ReadableLog } from '../../store/host-store.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { withInspectionLog } from '../inspection-log.ts';
 import { withWritableLog } from '../writable-log.ts';
@@ -184,7 +184,7 @@ export const eventsCommand: Command = {
 };
 
 /** Tails the log until the handler calls stop, a signal arrives or stdout's reader goes away. */
-async function followLog(io: Io, store: SqliteEventStore, from: { afterSeq: number; stream?: string }, onEvent: (e: RecordedEvent, stop: () => void) => void): Promise<void> {
+async function followLog(io: Io, store: ReadableLog, from: { afterSeq: number; stream?: string }, onEvent: (e: RecordedEvent, stop: () => void) => void): Promise<void> {
   const { done, stopped } = untilStopped(io);
   let over = false;
   const stop = (): void => {

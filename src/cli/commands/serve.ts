@@ -72,9 +72,10 @@ export const serveCommand: Command = {
     const say = (m: string) => logger.info(m);
     const paths = resolvePaths({ home: args.home, db: args.db });
     assertPrivateDir(paths.home);
-    if (dirname(paths.db) !== paths.home) assertPrivateDir(dirname(paths.db));
-    // Takes the log's writer lock first: a second supervisor stops here, having touched nothing.
-    const rl = await createRunlog({ home: paths.home, db: paths.db, command: 'runlog serve', log: say, atproto: atprotoOptions(args.values.plc as string | undefined) });
+    if (!args.store && dirname(paths.db) !== paths.home) assertPrivateDir(dirname(paths.db));
+    // Takes the log's writer lock first: a second supervisor stops here, having touched nothing. (On PostgreSQL
+    // there is no file to lock.)
+    const rl = await createRunlog({ home: paths.home, ...(args.store ? { store: args.store } : { db: paths.db }), command: 'runlog serve', log: say, atproto: atprotoOptions(args.values.plc as string | undefined) });
     const unlog = logActors(rl.bus, logger);
     let server;
     let metricsServer: MetricsServer | undefined;

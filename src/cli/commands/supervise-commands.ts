@@ -178,7 +178,7 @@ export const execCommand: Command = {
       outcome = await callApi<ExecutionOutcome>(server, 'POST', '/api/executions', request);
     } else {
       const { createRunlog } = await import('../../actors/runlog.ts');
-      const rl = await createRunlog({ home: args.home, db: args.db, command: 'runlog exec', atproto: atprotoOptions(args.values.plc as string | undefined), log: (m) => io.err(`runlog: ${m}`), watchApps: false });
+      const rl = await createRunlog({ home: args.home, db: args.db, ...(args.store ? { store: args.store } : {}), command: 'runlog exec', atproto: atprotoOptions(args.values.plc as string | undefined), log: (m) => io.err(`runlog: ${m}`), watchApps: false });
       try {
         outcome = await rl.execute({ ...request, onProgress: (s) => io.err(`runlog: ${s.name}${s.detail.ms !== undefined && s.detail.ms !== null ? ` (${s.detail.ms} ms)` : ''}`) });
       } finally {
@@ -207,7 +207,7 @@ export const reconcileCommand: Command = {
     else {
       // No supervisor: this process reconciles (at open) — or, for a dry run, only looks.
       const { createRunlog } = await import('../../actors/runlog.ts');
-      const rl = await createRunlog({ home: args.home, db: args.db, command: 'runlog reconcile', reconcile: false, watchApps: false, log: (m) => io.err(`runlog: ${m}`) });
+      const rl = await createRunlog({ home: args.home, db: args.db, ...(args.store ? { store: args.store } : {}), command: 'runlog reconcile', reconcile: false, watchApps: false, log: (m) => io.err(`runlog: ${m}`) });
       try {
         report = await rl.reconcile({ dryRun });
       } finally {

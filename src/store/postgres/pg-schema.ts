@@ -111,6 +111,17 @@ export const PG_MIGRATIONS: readonly string[] = [
      WHERE v_oks[i];
    END
    $fn$;`,
+  // 2: the supervisors sharing the log (one row per node: its heartbeat). ps and inspect read it to say whether
+  // anything supervises the log; the cluster reads it to tell live nodes from dead ones.
+  `CREATE TABLE nodes (
+     node        text    PRIMARY KEY,
+     pid         integer NOT NULL,
+     host        text    NOT NULL,
+     started_at  text    NOT NULL,
+     beat_at     text    NOT NULL,
+     interval_ms integer NOT NULL,
+     stopped_at  text
+   );`,
 ];
 
 export const PG_LATEST_SCHEMA = PG_MIGRATIONS.length;

@@ -1,0 +1,36 @@
+// The store seam the actor host, the supervisor, the server and the inspection commands use: reads are
+// synchronous (the host decides a transition from memory), appends may be asynchronous. SqliteEventStore is one
+// (every call synchronous, as before); PgHostStore (postgres/pg-host-store.ts) is the other: reads from a copy
+// of the log it keeps current by following PostgreSQL, appends through the PostgreSQL event store.
+import type { RecordedEvent } from '../domain/events.ts';
+import type { AppendObserver, AppendOptions, AppendOutcome, AppendRequest, AppendResult, EventStore, Heartbeat, ReadAllOptions, SubscribeOptions } from './event-store.ts';
+import type { NewEvent } from '../domain/events.ts';
+import type { IterateEventsOptions } from './sqlite-event-store.ts';
+
+/** What reading the log needs (ps, inspect, events, replay, export, the API). */
+export interface ReadableLog extends Pick<EventStore, 'read' | 'readAll' | 'streamVersion' | 'streams' | 'listActors' | 'getActor'> {
+  readonly file: string;
+  lastSeq(): number;
+  subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void): () => void;
+  iterateEvents(options?: IterateEventsOptions): IterableIterator<RecordedEvent>;
+  readAllJson?(afterSeq: number, limit: number): { seq: number; json: string }[];
+  readHeartbeat(): Heartbeat | null;
+  close(): void | Promise<void>;
+}
+
+/** What the supervisor needs on top: appends (maybe asynchronous), the heartbeat, metrics. */
+export interface HostStore extends ReadableLog {
+  append(stream: string, events: readonly NewEvent[], options: AppendOptions): AppendResult | Promise<AppendResult>;
+  appendMany(requests: readonly AppendRequest[]): AppendOutcome[] | Promise<AppendOutcome[]>;
+  replaceProjection(rows: Parameters<EventStore['replaceProjection']>[0]): void | Promise<void>;
+  writeHeartbeat(h: Heartbeat): void;
+  sizeBytes(): number;
+  onAppend: AppendObserver | undefined;
+}
+
+export type { IterateEventsOptions, ReadAllOptions };
+
+/** A PostgreSQL URL (postgres:// or postgresql://) rather than a SQLite file. */
+export function isPostgresUrl(store: string | undefined): store is string {
+  return typeof store === 'string' && /^postgres(ql)?:\/\//i.test(store);
+}

@@ -1,0 +1,380 @@
+// The supervisor's store seam (../host-store.ts) on PostgreSQL. The actor host decides each transition from
+// memory and reads the log synchronously (rehydrate, load an actor, inspect), so this keeps a copy of the log in
+// memory, loaded at open and kept current by following PostgreSQL by global position (gapless and in commit
+// order, see pg-schema.ts: following never skips an event). Appends go to PostgreSQL first; only once they are
+// committed are they put into the copy, in position order, and only then does the append resolve — so rule 1
+// holds (an event is durable before any effect of it starts) and a read after an append sees it.
+//
+// The actors projection (what ps lists) is folded by PostgreSQL's event store in the append's transaction; the
+// copy keeps its rows: the host's own row for its own appends, the stored document for events other processes
+// wrote (fetched when the follower sees them).
+//
+// Cost: the whole log in memory (a SQLite supervisor holds only live actors). Fine for the fleets this is
+// built for today; a later slice can page ended actors out.
+import { hostname } from 'node:os';
+import { ConcurrencyError, RunlogError } from '../../domain/errors.ts';
+import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
+import type {
+  ActorRow,
+  AppendObserver,
+  AppendOptions,
+  AppendOutcome,
+  AppendRequest,
+  AppendResult,
+  Heartbeat,
+  ReadAllOptions,
+  ReadOptions,
+  StreamInfo,
+  SubscribeOptions,
+} from '../event-store.ts';
+import type { HostStore } from '../host-store.ts';
+import { toJson, type Projection, type StreamAppend } from '../port.ts';
+import { EventEncodingError, type IterateEventsOptions } from '../sqlite-event-store.ts';
+import type { UpcasterRegistry } from '../upcasters.ts';
+import { PgEventStore } from './pg-event-store.ts';
+
+export interface PgHostStoreOptions {
+  /** postgres://user:password@host:port/database (a `schema` query parameter picks the schema). */
+  url: string;
+  schema?: string;
+  /** Registered with the PostgreSQL store (they fold in the append's transaction). */
+  projections?: readonly Projection<any>[];
+  /** The projection whose documents are ps's rows (default `actors`), and how a document becomes a row (default: without its `snapshot` and `rev`). */
+  actorRows?: { projection: string; toRow?(doc: unknown): ActorRow };
+  upcasters?: UpcasterRegistry;
+  now?: () => string;
+  /** How often to look for events other processes committed (ms, default 250). 0: only when asked (one-shot commands). */
+  pollMs?: number;
+  maxConnections?: number;
+}
+
+/** `?schema=name` in a runlog store URL names the schema; node-postgres must not see it. */
+export function splitStoreUrl(url: string): { url: string; schema: string | undefined } {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new RunlogError('STORE_INPUT', 'the store URL is not a valid postgres:// URL', { url: '(unparsable)' });
+  }
+  const schema = u.searchParams.get('schema') ?? undefined;
+  u.searchParams.delete('schema');
+  return { url: u.toString(), schema };
+}
+
+/** runlog's own append outcome from the port's (the host checks for ConcurrencyError). */
+const PAGE = 1000;
+
+export class PgHostStore implements HostStore {
+  readonly file: string;
+  onAppend: AppendObserver | undefined;
+  private readonly events: RecordedEvent[] = [];
+  private readonly byStream = new Map<string, RecordedEvent[]>();
+  private readonly rows = new Map<string, ActorRow>();
+  private readonly subscribers = new Set<() => void>();
+  private heartbeat: Heartbeat | null = null;
+  private size = 0;
+  /** Ingestion into the copy, one step at a time, in position order. */
+  private chain: Promise<unknown> = Promise.resolve();
+  private timer: NodeJS.Timeout | undefined;
+  private polling = false;
+  private polls = 0;
+  private closed = false;
+  private readonly rowsProjection: string;
+  private readonly toRow: (doc: unknown) => ActorRow;
+
+  private constructor(
+    readonly pg: PgEventStore,
+    private readonly options: PgHostStoreOptions,
+  ) {
+    this.file = pg.description;
+    this.rowsProjection = options.actorRows?.projection ?? 'actors';
+    this.toRow = options.actorRows?.toRow ?? (({ snapshot: _s, rev: _r, ...row }: any) => row as ActorRow);
+  }
+
+  static async open(options: PgHostStoreOptions): Promise<PgHostStore> {
+    const split = splitStoreUrl(options.url);
+    const pg = await PgEventStore.open({
+      url: split.url,
+      schema: options.schema ?? split.schema ?? 'runlog',
+      ...(options.projections ? { projections: options.projections } : {}),
+      ...(options.upcasters ? { upcasters: options.upcasters } : {}),
+      ...(options.now ? { now: options.now } : {}),
+      ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
+    });
+    const store = new PgHostStore(pg, options);
+    try {
+      await store.load();
+    } catch (err) {
+      await pg.close().catch(() => {});
+      throw err;
+    }
+    const pollMs = options.pollMs ?? 250;
+    if (pollMs > 0) {
+      store.timer = setInterval(() => void store.poll(), pollMs);
+      store.timer.unref();
+    }
+    return store;
+  }
+
+  /** The log's head in this copy: every event at or below it is here. */
+  get head(): number {
+    return this.events.length;
+  }
+
+  private async load(): Promise<void> {
+    const before = await this.pg.lastSeq();
+    // Read directly (a one-shot reader registers no projection with the store).
+    for (const d of await this.pg.sql<{ doc: unknown }>('SELECT doc FROM projection_documents WHERE projection = $1', [this.rowsProjection])) {
+      const row = this.toRow(d.doc);
+      this.rows.set(row.stream, row);
+    }
+    for await (const e of this.pg.readAll({ from: 1 })) this.put(e);
+    // Documents read before events committed after `before` may be older than those events: read them again.
+    await this.refreshRows(new Set(this.events.slice(before).map((e) => e.stream)));
+    await this.refreshNodes();
+  }
+
+  private put(e: RecordedEvent): void {
+    this.events.push(e);
+    let s = this.byStream.get(e.stream);
+    if (!s) this.byStream.set(e.stream, (s = []));
+    s.push(e);
+  }
+
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const p = this.chain.then(fn);
+    this.chain = p.catch(() => undefined);
+    return p;
+  }
+
+  /** Reads what other processes committed after the copy's head (up to `upTo`), with their rows. */
+  private async catchUp(upTo = Number.MAX_SAFE_INTEGER): Promise<void> {
+    const touched = new Set<string>();
+    const start = this.head;
+    while (this.head < upTo) {
+      const n = Math.min(PAGE, upTo - this.head);
+      let got = 0;
+      for await (const e of this.pg.readAll({ from: this.head + 1, limit: n })) {
+        this.put(e);
+        touched.add(e.stream);
+        got += 1;
+      }
+      if (got < n) break;
+    }
+    if (this.head === start) return;
+    await this.refreshRows(touched);
+    this.notify();
+  }
+
+  private async refreshRows(streams: Set<string>): Promise<void> {
+    if (streams.size === 0) return;
+    const docs = await this.pg.sql<{ id: string; doc: unknown }>('SELECT id, doc FROM projection_documents WHERE projection = $1 AND id = ANY($2::text[])', [this.rowsProjection, [...streams]]);
+    for (const d of docs) this.rows.set(d.id, this.toRow(d.doc));
+  }
+
+  private async refreshNodes(): Promise<void> {
+    const [r] = await this.pg.sql<{ node: string; pid: number; started_at: string; beat_at: string; interval_ms: number; stopped_at: string | null }>(
+      'SELECT node, pid, started_at, beat_at, interval_ms, stopped_at FROM nodes ORDER BY (stopped_at IS NULL) DESC, beat_at DESC LIMIT 1',
+      [],
+    );
+    this.heartbeat = r ? { node: r.node, pid: r.pid, startedAt: r.started_at, beatAt: r.beat_at, intervalMs: r.interval_ms, stoppedAt: r.stopped_at } : null;
+    const [sz] = await this.pg.sql<{ n: number }>("SELECT (pg_total_relation_size('events') + pg_total_relation_size('projection_documents'))::bigint AS n", []);
+    this.size = sz?.n ?? 0;
+  }
+
+  /** One look at PostgreSQL for other processes' commits (skipped while the last look is still out). */
+  async poll(): Promise<void> {
+    if (this.polling || this.closed) return;
+    this.polling = true;
+    try {
+      await this.serial(() => this.catchUp());
+      if ((this.polls += 1) % 8 === 0) await this.refreshNodes();
+    } catch {
+      // PostgreSQL briefly unreachable: the next poll tries again (appends report their own errors).
+    } finally {
+      this.polling = false;
+    }
+  }
+
+  private notify(): void {
+    if (this.subscribers.size === 0) return;
+    queueMicrotask(() => {
+      for (const s of this.subscribers) s();
+    });
+  }
+
+  // --- appends --------------------------------------------------------------------------------------
+
+  async append(stream: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult> {
+    const [o] = await this.appendMany([{ stream, events, options }]);
+    if (!o!.ok) throw o!.error;
+    return o!.result;
+  }
+
+  async appendMany(requests: readonly AppendRequest[]): Promise<AppendOutcome[]> {
+    if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
+    // Like SQLite: an event JSON cannot encode fails its own request, not the batch it was committed with.
+    const outcomes: (AppendOutcome | null)[] = requests.map((r) => {
+      for (const e of r.events) {
+        try {
+          toJson(e.data, 'data');
+          toJson(e.meta ?? {}, 'meta');
+        } catch (err) {
+          return { ok: false, error: new EventEncodingError(r.stream, e.type, (err as Error).message, { cause: err }) };
+        }
+      }
+      return null;
+    });
+    const sent = requests.filter((_, i) => outcomes[i] === null);
+    const appends: StreamAppend[] = sent.map((r) => ({ stream: r.stream, events: r.events, expectedVersion: r.options.expectedVersion }));
+    const t0 = this.onAppend ? performance.now() : 0;
+    const results = appends.length > 0 ? await this.pg.appendMany(appends) : [];
+    if (this.onAppend) this.onAppend((performance.now() - t0) / 1000, results.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0));
+    // Into the copy, in position order, before anyone hears of it.
+    await this.serial(async () => {
+      const mine = results.flatMap((o, i) => (o.ok ? o.result.events.map((e) => ({ e, row: sent[i]!.options.projection })) : []));
+      if (mine.length > 0) {
+        const first = mine[0]!.e.seq;
+        if (first > this.head + 1) await this.catchUp(first - 1);
+        let added = false;
+        for (const { e, row } of mine) {
+          if (e.seq <= this.head) continue; // the follower got here first (and read the row PostgreSQL folded)
+          this.put(e);
+          added = true;
+          if (row && row.version === e.version) this.rows.set(row.stream, row);
+        }
+        // The host's row is the state after its event; a stream whose row was not given is read back.
+        const unrowed = new Set(mine.filter(({ e, row }) => !row && /^(instance|execution)-/.test(e.stream)).map(({ e }) => e.stream));
+        await this.refreshRows(unrowed);
+        if (added) this.notify();
+      }
+      // Someone else appended (a conflict): the copy catches up so the host's re-read sees their events.
+      if (results.some((o) => !o.ok)) await this.catchUp();
+    });
+    let k = 0;
+    return outcomes.map((o) => {
+      if (o) return o;
+      const r = results[k++]!;
+      return r.ok ? { ok: true, result: r.result } : { ok: false, error: r.error as ConcurrencyError };
+    });
+  }
+
+  replaceProjection(): Promise<void> {
+    return Promise.reject(new RunlogError('NOT_SUPPORTED', `runlog rebuild works on a SQLite log; on PostgreSQL the actors projection is folded by the store in every append (${this.file})`));
+  }
+
+  // --- reads (synchronous, from the copy) ---------------------------------------------------------
+
+  read(stream: string, options: ReadOptions = {}): RecordedEvent[] {
+    const s = this.byStream.get(stream) ?? [];
+    return s.slice(Math.max(0, (options.from ?? 1) - 1), options.to ?? s.length);
+  }
+
+  readAll(options: ReadAllOptions = {}): RecordedEvent[] {
+    const from = options.afterSeq ?? 0;
+    return this.events.slice(from, options.limit !== undefined && options.limit >= 0 ? from + options.limit : undefined);
+  }
+
+  *iterateEvents(options: IterateEventsOptions = {}): IterableIterator<RecordedEvent> {
+    if (options.stream !== undefined) {
+      const s = this.byStream.get(options.stream) ?? [];
+      const to = options.to ?? Number.MAX_SAFE_INTEGER;
+      for (let i = Math.max(0, (options.from ?? 1) - 1); i < s.length && s[i]!.version <= to; i++) yield s[i]!;
+      return;
+    }
+    const toSeq = options.toSeq ?? Number.MAX_SAFE_INTEGER;
+    for (let i = options.afterSeq ?? 0; i < this.events.length && this.events[i]!.seq <= toSeq; i++) yield this.events[i]!;
+  }
+
+  streamVersion(stream: string): number {
+    return this.byStream.get(stream)?.length ?? 0;
+  }
+
+  streams(kind?: string): StreamInfo[] {
+    return [...this.byStream.values()]
+      .map((s) => ({ first: s[0]!.seq, info: { stream: s[0]!.stream, kind: s[0]!.stream.split('-')[0]!, version: s.length, createdAt: s[0]!.at, updatedAt: s.at(-1)!.at } }))
+      .sort((a, b) => a.first - b.first)
+      .map((x) => x.info)
+      .filter((r) => !kind || r.kind === kind);
+  }
+
+  lastSeq(): number {
+    return this.head;
+  }
+
+  subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void): () => void {
+    let cursor = options.afterSeq ?? this.head;
+    let draining = false;
+    const drain = (): void => {
+      if (draining || this.closed) return;
+      draining = true;
+      try {
+        while (cursor < this.head) {
+          const e = this.events[cursor]!;
+          cursor = e.seq;
+          if (!options.stream || e.stream === options.stream) handler(e);
+        }
+      } finally {
+        draining = false;
+      }
+    };
+    this.subscribers.add(drain);
+    // A one-shot reader (pollMs 0 at open) that subscribes starts following now.
+    if (!this.timer) {
+      this.timer = setInterval(() => void this.poll(), options.pollMs ?? 200);
+      this.timer.unref();
+    }
+    queueMicrotask(drain);
+    return () => {
+      this.subscribers.delete(drain);
+    };
+  }
+
+  listActors(filter: { kind?: string; all?: boolean } = {}): ActorRow[] {
+    return [...this.rows.values()]
+      .filter((r) => (!filter.kind || r.kind === filter.kind) && (filter.all || r.status === 'active'))
+      .sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
+
+  getActor(id: string): ActorRow | undefined {
+    return this.rows.get(`instance-${id}`) ?? this.rows.get(`execution-${id}`);
+  }
+
+  // --- supervision --------------------------------------------------------------------------------
+
+  /** Recorded in the `nodes` table (one row per node); written in the background, a failure is logged by the caller's next beat. */
+  writeHeartbeat(h: Heartbeat): void {
+    if (this.closed) return;
+    this.heartbeat = h;
+    void this.writeNode(h).catch(() => undefined);
+  }
+
+  /** The heartbeat write, awaited (a clean stop waits for its stop mark). */
+  async writeNode(h: Heartbeat): Promise<void> {
+    await this.pg.sql(
+      `INSERT INTO nodes (node, pid, host, started_at, beat_at, interval_ms, stopped_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
+       ON CONFLICT (node) DO UPDATE SET pid = excluded.pid, host = excluded.host, started_at = excluded.started_at,
+         beat_at = excluded.beat_at, interval_ms = excluded.interval_ms, stopped_at = excluded.stopped_at`,
+      [h.node, h.pid, hostname(), h.startedAt, h.beatAt, h.intervalMs, h.stoppedAt],
+    );
+  }
+
+  readHeartbeat(): Heartbeat | null {
+    return this.heartbeat;
+  }
+
+  sizeBytes(): number {
+    return this.size;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    this.subscribers.clear();
+    await this.chain.catch(() => undefined);
+    // The heartbeat's stop mark, if one is being written, goes out before the pool ends.
+    if (this.heartbeat?.stoppedAt) await this.writeNode(this.heartbeat).catch(() => undefined);
+    await this.pg.close();
+  }
+}
