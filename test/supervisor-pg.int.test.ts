@@ -56,7 +56,7 @@ describe('a supervisor on PostgreSQL', () => {
 
     const a = await serveOk(store);
     expect(a.info.db).not.toContain(':runlog@'); // the password never shows
-    const spawned = runCli(['spawn', HELLO_APP_DIR, '--sandbox', 'container', '--id', id, '--json'], { home });
+    const spawned = runCli(['spawn', HELLO_APP_DIR, '--sandbox', 'container', '--id', id, '--json'], { home, timeoutMs: 240_000 });
     expect(spawned.code, spawned.stderr).toBe(0);
     expect(JSON.parse(spawned.stdout)).toMatchObject({ id, state: 'running' });
     // Nothing went to a SQLite file.
@@ -116,7 +116,7 @@ describe('a supervisor on PostgreSQL', () => {
     expect(ps0.code, ps0.stderr).toBe(0);
     expect(ps0.stdout.trim()).toBe('[]');
     const b = await serveOk(store);
-    const second = runCli(['spawn', HELLO_APP_DIR, '--sandbox', 'container', '--id', `${id}b`, '--json'], { home });
+    const second = runCli(['spawn', HELLO_APP_DIR, '--sandbox', 'container', '--id', `${id}b`, '--json'], { home, timeoutMs: 240_000 });
     expect(second.code, second.stderr).toBe(0);
     const psAll = cli(['ps', '--all', '--store', store, '--json']);
     expect(psAll.code, psAll.stderr).toBe(0);

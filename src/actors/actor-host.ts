@@ -2,7 +2,7 @@
 // Rule 1: an event is on disk before any of its effects starts. Effects report back only by
 // dispatching new events, so everything the supervisor learns lands in the log.
 import type { AnyStateMachine } from 'xstate';
-import { ConcurrencyError, NotFoundError, RunlogError } from '../domain/errors.ts';
+import { ConcurrencyError, FencedError, NotFoundError, RunlogError } from '../domain/errors.ts';
 import { parseStreamName, rejectedType, streamName, toMachineEvent, type ActorKind, type KindNewEvent, type NewEvent, type RecordedEvent } from '../domain/events.ts';
 import type { Effect, EffectsByKind, KindEffect } from '../machines/effects.ts';
 import { initialSnapshot, isTerminal, replay, stateName, step, type AnySnapshot } from '../machines/replay.ts';
@@ -71,6 +71,8 @@ export interface ActorHostOptions {
   log?: (msg: string) => void;
   /** Called as an actor is created (tracing): what it returns is merged into the first event's meta. */
   onCreate?: (kind: ActorKind, id: string) => Record<string, unknown> | undefined;
+  /** Whether this supervisor owns the actor (a cluster node: its lease). Others' actors are never held or rehydrated. */
+  owns?: (stream: string) => boolean;
 }
 
 export class IllegalEventError extends RunlogError {
@@ -114,6 +116,7 @@ export class ActorHost {
   rehydrate(): LiveActor[] {
     const live: LiveActor[] = [];
     for (const row of this.opts.store.listActors({ all: false })) {
+      if (this.opts.owns && !this.opts.owns(row.stream)) continue;
       const actor = this.load(row.kind as ActorKind, row.id);
       if (actor && !isTerminal(actor.snapshot)) live.push(actor);
     }
@@ -139,8 +142,13 @@ export class ActorHost {
     if (events.length === 0) return undefined;
     const snapshot = replay(this.opts.machines[kind], events.map(toMachineEvent));
     const actor: LiveActor = { id, kind, stream, snapshot, version: events[events.length - 1]!.version, createdAt: events[0]!.at };
-    if (!isTerminal(snapshot)) this.actors.set(stream, actor);
+    if (!isTerminal(snapshot) && (!this.opts.owns || this.opts.owns(stream))) this.actors.set(stream, actor);
     return actor;
+  }
+
+  /** Drops an actor from memory (its lease went to another supervisor): it is read again if ever asked for. */
+  forget(stream: string): void {
+    this.actors.delete(stream);
   }
 
   /** How many actors the host holds in memory (live ones only; see load()). */
@@ -216,6 +224,8 @@ export class ActorHost {
       });
       recorded = result.events[0]!;
     } catch (err) {
+      // Another supervisor owns it now (this one's lease ran out): let go of it, act on it no more.
+      if (err instanceof FencedError) this.forget(actor.stream);
       if (err instanceof ConcurrencyError && attempt < 3) {
         // Someone else appended to this stream (another process): re-read and re-decide.
         this.actors.delete(actor.stream);

@@ -14,9 +14,9 @@ export interface HeartbeatHandle {
   stop(): void;
 }
 
-export function startHeartbeat(store: Pick<HostStore, 'writeHeartbeat'>, now: () => string, intervalMs = DEFAULT_HEARTBEAT_MS, log?: (m: string) => void): HeartbeatHandle {
+export function startHeartbeat(store: Pick<HostStore, 'writeHeartbeat'>, now: () => string, intervalMs = DEFAULT_HEARTBEAT_MS, log?: (m: string) => void, node = hostname()): HeartbeatHandle {
   const startedAt = now();
-  const base = { node: hostname(), pid: process.pid, startedAt, intervalMs };
+  const base = { node, pid: process.pid, startedAt, intervalMs };
   let last = startedAt;
   let failing = false;
   const beat = (stoppedAt: string | null = null) => {

@@ -2,6 +2,7 @@
 // rehydrates every live actor and runs effects, i.e. it is the supervisor. Inspection works either way.
 import type { TracerProvider } from '@opentelemetry/api';
 import { existsSync, readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { AtprotoReaderOptions, Publisher } from '../adapters/atproto/index.ts';
 import type { SandboxRunner } from '../adapters/sandbox/sandbox-runner.ts';
@@ -24,6 +25,10 @@ import type { Effect } from '../machines/effects.ts';
 import { machines } from '../machines/replay.ts';
 import type { ActorRow } from '../store/event-store.ts';
 import { isPostgresUrl, type HostStore } from '../store/host-store.ts';
+import type { PgHostStore } from '../store/postgres/pg-host-store.ts';
+import { clusterListener } from './cluster.ts';
+
+const DEFAULT_LEASE_TTL_MS = 15_000;
 import { SqliteEventStore } from '../store/sqlite-event-store.ts';
 import { WriterLock } from '../store/writer-lock.ts';
 import { ActorHost, IllegalEventError, type AllEffectHandlers, type EffectHandlers, type LiveActor } from './actor-host.ts';
@@ -58,6 +63,14 @@ export interface RunlogOptions {
    * else `db`.
    */
   store?: string;
+  /**
+   * On PostgreSQL: this supervisor's node name in the cluster (default: the host name). It owns the actors it
+   * creates through leases, labels its containers `runlog.node=<name>`, and takes over actors of nodes whose
+   * leases expire.
+   */
+  node?: string;
+  /** How long a lease lives without renewal (ms, default 15000): the time a survivor waits before taking over. */
+  leaseTtlMs?: number;
   /** Rehydrate live actors and run effects (default true). false = inspection (read-only unless readOnly: false). */
   supervise?: boolean;
   /**
@@ -227,7 +240,7 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
   }
 }
 
-async function openStore(options: RunlogOptions, db: string, readOnly: boolean, pgUrl: string | undefined): Promise<HostStore> {
+async function openStore(options: RunlogOptions, db: string, readOnly: boolean, pgUrl: string | undefined, node: string | undefined): Promise<HostStore> {
   if (!pgUrl) return new SqliteEventStore(db, { synchronous: options.synchronous, readOnly, ...(options.now ? { now: options.now } : {}) });
   // Loaded only for PostgreSQL: a SQLite supervisor never loads node-postgres.
   const [{ PgHostStore }, { actorsProjection, ACTORS_PROJECTION }] = await Promise.all([import('../store/postgres/pg-host-store.ts'), import('./actors-projection.ts')]);
@@ -235,12 +248,17 @@ async function openStore(options: RunlogOptions, db: string, readOnly: boolean, 
     url: pgUrl,
     projections: [actorsProjection()],
     actorRows: { projection: ACTORS_PROJECTION },
+    ...(node ? { node: { name: node, leaseTtlMs: options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS } } : {}),
     ...(options.now ? { now: options.now } : {}),
   });
 }
 
 async function openRunlog(options: RunlogOptions, paths: { home: string; db: string }, supervise: boolean, readOnly: boolean, writer: WriterLock | null, pgUrl: string | undefined): Promise<Runlog> {
-  const store = await openStore(options, paths.db, readOnly, pgUrl);
+  // A supervisor on PostgreSQL is a cluster node (maybe the only one): its actors are leased to it.
+  const node = pgUrl && supervise ? (options.node ?? hostname()) : undefined;
+  const store = await openStore(options, paths.db, readOnly, pgUrl, node);
+  const pgStore = node ? (store as PgHostStore) : null;
+  if (node) options = { ...options, labels: { ...options.labels, 'runlog.node': node } };
   const bus = createBus();
   const log = options.log ?? ((m: string) => process.stderr.write(`[runlog] ${m}\n`));
   const faults = options.faults ?? noFaults;
@@ -300,6 +318,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     onEffectError,
     log,
     ...(tracing ? { onCreate: (kind: ActorKind, id: string) => tracing.created(kind, id) } : {}),
+    ...(pgStore ? { owns: (stream: string) => pgStore.owns(stream) } : {}),
   });
   const reconciler = new Reconciler(hostRef, instances, executions, log, { clock, ...(options.orphanPolicy ? { orphanPolicy: options.orphanPolicy } : {}) });
   let heartbeat: HeartbeatHandle | null = null;
@@ -314,8 +333,15 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   };
 
   if (supervise) {
-    heartbeat = startHeartbeat(store, now, options.heartbeatMs, log);
-    for (const actor of host.rehydrate()) timers.resume(actor);
+    heartbeat = startHeartbeat(store, now, options.heartbeatMs, log, node);
+    const rehydrated = host.rehydrate();
+    for (const actor of rehydrated) timers.resume(actor);
+    if (pgStore && node) {
+      // Leases reclaimed from an earlier run of this node whose actors have ended are given back.
+      const live = new Set(rehydrated.map((a) => a.stream));
+      for (const s of pgStore.leases!.held.keys()) if (!live.has(s)) pgStore.letGo(s);
+      pgStore.startLeases(clusterListener(hostRef, node, (s) => pgStore.letGo(s), log));
+    }
     if (options.reconcile ?? true) {
       // Pre-started sandboxes of an earlier supervisor are removed (and recorded) first, but for one a live
       // execution runs in: its actor's recovery (below) decides about that one.

@@ -145,3 +145,13 @@ export class LogUnreadableError extends RunlogError {
     super('LOG_UNREADABLE', `cannot read event log ${file}: ${reason}`, { file, reason });
   }
 }
+
+/** A supervisor no longer holds the actor's lease (expired, or taken over by another node): nothing was appended. */
+export class FencedError extends RunlogError {
+  constructor(
+    readonly stream: string,
+    readonly node: string,
+  ) {
+    super('FENCED', `${node} no longer owns ${stream}: its lease expired or another supervisor took it over; nothing was appended`, { stream, node });
+  }
+}

@@ -6,7 +6,7 @@
 //
 // One convention for positions: a stream's `version` and the log's global position (`seq` on RecordedEvent)
 // are 1-based, and every `from`/`to` is inclusive.
-import { ConcurrencyError, ValidationError } from '../domain/errors.ts';
+import { ConcurrencyError, ValidationError, type FencedError } from '../domain/errors.ts';
 import type { NewEvent, RecordedEvent } from '../domain/events.ts';
 
 /**
@@ -35,8 +35,8 @@ export interface StreamAppend {
   expectedVersion: ExpectedStreamVersion;
 }
 
-/** Per request: its result, or the ConcurrencyError that kept its events out (the other requests still commit). */
-export type StreamAppendOutcome = { ok: true; result: AppendToStreamResult } | { ok: false; error: ConcurrencyError };
+/** Per request: its result, or the ConcurrencyError (or, for a fenced append, FencedError) that kept its events out (the other requests still commit). */
+export type StreamAppendOutcome = { ok: true; result: AppendToStreamResult } | { ok: false; error: ConcurrencyError | FencedError };
 
 export interface ReadStreamOptions {
   /** First version to return (inclusive, 1-based; default 1). */

@@ -4,7 +4,7 @@
 import { lstatSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { resolvePaths } from '../../actors/paths.ts';
-import { HomeInsecureError, RunlogError } from '../../domain/errors.ts';
+import { HomeInsecureError, RunlogError, UsageError } from '../../domain/errors.ts';
 import { parseListen } from '../../server/listen.ts';
 import type { MetricsServer } from '../../server/metrics-server.ts';
 import type { Command } from '../command.ts';
@@ -48,14 +48,16 @@ export const serveCommand: Command = {
   name: 'serve',
   summary: 'run the supervisor with its HTTP API and web inspector (loopback only, bearer token)',
   usage:
-    'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] [--home <dir>] [--db <path>] [--json]   (--json prints {url, host, port, …} on stdout)',
+    'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] [--home <dir>] [--db <path> | --store <url> [--node <name>] [--lease-ttl <ms>]] [--json]   (--json prints {url, host, port, …} on stdout)',
   options: {
     listen: { type: 'string', value: '<host:port>', description: 'where the API and inspector listen (loopback only)', defaultText: '127.0.0.1:7420' },
     'metrics-listen': { type: 'string', value: '<ip>:<port>', description: 'also serve /metrics without a token on this address', defaultText: 'off' },
     'log-level': { type: 'string', value: '<level>', description: 'log level of the supervisor\'s log on stderr', defaultText: 'info' },
     plc: { type: 'string', value: '<url>', description: 'PLC directory for DID resolution', defaultText: '$RUNLOG_PLC_URL, else https://plc.directory' },
+    node: { type: 'string', value: '<name>', description: "this supervisor's name in a cluster sharing a PostgreSQL --store (it owns what it creates through leases)", defaultText: 'the host name' },
+    'lease-ttl': { type: 'string', value: '<ms>', description: 'how long a lease lives unrenewed: when a survivor takes over the actors of a supervisor that stopped (PostgreSQL only)', defaultText: '15000' },
   },
-  examples: ['RUNLOG_HOME=/var/lib/runlog runlog serve --listen 127.0.0.1:7420'],
+  examples: ['RUNLOG_HOME=/var/lib/runlog runlog serve --listen 127.0.0.1:7420', 'runlog serve --store postgres://runlog:runlog@db:5432/runlog --node a --home /var/lib/runlog-a'],
   run: async (args, io) => {
     const [{ createRunlog }, { startServer }, { startMetricsServer }, { ensureToken }, { createLogger, logActors, parseLogLevel }, { atprotoOptions, removeServerInfo, writeServerInfo }] = await Promise.all([
       import('../../actors/runlog.ts'),
@@ -65,7 +67,13 @@ export const serveCommand: Command = {
       import('../logger.ts'),
       import('../client.ts'),
     ]);
-    // Refuse a bad address before anything is opened or written.
+    // Refuse a bad address (or cluster flags without a PostgreSQL store) before anything is opened or written.
+    const node = args.values.node as string | undefined;
+    const ttlText = args.values['lease-ttl'] as string | undefined;
+    if ((node !== undefined || ttlText !== undefined) && !args.store) throw new UsageError('--node and --lease-ttl are for a cluster sharing a PostgreSQL log: give --store postgres://… (or $RUNLOG_STORE)');
+    if (node !== undefined && !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(node)) throw new UsageError(`--node must be letters, digits, '.', '_' or '-' (at most 63), not '${node}'`);
+    const leaseTtlMs = ttlText === undefined ? undefined : Number(ttlText);
+    if (leaseTtlMs !== undefined && !(Number.isInteger(leaseTtlMs) && leaseTtlMs >= 300)) throw new UsageError(`--lease-ttl must be a whole number of milliseconds ≥ 300, not '${ttlText}'`);
     const listen = parseListen(args.values.listen as string | undefined);
     const metricsAt = args.values['metrics-listen'] === undefined ? null : parseListen(args.values['metrics-listen'] as string, { flag: '--metrics-listen', anyAddress: true });
     const logger = createLogger({ level: parseLogLevel(args.values['log-level'] as string | undefined) });
@@ -75,7 +83,7 @@ export const serveCommand: Command = {
     if (!args.store && dirname(paths.db) !== paths.home) assertPrivateDir(dirname(paths.db));
     // Takes the log's writer lock first: a second supervisor stops here, having touched nothing. (On PostgreSQL
     // there is no file to lock.)
-    const rl = await createRunlog({ home: paths.home, ...(args.store ? { store: args.store } : { db: paths.db }), command: 'runlog serve', log: say, atproto: atprotoOptions(args.values.plc as string | undefined) });
+    const rl = await createRunlog({ home: paths.home, ...(args.store ? { store: args.store } : { db: paths.db }), ...(node ? { node } : {}), ...(leaseTtlMs ? { leaseTtlMs } : {}), command: 'runlog serve', log: say, atproto: atprotoOptions(args.values.plc as string | undefined) });
     const unlog = logActors(rl.bus, logger);
     let server;
     let metricsServer: MetricsServer | undefined;

@@ -4,7 +4,9 @@
 // append_events in pg-schema.ts for how, and what it costs), so following the log by position never skips an
 // event. Projections registered with the store fold inside the append's transaction.
 import pg from 'pg';
-import { ForeignDatabaseError, RunlogError, StoreVersionError, StoreWriteError } from '../../domain/errors.ts';
+import { FencedError, ForeignDatabaseError, RunlogError, StoreVersionError, StoreWriteError } from '../../domain/errors.ts';
+
+export { FencedError };
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
 import {
   ExpectedVersionError,
@@ -63,6 +65,41 @@ const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 const PAGE = 1000;
 const COLUMNS = 'seq, stream, version, type, schema, data, meta, at';
 const APPEND_SQL = 'SELECT o_ok, o_actual, o_version, o_first FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)';
+
+type AppendRow = { o_ok: boolean; o_actual: number; o_version: number; o_first: number };
+
+interface Encoded {
+  params: unknown[];
+  data: string[];
+  meta: string[];
+  at: string[];
+  schemas: number[];
+  projected: boolean;
+}
+
+/** Which node appends, and the lease token it holds for each stream it owns (pg-leases.ts). */
+export interface Fence {
+  node: string;
+  tokens: ReadonlyMap<string, number>;
+}
+
+/** Locks the fenced streams' lease rows and returns the indexes of requests whose lease is not this node's, live, with that token. */
+async function checkFence(client: pg.PoolClient, fence: Fence, requests: readonly StreamAppend[], tokens: (number | undefined)[]): Promise<Set<number>> {
+  const streams = [...new Set(requests.filter((_, i) => tokens[i] !== undefined).map((r) => r.stream))];
+  const { rows } = await client.query<{ stream: string; node: string; token: number; live: boolean }>(
+    'SELECT stream, node, token, expires_at > clock_timestamp() AS live FROM leases WHERE stream = ANY($1::text[]) ORDER BY stream FOR SHARE',
+    [streams],
+  );
+  const byStream = new Map(rows.map((r) => [r.stream, r]));
+  const refused = new Set<number>();
+  requests.forEach((r, i) => {
+    const t = tokens[i];
+    if (t === undefined) return;
+    const l = byStream.get(r.stream);
+    if (!l || l.node !== fence.node || l.token !== t || !l.live) refused.add(i);
+  });
+  return refused;
+}
 
 interface EventRow {
   seq: number;
@@ -195,10 +232,61 @@ export class PgEventStore implements EventStorePort {
     return o!.result;
   }
 
-  async appendMany(requests: readonly StreamAppend[]): Promise<StreamAppendOutcome[]> {
+  /**
+   * With `fence`: each request on a stream the fence names appends only if the node still holds that stream's
+   * lease with that token, unexpired on the server's clock, checked in the append's own transaction with the
+   * lease rows locked (FOR SHARE) — a takeover waits for the append to commit, and an append after a takeover
+   * (or after the lease ran out, however long this process was paused) is refused with FencedError.
+   */
+  async appendMany(requests: readonly StreamAppend[], options: { fence?: Fence } = {}): Promise<StreamAppendOutcome[]> {
     this.open();
     validateAppends(requests);
     // Everything is serialised before the database is touched: bad data is a typed error and writes nothing.
+    const batch = this.encode(requests);
+    const fence = options.fence;
+    const fenced = fence ? requests.map((r) => fence.tokens.get(r.stream)) : [];
+    let outcomes: StreamAppendOutcome[];
+    let rows: AppendRow[];
+    if (!batch.projected && !fenced.some((t) => t !== undefined)) {
+      // One statement in its own implicit transaction: one round trip, one commit.
+      rows = await this.query(APPEND_SQL, batch.params);
+      outcomes = this.outcomes(requests, rows, batch);
+    } else {
+      let client: pg.PoolClient;
+      try {
+        client = await this.pool.connect();
+      } catch (err) {
+        throw translate(this.description, err);
+      }
+      let broken = false;
+      try {
+        await client.query('BEGIN');
+        let refused = new Set<number>();
+        if (fence && fenced.some((t) => t !== undefined)) refused = await checkFence(client, fence, requests, fenced);
+        const kept = refused.size === 0 ? requests : requests.filter((_, i) => !refused.has(i));
+        const keptBatch = refused.size === 0 ? batch : this.encode(kept);
+        rows = kept.length > 0 ? (await client.query<AppendRow>(APPEND_SQL, keptBatch.params)).rows : [];
+        const keptOutcomes = this.outcomes(kept, rows, keptBatch);
+        if (keptBatch.projected) await this.project(client, keptOutcomes.flatMap((o) => (o.ok ? o.result.events : [])));
+        await client.query('COMMIT');
+        let k = 0;
+        outcomes = requests.map((r, i) => (refused.has(i) ? { ok: false, error: new FencedError(r.stream, fence!.node) } : keptOutcomes[k++]!));
+      } catch (err) {
+        try {
+          await client.query('ROLLBACK');
+        } catch {
+          broken = true; // the connection is gone: the server rolls back what did not commit
+        }
+        throw translate(this.description, err);
+      } finally {
+        client.release(broken);
+      }
+    }
+    if (rows.some((r) => r.o_ok && r.o_first > 0)) this.wakeups.wake();
+    return outcomes;
+  }
+
+  private encode(requests: readonly StreamAppend[]): Encoded {
     const now = this.now();
     const streams: string[] = [];
     const expected: string[] = [];
@@ -222,50 +310,10 @@ export class PgEventStore implements EventStorePort {
         if (this.projections.size > 0 && (this.projectedTypes === null || this.projectedTypes.has(e.type))) projected = true;
       });
     }
-    const params = [streams, expected, counts, types, schemas, data, meta, at];
-    let rows: { o_ok: boolean; o_actual: number; o_version: number; o_first: number }[];
-    let outcomes: StreamAppendOutcome[];
-    if (!projected) {
-      // One statement in its own implicit transaction: one round trip, one commit.
-      rows = await this.query(APPEND_SQL, params);
-      outcomes = this.outcomes(requests, rows, data, meta, at, schemas);
-    } else {
-      let client: pg.PoolClient;
-      try {
-        client = await this.pool.connect();
-      } catch (err) {
-        throw translate(this.description, err);
-      }
-      let broken = false;
-      try {
-        await client.query('BEGIN');
-        rows = (await client.query(APPEND_SQL, params)).rows;
-        outcomes = this.outcomes(requests, rows, data, meta, at, schemas);
-        await this.project(client, outcomes.flatMap((o) => (o.ok ? o.result.events : [])));
-        await client.query('COMMIT');
-      } catch (err) {
-        try {
-          await client.query('ROLLBACK');
-        } catch {
-          broken = true; // the connection is gone: the server rolls back what did not commit
-        }
-        throw translate(this.description, err);
-      } finally {
-        client.release(broken);
-      }
-    }
-    if (rows.some((r) => r.o_ok && r.o_first > 0)) this.wakeups.wake();
-    return outcomes;
+    return { params: [streams, expected, counts, types, schemas, data, meta, at], data, meta, at, schemas, projected };
   }
 
-  private outcomes(
-    requests: readonly StreamAppend[],
-    rows: { o_ok: boolean; o_actual: number; o_version: number; o_first: number }[],
-    data: string[],
-    meta: string[],
-    at: string[],
-    schemas: number[],
-  ): StreamAppendOutcome[] {
+  private outcomes(requests: readonly StreamAppend[], rows: AppendRow[], { data, meta, at, schemas }: Encoded): StreamAppendOutcome[] {
     let e = 0;
     return requests.map((r, i): StreamAppendOutcome => {
       const row = rows[i]!;

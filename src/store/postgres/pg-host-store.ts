@@ -12,7 +12,7 @@
 // Cost: the whole log in memory (a SQLite supervisor holds only live actors). Fine for the fleets this is
 // built for today; a later slice can page ended actors out.
 import { hostname } from 'node:os';
-import { ConcurrencyError, RunlogError } from '../../domain/errors.ts';
+import { RunlogError } from '../../domain/errors.ts';
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
 import type {
   ActorRow,
@@ -31,7 +31,9 @@ import type { HostStore } from '../host-store.ts';
 import { toJson, type Projection, type StreamAppend } from '../port.ts';
 import { EventEncodingError, type IterateEventsOptions } from '../sqlite-event-store.ts';
 import type { UpcasterRegistry } from '../upcasters.ts';
+import { FencedError } from '../../domain/errors.ts';
 import { PgEventStore } from './pg-event-store.ts';
+import { Leases, type TakenLease } from './pg-leases.ts';
 
 export interface PgHostStoreOptions {
   /** postgres://user:password@host:port/database (a `schema` query parameter picks the schema). */
@@ -46,6 +48,19 @@ export interface PgHostStoreOptions {
   /** How often to look for events other processes committed (ms, default 250). 0: only when asked (one-shot commands). */
   pollMs?: number;
   maxConnections?: number;
+  /**
+   * Supervising as one node of a cluster: this node's name and its leases' time to live. Each live actor it
+   * creates or takes over is leased to it, and every append to an actor's stream is fenced by that lease.
+   */
+  node?: { name: string; leaseTtlMs: number };
+}
+
+/** What the cluster tells the supervisor about leases (see runlog.ts / actors/cluster.ts). */
+export interface LeaseListener {
+  /** Leases this node turned out to have lost (it was paused or cut off past their expiry and someone took them). */
+  lost(streams: string[]): void;
+  /** Leases this node took over from a node that let them expire (the copy of the log has caught up first). */
+  taken(leases: TakenLease[]): void;
 }
 
 /** `?schema=name` in a runlog store URL names the schema; node-postgres must not see it. */
@@ -61,8 +76,8 @@ export function splitStoreUrl(url: string): { url: string; schema: string | unde
   return { url: u.toString(), schema };
 }
 
-/** runlog's own append outcome from the port's (the host checks for ConcurrencyError). */
 const PAGE = 1000;
+const ACTOR_STREAM = /^(instance|execution)-/;
 
 export class PgHostStore implements HostStore {
   readonly file: string;
@@ -80,6 +95,12 @@ export class PgHostStore implements HostStore {
   private polls = 0;
   private closed = false;
   private readonly rowsProjection: string;
+  /** This node's leases (null: not supervising as a cluster node). */
+  readonly leases: Leases | null;
+  private leaseTimer: NodeJS.Timeout | undefined;
+  private listener: LeaseListener | undefined;
+  private readonly ending = new Set<string>();
+  private beating = false;
   private readonly toRow: (doc: unknown) => ActorRow;
 
   private constructor(
@@ -87,6 +108,7 @@ export class PgHostStore implements HostStore {
     private readonly options: PgHostStoreOptions,
   ) {
     this.file = pg.description;
+    this.leases = options.node ? new Leases(pg, options.node.name, options.node.leaseTtlMs) : null;
     this.rowsProjection = options.actorRows?.projection ?? 'actors';
     this.toRow = options.actorRows?.toRow ?? (({ snapshot: _s, rev: _r, ...row }: any) => row as ActorRow);
   }
@@ -104,6 +126,7 @@ export class PgHostStore implements HostStore {
     const store = new PgHostStore(pg, options);
     try {
       await store.load();
+      await store.leases?.reclaim();
     } catch (err) {
       await pg.close().catch(() => {});
       throw err;
@@ -225,10 +248,25 @@ export class PgHostStore implements HostStore {
       }
       return null;
     });
+    // A cluster node appends to an actor's stream only under its lease: a new actor's is taken first; a stream
+    // whose lease it does not hold is refused here, one it holds is checked again in the append's transaction.
+    if (this.leases) {
+      for (const [i, r] of requests.entries()) {
+        if (outcomes[i] !== null || !ACTOR_STREAM.test(r.stream) || this.leases.owns(r.stream)) continue;
+        const fresh = r.options.expectedVersion === 'no-stream' || r.options.expectedVersion === 0;
+        if (!fresh || !(await this.leases.acquire(r.stream))) outcomes[i] = { ok: false, error: new FencedError(r.stream, this.leases.node) };
+      }
+    }
     const sent = requests.filter((_, i) => outcomes[i] === null);
     const appends: StreamAppend[] = sent.map((r) => ({ stream: r.stream, events: r.events, expectedVersion: r.options.expectedVersion }));
     const t0 = this.onAppend ? performance.now() : 0;
-    const results = appends.length > 0 ? await this.pg.appendMany(appends) : [];
+    const fence = this.leases ? { fence: { node: this.leases.node, tokens: this.leases.held } } : {};
+    const results = appends.length > 0 ? await this.pg.appendMany(appends, fence) : [];
+    results.forEach((o, i) => {
+      if (!o.ok && o.error instanceof FencedError) this.leases?.held.delete(sent[i]!.stream);
+      // An actor that ended gives its lease back at the next beat.
+      if (o.ok && sent[i]!.options.projection?.status === 'terminal') this.ending.add(sent[i]!.stream);
+    });
     if (this.onAppend) this.onAppend((performance.now() - t0) / 1000, results.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0));
     // Into the copy, in position order, before anyone hears of it.
     await this.serial(async () => {
@@ -255,12 +293,58 @@ export class PgHostStore implements HostStore {
     return outcomes.map((o) => {
       if (o) return o;
       const r = results[k++]!;
-      return r.ok ? { ok: true, result: r.result } : { ok: false, error: r.error as ConcurrencyError };
+      return r.ok ? { ok: true, result: r.result } : { ok: false, error: r.error };
     });
   }
 
   replaceProjection(): Promise<void> {
     return Promise.reject(new RunlogError('NOT_SUPPORTED', `runlog rebuild works on a SQLite log; on PostgreSQL the actors projection is folded by the store in every append (${this.file})`));
+  }
+
+  // --- leases ---------------------------------------------------------------------------------------
+
+  /** Whether this node may act on the stream (always, when not a cluster node). */
+  owns(stream: string): boolean {
+    return !this.leases || !ACTOR_STREAM.test(stream) || this.leases.owns(stream);
+  }
+
+  /** Gives the stream's lease back at the next beat (an ended actor). */
+  letGo(stream: string): void {
+    if (this.leases?.owns(stream)) this.ending.add(stream);
+  }
+
+  /** Starts beating: renew this node's leases, give back ended actors', take over expired ones (every ttl/3). */
+  startLeases(listener: LeaseListener): void {
+    if (!this.leases || this.leaseTimer) return;
+    this.listener = listener;
+    this.leaseTimer = setInterval(() => void this.beat(), Math.max(50, Math.floor(this.leases.ttlMs / 3)));
+    this.leaseTimer.unref();
+  }
+
+  /** One beat (exposed for tests). */
+  async beat(): Promise<void> {
+    const leases = this.leases;
+    if (!leases || this.beating || this.closed) return;
+    this.beating = true;
+    try {
+      const lost = await leases.renew();
+      if (lost.length > 0) this.listener?.lost(lost);
+      if (this.ending.size > 0) {
+        const done = [...this.ending];
+        this.ending.clear();
+        await leases.release(done);
+      }
+      const taken = await leases.takeExpired();
+      if (taken.length > 0) {
+        // What the previous owner committed is read before the new owner decides anything.
+        await this.serial(() => this.catchUp());
+        this.listener?.taken(taken);
+      }
+    } catch {
+      // PostgreSQL unreachable: the next beat tries again (a lease not renewed in time is lost, and fenced).
+    } finally {
+      this.beating = false;
+    }
   }
 
   // --- reads (synchronous, from the copy) ---------------------------------------------------------
@@ -371,6 +455,7 @@ export class PgHostStore implements HostStore {
     if (this.closed) return;
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
+    if (this.leaseTimer) clearInterval(this.leaseTimer);
     this.subscribers.clear();
     await this.chain.catch(() => undefined);
     // The heartbeat's stop mark, if one is being written, goes out before the pool ends.

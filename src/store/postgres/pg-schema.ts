@@ -122,6 +122,17 @@ export const PG_MIGRATIONS: readonly string[] = [
      interval_ms integer NOT NULL,
      stopped_at  text
    );`,
+  // 3: leases. A live actor is owned by one node through its lease: a fencing token (from a sequence, so a new
+  // owner's token is always higher) and an expiry on the server's clock, renewed by the owner's heartbeat.
+  // Every append of an owner checks its lease in the append's transaction (pg-leases.ts).
+  `CREATE SEQUENCE lease_tokens;
+   CREATE TABLE leases (
+     stream     text        PRIMARY KEY,
+     node       text        NOT NULL,
+     token      bigint      NOT NULL,
+     expires_at timestamptz NOT NULL
+   );
+   CREATE INDEX leases_node ON leases (node);`,
 ];
 
 export const PG_LATEST_SCHEMA = PG_MIGRATIONS.length;

@@ -1,0 +1,105 @@
+// Leases: which node owns which live actor, in the `leases` table (migration 3). A lease has a fencing token
+// from a sequence (a new owner's token is always higher than the last one) and an expiry on PostgreSQL's clock
+// (never a node's own: a paused or skewed node cannot believe its lease is live when the server says not). The
+// owner renews its leases every beat; a node that stops renewing — dead, paused, cut off — loses them when
+// they expire, and a survivor takes them over with new tokens. Every append of an owner carries its token and
+// is checked in the append's transaction (PgEventStore.appendMany's fence), so a node that wakes up after a
+// takeover cannot append for what it no longer owns.
+import type { PgEventStore } from './pg-event-store.ts';
+
+export interface TakenLease {
+  stream: string;
+  token: number;
+  /** The node that held it and let it expire. */
+  previous: string;
+}
+
+export class Leases {
+  /** stream → the token this node holds for it. */
+  readonly held = new Map<string, number>();
+
+  constructor(
+    private readonly pg: PgEventStore,
+    readonly node: string,
+    readonly ttlMs: number,
+  ) {}
+
+  private get ttl(): string {
+    return `${Math.max(1, Math.round(this.ttlMs))} milliseconds`;
+  }
+
+  /**
+   * At start: this node's leases from an earlier run (same node name) are its own again, with new tokens — which
+   * also fences any older incarnation of this node still waking up somewhere. Leases that expired and were taken
+   * over meanwhile are not this node's any more and are not touched.
+   */
+  async reclaim(): Promise<string[]> {
+    const rows = await this.pg.sql<{ stream: string; token: number }>(
+      "UPDATE leases SET token = nextval('lease_tokens'), expires_at = clock_timestamp() + $2::interval WHERE node = $1 RETURNING stream, token",
+      [this.node, this.ttl],
+    );
+    for (const r of rows) this.held.set(r.stream, r.token);
+    return rows.map((r) => r.stream);
+  }
+
+  /** The lease of a new actor's stream. False: another node holds a live lease on it. */
+  async acquire(stream: string): Promise<boolean> {
+    const rows = await this.pg.sql<{ token: number }>(
+      `INSERT INTO leases (stream, node, token, expires_at) VALUES ($1, $2, nextval('lease_tokens'), clock_timestamp() + $3::interval)
+       ON CONFLICT (stream) DO UPDATE SET node = excluded.node, token = excluded.token, expires_at = excluded.expires_at
+         WHERE leases.node = excluded.node OR leases.expires_at < clock_timestamp()
+       RETURNING token`,
+      [stream, this.node, this.ttl],
+    );
+    if (rows.length === 0) return false;
+    this.held.set(stream, rows[0]!.token);
+    return true;
+  }
+
+  /** Renews every lease this node holds with its token. Returns the streams it turned out to have lost (taken over). */
+  async renew(): Promise<string[]> {
+    if (this.held.size === 0) return [];
+    const streams = [...this.held.keys()];
+    const tokens = streams.map((s) => this.held.get(s)!);
+    const rows = await this.pg.sql<{ stream: string }>(
+      `UPDATE leases l SET expires_at = clock_timestamp() + $4::interval FROM unnest($2::text[], $3::bigint[]) AS h(stream, token)
+       WHERE l.stream = h.stream AND l.token = h.token AND l.node = $1 RETURNING l.stream`,
+      [this.node, streams, tokens, this.ttl],
+    );
+    const renewed = new Set(rows.map((r) => r.stream));
+    // Only a lease still held with the token the renewal sent counts as lost (one released meanwhile does not).
+    const lost = streams.filter((s, i) => !renewed.has(s) && this.held.get(s) === tokens[i]);
+    for (const s of lost) this.held.delete(s);
+    return lost;
+  }
+
+  /** Gives up leases (ended actors). */
+  async release(streams: readonly string[]): Promise<void> {
+    const mine = streams.filter((s) => this.held.has(s));
+    if (mine.length === 0) return;
+    const tokens = mine.map((s) => this.held.get(s)!);
+    for (const s of mine) this.held.delete(s);
+    await this.pg.sql('DELETE FROM leases l USING unnest($2::text[], $3::bigint[]) AS h(stream, token) WHERE l.stream = h.stream AND l.token = h.token AND l.node = $1', [this.node, mine, tokens]);
+  }
+
+  /**
+   * Takes over leases other nodes let expire (at most `limit` per call). A lease whose row an append is holding
+   * (FOR SHARE) is skipped this time: that append either commits before its lease is taken, or is refused after.
+   */
+  async takeExpired(limit = 500): Promise<TakenLease[]> {
+    const rows = await this.pg.sql<{ stream: string; token: number; previous: string }>(
+      `WITH t AS (
+         SELECT stream, node FROM leases WHERE expires_at < clock_timestamp() AND node <> $1 ORDER BY stream LIMIT $3 FOR UPDATE SKIP LOCKED
+       )
+       UPDATE leases l SET node = $1, token = nextval('lease_tokens'), expires_at = clock_timestamp() + $2::interval
+       FROM t WHERE l.stream = t.stream RETURNING l.stream, l.token, t.node AS previous`,
+      [this.node, this.ttl, limit],
+    );
+    for (const r of rows) this.held.set(r.stream, r.token);
+    return rows;
+  }
+
+  owns(stream: string): boolean {
+    return this.held.has(stream);
+  }
+}
