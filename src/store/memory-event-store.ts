@@ -4,10 +4,8 @@
 import { RunlogError } from '../domain/errors.ts';
 import type { NewEvent, RecordedEvent } from '../domain/events.ts';
 import {
-  ExpectedVersionError,
   toJson,
   validateAppends,
-  versionMatches,
   type AppendToStreamOptions,
   type AppendToStreamResult,
   type EventStorePort,
@@ -20,6 +18,7 @@ import {
   type SubscribeOptions,
   type Subscription,
 } from './port.ts';
+import { appendOne, conflictOutcome } from './expected-version.ts';
 import { foldDocument, ProjectionSet } from './projection-set.ts';
 import { pollingSubscription, Wakeups } from './subscription.ts';
 import { upcastRecorded } from './upcast-recorded.ts';
@@ -83,9 +82,7 @@ export class MemoryEventStore implements EventStorePort {
   }
 
   async appendToStream(stream: string, events: readonly NewEvent[], options: AppendToStreamOptions): Promise<AppendToStreamResult> {
-    const [o] = await this.appendMany([{ stream, events, expectedVersion: options?.expectedVersion }]);
-    if (!o!.ok) throw o!.error;
-    return o!.result;
+    return appendOne((r) => this.appendMany(r), stream, events, options?.expectedVersion);
   }
 
   async appendMany(requests: readonly StreamAppend[]): Promise<StreamAppendOutcome[]> {
@@ -99,7 +96,8 @@ export class MemoryEventStore implements EventStorePort {
     let seq = this.log.length;
     const outcomes: StreamAppendOutcome[] = requests.map((r) => {
       const actual = versions.get(r.stream) ?? this.streams.get(r.stream)?.length ?? 0;
-      if (!versionMatches(r.expectedVersion, actual)) return { ok: false, error: new ExpectedVersionError(r.stream, r.expectedVersion, actual) };
+      const conflict = conflictOutcome(r, actual);
+      if (conflict) return conflict;
       let version = actual;
       const rows = r.events.map((e, j): Row => {
         version += 1;

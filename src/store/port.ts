@@ -6,8 +6,9 @@
 //
 // One convention for positions: a stream's `version` and the log's global position (`seq` on RecordedEvent)
 // are 1-based, and every `from`/`to` is inclusive.
-import { ConcurrencyError, ValidationError, type FencedError } from '../domain/errors.ts';
+import { ValidationError, type ConcurrencyError, type FencedError } from '../domain/errors.ts';
 import type { NewEvent, RecordedEvent } from '../domain/events.ts';
+import { isVersion } from './expected-version.ts';
 
 /**
  * `'no-stream'`: the stream must not exist yet; `'stream-exists'`: it must have at least one event; `'any'`: no
@@ -123,27 +124,8 @@ export interface PortOptions {
   projections?: readonly Projection<any>[];
 }
 
-/** The version check every implementation applies, in one place. */
-export function versionMatches(expected: ExpectedStreamVersion, actual: number): boolean {
-  if (expected === 'any') return true;
-  if (expected === 'no-stream') return actual === 0;
-  if (expected === 'stream-exists') return actual > 0;
-  return expected === actual;
-}
-
-/** ConcurrencyError for any expectedVersion form (code CONCURRENCY, like every version conflict). */
-export class ExpectedVersionError extends ConcurrencyError {
-  constructor(
-    stream: string,
-    readonly expectedVersion: ExpectedStreamVersion,
-    actual: number,
-  ) {
-    super(stream, typeof expectedVersion === 'number' ? expectedVersion : expectedVersion === 'no-stream' ? 0 : -1, actual);
-    if (expectedVersion === 'stream-exists') this.message = `stream ${stream}: expected it to exist, found no events`;
-  }
-}
-
-const isVersion = (v: unknown): boolean => v === 'no-stream' || v === 'stream-exists' || v === 'any' || (Number.isSafeInteger(v) && (v as number) >= 0);
+// The expected-version check and the helpers around it live in one module every store uses (expected-version.ts).
+export { ExpectedVersionError, versionMatches } from './expected-version.ts';
 
 /** Checks every request before anything is written; lists every problem (bad input writes nothing). */
 export function validateAppends(requests: readonly StreamAppend[]): void {

@@ -7,10 +7,8 @@ import type Database from 'better-sqlite3';
 import { RunlogError } from '../domain/errors.ts';
 import type { NewEvent, RecordedEvent } from '../domain/events.ts';
 import {
-  ExpectedVersionError,
   toJson,
   validateAppends,
-  versionMatches,
   type AppendToStreamOptions,
   type AppendToStreamResult,
   type EventStorePort,
@@ -23,6 +21,7 @@ import {
   type SubscribeOptions,
   type Subscription,
 } from './port.ts';
+import { appendOne, conflictOutcome } from './expected-version.ts';
 import { foldDocument, ProjectionSet } from './projection-set.ts';
 import { SqliteEventStore, type SqliteEventStoreOptions } from './sqlite-event-store.ts';
 import { pollingSubscription, Wakeups } from './subscription.ts';
@@ -79,7 +78,8 @@ export class SqlitePortStore implements EventStorePort {
     const outcomes = requests.map((r): StreamAppendOutcome => {
       // Inside the IMMEDIATE transaction nobody else writes: the version read here is the one appended on.
       const actual = this.store.streamVersion(r.stream);
-      if (!versionMatches(r.expectedVersion, actual)) return { ok: false, error: new ExpectedVersionError(r.stream, r.expectedVersion, actual) };
+      const conflict = conflictOutcome(r, actual);
+      if (conflict) return conflict;
       if (r.events.length === 0) return { ok: true, result: { version: actual, lastSeq: 0, events: [] } };
       const res = this.store.append(r.stream, r.events, { expectedVersion: actual === 0 ? 'no-stream' : actual });
       // The store returns the caller's objects as given: hand back what a reader would get (a JSON copy, upcast).
@@ -115,9 +115,7 @@ export class SqlitePortStore implements EventStorePort {
   }
 
   async appendToStream(stream: string, events: readonly NewEvent[], options: AppendToStreamOptions): Promise<AppendToStreamResult> {
-    const [o] = await this.appendMany([{ stream, events, expectedVersion: options?.expectedVersion }]);
-    if (!o!.ok) throw o!.error;
-    return o!.result;
+    return appendOne((r) => this.appendMany(r), stream, events, options?.expectedVersion);
   }
 
   async appendMany(requests: readonly StreamAppend[]): Promise<StreamAppendOutcome[]> {

@@ -9,7 +9,6 @@ import { FencedError, ForeignDatabaseError, RunlogError, StoreVersionError, Stor
 export { FencedError };
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
 import {
-  ExpectedVersionError,
   toJson,
   validateAppends,
   type AppendToStreamOptions,
@@ -24,6 +23,7 @@ import {
   type SubscribeOptions,
   type Subscription,
 } from '../port.ts';
+import { appendOne, conflictOutcome } from '../expected-version.ts';
 import { foldDocument, ProjectionSet } from '../projection-set.ts';
 import { pollingSubscription, Wakeups } from '../subscription.ts';
 import { upcastRecorded } from '../upcast-recorded.ts';
@@ -227,9 +227,7 @@ export class PgEventStore implements EventStorePort {
   }
 
   async appendToStream(stream: string, events: readonly NewEvent[], options: AppendToStreamOptions): Promise<AppendToStreamResult> {
-    const [o] = await this.appendMany([{ stream, events, expectedVersion: options?.expectedVersion }]);
-    if (!o!.ok) throw o!.error;
-    return o!.result;
+    return appendOne((r) => this.appendMany(r), stream, events, options?.expectedVersion);
   }
 
   /**
@@ -319,7 +317,8 @@ export class PgEventStore implements EventStorePort {
       const row = rows[i]!;
       const start = e;
       e += r.events.length;
-      if (!row.o_ok) return { ok: false, error: new ExpectedVersionError(r.stream, r.expectedVersion, row.o_actual) };
+      const conflict = conflictOutcome(r, row.o_actual, row.o_ok);
+      if (conflict) return conflict;
       const events = r.events.map((ev, k) =>
         this.toRecorded({ seq: row.o_first + k, stream: r.stream, version: row.o_actual + k + 1, type: ev.type, schema: schemas[start + k]!, data: JSON.parse(data[start + k]!), meta: JSON.parse(meta[start + k]!), at: at[start + k]! }),
       );
