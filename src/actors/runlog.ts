@@ -198,6 +198,9 @@ export interface Runlog {
   close(): Promise<void>;
 }
 
+/** How many of the last events a supervisor checks against the hash chain as it starts. */
+const TAIL_CHECK = 1000;
+
 export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog> {
   const paths = resolvePaths(options);
   const supervise = options.supervise ?? true;
@@ -218,6 +221,15 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
 
 async function openRunlog(options: RunlogOptions, paths: { home: string; db: string }, supervise: boolean, readOnly: boolean, writer: WriterLock | null): Promise<Runlog> {
   const store = new SqliteEventStore(paths.db, { synchronous: options.synchronous, readOnly, ...(options.now ? { now: options.now } : {}) });
+  if (supervise) {
+    // The tail of the hash chain, before anything is read from it or appended to it (the whole log: runlog verify).
+    try {
+      store.assertChain({ afterSeq: store.lastSeq() - TAIL_CHECK });
+    } catch (err) {
+      store.close();
+      throw err;
+    }
+  }
   const bus = createBus();
   const log = options.log ?? ((m: string) => process.stderr.write(`[runlog] ${m}\n`));
   const faults = options.faults ?? noFaults;
