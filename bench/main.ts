@@ -3,14 +3,16 @@
 import type { Bench, BenchResult } from './harness.ts';
 import { cliBenches } from './cli.bench.ts';
 import { execBenches } from './exec.bench.ts';
+import { foldBenches } from './fold.bench.ts';
 import { heapBenches } from './heap.bench.ts';
 import { clusterBenches } from './cluster.bench.ts';
 import { recoveryBenches } from './recovery.bench.ts';
 import { spawnBenches } from './spawn.bench.ts';
+import { startupBenches } from './startup.bench.ts';
 import { storeBenches } from './store.bench.ts';
 import { storePgBenches } from './store-pg.bench.ts';
 
-const benches: Bench[] = [...storeBenches, ...storePgBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...clusterBenches];
+const benches: Bench[] = [...storeBenches, ...storePgBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...clusterBenches, ...startupBenches, ...foldBenches];
 
 async function main(argv: string[]): Promise<number> {
   const json = argv.includes('--json');

@@ -21,6 +21,7 @@ import { alive, getJson, requireDocker, requireProot, until } from './support/ap
 import { helloApp, startChild, type ChildSupervisor } from './support/child-supervisor.ts';
 import { docker, requireRegistry } from './support/docker.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
+import { expectSnapshotPlusTailEqualsFold } from './support/snapshot-property.ts';
 
 const REPS = Number(process.env.RUNLOG_CHAOS_REPS ?? 3);
 const LABELS = { 'runlog.test': '1' };
@@ -236,6 +237,8 @@ async function chaosRound(point: FaultPoint, rep: number): Promise<void> {
     await until(`${label}: everything settles`, () => settled(r), 90_000, 200);
     await r.idle();
     await checkInvariants(r, acked, `${label} (n=${nth}, killed at ${kills.join(', ')})`, failures);
+    // Snapshots are a cache: over this crash-ridden log, snapshot + tail folds to the full fold for every actor.
+    expectSnapshotPlusTailEqualsFold(r.store);
     totals.rounds += 1;
   } finally {
     totals.detail.push({ round: label, killedAt: kills.join(','), childMs: t1 - t0, recoverMs: Date.now() - t1, failures });

@@ -93,7 +93,7 @@ describe('inspection opens the log read-only', () => {
     expect(snapshot(root)).toEqual(before);
   });
 
-  it('refuses a missing path (LOG_MISSING), an empty file and a truncated one (STORE_CORRUPT), creating nothing', async () => {
+  it('refuses a missing path (LOG_MISSING), an empty file (STORE_EMPTY) and a truncated one (STORE_TRUNCATED), creating nothing', async () => {
     const missing = join(root, 'typo', 'runlog.db');
     const emptyDir = join(root, 'empty');
     mkdirSync(emptyDir);
@@ -107,8 +107,8 @@ describe('inspection opens the log read-only', () => {
     const before = snapshot(root);
     const cases: [string, string][] = [
       [missing, 'LOG_MISSING'],
-      [join(emptyDir, 'runlog.db'), 'STORE_CORRUPT'],
-      [join(truncDir, 'runlog.db'), 'STORE_CORRUPT'],
+      [join(emptyDir, 'runlog.db'), 'STORE_EMPTY'],
+      [join(truncDir, 'runlog.db'), 'STORE_TRUNCATED'],
     ];
     for (const [db, code] of cases) {
       for (const args of COMMANDS('inst_a')) {

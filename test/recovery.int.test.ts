@@ -4,17 +4,19 @@
 // code, vanished containers are lost, PRoot children (dead with their supervisor) crash and restart by policy,
 // containers and volumes no actor owns are recorded and removed, an overdue restart timer fires exactly once, and
 // executions interrupted at any step still end with their real result.
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishCode } from '../src/actors/publishing.ts';
 import { machineCanAdoptDiscovered, RECONCILER_STREAM, type ReconcileOptions, type ReconcileReport } from '../src/actors/reconciler.ts';
 import { createRunlog, type Runlog, type RunlogOptions } from '../src/actors/runlog.ts';
+import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { alive, getJson, requireDocker, requireProot, until } from './support/apps.ts';
 import { helloApp, startChild, type ChildSupervisor } from './support/child-supervisor.ts';
 import { docker, imageRef, requireRegistry } from './support/docker.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
+import { expectSnapshotPlusTailEqualsFold } from './support/snapshot-property.ts';
 
 const LABELS = { 'runlog.test': '1' };
 const PORTS = { min: 4700, max: 4799 };
@@ -494,5 +496,23 @@ describe('executions interrupted by a SIGKILL end with their real result', () =>
     } finally {
       await shutdown(rl);
     }
+  });
+});
+
+// Snapshots are a cache (issue 15): over every log these recoveries wrote, snapshot + tail is the full fold.
+describe('the recovery logs', () => {
+  it('fold the same from any snapshot plus its tail, for every actor', () => {
+    const homes = readdirSync(root).filter((n) => existsSync(join(root, n, 'runlog.db')));
+    expect(homes.length).toBeGreaterThan(5);
+    let cuts = 0;
+    for (const h of homes) {
+      const store = new SqliteEventStore(join(root, h, 'runlog.db'), { readOnly: true });
+      try {
+        cuts += expectSnapshotPlusTailEqualsFold(store);
+      } finally {
+        store.close();
+      }
+    }
+    expect(cuts).toBeGreaterThan(homes.length);
   });
 });

@@ -53,7 +53,7 @@ describe('a damaged database file', () => {
     ['to its first page', () => 4096],
     ['inside the header', () => 60],
   ];
-  it.each(cuts)('truncated %s: STORE_CORRUPT naming the file, left untouched, the supervisor does not start', async (_name, at) => {
+  it.each(cuts)('truncated %s: STORE_TRUNCATED (a kind of STORE_CORRUPT) naming the file, left untouched, the supervisor does not start', async (_name, at) => {
     const dir = mkdtempSync(join(root, 'trunc-'));
     const file = join(dir, 'runlog.db');
     copyFileSync(pristine, file);
@@ -66,10 +66,10 @@ describe('a damaged database file', () => {
       err = e;
     }
     expect(err).toBeInstanceOf(StoreCorruptError);
-    expect(err).toMatchObject({ code: 'STORE_CORRUPT' });
+    expect(err).toMatchObject({ code: 'STORE_TRUNCATED' });
     expect((err as Error).message).toContain(file);
     expect((err as Error).message).toMatch(/left untouched/);
-    await expect(createRunlog({ home: dir, reconcile: false, watchApps: false, log: () => undefined })).rejects.toMatchObject({ code: 'STORE_CORRUPT' });
+    await expect(createRunlog({ home: dir, reconcile: false, watchApps: false, log: () => undefined })).rejects.toMatchObject({ code: 'STORE_TRUNCATED' });
     expect(sha(file)).toBe(before);
     expect(markers(dir)).toEqual([]);
   });

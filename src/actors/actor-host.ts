@@ -10,6 +10,7 @@ import { actorStatus, summarize } from '../machines/summary.ts';
 import type { ActorRow, AppendOutcome, AppendRequest, AppendResult } from '../store/event-store.ts';
 import type { HostStore } from '../store/host-store.ts';
 import type { Bus } from './bus.ts';
+import { decodeSnapshot, encodeSnapshot, snapshotDue } from './snapshots.ts';
 import { noFaults, type FaultHook } from './faults.ts';
 
 export interface LiveActor {
@@ -138,10 +139,15 @@ export class ActorHost {
    */
   private load(kind: ActorKind, id: string): LiveActor | undefined {
     const stream = streamName(kind, id);
-    const events = this.opts.store.read(stream);
-    if (events.length === 0) return undefined;
-    const snapshot = replay(this.opts.machines[kind], events.map(toMachineEvent));
-    const actor: LiveActor = { id, kind, stream, snapshot, version: events[events.length - 1]!.version, createdAt: events[0]!.at };
+    const machine = this.opts.machines[kind];
+    // The newest usable snapshot, then only the events after it (snapshots.ts); none usable: the whole stream.
+    const cached = this.opts.store.latestSnapshot?.(stream);
+    const from = cached ? decodeSnapshot(machine, cached) : null;
+    const events = this.opts.store.read(stream, from ? { from: cached!.version + 1 } : {});
+    if (events.length === 0 && !from) return undefined;
+    const snapshot = replay(machine, events.map(toMachineEvent), from ?? undefined);
+    const version = events.length > 0 ? events[events.length - 1]!.version : cached!.version;
+    const actor: LiveActor = { id, kind, stream, snapshot, version, createdAt: from ? cached!.createdAt : events[0]!.at };
     if (!isTerminal(snapshot) && (!this.opts.owns || this.opts.owns(stream))) this.actors.set(stream, actor);
     return actor;
   }
@@ -220,7 +226,12 @@ export class ActorHost {
       const result = await this.commit({
         stream: actor.stream,
         events: [toAppend],
-        options: { expectedVersion: actor.version === 0 ? 'no-stream' : actor.version, kind, projection: this.row(actor, nextSnapshot, actor.version + 1, event.at!) },
+        options: {
+          expectedVersion: actor.version === 0 ? 'no-stream' : actor.version,
+          kind,
+          projection: this.row(actor, nextSnapshot, actor.version + 1, event.at!),
+          ...(snapshotDue(nextSnapshot, actor.version + 1) ? { snapshot: encodeSnapshot(machine, actor.stream, actor.version + 1, actor.createdAt, nextSnapshot) } : {}),
+        },
       });
       recorded = result.events[0]!;
     } catch (err) {

@@ -7,9 +7,10 @@ import { actorStatus, summarize } from '../machines/summary.ts';
 import type { ActorRow, EventStore } from '../store/event-store.ts';
 import type { SqliteEventStore } from '../store/sqlite-event-store.ts';
 import { resolveActor } from './resolve-actor.ts';
+import { decodeSnapshot, encodeSnapshot } from './snapshots.ts';
 
 /** What the read-side queries need: a SQLite log, or the PostgreSQL host store's copy. */
-export type LogReader = Pick<EventStore, 'read' | 'readAll' | 'streamVersion' | 'listActors' | 'getActor'>;
+export type LogReader = Pick<EventStore, 'read' | 'readAll' | 'streamVersion' | 'listActors' | 'getActor' | 'latestSnapshot'>;
 
 export interface ActorView {
   id: string;
@@ -45,20 +46,26 @@ export function listActors(store: LogReader, filter: { kind?: ActorKind; all?: b
 
 export function inspectActor(store: LogReader, id: string): ActorView {
   const ref = resolveActor(store, id);
-  const events = store.read(ref.stream);
-  const snapshot = replay(machines[ref.kind], events.map(toMachineEvent));
+  const machine = machines[ref.kind];
+  // The newest usable snapshot and the events after it (snapshots.ts); without one, every event.
+  const cached = store.latestSnapshot?.(ref.stream);
+  const from = cached ? decodeSnapshot(machine, cached) : null;
+  const tail = store.read(ref.stream, from ? { from: cached!.version + 1 } : {});
+  const snapshot = replay(machine, tail.map(toMachineEvent), from ?? undefined);
+  const first = from ? store.read(ref.stream, { from: 1, to: 1 })[0] : tail[0];
+  const last = tail.at(-1) ?? (from ? store.read(ref.stream, { from: cached!.version, to: cached!.version })[0] : undefined);
   return {
     id: ref.id,
     kind: ref.kind,
     stream: ref.stream,
     state: stateName(snapshot),
     status: actorStatus(snapshot),
-    version: events.at(-1)?.version ?? 0,
-    createdAt: events[0]?.at ?? '',
-    updatedAt: events.at(-1)?.at ?? '',
+    version: last?.version ?? 0,
+    createdAt: first?.at ?? '',
+    updatedAt: last?.at ?? '',
     summary: summarize(ref.kind, snapshot),
     context: snapshot.context as Record<string, unknown>,
-    traceId: typeof events[0]?.meta.traceId === 'string' ? events[0].meta.traceId : null,
+    traceId: typeof first?.meta.traceId === 'string' ? first.meta.traceId : null,
   };
 }
 
@@ -121,8 +128,24 @@ export interface FoldedStream {
   updatedAt: string;
 }
 
-/** Replays the whole log in one pass: every stream's current snapshot, holding no event longer than its fold. */
-export function foldLog(store: LogReader & { iterateReplay?: SqliteEventStore['iterateReplay'] }): { streams: Map<string, FoldedStream>; events: number } {
+/**
+ * Recomputes every actor's snapshot from the log (`runlog rebuild --snapshots`): one fold, one snapshot per actor
+ * at its current version, replacing all that were kept.
+ */
+export function rebuildSnapshots(store: SqliteEventStore): { snapshots: number; events: number } {
+  const folded = foldLog(store);
+  const records = [...folded.streams].map(([stream, f]) => encodeSnapshot(machines[f.kind], stream, f.version, f.createdAt, f.snapshot));
+  return { snapshots: store.replaceSnapshots(records), events: folded.events };
+}
+
+/**
+ * Replays the whole log in one pass: every stream's current snapshot, holding no event longer than its fold.
+ * `visit` sees each stream's fold after each of its events (verify compares snapshots with it).
+ */
+export function foldLog(
+  store: LogReader & { iterateReplay?: SqliteEventStore['iterateReplay'] },
+  visit?: (stream: string, folded: FoldedStream) => void,
+): { streams: Map<string, FoldedStream>; events: number } {
   const streams = new Map<string, FoldedStream>();
   let events = 0;
   // A replay event (and a recorded one) is a machine event (type, at, data): it goes to the machine as it is.
@@ -133,12 +156,15 @@ export function foldLog(store: LogReader & { iterateReplay?: SqliteEventStore['i
       cur.snapshot = foldEvent(machines[cur.kind], cur.snapshot, e);
       cur.version = e.version;
       cur.updatedAt = e.at;
+      visit?.(e.stream, cur);
     } else {
       // A stream's kind is its name's prefix; streams of no known kind are skipped.
       const kind = e.stream.slice(0, e.stream.indexOf('-')) as ActorKind;
       const machine = machines[kind];
       if (!machine) continue;
-      streams.set(e.stream, { kind, snapshot: foldEvent(machine, undefined, e), version: e.version, createdAt: e.at, updatedAt: e.at });
+      const f: FoldedStream = { kind, snapshot: foldEvent(machine, undefined, e), version: e.version, createdAt: e.at, updatedAt: e.at };
+      streams.set(e.stream, f);
+      visit?.(e.stream, f);
     }
     events += 1;
   }

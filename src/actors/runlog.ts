@@ -218,6 +218,9 @@ export interface Runlog {
   close(): Promise<void>;
 }
 
+/** How many of the last events a supervisor checks against the hash chain as it starts. */
+const TAIL_CHECK = 1000;
+
 export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog> {
   // An explicit db wins over the environment's store.
   const url = options.store ?? (options.db === undefined ? process.env.RUNLOG_STORE || undefined : undefined);
@@ -257,6 +260,15 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   // A supervisor on PostgreSQL is a cluster node (maybe the only one): its actors are leased to it.
   const node = pgUrl && supervise ? (options.node ?? hostname()) : undefined;
   const store = await openStore(options, paths.db, readOnly, pgUrl, node);
+  if (supervise && store instanceof SqliteEventStore) {
+    // The tail of the hash chain, before anything is read from it or appended to it (the whole log: runlog verify).
+    try {
+      store.assertChain({ afterSeq: store.lastSeq() - TAIL_CHECK });
+    } catch (err) {
+      store.close();
+      throw err;
+    }
+  }
   const pgStore = node ? (store as PgHostStore) : null;
   if (node) options = { ...options, labels: { ...options.labels, 'runlog.node': node } };
   const bus = createBus();

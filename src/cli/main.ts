@@ -9,6 +9,7 @@ import { demoCommand } from './commands/demo.ts';
 import { eventsCommand, exportCommand, inspectCommand, psCommand, rebuildCommand, replayCommand } from './commands/inspect-commands.ts';
 import { publishCommand } from './commands/publish-commands.ts';
 import { serveCommand } from './commands/serve.ts';
+import { verifyCommand } from './commands/verify-command.ts';
 import { capCommand, execCommand, killCommand, logsCommand, reconcileCommand, spawnCommand, stopCommand } from './commands/supervise-commands.ts';
 import { EXIT, processIo, reportError, type Io } from './output.ts';
 
@@ -29,6 +30,7 @@ export const commands: Command[] = [
   replayCommand,
   exportCommand,
   rebuildCommand,
+  verifyCommand,
 ];
 
 export function registerCommand(c: Command): void {

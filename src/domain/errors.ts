@@ -24,8 +24,49 @@ export class ConcurrencyError extends RunlogError {
 
 /** The database file is damaged (not SQLite, failed quick_check, truncated). It is never overwritten. */
 export class StoreCorruptError extends RunlogError {
-  constructor(readonly file: string, reason: string, options?: { cause?: unknown }) {
-    super('STORE_CORRUPT', `event log ${file} is damaged: ${reason}. It was left untouched; restore it from a backup or move it aside.`, { file, reason }, options);
+  constructor(readonly file: string, reason: string, options?: { cause?: unknown; code?: string; details?: Record<string, unknown> }) {
+    super(
+      options?.code ?? 'STORE_CORRUPT',
+      `event log ${file} is damaged: ${reason}. It was left untouched; restore it from a backup or move it aside.`,
+      { file, reason, ...options?.details },
+      options?.cause === undefined ? undefined : { cause: options.cause },
+    );
+  }
+}
+
+// The damage kinds below are each a StoreCorruptError (callers that only ask "is it damaged?" keep working) with a
+// code of its own, so a script or an operator can tell them apart without parsing messages.
+
+/** The file has 0 bytes: SQLite would open it as a new, empty log. A new log is never empty on disk. */
+export class StoreEmptyError extends StoreCorruptError {
+  constructor(file: string) {
+    super(file, 'the file is empty (0 bytes), as a truncated log would be; it is not opened as a new log', { code: 'STORE_EMPTY' });
+  }
+}
+
+/** The file is shorter than its own header says, or than the last clean shutdown recorded. */
+export class StoreTruncatedError extends StoreCorruptError {
+  constructor(file: string, reason: string, details?: Record<string, unknown>) {
+    super(file, `truncated: ${reason}`, { code: 'STORE_TRUNCATED', ...(details ? { details } : {}) });
+  }
+}
+
+/** An event's stored bytes no longer hash to the chain: the first bad position is named. */
+export class StoreChainError extends StoreCorruptError {
+  constructor(file: string, readonly seq: number, reason: string, details?: Record<string, unknown>) {
+    super(file, `hash chain broken at seq ${seq}: ${reason}`, { code: 'STORE_CHAIN_BROKEN', details: { seq, ...details } });
+  }
+}
+
+/** Frames of the write-ahead log fail their checksum while later ones pass: committed events would be dropped silently. */
+export class StoreWalDamagedError extends StoreCorruptError {
+  constructor(file: string, readonly frame: number, readonly lastGoodFrame: number, readonly lastGoodSeq: number | null) {
+    super(
+      file,
+      `its write-ahead log ${file}-wal has a damaged frame (${frame}) followed by intact ones; SQLite would silently drop every commit from there on. ` +
+        `The last good position is frame ${lastGoodFrame}${lastGoodSeq !== null ? ` (event seq ${lastGoodSeq})` : ''}`,
+      { code: 'STORE_WAL_DAMAGED', details: { frame, lastGoodFrame, lastGoodSeq } },
+    );
   }
 }
 

@@ -88,6 +88,16 @@ export function foldEvent(machine: AnyStateMachine, snapshot: AnySnapshot | unde
   return machine.transition(snapshot ?? initialFor(machine, scope), event, scope);
 }
 
+/** A snapshot as plain JSON-able data (for the snapshot cache, actors/snapshots.ts). */
+export function persistSnapshot(machine: AnyStateMachine, snapshot: AnySnapshot): unknown {
+  return machine.getPersistedSnapshot(snapshot);
+}
+
+/** The snapshot persistSnapshot's data stands for, ready to fold more events into. */
+export function restoreSnapshot(machine: AnyStateMachine, persisted: unknown): AnySnapshot {
+  return machine.restoreSnapshot(persisted as AnySnapshot, inertScope(machine)) as AnySnapshot;
+}
+
 /** A machine's initial snapshot without input never changes: computed once per machine. */
 const initials = new WeakMap<AnyStateMachine, AnySnapshot>();
 function initialFor(machine: AnyStateMachine, scope: AnyActorScope): AnySnapshot {

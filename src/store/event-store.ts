@@ -12,6 +12,21 @@ export interface AppendOptions {
   kind?: string;
   /** Written in the same transaction as the events (rule 1: projections never run ahead of the log). */
   projection?: ActorRow;
+  /** The actor's snapshot at the version this append brings it to (a cache: see actors/snapshots.ts). */
+  snapshot?: SnapshotRecord;
+}
+
+/** A cached fold of one actor's stream at `version` (actors/snapshots.ts encodes and checks it; stores keep it). */
+export interface SnapshotRecord {
+  stream: string;
+  version: number;
+  /** The machine definition that made it. */
+  fingerprint: string;
+  /** The actor's first event's time (a snapshot replaces reading that event). */
+  createdAt: string;
+  /** The persisted machine snapshot, as JSON text. */
+  state: string;
+  checksum: string;
 }
 
 export interface AppendResult {
@@ -100,6 +115,8 @@ export interface EventStore {
   subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void): () => void;
   listActors(filter?: { kind?: string; all?: boolean }): ActorRow[];
   getActor(id: string): ActorRow | undefined;
+  /** The stream's newest snapshot (stores without a snapshot cache leave this out: actors are folded from events). */
+  latestSnapshot?(stream: string): SnapshotRecord | undefined;
   /** Replaces the whole projection in one transaction (`runlog rebuild`). */
   replaceProjection(rows: readonly ActorRow[]): void;
   close(): void;

@@ -50,6 +50,29 @@ export const MIGRATIONS: readonly string[] = [
      interval_ms INTEGER NOT NULL,
      stopped_at  TEXT
    );`,
+  // 4: the hash chain (chain.ts). Each event's hash links it to the one before it; chain_head holds the last
+  // link, so events cut from the end of the log are noticed too. Logs from before get their chain computed as
+  // this migration is applied (sqlite-event-store.ts, in the same transaction).
+  `ALTER TABLE events ADD COLUMN hash BLOB;
+   CREATE TABLE chain_head (
+     id   INTEGER PRIMARY KEY CHECK (id = 1),
+     seq  INTEGER NOT NULL,
+     hash BLOB    NOT NULL
+   );`,
+  // 5: snapshots, a cache of folds (actors/snapshots.ts): the newest per stream. The actors projection says which
+  // version each stream's snapshot stands at, so a deleted one is noticed (runlog verify) rather than just missed.
+  `CREATE TABLE snapshots (
+     stream      TEXT    PRIMARY KEY,
+     version     INTEGER NOT NULL,
+     fingerprint TEXT    NOT NULL,
+     created_at  TEXT    NOT NULL,
+     state       TEXT    NOT NULL,
+     checksum    TEXT    NOT NULL
+   );
+   ALTER TABLE actors ADD COLUMN snapshot_version INTEGER;`,
 ];
+
+/** The migration that introduced the hash chain: applying it computes the chain of the events already there. */
+export const CHAIN_MIGRATION = 4;
 
 export const LATEST_SCHEMA = MIGRATIONS.length;

@@ -1,0 +1,65 @@
+// store.fold (issue 15): events folded per second from the log (foldLog: read, parse, upcast, transition) against
+// the machine's own bare `transition` rate over the same events already in memory, measured in the same run.
+// The ratio says how much of the fold's time is the store's (target ≥ 0.6).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { foldLog } from '../src/actors/inspection.ts';
+import { toMachineEvent } from '../src/domain/events.ts';
+import { foldEvent, machines } from '../src/machines/replay.ts';
+import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
+import { median, nowMs, round, type Bench } from './harness.ts';
+
+const at = '2026-01-01T00:00:00.000Z';
+const data = { pid: 4242, host: '127.0.0.1', port: 4100, containerId: null };
+
+export const foldBenches: Bench[] = [
+  {
+    name: 'store.fold',
+    async run({ rounds, log }) {
+      const STREAMS = 10_000;
+      const dir = mkdtempSync(join(tmpdir(), 'runlog-bench-fold-'));
+      const store = new SqliteEventStore(join(dir, 'log.db'), { synchronous: 'NORMAL' });
+      const spec = { instanceId: 'x', appId: 'com.example.hello', appDir: '/a', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60000, resetAfterMs: 600000 } };
+      const history = [
+        { type: 'instance.requested', data: { spec } },
+        { type: 'instance.spawned', data },
+        { type: 'instance.healthy', data: { identity: 'match' } },
+        { type: 'instance.running', data: {} },
+        { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1 } },
+        { type: 'instance.restart-scheduled', data: { attempt: 1, dueAt: at } },
+        { type: 'instance.restart-due', data: { attempt: 1 } },
+        { type: 'instance.spawned', data },
+        { type: 'instance.healthy', data: { identity: 'match' } },
+        { type: 'instance.running', data: {} },
+      ].map((e) => ({ ...e, at }));
+      for (let s = 0; s < STREAMS; s += 500) {
+        store.appendMany(Array.from({ length: 500 }, (_, k) => ({ stream: `instance-${s + k}`, events: history, options: { expectedVersion: 'no-stream' as const } })));
+      }
+      // The same events in memory, in seq order, as machine events: the bare machine's input.
+      const inMemory = store.readAll().map((e) => ({ stream: e.stream, event: toMachineEvent(e) }));
+      log(`store.fold: ${inMemory.length} events in ${STREAMS} streams`);
+      const machine = machines.instance;
+      const ours: number[] = [];
+      const bare: number[] = [];
+      try {
+        for (let r = 0; r < rounds; r++) {
+          let t0 = nowMs();
+          const { events } = foldLog(store);
+          ours.push((events / (nowMs() - t0)) * 1000);
+          t0 = nowMs();
+          const snapshots = new Map<string, ReturnType<typeof foldEvent>>();
+          for (const { stream, event } of inMemory) snapshots.set(stream, foldEvent(machine, snapshots.get(stream), event));
+          bare.push((inMemory.length / (nowMs() - t0)) * 1000);
+          if (snapshots.size !== STREAMS) throw new Error(`bare fold: ${snapshots.size} streams`);
+        }
+      } finally {
+        store.close();
+        rmSync(dir, { recursive: true, force: true });
+      }
+      const v = median(ours);
+      const b = median(bare);
+      return { name: 'store.fold', value: round(v), unit: 'events/s', baseline: round(b), ratio: round(v / b), notes: { target: 'ratio ≥ 0.6' } };
+    },
+  },
+];

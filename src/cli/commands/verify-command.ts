@@ -1,0 +1,27 @@
+// `runlog verify`: checks a log read-only (verify-log.ts) and names the first bad position of each kind of damage.
+// Exit 0 when sound, 4 (damaged log) when anything is damaged. It never changes the log, and runs beside a
+// supervisor.
+import { resolvePaths } from '../../actors/paths.ts';
+import type { Command } from '../command.ts';
+import { EXIT, printJson } from '../output.ts';
+
+export const verifyCommand: Command = {
+  name: 'verify',
+  summary: "check the log's hash chain, its files, the projection and the snapshots; name the first bad position",
+  usage: 'runlog verify [--json]',
+  examples: ['runlog verify', 'runlog verify --db /backup/runlog.db --json'],
+  run: async (args, io) => {
+    const { verifyLog } = await import('../../actors/verify-log.ts');
+    const report = verifyLog(resolvePaths({ home: args.home, db: args.db }).db);
+    if (io.json) printJson(io, report);
+    else {
+      for (const f of report.findings) io.out(`${f.severity === 'damage' ? 'DAMAGE' : 'warning'} ${f.code}: ${f.message}`);
+      if (report.ok) {
+        io.out(`ok: ${report.events} events, ${report.actors} actors; the chain ends at seq ${report.lastSeq ?? 0}${report.lastHash ? ` (${report.lastHash.slice(0, 16)}…)` : ''}`);
+      } else {
+        io.out(`damaged: ${report.findings.filter((f) => f.severity === 'damage').length} finding(s); nothing was changed`);
+      }
+    }
+    return report.ok ? EXIT.ok : EXIT.damagedLog;
+  },
+};
