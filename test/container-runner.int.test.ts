@@ -20,7 +20,8 @@ let ws: TestWorkspace;
 let docker: Docker;
 let image: string;
 let runner: ContainerRunner;
-const ports = new PortAllocator({ min: 43400, max: 43699 });
+// Below the kernel's ephemeral range (ip_local_port_range 32768–60999), like the product's default 4100–4999.
+const ports = new PortAllocator({ min: 23400, max: 23699 });
 let seq = 0;
 const nextId = (): string => `hello-${process.pid}-${++seq}`;
 

@@ -12,7 +12,7 @@ const listen = (port: number, host: string): Promise<Server> =>
 
 describe('PortAllocator on this host', () => {
   it('sees real IPv4 and IPv6 listeners and skips them', async () => {
-    const a = new PortAllocator({ min: 43700, max: 43799 });
+    const a = new PortAllocator({ min: 23700, max: 23799 });
     const first = a.allocate('probe');
     a.release(first);
     const s4 = await listen(first + 1, '127.0.0.1');

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PortAllocator, PortConflictError, PortsExhaustedError, readListeningPorts } from '../src/adapters/ports/port-allocator.ts';
+import { PortAllocator, PortConflictError, PortsExhaustedError, readBusyPorts, readListeningPorts } from '../src/adapters/ports/port-allocator.ts';
 
 const HEADER4 = '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode';
 const HEADER6 = '  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode';
@@ -30,7 +30,21 @@ describe('readListeningPorts', () => {
   });
 });
 
+describe('readBusyPorts', () => {
+  it('keeps every socket but TIME_WAIT (06): an outbound connection holding a local port makes it busy', () => {
+    const files = fixture([v4(4001, '0A'), v4(4002, '01'), v4(4003, '06')], [v6(4004, '0A'), v6(4005, '08')]);
+    expect([...readBusyPorts(files)].sort()).toEqual([4001, 4002, 4004, 4005]);
+  });
+});
+
 describe('PortAllocator', () => {
+  it('never hands out the local port of an established connection (a listener there fails with EADDRINUSE)', () => {
+    const files = fixture([v4(4001, '01'), v4(4002, '06')], []);
+    const a = new PortAllocator({ min: 4001, max: 4002, procFiles: files });
+    expect(a.allocate('i1')).toBe(4002); // TIME_WAIT: SO_REUSEADDR binds over it
+    expect(() => a.allocate('i2')).toThrow(PortsExhaustedError);
+  });
+
   it('never hands out a port that something listens on (v4 or v6), round-robin from the last one', () => {
     const files = fixture([v4(4001, '0A')], [v6(4003, '0A')]);
     const a = new PortAllocator({ min: 4001, max: 4006, procFiles: files });

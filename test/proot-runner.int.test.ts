@@ -19,7 +19,9 @@ import { HELLO_APP_ID, LEGACY_SERVER, LIAR_SERVER, REPO, ROOTFS, alive, getJson,
 const CANARY = 'RUNLOG_TEST_SUPERVISOR_SECRET';
 let ws: TestWorkspace;
 let runner: ProotRunner;
-const ports = new PortAllocator({ min: 43100, max: 43399 });
+// Below the kernel's ephemeral range (ip_local_port_range 32768–60999): an outbound connection cannot take one
+// of these ports between allocation and listen.
+const ports = new PortAllocator({ min: 23100, max: 23399 });
 const warnings: string[] = [];
 let seq = 0;
 const nextId = (): string => `hello-${process.pid}-${++seq}`;

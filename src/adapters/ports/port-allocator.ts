@@ -15,8 +15,23 @@ import { RunlogError } from '../../domain/errors.ts';
 export const PROC_NET_TCP = ['/proc/net/tcp', '/proc/net/tcp6'] as const;
 const TCP_LISTEN = '0A';
 
+const TCP_TIME_WAIT = '06';
+
 /** Ports with a socket in state LISTEN, parsed from /proc/net/tcp-format files (missing files are skipped). */
 export function readListeningPorts(files: readonly string[] = PROC_NET_TCP): Set<number> {
+  return readLocalPorts(files, (state) => state === TCP_LISTEN);
+}
+
+/**
+ * Ports a new listener could not bind: the local port of any socket but one in TIME_WAIT (which SO_REUSEADDR,
+ * set by Node's listen, may bind over). An outbound connection's ephemeral local port counts: in a range that
+ * overlaps ip_local_port_range, a listener on such a port fails with EADDRINUSE.
+ */
+export function readBusyPorts(files: readonly string[] = PROC_NET_TCP): Set<number> {
+  return readLocalPorts(files, (state) => state !== TCP_TIME_WAIT);
+}
+
+function readLocalPorts(files: readonly string[], keep: (state: string) => boolean): Set<number> {
   const ports = new Set<number>();
   for (const file of files) {
     let text: string;
@@ -29,7 +44,7 @@ export function readListeningPorts(files: readonly string[] = PROC_NET_TCP): Set
     for (const line of text.split('\n').slice(1)) {
       // "  sl  local_address rem_address   st ..."  local_address = <hex ip>:<hex port>
       const cols = line.trim().split(/\s+/);
-      if (cols.length < 4 || cols[3] !== TCP_LISTEN) continue;
+      if (cols.length < 4 || !keep(cols[3]!)) continue;
       const local = cols[1] ?? '';
       const port = Number.parseInt(local.slice(local.lastIndexOf(':') + 1), 16);
       if (Number.isInteger(port) && port > 0) ports.add(port);
@@ -82,15 +97,15 @@ export class PortAllocator {
   }
 
   /**
-   * A port nobody holds and nothing listens on, recorded for `owner` (an instance id). Round-robin from the
+   * A port nobody holds and no socket is bound to (bar TIME_WAIT), recorded for `owner` (an instance id). Round-robin from the
    * last allocation, so a just-released port is not handed straight to the next instance.
    */
   allocate(owner: string): number {
-    const listening = readListeningPorts(this.procFiles);
+    const busy = readBusyPorts(this.procFiles);
     const size = this.max - this.min + 1;
     for (let i = 0; i < size; i++) {
       const port = this.min + ((this.cursor - this.min + i) % size);
-      if (this.owners.has(port) || listening.has(port)) continue;
+      if (this.owners.has(port) || busy.has(port)) continue;
       this.owners.set(port, owner);
       this.cursor = port === this.max ? this.min : port + 1;
       return port;
