@@ -9,30 +9,16 @@ import { toMachineEvent } from '../src/domain/events.ts';
 import { foldEvent, machines } from '../src/machines/replay.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { median, nowMs, round, type Bench } from './harness.ts';
-
-const at = '2026-01-01T00:00:00.000Z';
-const data = { pid: 4242, host: '127.0.0.1', port: 4100, containerId: null };
+import { REPLAY_STREAMS, replayHistory } from './store-fixtures.ts';
 
 export const foldBenches: Bench[] = [
   {
     name: 'store.fold',
     async run({ rounds, log }) {
-      const STREAMS = 10_000;
+      const STREAMS = REPLAY_STREAMS;
       const dir = mkdtempSync(join(tmpdir(), 'runlog-bench-fold-'));
       const store = new SqliteEventStore(join(dir, 'log.db'), { synchronous: 'NORMAL' });
-      const spec = { instanceId: 'x', appId: 'com.example.hello', appDir: '/a', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60000, resetAfterMs: 600000 } };
-      const history = [
-        { type: 'instance.requested', data: { spec } },
-        { type: 'instance.spawned', data },
-        { type: 'instance.healthy', data: { identity: 'match' } },
-        { type: 'instance.running', data: {} },
-        { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1 } },
-        { type: 'instance.restart-scheduled', data: { attempt: 1, dueAt: at } },
-        { type: 'instance.restart-due', data: { attempt: 1 } },
-        { type: 'instance.spawned', data },
-        { type: 'instance.healthy', data: { identity: 'match' } },
-        { type: 'instance.running', data: {} },
-      ].map((e) => ({ ...e, at }));
+      const history = replayHistory; // the store benches' instance history (store-fixtures.ts)
       for (let s = 0; s < STREAMS; s += 500) {
         store.appendMany(Array.from({ length: 500 }, (_, k) => ({ stream: `instance-${s + k}`, events: history, options: { expectedVersion: 'no-stream' as const } })));
       }
