@@ -14,7 +14,7 @@ const ioImports = {
   ],
 };
 
-// The layers (CONVENTIONS.md, DESIGN.md): cli|server → index|actors → adapters|machines|store → domain. Each layer
+// The layers (CONVENTIONS.md, DESIGN.md): cli|server → index|actors → adapters|machines|store|config → domain. Each layer
 // names what it may not import; a file's own layer and the ones below it are allowed. (Machines and domain have
 // the stricter purity rule above, which includes these.)
 const layer = (message, ...dirs) => ({
@@ -24,6 +24,7 @@ const layer = (message, ...dirs) => ({
 const below = {
   actors: layer('src/actors sits under cli and server: it never imports them (the layer rule).', 'cli', 'server'),
   adapters: layer('src/adapters are IO behind our own ports: they never import actors, cli, server, machines or the store (the layer rule).', 'actors', 'cli', 'server', 'machines', 'store'),
+  config: layer('src/config says where things are (the parts, the home): it imports only the domain (the layer rule).', 'actors', 'adapters', 'machines', 'store', 'cli', 'server'),
   store: layer('src/store holds the log: it never imports actors, adapters, machines, cli or server (the layer rule).', 'actors', 'adapters', 'machines', 'cli', 'server'),
   top: layer('cli and server reach the rest through src/index.ts or src/actors (the layer rule); import what you need from there.', 'adapters', 'machines', 'store'),
 };
@@ -62,6 +63,10 @@ export default tseslint.config(
   {
     files: ['src/adapters/**/*.ts'],
     rules: { 'no-restricted-imports': ['error', { patterns: [below.adapters] }] },
+  },
+  {
+    files: ['src/config/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [below.config] }] },
   },
   {
     files: ['src/store/**/*.ts'],

@@ -24,7 +24,7 @@ import Docker from 'dockerode';
 import { publishCode, publishRuntime } from '../src/actors/publishing.ts';
 import { createRunlog, type Runlog, type RunlogOptions } from '../src/actors/runlog.ts';
 import { DEFAULT_DID_CACHE_TTL_MS } from '../src/adapters/atproto/index.ts';
-import { executionContainerBody } from '../src/adapters/docker/sandbox.ts';
+import { executionContainerBody } from '../src/adapters/docker/execution-sandbox.ts';
 import { DEFAULT_OPERATOR_POLICY, type OperatorPolicy } from '../src/domain/at-run/operator-policy.ts';
 import type { RecordedEvent } from '../src/domain/events.ts';
 import { startTestPds, type TestPds } from '../test/support/pds.ts';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { foldLog } from '../src/actors/inspection.ts';
 import { toMachineEvent } from '../src/domain/events.ts';
-import { foldEvent, machines } from '../src/machines/replay.ts';
+import { foldEvent, machines } from '../src/machines/runtime.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { median, nowMs, round, type Bench } from './harness.ts';
 import { REPLAY_STREAMS, replayHistory } from './store-fixtures.ts';

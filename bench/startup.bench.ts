@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { createRunlog } from '../src/actors/runlog.ts';
 import { encodeSnapshot } from '../src/actors/snapshots.ts';
 import { actorStatus, summarize } from '../src/machines/summary.ts';
-import { machines, replay, stateName } from '../src/machines/replay.ts';
+import { machines, replay, stateName } from '../src/machines/runtime.ts';
 import type { AppendRequest } from '../src/store/event-store.ts';
 import { LATEST_SCHEMA } from '../src/store/schema.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';

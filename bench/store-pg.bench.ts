@@ -4,7 +4,7 @@
 // schema of its own, dropped afterwards.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { foldEvent, machines, type AnySnapshot } from '../src/machines/replay.ts';
+import { foldEvent, machines, type AnySnapshot } from '../src/machines/runtime.ts';
 import { PgEventStore } from '../src/store/postgres/pg-event-store.ts';
 import { median, nowMs, round, type Bench } from './harness.ts';
 import { at, data, REPLAY_STREAMS, replayHistory } from './store-fixtures.ts';

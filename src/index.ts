@@ -8,4 +8,4 @@ export type { ActorKind, KindNewEvent, NewEvent, RecordedEvent } from './domain/
 export * from './domain/errors.ts';
 export { instanceMachine, type InstanceContext } from './machines/instance.machine.ts';
 export { executionMachine, type ExecutionContext } from './machines/execution.machine.ts';
-export { replay, replaySteps, stateName } from './machines/replay.ts';
+export { replay, replaySteps, stateName } from './machines/runtime.ts';

@@ -7,7 +7,7 @@ import { ActorHost, type AllEffectHandlers } from '../src/actors/actor-host.ts';
 import { createBus } from '../src/actors/bus.ts';
 import { FencedError } from '../src/domain/errors.ts';
 import type { InstanceSpec } from '../src/machines/instance.machine.ts';
-import { machines } from '../src/machines/replay.ts';
+import { machines } from '../src/machines/runtime.ts';
 import type { AppendOutcome, AppendRequest } from '../src/store/event-store.ts';
 import type { HostStore } from '../src/store/host-store.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';

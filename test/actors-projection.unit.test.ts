@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { actorsProjection, getActorRow, listActorRows } from '../src/actors/actors-projection.ts';
 import { toMachineEvent, type NewEvent } from '../src/domain/events.ts';
-import { machines, replay, stateName } from '../src/machines/replay.ts';
+import { machines, replay, stateName } from '../src/machines/runtime.ts';
 import { actorStatus, summarize } from '../src/machines/summary.ts';
 import { MemoryEventStore } from '../src/store/memory-event-store.ts';
 import type { EventStorePort } from '../src/store/port.ts';

@@ -8,10 +8,10 @@ import type Docker from 'dockerode';
 import { ContainerRunner, containerName } from '../src/adapters/sandbox/container-runner.ts';
 import { homeLayout } from '../src/adapters/sandbox/layout.ts';
 import { provisionToolsDir } from '../src/adapters/tools/provision.ts';
-import { PortAllocator } from '../src/adapters/ports/port-allocator.ts';
+import { TcpPortAllocator } from '../src/adapters/net/tcp-port-allocator.ts';
 import { IDENTITY_HEADERS } from '../src/adapters/health/wait-healthy.ts';
 import { SandboxError } from '../src/adapters/sandbox/errors.ts';
-import type { ExitInfo } from '../src/adapters/sandbox/sandbox-runner.ts';
+import type { ExitInfo } from '../src/adapters/sandbox/app-sandbox-runner.ts';
 import { HELLO_APP_ID, LIAR_SERVER, ROOTFS, cleanupDocker, getJson, makeWorkspace, requireDocker, until, type TestWorkspace } from './support/apps.ts';
 
 const CANARY = 'RUNLOG_TEST_SUPERVISOR_SECRET';
@@ -21,7 +21,7 @@ let docker: Docker;
 let image: string;
 let runner: ContainerRunner;
 // Below the kernel's ephemeral range (ip_local_port_range 32768–60999), like the product's default 4100–4999.
-const ports = new PortAllocator({ min: 23400, max: 23699 });
+const ports = new TcpPortAllocator({ min: 23400, max: 23699 });
 let seq = 0;
 const nextId = (): string => `hello-${process.pid}-${++seq}`;
 

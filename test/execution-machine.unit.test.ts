@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { executionMachine } from '../src/machines/execution.machine.ts';
-import { isTerminal, stateName } from '../src/machines/replay.ts';
+import { isTerminal, stateName } from '../src/machines/runtime.ts';
 import { effectTypes, ev, expectRejected, given } from './support/spec.ts';
 
 const request = { executionId: 'exec_1', uri: 'at://did:plc:a/dev.mainasara.at-run.beta.v2.code/x', handler: 'greet', input: { name: 'Ada' }, callerDid: null, timeoutMs: 5000 };

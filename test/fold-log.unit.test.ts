@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { foldLog } from '../src/actors/inspection.ts';
 import { toMachineEvent, type ActorKind } from '../src/domain/events.ts';
-import { machines, replay, stateName } from '../src/machines/replay.ts';
+import { machines, replay, stateName } from '../src/machines/runtime.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { tempDir } from './support/tmp.ts';
 

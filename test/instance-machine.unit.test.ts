@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { MachineEvent } from '../src/domain/events.ts';
 import { instanceMachine, restartDelay, type InstanceSpec } from '../src/machines/instance.machine.ts';
-import { isTerminal, stateName } from '../src/machines/replay.ts';
+import { isTerminal, stateName } from '../src/machines/runtime.ts';
 import { effectTypes, ev, expectRejected, given } from './support/spec.ts';
 
 const spec = (over: Partial<InstanceSpec> = {}): InstanceSpec => ({

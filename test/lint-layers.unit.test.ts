@@ -19,7 +19,7 @@ describe('layer lint rule', () => {
     ['src/actors/bad.ts', '../server/http.ts'],
     ['src/cli/bad.ts', '../adapters/atproto/index.ts'],
     ['src/cli/commands/bad.ts', '../../store/sqlite-event-store.ts'],
-    ['src/server/bad.ts', '../machines/replay.ts'],
+    ['src/server/bad.ts', '../machines/runtime.ts'],
     ['src/domain/bad.ts', '../machines/instance.machine.ts'],
     ['src/domain/bad.ts', '../server/http.ts'],
   ])('%s may not import %s', async (file, from) => {
@@ -33,7 +33,7 @@ describe('layer lint rule', () => {
     ['src/server/ok.ts', '../actors/inspection.ts'],
     ['src/actors/ok.ts', '../adapters/docker/engine.ts'],
     ['src/actors/ok.ts', '../store/sqlite-event-store.ts'],
-    ['src/actors/ok.ts', '../machines/replay.ts'],
+    ['src/actors/ok.ts', '../machines/runtime.ts'],
     ['src/adapters/docker/ok.ts', '../../domain/errors.ts'],
     ['src/adapters/docker/ok.ts', './engine.ts'],
     ['src/store/ok.ts', '../domain/events.ts'],

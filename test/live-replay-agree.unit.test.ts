@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ActorKind, ExecutionEvent, InstanceEvent, MachineEvent } from '../src/domain/events.ts';
 import type { InstanceSpec } from '../src/machines/instance.machine.ts';
-import { foldEvent, initialSnapshot, machines, replay, stateName, step, type AnySnapshot } from '../src/machines/replay.ts';
+import { foldEvent, initialSnapshot, machines, replay, stateName, step, type AnySnapshot } from '../src/machines/runtime.ts';
 
 const restart = { policy: 'on-failure' as const, maxRestarts: 3, backoffMs: 1000, maxBackoffMs: 8000, resetAfterMs: 60_000 };
 const spec: InstanceSpec = { instanceId: 'i1', appId: 'a', appDir: '/a', sandbox: 'container', runtime: 'raw', tools: ['curl'], lifecycleBasePath: '', restart };

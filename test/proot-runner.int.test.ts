@@ -10,9 +10,9 @@ import { ProotRunner } from '../src/adapters/sandbox/proot-runner.ts';
 import { homeLayout } from '../src/adapters/sandbox/layout.ts';
 import { provisionToolsDir } from '../src/adapters/tools/provision.ts';
 import { waitHealthy, IDENTITY_HEADERS } from '../src/adapters/health/wait-healthy.ts';
-import { PortAllocator, readListeningPorts } from '../src/adapters/ports/port-allocator.ts';
+import { TcpPortAllocator, readListeningPorts } from '../src/adapters/net/tcp-port-allocator.ts';
 import { createAppServer } from '../src/app-sdk/index.ts';
-import type { ExitInfo } from '../src/adapters/sandbox/sandbox-runner.ts';
+import type { ExitInfo } from '../src/adapters/sandbox/app-sandbox-runner.ts';
 import { SandboxError } from '../src/adapters/sandbox/errors.ts';
 import { HELLO_APP_ID, LEGACY_SERVER, LIAR_SERVER, REPO, ROOTFS, alive, getJson, makeWorkspace, requireProot, until, type TestWorkspace } from './support/apps.ts';
 
@@ -21,7 +21,7 @@ let ws: TestWorkspace;
 let runner: ProotRunner;
 // Below the kernel's ephemeral range (ip_local_port_range 32768–60999): an outbound connection cannot take one
 // of these ports between allocation and listen.
-const ports = new PortAllocator({ min: 23100, max: 23399 });
+const ports = new TcpPortAllocator({ min: 23100, max: 23399 });
 const warnings: string[] = [];
 let seq = 0;
 const nextId = (): string => `hello-${process.pid}-${++seq}`;

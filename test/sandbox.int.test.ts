@@ -8,14 +8,14 @@ import type { ArchiveEntry } from '../src/adapters/archive/index.ts';
 import { createDockerEngine, type DockerEngine } from '../src/adapters/docker/engine.ts';
 import { createMaterializer } from '../src/adapters/docker/materializer.ts';
 import {
-  createSandboxRunner,
+  createExecutionSandbox,
   type ExecutionContainerSpec,
   type InvocationEnvelope,
   type InvocationResult,
   type InvokeOptions,
   type SandboxPolicy,
-  type SandboxRunner,
-} from '../src/adapters/docker/sandbox.ts';
+  type ExecutionSandbox,
+} from '../src/adapters/docker/execution-sandbox.ts';
 import { cleanupTestContainers, cleanupTestVolumes, docker, imageRef, requireDocker, requireRegistry, TEST_LABELS } from './support/docker.ts';
 
 const RUN = `sbx-${process.pid}-${Date.now()}`;
@@ -154,7 +154,7 @@ function codeArchive(file: string, source: string): Promise<Buffer> {
 }
 
 let engine: DockerEngine;
-let sandbox: SandboxRunner;
+let sandbox: ExecutionSandbox;
 let policy: SandboxPolicy;
 const volumes: Record<'nodeRuntime' | 'pyRuntime' | 'nodeCode' | 'pyCode' | 'addition', string> = {} as never;
 
@@ -169,7 +169,7 @@ beforeAll(async () => {
   await requireDocker();
   await requireRegistry();
   engine = createDockerEngine();
-  sandbox = createSandboxRunner(engine);
+  sandbox = createExecutionSandbox(engine);
   policy = { image: imageRef('at-run-sandbox'), memoryBytes: 256 * MiB, pidsLimit: 64, nanoCpus: 1_000_000_000, workTmpfsBytes: 16 * MiB };
   const m = createMaterializer(engine, { labels: LABELS });
   await engine.pullByDigest(policy.image);

@@ -5,7 +5,7 @@ import type { AnyStateMachine } from 'xstate';
 import { ConcurrencyError, FencedError, NotFoundError, RunlogError } from '../domain/errors.ts';
 import { parseStreamName, rejectedType, streamName, toMachineEvent, type ActorKind, type KindNewEvent, type NewEvent, type RecordedEvent } from '../domain/events.ts';
 import type { Effect, EffectsByKind, KindEffect } from '../machines/effects.ts';
-import { initialSnapshot, isTerminal, replay, stateName, step, type AnySnapshot } from '../machines/replay.ts';
+import { initialSnapshot, isTerminal, replay, stateName, step, type AnySnapshot } from '../machines/runtime.ts';
 import { actorStatus, summarize } from '../machines/summary.ts';
 import type { ActorRow, AppendOutcome, AppendRequest, AppendResult } from '../store/event-store.ts';
 import type { HostStore } from '../store/host-store.ts';

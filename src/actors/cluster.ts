@@ -4,7 +4,7 @@
 // with reason `lost`. Losing a lease (this node was paused past its expiry and another took over) it lets go of
 // the actor and acts on it no more — its appends would be refused anyway (fenced).
 import { parseStreamName } from '../domain/events.ts';
-import { isTerminal } from '../machines/replay.ts';
+import { isTerminal } from '../machines/runtime.ts';
 import type { LeaseListener } from '../store/postgres/pg-host-store.ts';
 import type { TakenLease } from '../store/postgres/pg-leases.ts';
 import type { ActorHost } from './actor-host.ts';

@@ -9,7 +9,7 @@
 import { subscribeEngineEvents, type EngineEvent, type EngineEventSubscription } from '../adapters/docker/engine-events.ts';
 import { parseStreamName } from '../domain/events.ts';
 import type { InstanceContext } from '../machines/instance.machine.ts';
-import { stateName } from '../machines/replay.ts';
+import { stateName } from '../machines/runtime.ts';
 import type { ActorHost } from './actor-host.ts';
 import type { ReconcileReport } from './reconciler.ts';
 

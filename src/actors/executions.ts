@@ -6,7 +6,7 @@ import { assertValidArchive, entriesUnder, writeArchive } from '../adapters/arch
 import { createAtprotoReader, putRunnerRecord, writeExecutionReceipt, type AtprotoReader, type AtprotoReaderOptions, type Publisher } from '../adapters/atproto/index.ts';
 import { createDockerEngine, type DockerEngine } from '../adapters/docker/engine.ts';
 import { createMaterializer, type Materializer, type MaterializeProgress } from '../adapters/docker/materializer.ts';
-import { createSandboxRunner, type ExecutionContainerSpec, type InvocationEnvelope, type InvocationResult, type SandboxRunner as ExecSandbox } from '../adapters/docker/sandbox.ts';
+import { createExecutionSandbox, type ExecutionContainerSpec, type InvocationEnvelope, type InvocationResult, type ExecutionSandbox as ExecSandbox } from '../adapters/docker/execution-sandbox.ts';
 import { assertCodeRecord, checkRuntimeBinding, type CodeRecord } from '../domain/at-run/code-record.ts';
 import { admitCode, admitRuntime, DEFAULT_OPERATOR_POLICY, ENVELOPE_OVERHEAD_BYTES, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
 import { selectRuntimePlatform } from '../domain/at-run/runtime-record.ts';
@@ -17,7 +17,7 @@ import type { ExecutionContext, ExecutionRequest, FailureReason } from '../machi
 import type { ActorHost, EffectContext as AnyEffectContext, EffectHandlers } from './actor-host.ts';
 import { CodePrefetch, VerifiedCodeCache, type PreparedCode } from './code-prefetch.ts';
 import type { FaultHook } from './faults.ts';
-import { requireImage, type Parts } from './parts.ts';
+import { requireImage, type Parts } from '../config/parts.ts';
 import { ResolutionHints } from './resolution-hints.ts';
 import { POOL_STREAM, SandboxPool } from './sandbox-pool.ts';
 
@@ -134,7 +134,7 @@ export class ExecutionSupervisor {
   }
 
   get sandbox(): ExecSandbox {
-    this.sandboxInstance ??= createSandboxRunner(this.engine);
+    this.sandboxInstance ??= createExecutionSandbox(this.engine);
     return this.sandboxInstance;
   }
 

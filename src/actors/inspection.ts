@@ -2,7 +2,7 @@
 // so they work post-mortem with no supervisor running.
 import { ReplayError } from '../domain/errors.ts';
 import { toMachineEvent, type ActorKind, type RecordedEvent, type ReplayEvent } from '../domain/events.ts';
-import { foldEvent, machines, replay, replaySteps, stateName, type AnySnapshot, type Step } from '../machines/replay.ts';
+import { foldEvent, machines, replay, replaySteps, stateName, type AnySnapshot, type Step } from '../machines/runtime.ts';
 import { actorStatus, summarize } from '../machines/summary.ts';
 import type { ActorRow, EventStore } from '../store/event-store.ts';
 import type { SqliteEventStore } from '../store/sqlite-event-store.ts';

@@ -7,19 +7,19 @@ import { basename, join, resolve } from 'node:path';
 import { copyDereferenced } from '../adapters/apps/copy-dereferenced.ts';
 import { loadManifest } from '../adapters/apps/load-manifest.ts';
 import { AppRegistry, type AppRegistryEvent } from '../adapters/apps/app-registry.ts';
-import { PortAllocator } from '../adapters/ports/port-allocator.ts';
+import { TcpPortAllocator } from '../adapters/net/tcp-port-allocator.ts';
 import { ContainerRunner } from '../adapters/sandbox/container-runner.ts';
 import { homeLayout, type HomeLayout } from '../adapters/sandbox/layout.ts';
 import { ProotRunner } from '../adapters/sandbox/proot-runner.ts';
-import type { OrphanRecord, SandboxRunner } from '../adapters/sandbox/sandbox-runner.ts';
+import type { OrphanRecord, AppSandboxRunner } from '../adapters/sandbox/app-sandbox-runner.ts';
 import { provisionToolsDir } from '../adapters/tools/provision.ts';
 import { RunlogError, ValidationError } from '../domain/errors.ts';
 import { DEFAULT_ENTRYPOINT, isValidAppId, MANIFEST_FILE, parseManifest, SANDBOX_KINDS, type AppManifest } from '../domain/manifest.ts';
 import { DEFAULT_RESTART, type CrashReason, type InstanceContext, type InstanceEffects, type InstanceSpec, type SandboxKind } from '../machines/instance.machine.ts';
 import type { ActorHost, EffectContext as AnyEffectContext, EffectHandlers, LiveActor } from './actor-host.ts';
 import { effectiveTools, type ToolOverrides } from './app-grants.ts';
-import { newInstanceId } from './ids.ts';
-import { requireImage, requireRootfs, type Parts } from './parts.ts';
+import { newInstanceId } from '../adapters/ids.ts';
+import { requireImage, requireRootfs, type Parts } from '../config/parts.ts';
 
 export interface InstanceOptions {
   home: string;
@@ -37,7 +37,7 @@ export interface InstanceOptions {
   /** How long a container spawn waits for an unreachable Docker Engine before it fails (default 120 s). */
   engineWaitMs?: number;
   /** Injected runners (tests of the wiring); default: the real ProotRunner and ContainerRunner, built lazily. */
-  runners?: Partial<Record<SandboxKind, SandboxRunner>>;
+  runners?: Partial<Record<SandboxKind, AppSandboxRunner>>;
   log?: (msg: string) => void;
   /** The app's `cap` grants and revocations (from the log), applied over its manifest's tools at every spawn. */
   toolOverrides?: (appId: string) => ToolOverrides;
@@ -71,8 +71,8 @@ export class InstanceSupervisor {
   readonly workspace: string;
   readonly appsDir: string;
   readonly layout: HomeLayout;
-  readonly ports: PortAllocator;
-  private readonly runners: Partial<Record<SandboxKind, SandboxRunner>>;
+  readonly ports: TcpPortAllocator;
+  private readonly runners: Partial<Record<SandboxKind, AppSandboxRunner>>;
   private readonly exitSubscriptions = new Map<string, () => void>();
   private registry: AppRegistry | null = null;
 
@@ -80,11 +80,11 @@ export class InstanceSupervisor {
     this.workspace = resolve(opts.workspace ?? join(opts.home, 'workspace'));
     this.appsDir = join(this.workspace, 'apps');
     this.layout = homeLayout(opts.home);
-    this.ports = new PortAllocator(opts.portRange ?? { min: 4100, max: 4999 });
+    this.ports = new TcpPortAllocator(opts.portRange ?? { min: 4100, max: 4999 });
     this.runners = { ...opts.runners };
   }
 
-  runner(kind: SandboxKind): SandboxRunner {
+  runner(kind: SandboxKind): AppSandboxRunner {
     const existing = this.runners[kind];
     if (existing) return existing;
     const common = {
@@ -95,7 +95,7 @@ export class InstanceSupervisor {
       ...(this.opts.killGraceMs ? { killGraceMs: this.opts.killGraceMs } : {}),
       warn: (m: string) => this.opts.log?.(m),
     };
-    const made: SandboxRunner =
+    const made: AppSandboxRunner =
       kind === 'proot'
         ? new ProotRunner({ ...common, rootfs: requireRootfs(this.opts.parts) })
         : new ContainerRunner({
@@ -299,7 +299,7 @@ export class InstanceSupervisor {
     });
   }
 
-  private watchExit(actor: LiveActor, runner: SandboxRunner): void {
+  private watchExit(actor: LiveActor, runner: AppSandboxRunner): void {
     this.exitSubscriptions.get(actor.id)?.();
     const off = runner.onExit(actor.id, (info) => {
       this.exitSubscriptions.delete(actor.id);

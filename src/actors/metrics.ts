@@ -10,7 +10,7 @@ import type { ActorKind } from '../domain/events.ts';
 import { msBetween } from '../domain/time.ts';
 import type { ExecutionContext } from '../machines/execution.machine.ts';
 import type { InstanceContext } from '../machines/instance.machine.ts';
-import { stateName } from '../machines/replay.ts';
+import { stateName } from '../machines/runtime.ts';
 import type { HostStore } from '../store/host-store.ts';
 import type { ActorHost } from './actor-host.ts';
 import type { Bus, TransitionNotice } from './bus.ts';

@@ -5,24 +5,24 @@ import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { AtprotoReaderOptions, Publisher } from '../adapters/atproto/index.ts';
-import type { SandboxRunner } from '../adapters/sandbox/sandbox-runner.ts';
+import type { AppSandboxRunner } from '../adapters/sandbox/app-sandbox-runner.ts';
 import { checkExecuteRequest } from '../domain/at-run/execute-request.ts';
 import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
 import { NotFoundError, RunlogError, ValidationError } from '../domain/errors.ts';
 import { isValidAppId } from '../domain/manifest.ts';
 import type { ExecutionContext } from '../machines/execution.machine.ts';
 import type { InstanceContext } from '../machines/instance.machine.ts';
-import { stateName } from '../machines/replay.ts';
+import { stateName } from '../machines/runtime.ts';
 import { appStream, assertAppId, assertToolName, readToolOverrides, recordToolChange } from './app-grants.ts';
 import { ExecutionSupervisor } from './executions.ts';
-import { newExecutionId } from './ids.ts';
+import { newExecutionId } from '../adapters/ids.ts';
 import { InstanceSupervisor } from './instances.ts';
-import { discoverParts, type Parts } from './parts.ts';
+import { discoverParts, type Parts } from '../config/parts.ts';
 import { Reconciler, type OrphanPolicy, type ReconcileOptions, type ReconcileReport } from './reconciler.ts';
 import { startEngineWatch } from './engine-watch.ts';
 import type { ActorKind, KindNewEvent, RecordedEvent } from '../domain/events.ts';
 import type { Effect } from '../machines/effects.ts';
-import { machines } from '../machines/replay.ts';
+import { machines } from '../machines/runtime.ts';
 import type { ActorRow } from '../store/event-store.ts';
 import { isPostgresUrl, type HostStore } from '../store/host-store.ts';
 import type { PgHostStore } from '../store/postgres/pg-host-store.ts';
@@ -46,7 +46,7 @@ import {
 import { supervision, type Supervision } from '../domain/supervision.ts';
 import { startHeartbeat, type HeartbeatHandle } from './heartbeat.ts';
 import { RunlogMetrics } from './metrics.ts';
-import { resolvePaths } from './paths.ts';
+import { resolvePaths } from '../config/paths.ts';
 import { RunlogTracing } from './tracing.ts';
 import { RestartTimers } from './timers.ts';
 import { systemClock } from './system-clock.ts';
@@ -102,7 +102,7 @@ export interface RunlogOptions {
   healthTimeoutMs?: number;
   killGraceMs?: number;
   /** Injected sandbox runners (tests of the wiring). */
-  runners?: Partial<Record<'proot' | 'container', SandboxRunner>>;
+  runners?: Partial<Record<'proot' | 'container', AppSandboxRunner>>;
   /** The runner operator's policy (default: <home>/operator-policy.json, else the strict defaults). */
   policy?: OperatorPolicy;
   /** How to reach the AT Protocol network: PLC directory, strict or cid mode. */
@@ -152,11 +152,8 @@ export interface ExecutionOutcome {
   view: ActorView;
 }
 
-export interface LogLine {
-  stream: 'stdout' | 'stderr';
-  line: string;
-  at: string;
-}
+import type { LogLine } from '../domain/log-line.ts';
+export type { LogLine };
 
 /** What `cap grant`/`cap revoke` did: the app's allowlist now, and the running instances it changed. */
 export interface AppToolsView {

@@ -15,7 +15,7 @@
 // and records it (recover()); the reconciler leaves the ones this pool holds alone (owns()).
 import { randomBytes } from 'node:crypto';
 import type { DockerEngine } from '../adapters/docker/engine.ts';
-import { PRESTART_LABEL, type ExecutionContainerSpec, type SandboxRunner } from '../adapters/docker/sandbox.ts';
+import { PRESTART_LABEL, type ExecutionContainerSpec, type ExecutionSandbox } from '../adapters/docker/execution-sandbox.ts';
 import type { PrestartPolicy } from '../domain/at-run/operator-policy.ts';
 import type { NewEvent, RecordedEvent } from '../domain/events.ts';
 
@@ -25,7 +25,7 @@ export const PRESTART_KIND = 'prestart';
 
 export interface PoolDeps {
   engine: DockerEngine;
-  sandbox: SandboxRunner;
+  sandbox: ExecutionSandbox;
   policy: PrestartPolicy;
   /** Labels on every container (runlog.home, test labels). */
   labels: Readonly<Record<string, string>>;

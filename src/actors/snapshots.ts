@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import type { AnyStateMachine } from 'xstate';
 import type { ActorKind } from '../domain/events.ts';
-import { isTerminal, persistSnapshot, restoreSnapshot, type AnySnapshot } from '../machines/replay.ts';
+import { isTerminal, persistSnapshot, restoreSnapshot, type AnySnapshot } from '../machines/runtime.ts';
 import type { SnapshotRecord } from '../store/event-store.ts';
 
 /** A snapshot is taken every this many events of an actor, and at its terminal state. */

@@ -2,7 +2,7 @@
 // `instance.restart-due`. A timer that came due while the supervisor was down fires once at start.
 import type { Clock } from '../domain/clock.ts';
 import type { InstanceContext } from '../machines/instance.machine.ts';
-import { stateName } from '../machines/replay.ts';
+import { stateName } from '../machines/runtime.ts';
 import type { ActorHost, EffectHandlers, LiveActor } from './actor-host.ts';
 import { systemClock } from './system-clock.ts';
 

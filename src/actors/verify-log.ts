@@ -4,7 +4,7 @@
 // over every event. What is derived from it: the actors projection (and, where there are any, the snapshots),
 // each against a fold of the events, which stay the only truth.
 import { RunlogError, StoreCorruptError } from '../domain/errors.ts';
-import { machines, stateName } from '../machines/replay.ts';
+import { machines, stateName } from '../machines/runtime.ts';
 import { actorStatus } from '../machines/summary.ts';
 import { SqliteEventStore, walDamage } from '../store/sqlite-event-store.ts';
 import type { SnapshotRecord } from '../store/event-store.ts';

@@ -2,7 +2,7 @@
 // host, no adapters — so `runlog ps` loads only the store reader and starts fast. Read-only: they never create
 // or change a file (`rebuild`, which writes, goes through writable-log.ts). On PostgreSQL (--store postgres://…)
 // they read through the host store's copy of the log, and never write either.
-import { resolvePaths } from '../actors/paths.ts';
+import { resolvePaths } from '../config/paths.ts';
 import { StoreCorruptError } from '../domain/errors.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
 import type { ReadableLog } from '../store/host-store.ts';

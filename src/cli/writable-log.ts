@@ -1,6 +1,6 @@
 // The store alone, opened for writing by a one-shot command (`runlog rebuild`): it takes the log's writer lock
 // first, so it never writes beside a running supervisor (SUPERVISOR_RUNNING names the holder).
-import { resolvePaths } from '../actors/paths.ts';
+import { resolvePaths } from '../config/paths.ts';
 import { RunlogError } from '../domain/errors.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
 import type { SqliteEventStore } from '../store/sqlite-event-store.ts';

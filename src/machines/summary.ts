@@ -2,7 +2,7 @@
 import type { ActorKind } from '../domain/events.ts';
 import type { ExecutionContext } from './execution.machine.ts';
 import type { InstanceContext } from './instance.machine.ts';
-import { isTerminal, stateName, type AnySnapshot } from './replay.ts';
+import { isTerminal, stateName, type AnySnapshot } from './runtime.ts';
 
 export function summarize(kind: ActorKind, snapshot: AnySnapshot): Record<string, unknown> {
   if (kind === 'instance') {

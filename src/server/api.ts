@@ -6,7 +6,7 @@ import type { Runlog } from '../actors/runlog.ts';
 import { NotFoundError } from '../domain/errors.ts';
 import type { ActorKind } from '../domain/events.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
-import { initialSnapshot, machines, stateName } from '../machines/replay.ts';
+import { initialSnapshot, machines, stateName } from '../machines/runtime.ts';
 import { ENVELOPE_OVERHEAD_BYTES } from '../domain/at-run/operator-policy.ts';
 import { HttpError, MAX_BODY_BYTES, readJsonBody, sendJson } from './http.ts';
 import { describeMachine, type MachineChart } from './machine-graph.ts';

@@ -4,7 +4,7 @@
 import { expect } from 'vitest';
 import { encodeSnapshot, decodeSnapshot, snapshotState } from '../../src/actors/snapshots.ts';
 import { toMachineEvent, type ActorKind } from '../../src/domain/events.ts';
-import { machines, replay } from '../../src/machines/replay.ts';
+import { machines, replay } from '../../src/machines/runtime.ts';
 import type { EventStore } from '../../src/store/event-store.ts';
 
 /** Checks every actor stream of the log at up to `cuts` versions each; returns how many cuts were checked. */

@@ -3,7 +3,7 @@
 import { expect } from 'vitest';
 import type { AnyStateMachine } from 'xstate';
 import type { MachineEvent } from '../../src/domain/events.ts';
-import { replay, stateName, step, type AnySnapshot } from '../../src/machines/replay.ts';
+import { replay, stateName, step, type AnySnapshot } from '../../src/machines/runtime.ts';
 import type { Effect } from '../../src/machines/effects.ts';
 
 let clock = Date.parse('2026-01-01T00:00:00.000Z');

@@ -38,21 +38,21 @@ export {
   type CodeRequest,
 } from './materializer.ts';
 export {
-  createSandboxRunner,
+  createExecutionSandbox,
   executionContainerBody,
   DEFAULT_SANDBOX_USER,
   INVOCATION_LABEL,
   PRESTART_LABEL,
   PROTOCOL_VERSION,
-  type SandboxRunner,
+  type ExecutionSandbox,
   type SandboxPolicy,
   type ExecutionContainerSpec,
   type InvocationEnvelope,
   type InvocationResult,
   type InvokeOptions,
   type CollectOptions,
-  type FailureReason,
-} from './sandbox.ts';
+  type InvocationFailureReason,
+} from './execution-sandbox.ts';
 export { DEFAULT_OUTPUT_LIMITS, type Frame, type OutputLimits, type ProtocolError } from './frames.ts';
 export {
   sandboxCommand,

@@ -17,7 +17,7 @@
 // Reaching the app: the supervisor runs on the host, so it talks to the container's IP on runlog-net at
 // APP_PORT (Linux routes the host to its bridges). Nothing is published on the host: no host port is taken,
 // no docker-proxy hop, and other containers on runlog-net reach the app by its hostname. The port from the
-// PortAllocator is still passed as APP_PORT so both sandboxes look alike to the app.
+// TcpPortAllocator is still passed as APP_PORT so both sandboxes look alike to the app.
 //
 // Exit: `container.wait()` watches each container; the exit is reported to onExit (expected: true when the
 // runner stopped it), then the container is removed. Containers outlive the supervisor: a new runner finds
@@ -43,7 +43,7 @@ import { ensureBashrc, homeLayout, type HomeLayout } from './layout.ts';
 import { postHook } from './lifecycle-client.ts';
 import { LogBuffer } from './log-buffer.ts';
 import { checkSpawn, gateError } from './spawn-common.ts';
-import type { ExitCallback, ExitInfo, LogLine, OrphanRecord, SandboxRunner, SpawnOptions, SpawnResult } from './sandbox-runner.ts';
+import type { ExitCallback, ExitInfo, LogLine, OrphanRecord, AppSandboxRunner, SpawnOptions, SpawnResult } from './app-sandbox-runner.ts';
 
 export interface ContainerRunnerConfig {
   home: string;
@@ -112,7 +112,7 @@ const instanceIdOf = (labels: Record<string, string>): string => {
   return stream.startsWith('instance-') ? stream.slice('instance-'.length) : '';
 };
 
-export class ContainerRunner implements SandboxRunner {
+export class ContainerRunner implements AppSandboxRunner {
   readonly kind = 'container' as const;
   private readonly cfg: Required<Omit<ContainerRunnerConfig, 'warn' | 'extraLabels'>> & Pick<ContainerRunnerConfig, 'warn'> & { extraLabels: Record<string, string> };
   private readonly docker: Docker;

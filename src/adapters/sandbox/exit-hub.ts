@@ -1,7 +1,7 @@
 // Exit callbacks per instance id. An exit nobody listens for yet is kept and delivered on registration, so
 // the actor host may register before or after spawn/registerAdopted without losing a crash.
 
-import type { ExitCallback, ExitInfo } from './sandbox-runner.ts';
+import type { ExitCallback, ExitInfo } from './app-sandbox-runner.ts';
 
 export class ExitHub {
   private readonly callbacks = new Map<string, Set<ExitCallback>>();

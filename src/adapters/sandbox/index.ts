@@ -1,5 +1,5 @@
-// The sandbox adapters behind the SandboxRunner port.
-export type { SandboxRunner, SpawnOptions, SpawnResult, ExitInfo, ExitCallback, LogLine, OrphanRecord } from './sandbox-runner.ts';
+// The sandbox adapters behind the AppSandboxRunner port.
+export type { AppSandboxRunner, SpawnOptions, SpawnResult, ExitInfo, ExitCallback, LogLine, OrphanRecord } from './app-sandbox-runner.ts';
 export { ProotRunner, type ProotRunnerConfig } from './proot-runner.ts';
 export { ContainerRunner, containerName, DEFAULT_NETWORK, type ContainerRunnerConfig } from './container-runner.ts';
 export { SandboxError } from './errors.ts';

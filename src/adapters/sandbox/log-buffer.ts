@@ -1,7 +1,7 @@
 // The last lines an instance printed, plus live followers. One per instance incarnation; kept after the
 // exit (post-mortem: why did it crash?) until the same instance id is spawned again.
 
-import type { LogLine } from './sandbox-runner.ts';
+import type { LogLine } from './app-sandbox-runner.ts';
 
 export class LogBuffer {
   private readonly lines: LogLine[] = [];

@@ -50,7 +50,7 @@ import { LogBuffer } from './log-buffer.ts';
 import { checkSpawn, gateError } from './spawn-common.ts';
 import { ProcessGroupReaper } from './reaper.ts';
 import { shimArgs } from './seccomp-shim.ts';
-import type { ExitCallback, ExitInfo, LogLine, OrphanRecord, SandboxRunner, SpawnOptions, SpawnResult } from './sandbox-runner.ts';
+import type { ExitCallback, ExitInfo, LogLine, OrphanRecord, AppSandboxRunner, SpawnOptions, SpawnResult } from './app-sandbox-runner.ts';
 
 export interface ProotRunnerConfig {
   /** runlog home (see layout.ts). */
@@ -93,7 +93,7 @@ interface Tracked {
 const LABEL = runnerLabel('proot');
 const HOST = '127.0.0.1';
 
-export class ProotRunner implements SandboxRunner {
+export class ProotRunner implements AppSandboxRunner {
   readonly kind = 'proot' as const;
   private readonly cfg: Required<Omit<ProotRunnerConfig, 'warn'>> & Pick<ProotRunnerConfig, 'warn'>;
   private readonly layout: HomeLayout;

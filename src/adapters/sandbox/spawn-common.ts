@@ -6,7 +6,7 @@ import type { AppManifest } from '../../domain/manifest.ts';
 import type { HealthResult } from '../health/wait-healthy.ts';
 import { SandboxError } from './errors.ts';
 import { assertIds } from './layout.ts';
-import type { ExitInfo } from './sandbox-runner.ts';
+import type { ExitInfo } from './app-sandbox-runner.ts';
 
 export function checkSpawn(label: string, instanceId: string, appId: string, port: number, manifest: AppManifest, busy: boolean): void {
   assertIds(instanceId, appId);

@@ -9,7 +9,7 @@ import { replayEvents, resolveActor, type ReplayView } from '../../actors/inspec
 import { NotFoundError, ReplayError, ValidationError } from '../../domain/errors.ts';
 import { rejectedType, streamName, toMachineEvent, type ActorKind, type MachineEvent, type RecordedEvent } from '../../domain/events.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
-import { initialSnapshot, machines, stateName, step as stepMachine, type AnySnapshot, type Step } from '../../machines/replay.ts';
+import { initialSnapshot, machines, stateName, step as stepMachine, type AnySnapshot, type Step } from '../../machines/runtime.ts';
 import { describeMachine } from '../../server/machine-graph.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
 import type { ReadableLog } from '../../store/host-store.ts';

@@ -57,7 +57,7 @@ export function demoStopper(io: Io, say: (m: string) => void): { stopped: Promis
 }
 
 async function checkParts(): Promise<void> {
-  const { discoverParts, requireImage, requireRootfs } = await import('../../actors/parts.ts');
+  const { discoverParts, requireImage, requireRootfs } = await import('../../config/parts.ts');
   const { createDockerEngine } = await import('../../adapters/docker/engine.ts');
   const parts = discoverParts();
   requireRootfs(parts);
@@ -88,8 +88,8 @@ export const demoCommand: Command = {
     await checkParts();
     const [{ discoverParts, requireImage }, { resolvePaths }, { publishCode, publishRuntime }, { createRunlog }, { startLocalNetwork }, { startServer }, { ensureToken }, { removeServerInfo, writeServerInfo }, { WriterLock }] =
       await Promise.all([
-        import('../../actors/parts.ts'),
-        import('../../actors/paths.ts'),
+        import('../../config/parts.ts'),
+        import('../../config/paths.ts'),
         import('../../actors/publishing.ts'),
         import('../../actors/runlog.ts'),
         import('../../adapters/atproto/index.ts'),

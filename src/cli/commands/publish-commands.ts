@@ -40,7 +40,7 @@ export const publishCommand: Command = {
     if (what === 'code' && !args.values.runtime) throw new UsageError('publish code needs --runtime <at-uri of a runtime record>');
     const publisher = await publisherFrom(args);
     const [{ discoverParts, requireImage }, { publishCode, publishRuntime }, { atprotoOptions }] = await Promise.all([
-      import('../../actors/parts.ts'),
+      import('../../config/parts.ts'),
       import('../../actors/publishing.ts'),
       import('../client.ts'),
     ]);

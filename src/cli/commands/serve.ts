@@ -3,7 +3,7 @@
 // Only light modules at the top (see command.ts): the supervisor loads when the command runs.
 import { lstatSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { resolvePaths } from '../../actors/paths.ts';
+import { resolvePaths } from '../../config/paths.ts';
 import { HomeInsecureError, RunlogError, UsageError } from '../../domain/errors.ts';
 import { parseListen } from '../../server/listen.ts';
 import type { MetricsServer } from '../../server/metrics-server.ts';

@@ -3,7 +3,7 @@
 // Only light modules at the top (see command.ts): the client and the library load when a command runs.
 import { resolve } from 'node:path';
 import type { ActorView } from '../../actors/inspection.ts';
-import { resolvePaths } from '../../actors/paths.ts';
+import { resolvePaths } from '../../config/paths.ts';
 import type { AppToolsView, ExecutionOutcome, LogLine } from '../../actors/runlog.ts';
 import type { InstanceContext } from '../../index.ts';
 import type { ReconcileReport } from '../../actors/reconciler.ts';

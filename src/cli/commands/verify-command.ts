@@ -1,7 +1,7 @@
 // `runlog verify`: checks a log read-only (verify-log.ts) and names the first bad position of each kind of damage.
 // Exit 0 when sound, 4 (damaged log) when anything is damaged. It never changes the log, and runs beside a
 // supervisor.
-import { resolvePaths } from '../../actors/paths.ts';
+import { resolvePaths } from '../../config/paths.ts';
 import type { Command } from '../command.ts';
 import { EXIT, printJson } from '../output.ts';
 

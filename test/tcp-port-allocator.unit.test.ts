@@ -1,9 +1,9 @@
-// PortAllocator against /proc/net/tcp-format fixtures (the real kernel table is in port-allocator.int.test.ts).
+// TcpPortAllocator against /proc/net/tcp-format fixtures (the real kernel table is in tcp-port-allocator.int.test.ts).
 import { afterEach, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PortAllocator, PortConflictError, PortsExhaustedError, readBusyPorts, readListeningPorts } from '../src/adapters/ports/port-allocator.ts';
+import { TcpPortAllocator, PortConflictError, PortsExhaustedError, readBusyPorts, readListeningPorts } from '../src/adapters/net/tcp-port-allocator.ts';
 
 const HEADER4 = '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode';
 const HEADER6 = '  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode';
@@ -37,17 +37,17 @@ describe('readBusyPorts', () => {
   });
 });
 
-describe('PortAllocator', () => {
+describe('TcpPortAllocator', () => {
   it('never hands out the local port of an established connection (a listener there fails with EADDRINUSE)', () => {
     const files = fixture([v4(4001, '01'), v4(4002, '06')], []);
-    const a = new PortAllocator({ min: 4001, max: 4002, procFiles: files });
+    const a = new TcpPortAllocator({ min: 4001, max: 4002, procFiles: files });
     expect(a.allocate('i1')).toBe(4002); // TIME_WAIT: SO_REUSEADDR binds over it
     expect(() => a.allocate('i2')).toThrow(PortsExhaustedError);
   });
 
   it('never hands out a port that something listens on (v4 or v6), round-robin from the last one', () => {
     const files = fixture([v4(4001, '0A')], [v6(4003, '0A')]);
-    const a = new PortAllocator({ min: 4001, max: 4006, procFiles: files });
+    const a = new TcpPortAllocator({ min: 4001, max: 4006, procFiles: files });
     expect(a.allocate('i1')).toBe(4002);
     expect(a.allocate('i2')).toBe(4004);
     a.release(4002);
@@ -60,7 +60,7 @@ describe('PortAllocator', () => {
 
   it('re-reads the kernel table on every allocation (drift heals)', () => {
     const files = fixture([], []);
-    const a = new PortAllocator({ min: 5000, max: 5001, procFiles: files });
+    const a = new TcpPortAllocator({ min: 5000, max: 5001, procFiles: files });
     writeFileSync(files[0]!, [HEADER4, v4(5000, '0A'), ''].join('\n')); // a foreign server appeared
     expect(a.allocate('i1')).toBe(5001);
     expect(a.scan()).toEqual({ foreign: [5000], idle: [{ port: 5001, owner: 'i1' }] });
@@ -71,7 +71,7 @@ describe('PortAllocator', () => {
   });
 
   it('reserves adopted ports and refuses to give one port to two owners', () => {
-    const a = new PortAllocator({ min: 6000, max: 6002, procFiles: fixture([], []) });
+    const a = new TcpPortAllocator({ min: 6000, max: 6002, procFiles: fixture([], []) });
     a.reserve(6000, 'adopted-1');
     a.reserve(6000, 'adopted-1'); // idempotent
     expect(() => a.reserve(6000, 'other')).toThrow(PortConflictError);
@@ -81,8 +81,8 @@ describe('PortAllocator', () => {
   });
 
   it('rejects an invalid range', () => {
-    expect(() => new PortAllocator({ min: 10, max: 5 })).toThrow(/port range 10-5 is invalid/);
-    expect(() => new PortAllocator({ min: 0, max: 5 })).toThrow(/invalid/);
-    expect(() => new PortAllocator({ min: 1, max: 70000 })).toThrow(/invalid/);
+    expect(() => new TcpPortAllocator({ min: 10, max: 5 })).toThrow(/port range 10-5 is invalid/);
+    expect(() => new TcpPortAllocator({ min: 0, max: 5 })).toThrow(/invalid/);
+    expect(() => new TcpPortAllocator({ min: 1, max: 70000 })).toThrow(/invalid/);
   });
 });

@@ -79,7 +79,7 @@ export interface PortScan {
   idle: { port: number; owner: string }[];
 }
 
-export class PortAllocator {
+export class TcpPortAllocator {
   readonly min: number;
   readonly max: number;
   private readonly procFiles: readonly string[];

@@ -88,7 +88,7 @@ export interface InvokeOptions extends Partial<OutputLimits> {
   onFrame?: (frame: Frame) => void;
 }
 
-export type FailureReason =
+export type InvocationFailureReason =
   | 'handler-error'
   | 'timeout'
   | 'output-limit'
@@ -132,7 +132,7 @@ interface ResultCommon {
 
 export type InvocationResult =
   | (ResultCommon & { outcome: 'succeeded'; output: unknown })
-  | (ResultCommon & { outcome: 'failed'; reason: FailureReason; error: ProtocolError });
+  | (ResultCommon & { outcome: 'failed'; reason: InvocationFailureReason; error: ProtocolError });
 
 export interface CollectOptions extends Partial<OutputLimits> {
   /** Absolute deadline (epoch ms) for a container that is still running; it is killed then → `timeout`. */
@@ -141,7 +141,7 @@ export interface CollectOptions extends Partial<OutputLimits> {
   invocationId?: string;
 }
 
-export interface SandboxRunner {
+export interface ExecutionSandbox {
   createExecutionContainer(spec: ExecutionContainerSpec): Promise<{ containerId: string; command: string[] }>;
   invoke(containerId: string, envelope: InvocationEnvelope, opts: InvokeOptions): Promise<InvocationResult>;
   collectResult(containerId: string, opts?: CollectOptions): Promise<InvocationResult>;
@@ -249,7 +249,7 @@ function limitsOf(opts: Partial<OutputLimits>): OutputLimits {
   };
 }
 
-const REASON_CODES: Record<FailureReason, string> = {
+const REASON_CODES: Record<InvocationFailureReason, string> = {
   'handler-error': 'HANDLER_ERROR',
   timeout: 'DEADLINE_EXCEEDED',
   'output-limit': 'OUTPUT_LIMIT',
@@ -269,8 +269,8 @@ interface Verdict {
   waitStatus: number | null;
 }
 
-function classify(out: CollectedOutput, v: Verdict): { outcome: 'succeeded'; output: unknown } | { outcome: 'failed'; reason: FailureReason; error: ProtocolError } {
-  const fail = (reason: FailureReason, message: string): { outcome: 'failed'; reason: FailureReason; error: ProtocolError } => ({
+function classify(out: CollectedOutput, v: Verdict): { outcome: 'succeeded'; output: unknown } | { outcome: 'failed'; reason: InvocationFailureReason; error: ProtocolError } {
+  const fail = (reason: InvocationFailureReason, message: string): { outcome: 'failed'; reason: InvocationFailureReason; error: ProtocolError } => ({
     outcome: 'failed',
     reason,
     error: { code: REASON_CODES[reason], message },
@@ -292,7 +292,7 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
   return Promise.race([p, new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), ms)))]).finally(() => clearTimeout(timer));
 }
 
-class DockerSandboxRunner implements SandboxRunner {
+class DockerSandboxRunner implements ExecutionSandbox {
   constructor(private readonly engine: DockerEngine) {}
 
   async createExecutionContainer(spec: ExecutionContainerSpec): Promise<{ containerId: string; command: string[] }> {
@@ -520,6 +520,6 @@ class DockerSandboxRunner implements SandboxRunner {
   }
 }
 
-export function createSandboxRunner(engine: DockerEngine): SandboxRunner {
+export function createExecutionSandbox(engine: DockerEngine): ExecutionSandbox {
   return new DockerSandboxRunner(engine);
 }

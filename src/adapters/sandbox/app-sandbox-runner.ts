@@ -1,4 +1,4 @@
-// The port both sandboxes implement (the seed's SandboxRunner), in runlog's own types: no dockerode or
+// The port both sandboxes implement (the seed's SandboxRunner; AppSandboxRunner here, beside the at-run ExecutionSandbox), in runlog's own types: no dockerode or
 // child_process type crosses it. The actor host picks a runner per spawn from manifest.sandbox.
 
 import type { AppManifest, LifecycleHook } from '../../domain/manifest.ts';
@@ -31,12 +31,8 @@ export interface ExitInfo {
 }
 export type ExitCallback = (info: ExitInfo) => void;
 
-export interface LogLine {
-  stream: 'stdout' | 'stderr';
-  line: string;
-  /** ISO time the runner received it. */
-  at: string;
-}
+import type { LogLine } from '../../domain/log-line.ts';
+export type { LogLine };
 
 /** A runlog container found by its labels that this runner is not tracking (e.g. after a supervisor restart). */
 export interface OrphanRecord {
@@ -55,7 +51,7 @@ export interface OrphanRecord {
   basePath: string;
 }
 
-export interface SandboxRunner {
+export interface AppSandboxRunner {
   readonly kind: 'proot' | 'container';
   /**
    * Provisions tools, starts the app, waits for a health answer whose identity matches.
