@@ -132,15 +132,15 @@ describe('exit codes (one per kind of outcome, derived in one place)', () => {
 
 describe('errors state every reason once', () => {
   it('one issue is in the message; several are listed once each', () => {
-    expect(new ValidationError('X', 'malformed header', ['kind must be one of instance, execution']).message).toBe('malformed header: kind must be one of instance, execution');
-    const many = new ValidationError('X', 'invalid', ['a is wrong', 'b is wrong']);
+    expect(new ValidationError('INPUT_INVALID', 'malformed header', ['kind must be one of instance, execution']).message).toBe('malformed header: kind must be one of instance, execution');
+    const many = new ValidationError('INPUT_INVALID', 'invalid', ['a is wrong', 'b is wrong']);
     expect(many.message).toBe('invalid:\n  - a is wrong\n  - b is wrong');
     // A message that already states its issues (a caller's own wording, or one that came back from the API).
-    expect(new ValidationError('X', 'invalid: a is wrong', ['a is wrong']).message).toBe('invalid: a is wrong');
-    expect(new ValidationError('X', many.message, many.issues).message).toBe(many.message);
+    expect(new ValidationError('INPUT_INVALID', 'invalid: a is wrong', ['a is wrong']).message).toBe('invalid: a is wrong');
+    expect(new ValidationError('INPUT_INVALID', many.message, many.issues).message).toBe(many.message);
     expect(withIssues('m', [])).toBe('m');
     const json = errorJson(many);
-    expect(json.error).toMatchObject({ code: 'X', message: many.message, issues: ['a is wrong', 'b is wrong'] });
+    expect(json.error).toMatchObject({ code: 'INPUT_INVALID', message: many.message, issues: ['a is wrong', 'b is wrong'] });
   });
 
   it('a manifest error names the file the user edits, not the workspace copy', async () => {

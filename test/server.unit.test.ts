@@ -106,7 +106,7 @@ describe('HTTP API', () => {
   let token: string;
   /** The library calls the write endpoints made (the stub below records them). */
   const calls: unknown[][] = [];
-  let failWith: unknown = new RunlogError('NOT_IMPLEMENTED', 'stop is not wired into this build yet');
+  let failWith: unknown = new RunlogError('NOT_SUPPORTED', 'stop is not wired into this build yet');
 
   const api = (path: string, init: RequestInit = {}) =>
     fetch(new URL(path, server.url), { ...init, headers: { authorization: `Bearer ${token}`, ...(init.headers as Record<string, string>) } });
@@ -267,7 +267,7 @@ describe('HTTP API', () => {
     expect(zero.body).toMatchObject({ to: 0, state: 'new', context: { spec: null, restarts: 0 } });
     const beyond = await json('/api/actors/inst_web/replay?to=99');
     expect(beyond.status).toBe(400);
-    expect(beyond.body.error.code).toBe('REPLAY');
+    expect(beyond.body.error.code).toBe('REPLAY_TO_INVALID');
   });
 
   it('GET /api/machines/:kind describes the statechart: nesting, initial states, transitions, entry effects', async () => {
@@ -374,9 +374,9 @@ describe('HTTP API', () => {
     expect(JSON.parse(r.body)).toMatchObject({ error: { code: 'PAYLOAD_TOO_LARGE' } });
   });
 
-  it('write endpoints call the library with the validated values; NOT_IMPLEMENTED becomes a JSON 501', async () => {
+  it('write endpoints call the library with the validated values; NOT_SUPPORTED becomes a JSON 501', async () => {
     calls.length = 0;
-    failWith = new RunlogError('NOT_IMPLEMENTED', 'stop is not wired into this build yet');
+    failWith = new RunlogError('NOT_SUPPORTED', 'stop is not wired into this build yet');
     const cases: [string, string, unknown][] = [
       ['POST', '/api/instances', { appDir: '/srv/apps/notes', sandbox: 'container' }],
       ['POST', '/api/actors/inst_web/stop', { graceMs: 2500 }],
@@ -388,7 +388,7 @@ describe('HTTP API', () => {
     for (const [method, path, body] of cases) {
       const r = body === undefined ? await json(path, { method }) : await post(path, body, method);
       expect(r.status, path).toBe(501);
-      expect(r.body, path).toEqual({ error: { code: 'NOT_IMPLEMENTED', message: 'stop is not wired into this build yet' } });
+      expect(r.body, path).toEqual({ error: { code: 'NOT_SUPPORTED', message: 'stop is not wired into this build yet' } });
     }
     expect(calls).toEqual([
       ['spawnApp', { appDir: '/srv/apps/notes', sandbox: 'container' }],

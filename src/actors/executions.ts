@@ -10,6 +10,7 @@ import { createExecutionSandbox, type ExecutionContainerSpec, type InvocationEnv
 import { assertCodeRecord, checkRuntimeBinding, type CodeRecord } from '../domain/at-run/code-record.ts';
 import { admitCode, admitRuntime, DEFAULT_OPERATOR_POLICY, ENVELOPE_OVERHEAD_BYTES, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
 import { selectRuntimePlatform } from '../domain/at-run/runtime-record.ts';
+import { categoryOf } from '../domain/error-codes.ts';
 import { RunlogError, ValidationError } from '../domain/errors.ts';
 import type { RecordedEvent } from '../domain/events.ts';
 import type { FailedData, LatencyProfile, Materialized, OutcomeData, Resolved, SucceededData } from '../domain/execution-events.ts';
@@ -48,30 +49,17 @@ type OutcomeEvent =
   | { type: 'execution.succeeded'; data: SucceededData }
   | { type: 'execution.failed'; data: FailedData & { reason: FailureReason; code: string; message: string } };
 
-const VALIDATION_CODES = new Set([
-  'RECORD_CID_MISMATCH',
-  'RECORD_SIGNATURE_INVALID',
-  'RECORD_PROOF_INVALID',
-  'RECORD_INVALID',
-  'BLOB_CID_MISMATCH',
-  'ARCHIVE_REJECTED',
-  'RUNTIME_BINDING_MISMATCH',
-  'URI_WRONG_COLLECTION',
-  'ALIAS_INVALID',
-  'ENVELOPE_TOO_LARGE',
-  'HANDLER_NOT_FOUND',
-  'INPUT_INVALID',
-  'INPUT_TOO_LARGE',
-]);
 
 /** Which typed failure an error is: a bad record or archive is `validation`, an unreachable network `resolution`. */
 function classify(err: unknown, during: FailureReason): { reason: FailureReason; code: string; message: string } & FailedData {
-  const code = err instanceof RunlogError ? err.code : ((err as { code?: string })?.code ?? 'INTERNAL');
   const message = err instanceof Error ? err.message : String(err);
+  if (!(err instanceof RunlogError)) return { reason: during, code: (err as { code?: string })?.code ?? 'INTERNAL', message };
+  const code = err.code;
   // A read cut off by what was left of the execution's own deadline: the execution ran out of time.
-  if (code === 'NETWORK_TIMEOUT' && err instanceof RunlogError && err.details?.bound === 'execution') return { reason: 'timeout', code, message };
-  const isValidation = VALIDATION_CODES.has(code) || /^(RUNTIME_|CODE_|NETWORK_NOT_ALLOWED|LIMIT_|PUBLISHER_|REGISTRY_|PLATFORM_)/.test(code) || err?.constructor?.name === 'RecordValidationError';
-  return { reason: isValidation ? 'validation' : during, code, message };
+  if (code === 'NETWORK_TIMEOUT' && err.details?.bound === 'execution') return { reason: 'timeout', code, message };
+  // A refused record, archive, envelope or input (its code's category, error-codes.ts) is the author's or the caller's.
+  const category = categoryOf(code);
+  return { reason: category === 'validation' || category === 'too-large' ? 'validation' : during, code, message };
 }
 
 /** What a prepared code archive is: the blob (from its author's PDS) and the entrypoint it was checked for. */

@@ -10,6 +10,7 @@ import { isIP } from 'node:net';
 import { join } from 'node:path';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
 import { assertDidCacheTtl, type AtprotoReaderOptions } from '../adapters/atproto/index.ts';
+import { isErrorCode } from '../domain/error-codes.ts';
 import { RunlogError, ServerInfoUntrustedError, ValidationError } from '../domain/errors.ts';
 import { isLoopbackAddress } from '../server/listen.ts';
 import { tokenPath } from '../server/token.ts';
@@ -153,8 +154,12 @@ export async function callApi<T>(server: ServerInfo & { token: string }, method:
   }
   if (!res.ok) {
     const e = (json as { error?: { code?: string; message?: string; issues?: string[] } })?.error;
-    if (e?.issues) throw new ValidationError(e.code ?? 'INVALID', e.message ?? 'invalid', e.issues);
-    throw new RunlogError(e?.code ?? `HTTP_${res.status}`, e?.message ?? `${method} ${path}: HTTP ${res.status}`);
+    // The supervisor's code, kept as it is (the same table gives the same exit status); a code this CLI does not
+    // know (a newer supervisor) is API_ERROR with the original code in details.
+    const code = isErrorCode(e?.code) ? e.code : 'API_ERROR';
+    const details = code === 'API_ERROR' ? { code: e?.code ?? null, status: res.status } : undefined;
+    if (e?.issues) throw new ValidationError(code, e.message ?? 'invalid', e.issues, details);
+    throw new RunlogError(code, e?.message ?? `${method} ${path}: HTTP ${res.status}`, details);
   }
   return json as T;
 }

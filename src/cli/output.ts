@@ -1,5 +1,6 @@
 // Data on stdout, logs on stderr. --json prints JSON with stable keys (errors: one JSON object on stderr).
 // This module stays light: every command loads it, including `ps`, which must start fast.
+import { EXIT, exitStatusOf } from '../domain/error-codes.ts';
 import { RunlogError, ValidationError } from '../domain/errors.ts';
 
 export interface Io {
@@ -41,43 +42,15 @@ export async function printEach<T>(io: Io, rows: Iterable<T>, line: (row: T) => 
 }
 
 /**
- * Exit codes, stable for scripts (README, "The CLI"):
+ * Exit codes, stable for scripts (README, "The CLI"), defined with the error codes (src/domain/error-codes.ts):
  * 0 ok · 1 failure found, not found, or another failure · 2 usage (the command line or its input is wrong) ·
  * 3 no supervisor · 4 damaged or foreign log (or history file) · 5 conflict with the actor's state.
  */
-export const EXIT = { ok: 0, failure: 1, usage: 2, noSupervisor: 3, damagedLog: 4, conflict: 5 } as const;
+export { EXIT };
 
-const BY_CODE: Record<string, number> = {
-  USAGE: EXIT.usage,
-  INVALID_REQUEST: EXIT.usage,
-  INVALID_JSON: EXIT.usage,
-  NO_SUPERVISOR: EXIT.noSupervisor,
-  STORE_CORRUPT: EXIT.damagedLog,
-  STORE_FOREIGN: EXIT.damagedLog,
-  STORE_TOO_NEW: EXIT.damagedLog,
-  STORE_WAL_LOST: EXIT.damagedLog,
-  STORE_EMPTY: EXIT.damagedLog,
-  STORE_TRUNCATED: EXIT.damagedLog,
-  STORE_CHAIN_BROKEN: EXIT.damagedLog,
-  STORE_WAL_DAMAGED: EXIT.damagedLog,
-  LOG_DAMAGED: EXIT.damagedLog,
-  HISTORY_INVALID: EXIT.damagedLog,
-  REPLAY: EXIT.damagedLog,
-  ILLEGAL_EVENT: EXIT.conflict,
-  CONCURRENCY: EXIT.conflict,
-  ACTOR_EXISTS: EXIT.conflict,
-  INSTANCE_NOT_READY: EXIT.conflict,
-  NOT_FOUND: EXIT.failure,
-  SETUP_MISSING: EXIT.failure,
-};
-
-/** The one place an error becomes an exit code: by its code (also for errors the API sent back), then by its class. */
+/** An error's exit status: its code's category (also for errors the API sent back); anything else is a failure. */
 export function exitCodeFor(err: unknown): number {
-  if (!(err instanceof RunlogError)) return EXIT.failure;
-  const byCode = BY_CODE[err.code];
-  if (byCode !== undefined) return byCode;
-  if (err instanceof ValidationError || /_(INVALID|MISSING|NOT_ALLOWED|MISMATCH|UNKNOWN)$/.test(err.code)) return EXIT.usage;
-  return EXIT.failure;
+  return err instanceof RunlogError ? exitStatusOf(err.code) : EXIT.failure;
 }
 
 /** Bytes to stdout/stderr that never throw: a reader that went away (EPIPE) turns output off instead of crashing. */

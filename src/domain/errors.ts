@@ -1,10 +1,14 @@
 // Every error runlog throws on purpose carries a stable `code`, so callers (and the CLI's --json)
-// can branch on it without parsing messages.
+// can branch on it without parsing messages. The codes, their categories, and the exit and HTTP statuses derived from
+// them are one table: error-codes.ts.
+import type { ErrorCode } from './error-codes.ts';
+
+export type { ErrorCode };
 
 export class RunlogError extends Error {
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly details: Record<string, unknown> | undefined;
-  constructor(code: string, message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
+  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
     super(message, options);
     this.name = new.target.name;
     this.code = code;
@@ -24,7 +28,7 @@ export class ConcurrencyError extends RunlogError {
 
 /** The database file is damaged (not SQLite, failed quick_check, truncated). It is never overwritten. */
 export class StoreCorruptError extends RunlogError {
-  constructor(readonly file: string, reason: string, options?: { cause?: unknown; code?: string; details?: Record<string, unknown> }) {
+  constructor(readonly file: string, reason: string, options?: { cause?: unknown; code?: ErrorCode; details?: Record<string, unknown> }) {
     super(
       options?.code ?? 'STORE_CORRUPT',
       `event log ${file} is damaged: ${reason}. It was left untouched; restore it from a backup or move it aside.`,
@@ -111,7 +115,7 @@ export function withIssues(message: string, issues: readonly string[]): string {
 
 /** Input at a boundary was malformed. `issues` lists every problem found, not only the first; the message states each once. */
 export class ValidationError extends RunlogError {
-  constructor(code: string, message: string, readonly issues: readonly string[] = [], details?: Record<string, unknown>) {
+  constructor(code: ErrorCode, message: string, readonly issues: readonly string[] = [], details?: Record<string, unknown>) {
     super(code, withIssues(message, issues), { ...details, issues });
   }
 }

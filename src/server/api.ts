@@ -246,11 +246,11 @@ export async function handleApi(ctx: ApiContext, req: IncomingMessage, res: Serv
     try {
       params = m.slice(1).map((p) => decodeURIComponent(p));
     } catch {
-      throw new HttpError(400, 'INVALID_REQUEST', 'malformed percent-encoding in the path');
+      throw new HttpError('INVALID_REQUEST', 'malformed percent-encoding in the path');
     }
     await r.handle(ctx, { req, res, params, query: url.searchParams });
     return;
   }
-  if (allowed.length > 0) throw new HttpError(405, 'METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${url.pathname} (allowed: ${allowed.join(', ')})`, { allow: allowed });
-  throw new HttpError(404, 'NOT_FOUND', `no such endpoint: ${req.method} ${url.pathname}`);
+  if (allowed.length > 0) throw new HttpError('METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${url.pathname} (allowed: ${allowed.join(', ')})`, { allow: allowed });
+  throw new HttpError('NOT_FOUND', `no such endpoint: ${req.method} ${url.pathname}`);
 }

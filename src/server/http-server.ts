@@ -50,14 +50,14 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (!isLoopbackHostHeader(req.headers.host)) {
-      throw new HttpError(403, 'FORBIDDEN_HOST', `Host '${req.headers.host ?? ''}' is not a loopback name; the supervisor answers only to 127.0.0.1, [::1] or localhost`);
+      throw new HttpError('FORBIDDEN_HOST', `Host '${req.headers.host ?? ''}' is not a loopback name; the supervisor answers only to 127.0.0.1, [::1] or localhost`);
     }
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     const isApi = url.pathname === '/api' || url.pathname.startsWith('/api/');
     if (isApi || url.pathname === '/metrics') {
       const given = bearerToken(req.headers.authorization);
       if (given === null || !tokenMatches(token, given)) {
-        throw new HttpError(401, 'UNAUTHORIZED', given === null ? 'missing Authorization: Bearer <token> (the token is in $RUNLOG_HOME/token)' : 'wrong token');
+        throw new HttpError('UNAUTHORIZED', given === null ? 'missing Authorization: Bearer <token> (the token is in $RUNLOG_HOME/token)' : 'wrong token');
       }
       if (isApi) await handleApi(ctx, req, res, url);
       else await sendMetrics(runlog.metrics, req, res);

@@ -8,8 +8,8 @@ import { closeServer, listenOn } from './bind.ts';
 import { HttpError, sendError, SECURITY_HEADERS } from './http.ts';
 
 export async function sendMetrics(metrics: RunlogMetrics | null, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'METHOD_NOT_ALLOWED', `${req.method} /metrics: use GET`, { allow: ['GET', 'HEAD'] });
-  if (!metrics) throw new HttpError(404, 'NO_METRICS', 'this runlog keeps no metrics (not supervising, or metrics: false)');
+  if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError('METHOD_NOT_ALLOWED', `${req.method} /metrics: use GET`, { allow: ['GET', 'HEAD'] });
+  if (!metrics) throw new HttpError('NO_METRICS', 'this runlog keeps no metrics (not supervising, or metrics: false)');
   const body = await metrics.text();
   res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': metrics.contentType, 'cache-control': 'no-store' });
   res.end(req.method === 'HEAD' ? undefined : body);
@@ -24,7 +24,7 @@ export interface MetricsServer {
 export async function startMetricsServer(metrics: RunlogMetrics, host: string, port: number): Promise<MetricsServer> {
   const server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
-    const answer = path === '/metrics' ? sendMetrics(metrics, req, res) : Promise.reject(new HttpError(404, 'NOT_FOUND', 'only /metrics is served here'));
+    const answer = path === '/metrics' ? sendMetrics(metrics, req, res) : Promise.reject(new HttpError('NOT_FOUND', 'only /metrics is served here'));
     answer.catch((err: unknown) => sendError(res, err, err instanceof HttpError && err.status === 405 ? { allow: 'GET, HEAD' } : {}));
   });
   server.headersTimeout = 10_000;

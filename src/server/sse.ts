@@ -7,6 +7,7 @@
 // the cap gets 503 with Retry-After. New commits (also other processes') wake idle clients through one shared
 // store subscription.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { httpStatusOf } from '../domain/error-codes.ts';
 import type { RecordedEvent } from '../domain/events.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
 import type { ReadableLog } from '../store/host-store.ts';
@@ -125,7 +126,7 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
     },
     open(req, res, options) {
       if (clients.size >= o.maxClients) {
-        sendJson(res, 503, { error: { code: 'TOO_MANY_STREAMS', message: `${o.maxClients} event streams are open, the most this server serves; retry later` } }, { 'retry-after': '5' });
+        sendJson(res, httpStatusOf('TOO_MANY_STREAMS'), { error: { code: 'TOO_MANY_STREAMS', message: `${o.maxClients} event streams are open, the most this server serves; retry later` } }, { 'retry-after': '5' });
         return;
       }
       const lastEventId = Number(req.headers['last-event-id']);

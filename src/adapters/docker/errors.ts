@@ -1,6 +1,6 @@
 // Errors the Docker adapter throws on purpose. Each has a stable code (RunlogError); no dockerode error object
 // escapes: the Engine's message and HTTP status are kept in `details`.
-import { RunlogError } from '../../domain/errors.ts';
+import { RunlogError, type ErrorCode } from '../../domain/errors.ts';
 
 /** The Engine does not answer on its socket. */
 export class DockerUnavailableError extends RunlogError {
@@ -11,7 +11,7 @@ export class DockerUnavailableError extends RunlogError {
 
 /** An Engine API call failed. `status` is the HTTP status the Engine answered, when it answered. */
 export class DockerApiError extends RunlogError {
-  constructor(operation: string, message: string, readonly status: number | undefined, options?: { cause?: unknown; code?: string; details?: Record<string, unknown> }) {
+  constructor(operation: string, message: string, readonly status: number | undefined, options?: { cause?: unknown; code?: ErrorCode; details?: Record<string, unknown> }) {
     super(options?.code ?? 'DOCKER_API', `${operation}: ${message}`, { operation, status, ...options?.details }, options);
   }
 }
@@ -30,14 +30,14 @@ export class ImagePullError extends RunlogError {
 
 /** Copying an image's export directory (or a code archive) into a volume failed at `step`. */
 export class MaterializationError extends RunlogError {
-  constructor(code: string, readonly step: string, message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
+  constructor(code: ErrorCode, readonly step: string, message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
     super(code, message, { step, ...details }, options);
   }
 }
 
 /** `invoke` was called on a container that had already been started once (its stdin is gone). */
 export class ContainerStateError extends RunlogError {
-  constructor(code: string, containerId: string, message: string) {
+  constructor(code: ErrorCode, containerId: string, message: string) {
     super(code, message, { containerId });
   }
 }

@@ -1,4 +1,4 @@
-import { RunlogError } from '../../domain/errors.ts';
+import { RunlogError, type ErrorCode } from '../../domain/errors.ts';
 
 /**
  * Why a sandbox operation failed. `code` is one of:
@@ -14,7 +14,7 @@ import { RunlogError } from '../../domain/errors.ts';
  *   SETUP_MISSING         proot, the rootfs, Docker or the base image is missing (run `npm run setup`)
  */
 export class SandboxError extends RunlogError {
-  constructor(code: string, message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
+  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
     super(code, message, details, options);
   }
 }

@@ -1,11 +1,11 @@
 // The result type shared by the at-run record validators: every rule that fails adds one violation with a
 // stable code and a path into the record, and the validators collect all of them before answering.
 
-import { ValidationError } from '../errors.ts';
+import { ValidationError, type ErrorCode } from '../errors.ts';
 
 export interface RecordViolation {
-  /** Stable rule code, e.g. `RUNTIME_PLATFORM_MISSING`. */
-  code: string;
+  /** Stable rule code, e.g. `RUNTIME_PLATFORM_MISSING` (it becomes the error's code: one of the table's). */
+  code: ErrorCode;
   /** Where in the record, e.g. `platforms[0].launcher.args[2]` (empty for the record itself). */
   path: string;
   message: string;
@@ -35,7 +35,7 @@ export class RecordValidationError extends ValidationError {
 /** Collects violations for one record. */
 export class ViolationList {
   readonly items: RecordViolation[] = [];
-  add(code: string, path: string, message: string): void {
+  add(code: ErrorCode, path: string, message: string): void {
     this.items.push({ code, path, message });
   }
   get ok(): boolean {
@@ -47,7 +47,7 @@ export const isPlainObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v) && (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null);
 
 /** Adds one violation per key of `obj` that is not in `known` (records are closed: an unknown field is refused). */
-export function unknownKeys(list: ViolationList, code: string, path: string, obj: Record<string, unknown>, known: readonly string[]): void {
+export function unknownKeys(list: ViolationList, code: ErrorCode, path: string, obj: Record<string, unknown>, known: readonly string[]): void {
   for (const key of Object.keys(obj)) {
     if (!known.includes(key)) list.add(code, path ? `${path}.${key}` : key, `unknown field ${JSON.stringify(key)}`);
   }
