@@ -41,7 +41,7 @@ describe('runlog CLI (reads the SQLite file directly)', () => {
       ['inst_a', 'running', 'active'],
       ['inst_b', 'stopped', 'terminal'],
     ]);
-    expect(Object.keys(rows[0]).sort()).toEqual(['createdAt', 'heartbeatAt', 'id', 'kind', 'state', 'status', 'summary', 'supervised', 'updatedAt', 'version']);
+    expect(Object.keys(rows[0]).sort()).toEqual(['archived', 'createdAt', 'heartbeatAt', 'id', 'kind', 'state', 'status', 'summary', 'supervised', 'updatedAt', 'version']);
     // No supervisor ever ran on this log: the live state is only the last one recorded, and ps says so.
     expect(rows[0]).toMatchObject({ supervised: false, heartbeatAt: null });
     expect(c.stdout()).toMatch(/inst_a\s+instance\s+running \(last known\)/);

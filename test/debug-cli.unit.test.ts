@@ -197,7 +197,10 @@ describe('runlog replay --file', () => {
     const missing = await runCli(['replay', '--file', join(dir, 'nope.jsonl')]);
     expect(missing.code).toBe(1);
     expect(missing.stderr()).toContain('NOT_FOUND');
-    expect((await runCli(['replay', 'inst_web', '--file', truncated])).code).toBe(2);
+    // With --file, an id names the actor to replay (an archive holds many): two ids are a usage error, another
+    // actor's id is not found in a history file.
+    expect((await runCli(['replay', 'inst_web', 'inst_other', '--file', truncated])).code).toBe(2);
+    expect((await runCli(['replay', 'inst_other', '--file', historyFile('inst_web')])).code).toBe(1);
     expect((await runCli(['replay', '--file', historyFile('inst_web'), '--to', '40'])).stderr()).toContain('has 11 events; cannot replay to 40');
   });
 });

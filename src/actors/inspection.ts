@@ -25,6 +25,8 @@ export interface ActorView {
   context: Record<string, unknown>;
   /** The OpenTelemetry trace of this spawn or execution (recorded in its first event's meta), if one was traced. */
   traceId: string | null;
+  /** Its events were moved to this archive (`runlog archive`): state and version are its tombstone's, context is not kept. */
+  archived?: { file: string; at: string };
 }
 
 export interface ReplayView {
@@ -46,6 +48,11 @@ export function listActors(store: LogReader, filter: { kind?: ActorKind; all?: b
 
 export function inspectActor(store: LogReader, id: string): ActorView {
   const ref = resolveActor(store, id);
+  const row = store.getActor(ref.id);
+  if (row?.archived && store.streamVersion(ref.stream) === 0) {
+    // A tombstone: what the log still says of an archived actor, and where its history went.
+    return { id: row.id, kind: ref.kind, stream: row.stream, state: row.state, status: row.status, version: row.version, createdAt: row.createdAt, updatedAt: row.updatedAt, summary: row.summary, context: {}, traceId: null, archived: row.archived };
+  }
   const machine = machines[ref.kind];
   // The newest usable snapshot and the events after it (snapshots.ts); without one, every event.
   const cached = store.latestSnapshot?.(ref.stream);

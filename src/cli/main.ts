@@ -10,6 +10,7 @@ import { eventsCommand, exportCommand, inspectCommand, psCommand, rebuildCommand
 import { publishCommand } from './commands/publish-commands.ts';
 import { serveCommand } from './commands/serve.ts';
 import { verifyCommand } from './commands/verify-command.ts';
+import { archiveCommand } from './commands/archive-command.ts';
 import { capCommand, execCommand, killCommand, logsCommand, reconcileCommand, spawnCommand, stopCommand } from './commands/supervise-commands.ts';
 import { EXIT, processIo, reportError, type Io } from './output.ts';
 
@@ -31,6 +32,7 @@ export const commands: Command[] = [
   exportCommand,
   rebuildCommand,
   verifyCommand,
+  archiveCommand,
 ];
 
 export function registerCommand(c: Command): void {

@@ -82,6 +82,8 @@ export interface ActorRow {
   createdAt: string;
   updatedAt: string;
   summary: Record<string, unknown>;
+  /** Set when the actor's events were moved to an archive (`runlog archive`): the file and when. */
+  archived?: { file: string; at: string };
 }
 
 export interface StreamInfo {

@@ -70,6 +70,43 @@ export const MIGRATIONS: readonly string[] = [
      checksum    TEXT    NOT NULL
    );
    ALTER TABLE actors ADD COLUMN snapshot_version INTEGER;`,
+  // 6: retention (sqlite-archive.ts). `archives`: each archive file written, with the chain link it ends on.
+  // `tombstones`: an archived actor's last projection row and where its events went (its `actors` row stays, so
+  // `ps --all` still lists it; `rebuild` puts it back from here). `chain_gaps`: one row per hole that archiving
+  // left in the seqs (from_seq..seq), holding the hash of its last event, so the chain of the remaining events
+  // stays checkable link by link and a hole no archive made is still damage. Space comes back through auto_vacuum=INCREMENTAL, set on new logs at creation and switched on
+  // an older log (it takes one VACUUM) by its first archive run.
+  `CREATE TABLE archives (
+     id         INTEGER PRIMARY KEY,
+     file       TEXT    NOT NULL,
+     created_at TEXT    NOT NULL,
+     before     TEXT    NOT NULL,
+     actors     INTEGER NOT NULL,
+     events     INTEGER NOT NULL,
+     bytes      INTEGER NOT NULL,
+     sha256     TEXT    NOT NULL,
+     last_seq   INTEGER NOT NULL,
+     last_hash  BLOB    NOT NULL
+   );
+   CREATE TABLE tombstones (
+     stream     TEXT    PRIMARY KEY,
+     id         TEXT    NOT NULL,
+     kind       TEXT    NOT NULL,
+     state      TEXT    NOT NULL,
+     status     TEXT    NOT NULL,
+     version    INTEGER NOT NULL,
+     created_at TEXT    NOT NULL,
+     updated_at TEXT    NOT NULL,
+     summary    TEXT    NOT NULL,
+     archive    INTEGER NOT NULL REFERENCES archives(id),
+     first_seq  INTEGER NOT NULL,
+     last_seq   INTEGER NOT NULL
+   );
+   CREATE TABLE chain_gaps (
+     seq      INTEGER PRIMARY KEY,
+     from_seq INTEGER NOT NULL,
+     hash     BLOB    NOT NULL
+   );`,
 ];
 
 /** The migration that introduced the hash chain: applying it computes the chain of the events already there. */

@@ -112,7 +112,13 @@ interface SnapshotRow {
 
 const toSnapshot = (r: SnapshotRow): SnapshotRecord => ({ stream: r.stream, version: r.version, fingerprint: r.fingerprint, createdAt: r.created_at, state: r.state, checksum: r.checksum });
 
+/** The actors projection with, for an archived actor, where its events went (tombstones, migration 6). */
+const ACTOR_SELECT = `SELECT actors.*, archives.file AS archived_to, archives.created_at AS archived_at FROM actors
+  LEFT JOIN tombstones ON tombstones.stream = actors.stream LEFT JOIN archives ON archives.id = tombstones.archive`;
+
 interface ActorDbRow {
+  archived_to: string | null;
+  archived_at: string | null;
   id: string;
   kind: string;
   stream: string;
@@ -288,6 +294,8 @@ function createLogFile(file: string): void {
   try {
     const db = new Database(tmp);
     try {
+      // Before the first table: free pages can then be given back (retention) without a VACUUM of the whole file.
+      db.pragma('auto_vacuum = INCREMENTAL');
       db.transaction(() => {
         for (const m of MIGRATIONS) db.exec(m);
         db.pragma(`application_id = ${APPLICATION_ID}`);
@@ -547,9 +555,11 @@ export class SqliteEventStore implements EventStore {
     const now = this.now();
     const recorded: RecordedEvent[] = [];
     let version = actual;
-    // Read inside the transaction: a rolled-back append leaves no link behind (chain.ts).
-    let lastSeq = this.stmt.maxSeq.get()!.s;
-    let hash: Buffer = this.stmt.chainHead!.get()?.hash ?? GENESIS;
+    // Read inside the transaction: a rolled-back append leaves no link behind (chain.ts). The head, not the last
+    // row, says where the log ends: the last events may have been archived, and a seq is never given twice.
+    const head = this.stmt.chainHead!.get();
+    let lastSeq = Math.max(this.stmt.maxSeq.get()!.s, head?.seq ?? 0);
+    let hash: Buffer = head?.hash ?? GENESIS;
     for (const { event: e, data, meta: metaText } of events) {
       version += 1;
       lastSeq += 1;
@@ -782,16 +792,16 @@ export class SqliteEventStore implements EventStore {
     const where: string[] = [];
     const args: string[] = [];
     if (filter.kind) {
-      where.push('kind = ?');
+      where.push('actors.kind = ?');
       args.push(filter.kind);
     }
-    if (!filter.all) where.push("status = 'active'");
-    const sql = `SELECT * FROM actors ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, id`;
+    if (!filter.all) where.push("actors.status = 'active'");
+    const sql = `${ACTOR_SELECT} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY actors.created_at, actors.id`;
     return (this.db.prepare(sql).all(...args) as ActorDbRow[]).map(toActorRow);
   }
 
   getActor(id: string): ActorRow | undefined {
-    const r = this.db.prepare('SELECT * FROM actors WHERE id = ?').get(id) as ActorDbRow | undefined;
+    const r = this.db.prepare(`${ACTOR_SELECT} WHERE actors.id = ?`).get(id) as ActorDbRow | undefined;
     return r ? toActorRow(r) : undefined;
   }
 
@@ -804,6 +814,10 @@ export class SqliteEventStore implements EventStore {
         for (const p of rows) {
           this.stmt.upsertActor.run(p.id, p.kind, p.stream, p.state, p.status, p.version, p.createdAt, p.updatedAt, JSON.stringify(p.summary));
         }
+        // Archived actors have no events left to fold: their rows come back from their tombstones.
+        this.db
+          .prepare('INSERT OR IGNORE INTO actors (id, kind, stream, state, status, version, created_at, updated_at, summary) SELECT id, kind, stream, state, status, version, created_at, updated_at, summary FROM tombstones')
+          .run();
         // Which snapshot each actor has is not derived from events: it is carried over from the snapshots kept.
         this.db.prepare('UPDATE actors SET snapshot_version = (SELECT version FROM snapshots WHERE snapshots.stream = actors.stream)').run();
       }).immediate();
@@ -896,7 +910,8 @@ export class SqliteEventStore implements EventStore {
     if (this.file === ':memory:') return;
     const record = readShutdownRecord(this.file);
     if (!record) return;
-    const last = this.stmt.maxSeq.get()!.s;
+    // An archived tail left its last link in chain_gaps (retention): those events are accounted for, not missing.
+    const last = Math.max(this.stmt.maxSeq.get()!.s, (this.db.prepare('SELECT coalesce(max(seq), 0) AS s FROM chain_gaps').get() as { s: number }).s);
     if (last < record.lastSeq) {
       this.db.close();
       throw new StoreTruncatedError(this.file, `it ends at event seq ${last}; at its last clean shutdown (${record.at}) it ended at seq ${record.lastSeq}`, { lastSeq: last, expected: record.lastSeq });
@@ -931,11 +946,23 @@ export class SqliteEventStore implements EventStore {
       } else cursor = 0;
     }
     const page = this.db.prepare(`SELECT ${CHAIN_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?`).raw(true) as unknown as Database.Statement<[number, number], ChainRow>;
+    // Archived events (sqlite-archive.ts) leave holes in the seqs; the hash before each hole's end was recorded.
+    const gapStmt = this.db.prepare('SELECT from_seq AS "from", hash FROM chain_gaps WHERE seq = ?') as Database.Statement<[number], { from: number; hash: Buffer }>;
+    // A recorded hole must cover all of what is missing (from_seq..seq): events deleted around it are still damage.
+    const gap = (end: number, from: number): Buffer | undefined => {
+      const g = gapStmt.get(end);
+      return g && g.from <= from ? g.hash : undefined;
+    };
     let events = 0;
     let lastSeq = cursor;
     for (;;) {
       const rows = page.all(cursor, pageSize);
       for (const r of rows) {
+        if (r[0] !== lastSeq + 1) {
+          const link = gap(r[0] - 1, lastSeq + 1);
+          if (!link) return { ok: false, events, seq: r[0], stream: r[1], version: r[2], reason: `events ${lastSeq + 1}..${r[0] - 1} before it are missing (and no archive recorded them)` };
+          prev = link;
+        }
         const expected = rowHash(prev, r);
         if (!r[8] || !expected.equals(r[8])) {
           return { ok: false, events, seq: r[0], stream: r[1], version: r[2], reason: r[8] ? 'its bytes do not match its hash (changed after it was written)' : 'the event has no hash' };
@@ -948,6 +975,12 @@ export class SqliteEventStore implements EventStore {
       cursor = rows[rows.length - 1]![0];
     }
     const head = this.chainCheckHead();
+    const archivedTail = head.seq > lastSeq ? gap(head.seq, lastSeq + 1) : undefined;
+    if (archivedTail) {
+      // The log's last events were archived: the head names the last archived link.
+      if (!archivedTail.equals(head.hash)) return { ok: false, events, seq: head.seq, stream: null, version: null, reason: `the chain's head (seq ${head.seq}) does not match the archived link recorded for it` };
+      return { ok: true, events, lastSeq: head.seq, lastHash: head.hash };
+    }
     if (head.seq > lastSeq) {
       return { ok: false, events, seq: lastSeq + 1, stream: null, version: null, reason: `the chain's head is at seq ${head.seq} but the log ends at seq ${lastSeq} (events are missing from its end)` };
     }
@@ -1005,6 +1038,29 @@ export class SqliteEventStore implements EventStore {
     return n;
   }
 
+  /**
+   * Retention (sqlite-archive.ts) reads the log through the connection itself and removes what it archived in one
+   * write transaction of its own: nothing else of this store is involved, so it stays out of this file.
+   */
+  get connection(): Database.Database {
+    return this.db;
+  }
+
+  /** Runs `fn` in one IMMEDIATE write transaction (marked in the WAL guard, like an append). */
+  writeTransaction<T>(what: string, fn: () => T): T {
+    if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
+    if (this.readOnly) throw new ReadOnlyLogError(this.file, what);
+    let result: T;
+    try {
+      this.beforeWrite();
+      result = this.db.transaction(fn).immediate();
+    } catch (err) {
+      throw translate(this.file, err);
+    }
+    this.notify();
+    return result;
+  }
+
   /** SQLite's full integrity check (every page, every index): what `runlog verify` runs; [] when sound. */
   integrityCheck(): string[] {
     const rows = this.db.pragma('integrity_check') as { integrity_check: string }[];
@@ -1051,6 +1107,7 @@ function toActorRow(r: ActorDbRow): ActorRow {
     createdAt: r.created_at,
     updatedAt: r.updated_at,
     summary: JSON.parse(r.summary),
+    ...(r.archived_to ? { archived: { file: r.archived_to, at: r.archived_at ?? '' } } : {}),
   };
 }
 

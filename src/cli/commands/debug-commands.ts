@@ -3,10 +3,11 @@
 // prints every transition with the effects that ran live and what changed in the context.
 // Replays stream: a file is read line by line (twice: checked whole first, so a bad file prints nothing, then
 // folded and printed), and only the current state is held, never the history or its steps.
-import { createReadStream, readFileSync, statSync } from 'node:fs';
+import { closeSync, createReadStream, openSync, readFileSync, readSync, statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
+import { createGunzip } from 'node:zlib';
 import { replayEvents, resolveActor, type ReplayView } from '../../actors/inspection.ts';
-import { NotFoundError, ReplayError, ValidationError } from '../../domain/errors.ts';
+import { NotFoundError, ReplayError, UsageError, ValidationError } from '../../domain/errors.ts';
 import { rejectedType, streamName, toMachineEvent, type ActorKind, type MachineEvent, type RecordedEvent } from '../../domain/events.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
 import { initialSnapshot, machines, stateName, step as stepMachine, type AnySnapshot, type Step } from '../../machines/runtime.ts';
@@ -189,9 +190,24 @@ export function parseHistory(text: string, source = 'history'): History {
   return { header, events };
 }
 
-/** The lines of a file, read as a stream; trailing blank lines are dropped, blank lines inside are kept. */
+/** Whether a file starts with gzip's magic bytes (an archive written by `runlog archive`, or a gzipped export). */
+function isGzip(path: string): boolean {
+  const fd = openSync(path, 'r');
+  try {
+    const b = Buffer.alloc(2);
+    return readSync(fd, b, 0, 2, 0) === 2 && b[0] === 0x1f && b[1] === 0x8b;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The lines of a file (gunzipped when it is gzip), read as a stream; trailing blank lines are dropped, blank lines inside are kept. */
 async function* fileLines(path: string): AsyncGenerator<string> {
-  const input = createReadStream(path, { encoding: 'utf8' });
+  const raw = createReadStream(path);
+  const gz = isGzip(path) ? createGunzip() : null;
+  const input = gz ? raw.pipe(gz) : raw;
+  input.setEncoding('utf8');
+  if (gz) raw.on('error', (err) => gz.destroy(err));
   const rl = createInterface({ input, crlfDelay: Infinity });
   let blanks = 0;
   try {
@@ -203,16 +219,79 @@ async function* fileLines(path: string): AsyncGenerator<string> {
       for (; blanks > 0; blanks--) yield '';
       yield line;
     }
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? '';
+    if (code.startsWith('Z_') || code === 'ERR_BUFFER_TOO_LARGE') throw new ValidationError('HISTORY_INVALID', `${path} is not a complete gzip file (${(err as Error).message}): truncated or damaged`);
+    throw err;
   } finally {
     rl.close();
-    input.destroy();
+    raw.destroy();
+    gz?.destroy();
   }
 }
 
-/** A history file's events, parsed line by line (the file was checked whole by checkHistoryFile first). */
-async function* historyEvents(path: string, header: HistoryHeader): AsyncGenerator<RecordedEvent> {
+const ARCHIVE_HEADER = '{"runlog":"archive"';
+const HISTORY_HEADER = '{"runlog":"history"';
+
+/**
+ * The lines of one history in a file: the whole file when it is one history (`runlog export`), or, in an archive
+ * (`runlog archive`: an archive header, then histories one after another, then a trailer), the history of actor
+ * `id`. An archive needs an id; a history file with an id must be that actor's.
+ */
+async function* historyLines(path: string, id: string | undefined): AsyncGenerator<string> {
   let n = 0;
+  let archive = false;
+  let selected = false;
+  let actors = 0;
   for await (const line of fileLines(path)) {
+    n += 1;
+    if (n === 1 && line.startsWith(ARCHIVE_HEADER)) {
+      archive = true;
+      if (id === undefined) {
+        let count = '';
+        try {
+          count = ` of ${(JSON.parse(line) as { actors?: number }).actors ?? '?'} actors`;
+        } catch {
+          /* the count is only for the message */
+        }
+        throw new UsageError(`${path} is an archive${count}: name the actor to replay (runlog replay --file ${path} <id>)`);
+      }
+      continue;
+    }
+    if (!archive) {
+      if (n === 1 && id !== undefined && line.startsWith(HISTORY_HEADER)) {
+        const h = JSON.parse(line) as { id?: unknown };
+        if (h.id !== id) throw new NotFoundError('actor', `${id} in ${path} (it holds the history of ${String(h.id)})`);
+      }
+      yield line;
+      continue;
+    }
+    if (line.startsWith('{"runlog":')) {
+      if (selected) return; // the next history, or the trailer: this actor's history is complete
+      if (line.startsWith(HISTORY_HEADER)) {
+        actors += 1;
+        let h: { id?: unknown; stream?: unknown };
+        try {
+          h = JSON.parse(line) as typeof h;
+        } catch {
+          continue;
+        }
+        if (h.id === id || h.stream === id) {
+          selected = true;
+          yield line;
+        }
+      }
+      continue;
+    }
+    if (selected) yield line;
+  }
+  if (archive && !selected) throw new NotFoundError('actor', `${id} in archive ${path} (${actors} actors)`);
+}
+
+/** A history file's events, parsed line by line (the file was checked whole by checkHistoryFile first). */
+async function* historyEvents(path: string, header: HistoryHeader, id: string | undefined): AsyncGenerator<RecordedEvent> {
+  let n = 0;
+  for await (const line of historyLines(path, id)) {
     n += 1;
     if (n === 1) continue;
     const r = parseEventLine(line, n, header.stream);
@@ -319,7 +398,7 @@ export function readHistoryFile(path: string): History {
  * (HISTORY_INVALID), a count that disagrees with the header, `to` past its end, and the first event that cannot
  * be replayed up to `to` (REPLAY). Holds one snapshot, never the events.
  */
-async function checkHistoryFile(path: string, options: { to?: number; upcasters: UpcasterRegistry }): Promise<HistoryHeader> {
+async function checkHistoryFile(path: string, options: { to?: number; upcasters: UpcasterRegistry; id?: string }): Promise<HistoryHeader> {
   try {
     if (!statSync(path).isFile()) throw new ValidationError('HISTORY_INVALID', `${path} is not a file`);
   } catch (err) {
@@ -332,7 +411,7 @@ async function checkHistoryFile(path: string, options: { to?: number; upcasters:
   let replayError: ReplayError | null = null;
   let count = 0;
   let n = 0;
-  for await (const line of fileLines(path)) {
+  for await (const line of historyLines(path, options.id)) {
     n += 1;
     if (n === 1) {
       header = parseHeaderLine(line, path);
@@ -364,11 +443,11 @@ async function checkHistoryFile(path: string, options: { to?: number; upcasters:
 }
 
 /** `runlog replay --file`: checks the file whole, then replays it again as it prints (memory: one actor's state). */
-export async function replayHistoryFile(io: Io, path: string, options: { step: boolean; to: number | undefined; upcasters?: UpcasterRegistry }): Promise<void> {
+export async function replayHistoryFile(io: Io, path: string, options: { step: boolean; to: number | undefined; upcasters?: UpcasterRegistry; id?: string }): Promise<void> {
   const upcasters = options.upcasters ?? defaultUpcasters();
-  const header = await checkHistoryFile(path, { upcasters, ...(options.to !== undefined ? { to: options.to } : {}) });
+  const header = await checkHistoryFile(path, { upcasters, ...(options.to !== undefined ? { to: options.to } : {}), ...(options.id !== undefined ? { id: options.id } : {}) });
   const lifted = async function* (): AsyncGenerator<RecordedEvent> {
-    for await (const e of historyEvents(path, header)) {
+    for await (const e of historyEvents(path, header, options.id)) {
       if (options.to !== undefined && e.version > options.to) return; // past --to: not lifted, not even read on
       yield liftEvent(header.kind, e, upcasters);
     }

@@ -54,14 +54,15 @@ export const psCommand: Command = {
       if (io.json) {
         printJson(
           io,
-          rows.map((r) => ({ id: r.id, kind: r.kind, state: r.state, status: r.status, version: r.version, createdAt: r.createdAt, updatedAt: r.updatedAt, summary: r.summary, supervised: sup.supervised, heartbeatAt: sup.heartbeatAt })),
+          rows.map((r) => ({ id: r.id, kind: r.kind, state: r.state, status: r.status, version: r.version, createdAt: r.createdAt, updatedAt: r.updatedAt, summary: r.summary, supervised: sup.supervised, heartbeatAt: sup.heartbeatAt, archived: r.archived ?? null })),
         );
       } else if (rows.length === 0) {
         io.err(args.values.all ? 'no actors in this log' : 'no live actors (runlog ps --all shows finished ones)');
       } else {
         // Like kubectl's NotReady: a live state nobody supervises is only the last one known.
         const mark = (r: { state: string; status: string }) => (!sup.supervised && r.status === 'active' ? `${r.state} (last known)` : r.state);
-        io.out(table(rows.map((r) => [r.id, r.kind, mark(r), age(r.updatedAt), describe(r.summary)]), ['ID', 'KIND', 'STATE', 'UPDATED', 'WHAT']));
+        const what = (r: (typeof rows)[number]) => `${describe(r.summary)}${r.archived ? `${r.summary.appId || r.summary.uri ? ' ' : ''}(archived to ${r.archived.file})` : ''}`;
+        io.out(table(rows.map((r) => [r.id, r.kind, mark(r), age(r.updatedAt), what(r)]), ['ID', 'KIND', 'STATE', 'UPDATED', 'WHAT']));
         if (!sup.supervised && rows.some((r) => r.status === 'active')) io.err(unsupervisedNote(sup));
       }
       return EXIT.ok;
@@ -87,6 +88,7 @@ export const inspectCommand: Command = {
       else {
         const last = !sup.supervised && view.status === 'active' ? ' — last known state' : '';
         io.out(`${view.kind} ${view.id}\nstate:   ${view.state} (${view.status})${last}\nversion: ${view.version}\ncreated: ${view.createdAt}\nupdated: ${view.updatedAt}`);
+        if (view.archived) io.out(`archived: ${view.archived.at} to ${view.archived.file}\n          its events are there: runlog replay --file ${view.archived.file} ${view.id}`);
         io.out(`supervised: ${sup.supervised ? `yes (${sup.node} pid ${sup.pid}, heartbeat ${sup.heartbeatAt})` : `no${sup.since ? ` since ${sup.since}` : ' (no supervisor has run on this log)'}`}`);
         if (waterfall && waterfall.length > 0) io.out(`latency (ms from the request):\n${renderWaterfall(waterfall).map((l) => `  ${l}`).join('\n')}`);
         io.out(`context:\n${JSON.stringify(view.context, null, 2)}`);
@@ -204,13 +206,17 @@ async function followLog(io: Io, store: ReadableLog, from: { afterSeq: number; s
 export const replayCommand: Command = {
   name: 'replay',
   summary: 'replay an actor through its machine (from the log, or offline from an exported --file): each transition, or state and context at --to N',
-  usage: 'runlog replay <id> | --file <history.jsonl> [--to <version>] [--step] [--json]',
+  usage: 'runlog replay <id> | --file <history.jsonl | archive.jsonl.gz> [<id>] [--to <version>] [--step] [--json]',
   options: {
     to: { type: 'string', value: '<version>', description: 'stop at this version and print the state and context there', defaultText: 'the last' },
     step: { type: 'boolean', default: false, description: 'a block per transition: effects that ran live and what changed in the context' },
-    file: { type: 'string', value: '<history.jsonl>', description: 'replay a history written by runlog export (no database is opened)' },
+    file: {
+      type: 'string',
+      value: '<history.jsonl>',
+      description: 'replay a history written by runlog export, or an actor of an archive written by runlog archive (gzip; name the actor): no database is opened',
+    },
   },
-  examples: ['runlog replay exec_01J9Z --step', 'runlog replay --file history.jsonl --to 3'],
+  examples: ['runlog replay exec_01J9Z --step', 'runlog replay --file history.jsonl --to 3', 'runlog replay --file ~/.runlog/archives/runlog-2026-11-01.jsonl.gz exec_01J9Z'],
   run: async (args, io) => {
     const file = args.values.file as string | undefined;
     const step = Boolean(args.values.step);
@@ -222,8 +228,9 @@ export const replayCommand: Command = {
     const debug = await import('./debug-commands.ts');
     if (file !== undefined) {
       // Offline: no database is opened, nothing runs; the file's events go through the upcasters.
-      if (args.positionals.length > 0) throw new UsageError(`give an actor id or --file, not both\nusage: ${replayCommand.usage}`);
-      await debug.replayHistoryFile(io, file, { step, to });
+      if (args.positionals.length > 1) throw new UsageError(`--file takes at most one actor id (the actor to replay from an archive)\nusage: ${replayCommand.usage}`);
+      const id = args.positionals[0];
+      await debug.replayHistoryFile(io, file, { step, to, ...(id !== undefined ? { id } : {}) });
       return EXIT.ok;
     }
     const id = needId(args, replayCommand.usage);

@@ -48,13 +48,14 @@ export const serveCommand: Command = {
   name: 'serve',
   summary: 'run the supervisor with its HTTP API and web inspector (loopback only, bearer token)',
   usage:
-    'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] [--home <dir>] [--db <path> | --store <url> [--node <name>] [--lease-ttl <ms>]] [--json]   (--json prints {url, host, port, …} on stdout)',
+    'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] [--retain <duration>] [--home <dir>] [--db <path> | --store <url> [--node <name>] [--lease-ttl <ms>]] [--json]   (--json prints {url, host, port, …} on stdout)',
   options: {
     listen: { type: 'string', value: '<host:port>', description: 'where the API and inspector listen (loopback only)', defaultText: '127.0.0.1:7420' },
     'metrics-listen': { type: 'string', value: '<ip>:<port>', description: 'also serve /metrics without a token on this address', defaultText: 'off' },
     'log-level': { type: 'string', value: '<level>', description: 'log level of the supervisor\'s log on stderr', defaultText: 'info' },
     plc: { type: 'string', value: '<url>', description: 'PLC directory for DID resolution', defaultText: '$RUNLOG_PLC_URL, else https://plc.directory' },
     node: { type: 'string', value: '<name>', description: "this supervisor's name in a cluster sharing a PostgreSQL --store (it owns what it creates through leases)", defaultText: 'the host name' },
+    retain: { type: 'string', value: '<duration>', description: 'retention: every hour (and at start), archive actors that ended longer ago than this (30d) to <home>/archives (SQLite)', defaultText: 'keep everything' },
     'lease-ttl': { type: 'string', value: '<ms>', description: 'how long a lease lives unrenewed: when a survivor takes over the actors of a supervisor that stopped (PostgreSQL only)', defaultText: '15000' },
   },
   examples: ['RUNLOG_HOME=/var/lib/runlog runlog serve --listen 127.0.0.1:7420', 'runlog serve --store postgres://runlog:runlog@db:5432/runlog --node a --home /var/lib/runlog-a'],
@@ -74,6 +75,10 @@ export const serveCommand: Command = {
     if (node !== undefined && !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(node)) throw new UsageError(`--node must be letters, digits, '.', '_' or '-' (at most 63), not '${node}'`);
     const leaseTtlMs = ttlText === undefined ? undefined : Number(ttlText);
     if (leaseTtlMs !== undefined && !(Number.isInteger(leaseTtlMs) && leaseTtlMs >= 300)) throw new UsageError(`--lease-ttl must be a whole number of milliseconds ≥ 300, not '${ttlText}'`);
+    const retainText = args.values.retain as string | undefined;
+    const retention = retainText === undefined ? null : await import('../../actors/retention.ts');
+    const retainMs = retention ? retention.parseRetain(retainText!) : null;
+    if (retainMs !== null && args.store) throw new UsageError('--retain works on a SQLite log for now; the PostgreSQL store has no archive yet');
     const listen = parseListen(args.values.listen as string | undefined);
     const metricsAt = args.values['metrics-listen'] === undefined ? null : parseListen(args.values['metrics-listen'] as string, { flag: '--metrics-listen', anyAddress: true });
     const logger = createLogger({ level: parseLogLevel(args.values['log-level'] as string | undefined) });
@@ -85,6 +90,7 @@ export const serveCommand: Command = {
     // there is no file to lock.)
     const rl = await createRunlog({ home: paths.home, ...(args.store ? { store: args.store } : { db: paths.db }), ...(node ? { node } : {}), ...(leaseTtlMs ? { leaseTtlMs } : {}), command: 'runlog serve', log: say, atproto: atprotoOptions(args.values.plc as string | undefined) });
     const unlog = logActors(rl.bus, logger);
+    let stopRetention: (() => void) | undefined;
     let server;
     let metricsServer: MetricsServer | undefined;
     try {
@@ -115,6 +121,10 @@ export const serveCommand: Command = {
       rl.writer?.setListen(server.url);
       writeServerInfo(rl.home, { url: server.url, pid: process.pid, db: rl.dbPath });
       say(`supervising ${rl.dbPath} (${rl.list().length} live actors)`);
+      if (retention && retainMs !== null) {
+        stopRetention = retention.startRetentionOn(rl.store, rl.home, { retainMs }, say);
+        say(`retention: actors that ended more than ${retainText} ago are archived to ${rl.home}/archives, every hour`);
+      }
       say(`inspector at ${server.inspectorUrl}`);
       say(`API at ${server.url}api/ (Authorization: Bearer <contents of ${token.path}>); Ctrl-C stops`);
       say(`metrics at ${server.url}metrics (same token)${metricsServer ? ` and ${metricsServer.url} (no token)` : ''}`);
@@ -125,6 +135,7 @@ export const serveCommand: Command = {
       say(`${sig}: shutting down`);
       return EXIT.ok;
     } finally {
+      stopRetention?.();
       removeServerInfo(rl.home, process.pid);
       await metricsServer?.close();
       await server?.close();

@@ -109,9 +109,11 @@ function short(value, n = 80) {
 
 function describe(row) {
   const s = row.summary || {};
-  if (s.appId) return `${s.appId} · ${s.sandbox ?? ''}${s.port ? ` · :${s.port}` : ''}`;
-  if (s.uri) return `${s.handler ?? ''} · ${String(s.uri).replace(/^at:\/\//, '')}`;
-  return '';
+  // An archived actor (runlog archive) keeps its row; its events are in the archive file named here.
+  const where = row.archived ? ` · archived → ${row.archived.file}` : '';
+  if (s.appId) return `${s.appId} · ${s.sandbox ?? ''}${s.port ? ` · :${s.port}` : ''}${where}`;
+  if (s.uri) return `${s.handler ?? ''} · ${String(s.uri).replace(/^at:\/\//, '')}${where}`;
+  return where.slice(3);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,304 @@
+// Retention: the events of actors that ended before a time move into a compressed archive and leave the log.
+//
+// The order makes a kill at any point harmless: (1) the archive is written to a temporary file, fsynced and linked
+// into place complete; (2) one transaction then records the archive, leaves a tombstone per actor, records the
+// chain's holes and deletes the events; (3) free pages are given back. Killed before (2) commits, the log is as it
+// was (an archive file may remain, unreferenced: a later run writes another); after, the log is archived and its
+// archive complete. Nothing is ever half removed: (2) is one transaction.
+//
+// The archive is JSON lines, gzip: an archive header, then one history per actor exactly as `runlog export` writes
+// it (a history header, then its events in version order: `runlog replay --file <archive> <id>` reads it), then a
+// trailer naming the chain link the archive ends on. Each event line carries its chain hash (and, where the event
+// before it in the log is not in this archive, that event's hash as `prev`), and data and meta are the stored
+// JSON text: the archive can be checked against its own chain.
+import { closeSync, fsyncSync, linkSync, openSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { dirname } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { RunlogError, StoreChainError } from '../domain/errors.ts';
+import { CHAIN_COLUMNS, GENESIS, rowHash, type ChainRow } from './chain.ts';
+import { readShutdownRecord, writeShutdownRecord } from './shutdown-record.ts';
+import type { SqliteEventStore } from './sqlite-event-store.ts';
+import type Database from 'better-sqlite3';
+
+/** The archive container's format; the histories inside are `runlog export`'s format 1. */
+export const ARCHIVE_FORMAT = 1;
+const HISTORY_FORMAT = 1;
+
+/** Where a run stands, told to `onStep` (tests kill the process there). */
+export type ArchiveStep = 'planned' | 'file-written' | 'file-linked' | 'removing' | 'committed' | 'vacuumed';
+
+export interface ArchiveOptions {
+  /** Actors whose last event is before this ISO time, and that ended, are archived. */
+  before: string;
+  /** The archive file to create (never overwritten). */
+  out: string;
+  now?: () => string;
+  onStep?: (step: ArchiveStep) => void;
+}
+
+export interface ArchiveResult {
+  /** null: nothing had ended before `before`; no file was written. */
+  file: string | null;
+  actors: number;
+  events: number;
+  /** Bytes of the archive file. */
+  bytes: number;
+  sha256: string | null;
+  /** The chain link the archive ends on (its last event), and the log's chain head when it was written. */
+  lastSeq: number | null;
+  lastHash: string | null;
+  /** The log's file size before and after (the WAL checkpointed), and how space came back. */
+  sizeBefore: number;
+  sizeAfter: number;
+  vacuum: 'incremental' | 'full' | 'none';
+}
+
+export class ArchiveExistsError extends RunlogError {
+  constructor(file: string) {
+    super('ARCHIVE_EXISTS', `${file} already exists; an archive is never overwritten (give another --out)`, { file });
+  }
+}
+
+interface PlannedActor {
+  id: string;
+  kind: string;
+  stream: string;
+  state: string;
+  status: string;
+  version: number;
+  created_at: string;
+  updated_at: string;
+  summary: string;
+}
+
+/** Compressed output written as gzip members of about 1 MB each (a multi-member gzip file is one stream to readers). */
+class GzipWriter {
+  private chunk: string[] = [];
+  private size = 0;
+  bytes = 0;
+  private readonly digest = createHash('sha256');
+  constructor(private readonly fd: number) {}
+  line(text: string): void {
+    this.chunk.push(text, '\n');
+    this.size += text.length + 1;
+    if (this.size >= 1 << 20) this.flush();
+  }
+  flush(): void {
+    if (this.size === 0) return;
+    const z = gzipSync(this.chunk.join(''));
+    this.chunk = [];
+    this.size = 0;
+    let off = 0;
+    while (off < z.length) off += writeSync(this.fd, z, off);
+    this.digest.update(z);
+    this.bytes += z.length;
+  }
+  sha256(): string {
+    return this.digest.digest('hex');
+  }
+}
+
+function fileSize(file: string): number {
+  let n = 0;
+  for (const f of [file, `${file}-wal`]) {
+    try {
+      n += statSync(f).size;
+    } catch {
+      /* no WAL */
+    }
+  }
+  return n;
+}
+
+function fsyncDir(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Moves the events of actors that ended before `options.before` into an archive file (see the top of this file). */
+export function archiveEnded(store: SqliteEventStore, options: ArchiveOptions): ArchiveResult {
+  const db = store.connection;
+  const now = options.now ?? (() => new Date().toISOString());
+  const step = options.onStep ?? (() => undefined);
+  const sizeBefore = fileSize(store.file);
+  const planned = db
+    .prepare(
+      `SELECT id, kind, stream, state, status, version, created_at, updated_at, summary FROM actors
+       WHERE status = 'terminal' AND updated_at < ? AND version > 0 AND stream NOT IN (SELECT stream FROM tombstones)
+       ORDER BY created_at, id`,
+    )
+    .all(options.before) as PlannedActor[];
+  step('planned');
+  const empty: ArchiveResult = { file: null, actors: 0, events: 0, bytes: 0, sha256: null, lastSeq: null, lastHash: null, sizeBefore, sizeAfter: sizeBefore, vacuum: 'none' };
+  if (planned.length === 0) return empty;
+
+  const streams = new Set(planned.map((a) => a.stream));
+  const head = (db.prepare('SELECT seq, hash FROM chain_head WHERE id = 1').get() as { seq: number; hash: Buffer } | undefined) ?? { seq: 0, hash: GENESIS };
+  const page = db.prepare(`SELECT ${CHAIN_COLUMNS} FROM events WHERE stream = ? AND version > ? ORDER BY version LIMIT 1024`).raw(true) as unknown as Database.Statement<[string, number], ChainRow>;
+  const at = db.prepare('SELECT stream, hash FROM events WHERE seq = ?') as Database.Statement<[number], { stream: string; hash: Buffer }>;
+  const gapAt = db.prepare('SELECT from_seq AS "from", hash FROM chain_gaps WHERE seq = ?') as Database.Statement<[number], { from: number; hash: Buffer }>;
+  const gapAfter = db.prepare('SELECT seq, from_seq AS "from", hash FROM chain_gaps WHERE seq > ? ORDER BY seq LIMIT 1') as Database.Statement<[number], { seq: number; from: number; hash: Buffer }>;
+
+  // The holes this run leaves (their last seq → that event's hash), and the old ones it swallows.
+  const holeEnds = new Map<number, Buffer>();
+  const swallowed: number[] = [];
+  const ranges = new Map<string, { first: number; last: number; events: number }>();
+  let events = 0;
+  let lastSeq = 0;
+  let lastHash: Buffer = GENESIS;
+
+  const tmp = `${options.out}.partial-${process.pid}`;
+  try {
+    statSync(options.out);
+    throw new ArchiveExistsError(options.out);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  const fd = openSync(tmp, 'wx', 0o600);
+  let linked = false;
+  try {
+    const out = new GzipWriter(fd);
+    const createdAt = now();
+    out.line(JSON.stringify({ runlog: 'archive', format: ARCHIVE_FORMAT, createdAt, before: options.before, log: store.file, actors: planned.length }));
+    for (const a of planned) {
+      out.line(JSON.stringify({ runlog: 'history', format: HISTORY_FORMAT, kind: a.kind, id: a.id, stream: a.stream, version: a.version, exportedAt: createdAt }));
+      let version = 0;
+      const range = { first: Number.MAX_SAFE_INTEGER, last: 0, events: 0 };
+      for (;;) {
+        const rows = page.all(a.stream, version);
+        for (const r of rows) {
+          const [seq, , v, type, schema, when, data, meta, hash] = r;
+          if (v !== version + 1 || !hash) throw new StoreChainError(store.file, seq, v !== version + 1 ? `${a.stream} jumps from v${version} to v${v}` : 'the event has no hash', { stream: a.stream, version: v });
+          // The link before this event: in the log, in a recorded hole, or genesis. Checked before anything moves.
+          const before = seq > 1 ? at.get(seq - 1) : undefined;
+          const prev = seq === 1 ? GENESIS : (before?.hash ?? gapAt.get(seq - 1)?.hash);
+          if (!prev || !rowHash(prev, r).equals(hash)) throw new StoreChainError(store.file, seq, prev ? 'its bytes do not match its hash' : 'the event before it is missing', { stream: a.stream, version: v });
+          const inArchive = before !== undefined && streams.has(before.stream);
+          out.line(
+            `{"seq":${seq},"stream":${JSON.stringify(a.stream)},"version":${v},"type":${JSON.stringify(type)},"schema":${schema},"data":${data},"meta":${meta},"at":${JSON.stringify(when)},"hash":"${hash.toString('hex')}"${inArchive ? '' : `,"prev":"${prev.toString('hex')}"`}}`,
+          );
+          // Which hole this event ends (or extends): the next seq stays in the log, or is the head, or starts an old hole.
+          if (gapAt.get(seq - 1)) swallowed.push(seq - 1);
+          const next = at.get(seq + 1);
+          if (next ? !streams.has(next.stream) : seq === head.seq) holeEnds.set(seq, hash);
+          else if (!next) {
+            const g = gapAfter.get(seq);
+            if (g && g.from === seq + 1) holeEnds.set(g.seq, g.hash);
+          }
+          if (seq > lastSeq) {
+            lastSeq = seq;
+            lastHash = hash;
+          }
+          range.first = Math.min(range.first, seq);
+          range.last = Math.max(range.last, seq);
+          range.events += 1;
+          version = v;
+        }
+        if (rows.length < 1024) break;
+      }
+      if (version !== a.version) throw new StoreChainError(store.file, 0, `${a.stream} has ${version} events but its projection says v${a.version}`, { stream: a.stream });
+      ranges.set(a.stream, range);
+      events += range.events;
+    }
+    out.line(JSON.stringify({ runlog: 'archive-end', actors: planned.length, events, lastSeq, lastHash: lastHash.toString('hex'), chainHead: { seq: head.seq, hash: head.hash.toString('hex') } }));
+    out.flush();
+    fsyncSync(fd);
+    closeSync(fd);
+    step('file-written');
+    linkSync(tmp, options.out); // fails when the file appeared meanwhile: never replaced
+    linked = true;
+    unlinkSync(tmp);
+    fsyncDir(dirname(options.out));
+    step('file-linked');
+
+    // The file will shrink on purpose: the last clean shutdown's size no longer bounds it (its last seq still does).
+    const record = readShutdownRecord(store.file);
+    if (record) writeShutdownRecord(store.file, { size: 0, lastSeq: record.lastSeq, hash: record.hash, at: record.at });
+
+    const bytes = out.bytes;
+    const sha256 = out.sha256();
+    store.writeTransaction('archive', () => {
+      const version = db.prepare('SELECT coalesce(max(version), 0) AS v FROM events WHERE stream = ?') as Database.Statement<[string], { v: number }>;
+      for (const a of planned) {
+        const v = version.get(a.stream)!.v;
+        if (v !== a.version) throw new RunlogError('ARCHIVE_CONFLICT', `${a.stream} changed while it was archived (v${a.version} → v${v}); nothing was removed`, { stream: a.stream });
+      }
+      const id = db
+        .prepare('INSERT INTO archives (file, created_at, before, actors, events, bytes, sha256, last_seq, last_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
+        .run(options.out, createdAt, options.before, planned.length, events, bytes, sha256, lastSeq, lastHash).lastInsertRowid;
+      const tomb = db.prepare(
+        'INSERT INTO tombstones (stream, id, kind, state, status, version, created_at, updated_at, summary, archive, first_seq, last_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      );
+      const delEvents = db.prepare('DELETE FROM events WHERE stream = ?');
+      const delSnapshot = db.prepare('DELETE FROM snapshots WHERE stream = ?');
+      const unmark = db.prepare('UPDATE actors SET snapshot_version = NULL WHERE stream = ?');
+      for (const a of planned) {
+        const r = ranges.get(a.stream)!;
+        tomb.run(a.stream, a.id, a.kind, a.state, a.status, a.version, a.created_at, a.updated_at, a.summary, id, r.first, r.last);
+        delEvents.run(a.stream);
+        delSnapshot.run(a.stream);
+        unmark.run(a.stream);
+      }
+      const delGap = db.prepare('DELETE FROM chain_gaps WHERE seq = ?');
+      for (const g of swallowed) {
+        delGap.run(g);
+        holeEnds.delete(g); // an old hole this run extended at both ends: it ends further on now
+      }
+      // Each hole runs from just after the last event still in the log before its end.
+      const lastBefore = db.prepare('SELECT coalesce(max(seq), 0) AS s FROM events WHERE seq < ?') as Database.Statement<[number], { s: number }>;
+      const putGap = db.prepare('INSERT OR REPLACE INTO chain_gaps (seq, from_seq, hash) VALUES (?, ?, ?)');
+      for (const [end, hash] of holeEnds) putGap.run(end, lastBefore.get(end)!.s + 1, hash);
+      step('removing'); // everything removed, not yet committed
+    });
+    step('committed');
+
+    // Space back: incremental on a log made with it; an older log is switched over by one full VACUUM.
+    const mode = db.pragma('auto_vacuum', { simple: true }) as number;
+    let vacuum: ArchiveResult['vacuum'];
+    if (mode === 2) {
+      db.pragma('incremental_vacuum');
+      vacuum = 'incremental';
+    } else {
+      db.pragma('auto_vacuum = INCREMENTAL');
+      db.exec('VACUUM');
+      vacuum = 'full';
+    }
+    store.checkpoint('TRUNCATE');
+    step('vacuumed');
+    return { file: options.out, actors: planned.length, events, bytes, sha256, lastSeq, lastHash: lastHash.toString('hex'), sizeBefore, sizeAfter: fileSize(store.file), vacuum };
+  } catch (err) {
+    if (!linked) {
+      try {
+        closeSync(fd);
+      } catch {
+        /* closed already */
+      }
+      try {
+        unlinkSync(tmp);
+      } catch {
+        /* not there */
+      }
+    } else if (!archivedIn(db, options.out)) {
+      // Linked but the transaction failed: the log still holds everything, so the file is only a copy.
+      try {
+        unlinkSync(options.out);
+      } catch {
+        /* keep it: it is complete anyway */
+      }
+    }
+    throw err;
+  }
+}
+
+function archivedIn(db: Database.Database, file: string): boolean {
+  try {
+    return db.prepare('SELECT 1 FROM archives WHERE file = ?').get(file) !== undefined;
+  } catch {
+    return true; // cannot tell: keep the file
+  }
+}

@@ -1,0 +1,22 @@
+// A process that runs one archive (retention-kill.int.test.ts) and stops dead at a named step: it says so on stderr
+// and waits there to be killed with SIGKILL. Usage: archive-child.ts <db> <home> <before> <out> <step>
+import { archiveLog } from '../../src/actors/retention.ts';
+import { SqliteEventStore } from '../../src/store/sqlite-event-store.ts';
+import { WriterLock } from '../../src/store/writer-lock.ts';
+
+const [db, home, before, out, stopAt] = process.argv.slice(2) as [string, string, string, string, string];
+const lock = WriterLock.acquire(db, 'archive-child');
+const store = new SqliteEventStore(db);
+const result = archiveLog(store, {
+  before,
+  home,
+  out,
+  onStep: (step) => {
+    if (step !== stopAt) return;
+    process.stderr.write(`at ${step}\n`);
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 60_000); // until killed
+  },
+});
+store.close();
+lock.release();
+process.stdout.write(`${JSON.stringify(result)}\n`);
