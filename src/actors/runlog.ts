@@ -528,7 +528,8 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
             data: { request, deadline: new Date(clock.nowMs() + timeoutMs + 120_000).toISOString() },
           }),
         );
-        await host.settled('execution', executionId); // its cleanup has run
+        // Answered on the outcome: the used container's removal (the cleanup effect) goes on after this returns,
+        // awaited by idle() and close(); a supervisor killed before it is done removes it on restart (reconciler).
         const view = inspectActor(store, executionId);
         const c = view.context as ExecutionContext;
         return {
