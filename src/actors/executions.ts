@@ -154,6 +154,12 @@ export class ExecutionSupervisor {
     return this.poolInstance;
   }
 
+  /** Resolves when the background work of executions that answered is done: removals, the pool's starts. */
+  async idle(): Promise<void> {
+    while (this.removals.size > 0) await Promise.allSettled([...this.removals]);
+    await this.poolInstance?.settled();
+  }
+
   /** Removes the pool's waiting sandboxes (before the log closes: their removal is recorded). */
   async close(): Promise<void> {
     await this.poolInstance?.close();
