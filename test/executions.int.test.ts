@@ -23,6 +23,7 @@ const code: Record<string, { uri: string; cid: string }> = {};
 
 const labelsOf = (executionId: string) => JSON.stringify({ label: [`runlog.stream=execution-${executionId}`] });
 async function leftovers(executionId: string): Promise<{ containers: number }> {
+  await rl.idle(); // execute() answers on the outcome; the used container's removal runs after it
   const containers = await docker.listContainers({ all: true, filters: labelsOf(executionId) });
   return { containers: containers.length };
 }

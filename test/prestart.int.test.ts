@@ -125,7 +125,8 @@ describe('pre-started one-shot sandboxes', () => {
     expect(profileOf(second)).toMatchObject({ prestarted: true, startMs: 0 });
     expect(second.output).toMatchObject({ file: null, leaked: null });
     expect((second.output as { host: string }).host).not.toBe((first.output as { host: string }).host);
-    // Both containers are gone: each was used once, then removed.
+    // Both containers are gone: each was used once, then removed (after execute() answered: idle() waits for it).
+    await rl.idle();
     for (const id of [containerOf(first), containerOf(second)]) expect(await docker.getContainer(id).inspect().catch(() => null)).toBeNull();
 
     // A third call gets yet another sandbox (the one pre-started after the second), never the second's again.
@@ -186,6 +187,46 @@ describe('pre-started one-shot sandboxes', () => {
     expect(out.failure).toMatchObject({ reason: 'validation', code: 'RUNTIME_BINDING_MISMATCH' });
     expect((out.view.context as { containerId: string | null }).containerId).toBeNull();
     expect(poolFacts(rl).some((e) => e.type === 'pool.sandbox-claimed' && (e.data as { containerId: string }).containerId === waiting)).toBe(false);
+  });
+
+  it('the deadline counts from the envelope: a sandbox that waited longer than the timeout still runs the call to completion', async () => {
+    const home = newHome('deadline');
+    const rl = await open(home);
+    const timeoutMs = 4000;
+    const code = await publishFiles('deadline', { 'index.mjs': 'export async function nap() { await new Promise((r) => setTimeout(r, 300)); return { napped: true }; }\n' });
+    expect(await rl.execute({ uri: code.uri, handler: 'nap', input: {}, timeoutMs })).toMatchObject({ status: 'succeeded' });
+    const waiting = await poolReady(home);
+    // Let it wait, started, for longer than the next call's whole timeout.
+    const ready = poolFacts(rl).find((e) => e.type === 'pool.sandbox-ready' && (e.data as { containerId: string }).containerId === waiting)!;
+    await new Promise((r) => setTimeout(r, Math.max(0, Date.parse(ready.at) + timeoutMs + 1000 - Date.now())));
+    const out = await rl.execute({ uri: code.uri, handler: 'nap', input: {}, timeoutMs });
+    expect(out.failure).toBeUndefined();
+    expect(out.output).toEqual({ napped: true });
+    expect(containerOf(out)).toBe(waiting);
+    expect(profileOf(out)).toMatchObject({ prestarted: true });
+    expect(profileOf(out).sandboxWaitedMs as number).toBeGreaterThan(timeoutMs);
+  });
+
+  it('a supervisor SIGKILLed after the outcome is on disk, before the used container is removed, leaves nothing behind after its restart', async () => {
+    const home = newHome('after-outcome');
+    const code = await publishFiles('after-outcome', { 'index.mjs': 'export const ok = () => ({ ok: true });\n' });
+    const child = startChild({ home, labels: LABELS, plcUrl: pds.plcUrl }, { RUNLOG_FAULT: 'after-append', RUNLOG_FAULT_EVENT: 'execution.succeeded' });
+    children.push(child);
+    expect(await child.ready).toBe(true);
+    void child.send('execute', { uri: code.uri, handler: 'ok', input: {} });
+    expect((await child.exited).signal).toBe('SIGKILL');
+    const done = child.committed.find((c) => c.eventType === 'execution.succeeded');
+    expect(done).toBeDefined();
+    const executionId = done!.stream.slice('execution-'.length);
+    // Killed with the outcome recorded and its cleanup not run: the used container is still there.
+    const used = await homeContainers(home);
+    expect(used.map((c) => c.Labels['runlog.stream'])).toContain(done!.stream);
+
+    const rl = await open(home);
+    expect(rl.inspect(executionId)).toMatchObject({ state: 'succeeded' });
+    expect((rl.inspect(executionId).context as { result: { output: unknown } }).result.output).toEqual({ ok: true });
+    expect(await homeContainers(home)).toEqual([]);
+    await rl.close();
   });
 
   it('a supervisor SIGKILLed with pre-started sandboxes leaves nothing behind after its restart', async () => {

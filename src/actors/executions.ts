@@ -104,6 +104,8 @@ export class ExecutionSupervisor {
   private poolInstance: SandboxPool | null = null;
   /** What to pre-start once an execution has answered (createSandbox → invoke). */
   private readonly nextSandbox = new Map<string, Parameters<SandboxPool['fill']>[0]>();
+  /** Used containers being removed (the cleanup effect), awaited by close(). */
+  private readonly removals = new Set<Promise<unknown>>();
 
   constructor(private readonly opts: ExecutionOptions, private readonly host: () => ActorHost) {
     this.policy = opts.policy ?? DEFAULT_OPERATOR_POLICY;
@@ -140,9 +142,16 @@ export class ExecutionSupervisor {
     return this.poolInstance;
   }
 
+  /** Resolves when the background work of executions that answered is done: removals, the pool's starts. */
+  async idle(): Promise<void> {
+    while (this.removals.size > 0) await Promise.allSettled([...this.removals]);
+    await this.poolInstance?.settled();
+  }
+
   /** Removes the pool's waiting sandboxes (before the log closes: their removal is recorded). */
   async close(): Promise<void> {
     await this.poolInstance?.close();
+    while (this.removals.size > 0) await Promise.allSettled([...this.removals]);
   }
 
   private profile(executionId: string, add: LatencyProfile): void {
@@ -546,7 +555,15 @@ export class ExecutionSupervisor {
     if (executionId) this.prefetch.drop(executionId); // cancelled before materializing
     if (executionId) this.profiles.delete(executionId);
     if (executionId) this.nextSandbox.delete(executionId);
-    if (containerId) await this.sandbox.removeContainer(containerId).catch(() => undefined);
+    if (!containerId) return;
+    // Runs after execute() has answered (it returns on the outcome): tracked, so close() still waits for it.
+    const removal = this.sandbox.removeContainer(containerId).catch(() => undefined);
+    this.removals.add(removal);
+    try {
+      await removal;
+    } finally {
+      this.removals.delete(removal);
+    }
   }
 
   /** Advertises this runner's policy in its own repo (dev.mainasara.at-run.beta.v2.runner, rkey "self"). */

@@ -206,11 +206,11 @@ export interface Runlog {
   revoke(appId: string, tool: string): Promise<AppToolsView>;
   /** Output lines of an instance (buffered; with follow, live until it exits). */
   logs(id: string, options?: { follow?: boolean }): AsyncIterable<LogLine>;
-  /** Runs one at-run execution to its end. */
+  /** Runs one at-run execution to its outcome (the used container is removed after it answers: see idle()). */
   execute(options: ExecuteOptions): Promise<ExecutionOutcome>;
   /** Compares the log with Docker and records what it finds (run at every start). */
   reconcile(options?: ReconcileOptions): Promise<ReconcileReport>;
-  /** Waits until no effect is running (tests and graceful shutdown). */
+  /** Waits until no effect is running and no background work (container removals, sandbox pre-starts) is under way. */
   idle(): Promise<void>;
   close(): Promise<void>;
 }
@@ -528,7 +528,8 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
             data: { request, deadline: new Date(clock.nowMs() + timeoutMs + 120_000).toISOString() },
           }),
         );
-        await host.settled('execution', executionId); // its cleanup has run
+        // Answered on the outcome: the used container's removal (the cleanup effect) goes on after this returns,
+        // awaited by idle() and close(); a supervisor killed before it is done removes it on restart (reconciler).
         const view = inspectActor(store, executionId);
         const c = view.context as ExecutionContext;
         return {
@@ -542,7 +543,10 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
         off();
       }
     },
-    idle: () => host.idle(),
+    async idle() {
+      await host.idle();
+      await executions.idle(); // the pool's starts and removals, which no actor's effect holds
+    },
     async close() {
       await engineWatch?.close();
       await executions.close(); // the pool's removals are recorded: before the host closes

@@ -269,6 +269,11 @@ export class SandboxPool {
     return removed;
   }
 
+  /** Resolves when no start or removal is under way (what waits stays waiting): idle(), tests, benchmarks. */
+  async settled(): Promise<void> {
+    while (this.#work.size > 0) await Promise.allSettled([...this.#work]);
+  }
+
   /** Removes every waiting sandbox and waits for the pool's work (starts, removals) to end. */
   async close(): Promise<void> {
     this.#closed = true;

@@ -1,0 +1,48 @@
+// Starts bench/pds-child.ts (the embedded PDS + PLC in a child process) and talks to it over HTTP only: accounts
+// are created through the PDS's XRPC, publishers sign in as any client would. Same shape as the in-process one.
+import { spawn } from 'node:child_process';
+import { resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { createPublisher, type LocalAccount, type LocalNetwork } from '../src/adapters/atproto/index.ts';
+
+const CHILD = resolve(import.meta.dirname, 'pds-child.ts');
+
+export async function startPdsProcess(): Promise<LocalNetwork> {
+  const child = spawn(process.execPath, ['--import', 'tsx', CHILD], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (b: Buffer) => (stderr = (stderr + b.toString()).slice(-4000)));
+  const exited = new Promise<void>((done) => child.once('exit', () => done()));
+  const urls = await new Promise<{ pdsUrl: string; plcUrl: string }>((ok, fail) => {
+    const lines = createInterface({ input: child.stdout! });
+    lines.once('line', (line) => ok(JSON.parse(line) as { pdsUrl: string; plcUrl: string }));
+    child.once('exit', (code, signal) => fail(new Error(`the PDS process ended (${signal ?? `exit ${code}`}) before listening; run \`npm run setup\`\n${stderr}`)));
+  });
+  const { pdsUrl, plcUrl } = urls;
+  return {
+    pdsUrl,
+    plcUrl,
+    async createAccount(handle): Promise<LocalAccount> {
+      const h = handle.includes('.') ? handle.toLowerCase() : `${handle.toLowerCase()}.test`;
+      const password = `pw-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;
+      const res = await fetch(`${pdsUrl}/xrpc/com.atproto.server.createAccount`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ handle: h, email: `${h.replace(/\./g, '-')}@example.test`, password }),
+      });
+      const body = (await res.json()) as Record<string, string>;
+      if (!res.ok) throw new Error(`createAccount ${h}: HTTP ${res.status} ${JSON.stringify(body)}`);
+      const session = { did: body.did!, handle: h, accessJwt: body.accessJwt!, refreshJwt: body.refreshJwt! };
+      return { ...session, password, publisher: await createPublisher({ pdsUrl, session }) };
+    },
+    setPdsEndpoint() {
+      return Promise.reject(new Error('setPdsEndpoint: not available on the PDS process'));
+    },
+    async close() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.stdin!.end();
+      const killer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(killer);
+    },
+  };
+}
