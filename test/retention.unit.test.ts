@@ -181,7 +181,7 @@ describe('runlog archive', () => {
     await archive(home, cutoffAfter(actors, 2), out);
     const bytes = readFileSync(out);
     const again = await runCli(['archive', '--home', home, '--before', '2030-01-01', '--out', out, '--json']);
-    expect(again.code).toBe(1);
+    expect(again.code).toBe(2);
     expect(again.stderr()).toContain('ARCHIVE_EXISTS');
     expect(readFileSync(out).equals(bytes)).toBe(true);
     expect(verifyLog(join(home, 'runlog.db')).ok).toBe(true);

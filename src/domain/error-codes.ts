@@ -47,6 +47,7 @@ export const ERROR_CODES = {
   APP_DIR_MISSING: 'validation',
   APP_ID_INVALID: 'validation',
   APPS_DIR_MISSING: 'validation',
+  ARCHIVE_EXISTS: 'validation',
   ARCHIVE_OPTIONS_INVALID: 'validation',
   ARCHIVE_REJECTED: 'validation',
   ARCHIVE_WRITE_INVALID: 'validation',
@@ -143,6 +144,7 @@ export const ERROR_CODES = {
   STORE_UNKNOWN_PROJECTION: 'not-found',
   // conflict
   ACTOR_EXISTS: 'conflict',
+  ARCHIVE_CONFLICT: 'conflict',
   CONCURRENCY: 'conflict',
   CONTAINER_ALREADY_STARTED: 'conflict',
   CONTAINER_NOT_STARTED: 'conflict',
