@@ -3,7 +3,8 @@
 // land in volumes through containers that are created and never started.
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDockerEngine, type DockerEngine } from '../src/adapters/docker/engine.ts';
+import type { DockerEngine } from '../src/adapters/docker/docker-port.ts';
+import { createDockerEngine } from '../src/adapters/docker/dockerode-engine.ts';
 import { createMaterializer, type MaterializeProgress, type Materializer } from '../src/adapters/docker/materializer.ts';
 import { packArchive, writeArchive, type ArchiveEntry } from '../src/adapters/archive/index.ts';
 import { DEFAULT_ARCHIVE_LIMITS } from '../src/domain/at-run/archive-limits.ts';
@@ -61,9 +62,9 @@ describe('engine', () => {
     await expect(nowhere.putArchive('x', '/x', packArchive([{ path: 'f', type: 'file', mode: 0o644, size: 1, data: Buffer.from('x') }]))).rejects.toMatchObject({ code: 'DOCKER_UNAVAILABLE' });
   });
 
-  it('a streamed archive upload the Engine refuses ends with its answer (DOCKER_API and the status)', async () => {
+  it('a streamed archive upload the Engine refuses ends with its answer, typed (DOCKER_NOT_FOUND and the status)', async () => {
     const many = Array.from({ length: 100 }, (_, i): ArchiveEntry => ({ path: `f${i}`, type: 'file', mode: 0o644, size: 100_000, content: [Buffer.alloc(100_000, i)] }));
-    await expect(engine.putArchive(`runlog-no-such-container-${RUN}`, '/x', packArchive(many))).rejects.toMatchObject({ code: 'DOCKER_API', status: 404 });
+    await expect(engine.putArchive(`runlog-no-such-container-${RUN}`, '/x', packArchive(many))).rejects.toMatchObject({ code: 'DOCKER_NOT_FOUND', status: 404 });
   });
 
   it('finds every runlog image in the registry by digest', async () => {

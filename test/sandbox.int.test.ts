@@ -5,7 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeArchive } from '../src/adapters/archive/index.ts';
 import type { ArchiveEntry } from '../src/adapters/archive/index.ts';
-import { createDockerEngine, type DockerEngine } from '../src/adapters/docker/engine.ts';
+import type { DockerEngine } from '../src/adapters/docker/docker-port.ts';
+import { createDockerEngine } from '../src/adapters/docker/dockerode-engine.ts';
 import { createMaterializer } from '../src/adapters/docker/materializer.ts';
 import {
   createExecutionSandbox,

@@ -6,7 +6,8 @@
 // A `die` of a container whose instance the log says is up, and that no runner of this process still watches,
 // becomes `instance.crashed` with the exit code Docker reports (the runner's own exit watcher normally reports
 // first; this is the safety net for a watcher broken by the daemon going away).
-import { subscribeEngineEvents, type EngineEvent, type EngineEventSubscription } from '../adapters/docker/engine-events.ts';
+import type { DockerEngine, EngineEvent, EngineEventSubscription } from '../adapters/docker/docker-port.ts';
+import { createDockerEngine } from '../adapters/docker/dockerode-engine.ts';
 import { parseStreamName } from '../domain/events.ts';
 import type { InstanceContext } from '../machines/instance.machine.ts';
 import { stateName } from '../machines/runtime.ts';
@@ -15,6 +16,8 @@ import type { ReconcileReport } from './reconciler.ts';
 
 export interface EngineWatchOptions {
   socketPath: string;
+  /** The Engine port to watch through (default: one on socketPath). */
+  engine?: DockerEngine;
   home: string;
   host: () => ActorHost;
   /** Run after every reconnection (not after the first connection: the start already reconciled). */
@@ -54,6 +57,7 @@ const UP_STATES = new Set(['running', 'adopted', 'paused']);
 
 export function startEngineWatch(o: EngineWatchOptions): EngineWatch {
   const log = o.log ?? (() => undefined);
+  const engine = o.engine ?? createDockerEngine({ socketPath: o.socketPath });
   const minMs = o.retryMinMs ?? 250;
   const maxMs = o.retryMaxMs ?? 5000;
   let closed = false;
@@ -133,7 +137,7 @@ export function startEngineWatch(o: EngineWatchOptions): EngineWatch {
     let wasDown = false;
     while (!closed) {
       try {
-        sub = await subscribeEngineEvents({ socketPath: o.socketPath, labels: { 'runlog.home': o.home }, ...(lastEventSec !== undefined ? { sinceSec: lastEventSec } : {}) }, onEvent);
+        sub = await engine.subscribeEvents({ labels: { 'runlog.home': o.home }, ...(lastEventSec !== undefined ? { sinceSec: lastEventSec } : {}) }, onEvent);
       } catch (err) {
         if (!wasDown) log(`engine watch: the Docker Engine does not answer (${(err as Error).message}); retrying`);
         wasDown = true;

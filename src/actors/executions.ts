@@ -4,7 +4,8 @@
 import { createHash } from 'node:crypto';
 import { assertValidArchive, entriesUnder, writeArchive } from '../adapters/archive/index.ts';
 import { createAtprotoReader, putRunnerRecord, writeExecutionReceipt, type AtprotoReader, type AtprotoReaderOptions, type Publisher } from '../adapters/atproto/index.ts';
-import { createDockerEngine, type DockerEngine } from '../adapters/docker/engine.ts';
+import type { DockerEngine } from '../adapters/docker/docker-port.ts';
+import { createDockerEngine } from '../adapters/docker/dockerode-engine.ts';
 import { createMaterializer, type Materializer, type MaterializeProgress } from '../adapters/docker/materializer.ts';
 import { createExecutionSandbox, type ExecutionContainerSpec, type InvocationEnvelope, type InvocationResult, type ExecutionSandbox as ExecSandbox } from '../adapters/docker/execution-sandbox.ts';
 import { assertCodeRecord, checkRuntimeBinding, type CodeRecord } from '../domain/at-run/code-record.ts';

@@ -8,6 +8,7 @@ import { copyDereferenced } from '../adapters/apps/copy-dereferenced.ts';
 import { loadManifest } from '../adapters/apps/load-manifest.ts';
 import { AppRegistry, type AppRegistryEvent } from '../adapters/apps/app-registry.ts';
 import { TcpPortAllocator } from '../adapters/net/tcp-port-allocator.ts';
+import { engineTrouble } from '../adapters/docker/errors.ts';
 import { ContainerRunner } from '../adapters/sandbox/container-runner.ts';
 import { homeLayout, type HomeLayout } from '../adapters/sandbox/layout.ts';
 import { ProotRunner } from '../adapters/sandbox/proot-runner.ts';
@@ -409,21 +410,4 @@ export class InstanceSupervisor {
     this.exitSubscriptions.clear();
     await Promise.all(Object.values(this.runners).map((r) => r?.close().catch(() => undefined)));
   }
-}
-
-const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'DOCKER_UNAVAILABLE']);
-
-/**
- * Whether an error (or one of its causes) is the Docker Engine's trouble rather than the app's: 'down' when it did
- * not answer at all (socket refused or gone), 'error' when it answered 5xx (e.g. while shutting down).
- */
-export function engineTrouble(err: unknown): 'down' | 'error' | null {
-  let answered5xx = false;
-  for (let e = err, depth = 0; e && typeof e === 'object' && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
-    const { code, syscall, statusCode } = e as { code?: unknown; syscall?: unknown; statusCode?: unknown };
-    if (typeof code === 'string' && CONNECTION_CODES.has(code)) return 'down';
-    if (code === 'ENOENT' && syscall === 'connect') return 'down'; // the daemon removed its socket while restarting
-    if (typeof statusCode === 'number' && statusCode >= 500) answered5xx = true;
-  }
-  return answered5xx ? 'error' : null;
 }

@@ -26,7 +26,7 @@
 // Docker unreachable: what needs Docker is left as logged and reported under `unreachable`.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ContainerInfo, ContainerSummary, VolumeInfo } from '../adapters/docker/engine.ts';
+import type { ContainerInfo, ContainerSummary, VolumeInfo } from '../adapters/docker/docker-port.ts';
 import { LABEL_SEAL_FOR, LABEL_VOLUME_KIND, SEAL_SUFFIX } from '../adapters/docker/materializer.ts';
 import { loadManifest } from '../adapters/apps/load-manifest.ts';
 import type { OrphanRecord } from '../adapters/sandbox/app-sandbox-runner.ts';

@@ -14,7 +14,7 @@
 // (why). A supervisor that restarts removes every pre-started sandbox of its home that no live execution holds,
 // and records it (recover()); the reconciler leaves the ones this pool holds alone (owns()).
 import { randomBytes } from 'node:crypto';
-import type { DockerEngine } from '../adapters/docker/engine.ts';
+import type { DockerEngine } from '../adapters/docker/docker-port.ts';
 import { PRESTART_LABEL, type ExecutionContainerSpec, type ExecutionSandbox } from '../adapters/docker/execution-sandbox.ts';
 import type { PrestartPolicy } from '../domain/at-run/operator-policy.ts';
 import type { NewEvent, RecordedEvent } from '../domain/events.ts';

@@ -10,7 +10,7 @@
 // collectResult: the same verdict for a container that already ran (after a supervisor restart), from logs.
 import { ValidationError } from '../../domain/errors.ts';
 import { isDigestReference } from '../../domain/at-run/oci-reference.ts';
-import type { ContainerCreateBody, ContainerInfo, DockerEngine, MountSpec } from './engine.ts';
+import type { ContainerCreateBody, ContainerInfo, DockerEngine, MountSpec } from './docker-port.ts';
 import { ContainerStateError } from './errors.ts';
 import { LABEL_VOLUME_KIND, SEAL_SUFFIX } from './materializer.ts';
 import { DEFAULT_OUTPUT_LIMITS, FrameCollector, StreamDemuxer, type CollectedOutput, type Frame, type OutputLimits, type OutputViolation, type ProtocolError } from './frames.ts';

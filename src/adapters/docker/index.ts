@@ -1,7 +1,7 @@
 // The Docker adapter's public surface: runlog's own types only (no dockerode type leaves src/adapters/docker).
+// docker-port.ts is the port (types), dockerode-engine.ts its one implementation.
+export { createDockerEngine, normalizePlatform } from './dockerode-engine.ts';
 export {
-  createDockerEngine,
-  normalizePlatform,
   DEFAULT_SOCKET_PATH,
   ZERO_TIME,
   type DockerEngine,
@@ -18,8 +18,21 @@ export {
   type MountSpec,
   type PathStat,
   type WaitHandle,
-} from './engine.ts';
-export { DockerUnavailableError, DockerApiError, ImagePullError, MaterializationError, ContainerStateError } from './errors.ts';
+  type NetworkInfo,
+  type EngineEvent,
+  type EngineEventOptions,
+  type EngineEventSubscription,
+} from './docker-port.ts';
+export {
+  DockerUnavailableError,
+  DockerApiError,
+  DockerNotFoundError,
+  DockerConflictError,
+  DockerTimeoutError,
+  ImagePullError,
+  MaterializationError,
+  ContainerStateError,
+} from './errors.ts';
 export {
   createMaterializer,
   LABEL_CACHE_KEY,

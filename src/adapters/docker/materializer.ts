@@ -21,8 +21,8 @@ import tar from 'tar-stream';
 import { RunlogError, ValidationError } from '../../domain/errors.ts';
 import { parseDigestReference } from '../../domain/at-run/oci-reference.ts';
 import { assertValidArchiveChunks, DEFAULT_ARCHIVE_LIMITS, packArchive, type ArchiveLimits } from '../archive/index.ts';
-import type { ContainerCreateBody, DockerEngine, PullProgress } from './engine.ts';
-import { DockerApiError, MaterializationError } from './errors.ts';
+import type { ContainerCreateBody, DockerEngine, PullProgress } from './docker-port.ts';
+import { DockerNotFoundError, MaterializationError } from './errors.ts';
 import { absolutePathProblems, ADDITION_EXPORT_PATH, MATERIALIZE_TARGET } from './layout.ts';
 
 export type MaterializeKind = 'runtime' | 'addition' | 'code';
@@ -230,7 +230,7 @@ class DockerMaterializer implements Materializer {
               (max) => new MaterializationError('EXPORT_TOO_LARGE', 'download', `the export ${exportPath} of ${ref.reference} is larger than ${max} bytes`, { image: ref.reference, exportPath }),
             );
           } catch (err) {
-            if (err instanceof DockerApiError && err.status === 404) {
+            if (err instanceof DockerNotFoundError) {
               throw new MaterializationError('EXPORT_PATH_NOT_FOUND', 'download', `image ${ref.reference} has no ${exportPath}`, { image: ref.reference, exportPath }, { cause: err });
             }
             throw err;

@@ -19,17 +19,22 @@
 // no docker-proxy hop, and other containers on runlog-net reach the app by its hostname. The port from the
 // TcpPortAllocator is still passed as APP_PORT so both sandboxes look alike to the app.
 //
-// Exit: `container.wait()` watches each container; the exit is reported to onExit (expected: true when the
+// Exit: a wait on each container watches it; the exit is reported to onExit (expected: true when the
 // runner stopped it), then the container is removed. Containers outlive the supervisor: a new runner finds
 // them with listOrphanRecords() (by labels, never by name) and re-attaches with registerAdopted().
+//
+// Docker is reached only through the DockerEngine port (adapters/docker/docker-port.ts): its errors are typed
+// (DockerNotFoundError, DockerConflictError, DockerUnavailableError, …), so nothing here reads status codes.
 
-import Docker from 'dockerode';
 import { constants as osConstants } from 'node:os';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { ValidationError } from '../../domain/errors.ts';
+import type { DockerEngine } from '../docker/docker-port.ts';
+import { createDockerEngine } from '../docker/dockerode-engine.ts';
+import { DockerConflictError, DockerNotFoundError } from '../docker/errors.ts';
+import { StreamDemuxer } from '../docker/frames.ts';
 import { mapConcurrent } from '../../domain/concurrency.ts';
 import { lifecyclePath, runnerLabel, type AppManifest, type LifecycleHook } from '../../domain/manifest.ts';
 import { waitHealthy } from '../health/wait-healthy.ts';
@@ -57,6 +62,8 @@ export interface ContainerRunnerConfig {
   osApiBase: string;
   network?: string;
   dockerSocketPath?: string;
+  /** The Engine port to use (default: one on dockerSocketPath). */
+  engine?: DockerEngine;
   /** Labels added to every container (and a network the runner creates), e.g. { 'runlog.test': '1' }. */
   extraLabels?: Record<string, string>;
   killGraceMs?: number;
@@ -93,13 +100,11 @@ export function containerName(instanceId: string): string {
   return `runlog-${clean.slice(0, 47).replace(/[.-]+$/, '')}-${hash}`;
 }
 
-const statusOf = (e: unknown): number | undefined => (e as { statusCode?: number }).statusCode;
 const signalName = (code: number | null): string | null => {
   if (code === null || code <= 128 || code > 128 + 64) return null;
   const entry = Object.entries(osConstants.signals).find(([, n]) => n === code - 128);
   return entry ? entry[0] : null;
 };
-const dockerTime = (t: string | undefined): string | null => (!t || t.startsWith('0001-') ? null : t);
 
 /** How long close() waits for exits being reported (a container removal the daemon does not answer). */
 const REPORT_WAIT_MS = 10_000;
@@ -114,8 +119,8 @@ const instanceIdOf = (labels: Record<string, string>): string => {
 
 export class ContainerRunner implements AppSandboxRunner {
   readonly kind = 'container' as const;
-  private readonly cfg: Required<Omit<ContainerRunnerConfig, 'warn' | 'extraLabels'>> & Pick<ContainerRunnerConfig, 'warn'> & { extraLabels: Record<string, string> };
-  private readonly docker: Docker;
+  private readonly cfg: Required<Omit<ContainerRunnerConfig, 'warn' | 'extraLabels' | 'engine'>> & Pick<ContainerRunnerConfig, 'warn'> & { extraLabels: Record<string, string> };
+  private readonly engine: DockerEngine;
   private readonly layout: HomeLayout;
   private readonly tracked = new Map<string, Tracked>();
   private readonly logBuffers = new Map<string, LogBuffer>();
@@ -137,7 +142,7 @@ export class ContainerRunner implements AppSandboxRunner {
       ...config,
       extraLabels: config.extraLabels ?? {},
     };
-    this.docker = new Docker({ socketPath: this.cfg.dockerSocketPath });
+    this.engine = config.engine ?? createDockerEngine({ socketPath: this.cfg.dockerSocketPath });
     this.layout = homeLayout(config.home);
   }
 
@@ -155,7 +160,7 @@ export class ContainerRunner implements AppSandboxRunner {
   ensureReady(): Promise<void> {
     this.ready ??= (async () => {
       try {
-        await this.docker.ping();
+        await this.engine.ping();
       } catch (e) {
         throw new SandboxError('SETUP_MISSING', `${LABEL} Docker does not answer on ${this.cfg.dockerSocketPath}: run 'npm run setup'`, {}, { cause: e });
       }
@@ -171,15 +176,9 @@ export class ContainerRunner implements AppSandboxRunner {
   private async ensureImage(): Promise<void> {
     const ref = this.cfg.image;
     if (!/@sha256:[0-9a-f]{64}$/.test(ref)) throw new ValidationError('IMAGE_REF_INVALID', `${LABEL} image '${ref}' must be pinned by digest (name@sha256:…)`);
+    if (await this.engine.inspectImage(ref)) return; // present: pulling by digest would still contact the registry
     try {
-      await this.docker.getImage(ref).inspect(); // present: pulling by digest would still contact the registry
-      return;
-    } catch (e) {
-      if (statusOf(e) !== 404) throw e;
-    }
-    try {
-      const stream = await this.docker.pull(ref);
-      await new Promise<void>((resolve, reject) => this.docker.modem.followProgress(stream, (err: Error | null) => (err ? reject(err) : resolve())));
+      await this.engine.pullByDigest(ref);
     } catch (e) {
       throw new SandboxError('SETUP_MISSING', `${LABEL} image ${ref} is not available (${(e as Error).message}): run 'npm run setup'`, { image: ref }, { cause: e });
     }
@@ -187,17 +186,15 @@ export class ContainerRunner implements AppSandboxRunner {
 
   private async ensureNetwork(): Promise<void> {
     const name = this.cfg.network;
-    try {
-      const info = (await this.docker.getNetwork(name).inspect()) as { Driver?: string };
-      if (info.Driver !== 'bridge') throw new SandboxError('SPAWN_FAILED', `${LABEL} network ${name} exists but is not a bridge network (driver ${info.Driver})`);
+    const info = await this.engine.inspectNetwork(name);
+    if (info) {
+      if (info.driver !== 'bridge') throw new SandboxError('SPAWN_FAILED', `${LABEL} network ${name} exists but is not a bridge network (driver ${info.driver})`);
       return;
-    } catch (e) {
-      if (statusOf(e) !== 404) throw e;
     }
     try {
-      await this.docker.createNetwork({ Name: name, Driver: 'bridge', CheckDuplicate: true, Labels: { 'runlog.kind': 'network', ...this.cfg.extraLabels } });
+      await this.engine.createNetwork(name, { 'runlog.kind': 'network', ...this.cfg.extraLabels });
     } catch (e) {
-      if (statusOf(e) !== 409) throw e; // created meanwhile by another runner
+      if (!(e instanceof DockerConflictError)) throw e; // created meanwhile by another runner
     }
   }
 
@@ -237,7 +234,7 @@ export class ContainerRunner implements AppSandboxRunner {
       `${bashrc}:/root/.bashrc:ro`,
       `${L.toolchainDir}:${ALL_TOOLS_MOUNT}:ro`,
       `${L.instanceToolsDir(instanceId)}:${MY_TOOLS_MOUNT}:ro`,
-      ...(wantsDocker && existsSync(this.cfg.dockerSocketPath) ? [`${this.cfg.dockerSocketPath}:/var/run/docker.sock`] : []),
+      ...(wantsDocker && existsSync(this.engine.socketPath) ? [`${this.engine.socketPath}:/var/run/docker.sock`] : []),
     ];
     const env = sandboxEnv({ port, appId, instanceId, osApiBase: this.cfg.osApiBase, layerTag: '[ctnr]' });
 
@@ -245,38 +242,41 @@ export class ContainerRunner implements AppSandboxRunner {
     this.logBuffers.set(instanceId, logs);
     this.exits.reset(instanceId);
     const started = performance.now();
-    let container: Docker.Container;
+    let containerId: string;
     try {
-      container = await this.docker.createContainer({
-        name,
-        Hostname: name,
-        Image: this.cfg.image,
-        Cmd: cmd,
-        Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
-        WorkingDir: sandboxAppDir,
-        Labels: this.labels(instanceId, appId, manifest.lifecycle.basePath),
-        HostConfig: {
-          NetworkMode: this.cfg.network,
-          Binds: binds,
-          CapDrop: ['ALL'],
-          SecurityOpt: ['no-new-privileges'],
-          ReadonlyRootfs: true,
-          Tmpfs: { '/tmp': 'rw,nosuid,nodev,size=512m', '/root': 'rw,nosuid,nodev,size=256m' },
-          PidsLimit: this.cfg.pidsLimit,
-          Memory: this.cfg.memoryBytes,
-          Init: true,
+      containerId = await this.engine.createContainer(
+        {
+          Hostname: name,
+          Image: this.cfg.image,
+          Cmd: cmd,
+          Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+          WorkingDir: sandboxAppDir,
+          Labels: this.labels(instanceId, appId, manifest.lifecycle.basePath),
+          HostConfig: {
+            NetworkMode: this.cfg.network,
+            Binds: binds,
+            CapDrop: ['ALL'],
+            SecurityOpt: ['no-new-privileges'],
+            ReadonlyRootfs: true,
+            Tmpfs: { '/tmp': 'rw,nosuid,nodev,size=512m', '/root': 'rw,nosuid,nodev,size=256m' },
+            PidsLimit: this.cfg.pidsLimit,
+            Memory: this.cfg.memoryBytes,
+            Init: true,
+          },
+          NetworkingConfig: { EndpointsConfig: { [this.cfg.network]: { Aliases: [name] } } },
         },
-        NetworkingConfig: { EndpointsConfig: { [this.cfg.network]: { Aliases: [name] } } },
-      });
-      await container.start();
+        name,
+      );
+      await this.engine.start(containerId);
     } catch (e) {
-      await this.docker.getContainer(name).remove({ force: true }).catch(() => {});
+      await this.engine.removeContainer(name, { force: true }).catch(() => {});
       throw new SandboxError('SPAWN_FAILED', `${LABEL} could not start ${name}: ${(e as Error).message}`, { instanceId, appId }, { cause: e });
     }
 
-    const info = await container.inspect();
-    const host = info.NetworkSettings.Networks[this.cfg.network]?.IPAddress ?? '';
-    const t = this.track({ instanceId, appId, port, basePath: manifest.lifecycle.basePath, containerId: info.Id, host, pid: info.State.Pid }, logs, false);
+    const info = await this.engine.inspectContainer(containerId);
+    if (!info) throw new SandboxError('SPAWN_FAILED', `${LABEL} ${name} was removed right after its start`, { instanceId, appId });
+    const host = info.networks[this.cfg.network]?.ipAddress ?? '';
+    const t = this.track({ instanceId, appId, port, basePath: manifest.lifecycle.basePath, containerId: info.id, host, pid: info.pid }, logs, false);
 
     const exitedEarly = new AbortController();
     void t.exited.then((x) => exitedEarly.abort(`exited with ${x.signal ?? `code ${x.code}`}`));
@@ -287,7 +287,7 @@ export class ContainerRunner implements AppSandboxRunner {
           intervalMs: opts.healthIntervalMs ?? this.cfg.healthIntervalMs,
           label: LABEL, signal: exitedEarly.signal,
         })
-      : info.State.Running
+      : info.state.running
         ? ({ kind: 'timeout', message: `${LABEL} ${name} has no IP address on network ${this.cfg.network}`, lastError: 'no IP', attempts: 0, elapsedMs: 0 } as const)
         : ({ kind: 'aborted', message: `${LABEL} ${name} stopped right after its start`, attempts: 0, elapsedMs: 0 } as const);
     if (health.kind === 'match' || health.kind === 'legacy') {
@@ -297,34 +297,29 @@ export class ContainerRunner implements AppSandboxRunner {
     }
 
     t.expectingKill = true;
-    await container.kill().catch(() => {});
+    await this.engine.kill(containerId).catch(() => {});
     const exit = await t.exited;
     throw gateError(LABEL, health, { instanceId, appId, port }, exit, logs.tail());
   }
 
   /** A container left under this instance's name: removed when it is ours and stopped; otherwise refuse. */
   private async clearStaleContainer(name: string, instanceId: string): Promise<void> {
-    let info: Docker.ContainerInspectInfo;
-    try {
-      info = await this.docker.getContainer(name).inspect();
-    } catch (e) {
-      if (statusOf(e) === 404) return;
-      throw e;
-    }
-    const l = info.Config.Labels ?? {};
+    const info = await this.engine.inspectContainer(name);
+    if (!info) return;
+    const l = info.labels;
     if (l['runlog.home'] !== this.cfg.home || l['runlog.stream'] !== `instance-${instanceId}`) {
       throw new SandboxError('SPAWN_FAILED', `${LABEL} a container named ${name} exists and does not belong to instance ${instanceId} of this runlog home`, { name });
     }
-    if (info.State.Running) {
+    if (info.state.running) {
       throw new SandboxError('INSTANCE_BUSY', `${LABEL} instance ${instanceId} is still running in ${name} (adopt it: listOrphanRecords/registerAdopted)`, { instanceId });
     }
-    await this.docker.getContainer(info.Id).remove({ force: true });
+    await this.engine.removeContainer(info.id, { force: true });
   }
 
   /** Starts the log stream and the exit watcher of a container and records it. */
   private track(rec: Omit<Tracked, 'expectingKill' | 'live' | 'detach' | 'exited'>, logs: LogBuffer, live: boolean, logsSince?: number): Tracked {
     const detach = new AbortController();
-    const container = this.docker.getContainer(rec.containerId);
+    const id = rec.containerId;
     const t: Tracked = { ...rec, expectingKill: false, live, detach, exited: null as unknown as Promise<ExitInfo> };
     this.tracked.set(rec.instanceId, t);
 
@@ -334,11 +329,11 @@ export class ContainerRunner implements AppSandboxRunner {
       logs.end();
       logsClosed();
     };
-    void container
-      .logs({ follow: true, stdout: true, stderr: true, ...(logsSince !== undefined ? { since: logsSince } : {}), abortSignal: detach.signal })
+    void this.engine
+      .logs(id, { ...(logsSince !== undefined ? { sinceSec: logsSince } : {}), signal: detach.signal })
       .then((stream) => {
-        const sink = (s: 'stdout' | 'stderr'): Writable => new Writable({ write: (c: Buffer, _e, cb) => (logs.write(s, c), cb()) });
-        this.docker.modem.demuxStream(stream, sink('stdout'), sink('stderr'));
+        const demux = new StreamDemuxer((c) => logs.write('stdout', c), (c) => logs.write('stderr', c));
+        stream.on('data', (c: Buffer) => demux.push(c));
         stream.on('end', endLogs);
         stream.on('error', endLogs);
         stream.on('close', endLogs);
@@ -353,12 +348,11 @@ export class ContainerRunner implements AppSandboxRunner {
       let code: number | null = null;
       for (let attempt = 0; ; attempt++) {
         try {
-          const r = (await container.wait({ abortSignal: detach.signal })) as { StatusCode: number };
-          code = r.StatusCode;
+          code = (await this.engine.waitNotRunning(id, { signal: detach.signal })).statusCode;
           break;
         } catch (e) {
           if (detach.signal.aborted) return new Promise<ExitInfo>(() => {}); // detached: never settles
-          if (statusOf(e) === 404) break; // removed behind our back: exit code unknown
+          if (e instanceof DockerNotFoundError) break; // removed behind our back: exit code unknown
           if (attempt >= 15) break; // the daemon stayed unreachable for over a minute: report it gone (code null)
           await new Promise((r) => setTimeout(r, Math.min(5_000, 250 * 2 ** attempt))); // daemon hiccup: watch again
         }
@@ -371,7 +365,7 @@ export class ContainerRunner implements AppSandboxRunner {
       const info: ExitInfo = { code, signal: signalName(code), expected: t.expectingKill };
       if (this.tracked.get(rec.instanceId) === t) this.tracked.delete(rec.instanceId);
       const report = (async () => {
-        await container.remove({ force: true }).catch(() => {});
+        await this.engine.removeContainer(id, { force: true }).catch(() => {});
         if (t.live) this.exits.emit(rec.instanceId, info);
       })();
       this.reporting.add(report);
@@ -400,12 +394,8 @@ export class ContainerRunner implements AppSandboxRunner {
     const t = this.tracked.get(instanceId);
     if (!t) return;
     t.expectingKill = true;
-    await this.docker
-      .getContainer(t.containerId)
-      .stop({ t: Math.max(1, Math.ceil(this.cfg.killGraceMs / 1000)) })
-      .catch((e: unknown) => {
-        if (statusOf(e) !== 304 && statusOf(e) !== 404) throw e; // already stopped / gone: the watcher reports it
-      });
+    // Already stopped or gone is fine (the port's stop says so): the watcher reports the exit.
+    await this.engine.stop(t.containerId, { timeoutSec: Math.max(1, Math.ceil(this.cfg.killGraceMs / 1000)) });
     await t.exited;
   }
 
@@ -413,12 +403,7 @@ export class ContainerRunner implements AppSandboxRunner {
     const t = this.tracked.get(instanceId);
     if (!t) return;
     t.expectingKill = true;
-    await this.docker
-      .getContainer(t.containerId)
-      .kill()
-      .catch((e: unknown) => {
-        if (statusOf(e) !== 409 && statusOf(e) !== 404) throw e; // not running / gone
-      });
+    await this.engine.kill(t.containerId); // not running or gone is fine
     await t.exited;
   }
 
@@ -439,33 +424,28 @@ export class ContainerRunner implements AppSandboxRunner {
   async listOrphanRecords(listed?: readonly { id: string; labels: Record<string, string> }[]): Promise<OrphanRecord[]> {
     const list =
       listed?.filter((c) => c.labels['runlog.kind'] === 'instance' && c.labels['runlog.home'] === this.cfg.home) ??
-      (await this.docker.listContainers({ all: true, filters: { label: ['runlog.kind=instance', `runlog.home=${this.cfg.home}`] } })).map((c) => ({ id: c.Id, labels: c.Labels }));
+      (await this.engine.listContainers({ 'runlog.kind': 'instance', 'runlog.home': this.cfg.home }, { all: true })).map((c) => ({ id: c.id, labels: c.labels }));
     const untracked = list.filter((c) => {
       const id = instanceIdOf(c.labels);
       return id !== '' && !this.tracked.has(id);
     });
     // Inspected in parallel (bounded): after a restart this is the supervisor's view of every container it adopts.
     const records = await mapConcurrent(untracked, INSPECT_CONCURRENCY, async (c): Promise<OrphanRecord | null> => {
-      let info: Docker.ContainerInspectInfo;
-      try {
-        info = await this.docker.getContainer(c.id).inspect();
-      } catch (e) {
-        if (statusOf(e) === 404) return null; // removed meanwhile
-        throw e;
-      }
-      const env = Object.fromEntries((info.Config.Env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
-      const running = info.State.Running;
+      const info = await this.engine.inspectContainer(c.id);
+      if (!info) return null; // removed meanwhile
+      const env = Object.fromEntries(info.env.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+      const running = info.state.running;
       return {
         instanceId: instanceIdOf(c.labels),
         appId: c.labels['runlog.app'] ?? env.APP_ID ?? '',
-        containerId: info.Id,
+        containerId: info.id,
         port: Number(env.APP_PORT),
-        host: running ? info.NetworkSettings.Networks[this.cfg.network]?.IPAddress || null : null,
-        state: info.State.Status,
-        pid: running ? info.State.Pid : null,
-        startedAt: dockerTime(info.State.StartedAt),
-        finishedAt: running ? null : dockerTime(info.State.FinishedAt),
-        exitCode: running ? null : info.State.ExitCode,
+        host: running ? info.networks[this.cfg.network]?.ipAddress || null : null,
+        state: info.state.status,
+        pid: running ? info.pid : null,
+        startedAt: info.state.startedAt,
+        finishedAt: running ? null : info.state.finishedAt,
+        exitCode: running ? null : info.state.exitCode,
         basePath: c.labels['runlog.base-path'] ?? '',
       };
     });

@@ -58,7 +58,7 @@ export function demoStopper(io: Io, say: (m: string) => void): { stopped: Promis
 
 async function checkParts(): Promise<void> {
   const { discoverParts, requireImage, requireRootfs } = await import('../../config/parts.ts');
-  const { createDockerEngine } = await import('../../adapters/docker/engine.ts');
+  const { createDockerEngine } = await import('../../adapters/docker/dockerode-engine.ts');
   const parts = discoverParts();
   requireRootfs(parts);
   for (const name of ['app-base', 'at-run-sandbox', 'runtime-node', 'runtime-python']) requireImage(parts, name);

@@ -1,0 +1,636 @@
+// The DockerEngine port (docker-port.ts) over dockerode: the only file in runlog that opens a Docker client.
+// Nothing dockerode returns leaves it (callers see plain objects and Node streams), and no dockerode error does
+// either: #fail maps each failure to a typed error (errors.ts) — the socket refused or gone → DockerUnavailableError,
+// a request past its timeout → DockerTimeoutError, 404 → DockerNotFoundError, 409 → DockerConflictError, any other
+// answer → DockerApiError with the Engine's status and message.
+import Docker from 'dockerode';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex, Readable } from 'node:stream';
+import { RunlogError } from '../../domain/errors.ts';
+import { uploadArchiveStream, type UploadAnswer } from './archive-upload.ts';
+import {
+  DEFAULT_SOCKET_PATH,
+  ZERO_TIME,
+  type ContainerCreateBody,
+  type ContainerInfo,
+  type ContainerSummary,
+  type DockerEngine,
+  type DockerEngineOptions,
+  type EngineEvent,
+  type EngineEventOptions,
+  type EngineEventSubscription,
+  type EngineVersion,
+  type ImageInfo,
+  type NetworkInfo,
+  type PathStat,
+  type Platform,
+  type PullProgress,
+  type VolumeInfo,
+  type WaitHandle,
+} from './docker-port.ts';
+import { DockerApiError, DockerTimeoutError, DockerUnavailableError, ImagePullError, dockerAnswerError } from './errors.ts';
+
+type LabelFilter = Record<string, string | true>;
+
+const labelFilters = (labels: LabelFilter): string[] =>
+  Object.entries(labels).map(([k, v]) => (v === true ? k : `${k}=${v}`));
+
+function statusOf(err: unknown): number | undefined {
+  const s = (err as { statusCode?: unknown } | null)?.statusCode;
+  return typeof s === 'number' ? s : undefined;
+}
+
+function messageOf(err: unknown): string {
+  const json = (err as { json?: unknown } | null)?.json;
+  if (json && typeof json === 'object' && typeof (json as { message?: unknown }).message === 'string') {
+    return (json as { message: string }).message;
+  }
+  if (Buffer.isBuffer(json)) {
+    const text = json.toString('utf8').trim();
+    if (text) {
+      try {
+        const parsed = JSON.parse(text) as { message?: string };
+        if (typeof parsed.message === 'string') return parsed.message;
+      } catch {
+        return text;
+      }
+    }
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+function isConnectionError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === 'ENOENT' || code === 'ECONNREFUSED' || code === 'EACCES' || code === 'ECONNRESET' || code === 'EPIPE';
+}
+
+/** Set on an error of a request that docker-modem ended at its timeout (it destroys the socket: "socket hang up"). */
+const TIMED_OUT = Symbol('runlog.docker.timedOut');
+
+/**
+ * Tags the errors of requests that ran for the client's whole timeout, so #fail can tell a slow or hung daemon
+ * (DockerTimeoutError) from one that is gone (DockerUnavailableError): both end in a reset socket.
+ */
+function tagTimeouts(docker: Docker, timeoutMs: number): void {
+  const modem = docker.modem;
+  const dial = modem.dial.bind(modem);
+  modem.dial = (options, cb) => {
+    const started = performance.now();
+    dial(options, (err, data) => {
+      if (err && typeof err === 'object' && performance.now() - started >= timeoutMs) (err as { [TIMED_OUT]?: boolean })[TIMED_OUT] = true;
+      cb?.(err, data);
+    });
+  };
+}
+
+const timeOrNull = (t: unknown): string | null => (typeof t === 'string' && t !== '' && t !== ZERO_TIME ? t : null);
+
+/** Go/uname architecture names to OCI ones, with the variant containerd's normalization gives. */
+export function normalizePlatform(os: string, arch: string, machine?: string): Platform {
+  const o = os.toLowerCase();
+  switch (arch) {
+    case 'x86_64':
+    case 'x86-64':
+    case 'amd64':
+      return { os: o, architecture: 'amd64' };
+    case 'aarch64':
+    case 'arm64':
+      return { os: o, architecture: 'arm64', variant: 'v8' };
+    case 'armhf':
+    case 'armel':
+    case 'arm': {
+      const m = /^armv(\d)/.exec(machine ?? '');
+      return { os: o, architecture: 'arm', variant: m ? `v${m[1]}` : 'v7' };
+    }
+    case 'i386':
+    case 'i686':
+    case '386':
+      return { os: o, architecture: '386' };
+    default:
+      if (/^armv\d/.test(arch)) return { os: o, architecture: 'arm', variant: `v${arch.charAt(4)}` };
+      return { os: o, architecture: arch };
+  }
+}
+
+class DockerodeEngine implements DockerEngine {
+  readonly socketPath: string;
+  readonly #docker: Docker;
+  /** A client without request timeout for long calls (wait, attach, pull, logs). */
+  readonly #streaming: Docker;
+  /** Per-request timeout of ordinary calls (an idle timeout for streamed uploads). */
+  readonly #timeoutMs: number;
+
+  constructor(opts: DockerEngineOptions) {
+    this.socketPath = opts.socketPath ?? DEFAULT_SOCKET_PATH;
+    this.#timeoutMs = opts.timeoutMs ?? 60_000;
+    this.#docker = new Docker({ socketPath: this.socketPath, timeout: this.#timeoutMs });
+    tagTimeouts(this.#docker, this.#timeoutMs);
+    this.#streaming = new Docker({ socketPath: this.socketPath });
+  }
+
+  /** The typed error for a failed call (see the head of this file). */
+  #fail(operation: string, err: unknown, details?: Record<string, unknown>): never {
+    if (err instanceof RunlogError) throw err;
+    if ((err as { [TIMED_OUT]?: boolean } | null)?.[TIMED_OUT]) throw new DockerTimeoutError(operation, this.#timeoutMs, { cause: err });
+    if (isConnectionError(err)) throw new DockerUnavailableError(this.socketPath, messageOf(err), { cause: err });
+    throw dockerAnswerError(operation, messageOf(err), statusOf(err), { cause: err, ...(details ? { details } : {}) });
+  }
+
+  async ping(): Promise<void> {
+    try {
+      await this.#docker.ping();
+    } catch (err) {
+      throw new DockerUnavailableError(this.socketPath, messageOf(err), { cause: err });
+    }
+  }
+
+  async version(): Promise<EngineVersion> {
+    try {
+      const v = await this.#docker.version();
+      return { version: v.Version, apiVersion: v.ApiVersion, os: v.Os, arch: v.Arch, kernelVersion: v.KernelVersion };
+    } catch (err) {
+      this.#fail('version', err);
+    }
+  }
+
+  async platform(): Promise<Platform> {
+    try {
+      const [v, info] = await Promise.all([this.#docker.version(), this.#docker.info() as Promise<{ Architecture?: string; OSType?: string }>]);
+      return normalizePlatform(v.Os || info.OSType || 'linux', v.Arch || info.Architecture || '', info.Architecture);
+    } catch (err) {
+      this.#fail('platform', err);
+    }
+  }
+
+  async runtimes(): Promise<string[]> {
+    try {
+      const info = (await this.#docker.info()) as { Runtimes?: Record<string, unknown> };
+      return Object.keys(info.Runtimes ?? {}).sort();
+    } catch (err) {
+      this.#fail('info', err);
+    }
+  }
+
+  async inspectImage(ref: string): Promise<ImageInfo | null> {
+    try {
+      const i = (await this.#docker.getImage(ref).inspect()) as Docker.ImageInspectInfo & { Variant?: string };
+      return {
+        id: i.Id,
+        repoDigests: i.RepoDigests ?? [],
+        repoTags: i.RepoTags ?? [],
+        sizeBytes: i.Size,
+        os: i.Os,
+        architecture: i.Architecture,
+        ...(i.Variant ? { variant: i.Variant } : {}),
+      };
+    } catch (err) {
+      if (statusOf(err) === 404) return null;
+      this.#fail(`inspect image ${ref}`, err);
+    }
+  }
+
+  async hasImage(ref: string): Promise<boolean> {
+    const info = await this.inspectImage(ref);
+    // Inspecting `repo@sha256:…` also matches by a bare digest in some Engine versions: require the exact entry.
+    return info !== null && (!ref.includes('@') || info.repoDigests.includes(ref));
+  }
+
+  async pullByDigest(ref: string, onProgress?: (p: PullProgress) => void): Promise<{ pulled: boolean; image: ImageInfo }> {
+    const at = ref.lastIndexOf('@');
+    if (at <= 0 || !/^sha256:[0-9a-f]{64}$/.test(ref.slice(at + 1))) {
+      throw new ImagePullError(ref, 'not a repository@sha256:<digest> reference', false);
+    }
+    const present = await this.inspectImage(ref);
+    if (present && present.repoDigests.includes(ref)) return { pulled: false, image: present };
+
+    const repository = ref.slice(0, at);
+    const digest = ref.slice(at + 1);
+    let res: IncomingMessage;
+    try {
+      res = (await this.#streaming.createImage({ fromImage: repository, tag: digest })) as IncomingMessage;
+    } catch (err) {
+      if (isConnectionError(err)) this.#fail('pull', err);
+      const status = statusOf(err);
+      const msg = messageOf(err);
+      throw new ImagePullError(ref, msg, status === 404 || /manifest unknown|not found/i.test(msg), { cause: err, ...(status !== undefined ? { status } : {}) });
+    }
+    // The Engine answers 200 and reports failures inside the NDJSON progress stream.
+    const failure = await new Promise<string | null>((resolve, reject) => {
+      let buf = '';
+      let error: string | null = null;
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        buf += chunk;
+        let nl: number;
+        while ((nl = buf.indexOf('\n')) >= 0) {
+          const line = buf.slice(0, nl).trim();
+          buf = buf.slice(nl + 1);
+          if (!line) continue;
+          try {
+            const ev = JSON.parse(line) as { status?: string; id?: string; error?: string; errorDetail?: { message?: string }; progressDetail?: { current?: number; total?: number } };
+            if (ev.error || ev.errorDetail?.message) error = ev.errorDetail?.message ?? ev.error ?? 'pull failed';
+            else if (onProgress && ev.status) {
+              onProgress({
+                status: ev.status,
+                ...(ev.id ? { layer: ev.id } : {}),
+                ...(ev.progressDetail?.current !== undefined ? { current: ev.progressDetail.current } : {}),
+                ...(ev.progressDetail?.total !== undefined ? { total: ev.progressDetail.total } : {}),
+              });
+            }
+          } catch {
+            // not JSON: ignore the line
+          }
+        }
+      });
+      res.on('end', () => resolve(error));
+      res.on('error', reject);
+    }).catch((err: unknown) => {
+      throw new ImagePullError(ref, messageOf(err), false, { cause: err });
+    });
+    if (failure) throw new ImagePullError(ref, failure, /manifest unknown|not found|does not exist/i.test(failure));
+    const image = await this.inspectImage(ref);
+    if (!image || !image.repoDigests.includes(ref)) {
+      throw new ImagePullError(ref, 'the pull finished but the daemon does not hold that digest', false);
+    }
+    return { pulled: true, image };
+  }
+
+  async removeImage(ref: string): Promise<void> {
+    try {
+      await this.#docker.getImage(ref).remove({ force: true });
+    } catch (err) {
+      if (statusOf(err) === 404) return;
+      this.#fail(`remove image ${ref}`, err);
+    }
+  }
+
+  async createVolume(name: string, labels: Record<string, string>): Promise<VolumeInfo> {
+    try {
+      await this.#docker.createVolume({ Name: name, Driver: 'local', Labels: labels });
+    } catch (err) {
+      this.#fail(`create volume ${name}`, err);
+    }
+    const info = await this.inspectVolume(name);
+    if (!info) throw new DockerApiError(`create volume ${name}`, 'volume vanished right after creation', undefined);
+    return info;
+  }
+
+  async inspectVolume(name: string): Promise<VolumeInfo | null> {
+    try {
+      const v = (await this.#docker.getVolume(name).inspect()) as { Name: string; Labels: Record<string, string> | null; CreatedAt?: string };
+      return { name: v.Name, labels: v.Labels ?? {}, createdAt: v.CreatedAt };
+    } catch (err) {
+      if (statusOf(err) === 404) return null;
+      this.#fail(`inspect volume ${name}`, err);
+    }
+  }
+
+  async removeVolume(name: string): Promise<void> {
+    try {
+      await this.#docker.getVolume(name).remove({});
+    } catch (err) {
+      if (statusOf(err) === 404) return;
+      this.#fail(`remove volume ${name}`, err, { volume: name });
+    }
+  }
+
+  async listVolumes(labels: LabelFilter): Promise<VolumeInfo[]> {
+    try {
+      const r = await this.#docker.listVolumes({ filters: JSON.stringify({ label: labelFilters(labels) }) });
+      return (r.Volumes ?? []).map((v) => ({
+        name: v.Name,
+        labels: (v.Labels as Record<string, string> | null) ?? {},
+        createdAt: (v as { CreatedAt?: string }).CreatedAt,
+      }));
+    } catch (err) {
+      this.#fail('list volumes', err);
+    }
+  }
+
+  async volumesNamed(names: readonly string[]): Promise<VolumeInfo[]> {
+    if (names.length === 0) return [];
+    try {
+      // The Engine's name filter matches substrings (as a regular expression): keep the exact names only.
+      const r = await this.#docker.listVolumes({ filters: JSON.stringify({ name: [...names] }) });
+      const wanted = new Set(names);
+      return (r.Volumes ?? [])
+        .filter((v) => wanted.has(v.Name))
+        .map((v) => ({ name: v.Name, labels: (v.Labels as Record<string, string> | null) ?? {}, createdAt: (v as { CreatedAt?: string }).CreatedAt }));
+    } catch (err) {
+      this.#fail('list volumes', err);
+    }
+  }
+
+  async createContainer(body: ContainerCreateBody, name?: string): Promise<string> {
+    // Raw dial rather than docker.createContainer: dockerode would also copy the whole body (environment
+    // values included) into the query string.
+    try {
+      const res = await new Promise<{ Id: string }>((resolve, reject) =>
+        this.#docker.modem.dial(
+          {
+            path: '/containers/create?',
+            method: 'POST',
+            options: { _query: name ? { name } : {}, _body: body },
+            statusCodes: { 200: true, 201: true, 400: 'bad parameter', 404: 'no such image', 409: 'conflict', 500: 'server error' },
+          },
+          (err, data) => (err ? reject(err) : resolve(data as { Id: string })),
+        ),
+      );
+      return res.Id;
+    } catch (err) {
+      this.#fail(`create container from ${body.Image}`, err);
+    }
+  }
+
+  async inspectContainer(id: string): Promise<ContainerInfo | null> {
+    try {
+      const c = await this.#docker.getContainer(id).inspect();
+      return {
+        id: c.Id,
+        name: c.Name.replace(/^\//, ''),
+        image: c.Config.Image,
+        imageId: c.Image,
+        labels: c.Config.Labels ?? {},
+        pid: c.State.Pid ?? 0,
+        env: c.Config.Env ?? [],
+        networks: Object.fromEntries(Object.entries(c.NetworkSettings?.Networks ?? {}).map(([name, n]) => [name, { ipAddress: n?.IPAddress ?? '' }])),
+        state: {
+          status: c.State.Status,
+          running: c.State.Running,
+          exitCode: c.State.ExitCode,
+          oomKilled: c.State.OOMKilled,
+          error: c.State.Error ?? '',
+          startedAt: timeOrNull(c.State.StartedAt),
+          finishedAt: timeOrNull(c.State.FinishedAt),
+        },
+      };
+    } catch (err) {
+      if (statusOf(err) === 404) return null;
+      this.#fail(`inspect container ${id}`, err);
+    }
+  }
+
+  async listContainers(labels: LabelFilter, opts?: { all?: boolean }): Promise<ContainerSummary[]> {
+    try {
+      const list = await this.#docker.listContainers({ all: opts?.all ?? true, filters: JSON.stringify({ label: labelFilters(labels) }) });
+      return list.map((c) => ({ id: c.Id, names: c.Names.map((n) => n.replace(/^\//, '')), image: c.Image, labels: c.Labels ?? {}, state: c.State, status: c.Status }));
+    } catch (err) {
+      this.#fail('list containers', err);
+    }
+  }
+
+  async removeContainer(id: string, opts?: { force?: boolean }): Promise<void> {
+    try {
+      await this.#docker.getContainer(id).remove({ force: opts?.force ?? true, v: true });
+    } catch (err) {
+      const status = statusOf(err);
+      if (status === 404) return;
+      if (status === 409 && /already in progress/i.test(messageOf(err))) return;
+      this.#fail(`remove container ${id}`, err);
+    }
+  }
+
+  async start(id: string): Promise<void> {
+    try {
+      await this.#docker.getContainer(id).start();
+    } catch (err) {
+      this.#fail(`start container ${id}`, err);
+    }
+  }
+
+  async stop(id: string, opts?: { timeoutSec?: number }): Promise<void> {
+    try {
+      // The streaming client: a stop takes up to its grace period, which may be longer than the request timeout.
+      await this.#streaming.getContainer(id).stop(opts?.timeoutSec !== undefined ? { t: opts.timeoutSec } : {});
+    } catch (err) {
+      const status = statusOf(err);
+      if (status === 304 || status === 404) return; // not running, or gone
+      this.#fail(`stop container ${id}`, err);
+    }
+  }
+
+  async kill(id: string, signal = 'SIGKILL'): Promise<void> {
+    try {
+      await this.#docker.getContainer(id).kill({ signal });
+    } catch (err) {
+      const status = statusOf(err);
+      if (status === 404 || status === 409) return; // gone, or not running
+      this.#fail(`kill container ${id}`, err);
+    }
+  }
+
+  waitNextExit(id: string): Promise<WaitHandle> {
+    // dockerode resolves wait() only when the body arrives; the Engine flushes the response headers as soon as
+    // the waiter is registered, so a raw streaming request tells us when it is safe to start the container.
+    return new Promise((resolve, reject) => {
+      const controller = new AbortController();
+      this.#streaming.modem.dial(
+        {
+          path: `/containers/${encodeURIComponent(id)}/wait?`,
+          method: 'POST',
+          isStream: true,
+          abortSignal: controller.signal,
+          statusCodes: { 200: true, 400: 'bad parameter', 404: 'no such container', 500: 'server error' },
+          options: { _query: { condition: 'next-exit' }, _body: {} },
+        },
+        (err, result) => {
+          const res = result as IncomingMessage;
+          if (err || !result) {
+            try {
+              this.#fail(`wait container ${id}`, err);
+            } catch (e) {
+              reject(e);
+            }
+            return;
+          }
+          const exited = new Promise<{ statusCode: number; error?: string }>((res2, rej2) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (c: Buffer) => chunks.push(c));
+            res.on('end', () => {
+              try {
+                const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { StatusCode: number; Error?: { Message?: string } | null };
+                res2({ statusCode: body.StatusCode, ...(body.Error?.Message ? { error: body.Error.Message } : {}) });
+              } catch (e) {
+                rej2(new DockerApiError(`wait container ${id}`, `unreadable answer: ${messageOf(e)}`, 200));
+              }
+            });
+            res.on('error', (e) => rej2(new DockerApiError(`wait container ${id}`, messageOf(e), undefined, { cause: e })));
+          });
+          exited.catch(() => undefined); // observed by the caller; never an unhandled rejection
+          resolve({ exited, cancel: () => controller.abort() });
+        },
+      );
+    });
+  }
+
+  async waitNotRunning(id: string, opts?: { signal?: AbortSignal }): Promise<{ statusCode: number }> {
+    try {
+      const r = (await this.#streaming.getContainer(id).wait({ condition: 'not-running', ...(opts?.signal ? { abortSignal: opts.signal } : {}) })) as { StatusCode: number };
+      return { statusCode: r.StatusCode };
+    } catch (err) {
+      this.#fail(`wait container ${id}`, err);
+    }
+  }
+
+  async attach(id: string): Promise<Duplex> {
+    try {
+      const stream = (await this.#streaming.getContainer(id).attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as Duplex;
+      return stream;
+    } catch (err) {
+      this.#fail(`attach container ${id}`, err);
+    }
+  }
+
+  async logs(id: string, opts?: { sinceSec?: number; signal?: AbortSignal }): Promise<Readable> {
+    try {
+      const stream = await this.#streaming.getContainer(id).logs({
+        follow: true,
+        stdout: true,
+        stderr: true,
+        ...(opts?.sinceSec !== undefined ? { since: opts.sinceSec } : {}),
+        ...(opts?.signal ? { abortSignal: opts.signal } : {}),
+      });
+      return stream as Readable; // why: a followed log is the HTTP response (a Readable); dockerode types it as NodeJS.ReadableStream
+    } catch (err) {
+      this.#fail(`logs of container ${id}`, err);
+    }
+  }
+
+  async getArchive(id: string, path: string, maxBytes: number, tooLarge: (max: number) => Error): Promise<{ chunks: Buffer[]; size: number; stat: PathStat | null }> {
+    let res: IncomingMessage;
+    try {
+      res = (await this.#streaming.getContainer(id).getArchive({ path })) as unknown as IncomingMessage;
+    } catch (err) {
+      this.#fail(`download ${path} from container ${id}`, err, { path });
+    }
+    let stat: PathStat | null = null;
+    const header = res.headers['x-docker-container-path-stat'];
+    if (typeof header === 'string') {
+      try {
+        stat = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as PathStat;
+      } catch {
+        stat = null;
+      }
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    await new Promise<void>((resolve, reject) => {
+      res.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > maxBytes) {
+          res.destroy();
+          reject(tooLarge(maxBytes));
+          return;
+        }
+        chunks.push(c);
+      });
+      res.on('end', () => resolve());
+      res.on('error', (e) => reject(new DockerApiError(`download ${path} from container ${id}`, messageOf(e), undefined, { cause: e })));
+    });
+    return { chunks, size, stat };
+  }
+
+  async putArchive(id: string, path: string, tar: Buffer | AsyncIterable<Buffer>): Promise<void> {
+    const operation = `upload into ${path} of container ${id}`;
+    if (!Buffer.isBuffer(tar)) {
+      // Streamed as it is produced (archive-upload.ts); a failure while producing it aborts the request.
+      let answer: UploadAnswer;
+      try {
+        answer = await uploadArchiveStream({ socketPath: this.socketPath, idleTimeoutMs: this.#timeoutMs }, id, path, tar);
+      } catch (err) {
+        if (err instanceof RunlogError) throw err;
+        this.#fail(operation, err, { path });
+      }
+      if (answer.status !== 200) throw dockerAnswerError(operation, messageOf({ json: Buffer.from(answer.body) }), answer.status, { details: { path } });
+      return;
+    }
+    try {
+      await this.#docker.getContainer(id).putArchive(tar, { path, noOverwriteDirNonDir: 'true' });
+    } catch (err) {
+      this.#fail(operation, err, { path });
+    }
+  }
+
+  async inspectNetwork(name: string): Promise<NetworkInfo | null> {
+    try {
+      const n = (await this.#docker.getNetwork(name).inspect()) as { Name?: string; Driver?: string };
+      return { name: n.Name ?? name, driver: n.Driver ?? '' };
+    } catch (err) {
+      if (statusOf(err) === 404) return null;
+      this.#fail(`inspect network ${name}`, err);
+    }
+  }
+
+  async createNetwork(name: string, labels: Record<string, string>): Promise<void> {
+    try {
+      await this.#docker.createNetwork({ Name: name, Driver: 'bridge', CheckDuplicate: true, Labels: labels });
+    } catch (err) {
+      this.#fail(`create network ${name}`, err);
+    }
+  }
+
+  async subscribeEvents(opts: EngineEventOptions, onEvent: (e: EngineEvent) => void): Promise<EngineEventSubscription> {
+    const controller = new AbortController();
+    let stream: Readable;
+    try {
+      stream = (await this.#streaming.getEvents({
+        filters: { type: opts.types ?? ['container'], label: labelFilters(opts.labels) },
+        ...(opts.sinceSec !== undefined ? { since: Math.floor(opts.sinceSec) } : {}),
+        abortSignal: controller.signal,
+      } as Docker.GetEventsOptions)) as Readable; // why: the events stream is the HTTP response (a Readable); dockerode types it as NodeJS.ReadableStream
+    } catch (err) {
+      // Whatever kept the Engine from answering, the subscriber's answer is the same: not connected, retry.
+      throw new DockerUnavailableError(this.socketPath, messageOf(err), { cause: err });
+    }
+    let closed = false;
+    const ended = new Promise<Error | null>((resolve) => {
+      let buf = '';
+      stream.on('data', (chunk: Buffer | string) => {
+        buf += chunk.toString();
+        let nl: number;
+        while ((nl = buf.indexOf('\n')) >= 0) {
+          const line = buf.slice(0, nl).trim();
+          buf = buf.slice(nl + 1);
+          if (!line) continue;
+          let raw: { Type?: string; Action?: string; status?: string; id?: string; Actor?: { ID?: string; Attributes?: Record<string, string> }; time?: number; timeNano?: number };
+          try {
+            raw = JSON.parse(line) as typeof raw;
+          } catch {
+            continue; // not JSON: skip the line
+          }
+          const attributes = raw.Actor?.Attributes ?? {};
+          const exit = attributes.exitCode !== undefined ? Number(attributes.exitCode) : NaN;
+          try {
+            onEvent({
+              type: raw.Type ?? 'container',
+              action: raw.Action ?? raw.status ?? '',
+              id: raw.Actor?.ID ?? raw.id ?? '',
+              attributes,
+              exitCode: Number.isFinite(exit) ? exit : null,
+              time: raw.time ?? 0,
+              timeNano: raw.timeNano ?? 0,
+            });
+          } catch {
+            // a subscriber's bug must not end the subscription
+          }
+        }
+      });
+      stream.on('end', () => resolve(closed ? null : new Error('the Docker Engine closed its event stream')));
+      stream.on('close', () => resolve(closed ? null : new Error('the Docker Engine closed its event stream')));
+      stream.on('error', (e: Error) => resolve(closed ? null : e));
+    });
+    return {
+      ended,
+      close() {
+        closed = true;
+        controller.abort();
+        stream.destroy();
+      },
+    };
+  }
+}
+
+/** The Engine behind runlog's own types. Nothing is contacted until a method is called. */
+export function createDockerEngine(opts: DockerEngineOptions = {}): DockerEngine {
+  return new DockerodeEngine(opts);
+}
