@@ -5,6 +5,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
+import type { DockerEngine } from '../src/adapters/docker/docker-port.ts';
+import { createDockerEngine } from '../src/adapters/docker/dockerode-engine.ts';
 import { ContainerRunner, containerName } from '../src/adapters/sandbox/container-runner.ts';
 import { homeLayout } from '../src/adapters/sandbox/layout.ts';
 import { provisionToolsDir } from '../src/adapters/tools/provision.ts';
@@ -25,8 +27,9 @@ const ports = new TcpPortAllocator({ min: 23400, max: 23699 });
 let seq = 0;
 const nextId = (): string => `hello-${process.pid}-${++seq}`;
 
-const newRunner = (): ContainerRunner =>
+const newRunner = (engine?: DockerEngine): ContainerRunner =>
   new ContainerRunner({
+    ...(engine ? { engine } : {}),
     home: ws.home,
     workspaceDir: ws.workspace,
     rootfs: ROOTFS,
@@ -254,27 +257,30 @@ describe('ContainerRunner', () => {
     // subscriptions and lists containers. An exit reported half-way (container removed, nobody told) made it record
     // the instance `lost` (the SIGKILL variant of the daemon restart test).
     const manifest = ws.installHello({ sandbox: 'container' });
-    const first = newRunner();
     // Hold the watcher's removal of this container until the test lets it go.
     let armed = '';
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     let removing!: () => void;
     const removalStarted = new Promise<void>((r) => (removing = r));
-    const engine = (first as unknown as { docker: Docker }).docker;
-    const getContainer = engine.getContainer.bind(engine);
-    engine.getContainer = (cid: string) => {
-      const c = getContainer(cid);
-      const remove = c.remove.bind(c);
-      c.remove = (async (opts?: object) => {
-        if (armed !== '' && c.id === armed) {
-          removing();
-          await gate;
+    // The runner reaches Docker only through its engine port: this one holds removals of the armed container.
+    const real = createDockerEngine();
+    const gated: DockerEngine = new Proxy(real, {
+      get(target, prop) {
+        if (prop === 'removeContainer') {
+          return async (cid: string, opts?: { force?: boolean }) => {
+            if (armed !== '' && cid === armed) {
+              removing();
+              await gate;
+            }
+            return target.removeContainer(cid, opts);
+          };
         }
-        return remove(opts);
-      }) as typeof c.remove;
-      return c;
-    };
+        const value: unknown = Reflect.get(target, prop, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const first = newRunner(gated);
     const id = nextId();
     const r = await first.spawn(id, HELLO_APP_ID, ports.allocate(id), manifest);
     let told: ExitInfo | null = null;
