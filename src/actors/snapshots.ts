@@ -25,7 +25,7 @@ const SNAPSHOT_FORMAT = 1;
 function describe(value: unknown, seen: WeakSet<object>): unknown {
   if (typeof value === 'function') {
     const own: Record<string, unknown> = { fn: value.toString() };
-    for (const k of Object.keys(value).sort()) own[k] = describe((value as unknown as Record<string, unknown>)[k], seen);
+    for (const k of Object.keys(value).sort()) own[k] = describe(Reflect.get(value, k), seen);
     return own;
   }
   if (value === null || typeof value !== 'object') return value;

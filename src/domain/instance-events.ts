@@ -1,5 +1,5 @@
 // The instance machine's vocabulary: every event it takes, each with its data type. The machine reads these
-// types (no `data as Record<string, any>`), and whoever dispatches one is checked against them. Fields a
+// types (no untyped `data` record cast), and whoever dispatches one is checked against them. Fields a
 // log written by an older runlog may lack are optional: the upcasters (store/upcasters.ts) lift what they can,
 // the machine defaults the rest, so stored histories keep replaying.
 import type { SandboxKind } from './manifest.ts';

@@ -62,7 +62,7 @@ function inertScope(machine: AnyStateMachine): AnyActorScope {
       system: self.system,
       emit: () => {},
       actionExecutor: () => {},
-    } as unknown as AnyActorScope;
+    } as unknown as AnyActorScope; // why: XState's internal transition takes a scope; replay needs an inert one with only these members
     inertScopes.set(machine, scope);
   }
   return scope;

@@ -98,7 +98,7 @@ function stateOf(node: NodeLike): ChartState {
 }
 
 export function describeMachine(kind: string, machine: AnyStateMachine): MachineChart {
-  const root = stateOf(machine.root as unknown as NodeLike);
+  const root = stateOf(machine.root as unknown as NodeLike); // why: XState's StateNode is read through the few fields this chart needs
   const events = new Set<string>();
   const walk = (s: ChartState): void => {
     for (const t of s.transitions) if (t.event) events.add(t.event);

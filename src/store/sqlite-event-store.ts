@@ -659,7 +659,7 @@ export class SqliteEventStore implements EventStore {
   *iterateReplay(afterSeq = 0, pageSize = 512): IterableIterator<ReplayEvent> {
     this.replayPage ??= this.db
       .prepare('SELECT seq, stream, version, type, schema, data, at FROM events WHERE seq > ? ORDER BY seq LIMIT ?')
-      .raw(true) as unknown as Database.Statement<[number, number], ReplayRow>;
+      .raw(true) as unknown as Database.Statement<[number, number], ReplayRow>; // why: raw(true) rows are arrays; better-sqlite3's types keep the object row type
     const upcasters = this.upcasters;
     let cursor = afterSeq;
     for (;;) {
@@ -945,6 +945,7 @@ export class SqliteEventStore implements EventStore {
         cursor = before.seq;
       } else cursor = 0;
     }
+    // why: raw(true) rows are arrays; better-sqlite3's types keep the object row type
     const page = this.db.prepare(`SELECT ${CHAIN_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?`).raw(true) as unknown as Database.Statement<[number, number], ChainRow>;
     // Archived events (sqlite-archive.ts) leave holes in the seqs; the hash before each hole's end was recorded.
     const gapStmt = this.db.prepare('SELECT from_seq AS "from", hash FROM chain_gaps WHERE seq = ?') as Database.Statement<[number], { from: number; hash: Buffer }>;
@@ -1077,6 +1078,7 @@ export class SqliteEventStore implements EventStore {
 
 /** Migration 4: the chain of the events already in the log, computed in the migration's transaction. */
 function computeChain(db: Database.Database): void {
+  // why: raw(true) rows are arrays; better-sqlite3's types keep the object row type
   const page = db.prepare(`SELECT ${CHAIN_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT 2048`).raw(true) as unknown as Database.Statement<[number], ChainRow>;
   const set = db.prepare('UPDATE events SET hash = ? WHERE seq = ?');
   let prev: Buffer = GENESIS;

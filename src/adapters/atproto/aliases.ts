@@ -42,7 +42,7 @@ export function buildAliasRecord(target: StrongRef, opts: { createdAt?: string; 
     createdAt: opts.createdAt ?? new Date().toISOString(),
     ...(opts.description !== undefined ? { description: opts.description } : {}),
   };
-  parseAliasRecord(rec as unknown as JsonObject, 'alias');
+  parseAliasRecord(rec as unknown as JsonObject, 'alias'); // why: an AliasRecord is JSON by construction, but its interface has no index signature
   return rec;
 }
 

@@ -499,7 +499,7 @@ class DockerodeEngine implements DockerEngine {
   async getArchive(id: string, path: string, maxBytes: number, tooLarge: (max: number) => Error): Promise<{ chunks: Buffer[]; size: number; stat: PathStat | null }> {
     let res: IncomingMessage;
     try {
-      res = (await this.#streaming.getContainer(id).getArchive({ path })) as unknown as IncomingMessage;
+      res = (await this.#streaming.getContainer(id).getArchive({ path })) as unknown as IncomingMessage; // why: it is the HTTP response (its headers carry the path stat); dockerode types it as a stream
     } catch (err) {
       this.#fail(`download ${path} from container ${id}`, err, { path });
     }

@@ -320,6 +320,7 @@ export class ContainerRunner implements AppSandboxRunner {
   private track(rec: Omit<Tracked, 'expectingKill' | 'live' | 'detach' | 'exited'>, logs: LogBuffer, live: boolean, logsSince?: number): Tracked {
     const detach = new AbortController();
     const id = rec.containerId;
+    // why: the exit watcher below reads `t` itself; `exited` is set right after, before anything else reads it
     const t: Tracked = { ...rec, expectingKill: false, live, detach, exited: null as unknown as Promise<ExitInfo> };
     this.tracked.set(rec.instanceId, t);
 

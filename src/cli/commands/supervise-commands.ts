@@ -126,7 +126,7 @@ export const logsCommand: Command = {
       return EXIT.failure;
     }
     let buf = '';
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) { // why: Node's web ReadableStream is async-iterable; the DOM lib type does not say so
       if (io.closed) break; // nobody reads our output any more
       buf += Buffer.from(chunk).toString('utf8');
       let nl;

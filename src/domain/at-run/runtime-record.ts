@@ -294,7 +294,7 @@ export function validateRuntimeRecord(value: unknown, options: RuntimeValidation
   }
 
   if (!list.ok) return { ok: false, violations: list.items };
-  const record = value as unknown as RuntimeRecord;
+  const record = value as unknown as RuntimeRecord; // why: every field was checked above (list.ok)
   if (selectedIndex === undefined) return { ok: true, violations: [], record };
   const platform = record.platforms[selectedIndex]!;
   return { ok: true, violations: [], record, platform, image: parseDigestReference(platform.image) };
