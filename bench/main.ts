@@ -7,12 +7,13 @@ import { foldBenches } from './fold.bench.ts';
 import { heapBenches } from './heap.bench.ts';
 import { clusterBenches } from './cluster.bench.ts';
 import { recoveryBenches } from './recovery.bench.ts';
+import { replayBenches } from './replay.bench.ts';
 import { spawnBenches } from './spawn.bench.ts';
 import { startupBenches } from './startup.bench.ts';
 import { storeBenches } from './store.bench.ts';
 import { storePgBenches } from './store-pg.bench.ts';
 
-const benches: Bench[] = [...storeBenches, ...storePgBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...clusterBenches, ...startupBenches, ...foldBenches];
+const benches: Bench[] = [...storeBenches, ...storePgBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...clusterBenches, ...startupBenches, ...foldBenches, ...replayBenches];
 
 async function main(argv: string[]): Promise<number> {
   const json = argv.includes('--json');

@@ -119,6 +119,8 @@ export interface EventStore {
   getActor(id: string): ActorRow | undefined;
   /** The stream's newest snapshot (stores without a snapshot cache leave this out: actors are folded from events). */
   latestSnapshot?(stream: string): SnapshotRecord | undefined;
+  /** The newest snapshot at or before `version` (older ones are kept for `replay --to`); SQLite only. */
+  snapshotAtOrBefore?(stream: string, version: number): SnapshotRecord | undefined;
   /** Replaces the whole projection in one transaction (`runlog rebuild`). */
   replaceProjection(rows: readonly ActorRow[]): void;
   close(): void;

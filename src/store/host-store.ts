@@ -8,7 +8,7 @@ import type { NewEvent } from '../domain/events.ts';
 import type { IterateEventsOptions } from './sqlite-event-store.ts';
 
 /** What reading the log needs (ps, inspect, events, replay, export, the API). */
-export interface ReadableLog extends Pick<EventStore, 'read' | 'readAll' | 'streamVersion' | 'streams' | 'listActors' | 'getActor' | 'latestSnapshot'> {
+export interface ReadableLog extends Pick<EventStore, 'read' | 'readAll' | 'streamVersion' | 'streams' | 'listActors' | 'getActor' | 'latestSnapshot' | 'snapshotAtOrBefore'> {
   readonly file: string;
   lastSeq(): number;
   subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void): () => void;

@@ -107,6 +107,18 @@ export const MIGRATIONS: readonly string[] = [
      from_seq INTEGER NOT NULL,
      hash     BLOB    NOT NULL
    );`,
+  // 7: older snapshots (snapshots.ts): when an actor's snapshot is replaced by a newer one, the old one moves here,
+  // so `replay <id> --to <v>` starts from the newest snapshot at or before v. Actors that never reach 100 events
+  // have one snapshot (their terminal one) and nothing here. A cache like `snapshots`: deleting it changes no answer.
+  `CREATE TABLE snapshot_history (
+     stream      TEXT    NOT NULL,
+     version     INTEGER NOT NULL,
+     fingerprint TEXT    NOT NULL,
+     created_at  TEXT    NOT NULL,
+     state       TEXT    NOT NULL,
+     checksum    TEXT    NOT NULL,
+     PRIMARY KEY (stream, version)
+   ) WITHOUT ROWID;`,
 ];
 
 /** The migration that introduced the hash chain: applying it computes the chain of the events already there. */

@@ -236,12 +236,14 @@ export function archiveEnded(store: SqliteEventStore, options: ArchiveOptions): 
       );
       const delEvents = db.prepare('DELETE FROM events WHERE stream = ?');
       const delSnapshot = db.prepare('DELETE FROM snapshots WHERE stream = ?');
+      const delOlderSnapshots = db.prepare('DELETE FROM snapshot_history WHERE stream = ?');
       const unmark = db.prepare('UPDATE actors SET snapshot_version = NULL WHERE stream = ?');
       for (const a of planned) {
         const r = ranges.get(a.stream)!;
         tomb.run(a.stream, a.id, a.kind, a.state, a.status, a.version, a.created_at, a.updated_at, a.summary, id, r.first, r.last);
         delEvents.run(a.stream);
         delSnapshot.run(a.stream);
+        delOlderSnapshots.run(a.stream);
         unmark.run(a.stream);
       }
       const delGap = db.prepare('DELETE FROM chain_gaps WHERE seq = ?');

@@ -369,6 +369,7 @@ export class SqliteEventStore implements EventStore {
     maxSeq: Database.Statement<[], { s: number }>;
     setChainHead?: Database.Statement<[number, Buffer]>;
     putSnapshot?: Database.Statement<[string, number, string, string, string, string]>;
+    keepOlderSnapshot?: Database.Statement<[string, number]>;
     markSnapshot?: Database.Statement<[number, string]>;
     getSnapshot: Database.Statement<[string], SnapshotRow>;
   };
@@ -444,6 +445,7 @@ export class SqliteEventStore implements EventStore {
             chainHead: db.prepare('SELECT seq, hash FROM chain_head WHERE id = 1'),
             setChainHead: db.prepare('INSERT INTO chain_head (id, seq, hash) VALUES (1, ?, ?) ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash'),
             putSnapshot: db.prepare('INSERT OR REPLACE INTO snapshots (stream, version, fingerprint, created_at, state, checksum) VALUES (?, ?, ?, ?, ?, ?)'),
+            keepOlderSnapshot: db.prepare('INSERT OR REPLACE INTO snapshot_history SELECT stream, version, fingerprint, created_at, state, checksum FROM snapshots WHERE stream = ? AND version < ?'),
             markSnapshot: db.prepare('UPDATE actors SET snapshot_version = ? WHERE stream = ?'),
           }),
     };
@@ -992,12 +994,20 @@ export class SqliteEventStore implements EventStore {
   }
 
   private putSnapshotRow(r: SnapshotRecord): void {
+    this.stmt.keepOlderSnapshot!.run(r.stream, r.version); // the one it replaces stays usable for replay --to
     this.stmt.putSnapshot!.run(r.stream, r.version, r.fingerprint, r.createdAt, r.state, r.checksum);
     this.stmt.markSnapshot!.run(r.version, r.stream);
   }
 
   latestSnapshot(stream: string): SnapshotRecord | undefined {
     const r = this.stmt.getSnapshot.get(stream);
+    return r ? toSnapshot(r) : undefined;
+  }
+
+  snapshotAtOrBefore(stream: string, version: number): SnapshotRecord | undefined {
+    const r = this.db
+      .prepare('SELECT * FROM (SELECT * FROM snapshots WHERE stream = ? AND version <= ? UNION ALL SELECT * FROM snapshot_history WHERE stream = ? AND version <= ?) ORDER BY version DESC LIMIT 1')
+      .get(stream, version, stream, version) as SnapshotRow | undefined;
     return r ? toSnapshot(r) : undefined;
   }
 
@@ -1027,6 +1037,7 @@ export class SqliteEventStore implements EventStore {
       this.beforeWrite();
       this.db.transaction(() => {
         this.db.prepare('DELETE FROM snapshots').run();
+        this.db.prepare('DELETE FROM snapshot_history').run();
         this.db.prepare('UPDATE actors SET snapshot_version = NULL').run();
         for (const r of records) {
           this.putSnapshotRow(r);

@@ -7,6 +7,7 @@ import { closeSync, createReadStream, openSync, readFileSync, readSync, statSync
 import { createInterface } from 'node:readline';
 import { createGunzip } from 'node:zlib';
 import { replayEvents, resolveActor, type ReplayView } from '../../actors/inspection.ts';
+import { decodeSnapshot } from '../../actors/snapshots.ts';
 import { NotFoundError, ReplayError, UsageError, ValidationError } from '../../domain/errors.ts';
 import { rejectedType, streamName, toMachineEvent, type ActorKind, type MachineEvent, type RecordedEvent } from '../../domain/events.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
@@ -339,9 +340,9 @@ function liftEvent(kind: ActorKind, e: RecordedEvent, upcasters: UpcasterRegistr
 class Stepper {
   private snapshot: AnySnapshot;
   private readonly machine;
-  constructor(readonly kind: ActorKind) {
+  constructor(readonly kind: ActorKind, from?: AnySnapshot) {
     this.machine = machines[kind];
-    this.snapshot = initialSnapshot(this.machine);
+    this.snapshot = from ?? initialSnapshot(this.machine);
   }
   next(e: RecordedEvent): Step {
     const event: MachineEvent & { version: number } = { ...toMachineEvent(e), version: e.version };
@@ -460,8 +461,13 @@ export async function replayFromLog(io: Io, store: ReadableLog, id: string, opti
   const ref = resolveActor(store, id);
   const version = store.streamVersion(ref.stream);
   if (options.to !== undefined && options.to > version) throw new ReplayError(`${ref.id} has ${version} events; cannot replay to ${options.to}`, { id: ref.id, to: options.to });
-  const events = store.iterateEvents({ stream: ref.stream, ...(options.to !== undefined ? { to: options.to } : {}) });
-  await printReplayStream(io, { kind: ref.kind, id: ref.id, version }, events, options);
+  // State at a version: from the newest usable snapshot at or before it (snapshots.ts), folding only the events
+  // after it; the transitions before the snapshot are not printed (replay without --to prints them all).
+  const cached = options.to !== undefined ? store.snapshotAtOrBefore?.(ref.stream, options.to) : undefined;
+  const restored = cached ? decodeSnapshot(machines[ref.kind], cached) : null;
+  const start = restored ? { version: cached!.version, snapshot: restored } : undefined;
+  const events = store.iterateEvents({ stream: ref.stream, ...(start ? { from: start.version + 1 } : {}), ...(options.to !== undefined ? { to: options.to } : {}) });
+  await printReplayStream(io, { kind: ref.kind, id: ref.id, version }, events, { ...options, ...(start ? { start } : {}) });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -525,13 +531,16 @@ export async function printReplayStream(
   io: Io,
   actor: { kind: ActorKind; id: string; version: number },
   events: Iterable<RecordedEvent> | AsyncIterable<RecordedEvent>,
-  options: { step: boolean; to: number | undefined },
+  options: { step: boolean; to: number | undefined; start?: { version: number; snapshot: AnySnapshot } },
 ): Promise<void> {
-  const stepper = new Stepper(actor.kind);
-  let prev: Record<string, unknown> = initialMachineContext(actor.kind);
+  const start = options.start;
+  const stepper = new Stepper(actor.kind, start?.snapshot);
+  let prev: Record<string, unknown> = start ? (start.snapshot.context as Record<string, unknown>) : initialMachineContext(actor.kind);
   let last: Step | undefined;
   let first = true;
-  if (io.json) io.out(`{"id":${JSON.stringify(actor.id)},"kind":${JSON.stringify(actor.kind)},"version":${actor.version},"steps":[`);
+  // From a snapshot: `from` is the version it stands at, and steps begin after it.
+  if (io.json) io.out(`{"id":${JSON.stringify(actor.id)},"kind":${JSON.stringify(actor.kind)},"version":${actor.version},${start ? `"from":${start.version},` : ''}"steps":[`);
+  else if (start) io.out(`v1–v${start.version}: from the snapshot at v${start.version} (${stateName(start.snapshot)}); replay without --to prints every transition`);
   for await (const e of events) {
     if (options.to !== undefined && e.version > options.to) break;
     if (io.closed) return;
@@ -548,9 +557,9 @@ export async function printReplayStream(
       if (wait) await wait;
     }
   }
-  const to = last?.version ?? 0;
-  const state = last?.to ?? 'new';
-  const context = last?.context ?? {};
+  const to = last?.version ?? start?.version ?? 0;
+  const state = last?.to ?? (start ? stateName(start.snapshot) : 'new');
+  const context = last?.context ?? (start?.snapshot.context as Record<string, unknown> | undefined) ?? {};
   if (io.json) {
     io.out(`],"to":${to},"state":${JSON.stringify(state)},"context":${JSON.stringify(context)}}`);
     return;
