@@ -2,17 +2,23 @@
 // of its own as each host has) sharing one log on the real PostgreSQL server, with real apps (Docker and
 // PRoot). Leases and fencing:
 // - SIGSTOP a supervisor past its lease: a survivor takes its actors over and records them lost; after SIGCONT
-//   the woken supervisor's appends for them are refused (fenced) and the log does not move;
+//   the woken supervisor's appends for them are refused (fenced), the log does not move, and its container of
+//   the instance is killed (it no longer owns it);
 // - kill -9 one of three during a burst of spawns: every acknowledged spawn is in the log, owned by a survivor
-//   within the lease TTL plus a beat, and recorded lost; nothing is owned by the dead node.
+//   within the lease TTL plus a beat; instances whose restart policy restarts them run again on a survivor (once),
+//   the others are recorded lost; nothing is owned by the dead node;
+// - kill -9 during executions: one whose supervisor stays away past the collect grace is failed (lost) by a
+//   survivor, and its container is removed when that supervisor comes back; one whose supervisor comes back in
+//   time is collected by it (succeeded, run once), and the survivor records nothing about it.
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { HELLO_APP_DIR, requireDocker, requireProot, until } from './support/apps.ts';
+import { alive, HELLO_APP_DIR, requireDocker, requireProot, until } from './support/apps.ts';
+import { helloApp } from './support/child-supervisor.ts';
 import { runCli, startServe, type Served } from './support/cli-process.ts';
-import { cleanupTestContainers } from './support/docker.ts';
+import { cleanupTestContainers, docker } from './support/docker.ts';
 import { dropSchemas, requirePostgres, testSchema } from './support/postgres.ts';
 
 const TTL = 2000;
@@ -66,7 +72,7 @@ const ps = (store: string): any[] => {
 };
 
 describe('a cluster of supervisors on PostgreSQL', () => {
-  it('SIGSTOP past the lease: a survivor takes over and records the instance lost; the woken supervisor is fenced and the log does not move', { timeout: 600_000 }, async () => {
+  it('SIGSTOP past the lease: a survivor takes over and restarts the instance; the woken supervisor is fenced, kills its own sandbox of it, and the log does not move', { timeout: 600_000 }, async () => {
     await requireDocker();
     url = await requirePostgres();
     const root = mkdtempSync(join(tmpdir(), 'runlog-cluster-'));
@@ -76,61 +82,83 @@ describe('a cluster of supervisors on PostgreSQL', () => {
     const a = await startNode(root, 'a', store);
     const b = await startNode(root, 'b', store);
     const id = `fence-${process.pid}`;
+    // hello-app restarts on failure: the survivor restarts it on its own host.
     const spawned = runCli(['spawn', HELLO_APP_DIR, '--sandbox', 'container', '--id', id, '--json'], { home: a.home, timeoutMs: 240_000 });
     expect(spawned.code, spawned.stderr).toBe(0);
     expect(JSON.parse(spawned.stdout)).toMatchObject({ id, state: 'running' });
     expect(await sql(schema, 'SELECT node FROM leases WHERE stream = $1', [`instance-${id}`])).toEqual([{ node: 'a' }]);
+    const containers = (node: string) => docker.listContainers({ filters: JSON.stringify({ label: [`runlog.stream=instance-${id}`, `runlog.node=${node}`] }) });
+    expect(await containers('a')).toHaveLength(1);
 
     a.s.child.kill('SIGSTOP');
-    const lost = await until('b records the instance lost', () => ps(store).find((r) => r.id === id && r.state === 'lost'), TTL * 10, 200);
-    // b holds the lease now, or has given it back already (a lost instance has ended).
-    expect((await sql<{ node: string }>(schema, 'SELECT node FROM leases WHERE stream = $1', [`instance-${id}`])).map((r) => r.node)).not.toContain('a');
-    const events = runCli(['events', id, '--json', '--store', store]);
-    const history = events.stdout.trim().split('\n').map((l) => JSON.parse(l));
-    expect(history.at(-1)).toMatchObject({ type: 'instance.lost', meta: { source: 'cluster' }, data: { evidence: { node: 'a', takenOverBy: 'b' } } });
+    const history = await until('b records the instance lost with its node and runs it again', () => {
+      const h = runCli(['events', id, '--json', '--store', store]).stdout.trim().split('\n').map((l) => JSON.parse(l));
+      return h.at(-1)?.type === 'instance.running' && h.some((e) => e.type === 'instance.crashed') ? h : null;
+    }, 120_000, 300).catch((err: Error) => {
+      throw new Error(`${err.message}\nevents: ${runCli(['events', id, '--json', '--store', store]).stdout}\nb: ${b.s.stderr().slice(-3000)}`);
+    });
+    const crashes = history.filter((e) => e.type === 'instance.crashed');
+    expect(crashes).toHaveLength(1);
+    expect(crashes[0]).toMatchObject({ meta: { source: 'cluster' }, data: { reason: 'node-lost', evidence: { node: 'a', takenOverBy: 'b' } } });
+    expect(history.slice(history.indexOf(crashes[0])).filter((e) => e.type === 'instance.spawned')).toHaveLength(1);
+    expect(await sql(schema, 'SELECT node FROM leases WHERE stream = $1', [`instance-${id}`])).toEqual([{ node: 'b' }]);
+    expect(await containers('b')).toHaveLength(1);
 
     a.s.child.kill('SIGCONT');
-    // The woken supervisor lets go of the instance (its lease renewal finds the lease taken) and records nothing
-    // more about it: a stop through it sees the instance lost (stopping a stopped instance succeeds) and appends
-    // nothing. (That an append with a lease that expired or was taken is refused in its transaction is shown
-    // directly in store-pg-fencing.int.test.ts.)
+    // The woken supervisor lets go of the instance (its lease renewal finds the lease taken): its container is
+    // killed (the log says the instance runs on b), and it records nothing more about it — a stop through it is
+    // refused (FENCED) and appends nothing. (That an append with a lease that expired or was taken is refused in
+    // its transaction is shown directly in store-pg-fencing.int.test.ts.)
     await until('a notices it lost the lease', () => a.s.stderr().includes('lost the lease'), TTL * 5, 100);
+    await until('a\'s container of the instance is no longer running', async () => (await containers('a')).length === 0, 30_000, 200);
     const stop = runCli(['stop', id, '--json'], { home: a.home, timeoutMs: 120_000 });
-    expect(stop.code, stop.stderr).toBe(0);
-    expect(JSON.parse(stop.stdout)).toMatchObject({ id, state: 'lost' });
-    const after = runCli(['events', id, '--json', '--store', store]);
-    expect(after.stdout).toBe(events.stdout); // not one event more
-    expect(lost.version).toBe(history.length);
+    expect(stop.code).not.toBe(0);
+    expect(stop.stdout + stop.stderr).toContain('FENCED');
+    const after = runCli(['events', id, '--json', '--store', store]).stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(after).toEqual(history); // not one event more
+    expect(ps(store).find((r) => r.id === id)).toMatchObject({ state: 'running', version: history.length });
+    expect(await containers('b')).toHaveLength(1);
 
     for (const n of [a, b]) n.s.child.kill('SIGTERM');
     for (const n of [a, b]) expect(await n.s.exit).toBe(0);
   });
 
-  it('kill -9 one of three during a burst of spawns: every acknowledged spawn is in the log, owned by a survivor and recorded lost', { timeout: 600_000 }, async () => {
+  it('kill -9 one of three during a burst of spawns: every acknowledged spawn is in the log, owned by a survivor; restartable instances run again there, the others are recorded lost', { timeout: 600_000 }, async () => {
     requireProot();
     url = await requirePostgres();
     const root = mkdtempSync(join(tmpdir(), 'runlog-cluster-'));
     roots.push(root);
     const schema = testSchema('kill');
     const store = `${url}?schema=${schema}`;
+    // hello-app restarts on failure; this copy never does.
+    const never = helloApp(root, { appId: 'com.example.never', restart: { policy: 'never', maxRestarts: 0, backoffMs: 500, maxBackoffMs: 500 } });
     const [a, b, c] = [await startNode(root, 'a', store), await startNode(root, 'b', store), await startNode(root, 'c', store)];
     // A burst on a, some on b and c too; a dies while its last spawns are in flight.
-    const acknowledged: { id: string; node: string }[] = [];
-    const burst = (n: Node, k: number) =>
-      Array.from({ length: k }, (_, i) => `${n.name}${i}-${process.pid}`).map(
+    const acknowledged: { id: string; node: string; restarts: boolean }[] = [];
+    const refused: string[] = [];
+    const burst = (n: Node, k: number, app = HELLO_APP_DIR, tag = '') =>
+      Array.from({ length: k }, (_, i) => `${n.name}${tag}${i}-${process.pid}`).map(
         (id) =>
           new Promise<void>((resolve) => {
-            const r = runCli(['spawn', HELLO_APP_DIR, '--sandbox', 'proot', '--id', id, '--json'], { home: n.home, timeoutMs: 120_000 });
-            if (r.code === 0 && JSON.parse(r.stdout).state === 'running') acknowledged.push({ id, node: n.name });
+            const r = runCli(['spawn', app, '--sandbox', 'proot', '--id', id, '--json'], { home: n.home, timeoutMs: 120_000 });
+            if (r.code === 0 && JSON.parse(r.stdout).state === 'running') acknowledged.push({ id, node: n.name, restarts: app === HELLO_APP_DIR });
+            else refused.push(`${id}: ${r.stdout} ${r.stderr}`);
             resolve();
           }),
       );
-    await Promise.all([...burst(a, 3), ...burst(b, 1), ...burst(c, 1)]);
-    expect(acknowledged.filter((x) => x.node === 'a').length).toBe(3);
+    await Promise.all([...burst(a, 3, never, 'n'), ...burst(a, 2), ...burst(b, 1), ...burst(c, 1)]);
+    expect(acknowledged.filter((x) => x.node === 'a').length, refused.join('\n')).toBe(5);
+    const spawnedPid = (id: string, on: string) => {
+      const history = runCli(['events', id, '--json', '--store', store]).stdout.trim().split('\n').map((l) => JSON.parse(l));
+      return history.filter((e) => e.type === 'instance.spawned').map((e) => ({ pid: e.data.pid as number, on })).at(-1)!;
+    };
+    const firstRun = acknowledged.filter((x) => x.restarts && x.node === 'a').map((x) => spawnedPid(x.id, 'a'));
     const killedAt = Date.now();
     a.s.child.kill('SIGKILL');
     await a.s.exit;
     const onA = acknowledged.filter((x) => x.node === 'a').map((x) => `instance-${x.id}`);
+    const lostOnA = acknowledged.filter((x) => x.node === 'a' && !x.restarts).map((x) => `instance-${x.id}`);
+    const restartedOnA = acknowledged.filter((x) => x.restarts && x.node === 'a').map((x) => `instance-${x.id}`);
     await until('every lease of a owned by a survivor', async () => {
       // Only an owner gives a lease back (after recording its actor ended): a lease of a's that is gone was a survivor's.
       const rows = await sql<{ node: string }>(schema, 'SELECT node FROM leases WHERE stream = ANY($1)', [onA]);
@@ -139,18 +167,38 @@ describe('a cluster of supervisors on PostgreSQL', () => {
     const tookMs = Date.now() - killedAt;
     // Owned again within the lease TTL plus a beat of the survivors (TTL/3) and some slack for a loaded machine.
     expect(tookMs).toBeLessThan(TTL + TTL / 3 + 3000);
-    const rows = await until('a\'s instances recorded lost', () => {
+    const rows = await until('a\'s instances recorded lost, the restartable ones running again', () => {
       const all = ps(store);
-      return onA.every((s) => all.find((r) => `instance-${r.id}` === s)?.state === 'lost') ? all : null;
-    }, TTL * 10, 200);
+      const state = (s: string) => all.find((r) => `instance-${r.id}` === s)?.state;
+      return lostOnA.every((s) => state(s) === 'lost') && restartedOnA.every((s) => state(s) === 'running') ? all : null;
+    }, 120_000, 200);
     // Every acknowledged spawn is in the log; the survivors' own are running still, owned by themselves.
     for (const x of acknowledged) expect(rows.find((r) => r.id === x.id), x.id).toBeDefined();
     for (const x of acknowledged.filter((y) => y.node !== 'a')) expect(rows.find((r) => r.id === x.id).state).toBe('running');
     expect(await sql(schema, "SELECT count(*)::int AS n FROM leases WHERE node = 'a'")).toEqual([{ n: 0 }]);
-    // The log is gapless and each lost instance has exactly one lost event.
+    // The restarted ones are leased to the survivor that restarted them, and run once: their process on a died
+    // with a (PRoot's watchdog), the new one is the survivor's.
+    const leased = await sql<{ stream: string; node: string }>(schema, 'SELECT stream, node FROM leases WHERE stream = ANY($1)', [restartedOnA]);
+    expect(leased.map((l) => l.stream).sort()).toEqual([...restartedOnA].sort());
+    for (const p of firstRun) await until(`a's process ${p.pid} is gone`, () => !alive(p.pid), 10_000, 100);
+    for (const [i, s] of restartedOnA.entries()) {
+      const now = spawnedPid(s.replace(/^instance-/, ''), leased.find((l) => l.stream === s)!.node);
+      expect(now.pid).not.toBe(firstRun[i]!.pid);
+      expect(alive(now.pid)).toBe(true);
+    }
+    // The log is gapless; each lost instance has exactly one lost event, each restarted one exactly one node-lost
+    // crash (recorded by the survivor that took it) and one spawn after it.
     const all = runCli(['events', '--all', '--json', '--store', store]).stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(all.map((e) => e.seq)).toEqual(all.map((_, i) => i + 1));
-    for (const s of onA) expect(all.filter((e) => e.stream === s && e.type === 'instance.lost').length).toBe(1);
+    for (const s of lostOnA) expect(all.filter((e) => e.stream === s && e.type === 'instance.lost').length).toBe(1);
+    for (const s of restartedOnA) {
+      const history = all.filter((e) => e.stream === s);
+      const crashes = history.filter((e) => e.type === 'instance.crashed');
+      expect(crashes).toHaveLength(1);
+      expect(crashes[0]).toMatchObject({ data: { reason: 'node-lost', evidence: { node: 'a', takenOverBy: leased.find((l) => l.stream === s)!.node } }, meta: { source: 'cluster' } });
+      expect(history.slice(history.indexOf(crashes[0])).filter((e) => e.type === 'instance.spawned')).toHaveLength(1);
+      expect(history.some((e) => e.type === 'instance.lost')).toBe(false);
+    }
     for (const n of [b, c]) n.s.child.kill('SIGTERM');
     for (const n of [b, c]) expect(await n.s.exit).toBe(0);
   });

@@ -106,6 +106,7 @@ export class InstanceSupervisor {
             dockerSocketPath: this.opts.parts.dockerSocket,
             ...(this.opts.containerNetwork ? { network: this.opts.containerNetwork } : {}),
             extraLabels: { 'runlog.home': this.opts.home, ...this.opts.containerLabels },
+            ...(this.opts.containerLabels?.['runlog.node'] ? { node: this.opts.containerLabels['runlog.node'] } : {}),
           });
     this.runners[kind] = made;
     return made;
@@ -172,6 +173,18 @@ export class InstanceSupervisor {
     if (existsSync(target)) renameSync(target, old);
     renameSync(fresh, target);
     rmSync(old, { recursive: true, force: true });
+  }
+
+  /**
+   * The runners run an app from this node's workspace. An instance another cluster node spawned (restarted here
+   * after its node was lost) names that node's copy: installed here from it when this host can read it (one
+   * machine, shared storage); on hosts that cannot, the app must be installed on every node (`runlog spawn`
+   * there once, or the same workspace path).
+   */
+  private installFromSpec(spec: InstanceSpec): void {
+    const target = join(this.appsDir, spec.appId);
+    if (existsSync(target) || resolve(spec.appDir) === target || !existsSync(join(spec.appDir, MANIFEST_FILE))) return;
+    this.install(spec.appDir, target);
   }
 
   /**
@@ -253,6 +266,7 @@ export class InstanceSupervisor {
     const runner = this.runner(spec.sandbox);
     let manifest: AppManifest;
     try {
+      this.installFromSpec(spec);
       manifest = { ...loadManifest(spec.appDir), sandbox: spec.sandbox, tools: spec.tools };
     } catch (err) {
       await ctx.dispatch({ type: 'instance.spawn-failed', data: { reason: 'spawn-error', code: (err as RunlogError).code ?? 'MANIFEST_INVALID', message: (err as Error).message } });
@@ -344,6 +358,19 @@ export class InstanceSupervisor {
     const runner = this.runner(this.sandboxOf(actor));
     if (runner.getPort(actor.id) === null) return;
     await runner.forceKill(actor.id);
+  }
+
+  /**
+   * This node lost the instance's lease (it was paused or cut off and another node took it over, recorded it
+   * lost and maybe restarted it there): its sandbox here must not run on beside that. Killed without a word in
+   * the log (this node may not append for it any more); its exit is not reported.
+   */
+  async relinquish(instanceId: string): Promise<void> {
+    this.exitSubscriptions.get(instanceId)?.();
+    this.exitSubscriptions.delete(instanceId);
+    for (const runner of Object.values(this.runners)) {
+      if (runner && runner.getPort(instanceId) !== null) await runner.forceKill(instanceId).catch(() => undefined);
+    }
   }
 
   /** After a restart, an adopted container gets its exit watcher and log stream back; no hooks run. */

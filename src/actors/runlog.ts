@@ -71,6 +71,11 @@ export interface RunlogOptions {
   node?: string;
   /** How long a lease lives without renewal (ms, default 15000): the time a survivor waits before taking over. */
   leaseTtlMs?: number;
+  /**
+   * How long after its lease expired an execution's node may still come back and collect the result before a
+   * survivor records it failed (lost) (ms, default: the lease TTL).
+   */
+  collectGraceMs?: number;
   /** Rehydrate live actors and run effects (default true). false = inspection (read-only unless readOnly: false). */
   supervise?: boolean;
   /**
@@ -248,7 +253,7 @@ async function openStore(options: RunlogOptions, db: string, readOnly: boolean, 
     url: pgUrl,
     projections: [actorsProjection()],
     actorRows: { projection: ACTORS_PROJECTION },
-    ...(node ? { node: { name: node, leaseTtlMs: options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS } } : {}),
+    ...(node ? { node: { name: node, leaseTtlMs: options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS, ...(options.collectGraceMs !== undefined ? { collectGraceMs: options.collectGraceMs } : {}) } } : {}),
     ...(options.now ? { now: options.now } : {}),
   });
 }
@@ -349,7 +354,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       // Leases reclaimed from an earlier run of this node whose actors have ended are given back.
       const live = new Set(rehydrated.map((a) => a.stream));
       for (const s of pgStore.leases!.held.keys()) if (!live.has(s)) pgStore.letGo(s);
-      pgStore.startLeases(clusterListener(hostRef, node, (s) => pgStore.letGo(s), log));
+      pgStore.startLeases(clusterListener(hostRef, node, { letGo: (s) => pgStore.letGo(s), resume: (a) => timers.resume(a), relinquish: (id) => instances.relinquish(id), log }));
     }
     if (options.reconcile ?? true) {
       // Pre-started sandboxes of an earlier supervisor are removed (and recorded) first, but for one a live

@@ -38,6 +38,8 @@ export type CrashReason =
   | 'spawn-error'
   | 'lifecycle-failed'
   | 'supervisor-restart'
+  /** Its node's supervisor is gone (a cluster survivor took its lease): the restart policy restarts it on a live node. */
+  | 'node-lost'
   | 'effect-failed';
 
 /** What the reconciler saw that made it record an event (kept with the event, for `runlog inspect`). */

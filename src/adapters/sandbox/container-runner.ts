@@ -73,6 +73,12 @@ export interface ContainerRunnerConfig {
   memoryBytes?: number;
   pidsLimit?: number;
   warn?: (message: string) => void;
+  /**
+   * The cluster node this runner belongs to: its containers are named `runlog-<node>--<id>`, so supervisors of
+   * one cluster that share a Docker daemon (one machine) never clash on a name when one restarts an instance
+   * another node's container of still exists (that node paused or dead).
+   */
+  node?: string;
 }
 
 interface Tracked {
@@ -92,11 +98,12 @@ interface Tracked {
 const LABEL = runnerLabel('container');
 export const DEFAULT_NETWORK = 'runlog-net';
 
-/** `runlog-<id>`: Docker names and hostnames take [a-zA-Z0-9.-]; a changed or long id gets a hash suffix. */
-export function containerName(instanceId: string): string {
-  const clean = instanceId.toLowerCase().replace(/[^a-z0-9.-]/g, '-').replace(/^[.-]+/, '');
-  if (clean === instanceId && clean.length <= 56) return `runlog-${clean}`;
-  const hash = createHash('sha256').update(instanceId).digest('hex').slice(0, 8);
+/** `runlog-<id>` (`runlog-<node>--<id>` on a cluster node): Docker names and hostnames take [a-zA-Z0-9.-]; a changed or long one gets a hash suffix. */
+export function containerName(instanceId: string, node?: string): string {
+  const id = node ? `${node}--${instanceId}` : instanceId;
+  const clean = id.toLowerCase().replace(/[^a-z0-9.-]/g, '-').replace(/^[.-]+/, '');
+  if (clean === id && clean.length <= 56) return `runlog-${clean}`;
+  const hash = createHash('sha256').update(id).digest('hex').slice(0, 8);
   return `runlog-${clean.slice(0, 47).replace(/[.-]+$/, '')}-${hash}`;
 }
 
@@ -119,7 +126,7 @@ const instanceIdOf = (labels: Record<string, string>): string => {
 
 export class ContainerRunner implements AppSandboxRunner {
   readonly kind = 'container' as const;
-  private readonly cfg: Required<Omit<ContainerRunnerConfig, 'warn' | 'extraLabels' | 'engine'>> & Pick<ContainerRunnerConfig, 'warn'> & { extraLabels: Record<string, string> };
+  private readonly cfg: Required<Omit<ContainerRunnerConfig, 'warn' | 'extraLabels' | 'engine' | 'node'>> & Pick<ContainerRunnerConfig, 'warn' | 'node'> & { extraLabels: Record<string, string> };
   private readonly engine: DockerEngine;
   private readonly layout: HomeLayout;
   private readonly tracked = new Map<string, Tracked>();
@@ -223,7 +230,7 @@ export class ContainerRunner implements AppSandboxRunner {
     mkdirSync(L.appDataDir(appId), { recursive: true });
     const bashrc = ensureBashrc(L);
 
-    const name = containerName(instanceId);
+    const name = containerName(instanceId, this.cfg.node);
     await this.clearStaleContainer(name, instanceId);
 
     const wantsDocker = manifest.tools.includes('docker') || manifest.tools.includes('*');

@@ -52,7 +52,7 @@ export interface PgHostStoreOptions {
    * Supervising as one node of a cluster: this node's name and its leases' time to live. Each live actor it
    * creates or takes over is leased to it, and every append to an actor's stream is fenced by that lease.
    */
-  node?: { name: string; leaseTtlMs: number };
+  node?: { name: string; leaseTtlMs: number; collectGraceMs?: number };
 }
 
 /** What the cluster tells the supervisor about leases (see runlog.ts / actors/cluster.ts). */
@@ -108,7 +108,7 @@ export class PgHostStore implements HostStore {
     private readonly options: PgHostStoreOptions,
   ) {
     this.file = pg.description;
-    this.leases = options.node ? new Leases(pg, options.node.name, options.node.leaseTtlMs) : null;
+    this.leases = options.node ? new Leases(pg, options.node.name, options.node.leaseTtlMs, options.node.collectGraceMs ?? options.node.leaseTtlMs) : null;
     this.rowsProjection = options.actorRows?.projection ?? 'actors';
     this.toRow = options.actorRows?.toRow ?? (({ snapshot: _s, rev: _r, ...row }: any) => row as ActorRow);
   }
@@ -262,11 +262,14 @@ export class PgHostStore implements HostStore {
     const t0 = this.onAppend ? performance.now() : 0;
     const fence = this.leases ? { fence: { node: this.leases.node, tokens: this.leases.held } } : {};
     const results = appends.length > 0 ? await this.pg.appendMany(appends, fence) : [];
+    const fenced: string[] = [];
     results.forEach((o, i) => {
-      if (!o.ok && o.error instanceof FencedError) this.leases?.held.delete(sent[i]!.stream);
+      if (!o.ok && o.error instanceof FencedError && this.leases?.held.delete(sent[i]!.stream)) fenced.push(sent[i]!.stream);
       // An actor that ended gives its lease back at the next beat.
       if (o.ok && sent[i]!.options.projection?.status === 'terminal') this.ending.add(sent[i]!.stream);
     });
+    // A lease found taken at append time is lost like one found taken at renewal (the listener lets go of it).
+    if (fenced.length > 0) queueMicrotask(() => this.listener?.lost(fenced));
     if (this.onAppend) this.onAppend((performance.now() - t0) / 1000, results.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0));
     // Into the copy, in position order, before anyone hears of it.
     await this.serial(async () => {

@@ -22,6 +22,11 @@ export class Leases {
     private readonly pg: PgEventStore,
     readonly node: string,
     readonly ttlMs: number,
+    /**
+     * How long after an execution's lease expired its node may still come back and collect the result (its
+     * sandbox may well run on): only then do survivors take the lease (and record the execution failed, lost).
+     */
+    readonly collectGraceMs = ttlMs,
   ) {}
 
   private get ttl(): string {
@@ -83,17 +88,20 @@ export class Leases {
   }
 
   /**
-   * Takes over leases other nodes let expire (at most `limit` per call). A lease whose row an append is holding
+   * Takes over leases other nodes let expire (at most `limit` per call; an execution's only after the collect
+   * grace too). A lease whose row an append is holding
    * (FOR SHARE) is skipped this time: that append either commits before its lease is taken, or is refused after.
    */
   async takeExpired(limit = 500): Promise<TakenLease[]> {
     const rows = await this.pg.sql<{ stream: string; token: number; previous: string }>(
       `WITH t AS (
-         SELECT stream, node FROM leases WHERE expires_at < clock_timestamp() AND node <> $1 ORDER BY stream LIMIT $3 FOR UPDATE SKIP LOCKED
+         SELECT stream, node FROM leases
+         WHERE node <> $1 AND expires_at < clock_timestamp() - CASE WHEN stream LIKE 'execution-%' THEN $4::interval ELSE interval '0' END
+         ORDER BY stream LIMIT $3 FOR UPDATE SKIP LOCKED
        )
        UPDATE leases l SET node = $1, token = nextval('lease_tokens'), expires_at = clock_timestamp() + $2::interval
        FROM t WHERE l.stream = t.stream RETURNING l.stream, l.token, t.node AS previous`,
-      [this.node, this.ttl, limit],
+      [this.node, this.ttl, limit, `${Math.max(0, Math.round(this.collectGraceMs))} milliseconds`],
     );
     for (const r of rows) this.held.set(r.stream, r.token);
     return rows;
