@@ -139,6 +139,7 @@ export function archiveEnded(store: SqliteEventStore, options: ArchiveOptions): 
 
   const streams = new Set(planned.map((a) => a.stream));
   const head = (db.prepare('SELECT seq, hash FROM chain_head WHERE id = 1').get() as { seq: number; hash: Buffer } | undefined) ?? { seq: 0, hash: GENESIS };
+  // why: raw(true) rows are arrays; better-sqlite3's types keep the object row type
   const page = db.prepare(`SELECT ${CHAIN_COLUMNS} FROM events WHERE stream = ? AND version > ? ORDER BY version LIMIT 1024`).raw(true) as unknown as Database.Statement<[string, number], ChainRow>;
   const at = db.prepare('SELECT stream, hash FROM events WHERE seq = ?') as Database.Statement<[number], { stream: string; hash: Buffer }>;
   const gapAt = db.prepare('SELECT from_seq AS "from", hash FROM chain_gaps WHERE seq = ?') as Database.Statement<[number], { from: number; hash: Buffer }>;
