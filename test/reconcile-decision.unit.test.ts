@@ -73,32 +73,33 @@ type Row = [string, string, string | null, string[], string[], string[]];
 
 const CRASH = ['instance.crashed'];
 const instanceTable: Row[] = [
-  ['spawning', 'node gone', 'lost', ['instance.lost'], [], ['releasePort']],
+  ['spawning', 'node gone', 'crashed', CRASH, [], ['releasePort', 'announce', 'scheduleRestart']],
   ['spawning', 'proot child died', 'crashed', CRASH, [], ['releasePort', 'announce', 'scheduleRestart']],
   ['spawning', 'no container', 'crashed', CRASH, [], ['releasePort', 'announce', 'scheduleRestart']],
   ['spawning', 'container running', 'crashed', CRASH, ['remove-container'], ['releasePort', 'announce', 'scheduleRestart']],
   ['spawning', 'container exited 137', 'crashed', CRASH, ['remove-container'], ['releasePort', 'announce', 'scheduleRestart']],
-  ['healthy', 'node gone', 'lost', ['instance.lost'], [], ['releasePort']],
+  ['healthy', 'node gone', 'crashed', CRASH, [], ['releasePort', 'announce', 'scheduleRestart']],
   ['healthy', 'proot child died', 'crashed', CRASH, [], ['releasePort', 'announce', 'scheduleRestart']],
   ['healthy', 'no container', 'crashed', CRASH, [], ['releasePort', 'announce', 'scheduleRestart']],
   ['healthy', 'container running', 'crashed', CRASH, ['remove-container'], ['releasePort', 'announce', 'scheduleRestart']],
   ['healthy', 'container exited 137', 'crashed', CRASH, ['remove-container'], ['releasePort', 'announce', 'scheduleRestart']],
-  ['running', 'node gone', 'lost', ['instance.lost'], [], ['releasePort']],
+  ['running', 'node gone', 'crashed', CRASH, [], ['releasePort', 'announce', 'scheduleRestart']],
   ['running', 'proot child died', 'crashed', CRASH, [], ['releasePort', 'announce', 'scheduleRestart']],
   ['running', 'no container', 'lost', ['instance.lost'], [], ['releasePort']],
   ['running', 'container running', 'adopted', ['instance.adopted'], ['hold-for-reattach'], ['reattach']],
   ['running', 'container exited 137', 'crashed', CRASH, ['remove-container'], ['releasePort', 'announce', 'scheduleRestart']],
-  ['paused', 'node gone', 'lost', ['instance.lost'], [], ['releasePort']],
+  ['paused', 'node gone', 'crashed', CRASH, [], ['releasePort', 'announce', 'scheduleRestart']],
   ['paused', 'proot child died', 'crashed', CRASH, [], ['releasePort', 'announce', 'scheduleRestart']],
   ['paused', 'no container', 'lost', ['instance.lost'], [], ['releasePort']],
   ['paused', 'container running', 'adopted', ['instance.adopted'], ['hold-for-reattach'], ['reattach']],
   ['paused', 'container exited 137', 'crashed', CRASH, ['remove-container'], ['releasePort', 'announce', 'scheduleRestart']],
-  ['adopted', 'node gone', 'lost', ['instance.lost'], [], ['releasePort']],
+  ['adopted', 'node gone', 'crashed', CRASH, [], ['releasePort', 'announce', 'scheduleRestart']],
   // A PRoot instance is never adopted by the reconciler; the machine allows instance.adopted for any sandbox, so the row is kept.
   ['adopted', 'proot child died', 'crashed', CRASH, [], ['releasePort', 'announce', 'scheduleRestart']],
   ['adopted', 'no container', 'lost', ['instance.lost'], [], ['releasePort']],
   ['adopted', 'container running', 'resumed', ['instance.recovered'], ['hold-for-reattach'], ['reattach']],
   ['adopted', 'container exited 137', 'crashed', CRASH, ['remove-container'], ['releasePort', 'announce', 'scheduleRestart']],
+  // Stopping, its restart policy has nothing to restart: lost with its node.
   ['stopping', 'node gone', 'lost', ['instance.lost'], [], ['releasePort']],
   ['stopping', 'proot child died', 'exited', ['instance.exited'], [], ['releasePort']],
   ['stopping', 'no container', 'exited', ['instance.exited'], [], ['releasePort']],
@@ -167,6 +168,14 @@ describe('reconcile decision table: instances', () => {
       s = r.snapshot;
     }
     for (const e of d.events) if (e.type === 'instance.recovered') expect(e.data).toMatchObject({ version: actor.version });
+  });
+
+  it('an instance lost with its node: a crash node-lost when its restart policy restarts it here, else lost', () => {
+    const restarted = decide('instance', instanceAt('running'), instanceObservations['node gone']!);
+    expect(restarted.events).toMatchObject([{ type: 'instance.crashed', data: { reason: 'node-lost', evidence: gone } }]);
+    const never = [ev('instance.requested', { spec: { ...spec('container'), restart: { ...restart, policy: 'never' } } })];
+    const down = decide('instance', { snapshot: replay(machines.instance, never), version: 1 }, instanceObservations['node gone']!);
+    expect(down).toMatchObject({ outcome: 'lost', events: [{ type: 'instance.lost', data: { evidence: gone } }] });
   });
 
   it('what the events carry: exit codes, crash reasons and the evidence', () => {

@@ -354,7 +354,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       // Leases reclaimed from an earlier run of this node whose actors have ended are given back.
       const live = new Set(rehydrated.map((a) => a.stream));
       for (const s of pgStore.leases!.held.keys()) if (!live.has(s)) pgStore.letGo(s);
-      pgStore.startLeases(clusterListener(hostRef, node, { letGo: (s) => pgStore.letGo(s), resume: (a) => timers.resume(a), relinquish: (id) => instances.relinquish(id), log }));
+      pgStore.startLeases(clusterListener(hostRef, node, { letGo: (s) => pgStore.letGo(s), nowMs: () => clock.nowMs(), relinquish: (id) => instances.relinquish(id), log }));
     }
     if (options.reconcile ?? true) {
       // Pre-started sandboxes of an earlier supervisor are removed (and recorded) first, but for one a live

@@ -108,11 +108,19 @@ export function decideInstance(actor: ActorAt, o: InstanceObservation): Decision
 
   if (state === 'crashed.backoff') {
     // Its restart timer is armed again (rehydration recovers it: onRehydrate); nothing observed changes that.
-    // Taken over from a dead node, it is recovered here, so the timer runs on this node.
+    // Taken over from a dead node, it is recovered here, so the machine arms its timer on this node.
     return 'node' in o ? d('resumed', o.evidence, [{ type: 'instance.recovered', data: recovered(actor, o.evidence) }]) : nothing();
   }
   if (!LIVE_INSTANCE.has(state)) return nothing();
-  if ('node' in o) return d('lost', o.evidence, [{ type: 'instance.lost', data: { evidence: o.evidence } }]);
+  if ('node' in o) {
+    // Its sandbox ran on that node's host, which this node cannot see. When its restart policy restarts it, that
+    // is a crash (reason node-lost: the machine restarts it here, on a live node); else it is lost.
+    const previous = String(o.evidence.node ?? 'another node');
+    const crash: KindNewEvent<'instance'> = { type: 'instance.crashed', data: { reason: 'node-lost', message: `its node ${previous} is gone (its supervisor stopped renewing its lease)`, evidence: o.evidence } };
+    const next = step(machines.instance, actor.snapshot, { type: crash.type, at: o.at, data: crash.data as Record<string, unknown> });
+    if (next.accepted && stateName(next.snapshot) === 'crashed.backoff') return d('crashed', o.evidence, [crash]);
+    return d('lost', o.evidence, [{ type: 'instance.lost', data: { evidence: o.evidence } }]);
+  }
   const stopping = state === 'stopping';
   const interrupted = state === 'spawning' || state === 'healthy';
 
