@@ -3,9 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { EffectHandlers } from '../src/actors/actor-host.ts';
 import { createRunlog } from '../src/actors/runlog.ts';
 import type { InstanceSpec } from '../src/machines/instance.machine.ts';
-import type { InstanceEventData } from '../src/domain/instance-events.ts';
 import { SimulatedClock } from './support/clock.ts';
-import { partial } from './support/partial.ts';
 import { tempDir } from './support/tmp.ts';
 
 const spec = (over: Partial<InstanceSpec> = {}): InstanceSpec => ({
@@ -187,27 +185,77 @@ describe('actor host', () => {
     await rl.close();
   });
 
-  it('a restart timer that came due while the supervisor was down fires once at start', async () => {
+  it('a restart timer that came due while the supervisor was down fires once at start (recovered from the log, on a simulated clock)', async () => {
     const home = tempDir();
+    const clock = new SimulatedClock();
     const calls: string[] = [];
-    const rl = await createRunlog({ ...OFFLINE, home, effects: { instance: { ...fakeInstanceEffects(calls), scheduleRestart: async (p, ctx) => {
-      // The supervisor "dies" right after persisting the timer: it never fires in this process.
-      await ctx.dispatch({ type: 'instance.restart-scheduled', data: partial<InstanceEventData['instance.restart-scheduled']>({ attempt: p.attempt, dueAt: new Date(Date.now() - 1000).toISOString() }) });
-    } } } });
+    const rl = await createRunlog({ ...OFFLINE, home, clock, effects: { instance: fakeInstanceEffects(calls) } });
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     await rl.send('instance', 'i1', { type: 'instance.crashed', data: { exitCode: 1 } });
     await rl.idle();
     expect(rl.inspect('i1').state).toBe('crashed.backoff');
+    expect(rl.events('i1').at(-1)).toMatchObject({ type: 'instance.restart-scheduled', data: { attempt: 1, delayMs: 30 } });
+    // The supervisor "dies" with its timer armed (close drops it): it never fires in this process.
     await rl.close();
+    clock.advance(1000);
 
     const calls2: string[] = [];
-    const rl2 = await createRunlog({ ...OFFLINE, home, effects: { instance: fakeInstanceEffects(calls2) } });
-    await new Promise((r) => setTimeout(r, 30));
+    const rl2 = await createRunlog({ ...OFFLINE, home, clock, effects: { instance: fakeInstanceEffects(calls2) } });
+    // Recovered from the log at start: the machine re-arms the timer at the due time it holds, overdue: it fires now.
+    clock.advance(0);
     await rl2.idle();
     expect(rl2.inspect('i1').state).toBe('running');
+    const after = rl2.events('i1').map((e) => e.type).slice(-6);
+    expect(after).toEqual(['instance.restart-scheduled', 'instance.recovered', 'instance.restart-due', 'instance.spawned', 'instance.healthy', 'instance.running']);
+    expect(rl2.events('i1').find((e) => e.type === 'instance.recovered')).toMatchObject({ version: 7, data: { version: 6 }, meta: { source: 'rehydration' } });
     expect(rl2.events('i1').filter((e) => e.type === 'instance.restart-due')).toHaveLength(1);
     expect(calls2[0]).toBe('spawn');
+    await rl2.close();
+  });
+
+  it('a restart timer not yet due when the supervisor restarts fires at its recorded due time, not earlier', async () => {
+    const home = tempDir();
+    const clock = new SimulatedClock();
+    const slow = { ...spec().restart, backoffMs: 10_000, maxBackoffMs: 10_000 };
+    const rl = await createRunlog({ ...OFFLINE, home, clock, effects: { instance: fakeInstanceEffects([]) } });
+    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec({ restart: slow }) } });
+    await rl.idle();
+    await rl.send('instance', 'i1', { type: 'instance.crashed', data: { exitCode: 1 } });
+    await rl.idle();
+    await rl.close();
+    clock.advance(4000); // down for 4 s of the 10 s backoff
+
+    const rl2 = await createRunlog({ ...OFFLINE, home, clock, effects: { instance: fakeInstanceEffects([]) } });
+    await rl2.idle();
+    expect(clock.pending).toBe(1);
+    clock.advance(5999);
+    await rl2.idle();
+    expect(rl2.inspect('i1').state).toBe('crashed.backoff');
+    clock.advance(1);
+    await rl2.idle();
+    expect(rl2.inspect('i1').state).toBe('running');
+    expect(rl2.events('i1').filter((e) => e.type === 'instance.restart-scheduled')).toHaveLength(1);
+    await rl2.close();
+  });
+
+  it('a restart never scheduled (the supervisor died before recording its due time) is planned again at start', async () => {
+    const home = tempDir();
+    const clock = new SimulatedClock();
+    const rl = await createRunlog({ ...OFFLINE, home, clock, effects: { instance: { ...fakeInstanceEffects([]), scheduleRestart: () => undefined } } });
+    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await rl.idle();
+    await rl.send('instance', 'i1', { type: 'instance.crashed', data: { exitCode: 1 } });
+    await rl.idle();
+    expect(rl.events('i1').some((e) => e.type === 'instance.restart-scheduled')).toBe(false);
+    await rl.close();
+
+    const rl2 = await createRunlog({ ...OFFLINE, home, clock, effects: { instance: fakeInstanceEffects([]) } });
+    await rl2.idle();
+    expect(rl2.events('i1').map((e) => e.type).slice(-2)).toEqual(['instance.recovered', 'instance.restart-scheduled']);
+    clock.advance(30);
+    await rl2.idle();
+    expect(rl2.inspect('i1').state).toBe('running');
     await rl2.close();
   });
 

@@ -38,6 +38,8 @@ const instanceEvents: Draft<InstanceEvent>[] = [
   { type: 'instance.restart-due', data: { attempt: 1, dueAt: '2026-12-01T12:00:01.000Z' } },
   { type: 'instance.tool-granted', data: { tool: 'git', via: 'cap' } },
   { type: 'instance.tool-revoked', data: { tool: 'curl', via: 'cap' } },
+  { type: 'instance.recovered', data: { version: 4 } },
+  { type: 'instance.recovered', data: { version: 9, node: 'b', evidence: { containerId: 'c2', state: 'running' } } },
 ];
 
 const resolved = { codeUri: 'at://x', codeCid: 'c', via: null, author: 'did:plc:a', runtimeName: 'node', runtimeUri: 'at://r', runtimeCid: 'r', blobCid: 'b', entrypoint: 'index.js', image: 'img@sha256:1', platform: { os: 'linux', architecture: 'amd64' }, exportPath: '/rt', launcher: { kind: 'node' } as never, env: [], additions: [], limits: { memoryMb: 64, cpus: 1, pids: 32, timeoutMs: 5000 } as never, clamped: [], isolation: 'runc', mode: 'strict' };
@@ -55,6 +57,8 @@ const executionEvents: Draft<ExecutionEvent>[] = [
   { type: 'execution.failed', data: { reason: 'runtime', code: 'BOOM', message: 'boom', stderrTail: 'trace' } },
   { type: 'execution.failed', data: { reason: 'timeout', code: 'DEADLINE_EXCEEDED', message: 'late' } },
   { type: 'execution.cancel-requested', data: {} },
+  { type: 'execution.recovered', data: { version: 3 } },
+  { type: 'execution.recovered', data: { version: 5, evidence: { containerId: 'k1', state: 'created' } } },
 ];
 
 const samples: Record<ActorKind, { type: string; data: object }[]> = { instance: instanceEvents, execution: executionEvents };
@@ -100,6 +104,8 @@ function walk(kind: ActorKind, seed: number, length: number): MachineEvent[] {
 }
 
 const reached: Record<ActorKind, Set<string>> = { instance: new Set(), execution: new Set() };
+/** Which event types some walk had accepted, in which states. */
+const taken: Record<ActorKind, Set<string>> = { instance: new Set(), execution: new Set() };
 
 const view = (s: AnySnapshot) => ({ state: stateName(s), status: s.status, context: s.context });
 
@@ -122,7 +128,10 @@ describe('live and replay folds agree', () => {
       let live = initialSnapshot(machine);
       let replayed: AnySnapshot | undefined;
       for (const [i, e] of events.entries()) {
-        live = step(machine, live, e).snapshot;
+        const from = stateName(live);
+        const r = step(machine, live, e);
+        if (r.accepted) taken[kind].add(`${e.type} in ${from}`);
+        live = r.snapshot;
         replayed = foldEvent(machine, replayed, e);
         expect(view(replayed), `${kind} stream ${n}, event ${i + 1} (${e.type})`).toEqual(view(live));
         states.add(stateName(live));
@@ -140,5 +149,13 @@ describe('live and replay folds agree', () => {
   it('the walks reached every state of both machines', () => {
     expect([...reached.instance].sort()).toEqual(['adopted', 'crashed.backoff', 'crashed.down', 'healthy', 'lost', 'new', 'paused', 'running', 'spawning', 'stopped', 'stopping']);
     expect([...reached.execution].sort()).toEqual(['adopted', 'failed', 'materializing', 'new', 'resolving', 'running', 'starting', 'succeeded']);
+  });
+
+  it('the walks folded recovered in every state that takes it (not only rejected it)', () => {
+    // Recovery re-enters these states (the restart timer's backoff either arms its timer or plans it again).
+    expect([...taken.instance].filter((t) => t.startsWith('instance.recovered')).sort()).toEqual(['instance.recovered in adopted', 'instance.recovered in crashed.backoff', 'instance.recovered in stopping']);
+    expect([...taken.execution].filter((t) => t.startsWith('execution.recovered')).sort()).toEqual(
+      ['adopted', 'materializing', 'resolving', 'running', 'starting'].map((s) => `execution.recovered in ${s}`),
+    );
   });
 });

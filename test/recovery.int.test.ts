@@ -273,7 +273,9 @@ describe('app instances after a supervisor restart', () => {
     try {
       await until('stopped', () => rl2.inspect(v.id).state === 'stopped', 30_000);
       const types = rl2.events(v.id).map((e) => e.type);
-      expect(types.slice(-2)).toEqual(['instance.stop-requested', 'instance.exited']);
+      // The recovery is a fact in the log: the machine entered stopping again, and so stopped the container again.
+      expect(types.slice(-3)).toEqual(['instance.stop-requested', 'instance.recovered', 'instance.exited']);
+      expect(rl2.events(v.id).at(-2)).toMatchObject({ meta: { source: 'reconciler' }, data: { version: types.length - 2, evidence: { state: 'running' } } });
       await until('container gone', async () => (await containersOf(`instance-${v.id}`)).every((x) => x.State !== 'running'));
     } finally {
       await shutdown(rl2);

@@ -7,17 +7,18 @@
 // its own. An instance waiting for a restart has its timer armed here. Losing a lease (this node was paused
 // past its expiry and another took over) it lets go of the actor and acts on it no more — its appends would be
 // refused anyway (fenced).
-import { parseStreamName } from '../domain/events.ts';
-import { isTerminal, machines, stateName, step } from '../machines/runtime.ts';
+import { parseStreamName, type ActorKind, type KindNewEvent } from '../domain/events.ts';
+import { decide } from '../machines/reconcile-decision.ts';
+import { isTerminal } from '../machines/runtime.ts';
 import type { LeaseListener } from '../store/postgres/pg-host-store.ts';
 import type { TakenLease } from '../store/postgres/pg-leases.ts';
-import type { ActorHost, LiveActor } from './actor-host.ts';
+import type { ActorHost } from './actor-host.ts';
 
 export interface ClusterHooks {
   /** Gives the lease of an ended actor back. */
   letGo(stream: string): void;
-  /** An actor taken over that waits on a timer (a restart's backoff): arm it here. */
-  resume(actor: LiveActor): void;
+  /** The node's clock (what a taken-over execution's deadline is compared with). */
+  nowMs(): number;
   /** An instance whose lease this node lost: its sandbox here is killed (the new owner decides about it). */
   relinquish(instanceId: string): Promise<void>;
   log(message: string): void;
@@ -40,13 +41,6 @@ export function clusterListener(host: () => ActorHost, node: string, hooks: Clus
   };
 }
 
-/** The event that records an instance lost with its node: a crash (reason node-lost) when its restart policy restarts it. */
-function instanceLost(actor: LiveActor, evidence: Record<string, unknown>, previous: string) {
-  const crash = { type: 'instance.crashed' as const, data: { reason: 'node-lost' as const, message: `its node ${previous} is gone (its supervisor stopped renewing its lease)`, evidence }, meta: { source: 'cluster' } };
-  const next = step(machines.instance, actor.snapshot, { ...crash, at: new Date().toISOString() });
-  return next.accepted && stateName(next.snapshot) === 'crashed.backoff' ? crash : { type: 'instance.lost' as const, data: { evidence }, meta: { source: 'cluster' } };
-}
-
 async function takeOver(host: ActorHost, node: string, leases: TakenLease[], hooks: ClusterHooks): Promise<void> {
   const { letGo, log } = hooks;
   let recorded = 0;
@@ -60,25 +54,17 @@ async function takeOver(host: ActorHost, node: string, leases: TakenLease[], hoo
         letGo(l.stream); // ended already: its lease is given back at the next beat
         return;
       }
-      // Waiting for a restart already (a crash recorded before its node went): the timer is armed here now.
-      if (stateName(actor.snapshot) === 'crashed.backoff') {
-        hooks.resume(actor);
-        restarting += 1;
-        return;
-      }
-      const evidence = { node: l.previous, takenOverBy: node, reason: `supervisor ${l.previous} stopped renewing its lease` };
+      // What to record is the pure decision of recovery (machines/reconcile-decision.ts, its table in
+      // test/reconcile-decision.unit.test.ts): lost or crashed node-lost, failed lost; waiting for a restart
+      // already (a crash recorded before its node went), recovered: the machine arms the timer here.
+      const observation = { at: new Date(hooks.nowMs()).toISOString(), node: 'gone' as const, evidence: { node: l.previous, takenOverBy: node, reason: `supervisor ${l.previous} stopped renewing its lease` } };
       try {
-        const lostEvent = ref.kind === 'instance' ? instanceLost(actor, evidence, l.previous) : null;
-        if (lostEvent?.type === 'instance.crashed') restarting += 1;
-        const r =
-          lostEvent
-            ? await host.dispatch('instance', ref.id, lostEvent)
-            : await host.dispatch('execution', ref.id, {
-                type: 'execution.failed',
-                data: { reason: 'lost', code: 'NODE_LOST', message: `its supervisor (${l.previous}) is gone; the result cannot be collected`, evidence },
-                meta: { source: 'cluster' },
-              });
-        if (r.accepted) recorded += 1;
+        const d = ref.kind === 'instance' ? decide('instance', actor, observation) : decide('execution', actor, observation);
+        if (d.outcome === 'crashed' || d.outcome === 'resumed') restarting += 1;
+        for (const event of d.events) {
+          const r = await host.dispatch(ref.kind, ref.id, { ...event, meta: { source: 'cluster' } } as KindNewEvent<ActorKind>);
+          if (r.accepted && d.outcome !== 'resumed') recorded += 1;
+        }
       } catch (err) {
         log(`taking over ${l.stream} from ${l.previous}: ${(err as Error).message}`);
       }

@@ -241,7 +241,7 @@ export class InstanceSupervisor {
   // --- effects -----------------------------------------------------------------------------------
 
   /** The instance machine's effects but the restart timers' and `announce` (wired in runlog.ts). */
-  handlers(): Omit<EffectHandlers<'instance'>, 'scheduleRestart' | 'cancelRestart' | 'announce'> {
+  handlers(): Omit<EffectHandlers<'instance'>, 'scheduleRestart' | 'cancelRestart' | 'armRestart' | 'announce'> {
     return {
       spawn: (p, ctx) => this.spawn(p.spec, ctx),
       callLifecycle: (p, ctx) => this.callLifecycle(p, ctx),

@@ -9,20 +9,15 @@
 //                  stream the log does not know and orphanPolicy 'adopt', adopted as a new instance actor.
 //                  Materializer carriers of a materialization that died, unsealed volumes and seals without
 //                  content are removed the same way: a volume labelled by runlog is a sealed cache or gone.
-//   3. actors      each live actor that nothing in this process is working on:
-//                  instance  running container → adopted (exit watcher and logs re-attached, no hooks)
-//                            exited container  → crashed with its exit code (stopping: exited)
-//                            no container      → lost (stopping: exited)
-//                            an interrupted spawn (spawning/healthy) → its container removed, crashed
-//                            supervisor-restart; PRoot (its child died with the supervisor) → crashed
-//                            supervisor-restart; then the restart policy decides
-//                            stopping + running container → watched again, the stop resumed
-//                  execution running/adopted → adopted, its result collected from the container's output
-//                            created but never started → the invocation is run (nothing ran yet)
-//                            container gone → failed (lost)
-//                            resolving/materializing/starting → the step's effect runs again (idempotent)
-//                            deadline passed while down → failed (timeout)
-// Restart timers that came due while the supervisor was down were re-armed at rehydration (timers.ts).
+//   3. actors      each live actor that nothing in this process is working on: its sandbox is observed (PRoot:
+//                  died with the supervisor; container: running, paused, exited with its code, missing; execution:
+//                  the container the log names, created-never-started, started, missing) and the pure
+//                  decide(actor, observation) of machines/reconcile-decision.ts says what to record (its decision
+//                  table is test/reconcile-decision.unit.test.ts): adopted, crashed, exited, lost, failed — or
+//                  `<kind>.recovered`, on which the machine enters its state again and emits what must run again
+//                  (the step's effect, reattach, the stop, the invocation, the collection). This file is the IO around
+//                  it: inventory, inspection, the container removals and watches a decision asks for, recording.
+// Restart timers: recovered at rehydration (recoverRehydrated), armed from the machine's own armRestart.
 // Docker unreachable: what needs Docker is left as logged and reported under `unreachable`.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -32,9 +27,8 @@ import { loadManifest } from '../adapters/apps/load-manifest.ts';
 import type { OrphanRecord } from '../adapters/sandbox/app-sandbox-runner.ts';
 import { mapConcurrent } from '../domain/concurrency.ts';
 import { parseStreamName, type ActorKind, type KindNewEvent } from '../domain/events.ts';
-import type { Materialized, Resolved } from '../domain/execution-events.ts';
-import type { KindEffect } from '../machines/effects.ts';
-import type { ExecutionContext, ExecutionRequest } from '../machines/execution.machine.ts';
+import type { ExecutionContext } from '../machines/execution.machine.ts';
+import { decide, onRehydrate, type Decision, type ExecutionObservation, type InstanceObservation } from '../machines/reconcile-decision.ts';
 import { DEFAULT_RESTART, type InstanceContext, type InstanceSpec } from '../machines/instance.machine.ts';
 import { initialSnapshot, isTerminal, machines, stateName, step } from '../machines/runtime.ts';
 import type { ActorHost, LiveActor } from './actor-host.ts';
@@ -50,9 +44,6 @@ const ACTOR_CONCURRENCY = 256;
 
 /** The stream where the reconciler records what it found outside any actor's log, and what it did about it. */
 export const RECONCILER_STREAM = 'reconciler';
-
-/** A live execution was requested: its request is recorded (the machine sets it leaving `new`). */
-const requestOf = (c: ExecutionContext): ExecutionRequest => c.request as ExecutionRequest;
 
 /** What to do with a running, labelled instance container whose stream the log does not know. */
 export type OrphanPolicy = 'adopt' | 'remove';
@@ -118,8 +109,8 @@ interface Run {
   report: ReconcileReport;
   dryRun: boolean;
   policy: OrphanPolicy;
-  /** Effects to run again, started once every finding is recorded (a death mid-reconcile interrupts none of them). */
-  resumes: { actor: LiveActor; effect: KindEffect<ActorKind> }[];
+  /** `recovered` events (their effects run again), recorded once every finding is (see act()). */
+  recoveries: { actor: LiveActor; event: KindNewEvent<ActorKind>; entry: ReconcileAction }[];
 }
 
 export class Reconciler {
@@ -157,10 +148,10 @@ export class Reconciler {
   }
 
   private async run(opts: ReconcileOptions): Promise<ReconcileReport> {
-    const run: Run = { report: { dryRun: opts.dryRun ?? false, actions: [], unreachable: [] }, dryRun: opts.dryRun ?? false, policy: opts.orphanPolicy ?? this.policy, resumes: [] };
+    const run: Run = { report: { dryRun: opts.dryRun ?? false, actions: [], unreachable: [] }, dryRun: opts.dryRun ?? false, policy: opts.orphanPolicy ?? this.policy, recoveries: [] };
     if (opts.reattach && !run.dryRun) {
       const spawning = () => this.host().live().some((a) => a.kind === 'instance' && (a.snapshot.context as InstanceContext).spec?.sandbox === 'container' && this.host().busy('instance', a.id));
-      for (const until = Date.now() + 60_000; spawning() && Date.now() < until; ) await new Promise((r) => setTimeout(r, 250));
+      for (const until = this.clock.nowMs() + 60_000; spawning() && this.clock.nowMs() < until; ) await new Promise((r) => this.clock.after(250, () => r(undefined)));
       await this.instances.detachContainers();
       this.log('reconcile: container watchers dropped after the Docker Engine came back; re-attaching from what it says now');
     }
@@ -197,12 +188,17 @@ export class Reconciler {
         this.log(`reconcile: execution ${actor.id} left as logged: ${errorText(err)}`);
       }
     });
-    if (!run.dryRun) for (const r of run.resumes) this.host().resumeEffects(r.actor, [r.effect]);
+    await Promise.all(
+      run.recoveries.map(async ({ actor, event, entry }) => {
+        try {
+          const r = await this.host().dispatch(actor.kind, actor.id, { ...event, meta: { source: 'reconciler' } });
+          if (!r.accepted) entry.evidence = { ...entry.evidence, rejected: `the actor was ${r.from}` };
+        } catch (err) {
+          run.report.unreachable.push(`${actor.kind} ${actor.id}: ${errorText(err)}`);
+        }
+      }),
+    );
     return run.report;
-  }
-
-  private resume(run: Run, actor: LiveActor, effect: KindEffect<ActorKind>): void {
-    if (!run.dryRun) run.resumes.push({ actor, effect });
   }
 
   /**
@@ -240,15 +236,6 @@ export class Reconciler {
   }
 
   // --- recording ---------------------------------------------------------------------------------------
-
-  private async recordOn(run: Run, actor: LiveActor, action: ReconcileAction['action'], evidence: Record<string, unknown>, event?: KindNewEvent<ActorKind>): Promise<void> {
-    const entry: ReconcileAction = { id: actor.id, kind: actor.kind, action, evidence };
-    run.report.actions.push(entry);
-    if (run.dryRun || !event) return;
-    const r = await this.host().dispatch(actor.kind, actor.id, { ...event, meta: { source: 'reconciler' } });
-    if (!r.accepted) entry.evidence = { ...evidence, rejected: `the actor was ${r.from}` };
-    this.fault({ eventType: event.type });
-  }
 
   private async fact(run: Run, type: string, data: Record<string, unknown>): Promise<void> {
     if (run.dryRun) return;
@@ -402,133 +389,81 @@ export class Reconciler {
     }
   }
 
-  // --- instances ---------------------------------------------------------------------------------------
+  // --- actors: observe, decide (machines/reconcile-decision.ts), act ------------------------------------
 
   private async instance(actor: LiveActor, inv: Inventory | null, run: Run): Promise<void> {
     const c = actor.snapshot.context as InstanceContext;
-    const state = stateName(actor.snapshot);
-    if (state.startsWith('crashed')) return; // backoff timers were re-armed at rehydration
-    const stopping = state === 'stopping';
-    const interrupted = state === 'spawning' || state === 'healthy';
-    if (c.spec?.sandbox !== 'container') {
-      // PRoot children are the supervisor's own: they died with it (its watchdog saw to that).
-      const evidence = { sandbox: 'proot', pid: c.pid, state };
-      if (stopping) await this.recordOn(run, actor, 'exited', evidence, { type: 'instance.exited', data: { exitCode: null, signal: null, evidence } });
-      else await this.recordOn(run, actor, 'crashed', evidence, { type: 'instance.crashed', data: { reason: 'supervisor-restart', exitCode: null, message: 'its PRoot process died with the supervisor', evidence } });
-      return;
-    }
-    if (inv === null) return; // Docker unreachable: left as logged (reported)
-    const summary = inv.containers.find((x) => x.labels['runlog.kind'] === 'instance' && x.labels['runlog.stream'] === actor.stream);
-    const rec = summary ? inv.records.get(summary.id) : undefined;
-    if (summary && !rec) return; // could not read it (reported): left as logged
-    const engine = this.executions.engine;
-
-    if (interrupted) {
-      // The spawn did not finish (identity unverified or hooks not run): its container, if any, is removed and
-      // the restart policy decides, as for any crash.
-      const evidence: Record<string, unknown> = rec ? { ...evidenceOf(rec), removed: !run.dryRun } : { containerId: c.containerId, observed: 'no container with this stream label' };
-      evidence.state = state;
-      if (rec && !run.dryRun) await engine.removeContainer(rec.containerId, { force: true });
-      await this.recordOn(run, actor, 'crashed', evidence, {
-        type: 'instance.crashed',
-        data: { reason: 'supervisor-restart', exitCode: null, message: `its spawn was interrupted by a supervisor restart (${state})`, evidence },
-      });
-      return;
-    }
-    if (!rec) {
-      const evidence = { containerId: c.containerId, observed: 'no container with this stream label' };
-      if (stopping) await this.recordOn(run, actor, 'exited', evidence, { type: 'instance.exited', data: { exitCode: null, signal: null, evidence } });
-      else await this.recordOn(run, actor, 'lost', evidence, { type: 'instance.lost', data: { evidence } });
-      return;
-    }
-    const evidence = evidenceOf(rec);
-    // A container frozen with `docker pause` is alive (its process is there, only stopped): adopted like a running
-    // one, never mistaken for an exit and removed.
-    if (rec.state === 'running' || rec.state === 'paused') {
-      if (stopping) {
-        // We had decided to stop it: watch it again and finish the job (its exit becomes instance.exited).
-        run.report.actions.push({ id: actor.id, kind: 'instance', action: 'resumed', evidence: { ...evidence, effect: 'stopSandbox' } });
-        if (run.dryRun) return;
-        this.instances.adoptForStop(actor, rec);
-        this.resume(run, actor, { type: 'stopSandbox', params: { instanceId: actor.id, hooks: ['onStop'] } });
-        return;
-      }
-      if (state === 'adopted') {
-        // Adopted before, but not re-attached: attach again.
-        run.report.actions.push({ id: actor.id, kind: 'instance', action: 'resumed', evidence: { ...evidence, effect: 'reattach' } });
-        if (run.dryRun) return;
-        this.instances.adoptable.set(actor.id, rec);
-        this.resume(run, actor, { type: 'reattach', params: { spec: c.spec, containerId: rec.containerId, host: c.host, port: c.port } });
-        return;
-      }
-      if (!run.dryRun) this.instances.adoptable.set(actor.id, rec);
-      await this.recordOn(run, actor, 'adopted', evidence, { type: 'instance.adopted', data: { containerId: rec.containerId, host: rec.host, port: rec.port, pid: rec.pid, startedAt: rec.startedAt, evidence } });
-      return;
-    }
-    // Exited while the supervisor was down. The container goes first, so a restart cannot trip over it.
-    if (!run.dryRun) await engine.removeContainer(rec.containerId, { force: true });
-    if (stopping) await this.recordOn(run, actor, 'exited', evidence, { type: 'instance.exited', data: { exitCode: rec.exitCode, signal: null, evidence } });
+    const at = new Date(this.clock.nowMs()).toISOString();
+    let observation: InstanceObservation;
+    let rec: OrphanRecord | undefined;
+    if (c.spec?.sandbox !== 'container') observation = { at, sandbox: 'proot' };
     else {
-      await this.recordOn(run, actor, 'crashed', evidence, {
-        type: 'instance.crashed',
-        data: { reason: 'exit', exitCode: rec.exitCode, message: `exited while the supervisor was down (code ${rec.exitCode})`, evidence },
-      });
+      if (inv === null) return; // Docker unreachable: left as logged (reported)
+      const summary = inv.containers.find((x) => x.labels['runlog.kind'] === 'instance' && x.labels['runlog.stream'] === actor.stream);
+      rec = summary ? inv.records.get(summary.id) : undefined;
+      if (summary && !rec) return; // could not read it (reported): left as logged
+      observation = !rec
+        ? { at, sandbox: 'container', container: 'none' }
+        : rec.state === 'running' || rec.state === 'paused'
+          ? { at, sandbox: 'container', container: 'alive', location: { containerId: rec.containerId, host: rec.host, port: rec.port, pid: rec.pid, startedAt: rec.startedAt }, evidence: evidenceOf(rec) }
+          : { at, sandbox: 'container', container: 'exited', exitCode: rec.exitCode, evidence: evidenceOf(rec) };
     }
+    const d = decide('instance', actor, observation);
+    if (!run.dryRun && rec) {
+      for (const p of d.prepare) {
+        if (p === 'remove-container') await this.executions.engine.removeContainer(rec.containerId, { force: true });
+        else if (p === 'hold-for-reattach') this.instances.adoptable.set(actor.id, rec);
+        else this.instances.adoptForStop(actor, rec);
+      }
+    }
+    await this.act(run, actor, d);
   }
-
-  // --- executions --------------------------------------------------------------------------------------
 
   private async execution(actor: LiveActor, run: Run): Promise<void> {
     const c = actor.snapshot.context as ExecutionContext;
-    const state = stateName(actor.snapshot);
-    const deadlinePassed = c.deadline !== null && Date.parse(c.deadline) < this.clock.nowMs();
-    if (state === 'running' || state === 'adopted') {
-      const info = c.containerId ? await this.executions.engine.inspectContainer(c.containerId) : null;
-      const evidence: Record<string, unknown> = containerEvidence(c.containerId ?? '', info);
-      if (!info) {
-        await this.recordOn(run, actor, 'lost', evidence, { type: 'execution.failed', data: { reason: 'lost', code: 'CONTAINER_GONE', message: 'its container is gone; the result cannot be collected', evidence } });
-        return;
-      }
-      if (info.state.startedAt === null && state === 'running') {
-        // Created, never started: nothing of the handler ran, so the invocation can happen now. (If the dead
-        // supervisor had already attached, StdinOnce closed the container's stdin: the invocation then ends
-        // failed/lost ENVELOPE_NOT_DELIVERED — a fresh container would need a running → starting transition.)
-        if (deadlinePassed) {
-          await this.recordOn(run, actor, 'failed', evidence, { type: 'execution.failed', data: { reason: 'timeout', code: 'DEADLINE_EXCEEDED', message: 'its deadline passed while the supervisor was down; it never started', evidence } });
-          return;
-        }
-        run.report.actions.push({ id: actor.id, kind: 'execution', action: 'resumed', evidence: { ...evidence, effect: 'invoke' } });
-        this.resume(run, actor, { type: 'invoke', params: { request: requestOf(c), containerId: String(c.containerId), deadline: c.deadline, resolved: c.resolved as Resolved, resumed: true } });
-        return;
-      }
-      if (state === 'adopted') {
-        // Adopted before but not finished: collect again.
-        run.report.actions.push({ id: actor.id, kind: 'execution', action: 'collect', evidence });
-        this.resume(run, actor, { type: 'collect', params: { request: requestOf(c), containerId: c.containerId, deadline: c.deadline } });
-        return;
-      }
-      await this.recordOn(run, actor, 'adopted', evidence, { type: 'execution.adopted', data: { containerId: c.containerId, evidence } });
-      return;
+    const at = new Date(this.clock.nowMs()).toISOString();
+    let observation: ExecutionObservation = { at, container: 'unrecorded' };
+    if (c.containerId) {
+      const info = await this.executions.engine.inspectContainer(c.containerId);
+      const evidence = containerEvidence(c.containerId, info);
+      observation = !info ? { at, container: 'missing', evidence } : info.state.startedAt === null ? { at, container: 'created', evidence } : { at, container: 'started', evidence };
     }
-    // resolving / materializing / starting: the step died with the supervisor; its effect is idempotent, so run it again.
-    // (What each state has recorded before it: the machine's entry for the state emits the same params.)
-    const request = requestOf(c);
-    const resumed: KindEffect<'execution'> | null =
-      state === 'resolving'
-        ? { type: 'resolve', params: { request } }
-        : state === 'materializing'
-          ? { type: 'materialize', params: { request, resolved: c.resolved as Resolved } }
-          : state === 'starting'
-            ? { type: 'createSandbox', params: { request, resolved: c.resolved as Resolved, materialized: c.materialized as Materialized } }
-            : null;
-    if (!resumed) return;
-    const effect = resumed.type;
-    if (deadlinePassed) {
-      const evidence = { state, deadline: c.deadline };
-      await this.recordOn(run, actor, 'failed', evidence, { type: 'execution.failed', data: { reason: 'timeout', code: 'DEADLINE_EXCEEDED', message: `its deadline passed while the supervisor was down (${state})`, evidence } });
-      return;
-    }
-    run.report.actions.push({ id: actor.id, kind: 'execution', action: 'resumed', evidence: { state, effect } });
-    this.resume(run, actor, resumed);
+    await this.act(run, actor, decide('execution', actor, observation));
   }
+
+  /**
+   * Records a decision: its report entry, then its events. A `recovered` event (whose effects run again) waits
+   * until every finding of this run is recorded, so a death mid-reconcile interrupts none of them.
+   */
+  private async act<K extends ActorKind>(run: Run, actor: LiveActor, d: Decision<K>): Promise<void> {
+    if (d.outcome === null) return;
+    const evidence = d.outcome === 'resumed' ? { ...d.evidence, effect: d.effects.join(',') } : d.evidence;
+    const entry: ReconcileAction = { id: actor.id, kind: actor.kind, action: d.outcome, evidence };
+    run.report.actions.push(entry);
+    if (run.dryRun) return;
+    for (const event of d.events) {
+      if (event.type.endsWith('.recovered')) {
+        run.recoveries.push({ actor, event, entry });
+        continue;
+      }
+      const r = await this.host().dispatch(actor.kind, actor.id, { ...event, meta: { source: 'reconciler' } } as KindNewEvent<ActorKind>);
+      if (!r.accepted) entry.evidence = { ...evidence, rejected: `the actor was ${r.from}` };
+      this.fault({ eventType: event.type });
+    }
+  }
+}
+
+/**
+ * Right after rehydration, before anything is observed: what the machines ask for again by themselves (a restart
+ * timer, armed from the machine's own `armRestart` at the due time the log holds; an overdue one fires now).
+ */
+export async function recoverRehydrated(host: ActorHost, actors: readonly LiveActor[], log: (m: string) => void): Promise<void> {
+  await Promise.all(
+    actors.map(async (actor) => {
+      if (actor.kind !== 'instance') return;
+      for (const event of onRehydrate(actor)) {
+        await host.dispatch('instance', actor.id, { ...event, meta: { source: 'rehydration' } }).catch((err: unknown) => log(`recovering ${actor.stream}: ${errorText(err)}`));
+      }
+    }),
+  );
 }

@@ -18,7 +18,7 @@ import { ExecutionSupervisor } from './executions.ts';
 import { newExecutionId } from '../adapters/ids.ts';
 import { InstanceSupervisor } from './instances.ts';
 import { discoverParts, type Parts } from '../config/parts.ts';
-import { Reconciler, type OrphanPolicy, type ReconcileOptions, type ReconcileReport } from './reconciler.ts';
+import { Reconciler, recoverRehydrated, type OrphanPolicy, type ReconcileOptions, type ReconcileReport } from './reconciler.ts';
 import { startEngineWatch } from './engine-watch.ts';
 import type { ActorKind, KindNewEvent, RecordedEvent } from '../domain/events.ts';
 import type { Effect } from '../machines/effects.ts';
@@ -349,12 +349,12 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   if (supervise) {
     heartbeat = startHeartbeat(store, now, options.heartbeatMs, log, node);
     const rehydrated = host.rehydrate();
-    for (const actor of rehydrated) timers.resume(actor);
+    await recoverRehydrated(host, rehydrated, log);
     if (pgStore && node) {
       // Leases reclaimed from an earlier run of this node whose actors have ended are given back.
       const live = new Set(rehydrated.map((a) => a.stream));
       for (const s of pgStore.leases!.held.keys()) if (!live.has(s)) pgStore.letGo(s);
-      pgStore.startLeases(clusterListener(hostRef, node, { letGo: (s) => pgStore.letGo(s), resume: (a) => timers.resume(a), relinquish: (id) => instances.relinquish(id), log }));
+      pgStore.startLeases(clusterListener(hostRef, node, { letGo: (s) => pgStore.letGo(s), nowMs: () => clock.nowMs(), relinquish: (id) => instances.relinquish(id), log }));
     }
     if (options.reconcile ?? true) {
       // Pre-started sandboxes of an earlier supervisor are removed (and recorded) first, but for one a live

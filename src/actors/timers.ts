@@ -1,9 +1,9 @@
 // Restart timers are events: scheduling appends `instance.restart-scheduled {dueAt}`, firing appends
-// `instance.restart-due`. A timer that came due while the supervisor was down fires once at start.
+// `instance.restart-due`. The timer itself is armed only from the machine's output (`armRestart`, emitted when
+// `instance.restart-scheduled` is on disk, and again when a restarted supervisor recovers the actor), so a timer
+// that came due while the supervisor was down fires once at start, at the due time the log holds.
 import type { Clock } from '../domain/clock.ts';
-import type { InstanceContext } from '../machines/instance.machine.ts';
-import { stateName } from '../machines/runtime.ts';
-import type { ActorHost, EffectHandlers, LiveActor } from './actor-host.ts';
+import type { ActorHost, EffectHandlers } from './actor-host.ts';
 import { systemClock } from './system-clock.ts';
 
 export class RestartTimers {
@@ -12,17 +12,16 @@ export class RestartTimers {
 
   constructor(private readonly host: () => ActorHost, private readonly clock: Clock = systemClock) {}
 
-  private nowMs(): number {
-    return this.clock.nowMs();
-  }
-
-  handlers(): Pick<EffectHandlers<'instance'>, 'scheduleRestart' | 'cancelRestart'> {
+  handlers(): Pick<EffectHandlers<'instance'>, 'scheduleRestart' | 'armRestart' | 'cancelRestart'> {
     return {
+      // The due time is decided here (it reads the clock) and recorded; the machine answers with armRestart.
       scheduleRestart: async (params, ctx) => {
         const delayMs = Number(params.delayMs ?? 0);
-        const dueAt = new Date(this.nowMs() + delayMs).toISOString();
-        const r = await ctx.dispatch({ type: 'instance.restart-scheduled', data: { attempt: params.attempt, delayMs, dueAt } });
-        if (r.accepted) this.arm(ctx.actor.id, dueAt, Number(params.attempt));
+        const dueAt = new Date(this.clock.nowMs() + delayMs).toISOString();
+        await ctx.dispatch({ type: 'instance.restart-scheduled', data: { attempt: params.attempt, delayMs, dueAt } });
+      },
+      armRestart: (params) => {
+        this.arm(params.instanceId, params.dueAt, params.attempt);
       },
       cancelRestart: (params) => {
         this.cancel(String(params.instanceId));
@@ -32,7 +31,7 @@ export class RestartTimers {
 
   private arm(instanceId: string, dueAt: string, attempt: number): void {
     this.cancel(instanceId);
-    const delay = Math.max(0, Date.parse(dueAt) - this.nowMs());
+    const delay = Math.max(0, Date.parse(dueAt) - this.clock.nowMs());
     const cancel = this.clock.after(delay, () => {
       this.armed.delete(instanceId);
       void this.host()
@@ -45,14 +44,6 @@ export class RestartTimers {
   cancel(instanceId: string): void {
     this.armed.get(instanceId)?.();
     this.armed.delete(instanceId);
-  }
-
-  /** After a restart: re-arm persisted timers (overdue ones fire now), re-plan unscheduled ones. */
-  resume(actor: LiveActor): void {
-    if (actor.kind !== 'instance' || stateName(actor.snapshot) !== 'crashed.backoff') return;
-    const c = actor.snapshot.context as InstanceContext;
-    if (c.nextRestartAt) this.arm(actor.id, c.nextRestartAt, c.restarts + 1);
-    else this.host().resumeEffects(actor, [{ type: 'scheduleRestart', params: { instanceId: actor.id, attempt: c.restarts + 1, delayMs: c.nextRestartDelayMs ?? 0 } }]);
   }
 
   pendingCount(): number {

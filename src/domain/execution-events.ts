@@ -2,6 +2,7 @@
 // for why some fields are optional: histories written by older runlogs still replay).
 import type { EffectiveLimits } from './at-run/operator-policy.ts';
 import type { RuntimePlatform } from './at-run/runtime-record.ts';
+import type { RecoveredData } from './instance-events.ts';
 
 export type FailureReason = 'resolution' | 'validation' | 'materialization' | 'runtime' | 'timeout' | 'cancelled' | 'lost';
 export const FAILURE_REASONS: readonly FailureReason[] = ['resolution', 'validation', 'materialization', 'runtime', 'timeout', 'cancelled', 'lost'];
@@ -115,6 +116,8 @@ export interface ExecutionEventData {
   'execution.succeeded': SucceededData;
   'execution.failed': FailedData;
   'execution.cancel-requested': Record<string, never>;
+  /** A supervisor took the actor back after a restart: its state is entered again (see RecoveredData). */
+  'execution.recovered': RecoveredData;
 }
 
 export type ExecutionEventType = keyof ExecutionEventData;

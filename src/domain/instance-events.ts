@@ -72,6 +72,18 @@ export interface ExitData {
   evidence?: Evidence;
 }
 
+/**
+ * A fact: a supervisor that had lost track of this actor (it restarted, or the Docker Engine did) recovered it at
+ * `version` (the stream's version it saw). The machine enters its current state again, so the effects that state
+ * asks for run again: the machine, not the reconciler, knows what must be redone.
+ */
+export interface RecoveredData {
+  version: number;
+  /** Which supervisor recovered it (its node name on a cluster), when it has one. */
+  node?: string;
+  evidence?: Evidence;
+}
+
 /** Event type → its data. One entry per event the instance machine knows. */
 export interface InstanceEventData {
   'instance.requested': { spec: InstanceSpec };
@@ -94,6 +106,8 @@ export interface InstanceEventData {
   'instance.restart-due': { attempt: number; dueAt: string };
   'instance.tool-granted': { tool: string; via?: string };
   'instance.tool-revoked': { tool: string; via?: string };
+  /** A supervisor took the actor back (after its restart, a Docker restart): its state is entered again. */
+  'instance.recovered': RecoveredData;
 }
 
 export type InstanceEventType = keyof InstanceEventData;

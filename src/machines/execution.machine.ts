@@ -4,6 +4,7 @@
 //   new → resolving → materializing → starting → running → succeeded
 //              └───────────┴─────────────┴──────────┴────→ failed (typed reason)
 //   starting | running ──execution.adopted──→ adopted ──→ succeeded | failed
+//   resolving … adopted ──execution.recovered──→ the same state, entered again (its step's effect runs again)
 import { assign, setup } from 'xstate';
 import type { ExecutionEvent } from '../domain/events.ts';
 import { FAILURE_REASONS, type ExecutionEventData, type ExecutionRequest, type FailureReason, type LatencyProfile, type Materialized, type Resolved } from '../domain/execution-events.ts';
@@ -57,7 +58,7 @@ export interface ExecutionEffects {
   resolve: { request: ExecutionRequest };
   materialize: { request: ExecutionRequest; resolved: Resolved };
   createSandbox: { request: ExecutionRequest; resolved: Resolved; materialized: Materialized };
-  /** `resumed`: run again by recovery on a container a dead supervisor had attached to (see executions.ts). */
+  /** `resumed`: run again on recovery, on a container a dead supervisor may have attached to (see executions.ts). */
   invoke: { request: ExecutionRequest; containerId: string; deadline: string | null; resolved: Resolved; resumed?: boolean };
   collect: { request: ExecutionRequest; containerId: string | null; deadline: string | null };
   killSandbox: { containerId: string | null; reason: 'cancelled' };
@@ -149,6 +150,7 @@ export const executionMachine = setup({
       entry: [{ type: 'resolve', params: ({ context }) => ({ request: requestOf(context) }) }],
       on: {
         'execution.step': { actions: 'recordStep' },
+        'execution.recovered': { target: 'resolving', reenter: true },
         'execution.resolved': { target: 'materializing', actions: assign({ resolved: ({ event }) => event.data }) },
         'execution.failed': { target: 'failed', actions: 'recordFailure' },
         'execution.cancel-requested': { target: 'failed', actions: 'recordCancelled' },
@@ -158,6 +160,7 @@ export const executionMachine = setup({
       entry: [{ type: 'materialize', params: ({ context }) => ({ request: requestOf(context), resolved: resolvedOf(context) }) }],
       on: {
         'execution.step': { actions: 'recordStep' },
+        'execution.recovered': { target: 'materializing', reenter: true },
         'execution.materialized': { target: 'starting', actions: assign({ materialized: ({ event }) => event.data }) },
         'execution.failed': { target: 'failed', actions: 'recordFailure' },
         'execution.cancel-requested': { target: 'failed', actions: 'recordCancelled' },
@@ -169,15 +172,10 @@ export const executionMachine = setup({
       ],
       on: {
         'execution.step': { actions: 'recordStep' },
+        'execution.recovered': { target: 'starting', reenter: true },
         'execution.started': {
           target: 'running',
-          actions: [
-            assign({ containerId: ({ event }) => String(event.data.containerId), startedAt: ({ event }) => event.at }),
-            {
-              type: 'invoke',
-              params: ({ context }) => ({ request: requestOf(context), containerId: String(context.containerId), deadline: context.deadline, resolved: resolvedOf(context) }),
-            },
-          ],
+          actions: assign({ containerId: ({ event }) => String(event.data.containerId), startedAt: ({ event }) => event.at }),
         },
         'execution.adopted': { target: 'adopted' },
         'execution.failed': { target: 'failed', actions: 'recordFailure' },
@@ -185,8 +183,23 @@ export const executionMachine = setup({
       },
     },
     running: {
+      // Entered again on recovery only when the container was created but never started (the reconciler decides
+      // that): nothing of the handler ran, so the invocation happens now.
+      entry: [
+        {
+          type: 'invoke',
+          params: ({ context, event }) => ({
+            request: requestOf(context),
+            containerId: String(context.containerId),
+            deadline: context.deadline,
+            resolved: resolvedOf(context),
+            ...(event.type === 'execution.recovered' ? { resumed: true } : {}),
+          }),
+        },
+      ],
       on: {
         'execution.step': { actions: 'recordStep' },
+        'execution.recovered': { target: 'running', reenter: true },
         'execution.succeeded': { target: 'succeeded', actions: 'recordSuccess' },
         'execution.failed': { target: 'failed', actions: 'recordFailure' },
         'execution.cancel-requested': {
@@ -202,6 +215,8 @@ export const executionMachine = setup({
       ],
       on: {
         'execution.step': { actions: 'recordStep' },
+        // Adopted but not finished when the supervisor went away: collect again.
+        'execution.recovered': { target: 'adopted', reenter: true },
         'execution.succeeded': { target: 'succeeded', actions: 'recordSuccess' },
         'execution.failed': { target: 'failed', actions: 'recordFailure' },
       },

@@ -6,6 +6,7 @@
 //            └──────────┴────────┴──→ crashed ──(restart policy: backoff timer events)──→ spawning
 //   any live state ──instance.adopted──→ adopted ──instance.running──→ running (paused, if it was paused)
 //   any live state ──instance.lost──→ lost
+//   adopted | stopping | crashed.backoff ──instance.recovered──→ the same state, entered again (recovery)
 import { assign, setup } from 'xstate';
 import type { InstanceEvent } from '../domain/events.ts';
 import { DEFAULT_RESTART, type CrashData, type CrashReason, type InstanceSpec, type RestartPolicy, type SandboxLocation } from '../domain/instance-events.ts';
@@ -80,6 +81,8 @@ export interface InstanceEffects {
   scheduleRestart: { instanceId: string; attempt: number; delayMs: number | null };
   cancelRestart: { instanceId: string };
   reattach: { spec: InstanceSpec; containerId: string | null; host: string | null; port: number | null };
+  /** Arms the restart timer for a persisted due time (after instance.restart-scheduled, or on recovery). */
+  armRestart: { instanceId: string; attempt: number; dueAt: string };
   releasePort: { instanceId: string; port: number | null };
   /** Granted and revoked in any state, `new` included (no spec yet: the handler falls back to the actor's own). */
   provisionTools: { instanceId: string | undefined; tools: string[] | undefined };
@@ -178,6 +181,7 @@ export const instanceMachine = setup({
       scheduleRestart: true,
       cancelRestart: true,
       reattach: true,
+      armRestart: true,
       releasePort: true,
       provisionTools: true,
       announce: true,
@@ -275,13 +279,18 @@ export const instanceMachine = setup({
     },
     adopted: {
       entry: [
-        assign({
-          adopted: true,
-          pid: ({ event }) => locationOf(event).pid ?? null,
-          containerId: ({ event }) => locationOf(event).containerId ?? null,
-          host: ({ event }) => locationOf(event).host ?? null,
-          port: ({ event }) => locationOf(event).port ?? null,
-        }),
+        // Entered again on recovery: where the sandbox is stays what the adoption recorded.
+        assign(({ context, event }) =>
+          event.type === 'instance.recovered'
+            ? context
+            : {
+                adopted: true,
+                pid: locationOf(event).pid ?? null,
+                containerId: locationOf(event).containerId ?? null,
+                host: locationOf(event).host ?? null,
+                port: locationOf(event).port ?? null,
+              },
+        ),
         { type: 'reattach', params: ({ context }) => ({ spec: specOf(context), containerId: context.containerId, host: context.host, port: context.port }) },
       ],
       on: {
@@ -290,6 +299,8 @@ export const instanceMachine = setup({
           { guard: ({ context }) => context.paused, target: 'paused' },
           { target: 'running', actions: assign({ runningSince: ({ event }) => event.at }) },
         ],
+        // Adopted but not re-attached when the supervisor went away: attach again.
+        'instance.recovered': { target: 'adopted', reenter: true },
         ...whileLive,
       },
     },
@@ -307,6 +318,8 @@ export const instanceMachine = setup({
         },
         'instance.kill-requested': { actions: forceKill },
         'instance.lost': { target: 'lost' },
+        // Its container still runs: the stop is done again (watched again by the reconciler first).
+        'instance.recovered': { target: 'stopping', reenter: true },
       },
     },
     stopped: {
@@ -332,7 +345,24 @@ export const instanceMachine = setup({
             },
           ],
           on: {
-            'instance.restart-scheduled': { actions: assign({ nextRestartAt: ({ event }) => String(event.data.dueAt) }) },
+            'instance.restart-scheduled': {
+              actions: [
+                assign({ nextRestartAt: ({ event }) => String(event.data.dueAt) }),
+                { type: 'armRestart', params: ({ context, event }) => ({ instanceId: specOf(context).instanceId, attempt: event.data.attempt, dueAt: String(event.data.dueAt) }) },
+              ],
+            },
+            // The supervisor restarted: a persisted timer is armed again at its due time (an overdue one fires
+            // now); one never persisted is planned again, by entering the backoff again.
+            'instance.recovered': [
+              {
+                guard: ({ context }) => context.nextRestartAt !== null,
+                actions: {
+                  type: 'armRestart',
+                  params: ({ context }) => ({ instanceId: specOf(context).instanceId, attempt: context.restarts + 1, dueAt: String(context.nextRestartAt) }),
+                },
+              },
+              { target: 'backoff', reenter: true },
+            ],
             'instance.restart-due': {
               target: '#instance.spawning',
               actions: assign({ restarts: ({ context }) => context.restarts + 1, nextRestartAt: null, nextRestartDelayMs: null }),

@@ -67,6 +67,8 @@ export function fakeEffects(): { instance: Partial<EffectHandlers<'instance'>>; 
         await ctx.dispatch({ type: 'instance.restart-scheduled', data: partial<InstanceEventData['instance.restart-scheduled']>({ attempt: p.attempt, delayMs: p.delayMs ?? 0, dueAt: new Date(Date.now() + Number(p.delayMs)).toISOString() }) });
         await ctx.dispatch({ type: 'instance.restart-due', data: partial<InstanceEventData['instance.restart-due']>({ attempt: p.attempt }) });
       },
+      // The restart came due at once above: no timer is armed for it.
+      armRestart: () => undefined,
       forceKill: () => undefined,
       releasePort: () => undefined,
       provisionTools: () => undefined,

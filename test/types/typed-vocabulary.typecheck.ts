@@ -55,6 +55,7 @@ export const machine = setup({
     scheduleRestart: true,
     cancelRestart: true,
     reattach: true,
+    armRestart: true,
     releasePort: true,
     provisionTools: true,
     announce: true,
