@@ -68,6 +68,9 @@ const codeKey = (author: string, blobCid: string, entrypoint: string): string =>
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 
+/** Unanswered executions from which the pool's pre-starts wait (a burst): speculative work yields to real work. */
+const PRESTART_BUSY = 2;
+
 /**
  * The worker answered without an invocation id and the handler said nothing: it never received a valid envelope.
  * The supervisor always sends one, so after a restart this means the delivery was cut (the handler never ran).
@@ -105,6 +108,10 @@ export class ExecutionSupervisor {
   private poolInstance: SandboxPool | null = null;
   /** What to pre-start once an execution has answered (createSandbox → invoke). */
   private readonly nextSandbox = new Map<string, Parameters<SandboxPool['fill']>[0]>();
+  /** Executions resolving, materializing or running (not yet answered): a burst defers the pool's pre-starts. */
+  private readonly unanswered = new Set<string>();
+  /** Pre-starts held back while a burst runs, by pool key (started once fewer than PRESTART_BUSY are unanswered). */
+  private readonly deferredFills = new Map<string, Parameters<SandboxPool['fill']>[0]>();
   /** Used containers being removed (the cleanup effect), awaited by close(). */
   private readonly removals = new Set<Promise<unknown>>();
 
@@ -208,6 +215,7 @@ export class ExecutionSupervisor {
   private async resolve(request: ExecutionRequest, ctx: EffectContext): Promise<void> {
     const id = ctx.actor.id;
     const t0 = performance.now();
+    this.unanswered.add(id);
     let resolved: Resolved;
     // Every network read of the resolution ends within the caller's timeout, counted from the request: a slow
     // PDS spends the execution's time, never more (NETWORK_TIMEOUT, reason timeout).
@@ -486,7 +494,18 @@ export class ExecutionSupervisor {
   private fillNext(executionId: string): void {
     const target = this.nextSandbox.get(executionId);
     this.nextSandbox.delete(executionId);
-    if (target) this.pool.fill(target);
+    this.unanswered.delete(executionId);
+    // A pre-start is speculative: while a burst of executions waits for the daemon and the cores, starting
+    // sandboxes for calls that have not come would compete with the ones that have. It waits for the burst to end.
+    if (target) this.deferredFills.set(target.key, target);
+    this.flushFills();
+  }
+
+  private flushFills(): void {
+    if (this.unanswered.size >= PRESTART_BUSY || this.deferredFills.size === 0) return;
+    const targets = [...this.deferredFills.values()];
+    this.deferredFills.clear();
+    for (const target of targets) this.pool.fill(target);
   }
 
   /** Writes the receipt before the outcome is recorded, so the outcome event names it (or why it failed). */
@@ -556,6 +575,7 @@ export class ExecutionSupervisor {
     if (executionId) this.prefetch.drop(executionId); // cancelled before materializing
     if (executionId) this.profiles.delete(executionId);
     if (executionId) this.nextSandbox.delete(executionId);
+    if (executionId && this.unanswered.delete(executionId)) this.flushFills();
     if (!containerId) return;
     // Runs after execute() has answered (it returns on the outcome): tracked, so close() still waits for it.
     const removal = this.sandbox.removeContainer(containerId).catch(() => undefined);
