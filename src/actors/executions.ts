@@ -21,7 +21,8 @@ import { CodePrefetch, VerifiedCodeCache, type PreparedCode } from './code-prefe
 import type { FaultHook } from './faults.ts';
 import { requireImage, type Parts } from '../config/parts.ts';
 import { ResolutionHints } from './resolution-hints.ts';
-import { POOL_STREAM, SandboxPool } from './sandbox-pool.ts';
+import { PrestartGate } from './prestart-gate.ts';
+import { POOL_STREAM, SandboxPool, type PoolTarget } from './sandbox-pool.ts';
 
 export interface ExecutionOptions {
   home: string;
@@ -68,9 +69,6 @@ const codeKey = (author: string, blobCid: string, entrypoint: string): string =>
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 
-/** Unanswered executions from which the pool's pre-starts wait (a burst): speculative work yields to real work. */
-const PRESTART_BUSY = 2;
-
 /**
  * The worker answered without an invocation id and the handler said nothing: it never received a valid envelope.
  * The supervisor always sends one, so after a restart this means the delivery was cut (the handler never ran).
@@ -107,11 +105,9 @@ export class ExecutionSupervisor {
   private readonly profiles = new Map<string, LatencyProfile>();
   private poolInstance: SandboxPool | null = null;
   /** What to pre-start once an execution has answered (createSandbox → invoke). */
-  private readonly nextSandbox = new Map<string, Parameters<SandboxPool['fill']>[0]>();
-  /** Executions resolving, materializing or running (not yet answered): a burst defers the pool's pre-starts. */
-  private readonly unanswered = new Set<string>();
-  /** Pre-starts held back while a burst runs, by pool key (started once fewer than PRESTART_BUSY are unanswered). */
-  private readonly deferredFills = new Map<string, Parameters<SandboxPool['fill']>[0]>();
+  private readonly nextSandbox = new Map<string, PoolTarget>();
+  /** Pre-starts wait while a burst of executions is unanswered (prestart-gate.ts). */
+  private readonly gate = new PrestartGate<PoolTarget>((target) => this.pool.fill(target));
   /** Used containers being removed (the cleanup effect), awaited by close(). */
   private readonly removals = new Set<Promise<unknown>>();
 
@@ -215,7 +211,7 @@ export class ExecutionSupervisor {
   private async resolve(request: ExecutionRequest, ctx: EffectContext): Promise<void> {
     const id = ctx.actor.id;
     const t0 = performance.now();
-    this.unanswered.add(id);
+    this.gate.begin(id);
     let resolved: Resolved;
     // Every network read of the resolution ends within the caller's timeout, counted from the request: a slow
     // PDS spends the execution's time, never more (NETWORK_TIMEOUT, reason timeout).
@@ -494,18 +490,7 @@ export class ExecutionSupervisor {
   private fillNext(executionId: string): void {
     const target = this.nextSandbox.get(executionId);
     this.nextSandbox.delete(executionId);
-    this.unanswered.delete(executionId);
-    // A pre-start is speculative: while a burst of executions waits for the daemon and the cores, starting
-    // sandboxes for calls that have not come would compete with the ones that have. It waits for the burst to end.
-    if (target) this.deferredFills.set(target.key, target);
-    this.flushFills();
-  }
-
-  private flushFills(): void {
-    if (this.unanswered.size >= PRESTART_BUSY || this.deferredFills.size === 0) return;
-    const targets = [...this.deferredFills.values()];
-    this.deferredFills.clear();
-    for (const target of targets) this.pool.fill(target);
+    this.gate.answered(executionId, target);
   }
 
   /** Writes the receipt before the outcome is recorded, so the outcome event names it (or why it failed). */
@@ -575,7 +560,7 @@ export class ExecutionSupervisor {
     if (executionId) this.prefetch.drop(executionId); // cancelled before materializing
     if (executionId) this.profiles.delete(executionId);
     if (executionId) this.nextSandbox.delete(executionId);
-    if (executionId && this.unanswered.delete(executionId)) this.flushFills();
+    if (executionId) this.gate.ended(executionId);
     if (!containerId) return;
     // Runs after execute() has answered (it returns on the outcome): tracked, so close() still waits for it.
     const removal = this.sandbox.removeContainer(containerId).catch(() => undefined);
