@@ -105,9 +105,16 @@ async function openFixture(log: (m: string) => void, opts: { prestart?: boolean;
     const publisher = await pds.createAccount('runtimes.test');
     const author = await pds.createAccount('bench.test');
     const runtime = await publishRuntime(publisher.publisher, { dir: join(REPO, 'runtimes/node'), image: imageRef('runtime-node') });
+    // The example asks for a 10 s deadline; with opts.timeoutMs its copies ask for that instead (the raw side has none).
+    const copyGreet = (dir: string, nonce: string) => {
+      cpSync(join(REPO, 'examples/greet-node'), dir, { recursive: true });
+      writeFileSync(join(dir, 'bench-nonce.txt'), `${nonce}\n`);
+      if (!opts.timeoutMs) return;
+      const manifest = JSON.parse(readFileSync(join(dir, 'at-run.json'), 'utf8')) as { requested?: Record<string, number> };
+      writeFileSync(join(dir, 'at-run.json'), JSON.stringify({ ...manifest, requested: { ...manifest.requested, timeoutMs: opts.timeoutMs } }));
+    };
     const codeDir = join(root, 'greet');
-    cpSync(join(REPO, 'examples/greet-node'), codeDir, { recursive: true });
-    writeFileSync(join(codeDir, 'bench-nonce.txt'), `${process.pid}-${Date.now()}\n`);
+    copyGreet(codeDir, `${process.pid}-${Date.now()}`);
     const atproto = { plcUrl: pds.plcUrl };
     const code = await publishCode(author.publisher, { dir: codeDir, runtime: runtime.uri, atproto });
     const policy: OperatorPolicy = {
@@ -131,8 +138,7 @@ async function openFixture(log: (m: string) => void, opts: { prestart?: boolean;
         const uris: string[] = [];
         for (let i = 0; i < n; i++) {
           const dir = join(root, `greet-${i}`);
-          cpSync(join(REPO, 'examples/greet-node'), dir, { recursive: true });
-          writeFileSync(join(dir, 'bench-nonce.txt'), `${process.pid}-${Date.now()}-${i}\n`);
+          copyGreet(dir, `${process.pid}-${Date.now()}-${i}`);
           uris.push((await publishCode(author.publisher, { dir, runtime: runtime.uri, atproto })).uri);
         }
         return uris;

@@ -21,7 +21,8 @@ import { CodePrefetch, VerifiedCodeCache, type PreparedCode } from './code-prefe
 import type { FaultHook } from './faults.ts';
 import { requireImage, type Parts } from '../config/parts.ts';
 import { ResolutionHints } from './resolution-hints.ts';
-import { POOL_STREAM, SandboxPool } from './sandbox-pool.ts';
+import { PrestartGate } from './prestart-gate.ts';
+import { POOL_STREAM, SandboxPool, type PoolTarget } from './sandbox-pool.ts';
 
 export interface ExecutionOptions {
   home: string;
@@ -104,7 +105,9 @@ export class ExecutionSupervisor {
   private readonly profiles = new Map<string, LatencyProfile>();
   private poolInstance: SandboxPool | null = null;
   /** What to pre-start once an execution has answered (createSandbox → invoke). */
-  private readonly nextSandbox = new Map<string, Parameters<SandboxPool['fill']>[0]>();
+  private readonly nextSandbox = new Map<string, PoolTarget>();
+  /** Pre-starts wait while a burst of executions is unanswered (prestart-gate.ts). */
+  private readonly gate = new PrestartGate<PoolTarget>((target) => this.pool.fill(target));
   /** Used containers being removed (the cleanup effect), awaited by close(). */
   private readonly removals = new Set<Promise<unknown>>();
 
@@ -208,6 +211,7 @@ export class ExecutionSupervisor {
   private async resolve(request: ExecutionRequest, ctx: EffectContext): Promise<void> {
     const id = ctx.actor.id;
     const t0 = performance.now();
+    this.gate.begin(id);
     let resolved: Resolved;
     // Every network read of the resolution ends within the caller's timeout, counted from the request: a slow
     // PDS spends the execution's time, never more (NETWORK_TIMEOUT, reason timeout).
@@ -486,7 +490,7 @@ export class ExecutionSupervisor {
   private fillNext(executionId: string): void {
     const target = this.nextSandbox.get(executionId);
     this.nextSandbox.delete(executionId);
-    if (target) this.pool.fill(target);
+    this.gate.answered(executionId, target);
   }
 
   /** Writes the receipt before the outcome is recorded, so the outcome event names it (or why it failed). */
@@ -556,6 +560,7 @@ export class ExecutionSupervisor {
     if (executionId) this.prefetch.drop(executionId); // cancelled before materializing
     if (executionId) this.profiles.delete(executionId);
     if (executionId) this.nextSandbox.delete(executionId);
+    if (executionId) this.gate.ended(executionId);
     if (!containerId) return;
     // Runs after execute() has answered (it returns on the outcome): tracked, so close() still waits for it.
     const removal = this.sandbox.removeContainer(containerId).catch(() => undefined);
