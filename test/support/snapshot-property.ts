@@ -7,14 +7,26 @@ import { toMachineEvent, type ActorKind } from '../../src/domain/events.ts';
 import { machines, replay } from '../../src/machines/runtime.ts';
 import type { EventStore } from '../../src/store/event-store.ts';
 
-/** Checks every actor stream of the log at up to `cuts` versions each; returns how many cuts were checked. */
-export function expectSnapshotPlusTailEqualsFold(store: Pick<EventStore, 'streams' | 'read'>, cuts = 40): number {
+/**
+ * Checks every actor stream of the log at up to `cuts` versions each; returns how many cuts were checked. When the
+ * log keeps snapshots, the ones the supervisor actually stored (the newest, and the older ones `replay --to` reads)
+ * are checked the same way: restored, plus the events after them, they give the full fold.
+ */
+export function expectSnapshotPlusTailEqualsFold(store: Pick<EventStore, 'streams' | 'read' | 'latestSnapshot' | 'snapshotAtOrBefore'>, cuts = 40): number {
   let checked = 0;
   for (const { stream, kind } of store.streams()) {
     const machine = machines[kind as ActorKind];
     if (!machine) continue;
     const events = store.read(stream).map(toMachineEvent);
     const full = snapshotState(machine, replay(machine, events));
+    const stored = [store.latestSnapshot?.(stream), ...(store.snapshotAtOrBefore ? Array.from({ length: 4 }, (_, i) => store.snapshotAtOrBefore!(stream, Math.floor((events.length * (i + 1)) / 5))) : [])];
+    for (const record of stored) {
+      if (!record) continue;
+      const restored = decodeSnapshot(machine, record);
+      expect(restored, `${stream}: its stored snapshot at v${record.version} decodes`).not.toBeNull();
+      expect(snapshotState(machine, replay(machine, events.slice(record.version), restored!)), `${stream}: stored snapshot at v${record.version} + tail = full fold`).toBe(full);
+      checked += 1;
+    }
     const step = Math.max(1, Math.floor(events.length / cuts));
     for (let k = 1; k <= events.length; k += step) {
       const record = encodeSnapshot(machine, stream, k, '1970-01-01T00:00:00.000Z', replay(machine, events.slice(0, k)));
