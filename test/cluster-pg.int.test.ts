@@ -10,15 +10,19 @@
 // - kill -9 during executions: one whose supervisor stays away past the collect grace is failed (lost) by a
 //   survivor, and its container is removed when that supervisor comes back; one whose supervisor comes back in
 //   time is collected by it (succeeded, run once), and the survivor records nothing about it.
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { alive, HELLO_APP_DIR, requireDocker, requireProot, until } from './support/apps.ts';
 import { helloApp } from './support/child-supervisor.ts';
-import { runCli, startServe, type Served } from './support/cli-process.ts';
-import { cleanupTestContainers, docker } from './support/docker.ts';
+import { publishCode } from '../src/actors/publishing.ts';
+import { cliArgs } from './support/cli.ts';
+import { REPO_ROOT, runCli, startServe, type Served } from './support/cli-process.ts';
+import { cleanupTestContainers, docker, requireRegistry } from './support/docker.ts';
+import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
 import { dropSchemas, requirePostgres, testSchema } from './support/postgres.ts';
 
 const TTL = 2000;
@@ -26,6 +30,7 @@ const served: Served[] = [];
 const roots: string[] = [];
 const homes: string[] = [];
 let url = '';
+let pds: TestPds | undefined;
 afterAll(async () => {
   for (const s of served) {
     if (s.child.exitCode === null && s.child.signalCode === null) {
@@ -36,6 +41,7 @@ afterAll(async () => {
   for (const h of homes) await cleanupTestContainers({ 'runlog.home': h });
   for (const r of roots) rmSync(r, { recursive: true, force: true });
   if (url) await dropSchemas(url);
+  await pds?.close();
 });
 
 interface Node {
@@ -44,11 +50,11 @@ interface Node {
   s: Served & { info: NonNullable<Served['info']> };
 }
 
-async function startNode(root: string, name: string, store: string): Promise<Node> {
+async function startNode(root: string, name: string, store: string, extra: string[] = []): Promise<Node> {
   const home = join(root, name);
   mkdirSync(home, { recursive: true, mode: 0o700 });
-  homes.push(home);
-  const s = await startServe(home, '127.0.0.1:0', ['--store', store, '--node', name, '--lease-ttl', String(TTL)]);
+  if (!homes.includes(home)) homes.push(home);
+  const s = await startServe(home, '127.0.0.1:0', ['--store', store, '--node', name, '--lease-ttl', String(TTL), ...extra]);
   served.push(s);
   if (!s.info) throw new Error(`runlog serve --node ${name} did not start:\n${s.stderr()}`);
   return { name, home, s: s as Node['s'] };
@@ -201,5 +207,82 @@ describe('a cluster of supervisors on PostgreSQL', () => {
     }
     for (const n of [b, c]) n.s.child.kill('SIGTERM');
     for (const n of [b, c]) expect(await n.s.exit).toBe(0);
+  });
+
+  it('kill -9 during executions: away past the collect grace, a survivor fails it (lost), no container of it is left and the node appends nothing when back; back in time, the node collects it itself (run once)', { timeout: 600_000 }, async () => {
+    await requireDocker();
+    await requireRegistry();
+    url = await requirePostgres();
+    const root = mkdtempSync(join(tmpdir(), 'runlog-cluster-'));
+    roots.push(root);
+    pds = await startTestPds();
+    const runtime = await publishNodeRuntime(pds, `clusterrt-${process.pid}.test`);
+    const author = await pds.createAccount(`cluster-${process.pid}.test`);
+    const codeDir = mkdtempSync(join(root, 'code-'));
+    writeFileSync(join(codeDir, 'index.mjs'), 'export async function slow(input) { await new Promise((r) => setTimeout(r, input.ms)); return { slept: input.ms }; }\n');
+    const uri = (await publishCode(author.publisher, { dir: codeDir, runtime, entrypoint: 'index.mjs', atproto: { plcUrl: pds.plcUrl } })).uri;
+    const schema = testSchema('exec');
+    const store = `${url}?schema=${schema}`;
+    const GRACE = 12_000;
+    const flags = ['--plc', pds.plcUrl, '--collect-grace', String(GRACE)];
+    let a = await startNode(root, 'a', store, flags);
+    const b = await startNode(root, 'b', store, flags);
+    const executions = () => ps(store).filter((r) => r.kind === 'execution');
+    // An execution through a's API, left to run (a is killed under it: the client's call fails, which is fine).
+    const execOnA = async (ms: number): Promise<string> => {
+      const known = new Set(executions().map((r) => r.id));
+      const child = spawn(process.execPath, cliArgs('exec', uri, 'slow', '--input', JSON.stringify({ ms }), '--timeout', '55000', '--json'), {
+        cwd: REPO_ROOT,
+        env: { ...process.env, RUNLOG_HOME: a.home },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let said = '';
+      child.stdout!.on('data', (c: Buffer) => (said += c.toString()));
+      child.stderr!.on('data', (c: Buffer) => (said += c.toString()));
+      const row = await until('the execution runs on a', () => executions().find((r) => !known.has(r.id) && r.state === 'running'), 180_000, 200).catch((err: Error) => {
+        throw new Error(`${err.message}\nexec: ${said}\nps: ${JSON.stringify(executions())}\na: ${a.s.stderr().slice(-3000)}`);
+      });
+      return row.id as string;
+    };
+    const history = (id: string) => runCli(['events', id, '--json', '--store', store]).stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const containersOf = (id: string) => docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.stream=execution-${id}`] }) });
+
+    // 1. a dies and stays away past the lease and the collect grace: b records the execution failed (lost).
+    const gone = await execOnA(40_000);
+    expect(await containersOf(gone)).toHaveLength(1);
+    a.s.child.kill('SIGKILL');
+    await a.s.exit;
+    const killedAt = Date.now();
+    await until('b records the execution failed (lost)', () => executions().find((r) => r.id === gone && r.state === 'failed'), 60_000, 200);
+    // Not before the lease and the grace ran out (a could have come back until then).
+    expect(Date.now() - killedAt).toBeGreaterThanOrEqual(TTL + GRACE - 1000);
+    const failed = history(gone).at(-1);
+    expect(failed).toMatchObject({ type: 'execution.failed', meta: { source: 'cluster' }, data: { reason: 'lost', code: 'NODE_LOST', evidence: { node: 'a', takenOverBy: 'b' } } });
+    // No container of it is left once a is back: b's cleanup removes it through the Docker daemon the nodes share
+    // here; on separate hosts a's reconciler removes the container of an execution that has ended. Either way a
+    // appends nothing to it.
+    await until('b has cleaned up after the execution', () => history(gone).some((e) => e.type === 'execution.failed') && executions().find((r) => r.id === gone)?.state === 'failed', 30_000, 200);
+    await until('no container of the ended execution is left', async () => (await containersOf(gone)).length === 0, 60_000, 200);
+    const settledHistory = history(gone);
+    a = await startNode(root, 'a', store, flags); // it has reconciled its host when it answers
+    expect(await containersOf(gone)).toHaveLength(0);
+    expect(history(gone)).toEqual(settledHistory);
+
+    // 2. a dies and comes back within the grace: it reclaims the lease and collects the result itself.
+    const back = await execOnA(6_000);
+    a.s.child.kill('SIGKILL');
+    await a.s.exit;
+    a = await startNode(root, 'a', store, flags);
+    const done = await until('a collects the execution', () => executions().find((r) => r.id === back && (r.state === 'succeeded' || r.state === 'failed')), 120_000, 200);
+    expect(done.state).toBe('succeeded');
+    const events = history(back);
+    expect(events.filter((e) => e.type === 'execution.started')).toHaveLength(1); // run once
+    expect(events.some((e) => e.meta?.source === 'cluster')).toBe(false); // b recorded nothing about it
+    expect(events.at(-1)).toMatchObject({ type: 'execution.succeeded' });
+    expect((await sql<{ node: string }>(schema, 'SELECT node FROM leases WHERE stream = $1', [`execution-${back}`])).map((r) => r.node)).not.toContain('b');
+    await until('the collected execution\'s container is removed', async () => (await containersOf(back)).length === 0, 60_000, 200);
+
+    for (const n of [a, b]) n.s.child.kill('SIGTERM');
+    for (const n of [a, b]) expect(await n.s.exit).toBe(0);
   });
 });
