@@ -23,9 +23,13 @@ import { requireImage, type Parts } from '../config/parts.ts';
 import { ResolutionHints } from './resolution-hints.ts';
 import { PrestartGate } from './prestart-gate.ts';
 import { POOL_STREAM, SandboxPool, type PoolTarget } from './sandbox-pool.ts';
+import { systemClock } from './system-clock.ts';
+import type { Clock } from '../domain/clock.ts';
 
 export interface ExecutionOptions {
   home: string;
+  /** What "now" is for deadlines and receipts (default: the wall clock). */
+  clock?: Clock;
   parts: Parts;
   policy?: OperatorPolicy;
   atproto?: AtprotoReaderOptions;
@@ -110,6 +114,10 @@ export class ExecutionSupervisor {
   private readonly gate = new PrestartGate<PoolTarget>((target) => this.pool.fill(target));
   /** Used containers being removed (the cleanup effect), awaited by close(). */
   private readonly removals = new Set<Promise<unknown>>();
+
+  private nowMs(): number {
+    return (this.opts.clock ?? systemClock).nowMs();
+  }
 
   constructor(private readonly opts: ExecutionOptions, private readonly host: () => ActorHost) {
     this.policy = opts.policy ?? DEFAULT_OPERATOR_POLICY;
@@ -216,7 +224,7 @@ export class ExecutionSupervisor {
     // Every network read of the resolution ends within the caller's timeout, counted from the request: a slow
     // PDS spends the execution's time, never more (NETWORK_TIMEOUT, reason timeout).
     const requestedAt = Date.parse((ctx.actor.snapshot.context as ExecutionContext).requestedAt ?? '');
-    const deadlineAt = (Number.isFinite(requestedAt) ? requestedAt : Date.now()) + request.timeoutMs;
+    const deadlineAt = (Number.isFinite(requestedAt) ? requestedAt : this.nowMs()) + request.timeoutMs;
     // Step events record what was used; they are appended while the next read is under way.
     const steps: Promise<void>[] = [];
     const hint = this.hints.get(request.uri);
@@ -440,8 +448,8 @@ export class ExecutionSupervisor {
   // 13: one envelope on stdin, frames on stdout; the deadline is the supervisor's to enforce.
   private async invoke(request: ExecutionRequest, containerId: string, deadline: string | null, r: Resolved, ctx: EffectContext, resumed = false): Promise<void> {
     // The handler's deadline is the invocation's: the effective timeout from now, never past the request's.
-    const deadlineMs = Math.max(1, Math.min(r.limits.timeoutMs, Date.parse(deadline ?? '') - Date.now()));
-    const envelope = this.envelopeOf(request, r, new Date(Date.now() + deadlineMs).toISOString());
+    const deadlineMs = Math.max(1, Math.min(r.limits.timeoutMs, Date.parse(deadline ?? '') - this.nowMs()));
+    const envelope = this.envelopeOf(request, r, new Date(this.nowMs() + deadlineMs).toISOString());
     let result: InvocationResult;
     try {
       result = await this.sandbox.invoke(containerId, envelope, {
@@ -514,8 +522,8 @@ export class ExecutionSupervisor {
         ...(failed ? { failure: { kind: failed.reason, code: failed.code, message: String(failed.message ?? '').slice(0, 1000) } } : {}),
         ...(typeof d.exitCode === 'number' ? { exitCode: d.exitCode } : {}),
         ...(request.callerDid ? { callerDid: request.callerDid } : {}),
-        startedAt: (ctx.actor.snapshot.context as ExecutionContext).startedAt ?? new Date().toISOString(),
-        finishedAt: new Date().toISOString(),
+        startedAt: (ctx.actor.snapshot.context as ExecutionContext).startedAt ?? new Date(this.nowMs()).toISOString(),
+        finishedAt: new Date(this.nowMs()).toISOString(),
       });
       d.receipt = ref;
     } catch (err) {

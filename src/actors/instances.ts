@@ -18,6 +18,8 @@ import { RunlogError, ValidationError } from '../domain/errors.ts';
 import { DEFAULT_ENTRYPOINT, isValidAppId, MANIFEST_FILE, parseManifest, SANDBOX_KINDS, type AppManifest } from '../domain/manifest.ts';
 import { DEFAULT_RESTART, type CrashReason, type InstanceContext, type InstanceEffects, type InstanceSpec, type SandboxKind } from '../machines/instance.machine.ts';
 import type { ActorHost, EffectContext as AnyEffectContext, EffectHandlers, LiveActor } from './actor-host.ts';
+import { systemClock } from './system-clock.ts';
+import type { Clock } from '../domain/clock.ts';
 import { effectiveTools, type ToolOverrides } from './app-grants.ts';
 import { newInstanceId } from '../adapters/ids.ts';
 import { requireImage, requireRootfs, type Parts } from '../config/parts.ts';
@@ -37,6 +39,8 @@ export interface InstanceOptions {
   killGraceMs?: number;
   /** How long a container spawn waits for an unreachable Docker Engine before it fails (default 120 s). */
   engineWaitMs?: number;
+  /** Times and waits for the spawn's retries while the Docker Engine is unreachable (default: the wall clock). */
+  clock?: Clock;
   /** Injected runners (tests of the wiring); default: the real ProotRunner and ContainerRunner, built lazily. */
   runners?: Partial<Record<SandboxKind, AppSandboxRunner>>;
   log?: (msg: string) => void;
@@ -274,7 +278,8 @@ export class InstanceSupervisor {
     }
     const port = this.ports.allocate(spec.instanceId);
     let result;
-    const started = Date.now();
+    const clock = this.opts.clock ?? systemClock;
+    const started = clock.nowMs();
     const engineWaitMs = this.opts.engineWaitMs ?? 120_000;
     for (let attempt = 0; ; attempt++) {
       try {
@@ -286,9 +291,9 @@ export class InstanceSupervisor {
         const trouble = spec.sandbox === 'container' ? engineTrouble(err) : null;
         const budget = trouble === 'down' ? engineWaitMs : trouble === 'error' ? Math.min(engineWaitMs, 30_000) : 0;
         const engineDown = trouble !== null;
-        if (engineDown && Date.now() - started < budget) {
+        if (engineDown && clock.nowMs() - started < budget) {
           if (attempt === 0) this.opts.log?.(`spawn of ${spec.instanceId} waits for the Docker Engine: ${(err as Error).message}`);
-          await new Promise((r) => setTimeout(r, Math.min(2000, 250 * 2 ** attempt)));
+          await new Promise<void>((r) => clock.after(Math.min(2000, 250 * 2 ** attempt), r));
           continue;
         }
         this.ports.release(port);

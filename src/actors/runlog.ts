@@ -287,6 +287,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   const instances = new InstanceSupervisor(
     {
       home: paths.home,
+      clock,
       parts,
       log,
       ...(options.workspace ? { workspace: options.workspace } : {}),
@@ -303,6 +304,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   const executions = new ExecutionSupervisor(
     {
       home: paths.home,
+      clock,
       parts,
       log,
       faults,
