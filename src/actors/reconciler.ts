@@ -70,6 +70,8 @@ export interface ReconcilerOptions {
   faults?: FaultHook;
   /** What "now" is when deciding whether a deadline passed while the supervisor was down (default: the wall clock). */
   clock?: Clock;
+  /** A cluster node: whether it owns the actor (its lease). A container here of an actor another node owns is a stray. */
+  owns?: (stream: string) => boolean;
 }
 
 export interface ReconcileOptions {
@@ -130,7 +132,10 @@ export class Reconciler {
     if (this.policy !== 'adopt' && this.policy !== 'remove') throw new Error(`orphanPolicy must be 'adopt' or 'remove', got ${JSON.stringify(this.policy)}`);
     this.faultsOverride = options.faults;
     this.clock = options.clock ?? systemClock;
+    this.owns = options.owns ?? (() => true);
   }
+
+  private readonly owns: (stream: string) => boolean;
 
   private get home(): string {
     return this.instances.layout.home;
@@ -251,7 +256,8 @@ export class Reconciler {
       const stream = c.labels['runlog.stream'] ?? '';
       const ref = parseStreamName(stream);
       const actor = ref ? host.get(ref.kind, ref.id) : undefined;
-      const liveActor = actor && !isTerminal(actor.snapshot) ? actor : undefined;
+      // Another node's (it restarted the instance after this node was gone): this node's container of it is a stray.
+      const liveActor = actor && !isTerminal(actor.snapshot) && this.owns(stream) ? actor : undefined;
       const state = actor ? stateName(actor.snapshot) : null;
       let reason: string;
       if (kind === 'instance') {

@@ -336,7 +336,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     ...(tracing ? { onCreate: (kind: ActorKind, id: string) => tracing.created(kind, id) } : {}),
     ...(pgStore ? { owns: (stream: string) => pgStore.owns(stream) } : {}),
   });
-  const reconciler = new Reconciler(hostRef, instances, executions, log, { clock, ...(options.orphanPolicy ? { orphanPolicy: options.orphanPolicy } : {}) });
+  const reconciler = new Reconciler(hostRef, instances, executions, log, { clock, ...(options.orphanPolicy ? { orphanPolicy: options.orphanPolicy } : {}), ...(pgStore ? { owns: (stream: string) => pgStore.owns(stream) } : {}) });
   let heartbeat: HeartbeatHandle | null = null;
   const metrics =
     supervise && (options.metrics ?? true)

@@ -15,6 +15,11 @@ export interface ReadableLog extends Pick<EventStore, 'read' | 'readAll' | 'stre
   iterateEvents(options?: IterateEventsOptions): IterableIterator<RecordedEvent>;
   readAllJson?(afterSeq: number, limit: number): { seq: number; json: string }[];
   readHeartbeat(): Heartbeat | null;
+  /**
+   * A cluster's log (PostgreSQL): the node an actor last ran on (the node that appended its latest event) and the
+   * node that owns it now (holds its lease; null once it has ended). Absent on SQLite (one supervisor).
+   */
+  placement?(stream: string): { node: string | null; owner: string | null };
   close(): void | Promise<void>;
 }
 

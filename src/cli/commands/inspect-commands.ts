@@ -51,10 +51,12 @@ export const psCommand: Command = {
     return withInspectionLog(args, (store) => {
       const rows = store.listActors({ all: Boolean(args.values.all), ...(kind ? { kind } : {}) });
       const sup = supervisionOf(store.readHeartbeat(), new Date().toISOString());
+      // A cluster's log (PostgreSQL) says where each actor last ran and which node owns it now.
+      const placed = store.placement ? (r: { stream: string }) => store.placement!(r.stream) : null;
       if (io.json) {
         printJson(
           io,
-          rows.map((r) => ({ id: r.id, kind: r.kind, state: r.state, status: r.status, version: r.version, createdAt: r.createdAt, updatedAt: r.updatedAt, summary: r.summary, supervised: sup.supervised, heartbeatAt: sup.heartbeatAt, archived: r.archived ?? null })),
+          rows.map((r) => ({ id: r.id, kind: r.kind, state: r.state, status: r.status, version: r.version, createdAt: r.createdAt, updatedAt: r.updatedAt, summary: r.summary, supervised: sup.supervised, heartbeatAt: sup.heartbeatAt, archived: r.archived ?? null, ...(placed ? placed(r) : {}) })),
         );
       } else if (rows.length === 0) {
         io.err(args.values.all ? 'no actors in this log' : 'no live actors (runlog ps --all shows finished ones)');
@@ -62,7 +64,13 @@ export const psCommand: Command = {
         // Like kubectl's NotReady: a live state nobody supervises is only the last one known.
         const mark = (r: { state: string; status: string }) => (!sup.supervised && r.status === 'active' ? `${r.state} (last known)` : r.state);
         const what = (r: (typeof rows)[number]) => `${describe(r.summary)}${r.archived ? `${r.summary.appId || r.summary.uri ? ' ' : ''}(archived to ${r.archived.file})` : ''}`;
-        io.out(table(rows.map((r) => [r.id, r.kind, mark(r), age(r.updatedAt), what(r)]), ['ID', 'KIND', 'STATE', 'UPDATED', 'WHAT']));
+        if (placed) {
+          const cells = (r: (typeof rows)[number]) => {
+            const p = placed(r);
+            return [p.node ?? '-', p.owner ?? '-'];
+          };
+          io.out(table(rows.map((r) => [r.id, r.kind, mark(r), ...cells(r), age(r.updatedAt), what(r)]), ['ID', 'KIND', 'STATE', 'NODE', 'OWNER', 'UPDATED', 'WHAT']));
+        } else io.out(table(rows.map((r) => [r.id, r.kind, mark(r), age(r.updatedAt), what(r)]), ['ID', 'KIND', 'STATE', 'UPDATED', 'WHAT']));
         if (!sup.supervised && rows.some((r) => r.status === 'active')) io.err(unsupervisedNote(sup));
       }
       return EXIT.ok;

@@ -87,6 +87,10 @@ export class PgHostStore implements HostStore {
   private readonly rows = new Map<string, ActorRow>();
   private readonly subscribers = new Set<() => void>();
   private heartbeat: Heartbeat | null = null;
+  /** stream → the node whose append was its latest (events a cluster node appends carry meta.node). */
+  private readonly lastNode = new Map<string, string>();
+  /** stream → the node holding its lease (read with the heartbeats). */
+  private owners = new Map<string, string>();
   private size = 0;
   /** Ingestion into the copy, one step at a time, in position order. */
   private chain: Promise<unknown> = Promise.resolve();
@@ -159,6 +163,8 @@ export class PgHostStore implements HostStore {
 
   private put(e: RecordedEvent): void {
     this.events.push(e);
+    const by = (e.meta as { node?: unknown } | undefined)?.node;
+    if (typeof by === 'string') this.lastNode.set(e.stream, by);
     let s = this.byStream.get(e.stream);
     if (!s) this.byStream.set(e.stream, (s = []));
     s.push(e);
@@ -201,6 +207,7 @@ export class PgHostStore implements HostStore {
       [],
     );
     this.heartbeat = r ? { node: r.node, pid: r.pid, startedAt: r.started_at, beatAt: r.beat_at, intervalMs: r.interval_ms, stoppedAt: r.stopped_at } : null;
+    this.owners = new Map((await this.pg.sql<{ stream: string; node: string }>('SELECT stream, node FROM leases', [])).map((l) => [l.stream, l.node]));
     const [sz] = await this.pg.sql<{ n: number }>("SELECT (pg_total_relation_size('events') + pg_total_relation_size('projection_documents'))::bigint AS n", []);
     this.size = sz?.n ?? 0;
   }
@@ -258,7 +265,10 @@ export class PgHostStore implements HostStore {
       }
     }
     const sent = requests.filter((_, i) => outcomes[i] === null);
-    const appends: StreamAppend[] = sent.map((r) => ({ stream: r.stream, events: r.events, expectedVersion: r.options.expectedVersion }));
+    // A cluster node signs what it appends (meta.node): ps and the inspector say where an actor last ran.
+    const node = this.leases?.node;
+    const signed = (events: readonly NewEvent[]): readonly NewEvent[] => (node ? events.map((e) => ({ ...e, meta: { ...e.meta, node } })) : events);
+    const appends: StreamAppend[] = sent.map((r) => ({ stream: r.stream, events: signed(r.events), expectedVersion: r.options.expectedVersion }));
     const t0 = this.onAppend ? performance.now() : 0;
     const fence = this.leases ? { fence: { node: this.leases.node, tokens: this.leases.held } } : {};
     const results = appends.length > 0 ? await this.pg.appendMany(appends, fence) : [];
@@ -448,6 +458,11 @@ export class PgHostStore implements HostStore {
 
   readHeartbeat(): Heartbeat | null {
     return this.heartbeat;
+  }
+
+  placement(stream: string): { node: string | null; owner: string | null } {
+    const owner = this.leases?.owns(stream) ? this.leases.node : (this.owners.get(stream) ?? null);
+    return { node: this.lastNode.get(stream) ?? null, owner };
   }
 
   sizeBytes(): number {
