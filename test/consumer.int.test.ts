@@ -119,9 +119,9 @@ describe('runlog installed from its packed tarball into another project', () => 
     expect(ok(run('npx', ['--no', '--', 'runlog', '--version'], project), 'npx runlog --version').trim()).toBe(pkg.version);
   });
 
-  it('runlog demo without @atproto/dev-env says in one line how to add it (exit 2)', () => {
+  it('runlog demo without @atproto/dev-env says in one line how to add it (exit 1: a part it needs is missing)', () => {
     const r = run('npx', ['--no', '--', 'runlog', 'demo', '--once', '--home', home], project);
-    expect(r.status).toBe(2);
+    expect(r.status).toBe(1);
     expect(r.stdout).toBe('');
     const lines = r.stderr.trim().split('\n');
     expect(lines, r.stderr).toHaveLength(1);

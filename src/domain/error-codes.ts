@@ -24,7 +24,7 @@ export const CATEGORIES = {
   damaged: { exit: EXIT.damagedLog, http: 500 },
   /** No `runlog serve` runs for this home: start one. */
   'no-supervisor': { exit: EXIT.noSupervisor, http: 503 },
-  /** A part runlog needs does not answer or is busy (Docker, the PDS, the store, a closing host): retry later. */
+  /** A part runlog needs is missing, does not answer or is busy (Docker, the PDS, the store, the embedded PDS's package, a closing host): install or start it (`npm run setup`), or retry later. */
   unavailable: { exit: EXIT.failure, http: 503 },
   /** A deadline passed. */
   timeout: { exit: EXIT.failure, http: 504 },
@@ -170,10 +170,12 @@ export const ERROR_CODES = {
   // no-supervisor
   NO_SUPERVISOR: 'no-supervisor',
   // unavailable
+  DEV_ENV_MISSING: 'unavailable',
   DOCKER_UNAVAILABLE: 'unavailable',
   HOST_CLOSED: 'unavailable',
   PDS_UNREACHABLE: 'unavailable',
   PORTS_EXHAUSTED: 'unavailable',
+  SETUP_MISSING: 'unavailable',
   STORE_BUSY: 'unavailable',
   STORE_CLOSED: 'unavailable',
   STORE_UNAVAILABLE: 'unavailable',
@@ -200,7 +202,6 @@ export const ERROR_CODES = {
   APP_COPY_LOOP: 'internal',
   APPEND_FAILED: 'internal',
   BAD_RESPONSE: 'internal',
-  DEV_ENV_MISSING: 'internal',
   DID_RESOLUTION_FAILED: 'internal',
   DOCKER_API: 'internal',
   EVENT_NOT_ENCODABLE: 'internal',
@@ -220,7 +221,6 @@ export const ERROR_CODES = {
   PROJECTION_FAILED: 'internal',
   PUBLISH_AUTH_FAILED: 'internal',
   PUBLISH_FAILED: 'internal',
-  SETUP_MISSING: 'internal',
   SPAWN_FAILED: 'internal',
   STORE_NOT_DURABLE: 'internal',
   STORE_PROJECTION: 'internal',

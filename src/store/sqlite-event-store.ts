@@ -1051,6 +1051,7 @@ export class SqliteEventStore implements EventStore {
   }
 
   /**
+   * @internal (not in the shipped declarations: better-sqlite3's types are not runlog's API)
    * Retention (sqlite-archive.ts) reads the log through the connection itself and removes what it archived in one
    * write transaction of its own: nothing else of this store is involved, so it stays out of this file.
    */
