@@ -191,6 +191,9 @@ describe('rejected before anything runs, each with its own code, nothing left be
   const goodPlatform = () => ({ os: 'linux', architecture: 'amd64', image: imageRef('runtime-node'), exportPath: '/at-run/runtime', launcher: { path: 'bin/node', args: ['/opt/at-run/runtime/adapter/worker.mjs', '{entrypoint}'] } });
 
   async function expectRejected(uri: string, code: string | RegExp, reason = 'validation') {
+    // An earlier test's background work (its sandbox's removal, the pool's next pre-start) finishes first: it may
+    // create or remove volumes, and what this run leaves behind is measured against a settled supervisor.
+    await rl.idle();
     const before = await volumeNames();
     const out = await rl.execute({ uri, handler: 'greet', input: {} });
     expect(out.status).toBe('failed');
