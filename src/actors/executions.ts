@@ -154,6 +154,7 @@ export class ExecutionSupervisor {
       record: (events) => void this.host().appendFact(POOL_STREAM, events),
       read: () => this.opts.readFacts?.(POOL_STREAM) ?? [],
       log: (m) => this.opts.log?.(m),
+      clock: this.opts.clock ?? systemClock,
     });
     return this.poolInstance;
   }
