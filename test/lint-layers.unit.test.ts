@@ -14,7 +14,7 @@ describe('layer lint rule', () => {
     ['src/adapters/sandbox/bad.ts', '../../store/sqlite-event-store.ts'],
     ['src/adapters/sandbox/bad.ts', '../../machines/instance.machine.ts'],
     ['src/store/bad.ts', '../actors/actor-host.ts'],
-    ['src/store/bad.ts', '../adapters/docker/engine.ts'],
+    ['src/store/bad.ts', '../adapters/docker/dockerode-engine.ts'],
     ['src/actors/bad.ts', '../cli/output.ts'],
     ['src/actors/bad.ts', '../server/http.ts'],
     ['src/cli/bad.ts', '../adapters/atproto/index.ts'],
@@ -31,11 +31,11 @@ describe('layer lint rule', () => {
     ['src/cli/ok.ts', '../index.ts'],
     ['src/cli/ok.ts', '../domain/errors.ts'],
     ['src/server/ok.ts', '../actors/inspection.ts'],
-    ['src/actors/ok.ts', '../adapters/docker/engine.ts'],
+    ['src/actors/ok.ts', '../adapters/docker/docker-port.ts'],
     ['src/actors/ok.ts', '../store/sqlite-event-store.ts'],
     ['src/actors/ok.ts', '../machines/runtime.ts'],
     ['src/adapters/docker/ok.ts', '../../domain/errors.ts'],
-    ['src/adapters/docker/ok.ts', './engine.ts'],
+    ['src/adapters/docker/ok.ts', './dockerode-engine.ts'],
     ['src/store/ok.ts', '../domain/events.ts'],
   ])('%s may import %s', async (file, from) => {
     expect(await rulesFor(importOf(from), file)).toEqual([]);

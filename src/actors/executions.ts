@@ -36,7 +36,11 @@ export interface ExecutionOptions {
   /** Extra labels on every container and volume (tests mark theirs). */
   labels?: Record<string, string>;
   faults?: FaultHook;
-  engine?: DockerEngine;
+  /**
+   * The Docker Engine port: one given (tests), or how to get the supervisor's shared one, asked for on first use
+   * (default: one on parts.dockerSocket, made on first use).
+   */
+  engine?: DockerEngine | (() => DockerEngine);
   /** When set, a receipt (dev.mainasara.at-run.beta.v2.execution) is written to this account's repo after each invocation. */
   receipts?: Publisher;
   log?: (msg: string) => void;
@@ -96,7 +100,7 @@ function envelopeLost(result: InvocationResult, why: string): OutcomeEvent {
 
 export class ExecutionSupervisor {
   readonly policy: OperatorPolicy;
-  private engineInstance: DockerEngine | null;
+  private engineInstance: DockerEngine | null = null;
   private materializerInstance: Materializer | null = null;
   private sandboxInstance: ExecSandbox | null = null;
   readonly reader: AtprotoReader;
@@ -121,12 +125,12 @@ export class ExecutionSupervisor {
 
   constructor(private readonly opts: ExecutionOptions, private readonly host: () => ActorHost) {
     this.policy = opts.policy ?? DEFAULT_OPERATOR_POLICY;
-    this.engineInstance = opts.engine ?? null;
     this.reader = createAtprotoReader({ mode: 'strict', ...opts.atproto });
   }
 
   get engine(): DockerEngine {
-    this.engineInstance ??= createDockerEngine({ socketPath: this.opts.parts.dockerSocket });
+    const given = this.opts.engine;
+    this.engineInstance ??= typeof given === 'function' ? given() : (given ?? createDockerEngine({ socketPath: this.opts.parts.dockerSocket }));
     return this.engineInstance;
   }
 
@@ -150,6 +154,7 @@ export class ExecutionSupervisor {
       record: (events) => void this.host().appendFact(POOL_STREAM, events),
       read: () => this.opts.readFacts?.(POOL_STREAM) ?? [],
       log: (m) => this.opts.log?.(m),
+      clock: this.opts.clock ?? systemClock,
     });
     return this.poolInstance;
   }

@@ -8,6 +8,7 @@ import { copyDereferenced } from '../adapters/apps/copy-dereferenced.ts';
 import { loadManifest } from '../adapters/apps/load-manifest.ts';
 import { AppRegistry, type AppRegistryEvent } from '../adapters/apps/app-registry.ts';
 import { TcpPortAllocator } from '../adapters/net/tcp-port-allocator.ts';
+import type { DockerEngine } from '../adapters/docker/docker-port.ts';
 import { engineTrouble } from '../adapters/docker/errors.ts';
 import { ContainerRunner } from '../adapters/sandbox/container-runner.ts';
 import { homeLayout, type HomeLayout } from '../adapters/sandbox/layout.ts';
@@ -41,6 +42,8 @@ export interface InstanceOptions {
   engineWaitMs?: number;
   /** Times and waits for the spawn's retries while the Docker Engine is unreachable (default: the wall clock). */
   clock?: Clock;
+  /** The Docker Engine port the container runner uses, asked for when the runner is built (default: the runner's own). */
+  engine?: () => DockerEngine;
   /** Injected runners (tests of the wiring); default: the real ProotRunner and ContainerRunner, built lazily. */
   runners?: Partial<Record<SandboxKind, AppSandboxRunner>>;
   log?: (msg: string) => void;
@@ -108,6 +111,7 @@ export class InstanceSupervisor {
             rootfs: requireRootfs(this.opts.parts),
             image: requireImage(this.opts.parts, 'app-base'),
             dockerSocketPath: this.opts.parts.dockerSocket,
+            ...(this.opts.engine ? { engine: this.opts.engine() } : {}),
             ...(this.opts.containerNetwork ? { network: this.opts.containerNetwork } : {}),
             extraLabels: { 'runlog.home': this.opts.home, ...this.opts.containerLabels },
             ...(this.opts.containerLabels?.['runlog.node'] ? { node: this.opts.containerLabels['runlog.node'] } : {}),

@@ -5,6 +5,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { AtprotoReaderOptions, Publisher } from '../adapters/atproto/index.ts';
+import type { DockerEngine } from '../adapters/docker/docker-port.ts';
+import { createDockerEngine } from '../adapters/docker/dockerode-engine.ts';
 import type { AppSandboxRunner } from '../adapters/sandbox/app-sandbox-runner.ts';
 import { checkExecuteRequest } from '../domain/at-run/execute-request.ts';
 import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
@@ -284,6 +286,11 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   let host: ActorHost;
   const hostRef = () => host;
   const timers = new RestartTimers(hostRef, clock);
+  // One Docker Engine port for the supervisor (executions, the apps' container runner, the engine watch), made on
+  // first use: a runlog that never reaches Docker (inspection, the unit tier) makes none, and making one contacts
+  // nothing (the daemon may be down at start).
+  let dockerEngine: DockerEngine | null = null;
+  const engine = (): DockerEngine => (dockerEngine ??= createDockerEngine({ socketPath: parts.dockerSocket }));
   const instances = new InstanceSupervisor(
     {
       home: paths.home,
@@ -297,6 +304,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       ...(options.healthTimeoutMs ? { healthTimeoutMs: options.healthTimeoutMs } : {}),
       ...(options.killGraceMs ? { killGraceMs: options.killGraceMs } : {}),
       ...(options.runners ? { runners: options.runners } : {}),
+      engine,
       toolOverrides: (appId: string) => readToolOverrides(store, appId),
     },
     hostRef,
@@ -308,6 +316,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       parts,
       log,
       faults,
+      engine,
       policy: options.policy ?? loadPolicy(paths.home),
       ...(options.atproto ? { atproto: options.atproto } : {}),
       ...(options.labels ? { labels: options.labels } : {}),
@@ -375,7 +384,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   // Docker restarting or briefly unreachable: reconnect, resubscribe to engine events, reconcile.
   const engineWatch =
     supervise && (options.engineWatch ?? true)
-      ? startEngineWatch({ socketPath: parts.dockerSocket, home: paths.home, host: hostRef, reconcile: () => reconcile({ reattach: true }), tracks: (id) => instances.tracks(id), log })
+      ? startEngineWatch({ socketPath: parts.dockerSocket, engine: engine(), home: paths.home, host: hostRef, reconcile: () => reconcile({ reattach: true }), tracks: (id) => instances.tracks(id), log })
       : null;
 
   const live = (id: string, kind?: ActorKind, request = 'this request'): LiveActor => {

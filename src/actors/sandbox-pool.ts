@@ -17,7 +17,9 @@ import { randomBytes } from 'node:crypto';
 import type { DockerEngine } from '../adapters/docker/docker-port.ts';
 import { PRESTART_LABEL, type ExecutionContainerSpec, type ExecutionSandbox } from '../adapters/docker/execution-sandbox.ts';
 import type { PrestartPolicy } from '../domain/at-run/operator-policy.ts';
+import type { Clock } from '../domain/clock.ts';
 import type { NewEvent, RecordedEvent } from '../domain/events.ts';
+import { systemClock } from './system-clock.ts';
 
 export const POOL_STREAM = 'sandbox-pool';
 /** runlog.kind of a pre-started sandbox's container. */
@@ -34,6 +36,8 @@ export interface PoolDeps {
   /** Reads the pool's stream (recovery). */
   read(): RecordedEvent[];
   log(msg: string): void;
+  /** What a sandbox's waiting time and idle removal are measured on (default: the wall clock). */
+  clock?: Clock;
 }
 
 /** What a pre-started sandbox is for: recorded, and compared by key only. */
@@ -57,7 +61,8 @@ interface Entry {
   state: 'waiting' | 'claimed' | 'dropped';
   ready: Promise<string | null>;
   since: number;
-  timer: NodeJS.Timeout | null;
+  /** Cancels the idle removal. */
+  timer: (() => void) | null;
 }
 
 export interface Claimed {
@@ -73,8 +78,11 @@ export class SandboxPool {
   readonly #lastKey = new Map<string, string>();
   readonly #work = new Set<Promise<unknown>>();
   #closed = false;
+  readonly #clock: Clock;
 
-  constructor(private readonly deps: PoolDeps) {}
+  constructor(private readonly deps: PoolDeps) {
+    this.#clock = deps.clock ?? systemClock;
+  }
 
   get enabled(): boolean {
     return this.deps.policy.perCode > 0 && this.deps.policy.total > 0;
@@ -110,7 +118,7 @@ export class SandboxPool {
       return null;
     }
     this.deps.record([{ type: 'pool.sandbox-claimed', data: { sandbox: entry.id, containerId, executionId } }]);
-    return { sandboxId: entry.id, containerId, waitedMs: Date.now() - entry.since };
+    return { sandboxId: entry.id, containerId, waitedMs: this.#clock.nowMs() - entry.since };
   }
 
   /** Starts the next sandbox for this target, in the background, when the policy has room. */
@@ -131,7 +139,7 @@ export class SandboxPool {
     const name = `runlog-${id}`;
     // The fact first (rule 1): a supervisor that dies after the create finds it named in the log.
     this.deps.record([{ type: 'pool.sandbox-prestarting', data: { sandbox: id, name, key: target.key, uri: target.uri, codeCid: target.codeCid, runtimeCid: target.runtimeCid, memoryMb: target.memoryMb } }]);
-    const entry: Entry = { id, key: target.key, uri: target.uri, memoryMb: target.memoryMb, containerId: null, state: 'waiting', ready: Promise.resolve(null), since: Date.now(), timer: null };
+    const entry: Entry = { id, key: target.key, uri: target.uri, memoryMb: target.memoryMb, containerId: null, state: 'waiting', ready: Promise.resolve(null), since: this.#clock.nowMs(), timer: null };
     entry.ready = this.#track(this.#start(entry, name, target));
     this.#entries.set(id, entry);
   }
@@ -151,7 +159,7 @@ export class SandboxPool {
       await this.deps.engine.start(containerId);
       // A sandbox dropped (or the pool closed) meanwhile is removed by whoever dropped it, once this settles.
       this.#fact({ type: 'pool.sandbox-ready', data: { sandbox: entry.id, containerId, ms: Math.round(performance.now() - t0) } });
-      entry.since = Date.now();
+      entry.since = this.#clock.nowMs();
       if (entry.state === 'waiting') this.#arm(entry);
       return containerId;
     } catch (err) {
@@ -166,17 +174,20 @@ export class SandboxPool {
   #take(entry: Entry, state: 'claimed' | 'dropped'): void {
     this.#entries.delete(entry.id);
     entry.state = state;
-    if (entry.timer) clearTimeout(entry.timer);
+    entry.timer?.();
     entry.timer = null;
   }
 
   #arm(entry: Entry): void {
-    entry.timer = setTimeout(() => {
-      if (entry.state !== 'waiting') return;
-      this.#take(entry, 'dropped');
-      this.#remove(entry, 'idle');
-    }, this.deps.policy.idleMs);
-    entry.timer.unref();
+    entry.timer = this.#clock.after(
+      this.deps.policy.idleMs,
+      () => {
+        if (entry.state !== 'waiting') return;
+        this.#take(entry, 'dropped');
+        this.#remove(entry, 'idle');
+      },
+      { unref: true },
+    );
   }
 
   #supersede(uri: string, key: string): void {

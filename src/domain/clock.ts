@@ -4,6 +4,9 @@
 export interface Clock {
   /** Milliseconds since the epoch, as Date.now(). */
   nowMs(): number;
-  /** Calls `fn` once `ms` have passed on this clock. Returns a function that cancels it. */
-  after(ms: number, fn: () => void): () => void;
+  /**
+   * Calls `fn` once `ms` have passed on this clock. Returns a function that cancels it. `unref`: the wait does
+   * not keep the process alive (housekeeping, such as the sandbox pool's idle removal).
+   */
+  after(ms: number, fn: () => void, opts?: { unref?: boolean }): () => void;
 }
