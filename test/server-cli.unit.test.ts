@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createRunlog } from '../src/actors/runlog.ts';
 import { main } from '../src/cli/main.ts';
-import type { Io } from '../src/cli/output.ts';
 import { instanceSpec } from './support/browser.ts';
 import { cliArgs } from './support/cli.ts';
+import { capture } from './support/cli-in-process.ts';
 
 const dirs: string[] = [];
 const children: ChildProcess[] = [];
@@ -20,13 +20,6 @@ function freshDir(): string {
   const d = mkdtempSync(join(tmpdir(), 'runlog-serve-'));
   dirs.push(d);
   return d;
-}
-
-function capture() {
-  const out: string[] = [];
-  const err: string[] = [];
-  const factory = (json: boolean): Io => ({ out: (t) => out.push(t), err: (t) => err.push(t), json });
-  return { out, err, factory };
 }
 
 interface Served {
