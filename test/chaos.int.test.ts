@@ -17,7 +17,7 @@ import { publishCode } from '../src/actors/publishing.ts';
 import { RECONCILER_STREAM } from '../src/actors/reconciler.ts';
 import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
 import { FAILURE_REASONS } from '../src/machines/execution.machine.ts';
-import { alive, getJson, requireDocker, requireProot, until } from './support/apps.ts';
+import { alive, getJson, requireDockerAppBase, requireProot, until } from './support/apps.ts';
 import { helloApp, startChild, type ChildSupervisor } from './support/child-supervisor.ts';
 import { docker, requireRegistry } from './support/docker.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
@@ -248,7 +248,7 @@ async function chaosRound(point: FaultPoint, rep: number): Promise<void> {
 
 beforeAll(async () => {
   requireProot();
-  await requireDocker();
+  await requireDockerAppBase();
   await requireRegistry();
   root = mkdtempSync(join(tmpdir(), 'runlog-chaos-'));
   network = `runlog-chaos-${process.pid}`;

@@ -12,7 +12,7 @@ import { publishCode } from '../src/actors/publishing.ts';
 import { machineCanAdoptDiscovered, RECONCILER_STREAM, type ReconcileOptions, type ReconcileReport } from '../src/actors/reconciler.ts';
 import { createRunlog, type Runlog, type RunlogOptions } from '../src/actors/runlog.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
-import { alive, getJson, requireDocker, requireProot, until } from './support/apps.ts';
+import { alive, getJson, requireDockerAppBase, requireProot, until } from './support/apps.ts';
 import { helloApp, startChild, type ChildSupervisor } from './support/child-supervisor.ts';
 import { docker, imageRef, requireRegistry } from './support/docker.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
@@ -94,7 +94,7 @@ async function publishFreshCode(): Promise<string> {
 
 beforeAll(async () => {
   requireProot();
-  await requireDocker();
+  await requireDockerAppBase();
   await requireRegistry();
   root = mkdtempSync(join(tmpdir(), 'runlog-recovery-'));
   network = `runlog-rec-${process.pid}`;
