@@ -25,19 +25,12 @@ import {
   type RunnerPolicy,
 } from '../src/adapters/atproto/index.ts';
 import { forgeRecordProof, replaceRecordBlock } from './support/pds.ts';
+import { codeOfOnly } from './support/errors.ts';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 const interop = join(repoRoot, 'test', 'fixtures', 'interop');
 
-async function codeOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof AtprotoError || err instanceof ValidationError) return err.code;
-    throw err;
-  }
-  throw new Error('expected a rejection');
-}
+const codeOf = codeOfOnly(AtprotoError, ValidationError);
 
 const DID = 'did:plc:ewvi7nxzyoun6zhxrhs64oiz';
 const COLL = 'dev.mainasara.at-run.beta.v2.code';

@@ -31,16 +31,9 @@ import {
   type RunnerPolicy,
 } from '../src/adapters/atproto/index.ts';
 import { forgeRecordProof, replaceRecordBlock, startPdsProxy, startTestPds, type PdsProxy, type ProxiedResponse, type TestAccount, type TestPds } from './support/pds.ts';
+import { codeOfOnly } from './support/errors.ts';
 
-async function codeOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof AtprotoError || err instanceof ValidationError) return err.code;
-    throw err;
-  }
-  throw new Error('expected a rejection');
-}
+const codeOf = codeOfOnly(AtprotoError, ValidationError);
 
 const CODE = AT_RUN_V2.code;
 const RUNTIME = AT_RUN_V2.runtime;

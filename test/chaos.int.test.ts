@@ -8,19 +8,18 @@
 //     every volume is a sealed cache or a seal with its content);
 //   - every execution finished with its real result, or failed with a typed reason.
 // Each point is repeated RUNLOG_CHAOS_REPS times (default 3); the totals are printed.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FAULT_POINTS, type FaultPoint } from '../src/actors/faults.ts';
-import { publishCode } from '../src/actors/publishing.ts';
 import { RECONCILER_STREAM } from '../src/actors/reconciler.ts';
 import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
 import { FAILURE_REASONS } from '../src/machines/execution.machine.ts';
-import { alive, getJson, requireDocker, requireProot, until } from './support/apps.ts';
-import { helloApp, startChild, type ChildSupervisor } from './support/child-supervisor.ts';
+import { alive, getJson, requireDockerAppBase, requireProot, until } from './support/apps.ts';
+import { helloApp, homeWithPolicy, startChild, type ChildSupervisor } from './support/child-supervisor.ts';
 import { docker, requireRegistry } from './support/docker.ts';
-import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
+import { publishCodeSource, publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
 import { expectSnapshotPlusTailEqualsFold } from './support/snapshot-property.ts';
 
 const REPS = Number(process.env.RUNLOG_CHAOS_REPS ?? 3);
@@ -67,12 +66,7 @@ const totals = {
   detail: [] as { round: string; killedAt: string; childMs: number; recoverMs: number; failures: string[] }[],
 };
 
-function newHome(name: string): string {
-  const home = join(root, name);
-  mkdirSync(home, { recursive: true });
-  writeFileSync(join(home, 'operator-policy.json'), POLICY);
-  return home;
-}
+const newHome = (name: string): string => homeWithPolicy(root, name, POLICY);
 
 const open = (home: string): Promise<Runlog> =>
   createRunlog({ home, labels: LABELS, containerNetwork: network, portRange: PORTS, healthTimeoutMs: 20_000, killGraceMs: 2000, watchApps: false, atproto: { plcUrl: pds.plcUrl }, log: () => undefined });
@@ -83,12 +77,7 @@ function child(home: string, env: Record<string, string>): ChildSupervisor {
   return c;
 }
 
-async function publishFreshCode(tag: string): Promise<string> {
-  const acct = await pds.createAccount(`chaos${tag}-${process.pid}.test`);
-  const dir = mkdtempSync(join(root, 'code-'));
-  writeFileSync(join(dir, 'index.mjs'), `// round ${tag}\n${CODE}`);
-  return (await publishCode(acct.publisher, { dir, runtime: runtimeUri, entrypoint: 'index.mjs', atproto: { plcUrl: pds.plcUrl } })).uri;
-}
+const publishFreshCode = (tag: string): Promise<string> => publishCodeSource(pds, `chaos${tag}-${process.pid}.test`, root, runtimeUri, `// round ${tag}\n${CODE}`);
 
 /** The workload, all at once: a PRoot and a container instance, a quick and a slow execution. */
 async function workload(c: ChildSupervisor, tag: string, uri: string): Promise<'killed' | 'done'> {
@@ -248,7 +237,7 @@ async function chaosRound(point: FaultPoint, rep: number): Promise<void> {
 
 beforeAll(async () => {
   requireProot();
-  await requireDocker();
+  await requireDockerAppBase();
   await requireRegistry();
   root = mkdtempSync(join(tmpdir(), 'runlog-chaos-'));
   network = `runlog-chaos-${process.pid}`;

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { alive, HELLO_APP_DIR, requireDocker, requireProot, until } from './support/apps.ts';
+import { alive, HELLO_APP_DIR, requireDockerAppBase, requireProot, until } from './support/apps.ts';
 import { helloApp } from './support/child-supervisor.ts';
 import { publishCode } from '../src/actors/publishing.ts';
 import { cliArgs } from './support/cli.ts';
@@ -81,7 +81,7 @@ const ps = (store: string): any[] => {
 
 describe('a cluster of supervisors on PostgreSQL', () => {
   it('SIGSTOP past the lease: a survivor takes over and restarts the instance; the woken supervisor is fenced, kills its own sandbox of it, and the log does not move', { timeout: 600_000 }, async () => {
-    await requireDocker();
+    await requireDockerAppBase();
     url = await requirePostgres();
     const root = mkdtempSync(join(tmpdir(), 'runlog-cluster-'));
     roots.push(root);
@@ -218,7 +218,7 @@ describe('a cluster of supervisors on PostgreSQL', () => {
   });
 
   it('kill -9 during executions: away past the collect grace, a survivor fails it (lost), no container of it is left and the node appends nothing when back; back in time, the node collects it itself (run once)', { timeout: 600_000 }, async () => {
-    await requireDocker();
+    await requireDockerAppBase();
     await requireRegistry();
     url = await requirePostgres();
     const root = mkdtempSync(join(tmpdir(), 'runlog-cluster-'));

@@ -14,7 +14,7 @@ import { TcpPortAllocator } from '../src/adapters/net/tcp-port-allocator.ts';
 import { IDENTITY_HEADERS } from '../src/adapters/health/wait-healthy.ts';
 import { SandboxError } from '../src/adapters/sandbox/errors.ts';
 import type { ExitInfo } from '../src/adapters/sandbox/app-sandbox-runner.ts';
-import { HELLO_APP_ID, LIAR_SERVER, ROOTFS, cleanupDocker, getJson, makeWorkspace, requireDocker, until, type TestWorkspace } from './support/apps.ts';
+import { HELLO_APP_ID, LIAR_SERVER, ROOTFS, cleanupDocker, getJson, makeWorkspace, requireDockerAppBase, until, type TestWorkspace } from './support/apps.ts';
 
 const CANARY = 'RUNLOG_TEST_SUPERVISOR_SECRET';
 const NETWORK = `runlog-net-test-${process.pid}`;
@@ -44,7 +44,7 @@ const newRunner = (engine?: DockerEngine): ContainerRunner =>
   });
 
 beforeAll(async () => {
-  ({ docker, image } = await requireDocker());
+  ({ docker, image } = await requireDockerAppBase());
   process.env[CANARY] = 'must-not-leak';
   ws = makeWorkspace();
   runner = newRunner();

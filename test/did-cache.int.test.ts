@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AT_RUN_V2, createAtprotoReader, type JsonObject } from '../src/adapters/atproto/index.ts';
 import { replaceRecordBlock, startPdsProxy, startTestPds, type PdsProxy, type ProxiedResponse, type TestAccount, type TestPds } from './support/pds.ts';
+import { codeOf } from './support/errors.ts';
 
 const CODE = AT_RUN_V2.code;
 const now = () => new Date().toISOString();
@@ -16,15 +17,6 @@ let mode: 'pass' | 'forge' | 'tamper-blob' = 'pass';
 
 const didReads = (did: string) => plc.requests.filter((p) => p === `/${did}`).length;
 const recordReads = () => front.requests.filter((p) => p.startsWith('/xrpc/com.atproto.sync.getRecord?')).length;
-
-async function codeOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (err) {
-    return (err as { code: string }).code;
-  }
-  throw new Error('expected a rejection');
-}
 
 beforeAll(async () => {
   pds = await startTestPds();

@@ -1,15 +1,7 @@
 // The did:web fetch policy, decided before any request is made (these cases never touch the network).
 import { describe, expect, it } from 'vitest';
 import { isLoopbackOrLinkLocal, resolveDid } from '../src/adapters/atproto/identity.ts';
-
-async function codeOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (err) {
-    return (err as { code: string }).code;
-  }
-  return 'no error';
-}
+import { codeOf } from './support/errors.ts';
 
 describe('did:web fetch policy', () => {
   it('classifies loopback and link-local addresses (v4, v6, v4-mapped)', () => {

@@ -9,6 +9,7 @@ import { partial } from './support/partial.ts';
 import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
 import type { RunlogError } from '../src/domain/errors.ts';
 import { tempDir } from './support/tmp.ts';
+import { codeOf } from './support/errors.ts';
 
 const URI = 'at://did:plc:aaaaaaaaaaaaaaaaaaaaaaaa/dev.mainasara.at-run.beta.v2.code/greet';
 
@@ -31,15 +32,6 @@ const fakeExecution: Partial<EffectHandlers<'execution'>> = {
 
 const open = (home = tempDir()) =>
   createRunlog({ home, effects: { execution: fakeExecution }, reconcile: false, engineWatch: false, watchApps: false, log: () => undefined });
-
-async function codeOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (err) {
-    return (err as RunlogError).code;
-  }
-  return 'no error';
-}
 
 function deep(levels: number): unknown {
   const top: unknown[] = [];

@@ -9,10 +9,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRunlog } from '../src/actors/runlog.ts';
 import { main } from '../src/cli/main.ts';
-import type { Io } from '../src/cli/output.ts';
 import { instanceSpec } from './support/browser.ts';
 import { spawnSync } from 'node:child_process';
 import { runCli, REPO_ROOT } from './support/cli-process.ts';
+import { capture } from './support/cli-in-process.ts';
 
 const CLI_MANY = join(import.meta.dirname, 'support', 'cli-many.ts');
 
@@ -61,12 +61,6 @@ beforeAll(async () => {
   await rl.close();
 });
 afterAll(() => rmSync(root, { recursive: true, force: true }));
-
-function capture() {
-  const out: string[] = [];
-  const err: string[] = [];
-  return { out, err, factory: (json: boolean): Io => ({ out: (t) => out.push(t), err: (t) => err.push(t), json }), text: () => [...out, ...err].join('\n') };
-}
 
 describe('inspection opens the log read-only', () => {
   it('every inspection command works on a read-only copy as a non-root user, and creates or changes nothing', { timeout: 300_000 }, () => {

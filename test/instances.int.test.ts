@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
 import { cleanupTestContainers } from './support/docker.ts';
-import { alive, getJson, HELLO_APP_DIR, LIAR_SERVER, requireDocker, requireProot, until } from './support/apps.ts';
+import { alive, getJson, HELLO_APP_DIR, LIAR_SERVER, requireDockerAppBase, requireProot, until } from './support/apps.ts';
 
 let root: string;
 let rl: Runlog;
@@ -25,7 +25,7 @@ function appDir(overrides: Record<string, unknown>, files: Record<string, string
 
 beforeAll(async () => {
   requireProot();
-  await requireDocker();
+  await requireDockerAppBase();
   root = mkdtempSync(join(tmpdir(), 'runlog-inst-'));
   mkdirSync(join(root, 'home'));
   rl = await createRunlog({

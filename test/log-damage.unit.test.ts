@@ -7,22 +7,15 @@ import { describe, expect, it } from 'vitest';
 import { createRunlog } from '../src/actors/runlog.ts';
 import { verifyLog } from '../src/actors/verify-log.ts';
 import { main } from '../src/cli/main.ts';
-import type { Io } from '../src/cli/output.ts';
 import { StoreCorruptError } from '../src/domain/errors.ts';
 import type { InstanceSpec } from '../src/machines/instance.machine.ts';
 import { MIGRATIONS } from '../src/store/schema.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { scanWal } from '../src/store/wal-scan.ts';
 import { tempDir } from './support/tmp.ts';
+import { capture } from './support/cli-in-process.ts';
 
 const spec: InstanceSpec = { instanceId: 'inst_a', appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'never', maxRestarts: 0, backoffMs: 1, maxBackoffMs: 1, resetAfterMs: 1 } };
-
-function capture() {
-  const out: string[] = [];
-  const err: string[] = [];
-  const factory = (json: boolean): Io => ({ out: (t) => out.push(t), err: (t) => err.push(t), json });
-  return { factory, stdout: () => out.join('\n'), stderr: () => err.join('\n') };
-}
 
 /** A log of actors written through the host (so its projection is right), each event carrying a findable marker. */
 async function writeLog(home: string, actors = 6): Promise<string> {

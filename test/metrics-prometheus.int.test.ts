@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishCode } from '../src/actors/publishing.ts';
-import { alive, HELLO_APP_DIR, requireDocker, requireProot, until } from './support/apps.ts';
+import { alive, HELLO_APP_DIR, requireDockerAppBase, requireProot, until } from './support/apps.ts';
 import { cliArgs } from './support/cli.ts';
 import { requireRegistry } from './support/docker.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
@@ -63,7 +63,7 @@ let prom: ChildProcess;
 let promErr = '';
 let promUrl: string;
 let api: { url: string; token: string };
-let docker: Awaited<ReturnType<typeof requireDocker>>['docker'];
+let docker: Awaited<ReturnType<typeof requireDockerAppBase>>['docker'];
 let appImage: string;
 const expected = { crashReason: '', failReason: '', instancePid: 0 };
 
@@ -109,7 +109,7 @@ async function eventually(expr: string, ok: (v: number[]) => boolean, what: stri
 beforeAll(async () => {
   requirePrometheus();
   requireProot();
-  ({ docker, image: appImage } = await requireDocker());
+  ({ docker, image: appImage } = await requireDockerAppBase());
   await requireRegistry();
   root = mkdtempSync(join(tmpdir(), 'runlog-prom-'));
   home = join(root, 'home');

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
-import { alive, requireDocker, requireProot, until } from './support/apps.ts';
+import { alive, requireDockerAppBase, requireProot, until } from './support/apps.ts';
 import { helloApp, startChild, type ChildSupervisor } from './support/child-supervisor.ts';
 import { docker } from './support/docker.ts';
 
@@ -101,7 +101,7 @@ const homes: string[] = [];
 
 beforeAll(async () => {
   requireProot();
-  await requireDocker();
+  await requireDockerAppBase();
   if (daemonPid() === null) throw new Error(`no ${PID_FILE}: dockerd was not started by scripts/setup.sh — run \`npm run setup\``);
   root = mkdtempSync(join(tmpdir(), 'runlog-dockerd-'));
   network = `runlog-dr-${process.pid}`;

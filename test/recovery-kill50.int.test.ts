@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
-import { getJson, requireDocker, requireProot, until } from './support/apps.ts';
+import { getJson, requireDockerAppBase, requireProot, until } from './support/apps.ts';
 import { startChild, type ChildSupervisor } from './support/child-supervisor.ts';
 import { docker } from './support/docker.ts';
 
@@ -48,7 +48,7 @@ let rl: Runlog | null = null;
 
 beforeAll(async () => {
   requireProot();
-  await requireDocker();
+  await requireDockerAppBase();
   root = mkdtempSync(join(tmpdir(), 'runlog-kill50-'));
   home = join(root, 'home');
   mkdirSync(home);

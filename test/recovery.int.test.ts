@@ -4,18 +4,17 @@
 // code, vanished containers are lost, PRoot children (dead with their supervisor) crash and restart by policy,
 // containers and volumes no actor owns are recorded and removed, an overdue restart timer fires exactly once, and
 // executions interrupted at any step still end with their real result.
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { publishCode } from '../src/actors/publishing.ts';
 import { machineCanAdoptDiscovered, RECONCILER_STREAM, type ReconcileOptions, type ReconcileReport } from '../src/actors/reconciler.ts';
 import { createRunlog, type Runlog, type RunlogOptions } from '../src/actors/runlog.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
-import { alive, getJson, requireDocker, requireProot, until } from './support/apps.ts';
-import { helloApp, startChild, type ChildSupervisor } from './support/child-supervisor.ts';
+import { alive, getJson, requireDockerAppBase, requireProot, until } from './support/apps.ts';
+import { helloApp, homeWithPolicy, startChild, type ChildSupervisor } from './support/child-supervisor.ts';
 import { docker, imageRef, requireRegistry } from './support/docker.ts';
-import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
+import { publishCodeSource, publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
 import { expectSnapshotPlusTailEqualsFold } from './support/snapshot-property.ts';
 
 const LABELS = { 'runlog.test': '1' };
@@ -40,12 +39,7 @@ let nonce = 0;
 const opened: Runlog[] = [];
 const children: ChildSupervisor[] = [];
 
-function newHome(name: string): string {
-  const home = join(root, name);
-  mkdirSync(home, { recursive: true });
-  writeFileSync(join(home, 'operator-policy.json'), POLICY);
-  return home;
-}
+const newHome = (name: string): string => homeWithPolicy(root, name, POLICY);
 
 async function open(home: string, extra: Partial<RunlogOptions> = {}): Promise<Runlog> {
   const rl = await createRunlog({
@@ -85,16 +79,13 @@ const app = (appId: string, sandbox: 'proot' | 'container', restart: Record<stri
 const reconcileWith = (rl: Runlog, o: ReconcileOptions) => (rl.reconcile as (o: ReconcileOptions) => Promise<ReconcileReport>)(o);
 
 async function publishFreshCode(): Promise<string> {
-  const acct = await pds.createAccount(`author${++nonce}-${process.pid}.test`);
-  const dir = mkdtempSync(join(root, 'code-'));
-  writeFileSync(join(dir, 'index.mjs'), `// ${nonce} ${Date.now()}\n${CODE}`);
-  const rec = await publishCode(acct.publisher, { dir, runtime: runtimeUri, entrypoint: 'index.mjs', atproto: { plcUrl: pds.plcUrl } });
-  return rec.uri;
+  const n = ++nonce;
+  return publishCodeSource(pds, `author${n}-${process.pid}.test`, root, runtimeUri, `// ${n} ${Date.now()}\n${CODE}`);
 }
 
 beforeAll(async () => {
   requireProot();
-  await requireDocker();
+  await requireDockerAppBase();
   await requireRegistry();
   root = mkdtempSync(join(tmpdir(), 'runlog-recovery-'));
   network = `runlog-rec-${process.pid}`;

@@ -1,33 +1,21 @@
 // `runlog serve` as a user runs it: a real process, a real port on 127.0.0.1, the token file, signals.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createRunlog } from '../src/actors/runlog.ts';
 import { main } from '../src/cli/main.ts';
-import type { Io } from '../src/cli/output.ts';
 import { instanceSpec } from './support/browser.ts';
 import { cliArgs } from './support/cli.ts';
+import { capture } from './support/cli-in-process.ts';
+import { freshDirs } from './support/tmp.ts';
 
-const dirs: string[] = [];
+// Registered before the children's hook, so (after-hooks run in reverse) the children are killed first.
+const freshDir = freshDirs('runlog-serve-');
 const children: ChildProcess[] = [];
 afterEach(() => {
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
-function freshDir(): string {
-  const d = mkdtempSync(join(tmpdir(), 'runlog-serve-'));
-  dirs.push(d);
-  return d;
-}
-
-function capture() {
-  const out: string[] = [];
-  const err: string[] = [];
-  const factory = (json: boolean): Io => ({ out: (t) => out.push(t), err: (t) => err.push(t), json });
-  return { out, err, factory };
-}
 
 interface Served {
   child: ChildProcess;

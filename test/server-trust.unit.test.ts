@@ -8,9 +8,9 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/main.ts';
-import type { Io } from '../src/cli/output.ts';
 import { ensureToken } from '../src/server/token.ts';
 import { tempDir } from './support/tmp.ts';
+import { capture } from './support/cli-in-process.ts';
 
 const NOBODY = 65534;
 let listener: Server;
@@ -27,11 +27,6 @@ beforeAll(async () => {
   port = (listener.address() as AddressInfo).port;
 });
 afterAll(() => new Promise<void>((r) => listener.close(() => r())));
-
-function capture() {
-  const lines: string[] = [];
-  return { factory: (json: boolean): Io => ({ out: (t) => lines.push(t), err: (t) => lines.push(t), json }), text: () => lines.join('\n') };
-}
 
 function home(): { dir: string; token: string } {
   const dir = join(tempDir(), 'home');

@@ -1,9 +1,7 @@
 // The HTTP API against a real server on 127.0.0.1:0 and a real SQLite log written by createRunlog
 // (fake effect handlers drive the actors; no Docker, no PDS).
 import { request as httpRequest } from 'node:http';
-import { chmodSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { chmodSync, statSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Runlog } from '../src/actors/runlog.ts';
 import { IllegalEventError } from '../src/actors/actor-host.ts';
@@ -12,16 +10,9 @@ import { startServer, type RunningServer } from '../src/server/http-server.ts';
 import { isLoopbackAddress, isLoopbackHostHeader, parseListen } from '../src/server/listen.ts';
 import { bearerToken, ensureToken, tokenMatches } from '../src/server/token.ts';
 import { CODE_CID, RUNTIME_CID, seededRunlog, type Seeded } from './support/browser.ts';
+import { freshDirs } from './support/tmp.ts';
 
-const dirs: string[] = [];
-function freshDir(): string {
-  const d = mkdtempSync(join(tmpdir(), 'runlog-server-'));
-  dirs.push(d);
-  return d;
-}
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const freshDir = freshDirs('runlog-server-', 'all');
 
 /** A raw HTTP request (fetch may not set Host, and we want to see exactly what the server says). */
 function raw(url: string, opts: { method?: string; headers?: Record<string, string>; body?: string | Buffer } = {}): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {

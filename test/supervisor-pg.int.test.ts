@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { HELLO_APP_DIR, requireDocker, until } from './support/apps.ts';
+import { HELLO_APP_DIR, requireDockerAppBase, until } from './support/apps.ts';
 import { cliArgs } from './support/cli.ts';
 import { REPO_ROOT, runCli, startServe, type Served } from './support/cli-process.ts';
 import { cleanupTestContainers } from './support/docker.ts';
@@ -45,7 +45,7 @@ const jsonLines = (text: string): any[] =>
 
 describe('a supervisor on PostgreSQL', () => {
   it('serve --store runs a container app; ps, inspect, events --follow, replay and export read the same log; a second supervisor finds it all', { timeout: 600_000 }, async () => {
-    await requireDocker();
+    await requireDockerAppBase();
     url = await requirePostgres();
     const root = mkdtempSync(join(tmpdir(), 'runlog-pgsup-'));
     roots.push(root);

@@ -5,16 +5,16 @@
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import Docker from 'dockerode';
+import type Docker from 'dockerode';
 import { httpRequest } from '../../src/adapters/health/http.ts';
 import { parseManifest, type AppManifest } from '../../src/domain/manifest.ts';
+import { docker, requireDocker, SETUP_DIR } from './docker.ts';
 
 export const REPO = resolve(import.meta.dirname, '../..');
 export const HELLO_APP_DIR = join(REPO, 'examples/hello-app');
 export const HELLO_APP_ID = 'com.example.hello';
-const SETUP_DIR = process.env.RUNLOG_SETUP_DIR ?? '/var/lib/runlog-setup';
 export const ROOTFS = process.env.RUNLOG_ROOTFS ?? join(SETUP_DIR, 'rootfs/debian-bookworm');
-export const DOCKER_SOCKET = '/var/run/docker.sock';
+export { DOCKER_SOCKET } from './docker.ts';
 
 const setupHint = "run 'npm run setup' (scripts/setup.sh) to start it";
 
@@ -24,15 +24,13 @@ export function requireProot(): void {
   if (!existsSync(join(ROOTFS, '.runlog-complete'))) throw new Error(`no Debian rootfs at ${ROOTFS}: ${setupHint}`);
 }
 
-/** Fails when Docker does not answer or the app-base image reference was not recorded. Returns the image ref. */
-export async function requireDocker(): Promise<{ docker: Docker; image: string }> {
+/**
+ * Docker answering (support/docker.ts's requireDocker), PRoot and its rootfs (requireProot) and the app-base image
+ * reference recorded by `npm run setup`: fails when any is missing. Returns the Engine client and the image ref.
+ */
+export async function requireDockerAppBase(): Promise<{ docker: Docker; image: string }> {
   requireProot(); // the toolchain is checked against the same rootfs the image is built from
-  const docker = new Docker({ socketPath: DOCKER_SOCKET });
-  try {
-    await docker.ping();
-  } catch (e) {
-    throw new Error(`Docker does not answer on ${DOCKER_SOCKET} (${(e as Error).message}): ${setupHint}`);
-  }
+  await requireDocker();
   const refFile = join(SETUP_DIR, 'images/app-base.ref');
   if (!existsSync(refFile)) throw new Error(`no app-base image recorded at ${refFile}: ${setupHint}`);
   const image = readFileSync(refFile, 'utf8').trim();

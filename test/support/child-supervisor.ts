@@ -2,7 +2,7 @@
 // RUNLOG_FAULT make it kill itself) and then recover on the same home. Everything the child acknowledged
 // (`committed` lines) is kept, so the test can check it is still in the log afterwards.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 
@@ -129,4 +129,12 @@ export function helloApp(root: string, overrides: Record<string, unknown>): stri
   const base = JSON.parse(readFileSync(join(HELLO, 'runlog.json'), 'utf8')) as Record<string, unknown>;
   writeFileSync(join(dir, 'runlog.json'), JSON.stringify({ ...base, ...overrides }, null, 2));
   return dir;
+}
+
+/** A runlog home `root/name` holding the given operator policy (operator-policy.json). */
+export function homeWithPolicy(root: string, name: string, policy: string): string {
+  const home = join(root, name);
+  mkdirSync(home, { recursive: true });
+  writeFileSync(join(home, 'operator-policy.json'), policy);
+  return home;
 }

@@ -6,17 +6,33 @@ import type { Io } from '../../src/cli/output.ts';
 export interface Captured {
   out: string[];
   err: string[];
-  /** What main takes to build its Io: lines go to `out` and `err`. */
+  /** Every line of both, in the order they were written. */
+  lines: string[];
+  /** What main takes to build its Io: lines go to `out` and `err` (and both to `lines`). */
   factory: (json: boolean) => Io;
   stdout(): string;
   stderr(): string;
+  /** Both streams, interleaved as written. */
+  text(): string;
 }
 
+/** An Io factory that collects what a command prints (for `main(args, c.factory)` and the server's CLI entry points). */
 export function capture(): Captured {
   const out: string[] = [];
   const err: string[] = [];
-  const factory = (json: boolean): Io => ({ out: (t) => out.push(t), err: (t) => err.push(t), json });
-  return { out, err, factory, stdout: () => out.join('\n'), stderr: () => err.join('\n') };
+  const lines: string[] = [];
+  const factory = (json: boolean): Io => ({
+    out: (t) => {
+      out.push(t);
+      lines.push(t);
+    },
+    err: (t) => {
+      err.push(t);
+      lines.push(t);
+    },
+    json,
+  });
+  return { out, err, lines, factory, stdout: () => out.join('\n'), stderr: () => err.join('\n'), text: () => lines.join('\n') };
 }
 
 /** `runlog <args>` in this process: its exit code and what it printed. */

@@ -9,8 +9,9 @@
 
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { publishRuntime } from '../../src/actors/publishing.ts';
+import { publishCode, publishRuntime } from '../../src/actors/publishing.ts';
 import { startLocalNetwork, type LocalAccount, type LocalNetwork } from '../../src/adapters/atproto/index.ts';
 import { imageRef } from './docker.ts';
 
@@ -33,6 +34,14 @@ export async function startTestPds(): Promise<TestPds> {
 export async function publishNodeRuntime(pds: TestPds, handle: string): Promise<string> {
   const publisher = await pds.createAccount(handle);
   return (await publishRuntime(publisher.publisher, { dir: join(import.meta.dirname, '../../runtimes/node'), image: imageRef('runtime-node') })).uri;
+}
+
+/** Code (`source` as index.mjs in a fresh directory under `root`) published on `runtimeUri` by a new account `handle`; its record's URI. */
+export async function publishCodeSource(pds: TestPds, handle: string, root: string, runtimeUri: string, source: string): Promise<string> {
+  const acct = await pds.createAccount(handle);
+  const dir = mkdtempSync(join(root, 'code-'));
+  writeFileSync(join(dir, 'index.mjs'), source);
+  return (await publishCode(acct.publisher, { dir, runtime: runtimeUri, entrypoint: 'index.mjs', atproto: { plcUrl: pds.plcUrl } })).uri;
 }
 
 export interface ProxiedResponse {
