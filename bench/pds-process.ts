@@ -3,7 +3,7 @@
 import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { createPublisher, type LocalAccount, type LocalNetwork } from '../src/adapters/atproto/index.ts';
+import { createLocalAccount, type LocalNetwork } from '../src/adapters/atproto/local-network.ts';
 
 const CHILD = resolve(import.meta.dirname, 'pds-child.ts');
 
@@ -21,19 +21,7 @@ export async function startPdsProcess(): Promise<LocalNetwork> {
   return {
     pdsUrl,
     plcUrl,
-    async createAccount(handle): Promise<LocalAccount> {
-      const h = handle.includes('.') ? handle.toLowerCase() : `${handle.toLowerCase()}.test`;
-      const password = `pw-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;
-      const res = await fetch(`${pdsUrl}/xrpc/com.atproto.server.createAccount`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ handle: h, email: `${h.replace(/\./g, '-')}@example.test`, password }),
-      });
-      const body = (await res.json()) as Record<string, string>;
-      if (!res.ok) throw new Error(`createAccount ${h}: HTTP ${res.status} ${JSON.stringify(body)}`);
-      const session = { did: body.did!, handle: h, accessJwt: body.accessJwt!, refreshJwt: body.refreshJwt! };
-      return { ...session, password, publisher: await createPublisher({ pdsUrl, session }) };
-    },
+    createAccount: (handle) => createLocalAccount(pdsUrl, handle),
     setPdsEndpoint() {
       return Promise.reject(new Error('setPdsEndpoint: not available on the PDS process'));
     },

@@ -18,7 +18,7 @@ import { gzipSync } from 'node:zlib';
 import { RunlogError, StoreChainError } from '../domain/errors.ts';
 import { CHAIN_COLUMNS, GENESIS, rowHash, type ChainRow } from './chain.ts';
 import { readShutdownRecord, writeShutdownRecord } from './shutdown-record.ts';
-import type { SqliteEventStore } from './sqlite-event-store.ts';
+import type { ActorDbRow, SqliteEventStore } from './sqlite-event-store.ts';
 import type Database from 'better-sqlite3';
 
 /** The archive container's format; the histories inside are `runlog export`'s format 1. */
@@ -60,17 +60,7 @@ export class ArchiveExistsError extends RunlogError {
   }
 }
 
-interface PlannedActor {
-  id: string;
-  kind: string;
-  stream: string;
-  state: string;
-  status: string;
-  version: number;
-  created_at: string;
-  updated_at: string;
-  summary: string;
-}
+type PlannedActor = Omit<ActorDbRow, 'archived_to' | 'archived_at'>;
 
 /** Compressed output written as gzip members of about 1 MB each (a multi-member gzip file is one stream to readers). */
 class GzipWriter {

@@ -116,7 +116,8 @@ const toSnapshot = (r: SnapshotRow): SnapshotRecord => ({ stream: r.stream, vers
 const ACTOR_SELECT = `SELECT actors.*, archives.file AS archived_to, archives.created_at AS archived_at FROM actors
   LEFT JOIN tombstones ON tombstones.stream = actors.stream LEFT JOIN archives ON archives.id = tombstones.archive`;
 
-interface ActorDbRow {
+/** An actors row as SQLite returns it (retention plans its tombstones from the same shape). */
+export interface ActorDbRow {
   archived_to: string | null;
   archived_at: string | null;
   id: string;

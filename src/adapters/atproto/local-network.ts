@@ -27,6 +27,24 @@ export interface LocalNetwork {
   close(): Promise<void>;
 }
 
+/**
+ * Creates an account on a local PDS through its XRPC (a `.test` handle unless one with a dot is given, a random
+ * password) and signs its publisher in: what the in-process network and the bench's PDS process both hand out.
+ */
+export async function createLocalAccount(pdsUrl: string, handle: string): Promise<LocalAccount> {
+  const h = handle.includes('.') ? handle.toLowerCase() : `${handle.toLowerCase()}.test`;
+  const password = `pw-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;
+  const res = await fetch(`${pdsUrl}/xrpc/com.atproto.server.createAccount`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ handle: h, email: `${h.replace(/\./g, '-')}@example.test`, password }),
+  });
+  const body = (await res.json()) as Record<string, string>;
+  if (!res.ok) throw new Error(`createAccount ${h}: HTTP ${res.status} ${JSON.stringify(body)}`);
+  const session = { did: body.did!, handle: h, accessJwt: body.accessJwt!, refreshJwt: body.refreshJwt! };
+  return { ...session, password, publisher: await createPublisher({ pdsUrl, session }) };
+}
+
 export async function startLocalNetwork(opts: { dataDir?: string } = {}): Promise<LocalNetwork> {
   const devEnv = await loadDevEnv();
   const dir = await mkdtemp(join(opts.dataDir ?? tmpdir(), 'runlog-pds-'));
@@ -47,20 +65,7 @@ export async function startLocalNetwork(opts: { dataDir?: string } = {}): Promis
   return {
     pdsUrl,
     plcUrl: network.plc.url,
-    async createAccount(handle) {
-      const h = handle.includes('.') ? handle.toLowerCase() : `${handle.toLowerCase()}.test`;
-      const password = `pw-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;
-      const res = await fetch(`${pdsUrl}/xrpc/com.atproto.server.createAccount`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ handle: h, email: `${h.replace(/\./g, '-')}@example.test`, password }),
-      });
-      const body = (await res.json()) as Record<string, string>;
-      if (!res.ok) throw new Error(`createAccount ${h}: HTTP ${res.status} ${JSON.stringify(body)}`);
-      const session = { did: body.did!, handle: h, accessJwt: body.accessJwt!, refreshJwt: body.refreshJwt! };
-      const publisher = await createPublisher({ pdsUrl, session });
-      return { ...session, password, publisher };
-    },
+    createAccount: (handle) => createLocalAccount(pdsUrl, handle),
     async setPdsEndpoint(did, endpoint) {
       const ctx = network.pds.ctx;
       await ctx.plcClient.updatePds(did, ctx.plcRotationKey, endpoint);

@@ -100,6 +100,11 @@ export type InvocationFailureReason =
   | 'exit-nonzero'
   | 'start-failed';
 
+/** What a result keeps of the collected output: the same for an invocation and a collected (adopted) container. */
+function keptOutput(out: CollectedOutput): Pick<ResultCommon, 'frames' | 'stdoutBytes' | 'stderrBytes' | 'stderr' | 'stderrTruncated'> {
+  return { frames: out.frames, stdoutBytes: out.stdoutBytes, stderrBytes: out.stderrBytes, stderr: out.stderr, stderrTruncated: out.stderrTruncated };
+}
+
 interface ResultCommon {
   containerId: string;
   invocationId: string;
@@ -440,11 +445,7 @@ class DockerSandboxRunner implements ExecutionSandbox {
       invocationId: envelope.id,
       exitCode: verdict.state?.exitCode ?? verdict.waitStatus,
       oomKilled: verdict.state?.oomKilled ?? false,
-      frames: out.frames,
-      stdoutBytes: out.stdoutBytes,
-      stderrBytes: out.stderrBytes,
-      stderr: out.stderr,
-      stderrTruncated: out.stderrTruncated,
+      ...keptOutput(out),
       timings: {
         attachMs: tAttached - t0,
         startMs,
@@ -499,11 +500,7 @@ class DockerSandboxRunner implements ExecutionSandbox {
       invocationId: invocationId ?? '',
       exitCode: info.state.exitCode,
       oomKilled: info.state.oomKilled,
-      frames: out.frames,
-      stdoutBytes: out.stdoutBytes,
-      stderrBytes: out.stderrBytes,
-      stderr: out.stderr,
-      stderrTruncated: out.stderrTruncated,
+      ...keptOutput(out),
       timings: {
         attachMs: 0,
         startMs: 0,
