@@ -60,8 +60,19 @@ if ! docker_answers; then
     [ "$(cat "$d/comm" 2>/dev/null)" = containerd ] || continue
     tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -q /var/run/docker/containerd/containerd.toml || continue
     [ "$(awk '{print $4}' "$d/stat" 2>/dev/null)" = 1 ] || continue
-    kill -9 "${d#/proc/}" 2>/dev/null && log "removed containerd ${d#/proc/}, left behind by a dockerd that died"
+    kill -9 "${d#/proc/}" 2>/dev/null && log "removed containerd ${d#/proc/}, left behind by a dockerd that died" && sleep 1
   done
+  # dockerd reuses the containerd its pid file names when kill(pid, 0) succeeds, which it does for a zombie too: a
+  # containerd killed a moment ago and not yet reaped (PID 1 here reaps late) makes it wait for a socket that never
+  # comes ("timeout waiting for containerd to start"). A pid file naming no live containerd goes.
+  cpid_file=/var/run/docker/containerd/containerd.pid
+  if [ -f "$cpid_file" ]; then
+    cpid=$(cat "$cpid_file" 2>/dev/null)
+    cstate=$(sed -E 's/^.*\) ([A-Za-z]).*$/\1/' "/proc/$cpid/stat" 2>/dev/null || true)
+    if [ -z "$cstate" ] || [ "$cstate" = Z ] || [ "$(cat "/proc/$cpid/comm" 2>/dev/null)" != containerd ]; then
+      rm -f "$cpid_file"
+    fi
+  fi
   log "starting dockerd (log: $STATE_DIR/dockerd.log)"
   rm -f /var/run/docker.pid
   setsid nohup dockerd >"$STATE_DIR/dockerd.log" 2>&1 < /dev/null &

@@ -80,18 +80,51 @@ const commOf = (pid: number): string => {
     return '';
   }
 };
+const CONTAINERD_PID_FILE = '/var/run/docker/containerd/containerd.pid';
+/**
+ * dockerd reuses the containerd its pid file names when kill(pid, 0) succeeds — true of a zombie too, and the
+ * containerd this test killed may not be reaped yet (PID 1 here reaps late): the new dockerd would then wait for a
+ * socket nobody opens and give up ("timeout waiting for containerd to start"). As scripts/setup.sh does, a pid file
+ * that names no live containerd goes.
+ */
+const dropStaleContainerdPidFile = () => {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(CONTAINERD_PID_FILE, 'utf8').trim());
+  } catch {
+    return;
+  }
+  if (!Number.isSafeInteger(pid) || pid <= 0 || processGone(pid) || commOf(pid) !== 'containerd') rmSync(CONTAINERD_PID_FILE, { force: true });
+};
 /** scripts/setup.sh's way: `rm -f /var/run/docker.pid; setsid nohup dockerd >log 2>&1 </dev/null &`. */
-const startDockerd = () => {
-  for (const pid of orphanContainerds()) process.kill(pid, 'SIGKILL'); // as scripts/setup.sh does
+const startDockerd = async () => {
+  const orphans = orphanContainerds();
+  for (const pid of orphans) process.kill(pid, 'SIGKILL'); // as scripts/setup.sh does
+  await until('the orphaned containerd to die', async () => orphans.every(processGone), 10_000, 100);
+  dropStaleContainerdPidFile();
   execFileSync('bash', ['-c', `rm -f ${PID_FILE}; setsid nohup dockerd >>"${STATE_DIR}/dockerd.log" 2>&1 < /dev/null &`]);
+};
+/** Waits for the daemon to answer; when it does not, the error carries the end of its log. */
+const untilAnswers = async (what: string) => {
+  try {
+    await until(what, answers, 90_000, 250);
+  } catch (err) {
+    let log = '';
+    try {
+      log = readFileSync(`${STATE_DIR}/dockerd.log`, 'utf8').split('\n').slice(-25).join('\n');
+    } catch {
+      log = '(no dockerd.log)';
+    }
+    throw new Error(`${(err as Error).message}\ndockerd.log ends:\n${log}`);
+  }
 };
 
 async function ensureDockerd(): Promise<void> {
   if (await answers()) return;
   const pid = daemonPid();
   if (pid !== null && !processGone(pid)) await until('the old dockerd to finish', async () => processGone(pid) || (await answers()), 60_000, 250).catch(() => undefined);
-  if (!(await answers())) startDockerd();
-  await until('dockerd to answer again', answers, 90_000, 250);
+  if (!(await answers())) await startDockerd();
+  await untilAnswers('dockerd to answer again');
 }
 
 let root: string;
@@ -147,8 +180,8 @@ async function restartUnder(signal: 'SIGTERM' | 'SIGKILL'): Promise<string> {
   await new Promise((r) => setTimeout(r, 1500)); // the supervisor runs a while with no daemon at all
   expect(c.alive(), c.stderr()).toBe(true);
 
-  startDockerd();
-  await until('dockerd answers', answers, 90_000, 250);
+  await startDockerd();
+  await untilAnswers('dockerd answers');
   const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
   expect(Object.keys(info.Runtimes ?? {})).toContain('runsc');
 
