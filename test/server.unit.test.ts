@@ -334,7 +334,7 @@ describe('HTTP API', () => {
     expect(a.status).toBe(400);
     expect(a.body.error.code).toBe('INVALID_REQUEST');
     expect(a.body.error.issues).toEqual([
-      "unknown field 'extra' (known: appDir, sandbox, instanceId)",
+      "unknown field 'extra' (known: appDir, sandbox, instanceId, node)",
       'appDir "relative/dir" must be an absolute path',
       'sandbox must be one of proot, container',
     ]);

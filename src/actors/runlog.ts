@@ -3,7 +3,7 @@
 import type { TracerProvider } from '@opentelemetry/api';
 import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { AtprotoReaderOptions, Publisher } from '../adapters/atproto/index.ts';
 import type { DockerEngine } from '../adapters/docker/docker-port.ts';
 import { createDockerEngine } from '../adapters/docker/dockerode-engine.ts';
@@ -29,8 +29,19 @@ import type { ActorRow } from '../store/event-store.ts';
 import { isPostgresUrl, type HostStore } from '../store/host-store.ts';
 import type { PgHostStore } from '../store/postgres/pg-host-store.ts';
 import { clusterListener } from './cluster.ts';
+import { Placement } from './placement.ts';
+import { awaitQueued, ExecutionQueue } from './execution-queue.ts';
+import { nodeLoads } from '../store/postgres/pg-nodes.ts';
+import { assertNodeChoice, chooseNode, type NodeChoice } from '../domain/placement.ts';
+import { newInstanceId } from '../adapters/ids.ts';
 
 const DEFAULT_LEASE_TTL_MS = 15_000;
+/** How many executions a cluster node runs at once unless told (`--exec-limit`). */
+const DEFAULT_EXEC_LIMIT = 8;
+/** How long the cluster node that took an execution's call has it to itself before other nodes may claim it. */
+const QUEUE_HEAD_START_MS = 2000;
+/** How long a queued execution waits to be claimed before its caller is told PLACEMENT_TIMEOUT. */
+const QUEUE_CLAIM_MS = 300_000;
 import { SqliteEventStore } from '../store/sqlite-event-store.ts';
 import { WriterLock } from '../store/writer-lock.ts';
 import { ActorHost, IllegalEventError, type AllEffectHandlers, type EffectHandlers, type LiveActor } from './actor-host.ts';
@@ -78,6 +89,11 @@ export interface RunlogOptions {
    * survivor records it failed (lost) (ms, default: the lease TTL).
    */
   collectGraceMs?: number;
+  /**
+   * On PostgreSQL: how many executions this node runs at once (default 8). Executions are queued in the log and
+   * claimed by whichever live node has room (execution-queue.ts).
+   */
+  execLimit?: number;
   /** Rehydrate live actors and run effects (default true). false = inspection (read-only unless readOnly: false). */
   supervise?: boolean;
   /**
@@ -138,6 +154,12 @@ export interface SpawnAppOptions {
   /** Overrides the manifest's sandbox. */
   sandbox?: 'proot' | 'container';
   instanceId?: string;
+  /**
+   * Where it runs: a node's name, or 'any' (the live node with the fewest live instances). On another node of a
+   * cluster the spawn is handed over through the log (placement.ts). Default: this node. On SQLite only 'any'
+   * and this host's name are accepted (NODE_UNKNOWN otherwise).
+   */
+  node?: NodeChoice;
 }
 
 export interface ExecuteOptions {
@@ -147,6 +169,11 @@ export interface ExecuteOptions {
   input?: unknown;
   callerDid?: string;
   timeoutMs?: number;
+  /**
+   * On a cluster: which node may run it. Default: this node first (others after a short head start, when it is
+   * full); 'any': the first node with room; a name: only that node.
+   */
+  node?: NodeChoice;
   /** Progress during resolution, pulls and extraction (also recorded as execution.step events). */
   onProgress?: (step: { name: string; detail: Record<string, unknown> }) => void;
 }
@@ -347,6 +374,22 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   });
   const reconciler = new Reconciler(hostRef, instances, executions, log, { clock, ...(options.orphanPolicy ? { orphanPolicy: options.orphanPolicy } : {}), ...(pgStore ? { owns: (stream: string) => pgStore.owns(stream) } : {}) });
   let heartbeat: HeartbeatHandle | null = null;
+  let placement: Placement | null = null;
+  let queue: ExecutionQueue | null = null;
+  // This supervisor's node name (on SQLite: the host's, the only node there is).
+  const selfNode = node ?? options.node ?? hostname();
+  /** Where a request for `choice` goes: this node's name, or another live node's (NODE_UNKNOWN, NODE_UNAVAILABLE). */
+  const placeOn = async (choice: NodeChoice): Promise<string> => {
+    assertNodeChoice(choice);
+    if (!pgStore) {
+      if (choice === 'any' || choice === selfNode) return selfNode;
+      throw new RunlogError('NODE_UNKNOWN', `no node named ${choice}: a SQLite log has one node, this one (${selfNode}); use node 'any' or '${selfNode}'`, { node: choice });
+    }
+    // This node is live while it answers, whatever its last recorded beat says.
+    const loads = (await nodeLoads(pgStore.pg, clock.nowMs())).map((n) => (n.node === selfNode ? { ...n, live: true } : n));
+    if (!loads.some((n) => n.node === selfNode)) loads.push({ node: selfNode, live: true, beatAt: now(), stoppedAt: null, instances: 0, executions: 0 });
+    return chooseNode(choice, loads, selfNode);
+  };
   const metrics =
     supervise && (options.metrics ?? true)
       ? new RunlogMetrics({ store, host: hostRef, bus, now, lastHeartbeat: () => heartbeat?.lastBeat() ?? null })
@@ -366,6 +409,32 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       const live = new Set(rehydrated.map((a) => a.stream));
       for (const s of pgStore.leases!.held.keys()) if (!live.has(s)) pgStore.letGo(s);
       pgStore.startLeases(clusterListener(hostRef, node, { letGo: (s) => pgStore.letGo(s), nowMs: () => clock.nowMs(), relinquish: (id) => instances.relinquish(id), log }));
+      placement = new Placement({
+        store,
+        node,
+        nowMs: () => clock.nowMs(),
+        appendFact: (stream, events) => host.appendFact(stream, events),
+        spawnHere: (r) => {
+          const spec = instances.prepare(r.appDir, r.sandbox, r.instanceId);
+          return host.create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } });
+        },
+        log,
+      });
+      queue = new ExecutionQueue({
+        store,
+        node,
+        limit: options.execLimit ?? DEFAULT_EXEC_LIMIT,
+        headStartMs: QUEUE_HEAD_START_MS,
+        nowMs: () => clock.nowMs(),
+        running: () => host.live().filter((a) => a.kind === 'execution').length,
+        appendFact: (stream, events) => host.appendFact(stream, events),
+        claim: (q) => host.create('execution', q.executionId, { type: 'execution.requested', data: { request: q.request as never, deadline: new Date(clock.nowMs() + q.request.timeoutMs + 120_000).toISOString() } }),
+        log,
+      });
+      // An execution that ended here makes room for a queued one.
+      bus.on('actor:transition', (t) => {
+        if (t.kind === 'execution' && (t.to === 'succeeded' || t.to === 'failed')) queue?.pump();
+      });
     }
     if (options.reconcile ?? true) {
       // Pre-started sandboxes of an earlier supervisor are removed (and recorded) first, but for one a live
@@ -375,6 +444,9 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       const report = await reconcile();
       if (report.actions.length > 0) log(`reconciled ${report.actions.length} actors (${summarizeActions(report)})`);
     }
+    // Requests placed on this node, and queued executions, are taken once it has recovered and reconciled.
+    placement?.start();
+    queue?.start();
     if (options.watchApps ?? true) instances.startRegistry();
     if (options.receipts) {
       await executions.publishRunnerRecord().catch((err: unknown) => log(`could not publish the runner record: ${(err as Error).message}`));
@@ -493,10 +565,16 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     send: (kind, id, event) => host.dispatch(kind, id, event),
     async spawnApp(o) {
       requireSupervisor('spawnApp');
-      const spec = instances.prepare(o.appDir, o.sandbox, o.instanceId);
-      const view = await waitFor('instance', spec.instanceId, settledInstance, (options.healthTimeoutMs ?? 30_000) + 30_000, () =>
-        host.create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } }),
-      );
+      const timeoutMs = (options.healthTimeoutMs ?? 30_000) + 30_000;
+      const target = o.node === undefined ? selfNode : await placeOn(o.node);
+      let view: ActorView;
+      if (target !== selfNode) {
+        // Another node of the cluster spawns it (handed over through the log): it prepares the app on its host.
+        view = await placement!.spawnOn(target, { instanceId: o.instanceId ?? newInstanceId(), appDir: resolve(o.appDir), ...(o.sandbox ? { sandbox: o.sandbox } : {}) }, timeoutMs + 30_000);
+      } else {
+        const spec = instances.prepare(o.appDir, o.sandbox, o.instanceId);
+        view = await waitFor('instance', spec.instanceId, settledInstance, timeoutMs, () => host.create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } }));
+      }
       if (view.state !== 'running') {
         const crash = (view.context as InstanceContext).lastCrash;
         throw new RunlogError('SPAWN_FAILED', crash?.message ?? `instance ${view.id} ended ${view.state}`, { instanceId: view.id, state: view.state, reason: crash?.reason ?? null });
@@ -535,15 +613,31 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       const executionId = newExecutionId();
       const timeoutMs = fields.timeoutMs ?? executions.policy.defaults.timeoutMs;
       const request = { executionId, uri: fields.uri, handler: fields.handler, input: fields.input, callerDid: fields.callerDid, timeoutMs };
+      // A named node must be live (or, on SQLite, be this one).
+      const pinned = o.node === undefined || o.node === 'any' ? null : await placeOn(o.node);
       const off = typeof o.onProgress === 'function' ? executions.onProgress(executionId, o.onProgress) : () => undefined;
       try {
-        // The deadline covers the whole run; resolution and pulls count against it only up to a generous bound.
-        await waitFor('execution', executionId, (s) => s === 'succeeded' || s === 'failed', timeoutMs + 600_000, () =>
-          host.create('execution', executionId, {
-            type: 'execution.requested',
-            data: { request, deadline: new Date(clock.nowMs() + timeoutMs + 120_000).toISOString() },
-          }),
-        );
+        if (queue) {
+          // In a cluster it is queued in the log and started by a node with room (progress is reported when that is this node).
+          const claimBy = clock.nowMs() + QUEUE_CLAIM_MS;
+          const ended = () => ['succeeded', 'failed'].includes(inspectActor(store, executionId).state);
+          const waiting = awaitQueued(store, executionId, ended, claimBy, QUEUE_CLAIM_MS + timeoutMs + 600_000, () => clock.nowMs());
+          try {
+            await queue.enqueue({ executionId, request, from: selfNode, node: pinned, headStart: o.node === undefined, claimBy: new Date(claimBy).toISOString() });
+          } catch (err) {
+            waiting.catch(() => undefined);
+            throw err;
+          }
+          await waiting;
+        } else {
+          // The deadline covers the whole run; resolution and pulls count against it only up to a generous bound.
+          await waitFor('execution', executionId, (s) => s === 'succeeded' || s === 'failed', timeoutMs + 600_000, () =>
+            host.create('execution', executionId, {
+              type: 'execution.requested',
+              data: { request, deadline: new Date(clock.nowMs() + timeoutMs + 120_000).toISOString() },
+            }),
+          );
+        }
         // Answered on the outcome: the used container's removal (the cleanup effect) goes on after this returns,
         // awaited by idle() and close(); a supervisor killed before it is done removes it on restart (reconciler).
         const view = inspectActor(store, executionId);
@@ -564,6 +658,8 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       await executions.idle(); // the pool's starts and removals, which no actor's effect holds
     },
     async close() {
+      placement?.stop();
+      queue?.stop();
       await engineWatch?.close();
       await executions.close(); // the pool's removals are recorded: before the host closes
       host.close();

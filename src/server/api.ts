@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { resolveActor, type ReplayView } from '../actors/inspection.ts';
 import type { Runlog } from '../actors/runlog.ts';
 import { NotFoundError } from '../domain/errors.ts';
+import { NODE_NAME } from '../domain/placement.ts';
 import type { ActorKind } from '../domain/events.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
 import { initialSnapshot, machines, stateName } from '../machines/runtime.ts';
@@ -31,6 +32,9 @@ interface Route {
   pattern: RegExp;
   handle(ctx: ApiContext, args: RouteArgs): Promise<void> | void;
 }
+
+/** `node` in a request: 'any' or a node name (src/domain/placement.ts). */
+const NODE_CHOICE = NODE_NAME;
 
 const KINDS: readonly ActorKind[] = ['instance', 'execution'];
 const SEG = '([^/]+)';
@@ -142,12 +146,13 @@ const routes: Route[] = [
   route('POST', '/api/instances', async ({ runlog }, { req, res }) => {
     const body = await readJsonBody(req);
     const c = new Checker('request body');
-    c.only(body, ['appDir', 'sandbox', 'instanceId']);
+    c.only(body, ['appDir', 'sandbox', 'instanceId', 'node']);
     const appDir = c.string(body, 'appDir', { required: true, max: 4096, pattern: /^\//, hint: 'must be an absolute path' });
     const sandbox = c.oneOf(body, 'sandbox', ['proot', 'container'] as const);
     const instanceId = c.string(body, 'instanceId', { max: 128, pattern: /^[A-Za-z0-9][A-Za-z0-9_.-]*$/, hint: 'may hold only letters, digits, _ . -' });
+    const node = c.string(body, 'node', { max: 63, pattern: NODE_CHOICE, hint: "must be 'any' or a node name" });
     c.done();
-    const view = await runlog.spawnApp({ appDir: appDir!, ...(sandbox ? { sandbox } : {}), ...(instanceId ? { instanceId } : {}) });
+    const view = await runlog.spawnApp({ appDir: appDir!, ...(sandbox ? { sandbox } : {}), ...(instanceId ? { instanceId } : {}), ...(node ? { node } : {}) });
     sendJson(res, 201, view);
   }),
 
@@ -215,7 +220,8 @@ const routes: Route[] = [
     // checked by execute() before anything is appended (INPUT_INVALID → 400, INPUT_TOO_LARGE → 413).
     const body = await readJsonBody(req, Math.max(MAX_BODY_BYTES, runlog.policy.input.maxBytes + ENVELOPE_OVERHEAD_BYTES));
     const c = new Checker('request body');
-    c.only(body, ['uri', 'handler', 'input', 'timeoutMs', 'callerDid']);
+    c.only(body, ['uri', 'handler', 'input', 'timeoutMs', 'callerDid', 'node']);
+    const node = c.string(body, 'node', { max: 63, pattern: NODE_CHOICE, hint: "must be 'any' or a node name" });
     const uri = c.string(body, 'uri', { required: true, max: 8192, pattern: /^at:\/\/\S+$/, hint: 'must be an at:// URI' });
     const handler = c.string(body, 'handler', { required: true, max: 256 });
     const timeoutMs = c.integer(body, 'timeoutMs', { min: 1, max: 24 * 3600_000 });
@@ -227,6 +233,7 @@ const routes: Route[] = [
       input: body.input ?? null,
       ...(timeoutMs !== undefined ? { timeoutMs } : {}),
       ...(callerDid ? { callerDid } : {}),
+      ...(node ? { node } : {}),
     });
     sendJson(res, 200, outcome);
   }),

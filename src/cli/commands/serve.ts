@@ -48,7 +48,7 @@ export const serveCommand: Command = {
   name: 'serve',
   summary: 'run the supervisor with its HTTP API and web inspector (loopback only, bearer token)',
   usage:
-    'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] [--retain <duration>] [--home <dir>] [--db <path> | --store <url> [--node <name>] [--lease-ttl <ms>] [--collect-grace <ms>]] [--json]   (--json prints {url, host, port, …} on stdout)',
+    'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] [--retain <duration>] [--home <dir>] [--db <path> | --store <url> [--node <name>] [--lease-ttl <ms>] [--collect-grace <ms>] [--exec-limit <n>]] [--json]   (--json prints {url, host, port, …} on stdout)',
   options: {
     listen: { type: 'string', value: '<host:port>', description: 'where the API and inspector listen (loopback only)', defaultText: '127.0.0.1:7420' },
     'metrics-listen': { type: 'string', value: '<ip>:<port>', description: 'also serve /metrics without a token on this address', defaultText: 'off' },
@@ -57,6 +57,7 @@ export const serveCommand: Command = {
     node: { type: 'string', value: '<name>', description: "this supervisor's name in a cluster sharing a PostgreSQL --store (it owns what it creates through leases)", defaultText: 'the host name' },
     retain: { type: 'string', value: '<duration>', description: 'retention: every hour (and at start), archive actors that ended longer ago than this (30d) to <home>/archives (SQLite)', defaultText: 'keep everything' },
     'lease-ttl': { type: 'string', value: '<ms>', description: 'how long a lease lives unrenewed: when a survivor takes over the actors of a supervisor that stopped (PostgreSQL only)', defaultText: '15000' },
+    'exec-limit': { type: 'string', value: '<n>', description: 'how many executions this node runs at once; queued ones are claimed by nodes with room (PostgreSQL only)', defaultText: '8' },
     'collect-grace': { type: 'string', value: '<ms>', description: "how long after its lease expired an execution's supervisor may come back and collect it before a survivor records it failed (lost)", defaultText: 'the lease TTL' },
   },
   examples: ['RUNLOG_HOME=/var/lib/runlog runlog serve --listen 127.0.0.1:7420', 'runlog serve --store postgres://runlog:runlog@db:5432/runlog --node a --home /var/lib/runlog-a'],
@@ -73,7 +74,10 @@ export const serveCommand: Command = {
     const node = args.values.node as string | undefined;
     const ttlText = args.values['lease-ttl'] as string | undefined;
     const graceText = args.values['collect-grace'] as string | undefined;
-    if ((node !== undefined || ttlText !== undefined || graceText !== undefined) && !args.store) throw new UsageError('--node, --lease-ttl and --collect-grace are for a cluster sharing a PostgreSQL log: give --store postgres://… (or $RUNLOG_STORE)');
+    const limitText = args.values['exec-limit'] as string | undefined;
+    if ((node !== undefined || ttlText !== undefined || graceText !== undefined || limitText !== undefined) && !args.store) throw new UsageError('--node, --lease-ttl, --collect-grace and --exec-limit are for a cluster sharing a PostgreSQL log: give --store postgres://… (or $RUNLOG_STORE)');
+    const execLimit = limitText === undefined ? undefined : Number(limitText);
+    if (execLimit !== undefined && !(Number.isInteger(execLimit) && execLimit >= 1 && execLimit <= 1000)) throw new UsageError(`--exec-limit must be a whole number from 1 to 1000, not '${limitText}'`);
     if (node !== undefined && !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(node)) throw new UsageError(`--node must be letters, digits, '.', '_' or '-' (at most 63), not '${node}'`);
     const leaseTtlMs = ttlText === undefined ? undefined : Number(ttlText);
     if (leaseTtlMs !== undefined && !(Number.isInteger(leaseTtlMs) && leaseTtlMs >= 300)) throw new UsageError(`--lease-ttl must be a whole number of milliseconds ≥ 300, not '${ttlText}'`);
@@ -92,7 +96,7 @@ export const serveCommand: Command = {
     if (!args.store && dirname(paths.db) !== paths.home) assertPrivateDir(dirname(paths.db));
     // Takes the log's writer lock first: a second supervisor stops here, having touched nothing. (On PostgreSQL
     // there is no file to lock.)
-    const rl = await createRunlog({ home: paths.home, ...(args.store ? { store: args.store } : { db: paths.db }), ...(node ? { node } : {}), ...(leaseTtlMs ? { leaseTtlMs } : {}), ...(collectGraceMs !== undefined ? { collectGraceMs } : {}), command: 'runlog serve', log: say, atproto: atprotoOptions(args.values.plc as string | undefined) });
+    const rl = await createRunlog({ home: paths.home, ...(args.store ? { store: args.store } : { db: paths.db }), ...(node ? { node } : {}), ...(leaseTtlMs ? { leaseTtlMs } : {}), ...(collectGraceMs !== undefined ? { collectGraceMs } : {}), ...(execLimit !== undefined ? { execLimit } : {}), command: 'runlog serve', log: say, atproto: atprotoOptions(args.values.plc as string | undefined) });
     const unlog = logActors(rl.bus, logger);
     let stopRetention: (() => void) | undefined;
     let server;

@@ -8,6 +8,7 @@ import type { AppToolsView, ExecutionOutcome, LogLine } from '../../actors/runlo
 import type { InstanceContext } from '../../index.ts';
 import type { ReconcileReport } from '../../actors/reconciler.ts';
 import { UsageError } from '../../domain/errors.ts';
+import { NODE_NAME } from '../../domain/placement.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { EXIT, printJson, type Io } from '../output.ts';
 
@@ -28,20 +29,23 @@ function printActor(io: Io, view: ActorView, verb: string): void {
 export const spawnCommand: Command = {
   name: 'spawn',
   summary: 'spawn an app instance from an app directory (needs `runlog serve`)',
-  usage: 'runlog spawn <app-dir> [--sandbox proot|container] [--id <instance-id>] [--json]',
+  usage: 'runlog spawn <app-dir> [--sandbox proot|container] [--id <instance-id>] [--node <name>|any] [--json]',
   options: {
     sandbox: { type: 'string', value: '<proot|container>', description: "overrides the manifest's sandbox", defaultText: "the manifest's, else proot" },
     id: { type: 'string', value: '<instance-id>', description: 'the new instance id', defaultText: 'a fresh inst_<ULID>' },
+    node: { type: 'string', value: '<name|any>', description: "the cluster node it runs on (any: the live node with the fewest live instances); the app directory must exist on that node's host", defaultText: 'the node that serves this home' },
   },
-  examples: ['runlog spawn examples/hello-app --sandbox container'],
+  examples: ['runlog spawn examples/hello-app --sandbox container', 'runlog spawn examples/hello-app --node any'],
   async run(args, io) {
     const dir = args.positionals[0];
     if (!dir) throw new UsageError(`missing app directory\nusage: ${spawnCommand.usage}`);
     const sandbox = args.values.sandbox as string | undefined;
     if (sandbox !== undefined && sandbox !== 'proot' && sandbox !== 'container') throw new UsageError(`--sandbox must be proot or container, not '${sandbox}'`);
+    const node = args.values.node as string | undefined;
+    if (node !== undefined && !NODE_NAME.test(node)) throw new UsageError(`--node must be 'any' or a node name (letters, digits, '.', '_' or '-', at most 63), not '${node}'`);
     const { callApi, requireServer } = await client();
     const server = requireServer(homeOf(args));
-    const view = await callApi<ActorView>(server, 'POST', '/api/instances', { appDir: resolve(dir), ...(sandbox ? { sandbox } : {}), ...(args.values.id ? { instanceId: args.values.id } : {}) });
+    const view = await callApi<ActorView>(server, 'POST', '/api/instances', { appDir: resolve(dir), ...(sandbox ? { sandbox } : {}), ...(args.values.id ? { instanceId: args.values.id } : {}), ...(node ? { node } : {}) });
     printActor(io, view, 'spawned');
     return EXIT.ok;
   },

@@ -81,6 +81,28 @@ interface Encoded {
 export interface Fence {
   node: string;
   tokens: ReadonlyMap<string, number>;
+  /**
+   * New actors' streams whose lease this append takes in its own transaction (a claim: a spawn, a queued
+   * execution started here): the lease and the stream's first event commit together or not at all, so of two
+   * nodes claiming one stream exactly one gets it. The tokens taken are put into `claimed`.
+   */
+  claim?: { streams: ReadonlySet<string>; ttlMs: number; claimed: Map<string, number> };
+}
+
+/**
+ * Takes the leases of new streams in the caller's transaction: inserted, or this node's own stale row renewed; a
+ * stream another node holds a lease on (live or expired: that is a takeover's business) is not taken. A racing
+ * claim waits on the row's unique index until the first commits, then finds it taken.
+ */
+async function claimLeases(client: pg.PoolClient, node: string, streams: readonly string[], ttlMs: number): Promise<Map<string, number>> {
+  const { rows } = await client.query<{ stream: string; token: number }>(
+    `INSERT INTO leases (stream, node, token, expires_at)
+       SELECT s, $1, nextval('lease_tokens'), clock_timestamp() + $3::interval FROM unnest($2::text[]) AS s ORDER BY s
+     ON CONFLICT (stream) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at WHERE leases.node = excluded.node
+     RETURNING stream, token`,
+    [node, [...streams], `${Math.max(1, Math.round(ttlMs))} milliseconds`],
+  );
+  return new Map(rows.map((r) => [r.stream, Number(r.token)]));
 }
 
 /** Locks the fenced streams' lease rows and returns the indexes of requests whose lease is not this node's, live, with that token. */
@@ -242,10 +264,11 @@ export class PgEventStore implements EventStorePort {
     // Everything is serialised before the database is touched: bad data is a typed error and writes nothing.
     const batch = this.encode(requests);
     const fence = options.fence;
-    const fenced = fence ? requests.map((r) => fence.tokens.get(r.stream)) : [];
+    let fenced = fence ? requests.map((r) => fence.tokens.get(r.stream)) : [];
+    const claims = fence?.claim && fence.claim.streams.size > 0 ? fence.claim : null;
     let outcomes: StreamAppendOutcome[];
     let rows: AppendRow[];
-    if (!batch.projected && !fenced.some((t) => t !== undefined)) {
+    if (!batch.projected && !claims && !fenced.some((t) => t !== undefined)) {
       // One statement in its own implicit transaction: one round trip, one commit.
       rows = await this.query(APPEND_SQL, batch.params);
       outcomes = this.outcomes(requests, rows, batch);
@@ -259,14 +282,28 @@ export class PgEventStore implements EventStorePort {
       let broken = false;
       try {
         await client.query('BEGIN');
-        let refused = new Set<number>();
-        if (fence && fenced.some((t) => t !== undefined)) refused = await checkFence(client, fence, requests, fenced);
+        const refused = new Set<number>();
+        const taken = claims ? await claimLeases(client, fence!.node, [...claims.streams], claims.ttlMs) : new Map<string, number>();
+        if (claims) {
+          // A claim not taken (another node holds the stream) is refused like an append without its lease.
+          requests.forEach((r, i) => {
+            if (claims.streams.has(r.stream) && !taken.has(r.stream)) refused.add(i);
+          });
+          fenced = requests.map((r, i) => taken.get(r.stream) ?? fenced[i]);
+        }
+        if (fence && fenced.some((t) => t !== undefined)) for (const i of await checkFence(client, fence, requests, fenced)) refused.add(i);
         const kept = refused.size === 0 ? requests : requests.filter((_, i) => !refused.has(i));
         const keptBatch = refused.size === 0 ? batch : this.encode(kept);
         rows = kept.length > 0 ? (await client.query<AppendRow>(APPEND_SQL, keptBatch.params)).rows : [];
         const keptOutcomes = this.outcomes(kept, rows, keptBatch);
         if (keptBatch.projected) await this.project(client, keptOutcomes.flatMap((o) => (o.ok ? o.result.events : [])));
+        // A claimed stream whose first event was not appended (it exists already) is not leased by this claim.
+        const unclaimed = kept.flatMap((r, j) => (taken.has(r.stream) && !keptOutcomes[j]!.ok ? [r.stream] : []));
+        if (unclaimed.length > 0) {
+          await client.query('DELETE FROM leases l USING unnest($1::text[], $2::bigint[]) AS h(stream, token) WHERE l.stream = h.stream AND l.token = h.token', [unclaimed, unclaimed.map((x) => taken.get(x))]);
+        }
         await client.query('COMMIT');
+        if (claims) for (const [stream, token] of taken) if (!unclaimed.includes(stream)) claims.claimed.set(stream, token);
         let k = 0;
         outcomes = requests.map((r, i) => (refused.has(i) ? { ok: false, error: new FencedError(r.stream, fence!.node) } : keptOutcomes[k++]!));
       } catch (err) {

@@ -255,13 +255,16 @@ export class PgHostStore implements HostStore {
       }
       return null;
     });
-    // A cluster node appends to an actor's stream only under its lease: a new actor's is taken first; a stream
-    // whose lease it does not hold is refused here, one it holds is checked again in the append's transaction.
+    // A cluster node appends to an actor's stream only under its lease: a new actor's is claimed in the append's
+    // own transaction (lease and first event commit together); a stream whose lease it does not hold is refused
+    // here, one it holds is checked again in the append's transaction.
+    const claim = new Set<string>();
     if (this.leases) {
       for (const [i, r] of requests.entries()) {
         if (outcomes[i] !== null || !ACTOR_STREAM.test(r.stream) || this.leases.owns(r.stream)) continue;
         const fresh = r.options.expectedVersion === 'no-stream' || r.options.expectedVersion === 0;
-        if (!fresh || !(await this.leases.acquire(r.stream))) outcomes[i] = { ok: false, error: new FencedError(r.stream, this.leases.node) };
+        if (fresh) claim.add(r.stream);
+        else outcomes[i] = { ok: false, error: new FencedError(r.stream, this.leases.node) };
       }
     }
     const sent = requests.filter((_, i) => outcomes[i] === null);
@@ -270,8 +273,10 @@ export class PgHostStore implements HostStore {
     const signed = (events: readonly NewEvent[]): readonly NewEvent[] => (node ? events.map((e) => ({ ...e, meta: { ...e.meta, node } })) : events);
     const appends: StreamAppend[] = sent.map((r) => ({ stream: r.stream, events: signed(r.events), expectedVersion: r.options.expectedVersion }));
     const t0 = this.onAppend ? performance.now() : 0;
-    const fence = this.leases ? { fence: { node: this.leases.node, tokens: this.leases.held } } : {};
+    const claimed = new Map<string, number>();
+    const fence = this.leases ? { fence: { node: this.leases.node, tokens: this.leases.held, ...(claim.size > 0 ? { claim: { streams: claim, ttlMs: this.leases.ttlMs, claimed } } : {}) } } : {};
     const results = appends.length > 0 ? await this.pg.appendMany(appends, fence) : [];
+    for (const [stream, token] of claimed) this.leases!.held.set(stream, token);
     const fenced: string[] = [];
     results.forEach((o, i) => {
       if (!o.ok && o.error instanceof FencedError && this.leases?.held.delete(sent[i]!.stream)) fenced.push(sent[i]!.stream);
