@@ -207,6 +207,6 @@ describe('placement in a cluster on PostgreSQL', () => {
     await until('the executions\' leases are given back', async () => (await sql<{ n: number }>(schema, "SELECT count(*)::int AS n FROM leases WHERE stream LIKE 'execution-%'"))[0]!.n === 0, TTL * 3, 200);
 
     for (const n of nodes) n.s.child.kill('SIGTERM');
-    for (const n of nodes) expect(await n.s.exit).toBe(0);
+    for (const n of nodes) expect(await n.s.exit, `${n.name}: ${n.s.stderr().slice(-3000)}`).toBe(0);
   });
 });

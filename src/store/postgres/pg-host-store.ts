@@ -104,6 +104,7 @@ export class PgHostStore implements HostStore {
   private leaseTimer: NodeJS.Timeout | undefined;
   private listener: LeaseListener | undefined;
   private readonly ending = new Set<string>();
+  private readonly inflight = new Set<Promise<unknown>>();
   private beating = false;
   private readonly toRow: (doc: unknown) => ActorRow;
 
@@ -241,8 +242,16 @@ export class PgHostStore implements HostStore {
     return o!.result;
   }
 
-  async appendMany(requests: readonly AppendRequest[]): Promise<AppendOutcome[]> {
-    if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
+  appendMany(requests: readonly AppendRequest[]): Promise<AppendOutcome[]> {
+    if (this.closed) return Promise.reject(new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`));
+    // close() lets appends already sent finish (into the copy too) before it ends the pool.
+    const p = this.appendSent(requests);
+    this.inflight.add(p);
+    void p.catch(() => undefined).finally(() => this.inflight.delete(p));
+    return p;
+  }
+
+  private async appendSent(requests: readonly AppendRequest[]): Promise<AppendOutcome[]> {
     // Like SQLite: an event JSON cannot encode fails its own request, not the batch it was committed with.
     const outcomes: (AppendOutcome | null)[] = requests.map((r) => {
       for (const e of r.events) {
@@ -480,6 +489,7 @@ export class PgHostStore implements HostStore {
     if (this.timer) clearInterval(this.timer);
     if (this.leaseTimer) clearInterval(this.leaseTimer);
     this.subscribers.clear();
+    await Promise.allSettled([...this.inflight]);
     await this.chain.catch(() => undefined);
     // The heartbeat's stop mark, if one is being written, goes out before the pool ends.
     if (this.heartbeat?.stoppedAt) await this.writeNode(this.heartbeat).catch(() => undefined);
