@@ -18,6 +18,7 @@ import {
   packArchive,
   validateArchive,
   validateArchiveChunks,
+  validateArchiveStream,
   writeArchive,
   type ArchiveEntry,
   type ArchiveLimits,
@@ -943,5 +944,121 @@ describe('chunked input (validateArchiveChunks) and streamed output (packArchive
       if (seen > 10_000) break; // the generator's cleanup must not leave its producer waiting
     }
     expect(seen).toBeGreaterThan(10_000);
+  });
+
+  // -------------------------------------------------------------------------------------------------------
+  // The same validator over an archive as it arrives (validateArchiveStream), writing its output as it goes.
+
+  /** The chunks one by one, sometimes letting the event loop turn between them (a download's pace). */
+  async function* arriving(chunks: Buffer[]): AsyncGenerator<Buffer> {
+    let n = 0;
+    for (const c of chunks) {
+      yield c;
+      if (++n % 3 === 0) await new Promise((r) => setImmediate(r));
+    }
+  }
+  const withoutData = (r: ArchiveReport) => ({ ...r, entries: r.entries.map(({ data: _d, content: _c, ...e }) => e) });
+  async function streamed(chunks: Buffer[], limits: ArchiveLimits, opts: ValidateOptions): Promise<{ report: ArchiveReport; out: Buffer; error: unknown }> {
+    const s = validateArchiveStream(arriving(chunks), limits, opts);
+    const out: Buffer[] = [];
+    let error: unknown;
+    try {
+      for await (const p of s.pieces) out.push(p);
+    } catch (err) {
+      error = err;
+    }
+    return { report: await s.report, out: Buffer.concat(out), error };
+  }
+
+  it.each(inputs)('%s streamed: the same report, and the canonical archive out only when it passes', async (_name, bytes) => {
+    for (const [seed, opts] of [[11, { kind: 'runtime' }], [12, { kind: 'code', entrypoint: 'main.py' }], [13, { kind: 'runtime', stripPrefix: 'a' }]] as const) {
+      const expected = await validateArchive(bytes, DEFAULT_ARCHIVE_LIMITS, opts);
+      const got = await streamed(cut(bytes, seed), DEFAULT_ARCHIVE_LIMITS, opts);
+      expect(withoutData(got.report)).toEqual(withoutData(expected));
+      if (expected.ok) {
+        expect(got.error).toBeUndefined();
+        expect(got.out.equals(await writeArchive(expected.entries))).toBe(true);
+      } else {
+        // The output never ends: its reader gets the refusal instead of an end-of-archive marker.
+        expect(got.error).toBeInstanceOf(ArchiveRejectedError);
+      }
+    }
+  });
+
+  it('streamed, mutated archives (seeded): the same verdict and entries as the buffer validator', async () => {
+    let seed = 4242;
+    const rnd = (): number => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+      return seed / 0x7fffffff;
+    };
+    const bases = inputs.map(([, b]) => b).filter((b) => b.length < 200_000);
+    for (let i = 0; i < 200; i++) {
+      const b = Buffer.from(bases[Math.floor(rnd() * bases.length)]!);
+      for (let m = 1 + Math.floor(rnd() * 3); m > 0; m--) {
+        const pos = Math.floor(rnd() * b.length);
+        const block = pos - (pos % 512);
+        b[pos] = Math.floor(rnd() * 256);
+        if (rnd() < 0.6 && block + 512 <= b.length) {
+          b.fill(0x20, block + 148, block + 156);
+          let sum = 0;
+          for (let j = block; j < block + 512; j++) sum += b[j]!;
+          b.write(`${sum.toString(8).padStart(6, '0')}\0 `, block + 148, 'latin1');
+        }
+      }
+      const opts: ValidateOptions = rnd() < 0.5 ? { kind: 'runtime' } : { kind: 'code', entrypoint: 'x' };
+      const expected = await validateArchive(b, DEFAULT_ARCHIVE_LIMITS, opts);
+      const got = await streamed(cut(b, i + 7), DEFAULT_ARCHIVE_LIMITS, opts);
+      expect(withoutData(got.report), `mutation ${i}`).toEqual(withoutData(expected));
+      expect(got.error === undefined, `mutation ${i}`).toBe(expected.ok);
+    }
+  });
+
+  it('streamed: an archive that fails only at the end (an escaping symlink) has already written entries, and then refuses', async () => {
+    const bytes = tar(dir('rt/'), file('rt/a', 'a'.repeat(5000)), symlink('rt/up', '../../etc'), file('rt/b', 'b'.repeat(5000)));
+    const s = validateArchiveStream(arriving(cut(bytes, 21)), DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' });
+    const out: Buffer[] = [];
+    const error = await (async () => {
+      for await (const p of s.pieces) out.push(p);
+    })().catch((e: unknown) => e);
+    expect(Buffer.concat(out).length).toBeGreaterThan(10_000); // rt/a and rt/b went out before the verdict
+    expect(error).toBeInstanceOf(ArchiveRejectedError);
+    const report = await s.report;
+    expect(report.ok).toBe(false);
+    expect(report.violations.map((v) => v.code)).toEqual(['SYMLINK_ESCAPE']);
+  });
+
+  it('streamed: the refusals before parsing, a failing source, and a consumer that stops early', async () => {
+    const small = { ...DEFAULT_ARCHIVE_LIMITS, maxArchiveBytes: 1000 };
+    expect((await streamed(cut(tar(file('x', 'x'.repeat(2000))), 4), small, { kind: 'runtime' })).report.violations).toMatchObject([{ code: 'ARCHIVE_TOO_LARGE' }]);
+    const gz = gzipSync(tar(file('x')));
+    expect((await streamed([gz.subarray(0, 1), gz.subarray(1)], DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' })).report.violations).toMatchObject([{ code: 'COMPRESSED_ARCHIVE' }]);
+    expect((await streamed([], DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' })).report.violations).toMatchObject([{ code: 'EMPTY_ARCHIVE' }]);
+    expect(() => validateArchiveStream(arriving([]), DEFAULT_ARCHIVE_LIMITS, { kind: 'nope' } as never)).toThrow(expect.objectContaining({ code: 'ARCHIVE_OPTIONS_INVALID' }));
+
+    const boom = new Error('connection reset');
+    async function* failing(): AsyncGenerator<Buffer> {
+      yield tar(file('x', 'x'.repeat(3000))).subarray(0, 2048);
+      throw boom;
+    }
+    const f = validateArchiveStream(failing(), DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' });
+    await expect((async () => {
+      for await (const _ of f.pieces) void _;
+    })()).rejects.toBe(boom);
+    await expect(f.report).rejects.toBe(boom);
+
+    const big = tar(dir('rt/'), ...Array.from({ length: 40 }, (_, i) => file(`rt/f${i}`, String(i).repeat(20_000))));
+    let read = false;
+    async function* source(): AsyncGenerator<Buffer> {
+      for (const c of cut(big, 9)) yield c;
+      read = true;
+    }
+    const s = validateArchiveStream(source(), DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' });
+    let got = 0;
+    for await (const p of s.pieces) {
+      got += p.length;
+      if (got > 50_000) break;
+    }
+    await expect(s.report).rejects.toMatchObject({ code: 'ARCHIVE_STREAM_ABANDONED' });
+    expect(read).toBe(false);
   });
 });

@@ -205,6 +205,7 @@ export const ERROR_CODES = {
   API_ERROR: 'internal',
   APP_COPY_LOOP: 'internal',
   APPEND_FAILED: 'internal',
+  ARCHIVE_STREAM_ABANDONED: 'internal',
   BAD_RESPONSE: 'internal',
   DID_RESOLUTION_FAILED: 'internal',
   DOCKER_API: 'internal',

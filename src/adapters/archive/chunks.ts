@@ -7,20 +7,40 @@
 // and those are header-sized.
 
 export class ByteChunks {
-  readonly length: number;
-  readonly #chunks: readonly Buffer[];
+  #length = 0;
+  readonly #chunks: Buffer[] = [];
   /** #starts[i] is the offset of #chunks[i]. */
-  readonly #starts: number[];
+  readonly #starts: number[] = [];
+  /** Chunks before this index were released (a download read as it arrives: see push and release). */
+  #first = 0;
 
   constructor(chunks: readonly Buffer[]) {
-    this.#chunks = chunks.filter((c) => c.length > 0);
-    this.#starts = [];
-    let off = 0;
-    for (const c of this.#chunks) {
-      this.#starts.push(off);
-      off += c.length;
+    for (const c of chunks) this.push(c);
+  }
+
+  get length(): number {
+    return this.#length;
+  }
+
+  /** Appends a chunk (held by reference, not copied). */
+  push(chunk: Buffer): void {
+    if (chunk.length === 0) return;
+    this.#chunks.push(chunk);
+    this.#starts.push(this.#length);
+    this.#length += chunk.length;
+  }
+
+  /** Lets go of every chunk that ends at or before `offset`: those bytes must not be read again. */
+  release(offset: number): void {
+    while (this.#first < this.#chunks.length && this.#starts[this.#first]! + this.#chunks[this.#first]!.length <= offset) {
+      (this.#chunks as Array<Buffer | undefined>)[this.#first] = undefined;
+      this.#first++;
     }
-    this.length = off;
+  }
+
+  /** The first byte still held. */
+  get heldFrom(): number {
+    return this.#first < this.#starts.length ? this.#starts[this.#first]! : this.#length;
   }
 
   static of(buf: Buffer): ByteChunks {
@@ -29,7 +49,8 @@ export class ByteChunks {
 
   /** The index of the chunk holding byte `offset` (offset < length). */
   #indexOf(offset: number): number {
-    let lo = 0;
+    if (offset < this.heldFrom) throw new RangeError(`byte ${offset} was released (bytes from ${this.heldFrom} are held)`);
+    let lo = this.#first;
     let hi = this.#starts.length - 1;
     while (lo < hi) {
       const mid = (lo + hi + 1) >> 1;

@@ -200,231 +200,304 @@ function tsTypeOf(typeflag: string, name: string): string | null {
 /** Audits the archive in `input` (one buffer, or the chunks it arrived in: the walk is the same). */
 export function auditArchive(input: Buffer | ByteChunks, limits: ArchiveLimits): AuditResult {
   const buf = input instanceof ByteChunks ? input : ByteChunks.of(input);
-  const violations: AuditViolation[] = [];
-  const records: AuditRecord[] = [];
-  let trustedEnd = buf.length;
-  let pending: Pending | null = null;
-  let off = 0;
+  const audit = new HeaderAudit(limits);
+  audit.advance(buf, true);
+  return { records: audit.records, violations: audit.violations, trustedEnd: audit.trustedEnd(buf.length) };
+}
 
-  const add = (code: ArchiveViolationCode, message: string, path?: string): void => {
-    violations.push({ code, message, ...(path !== undefined ? { path } : {}) });
-  };
-  const stop = (code: ArchiveViolationCode, message: string, path?: string): void => {
-    add(code, message, path);
-    trustedEnd = Math.min(trustedEnd, pending ? pending.start : off);
-  };
-  const newPending = (): Pending => ({ start: off, pax: null, paxRaw: new Map(), longName: null, longLink: null, deferred: [], seen: { x: 0, L: 0, K: 0 }, reportedMixed: false });
+/**
+ * The same walk, resumable: `advance` audits as far as the bytes received so far allow and returns false when it
+ * needs more (`final` = no more will come; then it always finishes, exactly as auditArchive). Used on a download
+ * as it arrives (stream.ts). The one thing it does not wait for is a regular file's data: an entry header is
+ * audited and recorded as soon as it arrives, and if the archive ends before that entry's data does, the final
+ * call takes the record back and stops there with ARCHIVE_TRUNCATED, as auditArchive would have.
+ */
+export class HeaderAudit {
+  readonly records: AuditRecord[] = [];
+  readonly violations: AuditViolation[] = [];
+  readonly #limits: ArchiveLimits;
+  #trustedEnd = Number.POSITIVE_INFINITY;
+  #off = 0;
+  #pending: Pending | null = null;
+  /** The last recorded entry while its data has not all arrived. */
+  #open: { record: AuditRecord; dataEnd: number; pending: Pending | null } | null = null;
+  #done = false;
 
-  for (;;) {
-    if (off + BLOCK > buf.length) {
-      if (off < buf.length) stop('ARCHIVE_TRUNCATED', `the archive ends inside a header block at byte ${off}`);
-      else add('ARCHIVE_TRUNCATED', 'the archive has no end-of-archive marker (two zero blocks)');
-      if (pending) add('DANGLING_METADATA_HEADER', `metadata header at byte ${pending.start} is not followed by an entry`);
-      break;
-    }
-    const block = buf.slice(off, off + BLOCK);
-    if (isZero(block)) {
-      if (pending) add('DANGLING_METADATA_HEADER', `metadata header at byte ${pending.start} is followed by the end of the archive`);
-      pending = null;
-      // Everything after the first zero block must be zero: a lone zero block followed by data is an
-      // error to Go, the end to GNU tar, and skipped by tar-stream, which reads on.
-      if (!buf.isZeroFrom(off + BLOCK)) {
-        const second = buf.slice(off + BLOCK, off + 2 * BLOCK);
-        stop(
-          'TRAILING_DATA',
-          isZero(second) ? `non-zero bytes follow the end-of-archive marker at byte ${off}` : `a lone zero block at byte ${off} is followed by more data (some parsers stop, others read on)`,
-        );
-      }
-      trustedEnd = Math.min(trustedEnd, off); // tar-stream gets the entries and a fresh end marker, no padding
-      break;
-    }
+  constructor(limits: ArchiveLimits) {
+    this.#limits = limits;
+  }
 
-    const stored = parseNumericField(block.subarray(148, 156));
-    if (stored === null || stored !== headerChecksum(block)) {
-      stop('BAD_CHECKSUM', `header at byte ${off} has a bad checksum`);
-      break;
-    }
-    const format = formatOf(block);
-    if (format === null) {
-      stop('UNKNOWN_FORMAT', `header at byte ${off} is neither POSIX ustar nor GNU tar`);
-      break;
-    }
-    const size = parseNumericField(block.subarray(124, 136));
-    if (size === null) {
-      stop('BAD_NUMERIC_FIELD', `header at byte ${off} has a malformed size field`);
-      break;
-    }
-    for (const [field, start, len] of [['mode', 100, 8], ['uid', 108, 8], ['gid', 116, 8], ['mtime', 136, 12]] as const) {
-      if (parseNumericField(block.subarray(start, start + len)) === null) add('BAD_NUMERIC_FIELD', `header at byte ${off} has a malformed ${field} field`);
-    }
-    const typeflag = String.fromCharCode(block[156]!);
-    const dataStart = off + BLOCK;
-    const next = dataStart + Math.ceil(size / BLOCK) * BLOCK;
+  get done(): boolean {
+    return this.#done;
+  }
 
-    // Metadata headers: PAX (x), PAX global (g), GNU long name (L), GNU long link (K).
-    if (typeflag === 'x' || typeflag === 'g' || typeflag === 'L' || typeflag === 'K') {
-      if (dataStart + size > buf.length) {
-        stop('ARCHIVE_TRUNCATED', `metadata header at byte ${off} claims ${size} bytes past the end of the archive`);
+  /** Every header before this offset is audited (a pending entry's metadata headers are not yet). */
+  get auditedEnd(): number {
+    return this.#pending ? this.#pending.start : this.#off;
+  }
+
+  /** Bytes that may be handed to tar-stream once the audit is done (see AuditResult). */
+  trustedEnd(length: number): number {
+    return Math.min(this.#trustedEnd, length);
+  }
+
+  advance(buf: ByteChunks, final: boolean): boolean {
+    if (this.#done) return true;
+    const limits = this.#limits;
+    const violations = this.violations;
+    const records = this.records;
+    let off = this.#off;
+    let pending = this.#pending;
+    const needMore = (): false => {
+      this.#off = off;
+      this.#pending = pending;
+      return false;
+    };
+
+    const add = (code: ArchiveViolationCode, message: string, path?: string): void => {
+      violations.push({ code, message, ...(path !== undefined ? { path } : {}) });
+    };
+    const stop = (code: ArchiveViolationCode, message: string, path?: string): void => {
+      add(code, message, path);
+      this.#trustedEnd = Math.min(this.#trustedEnd, pending ? pending.start : off);
+    };
+    const newPending = (): Pending => ({ start: off, pax: null, paxRaw: new Map(), longName: null, longLink: null, deferred: [], seen: { x: 0, L: 0, K: 0 }, reportedMixed: false });
+
+    for (;;) {
+      if (this.#open && this.#open.dataEnd <= buf.length) this.#open = null;
+      if (off + BLOCK > buf.length) {
+        if (!final) return needMore();
+        if (this.#open) {
+          // The archive ended inside the data of the entry recorded last.
+          const o = this.#open;
+          this.#open = null;
+          records.pop();
+          pending = o.pending;
+          off = o.record.offset;
+          stop('ARCHIVE_TRUNCATED', `entry at byte ${off} claims ${o.record.size} bytes past the end of the archive`, o.record.name);
+          break;
+        }
+        if (off < buf.length) stop('ARCHIVE_TRUNCATED', `the archive ends inside a header block at byte ${off}`);
+        else add('ARCHIVE_TRUNCATED', 'the archive has no end-of-archive marker (two zero blocks)');
+        if (pending) add('DANGLING_METADATA_HEADER', `metadata header at byte ${pending.start} is not followed by an entry`);
         break;
       }
-      const data = buf.slice(dataStart, dataStart + size);
-      if (size > MAX_METADATA_BYTES) add('HEADER_TOO_LARGE', `${typeflag} header at byte ${off} is ${size} bytes (limit ${MAX_METADATA_BYTES})`);
-      if (typeflag === 'g') {
-        const parsed = parsePaxRecords(data);
-        for (const p of parsed.problems) add('PAX_MALFORMED', `global header at byte ${off}: ${p}`);
-        add('PAX_GLOBAL_HEADER', `PAX global header at byte ${off} (${[...parsed.records.keys()].join(', ') || 'empty'}): parsers disagree on whether it applies to later entries`);
+      const block = buf.slice(off, off + BLOCK);
+      if (isZero(block)) {
+        if (!final) return needMore(); // what follows the marker is judged once everything is in
+        if (pending) add('DANGLING_METADATA_HEADER', `metadata header at byte ${pending.start} is followed by the end of the archive`);
+        pending = null;
+        // Everything after the first zero block must be zero: a lone zero block followed by data is an
+        // error to Go, the end to GNU tar, and skipped by tar-stream, which reads on.
+        if (!buf.isZeroFrom(off + BLOCK)) {
+          const second = buf.slice(off + BLOCK, off + 2 * BLOCK);
+          stop(
+            'TRAILING_DATA',
+            isZero(second) ? `non-zero bytes follow the end-of-archive marker at byte ${off}` : `a lone zero block at byte ${off} is followed by more data (some parsers stop, others read on)`,
+          );
+        }
+        this.#trustedEnd = Math.min(this.#trustedEnd, off); // tar-stream gets the entries and a fresh end marker, no padding
+        break;
+      }
+
+      const stored = parseNumericField(block.subarray(148, 156));
+      if (stored === null || stored !== headerChecksum(block)) {
+        stop('BAD_CHECKSUM', `header at byte ${off} has a bad checksum`);
+        break;
+      }
+      const format = formatOf(block);
+      if (format === null) {
+        stop('UNKNOWN_FORMAT', `header at byte ${off} is neither POSIX ustar nor GNU tar`);
+        break;
+      }
+      const size = parseNumericField(block.subarray(124, 136));
+      if (size === null) {
+        stop('BAD_NUMERIC_FIELD', `header at byte ${off} has a malformed size field`);
+        break;
+      }
+      const typeflag = String.fromCharCode(block[156]!);
+      const dataStart = off + BLOCK;
+      const next = dataStart + Math.ceil(size / BLOCK) * BLOCK;
+      const isMetadata = typeflag === 'x' || typeflag === 'g' || typeflag === 'L' || typeflag === 'K';
+      // A metadata header is read with its payload: wait for it (nothing of this header is recorded yet).
+      if (isMetadata && dataStart + size > buf.length && !final) return needMore();
+      for (const [field, start, len] of [['mode', 100, 8], ['uid', 108, 8], ['gid', 116, 8], ['mtime', 136, 12]] as const) {
+        if (parseNumericField(block.subarray(start, start + len)) === null) add('BAD_NUMERIC_FIELD', `header at byte ${off} has a malformed ${field} field`);
+      }
+
+      // Metadata headers: PAX (x), PAX global (g), GNU long name (L), GNU long link (K).
+      if (isMetadata) {
+        if (dataStart + size > buf.length) {
+          stop('ARCHIVE_TRUNCATED', `metadata header at byte ${off} claims ${size} bytes past the end of the archive`);
+          break;
+        }
+        const data = buf.slice(dataStart, dataStart + size);
+        if (size > MAX_METADATA_BYTES) add('HEADER_TOO_LARGE', `${typeflag} header at byte ${off} is ${size} bytes (limit ${MAX_METADATA_BYTES})`);
+        if (typeflag === 'g') {
+          const parsed = parsePaxRecords(data);
+          for (const p of parsed.problems) add('PAX_MALFORMED', `global header at byte ${off}: ${p}`);
+          add('PAX_GLOBAL_HEADER', `PAX global header at byte ${off} (${[...parsed.records.keys()].join(', ') || 'empty'}): parsers disagree on whether it applies to later entries`);
+          off = next;
+          continue;
+        }
+        pending ??= newPending();
+        const p = pending;
+        const kind = typeflag as 'x' | 'L' | 'K';
+        p.seen[kind]++;
+        if (p.seen[kind] > 1) p.deferred.push({ code: 'REPEATED_METADATA_HEADER', message: `a second ${kind} header at byte ${off} for the same entry (parsers keep the first, the last, or merge)` });
+        if (!p.reportedMixed && p.seen.x > 0 && p.seen.L + p.seen.K > 0) {
+          p.reportedMixed = true;
+          p.deferred.push({ code: 'MIXED_METADATA_HEADERS', message: `PAX and GNU long-name headers before the same entry (byte ${p.start})` });
+        }
+        if (kind === 'x') {
+          const parsed = parsePaxRecords(data);
+          for (const problem of parsed.problems) p.deferred.push({ code: 'PAX_MALFORMED', message: `PAX header at byte ${off}: ${problem}` });
+          p.pax ??= new Map();
+          for (const [k, v] of parsed.records) {
+            p.pax.set(k, v);
+            p.paxRaw.set(k, parsed.rawValues.get(k)!);
+          }
+        } else {
+          const name = cstr(data);
+          if (!isZero(data.subarray(name.length))) p.deferred.push({ code: 'NUL_IN_NAME', message: `GNU ${kind} header at byte ${off} hides bytes after a NUL` });
+          if (!isUtf8(name)) p.deferred.push({ code: 'NON_UTF8_NAME', message: `GNU ${kind} header at byte ${off} is not UTF-8` });
+          if (kind === 'L') p.longName = utf8Lossy.decode(name);
+          else p.longLink = utf8Lossy.decode(name);
+        }
         off = next;
         continue;
       }
-      pending ??= newPending();
+
+      // An entry header.
+      const nameBytes = cstr(block.subarray(0, 100));
+      const prefixBytes = format === 'posix' && block[345] !== 0 ? cstr(block.subarray(345, 500)) : null;
+      const linkBytes = cstr(block.subarray(157, 257));
+      let name = prefixBytes ? `${utf8Lossy.decode(prefixBytes)}/${utf8Lossy.decode(nameBytes)}` : utf8Lossy.decode(nameBytes);
+      let linkname = utf8Lossy.decode(linkBytes);
       const p = pending;
-      const kind = typeflag as 'x' | 'L' | 'K';
-      p.seen[kind]++;
-      if (p.seen[kind] > 1) p.deferred.push({ code: 'REPEATED_METADATA_HEADER', message: `a second ${kind} header at byte ${off} for the same entry (parsers keep the first, the last, or merge)` });
-      if (!p.reportedMixed && p.seen.x > 0 && p.seen.L + p.seen.K > 0) {
-        p.reportedMixed = true;
-        p.deferred.push({ code: 'MIXED_METADATA_HEADERS', message: `PAX and GNU long-name headers before the same entry (byte ${p.start})` });
-      }
-      if (kind === 'x') {
-        const parsed = parsePaxRecords(data);
-        for (const problem of parsed.problems) p.deferred.push({ code: 'PAX_MALFORMED', message: `PAX header at byte ${off}: ${problem}` });
-        p.pax ??= new Map();
-        for (const [k, v] of parsed.records) {
-          p.pax.set(k, v);
-          p.paxRaw.set(k, parsed.rawValues.get(k)!);
+      const meta = p?.pax ?? null;
+      if (p?.longName !== null && p?.longName !== undefined) name = p.longName;
+      if (p?.longLink !== null && p?.longLink !== undefined) linkname = p.longLink;
+      // The ustar fields only matter when no PAX/GNU record replaces them (writers may cut a multi-byte
+      // character when they fill the 100-byte field of a name that lives in a PAX record).
+      const ustarNameUsed = (p?.longName ?? null) === null && meta?.get('path') === undefined;
+      const ustarLinkUsed = (p?.longLink ?? null) === null && meta?.get('linkpath') === undefined;
+      if (ustarNameUsed && (!isUtf8(nameBytes) || (prefixBytes && !isUtf8(prefixBytes)))) add('NON_UTF8_NAME', `header at byte ${off}: the name is not UTF-8`, name);
+      if (ustarLinkUsed && !isUtf8(linkBytes)) add('NON_UTF8_NAME', `header at byte ${off}: the link target is not UTF-8`, name);
+      let paxSize: number | null = null;
+      if (meta) {
+        const path = meta.get('path');
+        if (path !== undefined) {
+          if (path === '') p!.deferred.push({ code: 'PAX_MALFORMED', message: 'empty PAX path record (some parsers use it, others fall back to the header name)' });
+          if (!isUtf8(p!.paxRaw.get('path')!)) p!.deferred.push({ code: 'NON_UTF8_NAME', message: 'PAX path is not UTF-8' });
+          name = path;
         }
-      } else {
-        const name = cstr(data);
-        if (!isZero(data.subarray(name.length))) p.deferred.push({ code: 'NUL_IN_NAME', message: `GNU ${kind} header at byte ${off} hides bytes after a NUL` });
-        if (!isUtf8(name)) p.deferred.push({ code: 'NON_UTF8_NAME', message: `GNU ${kind} header at byte ${off} is not UTF-8` });
-        if (kind === 'L') p.longName = utf8Lossy.decode(name);
-        else p.longLink = utf8Lossy.decode(name);
-      }
-      off = next;
-      continue;
-    }
-
-    // An entry header.
-    const nameBytes = cstr(block.subarray(0, 100));
-    const prefixBytes = format === 'posix' && block[345] !== 0 ? cstr(block.subarray(345, 500)) : null;
-    const linkBytes = cstr(block.subarray(157, 257));
-    let name = prefixBytes ? `${utf8Lossy.decode(prefixBytes)}/${utf8Lossy.decode(nameBytes)}` : utf8Lossy.decode(nameBytes);
-    let linkname = utf8Lossy.decode(linkBytes);
-    const p = pending;
-    const meta = p?.pax ?? null;
-    if (p?.longName !== null && p?.longName !== undefined) name = p.longName;
-    if (p?.longLink !== null && p?.longLink !== undefined) linkname = p.longLink;
-    // The ustar fields only matter when no PAX/GNU record replaces them (writers may cut a multi-byte
-    // character when they fill the 100-byte field of a name that lives in a PAX record).
-    const ustarNameUsed = (p?.longName ?? null) === null && meta?.get('path') === undefined;
-    const ustarLinkUsed = (p?.longLink ?? null) === null && meta?.get('linkpath') === undefined;
-    if (ustarNameUsed && (!isUtf8(nameBytes) || (prefixBytes && !isUtf8(prefixBytes)))) add('NON_UTF8_NAME', `header at byte ${off}: the name is not UTF-8`, name);
-    if (ustarLinkUsed && !isUtf8(linkBytes)) add('NON_UTF8_NAME', `header at byte ${off}: the link target is not UTF-8`, name);
-    let paxSize: number | null = null;
-    if (meta) {
-      const path = meta.get('path');
-      if (path !== undefined) {
-        if (path === '') p!.deferred.push({ code: 'PAX_MALFORMED', message: 'empty PAX path record (some parsers use it, others fall back to the header name)' });
-        if (!isUtf8(p!.paxRaw.get('path')!)) p!.deferred.push({ code: 'NON_UTF8_NAME', message: 'PAX path is not UTF-8' });
-        name = path;
-      }
-      const linkpath = meta.get('linkpath');
-      if (linkpath !== undefined) {
-        if (!isUtf8(p!.paxRaw.get('linkpath')!)) p!.deferred.push({ code: 'NON_UTF8_NAME', message: 'PAX linkpath is not UTF-8' });
-        linkname = linkpath;
-      }
-      for (const [key, value] of meta) {
-        if (PAX_ALLOWED_KEYS.has(key)) {
-          const numeric = key === 'uid' || key === 'gid' ? /^[0-9]{1,64}$/ : key.endsWith('time') ? /^-?[0-9]{1,64}(\.[0-9]{1,64})?$/ : null;
-          if (numeric && !numeric.test(value)) p!.deferred.push({ code: 'PAX_MALFORMED', message: `PAX ${key}=${JSON.stringify(value.slice(0, 40))} is not a number` });
-        } else if (PAX_IGNORED_KEYS.has(key)) {
-          // harmless bookkeeping
-        } else if (key.startsWith('GNU.sparse.')) {
-          p!.deferred.push({ code: 'SPARSE_ENTRY', message: `PAX ${key} record: GNU sparse files are refused` });
-          if (key === 'GNU.sparse.realsize' || key === 'GNU.sparse.size') {
-            const logical = Number(value);
-            if (Number.isFinite(logical) && logical > limits.maxFileBytes) {
-              p!.deferred.push({ code: 'FILE_TOO_LARGE', message: `sparse file claims ${logical} bytes (limit ${limits.maxFileBytes})` });
+        const linkpath = meta.get('linkpath');
+        if (linkpath !== undefined) {
+          if (!isUtf8(p!.paxRaw.get('linkpath')!)) p!.deferred.push({ code: 'NON_UTF8_NAME', message: 'PAX linkpath is not UTF-8' });
+          linkname = linkpath;
+        }
+        for (const [key, value] of meta) {
+          if (PAX_ALLOWED_KEYS.has(key)) {
+            const numeric = key === 'uid' || key === 'gid' ? /^[0-9]{1,64}$/ : key.endsWith('time') ? /^-?[0-9]{1,64}(\.[0-9]{1,64})?$/ : null;
+            if (numeric && !numeric.test(value)) p!.deferred.push({ code: 'PAX_MALFORMED', message: `PAX ${key}=${JSON.stringify(value.slice(0, 40))} is not a number` });
+          } else if (PAX_IGNORED_KEYS.has(key)) {
+            // harmless bookkeeping
+          } else if (key.startsWith('GNU.sparse.')) {
+            p!.deferred.push({ code: 'SPARSE_ENTRY', message: `PAX ${key} record: GNU sparse files are refused` });
+            if (key === 'GNU.sparse.realsize' || key === 'GNU.sparse.size') {
+              const logical = Number(value);
+              if (Number.isFinite(logical) && logical > limits.maxFileBytes) {
+                p!.deferred.push({ code: 'FILE_TOO_LARGE', message: `sparse file claims ${logical} bytes (limit ${limits.maxFileBytes})` });
+              }
             }
+          } else if (/^(SCHILY|LIBARCHIVE)\.xattr\./.test(key) || key.startsWith('RHT.security.')) {
+            p!.deferred.push({ code: 'PAX_XATTR', message: `PAX ${key}: extended attributes are refused` });
+          } else {
+            p!.deferred.push({ code: 'PAX_UNSUPPORTED_KEY', message: `PAX record ${JSON.stringify(key)} is not accepted` });
           }
-        } else if (/^(SCHILY|LIBARCHIVE)\.xattr\./.test(key) || key.startsWith('RHT.security.')) {
-          p!.deferred.push({ code: 'PAX_XATTR', message: `PAX ${key}: extended attributes are refused` });
-        } else {
-          p!.deferred.push({ code: 'PAX_UNSUPPORTED_KEY', message: `PAX record ${JSON.stringify(key)} is not accepted` });
+        }
+        const sizeText = meta.get('size');
+        if (sizeText !== undefined) {
+          const n = /^[0-9]{1,64}$/.test(sizeText) ? Number(sizeText) : NaN;
+          paxSize = Number.isSafeInteger(n) ? n : -1; // -1: unreadable, so the framing is unknown
         }
       }
-      const sizeText = meta.get('size');
-      if (sizeText !== undefined) {
-        const n = /^[0-9]{1,64}$/.test(sizeText) ? Number(sizeText) : NaN;
-        paxSize = Number.isSafeInteger(n) ? n : -1; // -1: unreadable, so the framing is unknown
-      }
-    }
-    for (const d of p?.deferred ?? []) violations.push({ ...d, path: name });
-    pending = null;
-    const metaOffset = p ? p.start : off;
+      for (const d of p?.deferred ?? []) violations.push({ ...d, path: name });
+      pending = null;
+      const metaOffset = p ? p.start : off;
 
-    if (paxSize !== null && paxSize !== size) {
-      pending = p; // so `stop` rewinds to the first metadata header of this entry
-      if (paxSize === -1) stop('PAX_MALFORMED', `PAX size ${JSON.stringify(meta?.get('size')?.slice(0, 40))} is not a decimal byte count: where the next header starts is unknown`, name);
-      else stop('PAX_SIZE_CONFLICT', `PAX size ${paxSize} differs from the header size ${size} at byte ${off}: parsers would frame the archive differently`, name);
-      break;
-    }
-
-    let fatal = false;
-    switch (typeflag) {
-      case '0':
-      case '\0':
-      case '1':
-      case '2':
-      case '5':
-        break;
-      case '3':
-      case '4':
-        add('DEVICE_ENTRY', `${typeflag === '3' ? 'character' : 'block'} device ${parseNumericField(block.subarray(329, 337))}:${parseNumericField(block.subarray(337, 345))}`, name);
-        break;
-      case '6':
-        add('FIFO_ENTRY', 'FIFO', name);
-        break;
-      case '7':
-        add('UNSUPPORTED_TYPE', 'contiguous file (type 7)', name);
-        break;
-      case 'S': {
-        add('SPARSE_ENTRY', 'GNU sparse file (type S)', name);
-        const realSize = parseNumericField(block.subarray(483, 495));
-        if (realSize !== null && realSize > limits.maxFileBytes) add('FILE_TOO_LARGE', `sparse file claims ${realSize} bytes (limit ${limits.maxFileBytes})`, name);
-        fatal = true; // its extension blocks are invisible to tar-stream
+      if (paxSize !== null && paxSize !== size) {
+        pending = p; // so `stop` rewinds to the first metadata header of this entry
+        if (paxSize === -1) stop('PAX_MALFORMED', `PAX size ${JSON.stringify(meta?.get('size')?.slice(0, 40))} is not a decimal byte count: where the next header starts is unknown`, name);
+        else stop('PAX_SIZE_CONFLICT', `PAX size ${paxSize} differs from the header size ${size} at byte ${off}: parsers would frame the archive differently`, name);
         break;
       }
-      case 'D':
-        add('UNSUPPORTED_TYPE', 'GNU incremental dump directory (type D)', name);
+
+      let fatal = false;
+      switch (typeflag) {
+        case '0':
+        case '\0':
+        case '1':
+        case '2':
+        case '5':
+          break;
+        case '3':
+        case '4':
+          add('DEVICE_ENTRY', `${typeflag === '3' ? 'character' : 'block'} device ${parseNumericField(block.subarray(329, 337))}:${parseNumericField(block.subarray(337, 345))}`, name);
+          break;
+        case '6':
+          add('FIFO_ENTRY', 'FIFO', name);
+          break;
+        case '7':
+          add('UNSUPPORTED_TYPE', 'contiguous file (type 7)', name);
+          break;
+        case 'S': {
+          add('SPARSE_ENTRY', 'GNU sparse file (type S)', name);
+          const realSize = parseNumericField(block.subarray(483, 495));
+          if (realSize !== null && realSize > limits.maxFileBytes) add('FILE_TOO_LARGE', `sparse file claims ${realSize} bytes (limit ${limits.maxFileBytes})`, name);
+          fatal = true; // its extension blocks are invisible to tar-stream
+          break;
+        }
+        case 'D':
+          add('UNSUPPORTED_TYPE', 'GNU incremental dump directory (type D)', name);
+          break;
+        case 'N':
+        case 'V':
+        case 'M':
+          // tar-stream reads N as a long-name header; V and M are multi-volume bookkeeping.
+          add('UNSUPPORTED_TYPE', `GNU type ${typeflag} (parsers disagree on its framing)`, name);
+          fatal = true;
+          break;
+        default:
+          add('UNSUPPORTED_TYPE', `entry type ${JSON.stringify(typeflag)}`, name);
+      }
+      if (fatal) {
+        pending = p;
+        this.#trustedEnd = Math.min(this.#trustedEnd, metaOffset);
         break;
-      case 'N':
-      case 'V':
-      case 'M':
-        // tar-stream reads N as a long-name header; V and M are multi-volume bookkeeping.
-        add('UNSUPPORTED_TYPE', `GNU type ${typeflag} (parsers disagree on its framing)`, name);
-        fatal = true;
+      }
+      if (HEADER_ONLY_TYPES.has(typeflag) && size > 0) {
+        pending = p;
+        stop('HEADER_ONLY_TYPE_WITH_SIZE', `type ${typeflag} header at byte ${off} has size ${size}: some parsers skip that many bytes, others read the next header there`, name);
         break;
-      default:
-        add('UNSUPPORTED_TYPE', `entry type ${JSON.stringify(typeflag)}`, name);
+      }
+      const record: AuditRecord = { offset: off, metaOffset, typeflag, name, linkname, size, tsType: tsTypeOf(typeflag, name) };
+      if (dataStart + size > buf.length) {
+        if (final) {
+          pending = p;
+          stop('ARCHIVE_TRUNCATED', `entry at byte ${off} claims ${size} bytes past the end of the archive`, name);
+          break;
+        }
+        this.#open = { record, dataEnd: dataStart + size, pending: p };
+      }
+      records.push(record);
+      off = next;
     }
-    if (fatal) {
-      pending = p;
-      trustedEnd = Math.min(trustedEnd, metaOffset);
-      break;
-    }
-    if (HEADER_ONLY_TYPES.has(typeflag) && size > 0) {
-      pending = p;
-      stop('HEADER_ONLY_TYPE_WITH_SIZE', `type ${typeflag} header at byte ${off} has size ${size}: some parsers skip that many bytes, others read the next header there`, name);
-      break;
-    }
-    if (dataStart + size > buf.length) {
-      pending = p;
-      stop('ARCHIVE_TRUNCATED', `entry at byte ${off} claims ${size} bytes past the end of the archive`, name);
-      break;
-    }
-    records.push({ offset: off, metaOffset, typeflag, name, linkname, size, tsType: tsTypeOf(typeflag, name) });
-    off = next;
+    this.#done = true;
+    this.#off = off;
+    this.#pending = pending;
+    return true;
   }
-  return { records, violations, trustedEnd };
 }
+

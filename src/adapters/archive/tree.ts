@@ -29,6 +29,22 @@ export type ParentProblem = { kind: 'symlink' | 'not-directory'; at: string } | 
 export class VirtualTree {
   readonly nodes = new Map<string, TreeNode>();
   private steps = 0;
+  /** What the changes since `mark()` replaced, newest last (for `rollback()`). */
+  private journal: Array<[string, TreeNode | undefined]> | null = null;
+
+  /** Starts recording changes so the next ones can be undone (only the changes since the last mark are kept). */
+  mark(): void {
+    this.journal = [];
+  }
+
+  /** Undoes every change since `mark()`. */
+  rollback(): void {
+    for (const [key, before] of (this.journal ?? []).reverse()) {
+      if (before === undefined) this.nodes.delete(key);
+      else this.nodes.set(key, before);
+    }
+    this.journal = [];
+  }
 
   get(components: readonly string[]): TreeNode | undefined {
     return components.length === 0 ? { type: 'directory', explicit: true } : this.nodes.get(components.join('/'));
@@ -48,7 +64,10 @@ export class VirtualTree {
     }
     for (let i = 1; i < components.length; i++) {
       const key = components.slice(0, i).join('/');
-      if (!this.nodes.has(key)) this.nodes.set(key, { type: 'directory', explicit: false });
+      if (!this.nodes.has(key)) {
+        this.journal?.push([key, undefined]);
+        this.nodes.set(key, { type: 'directory', explicit: false });
+      }
     }
     return null;
   }
@@ -57,6 +76,7 @@ export class VirtualTree {
   set(components: readonly string[], node: TreeNode): TreeNode | undefined {
     const key = components.join('/');
     const before = this.nodes.get(key);
+    this.journal?.push([key, before]);
     this.nodes.set(key, node);
     return before;
   }

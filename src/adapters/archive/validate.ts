@@ -54,14 +54,14 @@ export function normalizedMode(type: ArchiveEntry['type'], mode: number): number
   return (mode & 0o111) !== 0 ? 0o755 : 0o644;
 }
 
-function compression(buf: Uint8Array): string | null {
+export function compression(buf: Uint8Array): string | null {
   for (const [name, magic] of COMPRESSION_MAGIC) {
     if (buf.length >= magic.length && magic.every((b, i) => buf[i] === b)) return name;
   }
   return null;
 }
 
-interface SeenEntry {
+export interface SeenEntry {
   offset: number;
   name: string;
   linkname: string;
@@ -69,9 +69,9 @@ interface SeenEntry {
   type: string | null;
 }
 
-type Retain = 'buffer' | 'parts';
+export type Retain = 'buffer' | 'parts';
 
-class Checker {
+export class Checker {
   readonly violations: ArchiveViolation[] = [];
   readonly entries: ArchiveEntry[] = [];
   readonly tree = new VirtualTree();
@@ -89,6 +89,43 @@ class Checker {
     /** How a kept file's bytes are handed out: one buffer (`data`) or the parts as parsed (`content`). */
     private readonly retain: Retain,
   ) {}
+
+  #saved: { violations: number; entries: number; expandedBytes: number; reportedExpanded: boolean; count: number; contentEntries: number; symlink: [string, string | undefined] | null } | null = null;
+
+  /**
+   * Remembers the state before the next entry, so `rollback()` can take that entry back (a streamed entry is
+   * checked when its header arrives; if its data never all arrives, it must count as never seen).
+   */
+  mark(): void {
+    this.#saved = {
+      violations: this.violations.length,
+      entries: this.entries.length,
+      expandedBytes: this.expandedBytes,
+      reportedExpanded: this.reportedExpanded,
+      count: this.count,
+      contentEntries: this.contentEntries,
+      symlink: null,
+    };
+    this.tree.mark();
+  }
+
+  rollback(): void {
+    const s = this.#saved;
+    if (!s) return;
+    this.violations.length = s.violations;
+    this.entries.length = s.entries;
+    this.expandedBytes = s.expandedBytes;
+    this.reportedExpanded = s.reportedExpanded;
+    this.count = s.count;
+    this.contentEntries = s.contentEntries;
+    if (s.symlink) {
+      const [key, raw] = s.symlink;
+      if (raw === undefined) this.symlinkNames.delete(key);
+      else this.symlinkNames.set(key, raw);
+    }
+    this.tree.rollback();
+    this.#saved = null;
+  }
 
   add(code: ArchiveViolationCode, message: string, path?: string): void {
     this.violations.push({ code, message, ...(path !== undefined ? { path } : {}) });
@@ -200,6 +237,7 @@ class Checker {
       }
     }
     if (type === 'symlink') {
+      if (this.#saved && !this.#saved.symlink) this.#saved.symlink = [key, this.symlinkNames.get(key)];
       if (symlinkOk) this.symlinkNames.set(key, raw);
       else this.symlinkNames.delete(key);
     }
@@ -312,7 +350,7 @@ class Checker {
   }
 }
 
-interface TarStreamResult {
+export interface TarStreamResult {
   seen: SeenEntry[];
   error?: string;
   stoppedEarly: boolean;
@@ -358,7 +396,7 @@ async function parseWithTarStream(feed: Iterable<Buffer>, checker: Checker, limi
   return { seen, ...(error !== undefined ? { error } : {}), stoppedEarly };
 }
 
-function compareViews(expected: AuditRecord[], result: TarStreamResult, add: (code: ArchiveViolationCode, message: string, path?: string) => void): void {
+export function compareViews(expected: AuditRecord[], result: TarStreamResult, add: (code: ArchiveViolationCode, message: string, path?: string) => void): void {
   const n = Math.min(expected.length, result.seen.length);
   for (let i = 0; i < n; i++) {
     const a = expected[i]!;
@@ -390,7 +428,7 @@ function optionsIssues(limits: ArchiveLimits, opts: ValidateOptions): { issues: 
 }
 
 /** A verdict reached before parsing (too large, compressed, empty), or null. */
-function refusal(src: ByteChunks, limits: ArchiveLimits): ArchiveReport | null {
+export function refusal(src: ByteChunks, limits: ArchiveLimits): ArchiveReport | null {
   const refuse = (code: ArchiveViolationCode, message: string): ArchiveReport => ({ ok: false, violations: [{ code, message }], entries: [], expandedBytes: 0, topLevel: [] });
   if (src.length > limits.maxArchiveBytes) return refuse('ARCHIVE_TOO_LARGE', `the archive is ${src.length} bytes (limit ${limits.maxArchiveBytes}); it was not parsed`);
   const compressed = compression(src.slice(0, 8));
@@ -399,7 +437,7 @@ function refusal(src: ByteChunks, limits: ArchiveLimits): ArchiveReport | null {
   return null;
 }
 
-function checkedOptions(limits: ArchiveLimits, opts: ValidateOptions): string[] {
+export function checkedOptions(limits: ArchiveLimits, opts: ValidateOptions): string[] {
   const { issues, prefix } = optionsIssues(limits, opts);
   if (issues.length > 0) throw new ValidationError('ARCHIVE_OPTIONS_INVALID', 'invalid archive validation options', issues);
   return prefix;

@@ -92,22 +92,7 @@ export async function* packArchive(entries: readonly ArchiveEntry[], opts: { pre
     for (let i = 1; i <= prefix.length; i++) {
       await add({ ...FIXED, name: `${prefix.slice(0, i).join('/')}/`, type: 'directory', mode: 0o755, size: 0 } as Header);
     }
-    for (const e of entries) {
-      switch (e.type) {
-        case 'directory':
-          await add({ ...FIXED, name: `${at(e.path)}/`, type: 'directory', mode: 0o755, size: 0 } as Header);
-          break;
-        case 'file':
-          await add({ ...FIXED, name: at(e.path), type: 'file', mode: normalizedMode('file', e.mode), size: e.size } as Header, partsOf(e));
-          break;
-        case 'symlink':
-          await add({ ...FIXED, name: at(e.path), type: 'symlink', linkname: e.linkname!, mode: 0o777, size: 0 } as Header);
-          break;
-        case 'hardlink':
-          await add({ ...FIXED, name: at(e.path), type: 'link', linkname: at(e.linkname!), mode: normalizedMode('hardlink', e.mode), size: 0 } as Header);
-          break;
-      }
-    }
+    for (const e of entries) await add(canonicalHeader(e, at), e.type === 'file' ? partsOf(e) : undefined);
     p.finalize();
   };
   const producing = produce().catch((err: unknown) => {
@@ -119,6 +104,20 @@ export async function* packArchive(entries: readonly ArchiveEntry[], opts: { pre
     await producing;
   } finally {
     p.destroy(); // a consumer that stopped early must not leave the producer waiting
+  }
+}
+
+/** The canonical header of a validated entry (`at` places its path and a hardlink's target in the output). */
+export function canonicalHeader(e: ArchiveEntry, at: (path: string) => string = (path) => path): Header {
+  switch (e.type) {
+    case 'directory':
+      return { ...FIXED, name: `${at(e.path)}/`, type: 'directory', mode: 0o755, size: 0 } as Header;
+    case 'file':
+      return { ...FIXED, name: at(e.path), type: 'file', mode: normalizedMode('file', e.mode), size: e.size } as Header;
+    case 'symlink':
+      return { ...FIXED, name: at(e.path), type: 'symlink', linkname: e.linkname!, mode: 0o777, size: 0 } as Header;
+    case 'hardlink':
+      return { ...FIXED, name: at(e.path), type: 'link', linkname: at(e.linkname!), mode: normalizedMode('hardlink', e.mode), size: 0 } as Header;
   }
 }
 
@@ -140,7 +139,7 @@ export async function writeArchive(entries: ArchiveEntry[], opts: { prefix?: str
  * bytes between them (file contents, padding) pass through untouched, and so does everything from the first
  * zero block (the end marker) on.
  */
-class SevenDigitChecksums {
+export class SevenDigitChecksums {
   #pos = 0;
   #nextHeader = 0;
   #partial: Buffer[] = [];

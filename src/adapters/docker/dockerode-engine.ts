@@ -496,7 +496,8 @@ class DockerodeEngine implements DockerEngine {
     }
   }
 
-  async getArchive(id: string, path: string, maxBytes: number, tooLarge: (max: number) => Error): Promise<{ chunks: Buffer[]; size: number; stat: PathStat | null }> {
+  /** GET /containers/{id}/archive: the response (its headers carry the path's stat), not yet read. */
+  async #archiveResponse(id: string, path: string): Promise<{ res: IncomingMessage; stat: PathStat | null }> {
     let res: IncomingMessage;
     try {
       res = (await this.#streaming.getContainer(id).getArchive({ path })) as unknown as IncomingMessage; // why: it is the HTTP response (its headers carry the path stat); dockerode types it as a stream
@@ -512,6 +513,32 @@ class DockerodeEngine implements DockerEngine {
         stat = null;
       }
     }
+    return { res, stat };
+  }
+
+  async openArchive(id: string, path: string, maxBytes: number, tooLarge: (max: number) => Error): Promise<{ stat: PathStat | null; body: AsyncIterable<Buffer> }> {
+    const { res, stat } = await this.#archiveResponse(id, path);
+    const operation = `download ${path} from container ${id}`;
+    async function* body(): AsyncGenerator<Buffer> {
+      let size = 0;
+      try {
+        for await (const c of res as AsyncIterable<Buffer>) {
+          size += c.length;
+          if (size > maxBytes) throw tooLarge(maxBytes);
+          yield c;
+        }
+      } catch (err) {
+        if (err instanceof RunlogError) throw err;
+        throw new DockerApiError(operation, messageOf(err), undefined, { cause: err });
+      } finally {
+        res.destroy(); // read to the end already, or given up: either way the request is done
+      }
+    }
+    return { stat, body: body() };
+  }
+
+  async getArchive(id: string, path: string, maxBytes: number, tooLarge: (max: number) => Error): Promise<{ chunks: Buffer[]; size: number; stat: PathStat | null }> {
+    const { res, stat } = await this.#archiveResponse(id, path);
     const chunks: Buffer[] = [];
     let size = 0;
     await new Promise<void>((resolve, reject) => {

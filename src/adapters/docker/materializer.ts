@@ -6,21 +6,27 @@
 //   3. create a named volume and a STOPPED container from the image (inert entrypoint, never started; the
 //      image's ENTRYPOINT/CMD/health check/env are overridden or irrelevant; no network);
 //   4. mount the volume writable at /at-run-output of that container (NoCopy: the image cannot seed it);
-//   5. download the export path as a tar (bounded by maxArchiveBytes), kept as the chunks it arrived in;
-//   6. validate it (src/adapters/archive) with the top-level directory stripped;
-//   7. upload a FRESHLY WRITTEN tar of exactly the validated entries into /at-run-output (streamed: headers
-//      written anew, file contents passed on from the download without copying);
-//   8. remove the container; on any failure remove the volume too.
+//   5. download the export path as a tar (bounded by maxArchiveBytes), read as it arrives (one request);
+//   6. validate it on the way (src/adapters/archive/stream.ts, the same rules as validateArchive) with the
+//      top-level directory stripped;
+//   7. upload a FRESHLY WRITTEN tar of exactly the entries validated so far into /at-run-output, while the rest
+//      is still downloading (one request: headers written anew, file contents passed on as they arrive, never
+//      copied or assembled); the upload's end-of-archive marker is sent only after the whole export passed, and
+//      the upload is cut off at the first violation;
+//   8. remove the container; on any failure (a violation found at any point, the last one included) remove the
+//      volume too.
 //
 // Volumes are content-addressed (image digest + export path + limits, or the code archive's sha256) so they are
 // reused across executions. A volume is complete only once its seal volume (`<name>-sealed`, labels carry the
-// entry count and bytes) exists: a crash mid-copy leaves an unsealed volume, which the next call replaces.
+// entry count and bytes) exists, and the seal is created only after the verdict: a volume whose export failed
+// validation is removed and never sealed, and a crash mid-copy leaves an unsealed volume, which the next call
+// replaces (nothing mounts an unsealed volume).
 import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
 import tar from 'tar-stream';
 import { RunlogError, ValidationError } from '../../domain/errors.ts';
 import { parseDigestReference } from '../../domain/at-run/oci-reference.ts';
-import { assertValidArchiveChunks, DEFAULT_ARCHIVE_LIMITS, packArchive, type ArchiveLimits } from '../archive/index.ts';
+import { ArchiveRejectedError, ArchiveStreamAbandonedError, DEFAULT_ARCHIVE_LIMITS, validateArchiveStream, type ArchiveLimits, type ArchiveReport } from '../archive/index.ts';
 import type { ContainerCreateBody, DockerEngine, PullProgress } from './docker-port.ts';
 import { DockerNotFoundError, MaterializationError } from './errors.ts';
 import { absolutePathProblems, ADDITION_EXPORT_PATH, MATERIALIZE_TARGET } from './layout.ts';
@@ -130,8 +136,15 @@ interface SourceSpec {
   digest: string;
   labels: Record<string, string>;
   onProgress: ProgressHandler | undefined;
-  /** Fills the stopped container's /at-run-output; returns what went in. */
-  fill: (containerId: string, step: StepRunner) => Promise<{ entries: number; bytes: number }>;
+  /**
+   * Whether the bytes come from the image (runtime, addition): then a second stopped container, without the
+   * volume, is the download's source. Why two: the Engine holds a container's lock from an archive download's
+   * start until it has been read to its end, and an upload into the same container waits for that lock, so the
+   * upload could not overlap the download through one container.
+   */
+  fromImage: boolean;
+  /** Fills the stopped carrier's /at-run-output (reading from `sourceId` when fromImage); returns what went in. */
+  fill: (carrierId: string, sourceId: string, step: StepRunner) => Promise<{ entries: number; bytes: number }>;
 }
 
 type StepRunner = <T>(step: MaterializeStep, fn: () => Promise<T>, extra?: Partial<MaterializeProgress>) => Promise<T>;
@@ -197,7 +210,8 @@ class DockerMaterializer implements Materializer {
       digest: `sha256:${hex}`,
       labels: { ...this.#labels, ...req.labels, ...(req.codeCid ? { 'runlog.code-cid': req.codeCid } : {}) },
       onProgress: req.onProgress,
-      fill: async (containerId, step) => {
+      fromImage: false,
+      fill: async (containerId, _sourceId, step) => {
         const counted = await countTar(archive);
         await step('upload', () => this.#engine.putArchive(containerId, MATERIALIZE_TARGET, archive));
         return counted;
@@ -220,11 +234,13 @@ class DockerMaterializer implements Materializer {
       digest: ref.digest,
       labels: { ...this.#labels, ...req.labels, 'runlog.export-path': exportPath },
       onProgress: req.onProgress,
-      fill: async (containerId, step) => {
-        const { chunks, stat } = await step('download', async () => {
+      fromImage: true,
+      fill: async (containerId, sourceId, step) => {
+        // One GET: the Engine answers with the path's stat in a header, then the tar as it is read.
+        const { stat, body } = await step('download', async () => {
           try {
-            return await this.#engine.getArchive(
-              containerId,
+            return await this.#engine.openArchive(
+              sourceId,
               exportPath,
               this.#limits.maxArchiveBytes,
               (max) => new MaterializationError('EXPORT_TOO_LARGE', 'download', `the export ${exportPath} of ${ref.reference} is larger than ${max} bytes`, { image: ref.reference, exportPath }),
@@ -238,14 +254,26 @@ class DockerMaterializer implements Materializer {
         });
         // Go's os.FileMode bits as the Engine reports them: ModeDir = 1<<31, ModeSymlink = 1<<27.
         if (stat && (stat.mode & 0x80000000) === 0) {
+          await body[Symbol.asyncIterator]().return?.(); // close the download
           const what = stat.mode & 0x08000000 ? `a symbolic link (to ${stat.linkTarget})` : 'not a directory';
           throw new MaterializationError('EXPORT_PATH_NOT_DIRECTORY', 'download', `${exportPath} in ${ref.reference} is ${what}`, { image: ref.reference, exportPath });
         }
-        // The download is ours alone: validated as the chunks it arrived in, then re-packed while it is uploaded
-        // (headers written fresh, file contents passed on as views). Nothing is uploaded before the verdict.
-        const report = await step('validate', () => assertValidArchiveChunks(chunks, this.#limits, { kind: 'runtime', stripPrefix }));
-        await step('upload', () => this.#engine.putArchive(containerId, MATERIALIZE_TARGET, packArchive(report.entries)));
-        return { entries: report.entries.length, bytes: report.expandedBytes };
+        // The download is validated as it arrives and what passed so far is uploaded meanwhile (one PUT); the
+        // volume counts only if the verdict on the whole export is yes (see the head of this file).
+        const stream = validateArchiveStream(body, this.#limits, { kind: 'runtime', stripPrefix });
+        const [uploaded, validated] = await Promise.allSettled([
+          step('upload', () => this.#engine.putArchive(containerId, MATERIALIZE_TARGET, stream.pieces)),
+          step('validate', async (): Promise<ArchiveReport> => {
+            const report = await stream.report;
+            if (!report.ok) throw new ArchiveRejectedError(report.violations); // every violation, not only the first
+            return report;
+          }),
+        ]);
+        // The verdict decides first; an upload cut off because of it says less.
+        if (validated.status === 'rejected' && !(validated.reason instanceof ArchiveStreamAbandonedError && uploaded.status === 'rejected')) throw validated.reason;
+        if (uploaded.status === 'rejected') throw uploaded.reason;
+        if (validated.status === 'rejected') throw validated.reason;
+        return { entries: validated.value.entries.length, bytes: validated.value.expandedBytes };
       },
     });
   }
@@ -318,14 +346,25 @@ class DockerMaterializer implements Materializer {
       'runlog.source-image': spec.image,
     };
     let volumeCreated = false;
+    /** Every container created here, removed on the way out whatever happens. */
+    const created: string[] = [];
     try {
       await step('create-volume', async () => {
         await engine.createVolume(spec.volume, volumeLabels);
         volumeCreated = true;
       });
-      containerId = await step('create-container', () => engine.createContainer(this.#carrierBody(spec)));
-      const filled = await spec.fill(containerId, step);
-      await step('remove-container', () => engine.removeContainer(containerId!, { force: true }));
+      const [carrierId, sourceId] = await step('create-container', async () => {
+        const bodies = [this.#carrierBody(spec), ...(spec.fromImage ? [this.#sourceBody(spec)] : [])];
+        const settled = await Promise.allSettled(bodies.map((b) => engine.createContainer(b))); // side by side: one round trip's time
+        for (const r of settled) if (r.status === 'fulfilled') created.push(r.value);
+        const failed = settled.find((r) => r.status === 'rejected');
+        if (failed) throw failed.reason;
+        return created.slice();
+      });
+      containerId = carrierId!;
+      const filled = await spec.fill(carrierId!, sourceId ?? carrierId!, step);
+      await step('remove-container', () => Promise.all(created.map((id) => engine.removeContainer(id, { force: true }))));
+      created.length = 0;
       containerId = undefined;
       await step('seal', () =>
         engine.createVolume(sealName, {
@@ -339,7 +378,7 @@ class DockerMaterializer implements Materializer {
       timings.totalMs = now() - t0;
       return { kind: spec.kind, volume: spec.volume, cacheKey: spec.cacheKey, digest: spec.digest, image: spec.image, entries: filled.entries, bytes: filled.bytes, cached: false, pulled, timings };
     } catch (err) {
-      if (containerId) await engine.removeContainer(containerId, { force: true }).catch(() => undefined);
+      await Promise.all(created.map((id) => engine.removeContainer(id, { force: true }).catch(() => undefined)));
       if (volumeCreated) await engine.removeVolume(spec.volume).catch(() => undefined);
       throw err;
     }
@@ -368,6 +407,13 @@ class DockerMaterializer implements Materializer {
         LogConfig: { Type: 'none' },
       },
     };
+  }
+
+  /** The download's source: the same never-started container, without the volume (see SourceSpec.fromImage). */
+  #sourceBody(spec: SourceSpec): ContainerCreateBody {
+    const body = this.#carrierBody(spec);
+    const { Mounts: _mounts, ...hostConfig } = body.HostConfig ?? {};
+    return { ...body, Labels: { ...body.Labels, 'runlog.materializer-role': 'source' }, HostConfig: hostConfig };
   }
 
   async #removeStale(volume: string): Promise<void> {
