@@ -7,6 +7,7 @@ import { UsageError } from '../domain/errors.ts';
 import { commandHelp, commonOptions, parseOptions, type Command, type CommandArgs } from './command.ts';
 import { demoCommand } from './commands/demo.ts';
 import { eventsCommand, exportCommand, inspectCommand, psCommand, rebuildCommand, replayCommand } from './commands/inspect-commands.ts';
+import { nodesCommand } from './commands/nodes-command.ts';
 import { publishCommand } from './commands/publish-commands.ts';
 import { serveCommand } from './commands/serve.ts';
 import { verifyCommand } from './commands/verify-command.ts';
@@ -26,6 +27,7 @@ export const commands: Command[] = [
   publishCommand,
   reconcileCommand,
   psCommand,
+  nodesCommand,
   inspectCommand,
   eventsCommand,
   replayCommand,

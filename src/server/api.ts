@@ -2,6 +2,7 @@
 // supervisor's typed operations. JSON in and out, stable keys; errors are `{ error: { code, message } }`.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { resolveActor, type ReplayView } from '../actors/inspection.ts';
+import { readNodes } from '../actors/nodes.ts';
 import type { Runlog } from '../actors/runlog.ts';
 import { NotFoundError } from '../domain/errors.ts';
 import { NODE_NAME } from '../domain/placement.ts';
@@ -74,6 +75,11 @@ const route = (method: Route['method'], path: string, handle: Route['handle']): 
 const routes: Route[] = [
   route('GET', '/api/health', ({ runlog, startedAt }, { res }) => {
     sendJson(res, 200, { ok: true, home: runlog.home, db: runlog.dbPath, pid: process.pid, startedAt, live: runlog.list().length, lastSeq: runlog.store.lastSeq(), supervision: runlog.supervision() });
+  }),
+
+  // The supervisors sharing this log, their heartbeats and the actors each owns (a cluster's log; on SQLite the one).
+  route('GET', '/api/nodes', async ({ runlog }, { res }) => {
+    sendJson(res, 200, await readNodes(runlog.store, new Date().toISOString()));
   }),
 
   route('GET', '/api/actors', ({ runlog }, { res, query }) => {

@@ -2,6 +2,7 @@
 // synchronous (the host decides a transition from memory), appends may be asynchronous. SqliteEventStore is one
 // (every call synchronous, as before); PgHostStore (postgres/pg-host-store.ts) is the other: reads from a copy
 // of the log it keeps current by following PostgreSQL, appends through the PostgreSQL event store.
+import type { ClusterRecords } from '../domain/cluster-nodes.ts';
 import type { RecordedEvent } from '../domain/events.ts';
 import type { AppendObserver, AppendOptions, AppendOutcome, AppendRequest, AppendResult, EventStore, Heartbeat, ReadAllOptions, SubscribeOptions } from './event-store.ts';
 import type { NewEvent } from '../domain/events.ts';
@@ -20,6 +21,8 @@ export interface ReadableLog extends Pick<EventStore, 'read' | 'readAll' | 'stre
    * node that owns it now (holds its lease; null once it has ended). Absent on SQLite (one supervisor).
    */
   placement?(stream: string): { node: string | null; owner: string | null };
+  /** A cluster's log (PostgreSQL): every node's heartbeat and every lease, read from the database now. */
+  clusterRecords?(): Promise<ClusterRecords>;
   close(): void | Promise<void>;
 }
 

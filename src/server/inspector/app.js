@@ -353,11 +353,13 @@ function renderOverview() {
       h('h2', {}, 'Overview'),
       h('p', { class: 'muted' }, "Every state here is computed by replaying an actor's events through its machine. Pick an actor to see its statechart, scrub through its history and compare any two moments.")),
     h('div', { class: 'tiles', id: 'overview-tiles', 'data-testid': 'overview' }),
+    h('section', { class: 'card', id: 'nodes-card', 'data-testid': 'nodes', hidden: true }),
     h('section', { class: 'card' },
       h('div', { class: 'card-head' }, h('h3', {}, 'Recent activity'), h('span', { class: 'muted small' }, 'the latest events in the log, newest first; live')),
       h('ol', { class: 'activity', id: 'activity', 'data-testid': 'activity' }, h('li', { class: 'muted small' }, 'loading…'))),
   );
   renderTiles();
+  void loadNodes();
   api('/api/events?limit=40')
     .then(({ events }) => {
       const list = $('#activity');
@@ -382,6 +384,59 @@ function renderTiles() {
         : h('div', { class: 'chips' }, [...counts.entries()].sort().map(([st, n]) =>
             h('button', { class: 'state-count', title: `show ${kind}s that are ${st}`, onclick: () => filterTo(kind, st) }, statePill(st), h('b', {}, String(n))))));
   }));
+}
+
+// The supervisors sharing the log (a cluster's, on PostgreSQL): heartbeat, age, live or not, and the actors each
+// owns through its lease (token, expiry on the database's clock). Refreshed while the overview is shown:
+// heartbeats and lease renewals are not events, so the live stream does not carry them.
+let nodesTimer = null;
+async function loadNodes() {
+  if (nodesTimer) clearTimeout(nodesTimer);
+  nodesTimer = null;
+  const box = $('#nodes-card');
+  if (!box) return;
+  let view;
+  try {
+    view = await api('/api/nodes');
+  } catch {
+    return;
+  }
+  if (!$('#nodes-card')) return;
+  renderNodes(box, view);
+  nodesTimer = setTimeout(() => void loadNodes(), 3000);
+}
+
+function seconds(ms) {
+  return ms === null || ms === undefined ? '-' : `${(ms / 1000).toFixed(1)} s`;
+}
+
+function renderNodes(box, view) {
+  // On SQLite there is one supervisor and no lease: the card is a cluster's.
+  box.hidden = !view.cluster;
+  if (!view.cluster) return;
+  clear(box,
+    h('div', { class: 'card-head' }, h('h3', {}, 'Nodes'), h('span', { class: 'muted small' }, `${view.nodes.filter((n) => n.live).length} live of ${view.nodes.length}; the supervisors sharing this log and the actors each owns`)),
+    h('table', { class: 'nodes' },
+      h('thead', {}, h('tr', {}, ['node', 'status', 'host · pid', 'last heartbeat', 'age', 'owns'].map((c) => h('th', {}, c)))),
+      h('tbody', {}, view.nodes.map((n) =>
+        h('tr', { 'data-testid': 'node-row', 'data-node': n.node, 'data-live': String(n.live) },
+          h('td', { class: 'mono' }, n.node),
+          h('td', {}, h('span', { class: `pill ${n.live ? 'good' : 'bad'}`, 'data-testid': 'node-status' }, n.live ? 'live' : n.stoppedAt ? 'stopped' : 'gone')),
+          h('td', { class: 'mono small' }, `${n.host ?? '-'} · ${n.pid ?? '-'}`),
+          h('td', { class: 'mono small', title: n.beatAt ?? '' }, n.beatAt ? timeOfDay(n.beatAt) : '-'),
+          h('td', { class: 'mono small', 'data-testid': 'node-age' }, seconds(n.ageMs)),
+          h('td', {},
+            n.owns.length === 0
+              ? h('span', { class: 'muted small' }, 'nothing')
+              : h('ul', { class: 'owned' }, n.owns.map((a) =>
+                  h('li', { 'data-testid': 'node-owns', 'data-actor-id': a.id },
+                    h('a', { class: 'mono small', href: `#/actor/${enc(a.id)}` }, a.id),
+                    ' ', a.state ? statePill(a.state) : '',
+                    h('span', { class: `mono small ${a.expired ? 'bad-text' : 'muted'}`, title: `lease token ${a.token}, expires ${a.expiresAt}` },
+                      ` token ${a.token} · ${a.expired ? `expired ${seconds(-a.expiresInMs)} ago` : `expires in ${seconds(a.expiresInMs)}`}`)))))))),
+    ),
+    view.unowned.length > 0 ? h('p', { class: 'small bad-text', 'data-testid': 'nodes-unowned' }, `Live actors no node owns: ${view.unowned.map((a) => a.id).join(', ')}`) : '',
+  );
 }
 
 function filterTo(kind, st) {

@@ -28,6 +28,7 @@ import type {
   SubscribeOptions,
 } from '../event-store.ts';
 import type { HostStore } from '../host-store.ts';
+import type { ClusterRecords } from '../../domain/cluster-nodes.ts';
 import { toJson, type Projection, type StreamAppend } from '../port.ts';
 import { EventEncodingError, type IterateEventsOptions } from '../sqlite-event-store.ts';
 import type { UpcasterRegistry } from '../upcasters.ts';
@@ -472,6 +473,21 @@ export class PgHostStore implements HostStore {
 
   readHeartbeat(): Heartbeat | null {
     return this.heartbeat;
+  }
+
+  /** Every node's heartbeat and every lease, read now (the inspector's nodes; expiry judged on the server's clock). */
+  async clusterRecords(): Promise<ClusterRecords> {
+    const [nodes, leases] = await Promise.all([
+      this.pg.sql<{ node: string; pid: number; host: string; started_at: string; beat_at: string; interval_ms: number; stopped_at: string | null }>('SELECT node, pid, host, started_at, beat_at, interval_ms, stopped_at FROM nodes', []),
+      this.pg.sql<{ stream: string; node: string; token: number; expires_at: Date; left_ms: number }>(
+        'SELECT stream, node, token, expires_at, (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 AS left_ms FROM leases',
+        [],
+      ),
+    ]);
+    return {
+      nodes: nodes.map((n) => ({ node: n.node, pid: n.pid, host: n.host, startedAt: n.started_at, beatAt: n.beat_at, intervalMs: n.interval_ms, stoppedAt: n.stopped_at })),
+      leases: leases.map((l) => ({ stream: l.stream, node: l.node, token: l.token, expiresAt: l.expires_at.toISOString(), expiresInMs: Math.round(l.left_ms) })),
+    };
   }
 
   placement(stream: string): { node: string | null; owner: string | null } {
