@@ -187,6 +187,16 @@ export class ActorHost {
   }
 
   /**
+   * A fact the supervisor observed (an effect's result, a process that exited, a timer that came due): unlike a
+   * request, it must be recorded even when the store is briefly unreachable (PostgreSQL restarting). Its append
+   * waits for the store to answer again, and one that was cut off is checked for having landed before it is
+   * sent again — so the fact is recorded once, and the actor's later events wait behind it.
+   */
+  dispatchObserved<K extends ActorKind>(kind: K, id: string, event: KindNewEvent<K>): Promise<DispatchResult> {
+    return this.enqueue(kind, id, event, true);
+  }
+
+  /**
    * An event from outside the program (the public `send`, an API caller): its type is not known to be one of
    * the machine's, so the machine decides; one it cannot take is recorded as rejected.
    */
@@ -194,10 +204,10 @@ export class ActorHost {
     return this.enqueue(kind, id, event);
   }
 
-  private enqueue(kind: ActorKind, id: string, event: AnyNewEvent): Promise<DispatchResult> {
+  private enqueue(kind: ActorKind, id: string, event: AnyNewEvent, observed = false): Promise<DispatchResult> {
     const stream = streamName(kind, id);
     const prev = this.queues.get(stream) ?? Promise.resolve();
-    const next = prev.catch(() => undefined).then(() => this.apply(kind, id, event));
+    const next = prev.catch(() => undefined).then(() => this.apply(kind, id, event, 0, observed));
     this.queues.set(stream, next);
     void next.finally(() => {
       if (this.queues.get(stream) === next) this.queues.delete(stream);
@@ -205,7 +215,7 @@ export class ActorHost {
     return next;
   }
 
-  private async apply(kind: ActorKind, id: string, input: AnyNewEvent, attempt = 0): Promise<DispatchResult> {
+  private async apply(kind: ActorKind, id: string, input: AnyNewEvent, attempt = 0, observed = false): Promise<DispatchResult> {
     if (this.closed) throw new RunlogError('HOST_CLOSED', 'the supervisor is shutting down');
     const actor = this.actors.get(streamName(kind, id)) ?? this.load(kind, id);
     if (!actor) throw new NotFoundError(kind, id);
@@ -240,9 +250,16 @@ export class ActorHost {
       if (err instanceof ConcurrencyError && attempt < 3) {
         // Someone else appended to this stream (another process): re-read and re-decide.
         this.actors.delete(actor.stream);
-        return this.apply(kind, id, input, attempt + 1);
+        return this.apply(kind, id, input, attempt + 1, observed);
       }
-      throw err;
+      const whenAvailable = this.opts.store.whenAvailable?.bind(this.opts.store);
+      if (!observed || !whenAvailable || !(err instanceof RunlogError && err.code === 'STORE_UNAVAILABLE') || this.closed) throw err;
+      // An observed fact and an unreachable store: wait for it (its copy of the log caught up), then see whether
+      // the cut-off append committed after all; if not, decide again (same time stamp) and append.
+      await whenAvailable();
+      const landed = this.opts.store.read(actor.stream, { from: actor.version + 1 });
+      if (landed.length !== 1 || !sameEvent(landed[0]!, toAppend)) return this.apply(kind, id, { ...input, at: event.at }, 0, observed);
+      recorded = landed[0]!;
     }
     actor.snapshot = nextSnapshot;
     actor.version = recorded.version;
@@ -311,7 +328,7 @@ export class ActorHost {
         actor,
         dispatch: (e) => {
           this.faults('before-result', { eventType: e.type, effect: effect.type });
-          return this.enqueue(actor.kind, actor.id, e);
+          return this.enqueue(actor.kind, actor.id, e, true);
         },
       };
       try {
@@ -394,4 +411,14 @@ export class ActorHost {
   static idFromStream(stream: string): { kind: ActorKind; id: string } | null {
     return parseStreamName(stream);
   }
+}
+
+/** The event an append that was cut off tried to write (same type, time and content) — it committed after all. */
+function sameEvent(recorded: RecordedEvent, sent: NewEvent): boolean {
+  return recorded.type === sent.type && recorded.at === sent.at && canonical(recorded.data) === canonical(sent.data);
+}
+
+/** JSON with object keys sorted (PostgreSQL's jsonb gives them back in its own order). */
+function canonical(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) => (x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x));
 }

@@ -329,7 +329,7 @@ export class InstanceSupervisor {
       this.exitSubscriptions.delete(actor.id);
       const data = { exitCode: info.code, signal: info.signal };
       void this.host()
-        .dispatch('instance', actor.id, info.expected ? { type: 'instance.exited', data } : { type: 'instance.crashed', data: { ...data, reason: 'exit', message: `exited unexpectedly (code ${info.code}, signal ${info.signal})` } })
+        .dispatchObserved('instance', actor.id, info.expected ? { type: 'instance.exited', data } : { type: 'instance.crashed', data: { ...data, reason: 'exit', message: `exited unexpectedly (code ${info.code}, signal ${info.signal})` } })
         .catch(() => undefined);
     });
     this.exitSubscriptions.set(actor.id, off);

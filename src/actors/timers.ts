@@ -35,7 +35,7 @@ export class RestartTimers {
     const cancel = this.clock.after(delay, () => {
       this.armed.delete(instanceId);
       void this.host()
-        .dispatch('instance', instanceId, { type: 'instance.restart-due', data: { attempt, dueAt } })
+        .dispatchObserved('instance', instanceId, { type: 'instance.restart-due', data: { attempt, dueAt } })
         .catch(() => undefined);
     });
     this.armed.set(instanceId, cancel);

@@ -32,6 +32,11 @@ export interface HostStore extends ReadableLog {
   appendMany(requests: readonly AppendRequest[]): AppendOutcome[] | Promise<AppendOutcome[]>;
   replaceProjection(rows: Parameters<EventStore['replaceProjection']>[0]): void | Promise<void>;
   writeHeartbeat(h: Heartbeat): void;
+  /**
+   * A store that can be briefly unreachable (PostgreSQL restarting): resolves once it answers again and the
+   * reads have caught up with what was committed meanwhile (rejects when the store is closed). Absent on SQLite.
+   */
+  whenAvailable?(): Promise<void>;
   sizeBytes(): number;
   onAppend: AppendObserver | undefined;
 }

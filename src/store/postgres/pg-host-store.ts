@@ -325,6 +325,20 @@ export class PgHostStore implements HostStore {
     });
   }
 
+  /** Resolves once PostgreSQL answers again and the copy has caught up (an observed fact's append then retries). */
+  async whenAvailable(): Promise<void> {
+    for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
+      if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
+      try {
+        await this.serial(() => this.catchUp());
+        return;
+      } catch (err) {
+        if (!(err instanceof RunlogError && err.code === 'STORE_UNAVAILABLE')) throw err;
+      }
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+
   replaceProjection(): Promise<void> {
     return Promise.reject(new RunlogError('NOT_SUPPORTED', `runlog rebuild works on a SQLite log; on PostgreSQL the actors projection is folded by the store in every append (${this.file})`));
   }

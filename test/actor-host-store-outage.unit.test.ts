@@ -1,0 +1,148 @@
+// The actor host while its store is briefly unreachable (PostgreSQL restarting: STORE_UNAVAILABLE). A request
+// (create, a typed dispatch) fails at once with the typed error and changes nothing. An observed fact (an
+// effect's result, a process exit: dispatchObserved) is not lost: its append waits for the store, and one that
+// was cut off after it had committed is found in the log and not appended twice — its effects then run.
+import { describe, expect, it } from 'vitest';
+import { ActorHost, type AllEffectHandlers } from '../src/actors/actor-host.ts';
+import { createBus } from '../src/actors/bus.ts';
+import { RunlogError } from '../src/domain/errors.ts';
+import type { InstanceSpec } from '../src/machines/instance.machine.ts';
+import { machines } from '../src/machines/runtime.ts';
+import type { AppendOutcome, AppendRequest } from '../src/store/event-store.ts';
+import type { HostStore } from '../src/store/host-store.ts';
+import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
+
+const unavailable = () => new RunlogError('STORE_UNAVAILABLE', 'PostgreSQL is not answering');
+
+/**
+ * SQLite in memory behind an asynchronous store that can be "down": while down an append throws STORE_UNAVAILABLE,
+ * having committed first when `commitThenCut` is set (the answer lost on the way back); whenAvailable resolves
+ * when it is up again.
+ */
+function flakyStore() {
+  const inner = new SqliteEventStore(':memory:');
+  let down = false;
+  let commitThenCut = false;
+  let waiters: (() => void)[] = [];
+  let appendCalls = 0;
+  let waits = 0;
+  const store = Object.assign(Object.create(inner) as SqliteEventStore, {
+    appendMany: async (requests: readonly AppendRequest[]): Promise<AppendOutcome[]> => {
+      appendCalls += 1;
+      await new Promise((r) => setTimeout(r, 1));
+      if (down) {
+        if (commitThenCut) inner.appendMany(requests);
+        throw unavailable();
+      }
+      return inner.appendMany(requests);
+    },
+    whenAvailable: (): Promise<void> => {
+      waits += 1;
+      return down ? new Promise<void>((r) => waiters.push(r)) : Promise.resolve();
+    },
+  }) as unknown as HostStore;
+  return {
+    store,
+    inner,
+    down(cut = false) {
+      down = true;
+      commitThenCut = cut;
+    },
+    up() {
+      down = false;
+      for (const w of waiters) w();
+      waiters = [];
+    },
+    appendCalls: () => appendCalls,
+    waits: () => waits,
+  };
+}
+
+const spec = { instanceId: 'i1', appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 10, resetAfterMs: 1000 } } as InstanceSpec;
+
+const only = (handlers: Record<string, (p: any, ctx: any) => unknown>): AllEffectHandlers =>
+  ({ instance: new Proxy(handlers, { get: (t, k: string) => t[k] ?? (() => undefined) }), execution: new Proxy({}, { get: () => () => undefined }) }) as unknown as AllEffectHandlers;
+
+async function runningHost(s: ReturnType<typeof flakyStore>, effects: AllEffectHandlers | null = null): Promise<ActorHost> {
+  const host = new ActorHost({ store: s.store, bus: createBus(), machines, effects });
+  await host.create('instance', 'i1', { type: 'instance.requested', data: { spec } });
+  for (const e of [
+    { type: 'instance.spawned', data: { pid: 10, host: '127.0.0.1', port: 4100 } },
+    { type: 'instance.healthy', data: { identity: 'match' } },
+    { type: 'instance.running', data: {} },
+  ] as const) await host.dispatch('instance', 'i1', e as never);
+  return host;
+}
+
+const types = (s: ReturnType<typeof flakyStore>) => s.inner.read('instance-i1').map((e) => e.type);
+
+describe('actor host while the store is unreachable', () => {
+  it('a request fails at once with STORE_UNAVAILABLE and changes nothing', async () => {
+    const s = flakyStore();
+    const host = await runningHost(s);
+    s.down();
+    await expect(host.create('instance', 'i2', { type: 'instance.requested', data: { spec: { ...spec, instanceId: 'i2' } } })).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+    await expect(host.dispatch('instance', 'i1', { type: 'instance.stop-requested', data: {} })).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+    expect(s.waits()).toBe(0);
+    s.up();
+    expect(s.inner.streamVersion('instance-i2')).toBe(0);
+    expect(host.get('instance', 'i1')!.version).toBe(4);
+    // The actor is where it was: a stop now is taken.
+    await host.dispatch('instance', 'i1', { type: 'instance.stop-requested', data: {} });
+    expect(types(s).at(-1)).toBe('instance.stop-requested');
+  });
+
+  it('an observed fact waits for the store and is recorded once; the events after it wait behind it', async () => {
+    const s = flakyStore();
+    const host = await runningHost(s);
+    s.down();
+    const crash = host.dispatchObserved('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1, signal: null, message: 'exited' } } as never);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(s.waits()).toBe(1);
+    const later = host.dispatchObserved('instance', 'i1', { type: 'instance.restart-due', data: { attempt: 1, dueAt: new Date().toISOString() } } as never);
+    s.up();
+    expect((await crash).event.type).toBe('instance.crashed');
+    await later;
+    expect(types(s).slice(4)).toEqual(['instance.crashed', 'instance.restart-due']);
+  });
+
+  it('an append cut off after it committed is found in the log, not appended twice, and its effects run', async () => {
+    const s = flakyStore();
+    const ran: string[] = [];
+    const host = await runningHost(s, only({ scheduleRestart: (p: { attempt: number }) => void ran.push(`scheduleRestart ${p.attempt}`) }));
+    s.down(true);
+    const crash = host.dispatchObserved('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1, signal: null, message: 'exited' } } as never);
+    await new Promise((r) => setTimeout(r, 20));
+    const calls = s.appendCalls();
+    s.up();
+    const r = await crash;
+    await host.idle();
+    expect(r.event).toMatchObject({ type: 'instance.crashed', version: 5 });
+    expect(s.appendCalls()).toBe(calls); // not sent again
+    expect(types(s).slice(4)).toEqual(['instance.crashed']);
+    expect(host.get('instance', 'i1')!.version).toBe(5);
+    expect(ran).toEqual(['scheduleRestart 1']);
+  });
+
+  it("an effect's result is an observed fact", async () => {
+    const s = flakyStore();
+    let spawned: Promise<unknown> | undefined;
+    const host = new ActorHost({
+      store: s.store,
+      bus: createBus(),
+      machines,
+      effects: only({
+        spawn: (_p: unknown, ctx: any) => {
+          s.down();
+          spawned = ctx.dispatch({ type: 'instance.spawned', data: { pid: 10, host: '127.0.0.1', port: 4100 } });
+        },
+      }),
+    });
+    await host.create('instance', 'i1', { type: 'instance.requested', data: { spec } });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(s.waits()).toBe(1);
+    s.up();
+    await spawned;
+    expect(types(s)).toEqual(['instance.requested', 'instance.spawned']);
+  });
+});

@@ -1,0 +1,76 @@
+// A throwaway PostgreSQL cluster of a test's own, for fault tests that stop and start the server: initdb and
+// pg_ctl from Debian's PostgreSQL 15, run as the postgres user (runuser) in a temp directory, on a random
+// loopback port, with its socket in that directory. The shared server on 5432 (support/postgres.ts) is never
+// touched. Fails (never skips) when the binaries are missing, saying how to install them.
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const PG_BIN = process.env.RUNLOG_PG_BIN ?? '/usr/lib/postgresql/15/bin';
+
+export interface ThrowawayPostgres {
+  /** postgres://runlog:<password>@127.0.0.1:<port>/runlog */
+  url: string;
+  port: number;
+  dir: string;
+  /** pg_ctl stop in that mode (fast: clients disconnected, clean shutdown; immediate: no shutdown, crash recovery at the next start). */
+  stop(mode: 'fast' | 'immediate'): void;
+  start(): void;
+  /** The postmaster's pid (from postmaster.pid), null when not running. */
+  running(): boolean;
+  destroy(): void;
+}
+
+function asPostgres(args: string[], what: string): string {
+  const r = spawnSync('runuser', ['-u', 'postgres', '--', ...args], { encoding: 'utf8', timeout: 120_000 });
+  if (r.status !== 0) throw new Error(`${what} failed (${r.status}): ${r.stderr || r.stdout || r.error?.message}`);
+  return r.stdout;
+}
+
+export function startThrowawayPostgres(): ThrowawayPostgres {
+  if (!existsSync(join(PG_BIN, 'initdb'))) throw new Error(`${PG_BIN}/initdb is missing: run \`npm run setup\` (it installs Debian's postgresql 15)`);
+  const dir = mkdtempSync(join(tmpdir(), 'runlog-pgfault-'));
+  const pgUid = Number(asPostgresId('-u'));
+  const pgGid = Number(asPostgresId('-g'));
+  chownSync(dir, pgUid, pgGid);
+  const data = join(dir, 'data');
+  const sock = join(dir, 'sock');
+  mkdirSync(sock, { mode: 0o700 });
+  chownSync(sock, pgUid, pgGid);
+  // A random high port; a clash makes pg_ctl start fail (the test then fails saying so).
+  const port = 20_000 + Math.floor(Math.random() * 40_000);
+  // Local (socket) connections trust the postgres user only: the socket directory is the postgres user's, 0700.
+  asPostgres([join(PG_BIN, 'initdb'), '-D', data, '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256', '--no-sync'], 'initdb');
+  const opts = `-p ${port} -k ${sock} -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on`;
+  const start = (): void => {
+    asPostgres([join(PG_BIN, 'pg_ctl'), '-D', data, '-o', opts, '-l', join(dir, 'server.log'), '-w', '-t', '60', 'start'], 'pg_ctl start');
+  };
+  start();
+  const password = randomBytes(12).toString('hex');
+  asPostgres(['psql', '-h', sock, '-p', String(port), '-U', 'postgres', '-v', 'ON_ERROR_STOP=1', '-c', `CREATE ROLE runlog LOGIN PASSWORD '${password}'`, '-c', 'CREATE DATABASE runlog OWNER runlog'], 'psql');
+  let destroyed = false;
+  return {
+    url: `postgres://runlog:${password}@127.0.0.1:${port}/runlog`,
+    port,
+    dir,
+    stop(mode) {
+      asPostgres([join(PG_BIN, 'pg_ctl'), '-D', data, '-m', mode, '-w', '-t', '60', 'stop'], `pg_ctl stop -m ${mode}`);
+    },
+    start,
+    running: () => existsSync(join(data, 'postmaster.pid')),
+    destroy() {
+      if (destroyed) return;
+      destroyed = true;
+      if (existsSync(join(data, 'postmaster.pid'))) spawnSync('runuser', ['-u', 'postgres', '--', join(PG_BIN, 'pg_ctl'), '-D', data, '-m', 'immediate', '-w', 'stop'], { timeout: 60_000 });
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function asPostgresId(flag: '-u' | '-g'): string {
+  const r = spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error('there is no postgres user: run `npm run setup` (it installs Debian\'s postgresql 15)');
+  return r.stdout.trim();
+}
