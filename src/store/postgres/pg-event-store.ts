@@ -64,7 +64,14 @@ const INT8 = 20;
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 const PAGE = 1000;
 const COLUMNS = 'seq, stream, version, type, schema, data, meta, at';
-const APPEND_SQL = 'SELECT o_ok, o_actual, o_version, o_first FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)';
+// pg_notify wakes the log's listeners in other processes when the append commits (a notification is sent at
+// commit, never for a rollback; the same one twice in a transaction is sent once). No migration: it rides on the call.
+const APPEND_SQL = "SELECT o_ok, o_actual, o_version, o_first, pg_notify($9, '') AS notified FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)";
+
+/** The NOTIFY channel of a log: its schema's (channel names are at most 63 bytes; a shared prefix only wakes a reader for nothing). */
+export function notifyChannel(schema: string): string {
+  return `rl_${schema.slice(0, 60)}`;
+}
 
 type AppendRow = { o_ok: boolean; o_actual: number; o_version: number; o_first: number };
 
@@ -171,9 +178,17 @@ export class PgEventStore implements EventStorePort {
   /** Event types some projection reads (null: one reads every type). An append touching none skips the transaction. */
   private readonly projectedTypes: Set<string> | null;
   private closed = false;
+  private readonly url: string;
+  readonly channel: string;
+  /** Who hears of other processes' commits (LISTEN on one dedicated connection, made when the first one asks). */
+  private readonly listeners = new Set<() => void>();
+  private listener: pg.Client | null = null;
+  private relisten: NodeJS.Timeout | undefined;
 
   private constructor(options: PgEventStoreOptions, pool: pg.Pool, schema: string) {
     this.description = `${redactUrl(options.url)} (schema ${schema})`;
+    this.url = options.url;
+    this.channel = notifyChannel(schema);
     this.schema = schema;
     this.pool = pool;
     this.projections = new ProjectionSet(options.projections);
@@ -345,7 +360,7 @@ export class PgEventStore implements EventStorePort {
         if (this.projections.size > 0 && (this.projectedTypes === null || this.projectedTypes.has(e.type))) projected = true;
       });
     }
-    return { params: [streams, expected, counts, types, schemas, data, meta, at], data, meta, at, schemas, projected };
+    return { params: [streams, expected, counts, types, schemas, data, meta, at, this.channel], data, meta, at, schemas, projected };
   }
 
   private outcomes(requests: readonly StreamAppend[], rows: AppendRow[], { data, meta, at, schemas }: Encoded): StreamAppendOutcome[] {
@@ -429,15 +444,79 @@ export class PgEventStore implements EventStorePort {
     return r!.s;
   }
 
+  /**
+   * Calls `onCommit` whenever any process commits an append to this log (LISTEN/NOTIFY on a connection of its
+   * own, reconnected after an error; after a reconnect it is called once, since notifications sent meanwhile are
+   * lost). A wake-up, not a delivery: the caller reads by position, and keeps polling as the fallback.
+   */
+  listen(onCommit: () => void): () => void {
+    this.open();
+    this.listeners.add(onCommit);
+    if (!this.listener && !this.relisten) void this.connectListener(false);
+    return () => {
+      this.listeners.delete(onCommit);
+      if (this.listeners.size === 0) this.stopListening();
+    };
+  }
+
+  private async connectListener(reconnected: boolean): Promise<void> {
+    this.relisten = undefined;
+    if (this.closed || this.listeners.size === 0) return;
+    const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 10_000 });
+    this.listener = client;
+    const retry = (): void => {
+      if (this.listener !== client) return;
+      this.listener = null;
+      client.end().catch(() => undefined);
+      if (!this.closed && this.listeners.size > 0 && !this.relisten) {
+        this.relisten = setTimeout(() => void this.connectListener(true), 1000);
+        this.relisten.unref();
+      }
+    };
+    client.on('error', retry);
+    client.on('end', retry);
+    client.on('notification', () => {
+      for (const l of this.listeners) l();
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN "${this.channel}"`);
+      // Commits made while it was not listening were not announced to it.
+      if (reconnected) for (const l of this.listeners) l();
+    } catch {
+      retry();
+    }
+  }
+
+  private stopListening(): void {
+    if (this.relisten) clearTimeout(this.relisten);
+    this.relisten = undefined;
+    const c = this.listener;
+    this.listener = null;
+    c?.end().catch(() => undefined);
+  }
+
   subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void | Promise<void>): Subscription {
     this.open();
-    // Other processes' commits are found by polling (every pollMs, default 100); this handle's wake it at once.
+    // Other processes' commits wake it through LISTEN/NOTIFY (polling every pollMs, default 100, stays the
+    // fallback); this handle's own wake it at once.
     const read = async (from: number, limit: number): Promise<RecordedEvent[]> => {
       if (this.closed) return [];
       const rows = await this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE seq >= $1 ORDER BY seq LIMIT $2`, [from, limit]);
       return rows.map((r) => this.toRecorded(r));
     };
-    const sub = pollingSubscription(read, this.wakeups, options, handler);
+    const inner = pollingSubscription(read, this.wakeups, options, handler);
+    const unlisten = this.listen(() => this.wakeups.wake());
+    const sub: Subscription = {
+      get position() {
+        return inner.position;
+      },
+      close: async () => {
+        unlisten();
+        this.subscriptions.delete(sub);
+        await inner.close();
+      },
+    };
     this.subscriptions.add(sub);
     return sub;
   }
@@ -494,6 +573,8 @@ export class PgEventStore implements EventStorePort {
     if (this.closed) return;
     await Promise.all([...this.subscriptions].map((s) => s.close()));
     this.closed = true;
+    this.listeners.clear();
+    this.stopListening();
     await this.pool.end();
   }
 }

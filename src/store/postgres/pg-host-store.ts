@@ -97,6 +97,8 @@ export class PgHostStore implements HostStore {
   private chain: Promise<unknown> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
   private polling = false;
+  private pollAgain = false;
+  private unlisten: (() => void) | undefined;
   private polls = 0;
   private closed = false;
   private readonly rowsProjection: string;
@@ -141,6 +143,7 @@ export class PgHostStore implements HostStore {
     if (pollMs > 0) {
       store.timer = setInterval(() => void store.poll(), pollMs);
       store.timer.unref();
+      store.follow();
     }
     return store;
   }
@@ -214,12 +217,23 @@ export class PgHostStore implements HostStore {
     this.size = sz?.n ?? 0;
   }
 
+  /** Other processes' commits wake the copy at once (LISTEN/NOTIFY); the polling timer stays as the fallback. */
+  private follow(): void {
+    this.unlisten ??= this.pg.listen(() => {
+      if (this.polling) this.pollAgain = true; // a commit announced while a look is out: look once more after it
+      else void this.poll();
+    });
+  }
+
   /** One look at PostgreSQL for other processes' commits (skipped while the last look is still out). */
   async poll(): Promise<void> {
     if (this.polling || this.closed) return;
     this.polling = true;
     try {
-      await this.serial(() => this.catchUp());
+      do {
+        this.pollAgain = false;
+        await this.serial(() => this.catchUp());
+      } while (this.pollAgain && !this.closed);
       if ((this.polls += 1) % 8 === 0) await this.refreshNodes();
     } catch {
       // PostgreSQL briefly unreachable: the next poll tries again (appends report their own errors).
@@ -449,6 +463,7 @@ export class PgHostStore implements HostStore {
     if (!this.timer) {
       this.timer = setInterval(() => void this.poll(), options.pollMs ?? 200);
       this.timer.unref();
+      this.follow();
     }
     queueMicrotask(drain);
     return () => {
@@ -518,6 +533,7 @@ export class PgHostStore implements HostStore {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
     if (this.leaseTimer) clearInterval(this.leaseTimer);
+    this.unlisten?.();
     this.subscribers.clear();
     await Promise.allSettled([...this.inflight]);
     await this.chain.catch(() => undefined);
