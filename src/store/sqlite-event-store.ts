@@ -1024,6 +1024,18 @@ export class SqliteEventStore implements EventStore {
     }
   }
 
+  /** Every older snapshot kept for `replay --to` (snapshot_history; `runlog verify`), a page at a time. */
+  *iterateSnapshotHistory(pageSize = 256): IterableIterator<SnapshotRecord> {
+    const page = this.db.prepare('SELECT * FROM snapshot_history WHERE (stream, version) > (?, ?) ORDER BY stream, version LIMIT ?') as Database.Statement<[string, number, number], SnapshotRow>;
+    let cursor: [string, number] = ['', -1];
+    for (;;) {
+      const rows = page.all(cursor[0], cursor[1], pageSize);
+      for (const r of rows) yield toSnapshot(r);
+      if (rows.length < pageSize) return;
+      cursor = [rows[rows.length - 1]!.stream, rows[rows.length - 1]!.version];
+    }
+  }
+
   /** Which version each stream's snapshot stands at, as the actors projection recorded it when it was written. */
   snapshotVersions(): Map<string, number> {
     const rows = this.db.prepare('SELECT stream, snapshot_version AS v FROM actors WHERE snapshot_version IS NOT NULL').all() as { stream: string; v: number }[];

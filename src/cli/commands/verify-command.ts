@@ -8,11 +8,11 @@ import { EXIT, printJson } from '../output.ts';
 export const verifyCommand: Command = {
   name: 'verify',
   summary: "check the log's hash chain, its files, the projection and the snapshots; name the first bad position",
-  usage: 'runlog verify [--json]',
-  examples: ['runlog verify', 'runlog verify --db /backup/runlog.db --json'],
+  usage: 'runlog verify [--json] [--store postgres://…]',
+  examples: ['runlog verify', 'runlog verify --db /backup/runlog.db --json', 'runlog verify --store postgres://runlog@db:5432/runlog'],
   run: async (args, io) => {
-    const { verifyLog } = await import('../../actors/verify-log.ts');
-    const report = verifyLog(resolvePaths({ home: args.home, db: args.db }).db);
+    const { verifyLog, verifyPgLog } = await import('../../actors/verify-log.ts');
+    const report = args.store ? await verifyPgLog(args.store) : verifyLog(resolvePaths({ home: args.home, db: args.db }).db);
     if (io.json) printJson(io, report);
     else {
       for (const f of report.findings) io.out(`${f.severity === 'damage' ? 'DAMAGE' : 'warning'} ${f.code}: ${f.message}`);

@@ -8,6 +8,8 @@ import { FencedError, ForeignDatabaseError, RunlogError, StoreVersionError, Stor
 
 export { FencedError };
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
+import { GENESIS, eventHash, type ChainCheck } from '../chain.ts';
+import type { SnapshotRecord } from '../event-store.ts';
 import {
   toJson,
   validateAppends,
@@ -128,6 +130,31 @@ async function checkFence(client: pg.PoolClient, fence: Fence, requests: readonl
     if (!l || l.node !== fence.node || l.token !== t || !l.live) refused.add(i);
   });
   return refused;
+}
+
+/** A snapshot row as stored. */
+interface SnapshotRow {
+  stream: string;
+  version: number;
+  fingerprint: string;
+  created_at: string;
+  state: string;
+  checksum: string;
+}
+
+const toSnapshot = (r: SnapshotRow): SnapshotRecord => ({ stream: r.stream, version: r.version, fingerprint: r.fingerprint, createdAt: r.created_at, state: r.state, checksum: r.checksum });
+
+/** A row as the chain check reads it: data and meta as the server's text of the stored jsonb (what the link hashed). */
+interface ChainRow {
+  seq: number;
+  stream: string;
+  version: number;
+  type: string;
+  schema: number;
+  at: string;
+  data: string;
+  meta: string;
+  hash: Buffer | null;
 }
 
 interface EventRow {
@@ -273,7 +300,7 @@ export class PgEventStore implements EventStorePort {
    * lease rows locked (FOR SHARE) — a takeover waits for the append to commit, and an append after a takeover
    * (or after the lease ran out, however long this process was paused) is refused with FencedError.
    */
-  async appendMany(requests: readonly StreamAppend[], options: { fence?: Fence } = {}): Promise<StreamAppendOutcome[]> {
+  async appendMany(requests: readonly StreamAppend[], options: { fence?: Fence; snapshots?: readonly (SnapshotRecord | undefined)[] } = {}): Promise<StreamAppendOutcome[]> {
     this.open();
     validateAppends(requests);
     // Everything is serialised before the database is touched: bad data is a typed error and writes nothing.
@@ -281,9 +308,10 @@ export class PgEventStore implements EventStorePort {
     const fence = options.fence;
     let fenced = fence ? requests.map((r) => fence.tokens.get(r.stream)) : [];
     const claims = fence?.claim && fence.claim.streams.size > 0 ? fence.claim : null;
+    const snapshots = options.snapshots ?? [];
     let outcomes: StreamAppendOutcome[];
     let rows: AppendRow[];
-    if (!batch.projected && !claims && !fenced.some((t) => t !== undefined)) {
+    if (!batch.projected && !claims && !fenced.some((t) => t !== undefined) && !snapshots.some((x) => x !== undefined)) {
       // One statement in its own implicit transaction: one round trip, one commit.
       rows = await this.query(APPEND_SQL, batch.params);
       outcomes = this.outcomes(requests, rows, batch);
@@ -316,6 +344,17 @@ export class PgEventStore implements EventStorePort {
         const unclaimed = kept.flatMap((r, j) => (taken.has(r.stream) && !keptOutcomes[j]!.ok ? [r.stream] : []));
         if (unclaimed.length > 0) {
           await client.query('DELETE FROM leases l USING unnest($1::text[], $2::bigint[]) AS h(stream, token) WHERE l.stream = h.stream AND l.token = h.token', [unclaimed, unclaimed.map((x) => taken.get(x))]);
+        }
+        // Snapshots in the append's transaction, each only for the version its request brought the stream to.
+        const keptSnapshots = refused.size === 0 ? snapshots : snapshots.filter((_, i) => !refused.has(i));
+        const due = keptOutcomes.flatMap((o, i) => {
+          const r = keptSnapshots[i];
+          return o.ok && r && r.stream === kept[i]!.stream && r.version === o.result.version ? [r] : [];
+        });
+        if (due.length > 0) {
+          // One statement per distinct stream set (two requests on one stream in a batch: one after the other).
+          if (new Set(due.map((r) => r.stream)).size === due.length) await putSnapshots(client, due);
+          else for (const r of due) await putSnapshots(client, [r]);
         }
         await client.query('COMMIT');
         if (claims) for (const [stream, token] of taken) if (!unclaimed.includes(stream)) claims.claimed.set(stream, token);
@@ -436,6 +475,71 @@ export class PgEventStore implements EventStorePort {
       }
       for (const r of rows) yield this.toRecorded(r);
       if (!more) return;
+    }
+  }
+
+  // --- the hash chain and snapshots (pg-schema.ts migration 4) -----------------------------------------
+
+  /**
+   * Checks the hash chain: every event against the link before it (recomputed from its stored columns with the
+   * same function as SQLite's), then the last one against chain_head. Stops at the first bad position.
+   */
+  async verifyChain(): Promise<ChainCheck> {
+    let prev: Buffer = GENESIS;
+    let events = 0;
+    let lastSeq = 0;
+    for (;;) {
+      const rows = await this.query<ChainRow>(
+        `SELECT seq, stream, version, type, schema, at, data::text AS data, meta::text AS meta, hash FROM events WHERE seq > $1 ORDER BY seq LIMIT ${PAGE * 10}`,
+        [lastSeq],
+      );
+      for (const r of rows) {
+        if (r.seq !== lastSeq + 1) return { ok: false, events, seq: lastSeq + 1, stream: null, version: null, reason: `events ${lastSeq + 1}..${r.seq - 1} are missing` };
+        const want = eventHash(prev, r.seq, r.stream, r.version, r.type, r.schema, r.at, r.data, r.meta);
+        if (!r.hash || !want.equals(r.hash)) {
+          return { ok: false, events, seq: r.seq, stream: r.stream, version: r.version, reason: r.hash ? 'its bytes do not match its hash (changed after it was written)' : 'the event has no hash' };
+        }
+        prev = r.hash;
+        lastSeq = r.seq;
+        events += 1;
+      }
+      if (rows.length < PAGE * 10) break;
+    }
+    const [head] = await this.query<{ seq: number; hash: Buffer }>('SELECT seq, hash FROM chain_head WHERE id = 1', []);
+    const headSeq = head?.seq ?? 0;
+    if (headSeq > lastSeq) {
+      return { ok: false, events, seq: lastSeq + 1, stream: null, version: null, reason: `the chain's head is at seq ${headSeq} but the log ends at seq ${lastSeq} (events are missing from its end)` };
+    }
+    if (headSeq < lastSeq || !(head?.hash ?? GENESIS).equals(prev)) {
+      return { ok: false, events, seq: lastSeq, stream: null, version: null, reason: `the chain's head (seq ${headSeq}) does not name the last event (seq ${lastSeq})` };
+    }
+    return { ok: true, events, lastSeq, lastHash: prev };
+  }
+
+  /** The newest snapshot of each of these streams that has one. */
+  async latestSnapshots(streams: readonly string[]): Promise<SnapshotRecord[]> {
+    if (streams.length === 0) return [];
+    return (await this.query<SnapshotRow>('SELECT * FROM snapshots WHERE stream = ANY($1::text[])', [streams])).map(toSnapshot);
+  }
+
+  /** The newest snapshot at or before `version` (the current one or one it replaced). */
+  async snapshotAtOrBefore(stream: string, version: number): Promise<SnapshotRecord | undefined> {
+    const [r] = await this.query<SnapshotRow>(
+      'SELECT * FROM (SELECT * FROM snapshots WHERE stream = $1 AND version <= $2 UNION ALL SELECT * FROM snapshot_history WHERE stream = $1 AND version <= $2) s ORDER BY version DESC LIMIT 1',
+      [stream, version],
+    );
+    return r ? toSnapshot(r) : undefined;
+  }
+
+  /** Every stored snapshot, the newest per stream (`history`: the ones they replaced), a page at a time. */
+  async *iterateSnapshots(options: { history?: boolean } = {}): AsyncIterable<SnapshotRecord> {
+    const table = options.history ? 'snapshot_history' : 'snapshots';
+    let after: [string, number] = ['', -1];
+    for (;;) {
+      const rows = await this.query<SnapshotRow>(`SELECT * FROM ${table} WHERE (stream, version) > ($1, $2) ORDER BY stream COLLATE "C", version LIMIT 256`, after);
+      for (const r of rows) yield toSnapshot(r);
+      if (rows.length < 256) return;
+      after = [rows.at(-1)!.stream, rows.at(-1)!.version];
     }
   }
 
@@ -577,6 +681,22 @@ export class PgEventStore implements EventStorePort {
     this.stopListening();
     await this.pool.end();
   }
+}
+
+/** Stores snapshots (the one each replaces moves to snapshot_history, kept for replay --to). */
+async function putSnapshots(client: pg.PoolClient, records: readonly SnapshotRecord[]): Promise<void> {
+  const cols = [records.map((r) => r.stream), records.map((r) => r.version), records.map((r) => r.fingerprint), records.map((r) => r.createdAt), records.map((r) => r.state), records.map((r) => r.checksum)];
+  await client.query(
+    `INSERT INTO snapshot_history SELECT s.* FROM snapshots s JOIN unnest($1::text[], $2::integer[]) AS k(stream, version) ON s.stream = k.stream AND s.version < k.version
+     ON CONFLICT (stream, version) DO UPDATE SET fingerprint = excluded.fingerprint, created_at = excluded.created_at, state = excluded.state, checksum = excluded.checksum`,
+    cols.slice(0, 2),
+  );
+  await client.query(
+    `INSERT INTO snapshots (stream, version, fingerprint, created_at, state, checksum)
+     SELECT * FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[], $5::text[], $6::text[])
+     ON CONFLICT (stream) DO UPDATE SET version = excluded.version, fingerprint = excluded.fingerprint, created_at = excluded.created_at, state = excluded.state, checksum = excluded.checksum`,
+    cols,
+  );
 }
 
 const DURABLE_COMMIT = new Set(['on', 'remote_apply', 'remote_write', 'local']);

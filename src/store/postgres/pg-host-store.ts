@@ -24,6 +24,7 @@ import type {
   Heartbeat,
   ReadAllOptions,
   ReadOptions,
+  SnapshotRecord,
   StreamInfo,
   SubscribeOptions,
 } from '../event-store.ts';
@@ -86,6 +87,12 @@ export class PgHostStore implements HostStore {
   private readonly events: RecordedEvent[] = [];
   private readonly byStream = new Map<string, RecordedEvent[]>();
   private readonly rows = new Map<string, ActorRow>();
+  /**
+   * Live actors' newest snapshots (actors/snapshots.ts), read at open and kept as this node appends them: the host
+   * rehydrates an actor from its snapshot and the events after it. Ended actors' are left in PostgreSQL (a read
+   * of one folds from the events here, the same answer).
+   */
+  private readonly snapshots = new Map<string, SnapshotRecord>();
   private readonly subscribers = new Set<() => void>();
   private heartbeat: Heartbeat | null = null;
   /** stream → the node whose append was its latest (events a cluster node appends carry meta.node). */
@@ -163,6 +170,8 @@ export class PgHostStore implements HostStore {
     for await (const e of this.pg.readAll({ from: 1 })) this.put(e);
     // Documents read before events committed after `before` may be older than those events: read them again.
     await this.refreshRows(new Set(this.events.slice(before).map((e) => e.stream)));
+    const live = [...this.rows.values()].filter((r) => r.status === 'active').map((r) => r.stream);
+    for (const r of await this.pg.latestSnapshots(live)) this.snapshots.set(r.stream, r);
     await this.refreshNodes();
   }
 
@@ -299,13 +308,19 @@ export class PgHostStore implements HostStore {
     const t0 = this.onAppend ? performance.now() : 0;
     const claimed = new Map<string, number>();
     const fence = this.leases ? { fence: { node: this.leases.node, tokens: this.leases.held, ...(claim.size > 0 ? { claim: { streams: claim, ttlMs: this.leases.ttlMs, claimed } } : {}) } } : {};
-    const results = appends.length > 0 ? await this.pg.appendMany(appends, fence) : [];
+    const snapshots = sent.some((r) => r.options.snapshot) ? { snapshots: sent.map((r) => r.options.snapshot) } : {};
+    const results = appends.length > 0 ? await this.pg.appendMany(appends, { ...fence, ...snapshots }) : [];
     for (const [stream, token] of claimed) this.leases!.held.set(stream, token);
     const fenced: string[] = [];
     results.forEach((o, i) => {
       if (!o.ok && o.error instanceof FencedError && this.leases?.held.delete(sent[i]!.stream)) fenced.push(sent[i]!.stream);
       // An actor that ended gives its lease back at the next beat.
       if (o.ok && sent[i]!.options.projection?.status === 'terminal') this.ending.add(sent[i]!.stream);
+      const snap = sent[i]!.options.snapshot;
+      if (o.ok && snap && snap.stream === sent[i]!.stream && snap.version === o.result.version) {
+        if (sent[i]!.options.projection?.status === 'terminal') this.snapshots.delete(snap.stream);
+        else this.snapshots.set(snap.stream, snap);
+      }
     });
     // A lease found taken at append time is lost like one found taken at renewal (the listener lets go of it).
     if (fenced.length > 0) queueMicrotask(() => this.listener?.lost(fenced));
@@ -424,6 +439,15 @@ export class PgHostStore implements HostStore {
     }
     const toSeq = options.toSeq ?? Number.MAX_SAFE_INTEGER;
     for (let i = options.afterSeq ?? 0; i < this.events.length && this.events[i]!.seq <= toSeq; i++) yield this.events[i]!;
+  }
+
+  latestSnapshot(stream: string): SnapshotRecord | undefined {
+    return this.snapshots.get(stream);
+  }
+
+  snapshotAtOrBefore(stream: string, version: number): SnapshotRecord | undefined {
+    const r = this.snapshots.get(stream);
+    return r && r.version <= version ? r : undefined;
   }
 
   streamVersion(stream: string): number {

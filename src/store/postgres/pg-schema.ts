@@ -133,6 +133,147 @@ export const PG_MIGRATIONS: readonly string[] = [
      expires_at timestamptz NOT NULL
    );
    CREATE INDEX leases_node ON leases (node);`,
+  // 4: the hash chain (../chain.ts) and snapshots (actors/snapshots.ts), as on SQLite (its migrations 4, 5, 7).
+  //
+  // Each event's hash is sha256(previous hash ‖ its canonical bytes), the same function as SQLite's eventHash:
+  // a JSON header [seq, stream, version, type, schema, at, data's length in UTF-16 code units], then data, then
+  // meta. On PostgreSQL data and meta are jsonb, so their bytes are the server's text of the stored value
+  // (data::text), which is what verify reads back; the header is built to be byte for byte JSON.stringify's
+  // (to_json(text) escapes strings as it does; the length counts characters beyond U+FFFF twice, as JavaScript
+  // does). The chain is computed inside append_events, under the advisory lock that orders global positions:
+  // appends from any number of nodes form one chain in seq order. chain_head holds the last link, so events cut
+  // from the end of the log are noticed. The events already in the log get their chain here.
+  `ALTER TABLE events ADD COLUMN hash bytea;
+   CREATE TABLE chain_head (
+     id   integer PRIMARY KEY CHECK (id = 1),
+     seq  bigint  NOT NULL,
+     hash bytea   NOT NULL
+   );
+   CREATE FUNCTION js_length(p text) RETURNS integer LANGUAGE sql IMMUTABLE STRICT AS $fn$
+     SELECT CASE WHEN octet_length(p) = char_length(p) THEN char_length(p)
+                 ELSE char_length(p) + (SELECT count(*)::integer FROM regexp_matches(p, '[\\U00010000-\\U0010FFFF]', 'g')) END
+   $fn$;
+   CREATE FUNCTION event_hash(p_prev bytea, p_seq bigint, p_stream text, p_version integer, p_type text, p_schema integer, p_at text, p_data text, p_meta text)
+   RETURNS bytea LANGUAGE sql IMMUTABLE STRICT AS $fn$
+     SELECT sha256(p_prev || convert_to(
+       '[' || p_seq || ',' || to_json(p_stream)::text || ',' || p_version || ',' || to_json(p_type)::text || ',' || p_schema || ','
+           || to_json(p_at)::text || ',' || js_length(p_data) || ']' || chr(10) || p_data || chr(10) || p_meta, 'UTF8'))
+   $fn$;
+   DO $do$
+   DECLARE
+     r record;
+     h bytea := decode(repeat('00', 32), 'hex');
+     last bigint := 0;
+   BEGIN
+     FOR r IN SELECT seq, stream, version, type, schema, at, data::text AS d, meta::text AS m FROM events ORDER BY seq LOOP
+       h := event_hash(h, r.seq, r.stream, r.version, r.type, r.schema, r.at, r.d, r.m);
+       UPDATE events SET hash = h WHERE seq = r.seq;
+       last := r.seq;
+     END LOOP;
+     IF last > 0 THEN INSERT INTO chain_head VALUES (1, last, h); END IF;
+   END
+   $do$;
+   ALTER TABLE events ALTER COLUMN hash SET NOT NULL;
+   CREATE TABLE snapshots (
+     stream      text    PRIMARY KEY,
+     version     integer NOT NULL,
+     fingerprint text    NOT NULL,
+     created_at  text    NOT NULL,
+     state       text    NOT NULL,
+     checksum    text    NOT NULL
+   );
+   -- A snapshot replaced by a newer one moves here (replay --to starts from the newest at or before v).
+   CREATE TABLE snapshot_history (
+     stream      text    NOT NULL,
+     version     integer NOT NULL,
+     fingerprint text    NOT NULL,
+     created_at  text    NOT NULL,
+     state       text    NOT NULL,
+     checksum    text    NOT NULL,
+     PRIMARY KEY (stream, version)
+   );
+   CREATE OR REPLACE FUNCTION append_events(
+     p_streams text[], p_expected text[], p_counts integer[],
+     p_types text[], p_schemas integer[], p_data text[], p_meta text[], p_at text[]
+   ) RETURNS TABLE (o_ok boolean, o_actual integer, o_version integer, o_first bigint)
+   LANGUAGE plpgsql AS $fn$
+   DECLARE
+     n integer := coalesce(array_length(p_streams, 1), 0);
+     v_head bigint;
+     v_hash bytea;
+     v_cur integer;
+     v_exp text;
+     v_cnt integer;
+     v_e integer := 1;
+     v_j integer;
+     v_x integer;
+     v_names text[];
+     v_vers integer[];
+     v_oks boolean[] := '{}';
+     v_curs integer[] := '{}';
+     v_firsts bigint[] := '{}';
+     v_starts integer[] := '{}';
+     v_hashes bytea[] := '{}';
+     v_any boolean := false;
+   BEGIN
+     -- See migration 1 for why this lock, and READ COMMITTED, make positions gapless and in commit order. The
+     -- chain's head is read under the same lock, so the links follow the positions.
+     PERFORM pg_advisory_xact_lock(${APPEND_LOCK_CLASS}, hashtext(current_schema()));
+     SELECT seq, hash INTO v_head, v_hash FROM chain_head WHERE id = 1;
+     v_head := greatest(coalesce(v_head, 0), (SELECT coalesce(max(seq), 0) FROM events));
+     v_hash := coalesce(v_hash, decode(repeat('00', 32), 'hex'));
+     v_names := '{}';
+     v_vers := '{}';
+     FOR i IN 1 .. n LOOP
+       v_cnt := p_counts[i];
+       v_exp := p_expected[i];
+       v_j := array_position(v_names, p_streams[i]);
+       IF v_j IS NULL THEN
+         SELECT coalesce(max(version), 0) INTO v_cur FROM events WHERE stream = p_streams[i];
+         v_names := v_names || p_streams[i];
+         v_vers := v_vers || v_cur;
+         v_j := array_length(v_names, 1);
+       END IF;
+       v_cur := v_vers[v_j];
+       v_starts[i] := v_e;
+       v_curs[i] := v_cur;
+       IF NOT (v_exp = 'any'
+               OR (v_exp = 'no-stream' AND v_cur = 0)
+               OR (v_exp = 'stream-exists' AND v_cur > 0)
+               OR (v_exp NOT IN ('any', 'no-stream', 'stream-exists') AND v_exp::bigint = v_cur)) THEN
+         v_oks[i] := false;
+         v_firsts[i] := 0;
+         o_ok := false; o_actual := v_cur; o_version := v_cur; o_first := 0;
+       ELSE
+         v_oks[i] := true;
+         v_firsts[i] := v_head + 1;
+         o_ok := true; o_actual := v_cur; o_version := v_cur + v_cnt;
+         o_first := CASE WHEN v_cnt > 0 THEN v_head + 1 ELSE 0 END;
+         -- Each event's link, in position order, over the bytes the server will store (the jsonb's text).
+         FOR k IN 1 .. v_cnt LOOP
+           v_x := v_e + k - 1;
+           v_hash := event_hash(v_hash, v_head + k, p_streams[i], v_cur + k, p_types[v_x], p_schemas[v_x], p_at[v_x],
+                                p_data[v_x]::jsonb::text, p_meta[v_x]::jsonb::text);
+           v_hashes[v_x] := v_hash;
+           v_any := true;
+         END LOOP;
+         v_head := v_head + v_cnt;
+         v_vers[v_j] := v_cur + v_cnt; -- a later request on the same stream sees this one
+       END IF;
+       v_e := v_e + v_cnt;
+       RETURN NEXT;
+     END LOOP;
+     INSERT INTO events (seq, stream, version, type, schema, data, meta, at, hash)
+     SELECT v_firsts[i] + k - 1, p_streams[i], v_curs[i] + k, p_types[v_starts[i] + k - 1], p_schemas[v_starts[i] + k - 1],
+            p_data[v_starts[i] + k - 1]::jsonb, p_meta[v_starts[i] + k - 1]::jsonb, p_at[v_starts[i] + k - 1], v_hashes[v_starts[i] + k - 1]
+     FROM generate_series(1, n) AS i, generate_series(1, p_counts[i]) AS k
+     WHERE v_oks[i];
+     IF v_any THEN
+       INSERT INTO chain_head (id, seq, hash) VALUES (1, v_head, v_hash)
+       ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash;
+     END IF;
+   END
+   $fn$;`,
 ];
 
 export const PG_LATEST_SCHEMA = PG_MIGRATIONS.length;
