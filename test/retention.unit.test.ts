@@ -2,9 +2,9 @@
 // in `runlog export`'s format, leaves tombstones, keeps the chain checkable across the holes it leaves, and gives
 // the space back. (A kill at each step: retention-kill.int.test.ts.)
 import Database from 'better-sqlite3';
-import { readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { gunzipSync } from 'node:zlib';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { inspectActor } from '../src/actors/inspection.ts';
 import { parseBefore, startRetention, startRetentionOn } from '../src/actors/retention.ts';
@@ -113,6 +113,90 @@ describe('runlog archive', () => {
     const raw = new Database(join(home, 'runlog.db'), { readonly: true });
     expect(raw.prepare('SELECT file, actors, events, sha256, last_seq FROM archives').all()).toEqual([{ file: out, actors: 8, events: r.events, sha256: expect.stringMatching(/^[0-9a-f]{64}$/), last_seq: r.lastSeq }]);
     raw.close();
+  });
+
+  describe('verify reads the archives', () => {
+    async function archived() {
+      const home = tempDir();
+      const actors = await writeRetentionLog(home, { ended: 12, live: 3, start: '2026-09-01T00:00:00.000Z' });
+      const first = join(home, 'a.jsonl.gz');
+      await archive(home, cutoffAfter(actors, 5), first);
+      const second = join(home, 'b.jsonl.gz');
+      const r = await archive(home, cutoffAfter(actors, 9), second);
+      return { home, db: join(home, 'runlog.db'), first, second, r };
+    }
+    const rewrite = (file: string, edit: (lines: string[]) => string[]): void => {
+      const lines = gunzipSync(readFileSync(file)).toString('utf8').trim().split('\n');
+      writeFileSync(file, gzipSync(`${edit(lines).join('\n')}\n`));
+    };
+
+    it('each archive checks against its own chain and the log’s record of it', async () => {
+      const { db } = await archived();
+      expect(verifyLog(db)).toMatchObject({ ok: true, archives: 2, findings: [] });
+    });
+
+    it('an event changed in an archive: ARCHIVE_DAMAGED naming its seq; the log itself is sound', async () => {
+      const { db, second, home } = await archived();
+      let seq = 0;
+      rewrite(second, (lines) =>
+        lines.map((l) => {
+          if (seq !== 0 || !l.startsWith('{"seq":')) return l;
+          const e = JSON.parse(l) as { seq: number; at: string };
+          seq = e.seq;
+          return l.replace(`"at":"${e.at}"`, `"at":"${e.at.replace(/^2026/, '2025')}"`);
+        }),
+      );
+      const r = verifyLog(db);
+      expect(r.ok).toBe(false);
+      expect(r.findings).toEqual([expect.objectContaining({ code: 'ARCHIVE_DAMAGED', severity: 'damage', seq, message: expect.stringContaining(`does not match its hash`) })]);
+      const c = await runCli(['verify', '--home', home]);
+      expect(c.code).toBe(4);
+      expect(c.stdout()).toContain(`DAMAGE ARCHIVE_DAMAGED: archive ${second}`);
+    });
+
+    it('an archive whose events were changed and chained again (a valid chain of its own): ARCHIVE_DAMAGED, against the links the log recorded', async () => {
+      const { db, second } = await archived();
+      rewrite(second, (lines) => {
+        const parsed = lines.map((l) => JSON.parse(l) as Record<string, any>);
+        const events = parsed.filter((e) => typeof e.seq === 'number').sort((a, b) => a.seq - b.seq);
+        events[0]!.at = events[0]!.at.replace(/^2026/, '2025');
+        const hashes = new Map<number, string>();
+        for (const e of events) {
+          const prev = e.prev ?? hashes.get(e.seq - 1);
+          e.hash = eventHash(Buffer.from(prev, 'hex'), e.seq, e.stream, e.version, e.type, e.schema, e.at, JSON.stringify(e.data), JSON.stringify(e.meta)).toString('hex');
+          hashes.set(e.seq, e.hash);
+        }
+        const trailer = parsed.at(-1)!;
+        trailer.lastHash = hashes.get(trailer.lastSeq);
+        return parsed.map((e) => JSON.stringify(e));
+      });
+      const r = verifyLog(db);
+      expect(r.ok).toBe(false);
+      expect(r.findings).toEqual([expect.objectContaining({ code: 'ARCHIVE_DAMAGED', message: expect.stringMatching(/recorded the hole|does not end on the link the log recorded/) })]);
+    });
+
+    it('an archive cut short: ARCHIVE_DAMAGED', async () => {
+      const { db, first, second } = await archived();
+      const whole = readFileSync(first);
+      writeFileSync(first, whole.subarray(0, Math.floor(whole.length / 2)));
+      expect(verifyLog(db).findings).toEqual([expect.objectContaining({ code: 'ARCHIVE_DAMAGED', message: expect.stringContaining(first) })]);
+      writeFileSync(first, whole);
+      // The trailer dropped: the file is cut at a line boundary.
+      rewrite(second, (lines) => lines.slice(0, -1));
+      expect(verifyLog(db).findings).toEqual([expect.objectContaining({ code: 'ARCHIVE_DAMAGED', message: expect.stringContaining('no trailer') })]);
+    });
+
+    it('an archive moved away is named, not checked (a warning); --archives says where it went', async () => {
+      const { db, home, first } = await archived();
+      const moved = join(home, 'elsewhere');
+      mkdirSync(moved);
+      renameSync(first, join(moved, 'a.jsonl.gz'));
+      expect(verifyLog(db)).toMatchObject({ ok: true, archives: 1, findings: [expect.objectContaining({ code: 'ARCHIVE_NOT_FOUND', severity: 'warning' })] });
+      expect(verifyLog(db, { archiveDirs: [moved] })).toMatchObject({ ok: true, archives: 2, findings: [] });
+      const c = await runCli(['verify', '--home', home, '--archives', moved]);
+      expect(c.code).toBe(0);
+      expect(c.stdout()).toContain('2 archive(s)');
+    });
   });
 
   it('archives again, the log tail too, and appends continue the chain after the archived head', async () => {

@@ -7,6 +7,7 @@
 import { RunlogError, StoreCorruptError } from '../domain/errors.ts';
 import { machines, stateName } from '../machines/runtime.ts';
 import { actorStatus } from '../machines/summary.ts';
+import { checkArchives } from '../store/archive-check.ts';
 import type { ChainCheck } from '../store/chain.ts';
 import { SqliteEventStore, walDamage } from '../store/sqlite-event-store.ts';
 import type { SnapshotRecord } from '../store/event-store.ts';
@@ -36,6 +37,8 @@ export interface VerifyReport {
   snapshots: number;
   /** Older snapshots (snapshot_history, read by replay --to) checked against the fold. */
   olderSnapshots: number;
+  /** Archive files (runlog archive) read and checked against their chain and the log's record of them. */
+  archives: number;
   findings: VerifyFinding[];
 }
 
@@ -199,8 +202,9 @@ function checkDerived(report: VerifyReport, src: DerivedSource): void {
   }
 }
 
-export function verifyLog(file: string): VerifyReport {
-  const report: VerifyReport = { file, ok: true, events: 0, lastSeq: null, lastHash: null, actors: 0, snapshots: 0, olderSnapshots: 0, findings: [] };
+/** `archiveDirs`: where to look for archives moved from where they were written (by their file name). */
+export function verifyLog(file: string, options: { archiveDirs?: readonly string[] } = {}): VerifyReport {
+  const report: VerifyReport = { file, ok: true, events: 0, lastSeq: null, lastHash: null, actors: 0, snapshots: 0, olderSnapshots: 0, archives: 0, findings: [] };
   const wal = walDamage(file);
   if (wal) report.findings.push(finding(wal));
   let store: SqliteEventStore;
@@ -217,6 +221,9 @@ export function verifyLog(file: string): VerifyReport {
     const problems = store.integrityCheck();
     if (problems.length > 0) report.findings.push(finding(new StoreCorruptError(file, `integrity_check: ${problems.slice(0, 5).join('; ')}`)));
     chainFinding(report, store.verifyChain());
+    const archives = checkArchives(store, { dirs: options.archiveDirs ?? [] });
+    report.archives = archives.checked;
+    for (const { file: _file, ...f } of archives.findings) report.findings.push(f);
     checkDerived(report, { log: store, snapshots: store.iterateSnapshots(), history: store.iterateSnapshotHistory(), snapshotVersions: store.snapshotVersions() });
   } finally {
     store.close();
@@ -234,7 +241,7 @@ export function verifyLog(file: string): VerifyReport {
 export async function verifyPgLog(url: string): Promise<VerifyReport> {
   const { PgHostStore } = await import('../store/postgres/pg-host-store.ts');
   const store = await PgHostStore.open({ url, pollMs: 0, maxConnections: 2 });
-  const report: VerifyReport = { file: store.file, ok: true, events: 0, lastSeq: null, lastHash: null, actors: 0, snapshots: 0, olderSnapshots: 0, findings: [] };
+  const report: VerifyReport = { file: store.file, ok: true, events: 0, lastSeq: null, lastHash: null, actors: 0, snapshots: 0, olderSnapshots: 0, archives: 0, findings: [] };
   try {
     chainFinding(report, await store.pg.verifyChain());
     const snapshots: SnapshotRecord[] = [];
