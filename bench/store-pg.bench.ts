@@ -21,7 +21,8 @@ async function pair(): Promise<{ store: PgEventStore; raw: pg.Client; done: () =
   const store = await PgEventStore.open({ url: pgUrl(), schema });
   const raw = new pg.Client({ connectionString: pgUrl(), options: `-c search_path=${schema} -c synchronous_commit=on` });
   await raw.connect();
-  await raw.query('CREATE TABLE raw_events (LIKE events INCLUDING ALL)');
+  // The raw row is the event without its chain link (as on SQLite, the baseline is the plain INSERT).
+  await raw.query('CREATE TABLE raw_events (LIKE events INCLUDING ALL); ALTER TABLE raw_events DROP COLUMN hash');
   return {
     store,
     raw,
