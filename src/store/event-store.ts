@@ -29,6 +29,18 @@ export interface SnapshotRecord {
   checksum: string;
 }
 
+/** A snapshot as both stores keep it in their `snapshots` / `snapshot_history` tables. */
+export interface SnapshotRow {
+  stream: string;
+  version: number;
+  fingerprint: string;
+  created_at: string;
+  state: string;
+  checksum: string;
+}
+
+export const toSnapshot = (r: SnapshotRow): SnapshotRecord => ({ stream: r.stream, version: r.version, fingerprint: r.fingerprint, createdAt: r.created_at, state: r.state, checksum: r.checksum });
+
 export interface AppendResult {
   /** The stream's version after the append. */
   version: number;

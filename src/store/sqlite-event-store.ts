@@ -33,9 +33,11 @@ import type {
   ReadAllOptions,
   ReadOptions,
   SnapshotRecord,
+  SnapshotRow,
   StreamInfo,
   SubscribeOptions,
 } from './event-store.ts';
+import { toSnapshot } from './event-store.ts';
 import { APPLICATION_ID, CHAIN_MIGRATION, LATEST_SCHEMA, MIGRATIONS } from './schema.ts';
 import { readShutdownRecord, shutdownRecordFile, writeShutdownRecord } from './shutdown-record.ts';
 import { scanWal } from './wal-scan.ts';
@@ -101,16 +103,6 @@ interface EventRow {
 /** A row of iterateReplay's query, in `.raw()` form: seq, stream, version, type, schema, data, at. */
 type ReplayRow = [number, string, number, string, number, string, string];
 
-interface SnapshotRow {
-  stream: string;
-  version: number;
-  fingerprint: string;
-  created_at: string;
-  state: string;
-  checksum: string;
-}
-
-const toSnapshot = (r: SnapshotRow): SnapshotRecord => ({ stream: r.stream, version: r.version, fingerprint: r.fingerprint, createdAt: r.created_at, state: r.state, checksum: r.checksum });
 
 /** The actors projection with, for an archived actor, where its events went (tombstones, migration 6). */
 const ACTOR_SELECT = `SELECT actors.*, archives.file AS archived_to, archives.created_at AS archived_at FROM actors

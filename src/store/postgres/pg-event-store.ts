@@ -9,7 +9,7 @@ import { FencedError, ForeignDatabaseError, RunlogError, StoreVersionError, Stor
 export { FencedError };
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
 import { GENESIS, eventHash, type ChainCheck } from '../chain.ts';
-import type { SnapshotRecord } from '../event-store.ts';
+import { toSnapshot, type SnapshotRecord, type SnapshotRow } from '../event-store.ts';
 import {
   toJson,
   validateAppends,
@@ -132,17 +132,6 @@ async function checkFence(client: pg.PoolClient, fence: Fence, requests: readonl
   return refused;
 }
 
-/** A snapshot row as stored. */
-interface SnapshotRow {
-  stream: string;
-  version: number;
-  fingerprint: string;
-  created_at: string;
-  state: string;
-  checksum: string;
-}
-
-const toSnapshot = (r: SnapshotRow): SnapshotRecord => ({ stream: r.stream, version: r.version, fingerprint: r.fingerprint, createdAt: r.created_at, state: r.state, checksum: r.checksum });
 
 /** A row as the chain check reads it: data and meta as the server's text of the stored jsonb (what the link hashed). */
 interface ChainRow {
