@@ -149,15 +149,19 @@ export const PG_MIGRATIONS: readonly string[] = [
      seq  bigint  NOT NULL,
      hash bytea   NOT NULL
    );
-   CREATE FUNCTION js_length(p text) RETURNS integer LANGUAGE sql IMMUTABLE STRICT AS $fn$
-     SELECT CASE WHEN octet_length(p) = char_length(p) THEN char_length(p)
-                 ELSE char_length(p) + (SELECT count(*)::integer FROM regexp_matches(p, '[\\U00010000-\\U0010FFFF]', 'g')) END
-   $fn$;
+   -- PL/pgSQL, not SQL: a SQL function that cannot be inlined (a subquery did that) runs through the executor on
+   -- every call from append_events' loop, about 45 µs an event here; this one costs about 4 µs.
    CREATE FUNCTION event_hash(p_prev bytea, p_seq bigint, p_stream text, p_version integer, p_type text, p_schema integer, p_at text, p_data text, p_meta text)
-   RETURNS bytea LANGUAGE sql IMMUTABLE STRICT AS $fn$
-     SELECT sha256(p_prev || convert_to(
+   RETURNS bytea LANGUAGE plpgsql IMMUTABLE STRICT AS $fn$
+   BEGIN
+     RETURN sha256(p_prev || convert_to(
        '[' || p_seq || ',' || to_json(p_stream)::text || ',' || p_version || ',' || to_json(p_type)::text || ',' || p_schema || ','
-           || to_json(p_at)::text || ',' || js_length(p_data) || ']' || chr(10) || p_data || chr(10) || p_meta, 'UTF8'))
+           || to_json(p_at)::text || ','
+           -- data's length in UTF-16 code units: a character beyond U+FFFF counts twice
+           || (char_length(p_data) + CASE WHEN octet_length(p_data) = char_length(p_data) THEN 0
+                 ELSE char_length(p_data) - char_length(regexp_replace(p_data, '[\\U00010000-\\U0010FFFF]', '', 'g')) END)
+           || ']' || chr(10) || p_data || chr(10) || p_meta, 'UTF8'));
+   END
    $fn$;
    DO $do$
    DECLARE
