@@ -4,6 +4,8 @@ import type { ExecutionEventData } from './execution-events.ts';
 import type { InstanceEventData } from './instance-events.ts';
 
 export type ActorKind = 'instance' | 'execution';
+/** Every kind, once (the record's keys make a kind added to the union without it here a compile error). */
+export const ACTOR_KINDS = Object.keys({ instance: true, execution: true } satisfies Record<ActorKind, true>) as readonly ActorKind[];
 
 /** An event as the caller proposes it. `at` is stamped by the host's clock when omitted. */
 export interface NewEvent<T extends string = string, D = Record<string, unknown>> {
