@@ -21,7 +21,7 @@ import type { ArchiveLimits } from '../../domain/at-run/archive-limits.ts';
 import { ByteChunks } from './chunks.ts';
 import { ArchiveRejectedError } from './errors.ts';
 import { HeaderAudit, type AuditRecord } from './header-audit.ts';
-import { checkedOptions, Checker, compareViews, compression, type SeenEntry } from './validate.ts';
+import { checkedOptions, Checker, compareViews, compression, seenEntry, type SeenEntry } from './validate.ts';
 import { canonicalHeader, SevenDigitChecksums } from './write.ts';
 import type { ArchiveEntry, ArchiveReport, ValidateOptions } from './types.ts';
 
@@ -244,7 +244,7 @@ class StreamRun {
         const entry = r.value;
         const h = entry.header;
         const i = this.#seen.length;
-        const seen: SeenEntry = { offset: entry.offset, name: h.name, linkname: h.linkname ?? '', size: h.size, type: (h.type as string | null) ?? null };
+        const seen = seenEntry(entry);
         this.#seen.push(seen);
         if (++checker.count > this.#limits.maxEntries) {
           checker.add('TOO_MANY_ENTRIES', `more than ${this.#limits.maxEntries} entries; parsing stopped`, h.name);

@@ -69,6 +69,12 @@ export interface SeenEntry {
   type: string | null;
 }
 
+/** What the parser's view of an entry is compared on (both validators keep one per header). */
+export const seenEntry = (entry: { offset: number; header: Header }): SeenEntry => {
+  const h = entry.header;
+  return { offset: entry.offset, name: h.name, linkname: h.linkname ?? '', size: h.size, type: (h.type as string | null) ?? null };
+};
+
 export type Retain = 'buffer' | 'parts';
 
 export class Checker {
@@ -372,7 +378,7 @@ async function parseWithTarStream(feed: Iterable<Buffer>, checker: Checker, limi
       if (r.done) break;
       const entry = r.value;
       const h = entry.header;
-      seen.push({ offset: entry.offset, name: h.name, linkname: h.linkname ?? '', size: h.size, type: (h.type as string | null) ?? null });
+      seen.push(seenEntry(entry));
       if (++checker.count > limits.maxEntries) {
         checker.add('TOO_MANY_ENTRIES', `more than ${limits.maxEntries} entries; parsing stopped`, h.name);
         stoppedEarly = true;
