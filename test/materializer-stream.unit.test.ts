@@ -45,6 +45,7 @@ function fakeEngine(exported: Buffer) {
   const created: { id: string; mounts: number }[] = [];
   const calls: string[] = [];
   let downloads = 0;
+  const closed: string[] = [];
   const engine = {
     socketPath: '/nonexistent',
     volumesNamed: async (names: readonly string[]) => names.flatMap((n) => (volumes.has(n) ? [volumes.get(n)!] : [])),
@@ -67,9 +68,13 @@ function fakeEngine(exported: Buffer) {
       downloads++;
       async function* body(): AsyncGenerator<Buffer> {
         // Arrives in 4 KiB pieces, letting the event loop turn (the upload runs meanwhile).
-        for (let off = 0; off < exported.length; off += 4096) {
-          yield exported.subarray(off, off + 4096);
-          await new Promise((r) => setImmediate(r));
+        try {
+          for (let off = 0; off < exported.length; off += 4096) {
+            yield exported.subarray(off, off + 4096);
+            await new Promise((r) => setImmediate(r));
+          }
+        } finally {
+          closed.push(id);
         }
       }
       return { stat: { name: 'runtime', size: 4096, mode: 0x80000000 | 0o755, linkTarget: '' }, body: body() };
@@ -87,7 +92,7 @@ function fakeEngine(exported: Buffer) {
       upload.body = Buffer.concat(parts);
     },
   };
-  return { engine: engine as unknown as DockerEngine, volumes, uploads, removedContainers, created, calls, downloads: () => downloads };
+  return { engine: engine as unknown as DockerEngine, volumes, uploads, removedContainers, created, calls, closed, downloads: () => downloads };
 }
 
 describe('runtime materialization streams the export while validating it', () => {
@@ -105,11 +110,12 @@ describe('runtime materialization streams the export while validating it', () =>
     expect([...fake.volumes.keys()].sort()).toEqual([result.volume, `${result.volume}-sealed`]);
     // Downloaded from a container without the volume, uploaded into the one that mounts it (the Engine locks a
     // container while an archive download from it is open), both removed.
+    // The source is created first (its download is opened while the volume and the carrier are created).
     expect(fake.created).toEqual([
-      { id: 'c1', mounts: 1 },
-      { id: 'c2', mounts: 0 },
+      { id: 'c1', mounts: 0 },
+      { id: 'c2', mounts: 1 },
     ]);
-    expect(fake.calls.sort()).toEqual(['download from c2', 'upload into c1']);
+    expect(fake.calls.sort()).toEqual(['download from c1', 'upload into c2']);
     expect(fake.removedContainers.sort()).toEqual(['c1', 'c2']);
   });
 
@@ -139,5 +145,18 @@ describe('runtime materialization streams the export while validating it', () =>
     expect(fake.uploads[0]!.completed).toBe(false);
     expect(fake.uploads[0]!.bytes).toBeLessThan(200_000); // runtime/b was not sent
     expect([...fake.volumes.keys()]).toEqual([]);
+  });
+
+  it('a volume that cannot be created: the source created meanwhile is removed and its opened download closed, nothing uploaded', async () => {
+    const exported = exportTar(file('runtime/a', 100_000, 1));
+    const fake = fakeEngine(exported);
+    const engine = { ...(fake.engine as object), createVolume: async () => Promise.reject(new Error('no space left')) } as unknown as DockerEngine;
+    const err = await createMaterializer(engine).materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'MATERIALIZATION_FAILED' });
+    expect(fake.created).toEqual([{ id: 'c1', mounts: 0 }]); // the carrier comes after the volume: never created
+    expect(fake.calls).toEqual(['download from c1']);
+    expect(fake.closed).toEqual(['c1']);
+    expect(fake.removedContainers).toEqual(['c1']);
+    expect(fake.uploads).toEqual([]);
   });
 });

@@ -16,6 +16,10 @@
 //   8. remove the container; on any failure (a violation found at any point, the last one included) remove the
 //      volume too.
 //
+// What does not depend on another step runs beside it: the download's source container (it mounts nothing) is
+// created, and its download opened, while the volume and then the carrier are created; after the verdict the
+// containers are removed while the seal is created.
+//
 // Volumes are content-addressed (image digest + export path + limits, or the code archive's sha256) so they are
 // reused across executions. A volume is complete only once its seal volume (`<name>-sealed`, labels carry the
 // entry count and bytes) exists, and the seal is created only after the verdict: a volume whose export failed
@@ -105,6 +109,11 @@ export interface CodeRequest extends CommonRequest {
   carrierImage: string;
   /** Recorded as a label (the PDS blob CID the archive came from). */
   codeCid?: string;
+  /**
+   * When not cached, the copy waits for this before it pulls or creates anything (the caller's order of copies);
+   * its rejection is the copy's.
+   */
+  after?: Promise<void>;
 }
 
 export interface Materializer {
@@ -143,8 +152,32 @@ interface SourceSpec {
    * upload could not overlap the download through one container.
    */
   fromImage: boolean;
-  /** Fills the stopped carrier's /at-run-output (reading from `sourceId` when fromImage); returns what went in. */
-  fill: (carrierId: string, sourceId: string, step: StepRunner) => Promise<{ entries: number; bytes: number }>;
+  /** Awaited after the cache check, before the pull (CodeRequest.after). */
+  after?: Promise<void>;
+  /**
+   * Opens the download from the source container (fromImage only). It runs as soon as the source exists, while
+   * the volume and the carrier are still being created: the Engine's first answer overlaps those round trips.
+   */
+  open?: (sourceId: string, step: StepRunner) => Promise<Opened>;
+  /** Fills the stopped carrier's /at-run-output (from the opened download when fromImage); returns what went in. */
+  fill: (carrierId: string, opened: Opened | undefined, step: StepRunner) => Promise<{ entries: number; bytes: number }>;
+}
+
+/** An export download whose Engine answer (the path's stat) has arrived; its body is not read yet. */
+interface Opened {
+  body: AsyncIterable<Buffer>;
+}
+
+/** Ends a download that will not be read (its generator's cleanup runs only once it has started). */
+async function discard(body: AsyncIterable<Buffer>): Promise<void> {
+  const it = body[Symbol.asyncIterator]();
+  try {
+    await it.next();
+  } catch {
+    // a download that failed is over already
+  } finally {
+    await it.return?.(undefined)?.catch(() => undefined);
+  }
 }
 
 type StepRunner = <T>(step: MaterializeStep, fn: () => Promise<T>, extra?: Partial<MaterializeProgress>) => Promise<T>;
@@ -210,8 +243,9 @@ class DockerMaterializer implements Materializer {
       digest: `sha256:${hex}`,
       labels: { ...this.#labels, ...req.labels, ...(req.codeCid ? { 'runlog.code-cid': req.codeCid } : {}) },
       onProgress: req.onProgress,
+      ...(req.after ? { after: req.after } : {}),
       fromImage: false,
-      fill: async (containerId, _sourceId, step) => {
+      fill: async (containerId, _opened, step) => {
         const counted = await countTar(archive);
         await step('upload', () => this.#engine.putArchive(containerId, MATERIALIZE_TARGET, archive));
         return counted;
@@ -235,7 +269,7 @@ class DockerMaterializer implements Materializer {
       labels: { ...this.#labels, ...req.labels, 'runlog.export-path': exportPath },
       onProgress: req.onProgress,
       fromImage: true,
-      fill: async (containerId, sourceId, step) => {
+      open: async (sourceId, step) => {
         // One GET: the Engine answers with the path's stat in a header, then the tar as it is read.
         const { stat, body } = await step('download', async () => {
           try {
@@ -254,10 +288,14 @@ class DockerMaterializer implements Materializer {
         });
         // Go's os.FileMode bits as the Engine reports them: ModeDir = 1<<31, ModeSymlink = 1<<27.
         if (stat && (stat.mode & 0x80000000) === 0) {
-          await body[Symbol.asyncIterator]().return?.(); // close the download
+          await discard(body); // close the download
           const what = stat.mode & 0x08000000 ? `a symbolic link (to ${stat.linkTarget})` : 'not a directory';
           throw new MaterializationError('EXPORT_PATH_NOT_DIRECTORY', 'download', `${exportPath} in ${ref.reference} is ${what}`, { image: ref.reference, exportPath });
         }
+        return { body };
+      },
+      fill: async (containerId, opened, step) => {
+        const body = opened!.body;
         // The download is validated as it arrives and what passed so far is uploaded meanwhile (one PUT); the
         // volume counts only if the verdict on the whole export is yes (see the head of this file).
         const stream = validateArchiveStream(body, this.#limits, { kind: 'runtime', stripPrefix });
@@ -332,6 +370,7 @@ class DockerMaterializer implements Materializer {
       };
     }
 
+    if (spec.after) await spec.after;
     const { pulled, image } = await step('pull', () =>
       engine.pullByDigest(spec.image, spec.onProgress ? (p) => void spec.onProgress?.({ kind: spec.kind, step: 'pull', phase: 'started', volume: spec.volume, pull: p }) : undefined),
     );
@@ -348,38 +387,61 @@ class DockerMaterializer implements Materializer {
     let volumeCreated = false;
     /** Every container created here, removed on the way out whatever happens. */
     const created: string[] = [];
+    const createOne = async (body: ContainerCreateBody): Promise<string> => {
+      const id = await engine.createContainer(body);
+      created.push(id);
+      return id;
+    };
+    // The download's source mounts nothing: it is created, and its download opened, while the volume and the
+    // carrier (which mounts the volume, so comes after it) are created.
+    const sourceCreated = spec.fromImage ? createOne(this.#sourceBody(spec)) : null;
+    const opened = sourceCreated && spec.open ? sourceCreated.then((id) => spec.open!(id, step)) : null;
+    opened?.catch(() => undefined); // awaited below, or settled on the way out
+    let removing: Promise<unknown> | null = null;
+    let handedOver = false;
     try {
       await step('create-volume', async () => {
         await engine.createVolume(spec.volume, volumeLabels);
         volumeCreated = true;
       });
-      const [carrierId, sourceId] = await step('create-container', async () => {
-        const bodies = [this.#carrierBody(spec), ...(spec.fromImage ? [this.#sourceBody(spec)] : [])];
-        const settled = await Promise.allSettled(bodies.map((b) => engine.createContainer(b))); // side by side: one round trip's time
-        for (const r of settled) if (r.status === 'fulfilled') created.push(r.value);
-        const failed = settled.find((r) => r.status === 'rejected');
-        if (failed) throw failed.reason;
-        return created.slice();
+      const carrierId = await step('create-container', async () => {
+        const [carrier, source] = await Promise.allSettled([createOne(this.#carrierBody(spec)), sourceCreated]);
+        if (carrier.status === 'rejected') throw carrier.reason;
+        if (source.status === 'rejected') throw source.reason;
+        return carrier.value;
       });
-      containerId = carrierId!;
-      const filled = await spec.fill(carrierId!, sourceId ?? carrierId!, step);
-      await step('remove-container', () => Promise.all(created.map((id) => engine.removeContainer(id, { force: true }))));
-      created.length = 0;
+      containerId = carrierId;
+      const download = opened ? await opened : undefined;
+      handedOver = true; // fill reads the download to its end or closes it
+      const filled = await spec.fill(carrierId, download, step);
+      // The verdict is in: the containers are removed while the seal is created.
+      const containers = created.splice(0);
       containerId = undefined;
-      await step('seal', () =>
-        engine.createVolume(sealName, {
-          ...spec.labels,
-          [LABEL_SEAL_FOR]: spec.volume,
-          [LABEL_CACHE_KEY]: spec.cacheKey,
-          'runlog.entries': String(filled.entries),
-          'runlog.bytes': String(filled.bytes),
-        }),
-      );
+      removing = step('remove-container', () => Promise.all(containers.map((id) => engine.removeContainer(id, { force: true }))));
+      removing.catch(() => created.push(...containers)); // removed again on the way out
+      await Promise.all([
+        removing,
+        step('seal', () =>
+          engine.createVolume(sealName, {
+            ...spec.labels,
+            [LABEL_SEAL_FOR]: spec.volume,
+            [LABEL_CACHE_KEY]: spec.cacheKey,
+            'runlog.entries': String(filled.entries),
+            'runlog.bytes': String(filled.bytes),
+          }),
+        ),
+      ]);
       timings.totalMs = now() - t0;
       return { kind: spec.kind, volume: spec.volume, cacheKey: spec.cacheKey, digest: spec.digest, image: spec.image, entries: filled.entries, bytes: filled.bytes, cached: false, pulled, timings };
     } catch (err) {
+      // What is still in flight lands first, so that everything it created is removed here.
+      const [, open] = await Promise.allSettled([sourceCreated, opened, removing]);
+      if (!handedOver && open?.status === 'fulfilled' && open.value) await discard(open.value.body); // never read: close it
       await Promise.all(created.map((id) => engine.removeContainer(id, { force: true }).catch(() => undefined)));
-      if (volumeCreated) await engine.removeVolume(spec.volume).catch(() => undefined);
+      if (volumeCreated) {
+        await engine.removeVolume(sealName).catch(() => undefined); // a seal made beside a removal that failed
+        await engine.removeVolume(spec.volume).catch(() => undefined);
+      }
       throw err;
     }
   }
