@@ -350,32 +350,56 @@ export class ExecutionSupervisor {
   }
 
   // 7–11: runtime and additions out of stopped containers, the code blob verified, validated and copied.
-  // The code blob was usually fetched and validated during resolution already (see CodePrefetch); the copies
-  // into volumes stay one at a time, in this order, so an interrupted materialization leaves one carrier.
+  // The code blob was usually fetched and validated during resolution already (see CodePrefetch). Both volumes'
+  // cache checks run at once; an uncached code volume's copy then runs beside the runtime's stream: it starts once
+  // that stream has begun (the runtime image, its carrier, is present then, and an interruption before that point
+  // leaves the runtime's containers only) or the runtime volume is ready, and never after the runtime failed.
+  // Additions are copied one at a time after the runtime.
   private async materialize(r: Resolved, ctx: EffectContext): Promise<void> {
     const t0 = performance.now();
     const labels = this.labels({ 'runlog.stream': ctx.actor.stream, 'runlog.kind': 'execution' });
+    let runtimeStreaming!: () => void;
+    let runtimeFailed!: (err: unknown) => void;
+    const codeMayCopy = new Promise<void>((resolve, reject) => {
+      runtimeStreaming = resolve;
+      runtimeFailed = reject;
+    });
+    codeMayCopy.catch(() => undefined); // the runtime's failure is reported as the runtime's
     const onProgress = (p: MaterializeProgress) => {
       if (p.phase === 'done') this.progress.get(ctx.actor.id)?.({ name: `${p.kind}:${p.step}`, detail: { ms: p.ms ?? null, volume: p.volume } });
       // The volume and its carrier container exist, the copy into it has not happened: the worst moment to die.
       if (p.step === 'upload' && p.phase === 'started') this.opts.faults?.('mid-materialization', { effect: 'materialize' });
+      if (p.kind === 'runtime' && p.step === 'upload' && p.phase === 'started') runtimeStreaming();
     };
     const deadline = Date.parse((ctx.actor.snapshot.context as ExecutionContext).deadline ?? '');
     const prepared =
       this.prefetch.take(ctx.actor.id, codeKey(r.author, r.blobCid, r.entrypoint)) ?? this.prepareCode(r.author, r.blobCid, r.entrypoint, Number.isFinite(deadline) ? deadline : undefined);
     prepared.catch(() => undefined); // awaited below unless an earlier step fails
+    // Step events are appended while the next step runs; all of them are in the log before the outcome.
+    const steps: Promise<unknown>[] = [];
+    const runtimeP = this.materializer.materializeRuntime({ image: r.image, exportPath: r.exportPath, labels, onProgress });
+    runtimeP.then(runtimeStreaming, runtimeFailed);
+    let failed = false;
+    let codeCopy: Promise<unknown> | null = null;
+    const codeP = prepared.then((code) => {
+      if (failed) return null; // the runtime failed first: the execution is over
+      steps.push(this.step(ctx, 'code-blob', { cid: code.cid, size: code.size, ...(code.reused ? { reused: true } : {}) }));
+      const copy = this.materializer.materializeCode({ archive: code.archive, carrierImage: r.image, codeCid: r.blobCid, labels, onProgress, after: codeMayCopy });
+      codeCopy = copy;
+      return copy.then((volume) => ({ code, volume }));
+    });
+    codeP.catch(() => undefined); // awaited below
     try {
-      const runtime = await this.materializer.materializeRuntime({ image: r.image, exportPath: r.exportPath, labels, onProgress });
-      await this.step(ctx, 'runtime-materialized', { volume: runtime.volume, digest: runtime.digest, cached: runtime.cached, pulled: runtime.pulled, entries: runtime.entries, bytes: runtime.bytes, ms: runtime.timings.totalMs });
+      const runtime = await runtimeP;
+      steps.push(this.step(ctx, 'runtime-materialized', { volume: runtime.volume, digest: runtime.digest, cached: runtime.cached, pulled: runtime.pulled, entries: runtime.entries, bytes: runtime.bytes, ms: runtime.timings.totalMs }));
       const additions: string[] = [];
       for (const [i, image] of r.additions.entries()) {
         const add = await this.materializer.materializeAddition({ image, labels, onProgress });
         additions.push(add.volume);
-        await this.step(ctx, 'addition-materialized', { index: i, image, volume: add.volume, digest: add.digest, cached: add.cached });
+        steps.push(this.step(ctx, 'addition-materialized', { index: i, image, volume: add.volume, digest: add.digest, cached: add.cached }));
       }
-      const code = await prepared;
-      await this.step(ctx, 'code-blob', { cid: code.cid, size: code.size, ...(code.reused ? { reused: true } : {}) });
-      const volume = await this.materializer.materializeCode({ archive: code.archive, carrierImage: r.image, codeCid: r.blobCid, labels, onProgress });
+      const { code, volume } = (await codeP)!;
+      await Promise.all(steps);
       this.profile(ctx.actor.id, { materializeMs: performance.now() - t0 });
       await ctx.dispatch({
         type: 'execution.materialized',
@@ -390,6 +414,10 @@ export class ExecutionSupervisor {
         },
       });
     } catch (err) {
+      // Nothing is left running behind the failure: the code's copy, if it began, ends first (a blob still being
+      // fetched is not waited for: it starts no copy now).
+      failed = true;
+      await Promise.allSettled([codeCopy, ...steps]);
       this.profile(ctx.actor.id, { materializeMs: performance.now() - t0 });
       await ctx.dispatch(this.withProfile(ctx.actor.id, { type: 'execution.failed', data: classify(err, 'materialization') }));
     }
