@@ -40,7 +40,8 @@ describe('sandbox pool on the injected clock', () => {
     await p.settled();
     clock.advance(1234);
     const claimed = await p.claim(target.uri, 'k', 'ex1');
-    expect(claimed).toEqual({ sandboxId: expect.stringMatching(/^pre_/), containerId: 'c1', waitedMs: 1234 });
+    // With the inspect that found it running, handed on to its invocation (no second inspect).
+    expect(claimed).toEqual({ sandboxId: expect.stringMatching(/^pre_/), containerId: 'c1', waitedMs: 1234, info: { state: { running: true } } });
     expect(clock.pending).toBe(0); // claiming cancelled the idle removal
   });
 

@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto';
 import { assertValidArchive, entriesUnder, writeArchive } from '../adapters/archive/index.ts';
 import { createAtprotoReader, putRunnerRecord, writeExecutionReceipt, type AtprotoReader, type AtprotoReaderOptions, type Publisher } from '../adapters/atproto/index.ts';
-import type { DockerEngine } from '../adapters/docker/docker-port.ts';
+import type { ContainerInfo, DockerEngine } from '../adapters/docker/docker-port.ts';
 import { createDockerEngine } from '../adapters/docker/dockerode-engine.ts';
 import { createMaterializer, type Materializer, type MaterializeProgress } from '../adapters/docker/materializer.ts';
 import { createExecutionSandbox, type ExecutionContainerSpec, type InvocationEnvelope, type InvocationResult, type ExecutionSandbox as ExecSandbox } from '../adapters/docker/execution-sandbox.ts';
@@ -114,6 +114,8 @@ export class ExecutionSupervisor {
   private poolInstance: SandboxPool | null = null;
   /** What to pre-start once an execution has answered (createSandbox → invoke). */
   private readonly nextSandbox = new Map<string, PoolTarget>();
+  /** The pool's inspect of a claimed sandbox, handed to its invocation (createSandbox → invoke). */
+  private readonly claimedInfo = new Map<string, ContainerInfo>();
   /** Pre-starts wait while a burst of executions is unanswered (prestart-gate.ts). */
   private readonly gate = new PrestartGate<PoolTarget>((target) => this.pool.fill(target));
   /** Used containers being removed (the cleanup effect), awaited by close(). */
@@ -457,6 +459,7 @@ export class ExecutionSupervisor {
       const claimed = await this.pool.claim(request.uri, key, request.executionId);
       if (claimed) {
         containerId = claimed.containerId;
+        this.claimedInfo.set(request.executionId, claimed.info);
         this.profile(request.executionId, { createMs: performance.now() - t0, prestarted: true, sandboxWaitedMs: claimed.waitedMs });
       } else {
         ({ containerId } = await this.sandbox.createExecutionContainer({
@@ -472,7 +475,10 @@ export class ExecutionSupervisor {
     }
     const started = await ctx.dispatch({ type: 'execution.started', data: { containerId, ...(this.profiles.get(request.executionId)?.prestarted ? { prestarted: true } : {}) } });
     // Cancelled meanwhile: nothing will invoke or clean up this container.
-    if (!started.accepted) await this.sandbox.removeContainer(containerId).catch(() => undefined);
+    if (!started.accepted) {
+      this.claimedInfo.delete(request.executionId);
+      await this.sandbox.removeContainer(containerId).catch(() => undefined);
+    }
     // Once this one has answered, the next sandbox for this code is started (invoke): not now, when its start
     // would compete with this execution's own attach and run on the daemon.
     else this.nextSandbox.set(request.executionId, target);
@@ -483,6 +489,9 @@ export class ExecutionSupervisor {
     // The handler's deadline is the invocation's: the effective timeout from now, never past the request's.
     const deadlineMs = Math.max(1, Math.min(r.limits.timeoutMs, Date.parse(deadline ?? '') - this.nowMs()));
     const envelope = this.envelopeOf(request, r, new Date(this.nowMs() + deadlineMs).toISOString());
+    // Resumed after a restart, the container is inspected afresh.
+    const inspected = resumed ? undefined : this.claimedInfo.get(request.executionId);
+    this.claimedInfo.delete(request.executionId);
     let result: InvocationResult;
     try {
       result = await this.sandbox.invoke(containerId, envelope, {
@@ -498,6 +507,7 @@ export class ExecutionSupervisor {
         onFrame: () => this.opts.faults?.('mid-invocation', { effect: 'invoke' }),
         // The answer is the terminal frame; the worker's exit is the cleanup's business (it removes the container).
         answerOnTerminal: { exitWaitMs: 0 },
+        ...(inspected ? { inspected } : {}),
       });
     } catch (err) {
       this.fillNext(request.executionId);
@@ -601,6 +611,7 @@ export class ExecutionSupervisor {
     if (executionId) this.prefetch.drop(executionId); // cancelled before materializing
     if (executionId) this.profiles.delete(executionId);
     if (executionId) this.nextSandbox.delete(executionId);
+    if (executionId) this.claimedInfo.delete(executionId);
     if (executionId) this.gate.ended(executionId);
     if (!containerId) return;
     // Runs after execute() has answered (it returns on the outcome): tracked, so close() still waits for it.

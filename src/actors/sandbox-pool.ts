@@ -14,7 +14,7 @@
 // (why). A supervisor that restarts removes every pre-started sandbox of its home that no live execution holds,
 // and records it (recover()); the reconciler leaves the ones this pool holds alone (owns()).
 import { randomBytes } from 'node:crypto';
-import type { DockerEngine } from '../adapters/docker/docker-port.ts';
+import type { ContainerInfo, DockerEngine } from '../adapters/docker/docker-port.ts';
 import { PRESTART_LABEL, type ExecutionContainerSpec, type ExecutionSandbox } from '../adapters/docker/execution-sandbox.ts';
 import type { PrestartPolicy } from '../domain/at-run/operator-policy.ts';
 import type { Clock } from '../domain/clock.ts';
@@ -70,6 +70,8 @@ export interface Claimed {
   containerId: string;
   /** How long it had waited, started, for this execution. */
   waitedMs: number;
+  /** The inspect that found it running (its invocation checks it again without another round trip). */
+  info: ContainerInfo;
 }
 
 export class SandboxPool {
@@ -118,7 +120,7 @@ export class SandboxPool {
       return null;
     }
     this.deps.record([{ type: 'pool.sandbox-claimed', data: { sandbox: entry.id, containerId, executionId } }]);
-    return { sandboxId: entry.id, containerId, waitedMs: this.#clock.nowMs() - entry.since };
+    return { sandboxId: entry.id, containerId, waitedMs: this.#clock.nowMs() - entry.since, info };
   }
 
   /** Starts the next sandbox for this target, in the background, when the policy has room. */

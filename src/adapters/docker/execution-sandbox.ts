@@ -86,6 +86,11 @@ export interface InvokeOptions extends Partial<OutputLimits> {
   answerOnTerminal?: { exitWaitMs?: number };
   maxEnvelopeBytes?: number;
   onFrame?: (frame: Frame) => void;
+  /**
+   * What an inspect of this container answered moments ago (a pre-started sandbox the pool just checked): used
+   * for the checks below instead of asking the Engine again. Its state and labels are checked all the same.
+   */
+  inspected?: ContainerInfo;
 }
 
 export type InvocationFailureReason =
@@ -329,7 +334,7 @@ class DockerSandboxRunner implements ExecutionSandbox {
     const maxEnvelope = opts.maxEnvelopeBytes ?? 8 * 1024 * 1024;
     if (line.length > maxEnvelope) throw new ValidationError('ENVELOPE_TOO_LARGE', `the invocation envelope is ${line.length} bytes; the bound is ${maxEnvelope}`);
 
-    const info = await this.engine.inspectContainer(containerId);
+    const info = opts.inspected?.id === containerId ? opts.inspected : await this.engine.inspectContainer(containerId);
     if (!info) throw new ContainerStateError('CONTAINER_NOT_FOUND', containerId, `container ${containerId} does not exist`);
     // A pre-started sandbox is running, its worker blocked on stdin; it never had an envelope (no invocation
     // label), and StdinOnce closes its stdin when this one attach ends: it cannot take a second envelope.
