@@ -304,7 +304,7 @@ describe('runlog archive', () => {
     expect(ended.map((a) => Boolean(ro.getActor(a.id)!.archived))).toEqual([true, true, true, true, true, true, false, false, false, false]);
     ro.close();
     expect(verifyLog(db).ok).toBe(true);
-    expect(() => startRetentionOn({}, home, { retainMs: 1 }, () => undefined)).toThrow(expect.objectContaining({ code: 'NOT_SUPPORTED' }));
+    await expect(startRetentionOn({}, home, { retainMs: 1 }, () => undefined)).rejects.toMatchObject({ code: 'NOT_SUPPORTED' });
     const serve = await runCli(['serve', '--home', home, '--retain', 'forever']);
     expect(serve.code).toBe(2);
     expect(serve.stderr()).toContain('--retain must be a duration');

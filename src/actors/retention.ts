@@ -1,4 +1,4 @@
-// Retention policy around the store's archive (store/sqlite-archive.ts): what `--before` and `--retain` mean, where
+// Retention policy around the store's archive (store/sqlite-archive.ts, store/postgres/pg-archive.ts): what `--before` and `--retain` mean, where
 // an archive goes by default, and the schedule `runlog serve --retain <duration>` runs it on.
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -34,14 +34,16 @@ export interface ArchiveRunOptions {
   out?: string;
   home: string;
   now?: () => string;
-  onStep?: (step: ArchiveStep) => void;
+  /** SQLite calls it synchronously; PostgreSQL awaits a promise it returns. */
+  onStep?: (step: ArchiveStep) => void | Promise<void>;
 }
 
 /** One archive run: the events of actors that ended before `before` move to `out` (default under `<home>/archives`). */
 export function archiveLog(store: SqliteEventStore, options: ArchiveRunOptions): ArchiveResult {
   const now = options.now ?? (() => new Date().toISOString());
   const out = options.out ? resolve(options.out) : defaultArchiveFile(options.home, now());
-  return archiveEnded(store, { before: options.before, out, now, ...(options.onStep ? { onStep: options.onStep } : {}) });
+  const onStep = options.onStep;
+  return archiveEnded(store, { before: options.before, out, now, ...(onStep ? { onStep: (s: ArchiveStep) => void onStep(s) } : {}) });
 }
 
 export interface RetentionPolicy {
@@ -58,10 +60,79 @@ export function parseRetain(text: string): number {
   return ms;
 }
 
-/** The policy on a supervisor's log: SQLite only for now (PostgreSQL: NOT_SUPPORTED). */
-export function startRetentionOn(store: unknown, home: string, policy: RetentionPolicy, log: (message: string) => void): () => void {
-  if (!(store instanceof SqliteEventStore)) throw new RunlogError('NOT_SUPPORTED', 'retention (runlog archive, --retain) works on a SQLite log; the PostgreSQL store has no archive yet');
-  return startRetention(store, home, policy, log);
+/** A PostgreSQL log as the supervisor holds it (postgres/pg-host-store.ts): its event store. */
+interface PgLog {
+  pg: import('../store/postgres/pg-event-store.ts').PgEventStore;
+}
+
+async function asPgLog(store: unknown): Promise<PgLog | null> {
+  if (typeof store !== 'object' || store === null || !('pg' in store)) return null;
+  const { PgEventStore } = await import('../store/postgres/pg-event-store.ts');
+  return (store as { pg: unknown }).pg instanceof PgEventStore ? (store as PgLog) : null;
+}
+
+/**
+ * One archive run on either store: SQLite (sqlite-archive.ts, synchronous) or PostgreSQL (postgres/pg-archive.ts:
+ * safe beside other nodes appending; a second archiver anywhere gets ARCHIVE_BUSY).
+ */
+export async function archiveAnyLog(store: unknown, options: ArchiveRunOptions): Promise<ArchiveResult> {
+  if (store instanceof SqliteEventStore) return archiveLog(store, options);
+  const log = await asPgLog(store);
+  if (!log) throw new RunlogError('NOT_SUPPORTED', 'retention (runlog archive, --retain) works on a SQLite or a PostgreSQL log');
+  const { archiveEndedPg } = await import('../store/postgres/pg-archive.ts');
+  const now = options.now ?? (() => new Date().toISOString());
+  const out = options.out ? resolve(options.out) : defaultArchiveFile(options.home, now());
+  return archiveEndedPg(log.pg, { before: options.before, out, now, ...(options.onStep ? { onStep: options.onStep } : {}) });
+}
+
+/** `runlog archive --store postgres://…`: one run on the log at that URL (`?schema=` names its schema), beside its supervisors. */
+export async function archiveStoreUrl(url: string, options: ArchiveRunOptions): Promise<ArchiveResult> {
+  const [{ PgEventStore }, { splitStoreUrl }] = await Promise.all([import('../store/postgres/pg-event-store.ts'), import('../store/postgres/pg-host-store.ts')]);
+  const split = splitStoreUrl(url);
+  const pg = await PgEventStore.open({ url: split.url, schema: split.schema ?? 'runlog', maxConnections: 2 });
+  try {
+    return await archiveAnyLog({ pg }, options);
+  } finally {
+    await pg.close();
+  }
+}
+
+/** The policy on a supervisor's log, SQLite or PostgreSQL. */
+export async function startRetentionOn(store: unknown, home: string, policy: RetentionPolicy, log: (message: string) => void): Promise<() => void> {
+  if (store instanceof SqliteEventStore) return startRetention(store, home, policy, log);
+  if (!(await asPgLog(store))) throw new RunlogError('NOT_SUPPORTED', 'retention (runlog archive, --retain) works on a SQLite or a PostgreSQL log');
+  return startRetentionAsync(store, home, policy, log);
+}
+
+/**
+ * `serve --retain` on PostgreSQL: the same schedule, runs asynchronous (the supervisor keeps working while the
+ * archive is written; the removal's short transaction holds appends, on every node, until it commits). A run
+ * still going when the next is due is not doubled; a run another node is doing (ARCHIVE_BUSY) is skipped.
+ */
+export function startRetentionAsync(store: unknown, home: string, policy: RetentionPolicy, log: (message: string, result?: ArchiveResult) => void, now: () => string = () => new Date().toISOString()): () => void {
+  let running = false;
+  const run = async (): Promise<void> => {
+    if (running) return;
+    running = true;
+    try {
+      const before = new Date(Date.parse(now()) - policy.retainMs).toISOString();
+      const r = await archiveAnyLog(store, { before, home, now });
+      if (r.file) log(`retention: archived ${r.actors} actors (${r.events} events) that ended before ${before} to ${r.file}; log ${r.sizeBefore} → ${r.sizeAfter} bytes`, r);
+    } catch (err) {
+      if (err instanceof RunlogError && err.code === 'ARCHIVE_BUSY') log('retention: another node is archiving this log; this run is skipped');
+      else log(`retention: archive run failed, nothing removed: ${err instanceof Error ? err.message : String(err)}`);
+    } finally {
+      running = false;
+    }
+  };
+  const first = setTimeout(() => void run(), 0);
+  const timer = setInterval(() => void run(), policy.everyMs ?? 3_600_000);
+  first.unref();
+  timer.unref();
+  return () => {
+    clearTimeout(first);
+    clearInterval(timer);
+  };
 }
 
 /**

@@ -10,7 +10,7 @@ import { createDockerEngine } from '../adapters/docker/dockerode-engine.ts';
 import type { AppSandboxRunner } from '../adapters/sandbox/app-sandbox-runner.ts';
 import { checkExecuteRequest } from '../domain/at-run/execute-request.ts';
 import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
-import { NotFoundError, RunlogError, ValidationError } from '../domain/errors.ts';
+import { NotFoundError, RunlogError, StoreChainError, ValidationError } from '../domain/errors.ts';
 import { isValidAppId } from '../domain/manifest.ts';
 import type { ExecutionContext } from '../machines/execution.machine.ts';
 import type { InstanceContext } from '../machines/instance.machine.ts';
@@ -298,6 +298,18 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     } catch (err) {
       store.close();
       throw err;
+    }
+  }
+  if (supervise && pgUrl) {
+    // The same tail check on PostgreSQL (one snapshot of the log: other nodes may be appending meanwhile).
+    const pgLog = store as PgHostStore;
+    const tail = await pgLog.pg.verifyChain({ afterSeq: pgLog.lastSeq() - TAIL_CHECK }).catch(async (err: unknown) => {
+      await pgLog.close();
+      throw err;
+    });
+    if (!tail.ok) {
+      await pgLog.close();
+      throw new StoreChainError(pgLog.file, tail.seq, tail.reason, { stream: tail.stream, version: tail.version });
     }
   }
   const pgStore = node ? (store as PgHostStore) : null;

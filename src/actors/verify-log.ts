@@ -234,21 +234,25 @@ export function verifyLog(file: string, options: { archiveDirs?: readonly string
 
 /**
  * `runlog verify --store postgres://…`: the hash chain (pg-schema.ts migration 4), the snapshots and the actors
- * projection. Read through the host store's copy of the log, like the inspection commands. PostgreSQL keeps no
- * record of which version each actor's snapshot stands at apart from the snapshot row, so a deleted snapshot
- * is not reported there (the actor is folded from its events: the same answer).
+ * projection, and the archives its retention wrote (pg-archive-check.ts; `archiveDirs` as for SQLite). Read
+ * through the host store's copy of the log, like the inspection commands. A deleted snapshot is reported
+ * (SNAPSHOT_MISSING) against snapshot_versions, as SQLite's against actors.snapshot_version.
  */
-export async function verifyPgLog(url: string): Promise<VerifyReport> {
+export async function verifyPgLog(url: string, options: { archiveDirs?: readonly string[] } = {}): Promise<VerifyReport> {
   const { PgHostStore } = await import('../store/postgres/pg-host-store.ts');
   const store = await PgHostStore.open({ url, pollMs: 0, maxConnections: 2 });
   const report: VerifyReport = { file: store.file, ok: true, events: 0, lastSeq: null, lastHash: null, actors: 0, snapshots: 0, olderSnapshots: 0, archives: 0, findings: [] };
   try {
     chainFinding(report, await store.pg.verifyChain());
+    const { checkPgArchives } = await import('../store/postgres/pg-archive-check.ts');
+    const archives = await checkPgArchives(store.pg, { dirs: options.archiveDirs ?? [] });
+    report.archives = archives.checked;
+    for (const { file: _file, ...f } of archives.findings) report.findings.push(f);
     const snapshots: SnapshotRecord[] = [];
     for await (const r of store.pg.iterateSnapshots()) snapshots.push(r);
     const history: SnapshotRecord[] = [];
     for await (const r of store.pg.iterateSnapshots({ history: true })) history.push(r);
-    checkDerived(report, { log: store, snapshots, history });
+    checkDerived(report, { log: store, snapshots, history, snapshotVersions: await store.pg.snapshotVersions() });
   } finally {
     await store.close();
   }

@@ -146,6 +146,7 @@ export const ERROR_CODES = {
   STORE_UNKNOWN_PROJECTION: 'not-found',
   // conflict
   ACTOR_EXISTS: 'conflict',
+  ARCHIVE_BUSY: 'conflict',
   ARCHIVE_CONFLICT: 'conflict',
   CONCURRENCY: 'conflict',
   CONTAINER_ALREADY_STARTED: 'conflict',

@@ -21,7 +21,7 @@ export interface ArchiveFinding {
   version?: number;
 }
 
-interface ArchiveRow {
+export interface ArchiveRow {
   id: number;
   file: string;
   actors: number;
@@ -32,7 +32,7 @@ interface ArchiveRow {
   last_hash: Buffer;
 }
 
-interface TombstoneRow {
+export interface TombstoneRow {
   stream: string;
   version: number;
   first_seq: number;
@@ -53,7 +53,7 @@ interface EventLine {
 }
 
 /** Where the archive is: where it was written, else (moved) in one of `dirs` under its name. */
-function locate(file: string, dirs: readonly string[]): string | null {
+export function locate(file: string, dirs: readonly string[]): string | null {
   if (existsSync(file)) return file;
   for (const d of dirs) {
     const p = join(d, basename(file));
@@ -90,8 +90,8 @@ export function checkArchives(store: SqliteEventStore, options: { dirs?: readonl
 
 type Problem = { message: string; seq?: number; stream?: string; version?: number };
 
-/** The first thing wrong with one archive, or null. */
-function checkOne(file: string, a: ArchiveRow, tombs: TombstoneRow[], gaps: Map<number, string>, linkInLog: (seq: number) => string | undefined): Problem | null {
+/** The first thing wrong with one archive, or null (the store's records of it passed in: SQLite's above, PostgreSQL's in postgres/pg-archive-check.ts). */
+export function checkOne(file: string, a: ArchiveRow, tombs: TombstoneRow[], gaps: Map<number, string>, linkInLog: (seq: number) => string | undefined): Problem | null {
   const bytes = readFileSync(file);
   const digest = createHash('sha256').update(bytes).digest('hex');
   const sameBytes = digest === a.sha256 && bytes.length === a.bytes;
@@ -103,6 +103,7 @@ function checkOne(file: string, a: ArchiveRow, tombs: TombstoneRow[], gaps: Map<
   }
   const lines = text.split('\n').filter((l) => l.length > 0);
   const events: EventLine[] = [];
+  const raw = new Map<number, string>();
   const byStream = new Map<string, { first: number; last: number; events: number }>();
   type Trailer = { actors?: number; events?: number; lastSeq?: number; lastHash?: string };
   let trailer: Trailer | null = null;
@@ -120,6 +121,7 @@ function checkOne(file: string, a: ArchiveRow, tombs: TombstoneRow[], gaps: Map<
       // why: an event line as sqlite-archive.ts writes it; a changed one fails its hash below
       const e = v as unknown as EventLine;
       events.push(e);
+      raw.set(e.seq, line);
       const s = byStream.get(e.stream) ?? { first: e.seq, last: e.seq, events: 0 };
       s.first = Math.min(s.first, e.seq);
       s.last = Math.max(s.last, e.seq);
@@ -134,8 +136,10 @@ function checkOne(file: string, a: ArchiveRow, tombs: TombstoneRow[], gaps: Map<
     const at = { seq: e.seq, stream: e.stream, version: e.version };
     const prev = e.prev ?? hashes.get(e.seq - 1);
     if (prev === undefined) return { ...at, message: `the link before seq ${e.seq} is neither in the archive nor on its line` };
-    const want = eventHash(Buffer.from(prev, 'hex'), e.seq, e.stream, e.version, e.type, e.schema, e.at, JSON.stringify(e.data), JSON.stringify(e.meta)).toString('hex');
-    if (want !== e.hash) return { ...at, message: `the event at seq ${e.seq} (${e.stream} v${e.version}) does not match its hash (changed after it was archived)` };
+    const link = (data: string, meta: string): string => eventHash(Buffer.from(prev, 'hex'), e.seq, e.stream, e.version, e.type, e.schema, e.at, data, meta).toString('hex');
+    // data and meta as the log held them: SQLite's JSON text is JSON.stringify's; PostgreSQL's is its jsonb text,
+    // which the line carries verbatim (another spacing and key order), so that text is hashed as it stands.
+    if (link(JSON.stringify(e.data), JSON.stringify(e.meta)) !== e.hash && link(...rawDataMeta(raw.get(e.seq) ?? '')) !== e.hash) return { ...at, message: `the event at seq ${e.seq} (${e.stream} v${e.version}) does not match its hash (changed after it was archived)` };
     if (e.prev !== undefined && e.seq > 1) {
       const inLog = linkInLog(e.seq - 1);
       if (inLog !== undefined && !hashes.has(e.seq - 1) && inLog !== e.prev) return { ...at, message: `the event at seq ${e.seq} does not link to the log's event before it (seq ${e.seq - 1})` };
@@ -159,4 +163,34 @@ function checkOne(file: string, a: ArchiveRow, tombs: TombstoneRow[], gaps: Map<
   }
   if (!sameBytes) return { message: `its bytes differ from those recorded when it was written (sha256 ${digest.slice(0, 16)}…, recorded ${a.sha256.slice(0, 16)}…), though every event in it checks` };
   return null;
+}
+
+/** The end (exclusive) of the JSON object or array starting at `i` in `text` (-1: none). */
+function valueEnd(text: string, i: number): number {
+  let depth = 0;
+  for (let k = i; k < text.length; k++) {
+    const c = text[k];
+    if (c === '"') {
+      for (k += 1; k < text.length && text[k] !== '"'; k++) if (text[k] === '\\') k += 1;
+    } else if (c === '{' || c === '[') depth += 1;
+    else if (c === '}' || c === ']') {
+      depth -= 1;
+      if (depth === 0) return k + 1;
+    }
+  }
+  return -1;
+}
+
+/**
+ * The data and meta texts exactly as an event line holds them. The line is written `…,"schema":n,"data":{…},"meta":{…},…`
+ * and every string before data is JSON-escaped (a raw `"` cannot occur in it), so the first `,"data":` is the field.
+ */
+function rawDataMeta(line: string): [string, string] {
+  const d = line.indexOf(',"data":');
+  if (d < 0) return ['', ''];
+  const dStart = d + 8;
+  const dEnd = valueEnd(line, dStart);
+  if (dEnd < 0 || !line.startsWith(',"meta":', dEnd)) return ['', ''];
+  const mEnd = valueEnd(line, dEnd + 8);
+  return mEnd < 0 ? ['', ''] : [line.slice(dStart, dEnd), line.slice(dEnd + 8, mEnd)];
 }

@@ -51,7 +51,8 @@ export interface ArchiveResult {
   /** The log's file size before and after (the WAL checkpointed), and how space came back. */
   sizeBefore: number;
   sizeAfter: number;
-  vacuum: 'incremental' | 'full' | 'none';
+  /** SQLite: incremental or full; PostgreSQL: a plain VACUUM of the tables (the space is reused, not given back to the OS). */
+  vacuum: 'incremental' | 'full' | 'plain' | 'none';
 }
 
 export class ArchiveExistsError extends RunlogError {
@@ -63,7 +64,7 @@ export class ArchiveExistsError extends RunlogError {
 type PlannedActor = Omit<ActorDbRow, 'archived_to' | 'archived_at'>;
 
 /** Compressed output written as gzip members of about 1 MB each (a multi-member gzip file is one stream to readers). */
-class GzipWriter {
+export class GzipWriter {
   private chunk: string[] = [];
   private size = 0;
   bytes = 0;
@@ -101,7 +102,7 @@ function fileSize(file: string): number {
   return n;
 }
 
-function fsyncDir(dir: string): void {
+export function fsyncDir(dir: string): void {
   const fd = openSync(dir, 'r');
   try {
     fsyncSync(fd);

@@ -22,10 +22,11 @@ export interface BuiltActor {
 /**
  * Writes `ended` actors that reached a terminal state (each a golden history, round robin), one every minute from
  * `start`, interleaved with `live` instances that never end (the first two events of a golden instance history,
- * spawned in between, so live and ended events alternate in the log).
+ * spawned in between, so live and ended events alternate in the log). `store`: a postgres:// URL (default: the
+ * SQLite log under `home`).
  */
-export async function writeRetentionLog(home: string, options: { ended: number; live: number; start: string }): Promise<BuiltActor[]> {
-  const rl = await createRunlog({ home, supervise: false, readOnly: false });
+export async function writeRetentionLog(home: string, options: { ended: number; live: number; start: string; store?: string }): Promise<BuiltActor[]> {
+  const rl = await createRunlog({ home, supervise: false, readOnly: false, ...(options.store ? { store: options.store } : {}) });
   const built: BuiltActor[] = [];
   let t = Date.parse(options.start);
   const liveHistory = goldenHistories.find((h) => h.header.kind === 'instance')!;

@@ -55,7 +55,7 @@ export const serveCommand: Command = {
     'log-level': { type: 'string', value: '<level>', description: 'log level of the supervisor\'s log on stderr', defaultText: 'info' },
     plc: { type: 'string', value: '<url>', description: 'PLC directory for DID resolution', defaultText: '$RUNLOG_PLC_URL, else https://plc.directory' },
     node: { type: 'string', value: '<name>', description: "this supervisor's name in a cluster sharing a PostgreSQL --store (it owns what it creates through leases)", defaultText: 'the host name' },
-    retain: { type: 'string', value: '<duration>', description: 'retention: every hour (and at start), archive actors that ended longer ago than this (30d) to <home>/archives (SQLite)', defaultText: 'keep everything' },
+    retain: { type: 'string', value: '<duration>', description: 'retention: every hour (and at start), archive actors that ended longer ago than this (30d) to <home>/archives (SQLite or PostgreSQL: one archiver at a time across the cluster)', defaultText: 'keep everything' },
     'lease-ttl': { type: 'string', value: '<ms>', description: 'how long a lease lives unrenewed: when a survivor takes over the actors of a supervisor that stopped (PostgreSQL only)', defaultText: '15000' },
     'exec-limit': { type: 'string', value: '<n>', description: 'how many executions this node runs at once; queued ones are claimed by nodes with room (PostgreSQL only)', defaultText: '8' },
     'collect-grace': { type: 'string', value: '<ms>', description: "how long after its lease expired an execution's supervisor may come back and collect it before a survivor records it failed (lost)", defaultText: 'the lease TTL' },
@@ -84,7 +84,6 @@ export const serveCommand: Command = {
     const retainText = args.values.retain as string | undefined;
     const retention = retainText === undefined ? null : await import('../../actors/retention.ts');
     const retainMs = retention ? retention.parseRetain(retainText!) : null;
-    if (retainMs !== null && args.store) throw new UsageError('--retain works on a SQLite log for now; the PostgreSQL store has no archive yet');
     const collectGraceMs = graceText === undefined ? undefined : Number(graceText);
     if (collectGraceMs !== undefined && !(Number.isInteger(collectGraceMs) && collectGraceMs >= 0)) throw new UsageError(`--collect-grace must be a whole number of milliseconds ≥ 0, not '${graceText}'`);
     const listen = parseListen(args.values.listen as string | undefined);
@@ -130,7 +129,7 @@ export const serveCommand: Command = {
       writeServerInfo(rl.home, { url: server.url, pid: process.pid, db: rl.dbPath });
       say(`supervising ${rl.dbPath} (${rl.list().length} live actors)`);
       if (retention && retainMs !== null) {
-        stopRetention = retention.startRetentionOn(rl.store, rl.home, { retainMs }, say);
+        stopRetention = await retention.startRetentionOn(rl.store, rl.home, { retainMs }, say);
         say(`retention: actors that ended more than ${retainText} ago are archived to ${rl.home}/archives, every hour`);
       }
       say(`inspector at ${server.inspectorUrl}`);

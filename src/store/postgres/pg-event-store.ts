@@ -470,20 +470,55 @@ export class PgEventStore implements EventStorePort {
   // --- the hash chain and snapshots (pg-schema.ts migration 4) -----------------------------------------
 
   /**
-   * Checks the hash chain: every event against the link before it (recomputed from its stored columns with the
-   * same function as SQLite's), then the last one against chain_head. Stops at the first bad position.
+   * Checks the hash chain: every event from `afterSeq` on (the whole log by default) against the link before it
+   * (recomputed from its stored columns with the same function as SQLite's), then the last one against
+   * chain_head. Holes archiving left (chain_gaps, pg-archive.ts) restart the chain from the link recorded for
+   * them; a hole no archive recorded is damage. Stops at the first bad position. `afterSeq` trusts the hash stored
+   * at that seq: a tail check (a supervisor's start) is as cheap as the tail is short.
    */
-  async verifyChain(): Promise<ChainCheck> {
+  async verifyChain(options: { afterSeq?: number } = {}): Promise<ChainCheck> {
+    // One snapshot for the whole check: other nodes append (and archive) meanwhile, and a head read after the
+    // events, or a hole recorded after they were read, would look like damage.
+    return this.withClient(async (client) => {
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      try {
+        return await this.checkChain(async <R extends pg.QueryResultRow>(sql: string, params: unknown[]) => (await client.query<R>(sql, params)).rows, options.afterSeq ?? 0);
+      } finally {
+        await client.query('COMMIT');
+      }
+    });
+  }
+
+  private async checkChain(query: <R extends pg.QueryResultRow>(sql: string, params: unknown[]) => Promise<R[]>, afterSeq: number): Promise<ChainCheck> {
     let prev: Buffer = GENESIS;
+    let cursor = Math.max(0, afterSeq);
+    if (cursor > 0) {
+      const [before] = await query<{ seq: number; hash: Buffer }>('SELECT seq, hash FROM events WHERE seq <= $1 ORDER BY seq DESC LIMIT 1', [cursor]);
+      if (before) {
+        prev = before.hash;
+        cursor = before.seq;
+      } else cursor = 0;
+    }
+    const gaps = new Map((await query<{ seq: number; from_seq: number; hash: Buffer }>('SELECT seq, from_seq, hash FROM chain_gaps WHERE seq >= $1', [cursor])).map((g) => [g.seq, g]));
+    // A recorded hole must cover all of what is missing (from_seq..seq): events deleted around it are still damage.
+    const gap = (end: number, from: number): Buffer | undefined => {
+      const g = gaps.get(end);
+      return g && g.from_seq <= from ? g.hash : undefined;
+    };
     let events = 0;
-    let lastSeq = 0;
+    let lastSeq = cursor;
     for (;;) {
-      const rows = await this.query<ChainRow>(
+      const rows = await query<ChainRow>(
         `SELECT seq, stream, version, type, schema, at, data::text AS data, meta::text AS meta, hash FROM events WHERE seq > $1 ORDER BY seq LIMIT ${PAGE * 10}`,
         [lastSeq],
       );
       for (const r of rows) {
-        if (r.seq !== lastSeq + 1) return { ok: false, events, seq: lastSeq + 1, stream: null, version: null, reason: `events ${lastSeq + 1}..${r.seq - 1} are missing` };
+        if (r.seq !== lastSeq + 1) {
+          const link = gap(r.seq - 1, lastSeq + 1);
+          // The first missing position is named (as before retention existed), not the event after the hole.
+          if (!link) return { ok: false, events, seq: lastSeq + 1, stream: null, version: null, reason: `events ${lastSeq + 1}..${r.seq - 1} are missing (and no archive recorded them)` };
+          prev = link;
+        }
         const want = eventHash(prev, r.seq, r.stream, r.version, r.type, r.schema, r.at, r.data, r.meta);
         if (!r.hash || !want.equals(r.hash)) {
           return { ok: false, events, seq: r.seq, stream: r.stream, version: r.version, reason: r.hash ? 'its bytes do not match its hash (changed after it was written)' : 'the event has no hash' };
@@ -494,8 +529,14 @@ export class PgEventStore implements EventStorePort {
       }
       if (rows.length < PAGE * 10) break;
     }
-    const [head] = await this.query<{ seq: number; hash: Buffer }>('SELECT seq, hash FROM chain_head WHERE id = 1', []);
+    const [head] = await query<{ seq: number; hash: Buffer }>('SELECT seq, hash FROM chain_head WHERE id = 1', []);
     const headSeq = head?.seq ?? 0;
+    const archivedTail = headSeq > lastSeq ? gap(headSeq, lastSeq + 1) : undefined;
+    if (archivedTail) {
+      // The log's last events were archived: the head names the last archived link.
+      if (!archivedTail.equals(head!.hash)) return { ok: false, events, seq: headSeq, stream: null, version: null, reason: `the chain's head (seq ${headSeq}) does not match the archived link recorded for it` };
+      return { ok: true, events, lastSeq: headSeq, lastHash: head!.hash };
+    }
     if (headSeq > lastSeq) {
       return { ok: false, events, seq: lastSeq + 1, stream: null, version: null, reason: `the chain's head is at seq ${headSeq} but the log ends at seq ${lastSeq} (events are missing from its end)` };
     }
@@ -530,6 +571,34 @@ export class PgEventStore implements EventStorePort {
       if (rows.length < 256) return;
       after = [rows.at(-1)!.stream, rows.at(-1)!.version];
     }
+  }
+
+  /**
+   * Runs `fn` on one connection of the pool, held until it returns (retention: its session lock and its
+   * transaction, pg-archive.ts). A failure is translated like every other query's.
+   */
+  async withClient<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    this.open();
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      throw translate(this.description, err);
+    }
+    let broken = false;
+    try {
+      return await fn(client);
+    } catch (err) {
+      broken = true; // a session lock or a transaction may be left on it: never hand it to anyone else
+      throw translate(this.description, err);
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  /** Which version each stream's snapshot stands at, as recorded apart from the snapshots (pg-schema.ts migration 5). */
+  async snapshotVersions(): Promise<Map<string, number>> {
+    return new Map((await this.query<{ stream: string; version: number }>('SELECT stream, version FROM snapshot_versions', [])).map((r) => [r.stream, r.version]));
   }
 
   async lastSeq(): Promise<number> {
@@ -685,6 +754,11 @@ async function putSnapshots(client: pg.PoolClient, records: readonly SnapshotRec
      SELECT * FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[], $5::text[], $6::text[])
      ON CONFLICT (stream) DO UPDATE SET version = excluded.version, fingerprint = excluded.fingerprint, created_at = excluded.created_at, state = excluded.state, checksum = excluded.checksum`,
     cols,
+  );
+  await client.query(
+    `INSERT INTO snapshot_versions (stream, version) SELECT * FROM unnest($1::text[], $2::integer[])
+     ON CONFLICT (stream) DO UPDATE SET version = excluded.version`,
+    cols.slice(0, 2),
   );
 }
 

@@ -9,8 +9,9 @@
 // copy keeps its rows: the host's own row for its own appends, the stored document for events other processes
 // wrote (fetched when the follower sees them).
 //
-// Cost: the whole log in memory (a SQLite supervisor holds only live actors). Fine for the fleets this is
-// built for today; a later slice can page ended actors out.
+// Cost: the whole log in memory (a SQLite supervisor holds only live actors), less what retention archived
+// (pg-archive.ts: the positions it leaves have holes, so the copy goes by position, never by index). Fine for
+// the fleets this is built for today; a later slice can page ended actors out.
 import { hostname } from 'node:os';
 import { RunlogError } from '../../domain/errors.ts';
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
@@ -79,6 +80,10 @@ export function splitStoreUrl(url: string): { url: string; schema: string | unde
 }
 
 const PAGE = 1000;
+/** An actors-projection document with, for an archived actor, where its events went (tombstones, pg-schema.ts migration 5). */
+const ROW_SELECT = `SELECT d.doc, a.file AS archived_to, a.created_at AS archived_at FROM projection_documents d
+  LEFT JOIN tombstones t ON t.stream = d.id LEFT JOIN archives a ON a.id = t.archive`;
+type RowDoc = { doc: unknown; archived_to: string | null; archived_at: string | null };
 const ACTOR_STREAM = /^(instance|execution)-/;
 
 export class PgHostStore implements HostStore {
@@ -100,6 +105,8 @@ export class PgHostStore implements HostStore {
   /** stream → the node holding its lease (read with the heartbeats). */
   private owners = new Map<string, string>();
   private size = 0;
+  /** The last position in the copy. Not events.length: archived events (pg-archive.ts) leave holes in the positions. */
+  private headSeq = 0;
   /** Ingestion into the copy, one step at a time, in position order. */
   private chain: Promise<unknown> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
@@ -157,26 +164,41 @@ export class PgHostStore implements HostStore {
 
   /** The log's head in this copy: every event at or below it is here. */
   get head(): number {
-    return this.events.length;
+    return this.headSeq;
+  }
+
+  /** The index in `events` of the first event after position `seq`. */
+  private indexAfter(seq: number): number {
+    let lo = 0;
+    let hi = this.events.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.events[mid]!.seq <= seq) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 
   private async load(): Promise<void> {
     const before = await this.pg.lastSeq();
     // Read directly (a one-shot reader registers no projection with the store).
-    for (const d of await this.pg.sql<{ doc: unknown }>('SELECT doc FROM projection_documents WHERE projection = $1', [this.rowsProjection])) {
-      const row = this.toRow(d.doc);
-      this.rows.set(row.stream, row);
-    }
+    for (const d of await this.pg.sql<RowDoc>(`${ROW_SELECT} WHERE d.projection = $1`, [this.rowsProjection])) this.putRow(d);
     for await (const e of this.pg.readAll({ from: 1 })) this.put(e);
     // Documents read before events committed after `before` may be older than those events: read them again.
-    await this.refreshRows(new Set(this.events.slice(before).map((e) => e.stream)));
+    await this.refreshRows(new Set(this.events.slice(this.indexAfter(before)).map((e) => e.stream)));
     const live = [...this.rows.values()].filter((r) => r.status === 'active').map((r) => r.stream);
     for (const r of await this.pg.latestSnapshots(live)) this.snapshots.set(r.stream, r);
     await this.refreshNodes();
   }
 
+  private putRow(d: RowDoc): void {
+    const row = this.toRow(d.doc);
+    this.rows.set(row.stream, d.archived_to ? { ...row, archived: { file: d.archived_to, at: d.archived_at! } } : row);
+  }
+
   private put(e: RecordedEvent): void {
     this.events.push(e);
+    this.headSeq = e.seq;
     const by = (e.meta as { node?: unknown } | undefined)?.node;
     if (typeof by === 'string') this.lastNode.set(e.stream, by);
     let s = this.byStream.get(e.stream);
@@ -197,7 +219,8 @@ export class PgHostStore implements HostStore {
     while (this.head < upTo) {
       const n = Math.min(PAGE, upTo - this.head);
       let got = 0;
-      for await (const e of this.pg.readAll({ from: this.head + 1, limit: n })) {
+      // Bounded by `upTo` too: past archived holes, n events from head + 1 can reach beyond it.
+      for await (const e of this.pg.readAll({ from: this.head + 1, limit: n, ...(upTo < Number.MAX_SAFE_INTEGER ? { to: upTo } : {}) })) {
         this.put(e);
         touched.add(e.stream);
         got += 1;
@@ -211,8 +234,7 @@ export class PgHostStore implements HostStore {
 
   private async refreshRows(streams: Set<string>): Promise<void> {
     if (streams.size === 0) return;
-    const docs = await this.pg.sql<{ id: string; doc: unknown }>('SELECT id, doc FROM projection_documents WHERE projection = $1 AND id = ANY($2::text[])', [this.rowsProjection, [...streams]]);
-    for (const d of docs) this.rows.set(d.id, this.toRow(d.doc));
+    for (const d of await this.pg.sql<RowDoc>(`${ROW_SELECT} WHERE d.projection = $1 AND d.id = ANY($2::text[])`, [this.rowsProjection, [...streams]])) this.putRow(d);
   }
 
   private async refreshNodes(): Promise<void> {
@@ -426,7 +448,7 @@ export class PgHostStore implements HostStore {
   }
 
   readAll(options: ReadAllOptions = {}): RecordedEvent[] {
-    const from = options.afterSeq ?? 0;
+    const from = this.indexAfter(options.afterSeq ?? 0);
     return this.events.slice(from, options.limit !== undefined && options.limit >= 0 ? from + options.limit : undefined);
   }
 
@@ -438,7 +460,7 @@ export class PgHostStore implements HostStore {
       return;
     }
     const toSeq = options.toSeq ?? Number.MAX_SAFE_INTEGER;
-    for (let i = options.afterSeq ?? 0; i < this.events.length && this.events[i]!.seq <= toSeq; i++) yield this.events[i]!;
+    for (let i = this.indexAfter(options.afterSeq ?? 0); i < this.events.length && this.events[i]!.seq <= toSeq; i++) yield this.events[i]!;
   }
 
   latestSnapshot(stream: string): SnapshotRecord | undefined {
@@ -473,8 +495,8 @@ export class PgHostStore implements HostStore {
       if (draining || this.closed) return;
       draining = true;
       try {
-        while (cursor < this.head) {
-          const e = this.events[cursor]!;
+        for (let i = this.indexAfter(cursor); i < this.events.length; i++) {
+          const e = this.events[i]!;
           cursor = e.seq;
           if (!options.stream || e.stream === options.stream) handler(e);
         }

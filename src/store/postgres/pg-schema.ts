@@ -11,6 +11,8 @@ export const PG_APPLICATION = 'runlog-event-log';
 /** Advisory-lock class ids (first key of the two-int form; the second is hashtext(schema)). */
 export const APPEND_LOCK_CLASS = 0x524c4f47; // 'RLOG'
 export const MIGRATE_LOCK_CLASS = 0x524c4f4d; // 'RLOM'
+/** One archive run at a time per log, across every node (pg-archive.ts). */
+export const ARCHIVE_LOCK_CLASS = 0x524c4f41; // 'RLOA'
 
 export const PG_MIGRATIONS: readonly string[] = [
   // 1: the log, the projections' documents, and the append function.
@@ -278,6 +280,46 @@ export const PG_MIGRATIONS: readonly string[] = [
      END IF;
    END
    $fn$;`,
+  // 5: retention (pg-archive.ts), as on SQLite (its migration 6). `archives`: each archive file written, with the
+  // chain link it ends on. `tombstones`: an archived actor's last actors-projection row (the document stays in
+  // projection_documents, so ps --all still lists it) and where its events went. `chain_gaps`: one row per hole
+  // archiving left in the seqs (from_seq..seq), holding the hash of its last event, so the chain of the remaining
+  // events stays checkable link by link and a hole no archive made is still damage. append_events already takes
+  // the next position from chain_head (never max(seq) alone), so an archived tail never has its positions given
+  // again: a reader following the global position sees positions only grow.
+  `CREATE TABLE archives (
+     id         bigserial PRIMARY KEY,
+     file       text    NOT NULL,
+     created_at text    NOT NULL,
+     before     text    NOT NULL,
+     actors     integer NOT NULL,
+     events     bigint  NOT NULL,
+     bytes      bigint  NOT NULL,
+     sha256     text    NOT NULL,
+     last_seq   bigint  NOT NULL,
+     last_hash  bytea   NOT NULL
+   );
+   CREATE TABLE tombstones (
+     stream     text    PRIMARY KEY,
+     version    integer NOT NULL,
+     archive    bigint  NOT NULL REFERENCES archives(id),
+     first_seq  bigint  NOT NULL,
+     last_seq   bigint  NOT NULL
+   );
+   CREATE INDEX tombstones_archive ON tombstones (archive);
+   CREATE TABLE chain_gaps (
+     seq      bigint PRIMARY KEY,
+     from_seq bigint NOT NULL,
+     hash     bytea  NOT NULL
+   );
+   -- Which version each stream's snapshot stands at, written in the append's transaction beside the snapshot
+   -- (SQLite keeps it in actors.snapshot_version): a snapshot deleted later is noticed by verify
+   -- (SNAPSHOT_MISSING) rather than just missed. The snapshots already there are recorded here.
+   CREATE TABLE snapshot_versions (
+     stream  text    PRIMARY KEY,
+     version integer NOT NULL
+   );
+   INSERT INTO snapshot_versions SELECT stream, version FROM snapshots;`,
 ];
 
 export const PG_LATEST_SCHEMA = PG_MIGRATIONS.length;

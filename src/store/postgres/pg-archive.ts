@@ -1,0 +1,273 @@
+// Retention on PostgreSQL: the same contract and the same archive file as SQLite's (../sqlite-archive.ts): the
+// events of actors that ended before a time move into a daily gzip JSONL archive (an archive header, one history
+// per actor in `runlog export`'s format, a trailer naming the chain link it ends on; each event line with its
+// chain hash and, where the event before it is not in this archive, that event's hash as `prev`), then leave the
+// log in one transaction that records the archive (its SHA-256), leaves a tombstone per actor and records the
+// chain's holes in chain_gaps. A kill at any point leaves the log untouched or fully archived: the file is
+// written, fsynced and linked complete before the transaction, and the transaction is all or nothing.
+//
+// A cluster shares the log, so two things differ from SQLite:
+// - One archiver at a time across every node: a session advisory lock (ARCHIVE_LOCK_CLASS, per schema) held for
+//   the whole run. A second archiver does not wait: it gets ArchiveBusyError (ARCHIVE_BUSY) and changes nothing
+//   (`serve --retain` logs it and tries again at its next run). A killed archiver's connection closes and the
+//   server lets go of the lock.
+// - Other nodes keep appending while the file is written (nothing is locked then: the archived actors have ended,
+//   and positions past the plan are not touched). The removing transaction takes the append lock (the one that
+//   orders positions, pg-schema.ts): appends wait for its commit, so the check that no archived stream moved, the
+//   deletion and the holes recorded are exact as of one moment, and the chain head they are measured against
+//   cannot move under them. Positions are never given twice (append_events starts from chain_head), so a reader
+//   following the global position only ever sees positions grow; events below its position disappearing is
+//   nothing it reads again.
+//
+// data and meta are written as the server's text of the stored jsonb, which is what their chain link hashed
+// (pg-schema.ts migration 4): the archive checks against its own chain (../archive-check.ts).
+import { closeSync, fsyncSync, linkSync, openSync, statSync, unlinkSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type pg from 'pg';
+import { RunlogError, StoreChainError } from '../../domain/errors.ts';
+import { eventHash, GENESIS } from '../chain.ts';
+import type { ActorRow } from '../event-store.ts';
+import { ARCHIVE_FORMAT, ArchiveExistsError, fsyncDir, GzipWriter, type ArchiveOptions, type ArchiveResult, type ArchiveStep } from '../sqlite-archive.ts';
+import type { PgEventStore } from './pg-event-store.ts';
+import { APPEND_LOCK_CLASS, ARCHIVE_LOCK_CLASS } from './pg-schema.ts';
+
+const HISTORY_FORMAT = 1;
+const PAGE = 1024;
+
+/** Another archive run holds the log's archive lock (on this node or another). */
+export class ArchiveBusyError extends RunlogError {
+  constructor(where: string) {
+    super('ARCHIVE_BUSY', `another runlog archive is running on ${where} (one at a time per log, across every node); nothing was changed: run it again once that one ends`, { where });
+  }
+}
+
+interface ChainRow {
+  seq: number;
+  stream: string;
+  version: number;
+  type: string;
+  schema: number;
+  at: string;
+  data: string;
+  meta: string;
+  hash: Buffer;
+}
+
+export interface PgArchiveOptions extends Omit<ArchiveOptions, 'onStep'> {
+  /** Told where the run stands; a promise it returns is awaited (a test holds the run there). */
+  onStep?: (step: ArchiveStep) => void | Promise<void>;
+  /** The projection whose documents are the actors' rows (default `actors`). */
+  projection?: string;
+}
+
+async function relationBytes(client: pg.PoolClient): Promise<number> {
+  const { rows } = await client.query<{ n: string }>(
+    "SELECT (pg_total_relation_size('events') + pg_total_relation_size('projection_documents') + pg_total_relation_size('snapshots') + pg_total_relation_size('snapshot_history'))::bigint AS n",
+  );
+  return Number(rows[0]!.n);
+}
+
+/** Moves the events of actors that ended before `options.before` into an archive file (see the top of this file). */
+export async function archiveEndedPg(store: PgEventStore, options: PgArchiveOptions): Promise<ArchiveResult> {
+  return store.withClient(async (client) => {
+    const { rows: lock } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext(current_schema())) AS ok', [ARCHIVE_LOCK_CLASS]);
+    if (!lock[0]!.ok) throw new ArchiveBusyError(store.description);
+    try {
+      return await archiveLocked(store, client, options);
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1, hashtext(current_schema()))', [ARCHIVE_LOCK_CLASS]).catch(() => undefined);
+    }
+  });
+}
+
+async function archiveLocked(store: PgEventStore, client: pg.PoolClient, options: PgArchiveOptions): Promise<ArchiveResult> {
+  const now = options.now ?? (() => new Date().toISOString());
+  // A test's hook may return a promise (it waits there while another process appends); it is awaited.
+  const step = async (at: ArchiveStep): Promise<void> => {
+    await options.onStep?.(at);
+  };
+  const q = async <R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> => (await client.query<R>(sql, params)).rows;
+  const sizeBefore = await relationBytes(client);
+  const planned = (
+    await q<{ doc: ActorRow }>(
+      `SELECT doc FROM projection_documents d
+       WHERE projection = $1 AND doc->>'status' = 'terminal' AND doc->>'updatedAt' < $2 AND (doc->>'version')::integer > 0
+         AND NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.stream = d.id)
+       ORDER BY doc->>'createdAt' COLLATE "C", doc->>'id' COLLATE "C"`,
+      [options.projection ?? 'actors', options.before],
+    )
+  ).map((r) => r.doc);
+  await step('planned');
+  const empty: ArchiveResult = { file: null, actors: 0, events: 0, bytes: 0, sha256: null, lastSeq: null, lastHash: null, sizeBefore, sizeAfter: sizeBefore, vacuum: 'none' };
+  if (planned.length === 0) return empty;
+
+  // Read after the plan: every planned actor's events (committed before it was terminal) are at or below it.
+  const [head] = await q<{ seq: number; hash: Buffer }>('SELECT seq, hash FROM chain_head WHERE id = 1');
+  const headSeq = head?.seq ?? 0;
+  const streams = new Set(planned.map((a) => a.stream));
+  const holeEnds = new Map<number, Buffer>();
+  const swallowed: number[] = [];
+  const ranges = new Map<string, { first: number; last: number; events: number }>();
+  let events = 0;
+  let lastSeq = 0;
+  let lastHash: Buffer = GENESIS;
+
+  try {
+    statSync(options.out);
+    throw new ArchiveExistsError(options.out);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  const tmp = `${options.out}.partial-${process.pid}`;
+  const fd = openSync(tmp, 'wx', 0o600);
+  let linked = false;
+  let committed = false;
+  try {
+    const out = new GzipWriter(fd);
+    const createdAt = now();
+    out.line(JSON.stringify({ runlog: 'archive', format: ARCHIVE_FORMAT, createdAt, before: options.before, log: store.description, actors: planned.length }));
+    for (const a of planned) {
+      out.line(JSON.stringify({ runlog: 'history', format: HISTORY_FORMAT, kind: a.kind, id: a.id, stream: a.stream, version: a.version, exportedAt: createdAt }));
+      let version = 0;
+      const range = { first: Number.MAX_SAFE_INTEGER, last: 0, events: 0 };
+      for (;;) {
+        const rows = await q<ChainRow>(
+          `SELECT seq, stream, version, type, schema, at, data::text AS data, meta::text AS meta, hash FROM events WHERE stream = $1 AND version > $2 ORDER BY version LIMIT ${PAGE}`,
+          [a.stream, version],
+        );
+        if (rows.length === 0) break;
+        // The neighbours of this page's events, and the holes just before them, in two queries (not one a row).
+        const seqs = rows.map((r) => r.seq);
+        const near = new Map(
+          (await q<{ seq: number; stream: string; hash: Buffer }>('SELECT seq, stream, hash FROM events WHERE seq = ANY($1::bigint[])', [[...seqs.map((s) => s - 1), ...seqs.map((s) => s + 1)]])).map((r) => [r.seq, r]),
+        );
+        const gapsAt = new Map((await q<{ seq: number; hash: Buffer }>('SELECT seq, hash FROM chain_gaps WHERE seq = ANY($1::bigint[])', [seqs.map((s) => s - 1)])).map((g) => [g.seq, g.hash]));
+        for (const r of rows) {
+          const v = r.version;
+          if (v !== version + 1) throw new StoreChainError(store.description, r.seq, `${a.stream} jumps from v${version} to v${v}`, { stream: a.stream, version: v });
+          // The link before this event: in the log, in a recorded hole, or genesis. Checked before anything moves.
+          const before = r.seq > 1 ? near.get(r.seq - 1) : undefined;
+          const prev = r.seq === 1 ? GENESIS : (before?.hash ?? gapsAt.get(r.seq - 1));
+          if (!prev || !eventHash(prev, r.seq, r.stream, v, r.type, r.schema, r.at, r.data, r.meta).equals(r.hash)) {
+            throw new StoreChainError(store.description, r.seq, prev ? 'its bytes do not match its hash' : 'the event before it is missing', { stream: a.stream, version: v });
+          }
+          const inArchive = before !== undefined && streams.has(before.stream);
+          out.line(
+            `{"seq":${r.seq},"stream":${JSON.stringify(a.stream)},"version":${v},"type":${JSON.stringify(r.type)},"schema":${r.schema},"data":${r.data},"meta":${r.meta},"at":${JSON.stringify(r.at)},"hash":"${r.hash.toString('hex')}"${inArchive ? '' : `,"prev":"${prev.toString('hex')}"`}}`,
+          );
+          // Which hole this event ends (or extends): the next seq stays in the log, or is the head, or starts an old hole.
+          if (gapsAt.has(r.seq - 1)) swallowed.push(r.seq - 1);
+          const next = near.get(r.seq + 1);
+          if (next ? !streams.has(next.stream) : r.seq === headSeq) holeEnds.set(r.seq, r.hash);
+          else if (!next) {
+            const [g] = await q<{ seq: number; from_seq: number; hash: Buffer }>('SELECT seq, from_seq, hash FROM chain_gaps WHERE seq > $1 ORDER BY seq LIMIT 1', [r.seq]);
+            if (g && g.from_seq === r.seq + 1) holeEnds.set(g.seq, g.hash);
+          }
+          if (r.seq > lastSeq) {
+            lastSeq = r.seq;
+            lastHash = r.hash;
+          }
+          range.first = Math.min(range.first, r.seq);
+          range.last = Math.max(range.last, r.seq);
+          range.events += 1;
+          version = v;
+        }
+        if (rows.length < PAGE) break;
+      }
+      if (version !== a.version) throw new StoreChainError(store.description, 0, `${a.stream} has ${version} events but its projection says v${a.version}`, { stream: a.stream });
+      ranges.set(a.stream, range);
+      events += range.events;
+    }
+    out.line(JSON.stringify({ runlog: 'archive-end', actors: planned.length, events, lastSeq, lastHash: lastHash.toString('hex'), chainHead: { seq: headSeq, hash: (head?.hash ?? GENESIS).toString('hex') } }));
+    out.flush();
+    fsyncSync(fd);
+    closeSync(fd);
+    await step('file-written');
+    linkSync(tmp, options.out); // fails when the file appeared meanwhile: never replaced
+    linked = true;
+    unlinkSync(tmp);
+    fsyncDir(dirname(options.out));
+    await step('file-linked');
+
+    const bytes = out.bytes;
+    const sha256 = out.sha256();
+    const list = [...streams];
+    await client.query('BEGIN');
+    try {
+      // Appends wait until this commits (see the top of this file).
+      await client.query('SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))', [APPEND_LOCK_CLASS]);
+      const now = new Map((await q<{ stream: string; v: number }>('SELECT stream, max(version)::integer AS v FROM events WHERE stream = ANY($1::text[]) GROUP BY stream', [list])).map((r) => [r.stream, r.v]));
+      for (const a of planned) {
+        const v = now.get(a.stream) ?? 0;
+        if (v !== a.version) throw new RunlogError('ARCHIVE_CONFLICT', `${a.stream} changed while it was archived (v${a.version} → v${v}); nothing was removed`, { stream: a.stream });
+      }
+      const [{ id }] = (await q<{ id: number }>(
+        'INSERT INTO archives (file, created_at, before, actors, events, bytes, sha256, last_seq, last_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id',
+        [options.out, createdAt, options.before, planned.length, events, bytes, sha256, lastSeq, lastHash],
+      )) as [{ id: number }];
+      await client.query(
+        'INSERT INTO tombstones (stream, version, archive, first_seq, last_seq) SELECT s, v, $1, f, l FROM unnest($2::text[], $3::integer[], $4::bigint[], $5::bigint[]) AS u(s, v, f, l)',
+        [id, planned.map((a) => a.stream), planned.map((a) => a.version), planned.map((a) => ranges.get(a.stream)!.first), planned.map((a) => ranges.get(a.stream)!.last)],
+      );
+      await client.query('DELETE FROM events WHERE stream = ANY($1::text[])', [list]);
+      await client.query('DELETE FROM snapshots WHERE stream = ANY($1::text[])', [list]);
+      await client.query('DELETE FROM snapshot_history WHERE stream = ANY($1::text[])', [list]);
+      await client.query('DELETE FROM snapshot_versions WHERE stream = ANY($1::text[])', [list]);
+      // The ps row stays; the machine snapshot the next event would fold into goes (an ended actor has none).
+      await client.query("UPDATE projection_documents SET doc = doc - 'snapshot' - 'rev' WHERE projection = $1 AND id = ANY($2::text[])", [options.projection ?? 'actors', list]);
+      for (const g of swallowed) {
+        await client.query('DELETE FROM chain_gaps WHERE seq = $1', [g]);
+        holeEnds.delete(g); // an old hole this run extended at both ends: it ends further on now
+      }
+      // Each hole runs from just after the last event still in the log before its end.
+      if (holeEnds.size > 0) {
+        await client.query(
+          `INSERT INTO chain_gaps (seq, from_seq, hash)
+           SELECT e, (SELECT coalesce(max(seq), 0) FROM events WHERE seq < e) + 1, h FROM unnest($1::bigint[], $2::bytea[]) AS u(e, h)
+           ON CONFLICT (seq) DO UPDATE SET from_seq = excluded.from_seq, hash = excluded.hash`,
+          [[...holeEnds.keys()], [...holeEnds.values()]],
+        );
+      }
+      await step('removing'); // everything removed, not yet committed
+      await client.query('COMMIT');
+      committed = true;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+    await step('committed');
+    // The dead rows become space for new ones (VACUUM gives back to the OS only what ends a table's file).
+    await client.query('VACUUM events, snapshots, snapshot_history, projection_documents');
+    await step('vacuumed');
+    return { file: options.out, actors: planned.length, events, bytes, sha256, lastSeq, lastHash: lastHash.toString('hex'), sizeBefore, sizeAfter: await relationBytes(client), vacuum: 'plain' };
+  } catch (err) {
+    if (!linked) {
+      try {
+        closeSync(fd);
+      } catch {
+        /* closed already */
+      }
+      try {
+        unlinkSync(tmp);
+      } catch {
+        /* not there */
+      }
+    } else if (!committed && !(await recorded(client, options.out))) {
+      // Linked but the transaction failed: the log still holds everything, so the file is only a copy.
+      try {
+        unlinkSync(options.out);
+      } catch {
+        /* keep it: it is complete anyway */
+      }
+    }
+    throw err;
+  }
+}
+
+async function recorded(client: pg.PoolClient, file: string): Promise<boolean> {
+  try {
+    return (await client.query('SELECT 1 FROM archives WHERE file = $1', [file])).rows.length > 0;
+  } catch {
+    return true; // cannot tell: keep the file
+  }
+}
