@@ -111,15 +111,34 @@ describe('runlog archive on PostgreSQL', () => {
 
     // A second run with a later cutoff (its holes join the first's), then everything that ended: still sound.
     expect(await archive(store, home, cutoffAfter(actors, 25), join(home, 'second.jsonl.gz'))).toMatchObject({ actors: 5 });
-    expect(await archive(store, home, '2030-01-01T00:00:00.000Z', join(home, 'third.jsonl.gz'))).toMatchObject({ actors: 5 });
-    expect(await verify(store)).toMatchObject({ code: 0, report: { ok: true, archives: 3, findings: [] } });
+    // A reader following the log by position (a supervisor's copy) across a run that archives the log's tail.
+    const follower = await PgHostStore.open({ url: store, pollMs: 50, maxConnections: 2 });
+    try {
+      const headBefore = follower.lastSeq();
+      const third = await archive(store, home, '2030-01-01T00:00:00.000Z', join(home, 'third.jsonl.gz'));
+      expect(third).toMatchObject({ actors: 5, lastSeq: headBefore }); // the tail went
+      expect(await verify(store)).toMatchObject({ code: 0, report: { ok: true, archives: 3, findings: [] } });
+      // A fresh copy after the tail went appends above it (a position is never given twice) and the follower sees it.
+      await withStore(store, async (s) => {
+        expect(s.lastSeq()).toBeLessThan(headBefore);
+        const r = await s.append('instance-inst_after', [{ type: 'instance.requested', data: { spec: { instanceId: 'inst_after' } } } as never], { expectedVersion: 'no-stream' });
+        expect(r.events[0]!.seq).toBe(headBefore + 1);
+        expect(s.read('instance-inst_after').map((e) => e.seq)).toEqual([headBefore + 1]);
+        // The tail check a supervisor makes at start passes across the holes.
+        expect(await s.pg.verifyChain({ afterSeq: s.lastSeq() - 3 })).toMatchObject({ ok: true, lastSeq: headBefore + 1 });
+      });
+      for (let i = 0; i < 100 && follower.lastSeq() < headBefore + 1; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(follower.readAll({ afterSeq: headBefore }).map((e) => e.stream)).toEqual(['instance-inst_after']);
+    } finally {
+      await follower.close();
+    }
     // Nothing left to archive: no file.
     expect(await archive(store, home, '2030-01-01T00:00:00.000Z', join(home, 'none.jsonl.gz'))).toMatchObject({ file: null, actors: 0 });
     expect(existsSync(join(home, 'none.jsonl.gz'))).toBe(false);
   }, 180_000);
 
-  it('verify names a changed archive (ARCHIVE_DAMAGED) and a moved one (ARCHIVE_NOT_FOUND), and finds it with --archives', async () => {
-    const { store, home, actors } = await newLog(12, 2);
+  it('verify names a changed archive (ARCHIVE_DAMAGED), a deleted snapshot (SNAPSHOT_MISSING) and a moved archive (ARCHIVE_NOT_FOUND, found with --archives)', async () => {
+    const { schema, store, home, actors } = await newLog(12, 2);
     const out = join(home, 'a.jsonl.gz');
     await archive(store, home, cutoffAfter(actors, 8), out);
     const original = readFileSync(out);
@@ -133,6 +152,13 @@ describe('runlog archive on PostgreSQL', () => {
     expect(damaged.report.findings).toEqual([expect.objectContaining({ code: 'ARCHIVE_DAMAGED', seq, severity: 'damage' })]);
 
     writeFileSync(out, original);
+    // A snapshot deleted from the log is named, as on SQLite (snapshot_versions records which one each actor has).
+    const kept = actors.filter((a) => !a.live).at(-1)!;
+    await admin.query(`DELETE FROM ${schema}.snapshots WHERE stream = $1`, [`${kept.kind}-${kept.id}`]);
+    const missing = await verify(store);
+    expect(missing.code).toBe(4);
+    expect(missing.report.findings).toEqual([expect.objectContaining({ code: 'SNAPSHOT_MISSING', stream: `${kept.kind}-${kept.id}` })]);
+    await admin.query(`DELETE FROM ${schema}.snapshot_versions WHERE stream = $1`, [`${kept.kind}-${kept.id}`]);
     const moved = join(home, 'moved');
     mkdirSync(moved);
     renameSync(out, join(moved, 'a.jsonl.gz'));
@@ -145,7 +171,7 @@ describe('runlog archive on PostgreSQL', () => {
     await admin.query('SELECT pg_advisory_lock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
     try {
       const r = await runCli(['archive', '--store', store, '--before', cutoffAfter(actors, 6), '--out', join(home, 'busy.jsonl.gz'), '--json']);
-      expect(r.code).not.toBe(0);
+      expect(r.code, r.stderr()).toBe(5); // a conflict
       expect(r.stderr()).toContain('ARCHIVE_BUSY');
       expect(existsSync(join(home, 'busy.jsonl.gz'))).toBe(false);
       expect((await admin.query(`SELECT count(*)::integer AS n FROM ${schema}.tombstones`)).rows).toEqual([{ n: 0 }]);
@@ -192,6 +218,17 @@ describe('runlog archive on PostgreSQL', () => {
     const { rows } = await admin.query(`SELECT min(seq)::integer AS s FROM ${schema}.events WHERE stream LIKE 'instance-inst_side%' AND seq > (SELECT last_seq FROM ${schema}.archives)`);
     expect(rows[0].s).not.toBeNull();
   }, 180_000);
+});
+
+describe('a PostgreSQL supervisor at start', () => {
+  it("checks the chain's tail before anything is read or appended: a changed event is STORE_CHAIN_BROKEN", async () => {
+    const { schema, store, actors } = await newLog(3, 1);
+    const { rows } = await admin.query(`SELECT max(seq)::integer AS s FROM ${schema}.events`);
+    await admin.query(`UPDATE ${schema}.events SET at = '2020-01-01T00:00:00.000Z' WHERE seq = $1`, [rows[0].s - 2]);
+    const { createRunlog } = await import('../src/actors/runlog.ts');
+    await expect(createRunlog({ home: tempDir(), store, node: 'n1', supervise: true, readOnly: false })).rejects.toMatchObject({ code: 'STORE_CHAIN_BROKEN', details: expect.objectContaining({ seq: rows[0].s - 2 }) });
+    expect(actors).toHaveLength(4);
+  }, 120_000);
 });
 
 const STEPS = (
