@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inspectActor } from '../src/actors/inspection.ts';
-import { archiveStoreUrl } from '../src/actors/retention.ts';
+import { archiveStoreUrl, startRetentionOn } from '../src/actors/retention.ts';
 import type { ArchiveStep } from '../src/store/sqlite-archive.ts';
 import { ARCHIVE_LOCK_CLASS } from '../src/store/postgres/pg-schema.ts';
 import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
@@ -149,6 +149,35 @@ describe('runlog archive on PostgreSQL', () => {
       await admin.query('SELECT pg_advisory_unlock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
     }
     expect(await archive(store, home, cutoffAfter(actors, 6), join(home, 'free.jsonl.gz'))).toMatchObject({ actors: 6 });
+  }, 120_000);
+
+  it("serve --retain's schedule on PostgreSQL: skips a run while another node archives, archives once it is free", async () => {
+    const { schema, store, home } = await newLog(6, 1);
+    const { PgEventStore } = await import('../src/store/postgres/pg-event-store.ts');
+    const pgStore = await PgEventStore.open({ url, schema, maxConnections: 2 });
+    const said: string[] = [];
+    const heard = async (re: RegExp): Promise<void> => {
+      for (let i = 0; i < 200 && !said.some((m) => re.test(m)); i++) await new Promise((r) => setTimeout(r, 50));
+      expect(said).toContainEqual(expect.stringMatching(re));
+    };
+    try {
+      await admin.query('SELECT pg_advisory_lock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
+      let stop: () => void;
+      try {
+        stop = await startRetentionOn({ pg: pgStore }, home, { retainMs: 86_400_000 }, (m) => said.push(m));
+        await heard(/another node is archiving this log/);
+        stop();
+      } finally {
+        await admin.query('SELECT pg_advisory_unlock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
+      }
+      expect((await admin.query(`SELECT count(*)::integer AS n FROM ${schema}.tombstones`)).rows).toEqual([{ n: 0 }]);
+      stop = await startRetentionOn({ pg: pgStore }, home, { retainMs: 86_400_000 }, (m) => said.push(m));
+      await heard(/^retention: archived 6 actors/);
+      stop();
+    } finally {
+      await pgStore.close();
+    }
+    expect(await verify(store)).toMatchObject({ code: 0, report: { ok: true, archives: 1, findings: [] } });
   }, 120_000);
 
   it('another process appends all through a run: nothing it appended is lost, and verify (chain and archive) passes', async () => {
