@@ -21,6 +21,10 @@ export interface ClusterHooks {
   nowMs(): number;
   /** An instance whose lease this node lost: its sandbox here is killed (the new owner decides about it). */
   relinquish(instanceId: string): Promise<void>;
+  /** Leases just taken: requests handed over for these actors wait (handover.ts) … */
+  taking?(streams: string[]): void;
+  /** … until what this node knows about them is recorded. */
+  tookOver?(streams: string[]): void;
   log(message: string): void;
 }
 
@@ -36,7 +40,9 @@ export function clusterListener(host: () => ActorHost, node: string, hooks: Clus
       log(`lost the lease of ${streams.length} actor(s) to another supervisor (this one was paused or cut off past the lease): no longer acting on ${streams.slice(0, 5).join(', ')}${streams.length > 5 ? ', …' : ''}`);
     },
     taken(leases) {
-      void takeOver(host(), node, leases, hooks);
+      const streams = leases.map((l) => l.stream);
+      hooks.taking?.(streams);
+      void takeOver(host(), node, leases, hooks).finally(() => hooks.tookOver?.(streams));
     },
   };
 }

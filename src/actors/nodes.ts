@@ -11,7 +11,11 @@ export async function readNodes(store: ReadableLog, now: string): Promise<NodesV
     return row?.stream === stream ? row.state : null;
   };
   const actors = { live, state };
-  if (store.clusterRecords) return nodesView(await store.clusterRecords(), now, actors, true);
+  if (store.clusterRecords) {
+    // Beats are written on PostgreSQL's clock: their ages are measured on it too (a skewed reader agrees).
+    const records = await store.clusterRecords();
+    return nodesView(records, records.at ?? now, actors, true);
+  }
   const hb = store.readHeartbeat();
   return nodesView({ nodes: hb ? [{ ...hb, host: null }] : [], leases: [] }, now, actors, false);
 }

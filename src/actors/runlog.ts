@@ -30,8 +30,10 @@ import { isPostgresUrl, type HostStore } from '../store/host-store.ts';
 import type { PgHostStore } from '../store/postgres/pg-host-store.ts';
 import { clusterListener } from './cluster.ts';
 import { Placement } from './placement.ts';
+import { actedOn, Handover } from './handover.ts';
+import { boundLines, routeRequest, type HandoverRequest } from '../domain/handover.ts';
 import { awaitQueued, ExecutionQueue } from './execution-queue.ts';
-import { nodeLoads } from '../store/postgres/pg-nodes.ts';
+import { leaseNow, nodeLoads } from '../store/postgres/pg-nodes.ts';
 import { assertNodeChoice, chooseNode, type NodeChoice } from '../domain/placement.ts';
 import { newInstanceId } from '../adapters/ids.ts';
 
@@ -387,6 +389,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   const reconciler = new Reconciler(hostRef, instances, executions, log, { clock, ...(options.orphanPolicy ? { orphanPolicy: options.orphanPolicy } : {}), ...(pgStore ? { owns: (stream: string) => pgStore.owns(stream) } : {}) });
   let heartbeat: HeartbeatHandle | null = null;
   let placement: Placement | null = null;
+  let handover: Handover | null = null;
   let queue: ExecutionQueue | null = null;
   // This supervisor's node name (on SQLite: the host's, the only node there is).
   const selfNode = node ?? options.node ?? hostname();
@@ -398,7 +401,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       throw new RunlogError('NODE_UNKNOWN', `no node named ${choice}: a SQLite log has one node, this one (${selfNode}); use node 'any' or '${selfNode}'`, { node: choice });
     }
     // This node is live while it answers, whatever its last recorded beat says.
-    const loads = (await nodeLoads(pgStore.pg, clock.nowMs())).map((n) => (n.node === selfNode ? { ...n, live: true } : n));
+    const loads = (await nodeLoads(pgStore.pg)).map((n) => (n.node === selfNode ? { ...n, live: true } : n));
     if (!loads.some((n) => n.node === selfNode)) loads.push({ node: selfNode, live: true, beatAt: now(), stoppedAt: null, instances: 0, executions: 0 });
     return chooseNode(choice, loads, selfNode);
   };
@@ -420,7 +423,25 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       // Leases reclaimed from an earlier run of this node whose actors have ended are given back.
       const live = new Set(rehydrated.map((a) => a.stream));
       for (const s of pgStore.leases!.held.keys()) if (!live.has(s)) pgStore.letGo(s);
-      pgStore.startLeases(clusterListener(hostRef, node, { letGo: (s) => pgStore.letGo(s), nowMs: () => clock.nowMs(), relinquish: (id) => instances.relinquish(id), log }));
+      pgStore.startLeases(
+        clusterListener(hostRef, node, {
+          letGo: (s) => pgStore.letGo(s),
+          nowMs: () => clock.nowMs(),
+          relinquish: (id) => instances.relinquish(id),
+          taking: (streams) => handover?.taking(streams),
+          tookOver: (streams) => handover?.tookOver(streams),
+          log,
+        }),
+      );
+      handover = new Handover({
+        store,
+        node,
+        nowMs: () => clock.nowMs(),
+        owns: (s) => pgStore.owns(s),
+        appendFact: (stream, events) => host.appendFact(stream, events),
+        act: (r) => actHere(r),
+        log,
+      });
       placement = new Placement({
         store,
         node,
@@ -551,6 +572,52 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   const settledInstance = (s: string) => s !== 'new' && s !== 'spawning' && s !== 'healthy' && s !== 'adopted';
   const instanceStopped = (s: string) => s === 'stopped' || s === 'lost' || s === 'crashed.down';
 
+  // stop and kill on this node; `meta` marks the event with the hand-over request it carries out (handover.ts).
+  const stopHere = async (id: string, graceMs: number | null | undefined, meta?: Record<string, unknown>): Promise<ActorView> => {
+    const actor = live(id, 'instance', 'instance.stop-requested');
+    return waitFor('instance', actor.id, instanceStopped, (graceMs ?? options.killGraceMs ?? 5000) + 30_000, async () => {
+      const r = await host.dispatch('instance', actor.id, { type: 'instance.stop-requested', data: { graceMs: graceMs ?? null }, ...(meta ? { meta } : {}) });
+      // Stopped meanwhile, or already on its way: the wait resolves when it is stopped.
+      if (!r.accepted && !(instanceStopped(r.from) || r.from === 'stopping')) throw new IllegalEventError(actor.id, r.from, 'instance.stop-requested');
+    });
+  };
+  const killHere = async (id: string, meta?: Record<string, unknown>): Promise<ActorView> => {
+    const actor = live(id, 'instance', 'instance.kill-requested');
+    return waitFor('instance', actor.id, instanceStopped, 30_000, async () => {
+      const r = await host.dispatch('instance', actor.id, { type: 'instance.kill-requested', data: {}, ...(meta ? { meta } : {}) });
+      if (!r.accepted) throw new IllegalEventError(actor.id, r.from, 'instance.kill-requested');
+    });
+  };
+  const settledLocally = (id: string): Promise<ActorView> => waitFor('instance', id, instanceStopped, 60_000, () => Promise.resolve());
+  /** A hand-over request this node holds the lease for, carried out as a call taken here would be. */
+  const actHere = async (r: HandoverRequest) => {
+    const stream = `instance-${r.instanceId}`;
+    if (r.action === 'logs') {
+      const lines = [];
+      for await (const l of instances.logs(live(r.instanceId, 'instance'), false)) lines.push(l);
+      return boundLines(lines);
+    }
+    const current = inspectActor(store, r.instanceId);
+    // Taken already (by this node, or by the owner before it died): only its outcome is left to report.
+    const view = actedOn(store.read(stream), r.requestId)
+      ? instanceStopped(current.state) ? current : await settledLocally(r.instanceId)
+      : r.action === 'stop'
+        ? instanceStopped(current.state) ? current : await stopHere(r.instanceId, r.graceMs, { handover: r.requestId })
+        : await killHere(r.instanceId, { handover: r.requestId });
+    return { state: view.state };
+  };
+  /** Where an operation on a live instance runs: here, or on the node holding its lease (handover.ts). */
+  const ownerOf = async (view: ActorView): Promise<string | null> => {
+    if (!pgStore || !handover || view.kind !== 'instance' || view.status === 'terminal' || pgStore.owns(view.stream)) return null;
+    const [lease, loads] = await Promise.all([leaseNow(pgStore.pg, view.stream), nodeLoads(pgStore.pg)]);
+    const route = routeRequest(view.id, lease, new Set([selfNode, ...loads.filter((n) => n.live).map((n) => n.node)]), selfNode);
+    return route.here ? null : route.owner;
+  };
+  const handoverMs = (graceMs: number) => graceMs + 30_000 + (options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS);
+
+  // Hand-over requests are carried out from here on (actHere needs what is defined above).
+  if (supervise) handover?.start();
+
   return {
     home: paths.home,
     dbPath: pgUrl ? store.file : paths.db,
@@ -598,25 +665,39 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       // Stopping what has already stopped succeeds (as `docker stop` does): scripts need not check first.
       const current = inspectActor(store, id);
       if (current.kind === 'instance' && instanceStopped(current.state)) return current;
-      const actor = live(id, 'instance', 'instance.stop-requested');
-      return waitFor('instance', actor.id, instanceStopped, (o?.graceMs ?? options.killGraceMs ?? 5000) + 30_000, async () => {
-        const r = await host.dispatch('instance', actor.id, { type: 'instance.stop-requested', data: { graceMs: o?.graceMs ?? null } });
-        // Stopped meanwhile, or already on its way: the wait resolves when it is stopped.
-        if (!r.accepted && !(instanceStopped(r.from) || r.from === 'stopping')) throw new IllegalEventError(actor.id, r.from, 'instance.stop-requested');
-      });
+      const owner = await ownerOf(current);
+      if (owner) {
+        await handover!.ask(owner, 'stop', current.id, o?.graceMs ?? null, handoverMs(o?.graceMs ?? options.killGraceMs ?? 5000));
+        return inspectActor(store, current.id); // this copy has read everything up to the owner's answer
+      }
+      return stopHere(id, o?.graceMs);
     },
     async kill(id) {
       requireSupervisor('kill');
-      const actor = live(id, 'instance', 'instance.kill-requested');
-      return waitFor('instance', actor.id, instanceStopped, 30_000, async () => {
-        const r = await host.dispatch('instance', actor.id, { type: 'instance.kill-requested', data: {} });
-        if (!r.accepted) throw new IllegalEventError(actor.id, r.from, 'instance.kill-requested');
-      });
+      const current = inspectActor(store, id);
+      const owner = await ownerOf(current);
+      if (owner) {
+        await handover!.ask(owner, 'kill', current.id, null, handoverMs(0));
+        return inspectActor(store, current.id);
+      }
+      return killHere(id);
     },
     grant: (appId, tool) => changeAppTool(appId, tool, true),
     revoke: (appId, tool) => changeAppTool(appId, tool, false),
     logs(id, o) {
-      return instances.logs(live(id, 'instance'), o?.follow ?? false);
+      if (!handover) return instances.logs(live(id, 'instance'), o?.follow ?? false);
+      // On a cluster the instance may run on another node's host: its owner reads them there (handover.ts).
+      return (async function* () {
+        const current = inspectActor(store, id);
+        const owner = await ownerOf(current);
+        if (!owner) {
+          yield* instances.logs(live(id, 'instance'), o?.follow ?? false);
+          return;
+        }
+        if (o?.follow) throw new RunlogError('NOT_SUPPORTED', `${current.id} runs on node ${owner}: its buffered lines can be read through any node, --follow only through ${owner}'s own API`, { id: current.id, node: owner });
+        const a = await handover!.ask(owner, 'logs', current.id, null, 30_000);
+        yield* a.lines ?? [];
+      })();
     },
     async execute(o) {
       requireSupervisor('execute');
@@ -671,6 +752,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     },
     async close() {
       placement?.stop();
+      handover?.stop();
       queue?.stop();
       await engineWatch?.close();
       await executions.close(); // the pool's removals are recorded: before the host closes

@@ -146,22 +146,29 @@ export async function callApi<T>(server: ServerInfo & { token: string }, method:
     throw new RunlogError('NO_SUPERVISOR', `the supervisor at ${server.url} does not answer (${(err as Error).message}); is \`runlog serve\` running?`);
   }
   const text = await res.text();
+  if (!res.ok) throw apiError(res.status, text, method, path);
+  try {
+    return (text ? JSON.parse(text) : null) as T;
+  } catch {
+    throw new RunlogError('BAD_RESPONSE', `${method} ${path}: HTTP ${res.status}, not JSON`);
+  }
+}
+
+/** The typed error an API answer that is not ok carries (its body: `{ error: { code, message } }`). */
+export function apiError(status: number, text: string, method: string, path: string): RunlogError {
   let json: unknown = null;
   try {
     json = text ? JSON.parse(text) : null;
   } catch {
-    throw new RunlogError('BAD_RESPONSE', `${method} ${path}: HTTP ${res.status}, not JSON`);
+    return new RunlogError('BAD_RESPONSE', `${method} ${path}: HTTP ${status}, not JSON`);
   }
-  if (!res.ok) {
-    const e = (json as { error?: { code?: string; message?: string; issues?: string[] } })?.error;
-    // The supervisor's code, kept as it is (the same table gives the same exit status); a code this CLI does not
-    // know (a newer supervisor) is API_ERROR with the original code in details.
-    const code = isErrorCode(e?.code) ? e.code : 'API_ERROR';
-    const details = code === 'API_ERROR' ? { code: e?.code ?? null, status: res.status } : undefined;
-    if (e?.issues) throw new ValidationError(code, e.message ?? 'invalid', e.issues, details);
-    throw new RunlogError(code, e?.message ?? `${method} ${path}: HTTP ${res.status}`, details);
-  }
-  return json as T;
+  const e = (json as { error?: { code?: string; message?: string; issues?: string[] } })?.error;
+  // The supervisor's code, kept as it is (the same table gives the same exit status); a code this CLI does not
+  // know (a newer supervisor) is API_ERROR with the original code in details.
+  const code = isErrorCode(e?.code) ? e.code : 'API_ERROR';
+  const details = code === 'API_ERROR' ? { code: e?.code ?? null, status } : undefined;
+  if (e?.issues) return new ValidationError(code, e.message ?? 'invalid', e.issues, details);
+  return new RunlogError(code, e?.message ?? `${method} ${path}: HTTP ${status}`, details);
 }
 
 /** AT Protocol settings from flags and environment (RUNLOG_PLC_URL, RUNLOG_FETCH_MODE, RUNLOG_DID_CACHE_TTL_MS). */

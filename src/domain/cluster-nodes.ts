@@ -2,7 +2,8 @@
 // supervisor's last heartbeat and its age, whether it is live, and the actors it owns through leases. Pure: the
 // store hands in what it read (the `nodes` and `leases` tables, each lease judged expired or not on PostgreSQL's
 // clock), the caller passes the time; a heartbeat's age is measured like `ps`'s supervision (supervision.ts:
-// missing three beats means gone), against the reader's clock, since a node writes its beats on its own.
+// missing three beats means gone). On PostgreSQL beats are written on the server's clock and the caller passes
+// the server's time (actors/nodes.ts), so every reader agrees whatever its own clock says.
 import { supervision, type HeartbeatRecord } from './supervision.ts';
 import { msBetween } from './time.ts';
 
@@ -23,6 +24,8 @@ export interface LeaseRecord {
 }
 
 export interface ClusterRecords {
+  /** The database server's time when read: beats are written on its clock, so ages are measured against it. */
+  at?: string;
   nodes: NodeRecord[];
   leases: LeaseRecord[];
 }

@@ -177,6 +177,7 @@ export const ERROR_CODES = {
   DOCKER_UNAVAILABLE: 'unavailable',
   HOST_CLOSED: 'unavailable',
   NODE_UNAVAILABLE: 'unavailable',
+  HANDOVER_FAILED: 'unavailable',
   PDS_UNREACHABLE: 'unavailable',
   PORTS_EXHAUSTED: 'unavailable',
   SETUP_MISSING: 'unavailable',
@@ -190,6 +191,7 @@ export const ERROR_CODES = {
   HEALTH_TIMEOUT: 'timeout',
   NETWORK_TIMEOUT: 'timeout',
   PLACEMENT_TIMEOUT: 'timeout',
+  HANDOVER_TIMEOUT: 'timeout',
   TIMEOUT: 'timeout',
   // unsupported
   ADOPT_UNSUPPORTED: 'unsupported',

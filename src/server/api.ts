@@ -5,7 +5,7 @@ import { resolveActor, type ReplayView } from '../actors/inspection.ts';
 import { readNodes } from '../actors/nodes.ts';
 import type { Runlog } from '../actors/runlog.ts';
 import { NotFoundError } from '../domain/errors.ts';
-import { NODE_NAME } from '../domain/placement.ts';
+import { assertNodeChoice, NODE_NAME } from '../domain/placement.ts';
 import type { ActorKind } from '../domain/events.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
 import { initialSnapshot, machines, stateName } from '../machines/runtime.ts';
@@ -152,6 +152,7 @@ const routes: Route[] = [
   route('POST', '/api/instances', async ({ runlog }, { req, res }) => {
     const body = await readJsonBody(req);
     const c = new Checker('request body');
+    if (body.node !== undefined) assertNodeChoice(body.node); // NODE_INVALID, as the library says it
     c.only(body, ['appDir', 'sandbox', 'instanceId', 'node']);
     const appDir = c.string(body, 'appDir', { required: true, max: 4096, pattern: /^\//, hint: 'must be an absolute path' });
     const sandbox = c.oneOf(body, 'sandbox', ['proot', 'container'] as const);
@@ -201,14 +202,18 @@ const routes: Route[] = [
     const qc = new Checker('query');
     const follow = queryBool(qc, query, 'follow');
     qc.done();
-    const lines = runlog.logs(params[0]!, { follow });
+    const lines = runlog.logs(params[0]!, { follow })[Symbol.asyncIterator]();
+    // The first line (or the end) before the headers: an error (another node's instance that cannot be served,
+    // NODE_UNAVAILABLE, HANDOVER_TIMEOUT) is still answered with its status.
+    let next = await lines.next();
     res.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
     let closed = false;
     req.on('close', () => (closed = true));
-    for await (const l of lines) {
-      if (closed) break;
-      res.write(`${JSON.stringify(l)}\n`);
+    while (!next.done && !closed) {
+      res.write(`${JSON.stringify(next.value)}\n`);
+      next = await lines.next();
     }
+    await lines.return?.();
     res.end();
   }),
 
@@ -226,6 +231,7 @@ const routes: Route[] = [
     // checked by execute() before anything is appended (INPUT_INVALID → 400, INPUT_TOO_LARGE → 413).
     const body = await readJsonBody(req, Math.max(MAX_BODY_BYTES, runlog.policy.input.maxBytes + ENVELOPE_OVERHEAD_BYTES));
     const c = new Checker('request body');
+    if (body.node !== undefined) assertNodeChoice(body.node); // NODE_INVALID, as the library says it
     c.only(body, ['uri', 'handler', 'input', 'timeoutMs', 'callerDid', 'node']);
     const node = c.string(body, 'node', { max: 63, pattern: NODE_CHOICE, hint: "must be 'any' or a node name" });
     const uri = c.string(body, 'uri', { required: true, max: 8192, pattern: /^at:\/\/\S+$/, hint: 'must be an at:// URI' });

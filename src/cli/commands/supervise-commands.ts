@@ -8,7 +8,7 @@ import type { AppToolsView, ExecutionOutcome, LogLine } from '../../actors/runlo
 import type { InstanceContext } from '../../index.ts';
 import type { ReconcileReport } from '../../actors/reconciler.ts';
 import { UsageError } from '../../domain/errors.ts';
-import { NODE_NAME } from '../../domain/placement.ts';
+import { assertNodeChoice, NODE_NAME } from '../../domain/placement.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { EXIT, printJson, type Io } from '../output.ts';
 
@@ -120,15 +120,13 @@ export const logsCommand: Command = {
   examples: ['runlog logs inst_01J9Z --follow'],
   async run(args, io) {
     const id = needId(args, logsCommand.usage);
-    const { callApi, requireServer } = await client();
+    const { apiError, requireServer } = await client();
     const server = requireServer(homeOf(args));
-    const res = await fetch(new URL(`/api/actors/${encodeURIComponent(id)}/logs${args.values.follow ? '?follow=1' : ''}`, server.url), {
+    const path = `/api/actors/${encodeURIComponent(id)}/logs${args.values.follow ? '?follow=1' : ''}`;
+    const res = await fetch(new URL(path, server.url), {
       headers: { authorization: `Bearer ${server.token}` },
     });
-    if (!res.ok || !res.body) {
-      await callApi(server, 'GET', `/api/actors/${encodeURIComponent(id)}/logs`); // throws the typed error
-      return EXIT.failure;
-    }
+    if (!res.ok || !res.body) throw apiError(res.status, await res.text(), 'GET', path); // the supervisor's typed error
     let buf = '';
     for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) { // why: Node's web ReadableStream is async-iterable; the DOM lib type does not say so
       if (io.closed) break; // nobody reads our output any more
@@ -152,11 +150,12 @@ export const logsCommand: Command = {
 export const execCommand: Command = {
   name: 'exec',
   summary: 'run at-run code: resolve it from its PDS, run the handler, print the output',
-  usage: "runlog exec <at-uri> <handler> [--input '<json>'] [--timeout <ms>] [--caller <did>] [--plc <url>] [--json]",
+  usage: "runlog exec <at-uri> <handler> [--input '<json>'] [--timeout <ms>] [--caller <did>] [--node <name>|any] [--plc <url>] [--json]",
   options: {
     input: { type: 'string', value: "'<json>'", description: "the handler's input, as JSON", defaultText: 'null' },
     timeout: { type: 'string', value: '<ms>', description: 'deadline of the run', defaultText: "the code record's, clamped by the operator policy" },
     caller: { type: 'string', value: '<did>', description: 'the DID the execution runs on behalf of (recorded, passed to the handler)', defaultText: 'none' },
+    node: { type: 'string', value: '<name|any>', description: 'on a cluster: only this node may claim it from the queue (any: the first live node with room)', defaultText: 'the node that takes the call first, others when it is full' },
     plc: { type: 'string', value: '<url>', description: 'PLC directory for DID resolution (when no supervisor runs)', defaultText: '$RUNLOG_PLC_URL, else https://plc.directory' },
   },
   examples: ["runlog exec at://did:plc:abc/dev.mainasara.at-run.beta.v2.code/greet greet --input '{\"name\":\"Ada\"}'"],
@@ -173,7 +172,9 @@ export const execCommand: Command = {
     }
     const timeoutMs = args.values.timeout === undefined ? undefined : Number(args.values.timeout);
     if (timeoutMs !== undefined && (!Number.isInteger(timeoutMs) || timeoutMs <= 0)) throw new UsageError('--timeout must be milliseconds (a whole number)');
-    const request = { uri, handler, input, ...(timeoutMs ? { timeoutMs } : {}), ...(args.values.caller ? { callerDid: String(args.values.caller) } : {}) };
+    const node = args.values.node as string | undefined;
+    if (node !== undefined) assertNodeChoice(node); // NODE_INVALID; an unknown or dead node: the supervisor's NODE_UNKNOWN / NODE_UNAVAILABLE
+    const request = { uri, handler, input, ...(timeoutMs ? { timeoutMs } : {}), ...(args.values.caller ? { callerDid: String(args.values.caller) } : {}), ...(node !== undefined ? { node } : {}) };
     const { atprotoOptions, callApi, findServer } = await client();
     const server = findServer(homeOf(args));
     let outcome: ExecutionOutcome;

@@ -536,13 +536,17 @@ export class PgHostStore implements HostStore {
     void this.writeNode(h).catch(() => undefined);
   }
 
-  /** The heartbeat write, awaited (a clean stop waits for its stop mark). */
+  /**
+   * The heartbeat write, awaited (a clean stop waits for its stop mark). The beat's time is PostgreSQL's, not
+   * this node's: liveness is judged on the server's clock alone (pg-nodes.ts), so skewed hosts agree.
+   */
   async writeNode(h: Heartbeat): Promise<void> {
     await this.pg.sql(
-      `INSERT INTO nodes (node, pid, host, started_at, beat_at, interval_ms, stopped_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
+      `INSERT INTO nodes (node, pid, host, started_at, beat_at, interval_ms, stopped_at)
+       VALUES ($1, $2, $3, $4, to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), $5, $6)
        ON CONFLICT (node) DO UPDATE SET pid = excluded.pid, host = excluded.host, started_at = excluded.started_at,
          beat_at = excluded.beat_at, interval_ms = excluded.interval_ms, stopped_at = excluded.stopped_at`,
-      [h.node, h.pid, hostname(), h.startedAt, h.beatAt, h.intervalMs, h.stoppedAt],
+      [h.node, h.pid, hostname(), h.startedAt, h.intervalMs, h.stoppedAt],
     );
   }
 
@@ -552,14 +556,16 @@ export class PgHostStore implements HostStore {
 
   /** Every node's heartbeat and every lease, read now (the inspector's nodes; expiry judged on the server's clock). */
   async clusterRecords(): Promise<ClusterRecords> {
-    const [nodes, leases] = await Promise.all([
+    const [nodes, leases, [clock]] = await Promise.all([
       this.pg.sql<{ node: string; pid: number; host: string; started_at: string; beat_at: string; interval_ms: number; stopped_at: string | null }>('SELECT node, pid, host, started_at, beat_at, interval_ms, stopped_at FROM nodes', []),
       this.pg.sql<{ stream: string; node: string; token: number; expires_at: Date; left_ms: number }>(
         'SELECT stream, node, token, expires_at, (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 AS left_ms FROM leases',
         [],
       ),
+      this.pg.sql<{ at: string }>(`SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at`, []),
     ]);
     return {
+      ...(clock ? { at: clock.at } : {}),
       nodes: nodes.map((n) => ({ node: n.node, pid: n.pid, host: n.host, startedAt: n.started_at, beatAt: n.beat_at, intervalMs: n.interval_ms, stoppedAt: n.stopped_at })),
       leases: leases.map((l) => ({ stream: l.stream, node: l.node, token: l.token, expiresAt: l.expires_at.toISOString(), expiresInMs: Math.round(l.left_ms) })),
     };
