@@ -9,6 +9,7 @@
 // - the owner SIGSTOPped with a stop pending, then killed -9: the survivor that takes the instance over carries
 //   the request out once and answers; the caller gets that answer;
 // - liveness is judged on PostgreSQL's clock: a node whose own clock is years off is live while it beats.
+import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +19,8 @@ import { publishCode } from '../src/actors/publishing.ts';
 import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
 import { nodeLoads } from '../src/store/postgres/pg-nodes.ts';
 import { HELLO_APP_DIR, requireDockerAppBase, until } from './support/apps.ts';
-import { runCli, startServe, type Served } from './support/cli-process.ts';
+import { cliArgs, REPO } from './support/cli.ts';
+import { runCli, startServe, type CliResult, type Served } from './support/cli-process.ts';
 import { cleanupTestContainers, requireRegistry } from './support/docker.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
 import { dropSchemas, requirePostgres, testSchema } from './support/postgres.ts';
@@ -68,6 +70,15 @@ async function api(n: Node, method: string, path: string, body?: unknown): Promi
   const token = readFileSync(join(n.home, 'token'), 'utf8').trim();
   const r = await fetch(new URL(path, n.s.info.url), { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
   return { status: r.status, body: await r.json() };
+}
+
+/** `runlog …` without blocking this process (the PDS the supervisors resolve DIDs from runs in it). */
+function runCliAsync(args: string[], home: string): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, cliArgs(...args), { cwd: REPO, env: { ...process.env, RUNLOG_HOME: home }, encoding: 'utf8', timeout: 180_000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, stdout, stderr });
+    });
+  });
 }
 
 interface Ev {
@@ -161,7 +172,7 @@ describe('hand-over of stop, kill, logs and exec --node between cluster nodes', 
     expect(again.stdout + again.stderr).toContain('ILLEGAL_EVENT');
 
     // exec --node c through a: c claims it (its execution.requested, signed by c); unknown and malformed nodes are typed.
-    const ex = cli(a, ['exec', uri, 'hi', '--input', '{"n":7}', '--node', 'c']);
+    const ex = await runCliAsync(['exec', uri, 'hi', '--input', '{"n":7}', '--node', 'c', '--json'], a.home);
     expect(ex.code, ex.stdout + ex.stderr).toBe(0);
     const outcome = JSON.parse(ex.stdout);
     expect(outcome).toMatchObject({ status: 'succeeded', output: { n: 7 } });

@@ -675,6 +675,8 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     async kill(id) {
       requireSupervisor('kill');
       const current = inspectActor(store, id);
+      // Ended on a cluster: its lease was given back, so its refusal could not even be recorded (FENCED); say why.
+      if (current.kind === 'instance' && current.status === 'terminal' && pgStore && !pgStore.owns(current.stream)) throw new IllegalEventError(current.id, current.state, 'instance.kill-requested');
       const owner = await ownerOf(current);
       if (owner) {
         await handover!.ask(owner, 'kill', current.id, null, handoverMs(0));
