@@ -3,7 +3,7 @@
 // records what it used (CIDs, digests, volumes, limits) as an event.
 import { createHash } from 'node:crypto';
 import { assertValidArchive, entriesUnder, writeArchive } from '../adapters/archive/index.ts';
-import { createAtprotoReader, putRunnerRecord, writeExecutionReceipt, type AtprotoReader, type AtprotoReaderOptions, type Publisher } from '../adapters/atproto/index.ts';
+import { createAtprotoReader, isAtprotoError, putRunnerRecord, writeExecutionReceipt, type AtprotoReader, type AtprotoReaderOptions, type CodeUriResolution, type FetchedRecord, type Publisher } from '../adapters/atproto/index.ts';
 import type { ContainerInfo, DockerEngine } from '../adapters/docker/docker-port.ts';
 import { createDockerEngine } from '../adapters/docker/dockerode-engine.ts';
 import { createMaterializer, type Materializer, type MaterializeProgress } from '../adapters/docker/materializer.ts';
@@ -18,6 +18,7 @@ import type { FailedData, LatencyProfile, Materialized, OutcomeData, Resolved, S
 import type { ExecutionContext, ExecutionRequest, FailureReason } from '../machines/execution.machine.ts';
 import type { ActorHost, EffectContext as AnyEffectContext, EffectHandlers } from './actor-host.ts';
 import { CodePrefetch, VerifiedCodeCache, type PreparedCode } from './code-prefetch.ts';
+import { FreshFlight } from './fresh-flight.ts';
 import type { FaultHook } from './faults.ts';
 import { requireImage, type Parts } from '../config/parts.ts';
 import { ResolutionHints } from './resolution-hints.ts';
@@ -98,6 +99,9 @@ function envelopeLost(result: InvocationResult, why: string): OutcomeEvent {
   };
 }
 
+/** A shared read that ran out of its starter's time: a joiner with more time reads again (fresh-flight.ts). */
+const isNetworkTimeout = (err: unknown): boolean => isAtprotoError(err) && err.code === 'NETWORK_TIMEOUT';
+
 export class ExecutionSupervisor {
   readonly policy: OperatorPolicy;
   private engineInstance: DockerEngine | null = null;
@@ -108,6 +112,9 @@ export class ExecutionSupervisor {
   private readonly prefetch = new CodePrefetch();
   private readonly verifiedCode = new VerifiedCodeCache();
   private readonly hints = new ResolutionHints();
+  /** Reads of a burst's executions shared while in flight, never across a submission (fresh-flight.ts). */
+  private readonly records = new FreshFlight<FetchedRecord>({ retryable: isNetworkTimeout, nowMs: () => this.nowMs() });
+  private readonly codeUris = new FreshFlight<CodeUriResolution>({ retryable: isNetworkTimeout, nowMs: () => this.nowMs() });
   private readonly progress = new Map<string, (step: { name: string; detail: Record<string, unknown> }) => void>();
   /** Step durations of the executions this process is running (see LatencyProfile). */
   private readonly profiles = new Map<string, LatencyProfile>();
@@ -235,12 +242,16 @@ export class ExecutionSupervisor {
     // Step events record what was used; they are appended while the next read is under way.
     const steps: Promise<void>[] = [];
     const hint = this.hints.get(request.uri);
-    const early = hint ? this.reader.fetchRecord(hint.runtimeUri, { deadlineAt }) : null;
+    // A record (or alias) read shared with the burst's other executions of it, begun after this one was submitted.
+    const submittedAt = Number.isFinite(requestedAt) ? requestedAt : Number.NaN;
+    const fetchRecord = (uri: string, expectCid?: string) =>
+      this.records.run(`${uri}\n${expectCid ?? ''}`, submittedAt, deadlineAt, () => this.reader.fetchRecord(uri, { deadlineAt, ...(expectCid ? { expectCid } : {}) }));
+    const early = hint ? fetchRecord(hint.runtimeUri) : null;
     early?.catch(() => undefined); // used (and its failure seen) only if the code record still names it
     if (hint) this.prefetch.start(id, codeKey(hint.author, hint.blobCid, hint.entrypoint), () => this.prepareCode(hint.author, hint.blobCid, hint.entrypoint, deadlineAt));
     try {
-      const target = await this.reader.resolveCodeUri(request.uri, { deadlineAt });
-      const code = await this.reader.fetchRecord(target.codeUri, { deadlineAt, ...(target.expectCid ? { expectCid: target.expectCid } : {}) });
+      const target = await this.codeUris.run(request.uri, submittedAt, deadlineAt, () => this.reader.resolveCodeUri(request.uri, { deadlineAt }));
+      const code = await fetchRecord(target.codeUri, target.expectCid);
       steps.push(this.step(ctx, 'code-record', { uri: code.uri, cid: code.cid, mode: code.mode, via: target.via ?? null }));
       const record: CodeRecord = assertCodeRecord(code.value);
       // The author listed the handlers: an unknown one is refused now, before anything is pulled or started.
@@ -257,7 +268,7 @@ export class ExecutionSupervisor {
       // Fetched by URI, verified (strict: signature and proof), then bound: its CID must be the strong
       // reference's and the blob's MIME subtype (RUNTIME_BINDING_MISMATCH otherwise).
       const runtimeUri = record.runtimeRecord.uri;
-      const [runtime, platform] = await Promise.all([early && hint?.runtimeUri === runtimeUri ? early : this.reader.fetchRecord(runtimeUri, { deadlineAt }), this.daemonPlatform()]);
+      const [runtime, platform] = await Promise.all([early && hint?.runtimeUri === runtimeUri ? early : fetchRecord(runtimeUri), this.daemonPlatform()]);
       checkRuntimeBinding(record, { uri: runtime.uri, cid: runtime.cid });
       steps.push(this.step(ctx, 'runtime-record', { uri: runtime.uri, cid: runtime.cid }));
       const selected = selectRuntimePlatform(runtime.value, platform, { acceptedProtocolVersions: this.policy.protocolVersions });
