@@ -3,59 +3,36 @@
 // app. Any node's API (GET /api/nodes), `runlog nodes` and the inspector's Nodes card (real chromium) show both
 // nodes live with their heartbeats and the actor each owns (lease token, expiry). After kill -9 of a, the same
 // views show a gone and its actor owned by b with a new token.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { HELLO_APP_DIR, requireProot, until } from './support/apps.ts';
 import { launchChromium } from './support/browser.ts';
-import { runCli, startServe, type Served } from './support/cli-process.ts';
-import { dropSchemas, requirePostgres, testSchema } from './support/postgres.ts';
+import { cleanupClusters, createCluster, type ClusterNode } from './support/cluster-fixture.ts';
 
 const TTL = 4000;
-const served: Served[] = [];
-const roots: string[] = [];
-let url = '';
 let browser: Browser | undefined;
 afterAll(async () => {
   await browser?.close();
-  for (const s of served) if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGKILL');
-  for (const r of roots) rmSync(r, { recursive: true, force: true });
-  if (url) await dropSchemas(url);
+  await cleanupClusters();
 });
 
-type Info = NonNullable<Served['info']>;
-
-async function serveNode(root: string, name: string, store: string): Promise<{ home: string; s: Served; info: Info; token: string }> {
-  const home = join(root, name);
-  mkdirSync(home, { recursive: true, mode: 0o700 });
-  const s = await startServe(home, '127.0.0.1:0', ['--store', store, '--node', name, '--lease-ttl', String(TTL)]);
-  served.push(s);
-  if (!s.info) throw new Error(`runlog serve --node ${name} did not start:\n${s.stderr()}`);
-  return { home, s, info: s.info, token: readFileSync(s.info.tokenFile, 'utf8').trim() };
-}
-
-async function nodesApi(n: { info: Info; token: string }): Promise<any> {
-  const res = await fetch(`${n.info.url.replace(/\/$/, '')}/api/nodes`, { headers: { authorization: `Bearer ${n.token}` } });
+async function nodesApi(n: ClusterNode): Promise<any> {
+  const res = await n.api('GET', '/api/nodes');
   expect(res.status).toBe(200);
-  return res.json();
+  return res.body;
 }
 
 describe('the nodes of a cluster', () => {
   it('GET /api/nodes, runlog nodes and the inspector show each node, its heartbeat, whether it is live and what it owns; after kill -9 of one, its actor is owned by the survivor', { timeout: 300_000 }, async () => {
     requireProot();
-    url = await requirePostgres();
-    const root = mkdtempSync(join(tmpdir(), 'runlog-nodes-'));
-    roots.push(root);
-    const schema = testSchema('nodes');
-    const store = `${url}?schema=${schema}`;
-    const a = await serveNode(root, 'a', store);
-    const b = await serveNode(root, 'b', store);
+    const cluster = await createCluster({ tag: 'nodes', ttlMs: TTL });
+    const { store } = cluster;
+    const a = await cluster.startNode('a');
+    const b = await cluster.startNode('b');
     const ida = `na-${process.pid}`;
     const idb = `nb-${process.pid}`;
     for (const [n, id] of [[a, ida], [b, idb]] as const) {
-      const r = runCli(['spawn', HELLO_APP_DIR, '--sandbox', 'proot', '--id', id, '--json'], { home: n.home, timeoutMs: 120_000 });
+      const r = cluster.cli(['spawn', HELLO_APP_DIR, '--sandbox', 'proot', '--id', id, '--json'], n);
       expect(r.code, r.stderr).toBe(0);
     }
 
@@ -78,14 +55,14 @@ describe('the nodes of a cluster', () => {
     const tokenBefore = ownsA[0].token as number;
 
     // `runlog nodes` (a one-shot reader with no home of its own) reads the same.
-    const cli = runCli(['nodes', '--json', '--store', store], { env: { RUNLOG_HOME: join(root, 'nowhere') } });
+    const cli = cluster.cli(['nodes', '--json', '--store', store]);
     expect(cli.code, cli.stderr).toBe(0);
     const fromCli = JSON.parse(cli.stdout);
     expect(fromCli.nodes.map((n: any) => [n.node, n.live, n.owns.map((o: any) => o.id)])).toEqual([
       ['a', true, [ida]],
       ['b', true, [idb]],
     ]);
-    const text = runCli(['nodes', '--store', store], { env: { RUNLOG_HOME: join(root, 'nowhere') } });
+    const text = cluster.cli(['nodes', '--store', store]);
     expect(text.code, text.stderr).toBe(0);
     expect(text.stdout).toMatch(/NODE\s+STATUS\s+HOST\s+PID\s+HEARTBEAT\s+AGE\s+OWNS/);
     expect(text.stdout).toMatch(new RegExp(`\\ba\\s+live\\s+\\S+\\s+${a.info.pid}\\s`));
@@ -101,8 +78,7 @@ describe('the nodes of a cluster', () => {
     expect(await page.locator('[data-testid=node-row][data-node=a] [data-testid=node-owns]').innerText()).toContain(`token ${tokenBefore}`);
 
     // kill -9 of a: its lease expires, b takes the actor over (new token); a stops beating and shows gone.
-    a.s.child.kill('SIGKILL');
-    await a.s.exit;
+    await a.kill();
     const after = await until('b owns a\'s actor and a is no longer live', async () => {
       const v = await nodesApi(b);
       const na = v.nodes.find((n: any) => n.node === 'a');
@@ -121,10 +97,9 @@ describe('the nodes of a cluster', () => {
     await expect.poll(() => page.locator('[data-testid=node-row][data-node=b] [data-testid=node-owns]').evaluateAll((els) => els.map((e) => e.getAttribute('data-actor-id')).sort())).toEqual([ida, idb].sort());
     expect(await page.locator('[data-testid=node-row][data-node=a] [data-testid=node-status]').innerText()).toBe('gone');
 
-    b.s.child.kill('SIGTERM');
-    expect(await b.s.exit).toBe(0);
+    expect(await b.stop()).toBe(0);
     // A clean stop is shown as such.
-    const stopped = JSON.parse(runCli(['nodes', '--json', '--store', store], { env: { RUNLOG_HOME: join(root, 'nowhere') } }).stdout);
+    const stopped = JSON.parse(cluster.cli(['nodes', '--json', '--store', store]).stdout);
     expect(stopped.nodes.find((n: any) => n.node === 'b')).toMatchObject({ live: false, stoppedAt: expect.any(String) });
   });
 });

@@ -5,84 +5,32 @@
 //   typed error and nothing is spawned;
 // - racing claims: three nodes with an execution limit of 2 each and many executions queued at once: each is
 //   started exactly once, by one node, and no node ever runs more than its limit — all read from the log.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { publishCode } from '../src/actors/publishing.ts';
 import { alive, HELLO_APP_DIR, requireDockerAppBase, requireProot, until } from './support/apps.ts';
-import { runCli, startServe, type Served } from './support/cli-process.ts';
-import { cleanupTestContainers, requireRegistry } from './support/docker.ts';
+import { cleanupClusters, createCluster, type ClusterNode } from './support/cluster-fixture.ts';
+import { requireRegistry } from './support/docker.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
-import { dropSchemas, requirePostgres, testSchema } from './support/postgres.ts';
 
 // Long enough that a supervisor on this loaded shared machine keeps its leases while alive.
 const TTL = 5000;
-const served: Served[] = [];
-const roots: string[] = [];
-const homes: string[] = [];
-let url = '';
 let pds: TestPds | undefined;
 afterAll(async () => {
-  for (const s of served) if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGKILL');
-  for (const h of homes) await cleanupTestContainers({ 'runlog.home': h });
-  for (const r of roots) rmSync(r, { recursive: true, force: true });
-  if (url) await dropSchemas(url);
+  await cleanupClusters();
   await pds?.close();
 });
-
-interface Node {
-  name: string;
-  home: string;
-  s: Served & { info: NonNullable<Served['info']> };
-}
-
-async function startNode(root: string, name: string, store: string, extra: string[] = []): Promise<Node> {
-  const home = join(root, name);
-  mkdirSync(home, { recursive: true, mode: 0o700 });
-  homes.push(home);
-  const s = await startServe(home, '127.0.0.1:0', ['--store', store, '--node', name, '--lease-ttl', String(TTL), ...extra]);
-  served.push(s);
-  if (!s.info) throw new Error(`runlog serve --node ${name} did not start:\n${s.stderr()}`);
-  return { name, home, s: s as Node['s'] };
-}
-
-async function sql<R>(schema: string, text: string, params: unknown[] = []): Promise<R[]> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    await c.query(`SET search_path TO ${schema}`);
-    return (await c.query(text, params)).rows as R[];
-  } finally {
-    await c.end();
-  }
-}
-
-const allEvents = (store: string): any[] =>
-  runCli(['events', '--all', '--json', '--store', store])
-    .stdout.trim()
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l));
-
-async function api(n: Node, method: string, path: string, body: unknown): Promise<{ status: number; body: any }> {
-  const token = readFileSync(join(n.home, 'token'), 'utf8').trim();
-  const r = await fetch(new URL(path, n.s.info.url), { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: r.status, body: await r.json() };
-}
 
 describe('placement in a cluster on PostgreSQL', () => {
   it("spawn with node 'b' through a's API runs on b; 'any' picks the least loaded live node; an unknown or stopped node is a typed error", { timeout: 600_000 }, async () => {
     requireProot();
-    url = await requirePostgres();
-    const root = mkdtempSync(join(tmpdir(), 'runlog-place-'));
-    roots.push(root);
-    const schema = testSchema('place');
-    const store = `${url}?schema=${schema}`;
-    const [a, b, c] = [await startNode(root, 'a', store), await startNode(root, 'b', store), await startNode(root, 'c', store)];
-    const spawn = (via: Node, id: string, node?: string) => runCli(['spawn', HELLO_APP_DIR, '--sandbox', 'proot', '--id', id, '--json', ...(node ? ['--node', node] : [])], { home: via.home, timeoutMs: 180_000 });
-    const leaseOf = async (id: string) => (await sql<{ node: string }>(schema, 'SELECT node FROM leases WHERE stream = $1', [`instance-${id}`])).map((r) => r.node);
+    const cluster = await createCluster({ tag: 'place', ttlMs: TTL });
+    const { root } = cluster;
+    const allEvents = (): any[] => cluster.allEvents();
+    const [a, b, c] = [await cluster.startNode('a'), await cluster.startNode('b'), await cluster.startNode('c')];
+    const spawn = (via: ClusterNode, id: string, node?: string) => cluster.cli(['spawn', HELLO_APP_DIR, '--sandbox', 'proot', '--id', id, '--json', ...(node ? ['--node', node] : [])], via, 180_000);
+    const leaseOf = async (id: string) => (await cluster.sql<{ node: string }>('SELECT node FROM leases WHERE stream = $1', [`instance-${id}`])).map((r) => r.node);
 
     // 1. Named: a's API, b runs it.
     const onB = `onb-${process.pid}`;
@@ -92,7 +40,7 @@ describe('placement in a cluster on PostgreSQL', () => {
     expect(view).toMatchObject({ id: onB, state: 'running' });
     expect(alive(view.context.pid)).toBe(true);
     expect(await leaseOf(onB)).toEqual(['b']);
-    let log = allEvents(store);
+    let log = allEvents();
     const requested = log.filter((e) => e.stream === 'placement-b' && e.type === 'placement.spawn-requested');
     expect(requested).toHaveLength(1);
     expect(requested[0]).toMatchObject({ data: { instanceId: onB, from: 'a' }, meta: { node: 'a' } });
@@ -101,7 +49,7 @@ describe('placement in a cluster on PostgreSQL', () => {
     expect(history.map((e) => e.meta.node)).toEqual(history.map(() => 'b'));
     expect(history[0]).toMatchObject({ type: 'instance.requested' });
     expect(history[0].seq).toBeGreaterThan(requested[0].seq);
-    expect(b.s.stderr()).toContain(`spawned ${onB} placed here by a`);
+    expect(b.stderr()).toContain(`spawned ${onB} placed here by a`);
 
     // 2. any: a 1 (spawned locally), b 1, c 0 → c; then all equal → the node that took the call (a).
     const onA = `ona-${process.pid}`;
@@ -124,60 +72,56 @@ describe('placement in a cluster on PostgreSQL', () => {
     const unknown = spawn(a, `zz-${process.pid}`, 'zz');
     expect(unknown.code).not.toBe(0);
     expect(unknown.stdout + unknown.stderr).toContain('NODE_UNKNOWN');
-    c.s.child.kill('SIGTERM');
-    expect(await c.s.exit).toBe(0);
+    expect(await c.stop()).toBe(0);
     const stopped = spawn(a, `onc-${process.pid}`, 'c');
     expect(stopped.code).not.toBe(0);
     expect(stopped.stdout + stopped.stderr).toContain('NODE_UNAVAILABLE');
     const refusedIds = [`zz-${process.pid}`, `onc-${process.pid}`];
-    expect(allEvents(store).filter((e) => refusedIds.some((id) => e.stream === `instance-${id}` || e.data?.instanceId === id))).toEqual([]);
-    const bad = await api(a, 'POST', '/api/instances', { appDir: HELLO_APP_DIR, node: 'no such node!' });
+    expect(allEvents().filter((e) => refusedIds.some((id) => e.stream === `instance-${id}` || e.data?.instanceId === id))).toEqual([]);
+    const bad = await a.api('POST', '/api/instances', { appDir: HELLO_APP_DIR, node: 'no such node!' });
     expect(bad.status).toBe(400);
 
     // 4. A node refuses what it cannot spawn (no such app directory on its host): the caller gets its typed error.
-    const missing = runCli(['spawn', join(root, 'not-there'), '--id', `miss-${process.pid}`, '--node', 'b', '--json'], { home: a.home, timeoutMs: 120_000 });
+    const missing = cluster.cli(['spawn', join(root, 'not-there'), '--id', `miss-${process.pid}`, '--node', 'b', '--json'], a);
     expect(missing.code).not.toBe(0);
     expect(missing.stdout + missing.stderr).toContain('APP_DIR_MISSING');
-    log = allEvents(store);
+    log = allEvents();
     expect(log.filter((e) => e.stream === 'placement-b' && e.type === 'placement.spawn-refused')).toEqual([expect.objectContaining({ data: expect.objectContaining({ instanceId: `miss-${process.pid}`, code: 'APP_DIR_MISSING' }) })]);
     expect(log.some((e) => e.stream === `instance-miss-${process.pid}`)).toBe(false);
 
-    for (const n of [a, b]) n.s.child.kill('SIGTERM');
-    for (const n of [a, b]) expect(await n.s.exit).toBe(0);
+    for (const code of await Promise.all([a, b].map((n) => n.stop()))) expect(code).toBe(0);
   });
 
   it('racing claims: many executions queued at once on three nodes with a limit of 2 each: each starts exactly once, no node over its limit', { timeout: 600_000 }, async () => {
     await requireDockerAppBase();
     await requireRegistry();
-    url = await requirePostgres();
-    const root = mkdtempSync(join(tmpdir(), 'runlog-place-'));
-    roots.push(root);
+    const cluster = await createCluster({ tag: 'claims', ttlMs: TTL });
+    const { root } = cluster;
+    const allEvents = (): any[] => cluster.allEvents();
     pds = await startTestPds();
     const runtime = await publishNodeRuntime(pds, `placert-${process.pid}.test`);
     const author = await pds.createAccount(`place-${process.pid}.test`);
     const codeDir = mkdtempSync(join(root, 'code-'));
     writeFileSync(join(codeDir, 'index.mjs'), 'export async function nap(input) { await new Promise((r) => setTimeout(r, input.ms)); return { n: input.n }; }\n');
     const uri = (await publishCode(author.publisher, { dir: codeDir, runtime, entrypoint: 'index.mjs', atproto: { plcUrl: pds.plcUrl } })).uri;
-    const schema = testSchema('claims');
-    const store = `${url}?schema=${schema}`;
     const LIMIT = 2;
     const N = 12;
     const flags = ['--plc', pds.plcUrl, '--exec-limit', String(LIMIT)];
-    const nodes = [await startNode(root, 'a', store, flags), await startNode(root, 'b', store, flags), await startNode(root, 'c', store, flags)];
+    const nodes = [await cluster.startNode('a', flags), await cluster.startNode('b', flags), await cluster.startNode('c', flags)];
     // One first, pinned to b, alone: nodes on one machine share its Docker daemon, and two of them materializing the
     // same code volume at the same moment trip over each other's unsealed volume (README, Not done yet) — not what
     // this test is about. Sealed once, every node finds it cached.
-    const first = await api(nodes[0]!, 'POST', '/api/executions', { uri, handler: 'nap', input: { ms: 10, n: -1 }, timeoutMs: 60_000, node: 'b' });
+    const first = await nodes[0]!.api('POST', '/api/executions', { uri, handler: 'nap', input: { ms: 10, n: -1 }, timeoutMs: 60_000, node: 'b' });
     expect(first, JSON.stringify(first.body)).toMatchObject({ status: 200, body: { status: 'succeeded', output: { n: -1 } } });
-    expect(allEvents(store).find((e) => e.stream === `execution-${first.body.executionId}`)).toMatchObject({ type: 'execution.requested', meta: { node: 'b' } });
+    expect(allEvents().find((e) => e.stream === `execution-${first.body.executionId}`)).toMatchObject({ type: 'execution.requested', meta: { node: 'b' } });
     // Then all queued at once, through all three APIs, for any node.
-    const calls = Array.from({ length: N }, (_, n) => api(nodes[n % 3]!, 'POST', '/api/executions', { uri, handler: 'nap', input: { ms: 1500, n }, timeoutMs: 60_000, node: 'any' }));
+    const calls = Array.from({ length: N }, (_, n) => nodes[n % 3]!.api('POST', '/api/executions', { uri, handler: 'nap', input: { ms: 1500, n }, timeoutMs: 60_000, node: 'any' }));
     const answers = await Promise.all(calls);
     for (const [n, r] of answers.entries()) expect(r, JSON.stringify(r.body)).toMatchObject({ status: 200, body: { status: 'succeeded', output: { n } } });
 
     // From the log: every queued execution has one stream, one execution.requested (the claim) and one start,
     // all appended by the node that claimed it; at no position does a node have more than LIMIT unended.
-    const log = allEvents(store);
+    const log = allEvents();
     const queued = log.filter((e) => e.stream === 'queue-executions' && e.type === 'execution.queued');
     expect(queued).toHaveLength(N + 1);
     const ids = queued.map((e) => e.data.executionId);
@@ -204,9 +148,9 @@ describe('placement in a cluster on PostgreSQL', () => {
     // N executions at LIMIT per node cannot all run on one node at once: more than one node claimed.
     expect(new Set(claimedBy.values()).size).toBeGreaterThan(1);
     // No lease of an ended execution is left behind (given back at the next beat).
-    await until('the executions\' leases are given back', async () => (await sql<{ n: number }>(schema, "SELECT count(*)::int AS n FROM leases WHERE stream LIKE 'execution-%'"))[0]!.n === 0, TTL * 3, 200);
+    await until('the executions\' leases are given back', async () => (await cluster.sql<{ n: number }>("SELECT count(*)::int AS n FROM leases WHERE stream LIKE 'execution-%'"))[0]!.n === 0, TTL * 3, 200);
 
-    for (const n of nodes) n.s.child.kill('SIGTERM');
-    for (const n of nodes) expect(await n.s.exit, `${n.name}: ${n.s.stderr().slice(-3000)}`).toBe(0);
+    const codes = await Promise.all(nodes.map((n) => n.stop()));
+    for (const [i, n] of nodes.entries()) expect(codes[i], `${n.name}: ${n.stderr().slice(-3000)}`).toBe(0);
   });
 });
