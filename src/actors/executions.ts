@@ -160,7 +160,12 @@ export class ExecutionSupervisor {
       sandbox: this.sandbox,
       policy: this.policy.prestart,
       labels: this.labels(),
-      record: (events) => void this.host().appendFact(POOL_STREAM, events),
+      // A fact the log could not take (PostgreSQL restarting) is reported, never an unhandled rejection: that
+      // would end the supervisor.
+      record: (events) =>
+        void this.host()
+          .appendFact(POOL_STREAM, events)
+          .catch((err: unknown) => this.opts.log?.(`pool fact ${events.map((e) => e.type).join(', ')} not recorded: ${err instanceof Error ? err.message : String(err)}`)),
       read: () => this.opts.readFacts?.(POOL_STREAM) ?? [],
       log: (m) => this.opts.log?.(m),
       clock: this.opts.clock ?? systemClock,

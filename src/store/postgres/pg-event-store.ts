@@ -170,16 +170,42 @@ export function redactUrl(url: string): string {
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH']);
 
-/** Maps node-postgres failures onto runlog's typed errors. */
+/**
+ * Maps node-postgres failures onto runlog's typed errors. A connection that broke between two statements of a
+ * transaction (the server restarting, its postmaster killed) fails the next one with a plain Error ("Client has
+ * encountered a connection error and is not queryable"): unavailable too, so an observed fact's append waits.
+ */
 function translate(where: string, err: unknown): unknown {
   if (err instanceof RunlogError) return err;
   const code = typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : '';
   const msg = err instanceof Error ? err.message : String(err);
-  if (CONNECTION_CODES.has(code) || code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || /Connection terminated|connection timeout/i.test(msg)) {
+  if (CONNECTION_CODES.has(code) || code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || /Connection terminated|connection timeout|is not queryable/i.test(msg)) {
     return new StoreUnavailableError(where, code ? `${code}: ${msg}` : msg, { cause: err });
   }
   if (code === '53100' || code === '53200' || code.startsWith('58')) return new StoreWriteError(where, `${code}: ${msg}`, { cause: err });
   return err;
+}
+
+/**
+ * Checks a client out of the pool for a transaction. While a client is checked out the pool no longer listens for
+ * its errors, and node-postgres emits a connection that breaks between two statements (the server restarting, its
+ * postmaster killed) as an 'error' event: unheard, it ends the process. Heard here, the next statement (or the
+ * release) finds the connection gone; `release` then destroys the client instead of pooling it.
+ */
+async function checkout(pool: pg.Pool): Promise<{ client: pg.PoolClient; release(broken?: boolean): void }> {
+  const client = await pool.connect();
+  let lost = false;
+  const onError = (): void => {
+    lost = true;
+  };
+  client.on('error', onError);
+  return {
+    client,
+    release(broken = false) {
+      client.removeListener('error', onError);
+      client.release(broken || lost);
+    },
+  };
 }
 
 export class PgEventStore implements EventStorePort {
@@ -305,12 +331,13 @@ export class PgEventStore implements EventStorePort {
       rows = await this.query(APPEND_SQL, batch.params);
       outcomes = this.outcomes(requests, rows, batch);
     } else {
-      let client: pg.PoolClient;
+      let checkedOut: Awaited<ReturnType<typeof checkout>>;
       try {
-        client = await this.pool.connect();
+        checkedOut = await checkout(this.pool);
       } catch (err) {
         throw translate(this.description, err);
       }
+      const client = checkedOut.client;
       let broken = false;
       try {
         await client.query('BEGIN');
@@ -357,7 +384,7 @@ export class PgEventStore implements EventStorePort {
         }
         throw translate(this.description, err);
       } finally {
-        client.release(broken);
+        checkedOut.release(broken);
       }
     }
     if (rows.some((r) => r.o_ok && r.o_first > 0)) this.wakeups.wake();
@@ -694,7 +721,7 @@ export class PgEventStore implements EventStorePort {
   async rebuildProjection(name: string): Promise<{ documents: number; events: number }> {
     this.open();
     const p = this.projections.get(name);
-    const client = await this.pool.connect().catch((err: unknown) => {
+    const { client, release } = await checkout(this.pool).catch((err: unknown) => {
       throw translate(this.description, err);
     });
     let broken = false;
@@ -727,7 +754,7 @@ export class PgEventStore implements EventStorePort {
       await client.query('ROLLBACK').catch(() => (broken = true));
       throw translate(this.description, err);
     } finally {
-      client.release(broken);
+      release(broken);
     }
   }
 
@@ -765,7 +792,7 @@ async function putSnapshots(client: pg.PoolClient, records: readonly SnapshotRec
 const DURABLE_COMMIT = new Set(['on', 'remote_apply', 'remote_write', 'local']);
 
 async function migrate(pool: pg.Pool, schema: string, where: string): Promise<void> {
-  const client = await pool.connect();
+  const { client, release } = await checkout(pool);
   try {
     const { rows } = await client.query<{ sc: string; fsync: string }>("SELECT current_setting('synchronous_commit') AS sc, current_setting('fsync') AS fsync");
     if (!DURABLE_COMMIT.has(rows[0]!.sc)) throw new StoreNotDurableError(where, 'synchronous_commit', rows[0]!.sc);
@@ -796,7 +823,7 @@ async function migrate(pool: pg.Pool, schema: string, where: string): Promise<vo
     await client.query('ROLLBACK').catch(() => {});
     throw err;
   } finally {
-    client.release();
+    release();
   }
 }
 
