@@ -12,6 +12,8 @@ import type { RecordedEvent } from '../domain/events.ts';
 import type { HostStore } from '../store/host-store.ts';
 
 export const EXECUTION_QUEUE = 'queue-executions';
+/** How soon a claim that found the store unreachable is tried again. */
+const STORE_RETRY_MS = 1000;
 export const EXECUTION_QUEUED = 'execution.queued';
 
 export interface QueuedExecution {
@@ -128,6 +130,13 @@ export class ExecutionQueue {
       } catch (err) {
         // Another node claimed it first (its lease or its first event is there): that is the queue working.
         const code = err instanceof RunlogError ? err.code : '';
+        if (code === 'STORE_UNAVAILABLE') {
+          // PostgreSQL restarting: the entry is still queued and its caller still waits; try again in a while
+          // (dropping it here left it to no node once every node had tried during the outage).
+          this.pending.set(next.executionId, next);
+          wake = Math.min(wake, STORE_RETRY_MS);
+          break;
+        }
         if (!(err instanceof FencedError) && code !== 'ACTOR_EXISTS' && code !== 'CONCURRENCY') this.deps.log(`could not start queued execution ${next.executionId}: ${(err as Error).message}`);
       }
     }
