@@ -2,9 +2,9 @@
 // pg_ctl from Debian's PostgreSQL 15, run as the postgres user (runuser) in a temp directory, on a random
 // loopback port, with its socket in that directory. The shared server on 5432 (support/postgres.ts) is never
 // touched. Fails (never skips) when the binaries are missing, saying how to install them.
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -18,9 +18,29 @@ export interface ThrowawayPostgres {
   /** pg_ctl stop in that mode (fast: clients disconnected, clean shutdown; immediate: no shutdown, crash recovery at the next start). */
   stop(mode: 'fast' | 'immediate'): void;
   start(): void;
-  /** The postmaster's pid (from postmaster.pid), null when not running. */
+  /** start(), without blocking the caller's event loop (requests in flight meanwhile go on). */
+  startAsync(): Promise<void>;
+  /** pg_ctl restart in that mode: stopped and started again, clients cut off meanwhile (not blocking). */
+  restart(mode: 'fast' | 'immediate'): Promise<void>;
+  /**
+   * kill -9 of the postmaster, as a crash would: its backends notice (they watch the postmaster) and exit; this
+   * waits until every one of them is gone (SIGKILL to any still there after 10 s), since a new postmaster refuses
+   * to start while the old shared memory segment is attached. postmaster.pid is left behind, stale, as after a
+   * crash: pg_ctl start checks that its pid is dead and starts (crash recovery). Call start() afterwards.
+   */
+  killPostmaster(): Promise<void>;
+  /** Whether postmaster.pid is there (a crash leaves it behind). */
   running(): boolean;
   destroy(): void;
+}
+
+function asPostgresAsync(args: string[], what: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile('runuser', ['-u', 'postgres', '--', ...args], { encoding: 'utf8', timeout: 120_000 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`${what} failed: ${stderr || stdout || err.message}`));
+      else resolve();
+    });
+  });
 }
 
 function asPostgres(args: string[], what: string): string {
@@ -44,9 +64,8 @@ export function startThrowawayPostgres(): ThrowawayPostgres {
   // Local (socket) connections trust the postgres user only: the socket directory is the postgres user's, 0700.
   asPostgres([join(PG_BIN, 'initdb'), '-D', data, '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256', '--no-sync'], 'initdb');
   const opts = `-p ${port} -k ${sock} -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on`;
-  const start = (): void => {
-    asPostgres([join(PG_BIN, 'pg_ctl'), '-D', data, '-o', opts, '-l', join(dir, 'server.log'), '-w', '-t', '60', 'start'], 'pg_ctl start');
-  };
+  const startArgs = [join(PG_BIN, 'pg_ctl'), '-D', data, '-o', opts, '-l', join(dir, 'server.log'), '-w', '-t', '60', 'start'];
+  const start = (): void => void asPostgres(startArgs, 'pg_ctl start');
   start();
   const password = randomBytes(12).toString('hex');
   asPostgres(['psql', '-h', sock, '-p', String(port), '-U', 'postgres', '-v', 'ON_ERROR_STOP=1', '-c', `CREATE ROLE runlog LOGIN PASSWORD '${password}'`, '-c', 'CREATE DATABASE runlog OWNER runlog'], 'psql');
@@ -59,6 +78,31 @@ export function startThrowawayPostgres(): ThrowawayPostgres {
       asPostgres([join(PG_BIN, 'pg_ctl'), '-D', data, '-m', mode, '-w', '-t', '60', 'stop'], `pg_ctl stop -m ${mode}`);
     },
     start,
+    startAsync: () => asPostgresAsync(startArgs, 'pg_ctl start'),
+    restart(mode) {
+      return asPostgresAsync([join(PG_BIN, 'pg_ctl'), '-D', data, '-m', mode, '-o', opts, '-l', join(dir, 'server.log'), '-w', '-t', '60', 'restart'], `pg_ctl restart -m ${mode}`);
+    },
+    async killPostmaster() {
+      const pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      if (!Number.isInteger(pid) || pid <= 1) throw new Error(`postmaster.pid of ${data} names no process`);
+      // Its children (backends, checkpointer, walwriter, …) by parent, taken before the kill re-parents them.
+      const ps = spawnSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' });
+      const children = ps.stdout.split('\n').map((l) => Number(l.trim())).filter((n) => n > 0);
+      process.kill(pid, 'SIGKILL');
+      // Gone, or a zombie its new parent has not reaped yet (it holds nothing any more).
+      const gone = (p: number) => {
+        try {
+          return /^State:\s+Z/m.test(readFileSync(`/proc/${p}/status`, 'utf8'));
+        } catch {
+          return true;
+        }
+      };
+      const deadline = Date.now() + 10_000;
+      while (![pid, ...children].every(gone)) {
+        if (Date.now() > deadline) for (const c of children) if (!gone(c)) process.kill(c, 'SIGKILL');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
     running: () => existsSync(join(data, 'postmaster.pid')),
     destroy() {
       if (destroyed) return;
