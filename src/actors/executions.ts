@@ -160,12 +160,7 @@ export class ExecutionSupervisor {
       sandbox: this.sandbox,
       policy: this.policy.prestart,
       labels: this.labels(),
-      // A fact the log could not take (PostgreSQL restarting) is reported, never an unhandled rejection: that
-      // would end the supervisor.
-      record: (events) =>
-        void this.host()
-          .appendFact(POOL_STREAM, events)
-          .catch((err: unknown) => this.opts.log?.(`pool fact ${events.map((e) => e.type).join(', ')} not recorded: ${err instanceof Error ? err.message : String(err)}`)),
+      record: (events) => void this.recordPoolFacts(events),
       read: () => this.opts.readFacts?.(POOL_STREAM) ?? [],
       log: (m) => this.opts.log?.(m),
       clock: this.opts.clock ?? systemClock,
@@ -177,6 +172,31 @@ export class ExecutionSupervisor {
   async idle(): Promise<void> {
     while (this.removals.size > 0) await Promise.allSettled([...this.removals]);
     await this.poolInstance?.settled();
+  }
+
+  /**
+   * The pool's facts are observed facts (a sandbox was started, claimed, removed): while PostgreSQL restarts they
+   * are sent again until it answers, never an unhandled rejection (that would end the supervisor) nor a silent
+   * loss (a claimed sandbox's container would be unaccounted for). One cut off after it committed is found in
+   * the log's copy (by its sandbox) before it is sent again.
+   */
+  private async recordPoolFacts(events: Parameters<ActorHost['appendFact']>[1]): Promise<void> {
+    for (let attempt = 0, delay = 500; ; attempt++, delay = Math.min(delay * 2, 5000)) {
+      try {
+        await this.host().appendFact(POOL_STREAM, events);
+        return;
+      } catch (err) {
+        const unavailable = err instanceof RunlogError && err.code === 'STORE_UNAVAILABLE';
+        if (!unavailable || attempt >= 30) {
+          this.opts.log?.(`pool fact ${events.map((e) => e.type).join(', ')} not recorded: ${err instanceof Error ? err.message : String(err)}`);
+          return;
+        }
+      }
+      await new Promise((r) => setTimeout(r, delay));
+      const landed = this.opts.readFacts?.(POOL_STREAM) ?? [];
+      const sandboxOf = (data: unknown) => (data as { sandbox?: unknown } | undefined)?.sandbox;
+      if (events.every((e) => landed.some((l) => l.type === e.type && sandboxOf(l.data) === sandboxOf(e.data)))) return;
+    }
   }
 
   /** Removes the pool's waiting sandboxes (before the log closes: their removal is recorded). */
