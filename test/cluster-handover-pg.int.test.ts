@@ -10,67 +10,25 @@
 //   the request out once and answers; the caller gets that answer;
 // - liveness is judged on PostgreSQL's clock: a node whose own clock is years off is live while it beats.
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { publishCode } from '../src/actors/publishing.ts';
 import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
 import { nodeLoads } from '../src/store/postgres/pg-nodes.ts';
 import { HELLO_APP_DIR, requireDockerAppBase, until } from './support/apps.ts';
 import { cliArgs, REPO } from './support/cli.ts';
-import { runCli, startServe, type CliResult, type Served } from './support/cli-process.ts';
-import { cleanupTestContainers, requireRegistry } from './support/docker.ts';
+import { runCli, type CliResult } from './support/cli-process.ts';
+import { cleanupClusters, createCluster, type ClusterNode } from './support/cluster-fixture.ts';
+import { requireRegistry } from './support/docker.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
-import { dropSchemas, requirePostgres, testSchema } from './support/postgres.ts';
 
 const TTL = 5000;
-const served: Served[] = [];
-const roots: string[] = [];
-const homes: string[] = [];
-let url = '';
 let pds: TestPds | undefined;
 afterAll(async () => {
-  for (const s of served) if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGKILL');
-  for (const h of homes) await cleanupTestContainers({ 'runlog.home': h });
-  for (const r of roots) rmSync(r, { recursive: true, force: true });
-  if (url) await dropSchemas(url);
+  await cleanupClusters();
   await pds?.close();
 });
-
-interface Node {
-  name: string;
-  home: string;
-  s: Served & { info: NonNullable<Served['info']> };
-}
-
-async function startNode(root: string, name: string, store: string, extra: string[]): Promise<Node> {
-  const home = join(root, name);
-  mkdirSync(home, { recursive: true, mode: 0o700 });
-  homes.push(home);
-  const s = await startServe(home, '127.0.0.1:0', ['--store', store, '--node', name, '--lease-ttl', String(TTL), ...extra]);
-  served.push(s);
-  if (!s.info) throw new Error(`runlog serve --node ${name} did not start:\n${s.stderr()}`);
-  return { name, home, s: s as Node['s'] };
-}
-
-async function sql<R>(schema: string, text: string, params: unknown[] = []): Promise<R[]> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    await c.query(`SET search_path TO ${schema}`);
-    return (await c.query(text, params)).rows as R[];
-  } finally {
-    await c.end();
-  }
-}
-
-async function api(n: Node, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const token = readFileSync(join(n.home, 'token'), 'utf8').trim();
-  const r = await fetch(new URL(path, n.s.info.url), { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-  return { status: r.status, body: await r.json() };
-}
 
 /** `runlog …` without blocking this process (the PDS the supervisors resolve DIDs from runs in it). */
 function runCliAsync(args: string[], home: string): Promise<CliResult> {
@@ -88,45 +46,44 @@ interface Ev {
   data: any;
   meta: any;
 }
-const events = (schema: string, stream: string) => sql<Ev>(schema, 'SELECT seq::int, stream, type, data, meta FROM events WHERE stream = $1 ORDER BY seq', [stream]);
+
 
 describe('hand-over of stop, kill, logs and exec --node between cluster nodes', () => {
   it('any node accepts them; the owner (or the survivor of its kill -9) acts once and answers', { timeout: 900_000 }, async () => {
     await requireDockerAppBase();
     await requireRegistry();
-    url = await requirePostgres();
-    const root = mkdtempSync(join(tmpdir(), 'runlog-handover-'));
-    roots.push(root);
+    const cluster = await createCluster({ tag: 'handover', ttlMs: TTL });
+    const { store } = cluster;
+    // The log's own rows, as the database holds them (data and meta as stored).
+    const events = (stream: string) => cluster.sql<Ev>('SELECT seq::int, stream, type, data, meta FROM events WHERE stream = $1 ORDER BY seq', [stream]);
     pds = await startTestPds();
     const runtime = await publishNodeRuntime(pds, `hort-${process.pid}.test`);
     const author = await pds.createAccount(`ho-${process.pid}.test`);
-    const codeDir = mkdtempSync(join(root, 'code-'));
+    const codeDir = mkdtempSync(join(cluster.root, 'code-'));
     writeFileSync(join(codeDir, 'index.mjs'), 'export async function hi(input) { return { n: input.n }; }\n');
     const uri = (await publishCode(author.publisher, { dir: codeDir, runtime, entrypoint: 'index.mjs', atproto: { plcUrl: pds.plcUrl } })).uri;
-    const schema = testSchema('handover');
-    const store = `${url}?schema=${schema}`;
     const flags = ['--plc', pds.plcUrl];
-    const [a, b, c] = [await startNode(root, 'a', store, flags), await startNode(root, 'b', store, flags), await startNode(root, 'c', store, flags)];
-    const cli = (via: Node, args: string[]) => runCli([...args, '--json'], { home: via.home, timeoutMs: 180_000 });
+    const [a, b, c] = [await cluster.startNode('a', flags), await cluster.startNode('b', flags), await cluster.startNode('c', flags)];
+    const cli = (via: ClusterNode, args: string[]) => runCli([...args, '--json'], { home: via.home, timeoutMs: 180_000 });
     const spawn = (id: string, node: string) => {
       const r = cli(a, ['spawn', HELLO_APP_DIR, '--sandbox', 'container', '--id', id, '--node', node]);
       expect(r.code, r.stdout + r.stderr).toBe(0);
       expect(JSON.parse(r.stdout)).toMatchObject({ id, state: 'running' });
     };
-    const owner = async (id: string) => (await sql<{ node: string }>(schema, 'SELECT node FROM leases WHERE stream = $1', [`instance-${id}`]))[0]?.node ?? null;
+    const owner = async (id: string) => (await cluster.sql<{ node: string }>('SELECT node FROM leases WHERE stream = $1', [`instance-${id}`]))[0]?.node ?? null;
     const tag = process.pid;
 
     // Liveness on PostgreSQL's clock: each node's beat is the server's time; a node whose clock is years off is live.
-    const beats = await sql<{ node: string; skew_ms: number }>(schema, 'SELECT node, abs(extract(epoch FROM beat_at::timestamptz - clock_timestamp()) * 1000)::float8 AS skew_ms FROM nodes ORDER BY node');
+    const beats = await cluster.sql<{ node: string; skew_ms: number }>('SELECT node, abs(extract(epoch FROM beat_at::timestamptz - clock_timestamp()) * 1000)::float8 AS skew_ms FROM nodes ORDER BY node');
     expect(beats.map((r) => r.node)).toEqual(['a', 'b', 'c']);
     for (const r of beats) expect(r.skew_ms, r.node).toBeLessThan(30_000);
     const skewed = await PgHostStore.open({ url: store, pollMs: 0 });
     try {
       await skewed.writeNode({ node: 'skewed', pid: 1, startedAt: '2001-01-01T00:00:00.000Z', beatAt: '2001-01-01T00:00:00.000Z', intervalMs: 5000, stoppedAt: null });
-      await sql(schema, "INSERT INTO nodes (node, pid, host, started_at, beat_at, interval_ms, stopped_at) VALUES ('quiet', 1, 'h', '2026-01-01T00:00:00.000Z', to_char((clock_timestamp() - interval '1 minute') AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 5000, NULL)");
+      await cluster.sql("INSERT INTO nodes (node, pid, host, started_at, beat_at, interval_ms, stopped_at) VALUES ('quiet', 1, 'h', '2026-01-01T00:00:00.000Z', to_char((clock_timestamp() - interval '1 minute') AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 5000, NULL)");
       const loads = new Map((await nodeLoads(skewed.pg)).map((n) => [n.node, n.live]));
       expect(Object.fromEntries(loads)).toMatchObject({ a: true, b: true, c: true, skewed: true, quiet: false });
-      await sql(schema, "DELETE FROM nodes WHERE node IN ('skewed', 'quiet')");
+      await cluster.sql("DELETE FROM nodes WHERE node IN ('skewed', 'quiet')");
     } finally {
       await skewed.close();
     }
@@ -147,13 +104,13 @@ describe('hand-over of stop, kill, logs and exec --node between cluster nodes', 
     expect(follow.stdout + follow.stderr).toContain('NOT_SUPPORTED');
 
     // stop through a's API: b stops it and answers; a answers with the stopped instance.
-    const stopped = await api(a, 'POST', `/api/actors/${i1}/stop`, { graceMs: 2000 });
+    const stopped = await a.api('POST', `/api/actors/${i1}/stop`, { graceMs: 2000 });
     expect(stopped, JSON.stringify(stopped.body)).toMatchObject({ status: 200, body: { id: i1, state: 'stopped' } });
-    let onB = await events(schema, 'placement-b');
+    let onB = await events('placement-b');
     const stopReq = onB.find((e) => e.type === 'handover.requested' && e.data.instanceId === i1 && e.data.action === 'stop')!;
     expect(stopReq).toMatchObject({ data: { from: 'a', to: 'b', graceMs: 2000 }, meta: { node: 'a' } });
     expect(onB.filter((e) => e.type === 'handover.answered' && e.data.requestId === stopReq.data.requestId)).toEqual([expect.objectContaining({ data: expect.objectContaining({ by: 'b', ok: true, state: 'stopped' }), meta: expect.objectContaining({ node: 'b' }) })]);
-    const h1 = await events(schema, `instance-${i1}`);
+    const h1 = await events(`instance-${i1}`);
     expect(h1.filter((e) => e.type === 'instance.stop-requested')).toEqual([expect.objectContaining({ data: { graceMs: 2000 }, meta: expect.objectContaining({ node: 'b', handover: stopReq.data.requestId }) })]);
     expect(h1.every((e) => e.meta.node === 'b')).toBe(true);
 
@@ -161,10 +118,10 @@ describe('hand-over of stop, kill, logs and exec --node between cluster nodes', 
     const killed = cli(c, ['kill', i2]);
     expect(killed.code, killed.stdout + killed.stderr).toBe(0);
     expect(JSON.parse(killed.stdout)).toMatchObject({ id: i2, state: 'stopped' });
-    onB = await events(schema, 'placement-b');
+    onB = await events('placement-b');
     const killReq = onB.find((e) => e.type === 'handover.requested' && e.data.instanceId === i2)!;
     expect(killReq).toMatchObject({ data: { action: 'kill', from: 'c', to: 'b' } });
-    expect((await events(schema, `instance-${i2}`)).filter((e) => e.type === 'instance.kill-requested')).toEqual([expect.objectContaining({ meta: expect.objectContaining({ node: 'b', handover: killReq.data.requestId }) })]);
+    expect((await events(`instance-${i2}`)).filter((e) => e.type === 'instance.kill-requested')).toEqual([expect.objectContaining({ meta: expect.objectContaining({ node: 'b', handover: killReq.data.requestId }) })]);
     // A refusal comes back typed: stopping a stopped instance succeeds (as locally), killing it is ILLEGAL_EVENT.
     expect(cli(a, ['stop', i2]).code).toBe(0);
     const again = cli(a, ['kill', i2]);
@@ -176,48 +133,48 @@ describe('hand-over of stop, kill, logs and exec --node between cluster nodes', 
     expect(ex.code, ex.stdout + ex.stderr).toBe(0);
     const outcome = JSON.parse(ex.stdout);
     expect(outcome).toMatchObject({ status: 'succeeded', output: { n: 7 } });
-    const exEvents = await events(schema, `execution-${outcome.executionId}`);
+    const exEvents = await events(`execution-${outcome.executionId}`);
     expect(exEvents[0]).toMatchObject({ type: 'execution.requested', meta: { node: 'c' } });
     expect(new Set(exEvents.map((e) => e.meta.node))).toEqual(new Set(['c']));
-    const queued = (await events(schema, 'queue-executions')).find((e) => e.data.executionId === outcome.executionId);
+    const queued = (await events('queue-executions')).find((e) => e.data.executionId === outcome.executionId);
     expect(queued).toMatchObject({ data: { node: 'c', from: 'a' } });
     const unknown = cli(a, ['exec', uri, 'hi', '--node', 'zz']);
     expect(unknown.stdout + unknown.stderr).toContain('NODE_UNKNOWN');
     const malformed = cli(a, ['exec', uri, 'hi', '--node', 'no such node!']);
     expect(malformed.code).toBe(2);
     expect(malformed.stdout + malformed.stderr).toContain('NODE_INVALID');
-    const badApi = await api(a, 'POST', '/api/executions', { uri, handler: 'hi', node: 'no such node!' });
+    const badApi = await a.api('POST', '/api/executions', { uri, handler: 'hi', node: 'no such node!' });
     expect(badApi).toMatchObject({ status: 400, body: { error: { code: 'NODE_INVALID' } } });
 
     // The owner stopped cleanly (its lease not expired yet): NODE_UNAVAILABLE at once, no request appended.
-    c.s.child.kill('SIGTERM');
-    expect(await c.s.exit).toBe(0);
-    const unavailable = await api(a, 'POST', `/api/actors/${i3}/stop`, {});
+    c.signal('SIGTERM');
+    expect(await c.served.exit).toBe(0);
+    const unavailable = await a.api('POST', `/api/actors/${i3}/stop`, {});
     expect(unavailable).toMatchObject({ status: 503, body: { error: { code: 'NODE_UNAVAILABLE' } } });
-    expect((await events(schema, 'placement-c')).filter((e) => e.type === 'handover.requested')).toEqual([]);
+    expect((await events('placement-c')).filter((e) => e.type === 'handover.requested')).toEqual([]);
 
     // The owner SIGSTOPped with a stop pending, then killed -9: the survivor (a: c is stopped) takes i4 over and
     // carries the request out once; the caller, waiting on a, gets that answer.
     spawn(i4, 'b');
     expect(await owner(i4)).toBe('b');
-    b.s.child.kill('SIGSTOP');
-    const pending = api(a, 'POST', `/api/actors/${i4}/stop`, { graceMs: 1000 });
-    const req4 = await until('the stop request is in the log', async () => (await events(schema, 'placement-b')).find((e) => e.type === 'handover.requested' && e.data.instanceId === i4), 20_000, 100);
-    b.s.child.kill('SIGKILL');
+    b.signal('SIGSTOP');
+    const pending = a.api('POST', `/api/actors/${i4}/stop`, { graceMs: 1000 });
+    const req4 = await until('the stop request is in the log', async () => (await events('placement-b')).find((e) => e.type === 'handover.requested' && e.data.instanceId === i4), 20_000, 100);
+    b.signal('SIGKILL');
     const answered = await pending;
     expect(answered, JSON.stringify(answered.body)).toMatchObject({ status: 200, body: { id: i4, state: 'stopped' } });
-    onB = await events(schema, 'placement-b');
+    onB = await events('placement-b');
     expect(onB.filter((e) => e.type === 'handover.answered' && e.data.requestId === req4.data.requestId)).toEqual([expect.objectContaining({ data: expect.objectContaining({ by: 'a', ok: true, state: 'stopped' }) })]);
-    const h4 = await events(schema, `instance-${i4}`);
+    const h4 = await events(`instance-${i4}`);
     // b never acted on it (it was stopped before it could): the one stop-requested is a's, after its takeover.
     const stops = h4.filter((e) => e.type === 'instance.stop-requested');
     expect(stops).toEqual([expect.objectContaining({ meta: expect.objectContaining({ node: 'a', handover: req4.data.requestId }) })]);
     const takeover = h4.findIndex((e) => e.meta.node === 'a');
     expect(h4[takeover]!.seq).toBeGreaterThan(req4.seq);
     expect(h4[takeover]!.type).not.toBe('instance.stop-requested'); // what a knows is recorded first
-    expect(a.s.stderr()).toContain(`stop of ${i4} asked by a: stopped`);
+    expect(a.stderr()).toContain(`stop of ${i4} asked by a: stopped`);
 
-    a.s.child.kill('SIGTERM');
-    expect(await a.s.exit, a.s.stderr().slice(-3000)).toBe(0);
+    a.signal('SIGTERM');
+    expect(await a.served.exit, a.stderr().slice(-3000)).toBe(0);
   });
 });
