@@ -6,29 +6,18 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { inspectActor } from '../src/actors/inspection.ts';
 import { archiveStoreUrl, startRetentionOn } from '../src/actors/retention.ts';
 import type { ArchiveStep } from '../src/store/sqlite-archive.ts';
 import { ARCHIVE_LOCK_CLASS } from '../src/store/postgres/pg-schema.ts';
 import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
 import { runCli } from './support/cli-in-process.ts';
-import { dropSchemas, requirePostgres, testSchema } from './support/postgres.ts';
+import { testSchema, usePostgres } from './support/postgres.ts';
 import { writeRetentionLog, type BuiltActor } from './support/retention-log.ts';
 import { tempDir } from './support/tmp.ts';
 
-let url = '';
-let admin: pg.Client;
-beforeAll(async () => {
-  url = await requirePostgres();
-  admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-});
-afterAll(async () => {
-  await admin?.end();
-  if (url) await dropSchemas(url);
-});
+const db = usePostgres();
 
 type Truth = Map<string, { state: string; version: number; context: unknown }>;
 
@@ -64,7 +53,7 @@ async function verify(store: string, extra: string[] = []): Promise<{ code: numb
 
 async function newLog(ended: number, live: number): Promise<{ schema: string; store: string; home: string; actors: BuiltActor[] }> {
   const schema = testSchema('ret');
-  const store = `${url}?schema=${schema}`;
+  const store = `${db.url}?schema=${schema}`;
   const home = tempDir();
   const actors = await writeRetentionLog(home, { ended, live, start: '2026-09-01T00:00:00.000Z', store });
   return { schema, store, home, actors };
@@ -81,10 +70,10 @@ describe('runlog archive on PostgreSQL', () => {
     const out = join(home, 'first.jsonl.gz');
     const r = await archive(store, home, before, out);
     expect(r).toMatchObject({ file: out, actors: 20, vacuum: 'plain' });
-    const { rows: left } = await admin.query(`SELECT count(*)::integer AS n FROM ${schema}.events WHERE stream = ANY($1::text[])`, [archived.map((a) => `${a.kind}-${a.id}`)]);
+    const { rows: left } = await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.events WHERE stream = ANY($1::text[])`, [archived.map((a) => `${a.kind}-${a.id}`)]);
     expect(left).toEqual([{ n: 0 }]);
-    expect((await admin.query(`SELECT count(*)::integer AS n FROM ${schema}.tombstones`)).rows).toEqual([{ n: 20 }]);
-    expect((await admin.query(`SELECT count(*)::integer AS n FROM ${schema}.chain_gaps`)).rows[0].n).toBeGreaterThan(0);
+    expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.tombstones`)).rows).toEqual([{ n: 20 }]);
+    expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.chain_gaps`)).rows[0].n).toBeGreaterThan(0);
 
     // A fresh copy of the log (what a supervisor starting now reads): archived actors listed with where they went.
     await withStore(store, (s) => {
@@ -138,15 +127,15 @@ describe('runlog archive on PostgreSQL', () => {
 
   it('one archiver at a time: a second one gets ARCHIVE_BUSY and changes nothing', async () => {
     const { schema, store, home, actors } = await newLog(6, 1);
-    await admin.query('SELECT pg_advisory_lock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
+    await db.admin.query('SELECT pg_advisory_lock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
     try {
       const r = await runCli(['archive', '--store', store, '--before', cutoffAfter(actors, 6), '--out', join(home, 'busy.jsonl.gz'), '--json']);
       expect(r.code, r.stderr()).toBe(5); // a conflict
       expect(r.stderr()).toContain('ARCHIVE_BUSY');
       expect(existsSync(join(home, 'busy.jsonl.gz'))).toBe(false);
-      expect((await admin.query(`SELECT count(*)::integer AS n FROM ${schema}.tombstones`)).rows).toEqual([{ n: 0 }]);
+      expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.tombstones`)).rows).toEqual([{ n: 0 }]);
     } finally {
-      await admin.query('SELECT pg_advisory_unlock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
+      await db.admin.query('SELECT pg_advisory_unlock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
     }
     expect(await archive(store, home, cutoffAfter(actors, 6), join(home, 'free.jsonl.gz'))).toMatchObject({ actors: 6 });
   }, 120_000);
@@ -154,23 +143,23 @@ describe('runlog archive on PostgreSQL', () => {
   it("serve --retain's schedule on PostgreSQL: skips a run while another node archives, archives once it is free", async () => {
     const { schema, store, home } = await newLog(6, 1);
     const { PgEventStore } = await import('../src/store/postgres/pg-event-store.ts');
-    const pgStore = await PgEventStore.open({ url, schema, maxConnections: 2 });
+    const pgStore = await PgEventStore.open({ url: db.url, schema, maxConnections: 2 });
     const said: string[] = [];
     const heard = async (re: RegExp): Promise<void> => {
       for (let i = 0; i < 200 && !said.some((m) => re.test(m)); i++) await new Promise((r) => setTimeout(r, 50));
       expect(said).toContainEqual(expect.stringMatching(re));
     };
     try {
-      await admin.query('SELECT pg_advisory_lock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
+      await db.admin.query('SELECT pg_advisory_lock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
       let stop: () => void;
       try {
         stop = await startRetentionOn({ pg: pgStore }, home, { retainMs: 86_400_000 }, (m) => said.push(m));
         await heard(/another node is archiving this log/);
         stop();
       } finally {
-        await admin.query('SELECT pg_advisory_unlock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
+        await db.admin.query('SELECT pg_advisory_unlock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
       }
-      expect((await admin.query(`SELECT count(*)::integer AS n FROM ${schema}.tombstones`)).rows).toEqual([{ n: 0 }]);
+      expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.tombstones`)).rows).toEqual([{ n: 0 }]);
       stop = await startRetentionOn({ pg: pgStore }, home, { retainMs: 86_400_000 }, (m) => said.push(m));
       await heard(/^retention: archived 6 actors/);
       stop();
@@ -188,7 +177,7 @@ describe('runlog archive on PostgreSQL', () => {
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
     child.stderr.on('data', (b: Buffer) => (err += b.toString()));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    const count = async (): Promise<number> => (await admin.query(`SELECT count(*)::integer AS n FROM ${schema}.events WHERE stream LIKE 'instance-inst_side%'`)).rows[0].n as number;
+    const count = async (): Promise<number> => (await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.events WHERE stream LIKE 'instance-inst_side%'`)).rows[0].n as number;
     const grown = async (n: number): Promise<void> => {
       const from = await count();
       for (let i = 0; i < 600 && (await count()) < from + n; i++) await new Promise((r) => setTimeout(r, 50));
@@ -214,7 +203,7 @@ describe('runlog archive on PostgreSQL', () => {
     expect(after).toMatchObject({ code: 0, report: { ok: true, archives: 1 } });
     expect((after.report.findings as { code: string; severity: string }[]).filter((f) => f.code !== 'SNAPSHOT_STALE')).toEqual([]);
     // Positions only grew: the events after the run sit above everything the archive held.
-    const { rows } = await admin.query(`SELECT min(seq)::integer AS s FROM ${schema}.events WHERE stream LIKE 'instance-inst_side%' AND seq > (SELECT last_seq FROM ${schema}.archives)`);
+    const { rows } = await db.admin.query(`SELECT min(seq)::integer AS s FROM ${schema}.events WHERE stream LIKE 'instance-inst_side%' AND seq > (SELECT last_seq FROM ${schema}.archives)`);
     expect(rows[0].s).not.toBeNull();
   }, 180_000);
 });
@@ -222,8 +211,8 @@ describe('runlog archive on PostgreSQL', () => {
 describe('a PostgreSQL supervisor at start', () => {
   it("checks the chain's tail before anything is read or appended: a changed event is STORE_CHAIN_BROKEN", async () => {
     const { schema, store, actors } = await newLog(3, 1);
-    const { rows } = await admin.query(`SELECT max(seq)::integer AS s FROM ${schema}.events`);
-    await admin.query(`UPDATE ${schema}.events SET at = '2020-01-01T00:00:00.000Z' WHERE seq = $1`, [rows[0].s - 2]);
+    const { rows } = await db.admin.query(`SELECT max(seq)::integer AS s FROM ${schema}.events`);
+    await db.admin.query(`UPDATE ${schema}.events SET at = '2020-01-01T00:00:00.000Z' WHERE seq = $1`, [rows[0].s - 2]);
     const { createRunlog } = await import('../src/actors/runlog.ts');
     await expect(createRunlog({ home: tempDir(), store, node: 'n1', supervise: true, readOnly: false })).rejects.toMatchObject({ code: 'STORE_CHAIN_BROKEN', details: expect.objectContaining({ seq: rows[0].s - 2 }) });
     expect(actors).toHaveLength(4);
@@ -271,7 +260,7 @@ describe('archive on PostgreSQL under SIGKILL', () => {
         expect(Boolean(row.archived), `${a.id}: tombstone after a kill at ${step}`).toBe(gone);
       }
     });
-    if (!archived) expect((await admin.query(`SELECT count(*)::integer AS n FROM ${schema}.archives`)).rows).toEqual([{ n: 0 }]);
+    if (!archived) expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.archives`)).rows).toEqual([{ n: 0 }]);
     expect(readdirSync(home).filter((f) => f.includes('.partial-')).length).toBeLessThanOrEqual(1);
 
     // A later run (the archive lock was let go with the killed session) finishes or has nothing left to do.

@@ -3,25 +3,14 @@
 // once, as several nodes do), the links are SQLite's eventHash over the stored columns, damage is named at its
 // first bad position, a log from before the migration gets its chain, and snapshots are kept in the append's
 // transaction.
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { GENESIS, eventHash } from '../src/store/chain.ts';
 import type { SnapshotRecord } from '../src/store/event-store.ts';
 import { PgEventStore } from '../src/store/postgres/pg-event-store.ts';
 import { PG_LATEST_SCHEMA, PG_MIGRATIONS } from '../src/store/postgres/pg-schema.ts';
-import { dropSchemas, requirePostgres, testSchema } from './support/postgres.ts';
+import { testSchema, usePostgres } from './support/postgres.ts';
 
-let url = '';
-let admin: pg.Client;
-beforeAll(async () => {
-  url = await requirePostgres();
-  admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-});
-afterAll(async () => {
-  await admin?.end();
-  if (url) await dropSchemas(url);
-});
+const db = usePostgres();
 
 // Text that a naive canonical form would get wrong: characters beyond U+FFFF (two UTF-16 units each), control
 // characters, quotes, keys jsonb reorders, numbers jsonb keeps as written.
@@ -34,7 +23,7 @@ function snapshot(stream: string, version: number, state: string): SnapshotRecor
 describe('the hash chain on PostgreSQL', () => {
   it('links every event with SQLite’s function over the stored columns, and chain_head names the last link', async () => {
     const schema = testSchema('chain');
-    const store = await PgEventStore.open({ url, schema });
+    const store = await PgEventStore.open({ url: db.url, schema });
     try {
       await store.appendToStream('instance-😀', [{ type: 't.ü', data: tricky, meta: { who: 'ä' } }], { expectedVersion: 'no-stream' });
       await store.appendMany([
@@ -42,14 +31,14 @@ describe('the hash chain on PostgreSQL', () => {
         { stream: 'instance-b', events: [{ type: 'y', data: {} }], expectedVersion: 5 }, // a conflict: no link
         { stream: 'instance-a', events: [{ type: 'x', data: { i: 3 } }], expectedVersion: 2 },
       ]);
-      const { rows } = await admin.query(`SELECT seq::integer, stream, version, type, schema, at, data::text AS data, meta::text AS meta, hash FROM ${schema}.events ORDER BY seq`);
+      const { rows } = await db.admin.query(`SELECT seq::integer, stream, version, type, schema, at, data::text AS data, meta::text AS meta, hash FROM ${schema}.events ORDER BY seq`);
       expect(rows.map((r) => r.seq)).toEqual([1, 2, 3, 4]);
       let prev: Buffer = GENESIS;
       for (const r of rows) {
         prev = eventHash(prev, r.seq, r.stream, r.version, r.type, r.schema, r.at, r.data, r.meta);
         expect(r.hash.toString('hex')).toBe(prev.toString('hex'));
       }
-      const head = await admin.query(`SELECT seq::integer, hash FROM ${schema}.chain_head`);
+      const head = await db.admin.query(`SELECT seq::integer, hash FROM ${schema}.chain_head`);
       expect(head.rows).toEqual([{ seq: 4, hash: prev }]);
       const check = await store.verifyChain();
       expect(check).toEqual({ ok: true, events: 4, lastSeq: 4, lastHash: prev });
@@ -60,8 +49,8 @@ describe('the hash chain on PostgreSQL', () => {
 
   it('several pools appending at once (several nodes) still make one valid chain', async () => {
     const schema = testSchema('chainrace');
-    const a = await PgEventStore.open({ url, schema });
-    const b = await PgEventStore.open({ url, schema });
+    const a = await PgEventStore.open({ url: db.url, schema });
+    const b = await PgEventStore.open({ url: db.url, schema });
     try {
       const appends = [a, b].flatMap((store, n) =>
         Array.from({ length: 20 }, (_, i) =>
@@ -81,20 +70,20 @@ describe('the hash chain on PostgreSQL', () => {
 
   it('names the first bad position: a changed event, an event cut from the middle, events cut from the end', async () => {
     const schema = testSchema('chaindamage');
-    const store = await PgEventStore.open({ url, schema });
+    const store = await PgEventStore.open({ url: db.url, schema });
     try {
       for (let i = 0; i < 6; i++) await store.appendToStream('instance-d', [{ type: 'x', data: { i } }], { expectedVersion: i === 0 ? 'no-stream' : i });
       expect(await store.verifyChain()).toMatchObject({ ok: true, events: 6 });
 
-      await admin.query(`UPDATE ${schema}.events SET data = '{"i": 99}' WHERE seq = 3`);
+      await db.admin.query(`UPDATE ${schema}.events SET data = '{"i": 99}' WHERE seq = 3`);
       expect(await store.verifyChain()).toMatchObject({ ok: false, seq: 3, stream: 'instance-d', version: 3, reason: expect.stringContaining('do not match its hash') });
-      await admin.query(`UPDATE ${schema}.events SET data = '{"i": 2}' WHERE seq = 3`);
+      await db.admin.query(`UPDATE ${schema}.events SET data = '{"i": 2}' WHERE seq = 3`);
       expect(await store.verifyChain()).toMatchObject({ ok: true });
 
-      await admin.query(`DELETE FROM ${schema}.events WHERE seq = 6`);
+      await db.admin.query(`DELETE FROM ${schema}.events WHERE seq = 6`);
       expect(await store.verifyChain()).toMatchObject({ ok: false, seq: 6, reason: expect.stringContaining('missing from its end') });
 
-      await admin.query(`DELETE FROM ${schema}.events WHERE seq = 4`);
+      await db.admin.query(`DELETE FROM ${schema}.events WHERE seq = 4`);
       expect(await store.verifyChain()).toMatchObject({ ok: false, seq: 4, reason: expect.stringContaining('missing') });
     } finally {
       await store.close();
@@ -104,12 +93,12 @@ describe('the hash chain on PostgreSQL', () => {
   it('a log written before the chain gets it when it is migrated, and appends continue it', async () => {
     const schema = testSchema('chainmigrate');
     // The schema as the previous release left it (migrations 1–3), with events appended by its append_events.
-    await admin.query(`CREATE SCHEMA ${schema}`);
-    await admin.query(`SET search_path TO ${schema}`);
+    await db.admin.query(`CREATE SCHEMA ${schema}`);
+    await db.admin.query(`SET search_path TO ${schema}`);
     try {
-      await admin.query(`CREATE TABLE runlog_schema (application text NOT NULL, version integer NOT NULL); INSERT INTO runlog_schema VALUES ('runlog-event-log', 3)`);
-      for (const m of PG_MIGRATIONS.slice(0, 3)) await admin.query(m);
-      await admin.query(`SELECT * FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)`, [
+      await db.admin.query(`CREATE TABLE runlog_schema (application text NOT NULL, version integer NOT NULL); INSERT INTO runlog_schema VALUES ('runlog-event-log', 3)`);
+      for (const m of PG_MIGRATIONS.slice(0, 3)) await db.admin.query(m);
+      await db.admin.query(`SELECT * FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)`, [
         ['instance-old', 'instance-old2'],
         ['no-stream', 'no-stream'],
         [2, 1],
@@ -120,11 +109,11 @@ describe('the hash chain on PostgreSQL', () => {
         ['2026-01-01T00:00:00.000Z', '2026-01-01T00:00:01.000Z', '2026-01-01T00:00:02.000Z'],
       ]);
     } finally {
-      await admin.query('RESET search_path');
+      await db.admin.query('RESET search_path');
     }
-    const store = await PgEventStore.open({ url, schema });
+    const store = await PgEventStore.open({ url: db.url, schema });
     try {
-      expect((await admin.query(`SELECT version FROM ${schema}.runlog_schema`)).rows).toEqual([{ version: PG_LATEST_SCHEMA }]);
+      expect((await db.admin.query(`SELECT version FROM ${schema}.runlog_schema`)).rows).toEqual([{ version: PG_LATEST_SCHEMA }]);
       expect(await store.verifyChain()).toMatchObject({ ok: true, events: 3, lastSeq: 3 });
       await store.appendToStream('instance-old', [{ type: 'd', data: {} }], { expectedVersion: 2 });
       expect(await store.verifyChain()).toMatchObject({ ok: true, events: 4, lastSeq: 4 });
@@ -137,7 +126,7 @@ describe('the hash chain on PostgreSQL', () => {
 describe('snapshots on PostgreSQL', () => {
   it('are stored in the append’s transaction for the version the append reaches; a replaced one is kept for replay --to', async () => {
     const schema = testSchema('snap');
-    const store = await PgEventStore.open({ url, schema });
+    const store = await PgEventStore.open({ url: db.url, schema });
     try {
       await store.appendMany([{ stream: 'instance-s', events: [{ type: 'x', data: {} }, { type: 'x', data: {} }], expectedVersion: 'no-stream' }], { snapshots: [snapshot('instance-s', 2, '{"v":2}')] });
       // A snapshot for another version than the append reaches is a caller's bug: never stored.

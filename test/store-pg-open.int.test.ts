@@ -1,29 +1,19 @@
 // Opening a PostgreSQL event store: migrations run once (even with two openers racing), a schema that belongs to
 // another program or to a newer runlog is refused and left as it was, and an unreachable server is a typed error.
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { PgEventStore } from '../src/store/postgres/pg-event-store.ts';
 import { PG_LATEST_SCHEMA } from '../src/store/postgres/pg-schema.ts';
-import { dropSchemas, requirePostgres, testSchema } from './support/postgres.ts';
+import { testSchema, usePostgres } from './support/postgres.ts';
 
-let url = '';
-let admin: pg.Client;
-beforeAll(async () => {
-  url = await requirePostgres();
-  admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-});
-afterAll(async () => {
-  await admin?.end();
-  if (url) await dropSchemas(url);
-});
+const db = usePostgres();
 
 describe('opening a PostgreSQL event store', () => {
   it('creates and migrates a new schema once, even when two open it at the same time; sessions commit synchronously', async () => {
     const schema = testSchema('open');
-    const [a, b] = await Promise.all([PgEventStore.open({ url, schema }), PgEventStore.open({ url, schema })]);
+    const [a, b] = await Promise.all([PgEventStore.open({ url: db.url, schema }), PgEventStore.open({ url: db.url, schema })]);
     try {
-      const { rows } = await admin.query(`SELECT application, version FROM ${schema}.runlog_schema`);
+      const { rows } = await db.admin.query(`SELECT application, version FROM ${schema}.runlog_schema`);
       expect(rows).toEqual([{ application: 'runlog-event-log', version: PG_LATEST_SCHEMA }]);
       await a.appendToStream('s-1', [{ type: 'x', data: {} }], { expectedVersion: 'no-stream' });
       expect(await b.streamVersion('s-1')).toBe(1);
@@ -34,25 +24,25 @@ describe('opening a PostgreSQL event store', () => {
       await b.close();
     }
     // Reopening an up-to-date log changes nothing.
-    const again = await PgEventStore.open({ url, schema });
+    const again = await PgEventStore.open({ url: db.url, schema });
     expect(await again.lastSeq()).toBe(1);
     await again.close();
   });
 
   it('refuses a schema that holds another program’s tables, and leaves it as it was', async () => {
     const schema = testSchema('foreign');
-    await admin.query(`CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.orders (id int); INSERT INTO ${schema}.orders VALUES (7)`);
-    await expect(PgEventStore.open({ url, schema })).rejects.toMatchObject({ code: 'STORE_FOREIGN' });
-    const tables = await admin.query('SELECT tablename FROM pg_tables WHERE schemaname = $1', [schema]);
+    await db.admin.query(`CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.orders (id int); INSERT INTO ${schema}.orders VALUES (7)`);
+    await expect(PgEventStore.open({ url: db.url, schema })).rejects.toMatchObject({ code: 'STORE_FOREIGN' });
+    const tables = await db.admin.query('SELECT tablename FROM pg_tables WHERE schemaname = $1', [schema]);
     expect(tables.rows).toEqual([{ tablename: 'orders' }]);
-    expect((await admin.query(`SELECT id FROM ${schema}.orders`)).rows).toEqual([{ id: 7 }]);
+    expect((await db.admin.query(`SELECT id FROM ${schema}.orders`)).rows).toEqual([{ id: 7 }]);
   });
 
   it('refuses a log written by a newer runlog', async () => {
     const schema = testSchema('newer');
-    await (await PgEventStore.open({ url, schema })).close();
-    await admin.query(`UPDATE ${schema}.runlog_schema SET version = 99`);
-    await expect(PgEventStore.open({ url, schema })).rejects.toMatchObject({ code: 'STORE_TOO_NEW' });
+    await (await PgEventStore.open({ url: db.url, schema })).close();
+    await db.admin.query(`UPDATE ${schema}.runlog_schema SET version = 99`);
+    await expect(PgEventStore.open({ url: db.url, schema })).rejects.toMatchObject({ code: 'STORE_TOO_NEW' });
   });
 
   it('a server that does not answer is STORE_UNAVAILABLE, saying how to start it', async () => {
@@ -63,6 +53,6 @@ describe('opening a PostgreSQL event store', () => {
   });
 
   it('rejects a schema name that is not a plain identifier before connecting', async () => {
-    await expect(PgEventStore.open({ url, schema: 'x; DROP TABLE y' })).rejects.toMatchObject({ code: 'STORE_INPUT' });
+    await expect(PgEventStore.open({ url: db.url, schema: 'x; DROP TABLE y' })).rejects.toMatchObject({ code: 'STORE_INPUT' });
   });
 });

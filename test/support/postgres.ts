@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import pg from 'pg';
+import { afterAll, beforeAll } from 'vitest';
 
 const SETUP_DIR = process.env.RUNLOG_SETUP_DIR ?? '/var/lib/runlog-setup';
 
@@ -50,4 +51,39 @@ export async function dropSchemas(url: string): Promise<void> {
   } finally {
     await client.end();
   }
+}
+
+/** The server a test file talks to: its URL and an admin connection for reading and damaging a log directly. */
+export interface PostgresForTests {
+  readonly url: string;
+  readonly admin: pg.Client;
+}
+
+/**
+ * Called once at a test file's top level: before its tests, requires the server and connects an admin client;
+ * after them, ends that client and drops every schema testSchema() handed out. The fields are read in tests (set
+ * by the before-hook). Its after-hook is registered here, so with vitest's stacked after-hooks it runs after those
+ * the file registers later (a file closing its own stores has them closed before their schemas go).
+ */
+export function usePostgres(): PostgresForTests {
+  let url = '';
+  let admin: pg.Client | undefined;
+  beforeAll(async () => {
+    url = await requirePostgres();
+    admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+  });
+  afterAll(async () => {
+    await admin?.end();
+    if (url) await dropSchemas(url);
+  });
+  return {
+    get url() {
+      return url;
+    },
+    get admin() {
+      if (!admin) throw new Error('usePostgres(): the admin client is connected in beforeAll; read it inside a test');
+      return admin;
+    },
+  };
 }
