@@ -39,15 +39,6 @@ export const archiveCommand: Command = {
       // PostgreSQL: beside running supervisors (other nodes keep appending); one archiver at a time (ARCHIVE_BUSY).
       return report(await archiveStoreUrl(args.store, { before, home, ...out }));
     }
-    return withWritableLog(args, 'runlog archive', (store) => {
-      const r = archiveLog(store, { before, home, ...out });
-      if (io.json) printJson(io, { before, ...r });
-      else if (!r.file) io.out(`nothing to archive: no actor ended before ${before}`);
-      else {
-        io.out(`archived ${r.actors} actors (${r.events} events) that ended before ${before} to ${r.file} (${r.bytes} bytes, ends at seq ${r.lastSeq}, ${r.lastHash!.slice(0, 16)}…)`);
-        io.out(`log ${r.sizeBefore} → ${r.sizeAfter} bytes (${r.vacuum} vacuum); replay one with: runlog replay --file ${r.file} <id>`);
-      }
-      return EXIT.ok;
-    });
+    return withWritableLog(args, 'runlog archive', (store) => report(archiveLog(store, { before, home, ...out })));
   },
 };
