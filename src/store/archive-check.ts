@@ -62,6 +62,33 @@ export function locate(file: string, dirs: readonly string[]): string | null {
   return null;
 }
 
+/** One check of a log's recorded archives (SQLite's below, PostgreSQL's in postgres/pg-archive-check.ts): what it found, and how many it checked. */
+export class ArchiveCheckRun {
+  private readonly findings: ArchiveFinding[] = [];
+  private checked = 0;
+  constructor(private readonly dirs: readonly string[]) {}
+
+  /** Where archive `a` is, to be checked there; null (and named as not checked) when it is not found. */
+  locate(a: ArchiveRow): string | null {
+    const where = locate(a.file, this.dirs);
+    if (!where) {
+      this.findings.push({ code: 'ARCHIVE_NOT_FOUND', severity: 'warning', file: a.file, message: `archive ${a.file} (${a.actors} actors, ${a.events} events) is not there and was not checked; runlog verify --archives <dir> looks for it by name` });
+      return null;
+    }
+    this.checked += 1;
+    return where;
+  }
+
+  /** What checkOne() found in the archive at `where` (null: it is sound). */
+  record(where: string, found: Problem | null): void {
+    if (found) this.findings.push({ code: 'ARCHIVE_DAMAGED', severity: 'damage', file: where, ...found, message: `archive ${where}: ${found.message}` });
+  }
+
+  result(): { checked: number; findings: ArchiveFinding[] } {
+    return { checked: this.checked, findings: this.findings };
+  }
+}
+
 /** Checks every archive the log recorded; returns what is wrong (empty: every archive found is sound). */
 export function checkArchives(store: SqliteEventStore, options: { dirs?: readonly string[] } = {}): { checked: number; findings: ArchiveFinding[] } {
   const db = store.connection;
@@ -73,19 +100,12 @@ export function checkArchives(store: SqliteEventStore, options: { dirs?: readonl
     const r = logHash.get(seq) as { hash: Buffer | null } | undefined;
     return r?.hash ? r.hash.toString('hex') : gaps.get(seq);
   };
-  const findings: ArchiveFinding[] = [];
-  let checked = 0;
+  const run = new ArchiveCheckRun(options.dirs ?? []);
   for (const a of archives) {
-    const where = locate(a.file, options.dirs ?? []);
-    if (!where) {
-      findings.push({ code: 'ARCHIVE_NOT_FOUND', severity: 'warning', file: a.file, message: `archive ${a.file} (${a.actors} actors, ${a.events} events) is not there and was not checked; runlog verify --archives <dir> looks for it by name` });
-      continue;
-    }
-    checked += 1;
-    const found = checkOne(where, a, tombstones.all(a.id) as TombstoneRow[], gaps, linkInLog);
-    if (found) findings.push({ code: 'ARCHIVE_DAMAGED', severity: 'damage', file: where, ...found, message: `archive ${where}: ${found.message}` });
+    const where = run.locate(a);
+    if (where) run.record(where, checkOne(where, a, tombstones.all(a.id) as TombstoneRow[], gaps, linkInLog));
   }
-  return { checked, findings };
+  return run.result();
 }
 
 type Problem = { message: string; seq?: number; stream?: string; version?: number };
