@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { eventHash } from './chain.ts';
+import { eventHash, type ChainedEventFields } from './chain.ts';
 import type { SqliteEventStore } from './sqlite-event-store.ts';
 
 export interface ArchiveFinding {
@@ -39,13 +39,7 @@ export interface TombstoneRow {
   last_seq: number;
 }
 
-interface EventLine {
-  seq: number;
-  stream: string;
-  version: number;
-  type: string;
-  schema: number;
-  at: string;
+interface EventLine extends ChainedEventFields {
   data: unknown;
   meta: unknown;
   hash: string;

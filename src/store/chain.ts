@@ -17,6 +17,16 @@ export function eventHash(prev: Uint8Array, seq: number, stream: string, version
     .digest();
 }
 
+/** What an event's link covers besides its data, meta and hash (the event's place and kind); each reader of the chain adds those three in its own form. */
+export interface ChainedEventFields {
+  seq: number;
+  stream: string;
+  version: number;
+  type: string;
+  schema: number;
+  at: string;
+}
+
 /** A row as the chain reads it, in `.raw()` order. */
 export type ChainRow = [seq: number, stream: string, version: number, type: string, schema: number, at: string, data: string, meta: string, hash: Buffer | null];
 

@@ -6,24 +6,18 @@
 // was (an archive file may remain, unreferenced: a later run writes another); after, the log is archived and its
 // archive complete. Nothing is ever half removed: (2) is one transaction.
 //
-// The archive is JSON lines, gzip: an archive header, then one history per actor exactly as `runlog export` writes
-// it (a history header, then its events in version order: `runlog replay --file <archive> <id>` reads it), then a
-// trailer naming the chain link the archive ends on. Each event line carries its chain hash (and, where the event
-// before it in the log is not in this archive, that event's hash as `prev`), and data and meta are the stored
-// JSON text: the archive can be checked against its own chain.
-import { closeSync, fsyncSync, linkSync, openSync, statSync, unlinkSync, writeSync } from 'node:fs';
-import { createHash } from 'node:crypto';
-import { dirname } from 'node:path';
-import { gzipSync } from 'node:zlib';
+// The archive file (archive-file.ts) is JSON lines, gzip: an archive header, then one history per actor exactly as
+// `runlog export` writes it (`runlog replay --file <archive> <id>` reads it), then a trailer naming the chain link
+// the archive ends on. Each event line carries its chain hash (and, where the event before it in the log is not in
+// this archive, that event's hash as `prev`), and data and meta are the stored JSON text: the archive can be
+// checked against its own chain.
+import { statSync } from 'node:fs';
 import { RunlogError, StoreChainError } from '../domain/errors.ts';
+import { ArchiveFileWriter } from './archive-file.ts';
 import { CHAIN_COLUMNS, GENESIS, rowHash, type ChainRow } from './chain.ts';
 import { readShutdownRecord, writeShutdownRecord } from './shutdown-record.ts';
 import type { ActorDbRow, SqliteEventStore } from './sqlite-event-store.ts';
 import type Database from 'better-sqlite3';
-
-/** The archive container's format; the histories inside are `runlog export`'s format 1. */
-export const ARCHIVE_FORMAT = 1;
-const HISTORY_FORMAT = 1;
 
 /** Where a run stands, told to `onStep` (tests kill the process there). */
 export type ArchiveStep = 'planned' | 'file-written' | 'file-linked' | 'removing' | 'committed' | 'vacuumed';
@@ -55,40 +49,7 @@ export interface ArchiveResult {
   vacuum: 'incremental' | 'full' | 'plain' | 'none';
 }
 
-export class ArchiveExistsError extends RunlogError {
-  constructor(file: string) {
-    super('ARCHIVE_EXISTS', `${file} already exists; an archive is never overwritten (give another --out)`, { file });
-  }
-}
-
 type PlannedActor = Omit<ActorDbRow, 'archived_to' | 'archived_at'>;
-
-/** Compressed output written as gzip members of about 1 MB each (a multi-member gzip file is one stream to readers). */
-export class GzipWriter {
-  private chunk: string[] = [];
-  private size = 0;
-  bytes = 0;
-  private readonly digest = createHash('sha256');
-  constructor(private readonly fd: number) {}
-  line(text: string): void {
-    this.chunk.push(text, '\n');
-    this.size += text.length + 1;
-    if (this.size >= 1 << 20) this.flush();
-  }
-  flush(): void {
-    if (this.size === 0) return;
-    const z = gzipSync(this.chunk.join(''));
-    this.chunk = [];
-    this.size = 0;
-    let off = 0;
-    while (off < z.length) off += writeSync(this.fd, z, off);
-    this.digest.update(z);
-    this.bytes += z.length;
-  }
-  sha256(): string {
-    return this.digest.digest('hex');
-  }
-}
 
 function fileSize(file: string): number {
   let n = 0;
@@ -100,15 +61,6 @@ function fileSize(file: string): number {
     }
   }
   return n;
-}
-
-export function fsyncDir(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 /** Moves the events of actors that ended before `options.before` into an archive file (see the top of this file). */
@@ -144,21 +96,12 @@ export function archiveEnded(store: SqliteEventStore, options: ArchiveOptions): 
   let lastSeq = 0;
   let lastHash: Buffer = GENESIS;
 
-  const tmp = `${options.out}.partial-${process.pid}`;
+  const out = ArchiveFileWriter.create(options.out);
   try {
-    statSync(options.out);
-    throw new ArchiveExistsError(options.out);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  }
-  const fd = openSync(tmp, 'wx', 0o600);
-  let linked = false;
-  try {
-    const out = new GzipWriter(fd);
     const createdAt = now();
-    out.line(JSON.stringify({ runlog: 'archive', format: ARCHIVE_FORMAT, createdAt, before: options.before, log: store.file, actors: planned.length }));
+    out.header({ createdAt, before: options.before, log: store.file, actors: planned.length });
     for (const a of planned) {
-      out.line(JSON.stringify({ runlog: 'history', format: HISTORY_FORMAT, kind: a.kind, id: a.id, stream: a.stream, version: a.version, exportedAt: createdAt }));
+      out.history(a, createdAt);
       let version = 0;
       const range = { first: Number.MAX_SAFE_INTEGER, last: 0, events: 0 };
       for (;;) {
@@ -171,9 +114,7 @@ export function archiveEnded(store: SqliteEventStore, options: ArchiveOptions): 
           const prev = seq === 1 ? GENESIS : (before?.hash ?? gapAt.get(seq - 1)?.hash);
           if (!prev || !rowHash(prev, r).equals(hash)) throw new StoreChainError(store.file, seq, prev ? 'its bytes do not match its hash' : 'the event before it is missing', { stream: a.stream, version: v });
           const inArchive = before !== undefined && streams.has(before.stream);
-          out.line(
-            `{"seq":${seq},"stream":${JSON.stringify(a.stream)},"version":${v},"type":${JSON.stringify(type)},"schema":${schema},"data":${data},"meta":${meta},"at":${JSON.stringify(when)},"hash":"${hash.toString('hex')}"${inArchive ? '' : `,"prev":"${prev.toString('hex')}"`}}`,
-          );
+          out.event({ seq, stream: a.stream, version: v, type, schema, at: when, data, meta, hash, ...(inArchive ? {} : { prev }) });
           // Which hole this event ends (or extends): the next seq stays in the log, or is the head, or starts an old hole.
           if (gapAt.get(seq - 1)) swallowed.push(seq - 1);
           const next = at.get(seq + 1);
@@ -197,15 +138,10 @@ export function archiveEnded(store: SqliteEventStore, options: ArchiveOptions): 
       ranges.set(a.stream, range);
       events += range.events;
     }
-    out.line(JSON.stringify({ runlog: 'archive-end', actors: planned.length, events, lastSeq, lastHash: lastHash.toString('hex'), chainHead: { seq: head.seq, hash: head.hash.toString('hex') } }));
-    out.flush();
-    fsyncSync(fd);
-    closeSync(fd);
+    out.trailer({ actors: planned.length, events, lastSeq, lastHash, chainHead: head });
+    out.complete();
     step('file-written');
-    linkSync(tmp, options.out); // fails when the file appeared meanwhile: never replaced
-    linked = true;
-    unlinkSync(tmp);
-    fsyncDir(dirname(options.out));
+    out.link();
     step('file-linked');
 
     // The file will shrink on purpose: the last clean shutdown's size no longer bounds it (its last seq still does).
@@ -266,25 +202,8 @@ export function archiveEnded(store: SqliteEventStore, options: ArchiveOptions): 
     step('vacuumed');
     return { file: options.out, actors: planned.length, events, bytes, sha256, lastSeq, lastHash: lastHash.toString('hex'), sizeBefore, sizeAfter: fileSize(store.file), vacuum };
   } catch (err) {
-    if (!linked) {
-      try {
-        closeSync(fd);
-      } catch {
-        /* closed already */
-      }
-      try {
-        unlinkSync(tmp);
-      } catch {
-        /* not there */
-      }
-    } else if (!archivedIn(db, options.out)) {
-      // Linked but the transaction failed: the log still holds everything, so the file is only a copy.
-      try {
-        unlinkSync(options.out);
-      } catch {
-        /* keep it: it is complete anyway */
-      }
-    }
+    if (!out.linked) out.discard();
+    else if (!archivedIn(db, options.out)) out.removeCopy();
     throw err;
   }
 }

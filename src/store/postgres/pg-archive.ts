@@ -21,17 +21,15 @@
 //
 // data and meta are written as the server's text of the stored jsonb, which is what their chain link hashed
 // (pg-schema.ts migration 4): the archive checks against its own chain (../archive-check.ts).
-import { closeSync, fsyncSync, linkSync, openSync, statSync, unlinkSync } from 'node:fs';
-import { dirname } from 'node:path';
 import type pg from 'pg';
 import { RunlogError, StoreChainError } from '../../domain/errors.ts';
 import { eventHash, GENESIS } from '../chain.ts';
 import type { ActorRow } from '../event-store.ts';
-import { ARCHIVE_FORMAT, ArchiveExistsError, fsyncDir, GzipWriter, type ArchiveOptions, type ArchiveResult, type ArchiveStep } from '../sqlite-archive.ts';
-import type { PgEventStore } from './pg-event-store.ts';
+import { ArchiveFileWriter } from '../archive-file.ts';
+import type { ArchiveOptions, ArchiveResult, ArchiveStep } from '../sqlite-archive.ts';
+import type { ChainRow, PgEventStore } from './pg-event-store.ts';
 import { APPEND_LOCK_CLASS, ARCHIVE_LOCK_CLASS } from './pg-schema.ts';
 
-const HISTORY_FORMAT = 1;
 const PAGE = 1024;
 
 /** Another archive run holds the log's archive lock (on this node or another). */
@@ -39,18 +37,6 @@ export class ArchiveBusyError extends RunlogError {
   constructor(where: string) {
     super('ARCHIVE_BUSY', `another runlog archive is running on ${where} (one at a time per log, across every node); nothing was changed: run it again once that one ends`, { where });
   }
-}
-
-interface ChainRow {
-  seq: number;
-  stream: string;
-  version: number;
-  type: string;
-  schema: number;
-  at: string;
-  data: string;
-  meta: string;
-  hash: Buffer;
 }
 
 export interface PgArchiveOptions extends Omit<ArchiveOptions, 'onStep'> {
@@ -112,26 +98,18 @@ async function archiveLocked(store: PgEventStore, client: pg.PoolClient, options
   let lastSeq = 0;
   let lastHash: Buffer = GENESIS;
 
-  try {
-    statSync(options.out);
-    throw new ArchiveExistsError(options.out);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  }
-  const tmp = `${options.out}.partial-${process.pid}`;
-  const fd = openSync(tmp, 'wx', 0o600);
-  let linked = false;
+  const out = ArchiveFileWriter.create(options.out);
   let committed = false;
   try {
-    const out = new GzipWriter(fd);
     const createdAt = now();
-    out.line(JSON.stringify({ runlog: 'archive', format: ARCHIVE_FORMAT, createdAt, before: options.before, log: store.description, actors: planned.length }));
+    out.header({ createdAt, before: options.before, log: store.description, actors: planned.length });
     for (const a of planned) {
-      out.line(JSON.stringify({ runlog: 'history', format: HISTORY_FORMAT, kind: a.kind, id: a.id, stream: a.stream, version: a.version, exportedAt: createdAt }));
+      out.history(a, createdAt);
       let version = 0;
       const range = { first: Number.MAX_SAFE_INTEGER, last: 0, events: 0 };
       for (;;) {
-        const rows = await q<ChainRow>(
+        // hash is NOT NULL in every log with archives (pg-schema.ts: set before the retention tables come).
+        const rows = await q<ChainRow & { hash: Buffer }>(
           `SELECT seq, stream, version, type, schema, at, data::text AS data, meta::text AS meta, hash FROM events WHERE stream = $1 AND version > $2 ORDER BY version LIMIT ${PAGE}`,
           [a.stream, version],
         );
@@ -152,9 +130,7 @@ async function archiveLocked(store: PgEventStore, client: pg.PoolClient, options
             throw new StoreChainError(store.description, r.seq, prev ? 'its bytes do not match its hash' : 'the event before it is missing', { stream: a.stream, version: v });
           }
           const inArchive = before !== undefined && streams.has(before.stream);
-          out.line(
-            `{"seq":${r.seq},"stream":${JSON.stringify(a.stream)},"version":${v},"type":${JSON.stringify(r.type)},"schema":${r.schema},"data":${r.data},"meta":${r.meta},"at":${JSON.stringify(r.at)},"hash":"${r.hash.toString('hex')}"${inArchive ? '' : `,"prev":"${prev.toString('hex')}"`}}`,
-          );
+          out.event({ seq: r.seq, stream: a.stream, version: v, type: r.type, schema: r.schema, at: r.at, data: r.data, meta: r.meta, hash: r.hash, ...(inArchive ? {} : { prev }) });
           // Which hole this event ends (or extends): the next seq stays in the log, or is the head, or starts an old hole.
           if (gapsAt.has(r.seq - 1)) swallowed.push(r.seq - 1);
           const next = near.get(r.seq + 1);
@@ -178,15 +154,10 @@ async function archiveLocked(store: PgEventStore, client: pg.PoolClient, options
       ranges.set(a.stream, range);
       events += range.events;
     }
-    out.line(JSON.stringify({ runlog: 'archive-end', actors: planned.length, events, lastSeq, lastHash: lastHash.toString('hex'), chainHead: { seq: headSeq, hash: (head?.hash ?? GENESIS).toString('hex') } }));
-    out.flush();
-    fsyncSync(fd);
-    closeSync(fd);
+    out.trailer({ actors: planned.length, events, lastSeq, lastHash, chainHead: { seq: headSeq, hash: head?.hash ?? GENESIS } });
+    out.complete();
     await step('file-written');
-    linkSync(tmp, options.out); // fails when the file appeared meanwhile: never replaced
-    linked = true;
-    unlinkSync(tmp);
-    fsyncDir(dirname(options.out));
+    out.link();
     await step('file-linked');
 
     const bytes = out.bytes;
@@ -241,25 +212,8 @@ async function archiveLocked(store: PgEventStore, client: pg.PoolClient, options
     await step('vacuumed');
     return { file: options.out, actors: planned.length, events, bytes, sha256, lastSeq, lastHash: lastHash.toString('hex'), sizeBefore, sizeAfter: await relationBytes(client), vacuum: 'plain' };
   } catch (err) {
-    if (!linked) {
-      try {
-        closeSync(fd);
-      } catch {
-        /* closed already */
-      }
-      try {
-        unlinkSync(tmp);
-      } catch {
-        /* not there */
-      }
-    } else if (!committed && !(await recorded(client, options.out))) {
-      // Linked but the transaction failed: the log still holds everything, so the file is only a copy.
-      try {
-        unlinkSync(options.out);
-      } catch {
-        /* keep it: it is complete anyway */
-      }
-    }
+    if (!out.linked) out.discard();
+    else if (!committed && !(await recorded(client, options.out))) out.removeCopy();
     throw err;
   }
 }

@@ -8,7 +8,7 @@ import { FencedError, ForeignDatabaseError, RunlogError, StoreVersionError, Stor
 
 export { FencedError };
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
-import { GENESIS, eventHash, type ChainCheck } from '../chain.ts';
+import { GENESIS, eventHash, type ChainCheck, type ChainedEventFields } from '../chain.ts';
 import { toSnapshot, type SnapshotRecord, type SnapshotRow } from '../event-store.ts';
 import {
   toJson,
@@ -134,13 +134,7 @@ async function checkFence(client: pg.PoolClient, fence: Fence, requests: readonl
 
 
 /** A row as the chain check reads it: data and meta as the server's text of the stored jsonb (what the link hashed). */
-interface ChainRow {
-  seq: number;
-  stream: string;
-  version: number;
-  type: string;
-  schema: number;
-  at: string;
+export interface ChainRow extends ChainedEventFields {
   data: string;
   meta: string;
   hash: Buffer | null;
