@@ -3,6 +3,7 @@
 import { archiveLog } from '../../src/actors/retention.ts';
 import { SqliteEventStore } from '../../src/store/sqlite-event-store.ts';
 import { WriterLock } from '../../src/store/writer-lock.ts';
+import { stopDeadAt } from './stop-at-step.ts';
 
 const [db, home, before, out, stopAt] = process.argv.slice(2) as [string, string, string, string, string];
 const lock = WriterLock.acquire(db, 'archive-child');
@@ -11,11 +12,7 @@ const result = archiveLog(store, {
   before,
   home,
   out,
-  onStep: (step) => {
-    if (step !== stopAt) return;
-    process.stderr.write(`at ${step}\n`);
-    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 60_000); // until killed
-  },
+  onStep: stopDeadAt(stopAt),
 });
 store.close();
 lock.release();

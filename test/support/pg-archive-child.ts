@@ -2,16 +2,13 @@
 // it says so on stderr and waits there to be killed with SIGKILL (its connection, with its locks and any open
 // transaction, dies with it). Usage: pg-archive-child.ts <store-url> <home> <before> <out> <step>
 import { archiveStoreUrl } from '../../src/actors/retention.ts';
+import { stopDeadAt } from './stop-at-step.ts';
 
 const [url, home, before, out, stopAt] = process.argv.slice(2) as [string, string, string, string, string];
 const result = await archiveStoreUrl(url, {
   before,
   home,
   out,
-  onStep: (step) => {
-    if (step !== stopAt) return;
-    process.stderr.write(`at ${step}\n`);
-    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 60_000); // until killed
-  },
+  onStep: stopDeadAt(stopAt),
 });
 process.stdout.write(`${JSON.stringify(result)}\n`);
