@@ -74,7 +74,16 @@ export interface ActorHostOptions {
   onCreate?: (kind: ActorKind, id: string) => Record<string, unknown> | undefined;
   /** Whether this supervisor owns the actor (a cluster node: its lease). Others' actors are never held or rehydrated. */
   owns?: (stream: string) => boolean;
+  /**
+   * A request whose append was cut off (STORE_UNAVAILABLE) is looked up in the log once the store answers, for
+   * this long (ms, default 10 000): one that committed is answered as done; past it, the error says it may have.
+   */
+  lookUpMs?: number;
+  /** A new actor's first event was found committed after its reply was lost: its lease is this node's, unknown to it (cluster: pick it up). */
+  onOrphaned?: (stream: string) => void;
 }
+
+const LOOK_UP_MS = 10_000;
 
 export class IllegalEventError extends RunlogError {
   constructor(id: string, state: string, type: string) {
@@ -150,6 +159,11 @@ export class ActorHost {
     const actor: LiveActor = { id, kind, stream, snapshot, version, createdAt: from ? cached!.createdAt : events[0]!.at };
     if (!isTerminal(snapshot) && (!this.opts.owns || this.opts.owns(stream))) this.actors.set(stream, actor);
     return actor;
+  }
+
+  /** Whether the actor is in memory here (live, or being created). */
+  holds(stream: string): boolean {
+    return this.actors.has(stream);
   }
 
   /** Drops an actor from memory (its lease went to another supervisor): it is read again if ever asked for. */
@@ -253,7 +267,8 @@ export class ActorHost {
         return this.apply(kind, id, input, attempt + 1, observed);
       }
       const whenAvailable = this.opts.store.whenAvailable?.bind(this.opts.store);
-      if (!observed || !whenAvailable || !(err instanceof RunlogError && err.code === 'STORE_UNAVAILABLE') || this.closed) throw err;
+      if (!whenAvailable || !(err instanceof RunlogError && err.code === 'STORE_UNAVAILABLE') || this.closed) throw err;
+      if (!observed) return this.lookUp(actor, toAppend, { from, to, accepted: r.accepted, effects: r.effects, nextSnapshot }, err, whenAvailable);
       // An observed fact and an unreachable store: wait for it (its copy of the log caught up), then see whether
       // the cut-off append committed after all; if not, decide again (same time stamp) and append.
       await whenAvailable();
@@ -271,6 +286,51 @@ export class ActorHost {
     const result: DispatchResult = { accepted: r.accepted, from, to, event: recorded, effects: r.effects };
     if (r.effects.length > 0) this.track(this.runEffects(actor, r.effects), actor.stream);
     return result;
+  }
+
+  /**
+   * A request (not an observed fact: it is not sent again) whose append was cut off: looked up in the log once the
+   * store answers, within the lookup budget. Committed: answered as done. A new actor's first event that committed
+   * also took its lease, which this node never heard of: the actor leaves memory here and the cluster picks it up
+   * from the log (lease-pickup.ts), as start-up would; an existing actor goes on here. Not committed: the request
+   * failed, nothing of it is in the log. No answer in time: STORE_UNAVAILABLE, saying it may have committed.
+   */
+  private async lookUp(
+    actor: LiveActor,
+    sent: NewEvent,
+    decided: { from: string; to: string; accepted: boolean; effects: Effect[]; nextSnapshot: AnySnapshot },
+    err: RunlogError,
+    whenAvailable: (withinMs?: number) => Promise<boolean>,
+  ): Promise<DispatchResult> {
+    const answered = await whenAvailable(this.opts.lookUpMs ?? LOOK_UP_MS).catch(() => false);
+    const landed = answered ? this.opts.store.read(actor.stream, { from: actor.version + 1 }) : [];
+    const recorded = landed.length === 1 && sameEvent(landed[0]!, sent) ? landed[0]! : null;
+    if (!recorded) {
+      if (actor.version === 0 && this.actors.get(actor.stream) === actor && this.opts.store.streamVersion(actor.stream) === 0) this.actors.delete(actor.stream);
+      const ref = `${actor.kind} ${actor.id}`;
+      throw new RunlogError(
+        'STORE_UNAVAILABLE',
+        answered
+          ? `${err.message} — looked up once it answered: this request for ${ref} was not recorded (nothing of it is in the log); send it again`
+          : `${err.message} — this request for ${ref} may have committed: \`runlog events ${actor.id}\` says whether (its ${sent.type} event is there or not)`,
+        { ...err.details, stream: actor.stream, committed: answered ? false : 'unknown' },
+        { cause: err },
+      );
+    }
+    const { id, kind } = actor;
+    if (actor.version === 0 && this.opts.onOrphaned) {
+      // Its lease was taken in that transaction: the node holds it without knowing; it rehydrates it from the log.
+      if (this.actors.get(actor.stream) === actor) this.actors.delete(actor.stream);
+      this.opts.bus.emit('actor:transition', { id, kind, from: decided.from, to: decided.to, event: recorded, accepted: decided.accepted });
+      this.opts.onOrphaned?.(actor.stream);
+      return { accepted: decided.accepted, from: decided.from, to: decided.to, event: recorded, effects: [] };
+    }
+    actor.snapshot = decided.nextSnapshot;
+    actor.version = recorded.version;
+    if (isTerminal(decided.nextSnapshot) && this.actors.get(actor.stream) === actor) this.actors.delete(actor.stream);
+    this.opts.bus.emit('actor:transition', { id, kind, from: decided.from, to: decided.to, event: recorded, accepted: decided.accepted });
+    if (decided.effects.length > 0) this.track(this.runEffects(actor, decided.effects), actor.stream);
+    return { accepted: decided.accepted, from: decided.from, to: decided.to, event: recorded, effects: decided.effects };
   }
 
   /**

@@ -6,13 +6,15 @@
 // an execution's lease only after the collect grace (pg-leases.ts), so a node that comes back in time collects
 // its own. An instance waiting for a restart has its timer armed here. Losing a lease (this node was paused
 // past its expiry and another took over) it lets go of the actor and acts on it no more — its appends would be
-// refused anyway (fenced).
+// refused anyway (fenced). Picking up (a lease this node holds but whose actor it does not run: a new actor's
+// claim committed but its reply was lost) it rehydrates the actor from the log and recovers it exactly as at
+// start-up (recoverRehydrated, then a reconcile): its node is this one, alive, so nothing is recorded lost.
 import { parseStreamName, type ActorKind, type KindNewEvent } from '../domain/events.ts';
 import { decide } from '../machines/reconcile-decision.ts';
 import { isTerminal } from '../machines/runtime.ts';
 import type { LeaseListener } from '../store/postgres/pg-host-store.ts';
 import type { TakenLease } from '../store/postgres/pg-leases.ts';
-import type { ActorHost } from './actor-host.ts';
+import type { ActorHost, LiveActor } from './actor-host.ts';
 
 export interface ClusterHooks {
   /** Gives the lease of an ended actor back. */
@@ -25,6 +27,8 @@ export interface ClusterHooks {
   taking?(streams: string[]): void;
   /** … until what this node knows about them is recorded. */
   tookOver?(streams: string[]): void;
+  /** Actors picked up (rehydrated from the log here): recovered as start-up recovers what it rehydrates. */
+  recover?(actors: LiveActor[]): Promise<void>;
   log(message: string): void;
 }
 
@@ -44,7 +48,31 @@ export function clusterListener(host: () => ActorHost, node: string, hooks: Clus
       hooks.taking?.(streams);
       void takeOver(host(), node, leases, hooks).finally(() => hooks.tookOver?.(streams));
     },
+    running: (stream) => host().holds(stream),
+    pickUp(streams) {
+      hooks.taking?.(streams);
+      void pickUp(host(), streams, hooks).finally(() => hooks.tookOver?.(streams));
+    },
   };
+}
+
+async function pickUp(host: ActorHost, streams: string[], hooks: ClusterHooks): Promise<void> {
+  const live: LiveActor[] = [];
+  for (const s of streams) {
+    const ref = parseStreamName(s);
+    if (!ref) continue;
+    // Read from the log as start-up reads it (snapshot + tail); now that the lease is held, the host keeps it.
+    const actor = host.get(ref.kind, ref.id);
+    if (!actor || isTerminal(actor.snapshot)) hooks.letGo(s);
+    else live.push(actor);
+  }
+  if (live.length === 0) return;
+  hooks.log(`picked up ${live.length} actor(s) whose lease this node held but did not run (a request's reply was lost): ${live.slice(0, 5).map((a) => a.stream).join(', ')}${live.length > 5 ? ', …' : ''}`);
+  try {
+    await hooks.recover?.(live);
+  } catch (err) {
+    hooks.log(`recovering picked-up actors: ${(err as Error).message}`);
+  }
 }
 
 async function takeOver(host: ActorHost, node: string, leases: TakenLease[], hooks: ClusterHooks): Promise<void> {

@@ -385,6 +385,8 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     log,
     ...(tracing ? { onCreate: (kind: ActorKind, id: string) => tracing.created(kind, id) } : {}),
     ...(pgStore ? { owns: (stream: string) => pgStore.owns(stream) } : {}),
+    // A new actor found committed after its reply was lost is this node's (its lease): picked up at the next beat.
+    ...(pgStore?.leases ? { onOrphaned: () => pgStore.pickUpSoon() } : {}),
   });
   const reconciler = new Reconciler(hostRef, instances, executions, log, { clock, ...(options.orphanPolicy ? { orphanPolicy: options.orphanPolicy } : {}), ...(pgStore ? { owns: (stream: string) => pgStore.owns(stream) } : {}) });
   let heartbeat: HeartbeatHandle | null = null;
@@ -430,6 +432,13 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
           relinquish: (id) => instances.relinquish(id),
           taking: (streams) => handover?.taking(streams),
           tookOver: (streams) => handover?.tookOver(streams),
+          // As start-up recovers what it rehydrates: restart timers armed again, then a reconcile observes each
+          // actor's sandbox and the reconcile decision says what to record (an interrupted spawn, an execution
+          // whose log says how far it got).
+          recover: async (actors) => {
+            await recoverRehydrated(host, actors, log);
+            if (options.reconcile ?? true) await reconcile();
+          },
           log,
         }),
       );

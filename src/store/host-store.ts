@@ -34,9 +34,10 @@ export interface HostStore extends ReadableLog {
   writeHeartbeat(h: Heartbeat): void;
   /**
    * A store that can be briefly unreachable (PostgreSQL restarting): resolves once it answers again and the
-   * reads have caught up with what was committed meanwhile (rejects when the store is closed). Absent on SQLite.
+   * reads have caught up with what was committed meanwhile (rejects when the store is closed): true; false when
+   * it has not answered within `withinMs` (default: no limit). Absent on SQLite.
    */
-  whenAvailable?(): Promise<void>;
+  whenAvailable?(withinMs?: number): Promise<boolean>;
   sizeBytes(): number;
   onAppend: AppendObserver | undefined;
 }

@@ -31,11 +31,12 @@ import type {
 } from '../event-store.ts';
 import type { HostStore } from '../host-store.ts';
 import type { ClusterRecords } from '../../domain/cluster-nodes.ts';
-import { toJson, type Projection, type StreamAppend } from '../port.ts';
+import { toJson, type Projection, type StreamAppend, type StreamAppendOutcome } from '../port.ts';
 import { EventEncodingError, type IterateEventsOptions } from '../sqlite-event-store.ts';
 import type { UpcasterRegistry } from '../upcasters.ts';
 import { FencedError } from '../../domain/errors.ts';
 import { PgEventStore } from './pg-event-store.ts';
+import { leasesToPickUp } from './lease-pickup.ts';
 import { Leases, type TakenLease } from './pg-leases.ts';
 
 export interface PgHostStoreOptions {
@@ -64,7 +65,14 @@ export interface LeaseListener {
   lost(streams: string[]): void;
   /** Leases this node took over from a node that let them expire (the copy of the log has caught up first). */
   taken(leases: TakenLease[]): void;
+  /** Whether the node's host has the actor in memory (live, or being created): a lease of one it lacks is picked up. */
+  running?(stream: string): boolean;
+  /** Leases this node held but whose actors it did not run (a claim's reply was lost), now adopted: rehydrate them. */
+  pickUp?(streams: string[]): void;
 }
+
+/** Every how many beats (a beat is ttl/3) the node looks for leases it holds but does not run. */
+const PICKUP_EVERY_BEATS = 3;
 
 /** `?schema=name` in a runlog store URL names the schema; node-postgres must not see it. */
 export function splitStoreUrl(url: string): { url: string; schema: string | undefined } {
@@ -123,6 +131,11 @@ export class PgHostStore implements HostStore {
   private readonly ending = new Set<string>();
   private readonly inflight = new Set<Promise<unknown>>();
   private beating = false;
+  /** Streams whose claim (a new actor's lease, in its first event's transaction) is on its way to PostgreSQL. */
+  private readonly claiming = new Set<string>();
+  private beats = 0;
+  /** Look for leases held but not run at the next beat (PostgreSQL answered again, or a lost reply was found committed). */
+  private pickupDue = false;
   private readonly toRow: (doc: unknown) => ActorRow;
 
   private constructor(
@@ -334,7 +347,18 @@ export class PgHostStore implements HostStore {
     const claimed = new Map<string, number>();
     const fence = this.leases ? { fence: { node: this.leases.node, tokens: this.leases.held, ...(claim.size > 0 ? { claim: { streams: claim, ttlMs: this.leases.ttlMs, claimed } } : {}) } } : {};
     const snapshots = sent.some((r) => r.options.snapshot) ? { snapshots: sent.map((r) => r.options.snapshot) } : {};
-    const results = appends.length > 0 ? await this.pg.appendMany(appends, { ...fence, ...snapshots }) : [];
+    for (const s of claim) this.claiming.add(s);
+    let results: StreamAppendOutcome[];
+    try {
+      results = appends.length > 0 ? await this.pg.appendMany(appends, { ...fence, ...snapshots }) : [];
+    } catch (err) {
+      // Cut off: a claim may have committed with its reply lost. Its lease then names this node, unknown to it:
+      // the next beat looks (pickUp) once PostgreSQL answers.
+      if (claim.size > 0) this.pickupDue = true;
+      throw err;
+    } finally {
+      for (const s of claim) this.claiming.delete(s);
+    }
     for (const [stream, token] of claimed) this.leases!.held.set(stream, token);
     const fenced: string[] = [];
     results.forEach((o, i) => {
@@ -379,18 +403,29 @@ export class PgHostStore implements HostStore {
     });
   }
 
-  /** Resolves once PostgreSQL answers again and the copy has caught up (an observed fact's append then retries). */
-  async whenAvailable(): Promise<void> {
+  /**
+   * Resolves once PostgreSQL answers again and the copy has caught up (an observed fact's append then retries):
+   * true; false when it has not answered within `withinMs` (default: waits as long as it takes).
+   */
+  async whenAvailable(withinMs = Number.POSITIVE_INFINITY): Promise<boolean> {
+    const deadline = Date.now() + withinMs;
     for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
       if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
       try {
         await this.serial(() => this.catchUp());
-        return;
+        return true;
       } catch (err) {
         if (!(err instanceof RunlogError && err.code === 'STORE_UNAVAILABLE')) throw err;
       }
-      await new Promise((r) => setTimeout(r, delay));
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      await new Promise((r) => setTimeout(r, Math.min(delay, left)));
     }
+  }
+
+  /** Looks for leases held but not run at the next beat (a cut-off claim was found committed after all). */
+  pickUpSoon(): void {
+    this.pickupDue = true;
   }
 
   replaceProjection(): Promise<void> {
@@ -436,11 +471,32 @@ export class PgHostStore implements HostStore {
         await this.serial(() => this.catchUp());
         this.listener?.taken(taken);
       }
+      if (this.pickupDue || (this.beats += 1) % PICKUP_EVERY_BEATS === 0) await this.pickUp();
     } catch {
-      // PostgreSQL unreachable: the next beat tries again (a lease not renewed in time is lost, and fenced).
+      // PostgreSQL unreachable: the next beat tries again (a lease not renewed in time is lost, and fenced), and
+      // looks for claims whose reply was lost as soon as it answers.
+      this.pickupDue = true;
     } finally {
       this.beating = false;
     }
+  }
+
+  /**
+   * Leases this node holds in PostgreSQL whose actors its host does not run (lease-pickup.ts) are adopted, the
+   * copy catches up (their first events), and the listener rehydrates them as start-up does.
+   */
+  private async pickUp(): Promise<void> {
+    const leases = this.leases!;
+    const running = this.listener?.running?.bind(this.listener);
+    if (!running || !this.listener?.pickUp) return;
+    this.pickupDue = false;
+    const orphans = leasesToPickUp({ leased: await leases.mine(), held: leases.held, claiming: this.claiming, ending: this.ending, running });
+    if (orphans.length === 0) return;
+    const adopted = await leases.adopt(orphans);
+    await this.serial(() => this.catchUp());
+    // A claim answered meanwhile put its actor in the host: that one is running after all.
+    const picked = adopted.filter((s) => !this.claiming.has(s) && !running(s));
+    if (picked.length > 0) this.listener.pickUp(picked);
   }
 
   // --- reads (synchronous, from the copy) ---------------------------------------------------------

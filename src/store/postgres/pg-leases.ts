@@ -107,6 +107,28 @@ export class Leases {
     return rows;
   }
 
+  /** Every lease PostgreSQL says this node holds (live or not), with its token. */
+  async mine(): Promise<{ stream: string; token: number }[]> {
+    const rows = await this.pg.sql<{ stream: string; token: number }>('SELECT stream, token FROM leases WHERE node = $1', [this.node]);
+    return rows.map((r) => ({ stream: r.stream, token: Number(r.token) }));
+  }
+
+  /**
+   * Makes leases this node holds in PostgreSQL but did not know of its own (a claim whose reply was lost): renewed
+   * with the token they have — never a new one, so a reply still on its way names the same token — and held. One
+   * taken over meanwhile (another node, another token) is not touched. Returns the streams adopted.
+   */
+  async adopt(leases: readonly { stream: string; token: number }[]): Promise<string[]> {
+    if (leases.length === 0) return [];
+    const rows = await this.pg.sql<{ stream: string; token: number }>(
+      `UPDATE leases l SET expires_at = clock_timestamp() + $4::interval FROM unnest($2::text[], $3::bigint[]) AS h(stream, token)
+       WHERE l.stream = h.stream AND l.token = h.token AND l.node = $1 RETURNING l.stream, l.token`,
+      [this.node, leases.map((l) => l.stream), leases.map((l) => l.token), this.ttl],
+    );
+    for (const r of rows) this.held.set(r.stream, Number(r.token));
+    return rows.map((r) => r.stream);
+  }
+
   owns(stream: string): boolean {
     return this.held.has(stream);
   }
