@@ -103,15 +103,16 @@ export interface Fence {
  * stream another node holds a lease on (live or expired: that is a takeover's business) is not taken. A racing
  * claim waits on the row's unique index until the first commits, then finds it taken.
  */
-async function claimLeases(client: pg.PoolClient, node: string, streams: readonly string[], ttlMs: number): Promise<Map<string, number>> {
-  const { rows } = await client.query<{ stream: string; token: number }>(
+async function claimLeases(client: pg.PoolClient, node: string, streams: readonly string[], ttlMs: number): Promise<{ taken: Map<string, number>; renewed: Set<string> }> {
+  // xmax = 0 only on a row this statement inserted: the others are this node's own rows, renewed.
+  const { rows } = await client.query<{ stream: string; token: number; inserted: boolean }>(
     `INSERT INTO leases (stream, node, token, expires_at)
        SELECT s, $1, nextval('lease_tokens'), clock_timestamp() + $3::interval FROM unnest($2::text[]) AS s ORDER BY s
      ON CONFLICT (stream) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at WHERE leases.node = excluded.node
-     RETURNING stream, token`,
+     RETURNING stream, token, (xmax = 0) AS inserted`,
     [node, [...streams], `${Math.max(1, Math.round(ttlMs))} milliseconds`],
   );
-  return new Map(rows.map((r) => [r.stream, Number(r.token)]));
+  return { taken: new Map(rows.map((r) => [r.stream, Number(r.token)])), renewed: new Set(rows.filter((r) => !r.inserted).map((r) => r.stream)) };
 }
 
 /** Locks the fenced streams' lease rows and returns the indexes of requests whose lease is not this node's, live, with that token. */
@@ -336,7 +337,7 @@ export class PgEventStore implements EventStorePort {
       try {
         await client.query('BEGIN');
         const refused = new Set<number>();
-        const taken = claims ? await claimLeases(client, fence!.node, [...claims.streams], claims.ttlMs) : new Map<string, number>();
+        const { taken, renewed } = claims ? await claimLeases(client, fence!.node, [...claims.streams], claims.ttlMs) : { taken: new Map<string, number>(), renewed: new Set<string>() };
         if (claims) {
           // A claim not taken (another node holds the stream) is refused like an append without its lease.
           requests.forEach((r, i) => {
@@ -350,8 +351,11 @@ export class PgEventStore implements EventStorePort {
         rows = kept.length > 0 ? (await client.query<AppendRow>(APPEND_SQL, keptBatch.params)).rows : [];
         const keptOutcomes = this.outcomes(kept, rows, keptBatch);
         if (keptBatch.projected) await this.project(client, keptOutcomes.flatMap((o) => (o.ok ? o.result.events : [])));
-        // A claimed stream whose first event was not appended (it exists already) is not leased by this claim.
-        const unclaimed = kept.flatMap((r, j) => (taken.has(r.stream) && !keptOutcomes[j]!.ok ? [r.stream] : []));
+        // A claimed stream whose first event was not appended (it exists already) is not leased by this claim —
+        // unless this node held its lease already: a retried claim whose first try committed with its reply lost
+        // finds its own stream, and the lease stays (renewed; the node's pick-up adopts it), or the actor would be
+        // left with no owner at all.
+        const unclaimed = kept.flatMap((r, j) => (taken.has(r.stream) && !renewed.has(r.stream) && !keptOutcomes[j]!.ok ? [r.stream] : []));
         if (unclaimed.length > 0) {
           await client.query('DELETE FROM leases l USING unnest($1::text[], $2::bigint[]) AS h(stream, token) WHERE l.stream = h.stream AND l.token = h.token', [unclaimed, unclaimed.map((x) => taken.get(x))]);
         }
