@@ -70,6 +70,15 @@ const COLUMNS = 'seq, stream, version, type, schema, data, meta, at';
 // commit, never for a rollback; the same one twice in a transaction is sent once). No migration: it rides on the call.
 const APPEND_SQL = "SELECT o_ok, o_actual, o_version, o_first, pg_notify($9, '') AS notified FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)";
 
+/**
+ * The append as a named prepared statement: each connection parses and plans it once, not on every append (node-
+ * postgres sends an unnamed statement through Parse each time). A pooler in transaction mode must pass protocol-
+ * level prepared statements through (PgBouncer 1.21+ with max_prepared_statements).
+ */
+function appendQuery(params: unknown[]): pg.QueryConfig {
+  return { name: 'runlog_append', text: APPEND_SQL, values: params };
+}
+
 /** The NOTIFY channel of a log: its schema's (channel names are at most 63 bytes; a shared prefix only wakes a reader for nothing). */
 export function notifyChannel(schema: string): string {
   return `rl_${schema.slice(0, 60)}`;
@@ -275,10 +284,10 @@ export class PgEventStore implements EventStorePort {
     return this.query<R>(sql, params);
   }
 
-  private async query<R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
+  private async query<R extends pg.QueryResultRow>(sql: string | pg.QueryConfig, params?: unknown[]): Promise<R[]> {
     this.open();
     try {
-      return (await this.pool.query<R>(sql, params)).rows;
+      return (typeof sql === 'string' ? await this.pool.query<R>(sql, params) : await this.pool.query<R>(sql)).rows;
     } catch (err) {
       throw translate(this.description, err);
     }
@@ -323,7 +332,7 @@ export class PgEventStore implements EventStorePort {
     let rows: AppendRow[];
     if (!batch.projected && !claims && !fenced.some((t) => t !== undefined) && !snapshots.some((x) => x !== undefined)) {
       // One statement in its own implicit transaction: one round trip, one commit.
-      rows = await this.query(APPEND_SQL, batch.params);
+      rows = await this.query(appendQuery(batch.params));
       outcomes = this.outcomes(requests, rows, batch);
     } else {
       let checkedOut: Awaited<ReturnType<typeof checkout>>;
@@ -348,7 +357,7 @@ export class PgEventStore implements EventStorePort {
         if (fence && fenced.some((t) => t !== undefined)) for (const i of await checkFence(client, fence, requests, fenced)) refused.add(i);
         const kept = refused.size === 0 ? requests : requests.filter((_, i) => !refused.has(i));
         const keptBatch = refused.size === 0 ? batch : this.encode(kept);
-        rows = kept.length > 0 ? (await client.query<AppendRow>(APPEND_SQL, keptBatch.params)).rows : [];
+        rows = kept.length > 0 ? (await client.query<AppendRow>(appendQuery(keptBatch.params))).rows : [];
         const keptOutcomes = this.outcomes(kept, rows, keptBatch);
         if (keptBatch.projected) await this.project(client, keptOutcomes.flatMap((o) => (o.ok ? o.result.events : [])));
         // A claimed stream whose first event was not appended (it exists already) is not leased by this claim —

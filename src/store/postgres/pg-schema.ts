@@ -320,6 +320,99 @@ export const PG_MIGRATIONS: readonly string[] = [
      version integer NOT NULL
    );
    INSERT INTO snapshot_versions SELECT stream, version FROM snapshots;`,
+  // 6: the append function again, same contract, cheaper: store.pg.append measured migration 4's at 0.60 of a raw
+  // INSERT; its time beyond the INSERT's (one event, commits not flushed) fell from about 410 to 200 µs here. Its
+  // statements run generic plans (a custom plan was made on every call: the INSERT's cost estimate kept the plan
+  // cache from ever switching), the head and the guard on max(seq) are one statement, the rows and the new head one
+  // more, and each event's data and meta are parsed as jsonb once, not once for the link and again for the row.
+  // The links are byte for byte migration 4's (the same event_hash over the same text): store-pg-chain checks it.
+  `CREATE OR REPLACE FUNCTION append_events(
+     p_streams text[], p_expected text[], p_counts integer[],
+     p_types text[], p_schemas integer[], p_data text[], p_meta text[], p_at text[]
+   ) RETURNS TABLE (o_ok boolean, o_actual integer, o_version integer, o_first bigint)
+   LANGUAGE plpgsql
+   SET plan_cache_mode = force_generic_plan
+   AS $fn$
+   DECLARE
+     n integer := coalesce(array_length(p_streams, 1), 0);
+     v_head bigint;
+     v_hash bytea;
+     v_cur integer;
+     v_exp text;
+     v_cnt integer;
+     v_e integer := 1;
+     v_j integer;
+     v_x integer;
+     v_names text[] := '{}';
+     v_vers integer[] := '{}';
+     v_oks boolean[] := '{}';
+     v_curs integer[] := '{}';
+     v_firsts bigint[] := '{}';
+     v_starts integer[] := '{}';
+     v_hashes bytea[] := '{}';
+     v_data jsonb[] := '{}';
+     v_meta jsonb[] := '{}';
+   BEGIN
+     -- See migration 1 for why this lock, and READ COMMITTED, make positions gapless and in commit order; the
+     -- chain's head is read under it (its own statement: a statement's snapshot is taken before it waits).
+     PERFORM pg_advisory_xact_lock(${APPEND_LOCK_CLASS}, hashtext(current_schema()));
+     SELECT greatest(coalesce(h.seq, 0), (SELECT coalesce(max(seq), 0) FROM events)), coalesce(h.hash, decode(repeat('00', 32), 'hex'))
+       INTO v_head, v_hash FROM (SELECT 1) AS one LEFT JOIN chain_head h ON h.id = 1;
+     FOR i IN 1 .. n LOOP
+       v_cnt := p_counts[i];
+       v_exp := p_expected[i];
+       v_j := array_position(v_names, p_streams[i]);
+       IF v_j IS NULL THEN
+         SELECT coalesce(max(version), 0) INTO v_cur FROM events WHERE stream = p_streams[i];
+         v_names := v_names || p_streams[i];
+         v_vers := v_vers || v_cur;
+         v_j := array_length(v_names, 1);
+       END IF;
+       v_cur := v_vers[v_j];
+       v_starts[i] := v_e;
+       v_curs[i] := v_cur;
+       IF NOT (v_exp = 'any'
+               OR (v_exp = 'no-stream' AND v_cur = 0)
+               OR (v_exp = 'stream-exists' AND v_cur > 0)
+               OR (v_exp NOT IN ('any', 'no-stream', 'stream-exists') AND v_exp::bigint = v_cur)) THEN
+         v_oks[i] := false;
+         v_firsts[i] := 0;
+         o_ok := false; o_actual := v_cur; o_version := v_cur; o_first := 0;
+       ELSE
+         v_oks[i] := true;
+         v_firsts[i] := v_head + 1;
+         o_ok := true; o_actual := v_cur; o_version := v_cur + v_cnt;
+         o_first := CASE WHEN v_cnt > 0 THEN v_head + 1 ELSE 0 END;
+         -- Each event's link, in position order, over the bytes the server stores (the jsonb's text); each
+         -- jsonb is parsed once, for the link and the row.
+         FOR k IN 1 .. v_cnt LOOP
+           v_x := v_e + k - 1;
+           v_data[v_x] := p_data[v_x]::jsonb;
+           v_meta[v_x] := p_meta[v_x]::jsonb;
+           v_hash := event_hash(v_hash, v_head + k, p_streams[i], v_cur + k, p_types[v_x], p_schemas[v_x], p_at[v_x],
+                                v_data[v_x]::text, v_meta[v_x]::text);
+           v_hashes[v_x] := v_hash;
+         END LOOP;
+         v_head := v_head + v_cnt;
+         v_vers[v_j] := v_cur + v_cnt; -- a later request on the same stream sees this one
+       END IF;
+       v_e := v_e + v_cnt;
+       RETURN NEXT;
+     END LOOP;
+     IF v_hashes <> '{}' THEN
+       -- The rows and the new head in one statement (a data-modifying WITH always runs to completion).
+       WITH ins AS (
+         INSERT INTO events (seq, stream, version, type, schema, data, meta, at, hash)
+         SELECT v_firsts[i] + k - 1, p_streams[i], v_curs[i] + k, p_types[v_starts[i] + k - 1], p_schemas[v_starts[i] + k - 1],
+                v_data[v_starts[i] + k - 1], v_meta[v_starts[i] + k - 1], p_at[v_starts[i] + k - 1], v_hashes[v_starts[i] + k - 1]
+         FROM generate_series(1, n) AS i, generate_series(1, p_counts[i]) AS k
+         WHERE v_oks[i]
+       )
+       INSERT INTO chain_head (id, seq, hash) VALUES (1, v_head, v_hash)
+       ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash;
+     END IF;
+   END
+   $fn$;`,
 ];
 
 export const PG_LATEST_SCHEMA = PG_MIGRATIONS.length;
