@@ -195,23 +195,6 @@ export class InstanceSupervisor {
     this.install(spec.appDir, target);
   }
 
-  /**
-   * Brings every live instance of the app to the app's allowlist after a `cap` change (app-grants.ts): one
-   * grant/revoke event per instance whose tools differ (the machine re-provisions /aura/my-tools, no respawn).
-   * Returns the instances it changed.
-   */
-  async applyAppTool(appId: string, tool: string, grant: boolean): Promise<string[]> {
-    const changed: string[] = [];
-    for (const actor of this.host().live()) {
-      if (actor.kind !== 'instance') continue;
-      const spec = (actor.snapshot.context as InstanceContext).spec;
-      if (!spec || spec.appId !== appId || spec.tools.includes(tool) === grant) continue;
-      const r = await this.host().dispatch('instance', actor.id, { type: grant ? 'instance.tool-granted' : 'instance.tool-revoked', data: { tool, via: 'cap' } });
-      if (r.accepted) changed.push(actor.id);
-    }
-    return changed;
-  }
-
   /** The app's manifest tools as installed in the workspace, or null when the app was never installed. */
   installedTools(appId: string): string[] | null {
     try {

@@ -15,7 +15,7 @@ import { isValidAppId } from '../domain/manifest.ts';
 import type { ExecutionContext } from '../machines/execution.machine.ts';
 import type { InstanceContext } from '../machines/instance.machine.ts';
 import { stateName } from '../machines/runtime.ts';
-import { appStream, assertAppId, assertToolName, readToolOverrides, recordToolChange } from './app-grants.ts';
+import { appStream, assertAppId, assertToolName, capReach, readToolOverrides, recordToolChange } from './app-grants.ts';
 import { ExecutionSupervisor } from './executions.ts';
 import { newExecutionId } from '../adapters/ids.ts';
 import { InstanceSupervisor } from './instances.ts';
@@ -31,6 +31,7 @@ import type { PgHostStore } from '../store/postgres/pg-host-store.ts';
 import { clusterListener } from './cluster.ts';
 import { Placement } from './placement.ts';
 import { actedOn, Handover } from './handover.ts';
+import { AppToolSync } from './app-tool-sync.ts';
 import { boundLines, routeRequest, type HandoverRequest } from '../domain/handover.ts';
 import { awaitQueued, ExecutionQueue } from './execution-queue.ts';
 import { leaseNow, nodeLoads } from '../store/postgres/pg-nodes.ts';
@@ -196,10 +197,21 @@ export interface AppToolsView {
   appId: string;
   tool: string;
   granted: boolean;
-  /** The app's allowlist after the change (installed manifest's tools with every grant applied). */
+  /**
+   * The app's allowlist after the change: its manifest's tools as installed on the node that took the call (or,
+   * when that node never installed it, as the app's latest instance has them) with every grant applied.
+   */
   tools: string[];
-  /** Running instances whose tools changed (every running instance of the app has the same allowlist now). */
+  /** Running instances whose tools this change changed, on any node (`changed` says which node). */
   instances: string[];
+  /** The same, each with the node that appended its instance's event (the instance's owner). */
+  changed: { instanceId: string; node: string }[];
+  /**
+   * Running instances of the app that did not have the change yet when the call answered (their owner had not
+   * applied it within a few seconds: busy, or down until a survivor takes them over). It is recorded: their owner,
+   * or the node that takes them over, applies it.
+   */
+  pending: { instanceId: string; node: string | null }[];
   /** The app stream's event that recorded the change. */
   seq: number;
 }
@@ -250,6 +262,9 @@ export interface Runlog {
   idle(): Promise<void>;
   close(): Promise<void>;
 }
+
+/** How long a `cap` call waits for the other nodes' owners to apply the change before it answers what is pending. */
+const CAP_REACH_WAIT_MS = 5000;
 
 /** How many of the last events a supervisor checks against the hash chain as it starts. */
 const TAIL_CHECK = 1000;
@@ -388,6 +403,14 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     // A new actor found committed after its reply was lost is this node's (its lease): picked up at the next beat.
     ...(pgStore?.leases ? { onOrphaned: () => pgStore.pickUpSoon() } : {}),
   });
+  // `cap` changes reach the instances this node owns (all of them, on one machine): app-tool-sync.ts.
+  const toolSync = new AppToolSync({
+    store,
+    live: () => host.live(),
+    owns: (s) => !pgStore || pgStore.owns(s),
+    dispatch: (id, e) => host.dispatch('instance', id, e),
+    log,
+  });
   const reconciler = new Reconciler(hostRef, instances, executions, log, { clock, ...(options.orphanPolicy ? { orphanPolicy: options.orphanPolicy } : {}), ...(pgStore ? { owns: (stream: string) => pgStore.owns(stream) } : {}) });
   let heartbeat: HeartbeatHandle | null = null;
   let placement: Placement | null = null;
@@ -431,7 +454,11 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
           nowMs: () => clock.nowMs(),
           relinquish: (id) => instances.relinquish(id),
           taking: (streams) => handover?.taking(streams),
-          tookOver: (streams) => handover?.tookOver(streams),
+          tookOver: (streams) => {
+            handover?.tookOver(streams);
+            // What the dead owner had not applied of the app's `cap` changes is applied here, once.
+            void toolSync.syncStreams(streams).catch((err: unknown) => log(`cap changes for taken-over instances: ${(err as Error).message}`));
+          },
           // As start-up recovers what it rehydrates: restart timers armed again, then a reconcile observes each
           // actor's sandbox and the reconcile decision says what to record (an interrupted spawn, an execution
           // whose log says how far it got).
@@ -570,12 +597,30 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       assertAppId(appId);
     }
     const installed = instances.installedTools(appId);
-    const known = installed !== null || host.live().some((a) => (a.snapshot.context as InstanceContext).spec?.appId === appId) || store.streamVersion(appStream(appId)) > 0;
+    const ofApp = () => store.listActors({ kind: 'instance' }).filter((r) => r.summary.appId === appId);
+    const known = installed !== null || store.streamVersion(appStream(appId)) > 0 || store.listActors({ kind: 'instance', all: true }).some((r) => r.summary.appId === appId);
     if (!known) throw new NotFoundError('app', `${appId} (spawn it once, or install it into the workspace, before granting it tools)`);
     const event = await recordToolChange(store, appId, tool, grant);
-    const changed = await instances.applyAppTool(appId, tool, grant);
+    // This node's instances now; other nodes' owners apply it as they read it (app-tool-sync.ts).
+    await toolSync.syncApp(appId);
     await host.idle();
-    return { appId, tool, granted: grant, tools: instances.allowlist(appId, installed ?? []), instances: changed, seq: event.seq };
+    const toolsOf = (id: string) => (inspectActor(store, id).context as InstanceContext | undefined)?.spec?.tools ?? null;
+    const reach = () =>
+      capReach(
+        ofApp().map((r) => ({ instanceId: r.id, tools: toolsOf(r.id), events: store.read(r.stream), owner: store.placement?.(r.stream).owner ?? null })),
+        tool,
+        grant,
+        event.seq,
+        selfNode,
+      );
+    // What the other owners did is read from the log, for a few seconds at most: the answer says what is pending.
+    let r = reach();
+    for (const until = clock.nowMs() + CAP_REACH_WAIT_MS; pgStore && r.pending.length > 0 && clock.nowMs() < until; r = reach()) {
+      await new Promise<void>((done) => clock.after(100, done));
+    }
+    const latest = ofApp().at(-1);
+    const base = installed ?? (latest ? (toolsOf(latest.id) ?? []) : []);
+    return { appId, tool, granted: grant, tools: instances.allowlist(appId, base), instances: r.changed.map((c) => c.instanceId), changed: r.changed, pending: r.pending, seq: event.seq };
   };
 
   const settledInstance = (s: string) => s !== 'new' && s !== 'spawning' && s !== 'healthy' && s !== 'adopted';
@@ -626,6 +671,11 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
 
   // Hand-over requests are carried out from here on (actHere needs what is defined above).
   if (supervise) handover?.start();
+  if (supervise && pgStore) {
+    // Every node follows the `cap` changes any node records; those recorded while this one was down apply now.
+    toolSync.start();
+    void toolSync.syncAll().catch((err: unknown) => log(`cap changes at start-up: ${(err as Error).message}`));
+  }
 
   return {
     home: paths.home,
@@ -764,6 +814,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     async close() {
       placement?.stop();
       handover?.stop();
+      toolSync.stop();
       queue?.stop();
       await engineWatch?.close();
       await executions.close(); // the pool's removals are recorded: before the host closes

@@ -105,12 +105,28 @@ export const capCommand: Command = {
     if (io.json) printJson(io, r);
     else {
       io.out(`${r.appId}  tools: ${r.tools.join(', ') || '(none)'}`);
-      const n = r.instances.length;
-      io.err(`runlog: ${verb === 'grant' ? 'granted' : 'revoked'} ${tool} for app ${r.appId}: ${n === 0 ? 'no running instance changed' : `${n} running instance${n === 1 ? '' : 's'} changed (${r.instances.join(', ')})`}; every later spawn of the app gets it too`);
+      io.err(`runlog: ${verb === 'grant' ? 'granted' : 'revoked'} ${tool} for app ${r.appId}: ${capSummary(r)}; every later spawn of the app gets it too`);
     }
     return EXIT.ok;
   },
 };
+
+/** What a `cap` change reached, per node, and what is recorded but not applied yet (honest about both). */
+function capSummary(r: AppToolsView): string {
+  const changed = r.changed ?? r.instances.map((instanceId) => ({ instanceId, node: '' }));
+  const pending = r.pending ?? [];
+  const byNode = new Map<string, string[]>();
+  for (const c of changed) byNode.set(c.node, [...(byNode.get(c.node) ?? []), c.instanceId]);
+  const parts = [
+    changed.length === 0
+      ? 'no running instance changed'
+      : `${changed.length} running instance${changed.length === 1 ? '' : 's'} changed (${[...byNode].map(([node, ids]) => (node ? `${ids.join(', ')} on ${node}` : ids.join(', '))).join('; ')})`,
+  ];
+  if (pending.length > 0) {
+    parts.push(`${pending.length} not yet (${pending.map((p) => `${p.instanceId}${p.node ? ` on ${p.node}` : ''}`).join(', ')}): recorded, their owner applies it (or the node that takes them over)`);
+  }
+  return parts.join('; ');
+}
 
 export const logsCommand: Command = {
   name: 'logs',
