@@ -110,3 +110,14 @@ describe('AppToolSync', () => {
     expect(n.dispatched).toEqual([]);
   });
 });
+
+describe('capSummary (the CLI line)', () => {
+  it('says which node changed which instance, and what is recorded but not applied yet', async () => {
+    const { capSummary } = await import('../src/cli/commands/supervise-commands.ts');
+    const view = { appId: APP, tool: 'git', granted: true, tools: ['git'], seq: 9 };
+    expect(capSummary({ ...view, instances: ['i1', 'i2', 'i3'], changed: [{ instanceId: 'i1', node: 'a' }, { instanceId: 'i2', node: 'b' }, { instanceId: 'i3', node: 'a' }], pending: [{ instanceId: 'i4', node: 'c' }] })).toBe(
+      '3 running instances changed (i1, i3 on a; i2 on b); 1 not yet (i4 on c): recorded, their owner applies it (or the node that takes them over)',
+    );
+    expect(capSummary({ ...view, instances: [], changed: [], pending: [] })).toBe('no running instance changed');
+  });
+});

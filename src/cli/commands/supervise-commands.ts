@@ -112,7 +112,7 @@ export const capCommand: Command = {
 };
 
 /** What a `cap` change reached, per node, and what is recorded but not applied yet (honest about both). */
-function capSummary(r: AppToolsView): string {
+export function capSummary(r: AppToolsView): string {
   const changed = r.changed ?? r.instances.map((instanceId) => ({ instanceId, node: '' }));
   const pending = r.pending ?? [];
   const byNode = new Map<string, string[]>();
