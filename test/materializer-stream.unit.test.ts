@@ -5,6 +5,8 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_ARCHIVE_LIMITS, validateArchive, writeArchive } from '../src/adapters/archive/index.ts';
 import type { DockerEngine, VolumeInfo } from '../src/adapters/docker/docker-port.ts';
+import { DockerConflictError } from '../src/adapters/docker/errors.ts';
+import { holderLabels, processIdentity } from '../src/adapters/docker/materialize-lock.ts';
 import { createMaterializer } from '../src/adapters/docker/materializer.ts';
 
 const IMAGE = `localhost:5000/runtime-fake@sha256:${'a'.repeat(64)}`;
@@ -45,6 +47,8 @@ function fakeEngine(exported: Buffer) {
   const created: { id: string; mounts: number }[] = [];
   const calls: string[] = [];
   let downloads = 0;
+  const locks = new Map<string, { name: string; labels: Record<string, string> }>();
+  let lockCount = 0;
   const closed: string[] = [];
   const engine = {
     socketPath: '/nonexistent',
@@ -57,12 +61,23 @@ function fakeEngine(exported: Buffer) {
     },
     removeVolume: async (name: string) => void volumes.delete(name),
     listContainers: async () => [],
-    createContainer: async (body: { HostConfig?: { Mounts?: unknown[] } }) => {
+    // Named containers are the volumes' locks (materialize-lock.ts): a name is taken once, as by the Engine.
+    createContainer: async (body: { HostConfig?: { Mounts?: unknown[] }; Labels?: Record<string, string> }, name?: string) => {
+      if (name !== undefined) {
+        if ([...locks.values()].some((l) => l.name === name)) throw new DockerConflictError('create container', `the name ${name} is in use`);
+        const id = `lock${++lockCount}`;
+        locks.set(id, { name, labels: body.Labels ?? {} });
+        return id;
+      }
       const id = `c${created.length + 1}`;
       created.push({ id, mounts: body.HostConfig?.Mounts?.length ?? 0 });
       return id;
     },
-    removeContainer: async (id: string) => void removedContainers.push(id),
+    removeContainer: async (id: string) => void (id.startsWith('lock') ? locks.delete(id) : removedContainers.push(id)),
+    inspectContainer: async (nameOrId: string) => {
+      const found = [...locks.entries()].find(([id, l]) => id === nameOrId || l.name === nameOrId);
+      return found ? { id: found[0], labels: found[1].labels } : null;
+    },
     openArchive: async (id: string) => {
       calls.push(`download from ${id}`);
       downloads++;
@@ -92,7 +107,7 @@ function fakeEngine(exported: Buffer) {
       upload.body = Buffer.concat(parts);
     },
   };
-  return { engine: engine as unknown as DockerEngine, volumes, uploads, removedContainers, created, calls, closed, downloads: () => downloads };
+  return { engine: engine as unknown as DockerEngine, volumes, uploads, removedContainers, created, calls, closed, locks, downloads: () => downloads };
 }
 
 describe('runtime materialization streams the export while validating it', () => {
@@ -117,6 +132,7 @@ describe('runtime materialization streams the export while validating it', () =>
     ]);
     expect(fake.calls.sort()).toEqual(['download from c1', 'upload into c2']);
     expect(fake.removedContainers.sort()).toEqual(['c1', 'c2']);
+    expect(fake.locks.size).toBe(0); // the volume's lock, taken before the volume was created, is released
   });
 
   it('an export that fails only at its end (an escaping symlink) leaves no volume and no seal, though part of it was uploaded', async () => {
@@ -132,6 +148,7 @@ describe('runtime materialization streams the export while validating it', () =>
     expect(fake.uploads[0]!.completed).toBe(false);
     expect([...fake.volumes.keys()]).toEqual([]);
     expect(fake.removedContainers.sort()).toEqual(['c1', 'c2']);
+    expect(fake.locks.size).toBe(0);
   });
 
   it('an export that fails mid-way (a traversal) stops the upload there and reports every violation of the whole export', async () => {
@@ -158,5 +175,63 @@ describe('runtime materialization streams the export while validating it', () =>
     expect(fake.closed).toEqual(['c1']);
     expect(fake.removedContainers).toEqual(['c1']);
     expect(fake.uploads).toEqual([]);
+    expect(fake.locks.size).toBe(0);
+  });
+});
+
+describe('one materialization of a volume at a time across processes (the lock in the daemon)', () => {
+  const exported = () => exportTar(file('runtime/a', 100_000, 1), file('runtime/b', 1000, 2));
+
+  it('two materializers (as two processes on one daemon) copying the same volume at once: one copies, the other waits and reuses its sealed volume', async () => {
+    const fake = fakeEngine(exported());
+    const [a, b] = [createMaterializer(fake.engine), createMaterializer(fake.engine)];
+    const [ra, rb] = await Promise.all([a.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' }), b.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' })]);
+    expect(ra.volume).toBe(rb.volume);
+    expect([ra.cached, rb.cached].sort()).toEqual([false, true]);
+    expect(rb.entries).toBe(ra.entries);
+    expect(fake.uploads).toHaveLength(1);
+    expect(fake.created.filter((c) => c.mounts === 1)).toHaveLength(1); // one carrier: the volume was filled once
+    expect([...fake.volumes.keys()].sort()).toEqual([ra.volume, `${ra.volume}-sealed`]);
+    expect(fake.locks.size).toBe(0);
+  });
+
+  it('a lock whose holder is gone (its pid now runs another process) is taken over and the unsealed volume it left is redone', async () => {
+    const fake = fakeEngine(exported());
+    const m = createMaterializer(fake.engine);
+    const volume = (await createMaterializer(fakeEngine(exported()).engine).materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' })).volume;
+    const self = await processIdentity();
+    fake.locks.set('lock-dead', { name: `${volume}-lock`, labels: holderLabels({ ...self, pidStart: 'not-this-one' }, 'the-dead-one', Date.now()) });
+    fake.volumes.set(volume, { name: volume, labels: {}, createdAt: undefined }); // half-written, never sealed
+    const result = await m.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' });
+    expect(result).toMatchObject({ volume, cached: false, entries: 2 });
+    expect(fake.uploads).toHaveLength(1);
+    expect(fake.locks.size).toBe(0);
+    expect([...fake.volumes.keys()].sort()).toEqual([volume, `${volume}-sealed`]);
+  });
+
+  it('a live holder that later gives up without sealing: the waiter then copies it itself', async () => {
+    const fake = fakeEngine(exported());
+    const volume = (await createMaterializer(fakeEngine(exported()).engine).materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' })).volume;
+    const self = await processIdentity();
+    fake.locks.set('lock-live', { name: `${volume}-lock`, labels: holderLabels(self, 'another-materializer', Date.now()) });
+    const m = createMaterializer(fake.engine);
+    let settled = false;
+    const p = m.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' }).finally(() => (settled = true));
+    for (let i = 0; i < 5; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(settled).toBe(false); // waiting for the holder, which runs (this very process)
+    expect(fake.uploads).toHaveLength(0);
+    fake.locks.delete('lock-live'); // the holder failed and removed what it made, then its lock
+    expect(await p).toMatchObject({ volume, cached: false });
+    expect(fake.uploads).toHaveLength(1);
+  });
+
+  it('a holder this process cannot see (another machine or pid namespace) is waited for up to staleAfterMs, then taken over', async () => {
+    const fake = fakeEngine(exported());
+    const volume = (await createMaterializer(fakeEngine(exported()).engine).materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' })).volume;
+    const self = await processIdentity();
+    fake.locks.set('lock-far', { name: `${volume}-lock`, labels: holderLabels({ ...self, bootId: 'another-kernel' }, 'far', Date.now()) });
+    const result = await createMaterializer(fake.engine, { lock: { staleAfterMs: 50 } }).materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' });
+    expect(result).toMatchObject({ volume, cached: false });
+    expect(fake.locks.has('lock-far')).toBe(false);
   });
 });

@@ -23,6 +23,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ContainerInfo, ContainerSummary, VolumeInfo } from '../adapters/docker/docker-port.ts';
 import { LABEL_SEAL_FOR, LABEL_VOLUME_KIND, SEAL_SUFFIX } from '../adapters/docker/materializer.ts';
+import { DEFAULT_LOCK_LIMITS, lockHolderVerdict, LOCK_KIND } from '../adapters/docker/materialize-lock.ts';
 import { loadManifest } from '../adapters/apps/load-manifest.ts';
 import type { OrphanRecord } from '../adapters/sandbox/app-sandbox-runner.ts';
 import { mapConcurrent } from '../domain/concurrency.ts';
@@ -275,6 +276,11 @@ export class Reconciler {
         const user = host.live().find((a) => a.kind === 'execution' && (a.snapshot.context as ExecutionContext).containerId === c.id);
         if (user) continue; // a live execution took it: its actor decides (below)
         reason = 'a pre-started sandbox that no pool and no live execution holds';
+      } else if (kind === LOCK_KIND) {
+        // The lock of a volume being materialized (by this node or another process on the daemon): only a gone holder's.
+        const verdict = await lockHolderVerdict(c.labels, DEFAULT_LOCK_LIMITS);
+        if (verdict.holder === 'alive') continue;
+        reason = `the lock of a materialization whose holder is gone (${verdict.why})`;
       } else if (kind === 'materializer') {
         if (liveActor && state === 'materializing' && host.busy('execution', liveActor.id)) continue; // in flight, on demand
         reason = 'the carrier of a materialization that did not finish';

@@ -25,20 +25,27 @@
 // entry count and bytes) exists, and the seal is created only after the verdict: a volume whose export failed
 // validation is removed and never sealed, and a crash mid-copy leaves an unsealed volume, which the next call
 // replaces (nothing mounts an unsealed volume).
+//
+// Several processes may share one Docker daemon (the nodes of a cluster on one machine): only the holder of the
+// volume's lock (materialize-lock.ts, a named container in the daemon) removes a stale volume, creates, fills and
+// seals it. A process that finds the lock held by a live holder waits and then takes the holder's sealed volume
+// (cached); a holder that died (kill -9 mid-copy) is seen as gone, its lock taken over and its unsealed volume redone.
 import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
 import tar from 'tar-stream';
 import { RunlogError, ValidationError } from '../../domain/errors.ts';
 import { parseDigestReference } from '../../domain/at-run/oci-reference.ts';
 import { ArchiveRejectedError, ArchiveStreamAbandonedError, DEFAULT_ARCHIVE_LIMITS, validateArchiveStream, type ArchiveLimits, type ArchiveReport } from '../archive/index.ts';
-import type { ContainerCreateBody, DockerEngine, PullProgress } from './docker-port.ts';
+import type { ContainerCreateBody, DockerEngine, PullProgress, VolumeInfo } from './docker-port.ts';
 import { DockerNotFoundError, MaterializationError } from './errors.ts';
 import { absolutePathProblems, ADDITION_EXPORT_PATH, MATERIALIZE_TARGET } from './layout.ts';
+import { DEFAULT_LOCK_LIMITS, VolumeLocks, type HeldLock, type LockLimits } from './materialize-lock.ts';
 
 export type MaterializeKind = 'runtime' | 'addition' | 'code';
 export type MaterializeStep =
   | 'cache'
   | 'pull'
+  | 'lock'
   | 'create-volume'
   | 'create-container'
   | 'download'
@@ -86,6 +93,8 @@ export interface MaterializerOptions {
   maxImageBytes?: number;
   /** Labels added to every volume and container the materializer creates (e.g. runlog.home, runlog.test). */
   labels?: Readonly<Record<string, string>>;
+  /** How long another process's lock on a volume is waited for before it is taken over (materialize-lock.ts). */
+  lock?: Partial<LockLimits>;
 }
 
 interface CommonRequest {
@@ -208,9 +217,11 @@ class DockerMaterializer implements Materializer {
   readonly #maxImageBytes: number;
   readonly #labels: Readonly<Record<string, string>>;
   readonly #inFlight = new Map<string, Promise<Materialized>>();
+  readonly #locks: VolumeLocks;
 
   constructor(engine: DockerEngine, opts: MaterializerOptions) {
     this.#engine = engine;
+    this.#locks = new VolumeLocks(engine, { ...DEFAULT_LOCK_LIMITS, ...opts.lock });
     this.#limits = opts.limits ?? DEFAULT_ARCHIVE_LIMITS;
     this.#maxImageBytes = opts.maxImageBytes ?? 2 * 1024 * 1024 * 1024;
     this.#labels = opts.labels ?? {};
@@ -344,17 +355,7 @@ class DockerMaterializer implements Materializer {
       }
     };
 
-    // Warm path: a sealed volume with this content already exists.
-    const cached = await step('cache', async () => {
-      const found = await engine.volumesNamed([spec.volume, sealName]); // one request for both
-      const seal = found.find((v) => v.name === sealName) ?? null;
-      const content = found.find((v) => v.name === spec.volume) ?? null;
-      if (seal && content) return seal;
-      if (seal) await engine.removeVolume(sealName); // a seal without content means nothing
-      if (content) await this.#removeStale(spec.volume); // unsealed: a crashed or failed earlier attempt
-      return null;
-    });
-    if (cached) {
+    const reuse = (seal: VolumeInfo, pulled: boolean): Materialized => {
       timings.totalMs = now() - t0;
       return {
         kind: spec.kind,
@@ -362,13 +363,18 @@ class DockerMaterializer implements Materializer {
         cacheKey: spec.cacheKey,
         digest: spec.digest,
         image: spec.image,
-        entries: Number(cached.labels['runlog.entries'] ?? -1),
-        bytes: Number(cached.labels['runlog.bytes'] ?? -1),
+        entries: Number(seal.labels['runlog.entries'] ?? -1),
+        bytes: Number(seal.labels['runlog.bytes'] ?? -1),
         cached: true,
-        pulled: false,
+        pulled,
         timings,
       };
-    }
+    };
+
+    // Warm path: a sealed volume with this content already exists. Anything else (nothing, an unsealed volume, a
+    // lone seal) is decided under the lock: an unsealed volume may be another process's copy in progress.
+    const cached = await step('cache', async () => (await this.#look(spec)).sealed);
+    if (cached) return reuse(cached, false);
 
     if (spec.after) await spec.after;
     const { pulled, image } = await step('pull', () =>
@@ -377,6 +383,10 @@ class DockerMaterializer implements Materializer {
     if (image.sizeBytes > this.#maxImageBytes) {
       throw new MaterializationError('IMAGE_TOO_LARGE', 'pull', `image ${spec.image} is ${image.sizeBytes} bytes; the limit is ${this.#maxImageBytes}`, { image: spec.image });
     }
+    // The lock container is created from the image just pulled; a live holder's copy is waited for.
+    const got = await step('lock', () => this.#lockOrSealed(spec));
+    if ('sealed' in got) return reuse(got.sealed, pulled);
+    const lock = got.lock;
 
     const volumeLabels = {
       ...spec.labels,
@@ -399,6 +409,7 @@ class DockerMaterializer implements Materializer {
     opened?.catch(() => undefined); // awaited below, or settled on the way out
     let removing: Promise<unknown> | null = null;
     let handedOver = false;
+    let lockLost = false;
     try {
       await step('create-volume', async () => {
         await engine.createVolume(spec.volume, volumeLabels);
@@ -421,16 +432,25 @@ class DockerMaterializer implements Materializer {
       removing.catch(() => created.push(...containers)); // removed again on the way out
       await Promise.all([
         removing,
-        step('seal', () =>
-          engine.createVolume(sealName, {
+        step('seal', async () => {
+          // Only a holder seals: one whose lock was taken over as stale (it held it past maxHoldMs) is not the
+          // owner of this volume any more.
+          if (!(await lock.stillHeld())) {
+            lockLost = true;
+            throw new MaterializationError('MATERIALIZATION_FAILED', 'seal', `materializing ${spec.cacheKey}: the lock on ${spec.volume} was taken over by another process (held too long)`, { volume: spec.volume });
+          }
+          await engine.createVolume(sealName, {
             ...spec.labels,
             [LABEL_SEAL_FOR]: spec.volume,
             [LABEL_CACHE_KEY]: spec.cacheKey,
             'runlog.entries': String(filled.entries),
             'runlog.bytes': String(filled.bytes),
-          }),
-        ),
+          });
+        }),
       ]);
+      // Sealed and its containers gone: a waiter now finds the volume complete (released only once nothing here can
+      // fail any more, since a failure removes the volume).
+      await this.#release(lock);
       timings.totalMs = now() - t0;
       return { kind: spec.kind, volume: spec.volume, cacheKey: spec.cacheKey, digest: spec.digest, image: spec.image, entries: filled.entries, bytes: filled.bytes, cached: false, pulled, timings };
     } catch (err) {
@@ -438,10 +458,11 @@ class DockerMaterializer implements Materializer {
       const [, open] = await Promise.allSettled([sourceCreated, opened, removing]);
       if (!handedOver && open?.status === 'fulfilled' && open.value) await discard(open.value.body); // never read: close it
       await Promise.all(created.map((id) => engine.removeContainer(id, { force: true }).catch(() => undefined)));
-      if (volumeCreated) {
+      if (volumeCreated && !lockLost) {
         await engine.removeVolume(sealName).catch(() => undefined); // a seal made beside a removal that failed
         await engine.removeVolume(spec.volume).catch(() => undefined);
       }
+      if (!lockLost) await this.#release(lock);
       throw err;
     }
   }
@@ -476,6 +497,56 @@ class DockerMaterializer implements Materializer {
     const body = this.#carrierBody(spec);
     const { Mounts: _mounts, ...hostConfig } = body.HostConfig ?? {};
     return { ...body, Labels: { ...body.Labels, 'runlog.materializer-role': 'source' }, HostConfig: hostConfig };
+  }
+
+  /** The volume and its seal as they are now (one request); `sealed` when both exist. */
+  async #look(spec: SourceSpec): Promise<{ sealed: VolumeInfo | null; seal: boolean; content: boolean }> {
+    const sealName = `${spec.volume}${SEAL_SUFFIX}`;
+    const found = await this.#engine.volumesNamed([spec.volume, sealName]);
+    const seal = found.find((v) => v.name === sealName) ?? null;
+    const content = found.some((v) => v.name === spec.volume);
+    return { sealed: seal && content ? seal : null, seal: seal !== null, content };
+  }
+
+  /**
+   * Takes the volume's lock, or the volume another process sealed meanwhile. Under the lock, what an earlier
+   * attempt left (an unsealed volume and its containers, a seal without content) is removed: its holder is gone.
+   */
+  async #lockOrSealed(spec: SourceSpec): Promise<{ lock: HeldLock } | { sealed: VolumeInfo }> {
+    let delayMs = 20;
+    for (;;) {
+      const attempt = await this.#locks.tryLock(spec.volume, spec.image, spec.labels);
+      const lock = attempt.held;
+      if (lock) {
+        try {
+          // The previous holder may have sealed it between the cache check and now.
+          const now = await this.#look(spec);
+          if (now.sealed) {
+            await this.#release(lock);
+            return { sealed: now.sealed };
+          }
+          if (now.seal) await this.#engine.removeVolume(`${spec.volume}${SEAL_SUFFIX}`); // a seal without content means nothing
+          if (now.content) await this.#removeStale(spec.volume); // unsealed: a crashed or failed earlier attempt
+          return { lock };
+        } catch (err) {
+          await this.#release(lock);
+          throw err;
+        }
+      }
+      // A live holder is copying: wait a little, then look for its seal. A gone holder's lock was removed (or the
+      // lock vanished): try again at once.
+      if (attempt.verdict?.holder === 'alive') {
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
+        delayMs = Math.min(delayMs * 2, 500);
+      }
+      const now = await this.#look(spec);
+      if (now.sealed) return { sealed: now.sealed };
+    }
+  }
+
+  /** Removes a lock this process holds; a failure is not the copy's (the lock is taken over once judged stale). */
+  async #release(lock: HeldLock): Promise<void> {
+    await lock.release().catch(() => lock.release().catch(() => undefined));
   }
 
   async #removeStale(volume: string): Promise<void> {
