@@ -12,8 +12,9 @@
 // this archive, that event's hash as `prev`), and data and meta are the stored JSON text: the archive can be
 // checked against its own chain.
 import { statSync } from 'node:fs';
-import { RunlogError, StoreChainError } from '../domain/errors.ts';
+import { RunlogError } from '../domain/errors.ts';
 import { ArchiveFileWriter } from './archive-file.ts';
+import { ArchiveLedger } from './archive-ledger.ts';
 import { CHAIN_COLUMNS, GENESIS, rowHash, type ChainRow } from './chain.ts';
 import { readShutdownRecord, writeShutdownRecord } from './shutdown-record.ts';
 import type { ActorDbRow, SqliteEventStore } from './sqlite-event-store.ts';
@@ -88,13 +89,7 @@ export function archiveEnded(store: SqliteEventStore, options: ArchiveOptions): 
   const gapAt = db.prepare('SELECT from_seq AS "from", hash FROM chain_gaps WHERE seq = ?') as Database.Statement<[number], { from: number; hash: Buffer }>;
   const gapAfter = db.prepare('SELECT seq, from_seq AS "from", hash FROM chain_gaps WHERE seq > ? ORDER BY seq LIMIT 1') as Database.Statement<[number], { seq: number; from: number; hash: Buffer }>;
 
-  // The holes this run leaves (their last seq → that event's hash), and the old ones it swallows.
-  const holeEnds = new Map<number, Buffer>();
-  const swallowed: number[] = [];
-  const ranges = new Map<string, { first: number; last: number; events: number }>();
-  let events = 0;
-  let lastSeq = 0;
-  let lastHash: Buffer = GENESIS;
+  const ledger = new ArchiveLedger(store.file, streams, head.seq);
 
   const out = ArchiveFileWriter.create(options.out);
   try {
@@ -102,42 +97,21 @@ export function archiveEnded(store: SqliteEventStore, options: ArchiveOptions): 
     out.header({ createdAt, before: options.before, log: store.file, actors: planned.length });
     for (const a of planned) {
       out.history(a, createdAt);
-      let version = 0;
-      const range = { first: Number.MAX_SAFE_INTEGER, last: 0, events: 0 };
+      ledger.beginActor(a.stream);
       for (;;) {
-        const rows = page.all(a.stream, version);
+        const rows = page.all(a.stream, ledger.version);
         for (const r of rows) {
-          const [seq, , v, type, schema, when, data, meta, hash] = r;
-          if (v !== version + 1 || !hash) throw new StoreChainError(store.file, seq, v !== version + 1 ? `${a.stream} jumps from v${version} to v${v}` : 'the event has no hash', { stream: a.stream, version: v });
-          // The link before this event: in the log, in a recorded hole, or genesis. Checked before anything moves.
-          const before = seq > 1 ? at.get(seq - 1) : undefined;
-          const prev = seq === 1 ? GENESIS : (before?.hash ?? gapAt.get(seq - 1)?.hash);
-          if (!prev || !rowHash(prev, r).equals(hash)) throw new StoreChainError(store.file, seq, prev ? 'its bytes do not match its hash' : 'the event before it is missing', { stream: a.stream, version: v });
-          const inArchive = before !== undefined && streams.has(before.stream);
-          out.event({ seq, stream: a.stream, version: v, type, schema, at: when, data, meta, hash, ...(inArchive ? {} : { prev }) });
-          // Which hole this event ends (or extends): the next seq stays in the log, or is the head, or starts an old hole.
-          if (gapAt.get(seq - 1)) swallowed.push(seq - 1);
-          const next = at.get(seq + 1);
-          if (next ? !streams.has(next.stream) : seq === head.seq) holeEnds.set(seq, hash);
-          else if (!next) {
-            const g = gapAfter.get(seq);
-            if (g && g.from === seq + 1) holeEnds.set(g.seq, g.hash);
-          }
-          if (seq > lastSeq) {
-            lastSeq = seq;
-            lastHash = hash;
-          }
-          range.first = Math.min(range.first, seq);
-          range.last = Math.max(range.last, seq);
-          range.events += 1;
-          version = v;
+          const [seq, , version, type, schema, when, data, meta, hash] = r;
+          const around = { before: seq > 1 ? at.get(seq - 1) : undefined, gapBefore: gapAt.get(seq - 1)?.hash, next: at.get(seq + 1) };
+          const { prev, needsGapAfter } = ledger.event({ seq, version, hash }, around, (link) => rowHash(link, r));
+          out.event({ seq, stream: a.stream, version, type, schema, at: when, data, meta, hash: hash!, ...(prev ? { prev } : {}) });
+          if (needsGapAfter) ledger.gapAfter(seq, gapAfter.get(seq));
         }
         if (rows.length < 1024) break;
       }
-      if (version !== a.version) throw new StoreChainError(store.file, 0, `${a.stream} has ${version} events but its projection says v${a.version}`, { stream: a.stream });
-      ranges.set(a.stream, range);
-      events += range.events;
+      ledger.endActor(a.version);
     }
+    const { events, lastSeq, lastHash } = ledger;
     out.trailer({ actors: planned.length, events, lastSeq, lastHash, chainHead: head });
     out.complete();
     step('file-written');
@@ -167,22 +141,20 @@ export function archiveEnded(store: SqliteEventStore, options: ArchiveOptions): 
       const delOlderSnapshots = db.prepare('DELETE FROM snapshot_history WHERE stream = ?');
       const unmark = db.prepare('UPDATE actors SET snapshot_version = NULL WHERE stream = ?');
       for (const a of planned) {
-        const r = ranges.get(a.stream)!;
+        const r = ledger.ranges.get(a.stream)!;
         tomb.run(a.stream, a.id, a.kind, a.state, a.status, a.version, a.created_at, a.updated_at, a.summary, id, r.first, r.last);
         delEvents.run(a.stream);
         delSnapshot.run(a.stream);
         delOlderSnapshots.run(a.stream);
         unmark.run(a.stream);
       }
+      const holes = ledger.holes();
       const delGap = db.prepare('DELETE FROM chain_gaps WHERE seq = ?');
-      for (const g of swallowed) {
-        delGap.run(g);
-        holeEnds.delete(g); // an old hole this run extended at both ends: it ends further on now
-      }
+      for (const g of holes.swallowed) delGap.run(g);
       // Each hole runs from just after the last event still in the log before its end.
       const lastBefore = db.prepare('SELECT coalesce(max(seq), 0) AS s FROM events WHERE seq < ?') as Database.Statement<[number], { s: number }>;
       const putGap = db.prepare('INSERT OR REPLACE INTO chain_gaps (seq, from_seq, hash) VALUES (?, ?, ?)');
-      for (const [end, hash] of holeEnds) putGap.run(end, lastBefore.get(end)!.s + 1, hash);
+      for (const [end, hash] of holes.ends) putGap.run(end, lastBefore.get(end)!.s + 1, hash);
       step('removing'); // everything removed, not yet committed
     });
     step('committed');

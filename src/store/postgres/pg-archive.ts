@@ -22,10 +22,11 @@
 // data and meta are written as the server's text of the stored jsonb, which is what their chain link hashed
 // (pg-schema.ts migration 4): the archive checks against its own chain (../archive-check.ts).
 import type pg from 'pg';
-import { RunlogError, StoreChainError } from '../../domain/errors.ts';
+import { RunlogError } from '../../domain/errors.ts';
 import { eventHash, GENESIS } from '../chain.ts';
 import type { ActorRow } from '../event-store.ts';
 import { ArchiveFileWriter } from '../archive-file.ts';
+import { ArchiveLedger } from '../archive-ledger.ts';
 import type { ArchiveOptions, ArchiveResult, ArchiveStep } from '../sqlite-archive.ts';
 import type { ChainRow, PgEventStore } from './pg-event-store.ts';
 import { APPEND_LOCK_CLASS, ARCHIVE_LOCK_CLASS } from './pg-schema.ts';
@@ -91,12 +92,7 @@ async function archiveLocked(store: PgEventStore, client: pg.PoolClient, options
   const [head] = await q<{ seq: number; hash: Buffer }>('SELECT seq, hash FROM chain_head WHERE id = 1');
   const headSeq = head?.seq ?? 0;
   const streams = new Set(planned.map((a) => a.stream));
-  const holeEnds = new Map<number, Buffer>();
-  const swallowed: number[] = [];
-  const ranges = new Map<string, { first: number; last: number; events: number }>();
-  let events = 0;
-  let lastSeq = 0;
-  let lastHash: Buffer = GENESIS;
+  const ledger = new ArchiveLedger(store.description, streams, headSeq);
 
   const out = ArchiveFileWriter.create(options.out);
   let committed = false;
@@ -105,13 +101,12 @@ async function archiveLocked(store: PgEventStore, client: pg.PoolClient, options
     out.header({ createdAt, before: options.before, log: store.description, actors: planned.length });
     for (const a of planned) {
       out.history(a, createdAt);
-      let version = 0;
-      const range = { first: Number.MAX_SAFE_INTEGER, last: 0, events: 0 };
+      ledger.beginActor(a.stream);
       for (;;) {
         // hash is NOT NULL in every log with archives (pg-schema.ts: set before the retention tables come).
         const rows = await q<ChainRow & { hash: Buffer }>(
           `SELECT seq, stream, version, type, schema, at, data::text AS data, meta::text AS meta, hash FROM events WHERE stream = $1 AND version > $2 ORDER BY version LIMIT ${PAGE}`,
-          [a.stream, version],
+          [a.stream, ledger.version],
         );
         if (rows.length === 0) break;
         // The neighbours of this page's events, and the holes just before them, in two queries (not one a row).
@@ -121,39 +116,19 @@ async function archiveLocked(store: PgEventStore, client: pg.PoolClient, options
         );
         const gapsAt = new Map((await q<{ seq: number; hash: Buffer }>('SELECT seq, hash FROM chain_gaps WHERE seq = ANY($1::bigint[])', [seqs.map((s) => s - 1)])).map((g) => [g.seq, g.hash]));
         for (const r of rows) {
-          const v = r.version;
-          if (v !== version + 1) throw new StoreChainError(store.description, r.seq, `${a.stream} jumps from v${version} to v${v}`, { stream: a.stream, version: v });
-          // The link before this event: in the log, in a recorded hole, or genesis. Checked before anything moves.
-          const before = r.seq > 1 ? near.get(r.seq - 1) : undefined;
-          const prev = r.seq === 1 ? GENESIS : (before?.hash ?? gapsAt.get(r.seq - 1));
-          if (!prev || !eventHash(prev, r.seq, r.stream, v, r.type, r.schema, r.at, r.data, r.meta).equals(r.hash)) {
-            throw new StoreChainError(store.description, r.seq, prev ? 'its bytes do not match its hash' : 'the event before it is missing', { stream: a.stream, version: v });
-          }
-          const inArchive = before !== undefined && streams.has(before.stream);
-          out.event({ seq: r.seq, stream: a.stream, version: v, type: r.type, schema: r.schema, at: r.at, data: r.data, meta: r.meta, hash: r.hash, ...(inArchive ? {} : { prev }) });
-          // Which hole this event ends (or extends): the next seq stays in the log, or is the head, or starts an old hole.
-          if (gapsAt.has(r.seq - 1)) swallowed.push(r.seq - 1);
-          const next = near.get(r.seq + 1);
-          if (next ? !streams.has(next.stream) : r.seq === headSeq) holeEnds.set(r.seq, r.hash);
-          else if (!next) {
+          const around = { before: r.seq > 1 ? near.get(r.seq - 1) : undefined, gapBefore: gapsAt.get(r.seq - 1), next: near.get(r.seq + 1) };
+          const { prev, needsGapAfter } = ledger.event(r, around, (link) => eventHash(link, r.seq, r.stream, r.version, r.type, r.schema, r.at, r.data, r.meta));
+          out.event({ seq: r.seq, stream: a.stream, version: r.version, type: r.type, schema: r.schema, at: r.at, data: r.data, meta: r.meta, hash: r.hash, ...(prev ? { prev } : {}) });
+          if (needsGapAfter) {
             const [g] = await q<{ seq: number; from_seq: number; hash: Buffer }>('SELECT seq, from_seq, hash FROM chain_gaps WHERE seq > $1 ORDER BY seq LIMIT 1', [r.seq]);
-            if (g && g.from_seq === r.seq + 1) holeEnds.set(g.seq, g.hash);
+            ledger.gapAfter(r.seq, g && { seq: g.seq, from: g.from_seq, hash: g.hash });
           }
-          if (r.seq > lastSeq) {
-            lastSeq = r.seq;
-            lastHash = r.hash;
-          }
-          range.first = Math.min(range.first, r.seq);
-          range.last = Math.max(range.last, r.seq);
-          range.events += 1;
-          version = v;
         }
         if (rows.length < PAGE) break;
       }
-      if (version !== a.version) throw new StoreChainError(store.description, 0, `${a.stream} has ${version} events but its projection says v${a.version}`, { stream: a.stream });
-      ranges.set(a.stream, range);
-      events += range.events;
+      ledger.endActor(a.version);
     }
+    const { events, lastSeq, lastHash, ranges } = ledger;
     out.trailer({ actors: planned.length, events, lastSeq, lastHash, chainHead: { seq: headSeq, hash: head?.hash ?? GENESIS } });
     out.complete();
     await step('file-written');
@@ -186,10 +161,8 @@ async function archiveLocked(store: PgEventStore, client: pg.PoolClient, options
       await client.query('DELETE FROM snapshot_versions WHERE stream = ANY($1::text[])', [list]);
       // The ps row stays; the machine snapshot the next event would fold into goes (an ended actor has none).
       await client.query("UPDATE projection_documents SET doc = doc - 'snapshot' - 'rev' WHERE projection = $1 AND id = ANY($2::text[])", [options.projection ?? 'actors', list]);
-      for (const g of swallowed) {
-        await client.query('DELETE FROM chain_gaps WHERE seq = $1', [g]);
-        holeEnds.delete(g); // an old hole this run extended at both ends: it ends further on now
-      }
+      const { swallowed, ends: holeEnds } = ledger.holes();
+      for (const g of swallowed) await client.query('DELETE FROM chain_gaps WHERE seq = $1', [g]);
       // Each hole runs from just after the last event still in the log before its end.
       if (holeEnds.size > 0) {
         await client.query(
