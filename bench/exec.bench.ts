@@ -311,6 +311,8 @@ function breakdown(o: Outcome): Record<string, number> {
     'runtime.download': sub('runtime:download'),
     'runtime.validate': sub('runtime:validate'),
     'runtime.upload': sub('runtime:upload'),
+    // The volume's lock (materialize-lock.ts): taken before the volume is created, with the re-check under it.
+    'runtime.lock': sub('runtime:lock'),
     'runtime.other': sub('runtime:cache') + sub('runtime:create-volume') + sub('runtime:create-container') + sub('runtime:remove-container') + sub('runtime:seal'),
     // The code's copy runs beside the runtime's stream: what it adds after the runtime volume is ready.
     code_blob: atMs(blob) - atMs(resolved),
