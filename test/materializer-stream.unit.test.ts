@@ -235,3 +235,23 @@ describe('one materialization of a volume at a time across processes (the lock i
     expect(fake.locks.has('lock-far')).toBe(false);
   });
 });
+
+describe('materializer options', () => {
+  it('refuses limits that are not positive integers, and a bad image cap, naming each, before touching the engine', () => {
+    const engine = fakeEngine(Buffer.alloc(0));
+    let err: unknown;
+    try {
+      createMaterializer(engine.engine, { limits: { ...DEFAULT_ARCHIVE_LIMITS, maxEntries: -1, maxFileBytes: 1.5 }, maxImageBytes: 0 });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toMatchObject({ code: 'OPTIONS_INVALID' });
+    expect((err as { issues: string[] }).issues).toEqual([
+      'limits.maxEntries must be a positive integer (got -1)',
+      'limits.maxFileBytes must be a positive integer (got 1.5)',
+      'maxImageBytes must be a positive integer (got 0)',
+    ]);
+    expect(engine.calls).toEqual([]);
+    expect(() => createMaterializer(engine.engine, { limits: DEFAULT_ARCHIVE_LIMITS })).not.toThrow();
+  });
+});

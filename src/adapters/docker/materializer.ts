@@ -34,6 +34,7 @@ import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
 import tar from 'tar-stream';
 import { RunlogError, ValidationError } from '../../domain/errors.ts';
+import { archiveLimitsIssues } from '../../domain/at-run/archive-limits.ts';
 import { parseDigestReference } from '../../domain/at-run/oci-reference.ts';
 import { ArchiveRejectedError, ArchiveStreamAbandonedError, DEFAULT_ARCHIVE_LIMITS, validateArchiveStream, type ArchiveLimits, type ArchiveReport } from '../archive/index.ts';
 import type { ContainerCreateBody, DockerEngine, PullProgress, VolumeInfo } from './docker-port.ts';
@@ -220,6 +221,12 @@ class DockerMaterializer implements Materializer {
   readonly #locks: VolumeLocks;
 
   constructor(engine: DockerEngine, opts: MaterializerOptions) {
+    // Bad limits are refused here: a negative or fractional one would stall the validating stream mid-export.
+    const issues = [
+      ...(opts.limits === undefined ? [] : archiveLimitsIssues(opts.limits, 'limits')),
+      ...(opts.maxImageBytes === undefined || (Number.isSafeInteger(opts.maxImageBytes) && opts.maxImageBytes > 0) ? [] : [`maxImageBytes must be a positive integer (got ${JSON.stringify(opts.maxImageBytes)})`]),
+    ];
+    if (issues.length > 0) throw new ValidationError('OPTIONS_INVALID', 'invalid materializer options', issues);
     this.#engine = engine;
     this.#locks = new VolumeLocks(engine, { ...DEFAULT_LOCK_LIMITS, ...opts.lock });
     this.#limits = opts.limits ?? DEFAULT_ARCHIVE_LIMITS;
