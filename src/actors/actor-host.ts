@@ -137,6 +137,16 @@ export class ActorHost {
     return this.actors.get(streamName(kind, id)) ?? this.load(kind, id);
   }
 
+  /**
+   * get(), for callers that can wait: an ended actor whose events a PostgreSQL supervisor paged out of memory is
+   * read from the store first (HostStore.pageIn), where get() would throw PAGED_OUT.
+   */
+  async fetch(kind: ActorKind, id: string): Promise<LiveActor | undefined> {
+    const stream = streamName(kind, id);
+    if (!this.actors.has(stream)) await this.opts.store.pageIn?.(stream);
+    return this.get(kind, id);
+  }
+
   live(): LiveActor[] {
     return [...this.actors.values()].filter((a) => !isTerminal(a.snapshot));
   }
@@ -231,7 +241,12 @@ export class ActorHost {
 
   private async apply(kind: ActorKind, id: string, input: AnyNewEvent, attempt = 0, observed = false): Promise<DispatchResult> {
     if (this.closed) throw new RunlogError('HOST_CLOSED', 'the supervisor is shutting down');
-    const actor = this.actors.get(streamName(kind, id)) ?? this.load(kind, id);
+    let actor = this.actors.get(streamName(kind, id));
+    if (!actor) {
+      // Not in memory (ended, or not yet read): its history may have to be read from the store first.
+      await this.opts.store.pageIn?.(streamName(kind, id));
+      actor = this.actors.get(streamName(kind, id)) ?? this.load(kind, id);
+    }
     if (!actor) throw new NotFoundError(kind, id);
     const event: NewEvent = { ...toLogged(input), at: input.at ?? this.now() };
     const machine = this.opts.machines[kind];

@@ -62,7 +62,7 @@ async function pickUp(host: ActorHost, streams: string[], hooks: ClusterHooks): 
     const ref = parseStreamName(s);
     if (!ref) continue;
     // Read from the log as start-up reads it (snapshot + tail); now that the lease is held, the host keeps it.
-    const actor = host.get(ref.kind, ref.id);
+    const actor = await host.fetch(ref.kind, ref.id);
     if (!actor || isTerminal(actor.snapshot)) hooks.letGo(s);
     else live.push(actor);
   }
@@ -83,7 +83,7 @@ async function takeOver(host: ActorHost, node: string, leases: TakenLease[], hoo
     leases.map(async (l) => {
       const ref = parseStreamName(l.stream);
       if (!ref) return;
-      const actor = host.get(ref.kind, ref.id);
+      const actor = await host.fetch(ref.kind, ref.id);
       if (!actor || isTerminal(actor.snapshot)) {
         letGo(l.stream); // ended already: its lease is given back at the next beat
         return;

@@ -107,7 +107,7 @@ export function startEngineWatch(o: EngineWatchOptions): EngineWatch {
   const onDie = async (instanceId: string, e: EngineEvent) => {
     if (closed) return;
     const host = o.host();
-    const actor = host.get('instance', instanceId);
+    const actor = await host.fetch('instance', instanceId);
     if (!actor) return;
     const c = actor.snapshot.context as InstanceContext;
     if (!UP_STATES.has(stateName(actor.snapshot)) || c.containerId !== e.id) return; // already known, or another incarnation

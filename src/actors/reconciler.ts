@@ -256,7 +256,7 @@ export class Reconciler {
       const kind = c.labels['runlog.kind'] ?? '';
       const stream = c.labels['runlog.stream'] ?? '';
       const ref = parseStreamName(stream);
-      const actor = ref ? host.get(ref.kind, ref.id) : undefined;
+      const actor = ref ? await host.fetch(ref.kind, ref.id) : undefined;
       // Another node's (it restarted the instance after this node was gone): this node's container of it is a stray.
       const liveActor = actor && !isTerminal(actor.snapshot) && this.owns(stream) ? actor : undefined;
       const state = actor ? stateName(actor.snapshot) : null;
@@ -375,7 +375,7 @@ export class Reconciler {
       } else if (v.labels[LABEL_VOLUME_KIND] !== undefined) {
         if (await exists(`${v.name}${SEAL_SUFFIX}`)) continue; // a sealed cache
         const ref = parseStreamName(v.labels['runlog.stream'] ?? '');
-        const owner = ref ? host.get(ref.kind, ref.id) : undefined;
+        const owner = ref ? await host.fetch(ref.kind, ref.id) : undefined;
         if (owner && stateName(owner.snapshot) === 'materializing' && host.busy(owner.kind, owner.id)) continue; // being filled, on demand
         reason = 'a materialization that did not finish (no seal)';
       } else {

@@ -22,7 +22,7 @@ import { InstanceSupervisor } from './instances.ts';
 import { discoverParts, type Parts } from '../config/parts.ts';
 import { Reconciler, recoverRehydrated, type OrphanPolicy, type ReconcileOptions, type ReconcileReport } from './reconciler.ts';
 import { startEngineWatch } from './engine-watch.ts';
-import type { ActorKind, KindNewEvent, RecordedEvent } from '../domain/events.ts';
+import { streamName, type ActorKind, type KindNewEvent, type RecordedEvent } from '../domain/events.ts';
 import type { Effect } from '../machines/effects.ts';
 import { machines } from '../machines/runtime.ts';
 import type { ActorRow } from '../store/event-store.ts';
@@ -56,6 +56,7 @@ import {
   listActors,
   rebuildProjection,
   replayActor,
+  resolveActor,
   type ActorView,
   type ReplayView,
 } from './inspection.ts';
@@ -87,6 +88,11 @@ export interface RunlogOptions {
   node?: string;
   /** How long a lease lives without renewal (ms, default 15000): the time a survivor waits before taking over. */
   leaseTtlMs?: number;
+  /**
+   * A supervisor on PostgreSQL pages ended actors' events out of memory once they are older than the log's newest
+   * `pgKeepRecent` positions (default 10,000): they are read from PostgreSQL when asked (pg-host-store.ts).
+   */
+  pgKeepRecent?: number;
   /**
    * How long after its lease expired an execution's node may still come back and collect the result before a
    * survivor records it failed (lost) (ms, default: the lease TTL).
@@ -300,6 +306,8 @@ async function openStore(options: RunlogOptions, db: string, readOnly: boolean, 
     projections: [actorsProjection()],
     actorRows: { projection: ACTORS_PROJECTION },
     ...(node ? { node: { name: node, leaseTtlMs: options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS, ...(options.collectGraceMs !== undefined ? { collectGraceMs: options.collectGraceMs } : {}) } } : {}),
+    // A supervisor holds live actors, not the fleet's whole history: ended actors' events are read when asked.
+    ...(node ? { pageOut: options.pgKeepRecent !== undefined ? { keepRecent: options.pgKeepRecent } : {} } : {}),
     ...(options.now ? { now: options.now } : {}),
   });
 }
@@ -529,11 +537,14 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       : null;
 
   const live = (id: string, kind?: ActorKind, request = 'this request'): LiveActor => {
-    const view = inspectActor(store, id);
-    if (kind && view.kind !== kind) throw new ValidationError('WRONG_KIND', `${id} is an ${view.kind}, not an ${kind}`);
-    const actor = host.get(view.kind, view.id);
-    // It exists but has ended (not rehydrated): a conflict with its state, not "not found".
-    if (!actor) throw new IllegalEventError(view.id, view.state, request);
+    const ref = resolveActor(store, id);
+    if (kind && ref.kind !== kind) throw new ValidationError('WRONG_KIND', `${id} is an ${ref.kind}, not an ${kind}`);
+    // It exists but has ended (not rehydrated): a conflict with its state, not "not found". Its row says so without
+    // its history (which a PostgreSQL supervisor pages out of memory).
+    const row = store.getActor(ref.id);
+    if (row?.status === 'terminal') throw new IllegalEventError(ref.id, row.state, request);
+    const actor = host.get(ref.kind, ref.id);
+    if (!actor) throw new IllegalEventError(ref.id, row?.state ?? inspectActor(store, id).state, request);
     return actor;
   };
 
@@ -548,8 +559,9 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     const settled = new Promise<ActorView>((resolve, reject) => {
       const timer = setTimeout(() => {
         off();
-        const a = host.get(kind, id);
-        reject(new RunlogError('TIMEOUT', `${kind} ${id} did not settle within ${timeoutMs} ms (state ${a ? stateName(a.snapshot) : '?'})`));
+        // Only what is in memory (a timer cannot wait for a paged-out history): the row says an ended one's state.
+        const a = host.holds(streamName(kind, id)) ? host.get(kind, id) : undefined;
+        reject(new RunlogError('TIMEOUT', `${kind} ${id} did not settle within ${timeoutMs} ms (state ${a ? stateName(a.snapshot) : (store.getActor(id)?.state ?? '?')})`));
       }, timeoutMs);
       const off = bus.on('actor:transition', (t) => {
         if (t.id !== id || !done(t.to)) return;
@@ -568,13 +580,27 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       cancel(); // `settled` never settles now: nothing holds it, nothing can reject unhandled
       throw err;
     }
-    const a = host.get(kind, id);
+    const a = await host.fetch(kind, id);
     // Settled already (an ended actor has left the host: its state is read from the log).
     if (a ? done(stateName(a.snapshot)) : done(inspectActor(store, id).state)) {
       cancel();
       return inspectActor(store, id);
     }
     return settled;
+  };
+
+  /** inspectActor, for callers that can wait: an ended actor's history paged out of memory (PostgreSQL) is read first. */
+  const inspectNow = async (id: string): Promise<ActorView> => {
+    if (store.pageIn) {
+      let stream: string | null = null;
+      try {
+        stream = resolveActor(store, id).stream;
+      } catch {
+        /* inspectActor says what is wrong with the id */
+      }
+      if (stream) await store.pageIn(stream);
+    }
+    return inspectActor(store, id);
   };
 
   const requireSupervisor = (what: string) => {
@@ -588,7 +614,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       // The old meaning took an instance id: say what the command takes now, and why.
       let instance: ActorView | null = null;
       try {
-        instance = inspectActor(store, appId);
+        instance = await inspectNow(appId);
       } catch {
         /* not an actor either */
       }
@@ -646,6 +672,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   /** A hand-over request this node holds the lease for, carried out as a call taken here would be. */
   const actHere = async (r: HandoverRequest) => {
     const stream = `instance-${r.instanceId}`;
+    await store.pageIn?.(stream); // an instance that has ended: its history may be paged out (PostgreSQL)
     if (r.action === 'logs') {
       const lines = [];
       for await (const l of instances.logs(live(r.instanceId, 'instance'), false)) lines.push(l);
@@ -722,24 +749,24 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     async stop(id, o) {
       requireSupervisor('stop');
       // Stopping what has already stopped succeeds (as `docker stop` does): scripts need not check first.
-      const current = inspectActor(store, id);
+      const current = await inspectNow(id);
       if (current.kind === 'instance' && instanceStopped(current.state)) return current;
       const owner = await ownerOf(current);
       if (owner) {
         await handover!.ask(owner, 'stop', current.id, o?.graceMs ?? null, handoverMs(o?.graceMs ?? options.killGraceMs ?? 5000));
-        return inspectActor(store, current.id); // this copy has read everything up to the owner's answer
+        return inspectNow(current.id); // this copy has read everything up to the owner's answer
       }
       return stopHere(id, o?.graceMs);
     },
     async kill(id) {
       requireSupervisor('kill');
-      const current = inspectActor(store, id);
+      const current = await inspectNow(id);
       // Ended on a cluster: its lease was given back, so its refusal could not even be recorded (FENCED); say why.
       if (current.kind === 'instance' && current.status === 'terminal' && pgStore && !pgStore.owns(current.stream)) throw new IllegalEventError(current.id, current.state, 'instance.kill-requested');
       const owner = await ownerOf(current);
       if (owner) {
         await handover!.ask(owner, 'kill', current.id, null, handoverMs(0));
-        return inspectActor(store, current.id);
+        return inspectNow(current.id);
       }
       return killHere(id);
     },
@@ -749,7 +776,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       if (!handover) return instances.logs(live(id, 'instance'), o?.follow ?? false);
       // On a cluster the instance may run on another node's host: its owner reads them there (handover.ts).
       return (async function* () {
-        const current = inspectActor(store, id);
+        const current = await inspectNow(id);
         const owner = await ownerOf(current);
         if (!owner) {
           yield* instances.logs(live(id, 'instance'), o?.follow ?? false);
@@ -794,7 +821,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
         }
         // Answered on the outcome: the used container's removal (the cleanup effect) goes on after this returns,
         // awaited by idle() and close(); a supervisor killed before it is done removes it on restart (reconciler).
-        const view = inspectActor(store, executionId);
+        const view = await inspectNow(executionId);
         const c = view.context as ExecutionContext;
         return {
           executionId,

@@ -60,6 +60,21 @@ function initialView(runlog: Runlog, id: string): ReplayView {
   return { id: ref.id, kind: ref.kind, to: 0, version: runlog.store.streamVersion(ref.stream), state: stateName(snapshot), context: snapshot.context as Record<string, unknown>, steps: [] };
 }
 
+/**
+ * Makes an actor's whole history readable before a handler reads it: a PostgreSQL supervisor pages ended actors'
+ * events out of memory and reads them back here (a no-op on SQLite, and for an id that names no actor).
+ */
+async function pageIn(runlog: Runlog, id: string): Promise<void> {
+  if (!runlog.store.pageIn) return;
+  let stream: string;
+  try {
+    stream = resolveActor(runlog.store, id).stream;
+  } catch {
+    return; // the handler's own read says what is wrong with the id
+  }
+  await runlog.store.pageIn(stream);
+}
+
 /** A link to the trace in the user's tracing UI: RUNLOG_TRACE_URL with {traceId} (e.g. http://jaeger:16686/trace/{traceId}). */
 function traceUrl(traceId: string | null): string | null {
   const template = process.env.RUNLOG_TRACE_URL;
@@ -90,27 +105,30 @@ const routes: Route[] = [
     sendJson(res, 200, { actors: runlog.list({ all, ...(kind ? { kind } : {}) }) });
   }),
 
-  route('GET', '/api/actors/:id', ({ runlog }, { res, params }) => {
+  route('GET', '/api/actors/:id', async ({ runlog }, { res, params }) => {
+    await pageIn(runlog, params[0]!);
     const view = runlog.inspect(params[0]!);
     sendJson(res, 200, { ...view, supervision: runlog.supervision(), traceUrl: traceUrl(view.traceId) });
   }),
 
-  route('GET', '/api/actors/:id/events', ({ runlog }, { res, params, query }) => {
+  route('GET', '/api/actors/:id/events', async ({ runlog }, { res, params, query }) => {
     const c = new Checker('query');
     const from = queryInt(c, query, 'from', 1);
     const to = queryInt(c, query, 'to', 1);
     c.done();
+    await pageIn(runlog, params[0]!);
     const ref = resolveActor(runlog.store, params[0]!);
     const events = runlog.events(ref.id, { ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) });
     sendJson(res, 200, { id: ref.id, kind: ref.kind, version: runlog.store.streamVersion(ref.stream), events });
   }),
 
-  route('GET', '/api/actors/:id/replay', ({ runlog }, { res, params, query }) => {
+  route('GET', '/api/actors/:id/replay', async ({ runlog }, { res, params, query }) => {
     const c = new Checker('query');
     const to = queryInt(c, query, 'to', 0);
     const steps = query.get('steps') ?? 'full';
     if (!['full', 'brief', 'none'].includes(steps)) c.problem(`?steps must be full, brief or none, not '${steps}'`);
     c.done();
+    await pageIn(runlog, params[0]!);
     const view = to === 0 ? initialView(runlog, params[0]!) : runlog.replay(params[0]!, to === undefined ? {} : { to });
     const out =
       steps === 'full'
@@ -119,7 +137,7 @@ const routes: Route[] = [
     sendJson(res, 200, out);
   }),
 
-  route('GET', '/api/events', ({ runlog }, { res, query }) => {
+  route('GET', '/api/events', async ({ runlog }, { res, query }) => {
     const c = new Checker('query');
     const afterSeq = queryInt(c, query, 'afterSeq', 0);
     const limit = queryInt(c, query, 'limit', 1) ?? 100;
@@ -127,7 +145,9 @@ const routes: Route[] = [
     c.done();
     // Without ?afterSeq: the latest `limit` events of the whole log (the inspector's activity feed).
     const from = afterSeq ?? Math.max(0, runlog.store.lastSeq() - limit);
-    sendJson(res, 200, { events: runlog.store.readAll({ afterSeq: from, limit }) });
+    // From before what a PostgreSQL supervisor holds (ended actors' events, paged out): read from the database.
+    const store = runlog.store;
+    sendJson(res, 200, { events: store.readAllAsync ? await store.readAllAsync({ afterSeq: from, limit }) : store.readAll({ afterSeq: from, limit }) });
   }),
 
   route('GET', '/api/events/stream', (ctx, { req, res, query }) => {
@@ -137,11 +157,13 @@ const routes: Route[] = [
     ctx.sse.open(req, res, afterSeq === undefined ? {} : { afterSeq });
   }),
 
-  route('GET', '/api/actors/:id/events/stream', (ctx, { req, res, params, query }) => {
+  route('GET', '/api/actors/:id/events/stream', async (ctx, { req, res, params, query }) => {
     const c = new Checker('query');
     const afterSeq = queryInt(c, query, 'afterSeq', 0);
     c.done();
     const ref = resolveActor(ctx.runlog.store, params[0]!);
+    // Its history is read from here (a paged-in stream stays readable while it is among the recently read ones).
+    await ctx.runlog.store.pageIn?.(ref.stream);
     ctx.sse.open(req, res, { stream: ref.stream, ...(afterSeq === undefined ? {} : { afterSeq }) });
   }),
 

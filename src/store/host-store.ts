@@ -1,7 +1,8 @@
 // The store seam the actor host, the supervisor, the server and the inspection commands use: reads are
 // synchronous (the host decides a transition from memory), appends may be asynchronous. SqliteEventStore is one
 // (every call synchronous, as before); PgHostStore (postgres/pg-host-store.ts) is the other: reads from a copy
-// of the log it keeps current by following PostgreSQL, appends through the PostgreSQL event store.
+// of the log it keeps current by following PostgreSQL (a supervisor's copy without ended actors' events: pageIn),
+// appends through the PostgreSQL event store.
 import type { ClusterRecords } from '../domain/cluster-nodes.ts';
 import type { RecordedEvent } from '../domain/events.ts';
 import type { AppendObserver, AppendOptions, AppendOutcome, AppendRequest, AppendResult, EventStore, Heartbeat, ReadAllOptions, SubscribeOptions } from './event-store.ts';
@@ -16,6 +17,15 @@ export interface ReadableLog extends Pick<EventStore, 'read' | 'readAll' | 'stre
   iterateEvents(options?: IterateEventsOptions): IterableIterator<RecordedEvent>;
   readAllJson?(afterSeq: number, limit: number): { seq: number; json: string }[];
   readHeartbeat(): Heartbeat | null;
+  /**
+   * A store that pages ended actors' events out of memory (a PostgreSQL supervisor, postgres/log-copy.ts): makes
+   * the stream's whole history readable by the synchronous reads for a while (read from the database into a small
+   * cache). Callers that can wait call it before reading an actor that may have ended; without it such a read
+   * throws PAGED_OUT. Absent where everything is held.
+   */
+  pageIn?(stream: string): Promise<void>;
+  /** readAll, from the database when the range reaches paged-out positions (see pageIn). */
+  readAllAsync?(options?: ReadAllOptions): Promise<RecordedEvent[]>;
   /**
    * A cluster's log (PostgreSQL): the node an actor last ran on (the node that appended its latest event) and the
    * node that owns it now (holds its lease; null once it has ended). Absent on SQLite (one supervisor).

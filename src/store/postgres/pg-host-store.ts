@@ -38,6 +38,7 @@ import { FencedError } from '../../domain/errors.ts';
 import { PgEventStore } from './pg-event-store.ts';
 import { leasesToPickUp } from './lease-pickup.ts';
 import { Leases, type TakenLease } from './pg-leases.ts';
+import { LogCopy, PagedOutError } from './log-copy.ts';
 
 export interface PgHostStoreOptions {
   /** postgres://user:password@host:port/database (a `schema` query parameter picks the schema). */
@@ -57,6 +58,12 @@ export interface PgHostStoreOptions {
    * creates or takes over is leased to it, and every append to an actor's stream is fenced by that lease.
    */
   node?: { name: string; leaseTtlMs: number; collectGraceMs?: number };
+  /**
+   * Page ended actors' events out of memory (a supervisor: log-copy.ts). They are read from PostgreSQL when asked
+   * (pageIn, readAllAsync); a synchronous read that reaches them throws PagedOutError. `keepRecent`: how many of
+   * the newest positions are held whatever their stream (default 10,000). Unset: everything is held (one-shot readers).
+   */
+  pageOut?: { keepRecent?: number; pagedInStreams?: number };
 }
 
 /** What the cluster tells the supervisor about leases (see runlog.ts / actors/cluster.ts). */
@@ -88,6 +95,8 @@ export function splitStoreUrl(url: string): { url: string; schema: string | unde
 }
 
 const PAGE = 1000;
+/** The newest positions a paging-out copy holds whatever their stream (followers and subscribers read from there). */
+const KEEP_RECENT = 10_000;
 /** An actors-projection document with, for an archived actor, where its events went (tombstones, pg-schema.ts migration 5). */
 const ROW_SELECT = `SELECT d.doc, a.file AS archived_to, a.created_at AS archived_at FROM projection_documents d
   LEFT JOIN tombstones t ON t.stream = d.id LEFT JOIN archives a ON a.id = t.archive`;
@@ -97,8 +106,8 @@ const ACTOR_STREAM = /^(instance|execution)-/;
 export class PgHostStore implements HostStore {
   readonly file: string;
   onAppend: AppendObserver | undefined;
-  private readonly events: RecordedEvent[] = [];
-  private readonly byStream = new Map<string, RecordedEvent[]>();
+  /** The events held (log-copy.ts: ended actors' are paged out when `pageOut` is set). */
+  private readonly copy: LogCopy;
   private readonly rows = new Map<string, ActorRow>();
   /**
    * Live actors' newest snapshots (actors/snapshots.ts), read at open and kept as this node appends them: the host
@@ -113,8 +122,8 @@ export class PgHostStore implements HostStore {
   /** stream → the node holding its lease (read with the heartbeats). */
   private owners = new Map<string, string>();
   private size = 0;
-  /** The last position in the copy. Not events.length: archived events (pg-archive.ts) leave holes in the positions. */
-  private headSeq = 0;
+  /** Each subscriber's cursor (the last position it saw): paging out never drops what one has yet to see. */
+  private readonly cursors = new Map<() => void, () => number>();
   /** Ingestion into the copy, one step at a time, in position order. */
   private chain: Promise<unknown> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
@@ -146,6 +155,12 @@ export class PgHostStore implements HostStore {
     this.leases = options.node ? new Leases(pg, options.node.name, options.node.leaseTtlMs, options.node.collectGraceMs ?? options.node.leaseTtlMs) : null;
     this.rowsProjection = options.actorRows?.projection ?? 'actors';
     this.toRow = options.actorRows?.toRow ?? (({ snapshot: _s, rev: _r, ...row }: any) => row as ActorRow);
+    const pageOut = options.pageOut ?? null;
+    this.copy = new LogCopy({
+      keepRecent: pageOut ? (pageOut.keepRecent ?? KEEP_RECENT) : null,
+      ended: (stream) => ACTOR_STREAM.test(stream) && this.rows.get(stream)?.status === 'terminal',
+      ...(pageOut?.pagedInStreams !== undefined ? { pagedInStreams: pageOut.pagedInStreams } : {}),
+    });
   }
 
   static async open(options: PgHostStoreOptions): Promise<PgHostStore> {
@@ -175,30 +190,30 @@ export class PgHostStore implements HostStore {
     return store;
   }
 
-  /** The log's head in this copy: every event at or below it is here. */
+  /** The log's head in this copy: every event at or below it has been seen (held, or paged out). */
   get head(): number {
-    return this.headSeq;
+    return this.copy.head;
   }
 
-  /** The index in `events` of the first event after position `seq`. */
-  private indexAfter(seq: number): number {
-    let lo = 0;
-    let hi = this.events.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.events[mid]!.seq <= seq) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+  /** How many events this store holds in memory (ended actors' are paged out when `pageOut` is set). */
+  get heldEvents(): number {
+    return this.copy.heldEvents;
   }
 
   private async load(): Promise<void> {
     const before = await this.pg.lastSeq();
     // Read directly (a one-shot reader registers no projection with the store).
     for (const d of await this.pg.sql<RowDoc>(`${ROW_SELECT} WHERE d.projection = $1`, [this.rowsProjection])) this.putRow(d);
-    for await (const e of this.pg.readAll({ from: 1 })) this.put(e);
+    // An ended actor's events older than the recent window are never held (rows read first say which have ended).
+    const pageBelow = before - (this.options.pageOut?.keepRecent ?? KEEP_RECENT);
+    const late = new Set<string>();
+    for await (const e of this.pg.readAll({ from: 1 })) {
+      this.put(e, pageBelow);
+      if (e.seq > before) late.add(e.stream);
+    }
     // Documents read before events committed after `before` may be older than those events: read them again.
-    await this.refreshRows(new Set(this.events.slice(this.indexAfter(before)).map((e) => e.stream)));
+    await this.refreshRows(late);
+    this.compact(true);
     const live = [...this.rows.values()].filter((r) => r.status === 'active').map((r) => r.stream);
     for (const r of await this.pg.latestSnapshots(live)) this.snapshots.set(r.stream, r);
     await this.refreshNodes();
@@ -206,17 +221,26 @@ export class PgHostStore implements HostStore {
 
   private putRow(d: RowDoc): void {
     const row = this.toRow(d.doc);
-    this.rows.set(row.stream, d.archived_to ? { ...row, archived: { file: d.archived_to, at: d.archived_at! } } : row);
+    this.setRow(d.archived_to ? { ...row, archived: { file: d.archived_to, at: d.archived_at! } } : row);
   }
 
-  private put(e: RecordedEvent): void {
-    this.events.push(e);
-    this.headSeq = e.seq;
+  private setRow(row: ActorRow): void {
+    this.rows.set(row.stream, row);
+    if (row.status === 'terminal') this.copy.markEnded(row.stream);
+  }
+
+  private put(e: RecordedEvent, pageBelow = 0): void {
+    this.copy.put(e, pageBelow);
     const by = (e.meta as { node?: unknown } | undefined)?.node;
     if (typeof by === 'string') this.lastNode.set(e.stream, by);
-    let s = this.byStream.get(e.stream);
-    if (!s) this.byStream.set(e.stream, (s = []));
-    s.push(e);
+  }
+
+  /** Pages out ended actors' events the recent window and every subscriber have left behind (log-copy.ts). */
+  private compact(force = false): void {
+    if (!this.copy.pagingOut) return;
+    let min = Number.MAX_SAFE_INTEGER;
+    for (const c of this.cursors.values()) min = Math.min(min, c());
+    this.copy.compact(min, force);
   }
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
@@ -243,6 +267,7 @@ export class PgHostStore implements HostStore {
     if (this.head === start) return;
     await this.refreshRows(touched);
     this.notify();
+    this.compact();
   }
 
   private async refreshRows(streams: Set<string>): Promise<void> {
@@ -385,12 +410,13 @@ export class PgHostStore implements HostStore {
           if (e.seq <= this.head) continue; // the follower got here first (and read the row PostgreSQL folded)
           this.put(e);
           added = true;
-          if (row && row.version === e.version) this.rows.set(row.stream, row);
+          if (row && row.version === e.version) this.setRow(row);
         }
         // The host's row is the state after its event; a stream whose row was not given is read back.
         const unrowed = new Set(mine.filter(({ e, row }) => !row && /^(instance|execution)-/.test(e.stream)).map(({ e }) => e.stream));
         await this.refreshRows(unrowed);
         if (added) this.notify();
+        this.compact();
       }
       // Someone else appended (a conflict): the copy catches up so the host's re-read sees their events.
       if (results.some((o) => !o.ok)) await this.catchUp();
@@ -499,27 +525,50 @@ export class PgHostStore implements HostStore {
     if (picked.length > 0) this.listener.pickUp(picked);
   }
 
-  // --- reads (synchronous, from the copy) ---------------------------------------------------------
+  // --- reads (synchronous, from the copy; a paged-out history throws PagedOutError) -------------
 
   read(stream: string, options: ReadOptions = {}): RecordedEvent[] {
-    const s = this.byStream.get(stream) ?? [];
-    return s.slice(Math.max(0, (options.from ?? 1) - 1), options.to ?? s.length);
+    return this.copy.read(stream, options.from ?? 1, options.to);
   }
 
   readAll(options: ReadAllOptions = {}): RecordedEvent[] {
-    const from = this.indexAfter(options.afterSeq ?? 0);
-    return this.events.slice(from, options.limit !== undefined && options.limit >= 0 ? from + options.limit : undefined);
+    return this.copy.slice(options.afterSeq ?? 0, options.limit);
   }
 
   *iterateEvents(options: IterateEventsOptions = {}): IterableIterator<RecordedEvent> {
     if (options.stream !== undefined) {
-      const s = this.byStream.get(options.stream) ?? [];
-      const to = options.to ?? Number.MAX_SAFE_INTEGER;
-      for (let i = Math.max(0, (options.from ?? 1) - 1); i < s.length && s[i]!.version <= to; i++) yield s[i]!;
+      // Held events are read a page at a time (a paged-in history is a cache: nothing is copied twice).
+      const to = Math.min(options.to ?? Number.MAX_SAFE_INTEGER, this.copy.streamVersion(options.stream));
+      for (let v = Math.max(1, options.from ?? 1); v <= to; v += PAGE) yield* this.copy.read(options.stream, v, Math.min(to, v + PAGE - 1));
       return;
     }
-    const toSeq = options.toSeq ?? Number.MAX_SAFE_INTEGER;
-    for (let i = this.indexAfter(options.afterSeq ?? 0); i < this.events.length && this.events[i]!.seq <= toSeq; i++) yield this.events[i]!;
+    yield* this.copy.after(options.afterSeq ?? 0, options.toSeq ?? Number.MAX_SAFE_INTEGER);
+  }
+
+  // --- reads that may go to PostgreSQL (callers that can wait: the HTTP API, a host's dispatch) ------
+
+  /**
+   * Makes the stream's whole history readable synchronously: a paged-out (ended) actor's events are read from
+   * PostgreSQL into a small cache of recently paged-in streams. A no-op when every event is held.
+   */
+  async pageIn(stream: string): Promise<void> {
+    const missing = this.copy.missing(stream);
+    if (missing === 0) return;
+    const events: RecordedEvent[] = [];
+    for await (const e of this.pg.readStream(stream, { from: 1, to: missing })) events.push(e);
+    // Archived meanwhile (pg-archive.ts): its events are gone from PostgreSQL; the sync read says it is paged out.
+    if (events.length === missing) this.copy.cache(stream, events);
+  }
+
+  /** readAll, reading from PostgreSQL when the range reaches paged-out positions (bounded by the copy's head, as readAll is). */
+  async readAllAsync(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
+    const afterSeq = options.afterSeq ?? 0;
+    if (this.copy.holdsAfter(afterSeq)) return this.readAll(options);
+    const out: RecordedEvent[] = [];
+    const limit = options.limit !== undefined && options.limit >= 0 ? options.limit : undefined;
+    if (limit === 0 || afterSeq >= this.head) return out;
+    for await (const e of this.pg.readAll({ from: afterSeq + 1, to: this.head, ...(limit !== undefined ? { limit } : {}) })) out.push(e);
+    return out;
   }
 
   latestSnapshot(stream: string): SnapshotRecord | undefined {
@@ -532,15 +581,11 @@ export class PgHostStore implements HostStore {
   }
 
   streamVersion(stream: string): number {
-    return this.byStream.get(stream)?.length ?? 0;
+    return this.copy.streamVersion(stream);
   }
 
   streams(kind?: string): StreamInfo[] {
-    return [...this.byStream.values()]
-      .map((s) => ({ first: s[0]!.seq, info: { stream: s[0]!.stream, kind: s[0]!.stream.split('-')[0]!, version: s.length, createdAt: s[0]!.at, updatedAt: s.at(-1)!.at } }))
-      .sort((a, b) => a.first - b.first)
-      .map((x) => x.info)
-      .filter((r) => !kind || r.kind === kind);
+    return this.copy.streams(kind);
   }
 
   lastSeq(): number {
@@ -549,13 +594,14 @@ export class PgHostStore implements HostStore {
 
   subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void): () => void {
     let cursor = options.afterSeq ?? this.head;
+    // From before what has been paged out: not here to hand out (a typed error rather than a gap).
+    if (!this.copy.holdsAfter(cursor)) throw new PagedOutError({ afterSeq: cursor, floor: this.copy.floor });
     let draining = false;
     const drain = (): void => {
       if (draining || this.closed) return;
       draining = true;
       try {
-        for (let i = this.indexAfter(cursor); i < this.events.length; i++) {
-          const e = this.events[i]!;
+        for (const e of this.copy.after(cursor)) {
           cursor = e.seq;
           if (!options.stream || e.stream === options.stream) handler(e);
         }
@@ -564,6 +610,7 @@ export class PgHostStore implements HostStore {
       }
     };
     this.subscribers.add(drain);
+    this.cursors.set(drain, () => cursor);
     // A one-shot reader (pollMs 0 at open) that subscribes starts following now.
     if (!this.timer) {
       this.timer = setInterval(() => void this.poll(), options.pollMs ?? 200);
@@ -573,6 +620,7 @@ export class PgHostStore implements HostStore {
     queueMicrotask(drain);
     return () => {
       this.subscribers.delete(drain);
+      this.cursors.delete(drain);
     };
   }
 

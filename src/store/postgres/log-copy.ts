@@ -1,0 +1,216 @@
+// The PostgreSQL supervisor's in-memory copy of the log (pg-host-store.ts), with ended actors paged out.
+//
+// The actor host reads synchronously, so the supervisor keeps what it reads: every stream that is not an ended
+// actor's (live actors, the execution queue, placement and app streams, facts) in full, and the most recent
+// `keepRecent` positions of the log whatever their stream (followers and subscribers read from there). An ended
+// actor's events older than that are dropped (paged out): the stream keeps a stub (version, first position,
+// created/updated times) so `streamVersion`, `streams` and `resolveActor` still answer, and its history is read
+// from PostgreSQL when asked (pageIn, then the synchronous reads answer from a small cache of paged-in streams).
+// A synchronous read that reaches a paged-out event and finds it in no cache throws PagedOutError: never a
+// shorter history than the log holds.
+//
+// No IO here: the store decides what has ended (its actors projection rows) and feeds the events in position order.
+import type { RecordedEvent } from '../../domain/events.ts';
+import { RunlogError } from '../../domain/errors.ts';
+import type { StreamInfo } from '../event-store.ts';
+
+/** A synchronous read reached events this supervisor does not hold (an ended actor's, paged out): read them asynchronously. */
+export class PagedOutError extends RunlogError {
+  constructor(what: { stream: string } | { afterSeq: number; floor: number }) {
+    super(
+      'PAGED_OUT',
+      'stream' in what
+        ? `${what.stream} has ended and its events are not held in this supervisor's memory: read them asynchronously (pageIn, the HTTP API, or the runlog CLI)`
+        : `positions after ${what.afterSeq} up to ${what.floor} include ended actors' events, not held in this supervisor's memory: read them asynchronously (readAllAsync, the HTTP API, or the runlog CLI)`,
+      what,
+    );
+  }
+}
+
+interface StreamCopy {
+  stream: string;
+  /** The stream's version (its last event's). */
+  version: number;
+  firstSeq: number;
+  createdAt: string;
+  updatedAt: string;
+  /** Versions 1..dropped are paged out; held[i] is version dropped + 1 + i. */
+  dropped: number;
+  held: RecordedEvent[];
+}
+
+export interface LogCopyOptions {
+  /** How many of the newest positions are held whatever their stream; null: hold everything (nothing is paged out). */
+  keepRecent: number | null;
+  /** Whether the stream is an ended actor's (its actors row is terminal): only those are paged out. */
+  ended(stream: string): boolean;
+  /** How many paged-in streams the cache keeps (least recently used out first). */
+  pagedInStreams?: number;
+}
+
+export class LogCopy {
+  /** Held events in position order (positions have holes: archived events, paged-out ones). */
+  private events: RecordedEvent[] = [];
+  private readonly byStream = new Map<string, StreamCopy>();
+  /** Ended streams that still hold events (candidates for the next compaction). */
+  private readonly endedHeld = new Set<string>();
+  /** Paged-in histories (versions 1..n) of paged-out streams, least recently used first. */
+  private readonly pagedIn = new Map<string, RecordedEvent[]>();
+  private headSeq = 0;
+  /** The highest position paged out: a read of the whole log after a position below it is not complete here. */
+  private floorSeq = 0;
+  private lastCompaction = 0;
+
+  constructor(private readonly options: LogCopyOptions) {}
+
+  get head(): number {
+    return this.headSeq;
+  }
+
+  get floor(): number {
+    return this.floorSeq;
+  }
+
+  /** How many events are held (the measure of this copy's memory). */
+  get heldEvents(): number {
+    return this.events.length;
+  }
+
+  get pagingOut(): boolean {
+    return this.options.keepRecent !== null;
+  }
+
+  /**
+   * Adds the next event (positions ascending). `pageBelow`: at load, an ended stream's event at or below this
+   * position is not held at all (only its stub moves), so opening a long log never holds its whole history.
+   */
+  put(e: RecordedEvent, pageBelow = 0): void {
+    this.headSeq = e.seq;
+    let c = this.byStream.get(e.stream);
+    if (!c) this.byStream.set(e.stream, (c = { stream: e.stream, version: 0, firstSeq: e.seq, createdAt: e.at, updatedAt: e.at, dropped: 0, held: [] }));
+    c.version = e.version;
+    c.updatedAt = e.at;
+    const ended = this.pagingOut && this.options.ended(e.stream);
+    if (ended && e.seq <= pageBelow && c.held.length === 0) {
+      c.dropped = e.version;
+      this.floorSeq = Math.max(this.floorSeq, e.seq);
+      return;
+    }
+    c.held.push(e);
+    this.events.push(e);
+    if (ended) this.endedHeld.add(e.stream);
+  }
+
+  /** The store learned that this stream's actor ended (its row turned terminal): its events may be paged out. */
+  markEnded(stream: string): void {
+    if (this.pagingOut && (this.byStream.get(stream)?.held.length ?? 0) > 0) this.endedHeld.add(stream);
+  }
+
+  /**
+   * Pages out ended streams whose held events are all older than the newest `keepRecent` positions (and than
+   * `minCursor`, the oldest position a subscriber has yet to see). Filters the held events only when enough has
+   * happened since the last time (amortized), or when `force`. Returns how many events were dropped.
+   */
+  compact(minCursor = Number.MAX_SAFE_INTEGER, force = false): number {
+    const keep = this.options.keepRecent;
+    if (keep === null || this.endedHeld.size === 0) return 0;
+    if (!force && this.headSeq - this.lastCompaction < Math.max(64, keep >> 2)) return 0;
+    this.lastCompaction = this.headSeq;
+    const horizon = Math.min(this.headSeq - keep, minCursor);
+    let dropped = 0;
+    for (const stream of this.endedHeld) {
+      const c = this.byStream.get(stream)!;
+      const last = c.held.at(-1);
+      if (!last || !this.options.ended(stream)) {
+        this.endedHeld.delete(stream);
+        continue;
+      }
+      if (last.seq > horizon) continue;
+      dropped += c.held.length;
+      this.floorSeq = Math.max(this.floorSeq, last.seq);
+      c.dropped = c.version;
+      c.held = [];
+      this.endedHeld.delete(stream);
+    }
+    if (dropped > 0) this.events = this.events.filter((e) => e.version > this.byStream.get(e.stream)!.dropped);
+    return dropped;
+  }
+
+  /** The versions of the stream not held (1..n), or 0 when every version is here or in the paged-in cache. */
+  missing(stream: string): number {
+    const c = this.byStream.get(stream);
+    if (!c || c.dropped === 0) return 0;
+    const p = this.pagedIn.get(stream);
+    return p && p.length >= c.dropped ? 0 : c.dropped;
+  }
+
+  /** Keeps a paged-out stream's history (versions 1..n, read from the store) for the synchronous reads. */
+  cache(stream: string, events: RecordedEvent[]): void {
+    this.pagedIn.delete(stream);
+    this.pagedIn.set(stream, events);
+    const max = this.options.pagedInStreams ?? 32;
+    while (this.pagedIn.size > max) this.pagedIn.delete(this.pagedIn.keys().next().value!);
+  }
+
+  /** Versions from..to (inclusive) of the stream; throws PagedOutError for paged-out ones not in the cache. */
+  read(stream: string, from = 1, to?: number): RecordedEvent[] {
+    const c = this.byStream.get(stream);
+    if (!c) return [];
+    const last = Math.min(to ?? c.version, c.version);
+    const first = Math.max(1, from);
+    if (first > last) return [];
+    const out: RecordedEvent[] = [];
+    if (first <= c.dropped) {
+      const p = this.pagedIn.get(stream);
+      const upTo = Math.min(last, c.dropped);
+      if (!p || p.length < upTo) throw new PagedOutError({ stream });
+      // A read is a use: the stream moves to the cache's recent end.
+      this.pagedIn.delete(stream);
+      this.pagedIn.set(stream, p);
+      for (let v = first; v <= upTo; v++) out.push(p[v - 1]!);
+    }
+    for (let v = Math.max(first, c.dropped + 1); v <= last; v++) out.push(c.held[v - c.dropped - 1]!);
+    return out;
+  }
+
+  streamVersion(stream: string): number {
+    return this.byStream.get(stream)?.version ?? 0;
+  }
+
+  streams(kind?: string): StreamInfo[] {
+    return [...this.byStream.values()]
+      .sort((a, b) => a.firstSeq - b.firstSeq)
+      .map((c) => ({ stream: c.stream, kind: c.stream.split('-')[0]!, version: c.version, createdAt: c.createdAt, updatedAt: c.updatedAt }))
+      .filter((r) => !kind || r.kind === kind);
+  }
+
+  /** The index in the held events of the first one after position `seq`. */
+  private indexAfter(seq: number): number {
+    let lo = 0;
+    let hi = this.events.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.events[mid]!.seq <= seq) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** Whether every event after `afterSeq` is held (a read of the whole log from there is complete). */
+  holdsAfter(afterSeq: number): boolean {
+    return afterSeq >= this.floorSeq;
+  }
+
+  /** Held events after `afterSeq` up to `toSeq`, in position order; throws PagedOutError when some were paged out. */
+  *after(afterSeq: number, toSeq = Number.MAX_SAFE_INTEGER): IterableIterator<RecordedEvent> {
+    if (!this.holdsAfter(afterSeq)) throw new PagedOutError({ afterSeq, floor: this.floorSeq });
+    for (let i = this.indexAfter(afterSeq); i < this.events.length && this.events[i]!.seq <= toSeq; i++) yield this.events[i]!;
+  }
+
+  /** Up to `limit` held events after `afterSeq` (see after()). */
+  slice(afterSeq: number, limit?: number): RecordedEvent[] {
+    if (!this.holdsAfter(afterSeq)) throw new PagedOutError({ afterSeq, floor: this.floorSeq });
+    const from = this.indexAfter(afterSeq);
+    return this.events.slice(from, limit !== undefined && limit >= 0 ? from + limit : undefined);
+  }
+}
