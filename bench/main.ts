@@ -12,8 +12,9 @@ import { spawnBenches } from './spawn.bench.ts';
 import { startupBenches } from './startup.bench.ts';
 import { storeBenches } from './store.bench.ts';
 import { storePgBenches } from './store-pg.bench.ts';
+import { storePgHeapBenches } from './store-pg-heap.bench.ts';
 
-const benches: Bench[] = [...storeBenches, ...storePgBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...clusterBenches, ...startupBenches, ...foldBenches, ...replayBenches];
+const benches: Bench[] = [...storeBenches, ...storePgBenches, ...storePgHeapBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...clusterBenches, ...startupBenches, ...foldBenches, ...replayBenches];
 
 async function main(argv: string[]): Promise<number> {
   const json = argv.includes('--json');

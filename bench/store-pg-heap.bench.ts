@@ -1,0 +1,116 @@
+// store.pg.heap: what a supervisor on PostgreSQL holds in memory over a log of many ended actors. 10,000 ended
+// actors (the golden histories, renamed: 2–7 events each, every one ending in a terminal state, with its terminal
+// actors row), written fast through PgEventStore.appendMany in a schema of its own (dropped afterwards).
+//
+//   value     heap held by the supervisor's store (PgHostStore with pageOut, as `runlog serve --store` opens it)
+//             after open + a full collection, above the heap before it opened (MB)
+//   baseline  the same store holding the whole log (no pageOut: what every supervisor held before, and what a
+//             one-shot reader still holds) (MB)
+//   ratio     value ÷ baseline (lower is better)
+//   notes.pagedKeepRecent1000MB  the same with a recent window of 1,000 positions instead of 10,000 (the rest is
+//             the actors rows ps lists and each stream's stub)
+//   notes.rawRowsMB  the raw primitive: the same events as node-postgres returns them (`SELECT * FROM events`),
+//             held in an array — what the log itself weighs in this process's memory
+import { randomBytes } from 'node:crypto';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import pg from 'pg';
+import { actorsProjection, ACTORS_PROJECTION } from '../src/actors/actors-projection.ts';
+import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
+import { writeEndedActors } from '../test/support/pg-ended-log.ts';
+import { median, round, type Bench } from './harness.ts';
+
+const ACTORS = 10_000;
+
+function pgUrl(): string {
+  return process.env.RUNLOG_PG_URL ?? 'postgres://runlog:runlog@127.0.0.1:5432/runlog';
+}
+
+function collector(): () => void {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+}
+
+const heapMb = (gc: () => void): number => {
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed / (1024 * 1024);
+};
+
+/** Heap held by what `open` returns (kept alive until measured), above the heap before it; `count` says how many events it holds. */
+async function held<T>(gc: () => void, open: () => Promise<T>, count: (x: T) => number, close: (x: T) => Promise<void>): Promise<{ mb: number; n: number }> {
+  const before = heapMb(gc);
+  const x = await open();
+  const after = heapMb(gc);
+  const n = count(x);
+  await close(x);
+  return { mb: after - before, n };
+}
+
+export const storePgHeapBenches: Bench[] = [
+  {
+    name: 'store.pg.heap',
+    needs: 'PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)',
+    async run({ rounds, log }) {
+      const gc = collector();
+      const schema = `rlbench_heap_${process.pid}_${randomBytes(4).toString('hex')}`;
+      const url = `${pgUrl()}?schema=${schema}`;
+      const admin = new pg.Client({ connectionString: pgUrl() });
+      await admin.connect();
+      try {
+        const t0 = Date.now();
+        const written = await writeEndedActors(url, ACTORS, { batch: 500 });
+        const events = written.reduce((n, a) => n + a.events, 0);
+        log(`store.pg.heap: ${ACTORS} ended actors, ${events} events written in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        const open = (pageOut: boolean, keepRecent?: number) => () =>
+          PgHostStore.open({
+            url,
+            pollMs: 0,
+            maxConnections: 2,
+            projections: [actorsProjection()],
+            actorRows: { projection: ACTORS_PROJECTION },
+            ...(pageOut ? { pageOut: keepRecent !== undefined ? { keepRecent } : {} } : {}),
+          });
+        const paged: number[] = [];
+        const whole: number[] = [];
+        const raw: number[] = [];
+        const small: number[] = [];
+        let heldPaged = 0;
+        let heldWhole = 0;
+        for (let r = 0; r < Math.max(1, Math.min(rounds, 3)); r++) {
+          const a = await held(gc, open(true), (s) => s.heldEvents, (s) => s.close());
+          paged.push(a.mb);
+          heldPaged = a.n;
+          // What is left with a window of 1,000 positions: mostly the actors rows (ps) and each stream's stub.
+          small.push((await held(gc, open(true, 1000), (s) => s.heldEvents, (s) => s.close())).mb);
+          const b = await held(gc, open(false), (s) => s.heldEvents, (s) => s.close());
+          whole.push(b.mb);
+          heldWhole = b.n;
+          const c = await held(
+            gc,
+            async () => (await admin.query(`SELECT * FROM ${schema}.events ORDER BY seq`)).rows,
+            (rows) => rows.length,
+            async () => undefined,
+          );
+          raw.push(c.mb);
+          if (c.n !== events) throw new Error(`store.pg.heap: read ${c.n} rows, wrote ${events}`);
+        }
+        if (heldWhole !== events) throw new Error(`store.pg.heap: the whole copy holds ${heldWhole} events, the log has ${events}`);
+        const v = median(paged);
+        const b = median(whole);
+        log(`store.pg.heap: paged out ${v.toFixed(1)} MB (${heldPaged} events held), whole log ${b.toFixed(1)} MB (${heldWhole}), raw rows ${median(raw).toFixed(1)} MB`);
+        return {
+          name: 'store.pg.heap',
+          value: round(v),
+          unit: 'MB',
+          baseline: round(b),
+          ratio: round(v / b),
+          notes: { endedActors: ACTORS, events, heldEventsPaged: heldPaged, heldEventsWhole: heldWhole, rawRowsMB: round(median(raw)), pagedKeepRecent1000MB: round(median(small)) },
+        };
+      } finally {
+        await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
+        await admin.end();
+      }
+    },
+  },
+];
