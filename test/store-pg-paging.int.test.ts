@@ -1,0 +1,149 @@
+// A supervisor on PostgreSQL holds live actors, not the fleet's history (pg-host-store.ts, log-copy.ts): against the
+// real server, a log of ended actors (the golden histories, written through the real store with the real actors
+// projection) and one live actor. Ended actors' events are not held by the supervisor's store — a synchronous read
+// of one says PAGED_OUT rather than answer short — while the HTTP API, `runlog events/inspect/replay/export
+// --store` and the store's async reads return every history exactly as the whole copy (what every supervisor held
+// before) does; the live actor is still held and rehydrates.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ActorHost } from '../src/actors/actor-host.ts';
+import { actorsProjection, ACTORS_PROJECTION } from '../src/actors/actors-projection.ts';
+import { createBus } from '../src/actors/bus.ts';
+import { inspectActor, replayActor } from '../src/actors/inspection.ts';
+import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
+import { machines, stateName } from '../src/machines/runtime.ts';
+import { startServer, type RunningServer } from '../src/server/http-server.ts';
+import { PgEventStore } from '../src/store/postgres/pg-event-store.ts';
+import { PgHostStore, splitStoreUrl } from '../src/store/postgres/pg-host-store.ts';
+import { runCli } from './support/cli-process.ts';
+import { endedHistories, writeEndedActors, type EndedActor } from './support/pg-ended-log.ts';
+import { testSchema, usePostgres } from './support/postgres.ts';
+
+const pgt = usePostgres();
+const opened: { close(): unknown }[] = [];
+const dirs: string[] = [];
+afterAll(async () => {
+  for (const o of opened.reverse()) await o.close();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+const jsonLines = (text: string): unknown[] =>
+  text
+    .split('\n')
+    .filter((l) => l.trim().length > 0)
+    .map((l) => JSON.parse(l) as unknown);
+/** What a value looks like once sent as JSON (the API's and the CLI's answers are JSON). */
+const asJson = (v: unknown): unknown => JSON.parse(JSON.stringify(v));
+
+/** The first two events of a golden instance history (requested, spawned): an instance that has not ended. */
+async function writeLiveInstance(url: string, id: string): Promise<string> {
+  const h = endedHistories().find((x) => x.header.kind === 'instance' && x.events[0]!.type === 'instance.requested')!;
+  const split = splitStoreUrl(url);
+  const store = await PgEventStore.open({ url: split.url, schema: split.schema!, projections: [actorsProjection()] });
+  try {
+    const events = h.events.slice(0, 2).map((e) => ({ type: e.type, at: e.at, data: JSON.parse(JSON.stringify(e.data).replaceAll(h.header.id, id)) as Record<string, unknown>, meta: e.meta }));
+    await store.appendToStream(`instance-${id}`, events, { expectedVersion: 'no-stream' });
+  } finally {
+    await store.close();
+  }
+  return `instance-${id}`;
+}
+
+describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
+  it('holds live actors and recent events only; every ended history is still read whole (API, CLI, async reads)', { timeout: 300_000 }, async () => {
+    const store = `${pgt.url}?schema=${testSchema('paging')}`;
+    const early = await writeEndedActors(store, 40, { prefix: 'pgpage_a' });
+    const liveStream = await writeLiveInstance(store, 'pgpage_live');
+    const late = await writeEndedActors(store, 40, { prefix: 'pgpage_b' });
+    const ended: EndedActor[] = [...early, ...late];
+    const total = ended.reduce((n, a) => n + a.events, 0) + 2;
+
+    // Before: the whole copy (what every supervisor held, and what one-shot readers still hold).
+    const whole = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2 });
+    opened.push(whole);
+    expect(whole.heldEvents).toBe(total);
+    // The supervisor's store, with a window of the newest 50 positions.
+    const paged = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2, projections: [actorsProjection()], actorRows: { projection: ACTORS_PROJECTION }, pageOut: { keepRecent: 50 } });
+    opened.push(paged);
+
+    // What it holds: the live actor (old as its events are) and the newest positions; no early ended actor.
+    expect(paged.heldEvents).toBeLessThanOrEqual(50 + 2);
+    expect(paged.heldEvents).toBeLessThan(total / 4);
+    expect(paged.read(liveStream)).toEqual(whole.read(liveStream));
+    const first = early[0]!;
+    expect(() => paged.read(first.stream)).toThrow(expect.objectContaining({ code: 'PAGED_OUT' }));
+    expect(() => [...paged.iterateEvents({ stream: first.stream })]).toThrow(expect.objectContaining({ code: 'PAGED_OUT' }));
+    expect(() => paged.readAll({ afterSeq: 0, limit: 10 })).toThrow(expect.objectContaining({ code: 'PAGED_OUT' }));
+    expect(() => paged.subscribe({ afterSeq: 0 }, () => undefined)).toThrow(expect.objectContaining({ code: 'PAGED_OUT' }));
+    // What ps, status and resolveActor need is all there.
+    expect(paged.listActors({ all: true })).toEqual(whole.listActors({ all: true }));
+    expect(paged.listActors()).toEqual(whole.listActors());
+    expect(paged.streams()).toEqual(whole.streams());
+    for (const a of ended) expect(paged.streamVersion(a.stream)).toBe(a.events);
+
+    // The live actor rehydrates from it (a host with no effects: what start-up reads).
+    const host = new ActorHost({ store: paged, bus: createBus(), machines, effects: null });
+    const live = host.rehydrate();
+    expect(live.map((a) => a.stream)).toEqual([liveStream]);
+    expect(stateName(live[0]!.snapshot)).toBe(inspectActor(whole, 'pgpage_live').state);
+    expect(inspectActor(paged, 'pgpage_live')).toEqual(inspectActor(whole, 'pgpage_live'));
+
+    // Read asynchronously, every ended history is whole and the same.
+    for (const a of [first, early[17]!, late[39]!]) {
+      await paged.pageIn(a.stream);
+      expect(paged.read(a.stream)).toEqual(whole.read(a.stream));
+      expect(inspectActor(paged, a.id)).toEqual(inspectActor(whole, a.id));
+      expect(replayActor(paged, a.id)).toEqual(replayActor(whole, a.id));
+    }
+    expect(await paged.readAllAsync({ afterSeq: 0, limit: 1000 })).toEqual(whole.readAll({ afterSeq: 0, limit: 1000 }));
+    expect(await paged.readAllAsync({ afterSeq: 37, limit: 20 })).toEqual(whole.readAll({ afterSeq: 37, limit: 20 }));
+    // A dispatch to an ended, paged-out actor reads its history first: the machine decides as before (the host
+    // here supervises no lease, so the refusal is recorded like on a single supervisor).
+    const before = whole.streamVersion(early[3]!.stream);
+    await expect(host.dispatchExternal(early[3]!.kind, early[3]!.id, { type: `${early[3]!.kind}.nonsense`, data: {} })).resolves.toMatchObject({ accepted: false });
+    expect(paged.streamVersion(early[3]!.stream)).toBe(before + 1);
+    expect(paged.read(early[3]!.stream, { from: before + 1 })[0]!.type).toBe(`${early[3]!.kind}.rejected`);
+    await whole.poll();
+
+    // A supervisor (createRunlog supervising as node n1, as `runlog serve --store` opens it) and its HTTP API.
+    const home = mkdtempSync(join(tmpdir(), 'runlog-pgpage-'));
+    dirs.push(home);
+    const rl: Runlog = await createRunlog({ home, store, node: 'n1', supervise: true, readOnly: false, reconcile: false, engineWatch: false, watchApps: false, pgKeepRecent: 50, log: () => undefined });
+    opened.push(rl);
+    const supStore = rl.store as PgHostStore;
+    expect(supStore.heldEvents).toBeLessThan(total / 4);
+    expect(() => supStore.read(first.stream)).toThrow(expect.objectContaining({ code: 'PAGED_OUT' }));
+    const token = 'pgpage-token-0123456789abcdef';
+    const server: RunningServer = await startServer({ runlog: rl, host: '127.0.0.1', port: 0, token });
+    opened.push(server);
+    const api = async (path: string): Promise<any> => {
+      const res = await fetch(new URL(path, server.url), { headers: { authorization: `Bearer ${token}` } });
+      const body = (await res.json()) as unknown;
+      expect(res.status, JSON.stringify(body)).toBe(200);
+      return body;
+    };
+    for (const a of [first, early[5]!, late[20]!]) {
+      expect(await api(`/api/actors/${a.id}`)).toMatchObject(asJson(inspectActor(whole, a.id)) as object);
+      expect((await api(`/api/actors/${a.id}/events`)).events).toEqual(asJson(whole.read(a.stream)));
+      expect(await api(`/api/actors/${a.id}/replay`)).toEqual(asJson(replayActor(whole, a.id)));
+    }
+    expect((await api('/api/events?afterSeq=0&limit=1000')).events).toEqual(asJson(whole.readAll({ afterSeq: 0, limit: 1000 })));
+    expect((await api('/api/actors?all=true')).actors).toHaveLength(ended.length + 1);
+
+    // The one-shot commands, by --store, give every ended actor's history in full.
+    const cli = (args: string[]) => {
+      const r = runCli([...args, '--store', store], { env: { RUNLOG_HOME: join(home, 'nowhere') } });
+      expect(r.code, r.stderr).toBe(0);
+      return r.stdout;
+    };
+    expect(jsonLines(cli(['events', first.id, '--json']))).toEqual(asJson(whole.read(first.stream)));
+    expect(JSON.parse(cli(['inspect', first.id, '--json']))).toMatchObject(asJson(inspectActor(whole, first.id)) as object);
+    expect(JSON.parse(cli(['replay', first.id, '--json']))).toMatchObject({ id: first.id, state: replayActor(whole, first.id).state, version: first.events });
+    const [header, ...history] = jsonLines(cli(['export', first.id]));
+    expect(header).toMatchObject({ runlog: 'history', id: first.id, version: first.events });
+    expect(history).toEqual(asJson(whole.read(first.stream)));
+    expect(jsonLines(cli(['events', '--all', '--json']))).toHaveLength(total + 1);
+  });
+});
