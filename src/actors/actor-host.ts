@@ -143,7 +143,7 @@ export class ActorHost {
    */
   async fetch(kind: ActorKind, id: string): Promise<LiveActor | undefined> {
     const stream = streamName(kind, id);
-    if (!this.actors.has(stream)) await this.opts.store.pageIn?.(stream);
+    if (!this.actors.has(stream) && this.opts.store.pageIn) await this.opts.store.pageIn(stream);
     return this.get(kind, id);
   }
 
@@ -243,8 +243,9 @@ export class ActorHost {
     if (this.closed) throw new RunlogError('HOST_CLOSED', 'the supervisor is shutting down');
     let actor = this.actors.get(streamName(kind, id));
     if (!actor) {
-      // Not in memory (ended, or not yet read): its history may have to be read from the store first.
-      await this.opts.store.pageIn?.(streamName(kind, id));
+      // Not in memory (ended, or not yet read): its history may have to be read from the store first (PostgreSQL;
+      // SQLite reads it synchronously, and takes no extra turn here).
+      if (this.opts.store.pageIn) await this.opts.store.pageIn(streamName(kind, id));
       actor = this.actors.get(streamName(kind, id)) ?? this.load(kind, id);
     }
     if (!actor) throw new NotFoundError(kind, id);

@@ -9,9 +9,16 @@
 // copy keeps its rows: the host's own row for its own appends, the stored document for events other processes
 // wrote (fetched when the follower sees them).
 //
-// Cost: the whole log in memory (a SQLite supervisor holds only live actors), less what retention archived
-// (pg-archive.ts: the positions it leaves have holes, so the copy goes by position, never by index). Fine for
-// the fleets this is built for today; a later slice can page ended actors out.
+// Memory (log-copy.ts): a supervisor's store (pageOut, set by runlog.ts for a supervising node) holds live actors'
+// histories, every stream that is not an actor's (execution queue, placement, app grants, facts), the newest
+// 10,000 positions whatever their stream, the actors rows (ps), live actors' newest snapshots and a small stub per
+// stream (version, first position, times). An ended actor's events older than that window are dropped once every
+// subscriber has seen them (at open, read but never kept). Callers that can wait read them back from
+// PostgreSQL — pageIn(stream) (the HTTP API, a dispatch to an ended actor, stop/kill/inspect in runlog.ts, the
+// reconciler) and readAllAsync (the API's /api/events) — and a synchronous read that reaches a paged-out event
+// throws PAGED_OUT: never a shorter history. One-shot readers (the CLI, verify) open without pageOut and hold the
+// whole log as before. Archived events (pg-archive.ts) leave holes in the positions, so the copy goes by position,
+// never by index.
 import { hostname } from 'node:os';
 import { RunlogError } from '../../domain/errors.ts';
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
@@ -124,6 +131,7 @@ export class PgHostStore implements HostStore {
   private size = 0;
   /** Each subscriber's cursor (the last position it saw): paging out never drops what one has yet to see. */
   private readonly cursors = new Map<() => void, () => number>();
+  private compactDue = false;
   /** Ingestion into the copy, one step at a time, in position order. */
   private chain: Promise<unknown> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
@@ -235,6 +243,19 @@ export class PgHostStore implements HostStore {
     if (typeof by === 'string') this.lastNode.set(e.stream, by);
   }
 
+  /**
+   * Compaction waits for the turn after the append or catch-up that ended an actor: what the host does as an
+   * append resolves (the transition's listeners, which may read the actor that just ended) runs first.
+   */
+  private compactSoon(): void {
+    if (!this.copy.pagingOut || this.compactDue) return;
+    this.compactDue = true;
+    setImmediate(() => {
+      this.compactDue = false;
+      if (!this.closed) this.compact();
+    });
+  }
+
   /** Pages out ended actors' events the recent window and every subscriber have left behind (log-copy.ts). */
   private compact(force = false): void {
     if (!this.copy.pagingOut) return;
@@ -267,7 +288,7 @@ export class PgHostStore implements HostStore {
     if (this.head === start) return;
     await this.refreshRows(touched);
     this.notify();
-    this.compact();
+    this.compactSoon();
   }
 
   private async refreshRows(streams: Set<string>): Promise<void> {
@@ -416,7 +437,7 @@ export class PgHostStore implements HostStore {
         const unrowed = new Set(mine.filter(({ e, row }) => !row && /^(instance|execution)-/.test(e.stream)).map(({ e }) => e.stream));
         await this.refreshRows(unrowed);
         if (added) this.notify();
-        this.compact();
+        this.compactSoon();
       }
       // Someone else appended (a conflict): the copy catches up so the host's re-read sees their events.
       if (results.some((o) => !o.ok)) await this.catchUp();
