@@ -131,6 +131,29 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
     }
     expect((await api('/api/events?afterSeq=0&limit=1000')).events).toEqual(asJson(whole.readAll({ afterSeq: 0, limit: 1000 })));
     expect((await api('/api/actors?all=true')).actors).toHaveLength(ended.length + 1);
+    // The whole-log event stream from the start: its early pages are read from PostgreSQL, the rest from memory.
+    const want = asJson(whole.readAll({ afterSeq: 0 })) as { seq: number }[];
+    const abort = new AbortController();
+    const sse = await fetch(new URL('/api/events/stream?afterSeq=0', server.url), { headers: { authorization: `Bearer ${token}` }, signal: abort.signal });
+    expect(sse.status).toBe(200);
+    const got: unknown[] = [];
+    let buf = '';
+    const decoder = new TextDecoder();
+    for await (const chunk of sse.body!) {
+      buf += decoder.decode(chunk as Uint8Array, { stream: true });
+      let i: number;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const data = buf
+          .slice(0, i)
+          .split('\n')
+          .find((l) => l.startsWith('data: '));
+        buf = buf.slice(i + 2);
+        if (data) got.push(JSON.parse(data.slice(6)));
+      }
+      if (got.length >= want.length) break;
+    }
+    abort.abort();
+    expect(got.slice(0, want.length)).toEqual(want);
 
     // The one-shot commands, by --store, give every ended actor's history in full.
     const cli = (args: string[]) => {

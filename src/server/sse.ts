@@ -37,7 +37,7 @@ export interface SseHub {
   readonly dropped: number;
 }
 
-type Store = Pick<ReadableLog, 'subscribe' | 'readAll' | 'read' | 'streamVersion' | 'lastSeq' | 'readAllJson'>;
+type Store = Pick<ReadableLog, 'subscribe' | 'readAll' | 'read' | 'streamVersion' | 'lastSeq' | 'readAllJson' | 'readAllAsync' | 'holdsAfter'>;
 
 /** Serialized events: what a client is sent, and the cursor after it. */
 interface Page {
@@ -170,28 +170,48 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
       const pump = (): void => {
         if (closed || busy || waitingForDrain) return;
         busy = true;
-        try {
-          const page = nextPage();
-          seq = page.lastSeq;
-          if (page.text) res.write(page.text);
-          if (res.writableNeedDrain) {
-            // The socket holds a page it has not sent: wait for it, and drop a client that never takes it.
-            waitingForDrain = true;
-            slowTimer = setTimeout(() => {
-              dropped += 1;
+        if (options.stream === undefined && store.readAllAsync && store.holdsAfter && !store.holdsAfter(seq)) {
+          // Before what this supervisor holds (PostgreSQL pages ended actors' events out): the page is read from
+          // the database. A wake meanwhile found the client busy, so one more turn follows the page.
+          store.readAllAsync({ afterSeq: seq, limit: o.pageSize }).then(
+            (events) => {
+              busy = false;
+              if (closed) return;
+              deliver({ text: events.map(message).join(''), lastSeq: events.at(-1)?.seq ?? seq, count: events.length });
+              // (None read: the rest up to the head was archived; the next commit wakes it.)
+              if (!waitingForDrain && events.length > 0) later();
+            },
+            () => {
+              busy = false;
               close(true);
-            }, o.slowClientMs);
-            res.once('drain', () => {
-              clearTimeout(slowTimer);
-              waitingForDrain = false;
-              later();
-            });
-          } else if (page.count === o.pageSize) later(); // more to catch up on: after the other clients' turns
+            },
+          );
+          return;
+        }
+        try {
+          deliver(nextPage());
         } catch {
           close(true); // the log closed under us (shutdown)
         } finally {
           busy = false;
         }
+      };
+      const deliver = (page: Page): void => {
+        seq = page.lastSeq;
+        if (page.text) res.write(page.text);
+        if (res.writableNeedDrain) {
+          // The socket holds a page it has not sent: wait for it, and drop a client that never takes it.
+          waitingForDrain = true;
+          slowTimer = setTimeout(() => {
+            dropped += 1;
+            close(true);
+          }, o.slowClientMs);
+          res.once('drain', () => {
+            clearTimeout(slowTimer);
+            waitingForDrain = false;
+            later();
+          });
+        } else if (page.count === o.pageSize) later(); // more to catch up on: after the other clients' turns
       };
 
       const ping = setInterval(() => {

@@ -26,6 +26,8 @@ export interface ReadableLog extends Pick<EventStore, 'read' | 'readAll' | 'stre
   pageIn?(stream: string): Promise<void>;
   /** readAll, from the database when the range reaches paged-out positions (see pageIn). */
   readAllAsync?(options?: ReadAllOptions): Promise<RecordedEvent[]>;
+  /** Whether the synchronous reads of the whole log after this position are complete (false: use readAllAsync). */
+  holdsAfter?(afterSeq: number): boolean;
   /**
    * A cluster's log (PostgreSQL): the node an actor last ran on (the node that appended its latest event) and the
    * node that owns it now (holds its lease; null once it has ended). Absent on SQLite (one supervisor).

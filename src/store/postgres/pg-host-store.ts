@@ -15,7 +15,7 @@
 // stream (version, first position, times). An ended actor's events older than that window are dropped once every
 // subscriber has seen them (at open, read but never kept). Callers that can wait read them back from
 // PostgreSQL — pageIn(stream) (the HTTP API, a dispatch to an ended actor, stop/kill/inspect in runlog.ts, the
-// reconciler) and readAllAsync (the API's /api/events) — and a synchronous read that reaches a paged-out event
+// reconciler) and readAllAsync (the API's /api/events and whole-log event stream) — and a synchronous read that reaches a paged-out event
 // throws PAGED_OUT: never a shorter history. One-shot readers (the CLI, verify) open without pageOut and hold the
 // whole log as before. Archived events (pg-archive.ts) leave holes in the positions, so the copy goes by position,
 // never by index.
@@ -579,6 +579,10 @@ export class PgHostStore implements HostStore {
     for await (const e of this.pg.readStream(stream, { from: 1, to: missing })) events.push(e);
     // Archived meanwhile (pg-archive.ts): its events are gone from PostgreSQL; the sync read says it is paged out.
     if (events.length === missing) this.copy.cache(stream, events);
+  }
+
+  holdsAfter(afterSeq: number): boolean {
+    return this.copy.holdsAfter(afterSeq);
   }
 
   /** readAll, reading from PostgreSQL when the range reaches paged-out positions (bounded by the copy's head, as readAll is). */
