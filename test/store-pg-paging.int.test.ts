@@ -115,6 +115,13 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
     const supStore = rl.store as PgHostStore;
     expect(supStore.heldEvents).toBeLessThan(total / 4);
     expect(() => supStore.read(first.stream)).toThrow(expect.objectContaining({ code: 'PAGED_OUT' }));
+    // The library's synchronous reads of a paged-out actor say so; pageIn makes them whole.
+    expect(() => rl.inspect(early[3]!.id)).toThrow(expect.objectContaining({ code: 'PAGED_OUT' }));
+    await rl.pageIn(early[3]!.id);
+    expect(asJson(rl.inspect(early[3]!.id))).toEqual(asJson(inspectActor(whole, early[3]!.id)));
+    expect(asJson(rl.events(early[3]!.id))).toEqual(asJson(whole.read(early[3]!.stream)));
+    expect(asJson(rl.replay(early[3]!.id))).toEqual(asJson(replayActor(whole, early[3]!.id)));
+    await expect(rl.pageIn('no-such-actor')).rejects.toMatchObject({ code: 'NOT_FOUND' });
     const token = 'pgpage-token-0123456789abcdef';
     const server: RunningServer = await startServer({ runlog: rl, host: '127.0.0.1', port: 0, token });
     opened.push(server);

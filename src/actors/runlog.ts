@@ -240,6 +240,12 @@ export interface Runlog {
   inspect(id: string): ActorView;
   events(id: string, range?: { from?: number; to?: number }): RecordedEvent[];
   replay(id: string, options?: { to?: number }): ReplayView;
+  /**
+   * Makes an actor's whole history readable by `inspect`, `events` and `replay` (which are synchronous): a
+   * supervisor on PostgreSQL keeps ended actors' events out of memory and reads them back here (the newest few
+   * dozen stay cached). Resolves at once on SQLite and for an actor whose history is held. Unknown id: NOT_FOUND.
+   */
+  pageIn(id: string): Promise<void>;
   /** Rebuilds the actors projection from the log. */
   rebuild(): { actors: number; events: number };
   on<K extends keyof BusEvents>(event: K, cb: BusEvents[K]): () => void;
@@ -716,6 +722,10 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     policy: executions.policy,
     list: (filter) => listActors(store, filter),
     inspect: (id) => inspectActor(store, id),
+    async pageIn(id) {
+      const { stream } = resolveActor(store, id);
+      await store.pageIn?.(stream);
+    },
     events: (id, range) => actorEvents(store, id, range),
     replay: (id, o) => replayActor(store, id, o?.to),
     rebuild: () => {
