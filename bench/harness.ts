@@ -1,6 +1,9 @@
 // Side-by-side benchmarks: each measures runlog and the raw primitive doing the same work in the
 // same run, several rounds, and reports medians and the ratio runlog ÷ raw.
 
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+
 export interface BenchResult {
   name: string;
   value: number;
@@ -60,4 +63,17 @@ export async function closeWithin(rl: { close(): Promise<void> } | null | undefi
   ]);
   clearTimeout(timer);
   return closed;
+}
+
+/** The garbage collector, made callable from inside this process (heap benches measure what stays reachable). */
+export function collector(): () => void {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+}
+
+/** Heap in use after two full collections (the second frees what the first's finalizers released), in MB. */
+export function heapMb(gc: () => void): number {
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed / (1024 * 1024);
 }

@@ -15,27 +15,14 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
 import { startLocalNetwork } from '../src/adapters/atproto/index.ts';
-import { closeWithin, round, type Bench, type BenchResult } from './harness.ts';
+import { closeWithin, collector, heapMb, round, type Bench, type BenchResult } from './harness.ts';
 
 const EXECUTIONS = 1000;
 const WARMUP = 20;
 const CONCURRENCY = 4;
 const INPUT_BYTES = 1_000_000;
-
-function collector(): () => void {
-  setFlagsFromString('--expose-gc');
-  return runInNewContext('gc') as () => void;
-}
-
-const heapMb = (gc: () => void): number => {
-  gc();
-  gc();
-  return process.memoryUsage().heapUsed / (1024 * 1024);
-};
 
 /** A DID the directory has never seen (24 base32 characters), one per run. */
 const unknownDid = (): string => `did:plc:${Array.from({ length: 24 }, () => 'abcdefghijklmnopqrstuvwxyz234567'[Math.floor(Math.random() * 32)]).join('')}`;

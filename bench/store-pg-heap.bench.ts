@@ -12,30 +12,17 @@
 //   notes.rawRowsMB  the raw primitive: the same events as node-postgres returns them (`SELECT * FROM events`),
 //             held in an array — what the log itself weighs in this process's memory
 import { randomBytes } from 'node:crypto';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import pg from 'pg';
 import { actorsProjection, ACTORS_PROJECTION } from '../src/actors/actors-projection.ts';
 import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
 import { writeEndedActors } from '../test/support/pg-ended-log.ts';
-import { median, round, type Bench } from './harness.ts';
+import { collector, heapMb, median, round, type Bench } from './harness.ts';
 
 const ACTORS = 10_000;
 
 function pgUrl(): string {
   return process.env.RUNLOG_PG_URL ?? 'postgres://runlog:runlog@127.0.0.1:5432/runlog';
 }
-
-function collector(): () => void {
-  setFlagsFromString('--expose-gc');
-  return runInNewContext('gc') as () => void;
-}
-
-const heapMb = (gc: () => void): number => {
-  gc();
-  gc();
-  return process.memoryUsage().heapUsed / (1024 * 1024);
-};
 
 /** Heap held by what `open` returns (kept alive until measured), above the heap before it; `count` says how many events it holds. */
 async function held<T>(gc: () => void, open: () => Promise<T>, count: (x: T) => number, close: (x: T) => Promise<void>): Promise<{ mb: number; n: number }> {

@@ -13,19 +13,13 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { copyDereferenced } from '../src/adapters/apps/copy-dereferenced.ts';
 import { getJson, HELLO_APP_DIR, requireDockerAppBase, until } from './support/apps.ts';
 import { runCli } from './support/cli-process.ts';
-import { cleanupClusters, createCluster, type ClusterNode } from './support/cluster-fixture.ts';
+import { cleanupClusters, createCluster, type ClusterNode, type ClusterEventRow } from './support/cluster-fixture.ts';
 
 const TTL = 5000;
 const APP = 'com.example.capcluster';
 afterAll(cleanupClusters);
 
-interface Ev {
-  seq: number;
-  stream: string;
-  type: string;
-  data: any;
-  meta: any;
-}
+type Ev = ClusterEventRow;
 
 describe('cap grant and revoke on a cluster', () => {
   it('reach the instances of every node, each appended once by its owner; a survivor applies what a dead owner missed', { timeout: 900_000 }, async () => {

@@ -19,7 +19,7 @@ import { nodeLoads } from '../src/store/postgres/pg-nodes.ts';
 import { HELLO_APP_DIR, requireDockerAppBase, until } from './support/apps.ts';
 import { cliArgs, REPO } from './support/cli.ts';
 import { runCli, type CliResult } from './support/cli-process.ts';
-import { cleanupClusters, createCluster, type ClusterNode } from './support/cluster-fixture.ts';
+import { cleanupClusters, createCluster, type ClusterNode, type ClusterEventRow } from './support/cluster-fixture.ts';
 import { requireRegistry } from './support/docker.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
 
@@ -39,13 +39,7 @@ function runCliAsync(args: string[], home: string): Promise<CliResult> {
   });
 }
 
-interface Ev {
-  seq: number;
-  stream: string;
-  type: string;
-  data: any;
-  meta: any;
-}
+type Ev = ClusterEventRow;
 
 
 describe('hand-over of stop, kill, logs and exec --node between cluster nodes', () => {

@@ -21,6 +21,15 @@ import { runCli, startServe, type CliResult, type Served } from './cli-process.t
 import { cleanupTestContainers, docker } from './docker.ts';
 import { requirePostgres, testSchema } from './postgres.ts';
 
+/** An event row as the cluster tests select it from the shared log. */
+export interface ClusterEventRow {
+  seq: number;
+  stream: string;
+  type: string;
+  data: any;
+  meta: any;
+}
+
 export interface ClusterOptions {
   /** Names the temp dir and the schema (`rltest_<tag>_…`). */
   tag: string;
