@@ -31,6 +31,7 @@ import type { PgHostStore } from '../store/postgres/pg-host-store.ts';
 import { clusterListener } from './cluster.ts';
 import { Placement } from './placement.ts';
 import { actedOn, Handover } from './handover.ts';
+import type { FollowOwner } from './remote-follow.ts';
 import { AppToolSync } from './app-tool-sync.ts';
 import { boundLines, routeRequest, type HandoverRequest } from '../domain/handover.ts';
 import { awaitQueued, ExecutionQueue } from './execution-queue.ts';
@@ -265,7 +266,7 @@ export interface Runlog {
   /** Revokes a tool from an app, the same way (also one its manifest lists). */
   revoke(appId: string, tool: string): Promise<AppToolsView>;
   /** Output lines of an instance (buffered; with follow, live until it exits). */
-  logs(id: string, options?: { follow?: boolean }): AsyncIterable<LogLine>;
+  logs(id: string, options?: { follow?: boolean; signal?: AbortSignal }): AsyncIterable<LogLine>;
   /** Runs one at-run execution to its outcome (the used container is removed after it answers: see idle()). */
   execute(options: ExecuteOptions): Promise<ExecutionOutcome>;
   /** Compares the log with Docker and records what it finds (run at every start). */
@@ -429,6 +430,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   let heartbeat: HeartbeatHandle | null = null;
   let placement: Placement | null = null;
   let handover: Handover | null = null;
+  let follows: { owner: FollowOwner; remote(owner: string, id: string, signal?: AbortSignal): AsyncIterable<LogLine>; close(): void } | null = null;
   let queue: ExecutionQueue | null = null;
   // This supervisor's node name (on SQLite: the host's, the only node there is).
   const selfNode = node ?? options.node ?? hostname();
@@ -460,8 +462,8 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     await recoverRehydrated(host, rehydrated, log);
     if (pgStore && node) {
       // Leases reclaimed from an earlier run of this node whose actors have ended are given back.
-      const live = new Set(rehydrated.map((a) => a.stream));
-      for (const s of pgStore.leases!.held.keys()) if (!live.has(s)) pgStore.letGo(s);
+      const liveStreams = new Set(rehydrated.map((a) => a.stream));
+      for (const s of pgStore.leases!.held.keys()) if (!liveStreams.has(s)) pgStore.letGo(s);
       pgStore.startLeases(
         clusterListener(hostRef, node, {
           letGo: (s) => pgStore.letGo(s),
@@ -518,6 +520,27 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       bus.on('actor:transition', (t) => {
         if (t.kind === 'execution' && (t.to === 'succeeded' || t.to === 'failed')) queue?.pump();
       });
+      // `logs --follow` across nodes: LISTEN/NOTIFY, outside the log (remote-follow.ts); pg loaded on a cluster only.
+      const [{ PgFollowBus, controlChannel }, rf, { splitStoreUrl }] = await Promise.all([import('../store/postgres/pg-follow-channel.ts'), import('./remote-follow.ts'), import('../store/postgres/pg-host-store.ts')]);
+      const followBus = new PgFollowBus({ url: splitStoreUrl(pgUrl!).url, sql: (text, params) => pgStore.pg.sql(text, params), log });
+      const schema = pgStore.pg.schema;
+      const owner = new rf.FollowOwner({
+        bus: followBus,
+        channel: controlChannel(schema, node),
+        node,
+        owns: (id) => pgStore.owns(`instance-${id}`),
+        open: (id) => instances.logs(live(id, 'instance'), true),
+        timers: rf.realTimers,
+        log,
+      });
+      follows = {
+        owner,
+        remote: (on, id, signal) => rf.followRemote({ bus: followBus, node, timers: rf.realTimers }, on, controlChannel(schema, on), id, signal),
+        close: () => {
+          owner.stop();
+          followBus.close();
+        },
+      };
     }
     if (options.reconcile ?? true) {
       // Pre-started sandboxes of an earlier supervisor are removed (and recorded) first, but for one a live
@@ -704,6 +727,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
 
   // Hand-over requests are carried out from here on (actHere needs what is defined above).
   if (supervise) handover?.start();
+  if (supervise) await follows?.owner.start();
   if (supervise && pgStore) {
     // Every node follows the `cap` changes any node records; those recorded while this one was down apply now.
     toolSync.start();
@@ -792,7 +816,11 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
           yield* instances.logs(live(id, 'instance'), o?.follow ?? false);
           return;
         }
-        if (o?.follow) throw new RunlogError('NOT_SUPPORTED', `${current.id} runs on node ${owner}: its buffered lines can be read through any node, --follow only through ${owner}'s own API`, { id: current.id, node: owner });
+        if (o?.follow) {
+          // Streamed by the owner over LISTEN/NOTIFY (remote-follow.ts), never through the log.
+          yield* follows!.remote(owner, current.id, o.signal);
+          return;
+        }
         const a = await handover!.ask(owner, 'logs', current.id, null, 30_000);
         yield* a.lines ?? [];
       })();
@@ -851,6 +879,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     async close() {
       placement?.stop();
       handover?.stop();
+      follows?.close();
       toolSync.stop();
       queue?.stop();
       await engineWatch?.close();

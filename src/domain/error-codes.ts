@@ -175,6 +175,7 @@ export const ERROR_CODES = {
   // unavailable
   DEV_ENV_MISSING: 'unavailable',
   DOCKER_UNAVAILABLE: 'unavailable',
+  FOLLOW_LOST: 'unavailable',
   HOST_CLOSED: 'unavailable',
   NODE_UNAVAILABLE: 'unavailable',
   HANDOVER_FAILED: 'unavailable',

@@ -4,7 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { resolveActor, type ReplayView } from '../actors/inspection.ts';
 import { readNodes } from '../actors/nodes.ts';
 import type { Runlog } from '../actors/runlog.ts';
-import { NotFoundError } from '../domain/errors.ts';
+import { NotFoundError, RunlogError } from '../domain/errors.ts';
 import { assertNodeChoice, NODE_NAME } from '../domain/placement.ts';
 import type { ActorKind } from '../domain/events.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
@@ -224,16 +224,23 @@ const routes: Route[] = [
     const qc = new Checker('query');
     const follow = queryBool(qc, query, 'follow');
     qc.done();
-    const lines = runlog.logs(params[0]!, { follow })[Symbol.asyncIterator]();
+    // A client gone away ends the follow (a remote one tells its owner to stop publishing at once).
+    const gone = new AbortController();
+    req.on('close', () => gone.abort());
+    const lines = runlog.logs(params[0]!, { follow, signal: gone.signal })[Symbol.asyncIterator]();
     // The first line (or the end) before the headers: an error (another node's instance that cannot be served,
     // NODE_UNAVAILABLE, HANDOVER_TIMEOUT) is still answered with its status.
     let next = await lines.next();
     res.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
-    let closed = false;
-    req.on('close', () => (closed = true));
-    while (!next.done && !closed) {
-      res.write(`${JSON.stringify(next.value)}\n`);
-      next = await lines.next();
+    try {
+      while (!next.done && !gone.signal.aborted) {
+        res.write(`${JSON.stringify(next.value)}\n`);
+        next = await lines.next();
+      }
+    } catch (err) {
+      // Past the headers an error (a remote follow lost: FOLLOW_LOST) is the last line, `{"error":{code,message}}`.
+      const code = err instanceof RunlogError ? err.code : 'API_ERROR';
+      res.write(`${JSON.stringify({ error: { code, message: (err as Error).message } })}\n`);
     }
     await lines.return?.();
     res.end();

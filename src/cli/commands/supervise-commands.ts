@@ -152,6 +152,8 @@ export const logsCommand: Command = {
         const line = buf.slice(0, nl);
         buf = buf.slice(nl + 1);
         if (!line) continue;
+        // The supervisor's typed error past the first line (a follow of another node's instance lost: FOLLOW_LOST).
+        if (line.startsWith('{"error":')) throw apiError(res.status, line, 'GET', path);
         if (io.json) io.out(line);
         else {
           const l = JSON.parse(line) as LogLine;
