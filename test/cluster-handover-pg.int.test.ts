@@ -3,7 +3,7 @@
 // PostgreSQL server (a schema of this test's), real container instances on the real Docker Engine, a real PDS.
 // - stop through a non-owner's API, kill through a non-owner's CLI: the owner acts (its event carries the
 //   request's id, appended under its lease) and the caller answers with the owner's outcome;
-// - logs through a non-owner: the owner's buffered lines; --follow there is NOT_SUPPORTED;
+// - logs through a non-owner: the owner's buffered lines (--follow: cluster-follow-pg.int.test.ts);
 // - exec --node c through a's CLI: c claims and runs it (read from the log); unknown / malformed: typed errors;
 // - an owner stopped cleanly: NODE_UNAVAILABLE at once, nothing appended;
 // - the owner SIGSTOPped with a stop pending, then killed -9: the survivor that takes the instance over carries
@@ -89,13 +89,10 @@ describe('hand-over of stop, kill, logs and exec --node between cluster nodes', 
     spawn(i3, 'c');
     expect([await owner(i1), await owner(i2), await owner(i3)]).toEqual(['b', 'b', 'c']);
 
-    // logs through a (not the owner): b's buffered lines; --follow is not served through a non-owner.
+    // logs through a (not the owner): b's buffered lines (--follow through a non-owner: cluster-follow-pg).
     const logs = cli(a, ['logs', i1]);
     expect(logs.code, logs.stderr).toBe(0);
     expect(logs.stdout).toContain('hello-app com.example.hello listening on');
-    const follow = cli(a, ['logs', i1, '--follow']);
-    expect(follow.code).not.toBe(0);
-    expect(follow.stdout + follow.stderr).toContain('NOT_SUPPORTED');
 
     // stop through a's API: b stops it and answers; a answers with the stopped instance.
     const stopped = await a.api('POST', `/api/actors/${i1}/stop`, { graceMs: 2000 });
