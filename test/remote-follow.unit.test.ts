@@ -187,11 +187,25 @@ describe('remote follow', () => {
 
   it('an owner gone quiet ends the follow with FOLLOW_LOST', async () => {
     const s = await setup();
-    s.owner.stop(); // stands for a kill -9: no frame, no end
-    s.bus.channels.delete('ctl-a');
-    await s.timers.advance(LOST_AFTER_MS + 1000);
+    // A kill -9 of the owner: nothing it would send arrives any more.
+    const follow = s.followChannel();
+    const notify = s.bus.notify.bind(s.bus);
+    s.bus.notify = async (channel, payload) => (channel === follow ? undefined : notify(channel, payload));
+    await s.timers.advance(LOST_AFTER_MS - 1000);
+    expect(s.outcome()).toBe('running');
+    await s.timers.advance(2000);
     expect(s.outcome()).toMatchObject({ code: 'FOLLOW_LOST' });
     expect((s.outcome() as Error).message).toContain('follow again');
+  });
+
+  it('an owner that stops cleanly tells its followers at once', async () => {
+    const s = await setup();
+    s.src.push(line(1));
+    await s.timers.advance(100);
+    s.owner.stop();
+    await settle();
+    expect(s.outcome()).toMatchObject({ code: 'FOLLOW_LOST', message: expect.stringContaining('node a is stopping: follow again') });
+    expect(s.got.map((l) => l.line)).toEqual(['tick 1']);
   });
 
   it('a missing packet ends the follow with FOLLOW_LOST (a stream with a hole is never shown as whole)', async () => {

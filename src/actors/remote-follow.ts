@@ -98,11 +98,12 @@ export class FollowOwner {
     this.tick = this.d.timers.setInterval(() => this.beat(), HEARTBEAT_MS);
   }
 
+  /** This node stops (its instances keep running): each follower is told at once to follow again later. */
   stop(): void {
     this.unlisten?.();
     this.unlisten = null;
     this.tick?.clear();
-    for (const s of [...this.served.values()]) this.finish(s, null);
+    for (const s of [...this.served.values()]) this.finish(s, { t: 'error', code: 'FOLLOW_LOST', message: `node ${this.d.node} is stopping: follow again` });
   }
 
   /** The follows being published now (their ids). */

@@ -17,7 +17,8 @@ import type { LogLine } from './log-line.ts';
 export const MAX_PAYLOAD_BYTES = 7900;
 /** A frame cut into more packets than this is not one we sent (the largest lines frame stays far below). */
 const MAX_PARTS = 10_000;
-const ID = /^[A-Za-z0-9_-]{1,128}$/;
+/** Instance ids as the sandbox layout allows them (adapters/sandbox/layout.ts). */
+const ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 const FOLLOW_ID = /^[a-f0-9]{32}$/;
 const NODE = /^[A-Za-z0-9_.-]{1,63}$/;
 
