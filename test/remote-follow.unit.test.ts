@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { encodeFrame } from '../src/domain/follow-frames.ts';
 import type { LogLine } from '../src/domain/log-line.ts';
 import { RunlogError } from '../src/domain/errors.ts';
-import { ABANDON_MS, FollowOwner, followRemote, HEARTBEAT_MS, LOST_AFTER_MS, type Timers } from '../src/actors/remote-follow.ts';
+import { ABANDON_MS, FollowOwner, followRemote, HEARTBEAT_MS, LOST_AFTER_MS, MAX_WAITING_LINES, type Timers } from '../src/actors/remote-follow.ts';
 import type { FollowBus } from '../src/store/postgres/pg-follow-channel.ts';
 
 /** Channels in memory; a notify is delivered after the current turn (as a notification arrives later). */
@@ -95,7 +95,7 @@ function source() {
 
 const line = (n: number): LogLine => ({ stream: 'stdout', line: `tick ${n}`, at: '2026-12-02T00:00:00.000Z' });
 
-async function setup(o: { owns?: () => boolean; running?: boolean } = {}) {
+async function setup(o: { owns?: () => boolean; running?: boolean; read?: boolean } = {}) {
   const bus = new FakeBus();
   const timers = new FakeTimers();
   const src = source();
@@ -116,7 +116,7 @@ async function setup(o: { owns?: () => boolean; running?: boolean } = {}) {
   const got: LogLine[] = [];
   let outcome: 'running' | 'ended' | Error = 'running';
   const it = followRemote({ bus, node: 'b', timers }, 'a', 'ctl-a', 'i1')[Symbol.asyncIterator]();
-  void (async () => {
+  if (o.read !== false) void (async () => {
     try {
       for (;;) {
         const n = await it.next();
@@ -254,5 +254,15 @@ describe('remote follow', () => {
     const t = await setup({ owns: () => false });
     await t.timers.advance(100);
     expect(t.outcome()).toMatchObject({ code: 'FOLLOW_LOST' });
+  });
+
+  it('a client that does not read ends the follow past a bound, and the owner stops publishing', async () => {
+    const s = await setup({ read: false });
+    for (let n = 1; n <= MAX_WAITING_LINES + 600; n++) s.src.push(line(n));
+    await s.timers.advance(200);
+    expect(s.owner.active()).toEqual([]);
+    expect(s.logs.at(-1)).toMatch(/ended \(cancelled\)/);
+    await expect(s.it.next()).rejects.toMatchObject({ code: 'FOLLOW_LOST', message: expect.stringContaining('read too slowly') });
+    expect(await s.it.next()).toEqual({ done: true, value: undefined });
   });
 });

@@ -30,6 +30,8 @@ export const ABANDON_MS = 3 * RENEW_MS + 1000;
 /** The owner's first frame (hello or error) must come within this. */
 export const OPEN_TIMEOUT_MS = 10_000;
 const BATCH_MS = 50;
+/** Lines a follower keeps for a client that does not read them: past this it ends (the owner does not slow down). */
+export const MAX_WAITING_LINES = 20_000;
 /** Lines per frame at most: a frame is cut into packets anyway, this only keeps one frame's latency bounded. */
 const BATCH_LINES = 500;
 
@@ -244,7 +246,13 @@ export function followRemote(d: FollowRemoteDeps, owner: string, ownerChannel: s
       const onFrame = (f: FollowFrame): void => {
         lastFrameAt = d.timers.nowMs();
         if (f.t === 'hello') hello = true;
-        else if (f.t === 'lines') queue.push(...f.lines);
+        else if (f.t === 'lines') {
+          queue.push(...f.lines);
+          if (queue.length > MAX_WAITING_LINES) {
+            queue.length = 0;
+            cancel(lost(`its client read too slowly (${MAX_WAITING_LINES} lines waiting)`));
+          }
+        }
         else if (f.t === 'end') end(null);
         else if (f.t === 'error') end(new RunlogError((isErrorCode(f.code) ? f.code : 'FOLLOW_LOST') as ErrorCode, f.message, { id: instanceId, node: owner }));
         wake?.();
@@ -255,12 +263,13 @@ export function followRemote(d: FollowRemoteDeps, owner: string, ownerChannel: s
         if (r.kind === 'frame') onFrame(r.frame);
         else if (r.kind === 'gap') end(lost(`frames were missed (expected packet ${r.expected}, got ${r.got})`));
       };
-      const cancel = (): void => {
+      const cancel = (error: Error | null = null): void => {
         if (ended) return;
-        end(null);
+        end(error);
         d.bus.notify(ownerChannel, encodeControl({ t: 'cancel', followId })).catch(() => undefined);
       };
-      signal?.addEventListener('abort', cancel, { once: true });
+      const aborted = (): void => cancel();
+      signal?.addEventListener('abort', aborted, { once: true });
       const started = (async () => {
         unlisten = await d.bus.listen(followChannel(followId), onPayload, () => end(lost('the connection to PostgreSQL broke')));
         if (ended) return unlisten();
@@ -281,7 +290,7 @@ export function followRemote(d: FollowRemoteDeps, owner: string, ownerChannel: s
           for (;;) {
             if (queue.length > 0) return { done: false, value: queue.shift()! };
             if (ended) {
-              signal?.removeEventListener('abort', cancel);
+              signal?.removeEventListener('abort', aborted);
               if (ended.error) {
                 const e = ended.error;
                 ended.error = null; // thrown once; later calls are done
@@ -295,7 +304,7 @@ export function followRemote(d: FollowRemoteDeps, owner: string, ownerChannel: s
         },
         async return(): Promise<IteratorResult<LogLine>> {
           cancel();
-          signal?.removeEventListener('abort', cancel);
+          signal?.removeEventListener('abort', aborted);
           return { done: true, value: undefined };
         },
       };
