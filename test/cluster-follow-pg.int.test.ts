@@ -77,7 +77,7 @@ describe('logs --follow of an instance another cluster node owns', () => {
     await until('b follows ticks of a', () => f1.ticks().length >= 3 || null, 60_000, 100);
     const seenAtStart = Math.max(...f1.ticks());
     await until('ticks printed after the follow began arrive', () => Math.max(...f1.ticks()) >= seenAtStart + 10 || null, 60_000, 100);
-    // What a itself has of it (its buffer, read on a while it runs: a stopped instance's lines are not served).
+    // What a itself has of it (its buffer, read on a while it runs).
     const own = runCli(['logs', i1], { home: a.home, timeoutMs: 60_000 });
     expect(own.code, own.stderr).toBe(0);
     expect(own.stdout).toMatch(/^tick \d+$/m);

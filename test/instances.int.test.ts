@@ -104,6 +104,10 @@ describe.each(['proot', 'container'] as const)('%s sandbox', (sandbox) => {
     const view = await rl.stop(id);
     expect(view.state).toBe('stopped');
     expect(rl.events(id).at(-1)).toMatchObject({ type: 'instance.exited' });
+    // What it printed stays readable once it has stopped (the first place to look after a stop or a crash).
+    const lines: string[] = [];
+    for await (const l of rl.logs(id)) lines.push(l.line);
+    expect(lines.length).toBeGreaterThan(0);
     if (sandbox === 'proot') expect(alive(ctx.pid)).toBe(false);
     else {
       const { docker } = await import('./support/docker.ts');

@@ -568,13 +568,13 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   const live = (id: string, kind?: ActorKind, request = 'this request'): LiveActor => {
     const ref = resolveActor(store, id);
     if (kind && ref.kind !== kind) throw new ValidationError('WRONG_KIND', `${id} is an ${ref.kind}, not an ${kind}`);
+    // One the host still holds is answered by it, ended or not (a just-stopped instance's buffered lines).
+    const actor = host.get(ref.kind, ref.id);
+    if (actor) return actor;
     // It exists but has ended (not rehydrated): a conflict with its state, not "not found". Its row says so without
     // its history (which a PostgreSQL supervisor pages out of memory).
     const row = store.getActor(ref.id);
-    if (row?.status === 'terminal') throw new IllegalEventError(ref.id, row.state, request);
-    const actor = host.get(ref.kind, ref.id);
-    if (!actor) throw new IllegalEventError(ref.id, row?.state ?? inspectActor(store, id).state, request);
-    return actor;
+    throw new IllegalEventError(ref.id, row?.state ?? inspectActor(store, id).state, request);
   };
 
   /**
