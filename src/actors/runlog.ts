@@ -568,13 +568,19 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   const live = (id: string, kind?: ActorKind, request = 'this request'): LiveActor => {
     const ref = resolveActor(store, id);
     if (kind && ref.kind !== kind) throw new ValidationError('WRONG_KIND', `${id} is an ${ref.kind}, not an ${kind}`);
-    // One the host still holds is answered by it, ended or not (a just-stopped instance's buffered lines).
-    const actor = host.get(ref.kind, ref.id);
-    if (actor) return actor;
     // It exists but has ended (not rehydrated): a conflict with its state, not "not found". Its row says so without
     // its history (which a PostgreSQL supervisor pages out of memory).
     const row = store.getActor(ref.id);
-    throw new IllegalEventError(ref.id, row?.state ?? inspectActor(store, id).state, request);
+    if (row?.status === 'terminal') throw new IllegalEventError(ref.id, row.state, request);
+    const actor = host.get(ref.kind, ref.id);
+    if (!actor) throw new IllegalEventError(ref.id, row?.state ?? inspectActor(store, id).state, request);
+    return actor;
+  };
+
+  /** Whose lines `logs` reads: the host's instance while it still holds it, ended or not (a just-stopped one's buffer). */
+  const logSource = (id: string): LiveActor => {
+    const ref = resolveActor(store, id);
+    return (ref.kind === 'instance' ? host.get('instance', ref.id) : undefined) ?? live(id, 'instance');
   };
 
   /**
@@ -704,7 +710,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     await store.pageIn?.(stream); // an instance that has ended: its history may be paged out (PostgreSQL)
     if (r.action === 'logs') {
       const lines = [];
-      for await (const l of instances.logs(live(r.instanceId, 'instance'), false)) lines.push(l);
+      for await (const l of instances.logs(logSource(r.instanceId), false)) lines.push(l);
       return boundLines(lines);
     }
     const current = inspectActor(store, r.instanceId);
@@ -807,13 +813,13 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     grant: (appId, tool) => changeAppTool(appId, tool, true),
     revoke: (appId, tool) => changeAppTool(appId, tool, false),
     logs(id, o) {
-      if (!handover) return instances.logs(live(id, 'instance'), o?.follow ?? false);
+      if (!handover) return instances.logs(logSource(id), o?.follow ?? false);
       // On a cluster the instance may run on another node's host: its owner reads them there (handover.ts).
       return (async function* () {
         const current = await inspectNow(id);
         const owner = await ownerOf(current);
         if (!owner) {
-          yield* instances.logs(live(id, 'instance'), o?.follow ?? false);
+          yield* instances.logs(logSource(id), o?.follow ?? false);
           return;
         }
         if (o?.follow) {
