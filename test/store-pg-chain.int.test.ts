@@ -153,17 +153,21 @@ describe('the hash chain on PostgreSQL', () => {
         { stream: 'instance-y', events: [{ type: 'f', data: {} }], expectedVersion: 4 }, // a conflict: no link
         { stream: 'instance-old', events: [{ type: 'g', data: { s: '𝄞' } }, { type: 'h', data: {} }], expectedVersion: 4 },
       ]);
+      // One event to one stream goes through migration 7's append_event: a conflict adds no link, the next one
+      // continues the chain.
+      await expect(store.appendToStream('instance-old', [{ type: 'i', data: {} }], { expectedVersion: 5 })).rejects.toMatchObject({ code: 'CONCURRENCY' });
+      await store.appendToStream('instance-old', [{ type: 'j', data: tricky, meta: { who: 'ö' } }], { expectedVersion: 6 });
       const { rows } = await db.admin.query(`SELECT seq::integer, stream, version, type, schema, at, data::text AS data, meta::text AS meta, hash FROM ${schema}.events ORDER BY seq`);
       expect(rows.map((r) => [r.stream, r.version])).toEqual([
-        ['instance-old', 1], ['instance-old', 2], ['instance-old', 3], ['instance-old', 4], ['instance-old', 5], ['instance-old', 6],
+        ['instance-old', 1], ['instance-old', 2], ['instance-old', 3], ['instance-old', 4], ['instance-old', 5], ['instance-old', 6], ['instance-old', 7],
       ]);
       let prev: Buffer = GENESIS;
       for (const r of rows) {
         prev = eventHash(prev, r.seq, r.stream, r.version, r.type, r.schema, r.at, r.data, r.meta);
         expect(r.hash.toString('hex')).toBe(prev.toString('hex'));
       }
-      expect((await db.admin.query(`SELECT seq::integer, hash FROM ${schema}.chain_head`)).rows).toEqual([{ seq: 6, hash: prev }]);
-      expect(await store.verifyChain()).toEqual({ ok: true, events: 6, lastSeq: 6, lastHash: prev });
+      expect((await db.admin.query(`SELECT seq::integer, hash FROM ${schema}.chain_head`)).rows).toEqual([{ seq: 7, hash: prev }]);
+      expect(await store.verifyChain()).toEqual({ ok: true, events: 7, lastSeq: 7, lastHash: prev });
     } finally {
       await store.close();
     }

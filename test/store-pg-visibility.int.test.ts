@@ -28,7 +28,7 @@ async function connect(schema: string): Promise<pg.Client> {
 async function waitForBlockedAppend(observer: pg.Client, settled: () => boolean): Promise<void> {
   for (let i = 0; i < 2000 && !settled(); i++) {
     const { rows } = await observer.query<{ n: number }>(
-      "SELECT count(*)::integer AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%append_events%' AND pid <> pg_backend_pid()",
+      "SELECT count(*)::integer AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%append_event%' AND pid <> pg_backend_pid()",
     );
     if (rows[0]!.n >= 1) return;
     await new Promise((r) => setTimeout(r, 5));
@@ -36,9 +36,14 @@ async function waitForBlockedAppend(observer: pg.Client, settled: () => boolean)
   if (!settled()) throw new Error('the second append neither finished nor waited on a lock');
 }
 
-/** The store's own append function, called in a transaction the test keeps open. */
+/**
+ * The store's own append functions, called in a transaction the test keeps open: append_events (a batch) and
+ * append_event (one event to one stream, migration 7). They take one lock, so each holds back the other.
+ */
 const appendOne = (c: pg.Client, stream: string, type: string) =>
   c.query<{ o_first: number }>('SELECT o_first FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)', [[stream], ['any'], [1], [type], [1], ['{}'], ['{}'], ['2026-12-01T00:00:00.000Z']]);
+const appendSingle = (c: pg.Client, stream: string, type: string) =>
+  c.query<{ o_first: number }>('SELECT o_first FROM append_event($1, $2, $3, $4, $5, $6, $7)', [stream, 'any', type, 1, '{}', '{}', '2026-12-01T00:00:00.000Z']);
 
 async function until(cond: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 2000 && !cond(); i++) await new Promise((r) => setTimeout(r, 5));
@@ -116,16 +121,18 @@ describe('PostgreSQL global order: no event is skipped when commits come out of 
     const writer = await PgEventStore.open({ url, schema });
     const [a, observer] = [await connect(schema), await connect(schema)];
     try {
+      // A holds position 1 through the one-event function; B is a batch of two (append_events) behind it.
       await a.query('BEGIN');
-      expect(Number((await appendOne(a, 'stream-a', 'doomed')).rows[0]!.o_first)).toBe(1);
+      expect(Number((await appendSingle(a, 'stream-a', 'doomed')).rows[0]!.o_first)).toBe(1);
       let bDone = false;
-      const b = writer.appendToStream('stream-b', [{ type: 'kept', data: {} }], { expectedVersion: 'no-stream' }).finally(() => (bDone = true));
+      const b = writer.appendToStream('stream-b', [{ type: 'kept', data: {} }, { type: 'kept.too', data: {} }], { expectedVersion: 'no-stream' }).finally(() => (bDone = true));
       await waitForBlockedAppend(observer, () => bDone);
+      expect(bDone).toBe(false);
       await a.query('ROLLBACK');
-      expect((await b).lastSeq).toBe(1);
+      expect((await b).lastSeq).toBe(2);
       const all: [number, string][] = [];
       for await (const e of writer.readAll()) all.push([e.seq, e.type]);
-      expect(all).toEqual([[1, 'kept']]);
+      expect(all).toEqual([[1, 'kept'], [2, 'kept.too']]);
     } finally {
       await Promise.all([a.end(), observer.end()]);
       await writer.close();

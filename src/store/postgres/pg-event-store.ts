@@ -69,14 +69,19 @@ const COLUMNS = 'seq, stream, version, type, schema, data, meta, at';
 // pg_notify wakes the log's listeners in other processes when the append commits (a notification is sent at
 // commit, never for a rollback; the same one twice in a transaction is sent once). No migration: it rides on the call.
 const APPEND_SQL = "SELECT o_ok, o_actual, o_version, o_first, pg_notify($9, '') AS notified FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)";
+// One event to one stream (migration 7): scalar arguments, none of append_events' arrays to build and parse.
+const APPEND_EVENT_SQL = "SELECT o_ok, o_actual, o_version, o_first, pg_notify($8, '') AS notified FROM append_event($1, $2, $3, $4, $5, $6, $7)";
 
 /**
  * The append as a named prepared statement: each connection parses and plans it once, not on every append (node-
  * postgres sends an unnamed statement through Parse each time). A pooler in transaction mode must pass protocol-
  * level prepared statements through (PgBouncer 1.21+ with max_prepared_statements).
  */
-function appendQuery(params: unknown[]): pg.QueryConfig {
-  return { name: 'runlog_append', text: APPEND_SQL, values: params };
+function appendQuery(b: Encoded, channel: string): pg.QueryConfig {
+  if (b.streams.length === 1 && b.types.length === 1) {
+    return { name: 'runlog_append_event', text: APPEND_EVENT_SQL, values: [b.streams[0], b.expected[0], b.types[0], b.schemas[0], b.data[0], b.meta[0], b.at[0], channel] };
+  }
+  return { name: 'runlog_append', text: APPEND_SQL, values: [b.streams, b.expected, b.counts, b.types, b.schemas, b.data, b.meta, b.at, channel] };
 }
 
 /** The NOTIFY channel of a log: its schema's (channel names are at most 63 bytes; a shared prefix only wakes a reader for nothing). */
@@ -86,8 +91,12 @@ export function notifyChannel(schema: string): string {
 
 type AppendRow = { o_ok: boolean; o_actual: number; o_version: number; o_first: number };
 
+/** A batch of requests as append_events takes them: per request its stream, expectation and count; per event its columns. */
 interface Encoded {
-  params: unknown[];
+  streams: string[];
+  expected: string[];
+  counts: number[];
+  types: string[];
   data: string[];
   meta: string[];
   at: string[];
@@ -332,7 +341,7 @@ export class PgEventStore implements EventStorePort {
     let rows: AppendRow[];
     if (!batch.projected && !claims && !fenced.some((t) => t !== undefined) && !snapshots.some((x) => x !== undefined)) {
       // One statement in its own implicit transaction: one round trip, one commit.
-      rows = await this.query(appendQuery(batch.params));
+      rows = await this.query(appendQuery(batch, this.channel));
       outcomes = this.outcomes(requests, rows, batch);
     } else {
       let checkedOut: Awaited<ReturnType<typeof checkout>>;
@@ -357,7 +366,7 @@ export class PgEventStore implements EventStorePort {
         if (fence && fenced.some((t) => t !== undefined)) for (const i of await checkFence(client, fence, requests, fenced)) refused.add(i);
         const kept = refused.size === 0 ? requests : requests.filter((_, i) => !refused.has(i));
         const keptBatch = refused.size === 0 ? batch : this.encode(kept);
-        rows = kept.length > 0 ? (await client.query<AppendRow>(appendQuery(keptBatch.params))).rows : [];
+        rows = kept.length > 0 ? (await client.query<AppendRow>(appendQuery(keptBatch, this.channel))).rows : [];
         const keptOutcomes = this.outcomes(kept, rows, keptBatch);
         if (keptBatch.projected) await this.project(client, keptOutcomes.flatMap((o) => (o.ok ? o.result.events : [])));
         // A claimed stream whose first event was not appended (it exists already) is not leased by this claim —
@@ -422,7 +431,7 @@ export class PgEventStore implements EventStorePort {
         if (this.projections.size > 0 && (this.projectedTypes === null || this.projectedTypes.has(e.type))) projected = true;
       });
     }
-    return { params: [streams, expected, counts, types, schemas, data, meta, at, this.channel], data, meta, at, schemas, projected };
+    return { streams, expected, counts, types, schemas, data, meta, at, projected };
   }
 
   private outcomes(requests: readonly StreamAppend[], rows: AppendRow[], { data, meta, at, schemas }: Encoded): StreamAppendOutcome[] {

@@ -413,6 +413,57 @@ export const PG_MIGRATIONS: readonly string[] = [
      END IF;
    END
    $fn$;`,
+  // 7: one event to one stream, the most common append (appendToStream, most of the actor host's appends), gets a
+  // function of its own with scalar arguments: the same lock, rule, link and head as append_events, without its
+  // eight array arguments to parse or its loops. Measured here (one event, commits not flushed) it costs about
+  // 80 µs beyond a raw INSERT where append_events costs about 120.
+  //
+  // The head comes from chain_head alone when its row is there: every append since migration 4 moves chain_head in
+  // the transaction that writes its rows and nothing else writes events, so it is never behind max(seq); max(seq)
+  // is read only when the row is missing (COALESCE does not evaluate the subquery otherwise), which still keeps
+  // positions from being given twice.
+  `CREATE FUNCTION append_event(
+     p_stream text, p_expected text, p_type text, p_schema integer, p_data text, p_meta text, p_at text
+   ) RETURNS TABLE (o_ok boolean, o_actual integer, o_version integer, o_first bigint)
+   LANGUAGE plpgsql
+   SET plan_cache_mode = force_generic_plan
+   AS $fn$
+   DECLARE
+     v_head bigint;
+     v_hash bytea;
+     v_cur integer;
+     v_data jsonb;
+     v_meta jsonb;
+   BEGIN
+     -- Migration 1 says why this lock and READ COMMITTED; the head and the stream's version are read under it, in
+     -- a statement of their own (a statement's snapshot is taken before it waits).
+     PERFORM pg_advisory_xact_lock(${APPEND_LOCK_CLASS}, hashtext(current_schema()));
+     SELECT coalesce(h.seq, (SELECT coalesce(max(seq), 0) FROM events)), coalesce(h.hash, decode(repeat('00', 32), 'hex')),
+            (SELECT coalesce(max(version), 0) FROM events WHERE stream = p_stream)
+       INTO v_head, v_hash, v_cur FROM (SELECT 1) AS one LEFT JOIN chain_head h ON h.id = 1;
+     o_actual := v_cur;
+     IF NOT (p_expected = 'any'
+             OR (p_expected = 'no-stream' AND v_cur = 0)
+             OR (p_expected = 'stream-exists' AND v_cur > 0)
+             OR (p_expected NOT IN ('any', 'no-stream', 'stream-exists') AND p_expected::bigint = v_cur)) THEN
+       o_ok := false; o_version := v_cur; o_first := 0;
+       RETURN NEXT;
+       RETURN;
+     END IF;
+     -- The link over the bytes the server stores (the jsonb's text), each jsonb parsed once.
+     v_data := p_data::jsonb;
+     v_meta := p_meta::jsonb;
+     v_hash := event_hash(v_hash, v_head + 1, p_stream, v_cur + 1, p_type, p_schema, p_at, v_data::text, v_meta::text);
+     WITH ins AS (
+       INSERT INTO events (seq, stream, version, type, schema, data, meta, at, hash)
+       VALUES (v_head + 1, p_stream, v_cur + 1, p_type, p_schema, v_data, v_meta, p_at, v_hash)
+     )
+     INSERT INTO chain_head (id, seq, hash) VALUES (1, v_head + 1, v_hash)
+     ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash;
+     o_ok := true; o_version := v_cur + 1; o_first := v_head + 1;
+     RETURN NEXT;
+   END
+   $fn$;`,
 ];
 
 export const PG_LATEST_SCHEMA = PG_MIGRATIONS.length;
