@@ -41,6 +41,16 @@ function runCliAsync(args: string[], home: string): Promise<CliResult> {
 
 type Ev = ClusterEventRow;
 
+/** Bounded, saying what the node printed: a hang here once ran into the test's 15-minute timeout with nothing to show. */
+async function within<T>(node: ClusterNode, what: string, p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: nothing within ${ms} ms; ${node.name}'s output:\n${node.stderr().slice(-6000)}`)), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 
 describe('hand-over of stop, kill, logs and exec --node between cluster nodes', () => {
   it('any node accepts them; the owner (or the survivor of its kill -9) acts once and answers', { timeout: 900_000 }, async () => {
@@ -139,7 +149,7 @@ describe('hand-over of stop, kill, logs and exec --node between cluster nodes', 
 
     // The owner stopped cleanly (its lease not expired yet): NODE_UNAVAILABLE at once, no request appended.
     c.signal('SIGTERM');
-    expect(await c.served.exit).toBe(0);
+    expect(await within(c, 'c exiting after SIGTERM', c.served.exit, 90_000), c.stderr().slice(-3000)).toBe(0);
     const unavailable = await a.api('POST', `/api/actors/${i3}/stop`, {});
     expect(unavailable).toMatchObject({ status: 503, body: { error: { code: 'NODE_UNAVAILABLE' } } });
     expect((await events('placement-c')).filter((e) => e.type === 'handover.requested')).toEqual([]);
@@ -152,16 +162,7 @@ describe('hand-over of stop, kill, logs and exec --node between cluster nodes', 
     const pending = a.api('POST', `/api/actors/${i4}/stop`, { graceMs: 1000 });
     const req4 = await until('the stop request is in the log', async () => (await events('placement-b')).find((e) => e.type === 'handover.requested' && e.data.instanceId === i4), 20_000, 100);
     b.signal('SIGKILL');
-    // Bounded, saying what a was doing: a hang here once ran into the test's 15-minute timeout with nothing to show.
-    const within = async <T>(what: string, p: Promise<T>, ms: number): Promise<T> => {
-      let timer: NodeJS.Timeout | undefined;
-      try {
-        return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: nothing within ${ms} ms; a's output:\n${a.stderr().slice(-6000)}`)), ms)))]);
-      } finally {
-        clearTimeout(timer);
-      }
-    };
-    const answered = await within('the stop of i4 through a', pending, 180_000);
+    const answered = await within(a, 'the stop of i4 through a', pending, 180_000);
     expect(answered, JSON.stringify(answered.body)).toMatchObject({ status: 200, body: { id: i4, state: 'stopped' } });
     onB = await events('placement-b');
     expect(onB.filter((e) => e.type === 'handover.answered' && e.data.requestId === req4.data.requestId)).toEqual([expect.objectContaining({ data: expect.objectContaining({ by: 'a', ok: true, state: 'stopped' }) })]);
@@ -175,6 +176,6 @@ describe('hand-over of stop, kill, logs and exec --node between cluster nodes', 
     expect(a.stderr()).toContain(`stop of ${i4} asked by a: stopped`);
 
     a.signal('SIGTERM');
-    expect(await within('a exiting after SIGTERM', a.served.exit, 90_000), a.stderr().slice(-3000)).toBe(0);
+    expect(await within(a, 'a exiting after SIGTERM', a.served.exit, 90_000), a.stderr().slice(-3000)).toBe(0);
   });
 });

@@ -10,6 +10,16 @@ import type { MetricsServer } from '../../server/metrics-server.ts';
 import type { Command } from '../command.ts';
 import { EXIT, printJson } from '../output.ts';
 
+const SHUTDOWN_NOTE_MS = 60_000;
+const EXIT_NOTE_MS = 10_000;
+
+/** What keeps the event loop alive now (sockets, timers, child processes), counted by kind. */
+function openResources(): string {
+  const counts = new Map<string, number>();
+  for (const r of process.getActiveResourcesInfo()) counts.set(r, (counts.get(r) ?? 0) + 1);
+  return [...counts].map(([r, n]) => `${n} ${r}`).join(', ') || 'nothing';
+}
+
 /** Resolves on the first SIGINT or SIGTERM. */
 function untilSignal(): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
@@ -147,8 +157,13 @@ export const serveCommand: Command = {
       await metricsServer?.close();
       await server?.close();
       unlog();
+      // A supervisor that does not exit once asked to says what it still holds (a shutdown that hung once in CI
+      // showed nothing): timers unref'd, so they never keep the process alive themselves.
+      const stuck = setTimeout(() => process.stderr.write(`runlog: still shutting down after ${SHUTDOWN_NOTE_MS / 1000} s; open: ${openResources()}\n`), SHUTDOWN_NOTE_MS).unref();
       await rl.close();
+      clearTimeout(stuck);
       logger.flush();
+      setTimeout(() => process.stderr.write(`runlog: closed, but still running ${EXIT_NOTE_MS / 1000} s later; open: ${openResources()}\n`), EXIT_NOTE_MS).unref();
     }
   },
 };

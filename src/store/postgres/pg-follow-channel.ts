@@ -53,6 +53,8 @@ export class PgFollowBus implements FollowBus {
   private readonly channels = new Map<string, Listening>();
   private retry: NodeJS.Timeout | undefined;
   private closed = false;
+  /** Aborted by close(): a connect still out is ended at once and its waiters are told (see connect()). */
+  private readonly closing = new AbortController();
 
   constructor(private readonly o: PgFollowBusOptions) {}
 
@@ -79,6 +81,7 @@ export class PgFollowBus implements FollowBus {
 
   close(): void {
     this.closed = true;
+    this.closing.abort();
     if (this.retry) clearTimeout(this.retry);
     this.channels.clear();
     const c = this.client;
@@ -97,9 +100,20 @@ export class PgFollowBus implements FollowBus {
         if (n.payload !== undefined) this.channels.get(n.channel)?.onPayload(n.payload);
       });
       try {
-        await c.connect();
+        await untilClosed(c.connect(), this.closing.signal);
+      } catch (err) {
+        // A failed connect, or close() while connecting: the connection is ended here, or it would be made after
+        // close() and held open for good (close() saw no client), keeping the process alive. node-postgres never
+        // settles the connect() of a client ended while connecting, hence the race rather than connect() alone.
+        c.end().catch(() => undefined);
+        throw err;
       } finally {
         this.connecting = null;
+      }
+      if (this.closed) {
+        // Connected just as close() came (after the race was won): not kept either.
+        c.end().catch(() => undefined);
+        throw new Error('follow bus closed');
       }
       this.client = c;
       return c;
@@ -136,4 +150,26 @@ export class PgFollowBus implements FollowBus {
     };
     this.retry = setTimeout(again, 1000).unref();
   }
+}
+
+/** The promise, or a rejection as soon as the signal aborts (checked first: an abort before the call rejects at once). */
+function untilClosed<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    p.catch(() => undefined);
+    return Promise.reject(new Error('follow bus closed'));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(new Error('follow bus closed'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err as Error);
+      },
+    );
+  });
 }
