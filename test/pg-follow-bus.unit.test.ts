@@ -3,6 +3,8 @@
 // made (the first connect, or the reconnect after a break). Against a loopback stand-in for PostgreSQL
 // (support/fake-pg.ts) that can hold a connect pending. Before the fix, a connect still out at close() was made
 // afterwards and held open for good (the process never exited), and its listen() never settled.
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PgFollowBus } from '../src/store/postgres/pg-follow-channel.ts';
 import { startFakePg, type FakePg } from './support/fake-pg.ts';
@@ -83,6 +85,28 @@ describe('PgFollowBus close', () => {
     await new Promise((r) => setTimeout(r, 1200)); // past the retry delay: no third connection either
     expect(fake.open()).toBe(0);
     expect(fake.accepted).toBe(2);
+  });
+
+  it('a process whose bus is closed while connecting exits on its own', async () => {
+    fake = await startFakePg();
+    fake.answer = false;
+    // The child listens, closes once the connect is out, and has nothing else to do: it must end by itself.
+    const script = `
+      import { PgFollowBus } from ${JSON.stringify(join(import.meta.dirname, '../src/store/postgres/pg-follow-channel.ts'))};
+      const bus = new PgFollowBus({ url: process.argv[1], sql: async () => undefined, log: () => undefined });
+      bus.listen('rlfc_x', () => undefined).catch(() => process.stderr.write('refused\\n'));
+      setTimeout(() => bus.close(), 200);
+    `;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, fake.url], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    await until('the connect is out', () => fake!.accepted === 1, 10_000);
+    const outcome = await settled(exited, 8000);
+    if (outcome === 'pending') child.kill('SIGKILL');
+    expect(outcome, err).toBe('resolved');
+    expect(await exited).toBe(0);
+    expect(err).toContain('refused');
   });
 
   it('a listen after close is refused', async () => {
