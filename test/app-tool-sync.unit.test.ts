@@ -59,9 +59,9 @@ describe('capReach', () => {
 /** A node's view with fakes: its live instances (tools folded as events are dispatched) and the app's log. */
 function node(opts: { owned: string[]; instances: Record<string, string[]>; appLog: RecordedEvent[]; fenced?: string[] }) {
   const actors = new Map<string, LiveActor>();
-  for (const [id, tools] of Object.entries(opts.instances)) {
-    actors.set(id, { id, kind: 'instance', stream: `instance-${id}`, version: 1, createdAt: '', snapshot: { context: { spec: { appId: APP, tools } }, value: 'running', status: 'active' } as never });
-  }
+  const add = (id: string, tools: string[]) =>
+    void actors.set(id, { id, kind: 'instance', stream: `instance-${id}`, version: 1, createdAt: '', snapshot: { context: { spec: { appId: APP, tools } }, value: 'running', status: 'active' } as never });
+  for (const [id, tools] of Object.entries(opts.instances)) add(id, tools);
   const dispatched: { id: string; type: string; tool: string; meta: Record<string, unknown> }[] = [];
   const handlers: ((e: RecordedEvent) => void)[] = [];
   const sync = new AppToolSync({
@@ -79,7 +79,7 @@ function node(opts: { owned: string[]; instances: Record<string, string[]>; appL
       return { accepted: true } as DispatchResult;
     },
   });
-  return { sync, dispatched, feed: (e: RecordedEvent) => handlers.forEach((h) => h(e)) };
+  return { sync, dispatched, add, feed: (e: RecordedEvent) => handlers.forEach((h) => h(e)) };
 }
 
 describe('AppToolSync', () => {
@@ -100,6 +100,21 @@ describe('AppToolSync', () => {
     const n = node({ owned: ['a1', 'a2'], instances: { a1: ['bash'], a2: ['bash'] }, appLog: [revoke], fenced: ['a1'] });
     expect(await n.sync.syncApp(APP)).toEqual([{ instanceId: 'a2', tool: 'bash', granted: false, seq: revoke.seq }]);
     expect(n.dispatched.map((d) => d.id)).toEqual(['a2']);
+  });
+
+  it('a change read while a spawn was on its way (not yet live here) reaches the new instance once it is spawned, once', async () => {
+    const grant = ev(`app-${APP}`, 'app.tool-granted', { appId: APP, tool: 'git' });
+    const n = node({ owned: ['a1', 'a2'], instances: { a1: ['bash'] }, appLog: [grant] });
+    n.sync.start();
+    n.feed(grant); // seen before a2's first event committed: a2 is not live here yet
+    await n.sync.syncApp(APP);
+    expect(n.dispatched.map((d) => d.id)).toEqual(['a1']);
+    // a2's first event commits with the tools its spawn prepared before the grant was recorded: no git.
+    n.add('a2', ['bash']);
+    expect(await n.sync.spawned('instance-a2')).toEqual([{ instanceId: 'a2', tool: 'git', granted: true, seq: grant.seq }]);
+    expect(await n.sync.spawned('instance-a2')).toEqual([]); // asked again: nothing left
+    expect(n.dispatched.filter((d) => d.id === 'a2')).toEqual([{ id: 'a2', type: 'instance.tool-granted', tool: 'git', meta: { cap: grant.seq } }]);
+    n.sync.stop();
   });
 
   it('a change of another app changes nothing here', async () => {

@@ -1,7 +1,7 @@
 // `cap grant`/`cap revoke` on a cluster: the change is one event on the app's stream (app-grants.ts), and every
 // node brings the instances IT owns to the app's recorded words, whatever node took the call. No request and
 // answer between nodes: each node follows the log and, when it sees an `app.tool-granted`/`-revoked`, when it
-// takes instances over (or picks them up), and at start-up, appends `instance.tool-granted`/`-revoked` to each
+// takes instances over (or picks them up), after it spawns one, and at start-up, appends `instance.tool-granted`/`-revoked` to each
 // instance it holds the lease of whose tools differ (toolChanges: none when they match).
 //
 // At most once per instance, never lost:
@@ -66,6 +66,15 @@ export class AppToolSync {
   syncStreams(streams: readonly string[]): Promise<AppliedToolChange[]> {
     const set = new Set(streams);
     return this.serial((_spec, actor) => set.has(actor.stream));
+  }
+
+  /**
+   * An instance just spawned here (its first event committed, its lease held): a change recorded after its spawn
+   * read the app's grants (instances.prepare) but before that event committed found it not yet owned, or without a
+   * spec, and passed it by. Looked at once more now, after anything a look in that window did.
+   */
+  spawned(stream: string): Promise<AppliedToolChange[]> {
+    return this.syncStreams([stream]);
   }
 
   /** Every instance owned here (at start-up: changes recorded while this node was down). */

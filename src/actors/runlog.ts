@@ -426,6 +426,13 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     dispatch: (id, e) => host.dispatch('instance', id, e),
     log,
   });
+  /** Passes a spawn's first-event result on, after asking for the `cap` look at it (app-tool-sync.ts spawned). */
+  const spawned =
+    (instanceId: string) =>
+    <R>(r: R): R => {
+      void toolSync.spawned(`instance-${instanceId}`).catch((err: unknown) => log(`cap changes for ${instanceId}: ${(err as Error).message}`));
+      return r;
+    };
   const reconciler = new Reconciler(hostRef, instances, executions, log, { clock, ...(options.orphanPolicy ? { orphanPolicy: options.orphanPolicy } : {}), ...(pgStore ? { owns: (stream: string) => pgStore.owns(stream) } : {}) });
   let heartbeat: HeartbeatHandle | null = null;
   let placement: Placement | null = null;
@@ -501,7 +508,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
         appendFact: (stream, events) => host.appendFact(stream, events),
         spawnHere: (r) => {
           const spec = instances.prepare(r.appDir, r.sandbox, r.instanceId);
-          return host.create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } });
+          return host.create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } }).then(spawned(spec.instanceId));
         },
         log,
       });
@@ -778,7 +785,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
         view = await placement!.spawnOn(target, { instanceId: o.instanceId ?? newInstanceId(), appDir: resolve(o.appDir), ...(o.sandbox ? { sandbox: o.sandbox } : {}) }, timeoutMs + 30_000);
       } else {
         const spec = instances.prepare(o.appDir, o.sandbox, o.instanceId);
-        view = await waitFor('instance', spec.instanceId, settledInstance, timeoutMs, () => host.create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } }));
+        view = await waitFor('instance', spec.instanceId, settledInstance, timeoutMs, () => host.create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } }).then(spawned(spec.instanceId)));
       }
       if (view.state !== 'running') {
         const crash = (view.context as InstanceContext).lastCrash;
