@@ -13,8 +13,9 @@ import { startupBenches } from './startup.bench.ts';
 import { storeBenches } from './store.bench.ts';
 import { storePgBenches } from './store-pg.bench.ts';
 import { storePgHeapBenches } from './store-pg-heap.bench.ts';
+import { storePgOpenBenches } from './store-pg-open.bench.ts';
 
-const benches: Bench[] = [...storeBenches, ...storePgBenches, ...storePgHeapBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...clusterBenches, ...startupBenches, ...foldBenches, ...replayBenches];
+const benches: Bench[] = [...storeBenches, ...storePgBenches, ...storePgHeapBenches, ...storePgOpenBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...clusterBenches, ...startupBenches, ...foldBenches, ...replayBenches];
 
 async function main(argv: string[]): Promise<number> {
   const json = argv.includes('--json');

@@ -146,4 +146,72 @@ describe('LogCopy', () => {
     expect(copy.compact()).toBe(1);
     expect(copy.heldEvents).toBe(124);
   });
+
+  it('a stub from a summary (stub) answers every read as put() does when it drops the same events at load', () => {
+    // The log: ended actors wholly below the page-out position (10), one straddling it, a live actor and a
+    // non-actor stream with old events, an ended actor wholly above it.
+    const { ended, all, put } = fixture(5);
+    const pageBelow = 10;
+    for (const s of ['execution-old', 'instance-old', 'execution-old', 'instance-live', 'execution-old', 'sandbox-pool', 'instance-old', 'execution-cut', 'execution-cut', 'instance-live']) put(s, pageBelow);
+    for (const s of ['execution-cut', 'execution-new', 'sandbox-pool', 'execution-new', 'instance-live']) put(s, pageBelow);
+    for (const s of ['execution-old', 'instance-old', 'execution-cut', 'execution-new']) ended.add(s);
+    // The events ended streams have at or below 10 were dropped, never held.
+    const below = (e: RecordedEvent) => ended.has(e.stream) && e.seq <= pageBelow;
+    // Fed again with the ended set known from the start, as load does (its rows are read first).
+    const whole = new LogCopy({ keepRecent: 5, ended: (s) => ended.has(s), pagedInStreams: 2 });
+    for (const e of all) whole.put(e, pageBelow);
+    expect(whole.heldEvents).toBe(all.filter((e) => !below(e)).length);
+
+    // The same from summaries: the held streams' events below, then a stub per ended stream, then the window.
+    const stubbed = new LogCopy({ keepRecent: 5, ended: (s) => ended.has(s), pagedInStreams: 2 });
+    for (const e of all.filter((x) => x.seq <= pageBelow && !ended.has(x.stream))) stubbed.put(e, pageBelow);
+    for (const stream of ['execution-old', 'instance-old', 'execution-cut']) {
+      const mine = all.filter((e) => e.stream === stream && e.seq <= pageBelow);
+      stubbed.stub({ stream, version: mine.at(-1)!.version, firstSeq: mine[0]!.seq, lastSeq: mine.at(-1)!.seq, createdAt: mine[0]!.at, updatedAt: mine.at(-1)!.at });
+    }
+    for (const e of all.filter((x) => x.seq > pageBelow)) stubbed.put(e, pageBelow);
+
+    for (const c of [whole, stubbed]) c.compact(Number.MAX_SAFE_INTEGER, true);
+    expect(stubbed.head).toBe(whole.head);
+    expect(stubbed.floor).toBe(whole.floor);
+    expect(stubbed.floor).toBe(9); // execution-cut's second event (position 9), the last ended one at or below 10
+    expect(stubbed.heldEvents).toBe(whole.heldEvents);
+    expect(stubbed.streams()).toEqual(whole.streams());
+    expect(stubbed.slice(whole.floor)).toEqual(whole.slice(whole.floor));
+    expect(() => stubbed.slice(whole.floor - 1)).toThrow(PagedOutError);
+    for (const s of new Set(all.map((e) => e.stream))) {
+      expect(stubbed.streamVersion(s)).toBe(whole.streamVersion(s));
+      expect(stubbed.missing(s)).toBe(whole.missing(s));
+      const read = (c: LogCopy, from?: number) => {
+        try {
+          return c.read(s, from);
+        } catch (err) {
+          return (err as PagedOutError).code;
+        }
+      };
+      for (let v = 1; v <= whole.streamVersion(s); v++) expect(read(stubbed, v)).toEqual(read(whole, v));
+    }
+    expect(() => stubbed.read('execution-old')).toThrow(PagedOutError);
+    expect(stubbed.read('execution-cut', 3)).toEqual(all.filter((e) => e.stream === 'execution-cut' && e.version === 3));
+    expect(stubbed.read('instance-live')).toEqual(all.filter((e) => e.stream === 'instance-live'));
+    // Paged in, the history answers whole.
+    stubbed.cache('execution-old', all.filter((e) => e.stream === 'execution-old'));
+    expect(stubbed.read('execution-old')).toEqual(all.filter((e) => e.stream === 'execution-old'));
+  });
+
+  it('a stub for the head itself moves the head; a stub is refused by a copy that holds everything, twice, or when malformed', () => {
+    const { copy, ended } = fixture(3);
+    ended.add('execution-a');
+    copy.stub({ stream: 'execution-a', version: 4, firstSeq: 1, lastSeq: 4, createdAt: 'c', updatedAt: 'u' });
+    expect(copy.head).toBe(4);
+    expect(copy.floor).toBe(4);
+    expect(copy.heldEvents).toBe(0);
+    expect(copy.streams()).toEqual([{ stream: 'execution-a', kind: 'execution', version: 4, createdAt: 'c', updatedAt: 'u' }]);
+    expect(copy.missing('execution-a')).toBe(4);
+    expect(() => copy.stub({ stream: 'execution-a', version: 4, firstSeq: 1, lastSeq: 4, createdAt: 'c', updatedAt: 'u' })).toThrow(expect.objectContaining({ code: 'STORE_INPUT' }));
+    expect(() => copy.stub({ stream: 'execution-b', version: 0, firstSeq: 5, lastSeq: 5, createdAt: 'c', updatedAt: 'u' })).toThrow(expect.objectContaining({ code: 'STORE_INPUT' }));
+    const holdAll = fixture(null).copy;
+    expect(() => holdAll.stub({ stream: 'execution-a', version: 1, firstSeq: 1, lastSeq: 1, createdAt: 'c', updatedAt: 'u' })).toThrow(expect.objectContaining({ code: 'STORE_INPUT' }));
+    expect(holdAll.streams()).toEqual([]);
+  });
 });

@@ -15,7 +15,9 @@ import { inspectActor, replayActor } from '../src/actors/inspection.ts';
 import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
 import { machines, stateName } from '../src/machines/runtime.ts';
 import { startServer, type RunningServer } from '../src/server/http-server.ts';
+import { archiveEndedPg } from '../src/store/postgres/pg-archive.ts';
 import { PgEventStore } from '../src/store/postgres/pg-event-store.ts';
+import type { RecordedEvent } from '../src/domain/events.ts';
 import { PgHostStore, splitStoreUrl } from '../src/store/postgres/pg-host-store.ts';
 import { runCli } from './support/cli-process.ts';
 import { endedHistories, writeEndedActors, type EndedActor } from './support/pg-ended-log.ts';
@@ -175,5 +177,198 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
     expect(header).toMatchObject({ runlog: 'history', id: first.id, version: first.events });
     expect(history).toEqual(asJson(whole.read(first.stream)));
     expect(jsonLines(cli(['events', '--all', '--json']))).toHaveLength(total + 1);
+  });
+
+  // The open itself (pg-host-store.ts load): below the recent window it reads one summary row per stream, and the
+  // events of the streams it holds only; ended actors' events there are never read. Every read must answer as a
+  // copy that read the whole log does, and PAGED_OUT exactly where an ended actor's events are below the window.
+  describe('open reads only what it keeps', () => {
+    /** A golden history renamed to `id`, appended in two parts (the first `cut` events, then the rest) when cut is given; meta.node set by `sign(version)`. */
+    async function writeHistory(w: PgEventStore, id: string, opts: { sign?: (version: number) => string | undefined; cut?: number } = {}): Promise<{ stream: string; rest: () => Promise<void> }> {
+      const h = endedHistories().find((x) => x.header.kind === 'execution')!;
+      const stream = `${h.header.kind}-${id}`;
+      const events = h.events.map((e, i) => {
+        const node = opts.sign?.(i + 1);
+        return { type: e.type, at: e.at, data: JSON.parse(JSON.stringify(e.data).replaceAll(h.header.id, id)) as Record<string, unknown>, meta: { ...e.meta, ...(node ? { node } : {}) } };
+      });
+      const cut = opts.cut ?? events.length;
+      await w.appendToStream(stream, events.slice(0, cut), { expectedVersion: 'no-stream' });
+      return { stream, rest: async () => void (cut < events.length ? await w.appendToStream(stream, events.slice(cut), { expectedVersion: cut }) : undefined) };
+    }
+
+    /** The lowest position after which the store holds every event (holdsAfter). */
+    const floorOf = (s: PgHostStore): number => {
+      let lo = 0;
+      let hi = s.head;
+      while (lo < hi) {
+        const m = (lo + hi) >>> 1;
+        if (s.holdsAfter(m)) hi = m;
+        else lo = m + 1;
+      }
+      return lo;
+    };
+
+    const code = (fn: () => unknown): unknown => {
+      try {
+        return fn();
+      } catch (err) {
+        return (err as { code?: string }).code ?? err;
+      }
+    };
+
+    /** Every synchronous read of `paged` against `whole`'s: equal, or PAGED_OUT exactly where `pagedOut(e)` says. */
+    function sameReads(paged: PgHostStore, whole: PgHostStore, pagedOut: (e: RecordedEvent) => boolean): void {
+      expect(paged.head).toBe(whole.head);
+      expect(paged.streams()).toEqual(whole.streams());
+      expect(paged.listActors({ all: true })).toEqual(whole.listActors({ all: true }));
+      expect(paged.readHeartbeat()).toEqual(whole.readHeartbeat());
+      const all = whole.readAll({ afterSeq: 0 });
+      const floor = Math.max(0, ...all.filter(pagedOut).map((e) => e.seq));
+      expect(floorOf(paged)).toBe(floor);
+      expect(paged.heldEvents).toBe(all.filter((e) => !pagedOut(e)).length);
+      expect(paged.readAll({ afterSeq: floor })).toEqual(whole.readAll({ afterSeq: floor }));
+      if (floor > 0) expect(code(() => paged.readAll({ afterSeq: floor - 1 }))).toBe('PAGED_OUT');
+      for (const { stream, version } of whole.streams()) {
+        expect(paged.streamVersion(stream)).toBe(version);
+        expect(paged.placement(stream)).toEqual(whole.placement(stream));
+        expect(paged.latestSnapshot(stream)).toEqual(whole.latestSnapshot(stream));
+        const mine = all.filter((e) => e.stream === stream);
+        for (const e of mine) {
+          // From each version on: the held rest, or PAGED_OUT when that version is paged out.
+          expect(code(() => paged.read(stream, { from: e.version }))).toEqual(pagedOut(e) ? 'PAGED_OUT' : whole.read(stream, { from: e.version }));
+        }
+      }
+      for (const r of whole.listActors({ all: true })) expect(paged.getActor(r.id)).toEqual(whole.getActor(r.id));
+    }
+
+    it('summarises ended actors below the window (archived ones, straddling ones, signed ones) and reads everything else; every read answers as the whole copy', { timeout: 300_000 }, async () => {
+      const store = `${pgt.url}?schema=${testSchema('pgopen')}`;
+      const split = splitStoreUrl(store);
+      const home = mkdtempSync(join(tmpdir(), 'runlog-pgopen-'));
+      dirs.push(home);
+      // Archived first (retention, pg-archive.ts): their rows stay (archived), their events leave a hole in the positions.
+      const gone = await writeEndedActors(store, 6, { prefix: 'pgopen_gone' });
+      const w = await PgEventStore.open({ url: split.url, schema: split.schema!, projections: [actorsProjection()] });
+      try {
+        expect(await archiveEndedPg(w, { before: '2100-01-01T00:00:00.000Z', out: join(home, 'gone.jsonl.gz') })).toMatchObject({ actors: gone.length });
+        const liveOld = await writeLiveInstance(store, 'pgopen_live');
+        const other = async (stream: string, n: number, node?: string) => {
+          for (let i = 0; i < n; i++) await w.appendToStream(stream, [{ type: 'test.noted', data: { i }, meta: node ? { node } : {} }], { expectedVersion: 'any' });
+        };
+        await other('sandbox-pool', 3, 'n2');
+        await other('app-pgopen', 2);
+        // An ended actor every event of which a node signed, and one whose last events nobody signed (its node is
+        // the last signer's, as put() keeps it).
+        await writeHistory(w, 'pgopen_signed', { sign: () => 'n1' });
+        await writeHistory(w, 'pgopen_halfsigned', { sign: (v) => (v <= 2 ? 'n3' : undefined) });
+        const below = await writeEndedActors(store, 30, { prefix: 'pgopen_old' });
+        await other('placement-n1', 2, 'n1');
+        // Straddling the window: its first part below, the rest inside.
+        const cut = await writeHistory(w, 'pgopen_cut', { cut: 2, sign: () => 'n1' });
+        const pageBelow = await w.lastSeq();
+        await writeEndedActors(store, 5, { prefix: 'pgopen_new' });
+        await other('sandbox-pool', 2);
+        await cut.rest();
+        await writeLiveInstance(store, 'pgopen_live2');
+        const head = await w.lastSeq();
+        const keepRecent = head - pageBelow;
+
+        const whole = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2 });
+        opened.push(whole);
+        const paged = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2, projections: [actorsProjection()], actorRows: { projection: ACTORS_PROJECTION }, pageOut: { keepRecent } });
+        opened.push(paged);
+
+        const ended = new Set(whole.listActors({ all: true }).filter((r) => r.status === 'terminal').map((r) => r.stream));
+        const pagedOut = (e: RecordedEvent) => ended.has(e.stream) && e.seq <= pageBelow;
+        const all = whole.readAll({ afterSeq: 0 });
+        const summarised = all.filter(pagedOut);
+        // What the open read: every event it holds, none of the summarised ones (the whole copy read all of them).
+        expect(whole.loadStats).toMatchObject({ eventsRead: all.length, streamsSummarised: 0, eventsSummarised: 0 });
+        expect(paged.loadStats).toEqual({
+          before: head,
+          eventsRead: all.length - summarised.length,
+          streamsSummarised: new Set(summarised.map((e) => e.stream)).size,
+          eventsSummarised: summarised.length,
+        });
+        expect(paged.loadStats.streamsSummarised).toBe(below.length + 3); // the 30, the two signed ones, the straddling one
+        expect(paged.loadStats.eventsRead).toBeLessThan(all.length / 3);
+
+        sameReads(paged, whole, pagedOut);
+        // The cases named: archived rows listed, no stream; the straddling actor's window part held; nodes.
+        for (const a of gone) {
+          expect(paged.getActor(a.id)?.archived?.file).toBe(join(home, 'gone.jsonl.gz'));
+          expect(paged.streamVersion(a.stream)).toBe(0);
+        }
+        expect(paged.read(cut.stream, { from: 3 })).toEqual(whole.read(cut.stream, { from: 3 }));
+        expect(code(() => paged.read(cut.stream))).toBe('PAGED_OUT');
+        expect(paged.placement('execution-pgopen_signed').node).toBe('n1');
+        expect(paged.placement('execution-pgopen_halfsigned').node).toBe('n3');
+        expect(paged.placement('sandbox-pool').node).toBe('n2');
+        expect(paged.read(liveOld)).toEqual(whole.read(liveOld));
+        // Paged in, a summarised history is whole.
+        await paged.pageIn(below[7]!.stream);
+        expect(paged.read(below[7]!.stream)).toEqual(whole.read(below[7]!.stream));
+      } finally {
+        await w.close();
+      }
+    });
+
+    it('events that commit while it opens are read, with their rows (the late refresh), and then it answers as the whole copy', { timeout: 300_000 }, async () => {
+      const store = `${pgt.url}?schema=${testSchema('pgopenrace')}`;
+      const split = splitStoreUrl(store);
+      await writeEndedActors(store, 60, { prefix: 'pgrace_old' });
+      await writeLiveInstance(store, 'pgrace_live');
+      const w = await PgEventStore.open({ url: split.url, schema: split.schema!, projections: [actorsProjection()] });
+      try {
+        // Opens until one open has read events committed after the head it started from (loadStats.before): a
+        // writer appends ended actors (each in one transaction with its terminal row) throughout.
+        let paged: PgHostStore | undefined;
+        let n = 0;
+        for (let attempt = 0; attempt < 20 && !paged; attempt++) {
+          let writing = true;
+          const writer = (async () => {
+            while (writing) await writeHistory(w, `pgrace_w${String((n += 1)).padStart(4, '0')}`);
+          })();
+          const s = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2, projections: [actorsProjection()], actorRows: { projection: ACTORS_PROJECTION }, pageOut: { keepRecent: 40 } });
+          writing = false;
+          await writer;
+          if (s.head > s.loadStats.before) paged = s;
+          else await s.close();
+        }
+        expect(paged, 'no open overlapped the writer in 20 tries').toBeDefined();
+        opened.push(paged!);
+        // Every actor stream it holds an event of has its row, as of that event or later (rows of the late ones
+        // were read again after their events).
+        for (const { stream, version } of paged!.streams()) {
+          if (!/^(instance|execution)-/.test(stream)) continue;
+          const row = paged!.listActors({ all: true }).find((r) => r.stream === stream);
+          expect(row, stream).toBeDefined();
+          expect(row!.version).toBeGreaterThanOrEqual(version);
+        }
+        const late = paged!.readAll({ afterSeq: paged!.loadStats.before });
+        expect(late.length).toBeGreaterThan(0);
+        for (const e of late) expect(paged!.listActors({ all: true }).find((r) => r.stream === e.stream)?.status).toBe('terminal');
+        // Caught up, it answers as a whole copy read now (the window is 40 positions of the head it reached).
+        await paged!.poll();
+        const whole = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2 });
+        opened.push(whole);
+        const ended = new Set(whole.listActors({ all: true }).filter((r) => r.status === 'terminal').map((r) => r.stream));
+        expect(paged!.head).toBe(whole.head);
+        expect(paged!.streams()).toEqual(whole.streams());
+        expect(paged!.listActors({ all: true })).toEqual(whole.listActors({ all: true }));
+        const floor = floorOf(paged!);
+        expect(floor).toBeGreaterThan(0);
+        expect(paged!.readAll({ afterSeq: floor })).toEqual(whole.readAll({ afterSeq: floor }));
+        expect(paged!.loadStats.eventsRead).toBeLessThan(whole.heldEvents / 2);
+        for (const { stream, version } of whole.streams()) {
+          expect(paged!.streamVersion(stream)).toBe(version);
+          const r = code(() => paged!.read(stream));
+          if (r === 'PAGED_OUT') expect(ended.has(stream)).toBe(true);
+          else expect(r).toEqual(whole.read(stream));
+        }
+      } finally {
+        await w.close();
+      }
+    });
   });
 });

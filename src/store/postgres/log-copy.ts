@@ -48,6 +48,19 @@ export interface LogCopyOptions {
   pagedInStreams?: number;
 }
 
+/** What a paged-out stream's stub is made of (LogCopy.stub): its events 1..version are not read at all. */
+export interface PagedOutStream {
+  stream: string;
+  /** The version of its last paged-out event (versions 1..version are paged out). */
+  version: number;
+  /** Positions of its first and last paged-out events. */
+  firstSeq: number;
+  lastSeq: number;
+  /** `at` of its first and last paged-out events. */
+  createdAt: string;
+  updatedAt: string;
+}
+
 export class LogCopy {
   /** Held events in position order (positions have holes: archived events, paged-out ones). */
   private events: RecordedEvent[] = [];
@@ -80,6 +93,11 @@ export class LogCopy {
     return this.options.keepRecent !== null;
   }
 
+  /** Whether the stream's events below the window are paged out (an ended actor's, in a paging-out copy). */
+  ended(stream: string): boolean {
+    return this.pagingOut && this.options.ended(stream);
+  }
+
   /**
    * Adds the next event (positions ascending). `pageBelow`: at load, an ended stream's event at or below this
    * position is not held at all (only its stub moves), so opening a long log never holds its whole history.
@@ -90,7 +108,7 @@ export class LogCopy {
     if (!c) this.byStream.set(e.stream, (c = { stream: e.stream, version: 0, firstSeq: e.seq, createdAt: e.at, updatedAt: e.at, dropped: 0, held: [] }));
     c.version = e.version;
     c.updatedAt = e.at;
-    const ended = this.pagingOut && this.options.ended(e.stream);
+    const ended = this.ended(e.stream);
     if (ended && e.seq <= pageBelow && c.held.length === 0) {
       c.dropped = e.version;
       this.floorSeq = Math.max(this.floorSeq, e.seq);
@@ -99,6 +117,22 @@ export class LogCopy {
     c.held.push(e);
     this.events.push(e);
     if (ended) this.endedHeld.add(e.stream);
+  }
+
+  /**
+   * At load, an ended stream whose events up to `version` (positions firstSeq..lastSeq) lie below the recent
+   * window, from a summary the store read instead of the events (pg-host-store.ts): the same stub put() leaves
+   * when it drops them, without the events. Its later events (inside the window) follow through put(). Only a
+   * paging-out copy takes one (a copy that holds everything must be given every event), and only for a stream it
+   * has not seen yet.
+   */
+  stub(s: PagedOutStream): void {
+    if (!this.pagingOut) throw new RunlogError('STORE_INPUT', `a copy that holds every event cannot take ${s.stream} as paged out (keepRecent is null)`, { stream: s.stream });
+    if (this.byStream.has(s.stream)) throw new RunlogError('STORE_INPUT', `${s.stream} is already in the copy: a paged-out stub comes before any of its events`, { stream: s.stream });
+    if (!(s.version >= 1 && s.firstSeq >= 1 && s.lastSeq >= s.firstSeq)) throw new RunlogError('STORE_INPUT', `${s.stream}: a paged-out stub needs version >= 1 and 1 <= firstSeq <= lastSeq`, { ...s });
+    this.byStream.set(s.stream, { stream: s.stream, version: s.version, firstSeq: s.firstSeq, createdAt: s.createdAt, updatedAt: s.updatedAt, dropped: s.version, held: [] });
+    this.floorSeq = Math.max(this.floorSeq, s.lastSeq);
+    this.headSeq = Math.max(this.headSeq, s.lastSeq);
   }
 
   /** The store learned that this stream's actor ended (its row turned terminal): its events may be paged out. */

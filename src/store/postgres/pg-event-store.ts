@@ -105,6 +105,22 @@ interface Encoded {
 }
 
 /** Which node appends, and the lease token it holds for each stream it owns (pg-leases.ts). */
+/** What summarizeStreams says of one stream's events up to a position (its events are not read). */
+export interface StreamSummary {
+  stream: string;
+  /** How many of its events lie at or below the position. */
+  events: number;
+  /** The version of the last of them. */
+  version: number;
+  firstSeq: number;
+  lastSeq: number;
+  /** `at` of the first and the last of them. */
+  createdAt: string;
+  updatedAt: string;
+  /** meta.node of the last of them that carries a string there (null: none does). */
+  node: string | null;
+}
+
 export interface Fence {
   node: string;
   tokens: ReadonlyMap<string, number>;
@@ -508,6 +524,43 @@ export class PgEventStore implements EventStorePort {
       for (const r of rows) yield this.toRecorded(r);
       if (!more) return;
     }
+  }
+
+  /**
+   * One row per stream with events at positions <= `upTo` (a supervisor's open, pg-host-store.ts: what it needs of
+   * the streams it will not hold, instead of their events): the number of those events, the last one's version,
+   * the first and last one's positions and `at`, and the `meta.node` of the last one that has a string there.
+   * One pass over the events (a sequential scan and a hash aggregate: cheaper here than a probe of the
+   * (stream, version) index per stream, and no index to maintain on every append). The first/last `at` and node
+   * ride on their position: the minimum or maximum of `seq` zero-padded to 19 digits (any bigint) followed by
+   * the value, compared byte for byte (COLLATE "C"), is the value at the first or last position.
+   */
+  async summarizeStreams(upTo: number): Promise<StreamSummary[]> {
+    const rows = await this.query<{ stream: string; n: number; version: number; first: string; last: string; node: string | null }>(
+      `SELECT stream, count(*)::integer AS n, max(version) AS version,
+              min((lpad(seq::text, 19, '0') || at) COLLATE "C") AS first,
+              max((lpad(seq::text, 19, '0') || at) COLLATE "C") AS last,
+              max((lpad(seq::text, 19, '0') || (meta->>'node')) COLLATE "C") FILTER (WHERE jsonb_typeof(meta->'node') = 'string') AS node
+         FROM events WHERE seq <= $1 GROUP BY stream`,
+      [upTo],
+    );
+    return rows.map((r) => ({
+      stream: r.stream,
+      events: r.n,
+      version: r.version,
+      firstSeq: Number(r.first.slice(0, 19)),
+      createdAt: r.first.slice(19),
+      lastSeq: Number(r.last.slice(0, 19)),
+      updatedAt: r.last.slice(19),
+      node: r.node === null ? null : r.node.slice(19),
+    }));
+  }
+
+  /** Every event of these streams at positions <= `upTo`, in position order (a supervisor's open: the streams it holds). */
+  async readStreamsUpTo(streams: readonly string[], upTo: number): Promise<RecordedEvent[]> {
+    if (streams.length === 0) return [];
+    const rows = await this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE stream = ANY($1::text[]) AND seq <= $2 ORDER BY seq`, [streams, upTo]);
+    return rows.map((r) => this.toRecorded(r));
   }
 
   // --- the hash chain and snapshots (pg-schema.ts migration 4) -----------------------------------------

@@ -42,7 +42,7 @@ import { toJson, type Projection, type StreamAppend, type StreamAppendOutcome } 
 import { EventEncodingError, type IterateEventsOptions } from '../sqlite-event-store.ts';
 import type { UpcasterRegistry } from '../upcasters.ts';
 import { FencedError } from '../../domain/errors.ts';
-import { PgEventStore } from './pg-event-store.ts';
+import { PgEventStore, type StreamSummary } from './pg-event-store.ts';
 import { leasesToPickUp } from './lease-pickup.ts';
 import { Leases, type TakenLease } from './pg-leases.ts';
 import { LogCopy, PagedOutError } from './log-copy.ts';
@@ -71,6 +71,18 @@ export interface PgHostStoreOptions {
    * the newest positions are held whatever their stream (default 10,000). Unset: everything is held (one-shot readers).
    */
   pageOut?: { keepRecent?: number; pagedInStreams?: number };
+}
+
+/** What a store's open read (loadStats): the events it read, and the ended actors' it summarised instead of reading. */
+export interface LoadStats {
+  /** The log's head when the open began (events after it committed while it ran: read, and their rows again). */
+  before: number;
+  /** Events read from PostgreSQL at open (every one the copy holds, plus ended actors' in the recent window). */
+  eventsRead: number;
+  /** Ended actors' streams whose events below the recent window were summarised (one row each), not read. */
+  streamsSummarised: number;
+  /** How many events those summaries stood for. */
+  eventsSummarised: number;
 }
 
 /** What the cluster tells the supervisor about leases (see runlog.ts / actors/cluster.ts). */
@@ -154,6 +166,7 @@ export class PgHostStore implements HostStore {
   /** Look for leases held but not run at the next beat (PostgreSQL answered again, or a lost reply was found committed). */
   private pickupDue = false;
   private readonly toRow: (doc: unknown) => ActorRow;
+  private readonly loaded: LoadStats = { before: 0, eventsRead: 0, streamsSummarised: 0, eventsSummarised: 0 };
 
   private constructor(
     readonly pg: PgEventStore,
@@ -208,15 +221,25 @@ export class PgHostStore implements HostStore {
     return this.copy.heldEvents;
   }
 
+  /** What the open read: events read from PostgreSQL, and the paged-out streams (and their events) it summarised instead. */
+  get loadStats(): LoadStats {
+    return { ...this.loaded };
+  }
+
   private async load(): Promise<void> {
     const before = await this.pg.lastSeq();
+    this.loaded.before = before;
     // Read directly (a one-shot reader registers no projection with the store).
     for (const d of await this.pg.sql<RowDoc>(`${ROW_SELECT} WHERE d.projection = $1`, [this.rowsProjection])) this.putRow(d);
     // An ended actor's events older than the recent window are never held (rows read first say which have ended).
-    const pageBelow = before - (this.options.pageOut?.keepRecent ?? KEEP_RECENT);
+    const pageBelow = this.copy.pagingOut ? before - (this.options.pageOut?.keepRecent ?? KEEP_RECENT) : 0;
+    // Below the window: a summary per stream, then only the events of the streams the copy holds (everything but
+    // ended actors'); the stubs of the others come from their summaries, never from their events.
+    if (pageBelow > 0) await this.loadBelow(pageBelow);
     const late = new Set<string>();
-    for await (const e of this.pg.readAll({ from: 1 })) {
+    for await (const e of this.pg.readAll({ from: pageBelow + 1 })) {
       this.put(e, pageBelow);
+      this.loaded.eventsRead += 1;
       if (e.seq > before) late.add(e.stream);
     }
     // Documents read before events committed after `before` may be older than those events: read them again.
@@ -225,6 +248,34 @@ export class PgHostStore implements HostStore {
     const live = [...this.rows.values()].filter((r) => r.status === 'active').map((r) => r.stream);
     for (const r of await this.pg.latestSnapshots(live)) this.snapshots.set(r.stream, r);
     await this.refreshNodes();
+  }
+
+  /**
+   * Positions 1..pageBelow (all committed before the open read the head, so nothing appears there later): the
+   * streams the copy holds are read in full, in position order; each ended actor's events there become a stub
+   * (log-copy.ts), exactly what put() leaves when it drops them, and its node (placement) from the summary.
+   * Whether a stream has ended is the rows' word, read before, as put() asks it.
+   */
+  private async loadBelow(pageBelow: number): Promise<void> {
+    const paged: StreamSummary[] = [];
+    const held: string[] = [];
+    for (const s of await this.pg.summarizeStreams(pageBelow)) {
+      if (this.copy.ended(s.stream)) paged.push(s);
+      else held.push(s.stream);
+    }
+    // A page of streams at a time; the pages' events are merged into position order before the copy takes them.
+    const events: RecordedEvent[] = [];
+    for (let i = 0; i < held.length; i += PAGE) events.push(...(await this.pg.readStreamsUpTo(held.slice(i, i + PAGE), pageBelow)));
+    if (held.length > PAGE) events.sort((a, b) => a.seq - b.seq);
+    for (const e of events) this.put(e, pageBelow);
+    this.loaded.eventsRead += events.length;
+    // After the held events (the copy's head is the highest position it has seen), before the window's.
+    for (const s of paged) {
+      this.copy.stub(s);
+      if (s.node !== null) this.lastNode.set(s.stream, s.node);
+      this.loaded.streamsSummarised += 1;
+      this.loaded.eventsSummarised += s.events;
+    }
   }
 
   private putRow(d: RowDoc): void {

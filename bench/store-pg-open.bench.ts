@@ -1,0 +1,84 @@
+// store.pg.open: how long a supervisor on PostgreSQL takes to open over a log of many ended actors. 10,000 ended
+// actors (the heap bench's fixture: the golden histories renamed, 2–7 events each, every one ending in a terminal
+// state with its terminal actors row), written through PgEventStore.appendMany in a schema of its own (dropped
+// afterwards).
+//
+//   value     ms for PgHostStore.open with pageOut (the default window of 10,000 positions), as `runlog serve
+//             --store` opens it, to its close (not counted)
+//   baseline  the raw primitive: ms for one node-postgres SELECT of every event of the log in position order (what
+//             the load read before it summarised ended actors: `SELECT seq, stream, … FROM events ORDER BY seq`),
+//             rows only, nothing decoded or kept
+//   ratio     value ÷ baseline (lower is better: below 1, opening reads less than the whole log)
+//   notes.wholeMs  the same store opened without pageOut (holds, so reads, the whole log: a one-shot reader)
+//   notes.keepRecent1000Ms  with a window of 1,000 positions
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { actorsProjection, ACTORS_PROJECTION } from '../src/actors/actors-projection.ts';
+import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
+import { writeEndedActors } from '../test/support/pg-ended-log.ts';
+import { median, nowMs, round, type Bench } from './harness.ts';
+
+const ACTORS = 10_000;
+
+function pgUrl(): string {
+  return process.env.RUNLOG_PG_URL ?? 'postgres://runlog:runlog@127.0.0.1:5432/runlog';
+}
+
+export const storePgOpenBenches: Bench[] = [
+  {
+    name: 'store.pg.open',
+    needs: 'PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)',
+    async run({ rounds, log }) {
+      const schema = `rlbench_open_${process.pid}_${randomBytes(4).toString('hex')}`;
+      const url = `${pgUrl()}?schema=${schema}`;
+      const raw = new pg.Client({ connectionString: pgUrl(), options: `-c search_path=${schema}` });
+      await raw.connect();
+      try {
+        const t0 = Date.now();
+        const written = await writeEndedActors(url, ACTORS, { batch: 500 });
+        const events = written.reduce((n, a) => n + a.events, 0);
+        log(`store.pg.open: ${ACTORS} ended actors, ${events} events written in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        await raw.query('VACUUM ANALYZE events');
+        const open = (pageOut: { keepRecent?: number } | null) => () =>
+          PgHostStore.open({ url, pollMs: 0, maxConnections: 2, projections: [actorsProjection()], actorRows: { projection: ACTORS_PROJECTION }, ...(pageOut ? { pageOut } : {}) });
+        const timed = async (fn: () => Promise<{ close(): Promise<void> }>): Promise<number> => {
+          const s = nowMs();
+          const x = await fn();
+          const ms = nowMs() - s;
+          await x.close();
+          return ms;
+        };
+        const paged: number[] = [];
+        const small: number[] = [];
+        const whole: number[] = [];
+        const base: number[] = [];
+        // One warm-up of each (plans, caches), then the rounds, interleaved so load on the machine hits all alike.
+        await timed(open({}));
+        await raw.query('SELECT seq, stream, version, type, schema, data, meta, at FROM events ORDER BY seq');
+        for (let r = 0; r < Math.max(3, rounds); r++) {
+          paged.push(await timed(open({})));
+          small.push(await timed(open({ keepRecent: 1000 })));
+          whole.push(await timed(open(null)));
+          const s = nowMs();
+          const rows = (await raw.query('SELECT seq, stream, version, type, schema, data, meta, at FROM events ORDER BY seq')).rows;
+          base.push(nowMs() - s);
+          if (rows.length !== events) throw new Error(`store.pg.open: read ${rows.length} rows, wrote ${events}`);
+        }
+        const v = median(paged);
+        const b = median(base);
+        log(`store.pg.open: paged ${v.toFixed(0)} ms, whole ${median(whole).toFixed(0)} ms, raw select ${b.toFixed(0)} ms`);
+        return {
+          name: 'store.pg.open',
+          value: round(v),
+          unit: 'ms',
+          baseline: round(b),
+          ratio: round(v / b),
+          notes: { endedActors: ACTORS, events, wholeMs: round(median(whole)), keepRecent1000Ms: round(median(small)) },
+        };
+      } finally {
+        await raw.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
+        await raw.end();
+      }
+    },
+  },
+];
