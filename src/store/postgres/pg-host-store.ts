@@ -117,7 +117,7 @@ const PAGE = 1000;
 /** The newest positions a paging-out copy holds whatever their stream (followers and subscribers read from there). */
 const KEEP_RECENT = 10_000;
 /** An actors-projection document with, for an archived actor, where its events went (tombstones, pg-schema.ts migration 5). */
-const ROW_SELECT = `SELECT d.doc, a.file AS archived_to, a.created_at AS archived_at FROM projection_documents d
+const rowSelect = (doc: string): string => `SELECT ${doc} AS doc, a.file AS archived_to, a.created_at AS archived_at FROM projection_documents d
   LEFT JOIN tombstones t ON t.stream = d.id LEFT JOIN archives a ON a.id = t.archive`;
 type RowDoc = { doc: unknown; archived_to: string | null; archived_at: string | null };
 const ACTOR_STREAM = /^(instance|execution)-/;
@@ -166,6 +166,12 @@ export class PgHostStore implements HostStore {
   /** Look for leases held but not run at the next beat (PostgreSQL answered again, or a lost reply was found committed). */
   private pickupDue = false;
   private readonly toRow: (doc: unknown) => ActorRow;
+  /**
+   * The rows' query. With the default toRow (which drops `snapshot` and `rev`) the server drops them: an actor's
+   * persisted machine snapshot is most of its document, and reading every ended actor's at open cost more than
+   * the events did (store.pg.open).
+   */
+  private readonly rowSelect: string;
   private readonly loaded: LoadStats = { before: 0, eventsRead: 0, streamsSummarised: 0, eventsSummarised: 0 };
 
   private constructor(
@@ -176,6 +182,7 @@ export class PgHostStore implements HostStore {
     this.leases = options.node ? new Leases(pg, options.node.name, options.node.leaseTtlMs, options.node.collectGraceMs ?? options.node.leaseTtlMs) : null;
     this.rowsProjection = options.actorRows?.projection ?? 'actors';
     this.toRow = options.actorRows?.toRow ?? (({ snapshot: _s, rev: _r, ...row }: any) => row as ActorRow);
+    this.rowSelect = rowSelect(options.actorRows?.toRow ? 'd.doc' : "d.doc - 'snapshot' - 'rev'");
     const pageOut = options.pageOut ?? null;
     this.copy = new LogCopy({
       keepRecent: pageOut ? (pageOut.keepRecent ?? KEEP_RECENT) : null,
@@ -230,7 +237,7 @@ export class PgHostStore implements HostStore {
     const before = await this.pg.lastSeq();
     this.loaded.before = before;
     // Read directly (a one-shot reader registers no projection with the store).
-    for (const d of await this.pg.sql<RowDoc>(`${ROW_SELECT} WHERE d.projection = $1`, [this.rowsProjection])) this.putRow(d);
+    for (const d of await this.pg.sql<RowDoc>(`${this.rowSelect} WHERE d.projection = $1`, [this.rowsProjection])) this.putRow(d);
     // An ended actor's events older than the recent window are never held (rows read first say which have ended).
     const pageBelow = this.copy.pagingOut ? before - (this.options.pageOut?.keepRecent ?? KEEP_RECENT) : 0;
     // Below the window: a summary per stream, then only the events of the streams the copy holds (everything but
@@ -344,7 +351,7 @@ export class PgHostStore implements HostStore {
 
   private async refreshRows(streams: Set<string>): Promise<void> {
     if (streams.size === 0) return;
-    for (const d of await this.pg.sql<RowDoc>(`${ROW_SELECT} WHERE d.projection = $1 AND d.id = ANY($2::text[])`, [this.rowsProjection, [...streams]])) this.putRow(d);
+    for (const d of await this.pg.sql<RowDoc>(`${this.rowSelect} WHERE d.projection = $1 AND d.id = ANY($2::text[])`, [this.rowsProjection, [...streams]])) this.putRow(d);
   }
 
   private async refreshNodes(): Promise<void> {
