@@ -66,7 +66,7 @@ export const storePgOpenBenches: Bench[] = [
         }
         const v = median(paged);
         const b = median(base);
-        log(`store.pg.open: paged ${v.toFixed(0)} ms, whole ${median(whole).toFixed(0)} ms, raw select ${b.toFixed(0)} ms`);
+        log(`store.pg.open: paged ${v.toFixed(0)} ms (window 1,000: ${median(small).toFixed(0)} ms), whole ${median(whole).toFixed(0)} ms, raw select ${b.toFixed(0)} ms`);
         return {
           name: 'store.pg.open',
           value: round(v),

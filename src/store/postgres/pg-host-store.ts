@@ -236,13 +236,17 @@ export class PgHostStore implements HostStore {
   private async load(): Promise<void> {
     const before = await this.pg.lastSeq();
     this.loaded.before = before;
-    // Read directly (a one-shot reader registers no projection with the store).
-    for (const d of await this.pg.sql<RowDoc>(`${this.rowSelect} WHERE d.projection = $1`, [this.rowsProjection])) this.putRow(d);
     // An ended actor's events older than the recent window are never held (rows read first say which have ended).
     const pageBelow = this.copy.pagingOut ? before - (this.options.pageOut?.keepRecent ?? KEEP_RECENT) : 0;
-    // Below the window: a summary per stream, then only the events of the streams the copy holds (everything but
+    // The rows (read directly: a one-shot reader registers no projection with the store) and, below the window,
+    // a summary per stream, side by side; then only the events of the streams the copy holds (everything but
     // ended actors'); the stubs of the others come from their summaries, never from their events.
-    if (pageBelow > 0) await this.loadBelow(pageBelow);
+    const [docs, summaries] = await Promise.all([
+      this.pg.sql<RowDoc>(`${this.rowSelect} WHERE d.projection = $1`, [this.rowsProjection]),
+      pageBelow > 0 ? this.pg.summarizeStreams(pageBelow) : [],
+    ]);
+    for (const d of docs) this.putRow(d);
+    if (pageBelow > 0) await this.loadBelow(pageBelow, summaries);
     const late = new Set<string>();
     for await (const e of this.pg.readAll({ from: pageBelow + 1 })) {
       this.put(e, pageBelow);
@@ -263,10 +267,10 @@ export class PgHostStore implements HostStore {
    * (log-copy.ts), exactly what put() leaves when it drops them, and its node (placement) from the summary.
    * Whether a stream has ended is the rows' word, read before, as put() asks it.
    */
-  private async loadBelow(pageBelow: number): Promise<void> {
+  private async loadBelow(pageBelow: number, summaries: readonly StreamSummary[]): Promise<void> {
     const paged: StreamSummary[] = [];
     const held: string[] = [];
-    for (const s of await this.pg.summarizeStreams(pageBelow)) {
+    for (const s of summaries) {
       if (this.copy.ended(s.stream)) paged.push(s);
       else held.push(s.stream);
     }
