@@ -13,7 +13,7 @@
 // histories, every stream that is not an actor's (execution queue, placement, app grants, facts), the newest
 // 10,000 positions whatever their stream, the actors rows (ps), live actors' newest snapshots and a small stub per
 // stream (version, first position, times). An ended actor's events older than that window are dropped once every
-// subscriber has seen them (at open, read but never kept). Callers that can wait read them back from
+// subscriber has seen them (at open, never read: a summary row per stream makes its stub). Callers that can wait read them back from
 // PostgreSQL — pageIn(stream) (the HTTP API, a dispatch to an ended actor, stop/kill/inspect in runlog.ts, the
 // reconciler) and readAllAsync (the API's /api/events and whole-log event stream) — and a synchronous read that reaches a paged-out event
 // throws PAGED_OUT: never a shorter history. One-shot readers (the CLI, verify) open without pageOut and hold the
