@@ -13,8 +13,8 @@
 // histories, every stream that is not an actor's (execution queue, placement, app grants, facts), the newest
 // 10,000 positions whatever their stream, the actors rows (ps), live actors' newest snapshots and a small stub per
 // stream (version, first position, times). An ended actor's events older than that window are dropped once every
-// subscriber has seen them (at open, never read: a summary row per stream makes its stub). Callers that can wait read them back from
-// PostgreSQL — pageIn(stream) (the HTTP API, a dispatch to an ended actor, stop/kill/inspect in runlog.ts, the
+// subscriber has seen them (at open they are never read: a summary row per stream makes its stub). Callers that
+// can wait read them back from PostgreSQL — pageIn(stream) (the HTTP API, a dispatch to an ended actor, stop/kill/inspect in runlog.ts, the
 // reconciler) and readAllAsync (the API's /api/events and whole-log event stream) — and a synchronous read that reaches a paged-out event
 // throws PAGED_OUT: never a shorter history. One-shot readers (the CLI, verify) open without pageOut and hold the
 // whole log as before. Archived events (pg-archive.ts) leave holes in the positions, so the copy goes by position,
@@ -276,7 +276,7 @@ export class PgHostStore implements HostStore {
     }
     // A page of streams at a time; the pages' events are merged into position order before the copy takes them.
     const events: RecordedEvent[] = [];
-    for (let i = 0; i < held.length; i += PAGE) events.push(...(await this.pg.readStreamsUpTo(held.slice(i, i + PAGE), pageBelow)));
+    for (let i = 0; i < held.length; i += PAGE) for (const e of await this.pg.readStreamsUpTo(held.slice(i, i + PAGE), pageBelow)) events.push(e);
     if (held.length > PAGE) events.sort((a, b) => a.seq - b.seq);
     for (const e of events) this.put(e, pageBelow);
     this.loaded.eventsRead += events.length;
