@@ -104,7 +104,6 @@ interface Encoded {
   projected: boolean;
 }
 
-/** Which node appends, and the lease token it holds for each stream it owns (pg-leases.ts). */
 /** What summarizeStreams says of one stream's events up to a position (its events are not read). */
 export interface StreamSummary {
   stream: string;
@@ -121,6 +120,7 @@ export interface StreamSummary {
   node: string | null;
 }
 
+/** Which node appends, and the lease token it holds for each stream it owns (pg-leases.ts). */
 export interface Fence {
   node: string;
   tokens: ReadonlyMap<string, number>;
