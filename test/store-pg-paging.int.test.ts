@@ -19,6 +19,7 @@ import { archiveEndedPg } from '../src/store/postgres/pg-archive.ts';
 import { PgEventStore } from '../src/store/postgres/pg-event-store.ts';
 import type { RecordedEvent } from '../src/domain/events.ts';
 import { PgHostStore, splitStoreUrl } from '../src/store/postgres/pg-host-store.ts';
+import { openInspectionLog } from '../src/cli/inspection-log.ts';
 import { runCli } from './support/cli-process.ts';
 import { endedHistories, writeEndedActors, type EndedActor } from './support/pg-ended-log.ts';
 import { testSchema, usePostgres } from './support/postgres.ts';
@@ -164,19 +165,35 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
     abort.abort();
     expect(got.slice(0, want.length)).toEqual(want);
 
-    // The one-shot commands, by --store, give every ended actor's history in full.
+    // The one-shot commands, by --store, give every ended actor's history in full. They open the log as a
+    // supervisor does, without the recent window (inspection-log.ts): a summary row per ended actor, whose history
+    // a command reading that actor pages in; `events --all` alone holds every event.
+    const logArgs = { home: undefined, db: undefined, store };
+    const oneShot = (await openInspectionLog(logArgs)) as PgHostStore;
+    opened.push(oneShot);
+    const ref = (await openInspectionLog(logArgs, { wholeLog: true })) as PgHostStore; // what the commands must answer
+    opened.push(ref);
+    expect(ref.loadStats.streamsSummarised).toBe(0);
+    expect(ref.heldEvents).toBe(await ref.pg.lastSeq());
+    expect(oneShot.loadStats.streamsSummarised).toBeGreaterThanOrEqual(ended.length);
+    expect(oneShot.heldEvents).toBeLessThan(ref.heldEvents / 4);
     const cli = (args: string[]) => {
       const r = runCli([...args, '--store', store], { env: { RUNLOG_HOME: join(home, 'nowhere') } });
       expect(r.code, r.stderr).toBe(0);
       return r.stdout;
     };
-    expect(jsonLines(cli(['events', first.id, '--json']))).toEqual(asJson(whole.read(first.stream)));
-    expect(JSON.parse(cli(['inspect', first.id, '--json']))).toMatchObject(asJson(inspectActor(whole, first.id)) as object);
-    expect(JSON.parse(cli(['replay', first.id, '--json']))).toMatchObject({ id: first.id, state: replayActor(whole, first.id).state, version: first.events });
-    const [header, ...history] = jsonLines(cli(['export', first.id]));
-    expect(header).toMatchObject({ runlog: 'history', id: first.id, version: first.events });
-    expect(history).toEqual(asJson(whole.read(first.stream)));
-    expect(jsonLines(cli(['events', '--all', '--json']))).toHaveLength(total + 1);
+    const psAll = JSON.parse(cli(['ps', '--all', '--json'])) as { id: string; version: number; node?: string | null }[];
+    expect(psAll.map((r) => [r.id, r.version])).toEqual(ref.listActors({ all: true }).map((r) => [r.id, r.version]));
+    expect(psAll.map((r) => r.node)).toEqual(ref.listActors({ all: true }).map((r) => ref.placement(r.stream).node));
+    for (const a of [first, early[3]!, late[39]!]) {
+      expect(jsonLines(cli(['events', a.id, '--json']))).toEqual(asJson(ref.read(a.stream)));
+      expect(JSON.parse(cli(['inspect', a.id, '--json']))).toMatchObject(asJson(inspectActor(ref, a.id)) as object);
+      expect(JSON.parse(cli(['replay', a.id, '--json']))).toMatchObject({ id: a.id, state: replayActor(ref, a.id).state, version: ref.streamVersion(a.stream) });
+      const [header, ...history] = jsonLines(cli(['export', a.id]));
+      expect(header).toMatchObject({ runlog: 'history', id: a.id, version: ref.streamVersion(a.stream) });
+      expect(history).toEqual(asJson(ref.read(a.stream)));
+    }
+    expect(jsonLines(cli(['events', '--all', '--json']))).toEqual(asJson(ref.readAll({ afterSeq: 0 })));
   });
 
   // The open itself (pg-host-store.ts load): below the recent window it reads one summary row per stream, and the

@@ -6,7 +6,7 @@ import { foldEvent, machines, replay, replaySteps, stateName, type AnySnapshot, 
 import { actorStatus, summarize } from '../machines/summary.ts';
 import type { ActorRow, EventStore } from '../store/event-store.ts';
 import type { SqliteEventStore } from '../store/sqlite-event-store.ts';
-import { resolveActor } from './resolve-actor.ts';
+import { resolveActor, resolveReadableActor } from './resolve-actor.ts';
 import { decodeSnapshot, encodeSnapshot } from './snapshots.ts';
 
 /** What the read-side queries need: a SQLite log, or the PostgreSQL host store's copy. */
@@ -40,7 +40,7 @@ export interface ReplayView {
   steps: Step[];
 }
 
-export { resolveActor };
+export { resolveActor, resolveReadableActor };
 
 export function listActors(store: LogReader, filter: { kind?: ActorKind; all?: boolean } = {}): ActorRow[] {
   return store.listActors(filter);

@@ -85,10 +85,10 @@ export const inspectCommand: Command = {
   examples: ['runlog inspect inst_01J9Z --json'],
   run: async (args, io) => {
     const id = needId(args, inspectCommand.usage);
-    const { inspectActor, actorEvents } = await import('../../actors/inspection.ts');
+    const { inspectActor, actorEvents, resolveReadableActor } = await import('../../actors/inspection.ts');
     const { executionWaterfall, renderWaterfall } = await import('../../domain/latency-profile.ts');
-    return withInspectionLog(args, (store) => {
-      const view = inspectActor(store, id);
+    return withInspectionLog(args, async (store) => {
+      const view = inspectActor(store, (await resolveReadableActor(store, id)).id);
       const sup = supervisionOf(store.readHeartbeat(), new Date().toISOString());
       // An execution's latency waterfall, from its events (phases) and its outcome's profile (steps).
       const waterfall = view.kind === 'execution' ? executionWaterfall(actorEvents(store, view.id)) : null;
@@ -157,10 +157,10 @@ export const eventsCommand: Command = {
     const to = wholeNumber(args.values.to, 'to');
     const follow = Boolean(args.values.follow);
     // Resolving an (abbreviated) id reads the store alone: no machines are loaded before the first line.
-    const resolve = all ? undefined : (await import('../../actors/resolve-actor.ts')).resolveActor;
+    const resolve = all ? undefined : (await import('../../actors/resolve-actor.ts')).resolveReadableActor;
     return withInspectionLog(args, async (store) => {
       // --all: positions are seqs; one actor: versions. Either way a row is printed as soon as it is read.
-      const ref = resolve ? resolve(store, id!) : undefined;
+      const ref = resolve ? await resolve(store, id!) : undefined;
       const startSeq = store.lastSeq(); // where --follow picks up, at the latest
       let lastSeq = all ? (from ?? 0) : 0;
       let lastVersion = all ? 0 : Math.max(0, (from ?? 1) - 1);
@@ -189,7 +189,7 @@ export const eventsCommand: Command = {
         if (reachedTo() || ended() || io.closed) stop();
       });
       return EXIT.ok;
-    }, follow);
+    }, { follow, wholeLog: all });
   },
 };
 
@@ -242,7 +242,8 @@ export const replayCommand: Command = {
       return EXIT.ok;
     }
     const id = needId(args, replayCommand.usage);
-    await withInspectionLog(args, (store) => debug.replayFromLog(io, store, id, { step, to }));
+    const { resolveReadableActor } = await import('../../actors/resolve-actor.ts');
+    await withInspectionLog(args, async (store) => debug.replayFromLog(io, store, (await resolveReadableActor(store, id)).id, { step, to }));
     return EXIT.ok;
   },
 };
@@ -255,9 +256,9 @@ export const exportCommand: Command = {
   run: async (args, io) => {
     const id = needId(args, exportCommand.usage);
     if (args.positionals.length > 1) throw new UsageError(`export takes one actor id\nusage: ${exportCommand.usage}`);
-    const [{ resolveActor }, { HISTORY_FORMAT }] = await Promise.all([import('../../actors/resolve-actor.ts'), import('./debug-commands.ts')]);
+    const [{ resolveReadableActor }, { HISTORY_FORMAT }] = await Promise.all([import('../../actors/resolve-actor.ts'), import('./debug-commands.ts')]);
     return withInspectionLog(args, async (store) => {
-      const ref = resolveActor(store, id);
+      const ref = await resolveReadableActor(store, id);
       const version = store.streamVersion(ref.stream);
       io.out(JSON.stringify({ runlog: 'history', format: HISTORY_FORMAT, kind: ref.kind, id: ref.id, stream: ref.stream, version, exportedAt: new Date().toISOString() }));
       let n = 0;
