@@ -4,8 +4,8 @@
 // they read through the host store's copy of the log, and never write either. That copy is opened as a
 // supervisor's is (postgres/pg-host-store.ts, pageOut): the actors rows, every live actor's and non-actor stream's
 // events, and one summary row per ended actor instead of its events, so `ps` on a log of years reads what it lists,
-// not the history. A command that reads one actor pages its history in first (resolveReadableActor); only a read of
-// the whole log (`events --all`) holds every event.
+// not the history. A command that reads one actor pages its history in first (resolveReadableActor); `events
+// --all` reads what the copy lacks from the database a page at a time.
 import { resolvePaths } from '../config/paths.ts';
 import { StoreCorruptError } from '../domain/errors.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
@@ -14,23 +14,16 @@ import type { CommandArgs } from './command.ts';
 
 type LogArgs = Pick<CommandArgs, 'home' | 'db' | 'store'>;
 
-/** How a command reads the log. */
-export interface InspectionReads {
-  /** It tails the log, so it must see commits made after it opened (no immutable open). */
-  follow?: boolean;
-  /** It reads the whole log in position order (`events --all`): on PostgreSQL every event is held, none paged out. */
-  wholeLog?: boolean;
-}
-
-export async function openInspectionLog(args: LogArgs, reads: InspectionReads = {}): Promise<ReadableLog> {
+/** `follow`: the command tails the log, so it must see commits made after it opened (no immutable open). */
+export async function openInspectionLog(args: LogArgs, follow = false): Promise<ReadableLog> {
   if (args.store) {
     const { PgHostStore } = await import('../store/postgres/pg-host-store.ts');
     // One-shot: no polling until a --follow subscribes; two connections (the open reads the rows and the summary
     // side by side). No recent window: it is for a supervisor's followers, and a one-shot pages in what it reads.
-    return PgHostStore.open({ url: args.store, pollMs: 0, maxConnections: 2, ...(reads.wholeLog ? {} : { pageOut: { keepRecent: 0 } }) });
+    return PgHostStore.open({ url: args.store, pollMs: 0, maxConnections: 2, pageOut: { keepRecent: 0 } });
   }
   const { openEventStore } = await import('../store/sqlite-event-store.ts');
-  return openEventStore(resolvePaths({ home: args.home, db: args.db }).db, { readOnly: true, followsWriters: reads.follow ?? false });
+  return openEventStore(resolvePaths({ home: args.home, db: args.db }).db, { readOnly: true, followsWriters: follow });
 }
 
 /**
@@ -43,8 +36,8 @@ function damageFound(file: string, err: unknown): unknown {
   return err;
 }
 
-export async function withInspectionLog<T>(args: LogArgs, fn: (store: ReadableLog) => Promise<T> | T, reads: InspectionReads = {}): Promise<T> {
-  const store = await openInspectionLog(args, reads);
+export async function withInspectionLog<T>(args: LogArgs, fn: (store: ReadableLog) => Promise<T> | T, follow = false): Promise<T> {
+  const store = await openInspectionLog(args, follow);
   try {
     return await fn(store);
   } catch (err) {

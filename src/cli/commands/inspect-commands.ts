@@ -166,7 +166,7 @@ export const eventsCommand: Command = {
       let lastVersion = all ? 0 : Math.max(0, (from ?? 1) - 1);
       const rows = ref
         ? store.iterateEvents({ stream: ref.stream, ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) })
-        : store.iterateEvents({ afterSeq: from ?? 0, ...(to !== undefined ? { toSeq: to } : {}) });
+        : logAfter(store, from ?? 0, to);
       const printed = await printEach(io, rows, (e) => formatLine(io, e), (e) => {
         lastSeq = e.seq;
         lastVersion = e.version;
@@ -189,9 +189,34 @@ export const eventsCommand: Command = {
         if (reachedTo() || ended() || io.closed) stop();
       });
       return EXIT.ok;
-    }, { follow, wholeLog: all });
+    }, follow);
   },
 };
+
+/**
+ * The whole log after `afterSeq` (up to `toSeq`) in position order. A store that does not hold all of it (on
+ * PostgreSQL, ended actors' events are not read at open) gives the part it lacks from the database a page at a
+ * time (readAllAsync), so `events --all` holds a page, not the log; the rest, and a store holding everything
+ * (SQLite), is read as it is held.
+ */
+export function logAfter(store: Pick<ReadableLog, 'iterateEvents' | 'readAllAsync' | 'holdsAfter'>, afterSeq: number, toSeq: number | undefined, pageSize = 1000): Iterable<RecordedEvent> | AsyncIterable<RecordedEvent> {
+  const held = (after: number): Iterable<RecordedEvent> => store.iterateEvents({ afterSeq: after, ...(toSeq !== undefined ? { toSeq } : {}) });
+  const readAllAsync = store.readAllAsync?.bind(store);
+  if (!readAllAsync || (store.holdsAfter?.(afterSeq) ?? true)) return held(afterSeq);
+  return (async function* () {
+    let after = afterSeq;
+    while (!store.holdsAfter!(after)) {
+      const page = await readAllAsync({ afterSeq: after, limit: pageSize });
+      if (page.length === 0) return;
+      for (const e of page) {
+        if (toSeq !== undefined && e.seq > toSeq) return;
+        yield e;
+        after = e.seq;
+      }
+    }
+    yield* held(after);
+  })();
+}
 
 /** Tails the log until the handler calls stop, a signal arrives or stdout's reader goes away. */
 async function followLog(io: Io, store: ReadableLog, from: { afterSeq: number; stream?: string }, onEvent: (e: RecordedEvent, stop: () => void) => void): Promise<void> {
