@@ -1,0 +1,106 @@
+// cli.pg.ps: `runlog ps --json --store postgres://…` (the compiled CLI, a fresh process each run) on a log of 20,000
+// ended actors (the golden histories, about 100,000 events) and 100 live instances, beside a `node` process that
+// connects with node-postgres, selects the live actors' rows (their documents without the machine snapshot) and
+// prints them as JSON. What ps adds: the open of the log copy it reads through (the rows of every actor, a summary
+// row per ended actor, the live actors' events: src/cli/inspection-log.ts), the heartbeats and the leases.
+// Notes: `psAllMs`, `runlog ps --all --json` on the same log. Works in a schema of its own, dropped afterwards.
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import pg from 'pg';
+import { actorsProjection } from '../src/actors/actors-projection.ts';
+import { PgEventStore } from '../src/store/postgres/pg-event-store.ts';
+import { endedHistories, writeEndedActors } from '../test/support/pg-ended-log.ts';
+import { median, nowMs, round, type Bench } from './harness.ts';
+
+const REPO = resolve(import.meta.dirname, '..');
+const BIN = join(REPO, 'bin/runlog.js');
+const ENDED = 20_000;
+const LIVE = 100;
+
+function pgUrl(): string {
+  return process.env.RUNLOG_PG_URL ?? 'postgres://runlog:runlog@127.0.0.1:5432/runlog';
+}
+
+/** The first two events of a golden instance history (requested, spawned), renamed: `n` instances that have not ended. */
+async function writeLive(url: string, schema: string, n: number): Promise<void> {
+  const h = endedHistories().find((x) => x.header.kind === 'instance' && x.events[0]!.type === 'instance.requested')!;
+  const store = await PgEventStore.open({ url, schema, projections: [actorsProjection()] });
+  try {
+    const appends = Array.from({ length: n }, (_, k) => {
+      const id = `live${String(k).padStart(6, '0')}`;
+      const events = h.events.slice(0, 2).map((e) => ({ type: e.type, at: e.at, data: JSON.parse(JSON.stringify(e.data).replaceAll(h.header.id, id)) as Record<string, unknown>, meta: e.meta }));
+      return { stream: `instance-${id}`, events, expectedVersion: 'no-stream' as const };
+    });
+    for (const o of await store.appendMany(appends)) if (!o.ok) throw o.error;
+  } finally {
+    await store.close();
+  }
+}
+
+const RAW_PS = `
+const pg = require('pg');
+(async () => {
+  const c = new pg.Client({ connectionString: process.argv[1], options: '-c search_path=' + process.argv[2] });
+  await c.connect();
+  const { rows } = await c.query("SELECT d.doc - 'snapshot' - 'rev' AS doc FROM projection_documents d WHERE d.projection = 'actors' AND d.doc->>'status' = 'active' ORDER BY d.doc->>'createdAt', d.id");
+  process.stdout.write(JSON.stringify(rows.map((r) => ({ id: r.doc.id, kind: r.doc.kind, state: r.doc.state, status: r.doc.status, version: r.doc.version, createdAt: r.doc.createdAt, updatedAt: r.doc.updatedAt, summary: r.doc.summary })), null, 2) + '\\n');
+  await c.end();
+})();
+`;
+
+function timeRun(args: string[]): { ms: number; stdout: string } {
+  const t0 = nowMs();
+  const r = spawnSync(process.execPath, args, { cwd: REPO, encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
+  const ms = nowMs() - t0;
+  if (r.status !== 0) throw new Error(`node ${args.slice(0, 3).join(' ')} exited ${r.status}: ${r.stderr}`);
+  return { ms, stdout: r.stdout };
+}
+
+export const cliPgBenches: Bench[] = [
+  {
+    name: 'cli.pg.ps',
+    needs: 'the compiled CLI (npm run build) and PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)',
+    async run({ rounds, log }) {
+      if (!existsSync(join(REPO, 'dist/cli/main.js'))) throw new Error('the compiled CLI (dist/cli/main.js) is missing: run `npm run build` first');
+      const schema = `rlbench_ps_${process.pid}_${randomBytes(4).toString('hex')}`;
+      const store = `${pgUrl()}?schema=${schema}`;
+      const admin = new pg.Client({ connectionString: pgUrl() });
+      await admin.connect();
+      try {
+        const t0 = Date.now();
+        const ended = await writeEndedActors(store, ENDED, { batch: 500 });
+        await writeLive(pgUrl(), schema, LIVE);
+        const events = ended.reduce((n, a) => n + a.events, 0) + 2 * LIVE;
+        log(`cli.pg.ps: ${ENDED} ended actors and ${LIVE} live, ${events} events, written in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        await admin.query(`VACUUM ANALYZE ${schema}.events`);
+        const ps = [BIN, 'ps', '--json', '--store', store];
+        const psAll = [BIN, 'ps', '--all', '--json', '--store', store];
+        const raw = ['-e', RAW_PS, pgUrl(), schema];
+        // Same actors, or the comparison means nothing.
+        const a = JSON.parse(timeRun(ps).stdout) as { id: string; version: number }[];
+        const b = JSON.parse(timeRun(raw).stdout) as { id: string; version: number }[];
+        const key = (rows: { id: string; version: number }[]) => JSON.stringify(rows.map((r) => [r.id, r.version]).sort());
+        if (a.length !== LIVE || key(a) !== key(b)) throw new Error(`runlog ps --json (${a.length} rows) and the raw query (${b.length}) disagree`);
+        if ((JSON.parse(timeRun(psAll).stdout) as unknown[]).length !== ENDED + LIVE) throw new Error('runlog ps --all --json does not list every actor');
+        const ours: number[] = [];
+        const all: number[] = [];
+        const base: number[] = [];
+        const samples = Math.max(5, rounds * 2);
+        for (let i = 0; i < samples; i++) {
+          ours.push(timeRun(ps).ms);
+          all.push(timeRun(psAll).ms);
+          base.push(timeRun(raw).ms);
+        }
+        log(`cli.pg.ps: ${samples} runs each`);
+        const v = median(ours);
+        const r = median(base);
+        return { name: 'cli.pg.ps', value: round(v), unit: 'ms', baseline: round(r), ratio: round(v / r), notes: { endedActors: ENDED, liveActors: LIVE, events, psAllMs: round(median(all)), runs: samples } };
+      } finally {
+        await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
+        await admin.end();
+      }
+    },
+  },
+];
