@@ -340,6 +340,60 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
       }
     });
 
+    it('each actors row is its stored document without snapshot and rev (dropped by the server), whatever other keys it has; a row it cannot take fails the open', { timeout: 300_000 }, async () => {
+      const store = `${pgt.url}?schema=${testSchema('pgrows')}`;
+      const split = splitStoreUrl(store);
+      const ended = await writeEndedActors(store, 4, { prefix: 'pgrows_old' });
+      const live = await writeLiveInstance(store, 'pgrows_live');
+      const w = await PgEventStore.open({ url: split.url, schema: split.schema!, projections: [actorsProjection()] });
+      try {
+        // Keys the actors projection never writes: near-misses of the dropped ones, snapshot/rev one level down
+        // (kept), empty, numeric, non-ASCII, null, numbers jsonb normalises; and a document with only `rev`.
+        const odd = { '': 1, '1': 'one', 'snapshot ': 'kept', Snapshot: 'kept', revs: [1, 'rev'], näme: 'ünïcode ✓', nul: null, n: 1.5, big: 1e21, deep: { snapshot: { x: 1 }, rev: 'inner' } };
+        await w.sql("UPDATE projection_documents SET doc = doc || $2::jsonb WHERE projection = 'actors' AND id = $1", [ended[0]!.stream, JSON.stringify(odd)]);
+        await w.sql("UPDATE projection_documents SET doc = (doc - 'snapshot') || '{\"extra\": {\"a\": [true, false]}}'::jsonb WHERE projection = 'actors' AND id = $1", [ended[1]!.stream]);
+        await w.sql("UPDATE projection_documents SET doc = doc || $2::jsonb WHERE projection = 'actors' AND id = $1", [live, JSON.stringify(odd)]);
+        // What a whole read gives: each stored document, parsed, less its top-level snapshot and rev.
+        const stored = await w.sql<{ id: string; doc: Record<string, unknown> }>("SELECT id, doc FROM projection_documents WHERE projection = 'actors'", []);
+        const expected = new Map(stored.map(({ id, doc: { snapshot: _s, rev: _r, ...row } }) => [id, row]));
+        expect(expected.get(ended[0]!.stream)).toMatchObject(odd);
+
+        const paged = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2, projections: [actorsProjection()], actorRows: { projection: ACTORS_PROJECTION }, pageOut: { keepRecent: 1 } });
+        opened.push(paged);
+        // The same rows through a toRow of the caller's (the whole document read, dropped here).
+        const whole = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2, actorRows: { projection: ACTORS_PROJECTION, toRow: ({ snapshot: _s, rev: _r, ...row }: any) => row } });
+        opened.push(whole);
+        expect(paged.loadStats.streamsSummarised).toBe(ended.length);
+        expect(paged.listActors({ all: true })).toHaveLength(expected.size);
+        for (const row of paged.listActors({ all: true })) {
+          expect(row).toEqual(expected.get(row.stream));
+          expect(Object.keys(row)).toEqual(Object.keys(expected.get(row.stream)!));
+          expect(paged.getActor(row.id)).toEqual(expected.get(row.stream));
+        }
+        expect(paged.listActors({ all: true })).toEqual(whole.listActors({ all: true }));
+        expect(paged.listActors()).toEqual([expected.get(live)]);
+        expect(paged.getActor(ended[0]!.id)).not.toHaveProperty('snapshot');
+        expect(paged.getActor(ended[1]!.id)).toMatchObject({ extra: { a: [true, false] } });
+
+        // A row the caller's toRow refuses: the open fails with its error (not a store missing that row).
+        const refused = PgHostStore.open({
+          url: store,
+          pollMs: 0,
+          maxConnections: 2,
+          actorRows: {
+            projection: ACTORS_PROJECTION,
+            toRow: (doc: any) => {
+              if (doc.stream === ended[2]!.stream) throw new Error(`cannot take ${doc.stream}`);
+              return doc;
+            },
+          },
+        });
+        await expect(refused).rejects.toThrow(`cannot take ${ended[2]!.stream}`);
+      } finally {
+        await w.close();
+      }
+    });
+
     it('events that commit while it opens are read, with their rows (the late refresh), and then it answers as the whole copy', { timeout: 300_000 }, async () => {
       const store = `${pgt.url}?schema=${testSchema('pgopenrace')}`;
       const split = splitStoreUrl(store);

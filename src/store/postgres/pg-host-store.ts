@@ -181,8 +181,10 @@ export class PgHostStore implements HostStore {
     this.file = pg.description;
     this.leases = options.node ? new Leases(pg, options.node.name, options.node.leaseTtlMs, options.node.collectGraceMs ?? options.node.leaseTtlMs) : null;
     this.rowsProjection = options.actorRows?.projection ?? 'actors';
-    this.toRow = options.actorRows?.toRow ?? (({ snapshot: _s, rev: _r, ...row }: any) => row as ActorRow);
-    this.rowSelect = rowSelect(options.actorRows?.toRow ? 'd.doc' : "d.doc - 'snapshot' - 'rev'");
+    // The default row is the document without `snapshot` and `rev`, and the server drops both (one jsonb delete
+    // of the two keys: two deletes rebuilt each document twice): the document read is the row, copied no more.
+    this.toRow = options.actorRows?.toRow ?? ((doc: unknown) => doc as ActorRow);
+    this.rowSelect = rowSelect(options.actorRows?.toRow ? 'd.doc' : "d.doc - '{snapshot,rev}'::text[]");
     const pageOut = options.pageOut ?? null;
     this.copy = new LogCopy({
       keepRecent: pageOut ? (pageOut.keepRecent ?? KEEP_RECENT) : null,
@@ -241,11 +243,11 @@ export class PgHostStore implements HostStore {
     // The rows (read directly: a one-shot reader registers no projection with the store) and, below the window,
     // a summary per stream, side by side; then only the events of the streams the copy holds (everything but
     // ended actors'); the stubs of the others come from their summaries, never from their events.
-    const [docs, summaries] = await Promise.all([
-      this.pg.sql<RowDoc>(`${this.rowSelect} WHERE d.projection = $1`, [this.rowsProjection]),
+    // Each row is kept as it arrives (while the summary is still being computed), never gathered into a result.
+    const [, summaries] = await Promise.all([
+      this.pg.eachRow<RowDoc>(`${this.rowSelect} WHERE d.projection = $1`, [this.rowsProjection], (d) => this.putRow(d)),
       pageBelow > 0 ? this.pg.summarizeStreams(pageBelow) : [],
     ]);
-    for (const d of docs) this.putRow(d);
     if (pageBelow > 0) await this.loadBelow(pageBelow, summaries);
     const late = new Set<string>();
     for await (const e of this.pg.readAll({ from: pageBelow + 1 })) {
