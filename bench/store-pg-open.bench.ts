@@ -11,6 +11,10 @@
 //   ratio     value ÷ baseline (lower is better: below 1, opening reads less than the whole log)
 //   notes.wholeMs  the same store opened without pageOut (holds, so reads, the whole log: a one-shot reader)
 //   notes.keepRecent1000Ms  with a window of 1,000 positions
+//
+// RUNLOG_BENCH_OPEN_ACTORS sets the number of ended actors (default 10,000: the figures in the README). A long-lived
+// log's size: 200,000 (1,036,358 events) took 99 s to write and 4 minutes in all on 2 cores (peak RSS 2.7 GB), most
+// of it the whole copy's opens and the raw SELECTs (a million events each); a paged open there took 3.9 s.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { actorsProjection, ACTORS_PROJECTION } from '../src/actors/actors-projection.ts';
@@ -18,7 +22,12 @@ import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
 import { writeEndedActors } from '../test/support/pg-ended-log.ts';
 import { median, nowMs, round, type Bench } from './harness.ts';
 
-const ACTORS = 10_000;
+/** How many ended actors the log holds (RUNLOG_BENCH_OPEN_ACTORS, default 10,000). */
+function actorsCount(): number {
+  const n = Number(process.env.RUNLOG_BENCH_OPEN_ACTORS ?? 10_000);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`store.pg.open: RUNLOG_BENCH_OPEN_ACTORS must be a positive integer, not ${process.env.RUNLOG_BENCH_OPEN_ACTORS}`);
+  return n;
+}
 
 function pgUrl(): string {
   return process.env.RUNLOG_PG_URL ?? 'postgres://runlog:runlog@127.0.0.1:5432/runlog';
@@ -29,15 +38,16 @@ export const storePgOpenBenches: Bench[] = [
     name: 'store.pg.open',
     needs: 'PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)',
     async run({ rounds, log }) {
+      const actors = actorsCount();
       const schema = `rlbench_open_${process.pid}_${randomBytes(4).toString('hex')}`;
       const url = `${pgUrl()}?schema=${schema}`;
       const raw = new pg.Client({ connectionString: pgUrl(), options: `-c search_path=${schema}` });
       await raw.connect();
       try {
         const t0 = Date.now();
-        const written = await writeEndedActors(url, ACTORS, { batch: 500 });
+        const written = await writeEndedActors(url, actors, { batch: 500 });
         const events = written.reduce((n, a) => n + a.events, 0);
-        log(`store.pg.open: ${ACTORS} ended actors, ${events} events written in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        log(`store.pg.open: ${actors} ended actors, ${events} events written in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
         await raw.query('VACUUM ANALYZE events');
         const open = (pageOut: { keepRecent?: number } | null) => () =>
           PgHostStore.open({ url, pollMs: 0, maxConnections: 2, projections: [actorsProjection()], actorRows: { projection: ACTORS_PROJECTION }, ...(pageOut ? { pageOut } : {}) });
@@ -73,7 +83,7 @@ export const storePgOpenBenches: Bench[] = [
           unit: 'ms',
           baseline: round(b),
           ratio: round(v / b),
-          notes: { endedActors: ACTORS, events, wholeMs: round(median(whole)), keepRecent1000Ms: round(median(small)) },
+          notes: { endedActors: actors, events, wholeMs: round(median(whole)), keepRecent1000Ms: round(median(small)) },
         };
       } finally {
         await raw.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
