@@ -16,8 +16,8 @@
 // subscriber has seen them (at open they are never read: a summary row per stream makes its stub). Callers that
 // can wait read them back from PostgreSQL — pageIn(stream) (the HTTP API, a dispatch to an ended actor, stop/kill/inspect in runlog.ts, the
 // reconciler) and readAllAsync (the API's /api/events and whole-log event stream) — and a synchronous read that reaches a paged-out event
-// throws PAGED_OUT: never a shorter history. One-shot readers (the CLI, verify) open without pageOut and hold the
-// whole log as before. Archived events (pg-archive.ts) leave holes in the positions, so the copy goes by position,
+// throws PAGED_OUT: never a shorter history. The CLI's one-shot commands open with pageOut and no recent window
+// (cli/inspection-log.ts) and page in the actor they read; verify opens without pageOut and holds the whole log. Archived events (pg-archive.ts) leave holes in the positions, so the copy goes by position,
 // never by index.
 import { hostname } from 'node:os';
 import { RunlogError } from '../../domain/errors.ts';
