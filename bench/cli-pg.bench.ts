@@ -5,23 +5,18 @@
 // row per ended actor, the live actors' events: src/cli/inspection-log.ts), the heartbeats and the leases.
 // Notes: `psAllMs`, `runlog ps --all --json` on the same log. Works in a schema of its own, dropped afterwards.
 import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import pg from 'pg';
 import { actorsProjection } from '../src/actors/actors-projection.ts';
 import { PgEventStore } from '../src/store/postgres/pg-event-store.ts';
-import { endedHistories, writeEndedActors } from '../test/support/pg-ended-log.ts';
-import { median, nowMs, round, type Bench } from './harness.ts';
+import { endedHistories } from '../test/support/pg-ended-log.ts';
+import { median, nowMs, round, sideBySide, type Bench } from './harness.ts';
+import { benchPgUrl, withEndedLog } from './pg-bench-fixture.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
 const BIN = join(REPO, 'bin/runlog.js');
 const ENDED = 20_000;
 const LIVE = 100;
-
-function pgUrl(): string {
-  return process.env.RUNLOG_PG_URL ?? 'postgres://runlog:runlog@127.0.0.1:5432/runlog';
-}
 
 /** The first two events of a golden instance history (requested, spawned), renamed: `n` instances that have not ended. */
 async function writeLive(url: string, schema: string, n: number): Promise<void> {
@@ -64,26 +59,18 @@ export const cliPgBenches: Bench[] = [
     needs: 'the compiled CLI (npm run build) and PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)',
     async run({ rounds, log }) {
       if (!existsSync(join(REPO, 'dist/cli/main.js'))) throw new Error('the compiled CLI (dist/cli/main.js) is missing: run `npm run build` first');
-      const schema = `rlbench_ps_${process.pid}_${randomBytes(4).toString('hex')}`;
-      const store = `${pgUrl()}?schema=${schema}`;
-      const admin = new pg.Client({ connectionString: pgUrl() });
-      await admin.connect();
-      try {
-        const t0 = Date.now();
-        const ended = await writeEndedActors(store, ENDED, { batch: 500 });
-        await writeLive(pgUrl(), schema, LIVE);
-        const events = ended.reduce((n, a) => n + a.events, 0) + 2 * LIVE;
-        log(`cli.pg.ps: ${ENDED} ended actors and ${LIVE} live, ${events} events, written in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-        await admin.query(`VACUUM ANALYZE ${schema}.events`);
+      return withEndedLog('ps', ENDED, (m) => log(`cli.pg.ps: ${m}`), async ({ schema, url: store, actors, events: endedEvents }) => {
+        await writeLive(benchPgUrl(), schema, LIVE);
+        const events = endedEvents + 2 * LIVE;
         const ps = [BIN, 'ps', '--json', '--store', store];
         const psAll = [BIN, 'ps', '--all', '--json', '--store', store];
-        const raw = ['-e', RAW_PS, pgUrl(), schema];
+        const raw = ['-e', RAW_PS, benchPgUrl(), schema];
         // Same actors, or the comparison means nothing.
         const a = JSON.parse(timeRun(ps).stdout) as { id: string; version: number }[];
         const b = JSON.parse(timeRun(raw).stdout) as { id: string; version: number }[];
         const key = (rows: { id: string; version: number }[]) => JSON.stringify(rows.map((r) => [r.id, r.version]).sort());
         if (a.length !== LIVE || key(a) !== key(b)) throw new Error(`runlog ps --json (${a.length} rows) and the raw query (${b.length}) disagree`);
-        if ((JSON.parse(timeRun(psAll).stdout) as unknown[]).length !== ENDED + LIVE) throw new Error('runlog ps --all --json does not list every actor');
+        if ((JSON.parse(timeRun(psAll).stdout) as unknown[]).length !== actors.length + LIVE) throw new Error('runlog ps --all --json does not list every actor');
         const ours: number[] = [];
         const all: number[] = [];
         const base: number[] = [];
@@ -94,13 +81,8 @@ export const cliPgBenches: Bench[] = [
           base.push(timeRun(raw).ms);
         }
         log(`cli.pg.ps: ${samples} runs each`);
-        const v = median(ours);
-        const r = median(base);
-        return { name: 'cli.pg.ps', value: round(v), unit: 'ms', baseline: round(r), ratio: round(v / r), notes: { endedActors: ENDED, liveActors: LIVE, events, psAllMs: round(median(all)), runs: samples } };
-      } finally {
-        await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
-        await admin.end();
-      }
+        return sideBySide('cli.pg.ps', 'ms', median(ours), median(base), { endedActors: ENDED, liveActors: LIVE, events, psAllMs: round(median(all)), runs: samples });
+      });
     },
   },
 ];

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { AppendRequest } from '../src/store/event-store.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
-import { median, nowMs, round, type Bench } from './harness.ts';
+import { median, nowMs, round, sideBySide, type Bench } from './harness.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
 const BIN = join(REPO, 'bin/runlog.js');
@@ -218,7 +218,7 @@ export const cliBenches: Bench[] = [
         log(`cli.ps: ${samples} runs each`);
         const v = median(ours);
         const r = median(base);
-        return { name: 'cli.ps', value: round(v), unit: 'ms', baseline: round(r), ratio: round(v / r), notes: { actors: 1000, runs: samples } };
+        return sideBySide('cli.ps', 'ms', v, r, { actors: 1000, runs: samples });
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }

@@ -10,14 +10,11 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
 import { median, nowMs, round, type Bench } from './harness.ts';
+import { benchPgUrl } from './pg-bench-fixture.ts';
 
 const TTL = 2000;
 const ACTORS = 50;
 const HOST_STORE = join(import.meta.dirname, '../src/store/postgres/pg-host-store.ts');
-
-function pgUrl(): string {
-  return process.env.RUNLOG_PG_URL ?? 'postgres://runlog:runlog@127.0.0.1:5432/runlog';
-}
 
 /** The dying node: creates ACTORS actors under its leases, says "ready", and renews until it is killed. */
 const CHILD = `
@@ -38,7 +35,7 @@ export const clusterBenches: Bench[] = [
       const times: number[] = [];
       for (let r = 0; r < Math.min(rounds, 5); r++) {
         const schema = `rlbench_fo_${process.pid}_${randomBytes(4).toString('hex')}`;
-        const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', CHILD, pgUrl(), schema, String(ACTORS), String(TTL)], { stdio: ['ignore', 'pipe', 'inherit'] });
+        const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', CHILD, benchPgUrl(), schema, String(ACTORS), String(TTL)], { stdio: ['ignore', 'pipe', 'inherit'] });
         const survivors: PgHostStore[] = [];
         try {
           await new Promise<void>((resolve, reject) => {
@@ -49,7 +46,7 @@ export const clusterBenches: Bench[] = [
           let done: (() => void) | undefined;
           const all = new Promise<void>((resolve) => (done = resolve));
           for (const name of ['b', 'c']) {
-            const s = await PgHostStore.open({ url: pgUrl(), schema, node: { name, leaseTtlMs: TTL }, pollMs: 0 });
+            const s = await PgHostStore.open({ url: benchPgUrl(), schema, node: { name, leaseTtlMs: TTL }, pollMs: 0 });
             survivors.push(s);
             s.startLeases({
               lost() {},
@@ -68,7 +65,7 @@ export const clusterBenches: Bench[] = [
         } finally {
           child.kill('SIGKILL');
           for (const s of survivors) await s.close();
-          const c = new pg.Client({ connectionString: pgUrl() });
+          const c = new pg.Client({ connectionString: benchPgUrl() });
           await c.connect();
           await c.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
           await c.end();

@@ -36,7 +36,7 @@ import type { LocalNetwork } from '../src/adapters/atproto/index.ts';
 import { startTestPds } from '../test/support/pds.ts';
 import { startPdsProcess } from './pds-process.ts';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { closeWithin, median, nowMs, quantile, round, type Bench, type BenchResult } from './harness.ts';
+import { closeWithin, median, nowMs, quantile, round, sideBySide, type Bench, type BenchResult } from './harness.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
 const SETUP_DIR = process.env.RUNLOG_SETUP_DIR ?? '/var/lib/runlog-setup';
@@ -596,7 +596,7 @@ const obsExecWarm: Bench = {
       if (exporter.getFinishedSpans().length === 0) throw new Error('obs.exec.warm: the observed side recorded no span');
       const v = median(withObs);
       const b = median(without);
-      return { name: 'obs.exec.warm', value: round(v), unit: 'ms', baseline: round(b), ratio: round(v / b), notes: { target: '≤ 1.03×', spans: exporter.getFinishedSpans().length, rounds: `${rounds} × ${PER_ROUND} calls per side` } };
+      return sideBySide('obs.exec.warm', 'ms', v, b, { target: '≤ 1.03×', spans: exporter.getFinishedSpans().length, rounds: `${rounds} × ${PER_ROUND} calls per side` });
     } finally {
       await f.close();
     }

@@ -8,7 +8,7 @@ import { foldLog } from '../src/actors/inspection.ts';
 import { toMachineEvent } from '../src/domain/events.ts';
 import { foldEvent, machines } from '../src/machines/runtime.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
-import { median, nowMs, round, type Bench } from './harness.ts';
+import { median, nowMs, sideBySide, type Bench } from './harness.ts';
 import { REPLAY_STREAMS, replayHistory } from './store-fixtures.ts';
 
 export const foldBenches: Bench[] = [
@@ -45,7 +45,7 @@ export const foldBenches: Bench[] = [
       }
       const v = median(ours);
       const b = median(bare);
-      return { name: 'store.fold', value: round(v), unit: 'events/s', baseline: round(b), ratio: round(v / b), notes: { target: 'ratio ≥ 0.6' } };
+      return sideBySide('store.fold', 'events/s', v, b, { target: 'ratio ≥ 0.6' });
     },
   },
 ];

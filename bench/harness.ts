@@ -77,3 +77,11 @@ export function heapMb(gc: () => void): number {
   gc();
   return process.memoryUsage().heapUsed / (1024 * 1024);
 }
+
+/**
+ * A side-by-side result as every bench reports it: value and baseline rounded, ratio = value ÷ baseline (from the
+ * unrounded figures). The JSON contract's keys, in its order; notes only when there are some.
+ */
+export function sideBySide(name: string, unit: string, value: number, baseline: number, notes?: BenchResult['notes']): BenchResult {
+  return { name, value: round(value), unit, baseline: round(baseline), ratio: round(value / baseline), ...(notes ? { notes } : {}) };
+}

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
 import { startLocalNetwork } from '../src/adapters/atproto/index.ts';
-import { closeWithin, collector, heapMb, round, type Bench, type BenchResult } from './harness.ts';
+import { closeWithin, collector, heapMb, round, sideBySide, type Bench, type BenchResult } from './harness.ts';
 
 const EXECUTIONS = 1000;
 const WARMUP = 20;
@@ -64,21 +64,14 @@ const execHeap: Bench = {
       const after = heapMb(gc);
       const secs = (Date.now() - t0) / 1000;
       log(`exec.heap: ${EXECUTIONS} executions in ${secs.toFixed(1)} s; heap ${before.toFixed(1)} → ${after.toFixed(1)} MB; host holds ${rl.host.size} actors`);
-      return {
-        name: 'exec.heap',
-        value: round(after),
-        unit: 'MB',
-        baseline: round(before),
-        ratio: round(after / before),
-        notes: {
-          executions: EXECUTIONS,
-          inputBytes: INPUT_BYTES,
-          hostActors: rl.host.size,
-          retainedPerExecutionKB: round(((after - before) * 1024) / EXECUTIONS),
-          inputsAppendedMB: round((INPUT_BYTES * (EXECUTIONS + WARMUP)) / 1e6),
-          seconds: round(secs),
-        },
-      };
+      return sideBySide('exec.heap', 'MB', after, before, {
+        executions: EXECUTIONS,
+        inputBytes: INPUT_BYTES,
+        hostActors: rl.host.size,
+        retainedPerExecutionKB: round(((after - before) * 1024) / EXECUTIONS),
+        inputsAppendedMB: round((INPUT_BYTES * (EXECUTIONS + WARMUP)) / 1e6),
+        seconds: round(secs),
+      });
     } finally {
       await closeWithin(rl);
       await net.close();

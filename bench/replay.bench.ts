@@ -15,7 +15,7 @@ import { actorStatus, summarize } from '../src/machines/summary.ts';
 import { initialSnapshot, machines, replay, stateName } from '../src/machines/runtime.ts';
 import { LATEST_SCHEMA } from '../src/store/schema.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
-import { median, nowMs, round, type Bench } from './harness.ts';
+import { median, nowMs, sideBySide, type Bench } from './harness.ts';
 
 const CACHE = join(import.meta.dirname, '.cache');
 const EVENTS = 100_000;
@@ -82,7 +82,7 @@ export const replayBenches: Bench[] = [
       }
       const v = median(ours);
       const b = median(raw);
-      return { name: 'replay.deep', value: round(v), unit: 'ms', baseline: round(b), ratio: round(v / b), notes: { events: EVENTS, to: TO, foldedFromSnapshot: view.steps.length, target: '≤ 200 ms' } };
+      return sideBySide('replay.deep', 'ms', v, b, { events: EVENTS, to: TO, foldedFromSnapshot: view.steps.length, target: '≤ 200 ms' });
     },
   },
 ];

@@ -15,7 +15,7 @@ import { machines, replay, stateName } from '../src/machines/runtime.ts';
 import type { AppendRequest } from '../src/store/event-store.ts';
 import { LATEST_SCHEMA } from '../src/store/schema.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
-import { median, nowMs, round, type Bench } from './harness.ts';
+import { median, nowMs, sideBySide, type Bench } from './harness.ts';
 
 const CACHE = join(import.meta.dirname, '.cache');
 const LIVE = 200;
@@ -109,7 +109,7 @@ function startupBench(name: string, events: number): Bench {
         const v = median(ours);
         const b = median(raw);
         const target = name === 'startup.1m' ? '≤ 1000 ms' : name === 'startup.5m' ? '≤ 1.3× startup.100k' : 'the reference for startup.5m';
-        return { name, value: round(v), unit: 'ms', baseline: round(b), ratio: round(v / b), notes: { events, actors: events / 10, live: LIVE, target } };
+        return sideBySide(name, 'ms', v, b, { events, actors: events / 10, live: LIVE, target });
       } finally {
         rmSync(home, { recursive: true, force: true });
       }

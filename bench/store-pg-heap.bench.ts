@@ -11,18 +11,12 @@
 //             the actors rows ps lists and each stream's stub)
 //   notes.rawRowsMB  the raw primitive: the same events as node-postgres returns them (`SELECT * FROM events`),
 //             held in an array — what the log itself weighs in this process's memory
-import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { actorsProjection, ACTORS_PROJECTION } from '../src/actors/actors-projection.ts';
 import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
-import { writeEndedActors } from '../test/support/pg-ended-log.ts';
-import { collector, heapMb, median, round, type Bench } from './harness.ts';
+import { collector, heapMb, median, round, sideBySide, type Bench } from './harness.ts';
+import { withEndedLog } from './pg-bench-fixture.ts';
 
 const ACTORS = 10_000;
-
-function pgUrl(): string {
-  return process.env.RUNLOG_PG_URL ?? 'postgres://runlog:runlog@127.0.0.1:5432/runlog';
-}
 
 /** Heap held by what `open` returns (kept alive until measured), above the heap before it; `count` says how many events it holds. */
 async function held<T>(gc: () => void, open: () => Promise<T>, count: (x: T) => number, close: (x: T) => Promise<void>): Promise<{ mb: number; n: number }> {
@@ -40,15 +34,7 @@ export const storePgHeapBenches: Bench[] = [
     needs: 'PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)',
     async run({ rounds, log }) {
       const gc = collector();
-      const schema = `rlbench_heap_${process.pid}_${randomBytes(4).toString('hex')}`;
-      const url = `${pgUrl()}?schema=${schema}`;
-      const admin = new pg.Client({ connectionString: pgUrl() });
-      await admin.connect();
-      try {
-        const t0 = Date.now();
-        const written = await writeEndedActors(url, ACTORS, { batch: 500 });
-        const events = written.reduce((n, a) => n + a.events, 0);
-        log(`store.pg.heap: ${ACTORS} ended actors, ${events} events written in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      return withEndedLog('heap', ACTORS, (m) => log(`store.pg.heap: ${m}`), async ({ schema, url, admin, events }) => {
         const open = (pageOut: boolean, keepRecent?: number) => () =>
           PgHostStore.open({
             url,
@@ -86,18 +72,15 @@ export const storePgHeapBenches: Bench[] = [
         const v = median(paged);
         const b = median(whole);
         log(`store.pg.heap: paged out ${v.toFixed(1)} MB (${heldPaged} events held), whole log ${b.toFixed(1)} MB (${heldWhole}), raw rows ${median(raw).toFixed(1)} MB`);
-        return {
-          name: 'store.pg.heap',
-          value: round(v),
-          unit: 'MB',
-          baseline: round(b),
-          ratio: round(v / b),
-          notes: { endedActors: ACTORS, events, heldEventsPaged: heldPaged, heldEventsWhole: heldWhole, rawRowsMB: round(median(raw)), pagedKeepRecent1000MB: round(median(small)) },
-        };
-      } finally {
-        await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
-        await admin.end();
-      }
+        return sideBySide('store.pg.heap', 'MB', v, b, {
+          endedActors: ACTORS,
+          events,
+          heldEventsPaged: heldPaged,
+          heldEventsWhole: heldWhole,
+          rawRowsMB: round(median(raw)),
+          pagedKeepRecent1000MB: round(median(small)),
+        });
+      });
     },
   },
 ];

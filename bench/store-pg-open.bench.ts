@@ -15,12 +15,10 @@
 // RUNLOG_BENCH_OPEN_ACTORS sets the number of ended actors (default 10,000: the figures in the README). A long-lived
 // log's size: 200,000 (1,036,358 events) took 99 s to write and 4 minutes in all on 2 cores (peak RSS 2.7 GB), most
 // of it the whole copy's opens and the raw SELECTs (a million events each); a paged open there took 3.9 s.
-import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { actorsProjection, ACTORS_PROJECTION } from '../src/actors/actors-projection.ts';
 import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
-import { writeEndedActors } from '../test/support/pg-ended-log.ts';
-import { median, nowMs, round, type Bench } from './harness.ts';
+import { median, nowMs, round, sideBySide, type Bench } from './harness.ts';
+import { withEndedLog } from './pg-bench-fixture.ts';
 
 /** How many ended actors the log holds (RUNLOG_BENCH_OPEN_ACTORS, default 10,000). */
 function actorsCount(): number {
@@ -29,26 +27,13 @@ function actorsCount(): number {
   return n;
 }
 
-function pgUrl(): string {
-  return process.env.RUNLOG_PG_URL ?? 'postgres://runlog:runlog@127.0.0.1:5432/runlog';
-}
-
 export const storePgOpenBenches: Bench[] = [
   {
     name: 'store.pg.open',
     needs: 'PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)',
     async run({ rounds, log }) {
       const actors = actorsCount();
-      const schema = `rlbench_open_${process.pid}_${randomBytes(4).toString('hex')}`;
-      const url = `${pgUrl()}?schema=${schema}`;
-      const raw = new pg.Client({ connectionString: pgUrl(), options: `-c search_path=${schema}` });
-      await raw.connect();
-      try {
-        const t0 = Date.now();
-        const written = await writeEndedActors(url, actors, { batch: 500 });
-        const events = written.reduce((n, a) => n + a.events, 0);
-        log(`store.pg.open: ${actors} ended actors, ${events} events written in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-        await raw.query('VACUUM ANALYZE events');
+      return withEndedLog('open', actors, (m) => log(`store.pg.open: ${m}`), async ({ url, admin: raw, events }) => {
         const open = (pageOut: { keepRecent?: number } | null) => () =>
           PgHostStore.open({ url, pollMs: 0, maxConnections: 2, projections: [actorsProjection()], actorRows: { projection: ACTORS_PROJECTION }, ...(pageOut ? { pageOut } : {}) });
         const timed = async (fn: () => Promise<{ close(): Promise<void> }>): Promise<number> => {
@@ -77,18 +62,8 @@ export const storePgOpenBenches: Bench[] = [
         const v = median(paged);
         const b = median(base);
         log(`store.pg.open: paged ${v.toFixed(0)} ms (window 1,000: ${median(small).toFixed(0)} ms), whole ${median(whole).toFixed(0)} ms, raw select ${b.toFixed(0)} ms`);
-        return {
-          name: 'store.pg.open',
-          value: round(v),
-          unit: 'ms',
-          baseline: round(b),
-          ratio: round(v / b),
-          notes: { endedActors: actors, events, wholeMs: round(median(whole)), keepRecent1000Ms: round(median(small)) },
-        };
-      } finally {
-        await raw.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
-        await raw.end();
-      }
+        return sideBySide('store.pg.open', 'ms', v, b, { endedActors: actors, events, wholeMs: round(median(whole)), keepRecent1000Ms: round(median(small)) });
+      });
     },
   },
 ];

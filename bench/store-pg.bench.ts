@@ -6,20 +6,17 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { foldEvent, machines, type AnySnapshot } from '../src/machines/runtime.ts';
 import { PgEventStore } from '../src/store/postgres/pg-event-store.ts';
-import { median, nowMs, round, type Bench } from './harness.ts';
+import { median, nowMs, round, sideBySide, type Bench } from './harness.ts';
+import { benchPgUrl } from './pg-bench-fixture.ts';
 import { at, data, REPLAY_STREAMS, replayHistory } from './store-fixtures.ts';
 
 const NEEDS = 'PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)';
 
-function pgUrl(): string {
-  return process.env.RUNLOG_PG_URL ?? 'postgres://runlog:runlog@127.0.0.1:5432/runlog';
-}
-
 /** A store in a fresh schema, a raw client on the same schema with the same durability, and a table like `events`. */
 async function pair(): Promise<{ store: PgEventStore; raw: pg.Client; done: () => Promise<void> }> {
   const schema = `rlbench_${process.pid}_${randomBytes(4).toString('hex')}`;
-  const store = await PgEventStore.open({ url: pgUrl(), schema });
-  const raw = new pg.Client({ connectionString: pgUrl(), options: `-c search_path=${schema} -c synchronous_commit=on` });
+  const store = await PgEventStore.open({ url: benchPgUrl(), schema });
+  const raw = new pg.Client({ connectionString: benchPgUrl(), options: `-c search_path=${schema} -c synchronous_commit=on` });
   await raw.connect();
   // The raw row is the event without its chain link (as on SQLite, the baseline is the plain INSERT).
   await raw.query('CREATE TABLE raw_events (LIKE events INCLUDING ALL); ALTER TABLE raw_events DROP COLUMN hash');
@@ -78,14 +75,7 @@ export const storePgBenches: Bench[] = [
       // sides wait for, so each run says both.
       const us = (rate: number) => 1e6 / rate;
       const gapUs = median(ours.map((o, i) => us(o) - us(raw[i]!)));
-      return {
-        name: 'store.pg.append',
-        value: round(v),
-        unit: 'events/s',
-        baseline: round(b),
-        ratio: round(v / b),
-        notes: { target: '≥ 0.8×', appendUs: round(us(v)), rawInsertUs: round(us(b)), gapUs: round(gapUs) },
-      };
+      return sideBySide('store.pg.append', 'events/s', v, b, { target: '≥ 0.8×', appendUs: round(us(v)), rawInsertUs: round(us(b)), gapUs: round(gapUs) });
     },
   },
   {
@@ -132,7 +122,7 @@ export const storePgBenches: Bench[] = [
       }
       const v = median(ours);
       const b = median(raw);
-      return { name: 'store.pg.append-batch', value: round(v), unit: 'events/s', baseline: round(b), ratio: round(v / b) };
+      return sideBySide('store.pg.append-batch', 'events/s', v, b);
     },
   },
   {
@@ -169,7 +159,7 @@ export const storePgBenches: Bench[] = [
         }
         const v = median(ours);
         const b = median(raw);
-        return { name: 'store.pg.replay', value: round(v), unit: 'events/s', baseline: round(b), ratio: round(v / b) };
+        return sideBySide('store.pg.replay', 'events/s', v, b);
       } finally {
         await p.done();
       }

@@ -10,7 +10,7 @@ import { foldLog } from '../src/actors/inspection.ts';
 import { RunlogMetrics } from '../src/actors/metrics.ts';
 import { MIGRATIONS } from '../src/store/schema.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
-import { median, nowMs, round, type Bench } from './harness.ts';
+import { median, nowMs, round, sideBySide, type Bench } from './harness.ts';
 import { at, data, REPLAY_STREAMS, replayHistory } from './store-fixtures.ts';
 
 function tmp(): { dir: string; file: (n: string) => string; done: () => void } {
@@ -59,7 +59,7 @@ export const storeBenches: Bench[] = [
       }
       const v = median(ours);
       const b = median(raw);
-      return { name: 'store.append', value: round(v), unit: 'events/s', baseline: round(b), ratio: round(v / b) };
+      return sideBySide('store.append', 'events/s', v, b);
     },
   },
   {
@@ -90,7 +90,7 @@ export const storeBenches: Bench[] = [
       }
       const v = median(ours);
       const b = median(raw);
-      return { name: 'store.append-batch', value: round(v), unit: 'events/s', baseline: round(b), ratio: round(v / b) };
+      return sideBySide('store.append-batch', 'events/s', v, b);
     },
   },
   {
@@ -123,7 +123,7 @@ export const storeBenches: Bench[] = [
       t.done();
       const v = median(ours);
       const b = median(raw);
-      return { name: 'store.replay', value: round(v), unit: 'events/s', baseline: round(b), ratio: round(v / b), notes: { target: '≥ 200000 events/s' } };
+      return sideBySide('store.replay', 'events/s', v, b, { target: '≥ 200000 events/s' });
     },
   },
   {
@@ -175,14 +175,12 @@ export const storeBenches: Bench[] = [
       }
       const v = median(withObs);
       const b = median(without);
-      return {
-        name: 'obs.store.append',
-        value: round(v),
-        unit: 'events/s',
-        baseline: round(b),
-        ratio: round(v / b),
-        notes: { target: '≥ 0.97×', control_ratio: round(median(control) / b), observer_us_per_append: round(median(observerUs)), append_us: round(1e6 / b) },
-      };
+      return sideBySide('obs.store.append', 'events/s', v, b, {
+        target: '≥ 0.97×',
+        control_ratio: round(median(control) / b),
+        observer_us_per_append: round(median(observerUs)),
+        append_us: round(1e6 / b),
+      });
     },
   },
 ];
