@@ -71,7 +71,9 @@ export function startThrowawayPostgres(): ThrowawayPostgres {
     let tail = '';
     try {
       tail = readFileSync(join(dir, 'server.log'), 'utf8').split('\n').slice(-15).join('\n');
-    } catch {}
+    } catch {
+      tail = '(no server.log)';
+    }
     throw new Error(`${(err as Error).message}\nserver.log:\n${tail}`);
   };
   const start = (): void => {
