@@ -9,7 +9,7 @@ import type { HostStore } from '../src/store/host-store.ts';
 function queueWith(q: QueuedExecution, claim: (q: QueuedExecution) => Promise<unknown>) {
   const event = { seq: 1, stream: EXECUTION_QUEUE, version: 1, type: EXECUTION_QUEUED, schema: 1, data: { ...q }, meta: {}, at: new Date().toISOString() };
   const store = {
-    read: (stream: string) => (stream === EXECUTION_QUEUE ? [event] : []),
+    readRecent: (stream: string) => (stream === EXECUTION_QUEUE ? [event] : []),
     subscribe: () => () => undefined,
     lastSeq: () => 1,
     streamVersion: () => 0,

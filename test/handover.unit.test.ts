@@ -82,6 +82,7 @@ function memoryLog() {
   const subs = new Set<{ stream?: string; after: number; fn: (e: RecordedEvent) => void }>();
   const store = {
     read: (stream: string) => events.filter((e) => e.stream === stream),
+    readRecent: (stream: string) => events.filter((e) => e.stream === stream),
     streams: (kind?: string) => [...new Set(events.map((e) => e.stream))].filter((s) => !kind || s.startsWith(`${kind}-`)).map((stream) => ({ stream })),
     lastSeq: () => events.length,
     subscribe: (o: { stream?: string; afterSeq?: number }, fn: (e: RecordedEvent) => void) => {

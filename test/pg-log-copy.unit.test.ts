@@ -215,3 +215,109 @@ describe('LogCopy', () => {
     expect(holdAll.streams()).toEqual([]);
   });
 });
+
+describe('LogCopy: request streams (the execution queue, placement)', () => {
+  const HOUR = 3600_000;
+  const T0 = Date.parse('2026-12-02T00:00:00.000Z');
+  /** A copy whose clock the test sets; request streams are `queue-*`; events carry the `at` they are given. */
+  function requests(keepRecent: number | null) {
+    let now = T0;
+    let n = 0;
+    const versionOf = new Map<string, number>();
+    const copy = new LogCopy({ keepRecent, ended: () => false, pagedInStreams: 2, tail: { is: (s) => s.startsWith('queue-'), keepMs: HOUR, now: () => now } });
+    const all: RecordedEvent[] = [];
+    const put = (stream: string, atMs: number, pageBelow = 0) => {
+      const version = (versionOf.get(stream) ?? 0) + 1;
+      versionOf.set(stream, version);
+      n += 1;
+      const e: RecordedEvent = { seq: n, stream, version, type: 'q', schema: 1, at: new Date(atMs).toISOString(), data: { n }, meta: {} };
+      all.push(e);
+      copy.put(e, pageBelow);
+      return e;
+    };
+    return { copy, all, put, setNow: (ms: number) => (now = ms) };
+  }
+
+  it('pages out a request stream from the front once its events are older than the window and than keepMs; the newest stay, readRecent reads them', () => {
+    const { copy, all, put, setNow } = requests(5);
+    for (let k = 0; k < 6; k++) put('queue-exec', T0 + k * 60_000); // minutes 0..5
+    for (let k = 0; k < 6; k++) put('instance-live', T0 + 10 * 60_000);
+    // An hour has not passed: inside keepMs, so held although below the window.
+    setNow(T0 + 50 * 60_000);
+    expect(copy.compact(Number.MAX_SAFE_INTEGER, true)).toBe(0);
+    expect(copy.readRecent('queue-exec')).toEqual(all.slice(0, 6));
+    // 62.5 minutes on: minutes 0, 1 and 2 are older than an hour, 3..5 are not.
+    setNow(T0 + 62.5 * 60_000);
+    expect(copy.compact(Number.MAX_SAFE_INTEGER, true)).toBe(3);
+    expect(copy.readRecent('queue-exec')).toEqual(all.slice(3, 6));
+    expect(copy.streamVersion('queue-exec')).toBe(6);
+    expect(copy.read('queue-exec', 4)).toEqual(all.slice(3, 6));
+    // The whole stream is not held: a read of it says so, never a shorter history; a paged-in copy answers it.
+    expect(() => copy.read('queue-exec')).toThrow(PagedOutError);
+    expect(copy.missing('queue-exec')).toBe(3);
+    copy.cache('queue-exec', all.slice(0, 3));
+    expect(copy.read('queue-exec')).toEqual(all.slice(0, 6));
+    // The log from before the dropped positions is not complete here either.
+    expect(copy.floor).toBe(3);
+    expect(() => copy.slice(0)).toThrow(PagedOutError);
+    expect(copy.slice(3)).toEqual(all.slice(3));
+    // A stream that is not a request stream stays whole, however old.
+    setNow(T0 + 100 * HOUR);
+    expect(copy.read('instance-live')).toHaveLength(6);
+  });
+
+  it('keeps what is inside the window or unseen by a subscriber, however old', () => {
+    const { copy, put, setNow } = requests(4);
+    for (let k = 0; k < 4; k++) put('queue-exec', T0);
+    setNow(T0 + 10 * HOUR);
+    expect(copy.compact(Number.MAX_SAFE_INTEGER, true)).toBe(0); // positions 1..4 are the newest 4
+    for (let k = 0; k < 4; k++) put('other', T0);
+    expect(copy.compact(2, true)).toBe(2); // a subscriber is at position 2: 3 and 4 are unseen
+    expect(copy.readRecent('queue-exec').map((e) => e.version)).toEqual([3, 4]);
+    expect(copy.compact(Number.MAX_SAFE_INTEGER, true)).toBe(2);
+    expect(copy.readRecent('queue-exec')).toEqual([]);
+    // The stream goes on: its next request is held.
+    const next = put('queue-exec', T0 + 10 * HOUR);
+    expect(copy.readRecent('queue-exec')).toEqual([next]);
+    expect(copy.streamVersion('queue-exec')).toBe(5);
+  });
+
+  it('cuts at one version: an old event after a recent one (a writer whose clock is behind) stays', () => {
+    const { copy, put, setNow } = requests(1);
+    put('queue-exec', T0); // old
+    put('queue-exec', T0 + 5 * HOUR); // recent
+    put('queue-exec', T0); // old again, after it: kept, the newest events of a stream stay contiguous
+    for (let k = 0; k < 3; k++) put('other', T0 + 5 * HOUR);
+    setNow(T0 + 5.5 * HOUR);
+    expect(copy.compact(Number.MAX_SAFE_INTEGER, true)).toBe(1);
+    expect(copy.readRecent('queue-exec').map((e) => e.version)).toEqual([2, 3]);
+  });
+
+  it('does nothing in a copy that holds everything', () => {
+    const { copy, all, put, setNow } = requests(null);
+    for (let k = 0; k < 5; k++) put('queue-exec', T0);
+    setNow(T0 + 100 * HOUR);
+    expect(copy.tail('queue-exec')).toBe(false);
+    expect(copy.compact(Number.MAX_SAFE_INTEGER, true)).toBe(0);
+    expect(copy.read('queue-exec')).toEqual(all);
+  });
+
+  it('at load, a stub for its oldest versions, then its newer events: reads answer as after a compaction', () => {
+    const copy = new LogCopy({ keepRecent: 2, ended: () => false, tail: { is: (s) => s.startsWith('queue-'), keepMs: HOUR, now: () => T0 + 2 * HOUR } });
+    const at = (ms: number) => new Date(ms).toISOString();
+    const e = (seq: number, version: number, atMs: number): RecordedEvent => ({ seq, stream: 'queue-exec', version, type: 'q', schema: 1, at: at(atMs), data: { seq }, meta: {} });
+    // What the store does at open (pg-host-store.ts loadBelow): versions 1..3 (positions 1..5 at most) summarised,
+    // the rest read and put.
+    copy.stub({ stream: 'queue-exec', version: 3, firstSeq: 1, lastSeq: 5, createdAt: at(T0), updatedAt: at(T0) });
+    const newer = [e(6, 4, T0 + 1.5 * HOUR), e(7, 5, T0 + 1.6 * HOUR)];
+    for (const x of newer) copy.put(x);
+    expect(copy.readRecent('queue-exec')).toEqual(newer);
+    expect(copy.streamVersion('queue-exec')).toBe(5);
+    expect(copy.read('queue-exec', 4)).toEqual(newer);
+    expect(() => copy.read('queue-exec')).toThrow(PagedOutError);
+    expect(copy.missing('queue-exec')).toBe(3);
+    expect(copy.streams()).toEqual([{ stream: 'queue-exec', kind: 'queue', version: 5, createdAt: at(T0), updatedAt: newer[1]!.at }]);
+    expect(copy.floor).toBe(5);
+    expect(copy.slice(5)).toEqual(newer);
+  });
+});

@@ -82,6 +82,7 @@ function fakeLog() {
   };
   const store = {
     read: (stream: string) => events.filter((e) => e.stream === stream),
+    readRecent: (stream: string) => events.filter((e) => e.stream === stream),
     streamVersion: (stream: string) => events.filter((e) => e.stream === stream).length,
     lastSeq: () => events.length,
     subscribe: (_o: unknown, h: (e: RecordedEvent) => void) => {

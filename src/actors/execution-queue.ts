@@ -10,8 +10,9 @@
 import { FencedError, RunlogError } from '../domain/errors.ts';
 import type { RecordedEvent } from '../domain/events.ts';
 import type { HostStore } from '../store/host-store.ts';
+import { EXECUTION_QUEUE } from './request-streams.ts';
 
-export const EXECUTION_QUEUE = 'queue-executions';
+export { EXECUTION_QUEUE };
 /** How soon a claim that found the store unreachable is tried again. */
 const STORE_RETRY_MS = 1000;
 export const EXECUTION_QUEUED = 'execution.queued';
@@ -62,7 +63,7 @@ export class ExecutionQueue {
 
   start(): void {
     const { store } = this.deps;
-    for (const e of store.read(EXECUTION_QUEUE)) this.add(e);
+    for (const e of store.readRecent(EXECUTION_QUEUE)) this.add(e);
     this.off = store.subscribe({ afterSeq: store.lastSeq() }, (e) => {
       if (e.stream === EXECUTION_QUEUE) {
         this.add(e);

@@ -109,7 +109,7 @@ export class Handover {
   }
 
   private sweep(stream: string): void {
-    for (const r of pendingRequests(this.deps.store.read(stream), this.deps.nowMs())) this.take(stream, r);
+    for (const r of pendingRequests(this.deps.store.readRecent(stream), this.deps.nowMs())) this.take(stream, r);
   }
 
   private take(stream: string, r: HandoverRequest): void {
@@ -117,7 +117,7 @@ export class Handover {
     if (this.handling.has(r.requestId) || this.takingOver.has(instance) || !this.deps.owns(instance)) return;
     if (!(Date.parse(r.deadline) > this.deps.nowMs())) return; // its caller has given up
     // Answered meanwhile (by a previous owner that acted and answered before it lost the lease).
-    if (this.deps.store.read(stream).some((e) => e.type === HANDOVER_ANSWERED && (e.data as { requestId?: unknown }).requestId === r.requestId)) return;
+    if (this.deps.store.readRecent(stream).some((e) => e.type === HANDOVER_ANSWERED && (e.data as { requestId?: unknown }).requestId === r.requestId)) return;
     this.handling.add(r.requestId);
     void (async () => {
       try {

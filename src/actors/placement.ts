@@ -12,8 +12,9 @@ import { RunlogError } from '../domain/errors.ts';
 import type { RecordedEvent } from '../domain/events.ts';
 import type { HostStore } from '../store/host-store.ts';
 import { inspectActor, type ActorView } from './inspection.ts';
+import { placementStream } from './request-streams.ts';
 
-export const placementStream = (node: string): string => `placement-${node}`;
+export { placementStream };
 export const SPAWN_REQUESTED = 'placement.spawn-requested';
 export const SPAWN_REFUSED = 'placement.spawn-refused';
 
@@ -93,7 +94,7 @@ export class Placement {
   start(): void {
     const { store, node } = this.deps;
     const mine = placementStream(node);
-    const history = store.read(mine);
+    const history = store.readRecent(mine);
     const answered = new Set(history.filter((e) => e.type === SPAWN_REFUSED).map((e) => (e.data as { instanceId: string }).instanceId));
     for (const e of history) {
       // why: events of this type are only ever appended by spawnOn() with this shape

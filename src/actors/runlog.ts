@@ -35,6 +35,7 @@ import type { FollowOwner } from './remote-follow.ts';
 import { AppToolSync } from './app-tool-sync.ts';
 import { boundLines, routeRequest, type HandoverRequest } from '../domain/handover.ts';
 import { awaitQueued, ExecutionQueue } from './execution-queue.ts';
+import { isRequestStream } from './request-streams.ts';
 import { leaseNow, nodeLoads } from '../store/postgres/pg-nodes.ts';
 import { assertNodeChoice, chooseNode, type NodeChoice } from '../domain/placement.ts';
 import { newInstanceId } from '../adapters/ids.ts';
@@ -313,8 +314,9 @@ async function openStore(options: RunlogOptions, db: string, readOnly: boolean, 
     projections: [actorsProjection()],
     actorRows: { projection: ACTORS_PROJECTION },
     ...(node ? { node: { name: node, leaseTtlMs: options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS, ...(options.collectGraceMs !== undefined ? { collectGraceMs: options.collectGraceMs } : {}) } } : {}),
-    // A supervisor holds live actors, not the fleet's whole history: ended actors' events are read when asked.
-    ...(node ? { pageOut: options.pgKeepRecent !== undefined ? { keepRecent: options.pgKeepRecent } : {} } : {}),
+    // A supervisor holds live actors, not the fleet's whole history: ended actors' events are read when asked, and
+    // of the request streams only the requests that may still be open (request-streams.ts).
+    ...(node ? { pageOut: { ...(options.pgKeepRecent !== undefined ? { keepRecent: options.pgKeepRecent } : {}), requestStreams: { is: isRequestStream } } } : {}),
     ...(options.now ? { now: options.now } : {}),
   });
 }

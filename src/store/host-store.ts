@@ -50,6 +50,12 @@ export interface HostStore extends ReadableLog {
    * it has not answered within `withinMs` (default: no limit). Absent on SQLite.
    */
   whenAvailable?(withinMs?: number): Promise<boolean>;
+  /**
+   * A request stream's events this store holds, oldest first: all of them on SQLite; on a PostgreSQL supervisor
+   * (pageOut.requestStreams) its oldest ones are paged out once older than any request's deadline. For readers
+   * that want only requests still open (the execution queue, placement, hand-over), never for a history.
+   */
+  readRecent(stream: string): RecordedEvent[];
   sizeBytes(): number;
   onAppend: AppendObserver | undefined;
 }

@@ -638,6 +638,11 @@ export class SqliteEventStore implements EventStore {
     return this.stmt.readStream.all(stream, options.from ?? 1, options.to ?? Number.MAX_SAFE_INTEGER).map((r) => this.toRecorded(r));
   }
 
+  /** The whole stream: SQLite reads from the file, so nothing is paged out (host-store.ts). */
+  readRecent(stream: string): RecordedEvent[] {
+    return this.read(stream);
+  }
+
   readAll(options: ReadAllOptions = {}): RecordedEvent[] {
     return this.stmt.readAll.all(options.afterSeq ?? 0, options.limit ?? -1).map((r) => this.toRecorded(r));
   }

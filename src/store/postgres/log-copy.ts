@@ -1,13 +1,19 @@
 // The PostgreSQL supervisor's in-memory copy of the log (pg-host-store.ts), with ended actors paged out.
 //
 // The actor host reads synchronously, so the supervisor keeps what it reads: every stream that is not an ended
-// actor's (live actors, the execution queue, placement and app streams, facts) in full, and the most recent
+// actor's (live actors, app streams, facts; request streams from their newest requests on, below) in full, and the most recent
 // `keepRecent` positions of the log whatever their stream (followers and subscribers read from there). An ended
 // actor's events older than that are dropped (paged out): the stream keeps a stub (version, first position,
 // created/updated times) so `streamVersion`, `streams` and `resolveActor` still answer, and its history is read
 // from PostgreSQL when asked (pageIn, then the synchronous reads answer from a small cache of paged-in streams).
 // A synchronous read that reaches a paged-out event and finds it in no cache throws PagedOutError: never a
 // shorter history than the log holds.
+//
+// Request streams (`tail`: the execution queue, placement and hand-over requests) never end, and grow with every
+// execution and placement the cluster ever ran. Their readers want only the requests whose deadlines have not
+// passed, so their oldest events are paged out from the front once they are older than the window and than
+// `keepMs` (longer than any request's deadline): the stream keeps its newest events, readRecent() reads those,
+// and a read of the whole stream pages in like an ended actor's.
 //
 // No IO here: the store decides what has ended (its actors projection rows) and feeds the events in position order.
 import type { RecordedEvent } from '../../domain/events.ts';
@@ -46,6 +52,16 @@ export interface LogCopyOptions {
   ended(stream: string): boolean;
   /** How many paged-in streams the cache keeps (least recently used out first). */
   pagedInStreams?: number;
+  /** Request streams, whose events older than the window and than `keepMs` before `now()` are paged out from the front. */
+  tail?: TailStreams;
+}
+
+/** Which streams are request streams, and how long their events are held whatever the window (log-copy.ts). */
+export interface TailStreams {
+  is(stream: string): boolean;
+  /** Longer than the deadline of any request such a stream carries. */
+  keepMs: number;
+  now(): number;
 }
 
 /** What a paged-out stream's stub is made of (LogCopy.stub): its events 1..version are not read at all. */
@@ -67,6 +83,8 @@ export class LogCopy {
   private readonly byStream = new Map<string, StreamCopy>();
   /** Ended streams that still hold events (candidates for the next compaction). */
   private readonly endedHeld = new Set<string>();
+  /** Request streams that hold events (their oldest may be paged out at the next compaction). */
+  private readonly tailHeld = new Set<string>();
   /** Paged-in histories (versions 1..n) of paged-out streams, least recently used first. */
   private readonly pagedIn = new Map<string, RecordedEvent[]>();
   private headSeq = 0;
@@ -98,6 +116,16 @@ export class LogCopy {
     return this.pagingOut && this.options.ended(stream);
   }
 
+  /** Whether the stream is a request stream whose oldest events are paged out (in a paging-out copy). */
+  tail(stream: string): boolean {
+    return this.pagingOut && this.options.tail !== undefined && this.options.tail.is(stream);
+  }
+
+  /** The time before which a request stream's events may be paged out (when also older than the window). */
+  tailSince(): number {
+    return this.options.tail ? this.options.tail.now() - this.options.tail.keepMs : Number.NEGATIVE_INFINITY;
+  }
+
   /**
    * Adds the next event (positions ascending). `pageBelow`: at load, an ended stream's event at or below this
    * position is not held at all (only its stub moves), so opening a long log never holds its whole history.
@@ -117,6 +145,7 @@ export class LogCopy {
     c.held.push(e);
     this.events.push(e);
     if (ended) this.endedHeld.add(e.stream);
+    else if (this.tail(e.stream)) this.tailHeld.add(e.stream);
   }
 
   /**
@@ -124,7 +153,8 @@ export class LogCopy {
    * window, from a summary the store read instead of the events (pg-host-store.ts): the same stub put() leaves
    * when it drops them, without the events. Its later events (inside the window) follow through put(). Only a
    * paging-out copy takes one (a copy that holds everything must be given every event), and only for a stream it
-   * has not seen yet.
+   * has not seen yet. A request stream's oldest events (versions 1..version) come the same way, before its newer
+   * ones are put.
    */
   stub(s: PagedOutStream): void {
     if (!this.pagingOut) throw new RunlogError('STORE_INPUT', `a copy that holds every event cannot take ${s.stream} as paged out (keepRecent is null)`, { stream: s.stream });
@@ -147,11 +177,11 @@ export class LogCopy {
    */
   compact(minCursor = Number.MAX_SAFE_INTEGER, force = false): number {
     const keep = this.options.keepRecent;
-    if (keep === null || this.endedHeld.size === 0) return 0;
+    if (keep === null || (this.endedHeld.size === 0 && this.tailHeld.size === 0)) return 0;
     if (!force && this.headSeq - this.lastCompaction < Math.max(64, keep >> 2)) return 0;
     this.lastCompaction = this.headSeq;
     const horizon = Math.min(this.headSeq - keep, minCursor);
-    let dropped = 0;
+    let dropped = this.compactTails(horizon);
     for (const stream of this.endedHeld) {
       const c = this.byStream.get(stream)!;
       const last = c.held.at(-1);
@@ -167,6 +197,30 @@ export class LogCopy {
       this.endedHeld.delete(stream);
     }
     if (dropped > 0) this.events = this.events.filter((e) => e.version > this.byStream.get(e.stream)!.dropped);
+    return dropped;
+  }
+
+  /**
+   * A request stream's oldest held events, up to the first one that is inside the window or newer than
+   * tailSince(): the cut is one version, so what stays is the stream's newest events, whatever order their
+   * writers' clocks put `at` in. Returns how many were dropped (compact() filters them out of the log's events).
+   */
+  private compactTails(horizon: number): number {
+    const since = this.tailSince();
+    let dropped = 0;
+    for (const stream of this.tailHeld) {
+      const c = this.byStream.get(stream)!;
+      let n = 0;
+      while (n < c.held.length && c.held[n]!.seq <= horizon && Date.parse(c.held[n]!.at) < since) n++;
+      if (n === 0) continue;
+      this.floorSeq = Math.max(this.floorSeq, c.held[n - 1]!.seq);
+      c.dropped += n;
+      c.held = c.held.slice(n);
+      if (c.held.length === 0) this.tailHeld.delete(stream);
+      // The paged-in copy of the stream's older versions no longer reaches up to what is held.
+      this.pagedIn.delete(stream);
+      dropped += n;
+    }
     return dropped;
   }
 
@@ -205,6 +259,14 @@ export class LogCopy {
     }
     for (let v = Math.max(first, c.dropped + 1); v <= last; v++) out.push(c.held[v - c.dropped - 1]!);
     return out;
+  }
+
+  /**
+   * The stream's events this copy holds, oldest first: all of them, except a request stream's paged-out oldest
+   * ones (its readers want only the requests whose deadlines have not passed, all among these).
+   */
+  readRecent(stream: string): RecordedEvent[] {
+    return [...(this.byStream.get(stream)?.held ?? [])];
   }
 
   streamVersion(stream: string): number {

@@ -606,6 +606,26 @@ export class PgEventStore implements EventStorePort {
     return rows.map((r) => this.toRecorded(r));
   }
 
+  /**
+   * Of each of these streams, its events at positions <= `upTo` from the oldest one whose `at` is not before
+   * `since` on (a supervisor's open: request streams, whose older events it does not hold), in position order.
+   * The cut is one version per stream, so what comes is the stream's newest events whatever order their writers'
+   * clocks put `at` in.
+   */
+  async readStreamsSince(streams: readonly string[], upTo: number, since: string): Promise<RecordedEvent[]> {
+    if (streams.length === 0) return [];
+    const rows = await this.query<EventRow>(
+      `WITH cut AS (SELECT stream, min(version) AS version FROM events
+                     WHERE stream = ANY($1::text[]) AND seq <= $2 AND at COLLATE "C" >= $3 GROUP BY stream)
+       SELECT ${COLUMNS.split(', ')
+         .map((c) => `e.${c}`)
+         .join(', ')} FROM events e JOIN cut ON e.stream = cut.stream AND e.version >= cut.version
+        WHERE e.seq <= $2 ORDER BY e.seq`,
+      [streams, upTo, since],
+    );
+    return rows.map((r) => this.toRecorded(r));
+  }
+
   // --- the hash chain and snapshots (pg-schema.ts migration 4) -----------------------------------------
 
   /**

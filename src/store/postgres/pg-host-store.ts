@@ -10,7 +10,8 @@
 // wrote (fetched when the follower sees them).
 //
 // Memory (log-copy.ts): a supervisor's store (pageOut, set by runlog.ts for a supervising node) holds live actors'
-// histories, every stream that is not an actor's (execution queue, placement, app grants, facts), the newest
+// histories, every stream that is not an actor's (app grants, facts; of the request streams, the execution queue
+// and placement, only the requests that may still be open: pageOut.requestStreams), the newest
 // 10,000 positions whatever their stream, the actors rows (ps), live actors' newest snapshots and a small stub per
 // stream (version, first position, times). An ended actor's events older than that window are dropped once every
 // subscriber has seen them (at open they are never read: a summary row per stream makes its stub). Callers that
@@ -69,9 +70,14 @@ export interface PgHostStoreOptions {
    * Page ended actors' events out of memory (a supervisor: log-copy.ts). They are read from PostgreSQL when asked
    * (pageIn, readAllAsync); a synchronous read that reaches them throws PagedOutError. `keepRecent`: how many of
    * the newest positions are held whatever their stream (default 10,000). Unset: everything is held (one-shot readers).
+   * `requestStreams`: streams of requests with deadlines (the execution queue, placement), whose oldest events are
+   * paged out too, once older than the window and than `keepMs` (default 6 hours): readRecent() reads the rest.
    */
-  pageOut?: { keepRecent?: number; pagedInStreams?: number };
+  pageOut?: { keepRecent?: number; pagedInStreams?: number; requestStreams?: { is(stream: string): boolean; keepMs?: number } };
 }
+
+/** How long a request stream's events are held whatever the window: longer than any request's deadline. */
+export const REQUEST_KEEP_MS = 6 * 3600_000;
 
 /** What a store's open read (loadStats): the events it read, and the ended actors' it summarised instead of reading. */
 export interface LoadStats {
@@ -83,6 +89,8 @@ export interface LoadStats {
   streamsSummarised: number;
   /** How many events those summaries stood for. */
   eventsSummarised: number;
+  /** Request streams' oldest events (older than the window and than their keepMs): neither read nor held. */
+  requestEventsPagedOut: number;
 }
 
 /** What the cluster tells the supervisor about leases (see runlog.ts / actors/cluster.ts). */
@@ -172,7 +180,7 @@ export class PgHostStore implements HostStore {
    * the events did (store.pg.open).
    */
   private readonly rowSelect: string;
-  private readonly loaded: LoadStats = { before: 0, eventsRead: 0, streamsSummarised: 0, eventsSummarised: 0 };
+  private readonly loaded: LoadStats = { before: 0, eventsRead: 0, streamsSummarised: 0, eventsSummarised: 0, requestEventsPagedOut: 0 };
 
   private constructor(
     readonly pg: PgEventStore,
@@ -186,10 +194,14 @@ export class PgHostStore implements HostStore {
     this.toRow = options.actorRows?.toRow ?? ((doc: unknown) => doc as ActorRow);
     this.rowSelect = rowSelect(options.actorRows?.toRow ? 'd.doc' : "d.doc - '{snapshot,rev}'::text[]");
     const pageOut = options.pageOut ?? null;
+    const now = options.now;
     this.copy = new LogCopy({
       keepRecent: pageOut ? (pageOut.keepRecent ?? KEEP_RECENT) : null,
       ended: (stream) => ACTOR_STREAM.test(stream) && this.rows.get(stream)?.status === 'terminal',
       ...(pageOut?.pagedInStreams !== undefined ? { pagedInStreams: pageOut.pagedInStreams } : {}),
+      ...(pageOut?.requestStreams
+        ? { tail: { is: pageOut.requestStreams.is, keepMs: pageOut.requestStreams.keepMs ?? REQUEST_KEEP_MS, now: now ? () => Date.parse(now()) : () => Date.now() } }
+        : {}),
     });
   }
 
@@ -272,14 +284,34 @@ export class PgHostStore implements HostStore {
   private async loadBelow(pageBelow: number, summaries: readonly StreamSummary[]): Promise<void> {
     const paged: StreamSummary[] = [];
     const held: string[] = [];
+    const requests: StreamSummary[] = [];
     for (const s of summaries) {
       if (this.copy.ended(s.stream)) paged.push(s);
+      else if (this.copy.tail(s.stream)) requests.push(s);
       else held.push(s.stream);
     }
     // A page of streams at a time; the pages' events are merged into position order before the copy takes them.
     const events: RecordedEvent[] = [];
     for (let i = 0; i < held.length; i += PAGE) for (const e of await this.pg.readStreamsUpTo(held.slice(i, i + PAGE), pageBelow)) events.push(e);
-    if (held.length > PAGE) events.sort((a, b) => a.seq - b.seq);
+    if (requests.length > 0) {
+      // A request stream's events from the oldest one that is not older than the copy's tailSince() (all of them
+      // below the window here): its older ones become a stub, as an ended actor's do, before its newer ones.
+      const newest = await this.pg.readStreamsSince(
+        requests.map((s) => s.stream),
+        pageBelow,
+        new Date(this.copy.tailSince()).toISOString(),
+      );
+      const first = new Map<string, RecordedEvent>();
+      for (const e of newest) if (!first.has(e.stream)) first.set(e.stream, e);
+      for (const s of requests) {
+        const f = first.get(s.stream);
+        if (f && f.version === 1) continue;
+        this.copy.stub(f ? { ...s, version: f.version - 1, lastSeq: f.seq - 1 } : s);
+        this.loaded.requestEventsPagedOut += f ? f.version - 1 : s.events;
+      }
+      for (const e of newest) events.push(e);
+      events.sort((a, b) => a.seq - b.seq);
+    } else if (held.length > PAGE) events.sort((a, b) => a.seq - b.seq);
     for (const e of events) this.put(e, pageBelow);
     this.loaded.eventsRead += events.length;
     // After the held events (the copy's head is the highest position it has seen), before the window's.
@@ -614,6 +646,10 @@ export class PgHostStore implements HostStore {
 
   read(stream: string, options: ReadOptions = {}): RecordedEvent[] {
     return this.copy.read(stream, options.from ?? 1, options.to);
+  }
+
+  readRecent(stream: string): RecordedEvent[] {
+    return this.copy.readRecent(stream);
   }
 
   readAll(options: ReadAllOptions = {}): RecordedEvent[] {
