@@ -316,6 +316,7 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
           eventsRead: all.length - summarised.length,
           streamsSummarised: new Set(summarised.map((e) => e.stream)).size,
           eventsSummarised: summarised.length,
+          requestEventsPagedOut: 0,
         });
         expect(paged.loadStats.streamsSummarised).toBe(below.length + 3); // the 30, the two signed ones, the straddling one
         expect(paged.loadStats.eventsRead).toBe(paged.heldEvents);
