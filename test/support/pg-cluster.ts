@@ -97,7 +97,7 @@ export function startThrowawayPostgres(): ThrowawayPostgres {
     start,
     startAsync: () => asPostgresAsync(startArgs, 'pg_ctl start').catch(withLog),
     restart(mode) {
-      return asPostgresAsync([join(PG_BIN, 'pg_ctl'), '-D', data, '-m', mode, '-o', opts, '-l', join(dir, 'server.log'), '-w', '-t', '60', 'restart'], `pg_ctl restart -m ${mode}`);
+      return asPostgresAsync([join(PG_BIN, 'pg_ctl'), '-D', data, '-m', mode, '-o', opts, '-l', join(dir, 'server.log'), '-w', '-t', '60', 'restart'], `pg_ctl restart -m ${mode}`).catch(withLog);
     },
     async killPostmaster() {
       const lock = readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n');

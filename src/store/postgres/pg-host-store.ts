@@ -310,8 +310,8 @@ export class PgHostStore implements HostStore {
         this.loaded.requestEventsPagedOut += f ? f.version - 1 : s.events;
       }
       for (const e of newest) events.push(e);
-      events.sort((a, b) => a.seq - b.seq);
-    } else if (held.length > PAGE) events.sort((a, b) => a.seq - b.seq);
+    }
+    if (held.length > PAGE || requests.length > 0) events.sort((a, b) => a.seq - b.seq);
     for (const e of events) this.put(e, pageBelow);
     this.loaded.eventsRead += events.length;
     // After the held events (the copy's head is the highest position it has seen), before the window's.
