@@ -68,6 +68,7 @@ export const ERROR_CODES = {
   CODE_REQUESTED_INVALID: 'validation',
   CODE_RUNTIME_REF_INVALID: 'validation',
   DATA_MODEL_INVALID: 'validation',
+  DEADLINE_INVALID: 'validation',
   DID_CACHE_CONFIG_INVALID: 'validation',
   DID_INVALID: 'validation',
   ENTRYPOINT_MISSING: 'validation',
@@ -188,6 +189,7 @@ export const ERROR_CODES = {
   SUPERVISOR_RUNNING: 'unavailable',
   TOO_MANY_STREAMS: 'unavailable',
   // timeout
+  DEADLINE_PASSED: 'timeout',
   DOCKER_TIMEOUT: 'timeout',
   HEALTH_TIMEOUT: 'timeout',
   NETWORK_TIMEOUT: 'timeout',
