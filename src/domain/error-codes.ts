@@ -176,6 +176,7 @@ export const ERROR_CODES = {
   // unavailable
   DEV_ENV_MISSING: 'unavailable',
   DOCKER_UNAVAILABLE: 'unavailable',
+  EXECUTION_QUEUE_FULL: 'unavailable',
   FOLLOW_LOST: 'unavailable',
   HOST_CLOSED: 'unavailable',
   NODE_UNAVAILABLE: 'unavailable',
@@ -191,6 +192,7 @@ export const ERROR_CODES = {
   // timeout
   DEADLINE_PASSED: 'timeout',
   DOCKER_TIMEOUT: 'timeout',
+  EXECUTION_QUEUE_TIMEOUT: 'timeout',
   HEALTH_TIMEOUT: 'timeout',
   NETWORK_TIMEOUT: 'timeout',
   PLACEMENT_TIMEOUT: 'timeout',
