@@ -35,14 +35,13 @@ import type { FollowOwner } from './remote-follow.ts';
 import { AppToolSync } from './app-tool-sync.ts';
 import { boundLines, routeRequest, type HandoverRequest } from '../domain/handover.ts';
 import { awaitQueued, ExecutionQueue } from './execution-queue.ts';
+import { ExecutionLimiter } from './execution-limiter.ts';
 import { isRequestStream } from './request-streams.ts';
 import { leaseNow, nodeLoads } from '../store/postgres/pg-nodes.ts';
 import { assertNodeChoice, chooseNode, type NodeChoice } from '../domain/placement.ts';
 import { newInstanceId } from '../adapters/ids.ts';
 
 const DEFAULT_LEASE_TTL_MS = 15_000;
-/** How many executions a cluster node runs at once unless told (`--exec-limit`). */
-const DEFAULT_EXEC_LIMIT = 8;
 /** How long the cluster node that took an execution's call has it to itself before other nodes may claim it. */
 const QUEUE_HEAD_START_MS = 2000;
 /** How long a queued execution waits to be claimed before its caller is told PLACEMENT_TIMEOUT. */
@@ -101,7 +100,7 @@ export interface RunlogOptions {
    */
   collectGraceMs?: number;
   /**
-   * On PostgreSQL: how many executions this node runs at once (default 8). Executions are queued in the log and
+   * On PostgreSQL: how many executions this node runs at once (default: the policy's executions.maxRunning). Queued in the log and
    * claimed by whichever live node has room (execution-queue.ts).
    */
   execLimit?: number;
@@ -441,6 +440,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   let handover: Handover | null = null;
   let follows: { owner: FollowOwner; remote(owner: string, id: string, signal?: AbortSignal): AsyncIterable<LogLine>; close(): void } | null = null;
   let queue: ExecutionQueue | null = null;
+  const limiter = new ExecutionLimiter(executions.policy.executions, clock);
   // This supervisor's node name (on SQLite: the host's, the only node there is).
   const selfNode = node ?? options.node ?? hostname();
   /** Where a request for `choice` goes: this node's name, or another live node's (NODE_UNKNOWN, NODE_UNAVAILABLE). */
@@ -517,7 +517,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       queue = new ExecutionQueue({
         store,
         node,
-        limit: options.execLimit ?? DEFAULT_EXEC_LIMIT,
+        limit: options.execLimit ?? executions.policy.executions.maxRunning,
         headStartMs: QUEUE_HEAD_START_MS,
         nowMs: () => clock.nowMs(),
         running: () => host.live().filter((a) => a.kind === 'execution').length,
@@ -864,12 +864,12 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
           }
           await waiting;
         } else {
-          // The deadline covers the whole run; resolution and pulls count against it only up to a generous bound.
-          await waitFor('execution', executionId, (s) => s === 'succeeded' || s === 'failed', timeoutMs + 600_000, () =>
-            host.create('execution', executionId, {
-              type: 'execution.requested',
-              data: { request, deadline: new Date(clock.nowMs() + timeoutMs + 120_000).toISOString() },
-            }),
+          // At most policy.executions.maxRunning at once here, the rest in line with their deadline running
+          // (execution-limiter.ts). Resolution and pulls count against the deadline only up to a generous bound.
+          await limiter.run(clock.nowMs() + timeoutMs, (left) =>
+            waitFor('execution', executionId, (s) => s === 'succeeded' || s === 'failed', left + 600_000, () =>
+              host.create('execution', executionId, { type: 'execution.requested', data: { request: { ...request, timeoutMs: left }, deadline: new Date(clock.nowMs() + left + 120_000).toISOString() } }),
+            ),
           );
         }
         // Answered on the outcome: the used container's removal (the cleanup effect) goes on after this returns,

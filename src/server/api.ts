@@ -10,6 +10,7 @@ import type { ActorKind } from '../domain/events.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
 import { initialSnapshot, machines, stateName } from '../machines/runtime.ts';
 import { ENVELOPE_OVERHEAD_BYTES } from '../domain/at-run/operator-policy.ts';
+import { assertBeforeDeadline } from './deadline.ts';
 import { HttpError, MAX_BODY_BYTES, readJsonBody, sendJson } from './http.ts';
 import { describeMachine, type MachineChart } from './machine-graph.ts';
 import type { SseHub } from './sse.ts';
@@ -296,6 +297,8 @@ export async function handleApi(ctx: ApiContext, req: IncomingMessage, res: Serv
     } catch {
       throw new HttpError('INVALID_REQUEST', 'malformed percent-encoding in the path');
     }
+    // A caller that has given up is not acted for (deadline.ts); readJsonBody checks again once the body is in.
+    assertBeforeDeadline(req.headers, Date.now());
     await r.handle(ctx, { req, res, params, query: url.searchParams });
     return;
   }
