@@ -5,10 +5,8 @@
 //              signatures, runtime binding, blob fetch and CID check, archive validation) and re-checks the
 //              volume cache: that is the product's contract, so it is in the measurement. DID documents come
 //              from runlog's in-process cache with its default TTL (30 s), as in production (notes: did_cache).
-//              raw: one hardened container round trip through dockerode with the same sandbox image, the same
-//              create body (executionContainerBody: mounts of the same runtime/code volumes, limits, user,
-//              no network) and the same envelope: create + attach + start + write envelope + read frames to the
-//              result and the end of the stream + remove.
+//              raw: one hardened container round trip through dockerode (bench/exec-raw.ts) with the same
+//              sandbox image, create body and envelope.
 //   exec.cold  runlog: the first execution with nothing materialized (this run's runtime and code volumes and
 //              their seals removed before each round); value = total ms, baseline = the raw round trip, notes =
 //              the per-step breakdown from the execution's events (execution.step and event timestamps) and the
@@ -24,12 +22,10 @@
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { Writable, type Duplex } from 'node:stream';
 import Docker from 'dockerode';
 import { publishCode, publishRuntime } from '../src/actors/publishing.ts';
 import { createRunlog, type Runlog, type RunlogOptions } from '../src/actors/runlog.ts';
 import { DEFAULT_DID_CACHE_TTL_MS } from '../src/adapters/atproto/index.ts';
-import { executionContainerBody } from '../src/adapters/docker/execution-sandbox.ts';
 import { DEFAULT_OPERATOR_POLICY, type OperatorPolicy } from '../src/domain/at-run/operator-policy.ts';
 import type { RecordedEvent } from '../src/domain/events.ts';
 import type { LocalNetwork } from '../src/adapters/atproto/index.ts';
@@ -37,6 +33,7 @@ import { startTestPds } from '../test/support/pds.ts';
 import { startPdsProcess } from './pds-process.ts';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { closeWithin, median, nowMs, quantile, round, sideBySide, type Bench, type BenchResult } from './harness.ts';
+import { rawRoundTrip as rawRoundTripOf, type RawSide } from './exec-raw.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
 const SETUP_DIR = process.env.RUNLOG_SETUP_DIR ?? '/var/lib/runlog-setup';
@@ -206,86 +203,9 @@ async function runlogOnce(f: Fixture, uri = f.uri, timeoutMs?: number, settle = 
   return { ms, end, settleMs, events: f.rl.events(out.executionId), progress, context: out.view.context as Record<string, any> };
 }
 
-/** The raw primitive: one hardened container round trip over the worker protocol, with dockerode only. */
-function rawRoundTrip(f: Fixture, context: Record<string, any>) {
-  const r = context.resolved as Record<string, any>;
-  const m = context.materialized as Record<string, any>;
-  let n = 0;
-  return async (): Promise<{ ms: number; resultMs: number; createMs: number; startMs: number; removeMs: number }> => {
-    const id = `bench-raw-${process.pid}-${n++}`;
-    const { body } = executionContainerBody({
-      policy: {
-        image: imageRef('at-run-sandbox'),
-        memoryBytes: r.limits.memoryMb * 1024 * 1024,
-        pidsLimit: r.limits.pids,
-        nanoCpus: Math.round(r.limits.cpus * 1e9),
-        workTmpfsBytes: 64 * 1024 * 1024,
-      },
-      runtimeVolume: m.runtimeVolume,
-      codeVolume: m.codeVolume,
-      additionVolumes: m.additionVolumes ?? [],
-      launcher: r.launcher,
-      entrypoint: r.entrypoint,
-      env: r.env,
-      labels: { ...BENCH_LABELS, 'runlog.bench.home': f.home }, // not runlog.home: the reconciler removes what no actor owns
-      invocationId: id,
-    });
-    const envelope = {
-      version: 1,
-      id,
-      type: 'invoke',
-      code: { uri: r.codeUri, cid: r.codeCid },
-      handler: 'greet',
-      input: { name: 'Ada' },
-      context: { callerDid: f.callerDid, deadline: new Date(Date.now() + r.limits.timeoutMs).toISOString() },
-    };
-    const t0 = nowMs();
-    const container = await f.docker.createContainer(body as unknown as Docker.ContainerCreateOptions);
-    const createMs = nowMs() - t0;
-    try {
-      const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as Duplex;
-      let line = '';
-      let output: unknown;
-      let resultAt = Number.NaN;
-      const stdout = new Writable({
-        write(chunk: Buffer, _enc, cb) {
-          line += chunk.toString('utf8');
-          let nl: number;
-          while ((nl = line.indexOf('\n')) >= 0) {
-            const frame = JSON.parse(line.slice(0, nl)) as { type?: string; id?: string; output?: unknown };
-            line = line.slice(nl + 1);
-            if (frame.type === 'result' && frame.id === id) {
-              output = frame.output;
-              resultAt = nowMs();
-            }
-          }
-          cb();
-        },
-      });
-      const stderr = new Writable({ write: (_c, _e, cb) => cb() });
-      const ended = new Promise<void>((done) => {
-        stream.on('end', done);
-        stream.on('close', done);
-        stream.on('error', () => done());
-      });
-      f.docker.modem.demuxStream(stream, stdout, stderr);
-      const tStart = nowMs();
-      await container.start();
-      const startMs = nowMs() - tStart;
-      stream.write(`${JSON.stringify(envelope)}\n`);
-      stream.end();
-      await ended;
-      if ((output as { greeting?: string } | undefined)?.greeting !== 'Hello, Ada!') throw new Error(`raw round trip: no result frame (got ${JSON.stringify(output)})`);
-      const tRemove = nowMs();
-      await container.remove({ force: true, v: true });
-      const end = nowMs();
-      return { ms: end - t0, resultMs: resultAt - t0, createMs, startMs, removeMs: end - tRemove };
-    } catch (e) {
-      await container.remove({ force: true, v: true }).catch(() => undefined);
-      throw e;
-    }
-  };
-}
+/** The raw side of a fixture, and its round trip for an execution's context (exec-raw.ts). */
+const rawSide = (f: Fixture): RawSide => ({ docker: f.docker, home: f.home, callerDid: f.callerDid, sandboxImage: imageRef('at-run-sandbox'), labels: BENCH_LABELS });
+const rawRoundTrip = (f: Fixture, context: Record<string, any>) => rawRoundTripOf(rawSide(f), context);
 
 const runtimeDetail = (o: Outcome | undefined): { entries?: number; bytes?: number } =>
   (o?.events.find((e) => e.type === 'execution.step' && (e.data as { name?: string }).name === 'runtime-materialized')?.data as { detail?: { entries?: number; bytes?: number } } | undefined)?.detail ?? {};
