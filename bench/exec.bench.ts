@@ -32,7 +32,7 @@ import type { LocalNetwork } from '../src/adapters/atproto/index.ts';
 import { startTestPds } from '../test/support/pds.ts';
 import { startPdsProcess } from './pds-process.ts';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { closeWithin, median, nowMs, quantile, round, sideBySide, type Bench, type BenchResult } from './harness.ts';
+import { closeWithin, median, nowMs, quantile, round, sideBySide, sizes, type Bench, type BenchResult, type RunOptions } from './harness.ts';
 import { rawRoundTrip as rawRoundTripOf, type RawSide } from './exec-raw.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
@@ -42,7 +42,7 @@ const DOCKER_SOCKET = '/var/run/docker.sock';
 const SETUP_HINT = 'run `npm run setup`';
 const BENCH_LABELS = { 'runlog.bench': '1' } as const;
 /** Calls per side per round (interleaved); a round's figure is their median. */
-const PER_ROUND = 3;
+const perRound = (opts: RunOptions): number => sizes(opts, { full: 3, smoke: 1 });
 
 function imageRef(name: string): string {
   const file = join(SETUP_DIR, 'images', `${name}.ref`);
@@ -258,7 +258,9 @@ function medianBreakdown(list: Record<string, number>[]): Record<string, number>
 const execWarm: Bench = {
   name: 'exec.warm',
   needs: 'Docker, the registry at 127.0.0.1:5000, the runtime-node and at-run-sandbox images, @atproto/dev-env',
-  async run({ rounds, log }): Promise<BenchResult> {
+  async run(opts): Promise<BenchResult> {
+    const { rounds, log } = opts;
+    const PER_ROUND = perRound(opts);
     const f = await openFixture(log);
     try {
       const first = await runlogOnce(f); // materializes the runtime and code volumes (untimed)
@@ -353,6 +355,7 @@ const execCold: Bench = {
   name: 'exec.cold',
   needs: execWarm.needs!,
   async run({ rounds, log }): Promise<BenchResult> {
+    // No sizes of its own (harness.ts): a smoke run is its one round.
     // A first execution: no sandbox can be waiting for it (and one waiting would hold the volumes removed below).
     const f = await openFixture(log, { prestart: false });
     const removeImage = process.env.RUNLOG_BENCH_COLD_PULL === '1';
@@ -402,12 +405,12 @@ const execCold: Bench = {
  * the calls in it, and how many ran in a pre-started sandbox. One untimed call per code first (volumes
  * materialized, a sandbox pre-started for each: what a runner that has served these codes before holds).
  */
-const BURST_CODES = 5;
-const BURST_CALLS = 50;
 const execBurst: Bench = {
   name: 'exec.burst',
   needs: execWarm.needs!,
-  async run({ rounds, log }): Promise<BenchResult> {
+  async run(opts): Promise<BenchResult> {
+    const { rounds, log } = opts;
+    const { BURST_CODES, BURST_CALLS } = sizes(opts, { full: { BURST_CODES: 5, BURST_CALLS: 50 }, smoke: { BURST_CODES: 2, BURST_CALLS: 4 } });
     // The raw side has no deadline: give ours the policy's ceiling (50 containers at once on 2 shared cores).
     const f = await openFixture(log, { timeoutMs: DEFAULT_OPERATOR_POLICY.ceilings.timeoutMs });
     try {
@@ -494,7 +497,9 @@ const execBurst: Bench = {
 const obsExecWarm: Bench = {
   name: 'obs.exec.warm',
   needs: execWarm.needs!,
-  async run({ rounds, log }): Promise<BenchResult> {
+  async run(opts): Promise<BenchResult> {
+    const { rounds, log } = opts;
+    const PER_ROUND = perRound(opts);
     const f = await openFixture(log);
     const exporter = new InMemorySpanExporter();
     const observed: Partial<RunlogOptions> = { metrics: true, tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }) };
