@@ -30,7 +30,7 @@ function requireBuild(): void {
 const at = (i: number) => new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString();
 
 /** A log of `n` running app instances, written in a few transactions. */
-function writeActors(file: string, n: number): void {
+export function writeActors(file: string, n: number): void {
   const store = new SqliteEventStore(file, { skipQuickCheck: true });
   const requests: AppendRequest[] = [];
   for (let i = 0; i < n; i++) {
@@ -111,16 +111,20 @@ function peakRssMb(cmd: string, args: string[]): number {
   return round(Number(r.stderr.trim().split('\n').at(-1)) / 1024);
 }
 
-// The same rows, and as ps does, whether a supervisor's heartbeat is fresh (no more than three intervals old).
-const RAW_PS = `
+// The same rows, and as ps does, whether a supervisor's heartbeat is fresh (no more than three intervals old) and
+// where an archived actor's events went (its tombstone's archive; null for the rest).
+export const RAW_PS = `
 const Database = require('better-sqlite3');
 const db = new Database(process.argv[1], { readonly: true });
-const rows = db.prepare("SELECT * FROM actors WHERE status = 'active' ORDER BY created_at, id").all();
+const rows = db.prepare(\`SELECT actors.*, archives.file AS archived_to, archives.created_at AS archived_at FROM actors
+  LEFT JOIN tombstones ON tombstones.stream = actors.stream LEFT JOIN archives ON archives.id = tombstones.archive
+  WHERE actors.status = 'active' ORDER BY actors.created_at, actors.id\`).all();
 const hb = db.prepare('SELECT beat_at, interval_ms, stopped_at FROM supervisor_heartbeat WHERE id = 1').get();
 const supervised = hb !== undefined && hb.stopped_at === null && Date.now() - Date.parse(hb.beat_at) <= hb.interval_ms * 3;
 const heartbeatAt = hb === undefined ? null : hb.beat_at;
 process.stdout.write(JSON.stringify(rows.map((r) => ({ id: r.id, kind: r.kind, state: r.state, status: r.status, version: r.version,
-  createdAt: r.created_at, updatedAt: r.updated_at, summary: JSON.parse(r.summary), supervised, heartbeatAt })), null, 2) + '\\n');
+  createdAt: r.created_at, updatedAt: r.updated_at, summary: JSON.parse(r.summary), supervised, heartbeatAt,
+  archived: r.archived_to === null ? null : { file: r.archived_to, at: r.archived_at ?? '' } })), null, 2) + '\\n');
 `;
 
 /**
