@@ -1,13 +1,21 @@
-// The raw primitive the exec benches measure runlog against, with dockerode only: one hardened container round
-// trip over the worker protocol (exec.warm, exec.cold, exec.burst), with the same sandbox image, create body
-// (executionContainerBody: mounts of the runtime/code volumes, limits, user, no network) and envelope as runlog's:
-// create + attach + start + write the envelope + read frames to the result and the end of the stream + remove.
-import { Writable, type Duplex } from 'node:stream';
+// The raw primitives the exec benches measure runlog against, with dockerode only:
+//
+//   rawRoundTrip         one hardened container round trip over the worker protocol (exec.warm, exec.cold,
+//                        exec.burst): the same sandbox image, create body (executionContainerBody: mounts of the
+//                        runtime/code volumes, limits, user, no network) and envelope as runlog's; create + attach +
+//                        start + write the envelope + read frames to the result and the end of the stream + remove.
+//   rawExtractRoundTrip  what a first execution needs before that on Docker Engine 20.10 (exec.cold.extract), which
+//                        has no image mounts: the runtime image's export directory copied into a fresh volume
+//                        through the archive API (never-started containers of the runtime image, GET of the
+//                        export piped into a PUT into the volume), then the same round trip on that volume. No validation:
+//                        that is runlog's own work, part of what its cold run is measured on.
+import { Writable, type Duplex, type Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import { executionContainerBody } from '../src/adapters/docker/execution-sandbox.ts';
+import { MATERIALIZE_TARGET } from '../src/adapters/docker/layout.ts';
 import { nowMs } from './harness.ts';
 
-/** What the raw side runs with: the daemon, the bench's home (for labels), the caller, the sandbox image. */
+/** What both primitives run with: the daemon, the bench's home (for labels), the caller, the sandbox image. */
 export interface RawSide {
   docker: Docker;
   home: string;
@@ -24,12 +32,15 @@ export interface RoundTrip {
   removeMs: number;
 }
 
-/** The raw round trip for an execution runlog resolved and materialized (`context`: its view's context). */
-export function rawRoundTrip(side: RawSide, context: Record<string, any>): () => Promise<RoundTrip> {
+/**
+ * The raw round trip for an execution runlog resolved and materialized (`context`: its view's context); each call
+ * may name another runtime volume (the extract primitive's fresh one).
+ */
+export function rawRoundTrip(side: RawSide, context: Record<string, any>): (runtimeVolume?: string) => Promise<RoundTrip> {
   const r = context.resolved as Record<string, any>;
   const m = context.materialized as Record<string, any>;
   let n = 0;
-  return async (): Promise<RoundTrip> => {
+  return async (runtimeVolume = m.runtimeVolume as string): Promise<RoundTrip> => {
     const id = `bench-raw-${process.pid}-${n++}`;
     const { body } = executionContainerBody({
       policy: {
@@ -39,7 +50,7 @@ export function rawRoundTrip(side: RawSide, context: Record<string, any>): () =>
         nanoCpus: Math.round(r.limits.cpus * 1e9),
         workTmpfsBytes: 64 * 1024 * 1024,
       },
-      runtimeVolume: m.runtimeVolume,
+      runtimeVolume,
       codeVolume: m.codeVolume,
       additionVolumes: m.additionVolumes ?? [],
       launcher: r.launcher,
@@ -101,6 +112,74 @@ export function rawRoundTrip(side: RawSide, context: Record<string, any>): () =>
     } catch (e) {
       await container.remove({ force: true, v: true }).catch(() => undefined);
       throw e;
+    }
+  };
+}
+
+export interface ExtractRoundTrip {
+  /** Both, end to end. */
+  ms: number;
+  /** Volume, container, GET, PUT, container removed. */
+  extractMs: number;
+  /** The export's tar as the Engine sent it. */
+  tarBytes: number;
+  roundTrip: RoundTrip;
+}
+
+/**
+ * The extract primitive, then the round trip on its volume (the code volume is runlog's: a few KB, not what this
+ * measures). Two never-started containers of the runtime image, hardened as runlog's materializer makes them: the
+ * source, whose export is read (GET of `<export>/.`, the directory's contents, no top-level directory to strip), and
+ * the carrier, with the fresh volume mounted (NoCopy) where the GET's body is piped (PUT). Two, because through one
+ * container a PUT waits for the GET to end (the Engine holds the container for it); piping them overlaps the two,
+ * which is faster than a GET and then one PUT of the buffered tar. The volume is removed afterwards, untimed.
+ */
+export function rawExtractRoundTrip(side: RawSide, context: Record<string, any>): () => Promise<ExtractRoundTrip> {
+  const r = context.resolved as Record<string, any>;
+  const roundTrip = rawRoundTrip(side, context);
+  let n = 0;
+  return async () => {
+    const volume = `runlog-bench-extract-${process.pid}-${n++}`;
+    const labels = { ...side.labels, 'runlog.bench.home': side.home };
+    const t0 = nowMs();
+    try {
+      const body = (mount: boolean) => ({
+        Image: r.image,
+        Entrypoint: ['/runlog-never-started'],
+        Cmd: [],
+        Env: [],
+        User: '65534:65534',
+        Labels: labels,
+        NetworkDisabled: true,
+        HostConfig: {
+          ...(mount ? { Mounts: [{ Type: 'volume', Source: volume, Target: MATERIALIZE_TARGET, ReadOnly: false, VolumeOptions: { NoCopy: true } }] } : {}),
+          NetworkMode: 'none',
+          ReadonlyRootfs: true,
+          CapDrop: ['ALL'],
+          SecurityOpt: ['no-new-privileges:true'],
+          RestartPolicy: { Name: 'no' },
+          LogConfig: { Type: 'none', Config: {} },
+        },
+      });
+      // The Engine takes partial volume options; dockerode's type wants every field.
+      const create = (mount: boolean) => side.docker.createContainer(body(mount) as unknown as Docker.ContainerCreateOptions);
+      const [source, carrier] = await Promise.allSettled([create(false), side.docker.createVolume({ Name: volume, Labels: labels }).then(() => create(true))]);
+      const created = [source, carrier].flatMap((c) => (c.status === 'fulfilled' ? [c.value] : []));
+      let tarBytes = 0;
+      try {
+        if (source.status === 'rejected') throw source.reason;
+        if (carrier.status === 'rejected') throw carrier.reason;
+        const download = (await source.value.getArchive({ path: `${r.exportPath}/.` })) as unknown as Readable;
+        download.on('data', (chunk: Buffer) => (tarBytes += chunk.length));
+        await carrier.value.putArchive(download, { path: MATERIALIZE_TARGET, noOverwriteDirNonDir: 'true' });
+      } finally {
+        await Promise.all(created.map((c) => c.remove({ force: true })));
+      }
+      const extractMs = nowMs() - t0;
+      const trip = await roundTrip(volume);
+      return { ms: nowMs() - t0, extractMs, tarBytes, roundTrip: trip };
+    } finally {
+      await side.docker.getVolume(volume).remove().catch(() => undefined);
     }
   };
 }

@@ -10,7 +10,9 @@
 //   exec.cold  runlog: the first execution with nothing materialized (this run's runtime and code volumes and
 //              their seals removed before each round); value = total ms, baseline = the raw round trip, notes =
 //              the per-step breakdown from the execution's events (execution.step and event timestamps) and the
-//              materializer's progress (pull, download, validate, upload).
+//              materializer's progress (pull, download, validate, upload). Beside it, in the same rounds,
+//              exec.cold.extract: the same cold run against what the raw side must do first on Docker Engine
+//              20.10, the runtime's export copied into a fresh volume through the archive API (exec-raw.ts).
 // The PDS and PLC directory run in a child process (bench/pds-child.ts; RUNLOG_BENCH_PDS=inprocess puts them back in
 // this one): a real PDS is another machine, and in this process its work shared the event loop with the supervisor
 // under measurement. After each of runlog's calls (untimed) the supervisor is let finish its background work —
@@ -33,7 +35,7 @@ import { startTestPds } from '../test/support/pds.ts';
 import { startPdsProcess } from './pds-process.ts';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { closeWithin, median, nowMs, quantile, round, sideBySide, sizes, type Bench, type BenchResult, type RunOptions } from './harness.ts';
-import { rawRoundTrip as rawRoundTripOf, type RawSide } from './exec-raw.ts';
+import { rawExtractRoundTrip, rawRoundTrip as rawRoundTripOf, type RawSide } from './exec-raw.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
 const SETUP_DIR = process.env.RUNLOG_SETUP_DIR ?? '/var/lib/runlog-setup';
@@ -362,9 +364,12 @@ const execCold: Bench = {
     try {
       const first = await runlogOnce(f); // also gives the raw side its volumes
       const raw = rawRoundTrip(f, first.context);
+      const extract = rawExtractRoundTrip(rawSide(f), first.context);
       await raw();
+      await extract(); // untimed, like the round trip's first
       const ours: Outcome[] = [];
       const theirs: number[] = [];
+      const extracts: Awaited<ReturnType<typeof extract>>[] = [];
       for (let r = 0; r < rounds; r++) {
         const removed = await removeMaterialized(f.docker, f.home);
         if (removed < 4) throw new Error(`exec.cold: expected the runtime and code volumes and their seals, found ${removed}`);
@@ -373,16 +378,27 @@ const execCold: Bench = {
         if (o.context.materialized?.cached?.runtime !== false || o.context.materialized?.cached?.code !== false) throw new Error('exec.cold: a volume was cached on a cold run');
         ours.push(o);
         theirs.push((await raw()).ms);
-        log(`exec.cold round ${r + 1}: runlog ${o.ms.toFixed(0)} ms, raw round trip ${theirs.at(-1)!.toFixed(0)} ms`);
+        extracts.push(await extract());
+        log(`exec.cold round ${r + 1}: runlog ${o.ms.toFixed(0)} ms, raw round trip ${theirs.at(-1)!.toFixed(0)} ms, raw extract + round trip ${extracts.at(-1)!.ms.toFixed(0)} ms`);
       }
       const v = median(ours.map((o) => o.ms));
       const b = median(theirs);
+      const e = median(extracts.map((x) => x.ms));
       const result: BenchResult = {
         name: 'exec.cold',
         value: round(v),
         unit: 'ms',
         baseline: round(b),
         ratio: round(v / b),
+        also: [
+          sideBySide('exec.cold.extract', 'ms', v, e, {
+            target: '≤ 1.3',
+            raw: 'runtime export → fresh volume (archive API GET + PUT), then the round trip',
+            raw_extract_ms: round(median(extracts.map((x) => x.extractMs))),
+            raw_round_trip_ms: round(median(extracts.map((x) => x.roundTrip.ms))),
+            raw_tar_bytes: extracts[0]?.tarBytes ?? Number.NaN,
+          }),
+        ],
         notes: {
           cold: removeImage ? 'volumes and the runtime image removed before each round' : 'volumes removed before each round; the runtime image stays in the daemon (RUNLOG_BENCH_COLD_PULL=1 removes it too)',
           ...medianBreakdown(ours.map(breakdown)),
