@@ -5,6 +5,7 @@ import type { Bench } from './harness.ts';
 import { parseBenchArgs, runBenches } from './runner.ts';
 import { cliBenches } from './cli.bench.ts';
 import { cliPgBenches } from './cli-pg.bench.ts';
+import { cliMemoryBenches } from './cli-memory.bench.ts';
 import { execBenches } from './exec.bench.ts';
 import { foldBenches } from './fold.bench.ts';
 import { heapBenches } from './heap.bench.ts';
@@ -18,7 +19,7 @@ import { storePgBenches } from './store-pg.bench.ts';
 import { storePgHeapBenches } from './store-pg-heap.bench.ts';
 import { storePgOpenBenches } from './store-pg-open.bench.ts';
 
-const benches: Bench[] = [...storeBenches, ...storePgBenches, ...storePgHeapBenches, ...storePgOpenBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...cliPgBenches, ...clusterBenches, ...startupBenches, ...foldBenches, ...replayBenches];
+const benches: Bench[] = [...storeBenches, ...storePgBenches, ...storePgHeapBenches, ...storePgOpenBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...cliMemoryBenches, ...cliPgBenches, ...clusterBenches, ...startupBenches, ...foldBenches, ...replayBenches];
 
 const parsed = parseBenchArgs(process.argv.slice(2));
 if (!parsed.ok) process.stderr.write(`npm run bench -- [<prefix>…] [--json] [--smoke | --rounds N]: ${parsed.message}\n`);
