@@ -8,14 +8,14 @@
 //   printing each row as the same JSON line.
 //
 // Target ≤ 1.2× the raw process for both. Sizes: RUNLOG_BENCH_REPLAY_EVENTS (default 100,000) and
-// RUNLOG_BENCH_EVENTS_ALL (default 1,000,000); `--smoke` (opts.smoke) uses 2,000 and 20,000, a run of seconds.
+// RUNLOG_BENCH_EVENTS_ALL (default 1,000,000); `--smoke` uses 2,000 and 20,000, a run of seconds.
 import { spawnSync } from 'node:child_process';
 import { createWriteStream, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { AppendRequest } from '../src/store/event-store.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
-import { round, type Bench, type BenchResult } from './harness.ts';
+import { round, sizes, type Bench, type BenchResult, type RunOptions } from './harness.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
 const BIN = join(REPO, 'bin/runlog.js');
@@ -25,10 +25,9 @@ function requireBuild(): void {
 }
 
 /** The size to use: the smoke size, else the environment's, else the default. */
-function size(opts: object, env: string, full: number, smoke: number): number {
-  if ((opts as { smoke?: boolean }).smoke === true) return smoke;
+function size(opts: Pick<RunOptions, 'smoke'>, env: string, full: number, smoke: number): number {
   const n = Number(process.env[env]);
-  return Number.isSafeInteger(n) && n > 0 ? n : full;
+  return sizes(opts, { full: Number.isSafeInteger(n) && n > 0 ? n : full, smoke });
 }
 
 /** Peak resident memory (MB) of a command run to its end with stdout discarded. */
