@@ -14,7 +14,6 @@ import { NotFoundError, RunlogError, StoreChainError, ValidationError } from '..
 import { isValidAppId } from '../domain/manifest.ts';
 import type { ExecutionContext } from '../machines/execution.machine.ts';
 import type { InstanceContext } from '../machines/instance.machine.ts';
-import { stateName } from '../machines/runtime.ts';
 import { appStream, assertAppId, assertToolName, capReach, readToolOverrides, recordToolChange } from './app-grants.ts';
 import { ExecutionSupervisor } from './executions.ts';
 import { newExecutionId } from '../adapters/ids.ts';
@@ -22,7 +21,7 @@ import { InstanceSupervisor } from './instances.ts';
 import { discoverParts, type Parts } from '../config/parts.ts';
 import { Reconciler, recoverRehydrated, type OrphanPolicy, type ReconcileOptions, type ReconcileReport } from './reconciler.ts';
 import { startEngineWatch } from './engine-watch.ts';
-import { streamName, type ActorKind, type KindNewEvent, type RecordedEvent } from '../domain/events.ts';
+import type { ActorKind, KindNewEvent, RecordedEvent } from '../domain/events.ts';
 import type { Effect } from '../machines/effects.ts';
 import { machines } from '../machines/runtime.ts';
 import type { ActorRow } from '../store/event-store.ts';
@@ -68,6 +67,8 @@ import { RunlogMetrics } from './metrics.ts';
 import { resolvePaths } from '../config/paths.ts';
 import { RunlogTracing } from './tracing.ts';
 import { RestartTimers } from './timers.ts';
+import { SettleWaits } from './settle-waits.ts';
+import { suspendOnStop } from './graceful-stop.ts';
 import { systemClock } from './system-clock.ts';
 import type { Clock } from '../domain/clock.ts';
 
@@ -592,46 +593,9 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     return (ref.kind === 'instance' ? host.get('instance', ref.id) : undefined) ?? live(id, 'instance');
   };
 
-  /**
-   * Resolves when the actor reaches a state the predicate accepts (checked after every transition). Armed before
-   * the event that starts the wait is sent (so no transition is missed), it MUST be either awaited or cancelled:
-   * `run` does both, so a send that throws never leaves a timer that rejects later with nobody listening (an
-   * unhandled rejection ends the process).
-   */
-  const waitFor = async <T>(kind: ActorKind, id: string, done: (state: string) => boolean, timeoutMs: number, send: () => Promise<T>): Promise<ActorView> => {
-    let cancel = (): void => undefined;
-    const settled = new Promise<ActorView>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        off();
-        // Only what is in memory (a timer cannot wait for a paged-out history): the row says an ended one's state.
-        const a = host.holds(streamName(kind, id)) ? host.get(kind, id) : undefined;
-        reject(new RunlogError('TIMEOUT', `${kind} ${id} did not settle within ${timeoutMs} ms (state ${a ? stateName(a.snapshot) : (store.getActor(id)?.state ?? '?')})`));
-      }, timeoutMs);
-      const off = bus.on('actor:transition', (t) => {
-        if (t.id !== id || !done(t.to)) return;
-        clearTimeout(timer);
-        off();
-        resolve(inspectActor(store, id));
-      });
-      cancel = () => {
-        clearTimeout(timer);
-        off();
-      };
-    });
-    try {
-      await send();
-    } catch (err) {
-      cancel(); // `settled` never settles now: nothing holds it, nothing can reject unhandled
-      throw err;
-    }
-    const a = await host.fetch(kind, id);
-    // Settled already (an ended actor has left the host: its state is read from the log).
-    if (a ? done(stateName(a.snapshot)) : done(inspectActor(store, id).state)) {
-      cancel();
-      return inspectActor(store, id);
-    }
-    return settled;
-  };
+  // Waits for an actor to settle, each with its deadline: ended by close() (settle-waits.ts).
+  const waits = new SettleWaits({ bus, host: hostRef, store });
+  const waitFor = waits.waitFor.bind(waits);
 
   /** inspectActor, for callers that can wait: an ended actor's history paged out of memory (PostgreSQL) is read first. */
   const inspectNow = async (id: string): Promise<ActorView> => {
@@ -855,7 +819,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
           // In a cluster it is queued in the log and started by a node with room (progress is reported when that is this node).
           const claimBy = clock.nowMs() + QUEUE_CLAIM_MS;
           const ended = () => ['succeeded', 'failed'].includes(inspectActor(store, executionId).state);
-          const waiting = awaitQueued(store, executionId, ended, claimBy, QUEUE_CLAIM_MS + timeoutMs + 600_000, () => clock.nowMs());
+          const waiting = awaitQueued(store, executionId, ended, claimBy, QUEUE_CLAIM_MS + timeoutMs + 600_000, () => clock.nowMs(), waits.signal);
           try {
             await queue.enqueue({ executionId, request, from: selfNode, node: pinned, headStart: o.node === undefined, claimBy: new Date(claimBy).toISOString() });
           } catch (err) {
@@ -899,6 +863,8 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       queue?.stop();
       await engineWatch?.close();
       await executions.close(); // the pool's removals are recorded: before the host closes
+      waits.close();
+      if (supervise) await suspendOnStop(host, (id) => instances.tracks(id), log); // before the runners stop the PRoot sandboxes
       host.close();
       timers.close();
       await instances.close();
