@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import type { AtprotoReaderOptions, Publisher } from '../adapters/atproto/index.ts';
 import type { DockerEngine } from '../adapters/docker/docker-port.ts';
 import { createDockerEngine } from '../adapters/docker/dockerode-engine.ts';
+import type { WatchFactory } from '../adapters/apps/app-registry.ts';
 import type { AppSandboxRunner } from '../adapters/sandbox/app-sandbox-runner.ts';
 import { checkExecuteRequest } from '../domain/at-run/execute-request.ts';
 import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
@@ -152,6 +153,8 @@ export interface RunlogOptions {
   reconcile?: boolean;
   /** Watch the apps workspace for manifest edits (default true when supervising). */
   watchApps?: boolean;
+  /** How the apps workspace is watched (default fs.watch; a test injects one the kernel refuses: it polls then). */
+  appWatch?: WatchFactory;
   /** Prometheus metrics on `runlog.metrics` (default true when supervising). */
   metrics?: boolean;
   /** Where traces go (default: the globally registered OpenTelemetry provider; none registered = no tracing). */
@@ -458,7 +461,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   };
   const metrics =
     supervise && (options.metrics ?? true)
-      ? new RunlogMetrics({ store, host: hostRef, bus, now, lastHeartbeat: () => heartbeat?.lastBeat() ?? null })
+      ? new RunlogMetrics({ store, host: hostRef, bus, now, lastHeartbeat: () => heartbeat?.lastBeat() ?? null, appWatch: () => instances.appWatchMode() })
       : null;
   const reconcile = async (o?: ReconcileOptions): Promise<ReconcileReport> => {
     const report = await reconciler.reconcile(o);
@@ -563,7 +566,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     // Requests placed on this node, and queued executions, are taken once it has recovered and reconciled.
     placement?.start();
     queue?.start();
-    if (options.watchApps ?? true) instances.startRegistry();
+    if (options.watchApps ?? true) await instances.startRegistry(options.appWatch).catch((err: unknown) => log(`apps: manifest edits are not followed: ${(err as Error).message}`));
     if (options.receipts) {
       await executions.publishRunnerRecord().catch((err: unknown) => log(`could not publish the runner record: ${(err as Error).message}`));
     }
