@@ -65,7 +65,7 @@ const STATE_TONES = [
   [/^(running|succeeded|healthy)$/, 'good'],
   [/^(crashed|failed|lost)/, 'bad'],
   [/^(stopped)$/, 'done'],
-  [/^(paused|adopted|stopping|crashed\.backoff)$/, 'warn'],
+  [/^(paused|adopted|stopping|suspended|crashed\.backoff)$/, 'warn'],
 ];
 
 function tone(stateName) {
