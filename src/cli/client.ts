@@ -5,7 +5,7 @@
 // file (not a symlink) owned by this user and writable by no one else, naming a loopback IP address. Anything
 // else is refused (SERVER_INFO_UNTRUSTED) before a connection is made. One whose process is gone — or whose pid
 // now belongs to another process (start time differs) — is stale and ignored.
-import { closeSync, lstatSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, lstatSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
@@ -14,6 +14,7 @@ import { isErrorCode } from '../domain/error-codes.ts';
 import { RunlogError, ServerInfoUntrustedError, ValidationError } from '../domain/errors.ts';
 import { isLoopbackAddress } from '../server/listen.ts';
 import { tokenPath } from '../server/token.ts';
+import { checkAnswer, notASupervisor, type AnswerShape } from './api-answers.ts';
 
 export interface ServerInfo {
   url: string;
@@ -104,7 +105,9 @@ export function findServer(home: string): (ServerInfo & { token: string }) | nul
   const path = serverInfoPath(home);
   try {
     lstatSync(path);
-  } catch {
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EACCES' || code === 'EPERM') throw cannotReach(home, path, code);
     return null;
   }
   assertOwnFile(path, 'server.json');
@@ -127,14 +130,36 @@ export function findServer(home: string): (ServerInfo & { token: string }) | nul
   return { ...info, url: url.href, token: readFileSync(token, 'utf8').trim() };
 }
 
+/**
+ * Another user's home (a supervisor run as root, say): whether one runs there cannot be told, so the answer is
+ * that this user may not look, never "no supervisor".
+ */
+function cannotReach(home: string, path: string, code: string): RunlogError {
+  let owner = '';
+  try {
+    owner = ` (${home} belongs to uid ${statSync(home).uid})`;
+  } catch {
+    /* the owner stays unnamed */
+  }
+  const uid = myUid();
+  return new RunlogError(
+    'PERMISSION_DENIED',
+    `cannot reach the supervisor's files in ${home}: ${path} is not readable by this user${uid === null ? '' : ` (uid ${uid})`}${owner}, ${code}. Run the command as the user that runs \`runlog serve\` there, or use a home of your own (--home, $RUNLOG_HOME)`,
+    { home, file: path, code },
+  );
+}
+
 export function requireServer(home: string): ServerInfo & { token: string } {
   const s = findServer(home);
   if (!s) throw new RunlogError('NO_SUPERVISOR', `no supervisor is running for ${home}: start one with \`runlog serve\` (instances live as long as their supervisor)`);
   return s;
 }
 
-/** One API call; the server's `{ error: { code, message } }` becomes a RunlogError with that code. */
-export async function callApi<T>(server: ServerInfo & { token: string }, method: string, path: string, body?: unknown): Promise<T> {
+/**
+ * One API call; the server's `{ error: { code, message } }` becomes a RunlogError with that code. `shape`: what
+ * the caller reads of the answer (api-answers.ts), checked first; an answer without it is BAD_RESPONSE.
+ */
+export async function callApi<T>(server: ServerInfo & { token: string }, method: string, path: string, body: unknown, shape: AnswerShape): Promise<T> {
   let res: Response;
   try {
     res = await fetch(new URL(path, server.url), {
@@ -146,23 +171,30 @@ export async function callApi<T>(server: ServerInfo & { token: string }, method:
     throw new RunlogError('NO_SUPERVISOR', `the supervisor at ${server.url} does not answer (${(err as Error).message}); is \`runlog serve\` running?`);
   }
   const text = await res.text();
-  if (!res.ok) throw apiError(res.status, text, method, path);
+  if (!res.ok) throw apiError(res.status, text, method, path, server.url);
+  let value: unknown;
   try {
-    return (text ? JSON.parse(text) : null) as T;
+    value = text ? JSON.parse(text) : null;
   } catch {
-    throw new RunlogError('BAD_RESPONSE', `${method} ${path}: HTTP ${res.status}, not JSON`);
+    throw notASupervisor(server.url, method, path, `HTTP ${res.status} with a body that is not JSON`);
   }
+  checkAnswer(server.url, method, path, value, shape);
+  return value as T;
 }
 
-/** The typed error an API answer that is not ok carries (its body: `{ error: { code, message } }`). */
-export function apiError(status: number, text: string, method: string, path: string): RunlogError {
+/**
+ * The typed error an API answer that is not ok carries (its body: `{ error: { code, message } }`). A body without
+ * that error object is no runlog supervisor's: BAD_RESPONSE naming the server (`url`).
+ */
+export function apiError(status: number, text: string, method: string, path: string, url: string): RunlogError {
   let json: unknown = null;
   try {
     json = text ? JSON.parse(text) : null;
   } catch {
-    return new RunlogError('BAD_RESPONSE', `${method} ${path}: HTTP ${status}, not JSON`);
+    return notASupervisor(url, method, path, `HTTP ${status} with a body that is not JSON`);
   }
   const e = (json as { error?: { code?: string; message?: string; issues?: string[] } })?.error;
+  if (typeof e !== 'object' || e === null || typeof e.code !== 'string') return notASupervisor(url, method, path, `HTTP ${status} without runlog's error object ({"error":{"code":…}})`);
   // The supervisor's code, kept as it is (the same table gives the same exit status); a code this CLI does not
   // know (a newer supervisor) is API_ERROR with the original code in details.
   const code = isErrorCode(e?.code) ? e.code : 'API_ERROR';

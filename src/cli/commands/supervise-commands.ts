@@ -9,6 +9,7 @@ import type { InstanceContext } from '../../index.ts';
 import type { ReconcileReport } from '../../actors/reconciler.ts';
 import { UsageError } from '../../domain/errors.ts';
 import { assertNodeChoice, NODE_NAME } from '../../domain/placement.ts';
+import { ANSWERS } from '../api-answers.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { EXIT, printJson, type Io } from '../output.ts';
 
@@ -45,7 +46,7 @@ export const spawnCommand: Command = {
     if (node !== undefined && !NODE_NAME.test(node)) throw new UsageError(`--node must be 'any' or a node name (letters, digits, '.', '_' or '-', at most 63), not '${node}'`);
     const { callApi, requireServer } = await client();
     const server = requireServer(homeOf(args));
-    const view = await callApi<ActorView>(server, 'POST', '/api/instances', { appDir: resolve(dir), ...(sandbox ? { sandbox } : {}), ...(args.values.id ? { instanceId: args.values.id } : {}), ...(node ? { node } : {}) });
+    const view = await callApi<ActorView>(server, 'POST', '/api/instances', { appDir: resolve(dir), ...(sandbox ? { sandbox } : {}), ...(args.values.id ? { instanceId: args.values.id } : {}), ...(node ? { node } : {}) }, ANSWERS.actor);
     printActor(io, view, 'spawned');
     return EXIT.ok;
   },
@@ -68,7 +69,7 @@ export const stopCommand: Command = {
     const grace = args.values.grace === undefined ? undefined : Number(args.values.grace);
     if (grace !== undefined && (!Number.isInteger(grace) || grace < 0)) throw new UsageError('--grace must be milliseconds (a whole number)');
     const { callApi, requireServer } = await client();
-    const view = await callApi<ActorView>(requireServer(homeOf(args)), 'POST', `/api/actors/${encodeURIComponent(id)}/stop`, grace === undefined ? {} : { graceMs: grace });
+    const view = await callApi<ActorView>(requireServer(homeOf(args)), 'POST', `/api/actors/${encodeURIComponent(id)}/stop`, grace === undefined ? {} : { graceMs: grace }, ANSWERS.actor);
     printActor(io, view, 'stopped');
     return EXIT.ok;
   },
@@ -82,7 +83,7 @@ export const killCommand: Command = {
   async run(args, io) {
     const id = needId(args, killCommand.usage);
     const { callApi, requireServer } = await client();
-    const view = await callApi<ActorView>(requireServer(homeOf(args)), 'POST', `/api/actors/${encodeURIComponent(id)}/kill`, {});
+    const view = await callApi<ActorView>(requireServer(homeOf(args)), 'POST', `/api/actors/${encodeURIComponent(id)}/kill`, {}, ANSWERS.actor);
     printActor(io, view, 'killed');
     return EXIT.ok;
   },
@@ -100,12 +101,13 @@ export const capCommand: Command = {
     const server = requireServer(homeOf(args));
     const r =
       verb === 'grant'
-        ? await callApi<AppToolsView>(server, 'POST', `/api/apps/${encodeURIComponent(appId)}/tools`, { tool })
-        : await callApi<AppToolsView>(server, 'DELETE', `/api/apps/${encodeURIComponent(appId)}/tools/${encodeURIComponent(tool)}`);
+        ? await callApi<AppToolsView>(server, 'POST', `/api/apps/${encodeURIComponent(appId)}/tools`, { tool }, ANSWERS.appTools)
+        : await callApi<AppToolsView>(server, 'DELETE', `/api/apps/${encodeURIComponent(appId)}/tools/${encodeURIComponent(tool)}`, undefined, ANSWERS.appTools);
     if (io.json) printJson(io, r);
     else {
       io.out(`${r.appId}  tools: ${r.tools.join(', ') || '(none)'}`);
-      io.err(`runlog: ${verb === 'grant' ? 'granted' : 'revoked'} ${tool} for app ${r.appId}: ${capSummary(r)}; every later spawn of the app gets it too`);
+      const later = verb === 'grant' ? 'every later spawn of the app gets it too' : 'later spawns of the app start without it';
+      io.err(`runlog: ${verb === 'grant' ? 'granted' : 'revoked'} ${tool} for app ${r.appId}: ${capSummary(r)}; ${later}`);
     }
     return EXIT.ok;
   },
@@ -142,7 +144,7 @@ export const logsCommand: Command = {
     const res = await fetch(new URL(path, server.url), {
       headers: { authorization: `Bearer ${server.token}` },
     });
-    if (!res.ok || !res.body) throw apiError(res.status, await res.text(), 'GET', path); // the supervisor's typed error
+    if (!res.ok || !res.body) throw apiError(res.status, await res.text(), 'GET', path, server.url); // the supervisor's typed error
     let buf = '';
     for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) { // why: Node's web ReadableStream is async-iterable; the DOM lib type does not say so
       if (io.closed) break; // nobody reads our output any more
@@ -153,7 +155,7 @@ export const logsCommand: Command = {
         buf = buf.slice(nl + 1);
         if (!line) continue;
         // The supervisor's typed error past the first line (a follow of another node's instance lost: FOLLOW_LOST).
-        if (line.startsWith('{"error":')) throw apiError(res.status, line, 'GET', path);
+        if (line.startsWith('{"error":')) throw apiError(res.status, line, 'GET', path, server.url);
         if (io.json) io.out(line);
         else {
           const l = JSON.parse(line) as LogLine;
@@ -198,7 +200,7 @@ export const execCommand: Command = {
     let outcome: ExecutionOutcome;
     if (server) {
       io.err(`runlog: running through the supervisor at ${server.url}`);
-      outcome = await callApi<ExecutionOutcome>(server, 'POST', '/api/executions', request);
+      outcome = await callApi<ExecutionOutcome>(server, 'POST', '/api/executions', request, ANSWERS.execution);
     } else {
       const { createRunlog } = await import('../../actors/runlog.ts');
       const rl = await createRunlog({ home: args.home, db: args.db, ...(args.store ? { store: args.store } : {}), command: 'runlog exec', atproto: atprotoOptions(args.values.plc as string | undefined), log: (m) => io.err(`runlog: ${m}`), watchApps: false });
@@ -226,7 +228,7 @@ export const reconcileCommand: Command = {
     const { callApi, findServer } = await client();
     const server = findServer(homeOf(args));
     let report: ReconcileReport;
-    if (server) report = await callApi<ReconcileReport>(server, 'POST', '/api/reconcile', { dryRun });
+    if (server) report = await callApi<ReconcileReport>(server, 'POST', '/api/reconcile', { dryRun }, ANSWERS.reconcile);
     else {
       // No supervisor: this process reconciles (at open) — or, for a dry run, only looks.
       const { createRunlog } = await import('../../actors/runlog.ts');
