@@ -1,6 +1,7 @@
 // How the log is opened: a writer creates it atomically with mode 0600 (and its -wal/-shm inherit that mode);
 // an empty file is never taken for a new log; a read-only store never creates or changes a file and refuses
 // writes; the writer lock lets exactly one writer in and names it to the next.
+import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -8,7 +9,10 @@ import { ForeignDatabaseError, LogMissingError, ReadOnlyLogError, StoreCorruptEr
 import { Database } from '../src/store/sqlite.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { holderPath, lockPath, readHolder, WriterLock } from '../src/store/writer-lock.ts';
+import { REPO } from './support/cli.ts';
 import { tempDir } from './support/tmp.ts';
+
+const CLI_MANY = join(import.meta.dirname, 'support', 'cli-many.ts');
 
 const e = (type: string, data: Record<string, unknown> = {}) => ({ type, data });
 const mode = (p: string) => statSync(p).mode & 0o777;
@@ -156,5 +160,38 @@ describe('writer lock', () => {
     const lock = WriterLock.acquire(db, 'x');
     expect(readHolder(db)).toMatchObject({ pid: process.pid });
     lock.release();
+  });
+
+  it('a home on a read-only file system: the CLI says LOCK_FAILED and that the home is read-only, new home or not', { timeout: 60_000 }, () => {
+    const root = tempDir();
+    const fresh = join(root, 'fresh');
+    const used = join(root, 'used');
+    mkdirSync(fresh);
+    mkdirSync(used);
+    // Read-only tmpfs mounts in a private mount namespace (nothing outside this process tree sees them): one empty,
+    // one that already holds a lock file (a home that was written, then mounted read-only).
+    const sh = [
+      'set -e',
+      `mount -t tmpfs -o ro,mode=0700 tmpfs ${fresh}`,
+      `mount -t tmpfs -o mode=0700 tmpfs ${used}`,
+      `touch ${used}/runlog.db.lock`,
+      `mount -o remount,ro ${used}`,
+      'exec "$@"',
+    ].join('\n');
+    const runs = [
+      ['serve', '--listen', '127.0.0.1:0', '--json', '--home', fresh],
+      ['rebuild', '--json', '--home', used],
+    ];
+    const r = spawnSync('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', sh, 'sh', process.execPath, '--import', 'tsx', CLI_MANY, JSON.stringify(runs)], { cwd: REPO, encoding: 'utf8', timeout: 50_000 });
+    expect(r.status, r.stderr).toBe(0);
+    const results = JSON.parse(r.stdout) as { code: number; stderr: string }[];
+    results.forEach((res, i) => {
+      const home = i === 0 ? fresh : used;
+      expect(res.code, res.stderr).toBe(1);
+      const { error } = JSON.parse(res.stderr) as { error: { code: string; message: string; details: Record<string, unknown> } };
+      expect(error.code, res.stderr).toBe('LOCK_FAILED');
+      expect(error.message).toContain(`${home} is on a read-only file system (EROFS)`);
+      expect(error.details).toMatchObject({ dir: home, errno: 'EROFS', readOnly: true });
+    });
   });
 });
