@@ -2,11 +2,11 @@
 // an empty file is never taken for a new log; a read-only store never creates or changes a file and refuses
 // writes; the writer lock lets exactly one writer in and names it to the next.
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ForeignDatabaseError, LogMissingError, ReadOnlyLogError, StoreCorruptError, SupervisorRunningError } from '../src/domain/errors.ts';
-import { Database } from '../src/store/sqlite.ts';
+import { Database, sqliteUri } from '../src/store/sqlite.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { holderPath, lockPath, readHolder, WriterLock } from '../src/store/writer-lock.ts';
 import { REPO } from './support/cli.ts';
@@ -75,6 +75,45 @@ describe('read-only store', () => {
     expect(r.read('instance-a').map((x) => x.type)).toEqual(['x.one', 'x.two']);
     r.close();
     w.close();
+  });
+
+  it('reads a copied log with its -wal in a read-only directory: every committed event, and no file appears there', () => {
+    const dir = tempDir();
+    const live = join(dir, 'live.db');
+    const w = new SqliteEventStore(live, { checkpointMs: 3_600_000 });
+    w.append('instance-a', [e('x.one'), e('x.two')], { expectedVersion: 'no-stream' });
+    w.append('instance-b', [e('x.three')], { expectedVersion: 'no-stream' });
+    // The copy: the database and its WAL, which holds every commit (no checkpoint has run), no -shm.
+    const ro = join(dir, 'ro');
+    mkdirSync(ro);
+    const file = join(ro, 'runlog.db');
+    copyFileSync(live, file);
+    copyFileSync(`${live}-wal`, `${file}-wal`);
+    w.close();
+    // The file alone holds none of them: an immutable open (which ignores the WAL) would show an empty log.
+    const peek = new Database(sqliteUri(file, { immutable: '1' }), { readonly: true });
+    expect((peek.prepare('SELECT count(*) AS n FROM events').get() as { n: number }).n).toBe(0);
+    peek.close();
+    chmodSync(ro, 0o555);
+    const before = readdirSync(ro).sort();
+    expect(before).toEqual(['runlog.db', 'runlog.db-wal']);
+    const privateTmp = join(dir, 'tmp');
+    mkdirSync(privateTmp);
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = privateTmp; // where the reader's private copy goes, and must be gone from after close
+    try {
+      const r = new SqliteEventStore(file, { readOnly: true });
+      expect(r.read('instance-a').map((x) => x.type)).toEqual(['x.one', 'x.two']);
+      expect(r.read('instance-b').map((x) => x.type)).toEqual(['x.three']);
+      expect(r.lastSeq()).toBe(3);
+      expect(readdirSync(ro).sort()).toEqual(before);
+      r.close();
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+    }
+    expect(readdirSync(ro).sort()).toEqual(before);
+    expect(readdirSync(privateTmp)).toEqual([]);
   });
 
   it('refuses a SQLite file with no runlog schema rather than initialising it', () => {
