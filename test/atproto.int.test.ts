@@ -3,6 +3,7 @@
 // the victim's DID document is re-pointed at it through a signed PLC operation, exactly as a hostile or
 // compromised PDS host would be reached in production.
 
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -414,5 +415,25 @@ describe('publishing client', () => {
     // Rewriting after a crash replaces the same record.
     const again = await writeExecutionReceipt(runner.publisher, receipt);
     expect(again).toEqual(written);
+  });
+});
+
+/** The local addresses listening on a TCP port of this machine (/proc/net/tcp and tcp6): IPv4 dotted, IPv6 as hex. */
+function listeners(port: number): string[] {
+  const out: string[] = [];
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of readFileSync(table, 'utf8').trim().split('\n').slice(1)) {
+      const [, local = '', , state] = line.trim().split(/\s+/);
+      const [addr = '', hexPort = ''] = local.split(':');
+      if (state !== '0A' || Number.parseInt(hexPort, 16) !== port) continue; // 0A: LISTEN
+      out.push(addr.length === 8 ? (addr.match(/../g) ?? []).reverse().map((b) => Number.parseInt(b, 16)).join('.') : `ipv6 ${addr}`);
+    }
+  }
+  return out;
+}
+
+describe('the embedded network', () => {
+  it('its PDS and PLC directory listen on 127.0.0.1 only, never on every interface', () => {
+    for (const url of [pds.pdsUrl, pds.plcUrl]) expect(listeners(Number(new URL(url).port)), url).toEqual(['127.0.0.1']);
   });
 });

@@ -186,6 +186,13 @@ describe('discoverability', () => {
     expect(r.stderr()).toContain("unknown command 'evnets'; did you mean 'events'?");
   });
 
+  it('suggests the command when two neighbouring letters are swapped (sapwn), exit 2 USAGE', async () => {
+    expect(suggest('sapwn')).toEqual(['spawn']);
+    const r = await runCli(['sapwn', '--json']);
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.stderr())).toMatchObject({ error: { code: 'USAGE', message: expect.stringContaining("unknown command 'sapwn'; did you mean 'spawn'?") } });
+  });
+
   it("every command's --help lists each of its flags with its default, the common flags and an example", async () => {
     for (const c of commands) {
       const r = await runCli([c.name, '--help']);

@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createRunlog } from '../src/actors/runlog.ts';
@@ -78,6 +78,19 @@ describe('runlog CLI (reads the SQLite file directly)', () => {
     const j = capture();
     expect(await main(['replay', 'inst_a', '--to', '2', '--json', '--db', db], j.factory)).toBe(0);
     expect(JSON.parse(j.stdout())).toMatchObject({ to: 2, state: 'spawning', context: { pid: 7 } });
+  });
+
+  it('replay --to past the last event is a usage error (REPLAY_TO_INVALID, exit 2), from the log and from an exported file', async () => {
+    const c = capture();
+    expect(await main(['replay', 'inst_a', '--to', '9', '--json', '--db', db], c.factory)).toBe(2);
+    expect(JSON.parse(c.stderr())).toMatchObject({ error: { code: 'REPLAY_TO_INVALID', message: 'inst_a has 4 events; cannot replay to 9' } });
+    const x = capture();
+    expect(await main(['export', 'inst_a', '--db', db], x.factory)).toBe(0);
+    const file = join(tempDir(), 'inst_a.jsonl');
+    writeFileSync(file, `${x.out.join('\n')}\n`);
+    const f = capture();
+    expect(await main(['replay', '--file', file, '--to', '9', '--json'], f.factory)).toBe(2);
+    expect(JSON.parse(f.stderr())).toMatchObject({ error: { code: 'REPLAY_TO_INVALID' } });
   });
 
   it('rebuild recomputes the projection', async () => {

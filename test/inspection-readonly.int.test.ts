@@ -87,6 +87,38 @@ describe('inspection opens the log read-only', () => {
     expect(snapshot(root)).toEqual(before);
   });
 
+  it('reads a log copied with its -wal in a read-only directory as a non-root user, and creates nothing there', { timeout: 300_000 }, async () => {
+    // A writer still open: its -wal holds commits; the copy is the database and the WAL, without the -shm.
+    const walSource = join(root, 'wal-source');
+    const rl = await createRunlog({ home: walSource, supervise: false, readOnly: false });
+    await rl.host.create('instance', 'inst_w', { type: 'instance.requested', data: { spec: instanceSpec({ instanceId: 'inst_w' }) } });
+    await rl.send('instance', 'inst_w', { type: 'instance.spawned', data: { pid: 8, host: '127.0.0.1', port: 4101 } });
+    const ro = join(root, 'ro-wal');
+    mkdirSync(ro);
+    copyFileSync(join(walSource, 'runlog.db'), join(ro, 'runlog.db'));
+    copyFileSync(join(walSource, 'runlog.db-wal'), join(ro, 'runlog.db-wal'));
+    await rl.close();
+    expect(statSync(join(ro, 'runlog.db-wal')).size).toBeGreaterThan(0);
+    chmodSync(join(ro, 'runlog.db'), 0o444);
+    chmodSync(join(ro, 'runlog.db-wal'), 0o444);
+    chmodSync(ro, 0o555);
+    const before = snapshot(ro);
+    const runs = [['inspect', 'inst_w', '--json'], ['events', 'inst_w', '--json'], ['replay', 'inst_w', '--json']].map((args) => [...args, '--db', join(ro, 'runlog.db')]);
+    const r = spawnSync('/usr/bin/setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', process.execPath, '--import', 'tsx', CLI_MANY, JSON.stringify(runs)], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, HOME: '/nonexistent', TMPDIR: '/tmp' },
+      encoding: 'utf8',
+      timeout: 240_000,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    const [inspect, events, replay] = JSON.parse(r.stdout) as { code: number; stdout: string; stderr: string }[];
+    for (const x of [inspect!, events!, replay!]) expect(x.code, x.stderr).toBe(0);
+    expect(JSON.parse(inspect!.stdout)).toMatchObject({ id: 'inst_w', state: 'spawning', version: 2 });
+    expect(events!.stdout.trim().split('\n').map((l) => JSON.parse(l).type)).toEqual(['instance.requested', 'instance.spawned']);
+    expect(JSON.parse(replay!.stdout)).toMatchObject({ id: 'inst_w', to: 2 });
+    expect(snapshot(ro)).toEqual(before);
+  });
+
   it('refuses a missing path (LOG_MISSING), an empty file (STORE_EMPTY) and a truncated one (STORE_TRUNCATED), creating nothing', async () => {
     const missing = join(root, 'typo', 'runlog.db');
     const emptyDir = join(root, 'empty');

@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Runlog } from '../src/actors/runlog.ts';
 import { callApi } from '../src/cli/client.ts';
+import { ANSWERS } from '../src/cli/api-answers.ts';
 import { requestTimeout } from '../src/cli/request-timeout.ts';
 import { RunlogError } from '../src/domain/errors.ts';
 import { assertBeforeDeadline, DEADLINE_HEADER, requestDeadline } from '../src/server/deadline.ts';
@@ -104,7 +105,7 @@ describe('the CLI client bounds its wait', () => {
 
   it('fails with TIMEOUT when no answer comes, and sends its deadline with the request', async () => {
     const sentAt = Date.now();
-    const err = await callApi({ url, pid: process.pid, token: 't' }, 'POST', '/api/instances', { appDir: '/x' }, 2000).catch((e: unknown) => e);
+    const err = await callApi({ url, pid: process.pid, token: 't' }, 'POST', '/api/instances', { appDir: '/x' }, ANSWERS.actor, 2000).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RunlogError);
     expect(err).toMatchObject({ code: 'TIMEOUT', details: { timeoutMs: 2000 } });
     expect(seen).toHaveLength(1);

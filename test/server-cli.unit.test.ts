@@ -53,7 +53,7 @@ async function serve(home: string): Promise<Served> {
 describe('runlog serve', () => {
   it('refuses a non-loopback --listen with a usage error (exit 2) before opening anything', async () => {
     const home = freshDir();
-    for (const addr of ['0.0.0.0:7420', '192.168.0.10:7420', '[::]:7420', 'localhost:7420']) {
+    for (const addr of ['0.0.0.0:7420', '192.168.0.10:7420', '[::]:7420', 'example.com:7420']) {
       const c = capture();
       expect(await main(['serve', '--listen', addr, '--home', home], c.factory)).toBe(2);
       expect(c.err.join('\n')).toMatch(/USAGE: .*binds only to loopback \(127\.0\.0\.0\/8 or ::1\)/);

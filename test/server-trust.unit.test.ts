@@ -11,6 +11,7 @@ import { main } from '../src/cli/main.ts';
 import { ensureToken } from '../src/server/token.ts';
 import { tempDir } from './support/tmp.ts';
 import { capture } from './support/cli-in-process.ts';
+import { runCli } from './support/cli-process.ts';
 
 const NOBODY = 65534;
 let listener: Server;
@@ -104,6 +105,67 @@ describe('server.json trust', () => {
     const r = await stop(h.dir);
     expect(r.text).toContain('NO_SUPERVISOR');
     expect(seen).toEqual([]);
+  });
+});
+
+describe('a supervisor that is not one, or not reachable by this user', () => {
+  let other: Server;
+  let otherUrl: string;
+  beforeAll(async () => {
+    // Another program on the port server.json names: JSON that is no runlog view, HTML, an error without runlog's shape.
+    other = createServer((req, res) => {
+      if (req.url?.endsWith('/stop')) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{"hello":"world"}');
+      } else if (req.url?.endsWith('/kill')) {
+        res.writeHead(404, { 'content-type': 'text/html' });
+        res.end('<h1>Not Found</h1>');
+      } else if (req.method === 'DELETE') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ appId: 'com.example.hello', tool: 'git', granted: false, tools: [], instances: ['inst_a'], changed: [{ instanceId: 'inst_a', node: '' }], pending: [] }));
+      } else {
+        res.writeHead(403, { 'content-type': 'application/json' });
+        res.end('{"message":"forbidden"}');
+      }
+    });
+    await new Promise<void>((r) => other.listen(0, '127.0.0.1', r));
+    otherUrl = `http://127.0.0.1:${(other.address() as AddressInfo).port}/`;
+  });
+  afterAll(() => new Promise<void>((r) => other.close(() => r())));
+
+  it('a trusted server.json naming a server that is not a runlog supervisor gives BAD_RESPONSE saying so', async () => {
+    const h = home();
+    writeFileSync(join(h.dir, 'server.json'), info(otherUrl), { mode: 0o600 });
+    for (const args of [['stop', 'x'], ['kill', 'x'], ['cap', 'grant', 'com.example.hello', 'git']]) {
+      const c = capture();
+      expect(await main([...args, '--json', '--home', h.dir], c.factory), args.join(' ')).toBe(1);
+      const { error } = JSON.parse(c.stderr());
+      expect(error.code, args.join(' ')).toBe('BAD_RESPONSE');
+      expect(error.message, args.join(' ')).toContain(`the server at ${otherUrl} is not a runlog supervisor`);
+    }
+  });
+
+  it('cap revoke says later spawns start without the tool (not that they get it)', async () => {
+    const h = home();
+    writeFileSync(join(h.dir, 'server.json'), info(otherUrl), { mode: 0o600 });
+    const c = capture();
+    expect(await main(['cap', 'revoke', 'com.example.hello', 'git', '--home', h.dir], c.factory)).toBe(0);
+    expect(c.stderr()).toBe('runlog: revoked git for app com.example.hello: 1 running instance changed (inst_a); later spawns of the app start without it');
+  });
+
+  it("another user's CLI on a home it cannot read is told so (PERMISSION_DENIED), not that no supervisor runs", { timeout: 60_000 }, () => {
+    const parent = tempDir();
+    chmodSync(parent, 0o755); // nobody reaches the home's directory, not into it (0700, root's)
+    const dir = join(parent, 'home');
+    mkdirSync(dir, { mode: 0o700 });
+    ensureToken(dir);
+    writeFileSync(join(dir, 'server.json'), info(`http://127.0.0.1:${port}/`), { mode: 0o600 });
+    const r = runCli(['stop', 'x', '--json', '--home', dir], { user: NOBODY, env: { HOME: '/nonexistent' } });
+    expect(r.code, r.stderr).toBe(1);
+    const { error } = JSON.parse(r.stderr);
+    expect(error.code).toBe('PERMISSION_DENIED');
+    expect(error.message).toContain(`cannot reach the supervisor's files in ${dir}`);
+    expect(error.message).toContain('belongs to uid 0');
   });
 });
 

@@ -71,7 +71,13 @@ describe('--listen is loopback only', () => {
     expect(parseListen(undefined)).toEqual({ host: '127.0.0.1', port: 7420 });
   });
 
-  it.each(['0.0.0.0:7420', '192.168.1.20:80', '[::]:7420', '[::ffff:10.0.0.1]:1', 'localhost:7420', 'example.com:80', '10.0.0.1:0'])('refuses %s with a usage error', (addr) => {
+  it('accepts localhost as 127.0.0.1 (bound there, never resolved to another address)', () => {
+    expect(parseListen('localhost:7420')).toEqual({ host: '127.0.0.1', port: 7420 });
+    expect(parseListen('LocalHost:0')).toEqual({ host: '127.0.0.1', port: 0 });
+    expect(() => parseListen('localhost.example.com:80')).toThrow(/loopback/);
+  });
+
+  it.each(['0.0.0.0:7420', '192.168.1.20:80', '[::]:7420', '[::ffff:10.0.0.1]:1', 'example.com:80', '10.0.0.1:0'])('refuses %s with a usage error', (addr) => {
     expect(() => parseListen(addr)).toThrow(expect.objectContaining({ code: 'USAGE', message: expect.stringContaining('loopback') }));
   });
 

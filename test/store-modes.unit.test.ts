@@ -1,14 +1,18 @@
 // How the log is opened: a writer creates it atomically with mode 0600 (and its -wal/-shm inherit that mode);
 // an empty file is never taken for a new log; a read-only store never creates or changes a file and refuses
 // writes; the writer lock lets exactly one writer in and names it to the next.
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ForeignDatabaseError, LogMissingError, ReadOnlyLogError, StoreCorruptError, SupervisorRunningError } from '../src/domain/errors.ts';
-import { Database } from '../src/store/sqlite.ts';
+import { Database, sqliteUri } from '../src/store/sqlite.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { holderPath, lockPath, readHolder, WriterLock } from '../src/store/writer-lock.ts';
+import { REPO } from './support/cli.ts';
 import { tempDir } from './support/tmp.ts';
+
+const CLI_MANY = join(import.meta.dirname, 'support', 'cli-many.ts');
 
 const e = (type: string, data: Record<string, unknown> = {}) => ({ type, data });
 const mode = (p: string) => statSync(p).mode & 0o777;
@@ -71,6 +75,45 @@ describe('read-only store', () => {
     expect(r.read('instance-a').map((x) => x.type)).toEqual(['x.one', 'x.two']);
     r.close();
     w.close();
+  });
+
+  it('reads a copied log with its -wal in a read-only directory: every committed event, and no file appears there', () => {
+    const dir = tempDir();
+    const live = join(dir, 'live.db');
+    const w = new SqliteEventStore(live, { checkpointMs: 3_600_000 });
+    w.append('instance-a', [e('x.one'), e('x.two')], { expectedVersion: 'no-stream' });
+    w.append('instance-b', [e('x.three')], { expectedVersion: 'no-stream' });
+    // The copy: the database and its WAL, which holds every commit (no checkpoint has run), no -shm.
+    const ro = join(dir, 'ro');
+    mkdirSync(ro);
+    const file = join(ro, 'runlog.db');
+    copyFileSync(live, file);
+    copyFileSync(`${live}-wal`, `${file}-wal`);
+    w.close();
+    // The file alone holds none of them: an immutable open (which ignores the WAL) would show an empty log.
+    const peek = new Database(sqliteUri(file, { immutable: '1' }), { readonly: true });
+    expect((peek.prepare('SELECT count(*) AS n FROM events').get() as { n: number }).n).toBe(0);
+    peek.close();
+    chmodSync(ro, 0o555);
+    const before = readdirSync(ro).sort();
+    expect(before).toEqual(['runlog.db', 'runlog.db-wal']);
+    const privateTmp = join(dir, 'tmp');
+    mkdirSync(privateTmp);
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = privateTmp; // where the reader's private copy goes, and must be gone from after close
+    try {
+      const r = new SqliteEventStore(file, { readOnly: true });
+      expect(r.read('instance-a').map((x) => x.type)).toEqual(['x.one', 'x.two']);
+      expect(r.read('instance-b').map((x) => x.type)).toEqual(['x.three']);
+      expect(r.lastSeq()).toBe(3);
+      expect(readdirSync(ro).sort()).toEqual(before);
+      r.close();
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+    }
+    expect(readdirSync(ro).sort()).toEqual(before);
+    expect(readdirSync(privateTmp)).toEqual([]);
   });
 
   it('refuses a SQLite file with no runlog schema rather than initialising it', () => {
@@ -156,5 +199,38 @@ describe('writer lock', () => {
     const lock = WriterLock.acquire(db, 'x');
     expect(readHolder(db)).toMatchObject({ pid: process.pid });
     lock.release();
+  });
+
+  it('a home on a read-only file system: the CLI says LOCK_FAILED and that the home is read-only, new home or not', { timeout: 60_000 }, () => {
+    const root = tempDir();
+    const fresh = join(root, 'fresh');
+    const used = join(root, 'used');
+    mkdirSync(fresh);
+    mkdirSync(used);
+    // Read-only tmpfs mounts in a private mount namespace (nothing outside this process tree sees them): one empty,
+    // one that already holds a lock file (a home that was written, then mounted read-only).
+    const sh = [
+      'set -e',
+      `mount -t tmpfs -o ro,mode=0700 tmpfs ${fresh}`,
+      `mount -t tmpfs -o mode=0700 tmpfs ${used}`,
+      `touch ${used}/runlog.db.lock`,
+      `mount -o remount,ro ${used}`,
+      'exec "$@"',
+    ].join('\n');
+    const runs = [
+      ['serve', '--listen', '127.0.0.1:0', '--json', '--home', fresh],
+      ['rebuild', '--json', '--home', used],
+    ];
+    const r = spawnSync('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', sh, 'sh', process.execPath, '--import', 'tsx', CLI_MANY, JSON.stringify(runs)], { cwd: REPO, encoding: 'utf8', timeout: 50_000 });
+    expect(r.status, r.stderr).toBe(0);
+    const results = JSON.parse(r.stdout) as { code: number; stderr: string }[];
+    results.forEach((res, i) => {
+      const home = i === 0 ? fresh : used;
+      expect(res.code, res.stderr).toBe(1);
+      const { error } = JSON.parse(res.stderr) as { error: { code: string; message: string; details: Record<string, unknown> } };
+      expect(error.code, res.stderr).toBe('LOCK_FAILED');
+      expect(error.message).toContain(`${home} is on a read-only file system (EROFS)`);
+      expect(error.details).toMatchObject({ dir: home, errno: 'EROFS', readOnly: true });
+    });
   });
 });

@@ -1,6 +1,6 @@
 // Read-side queries over the log: list, inspect, events, replay. They need only the SQLite file,
 // so they work post-mortem with no supervisor running.
-import { ValidationError } from '../domain/errors.ts';
+import { ReplayToInvalidError } from '../domain/errors.ts';
 import { toMachineEvent, type ActorKind, type RecordedEvent, type ReplayEvent } from '../domain/events.ts';
 import { foldEvent, machines, replay, replaySteps, stateName, type AnySnapshot, type Step } from '../machines/runtime.ts';
 import { actorStatus, summarize } from '../machines/summary.ts';
@@ -86,7 +86,7 @@ export function replayEvents(kind: ActorKind, id: string, events: readonly Recor
   const upto = to === undefined ? events : events.filter((e) => e.version <= to);
   if (to !== undefined && to > (events.at(-1)?.version ?? 0)) {
     // The caller's --to / ?to= is wrong (exit 2, HTTP 400), not the log: REPLAY (damaged) is for a history that cannot be folded.
-    throw new ValidationError('REPLAY_TO_INVALID', `${id} has ${events.at(-1)?.version ?? 0} events; cannot replay to ${to}`, [], { id, to });
+    throw new ReplayToInvalidError(id, events.at(-1)?.version ?? 0, to);
   }
   const steps = replaySteps(machines[kind], upto.map((e) => ({ ...toMachineEvent(e), version: e.version })));
   const last = steps.at(-1);

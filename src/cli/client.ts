@@ -5,7 +5,7 @@
 // file (not a symlink) owned by this user and writable by no one else, naming a loopback IP address. Anything
 // else is refused (SERVER_INFO_UNTRUSTED) before a connection is made. One whose process is gone — or whose pid
 // now belongs to another process (start time differs) — is stale and ignored.
-import { closeSync, lstatSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, lstatSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
@@ -15,6 +15,7 @@ import { RunlogError, ServerInfoUntrustedError, ValidationError } from '../domai
 import { DEADLINE_HEADER } from '../server/deadline.ts';
 import { isLoopbackAddress } from '../server/listen.ts';
 import { tokenPath } from '../server/token.ts';
+import { checkAnswer, notASupervisor, type AnswerShape } from './api-answers.ts';
 
 export interface ServerInfo {
   url: string;
@@ -105,7 +106,9 @@ export function findServer(home: string): (ServerInfo & { token: string }) | nul
   const path = serverInfoPath(home);
   try {
     lstatSync(path);
-  } catch {
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EACCES' || code === 'EPERM') throw cannotReach(home, path, code);
     return null;
   }
   assertOwnFile(path, 'server.json');
@@ -128,6 +131,25 @@ export function findServer(home: string): (ServerInfo & { token: string }) | nul
   return { ...info, url: url.href, token: readFileSync(token, 'utf8').trim() };
 }
 
+/**
+ * Another user's home (a supervisor run as root, say): whether one runs there cannot be told, so the answer is
+ * that this user may not look, never "no supervisor".
+ */
+function cannotReach(home: string, path: string, code: string): RunlogError {
+  let owner = '';
+  try {
+    owner = ` (${home} belongs to uid ${statSync(home).uid})`;
+  } catch {
+    /* the owner stays unnamed */
+  }
+  const uid = myUid();
+  return new RunlogError(
+    'PERMISSION_DENIED',
+    `cannot reach the supervisor's files in ${home}: ${path} is not readable by this user${uid === null ? '' : ` (uid ${uid})`}${owner}, ${code}. Run the command as the user that runs \`runlog serve\` there, or use a home of your own (--home, $RUNLOG_HOME)`,
+    { home, file: path, code },
+  );
+}
+
 export function requireServer(home: string): ServerInfo & { token: string } {
   const s = findServer(home);
   if (!s) throw new RunlogError('NO_SUPERVISOR', `no supervisor is running for ${home}: start one with \`runlog serve\` (instances live as long as their supervisor)`);
@@ -135,11 +157,12 @@ export function requireServer(home: string): ServerInfo & { token: string } {
 }
 
 /**
- * One API call; the server's `{ error: { code, message } }` becomes a RunlogError with that code. With `timeoutMs`
- * the call carries its deadline (`runlog-deadline`, epoch ms; the supervisor refuses it once that has passed) and
- * fails with TIMEOUT when no whole answer came by then.
+ * One API call; the server's `{ error: { code, message } }` becomes a RunlogError with that code. `shape`: what
+ * the caller reads of the answer (api-answers.ts), checked first; an answer without it is BAD_RESPONSE. With
+ * `timeoutMs` the call carries its deadline (`runlog-deadline`, epoch ms; the supervisor refuses it once that has
+ * passed) and fails with TIMEOUT when no whole answer came by then.
  */
-export async function callApi<T>(server: ServerInfo & { token: string }, method: string, path: string, body?: unknown, timeoutMs?: number): Promise<T> {
+export async function callApi<T>(server: ServerInfo & { token: string }, method: string, path: string, body: unknown, shape: AnswerShape, timeoutMs?: number): Promise<T> {
   const signal = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs);
   const deadline = timeoutMs === undefined ? {} : { [DEADLINE_HEADER]: String(Date.now() + timeoutMs) };
   const timedOut = (err: unknown): boolean => signal?.aborted === true && (err as Error | null)?.name === 'TimeoutError';
@@ -163,23 +186,30 @@ export async function callApi<T>(server: ServerInfo & { token: string }, method:
     if (timedOut(err)) throw timeoutError();
     throw err;
   }
-  if (!res.ok) throw apiError(res.status, text, method, path);
+  if (!res.ok) throw apiError(res.status, text, method, path, server.url);
+  let value: unknown;
   try {
-    return (text ? JSON.parse(text) : null) as T;
+    value = text ? JSON.parse(text) : null;
   } catch {
-    throw new RunlogError('BAD_RESPONSE', `${method} ${path}: HTTP ${res.status}, not JSON`);
+    throw notASupervisor(server.url, method, path, `HTTP ${res.status} with a body that is not JSON`);
   }
+  checkAnswer(server.url, method, path, value, shape);
+  return value as T;
 }
 
-/** The typed error an API answer that is not ok carries (its body: `{ error: { code, message } }`). */
-export function apiError(status: number, text: string, method: string, path: string): RunlogError {
+/**
+ * The typed error an API answer that is not ok carries (its body: `{ error: { code, message } }`). A body without
+ * that error object is no runlog supervisor's: BAD_RESPONSE naming the server (`url`).
+ */
+export function apiError(status: number, text: string, method: string, path: string, url: string): RunlogError {
   let json: unknown = null;
   try {
     json = text ? JSON.parse(text) : null;
   } catch {
-    return new RunlogError('BAD_RESPONSE', `${method} ${path}: HTTP ${status}, not JSON`);
+    return notASupervisor(url, method, path, `HTTP ${status} with a body that is not JSON`);
   }
   const e = (json as { error?: { code?: string; message?: string; issues?: string[] } })?.error;
+  if (typeof e !== 'object' || e === null || typeof e.code !== 'string') return notASupervisor(url, method, path, `HTTP ${status} without runlog's error object ({"error":{"code":…}})`);
   // The supervisor's code, kept as it is (the same table gives the same exit status); a code this CLI does not
   // know (a newer supervisor) is API_ERROR with the original code in details.
   const code = isErrorCode(e?.code) ? e.code : 'API_ERROR';

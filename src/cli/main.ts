@@ -61,19 +61,20 @@ function help(io: Io): void {
   );
 }
 
-/** Edit distance, for "did you mean". */
+/**
+ * Edit distance, for "did you mean": insertions, deletions, substitutions and swaps of two neighbouring letters
+ * (optimal string alignment), each 1 — a swap is the commonest typo ('sapwn'), and plain Levenshtein counts it 2.
+ */
 function distance(a: string, b: string): number {
-  const prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
   for (let i = 1; i <= a.length; i++) {
-    let diag = prev[0]!;
-    prev[0] = i;
     for (let j = 1; j <= b.length; j++) {
-      const up = prev[j]!;
-      prev[j] = Math.min(up + 1, prev[j - 1]! + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
-      diag = up;
+      const row = d[i]!;
+      row[j] = Math.min(d[i - 1]![j]! + 1, row[j - 1]! + 1, d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) row[j] = Math.min(row[j]!, d[i - 2]![j - 2]! + 1);
     }
   }
-  return prev[b.length]!;
+  return d[a.length]![b.length]!;
 }
 
 /** The commands a mistyped name most likely meant (closest first). */

@@ -208,6 +208,7 @@ export const ERROR_CODES = {
   DID_WEB_HOST_REFUSED: 'forbidden',
   FORBIDDEN_HOST: 'forbidden',
   HOME_INSECURE: 'forbidden',
+  PERMISSION_DENIED: 'forbidden',
   SERVER_INFO_UNTRUSTED: 'forbidden',
   TOKEN_INVALID: 'forbidden',
   // internal

@@ -127,6 +127,13 @@ export class ReplayError extends RunlogError {
   }
 }
 
+/** `replay --to N` (or `?to=N`) past the actor's last event: the caller's number is wrong (exit 2, HTTP 400), not the log. */
+export class ReplayToInvalidError extends ValidationError {
+  constructor(id: string, last: number, to: number) {
+    super('REPLAY_TO_INVALID', `${id} has ${last} events; cannot replay to ${to}`, [], { id, to, last });
+  }
+}
+
 export class UsageError extends RunlogError {
   constructor(message: string) {
     super('USAGE', message);

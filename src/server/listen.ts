@@ -1,5 +1,6 @@
-// `--listen` addresses: the API is for this machine only, so only loopback is accepted
-// (127.0.0.0/8 or ::1). Names like "localhost" are refused too: what they resolve to is not ours to trust.
+// `--listen` addresses: the API is for this machine only, so only loopback is accepted (127.0.0.0/8 or ::1).
+// `localhost` is taken as 127.0.0.1 without asking a resolver (the API already accepts `Host: localhost`); other
+// names are refused: what they resolve to is not ours to trust.
 import { isIPv4, isIPv6 } from 'node:net';
 import { UsageError } from '../domain/errors.ts';
 
@@ -25,7 +26,7 @@ function expandIPv6(ip: string): string {
 }
 
 /**
- * Parses "127.0.0.1:8080", "[::1]:8080" or a bare port ("8080" → 127.0.0.1:8080). Loopback only, unless
+ * Parses "127.0.0.1:8080", "[::1]:8080", "localhost:8080" (→ 127.0.0.1) or a bare port ("8080" → 127.0.0.1:8080). Loopback only, unless
  * `anyAddress` (the metrics listener: read-only, no ids, for a scraper on another machine).
  */
 export function parseListen(value: string | undefined, opts: { flag?: string; anyAddress?: boolean } = {}): ListenAddress {
@@ -53,6 +54,7 @@ export function parseListen(value: string | undefined, opts: { flag?: string; an
   if (!/^\d+$/.test(portText) || !Number.isInteger(port) || port > 65535) {
     throw new UsageError(`${flag} '${value}': port must be a number from 0 to 65535`);
   }
+  if (!opts.anyAddress && host.toLowerCase() === 'localhost') host = DEFAULT_LISTEN.host;
   if (opts.anyAddress) {
     if (!isIPv4(host) && !isIPv6(host)) throw new UsageError(`${flag} '${value}': '${host}' is not an IP address`);
   } else if (!isLoopbackAddress(host)) {

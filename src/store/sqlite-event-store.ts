@@ -41,7 +41,8 @@ import { toSnapshot } from './event-store.ts';
 import { APPLICATION_ID, CHAIN_MIGRATION, LATEST_SCHEMA, MIGRATIONS } from './schema.ts';
 import { readShutdownRecord, shutdownRecordFile, writeShutdownRecord } from './shutdown-record.ts';
 import { scanWal } from './wal-scan.ts';
-import { Database, sqliteUri } from './sqlite.ts';
+import { Database } from './sqlite.ts';
+import { readOnlyTarget } from './read-only-target.ts';
 import { defaultUpcasters, type UpcasterRegistry } from './upcasters.ts';
 import { WalGuard } from './wal-guard.ts';
 
@@ -62,18 +63,12 @@ export interface SqliteEventStoreOptions {
   /** Told the duration of every durable append (metrics). */
   onAppend?: AppendObserver;
   /**
-   * Inspection: open an existing log without writing anything. A missing file is LOG_MISSING (nothing is
-   * created), an empty or short one STORE_CORRUPT; no migration, no pragma that writes, no marker file, and no
-   * whole-file quick_check (a page damaged inside is STORE_CORRUPT when it is read).
-   * A log with no `-wal` beside it is read as immutable (no `-wal`/`-shm` is created, so a read-only copy or
-   * another user's log can be inspected); a log with a `-wal` (a writer is running, or died) is opened
-   * read-only through it, so the latest commits are seen.
+   * Inspection: open an existing log without writing anything (nothing appears beside it, every commit is seen:
+   * read-only-target.ts). A missing file is LOG_MISSING, an empty or short one STORE_CORRUPT; no migration, no
+   * pragma that writes, no marker file, no whole-file quick_check (a damaged page is STORE_CORRUPT when read).
    */
   readOnly?: boolean;
-  /**
-   * With readOnly: a log with no `-wal` is still opened through WAL (SQLite creates `-wal`/`-shm` if the directory
-   * allows), because an immutable open never sees later commits — what `events --follow` needs to see.
-   */
+  /** With readOnly: opened in place through WAL, since an immutable open or a private copy never sees later commits. */
   followsWriters?: boolean;
 }
 
@@ -102,7 +97,6 @@ interface EventRow {
 
 /** A row of iterateReplay's query, in `.raw()` form: seq, stream, version, type, schema, data, at. */
 type ReplayRow = [number, string, number, string, number, string, string];
-
 
 /** The actors projection with, for an archived actor, where its events went (tombstones, migration 6). */
 const ACTOR_SELECT = `SELECT actors.*, archives.file AS archived_to, archives.created_at AS archived_at FROM actors
@@ -342,6 +336,7 @@ export class SqliteEventStore implements EventStore {
   private lastDataVersion = 0;
   private closed = false;
   private readonly guard: WalGuard | null;
+  private releaseTarget = (): void => undefined;
   readonly readOnly: boolean;
   private readonly checkpointMs: number;
   private checkpointTimer: NodeJS.Timeout | undefined;
@@ -400,8 +395,8 @@ export class SqliteEventStore implements EventStore {
       // A writer's open recovers the WAL and later reuses it: damage in it must be found first, or it is gone.
       // (Read-only inspection skips this, to stay fast; `runlog verify` checks it.)
       if (!this.readOnly) checkWal(file);
-      // No -wal: read the file alone, as immutable, so SQLite creates no -wal/-shm (see readOnly above).
-      if (this.readOnly && !options.followsWriters && !existsSync(`${file}-wal`)) target = sqliteUri(file, { immutable: '1' });
+      // Read-only: nothing may appear beside the log, and every commit must be seen (read-only-target.ts).
+      if (this.readOnly) ({ target, release: this.releaseTarget } = readOnlyTarget(file, options.followsWriters ?? false));
     }
     this.guard = file === ':memory:' || this.readOnly ? null : new WalGuard(file);
     try {
@@ -461,6 +456,7 @@ export class SqliteEventStore implements EventStore {
 
   /** A read-only open that SQLite could not do is about reading, not writing. */
   private translateOpen(err: unknown): unknown {
+    this.releaseTarget();
     const code = sqliteCode(err) ?? '';
     if (this.readOnly && (code.startsWith('SQLITE_CANTOPEN') || code.startsWith('SQLITE_READONLY') || code.startsWith('SQLITE_IOERR'))) {
       return new LogUnreadableError(this.file, `${code}: ${(err as Error).message}`);
@@ -889,6 +885,7 @@ export class SqliteEventStore implements EventStore {
     const head = this.guard ? this.chainCheckHead() : null;
     this.closed = true;
     this.db.close();
+    this.releaseTarget();
     if (head) this.recordShutdown(head);
   }
 
@@ -915,6 +912,7 @@ export class SqliteEventStore implements EventStore {
     const last = Math.max(this.stmt.maxSeq.get()!.s, (this.db.prepare('SELECT coalesce(max(seq), 0) AS s FROM chain_gaps').get() as { s: number }).s);
     if (last < record.lastSeq) {
       this.db.close();
+      this.releaseTarget();
       throw new StoreTruncatedError(this.file, `it ends at event seq ${last}; at its last clean shutdown (${record.at}) it ended at seq ${record.lastSeq}`, { lastSeq: last, expected: record.lastSeq });
     }
   }

@@ -15,7 +15,7 @@
 // writes `<db>.lock.json` (pid, command, listen address, since) after it has the lock, atomically (a 0600 temp
 // file renamed into place), and removes it when it lets go. Only the lock decides who the writer is: the JSON
 // only names the holder in the refusal, and a stale one (its pid gone) is ignored.
-import { closeSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { accessSync, closeSync, constants, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { RunlogError, SupervisorRunningError, type WriterHolderInfo } from '../domain/errors.ts';
 import { Database } from './sqlite.ts';
@@ -55,6 +55,33 @@ function writeAtomically(path: string, text: string): void {
   renameSync(tmp, path);
 }
 
+/**
+ * LOCK_FAILED for a lock that could not be created, opened or taken. A directory that cannot be written (a
+ * read-only file system, another user's directory) is said so in words: SQLite's own answer for it
+ * ("attempt to write a readonly database") and Node's (EROFS) name neither the home nor what to do.
+ */
+function lockFailed(file: string, step: 'create' | 'open' | 'take', err: unknown): RunlogError {
+  const dir = dirname(file);
+  let errno = (err as NodeJS.ErrnoException).code ?? '';
+  if (!['EROFS', 'EACCES', 'EPERM'].includes(errno)) {
+    try {
+      accessSync(dir, constants.W_OK);
+    } catch (probe) {
+      errno = (probe as NodeJS.ErrnoException).code ?? errno;
+    }
+  }
+  const why =
+    errno === 'EROFS'
+      ? `${dir} is on a read-only file system`
+      : errno === 'EACCES' || errno === 'EPERM'
+        ? `${dir} is not writable by this user`
+        : null;
+  const message = why
+    ? `cannot ${step} the writer lock ${file}: ${why} (${errno}). A writer keeps its log, lock and token there: give a writable --home (or $RUNLOG_HOME); ps, inspect, events and replay read a read-only one`
+    : `cannot ${step} the writer lock ${file}: ${(err as Error).message}`;
+  return new RunlogError('LOCK_FAILED', message, { file, ...(why ? { dir, errno, readOnly: errno === 'EROFS' } : {}) }, { cause: err });
+}
+
 export class WriterLock {
   private db: InstanceType<typeof Database> | null;
   private info: WriterHolderInfo;
@@ -66,20 +93,20 @@ export class WriterLock {
 
   /** Takes the log's writer lock or throws SupervisorRunningError naming the holder. Touches nothing else. */
   static acquire(dbFile: string, command: string): WriterLock {
-    mkdirSync(dirname(dbFile), { recursive: true, mode: 0o700 });
     const file = lockPath(dbFile);
-    // Created 0600 before SQLite sees it (an empty file is an empty database). 'wx' fails on an existing
-    // file without opening it: a descriptor opened and closed here would drop a lock this process holds.
     try {
+      mkdirSync(dirname(dbFile), { recursive: true, mode: 0o700 });
+      // Created 0600 before SQLite sees it (an empty file is an empty database). 'wx' fails on an existing
+      // file without opening it: a descriptor opened and closed here would drop a lock this process holds.
       closeSync(openSync(file, 'wx', 0o600));
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw lockFailed(file, 'create', err);
     }
     let db: InstanceType<typeof Database>;
     try {
       db = new Database(file, { timeout: 0, fileMustExist: true });
     } catch (err) {
-      throw new RunlogError('LOCK_FAILED', `cannot open the writer lock ${file}: ${(err as Error).message}`, { file }, { cause: err });
+      throw lockFailed(file, 'open', err);
     }
     try {
       db.pragma('journal_mode = MEMORY');
@@ -87,10 +114,15 @@ export class WriterLock {
     } catch (err) {
       db.close();
       if (String((err as { code?: unknown }).code ?? '').startsWith('SQLITE_BUSY')) throw new SupervisorRunningError(dbFile, readHolder(dbFile));
-      throw new RunlogError('LOCK_FAILED', `cannot take the writer lock ${file}: ${(err as Error).message}`, { file }, { cause: err });
+      throw lockFailed(file, 'take', err);
     }
     const lock = new WriterLock(dbFile, db, { pid: process.pid, since: new Date().toISOString(), command, listen: null });
-    lock.publish();
+    try {
+      lock.publish();
+    } catch (err) {
+      lock.release();
+      throw lockFailed(file, 'take', err);
+    }
     return lock;
   }
 

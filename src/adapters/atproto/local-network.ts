@@ -4,6 +4,7 @@
 // ours while it starts, and close() removes it. @atproto/dev-env is a devDependency (hundreds of packages a
 // library user does not need): it is loaded only here, when present, else a one-line error says how to add it.
 import { mkdtemp, rm } from 'node:fs/promises';
+import { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RunlogError } from '../../domain/errors.ts';
@@ -52,7 +53,7 @@ export async function startLocalNetwork(opts: { dataDir?: string } = {}): Promis
   let network: InstanceType<typeof devEnv.TestNetworkNoAppView>;
   try {
     process.env.TMPDIR = dir;
-    network = await devEnv.TestNetworkNoAppView.create({});
+    network = await onLoopback(() => devEnv.TestNetworkNoAppView.create({}));
   } catch (err) {
     await rm(dir, { recursive: true, force: true });
     throw err;
@@ -80,6 +81,28 @@ export async function startLocalNetwork(opts: { dataDir?: string } = {}): Promis
       }
     },
   };
+}
+
+/**
+ * Runs `start` with every `listen(port)` that names no host bound to 127.0.0.1. The dev-env's PLC and PDS call
+ * `app.listen(port)`, which Node binds to every interface, and neither takes a host option: the embedded network
+ * must be reachable from this machine only, like everything else runlog opens. A listen that names its host (or a
+ * path, or an options object) is left as it is; the original is back once `start` settles.
+ */
+async function onLoopback<T>(start: () => Promise<T>): Promise<T> {
+  // why: listen's overloads cannot be re-declared as one function; the wrapper passes every argument on unchanged
+  const proto = Server.prototype as unknown as { listen: (...args: unknown[]) => unknown };
+  const original = proto.listen;
+  proto.listen = function (this: Server, ...args: unknown[]) {
+    const portOnly = typeof args[0] === 'number' || (typeof args[0] === 'string' && /^\d+$/.test(args[0]));
+    if (portOnly && (args.length === 1 || typeof args[1] === 'function')) return original.call(this, Number(args[0]), '127.0.0.1', ...args.slice(1));
+    return original.apply(this, args);
+  };
+  try {
+    return await start();
+  } finally {
+    proto.listen = original;
+  }
 }
 
 /** The pinned range of package.json's devDependencies: what a project that installed runlog adds to get the embedded PDS. */

@@ -8,7 +8,7 @@ import { createInterface } from 'node:readline';
 import { createGunzip } from 'node:zlib';
 import { replayEvents, resolveActor, type ReplayView } from '../../actors/inspection.ts';
 import { decodeSnapshot } from '../../actors/snapshots.ts';
-import { NotFoundError, ReplayError, UsageError, ValidationError } from '../../domain/errors.ts';
+import { NotFoundError, ReplayError, ReplayToInvalidError, UsageError, ValidationError } from '../../domain/errors.ts';
 import { rejectedType, streamName, toMachineEvent, type ActorKind, type MachineEvent, type RecordedEvent } from '../../domain/events.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
 import { initialSnapshot, machines, stateName, step as stepMachine, type AnySnapshot, type Step } from '../../machines/runtime.ts';
@@ -373,7 +373,7 @@ export function replayHistory(history: History, options: { to?: number; upcaster
   const { kind, id } = history.header;
   const upcasters = options.upcasters ?? defaultUpcasters();
   const last = history.events.at(-1)?.version ?? 0;
-  if (options.to !== undefined && options.to > last) throw new ReplayError(`${id} has ${last} events; cannot replay to ${options.to}`, { id, to: options.to });
+  if (options.to !== undefined && options.to > last) throw new ReplayToInvalidError(id, last, options.to);
   const upto = options.to === undefined ? history.events : history.events.filter((e) => e.version <= options.to!);
   const lifted = upto.map((e) => liftEvent(kind, e, upcasters));
   const view = { ...replayEvents(kind, id, lifted, options.to), version: last };
@@ -438,7 +438,7 @@ async function checkHistoryFile(path: string, options: { to?: number; upcasters:
   if (!header) header = parseHeaderLine(undefined, path);
   if (issues.empty && count !== header.version) issues.add(`the header says ${header.version} events but the file holds ${count} (truncated or edited?)`);
   if (!issues.empty) throw new ValidationError('HISTORY_INVALID', `${path} is not a valid runlog history`, issues.all());
-  if (options.to !== undefined && options.to > count) throw new ReplayError(`${header.id} has ${count} events; cannot replay to ${options.to}`, { id: header.id, to: options.to });
+  if (options.to !== undefined && options.to > count) throw new ReplayToInvalidError(header.id, count, options.to);
   if (replayError) throw replayError;
   return header;
 }
@@ -460,7 +460,7 @@ export async function replayHistoryFile(io: Io, path: string, options: { step: b
 export async function replayFromLog(io: Io, store: ReadableLog, id: string, options: { step: boolean; to: number | undefined }): Promise<void> {
   const ref = resolveActor(store, id);
   const version = store.streamVersion(ref.stream);
-  if (options.to !== undefined && options.to > version) throw new ReplayError(`${ref.id} has ${version} events; cannot replay to ${options.to}`, { id: ref.id, to: options.to });
+  if (options.to !== undefined && options.to > version) throw new ReplayToInvalidError(ref.id, version, options.to);
   // State at a version: from the newest usable snapshot at or before it (snapshots.ts), folding only the events
   // after it; the transitions before the snapshot are not printed (replay without --to prints them all).
   const cached = options.to !== undefined ? store.snapshotAtOrBefore?.(ref.stream, options.to) : undefined;

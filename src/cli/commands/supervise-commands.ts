@@ -9,6 +9,7 @@ import type { InstanceContext } from '../../index.ts';
 import type { ReconcileReport } from '../../actors/reconciler.ts';
 import { UsageError } from '../../domain/errors.ts';
 import { assertNodeChoice, NODE_NAME } from '../../domain/placement.ts';
+import { ANSWERS } from '../api-answers.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { EXIT, printJson, type Io } from '../output.ts';
 import { requestTimeout, timeoutFlag } from '../request-timeout.ts';
@@ -52,7 +53,7 @@ export const spawnCommand: Command = {
     const { callApi, requireServer } = await client();
     const server = requireServer(homeOf(args));
     const body = { appDir: resolve(dir), ...(sandbox ? { sandbox } : {}), ...(args.values.id ? { instanceId: args.values.id } : {}), ...(node ? { node } : {}) };
-    const view = await callApi<ActorView>(server, 'POST', '/api/instances', body, timeoutMs);
+    const view = await callApi<ActorView>(server, 'POST', '/api/instances', body, ANSWERS.actor, timeoutMs);
     printActor(io, view, 'spawned');
     return EXIT.ok;
   },
@@ -79,7 +80,7 @@ export const stopCommand: Command = {
     if (grace !== undefined && (!Number.isInteger(grace) || grace < 0)) throw new UsageError('--grace must be milliseconds (a whole number)');
     const timeoutMs = requestTimeout(args, (grace ?? 5000) + WAIT_MS.stopPastGrace);
     const { callApi, requireServer } = await client();
-    const view = await callApi<ActorView>(requireServer(homeOf(args)), 'POST', `/api/actors/${encodeURIComponent(id)}/stop`, grace === undefined ? {} : { graceMs: grace }, timeoutMs);
+    const view = await callApi<ActorView>(requireServer(homeOf(args)), 'POST', `/api/actors/${encodeURIComponent(id)}/stop`, grace === undefined ? {} : { graceMs: grace }, ANSWERS.actor, timeoutMs);
     printActor(io, view, 'stopped');
     return EXIT.ok;
   },
@@ -95,7 +96,7 @@ export const killCommand: Command = {
     const id = needId(args, killCommand.usage);
     const timeoutMs = requestTimeout(args, WAIT_MS.kill);
     const { callApi, requireServer } = await client();
-    const view = await callApi<ActorView>(requireServer(homeOf(args)), 'POST', `/api/actors/${encodeURIComponent(id)}/kill`, {}, timeoutMs);
+    const view = await callApi<ActorView>(requireServer(homeOf(args)), 'POST', `/api/actors/${encodeURIComponent(id)}/kill`, {}, ANSWERS.actor, timeoutMs);
     printActor(io, view, 'killed');
     return EXIT.ok;
   },
@@ -115,12 +116,13 @@ export const capCommand: Command = {
     const server = requireServer(homeOf(args));
     const r =
       verb === 'grant'
-        ? await callApi<AppToolsView>(server, 'POST', `/api/apps/${encodeURIComponent(appId)}/tools`, { tool }, timeoutMs)
-        : await callApi<AppToolsView>(server, 'DELETE', `/api/apps/${encodeURIComponent(appId)}/tools/${encodeURIComponent(tool)}`, undefined, timeoutMs);
+        ? await callApi<AppToolsView>(server, 'POST', `/api/apps/${encodeURIComponent(appId)}/tools`, { tool }, ANSWERS.appTools, timeoutMs)
+        : await callApi<AppToolsView>(server, 'DELETE', `/api/apps/${encodeURIComponent(appId)}/tools/${encodeURIComponent(tool)}`, undefined, ANSWERS.appTools, timeoutMs);
     if (io.json) printJson(io, r);
     else {
       io.out(`${r.appId}  tools: ${r.tools.join(', ') || '(none)'}`);
-      io.err(`runlog: ${verb === 'grant' ? 'granted' : 'revoked'} ${tool} for app ${r.appId}: ${capSummary(r)}; every later spawn of the app gets it too`);
+      const later = verb === 'grant' ? 'every later spawn of the app gets it too' : 'later spawns of the app start without it';
+      io.err(`runlog: ${verb === 'grant' ? 'granted' : 'revoked'} ${tool} for app ${r.appId}: ${capSummary(r)}; ${later}`);
     }
     return EXIT.ok;
   },
@@ -157,7 +159,7 @@ export const logsCommand: Command = {
     const res = await fetch(new URL(path, server.url), {
       headers: { authorization: `Bearer ${server.token}` },
     });
-    if (!res.ok || !res.body) throw apiError(res.status, await res.text(), 'GET', path); // the supervisor's typed error
+    if (!res.ok || !res.body) throw apiError(res.status, await res.text(), 'GET', path, server.url); // the supervisor's typed error
     let buf = '';
     for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) { // why: Node's web ReadableStream is async-iterable; the DOM lib type does not say so
       if (io.closed) break; // nobody reads our output any more
@@ -168,7 +170,7 @@ export const logsCommand: Command = {
         buf = buf.slice(nl + 1);
         if (!line) continue;
         // The supervisor's typed error past the first line (a follow of another node's instance lost: FOLLOW_LOST).
-        if (line.startsWith('{"error":')) throw apiError(res.status, line, 'GET', path);
+        if (line.startsWith('{"error":')) throw apiError(res.status, line, 'GET', path, server.url);
         if (io.json) io.out(line);
         else {
           const l = JSON.parse(line) as LogLine;
@@ -213,7 +215,7 @@ export const execCommand: Command = {
     let outcome: ExecutionOutcome;
     if (server) {
       io.err(`runlog: running through the supervisor at ${server.url}`);
-      outcome = await callApi<ExecutionOutcome>(server, 'POST', '/api/executions', request);
+      outcome = await callApi<ExecutionOutcome>(server, 'POST', '/api/executions', request, ANSWERS.execution);
     } else {
       const { createRunlog } = await import('../../actors/runlog.ts');
       const rl = await createRunlog({ home: args.home, db: args.db, ...(args.store ? { store: args.store } : {}), command: 'runlog exec', atproto: atprotoOptions(args.values.plc as string | undefined), log: (m) => io.err(`runlog: ${m}`), watchApps: false });
@@ -245,7 +247,7 @@ export const reconcileCommand: Command = {
     const { callApi, findServer } = await client();
     const server = findServer(homeOf(args));
     let report: ReconcileReport;
-    if (server) report = await callApi<ReconcileReport>(server, 'POST', '/api/reconcile', { dryRun }, timeoutMs);
+    if (server) report = await callApi<ReconcileReport>(server, 'POST', '/api/reconcile', { dryRun }, ANSWERS.reconcile, timeoutMs);
     else {
       // No supervisor: this process reconciles (at open) — or, for a dry run, only looks.
       const { createRunlog } = await import('../../actors/runlog.ts');
