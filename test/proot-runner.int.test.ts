@@ -311,7 +311,7 @@ describe('ProotRunner', () => {
       '{',
       '  if [ "$(cat /data/role)" = write ]; then',
       ...paths.map((p) => `    ( echo from-writer > ${p} ) 2>&1 && echo "wrote ${p}"`),
-      '    ( : >> /usr/local/bin/node ) 2>&1 && echo "opened the node binary for writing"',
+      '    ( : >> /root/.bashrc ) 2>&1 && echo "opened the shared bashrc for writing"',
       '    ( : >> /aura/all-tools/node ) 2>&1 && echo "opened the shared toolchain for writing"',
       '  fi',
       ...paths.map((p) => `  [ -e ${p} ] && echo "sees ${p}" || echo "no ${p}"`),
@@ -332,10 +332,10 @@ describe('ProotRunner', () => {
         spawned.push(id);
       }
       const wrote = report(writer);
-      // The shared image refuses the write outright; the node binary and the toolchain every instance runs too.
+      // The shared image refuses the write outright; the bashrc and the toolchain every instance uses too.
       expect(wrote).toContain(`/etc/${name}: Read-only file system`);
       expect(wrote).toContain(`no /etc/${name}`);
-      expect(wrote).toMatch(/\/usr\/local\/bin\/node: Read-only file system/);
+      expect(wrote).toMatch(/\/root\/.bashrc: Read-only file system/);
       expect(wrote).toMatch(/\/aura\/all-tools\/node: Read-only file system/);
       expect(wrote).not.toContain('for writing');
       // /var/tmp and /dev/shm are the writer's own: it sees what it wrote there, in its own directory and tmpfs.
