@@ -10,13 +10,11 @@ import { join, resolve } from 'node:path';
 import { actorsProjection } from '../src/actors/actors-projection.ts';
 import { PgEventStore } from '../src/store/postgres/pg-event-store.ts';
 import { endedHistories } from '../test/support/pg-ended-log.ts';
-import { median, nowMs, round, sideBySide, type Bench } from './harness.ts';
+import { median, nowMs, round, sideBySide, sizes, type Bench } from './harness.ts';
 import { benchPgUrl, withEndedLog } from './pg-bench-fixture.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
 const BIN = join(REPO, 'bin/runlog.js');
-const ENDED = 20_000;
-const LIVE = 100;
 
 /** The first two events of a golden instance history (requested, spawned), renamed: `n` instances that have not ended. */
 async function writeLive(url: string, schema: string, n: number): Promise<void> {
@@ -57,7 +55,9 @@ export const cliPgBenches: Bench[] = [
   {
     name: 'cli.pg.ps',
     needs: 'the compiled CLI (npm run build) and PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)',
-    async run({ rounds, log }) {
+    async run(opts) {
+      const { rounds, log } = opts;
+      const { ENDED, LIVE, samples } = sizes(opts, { full: { ENDED: 20_000, LIVE: 100, samples: Math.max(5, rounds * 2) }, smoke: { ENDED: 300, LIVE: 10, samples: 1 } });
       if (!existsSync(join(REPO, 'dist/cli/main.js'))) throw new Error('the compiled CLI (dist/cli/main.js) is missing: run `npm run build` first');
       return withEndedLog('ps', ENDED, (m) => log(`cli.pg.ps: ${m}`), async ({ schema, url: store, actors, events: endedEvents }) => {
         await writeLive(benchPgUrl(), schema, LIVE);
@@ -74,7 +74,6 @@ export const cliPgBenches: Bench[] = [
         const ours: number[] = [];
         const all: number[] = [];
         const base: number[] = [];
-        const samples = Math.max(5, rounds * 2);
         for (let i = 0; i < samples; i++) {
           ours.push(timeRun(ps).ms);
           all.push(timeRun(psAll).ms);

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { AppendRequest } from '../src/store/event-store.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
-import { median, nowMs, round, sideBySide, type Bench } from './harness.ts';
+import { median, nowMs, round, sideBySide, sizes, type Bench, type RunOptions } from './harness.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
 const BIN = join(REPO, 'bin/runlog.js');
@@ -30,7 +30,7 @@ function requireBuild(): void {
 const at = (i: number) => new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString();
 
 /** A log of `n` running app instances, written in a few transactions. */
-function writeActors(file: string, n: number): void {
+export function writeActors(file: string, n: number): void {
   const store = new SqliteEventStore(file, { skipQuickCheck: true });
   const requests: AppendRequest[] = [];
   for (let i = 0; i < n; i++) {
@@ -111,16 +111,20 @@ function peakRssMb(cmd: string, args: string[]): number {
   return round(Number(r.stderr.trim().split('\n').at(-1)) / 1024);
 }
 
-// The same rows, and as ps does, whether a supervisor's heartbeat is fresh (no more than three intervals old).
-const RAW_PS = `
+// The same rows, and as ps does, whether a supervisor's heartbeat is fresh (no more than three intervals old) and
+// where an archived actor's events went (its tombstone's archive; null for the rest).
+export const RAW_PS = `
 const Database = require('better-sqlite3');
 const db = new Database(process.argv[1], { readonly: true });
-const rows = db.prepare("SELECT * FROM actors WHERE status = 'active' ORDER BY created_at, id").all();
+const rows = db.prepare(\`SELECT actors.*, archives.file AS archived_to, archives.created_at AS archived_at FROM actors
+  LEFT JOIN tombstones ON tombstones.stream = actors.stream LEFT JOIN archives ON archives.id = tombstones.archive
+  WHERE actors.status = 'active' ORDER BY actors.created_at, actors.id\`).all();
 const hb = db.prepare('SELECT beat_at, interval_ms, stopped_at FROM supervisor_heartbeat WHERE id = 1').get();
 const supervised = hb !== undefined && hb.stopped_at === null && Date.now() - Date.parse(hb.beat_at) <= hb.interval_ms * 3;
 const heartbeatAt = hb === undefined ? null : hb.beat_at;
 process.stdout.write(JSON.stringify(rows.map((r) => ({ id: r.id, kind: r.kind, state: r.state, status: r.status, version: r.version,
-  createdAt: r.created_at, updatedAt: r.updated_at, summary: JSON.parse(r.summary), supervised, heartbeatAt })), null, 2) + '\\n');
+  createdAt: r.created_at, updatedAt: r.updated_at, summary: JSON.parse(r.summary), supervised, heartbeatAt,
+  archived: r.archived_to === null ? null : { file: r.archived_to, at: r.archived_at ?? '' } })), null, 2) + '\\n');
 `;
 
 /**
@@ -144,18 +148,21 @@ for (const r of db.prepare('${query}').iterate(${params})) {
 const RAW_EVENTS = rawEvents('SELECT * FROM events ORDER BY seq');
 const RAW_STREAM_EVENTS = rawEvents('SELECT * FROM events WHERE stream = ? ORDER BY version', 'process.argv[2]');
 
-const EVENTS = 1_000_000;
+/** How many events the log both events benches read holds (a smoke run's is small). */
+const eventsCount = (opts: RunOptions): number => sizes(opts, { full: 1_000_000, smoke: 10_000 });
 
-/** The 1,000,000-event log both events benches read: written once per bench run, removed at exit. */
-let eventsLog: string | undefined;
-function bigEventsLog(log: (msg: string) => void): string {
-  if (eventsLog) return eventsLog;
+/** The log both events benches read, one per size: written once per bench run, removed at exit. */
+const eventsLogs = new Map<number, string>();
+function bigEventsLog(events: number, log: (msg: string) => void): string {
+  const known = eventsLogs.get(events);
+  if (known) return known;
   const dir = mkdtempSync(join(tmpdir(), 'runlog-bench-cli-'));
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const db = join(dir, 'runlog.db');
-  log(`writing a log of ${EVENTS} events…`);
-  writeEvents(db, EVENTS);
-  return (eventsLog = db);
+  log(`writing a log of ${events} events…`);
+  writeEvents(db, events);
+  eventsLogs.set(events, db);
+  return db;
 }
 
 /** Medians of the time to the first line, ours and raw interleaved; the first lines must be the same event. */
@@ -196,21 +203,22 @@ export const cliBenches: Bench[] = [
   {
     name: 'cli.ps',
     needs: 'the compiled CLI (npm run build)',
-    async run({ rounds, log }) {
+    async run(opts) {
+      const { rounds, log } = opts;
+      const { actors, samples } = sizes(opts, { full: { actors: 1000, samples: Math.max(10, rounds * 4) }, smoke: { actors: 50, samples: 1 } });
       requireBuild();
       const dir = mkdtempSync(join(tmpdir(), 'runlog-bench-cli-'));
       try {
         const db = join(dir, 'runlog.db');
-        writeActors(db, 1000);
+        writeActors(db, actors);
         const cli = [BIN, 'ps', '--json', '--db', db];
         const raw = ['-e', RAW_PS, db];
         // Same answer, or the comparison means nothing.
         const a = JSON.parse(timeRun(process.execPath, cli).stdout);
         const b = JSON.parse(timeRun(process.execPath, raw).stdout);
-        if (a.length !== 1000 || JSON.stringify(a) !== JSON.stringify(b)) throw new Error('runlog ps --json and the raw query disagree');
+        if (a.length !== actors || JSON.stringify(a) !== JSON.stringify(b)) throw new Error('runlog ps --json and the raw query disagree');
         const ours: number[] = [];
         const base: number[] = [];
-        const samples = Math.max(10, rounds * 4);
         for (let i = 0; i < samples; i++) {
           ours.push(timeRun(process.execPath, cli).ms);
           base.push(timeRun(process.execPath, raw).ms);
@@ -218,7 +226,7 @@ export const cliBenches: Bench[] = [
         log(`cli.ps: ${samples} runs each`);
         const v = median(ours);
         const r = median(base);
-        return sideBySide('cli.ps', 'ms', v, r, { actors: 1000, runs: samples });
+        return sideBySide('cli.ps', 'ms', v, r, { actors, runs: samples });
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
@@ -227,10 +235,12 @@ export const cliBenches: Bench[] = [
   {
     name: 'cli.events-first-line',
     needs: 'the compiled CLI (npm run build)',
-    async run({ rounds, log }) {
+    async run(opts) {
+      const { rounds, log } = opts;
+      const EVENTS = eventsCount(opts);
       requireBuild();
-      const db = bigEventsLog(log);
-      // An actor in the middle of the log (its 100 events are seqs 500,001…500,100).
+      const db = bigEventsLog(EVENTS, log);
+      // An actor in the middle of the log (of 1,000,000 events: its 100 events are seqs 500,001…500,100).
       const id = `bench_${EVENTS / 200}`;
       const { ours, base } = await firstLines(rounds, [BIN, 'events', id, '--json', '--db', db], ['-e', RAW_STREAM_EVENTS, db, `instance-${id}`]);
       const notes = { events: EVENTS, openMs: round(openMs(db, rounds, { readOnly: true })), writerOpenMs: round(openMs(db, Math.min(rounds, 3), {})) };
@@ -240,9 +250,11 @@ export const cliBenches: Bench[] = [
   {
     name: 'cli.events-all-first-line',
     needs: 'the compiled CLI (npm run build)',
-    async run({ rounds, log }) {
+    async run(opts) {
+      const { rounds, log } = opts;
+      const EVENTS = eventsCount(opts);
       requireBuild();
-      const db = bigEventsLog(log);
+      const db = bigEventsLog(EVENTS, log);
       const cli = [BIN, 'events', '--all', '--json', '--db', db];
       const raw = ['-e', RAW_EVENTS, db];
       const { ours, base } = await firstLines(rounds, cli, raw);

@@ -9,11 +9,10 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import pg from 'pg';
 import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
-import { median, nowMs, round, type Bench } from './harness.ts';
+import { median, nowMs, round, sizes, type Bench } from './harness.ts';
 import { benchPgUrl } from './pg-bench-fixture.ts';
 
 const TTL = 2000;
-const ACTORS = 50;
 const HOST_STORE = join(import.meta.dirname, '../src/store/postgres/pg-host-store.ts');
 
 /** The dying node: creates ACTORS actors under its leases, says "ready", and renews until it is killed. */
@@ -31,7 +30,9 @@ export const clusterBenches: Bench[] = [
   {
     name: 'cluster.failover',
     needs: 'PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)',
-    async run({ rounds, log }) {
+    async run(opts) {
+      const { rounds, log } = opts;
+      const { ACTORS } = sizes(opts, { full: { ACTORS: 50 }, smoke: { ACTORS: 5 } });
       const times: number[] = [];
       for (let r = 0; r < Math.min(rounds, 5); r++) {
         const schema = `rlbench_fo_${process.pid}_${randomBytes(4).toString('hex')}`;

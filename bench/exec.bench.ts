@@ -5,14 +5,14 @@
 //              signatures, runtime binding, blob fetch and CID check, archive validation) and re-checks the
 //              volume cache: that is the product's contract, so it is in the measurement. DID documents come
 //              from runlog's in-process cache with its default TTL (30 s), as in production (notes: did_cache).
-//              raw: one hardened container round trip through dockerode with the same sandbox image, the same
-//              create body (executionContainerBody: mounts of the same runtime/code volumes, limits, user,
-//              no network) and the same envelope: create + attach + start + write envelope + read frames to the
-//              result and the end of the stream + remove.
+//              raw: one hardened container round trip through dockerode (bench/exec-raw.ts) with the same
+//              sandbox image, create body and envelope.
 //   exec.cold  runlog: the first execution with nothing materialized (this run's runtime and code volumes and
 //              their seals removed before each round); value = total ms, baseline = the raw round trip, notes =
 //              the per-step breakdown from the execution's events (execution.step and event timestamps) and the
-//              materializer's progress (pull, download, validate, upload).
+//              materializer's progress (pull, download, validate, upload). Beside it, in the same rounds,
+//              exec.cold.extract: the same cold run against what the raw side must do first on Docker Engine
+//              20.10, the runtime's export copied into a fresh volume through the archive API (exec-raw.ts).
 // The PDS and PLC directory run in a child process (bench/pds-child.ts; RUNLOG_BENCH_PDS=inprocess puts them back in
 // this one): a real PDS is another machine, and in this process its work shared the event loop with the supervisor
 // under measurement. After each of runlog's calls (untimed) the supervisor is let finish its background work —
@@ -24,19 +24,18 @@
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { Writable, type Duplex } from 'node:stream';
 import Docker from 'dockerode';
 import { publishCode, publishRuntime } from '../src/actors/publishing.ts';
 import { createRunlog, type Runlog, type RunlogOptions } from '../src/actors/runlog.ts';
 import { DEFAULT_DID_CACHE_TTL_MS } from '../src/adapters/atproto/index.ts';
-import { executionContainerBody } from '../src/adapters/docker/execution-sandbox.ts';
 import { DEFAULT_OPERATOR_POLICY, type OperatorPolicy } from '../src/domain/at-run/operator-policy.ts';
 import type { RecordedEvent } from '../src/domain/events.ts';
 import type { LocalNetwork } from '../src/adapters/atproto/index.ts';
 import { startTestPds } from '../test/support/pds.ts';
 import { startPdsProcess } from './pds-process.ts';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { closeWithin, median, nowMs, quantile, round, sideBySide, type Bench, type BenchResult } from './harness.ts';
+import { closeWithin, median, nowMs, quantile, round, sideBySide, sizes, type Bench, type BenchResult, type RunOptions } from './harness.ts';
+import { rawExtractRoundTrip, rawRoundTrip as rawRoundTripOf, type RawSide } from './exec-raw.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
 const SETUP_DIR = process.env.RUNLOG_SETUP_DIR ?? '/var/lib/runlog-setup';
@@ -45,7 +44,7 @@ const DOCKER_SOCKET = '/var/run/docker.sock';
 const SETUP_HINT = 'run `npm run setup`';
 const BENCH_LABELS = { 'runlog.bench': '1' } as const;
 /** Calls per side per round (interleaved); a round's figure is their median. */
-const PER_ROUND = 3;
+const perRound = (opts: RunOptions): number => sizes(opts, { full: 3, smoke: 1 });
 
 function imageRef(name: string): string {
   const file = join(SETUP_DIR, 'images', `${name}.ref`);
@@ -207,86 +206,9 @@ async function runlogOnce(f: Fixture, uri = f.uri, timeoutMs?: number, settle = 
   return { ms, end, settleMs, events: f.rl.events(out.executionId), progress, context: out.view.context as Record<string, any> };
 }
 
-/** The raw primitive: one hardened container round trip over the worker protocol, with dockerode only. */
-function rawRoundTrip(f: Fixture, context: Record<string, any>) {
-  const r = context.resolved as Record<string, any>;
-  const m = context.materialized as Record<string, any>;
-  let n = 0;
-  return async (): Promise<{ ms: number; resultMs: number; createMs: number; startMs: number; removeMs: number }> => {
-    const id = `bench-raw-${process.pid}-${n++}`;
-    const { body } = executionContainerBody({
-      policy: {
-        image: imageRef('at-run-sandbox'),
-        memoryBytes: r.limits.memoryMb * 1024 * 1024,
-        pidsLimit: r.limits.pids,
-        nanoCpus: Math.round(r.limits.cpus * 1e9),
-        workTmpfsBytes: 64 * 1024 * 1024,
-      },
-      runtimeVolume: m.runtimeVolume,
-      codeVolume: m.codeVolume,
-      additionVolumes: m.additionVolumes ?? [],
-      launcher: r.launcher,
-      entrypoint: r.entrypoint,
-      env: r.env,
-      labels: { ...BENCH_LABELS, 'runlog.bench.home': f.home }, // not runlog.home: the reconciler removes what no actor owns
-      invocationId: id,
-    });
-    const envelope = {
-      version: 1,
-      id,
-      type: 'invoke',
-      code: { uri: r.codeUri, cid: r.codeCid },
-      handler: 'greet',
-      input: { name: 'Ada' },
-      context: { callerDid: f.callerDid, deadline: new Date(Date.now() + r.limits.timeoutMs).toISOString() },
-    };
-    const t0 = nowMs();
-    const container = await f.docker.createContainer(body as unknown as Docker.ContainerCreateOptions);
-    const createMs = nowMs() - t0;
-    try {
-      const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as Duplex;
-      let line = '';
-      let output: unknown;
-      let resultAt = Number.NaN;
-      const stdout = new Writable({
-        write(chunk: Buffer, _enc, cb) {
-          line += chunk.toString('utf8');
-          let nl: number;
-          while ((nl = line.indexOf('\n')) >= 0) {
-            const frame = JSON.parse(line.slice(0, nl)) as { type?: string; id?: string; output?: unknown };
-            line = line.slice(nl + 1);
-            if (frame.type === 'result' && frame.id === id) {
-              output = frame.output;
-              resultAt = nowMs();
-            }
-          }
-          cb();
-        },
-      });
-      const stderr = new Writable({ write: (_c, _e, cb) => cb() });
-      const ended = new Promise<void>((done) => {
-        stream.on('end', done);
-        stream.on('close', done);
-        stream.on('error', () => done());
-      });
-      f.docker.modem.demuxStream(stream, stdout, stderr);
-      const tStart = nowMs();
-      await container.start();
-      const startMs = nowMs() - tStart;
-      stream.write(`${JSON.stringify(envelope)}\n`);
-      stream.end();
-      await ended;
-      if ((output as { greeting?: string } | undefined)?.greeting !== 'Hello, Ada!') throw new Error(`raw round trip: no result frame (got ${JSON.stringify(output)})`);
-      const tRemove = nowMs();
-      await container.remove({ force: true, v: true });
-      const end = nowMs();
-      return { ms: end - t0, resultMs: resultAt - t0, createMs, startMs, removeMs: end - tRemove };
-    } catch (e) {
-      await container.remove({ force: true, v: true }).catch(() => undefined);
-      throw e;
-    }
-  };
-}
+/** The raw side of a fixture, and its round trip for an execution's context (exec-raw.ts). */
+const rawSide = (f: Fixture): RawSide => ({ docker: f.docker, home: f.home, callerDid: f.callerDid, sandboxImage: imageRef('at-run-sandbox'), labels: BENCH_LABELS });
+const rawRoundTrip = (f: Fixture, context: Record<string, any>) => rawRoundTripOf(rawSide(f), context);
 
 const runtimeDetail = (o: Outcome | undefined): { entries?: number; bytes?: number } =>
   (o?.events.find((e) => e.type === 'execution.step' && (e.data as { name?: string }).name === 'runtime-materialized')?.data as { detail?: { entries?: number; bytes?: number } } | undefined)?.detail ?? {};
@@ -339,7 +261,9 @@ function medianBreakdown(list: Record<string, number>[]): Record<string, number>
 const execWarm: Bench = {
   name: 'exec.warm',
   needs: 'Docker, the registry at 127.0.0.1:5000, the runtime-node and at-run-sandbox images, @atproto/dev-env',
-  async run({ rounds, log }): Promise<BenchResult> {
+  async run(opts): Promise<BenchResult> {
+    const { rounds, log } = opts;
+    const PER_ROUND = perRound(opts);
     const f = await openFixture(log);
     try {
       const first = await runlogOnce(f); // materializes the runtime and code volumes (untimed)
@@ -434,15 +358,19 @@ const execCold: Bench = {
   name: 'exec.cold',
   needs: execWarm.needs!,
   async run({ rounds, log }): Promise<BenchResult> {
+    // No sizes of its own (harness.ts): a smoke run is its one round.
     // A first execution: no sandbox can be waiting for it (and one waiting would hold the volumes removed below).
     const f = await openFixture(log, { prestart: false });
     const removeImage = process.env.RUNLOG_BENCH_COLD_PULL === '1';
     try {
       const first = await runlogOnce(f); // also gives the raw side its volumes
       const raw = rawRoundTrip(f, first.context);
+      const extract = rawExtractRoundTrip(rawSide(f), first.context);
       await raw();
+      await extract(); // untimed, like the round trip's first
       const ours: Outcome[] = [];
       const theirs: number[] = [];
+      const extracts: Awaited<ReturnType<typeof extract>>[] = [];
       for (let r = 0; r < rounds; r++) {
         const removed = await removeMaterialized(f.docker, f.home);
         if (removed < 4) throw new Error(`exec.cold: expected the runtime and code volumes and their seals, found ${removed}`);
@@ -451,16 +379,27 @@ const execCold: Bench = {
         if (o.context.materialized?.cached?.runtime !== false || o.context.materialized?.cached?.code !== false) throw new Error('exec.cold: a volume was cached on a cold run');
         ours.push(o);
         theirs.push((await raw()).ms);
-        log(`exec.cold round ${r + 1}: runlog ${o.ms.toFixed(0)} ms, raw round trip ${theirs.at(-1)!.toFixed(0)} ms`);
+        extracts.push(await extract());
+        log(`exec.cold round ${r + 1}: runlog ${o.ms.toFixed(0)} ms, raw round trip ${theirs.at(-1)!.toFixed(0)} ms, raw extract + round trip ${extracts.at(-1)!.ms.toFixed(0)} ms`);
       }
       const v = median(ours.map((o) => o.ms));
       const b = median(theirs);
+      const e = median(extracts.map((x) => x.ms));
       const result: BenchResult = {
         name: 'exec.cold',
         value: round(v),
         unit: 'ms',
         baseline: round(b),
         ratio: round(v / b),
+        also: [
+          sideBySide('exec.cold.extract', 'ms', v, e, {
+            target: '≤ 1.3',
+            raw: 'runtime export → fresh volume (archive API GET + PUT), then the round trip',
+            raw_extract_ms: round(median(extracts.map((x) => x.extractMs))),
+            raw_round_trip_ms: round(median(extracts.map((x) => x.roundTrip.ms))),
+            raw_tar_bytes: extracts[0]?.tarBytes ?? Number.NaN,
+          }),
+        ],
         notes: {
           cold: removeImage ? 'volumes and the runtime image removed before each round' : 'volumes removed before each round; the runtime image stays in the daemon (RUNLOG_BENCH_COLD_PULL=1 removes it too)',
           ...medianBreakdown(ours.map(breakdown)),
@@ -483,12 +422,12 @@ const execCold: Bench = {
  * the calls in it, and how many ran in a pre-started sandbox. One untimed call per code first (volumes
  * materialized, a sandbox pre-started for each: what a runner that has served these codes before holds).
  */
-const BURST_CODES = 5;
-const BURST_CALLS = 50;
 const execBurst: Bench = {
   name: 'exec.burst',
   needs: execWarm.needs!,
-  async run({ rounds, log }): Promise<BenchResult> {
+  async run(opts): Promise<BenchResult> {
+    const { rounds, log } = opts;
+    const { BURST_CODES, BURST_CALLS } = sizes(opts, { full: { BURST_CODES: 5, BURST_CALLS: 50 }, smoke: { BURST_CODES: 2, BURST_CALLS: 4 } });
     // The raw side has no deadline: give ours the policy's ceiling (50 containers at once on 2 shared cores).
     const f = await openFixture(log, { timeoutMs: DEFAULT_OPERATOR_POLICY.ceilings.timeoutMs });
     try {
@@ -575,7 +514,9 @@ const execBurst: Bench = {
 const obsExecWarm: Bench = {
   name: 'obs.exec.warm',
   needs: execWarm.needs!,
-  async run({ rounds, log }): Promise<BenchResult> {
+  async run(opts): Promise<BenchResult> {
+    const { rounds, log } = opts;
+    const PER_ROUND = perRound(opts);
     const f = await openFixture(log);
     const exporter = new InMemorySpanExporter();
     const observed: Partial<RunlogOptions> = { metrics: true, tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }) };

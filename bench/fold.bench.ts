@@ -8,19 +8,20 @@ import { foldLog } from '../src/actors/inspection.ts';
 import { toMachineEvent } from '../src/domain/events.ts';
 import { foldEvent, machines } from '../src/machines/runtime.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
-import { median, nowMs, sideBySide, type Bench } from './harness.ts';
+import { median, nowMs, sideBySide, sizes, type Bench } from './harness.ts';
 import { REPLAY_STREAMS, replayHistory } from './store-fixtures.ts';
 
 export const foldBenches: Bench[] = [
   {
     name: 'store.fold',
-    async run({ rounds, log }) {
-      const STREAMS = REPLAY_STREAMS;
+    async run(opts) {
+      const { rounds, log } = opts;
+      const STREAMS = sizes(opts, REPLAY_STREAMS);
       const dir = mkdtempSync(join(tmpdir(), 'runlog-bench-fold-'));
       const store = new SqliteEventStore(join(dir, 'log.db'), { synchronous: 'NORMAL' });
       const history = replayHistory; // the store benches' instance history (store-fixtures.ts)
       for (let s = 0; s < STREAMS; s += 500) {
-        store.appendMany(Array.from({ length: 500 }, (_, k) => ({ stream: `instance-${s + k}`, events: history, options: { expectedVersion: 'no-stream' as const } })));
+        store.appendMany(Array.from({ length: Math.min(500, STREAMS - s) }, (_, k) => ({ stream: `instance-${s + k}`, events: history, options: { expectedVersion: 'no-stream' as const } })));
       }
       // The same events in memory, in seq order, as machine events: the bare machine's input.
       const inMemory = store.readAll().map((e) => ({ stream: e.stream, event: toMachineEvent(e) }));

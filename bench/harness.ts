@@ -16,11 +16,45 @@ export interface BenchResult {
   also?: BenchResult[];
 }
 
+/** What a bench is run with. */
+export interface RunOptions {
+  rounds: number;
+  log: (msg: string) => void;
+  /**
+   * A smoke run (`--smoke`): one round on the bench's small sizes (see `sizes`). It proves the bench still works
+   * end to end; its figures judge nothing.
+   */
+  smoke: boolean;
+}
+
 export interface Bench {
   name: string;
   /** What it needs (for the error when a part is missing). */
   needs?: string;
-  run(opts: { rounds: number; log: (msg: string) => void }): Promise<BenchResult>;
+  run(opts: RunOptions): Promise<BenchResult>;
+}
+
+/**
+ * The sizes a bench runs at: `full` for a measurement, `smoke` (small logs, few actors, few calls) for `--smoke`.
+ * Each bench calls it once, at the top of its run, so what a smoke run shrinks is in one visible place.
+ */
+export function sizes<T>(opts: Pick<RunOptions, 'smoke'>, choice: { full: T; smoke: T }): T {
+  return opts.smoke ? choice.smoke : choice.full;
+}
+
+/**
+ * What is wrong with a result, for every entry it carries (`also` included): a value, baseline or ratio that is
+ * not a finite number means the bench measured nothing, whatever it printed.
+ */
+export function resultProblems(result: BenchResult): string[] {
+  const problems: string[] = [];
+  for (const r of [result, ...(result.also ?? [])]) {
+    for (const key of ['value', 'baseline', 'ratio'] as const) {
+      const x: unknown = r[key];
+      if (typeof x !== 'number' || !Number.isFinite(x)) problems.push(`${r.name}: ${key} is ${typeof x === 'number' ? String(x) : JSON.stringify(x) ?? 'undefined'}, not a finite number`);
+    }
+  }
+  return problems;
 }
 
 export function median(xs: number[]): number {

@@ -17,10 +17,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
 import { startLocalNetwork } from '../src/adapters/atproto/index.ts';
-import { closeWithin, collector, heapMb, round, sideBySide, type Bench, type BenchResult } from './harness.ts';
+import { closeWithin, collector, heapMb, round, sideBySide, sizes, type Bench, type BenchResult } from './harness.ts';
 
-const EXECUTIONS = 1000;
-const WARMUP = 20;
 const CONCURRENCY = 4;
 const INPUT_BYTES = 1_000_000;
 
@@ -30,7 +28,9 @@ const unknownDid = (): string => `did:plc:${Array.from({ length: 24 }, () => 'ab
 const execHeap: Bench = {
   name: 'exec.heap',
   needs: '@atproto/dev-env (an in-process PLC directory)',
-  async run({ log }): Promise<BenchResult> {
+  async run(opts): Promise<BenchResult> {
+    const { log } = opts;
+    const { EXECUTIONS, WARMUP } = sizes(opts, { full: { EXECUTIONS: 1000, WARMUP: 20 }, smoke: { EXECUTIONS: 20, WARMUP: 4 } });
     const gc = collector();
     const dir = mkdtempSync(join(tmpdir(), 'runlog-bench-heap-'));
     const net = await startLocalNetwork({ dataDir: dir });

@@ -1,8 +1,11 @@
-// `npm run bench [-- <prefix>] [--json] [--rounds N]`: runs the side-by-side benchmarks whose name
-// starts with <prefix>, prints a table (or one JSON array with --json on stdout; progress on stderr).
-import type { Bench, BenchResult } from './harness.ts';
+// `npm run bench [-- <prefix>…] [--json] [--smoke | --rounds N]`: runs the side-by-side benchmarks whose name
+// starts with <prefix> (bench/runner.ts), prints a table (or one JSON array with --json on stdout; progress on
+// stderr). `--smoke`: every benchmark once, on small sizes, failing when one throws or returns no finite figure.
+import type { Bench } from './harness.ts';
+import { parseBenchArgs, runBenches } from './runner.ts';
 import { cliBenches } from './cli.bench.ts';
 import { cliPgBenches } from './cli-pg.bench.ts';
+import { cliMemoryBenches } from './cli-memory.bench.ts';
 import { execBenches } from './exec.bench.ts';
 import { foldBenches } from './fold.bench.ts';
 import { heapBenches } from './heap.bench.ts';
@@ -16,39 +19,8 @@ import { storePgBenches } from './store-pg.bench.ts';
 import { storePgHeapBenches } from './store-pg-heap.bench.ts';
 import { storePgOpenBenches } from './store-pg-open.bench.ts';
 
-const benches: Bench[] = [...storeBenches, ...storePgBenches, ...storePgHeapBenches, ...storePgOpenBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...cliPgBenches, ...clusterBenches, ...startupBenches, ...foldBenches, ...replayBenches];
+const benches: Bench[] = [...storeBenches, ...storePgBenches, ...storePgHeapBenches, ...storePgOpenBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...cliMemoryBenches, ...cliPgBenches, ...clusterBenches, ...startupBenches, ...foldBenches, ...replayBenches];
 
-async function main(argv: string[]): Promise<number> {
-  const json = argv.includes('--json');
-  const roundsArg = argv.indexOf('--rounds');
-  const rounds = roundsArg >= 0 ? Number(argv[roundsArg + 1]) : 5;
-  const prefixes = argv.filter((a, i) => !a.startsWith('--') && argv[i - 1] !== '--rounds');
-  const chosen = benches.filter((b) => prefixes.length === 0 || prefixes.some((p) => b.name.startsWith(p)));
-  if (chosen.length === 0) {
-    process.stderr.write(`no benchmark matches ${prefixes.join(', ')}; known: ${benches.map((b) => b.name).join(', ')}\n`);
-    return 2;
-  }
-  const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
-  const results: BenchResult[] = [];
-  let failed = false;
-  for (const b of chosen) {
-    log(`${b.name} (${rounds} rounds)…`);
-    try {
-      const first = await b.run({ rounds, log });
-      for (const r of [first, ...(first.also ?? [])]) {
-        results.push(r);
-        if (!json) {
-          const notes = r.notes ? `  ${Object.entries(r.notes).map(([k, v]) => `${k}=${v}`).join(' ')}` : '';
-          process.stdout.write(`${r.name.padEnd(20)} ${String(r.value).padStart(12)} ${r.unit.padEnd(9)} raw ${String(r.baseline).padStart(12)}  ratio ${r.ratio}${notes}\n`);
-        }
-      }
-    } catch (err) {
-      failed = true;
-      log(`${b.name} failed: ${err instanceof Error ? err.message : String(err)}${b.needs ? ` (needs ${b.needs}; run npm run setup)` : ''}`);
-    }
-  }
-  if (json) process.stdout.write(`${JSON.stringify(results.map(({ name, value, unit, baseline, ratio }) => ({ name, value, unit, baseline, ratio })))}\n`);
-  return failed ? 1 : 0;
-}
-
-process.exitCode = await main(process.argv.slice(2));
+const parsed = parseBenchArgs(process.argv.slice(2));
+if (!parsed.ok) process.stderr.write(`npm run bench -- [<prefix>…] [--json] [--smoke | --rounds N]: ${parsed.message}\n`);
+process.exitCode = parsed.ok ? await runBenches(benches, parsed.args, { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) }) : 2;

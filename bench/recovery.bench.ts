@@ -24,7 +24,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { createRunlog, type Runlog, type RunlogOptions } from '../src/actors/runlog.ts';
 import { mapConcurrent } from '../src/domain/concurrency.ts';
-import { closeWithin, median, nowMs, round, type Bench, type BenchResult } from './harness.ts';
+import { closeWithin, median, nowMs, round, sizes, type Bench, type BenchResult } from './harness.ts';
 
 const SETUP_DIR = process.env.RUNLOG_SETUP_DIR ?? '/var/lib/runlog-setup';
 const ROOTFS = process.env.RUNLOG_ROOTFS ?? join(SETUP_DIR, 'rootfs/debian-bookworm');
@@ -206,12 +206,14 @@ async function fleetOf(n: number, log: (m: string) => void): Promise<{ f: Fleet;
   return { f, spawned: n - reused, setupMs, reused };
 }
 
-function recoveryBench(n: number, maxRounds: number | null): Bench {
-  const name = `recovery.${n}`;
+function recoveryBench(fullN: number, smokeN: number, maxRounds: number | null): Bench {
+  const name = `recovery.${fullN}`;
   return {
     name,
     needs: 'Docker, the app-base image and the Debian rootfs',
-    async run({ rounds: requested, log }): Promise<BenchResult> {
+    async run(opts): Promise<BenchResult> {
+      const { rounds: requested, log } = opts;
+      const { n, settleMs } = sizes(opts, { full: { n: fullN, settleMs: 3000 }, smoke: { n: smokeN, settleMs: 500 } });
       const rounds = maxRounds === null ? requested : Math.min(requested, maxRounds);
       let grown: Awaited<ReturnType<typeof fleetOf>> | null = null;
       try {
@@ -219,7 +221,7 @@ function recoveryBench(n: number, maxRounds: number | null): Bench {
         const { f } = grown;
         // Spawning the fleet leaves Docker and the apps busy for a while (containers settling, health polls):
         // let that pass, then restart once unmeasured, so round 1 is not measuring the setup's tail.
-        await new Promise((r) => setTimeout(r, 3000));
+        await new Promise((r) => setTimeout(r, settleMs));
         if (!(await closeWithin(f.rl))) throw new Error(`${name}: rl.close() did not finish within 30 s`);
         f.rl = await createRunlog(f.options);
         await f.rl.idle();
@@ -311,4 +313,4 @@ function recoveryBench(n: number, maxRounds: number | null): Bench {
   };
 }
 
-export const recoveryBenches: Bench[] = [recoveryBench(50, null), recoveryBench(200, 3)];
+export const recoveryBenches: Bench[] = [recoveryBench(50, 2, null), recoveryBench(200, 4, 3)];

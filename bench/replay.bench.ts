@@ -3,9 +3,10 @@
 // fold the events after it, print the state there). Baseline: better-sqlite3 opening the same file and reading
 // the rows of that actor up to v raw — what a replay from the first event would have to read before folding any.
 // The log (one actor, 100,000 events, a snapshot every 100 as the supervisor writes them) is generated once into
-// bench/.cache/ (gitignored).
+// bench/.cache/ (gitignored); a smoke run (harness.ts `sizes`) writes a log of 1,000 events into a temporary directory.
 import Database from 'better-sqlite3';
-import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { encodeSnapshot, SNAPSHOT_EVERY } from '../src/actors/snapshots.ts';
 import { main } from '../src/cli/main.ts';
@@ -15,11 +16,9 @@ import { actorStatus, summarize } from '../src/machines/summary.ts';
 import { initialSnapshot, machines, replay, stateName } from '../src/machines/runtime.ts';
 import { LATEST_SCHEMA } from '../src/store/schema.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
-import { median, nowMs, sideBySide, type Bench } from './harness.ts';
+import { median, nowMs, sideBySide, sizes, type Bench } from './harness.ts';
 
 const CACHE = join(import.meta.dirname, '.cache');
-const EVENTS = 100_000;
-const TO = EVENTS - 37; // a version between two snapshots: 63 events after the one at or before it
 const ID = 'inst_deep';
 const STREAM = `instance-${ID}`;
 const spec = { instanceId: ID, appId: 'com.example.hello', appDir: '/a', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60000, resetAfterMs: 600000 } };
@@ -34,7 +33,7 @@ function event(v: number): NewEvent {
   return { type: v % 2 ? 'instance.tool-revoked' : 'instance.tool-granted', at: at(v), data: { tool: `tool-${v % 13}` } };
 }
 
-function generate(file: string, log: (m: string) => void): void {
+function generate(file: string, EVENTS: number, log: (m: string) => void): void {
   const tmp = `${file}.partial`;
   rmSync(tmp, { force: true });
   const store = new SqliteEventStore(tmp, { synchronous: 'NORMAL' });
@@ -58,31 +57,44 @@ const quiet = (json: boolean): Io => ({ out: () => undefined, err: () => undefin
 export const replayBenches: Bench[] = [
   {
     name: 'replay.deep',
-    async run({ rounds, log }) {
-      mkdirSync(CACHE, { recursive: true });
-      const db = join(CACHE, `replay-deep-${EVENTS}-v${LATEST_SCHEMA}.db`);
-      if (!existsSync(db)) generate(db, log);
-      // What it answers is checked against a full fold once, outside the timing.
-      let answer = '';
-      const code = await main(['replay', ID, '--to', String(TO), '--db', db, '--json'], (json) => ({ ...quiet(json), out: (t) => (answer += t) }));
-      const view = JSON.parse(answer) as { from?: number; to: number; steps: unknown[] };
-      if (code !== 0 || view.to !== TO || view.from !== Math.floor(TO / SNAPSHOT_EVERY) * SNAPSHOT_EVERY) throw new Error(`replay --to ${TO} answered ${answer.slice(0, 200)}`);
-      const ours: number[] = [];
-      const raw: number[] = [];
-      for (let r = 0; r < rounds; r++) {
-        let t0 = nowMs();
-        await main(['replay', ID, '--to', String(TO), '--db', db, '--json'], quiet);
-        ours.push(nowMs() - t0);
-        t0 = nowMs();
-        const d = new Database(db, { readonly: true });
-        const rows = d.prepare('SELECT * FROM events WHERE stream = ? AND version <= ? ORDER BY version').all(STREAM, TO).length;
-        d.close();
-        raw.push(nowMs() - t0);
-        if (rows !== TO) throw new Error(`raw read ${rows} rows`);
+    async run(opts) {
+      const { rounds, log } = opts;
+      const { EVENTS } = sizes(opts, { full: { EVENTS: 100_000 }, smoke: { EVENTS: 1_000 } });
+      const TO = EVENTS - 37; // a version between two snapshots: 63 events after the one at or before it
+      const dir = opts.smoke ? mkdtempSync(join(tmpdir(), 'runlog-bench-replay-')) : CACHE;
+      mkdirSync(dir, { recursive: true });
+      const db = join(dir, `replay-deep-${EVENTS}-v${LATEST_SCHEMA}.db`);
+      try {
+        if (!existsSync(db)) generate(db, EVENTS, log);
+        return await deep(db, EVENTS, TO, rounds);
+      } finally {
+        if (opts.smoke) rmSync(dir, { recursive: true, force: true });
       }
-      const v = median(ours);
-      const b = median(raw);
-      return sideBySide('replay.deep', 'ms', v, b, { events: EVENTS, to: TO, foldedFromSnapshot: view.steps.length, target: '≤ 200 ms' });
     },
   },
 ];
+
+/** Times `runlog replay <id> --to TO` on `db` beside the raw read of the same rows. */
+async function deep(db: string, EVENTS: number, TO: number, rounds: number) {
+  // What it answers is checked against a full fold once, outside the timing.
+  let answer = '';
+  const code = await main(['replay', ID, '--to', String(TO), '--db', db, '--json'], (json) => ({ ...quiet(json), out: (t) => (answer += t) }));
+  const view = JSON.parse(answer) as { from?: number; to: number; steps: unknown[] };
+  if (code !== 0 || view.to !== TO || view.from !== Math.floor(TO / SNAPSHOT_EVERY) * SNAPSHOT_EVERY) throw new Error(`replay --to ${TO} answered ${answer.slice(0, 200)}`);
+  const ours: number[] = [];
+  const raw: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    let t0 = nowMs();
+    await main(['replay', ID, '--to', String(TO), '--db', db, '--json'], quiet);
+    ours.push(nowMs() - t0);
+    t0 = nowMs();
+    const d = new Database(db, { readonly: true });
+    const rows = d.prepare('SELECT * FROM events WHERE stream = ? AND version <= ? ORDER BY version').all(STREAM, TO).length;
+    d.close();
+    raw.push(nowMs() - t0);
+    if (rows !== TO) throw new Error(`raw read ${rows} rows`);
+  }
+  const v = median(ours);
+  const b = median(raw);
+  return sideBySide('replay.deep', 'ms', v, b, { events: EVENTS, to: TO, foldedFromSnapshot: view.steps.length, target: '≤ 200 ms' });
+}

@@ -31,7 +31,7 @@ import { ProotRunner } from '../src/adapters/sandbox/proot-runner.ts';
 import { ALL_TOOLS_MOUNT, MY_TOOLS_MOUNT } from '../src/adapters/tools/toolchain.ts';
 import { provisionToolsDir } from '../src/adapters/tools/provision.ts';
 import { lifecyclePath, type AppManifest } from '../src/domain/manifest.ts';
-import { closeWithin, median, nowMs, round, type Bench, type BenchResult } from './harness.ts';
+import { closeWithin, median, nowMs, round, sizes, type Bench, type BenchResult } from './harness.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
 const HELLO_APP_DIR = join(REPO, 'examples/hello-app');
@@ -251,11 +251,12 @@ async function runlogOnce(rl: Runlog, sandbox: 'proot' | 'container', i: number)
 function spawnBench(sandbox: 'proot' | 'container'): Bench {
   const name = `spawn.${sandbox}`;
   const target = sandbox === 'proot' ? 1.25 : 1.1;
-  const perRound = sandbox === 'proot' ? 3 : 2;
   return {
     name,
     needs: sandbox === 'proot' ? 'proot, perl and the Debian rootfs' : 'Docker, the app-base image and the Debian rootfs',
-    async run({ rounds, log }): Promise<BenchResult> {
+    async run(opts): Promise<BenchResult> {
+      const { rounds, log } = opts;
+      const { perRound } = sizes(opts, { full: { perRound: sandbox === 'proot' ? 3 : 2 }, smoke: { perRound: 1 } });
       requireProot(); // both sandboxes use the rootfs (the container's toolchain is checked against it)
       const docker = new Docker({ socketPath: DOCKER_SOCKET });
       const image = sandbox === 'container' ? await requireDocker(docker) : '';

@@ -3,7 +3,8 @@
 export const data = { pid: 4242, host: '127.0.0.1', port: 4100, containerId: null };
 export const at = '2026-01-01T00:00:00.000Z';
 
-export const REPLAY_STREAMS = 10_000;
+/** How many instance histories the replay log holds: in a measurement, and in a smoke run (harness.ts `sizes`). */
+export const REPLAY_STREAMS = { full: 10_000, smoke: 1000 };
 
 const spec = { instanceId: 'x', appId: 'com.example.hello', appDir: '/a', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60000, resetAfterMs: 600000 } };
 

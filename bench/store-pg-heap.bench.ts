@@ -13,10 +13,9 @@
 //             held in an array — what the log itself weighs in this process's memory
 import { actorsProjection, ACTORS_PROJECTION } from '../src/actors/actors-projection.ts';
 import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
-import { collector, heapMb, median, round, sideBySide, type Bench } from './harness.ts';
+import { collector, heapMb, median, round, sideBySide, sizes, type Bench } from './harness.ts';
 import { withEndedLog } from './pg-bench-fixture.ts';
 
-const ACTORS = 10_000;
 
 /** Heap held by what `open` returns (kept alive until measured), above the heap before it; `count` says how many events it holds. */
 async function held<T>(gc: () => void, open: () => Promise<T>, count: (x: T) => number, close: (x: T) => Promise<void>): Promise<{ mb: number; n: number }> {
@@ -32,7 +31,9 @@ export const storePgHeapBenches: Bench[] = [
   {
     name: 'store.pg.heap',
     needs: 'PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)',
-    async run({ rounds, log }) {
+    async run(opts) {
+      const { rounds, log } = opts;
+      const { ACTORS } = sizes(opts, { full: { ACTORS: 10_000 }, smoke: { ACTORS: 300 } });
       const gc = collector();
       return withEndedLog('heap', ACTORS, (m) => log(`store.pg.heap: ${m}`), async ({ schema, url, admin, events }) => {
         const open = (pageOut: boolean, keepRecent?: number) => () =>

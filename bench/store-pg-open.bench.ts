@@ -17,7 +17,7 @@
 // of it the whole copy's opens and the raw SELECTs (a million events each); a paged open there took 3.9 s.
 import { actorsProjection, ACTORS_PROJECTION } from '../src/actors/actors-projection.ts';
 import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
-import { median, nowMs, round, sideBySide, type Bench } from './harness.ts';
+import { median, nowMs, round, sideBySide, sizes, type Bench } from './harness.ts';
 import { withEndedLog } from './pg-bench-fixture.ts';
 
 /** How many ended actors the log holds (RUNLOG_BENCH_OPEN_ACTORS, default 10,000). */
@@ -31,8 +31,9 @@ export const storePgOpenBenches: Bench[] = [
   {
     name: 'store.pg.open',
     needs: 'PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)',
-    async run({ rounds, log }) {
-      const actors = actorsCount();
+    async run(opts) {
+      const { rounds, log } = opts;
+      const { actors, minRounds } = sizes(opts, { full: { actors: actorsCount(), minRounds: 3 }, smoke: { actors: 300, minRounds: 1 } });
       return withEndedLog('open', actors, (m) => log(`store.pg.open: ${m}`), async ({ url, admin: raw, events }) => {
         const open = (pageOut: { keepRecent?: number } | null) => () =>
           PgHostStore.open({ url, pollMs: 0, maxConnections: 2, projections: [actorsProjection()], actorRows: { projection: ACTORS_PROJECTION }, ...(pageOut ? { pageOut } : {}) });
@@ -50,7 +51,7 @@ export const storePgOpenBenches: Bench[] = [
         // One warm-up of each (plans, caches), then the rounds, interleaved so load on the machine hits all alike.
         await timed(open({}));
         await raw.query('SELECT seq, stream, version, type, schema, data, meta, at FROM events ORDER BY seq');
-        for (let r = 0; r < Math.max(3, rounds); r++) {
+        for (let r = 0; r < Math.max(minRounds, rounds); r++) {
           paged.push(await timed(open({})));
           small.push(await timed(open({ keepRecent: 1000 })));
           whole.push(await timed(open(null)));

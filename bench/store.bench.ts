@@ -10,7 +10,7 @@ import { foldLog } from '../src/actors/inspection.ts';
 import { RunlogMetrics } from '../src/actors/metrics.ts';
 import { MIGRATIONS } from '../src/store/schema.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
-import { median, nowMs, round, sideBySide, type Bench } from './harness.ts';
+import { median, nowMs, round, sideBySide, sizes, type Bench } from './harness.ts';
 import { at, data, REPLAY_STREAMS, replayHistory } from './store-fixtures.ts';
 
 function tmp(): { dir: string; file: (n: string) => string; done: () => void } {
@@ -37,8 +37,9 @@ function observedStore(file: string): { store: SqliteEventStore; metrics: Runlog
 export const storeBenches: Bench[] = [
   {
     name: 'store.append',
-    async run({ rounds }) {
-      const N = 300;
+    async run(opts) {
+      const { rounds } = opts;
+      const { N } = sizes(opts, { full: { N: 300 }, smoke: { N: 20 } });
       const ours: number[] = [];
       const raw: number[] = [];
       for (let r = 0; r < rounds; r++) {
@@ -64,9 +65,9 @@ export const storeBenches: Bench[] = [
   },
   {
     name: 'store.append-batch',
-    async run({ rounds }) {
-      const BATCHES = 100;
-      const SIZE = 100;
+    async run(opts) {
+      const { rounds } = opts;
+      const { BATCHES, SIZE } = sizes(opts, { full: { BATCHES: 100, SIZE: 100 }, smoke: { BATCHES: 5, SIZE: 20 } });
       const ours: number[] = [];
       const raw: number[] = [];
       const batch = Array.from({ length: SIZE }, () => ({ type: 'instance.spawned', data, at }));
@@ -95,9 +96,10 @@ export const storeBenches: Bench[] = [
   },
   {
     name: 'store.replay',
-    async run({ rounds, log }) {
+    async run(opts) {
+      const { rounds, log } = opts;
       // The replay log of store-fixtures.ts (10,000 instance histories of 10 events).
-      const STREAMS = REPLAY_STREAMS;
+      const STREAMS = sizes(opts, REPLAY_STREAMS);
       const history = replayHistory;
       const t = tmp();
       const store = new SqliteEventStore(t.file('log.db'), { synchronous: 'NORMAL' });
@@ -129,10 +131,10 @@ export const storeBenches: Bench[] = [
   {
     // The cost of metrics on the durable append: value = with the append-latency histogram, baseline = without.
     name: 'obs.store.append',
-    async run({ rounds }) {
+    async run(opts) {
+      const { rounds } = opts;
       // fsync-bound and the disk is shared: the two sides alternate in small chunks so load drifts hit both alike.
-      const CHUNKS = 20;
-      const CHUNK = 20;
+      const { CHUNKS, CHUNK, M } = sizes(opts, { full: { CHUNKS: 20, CHUNK: 20, M: 100_000 }, smoke: { CHUNKS: 3, CHUNK: 5, M: 1000 } });
       const N = CHUNKS * CHUNK;
       const withObs: number[] = [];
       const without: number[] = [];
@@ -163,7 +165,6 @@ export const storeBenches: Bench[] = [
         if (!(await metrics.text()).includes(`runlog_store_append_duration_seconds_count ${N}`)) throw new Error('obs.store.append: the appends were not observed');
         // What the observer itself costs per append (no disk in it): the histogram and the counter.
         const observe = a.onAppend!;
-        const M = 100_000;
         const t0 = nowMs();
         for (let i = 0; i < M; i++) observe(0.001, 1);
         observerUs.push(((nowMs() - t0) / M) * 1000);

@@ -13,6 +13,8 @@ import { cleanupTestContainers, cleanupTestVolumes, docker, imageRef, requireDoc
 import { replaceRecordBlock, startPdsProxy, startTestPds, type PdsProxy, type TestAccount, type TestPds } from './support/pds.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
+// This file's containers and volumes only: files of the other int lane run beside it on the same daemon.
+const LABELS = { ...TEST_LABELS, 'runlog.test-run': `exec-${process.pid}-${Date.now()}` };
 let pds: TestPds;
 let rl: Runlog;
 let home: string;
@@ -27,7 +29,8 @@ async function leftovers(executionId: string): Promise<{ containers: number }> {
   const containers = await docker.listContainers({ all: true, filters: labelsOf(executionId) });
   return { containers: containers.length };
 }
-const volumeNames = async () => new Set(((await docker.listVolumes()).Volumes ?? []).map((v) => v.Name));
+// This supervisor's volumes (every volume it makes carries its home's label): the other int lane makes its own.
+const volumeNames = async () => new Set(((await docker.listVolumes({ filters: JSON.stringify({ label: [`runlog.home=${home}`] }) })).Volumes ?? []).map((v) => v.Name));
 
 beforeAll(async () => {
   await requireDocker();
@@ -43,14 +46,14 @@ beforeAll(async () => {
   code.node = await publishCode(alice.publisher, { dir: join(REPO, 'examples/greet-node'), runtime: runtimes.node.uri, atproto });
   code.python = await publishCode(alice.publisher, { dir: join(REPO, 'examples/greet-python'), runtime: runtimes.python.uri, atproto });
   home = mkdtempSync(join(tmpdir(), 'runlog-exec-'));
-  rl = await createRunlog({ home, atproto, labels: { ...TEST_LABELS }, log: () => undefined });
+  rl = await createRunlog({ home, atproto, labels: LABELS, log: () => undefined });
 }, 240_000);
 
 afterAll(async () => {
   await rl?.close();
   await pds?.close();
-  await cleanupTestContainers();
-  await cleanupTestVolumes();
+  await cleanupTestContainers(LABELS);
+  await cleanupTestVolumes(LABELS);
   if (home) rmSync(home, { recursive: true, force: true });
 });
 
@@ -94,7 +97,7 @@ describe('execution receipts', () => {
   it("are written to the runner's own repo and named by the outcome event", async () => {
     const runner = await pds.createAccount('runner.test');
     const home2 = mkdtempSync(join(tmpdir(), 'runlog-exec-receipts-'));
-    const rl2 = await createRunlog({ home: home2, atproto: { plcUrl: pds.plcUrl }, labels: { ...TEST_LABELS }, receipts: runner.publisher, log: () => undefined });
+    const rl2 = await createRunlog({ home: home2, atproto: { plcUrl: pds.plcUrl }, labels: LABELS, receipts: runner.publisher, log: () => undefined });
     try {
       const out = await rl2.execute({ uri: code.node!.uri, handler: 'greet', input: { name: 'receipt' } });
       expect(out.status).toBe('succeeded');

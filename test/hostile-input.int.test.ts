@@ -15,6 +15,8 @@ import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts
 
 const REPO = resolve(import.meta.dirname, '..');
 const LIB_CHILD = resolve(import.meta.dirname, 'fixtures/hostile-library-child.ts');
+// The library child's containers and volumes: only this file's are cleaned up (the other int lane shares the daemon).
+const LIB_LABELS = { ...TEST_LABELS, 'runlog.test-run': `hostile-${process.pid}-${Date.now()}` };
 let pds: TestPds;
 let uri: string;
 let home: string;
@@ -87,8 +89,8 @@ afterAll(async () => {
   const labels = { 'runlog.home': home };
   await cleanupTestContainers(labels);
   await cleanupTestVolumes(labels);
-  await cleanupTestContainers();
-  await cleanupTestVolumes();
+  await cleanupTestContainers(LIB_LABELS);
+  await cleanupTestVolumes(LIB_LABELS);
   if (home) rmSync(home, { recursive: true, force: true });
 });
 
@@ -158,7 +160,7 @@ describe('the library under hostile input (--unhandled-rejections=strict)', () =
   it('BigInt, circular, deep and function inputs are refused with INPUT_INVALID; an honest execution in the same tick succeeds', async () => {
     const libHome = mkdtempSync(join(tmpdir(), 'runlog-hostile-lib-'));
     try {
-      const child = spawn(process.execPath, ['--unhandled-rejections=strict', '--import', 'tsx', LIB_CHILD, JSON.stringify({ home: libHome, plcUrl: pds.plcUrl, uri, labels: TEST_LABELS })], {
+      const child = spawn(process.execPath, ['--unhandled-rejections=strict', '--import', 'tsx', LIB_CHILD, JSON.stringify({ home: libHome, plcUrl: pds.plcUrl, uri, labels: LIB_LABELS })], {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let out = '';

@@ -43,7 +43,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const a of rl?.list() ?? []) if (a.kind === 'instance') await rl.kill(a.id).catch(() => undefined);
   await rl?.close();
-  await cleanupTestContainers();
+  await cleanupTestContainers({ 'runlog.test': '1', 'runlog.home': join(root, 'home') });
   // Networks of finished runs would pile up on a shared daemon until its address pools run out.
   const { docker } = await import('./support/docker.ts');
   await docker.getNetwork(`runlog-test-${process.pid}`).remove().catch(() => undefined);

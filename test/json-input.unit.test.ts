@@ -150,6 +150,43 @@ describe('checkExecuteRequest', () => {
     expect(r).toMatchObject({ callerDid: null, timeoutMs: null, inputBytes: 14 });
     expect(checkExecuteRequest(ok, limits).input).toBeNull();
   });
+
+  it('reads the input once: a getter that answers the check with "ok" and a later read with 20 MB stores "ok"', () => {
+    let reads = 0;
+    const input = {
+      get text(): string {
+        reads += 1;
+        return reads === 1 ? 'ok' : 'x'.repeat(20 * 1024 * 1024);
+      },
+    };
+    const r = checkExecuteRequest({ ...ok, input }, DEFAULT_OPERATOR_POLICY.input);
+    expect(reads).toBe(1);
+    expect(r.input).toEqual({ text: 'ok' });
+    // What is stored encodes to exactly the bytes that were checked.
+    expect(Buffer.byteLength(JSON.stringify(r.input))).toBe(r.inputBytes);
+    expect(r.inputBytes).toBe(13);
+  });
+
+  it('reads an array Proxy\'s length and items once: one growing after the check stores what was checked', () => {
+    let lengthReads = 0;
+    const input = new Proxy(['a', 'b'], {
+      get(target, key, receiver) {
+        if (key === 'length') return ++lengthReads === 1 ? 2 : 2_000_000;
+        return Reflect.get(target, key, receiver) as unknown;
+      },
+    });
+    const r = checkExecuteRequest({ ...ok, input }, DEFAULT_OPERATOR_POLICY.input);
+    expect(r.input).toEqual(['a', 'b']);
+    expect(Buffer.byteLength(JSON.stringify(r.input))).toBe(r.inputBytes);
+  });
+
+  it('keeps a "__proto__" key as a key of the copy, as JSON.parse would', () => {
+    const input = JSON.parse('{"__proto__":{"polluted":true},"a":1}') as unknown;
+    const r = checkExecuteRequest({ ...ok, input }, limits);
+    expect(JSON.stringify(r.input)).toBe('{"__proto__":{"polluted":true},"a":1}');
+    expect(Object.getPrototypeOf(r.input)).toBe(Object.prototype);
+    expect(Buffer.byteLength(JSON.stringify(r.input))).toBe(r.inputBytes);
+  });
 });
 
 describe('operator policy: input limits and frame bounds', () => {

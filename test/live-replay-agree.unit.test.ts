@@ -34,6 +34,7 @@ const instanceEvents: Draft<InstanceEvent>[] = [
   { type: 'instance.crashed', data: { reason: 'identity-mismatch', message: 'not mine' } },
   { type: 'instance.adopted', data: { containerId: 'c2', host: '127.0.0.1', port: 4101, pid: 8 } },
   { type: 'instance.lost', data: {} },
+  { type: 'instance.suspended', data: { reason: 'supervisor-stop', message: 'its supervisor stopped', evidence: { sandbox: 'proot', pid: 7, state: 'running' } } },
   { type: 'instance.restart-scheduled', data: { attempt: 1, delayMs: 1000, dueAt: '2026-12-01T12:00:01.000Z' } },
   { type: 'instance.restart-due', data: { attempt: 1, dueAt: '2026-12-01T12:00:01.000Z' } },
   { type: 'instance.tool-granted', data: { tool: 'git', via: 'cap' } },
@@ -147,13 +148,13 @@ describe('live and replay folds agree', () => {
 
   // Runs after the walks above (vitest runs a file's tests in order): they went everywhere, not only the first steps.
   it('the walks reached every state of both machines', () => {
-    expect([...reached.instance].sort()).toEqual(['adopted', 'crashed.backoff', 'crashed.down', 'healthy', 'lost', 'new', 'paused', 'running', 'spawning', 'stopped', 'stopping']);
+    expect([...reached.instance].sort()).toEqual(['adopted', 'crashed.backoff', 'crashed.down', 'healthy', 'lost', 'new', 'paused', 'running', 'spawning', 'stopped', 'stopping', 'suspended']);
     expect([...reached.execution].sort()).toEqual(['adopted', 'failed', 'materializing', 'new', 'resolving', 'running', 'starting', 'succeeded']);
   });
 
   it('the walks folded recovered in every state that takes it (not only rejected it)', () => {
     // Recovery re-enters these states (the restart timer's backoff either arms its timer or plans it again).
-    expect([...taken.instance].filter((t) => t.startsWith('instance.recovered')).sort()).toEqual(['instance.recovered in adopted', 'instance.recovered in crashed.backoff', 'instance.recovered in stopping']);
+    expect([...taken.instance].filter((t) => t.startsWith('instance.recovered')).sort()).toEqual(['instance.recovered in adopted', 'instance.recovered in crashed.backoff', 'instance.recovered in stopping', 'instance.recovered in suspended']);
     expect([...taken.execution].filter((t) => t.startsWith('execution.recovered')).sort()).toEqual(
       ['adopted', 'materializing', 'resolving', 'running', 'starting'].map((s) => `execution.recovered in ${s}`),
     );

@@ -4,7 +4,7 @@
 // together cover every live state of both machines.
 import { describe, expect, it } from 'vitest';
 import type { MachineEvent } from '../src/domain/events.ts';
-import { decide, onRehydrate, type ActorAt, type ExecutionObservation, type InstanceObservation } from '../src/machines/reconcile-decision.ts';
+import { decide, onGracefulStop, onRehydrate, type ActorAt, type ExecutionObservation, type InstanceObservation } from '../src/machines/reconcile-decision.ts';
 import type { InstanceSpec } from '../src/machines/instance.machine.ts';
 import { machines, replay, stateName, step } from '../src/machines/runtime.ts';
 
@@ -28,6 +28,7 @@ function instanceHistory(state: string, sandbox: 'container' | 'proot'): Machine
     adopted: [...running, ev('instance.adopted', { containerId: 'c1', host: '127.0.0.1', port: 4100, pid: 41 })],
     stopping: [...running, ev('instance.stop-requested', {})],
     'crashed.backoff': [...running, ev('instance.crashed', { reason: 'exit', exitCode: 1 }, 1000)],
+    suspended: [...running, ev('instance.suspended', { reason: 'supervisor-stop' }, 1000)],
   };
   return byState[state]!;
 }
@@ -112,6 +113,13 @@ const instanceTable: Row[] = [
   ['crashed.backoff', 'no container', null, [], [], []],
   ['crashed.backoff', 'container running', null, [], [], []],
   ['crashed.backoff', 'container exited 137', null, [], [], []],
+  // Suspended by a graceful stop of its supervisor (onGracefulStop, below): spawned again, no crash counted. Only
+  // PRoot instances are suspended; the container rows keep the table total (a container found running is adopted).
+  ['suspended', 'node gone', 'resumed', ['instance.recovered'], [], ['spawn']],
+  ['suspended', 'proot child died', 'resumed', ['instance.recovered'], [], ['spawn']],
+  ['suspended', 'no container', 'resumed', ['instance.recovered'], [], ['spawn']],
+  ['suspended', 'container running', 'adopted', ['instance.adopted'], ['hold-for-reattach'], ['reattach']],
+  ['suspended', 'container exited 137', 'resumed', ['instance.recovered'], ['remove-container'], ['spawn']],
 ];
 
 const executionObservations: Record<string, ExecutionObservation> = {
@@ -206,7 +214,58 @@ describe('reconcile decision table: instances', () => {
     expect(recover(scheduled)).toMatchObject({ accepted: true, effects: [{ type: 'armRestart', params: { instanceId: 'i1', attempt: 1, dueAt: iso(2000) } }] });
     expect(stateName(recover(scheduled).snapshot)).toBe('crashed.backoff');
     expect(recover(unscheduled)).toMatchObject({ accepted: true, effects: [{ type: 'scheduleRestart', params: { instanceId: 'i1', attempt: 1, delayMs: 1000 } }] });
-    for (const state of ['spawning', 'healthy', 'running', 'paused', 'adopted', 'stopping']) expect(onRehydrate(instanceAt(state))).toEqual([]);
+    for (const state of ['spawning', 'healthy', 'running', 'paused', 'adopted', 'stopping', 'suspended']) expect(onRehydrate(instanceAt(state))).toEqual([]);
+  });
+
+  it('a graceful stop suspends the PRoot instances whose sandbox this process runs or starts, and nothing else', () => {
+    for (const state of ['spawning', 'healthy', 'running', 'paused']) {
+      const actor = instanceAt(state, 'proot');
+      // Its sandbox died with an earlier supervisor (this process does not hold it): its crash is not forgiven.
+      expect(onGracefulStop(actor, false), state).toEqual([]);
+      const events = onGracefulStop(actor, true);
+      expect(events, state).toMatchObject([{ type: 'instance.suspended', data: { reason: 'supervisor-stop', evidence: { sandbox: 'proot', state } } }]);
+      const r = step(machines.instance, actor.snapshot, { type: events[0]!.type, at: AT, data: events[0]!.data as Record<string, unknown> });
+      expect(r.accepted, state).toBe(true);
+      expect(stateName(r.snapshot), state).toBe('suspended');
+    }
+    // Stopping, backing off, already suspended: nothing of theirs runs. A container keeps running (adopted next start).
+    for (const state of ['stopping', 'crashed.backoff', 'suspended']) expect(onGracefulStop(instanceAt(state, 'proot'), true), state).toEqual([]);
+    for (const state of ['spawning', 'healthy', 'running', 'paused', 'adopted']) expect(onGracefulStop(instanceAt(state, 'container'), true), state).toEqual([]);
+  });
+
+  it('graceful restarts leave the crash budget untouched; a supervisor that died still counts a crash', () => {
+    // maxRestarts 3: four graceful stop/start cycles, each suspend → recover → spawn → running.
+    const budget = { ...restart, maxRestarts: 3 };
+    let snapshot = replay(machines.instance, [ev('instance.requested', { spec: { ...spec('proot'), restart: budget } }), ev('instance.spawned', { pid: 41, port: 4100 }), ev('instance.healthy', { identity: 'match' }), ev('instance.running', {})]);
+    let version = 4;
+    const apply = (e: { type: string; data: unknown }, ms: number) => {
+      const r = step(machines.instance, snapshot, { type: e.type, at: iso(ms), data: e.data as Record<string, unknown> });
+      expect(r.accepted, `${e.type} in ${stateName(snapshot)}`).toBe(true);
+      snapshot = r.snapshot;
+      version++;
+      return r;
+    };
+    for (let cycle = 1; cycle <= 4; cycle++) {
+      const t = cycle * 10_000;
+      for (const e of onGracefulStop({ snapshot, version }, true)) apply(e, t);
+      expect(stateName(snapshot)).toBe('suspended');
+      const d = decide('instance', { snapshot, version }, { at: iso(t + 1000), sandbox: 'proot' });
+      expect(d.outcome).toBe('resumed');
+      const r = apply(d.events[0]!, t + 1000);
+      expect(r.effects).toMatchObject([{ type: 'spawn', params: { attempt: 0 } }]);
+      apply({ type: 'instance.spawned', data: { pid: 41 + cycle, port: 4100 } }, t + 1100);
+      apply({ type: 'instance.healthy', data: { identity: 'match' } }, t + 1200);
+      apply({ type: 'instance.running', data: {} }, t + 1300);
+      expect(stateName(snapshot)).toBe('running');
+      expect((snapshot.context as { restarts: number; lastCrash: unknown }).restarts).toBe(0);
+      expect((snapshot.context as { lastCrash: unknown }).lastCrash).toBeNull();
+    }
+    // Killed outright (no suspension recorded): the next start records a crash, and the restart policy counts it.
+    const killed = decide('instance', { snapshot, version }, { at: iso(60_000), sandbox: 'proot' });
+    expect(killed.events).toMatchObject([{ type: 'instance.crashed', data: { reason: 'supervisor-restart' } }]);
+    apply(killed.events[0]!, 60_000);
+    expect(stateName(snapshot)).toBe('crashed.backoff');
+    expect((snapshot.context as { lastCrash: { reason: string } }).lastCrash.reason).toBe('supervisor-restart');
   });
 });
 
@@ -255,7 +314,7 @@ describe('the table covers every pair', () => {
   };
 
   it('instances: every live state × every observation has one row', () => {
-    expect(liveStates('instance')).toEqual(['adopted', 'crashed.backoff', 'healthy', 'paused', 'running', 'spawning', 'stopping']);
+    expect(liveStates('instance')).toEqual(['adopted', 'crashed.backoff', 'healthy', 'paused', 'running', 'spawning', 'stopping', 'suspended']);
     const rows = instanceTable.map(([s, o]) => `${s}|${o}`);
     expect(new Set(rows).size).toBe(rows.length);
     const want = liveStates('instance').flatMap((s) => Object.keys(instanceObservations).map((o) => `${s}|${o}`));

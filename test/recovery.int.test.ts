@@ -202,7 +202,7 @@ describe('app instances after a supervisor restart', () => {
     }
   });
 
-  it('a PRoot instance (its child died with the supervisor): crashed supervisor-restart, then restarted by its policy', async () => {
+  it('a PRoot instance (its child stopped with the supervisor closed gracefully): suspended, then spawned again without a crash', async () => {
     const home = newHome('proot');
     const rl1 = await open(home);
     const v = await rl1.spawnApp({ appDir: app('com.example.prootrec', 'proot') });
@@ -214,11 +214,13 @@ describe('app instances after a supervisor restart', () => {
     try {
       await until('running again', () => rl2.inspect(v.id).state === 'running', 30_000);
       const types = rl2.events(v.id).map((e) => e.type);
-      expect(types.slice(4)).toEqual(['instance.crashed', 'instance.restart-scheduled', 'instance.restart-due', 'instance.spawned', 'instance.healthy', 'instance.running']);
-      expect(rl2.events(v.id)[4]).toMatchObject({ meta: { source: 'reconciler' }, data: { reason: 'supervisor-restart', evidence: { sandbox: 'proot', pid } } });
+      // (A supervisor killed outright records no suspension: its next start counts a crash, graceful-stop.int.test.ts.)
+      expect(types.slice(4)).toEqual(['instance.suspended', 'instance.recovered', 'instance.spawned', 'instance.healthy', 'instance.running']);
+      expect(rl2.events(v.id)[4]).toMatchObject({ meta: { source: 'shutdown' }, data: { reason: 'supervisor-stop', evidence: { sandbox: 'proot', pid, state: 'running' } } });
+      expect(rl2.events(v.id)[5]).toMatchObject({ meta: { source: 'reconciler' } });
       const ctx = rl2.inspect(v.id).context as any;
       expect(ctx.pid).not.toBe(pid);
-      expect(ctx.restarts).toBe(1);
+      expect(ctx.restarts).toBe(0);
       expect((await getJson(ctx.host, ctx.port, '/api/lifecycle/health')).body.events).toEqual(['onCreate', 'onStart']);
     } finally {
       await shutdown(rl2);

@@ -152,9 +152,9 @@ export class ExecutionQueue {
 /**
  * Resolves when the queued execution has ended, followed in this node's copy of the log (whichever node runs it).
  * PLACEMENT_TIMEOUT when no node claimed it by `claimByMs` (a few seconds' slack for a claim already on its way);
- * TIMEOUT when it did not end within `timeoutMs`.
+ * TIMEOUT when it did not end within `timeoutMs`; HOST_CLOSED when `closing` aborts first (the supervisor stops).
  */
-export function awaitQueued(store: HostStore, executionId: string, ended: () => boolean, claimByMs: number, timeoutMs: number, nowMs: () => number): Promise<void> {
+export function awaitQueued(store: HostStore, executionId: string, ended: () => boolean, claimByMs: number, timeoutMs: number, nowMs: () => number, closing?: AbortSignal): Promise<void> {
   const stream = `execution-${executionId}`;
   return new Promise<void>((resolve, reject) => {
     let finish = (err?: Error): void => {
@@ -162,6 +162,7 @@ export function awaitQueued(store: HostStore, executionId: string, ended: () => 
       clearTimeout(deadline);
       clearTimeout(claimCheck);
       off();
+      closing?.removeEventListener('abort', onClose);
       if (err) reject(err);
       else resolve();
     };
@@ -173,6 +174,9 @@ export function awaitQueued(store: HostStore, executionId: string, ended: () => 
     const claimCheck = setTimeout(() => {
       if (store.streamVersion(stream) === 0) finish(new RunlogError('PLACEMENT_TIMEOUT', `no node with room claimed execution ${executionId} in time (it is not started later)`, { executionId }));
     }, Math.max(0, claimByMs - nowMs()) + 5000);
+    const onClose = () => finish(new RunlogError('HOST_CLOSED', `the supervisor is shutting down: not waiting for execution ${executionId}`, { executionId }));
+    if (closing?.aborted) onClose();
+    else closing?.addEventListener('abort', onClose, { once: true });
     check();
   });
 }

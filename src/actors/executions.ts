@@ -22,6 +22,7 @@ import { FreshFlight } from './fresh-flight.ts';
 import type { FaultHook } from './faults.ts';
 import { requireImage, type Parts } from '../config/parts.ts';
 import { ResolutionHints } from './resolution-hints.ts';
+import { byCallerDeadline, leaveBehind, StepDeadlineError } from './step-deadline.ts';
 import { PrestartGate } from './prestart-gate.ts';
 import { POOL_STREAM, SandboxPool, type PoolTarget } from './sandbox-pool.ts';
 import { systemClock } from './system-clock.ts';
@@ -60,14 +61,13 @@ type OutcomeEvent =
   | { type: 'execution.succeeded'; data: SucceededData }
   | { type: 'execution.failed'; data: FailedData & { reason: FailureReason; code: string; message: string } };
 
-
 /** Which typed failure an error is: a bad record or archive is `validation`, an unreachable network `resolution`. */
 function classify(err: unknown, during: FailureReason): { reason: FailureReason; code: string; message: string } & FailedData {
   const message = err instanceof Error ? err.message : String(err);
   if (!(err instanceof RunlogError)) return { reason: during, code: (err as { code?: string })?.code ?? 'INTERNAL', message };
   const code = err.code;
-  // A read cut off by what was left of the execution's own deadline: the execution ran out of time.
-  if (code === 'NETWORK_TIMEOUT' && err.details?.bound === 'execution') return { reason: 'timeout', code, message };
+  // A read or step cut off by the execution's own deadline (step-deadline.ts): the execution ran out of time.
+  if (categoryOf(code) === 'timeout' && err.details?.bound === 'execution') return { reason: 'timeout', code, message };
   // A refused record, archive, envelope or input (its code's category, error-codes.ts) is the author's or the caller's.
   const category = categoryOf(code);
   return { reason: category === 'validation' || category === 'too-large' ? 'validation' : during, code, message };
@@ -125,7 +125,7 @@ export class ExecutionSupervisor {
   private readonly claimedInfo = new Map<string, ContainerInfo>();
   /** Pre-starts wait while a burst is unanswered; only trusted publishers' runtimes pre-start (prestart-gate.ts). */
   private readonly gate = new PrestartGate<PoolTarget>((target) => this.pool.fill(target), { trusts: (did) => mayPrestart(this.policy.prestart, did) });
-  /** Used containers being removed (the cleanup effect), awaited by close(). */
+  /** Used containers being removed (the cleanup effect) and copies left past a deadline, awaited by idle() and close(). */
   private readonly removals = new Set<Promise<unknown>>();
 
   private nowMs(): number {
@@ -427,16 +427,17 @@ export class ExecutionSupervisor {
       return copy.then((volume) => ({ code, volume }));
     });
     codeP.catch(() => undefined); // awaited below
+    const until = <T>(work: Promise<T>, step: string) => byCallerDeadline(work, ctx.actor.snapshot.context as ExecutionContext, this.opts.clock ?? systemClock, step);
     try {
-      const runtime = await runtimeP;
+      const runtime = await until(runtimeP, 'the runtime copy');
       steps.push(this.step(ctx, 'runtime-materialized', { volume: runtime.volume, digest: runtime.digest, cached: runtime.cached, pulled: runtime.pulled, entries: runtime.entries, bytes: runtime.bytes, ms: runtime.timings.totalMs }));
       const additions: string[] = [];
       for (const [i, image] of r.additions.entries()) {
-        const add = await this.materializer.materializeAddition({ image, labels, onProgress });
+        const add = await until(this.materializer.materializeAddition({ image, labels, onProgress }), 'an addition copy');
         additions.push(add.volume);
         steps.push(this.step(ctx, 'addition-materialized', { index: i, image, volume: add.volume, digest: add.digest, cached: add.cached }));
       }
-      const { code, volume } = (await codeP)!;
+      const { code, volume } = (await until(codeP, 'the code copy'))!;
       await Promise.all(steps);
       this.profile(ctx.actor.id, { materializeMs: performance.now() - t0 });
       await ctx.dispatch({
@@ -452,10 +453,9 @@ export class ExecutionSupervisor {
         },
       });
     } catch (err) {
-      // Nothing is left running behind the failure: the code's copy, if it began, ends first (a blob still being
-      // fetched is not waited for: it starts no copy now).
+      // The code's copy, if it began, ends first; past the deadline the copies go on, awaited by idle() and close().
       failed = true;
-      await Promise.allSettled([codeCopy, ...steps]);
+      await Promise.allSettled([err instanceof StepDeadlineError ? leaveBehind(this.removals, [runtimeP, codeCopy]) : codeCopy, ...steps]);
       this.profile(ctx.actor.id, { materializeMs: performance.now() - t0 });
       await ctx.dispatch(this.withProfile(ctx.actor.id, { type: 'execution.failed', data: classify(err, 'materialization') }));
     }

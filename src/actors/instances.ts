@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameS
 import { basename, join, resolve } from 'node:path';
 import { copyDereferenced } from '../adapters/apps/copy-dereferenced.ts';
 import { loadManifest } from '../adapters/apps/load-manifest.ts';
-import { AppRegistry, type AppRegistryEvent } from '../adapters/apps/app-registry.ts';
+import { AppRegistry, type AppRegistryEvent, type WatchFactory } from '../adapters/apps/app-registry.ts';
 import { TcpPortAllocator } from '../adapters/net/tcp-port-allocator.ts';
 import type { DockerEngine } from '../adapters/docker/docker-port.ts';
 import { engineTrouble } from '../adapters/docker/errors.ts';
@@ -120,12 +120,21 @@ export class InstanceSupervisor {
     return made;
   }
 
-  /** Watches the workspace so a manifest edit (e.g. a new tool) reaches running instances. */
-  startRegistry(): void {
+  /**
+   * Watches the workspace so a manifest edit (e.g. a new tool) reaches running instances; when the kernel refuses
+   * the watch (inotify used up), it polls instead and says so (app-registry.ts).
+   */
+  async startRegistry(watch?: WatchFactory): Promise<void> {
     mkdirSync(this.appsDir, { recursive: true });
-    this.registry = new AppRegistry({ appsDir: this.appsDir, debounceMs: 50 });
+    const log = (m: string) => this.opts.log?.(m);
+    this.registry = new AppRegistry({ appsDir: this.appsDir, debounceMs: 50, ...(watch ? { watch } : {}), onPolling: (m) => log(`apps: ${m}`) });
     this.registry.on((e) => this.onRegistryEvent(e));
-    this.registry.start();
+    await this.registry.start();
+  }
+
+  /** How app manifests are followed: 'watching', 'polling' (a watch was refused), or 'off' (not started). */
+  appWatchMode(): 'watching' | 'polling' | 'off' {
+    return this.registry?.mode ?? 'off';
   }
 
   // --- requests ------------------------------------------------------------------------------

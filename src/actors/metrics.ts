@@ -73,6 +73,8 @@ export interface MetricsOptions {
   /** The time of the supervisor's last heartbeat (absent when not supervising). */
   lastHeartbeat?: () => string | null;
   now: () => string;
+  /** How app manifests are followed (absent when not supervising). */
+  appWatch?: () => 'watching' | 'polling' | 'off';
   /** Process metrics (CPU, memory, event loop, GC) — default true. */
   processMetrics?: boolean;
 }
@@ -119,6 +121,15 @@ export class RunlogMetrics {
           const [kind, state] = key.split('\u0000') as [string, string];
           this.set({ kind, state }, n);
         }
+      },
+    });
+    const appWatch = opts.appWatch;
+    new Gauge({
+      name: 'runlog_app_watch_polling',
+      help: '1 when the apps workspace is polled because the kernel refused to watch it (inotify instances or watches used up), else 0.',
+      registers,
+      collect() {
+        this.set(appWatch?.() === 'polling' ? 1 : 0);
       },
     });
     this.transitions = new Counter({ name: 'runlog_transitions_total', help: 'Accepted events that moved an actor, by machine and states.', labelNames: ['machine', 'from', 'to'], registers });

@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import type { AtprotoReaderOptions, Publisher } from '../adapters/atproto/index.ts';
 import type { DockerEngine } from '../adapters/docker/docker-port.ts';
 import { createDockerEngine } from '../adapters/docker/dockerode-engine.ts';
+import type { WatchFactory } from '../adapters/apps/app-registry.ts';
 import type { AppSandboxRunner } from '../adapters/sandbox/app-sandbox-runner.ts';
 import { checkExecuteRequest } from '../domain/at-run/execute-request.ts';
 import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
@@ -14,7 +15,6 @@ import { NotFoundError, RunlogError, StoreChainError, ValidationError } from '..
 import { isValidAppId } from '../domain/manifest.ts';
 import type { ExecutionContext } from '../machines/execution.machine.ts';
 import type { InstanceContext } from '../machines/instance.machine.ts';
-import { stateName } from '../machines/runtime.ts';
 import { appStream, assertAppId, assertToolName, capReach, readToolOverrides, recordToolChange } from './app-grants.ts';
 import { ExecutionSupervisor } from './executions.ts';
 import { newExecutionId } from '../adapters/ids.ts';
@@ -22,7 +22,7 @@ import { InstanceSupervisor } from './instances.ts';
 import { discoverParts, type Parts } from '../config/parts.ts';
 import { Reconciler, recoverRehydrated, type OrphanPolicy, type ReconcileOptions, type ReconcileReport } from './reconciler.ts';
 import { startEngineWatch } from './engine-watch.ts';
-import { streamName, type ActorKind, type KindNewEvent, type RecordedEvent } from '../domain/events.ts';
+import type { ActorKind, KindNewEvent, RecordedEvent } from '../domain/events.ts';
 import type { Effect } from '../machines/effects.ts';
 import { machines } from '../machines/runtime.ts';
 import type { ActorRow } from '../store/event-store.ts';
@@ -35,14 +35,13 @@ import type { FollowOwner } from './remote-follow.ts';
 import { AppToolSync } from './app-tool-sync.ts';
 import { boundLines, routeRequest, type HandoverRequest } from '../domain/handover.ts';
 import { awaitQueued, ExecutionQueue } from './execution-queue.ts';
+import { ExecutionLimiter } from './execution-limiter.ts';
 import { isRequestStream } from './request-streams.ts';
 import { leaseNow, nodeLoads } from '../store/postgres/pg-nodes.ts';
 import { assertNodeChoice, chooseNode, type NodeChoice } from '../domain/placement.ts';
 import { newInstanceId } from '../adapters/ids.ts';
 
 const DEFAULT_LEASE_TTL_MS = 15_000;
-/** How many executions a cluster node runs at once unless told (`--exec-limit`). */
-const DEFAULT_EXEC_LIMIT = 8;
 /** How long the cluster node that took an execution's call has it to itself before other nodes may claim it. */
 const QUEUE_HEAD_START_MS = 2000;
 /** How long a queued execution waits to be claimed before its caller is told PLACEMENT_TIMEOUT. */
@@ -68,6 +67,8 @@ import { RunlogMetrics } from './metrics.ts';
 import { resolvePaths } from '../config/paths.ts';
 import { RunlogTracing } from './tracing.ts';
 import { RestartTimers } from './timers.ts';
+import { SettleWaits } from './settle-waits.ts';
+import { suspendOnStop } from './graceful-stop.ts';
 import { systemClock } from './system-clock.ts';
 import type { Clock } from '../domain/clock.ts';
 
@@ -101,7 +102,7 @@ export interface RunlogOptions {
    */
   collectGraceMs?: number;
   /**
-   * On PostgreSQL: how many executions this node runs at once (default 8). Executions are queued in the log and
+   * On PostgreSQL: how many executions this node runs at once (default: the policy's executions.maxRunning). Queued in the log and
    * claimed by whichever live node has room (execution-queue.ts).
    */
   execLimit?: number;
@@ -151,6 +152,8 @@ export interface RunlogOptions {
   reconcile?: boolean;
   /** Watch the apps workspace for manifest edits (default true when supervising). */
   watchApps?: boolean;
+  /** How the apps workspace is watched (default fs.watch; a test injects one the kernel refuses: it polls then). */
+  appWatch?: WatchFactory;
   /** Prometheus metrics on `runlog.metrics` (default true when supervising). */
   metrics?: boolean;
   /** Where traces go (default: the globally registered OpenTelemetry provider; none registered = no tracing). */
@@ -441,6 +444,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   let handover: Handover | null = null;
   let follows: { owner: FollowOwner; remote(owner: string, id: string, signal?: AbortSignal): AsyncIterable<LogLine>; close(): void } | null = null;
   let queue: ExecutionQueue | null = null;
+  const limiter = new ExecutionLimiter(executions.policy.executions, clock);
   // This supervisor's node name (on SQLite: the host's, the only node there is).
   const selfNode = node ?? options.node ?? hostname();
   /** Where a request for `choice` goes: this node's name, or another live node's (NODE_UNKNOWN, NODE_UNAVAILABLE). */
@@ -457,7 +461,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   };
   const metrics =
     supervise && (options.metrics ?? true)
-      ? new RunlogMetrics({ store, host: hostRef, bus, now, lastHeartbeat: () => heartbeat?.lastBeat() ?? null })
+      ? new RunlogMetrics({ store, host: hostRef, bus, now, lastHeartbeat: () => heartbeat?.lastBeat() ?? null, appWatch: () => instances.appWatchMode() })
       : null;
   const reconcile = async (o?: ReconcileOptions): Promise<ReconcileReport> => {
     const report = await reconciler.reconcile(o);
@@ -517,7 +521,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       queue = new ExecutionQueue({
         store,
         node,
-        limit: options.execLimit ?? DEFAULT_EXEC_LIMIT,
+        limit: options.execLimit ?? executions.policy.executions.maxRunning,
         headStartMs: QUEUE_HEAD_START_MS,
         nowMs: () => clock.nowMs(),
         running: () => host.live().filter((a) => a.kind === 'execution').length,
@@ -562,7 +566,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     // Requests placed on this node, and queued executions, are taken once it has recovered and reconciled.
     placement?.start();
     queue?.start();
-    if (options.watchApps ?? true) instances.startRegistry();
+    if (options.watchApps ?? true) await instances.startRegistry(options.appWatch).catch((err: unknown) => log(`apps: manifest edits are not followed: ${(err as Error).message}`));
     if (options.receipts) {
       await executions.publishRunnerRecord().catch((err: unknown) => log(`could not publish the runner record: ${(err as Error).message}`));
     }
@@ -592,46 +596,9 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     return (ref.kind === 'instance' ? host.get('instance', ref.id) : undefined) ?? live(id, 'instance');
   };
 
-  /**
-   * Resolves when the actor reaches a state the predicate accepts (checked after every transition). Armed before
-   * the event that starts the wait is sent (so no transition is missed), it MUST be either awaited or cancelled:
-   * `run` does both, so a send that throws never leaves a timer that rejects later with nobody listening (an
-   * unhandled rejection ends the process).
-   */
-  const waitFor = async <T>(kind: ActorKind, id: string, done: (state: string) => boolean, timeoutMs: number, send: () => Promise<T>): Promise<ActorView> => {
-    let cancel = (): void => undefined;
-    const settled = new Promise<ActorView>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        off();
-        // Only what is in memory (a timer cannot wait for a paged-out history): the row says an ended one's state.
-        const a = host.holds(streamName(kind, id)) ? host.get(kind, id) : undefined;
-        reject(new RunlogError('TIMEOUT', `${kind} ${id} did not settle within ${timeoutMs} ms (state ${a ? stateName(a.snapshot) : (store.getActor(id)?.state ?? '?')})`));
-      }, timeoutMs);
-      const off = bus.on('actor:transition', (t) => {
-        if (t.id !== id || !done(t.to)) return;
-        clearTimeout(timer);
-        off();
-        resolve(inspectActor(store, id));
-      });
-      cancel = () => {
-        clearTimeout(timer);
-        off();
-      };
-    });
-    try {
-      await send();
-    } catch (err) {
-      cancel(); // `settled` never settles now: nothing holds it, nothing can reject unhandled
-      throw err;
-    }
-    const a = await host.fetch(kind, id);
-    // Settled already (an ended actor has left the host: its state is read from the log).
-    if (a ? done(stateName(a.snapshot)) : done(inspectActor(store, id).state)) {
-      cancel();
-      return inspectActor(store, id);
-    }
-    return settled;
-  };
+  // Waits for an actor to settle, each with its deadline: ended by close() (settle-waits.ts).
+  const waits = new SettleWaits({ bus, host: hostRef, store });
+  const waitFor = waits.waitFor.bind(waits);
 
   /** inspectActor, for callers that can wait: an ended actor's history paged out of memory (PostgreSQL) is read first. */
   const inspectNow = async (id: string): Promise<ActorView> => {
@@ -855,7 +822,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
           // In a cluster it is queued in the log and started by a node with room (progress is reported when that is this node).
           const claimBy = clock.nowMs() + QUEUE_CLAIM_MS;
           const ended = () => ['succeeded', 'failed'].includes(inspectActor(store, executionId).state);
-          const waiting = awaitQueued(store, executionId, ended, claimBy, QUEUE_CLAIM_MS + timeoutMs + 600_000, () => clock.nowMs());
+          const waiting = awaitQueued(store, executionId, ended, claimBy, QUEUE_CLAIM_MS + timeoutMs + 600_000, () => clock.nowMs(), waits.signal);
           try {
             await queue.enqueue({ executionId, request, from: selfNode, node: pinned, headStart: o.node === undefined, claimBy: new Date(claimBy).toISOString() });
           } catch (err) {
@@ -864,12 +831,12 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
           }
           await waiting;
         } else {
-          // The deadline covers the whole run; resolution and pulls count against it only up to a generous bound.
-          await waitFor('execution', executionId, (s) => s === 'succeeded' || s === 'failed', timeoutMs + 600_000, () =>
-            host.create('execution', executionId, {
-              type: 'execution.requested',
-              data: { request, deadline: new Date(clock.nowMs() + timeoutMs + 120_000).toISOString() },
-            }),
+          // At most policy.executions.maxRunning at once here, the rest in line with their deadline running
+          // (execution-limiter.ts). Resolution and pulls count against the deadline only up to a generous bound.
+          await limiter.run(clock.nowMs() + timeoutMs, (left) =>
+            waitFor('execution', executionId, (s) => s === 'succeeded' || s === 'failed', left + 600_000, () =>
+              host.create('execution', executionId, { type: 'execution.requested', data: { request: { ...request, timeoutMs: left }, deadline: new Date(clock.nowMs() + left + 120_000).toISOString() } }),
+            ),
           );
         }
         // Answered on the outcome: the used container's removal (the cleanup effect) goes on after this returns,
@@ -899,6 +866,8 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       queue?.stop();
       await engineWatch?.close();
       await executions.close(); // the pool's removals are recorded: before the host closes
+      waits.close();
+      if (supervise) await suspendOnStop(host, (id) => instances.tracks(id), log); // before the runners stop the PRoot sandboxes
       host.close();
       timers.close();
       await instances.close();

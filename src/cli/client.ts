@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { assertDidCacheTtl, type AtprotoReaderOptions } from '../adapters/atproto/index.ts';
 import { isErrorCode } from '../domain/error-codes.ts';
 import { RunlogError, ServerInfoUntrustedError, ValidationError } from '../domain/errors.ts';
+import { DEADLINE_HEADER } from '../server/deadline.ts';
 import { isLoopbackAddress } from '../server/listen.ts';
 import { tokenPath } from '../server/token.ts';
 
@@ -133,19 +134,35 @@ export function requireServer(home: string): ServerInfo & { token: string } {
   return s;
 }
 
-/** One API call; the server's `{ error: { code, message } }` becomes a RunlogError with that code. */
-export async function callApi<T>(server: ServerInfo & { token: string }, method: string, path: string, body?: unknown): Promise<T> {
+/**
+ * One API call; the server's `{ error: { code, message } }` becomes a RunlogError with that code. With `timeoutMs`
+ * the call carries its deadline (`runlog-deadline`, epoch ms; the supervisor refuses it once that has passed) and
+ * fails with TIMEOUT when no whole answer came by then.
+ */
+export async function callApi<T>(server: ServerInfo & { token: string }, method: string, path: string, body?: unknown, timeoutMs?: number): Promise<T> {
+  const signal = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs);
+  const deadline = timeoutMs === undefined ? {} : { [DEADLINE_HEADER]: String(Date.now() + timeoutMs) };
+  const timedOut = (err: unknown): boolean => signal?.aborted === true && (err as Error | null)?.name === 'TimeoutError';
+  const timeoutError = () => new RunlogError('TIMEOUT', `${method} ${path}: the supervisor at ${server.url} did not answer within ${timeoutMs} ms (--timeout); it will not act on the request after that`, { timeoutMs });
   let res: Response;
   try {
     res = await fetch(new URL(path, server.url), {
       method,
-      headers: { authorization: `Bearer ${server.token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      headers: { authorization: `Bearer ${server.token}`, ...deadline, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      ...(signal ? { signal } : {}),
     });
   } catch (err) {
+    if (timedOut(err)) throw timeoutError();
     throw new RunlogError('NO_SUPERVISOR', `the supervisor at ${server.url} does not answer (${(err as Error).message}); is \`runlog serve\` running?`);
   }
-  const text = await res.text();
+  let text: string;
+  try {
+    text = await res.text();
+  } catch (err) {
+    if (timedOut(err)) throw timeoutError();
+    throw err;
+  }
   if (!res.ok) throw apiError(res.status, text, method, path);
   try {
     return (text ? JSON.parse(text) : null) as T;

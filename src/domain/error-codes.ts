@@ -68,6 +68,7 @@ export const ERROR_CODES = {
   CODE_REQUESTED_INVALID: 'validation',
   CODE_RUNTIME_REF_INVALID: 'validation',
   DATA_MODEL_INVALID: 'validation',
+  DEADLINE_INVALID: 'validation',
   DID_CACHE_CONFIG_INVALID: 'validation',
   DID_INVALID: 'validation',
   ENTRYPOINT_MISSING: 'validation',
@@ -175,6 +176,7 @@ export const ERROR_CODES = {
   // unavailable
   DEV_ENV_MISSING: 'unavailable',
   DOCKER_UNAVAILABLE: 'unavailable',
+  EXECUTION_QUEUE_FULL: 'unavailable',
   FOLLOW_LOST: 'unavailable',
   HOST_CLOSED: 'unavailable',
   NODE_UNAVAILABLE: 'unavailable',
@@ -188,7 +190,9 @@ export const ERROR_CODES = {
   SUPERVISOR_RUNNING: 'unavailable',
   TOO_MANY_STREAMS: 'unavailable',
   // timeout
+  DEADLINE_PASSED: 'timeout',
   DOCKER_TIMEOUT: 'timeout',
+  EXECUTION_QUEUE_TIMEOUT: 'timeout',
   HEALTH_TIMEOUT: 'timeout',
   NETWORK_TIMEOUT: 'timeout',
   PLACEMENT_TIMEOUT: 'timeout',

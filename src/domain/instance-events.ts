@@ -42,6 +42,13 @@ export type CrashReason =
   | 'node-lost'
   | 'effect-failed';
 
+/**
+ * Why an instance was suspended: its supervisor stopped gracefully (SIGTERM, Ctrl-C, close()) and its PRoot
+ * sandbox, a child of the supervisor, stopped with it. Not the app's failure: no crash is counted, and the next
+ * start of a supervisor spawns it again.
+ */
+export type SuspendReason = 'supervisor-stop';
+
 /** What the reconciler saw that made it record an event (kept with the event, for `runlog inspect`). */
 export type Evidence = Record<string, unknown>;
 
@@ -102,6 +109,8 @@ export interface InstanceEventData {
   'instance.crashed': CrashData;
   'instance.adopted': SandboxLocation & { startedAt?: string | null; evidence?: Evidence };
   'instance.lost': { evidence?: Evidence };
+  /** The supervisor stopped the instance's sandbox as it stopped itself: the next start spawns it again (`instance.recovered`). */
+  'instance.suspended': { reason: SuspendReason; message?: string; evidence?: Evidence };
   'instance.restart-scheduled': { attempt: number; delayMs: number; dueAt: string };
   'instance.restart-due': { attempt: number; dueAt: string };
   'instance.tool-granted': { tool: string; via?: string };

@@ -98,7 +98,16 @@ function isPlainObject(v: object): boolean {
   return proto === Object.prototype || proto === null;
 }
 
-type Frame = { kind: 'enter'; value: unknown; path: string; depth: number } | { kind: 'exit'; value: object };
+/** Where a walked value's copy goes: into its parent's copy (or the root's slot). */
+type Put = (copy: unknown) => void;
+type Frame = { kind: 'enter'; value: unknown; path: string; depth: number; put: Put } | { kind: 'exit'; value: object };
+
+/** A checked value: the plain copy the walk made while checking, and the UTF-8 size of its JSON encoding. */
+export interface CheckedJson {
+  /** Plain arrays, objects and scalars only: encoding it again gives exactly `bytes` bytes. */
+  value: unknown;
+  bytes: number;
+}
 
 /**
  * Checks that `value` is plain JSON within `limits` and returns its encoded size. `undefined` at the top is
@@ -108,6 +117,15 @@ type Frame = { kind: 'enter'; value: unknown; path: string; depth: number } | { 
  * InputTooLargeError `INPUT_TOO_LARGE`.
  */
 export function checkJsonInput(value: unknown, limits: JsonInputLimits, what = 'input'): number {
+  return snapshotJsonInput(value, limits, what).bytes;
+}
+
+/**
+ * Checks `value` as checkJsonInput does and returns the copy that was checked: every property (a getter, a Proxy
+ * trap) is read exactly once, by the check, so what is stored is what was checked. A getter that answers the
+ * check with something small and a later read with something large cannot slip the large one past the limits.
+ */
+export function snapshotJsonInput(value: unknown, limits: JsonInputLimits, what = 'input'): CheckedJson {
   try {
     return walk(value, limits, what);
   } catch (err) {
@@ -117,10 +135,11 @@ export function checkJsonInput(value: unknown, limits: JsonInputLimits, what = '
   }
 }
 
-function walk(value: unknown, limits: JsonInputLimits, what: string): number {
+function walk(value: unknown, limits: JsonInputLimits, what: string): CheckedJson {
   const issues: string[] = [];
   const ancestors = new Set<object>();
-  const stack: Frame[] = [{ kind: 'enter', value, path: what, depth: 0 }];
+  let root: unknown = null;
+  const stack: Frame[] = [{ kind: 'enter', value, path: what, depth: 0, put: (c) => (root = c) }];
   let bytes = 0;
   let tooDeep = false;
   const add = (n: number) => {
@@ -136,15 +155,18 @@ function walk(value: unknown, limits: JsonInputLimits, what: string): number {
     const v = f.value;
     if (v === null || typeof v === 'boolean') {
       add(v === false ? 5 : 4); // null, true / false
+      f.put(v);
       continue;
     }
     if (typeof v === 'string') {
       add(utf8(JSON.stringify(v)));
+      f.put(v);
       continue;
     }
     if (typeof v === 'number') {
       if (!Number.isFinite(v)) issues.push(`${f.path} is ${describe(v)}`);
       else add(String(v).length);
+      f.put(v);
       continue;
     }
     if (typeof v !== 'object') {
@@ -170,24 +192,30 @@ function walk(value: unknown, limits: JsonInputLimits, what: string): number {
     stack.push({ kind: 'exit', value: v });
     if (isArray) {
       const arr = v as unknown[];
-      add(2 + Math.max(0, arr.length - 1)); // brackets and commas
-      for (let i = arr.length - 1; i >= 0; i--) {
+      const length = arr.length; // read once: a Proxy's length could change between reads
+      const copy = new Array<unknown>(length).fill(null);
+      f.put(copy);
+      add(2 + Math.max(0, length - 1)); // brackets and commas
+      for (let i = length - 1; i >= 0; i--) {
         const item = arr[i];
         // JSON.stringify writes null for these inside arrays: refuse instead of changing the value.
-        stack.push({ kind: 'enter', value: item, path: pathOf(f.path, i), depth: f.depth + 1 });
+        stack.push({ kind: 'enter', value: item, path: pathOf(f.path, i), depth: f.depth + 1, put: (c) => (copy[i] = c) });
       }
     } else {
       const entries = Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== undefined);
+      const copy: Record<string, unknown> = {};
+      f.put(copy);
       add(2 + Math.max(0, entries.length - 1));
       for (let i = entries.length - 1; i >= 0; i--) {
         const [k, x] = entries[i]!;
         add(utf8(JSON.stringify(k)) + 1); // "key":
-        stack.push({ kind: 'enter', value: x, path: pathOf(f.path, k), depth: f.depth + 1 });
+        // Defined as own data properties: a key such as "__proto__" stays a key, as JSON.parse would make it.
+        stack.push({ kind: 'enter', value: x, path: pathOf(f.path, k), depth: f.depth + 1, put: (c) => Object.defineProperty(copy, k, { value: c, enumerable: true, writable: true, configurable: true }) });
       }
     }
   }
   if (issues.length > 0) {
     throw new ValidationError('INPUT_INVALID', `${what} is not plain JSON within the operator's limits${issues.length === 1 ? `: ${issues[0]}` : ''}`, issues);
   }
-  return bytes;
+  return { value: root, bytes };
 }

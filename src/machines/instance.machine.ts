@@ -6,6 +6,7 @@
 //            └──────────┴────────┴──→ crashed ──(restart policy: backoff timer events)──→ spawning
 //   any live state ──instance.adopted──→ adopted ──instance.running──→ running (paused, if it was paused)
 //   any live state ──instance.lost──→ lost
+//   any live state ──instance.suspended──→ suspended ──instance.recovered──→ spawning (no crash counted)
 //   adopted | stopping | crashed.backoff ──instance.recovered──→ the same state, entered again (recovery)
 import { assign, setup } from 'xstate';
 import type { InstanceEvent } from '../domain/events.ts';
@@ -161,13 +162,14 @@ const toCrashed = (actions: 'recordCrash' | readonly ['recordCrash', typeof forc
     { target: 'crashed.down', actions },
   ] as const;
 
-/** What every live state (spawning … adopted) does with a crash, a stop, a kill, an adoption, a loss. */
+/** What every live state (spawning … adopted) does with a crash, a stop, a kill, an adoption, a loss, a suspension. */
 const whileLive = {
   'instance.crashed': toCrashed('recordCrash'),
   'instance.stop-requested': { target: 'stopping' },
   'instance.kill-requested': { target: 'stopping', actions: forceKill },
   'instance.adopted': { target: 'adopted' },
   'instance.lost': { target: 'lost' },
+  'instance.suspended': { target: 'suspended' },
 } as const;
 
 export const instanceMachine = setup({
@@ -320,6 +322,24 @@ export const instanceMachine = setup({
         'instance.lost': { target: 'lost' },
         // Its container still runs: the stop is done again (watched again by the reconciler first).
         'instance.recovered': { target: 'stopping', reenter: true },
+      },
+    },
+    // Its supervisor stopped gracefully and stopped the sandbox with it (a PRoot child dies with its supervisor).
+    // Not a crash: the restart count stays as it was, and the next start spawns it again (the reconciler records
+    // instance.recovered). A supervisor killed outright records nothing: its next start counts a crash.
+    suspended: {
+      entry: [
+        { type: 'releasePort', params: ({ context }) => ({ instanceId: specOf(context).instanceId, port: context.port }) },
+        // The next incarnation is a fresh process (never paused); it is not running until it says so.
+        assign({ pid: null, port: null, runningSince: null, paused: false }),
+      ],
+      on: {
+        'instance.recovered': { target: 'spawning' },
+        // Its container found running (a sandbox that outlived its supervisor): adopted as it is.
+        'instance.adopted': { target: 'adopted' },
+        'instance.stop-requested': { target: 'stopped' },
+        'instance.kill-requested': { target: 'stopped' },
+        'instance.lost': { target: 'lost' },
       },
     },
     stopped: {

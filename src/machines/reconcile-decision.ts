@@ -111,6 +111,7 @@ export function decideInstance(actor: ActorAt, o: InstanceObservation): Decision
     // Taken over from a dead node, it is recovered here, so the machine arms its timer on this node.
     return 'node' in o ? d('resumed', o.evidence, [{ type: 'instance.recovered', data: recovered(actor, o.evidence) }]) : nothing();
   }
+  if (state === 'suspended') return decideSuspended(actor, o, d);
   if (!LIVE_INSTANCE.has(state)) return nothing();
   if ('node' in o) {
     // Its sandbox ran on that node's host, which this node cannot see. When its restart policy restarts it, that
@@ -154,6 +155,23 @@ export function decideInstance(actor: ActorAt, o: InstanceObservation): Decision
     [{ type: 'instance.crashed', data: { reason: 'exit', exitCode: o.exitCode, message: `exited while the supervisor was down (code ${o.exitCode})`, evidence: o.evidence } }],
     ['remove-container'],
   );
+}
+
+type InstanceDecide = (outcome: Outcome, evidence: Evidence, events: KindNewEvent<'instance'>[], prepare?: Preparation[]) => Decision<'instance'>;
+
+/**
+ * An instance its supervisor suspended as it stopped gracefully (onGracefulStop): its sandbox stopped on the
+ * operator's request, not by the app's failure, so it is spawned again (`instance.recovered`: suspended →
+ * spawning) with its restart count as it was. A container found running is adopted; one that exited is removed
+ * first, so the spawn does not trip over it.
+ */
+function decideSuspended(actor: ActorAt, o: InstanceObservation, d: InstanceDecide): Decision<'instance'> {
+  const respawn = (evidence: Evidence, prepare?: Preparation[]) => d('resumed', evidence, [{ type: 'instance.recovered', data: recovered(actor, evidence) }], prepare);
+  if ('node' in o) return respawn(o.evidence);
+  if (o.sandbox === 'proot') return respawn({ sandbox: 'proot', state: 'suspended' });
+  if (o.container === 'none') return respawn({ containerId: (actor.snapshot.context as InstanceContext).containerId, observed: NO_CONTAINER, state: 'suspended' });
+  if (o.container === 'alive') return d('adopted', o.evidence, [{ type: 'instance.adopted', data: { ...o.location, evidence: o.evidence } }], ['hold-for-reattach']);
+  return respawn(o.evidence, ['remove-container']);
 }
 
 /** Live instance states whose sandbox recovery asks about (crashed.backoff has no sandbox). */
@@ -212,4 +230,22 @@ export function decide(kind: ActorKind, actor: ActorAt, observation: InstanceObs
  */
 export function onRehydrate(actor: ActorAt): KindNewEvent<'instance'>[] {
   return stateName(actor.snapshot) === 'crashed.backoff' ? [{ type: 'instance.recovered', data: { version: actor.version } }] : [];
+}
+
+/** States whose PRoot sandbox is running or starting: it stops with its supervisor. */
+const SUSPENDABLE = new Set(['spawning', 'healthy', 'running', 'paused']);
+
+/**
+ * What a supervisor records for an instance as it stops gracefully, before it stops the sandboxes: a PRoot
+ * instance whose sandbox this process runs or is starting (`here`: it is the supervisor's child and dies with it)
+ * is suspended, so the next start spawns it again without counting a crash. One whose sandbox this process does
+ * not hold (it died with an earlier supervisor, not yet reconciled) keeps its crash. A container instance keeps
+ * running and is adopted at the next start: nothing. A supervisor that dies without this record (kill -9, the host
+ * crashing) leaves the instance as the log had it, and recovery records the crash (reason supervisor-restart).
+ */
+export function onGracefulStop(actor: ActorAt, here: boolean): KindNewEvent<'instance'>[] {
+  const c = actor.snapshot.context as InstanceContext;
+  const state = stateName(actor.snapshot);
+  if (!here || c.spec?.sandbox !== 'proot' || !SUSPENDABLE.has(state)) return [];
+  return [{ type: 'instance.suspended', data: { reason: 'supervisor-stop', message: 'its supervisor stopped gracefully; its PRoot sandbox stopped with it', evidence: { sandbox: 'proot', pid: c.pid, state } } }];
 }

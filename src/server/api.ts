@@ -1,15 +1,17 @@
 // The HTTP API over the library (`Runlog`): read endpoints replay the log, write endpoints call the
 // supervisor's typed operations. JSON in and out, stable keys; errors are `{ error: { code, message } }`.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { resolveActor, type ReplayView } from '../actors/inspection.ts';
+import { inspectActorPaged, PAGE_LIMIT, readEventsPage, replayPage } from '../actors/actor-pages.ts';
+import { resolveActor } from '../actors/inspection.ts';
 import { readNodes } from '../actors/nodes.ts';
 import type { Runlog } from '../actors/runlog.ts';
 import { NotFoundError, RunlogError } from '../domain/errors.ts';
 import { assertNodeChoice, NODE_NAME } from '../domain/placement.ts';
 import type { ActorKind } from '../domain/events.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
-import { initialSnapshot, machines, stateName } from '../machines/runtime.ts';
+import { machines } from '../machines/runtime.ts';
 import { ENVELOPE_OVERHEAD_BYTES } from '../domain/at-run/operator-policy.ts';
+import { assertBeforeDeadline } from './deadline.ts';
 import { HttpError, MAX_BODY_BYTES, readJsonBody, sendJson } from './http.ts';
 import { describeMachine, type MachineChart } from './machine-graph.ts';
 import type { SseHub } from './sse.ts';
@@ -53,11 +55,12 @@ function chartFor(kind: string): MachineChart {
   return c;
 }
 
-/** `?to=0`: the state before any event (the machine's initial state and context). */
-function initialView(runlog: Runlog, id: string): ReplayView {
-  const ref = resolveActor(runlog.store, id);
-  const snapshot = initialSnapshot(machines[ref.kind]);
-  return { id: ref.id, kind: ref.kind, to: 0, version: runlog.store.streamVersion(ref.stream), state: stateName(snapshot), context: snapshot.context as Record<string, unknown>, steps: [] };
+/** `?after=` and `?limit=` of a per-actor page: limit 1..PAGE_LIMIT, default PAGE_LIMIT. */
+function pageQuery(c: Checker, query: URLSearchParams): { after?: number; limit: number } {
+  const after = queryInt(c, query, 'after', 0);
+  const limit = queryInt(c, query, 'limit', 1) ?? PAGE_LIMIT;
+  if (limit > PAGE_LIMIT) c.problem(`?limit must be at most ${PAGE_LIMIT}`);
+  return { ...(after !== undefined ? { after } : {}), limit };
 }
 
 /**
@@ -107,33 +110,33 @@ const routes: Route[] = [
 
   route('GET', '/api/actors/:id', async ({ runlog }, { res, params }) => {
     await pageIn(runlog, params[0]!);
-    const view = runlog.inspect(params[0]!);
+    // From the newest snapshot, yielding while it folds (actor-pages.ts).
+    const view = await inspectActorPaged(runlog.store, params[0]!);
     sendJson(res, 200, { ...view, supervision: runlog.supervision(), traceUrl: traceUrl(view.traceId) });
   }),
 
+  // A page of the actor's events (at most ?limit, default 1000): ?after=<version> and the answer's `next` page on.
   route('GET', '/api/actors/:id/events', async ({ runlog }, { res, params, query }) => {
     const c = new Checker('query');
     const from = queryInt(c, query, 'from', 1);
     const to = queryInt(c, query, 'to', 1);
+    const page = pageQuery(c, query);
     c.done();
     await pageIn(runlog, params[0]!);
-    const ref = resolveActor(runlog.store, params[0]!);
-    const events = runlog.events(ref.id, { ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) });
-    sendJson(res, 200, { id: ref.id, kind: ref.kind, version: runlog.store.streamVersion(ref.stream), events });
+    sendJson(res, 200, readEventsPage(runlog.store, params[0]!, { ...page, ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) }));
   }),
 
+  // The state at ?to (default: now) from the nearest snapshot, and a page of the steps up to it (?after, ?limit, `next`).
   route('GET', '/api/actors/:id/replay', async ({ runlog }, { res, params, query }) => {
     const c = new Checker('query');
     const to = queryInt(c, query, 'to', 0);
+    const page = pageQuery(c, query);
     const steps = query.get('steps') ?? 'full';
     if (!['full', 'brief', 'none'].includes(steps)) c.problem(`?steps must be full, brief or none, not '${steps}'`);
     c.done();
     await pageIn(runlog, params[0]!);
-    const view = to === 0 ? initialView(runlog, params[0]!) : runlog.replay(params[0]!, to === undefined ? {} : { to });
-    const out =
-      steps === 'full'
-        ? view
-        : { ...view, steps: steps === 'none' ? [] : view.steps.map(({ context: _context, ...rest }) => rest) };
+    const view = await replayPage(runlog.store, params[0]!, { ...page, ...(to !== undefined ? { to } : {}), steps: steps !== 'none' });
+    const out = steps === 'brief' ? { ...view, steps: view.steps.map(({ context: _context, ...rest }) => rest) } : view;
     sendJson(res, 200, out);
   }),
 
@@ -296,6 +299,8 @@ export async function handleApi(ctx: ApiContext, req: IncomingMessage, res: Serv
     } catch {
       throw new HttpError('INVALID_REQUEST', 'malformed percent-encoding in the path');
     }
+    // A caller that has given up is not acted for (deadline.ts); readJsonBody checks again once the body is in.
+    assertBeforeDeadline(req.headers, Date.now());
     await r.handle(ctx, { req, res, params, query: url.searchParams });
     return;
   }

@@ -3,6 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { httpStatusOf } from '../domain/error-codes.ts';
 import { RunlogError, ValidationError, type ErrorCode } from '../domain/errors.ts';
+import { assertBeforeDeadline } from './deadline.ts';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
@@ -77,6 +78,8 @@ export async function readJsonBody(req: IncomingMessage, limit = MAX_BODY_BYTES)
     }
     chunks.push(chunk);
   }
+  // A body that arrived after the caller's deadline is not acted on either (a write route acts right after this).
+  assertBeforeDeadline(req.headers, Date.now());
   if (size === 0) return {};
   const type = String(req.headers['content-type'] ?? '');
   if (!/^application\/json\b/i.test(type)) {

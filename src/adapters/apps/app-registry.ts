@@ -6,6 +6,10 @@
 //
 // This is the seed's cap-grant fast path: a tools[] edit in runlog.json → `changed` → the actor host calls
 // provisionToolsDir() for the app's running instances, which see the new tool without a respawn.
+//
+// When the kernel refuses a watch (the user's inotify instances or watches used up: EMFILE, ENOSPC, or any other
+// error), the registry polls instead: every `pollMs` it rescans the workspace, which reports the same events a
+// little later. It says so once (`onPolling`) and `mode` tells; nothing is missed, only noticed later.
 
 import { existsSync, readdirSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { join } from 'node:path';
@@ -24,11 +28,22 @@ export type AppRegistryEvent =
   | { type: 'removed'; appId: string; dir: string }
   | { type: 'invalid'; appId: string; dir: string; error: ValidationError };
 
+/** How the registry watches a directory (fs.watch; a test injects one that fails as the kernel can). */
+export type WatchFactory = (dir: string, listener: (event: string, name: string | Buffer | null) => void) => FSWatcher;
+
 export interface AppRegistryOptions {
   appsDir: string;
   knownTools?: readonly string[];
   debounceMs?: number;
+  /** Default fs.watch. */
+  watch?: WatchFactory;
+  /** How often the workspace is rescanned when it cannot be watched (default 2000 ms). */
+  pollMs?: number;
+  /** Told once, when watching failed and the registry polls instead. */
+  onPolling?: (reason: string) => void;
 }
+
+const DEFAULT_POLL_MS = 2000;
 
 export class AppRegistry {
   private readonly apps = new Map<string, AppEntry>();
@@ -37,18 +52,43 @@ export class AppRegistry {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly listeners = new Set<(e: AppRegistryEvent) => void>();
   private rootWatcher: FSWatcher | null = null;
+  private poller: NodeJS.Timeout | null = null;
 
   constructor(private readonly opts: AppRegistryOptions) {}
 
-  /** Scans appsDir (emitting `added`/`invalid` for what is there) and starts watching. */
+  /** 'watching' (fs.watch) or 'polling' (a watch was refused: rescans every pollMs). */
+  get mode(): 'watching' | 'polling' {
+    return this.poller ? 'polling' : 'watching';
+  }
+
+  /** Scans appsDir (emitting `added`/`invalid` for what is there) and starts watching (or polling, see above). */
   async start(): Promise<void> {
     if (!existsSync(this.opts.appsDir)) throw new ValidationError('APPS_DIR_MISSING', `apps directory ${this.opts.appsDir} does not exist`);
-    this.rootWatcher = watch(this.opts.appsDir, (_event, name) => {
-      if (name) this.schedule(name.toString());
-      else this.rescan();
-    });
-    this.rootWatcher.on('error', () => this.rescan());
+    try {
+      this.rootWatcher = this.watchDir(this.opts.appsDir, (_event, name) => {
+        if (name) this.schedule(name.toString());
+        else this.rescan();
+      });
+      this.rootWatcher.on('error', () => this.rescan());
+    } catch (err) {
+      this.poll(this.opts.appsDir, err);
+    }
     this.rescan();
+  }
+
+  private watchDir(dir: string, listener: (event: string, name: string | Buffer | null) => void): FSWatcher {
+    return (this.opts.watch ?? watch)(dir, listener);
+  }
+
+  /** Watching `dir` failed: the whole workspace is rescanned every pollMs from now on (said once). */
+  private poll(dir: string, err: unknown): void {
+    if (this.poller) return;
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'EMFILE' || code === 'ENOSPC' ? `${code}: the user's inotify instances or watches are used up (fs.inotify.max_user_instances, max_user_watches)` : String((err as Error).message ?? err);
+    const pollMs = this.opts.pollMs ?? DEFAULT_POLL_MS;
+    this.poller = setInterval(() => this.rescan(), pollMs);
+    this.poller.unref();
+    this.opts.onPolling?.(`cannot watch ${dir} (${why}); rescanning the apps every ${pollMs} ms instead: manifest changes are noticed up to ${pollMs} ms later`);
   }
 
   list(): AppEntry[] {
@@ -82,6 +122,8 @@ export class AppRegistry {
   }
 
   close(): void {
+    if (this.poller) clearInterval(this.poller);
+    this.poller = null;
     this.rootWatcher?.close();
     this.rootWatcher = null;
     for (const w of this.dirWatchers.values()) w.close();
@@ -126,13 +168,14 @@ export class AppRegistry {
       }
       return;
     }
-    if (!this.dirWatchers.has(name)) {
+    if (!this.dirWatchers.has(name) && !this.poller) {
       try {
-        const w = watch(dir, () => this.schedule(name));
+        const w = this.watchDir(dir, () => this.schedule(name));
         w.on('error', () => this.schedule(name));
         this.dirWatchers.set(name, w);
-      } catch {
-        // removed between stat and watch: the root watcher reports it
+      } catch (err) {
+        // Removed between stat and watch: the root watcher reports it. Refused by the kernel: poll instead.
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.poll(dir, err);
       }
     }
     let manifest: AppManifest;

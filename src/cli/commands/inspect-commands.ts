@@ -110,6 +110,13 @@ function formatEvent(e: RecordedEvent): string {
   return `${String(e.seq).padStart(6)}  ${e.stream}  v${e.version}  ${e.at}  ${e.type}  ${truncate(JSON.stringify(e.data), 160)}`;
 }
 
+/**
+ * Rows per page when printing a stream of events: a page stays live while its lines are printed, and at the
+ * store's default (512) the rows surviving each scavenge grow V8's young generation to its largest, which more than
+ * doubled `events --all`'s peak resident set against a raw better-sqlite3 reader; 64 keeps it near the raw one.
+ */
+const PRINT_PAGE = 64;
+
 const formatLine = (io: Io, e: RecordedEvent): string => (io.json ? JSON.stringify(e) : formatEvent(e));
 const printEvent = (io: Io, e: RecordedEvent): void => io.out(formatLine(io, e));
 
@@ -165,7 +172,7 @@ export const eventsCommand: Command = {
       let lastSeq = all ? (from ?? 0) : 0;
       let lastVersion = all ? 0 : Math.max(0, (from ?? 1) - 1);
       const rows = ref
-        ? store.iterateEvents({ stream: ref.stream, ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) })
+        ? store.iterateEvents({ stream: ref.stream, pageSize: PRINT_PAGE, ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) })
         : logAfter(store, from ?? 0, to);
       const printed = await printEach(io, rows, (e) => formatLine(io, e), (e) => {
         lastSeq = e.seq;
@@ -200,7 +207,7 @@ export const eventsCommand: Command = {
  * (SQLite), is read as it is held.
  */
 export function logAfter(store: Pick<ReadableLog, 'iterateEvents' | 'readAllAsync' | 'holdsAfter'>, afterSeq: number, toSeq: number | undefined, pageSize = 1000): Iterable<RecordedEvent> | AsyncIterable<RecordedEvent> {
-  const held = (after: number): Iterable<RecordedEvent> => store.iterateEvents({ afterSeq: after, ...(toSeq !== undefined ? { toSeq } : {}) });
+  const held = (after: number): Iterable<RecordedEvent> => store.iterateEvents({ afterSeq: after, pageSize: PRINT_PAGE, ...(toSeq !== undefined ? { toSeq } : {}) });
   const readAllAsync = store.readAllAsync?.bind(store);
   if (!readAllAsync || (store.holdsAfter?.(afterSeq) ?? true)) return held(afterSeq);
   return (async function* () {
@@ -288,7 +295,7 @@ export const exportCommand: Command = {
       io.out(JSON.stringify({ runlog: 'history', format: HISTORY_FORMAT, kind: ref.kind, id: ref.id, stream: ref.stream, version, exportedAt: new Date().toISOString() }));
       let n = 0;
       // Read a page at a time up to the version in the header: the file always agrees with its header.
-      if (!(await printEach(io, store.iterateEvents({ stream: ref.stream, to: version }), (e) => JSON.stringify(e), () => (n += 1)))) return EXIT.ok;
+      if (!(await printEach(io, store.iterateEvents({ stream: ref.stream, to: version, pageSize: PRINT_PAGE }), (e) => JSON.stringify(e), () => (n += 1)))) return EXIT.ok;
       io.err(`exported ${n} events of ${ref.kind} ${ref.id}`);
       return EXIT.ok;
     });

@@ -67,7 +67,7 @@ export const serveCommand: Command = {
     node: { type: 'string', value: '<name>', description: "this supervisor's name in a cluster sharing a PostgreSQL --store (it owns what it creates through leases)", defaultText: 'the host name' },
     retain: { type: 'string', value: '<duration>', description: 'retention: every hour (and at start), archive actors that ended longer ago than this (30d) to <home>/archives (SQLite or PostgreSQL: one archiver at a time across the cluster)', defaultText: 'keep everything' },
     'lease-ttl': { type: 'string', value: '<ms>', description: 'how long a lease lives unrenewed: when a survivor takes over the actors of a supervisor that stopped (PostgreSQL only)', defaultText: '15000' },
-    'exec-limit': { type: 'string', value: '<n>', description: 'how many executions this node runs at once; queued ones are claimed by nodes with room (PostgreSQL only)', defaultText: '8' },
+    'exec-limit': { type: 'string', value: '<n>', description: "how many executions this node runs at once; queued ones are claimed by nodes with room (PostgreSQL only; on SQLite the operator policy's executions.maxRunning bounds them)", defaultText: "the operator policy's executions.maxRunning, 8" },
     'collect-grace': { type: 'string', value: '<ms>', description: "how long after its lease expired an execution's supervisor may come back and collect it before a survivor records it failed (lost)", defaultText: 'the lease TTL' },
   },
   examples: ['RUNLOG_HOME=/var/lib/runlog runlog serve --listen 127.0.0.1:7420', 'runlog serve --store postgres://runlog:runlog@db:5432/runlog --node a --home /var/lib/runlog-a'],

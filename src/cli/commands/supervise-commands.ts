@@ -11,6 +11,10 @@ import { UsageError } from '../../domain/errors.ts';
 import { assertNodeChoice, NODE_NAME } from '../../domain/placement.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { EXIT, printJson, type Io } from '../output.ts';
+import { requestTimeout, timeoutFlag } from '../request-timeout.ts';
+
+/** How long each command waits for the supervisor unless told (--timeout): a bit past the supervisor's own bound. */
+const WAIT_MS = { spawn: 120_000, stopPastGrace: 60_000, kill: 60_000, cap: 60_000, reconcile: 300_000 } as const;
 
 const client = () => import('../client.ts');
 
@@ -29,11 +33,12 @@ function printActor(io: Io, view: ActorView, verb: string): void {
 export const spawnCommand: Command = {
   name: 'spawn',
   summary: 'spawn an app instance from an app directory (needs `runlog serve`)',
-  usage: 'runlog spawn <app-dir> [--sandbox proot|container] [--id <instance-id>] [--node <name>|any] [--json]',
+  usage: 'runlog spawn <app-dir> [--sandbox proot|container] [--id <instance-id>] [--node <name>|any] [--timeout <ms>] [--json]',
   options: {
     sandbox: { type: 'string', value: '<proot|container>', description: "overrides the manifest's sandbox", defaultText: "the manifest's, else proot" },
     id: { type: 'string', value: '<instance-id>', description: 'the new instance id', defaultText: 'a fresh inst_<ULID>' },
     node: { type: 'string', value: '<name|any>', description: "the cluster node it runs on (any: the live node with the fewest live instances); the app directory must exist on that node's host", defaultText: 'the node that serves this home' },
+    timeout: timeoutFlag(String(WAIT_MS.spawn)),
   },
   examples: ['runlog spawn examples/hello-app --sandbox container', 'runlog spawn examples/hello-app --node any'],
   async run(args, io) {
@@ -43,9 +48,11 @@ export const spawnCommand: Command = {
     if (sandbox !== undefined && sandbox !== 'proot' && sandbox !== 'container') throw new UsageError(`--sandbox must be proot or container, not '${sandbox}'`);
     const node = args.values.node as string | undefined;
     if (node !== undefined && !NODE_NAME.test(node)) throw new UsageError(`--node must be 'any' or a node name (letters, digits, '.', '_' or '-', at most 63), not '${node}'`);
+    const timeoutMs = requestTimeout(args, WAIT_MS.spawn);
     const { callApi, requireServer } = await client();
     const server = requireServer(homeOf(args));
-    const view = await callApi<ActorView>(server, 'POST', '/api/instances', { appDir: resolve(dir), ...(sandbox ? { sandbox } : {}), ...(args.values.id ? { instanceId: args.values.id } : {}), ...(node ? { node } : {}) });
+    const body = { appDir: resolve(dir), ...(sandbox ? { sandbox } : {}), ...(args.values.id ? { instanceId: args.values.id } : {}), ...(node ? { node } : {}) };
+    const view = await callApi<ActorView>(server, 'POST', '/api/instances', body, timeoutMs);
     printActor(io, view, 'spawned');
     return EXIT.ok;
   },
@@ -60,15 +67,19 @@ const needId = (args: CommandArgs, usage: string): string => {
 export const stopCommand: Command = {
   name: 'stop',
   summary: 'stop an instance gracefully (onStop, SIGTERM, SIGKILL after the grace period); stopping a stopped one succeeds',
-  usage: 'runlog stop <id> [--grace <ms>] [--json]',
-  options: { grace: { type: 'string', value: '<ms>', description: 'how long to wait after SIGTERM before SIGKILL', defaultText: '5000' } },
+  usage: 'runlog stop <id> [--grace <ms>] [--timeout <ms>] [--json]',
+  options: {
+    grace: { type: 'string', value: '<ms>', description: 'how long to wait after SIGTERM before SIGKILL', defaultText: '5000' },
+    timeout: timeoutFlag(`the grace period + ${WAIT_MS.stopPastGrace}`),
+  },
   examples: ['runlog stop inst_01J9Z --grace 10000'],
   async run(args, io) {
     const id = needId(args, stopCommand.usage);
     const grace = args.values.grace === undefined ? undefined : Number(args.values.grace);
     if (grace !== undefined && (!Number.isInteger(grace) || grace < 0)) throw new UsageError('--grace must be milliseconds (a whole number)');
+    const timeoutMs = requestTimeout(args, (grace ?? 5000) + WAIT_MS.stopPastGrace);
     const { callApi, requireServer } = await client();
-    const view = await callApi<ActorView>(requireServer(homeOf(args)), 'POST', `/api/actors/${encodeURIComponent(id)}/stop`, grace === undefined ? {} : { graceMs: grace });
+    const view = await callApi<ActorView>(requireServer(homeOf(args)), 'POST', `/api/actors/${encodeURIComponent(id)}/stop`, grace === undefined ? {} : { graceMs: grace }, timeoutMs);
     printActor(io, view, 'stopped');
     return EXIT.ok;
   },
@@ -77,12 +88,14 @@ export const stopCommand: Command = {
 export const killCommand: Command = {
   name: 'kill',
   summary: 'kill an instance now (SIGKILL)',
-  usage: 'runlog kill <id> [--json]',
+  usage: 'runlog kill <id> [--timeout <ms>] [--json]',
+  options: { timeout: timeoutFlag(String(WAIT_MS.kill)) },
   examples: ['runlog kill inst_01J9Z'],
   async run(args, io) {
     const id = needId(args, killCommand.usage);
+    const timeoutMs = requestTimeout(args, WAIT_MS.kill);
     const { callApi, requireServer } = await client();
-    const view = await callApi<ActorView>(requireServer(homeOf(args)), 'POST', `/api/actors/${encodeURIComponent(id)}/kill`, {});
+    const view = await callApi<ActorView>(requireServer(homeOf(args)), 'POST', `/api/actors/${encodeURIComponent(id)}/kill`, {}, timeoutMs);
     printActor(io, view, 'killed');
     return EXIT.ok;
   },
@@ -91,17 +104,19 @@ export const killCommand: Command = {
 export const capCommand: Command = {
   name: 'cap',
   summary: "grant or revoke a tool for an app: every running instance of it at once (no respawn) and every later spawn",
-  usage: 'runlog cap grant|revoke <app-id> <tool> [--json]',
+  usage: 'runlog cap grant|revoke <app-id> <tool> [--timeout <ms>] [--json]',
+  options: { timeout: timeoutFlag(String(WAIT_MS.cap)) },
   examples: ['runlog cap grant com.example.hello git'],
   async run(args, io) {
     const [verb, appId, tool] = args.positionals;
     if ((verb !== 'grant' && verb !== 'revoke') || !appId || !tool) throw new UsageError(`usage: ${capCommand.usage}`);
+    const timeoutMs = requestTimeout(args, WAIT_MS.cap);
     const { callApi, requireServer } = await client();
     const server = requireServer(homeOf(args));
     const r =
       verb === 'grant'
-        ? await callApi<AppToolsView>(server, 'POST', `/api/apps/${encodeURIComponent(appId)}/tools`, { tool })
-        : await callApi<AppToolsView>(server, 'DELETE', `/api/apps/${encodeURIComponent(appId)}/tools/${encodeURIComponent(tool)}`);
+        ? await callApi<AppToolsView>(server, 'POST', `/api/apps/${encodeURIComponent(appId)}/tools`, { tool }, timeoutMs)
+        : await callApi<AppToolsView>(server, 'DELETE', `/api/apps/${encodeURIComponent(appId)}/tools/${encodeURIComponent(tool)}`, undefined, timeoutMs);
     if (io.json) printJson(io, r);
     else {
       io.out(`${r.appId}  tools: ${r.tools.join(', ') || '(none)'}`);
@@ -218,15 +233,19 @@ export const execCommand: Command = {
 export const reconcileCommand: Command = {
   name: 'reconcile',
   summary: 'compare the log with Docker and record what is found (--dry-run: only report)',
-  usage: 'runlog reconcile [--dry-run] [--json]',
-  options: { 'dry-run': { type: 'boolean', default: false, description: 'only report what would be recorded' } },
+  usage: 'runlog reconcile [--dry-run] [--timeout <ms>] [--json]',
+  options: {
+    'dry-run': { type: 'boolean', default: false, description: 'only report what would be recorded' },
+    timeout: timeoutFlag(`${WAIT_MS.reconcile} (through a running supervisor only)`),
+  },
   examples: ['runlog reconcile --dry-run'],
   async run(args, io) {
     const dryRun = Boolean(args.values['dry-run']);
+    const timeoutMs = requestTimeout(args, WAIT_MS.reconcile);
     const { callApi, findServer } = await client();
     const server = findServer(homeOf(args));
     let report: ReconcileReport;
-    if (server) report = await callApi<ReconcileReport>(server, 'POST', '/api/reconcile', { dryRun });
+    if (server) report = await callApi<ReconcileReport>(server, 'POST', '/api/reconcile', { dryRun }, timeoutMs);
     else {
       // No supervisor: this process reconciles (at open) — or, for a dry run, only looks.
       const { createRunlog } = await import('../../actors/runlog.ts');

@@ -2,7 +2,7 @@
 // has its own typed code, and the input must be plain JSON within the operator's limits (json-input.ts), so the
 // `execution.requested` event can always be encoded and the request never reaches a shared commit malformed.
 import { ValidationError } from '../errors.ts';
-import { checkJsonInput } from '../json-input.ts';
+import { snapshotJsonInput } from '../json-input.ts';
 import { HANDLER_NAME_RE } from './code-record.ts';
 import type { InputLimits } from './operator-policy.ts';
 
@@ -49,8 +49,9 @@ export function checkExecuteRequest(o: unknown, limits: InputLimits): ExecuteFie
     timeoutMs = r.timeoutMs;
   }
   const given = r.input === undefined ? null : r.input;
-  const inputBytes = checkJsonInput(given, limits, 'input');
-  // A private copy of what was checked: the caller changing its object afterwards cannot change the request.
-  const input: unknown = JSON.parse(JSON.stringify(given));
+  // The input is read once: the check makes the private copy that is stored, so a getter answering the check with
+  // one value and a second read with another cannot get the second past the limits, and the caller changing its
+  // object afterwards cannot change the request.
+  const { value: input, bytes: inputBytes } = snapshotJsonInput(given, limits, 'input');
   return { uri: r.uri, handler: r.handler, input, callerDid, timeoutMs, inputBytes };
 }

@@ -14,10 +14,12 @@
 //                                                    before anything is appended (INPUT_TOO_LARGE / INPUT_INVALID)
 //   "defaults": { memoryMb, cpus, pids, timeoutMs },  used where the code record requests nothing
 //   "limitMode": "clamp" | "reject",                 a request above a ceiling is lowered, or refused
-//   "isolation": "runc" | "runsc"                    OCI runtime of the sandbox (runsc = gVisor)
-//   "prestart": { perCode, total, maxMemoryMb, idleMs, publishers }
+//   "isolation": "runc" | "runsc",                   OCI runtime of the sandbox (runsc = gVisor)
+//   "prestart": { perCode, total, maxMemoryMb, idleMs, publishers },
 //                                                    pre-started sandboxes; publishers: the runtime publishers
 //                                                    (DIDs) whose runtimes may be started ahead of a request
+//   "executions": { maxRunning, maxQueued }          executions running at once on one supervisor (a cluster
+//                                                    node's default --exec-limit too) and waiting for a place
 // }
 //
 // Allow-lists fail closed: an EMPTY list allows nothing, and "*" must be written to allow everything. The
@@ -86,6 +88,15 @@ export interface OperatorPolicy {
   isolation: Isolation;
   /** Pre-started one-shot sandboxes (actors/sandbox-pool.ts). */
   prestart: PrestartPolicy;
+  /** How many executions run at once on one supervisor, and how many wait for a place (actors/execution-limiter.ts). */
+  executions: ExecutionConcurrency;
+}
+
+/** Executions at once per supervisor (each is one sandbox while it runs), and the line of those waiting. */
+export interface ExecutionConcurrency {
+  maxRunning: number;
+  /** 0: none waits, one over maxRunning is refused at once. */
+  maxQueued: number;
 }
 
 /**
@@ -136,6 +147,7 @@ export const DEFAULT_OPERATOR_POLICY: Readonly<OperatorPolicy> = deepFreeze({
   limitMode: 'clamp',
   isolation: 'runc',
   prestart: { perCode: 1, total: 8, maxMemoryMb: 2048, idleMs: 60_000, publishers: [] },
+  executions: { maxRunning: 8, maxQueued: 256 },
 });
 
 function deepFreeze<T>(o: T): T {
@@ -146,9 +158,13 @@ function deepFreeze<T>(o: T): T {
   return o;
 }
 
-const TOP_KEYS = ['protocolVersions', 'platforms', 'publishers', 'registries', 'archive', 'ceilings', 'defaults', 'input', 'limitMode', 'isolation', 'prestart'] as const;
+const TOP_KEYS = ['protocolVersions', 'platforms', 'publishers', 'registries', 'archive', 'ceilings', 'defaults', 'input', 'limitMode', 'isolation', 'prestart', 'executions'] as const;
 const PRESTART_KEYS = ['perCode', 'total', 'maxMemoryMb', 'idleMs'] as const;
 const PRESTART_SETTINGS = [...PRESTART_KEYS, 'publishers'] as const;
+const EXECUTIONS_KEYS = ['maxRunning', 'maxQueued'] as const;
+/** As `runlog serve --exec-limit` allows. */
+const MAX_RUNNING = 1000;
+const MAX_QUEUED = 100_000;
 const CEILING_KEYS = ['memoryMb', 'cpus', 'pids', 'timeoutMs', 'stdoutBytes', 'stderrBytes', 'frameBytes', 'frameDepth'] as const;
 const INPUT_KEYS = ['maxBytes', 'maxDepth'] as const;
 /** Bounds the supervisor itself needs: deeper values are not encoded safely, larger ones not held in memory. */
@@ -315,6 +331,18 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
     }
   }
 
+  let executions: ExecutionConcurrency = { ...d.executions };
+  if (value.executions !== undefined) {
+    if (!isObject(value.executions)) issues.push('executions must be an object { maxRunning, maxQueued }');
+    else {
+      unknown(issues, 'executions', value.executions, EXECUTIONS_KEYS);
+      executions = { ...d.executions, ...(value.executions as Partial<ExecutionConcurrency>) };
+      const { maxRunning, maxQueued } = executions;
+      if (!(Number.isSafeInteger(maxRunning) && maxRunning >= 1 && maxRunning <= MAX_RUNNING)) issues.push(`executions.maxRunning must be an integer from 1 to ${MAX_RUNNING} (got ${JSON.stringify(maxRunning)})`);
+      if (!(Number.isSafeInteger(maxQueued) && maxQueued >= 0 && maxQueued <= MAX_QUEUED)) issues.push(`executions.maxQueued must be an integer from 0 to ${MAX_QUEUED} (got ${JSON.stringify(maxQueued)})`);
+    }
+  }
+
   if (issues.length > 0 || !publishers || !registries) {
     throw new ValidationError('OPERATOR_POLICY_INVALID', `invalid operator policy${issues.length === 1 ? `: ${issues[0]}` : ''}`, issues);
   }
@@ -330,6 +358,7 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
     limitMode: limitMode as LimitMode,
     isolation: isolation as Isolation,
     prestart,
+    executions,
   });
 }
 

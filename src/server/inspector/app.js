@@ -20,7 +20,11 @@ const state = {
   lastSeq: undefined,
   loadSerial: 0,
   cursorSerial: 0,
+  pageSerial: 0,
 };
+
+/** Steps per page of the timeline (the API's most: a long history is never read whole). */
+const PAGE = 1000;
 
 // ---------------------------------------------------------------------------------------------
 // DOM helpers
@@ -61,7 +65,7 @@ const STATE_TONES = [
   [/^(running|succeeded|healthy)$/, 'good'],
   [/^(crashed|failed|lost)/, 'bad'],
   [/^(stopped)$/, 'done'],
-  [/^(paused|adopted|stopping|crashed\.backoff)$/, 'warn'],
+  [/^(paused|adopted|stopping|suspended|crashed\.backoff)$/, 'warn'],
 ];
 
 function tone(stateName) {
@@ -232,6 +236,16 @@ async function api(path, init = {}) {
 async function chartFor(kind) {
   if (!state.charts.has(kind)) state.charts.set(kind, await api(`/api/machines/${enc(kind)}`));
   return state.charts.get(kind);
+}
+
+/** The `after` of the page of steps that holds version v: centred on it, and never past the latest page. */
+function pageAfter(v, version) {
+  return Math.max(0, Math.min(v - PAGE / 2, version - PAGE));
+}
+
+/** One page of an actor's steps (the server folds it from the nearest snapshot). */
+function loadSteps(id, after) {
+  return api(`/api/actors/${enc(id)}/replay?steps=brief&after=${after}&limit=${PAGE}`);
 }
 
 /** The state and context after version v (0 = before any event). History is append-only, so it caches. */
@@ -465,13 +479,16 @@ async function openActor(id, v) {
   state.selectedId = id;
   renderList();
   try {
-    const [actor, replay] = await Promise.all([api(`/api/actors/${enc(id)}`), api(`/api/actors/${enc(id)}/replay?steps=brief`)]);
-    const chart = await chartFor(actor.kind);
+    const actor = await api(`/api/actors/${enc(id)}`);
+    const follow = v === null || v === undefined || v >= actor.version;
+    const cursor = follow ? actor.version : Math.max(1, Math.min(v, actor.version));
+    // Only the page of steps around the cursor: a long history is read a page at a time.
+    const [replay, chart] = await Promise.all([loadSteps(id, pageAfter(cursor, actor.version)), chartFor(actor.kind)]);
     if (serial !== state.loadSerial) return;
     state.actor = actor;
     state.steps = replay.steps;
-    state.follow = v === null || v === undefined || v >= actor.version;
-    state.cursor = state.follow ? actor.version : Math.max(1, Math.min(v, actor.version));
+    state.follow = follow;
+    state.cursor = cursor;
     state.diff = { a: actor.version > 1 ? 1 : actor.version, b: actor.version };
     renderActor(chart);
     window.scrollTo(0, 0);
@@ -497,7 +514,9 @@ function renderActor(chart) {
       h('div', { id: 'chart', 'data-testid': 'statechart' }, renderChart(chart, a))),
     h('div', { class: 'split' },
       h('section', { class: 'card timeline-card', 'data-testid': 'timeline' },
-        h('div', { class: 'card-head' }, h('h3', {}, 'Timeline'), h('span', { class: 'muted small', id: 'timeline-count' })),
+        h('div', { class: 'card-head' }, h('h3', {}, 'Timeline'), h('span', { class: 'muted small', id: 'timeline-count' }), h('span', { class: 'grow' }),
+          h('button', { class: 'btn small', id: 'steps-earlier', 'data-testid': 'steps-earlier', title: 'the page of earlier events', onclick: () => turnPage(-1) }, 'earlier'),
+          h('button', { class: 'btn small', id: 'steps-later', 'data-testid': 'steps-later', title: 'the page of later events', onclick: () => turnPage(1) }, 'later')),
         scrubber(a),
         h('ol', { class: 'events', id: 'events', 'data-testid': 'event-list' })),
       h('div', { class: 'right-col' },
@@ -801,7 +820,13 @@ function renderEvents() {
   const a = state.actor;
   const list = $('#events');
   if (!list) return;
-  $('#timeline-count').textContent = `${state.steps.length} event${state.steps.length === 1 ? '' : 's'}`;
+  const first = state.steps[0]?.version ?? 0;
+  const last = state.steps.at(-1)?.version ?? 0;
+  $('#timeline-count').textContent = state.steps.length === a.version
+    ? `${a.version} event${a.version === 1 ? '' : 's'}`
+    : `${a.version} events · showing v${first}–v${last}`;
+  $('#steps-earlier').disabled = first <= 1;
+  $('#steps-later').disabled = last >= a.version;
   const kind = a.kind;
   clear(list, state.steps.map((s, i) => {
     const rejected = s.event.type === `${kind}.rejected`;
@@ -828,11 +853,52 @@ function renderEvents() {
   }));
 }
 
+/** Shows the page of steps after `after` (a newer request wins); false when another page or actor came first. */
+async function showPage(after) {
+  const a = state.actor;
+  const serial = ++state.pageSerial;
+  const replay = await loadSteps(a.id, after);
+  if (serial !== state.pageSerial || state.actor !== a) return false;
+  state.steps = replay.steps;
+  renderEvents();
+  void renderDiff();
+  return true;
+}
+
+/** The page before (-1) or after (1) the one shown; the cursor moves to its nearest end. */
+async function turnPage(dir) {
+  const a = state.actor;
+  if (!a || state.steps.length === 0) return;
+  const first = state.steps[0].version;
+  const last = state.steps.at(-1).version;
+  const after = dir < 0 ? Math.max(0, first - 1 - PAGE) : Math.min(last, Math.max(0, a.version - PAGE));
+  try {
+    if (await showPage(after)) await setCursor(dir < 0 ? state.steps.at(-1).version : state.steps[0].version, true);
+  } catch (err) {
+    toast(`cannot load events: ${err.message}`);
+  }
+}
+
+/** Loads the page holding version v when the one shown does not. */
+async function ensurePage(v) {
+  const a = state.actor;
+  const first = state.steps[0]?.version ?? 0;
+  const last = state.steps.at(-1)?.version ?? 0;
+  if (a.version === 0 || (v >= first && v <= last)) return;
+  await showPage(pageAfter(v, a.version));
+}
+
 async function setCursor(v, fromUser = false) {
   const a = state.actor;
   if (!a) return;
   v = Math.max(1, Math.min(v, a.version));
   state.cursor = v;
+  try {
+    await ensurePage(v);
+  } catch (err) {
+    toast(`cannot load events: ${err.message}`);
+  }
+  if (state.actor !== a || state.cursor !== v) return;
   if (fromUser) state.follow = v === a.version;
   setHashQuietly(state.follow ? `#/actor/${enc(a.id)}` : `#/actor/${enc(a.id)}/v/${v}`);
   const range = $('#scrubber');
@@ -907,8 +973,13 @@ async function renderDiff() {
   const panel = $('#diff');
   if (!a || !panel) return;
   const { a: va, b: vb } = state.diff;
+  // The page's steps, and a chosen version outside the page by its number.
+  const shown = new Set(state.steps.map((s) => s.version));
+  const outside = (n) => (n !== null && n > 0 && !shown.has(n) ? [h('option', { value: n, selected: true }, `v${n}`)] : []);
   const options = (selected) => [h('option', { value: 0, selected: selected === 0 }, 'v0 · before any event'),
-    state.steps.map((s) => h('option', { value: s.version, selected: s.version === selected }, `v${s.version} · ${shortType(s.event.type, a.kind)} → ${s.to}`))];
+    selected < (state.steps[0]?.version ?? 0) ? outside(selected) : [],
+    state.steps.map((s) => h('option', { value: s.version, selected: s.version === selected }, `v${s.version} · ${shortType(s.event.type, a.kind)} → ${s.to}`)),
+    selected > (state.steps.at(-1)?.version ?? 0) ? outside(selected) : []];
   const pick = (which) => h('select', { 'data-testid': `diff-${which}`, onchange: (e) => setDiff(which, Number(e.target.value)) }, options(state.diff[which]));
   clear(panel,
     h('div', { class: 'card-head' }, h('h3', {}, 'Compare two moments')),
@@ -958,11 +1029,14 @@ function onLiveEvent(e) {
 async function refreshActor() {
   const a = state.actor;
   if (!a) return;
-  const [actor, replay] = await Promise.all([api(`/api/actors/${enc(a.id)}`), api(`/api/actors/${enc(a.id)}/replay?steps=brief`)]);
-  if (state.actor !== a) return;
-  const chart = await chartFor(actor.kind);
+  const actor = await api(`/api/actors/${enc(a.id)}`);
   const follow = state.follow;
   const keepCursor = state.cursor;
+  // Following: the latest page; else the page shown stays.
+  const after = follow ? pageAfter(actor.version, actor.version) : Math.max(0, (state.steps[0]?.version ?? 1) - 1);
+  const replay = await loadSteps(a.id, after);
+  if (state.actor !== a) return;
+  const chart = await chartFor(actor.kind);
   state.actor = actor;
   state.steps = replay.steps;
   if (state.diff.b === a.version) state.diff.b = actor.version;

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# npm test: typecheck, lint, the unit and e2e tiers, then the int tier in two lanes at once.
+#
+# The int tier's files run one at a time within a lane, because they share one Docker daemon and 2 cores. Files
+# that need PostgreSQL (the cluster and the PostgreSQL store: project `int-pg` in vitest.config.ts) wait mostly on
+# lease TTLs and the database, and touch Docker lightly, so their lane runs beside the Docker lane (`int`): each
+# file keeps its own home, labels, schemas and throwaway postmaster, and nothing in either lane restarts dockerd or
+# the shared PostgreSQL. The e2e tier (a Docker Engine restart among it) runs alone, before them.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+npx tsc --noEmit
+npx eslint .
+npx vitest run --project unit --project e2e
+
+status_file="$(mktemp)"
+pg_lane=""
+cleanup() {
+  [ -n "$pg_lane" ] && kill "$pg_lane" 2>/dev/null || true
+  rm -f "$status_file"
+}
+trap cleanup EXIT
+# The PostgreSQL lane in the background, its lines prefixed so both lanes read apart in one log.
+(
+  set +e
+  npx vitest run --project int-pg 2>&1 | sed -u 's/^/[int-pg] /'
+  echo "${PIPESTATUS[0]}" >"$status_file"
+) &
+pg_lane=$!
+docker_status=0
+npx vitest run --project int || docker_status=$?
+wait "$pg_lane" || true
+pg_lane=""
+pg_status="$(cat "$status_file" 2>/dev/null || echo 1)"
+[ -n "$pg_status" ] || pg_status=1
+echo "int lanes: Docker lane exit $docker_status, PostgreSQL lane exit $pg_status"
+[ "$docker_status" = 0 ] && [ "$pg_status" = 0 ]
