@@ -119,7 +119,8 @@ async function openFixture(log: (m: string) => void, opts: { prestart?: boolean;
     const policy: OperatorPolicy = {
       ...DEFAULT_OPERATOR_POLICY,
       archive: { ...DEFAULT_OPERATOR_POLICY.archive, maxArchiveBytes: DEFAULT_OPERATOR_POLICY.archive.maxArchiveBytes - 1 },
-      ...(opts.prestart === false ? { prestart: { ...DEFAULT_OPERATOR_POLICY.prestart, perCode: 0 } } : {}),
+      // The operator trusts its own runtime publisher to pre-start (the default trusts none).
+      prestart: { ...DEFAULT_OPERATOR_POLICY.prestart, publishers: [publisher.did], ...(opts.prestart === false ? { perCode: 0 } : {}) },
       ...(opts.timeoutMs ? { defaults: { ...DEFAULT_OPERATOR_POLICY.defaults, timeoutMs: opts.timeoutMs } } : {}),
     };
     const home = join(root, 'home');

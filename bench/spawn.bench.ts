@@ -4,8 +4,8 @@
 //           instance's `healthy` transition (bus listener on actor:transition): the requested/spawned/healthy
 //           appends, the runner's preparation, the spawn and the identity-verified health poll. Time to
 //           `running` (+ the onCreate/onStart hooks and the running append) is in the notes.
-//   raw     proot: perl seccomp shim + unshare + proot with exactly the argv ProotRunner builds (runner.command), the
-//           same environment, + the same health poll (waitHealthy). container: dockerode createContainer + start
+//   raw     proot: unshare + the perl rootfs guard and seccomp shim + proot, exactly as ProotRunner builds them
+//           (runner.command), the same environment, + the same health poll (waitHealthy). container: dockerode createContainer + start
 //           with the same image, binds, env, labels and hardening on the same network, inspect for the IP, + the
 //           same health poll. No hooks on the raw side (raw + hooks is in the notes, against time to running).
 // A round is 3 (proot) or 2 (container) spawns per side, interleaved, the side going first alternating; the
@@ -102,6 +102,7 @@ function rawProot(home: string, workspace: string, appId: string, manifest: AppM
       provisionToolsDir(L.instanceToolsDir(instanceId), L.toolchainDir, manifest.tools);
       mkdirSync(L.instanceDataDir(instanceId), { recursive: true });
       mkdirSync(L.instanceTmpDir(instanceId), { recursive: true, mode: 0o700 });
+      mkdirSync(L.instanceVarTmpDir(instanceId), { recursive: true, mode: 0o700 });
       const port = await freePort();
       const env = sandboxEnv({ port, appId, instanceId, osApiBase: OS_API_BASE, layerTag: '[proot]' });
       const t0 = nowMs();

@@ -1,5 +1,5 @@
 // The runner operator's policy: parsing (every issue listed), limit clamping/rejection, fail-closed network,
-// publisher, registry and platform checks.
+// publisher, registry and platform checks, and which publishers' runtimes may be pre-started.
 
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../src/domain/errors.ts';
@@ -12,6 +12,7 @@ import {
   checkPublisher,
   checkRegistry,
   effectiveLimits,
+  mayPrestart,
   parseOperatorPolicy,
   type OperatorPolicy,
 } from '../src/domain/at-run/operator-policy.ts';
@@ -240,5 +241,38 @@ describe('admitCode and admitRuntime (everything the policy says, at once)', () 
       err = e;
     }
     expect((err as RecordValidationError).codes).toEqual(['PLATFORM_NOT_ACCEPTED', 'RUNTIME_PROTOCOL_UNSUPPORTED', 'REGISTRY_NOT_ALLOWED']);
+  });
+});
+
+describe('operator policy: which runtimes may be pre-started', () => {
+  const did = 'did:plc:ewvi7nxzyoun6zhxrhs64oiz';
+
+  it('by default no publisher is trusted to pre-start, though any may publish runtimes', () => {
+    const policy = parseOperatorPolicy({});
+    expect(policy.publishers).toEqual(['*']);
+    expect(policy.prestart.publishers).toEqual([]);
+    expect(DEFAULT_OPERATOR_POLICY.prestart.publishers).toEqual([]);
+    expect(mayPrestart(policy.prestart, did)).toBe(false);
+  });
+
+  it('the operator names the publishers it trusts, or writes "*"; the other bounds keep their defaults', () => {
+    const named = parseOperatorPolicy({ prestart: { publishers: [did] } }).prestart;
+    expect(named).toEqual({ ...DEFAULT_OPERATOR_POLICY.prestart, publishers: [did] });
+    expect(mayPrestart(named, did)).toBe(true);
+    expect(mayPrestart(named, 'did:plc:someoneelse')).toBe(false);
+    expect(mayPrestart(parseOperatorPolicy({ prestart: { publishers: ['*'] } }).prestart, 'did:plc:someoneelse')).toBe(true);
+  });
+
+  it('a prestart.publishers that is not a list of DIDs is refused, every bad entry named', () => {
+    let err: unknown;
+    try {
+      parseOperatorPolicy({ prestart: { publishers: ['alice.test', 7, did] } });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ValidationError);
+    expect((err as ValidationError).code).toBe('OPERATOR_POLICY_INVALID');
+    expect((err as ValidationError).issues).toEqual(['prestart.publishers[0] "alice.test" is not a DID or "*"', 'prestart.publishers[1] 7 is not a DID or "*"']);
+    expect(() => parseOperatorPolicy({ prestart: { publishers: 'did:plc:x' } })).toThrow(/prestart.publishers must be an array of a DID/);
   });
 });

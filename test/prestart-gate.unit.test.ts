@@ -1,12 +1,16 @@
-// When the pool's next sandbox starts: at once for calls one (or two) at a time, after the burst for a burst.
+// When the pool's next sandbox starts: at once for calls one (or two) at a time, after the burst for a burst;
+// and never for a runtime whose publisher the operator does not trust to pre-start.
 import { describe, expect, it } from 'vitest';
 import { PrestartGate } from '../src/actors/prestart-gate.ts';
+import { DEFAULT_OPERATOR_POLICY, mayPrestart } from '../src/domain/at-run/operator-policy.ts';
 
-const target = (key: string, n = 0) => ({ key, n });
+type Target = { key: string; publisher: string; n: number };
+const TRUSTED = 'did:plc:operator';
+const target = (key: string, n = 0, publisher = TRUSTED): Target => ({ key, publisher, n });
 
-function gate() {
-  const started: { key: string; n: number }[] = [];
-  return { g: new PrestartGate<{ key: string; n: number }>((t) => started.push(t)), started };
+function gate(policy: { publishers: string[] } = { publishers: [TRUSTED] }) {
+  const started: Target[] = [];
+  return { g: new PrestartGate<Target>((t) => started.push(t), { trusts: (did) => mayPrestart(policy, did) }), started };
 }
 
 describe('prestart gate', () => {
@@ -64,5 +68,36 @@ describe('prestart gate', () => {
     g.answered('e1');
     expect(started).toEqual([]);
     expect(g.deferred).toBe(0);
+  });
+
+  it('under the default policy nothing is pre-started: a runtime publisher must be trusted by name', () => {
+    const { g, started } = gate(DEFAULT_OPERATOR_POLICY.prestart);
+    g.begin('e1');
+    g.answered('e1', target('k', 0, 'did:plc:author'));
+    g.begin('e2');
+    g.answered('e2', target('k', 1, TRUSTED));
+    expect(started).toEqual([]);
+    expect(g.deferred).toBe(0);
+    expect(g.untrusted).toBe(2);
+  });
+
+  it("a trusted publisher's runtime pre-starts and another's does not, in the same burst", () => {
+    const { g, started } = gate();
+    for (const e of ['e1', 'e2', 'e3', 'e4']) g.begin(e);
+    g.answered('e1', target('mine', 1));
+    g.answered('e2', target('theirs', 2, 'did:plc:author'));
+    expect(g.deferred).toBe(1);
+    g.answered('e3');
+    g.answered('e4');
+    expect(started).toEqual([target('mine', 1)]);
+    expect(g.untrusted).toBe(1);
+  });
+
+  it('"*" written by the operator trusts every publisher', () => {
+    const { g, started } = gate({ publishers: ['*'] });
+    g.begin('e1');
+    g.answered('e1', target('k', 0, 'did:plc:author'));
+    expect(started).toEqual([target('k', 0, 'did:plc:author')]);
+    expect(g.untrusted).toBe(0);
   });
 });

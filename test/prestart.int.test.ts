@@ -18,8 +18,9 @@ import { startTestPds, type TestAccount, type TestPds } from './support/pds.ts';
 const REPO = resolve(import.meta.dirname, '..');
 const RUN = `${process.pid}-${Date.now()}`;
 const LABELS = { ...TEST_LABELS, 'runlog.test.prestart': RUN };
-// Archive limits of our own: the runtime volume is this file's, nobody else's run removes it under us.
-const POLICY = { archive: { maxEntries: 19_977 } };
+// Archive limits of our own: the runtime volume is this file's, nobody else's run removes it under us. The
+// operator trusts its own runtime publisher to pre-start (the default trusts none).
+const policy = () => ({ archive: { maxEntries: 19_977 }, prestart: { publishers: [publisher.did] } });
 
 // `write` leaves a file in the writable work dir and a process behind; `read` reports what it finds of them.
 const FILES_CODE = `
@@ -56,9 +57,9 @@ async function open(home: string): Promise<Runlog> {
   return rl;
 }
 
-function newHome(name: string): string {
+function newHome(name: string, written: object = policy()): string {
   const home = mkdtempSync(join(root, `${name}-`));
-  writeFileSync(join(home, 'operator-policy.json'), JSON.stringify(POLICY));
+  writeFileSync(join(home, 'operator-policy.json'), JSON.stringify(written));
   return home;
 }
 
@@ -150,6 +151,19 @@ describe('pre-started one-shot sandboxes', () => {
     const removed = poolFacts(reopened).filter((e) => e.type === 'pool.sandbox-removed').map((e) => (e.data as { reason: string }).reason);
     expect(removed).toContain('shutdown');
     await reopened.close();
+  });
+
+  it('under the default policy a runtime whose publisher the operator has not named is never pre-started', async () => {
+    const home = newHome('untrusted', { archive: { maxEntries: 19_977 } });
+    const rl = await open(home);
+    const files = await publishFiles('untrusted', { 'index.mjs': FILES_CODE });
+    const out = await rl.execute({ uri: files.uri, handler: 'read', input: {} });
+    expect(out.failure).toBeUndefined();
+    await rl.idle();
+    expect(poolFacts(rl).filter((e) => e.type === 'pool.sandbox-prestarting')).toEqual([]);
+    expect(await prestartContainers(home)).toEqual([]);
+    const again = await rl.execute({ uri: files.uri, handler: 'read', input: {} });
+    expect(profileOf(again)).toMatchObject({ prestarted: false });
   });
 
   it('a code record changed between two calls is re-resolved: the sandbox started for the old one is removed, never served', async () => {

@@ -4,7 +4,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
-import { existsSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ProotRunner } from '../src/adapters/sandbox/proot-runner.ts';
 import { homeLayout } from '../src/adapters/sandbox/layout.ts';
@@ -131,7 +131,7 @@ describe('ProotRunner', () => {
     const args = runner.prootArgs('i1', HELLO_APP_ID, manifest, ['/bin/bash', 'x']);
     const L = homeLayout(ws.home);
     expect(args).toEqual(expect.arrayContaining([
-      `--rootfs=${ROOTFS}`, `--bind=${ws.workspace}:/workspace`, `--bind=${L.instanceDataDir('i1')}:/data`, '--bind=/proc', '--bind=/dev', `--bind=${L.instanceTmpDir('i1')}:/tmp`,
+      `--rootfs=${ROOTFS}`, `--bind=${ws.workspace}:/workspace`, `--bind=${L.instanceDataDir('i1')}:/data`, '--bind=/proc', '--bind=/dev', `--bind=${L.instanceTmpDir('i1')}:/tmp`, `--bind=${L.instanceVarTmpDir('i1')}:/var/tmp`,
       '--bind=/etc/resolv.conf', `--bind=${L.userHomeDir}:/root`, `--bind=${L.toolchainDir}:/aura/all-tools`, `--bind=${L.instanceToolsDir('i1')}:/aura/my-tools`,
       `--cwd=/workspace/apps/${HELLO_APP_ID}`,
     ]));
@@ -300,6 +300,61 @@ describe('ProotRunner', () => {
     } finally {
       rmSync(join('/tmp', marker), { force: true });
       rmSync(join('/tmp', written), { force: true });
+    }
+  });
+
+  it("keeps one instance's writes to /etc, /var/tmp and /dev/shm from every other instance and from the base rootfs", async () => {
+    const name = `runlog-isolation-${process.pid}-${Date.now()}`;
+    const paths = [`/etc/${name}`, `/var/tmp/${name}`, `/dev/shm/${name}`];
+    const probe = [
+      '#!/bin/bash',
+      '{',
+      '  if [ "$(cat /data/role)" = write ]; then',
+      ...paths.map((p) => `    ( echo from-writer > ${p} ) 2>&1 && echo "wrote ${p}"`),
+      '    ( : >> /root/.bashrc ) 2>&1 && echo "opened the shared bashrc for writing"',
+      '    ( : >> /aura/all-tools/node ) 2>&1 && echo "opened the shared toolchain for writing"',
+      '  fi',
+      ...paths.map((p) => `  [ -e ${p} ] && echo "sees ${p}" || echo "no ${p}"`),
+      '} > /data/probe.txt 2>&1',
+      'exec node server.mjs',
+      '',
+    ].join('\n');
+    const manifest = ws.installHello();
+    writeFileSync(join(ws.appsDir, HELLO_APP_ID, 'entrypoint.sh'), probe, { mode: 0o755 });
+    const L = homeLayout(ws.home);
+    const [writer, reader] = [nextId(), nextId()];
+    const report = (id: string) => readFileSync(join(L.instanceDataDir(id), 'probe.txt'), 'utf8');
+    try {
+      for (const [id, role] of [[writer, 'write'], [reader, 'read']] as const) {
+        mkdirSync(L.instanceDataDir(id), { recursive: true });
+        writeFileSync(join(L.instanceDataDir(id), 'role'), role);
+        await runner.spawn(id, HELLO_APP_ID, ports.allocate(id), manifest); // the probe has run once it is healthy
+        spawned.push(id);
+      }
+      const wrote = report(writer);
+      // The shared image refuses the write outright; the bashrc and the toolchain every instance uses too.
+      expect(wrote).toContain(`/etc/${name}: Read-only file system`);
+      expect(wrote).toContain(`no /etc/${name}`);
+      expect(wrote).toMatch(/\/root\/.bashrc: Read-only file system/);
+      expect(wrote).toMatch(/\/aura\/all-tools\/node: Read-only file system/);
+      expect(wrote).not.toContain('for writing');
+      // /var/tmp and /dev/shm are the writer's own: it sees what it wrote there, in its own directory and tmpfs.
+      expect(wrote).toContain(`wrote /var/tmp/${name}`);
+      expect(wrote).toContain(`wrote /dev/shm/${name}`);
+      expect(wrote).toContain(`sees /var/tmp/${name}`);
+      expect(wrote).toContain(`sees /dev/shm/${name}`);
+      expect(readFileSync(join(L.instanceVarTmpDir(writer), name), 'utf8')).toBe('from-writer\n');
+      // The other instance, the base rootfs and the host's /dev/shm see none of it.
+      expect(report(reader).trim().split('\n')).toEqual(paths.map((p) => `no ${p}`));
+      expect(existsSync(join(ROOTFS, 'etc', name))).toBe(false);
+      expect(existsSync(join(ROOTFS, 'var/tmp', name))).toBe(false);
+      expect(existsSync(join('/dev/shm', name))).toBe(false);
+      // The read-only view is the instance's alone: the host's mount table does not have it.
+      expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(` ${ROOTFS} `);
+    } finally {
+      rmSync(join(ROOTFS, 'etc', name), { force: true });
+      rmSync(join(ROOTFS, 'var/tmp', name), { force: true });
+      rmSync(join('/dev/shm', name), { force: true });
     }
   });
 

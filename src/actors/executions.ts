@@ -8,8 +8,8 @@ import type { ContainerInfo, DockerEngine } from '../adapters/docker/docker-port
 import { createDockerEngine } from '../adapters/docker/dockerode-engine.ts';
 import { createMaterializer, type Materializer, type MaterializeProgress } from '../adapters/docker/materializer.ts';
 import { createExecutionSandbox, type ExecutionContainerSpec, type InvocationEnvelope, type InvocationResult, type ExecutionSandbox as ExecSandbox } from '../adapters/docker/execution-sandbox.ts';
-import { assertCodeRecord, checkRuntimeBinding, type CodeRecord } from '../domain/at-run/code-record.ts';
-import { admitCode, admitRuntime, DEFAULT_OPERATOR_POLICY, ENVELOPE_OVERHEAD_BYTES, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
+import { assertCodeRecord, checkRuntimeBinding, runtimePublisherOfUri, type CodeRecord } from '../domain/at-run/code-record.ts';
+import { admitCode, admitRuntime, DEFAULT_OPERATOR_POLICY, ENVELOPE_OVERHEAD_BYTES, mayPrestart, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
 import { selectRuntimePlatform } from '../domain/at-run/runtime-record.ts';
 import { categoryOf } from '../domain/error-codes.ts';
 import { RunlogError, ValidationError } from '../domain/errors.ts';
@@ -123,8 +123,8 @@ export class ExecutionSupervisor {
   private readonly nextSandbox = new Map<string, PoolTarget>();
   /** The pool's inspect of a claimed sandbox, handed to its invocation (createSandbox → invoke). */
   private readonly claimedInfo = new Map<string, ContainerInfo>();
-  /** Pre-starts wait while a burst of executions is unanswered (prestart-gate.ts). */
-  private readonly gate = new PrestartGate<PoolTarget>((target) => this.pool.fill(target));
+  /** Pre-starts wait while a burst is unanswered; only trusted publishers' runtimes pre-start (prestart-gate.ts). */
+  private readonly gate = new PrestartGate<PoolTarget>((target) => this.pool.fill(target), { trusts: (did) => mayPrestart(this.policy.prestart, did) });
   /** Used containers being removed (the cleanup effect) and copies left past a deadline, awaited by idle() and close(). */
   private readonly removals = new Set<Promise<unknown>>();
 
@@ -489,7 +489,7 @@ export class ExecutionSupervisor {
     // The key covers what the records said (CIDs) and everything the container is made of: a changed record,
     // runtime, volume or limit is another key, and the old sandbox is never served for it.
     const key = sha256(JSON.stringify({ codeUri: r.codeUri, codeCid: r.codeCid, runtimeCid: r.runtimeCid, blobCid: r.blobCid, spec }));
-    const target = { key, uri: request.uri, codeCid: r.codeCid, runtimeCid: r.runtimeCid, memoryMb: r.limits.memoryMb, spec };
+    const target = { key, uri: request.uri, publisher: runtimePublisherOfUri(r.runtimeUri) ?? '', codeCid: r.codeCid, runtimeCid: r.runtimeCid, memoryMb: r.limits.memoryMb, spec };
     let containerId: string;
     try {
       const claimed = await this.pool.claim(request.uri, key, request.executionId);

@@ -28,7 +28,8 @@ export const PRESTART_KIND = 'prestart';
 export interface PoolDeps {
   engine: DockerEngine;
   sandbox: ExecutionSandbox;
-  policy: PrestartPolicy;
+  /** The pool's bounds (which runtimes may be pre-started at all is the gate's: prestart-gate.ts). */
+  policy: Omit<PrestartPolicy, 'publishers'>;
   /** Labels on every container (runlog.home, test labels). */
   labels: Readonly<Record<string, string>>;
   /** Appends facts to the pool's stream. */
@@ -44,6 +45,8 @@ export interface PoolDeps {
 export interface PoolTarget {
   key: string;
   uri: string;
+  /** DID of the runtime's publisher: only a trusted one's runtime is pre-started (prestart-gate.ts). */
+  publisher: string;
   codeCid: string;
   runtimeCid: string;
   memoryMb: number;
@@ -140,7 +143,7 @@ export class SandboxPool {
     const id = `pre_${Date.now().toString(36)}${randomBytes(6).toString('hex')}`;
     const name = `runlog-${id}`;
     // The fact first (rule 1): a supervisor that dies after the create finds it named in the log.
-    this.deps.record([{ type: 'pool.sandbox-prestarting', data: { sandbox: id, name, key: target.key, uri: target.uri, codeCid: target.codeCid, runtimeCid: target.runtimeCid, memoryMb: target.memoryMb } }]);
+    this.deps.record([{ type: 'pool.sandbox-prestarting', data: { sandbox: id, name, key: target.key, uri: target.uri, publisher: target.publisher, codeCid: target.codeCid, runtimeCid: target.runtimeCid, memoryMb: target.memoryMb } }]);
     const entry: Entry = { id, key: target.key, uri: target.uri, memoryMb: target.memoryMb, containerId: null, state: 'waiting', ready: Promise.resolve(null), since: this.#clock.nowMs(), timer: null };
     entry.ready = this.#track(this.#start(entry, name, target));
     this.#entries.set(id, entry);

@@ -4,6 +4,7 @@
 //   <home>/instances/<instanceId>/tools/    the instance's allowlist → /aura/my-tools
 //   <home>/instances/<instanceId>/data/     ProotRunner: per-instance data → /data
 //   <home>/instances/<instanceId>/tmp/      ProotRunner: the instance's private /tmp (0700)
+//   <home>/instances/<instanceId>/var-tmp/  ProotRunner: the instance's private /var/tmp (0700)
 //   <home>/app-data/<appId>/                ContainerRunner: per-app data → /data (survives respawns)
 //   <home>/user-home/                       ProotRunner: the per-user home shared by apps → /root
 //   <home>/bashrc.runlog.sh                 → /root/.bashrc (prompt annotated with $AURA_LAYER_TAG)
@@ -29,6 +30,7 @@ export interface HomeLayout {
   instanceToolsDir(instanceId: string): string;
   instanceDataDir(instanceId: string): string;
   instanceTmpDir(instanceId: string): string;
+  instanceVarTmpDir(instanceId: string): string;
   appDataDir(appId: string): string;
   userHomeDir: string;
   bashrcFile: string;
@@ -41,6 +43,7 @@ export function homeLayout(home: string): HomeLayout {
     instanceToolsDir: (id) => join(home, 'instances', id, 'tools'),
     instanceDataDir: (id) => join(home, 'instances', id, 'data'),
     instanceTmpDir: (id) => join(home, 'instances', id, 'tmp'),
+    instanceVarTmpDir: (id) => join(home, 'instances', id, 'var-tmp'),
     appDataDir: (appId) => join(home, 'app-data', appId),
     userHomeDir: join(home, 'user-home'),
     bashrcFile: join(home, 'bashrc.runlog.sh'),

@@ -3,21 +3,37 @@
 // (they can see the whole workspace and the host's /dev).
 //
 // Two departures from the seed's bind list, so an app cannot reach the supervisor's secrets:
-//  - /tmp is the instance's own directory (<home>/instances/<id>/tmp), not the host's: a home under /tmp, or
-//    anything else the host keeps there, stays out of sight.
+//  - /tmp and /var/tmp are the instance's own directories (<home>/instances/<id>/{tmp,var-tmp}), not the host's
+//    nor the rootfs's: a home under /tmp, or anything else the host keeps there, stays out of sight, and what one
+//    instance leaves there no other sees.
 //  - proot runs in a PID namespace of its own with a fresh /proc (`unshare --pid --fork --mount-proc`; for a
-//    non-root supervisor with `--user --map-current-user` first): the app sees only its own processes, so
+//    non-root supervisor with `--user --map-root-user` first: the guard below needs root in that namespace to
+//    mount, and a uid not mapped to root loses its capabilities at exec): the app sees only its own processes, so
 //    /proc/<supervisor pid>/{environ,root,fd,cwd} do not exist for it. The network namespace is the host's (the
-//    app's port is reached on 127.0.0.1 as before). Tracking is unchanged: the process runlog starts (the shim,
-//    then unshare) leads the process group that kill() and the reaper signal from the host's side; unshare
+//    app's port is reached on 127.0.0.1 as before). Tracking is unchanged: the process runlog starts (unshare)
+//    leads the process group that kill() and the reaper signal from the host's side; unshare
 //    ignores SIGTERM while it waits and exits with proot's status, and --kill-child makes the namespace die
 //    with it; when proot (the namespace's init) exits, the kernel kills whatever is left inside.
 //
+// One instance must not change another's filesystem, nor the base image every instance shares: the app runs as
+// (real or namespaced) root, and the rootfs is one directory on the host. PRoot has no overlay, so the choice was
+// between a per-instance copy (206 MB of minbase per spawn; a hardlink farm is no copy: a write through a
+// hardlink changes the shared inode), running proot as an unprivileged uid over the root-owned rootfs (the
+// workspace, /data and the user home would then need that uid's ownership, and a rootfs built by a non-root
+// supervisor is its own to write), and a read-only view. The view is what runs: proot already gets a mount
+// namespace of its own (--mount-proc), and in it the guard (rootfs-guard.ts) bind-mounts the rootfs, the
+// toolchain, the node binary, the bashrc and resolv.conf read-only onto themselves and mounts a private tmpfs on
+// /dev/shm, a few syscalls before proot starts, no copy. A write to /etc or /usr fails with EROFS; the writable
+// places are the instance's own (/tmp, /var/tmp, /data, /dev/shm, /aura/my-tools) or shared on purpose (the
+// workspace, the per-user home /root). The host's and other instances' views stay writable and untouched.
+//
 //   unshare --pid --fork --mount-proc --kill-child
+//   perl <rootfs guard + seccomp shim> <rootfs, toolchain, node, bashrc, resolv.conf: read-only; /dev/shm: tmpfs>
 //   proot --rootfs=<debian rootfs>
 //         --bind=<workspace>:/workspace            every app (the seed binds the full monorepo)
 //         --bind=<home>/instances/<id>/data:/data  per-instance data
 //         --bind=/proc (the namespace's) --bind=/dev --bind=<home>/instances/<id>/tmp:/tmp --bind=/etc/resolv.conf
+//         --bind=<home>/instances/<id>/var-tmp:/var/tmp
 //         --bind=<home>/user-home:/root            per-user home shared by apps
 //         --bind=<home>/bashrc.runlog.sh:/root/.bashrc
 //         --bind=<home>/toolchain:/aura/all-tools  --bind=<home>/instances/<id>/tools:/aura/my-tools
@@ -25,8 +41,8 @@
 //         [--bind=/var/run/docker.sock]            only when tools[] has 'docker' or '*'
 //         --cwd=/workspace/apps/<appId>  /bin/bash <entrypoint.sh | -c synthesized>
 //
-// proot is exec'd through a seccomp shim (seccomp-shim.ts) that makes statx/clone3/openat2/faccessat2
-// answer ENOSYS: PRoot 5.1 does not translate them, and without the shim Node cannot even load server.mjs.
+// proot is exec'd (after the guard) through a seccomp shim (seccomp-shim.ts) that makes statx/clone3/openat2/
+// faccessat2 answer ENOSYS: PRoot 5.1 does not translate them, and without the shim Node cannot even load server.mjs.
 //
 // Lifetime: each proot is the leader of its own process group (detached: true); kill() signals the group
 // (SIGTERM, then SIGKILL after the grace period); after proot exits, the group is SIGKILLed so no tracee
@@ -49,7 +65,7 @@ import { postHook } from './lifecycle-client.ts';
 import { LogBuffer } from './log-buffer.ts';
 import { checkSpawn, gateError } from './spawn-common.ts';
 import { ProcessGroupReaper } from './reaper.ts';
-import { shimArgs } from './seccomp-shim.ts';
+import { guardArgs } from './rootfs-guard.ts';
 import type { ExitCallback, ExitInfo, LogLine, OrphanRecord, AppSandboxRunner, SpawnOptions, SpawnResult } from './app-sandbox-runner.ts';
 
 export interface ProotRunnerConfig {
@@ -140,6 +156,7 @@ export class ProotRunner implements AppSandboxRunner {
       '--bind=/proc',
       '--bind=/dev',
       `--bind=${L.instanceTmpDir(instanceId)}:/tmp`,
+      `--bind=${L.instanceVarTmpDir(instanceId)}:/var/tmp`,
       '--bind=/etc/resolv.conf',
       `--bind=${L.userHomeDir}:/root`,
       `--bind=${L.bashrcFile}:/root/.bashrc`,
@@ -152,14 +169,22 @@ export class ProotRunner implements AppSandboxRunner {
     ];
   }
 
+  /** Host paths every instance sees and none may change: read-only in each instance's mount namespace. */
+  readOnlyPaths(): string[] {
+    const L = this.layout;
+    return [this.cfg.rootfs, L.toolchainDir, this.cfg.nodeBinary, L.bashrcFile, ...(existsSync('/etc/resolv.conf') ? ['/etc/resolv.conf'] : [])];
+  }
+
   /**
-   * The program and argv that start an instance: the seccomp shim, then unshare (own PID namespace and /proc),
-   * then proot. Exported for the benchmark, which must start exactly what the runner starts.
+   * The program and argv that start an instance: unshare (own PID and mount namespace, own /proc), then the
+   * rootfs guard and seccomp shim (perl), then proot. Exported for the benchmark, which must start exactly what
+   * the runner starts.
    */
   command(instanceId: string, appId: string, manifest: AppManifest, entrypoint: string[]): { file: string; args: string[] } {
     const root = typeof process.getuid === 'function' && process.getuid() === 0;
-    const unshare = [...(root ? [] : ['--user', '--map-current-user']), '--pid', '--fork', '--mount-proc', '--kill-child'];
-    return { file: this.cfg.perlPath, args: shimArgs(this.cfg.unsharePath, [...unshare, this.cfg.prootPath, ...this.prootArgs(instanceId, appId, manifest, entrypoint)]) };
+    const unshare = [...(root ? [] : ['--user', '--map-root-user']), '--pid', '--fork', '--mount-proc', '--kill-child'];
+    const proot = guardArgs(this.readOnlyPaths(), this.cfg.prootPath, this.prootArgs(instanceId, appId, manifest, entrypoint));
+    return { file: this.cfg.unsharePath, args: [...unshare, this.cfg.perlPath, ...proot] };
   }
 
   async spawn(instanceId: string, appId: string, port: number, manifest: AppManifest, opts: SpawnOptions = {}): Promise<SpawnResult> {
@@ -177,6 +202,7 @@ export class ProotRunner implements AppSandboxRunner {
     if (provisioned.missing.length) this.warn(`${LABEL} ${appId} (${instanceId}): tools not available on this host: ${provisioned.missing.join(', ')}`);
     mkdirSync(this.layout.instanceDataDir(instanceId), { recursive: true });
     mkdirSync(this.layout.instanceTmpDir(instanceId), { recursive: true, mode: 0o700 });
+    mkdirSync(this.layout.instanceVarTmpDir(instanceId), { recursive: true, mode: 0o700 });
     mkdirSync(this.layout.userHomeDir, { recursive: true });
     ensureBashrc(this.layout);
 
@@ -214,7 +240,8 @@ export class ProotRunner implements AppSandboxRunner {
     child.once('exit', (code, signal) => {
       killGroup(pgid, 'SIGKILL'); // tracees detached from a killed proot must not linger
       this.reaper.unwatch(pgid);
-      rmSync(this.layout.instanceTmpDir(instanceId), { recursive: true, force: true }); // scratch: gone with its process
+      // Scratch: gone with its process.
+      for (const dir of [this.layout.instanceTmpDir(instanceId), this.layout.instanceVarTmpDir(instanceId)]) rmSync(dir, { recursive: true, force: true });
       const info: ExitInfo = { code, signal, expected: t.expectingKill };
       if (this.tracked.get(instanceId) === t) this.tracked.delete(instanceId);
       exitedEarly.abort(`exited with ${signal ?? `code ${code}`}`);

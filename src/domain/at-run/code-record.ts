@@ -226,6 +226,11 @@ export function runtimePublisherOf(code: Pick<CodeRecord, 'runtimeRecord'>): str
   return parsed.did;
 }
 
+/** The DID that published the runtime record at `uri`, or null when `uri` does not name a V2 runtime record. */
+export function runtimePublisherOfUri(uri: string): string | null {
+  return parseRecordUriOf(uri, RUNTIME_RECORD_NSID)?.did ?? null;
+}
+
 /**
  * Step 4–5 of PDS-first execution: the runtime record fetched from `runtimeRecord.uri` must have the CID the
  * code record names, which is also the blob's MIME subtype. Throws `RUNTIME_BINDING_MISMATCH` otherwise.

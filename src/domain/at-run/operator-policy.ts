@@ -15,6 +15,9 @@
 //   "defaults": { memoryMb, cpus, pids, timeoutMs },  used where the code record requests nothing
 //   "limitMode": "clamp" | "reject",                 a request above a ceiling is lowered, or refused
 //   "isolation": "runc" | "runsc",                   OCI runtime of the sandbox (runsc = gVisor)
+//   "prestart": { perCode, total, maxMemoryMb, idleMs, publishers },
+//                                                    pre-started sandboxes; publishers: the runtime publishers
+//                                                    (DIDs) whose runtimes may be started ahead of a request
 //   "executions": { maxRunning, maxQueued }          executions running at once on one supervisor (a cluster
 //                                                    node's default --exec-limit too) and waiting for a place
 // }
@@ -26,6 +29,12 @@
 // the file take the default values below; unknown fields are errors (a typo in a security setting must not
 // be silently ignored). Network access cannot be granted: there is no enforcing egress proxy yet, so a code
 // record requesting network fails closed with NETWORK_NOT_ALLOWED.
+//
+// Pre-starting runs a runtime's launcher before any request: whatever the launcher loads (a runtime author can
+// point it at a file in the code, `--import=<file>`) runs while the sandbox waits, charged to no execution. So
+// `prestart.publishers` is its own, narrower list, and its default is EMPTY: no runtime is pre-started until the
+// operator names the publishers whose runtimes it trusts to idle quietly (their own DID, say). "*" is accepted
+// but must be written.
 
 import { ValidationError } from '../errors.ts';
 import { MAX_JSON_DEPTH } from '../json-input.ts';
@@ -101,6 +110,8 @@ export interface PrestartPolicy {
   /** Sum of the memory limits of the waiting sandboxes. */
   maxMemoryMb: number;
   idleMs: number;
+  /** Runtime publishers (DIDs, or "*") whose runtimes may be pre-started; empty (the default) pre-starts none. */
+  publishers: string[];
 }
 
 /** What an execution gets: requested values within the ceilings, plus the non-requestable limits. */
@@ -135,7 +146,7 @@ export const DEFAULT_OPERATOR_POLICY: Readonly<OperatorPolicy> = deepFreeze({
   input: { maxBytes: 1024 * 1024, maxDepth: 128 },
   limitMode: 'clamp',
   isolation: 'runc',
-  prestart: { perCode: 1, total: 8, maxMemoryMb: 2048, idleMs: 60_000 },
+  prestart: { perCode: 1, total: 8, maxMemoryMb: 2048, idleMs: 60_000, publishers: [] },
   executions: { maxRunning: 8, maxQueued: 256 },
 });
 
@@ -149,6 +160,7 @@ function deepFreeze<T>(o: T): T {
 
 const TOP_KEYS = ['protocolVersions', 'platforms', 'publishers', 'registries', 'archive', 'ceilings', 'defaults', 'input', 'limitMode', 'isolation', 'prestart', 'executions'] as const;
 const PRESTART_KEYS = ['perCode', 'total', 'maxMemoryMb', 'idleMs'] as const;
+const PRESTART_SETTINGS = [...PRESTART_KEYS, 'publishers'] as const;
 const EXECUTIONS_KEYS = ['maxRunning', 'maxQueued'] as const;
 /** As `runlog serve --exec-limit` allows. */
 const MAX_RUNNING = 1000;
@@ -303,12 +315,14 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
   const isolation = value.isolation ?? d.isolation;
   if (isolation !== 'runc' && isolation !== 'runsc') issues.push(`isolation must be "runc" or "runsc" (got ${JSON.stringify(isolation)})`);
 
-  let prestart: PrestartPolicy = { ...d.prestart };
+  let prestart: PrestartPolicy = { ...d.prestart, publishers: [...d.prestart.publishers] };
   if (value.prestart !== undefined) {
-    if (!isObject(value.prestart)) issues.push('prestart must be an object { perCode, total, maxMemoryMb, idleMs }');
+    if (!isObject(value.prestart)) issues.push('prestart must be an object { perCode, total, maxMemoryMb, idleMs, publishers }');
     else {
-      unknown(issues, 'prestart', value.prestart, PRESTART_KEYS);
-      prestart = { ...d.prestart, ...(value.prestart as Partial<PrestartPolicy>) };
+      unknown(issues, 'prestart', value.prestart, PRESTART_SETTINGS);
+      const given = value.prestart.publishers;
+      const trusted = given === undefined ? prestart.publishers : stringList(issues, 'prestart.publishers', given, isDid, 'a DID');
+      prestart = { ...d.prestart, ...(value.prestart as Partial<PrestartPolicy>), publishers: trusted ?? [] };
       for (const k of PRESTART_KEYS) {
         const v = prestart[k];
         const zeroOk = k === 'perCode' || k === 'total';
@@ -401,6 +415,14 @@ export function checkPublisher(policy: OperatorPolicy, did: string): void {
     [`${did} is not allowed`],
     { did },
   );
+}
+
+/**
+ * Whether a runtime by this publisher may be started before a request arrives (prestart.publishers). A sandbox
+ * waiting for its envelope already runs the runtime's launcher: only a publisher the operator trusts gets that.
+ */
+export function mayPrestart(policy: Pick<PrestartPolicy, 'publishers'>, publisherDid: string): boolean {
+  return policy.publishers.includes(WILDCARD) || policy.publishers.includes(publisherDid);
 }
 
 /**
