@@ -15,13 +15,13 @@
 // execution is in the log that nobody acknowledged; no container is left that the log does not account for.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { actorsProjection } from '../src/actors/actors-projection.ts';
 import { publishCode } from '../src/actors/publishing.ts';
 import type { RecordedEvent } from '../src/domain/events.ts';
 import { alive, HELLO_APP_DIR, requireDockerAppBase, requireProot, until } from './support/apps.ts';
 import { cleanupClusters, createCluster, type Cluster, type ClusterNode } from './support/cluster-fixture.ts';
-import { containerEvents, requireRegistry } from './support/docker.ts';
+import { requireRegistry, watchContainerEvents } from './support/docker.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from './support/pg-cluster.ts';
 
@@ -159,7 +159,8 @@ describe('PostgreSQL restarting under a cluster', () => {
     // node finds it cached, and each execution of the burst creates exactly one container.
     const first = await nodes[0]!.api('POST', '/api/executions', { uri, handler: 'nap', input: { ms: 10, tag: 'warm' }, timeoutMs: 120_000 });
     expect(first, JSON.stringify(first.body)).toMatchObject({ status: 200, body: { status: 'succeeded', output: { tag: 'warm' } } });
-    const since = new Date();
+    const dockerEvents = await watchContainerEvents();
+    onTestFinished(() => dockerEvents.stop());
 
     type Outcome = { kind: 'spawn' | 'exec'; tag: string; via: string; ok: boolean; status: number; body: any };
     const outcomes: Outcome[] = [];
@@ -226,7 +227,8 @@ describe('PostgreSQL restarting under a cluster', () => {
       expect(h.filter((e) => e.type === 'instance.spawned'), o.tag).toHaveLength(1);
       expect(h.at(-1)?.type, o.tag).toBe('instance.running');
       expect(live.has(leases.get(`instance-${o.tag}`) ?? ''), `${o.tag} leased to ${leases.get(`instance-${o.tag}`)}`).toBe(true);
-      const created = (await containerEvents(since, new Date(), { 'runlog.stream': `instance-${o.tag}` })).filter((e) => e.action === 'create');
+      await dockerEvents.settled();
+      const created = dockerEvents.events({ 'runlog.stream': `instance-${o.tag}` }).filter((e) => e.action === 'create');
       expect(created, o.tag).toHaveLength(1);
       expect((await cluster.containers({ 'runlog.stream': `instance-${o.tag}` })).map((c) => c.State), o.tag).toEqual(['running']);
     }
@@ -260,7 +262,8 @@ describe('PostgreSQL restarting under a cluster', () => {
     // which execution claimed it.)
     const claimed = all.filter((e) => e.type === 'pool.sandbox-claimed').map((e) => (e.data as any).executionId as string);
     for (const o of acknowledged.filter((x) => x.kind === 'exec')) {
-      const created = (await containerEvents(since, new Date(), { 'runlog.stream': `execution-${o.body.executionId}`, 'runlog.kind': 'execution' })).filter((e) => e.action === 'create');
+      await dockerEvents.settled();
+      const created = dockerEvents.events({ 'runlog.stream': `execution-${o.body.executionId}`, 'runlog.kind': 'execution' }).filter((e) => e.action === 'create');
       expect(created.length + claimed.filter((id) => id === o.body.executionId).length, o.tag).toBe(1);
     }
     // No container unaccounted for: every one labelled with these nodes' homes is a live actor's, or a pre-started

@@ -11,7 +11,7 @@ import { DEFAULT_ARCHIVE_LIMITS } from '../src/domain/at-run/archive-limits.ts';
 import {
   cleanupTestContainers,
   cleanupTestVolumes,
-  containerEvents,
+  watchContainerEvents,
   docker,
   imageFile,
   imageRef,
@@ -109,7 +109,7 @@ describe('engine', () => {
 describe('materializer', () => {
   it('copies the node runtime export into a volume from a container that is never started', async () => {
     const image = imageRef('runtime-node');
-    const since = new Date();
+    const watch = await watchContainerEvents();
     const seen: MaterializeProgress[] = [];
     let inspected: { status: string; startedAt: string } | null = null;
     const result = await materializer.materializeRuntime({
@@ -133,7 +133,9 @@ describe('materializer', () => {
     );
 
     // The Engine's own event log: the materializer container was created and destroyed, never started.
-    const events = await containerEvents(since, new Date(), { 'runlog.test-run': RUN, 'runlog.kind': 'materializer' });
+    await watch.settled();
+    watch.stop();
+    const events = watch.events({ 'runlog.test-run': RUN, 'runlog.kind': 'materializer' });
     const actions = events.map((e) => e.action);
     expect(actions).toContain('create');
     expect(actions).toContain('destroy');

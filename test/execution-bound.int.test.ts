@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
 import { parseOperatorPolicy } from '../src/domain/at-run/operator-policy.ts';
-import { cleanupTestContainers, cleanupTestVolumes, containerEvents, requireDocker, requireRegistry, TEST_LABELS } from './support/docker.ts';
+import { cleanupTestContainers, cleanupTestVolumes, watchContainerEvents, requireDocker, requireRegistry, TEST_LABELS } from './support/docker.ts';
 import { publishCodeSource, publishNodeRuntime, startTestPds, type TestPds } from './support/pds.ts';
 
 const BOUND = 2;
@@ -41,11 +41,13 @@ afterAll(async () => {
 
 describe('executions.maxRunning on one supervisor', () => {
   it(`6 executions at once with a bound of ${BOUND}: all succeed, never more than ${BOUND} sandboxes running at once`, async () => {
-    const since = new Date(Date.now() - 1000);
+    const watch = await watchContainerEvents();
     const outs = await Promise.all(Array.from({ length: 6 }, (_, n) => rl.execute({ uri, handler: 'nap', input: { n }, timeoutMs: 60_000 })));
     expect(outs.map((o) => [o.status, o.output])).toEqual(Array.from({ length: 6 }, (_, n) => ['succeeded', { n }]));
     await rl.idle();
-    const events = await containerEvents(since, new Date(), { 'runlog.home': home, 'runlog.kind': 'execution' });
+    await watch.settled();
+    watch.stop();
+    const events = watch.events({ 'runlog.home': home, 'runlog.kind': 'execution' });
     let running = 0;
     let most = 0;
     for (const e of events) {

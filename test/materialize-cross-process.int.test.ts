@@ -11,7 +11,7 @@ import type { DockerEngine } from '../src/adapters/docker/docker-port.ts';
 import { createDockerEngine } from '../src/adapters/docker/dockerode-engine.ts';
 import type { Materialized } from '../src/adapters/docker/materializer.ts';
 import { DEFAULT_ARCHIVE_LIMITS } from '../src/domain/at-run/archive-limits.ts';
-import { cleanupTestContainers, cleanupTestVolumes, containerEvents, imageFile, imageRef, requireDocker, requireRegistry, TEST_LABELS, volumeFile } from './support/docker.ts';
+import { cleanupTestContainers, cleanupTestVolumes, imageFile, imageRef, requireDocker, requireRegistry, TEST_LABELS, volumeFile, watchContainerEvents, type ContainerEventWatch } from './support/docker.ts';
 import { freshDirs } from './support/tmp.ts';
 
 const RUN = `matx-${process.pid}-${Date.now()}`;
@@ -107,15 +107,29 @@ const ok = (o: Outcome): Materialized => {
   if (!o.ok) throw new Error(`materialization failed: ${o.code} ${o.message}`);
   return o.result;
 };
-/** Carriers (the containers that mount the volume being filled) created for a volume since a time. */
-const carriersCreated = async (since: Date, volume: string) =>
-  (await containerEvents(since, new Date(), { 'runlog.test-run': RUN, 'runlog.materializing': volume })).filter((e) => e.action === 'create').map((e) => e.id);
-const sourcesCreated = async (since: Date, volume: string) =>
-  (await containerEvents(since, new Date(), { 'runlog.test-run': RUN, 'runlog.materializing': volume, 'runlog.materializer-role': 'source' })).filter((e) => e.action === 'create').map((e) => e.id);
+/** Carriers (the containers that mount the volume being filled) created for a volume since the watch began. */
+const carriersCreated = async (watch: ContainerEventWatch, volume: string) => {
+  await watch.settled();
+  return watch.events({ 'runlog.test-run': RUN, 'runlog.materializing': volume }).filter((e) => e.action === 'create').map((e) => e.id);
+};
+const sourcesCreated = async (watch: ContainerEventWatch, volume: string) => {
+  await watch.settled();
+  return watch.events({ 'runlog.test-run': RUN, 'runlog.materializing': volume, 'runlog.materializer-role': 'source' }).filter((e) => e.action === 'create').map((e) => e.id);
+};
+const watches: ContainerEventWatch[] = [];
+/** A container event watch that ends with the file. */
+const watch = async (): Promise<ContainerEventWatch> => {
+  const w = await watchContainerEvents();
+  watches.push(w);
+  return w;
+};
+afterAll(() => {
+  for (const w of watches) w.stop();
+});
 
 describe('materializing one volume from several processes on one daemon', () => {
   it('two processes materializing the same runtime at the same moment both succeed; the volume is filled once', async () => {
-    const since = new Date();
+    const since = await watch();
     const req = { kind: 'runtime', image: runtime, exportPath: '/at-run/runtime', maxEntries: ownMaxEntries() };
     const [a, b] = [start(req), start(req)];
     await Promise.all([a.said('ready'), b.said('ready')]);
@@ -140,7 +154,7 @@ describe('materializing one volume from several processes on one daemon', () => 
   });
 
   it("a process that finds another's copy under way leaves its unsealed volume alone, waits for the seal and reuses it", async () => {
-    const since = new Date();
+    const since = await watch();
     const req = { kind: 'code', image: runtime, codeFile: await codeFile() };
     const a = start({ ...req, holdAt: 'upload:done' });
     await a.said('ready');
@@ -166,7 +180,7 @@ describe('materializing one volume from several processes on one daemon', () => 
   });
 
   it('a process killed with SIGKILL mid-copy does not wedge the others: its lock is taken over and its unsealed volume redone', async () => {
-    const since = new Date();
+    const since = await watch();
     const req = { kind: 'code', image: runtime, codeFile: await codeFile() };
     const a = start({ ...req, holdAt: 'upload:done' });
     await a.said('ready');

@@ -69,21 +69,66 @@ export async function cleanupTestVolumes(labels: Record<string, string> = { ...T
   return (Volumes ?? []).length;
 }
 
-/** Container lifecycle events (create, start, die, destroy, …) between two times, filtered by label. */
-export async function containerEvents(since: Date, until: Date, labels: Record<string, string>): Promise<{ action: string; id: string }[]> {
-  const stream = (await docker.getEvents({
-    since: Math.floor(since.getTime() / 1000),
-    until: Math.ceil(until.getTime() / 1000) + 1,
-    filters: { type: ['container'], label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) },
-  })) as NodeJS.ReadableStream;
-  const chunks: Buffer[] = [];
-  for await (const c of stream) chunks.push(Buffer.from(c as Buffer));
-  return Buffer.concat(chunks)
-    .toString('utf8')
-    .split('\n')
-    .filter((l) => l.trim() !== '')
-    .map((l) => JSON.parse(l) as { Action?: string; status?: string; id?: string; Actor?: { ID?: string } })
-    .map((e) => ({ action: e.Action ?? e.status ?? '', id: e.id ?? e.Actor?.ID ?? '' }));
+/** A container lifecycle event (create, start, die, destroy, …) and the labels of its container. */
+export interface ContainerEvent {
+  action: string;
+  id: string;
+  labels: Record<string, string>;
+}
+
+/** Container events recorded from the moment a watch started. */
+export interface ContainerEventWatch {
+  /** The events so far whose container carries every one of these labels. */
+  events(labels: Record<string, string>): ContainerEvent[];
+  /** Resolves once every event the daemon emitted before this call has been recorded. */
+  settled(): Promise<void>;
+  /** Ends the watch (its HTTP stream); events() keeps what was recorded. */
+  stop(): void;
+}
+
+/**
+ * Records container events as the daemon emits them, until stop(). Why not ask for a time range afterwards: the
+ * daemon keeps only its last 256 events, and on a daemon shared with the other int lane a test's own events are
+ * overwritten within seconds. Resolves once the daemon has accepted the subscription, so nothing after it is missed.
+ */
+export async function watchContainerEvents(): Promise<ContainerEventWatch> {
+  const stream = (await docker.getEvents({ filters: { type: ['container', 'volume'] } })) as NodeJS.ReadableStream & { destroy(): void };
+  const seen: ContainerEvent[] = [];
+  const volumesGone = new Set<string>();
+  const waiters: (() => void)[] = [];
+  let partial = '';
+  stream.on('data', (chunk: Buffer | string) => {
+    const lines = (partial + chunk.toString()).split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) {
+      if (line.trim() === '') continue;
+      const e = JSON.parse(line) as { Type?: string; Action?: string; status?: string; id?: string; Actor?: { ID?: string; Attributes?: Record<string, string> } };
+      const action = e.Action ?? e.status ?? '';
+      if (e.Type === 'volume') {
+        if (action === 'destroy' && e.Actor?.ID) volumesGone.add(e.Actor.ID);
+      } else seen.push({ action, id: e.id ?? e.Actor?.ID ?? '', labels: e.Actor?.Attributes ?? {} });
+    }
+    for (const wake of waiters.splice(0)) wake();
+  });
+  stream.on('error', () => undefined);
+  return {
+    events: (labels) => seen.filter((e) => Object.entries(labels).every(([k, v]) => e.labels[k] === v)),
+    // The daemon emits events in order: once a sentinel volume's removal has arrived, so has all before it.
+    async settled() {
+      const name = `runlog-test-sentinel-${process.pid}-${Math.random().toString(36).slice(2)}`;
+      await docker.createVolume({ Name: name, Labels: { ...TEST_LABELS } });
+      await docker.getVolume(name).remove();
+      const deadline = Date.now() + 30_000;
+      while (!volumesGone.has(name)) {
+        if (Date.now() > deadline) throw new Error(`the daemon's events stream did not deliver the removal of volume ${name} within 30 s`);
+        await new Promise<void>((wake) => {
+          waiters.push(wake);
+          setTimeout(wake, 500);
+        });
+      }
+    },
+    stop: () => stream.destroy(),
+  };
 }
 
 /** Lists a volume's files (path, type, size, mode) via a throwaway, never-started container and getArchive. */
