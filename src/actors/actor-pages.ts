@@ -7,9 +7,8 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { ValidationError } from '../domain/errors.ts';
 import { toMachineEvent, type ActorKind, type RecordedEvent } from '../domain/events.ts';
 import { foldEvent, initialSnapshot, machines, stateName, step, type AnySnapshot, type Step } from '../machines/runtime.ts';
-import { actorStatus, summarize } from '../machines/summary.ts';
 import type { EventStore } from '../store/event-store.ts';
-import { inspectActor, type ActorView, type LogReader, type ReplayView } from './inspection.ts';
+import { actorViewOf, inspectActor, type ActorView, type LogReader, type ReplayView } from './inspection.ts';
 import { resolveActor } from './resolve-actor.ts';
 import { decodeSnapshot } from './snapshots.ts';
 
@@ -141,18 +140,5 @@ export async function inspectActorPaged(store: PageReader, id: string): Promise<
   const lastRead = await foldChunks(store, ref.stream, { from: start.version + 1, to: version }, (e) => (snapshot = foldEvent(machine, snapshot, toMachineEvent(e))));
   const first = store.read(ref.stream, { from: 1, to: 1 })[0];
   const last = lastRead ?? (start.version > 0 ? store.read(ref.stream, { from: start.version, to: start.version })[0] : undefined);
-  const folded = snapshot ?? initialSnapshot(machine);
-  return {
-    id: ref.id,
-    kind: ref.kind,
-    stream: ref.stream,
-    state: stateName(folded),
-    status: actorStatus(folded),
-    version: last?.version ?? 0,
-    createdAt: first?.at ?? '',
-    updatedAt: last?.at ?? '',
-    summary: summarize(ref.kind, folded),
-    context: folded.context as Record<string, unknown>,
-    traceId: typeof first?.meta.traceId === 'string' ? first.meta.traceId : null,
-  };
+  return actorViewOf(ref, snapshot ?? initialSnapshot(machine), first, last);
 }

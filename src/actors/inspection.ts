@@ -61,6 +61,11 @@ export function inspectActor(store: LogReader, id: string): ActorView {
   const snapshot = replay(machine, tail.map(toMachineEvent), from ?? undefined);
   const first = from ? store.read(ref.stream, { from: 1, to: 1 })[0] : tail[0];
   const last = tail.at(-1) ?? (from ? store.read(ref.stream, { from: cached!.version, to: cached!.version })[0] : undefined);
+  return actorViewOf(ref, snapshot, first, last);
+}
+
+/** The view of an actor folded to `snapshot`, given its stream's first event and the last one folded. */
+export function actorViewOf(ref: { id: string; kind: ActorKind; stream: string }, snapshot: AnySnapshot, first: RecordedEvent | undefined, last: RecordedEvent | undefined): ActorView {
   return {
     id: ref.id,
     kind: ref.kind,
