@@ -31,7 +31,9 @@ export default defineConfig({
         },
       },
       { test: { name: 'int', include: ['test/**/*.int.test.ts'], exclude: [...E2E, ...PG], ...realParts } },
-      { test: { name: 'int-pg', include: PG, exclude: E2E, ...realParts } },
+      // Its supervisors hand PRoot instances ports of their own ($RUNLOG_PORTS; `serve --ports`): the `int` lane's
+      // instances, running at the same time on the default 4100–4999, never take theirs.
+      { test: { name: 'int-pg', include: PG, exclude: E2E, ...realParts, env: { RUNLOG_PORTS: '5100-5999' } } },
       // After unit (a group of its own, one file at a time): an e2e file never shares the daemon with another file.
       { test: { name: 'e2e', include: E2E, ...realParts, sequence: { groupOrder: 1 } } },
     ],

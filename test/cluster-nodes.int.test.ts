@@ -5,6 +5,7 @@
 // views show a gone and its actor owned by b with a new token.
 import type { Browser } from 'playwright-core';
 import { afterAll, describe, expect, it } from 'vitest';
+import { parsePortRange } from '../src/cli/port-range.ts';
 import { HELLO_APP_DIR, requireProot, until } from './support/apps.ts';
 import { launchChromium } from './support/browser.ts';
 import { cleanupClusters, createCluster, type ClusterNode } from './support/cluster-fixture.ts';
@@ -34,6 +35,14 @@ describe('the nodes of a cluster', () => {
     for (const [n, id] of [[a, ida], [b, idb]] as const) {
       const r = cluster.cli(['spawn', HELLO_APP_DIR, '--sandbox', 'proot', '--id', id, '--json'], n);
       expect(r.code, r.stderr).toBe(0);
+      // The int-pg lane gives its supervisors their own ports ($RUNLOG_PORTS, vitest.config.ts): the Docker
+      // lane's PRoot instances, running at the same time on 4100–4999, can never answer on theirs.
+      expect(process.env.RUNLOG_PORTS, 'the int-pg project of vitest.config.ts sets RUNLOG_PORTS').toMatch(/^\d+-\d+$/);
+      const { min, max } = parsePortRange(process.env.RUNLOG_PORTS!);
+      expect(min).toBeGreaterThan(4999);
+      const { port } = JSON.parse(r.stdout).context;
+      expect(port).toBeGreaterThanOrEqual(min);
+      expect(port).toBeLessThanOrEqual(max);
     }
 
     // Any node's API shows both nodes, live, and the actor each owns.

@@ -62,6 +62,27 @@ describe('runlog serve', () => {
     expect(existsSync(join(home, 'runlog.db'))).toBe(false);
   });
 
+  it('refuses a --ports or $RUNLOG_PORTS that is not a range of ports with a usage error (exit 2) before opening anything', async () => {
+    const home = freshDir();
+    for (const range of ['4100', '5000-4000', '80-90', '4100-70000', 'a-b']) {
+      const c = capture();
+      expect(await main(['serve', '--ports', range, '--home', home], c.factory)).toBe(2);
+      expect(c.err.join('\n')).toContain(`USAGE: --ports must be <min>-<max>, two port numbers from 1024 to 65535 with min ≤ max (like 4100-4999), not '${range}'`);
+    }
+    const saved = process.env.RUNLOG_PORTS;
+    process.env.RUNLOG_PORTS = '9-8';
+    try {
+      const c = capture();
+      expect(await main(['serve', '--home', home], c.factory)).toBe(2);
+      expect(c.err.join('\n')).toContain("USAGE: $RUNLOG_PORTS must be <min>-<max>");
+    } finally {
+      if (saved === undefined) delete process.env.RUNLOG_PORTS;
+      else process.env.RUNLOG_PORTS = saved;
+    }
+    expect(existsSync(join(home, 'token'))).toBe(false);
+    expect(existsSync(join(home, 'runlog.db'))).toBe(false);
+  });
+
   it('supervises the log, creates the 0600 token, prints the bound port as JSON, guards the API, and exits 0 on SIGTERM', async () => {
     const home = freshDir();
     // A history written without running effects; the served supervisor takes it from there.

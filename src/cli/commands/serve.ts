@@ -9,6 +9,7 @@ import { parseListen } from '../../server/listen.ts';
 import type { MetricsServer } from '../../server/metrics-server.ts';
 import type { Command } from '../command.ts';
 import { EXIT, printJson } from '../output.ts';
+import { portRangeOf } from '../port-range.ts';
 
 const SHUTDOWN_NOTE_MS = 60_000;
 const EXIT_NOTE_MS = 10_000;
@@ -58,12 +59,13 @@ export const serveCommand: Command = {
   name: 'serve',
   summary: 'run the supervisor with its HTTP API and web inspector (loopback only, bearer token)',
   usage:
-    'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] [--retain <duration>] [--home <dir>] [--db <path> | --store <url> [--node <name>] [--lease-ttl <ms>] [--collect-grace <ms>] [--exec-limit <n>]] [--json]   (--json prints {url, host, port, …} on stdout)',
+    'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] [--retain <duration>] [--ports <min>-<max>] [--home <dir>] [--db <path> | --store <url> [--node <name>] [--lease-ttl <ms>] [--collect-grace <ms>] [--exec-limit <n>]] [--json]   (--json prints {url, host, port, …} on stdout)',
   options: {
     listen: { type: 'string', value: '<host:port>', description: 'where the API and inspector listen (loopback only)', defaultText: '127.0.0.1:7420' },
     'metrics-listen': { type: 'string', value: '<ip>:<port>', description: 'also serve /metrics without a token on this address', defaultText: 'off' },
     'log-level': { type: 'string', value: '<level>', description: 'log level of the supervisor\'s log on stderr', defaultText: 'info' },
     plc: { type: 'string', value: '<url>', description: 'PLC directory for DID resolution', defaultText: '$RUNLOG_PLC_URL, else https://plc.directory' },
+    ports: { type: 'string', value: '<min>-<max>', description: 'the TCP ports PRoot instances are given; give each supervisor on one host a range of its own', defaultText: '$RUNLOG_PORTS, else 4100-4999' },
     node: { type: 'string', value: '<name>', description: "this supervisor's name in a cluster sharing a PostgreSQL --store (it owns what it creates through leases)", defaultText: 'the host name' },
     retain: { type: 'string', value: '<duration>', description: 'retention: every hour (and at start), archive actors that ended longer ago than this (30d) to <home>/archives (SQLite or PostgreSQL: one archiver at a time across the cluster)', defaultText: 'keep everything' },
     'lease-ttl': { type: 'string', value: '<ms>', description: 'how long a lease lives unrenewed: when a survivor takes over the actors of a supervisor that stopped (PostgreSQL only)', defaultText: '15000' },
@@ -96,6 +98,7 @@ export const serveCommand: Command = {
     const retainMs = retention ? retention.parseRetain(retainText!) : null;
     const collectGraceMs = graceText === undefined ? undefined : Number(graceText);
     if (collectGraceMs !== undefined && !(Number.isInteger(collectGraceMs) && collectGraceMs >= 0)) throw new UsageError(`--collect-grace must be a whole number of milliseconds ≥ 0, not '${graceText}'`);
+    const portRange = portRangeOf(args.values.ports as string | undefined);
     const listen = parseListen(args.values.listen as string | undefined);
     const metricsAt = args.values['metrics-listen'] === undefined ? null : parseListen(args.values['metrics-listen'] as string, { flag: '--metrics-listen', anyAddress: true });
     const logger = createLogger({ level: parseLogLevel(args.values['log-level'] as string | undefined) });
@@ -105,7 +108,7 @@ export const serveCommand: Command = {
     if (!args.store && dirname(paths.db) !== paths.home) assertPrivateDir(dirname(paths.db));
     // Takes the log's writer lock first: a second supervisor stops here, having touched nothing. (On PostgreSQL
     // there is no file to lock.)
-    const rl = await createRunlog({ home: paths.home, ...(args.store ? { store: args.store } : { db: paths.db }), ...(node ? { node } : {}), ...(leaseTtlMs ? { leaseTtlMs } : {}), ...(collectGraceMs !== undefined ? { collectGraceMs } : {}), ...(execLimit !== undefined ? { execLimit } : {}), command: 'runlog serve', log: say, atproto: atprotoOptions(args.values.plc as string | undefined) });
+    const rl = await createRunlog({ home: paths.home, ...(args.store ? { store: args.store } : { db: paths.db }), ...(node ? { node } : {}), ...(leaseTtlMs ? { leaseTtlMs } : {}), ...(collectGraceMs !== undefined ? { collectGraceMs } : {}), ...(execLimit !== undefined ? { execLimit } : {}), ...(portRange ? { portRange } : {}), command: 'runlog serve', log: say, atproto: atprotoOptions(args.values.plc as string | undefined) });
     const unlog = logActors(rl.bus, logger);
     let stopRetention: (() => void) | undefined;
     let server;
