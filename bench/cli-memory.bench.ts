@@ -7,6 +7,9 @@
 // - cli.events-all.rss: `runlog events --all --json` on a log of many events, beside better-sqlite3 `iterate()`
 //   printing each row as the same JSON line.
 //
+// The CLI keeps V8's young generation at its starting size in these commands (src/cli/young-generation.ts); the
+// raw processes run with node's defaults, as a user's own script would.
+//
 // Target ≤ 1.2× the raw process for both. Sizes: RUNLOG_BENCH_REPLAY_EVENTS (default 100,000) and
 // RUNLOG_BENCH_EVENTS_ALL (default 1,000,000); `--smoke` uses 2,000 and 20,000, a run of seconds.
 import { spawnSync } from 'node:child_process';

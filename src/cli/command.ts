@@ -35,6 +35,8 @@ export interface Command {
   options?: FlagSpecs;
   /** At least one, shown by --help. */
   examples: string[];
+  /** Streams a log or a file row by row: run as its own process, it keeps V8's young generation small (young-generation.ts). */
+  streams?: boolean;
   run(args: CommandArgs, io: Io): Promise<number>;
 }
 

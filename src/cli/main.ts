@@ -14,6 +14,7 @@ import { verifyCommand } from './commands/verify-command.ts';
 import { archiveCommand } from './commands/archive-command.ts';
 import { capCommand, execCommand, killCommand, logsCommand, reconcileCommand, spawnCommand, stopCommand } from './commands/supervise-commands.ts';
 import { EXIT, processIo, reportError, type Io } from './output.ts';
+import { keepYoungGenerationSmall } from './young-generation.ts';
 
 export const commands: Command[] = [
   serveCommand,
@@ -84,7 +85,12 @@ export function suggest(name: string, names: readonly string[] = commands.map((c
   return scored.filter((s) => s.d <= limit).sort((a, b) => a.d - b.d).map((s) => s.n);
 }
 
-export async function main(argv: string[], ioFactory: (json: boolean) => Io = processIo): Promise<number> {
+export interface MainOptions {
+  /** This process is the CLI's own (bin.ts), not a host calling main() in-process: V8 flags may be tuned for it. */
+  ownProcess?: boolean;
+}
+
+export async function main(argv: string[], ioFactory: (json: boolean) => Io = processIo, options: MainOptions = {}): Promise<number> {
   const json = argv.includes('--json');
   const io = ioFactory(json);
   const [name, ...rest] = argv;
@@ -113,6 +119,7 @@ export async function main(argv: string[], ioFactory: (json: boolean) => Io = pr
       io.out(commandHelp(cmd));
       return EXIT.ok;
     }
+    if (options.ownProcess && cmd.streams) keepYoungGenerationSmall();
     return await cmd.run(storeArgs({ positionals: parsed.positionals, values: parsed.values as never, db: parsed.values.db as string | undefined, home: parsed.values.home as string | undefined }), io);
   } catch (err) {
     return reportError(io, err);

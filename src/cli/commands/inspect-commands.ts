@@ -141,6 +141,7 @@ function untilStopped(io: Io): { done: () => void; stopped: Promise<void> } {
 
 export const eventsCommand: Command = {
   name: 'events',
+  streams: true,
   summary: "print an actor's events (or the whole log with --all) as they are read; --follow tails it",
   usage: 'runlog events <id> | --all [--from N] [--to N] [--follow] [--json]',
   options: {
@@ -245,6 +246,7 @@ async function followLog(io: Io, store: ReadableLog, from: { afterSeq: number; s
 
 export const replayCommand: Command = {
   name: 'replay',
+  streams: true,
   summary: 'replay an actor through its machine (from the log, or offline from an exported --file): each transition, or state and context at --to N',
   usage: 'runlog replay <id> | --file <history.jsonl | archive.jsonl.gz> [<id>] [--to <version>] [--step] [--json]',
   options: {
@@ -282,6 +284,7 @@ export const replayCommand: Command = {
 
 export const exportCommand: Command = {
   name: 'export',
+  streams: true,
   summary: "write an actor's history as JSON lines (a header, then one recorded event per line)",
   usage: 'runlog export <id> > history.jsonl   (replay it anywhere with: runlog replay --file history.jsonl)',
   examples: ['runlog export inst_01J9Z > history.jsonl'],
