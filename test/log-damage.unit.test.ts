@@ -1,6 +1,6 @@
 // One test per kind of damage (issue 15): each is detected with its own code and a message naming the file and
 // the first bad position, and the damaged files are left byte for byte as they were.
-import { copyFileSync, existsSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
@@ -207,6 +207,27 @@ describe('damage is detected, never papered over', () => {
     expect(verifyLog(file).findings[0]).toMatchObject({ code: 'STORE_WAL_DAMAGED', seq: seen });
     expect(bytes(file)!.equals(before.db)).toBe(true);
     expect(bytes(`${file}-wal`)!.equals(before.wal)).toBe(true);
+  });
+
+  it('verify of a copied log whose WAL has a damaged frame writes nothing beside it: no -shm appears', async () => {
+    const dir = tempDir();
+    const live = join(dir, 'live.db');
+    const s = new SqliteEventStore(live, { checkpointMs: 3_600_000 });
+    for (let i = 0; i < 40; i++) s.append(`instance-w${i}`, [{ type: 'x.happened', data: { i } }], { expectedVersion: 'no-stream' });
+    const copied = tempDir();
+    const file = join(copied, 'runlog.db');
+    copyFileSync(live, file);
+    copyFileSync(`${live}-wal`, `${file}-wal`);
+    s.close();
+    const wal = readFileSync(`${file}-wal`);
+    const off = 32 + (Math.floor(scanWal(`${file}-wal`)!.validFrames / 2) - 1) * (24 + 4096) + 24 + 2000;
+    wal[off] = wal[off]! ^ 0x40;
+    writeFileSync(`${file}-wal`, wal);
+
+    expect(verifyLog(file).findings[0]).toMatchObject({ code: 'STORE_WAL_DAMAGED', seq: expect.any(Number) });
+    const c = capture();
+    expect(await main(['verify', '--db', file], c.factory)).toBe(4);
+    expect(readdirSync(copied).sort()).toEqual(['runlog.db', 'runlog.db-wal']);
   });
 
   it('a torn last frame (a commit cut short by power loss, never acknowledged) is not damage', () => {

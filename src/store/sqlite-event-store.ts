@@ -257,11 +257,17 @@ export function walDamage(file: string): StoreWalDamagedError | null {
   if (!scan || scan.damagedFrame === null) return null;
   let lastGoodSeq: number | null = null;
   try {
-    const db = new Database(file, { readonly: true, fileMustExist: true });
+    // Read as inspection reads (read-only-target.ts): opened in place, SQLite would create a -shm beside the log.
+    const { target, release } = readOnlyTarget(file, false);
     try {
-      lastGoodSeq = (db.prepare('SELECT coalesce(max(seq), 0) AS s FROM events').get() as { s: number }).s;
+      const db = new Database(target, { readonly: true, fileMustExist: true });
+      try {
+        lastGoodSeq = (db.prepare('SELECT coalesce(max(seq), 0) AS s FROM events').get() as { s: number }).s;
+      } finally {
+        db.close();
+      }
     } finally {
-      db.close();
+      release();
     }
   } catch {
     /* the position stays unknown; the frame number is still reported */
