@@ -59,7 +59,7 @@ describe('operator policy: prestart', () => {
   it('defaults, overrides, 0 turns it off, and every bad value is listed', () => {
     expect(parseOperatorPolicy({}).prestart).toEqual(DEFAULT_OPERATOR_POLICY.prestart);
     expect(parseOperatorPolicy({ prestart: { perCode: 0 } }).prestart).toMatchObject({ perCode: 0, total: DEFAULT_OPERATOR_POLICY.prestart.total });
-    expect(parseOperatorPolicy({ prestart: { perCode: 2, total: 3, maxMemoryMb: 512, idleMs: 1000 } }).prestart).toEqual({ perCode: 2, total: 3, maxMemoryMb: 512, idleMs: 1000, publishers: [] });
+    expect(parseOperatorPolicy({ prestart: { perCode: 2, total: 3, maxMemoryMb: 512, idleMs: 1000 } }).prestart).toEqual({ perCode: 2, total: 3, maxMemoryMb: 512, idleMs: 1000, idleCpuMs: 1000, publishers: [] });
     let issues: string[] = [];
     try {
       parseOperatorPolicy({ prestart: { perCode: -1, total: 1.5, maxMemoryMb: 0, idleMs: 'x', colour: 1 } });

@@ -138,7 +138,7 @@ describe('pre-started one-shot sandboxes', () => {
     // Every pre-started sandbox is a fact in the log: started, then claimed by the execution that used it.
     const facts = poolFacts(rl);
     const claimed = facts.filter((e) => e.type === 'pool.sandbox-claimed').map((e) => e.data as { containerId: string; executionId: string });
-    expect(claimed).toEqual(expect.arrayContaining([{ sandbox: expect.any(String), containerId: containerOf(second), executionId: second.executionId }]));
+    expect(claimed).toEqual(expect.arrayContaining([{ sandbox: expect.any(String), containerId: containerOf(second), executionId: second.executionId, idleCpuMs: expect.any(Number) }]));
     expect(facts.some((e) => e.type === 'pool.sandbox-ready' && (e.data as { containerId: string }).containerId === waiting)).toBe(true);
     // The execution's own events say which sandbox it ran in, and its profile.
     const started = rl.events(second.executionId).find((e) => e.type === 'execution.started')!;

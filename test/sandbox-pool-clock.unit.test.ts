@@ -15,12 +15,13 @@ function pool(clock: SimulatedClock) {
     start: async () => undefined,
     removeContainer: async (id: string) => void removed.push(id),
     inspectContainer: async () => partial<ContainerInfo>({ state: partial<ContainerState>({ running: true }) }),
+    cpuUsageNs: async () => 5_000_000,
   });
   const sandbox = partial<ExecutionSandbox>({ createExecutionContainer: async () => ({ containerId: 'c1', command: [] }) });
   const p = new SandboxPool({
     engine,
     sandbox,
-    policy: { perCode: 1, total: 8, maxMemoryMb: 2048, idleMs: 60_000 },
+    policy: { perCode: 1, total: 8, maxMemoryMb: 2048, idleMs: 60_000, idleCpuMs: 1000 },
     labels: { 'runlog.home': '/nowhere' },
     record: (events) => void facts.push(...events),
     read: () => [],
@@ -41,7 +42,7 @@ describe('sandbox pool on the injected clock', () => {
     clock.advance(1234);
     const claimed = await p.claim(target.uri, 'k', 'ex1');
     // With the inspect that found it running, handed on to its invocation (no second inspect).
-    expect(claimed).toEqual({ sandboxId: expect.stringMatching(/^pre_/), containerId: 'c1', waitedMs: 1234, info: { state: { running: true } } });
+    expect(claimed).toEqual({ sandboxId: expect.stringMatching(/^pre_/), containerId: 'c1', waitedMs: 1234, info: { state: { running: true } }, idleCpuMs: 5 });
     expect(clock.pending).toBe(0); // claiming cancelled the idle removal
   });
 

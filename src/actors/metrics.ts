@@ -15,6 +15,7 @@ import type { HostStore } from '../store/host-store.ts';
 import type { ActorHost } from './actor-host.ts';
 import type { Bus, TransitionNotice } from './bus.ts';
 import type { ReconcileReport } from './reconciler.ts';
+import { REMOVAL_REASONS, type PoolAccounts } from './sandbox-pool.ts';
 
 /** Execution states that are steps of the run, by the step name the duration histogram uses. */
 const EXECUTION_STEPS: Record<string, string> = { resolving: 'resolve', materializing: 'materialize', starting: 'start', running: 'run' };
@@ -77,6 +78,8 @@ export interface MetricsOptions {
   appWatch?: () => 'watching' | 'polling' | 'off';
   /** Process metrics (CPU, memory, event loop, GC) — default true. */
   processMetrics?: boolean;
+  /** What the pre-started sandbox pool accounted (sandbox-pool.ts accounts()); absent: no pool, zeros. */
+  prestart?: () => PoolAccounts | null;
 }
 
 export class RunlogMetrics {
@@ -132,6 +135,7 @@ export class RunlogMetrics {
         this.set(appWatch?.() === 'polling' ? 1 : 0);
       },
     });
+    this.prestartMetrics(registers, opts.prestart);
     this.transitions = new Counter({ name: 'runlog_transitions_total', help: 'Accepted events that moved an actor, by machine and states.', labelNames: ['machine', 'from', 'to'], registers });
     this.rejected = new Counter({ name: 'runlog_events_rejected_total', help: 'Events an actor could not take in its state (recorded as <kind>.rejected).', labelNames: ['machine'], registers });
     this.crashes = new Counter({ name: 'runlog_instance_crashes_total', help: 'App instance crashes by app and reason.', labelNames: ['app', 'reason'], registers });
@@ -207,6 +211,42 @@ export class RunlogMetrics {
     };
     this.offs.push(() => {
       store.onAppend = undefined;
+    });
+  }
+
+  /**
+   * The pool's own totals, read at each scrape: the CPU pre-started sandboxes used before any request (charged to
+   * no execution), removals by reason (REMOVAL_REASONS, else `other`), and keys stopped for their idle CPU.
+   */
+  private prestartMetrics(registers: Registry[], accounts: MetricsOptions['prestart']): void {
+    const read = () => accounts?.() ?? null;
+    new Counter({
+      name: 'runlog_prestart_idle_cpu_seconds_total',
+      help: 'CPU used by pre-started sandboxes while they waited for a request (claimed or removed ones), charged to no execution.',
+      registers,
+      collect() {
+        this.reset();
+        this.inc((read()?.idleCpuMs ?? 0) / 1000);
+      },
+    });
+    const known = new Set<string>(REMOVAL_REASONS);
+    new Counter({
+      name: 'runlog_prestart_sandboxes_removed_total',
+      help: 'Pre-started sandboxes removed unused, by reason (idle, idle-cpu, evicted, superseded, shutdown, …).',
+      labelNames: ['reason'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [reason, n] of Object.entries(read()?.removed ?? {})) if (n > 0) this.inc({ reason: known.has(reason) ? reason : 'other' }, n);
+      },
+    });
+    new Gauge({
+      name: 'runlog_prestart_stopped_keys',
+      help: 'Codes no longer pre-started because a sandbox of theirs used more than prestart.idleCpuMs of CPU while it waited.',
+      registers,
+      collect() {
+        this.set(read()?.stoppedKeys ?? 0);
+      },
     });
   }
 

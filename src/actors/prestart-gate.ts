@@ -9,7 +9,8 @@
 // its author chose (`--import=<file in the code>`): that runs while the sandbox idles, charged to no execution.
 // So only a runtime whose publisher the operator trusts (policy `prestart.publishers`, empty by default) is
 // pre-started; any other target is dropped here and counted in `untrusted`, and its next execution creates and
-// starts its own sandbox after the envelope is ready, as without a pool.
+// starts its own sandbox after the envelope is ready, as without a pool. A trusted runtime is still held to the
+// pool's CPU bound while it waits (`prestart.idleCpuMs`, sandbox-pool.ts), and its CPU is accounted there.
 
 export const PRESTART_BUSY = 2;
 

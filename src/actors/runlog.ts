@@ -461,7 +461,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   };
   const metrics =
     supervise && (options.metrics ?? true)
-      ? new RunlogMetrics({ store, host: hostRef, bus, now, lastHeartbeat: () => heartbeat?.lastBeat() ?? null, appWatch: () => instances.appWatchMode() })
+      ? new RunlogMetrics({ store, host: hostRef, bus, now, lastHeartbeat: () => heartbeat?.lastBeat() ?? null, appWatch: () => instances.appWatchMode(), prestart: () => executions.pool.accounts() })
       : null;
   const reconcile = async (o?: ReconcileOptions): Promise<ReconcileReport> => {
     const report = await reconciler.reconcile(o);

@@ -9,6 +9,15 @@
 // Bounds (operator policy `prestart`): per key, in total, and the memory their limits reserve; an idle one is
 // removed after idleMs; a full pool makes room by removing the longest-waiting sandbox of another key.
 //
+// What runs before the envelope is bounded in CPU too, and accounted to the pool. A worker boots and blocks on
+// stdin; a runtime whose launcher loads work of its own (`--import=<file in the code>`) would burn CPU while it
+// waits, charged to no execution. So while a sandbox waits, its CPU so far (its cgroup's counter, the engine's
+// cpuUsageNs) is read every PRESTART_CPU_CHECK_MS, on the same unref'd clock timer as its idle removal; over
+// `idleCpuMs` it is removed (`idle-cpu`) and its key is not pre-started again by this pool
+// (`pool.prestart-stopped`): its runtime evidently runs work before any request. The CPU a sandbox used idle is
+// read at its claim (beside the inspect, waited for no longer: the claim is no slower) and before its removal,
+// recorded on the fact, and summed in accounts() (metrics).
+//
 // Every sandbox is a fact in the log before it exists (stream `sandbox-pool`): `pool.sandbox-prestarting` (before
 // the create), `pool.sandbox-ready`, then `pool.sandbox-claimed` (by which execution) or `pool.sandbox-removed`
 // (why). A supervisor that restarts removes every pre-started sandbox of its home that no live execution holds,
@@ -24,6 +33,29 @@ import { systemClock } from './system-clock.ts';
 export const POOL_STREAM = 'sandbox-pool';
 /** runlog.kind of a pre-started sandbox's container. */
 export const PRESTART_KIND = 'prestart';
+/** How often a waiting sandbox's CPU is read: it may overshoot idleCpuMs by at most this much per CPU it may use. */
+export const PRESTART_CPU_CHECK_MS = 2000;
+/** Keys stopped for their idle CPU that this pool remembers (the oldest is forgotten beyond it). */
+const MAX_STOPPED_KEYS = 1024;
+/** Why a sandbox was removed, as a bounded set (the fact's reason may add free text after the kind). */
+export const REMOVAL_REASONS = ['idle', 'idle-cpu', 'evicted', 'superseded', 'not-running', 'gone', 'failed', 'shutdown', 'supervisor-restart'] as const;
+
+/** The kind of a removal reason (`superseded: …` → superseded), `other` outside REMOVAL_REASONS. */
+export function removalKind(reason: string): string {
+  const head = reason.startsWith('not running') ? 'not-running' : (/^[a-z-]+/.exec(reason)?.[0] ?? '');
+  return (REMOVAL_REASONS as readonly string[]).includes(head) ? head : 'other';
+}
+
+/** What the pool's sandboxes cost before their envelope, since this pool was made (monotonic: counters). */
+export interface PoolAccounts {
+  /** CPU used while waiting by every sandbox claimed or removed (as far as the Engine could say). */
+  idleCpuMs: number;
+  claimed: number;
+  /** Removals by kind (REMOVAL_REASONS). */
+  removed: Record<string, number>;
+  /** Keys not pre-started any more because a sandbox of theirs went over idleCpuMs. */
+  stoppedKeys: number;
+}
 
 export interface PoolDeps {
   engine: DockerEngine;
@@ -64,7 +96,7 @@ interface Entry {
   state: 'waiting' | 'claimed' | 'dropped';
   ready: Promise<string | null>;
   since: number;
-  /** Cancels the idle removal. */
+  /** Cancels the next CPU reading or idle removal (null while a reading is under way). */
   timer: (() => void) | null;
 }
 
@@ -75,6 +107,8 @@ export interface Claimed {
   waitedMs: number;
   /** The inspect that found it running (its invocation checks it again without another round trip). */
   info: ContainerInfo;
+  /** CPU it used while it waited (null: the Engine could not say). */
+  idleCpuMs: number | null;
 }
 
 export class SandboxPool {
@@ -84,6 +118,9 @@ export class SandboxPool {
   readonly #work = new Set<Promise<unknown>>();
   #closed = false;
   readonly #clock: Clock;
+  /** Keys whose sandboxes ran work before any request (over idleCpuMs): never pre-started again. */
+  readonly #stopped = new Set<string>();
+  readonly #accounts = { idleCpuMs: 0, claimed: 0, removed: new Map<string, number>() };
 
   constructor(private readonly deps: PoolDeps) {
     this.#clock = deps.clock ?? systemClock;
@@ -117,18 +154,32 @@ export class SandboxPool {
     const containerId = await entry.ready;
     if (!containerId) return null;
     // It must still be running, its worker waiting: a sandbox that died waiting is removed, never handed out.
-    const info = await this.deps.engine.inspectContainer(containerId).catch(() => null);
+    // Its CPU so far is read meanwhile, and waited for no longer than the inspect: the claim is no slower for it.
+    const inspected = this.deps.engine.inspectContainer(containerId).catch(() => null);
+    const cpu = await Promise.race([this.#cpuMs(containerId), inspected.then(() => undefined)]);
+    const info = await inspected;
     if (!info?.state.running) {
       this.#remove(entry, info ? `not running (${info.state.status}, exit ${info.state.exitCode})` : 'gone');
       return null;
     }
-    this.deps.record([{ type: 'pool.sandbox-claimed', data: { sandbox: entry.id, containerId, executionId } }]);
-    return { sandboxId: entry.id, containerId, waitedMs: this.#clock.nowMs() - entry.since, info };
+    const idleCpuMs = cpu ?? null;
+    this.#accounts.claimed += 1;
+    this.#accounts.idleCpuMs += idleCpuMs ?? 0;
+    // Used all the same (what it burned is spent), but its key is not pre-started again.
+    if (idleCpuMs !== null && idleCpuMs > this.deps.policy.idleCpuMs) this.#stop(entry, idleCpuMs);
+    this.deps.record([{ type: 'pool.sandbox-claimed', data: { sandbox: entry.id, containerId, executionId, idleCpuMs } }]);
+    return { sandboxId: entry.id, containerId, waitedMs: this.#clock.nowMs() - entry.since, info, idleCpuMs };
+  }
+
+  /** What the pool's sandboxes cost before their envelope (metrics.ts). */
+  accounts(): PoolAccounts {
+    const a = this.#accounts;
+    return { idleCpuMs: a.idleCpuMs, claimed: a.claimed, removed: Object.fromEntries(a.removed), stoppedKeys: this.#stopped.size };
   }
 
   /** Starts the next sandbox for this target, in the background, when the policy has room. */
   fill(target: PoolTarget): void {
-    if (!this.enabled || this.#closed) return;
+    if (!this.enabled || this.#closed || this.#stopped.has(target.key)) return;
     const p = this.deps.policy;
     const same = [...this.#entries.values()].filter((e) => e.key === target.key).length;
     if (same >= p.perCode) return;
@@ -183,16 +234,62 @@ export class SandboxPool {
     entry.timer = null;
   }
 
+  /** The next look at a waiting sandbox: its CPU reading, or its idle removal when that comes first. */
   #arm(entry: Entry): void {
-    entry.timer = this.#clock.after(
-      this.deps.policy.idleMs,
-      () => {
-        if (entry.state !== 'waiting') return;
-        this.#take(entry, 'dropped');
-        this.#remove(entry, 'idle');
-      },
-      { unref: true },
-    );
+    const left = Math.max(0, entry.since + this.deps.policy.idleMs - this.#clock.nowMs());
+    entry.timer = this.#clock.after(Math.min(PRESTART_CPU_CHECK_MS, left), () => this.#tick(entry), { unref: true });
+  }
+
+  #tick(entry: Entry): void {
+    entry.timer = null;
+    if (entry.state !== 'waiting') return;
+    if (this.#clock.nowMs() >= entry.since + this.deps.policy.idleMs) {
+      this.#take(entry, 'dropped');
+      this.#remove(entry, 'idle');
+      return;
+    }
+    this.#track(this.#checkCpu(entry));
+  }
+
+  /** Removes a waiting sandbox over the CPU bound (and stops its key) or whose container is gone; else re-arms. */
+  async #checkCpu(entry: Entry): Promise<void> {
+    const used = await this.#cpuMs(entry.containerId!);
+    if (entry.state !== 'waiting') return;
+    const bound = this.deps.policy.idleCpuMs;
+    if (used === null) {
+      this.#take(entry, 'dropped');
+      this.#remove(entry, 'gone');
+    } else if (used !== undefined && used > bound) {
+      this.#take(entry, 'dropped');
+      this.#stop(entry, used);
+      this.#remove(entry, 'idle-cpu', { idleCpuMs: used, idleCpuBoundMs: bound });
+    } else this.#arm(entry); // a reading that failed (daemon busy) is tried again at the next one
+  }
+
+  /** This entry's key is not pre-started again: said once in the log and the supervisor's output. */
+  #stop(entry: Entry, usedMs: number): void {
+    if (this.#stopped.has(entry.key)) return;
+    if (this.#stopped.size >= MAX_STOPPED_KEYS) this.#stopped.delete(this.#stopped.values().next().value!);
+    this.#stopped.add(entry.key);
+    const bound = this.deps.policy.idleCpuMs;
+    this.deps.log(`a pre-started sandbox of ${entry.uri} used ${usedMs} ms of CPU before any request (idle-cpu bound ${bound} ms): its runtime runs work while it waits, so this code is not pre-started again by this supervisor`);
+    this.#fact({ type: 'pool.prestart-stopped', data: { key: entry.key, uri: entry.uri, reason: 'idle-cpu', idleCpuMs: usedMs, idleCpuBoundMs: bound } });
+  }
+
+  /** CPU (ms) a container has used so far: null when it is gone, undefined when the Engine could not say. */
+  async #cpuMs(id: string): Promise<number | null | undefined> {
+    try {
+      const ns = await this.deps.engine.cpuUsageNs(id);
+      return ns === null ? null : Math.round(ns / 1e6);
+    } catch {
+      return undefined;
+    }
+  }
+
+  #account(reason: string, idleCpuMs: number | null): void {
+    const kind = removalKind(reason);
+    this.#accounts.removed.set(kind, (this.#accounts.removed.get(kind) ?? 0) + 1);
+    this.#accounts.idleCpuMs += idleCpuMs ?? 0;
   }
 
   #supersede(uri: string, key: string): void {
@@ -212,20 +309,26 @@ export class SandboxPool {
     return sum;
   }
 
-  /** Removes an entry's container once its start has settled (a failed start removed it already) and records why. */
-  #remove(entry: Entry, reason: string): void {
+  /**
+   * Removes an entry's container once its start has settled (a failed start removed it already) and records why.
+   * `detail` goes on the fact; its idleCpuMs stands when the CPU cannot be read again before the removal.
+   */
+  #remove(entry: Entry, reason: string, detail?: { idleCpuMs: number; idleCpuBoundMs: number }): void {
     this.#track(
       (async () => {
         const id = await entry.ready;
-        if (id) await this.#removeContainer(entry, id, reason);
+        if (id) await this.#removeContainer(entry, id, reason, detail);
       })(),
     );
   }
 
-  async #removeContainer(entry: Entry, idOrName: string, reason: string): Promise<void> {
+  async #removeContainer(entry: Entry, idOrName: string, reason: string, detail?: { idleCpuMs: number; idleCpuBoundMs: number }): Promise<void> {
+    // What it used up to its removal: read last, so the account holds all of it.
+    const idleCpuMs = (await this.#cpuMs(idOrName)) ?? detail?.idleCpuMs ?? null;
     try {
       await this.deps.engine.removeContainer(idOrName, { force: true });
-      this.#fact({ type: 'pool.sandbox-removed', data: { sandbox: entry.id, containerId: entry.containerId, reason } });
+      this.#account(reason, idleCpuMs);
+      this.#fact({ type: 'pool.sandbox-removed', data: { sandbox: entry.id, containerId: entry.containerId, reason, ...detail, idleCpuMs } });
     } catch (err) {
       this.deps.log(`could not remove pre-started sandbox ${entry.id}: ${err instanceof Error ? err.message : String(err)}`);
     }
@@ -268,19 +371,24 @@ export class SandboxPool {
       const sandbox = c.labels[PRESTART_LABEL] ?? c.id;
       seen.add(sandbox);
       if (inUse.has(c.id)) continue;
+      const idleCpuMs = (await this.#cpuMs(c.id)) ?? null;
       await this.deps.engine.removeContainer(c.id, { force: true });
       removed += 1;
-      this.deps.record([{ type: 'pool.sandbox-removed', data: { sandbox, containerId: c.id, reason: 'supervisor-restart', recorded: open.has(sandbox) } }]);
+      this.#account('supervisor-restart', idleCpuMs);
+      this.deps.record([{ type: 'pool.sandbox-removed', data: { sandbox, containerId: c.id, reason: 'supervisor-restart', recorded: open.has(sandbox), idleCpuMs } }]);
     }
     // Recorded but not found under the labels: gone already (or never created); closed in the log all the same.
     for (const [sandbox, o] of open) {
       if (seen.has(sandbox) || (o.containerId && inUse.has(o.containerId))) continue;
       const byName = o.name ? await this.deps.engine.inspectContainer(o.name).catch(() => null) : null;
+      let idleCpuMs: number | null = null;
       if (byName && !inUse.has(byName.id)) {
+        idleCpuMs = (await this.#cpuMs(byName.id)) ?? null;
         await this.deps.engine.removeContainer(byName.id, { force: true });
         removed += 1;
+        this.#account('supervisor-restart', idleCpuMs);
       }
-      this.deps.record([{ type: 'pool.sandbox-removed', data: { sandbox, containerId: byName?.id ?? o.containerId, reason: 'supervisor-restart', observed: byName ? 'found by name' : 'gone' } }]);
+      this.deps.record([{ type: 'pool.sandbox-removed', data: { sandbox, containerId: byName?.id ?? o.containerId, reason: 'supervisor-restart', observed: byName ? 'found by name' : 'gone', idleCpuMs } }]);
     }
     return removed;
   }

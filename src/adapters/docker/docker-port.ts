@@ -194,6 +194,12 @@ export interface DockerEngine {
   stop(id: string, opts?: { timeoutSec?: number }): Promise<void>;
   /** Sends a signal (default SIGKILL); a container that is not running is fine. */
   kill(id: string, signal?: string): Promise<void>;
+  /**
+   * The CPU the container's processes have used since it started, in ns: its cgroup's counter, read from the
+   * cgroup filesystem when the daemon is on this host, else the Engine's one-shot stats (container-stats.ts);
+   * null when the container is gone, 0 when it is not running.
+   */
+  cpuUsageNs(id: string): Promise<number | null>;
   /** Registers a wait (condition next-exit) and resolves once the Engine has acknowledged it. */
   waitNextExit(id: string): Promise<WaitHandle>;
   /**

@@ -8,6 +8,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
 import { RunlogError } from '../../domain/errors.ts';
 import { uploadArchiveStream, type UploadAnswer } from './archive-upload.ts';
+import { containerCpuUsageNs } from './container-stats.ts';
 import {
   DEFAULT_SOCKET_PATH,
   ZERO_TIME,
@@ -418,6 +419,8 @@ class DockerodeEngine implements DockerEngine {
       this.#fail(`kill container ${id}`, err);
     }
   }
+
+  cpuUsageNs(id: string): Promise<number | null> { return containerCpuUsageNs(this.#docker, id, (op, err) => this.#fail(op, err)); }
 
   waitNextExit(id: string): Promise<WaitHandle> {
     // dockerode resolves wait() only when the body arrives; the Engine flushes the response headers as soon as

@@ -15,9 +15,11 @@
 //   "defaults": { memoryMb, cpus, pids, timeoutMs },  used where the code record requests nothing
 //   "limitMode": "clamp" | "reject",                 a request above a ceiling is lowered, or refused
 //   "isolation": "runc" | "runsc",                   OCI runtime of the sandbox (runsc = gVisor)
-//   "prestart": { perCode, total, maxMemoryMb, idleMs, publishers },
-//                                                    pre-started sandboxes; publishers: the runtime publishers
-//                                                    (DIDs) whose runtimes may be started ahead of a request
+//   "prestart": { perCode, total, maxMemoryMb, idleMs, idleCpuMs, publishers },
+//                                                    pre-started sandboxes; idleCpuMs: the CPU one may use while
+//                                                    it waits (more: removed, its code not pre-started again);
+//                                                    publishers: the runtime publishers (DIDs) whose runtimes
+//                                                    may be started ahead of a request
 //   "executions": { maxRunning, maxQueued }          executions running at once on one supervisor (a cluster
 //                                                    node's default --exec-limit too) and waiting for a place
 // }
@@ -34,7 +36,8 @@
 // point it at a file in the code, `--import=<file>`) runs while the sandbox waits, charged to no execution. So
 // `prestart.publishers` is its own, narrower list, and its default is EMPTY: no runtime is pre-started until the
 // operator names the publishers whose runtimes it trusts to idle quietly (their own DID, say). "*" is accepted
-// but must be written.
+// but must be written. Even a trusted runtime is held to it: a waiting sandbox that uses more than
+// `prestart.idleCpuMs` of CPU is removed, and its code is not pre-started again by that supervisor.
 
 import { ValidationError } from '../errors.ts';
 import { MAX_JSON_DEPTH } from '../json-input.ts';
@@ -110,6 +113,11 @@ export interface PrestartPolicy {
   /** Sum of the memory limits of the waiting sandboxes. */
   maxMemoryMb: number;
   idleMs: number;
+  /**
+   * CPU (ms) a sandbox may use before its envelope arrives: a worker boots on far less, so more means the runtime
+   * runs work of its own while it waits. Over it, the sandbox is removed and its key is not pre-started again.
+   */
+  idleCpuMs: number;
   /** Runtime publishers (DIDs, or "*") whose runtimes may be pre-started; empty (the default) pre-starts none. */
   publishers: string[];
 }
@@ -146,7 +154,7 @@ export const DEFAULT_OPERATOR_POLICY: Readonly<OperatorPolicy> = deepFreeze({
   input: { maxBytes: 1024 * 1024, maxDepth: 128 },
   limitMode: 'clamp',
   isolation: 'runc',
-  prestart: { perCode: 1, total: 8, maxMemoryMb: 2048, idleMs: 60_000, publishers: [] },
+  prestart: { perCode: 1, total: 8, maxMemoryMb: 2048, idleMs: 60_000, idleCpuMs: 1000, publishers: [] },
   executions: { maxRunning: 8, maxQueued: 256 },
 });
 
@@ -159,7 +167,7 @@ function deepFreeze<T>(o: T): T {
 }
 
 const TOP_KEYS = ['protocolVersions', 'platforms', 'publishers', 'registries', 'archive', 'ceilings', 'defaults', 'input', 'limitMode', 'isolation', 'prestart', 'executions'] as const;
-const PRESTART_KEYS = ['perCode', 'total', 'maxMemoryMb', 'idleMs'] as const;
+const PRESTART_KEYS = ['perCode', 'total', 'maxMemoryMb', 'idleMs', 'idleCpuMs'] as const;
 const PRESTART_SETTINGS = [...PRESTART_KEYS, 'publishers'] as const;
 const EXECUTIONS_KEYS = ['maxRunning', 'maxQueued'] as const;
 /** As `runlog serve --exec-limit` allows. */
@@ -317,7 +325,7 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
 
   let prestart: PrestartPolicy = { ...d.prestart, publishers: [...d.prestart.publishers] };
   if (value.prestart !== undefined) {
-    if (!isObject(value.prestart)) issues.push('prestart must be an object { perCode, total, maxMemoryMb, idleMs, publishers }');
+    if (!isObject(value.prestart)) issues.push('prestart must be an object { perCode, total, maxMemoryMb, idleMs, idleCpuMs, publishers }');
     else {
       unknown(issues, 'prestart', value.prestart, PRESTART_SETTINGS);
       const given = value.prestart.publishers;
