@@ -4,7 +4,7 @@
 // is test/cluster-log-answers.int.test.ts.
 import { describe, expect, it } from 'vitest';
 import { createBus } from '../src/actors/bus.ts';
-import { ExecutionQueue, EXECUTION_QUEUE, EXECUTION_QUEUED, EXECUTION_WITHDRAWN, withdrawnBefore, type QueuedExecution } from '../src/actors/execution-queue.ts';
+import { awaitQueued, ExecutionQueue, EXECUTION_QUEUE, EXECUTION_QUEUED, EXECUTION_WITHDRAWN, withdrawnBefore, type QueuedExecution } from '../src/actors/execution-queue.ts';
 import { guardPinned, pinnedVerdict, unlessWaiting } from '../src/actors/pinned-wait.ts';
 import { byState, executionEnded, instanceStopped, spawnSettled } from '../src/actors/settle-rules.ts';
 import { SettleWaits } from '../src/actors/settle-waits.ts';
@@ -75,6 +75,18 @@ describe('a wait that follows the log (settle-waits)', () => {
     await expect(p).resolves.toMatchObject({ state: 'failed' });
     const q = waits.waitFor('execution', 'e2', byState(executionEnded), 30, async () => void log.put('execution-e2', 'execution.requested', { ...requested, request: { ...requested.request, executionId: 'e2' } }));
     await expect(q).rejects.toMatchObject({ code: 'TIMEOUT', message: expect.stringContaining('(state resolving)') });
+  });
+});
+
+describe('a queued execution\'s wait (awaitQueued)', () => {
+  it('at its deadline reads the log again: ended there is an answer, not TIMEOUT', async () => {
+    const log = fakeLog();
+    const ended = () => log.store.read('execution-e1').some((e) => e.type === 'execution.failed');
+    const p = awaitQueued(log.store, 'e1', ended, Date.now() + 60_000, 30, () => Date.now());
+    log.put('execution-e1', 'execution.requested', requested, false);
+    log.put('execution-e1', 'execution.failed', { reason: 'runtime', code: 'X', message: 'unheard' }, false);
+    await expect(p).resolves.toBeUndefined();
+    await expect(awaitQueued(log.store, 'e2', () => false, Date.now() + 60_000, 30, () => Date.now())).rejects.toMatchObject({ code: 'TIMEOUT' });
   });
 });
 

@@ -208,7 +208,8 @@ export function awaitQueued(store: HostStore, executionId: string, ended: () => 
       if (store.streamVersion(stream) > 0 && ended()) finish();
     };
     const off = store.subscribe({ stream }, () => check());
-    const deadline = setTimeout(() => finish(new RunlogError('TIMEOUT', `execution ${executionId} did not end within ${timeoutMs} ms`, { executionId })), timeoutMs);
+    // At the deadline the log is read once more: TIMEOUT only when it says the execution has not ended.
+    const deadline = setTimeout(() => (store.streamVersion(stream) > 0 && ended() ? finish() : finish(new RunlogError('TIMEOUT', `execution ${executionId} did not end within ${timeoutMs} ms`, { executionId }))), timeoutMs);
     const claimCheck = setTimeout(() => {
       if (store.streamVersion(stream) === 0) finish(new RunlogError('PLACEMENT_TIMEOUT', `no node with room claimed execution ${executionId} in time (it is not started later)`, { executionId }));
     }, Math.max(0, claimByMs - nowMs()) + 5000);
