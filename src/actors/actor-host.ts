@@ -108,6 +108,12 @@ interface PendingAppend {
 
 export class ActorHost {
   private readonly actors = new Map<string, LiveActor>();
+  /**
+   * Actors (as this host held them) an append was refused for as FENCED: their effects speak for an owner this
+   * node no longer is. Nothing more such an effect reports is appended — not even its failure — should the lease
+   * come back to this node later (a pick-up): the actor is then read afresh from the log, and its results are stale.
+   */
+  private readonly fenced = new WeakMap<LiveActor, FencedError>();
   /** Appends decided in this turn of the event loop, committed together (see commit()). */
   private batch: PendingAppend[] = [];
   private readonly queues = new Map<string, Promise<unknown>>();
@@ -276,7 +282,10 @@ export class ActorHost {
       recorded = result.events[0]!;
     } catch (err) {
       // Another supervisor owns it now (this one's lease ran out): let go of it, act on it no more.
-      if (err instanceof FencedError) this.forget(actor.stream);
+      if (err instanceof FencedError) {
+        this.forget(actor.stream);
+        this.fenced.set(actor, err);
+      }
       if (err instanceof ConcurrencyError && attempt < 3) {
         // Someone else appended to this stream (another process): re-read and re-decide.
         this.actors.delete(actor.stream);
@@ -403,8 +412,13 @@ export class ActorHost {
       const ctx: EffectContext = {
         actor,
         dispatch: (e) => {
+          const fenced = this.fenced.get(actor);
+          if (fenced) return Promise.reject(fenced);
           this.faults('before-result', { eventType: e.type, effect: effect.type });
-          return this.enqueue(actor.kind, actor.id, e, true);
+          return this.enqueue(actor.kind, actor.id, e, true).catch((err: unknown) => {
+            if (err instanceof FencedError) this.fenced.set(actor, err);
+            throw err;
+          });
         },
       };
       try {
@@ -416,6 +430,7 @@ export class ActorHost {
         const message = err instanceof Error ? err.message : String(err);
         this.opts.bus.emit('effect:error', { id: actor.id, kind: actor.kind, effect: effect.type, error: message });
         this.opts.log?.(`effect ${effect.type} of ${actor.stream} failed: ${message}`);
+        if (this.fenced.has(actor) || err instanceof FencedError) return; // not this node's to record (see `fenced`)
         const ev = this.opts.onEffectError?.(actor.kind, effect, err);
         if (ev && !this.closed) await ctx.dispatch(ev).catch(() => undefined);
       }

@@ -6,7 +6,9 @@
 // and the other is refused (FENCED) and moves on. The node that took the call gets a head start (it claims at
 // once, others only after `headStartMs`), so an execution runs where it was asked for unless that node is full;
 // `node: 'any'` gives none, `node: '<name>'` lets only that node claim it. An entry not claimed by its `claimBy`
-// time is left alone for good (its caller has answered PLACEMENT_TIMEOUT).
+// time is left alone for good (its caller has answered PLACEMENT_TIMEOUT). An entry its caller withdrew
+// (`execution.withdrawn`: it was pinned to a node that is not live, pinned-wait.ts) is not claimed; a claim that
+// lands after the withdrawal in log order (its node had not read it yet) is cancelled before it runs.
 import { FencedError, RunlogError } from '../domain/errors.ts';
 import type { RecordedEvent } from '../domain/events.ts';
 import type { HostStore } from '../store/host-store.ts';
@@ -16,6 +18,14 @@ export { EXECUTION_QUEUE };
 /** How soon a claim that found the store unreachable is tried again. */
 const STORE_RETRY_MS = 1000;
 export const EXECUTION_QUEUED = 'execution.queued';
+export const EXECUTION_WITHDRAWN = 'execution.withdrawn';
+
+/** A withdrawal's data: which entry, why, and until when it could have been claimed (when it may be forgotten). */
+export interface WithdrawnExecution {
+  executionId: string;
+  reason: string;
+  claimBy: string;
+}
 
 export interface QueuedExecution {
   executionId: string;
@@ -43,12 +53,16 @@ export interface ExecutionQueueDeps {
   appendFact(stream: string, events: { type: string; data: Record<string, unknown> }[]): Promise<unknown>;
   /** Starts it here: creates the execution (its first event and its lease in one transaction). */
   claim(q: QueuedExecution): Promise<unknown>;
+  /** Cancels an execution claimed here after its caller withdrew it (before it runs); absent: never withdrawn. */
+  cancel?(executionId: string): Promise<unknown>;
   log(message: string): void;
 }
 
 export class ExecutionQueue {
   /** Entries nobody claimed yet, in log order. */
   private readonly pending = new Map<string, QueuedExecution & { queuedAtMs: number }>();
+  /** Entries withdrawn by their callers, until their claim-by time has passed. */
+  private readonly withdrawn = new Map<string, { claimByMs: number }>();
   private pumping = false;
   private again = false;
   private timer: NodeJS.Timeout | undefined;
@@ -59,6 +73,11 @@ export class ExecutionQueue {
 
   async enqueue(q: QueuedExecution): Promise<void> {
     await this.deps.appendFact(EXECUTION_QUEUE, [{ type: EXECUTION_QUEUED, data: { ...q } }]);
+  }
+
+  /** Withdraws an unclaimed entry (its caller gives up on it): once this resolves, no claim after it runs it. */
+  async withdraw(w: WithdrawnExecution): Promise<void> {
+    await this.deps.appendFact(EXECUTION_QUEUE, [{ type: EXECUTION_WITHDRAWN, data: { ...w } }]);
   }
 
   start(): void {
@@ -97,18 +116,26 @@ export class ExecutionQueue {
   }
 
   private add(e: RecordedEvent): void {
+    if (e.type === EXECUTION_WITHDRAWN) {
+      // why: events of this type are only ever appended by withdraw() with this shape
+      const w = e.data as unknown as WithdrawnExecution;
+      this.pending.delete(w.executionId);
+      this.withdrawn.set(w.executionId, { claimByMs: Date.parse(w.claimBy) });
+      return;
+    }
     if (e.type !== EXECUTION_QUEUED) return;
     // why: events of this type are only ever appended by enqueue() with this shape
     const q = e.data as unknown as QueuedExecution;
     if (this.deps.store.streamVersion(`execution-${q.executionId}`) > 0) return;
     if (q.node !== null && q.node !== this.deps.node) return;
-    if (!(Date.parse(q.claimBy) > this.deps.nowMs())) return;
+    if (!(Date.parse(q.claimBy) > this.deps.nowMs()) || this.withdrawn.has(q.executionId)) return;
     this.pending.set(q.executionId, { ...q, queuedAtMs: Date.parse(e.at) });
   }
 
   private async claimWhatFits(): Promise<void> {
     const { store, node } = this.deps;
     let wake = Number.POSITIVE_INFINITY;
+    for (const [id, w] of this.withdrawn) if (!(w.claimByMs > this.deps.nowMs())) this.withdrawn.delete(id);
     while (!this.stopped && this.deps.running() < this.deps.limit) {
       const now = this.deps.nowMs();
       let next: (QueuedExecution & { queuedAtMs: number }) | undefined;
@@ -127,7 +154,13 @@ export class ExecutionQueue {
       if (!next) break;
       this.pending.delete(next.executionId);
       try {
-        await this.deps.claim(next);
+        const claimed = (await this.deps.claim(next)) as { event?: { seq?: number } } | undefined;
+        // Withdrawn before this claim in log order (this copy holds everything before the claim now): not run.
+        const seq = claimed?.event?.seq;
+        if (this.deps.cancel && seq !== undefined && withdrawnBefore(store.readRecent(EXECUTION_QUEUE), next.executionId, seq)) {
+          this.deps.log(`execution ${next.executionId} was withdrawn by its caller before this node claimed it: cancelled`);
+          await this.deps.cancel(next.executionId);
+        }
       } catch (err) {
         // Another node claimed it first (its lease or its first event is there): that is the queue working.
         const code = err instanceof RunlogError ? err.code : '';
@@ -147,6 +180,11 @@ export class ExecutionQueue {
       this.timer.unref();
     }
   }
+}
+
+/** Whether the queue holds a withdrawal of this execution at a position before `seq` (its claim's). */
+export function withdrawnBefore(queue: readonly RecordedEvent[], executionId: string, seq: number): boolean {
+  return queue.some((e) => e.type === EXECUTION_WITHDRAWN && e.seq < seq && (e.data as { executionId?: unknown }).executionId === executionId);
 }
 
 /**
@@ -170,7 +208,8 @@ export function awaitQueued(store: HostStore, executionId: string, ended: () => 
       if (store.streamVersion(stream) > 0 && ended()) finish();
     };
     const off = store.subscribe({ stream }, () => check());
-    const deadline = setTimeout(() => finish(new RunlogError('TIMEOUT', `execution ${executionId} did not end within ${timeoutMs} ms`, { executionId })), timeoutMs);
+    // At the deadline the log is read once more: TIMEOUT only when it says the execution has not ended.
+    const deadline = setTimeout(() => (store.streamVersion(stream) > 0 && ended() ? finish() : finish(new RunlogError('TIMEOUT', `execution ${executionId} did not end within ${timeoutMs} ms`, { executionId }))), timeoutMs);
     const claimCheck = setTimeout(() => {
       if (store.streamVersion(stream) === 0) finish(new RunlogError('PLACEMENT_TIMEOUT', `no node with room claimed execution ${executionId} in time (it is not started later)`, { executionId }));
     }, Math.max(0, claimByMs - nowMs()) + 5000);

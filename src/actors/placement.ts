@@ -13,6 +13,7 @@ import type { RecordedEvent } from '../domain/events.ts';
 import type { HostStore } from '../store/host-store.ts';
 import { inspectActor, type ActorView } from './inspection.ts';
 import { placementStream } from './request-streams.ts';
+import { spawnSettled } from './settle-rules.ts';
 
 export { placementStream };
 export const SPAWN_REQUESTED = 'placement.spawn-requested';
@@ -38,8 +39,6 @@ export interface PlacementDeps {
   spawnHere(request: PlacedSpawn): Promise<unknown>;
   log(message: string): void;
 }
-
-const settled = (s: string) => s !== 'new' && s !== 'spawning' && s !== 'healthy' && s !== 'adopted';
 
 export class Placement {
   private off: (() => void) | null = null;
@@ -67,16 +66,21 @@ export class Placement {
       }
       if (store.streamVersion(stream) === 0) return;
       const view = inspectActor(store, request.instanceId);
-      if (settled(view.state)) done({ view });
+      if (spawnSettled(view)) done({ view });
     };
     // Following before the request is appended: nothing the target records can be missed.
     const unsubscribe = store.subscribe({}, (e) => {
       if (e.stream === stream || e.stream === requests) check(e);
     });
-    const timer = setTimeout(
-      () => done({ error: new RunlogError('PLACEMENT_TIMEOUT', `node ${target} did not record the spawn of ${request.instanceId} within ${timeoutMs} ms (it is not acted on later)`, { node: target, instanceId: request.instanceId }) }),
-      timeoutMs,
-    );
+    const timer = setTimeout(() => {
+      // Recorded (by the target, or a survivor of it) but not settled: a TIMEOUT saying the state the log has.
+      if (store.streamVersion(stream) > 0) {
+        const view = inspectActor(store, request.instanceId);
+        done(spawnSettled(view) ? { view } : { error: new RunlogError('TIMEOUT', `instance ${request.instanceId} did not settle within ${timeoutMs} ms (state ${view.state})`) });
+        return;
+      }
+      done({ error: new RunlogError('PLACEMENT_TIMEOUT', `node ${target} did not record the spawn of ${request.instanceId} within ${timeoutMs} ms (it is not acted on later)`, { node: target, instanceId: request.instanceId }) });
+    }, timeoutMs);
     try {
       const data: SpawnRequestData = { ...request, from: this.deps.node, deadline: new Date(this.deps.nowMs() + timeoutMs).toISOString() };
       await this.deps.appendFact(requests, [{ type: SPAWN_REQUESTED, data: { ...data } }]);

@@ -23,7 +23,6 @@ import { discoverParts, type Parts } from '../config/parts.ts';
 import { Reconciler, recoverRehydrated, type OrphanPolicy, type ReconcileOptions, type ReconcileReport } from './reconciler.ts';
 import { startEngineWatch } from './engine-watch.ts';
 import type { ActorKind, KindNewEvent, RecordedEvent } from '../domain/events.ts';
-import type { Effect } from '../machines/effects.ts';
 import { machines } from '../machines/runtime.ts';
 import type { ActorRow } from '../store/event-store.ts';
 import { isPostgresUrl, type HostStore } from '../store/host-store.ts';
@@ -67,7 +66,9 @@ import { RunlogMetrics } from './metrics.ts';
 import { resolvePaths } from '../config/paths.ts';
 import { RunlogTracing } from './tracing.ts';
 import { RestartTimers } from './timers.ts';
-import { SettleWaits } from './settle-waits.ts';
+import { byState, executionEnded, instanceStopped, SettleWaits, spawnSettled } from './settle-waits.ts';
+import { pinnedTarget, pinnedWatch, raceGuard } from './pinned-wait.ts';
+import { onEffectError } from './effect-errors.ts';
 import { suspendOnStop } from './graceful-stop.ts';
 import { systemClock } from './system-clock.ts';
 import type { Clock } from '../domain/clock.ts';
@@ -188,6 +189,8 @@ export interface ExecuteOptions {
    * full); 'any': the first node with room; a name: only that node.
    */
   node?: NodeChoice;
+  /** With `node` a name, on a cluster: how long (ms, default 0) to wait for it while it is not live (pinned-wait.ts). */
+  nodeWaitMs?: number;
   /** Progress during resolution, pulls and extraction (also recorded as execution.step events). */
   onProgress?: (step: { name: string; detail: Record<string, unknown> }) => void;
 }
@@ -526,6 +529,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
         nowMs: () => clock.nowMs(),
         running: () => host.live().filter((a) => a.kind === 'execution').length,
         appendFact: (stream, events) => host.appendFact(stream, events),
+        cancel: (id) => host.dispatch('execution', id, { type: 'execution.cancel-requested', data: {} }),
         claim: (q) => host.create('execution', q.executionId, { type: 'execution.requested', data: { request: q.request as never, deadline: new Date(clock.nowMs() + q.request.timeoutMs + 120_000).toISOString() } }),
         log,
       });
@@ -597,8 +601,11 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   };
 
   // Waits for an actor to settle, each with its deadline: ended by close() (settle-waits.ts).
-  const waits = new SettleWaits({ bus, host: hostRef, store });
+  const waits = new SettleWaits({ bus, store, followLog: pgStore !== null });
   const waitFor = waits.waitFor.bind(waits);
+
+  // A pinned execution's node is watched while it waits to be claimed: NODE_UNAVAILABLE once it is not live (pinned-wait.ts).
+  const guardPinned = pgStore && queue ? pinnedWatch({ self: selfNode, pg: pgStore.pg, store, queue, nowMs: () => clock.nowMs(), log }) : null;
 
   /** inspectActor, for callers that can wait: an ended actor's history paged out of memory (PostgreSQL) is read first. */
   const inspectNow = async (id: string): Promise<ActorView> => {
@@ -660,13 +667,12 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     return { appId, tool, granted: grant, tools: instances.allowlist(appId, base), instances: r.changed.map((c) => c.instanceId), changed: r.changed, pending: r.pending, seq: event.seq };
   };
 
-  const settledInstance = (s: string) => s !== 'new' && s !== 'spawning' && s !== 'healthy' && s !== 'adopted';
-  const instanceStopped = (s: string) => s === 'stopped' || s === 'lost' || s === 'crashed.down';
+  const stopped = byState(instanceStopped);
 
   // stop and kill on this node; `meta` marks the event with the hand-over request it carries out (handover.ts).
   const stopHere = async (id: string, graceMs: number | null | undefined, meta?: Record<string, unknown>): Promise<ActorView> => {
     const actor = live(id, 'instance', 'instance.stop-requested');
-    return waitFor('instance', actor.id, instanceStopped, (graceMs ?? options.killGraceMs ?? 5000) + 30_000, async () => {
+    return waitFor('instance', actor.id, stopped, (graceMs ?? options.killGraceMs ?? 5000) + 30_000, async () => {
       const r = await host.dispatch('instance', actor.id, { type: 'instance.stop-requested', data: { graceMs: graceMs ?? null }, ...(meta ? { meta } : {}) });
       // Stopped meanwhile, or already on its way: the wait resolves when it is stopped.
       if (!r.accepted && !(instanceStopped(r.from) || r.from === 'stopping')) throw new IllegalEventError(actor.id, r.from, 'instance.stop-requested');
@@ -674,12 +680,12 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   };
   const killHere = async (id: string, meta?: Record<string, unknown>): Promise<ActorView> => {
     const actor = live(id, 'instance', 'instance.kill-requested');
-    return waitFor('instance', actor.id, instanceStopped, 30_000, async () => {
+    return waitFor('instance', actor.id, stopped, 30_000, async () => {
       const r = await host.dispatch('instance', actor.id, { type: 'instance.kill-requested', data: {}, ...(meta ? { meta } : {}) });
       if (!r.accepted) throw new IllegalEventError(actor.id, r.from, 'instance.kill-requested');
     });
   };
-  const settledLocally = (id: string): Promise<ActorView> => waitFor('instance', id, instanceStopped, 60_000, () => Promise.resolve());
+  const settledLocally = (id: string): Promise<ActorView> => waitFor('instance', id, stopped, 60_000, () => Promise.resolve());
   /** A hand-over request this node holds the lease for, carried out as a call taken here would be. */
   const actHere = async (r: HandoverRequest) => {
     const stream = `instance-${r.instanceId}`;
@@ -754,8 +760,9 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
         view = await placement!.spawnOn(target, { instanceId: o.instanceId ?? newInstanceId(), appDir: resolve(o.appDir), ...(o.sandbox ? { sandbox: o.sandbox } : {}) }, timeoutMs + 30_000);
       } else {
         const spec = instances.prepare(o.appDir, o.sandbox, o.instanceId);
-        view = await waitFor('instance', spec.instanceId, settledInstance, timeoutMs, () => host.create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } }).then(spawned(spec.instanceId)));
+        view = await waitFor('instance', spec.instanceId, spawnSettled, timeoutMs, () => host.create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } }).then(spawned(spec.instanceId)));
       }
+      if (view.state !== 'running') view = (await waits.reread('instance', view.id)) ?? view; // a failure only as the log has it now
       if (view.state !== 'running') {
         const crash = (view.context as InstanceContext).lastCrash;
         throw new RunlogError('SPAWN_FAILED', crash?.message ?? `instance ${view.id} ended ${view.state}`, { instanceId: view.id, state: view.state, reason: crash?.reason ?? null });
@@ -814,27 +821,28 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       const executionId = newExecutionId();
       const timeoutMs = fields.timeoutMs ?? executions.policy.defaults.timeoutMs;
       const request = { executionId, uri: fields.uri, handler: fields.handler, input: fields.input, callerDid: fields.callerDid, timeoutMs };
-      // A named node must be live (or, on SQLite, be this one).
-      const pinned = o.node === undefined || o.node === 'any' ? null : await placeOn(o.node);
+      // A named node must be live (or, on SQLite, be this one), unless the caller waits for it (pinned-wait.ts).
+      const pinned = await pinnedTarget(o.node, o.nodeWaitMs, placeOn, pgStore !== null);
       const off = typeof o.onProgress === 'function' ? executions.onProgress(executionId, o.onProgress) : () => undefined;
       try {
         if (queue) {
           // In a cluster it is queued in the log and started by a node with room (progress is reported when that is this node).
           const claimBy = clock.nowMs() + QUEUE_CLAIM_MS;
           const ended = () => ['succeeded', 'failed'].includes(inspectActor(store, executionId).state);
-          const waiting = awaitQueued(store, executionId, ended, claimBy, QUEUE_CLAIM_MS + timeoutMs + 600_000, () => clock.nowMs(), waits.signal);
+          const abort = new AbortController();
+          const waiting = awaitQueued(store, executionId, ended, claimBy, QUEUE_CLAIM_MS + timeoutMs + 600_000, () => clock.nowMs(), AbortSignal.any([waits.signal, abort.signal]));
           try {
             await queue.enqueue({ executionId, request, from: selfNode, node: pinned, headStart: o.node === undefined, claimBy: new Date(claimBy).toISOString() });
           } catch (err) {
             waiting.catch(() => undefined);
             throw err;
           }
-          await waiting;
+          await raceGuard(waiting, guardPinned?.(pinned, executionId, o.nodeWaitMs ?? 0, claimBy) ?? null, abort);
         } else {
           // At most policy.executions.maxRunning at once here, the rest in line with their deadline running
           // (execution-limiter.ts). Resolution and pulls count against the deadline only up to a generous bound.
           await limiter.run(clock.nowMs() + timeoutMs, (left) =>
-            waitFor('execution', executionId, (s) => s === 'succeeded' || s === 'failed', left + 600_000, () =>
+            waitFor('execution', executionId, byState(executionEnded), left + 600_000, () =>
               host.create('execution', executionId, { type: 'execution.requested', data: { request: { ...request, timeoutMs: left }, deadline: new Date(clock.nowMs() + left + 120_000).toISOString() } }),
             ),
           );
@@ -891,14 +899,4 @@ function summarizeActions(r: ReconcileReport): string {
   const counts = new Map<string, number>();
   for (const a of r.actions) counts.set(a.action, (counts.get(a.action) ?? 0) + 1);
   return [...counts].map(([k, v]) => `${v} ${k}`).join(', ');
-}
-
-/** An effect that threw becomes a fact in the actor's log. */
-function onEffectError(kind: ActorKind, effect: Effect, error: unknown): KindNewEvent<ActorKind> {
-  const message = error instanceof Error ? error.message : String(error);
-  const code = typeof error === 'object' && error && 'code' in error ? String((error as { code: unknown }).code) : 'EFFECT_FAILED';
-  if (kind === 'instance') {
-    return { type: 'instance.crashed', data: { reason: 'effect-failed', effect: effect.type, code, message } };
-  }
-  return { type: 'execution.failed', data: { reason: 'runtime', effect: effect.type, code, message } };
 }

@@ -87,6 +87,7 @@ export const ERROR_CODES = {
   MANIFEST_MISSING: 'validation',
   NETWORK_NOT_ALLOWED: 'validation',
   NODE_INVALID: 'validation',
+  NODE_WAIT_INVALID: 'validation',
   OPERATOR_POLICY_INVALID: 'validation',
   OPTIONS_INVALID: 'validation',
   PLATFORM_NOT_ACCEPTED: 'validation',

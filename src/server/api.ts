@@ -264,11 +264,12 @@ const routes: Route[] = [
     const body = await readJsonBody(req, Math.max(MAX_BODY_BYTES, runlog.policy.input.maxBytes + ENVELOPE_OVERHEAD_BYTES));
     const c = new Checker('request body');
     if (body.node !== undefined) assertNodeChoice(body.node); // NODE_INVALID, as the library says it
-    c.only(body, ['uri', 'handler', 'input', 'timeoutMs', 'callerDid', 'node']);
+    c.only(body, ['uri', 'handler', 'input', 'timeoutMs', 'callerDid', 'node', 'nodeWaitMs']);
     const node = c.string(body, 'node', { max: 63, pattern: NODE_CHOICE, hint: "must be 'any' or a node name" });
     const uri = c.string(body, 'uri', { required: true, max: 8192, pattern: /^at:\/\/\S+$/, hint: 'must be an at:// URI' });
     const handler = c.string(body, 'handler', { required: true, max: 256 });
     const timeoutMs = c.integer(body, 'timeoutMs', { min: 1, max: 24 * 3600_000 });
+    const nodeWaitMs = c.integer(body, 'nodeWaitMs', { min: 0, max: 24 * 3600_000 });
     const callerDid = c.string(body, 'callerDid', { max: 2048, pattern: /^did:[a-z]+:\S+$/, hint: 'must be a DID' });
     c.done();
     const outcome = await runlog.execute({
@@ -278,6 +279,7 @@ const routes: Route[] = [
       ...(timeoutMs !== undefined ? { timeoutMs } : {}),
       ...(callerDid ? { callerDid } : {}),
       ...(node ? { node } : {}),
+      ...(nodeWaitMs !== undefined ? { nodeWaitMs } : {}),
     });
     sendJson(res, 200, outcome);
   }),

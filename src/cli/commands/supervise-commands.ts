@@ -185,12 +185,13 @@ export const logsCommand: Command = {
 export const execCommand: Command = {
   name: 'exec',
   summary: 'run at-run code: resolve it from its PDS, run the handler, print the output',
-  usage: "runlog exec <at-uri> <handler> [--input '<json>'] [--timeout <ms>] [--caller <did>] [--node <name>|any] [--plc <url>] [--json]",
+  usage: "runlog exec <at-uri> <handler> [--input '<json>'] [--timeout <ms>] [--caller <did>] [--node <name>|any] [--node-wait <ms>] [--plc <url>] [--json]",
   options: {
     input: { type: 'string', value: "'<json>'", description: "the handler's input, as JSON", defaultText: 'null' },
     timeout: { type: 'string', value: '<ms>', description: 'deadline of the run', defaultText: "the code record's, clamped by the operator policy" },
     caller: { type: 'string', value: '<did>', description: 'the DID the execution runs on behalf of (recorded, passed to the handler)', defaultText: 'none' },
     node: { type: 'string', value: '<name|any>', description: 'on a cluster: only this node may claim it from the queue (any: the first live node with room)', defaultText: 'the node that takes the call first, others when it is full' },
+    'node-wait': { type: 'string', value: '<ms>', description: 'with --node <name>: how long to wait for that node while it is not live (dead, paused, stopped); past it the answer is NODE_UNAVAILABLE and it never runs there', defaultText: '0: NODE_UNAVAILABLE at once' },
     plc: { type: 'string', value: '<url>', description: 'PLC directory for DID resolution (when no supervisor runs)', defaultText: '$RUNLOG_PLC_URL, else https://plc.directory' },
   },
   examples: ["runlog exec at://did:plc:abc/dev.mainasara.at-run.beta.v2.code/greet greet --input '{\"name\":\"Ada\"}'"],
@@ -209,7 +210,9 @@ export const execCommand: Command = {
     if (timeoutMs !== undefined && (!Number.isInteger(timeoutMs) || timeoutMs <= 0)) throw new UsageError('--timeout must be milliseconds (a whole number)');
     const node = args.values.node as string | undefined;
     if (node !== undefined) assertNodeChoice(node); // NODE_INVALID; an unknown or dead node: the supervisor's NODE_UNKNOWN / NODE_UNAVAILABLE
-    const request = { uri, handler, input, ...(timeoutMs ? { timeoutMs } : {}), ...(args.values.caller ? { callerDid: String(args.values.caller) } : {}), ...(node !== undefined ? { node } : {}) };
+    const nodeWaitMs = args.values['node-wait'] === undefined ? undefined : Number(args.values['node-wait']);
+    if (nodeWaitMs !== undefined && (!Number.isSafeInteger(nodeWaitMs) || nodeWaitMs < 0 || node === undefined || node === 'any')) throw new UsageError('--node-wait must be milliseconds (a whole number), with --node <name>');
+    const request = { uri, handler, input, ...(timeoutMs ? { timeoutMs } : {}), ...(args.values.caller ? { callerDid: String(args.values.caller) } : {}), ...(node !== undefined ? { node } : {}), ...(nodeWaitMs !== undefined ? { nodeWaitMs } : {}) };
     const { atprotoOptions, callApi, findServer } = await client();
     const server = findServer(homeOf(args));
     let outcome: ExecutionOutcome;

@@ -1,0 +1,42 @@
+// When a caller's wait for an actor is over, judged from what the log says of the actor (pure, so the rules are
+// tested on their own: test/settle-rules.unit.test.ts). In a cluster another node may settle the actor a caller
+// waits for (it took the lease over mid-spawn): the answer must be what the log says, never a failure the log
+// does not record. A spawn whose node was lost is not over while the survivor restarts it (crashed.backoff with
+// reason `node-lost`): the spawn did not fail, its node went, and the instance runs again elsewhere.
+
+/** What the rules read of an actor: its state and its context (an instance's last crash). */
+export interface SettleView {
+  state: string;
+  context: Record<string, unknown>;
+}
+
+/** Whether the caller's wait ends at this view of the actor. */
+export type SettleRule = (view: SettleView) => boolean;
+
+const SPAWN_IN_FLIGHT = new Set(['new', 'spawning', 'healthy', 'adopted']);
+
+const crashReason = (view: SettleView): string | null => {
+  const crash = view.context.lastCrash as { reason?: unknown } | null | undefined;
+  return typeof crash?.reason === 'string' ? crash.reason : null;
+};
+
+/**
+ * A spawn's answer is due: it runs, or it ended or crashed for a reason of its own. Not while it is being
+ * spawned, nor while a survivor restarts it after its node was lost (the restart's outcome is the answer).
+ */
+export const spawnSettled: SettleRule = (view) => {
+  if (SPAWN_IN_FLIGHT.has(view.state)) return false;
+  return !(view.state === 'crashed.backoff' && crashReason(view) === 'node-lost');
+};
+
+/** An instance has stopped: stopped, lost, or down for good. */
+export const instanceStopped = (state: string): boolean => state === 'stopped' || state === 'lost' || state === 'crashed.down';
+
+/** An execution has its outcome. */
+export const executionEnded = (state: string): boolean => state === 'succeeded' || state === 'failed';
+
+/** A rule on the state alone, as a SettleRule. */
+export const byState =
+  (done: (state: string) => boolean): SettleRule =>
+  (view) =>
+    done(view.state);
