@@ -15,7 +15,7 @@ import { EXIT, printJson, type Io } from '../output.ts';
 import { requestTimeout, timeoutFlag } from '../request-timeout.ts';
 
 /** How long each command waits for the supervisor unless told (--timeout): a bit past the supervisor's own bound. */
-const WAIT_MS = { spawn: 120_000, stopPastGrace: 60_000, kill: 60_000, cap: 60_000, reconcile: 300_000 } as const;
+const WAIT_MS = { spawn: 120_000, stopPastGrace: 60_000, kill: 60_000, cap: 60_000, reconcile: 300_000, execRun: 600_000, execPastRun: 60_000 } as const;
 
 const client = () => import('../client.ts');
 
@@ -185,13 +185,14 @@ export const logsCommand: Command = {
 export const execCommand: Command = {
   name: 'exec',
   summary: 'run at-run code: resolve it from its PDS, run the handler, print the output',
-  usage: "runlog exec <at-uri> <handler> [--input '<json>'] [--timeout <ms>] [--caller <did>] [--node <name>|any] [--node-wait <ms>] [--plc <url>] [--json]",
+  usage: "runlog exec <at-uri> <handler> [--input '<json>'] [--timeout <ms>] [--caller <did>] [--node <name>|any] [--node-wait <ms>] [--wait <ms>] [--plc <url>] [--json]",
   options: {
     input: { type: 'string', value: "'<json>'", description: "the handler's input, as JSON", defaultText: 'null' },
     timeout: { type: 'string', value: '<ms>', description: 'deadline of the run', defaultText: "the code record's, clamped by the operator policy" },
     caller: { type: 'string', value: '<did>', description: 'the DID the execution runs on behalf of (recorded, passed to the handler)', defaultText: 'none' },
     node: { type: 'string', value: '<name|any>', description: 'on a cluster: only this node may claim it from the queue (any: the first live node with room)', defaultText: 'the node that takes the call first, others when it is full' },
     'node-wait': { type: 'string', value: '<ms>', description: 'with --node <name>: how long to wait for that node while it is not live (dead, paused, stopped); past it the answer is NODE_UNAVAILABLE and it never runs there', defaultText: '0: NODE_UNAVAILABLE at once' },
+    wait: timeoutFlag(`--timeout + --node-wait + ${WAIT_MS.execPastRun / 1000} s; without --timeout, ${(WAIT_MS.execRun + WAIT_MS.execPastRun) / 60_000} min`),
     plc: { type: 'string', value: '<url>', description: 'PLC directory for DID resolution (when no supervisor runs)', defaultText: '$RUNLOG_PLC_URL, else https://plc.directory' },
   },
   examples: ["runlog exec at://did:plc:abc/dev.mainasara.at-run.beta.v2.code/greet greet --input '{\"name\":\"Ada\"}'"],
@@ -213,12 +214,14 @@ export const execCommand: Command = {
     const nodeWaitMs = args.values['node-wait'] === undefined ? undefined : Number(args.values['node-wait']);
     if (nodeWaitMs !== undefined && (!Number.isSafeInteger(nodeWaitMs) || nodeWaitMs < 0 || node === undefined || node === 'any')) throw new UsageError('--node-wait must be milliseconds (a whole number), with --node <name>');
     const request = { uri, handler, input, ...(timeoutMs ? { timeoutMs } : {}), ...(args.values.caller ? { callerDid: String(args.values.caller) } : {}), ...(node !== undefined ? { node } : {}), ...(nodeWaitMs !== undefined ? { nodeWaitMs } : {}) };
+    // The run's own deadline bounds the supervisor's answer; past it (and a margin) the supervisor is not answering.
+    const waitMs = requestTimeout(args, (timeoutMs ?? WAIT_MS.execRun) + (nodeWaitMs ?? 0) + WAIT_MS.execPastRun, 'wait');
     const { atprotoOptions, callApi, findServer } = await client();
     const server = findServer(homeOf(args));
     let outcome: ExecutionOutcome;
     if (server) {
       io.err(`runlog: running through the supervisor at ${server.url}`);
-      outcome = await callApi<ExecutionOutcome>(server, 'POST', '/api/executions', request, ANSWERS.execution);
+      outcome = await callApi<ExecutionOutcome>(server, 'POST', '/api/executions', request, ANSWERS.execution, waitMs);
     } else {
       const { createRunlog } = await import('../../actors/runlog.ts');
       const rl = await createRunlog({ home: args.home, db: args.db, ...(args.store ? { store: args.store } : {}), command: 'runlog exec', atproto: atprotoOptions(args.values.plc as string | undefined), log: (m) => io.err(`runlog: ${m}`), watchApps: false });
