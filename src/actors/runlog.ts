@@ -486,6 +486,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
           letGo: (s) => pgStore.letGo(s),
           nowMs: () => clock.nowMs(),
           relinquish: (id) => instances.relinquish(id),
+          rearm: (actor) => void timers.rearm(actor),
           taking: (streams) => handover?.taking(streams),
           tookOver: (streams) => {
             handover?.tookOver(streams);
