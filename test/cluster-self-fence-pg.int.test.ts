@@ -2,11 +2,13 @@
 // --node a|b`), the real PostgreSQL server, one real Docker daemon; containers are looked up in Docker's own listing
 // and events by their runlog.stream and runlog.node labels.
 // - The lease lost in the middle of a container spawn (a is SIGSTOPped past the TTL while its app is starting): b
-//   takes the instance over and restarts it; the woken a removes the container it was creating, and none of a's is
-//   left once a's app would have become healthy.
+//   takes the instance over (removing a's copy from the Docker daemon they share) and restarts it; the woken a
+//   does not bring its spawn back, and none of a's containers is left once a's app would have become healthy.
+//   (That a spawn refused or let go of removes what it started is test/instance-spawn-fence.unit.test.ts.)
 // - A node cut off PostgreSQL (its connections through a proxy that is cut) cannot renew its leases: it stops its
-//   own container of the instance before its lease expires, so Docker records that container's death before b's
-//   copy starts; once a reaches PostgreSQL again it lets go of the instance and only b's copy runs.
+//   own container of the instance before its lease expires (b finds no running copy of a's to remove), so Docker
+//   records that container's death before b's copy starts; once a reaches PostgreSQL again it lets go of the
+//   instance and only b's copy runs.
 import { cpSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -26,7 +28,7 @@ afterAll(async () => {
 const containersOf = (id: string, node: string) => docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.stream=instance-${id}`, `runlog.node=${node}`] }) });
 
 describe('one running copy of an instance', () => {
-  it('a node that loses the lease while its container is starting removes that container; only the new owner runs the instance', { timeout: 600_000 }, async () => {
+  it('a node that loses the lease while its container is starting is left with no container of the instance; only the new owner runs it', { timeout: 600_000 }, async () => {
     await requireDockerAppBase();
     const cluster = await createCluster({ tag: 'fencespawn', ttlMs: TTL });
     // An app that takes a while to answer its health check: its spawn is in flight for that long.
@@ -100,6 +102,9 @@ describe('one running copy of an instance', () => {
       expect(startedOnB, seen.join(', ')).toBeGreaterThan(diedOnA);
       expect(await containersOf(id, 'a')).toEqual([]);
       expect(a.stderr()).toContain('self-fence: no lease renewal answered');
+      // a had stopped it before its lease expired: b, taking the instance over, found no running copy of a's to
+      // remove from the Docker daemon they share.
+      expect(b.stderr()).not.toMatch(/that a left on this Docker daemon \([1-9]\d* running\)/);
       expect(history.slice(0, before.length)).toEqual(before);
       expect(history.slice(before.length).every((e) => e.meta.node === 'b'), JSON.stringify(history.slice(before.length))).toBe(true);
 

@@ -6,7 +6,9 @@
 // an execution's lease only after the collect grace (pg-leases.ts), so a node that comes back in time collects
 // its own. An instance waiting for a restart has its timer armed here: by the machine, on the `instance.recovered`
 // the takeover records; when that cannot be recorded, straight from the log's state (timers.ts rearm) — else it
-// would never fire while the lease stays here. Losing a lease (this node was paused
+// would never fire while the lease stays here. The previous owner's containers of an instance on this node's
+// Docker daemon (nodes sharing one host) are removed first: a node dead or frozen cannot stop its copy itself.
+// Losing a lease (this node was paused
 // past its expiry and another took over) it lets go of the actor and acts on it no more — its appends would be
 // refused anyway (fenced). Picking up (a lease this node holds but whose actor it does not run: a new actor's
 // claim committed but its reply was lost) it rehydrates the actor from the log and recovers it exactly as at
@@ -26,6 +28,8 @@ export interface ClusterHooks {
   nowMs(): number;
   /** An instance whose lease this node lost: its sandbox here is killed (the new owner decides about it). */
   relinquish(instanceId: string): Promise<void>;
+  /** An instance taken over from `node`: that node's containers of it on this host's Docker daemon are removed. */
+  removeNodesContainers?(instanceId: string, node: string): Promise<{ removed: number; running: number }>;
   /** Leases just taken: requests handed over for these actors wait (handover.ts) … */
   taking?(streams: string[]): void;
   /** … until what this node knows about them is recorded. */
@@ -96,6 +100,14 @@ async function takeOver(host: ActorHost, node: string, leases: TakenLease[], hoo
       // What to record is the pure decision of recovery (machines/reconcile-decision.ts, its table in
       // test/reconcile-decision.unit.test.ts): lost or crashed node-lost, failed lost; waiting for a restart
       // already (a crash recorded before its node went), recovered: the machine arms the timer here.
+      // The previous owner's copy, if it ran on this Docker daemon, goes before this node starts its own.
+      if (ref.kind === 'instance' && hooks.removeNodesContainers) {
+        const r = await hooks.removeNodesContainers(ref.id, l.previous).catch((err: unknown) => {
+          log(`removing ${l.previous}'s containers of ${l.stream}: ${(err as Error).message}`);
+          return null;
+        });
+        if (r && r.removed > 0) log(`removed ${r.removed} container(s) of ${l.stream} that ${l.previous} left on this Docker daemon (${r.running} running)`);
+      }
       const observation = { at: new Date(hooks.nowMs()).toISOString(), node: 'gone' as const, evidence: { node: l.previous, takenOverBy: node, reason: `supervisor ${l.previous} stopped renewing its lease` } };
       try {
         const d = ref.kind === 'instance' ? decide('instance', actor, observation) : decide('execution', actor, observation);

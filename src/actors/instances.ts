@@ -410,6 +410,20 @@ export class InstanceSupervisor {
     }
   }
 
+  /**
+   * An instance taken over from `node`: its containers that node left on this host's Docker daemon (one daemon
+   * shared by several nodes) are removed before this node runs the instance, so the copy of a node that is dead or
+   * frozen does not run beside this one. On another host there are none here. Returns how many were removed, and
+   * how many of them were running.
+   */
+  async removeNodesContainers(instanceId: string, node: string): Promise<{ removed: number; running: number }> {
+    const engine = this.opts.engine?.();
+    if (!engine) return { removed: 0, running: 0 };
+    const stale = await engine.listContainers({ 'runlog.kind': 'instance', 'runlog.stream': `instance-${instanceId}`, 'runlog.node': node }, { all: true });
+    await Promise.all(stale.map((c) => engine.removeContainer(c.id, { force: true })));
+    return { removed: stale.length, running: stale.filter((c) => c.state === 'running').length };
+  }
+
   /** Instances with a sandbox on this node: running, or being created. */
   sandboxed(): string[] {
     const ids = new Set(this.spawning.keys());

@@ -487,6 +487,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
           nowMs: () => clock.nowMs(),
           relinquish: (id) => instances.relinquish(id),
           rearm: (actor) => void timers.rearm(actor),
+          removeNodesContainers: (id, previous) => instances.removeNodesContainers(id, previous),
           taking: (streams) => handover?.taking(streams),
           tookOver: (streams) => {
             handover?.tookOver(streams);
