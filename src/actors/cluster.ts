@@ -8,11 +8,11 @@
 // the takeover records; when that cannot be recorded, straight from the log's state (timers.ts rearm) — else it
 // would never fire while the lease stays here. The previous owner's containers of an instance on this node's
 // Docker daemon (nodes sharing one host) are removed first: a node dead or frozen cannot stop its copy itself.
-// Losing a lease (this node was paused
-// past its expiry and another took over) it lets go of the actor and acts on it no more — its appends would be
-// refused anyway (fenced). Picking up (a lease this node holds but whose actor it does not run: a new actor's
-// claim committed but its reply was lost) it rehydrates the actor from the log and recovers it exactly as at
-// start-up (recoverRehydrated, then a reconcile): its node is this one, alive, so nothing is recorded lost.
+// Losing a lease (this node was paused past its expiry and another took over) it lets go of the actor and acts on
+// it no more — its appends would be refused anyway (fenced). Picking up (a lease this node holds but whose actor
+// it does not run: a new actor's claim committed but its reply was lost) it rehydrates the actor from the log and
+// recovers it exactly as at start-up (recoverRehydrated, then a reconcile): its node is this one, alive, so
+// nothing is recorded lost.
 import { FencedError } from '../domain/errors.ts';
 import { parseStreamName, type ActorKind, type KindNewEvent } from '../domain/events.ts';
 import { decide } from '../machines/reconcile-decision.ts';
@@ -97,9 +97,6 @@ async function takeOver(host: ActorHost, node: string, leases: TakenLease[], hoo
         letGo(l.stream); // ended already: its lease is given back at the next beat
         return;
       }
-      // What to record is the pure decision of recovery (machines/reconcile-decision.ts, its table in
-      // test/reconcile-decision.unit.test.ts): lost or crashed node-lost, failed lost; waiting for a restart
-      // already (a crash recorded before its node went), recovered: the machine arms the timer here.
       // The previous owner's copy, if it ran on this Docker daemon, goes before this node starts its own.
       if (ref.kind === 'instance' && hooks.removeNodesContainers) {
         const r = await hooks.removeNodesContainers(ref.id, l.previous).catch((err: unknown) => {
@@ -108,6 +105,9 @@ async function takeOver(host: ActorHost, node: string, leases: TakenLease[], hoo
         });
         if (r && r.removed > 0) log(`removed ${r.removed} container(s) of ${l.stream} that ${l.previous} left on this Docker daemon (${r.running} running)`);
       }
+      // What to record is the pure decision of recovery (machines/reconcile-decision.ts, its table in
+      // test/reconcile-decision.unit.test.ts): lost or crashed node-lost, failed lost; waiting for a restart
+      // already (a crash recorded before its node went), recovered: the machine arms the timer here.
       const observation = { at: new Date(hooks.nowMs()).toISOString(), node: 'gone' as const, evidence: { node: l.previous, takenOverBy: node, reason: `supervisor ${l.previous} stopped renewing its lease` } };
       try {
         const d = ref.kind === 'instance' ? decide('instance', actor, observation) : decide('execution', actor, observation);

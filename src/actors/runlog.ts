@@ -505,7 +505,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
         }),
       );
       // A node that cannot renew its leases stops its instance sandboxes before they can run elsewhere too.
-      stopSelfFence = startSelfFence(pgStore.leases!, { sandboxed: () => instances.sandboxed(), relinquish: (id) => instances.relinquish(id), resumed: () => void (options.reconcile ?? true ? reconcile() : null)?.catch((err: unknown) => log(`reconcile after the self-fence: ${(err as Error).message}`)), log }, openedAtMs);
+      stopSelfFence = startSelfFence(pgStore.leases!, { sandboxed: () => instances.sandboxed(), relinquish: (id) => instances.relinquish(id), resumed: () => void (options.reconcile ?? true ? reconcile() : null)?.catch((err: unknown) => log(`reconcile after the self-fence: ${(err as Error).message}`)), log }, openedAtMs, (t, p) => pgStore.pg.sql(t, p));
       handover = new Handover({
         store,
         node,

@@ -13,7 +13,7 @@
 // nowhere: a reconcile (`resumed`) records that, and their restart policy brings them back. Which leases were
 // taken meanwhile the store's beat finds and reports as lost (actors/cluster.ts), before `resumed` runs.
 import { performance } from 'node:perf_hooks';
-import { onRenewals } from '../store/postgres/lease-renewals.ts';
+import { leastLeaseLeftMs, onRenewals } from '../store/postgres/lease-renewals.ts';
 import type { Leases } from '../store/postgres/pg-leases.ts';
 
 /** After what fraction of the lease TTL without an answered renewal a node stops its own instance sandboxes. */
@@ -119,11 +119,26 @@ export class SelfFence {
 /**
  * A cluster node's self-fence, fed by its store's lease renewals (lease-renewals.ts) and started. `since`: a time
  * (on performance.now's clock) no later than when the node's leases were last set to live a TTL, e.g. before the
- * store was opened (it reclaims them). Returns its stop.
+ * store was opened (it reclaims them); `sql` asks the server once how long they have left, which is closer to the
+ * truth (the store's open may take a while), so a slow start does not fence a node whose leases are fresh.
+ * Returns its stop.
  */
-export function startSelfFence(leases: Leases, deps: Omit<SelfFenceDeps, 'nowMs' | 'ttlMs'>, since: number): () => void {
+export function startSelfFence(
+  leases: Leases,
+  deps: Omit<SelfFenceDeps, 'nowMs' | 'ttlMs'>,
+  since: number,
+  sql?: (text: string, params: unknown[]) => Promise<{ left_ms: number | null }[]>,
+): () => void {
   const fence = new SelfFence({ ...deps, ttlMs: leases.ttlMs }, since);
   const off = onRenewals(leases, () => performance.now(), (sentAtMs) => fence.renewed(sentAtMs));
+  if (sql) {
+    // Expiring at the server's time of answering plus `left`, so no sooner than the time it was asked plus `left`.
+    const askedAt = performance.now();
+    void leastLeaseLeftMs(sql, leases.node).then(
+      (left) => left !== null && fence.renewed(askedAt + left - leases.ttlMs),
+      () => undefined, // unanswered: `since` stands
+    );
+  }
   fence.start();
   return () => {
     fence.stop();
