@@ -244,6 +244,14 @@ describe('structured logs', () => {
     expect(quiet.map((l) => JSON.parse(l).msg)).toEqual(['shown']);
     expect(() => parseLogLevel('loud')).toThrow(UsageError);
   });
+
+  it("every line names the node it is given (serve --node), not the host's name", () => {
+    const lines: string[] = [];
+    const logger = createLogger({ node: 'node-x', stream: { write: (l: string) => lines.push(l) }, pretty: false });
+    logger.info('one');
+    logger.warn({ actorId: 'inst_1' }, 'two');
+    expect(lines.map((l) => JSON.parse(l).node)).toEqual(['node-x', 'node-x']);
+  });
 });
 
 // The heartbeat table comes with migration 3; a log file opened by this version has it.

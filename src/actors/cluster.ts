@@ -4,11 +4,16 @@
 // recorded as a crash with reason `node-lost` (the machine's restart policy then restarts it here, on a live
 // node), else as `instance.lost`. An execution in flight there ends `failed` with reason `lost` — survivors take
 // an execution's lease only after the collect grace (pg-leases.ts), so a node that comes back in time collects
-// its own. An instance waiting for a restart has its timer armed here. Losing a lease (this node was paused
-// past its expiry and another took over) it lets go of the actor and acts on it no more — its appends would be
-// refused anyway (fenced). Picking up (a lease this node holds but whose actor it does not run: a new actor's
-// claim committed but its reply was lost) it rehydrates the actor from the log and recovers it exactly as at
-// start-up (recoverRehydrated, then a reconcile): its node is this one, alive, so nothing is recorded lost.
+// its own. An instance waiting for a restart has its timer armed here: by the machine, on the `instance.recovered`
+// the takeover records; when that cannot be recorded, straight from the log's state (timers.ts rearm) — else it
+// would never fire while the lease stays here. The previous owner's containers of an instance on this node's
+// Docker daemon (nodes sharing one host) are removed first: a node dead or frozen cannot stop its copy itself.
+// Losing a lease (this node was paused past its expiry and another took over) it lets go of the actor and acts on
+// it no more — its appends would be refused anyway (fenced). Picking up (a lease this node holds but whose actor
+// it does not run: a new actor's claim committed but its reply was lost) it rehydrates the actor from the log and
+// recovers it exactly as at start-up (recoverRehydrated, then a reconcile): its node is this one, alive, so
+// nothing is recorded lost.
+import { FencedError } from '../domain/errors.ts';
 import { parseStreamName, type ActorKind, type KindNewEvent } from '../domain/events.ts';
 import { decide } from '../machines/reconcile-decision.ts';
 import { isTerminal } from '../machines/runtime.ts';
@@ -23,10 +28,14 @@ export interface ClusterHooks {
   nowMs(): number;
   /** An instance whose lease this node lost: its sandbox here is killed (the new owner decides about it). */
   relinquish(instanceId: string): Promise<void>;
+  /** An instance taken over from `node`: that node's containers of it on this host's Docker daemon are removed. */
+  removeNodesContainers?(instanceId: string, node: string): Promise<{ removed: number; running: number }>;
   /** Leases just taken: requests handed over for these actors wait (handover.ts) … */
   taking?(streams: string[]): void;
   /** … until what this node knows about them is recorded. */
   tookOver?(streams: string[]): void;
+  /** Arms the persisted timer of an actor taken over whose takeover could not be recorded (timers.ts rearm). */
+  rearm?(actor: LiveActor): void;
   /** Actors picked up (rehydrated from the log here): recovered as start-up recovers what it rehydrates. */
   recover?(actors: LiveActor[]): Promise<void>;
   log(message: string): void;
@@ -88,6 +97,14 @@ async function takeOver(host: ActorHost, node: string, leases: TakenLease[], hoo
         letGo(l.stream); // ended already: its lease is given back at the next beat
         return;
       }
+      // The previous owner's copy, if it ran on this Docker daemon, goes before this node starts its own.
+      if (ref.kind === 'instance' && hooks.removeNodesContainers) {
+        const r = await hooks.removeNodesContainers(ref.id, l.previous).catch((err: unknown) => {
+          log(`removing ${l.previous}'s containers of ${l.stream}: ${(err as Error).message}`);
+          return null;
+        });
+        if (r && r.removed > 0) log(`removed ${r.removed} container(s) of ${l.stream} that ${l.previous} left on this Docker daemon (${r.running} running)`);
+      }
       // What to record is the pure decision of recovery (machines/reconcile-decision.ts, its table in
       // test/reconcile-decision.unit.test.ts): lost or crashed node-lost, failed lost; waiting for a restart
       // already (a crash recorded before its node went), recovered: the machine arms the timer here.
@@ -96,11 +113,15 @@ async function takeOver(host: ActorHost, node: string, leases: TakenLease[], hoo
         const d = ref.kind === 'instance' ? decide('instance', actor, observation) : decide('execution', actor, observation);
         if (d.outcome === 'crashed' || d.outcome === 'resumed') restarting += 1;
         for (const event of d.events) {
-          const r = await host.dispatch(ref.kind, ref.id, { ...event, meta: { source: 'cluster' } } as KindNewEvent<ActorKind>);
+          // An observed fact: recorded even if PostgreSQL is briefly unreachable (its append waits for it).
+          const r = await host.dispatchObserved(ref.kind, ref.id, { ...event, meta: { source: 'cluster' } } as KindNewEvent<ActorKind>);
           if (r.accepted && d.outcome !== 'resumed') recorded += 1;
         }
       } catch (err) {
         log(`taking over ${l.stream} from ${l.previous}: ${(err as Error).message}`);
+        // Not recorded (the store failed it): a restart the log has scheduled still comes due here, unless this
+        // node lost the lease again meanwhile.
+        if (!(err instanceof FencedError)) hooks.rearm?.(actor);
       }
     }),
   );

@@ -15,7 +15,7 @@ import { homeLayout, type HomeLayout } from '../adapters/sandbox/layout.ts';
 import { ProotRunner } from '../adapters/sandbox/proot-runner.ts';
 import type { OrphanRecord, AppSandboxRunner } from '../adapters/sandbox/app-sandbox-runner.ts';
 import { provisionToolsDir } from '../adapters/tools/provision.ts';
-import { RunlogError, ValidationError } from '../domain/errors.ts';
+import { FencedError, RunlogError, ValidationError } from '../domain/errors.ts';
 import { DEFAULT_ENTRYPOINT, isValidAppId, MANIFEST_FILE, parseManifest, SANDBOX_KINDS, type AppManifest } from '../domain/manifest.ts';
 import { DEFAULT_RESTART, type CrashReason, type InstanceContext, type InstanceEffects, type InstanceSpec, type SandboxKind } from '../machines/instance.machine.ts';
 import type { ActorHost, EffectContext as AnyEffectContext, EffectHandlers, LiveActor } from './actor-host.ts';
@@ -82,6 +82,8 @@ export class InstanceSupervisor {
   readonly ports: TcpPortAllocator;
   private readonly runners: Partial<Record<SandboxKind, AppSandboxRunner>>;
   private readonly exitSubscriptions = new Map<string, () => void>();
+  /** Spawns in flight, by instance: `relinquished` once this node let go of the instance meanwhile. */
+  private readonly spawning = new Map<string, { relinquished: boolean }>();
   private registry: AppRegistry | null = null;
 
   constructor(private readonly opts: InstanceOptions, private readonly host: () => ActorHost) {
@@ -273,6 +275,16 @@ export class InstanceSupervisor {
       return;
     }
     const port = this.ports.allocate(spec.instanceId);
+    const flight = { relinquished: false };
+    this.spawning.set(spec.instanceId, flight);
+    try {
+      await this.spawnIn(runner, spec, manifest, port, flight, ctx);
+    } finally {
+      if (this.spawning.get(spec.instanceId) === flight) this.spawning.delete(spec.instanceId);
+    }
+  }
+
+  private async spawnIn(runner: AppSandboxRunner, spec: InstanceSpec, manifest: AppManifest, port: number, flight: { relinquished: boolean }, ctx: EffectContext): Promise<void> {
     let result;
     const clock = this.opts.clock ?? systemClock;
     const started = clock.nowMs();
@@ -287,22 +299,42 @@ export class InstanceSupervisor {
         const trouble = spec.sandbox === 'container' ? engineTrouble(err) : null;
         const budget = trouble === 'down' ? engineWaitMs : trouble === 'error' ? Math.min(engineWaitMs, 30_000) : 0;
         const engineDown = trouble !== null;
-        if (engineDown && clock.nowMs() - started < budget) {
+        if (engineDown && !flight.relinquished && clock.nowMs() - started < budget) {
           if (attempt === 0) this.opts.log?.(`spawn of ${spec.instanceId} waits for the Docker Engine: ${(err as Error).message}`);
           await new Promise<void>((r) => clock.after(Math.min(2000, 250 * 2 ** attempt), r));
           continue;
         }
         this.ports.release(port);
+        // Let go of meanwhile (relinquish killed what was starting): nothing of it is this node's to record.
+        if (flight.relinquished) return;
         const code = engineDown ? 'DOCKER_UNAVAILABLE' : ((err as RunlogError).code ?? 'SPAWN_FAILED');
         const reason: CrashReason = engineDown ? 'effect-failed' : (SPAWN_FAILURES[code] ?? 'spawn-error');
         await ctx.dispatch({ type: 'instance.spawn-failed', data: { reason, code, message: (err as Error).message, port } });
         return;
       }
     }
-    const spawned = await ctx.dispatch({
-      type: 'instance.spawned',
-      data: { pid: result.pid, containerId: result.containerId ?? null, host: result.host, port: result.port, healthyAfterMs: result.healthyAfterMs },
-    });
+    if (flight.relinquished) {
+      // This node let go of the instance while its sandbox was being created: it must not run beside the copy of
+      // the node that holds the instance now.
+      await runner.forceKill(spec.instanceId).catch(() => undefined);
+      this.ports.release(port);
+      return;
+    }
+    let spawned;
+    try {
+      spawned = await ctx.dispatch({
+        type: 'instance.spawned',
+        data: { pid: result.pid, containerId: result.containerId ?? null, host: result.host, port: result.port, healthyAfterMs: result.healthyAfterMs },
+      });
+    } catch (err) {
+      // Refused (this node lost the lease during the spawn: another node may run the instance already): what was
+      // started here is removed, not left running behind the log's back until this node restarts.
+      if (err instanceof FencedError) {
+        await runner.forceKill(spec.instanceId).catch(() => undefined);
+        this.ports.release(port);
+      }
+      throw err;
+    }
     if (!spawned.accepted) {
       // A stop or kill arrived while it was starting: it must not stay running behind the log's back.
       await runner.forceKill(spec.instanceId).catch(() => undefined);
@@ -363,15 +395,40 @@ export class InstanceSupervisor {
 
   /**
    * This node lost the instance's lease (it was paused or cut off and another node took it over, recorded it
-   * lost and maybe restarted it there): its sandbox here must not run on beside that. Killed without a word in
-   * the log (this node may not append for it any more); its exit is not reported.
+   * lost and maybe restarted it there), or it cannot renew it (self-fence.ts): its sandbox here must not run on
+   * beside that. Killed without a word in the log (this node may not append for it any more); its exit is not
+   * reported. A sandbox still being created is killed too: now if the runner has it already (waiting for its
+   * health), else by its spawn as soon as the runner hands it over.
    */
   async relinquish(instanceId: string): Promise<void> {
+    const flight = this.spawning.get(instanceId);
+    if (flight) flight.relinquished = true;
     this.exitSubscriptions.get(instanceId)?.();
     this.exitSubscriptions.delete(instanceId);
     for (const runner of Object.values(this.runners)) {
-      if (runner && runner.getPort(instanceId) !== null) await runner.forceKill(instanceId).catch(() => undefined);
+      if (runner && (flight || runner.getPort(instanceId) !== null)) await runner.forceKill(instanceId).catch(() => undefined);
     }
+  }
+
+  /**
+   * An instance taken over from `node`: its containers that node left on this host's Docker daemon (one daemon
+   * shared by several nodes) are removed before this node runs the instance, so the copy of a node that is dead or
+   * frozen does not run beside this one. On another host there are none here. Returns how many were removed, and
+   * how many of them were running.
+   */
+  async removeNodesContainers(instanceId: string, node: string): Promise<{ removed: number; running: number }> {
+    const engine = this.opts.engine?.();
+    if (!engine) return { removed: 0, running: 0 };
+    const stale = await engine.listContainers({ 'runlog.kind': 'instance', 'runlog.stream': `instance-${instanceId}`, 'runlog.node': node }, { all: true });
+    await Promise.all(stale.map((c) => engine.removeContainer(c.id, { force: true })));
+    return { removed: stale.length, running: stale.filter((c) => c.state === 'running').length };
+  }
+
+  /** Instances with a sandbox on this node: running, or being created. */
+  sandboxed(): string[] {
+    const ids = new Set(this.spawning.keys());
+    for (const a of this.host().live()) if (a.kind === 'instance' && this.tracks(a.id)) ids.add(a.id);
+    return [...ids];
   }
 
   /** After a restart, an adopted container gets its exit watcher and log stream back; no hooks run. */

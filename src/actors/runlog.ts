@@ -3,6 +3,7 @@
 import type { TracerProvider } from '@opentelemetry/api';
 import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { performance } from 'node:perf_hooks';
 import { join, resolve } from 'node:path';
 import type { AtprotoReaderOptions, Publisher } from '../adapters/atproto/index.ts';
 import type { DockerEngine } from '../adapters/docker/docker-port.ts';
@@ -28,6 +29,7 @@ import type { ActorRow } from '../store/event-store.ts';
 import { isPostgresUrl, type HostStore } from '../store/host-store.ts';
 import type { PgHostStore } from '../store/postgres/pg-host-store.ts';
 import { clusterListener } from './cluster.ts';
+import { startSelfFence } from './self-fence.ts';
 import { Placement } from './placement.ts';
 import { actedOn, Handover } from './handover.ts';
 import type { FollowOwner } from './remote-follow.ts';
@@ -330,6 +332,7 @@ async function openStore(options: RunlogOptions, db: string, readOnly: boolean, 
 async function openRunlog(options: RunlogOptions, paths: { home: string; db: string }, supervise: boolean, readOnly: boolean, writer: WriterLock | null, pgUrl: string | undefined): Promise<Runlog> {
   // A supervisor on PostgreSQL is a cluster node (maybe the only one): its actors are leased to it.
   const node = pgUrl && supervise ? (options.node ?? hostname()) : undefined;
+  const openedAtMs = performance.now(); // no later than the store reclaims this node's leases (self-fence.ts)
   const store = await openStore(options, paths.db, readOnly, pgUrl, node);
   if (supervise && store instanceof SqliteEventStore) {
     // The tail of the hash chain, before anything is read from it or appended to it (the whole log: runlog verify).
@@ -445,6 +448,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   let heartbeat: HeartbeatHandle | null = null;
   let placement: Placement | null = null;
   let handover: Handover | null = null;
+  let stopSelfFence: (() => void) | null = null;
   let follows: { owner: FollowOwner; remote(owner: string, id: string, signal?: AbortSignal): AsyncIterable<LogLine>; close(): void } | null = null;
   let queue: ExecutionQueue | null = null;
   const limiter = new ExecutionLimiter(executions.policy.executions, clock);
@@ -485,6 +489,8 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
           letGo: (s) => pgStore.letGo(s),
           nowMs: () => clock.nowMs(),
           relinquish: (id) => instances.relinquish(id),
+          rearm: (actor) => void timers.rearm(actor),
+          removeNodesContainers: (id, previous) => instances.removeNodesContainers(id, previous),
           taking: (streams) => handover?.taking(streams),
           tookOver: (streams) => {
             handover?.tookOver(streams);
@@ -501,6 +507,8 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
           log,
         }),
       );
+      // A node that cannot renew its leases stops its instance sandboxes before they can run elsewhere too.
+      stopSelfFence = startSelfFence(pgStore.leases!, { sandboxed: () => instances.sandboxed(), relinquish: (id) => instances.relinquish(id), resumed: () => void (options.reconcile ?? true ? reconcile() : null)?.catch((err: unknown) => log(`reconcile after the self-fence: ${(err as Error).message}`)), log }, openedAtMs, (t, p) => pgStore.pg.sql(t, p));
       handover = new Handover({
         store,
         node,
@@ -867,6 +875,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       await executions.idle(); // the pool's starts and removals, which no actor's effect holds
     },
     async close() {
+      stopSelfFence?.();
       placement?.stop();
       handover?.stop();
       follows?.close();

@@ -21,13 +21,17 @@ interface Writable {
   isTTY?: boolean;
 }
 
-export function createLogger(options: { level?: LogLevel; stream?: Writable; pretty?: boolean } = {}): Logger {
+/**
+ * The supervisor's logger. `node` is the name the supervisor goes by (`serve --node`, a cluster node's name): lines
+ * of several nodes on one host are told apart by it; without one (SQLite: the only node there is) the host name.
+ */
+export function createLogger(options: { level?: LogLevel; stream?: Writable; pretty?: boolean; node?: string } = {}): Logger {
   const stream = options.stream ?? process.stderr;
   const pretty = options.pretty ?? stream.isTTY === true;
   return pino(
     {
       level: options.level ?? 'info',
-      base: { node: hostname(), pid: process.pid },
+      base: { node: options.node ?? hostname(), pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },

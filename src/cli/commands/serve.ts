@@ -101,7 +101,7 @@ export const serveCommand: Command = {
     const portRange = portRangeOf(args.values.ports as string | undefined);
     const listen = parseListen(args.values.listen as string | undefined);
     const metricsAt = args.values['metrics-listen'] === undefined ? null : parseListen(args.values['metrics-listen'] as string, { flag: '--metrics-listen', anyAddress: true });
-    const logger = createLogger({ level: parseLogLevel(args.values['log-level'] as string | undefined) });
+    const logger = createLogger({ level: parseLogLevel(args.values['log-level'] as string | undefined), ...(node ? { node } : {}) });
     const say = (m: string) => logger.info(m);
     const paths = resolvePaths({ home: args.home, db: args.db });
     assertPrivateDir(paths.home);
