@@ -221,7 +221,10 @@ export function checkRound(ev: RoundEvidence): CheckResult[] {
   add('leases', leases);
 
   // Every answer agrees with the log: a refusal (TIMEOUT, SPAWN_FAILED, anything) only for what did not happen.
+  // A node the fault did not strike answers every request it was sent (NODE_UNAVAILABLE at once for one pinned to
+  // a node that is gone, issue 27 item 3), within the harness's request deadline.
   const answers: string[] = [];
+  for (const o of ev.outcomes.filter((x) => x.status === 0 && x.via !== ev.plan.victim)) answers.push(`${o.kind} ${o.tag} through ${o.via}${o.pin ? ` pinned to ${o.pin}` : ''} got no answer: ${o.error}`);
   for (const o of ev.outcomes.filter((x) => x.status > 0)) {
     if (o.kind !== 'exec') {
       const state = ev.actors.get(`instance-${o.tag}`)?.state;
@@ -241,13 +244,16 @@ export function checkRound(ev: RoundEvidence): CheckResult[] {
   }
   add('answers', answers);
 
-  // Persisted timers fire after a takeover: the probe's restart-scheduled is followed by a restart-due.
+  // Persisted timers fire after a takeover: once another node has taken the probe over (its first event there),
+  // an instance.restart-due follows. (Not taken over at all: the timer still has to fire, wherever.)
   const timers: string[] = [];
   if (ev.probe && 'error' in ev.probe) timers.push(`the timer probe could not be set up: ${ev.probe.error}`);
   else if (ev.probe) {
     const { stream, scheduledSeq } = ev.probe;
     const after = (streams.get(stream) ?? []).filter((e) => e.seq > scheduledSeq);
-    if (!after.some((e) => e.type === 'instance.restart-due')) timers.push(`${stream} was in crashed.backoff (instance.restart-scheduled at position ${scheduledSeq}) when ${ev.plan.victim} went; no instance.restart-due followed. Since: ${short(after.map((e) => [e.type, e.meta?.node]))}; now ${ev.actors.get(stream)?.state ?? '?'}, leased to ${ev.leases.get(stream) ?? 'nobody'}`);
+    const takeover = after.find((e) => e.meta?.node && e.meta.node !== ev.plan.victim);
+    const due = after.find((e) => e.type === 'instance.restart-due' && (!takeover || e.seq >= takeover.seq));
+    if (!due) timers.push(`${stream} was in crashed.backoff (instance.restart-scheduled at position ${scheduledSeq}) when ${ev.plan.victim} went; ${takeover ? `${takeover.meta.node} took it over (${takeover.type} at position ${takeover.seq}) and` : 'nobody took it over, and'} no instance.restart-due followed. Since: ${short(after.map((e) => [e.type, e.meta?.node]))}; now ${ev.actors.get(stream)?.state ?? '?'}, leased to ${ev.leases.get(stream) ?? 'nobody'}`);
   }
   add('timers', timers);
   return results;
@@ -288,4 +294,13 @@ export function summaryTable(rows: { kind: string; stats: RoundStats }[]): strin
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   return [line(head), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)].join('\n');
+}
+
+/** The timer probe's events from its restart-scheduled on, as type@node, for the round's line. */
+export function probeTrail(ev: RoundEvidence): string | null {
+  if (!ev.probe) return null;
+  if ('error' in ev.probe) return `probe not set up: ${ev.probe.error}`;
+  const { stream, scheduledSeq } = ev.probe;
+  const trail = ev.events.filter((e) => e.stream === stream && e.seq >= scheduledSeq).map((e) => `${e.type.replace(/^instance\./, '')}@${e.meta?.node ?? '?'}`);
+  return `probe ${stream}: ${trail.join(' ')}`;
 }

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { publishCode } from '../../src/actors/publishing.ts';
 import { HELLO_APP_DIR, requireDockerAppBase, requireProot } from './apps.ts';
-import { checkRound, orphanContainers, type ChaosContainer, type ChaosLogEvent, type ChaosOutcome, type CheckResult, type RoundEvidence, roundStats, type RoundStats } from './cluster-chaos-checks.ts';
+import { checkRound, orphanContainers, probeTrail, type ChaosContainer, type ChaosLogEvent, type ChaosOutcome, type CheckResult, type RoundEvidence, roundStats, type RoundStats } from './cluster-chaos-checks.ts';
 import { armAppendLocked, call, crashProbe, killStrays, q, qRetry, type RoundContext, send, sleep, spawnProbe, strike, watchLeases } from './cluster-chaos-faults.ts';
 import type { ChaosRoundPlan } from './cluster-chaos-plan.ts';
 import { cleanupClusters, createCluster, type Cluster, type ClusterNode } from './cluster-fixture.ts';
@@ -25,6 +25,8 @@ const PORTS: Record<string, string> = { a: '6100-6199', b: '6200-6299', c: '6300
 const ORPHAN_GRACE_MS = 30_000;
 /** Settling (nodes beating, acknowledged requests settled, the probe's timer due) gets at most this long. */
 const SETTLE_MS = 45_000;
+/** Live instances carried into the next round (its faults take them over too). */
+const LIVE_INSTANCES = 8;
 
 export interface ChaosHarnessOptions {
   runSeed: number;
@@ -50,7 +52,8 @@ export interface RoundResult {
 /** One line for a finished round: its figures, how long PostgreSQL was out, how long it took. */
 export function roundLine(r: RoundResult): string {
   const outage = r.evidence.outageMs === null ? '' : `, PostgreSQL out ${r.evidence.outageMs} ms`;
-  return `round ${r.plan.index + 1} (${r.plan.kind}): ${JSON.stringify(r.stats)}${outage}, ${Math.round(r.durationMs / 1000)} s`;
+  const probe = probeTrail(r.evidence);
+  return `round ${r.plan.index + 1} (${r.plan.kind}): ${JSON.stringify(r.stats)}${outage}, ${Math.round(r.durationMs / 1000)} s${probe ? `; ${probe}` : ''}`;
 }
 
 export interface ChaosHarness {
@@ -224,13 +227,17 @@ async function gatherEvidence(ctx: RoundContext, plan: ChaosRoundPlan, g: Gather
 }
 
 /**
- * After the checks: the round's instances stopped (through a live node) so that rounds do not pile up load, and
- * the orphans it reported removed so that a later round does not inherit them. Returns what did not go as asked.
+ * After the checks: the oldest live instances stopped (through a live node) so that at most LIVE_INSTANCES run into
+ * the next round (they are taken over there, but the load stays bounded), and the orphans the round reported
+ * removed so that a later round does not inherit them. Returns what did not go as asked.
  */
 async function tidy(ctx: RoundContext, ev: RoundEvidence, settled: string | null): Promise<string[]> {
   const notes: string[] = settled ? [`round ${ev.plan.index + 1} had not settled: ${settled}`] : [];
   const orphanIds = new Set(orphanContainers(ev).map((o) => o.container.id));
-  const instances = [...new Set(ev.events.filter((e) => e.seq > ev.roundStartSeq && e.stream.startsWith('instance-')).map((e) => e.stream))].filter((s) => ev.actors.get(s)?.status === 'active');
+  const firstSeq = new Map<string, number>();
+  for (const e of ev.events) if (e.stream.startsWith('instance-') && !firstSeq.has(e.stream)) firstSeq.set(e.stream, e.seq);
+  const live = [...firstSeq.keys()].filter((s) => ev.actors.get(s)?.status === 'active').sort((x, y) => firstSeq.get(x)! - firstSeq.get(y)!);
+  const instances = live.slice(0, Math.max(0, live.length - LIVE_INSTANCES));
   const via = [...ctx.nodes.values()].find((n) => n.alive())!;
   const stops = await Promise.all(instances.map(async (s) => ({ s, r: await call(via, 'POST', `/api/actors/${s.replace(/^instance-/, '')}/stop`, { graceMs: 1000 }) })));
   for (const { s, r } of stops) if (r.status !== 200) notes.push(`stopping ${s} after the round through ${via.name}: ${r.status} ${r.error} ${JSON.stringify(r.body?.error?.message ?? '')}`);
