@@ -222,7 +222,7 @@ export function checkRound(ev: RoundEvidence): CheckResult[] {
 
   // Every answer agrees with the log: a refusal (TIMEOUT, SPAWN_FAILED, anything) only for what did not happen.
   // A node the fault did not strike answers every request it was sent (NODE_UNAVAILABLE at once for one pinned to
-  // a node that is gone, issue 27 item 3), within the harness's request deadline.
+  // a node that is gone, issue 27 item 3), within the harness's request deadline (REQUEST_TIMEOUT_MS, 100 s).
   const answers: string[] = [];
   for (const o of ev.outcomes.filter((x) => x.status === 0 && x.via !== ev.plan.victim)) answers.push(`${o.kind} ${o.tag} through ${o.via}${o.pin ? ` pinned to ${o.pin}` : ''} got no answer: ${o.error}`);
   for (const o of ev.outcomes.filter((x) => x.status > 0)) {

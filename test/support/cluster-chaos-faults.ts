@@ -10,8 +10,12 @@ import type { Cluster, ClusterNode } from './cluster-fixture.ts';
 import { docker, type ContainerEventWatch } from './docker.ts';
 import type { ThrowawayPostgres } from './pg-cluster.ts';
 
-/** A request with no answer by then counts as unanswered (status 0). */
-export const REQUEST_TIMEOUT_MS = 30_000;
+/**
+ * A request with no answer by then counts as unanswered (status 0). Longer than the supervisor's own deadlines for
+ * a spawn (health timeout + 30 s, + 30 s more when placed on another node: 90 s by default), so that its own
+ * answer (TIMEOUT, say) is what the checks judge.
+ */
+export const REQUEST_TIMEOUT_MS = 100_000;
 
 /** What a round works with: the cluster, its server, its nodes as they are now, and the code and app it runs. */
 export interface RoundContext {
