@@ -27,7 +27,8 @@ export interface RoundContext {
   nodes: Map<string, ClusterNode>;
   flagsOf(name: string): string[];
   uri: string;
-  probeApp: string;
+  /** The timer probe's app dirs, by when its timer comes due (ChaosRoundPlan.probeTimer). */
+  probeApps: { pending: string; overdue: string };
   ttlMs: number;
   runSeed: number;
   log(line: string): void;
@@ -168,7 +169,7 @@ export async function send(ctx: RoundContext, plan: ChaosRoundPlan, r: ChaosRequ
 /** The timer probe, part one: an instance of the victim's running in a container, before the round's requests. */
 export async function spawnProbe(ctx: RoundContext, plan: ChaosRoundPlan): Promise<{ id: string } | { error: string }> {
   const id = `probe${plan.index + 1}-${process.pid}`;
-  const r = await call(ctx.nodes.get(plan.victim!)!, 'POST', '/api/instances', { appDir: ctx.probeApp, sandbox: 'container', instanceId: id, node: plan.victim });
+  const r = await call(ctx.nodes.get(plan.victim!)!, 'POST', '/api/instances', { appDir: ctx.probeApps[plan.probeTimer], sandbox: 'container', instanceId: id, node: plan.victim });
   return r.status === 201 ? { id } : { error: `spawning it on ${plan.victim} was answered ${r.status} ${JSON.stringify(r.body)}` };
 }
 

@@ -52,6 +52,11 @@ export interface ChaosRoundPlan {
    * is pending (crashed.backoff, instance.restart-scheduled appended) when the victim goes: a takeover must fire it.
    */
   timerProbe: boolean;
+  /**
+   * The probe's restart backoff: 'pending' (2×TTL: the timer comes due after the takeover, which must arm it) or
+   * 'overdue' (1 s: due before any takeover can happen, which must fire it at once).
+   */
+  probeTimer: 'pending' | 'overdue';
 }
 
 export interface ChaosPlanOptions {
@@ -109,7 +114,8 @@ export function planRound(seed: number, kind: ChaosFaultKind, index: number, nod
   }
   // At least one request before the fault and one after it.
   const faultAfter = between(rand, 0, requestsPerRound - 2);
-  return { index, kind, seed, victim, requests, faultAfter, appendLockedNth: between(rand, 1, 3), timerProbe: kind === 'kill-node' || kind === 'stop-node' };
+  const appendLockedNth = between(rand, 1, 3);
+  return { index, kind, seed, victim, requests, faultAfter, appendLockedNth, timerProbe: kind === 'kill-node' || kind === 'stop-node', probeTimer: rand() < 0.5 ? 'pending' : 'overdue' };
 }
 
 /** The run: roundsPerKind rounds of each kind, in an order drawn from the seed, each round with a seed of its own. */
@@ -130,5 +136,5 @@ export function planRun(options: ChaosPlanOptions): ChaosRoundPlan[] {
 /** One line that says what a round does, with what replays it. */
 export function describeRound(p: ChaosRoundPlan): string {
   const reqs = p.requests.map((r) => `${r.kind}@${r.via}${r.pin ? `→${r.pin}` : ''}`).join(' ');
-  return `round ${p.index + 1} ${p.kind}${p.victim ? ` on ${p.victim}` : ''} (round seed ${p.seed}; replay: --replay ${p.kind}:${p.seed}): ${reqs}; fault after request ${p.faultAfter + 1}`;
+  return `round ${p.index + 1} ${p.kind}${p.victim ? ` on ${p.victim}` : ''}${p.timerProbe ? `, probe timer ${p.probeTimer}` : ''} (round seed ${p.seed}; replay: --replay ${p.kind}:${p.seed}): ${reqs}; fault after request ${p.faultAfter + 1}`;
 }

@@ -98,12 +98,15 @@ export async function startChaosHarness(options: ChaosHarnessOptions): Promise<C
     mkdirSync(codeDir);
     writeFileSync(join(codeDir, 'index.mjs'), 'export async function nap(input) { await new Promise((r) => setTimeout(r, input.ms)); return { tag: input.tag }; }\n');
     const uri = (await publishCode(author.publisher, { dir: codeDir, runtime, entrypoint: 'index.mjs', atproto: { plcUrl: pds.plcUrl } })).uri;
-    // The timer probe's app: hello-app with a restart backoff of 2×TTL, so that its timer is still pending,
-    // persisted, when its owner goes, and comes due after the takeover.
-    const probeApp = join(c.root, 'probe-app');
-    cpSync(HELLO_APP_DIR, probeApp, { recursive: true });
-    const manifest = JSON.parse(readFileSync(join(probeApp, 'runlog.json'), 'utf8'));
-    writeFileSync(join(probeApp, 'runlog.json'), JSON.stringify({ ...manifest, restart: { policy: 'on-failure', maxRestarts: 5, backoffMs: 2 * ttlMs, maxBackoffMs: 4 * ttlMs } }));
+    // The timer probe's apps: hello-app with a restart backoff of 2×TTL (the timer still pending, persisted, when
+    // its owner goes, due after the takeover) or of 1 s (due before any takeover: overdue when it happens).
+    const probeApps = { pending: join(c.root, 'probe-pending'), overdue: join(c.root, 'probe-overdue') };
+    const manifest = JSON.parse(readFileSync(join(HELLO_APP_DIR, 'runlog.json'), 'utf8'));
+    for (const [which, dir] of Object.entries(probeApps)) {
+      cpSync(HELLO_APP_DIR, dir, { recursive: true });
+      const backoffMs = which === 'pending' ? 2 * ttlMs : 1000;
+      writeFileSync(join(dir, 'runlog.json'), JSON.stringify({ ...manifest, restart: { policy: 'on-failure', maxRestarts: 5, backoffMs, maxBackoffMs: 4 * backoffMs } }));
+    }
     const flagsOf = (name: string) => ['--plc', pds!.plcUrl, '--ports', PORTS[name]!];
     const nodes = new Map<string, ClusterNode>();
     for (const name of CHAOS_NODES) nodes.set(name, await c.startNode(name, flagsOf(name)));
@@ -112,7 +115,7 @@ export async function startChaosHarness(options: ChaosHarnessOptions): Promise<C
     const warm = await call(nodes.get('a')!, 'POST', '/api/executions', { uri, handler: 'nap', input: { ms: 10, tag: 'warm' }, timeoutMs: 120_000 });
     if (warm.status !== 200 || warm.body?.status !== 'succeeded') throw new Error(`the warm-up execution failed: ${warm.status} ${JSON.stringify(warm.body)}`);
     watch = await watchContainerEvents();
-    const ctx: RoundContext = { cluster: c, server, pool, watch, nodes, flagsOf, uri, probeApp, ttlMs, runSeed: options.runSeed, log, reported: new Set() };
+    const ctx: RoundContext = { cluster: c, server, pool, watch, nodes, flagsOf, uri, probeApps, ttlMs, runSeed: options.runSeed, log, reported: new Set() };
     return { ttlMs, runRound: (plan) => runRound(ctx, plan), close };
   } catch (err) {
     await close();
