@@ -3,11 +3,12 @@ import { defineConfig } from 'vitest/config';
 // The tiers. `unit`: no Docker, no network, no watchers, only temp files (scripts/unit-offline.sh runs it with
 // every real part out of reach, in CI too). `int` and `int-pg`: the real parts (Docker, proot, registry, PDS,
 // PostgreSQL); `int-pg` holds the files that need PostgreSQL (the cluster and the PostgreSQL store). `e2e`: the long
-// fault suites (chaos, kill -9 of a supervisor holding 50 containers, a Docker Engine restart, a store crash), real
+// fault suites (chaos, kill -9 of a supervisor holding 50 containers, a Docker Engine restart, a store crash, the
+// cluster under faults), real
 // parts too. Within each real-parts project files run one at a time: they share one Docker daemon and 2 cores.
 // `npm test` (scripts/test.sh) runs unit and e2e, then the two int lanes side by side; `vitest run` alone runs
 // every project, the real-parts ones one file at a time.
-const E2E = ['test/chaos.int.test.ts', 'test/recovery-kill50.int.test.ts', 'test/recovery-docker-restart.int.test.ts', 'test/store-crash.int.test.ts'];
+const E2E = ['test/chaos.int.test.ts', 'test/recovery-kill50.int.test.ts', 'test/recovery-docker-restart.int.test.ts', 'test/store-crash.int.test.ts', 'test/cluster-chaos.int.test.ts'];
 // Files that need PostgreSQL: by name (`cluster-*`, `*-pg*`), so a new one joins its lane without being listed.
 const PG = ['test/**/cluster-*.int.test.ts', 'test/**/*-pg.int.test.ts', 'test/**/*-pg-*.int.test.ts'];
 
