@@ -321,6 +321,7 @@ async function openStore(options: RunlogOptions, db: string, readOnly: boolean, 
     // of the request streams only the requests that may still be open (request-streams.ts).
     ...(node ? { pageOut: { ...(options.pgKeepRecent !== undefined ? { keepRecent: options.pgKeepRecent } : {}), requestStreams: { is: isRequestStream } } } : {}),
     ...(options.now ? { now: options.now } : {}),
+    ...(options.faults ? { faults: options.faults } : {}),
   });
 }
 
