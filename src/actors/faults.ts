@@ -12,10 +12,12 @@
 //   mid-materialization  a volume and its carrier container exist; the archive upload is about to start
 //   mid-invocation       the sandbox runs the handler: the envelope was delivered and a frame came back
 //   mid-reconcile        recovery itself: the reconciler recorded one of its findings (and acted on it)
-//   append-locked        PostgreSQL store: an append's transaction has taken the global append lock (its events
-//                        are written, not committed) and the client is between statements (projections,
-//                        snapshots, COMMIT still to send). Reached once per event of the batch, with its type
-//                        (RUNLOG_FAULT_EVENT picks one).
+//   append-locked        PostgreSQL store: the last moment the client is between two statements of a fenced or
+//                        projected append's transaction (pg-append.ts): claims, fence check and its actors'
+//                        locks done, documents folded; the one query that takes the global append lock, writes
+//                        and commits is next. The lock itself is never held by a client between statements, so a
+//                        process stopped here holds only its own actors' rows and locks. Reached once per event of
+//                        the batch, with its type (RUNLOG_FAULT_EVENT picks one).
 
 export const FAULT_POINTS = [
   'before-append',
