@@ -242,6 +242,7 @@ export async function appendInTransaction(ctx: AppendContext, input: AppendInput
     channel: ctx.channel,
   };
   // One query string, two statements: the server runs the append and commits without a round trip between them.
+  // why: node-postgres types query() as one result; a query string of several statements gives one per statement.
   const results = (await client.query(`SELECT o_ok, o_actual, o_version, o_first FROM append_commit(${client.escapeLiteral(JSON.stringify(payload))}::json); COMMIT`)) as unknown as pg.QueryResult<AppendRow>[];
   const rows = results[0]!.rows.map((r) => ({ o_ok: r.o_ok, o_actual: Number(r.o_actual), o_version: Number(r.o_version), o_first: Number(r.o_first) }));
   if (claims) for (const [stream, token] of taken) if (!unclaimed.includes(stream)) claims.claimed.set(stream, token);
