@@ -24,9 +24,9 @@ describe('a PostgreSQL outage shorter than the lease TTL', () => {
     const server = startThrowawayPostgres();
     servers.push(server);
     const cluster = await createCluster({ tag: 'outage', ttlMs: TTL, url: server.url });
-    const a = await cluster.startNode('a');
-    const b = await cluster.startNode('b');
-    const c = await cluster.startNode('c');
+    const a = await cluster.startNode('a', ['--ports', '5100-5199']);
+    const b = await cluster.startNode('b', ['--ports', '5200-5299']);
+    const c = await cluster.startNode('c', ['--ports', '5300-5399']);
     for (const [n, id] of [[a, `oa-${process.pid}`], [b, `ob-${process.pid}`], [c, `oc-${process.pid}`]] as const) {
       const r = cluster.cli(['spawn', HELLO_APP_DIR, '--sandbox', 'proot', '--id', id, '--json'], n, 180_000);
       expect(r.code, r.stderr).toBe(0);

@@ -41,9 +41,10 @@ describe('a paused node and the append lock', () => {
   it('a node frozen while its append is between statements does not stall the others: for 2×TTL they keep committing and no lease moves', { timeout: 300_000 }, async () => {
     requireProot();
     const cluster = await createCluster({ tag: 'pause', ttlMs: TTL });
-    const a = await cluster.startNode('a');
-    const b = await cluster.startNode('b');
-    const c = await cluster.startNode('c', [], { env: { RUNLOG_FAULT: 'append-locked', RUNLOG_FAULT_EVENT: 'instance.requested', RUNLOG_FAULT_ACTION: 'stop' } });
+    // Each node gives its PRoot apps ports of its own (they spawn at the same time on one host).
+    const a = await cluster.startNode('a', ['--ports', '5100-5199']);
+    const b = await cluster.startNode('b', ['--ports', '5200-5299']);
+    const c = await cluster.startNode('c', ['--ports', '5300-5399'], { env: { RUNLOG_FAULT: 'append-locked', RUNLOG_FAULT_EVENT: 'instance.requested', RUNLOG_FAULT_ACTION: 'stop' } });
     const tag = process.pid;
     for (const [n, id] of [[a, `pa1-${tag}`], [b, `pb1-${tag}`]] as const) {
       const r = await spawnApp(n, id);
