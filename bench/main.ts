@@ -10,6 +10,7 @@ import { execBenches } from './exec.bench.ts';
 import { foldBenches } from './fold.bench.ts';
 import { heapBenches } from './heap.bench.ts';
 import { clusterBenches } from './cluster.bench.ts';
+import { clusterPauseBenches } from './cluster-pause.bench.ts';
 import { recoveryBenches } from './recovery.bench.ts';
 import { replayBenches } from './replay.bench.ts';
 import { spawnBenches } from './spawn.bench.ts';
@@ -19,7 +20,7 @@ import { storePgBenches } from './store-pg.bench.ts';
 import { storePgHeapBenches } from './store-pg-heap.bench.ts';
 import { storePgOpenBenches } from './store-pg-open.bench.ts';
 
-const benches: Bench[] = [...storeBenches, ...storePgBenches, ...storePgHeapBenches, ...storePgOpenBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...cliMemoryBenches, ...cliPgBenches, ...clusterBenches, ...startupBenches, ...foldBenches, ...replayBenches];
+const benches: Bench[] = [...storeBenches, ...storePgBenches, ...storePgHeapBenches, ...storePgOpenBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...cliMemoryBenches, ...cliPgBenches, ...clusterBenches, ...clusterPauseBenches, ...startupBenches, ...foldBenches, ...replayBenches];
 
 const parsed = parseBenchArgs(process.argv.slice(2));
 if (!parsed.ok) process.stderr.write(`npm run bench -- [<prefix>…] [--json] [--smoke | --rounds N]: ${parsed.message}\n`);

@@ -35,8 +35,10 @@ export async function slow(input, context) {
   return { done: true, n: input.n };
 }
 `;
+/** The points a SQLite supervisor reaches (append-locked is the PostgreSQL store's: the cluster chaos test's). */
+type SqlitePoint = Exclude<FaultPoint, 'append-locked'>;
 /** How many times each point is reached in one workload, roughly: n is drawn from 1..this. */
-const HITS: Record<FaultPoint, number> = {
+const HITS: Record<SqlitePoint, number> = {
   'before-append': 30,
   'after-append': 30,
   'before-result': 20,
@@ -180,7 +182,7 @@ async function teardown(rl: Runlog | null, home: string): Promise<void> {
   await Promise.all(mine.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
 }
 
-async function chaosRound(point: FaultPoint, rep: number): Promise<void> {
+async function chaosRound(point: SqlitePoint, rep: number): Promise<void> {
   const tag = String(++round);
   const label = `${point} #${rep + 1}`;
   const home = newHome(`round-${tag}`);
@@ -269,7 +271,7 @@ afterAll(async () => {
 }, 120_000);
 
 describe('SIGKILL at every fault point, then recovery on the same home', () => {
-  it.each([...FAULT_POINTS])('%s', async (point) => {
+  it.each(FAULT_POINTS.filter((p): p is SqlitePoint => p !== 'append-locked'))('%s', async (point) => {
     const t0 = Date.now();
     for (let rep = 0; rep < REPS; rep++) await chaosRound(point, rep);
     totals.wallMs += Date.now() - t0;

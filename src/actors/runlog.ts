@@ -325,7 +325,7 @@ async function openStore(options: RunlogOptions, db: string, readOnly: boolean, 
     // A supervisor holds live actors, not the fleet's whole history: ended actors' events are read when asked, and
     // of the request streams only the requests that may still be open (request-streams.ts).
     ...(node ? { pageOut: { ...(options.pgKeepRecent !== undefined ? { keepRecent: options.pgKeepRecent } : {}), requestStreams: { is: isRequestStream } } } : {}),
-    ...(options.now ? { now: options.now } : {}),
+    ...(options.now ? { now: options.now } : {}), ...(options.faults ? { faults: options.faults } : {}),
   });
 }
 

@@ -83,7 +83,11 @@ export interface Projection<D = unknown> {
   readonly canHandle?: readonly string[];
   /** The document an event changes (default: the event's stream); null = none. */
   documentId?(event: RecordedEvent): string | null;
-  /** The document after the event; null deletes it. Must return a JSON-serialisable value. */
+  /**
+   * The document after the event; null deletes it. Must return a JSON-serialisable value. It must not depend on
+   * the event's `seq`: PostgreSQL folds documents before the append's positions are assigned (they are given at the
+   * commit, pg-append.ts) and passes `seq` 0.
+   */
   evolve(document: D | null, event: RecordedEvent): D | null;
 }
 

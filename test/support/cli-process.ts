@@ -33,10 +33,10 @@ export interface Served {
 }
 
 /** Starts `runlog serve --json --listen <listen>` and waits until it prints its address or exits. */
-export async function startServe(home: string, listen = '127.0.0.1:0', extra: string[] = []): Promise<Served> {
+export async function startServe(home: string, listen = '127.0.0.1:0', extra: string[] = [], env: Record<string, string> = {}): Promise<Served> {
   const child = spawn(process.execPath, cliArgs('serve', '--listen', listen, '--json', '--home', home, ...extra), {
     cwd: REPO_ROOT,
-    env: { ...process.env, RUNLOG_HOME: home },
+    env: { ...process.env, RUNLOG_HOME: home, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

@@ -63,7 +63,8 @@ export interface Cluster {
   schema: string;
   /** The --store URL of the cluster's log (its schema included). */
   store: string;
-  startNode(name: string, extra?: string[], opts?: { ttlMs?: number }): Promise<ClusterNode>;
+  /** `opts.env`: more environment for the supervisor (RUNLOG_FAULT…, actors/faults.ts). */
+  startNode(name: string, extra?: string[], opts?: { ttlMs?: number; env?: Record<string, string> }): Promise<ClusterNode>;
   /** One statement on the cluster's schema, on a connection of its own. */
   sql<R = any>(text: string, params?: unknown[]): Promise<R[]>;
   /** A one-shot `runlog …`: on a node's home, or with a home of no node's (reads through --store). */
@@ -115,7 +116,7 @@ export async function createCluster(options: ClusterOptions): Promise<Cluster> {
       const home = join(root, name);
       mkdirSync(home, { recursive: true, mode: 0o700 });
       if (!m.homes.includes(home)) m.homes.push(home);
-      const s = await startServe(home, '127.0.0.1:0', ['--store', store, '--node', name, '--lease-ttl', String(opts.ttlMs ?? options.ttlMs), ...extra]);
+      const s = await startServe(home, '127.0.0.1:0', ['--store', store, '--node', name, '--lease-ttl', String(opts.ttlMs ?? options.ttlMs), ...extra], opts.env);
       if (!s.info) throw new Error(`runlog serve --node ${name} did not start:\n${s.stderr()}`);
       const info = s.info;
       const token = readFileSync(info.tokenFile, 'utf8').trim();

@@ -108,7 +108,9 @@ export const serveCommand: Command = {
     if (!args.store && dirname(paths.db) !== paths.home) assertPrivateDir(dirname(paths.db));
     // Takes the log's writer lock first: a second supervisor stops here, having touched nothing. (On PostgreSQL
     // there is no file to lock.)
-    const rl = await createRunlog({ home: paths.home, ...(args.store ? { store: args.store } : { db: paths.db }), ...(node ? { node } : {}), ...(leaseTtlMs ? { leaseTtlMs } : {}), ...(collectGraceMs !== undefined ? { collectGraceMs } : {}), ...(execLimit !== undefined ? { execLimit } : {}), ...(portRange ? { portRange } : {}), command: 'runlog serve', log: say, atproto: atprotoOptions(args.values.plc as string | undefined) });
+    // Fault injection for recovery and chaos tests (actors/faults.ts): RUNLOG_FAULT, RUNLOG_FAULT_EVENT, RUNLOG_FAULT_ACTION.
+    const faults = process.env.RUNLOG_FAULT ? (await import('../../actors/faults.ts')).faultsFromEnv() : undefined;
+    const rl = await createRunlog({ home: paths.home, ...(faults ? { faults } : {}), ...(args.store ? { store: args.store } : { db: paths.db }), ...(node ? { node } : {}), ...(leaseTtlMs ? { leaseTtlMs } : {}), ...(collectGraceMs !== undefined ? { collectGraceMs } : {}), ...(execLimit !== undefined ? { execLimit } : {}), ...(portRange ? { portRange } : {}), command: 'runlog serve', log: say, atproto: atprotoOptions(args.values.plc as string | undefined) });
     const unlog = logActors(rl.bus, logger);
     let stopRetention: (() => void) | undefined;
     let server;

@@ -30,7 +30,11 @@ import { foldDocument, ProjectionSet } from '../projection-set.ts';
 import { pollingSubscription, Wakeups } from '../subscription.ts';
 import { upcastRecorded } from '../upcast-recorded.ts';
 import { defaultUpcasters, type UpcasterRegistry } from '../upcasters.ts';
+import { appendInTransaction, type AppendInput, type AppendRow, type Encoded, type Fence } from './pg-append.ts';
+import { sqlState, withRetries } from './pg-retry.ts';
 import { APPEND_LOCK_CLASS, MIGRATE_LOCK_CLASS, PG_APPLICATION, PG_LATEST_SCHEMA, PG_MIGRATIONS } from './pg-schema.ts';
+
+export type { Fence };
 
 export interface PgEventStoreOptions extends PortOptions {
   /** postgres://user:password@host:port/database */
@@ -41,7 +45,17 @@ export interface PgEventStoreOptions extends PortOptions {
   now?: () => string;
   /** Connections in the pool (default 10). */
   maxConnections?: number;
+  /**
+   * The longest a session waits for a lock (lock_timeout: the wait fails, 55P03, and the append is tried again)
+   * and stays idle inside a transaction (idle_in_transaction_session_timeout: the server ends the session and its
+   * transaction rolls back, so a stopped client's locks go). Default 10 s; a cluster node uses its lease TTL.
+   */
+  holdLimitMs?: number;
+  /** Fault injection (actors/faults.ts): called at the `append-locked` point, once per event, with its type. */
+  faults?: AppendFaultHook;
 }
+
+export type AppendFaultHook = (point: 'append-locked', detail: { eventType: string }) => void;
 
 /** PostgreSQL is not answering (or the connection broke mid-call). */
 export class StoreUnavailableError extends RunlogError {
@@ -63,6 +77,27 @@ export class StoreNotDurableError extends RunlogError {
 }
 
 const INT8 = 20;
+const DEFAULT_HOLD_LIMIT_MS = 10_000;
+
+/**
+ * A pool of sessions on the log's schema: durable on commit whatever the server or role default; search_path pins
+ * the schema; READ COMMITTED (append_events needs a fresh snapshot per statement, pg-schema.ts); lock waits and
+ * idle transactions bounded (holdLimitMs).
+ */
+function makePool(url: string, schema: string, max: number, holdLimitMs: number): pg.Pool {
+  const limit = Math.max(100, Math.round(holdLimitMs));
+  const pool = new pg.Pool({
+    connectionString: url,
+    max,
+    connectionTimeoutMillis: 10_000,
+    options: `-c search_path=${schema} -c synchronous_commit=on -c default_transaction_isolation=read\\ committed -c lock_timeout=${limit} -c idle_in_transaction_session_timeout=${limit}`,
+    // int8 (positions) as numbers: exact up to 2^53, far beyond any log.
+    types: { getTypeParser: ((oid: number, format?: 'text' | 'binary') => (oid === INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format))) as never },
+  });
+  // An idle client's error (the server restarting) must not crash the process; the next query reports it.
+  pool.on('error', () => {});
+  return pool;
+}
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 const PAGE = 1000;
 const COLUMNS = 'seq, stream, version, type, schema, data, meta, at';
@@ -91,21 +126,6 @@ export function notifyChannel(schema: string): string {
   return `rl_${schema.slice(0, 60)}`;
 }
 
-type AppendRow = { o_ok: boolean; o_actual: number; o_version: number; o_first: number };
-
-/** A batch of requests as append_events takes them: per request its stream, expectation and count; per event its columns. */
-interface Encoded {
-  streams: string[];
-  expected: string[];
-  counts: number[];
-  types: string[];
-  data: string[];
-  meta: string[];
-  at: string[];
-  schemas: number[];
-  projected: boolean;
-}
-
 /** What summarizeStreams says of one stream's events up to a position (its events are not read). */
 export interface StreamSummary {
   stream: string;
@@ -121,54 +141,6 @@ export interface StreamSummary {
   /** meta.node of the last of them that carries a string there (null: none does). */
   node: string | null;
 }
-
-/** Which node appends, and the lease token it holds for each stream it owns (pg-leases.ts). */
-export interface Fence {
-  node: string;
-  tokens: ReadonlyMap<string, number>;
-  /**
-   * New actors' streams whose lease this append takes in its own transaction (a claim: a spawn, a queued
-   * execution started here): the lease and the stream's first event commit together or not at all, so of two
-   * nodes claiming one stream exactly one gets it. The tokens taken are put into `claimed`.
-   */
-  claim?: { streams: ReadonlySet<string>; ttlMs: number; claimed: Map<string, number> };
-}
-
-/**
- * Takes the leases of new streams in the caller's transaction: inserted, or this node's own stale row renewed; a
- * stream another node holds a lease on (live or expired: that is a takeover's business) is not taken. A racing
- * claim waits on the row's unique index until the first commits, then finds it taken.
- */
-async function claimLeases(client: pg.PoolClient, node: string, streams: readonly string[], ttlMs: number): Promise<{ taken: Map<string, number>; renewed: Set<string> }> {
-  // xmax = 0 only on a row this statement inserted: the others are this node's own rows, renewed.
-  const { rows } = await client.query<{ stream: string; token: number; inserted: boolean }>(
-    `INSERT INTO leases (stream, node, token, expires_at)
-       SELECT s, $1, nextval('lease_tokens'), clock_timestamp() + $3::interval FROM unnest($2::text[]) AS s ORDER BY s
-     ON CONFLICT (stream) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at WHERE leases.node = excluded.node
-     RETURNING stream, token, (xmax = 0) AS inserted`,
-    [node, [...streams], `${Math.max(1, Math.round(ttlMs))} milliseconds`],
-  );
-  return { taken: new Map(rows.map((r) => [r.stream, Number(r.token)])), renewed: new Set(rows.filter((r) => !r.inserted).map((r) => r.stream)) };
-}
-
-/** Locks the fenced streams' lease rows and returns the indexes of requests whose lease is not this node's, live, with that token. */
-async function checkFence(client: pg.PoolClient, fence: Fence, requests: readonly StreamAppend[], tokens: (number | undefined)[]): Promise<Set<number>> {
-  const streams = [...new Set(requests.filter((_, i) => tokens[i] !== undefined).map((r) => r.stream))];
-  const { rows } = await client.query<{ stream: string; node: string; token: number; live: boolean }>(
-    'SELECT stream, node, token, expires_at > clock_timestamp() AS live FROM leases WHERE stream = ANY($1::text[]) ORDER BY stream FOR SHARE',
-    [streams],
-  );
-  const byStream = new Map(rows.map((r) => [r.stream, r]));
-  const refused = new Set<number>();
-  requests.forEach((r, i) => {
-    const t = tokens[i];
-    if (t === undefined) return;
-    const l = byStream.get(r.stream);
-    if (!l || l.node !== fence.node || l.token !== t || !l.live) refused.add(i);
-  });
-  return refused;
-}
-
 
 /** A row as the chain check reads it: data and meta as the server's text of the stored jsonb (what the link hashed). */
 export interface ChainRow extends ChainedEventFields {
@@ -210,7 +182,7 @@ function translate(where: string, err: unknown): unknown {
   if (err instanceof RunlogError) return err;
   const code = typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : '';
   const msg = err instanceof Error ? err.message : String(err);
-  if (CONNECTION_CODES.has(code) || code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || /Connection terminated|connection timeout|is not queryable/i.test(msg)) {
+  if (CONNECTION_CODES.has(code) || code.startsWith('08') || code === '25P03' || code === '57P01' || code === '57P02' || code === '57P03' || /Connection terminated|connection timeout|is not queryable/i.test(msg)) {
     return new StoreUnavailableError(where, code ? `${code}: ${msg}` : msg, { cause: err });
   }
   if (code === '53100' || code === '53200' || code.startsWith('58')) return new StoreWriteError(where, `${code}: ${msg}`, { cause: err });
@@ -257,8 +229,13 @@ export class PgEventStore implements EventStorePort {
   private readonly listeners = new Set<() => void>();
   private listener: pg.Client | null = null;
   private relisten: NodeJS.Timeout | undefined;
+  private readonly faults: AppendFaultHook | undefined;
 
-  private constructor(options: PgEventStoreOptions, pool: pg.Pool, schema: string) {
+  private readonly leasePool: pg.Pool;
+
+  private constructor(options: PgEventStoreOptions, pool: pg.Pool, leasePool: pg.Pool, schema: string) {
+    this.leasePool = leasePool;
+    this.faults = options.faults;
     this.description = `${redactUrl(options.url)} (schema ${schema})`;
     this.url = options.url;
     this.channel = notifyChannel(schema);
@@ -277,25 +254,15 @@ export class PgEventStore implements EventStorePort {
     if (!SCHEMA_NAME.test(schema)) throw new RunlogError('STORE_INPUT', `schema name ${JSON.stringify(schema)} must be lower-case letters, digits and _ (at most 63)`, { schema });
     new ProjectionSet(options.projections); // invalid projections fail before connecting
     const where = redactUrl(options.url);
-    const pool = new pg.Pool({
-      connectionString: options.url,
-      max: options.maxConnections ?? 10,
-      connectionTimeoutMillis: 10_000,
-      // Durable on commit for every session, whatever the server or role default; search_path pins the log's
-      // schema; append_events needs READ COMMITTED (a fresh snapshot per statement, see pg-schema.ts).
-      options: `-c search_path=${schema} -c synchronous_commit=on -c default_transaction_isolation=read\\ committed`,
-      // int8 (positions) as numbers: exact up to 2^53, far beyond any log.
-      types: { getTypeParser: ((oid: number, format?: 'text' | 'binary') => (oid === INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format))) as never },
-    });
-    // An idle client's error (the server restarting) must not crash the process; the next query reports it.
-    pool.on('error', () => {});
+    const pool = makePool(options.url, schema, options.maxConnections ?? 10, options.holdLimitMs ?? DEFAULT_HOLD_LIMIT_MS);
     try {
       await migrate(pool, schema, where);
     } catch (err) {
       await pool.end().catch(() => {});
       throw translate(where, err);
     }
-    return new PgEventStore(options, pool, schema);
+    // Leases are renewed on connections of their own: a renewal never waits for a connection behind appends.
+    return new PgEventStore(options, pool, makePool(options.url, schema, 2, options.holdLimitMs ?? DEFAULT_HOLD_LIMIT_MS), schema);
   }
 
   private open(): void {
@@ -309,6 +276,16 @@ export class PgEventStore implements EventStorePort {
   /** One statement on the log's schema (the node and lease tables use it: postgres/pg-nodes.ts). */
   sql<R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
     return this.query<R>(sql, params);
+  }
+
+  /** One statement on the lease connections (pg-leases.ts), never queued behind appends for a connection. */
+  async leaseSql<R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
+    this.open();
+    try {
+      return (await this.leasePool.query<R>(sql, params)).rows;
+    } catch (err) {
+      throw translate(this.description, err);
+    }
   }
 
   /**
@@ -380,77 +357,47 @@ export class PgEventStore implements EventStorePort {
     // Everything is serialised before the database is touched: bad data is a typed error and writes nothing.
     const batch = this.encode(requests);
     const fence = options.fence;
-    let fenced = fence ? requests.map((r) => fence.tokens.get(r.stream)) : [];
-    const claims = fence?.claim && fence.claim.streams.size > 0 ? fence.claim : null;
     const snapshots = options.snapshots ?? [];
+    const giveUp = (err: unknown, tries: number) => new StoreUnavailableError(this.description, `${sqlState(err)}: ${(err as Error).message} (tried ${tries} times)`, { cause: err });
     let outcomes: StreamAppendOutcome[];
     let rows: AppendRow[];
-    if (!batch.projected && !claims && !fenced.some((t) => t !== undefined) && !snapshots.some((x) => x !== undefined)) {
-      // One statement in its own implicit transaction: one round trip, one commit.
-      rows = await this.query(appendQuery(batch, this.channel));
+    const plain = !batch.projected && !(fence?.claim && fence.claim.streams.size > 0) && !requests.some((r) => fence?.tokens.has(r.stream)) && !snapshots.some((x) => x !== undefined);
+    if (plain) {
+      // One statement in its own implicit transaction: one round trip, one commit, the lock never held by a client.
+      rows = await withRetries(() => this.query<AppendRow>(appendQuery(batch, this.channel)), giveUp);
       outcomes = this.outcomes(requests, rows, batch);
     } else {
-      let checkedOut: Awaited<ReturnType<typeof checkout>>;
-      try {
-        checkedOut = await checkout(this.pool);
-      } catch (err) {
-        throw translate(this.description, err);
-      }
-      const client = checkedOut.client;
-      let broken = false;
-      try {
-        await client.query('BEGIN');
-        const refused = new Set<number>();
-        const { taken, renewed } = claims ? await claimLeases(client, fence!.node, [...claims.streams], claims.ttlMs) : { taken: new Map<string, number>(), renewed: new Set<string>() };
-        if (claims) {
-          // A claim not taken (another node holds the stream) is refused like an append without its lease.
-          requests.forEach((r, i) => {
-            if (claims.streams.has(r.stream) && !taken.has(r.stream)) refused.add(i);
-          });
-          fenced = requests.map((r, i) => taken.get(r.stream) ?? fenced[i]);
-        }
-        if (fence && fenced.some((t) => t !== undefined)) for (const i of await checkFence(client, fence, requests, fenced)) refused.add(i);
-        const kept = refused.size === 0 ? requests : requests.filter((_, i) => !refused.has(i));
-        const keptBatch = refused.size === 0 ? batch : this.encode(kept);
-        rows = kept.length > 0 ? (await client.query<AppendRow>(appendQuery(keptBatch, this.channel))).rows : [];
-        const keptOutcomes = this.outcomes(kept, rows, keptBatch);
-        if (keptBatch.projected) await this.project(client, keptOutcomes.flatMap((o) => (o.ok ? o.result.events : [])));
-        // A claimed stream whose first event was not appended (it exists already) is not leased by this claim —
-        // unless this node held its lease already: a retried claim whose first try committed with its reply lost
-        // finds its own stream, and the lease stays (renewed; the node's pick-up adopts it), or the actor would be
-        // left with no owner at all.
-        const unclaimed = kept.flatMap((r, j) => (taken.has(r.stream) && !renewed.has(r.stream) && !keptOutcomes[j]!.ok ? [r.stream] : []));
-        if (unclaimed.length > 0) {
-          await client.query('DELETE FROM leases l USING unnest($1::text[], $2::bigint[]) AS h(stream, token) WHERE l.stream = h.stream AND l.token = h.token', [unclaimed, unclaimed.map((x) => taken.get(x))]);
-        }
-        // Snapshots in the append's transaction, each only for the version its request brought the stream to.
-        const keptSnapshots = refused.size === 0 ? snapshots : snapshots.filter((_, i) => !refused.has(i));
-        const due = keptOutcomes.flatMap((o, i) => {
-          const r = keptSnapshots[i];
-          return o.ok && r && r.stream === kept[i]!.stream && r.version === o.result.version ? [r] : [];
-        });
-        if (due.length > 0) {
-          // One statement per distinct stream set (two requests on one stream in a batch: one after the other).
-          if (new Set(due.map((r) => r.stream)).size === due.length) await putSnapshots(client, due);
-          else for (const r of due) await putSnapshots(client, [r]);
-        }
-        await client.query('COMMIT');
-        if (claims) for (const [stream, token] of taken) if (!unclaimed.includes(stream)) claims.claimed.set(stream, token);
-        let k = 0;
-        outcomes = requests.map((r, i) => (refused.has(i) ? { ok: false, error: new FencedError(r.stream, fence!.node) } : keptOutcomes[k++]!));
-      } catch (err) {
-        try {
-          await client.query('ROLLBACK');
-        } catch {
-          broken = true; // the connection is gone: the server rolls back what did not commit
-        }
-        throw translate(this.description, err);
-      } finally {
-        checkedOut.release(broken);
-      }
+      ({ outcomes, rows } = await withRetries(() => this.appendTransaction({ requests, fence, snapshots }), giveUp));
     }
     if (rows.some((r) => r.o_ok && r.o_first > 0)) this.wakeups.wake();
     return outcomes;
+  }
+
+  /** One try of a fenced or projected append (pg-append.ts), on a connection of its own. */
+  private async appendTransaction(input: AppendInput): Promise<{ outcomes: StreamAppendOutcome[]; rows: AppendRow[] }> {
+    let checkedOut: Awaited<ReturnType<typeof checkout>>;
+    try {
+      checkedOut = await checkout(this.pool);
+    } catch (err) {
+      throw translate(this.description, err);
+    }
+    const client = checkedOut.client;
+    let broken = false;
+    try {
+      return await appendInTransaction(
+        { client, channel: this.channel, projections: this.projections, faults: this.faults, encode: (r) => this.encode(r), toRecorded: (r) => this.toRecorded(r), outcomes: (r, x, b) => this.outcomes(r, x, b) },
+        input,
+      );
+    } catch (err) {
+      try {
+        await client.query('ROLLBACK');
+      } catch {
+        broken = true; // the connection is gone: the server rolls back what did not commit
+      }
+      throw translate(this.description, err);
+    } finally {
+      checkedOut.release(broken);
+    }
   }
 
   private encode(requests: readonly StreamAppend[]): Encoded {
@@ -493,41 +440,6 @@ export class PgEventStore implements EventStorePort {
       );
       return { ok: true, result: { version: row.o_version, lastSeq: events.at(-1)?.seq ?? 0, events } };
     });
-  }
-
-  /** Folds the appended events into the documents they touch, in the append's transaction. */
-  private async project(client: pg.PoolClient, events: readonly RecordedEvent[]): Promise<void> {
-    const targets = this.projections.targets(events);
-    if (targets.length === 0) return;
-    // The append lock is held: no other append can change these documents until we commit.
-    const current = await client.query<{ projection: string; id: string; doc: unknown }>(
-      'SELECT d.projection, d.id, d.doc FROM projection_documents d JOIN unnest($1::text[], $2::text[]) AS k(projection, id) USING (projection, id)',
-      [targets.map((t) => t.projection.name), targets.map((t) => t.id)],
-    );
-    const docs = new Map(current.rows.map((r) => [`${r.projection}\u0000${r.id}`, r.doc]));
-    const put: [string[], string[], string[]] = [[], [], []];
-    const del: [string[], string[]] = [[], []];
-    for (const t of targets) {
-      const next = foldDocument(t, docs.get(`${t.projection.name}\u0000${t.id}`) ?? null);
-      if (next === null) {
-        del[0].push(t.projection.name);
-        del[1].push(t.id);
-      } else {
-        put[0].push(t.projection.name);
-        put[1].push(t.id);
-        put[2].push(toJson(next, `projection ${t.projection.name} document ${t.id}`));
-      }
-    }
-    if (put[0].length > 0) {
-      await client.query(
-        `INSERT INTO projection_documents (projection, id, doc) SELECT p, i, d::jsonb FROM unnest($1::text[], $2::text[], $3::text[]) AS u(p, i, d)
-         ON CONFLICT (projection, id) DO UPDATE SET doc = excluded.doc`,
-        put,
-      );
-    }
-    if (del[0].length > 0) {
-      await client.query('DELETE FROM projection_documents d USING unnest($1::text[], $2::text[]) AS k(projection, id) WHERE d.projection = k.projection AND d.id = k.id', del);
-    }
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncIterable<RecordedEvent> {
@@ -896,29 +808,8 @@ export class PgEventStore implements EventStorePort {
     this.closed = true;
     this.listeners.clear();
     this.stopListening();
-    await this.pool.end();
+    await Promise.all([this.pool.end(), this.leasePool.end()]);
   }
-}
-
-/** Stores snapshots (the one each replaces moves to snapshot_history, kept for replay --to). */
-async function putSnapshots(client: pg.PoolClient, records: readonly SnapshotRecord[]): Promise<void> {
-  const cols = [records.map((r) => r.stream), records.map((r) => r.version), records.map((r) => r.fingerprint), records.map((r) => r.createdAt), records.map((r) => r.state), records.map((r) => r.checksum)];
-  await client.query(
-    `INSERT INTO snapshot_history SELECT s.* FROM snapshots s JOIN unnest($1::text[], $2::integer[]) AS k(stream, version) ON s.stream = k.stream AND s.version < k.version
-     ON CONFLICT (stream, version) DO UPDATE SET fingerprint = excluded.fingerprint, created_at = excluded.created_at, state = excluded.state, checksum = excluded.checksum`,
-    cols.slice(0, 2),
-  );
-  await client.query(
-    `INSERT INTO snapshots (stream, version, fingerprint, created_at, state, checksum)
-     SELECT * FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[], $5::text[], $6::text[])
-     ON CONFLICT (stream) DO UPDATE SET version = excluded.version, fingerprint = excluded.fingerprint, created_at = excluded.created_at, state = excluded.state, checksum = excluded.checksum`,
-    cols,
-  );
-  await client.query(
-    `INSERT INTO snapshot_versions (stream, version) SELECT * FROM unnest($1::text[], $2::integer[])
-     ON CONFLICT (stream) DO UPDATE SET version = excluded.version`,
-    cols.slice(0, 2),
-  );
 }
 
 const DURABLE_COMMIT = new Set(['on', 'remote_apply', 'remote_write', 'local']);
@@ -930,6 +821,8 @@ async function migrate(pool: pg.Pool, schema: string, where: string): Promise<vo
     if (!DURABLE_COMMIT.has(rows[0]!.sc)) throw new StoreNotDurableError(where, 'synchronous_commit', rows[0]!.sc);
     if (rows[0]!.fsync !== 'on') throw new StoreNotDurableError(where, 'fsync', rows[0]!.fsync);
     await client.query('BEGIN');
+    // Another node migrating may take long (a whole log's chain in migration 4): wait for it, however long.
+    await client.query('SET LOCAL lock_timeout = 0');
     // One migrator at a time per schema (two supervisors starting together).
     await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [MIGRATE_LOCK_CLASS, schema]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);

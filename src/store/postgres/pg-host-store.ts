@@ -43,7 +43,8 @@ import { toJson, type Projection, type StreamAppend, type StreamAppendOutcome } 
 import { EventEncodingError, type IterateEventsOptions } from '../sqlite-event-store.ts';
 import type { UpcasterRegistry } from '../upcasters.ts';
 import { FencedError } from '../../domain/errors.ts';
-import { PgEventStore, type StreamSummary } from './pg-event-store.ts';
+import { PgEventStore, type AppendFaultHook, type StreamSummary } from './pg-event-store.ts';
+import { splitStoreUrl } from './pg-url.ts';
 import { leasesToPickUp } from './lease-pickup.ts';
 import { Leases, type TakenLease } from './pg-leases.ts';
 import { LogCopy, PagedOutError } from './log-copy.ts';
@@ -61,6 +62,7 @@ export interface PgHostStoreOptions {
   /** How often to look for events other processes committed (ms, default 250). 0: only when asked (one-shot commands). */
   pollMs?: number;
   maxConnections?: number;
+  faults?: AppendFaultHook;
   /**
    * Supervising as one node of a cluster: this node's name and its leases' time to live. Each live actor it
    * creates or takes over is leased to it, and every append to an actor's stream is fenced by that lease.
@@ -108,18 +110,7 @@ export interface LeaseListener {
 /** Every how many beats (a beat is ttl/3) the node looks for leases it holds but does not run. */
 const PICKUP_EVERY_BEATS = 3;
 
-/** `?schema=name` in a runlog store URL names the schema; node-postgres must not see it. */
-export function splitStoreUrl(url: string): { url: string; schema: string | undefined } {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    throw new RunlogError('STORE_INPUT', 'the store URL is not a valid postgres:// URL', { url: '(unparsable)' });
-  }
-  const schema = u.searchParams.get('schema') ?? undefined;
-  u.searchParams.delete('schema');
-  return { url: u.toString(), schema };
-}
+export { splitStoreUrl };
 
 const PAGE = 1000;
 /** The newest positions a paging-out copy holds whatever their stream (followers and subscribers read from there). */
@@ -214,6 +205,8 @@ export class PgHostStore implements HostStore {
       ...(options.upcasters ? { upcasters: options.upcasters } : {}),
       ...(options.now ? { now: options.now } : {}),
       ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
+      ...(options.faults ? { faults: options.faults } : {}),
+      ...(options.node ? { holdLimitMs: options.node.leaseTtlMs } : {}), // a stopped client's locks last a TTL at most
     });
     const store = new PgHostStore(pg, options);
     try {
@@ -487,7 +480,7 @@ export class PgHostStore implements HostStore {
     const appends: StreamAppend[] = sent.map((r) => ({ stream: r.stream, events: signed(r.events), expectedVersion: r.options.expectedVersion }));
     const t0 = this.onAppend ? performance.now() : 0;
     const claimed = new Map<string, number>();
-    const fence = this.leases ? { fence: { node: this.leases.node, tokens: this.leases.held, ...(claim.size > 0 ? { claim: { streams: claim, ttlMs: this.leases.ttlMs, claimed } } : {}) } } : {};
+    const fence = this.leases ? { fence: { node: this.leases.node, tokens: this.leases.held, ttlMs: this.leases.ttlMs, ...(claim.size > 0 ? { claim: { streams: claim, ttlMs: this.leases.ttlMs, claimed } } : {}) } } : {};
     const snapshots = sent.some((r) => r.options.snapshot) ? { snapshots: sent.map((r) => r.options.snapshot) } : {};
     for (const s of claim) this.claiming.add(s);
     let results: StreamAppendOutcome[];

@@ -5,7 +5,28 @@
 // they expire, and a survivor takes them over with new tokens. Every append of an owner carries its token and
 // is checked in the append's transaction (PgEventStore.appendMany's fence), so a node that wakes up after a
 // takeover cannot append for what it no longer owns.
+//
+// A lease is not taken over before the server has been up for a full TTL (liveUntil): an outage of PostgreSQL
+// itself shorter than the TTL (stopped, restarted, its postmaster killed) changes no owner, however old a lease was
+// when it began — the holder gets a whole TTL from the server's start to renew it.
+//
+// Every statement here runs on the store's lease connections (never waiting for one behind appends), locks lease
+// rows in one order (ORDER BY stream, as the fence check and claims do in pg-append.ts: no deadlock between them),
+// and is tried again on a serialization failure, a deadlock or a lock timeout (pg-retry.ts).
 import type { PgEventStore } from './pg-event-store.ts';
+import { withRetries } from './pg-retry.ts';
+
+/** When a lease stops being live, in SQL: its expiry, but never before the server has been up for `ttl` ($ttl: an interval). */
+export const liveUntil = (ttl: string): string => `greatest(expires_at, pg_postmaster_start_time() + ${ttl})`;
+
+/**
+ * Renews the leases ($2 streams, $3 tokens) node $1 holds with those tokens, by $4: the rows locked first, in
+ * stream order (an UPDATE … FROM unnest would lock them in whatever order the join yields them).
+ */
+const LOCKED_RENEWAL = `WITH k AS MATERIALIZED (
+    SELECT l.stream FROM leases l JOIN unnest($2::text[], $3::bigint[]) AS h(stream, token) ON l.stream = h.stream AND l.token = h.token
+    WHERE l.node = $1 ORDER BY l.stream FOR UPDATE OF l)
+  UPDATE leases l SET expires_at = clock_timestamp() + $4::interval FROM k WHERE l.stream = k.stream RETURNING $RETURNING`;
 
 export interface TakenLease {
   stream: string;
@@ -33,14 +54,22 @@ export class Leases {
     return `${Math.max(1, Math.round(this.ttlMs))} milliseconds`;
   }
 
+  private sql<R extends Record<string, unknown>>(text: string, params: unknown[]): Promise<R[]> {
+    return withRetries(
+      () => this.pg.leaseSql<R>(text, params),
+      (err) => err,
+    );
+  }
+
   /**
    * At start: this node's leases from an earlier run (same node name) are its own again, with new tokens — which
    * also fences any older incarnation of this node still waking up somewhere. Leases that expired and were taken
    * over meanwhile are not this node's any more and are not touched.
    */
   async reclaim(): Promise<string[]> {
-    const rows = await this.pg.sql<{ stream: string; token: number }>(
-      "UPDATE leases SET token = nextval('lease_tokens'), expires_at = clock_timestamp() + $2::interval WHERE node = $1 RETURNING stream, token",
+    const rows = await this.sql<{ stream: string; token: number }>(
+      `WITH k AS MATERIALIZED (SELECT stream FROM leases WHERE node = $1 ORDER BY stream FOR UPDATE)
+       UPDATE leases l SET token = nextval('lease_tokens'), expires_at = clock_timestamp() + $2::interval FROM k WHERE l.stream = k.stream RETURNING l.stream, l.token`,
       [this.node, this.ttl],
     );
     for (const r of rows) this.held.set(r.stream, r.token);
@@ -49,10 +78,10 @@ export class Leases {
 
   /** The lease of a new actor's stream. False: another node holds a live lease on it. */
   async acquire(stream: string): Promise<boolean> {
-    const rows = await this.pg.sql<{ token: number }>(
+    const rows = await this.sql<{ token: number }>(
       `INSERT INTO leases (stream, node, token, expires_at) VALUES ($1, $2, nextval('lease_tokens'), clock_timestamp() + $3::interval)
        ON CONFLICT (stream) DO UPDATE SET node = excluded.node, token = excluded.token, expires_at = excluded.expires_at
-         WHERE leases.node = excluded.node OR leases.expires_at < clock_timestamp()
+         WHERE leases.node = excluded.node OR greatest(leases.expires_at, pg_postmaster_start_time() + $3::interval) < clock_timestamp()
        RETURNING token`,
       [stream, this.node, this.ttl],
     );
@@ -66,11 +95,7 @@ export class Leases {
     if (this.held.size === 0) return [];
     const streams = [...this.held.keys()];
     const tokens = streams.map((s) => this.held.get(s)!);
-    const rows = await this.pg.sql<{ stream: string }>(
-      `UPDATE leases l SET expires_at = clock_timestamp() + $4::interval FROM unnest($2::text[], $3::bigint[]) AS h(stream, token)
-       WHERE l.stream = h.stream AND l.token = h.token AND l.node = $1 RETURNING l.stream`,
-      [this.node, streams, tokens, this.ttl],
-    );
+    const rows = await this.sql<{ stream: string }>(LOCKED_RENEWAL.replace('$RETURNING', 'l.stream'), [this.node, streams, tokens, this.ttl]);
     const renewed = new Set(rows.map((r) => r.stream));
     // Only a lease still held with the token the renewal sent counts as lost (one released meanwhile does not).
     const lost = streams.filter((s, i) => !renewed.has(s) && this.held.get(s) === tokens[i]);
@@ -84,7 +109,13 @@ export class Leases {
     if (mine.length === 0) return;
     const tokens = mine.map((s) => this.held.get(s)!);
     for (const s of mine) this.held.delete(s);
-    await this.pg.sql('DELETE FROM leases l USING unnest($2::text[], $3::bigint[]) AS h(stream, token) WHERE l.stream = h.stream AND l.token = h.token AND l.node = $1', [this.node, mine, tokens]);
+    await this.sql(
+      `WITH k AS MATERIALIZED (
+         SELECT l.stream FROM leases l JOIN unnest($2::text[], $3::bigint[]) AS h(stream, token) ON l.stream = h.stream AND l.token = h.token
+         WHERE l.node = $1 ORDER BY l.stream FOR UPDATE OF l)
+       DELETE FROM leases l USING k WHERE l.stream = k.stream`,
+      [this.node, mine, tokens],
+    );
   }
 
   /**
@@ -93,10 +124,10 @@ export class Leases {
    * (FOR SHARE) is skipped this time: that append either commits before its lease is taken, or is refused after.
    */
   async takeExpired(limit = 500): Promise<TakenLease[]> {
-    const rows = await this.pg.sql<{ stream: string; token: number; previous: string }>(
+    const rows = await this.sql<{ stream: string; token: number; previous: string }>(
       `WITH t AS (
          SELECT stream, node FROM leases
-         WHERE node <> $1 AND expires_at < clock_timestamp() - CASE WHEN stream LIKE 'execution-%' THEN $4::interval ELSE interval '0' END
+         WHERE node <> $1 AND ${liveUntil('$2::interval')} < clock_timestamp() - CASE WHEN stream LIKE 'execution-%' THEN $4::interval ELSE interval '0' END
          ORDER BY stream LIMIT $3 FOR UPDATE SKIP LOCKED
        )
        UPDATE leases l SET node = $1, token = nextval('lease_tokens'), expires_at = clock_timestamp() + $2::interval
@@ -109,7 +140,7 @@ export class Leases {
 
   /** Every lease PostgreSQL says this node holds (live or not), with its token. */
   async mine(): Promise<{ stream: string; token: number }[]> {
-    const rows = await this.pg.sql<{ stream: string; token: number }>('SELECT stream, token FROM leases WHERE node = $1', [this.node]);
+    const rows = await this.sql<{ stream: string; token: number }>('SELECT stream, token FROM leases WHERE node = $1', [this.node]);
     return rows.map((r) => ({ stream: r.stream, token: Number(r.token) }));
   }
 
@@ -120,11 +151,12 @@ export class Leases {
    */
   async adopt(leases: readonly { stream: string; token: number }[]): Promise<string[]> {
     if (leases.length === 0) return [];
-    const rows = await this.pg.sql<{ stream: string; token: number }>(
-      `UPDATE leases l SET expires_at = clock_timestamp() + $4::interval FROM unnest($2::text[], $3::bigint[]) AS h(stream, token)
-       WHERE l.stream = h.stream AND l.token = h.token AND l.node = $1 RETURNING l.stream, l.token`,
-      [this.node, leases.map((l) => l.stream), leases.map((l) => l.token), this.ttl],
-    );
+    const rows = await this.sql<{ stream: string; token: number }>(LOCKED_RENEWAL.replace('$RETURNING', 'l.stream, l.token'), [
+      this.node,
+      leases.map((l) => l.stream),
+      leases.map((l) => l.token),
+      this.ttl,
+    ]);
     for (const r of rows) this.held.set(r.stream, Number(r.token));
     return rows.map((r) => r.stream);
   }

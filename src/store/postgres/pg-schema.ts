@@ -464,6 +464,54 @@ export const PG_MIGRATIONS: readonly string[] = [
      RETURN NEXT;
    END
    $fn$;`,
+  // 8: the end of a fenced or projected append (pg-append.ts) in one statement, sent with its COMMIT in one query
+  // string: the global append lock (taken inside append_events) is held only while the server runs this and
+  // commits, never while the client could stop between two statements. Everything the client decided before (its
+  // lease rows and its streams' and documents' locks held since) comes in one json argument: the requests with
+  // their expected versions pinned to what the transaction read, whether each is predicted to match, the folded
+  // projection documents, the snapshots, the claimed leases to give back. A request that does not come out as
+  // predicted (an append that took no stream lock changed the stream meanwhile) fails the statement with a
+  // serialization failure (40001): nothing is written, and the store runs the transaction again.
+  `CREATE FUNCTION rl_texts(j json) RETURNS text[] LANGUAGE sql IMMUTABLE AS
+     $$ SELECT coalesce(array_agg(x ORDER BY n), '{}') FROM json_array_elements_text(j) WITH ORDINALITY AS t(x, n) $$;
+   CREATE FUNCTION append_commit(p json) RETURNS TABLE (o_ok boolean, o_actual integer, o_version integer, o_first bigint)
+   LANGUAGE plpgsql AS $fn$
+   DECLARE
+     r record;
+     i integer := 0;
+     v_pred text[] := rl_texts(p->'predicted');
+     s json;
+   BEGIN
+     FOR r IN SELECT * FROM append_events(rl_texts(p->'streams'), rl_texts(p->'expected'), rl_texts(p->'counts')::integer[],
+                                          rl_texts(p->'types'), rl_texts(p->'schemas')::integer[], rl_texts(p->'data'),
+                                          rl_texts(p->'meta'), rl_texts(p->'at')) LOOP
+       i := i + 1;
+       IF r.o_ok::text <> v_pred[i] THEN
+         RAISE EXCEPTION 'append % to % did not come out as its transaction read it (another append changed the stream)', i, (p->'streams'->>(i - 1))
+           USING ERRCODE = '40001';
+       END IF;
+       o_ok := r.o_ok; o_actual := r.o_actual; o_version := r.o_version; o_first := r.o_first;
+       RETURN NEXT;
+     END LOOP;
+     INSERT INTO projection_documents (projection, id, doc)
+       SELECT x, y, z::jsonb FROM unnest(rl_texts(p->'put_p'), rl_texts(p->'put_i'), rl_texts(p->'put_d')) AS u(x, y, z)
+     ON CONFLICT (projection, id) DO UPDATE SET doc = excluded.doc;
+     DELETE FROM projection_documents d USING unnest(rl_texts(p->'del_p'), rl_texts(p->'del_i')) AS k(x, y) WHERE d.projection = k.x AND d.id = k.y;
+     DELETE FROM leases l USING unnest(rl_texts(p->'unclaimed'), rl_texts(p->'unclaimed_tokens')::bigint[]) AS h(stream, token)
+       WHERE l.stream = h.stream AND l.token = h.token;
+     -- One snapshot at a time (two of one stream in a batch: one after the other); the one replaced moves to history.
+     FOR s IN SELECT * FROM json_array_elements(p->'snapshots') LOOP
+       INSERT INTO snapshot_history SELECT * FROM snapshots WHERE stream = s->>'stream' AND version < (s->>'version')::integer
+       ON CONFLICT (stream, version) DO UPDATE SET fingerprint = excluded.fingerprint, created_at = excluded.created_at, state = excluded.state, checksum = excluded.checksum;
+       INSERT INTO snapshots (stream, version, fingerprint, created_at, state, checksum)
+       VALUES (s->>'stream', (s->>'version')::integer, s->>'fingerprint', s->>'createdAt', s->>'state', s->>'checksum')
+       ON CONFLICT (stream) DO UPDATE SET version = excluded.version, fingerprint = excluded.fingerprint, created_at = excluded.created_at, state = excluded.state, checksum = excluded.checksum;
+       INSERT INTO snapshot_versions (stream, version) VALUES (s->>'stream', (s->>'version')::integer)
+       ON CONFLICT (stream) DO UPDATE SET version = excluded.version;
+     END LOOP;
+     PERFORM pg_notify(p->>'channel', '');
+   END
+   $fn$;`,
 ];
 
 export const PG_LATEST_SCHEMA = PG_MIGRATIONS.length;
