@@ -1,4 +1,4 @@
-// The longer cluster chaos run (issue 27): the e2e test's harness (test/support/cluster-chaos.ts) for more rounds.
+// The longer cluster chaos run: the chaos-cluster test's harness (test/support/cluster-chaos.ts) for more rounds.
 //
 //   npm run chaos:cluster -- --rounds 8 [--seed N] [--ttl 2000] [--requests 8] [--kinds kill-node,pg-kill]
 //   npm run chaos:cluster -- --replay <kind>:<round seed>      (one round again, as a failure printed it)

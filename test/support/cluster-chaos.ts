@@ -188,6 +188,8 @@ async function settle(ctx: RoundContext, plan: ChaosRoundPlan, outcomes: ChaosOu
     await sleep(500);
   }
   ctx.log(`round ${plan.index + 1}: not settled within ${SETTLE_MS / 1000} s (${waiting}); checking as it is`);
+  // A node that died is the finding itself: what it said last says why.
+  for (const n of ctx.nodes.values()) if (!n.alive()) ctx.log(`node ${n.name} is not running; the end of its stderr:\n${n.stderr().slice(-3000)}`);
   return waiting;
 }
 
