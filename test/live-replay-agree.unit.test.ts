@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ActorKind, ExecutionEvent, InstanceEvent, MachineEvent } from '../src/domain/events.ts';
 import type { InstanceSpec } from '../src/machines/instance.machine.ts';
+import { seededRandom } from './support/seeded-random.ts';
 import { foldEvent, initialSnapshot, machines, replay, stateName, step, type AnySnapshot } from '../src/machines/runtime.ts';
 
 const restart = { policy: 'on-failure' as const, maxRestarts: 3, backoffMs: 1000, maxBackoffMs: 8000, resetAfterMs: 60_000 };
@@ -64,25 +65,13 @@ const executionEvents: Draft<ExecutionEvent>[] = [
 
 const samples: Record<ActorKind, { type: string; data: object }[]> = { instance: instanceEvents, execution: executionEvents };
 
-/** A small deterministic PRNG (mulberry32): the same seed walks the same path on every run. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /**
  * A walk of `length` events: mostly ones the current state accepts (so the walk goes deep: restarts, adoption,
  * pause/resume), some it does not (the live path records those as rejected; replay must leave the snapshot alone).
  */
 function walk(kind: ActorKind, seed: number, length: number): MachineEvent[] {
   const machine = machines[kind];
-  const rand = prng(seed);
+  const rand = seededRandom(seed);
   let t = Date.parse('2026-12-01T12:00:00.000Z');
   let snapshot = initialSnapshot(machine);
   const events: MachineEvent[] = [];

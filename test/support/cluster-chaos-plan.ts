@@ -2,6 +2,9 @@
 // which node meanwhile, all drawn from one seed. Pure (no IO, no clock), so a printed seed replays the same rounds
 // and the planner has a unit test of its own (test/cluster-chaos-plan.unit.test.ts). The IO that carries a plan
 // out is cluster-chaos.ts; the checks after each round are cluster-chaos-checks.ts.
+import { seededRandom } from './seeded-random.ts';
+
+export { seededRandom };
 
 /**
  * The five fault kinds of issue 27:
@@ -70,18 +73,6 @@ export interface ChaosPlanOptions {
   requestsPerRound: number;
   /** Only these kinds (default: all five). */
   kinds?: readonly ChaosFaultKind[];
-}
-
-/** mulberry32: a small, fast, seeded PRNG; its output depends only on the seed. Returns floats in [0, 1). */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const pick = <T>(rand: () => number, xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
