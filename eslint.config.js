@@ -14,7 +14,7 @@ const ioImports = {
   ],
 };
 
-// The layers (CONVENTIONS.md, DESIGN.md): cli|server → index|actors → adapters|machines|store|config → domain. Each layer
+// The layers (CONTRIBUTING.md, docs/architecture/): cli|server → index|actors → adapters|machines|store|config → domain. Each layer
 // names what it may not import; a file's own layer and the ones below it are allowed. (Machines and domain have
 // the stricter purity rule above, which includes these.)
 const layer = (message, ...dirs) => ({
