@@ -15,6 +15,19 @@ function markdownUnder(dir: string): string[] {
   });
 }
 
+/** The path of the test file named `name` anywhere under `dir`. */
+function testFile(dir: string, name: string): string {
+  for (const entry of readdirSync(dir)) {
+    const p = join(dir, entry);
+    if (entry === name) return p;
+    if (entry !== 'fixtures' && entry !== 'node_modules' && statSync(p).isDirectory()) {
+      const found = testFile(p, name);
+      if (found !== '') return found;
+    }
+  }
+  return '';
+}
+
 /** The text outside fenced code blocks and code spans: links inside code are examples, not links. */
 export function prose(markdown: string): string {
   return markdown.replace(/^(```|~~~)[\s\S]*?^\1[^\n]*$/gm, '').replace(/`[^`\n]*`/g, '');
@@ -73,6 +86,18 @@ describe('links in the documentation', () => {
   it('fails on a link to a missing heading', () => {
     expect(problemOf(join(REPO, 'README.md'), 'docs/guides/cluster.md#no-such-heading')).toMatch(/no heading #no-such-heading/);
     expect(problemOf(join(REPO, 'README.md'), 'docs/no-such-page.md')).toMatch(/no file docs\/no-such-page\.md/);
+  });
+
+  it('marks as runnable only blocks the consumer test runs: the first program in the README, the library tour in getting-started', () => {
+    const markers = pages.flatMap((page) => [...readFileSync(page, 'utf8').matchAll(/<!-- consumer-test: (\S+) -->\n```/g)].map((m) => `${relative(REPO, page)}: ${m[1]}`));
+    expect(markers.sort()).toEqual(['README.md: example.mjs', 'docs/getting-started.md: api.ts']);
+    // Found by name: the test tiers may live in folders of their own.
+    const file = testFile(join(REPO, 'test'), 'consumer.int.test.ts');
+    expect(file, 'test/**/consumer.int.test.ts').not.toBe('');
+    const consumer = readFileSync(file, 'utf8');
+    expect(consumer).toContain("readmeBlock('example.mjs')");
+    expect(consumer).toContain("readmeBlock('api.ts', GUIDE)");
+    expect(consumer).toContain("const GUIDE = 'docs/getting-started.md'");
   });
 
   it('keeps the README at most 200 lines, and docs/ free of load averages, times of day and tracker issue numbers', () => {
