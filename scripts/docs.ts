@@ -301,6 +301,44 @@ ${sections.join('\n')}`;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Benchmark results
+
+export const RESULTS_DIR = join(REPO, 'bench', 'results');
+
+interface ResultRow {
+  name: string;
+  value: number;
+  unit: string;
+  baseline: number;
+  ratio: number;
+  notes?: Record<string, unknown>;
+  also?: ResultRow[];
+}
+
+/** One saved run (`npm run bench -- --json > bench/results/<date>-<machine>.json`) as a table, `also` rows included. */
+export function resultsTable(results: readonly ResultRow[]): string {
+  const rows = results.flatMap((r) => [r, ...(r.also ?? [])]).map((r) => [code(r.name), `${r.value} ${r.unit}`, `${r.baseline} ${r.unit}`, `${r.ratio}×`, typeof r.notes?.target === 'string' ? r.notes.target : '']);
+  return table(['benchmark', 'runlog', 'raw primitive', 'ratio', 'target'], rows);
+}
+
+export function benchmarkResultsPage(dir = RESULTS_DIR): string {
+  const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.json')).sort().reverse() : [];
+  const sections = files.map((f) => {
+    const conditions = f.replace(/\.json$/, '.md');
+    const note = existsSync(join(dir, conditions)) ? ` Its conditions: [${conditions}](../../bench/results/${conditions}).` : '';
+    return `## ${f.replace(/\.json$/, '')}\n\nFrom [bench/results/${f}](../../bench/results/${f}).${note}\n\n${resultsTable(JSON.parse(readFileSync(join(dir, f), 'utf8')) as ResultRow[])}`;
+  });
+  return `${HEADER}# Benchmark results
+
+Every saved run of \`npm run bench -- --json\` in \`bench/results/\`, newest first: runlog's median, the raw
+primitive's in the same rounds, and the ratio. What each benchmark compares and its target are in
+[benchmarks](../benchmarks.md); figures recorded in prose, with their conditions, are in
+[bench/results/](../../bench/results/README.md).
+
+${sections.length === 0 ? 'No run is saved as JSON yet.\n' : sections.join('\n')}`;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // The pages
 
 const PAGES: { file: string; title: string; render: () => string }[] = [
@@ -310,6 +348,7 @@ const PAGES: { file: string; title: string; render: () => string }[] = [
   { file: 'machines.md', title: 'machines: each as a state diagram and a transition table', render: machinesPage },
   { file: 'metrics.md', title: 'metrics: every Prometheus series', render: metricsPage },
   { file: 'operator-policy.md', title: "operator policy: the defaults of at-run's policy file", render: operatorPolicyPage },
+  { file: 'benchmark-results.md', title: 'benchmark results: every run saved in bench/results/ as a table', render: () => benchmarkResultsPage() },
 ];
 
 function indexPage(): string {
