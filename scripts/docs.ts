@@ -301,6 +301,79 @@ ${sections.join('\n')}`;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// The HTTP API
+
+export interface HttpRoute {
+  method: string;
+  path: string;
+  doc: string;
+  query: string[];
+  body: string[];
+}
+
+const stringArg = (e: ts.Expression | undefined): string | undefined => (e && ts.isStringLiteral(e) ? e.text : undefined);
+
+/** The query parameters and body fields a handler reads: `queryInt(c, query, 'x')`, `query.get('x')`, `c.only(body, [...])`, `c.<check>(body, 'x')`. */
+function paramsRead(node: ts.Node, source: ts.SourceFile, helpers: Map<string, string[]>): { query: Set<string>; body: Set<string> } {
+  const query = new Set<string>();
+  const body = new Set<string>();
+  const visit = (n: ts.Node): void => {
+    if (ts.isCallExpression(n)) {
+      const callee = n.expression.getText(source);
+      const [a0, a1, a2] = n.arguments;
+      const readsQuery = (e: ts.Expression | undefined): boolean => !!e && /\bquery\b/.test(e.getText(source));
+      if ((callee === 'queryInt' || callee === 'queryBool') && stringArg(a2)) query.add(stringArg(a2)!);
+      else if (callee === 'query.get' && stringArg(a0)) query.add(stringArg(a0)!);
+      else if (callee === 'c.only' && a0?.getText(source) === 'body' && a1 && ts.isArrayLiteralExpression(a1)) a1.elements.forEach((e) => stringArg(e) && body.add(stringArg(e)!));
+      else if (callee.startsWith('c.') && stringArg(a1)) (a0?.getText(source) === 'body' ? body : readsQuery(a0) ? query : new Set<string>()).add(stringArg(a1)!);
+      else if (helpers.has(callee) && n.arguments.some(readsQuery)) helpers.get(callee)!.forEach((q) => query.add(q));
+    }
+    ts.forEachChild(n, visit);
+  };
+  visit(node);
+  return { query, body };
+}
+
+/** Every `route('METHOD', '/path', handler)` in the server's sources, with the comment above it and what it reads. */
+export function httpRoutes(dir = join(REPO, 'src', 'server')): HttpRoute[] {
+  const routes: HttpRoute[] = [];
+  for (const f of readdirSync(dir).filter((x) => x.endsWith('.ts')).sort()) {
+    const text = readFileSync(join(dir, f), 'utf8');
+    const source = ts.createSourceFile(f, text, ts.ScriptTarget.Latest, true);
+    const helpers = new Map<string, string[]>();
+    for (const st of source.statements) if (ts.isFunctionDeclaration(st) && st.name) helpers.set(st.name.text, [...paramsRead(st, source, new Map()).query]);
+    const visit = (n: ts.Node): void => {
+      if (ts.isCallExpression(n) && n.expression.getText(source) === 'route' && stringArg(n.arguments[0]) && stringArg(n.arguments[1])) {
+        const comments = ts.getLeadingCommentRanges(text, n.getFullStart()) ?? [];
+        const doc = comments.map((r) => text.slice(r.pos, r.end).replace(/^\/\/\s?|^\/\*+|\*+\/$/gm, '').trim()).join(' ');
+        const read = paramsRead(n.arguments[2] ?? n, source, helpers);
+        routes.push({ method: stringArg(n.arguments[0])!, path: stringArg(n.arguments[1])!, doc, query: [...read.query], body: [...read.body] });
+        return;
+      }
+      ts.forEachChild(n, visit);
+    };
+    visit(source);
+  }
+  return routes;
+}
+
+export function httpApiPage(): string {
+  const rows = httpRoutes().map((r) => [code(`${r.method} ${r.path}`), r.query.map((q) => code(`?${q}`)).join(' '), r.body.map(code).join(', '), r.doc]);
+  return `${HEADER}# HTTP API reference
+
+The routes of \`runlog serve\`'s API, read from the server's route table. The API listens on loopback only; every
+\`/api\` request carries \`authorization: Bearer <token>\` with the token in \`<home>/token\`. Bodies and answers are
+JSON; an error is \`{"error":{"code","message","issues"?,"details"?}}\` with the HTTP status of its code's category
+(see the [error reference](errors.md)). Any request may carry a deadline, \`runlog-deadline: <ms since the Unix
+epoch>\`: one that has passed is refused with \`DEADLINE_PASSED\` (504) before anything is done. The event streams are
+server-sent events (\`?afterSeq=N\` or \`Last-Event-ID\` to resume); more in
+[operating runlog](../guides/operating.md#requests-to-a-supervisor). Beside the API, the same listener serves
+\`GET /metrics\` (the [metrics](metrics.md), behind the same token) and the web inspector.
+
+${table(['route', 'query', 'body fields', 'note'], rows)}`;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Benchmark results
 
 export const RESULTS_DIR = join(REPO, 'bench', 'results');
@@ -347,6 +420,7 @@ const PAGES: { file: string; title: string; render: () => string }[] = [
   { file: 'events.md', title: 'events: the vocabulary of each machine', render: eventsPage },
   { file: 'machines.md', title: 'machines: each as a state diagram and a transition table', render: machinesPage },
   { file: 'metrics.md', title: 'metrics: every Prometheus series', render: metricsPage },
+  { file: 'http-api.md', title: "HTTP API: every route of runlog serve's API, its query and body", render: httpApiPage },
   { file: 'operator-policy.md', title: "operator policy: the defaults of at-run's policy file", render: operatorPolicyPage },
   { file: 'benchmark-results.md', title: 'benchmark results: every run saved in bench/results/ as a table', render: () => benchmarkResultsPage() },
 ];
