@@ -55,7 +55,7 @@ function flagRows(specs: FlagSpecs): string[][] {
 }
 
 function commandSection(c: Command): string {
-  const parts = [`## runlog ${c.name}\n`, `${c.summary}.\n`, '```', c.usage, '```\n'];
+  const parts = [`## runlog ${c.name}\n`, `${c.summary.charAt(0).toUpperCase()}${c.summary.slice(1)}.\n`, '```', c.usage, '```\n'];
   if (c.options && Object.keys(c.options).length > 0) parts.push(table(['flag', 'what it does', 'default'], flagRows(c.options)));
   parts.push(`${c.examples.length > 1 ? 'Examples' : 'Example'}:\n`, '```sh', ...c.examples, '```\n');
   return parts.join('\n');
