@@ -1,20 +1,20 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
-// Rule 2 of DESIGN.md: machines are pure. Anything that can do IO is banned from src/machines.
+// Machines are pure (docs/decisions/0003-pure-machines-with-effects-as-data.md). Anything that can do IO is banned from src/machines.
 const ioImports = {
   patterns: [
-    { group: ['node:*'], message: 'src/machines is pure: no node:* imports (DESIGN.md rule 2).' },
+    { group: ['node:*'], message: 'src/machines is pure: no node:* imports (docs/decisions/0003).' },
     {
       group: ['fs', 'fs/*', 'path', 'os', 'child_process', 'net', 'http', 'https', 'crypto', 'stream', 'timers', 'worker_threads', 'process'],
-      message: 'src/machines is pure: no Node built-ins (DESIGN.md rule 2).',
+      message: 'src/machines is pure: no Node built-ins (docs/decisions/0003).',
     },
     { group: ['dockerode', 'better-sqlite3', '@atproto/*', 'tar-stream'], message: 'src/machines is pure: no IO libraries.' },
     { group: ['**/adapters', '**/adapters/**', '**/store', '**/store/**', '**/actors', '**/actors/**', '**/cli/**'], message: 'src/machines may import only domain code and xstate.' },
   ],
 };
 
-// The layers (CONVENTIONS.md, DESIGN.md): cli|server → index|actors → adapters|machines|store|config → domain. Each layer
+// The layers (CONTRIBUTING.md, docs/architecture/): cli|server → index|actors → adapters|machines|store|config → domain. Each layer
 // names what it may not import; a file's own layer and the ones below it are allowed. (Machines and domain have
 // the stricter purity rule above, which includes these.)
 const layer = (message, ...dirs) => ({
@@ -49,7 +49,7 @@ export default tseslint.config(
     files: ['src/machines/**/*.ts'],
     rules: {
       'no-restricted-imports': ['error', ioImports],
-      'no-restricted-globals': ['error', { name: 'Date', message: 'Time arrives inside events (DESIGN.md rule 2).' }, 'process', 'setTimeout', 'setInterval', 'fetch'],
+      'no-restricted-globals': ['error', { name: 'Date', message: 'Time arrives inside events (docs/decisions/0003).' }, 'process', 'setTimeout', 'setInterval', 'fetch'],
     },
   },
   {

@@ -12,7 +12,7 @@
 //   notes.wholeMs  the same store opened without pageOut (holds, so reads, the whole log: a one-shot reader)
 //   notes.keepRecent1000Ms  with a window of 1,000 positions
 //
-// RUNLOG_BENCH_OPEN_ACTORS sets the number of ended actors (default 10,000: the figures in the README). A long-lived
+// RUNLOG_BENCH_OPEN_ACTORS sets the number of ended actors (default 10,000: the figures in bench/results/). A long-lived
 // log's size: 200,000 (1,036,358 events) took 99 s to write and 4 minutes in all on 2 cores (peak RSS 2.7 GB), most
 // of it the whole copy's opens and the raw SELECTs (a million events each); a paged open there took 3.9 s.
 import { actorsProjection, ACTORS_PROJECTION } from '../src/actors/actors-projection.ts';

@@ -1,5 +1,5 @@
-// The README's retention figure (issue 15): the size of a log after a simulated year of 1,000 executions and 20
-// app instances a day, with and without a 30-day retention policy.
+// The retention figure of docs/guides/log-care.md (its conditions in bench/results/): the size of a log after a
+// simulated year of 1,000 executions and 20 app instances a day, with and without a 30-day retention policy.
 //
 //   nice npx tsx scripts/retention-year.ts [--days 365] [--executions 1000] [--instances 20] [--retain-days 30]
 //                                         [--only none|retain] [--json]

@@ -210,14 +210,15 @@ describe('discoverability', () => {
     }
   });
 
-  it("every flag of every command is in the README's table row for that command", () => {
+  it("every command has its line in the README's command table, and the README names the common flags", () => {
+    // Every flag of every command is in docs/reference/cli.md, generated from these definitions and checked by
+    // test/docs-reference.unit.test.ts; the README keeps one line per command.
     const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
     for (const c of commands) {
-      const rows = readme.split('\n').filter((l) => l.startsWith('| `') && l.includes(`runlog ${c.name}`));
-      expect(rows.length, `a README row for runlog ${c.name}`).toBeGreaterThan(0);
-      for (const name of Object.keys(c.options ?? {})) expect(rows.join('\n'), `runlog ${c.name} --${name} in the README`).toContain(`--${name}`);
+      const rows = readme.split('\n').filter((l) => l.startsWith(`| \`runlog ${c.name}`));
+      expect(rows, `one README row for runlog ${c.name}`).toHaveLength(1);
     }
-    for (const name of Object.keys(commonOptions)) expect(readme).toContain(`--${name}`);
+    for (const name of ['home', 'db', 'store', 'json']) expect(readme).toContain(`--${name}`);
   });
 });
 

@@ -1,8 +1,8 @@
 // The package as another project gets it: `npm pack` (prepack builds dist/), the tarball installed into a fresh
 // temporary project with production dependencies only, then, under plain `node` with no loader: the README's
 // first program (extracted from README.md, so the README is exactly what runs), `npx runlog ps --json` and
-// `npx runlog --version`, `runlog demo` without the embedded PDS, and the README's API tour type-checked (strict,
-// no skipLibCheck) against the shipped declarations. Runs on whichever Node runs the tests (CI: 24, 22, 26).
+// `npx runlog --version`, `runlog demo` without the embedded PDS, and the library tour of docs/getting-started.md
+// type-checked (strict, no skipLibCheck) against the shipped declarations. Runs on whichever Node runs the tests (CI: 24, 22, 26).
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,6 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requireProot } from './support/apps.ts';
 
 const REPO = join(import.meta.dirname, '..');
+/** The page whose library tour (`api.ts`) is type-checked. */
+const GUIDE = 'docs/getting-started.md';
 const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { name: string; version: string };
 const work = mkdtempSync(join(tmpdir(), 'runlog-consumer-'));
 const project = join(work, 'project');
@@ -40,12 +42,12 @@ function ok(r: SpawnSyncReturns<string>, what: string): string {
   return r.stdout;
 }
 
-/** The code block that follows `<!-- consumer-test: <name> -->` in README.md. */
-function readmeBlock(name: string): string {
-  const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
+/** The code block that follows `<!-- consumer-test: <name> -->` in a Markdown file of the repository (README.md by default). */
+function readmeBlock(name: string, file = 'README.md'): string {
+  const readme = readFileSync(join(REPO, file), 'utf8');
   const marker = `<!-- consumer-test: ${name} -->\n`;
   const at = readme.indexOf(marker);
-  expect(at, `README.md has no ${marker.trim()}`).toBeGreaterThan(-1);
+  expect(at, `${file} has no ${marker.trim()}`).toBeGreaterThan(-1);
   const m = /^```[a-z]*\n([\s\S]*?)\n```$/m.exec(readme.slice(at + marker.length));
   expect(m, `no code block after ${marker.trim()}`).not.toBeNull();
   return `${m![1]}\n`;
@@ -128,8 +130,8 @@ describe('runlog installed from its packed tarball into another project', () => 
     expect(lines[0]).toContain('npm install --save-dev @atproto/dev-env@');
   });
 
-  it("type-checks the README's API tour against the shipped declarations (strict, no skipLibCheck)", () => {
-    writeFileSync(join(project, 'api.ts'), readmeBlock('api.ts'));
+  it("type-checks the getting-started page's library tour against the shipped declarations (strict, no skipLibCheck)", () => {
+    writeFileSync(join(project, 'api.ts'), readmeBlock('api.ts', GUIDE));
     writeFileSync(
       join(project, 'tsconfig.json'),
       JSON.stringify({
@@ -149,7 +151,7 @@ describe('runlog installed from its packed tarball into another project', () => 
     );
     ok(run(process.execPath, [join(REPO, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], project), 'tsc');
     // The check has teeth: the same file with a wrong option type fails against the declarations.
-    writeFileSync(join(project, 'api.ts'), `${readmeBlock('api.ts')}\nexport const wrong = (await import('runlog')).createRunlog({ home: 42 });\n`);
+    writeFileSync(join(project, 'api.ts'), `${readmeBlock('api.ts', GUIDE)}\nexport const wrong = (await import('runlog')).createRunlog({ home: 42 });\n`);
     const bad = run(process.execPath, [join(REPO, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], project);
     expect(bad.status).not.toBe(0);
     expect(bad.stdout).toMatch(/api\.ts\(\d+,\d+\): error TS2322/);

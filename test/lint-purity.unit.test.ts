@@ -1,4 +1,4 @@
-// DESIGN.md rule 2 is enforced by the linter: prove the rule fires on IO in src/machines.
+// Machines are pure (docs/decisions/0003), enforced by the linter: prove the rule fires on IO in src/machines.
 import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
 
