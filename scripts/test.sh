@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# npm test: typecheck, lint, the unit and e2e tiers, then the int tier in two lanes at once.
+# npm test: typecheck, lint, the public API report, the unit and e2e tiers, then the int tier in two lanes at once.
 #
 # The int tier's files run one at a time within a lane, because they share one Docker daemon and 2 cores. Files
 # that need PostgreSQL (the cluster and the PostgreSQL store: project `int-pg` in vitest.config.ts) wait mostly on
@@ -11,6 +11,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 npx tsc --noEmit
 npx eslint .
+# The public surface (etc/runlog.api.md, API Extractor): a change to it fails here until the report is
+# regenerated with `npm run api:report` and committed, so every change to the API is a reviewed diff.
+npm run --silent api:check || { echo "npm test: the public API differs from etc/runlog.api.md: run npm run api:report, review the diff, commit it" >&2; exit 1; }
 npx vitest run --project unit --project e2e
 
 status_file="$(mktemp)"
