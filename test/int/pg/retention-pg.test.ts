@@ -1,5 +1,5 @@
 // Retention on PostgreSQL (pg-archive.ts), against the real server (`npm run setup`), a schema per test. The specs
-// SQLite meets too run on both in retention-contract/; here, what is PostgreSQL's: the tables a run leaves, a
+// SQLite meets too run on both in test/contract/retention/; here, what is PostgreSQL's: the tables a run leaves, a
 // supervisor's copy following the log while its tail is archived, one archiver at a time (ARCHIVE_BUSY), another
 // process appending throughout a run, the start-up tail check, and a kill -9 of the archiver at each step (as
 // test/int/store/retention-kill.test.ts does on SQLite).
