@@ -3,7 +3,7 @@
 // Each page is rendered by one small function from the definitions runlog itself runs: the CLI's command table, the
 // error-code table, the metrics registry, the operator policy's defaults, the typed event vocabularies and the
 // machines. `renderReference()` is pure of the file system's docs/ folder, so a unit test can render into memory and
-// compare with the committed pages (test/docs-reference.unit.test.ts); `--check` does the same from the shell.
+// compare with the committed pages (test/unit/repo/docs-reference.test.ts); `--check` does the same from the shell.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';

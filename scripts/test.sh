@@ -2,7 +2,7 @@
 # npm test: typecheck, lint, the public API report, the unit and e2e tiers, then the int tier in two lanes at once.
 #
 # The int tier's files run one at a time within a lane, because they share one Docker daemon and 2 cores. Files
-# that need PostgreSQL (the cluster and the PostgreSQL store: project `int-pg` in vitest.config.ts) wait mostly on
+# that need PostgreSQL (the cluster and the PostgreSQL store: test/int/pg/, project `int-pg`) wait mostly on
 # lease TTLs and the database, and touch Docker lightly, so their lane runs beside the Docker lane (`int`): each
 # file keeps its own home, labels, schemas and throwaway postmaster, and nothing in either lane restarts dockerd or
 # the shared PostgreSQL. The e2e tier (a Docker Engine restart among it) runs alone, before them.

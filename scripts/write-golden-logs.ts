@@ -1,5 +1,5 @@
 // Writes the golden logs under test/fixtures/golden/ (issue 15): histories written by this release, which every
-// later release must fold to the same states (test/golden-logs.unit.test.ts, the check Temporal's replayer makes
+// later release must fold to the same states (test/unit/machines/golden-logs.test.ts, the check Temporal's replayer makes
 // of workflow code). Run it once per release that changes what is recorded, NEVER to make a failing golden test
 // pass: a golden log that no longer folds to its expected states is an old history the change would break.
 //

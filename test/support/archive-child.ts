@@ -1,4 +1,4 @@
-// A process that runs one archive (retention-kill.int.test.ts) and stops dead at a named step: it says so on stderr
+// A process that runs one archive (test/int/store/retention-kill.test.ts) and stops dead at a named step: it says so on stderr
 // and waits there to be killed with SIGKILL. Usage: archive-child.ts <db> <home> <before> <out> <step>
 import { archiveLog } from '../../src/actors/retention.ts';
 import { SqliteEventStore } from '../../src/store/sqlite-event-store.ts';

@@ -1,6 +1,6 @@
 // The cluster chaos harness's plan: which fault each round strikes, on which node, and which requests go through
 // which node meanwhile, all drawn from one seed. Pure (no IO, no clock), so a printed seed replays the same rounds
-// and the planner has a unit test of its own (test/cluster-chaos-plan.unit.test.ts). The IO that carries a plan
+// and the planner has a unit test of its own (test/unit/cluster/cluster-chaos-plan.test.ts). The IO that carries a plan
 // out is cluster-chaos.ts; the checks after each round are cluster-chaos-checks.ts.
 import { seededRandom } from './seeded-random.ts';
 

@@ -1,4 +1,4 @@
-// A process that materializes one volume on the real Docker Engine (materialize-cross-process.int.test.ts), as a
+// A process that materializes one volume on the real Docker Engine (test/int/executions/materialize-cross-process.test.ts), as a
 // supervisor of another node on the same machine would. Usage:
 //   materialize-child.ts <request-json>
 // request: { kind: 'runtime' | 'code', image, exportPath?, codeFile?, labels, maxEntries, holdAt?: '<step>:<phase>' }

@@ -1,0 +1,11 @@
+// The event-store contract on SQLite (SqliteEventStore behind the port), a temp file per test.
+import { join } from 'node:path';
+import { SqlitePortStore } from '../../../src/store/sqlite-port.ts';
+import { tempDir } from '../../support/tmp.ts';
+import { eventStoreContract } from './contract.ts';
+
+eventStoreContract('sqlite', {
+  open: async (options) => new SqlitePortStore(join(tempDir('runlog-contract-'), 'log.db'), options),
+  // Another connection on the same file: what a second process (runlog ps, events --follow) opens.
+  second: async (first, options) => new SqlitePortStore(first.description, options),
+});

@@ -1,0 +1,69 @@
+// A queued execution whose claim found the store unreachable (PostgreSQL restarting) stays queued and is claimed
+// again once it answers: dropping it left it to no node once every node had tried during the outage, and its
+// caller waited until PLACEMENT_TIMEOUT (test/int/pg/cluster-pg-restart.test.ts found it with real supervisors).
+import { describe, expect, it } from 'vitest';
+import { ExecutionQueue, EXECUTION_QUEUE, EXECUTION_QUEUED, type QueuedExecution } from '../../../src/actors/execution-queue.ts';
+import { RunlogError } from '../../../src/domain/errors.ts';
+import type { HostStore } from '../../../src/store/host-store.ts';
+
+function queueWith(q: QueuedExecution, claim: (q: QueuedExecution) => Promise<unknown>) {
+  const event = { seq: 1, stream: EXECUTION_QUEUE, version: 1, type: EXECUTION_QUEUED, schema: 1, data: { ...q }, meta: {}, at: new Date().toISOString() };
+  const store = {
+    readRecent: (stream: string) => (stream === EXECUTION_QUEUE ? [event] : []),
+    subscribe: () => () => undefined,
+    lastSeq: () => 1,
+    streamVersion: () => 0,
+  } as unknown as HostStore;
+  const logged: string[] = [];
+  const queue = new ExecutionQueue({
+    store,
+    node: 'a',
+    limit: 2,
+    headStartMs: 0,
+    nowMs: () => Date.now(),
+    running: () => 0,
+    appendFact: async () => undefined,
+    claim,
+    log: (m) => logged.push(m),
+  });
+  return { queue, logged };
+}
+
+const queued = (): QueuedExecution => ({
+  executionId: 'exec_1',
+  request: { timeoutMs: 1000 },
+  from: 'a',
+  node: null,
+  headStart: false,
+  claimBy: new Date(Date.now() + 60_000).toISOString(),
+});
+
+describe('the execution queue while the store is unreachable', () => {
+  it('keeps an entry whose claim failed with STORE_UNAVAILABLE and claims it again', async () => {
+    const calls: string[] = [];
+    let claimed!: () => void;
+    const done = new Promise<void>((r) => (claimed = r));
+    const { queue } = queueWith(queued(), async (q) => {
+      calls.push(q.executionId);
+      if (calls.length === 1) throw new RunlogError('STORE_UNAVAILABLE', 'PostgreSQL is not answering');
+      claimed();
+    });
+    queue.start();
+    await done;
+    queue.stop();
+    expect(calls).toEqual(['exec_1', 'exec_1']);
+  });
+
+  it('drops an entry another node claimed first (ACTOR_EXISTS) and does not try it again', async () => {
+    const calls: string[] = [];
+    const { queue, logged } = queueWith(queued(), async (q) => {
+      calls.push(q.executionId);
+      throw new RunlogError('ACTOR_EXISTS', 'execution exec_1 already exists');
+    });
+    queue.start();
+    await new Promise((r) => setTimeout(r, 1500));
+    queue.stop();
+    expect(calls).toEqual(['exec_1']);
+    expect(logged).toEqual([]);
+  });
+});
