@@ -3,15 +3,11 @@ import { defineConfig } from 'vitest/config';
 // The tiers. `unit`: no Docker, no network, no watchers, only temp files (scripts/unit-offline.sh runs it with
 // every real part out of reach, in CI too). `int` and `int-pg`: the real parts (Docker, proot, registry, PDS,
 // PostgreSQL); `int-pg` holds the files that need PostgreSQL (the cluster and the PostgreSQL store). `e2e`: the long
-// fault suites (chaos, kill -9 of a supervisor holding 50 containers, a Docker Engine restart, a store crash), real
-// parts too. Within each real-parts project files run one at a time: they share one Docker daemon and 2 cores.
+// fault suites (chaos, the seeded cluster chaos, kill -9 of a supervisor holding 50 containers, a Docker Engine
+// restart, a store crash), real parts too. Within each real-parts project files run one at a time: they share one Docker daemon and 2 cores.
 // `npm test` (scripts/test.sh) runs unit and e2e, then the two int lanes side by side; `vitest run` alone runs
 // every project, the real-parts ones one file at a time.
-// `chaos-cluster`: the seeded cluster chaos test (also `npm run chaos:cluster`). Not yet in `npm test`: at its lease
-// TTL of 2 s a PostgreSQL restart can outlast the self-fencing margin, and then acknowledged instances are stopped,
-// which its checks (rightly) count as failures.
-const CHAOS_CLUSTER = ['test/cluster-chaos.int.test.ts'];
-const E2E = ['test/chaos.int.test.ts', 'test/recovery-kill50.int.test.ts', 'test/recovery-docker-restart.int.test.ts', 'test/store-crash.int.test.ts'];
+const E2E = ['test/chaos.int.test.ts', 'test/cluster-chaos.int.test.ts', 'test/recovery-kill50.int.test.ts', 'test/recovery-docker-restart.int.test.ts', 'test/store-crash.int.test.ts'];
 // Files that need PostgreSQL: by name (`cluster-*`, `*-pg*`), so a new one joins its lane without being listed.
 const PG = ['test/**/cluster-*.int.test.ts', 'test/**/*-pg.int.test.ts', 'test/**/*-pg-*.int.test.ts'];
 
@@ -34,13 +30,12 @@ export default defineConfig({
           testTimeout: 20_000,
         },
       },
-      { test: { name: 'int', include: ['test/**/*.int.test.ts'], exclude: [...E2E, ...PG, ...CHAOS_CLUSTER], ...realParts } },
+      { test: { name: 'int', include: ['test/**/*.int.test.ts'], exclude: [...E2E, ...PG], ...realParts } },
       // Its supervisors hand PRoot instances ports of their own ($RUNLOG_PORTS; `serve --ports`): the `int` lane's
       // instances, running at the same time on the default 4100–4999, never take theirs.
-      { test: { name: 'int-pg', include: PG, exclude: [...E2E, ...CHAOS_CLUSTER], ...realParts, env: { RUNLOG_PORTS: '5100-5999' } } },
+      { test: { name: 'int-pg', include: PG, exclude: E2E, ...realParts, env: { RUNLOG_PORTS: '5100-5999' } } },
       // After unit (a group of its own, one file at a time): an e2e file never shares the daemon with another file.
       { test: { name: 'e2e', include: E2E, ...realParts, sequence: { groupOrder: 1 } } },
-      { test: { name: 'chaos-cluster', include: CHAOS_CLUSTER, ...realParts, sequence: { groupOrder: 2 } } },
     ],
   },
 });

@@ -8,7 +8,7 @@
 // settling); no live node lost a lease; every answer agrees with the log; a persisted timer fires after a takeover.
 //
 // The run's seed is printed (and each round's); RUNLOG_CHAOS_SEED=<n> replays a run. The longer run is
-// `npm run chaos:cluster -- --rounds 8` (scripts/chaos-cluster.ts); by vitest: `npx vitest run --project chaos-cluster`.
+// `npm run chaos:cluster -- --rounds 8` (scripts/chaos-cluster.ts); by vitest: `npx vitest run test/cluster-chaos.int.test.ts`.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { summaryTable } from './support/cluster-chaos-checks.ts';
 import { describeRound, freshSeed, parseSeed, planRun } from './support/cluster-chaos-plan.ts';
