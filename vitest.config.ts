@@ -4,16 +4,12 @@ import { defineConfig } from 'vitest/config';
 // `test/unit/`: no Docker, no network, no watchers, only temp files (scripts/unit-offline.sh runs it with every real
 // part out of reach, in CI too). `test/int/`: the real parts (Docker, proot, registry, PDS, PostgreSQL), in two lanes:
 // `int` (everything but test/int/pg/) and `int-pg` (test/int/pg/: the files that need PostgreSQL, the cluster and the
-// PostgreSQL store). `test/e2e/`: the long fault suites (chaos, kill -9 of a supervisor holding 50 containers, a
-// Docker Engine restart, a store crash), real parts too. `test/contract/`: the suites every store passes, one file
-// per store; there the suffix says the tier (`*.unit.test.ts`: memory and SQLite, `*.int.test.ts`: PostgreSQL).
-// Within each real-parts project files run one at a time: they share one Docker daemon and 2 cores.
-// `npm test` (scripts/test.sh) runs unit and e2e, then the two int lanes side by side; `vitest run` alone runs
-// every project, the real-parts ones one file at a time.
-// `chaos-cluster` (test/e2e/cluster/): the seeded cluster chaos test (also `npm run chaos:cluster`). Not yet in
-// `npm test`: at its lease TTL of 2 s a PostgreSQL restart can outlast the self-fencing margin, and then acknowledged
-// instances are stopped, which its checks (rightly) count as failures. Until it holds, `e2e` leaves that folder out.
-const CHAOS_CLUSTER = ['test/e2e/cluster/**/*.test.ts'];
+// PostgreSQL store). `test/e2e/`: the long fault suites (chaos, the seeded cluster chaos, kill -9 of a supervisor
+// holding 50 containers, a Docker Engine restart, a store crash), real parts too. `test/contract/`: the suites every
+// store passes, one file per store; there the suffix says the tier (`*.unit.test.ts`: memory and SQLite,
+// `*.int.test.ts`: PostgreSQL). Within each real-parts project files run one at a time: they share one Docker daemon
+// and 2 cores. `npm test` (scripts/test.sh) runs unit and e2e, then the two int lanes side by side; `vitest run` alone
+// runs every project, the real-parts ones one file at a time.
 const E2E = ['test/e2e/**/*.test.ts'];
 const INT_PG = ['test/int/pg/**/*.test.ts'];
 
@@ -41,8 +37,7 @@ export default defineConfig({
       // instances, running at the same time on the default 4100–4999, never take theirs.
       { test: { name: 'int-pg', include: INT_PG, ...realParts, env: { RUNLOG_PORTS: '5100-5999' } } },
       // After unit (a group of its own, one file at a time): an e2e file never shares the daemon with another file.
-      { test: { name: 'e2e', include: E2E, exclude: CHAOS_CLUSTER, ...realParts, sequence: { groupOrder: 1 } } },
-      { test: { name: 'chaos-cluster', include: CHAOS_CLUSTER, ...realParts, sequence: { groupOrder: 2 } } },
+      { test: { name: 'e2e', include: E2E, ...realParts, sequence: { groupOrder: 1 } } },
     ],
   },
 });

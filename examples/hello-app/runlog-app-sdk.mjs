@@ -1,7 +1,7 @@
 // runlog app SDK — plain ESM JavaScript on node:http, no dependencies, so the SAME file runs inside both
 // sandboxes (which cannot see the repo's node_modules) and is imported by TypeScript through index.ts.
 // Apps copy it next to their code (examples/hello-app/runlog-app-sdk.mjs is a copy of this file, kept equal
-// by test/app-sdk-copy.unit.test.ts: a symlink would not survive `npm pack`).
+// by test/unit/instances/app-sdk-copy.test.ts: a symlink would not survive `npm pack`).
 //
 // What it does for an app:
 //   - stamps its identity on EVERY response: headers `x-app-id` and `x-app-instance-id`

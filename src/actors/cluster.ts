@@ -106,7 +106,7 @@ async function takeOver(host: ActorHost, node: string, leases: TakenLease[], hoo
         if (r && r.removed > 0) log(`removed ${r.removed} container(s) of ${l.stream} that ${l.previous} left on this Docker daemon (${r.running} running)`);
       }
       // What to record is the pure decision of recovery (machines/reconcile-decision.ts, its table in
-      // test/reconcile-decision.unit.test.ts): lost or crashed node-lost, failed lost; waiting for a restart
+      // test/unit/machines/reconcile-decision.test.ts): lost or crashed node-lost, failed lost; waiting for a restart
       // already (a crash recorded before its node went), recovered: the machine arms the timer here.
       const observation = { at: new Date(hooks.nowMs()).toISOString(), node: 'gone' as const, evidence: { node: l.previous, takenOverBy: node, reason: `supervisor ${l.previous} stopped renewing its lease` } };
       try {

@@ -13,7 +13,7 @@
 //                  died with the supervisor; container: running, paused, exited with its code, missing; execution:
 //                  the container the log names, created-never-started, started, missing) and the pure
 //                  decide(actor, observation) of machines/reconcile-decision.ts says what to record (its decision
-//                  table is test/reconcile-decision.unit.test.ts): adopted, crashed, exited, lost, failed — or
+//                  table is test/unit/machines/reconcile-decision.test.ts): adopted, crashed, exited, lost, failed — or
 //                  `<kind>.recovered`, on which the machine enters its state again and emits what must run again
 //                  (the step's effect, reattach, the stop, the invocation, the collection). This file is the IO around
 //                  it: inventory, inspection, the container removals and watches a decision asks for, recording.

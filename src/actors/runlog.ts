@@ -29,7 +29,7 @@ import type { ActorRow } from '../store/event-store.ts';
 import { isPostgresUrl, type HostStore } from '../store/host-store.ts';
 import type { PgHostStore } from '../store/postgres/pg-host-store.ts';
 import { clusterListener } from './cluster.ts';
-import { startSelfFence } from './self-fence.ts';
+import { RenewalRelay, startSelfFence } from './self-fence.ts';
 import { Placement } from './placement.ts';
 import { actedOn, Handover } from './handover.ts';
 import type { FollowOwner } from './remote-follow.ts';
@@ -313,7 +313,7 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
   }
 }
 
-async function openStore(options: RunlogOptions, db: string, readOnly: boolean, pgUrl: string | undefined, node: string | undefined): Promise<HostStore> {
+async function openStore(options: RunlogOptions, db: string, readOnly: boolean, pgUrl: string | undefined, node: string | undefined, renewals: RenewalRelay): Promise<HostStore> {
   if (!pgUrl) return new SqliteEventStore(db, { synchronous: options.synchronous, readOnly, ...(options.now ? { now: options.now } : {}) });
   // Loaded only for PostgreSQL: a SQLite supervisor never loads node-postgres.
   const [{ PgHostStore }, { actorsProjection, ACTORS_PROJECTION }] = await Promise.all([import('../store/postgres/pg-host-store.ts'), import('./actors-projection.ts')]);
@@ -321,7 +321,7 @@ async function openStore(options: RunlogOptions, db: string, readOnly: boolean, 
     url: pgUrl,
     projections: [actorsProjection()],
     actorRows: { projection: ACTORS_PROJECTION },
-    ...(node ? { node: { name: node, leaseTtlMs: options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS, ...(options.collectGraceMs !== undefined ? { collectGraceMs: options.collectGraceMs } : {}) } } : {}),
+    ...(node ? { node: { name: node, leaseTtlMs: options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS, renewals, ...(options.collectGraceMs !== undefined ? { collectGraceMs: options.collectGraceMs } : {}) } } : {}),
     // A supervisor holds live actors, not the fleet's whole history: ended actors' events are read when asked, and
     // of the request streams only the requests that may still be open (request-streams.ts).
     ...(node ? { pageOut: { ...(options.pgKeepRecent !== undefined ? { keepRecent: options.pgKeepRecent } : {}), requestStreams: { is: isRequestStream } } } : {}),
@@ -333,7 +333,8 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   // A supervisor on PostgreSQL is a cluster node (maybe the only one): its actors are leased to it.
   const node = pgUrl && supervise ? (options.node ?? hostname()) : undefined;
   const openedAtMs = performance.now(); // no later than the store reclaims this node's leases (self-fence.ts)
-  const store = await openStore(options, paths.db, readOnly, pgUrl, node);
+  const renewals = new RenewalRelay(); // the store's renewal reports, for the self-fence started once instances exist
+  const store = await openStore(options, paths.db, readOnly, pgUrl, node, renewals);
   if (supervise && store instanceof SqliteEventStore) {
     // The tail of the hash chain, before anything is read from it or appended to it (the whole log: runlog verify).
     try {
@@ -508,7 +509,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
         }),
       );
       // A node that cannot renew its leases stops its instance sandboxes before they can run elsewhere too.
-      stopSelfFence = startSelfFence(pgStore.leases!, { sandboxed: () => instances.sandboxed(), relinquish: (id) => instances.relinquish(id), resumed: () => void (options.reconcile ?? true ? reconcile() : null)?.catch((err: unknown) => log(`reconcile after the self-fence: ${(err as Error).message}`)), log }, openedAtMs, (t, p) => pgStore.pg.sql(t, p));
+      stopSelfFence = startSelfFence(pgStore.leases!, renewals, { sandboxed: () => instances.sandboxed(), relinquish: (id) => instances.relinquish(id), resumed: () => void (options.reconcile ?? true ? reconcile() : null)?.catch((err: unknown) => log(`reconcile after the self-fence: ${(err as Error).message}`)), log }, openedAtMs, (t, p) => pgStore.pg.sql(t, p));
       handover = new Handover({
         store,
         node,

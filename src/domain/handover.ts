@@ -2,7 +2,7 @@
 // placement: the node that takes the API call appends `handover.requested` to the owner's stream
 // `placement-<owner>`; whoever holds the instance's lease acts and appends `handover.answered` to the same stream;
 // the caller follows that stream and gives the answer the owner gave. Pure: what a request and an answer look
-// like, where a request goes, and which requests are still pending (test/handover.unit.test.ts). The actors side
+// like, where a request goes, and which requests are still pending (test/unit/cluster/handover.test.ts). The actors side
 // is src/actors/handover.ts.
 import { ERROR_CODES, type ErrorCode } from './error-codes.ts';
 import { RunlogError } from './errors.ts';

@@ -1,4 +1,4 @@
-// Where a spawn goes in a cluster: pure, so its rules are tested on their own (test/placement.unit.test.ts).
+// Where a spawn goes in a cluster: pure, so its rules are tested on their own (test/unit/cluster/placement.test.ts).
 import { RunlogError, ValidationError } from './errors.ts';
 
 /** A node name as `runlog serve --node` takes it. */

@@ -191,8 +191,13 @@ export async function crashProbe(ctx: RoundContext, id: string): Promise<NonNull
 /**
  * stop-append-locked, before the round: the victim started again with the fault armed. On a build whose
  * faults.ts knows no such point `serve` refuses to start: that is the round's fault failure (the victim is
- * started again without it), never a fault faked from outside.
+ * started again without it), never a fault faked from outside. The fault counts only appends of
+ * `execution.started` (an execution this node begins to run: the round's requests and nudges make them, its
+ * start-up never does). Counting every append, a node that reconciled, reclaimed or picked up enough at start-up
+ * stopped itself before it said it was serving, and the harness waited for it forever.
  */
+const APPEND_LOCKED_EVENT = 'execution.started';
+
 export async function armAppendLocked(ctx: RoundContext, plan: ChaosRoundPlan): Promise<string | null> {
   const name = plan.victim!;
   if (!(FAULT_POINTS as readonly string[]).includes('append-locked')) {
@@ -200,7 +205,7 @@ export async function armAppendLocked(ctx: RoundContext, plan: ChaosRoundPlan): 
   }
   await ctx.nodes.get(name)!.stop();
   try {
-    ctx.nodes.set(name, await startNodeWithEnv(ctx.cluster, name, ctx.flagsOf(name), { RUNLOG_FAULT: `append-locked:${plan.appendLockedNth}`, RUNLOG_FAULT_ACTION: 'stop' }));
+    ctx.nodes.set(name, await startNodeWithEnv(ctx.cluster, name, ctx.flagsOf(name), { RUNLOG_FAULT: `append-locked:${plan.appendLockedNth}`, RUNLOG_FAULT_EVENT: APPEND_LOCKED_EVENT, RUNLOG_FAULT_ACTION: 'stop' }));
     return null;
   } catch (err) {
     ctx.nodes.set(name, await ctx.cluster.startNode(name, ctx.flagsOf(name)));
@@ -239,7 +244,7 @@ export async function strike(ctx: RoundContext, plan: ChaosRoundPlan, nudge: (no
       let nudged = Date.now();
       while (processState(victim!.pid) !== 'T') {
         if (!victim!.alive()) return { outageMs: null, failure: `${victim!.name} exited instead of stopping itself: ${victim!.stderr().slice(-1500)}` };
-        if (Date.now() > deadline) return { outageMs: null, failure: `${victim!.name} (RUNLOG_FAULT=append-locked:${plan.appendLockedNth} RUNLOG_FAULT_ACTION=stop) did not stop itself within 20 s, though executions pinned to it made it append: does \`runlog serve\` read RUNLOG_FAULT?` };
+        if (Date.now() > deadline) return { outageMs: null, failure: `${victim!.name} (RUNLOG_FAULT=append-locked:${plan.appendLockedNth} RUNLOG_FAULT_EVENT=${APPEND_LOCKED_EVENT} RUNLOG_FAULT_ACTION=stop) did not stop itself within 20 s, though executions pinned to it made it append: does \`runlog serve\` read RUNLOG_FAULT?` };
         if (Date.now() - nudged > 3000) {
           nudge(victim!.name);
           nudged = Date.now();

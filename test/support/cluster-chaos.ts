@@ -4,7 +4,7 @@
 // carries out a round planned by cluster-chaos-plan.ts (requests through random nodes, the fault struck meanwhile,
 // cluster-chaos-faults.ts), waits for the cluster to settle, gathers the evidence and runs cluster-chaos-checks.ts.
 //
-// Used by test/e2e/cluster/cluster-chaos.test.ts (e2e tier) and scripts/chaos-cluster.ts (`npm run chaos:cluster`).
+// Used by test/e2e/cluster-chaos.test.ts (e2e tier) and scripts/chaos-cluster.ts (`npm run chaos:cluster`).
 import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';

@@ -12,10 +12,11 @@
 //   (`serve --retain` logs it and tries again at its next run). A killed archiver's connection closes and the
 //   server lets go of the lock.
 // - Other nodes keep appending while the file is written (nothing is locked then: the archived actors have ended,
-//   and positions past the plan are not touched). The removing transaction takes the append lock (the one that
-//   orders positions, pg-schema.ts): appends wait for its commit, so the check that no archived stream moved, the
-//   deletion and the holes recorded are exact as of one moment, and the chain head they are measured against
-//   cannot move under them. Positions are never given twice (append_events starts from chain_head), so a reader
+//   and positions past the plan are not touched). The removal is one statement in a transaction of its own
+//   (archive_remove, pg-schema.ts migration 9) that takes the append lock (the one that orders positions): appends
+//   wait for its commit, so the check that no archived stream moved, the deletion and the holes recorded are exact
+//   as of one moment, and the chain head they are measured against cannot move under them. The lock is held only
+//   while the server runs it: an archiver stopped anywhere (paused, swapped out) never holds up the appends. Positions are never given twice (append_events starts from chain_head), so a reader
 //   following the global position only ever sees positions grow; events below its position disappearing is
 //   nothing it reads again.
 //
@@ -29,7 +30,7 @@ import { ArchiveFileWriter } from '../archive-file.ts';
 import { ArchiveLedger } from '../archive-ledger.ts';
 import type { ArchiveOptions, ArchiveResult, ArchiveStep } from '../sqlite-archive.ts';
 import type { ChainRow, PgEventStore } from './pg-event-store.ts';
-import { APPEND_LOCK_CLASS, ARCHIVE_LOCK_CLASS } from './pg-schema.ts';
+import { ARCHIVE_LOCK_CLASS } from './pg-schema.ts';
 
 const PAGE = 1024;
 
@@ -137,48 +138,35 @@ async function archiveLocked(store: PgEventStore, client: pg.PoolClient, options
 
     const bytes = out.bytes;
     const sha256 = out.sha256();
-    const list = [...streams];
-    await client.query('BEGIN');
-    try {
-      // Appends wait until this commits (see the top of this file).
-      await client.query('SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))', [APPEND_LOCK_CLASS]);
-      const now = new Map((await q<{ stream: string; v: number }>('SELECT stream, max(version)::integer AS v FROM events WHERE stream = ANY($1::text[]) GROUP BY stream', [list])).map((r) => [r.stream, r.v]));
-      for (const a of planned) {
-        const v = now.get(a.stream) ?? 0;
-        if (v !== a.version) throw new RunlogError('ARCHIVE_CONFLICT', `${a.stream} changed while it was archived (v${a.version} → v${v}); nothing was removed`, { stream: a.stream });
-      }
-      const [{ id }] = (await q<{ id: number }>(
-        'INSERT INTO archives (file, created_at, before, actors, events, bytes, sha256, last_seq, last_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id',
-        [options.out, createdAt, options.before, planned.length, events, bytes, sha256, lastSeq, lastHash],
-      )) as [{ id: number }];
-      await client.query(
-        'INSERT INTO tombstones (stream, version, archive, first_seq, last_seq) SELECT s, v, $1, f, l FROM unnest($2::text[], $3::integer[], $4::bigint[], $5::bigint[]) AS u(s, v, f, l)',
-        [id, planned.map((a) => a.stream), planned.map((a) => a.version), planned.map((a) => ranges.get(a.stream)!.first), planned.map((a) => ranges.get(a.stream)!.last)],
-      );
-      await client.query('DELETE FROM events WHERE stream = ANY($1::text[])', [list]);
-      await client.query('DELETE FROM snapshots WHERE stream = ANY($1::text[])', [list]);
-      await client.query('DELETE FROM snapshot_history WHERE stream = ANY($1::text[])', [list]);
-      await client.query('DELETE FROM snapshot_versions WHERE stream = ANY($1::text[])', [list]);
-      // The ps row stays; the machine snapshot the next event would fold into goes (an ended actor has none).
-      await client.query("UPDATE projection_documents SET doc = doc - 'snapshot' - 'rev' WHERE projection = $1 AND id = ANY($2::text[])", [options.projection ?? 'actors', list]);
-      const { swallowed, ends: holeEnds } = ledger.holes();
-      for (const g of swallowed) await client.query('DELETE FROM chain_gaps WHERE seq = $1', [g]);
-      // Each hole runs from just after the last event still in the log before its end.
-      if (holeEnds.size > 0) {
-        await client.query(
-          `INSERT INTO chain_gaps (seq, from_seq, hash)
-           SELECT e, (SELECT coalesce(max(seq), 0) FROM events WHERE seq < e) + 1, h FROM unnest($1::bigint[], $2::bytea[]) AS u(e, h)
-           ON CONFLICT (seq) DO UPDATE SET from_seq = excluded.from_seq, hash = excluded.hash`,
-          [[...holeEnds.keys()], [...holeEnds.values()]],
-        );
-      }
-      await step('removing'); // everything removed, not yet committed
-      await client.query('COMMIT');
-      committed = true;
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
+    const { swallowed, ends: holeEnds } = ledger.holes();
+    const payload = {
+      streams: planned.map((a) => a.stream),
+      versions: planned.map((a) => a.version),
+      first: planned.map((a) => ranges.get(a.stream)!.first),
+      last: planned.map((a) => ranges.get(a.stream)!.last),
+      file: options.out,
+      createdAt,
+      before: options.before,
+      actors: planned.length,
+      events,
+      bytes,
+      sha256,
+      lastSeq,
+      lastHash: lastHash.toString('hex'),
+      projection: options.projection ?? 'actors',
+      swallowed: [...swallowed],
+      holeEnds: [...holeEnds.keys()],
+      holeHashes: [...holeEnds.values()].map((h) => h.toString('hex')),
+    };
+    await step('removing'); // the removal not yet sent: the log untouched
+    // One statement in a transaction of its own (pg-schema.ts migration 9): appends wait only while the server runs
+    // it and commits (see the top of this file).
+    const [r] = await q<{ o_archive: string | null; o_stream: string | null; o_version: number | null }>('SELECT o_archive, o_stream, o_version FROM archive_remove($1::json)', [JSON.stringify(payload)]);
+    if (!r || r.o_archive === null) {
+      const a = planned.find((x) => x.stream === r?.o_stream);
+      throw new RunlogError('ARCHIVE_CONFLICT', `${r?.o_stream} changed while it was archived (v${a?.version} → v${r?.o_version}); nothing was removed`, { stream: r?.o_stream ?? null });
     }
+    committed = true;
     await step('committed');
     // The dead rows become space for new ones (VACUUM gives back to the OS only what ends a table's file).
     await client.query('VACUUM events, snapshots, snapshot_history, projection_documents');

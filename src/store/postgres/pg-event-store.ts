@@ -32,7 +32,8 @@ import { upcastRecorded } from '../upcast-recorded.ts';
 import { defaultUpcasters, type UpcasterRegistry } from '../upcasters.ts';
 import { appendInTransaction, type AppendInput, type AppendRow, type Encoded, type Fence } from './pg-append.ts';
 import { sqlState, withRetries } from './pg-retry.ts';
-import { APPEND_LOCK_CLASS, MIGRATE_LOCK_CLASS, PG_APPLICATION, PG_LATEST_SCHEMA, PG_MIGRATIONS } from './pg-schema.ts';
+import { MIGRATE_LOCK_CLASS, PG_APPLICATION, PG_LATEST_SCHEMA, PG_MIGRATIONS } from './pg-schema.ts';
+import { rebuildProjectionPg } from './pg-rebuild.ts';
 
 export type { Fence };
 
@@ -765,41 +766,15 @@ export class PgEventStore implements EventStorePort {
   async rebuildProjection(name: string): Promise<{ documents: number; events: number }> {
     this.open();
     const p = this.projections.get(name);
-    const { client, release } = await checkout(this.pool).catch((err: unknown) => {
-      throw translate(this.description, err);
-    });
-    let broken = false;
-    try {
-      await client.query('BEGIN');
-      // Appends wait while the projection is rebuilt: it is exact as of the commit.
-      await client.query('SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))', [APPEND_LOCK_CLASS]);
-      const docs = new Map<string, unknown>();
-      let events = 0;
-      let from = 1;
-      for (;;) {
-        const rows = (await client.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE seq >= $1 ORDER BY seq LIMIT ${PAGE}`, [from])).rows;
+    // Folded here with nothing locked, put in place by one statement that takes the append lock (pg-rebuild.ts).
+    return rebuildProjectionPg<EventRow>(name, {
+      sql: (text, params) => this.query(text, params),
+      columns: COLUMNS,
+      fold: (rows, docs) => {
         for (const t of this.projections.targets(rows.map((r) => this.toRecorded(r)), p)) docs.set(t.id, foldDocument(t, docs.get(t.id) ?? null));
-        events += rows.length;
-        if (rows.length < PAGE) break;
-        from = rows.at(-1)!.seq + 1;
-      }
-      await client.query('DELETE FROM projection_documents WHERE projection = $1', [name]);
-      const live = [...docs].filter(([, d]) => d !== null);
-      if (live.length > 0) {
-        await client.query('INSERT INTO projection_documents (projection, id, doc) SELECT $1, i, d::jsonb FROM unnest($2::text[], $3::text[]) AS u(i, d)', [
-          name,
-          live.map(([id]) => id),
-          live.map(([id, d]) => toJson(d, `projection ${name} document ${id}`)),
-        ]);
-      }
-      await client.query('COMMIT');
-      return { documents: live.length, events };
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => (broken = true));
-      throw translate(this.description, err);
-    } finally {
-      release(broken);
-    }
+      },
+      description: this.description,
+    });
   }
 
   async close(): Promise<void> {

@@ -46,7 +46,7 @@ import { FencedError } from '../../domain/errors.ts';
 import { PgEventStore, type AppendFaultHook, type StreamSummary } from './pg-event-store.ts';
 import { splitStoreUrl } from './pg-url.ts';
 import { leasesToPickUp } from './lease-pickup.ts';
-import { Leases, type TakenLease } from './pg-leases.ts';
+import { Leases, type RenewalListener, type TakenLease } from './pg-leases.ts';
 import { LogCopy, PagedOutError } from './log-copy.ts';
 
 export interface PgHostStoreOptions {
@@ -66,8 +66,9 @@ export interface PgHostStoreOptions {
   /**
    * Supervising as one node of a cluster: this node's name and its leases' time to live. Each live actor it
    * creates or takes over is leased to it, and every append to an actor's stream is fenced by that lease.
+   * `renewals` hears how each renewal ended (the node's self-fence).
    */
-  node?: { name: string; leaseTtlMs: number; collectGraceMs?: number };
+  node?: { name: string; leaseTtlMs: number; collectGraceMs?: number; renewals?: RenewalListener };
   /**
    * Page ended actors' events out of memory (a supervisor: log-copy.ts). They are read from PostgreSQL when asked
    * (pageIn, readAllAsync); a synchronous read that reaches them throws PagedOutError. `keepRecent`: how many of
@@ -178,7 +179,7 @@ export class PgHostStore implements HostStore {
     private readonly options: PgHostStoreOptions,
   ) {
     this.file = pg.description;
-    this.leases = options.node ? new Leases(pg, options.node.name, options.node.leaseTtlMs, options.node.collectGraceMs ?? options.node.leaseTtlMs) : null;
+    this.leases = options.node ? new Leases(pg, options.node.name, options.node.leaseTtlMs, options.node.collectGraceMs ?? options.node.leaseTtlMs, options.node.renewals ? { renewals: options.node.renewals } : {}) : null;
     this.rowsProjection = options.actorRows?.projection ?? 'actors';
     // The default row is the document without `snapshot` and `rev`, and the server drops both (one jsonb delete
     // of the two keys: two deletes rebuilt each document twice): the document read is the row, copied no more.

@@ -13,6 +13,8 @@
 // Every statement here runs on the store's lease connections (never waiting for one behind appends), locks lease
 // rows in one order (ORDER BY stream, as the fence check and claims do in pg-append.ts: no deadlock between them),
 // and is tried again on a serialization failure, a deadlock or a lock timeout (pg-retry.ts).
+import { performance } from 'node:perf_hooks';
+import { serverUnavailable } from './lease-renewals.ts';
 import type { PgEventStore } from './pg-event-store.ts';
 import { withRetries } from './pg-retry.ts';
 
@@ -27,6 +29,37 @@ const LOCKED_RENEWAL = `WITH k AS MATERIALIZED (
     SELECT l.stream FROM leases l JOIN unnest($2::text[], $3::bigint[]) AS h(stream, token) ON l.stream = h.stream AND l.token = h.token
     WHERE l.node = $1 ORDER BY l.stream FOR UPDATE OF l)
   UPDATE leases l SET expires_at = clock_timestamp() + $4::interval FROM k WHERE l.stream = k.stream RETURNING $RETURNING`;
+
+/**
+ * Hears how each renewal of the node's leases ended (the node's self-fence, actors/self-fence.ts): a renewal
+ * statement sent at t that PostgreSQL answered set every lease it names to expire at the server's time of running
+ * it plus the TTL, so none of them can expire before t + TTL on this node's clock (give or take the clocks' rates,
+ * never their offsets). One still waiting for its answer calls nothing.
+ */
+export interface RenewalListener {
+  /** A renewal sent at `sentAtMs` (on the Leases' `nowMs` clock) was answered. */
+  answered(sentAtMs: number): void;
+  /** A renewal sent at `sentAtMs` failed with `err` (after the retries of pg-retry.ts). */
+  failed(sentAtMs: number, err: unknown): void;
+}
+
+export interface LeasesOptions {
+  /** Told of every renewal's end (default: nobody). */
+  renewals?: RenewalListener;
+  /** A monotonic clock in ms for the renewals' sending times (default performance.now). */
+  nowMs?: () => number;
+  /** How soon a renewal the server said no to is tried again (default renewRetryMs(ttl)). */
+  downRetryMs?: number;
+}
+
+/**
+ * How soon a renewal the server said no to is tried again, within the beat: often enough that the node's last
+ * refusal lands close to the server's start (the later it is, the later the node's self-fence falls) and its
+ * renewal close to the server's answering again. Such tries are cheap: the server answers at once.
+ */
+export function renewRetryMs(ttlMs: number): number {
+  return Math.max(10, Math.min(50, Math.floor(ttlMs / 40)));
+}
 
 export interface TakenLease {
   stream: string;
@@ -48,6 +81,7 @@ export class Leases {
      * sandbox may well run on): only then do survivors take the lease (and record the execution failed, lost).
      */
     readonly collectGraceMs = ttlMs,
+    private readonly options: LeasesOptions = {},
   ) {}
 
   private get ttl(): string {
@@ -90,12 +124,36 @@ export class Leases {
     return true;
   }
 
-  /** Renews every lease this node holds with its token. Returns the streams it turned out to have lost (taken over). */
+  /**
+   * Renews every lease this node holds with its token. Returns the streams it turned out to have lost (taken over).
+   * One the server said no to (down, starting: lease-renewals.ts serverUnavailable) is tried again every
+   * renewRetryMs for up to a beat (TTL/3), then fails.
+   */
   async renew(): Promise<string[]> {
-    if (this.held.size === 0) return [];
+    const now = this.options.nowMs ?? (() => performance.now());
+    const began = now();
+    for (;;) {
+      const sentAtMs = now();
+      try {
+        return await this.renewOnce(sentAtMs);
+      } catch (err) {
+        this.options.renewals?.failed(sentAtMs, err);
+        if (!serverUnavailable(err) || now() - began >= this.ttlMs / 3) throw err;
+      }
+      await new Promise((r) => setTimeout(r, this.options.downRetryMs ?? renewRetryMs(this.ttlMs)));
+    }
+  }
+
+  private async renewOnce(sentAtMs: number): Promise<string[]> {
+    // Holding nothing, nothing can expire: as good as an answer.
+    if (this.held.size === 0) {
+      this.options.renewals?.answered(sentAtMs);
+      return [];
+    }
     const streams = [...this.held.keys()];
     const tokens = streams.map((s) => this.held.get(s)!);
     const rows = await this.sql<{ stream: string }>(LOCKED_RENEWAL.replace('$RETURNING', 'l.stream'), [this.node, streams, tokens, this.ttl]);
+    this.options.renewals?.answered(sentAtMs);
     const renewed = new Set(rows.map((r) => r.stream));
     // Only a lease still held with the token the renewal sent counts as lost (one released meanwhile does not).
     const lost = streams.filter((s, i) => !renewed.has(s) && this.held.get(s) === tokens[i]);

@@ -512,6 +512,64 @@ export const PG_MIGRATIONS: readonly string[] = [
      PERFORM pg_notify(p->>'channel', '');
    END
    $fn$;`,
+  // 9: an archive's removal (pg-archive.ts) and a projection's rebuild (pg-rebuild.ts), each one statement run on
+  // its own (its own transaction): the global append lock is held only while the server runs it and commits, never
+  // while the client could stop between two statements. archive_remove checks that no archived stream moved,
+  // records the archive and its tombstones, deletes the streams' events and snapshots and records the chain's
+  // holes; a stream that moved since the plan: nothing is written, and it comes back as (null, stream, version).
+  `CREATE FUNCTION archive_remove(p json) RETURNS TABLE (o_archive bigint, o_stream text, o_version integer)
+   LANGUAGE plpgsql AS $fn$
+   DECLARE
+     v_streams text[] := rl_texts(p->'streams');
+     v_versions integer[] := rl_texts(p->'versions')::integer[];
+   BEGIN
+     PERFORM pg_advisory_xact_lock(${APPEND_LOCK_CLASS}, hashtext(current_schema()));
+     SELECT h.s, coalesce(e.v, 0) INTO o_stream, o_version
+       FROM unnest(v_streams, v_versions) AS h(s, want)
+       LEFT JOIN (SELECT stream, max(version) AS v FROM events WHERE stream = ANY (v_streams) GROUP BY stream) e ON e.stream = h.s
+       WHERE coalesce(e.v, 0) <> h.want LIMIT 1;
+     IF FOUND THEN
+       RETURN NEXT;
+       RETURN;
+     END IF;
+     o_stream := NULL; o_version := NULL;
+     INSERT INTO archives (file, created_at, before, actors, events, bytes, sha256, last_seq, last_hash)
+       VALUES (p->>'file', p->>'createdAt', p->>'before', (p->>'actors')::integer, (p->>'events')::bigint, (p->>'bytes')::bigint,
+               p->>'sha256', (p->>'lastSeq')::bigint, decode(p->>'lastHash', 'hex'))
+       RETURNING id INTO o_archive;
+     INSERT INTO tombstones (stream, version, archive, first_seq, last_seq)
+       SELECT s, v, o_archive, f, l FROM unnest(v_streams, v_versions, rl_texts(p->'first')::bigint[], rl_texts(p->'last')::bigint[]) AS u(s, v, f, l);
+     DELETE FROM events WHERE stream = ANY (v_streams);
+     DELETE FROM snapshots WHERE stream = ANY (v_streams);
+     DELETE FROM snapshot_history WHERE stream = ANY (v_streams);
+     DELETE FROM snapshot_versions WHERE stream = ANY (v_streams);
+     -- The ps row stays; the machine snapshot the next event would fold into goes (an ended actor has none).
+     UPDATE projection_documents SET doc = doc - 'snapshot' - 'rev' WHERE projection = p->>'projection' AND id = ANY (v_streams);
+     DELETE FROM chain_gaps WHERE seq = ANY (rl_texts(p->'swallowed')::bigint[]);
+     -- Each hole runs from just after the last event still in the log before its end.
+     INSERT INTO chain_gaps (seq, from_seq, hash)
+       SELECT e, (SELECT coalesce(max(seq), 0) FROM events WHERE seq < e) + 1, decode(h, 'hex')
+       FROM unnest(rl_texts(p->'holeEnds')::bigint[], rl_texts(p->'holeHashes')) AS u(e, h)
+     ON CONFLICT (seq) DO UPDATE SET from_seq = excluded.from_seq, hash = excluded.hash;
+     RETURN NEXT;
+   END
+   $fn$;
+   -- A projection's documents replaced by those folded from the log up to p.head (pg-rebuild.ts), under the append
+   -- lock, if the head and the archives are still what the fold read; false (nothing changed) if not.
+   CREATE FUNCTION projection_replace(p json) RETURNS boolean
+   LANGUAGE plpgsql AS $fn$
+   BEGIN
+     PERFORM pg_advisory_xact_lock(${APPEND_LOCK_CLASS}, hashtext(current_schema()));
+     IF coalesce((SELECT seq FROM chain_head WHERE id = 1), (SELECT coalesce(max(seq), 0) FROM events)) <> (p->>'head')::bigint
+        OR (SELECT coalesce(max(id), 0) FROM archives) <> (p->>'archives')::bigint THEN
+       RETURN false;
+     END IF;
+     DELETE FROM projection_documents WHERE projection = p->>'projection';
+     INSERT INTO projection_documents (projection, id, doc)
+       SELECT p->>'projection', i, d::jsonb FROM unnest(rl_texts(p->'ids'), rl_texts(p->'docs')) AS u(i, d);
+     RETURN true;
+   END
+   $fn$;`,
 ];
 
 export const PG_LATEST_SCHEMA = PG_MIGRATIONS.length;

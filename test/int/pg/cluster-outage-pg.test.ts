@@ -2,8 +2,9 @@
 // … --node a|b`) each with a live PRoot app, on a throwaway PostgreSQL server of this test's own
 // (support/pg-cluster.ts). The server is stopped (-m fast) and started again, the whole outage just under the
 // TTL, three times, each begun just before a node's renewal: its lease is then a beat (TTL/3) old, so its expiry
-// passes while the server is down. Afterwards every lease has the node and the token it had, and no node took
-// anything over.
+// passes while the server is down. Afterwards every lease has the node and the token it had, no node took anything
+// over, and no node fenced itself: the outage is longer than the self-fence's fraction of the TTL, but the nodes'
+// renewals found the server down (refused, starting up), and that time counts as safe (actors/self-fence.ts).
 import { afterAll, describe, expect, it } from 'vitest';
 import { HELLO_APP_DIR, requireProot } from '../../support/apps.ts';
 import { cleanupClusters, createCluster } from '../../support/cluster-fixture.ts';
@@ -19,7 +20,7 @@ afterAll(async () => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('a PostgreSQL outage shorter than the lease TTL', () => {
-  it('stopping the server for just under the TTL, three times, each just before a renewal, moves no lease', { timeout: 400_000 }, async () => {
+  it('stopping the server for just under the TTL, three times, each just before a renewal, moves no lease and stops no instance', { timeout: 400_000 }, async () => {
     requireProot();
     const server = startThrowawayPostgres();
     servers.push(server);
@@ -27,7 +28,8 @@ describe('a PostgreSQL outage shorter than the lease TTL', () => {
     const a = await cluster.startNode('a', ['--ports', '5100-5199']);
     const b = await cluster.startNode('b', ['--ports', '5200-5299']);
     const c = await cluster.startNode('c', ['--ports', '5300-5399']);
-    for (const [n, id] of [[a, `oa-${process.pid}`], [b, `ob-${process.pid}`], [c, `oc-${process.pid}`]] as const) {
+    const ids = [`oa-${process.pid}`, `ob-${process.pid}`, `oc-${process.pid}`];
+    for (const [n, id] of [[a, ids[0]!], [b, ids[1]!], [c, ids[2]!]] as const) {
       const r = cluster.cli(['spawn', HELLO_APP_DIR, '--sandbox', 'proot', '--id', id, '--json'], n, 180_000);
       expect(r.code, r.stderr).toBe(0);
     }
@@ -67,6 +69,9 @@ describe('a PostgreSQL outage shorter than the lease TTL', () => {
     for (const n of [a, b, c]) {
       expect(n.alive()).toBe(true);
       expect(n.stderr()).not.toMatch(/took over \d+ lease|lost the lease/);
+      expect(n.stderr()).not.toContain('self-fence: no lease renewal answered');
     }
+    // Nothing was stopped: every instance ran on throughout.
+    for (const id of ids) expect(cluster.events(id).map((e) => e.type)).not.toContain('instance.crashed');
   });
 });

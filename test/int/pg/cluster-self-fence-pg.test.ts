@@ -4,7 +4,7 @@
 // - The lease lost in the middle of a container spawn (a is SIGSTOPped past the TTL while its app is starting): b
 //   takes the instance over (removing a's copy from the Docker daemon they share) and restarts it; the woken a
 //   does not bring its spawn back, and none of a's containers is left once a's app would have become healthy.
-//   (That a spawn refused or let go of removes what it started is test/instance-spawn-fence.unit.test.ts.)
+//   (That a spawn refused or let go of removes what it started is test/unit/cluster/instance-spawn-fence.test.ts.)
 // - A node cut off PostgreSQL (its connections through a proxy that is cut) cannot renew its leases: it stops its
 //   own container of the instance before its lease expires (b finds no running copy of a's to remove), so Docker
 //   records that container's death before b's copy starts; once a reaches PostgreSQL again it lets go of the

@@ -1,11 +1,12 @@
 // Retention on PostgreSQL (pg-archive.ts), against the real server (`npm run setup`), a schema per test. The specs
 // SQLite meets too run on both in test/contract/retention/; here, what is PostgreSQL's: the tables a run leaves, a
 // supervisor's copy following the log while its tail is archived, one archiver at a time (ARCHIVE_BUSY), another
-// process appending throughout a run, the start-up tail check, and a kill -9 of the archiver at each step (as
-// test/int/store/retention-kill.test.ts does on SQLite).
+// process appending throughout a run, an archiver stopped just before its removal holding up no append, the
+// start-up tail check, and a kill -9 of the archiver at each step (as test/int/store/retention-kill.test.ts does on SQLite).
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { inspectActor } from '../../../src/actors/inspection.ts';
 import { archiveStoreUrl, startRetentionOn } from '../../../src/actors/retention.ts';
@@ -208,6 +209,33 @@ describe('runlog archive on PostgreSQL', () => {
   }, 180_000);
 });
 
+describe('an archiver stopped between two statements', () => {
+  it('holds up no append: its removal takes the append lock inside one statement, so a stop before it leaves appends free', async () => {
+    const { schema, store, home, actors } = await newLog(6, 1);
+    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'support/pg-archive-child.ts'), store, home, cutoffAfter(actors, 6), join(home, 'a.jsonl.gz'), 'removing'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let err = '';
+    const atRemoving = new Promise<void>((resolve, reject) => {
+      child.stderr.on('data', (b: Buffer) => {
+        err += b.toString();
+        if (err.includes('at removing\n')) resolve();
+      });
+      child.on('exit', () => reject(new Error(`the archive child ended before its removal: ${err}`)));
+    });
+    // An appender that waits at most 3 s for the append lock (the archiver's session would hold it for 10 s, its
+    // idle_in_transaction_session_timeout, were it held across statements).
+    const appender = new pg.Client({ connectionString: db.url, options: `-c search_path=${schema} -c lock_timeout=3000` });
+    await appender.connect();
+    try {
+      await atRemoving; // the archiver stands still there (a stop between two statements of its run)
+      const { rows } = await appender.query("SELECT o_ok FROM append_event('instance-while-archiving', 'no-stream', 'instance.requested', 1, '{}', '{}', '2026-09-02T00:00:00.000Z')");
+      expect(rows).toEqual([{ o_ok: true }]);
+    } finally {
+      child.kill('SIGKILL');
+      await appender.end();
+    }
+  }, 120_000);
+});
+
 describe('a PostgreSQL supervisor at start', () => {
   it("checks the chain's tail before anything is read or appended: a changed event is STORE_CHAIN_BROKEN", async () => {
     const { schema, store, actors } = await newLog(3, 1);
@@ -223,7 +251,7 @@ const STEPS = (
   [
     { step: 'planned', archived: false },
     { step: 'file-linked', archived: false },
-    { step: 'removing', archived: false }, // inside the transaction: everything deleted, nothing committed
+    { step: 'removing', archived: false }, // the removal (one statement, its own transaction) not yet sent
     { step: 'committed', archived: true },
   ] as { step: ArchiveStep; archived: boolean }[]
 ).map((s) => ({ ...s, outcome: s.archived ? 'fully archived' : 'untouched' }));

@@ -212,7 +212,7 @@ describe('discoverability', () => {
 
   it("every command has its line in the README's command table, and the README names the common flags", () => {
     // Every flag of every command is in docs/reference/cli.md, generated from these definitions and checked by
-    // test/docs-reference.unit.test.ts; the README keeps one line per command.
+    // test/unit/repo/docs-reference.test.ts; the README keeps one line per command.
     const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
     for (const c of commands) {
       const rows = readme.split('\n').filter((l) => l.startsWith(`| \`runlog ${c.name}`));

@@ -8,11 +8,11 @@
 // settling); no live node lost a lease; every answer agrees with the log; a persisted timer fires after a takeover.
 //
 // The run's seed is printed (and each round's); RUNLOG_CHAOS_SEED=<n> replays a run. The longer run is
-// `npm run chaos:cluster -- --rounds 8` (scripts/chaos-cluster.ts); by vitest: `npx vitest run --project chaos-cluster`.
+// `npm run chaos:cluster -- --rounds 8` (scripts/chaos-cluster.ts); by vitest: `npx vitest run test/e2e/cluster-chaos.test.ts`.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { summaryTable } from '../../support/cluster-chaos-checks.ts';
-import { describeRound, freshSeed, parseSeed, planRun } from '../../support/cluster-chaos-plan.ts';
-import { CHAOS_NODES, roundLine, startChaosHarness, type ChaosHarness, type RoundResult } from '../../support/cluster-chaos.ts';
+import { summaryTable } from '../support/cluster-chaos-checks.ts';
+import { describeRound, freshSeed, parseSeed, planRun } from '../support/cluster-chaos-plan.ts';
+import { CHAOS_NODES, roundLine, startChaosHarness, type ChaosHarness, type RoundResult } from '../support/cluster-chaos.ts';
 
 const RUN_SEED = process.env.RUNLOG_CHAOS_SEED ? parseSeed(process.env.RUNLOG_CHAOS_SEED) : freshSeed();
 const ROUNDS = planRun({ seed: RUN_SEED, roundsPerKind: 2, nodes: CHAOS_NODES, requestsPerRound: 8 });
