@@ -43,9 +43,6 @@ const oversize = [
   'src/store/postgres/pg-host-store.ts',
   'src/actors/executions.ts',
   'src/adapters/docker/dockerode-engine.ts',
-  'src/adapters/archive/header-audit.ts',
-  'src/server/sse.ts',
-  'src/domain/at-run/operator-policy.ts',
 ];
 
 export default tseslint.config(
