@@ -37,7 +37,6 @@ const sizes = {
 };
 // Files still being split: each leaves this list in the commit that brings it under the limits.
 const oversize = [
-  'src/store/sqlite-event-store.ts',
   'src/actors/runlog.ts',
   'src/store/postgres/pg-event-store.ts',
   'src/store/postgres/pg-host-store.ts',
