@@ -40,7 +40,6 @@ const oversize = [
   'src/actors/runlog.ts',
   'src/store/postgres/pg-event-store.ts',
   'src/store/postgres/pg-host-store.ts',
-  'src/actors/executions.ts',
   'src/adapters/docker/dockerode-engine.ts',
 ];
 
