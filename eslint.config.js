@@ -40,7 +40,6 @@ const oversize = [
   'src/actors/runlog.ts',
   'src/store/postgres/pg-event-store.ts',
   'src/store/postgres/pg-host-store.ts',
-  'src/adapters/docker/dockerode-engine.ts',
 ];
 
 export default tseslint.config(
