@@ -288,15 +288,15 @@ function runlogFacade(c: Composed): Runlog {
     on: (event, cb) => c.bus.on(event, cb),
     send: (kind, id, event) => host.dispatch(kind, id, event),
     ...instanceCalls(c, requireSupervisor),
-    grant: (appId, tool) => {
+    async grant(appId, tool) {
       requireSupervisor('grant');
       return changeAppTool(toolInputs, appId, tool, true);
     },
-    revoke: (appId, tool) => {
+    async revoke(appId, tool) {
       requireSupervisor('revoke');
       return changeAppTool(toolInputs, appId, tool, false);
     },
-    execute: (o) => {
+    async execute(o) {
       requireSupervisor('execute');
       return executeCall(c, o);
     },
