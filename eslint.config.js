@@ -29,6 +29,13 @@ const below = {
   top: layer('cli and server reach the rest through src/index.ts or src/actors (the layer rule); import what you need from there.', 'adapters', 'machines', 'store'),
 };
 
+// Sizes (issue 28): a file in src/ holds one job, at most 600 lines; a function, at most 150. Tested in
+// test/lint-sizes.unit.test.ts.
+const sizes = {
+  'max-lines': ['error', { max: 600, skipBlankLines: false, skipComments: false }],
+  'max-lines-per-function': ['error', { max: 150, skipBlankLines: false, skipComments: false, IIFEs: true }],
+};
+
 export default tseslint.config(
   { ignores: ['node_modules/**', 'dist/**', 'artifacts/**', 'examples/**/node_modules/**'] },
   js.configs.recommended,
@@ -76,4 +83,5 @@ export default tseslint.config(
     files: ['src/cli/**/*.ts', 'src/server/**/*.ts'],
     rules: { 'no-restricted-imports': ['error', { patterns: [below.top] }] },
   },
+  { files: ['src/**/*.ts'], rules: sizes },
 );

@@ -16,6 +16,7 @@ import { spawnSync } from 'node:child_process';
 import { createWriteStream, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { historyHeaderLine } from '../src/domain/history.ts';
 import type { AppendRequest } from '../src/store/event-store.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 import { round, sizes, type Bench, type BenchResult, type RunOptions } from './harness.ts';
@@ -60,7 +61,7 @@ async function writeHistory(file: string, n: number): Promise<void> {
   };
   const out = createWriteStream(file);
   const write = (line: string) => (out.write(`${line}\n`) ? Promise.resolve() : new Promise<void>((r) => out.once('drain', () => r())));
-  await write(JSON.stringify({ runlog: 'history', format: 1, kind: 'instance', id, stream, version: n, exportedAt: at(0) }));
+  await write(historyHeaderLine({ kind: 'instance', id, stream, version: n }, at(0)));
   for (let v = 1; v <= n; v++) await write(JSON.stringify({ seq: v, stream, version: v, ...event(v), schema: 1, meta: {}, at: at(v) }));
   await new Promise<void>((r, j) => out.end((err?: Error | null) => (err ? j(err) : r())));
 }

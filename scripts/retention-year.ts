@@ -20,7 +20,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { archiveLog } from '../src/actors/retention.ts';
 import { createRunlog } from '../src/actors/runlog.ts';
-import { readHistoryFile, type History } from '../src/cli/commands/debug-commands.ts';
+import type { History } from '../src/domain/history.ts';
+import { readHistoryFile } from '../src/cli/history-file.ts';
 import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
 
 const { values } = parseArgs({

@@ -14,7 +14,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createRunlog } from '../src/actors/runlog.ts';
-import { HISTORY_FORMAT, parseHistory, replayHistory } from '../src/cli/commands/debug-commands.ts';
+import { HISTORY_FORMAT } from '../src/domain/history.ts';
+import { parseHistory } from '../src/cli/history-file.ts';
+import { replayHistory } from '../src/cli/replay-stepper.ts';
 import type { ActorKind, NewEvent } from '../src/domain/events.ts';
 
 const { values } = parseArgs({ options: { out: { type: 'string', default: 'test/fixtures/golden' }, tag: { type: 'string' } } });

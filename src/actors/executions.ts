@@ -1,26 +1,26 @@
 // at-run executions under the supervisor: the execution machine's effects carried out by the AT
 // Protocol reader, the archive validator, the Docker materializer and the hardened sandbox. Every step
 // records what it used (CIDs, digests, volumes, limits) as an event.
-import { createHash } from 'node:crypto';
 import { assertValidArchive, entriesUnder, writeArchive } from '../adapters/archive/index.ts';
-import { createAtprotoReader, isAtprotoError, putRunnerRecord, writeExecutionReceipt, type AtprotoReader, type AtprotoReaderOptions, type CodeUriResolution, type FetchedRecord, type Publisher } from '../adapters/atproto/index.ts';
+import { createAtprotoReader, isAtprotoError, type AtprotoReader, type AtprotoReaderOptions, type CodeUriResolution, type FetchedRecord, type Publisher } from '../adapters/atproto/index.ts';
 import type { ContainerInfo, DockerEngine } from '../adapters/docker/docker-port.ts';
 import { createDockerEngine } from '../adapters/docker/dockerode-engine.ts';
 import { createMaterializer, type Materializer, type MaterializeProgress } from '../adapters/docker/materializer.ts';
-import { createExecutionSandbox, type ExecutionContainerSpec, type InvocationEnvelope, type InvocationResult, type ExecutionSandbox as ExecSandbox } from '../adapters/docker/execution-sandbox.ts';
+import { createExecutionSandbox, type InvocationEnvelope, type InvocationResult, type ExecutionSandbox as ExecSandbox } from '../adapters/docker/execution-sandbox.ts';
 import { assertCodeRecord, checkRuntimeBinding, runtimePublisherOfUri, type CodeRecord } from '../domain/at-run/code-record.ts';
 import { admitCode, admitRuntime, DEFAULT_OPERATOR_POLICY, ENVELOPE_OVERHEAD_BYTES, mayPrestart, type OperatorPolicy } from '../domain/at-run/operator-policy.ts';
 import { selectRuntimePlatform } from '../domain/at-run/runtime-record.ts';
-import { categoryOf } from '../domain/error-codes.ts';
 import { RunlogError, ValidationError } from '../domain/errors.ts';
 import type { RecordedEvent } from '../domain/events.ts';
-import type { FailedData, LatencyProfile, Materialized, OutcomeData, Resolved, SucceededData } from '../domain/execution-events.ts';
-import type { ExecutionContext, ExecutionRequest, FailureReason } from '../machines/execution.machine.ts';
+import type { LatencyProfile, Materialized, OutcomeData, Resolved } from '../domain/execution-events.ts';
+import type { ExecutionContext, ExecutionRequest } from '../machines/execution.machine.ts';
 import type { ActorHost, EffectContext as AnyEffectContext, EffectHandlers } from './actor-host.ts';
+import { classify, envelopeLost, envelopeNotReceived, outcomeEvent, sandboxSpec, sha256, type OutcomeEvent } from './execution-outcomes.ts';
+import { putRunnerRecordFor, writeReceiptFor } from './execution-receipts.ts';
 import { CodePrefetch, VerifiedCodeCache, type PreparedCode } from './code-prefetch.ts';
 import { FreshFlight } from './fresh-flight.ts';
 import type { FaultHook } from './faults.ts';
-import { requireImage, type Parts } from '../config/parts.ts';
+import type { Parts } from '../config/parts.ts';
 import { ResolutionHints } from './resolution-hints.ts';
 import { byCallerDeadline, leaveBehind, StepDeadlineError } from './step-deadline.ts';
 import { PrestartGate } from './prestart-gate.ts';
@@ -56,48 +56,12 @@ export type { LatencyProfile };
 export type { Resolved };
 
 type EffectContext = AnyEffectContext<'execution'>;
-/** What an invocation ends with (the receipt is written for it before it is recorded). */
-type OutcomeEvent =
-  | { type: 'execution.succeeded'; data: SucceededData }
-  | { type: 'execution.failed'; data: FailedData & { reason: FailureReason; code: string; message: string } };
 
-/** Which typed failure an error is: a bad record or archive is `validation`, an unreachable network `resolution`. */
-function classify(err: unknown, during: FailureReason): { reason: FailureReason; code: string; message: string } & FailedData {
-  const message = err instanceof Error ? err.message : String(err);
-  if (!(err instanceof RunlogError)) return { reason: during, code: (err as { code?: string })?.code ?? 'INTERNAL', message };
-  const code = err.code;
-  // A read or step cut off by the execution's own deadline (step-deadline.ts): the execution ran out of time.
-  if (categoryOf(code) === 'timeout' && err.details?.bound === 'execution') return { reason: 'timeout', code, message };
-  // A refused record, archive, envelope or input (its code's category, error-codes.ts) is the author's or the caller's.
-  const category = categoryOf(code);
-  return { reason: category === 'validation' || category === 'too-large' ? 'validation' : during, code, message };
-}
 
 /** What a prepared code archive is: the blob (from its author's PDS) and the entrypoint it was checked for. */
 const codeKey = (author: string, blobCid: string, entrypoint: string): string => `${author}\n${blobCid}\n${entrypoint}`;
 
-const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 
-/**
- * The worker answered without an invocation id and the handler said nothing: it never received a valid envelope.
- * The supervisor always sends one, so after a restart this means the delivery was cut (the handler never ran).
- */
-const envelopeNotReceived = (result: InvocationResult): boolean => result.outcome === 'failed' && result.reason === 'malformed-frame' && result.frames.length === 0;
-
-function envelopeLost(result: InvocationResult, why: string): OutcomeEvent {
-  return {
-    type: 'execution.failed',
-    data: {
-      reason: 'lost',
-      code: 'ENVELOPE_NOT_DELIVERED',
-      message: `${why}; the worker got no envelope, the handler never ran (it answered: ${result.outcome === 'failed' ? result.error.message : 'a result'})`,
-      exitCode: result.exitCode,
-      stderrTail: result.stderr.slice(-4096),
-      stdoutBytes: result.stdoutBytes,
-      detail: result.outcome === 'failed' ? result.reason : null,
-    },
-  };
-}
 
 /** A shared read that ran out of its starter's time: a joiner with more time reads again (fresh-flight.ts). */
 const isNetworkTimeout = (err: unknown): boolean => isAtprotoError(err) && err.code === 'NETWORK_TIMEOUT';
@@ -462,30 +426,13 @@ export class ExecutionSupervisor {
   }
 
   /** The create spec of an execution's sandbox: everything but its labels and invocation id. */
-  private sandboxSpec(r: Resolved, m: Materialized): Omit<ExecutionContainerSpec, 'labels' | 'invocationId' | 'name'> {
-    return {
-      policy: {
-        image: requireImage(this.opts.parts, 'at-run-sandbox'),
-        memoryBytes: r.limits.memoryMb * 1024 * 1024,
-        pidsLimit: r.limits.pids,
-        nanoCpus: Math.round(r.limits.cpus * 1e9),
-        workTmpfsBytes: 64 * 1024 * 1024,
-        ...(r.isolation === 'runsc' ? { runtime: 'runsc' } : {}),
-      },
-      runtimeVolume: m.runtimeVolume,
-      codeVolume: m.codeVolume,
-      additionVolumes: m.additionVolumes ?? [],
-      launcher: r.launcher,
-      entrypoint: r.entrypoint,
-      env: r.env,
-    };
-  }
+
 
   // 12: the fixed runner-owned sandbox, created stopped with read-only content mounts — or, when this exact
   // sandbox (same records, runtime, volumes, limits, isolation: the key) was pre-started, taken from the pool.
   private async createSandbox(request: ExecutionRequest, r: Resolved, m: Materialized, ctx: EffectContext): Promise<void> {
     const t0 = performance.now();
-    const spec = this.sandboxSpec(r, m);
+    const spec = sandboxSpec(this.opts.parts, r, m);
     // The key covers what the records said (CIDs) and everything the container is made of: a changed record,
     // runtime, volume or limit is another key, and the old sandbox is never served for it.
     const key = sha256(JSON.stringify({ codeUri: r.codeUri, codeCid: r.codeCid, runtimeCid: r.runtimeCid, blobCid: r.blobCid, spec }));
@@ -568,7 +515,7 @@ export class ExecutionSupervisor {
       await ctx.dispatch(this.withProfile(request.executionId, envelopeLost(result, 'a supervisor that died had attached to this container, closing its stdin before the envelope')));
       return;
     }
-    const event = this.withProfile(request.executionId, this.outcomeEvent(result, sha256(JSON.stringify(envelope.input))));
+    const event = this.withProfile(request.executionId, outcomeEvent(result, sha256(JSON.stringify(envelope.input))));
     await this.attachReceipt(event, request, r, ctx);
     await ctx.dispatch(event);
   }
@@ -580,45 +527,13 @@ export class ExecutionSupervisor {
     this.gate.answered(executionId, target);
   }
 
+
+
   /** Writes the receipt before the outcome is recorded, so the outcome event names it (or why it failed). */
   private async attachReceipt(event: OutcomeEvent, request: ExecutionRequest, r: Resolved, ctx: EffectContext): Promise<void> {
-    const publisher = this.opts.receipts;
-    if (!publisher) return;
-    const d = event.data;
-    const failed = event.type === 'execution.failed' ? event.data : null;
-    try {
-      const ref = await writeExecutionReceipt(publisher, {
-        executionId: request.executionId,
-        code: { uri: r.codeUri, cid: r.codeCid },
-        runtime: { uri: r.runtimeUri, cid: r.runtimeCid },
-        codeBlobCid: r.blobCid,
-        handler: request.handler,
-        images: { runtime: r.image, sandbox: requireImage(this.opts.parts, 'at-run-sandbox'), ...(r.additions.length ? { additions: r.additions } : {}) },
-        limits: { memoryBytes: r.limits.memoryMb * 1024 * 1024, pids: r.limits.pids, milliCpus: Math.round(r.limits.cpus * 1000), timeoutMs: r.limits.timeoutMs, network: 'none' },
-        inputSha256: d.inputHash ?? sha256('null'),
-        ...(event.type === 'execution.succeeded' && event.data.outputHash ? { outputSha256: event.data.outputHash } : {}),
-        outcome: failed ? 'failed' : 'succeeded',
-        ...(failed ? { failure: { kind: failed.reason, code: failed.code, message: String(failed.message ?? '').slice(0, 1000) } } : {}),
-        ...(typeof d.exitCode === 'number' ? { exitCode: d.exitCode } : {}),
-        ...(request.callerDid ? { callerDid: request.callerDid } : {}),
-        startedAt: (ctx.actor.snapshot.context as ExecutionContext).startedAt ?? new Date(this.nowMs()).toISOString(),
-        finishedAt: new Date(this.nowMs()).toISOString(),
-      });
-      d.receipt = ref;
-    } catch (err) {
-      d.receiptError = { code: (err as RunlogError).code ?? 'RECEIPT_FAILED', message: (err as Error).message };
-    }
-  }
-
-  private outcomeEvent(result: InvocationResult, inputHash: string | null): OutcomeEvent {
-    const common = { exitCode: result.exitCode, stderrTail: result.stderr.slice(-4096), stdoutBytes: result.stdoutBytes, timings: result.timings, inputHash };
-    if (result.outcome === 'succeeded') {
-      return { type: 'execution.succeeded', data: { ...common, output: result.output as unknown, outputHash: sha256(JSON.stringify(result.output ?? null)) } };
-    }
-    return {
-      type: 'execution.failed',
-      data: { ...common, reason: result.reason === 'timeout' ? 'timeout' : 'runtime', code: result.error.code || result.reason, message: result.error.message, detail: result.reason, oomKilled: result.oomKilled },
-    };
+    if (!this.opts.receipts) return;
+    const startedAt = (ctx.actor.snapshot.context as ExecutionContext).startedAt ?? new Date(this.nowMs()).toISOString();
+    await writeReceiptFor(this.opts.receipts, this.opts.parts, event, request, r, { startedAt, finishedAt: () => new Date(this.nowMs()).toISOString() });
   }
 
   /** A container that outlived the supervisor: its frames are read from its logs (or it is waited for). */
@@ -630,7 +545,7 @@ export class ExecutionSupervisor {
         await ctx.dispatch(envelopeLost(result, 'the supervisor died while delivering the invocation'));
         return;
       }
-      await ctx.dispatch(this.outcomeEvent(result, null));
+      await ctx.dispatch(outcomeEvent(result, null));
     } catch (err) {
       const c = classify(err, 'lost');
       await ctx.dispatch({ type: 'execution.failed', data: { ...c, reason: 'lost' } });
@@ -660,30 +575,11 @@ export class ExecutionSupervisor {
     }
   }
 
+
   /** Advertises this runner's policy in its own repo (dev.mainasara.at-run.beta.v2.runner, rkey "self"). */
   async publishRunnerRecord(): Promise<{ uri: string; cid: string } | null> {
-    const publisher = this.opts.receipts;
-    if (!publisher) return null;
-    const p = this.policy;
-    const platform = await this.engine.platform();
-    return putRunnerRecord(publisher, {
-      protocolVersions: [...p.protocolVersions],
-      runtimeKinds: ['language'],
-      platforms: [platform],
-      isolation: { backend: 'docker', ociRuntime: p.isolation, strong: p.isolation === 'runsc' },
-      sandboxImage: requireImage(this.opts.parts, 'at-run-sandbox'),
-      limits: {
-        maxMemoryBytes: p.ceilings.memoryMb * 1024 * 1024,
-        maxPids: p.ceilings.pids,
-        maxMilliCpus: Math.round(p.ceilings.cpus * 1000),
-        maxTimeoutMs: p.ceilings.timeoutMs,
-        maxCodeBlobBytes: p.archive.maxArchiveBytes,
-        maxRuntimeArchiveBytes: p.archive.maxArchiveBytes,
-        network: 'none',
-      },
-      ...(p.publishers.includes('*') ? {} : { publishers: [...p.publishers] }),
-      ...(p.registries.includes('*') ? {} : { registries: [...p.registries] }),
-    });
+    if (!this.opts.receipts) return null;
+    return putRunnerRecordFor(this.opts.receipts, this.opts.parts, this.policy, await this.engine.platform());
   }
 
   /** The execution-specific context as a typed view (for inspect/outcome). */

@@ -51,6 +51,67 @@ const PAGES_PER_TURN = 4;
 
 const message = (e: RecordedEvent): string => `id: ${e.seq}\nevent: event\ndata: ${JSON.stringify(e)}\n\n`;
 
+/**
+ * Pages of the whole log, cached. Full pages never change (the log is append-only): clients catching up from the
+ * same point share one read and one serialization per page instead of repeating it each (a few recent pages are
+ * kept).
+ */
+function wholeLogPages(store: Store, pageSize: number): (afterSeq: number) => Page {
+  const pageCache = new Map<number, Page>();
+  return (afterSeq) => {
+    const hit = pageCache.get(afterSeq);
+    if (hit) {
+      pageCache.delete(afterSeq);
+      pageCache.set(afterSeq, hit);
+      return hit;
+    }
+    // The stored JSON text as it is, when the store can give it (no parse and re-serialization per event).
+    const rows = store.readAllJson ? store.readAllJson(afterSeq, pageSize) : store.readAll({ afterSeq, limit: pageSize }).map((e) => ({ seq: e.seq, json: JSON.stringify(e) }));
+    const page: Page = { text: rows.map((r) => `id: ${r.seq}\nevent: event\ndata: ${r.json}\n\n`).join(''), lastSeq: rows.at(-1)?.seq ?? afterSeq, count: rows.length };
+    if (rows.length === pageSize) {
+      pageCache.set(afterSeq, page);
+      if (pageCache.size > PAGE_CACHE) pageCache.delete(pageCache.keys().next().value!);
+    }
+    return page;
+  };
+}
+
+/**
+ * Catch-up work, taken in turns: at most PAGES_PER_TURN pages per turn of the event loop, round robin over the
+ * clients that have more to read, so a crowd catching up never keeps the server from its other requests.
+ */
+function turns(): (fn: () => void) => void {
+  const ready: (() => void)[] = [];
+  let turnScheduled = false;
+  const turn = (): void => {
+    turnScheduled = false;
+    for (let i = 0; i < PAGES_PER_TURN && ready.length > 0; i++) ready.shift()!();
+    if (ready.length > 0 && !turnScheduled) {
+      turnScheduled = true;
+      setImmediate(turn);
+    }
+  };
+  return (fn) => {
+    ready.push(fn);
+    if (!turnScheduled) {
+      turnScheduled = true;
+      setImmediate(turn);
+    }
+  };
+}
+
+/** Sends the head of an event stream: its headers, the reconnect delay and a first comment. */
+function startStream(res: ServerResponse): void {
+  res.writeHead(200, {
+    ...SECURITY_HEADERS,
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-store',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+  });
+  res.write('retry: 2000\n: runlog event stream\n\n');
+}
+
 export function createSseHub(store: Store, options: SseOptions | number = {}): SseHub {
   const o = { ...SSE_DEFAULTS, ...(typeof options === 'number' ? { pollMs: options } : options) };
   const clients = new Set<{ wake(): void; close(): void }>();
@@ -77,45 +138,8 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
     }
   };
 
-  // Full pages of the whole log never change (it is append-only): clients catching up from the same point share
-  // one read and one serialization per page instead of repeating it each (a few recent pages are kept).
-  const pageCache = new Map<number, Page>();
-  const wholeLogPage = (afterSeq: number): Page => {
-    const hit = pageCache.get(afterSeq);
-    if (hit) {
-      pageCache.delete(afterSeq);
-      pageCache.set(afterSeq, hit);
-      return hit;
-    }
-    // The stored JSON text as it is, when the store can give it (no parse and re-serialization per event).
-    const rows = store.readAllJson ? store.readAllJson(afterSeq, o.pageSize) : store.readAll({ afterSeq, limit: o.pageSize }).map((e) => ({ seq: e.seq, json: JSON.stringify(e) }));
-    const page: Page = { text: rows.map((r) => `id: ${r.seq}\nevent: event\ndata: ${r.json}\n\n`).join(''), lastSeq: rows.at(-1)?.seq ?? afterSeq, count: rows.length };
-    if (rows.length === o.pageSize) {
-      pageCache.set(afterSeq, page);
-      if (pageCache.size > PAGE_CACHE) pageCache.delete(pageCache.keys().next().value!);
-    }
-    return page;
-  };
-
-  // Catch-up work is taken in turns: at most PAGES_PER_TURN pages per turn of the event loop, round robin over the
-  // clients that have more to read, so a crowd catching up never keeps the server from its other requests.
-  const ready: (() => void)[] = [];
-  let turnScheduled = false;
-  const turn = (): void => {
-    turnScheduled = false;
-    for (let i = 0; i < PAGES_PER_TURN && ready.length > 0; i++) ready.shift()!();
-    if (ready.length > 0 && !turnScheduled) {
-      turnScheduled = true;
-      setImmediate(turn);
-    }
-  };
-  const schedule = (fn: () => void): void => {
-    ready.push(fn);
-    if (!turnScheduled) {
-      turnScheduled = true;
-      setImmediate(turn);
-    }
-  };
+  const wholeLogPage = wholeLogPages(store, o.pageSize);
+  const schedule = turns();
 
   return {
     get size() {
@@ -131,14 +155,7 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
       }
       const lastEventId = Number(req.headers['last-event-id']);
       const requested = options.afterSeq ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
-      res.writeHead(200, {
-        ...SECURITY_HEADERS,
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-store',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-      });
-      res.write('retry: 2000\n: runlog event stream\n\n');
+      startStream(res);
 
       // The cursor: the last seq sent (the whole log), and for one stream also its last version read.
       let seq = requested ?? store.lastSeq();

@@ -8,11 +8,11 @@ import { createHash } from 'node:crypto';
 import { dirname } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { RunlogError } from '../domain/errors.ts';
+import { historyHeaderLine } from '../domain/history.ts';
 import type { ChainedEventFields } from './chain.ts';
 
 /** The archive container's format; the histories inside are `runlog export`'s format 1. */
 export const ARCHIVE_FORMAT = 1;
-const HISTORY_FORMAT = 1;
 
 export class ArchiveExistsError extends RunlogError {
   constructor(file: string) {
@@ -98,7 +98,7 @@ export class ArchiveFileWriter {
 
   /** An actor's history header (`runlog export`'s); its events follow. */
   history(a: { kind: string; id: string; stream: string; version: number }, exportedAt: string): void {
-    this.gzip.line(JSON.stringify({ runlog: 'history', format: HISTORY_FORMAT, kind: a.kind, id: a.id, stream: a.stream, version: a.version, exportedAt }));
+    this.gzip.line(historyHeaderLine(a, exportedAt));
   }
 
   event(e: ArchivedEvent): void {

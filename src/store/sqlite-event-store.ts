@@ -1,26 +1,10 @@
 // The event log in one SQLite file. WAL + synchronous=FULL by default: an append that returned is on
 // disk. Opening never damages a file it does not recognise: foreign or corrupt files get a clear
 // error naming the file and are left exactly as they were.
-import { closeSync, existsSync, linkSync, mkdirSync, openSync, readSync, rmSync, statSync, unlinkSync } from 'node:fs';
-import { dirname } from 'node:path';
-import { ACTOR_KINDS, type NewEvent, type RecordedEvent, type ReplayEvent } from '../domain/events.ts';
-import { MAX_EVENT_DEPTH, nestedDeeperThan } from '../domain/json-input.ts';
-import {
-  ConcurrencyError,
-  ForeignDatabaseError,
-  LogMissingError,
-  LogUnreadableError,
-  ReadOnlyLogError,
-  RunlogError,
-  StoreChainError,
-  StoreCorruptError,
-  StoreEmptyError,
-  StoreTruncatedError,
-  StoreVersionError,
-  StoreWalDamagedError,
-  StoreWriteError,
-} from '../domain/errors.ts';
-import { CHAIN_COLUMNS, GENESIS, eventHash, rowHash, type ChainCheck, type ChainRow } from './chain.ts';
+import { existsSync, rmSync, statSync } from 'node:fs';
+import type { NewEvent, RecordedEvent, ReplayEvent } from '../domain/events.ts';
+import { ConcurrencyError, LogUnreadableError, ReadOnlyLogError, RunlogError, StoreChainError, StoreTruncatedError } from '../domain/errors.ts';
+import { GENESIS, eventHash, type ChainCheck } from './chain.ts';
 import type {
   ActorRow,
   AppendObserver,
@@ -38,13 +22,25 @@ import type {
   SubscribeOptions,
 } from './event-store.ts';
 import { toSnapshot } from './event-store.ts';
-import { APPLICATION_ID, CHAIN_MIGRATION, LATEST_SCHEMA, MIGRATIONS } from './schema.ts';
 import { readShutdownRecord, shutdownRecordFile, writeShutdownRecord } from './shutdown-record.ts';
-import { scanWal } from './wal-scan.ts';
+import { chainHead, verifyChain } from './sqlite/chain-check.ts';
+import { encodeRequest, type EncodedRequest } from './sqlite/encoding.ts';
+import { EventPages, type EventRow, type IterateEventsOptions } from './sqlite/event-pages.ts';
+import { checkHeader, checkWal, createLogFile, openSchema, sqliteCode, translate, untouchedSinceCleanShutdown, walBytes } from './sqlite/file-checks.ts';
+import { readHeartbeatRow, writeHeartbeatRow } from './sqlite/heartbeat.ts';
+import { getActor, listActors, replaceProjectionRows } from './sqlite/projection.ts';
+import { iterateSnapshotHistory, iterateSnapshots, snapshotAtOrBefore, snapshotVersions } from './sqlite/snapshots.ts';
+import { SqliteSubscriptions } from './sqlite/subscriptions.ts';
 import { Database } from './sqlite.ts';
 import { readOnlyTarget } from './read-only-target.ts';
 import { defaultUpcasters, type UpcasterRegistry } from './upcasters.ts';
 import { WalGuard } from './wal-guard.ts';
+
+// The modules of this store, one job each (sqlite/): their names stay importable from here.
+export { EventEncodingError } from './sqlite/encoding.ts';
+export type { IterateEventsOptions } from './sqlite/event-pages.ts';
+export { walDamage } from './sqlite/file-checks.ts';
+export type { ActorDbRow } from './sqlite/projection.ts';
 
 export interface SqliteEventStoreOptions {
   /** 'FULL' (default) survives power loss; 'NORMAL' is a documented opt-in that may lose the last commits on power loss (never on a process crash). */
@@ -72,274 +68,19 @@ export interface SqliteEventStoreOptions {
   followsWriters?: boolean;
 }
 
-export interface IterateEventsOptions {
-  /** The whole log: events with seq > afterSeq … */
-  afterSeq?: number;
-  /** … and seq <= toSeq. */
-  toSeq?: number;
-  /** One stream instead, versions from..to (inclusive). */
-  stream?: string;
-  from?: number;
-  to?: number;
-  pageSize?: number;
-}
 
-interface EventRow {
-  seq: number;
-  stream: string;
-  version: number;
-  type: string;
-  schema: number;
-  data: string;
-  meta: string;
-  at: string;
-}
 
-/** A row of iterateReplay's query, in `.raw()` form: seq, stream, version, type, schema, data, at. */
-type ReplayRow = [number, string, number, string, number, string, string];
 
-/** The actors projection with, for an archived actor, where its events went (tombstones, migration 6). */
-const ACTOR_SELECT = `SELECT actors.*, archives.file AS archived_to, archives.created_at AS archived_at FROM actors
-  LEFT JOIN tombstones ON tombstones.stream = actors.stream LEFT JOIN archives ON archives.id = tombstones.archive`;
 
-/** An actors row as SQLite returns it (retention plans its tombstones from the same shape). */
-export interface ActorDbRow {
-  archived_to: string | null;
-  archived_at: string | null;
-  id: string;
-  kind: string;
-  stream: string;
-  state: string;
-  status: string;
-  version: number;
-  created_at: string;
-  updated_at: string;
-  summary: string;
-}
 
-/** One request with its events already encoded: encoding happens before any transaction starts. */
-interface EncodedRequest {
-  stream: string;
-  snapshot?: SnapshotRecord;
-  events: { event: NewEvent; data: string; meta: string }[];
-  options: AppendOptions;
-  summary: string | null;
-}
-
-/**
- * An event (or its projection row) that JSON cannot encode: a BigInt, a cycle, nesting deeper than MAX_EVENT_DEPTH.
- * It fails only its own append; nothing of it was written.
- */
-export class EventEncodingError extends RunlogError {
-  constructor(stream: string, type: string, reason: string, options?: { cause?: unknown }) {
-    super('EVENT_NOT_ENCODABLE', `event ${type} for ${stream} cannot be encoded as JSON (${reason}); nothing was appended`, { stream, type, reason }, options);
-  }
-}
-
-function encodeJson(value: unknown, stream: string, type: string): string {
-  // Bounded here, not by the encoder: Node 26's JSON.stringify encodes any depth, older lines throw at their own.
-  if (nestedDeeperThan(value, MAX_EVENT_DEPTH)) throw new EventEncodingError(stream, type, `nested deeper than ${MAX_EVENT_DEPTH} levels`);
-  let text: string | undefined;
-  try {
-    text = JSON.stringify(value);
-  } catch (err) {
-    throw new EventEncodingError(stream, type, err instanceof Error ? err.message : String(err), { cause: err });
-  }
-  if (typeof text !== 'string') throw new EventEncodingError(stream, type, `${typeof value} is not JSON`);
-  return text;
-}
-
-/** Encodes one request's events and projection, or says why it cannot be. */
-function encodeRequest(r: AppendRequest): EncodedRequest {
-  const events = r.events.map((e) => ({ event: e, data: encodeJson(e.data, r.stream, e.type), meta: encodeJson(e.meta ?? {}, r.stream, e.type) }));
-  const summary = r.options.projection ? encodeJson(r.options.projection.summary, r.stream, r.events[0]?.type ?? 'projection') : null;
-  return { stream: r.stream, events, options: r.options, summary, ...(r.options.snapshot ? { snapshot: r.options.snapshot } : {}) };
-}
-
-const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
-
-/**
- * Checks the first bytes before SQLite sees the file. An empty file is refused: SQLite would take it for a new,
- * empty database and a truncated log would silently become a valid empty one. New logs are never empty on
- * disk (see createLogFile), so a 0-byte file is always damage.
- */
-function checkHeader(file: string): void {
-  let size: number;
-  try {
-    const st = statSync(file);
-    if (!st.isFile()) throw new StoreCorruptError(file, 'not a regular file');
-    size = st.size;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new LogMissingError(file);
-    if ((err as NodeJS.ErrnoException).code === 'EACCES') throw new LogUnreadableError(file, 'permission denied');
-    throw err;
-  }
-  if (size === 0) throw new StoreEmptyError(file);
-  if (size < 100) throw new StoreTruncatedError(file, `the file is ${size} bytes, shorter than a SQLite header`, { size });
-  let fd: number;
-  try {
-    fd = openSync(file, 'r');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EACCES') throw new LogUnreadableError(file, 'permission denied');
-    throw err;
-  }
-  try {
-    const head = Buffer.alloc(100);
-    readSync(fd, head, 0, 100, 0);
-    if (!head.subarray(0, 16).equals(SQLITE_HEADER)) throw new StoreCorruptError(file, 'not a SQLite database (bad header)');
-    checkLength(file, size, head);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/**
- * Whether the file is exactly as a writer's clean close left it: no WAL, and the size and modification time its
- * shutdown record holds. PRAGMA quick_check (a walk of every page: about 1.1 s per 150 MB) then has nothing new
- * to find, and an open costs the same whatever the log's length. After a crash, a copy, or any change made
- * without a clean close, it runs as before. Content changes inside pages are the hash chain's to find.
- */
-function untouchedSinceCleanShutdown(file: string): boolean {
-  const record = readShutdownRecord(file);
-  if (!record || record.mtimeMs === undefined || walBytes(file) > 0) return false;
-  try {
-    const st = statSync(file);
-    return st.size === record.size && st.mtimeMs === record.mtimeMs;
-  } catch {
-    return false;
-  }
-}
-
-/** Bytes in a WAL file (0 when there is none). */
-function walBytes(file: string): number {
-  try {
-    return statSync(`${file}-wal`).size;
-  } catch {
-    return 0;
-  }
-}
-
-/**
- * A file shorter than it should be. SQLite keeps the database's page count in its header (valid while the
- * "version-valid-for" field equals the change counter), and a file is always a whole number of pages. With a
- * non-empty WAL the header may be ahead of the file (a checkpoint cut short: SQLite redoes it from the WAL), so
- * the page count is compared only when there is none. And a log shorter than its last clean shutdown recorded
- * is refused whatever its header says: the header of an old copy is consistent with itself.
- */
-function checkLength(file: string, size: number, head: Buffer): void {
-  const raw = head.readUInt16BE(16);
-  const pageSize = raw === 1 ? 65536 : raw;
-  if (pageSize >= 512 && size % pageSize !== 0) throw new StoreTruncatedError(file, `the file is ${size} bytes, not a whole number of ${pageSize}-byte pages`, { size, pageSize });
-  const wal = walBytes(file);
-  if (wal > 0) return;
-  const pages = head.readUInt32BE(28);
-  if (pages > 0 && head.readUInt32BE(24) === head.readUInt32BE(92) && pages * pageSize > size) {
-    throw new StoreTruncatedError(file, `its header says ${pages} pages (${pages * pageSize} bytes) but the file has ${size} bytes`, { size, expected: pages * pageSize });
-  }
-  const record = readShutdownRecord(file);
-  if (record && size < record.size) {
-    throw new StoreTruncatedError(file, `the file is ${size} bytes; at its last clean shutdown (${record.at}) it was ${record.size} bytes`, { size, expected: record.size });
-  }
-}
-
-/**
- * A damaged frame in the WAL (see wal-scan.ts), found before SQLite would recover the WAL and drop it. The last
- * good position is what SQLite sees of the log: read read-only, which changes neither the file nor the WAL.
- */
-function checkWal(file: string): void {
-  const damage = walDamage(file);
-  if (damage) throw damage;
-}
-
-/** The damage checkWal refuses a writer's open for, as an error to report (`runlog verify`), or null. */
-export function walDamage(file: string): StoreWalDamagedError | null {
-  const scan = scanWal(`${file}-wal`);
-  if (!scan || scan.damagedFrame === null) return null;
-  let lastGoodSeq: number | null = null;
-  try {
-    // Read as inspection reads (read-only-target.ts): opened in place, SQLite would create a -shm beside the log.
-    const { target, release } = readOnlyTarget(file, false);
-    try {
-      const db = new Database(target, { readonly: true, fileMustExist: true });
-      try {
-        lastGoodSeq = (db.prepare('SELECT coalesce(max(seq), 0) AS s FROM events').get() as { s: number }).s;
-      } finally {
-        db.close();
-      }
-    } finally {
-      release();
-    }
-  } catch {
-    /* the position stays unknown; the frame number is still reported */
-  }
-  return new StoreWalDamagedError(file, scan.damagedFrame, scan.lastCommitFrame, lastGoodSeq);
-}
-
-/**
- * Creates a new log atomically, mode 0600 from the first byte: the schema is written into a temporary file
- * (created 0600, so SQLite's -journal inherits that mode too) and linked into place only when complete. A log
- * file that exists is therefore always initialised; link() never replaces a file another process created meanwhile.
- */
-function createLogFile(file: string): void {
-  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-  const tmp = `${file}.creating-${process.pid}-${Date.now()}`;
-  closeSync(openSync(tmp, 'wx', 0o600));
-  try {
-    const db = new Database(tmp);
-    try {
-      // Before the first table: free pages can then be given back (retention) without a VACUUM of the whole file.
-      db.pragma('auto_vacuum = INCREMENTAL');
-      db.transaction(() => {
-        for (const m of MIGRATIONS) db.exec(m);
-        db.pragma(`application_id = ${APPLICATION_ID}`);
-        db.pragma(`user_version = ${LATEST_SCHEMA}`);
-      }).immediate();
-    } finally {
-      db.close();
-    }
-    try {
-      linkSync(tmp, file);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err; // created by someone else: open theirs
-    }
-  } finally {
-    try {
-      unlinkSync(tmp);
-    } catch {
-      /* already gone */
-    }
-  }
-}
-
-function sqliteCode(err: unknown): string | undefined {
-  return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
-}
-
-/** Maps SQLite's failures onto runlog's typed errors. */
-function translate(file: string, err: unknown): unknown {
-  if (err instanceof RunlogError) return err;
-  const code = sqliteCode(err) ?? '';
-  const msg = err instanceof Error ? err.message : String(err);
-  if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') return new StoreCorruptError(file, msg, { cause: err });
-  if (code.startsWith('SQLITE_FULL')) return new StoreWriteError(file, `disk full (${msg})`, { cause: err });
-  if (code.startsWith('SQLITE_IOERR') || code.startsWith('SQLITE_READONLY') || code.startsWith('SQLITE_CANTOPEN')) {
-    return new StoreWriteError(file, `${code}: ${msg}`, { cause: err });
-  }
-  if (code.startsWith('SQLITE_BUSY')) return new RunlogError('STORE_BUSY', `event log ${file} is locked by another writer: ${msg}`, { file });
-  // The WAL guard's marker file (wal-guard.ts) is written next to the database.
-  if (code === 'ENOSPC') return new StoreWriteError(file, `disk full (${msg})`, { cause: err });
-  if (code === 'EROFS' || code === 'EACCES' || code === 'EPERM' || code === 'EIO' || code === 'EDQUOT') return new StoreWriteError(file, `${code}: ${msg}`, { cause: err });
-  return err;
-}
 
 export class SqliteEventStore implements EventStore {
   readonly file: string;
   private readonly db: Database.Database;
   private readonly upcasters: UpcasterRegistry;
   private readonly now: () => string;
-  private readonly subscribers = new Set<() => void>();
-  private pollTimer: NodeJS.Timeout | undefined;
-  private lastDataVersion = 0;
+  private readonly subscriptions: SqliteSubscriptions;
+  private readonly pages: EventPages;
   private closed = false;
   private readonly guard: WalGuard | null;
   private releaseTarget = (): void => undefined;
@@ -370,12 +111,6 @@ export class SqliteEventStore implements EventStore {
 
   private readonly appendTx: (request: EncodedRequest) => AppendResult;
   private readonly appendManyTx: (requests: readonly EncodedRequest[]) => AppendOutcome[];
-  /** iterateEvents' page queries, prepared on first use. */
-  private streamPage: Database.Statement<[string, number, number, number], EventRow> | undefined;
-  private seqPage: Database.Statement<[number, number, number], EventRow> | undefined;
-  private jsonPage: Database.Statement<[number, number], EventRow> | undefined;
-  /** iterateReplay's page query, prepared on first use. */
-  private replayPage: Database.Statement<[number, number], ReplayRow> | undefined;
 
   constructor(file: string, options: SqliteEventStoreOptions = {}) {
     this.file = file;
@@ -413,7 +148,7 @@ export class SqliteEventStore implements EventStore {
       throw this.translateOpen(err);
     }
     try {
-      this.open(options, file !== ':memory:' && untouchedSinceCleanShutdown(file));
+      openSchema(this.db, file, this.readOnly, options, file !== ':memory:' && untouchedSinceCleanShutdown(file));
     } catch (err) {
       this.db.close();
       throw this.translateOpen(err);
@@ -444,6 +179,8 @@ export class SqliteEventStore implements EventStore {
           }),
     };
     this.checkShutdownRecord();
+    this.pages = new EventPages(db, this.upcasters);
+    this.subscriptions = new SqliteSubscriptions(this.stmt.dataVersion, (o) => this.readAll(o), () => this.lastSeq(), () => this.closed);
     this.appendTx = db.transaction((request: EncodedRequest) => this.appendInTx(request)).immediate as never;
     this.appendManyTx = db.transaction((requests: readonly EncodedRequest[]) =>
       requests.map((r): AppendOutcome => {
@@ -497,50 +234,6 @@ export class SqliteEventStore implements EventStore {
     }
   }
 
-  /** `untouched`: the file is as the last clean shutdown left it, which SQLite had checked (see untouchedSinceCleanShutdown). */
-  private open(options: SqliteEventStoreOptions, untouched = false): void {
-    const db = this.db;
-    // Read-only checks first: nothing is written to a file until we know it is ours and sound. A writer checks the
-    // whole file (quick_check) before it appends, unless the file is untouched since its last clean shutdown;
-    // inspection does not (a second per 150 MB before the first line): the header checks above and below still
-    // refuse an empty, short, truncated or foreign file, damage found while reading is STORE_CORRUPT, and a deep
-    // check of a log is an explicit command's job (`runlog verify`).
-    if (!options.skipQuickCheck && !this.readOnly && !untouched) {
-      const rows = db.pragma('quick_check') as { quick_check: string }[];
-      const problems = rows.map((r) => r.quick_check).filter((r) => r !== 'ok');
-      if (problems.length > 0) throw new StoreCorruptError(this.file, `quick_check: ${problems.slice(0, 5).join('; ')}`);
-    }
-    const appId = db.pragma('application_id', { simple: true }) as number;
-    const userVersion = db.pragma('user_version', { simple: true }) as number;
-    const tables = (db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get() as { n: number }).n;
-    if (appId !== APPLICATION_ID && (appId !== 0 || tables > 0 || userVersion !== 0)) {
-      throw new ForeignDatabaseError(this.file, appId !== 0 ? `application_id is 0x${appId.toString(16)}` : `it has ${tables} tables of another program`);
-    }
-    if (userVersion > LATEST_SCHEMA) throw new StoreVersionError(this.file, userVersion, LATEST_SCHEMA);
-    if (this.readOnly) {
-      // Nothing may be written: a file that is not yet a runlog log (no schema) is not one to inspect.
-      if (appId !== APPLICATION_ID || userVersion !== LATEST_SCHEMA) {
-        throw new StoreCorruptError(this.file, userVersion === 0 ? 'it holds no runlog schema (an uninitialised or foreign SQLite file)' : `schema version ${userVersion} needs an upgrade that only a writer runs`);
-      }
-      db.pragma('query_only = ON');
-      return;
-    }
-
-    db.pragma('journal_mode = WAL');
-    db.pragma(`synchronous = ${options.synchronous ?? 'FULL'}`);
-    db.pragma('foreign_keys = ON');
-
-    if (userVersion < LATEST_SCHEMA) {
-      db.transaction(() => {
-        for (let v = userVersion; v < LATEST_SCHEMA; v++) {
-          db.exec(MIGRATIONS[v]!);
-          if (v + 1 === CHAIN_MIGRATION) computeChain(db);
-        }
-        db.pragma(`application_id = ${APPLICATION_ID}`);
-        db.pragma(`user_version = ${LATEST_SCHEMA}`);
-      }).immediate();
-    }
-  }
 
   private appendInTx({ stream, events, options, summary, snapshot }: EncodedRequest): AppendResult {
     const actual = this.stmt.streamVersion.get(stream)?.version ?? 0;
@@ -592,7 +285,7 @@ export class SqliteEventStore implements EventStore {
       throw translate(this.file, err);
     }
     if (this.onAppend) this.onAppend((performance.now() - t0) / 1000, result.events.length);
-    this.notify();
+    this.subscriptions.notify();
     return result;
   }
 
@@ -624,20 +317,14 @@ export class SqliteEventStore implements EventStore {
       if (this.onAppend) this.onAppend((performance.now() - t0) / 1000, committed.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0));
       let i = 0;
       for (let k = 0; k < outcomes.length; k++) if (outcomes[k] === null) outcomes[k] = committed[i++]!;
-      this.notify();
+      this.subscriptions.notify();
     }
     return outcomes as AppendOutcome[];
   }
 
-  private toRecorded(r: EventRow): RecordedEvent {
-    const { schema, data } = this.upcasters.upcast(r.type, r.schema, JSON.parse(r.data));
-    // Most events carry no metadata: skip parsing the empty object (replay reads millions of rows).
-    const meta = r.meta === '{}' ? {} : (JSON.parse(r.meta) as Record<string, unknown>);
-    return { seq: r.seq, stream: r.stream, version: r.version, type: r.type, schema, data, meta, at: r.at };
-  }
 
   read(stream: string, options: ReadOptions = {}): RecordedEvent[] {
-    return this.stmt.readStream.all(stream, options.from ?? 1, options.to ?? Number.MAX_SAFE_INTEGER).map((r) => this.toRecorded(r));
+    return this.stmt.readStream.all(stream, options.from ?? 1, options.to ?? Number.MAX_SAFE_INTEGER).map((r) => this.pages.toRecorded(r));
   }
 
   /** The whole stream: SQLite reads from the file, so nothing is paged out (host-store.ts). */
@@ -646,78 +333,11 @@ export class SqliteEventStore implements EventStore {
   }
 
   readAll(options: ReadAllOptions = {}): RecordedEvent[] {
-    return this.stmt.readAll.all(options.afterSeq ?? 0, options.limit ?? -1).map((r) => this.toRecorded(r));
+    return this.stmt.readAll.all(options.afterSeq ?? 0, options.limit ?? -1).map((r) => this.pages.toRecorded(r));
   }
 
-  /**
-   * The whole log in seq order as replay reads it (`foldLog`, `rebuild`): each event's stream, version and
-   * machine event, upcast, without materialising the log. Rows are fetched in pages (better-sqlite3's `all()` is
-   * several times cheaper per row than stepping `iterate()`), as arrays of only the columns replay needs (never
-   * `meta`), and data already at its type's current schema skips the upcaster.
-   *
-   * Pages are small: under a fold a page of rows stays live while the fold's garbage triggers scavenges, and at
-   * 4096 rows the extra survivors cost more GC time than the fewer queries save.
-   */
-  *iterateReplay(afterSeq = 0, pageSize = 512): IterableIterator<ReplayEvent> {
-    this.replayPage ??= this.db
-      .prepare('SELECT seq, stream, version, type, schema, data, at FROM events WHERE seq > ? ORDER BY seq LIMIT ?')
-      .raw(true) as unknown as Database.Statement<[number, number], ReplayRow>; // why: raw(true) rows are arrays; better-sqlite3's types keep the object row type
-    const upcasters = this.upcasters;
-    let cursor = afterSeq;
-    for (;;) {
-      const page = this.replayPage.all(cursor, pageSize);
-      for (const r of page) {
-        const type = r[3];
-        let data = JSON.parse(r[5]) as Record<string, unknown>;
-        if (!upcasters.isCurrent(type, r[4])) data = upcasters.upcast(type, r[4], data).data;
-        yield { stream: r[1], version: r[2], type, at: r[6], data };
-      }
-      if (page.length < pageSize) return;
-      cursor = page[page.length - 1]![0];
-    }
-  }
 
-  /**
-   * Recorded events read a page at a time (`runlog events` prints them as they come, never holding the log):
-   * the whole log in seq order (`afterSeq`, `toSeq`), or one stream in version order (`from`, `to`).
-   */
-  *iterateEvents(options: IterateEventsOptions = {}): IterableIterator<RecordedEvent> {
-    const pageSize = options.pageSize ?? 512;
-    if (options.stream !== undefined) {
-      this.streamPage ??= this.db.prepare('SELECT * FROM events WHERE stream = ? AND version >= ? AND version <= ? ORDER BY version LIMIT ?');
-      const to = options.to ?? Number.MAX_SAFE_INTEGER;
-      let from = options.from ?? 1;
-      for (;;) {
-        const page = this.streamPage.all(options.stream, from, to, pageSize);
-        for (const r of page) yield this.toRecorded(r);
-        if (page.length < pageSize) return;
-        from = page[page.length - 1]!.version + 1;
-      }
-    }
-    this.seqPage ??= this.db.prepare('SELECT * FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?');
-    const toSeq = options.toSeq ?? Number.MAX_SAFE_INTEGER;
-    let cursor = options.afterSeq ?? 0;
-    for (;;) {
-      const page = this.seqPage.all(cursor, toSeq, pageSize);
-      for (const r of page) yield this.toRecorded(r);
-      if (page.length < pageSize) return;
-      cursor = page[page.length - 1]!.seq;
-    }
-  }
 
-  /**
-   * The whole log after `afterSeq` as the JSON text of each recorded event (what `JSON.stringify` of `readAll`
-   * gives), built from the stored text without parsing it again when the event is at its type's current schema.
-   * For streaming many events to many readers (the SSE catch-up).
-   */
-  readAllJson(afterSeq: number, limit: number): { seq: number; json: string }[] {
-    this.jsonPage ??= this.db.prepare('SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?');
-    return this.jsonPage.all(afterSeq, limit).map((r) => {
-      if (!this.upcasters.isCurrent(r.type, r.schema)) return { seq: r.seq, json: JSON.stringify(this.toRecorded(r)) };
-      const json = `{"seq":${r.seq},"stream":${JSON.stringify(r.stream)},"version":${r.version},"type":${JSON.stringify(r.type)},"schema":${r.schema},"data":${r.data},"meta":${r.meta},"at":${JSON.stringify(r.at)}}`;
-      return { seq: r.seq, json };
-    });
-  }
 
   streamVersion(stream: string): number {
     return this.stmt.streamVersion.get(stream)?.version ?? 0;
@@ -738,92 +358,40 @@ export class SqliteEventStore implements EventStore {
   }
 
   subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void): () => void {
-    let cursor = options.afterSeq ?? this.lastSeq();
-    let draining = false;
-    const drain = (): void => {
-      if (draining || this.closed) return;
-      draining = true;
-      try {
-        for (;;) {
-          const batch = this.readAll({ afterSeq: cursor, limit: 500 });
-          if (batch.length === 0) break;
-          for (const e of batch) {
-            cursor = e.seq;
-            if (!options.stream || e.stream === options.stream) handler(e);
-          }
-        }
-      } finally {
-        draining = false;
-      }
-    };
-    this.subscribers.add(drain);
-    this.ensurePolling(options.pollMs ?? 200);
-    queueMicrotask(drain);
-    return () => {
-      this.subscribers.delete(drain);
-      if (this.subscribers.size === 0 && this.pollTimer) {
-        clearInterval(this.pollTimer);
-        this.pollTimer = undefined;
-      }
-    };
+    return this.subscriptions.subscribe(options, handler);
   }
 
-  /** Other processes' commits are noticed through PRAGMA data_version, which changes only when they write. */
-  private ensurePolling(pollMs: number): void {
-    if (this.pollTimer) return;
-    this.lastDataVersion = this.stmt.dataVersion.get()!.data_version;
-    this.pollTimer = setInterval(() => {
-      if (this.closed) return;
-      const v = this.stmt.dataVersion.get()!.data_version;
-      if (v !== this.lastDataVersion) {
-        this.lastDataVersion = v;
-        this.notify();
-      }
-    }, pollMs);
-    this.pollTimer.unref();
+  /**
+   * The whole log in seq order as replay reads it (`foldLog`, `rebuild`): each event's stream, version and machine
+   * event, upcast, without materialising the log (event-pages.ts).
+   */
+  iterateReplay(afterSeq = 0, pageSize = 512): IterableIterator<ReplayEvent> {
+    return this.pages.replay(afterSeq, pageSize);
   }
 
-  private notify(): void {
-    if (this.subscribers.size === 0) return;
-    queueMicrotask(() => {
-      for (const s of this.subscribers) s();
-    });
+  /** Recorded events read a page at a time: the whole log in seq order, or one stream in version order. */
+  iterateEvents(options: IterateEventsOptions = {}): IterableIterator<RecordedEvent> {
+    return this.pages.events(options);
+  }
+
+  /** The whole log after `afterSeq` as each recorded event's JSON text (the SSE catch-up). */
+  readAllJson(afterSeq: number, limit: number): { seq: number; json: string }[] {
+    return this.pages.json(afterSeq, limit);
   }
 
   listActors(filter: { kind?: string; all?: boolean } = {}): ActorRow[] {
-    const where: string[] = [];
-    const args: string[] = [];
-    // Always a condition on kind: the index is (kind, status), and "status = 'active'" alone scans every actor
-    // the log ever had (156 ms of a 5,000,000-event log's start-up; 1.6 ms through the index).
-    const kinds = filter.kind ? [filter.kind] : ACTOR_KINDS;
-    where.push(`actors.kind IN (${kinds.map(() => '?').join(', ')})`);
-    args.push(...kinds);
-    if (!filter.all) where.push("actors.status = 'active'");
-    const sql = `${ACTOR_SELECT} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY actors.created_at, actors.id`;
-    return (this.db.prepare(sql).all(...args) as ActorDbRow[]).map(toActorRow);
+    return listActors(this.db, filter);
   }
 
   getActor(id: string): ActorRow | undefined {
-    const r = this.db.prepare(`${ACTOR_SELECT} WHERE actors.id = ?`).get(id) as ActorDbRow | undefined;
-    return r ? toActorRow(r) : undefined;
+    return getActor(this.db, id);
   }
 
   replaceProjection(rows: readonly ActorRow[]): void {
     if (this.readOnly) throw new ReadOnlyLogError(this.file, 'rebuild the projection');
     try {
       this.beforeWrite();
-      this.db.transaction(() => {
-        this.db.prepare('DELETE FROM actors').run();
-        for (const p of rows) {
-          this.stmt.upsertActor.run(p.id, p.kind, p.stream, p.state, p.status, p.version, p.createdAt, p.updatedAt, JSON.stringify(p.summary));
-        }
-        // Archived actors have no events left to fold: their rows come back from their tombstones.
-        this.db
-          .prepare('INSERT OR IGNORE INTO actors (id, kind, stream, state, status, version, created_at, updated_at, summary) SELECT id, kind, stream, state, status, version, created_at, updated_at, summary FROM tombstones')
-          .run();
-        // Which snapshot each actor has is not derived from events: it is carried over from the snapshots kept.
-        this.db.prepare('UPDATE actors SET snapshot_version = (SELECT version FROM snapshots WHERE snapshots.stream = actors.stream)').run();
-      }).immediate();
+      this.db.transaction(() => replaceProjectionRows(this.db, this.stmt.upsertActor, rows)).immediate();
     } catch (err) {
       throw translate(this.file, err);
     }
@@ -836,29 +404,19 @@ export class SqliteEventStore implements EventStore {
   writeHeartbeat(h: Heartbeat): void {
     if (this.closed) return;
     try {
-      this.db
-        .prepare(
-          `INSERT INTO supervisor_heartbeat (id, node, pid, started_at, beat_at, interval_ms, stopped_at) VALUES (1, ?, ?, ?, ?, ?, ?)
-           ON CONFLICT(id) DO UPDATE SET node = excluded.node, pid = excluded.pid, started_at = excluded.started_at,
-             beat_at = excluded.beat_at, interval_ms = excluded.interval_ms, stopped_at = excluded.stopped_at`,
-        )
-        .run(h.node, h.pid, h.startedAt, h.beatAt, h.intervalMs, h.stoppedAt);
+      writeHeartbeatRow(this.db, h);
       this.heartbeatInWal = true;
     } catch (err) {
       throw translate(this.file, err);
     }
   }
 
-  /** The last heartbeat, or null when no supervisor ever ran on this log (or the file predates migration 3). */
   readHeartbeat(): Heartbeat | null {
-    let r: { node: string; pid: number; started_at: string; beat_at: string; interval_ms: number; stopped_at: string | null } | undefined;
-    try {
-      r = this.db.prepare('SELECT * FROM supervisor_heartbeat WHERE id = 1').get() as typeof r;
-    } catch {
-      return null; // opened without migrating (read-only): no table, no heartbeat
-    }
-    return r ? { node: r.node, pid: r.pid, startedAt: r.started_at, beatAt: r.beat_at, intervalMs: r.interval_ms, stoppedAt: r.stopped_at } : null;
+    return readHeartbeatRow(this.db);
   }
+
+
+
 
   /** Bytes on disk: the database file and its WAL (metrics). */
   sizeBytes(): number {
@@ -876,9 +434,8 @@ export class SqliteEventStore implements EventStore {
 
   close(): void {
     if (this.closed) return;
-    if (this.pollTimer) clearInterval(this.pollTimer);
     if (this.checkpointTimer) clearTimeout(this.checkpointTimer);
-    this.subscribers.clear();
+    this.subscriptions.close();
     if (this.guard?.dirty || (this.guard && this.heartbeatInWal)) {
       // A clean close leaves a self-contained file: the WAL copied in and truncated (unless readers hold it).
       try {
@@ -888,7 +445,7 @@ export class SqliteEventStore implements EventStore {
       }
       this.checkpoint('TRUNCATE');
     }
-    const head = this.guard ? this.chainCheckHead() : null;
+    const head = this.guard ? chainHead(this.db) : null;
     this.closed = true;
     this.db.close();
     this.releaseTarget();
@@ -923,77 +480,13 @@ export class SqliteEventStore implements EventStore {
     }
   }
 
-  /** The chain's last link as recorded (chain_head), or genesis for an empty log. */
-  private chainCheckHead(): { seq: number; hash: Buffer } {
-    try {
-      const r = this.db.prepare('SELECT seq, hash FROM chain_head WHERE id = 1').get() as { seq: number; hash: Buffer } | undefined;
-      return r ?? { seq: 0, hash: GENESIS };
-    } catch {
-      return { seq: 0, hash: GENESIS }; // opened read-only before migration 4: no chain yet
-    }
-  }
 
   /**
    * Checks the hash chain (chain.ts): every event from `afterSeq` on (the whole log by default) against the link
-   * before it, then the last event against chain_head. Stops at the first bad position. `afterSeq` trusts the hash
-   * stored at that seq: a tail check (`serve` at start) is as cheap as the tail is short.
+   * before it, then the last event against chain_head. Stops at the first bad position (chain-check.ts).
    */
   verifyChain(options: { afterSeq?: number; pageSize?: number } = {}): ChainCheck {
-    const pageSize = options.pageSize ?? 2048;
-    let cursor = Math.max(0, options.afterSeq ?? 0);
-    let prev: Buffer = GENESIS;
-    if (cursor > 0) {
-      const before = this.db.prepare('SELECT seq, hash FROM events WHERE seq <= ? ORDER BY seq DESC LIMIT 1').get(cursor) as { seq: number; hash: Buffer | null } | undefined;
-      if (before) {
-        if (!before.hash) return { ok: false, events: 0, seq: before.seq, stream: null, version: null, reason: 'the event has no hash' };
-        prev = before.hash;
-        cursor = before.seq;
-      } else cursor = 0;
-    }
-    // why: raw(true) rows are arrays; better-sqlite3's types keep the object row type
-    const page = this.db.prepare(`SELECT ${CHAIN_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?`).raw(true) as unknown as Database.Statement<[number, number], ChainRow>;
-    // Archived events (sqlite-archive.ts) leave holes in the seqs; the hash before each hole's end was recorded.
-    const gapStmt = this.db.prepare('SELECT from_seq AS "from", hash FROM chain_gaps WHERE seq = ?') as Database.Statement<[number], { from: number; hash: Buffer }>;
-    // A recorded hole must cover all of what is missing (from_seq..seq): events deleted around it are still damage.
-    const gap = (end: number, from: number): Buffer | undefined => {
-      const g = gapStmt.get(end);
-      return g && g.from <= from ? g.hash : undefined;
-    };
-    let events = 0;
-    let lastSeq = cursor;
-    for (;;) {
-      const rows = page.all(cursor, pageSize);
-      for (const r of rows) {
-        if (r[0] !== lastSeq + 1) {
-          const link = gap(r[0] - 1, lastSeq + 1);
-          if (!link) return { ok: false, events, seq: r[0], stream: r[1], version: r[2], reason: `events ${lastSeq + 1}..${r[0] - 1} before it are missing (and no archive recorded them)` };
-          prev = link;
-        }
-        const expected = rowHash(prev, r);
-        if (!r[8] || !expected.equals(r[8])) {
-          return { ok: false, events, seq: r[0], stream: r[1], version: r[2], reason: r[8] ? 'its bytes do not match its hash (changed after it was written)' : 'the event has no hash' };
-        }
-        prev = r[8];
-        lastSeq = r[0];
-        events += 1;
-      }
-      if (rows.length < pageSize) break;
-      cursor = rows[rows.length - 1]![0];
-    }
-    const head = this.chainCheckHead();
-    const archivedTail = head.seq > lastSeq ? gap(head.seq, lastSeq + 1) : undefined;
-    if (archivedTail) {
-      // The log's last events were archived: the head names the last archived link.
-      if (!archivedTail.equals(head.hash)) return { ok: false, events, seq: head.seq, stream: null, version: null, reason: `the chain's head (seq ${head.seq}) does not match the archived link recorded for it` };
-      return { ok: true, events, lastSeq: head.seq, lastHash: head.hash };
-    }
-    if (head.seq > lastSeq) {
-      return { ok: false, events, seq: lastSeq + 1, stream: null, version: null, reason: `the chain's head is at seq ${head.seq} but the log ends at seq ${lastSeq} (events are missing from its end)` };
-    }
-    if (head.seq < lastSeq || !head.hash.equals(prev)) {
-      return { ok: false, events, seq: lastSeq, stream: null, version: null, reason: `the chain's head (seq ${head.seq}) does not name the last event (seq ${lastSeq})` };
-    }
-    return { ok: true, events, lastSeq, lastHash: prev };
+    return verifyChain(this.db, options);
   }
 
   private putSnapshotRow(r: SnapshotRecord): void {
@@ -1008,41 +501,24 @@ export class SqliteEventStore implements EventStore {
   }
 
   snapshotAtOrBefore(stream: string, version: number): SnapshotRecord | undefined {
-    const r = this.db
-      .prepare('SELECT * FROM (SELECT * FROM snapshots WHERE stream = ? AND version <= ? UNION ALL SELECT * FROM snapshot_history WHERE stream = ? AND version <= ?) ORDER BY version DESC LIMIT 1')
-      .get(stream, version, stream, version) as SnapshotRow | undefined;
-    return r ? toSnapshot(r) : undefined;
+    return snapshotAtOrBefore(this.db, stream, version);
   }
 
   /** Every stored snapshot (`runlog verify`), a page at a time. */
-  *iterateSnapshots(pageSize = 256): IterableIterator<SnapshotRecord> {
-    const page = this.db.prepare('SELECT * FROM snapshots WHERE stream > ? ORDER BY stream LIMIT ?') as Database.Statement<[string, number], SnapshotRow>;
-    let cursor = '';
-    for (;;) {
-      const rows = page.all(cursor, pageSize);
-      for (const r of rows) yield toSnapshot(r);
-      if (rows.length < pageSize) return;
-      cursor = rows[rows.length - 1]!.stream;
-    }
+  iterateSnapshots(pageSize = 256): IterableIterator<SnapshotRecord> {
+    return iterateSnapshots(this.db, pageSize);
   }
 
   /** Every older snapshot kept for `replay --to` (snapshot_history; `runlog verify`), a page at a time. */
-  *iterateSnapshotHistory(pageSize = 256): IterableIterator<SnapshotRecord> {
-    const page = this.db.prepare('SELECT * FROM snapshot_history WHERE (stream, version) > (?, ?) ORDER BY stream, version LIMIT ?') as Database.Statement<[string, number, number], SnapshotRow>;
-    let cursor: [string, number] = ['', -1];
-    for (;;) {
-      const rows = page.all(cursor[0], cursor[1], pageSize);
-      for (const r of rows) yield toSnapshot(r);
-      if (rows.length < pageSize) return;
-      cursor = [rows[rows.length - 1]!.stream, rows[rows.length - 1]!.version];
-    }
+  iterateSnapshotHistory(pageSize = 256): IterableIterator<SnapshotRecord> {
+    return iterateSnapshotHistory(this.db, pageSize);
   }
 
   /** Which version each stream's snapshot stands at, as the actors projection recorded it when it was written. */
   snapshotVersions(): Map<string, number> {
-    const rows = this.db.prepare('SELECT stream, snapshot_version AS v FROM actors WHERE snapshot_version IS NOT NULL').all() as { stream: string; v: number }[];
-    return new Map(rows.map((r) => [r.stream, r.v]));
+    return snapshotVersions(this.db);
   }
+
 
   /** Replaces every snapshot in one transaction (`runlog rebuild --snapshots`). */
   replaceSnapshots(records: Iterable<SnapshotRecord>): number {
@@ -1085,7 +561,7 @@ export class SqliteEventStore implements EventStore {
     } catch (err) {
       throw translate(this.file, err);
     }
-    this.notify();
+    this.subscriptions.notify();
     return result;
   }
 
@@ -1103,42 +579,6 @@ export class SqliteEventStore implements EventStore {
   }
 }
 
-/** Migration 4: the chain of the events already in the log, computed in the migration's transaction. */
-function computeChain(db: Database.Database): void {
-  // why: raw(true) rows are arrays; better-sqlite3's types keep the object row type
-  const page = db.prepare(`SELECT ${CHAIN_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT 2048`).raw(true) as unknown as Database.Statement<[number], ChainRow>;
-  const set = db.prepare('UPDATE events SET hash = ? WHERE seq = ?');
-  let prev: Buffer = GENESIS;
-  let cursor = 0;
-  for (;;) {
-    const rows = page.all(cursor);
-    for (const r of rows) {
-      prev = rowHash(prev, r);
-      set.run(prev, r[0]);
-    }
-    if (rows.length < 2048) break;
-    cursor = rows[rows.length - 1]![0];
-  }
-  if (cursor > 0 || prev !== GENESIS) {
-    const last = (db.prepare('SELECT coalesce(max(seq), 0) AS s FROM events').get() as { s: number }).s;
-    db.prepare('INSERT INTO chain_head (id, seq, hash) VALUES (1, ?, ?)').run(last, prev);
-  }
-}
-
-function toActorRow(r: ActorDbRow): ActorRow {
-  return {
-    id: r.id,
-    kind: r.kind,
-    stream: r.stream,
-    state: r.state,
-    status: r.status === 'terminal' ? 'terminal' : 'active',
-    version: r.version,
-    createdAt: r.created_at,
-    updatedAt: r.updated_at,
-    summary: JSON.parse(r.summary),
-    ...(r.archived_to ? { archived: { file: r.archived_to, at: r.archived_at ?? '' } } : {}),
-  };
-}
 
 export function openEventStore(file: string, options?: SqliteEventStoreOptions): SqliteEventStore {
   return new SqliteEventStore(file, options);

@@ -4,7 +4,8 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { actorsProjection } from '../../src/actors/actors-projection.ts';
-import { readHistoryFile, type History } from '../../src/cli/commands/debug-commands.ts';
+import type { History } from '../../src/domain/history.ts';
+import { readHistoryFile } from '../../src/cli/history-file.ts';
 import { splitStoreUrl } from '../../src/store/postgres/pg-host-store.ts';
 import { PgEventStore } from '../../src/store/postgres/pg-event-store.ts';
 

@@ -3,7 +3,8 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRunlog } from '../../src/actors/runlog.ts';
-import { readHistoryFile, type History } from '../../src/cli/commands/debug-commands.ts';
+import type { History } from '../../src/domain/history.ts';
+import { readHistoryFile } from '../../src/cli/history-file.ts';
 
 const GOLDEN = join(import.meta.dirname, '..', 'fixtures', 'golden');
 export const goldenHistories: History[] = readdirSync(GOLDEN)

@@ -197,6 +197,153 @@ function tsTypeOf(typeflag: string, name: string): string | null {
   }
 }
 
+/** Records one metadata header (PAX `x`, GNU long name `L` or long link `K`) on the entry it precedes. */
+function readMetadataHeader(p: Pending, kind: 'x' | 'L' | 'K', data: Uint8Array, off: number): void {
+  p.seen[kind]++;
+  if (p.seen[kind] > 1) p.deferred.push({ code: 'REPEATED_METADATA_HEADER', message: `a second ${kind} header at byte ${off} for the same entry (parsers keep the first, the last, or merge)` });
+  if (!p.reportedMixed && p.seen.x > 0 && p.seen.L + p.seen.K > 0) {
+    p.reportedMixed = true;
+    p.deferred.push({ code: 'MIXED_METADATA_HEADERS', message: `PAX and GNU long-name headers before the same entry (byte ${p.start})` });
+  }
+  if (kind === 'x') {
+    const parsed = parsePaxRecords(data);
+    for (const problem of parsed.problems) p.deferred.push({ code: 'PAX_MALFORMED', message: `PAX header at byte ${off}: ${problem}` });
+    p.pax ??= new Map();
+    for (const [k, v] of parsed.records) {
+      p.pax.set(k, v);
+      p.paxRaw.set(k, parsed.rawValues.get(k)!);
+    }
+  } else {
+    const name = cstr(data);
+    if (!isZero(data.subarray(name.length))) p.deferred.push({ code: 'NUL_IN_NAME', message: `GNU ${kind} header at byte ${off} hides bytes after a NUL` });
+    if (!isUtf8(name)) p.deferred.push({ code: 'NON_UTF8_NAME', message: `GNU ${kind} header at byte ${off} is not UTF-8` });
+    if (kind === 'L') p.longName = utf8Lossy.decode(name);
+    else p.longLink = utf8Lossy.decode(name);
+  }
+}
+
+/**
+ * Judges the PAX records that precede an entry: the path and link they set, the keys refused, and the size they
+ * claim (`paxSize`: null when none, -1 when unreadable, so the framing is unknown).
+ */
+function readPaxEntryRecords(p: Pending, meta: Map<string, string>, limits: ArchiveLimits): { name?: string; linkname?: string; paxSize: number | null } {
+  let name: string | undefined;
+  let linkname: string | undefined;
+  let paxSize: number | null = null;
+  const path = meta.get('path');
+  if (path !== undefined) {
+    if (path === '') p.deferred.push({ code: 'PAX_MALFORMED', message: 'empty PAX path record (some parsers use it, others fall back to the header name)' });
+    if (!isUtf8(p.paxRaw.get('path')!)) p.deferred.push({ code: 'NON_UTF8_NAME', message: 'PAX path is not UTF-8' });
+    name = path;
+  }
+  const linkpath = meta.get('linkpath');
+  if (linkpath !== undefined) {
+    if (!isUtf8(p.paxRaw.get('linkpath')!)) p.deferred.push({ code: 'NON_UTF8_NAME', message: 'PAX linkpath is not UTF-8' });
+    linkname = linkpath;
+  }
+  for (const [key, value] of meta) {
+    if (PAX_ALLOWED_KEYS.has(key)) {
+      const numeric = key === 'uid' || key === 'gid' ? /^[0-9]{1,64}$/ : key.endsWith('time') ? /^-?[0-9]{1,64}(\.[0-9]{1,64})?$/ : null;
+      if (numeric && !numeric.test(value)) p.deferred.push({ code: 'PAX_MALFORMED', message: `PAX ${key}=${JSON.stringify(value.slice(0, 40))} is not a number` });
+    } else if (PAX_IGNORED_KEYS.has(key)) {
+      // harmless bookkeeping
+    } else if (key.startsWith('GNU.sparse.')) {
+      p.deferred.push({ code: 'SPARSE_ENTRY', message: `PAX ${key} record: GNU sparse files are refused` });
+      if (key === 'GNU.sparse.realsize' || key === 'GNU.sparse.size') {
+        const logical = Number(value);
+        if (Number.isFinite(logical) && logical > limits.maxFileBytes) {
+          p.deferred.push({ code: 'FILE_TOO_LARGE', message: `sparse file claims ${logical} bytes (limit ${limits.maxFileBytes})` });
+        }
+      }
+    } else if (/^(SCHILY|LIBARCHIVE)\.xattr\./.test(key) || key.startsWith('RHT.security.')) {
+      p.deferred.push({ code: 'PAX_XATTR', message: `PAX ${key}: extended attributes are refused` });
+    } else {
+      p.deferred.push({ code: 'PAX_UNSUPPORTED_KEY', message: `PAX record ${JSON.stringify(key)} is not accepted` });
+    }
+  }
+  const sizeText = meta.get('size');
+  if (sizeText !== undefined) {
+    const n = /^[0-9]{1,64}$/.test(sizeText) ? Number(sizeText) : NaN;
+    paxSize = Number.isSafeInteger(n) ? n : -1; // -1: unreadable, so the framing is unknown
+  }
+  return { ...(name !== undefined ? { name } : {}), ...(linkname !== undefined ? { linkname } : {}), paxSize };
+}
+
+/** Reports what an entry's type flag says about it; true when the walk cannot go past it (its framing is unknown). */
+function judgeEntryType(typeflag: string, block: Uint8Array, limits: ArchiveLimits, add: (code: ArchiveViolationCode, message: string) => void): boolean {
+  let fatal = false;
+  switch (typeflag) {
+    case '0':
+    case '\0':
+    case '1':
+    case '2':
+    case '5':
+      break;
+    case '3':
+    case '4':
+      add('DEVICE_ENTRY', `${typeflag === '3' ? 'character' : 'block'} device ${parseNumericField(block.subarray(329, 337))}:${parseNumericField(block.subarray(337, 345))}`);
+      break;
+    case '6':
+      add('FIFO_ENTRY', 'FIFO');
+      break;
+    case '7':
+      add('UNSUPPORTED_TYPE', 'contiguous file (type 7)');
+      break;
+    case 'S': {
+      add('SPARSE_ENTRY', 'GNU sparse file (type S)');
+      const realSize = parseNumericField(block.subarray(483, 495));
+      if (realSize !== null && realSize > limits.maxFileBytes) add('FILE_TOO_LARGE', `sparse file claims ${realSize} bytes (limit ${limits.maxFileBytes})`);
+      fatal = true; // its extension blocks are invisible to tar-stream
+      break;
+    }
+    case 'D':
+      add('UNSUPPORTED_TYPE', 'GNU incremental dump directory (type D)');
+      break;
+    case 'N':
+    case 'V':
+    case 'M':
+      // tar-stream reads N as a long-name header; V and M are multi-volume bookkeeping.
+      add('UNSUPPORTED_TYPE', `GNU type ${typeflag} (parsers disagree on its framing)`);
+      fatal = true;
+      break;
+    default:
+      add('UNSUPPORTED_TYPE', `entry type ${JSON.stringify(typeflag)}`);
+  }
+  return fatal;
+}
+
+/**
+ * An entry's name and link target as its header fields and the GNU long-name headers before it say (PAX records
+ * are applied after). The ustar fields only matter when no PAX/GNU record replaces them (writers may cut a
+ * multi-byte character when they fill the 100-byte field of a name that lives in a PAX record).
+ */
+function entryNames(block: Uint8Array, format: string, p: Pending | null, nonUtf8: (message: string, path: string) => void): { name: string; linkname: string } {
+  const nameBytes = cstr(block.subarray(0, 100));
+  const prefixBytes = format === 'posix' && block[345] !== 0 ? cstr(block.subarray(345, 500)) : null;
+  const linkBytes = cstr(block.subarray(157, 257));
+  let name = prefixBytes ? `${utf8Lossy.decode(prefixBytes)}/${utf8Lossy.decode(nameBytes)}` : utf8Lossy.decode(nameBytes);
+  let linkname = utf8Lossy.decode(linkBytes);
+  const meta = p?.pax ?? null;
+  if (p?.longName !== null && p?.longName !== undefined) name = p.longName;
+  if (p?.longLink !== null && p?.longLink !== undefined) linkname = p.longLink;
+  const ustarNameUsed = (p?.longName ?? null) === null && meta?.get('path') === undefined;
+  const ustarLinkUsed = (p?.longLink ?? null) === null && meta?.get('linkpath') === undefined;
+  if (ustarNameUsed && (!isUtf8(nameBytes) || (prefixBytes && !isUtf8(prefixBytes)))) nonUtf8('the name is not UTF-8', name);
+  if (ustarLinkUsed && !isUtf8(linkBytes)) nonUtf8('the link target is not UTF-8', name);
+  return { name, linkname };
+}
+
+/** A header's format and size, or why the walk cannot trust it (a bad checksum, an unknown format or size). */
+function headerFraming(block: Uint8Array, off: number): { format: NonNullable<Format>; size: number } | { code: ArchiveViolationCode; message: string } {
+  const stored = parseNumericField(block.subarray(148, 156));
+  if (stored === null || stored !== headerChecksum(block)) return { code: 'BAD_CHECKSUM', message: `header at byte ${off} has a bad checksum` };
+  const format = formatOf(block);
+  if (format === null) return { code: 'UNKNOWN_FORMAT', message: `header at byte ${off} is neither POSIX ustar nor GNU tar` };
+  const size = parseNumericField(block.subarray(124, 136));
+  if (size === null) return { code: 'BAD_NUMERIC_FIELD', message: `header at byte ${off} has a malformed size field` };
+  return { format, size };
+}
+
 /** Audits the archive in `input` (one buffer, or the chunks it arrived in: the walk is the same). */
 export function auditArchive(input: Buffer | ByteChunks, limits: ArchiveLimits): AuditResult {
   const buf = input instanceof ByteChunks ? input : ByteChunks.of(input);
@@ -300,21 +447,12 @@ export class HeaderAudit {
         break;
       }
 
-      const stored = parseNumericField(block.subarray(148, 156));
-      if (stored === null || stored !== headerChecksum(block)) {
-        stop('BAD_CHECKSUM', `header at byte ${off} has a bad checksum`);
+      const framing = headerFraming(block, off);
+      if ('code' in framing) {
+        stop(framing.code, framing.message);
         break;
       }
-      const format = formatOf(block);
-      if (format === null) {
-        stop('UNKNOWN_FORMAT', `header at byte ${off} is neither POSIX ustar nor GNU tar`);
-        break;
-      }
-      const size = parseNumericField(block.subarray(124, 136));
-      if (size === null) {
-        stop('BAD_NUMERIC_FIELD', `header at byte ${off} has a malformed size field`);
-        break;
-      }
+      const { format, size } = framing;
       const typeflag = String.fromCharCode(block[156]!);
       const dataStart = off + BLOCK;
       const next = dataStart + Math.ceil(size / BLOCK) * BLOCK;
@@ -341,87 +479,21 @@ export class HeaderAudit {
           continue;
         }
         pending ??= newPending();
-        const p = pending;
-        const kind = typeflag as 'x' | 'L' | 'K';
-        p.seen[kind]++;
-        if (p.seen[kind] > 1) p.deferred.push({ code: 'REPEATED_METADATA_HEADER', message: `a second ${kind} header at byte ${off} for the same entry (parsers keep the first, the last, or merge)` });
-        if (!p.reportedMixed && p.seen.x > 0 && p.seen.L + p.seen.K > 0) {
-          p.reportedMixed = true;
-          p.deferred.push({ code: 'MIXED_METADATA_HEADERS', message: `PAX and GNU long-name headers before the same entry (byte ${p.start})` });
-        }
-        if (kind === 'x') {
-          const parsed = parsePaxRecords(data);
-          for (const problem of parsed.problems) p.deferred.push({ code: 'PAX_MALFORMED', message: `PAX header at byte ${off}: ${problem}` });
-          p.pax ??= new Map();
-          for (const [k, v] of parsed.records) {
-            p.pax.set(k, v);
-            p.paxRaw.set(k, parsed.rawValues.get(k)!);
-          }
-        } else {
-          const name = cstr(data);
-          if (!isZero(data.subarray(name.length))) p.deferred.push({ code: 'NUL_IN_NAME', message: `GNU ${kind} header at byte ${off} hides bytes after a NUL` });
-          if (!isUtf8(name)) p.deferred.push({ code: 'NON_UTF8_NAME', message: `GNU ${kind} header at byte ${off} is not UTF-8` });
-          if (kind === 'L') p.longName = utf8Lossy.decode(name);
-          else p.longLink = utf8Lossy.decode(name);
-        }
+        readMetadataHeader(pending, typeflag as 'x' | 'L' | 'K', data, off);
         off = next;
         continue;
       }
 
       // An entry header.
-      const nameBytes = cstr(block.subarray(0, 100));
-      const prefixBytes = format === 'posix' && block[345] !== 0 ? cstr(block.subarray(345, 500)) : null;
-      const linkBytes = cstr(block.subarray(157, 257));
-      let name = prefixBytes ? `${utf8Lossy.decode(prefixBytes)}/${utf8Lossy.decode(nameBytes)}` : utf8Lossy.decode(nameBytes);
-      let linkname = utf8Lossy.decode(linkBytes);
       const p = pending;
       const meta = p?.pax ?? null;
-      if (p?.longName !== null && p?.longName !== undefined) name = p.longName;
-      if (p?.longLink !== null && p?.longLink !== undefined) linkname = p.longLink;
-      // The ustar fields only matter when no PAX/GNU record replaces them (writers may cut a multi-byte
-      // character when they fill the 100-byte field of a name that lives in a PAX record).
-      const ustarNameUsed = (p?.longName ?? null) === null && meta?.get('path') === undefined;
-      const ustarLinkUsed = (p?.longLink ?? null) === null && meta?.get('linkpath') === undefined;
-      if (ustarNameUsed && (!isUtf8(nameBytes) || (prefixBytes && !isUtf8(prefixBytes)))) add('NON_UTF8_NAME', `header at byte ${off}: the name is not UTF-8`, name);
-      if (ustarLinkUsed && !isUtf8(linkBytes)) add('NON_UTF8_NAME', `header at byte ${off}: the link target is not UTF-8`, name);
+      let { name, linkname } = entryNames(block, format, p, (message, path) => add('NON_UTF8_NAME', `header at byte ${off}: ${message}`, path));
       let paxSize: number | null = null;
-      if (meta) {
-        const path = meta.get('path');
-        if (path !== undefined) {
-          if (path === '') p!.deferred.push({ code: 'PAX_MALFORMED', message: 'empty PAX path record (some parsers use it, others fall back to the header name)' });
-          if (!isUtf8(p!.paxRaw.get('path')!)) p!.deferred.push({ code: 'NON_UTF8_NAME', message: 'PAX path is not UTF-8' });
-          name = path;
-        }
-        const linkpath = meta.get('linkpath');
-        if (linkpath !== undefined) {
-          if (!isUtf8(p!.paxRaw.get('linkpath')!)) p!.deferred.push({ code: 'NON_UTF8_NAME', message: 'PAX linkpath is not UTF-8' });
-          linkname = linkpath;
-        }
-        for (const [key, value] of meta) {
-          if (PAX_ALLOWED_KEYS.has(key)) {
-            const numeric = key === 'uid' || key === 'gid' ? /^[0-9]{1,64}$/ : key.endsWith('time') ? /^-?[0-9]{1,64}(\.[0-9]{1,64})?$/ : null;
-            if (numeric && !numeric.test(value)) p!.deferred.push({ code: 'PAX_MALFORMED', message: `PAX ${key}=${JSON.stringify(value.slice(0, 40))} is not a number` });
-          } else if (PAX_IGNORED_KEYS.has(key)) {
-            // harmless bookkeeping
-          } else if (key.startsWith('GNU.sparse.')) {
-            p!.deferred.push({ code: 'SPARSE_ENTRY', message: `PAX ${key} record: GNU sparse files are refused` });
-            if (key === 'GNU.sparse.realsize' || key === 'GNU.sparse.size') {
-              const logical = Number(value);
-              if (Number.isFinite(logical) && logical > limits.maxFileBytes) {
-                p!.deferred.push({ code: 'FILE_TOO_LARGE', message: `sparse file claims ${logical} bytes (limit ${limits.maxFileBytes})` });
-              }
-            }
-          } else if (/^(SCHILY|LIBARCHIVE)\.xattr\./.test(key) || key.startsWith('RHT.security.')) {
-            p!.deferred.push({ code: 'PAX_XATTR', message: `PAX ${key}: extended attributes are refused` });
-          } else {
-            p!.deferred.push({ code: 'PAX_UNSUPPORTED_KEY', message: `PAX record ${JSON.stringify(key)} is not accepted` });
-          }
-        }
-        const sizeText = meta.get('size');
-        if (sizeText !== undefined) {
-          const n = /^[0-9]{1,64}$/.test(sizeText) ? Number(sizeText) : NaN;
-          paxSize = Number.isSafeInteger(n) ? n : -1; // -1: unreadable, so the framing is unknown
-        }
+      if (p && meta) {
+        const read = readPaxEntryRecords(p, meta, limits);
+        name = read.name ?? name;
+        linkname = read.linkname ?? linkname;
+        paxSize = read.paxSize;
       }
       for (const d of p?.deferred ?? []) violations.push({ ...d, path: name });
       pending = null;
@@ -434,44 +506,7 @@ export class HeaderAudit {
         break;
       }
 
-      let fatal = false;
-      switch (typeflag) {
-        case '0':
-        case '\0':
-        case '1':
-        case '2':
-        case '5':
-          break;
-        case '3':
-        case '4':
-          add('DEVICE_ENTRY', `${typeflag === '3' ? 'character' : 'block'} device ${parseNumericField(block.subarray(329, 337))}:${parseNumericField(block.subarray(337, 345))}`, name);
-          break;
-        case '6':
-          add('FIFO_ENTRY', 'FIFO', name);
-          break;
-        case '7':
-          add('UNSUPPORTED_TYPE', 'contiguous file (type 7)', name);
-          break;
-        case 'S': {
-          add('SPARSE_ENTRY', 'GNU sparse file (type S)', name);
-          const realSize = parseNumericField(block.subarray(483, 495));
-          if (realSize !== null && realSize > limits.maxFileBytes) add('FILE_TOO_LARGE', `sparse file claims ${realSize} bytes (limit ${limits.maxFileBytes})`, name);
-          fatal = true; // its extension blocks are invisible to tar-stream
-          break;
-        }
-        case 'D':
-          add('UNSUPPORTED_TYPE', 'GNU incremental dump directory (type D)', name);
-          break;
-        case 'N':
-        case 'V':
-        case 'M':
-          // tar-stream reads N as a long-name header; V and M are multi-volume bookkeeping.
-          add('UNSUPPORTED_TYPE', `GNU type ${typeflag} (parsers disagree on its framing)`, name);
-          fatal = true;
-          break;
-        default:
-          add('UNSUPPORTED_TYPE', `entry type ${JSON.stringify(typeflag)}`, name);
-      }
+      const fatal = judgeEntryType(typeflag, block, limits, (code, message) => add(code, message, name));
       if (fatal) {
         pending = p;
         this.#trustedEnd = Math.min(this.#trustedEnd, metaOffset);

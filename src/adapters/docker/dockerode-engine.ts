@@ -11,7 +11,6 @@ import { uploadArchiveStream, type UploadAnswer } from './archive-upload.ts';
 import { containerCpuUsageNs } from './container-stats.ts';
 import {
   DEFAULT_SOCKET_PATH,
-  ZERO_TIME,
   type ContainerCreateBody,
   type ContainerInfo,
   type ContainerSummary,
@@ -30,88 +29,12 @@ import {
   type WaitHandle,
 } from './docker-port.ts';
 import { DockerApiError, DockerTimeoutError, DockerUnavailableError, ImagePullError, dockerAnswerError } from './errors.ts';
+import { isConnectionError, labelFilters, messageOf, statusOf, tagTimeouts, timeOrNull, TIMED_OUT, type LabelFilter } from './dockerode-answers.ts';
+import { engineEventsEnded } from './engine-events.ts';
+import { normalizePlatform } from './platform.ts';
 
-type LabelFilter = Record<string, string | true>;
+export { normalizePlatform };
 
-const labelFilters = (labels: LabelFilter): string[] =>
-  Object.entries(labels).map(([k, v]) => (v === true ? k : `${k}=${v}`));
-
-function statusOf(err: unknown): number | undefined {
-  const s = (err as { statusCode?: unknown } | null)?.statusCode;
-  return typeof s === 'number' ? s : undefined;
-}
-
-function messageOf(err: unknown): string {
-  const json = (err as { json?: unknown } | null)?.json;
-  if (json && typeof json === 'object' && typeof (json as { message?: unknown }).message === 'string') {
-    return (json as { message: string }).message;
-  }
-  if (Buffer.isBuffer(json)) {
-    const text = json.toString('utf8').trim();
-    if (text) {
-      try {
-        const parsed = JSON.parse(text) as { message?: string };
-        if (typeof parsed.message === 'string') return parsed.message;
-      } catch {
-        return text;
-      }
-    }
-  }
-  return err instanceof Error ? err.message : String(err);
-}
-
-function isConnectionError(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return code === 'ENOENT' || code === 'ECONNREFUSED' || code === 'EACCES' || code === 'ECONNRESET' || code === 'EPIPE';
-}
-
-/** Set on an error of a request that docker-modem ended at its timeout (it destroys the socket: "socket hang up"). */
-const TIMED_OUT = Symbol('runlog.docker.timedOut');
-
-/**
- * Tags the errors of requests that ran for the client's whole timeout, so #fail can tell a slow or hung daemon
- * (DockerTimeoutError) from one that is gone (DockerUnavailableError): both end in a reset socket.
- */
-function tagTimeouts(docker: Docker, timeoutMs: number): void {
-  const modem = docker.modem;
-  const dial = modem.dial.bind(modem);
-  modem.dial = (options, cb) => {
-    const started = performance.now();
-    dial(options, (err, data) => {
-      if (err && typeof err === 'object' && performance.now() - started >= timeoutMs) (err as { [TIMED_OUT]?: boolean })[TIMED_OUT] = true;
-      cb?.(err, data);
-    });
-  };
-}
-
-const timeOrNull = (t: unknown): string | null => (typeof t === 'string' && t !== '' && t !== ZERO_TIME ? t : null);
-
-/** Go/uname architecture names to OCI ones, with the variant containerd's normalization gives. */
-export function normalizePlatform(os: string, arch: string, machine?: string): Platform {
-  const o = os.toLowerCase();
-  switch (arch) {
-    case 'x86_64':
-    case 'x86-64':
-    case 'amd64':
-      return { os: o, architecture: 'amd64' };
-    case 'aarch64':
-    case 'arm64':
-      return { os: o, architecture: 'arm64', variant: 'v8' };
-    case 'armhf':
-    case 'armel':
-    case 'arm': {
-      const m = /^armv(\d)/.exec(machine ?? '');
-      return { os: o, architecture: 'arm', variant: m ? `v${m[1]}` : 'v7' };
-    }
-    case 'i386':
-    case 'i686':
-    case '386':
-      return { os: o, architecture: '386' };
-    default:
-      if (/^armv\d/.test(arch)) return { os: o, architecture: 'arm', variant: `v${arch.charAt(4)}` };
-      return { os: o, architecture: arch };
-  }
-}
 
 class DockerodeEngine implements DockerEngine {
   readonly socketPath: string;
@@ -613,42 +536,7 @@ class DockerodeEngine implements DockerEngine {
       throw new DockerUnavailableError(this.socketPath, messageOf(err), { cause: err });
     }
     let closed = false;
-    const ended = new Promise<Error | null>((resolve) => {
-      let buf = '';
-      stream.on('data', (chunk: Buffer | string) => {
-        buf += chunk.toString();
-        let nl: number;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, nl).trim();
-          buf = buf.slice(nl + 1);
-          if (!line) continue;
-          let raw: { Type?: string; Action?: string; status?: string; id?: string; Actor?: { ID?: string; Attributes?: Record<string, string> }; time?: number; timeNano?: number };
-          try {
-            raw = JSON.parse(line) as typeof raw;
-          } catch {
-            continue; // not JSON: skip the line
-          }
-          const attributes = raw.Actor?.Attributes ?? {};
-          const exit = attributes.exitCode !== undefined ? Number(attributes.exitCode) : NaN;
-          try {
-            onEvent({
-              type: raw.Type ?? 'container',
-              action: raw.Action ?? raw.status ?? '',
-              id: raw.Actor?.ID ?? raw.id ?? '',
-              attributes,
-              exitCode: Number.isFinite(exit) ? exit : null,
-              time: raw.time ?? 0,
-              timeNano: raw.timeNano ?? 0,
-            });
-          } catch {
-            // a subscriber's bug must not end the subscription
-          }
-        }
-      });
-      stream.on('end', () => resolve(closed ? null : new Error('the Docker Engine closed its event stream')));
-      stream.on('close', () => resolve(closed ? null : new Error('the Docker Engine closed its event stream')));
-      stream.on('error', (e: Error) => resolve(closed ? null : e));
-    });
+    const ended = engineEventsEnded(stream, onEvent, () => closed);
     return {
       ended,
       close() {

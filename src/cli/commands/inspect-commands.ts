@@ -4,6 +4,7 @@
 import { UsageError } from '../../domain/errors.ts';
 import type { RecordedEvent } from '../../domain/events.ts';
 import { supervision as supervisionOf, type Supervision } from '../../domain/supervision.ts';
+import { historyHeaderLine } from '../../domain/history.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
 import type { ReadableLog } from '../../store/host-store.ts';
 import type { Command, CommandArgs } from '../command.ts';
@@ -267,7 +268,7 @@ export const replayCommand: Command = {
       to = Number(args.values.to);
       if (!Number.isInteger(to) || to < 1) throw new UsageError('--to must be a version number ≥ 1');
     }
-    const debug = await import('./debug-commands.ts');
+    const debug = await import('../replay-stepper.ts');
     if (file !== undefined) {
       // Offline: no database is opened, nothing runs; the file's events go through the upcasters.
       if (args.positionals.length > 1) throw new UsageError(`--file takes at most one actor id (the actor to replay from an archive)\nusage: ${replayCommand.usage}`);
@@ -291,11 +292,11 @@ export const exportCommand: Command = {
   run: async (args, io) => {
     const id = needId(args, exportCommand.usage);
     if (args.positionals.length > 1) throw new UsageError(`export takes one actor id\nusage: ${exportCommand.usage}`);
-    const [{ resolveReadableActor }, { HISTORY_FORMAT }] = await Promise.all([import('../../actors/resolve-actor.ts'), import('./debug-commands.ts')]);
+    const { resolveReadableActor } = await import('../../actors/resolve-actor.ts');
     return withInspectionLog(args, async (store) => {
       const ref = await resolveReadableActor(store, id);
       const version = store.streamVersion(ref.stream);
-      io.out(JSON.stringify({ runlog: 'history', format: HISTORY_FORMAT, kind: ref.kind, id: ref.id, stream: ref.stream, version, exportedAt: new Date().toISOString() }));
+      io.out(historyHeaderLine({ ...ref, version }, new Date().toISOString()));
       let n = 0;
       // Read a page at a time up to the version in the header: the file always agrees with its header.
       if (!(await printEach(io, store.iterateEvents({ stream: ref.stream, to: version, pageSize: PRINT_PAGE }), (e) => JSON.stringify(e), () => (n += 1)))) return EXIT.ok;

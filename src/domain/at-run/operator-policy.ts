@@ -205,6 +205,68 @@ function stringList(issues: string[], where: string, v: unknown, valid: (s: stri
   return out;
 }
 
+/** `protocolVersions`: a non-empty list of versions this runner implements (the default's copy when invalid). */
+function parseProtocolVersions(issues: string[], v: unknown, fallback: readonly number[]): number[] {
+  if (!Array.isArray(v) || v.length === 0) {
+    issues.push('protocolVersions must be a non-empty array');
+    return [...fallback];
+  }
+  const protocolVersions: number[] = [];
+  v.forEach((n, i) => {
+    if (typeof n !== 'number' || !SUPPORTED_PROTOCOL_VERSIONS.includes(n)) issues.push(`protocolVersions[${i}] ${JSON.stringify(n)} is not a protocol version this runner implements (${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`);
+    else protocolVersions.push(n);
+  });
+  return protocolVersions;
+}
+
+/** `platforms`: a non-empty list of OCI platforms `{ os, architecture, variant? }` (the default's copy when invalid). */
+function parsePlatforms(issues: string[], v: unknown, fallback: OperatorPolicy['platforms']): OperatorPolicy['platforms'] {
+  if (!Array.isArray(v) || v.length === 0) {
+    issues.push('platforms must be a non-empty array of { os, architecture, variant? }');
+    return fallback.map((p) => ({ ...p }));
+  }
+  const platforms: { os: string; architecture: string; variant?: string }[] = [];
+  v.forEach((p, i) => {
+    if (!isObject(p)) {
+      issues.push(`platforms[${i}] must be an object { os, architecture, variant? }`);
+      return;
+    }
+    unknown(issues, `platforms[${i}]`, p, ['os', 'architecture', 'variant']);
+    let ok = true;
+    for (const k of ['os', 'architecture'] as const) {
+      if (typeof p[k] !== 'string' || !PLATFORM_PART_RE.test(p[k])) {
+        issues.push(`platforms[${i}].${k} must be a lower-case OCI platform value`);
+        ok = false;
+      }
+    }
+    if (p.variant !== undefined && (typeof p.variant !== 'string' || !PLATFORM_PART_RE.test(p.variant))) {
+      issues.push(`platforms[${i}].variant must be a lower-case OCI platform value when present`);
+      ok = false;
+    }
+    if (ok) platforms.push({ os: p.os as string, architecture: p.architecture as string, ...(p.variant !== undefined ? { variant: p.variant as string } : {}) });
+  });
+  return platforms;
+}
+
+/** `prestart`: the warm-pool settings over the defaults, and the publishers whose code is started ahead. */
+function parsePrestart(issues: string[], v: unknown, d: PrestartPolicy): PrestartPolicy {
+  const fallback = { ...d, publishers: [...d.publishers] };
+  if (!isObject(v)) {
+    issues.push('prestart must be an object { perCode, total, maxMemoryMb, idleMs, idleCpuMs, publishers }');
+    return fallback;
+  }
+  unknown(issues, 'prestart', v, PRESTART_SETTINGS);
+  const given = v.publishers;
+  const trusted = given === undefined ? fallback.publishers : stringList(issues, 'prestart.publishers', given, isDid, 'a DID');
+  const prestart = { ...d, ...(v as Partial<PrestartPolicy>), publishers: trusted ?? [] };
+  for (const k of PRESTART_KEYS) {
+    const n = prestart[k];
+    const zeroOk = k === 'perCode' || k === 'total';
+    if (!(typeof n === 'number' && Number.isSafeInteger(n) && (n > 0 || (zeroOk && n === 0)))) issues.push(`prestart.${k} must be a ${zeroOk ? 'non-negative' : 'positive'} integer (got ${JSON.stringify(n)})`);
+  }
+  return prestart;
+}
+
 /**
  * Parses and validates an operator policy (JSON text or an already-parsed value). Omitted fields take
  * DEFAULT_OPERATOR_POLICY's values. Throws ValidationError `OPERATOR_POLICY_INVALID` listing every issue.
@@ -223,46 +285,8 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
   unknown(issues, '', value, TOP_KEYS);
   const d = DEFAULT_OPERATOR_POLICY;
 
-  let protocolVersions = [...d.protocolVersions];
-  if (value.protocolVersions !== undefined) {
-    const v = value.protocolVersions;
-    if (!Array.isArray(v) || v.length === 0) issues.push('protocolVersions must be a non-empty array');
-    else {
-      protocolVersions = [];
-      v.forEach((n, i) => {
-        if (typeof n !== 'number' || !SUPPORTED_PROTOCOL_VERSIONS.includes(n)) issues.push(`protocolVersions[${i}] ${JSON.stringify(n)} is not a protocol version this runner implements (${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`);
-        else protocolVersions.push(n);
-      });
-    }
-  }
-
-  let platforms = d.platforms.map((p) => ({ ...p }));
-  if (value.platforms !== undefined) {
-    const v = value.platforms;
-    if (!Array.isArray(v) || v.length === 0) issues.push('platforms must be a non-empty array of { os, architecture, variant? }');
-    else {
-      platforms = [];
-      v.forEach((p, i) => {
-        if (!isObject(p)) {
-          issues.push(`platforms[${i}] must be an object { os, architecture, variant? }`);
-          return;
-        }
-        unknown(issues, `platforms[${i}]`, p, ['os', 'architecture', 'variant']);
-        let ok = true;
-        for (const k of ['os', 'architecture'] as const) {
-          if (typeof p[k] !== 'string' || !PLATFORM_PART_RE.test(p[k])) {
-            issues.push(`platforms[${i}].${k} must be a lower-case OCI platform value`);
-            ok = false;
-          }
-        }
-        if (p.variant !== undefined && (typeof p.variant !== 'string' || !PLATFORM_PART_RE.test(p.variant))) {
-          issues.push(`platforms[${i}].variant must be a lower-case OCI platform value when present`);
-          ok = false;
-        }
-        if (ok) platforms.push({ os: p.os as string, architecture: p.architecture as string, ...(p.variant !== undefined ? { variant: p.variant as string } : {}) });
-      });
-    }
-  }
+  const protocolVersions = value.protocolVersions === undefined ? [...d.protocolVersions] : parseProtocolVersions(issues, value.protocolVersions, d.protocolVersions);
+  const platforms = value.platforms === undefined ? d.platforms.map((p) => ({ ...p })) : parsePlatforms(issues, value.platforms, d.platforms);
 
   const publishers = value.publishers === undefined ? [...d.publishers] : stringList(issues, 'publishers', value.publishers, isDid, 'a DID');
   const registries = value.registries === undefined ? [...d.registries] : stringList(issues, 'registries', value.registries, (s) => REGISTRY_RE.test(s), 'a registry host[:port]');
@@ -323,21 +347,7 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
   const isolation = value.isolation ?? d.isolation;
   if (isolation !== 'runc' && isolation !== 'runsc') issues.push(`isolation must be "runc" or "runsc" (got ${JSON.stringify(isolation)})`);
 
-  let prestart: PrestartPolicy = { ...d.prestart, publishers: [...d.prestart.publishers] };
-  if (value.prestart !== undefined) {
-    if (!isObject(value.prestart)) issues.push('prestart must be an object { perCode, total, maxMemoryMb, idleMs, idleCpuMs, publishers }');
-    else {
-      unknown(issues, 'prestart', value.prestart, PRESTART_SETTINGS);
-      const given = value.prestart.publishers;
-      const trusted = given === undefined ? prestart.publishers : stringList(issues, 'prestart.publishers', given, isDid, 'a DID');
-      prestart = { ...d.prestart, ...(value.prestart as Partial<PrestartPolicy>), publishers: trusted ?? [] };
-      for (const k of PRESTART_KEYS) {
-        const v = prestart[k];
-        const zeroOk = k === 'perCode' || k === 'total';
-        if (!(typeof v === 'number' && Number.isSafeInteger(v) && (v > 0 || (zeroOk && v === 0)))) issues.push(`prestart.${k} must be a ${zeroOk ? 'non-negative' : 'positive'} integer (got ${JSON.stringify(v)})`);
-      }
-    }
-  }
+  const prestart = value.prestart === undefined ? { ...d.prestart, publishers: [...d.prestart.publishers] } : parsePrestart(issues, value.prestart, d.prestart);
 
   let executions: ExecutionConcurrency = { ...d.executions };
   if (value.executions !== undefined) {

@@ -19,6 +19,10 @@
 import type { RecordedEvent } from '../../domain/events.ts';
 import { RunlogError } from '../../domain/errors.ts';
 import type { StreamInfo } from '../event-store.ts';
+import type { IterateEventsOptions } from '../sqlite-event-store.ts';
+
+/** Events per page of iterate(). */
+const PAGE = 1000;
 
 /** A synchronous read reached events this supervisor does not hold (an ended actor's, paged out): read them asynchronously. */
 export class PagedOutError extends RunlogError {
@@ -308,5 +312,16 @@ export class LogCopy {
     if (!this.holdsAfter(afterSeq)) throw new PagedOutError({ afterSeq, floor: this.floorSeq });
     const from = this.indexAfter(afterSeq);
     return this.events.slice(from, limit !== undefined && limit >= 0 ? from + limit : undefined);
+  }
+
+  /** Held events read a page at a time: one stream in version order (`from`, `to`), or the log after `afterSeq` up to `toSeq`. */
+  *iterate(options: IterateEventsOptions = {}): IterableIterator<RecordedEvent> {
+    if (options.stream !== undefined) {
+      // Held events are read a page at a time (a paged-in history is a cache: nothing is copied twice).
+      const to = Math.min(options.to ?? Number.MAX_SAFE_INTEGER, this.streamVersion(options.stream));
+      for (let v = Math.max(1, options.from ?? 1); v <= to; v += PAGE) yield* this.read(options.stream, v, Math.min(to, v + PAGE - 1));
+      return;
+    }
+    yield* this.after(options.afterSeq ?? 0, options.toSeq ?? Number.MAX_SAFE_INTEGER);
   }
 }

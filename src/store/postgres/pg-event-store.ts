@@ -4,11 +4,11 @@
 // append_events in pg-schema.ts for how, and what it costs), so following the log by position never skips an
 // event. Projections registered with the store fold inside the append's transaction.
 import pg from 'pg';
-import { FencedError, ForeignDatabaseError, RunlogError, StoreVersionError, StoreWriteError } from '../../domain/errors.ts';
+import { FencedError, RunlogError } from '../../domain/errors.ts';
 
 export { FencedError };
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
-import { GENESIS, eventHash, type ChainCheck, type ChainedEventFields } from '../chain.ts';
+import type { ChainCheck } from '../chain.ts';
 import { toSnapshot, type SnapshotRecord, type SnapshotRow } from '../event-store.ts';
 import {
   toJson,
@@ -32,8 +32,13 @@ import { upcastRecorded } from '../upcast-recorded.ts';
 import { defaultUpcasters, type UpcasterRegistry } from '../upcasters.ts';
 import { appendInTransaction, type AppendInput, type AppendRow, type Encoded, type Fence } from './pg-append.ts';
 import { sqlState, withRetries } from './pg-retry.ts';
-import { MIGRATE_LOCK_CLASS, PG_APPLICATION, PG_LATEST_SCHEMA, PG_MIGRATIONS } from './pg-schema.ts';
-import { rebuildProjectionPg } from './pg-rebuild.ts';
+import { checkChain } from './chain-check.ts';
+import { rebuildProjectionPg } from './projection-rebuild.ts';
+import { CommitListener } from './commit-listener.ts';
+import { checkout, DEFAULT_HOLD_LIMIT_MS, makePool, migrate, redactUrl, StoreUnavailableError, translate } from './connection.ts';
+
+export type { ChainRow } from './chain-check.ts';
+export { redactUrl, StoreNotDurableError, StoreUnavailableError } from './connection.ts';
 
 export type { Fence };
 
@@ -58,47 +63,7 @@ export interface PgEventStoreOptions extends PortOptions {
 
 export type AppendFaultHook = (point: 'append-locked', detail: { eventType: string }) => void;
 
-/** PostgreSQL is not answering (or the connection broke mid-call). */
-export class StoreUnavailableError extends RunlogError {
-  constructor(where: string, reason: string, options?: { cause?: unknown }) {
-    super(
-      'STORE_UNAVAILABLE',
-      `PostgreSQL at ${where} is not answering (${reason}). Start it (\`npm run setup\` does, on this machine); an append that was cut off may or may not have committed: read the stream to see.`,
-      { where, reason },
-      options,
-    );
-  }
-}
 
-/** The server would acknowledge commits that are not yet on disk. */
-export class StoreNotDurableError extends RunlogError {
-  constructor(where: string, setting: string, value: string) {
-    super('STORE_NOT_DURABLE', `PostgreSQL at ${where} has ${setting}=${value}: a commit could be lost after it was acknowledged. runlog needs synchronous_commit on and fsync on.`, { where, setting, value });
-  }
-}
-
-const INT8 = 20;
-const DEFAULT_HOLD_LIMIT_MS = 10_000;
-
-/**
- * A pool of sessions on the log's schema: durable on commit whatever the server or role default; search_path pins
- * the schema; READ COMMITTED (append_events needs a fresh snapshot per statement, pg-schema.ts); lock waits and
- * idle transactions bounded (holdLimitMs).
- */
-function makePool(url: string, schema: string, max: number, holdLimitMs: number): pg.Pool {
-  const limit = Math.max(100, Math.round(holdLimitMs));
-  const pool = new pg.Pool({
-    connectionString: url,
-    max,
-    connectionTimeoutMillis: 10_000,
-    options: `-c search_path=${schema} -c synchronous_commit=on -c default_transaction_isolation=read\\ committed -c lock_timeout=${limit} -c idle_in_transaction_session_timeout=${limit}`,
-    // int8 (positions) as numbers: exact up to 2^53, far beyond any log.
-    types: { getTypeParser: ((oid: number, format?: 'text' | 'binary') => (oid === INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format))) as never },
-  });
-  // An idle client's error (the server restarting) must not crash the process; the next query reports it.
-  pool.on('error', () => {});
-  return pool;
-}
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 const PAGE = 1000;
 const COLUMNS = 'seq, stream, version, type, schema, data, meta, at';
@@ -143,12 +108,6 @@ export interface StreamSummary {
   node: string | null;
 }
 
-/** A row as the chain check reads it: data and meta as the server's text of the stored jsonb (what the link hashed). */
-export interface ChainRow extends ChainedEventFields {
-  data: string;
-  meta: string;
-  hash: Buffer | null;
-}
 
 interface EventRow {
   seq: number;
@@ -161,56 +120,6 @@ interface EventRow {
   at: string;
 }
 
-/** A URL without its password, for messages. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '(unparsable PostgreSQL URL)';
-  }
-}
-
-const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH']);
-
-/**
- * Maps node-postgres failures onto runlog's typed errors. A connection that broke between two statements of a
- * transaction (the server restarting, its postmaster killed) fails the next one with a plain Error ("Client has
- * encountered a connection error and is not queryable"): unavailable too, so an observed fact's append waits.
- */
-function translate(where: string, err: unknown): unknown {
-  if (err instanceof RunlogError) return err;
-  const code = typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : '';
-  const msg = err instanceof Error ? err.message : String(err);
-  if (CONNECTION_CODES.has(code) || code.startsWith('08') || code === '25P03' || code === '57P01' || code === '57P02' || code === '57P03' || /Connection terminated|connection timeout|is not queryable/i.test(msg)) {
-    return new StoreUnavailableError(where, code ? `${code}: ${msg}` : msg, { cause: err });
-  }
-  if (code === '53100' || code === '53200' || code.startsWith('58')) return new StoreWriteError(where, `${code}: ${msg}`, { cause: err });
-  return err;
-}
-
-/**
- * Checks a client out of the pool for a transaction. While a client is checked out the pool no longer listens for
- * its errors, and node-postgres emits a connection that breaks between two statements (the server restarting, its
- * postmaster killed) as an 'error' event: unheard, it ends the process. Heard here, the next statement (or the
- * release) finds the connection gone; `release` then destroys the client instead of pooling it.
- */
-async function checkout(pool: pg.Pool): Promise<{ client: pg.PoolClient; release(broken?: boolean): void }> {
-  const client = await pool.connect();
-  let lost = false;
-  const onError = (): void => {
-    lost = true;
-  };
-  client.on('error', onError);
-  return {
-    client,
-    release(broken = false) {
-      client.removeListener('error', onError);
-      client.release(broken || lost);
-    },
-  };
-}
 
 export class PgEventStore implements EventStorePort {
   readonly description: string;
@@ -226,11 +135,8 @@ export class PgEventStore implements EventStorePort {
   private closed = false;
   private readonly url: string;
   readonly channel: string;
-  /** Who hears of other processes' commits (LISTEN on one dedicated connection, made when the first one asks). */
-  private readonly listeners = new Set<() => void>();
-  private listener: pg.Client | null = null;
-  private relisten: NodeJS.Timeout | undefined;
   private readonly faults: AppendFaultHook | undefined;
+  private readonly commits: CommitListener;
 
   private readonly leasePool: pg.Pool;
 
@@ -240,6 +146,7 @@ export class PgEventStore implements EventStorePort {
     this.description = `${redactUrl(options.url)} (schema ${schema})`;
     this.url = options.url;
     this.channel = notifyChannel(schema);
+    this.commits = new CommitListener(options.url, this.channel);
     this.schema = schema;
     this.pool = pool;
     this.projections = new ProjectionSet(options.projections);
@@ -554,69 +461,13 @@ export class PgEventStore implements EventStorePort {
     return this.withClient(async (client) => {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
       try {
-        return await this.checkChain(async <R extends pg.QueryResultRow>(sql: string, params: unknown[]) => (await client.query<R>(sql, params)).rows, options.afterSeq ?? 0);
+        return await checkChain(async <R extends pg.QueryResultRow>(sql: string, params: unknown[]) => (await client.query<R>(sql, params)).rows, options.afterSeq ?? 0);
       } finally {
         await client.query('COMMIT');
       }
     });
   }
 
-  private async checkChain(query: <R extends pg.QueryResultRow>(sql: string, params: unknown[]) => Promise<R[]>, afterSeq: number): Promise<ChainCheck> {
-    let prev: Buffer = GENESIS;
-    let cursor = Math.max(0, afterSeq);
-    if (cursor > 0) {
-      const [before] = await query<{ seq: number; hash: Buffer }>('SELECT seq, hash FROM events WHERE seq <= $1 ORDER BY seq DESC LIMIT 1', [cursor]);
-      if (before) {
-        prev = before.hash;
-        cursor = before.seq;
-      } else cursor = 0;
-    }
-    const gaps = new Map((await query<{ seq: number; from_seq: number; hash: Buffer }>('SELECT seq, from_seq, hash FROM chain_gaps WHERE seq >= $1', [cursor])).map((g) => [g.seq, g]));
-    // A recorded hole must cover all of what is missing (from_seq..seq): events deleted around it are still damage.
-    const gap = (end: number, from: number): Buffer | undefined => {
-      const g = gaps.get(end);
-      return g && g.from_seq <= from ? g.hash : undefined;
-    };
-    let events = 0;
-    let lastSeq = cursor;
-    for (;;) {
-      const rows = await query<ChainRow>(
-        `SELECT seq, stream, version, type, schema, at, data::text AS data, meta::text AS meta, hash FROM events WHERE seq > $1 ORDER BY seq LIMIT ${PAGE * 10}`,
-        [lastSeq],
-      );
-      for (const r of rows) {
-        if (r.seq !== lastSeq + 1) {
-          const link = gap(r.seq - 1, lastSeq + 1);
-          // The first missing position is named (as before retention existed), not the event after the hole.
-          if (!link) return { ok: false, events, seq: lastSeq + 1, stream: null, version: null, reason: `events ${lastSeq + 1}..${r.seq - 1} are missing (and no archive recorded them)` };
-          prev = link;
-        }
-        const want = eventHash(prev, r.seq, r.stream, r.version, r.type, r.schema, r.at, r.data, r.meta);
-        if (!r.hash || !want.equals(r.hash)) {
-          return { ok: false, events, seq: r.seq, stream: r.stream, version: r.version, reason: r.hash ? 'its bytes do not match its hash (changed after it was written)' : 'the event has no hash' };
-        }
-        prev = r.hash;
-        lastSeq = r.seq;
-        events += 1;
-      }
-      if (rows.length < PAGE * 10) break;
-    }
-    const [head] = await query<{ seq: number; hash: Buffer }>('SELECT seq, hash FROM chain_head WHERE id = 1', []);
-    const headSeq = head?.seq ?? 0;
-    const archivedTail = headSeq > lastSeq ? gap(headSeq, lastSeq + 1) : undefined;
-    if (archivedTail) {
-      // The log's last events were archived: the head names the last archived link.
-      if (!archivedTail.equals(head!.hash)) return { ok: false, events, seq: headSeq, stream: null, version: null, reason: `the chain's head (seq ${headSeq}) does not match the archived link recorded for it` };
-      return { ok: true, events, lastSeq: headSeq, lastHash: head!.hash };
-    }
-    if (headSeq > lastSeq) {
-      return { ok: false, events, seq: lastSeq + 1, stream: null, version: null, reason: `the chain's head is at seq ${headSeq} but the log ends at seq ${lastSeq} (events are missing from its end)` };
-    }
-    if (headSeq < lastSeq || !(head?.hash ?? GENESIS).equals(prev)) {
-      return { ok: false, events, seq: lastSeq, stream: null, version: null, reason: `the chain's head (seq ${headSeq}) does not name the last event (seq ${lastSeq})` };
-    }
-    return { ok: true, events, lastSeq, lastHash: prev };
-  }
 
   /** The newest snapshot of each of these streams that has one. */
   async latestSnapshots(streams: readonly string[]): Promise<SnapshotRecord[]> {
@@ -678,56 +529,14 @@ export class PgEventStore implements EventStorePort {
     return r!.s;
   }
 
+
   /**
-   * Calls `onCommit` whenever any process commits an append to this log (LISTEN/NOTIFY on a connection of its
-   * own, reconnected after an error; after a reconnect it is called once, since notifications sent meanwhile are
-   * lost). A wake-up, not a delivery: the caller reads by position, and keeps polling as the fallback.
+   * Calls `onCommit` whenever any process commits an append to this log (LISTEN/NOTIFY, commit-listener.ts). A
+   * wake-up, not a delivery: the caller reads by position, and keeps polling as the fallback.
    */
   listen(onCommit: () => void): () => void {
     this.open();
-    this.listeners.add(onCommit);
-    if (!this.listener && !this.relisten) void this.connectListener(false);
-    return () => {
-      this.listeners.delete(onCommit);
-      if (this.listeners.size === 0) this.stopListening();
-    };
-  }
-
-  private async connectListener(reconnected: boolean): Promise<void> {
-    this.relisten = undefined;
-    if (this.closed || this.listeners.size === 0) return;
-    const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 10_000 });
-    this.listener = client;
-    const retry = (): void => {
-      if (this.listener !== client) return;
-      this.listener = null;
-      client.end().catch(() => undefined);
-      if (!this.closed && this.listeners.size > 0 && !this.relisten) {
-        this.relisten = setTimeout(() => void this.connectListener(true), 1000);
-        this.relisten.unref();
-      }
-    };
-    client.on('error', retry);
-    client.on('end', retry);
-    client.on('notification', () => {
-      for (const l of this.listeners) l();
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN "${this.channel}"`);
-      // Commits made while it was not listening were not announced to it.
-      if (reconnected) for (const l of this.listeners) l();
-    } catch {
-      retry();
-    }
-  }
-
-  private stopListening(): void {
-    if (this.relisten) clearTimeout(this.relisten);
-    this.relisten = undefined;
-    const c = this.listener;
-    this.listener = null;
-    c?.end().catch(() => undefined);
+    return this.commits.listen(onCommit);
   }
 
   subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void | Promise<void>): Subscription {
@@ -763,67 +572,22 @@ export class PgEventStore implements EventStorePort {
     };
   }
 
+  /** Folds the whole log into projection `name` again: with nothing locked, put in place by one statement (projection-rebuild.ts). */
   async rebuildProjection(name: string): Promise<{ documents: number; events: number }> {
     this.open();
     const p = this.projections.get(name);
-    // Folded here with nothing locked, put in place by one statement that takes the append lock (pg-rebuild.ts).
-    return rebuildProjectionPg<EventRow>(name, {
-      sql: (text, params) => this.query(text, params),
-      columns: COLUMNS,
-      fold: (rows, docs) => {
-        for (const t of this.projections.targets(rows.map((r) => this.toRecorded(r)), p)) docs.set(t.id, foldDocument(t, docs.get(t.id) ?? null));
-      },
-      description: this.description,
-    });
+    const fold = (rows: EventRow[], docs: Map<string, unknown>) => {
+      for (const t of this.projections.targets(rows.map((r) => this.toRecorded(r)), p)) docs.set(t.id, foldDocument(t, docs.get(t.id) ?? null));
+    };
+    return rebuildProjectionPg<EventRow>(name, { sql: (text, params) => this.query(text, params), columns: COLUMNS, fold, description: this.description });
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     await Promise.all([...this.subscriptions].map((s) => s.close()));
     this.closed = true;
-    this.listeners.clear();
-    this.stopListening();
+    this.commits.close();
     await Promise.all([this.pool.end(), this.leasePool.end()]);
-  }
-}
-
-const DURABLE_COMMIT = new Set(['on', 'remote_apply', 'remote_write', 'local']);
-
-async function migrate(pool: pg.Pool, schema: string, where: string): Promise<void> {
-  const { client, release } = await checkout(pool);
-  try {
-    const { rows } = await client.query<{ sc: string; fsync: string }>("SELECT current_setting('synchronous_commit') AS sc, current_setting('fsync') AS fsync");
-    if (!DURABLE_COMMIT.has(rows[0]!.sc)) throw new StoreNotDurableError(where, 'synchronous_commit', rows[0]!.sc);
-    if (rows[0]!.fsync !== 'on') throw new StoreNotDurableError(where, 'fsync', rows[0]!.fsync);
-    await client.query('BEGIN');
-    // Another node migrating may take long (a whole log's chain in migration 4): wait for it, however long.
-    await client.query('SET LOCAL lock_timeout = 0');
-    // One migrator at a time per schema (two supervisors starting together).
-    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [MIGRATE_LOCK_CLASS, schema]);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
-    await client.query(`SET LOCAL search_path TO ${schema}`);
-    const present = await client.query<{ present: boolean }>("SELECT to_regclass(format('%I.runlog_schema', $1::text)) IS NOT NULL AS present", [schema]);
-    const marker = present.rows[0]!.present ? await client.query<{ application: string; version: number }>('SELECT application, version FROM runlog_schema') : null;
-    let version = 0;
-    if (marker && marker.rows.length > 0) {
-      if (marker.rows[0]!.application !== PG_APPLICATION) throw new ForeignDatabaseError(where, `schema ${schema} belongs to ${marker.rows[0]!.application}`);
-      version = marker.rows[0]!.version;
-    } else {
-      const others = await client.query<{ n: number }>('SELECT count(*)::integer AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1', [schema]);
-      if (others.rows[0]!.n > 0) throw new ForeignDatabaseError(where, `schema ${schema} holds ${others.rows[0]!.n} objects of another program`);
-    }
-    if (version > PG_LATEST_SCHEMA) throw new StoreVersionError(`${where} (schema ${schema})`, version, PG_LATEST_SCHEMA);
-    if (version < PG_LATEST_SCHEMA) {
-      if (version === 0) await client.query(`CREATE TABLE runlog_schema (application text NOT NULL, version integer NOT NULL); INSERT INTO runlog_schema VALUES ('${PG_APPLICATION}', 0)`);
-      for (let v = version; v < PG_LATEST_SCHEMA; v++) await client.query(PG_MIGRATIONS[v]!);
-      await client.query('UPDATE runlog_schema SET version = $1', [PG_LATEST_SCHEMA]);
-    }
-    await client.query('COMMIT');
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
-    throw err;
-  } finally {
-    release();
   }
 }
 

@@ -20,7 +20,6 @@
 // throws PAGED_OUT: never a shorter history. The CLI's one-shot commands open with pageOut and no recent window
 // (cli/inspection-log.ts) and page in the actor they read; verify opens without pageOut and holds the whole log. Archived events (pg-archive.ts) leave holes in the positions, so the copy goes by position,
 // never by index.
-import { hostname } from 'node:os';
 import { RunlogError } from '../../domain/errors.ts';
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
 import type {
@@ -39,79 +38,23 @@ import type {
 } from '../event-store.ts';
 import type { HostStore } from '../host-store.ts';
 import type { ClusterRecords } from '../../domain/cluster-nodes.ts';
-import { toJson, type Projection, type StreamAppend, type StreamAppendOutcome } from '../port.ts';
+import { toJson, type StreamAppend, type StreamAppendOutcome } from '../port.ts';
 import { EventEncodingError, type IterateEventsOptions } from '../sqlite-event-store.ts';
-import type { UpcasterRegistry } from '../upcasters.ts';
 import { FencedError } from '../../domain/errors.ts';
-import { PgEventStore, type AppendFaultHook, type StreamSummary } from './pg-event-store.ts';
+import { PgEventStore } from './pg-event-store.ts';
 import { splitStoreUrl } from './pg-url.ts';
-import { leasesToPickUp } from './lease-pickup.ts';
-import { Leases, type RenewalListener, type TakenLease } from './pg-leases.ts';
+import { REQUEST_KEEP_MS, type LeaseListener, type LoadStats, type PgHostStoreOptions } from './host-store-options.ts';
+import { ACTOR_STREAM, LeaseBeat } from './lease-beat.ts';
+import { CopyFollower } from './copy-follower.ts';
+import { loadBelowWindow } from './copy-load.ts';
+import { readClusterRecords, readNodeState, writeNodeRow } from './node-records.ts';
+import { Leases } from './pg-leases.ts';
 import { LogCopy, PagedOutError } from './log-copy.ts';
 
-export interface PgHostStoreOptions {
-  /** postgres://user:password@host:port/database (a `schema` query parameter picks the schema). */
-  url: string;
-  schema?: string;
-  /** Registered with the PostgreSQL store (they fold in the append's transaction). */
-  projections?: readonly Projection<any>[];
-  /** The projection whose documents are ps's rows (default `actors`), and how a document becomes a row (default: without its `snapshot` and `rev`). */
-  actorRows?: { projection: string; toRow?(doc: unknown): ActorRow };
-  upcasters?: UpcasterRegistry;
-  now?: () => string;
-  /** How often to look for events other processes committed (ms, default 250). 0: only when asked (one-shot commands). */
-  pollMs?: number;
-  maxConnections?: number;
-  faults?: AppendFaultHook;
-  /**
-   * Supervising as one node of a cluster: this node's name and its leases' time to live. Each live actor it
-   * creates or takes over is leased to it, and every append to an actor's stream is fenced by that lease.
-   * `renewals` hears how each renewal ended (the node's self-fence).
-   */
-  node?: { name: string; leaseTtlMs: number; collectGraceMs?: number; renewals?: RenewalListener };
-  /**
-   * Page ended actors' events out of memory (a supervisor: log-copy.ts). They are read from PostgreSQL when asked
-   * (pageIn, readAllAsync); a synchronous read that reaches them throws PagedOutError. `keepRecent`: how many of
-   * the newest positions are held whatever their stream (default 10,000). Unset: everything is held (one-shot readers).
-   * `requestStreams`: streams of requests with deadlines (the execution queue, placement), whose oldest events are
-   * paged out too, once older than the window and than `keepMs` (default 6 hours): readRecent() reads the rest.
-   */
-  pageOut?: { keepRecent?: number; pagedInStreams?: number; requestStreams?: { is(stream: string): boolean; keepMs?: number } };
-}
 
-/** How long a request stream's events are held whatever the window: longer than any request's deadline. */
-export const REQUEST_KEEP_MS = 6 * 3600_000;
-
-/** What a store's open read (loadStats): the events it read, and the ended actors' it summarised instead of reading. */
-export interface LoadStats {
-  /** The log's head when the open began (events after it committed while it ran: read, and their rows again). */
-  before: number;
-  /** Events read from PostgreSQL at open (every one the copy holds, plus ended actors' in the recent window). */
-  eventsRead: number;
-  /** Ended actors' streams whose events below the recent window were summarised (one row each), not read. */
-  streamsSummarised: number;
-  /** How many events those summaries stood for. */
-  eventsSummarised: number;
-  /** Request streams' oldest events (older than the window and than their keepMs): neither read nor held. */
-  requestEventsPagedOut: number;
-}
-
-/** What the cluster tells the supervisor about leases (see runlog.ts / actors/cluster.ts). */
-export interface LeaseListener {
-  /** Leases this node turned out to have lost (it was paused or cut off past their expiry and someone took them). */
-  lost(streams: string[]): void;
-  /** Leases this node took over from a node that let them expire (the copy of the log has caught up first). */
-  taken(leases: TakenLease[]): void;
-  /** Whether the node's host has the actor in memory (live, or being created): a lease of one it lacks is picked up. */
-  running?(stream: string): boolean;
-  /** Leases this node held but whose actors it did not run (a claim's reply was lost), now adopted: rehydrate them. */
-  pickUp?(streams: string[]): void;
-}
-
-/** Every how many beats (a beat is ttl/3) the node looks for leases it holds but does not run. */
-const PICKUP_EVERY_BEATS = 3;
 
 export { splitStoreUrl };
+export { REQUEST_KEEP_MS, type LeaseListener, type LoadStats, type PgHostStoreOptions } from './host-store-options.ts';
 
 const PAGE = 1000;
 /** The newest positions a paging-out copy holds whatever their stream (followers and subscribers read from there). */
@@ -120,7 +63,19 @@ const KEEP_RECENT = 10_000;
 const rowSelect = (doc: string): string => `SELECT ${doc} AS doc, a.file AS archived_to, a.created_at AS archived_at FROM projection_documents d
   LEFT JOIN tombstones t ON t.stream = d.id LEFT JOIN archives a ON a.id = t.archive`;
 type RowDoc = { doc: unknown; archived_to: string | null; archived_at: string | null };
-const ACTOR_STREAM = /^(instance|execution)-/;
+
+/** The outcome of a request with an event JSON cannot encode (it fails alone), or null. */
+function unencodable(r: AppendRequest): AppendOutcome | null {
+  for (const e of r.events) {
+    try {
+      toJson(e.data, 'data');
+      toJson(e.meta ?? {}, 'meta');
+    } catch (err) {
+      return { ok: false, error: new EventEncodingError(r.stream, e.type, (err as Error).message, { cause: err }) };
+    }
+  }
+  return null;
+}
 
 export class PgHostStore implements HostStore {
   readonly file: string;
@@ -146,25 +101,15 @@ export class PgHostStore implements HostStore {
   private compactDue = false;
   /** Ingestion into the copy, one step at a time, in position order. */
   private chain: Promise<unknown> = Promise.resolve();
-  private timer: NodeJS.Timeout | undefined;
-  private polling = false;
-  private pollAgain = false;
-  private unlisten: (() => void) | undefined;
-  private polls = 0;
+  /** Follows other processes' commits into the copy (copy-follower.ts). */
+  private readonly follower: CopyFollower;
   private closed = false;
   private readonly rowsProjection: string;
   /** This node's leases (null: not supervising as a cluster node). */
   readonly leases: Leases | null;
-  private leaseTimer: NodeJS.Timeout | undefined;
-  private listener: LeaseListener | undefined;
-  private readonly ending = new Set<string>();
+  /** This node's beat: renewals, releases, take-overs and pick-ups (lease-beat.ts; null: not a cluster node). */
+  private readonly leaseBeat: LeaseBeat | null;
   private readonly inflight = new Set<Promise<unknown>>();
-  private beating = false;
-  /** Streams whose claim (a new actor's lease, in its first event's transaction) is on its way to PostgreSQL. */
-  private readonly claiming = new Set<string>();
-  private beats = 0;
-  /** Look for leases held but not run at the next beat (PostgreSQL answered again, or a lost reply was found committed). */
-  private pickupDue = false;
   private readonly toRow: (doc: unknown) => ActorRow;
   /**
    * The rows' query. With the default toRow (which drops `snapshot` and `rev`) the server drops them: an actor's
@@ -180,7 +125,9 @@ export class PgHostStore implements HostStore {
   ) {
     this.file = pg.description;
     this.leases = options.node ? new Leases(pg, options.node.name, options.node.leaseTtlMs, options.node.collectGraceMs ?? options.node.leaseTtlMs, options.node.renewals ? { renewals: options.node.renewals } : {}) : null;
+    this.leaseBeat = this.leases ? new LeaseBeat(this.leases, () => this.serial(() => this.catchUp()), () => this.closed) : null;
     this.rowsProjection = options.actorRows?.projection ?? 'actors';
+    this.follower = new CopyFollower(pg, () => this.serial(() => this.catchUp()), () => this.refreshNodes(), () => this.closed);
     // The default row is the document without `snapshot` and `rev`, and the server drops both (one jsonb delete
     // of the two keys: two deletes rebuilt each document twice): the document read is the row, copied no more.
     this.toRow = options.actorRows?.toRow ?? ((doc: unknown) => doc as ActorRow);
@@ -218,11 +165,7 @@ export class PgHostStore implements HostStore {
       throw err;
     }
     const pollMs = options.pollMs ?? 250;
-    if (pollMs > 0) {
-      store.timer = setInterval(() => void store.poll(), pollMs);
-      store.timer.unref();
-      store.follow();
-    }
+    if (pollMs > 0) store.follower.start(pollMs);
     return store;
   }
 
@@ -254,7 +197,7 @@ export class PgHostStore implements HostStore {
       this.pg.eachRow<RowDoc>(`${this.rowSelect} WHERE d.projection = $1`, [this.rowsProjection], (d) => this.putRow(d)),
       pageBelow > 0 ? this.pg.summarizeStreams(pageBelow) : [],
     ]);
-    if (pageBelow > 0) await this.loadBelow(pageBelow, summaries);
+    if (pageBelow > 0) await loadBelowWindow(this.pg, this.copy, pageBelow, summaries, { put: (e, below) => this.put(e, below), lastNode: this.lastNode, loaded: this.loaded });
     const late = new Set<string>();
     for await (const e of this.pg.readAll({ from: pageBelow + 1 })) {
       this.put(e, pageBelow);
@@ -269,53 +212,6 @@ export class PgHostStore implements HostStore {
     await this.refreshNodes();
   }
 
-  /**
-   * Positions 1..pageBelow (all committed before the open read the head, so nothing appears there later): the
-   * streams the copy holds are read in full, in position order; each ended actor's events there become a stub
-   * (log-copy.ts), exactly what put() leaves when it drops them, and its node (placement) from the summary.
-   * Whether a stream has ended is the rows' word, read before, as put() asks it.
-   */
-  private async loadBelow(pageBelow: number, summaries: readonly StreamSummary[]): Promise<void> {
-    const paged: StreamSummary[] = [];
-    const held: string[] = [];
-    const requests: StreamSummary[] = [];
-    for (const s of summaries) {
-      if (this.copy.ended(s.stream)) paged.push(s);
-      else if (this.copy.tail(s.stream)) requests.push(s);
-      else held.push(s.stream);
-    }
-    // A page of streams at a time; the pages' events are merged into position order before the copy takes them.
-    const events: RecordedEvent[] = [];
-    for (let i = 0; i < held.length; i += PAGE) for (const e of await this.pg.readStreamsUpTo(held.slice(i, i + PAGE), pageBelow)) events.push(e);
-    if (requests.length > 0) {
-      // A request stream's events from the oldest one that is not older than the copy's tailSince() (all of them
-      // below the window here): its older ones become a stub, as an ended actor's do, before its newer ones.
-      const newest = await this.pg.readStreamsSince(
-        requests.map((s) => s.stream),
-        pageBelow,
-        new Date(this.copy.tailSince()).toISOString(),
-      );
-      const first = new Map<string, RecordedEvent>();
-      for (const e of newest) if (!first.has(e.stream)) first.set(e.stream, e);
-      for (const s of requests) {
-        const f = first.get(s.stream);
-        if (f && f.version === 1) continue;
-        this.copy.stub(f ? { ...s, version: f.version - 1, lastSeq: f.seq - 1 } : s);
-        this.loaded.requestEventsPagedOut += f ? f.version - 1 : s.events;
-      }
-      for (const e of newest) events.push(e);
-    }
-    if (held.length > PAGE || requests.length > 0) events.sort((a, b) => a.seq - b.seq);
-    for (const e of events) this.put(e, pageBelow);
-    this.loaded.eventsRead += events.length;
-    // After the held events (the copy's head is the highest position it has seen), before the window's.
-    for (const s of paged) {
-      this.copy.stub(s);
-      if (s.node !== null) this.lastNode.set(s.stream, s.node);
-      this.loaded.streamsSummarised += 1;
-      this.loaded.eventsSummarised += s.events;
-    }
-  }
 
   private putRow(d: RowDoc): void {
     const row = this.toRow(d.doc);
@@ -386,43 +282,15 @@ export class PgHostStore implements HostStore {
     for (const d of await this.pg.sql<RowDoc>(`${this.rowSelect} WHERE d.projection = $1 AND d.id = ANY($2::text[])`, [this.rowsProjection, [...streams]])) this.putRow(d);
   }
 
+
   private async refreshNodes(): Promise<void> {
-    // Beats carry PostgreSQL's time; their age is taken on that clock and the beat handed out on this reader's, so
-    // `supervision(readHeartbeat(), now())` (ps, inspect, /api/status) judges it right even on a skewed host.
-    const [r] = await this.pg.sql<{ node: string; pid: number; started_at: string; beat_at: string; interval_ms: number; stopped_at: string | null; age_ms: number }>(
-      `SELECT node, pid, started_at, beat_at, interval_ms, stopped_at, (extract(epoch FROM clock_timestamp() - beat_at::timestamptz) * 1000)::float8 AS age_ms
-         FROM nodes ORDER BY (stopped_at IS NULL) DESC, beat_at DESC LIMIT 1`,
-      [],
-    );
-    this.heartbeat = r ? { node: r.node, pid: r.pid, startedAt: r.started_at, beatAt: new Date(Date.now() - Math.max(0, r.age_ms)).toISOString(), intervalMs: r.interval_ms, stoppedAt: r.stopped_at } : null;
-    this.owners = new Map((await this.pg.sql<{ stream: string; node: string }>('SELECT stream, node FROM leases', [])).map((l) => [l.stream, l.node]));
-    const [sz] = await this.pg.sql<{ n: number }>("SELECT (pg_total_relation_size('events') + pg_total_relation_size('projection_documents'))::bigint AS n", []);
-    this.size = sz?.n ?? 0;
+    ({ heartbeat: this.heartbeat, owners: this.owners, size: this.size } = await readNodeState(this.pg));
   }
 
-  /** Other processes' commits wake the copy at once (LISTEN/NOTIFY); the polling timer stays as the fallback. */
-  private follow(): void {
-    this.unlisten ??= this.pg.listen(() => {
-      if (this.polling) this.pollAgain = true; // a commit announced while a look is out: look once more after it
-      else void this.poll();
-    });
-  }
 
   /** One look at PostgreSQL for other processes' commits (skipped while the last look is still out). */
-  async poll(): Promise<void> {
-    if (this.polling || this.closed) return;
-    this.polling = true;
-    try {
-      do {
-        this.pollAgain = false;
-        await this.serial(() => this.catchUp());
-      } while (this.pollAgain && !this.closed);
-      if ((this.polls += 1) % 8 === 0) await this.refreshNodes();
-    } catch {
-      // PostgreSQL briefly unreachable: the next poll tries again (appends report their own errors).
-    } finally {
-      this.polling = false;
-    }
+  poll(): Promise<void> {
+    return this.follower.poll();
   }
 
   private notify(): void {
@@ -451,29 +319,9 @@ export class PgHostStore implements HostStore {
 
   private async appendSent(requests: readonly AppendRequest[]): Promise<AppendOutcome[]> {
     // Like SQLite: an event JSON cannot encode fails its own request, not the batch it was committed with.
-    const outcomes: (AppendOutcome | null)[] = requests.map((r) => {
-      for (const e of r.events) {
-        try {
-          toJson(e.data, 'data');
-          toJson(e.meta ?? {}, 'meta');
-        } catch (err) {
-          return { ok: false, error: new EventEncodingError(r.stream, e.type, (err as Error).message, { cause: err }) };
-        }
-      }
-      return null;
-    });
-    // A cluster node appends to an actor's stream only under its lease: a new actor's is claimed in the append's
-    // own transaction (lease and first event commit together); a stream whose lease it does not hold is refused
-    // here, one it holds is checked again in the append's transaction.
-    const claim = new Set<string>();
-    if (this.leases) {
-      for (const [i, r] of requests.entries()) {
-        if (outcomes[i] !== null || !ACTOR_STREAM.test(r.stream) || this.leases.owns(r.stream)) continue;
-        const fresh = r.options.expectedVersion === 'no-stream' || r.options.expectedVersion === 0;
-        if (fresh) claim.add(r.stream);
-        else outcomes[i] = { ok: false, error: new FencedError(r.stream, this.leases.node) };
-      }
-    }
+    const outcomes: (AppendOutcome | null)[] = requests.map(unencodable);
+    // A cluster node appends to an actor's stream only under its lease (lease-beat.ts: claims and refusals).
+    const claim = this.leaseBeat ? this.leaseBeat.gate(requests, outcomes) : new Set<string>();
     const sent = requests.filter((_, i) => outcomes[i] === null);
     // A cluster node signs what it appends (meta.node): ps and the inspector say where an actor last ran.
     const node = this.leases?.node;
@@ -483,24 +331,24 @@ export class PgHostStore implements HostStore {
     const claimed = new Map<string, number>();
     const fence = this.leases ? { fence: { node: this.leases.node, tokens: this.leases.held, ttlMs: this.leases.ttlMs, ...(claim.size > 0 ? { claim: { streams: claim, ttlMs: this.leases.ttlMs, claimed } } : {}) } } : {};
     const snapshots = sent.some((r) => r.options.snapshot) ? { snapshots: sent.map((r) => r.options.snapshot) } : {};
-    for (const s of claim) this.claiming.add(s);
+    for (const s of claim) this.leaseBeat?.claiming.add(s);
     let results: StreamAppendOutcome[];
     try {
       results = appends.length > 0 ? await this.pg.appendMany(appends, { ...fence, ...snapshots }) : [];
     } catch (err) {
       // Cut off: a claim may have committed with its reply lost. Its lease then names this node, unknown to it:
       // the next beat looks (pickUp) once PostgreSQL answers.
-      if (claim.size > 0) this.pickupDue = true;
+      if (claim.size > 0) this.pickUpSoon();
       throw err;
     } finally {
-      for (const s of claim) this.claiming.delete(s);
+      for (const s of claim) this.leaseBeat?.claiming.delete(s);
     }
-    for (const [stream, token] of claimed) this.leases!.held.set(stream, token);
+    for (const [stream, token] of claimed) this.leases?.held.set(stream, token);
     const fenced: string[] = [];
     results.forEach((o, i) => {
       if (!o.ok && o.error instanceof FencedError && this.leases?.held.delete(sent[i]!.stream)) fenced.push(sent[i]!.stream);
       // An actor that ended gives its lease back at the next beat.
-      if (o.ok && sent[i]!.options.projection?.status === 'terminal') this.ending.add(sent[i]!.stream);
+      if (o.ok && sent[i]!.options.projection?.status === 'terminal') this.leaseBeat?.ending.add(sent[i]!.stream);
       const snap = sent[i]!.options.snapshot;
       if (o.ok && snap && snap.stream === sent[i]!.stream && snap.version === o.result.version) {
         if (sent[i]!.options.projection?.status === 'terminal') this.snapshots.delete(snap.stream);
@@ -508,7 +356,7 @@ export class PgHostStore implements HostStore {
       }
     });
     // A lease found taken at append time is lost like one found taken at renewal (the listener lets go of it).
-    if (fenced.length > 0) queueMicrotask(() => this.listener?.lost(fenced));
+    if (fenced.length > 0) this.leaseBeat?.lost(fenced);
     if (this.onAppend) this.onAppend((performance.now() - t0) / 1000, results.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0));
     // Into the copy, in position order, before anyone hears of it.
     await this.serial(async () => {
@@ -560,9 +408,10 @@ export class PgHostStore implements HostStore {
     }
   }
 
+
   /** Looks for leases held but not run at the next beat (a cut-off claim was found committed after all). */
   pickUpSoon(): void {
-    this.pickupDue = true;
+    if (this.leaseBeat) this.leaseBeat.pickupDue = true;
   }
 
   replaceProjection(): Promise<void> {
@@ -578,62 +427,17 @@ export class PgHostStore implements HostStore {
 
   /** Gives the stream's lease back at the next beat (an ended actor). */
   letGo(stream: string): void {
-    if (this.leases?.owns(stream)) this.ending.add(stream);
+    if (this.leases?.owns(stream)) this.leaseBeat?.ending.add(stream);
   }
 
   /** Starts beating: renew this node's leases, give back ended actors', take over expired ones (every ttl/3). */
   startLeases(listener: LeaseListener): void {
-    if (!this.leases || this.leaseTimer) return;
-    this.listener = listener;
-    this.leaseTimer = setInterval(() => void this.beat(), Math.max(50, Math.floor(this.leases.ttlMs / 3)));
-    this.leaseTimer.unref();
+    this.leaseBeat?.start(listener);
   }
 
   /** One beat (exposed for tests). */
   async beat(): Promise<void> {
-    const leases = this.leases;
-    if (!leases || this.beating || this.closed) return;
-    this.beating = true;
-    try {
-      const lost = await leases.renew();
-      if (lost.length > 0) this.listener?.lost(lost);
-      if (this.ending.size > 0) {
-        const done = [...this.ending];
-        this.ending.clear();
-        await leases.release(done);
-      }
-      const taken = await leases.takeExpired();
-      if (taken.length > 0) {
-        // What the previous owner committed is read before the new owner decides anything.
-        await this.serial(() => this.catchUp());
-        this.listener?.taken(taken);
-      }
-      if (this.pickupDue || (this.beats += 1) % PICKUP_EVERY_BEATS === 0) await this.pickUp();
-    } catch {
-      // PostgreSQL unreachable: the next beat tries again (a lease not renewed in time is lost, and fenced), and
-      // looks for claims whose reply was lost as soon as it answers.
-      this.pickupDue = true;
-    } finally {
-      this.beating = false;
-    }
-  }
-
-  /**
-   * Leases this node holds in PostgreSQL whose actors its host does not run (lease-pickup.ts) are adopted, the
-   * copy catches up (their first events), and the listener rehydrates them as start-up does.
-   */
-  private async pickUp(): Promise<void> {
-    const leases = this.leases!;
-    const running = this.listener?.running?.bind(this.listener);
-    if (!running || !this.listener?.pickUp) return;
-    this.pickupDue = false;
-    const orphans = leasesToPickUp({ leased: await leases.mine(), held: leases.held, claiming: this.claiming, ending: this.ending, running });
-    if (orphans.length === 0) return;
-    const adopted = await leases.adopt(orphans);
-    await this.serial(() => this.catchUp());
-    // A claim answered meanwhile put its actor in the host: that one is running after all.
-    const picked = adopted.filter((s) => !this.claiming.has(s) && !running(s));
-    if (picked.length > 0) this.listener.pickUp(picked);
+    await this.leaseBeat?.beat();
   }
 
   // --- reads (synchronous, from the copy; a paged-out history throws PagedOutError) -------------
@@ -650,15 +454,10 @@ export class PgHostStore implements HostStore {
     return this.copy.slice(options.afterSeq ?? 0, options.limit);
   }
 
-  *iterateEvents(options: IterateEventsOptions = {}): IterableIterator<RecordedEvent> {
-    if (options.stream !== undefined) {
-      // Held events are read a page at a time (a paged-in history is a cache: nothing is copied twice).
-      const to = Math.min(options.to ?? Number.MAX_SAFE_INTEGER, this.copy.streamVersion(options.stream));
-      for (let v = Math.max(1, options.from ?? 1); v <= to; v += PAGE) yield* this.copy.read(options.stream, v, Math.min(to, v + PAGE - 1));
-      return;
-    }
-    yield* this.copy.after(options.afterSeq ?? 0, options.toSeq ?? Number.MAX_SAFE_INTEGER);
+  iterateEvents(options: IterateEventsOptions = {}): IterableIterator<RecordedEvent> {
+    return this.copy.iterate(options);
   }
+
 
   // --- reads that may go to PostgreSQL (callers that can wait: the HTTP API, a host's dispatch) ------
 
@@ -731,11 +530,7 @@ export class PgHostStore implements HostStore {
     this.subscribers.add(drain);
     this.cursors.set(drain, () => cursor);
     // A one-shot reader (pollMs 0 at open) that subscribes starts following now.
-    if (!this.timer) {
-      this.timer = setInterval(() => void this.poll(), options.pollMs ?? 200);
-      this.timer.unref();
-      this.follow();
-    }
+    if (!this.follower.started) this.follower.start(options.pollMs ?? 200);
     queueMicrotask(drain);
     return () => {
       this.subscribers.delete(drain);
@@ -762,39 +557,23 @@ export class PgHostStore implements HostStore {
     void this.writeNode(h).catch(() => undefined);
   }
 
+
   /**
    * The heartbeat write, awaited (a clean stop waits for its stop mark). The beat's time is PostgreSQL's, not
    * this node's: liveness is judged on the server's clock alone (pg-nodes.ts), so skewed hosts agree.
    */
   async writeNode(h: Heartbeat): Promise<void> {
-    await this.pg.sql(
-      `INSERT INTO nodes (node, pid, host, started_at, beat_at, interval_ms, stopped_at)
-       VALUES ($1, $2, $3, $4, to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), $5, $6)
-       ON CONFLICT (node) DO UPDATE SET pid = excluded.pid, host = excluded.host, started_at = excluded.started_at,
-         beat_at = excluded.beat_at, interval_ms = excluded.interval_ms, stopped_at = excluded.stopped_at`,
-      [h.node, h.pid, hostname(), h.startedAt, h.intervalMs, h.stoppedAt],
-    );
+    await writeNodeRow(this.pg, h);
   }
 
   readHeartbeat(): Heartbeat | null {
     return this.heartbeat;
   }
 
+
   /** Every node's heartbeat and every lease, read now (the inspector's nodes; expiry judged on the server's clock). */
-  async clusterRecords(): Promise<ClusterRecords> {
-    const [nodes, leases, [clock]] = await Promise.all([
-      this.pg.sql<{ node: string; pid: number; host: string; started_at: string; beat_at: string; interval_ms: number; stopped_at: string | null }>('SELECT node, pid, host, started_at, beat_at, interval_ms, stopped_at FROM nodes', []),
-      this.pg.sql<{ stream: string; node: string; token: number; expires_at: Date; left_ms: number }>(
-        'SELECT stream, node, token, expires_at, (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 AS left_ms FROM leases',
-        [],
-      ),
-      this.pg.sql<{ at: string }>(`SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at`, []),
-    ]);
-    return {
-      ...(clock ? { at: clock.at } : {}),
-      nodes: nodes.map((n) => ({ node: n.node, pid: n.pid, host: n.host, startedAt: n.started_at, beatAt: n.beat_at, intervalMs: n.interval_ms, stoppedAt: n.stopped_at })),
-      leases: leases.map((l) => ({ stream: l.stream, node: l.node, token: l.token, expiresAt: l.expires_at.toISOString(), expiresInMs: Math.round(l.left_ms) })),
-    };
+  clusterRecords(): Promise<ClusterRecords> {
+    return readClusterRecords(this.pg);
   }
 
   placement(stream: string): { node: string | null; owner: string | null } {
@@ -809,9 +588,8 @@ export class PgHostStore implements HostStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.timer) clearInterval(this.timer);
-    if (this.leaseTimer) clearInterval(this.leaseTimer);
-    this.unlisten?.();
+    this.follower.stop();
+    this.leaseBeat?.stop();
     this.subscribers.clear();
     await Promise.allSettled([...this.inflight]);
     await this.chain.catch(() => undefined);

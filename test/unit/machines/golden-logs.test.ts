@@ -5,7 +5,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readHistoryFile, replayHistory } from '../../../src/cli/commands/debug-commands.ts';
+import { readHistoryFile } from '../../../src/cli/history-file.ts';
+import { replayHistory } from '../../../src/cli/replay-stepper.ts';
 import { expectSnapshotPlusTailEqualsFold } from '../../support/snapshot-property.ts';
 
 const DIR = join(import.meta.dirname, '../../fixtures', 'golden');

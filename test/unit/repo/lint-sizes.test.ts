@@ -1,0 +1,39 @@
+// Issue 28's sizes are held by the linter: prove that a file in src/ over 600 lines and a function over 150 lines
+// are refused, and that the limits themselves pass.
+import { ESLint } from 'eslint';
+import { describe, expect, it } from 'vitest';
+
+const eslint = new ESLint({ cwd: process.cwd() });
+const rulesFor = async (code: string, filePath: string) => (await eslint.lintText(code, { filePath }))[0]!.messages.map((m) => m.ruleId);
+// `n` lines in all: one exported constant per line.
+const fileOf = (n: number) => Array.from({ length: n }, (_, i) => `export const c${i} = ${i};`).join('\n') + '\n';
+// A function of `n` lines in all, from its `function` line to its closing brace.
+const functionOf = (n: number) => ['export function f(): number {', '  let x = 0;', ...Array.from({ length: n - 4 }, () => '  x += 1;'), '  return x;', '}'].join('\n') + '\n';
+
+describe('size lint rules', () => {
+  it('refuses a 601-line file in src/', async () => {
+    expect(await rulesFor(fileOf(601), 'src/actors/big.ts')).toContain('max-lines');
+  });
+
+  it('accepts a 600-line file in src/', async () => {
+    expect(await rulesFor(fileOf(600), 'src/actors/big.ts')).not.toContain('max-lines');
+  });
+
+  it('refuses a 151-line function in src/', async () => {
+    expect(await rulesFor(functionOf(151), 'src/store/long.ts')).toContain('max-lines-per-function');
+  });
+
+  it('accepts a 150-line function in src/', async () => {
+    expect(await rulesFor(functionOf(150), 'src/store/long.ts')).not.toContain('max-lines-per-function');
+  });
+
+  it('counts blank lines towards the file limit', async () => {
+    expect(await rulesFor(fileOf(300) + '\n'.repeat(301), 'src/domain/blank.ts')).toContain('max-lines');
+  });
+
+  it('applies in every layer of src/', async () => {
+    for (const dir of ['actors', 'adapters/docker', 'cli/commands', 'config', 'domain', 'machines', 'server', 'store/postgres']) {
+      expect(await rulesFor(functionOf(151), `src/${dir}/long.ts`)).toContain('max-lines-per-function');
+    }
+  });
+});
