@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { historyHeaderLine } from '../src/domain/history.ts';
 import type { AppendRequest } from '../src/store/event-store.ts';
-import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../src/store/sqlite/event-store.ts';
 import { round, sizes, type Bench, type BenchResult, type RunOptions } from './harness.ts';
 
 const REPO = resolve(import.meta.dirname, '..');

@@ -7,8 +7,8 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { actorsProjection } from '../src/actors/actors-projection.ts';
-import { PgEventStore } from '../src/store/postgres/pg-event-store.ts';
+import { actorsProjection } from '../src/supervisor/host/actors-projection.ts';
+import { PgEventStore } from '../src/store/postgres/event-store.ts';
 import { endedHistories } from '../test/support/pg-ended-log.ts';
 import { median, nowMs, round, sideBySide, sizes, type Bench } from './harness.ts';
 import { benchPgUrl, withEndedLog } from './pg-bench-fixture.ts';

@@ -16,7 +16,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { AppendRequest } from '../src/store/event-store.ts';
-import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../src/store/sqlite/event-store.ts';
 import { median, nowMs, round, sideBySide, sizes, type Bench, type RunOptions } from './harness.ts';
 
 const REPO = resolve(import.meta.dirname, '..');

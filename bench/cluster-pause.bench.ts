@@ -1,6 +1,6 @@
 // cluster.pause: what one node frozen in the middle of an append costs the others (target ≥ 0.8). Node c is a real
 // process (PgHostStore as `runlog serve` runs it) holding leases on its actors and renewing them; on a word from
-// here it appends to one of them and stops itself (SIGSTOP) at the `append-locked` fault point (actors/faults.ts):
+// here it appends to one of them and stops itself (SIGSTOP) at the `append-locked` fault point (supervisor/host/faults.ts):
 // its client between statements of that append's transaction, for 2×TTL. Nodes a and b, in this process, append
 // to their own actors meanwhile (fenced appends, several at a time). value: a and b's events/s while c is frozen;
 // baseline: the same appends over the same time with c alive and idle, just before; ratio = value ÷ baseline.
@@ -9,11 +9,11 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
+import { PgHostStore } from '../src/store/postgres/host-store.ts';
 import { median, nowMs, sideBySide, sizes, type Bench } from './harness.ts';
 import { benchPgUrl } from './pg-bench-fixture.ts';
 
-const HOST_STORE = join(import.meta.dirname, '../src/store/postgres/pg-host-store.ts');
+const HOST_STORE = join(import.meta.dirname, '../src/store/postgres/host-store.ts');
 
 /** Node c: creates its actors, says "ready"; a line on stdin makes it append to one and freeze at append-locked. */
 const CHILD = `

@@ -8,12 +8,12 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import pg from 'pg';
-import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
+import { PgHostStore } from '../src/store/postgres/host-store.ts';
 import { median, nowMs, round, sizes, type Bench } from './harness.ts';
 import { benchPgUrl } from './pg-bench-fixture.ts';
 
 const TTL = 2000;
-const HOST_STORE = join(import.meta.dirname, '../src/store/postgres/pg-host-store.ts');
+const HOST_STORE = join(import.meta.dirname, '../src/store/postgres/host-store.ts');
 
 /** The dying node: creates ACTORS actors under its leases, says "ready", and renews until it is killed. */
 const CHILD = `

@@ -25,8 +25,8 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } 
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import Docker from 'dockerode';
-import { publishCode, publishRuntime } from '../src/actors/publishing.ts';
-import { createRunlog, type Runlog, type RunlogOptions } from '../src/actors/runlog.ts';
+import { publishCode, publishRuntime } from '../src/supervisor/executions/publishing.ts';
+import { createRunlog, type Runlog, type RunlogOptions } from '../src/supervisor/runlog.ts';
 import { DEFAULT_DID_CACHE_TTL_MS } from '../src/adapters/atproto/index.ts';
 import { DEFAULT_OPERATOR_POLICY, type OperatorPolicy } from '../src/domain/at-run/operator-policy.ts';
 import type { RecordedEvent } from '../src/domain/events.ts';

@@ -4,10 +4,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { foldLog } from '../src/actors/inspection.ts';
+import { foldLog } from '../src/inspect/inspection.ts';
 import { toMachineEvent } from '../src/domain/events.ts';
 import { foldEvent, machines } from '../src/machines/runtime.ts';
-import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../src/store/sqlite/event-store.ts';
 import { median, nowMs, sideBySide, sizes, type Bench } from './harness.ts';
 import { REPLAY_STREAMS, replayHistory } from './store-fixtures.ts';
 

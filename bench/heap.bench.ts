@@ -15,7 +15,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
+import { createRunlog, type Runlog } from '../src/supervisor/runlog.ts';
 import { startLocalNetwork } from '../src/adapters/atproto/index.ts';
 import { closeWithin, collector, heapMb, round, sideBySide, sizes, type Bench, type BenchResult } from './harness.ts';
 

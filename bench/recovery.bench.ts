@@ -22,7 +22,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, wr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
-import { createRunlog, type Runlog, type RunlogOptions } from '../src/actors/runlog.ts';
+import { createRunlog, type Runlog, type RunlogOptions } from '../src/supervisor/runlog.ts';
 import { mapConcurrent } from '../src/domain/concurrency.ts';
 import { closeWithin, median, nowMs, round, sizes, type Bench, type BenchResult } from './harness.ts';
 

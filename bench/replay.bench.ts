@@ -8,14 +8,14 @@ import Database from 'better-sqlite3';
 import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { encodeSnapshot, SNAPSHOT_EVERY } from '../src/actors/snapshots.ts';
+import { encodeSnapshot, SNAPSHOT_EVERY } from '../src/inspect/snapshots.ts';
 import { main } from '../src/cli/main.ts';
 import type { Io } from '../src/cli/output.ts';
 import { toMachineEvent, type NewEvent, type RecordedEvent } from '../src/domain/events.ts';
 import { actorStatus, summarize } from '../src/machines/summary.ts';
 import { initialSnapshot, machines, replay, stateName } from '../src/machines/runtime.ts';
-import { LATEST_SCHEMA } from '../src/store/schema.ts';
-import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
+import { LATEST_SCHEMA } from '../src/store/sqlite/schema.ts';
+import { SqliteEventStore } from '../src/store/sqlite/event-store.ts';
 import { median, nowMs, sideBySide, sizes, type Bench } from './harness.ts';
 
 const CACHE = join(import.meta.dirname, '.cache');

@@ -19,7 +19,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import Docker from 'dockerode';
-import { createRunlog, type Runlog } from '../src/actors/runlog.ts';
+import { createRunlog, type Runlog } from '../src/supervisor/runlog.ts';
 import { loadManifest } from '../src/adapters/apps/load-manifest.ts';
 import { httpRequest } from '../src/adapters/health/http.ts';
 import { waitHealthy } from '../src/adapters/health/wait-healthy.ts';

@@ -8,13 +8,13 @@ import Database from 'better-sqlite3';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createRunlog } from '../src/actors/runlog.ts';
-import { encodeSnapshot } from '../src/actors/snapshots.ts';
+import { createRunlog } from '../src/supervisor/runlog.ts';
+import { encodeSnapshot } from '../src/inspect/snapshots.ts';
 import { actorStatus, summarize } from '../src/machines/summary.ts';
 import { machines, replay, stateName } from '../src/machines/runtime.ts';
 import type { AppendRequest } from '../src/store/event-store.ts';
-import { LATEST_SCHEMA } from '../src/store/schema.ts';
-import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
+import { LATEST_SCHEMA } from '../src/store/sqlite/schema.ts';
+import { SqliteEventStore } from '../src/store/sqlite/event-store.ts';
 import { median, nowMs, sideBySide, sizes, type Bench } from './harness.ts';
 
 const CACHE = join(import.meta.dirname, '.cache');

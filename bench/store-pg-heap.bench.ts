@@ -11,8 +11,8 @@
 //             the actors rows ps lists and each stream's stub)
 //   notes.rawRowsMB  the raw primitive: the same events as node-postgres returns them (`SELECT * FROM events`),
 //             held in an array — what the log itself weighs in this process's memory
-import { actorsProjection, ACTORS_PROJECTION } from '../src/actors/actors-projection.ts';
-import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
+import { actorsProjection, ACTORS_PROJECTION } from '../src/supervisor/host/actors-projection.ts';
+import { PgHostStore } from '../src/store/postgres/host-store.ts';
 import { collector, heapMb, median, round, sideBySide, sizes, type Bench } from './harness.ts';
 import { withEndedLog } from './pg-bench-fixture.ts';
 

@@ -15,8 +15,8 @@
 // RUNLOG_BENCH_OPEN_ACTORS sets the number of ended actors (default 10,000: the figures in bench/results/). A long-lived
 // log's size: 200,000 (1,036,358 events) took 99 s to write and 4 minutes in all on 2 cores (peak RSS 2.7 GB), most
 // of it the whole copy's opens and the raw SELECTs (a million events each); a paged open there took 3.9 s.
-import { actorsProjection, ACTORS_PROJECTION } from '../src/actors/actors-projection.ts';
-import { PgHostStore } from '../src/store/postgres/pg-host-store.ts';
+import { actorsProjection, ACTORS_PROJECTION } from '../src/supervisor/host/actors-projection.ts';
+import { PgHostStore } from '../src/store/postgres/host-store.ts';
 import { median, nowMs, round, sideBySide, sizes, type Bench } from './harness.ts';
 import { withEndedLog } from './pg-bench-fixture.ts';
 

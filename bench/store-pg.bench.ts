@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { foldEvent, machines, type AnySnapshot } from '../src/machines/runtime.ts';
-import { PgEventStore } from '../src/store/postgres/pg-event-store.ts';
+import { PgEventStore } from '../src/store/postgres/event-store.ts';
 import { median, nowMs, round, sideBySide, sizes, type Bench } from './harness.ts';
 import { benchPgUrl } from './pg-bench-fixture.ts';
 import { at, data, REPLAY_STREAMS, replayHistory } from './store-fixtures.ts';

@@ -4,12 +4,12 @@ import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ActorHost } from '../src/actors/actor-host.ts';
-import { createBus } from '../src/actors/bus.ts';
-import { foldLog } from '../src/actors/inspection.ts';
-import { RunlogMetrics } from '../src/actors/metrics.ts';
-import { MIGRATIONS } from '../src/store/schema.ts';
-import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
+import type { ActorHost } from '../src/supervisor/host/actor-host.ts';
+import { createBus } from '../src/supervisor/host/bus.ts';
+import { foldLog } from '../src/inspect/inspection.ts';
+import { RunlogMetrics } from '../src/supervisor/observability/metrics.ts';
+import { MIGRATIONS } from '../src/store/sqlite/schema.ts';
+import { SqliteEventStore } from '../src/store/sqlite/event-store.ts';
 import { median, nowMs, round, sideBySide, sizes, type Bench } from './harness.ts';
 import { at, data, REPLAY_STREAMS, replayHistory } from './store-fixtures.ts';
 

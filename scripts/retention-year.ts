@@ -18,11 +18,11 @@ import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { archiveLog } from '../src/actors/retention.ts';
-import { createRunlog } from '../src/actors/runlog.ts';
+import { archiveLog } from '../src/supervisor/retention/retention.ts';
+import { createRunlog } from '../src/supervisor/runlog.ts';
 import type { History } from '../src/domain/history.ts';
-import { readHistoryFile } from '../src/cli/history-file.ts';
-import { SqliteEventStore } from '../src/store/sqlite-event-store.ts';
+import { readHistoryFile } from '../src/inspect/history-file.ts';
+import { SqliteEventStore } from '../src/store/sqlite/event-store.ts';
 
 const { values } = parseArgs({
   options: {

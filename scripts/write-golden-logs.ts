@@ -6,16 +6,16 @@
 //   npx tsx scripts/write-golden-logs.ts [--out test/fixtures/golden] [--tag <release>]
 //
 // The events go through the actor host and the real machines into a real SQLite log, with the payloads the
-// supervisor's effects and reconciler dispatch (actors/instances.ts, executions.ts, reconciler.ts); the effects
+// supervisor's effects and reconciler dispatch (supervisor/instances/instances.ts, executions.ts, reconciler.ts); the effects
 // themselves do not run (no sandbox is started). Each history is written in `runlog export`'s format, with what
 // this release folds it to in expected.json: the state after every version, and the final state and context.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createRunlog } from '../src/actors/runlog.ts';
+import { createRunlog } from '../src/supervisor/runlog.ts';
 import { HISTORY_FORMAT } from '../src/domain/history.ts';
-import { parseHistory } from '../src/cli/history-file.ts';
+import { parseHistory } from '../src/inspect/history-file.ts';
 import { replayHistory } from '../src/cli/replay-stepper.ts';
 import type { ActorKind, NewEvent } from '../src/domain/events.ts';
 

@@ -8,7 +8,7 @@
 import { closeSync, lstatSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
-// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
+// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
 import { assertDidCacheTtl, type AtprotoReaderOptions } from '../adapters/atproto/index.ts';
 import { isErrorCode } from '../domain/error-codes.ts';
 import { RunlogError, ServerInfoUntrustedError, ValidationError } from '../domain/errors.ts';

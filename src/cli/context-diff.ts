@@ -1,5 +1,5 @@
 // Context diffs: what changed in an actor's context from one step to the next, as `runlog replay --step` prints it.
-// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
+// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
 import type { Step } from '../machines/runtime.ts';
 import { truncate } from './output.ts';
 

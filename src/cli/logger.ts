@@ -4,7 +4,7 @@
 // one dependency less at run time).
 import { hostname } from 'node:os';
 import { pino, type Level, type Logger } from 'pino';
-import type { Bus } from '../actors/bus.ts';
+import type { Bus } from '../supervisor/host/bus.ts';
 import { UsageError } from '../domain/errors.ts';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;

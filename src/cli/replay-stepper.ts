@@ -3,20 +3,20 @@
 // changed in the context. Replays stream: a file is read line by line (twice: checked whole first, so a bad file
 // prints nothing, then folded and printed), and only the current state is held, never the history or its steps.
 import { statSync } from 'node:fs';
-import { replayEvents, resolveActor, type ReplayView } from '../actors/inspection.ts';
-import { decodeSnapshot } from '../actors/snapshots.ts';
+import { replayEvents, resolveActor, type ReplayView } from '../inspect/inspection.ts';
+import { decodeSnapshot } from '../inspect/snapshots.ts';
 import { NotFoundError, ReplayError, ReplayToInvalidError, ValidationError } from '../domain/errors.ts';
 import { rejectedType, toMachineEvent, type ActorKind, type MachineEvent, type RecordedEvent } from '../domain/events.ts';
 import type { History, HistoryHeader } from '../domain/history.ts';
-// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
+// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
 import { initialSnapshot, machines, stateName, step as stepMachine, type AnySnapshot, type Step } from '../machines/runtime.ts';
 import { describeMachine } from '../server/machine-graph.ts';
-// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
+// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
 import type { ReadableLog } from '../store/host-store.ts';
-// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
+// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
 import { defaultUpcasters, type UpcasterRegistry } from '../store/upcasters.ts';
 import { diffContext, formatChange, type ContextChange } from './context-diff.ts';
-import { historyEvents, historyLines, IssueList, parseEventLine, parseHeaderLine } from './history-file.ts';
+import { historyEvents, historyLines, IssueList, parseEventLine, parseHeaderLine } from '../inspect/history-file.ts';
 import { outPaced, truncate, type Io } from './output.ts';
 
 const eventTypesCache = new Map<ActorKind, Set<string>>();

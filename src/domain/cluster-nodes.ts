@@ -3,7 +3,7 @@
 // store hands in what it read (the `nodes` and `leases` tables, each lease judged expired or not on PostgreSQL's
 // clock), the caller passes the time; a heartbeat's age is measured like `ps`'s supervision (supervision.ts:
 // missing three beats means gone). On PostgreSQL beats are written on the server's clock and the caller passes
-// the server's time (actors/nodes.ts), so every reader agrees whatever its own clock says.
+// the server's time (supervisor/cluster/nodes.ts), so every reader agrees whatever its own clock says.
 import { supervision, type HeartbeatRecord } from './supervision.ts';
 import { msBetween } from './time.ts';
 

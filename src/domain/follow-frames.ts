@@ -1,4 +1,4 @@
-// The wire of a remote `logs --follow` (actors/remote-follow.ts): what travels over PostgreSQL's LISTEN/NOTIFY
+// The wire of a remote `logs --follow` (supervisor/cluster/remote-follow.ts): what travels over PostgreSQL's LISTEN/NOTIFY
 // between the node that takes the follow call and the node that owns the instance, outside the event log (a
 // stream of output lines is ephemeral: recording it would grow the log with every line an app prints).
 //

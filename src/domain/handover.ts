@@ -3,7 +3,7 @@
 // `placement-<owner>`; whoever holds the instance's lease acts and appends `handover.answered` to the same stream;
 // the caller follows that stream and gives the answer the owner gave. Pure: what a request and an answer look
 // like, where a request goes, and which requests are still pending (test/unit/cluster/handover.test.ts). The actors side
-// is src/actors/handover.ts.
+// is src/supervisor/cluster/handover.ts.
 import { ERROR_CODES, type ErrorCode } from './error-codes.ts';
 import { RunlogError } from './errors.ts';
 import type { LogLine } from './log-line.ts';

@@ -3,7 +3,7 @@
 //
 // Each machine declares its effects as a map name → params type (InstanceEffects, ExecutionEffects). The map
 // types the machine's `setup({ actions })` (a wrong param in the machine is a compile error) and the handler
-// maps in src/actors (`EffectHandlers<K>`: one handler per effect, so a missing or misspelled one is too).
+// maps in src/supervisor (`EffectHandlers<K>`: one handler per effect, so a missing or misspelled one is too).
 import type { ActorKind } from '../domain/events.ts';
 import type { ExecutionEffects } from './execution.machine.ts';
 import type { InstanceEffects } from './instance.machine.ts';

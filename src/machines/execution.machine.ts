@@ -53,7 +53,7 @@ const initialContext: ExecutionContext = {
 
 type E = ExecutionEvent;
 
-/** The execution machine's effects: name → params. The handlers in src/actors are typed by this map. */
+/** The execution machine's effects: name → params. The handlers in src/supervisor are typed by this map. */
 export interface ExecutionEffects {
   resolve: { request: ExecutionRequest };
   materialize: { request: ExecutionRequest; resolved: Resolved };

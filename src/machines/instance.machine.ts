@@ -72,7 +72,7 @@ type E = InstanceEvent;
 /** The lifecycle hooks the machine asks for (the app SDK answers them). */
 export type LifecycleHook = 'onCreate' | 'onStart' | 'onPause' | 'onResume' | 'onStop';
 
-/** The instance machine's effects: name → params. The handlers in src/actors are typed by this map. */
+/** The instance machine's effects: name → params. The handlers in src/supervisor are typed by this map. */
 export interface InstanceEffects {
   spawn: { spec: InstanceSpec; attempt: number };
   callLifecycle: { instanceId: string; hooks: LifecycleHook[]; optional?: boolean };

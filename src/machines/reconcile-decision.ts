@@ -1,7 +1,7 @@
 // What recovery does with an actor, decided by pure code: given the actor as the log folds it (snapshot and
 // version) and what the reconciler observed of its sandbox (or of its node), the events to record. The IO —
 // listing and inspecting containers, removing one, watching one again — is the reconciler's shell
-// (actors/reconciler.ts); this module only decides, so `test/unit/machines/reconcile-decision.test.ts` can hold the whole
+// (supervisor/recovery/reconciler.ts); this module only decides, so `test/unit/machines/reconcile-decision.test.ts` can hold the whole
 // decision table, one row per (state, observation) pair.
 //
 // Where the actor's own effects must run again (a step that died with the supervisor, an adoption not

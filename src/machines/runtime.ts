@@ -88,7 +88,7 @@ export function foldEvent(machine: AnyStateMachine, snapshot: AnySnapshot | unde
   return machine.transition(snapshot ?? initialFor(machine, scope), event, scope);
 }
 
-/** A snapshot as plain JSON-able data (for the snapshot cache, actors/snapshots.ts). */
+/** A snapshot as plain JSON-able data (for the snapshot cache, inspect/snapshots.ts). */
 export function persistSnapshot(machine: AnyStateMachine, snapshot: AnySnapshot): unknown {
   return machine.getPersistedSnapshot(snapshot);
 }

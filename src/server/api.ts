@@ -1,14 +1,14 @@
 // The HTTP API over the library (`Runlog`): read endpoints replay the log, write endpoints call the
 // supervisor's typed operations. JSON in and out, stable keys; errors are `{ error: { code, message } }`.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { inspectActorPaged, PAGE_LIMIT, readEventsPage, replayPage } from '../actors/actor-pages.ts';
-import { resolveActor } from '../actors/inspection.ts';
-import { readNodes } from '../actors/nodes.ts';
-import type { Runlog } from '../actors/runlog.ts';
+import { inspectActorPaged, PAGE_LIMIT, readEventsPage, replayPage } from '../inspect/actor-pages.ts';
+import { resolveActor } from '../inspect/inspection.ts';
+import { readNodes } from '../supervisor/cluster/nodes.ts';
+import type { Runlog } from '../supervisor/runlog.ts';
 import { NotFoundError, RunlogError } from '../domain/errors.ts';
 import { assertNodeChoice, NODE_NAME } from '../domain/placement.ts';
 import type { ActorKind } from '../domain/events.ts';
-// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
+// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
 import { machines } from '../machines/runtime.ts';
 import { ENVELOPE_OVERHEAD_BYTES } from '../domain/at-run/operator-policy.ts';
 import { assertBeforeDeadline } from './deadline.ts';

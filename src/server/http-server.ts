@@ -1,7 +1,7 @@
 // `startServer`: the supervisor's HTTP face on loopback. Every /api/* request needs
 // `Authorization: Bearer <token>`; only the inspector's static page shell is served without it.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Runlog } from '../actors/runlog.ts';
+import type { Runlog } from '../supervisor/runlog.ts';
 import { RunlogError, UsageError } from '../domain/errors.ts';
 import { handleApi } from './api.ts';
 import { closeServer, listenOn } from './bind.ts';

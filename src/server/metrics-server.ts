@@ -3,7 +3,7 @@
 // serves nothing else, for scrapers that cannot hold a token or live on another machine. That one needs no
 // token because it can only be read: aggregated counters whose labels carry no ids, no control at all.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { RunlogMetrics } from '../actors/metrics.ts';
+import type { RunlogMetrics } from '../supervisor/observability/metrics.ts';
 import { closeServer, listenOn } from './bind.ts';
 import { HttpError, sendError, SECURITY_HEADERS } from './http.ts';
 

@@ -9,7 +9,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { httpStatusOf } from '../domain/error-codes.ts';
 import type { RecordedEvent } from '../domain/events.ts';
-// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
+// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
 import type { ReadableLog } from '../store/host-store.ts';
 import { SECURITY_HEADERS, sendJson } from './http.ts';
 

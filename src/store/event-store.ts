@@ -12,11 +12,11 @@ export interface AppendOptions {
   kind?: string;
   /** Written in the same transaction as the events (rule 1: projections never run ahead of the log). */
   projection?: ActorRow;
-  /** The actor's snapshot at the version this append brings it to (a cache: see actors/snapshots.ts). */
+  /** The actor's snapshot at the version this append brings it to (a cache: see inspect/snapshots.ts). */
   snapshot?: SnapshotRecord;
 }
 
-/** A cached fold of one actor's stream at `version` (actors/snapshots.ts encodes and checks it; stores keep it). */
+/** A cached fold of one actor's stream at `version` (inspect/snapshots.ts encodes and checks it; stores keep it). */
 export interface SnapshotRecord {
   stream: string;
   version: number;

@@ -1,7 +1,7 @@
 // The one place the expected-version rule lives: what 'no-stream' | 'stream-exists' | 'any' | <version> accept,
 // the error a mismatch is, and the two helpers every store on the port repeats otherwise (a request's conflict
 // outcome; appendToStream as a one-request appendMany). PostgreSQL applies the same rule inside append_events
-// (pg-schema.ts), where it must run under the append lock; its outcomes come back through conflictOutcome too.
+// (postgres/schema.ts), where it must run under the append lock; its outcomes come back through conflictOutcome too.
 import { ConcurrencyError } from '../domain/errors.ts';
 import type { NewEvent } from '../domain/events.ts';
 import type { AppendToStreamResult, ExpectedStreamVersion, StreamAppend, StreamAppendOutcome } from './port.ts';

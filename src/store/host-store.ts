@@ -1,13 +1,13 @@
 // The store seam the actor host, the supervisor, the server and the inspection commands use: reads are
 // synchronous (the host decides a transition from memory), appends may be asynchronous. SqliteEventStore is one
-// (every call synchronous, as before); PgHostStore (postgres/pg-host-store.ts) is the other: reads from a copy
+// (every call synchronous, as before); PgHostStore (postgres/host-store.ts) is the other: reads from a copy
 // of the log it keeps current by following PostgreSQL (a supervisor's copy without ended actors' events: pageIn),
 // appends through the PostgreSQL event store.
 import type { ClusterRecords } from '../domain/cluster-nodes.ts';
 import type { RecordedEvent } from '../domain/events.ts';
 import type { AppendObserver, AppendOptions, AppendOutcome, AppendRequest, AppendResult, EventStore, Heartbeat, ReadAllOptions, SubscribeOptions } from './event-store.ts';
 import type { NewEvent } from '../domain/events.ts';
-import type { IterateEventsOptions } from './sqlite-event-store.ts';
+import type { IterateEventsOptions } from './sqlite/event-store.ts';
 
 /** What reading the log needs (ps, inspect, events, replay, export, the API). */
 export interface ReadableLog extends Pick<EventStore, 'read' | 'readAll' | 'streamVersion' | 'streams' | 'listActors' | 'getActor' | 'latestSnapshot' | 'snapshotAtOrBefore'> {

@@ -2,7 +2,7 @@
 // stream with an expected version, append to many streams atomically, read the whole log by global position,
 // and subscribe to it. Projections are registered with the store and run inside the append transaction, so a
 // projection never runs ahead of (or behind) the log. Three implementations pass one contract suite
-// (test/contract/store/): in memory, SQLite (sqlite-port.ts over SqliteEventStore) and PostgreSQL.
+// (test/contract/store/): in memory, SQLite (sqlite/port-adapter.ts over SqliteEventStore) and PostgreSQL.
 //
 // One convention for positions: a stream's `version` and the log's global position (`seq` on RecordedEvent)
 // are 1-based, and every `from`/`to` is inclusive.
@@ -86,7 +86,7 @@ export interface Projection<D = unknown> {
   /**
    * The document after the event; null deletes it. Must return a JSON-serialisable value. It must not depend on
    * the event's `seq`: PostgreSQL folds documents before the append's positions are assigned (they are given at the
-   * commit, pg-append.ts) and passes `seq` 0.
+   * commit, postgres/append.ts) and passes `seq` 0.
    */
   evolve(document: D | null, event: RecordedEvent): D | null;
 }

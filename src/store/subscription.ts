@@ -2,7 +2,7 @@
 // on, exactly once. It only ever asks for positions after the last one delivered, so it is exactly-once as long
 // as the store never makes an event visible at a position below one it has already shown (every store here
 // guarantees that: SQLite and memory have one writer; PostgreSQL serialises position assignment, see
-// postgres/pg-event-store.ts). A handler that throws stops the subscription at that event.
+// postgres/event-store.ts). A handler that throws stops the subscription at that event.
 import type { RecordedEvent } from '../domain/events.ts';
 import type { SubscribeOptions, Subscription } from './port.ts';
 

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SqliteEventStore } from '../../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../../src/store/sqlite/event-store.ts';
 import { alive, requireDockerAppBase, requireProot, until } from '../support/apps.ts';
 import { helloApp, startChild, type ChildSupervisor } from '../support/child-supervisor.ts';
 import { docker } from '../support/docker.ts';

@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRunlog, type Runlog } from '../../src/actors/runlog.ts';
+import { createRunlog, type Runlog } from '../../src/supervisor/runlog.ts';
 import { getJson, requireDockerAppBase, requireProot, until } from '../support/apps.ts';
 import { startChild, type ChildSupervisor } from '../support/child-supervisor.ts';
 import { docker } from '../support/docker.ts';

@@ -3,7 +3,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SqliteEventStore } from '../../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../../src/store/sqlite/event-store.ts';
 import { tempDir } from '../support/tmp.ts';
 
 const KILLS = 50;

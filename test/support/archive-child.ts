@@ -1,8 +1,8 @@
 // A process that runs one archive (test/int/store/retention-kill.test.ts) and stops dead at a named step: it says so on stderr
 // and waits there to be killed with SIGKILL. Usage: archive-child.ts <db> <home> <before> <out> <step>
-import { archiveLog } from '../../src/actors/retention.ts';
-import { SqliteEventStore } from '../../src/store/sqlite-event-store.ts';
-import { WriterLock } from '../../src/store/writer-lock.ts';
+import { archiveLog } from '../../src/supervisor/retention/retention.ts';
+import { SqliteEventStore } from '../../src/store/sqlite/event-store.ts';
+import { WriterLock } from '../../src/store/sqlite/writer-lock.ts';
 import { stopDeadAt } from './stop-at-step.ts';
 
 const [db, home, before, out, stopAt] = process.argv.slice(2) as [string, string, string, string, string];

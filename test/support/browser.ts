@@ -2,8 +2,8 @@
 // histories, driven by fake effect handlers (no Docker, no PDS), and Debian's chromium via playwright-core.
 import { existsSync } from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
-import { createRunlog, type Runlog } from '../../src/actors/runlog.ts';
-import type { EffectHandlers } from '../../src/actors/actor-host.ts';
+import { createRunlog, type Runlog } from '../../src/supervisor/runlog.ts';
+import type { EffectHandlers } from '../../src/supervisor/host/actor-host.ts';
 import type { KindNewEvent } from '../../src/domain/events.ts';
 import type { Materialized, Resolved } from '../../src/domain/execution-events.ts';
 import type { InstanceEventData } from '../../src/domain/instance-events.ts';

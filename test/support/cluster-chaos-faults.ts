@@ -2,7 +2,7 @@
 // striking a round's fault and undoing it, and the timer probe. cluster-chaos.ts runs a round with these.
 import { readdirSync, readFileSync } from 'node:fs';
 import pg from 'pg';
-import { FAULT_POINTS } from '../../src/actors/faults.ts';
+import { FAULT_POINTS } from '../../src/supervisor/host/faults.ts';
 import { HELLO_APP_DIR } from './apps.ts';
 import type { ChaosOutcome, LeaseMove, RoundEvidence } from './cluster-chaos-checks.ts';
 import type { ChaosRequestPlan, ChaosRoundPlan } from './cluster-chaos-plan.ts';
@@ -201,7 +201,7 @@ const APPEND_LOCKED_EVENT = 'execution.started';
 export async function armAppendLocked(ctx: RoundContext, plan: ChaosRoundPlan): Promise<string | null> {
   const name = plan.victim!;
   if (!(FAULT_POINTS as readonly string[]).includes('append-locked')) {
-    return `this build cannot SIGSTOP a node at the append lock: src/actors/faults.ts has no 'append-locked' point (known: ${FAULT_POINTS.join(', ')}), and no RUNLOG_FAULT_ACTION=stop; issue 27 item 1 adds them`;
+    return `this build cannot SIGSTOP a node at the append lock: src/supervisor/host/faults.ts has no 'append-locked' point (known: ${FAULT_POINTS.join(', ')}), and no RUNLOG_FAULT_ACTION=stop; issue 27 item 1 adds them`;
   }
   await ctx.nodes.get(name)!.stop();
   try {

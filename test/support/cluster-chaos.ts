@@ -8,7 +8,7 @@
 import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { publishCode } from '../../src/actors/publishing.ts';
+import { publishCode } from '../../src/supervisor/executions/publishing.ts';
 import { HELLO_APP_DIR, requireDockerAppBase, requireProot } from './apps.ts';
 import { checkRound, orphanContainers, probeTrail, type ChaosContainer, type ChaosLogEvent, type ChaosOutcome, type CheckResult, type RoundEvidence, roundStats, type RoundStats } from './cluster-chaos-checks.ts';
 import { armAppendLocked, call, crashProbe, killStrays, q, qRetry, type RoundContext, send, sleep, spawnProbe, strike, watchLeases } from './cluster-chaos-faults.ts';

@@ -63,7 +63,7 @@ export interface Cluster {
   schema: string;
   /** The --store URL of the cluster's log (its schema included). */
   store: string;
-  /** `opts.env`: more environment for the supervisor (RUNLOG_FAULT…, actors/faults.ts). */
+  /** `opts.env`: more environment for the supervisor (RUNLOG_FAULT…, supervisor/host/faults.ts). */
   startNode(name: string, extra?: string[], opts?: { ttlMs?: number; env?: Record<string, string> }): Promise<ClusterNode>;
   /** One statement on the cluster's schema, on a connection of its own. */
   sql<R = any>(text: string, params?: unknown[]): Promise<R[]>;

@@ -1,11 +1,11 @@
 // A log holding app instances with long histories, written straight into SQLite as the host would write them:
 // a running instance whose tools are granted and revoked over and over. With `snapshots`, a snapshot every
 // SNAPSHOT_EVERY events (as the supervisor keeps them); without, none (a log whose snapshots a release made stale).
-import { encodeSnapshot, SNAPSHOT_EVERY } from '../../src/actors/snapshots.ts';
+import { encodeSnapshot, SNAPSHOT_EVERY } from '../../src/inspect/snapshots.ts';
 import { toMachineEvent, type NewEvent, type RecordedEvent } from '../../src/domain/events.ts';
 import { initialSnapshot, machines, replay, stateName } from '../../src/machines/runtime.ts';
 import { actorStatus, summarize } from '../../src/machines/summary.ts';
-import { SqliteEventStore } from '../../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../../src/store/sqlite/event-store.ts';
 import type { InstanceSpec } from '../../src/machines/instance.machine.ts';
 
 const spec = (id: string): InstanceSpec => ({ instanceId: id, appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 20, resetAfterMs: 1000 } });

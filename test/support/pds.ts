@@ -11,7 +11,7 @@ import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { publishCode, publishRuntime } from '../../src/actors/publishing.ts';
+import { publishCode, publishRuntime } from '../../src/supervisor/executions/publishing.ts';
 import { startLocalNetwork, type LocalAccount, type LocalNetwork } from '../../src/adapters/atproto/index.ts';
 import { imageRef } from './docker.ts';
 

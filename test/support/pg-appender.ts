@@ -1,7 +1,7 @@
 // Another process appending to a PostgreSQL log through the real host (test/int/pg/retention-pg.test.ts): it spawns
 // instances and ends them, one after another, until SIGTERM, then prints how many it created (each 3 events).
 // Usage: pg-appender.ts <store-url> <home> <prefix>
-import { createRunlog } from '../../src/actors/runlog.ts';
+import { createRunlog } from '../../src/supervisor/runlog.ts';
 
 const [store, home, prefix] = process.argv.slice(2) as [string, string, string];
 const rl = await createRunlog({ home, store, supervise: false, readOnly: false });

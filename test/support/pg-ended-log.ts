@@ -3,11 +3,11 @@
 // actors projection registered — so every actor has its terminal row, as a supervisor's appends leave it.
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { actorsProjection } from '../../src/actors/actors-projection.ts';
+import { actorsProjection } from '../../src/supervisor/host/actors-projection.ts';
 import type { History } from '../../src/domain/history.ts';
-import { readHistoryFile } from '../../src/cli/history-file.ts';
-import { splitStoreUrl } from '../../src/store/postgres/pg-host-store.ts';
-import { PgEventStore } from '../../src/store/postgres/pg-event-store.ts';
+import { readHistoryFile } from '../../src/inspect/history-file.ts';
+import { splitStoreUrl } from '../../src/store/postgres/host-store.ts';
+import { PgEventStore } from '../../src/store/postgres/event-store.ts';
 
 const GOLDEN = join(import.meta.dirname, '..', 'fixtures', 'golden');
 

@@ -2,9 +2,9 @@
 // the real host and store, so projections, snapshots and the chain are what a supervisor writes.
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { createRunlog } from '../../src/actors/runlog.ts';
+import { createRunlog } from '../../src/supervisor/runlog.ts';
 import type { History } from '../../src/domain/history.ts';
-import { readHistoryFile } from '../../src/cli/history-file.ts';
+import { readHistoryFile } from '../../src/inspect/history-file.ts';
 
 const GOLDEN = join(import.meta.dirname, '..', 'fixtures', 'golden');
 export const goldenHistories: History[] = readdirSync(GOLDEN)

@@ -2,7 +2,7 @@
 // the fold up to k and folding the events after k gives exactly the full fold. Used over generated logs (the unit
 // tier), the chaos and recovery logs and the golden logs.
 import { expect } from 'vitest';
-import { encodeSnapshot, decodeSnapshot, snapshotProblem, snapshotState } from '../../src/actors/snapshots.ts';
+import { encodeSnapshot, decodeSnapshot, snapshotProblem, snapshotState } from '../../src/inspect/snapshots.ts';
 import { toMachineEvent, type ActorKind } from '../../src/domain/events.ts';
 import { machines, replay, restoreSnapshot } from '../../src/machines/runtime.ts';
 import type { EventStore } from '../../src/store/event-store.ts';

@@ -2,7 +2,7 @@
 // stay an error. If a change made one of these compile (a handler map that may miss a handler, an event type
 // the compiler no longer checks), the directive becomes unused and the typecheck fails.
 import { setup } from 'xstate';
-import type { ActorHost, EffectHandlers } from '../../src/actors/actor-host.ts';
+import type { ActorHost, EffectHandlers } from '../../src/supervisor/host/actor-host.ts';
 import type { InstanceEvent } from '../../src/domain/events.ts';
 import { effectActions } from '../../src/machines/effects.ts';
 import type { ExecutionEffects } from '../../src/machines/execution.machine.ts';

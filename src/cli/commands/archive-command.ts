@@ -3,7 +3,7 @@
 // so `ps --all` and the inspector still list it and say where it went. Live actors are never archived. Takes the
 // log's writer lock (not beside a running supervisor: `runlog serve --retain` runs the same thing on a schedule).
 // On PostgreSQL (`--store postgres://…`) it runs beside the cluster's supervisors, one archiver at a time
-// (store/postgres/pg-archive.ts: a second one gets ARCHIVE_BUSY).
+// (store/postgres/archive.ts: a second one gets ARCHIVE_BUSY).
 import { resolvePaths } from '../../config/paths.ts';
 import { UsageError } from '../../domain/errors.ts';
 import type { Command } from '../command.ts';
@@ -22,7 +22,7 @@ export const archiveCommand: Command = {
   run: async (args, io) => {
     const text = args.values.before as string | undefined;
     if (text === undefined) throw new UsageError(`--before is required\nusage: ${archiveCommand.usage}`);
-    const { archiveLog, archiveStoreUrl, parseBefore } = await import('../../actors/retention.ts');
+    const { archiveLog, archiveStoreUrl, parseBefore } = await import('../../supervisor/retention/retention.ts');
     const before = parseBefore(text, new Date().toISOString());
     const home = resolvePaths({ home: args.home, db: args.db }).home;
     const out = args.values.out !== undefined ? { out: args.values.out as string } : {};

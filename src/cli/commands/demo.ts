@@ -9,9 +9,9 @@
 // Only light modules at the top (see command.ts): the demo's stack loads when the command runs.
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { Runlog } from '../../actors/runlog.ts';
+import type { Runlog } from '../../supervisor/runlog.ts';
 import type { InstanceContext } from '../../index.ts';
-// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
+// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
 import type { LocalNetwork } from '../../adapters/atproto/index.ts';
 import { RunlogError } from '../../domain/errors.ts';
 import { parseListen } from '../../server/listen.ts';
@@ -90,13 +90,13 @@ export const demoCommand: Command = {
       await Promise.all([
         import('../../config/parts.ts'),
         import('../../config/paths.ts'),
-        import('../../actors/publishing.ts'),
-        import('../../actors/runlog.ts'),
+        import('../../supervisor/executions/publishing.ts'),
+        import('../../supervisor/runlog.ts'),
         import('../../adapters/atproto/index.ts'),
         import('../../server/http-server.ts'),
         import('../../server/token.ts'),
         import('../client.ts'),
-        import('../../store/writer-lock.ts'),
+        import('../../store/sqlite/writer-lock.ts'),
       ]);
     // The log's writer lock before the minutes of setup: a second demo (or a running supervisor) stops here.
     const paths = resolvePaths({ home: args.home, db: args.db });

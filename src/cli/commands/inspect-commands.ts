@@ -5,7 +5,7 @@ import { UsageError } from '../../domain/errors.ts';
 import type { RecordedEvent } from '../../domain/events.ts';
 import { supervision as supervisionOf, type Supervision } from '../../domain/supervision.ts';
 import { historyHeaderLine } from '../../domain/history.ts';
-// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/actors
+// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
 import type { ReadableLog } from '../../store/host-store.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { withInspectionLog } from '../inspection-log.ts';
@@ -86,7 +86,7 @@ export const inspectCommand: Command = {
   examples: ['runlog inspect inst_01J9Z --json'],
   run: async (args, io) => {
     const id = needId(args, inspectCommand.usage);
-    const { inspectActor, actorEvents, resolveReadableActor } = await import('../../actors/inspection.ts');
+    const { inspectActor, actorEvents, resolveReadableActor } = await import('../../inspect/inspection.ts');
     const { executionWaterfall, renderWaterfall } = await import('../../domain/latency-profile.ts');
     return withInspectionLog(args, async (store) => {
       const view = inspectActor(store, (await resolveReadableActor(store, id)).id);
@@ -166,7 +166,7 @@ export const eventsCommand: Command = {
     const to = wholeNumber(args.values.to, 'to');
     const follow = Boolean(args.values.follow);
     // Resolving an (abbreviated) id reads the store alone: no machines are loaded before the first line.
-    const resolve = all ? undefined : (await import('../../actors/resolve-actor.ts')).resolveReadableActor;
+    const resolve = all ? undefined : (await import('../../inspect/resolve-actor.ts')).resolveReadableActor;
     return withInspectionLog(args, async (store) => {
       // --all: positions are seqs; one actor: versions. Either way a row is printed as soon as it is read.
       const ref = resolve ? await resolve(store, id!) : undefined;
@@ -277,7 +277,7 @@ export const replayCommand: Command = {
       return EXIT.ok;
     }
     const id = needId(args, replayCommand.usage);
-    const { resolveReadableActor } = await import('../../actors/resolve-actor.ts');
+    const { resolveReadableActor } = await import('../../inspect/resolve-actor.ts');
     await withInspectionLog(args, async (store) => debug.replayFromLog(io, store, (await resolveReadableActor(store, id)).id, { step, to }));
     return EXIT.ok;
   },
@@ -292,7 +292,7 @@ export const exportCommand: Command = {
   run: async (args, io) => {
     const id = needId(args, exportCommand.usage);
     if (args.positionals.length > 1) throw new UsageError(`export takes one actor id\nusage: ${exportCommand.usage}`);
-    const { resolveReadableActor } = await import('../../actors/resolve-actor.ts');
+    const { resolveReadableActor } = await import('../../inspect/resolve-actor.ts');
     return withInspectionLog(args, async (store) => {
       const ref = await resolveReadableActor(store, id);
       const version = store.streamVersion(ref.stream);
@@ -315,7 +315,7 @@ export const rebuildCommand: Command = {
   },
   examples: ['runlog rebuild', 'runlog rebuild --snapshots'],
   run: async (args, io) => {
-    const { rebuildProjection, rebuildSnapshots } = await import('../../actors/inspection.ts');
+    const { rebuildProjection, rebuildSnapshots } = await import('../../inspect/inspection.ts');
     return withWritableLog(args, 'runlog rebuild', (store) => {
       if (args.values.snapshots === true) {
         const r = rebuildSnapshots(store);

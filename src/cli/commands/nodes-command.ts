@@ -13,7 +13,7 @@ export const nodesCommand: Command = {
   usage: 'runlog nodes [--json]',
   examples: ['runlog nodes --store postgres://runlog:runlog@127.0.0.1:5432/runlog'],
   run: async (args, io) => {
-    const { readNodes } = await import('../../actors/nodes.ts');
+    const { readNodes } = await import('../../supervisor/cluster/nodes.ts');
     return withInspectionLog(args, async (store) => {
       const view = await readNodes(store, new Date().toISOString());
       if (io.json) {

@@ -41,7 +41,7 @@ export const publishCommand: Command = {
     const publisher = await publisherFrom(args);
     const [{ discoverParts, requireImage }, { publishCode, publishRuntime }, { atprotoOptions }] = await Promise.all([
       import('../../config/parts.ts'),
-      import('../../actors/publishing.ts'),
+      import('../../supervisor/executions/publishing.ts'),
       import('../client.ts'),
     ]);
     const rkey = args.values.rkey as string | undefined;

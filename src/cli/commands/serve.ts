@@ -75,7 +75,7 @@ export const serveCommand: Command = {
   examples: ['RUNLOG_HOME=/var/lib/runlog runlog serve --listen 127.0.0.1:7420', 'runlog serve --store postgres://runlog:runlog@db:5432/runlog --node a --home /var/lib/runlog-a'],
   run: async (args, io) => {
     const [{ createRunlog }, { startServer }, { startMetricsServer }, { ensureToken }, { createLogger, logActors, parseLogLevel }, { atprotoOptions, removeServerInfo, writeServerInfo }] = await Promise.all([
-      import('../../actors/runlog.ts'),
+      import('../../supervisor/runlog.ts'),
       import('../../server/http-server.ts'),
       import('../../server/metrics-server.ts'),
       import('../../server/token.ts'),
@@ -94,7 +94,7 @@ export const serveCommand: Command = {
     const leaseTtlMs = ttlText === undefined ? undefined : Number(ttlText);
     if (leaseTtlMs !== undefined && !(Number.isInteger(leaseTtlMs) && leaseTtlMs >= 300)) throw new UsageError(`--lease-ttl must be a whole number of milliseconds ≥ 300, not '${ttlText}'`);
     const retainText = args.values.retain as string | undefined;
-    const retention = retainText === undefined ? null : await import('../../actors/retention.ts');
+    const retention = retainText === undefined ? null : await import('../../supervisor/retention/retention.ts');
     const retainMs = retention ? retention.parseRetain(retainText!) : null;
     const collectGraceMs = graceText === undefined ? undefined : Number(graceText);
     if (collectGraceMs !== undefined && !(Number.isInteger(collectGraceMs) && collectGraceMs >= 0)) throw new UsageError(`--collect-grace must be a whole number of milliseconds ≥ 0, not '${graceText}'`);
@@ -108,8 +108,8 @@ export const serveCommand: Command = {
     if (!args.store && dirname(paths.db) !== paths.home) assertPrivateDir(dirname(paths.db));
     // Takes the log's writer lock first: a second supervisor stops here, having touched nothing. (On PostgreSQL
     // there is no file to lock.)
-    // Fault injection for recovery and chaos tests (actors/faults.ts): RUNLOG_FAULT, RUNLOG_FAULT_EVENT, RUNLOG_FAULT_ACTION.
-    const faults = process.env.RUNLOG_FAULT ? (await import('../../actors/faults.ts')).faultsFromEnv() : undefined;
+    // Fault injection for recovery and chaos tests (supervisor/host/faults.ts): RUNLOG_FAULT, RUNLOG_FAULT_EVENT, RUNLOG_FAULT_ACTION.
+    const faults = process.env.RUNLOG_FAULT ? (await import('../../supervisor/host/faults.ts')).faultsFromEnv() : undefined;
     const rl = await createRunlog({ home: paths.home, ...(faults ? { faults } : {}), ...(args.store ? { store: args.store } : { db: paths.db }), ...(node ? { node } : {}), ...(leaseTtlMs ? { leaseTtlMs } : {}), ...(collectGraceMs !== undefined ? { collectGraceMs } : {}), ...(execLimit !== undefined ? { execLimit } : {}), ...(portRange ? { portRange } : {}), command: 'runlog serve', log: say, atproto: atprotoOptions(args.values.plc as string | undefined) });
     const unlog = logActors(rl.bus, logger);
     let stopRetention: (() => void) | undefined;

@@ -2,11 +2,11 @@
 // talk to `runlog serve` over its API; exec runs through it when one is running, else in this process.
 // Only light modules at the top (see command.ts): the client and the library load when a command runs.
 import { resolve } from 'node:path';
-import type { ActorView } from '../../actors/inspection.ts';
+import type { ActorView } from '../../inspect/inspection.ts';
 import { resolvePaths } from '../../config/paths.ts';
-import type { AppToolsView, ExecutionOutcome, LogLine } from '../../actors/runlog.ts';
+import type { AppToolsView, ExecutionOutcome, LogLine } from '../../supervisor/runlog.ts';
 import type { InstanceContext } from '../../index.ts';
-import type { ReconcileReport } from '../../actors/reconciler.ts';
+import type { ReconcileReport } from '../../supervisor/recovery/reconciler.ts';
 import { UsageError } from '../../domain/errors.ts';
 import { assertNodeChoice, NODE_NAME } from '../../domain/placement.ts';
 import { ANSWERS } from '../api-answers.ts';
@@ -223,7 +223,7 @@ export const execCommand: Command = {
       io.err(`runlog: running through the supervisor at ${server.url}`);
       outcome = await callApi<ExecutionOutcome>(server, 'POST', '/api/executions', request, ANSWERS.execution, waitMs);
     } else {
-      const { createRunlog } = await import('../../actors/runlog.ts');
+      const { createRunlog } = await import('../../supervisor/runlog.ts');
       const rl = await createRunlog({ home: args.home, db: args.db, ...(args.store ? { store: args.store } : {}), command: 'runlog exec', atproto: atprotoOptions(args.values.plc as string | undefined), log: (m) => io.err(`runlog: ${m}`), watchApps: false });
       try {
         outcome = await rl.execute({ ...request, onProgress: (s) => io.err(`runlog: ${s.name}${s.detail.ms !== undefined && s.detail.ms !== null ? ` (${s.detail.ms} ms)` : ''}`) });
@@ -256,7 +256,7 @@ export const reconcileCommand: Command = {
     if (server) report = await callApi<ReconcileReport>(server, 'POST', '/api/reconcile', { dryRun }, ANSWERS.reconcile, timeoutMs);
     else {
       // No supervisor: this process reconciles (at open) — or, for a dry run, only looks.
-      const { createRunlog } = await import('../../actors/runlog.ts');
+      const { createRunlog } = await import('../../supervisor/runlog.ts');
       const rl = await createRunlog({ home: args.home, db: args.db, ...(args.store ? { store: args.store } : {}), command: 'runlog reconcile', reconcile: false, watchApps: false, log: (m) => io.err(`runlog: ${m}`) });
       try {
         report = await rl.reconcile({ dryRun });

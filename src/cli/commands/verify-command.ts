@@ -14,7 +14,7 @@ export const verifyCommand: Command = {
   },
   examples: ['runlog verify', 'runlog verify --db /backup/runlog.db --json', 'runlog verify --store postgres://runlog@db:5432/runlog'],
   run: async (args, io) => {
-    const { verifyLog, verifyPgLog } = await import('../../actors/verify-log.ts');
+    const { verifyLog, verifyPgLog } = await import('../../inspect/verify-log.ts');
     const dirs = args.values.archives !== undefined ? { archiveDirs: [args.values.archives as string] } : {};
     const report = args.store ? await verifyPgLog(args.store, dirs) : verifyLog(resolvePaths({ home: args.home, db: args.db }).db, dirs);
     if (io.json) printJson(io, report);

@@ -89,9 +89,9 @@ export interface OperatorPolicy {
   input: InputLimits;
   limitMode: LimitMode;
   isolation: Isolation;
-  /** Pre-started one-shot sandboxes (actors/sandbox-pool.ts). */
+  /** Pre-started one-shot sandboxes (supervisor/executions/pool/sandbox-pool.ts). */
   prestart: PrestartPolicy;
-  /** How many executions run at once on one supervisor, and how many wait for a place (actors/execution-limiter.ts). */
+  /** How many executions run at once on one supervisor, and how many wait for a place (supervisor/executions/execution-limiter.ts). */
   executions: ExecutionConcurrency;
 }
 

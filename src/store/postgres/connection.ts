@@ -2,7 +2,7 @@
 // transaction, node-postgres failures as runlog's typed errors, and the schema's creation or migration on open.
 import pg from 'pg';
 import { ForeignDatabaseError, RunlogError, StoreVersionError, StoreWriteError } from '../../domain/errors.ts';
-import { MIGRATE_LOCK_CLASS, PG_APPLICATION, PG_LATEST_SCHEMA, PG_MIGRATIONS } from './pg-schema.ts';
+import { MIGRATE_LOCK_CLASS, PG_APPLICATION, PG_LATEST_SCHEMA, PG_MIGRATIONS } from './schema.ts';
 
 /** PostgreSQL is not answering (or the connection broke mid-call). */
 export class StoreUnavailableError extends RunlogError {
@@ -28,7 +28,7 @@ export const DEFAULT_HOLD_LIMIT_MS = 10_000;
 
 /**
  * A pool of sessions on the log's schema: durable on commit whatever the server or role default; search_path pins
- * the schema; READ COMMITTED (append_events needs a fresh snapshot per statement, pg-schema.ts); lock waits and
+ * the schema; READ COMMITTED (append_events needs a fresh snapshot per statement, postgres/schema.ts); lock waits and
  * idle transactions bounded (holdLimitMs).
  */
 export function makePool(url: string, schema: string, max: number, holdLimitMs: number): pg.Pool {

@@ -1,6 +1,6 @@
 // Following a PostgreSQL log: other processes' commits are read into the copy as they are announced (LISTEN/NOTIFY)
 // and, as the fallback, at every poll; every eighth poll also reads the nodes' heartbeats and leases again.
-import type { PgEventStore } from './pg-event-store.ts';
+import type { PgEventStore } from './event-store.ts';
 
 export class CopyFollower {
   private timer: NodeJS.Timeout | undefined;

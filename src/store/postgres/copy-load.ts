@@ -3,7 +3,7 @@
 import type { RecordedEvent } from '../../domain/events.ts';
 import type { LoadStats } from './host-store-options.ts';
 import type { LogCopy } from './log-copy.ts';
-import type { PgEventStore, StreamSummary } from './pg-event-store.ts';
+import type { PgEventStore, StreamSummary } from './event-store.ts';
 
 const PAGE = 1000;
 

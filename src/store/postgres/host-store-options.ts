@@ -2,8 +2,8 @@
 import type { ActorRow } from '../event-store.ts';
 import type { Projection } from '../port.ts';
 import type { UpcasterRegistry } from '../upcasters.ts';
-import type { AppendFaultHook } from './pg-event-store.ts';
-import type { RenewalListener, TakenLease } from './pg-leases.ts';
+import type { AppendFaultHook } from './event-store.ts';
+import type { RenewalListener, TakenLease } from './leases.ts';
 
 export interface PgHostStoreOptions {
   /** postgres://user:password@host:port/database (a `schema` query parameter picks the schema). */
@@ -52,7 +52,7 @@ export interface LoadStats {
   requestEventsPagedOut: number;
 }
 
-/** What the cluster tells the supervisor about leases (see runlog.ts / actors/cluster.ts). */
+/** What the cluster tells the supervisor about leases (see runlog.ts / supervisor/cluster/takeover.ts). */
 export interface LeaseListener {
   /** Leases this node turned out to have lost (it was paused or cut off past their expiry and someone took them). */
   lost(streams: string[]): void;

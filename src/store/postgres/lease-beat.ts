@@ -4,7 +4,7 @@ import { FencedError } from '../../domain/errors.ts';
 import type { AppendOutcome, AppendRequest } from '../event-store.ts';
 import { leasesToPickUp } from './lease-pickup.ts';
 import type { LeaseListener } from './host-store-options.ts';
-import type { Leases } from './pg-leases.ts';
+import type { Leases } from './leases.ts';
 
 /** The streams that are actors' (leased to one node at a time). */
 export const ACTOR_STREAM = /^(instance|execution)-/;

@@ -1,5 +1,5 @@
 // Leases a cluster node holds in PostgreSQL but does not run. A new actor's lease is taken in the transaction of
-// its first event (pg-event-store.ts claimLeases); when the reply to that commit is lost (PostgreSQL restarting,
+// its first event (postgres/event-store.ts claimLeases); when the reply to that commit is lost (PostgreSQL restarting,
 // the connection cut), the caller hears STORE_UNAVAILABLE, the node never learns the lease's token, and no actor
 // is in its host — yet the lease names this node, so no survivor takes it while it is live, and none should: this
 // node is alive. The node picks such actors up itself: it adopts the lease (same token) and rehydrates the actor

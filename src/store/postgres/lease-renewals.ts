@@ -1,5 +1,5 @@
-// What a renewal's failure says about the PostgreSQL server (for the node's self-fence, actors/self-fence.ts, and
-// the renewal's quick retries, pg-leases.ts), and how long a starting node's leases have left.
+// What a renewal's failure says about the PostgreSQL server (for the node's self-fence, supervisor/cluster/self-fence.ts, and
+// the renewal's quick retries, postgres/leases.ts), and how long a starting node's leases have left.
 //
 // Only a refused connection (ECONNREFUSED) proves the server down in a way that makes the time safe for the node's
 // leases. A refusal is a TCP reset answering the connection attempt, and it comes from the host the address names
@@ -7,7 +7,7 @@
 // node partitioned from the server by a cut cannot be refused by it, whatever other address it can still reach.
 // (A firewall set to reject with a reset would fake one: a partition made by a firewall must drop.) Nothing
 // listening means no postmaster, so no session anywhere can take a lease over, and the next postmaster starts after
-// the refusal and extends every lease to its start plus the TTL (pg-leases.ts liveUntil): a lease of a node
+// the refusal and extends every lease to its start plus the TTL (postgres/leases.ts liveUntil): a lease of a node
 // refused at t cannot be taken before t + TTL.
 //
 // The server's other words of unavailability move no lease's expiry, so they prove nothing for it (they are only

@@ -1,4 +1,4 @@
-// The PostgreSQL supervisor's in-memory copy of the log (pg-host-store.ts), with ended actors paged out.
+// The PostgreSQL supervisor's in-memory copy of the log (postgres/host-store.ts), with ended actors paged out.
 //
 // The actor host reads synchronously, so the supervisor keeps what it reads: every stream that is not an ended
 // actor's (live actors, app streams, facts; request streams from their newest requests on, below) in full, and the most recent
@@ -19,7 +19,7 @@
 import type { RecordedEvent } from '../../domain/events.ts';
 import { RunlogError } from '../../domain/errors.ts';
 import type { StreamInfo } from '../event-store.ts';
-import type { IterateEventsOptions } from '../sqlite-event-store.ts';
+import type { IterateEventsOptions } from '../sqlite/event-store.ts';
 
 /** Events per page of iterate(). */
 const PAGE = 1000;
@@ -154,7 +154,7 @@ export class LogCopy {
 
   /**
    * At load, an ended stream whose events up to `version` (positions firstSeq..lastSeq) lie below the recent
-   * window, from a summary the store read instead of the events (pg-host-store.ts): the same stub put() leaves
+   * window, from a summary the store read instead of the events (postgres/host-store.ts): the same stub put() leaves
    * when it drops them, without the events. Its later events (inside the window) follow through put(). Only a
    * paging-out copy takes one (a copy that holds everything must be given every event), and only for a stream it
    * has not seen yet. A request stream's oldest events (versions 1..version) come the same way, before its newer

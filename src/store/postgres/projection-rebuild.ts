@@ -1,6 +1,6 @@
 // A projection rebuilt from the whole log on PostgreSQL without a client holding the global append lock between two
 // statements: the events are read and folded first, with nothing locked (a page at a time, up to the chain head
-// read first), then one statement (projection_replace, pg-schema.ts migration 9) takes the append lock, checks
+// read first), then one statement (projection_replace, postgres/schema.ts migration 9) takes the append lock, checks
 // that the head and the archives are still what the fold read, and puts the documents in place of the old ones,
 // in a transaction of its own. Appends wait only while the server runs it. If anything was appended meanwhile the
 // fold reads on from where it stopped and tries again; an archive meanwhile (events gone) starts it over.

@@ -1,7 +1,7 @@
 // The hash chain of a SQLite log (chain.ts): computing it for events written before it existed (migration 4),
 // and checking it, a page at a time, against chain_head and the gaps that retention recorded.
 import { CHAIN_COLUMNS, GENESIS, rowHash, type ChainCheck, type ChainRow } from '../chain.ts';
-import type { Database } from '../sqlite.ts';
+import type { Database } from './driver.ts';
 
 /** The chain's last link as recorded (chain_head), or genesis for an empty log. */
 export function chainHead(db: Database.Database): { seq: number; hash: Buffer } {
@@ -32,7 +32,7 @@ export function verifyChain(db: Database.Database, options: { afterSeq?: number;
   }
   // why: raw(true) rows are arrays; better-sqlite3's types keep the object row type
   const page = db.prepare(`SELECT ${CHAIN_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?`).raw(true) as unknown as Database.Statement<[number, number], ChainRow>;
-  // Archived events (sqlite-archive.ts) leave holes in the seqs; the hash before each hole's end was recorded.
+  // Archived events (sqlite/archive.ts) leave holes in the seqs; the hash before each hole's end was recorded.
   const gapStmt = db.prepare('SELECT from_seq AS "from", hash FROM chain_gaps WHERE seq = ?') as Database.Statement<[number], { from: number; hash: Buffer }>;
   // A recorded hole must cover all of what is missing (from_seq..seq): events deleted around it are still damage.
   const gap = (end: number, from: number): Buffer | undefined => {

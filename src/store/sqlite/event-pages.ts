@@ -1,7 +1,7 @@
 // Reading a SQLite log's events a page at a time: recorded events (upcast), replay's lean rows, and the stored JSON
 // text for the SSE catch-up. Each page query is prepared on first use.
 import type { RecordedEvent, ReplayEvent } from '../../domain/events.ts';
-import type { Database } from '../sqlite.ts';
+import type { Database } from './driver.ts';
 import type { UpcasterRegistry } from '../upcasters.ts';
 
 export interface IterateEventsOptions {

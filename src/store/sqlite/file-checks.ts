@@ -16,11 +16,11 @@ import {
   StoreWriteError,
 } from '../../domain/errors.ts';
 import { computeChain } from './chain-check.ts';
-import { readOnlyTarget } from '../read-only-target.ts';
-import { APPLICATION_ID, CHAIN_MIGRATION, LATEST_SCHEMA, MIGRATIONS } from '../schema.ts';
-import { readShutdownRecord } from '../shutdown-record.ts';
-import { Database } from '../sqlite.ts';
-import { scanWal } from '../wal-scan.ts';
+import { readOnlyTarget } from './read-only-target.ts';
+import { APPLICATION_ID, CHAIN_MIGRATION, LATEST_SCHEMA, MIGRATIONS } from './schema.ts';
+import { readShutdownRecord } from './shutdown-record.ts';
+import { Database } from './driver.ts';
+import { scanWal } from './wal-scan.ts';
 
 const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
 
@@ -109,7 +109,7 @@ function checkLength(file: string, size: number, head: Buffer): void {
 }
 
 /**
- * A damaged frame in the WAL (see wal-scan.ts), found before SQLite would recover the WAL and drop it. The last
+ * A damaged frame in the WAL (see sqlite/wal-scan.ts), found before SQLite would recover the WAL and drop it. The last
  * good position is what SQLite sees of the log: read read-only, which changes neither the file nor the WAL.
  */
 export function checkWal(file: string): void {
@@ -123,7 +123,7 @@ export function walDamage(file: string): StoreWalDamagedError | null {
   if (!scan || scan.damagedFrame === null) return null;
   let lastGoodSeq: number | null = null;
   try {
-    // Read as inspection reads (read-only-target.ts): opened in place, SQLite would create a -shm beside the log.
+    // Read as inspection reads (sqlite/read-only-target.ts): opened in place, SQLite would create a -shm beside the log.
     const { target, release } = readOnlyTarget(file, false);
     try {
       const db = new Database(target, { readonly: true, fileMustExist: true });
@@ -192,7 +192,7 @@ export function translate(file: string, err: unknown): unknown {
     return new StoreWriteError(file, `${code}: ${msg}`, { cause: err });
   }
   if (code.startsWith('SQLITE_BUSY')) return new RunlogError('STORE_BUSY', `event log ${file} is locked by another writer: ${msg}`, { file });
-  // The WAL guard's marker file (wal-guard.ts) is written next to the database.
+  // The WAL guard's marker file (sqlite/wal-guard.ts) is written next to the database.
   if (code === 'ENOSPC') return new StoreWriteError(file, `disk full (${msg})`, { cause: err });
   if (code === 'EROFS' || code === 'EACCES' || code === 'EPERM' || code === 'EIO' || code === 'EDQUOT') return new StoreWriteError(file, `${code}: ${msg}`, { cause: err });
   return err;

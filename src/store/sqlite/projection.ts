@@ -1,8 +1,8 @@
-// The actors projection of a SQLite log: one row per actor, written in the append's transaction (sqlite-event-store.ts),
+// The actors projection of a SQLite log: one row per actor, written in the append's transaction (sqlite/event-store.ts),
 // read here, and rebuilt whole by `runlog rebuild`.
 import { ACTOR_KINDS } from '../../domain/events.ts';
 import type { ActorRow } from '../event-store.ts';
-import type { Database } from '../sqlite.ts';
+import type { Database } from './driver.ts';
 
 /** The actors projection with, for an archived actor, where its events went (tombstones, migration 6). */
 const ACTOR_SELECT = `SELECT actors.*, archives.file AS archived_to, archives.created_at AS archived_at FROM actors

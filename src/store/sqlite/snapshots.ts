@@ -1,8 +1,8 @@
 // Snapshots in a SQLite log: the newest per stream (snapshots), the ones they replaced (snapshot_history, kept for
 // `replay --to`), and the version each actor's row records. Written in the append's transaction
-// (sqlite-event-store.ts); read here.
+// (sqlite/event-store.ts); read here.
 import { toSnapshot, type SnapshotRecord, type SnapshotRow } from '../event-store.ts';
-import type { Database } from '../sqlite.ts';
+import type { Database } from './driver.ts';
 
 export function snapshotAtOrBefore(db: Database.Database, stream: string, version: number): SnapshotRecord | undefined {
   const r = db

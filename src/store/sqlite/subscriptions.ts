@@ -2,7 +2,7 @@
 // them at once; other processes' commits are noticed through PRAGMA data_version, polled while anyone listens.
 import type { RecordedEvent } from '../../domain/events.ts';
 import type { ReadAllOptions, SubscribeOptions } from '../event-store.ts';
-import type { Database } from '../sqlite.ts';
+import type { Database } from './driver.ts';
 
 export class SqliteSubscriptions {
   private readonly subscribers = new Set<() => void>();

@@ -1,5 +1,5 @@
 // The retention specs on PostgreSQL (specs.ts), against the real server (`npm run setup`); a schema per log.
-import { PgHostStore } from '../../../src/store/postgres/pg-host-store.ts';
+import { PgHostStore } from '../../../src/store/postgres/host-store.ts';
 import { testSchema, usePostgres } from '../../support/postgres.ts';
 import { retentionSpecs } from './specs.ts';
 

@@ -1,7 +1,7 @@
 // The retention specs on SQLite (specs.ts).
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
-import { SqliteEventStore } from '../../../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { retentionSpecs } from './specs.ts';
 
 retentionSpecs('SQLite', {

@@ -1,5 +1,5 @@
 // The event-store contract on the in-memory store (the one the actor host's unit tests will use).
-import { MemoryEventStore } from '../../../src/store/memory-event-store.ts';
+import { MemoryEventStore } from '../../../src/store/memory/event-store.ts';
 import { eventStoreContract } from './contract.ts';
 
 eventStoreContract('memory', {

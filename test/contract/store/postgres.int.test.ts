@@ -1,6 +1,6 @@
 // The event-store contract on PostgreSQL, against the real server (`npm run setup`); a schema per test.
 import { afterAll, beforeAll } from 'vitest';
-import { PgEventStore } from '../../../src/store/postgres/pg-event-store.ts';
+import { PgEventStore } from '../../../src/store/postgres/event-store.ts';
 import { dropSchemas, requirePostgres, testSchema } from '../../support/postgres.ts';
 import { eventStoreContract } from './contract.ts';
 

@@ -1,6 +1,6 @@
 // The event-store contract on SQLite (SqliteEventStore behind the port), a temp file per test.
 import { join } from 'node:path';
-import { SqlitePortStore } from '../../../src/store/sqlite-port.ts';
+import { SqlitePortStore } from '../../../src/store/sqlite/port-adapter.ts';
 import { tempDir } from '../../support/tmp.ts';
 import { eventStoreContract } from './contract.ts';
 

@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { publishCode } from '../../../src/actors/publishing.ts';
-import { createRunlog } from '../../../src/actors/runlog.ts';
+import { publishCode } from '../../../src/supervisor/executions/publishing.ts';
+import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import { publishNodeRuntime, startTestPds, type TestAccount, type TestPds } from '../../support/pds.ts';
 import { pointPdsAt, startSlowProxy, type SlowProxy } from '../../support/slow-proxy.ts';
 

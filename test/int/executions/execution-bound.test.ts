@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRunlog, type Runlog } from '../../../src/actors/runlog.ts';
+import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { parseOperatorPolicy } from '../../../src/domain/at-run/operator-policy.ts';
 import { cleanupTestContainers, cleanupTestVolumes, watchContainerEvents, requireDocker, requireRegistry, TEST_LABELS } from '../../support/docker.ts';
 import { publishCodeSource, publishNodeRuntime, startTestPds, type TestPds } from '../../support/pds.ts';

@@ -7,8 +7,8 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeArchive } from '../../../src/adapters/archive/index.ts';
 import { AT_RUN_V2 } from '../../../src/adapters/atproto/index.ts';
-import { publishCode, publishRuntime } from '../../../src/actors/publishing.ts';
-import { createRunlog, type Runlog } from '../../../src/actors/runlog.ts';
+import { publishCode, publishRuntime } from '../../../src/supervisor/executions/publishing.ts';
+import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { cleanupTestContainers, cleanupTestVolumes, docker, imageRef, requireDocker, requireRegistry, TEST_LABELS } from '../../support/docker.ts';
 import { replaceRecordBlock, startPdsProxy, startTestPds, type PdsProxy, type TestAccount, type TestPds } from '../../support/pds.ts';
 

@@ -8,9 +8,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { publishCode, publishRuntime } from '../../../src/actors/publishing.ts';
-import { createRunlog, type Runlog } from '../../../src/actors/runlog.ts';
-import { POOL_STREAM } from '../../../src/actors/sandbox-pool.ts';
+import { publishCode, publishRuntime } from '../../../src/supervisor/executions/publishing.ts';
+import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
+import { POOL_STREAM } from '../../../src/supervisor/executions/pool/sandbox-pool.ts';
 import { containerCpuUsageNs } from '../../../src/adapters/docker/container-stats.ts';
 import { createDockerEngine } from '../../../src/adapters/docker/dockerode-engine.ts';
 import { until } from '../../support/apps.ts';

@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRunlog, type Runlog } from '../../../src/actors/runlog.ts';
+import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { copyDereferenced } from '../../../src/adapters/apps/copy-dereferenced.ts';
 import { getJson, HELLO_APP_DIR, requireProot, until } from '../../support/apps.ts';
 

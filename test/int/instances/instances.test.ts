@@ -5,7 +5,7 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRunlog, type Runlog } from '../../../src/actors/runlog.ts';
+import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { cleanupTestContainers } from '../../support/docker.ts';
 import { alive, getJson, HELLO_APP_DIR, LIAR_SERVER, requireDockerAppBase, requireProot, until } from '../../support/apps.ts';
 

@@ -1,4 +1,4 @@
-// A `cap` change recorded while a node is down reaches its instances when it starts again (actors/app-tool-sync.ts,
+// A `cap` change recorded while a node is down reaches its instances when it starts again (supervisor/instances/app-tool-sync.ts,
 // the start-up look), not only on the app events it reads live or on a takeover: one real supervisor
 // (`runlog serve --store postgres://… --node a`, a cluster of one, so nobody else could apply it) on the real
 // PostgreSQL server (a schema of this test's), a real container instance on the real Docker Engine.
@@ -12,8 +12,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { copyDereferenced } from '../../../src/adapters/apps/copy-dereferenced.ts';
-import { recordToolChange } from '../../../src/actors/app-grants.ts';
-import { PgHostStore } from '../../../src/store/postgres/pg-host-store.ts';
+import { recordToolChange } from '../../../src/supervisor/instances/app-grants.ts';
+import { PgHostStore } from '../../../src/store/postgres/host-store.ts';
 import { getJson, HELLO_APP_DIR, requireDockerAppBase, until } from '../../support/apps.ts';
 import { runCli } from '../../support/cli-process.ts';
 import { cleanupClusters, createCluster, type ClusterEventRow } from '../../support/cluster-fixture.ts';

@@ -1,5 +1,5 @@
 // `runlog logs <id> --follow` through a node that does not own the instance: the owner streams its output over
-// LISTEN/NOTIFY (actors/remote-follow.ts), never through the log. Three real supervisors (`runlog serve --store
+// LISTEN/NOTIFY (supervisor/cluster/remote-follow.ts), never through the log. Three real supervisors (`runlog serve --store
 // postgres://… --node a|b|c`) on the real PostgreSQL server (a schema of this test's), real container instances
 // on the real Docker Engine, an app that prints `tick N` every 200 ms.
 // - through b (CLI): every line a's instance prints, in order, none twice, starting with what a itself buffered; the
@@ -12,7 +12,7 @@ import { cpSync, mkdtempSync, appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { followChannel } from '../../../src/store/postgres/pg-follow-channel.ts';
+import { followChannel } from '../../../src/store/postgres/follow-channel.ts';
 import { HELLO_APP_DIR, requireDockerAppBase, until } from '../../support/apps.ts';
 import { cliArgs, REPO } from '../../support/cli.ts';
 import { runCli } from '../../support/cli-process.ts';

@@ -4,7 +4,7 @@
 // TTL, three times, each begun just before a node's renewal: its lease is then a beat (TTL/3) old, so its expiry
 // passes while the server is down. Afterwards every lease has the node and the token it had, no node took anything
 // over, and no node fenced itself: the outage is longer than the self-fence's fraction of the TTL, but the nodes'
-// renewals found the server down (refused, starting up), and that time counts as safe (actors/self-fence.ts).
+// renewals found the server down (refused, starting up), and that time counts as safe (supervisor/cluster/self-fence.ts).
 import { afterAll, describe, expect, it } from 'vitest';
 import { HELLO_APP_DIR, requireProot } from '../../support/apps.ts';
 import { cleanupClusters, createCluster } from '../../support/cluster-fixture.ts';

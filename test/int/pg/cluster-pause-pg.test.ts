@@ -1,6 +1,6 @@
 // A paused node never stalls the cluster: three real supervisors (`runlog serve --store postgres://… --node a|b|c`)
 // on the real PostgreSQL server, with PRoot apps. c stops itself (SIGSTOP, RUNLOG_FAULT_ACTION=stop) at the fault
-// point `append-locked` of its spawn's first append (actors/faults.ts): the last moment its client is between two
+// point `append-locked` of its spawn's first append (supervisor/host/faults.ts): the last moment its client is between two
 // statements of that append's transaction. For twice the lease TTL, while c is frozen there, a and b spawn apps:
 // their appends commit, and no lease moves (a's and b's keep their node and token). After c wakes, a's and b's
 // leases are still theirs.

@@ -16,8 +16,8 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
-import { actorsProjection } from '../../../src/actors/actors-projection.ts';
-import { publishCode } from '../../../src/actors/publishing.ts';
+import { actorsProjection } from '../../../src/supervisor/host/actors-projection.ts';
+import { publishCode } from '../../../src/supervisor/executions/publishing.ts';
 import type { RecordedEvent } from '../../../src/domain/events.ts';
 import { alive, HELLO_APP_DIR, requireDockerAppBase, requireProot, until } from '../../support/apps.ts';
 import { cleanupClusters, createCluster, type Cluster, type ClusterNode } from '../../support/cluster-fixture.ts';

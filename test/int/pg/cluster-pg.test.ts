@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { alive, HELLO_APP_DIR, requireDockerAppBase, requireProot, until } from '../../support/apps.ts';
 import { helloApp } from '../../support/child-supervisor.ts';
-import { publishCode } from '../../../src/actors/publishing.ts';
+import { publishCode } from '../../../src/supervisor/executions/publishing.ts';
 import { cliArgs } from '../../support/cli.ts';
 import { REPO_ROOT } from '../../support/cli-process.ts';
 import { cleanupClusters, createCluster, type ClusterNode } from '../../support/cluster-fixture.ts';

@@ -6,9 +6,9 @@
 // the store's API) as if a had sent it, and a is never told. A real supervisor (`runlog serve --node a`), real
 // PostgreSQL, a real PRoot app.
 import { afterAll, describe, expect, it } from 'vitest';
-import { actorsProjection } from '../../../src/actors/actors-projection.ts';
-import { PgEventStore } from '../../../src/store/postgres/pg-event-store.ts';
-import { splitStoreUrl } from '../../../src/store/postgres/pg-host-store.ts';
+import { actorsProjection } from '../../../src/supervisor/host/actors-projection.ts';
+import { PgEventStore } from '../../../src/store/postgres/event-store.ts';
+import { splitStoreUrl } from '../../../src/store/postgres/host-store.ts';
 import { alive, HELLO_APP_DIR, requireProot, until } from '../../support/apps.ts';
 import { cleanupClusters, createCluster } from '../../support/cluster-fixture.ts';
 

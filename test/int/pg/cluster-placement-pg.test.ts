@@ -8,7 +8,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { publishCode } from '../../../src/actors/publishing.ts';
+import { publishCode } from '../../../src/supervisor/executions/publishing.ts';
 import { alive, HELLO_APP_DIR, requireDockerAppBase, requireProot, until } from '../../support/apps.ts';
 import { cleanupClusters, createCluster, type ClusterNode } from '../../support/cluster-fixture.ts';
 import { requireRegistry } from '../../support/docker.ts';

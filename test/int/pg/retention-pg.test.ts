@@ -1,4 +1,4 @@
-// Retention on PostgreSQL (pg-archive.ts), against the real server (`npm run setup`), a schema per test. The specs
+// Retention on PostgreSQL (postgres/archive.ts), against the real server (`npm run setup`), a schema per test. The specs
 // SQLite meets too run on both in test/contract/retention/; here, what is PostgreSQL's: the tables a run leaves, a
 // supervisor's copy following the log while its tail is archived, one archiver at a time (ARCHIVE_BUSY), another
 // process appending throughout a run, an archiver stopped just before its removal holding up no append, the
@@ -8,11 +8,11 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { inspectActor } from '../../../src/actors/inspection.ts';
-import { archiveStoreUrl, startRetentionOn } from '../../../src/actors/retention.ts';
-import type { ArchiveStep } from '../../../src/store/sqlite-archive.ts';
-import { ARCHIVE_LOCK_CLASS } from '../../../src/store/postgres/pg-schema.ts';
-import { PgHostStore } from '../../../src/store/postgres/pg-host-store.ts';
+import { inspectActor } from '../../../src/inspect/inspection.ts';
+import { archiveStoreUrl, startRetentionOn } from '../../../src/supervisor/retention/retention.ts';
+import type { ArchiveStep } from '../../../src/store/sqlite/archive.ts';
+import { ARCHIVE_LOCK_CLASS } from '../../../src/store/postgres/schema.ts';
+import { PgHostStore } from '../../../src/store/postgres/host-store.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 import { testSchema, usePostgres } from '../../support/postgres.ts';
 import { writeRetentionLog, type BuiltActor } from '../../support/retention-log.ts';
@@ -143,7 +143,7 @@ describe('runlog archive on PostgreSQL', () => {
 
   it("serve --retain's schedule on PostgreSQL: skips a run while another node archives, archives once it is free", async () => {
     const { schema, store, home } = await newLog(6, 1);
-    const { PgEventStore } = await import('../../../src/store/postgres/pg-event-store.ts');
+    const { PgEventStore } = await import('../../../src/store/postgres/event-store.ts');
     const pgStore = await PgEventStore.open({ url: db.url, schema, maxConnections: 2 });
     const said: string[] = [];
     const heard = async (re: RegExp): Promise<void> => {
@@ -241,7 +241,7 @@ describe('a PostgreSQL supervisor at start', () => {
     const { schema, store, actors } = await newLog(3, 1);
     const { rows } = await db.admin.query(`SELECT max(seq)::integer AS s FROM ${schema}.events`);
     await db.admin.query(`UPDATE ${schema}.events SET at = '2020-01-01T00:00:00.000Z' WHERE seq = $1`, [rows[0].s - 2]);
-    const { createRunlog } = await import('../../../src/actors/runlog.ts');
+    const { createRunlog } = await import('../../../src/supervisor/runlog.ts');
     await expect(createRunlog({ home: tempDir(), store, node: 'n1', supervise: true, readOnly: false })).rejects.toMatchObject({ code: 'STORE_CHAIN_BROKEN', details: expect.objectContaining({ seq: rows[0].s - 2 }) });
     expect(actors).toHaveLength(4);
   }, 120_000);

@@ -1,4 +1,4 @@
-// The hash chain and snapshots on PostgreSQL (pg-schema.ts migration 4), against the real server (`npm run
+// The hash chain and snapshots on PostgreSQL (postgres/schema.ts migration 4), against the real server (`npm run
 // setup`), a schema per test: every append links its events into one chain (also when several pools append at
 // once, as several nodes do), the links are SQLite's eventHash over the stored columns, damage is named at its
 // first bad position, a log from before the migration gets its chain, and snapshots are kept in the append's
@@ -6,8 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import { GENESIS, eventHash } from '../../../src/store/chain.ts';
 import type { SnapshotRecord } from '../../../src/store/event-store.ts';
-import { PgEventStore } from '../../../src/store/postgres/pg-event-store.ts';
-import { PG_LATEST_SCHEMA, PG_MIGRATIONS } from '../../../src/store/postgres/pg-schema.ts';
+import { PgEventStore } from '../../../src/store/postgres/event-store.ts';
+import { PG_LATEST_SCHEMA, PG_MIGRATIONS } from '../../../src/store/postgres/schema.ts';
 import { testSchema, usePostgres } from '../../support/postgres.ts';
 
 const db = usePostgres();

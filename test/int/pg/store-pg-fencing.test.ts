@@ -4,7 +4,7 @@
 // new owner's appends go through; a takeover never overtakes an append that holds the lease row.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FencedError } from '../../../src/domain/errors.ts';
-import { PgHostStore } from '../../../src/store/postgres/pg-host-store.ts';
+import { PgHostStore } from '../../../src/store/postgres/host-store.ts';
 import { dropSchemas, requirePostgres, testSchema } from '../../support/postgres.ts';
 
 let url = '';

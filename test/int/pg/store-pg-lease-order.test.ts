@@ -5,8 +5,8 @@
 // forced step by step.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PgEventStore } from '../../../src/store/postgres/pg-event-store.ts';
-import { Leases } from '../../../src/store/postgres/pg-leases.ts';
+import { PgEventStore } from '../../../src/store/postgres/event-store.ts';
+import { Leases } from '../../../src/store/postgres/leases.ts';
 import { dropSchemas, requirePostgres, testSchema } from '../../support/postgres.ts';
 
 let url = '';

@@ -4,8 +4,8 @@
 // the inspector's live stream and a supervisor's copy of the log use). Real PostgreSQL, a schema of its own.
 import { afterAll, describe, expect, it } from 'vitest';
 import type { RecordedEvent } from '../../../src/domain/events.ts';
-import { PgEventStore } from '../../../src/store/postgres/pg-event-store.ts';
-import { PgHostStore } from '../../../src/store/postgres/pg-host-store.ts';
+import { PgEventStore } from '../../../src/store/postgres/event-store.ts';
+import { PgHostStore } from '../../../src/store/postgres/host-store.ts';
 import { until } from '../../support/apps.ts';
 import { dropSchemas, requirePostgres, testSchema } from '../../support/postgres.ts';
 

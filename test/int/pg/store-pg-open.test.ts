@@ -2,8 +2,8 @@
 // another program or to a newer runlog is refused and left as it was, and an unreachable server is a typed error.
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { PgEventStore } from '../../../src/store/postgres/pg-event-store.ts';
-import { PG_LATEST_SCHEMA } from '../../../src/store/postgres/pg-schema.ts';
+import { PgEventStore } from '../../../src/store/postgres/event-store.ts';
+import { PG_LATEST_SCHEMA } from '../../../src/store/postgres/schema.ts';
 import { testSchema, usePostgres } from '../../support/postgres.ts';
 
 const db = usePostgres();

@@ -1,4 +1,4 @@
-// A supervisor on PostgreSQL holds live actors, not the fleet's history (pg-host-store.ts, log-copy.ts): against the
+// A supervisor on PostgreSQL holds live actors, not the fleet's history (postgres/host-store.ts, log-copy.ts): against the
 // real server, a log of ended actors (the golden histories, written through the real store with the real actors
 // projection) and one live actor. Ended actors' events are not held by the supervisor's store — a synchronous read
 // of one says PAGED_OUT rather than answer short — while the HTTP API, `runlog events/inspect/replay/export
@@ -8,17 +8,17 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ActorHost } from '../../../src/actors/actor-host.ts';
-import { actorsProjection, ACTORS_PROJECTION } from '../../../src/actors/actors-projection.ts';
-import { createBus } from '../../../src/actors/bus.ts';
-import { inspectActor, replayActor } from '../../../src/actors/inspection.ts';
-import { createRunlog, type Runlog } from '../../../src/actors/runlog.ts';
+import { ActorHost } from '../../../src/supervisor/host/actor-host.ts';
+import { actorsProjection, ACTORS_PROJECTION } from '../../../src/supervisor/host/actors-projection.ts';
+import { createBus } from '../../../src/supervisor/host/bus.ts';
+import { inspectActor, replayActor } from '../../../src/inspect/inspection.ts';
+import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { machines, stateName } from '../../../src/machines/runtime.ts';
 import { startServer, type RunningServer } from '../../../src/server/http-server.ts';
-import { archiveEndedPg } from '../../../src/store/postgres/pg-archive.ts';
-import { PgEventStore } from '../../../src/store/postgres/pg-event-store.ts';
+import { archiveEndedPg } from '../../../src/store/postgres/archive.ts';
+import { PgEventStore } from '../../../src/store/postgres/event-store.ts';
 import type { RecordedEvent } from '../../../src/domain/events.ts';
-import { PgHostStore, splitStoreUrl } from '../../../src/store/postgres/pg-host-store.ts';
+import { PgHostStore, splitStoreUrl } from '../../../src/store/postgres/host-store.ts';
 import { openInspectionLog } from '../../../src/cli/inspection-log.ts';
 import { runCli } from '../../support/cli-process.ts';
 import { endedHistories, writeEndedActors, type EndedActor } from '../../support/pg-ended-log.ts';
@@ -199,7 +199,7 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
     expect(jsonLines(cli(['events', '--all', '--from', '37', '--to', '120', '--json']))).toEqual(asJson(ref.readAll({ afterSeq: 37 }).filter((e) => e.seq <= 120)));
   });
 
-  // The open itself (pg-host-store.ts load): below the recent window it reads one summary row per stream, and the
+  // The open itself (postgres/host-store.ts load): below the recent window it reads one summary row per stream, and the
   // events of the streams it holds only; ended actors' events there are never read. Every read must answer as a
   // copy that read the whole log does, and PAGED_OUT exactly where an ended actor's events are below the window.
   describe('open reads only what it keeps', () => {
@@ -266,7 +266,7 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
       const split = splitStoreUrl(store);
       const home = mkdtempSync(join(tmpdir(), 'runlog-pgopen-'));
       dirs.push(home);
-      // Archived first (retention, pg-archive.ts): their rows stay (archived), their events leave a hole in the positions.
+      // Archived first (retention, postgres/archive.ts): their rows stay (archived), their events leave a hole in the positions.
       const gone = await writeEndedActors(store, 6, { prefix: 'pgopen_gone' });
       const w = await PgEventStore.open({ url: split.url, schema: split.schema!, projections: [actorsProjection()] });
       try {

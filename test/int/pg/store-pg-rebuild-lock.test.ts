@@ -5,8 +5,8 @@
 // state, and a second store appends all along.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PgEventStore } from '../../../src/store/postgres/pg-event-store.ts';
-import { APPEND_LOCK_CLASS } from '../../../src/store/postgres/pg-schema.ts';
+import { PgEventStore } from '../../../src/store/postgres/event-store.ts';
+import { APPEND_LOCK_CLASS } from '../../../src/store/postgres/schema.ts';
 import type { Projection } from '../../../src/store/port.ts';
 import { dropSchemas, requirePostgres, testSchema } from '../../support/postgres.ts';
 

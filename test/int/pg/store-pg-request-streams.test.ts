@@ -1,15 +1,15 @@
-// A supervisor on PostgreSQL does not carry every request the cluster ever made (pg-host-store.ts pageOut
-// requestStreams, log-copy.ts, actors/request-streams.ts): against the real server, the execution queue's and a
+// A supervisor on PostgreSQL does not carry every request the cluster ever made (postgres/host-store.ts pageOut
+// requestStreams, log-copy.ts, supervisor/cluster/request-streams.ts): against the real server, the execution queue's and a
 // placement stream's requests older than the recent window and than keepMs are neither read at open nor held;
 // the newest ones are, from one version on (readRecent, what the queue, placement and hand-over read); a read of
 // the whole stream says PAGED_OUT rather than answer short, and pageIn makes it whole again, equal to the log.
 import { afterAll, describe, expect, it } from 'vitest';
-import { EXECUTION_QUEUE } from '../../../src/actors/execution-queue.ts';
-import { placementStream } from '../../../src/actors/placement.ts';
-import { isRequestStream } from '../../../src/actors/request-streams.ts';
+import { EXECUTION_QUEUE } from '../../../src/supervisor/executions/execution-queue.ts';
+import { placementStream } from '../../../src/supervisor/cluster/placement.ts';
+import { isRequestStream } from '../../../src/supervisor/cluster/request-streams.ts';
 import type { RecordedEvent } from '../../../src/domain/events.ts';
-import { PgEventStore } from '../../../src/store/postgres/pg-event-store.ts';
-import { PgHostStore, REQUEST_KEEP_MS } from '../../../src/store/postgres/pg-host-store.ts';
+import { PgEventStore } from '../../../src/store/postgres/event-store.ts';
+import { PgHostStore, REQUEST_KEEP_MS } from '../../../src/store/postgres/host-store.ts';
 import { PagedOutError } from '../../../src/store/postgres/log-copy.ts';
 import { testSchema, usePostgres } from '../../support/postgres.ts';
 

@@ -4,7 +4,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RecordedEvent } from '../../../src/domain/events.ts';
-import { PgEventStore } from '../../../src/store/postgres/pg-event-store.ts';
+import { PgEventStore } from '../../../src/store/postgres/event-store.ts';
 import { dropSchemas, requirePostgres, testSchema } from '../../support/postgres.ts';
 
 let url = '';

@@ -3,7 +3,7 @@
 // judge them right: the store hands the beat out on the reader's clock, from its age on the server's.
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { supervision } from '../../../src/domain/supervision.ts';
-import { PgHostStore } from '../../../src/store/postgres/pg-host-store.ts';
+import { PgHostStore } from '../../../src/store/postgres/host-store.ts';
 import { dropSchemas, requirePostgres, testSchema } from '../../support/postgres.ts';
 
 const HOUR = 3_600_000;

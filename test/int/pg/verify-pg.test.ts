@@ -3,8 +3,8 @@
 // reads the snapshot and folds only the tail, and `runlog verify --store` checks the chain, the snapshots (newest
 // and older) and the projection, naming what is damaged.
 import { afterAll, describe, expect, it } from 'vitest';
-import { createRunlog, type Runlog } from '../../../src/actors/runlog.ts';
-import { sealSnapshot, SNAPSHOT_EVERY } from '../../../src/actors/snapshots.ts';
+import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
+import { sealSnapshot, SNAPSHOT_EVERY } from '../../../src/inspect/snapshots.ts';
 import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 import { testSchema, usePostgres } from '../../support/postgres.ts';

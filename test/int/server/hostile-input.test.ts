@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { publishCode } from '../../../src/actors/publishing.ts';
+import { publishCode } from '../../../src/supervisor/executions/publishing.ts';
 import { cleanupTestContainers, cleanupTestVolumes, requireDocker, requireRegistry, TEST_LABELS } from '../../support/docker.ts';
 import { cliArgs } from '../../support/cli.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from '../../support/pds.ts';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRunlog, type Runlog } from '../../../src/actors/runlog.ts';
+import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { startServer, type RunningServer } from '../../../src/server/http-server.ts';
 import { ensureToken } from '../../../src/server/token.ts';
 import { launchChromium } from '../../support/browser.ts';

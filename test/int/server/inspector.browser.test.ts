@@ -8,7 +8,7 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../../src/server/http-server.ts';
 import { ensureToken } from '../../../src/server/token.ts';
-import { createRunlog } from '../../../src/actors/runlog.ts';
+import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import { CODE_CID, IMAGE, instanceSpec, launchChromium, RUNTIME_CID, seededRunlog, type Seeded } from '../../support/browser.ts';
 
 const SHOTS = join(import.meta.dirname, '../../..', 'artifacts', 'inspector');

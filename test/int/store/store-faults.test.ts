@@ -14,12 +14,12 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { createRunlog } from '../../../src/actors/runlog.ts';
+import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import { StoreCorruptError, StoreWriteError } from '../../../src/domain/errors.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite-event-store.ts';
-import { StoreWalLostError } from '../../../src/store/wal-guard.ts';
+import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
+import { StoreWalLostError } from '../../../src/store/sqlite/wal-guard.ts';
 
-const STORE_MODULE = resolve(import.meta.dirname, '../../../src/store/sqlite-event-store.ts');
+const STORE_MODULE = resolve(import.meta.dirname, '../../../src/store/sqlite/event-store.ts');
 let root: string;
 
 const sha = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');

@@ -7,7 +7,7 @@ import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileS
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRunlog } from '../../../src/actors/runlog.ts';
+import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import { main } from '../../../src/cli/main.ts';
 import { instanceSpec } from '../../support/browser.ts';
 import { spawnSync } from 'node:child_process';

@@ -10,7 +10,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { publishCode } from '../../../src/actors/publishing.ts';
+import { publishCode } from '../../../src/supervisor/executions/publishing.ts';
 import { alive, HELLO_APP_DIR, requireDockerAppBase, requireProot, until } from '../../support/apps.ts';
 import { cliArgs } from '../../support/cli.ts';
 import { requireRegistry } from '../../support/docker.ts';

@@ -6,9 +6,9 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createRunlog } from '../../../src/actors/runlog.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite-event-store.ts';
-import { holderPath, readHolder } from '../../../src/store/writer-lock.ts';
+import { createRunlog } from '../../../src/supervisor/runlog.ts';
+import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
+import { holderPath, readHolder } from '../../../src/store/sqlite/writer-lock.ts';
 import { HELLO_APP_DIR, alive, requireProot, until } from '../../support/apps.ts';
 import { runCli, startServe, type Served } from '../../support/cli-process.ts';
 

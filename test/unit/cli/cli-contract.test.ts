@@ -4,7 +4,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRunlog, type Runlog } from '../../../src/actors/runlog.ts';
+import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { writeServerInfo } from '../../../src/cli/client.ts';
 import { commandHelp, commonOptions } from '../../../src/cli/command.ts';
 import { commands, suggest, version } from '../../../src/cli/main.ts';
@@ -12,7 +12,7 @@ import { errorJson, EXIT, exitCodeFor } from '../../../src/cli/output.ts';
 import { RunlogError, StoreCorruptError, UsageError, ValidationError, withIssues } from '../../../src/domain/errors.ts';
 import { startServer, type RunningServer } from '../../../src/server/http-server.ts';
 import { ensureToken } from '../../../src/server/token.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { fakeEffects, seededRunlog } from '../../support/browser.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 import { tempDir } from '../../support/tmp.ts';
@@ -249,7 +249,7 @@ describe('a fast CLI: what `runlog ps` loads', () => {
     const main = join(REPO, 'src/cli/main.ts');
     // What `ps` imports when it runs: the store, through the one function inspection opens the log with.
     const dynamic = [...readFileSync(join(REPO, 'src/cli/inspection-log.ts'), 'utf8').matchAll(/import\('([^']+)'\)/g)].map((m) => resolve(REPO, 'src/cli', m[1]!));
-    expect(dynamic).toEqual([join(REPO, 'src/store/postgres/pg-host-store.ts'), join(REPO, 'src/store/sqlite-event-store.ts')]);
+    expect(dynamic).toEqual([join(REPO, 'src/store/postgres/host-store.ts'), join(REPO, 'src/store/sqlite/event-store.ts')]);
     const heavyOf = (loaded: string[]) => loaded.filter((f) => /^(xstate|dockerode|tar-stream|@atproto\/|@ipld\/|multiformats)/.test(f) || /\/src\/(machines|adapters|server\/(?!listen\.ts))/.test(f));
     const packages = (loaded: string[]) => loaded.filter((f) => !f.startsWith('/') && !f.startsWith('node:')).sort();
     // A SQLite log (the default): the SQLite reader and nothing else.
@@ -266,7 +266,7 @@ describe('a fast CLI: what `runlog ps` loads', () => {
     const commands = readFileSync(join(REPO, 'src/cli/commands/inspect-commands.ts'), 'utf8');
     const events = commands.slice(commands.indexOf('export const eventsCommand'), commands.indexOf('async function followLog'));
     const dynamic = [...events.matchAll(/import\('([^']+)'\)/g)].map((m) => resolve(REPO, 'src/cli/commands', m[1]!));
-    expect(dynamic).toEqual([join(REPO, 'src/actors/resolve-actor.ts')]);
+    expect(dynamic).toEqual([join(REPO, 'src/inspect/resolve-actor.ts')]);
     const heavy = [...closure(dynamic)].filter((f) => /^xstate/.test(f) || /\/src\/(machines|adapters)/.test(f));
     expect(heavy).toEqual([]);
   });

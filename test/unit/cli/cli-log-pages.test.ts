@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { logAfter } from '../../../src/cli/commands/inspect-commands.ts';
 import type { RecordedEvent } from '../../../src/domain/events.ts';
 import type { ReadAllOptions } from '../../../src/store/event-store.ts';
-import type { IterateEventsOptions } from '../../../src/store/sqlite-event-store.ts';
+import type { IterateEventsOptions } from '../../../src/store/sqlite/event-store.ts';
 
 const log: RecordedEvent[] = Array.from({ length: 25 }, (_, i) => ({ seq: i + 1, stream: `s-${i % 3}`, version: Math.floor(i / 3) + 1, type: 't', schema: 1, data: { i }, meta: {}, at: '2026-01-01T00:00:00.000Z' }));
 

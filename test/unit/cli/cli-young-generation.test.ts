@@ -8,7 +8,7 @@ const { main } = await import('../../../src/cli/main.ts');
 const { commands } = await import('../../../src/cli/main.ts');
 const { capture } = await import('../../support/cli-in-process.ts');
 const { tempDir } = await import('../../support/tmp.ts');
-const { createRunlog } = await import('../../../src/actors/runlog.ts');
+const { createRunlog } = await import('../../../src/supervisor/runlog.ts');
 
 /** A log with nothing in it yet, closed: what the commands read. */
 async function emptyLog(): Promise<string> {

@@ -2,7 +2,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { createRunlog } from '../../../src/actors/runlog.ts';
+import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { main } from '../../../src/cli/main.ts';
 import { cliArgs } from '../../support/cli.ts';

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { diffContext } from '../../../src/cli/context-diff.ts';
-import { parseHistory } from '../../../src/cli/history-file.ts';
+import { parseHistory } from '../../../src/inspect/history-file.ts';
 import { replayHistory } from '../../../src/cli/replay-stepper.ts';
 import { UpcasterRegistry } from '../../../src/store/upcasters.ts';
 import { seededRunlog } from '../../support/browser.ts';

@@ -2,9 +2,9 @@
 // recorded words (nothing when it has them), what a change has reached (read from the log alone), and a node that
 // brings only the instances it owns, once, tagging each event with the app event it carries out.
 import { describe, expect, it } from 'vitest';
-import type { DispatchResult, LiveActor } from '../../../src/actors/actor-host.ts';
-import { AppToolSync } from '../../../src/actors/app-tool-sync.ts';
-import { capReach, readToolLog, toolChanges, type ToolLog } from '../../../src/actors/app-grants.ts';
+import type { DispatchResult, LiveActor } from '../../../src/supervisor/host/actor-host.ts';
+import { AppToolSync } from '../../../src/supervisor/instances/app-tool-sync.ts';
+import { capReach, readToolLog, toolChanges, type ToolLog } from '../../../src/supervisor/instances/app-grants.ts';
 import { FencedError } from '../../../src/domain/errors.ts';
 import type { RecordedEvent } from '../../../src/domain/events.ts';
 

@@ -3,7 +3,7 @@
 // `runlog nodes` shows the one supervisor's heartbeat and no leases.
 import { describe, expect, it } from 'vitest';
 import { nodesView, type ClusterRecords } from '../../../src/domain/cluster-nodes.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 import { tempDir } from '../../support/tmp.ts';
 import { join } from 'node:path';

@@ -1,18 +1,18 @@
 // A takeover re-arms the persisted restart timer of an instance waiting in crashed.backoff, also when the store
 // fails the takeover's own record: node a's history (crash, restart scheduled) is on a store; node b's host takes
-// the instance over through the cluster listener (src/actors/cluster.ts) while appends fail, and its restart
+// the instance over through the cluster listener (src/supervisor/cluster/takeover.ts) while appends fail, and its restart
 // still comes due on b's simulated clock.
 import { describe, expect, it } from 'vitest';
-import { ActorHost, type AllEffectHandlers } from '../../../src/actors/actor-host.ts';
-import { createBus } from '../../../src/actors/bus.ts';
-import { clusterListener } from '../../../src/actors/cluster.ts';
-import { RestartTimers } from '../../../src/actors/timers.ts';
+import { ActorHost, type AllEffectHandlers } from '../../../src/supervisor/host/actor-host.ts';
+import { createBus } from '../../../src/supervisor/host/bus.ts';
+import { clusterListener } from '../../../src/supervisor/cluster/takeover.ts';
+import { RestartTimers } from '../../../src/supervisor/host/timers.ts';
 import { RunlogError } from '../../../src/domain/errors.ts';
 import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { machines } from '../../../src/machines/runtime.ts';
 import type { AppendOutcome, AppendRequest } from '../../../src/store/event-store.ts';
 import type { HostStore } from '../../../src/store/host-store.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { SimulatedClock } from '../../support/clock.ts';
 
 const spec = { instanceId: 'i1', appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'container', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 5000, maxBackoffMs: 5000, resetAfterMs: 60_000 } } as InstanceSpec;

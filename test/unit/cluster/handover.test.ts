@@ -5,7 +5,7 @@
 // acted on. `exec --node` is validated at the CLI's boundary. Real supervisors on PostgreSQL:
 // test/int/pg/cluster-handover-pg.test.ts.
 import { describe, expect, it } from 'vitest';
-import { actedOn, Handover, type HandoverDeps } from '../../../src/actors/handover.ts';
+import { actedOn, Handover, type HandoverDeps } from '../../../src/supervisor/cluster/handover.ts';
 import { FencedError, RunlogError } from '../../../src/domain/errors.ts';
 import type { RecordedEvent } from '../../../src/domain/events.ts';
 import { answerError, boundLines, HANDOVER_ANSWERED, HANDOVER_REQUESTED, parseRequest, pendingRequests, routeRequest, type HandoverRequest } from '../../../src/domain/handover.ts';

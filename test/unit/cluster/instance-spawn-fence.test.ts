@@ -1,11 +1,11 @@
-// A spawn that this node may no longer carry out removes what it started (src/actors/instances.ts): its
+// A spawn that this node may no longer carry out removes what it started (src/supervisor/instances/instances.ts): its
 // `instance.spawned` refused (FENCED: the lease went to another node during the spawn), or the instance let go of
 // (relinquish: the lease lost, or the node fencing itself) while the sandbox was still being created. The runner is
 // a stand-in that records what it is asked; the supervisor's wiring is the real one.
 import { describe, expect, it } from 'vitest';
 import type { AppSandboxRunner, SpawnResult } from '../../../src/adapters/sandbox/app-sandbox-runner.ts';
-import type { LiveActor } from '../../../src/actors/actor-host.ts';
-import { InstanceSupervisor } from '../../../src/actors/instances.ts';
+import type { LiveActor } from '../../../src/supervisor/host/actor-host.ts';
+import { InstanceSupervisor } from '../../../src/supervisor/instances/instances.ts';
 import { FencedError } from '../../../src/domain/errors.ts';
 import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { HELLO_APP_DIR } from '../../support/apps.ts';

@@ -4,9 +4,9 @@
 // test/int/pg/cluster-placement-pg.test.ts.
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import type { EffectHandlers } from '../../../src/actors/actor-host.ts';
-import { ExecutionQueue, EXECUTION_QUEUE, EXECUTION_QUEUED, type QueuedExecution } from '../../../src/actors/execution-queue.ts';
-import { createRunlog } from '../../../src/actors/runlog.ts';
+import type { EffectHandlers } from '../../../src/supervisor/host/actor-host.ts';
+import { ExecutionQueue, EXECUTION_QUEUE, EXECUTION_QUEUED, type QueuedExecution } from '../../../src/supervisor/executions/execution-queue.ts';
+import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import { FencedError } from '../../../src/domain/errors.ts';
 import type { RecordedEvent } from '../../../src/domain/events.ts';
 import type { Materialized, Resolved } from '../../../src/domain/execution-events.ts';

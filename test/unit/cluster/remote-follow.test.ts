@@ -1,12 +1,12 @@
-// The owner and follower roles of a remote `logs --follow` (actors/remote-follow.ts) over an in-memory bus and a
+// The owner and follower roles of a remote `logs --follow` (supervisor/cluster/remote-follow.ts) over an in-memory bus and a
 // hand-driven clock: lines in order, a clean end, a cancel, renewals that stop, a lease that moved, an owner gone
 // quiet, a gap, a broken connection, and an owner that does not run the instance.
 import { describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../../src/domain/follow-frames.ts';
 import type { LogLine } from '../../../src/domain/log-line.ts';
 import { RunlogError } from '../../../src/domain/errors.ts';
-import { ABANDON_MS, FollowOwner, followRemote, HEARTBEAT_MS, LOST_AFTER_MS, MAX_WAITING_LINES, type Timers } from '../../../src/actors/remote-follow.ts';
-import type { FollowBus } from '../../../src/store/postgres/pg-follow-channel.ts';
+import { ABANDON_MS, FollowOwner, followRemote, HEARTBEAT_MS, LOST_AFTER_MS, MAX_WAITING_LINES, type Timers } from '../../../src/supervisor/cluster/remote-follow.ts';
+import type { FollowBus } from '../../../src/store/postgres/follow-channel.ts';
 
 /** Channels in memory; a notify is delivered after the current turn (as a notification arrives later). */
 class FakeBus implements FollowBus {

@@ -1,11 +1,11 @@
-// Self-fencing (src/actors/self-fence.ts): the pure decision, the fence's actions on a simulated clock, the
-// renewal reports it is fed (Leases' RenewalListener, src/store/postgres/pg-leases.ts) and which renewal failures
+// Self-fencing (src/supervisor/cluster/self-fence.ts): the pure decision, the fence's actions on a simulated clock, the
+// renewal reports it is fed (Leases' RenewalListener, src/store/postgres/leases.ts) and which renewal failures
 // prove the server down (src/store/postgres/lease-renewals.ts).
 import { describe, expect, it } from 'vitest';
-import { fenceStep, RenewalRelay, SelfFence, selfFenceAfterMs, selfFenceCheckMs, SELF_FENCE_FRACTION } from '../../../src/actors/self-fence.ts';
+import { fenceStep, RenewalRelay, SelfFence, selfFenceAfterMs, selfFenceCheckMs, SELF_FENCE_FRACTION } from '../../../src/supervisor/cluster/self-fence.ts';
 import { provesServerDown, serverUnavailable } from '../../../src/store/postgres/lease-renewals.ts';
-import { StoreUnavailableError, type PgEventStore } from '../../../src/store/postgres/pg-event-store.ts';
-import { Leases } from '../../../src/store/postgres/pg-leases.ts';
+import { StoreUnavailableError, type PgEventStore } from '../../../src/store/postgres/event-store.ts';
+import { Leases } from '../../../src/store/postgres/leases.ts';
 
 const TTL = 2000;
 

@@ -2,11 +2,11 @@
 // a bad request fails alone with a typed error before anything is appended, an event that cannot be encoded
 // never takes another caller's events with it, and nothing stays behind (actors, listeners, timers).
 import { describe, expect, it } from 'vitest';
-import type { EffectHandlers } from '../../../src/actors/actor-host.ts';
+import type { EffectHandlers } from '../../../src/supervisor/host/actor-host.ts';
 import type { KindNewEvent } from '../../../src/domain/events.ts';
 import type { Materialized, Resolved } from '../../../src/domain/execution-events.ts';
 import { partial } from '../../support/partial.ts';
-import { createRunlog, type Runlog } from '../../../src/actors/runlog.ts';
+import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import type { RunlogError } from '../../../src/domain/errors.ts';
 import { tempDir } from '../../support/tmp.ts';
 import { codeOf } from '../../support/errors.ts';

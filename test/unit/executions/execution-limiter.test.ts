@@ -1,7 +1,7 @@
 // The bound on executions running at once on one supervisor (the operator policy's executions): on a simulated
 // clock, so waiting out a deadline takes no real time.
 import { describe, expect, it } from 'vitest';
-import { ExecutionLimiter } from '../../../src/actors/execution-limiter.ts';
+import { ExecutionLimiter } from '../../../src/supervisor/executions/execution-limiter.ts';
 import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy } from '../../../src/domain/at-run/operator-policy.ts';
 import { SimulatedClock } from '../../support/clock.ts';
 

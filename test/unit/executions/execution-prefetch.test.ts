@@ -1,8 +1,8 @@
 // The latency helpers of the execution supervisor: the code prefetch (handed out once, only for the blob and
 // entrypoint it was started for) and the resolution hints (bounded, newest resolution wins).
 import { describe, expect, it } from 'vitest';
-import { CodePrefetch, type PreparedCode } from '../../../src/actors/code-prefetch.ts';
-import { ResolutionHints } from '../../../src/actors/resolution-hints.ts';
+import { CodePrefetch, type PreparedCode } from '../../../src/supervisor/executions/code-prefetch.ts';
+import { ResolutionHints } from '../../../src/supervisor/executions/resolution-hints.ts';
 
 const prepared = (cid: string): PreparedCode => ({ cid, size: 3, entries: 1, archive: Buffer.from('tar') });
 

@@ -2,7 +2,7 @@
 // again once it answers: dropping it left it to no node once every node had tried during the outage, and its
 // caller waited until PLACEMENT_TIMEOUT (test/int/pg/cluster-pg-restart.test.ts found it with real supervisors).
 import { describe, expect, it } from 'vitest';
-import { ExecutionQueue, EXECUTION_QUEUE, EXECUTION_QUEUED, type QueuedExecution } from '../../../src/actors/execution-queue.ts';
+import { ExecutionQueue, EXECUTION_QUEUE, EXECUTION_QUEUED, type QueuedExecution } from '../../../src/supervisor/executions/execution-queue.ts';
 import { RunlogError } from '../../../src/domain/errors.ts';
 import type { HostStore } from '../../../src/store/host-store.ts';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FreshFlight } from '../../../src/actors/fresh-flight.ts';
+import { FreshFlight } from '../../../src/supervisor/executions/fresh-flight.ts';
 
 /** A read the test answers by hand, counting how many were started. */
 function manualReads() {

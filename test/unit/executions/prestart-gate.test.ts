@@ -1,7 +1,7 @@
 // When the pool's next sandbox starts: at once for calls one (or two) at a time, after the burst for a burst;
 // and never for a runtime whose publisher the operator does not trust to pre-start.
 import { describe, expect, it } from 'vitest';
-import { PrestartGate } from '../../../src/actors/prestart-gate.ts';
+import { PrestartGate } from '../../../src/supervisor/executions/pool/prestart-gate.ts';
 import { DEFAULT_OPERATOR_POLICY, mayPrestart } from '../../../src/domain/at-run/operator-policy.ts';
 
 type Target = { key: string; publisher: string; n: number };

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { ContainerInfo, ContainerState, DockerEngine } from '../../../src/adapters/docker/docker-port.ts';
 import type { ExecutionSandbox } from '../../../src/adapters/docker/execution-sandbox.ts';
 import type { NewEvent } from '../../../src/domain/events.ts';
-import { SandboxPool, type PoolTarget } from '../../../src/actors/sandbox-pool.ts';
+import { SandboxPool, type PoolTarget } from '../../../src/supervisor/executions/pool/sandbox-pool.ts';
 import { SimulatedClock } from '../../support/clock.ts';
 import { partial } from '../../support/partial.ts';
 

@@ -9,10 +9,10 @@ import type { ExecutionSandbox } from '../../../src/adapters/docker/execution-sa
 import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy } from '../../../src/domain/at-run/operator-policy.ts';
 import type { NewEvent } from '../../../src/domain/events.ts';
 import type { HostStore } from '../../../src/store/host-store.ts';
-import type { ActorHost } from '../../../src/actors/actor-host.ts';
-import { createBus } from '../../../src/actors/bus.ts';
-import { RunlogMetrics } from '../../../src/actors/metrics.ts';
-import { PRESTART_CPU_CHECK_MS, SandboxPool, type PoolTarget } from '../../../src/actors/sandbox-pool.ts';
+import type { ActorHost } from '../../../src/supervisor/host/actor-host.ts';
+import { createBus } from '../../../src/supervisor/host/bus.ts';
+import { RunlogMetrics } from '../../../src/supervisor/observability/metrics.ts';
+import { PRESTART_CPU_CHECK_MS, SandboxPool, type PoolTarget } from '../../../src/supervisor/executions/pool/sandbox-pool.ts';
 import { SimulatedClock } from '../../support/clock.ts';
 import { partial } from '../../support/partial.ts';
 

@@ -6,7 +6,7 @@ import { mkdirSync, writeFileSync, type FSWatcher } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AppRegistry, type AppRegistryEvent, type WatchFactory } from '../../../src/adapters/apps/app-registry.ts';
-import { createRunlog, type Runlog } from '../../../src/actors/runlog.ts';
+import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { fakeEffects, instanceSpec } from '../../support/browser.ts';
 import { tempDir } from '../../support/tmp.ts';
 

@@ -1,5 +1,5 @@
 // The Docker adapter's typed errors and engineTrouble (which replaced the status-code and errno sniffing in
-// actors/instances.ts): built directly, no Engine needed.
+// supervisor/instances/instances.ts): built directly, no Engine needed.
 import { describe, expect, it } from 'vitest';
 import { dockerAnswerError, DockerApiError, DockerConflictError, DockerNotFoundError, DockerTimeoutError, DockerUnavailableError, engineTrouble, ImagePullError } from '../../../src/adapters/docker/errors.ts';
 import { httpStatusOf } from '../../../src/domain/error-codes.ts';

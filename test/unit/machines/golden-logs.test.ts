@@ -5,7 +5,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readHistoryFile } from '../../../src/cli/history-file.ts';
+import { readHistoryFile } from '../../../src/inspect/history-file.ts';
 import { replayHistory } from '../../../src/cli/replay-stepper.ts';
 import { expectSnapshotPlusTailEqualsFold } from '../../support/snapshot-property.ts';
 

@@ -10,7 +10,7 @@ describe('machine purity lint rule', () => {
     ["import { readFileSync } from 'node:fs';\nexport const x = readFileSync;\n"],
     ["import Docker from 'dockerode';\nexport const x = Docker;\n"],
     ["import Database from 'better-sqlite3';\nexport const x = Database;\n"],
-    ["import { SqliteEventStore } from '../store/sqlite-event-store.ts';\nexport const x = SqliteEventStore;\n"],
+    ["import { SqliteEventStore } from '../store/sqlite/event-store.ts';\nexport const x = SqliteEventStore;\n"],
     ["import { x as y } from '../adapters/docker/dockerode-engine.ts';\nexport const x = y;\n"],
     ['export const now = () => Date.now();\n'],
   ])('rejects %s', async (code) => {

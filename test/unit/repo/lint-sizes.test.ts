@@ -12,11 +12,11 @@ const functionOf = (n: number) => ['export function f(): number {', '  let x = 0
 
 describe('size lint rules', () => {
   it('refuses a 601-line file in src/', async () => {
-    expect(await rulesFor(fileOf(601), 'src/actors/big.ts')).toContain('max-lines');
+    expect(await rulesFor(fileOf(601), 'src/supervisor/host/big.ts')).toContain('max-lines');
   });
 
   it('accepts a 600-line file in src/', async () => {
-    expect(await rulesFor(fileOf(600), 'src/actors/big.ts')).not.toContain('max-lines');
+    expect(await rulesFor(fileOf(600), 'src/supervisor/host/big.ts')).not.toContain('max-lines');
   });
 
   it('refuses a 151-line function in src/', async () => {

@@ -3,8 +3,8 @@
 // long (no usable snapshot) leaves the server answering other requests while it runs.
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inspectActor, replayActor } from '../../../src/actors/inspection.ts';
-import { createRunlog, type Runlog } from '../../../src/actors/runlog.ts';
+import { inspectActor, replayActor } from '../../../src/inspect/inspection.ts';
+import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { startServer, type RunningServer } from '../../../src/server/http-server.ts';
 import { ensureToken } from '../../../src/server/token.ts';
 import { writeDeepActor } from '../../support/deep-actor.ts';

@@ -3,7 +3,7 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Runlog } from '../../../src/actors/runlog.ts';
+import type { Runlog } from '../../../src/supervisor/runlog.ts';
 import { callApi } from '../../../src/cli/client.ts';
 import { ANSWERS } from '../../../src/cli/api-answers.ts';
 import { requestTimeout } from '../../../src/cli/request-timeout.ts';

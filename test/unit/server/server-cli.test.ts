@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createRunlog } from '../../../src/actors/runlog.ts';
+import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import { main } from '../../../src/cli/main.ts';
 import { instanceSpec } from '../../support/browser.ts';
 import { cliArgs } from '../../support/cli.ts';

@@ -3,8 +3,8 @@
 import { request as httpRequest } from 'node:http';
 import { chmodSync, statSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Runlog } from '../../../src/actors/runlog.ts';
-import { IllegalEventError } from '../../../src/actors/actor-host.ts';
+import type { Runlog } from '../../../src/supervisor/runlog.ts';
+import { IllegalEventError } from '../../../src/supervisor/host/actor-host.ts';
 import { NotFoundError, RunlogError, ValidationError } from '../../../src/domain/errors.ts';
 import { startServer, type RunningServer } from '../../../src/server/http-server.ts';
 import { isLoopbackAddress, isLoopbackHostHeader, parseListen } from '../../../src/server/listen.ts';

@@ -5,7 +5,7 @@ import { request, type IncomingMessage } from 'node:http';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Runlog } from '../../../src/actors/runlog.ts';
+import type { Runlog } from '../../../src/supervisor/runlog.ts';
 import { startServer, type RunningServer } from '../../../src/server/http-server.ts';
 import type { AppendRequest } from '../../../src/store/event-store.ts';
 import { seededRunlog } from '../../support/browser.ts';

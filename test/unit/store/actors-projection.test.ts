@@ -2,13 +2,13 @@
 // transaction match a full replay of each stream, whichever handle appended, and a rebuild gives the same rows.
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { actorsProjection, getActorRow, listActorRows } from '../../../src/actors/actors-projection.ts';
+import { actorsProjection, getActorRow, listActorRows } from '../../../src/supervisor/host/actors-projection.ts';
 import { toMachineEvent, type NewEvent } from '../../../src/domain/events.ts';
 import { machines, replay, stateName } from '../../../src/machines/runtime.ts';
 import { actorStatus, summarize } from '../../../src/machines/summary.ts';
-import { MemoryEventStore } from '../../../src/store/memory-event-store.ts';
+import { MemoryEventStore } from '../../../src/store/memory/event-store.ts';
 import type { EventStorePort } from '../../../src/store/port.ts';
-import { SqlitePortStore } from '../../../src/store/sqlite-port.ts';
+import { SqlitePortStore } from '../../../src/store/sqlite/port-adapter.ts';
 import { tempDir } from '../../support/tmp.ts';
 
 const at = (n: number) => `2026-12-01T00:00:${String(n).padStart(2, '0')}.000Z`;

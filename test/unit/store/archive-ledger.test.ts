@@ -1,8 +1,8 @@
-// The per-event bookkeeping both stores' archivers share (src/store/archive-ledger.ts): links checked, `prev`
+// The per-event bookkeeping both stores' archivers share (src/store/archive/archive-ledger.ts): links checked, `prev`
 // chosen, the holes a run leaves and the recorded ones it swallows. The stores' own behaviour is the retention
 // contract's (test/contract/retention/); this pins the decisions on small logs drawn by hand.
 import { describe, expect, it } from 'vitest';
-import { ArchiveLedger, type EventSurroundings } from '../../../src/store/archive-ledger.ts';
+import { ArchiveLedger, type EventSurroundings } from '../../../src/store/archive/archive-ledger.ts';
 import { GENESIS } from '../../../src/store/chain.ts';
 
 const h = (n: number) => Buffer.from([n]);

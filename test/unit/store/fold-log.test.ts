@@ -2,10 +2,10 @@
 // end exactly where replaying that stream alone (store.read, the inspector's path) ends.
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { foldLog } from '../../../src/actors/inspection.ts';
+import { foldLog } from '../../../src/inspect/inspection.ts';
 import { toMachineEvent, type ActorKind } from '../../../src/domain/events.ts';
 import { machines, replay, stateName } from '../../../src/machines/runtime.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { tempDir } from '../../support/tmp.ts';
 
 const restart = { policy: 'on-failure', maxRestarts: 1, backoffMs: 1000, maxBackoffMs: 8000, resetAfterMs: 600_000 };

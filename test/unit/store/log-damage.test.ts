@@ -4,14 +4,14 @@ import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync, 
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { createRunlog } from '../../../src/actors/runlog.ts';
-import { verifyLog } from '../../../src/actors/verify-log.ts';
+import { createRunlog } from '../../../src/supervisor/runlog.ts';
+import { verifyLog } from '../../../src/inspect/verify-log.ts';
 import { main } from '../../../src/cli/main.ts';
 import { StoreCorruptError } from '../../../src/domain/errors.ts';
 import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
-import { MIGRATIONS } from '../../../src/store/schema.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite-event-store.ts';
-import { scanWal } from '../../../src/store/wal-scan.ts';
+import { MIGRATIONS } from '../../../src/store/sqlite/schema.ts';
+import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
+import { scanWal } from '../../../src/store/sqlite/wal-scan.ts';
 import { tempDir } from '../../support/tmp.ts';
 import { capture } from '../../support/cli-in-process.ts';
 

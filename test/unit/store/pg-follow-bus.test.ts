@@ -1,4 +1,4 @@
-// The LISTEN connection of a cluster node's follow bus (store/postgres/pg-follow-channel.ts) is ended by close()
+// The LISTEN connection of a cluster node's follow bus (store/postgres/follow-channel.ts) is ended by close()
 // whatever state it is in, so a supervisor's process can exit after `runlog serve` shuts down: connected, being
 // made (the first connect, or the reconnect after a break). Against a loopback stand-in for PostgreSQL
 // (support/fake-pg.ts) that can hold a connect pending. Before the fix, a connect still out at close() was made
@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { PgFollowBus } from '../../../src/store/postgres/pg-follow-channel.ts';
+import { PgFollowBus } from '../../../src/store/postgres/follow-channel.ts';
 import { startFakePg, type FakePg } from '../../support/fake-pg.ts';
 
 let fake: FakePg | undefined;
@@ -92,7 +92,7 @@ describe('PgFollowBus close', () => {
     fake.answer = false;
     // The child listens, closes once the connect is out, and has nothing else to do: it must end by itself.
     const script = `
-      import { PgFollowBus } from ${JSON.stringify(join(import.meta.dirname, '../../../src/store/postgres/pg-follow-channel.ts'))};
+      import { PgFollowBus } from ${JSON.stringify(join(import.meta.dirname, '../../../src/store/postgres/follow-channel.ts'))};
       const bus = new PgFollowBus({ url: process.argv[1], sql: async () => undefined, log: () => undefined });
       bus.listen('rlfc_x', () => undefined).catch(() => process.stderr.write('refused\\n'));
       setTimeout(() => bus.close(), 200);

@@ -306,7 +306,7 @@ describe('LogCopy: request streams (the execution queue, placement)', () => {
     const copy = new LogCopy({ keepRecent: 2, ended: () => false, tail: { is: (s) => s.startsWith('queue-'), keepMs: HOUR, now: () => T0 + 2 * HOUR } });
     const at = (ms: number) => new Date(ms).toISOString();
     const e = (seq: number, version: number, atMs: number): RecordedEvent => ({ seq, stream: 'queue-exec', version, type: 'q', schema: 1, at: at(atMs), data: { seq }, meta: {} });
-    // What the store does at open (pg-host-store.ts loadBelow): versions 1..3 (positions 1..5 at most) summarised,
+    // What the store does at open (postgres/host-store.ts loadBelow): versions 1..3 (positions 1..5 at most) summarised,
     // the rest read and put.
     copy.stub({ stream: 'queue-exec', version: 3, firstSeq: 1, lastSeq: 5, createdAt: at(T0), updatedAt: at(T0) });
     const newer = [e(6, 4, T0 + 1.5 * HOUR), e(7, 5, T0 + 1.6 * HOUR)];

@@ -1,8 +1,8 @@
-// The PostgreSQL store's retry policy (pg-retry.ts): a serialization failure, a deadlock PostgreSQL broke and a
+// The PostgreSQL store's retry policy (postgres/retry.ts): a serialization failure, a deadlock PostgreSQL broke and a
 // lock wait cut off by lock_timeout are run again, a bounded number of times with growing pauses; anything else
 // fails at once; after the last try the caller's "give up" error is what is thrown.
 import { describe, expect, it } from 'vitest';
-import { isRetryable, withRetries } from '../../../src/store/postgres/pg-retry.ts';
+import { isRetryable, withRetries } from '../../../src/store/postgres/retry.ts';
 
 const pgError = (code: string, message = `pg ${code}`) => Object.assign(new Error(message), { code });
 

@@ -3,11 +3,11 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createRunlog } from '../../../src/actors/runlog.ts';
-import { SNAPSHOT_EVERY } from '../../../src/actors/snapshots.ts';
-import { verifyLog } from '../../../src/actors/verify-log.ts';
+import { createRunlog } from '../../../src/supervisor/runlog.ts';
+import { SNAPSHOT_EVERY } from '../../../src/inspect/snapshots.ts';
+import { verifyLog } from '../../../src/inspect/verify-log.ts';
 import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 import { tempDir } from '../../support/tmp.ts';
 

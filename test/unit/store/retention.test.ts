@@ -6,12 +6,12 @@ import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } 
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { inspectActor } from '../../../src/actors/inspection.ts';
-import { parseBefore, startRetention, startRetentionOn } from '../../../src/actors/retention.ts';
-import { createRunlog } from '../../../src/actors/runlog.ts';
-import { verifyLog } from '../../../src/actors/verify-log.ts';
+import { inspectActor } from '../../../src/inspect/inspection.ts';
+import { parseBefore, startRetention, startRetentionOn } from '../../../src/supervisor/retention/retention.ts';
+import { createRunlog } from '../../../src/supervisor/runlog.ts';
+import { verifyLog } from '../../../src/inspect/verify-log.ts';
 import { eventHash } from '../../../src/store/chain.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 import { writeRetentionLog, type BuiltActor } from '../../support/retention-log.ts';
 import { tempDir } from '../../support/tmp.ts';

@@ -2,14 +2,14 @@
 // and inspect (which then fold only the tail), ignored when stale, damaged or gone, and never the truth.
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { inspectActor, rebuildSnapshots } from '../../../src/actors/inspection.ts';
-import { createRunlog } from '../../../src/actors/runlog.ts';
-import { machineFingerprint, sealSnapshot, SNAPSHOT_EVERY } from '../../../src/actors/snapshots.ts';
-import { verifyLog } from '../../../src/actors/verify-log.ts';
+import { inspectActor, rebuildSnapshots } from '../../../src/inspect/inspection.ts';
+import { createRunlog } from '../../../src/supervisor/runlog.ts';
+import { machineFingerprint, sealSnapshot, SNAPSHOT_EVERY } from '../../../src/inspect/snapshots.ts';
+import { verifyLog } from '../../../src/inspect/verify-log.ts';
 import { main } from '../../../src/cli/main.ts';
 import type { Io } from '../../../src/cli/output.ts';
 import { instanceMachine, type InstanceSpec } from '../../../src/machines/instance.machine.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { expectSnapshotPlusTailEqualsFold } from '../../support/snapshot-property.ts';
 import { tempDir } from '../../support/tmp.ts';
 

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { MAX_EVENT_DEPTH } from '../../../src/domain/json-input.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { tempDir } from '../../support/tmp.ts';
 
 function deep(levels: number): unknown {

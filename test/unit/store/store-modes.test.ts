@@ -6,9 +6,9 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSy
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ForeignDatabaseError, LogMissingError, ReadOnlyLogError, StoreCorruptError, SupervisorRunningError } from '../../../src/domain/errors.ts';
-import { Database, sqliteUri } from '../../../src/store/sqlite.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite-event-store.ts';
-import { holderPath, lockPath, readHolder, WriterLock } from '../../../src/store/writer-lock.ts';
+import { Database, sqliteUri } from '../../../src/store/sqlite/driver.ts';
+import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
+import { holderPath, lockPath, readHolder, WriterLock } from '../../../src/store/sqlite/writer-lock.ts';
 import { REPO } from '../../support/cli.ts';
 import { tempDir } from '../../support/tmp.ts';
 

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyError, ForeignDatabaseError, ReplayError, StoreCorruptError, StoreVersionError } from '../../../src/domain/errors.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { UpcasterRegistry } from '../../../src/store/upcasters.ts';
 import { tempDir } from '../../support/tmp.ts';
 

@@ -3,14 +3,14 @@
 // batch, a fenced append (FencedError: the lease is another supervisor's) makes the host let go of the actor without
 // retrying, and a host that owns only some actors rehydrates only those.
 import { describe, expect, it } from 'vitest';
-import { ActorHost, type AllEffectHandlers } from '../../../src/actors/actor-host.ts';
-import { createBus } from '../../../src/actors/bus.ts';
+import { ActorHost, type AllEffectHandlers } from '../../../src/supervisor/host/actor-host.ts';
+import { createBus } from '../../../src/supervisor/host/bus.ts';
 import { FencedError } from '../../../src/domain/errors.ts';
 import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { machines } from '../../../src/machines/runtime.ts';
 import type { AppendOutcome, AppendRequest } from '../../../src/store/event-store.ts';
 import type { HostStore } from '../../../src/store/host-store.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 
 /** SQLite in memory behind an asynchronous appendMany that answers after a delay; it records what is committed when. */
 function laggingStore(delayMs: number, refuse: (r: AppendRequest) => boolean = () => false) {

@@ -6,14 +6,14 @@
 // effect's result, a process exit: dispatchObserved) is not lost: its append waits for the store, and one that
 // was cut off after it had committed is found in the log and not appended twice — its effects then run.
 import { describe, expect, it } from 'vitest';
-import { ActorHost, type ActorHostOptions, type AllEffectHandlers } from '../../../src/actors/actor-host.ts';
-import { createBus } from '../../../src/actors/bus.ts';
+import { ActorHost, type ActorHostOptions, type AllEffectHandlers } from '../../../src/supervisor/host/actor-host.ts';
+import { createBus } from '../../../src/supervisor/host/bus.ts';
 import { RunlogError } from '../../../src/domain/errors.ts';
 import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { machines } from '../../../src/machines/runtime.ts';
 import type { AppendOutcome, AppendRequest } from '../../../src/store/event-store.ts';
 import type { HostStore } from '../../../src/store/host-store.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite-event-store.ts';
+import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 
 const unavailable = () => new RunlogError('STORE_UNAVAILABLE', 'PostgreSQL is not answering');
 

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { EffectHandlers } from '../../../src/actors/actor-host.ts';
-import { createRunlog } from '../../../src/actors/runlog.ts';
+import type { EffectHandlers } from '../../../src/supervisor/host/actor-host.ts';
+import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { SimulatedClock } from '../../support/clock.ts';
 import { tempDir } from '../../support/tmp.ts';

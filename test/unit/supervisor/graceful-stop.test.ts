@@ -2,7 +2,7 @@
 // once (its one-minute wait timer no longer holds the process), and the PRoot instance being started is recorded
 // suspended, not crashed, so its next start spawns it again with its crash budget untouched.
 import { describe, expect, it } from 'vitest';
-import { createRunlog } from '../../../src/actors/runlog.ts';
+import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import { HELLO_APP_DIR } from '../../support/apps.ts';
 import { fakeEffects } from '../../support/browser.ts';
 import { codeOf } from '../../support/errors.ts';

@@ -3,11 +3,11 @@
 // (pinned-wait.ts), and the queue's withdrawals (execution-queue.ts) against an in-memory log. The cluster itself
 // is test/int/pg/cluster-log-answers.test.ts.
 import { describe, expect, it } from 'vitest';
-import { createBus } from '../../../src/actors/bus.ts';
-import { awaitQueued, ExecutionQueue, EXECUTION_QUEUE, EXECUTION_QUEUED, EXECUTION_WITHDRAWN, withdrawnBefore, type QueuedExecution } from '../../../src/actors/execution-queue.ts';
-import { guardPinned, pinnedVerdict, unlessWaiting } from '../../../src/actors/pinned-wait.ts';
-import { byState, executionEnded, instanceStopped, spawnSettled } from '../../../src/actors/settle-rules.ts';
-import { SettleWaits } from '../../../src/actors/settle-waits.ts';
+import { createBus } from '../../../src/supervisor/host/bus.ts';
+import { awaitQueued, ExecutionQueue, EXECUTION_QUEUE, EXECUTION_QUEUED, EXECUTION_WITHDRAWN, withdrawnBefore, type QueuedExecution } from '../../../src/supervisor/executions/execution-queue.ts';
+import { guardPinned, pinnedVerdict, unlessWaiting } from '../../../src/supervisor/cluster/pinned-wait.ts';
+import { byState, executionEnded, instanceStopped, spawnSettled } from '../../../src/supervisor/host/settle-rules.ts';
+import { SettleWaits } from '../../../src/supervisor/host/settle-waits.ts';
 import { RunlogError } from '../../../src/domain/errors.ts';
 import type { RecordedEvent } from '../../../src/domain/events.ts';
 import type { HostStore } from '../../../src/store/host-store.ts';

@@ -4,8 +4,8 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type Re
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createRunlog, type Runlog } from '../../../src/actors/runlog.ts';
-import { BoundedLabel, pdsEndpoint } from '../../../src/actors/metrics.ts';
+import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
+import { BoundedLabel, pdsEndpoint } from '../../../src/supervisor/observability/metrics.ts';
 import { createLogger, formatLine, logActors, parseLogLevel } from '../../../src/cli/logger.ts';
 import { main } from '../../../src/cli/main.ts';
 import type { Io } from '../../../src/cli/output.ts';

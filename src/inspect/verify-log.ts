@@ -1,0 +1,261 @@
+// `runlog verify`: everything that can tell a damaged log from a sound one, checked read-only, reporting every
+// kind of damage found with its own code and the first bad position. The log itself: SQLite's header and
+// length, its clean-shutdown record, the WAL's frames, SQLite's integrity check. The history: the hash chain
+// over every event. What is derived from it: the actors projection and the snapshots (the newest per actor and
+// the older ones `replay --to` reads), each against a fold of the events, which stay the only truth. On
+// PostgreSQL (verifyPgLog) the same, less what is SQLite's own (file header, WAL, integrity check).
+import { RunlogError, StoreCorruptError } from '../domain/errors.ts';
+import { machines, stateName } from '../machines/runtime.ts';
+import { actorStatus } from '../machines/summary.ts';
+import { checkArchives } from '../store/archive/archive-check.ts';
+import type { ChainCheck } from '../store/chain.ts';
+import { SqliteEventStore, walDamage } from '../store/sqlite/event-store.ts';
+import type { SnapshotRecord } from '../store/event-store.ts';
+import { foldLog, type FoldedStream, type LogReader } from './inspection.ts';
+import { kindOf, snapshotProblem, snapshotState } from './snapshots.ts';
+
+export interface VerifyFinding {
+  code: string;
+  /** damage: the log (or something derived from it) is wrong; warning: worth knowing, changes no answer. */
+  severity: 'damage' | 'warning';
+  message: string;
+  /** The first bad position, when the finding has one. */
+  seq?: number;
+  stream?: string;
+  version?: number;
+}
+
+export interface VerifyReport {
+  file: string;
+  ok: boolean;
+  events: number;
+  /** Where the chain ends (when it could be checked to its end). */
+  lastSeq: number | null;
+  lastHash: string | null;
+  actors: number;
+  /** Snapshots checked against the fold (usable ones); stale ones are counted in the findings. */
+  snapshots: number;
+  /** Older snapshots (snapshot_history, read by replay --to) checked against the fold. */
+  olderSnapshots: number;
+  /** Archive files (runlog archive) read and checked against their chain and the log's record of them. */
+  archives: number;
+  findings: VerifyFinding[];
+}
+
+function finding(err: RunlogError): VerifyFinding {
+  const d = err.details ?? {};
+  return {
+    code: err.code,
+    severity: 'damage',
+    message: err.message,
+    ...(typeof d.seq === 'number' ? { seq: d.seq } : {}),
+    ...(typeof d.lastGoodSeq === 'number' ? { seq: d.lastGoodSeq } : {}),
+  };
+}
+
+function chainFinding(report: VerifyReport, chain: ChainCheck): void {
+  report.events = chain.events;
+  if (chain.ok) {
+    report.lastSeq = chain.lastSeq;
+    report.lastHash = chain.lastHash.toString('hex');
+    return;
+  }
+  report.findings.push({
+    code: 'STORE_CHAIN_BROKEN',
+    severity: 'damage',
+    message: `hash chain broken at seq ${chain.seq}${chain.stream ? ` (${chain.stream} v${chain.version})` : ''}: ${chain.reason}`,
+    seq: chain.seq,
+    ...(chain.stream ? { stream: chain.stream } : {}),
+    ...(chain.version !== null ? { version: chain.version } : {}),
+  });
+}
+
+/** What the derived checks read: the log (folded) and its snapshots. */
+interface DerivedSource {
+  log: LogReader & { iterateReplay?: SqliteEventStore['iterateReplay'] };
+  /** The newest snapshot per actor. */
+  snapshots: Iterable<SnapshotRecord>;
+  /** The older ones (replaced by a newer one, kept for replay --to). */
+  history: Iterable<SnapshotRecord>;
+  /** Which version each actor's snapshot stands at, as recorded apart from the snapshots (absent: not recorded). */
+  snapshotVersions?: Map<string, number>;
+}
+
+/** A snapshot's problem as a finding (a stale one is a warning), or null when it is usable. */
+function snapshotFinding(r: SnapshotRecord, older: boolean): VerifyFinding | null {
+  const kind = kindOf(r.stream, machines);
+  const problem = kind ? snapshotProblem(machines[kind], r) : { code: 'SNAPSHOT_CHECKSUM' as const, reason: 'it belongs to no actor kind' };
+  if (!problem) return null;
+  const what = older ? 'older snapshot' : 'snapshot';
+  if (problem.code === 'SNAPSHOT_STALE') {
+    return { code: problem.code, severity: 'warning', message: `${r.stream} v${r.version}: ${what} ignored, ${problem.reason}; runlog rebuild --snapshots makes new ones`, stream: r.stream, version: r.version };
+  }
+  return { code: problem.code, severity: 'damage', message: `${r.stream} v${r.version}: ${what} ignored, ${problem.reason}`, stream: r.stream, version: r.version };
+}
+
+/** JSON text with every object's keys sorted: the same value however its keys were ordered. */
+function canonical(text: string): string {
+  const sort = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(sort);
+    if (v === null || typeof v !== 'object') return v;
+    return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sort((v as Record<string, unknown>)[k])]));
+  };
+  return JSON.stringify(sort(JSON.parse(text)));
+}
+
+/**
+ * Whether a stored snapshot holds the fold's state. Compared as values, not text: PostgreSQL stores event data as
+ * jsonb, whose keys come back in its own order, so a fold of events read back orders an object's keys
+ * differently from the one the host folded when it wrote the snapshot (the same state).
+ */
+function sameState(stored: string, folded: string): boolean {
+  if (stored === folded) return true;
+  try {
+    return canonical(stored) === canonical(folded);
+  } catch {
+    return false;
+  }
+}
+
+/** The snapshots (newest and older) and the actors projection, each against one fold of the events. */
+function checkDerived(report: VerifyReport, src: DerivedSource): void {
+  // Snapshots: each sound and of this machine, else said why (a cache: a bad one is ignored, never used).
+  const snapshots = new Map<string, SnapshotRecord>();
+  const stored = new Set<string>();
+  for (const r of src.snapshots) {
+    stored.add(`${r.stream}@${r.version}`);
+    const f = snapshotFinding(r, false);
+    if (f) report.findings.push(f);
+    else snapshots.set(r.stream, r);
+  }
+  // Older snapshots: stream → version → record (only usable ones are compared with the fold).
+  const history = new Map<string, Map<number, SnapshotRecord>>();
+  let olderCount = 0;
+  for (const r of src.history) {
+    const f = snapshotFinding(r, true);
+    if (f) {
+      report.findings.push(f);
+      continue;
+    }
+    let m = history.get(r.stream);
+    if (!m) history.set(r.stream, (m = new Map()));
+    m.set(r.version, r);
+    olderCount += 1;
+  }
+  for (const [stream, version] of src.snapshotVersions ?? []) {
+    if (!stored.has(`${stream}@${version}`)) {
+      report.findings.push({ code: 'SNAPSHOT_MISSING', severity: 'damage', message: `${stream}: its snapshot at v${version} is gone (the actors projection records it); it is folded from its events meanwhile`, stream, version });
+    }
+  }
+  const matched = new Set<string>();
+  let olderMatched = 0;
+  const mismatch = (stream: string, version: number, older: boolean): void => {
+    report.findings.push({ code: 'SNAPSHOT_MISMATCH', severity: 'damage', message: `${stream} v${version}: the ${older ? 'older snapshot (replay --to reads it)' : 'snapshot'} differs from the fold of its events`, stream, version });
+  };
+  const visit = (stream: string, f: FoldedStream): void => {
+    const r = snapshots.get(stream);
+    if (r && r.version === f.version) {
+      matched.add(stream);
+      if (!sameState(r.state, snapshotState(machines[f.kind], f.snapshot))) mismatch(stream, r.version, false);
+    }
+    const h = history.get(stream)?.get(f.version);
+    if (h) {
+      olderMatched += 1;
+      history.get(stream)!.delete(f.version);
+      if (!sameState(h.state, snapshotState(machines[f.kind], f.snapshot))) mismatch(stream, h.version, true);
+    }
+  };
+
+  // The projection against a fold of the events (what `runlog rebuild` would write).
+  const folded = foldLog(src.log, snapshots.size > 0 || olderCount > 0 ? visit : undefined);
+  report.snapshots = matched.size;
+  report.olderSnapshots = olderMatched;
+  for (const [stream, r] of snapshots) {
+    if (!matched.has(stream)) report.findings.push({ code: 'SNAPSHOT_MISMATCH', severity: 'damage', message: `${stream} v${r.version}: the snapshot stands at a version its events never reached`, stream, version: r.version });
+  }
+  for (const [stream, left] of history) {
+    for (const r of left.values()) {
+      report.findings.push({ code: 'SNAPSHOT_MISMATCH', severity: 'damage', message: `${stream} v${r.version}: an older snapshot stands at a version its events never reached`, stream, version: r.version });
+    }
+  }
+  const rows = new Map(src.log.listActors({ all: true }).map((r) => [r.stream, r]));
+  report.actors = folded.streams.size;
+  for (const [stream, f] of folded.streams) {
+    const row = rows.get(stream);
+    rows.delete(stream);
+    const want = { state: stateName(f.snapshot), status: actorStatus(f.snapshot), version: f.version };
+    if (!row) {
+      report.findings.push({ code: 'PROJECTION_MISMATCH', severity: 'damage', message: `${stream}: no row in the actors projection (its events say ${want.state} at v${want.version}); runlog rebuild recomputes it`, stream });
+    } else if (row.state !== want.state || row.status !== want.status || row.version !== want.version) {
+      report.findings.push({
+        code: 'PROJECTION_MISMATCH',
+        severity: 'damage',
+        message: `${stream}: the actors projection says ${row.state} (${row.status}) at v${row.version}, its events say ${want.state} (${want.status}) at v${want.version}; runlog rebuild recomputes it`,
+        stream,
+        version: want.version,
+      });
+    }
+  }
+  for (const [stream, row] of rows) {
+    if (row.archived) continue; // a tombstone: its events are in an archive (runlog archive), the chain records the hole
+    report.findings.push({ code: 'PROJECTION_MISMATCH', severity: 'damage', message: `${stream}: a row in the actors projection with no events; runlog rebuild recomputes it`, stream });
+  }
+}
+
+/** `archiveDirs`: where to look for archives moved from where they were written (by their file name). */
+export function verifyLog(file: string, options: { archiveDirs?: readonly string[] } = {}): VerifyReport {
+  const report: VerifyReport = { file, ok: true, events: 0, lastSeq: null, lastHash: null, actors: 0, snapshots: 0, olderSnapshots: 0, archives: 0, findings: [] };
+  const wal = walDamage(file);
+  if (wal) report.findings.push(finding(wal));
+  let store: SqliteEventStore;
+  try {
+    store = new SqliteEventStore(file, { readOnly: true });
+  } catch (err) {
+    if (!(err instanceof RunlogError)) throw err;
+    if (err.code === 'LOG_MISSING' || err.code === 'LOG_UNREADABLE') throw err; // nothing to verify: an error, not a finding
+    report.findings.push(finding(err));
+    report.ok = false;
+    return report;
+  }
+  try {
+    const problems = store.integrityCheck();
+    if (problems.length > 0) report.findings.push(finding(new StoreCorruptError(file, `integrity_check: ${problems.slice(0, 5).join('; ')}`)));
+    chainFinding(report, store.verifyChain());
+    const archives = checkArchives(store, { dirs: options.archiveDirs ?? [] });
+    report.archives = archives.checked;
+    for (const { file: _file, ...f } of archives.findings) report.findings.push(f);
+    checkDerived(report, { log: store, snapshots: store.iterateSnapshots(), history: store.iterateSnapshotHistory(), snapshotVersions: store.snapshotVersions() });
+  } finally {
+    store.close();
+  }
+  report.ok = report.findings.every((f) => f.severity !== 'damage');
+  return report;
+}
+
+/**
+ * `runlog verify --store postgres://…`: the hash chain (postgres/schema.ts migration 4), the snapshots and the actors
+ * projection, and the archives its retention wrote (postgres/archive-check.ts; `archiveDirs` as for SQLite). Read
+ * through the host store's copy of the log, like the inspection commands. A deleted snapshot is reported
+ * (SNAPSHOT_MISSING) against snapshot_versions, as SQLite's against actors.snapshot_version.
+ */
+export async function verifyPgLog(url: string, options: { archiveDirs?: readonly string[] } = {}): Promise<VerifyReport> {
+  const { PgHostStore } = await import('../store/postgres/host-store.ts');
+  const store = await PgHostStore.open({ url, pollMs: 0, maxConnections: 2 });
+  const report: VerifyReport = { file: store.file, ok: true, events: 0, lastSeq: null, lastHash: null, actors: 0, snapshots: 0, olderSnapshots: 0, archives: 0, findings: [] };
+  try {
+    chainFinding(report, await store.pg.verifyChain());
+    const { checkPgArchives } = await import('../store/postgres/archive-check.ts');
+    const archives = await checkPgArchives(store.pg, { dirs: options.archiveDirs ?? [] });
+    report.archives = archives.checked;
+    for (const { file: _file, ...f } of archives.findings) report.findings.push(f);
+    const snapshots: SnapshotRecord[] = [];
+    for await (const r of store.pg.iterateSnapshots()) snapshots.push(r);
+    const history: SnapshotRecord[] = [];
+    for await (const r of store.pg.iterateSnapshots({ history: true })) history.push(r);
+    checkDerived(report, { log: store, snapshots, history, snapshotVersions: await store.pg.snapshotVersions() });
+  } finally {
+    await store.close();
+  }
+  report.ok = report.findings.every((f) => f.severity !== 'damage');
+  return report;
+}

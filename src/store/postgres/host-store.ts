@@ -1,0 +1,600 @@
+// The supervisor's store seam (../host-store.ts) on PostgreSQL. The actor host decides each transition from
+// memory and reads the log synchronously (rehydrate, load an actor, inspect), so this keeps a copy of the log in
+// memory, loaded at open and kept current by following PostgreSQL by global position (gapless and in commit
+// order, see postgres/schema.ts: following never skips an event). Appends go to PostgreSQL first; only once they are
+// committed are they put into the copy, in position order, and only then does the append resolve — so rule 1
+// holds (an event is durable before any effect of it starts) and a read after an append sees it.
+//
+// The actors projection (what ps lists) is folded by PostgreSQL's event store in the append's transaction; the
+// copy keeps its rows: the host's own row for its own appends, the stored document for events other processes
+// wrote (fetched when the follower sees them).
+//
+// Memory (log-copy.ts): a supervisor's store (pageOut, set by runlog.ts for a supervising node) holds live actors'
+// histories, every stream that is not an actor's (app grants, facts; of the request streams, the execution queue
+// and placement, only the requests that may still be open: pageOut.requestStreams), the newest
+// 10,000 positions whatever their stream, the actors rows (ps), live actors' newest snapshots and a small stub per
+// stream (version, first position, times). An ended actor's events older than that window are dropped once every
+// subscriber has seen them (at open they are never read: a summary row per stream makes its stub). Callers that
+// can wait read them back from PostgreSQL — pageIn(stream) (the HTTP API, a dispatch to an ended actor, stop/kill/inspect in runlog.ts, the
+// reconciler) and readAllAsync (the API's /api/events and whole-log event stream) — and a synchronous read that reaches a paged-out event
+// throws PAGED_OUT: never a shorter history. The CLI's one-shot commands open with pageOut and no recent window
+// (cli/inspection-log.ts) and page in the actor they read; verify opens without pageOut and holds the whole log. Archived events (postgres/archive.ts) leave holes in the positions, so the copy goes by position,
+// never by index.
+import { RunlogError } from '../../domain/errors.ts';
+import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
+import type {
+  ActorRow,
+  AppendObserver,
+  AppendOptions,
+  AppendOutcome,
+  AppendRequest,
+  AppendResult,
+  Heartbeat,
+  ReadAllOptions,
+  ReadOptions,
+  SnapshotRecord,
+  StreamInfo,
+  SubscribeOptions,
+} from '../event-store.ts';
+import type { HostStore } from '../host-store.ts';
+import type { ClusterRecords } from '../../domain/cluster-nodes.ts';
+import { toJson, type StreamAppend, type StreamAppendOutcome } from '../port.ts';
+import { EventEncodingError, type IterateEventsOptions } from '../sqlite/event-store.ts';
+import { FencedError } from '../../domain/errors.ts';
+import { PgEventStore } from './event-store.ts';
+import { splitStoreUrl } from './url.ts';
+import { REQUEST_KEEP_MS, type LeaseListener, type LoadStats, type PgHostStoreOptions } from './host-store-options.ts';
+import { ACTOR_STREAM, LeaseBeat } from './lease-beat.ts';
+import { CopyFollower } from './copy-follower.ts';
+import { loadBelowWindow } from './copy-load.ts';
+import { readClusterRecords, readNodeState, writeNodeRow } from './node-records.ts';
+import { Leases } from './leases.ts';
+import { LogCopy, PagedOutError } from './log-copy.ts';
+
+
+
+export { splitStoreUrl };
+export { REQUEST_KEEP_MS, type LeaseListener, type LoadStats, type PgHostStoreOptions } from './host-store-options.ts';
+
+const PAGE = 1000;
+/** The newest positions a paging-out copy holds whatever their stream (followers and subscribers read from there). */
+const KEEP_RECENT = 10_000;
+/** An actors-projection document with, for an archived actor, where its events went (tombstones, postgres/schema.ts migration 5). */
+const rowSelect = (doc: string): string => `SELECT ${doc} AS doc, a.file AS archived_to, a.created_at AS archived_at FROM projection_documents d
+  LEFT JOIN tombstones t ON t.stream = d.id LEFT JOIN archives a ON a.id = t.archive`;
+type RowDoc = { doc: unknown; archived_to: string | null; archived_at: string | null };
+
+/** The outcome of a request with an event JSON cannot encode (it fails alone), or null. */
+function unencodable(r: AppendRequest): AppendOutcome | null {
+  for (const e of r.events) {
+    try {
+      toJson(e.data, 'data');
+      toJson(e.meta ?? {}, 'meta');
+    } catch (err) {
+      return { ok: false, error: new EventEncodingError(r.stream, e.type, (err as Error).message, { cause: err }) };
+    }
+  }
+  return null;
+}
+
+export class PgHostStore implements HostStore {
+  readonly file: string;
+  onAppend: AppendObserver | undefined;
+  /** The events held (log-copy.ts: ended actors' are paged out when `pageOut` is set). */
+  private readonly copy: LogCopy;
+  private readonly rows = new Map<string, ActorRow>();
+  /**
+   * Live actors' newest snapshots (inspect/snapshots.ts), read at open and kept as this node appends them: the host
+   * rehydrates an actor from its snapshot and the events after it. Ended actors' are left in PostgreSQL (a read
+   * of one folds from the events here, the same answer).
+   */
+  private readonly snapshots = new Map<string, SnapshotRecord>();
+  private readonly subscribers = new Set<() => void>();
+  private heartbeat: Heartbeat | null = null;
+  /** stream → the node whose append was its latest (events a cluster node appends carry meta.node). */
+  private readonly lastNode = new Map<string, string>();
+  /** stream → the node holding its lease (read with the heartbeats). */
+  private owners = new Map<string, string>();
+  private size = 0;
+  /** Each subscriber's cursor (the last position it saw): paging out never drops what one has yet to see. */
+  private readonly cursors = new Map<() => void, () => number>();
+  private compactDue = false;
+  /** Ingestion into the copy, one step at a time, in position order. */
+  private chain: Promise<unknown> = Promise.resolve();
+  /** Follows other processes' commits into the copy (copy-follower.ts). */
+  private readonly follower: CopyFollower;
+  private closed = false;
+  private readonly rowsProjection: string;
+  /** This node's leases (null: not supervising as a cluster node). */
+  readonly leases: Leases | null;
+  /** This node's beat: renewals, releases, take-overs and pick-ups (lease-beat.ts; null: not a cluster node). */
+  private readonly leaseBeat: LeaseBeat | null;
+  private readonly inflight = new Set<Promise<unknown>>();
+  private readonly toRow: (doc: unknown) => ActorRow;
+  /**
+   * The rows' query. With the default toRow (which drops `snapshot` and `rev`) the server drops them: an actor's
+   * persisted machine snapshot is most of its document, and reading every ended actor's at open cost more than
+   * the events did (store.pg.open).
+   */
+  private readonly rowSelect: string;
+  private readonly loaded: LoadStats = { before: 0, eventsRead: 0, streamsSummarised: 0, eventsSummarised: 0, requestEventsPagedOut: 0 };
+
+  private constructor(
+    readonly pg: PgEventStore,
+    private readonly options: PgHostStoreOptions,
+  ) {
+    this.file = pg.description;
+    this.leases = options.node ? new Leases(pg, options.node.name, options.node.leaseTtlMs, options.node.collectGraceMs ?? options.node.leaseTtlMs, options.node.renewals ? { renewals: options.node.renewals } : {}) : null;
+    this.leaseBeat = this.leases ? new LeaseBeat(this.leases, () => this.serial(() => this.catchUp()), () => this.closed) : null;
+    this.rowsProjection = options.actorRows?.projection ?? 'actors';
+    this.follower = new CopyFollower(pg, () => this.serial(() => this.catchUp()), () => this.refreshNodes(), () => this.closed);
+    // The default row is the document without `snapshot` and `rev`, and the server drops both (one jsonb delete
+    // of the two keys: two deletes rebuilt each document twice): the document read is the row, copied no more.
+    this.toRow = options.actorRows?.toRow ?? ((doc: unknown) => doc as ActorRow);
+    this.rowSelect = rowSelect(options.actorRows?.toRow ? 'd.doc' : "d.doc - '{snapshot,rev}'::text[]");
+    const pageOut = options.pageOut ?? null;
+    const now = options.now;
+    this.copy = new LogCopy({
+      keepRecent: pageOut ? (pageOut.keepRecent ?? KEEP_RECENT) : null,
+      ended: (stream) => ACTOR_STREAM.test(stream) && this.rows.get(stream)?.status === 'terminal',
+      ...(pageOut?.pagedInStreams !== undefined ? { pagedInStreams: pageOut.pagedInStreams } : {}),
+      ...(pageOut?.requestStreams
+        ? { tail: { is: pageOut.requestStreams.is, keepMs: pageOut.requestStreams.keepMs ?? REQUEST_KEEP_MS, now: now ? () => Date.parse(now()) : () => Date.now() } }
+        : {}),
+    });
+  }
+
+  static async open(options: PgHostStoreOptions): Promise<PgHostStore> {
+    const split = splitStoreUrl(options.url);
+    const pg = await PgEventStore.open({
+      url: split.url,
+      schema: options.schema ?? split.schema ?? 'runlog',
+      ...(options.projections ? { projections: options.projections } : {}),
+      ...(options.upcasters ? { upcasters: options.upcasters } : {}),
+      ...(options.now ? { now: options.now } : {}),
+      ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
+      ...(options.faults ? { faults: options.faults } : {}),
+      ...(options.node ? { holdLimitMs: options.node.leaseTtlMs } : {}), // a stopped client's locks last a TTL at most
+    });
+    const store = new PgHostStore(pg, options);
+    try {
+      await store.load();
+      await store.leases?.reclaim();
+    } catch (err) {
+      await pg.close().catch(() => {});
+      throw err;
+    }
+    const pollMs = options.pollMs ?? 250;
+    if (pollMs > 0) store.follower.start(pollMs);
+    return store;
+  }
+
+  /** The log's head in this copy: every event at or below it has been seen (held, or paged out). */
+  get head(): number {
+    return this.copy.head;
+  }
+
+  /** How many events this store holds in memory (ended actors' are paged out when `pageOut` is set). */
+  get heldEvents(): number {
+    return this.copy.heldEvents;
+  }
+
+  /** What the open read: events read from PostgreSQL, and the paged-out streams (and their events) it summarised instead. */
+  get loadStats(): LoadStats {
+    return { ...this.loaded };
+  }
+
+  private async load(): Promise<void> {
+    const before = await this.pg.lastSeq();
+    this.loaded.before = before;
+    // An ended actor's events older than the recent window are never held (rows read first say which have ended).
+    const pageBelow = this.copy.pagingOut ? before - (this.options.pageOut?.keepRecent ?? KEEP_RECENT) : 0;
+    // The rows (read directly: a one-shot reader registers no projection with the store) and, below the window,
+    // a summary per stream, side by side; then only the events of the streams the copy holds (everything but
+    // ended actors'); the stubs of the others come from their summaries, never from their events.
+    // Each row is kept as it arrives (while the summary is still being computed), never gathered into a result.
+    const [, summaries] = await Promise.all([
+      this.pg.eachRow<RowDoc>(`${this.rowSelect} WHERE d.projection = $1`, [this.rowsProjection], (d) => this.putRow(d)),
+      pageBelow > 0 ? this.pg.summarizeStreams(pageBelow) : [],
+    ]);
+    if (pageBelow > 0) await loadBelowWindow(this.pg, this.copy, pageBelow, summaries, { put: (e, below) => this.put(e, below), lastNode: this.lastNode, loaded: this.loaded });
+    const late = new Set<string>();
+    for await (const e of this.pg.readAll({ from: pageBelow + 1 })) {
+      this.put(e, pageBelow);
+      this.loaded.eventsRead += 1;
+      if (e.seq > before) late.add(e.stream);
+    }
+    // Documents read before events committed after `before` may be older than those events: read them again.
+    await this.refreshRows(late);
+    this.compact(true);
+    const live = [...this.rows.values()].filter((r) => r.status === 'active').map((r) => r.stream);
+    for (const r of await this.pg.latestSnapshots(live)) this.snapshots.set(r.stream, r);
+    await this.refreshNodes();
+  }
+
+
+  private putRow(d: RowDoc): void {
+    const row = this.toRow(d.doc);
+    this.setRow(d.archived_to ? { ...row, archived: { file: d.archived_to, at: d.archived_at! } } : row);
+  }
+
+  private setRow(row: ActorRow): void {
+    this.rows.set(row.stream, row);
+    if (row.status === 'terminal') this.copy.markEnded(row.stream);
+  }
+
+  private put(e: RecordedEvent, pageBelow = 0): void {
+    this.copy.put(e, pageBelow);
+    const by = (e.meta as { node?: unknown } | undefined)?.node;
+    if (typeof by === 'string') this.lastNode.set(e.stream, by);
+  }
+
+  /**
+   * Compaction waits for the turn after the append or catch-up that ended an actor: what the host does as an
+   * append resolves (the transition's listeners, which may read the actor that just ended) runs first.
+   */
+  private compactSoon(): void {
+    if (!this.copy.pagingOut || this.compactDue) return;
+    this.compactDue = true;
+    setImmediate(() => {
+      this.compactDue = false;
+      if (!this.closed) this.compact();
+    });
+  }
+
+  /** Pages out ended actors' events the recent window and every subscriber have left behind (log-copy.ts). */
+  private compact(force = false): void {
+    if (!this.copy.pagingOut) return;
+    let min = Number.MAX_SAFE_INTEGER;
+    for (const c of this.cursors.values()) min = Math.min(min, c());
+    this.copy.compact(min, force);
+  }
+
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const p = this.chain.then(fn);
+    this.chain = p.catch(() => undefined);
+    return p;
+  }
+
+  /** Reads what other processes committed after the copy's head (up to `upTo`), with their rows. */
+  private async catchUp(upTo = Number.MAX_SAFE_INTEGER): Promise<void> {
+    const touched = new Set<string>();
+    const start = this.head;
+    while (this.head < upTo) {
+      const n = Math.min(PAGE, upTo - this.head);
+      let got = 0;
+      // Bounded by `upTo` too: past archived holes, n events from head + 1 can reach beyond it.
+      for await (const e of this.pg.readAll({ from: this.head + 1, limit: n, ...(upTo < Number.MAX_SAFE_INTEGER ? { to: upTo } : {}) })) {
+        this.put(e);
+        touched.add(e.stream);
+        got += 1;
+      }
+      if (got < n) break;
+    }
+    if (this.head === start) return;
+    await this.refreshRows(touched);
+    this.notify();
+    this.compactSoon();
+  }
+
+  private async refreshRows(streams: Set<string>): Promise<void> {
+    if (streams.size === 0) return;
+    for (const d of await this.pg.sql<RowDoc>(`${this.rowSelect} WHERE d.projection = $1 AND d.id = ANY($2::text[])`, [this.rowsProjection, [...streams]])) this.putRow(d);
+  }
+
+
+  private async refreshNodes(): Promise<void> {
+    ({ heartbeat: this.heartbeat, owners: this.owners, size: this.size } = await readNodeState(this.pg));
+  }
+
+
+  /** One look at PostgreSQL for other processes' commits (skipped while the last look is still out). */
+  poll(): Promise<void> {
+    return this.follower.poll();
+  }
+
+  private notify(): void {
+    if (this.subscribers.size === 0) return;
+    queueMicrotask(() => {
+      for (const s of this.subscribers) s();
+    });
+  }
+
+  // --- appends --------------------------------------------------------------------------------------
+
+  async append(stream: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult> {
+    const [o] = await this.appendMany([{ stream, events, options }]);
+    if (!o!.ok) throw o!.error;
+    return o!.result;
+  }
+
+  appendMany(requests: readonly AppendRequest[]): Promise<AppendOutcome[]> {
+    if (this.closed) return Promise.reject(new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`));
+    // close() lets appends already sent finish (into the copy too) before it ends the pool.
+    const p = this.appendSent(requests);
+    this.inflight.add(p);
+    void p.catch(() => undefined).finally(() => this.inflight.delete(p));
+    return p;
+  }
+
+  private async appendSent(requests: readonly AppendRequest[]): Promise<AppendOutcome[]> {
+    // Like SQLite: an event JSON cannot encode fails its own request, not the batch it was committed with.
+    const outcomes: (AppendOutcome | null)[] = requests.map(unencodable);
+    // A cluster node appends to an actor's stream only under its lease (lease-beat.ts: claims and refusals).
+    const claim = this.leaseBeat ? this.leaseBeat.gate(requests, outcomes) : new Set<string>();
+    const sent = requests.filter((_, i) => outcomes[i] === null);
+    // A cluster node signs what it appends (meta.node): ps and the inspector say where an actor last ran.
+    const node = this.leases?.node;
+    const signed = (events: readonly NewEvent[]): readonly NewEvent[] => (node ? events.map((e) => ({ ...e, meta: { ...e.meta, node } })) : events);
+    const appends: StreamAppend[] = sent.map((r) => ({ stream: r.stream, events: signed(r.events), expectedVersion: r.options.expectedVersion }));
+    const t0 = this.onAppend ? performance.now() : 0;
+    const claimed = new Map<string, number>();
+    const fence = this.leases ? { fence: { node: this.leases.node, tokens: this.leases.held, ttlMs: this.leases.ttlMs, ...(claim.size > 0 ? { claim: { streams: claim, ttlMs: this.leases.ttlMs, claimed } } : {}) } } : {};
+    const snapshots = sent.some((r) => r.options.snapshot) ? { snapshots: sent.map((r) => r.options.snapshot) } : {};
+    for (const s of claim) this.leaseBeat?.claiming.add(s);
+    let results: StreamAppendOutcome[];
+    try {
+      results = appends.length > 0 ? await this.pg.appendMany(appends, { ...fence, ...snapshots }) : [];
+    } catch (err) {
+      // Cut off: a claim may have committed with its reply lost. Its lease then names this node, unknown to it:
+      // the next beat looks (pickUp) once PostgreSQL answers.
+      if (claim.size > 0) this.pickUpSoon();
+      throw err;
+    } finally {
+      for (const s of claim) this.leaseBeat?.claiming.delete(s);
+    }
+    for (const [stream, token] of claimed) this.leases?.held.set(stream, token);
+    const fenced: string[] = [];
+    results.forEach((o, i) => {
+      if (!o.ok && o.error instanceof FencedError && this.leases?.held.delete(sent[i]!.stream)) fenced.push(sent[i]!.stream);
+      // An actor that ended gives its lease back at the next beat.
+      if (o.ok && sent[i]!.options.projection?.status === 'terminal') this.leaseBeat?.ending.add(sent[i]!.stream);
+      const snap = sent[i]!.options.snapshot;
+      if (o.ok && snap && snap.stream === sent[i]!.stream && snap.version === o.result.version) {
+        if (sent[i]!.options.projection?.status === 'terminal') this.snapshots.delete(snap.stream);
+        else this.snapshots.set(snap.stream, snap);
+      }
+    });
+    // A lease found taken at append time is lost like one found taken at renewal (the listener lets go of it).
+    if (fenced.length > 0) this.leaseBeat?.lost(fenced);
+    if (this.onAppend) this.onAppend((performance.now() - t0) / 1000, results.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0));
+    // Into the copy, in position order, before anyone hears of it.
+    await this.serial(async () => {
+      const mine = results.flatMap((o, i) => (o.ok ? o.result.events.map((e) => ({ e, row: sent[i]!.options.projection })) : []));
+      if (mine.length > 0) {
+        const first = mine[0]!.e.seq;
+        if (first > this.head + 1) await this.catchUp(first - 1);
+        let added = false;
+        for (const { e, row } of mine) {
+          if (e.seq <= this.head) continue; // the follower got here first (and read the row PostgreSQL folded)
+          this.put(e);
+          added = true;
+          if (row && row.version === e.version) this.setRow(row);
+        }
+        // The host's row is the state after its event; a stream whose row was not given is read back.
+        const unrowed = new Set(mine.filter(({ e, row }) => !row && /^(instance|execution)-/.test(e.stream)).map(({ e }) => e.stream));
+        await this.refreshRows(unrowed);
+        if (added) this.notify();
+        this.compactSoon();
+      }
+      // Someone else appended (a conflict): the copy catches up so the host's re-read sees their events.
+      if (results.some((o) => !o.ok)) await this.catchUp();
+    });
+    let k = 0;
+    return outcomes.map((o) => {
+      if (o) return o;
+      const r = results[k++]!;
+      return r.ok ? { ok: true, result: r.result } : { ok: false, error: r.error };
+    });
+  }
+
+  /**
+   * Resolves once PostgreSQL answers again and the copy has caught up (an observed fact's append then retries):
+   * true; false when it has not answered within `withinMs` (default: waits as long as it takes).
+   */
+  async whenAvailable(withinMs = Number.POSITIVE_INFINITY): Promise<boolean> {
+    const deadline = Date.now() + withinMs;
+    for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
+      if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
+      try {
+        await this.serial(() => this.catchUp());
+        return true;
+      } catch (err) {
+        if (!(err instanceof RunlogError && err.code === 'STORE_UNAVAILABLE')) throw err;
+      }
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      await new Promise((r) => setTimeout(r, Math.min(delay, left)));
+    }
+  }
+
+
+  /** Looks for leases held but not run at the next beat (a cut-off claim was found committed after all). */
+  pickUpSoon(): void {
+    if (this.leaseBeat) this.leaseBeat.pickupDue = true;
+  }
+
+  replaceProjection(): Promise<void> {
+    return Promise.reject(new RunlogError('NOT_SUPPORTED', `runlog rebuild works on a SQLite log; on PostgreSQL the actors projection is folded by the store in every append (${this.file})`));
+  }
+
+  // --- leases ---------------------------------------------------------------------------------------
+
+  /** Whether this node may act on the stream (always, when not a cluster node). */
+  owns(stream: string): boolean {
+    return !this.leases || !ACTOR_STREAM.test(stream) || this.leases.owns(stream);
+  }
+
+  /** Gives the stream's lease back at the next beat (an ended actor). */
+  letGo(stream: string): void {
+    if (this.leases?.owns(stream)) this.leaseBeat?.ending.add(stream);
+  }
+
+  /** Starts beating: renew this node's leases, give back ended actors', take over expired ones (every ttl/3). */
+  startLeases(listener: LeaseListener): void {
+    this.leaseBeat?.start(listener);
+  }
+
+  /** One beat (exposed for tests). */
+  async beat(): Promise<void> {
+    await this.leaseBeat?.beat();
+  }
+
+  // --- reads (synchronous, from the copy; a paged-out history throws PagedOutError) -------------
+
+  read(stream: string, options: ReadOptions = {}): RecordedEvent[] {
+    return this.copy.read(stream, options.from ?? 1, options.to);
+  }
+
+  readRecent(stream: string): RecordedEvent[] {
+    return this.copy.readRecent(stream);
+  }
+
+  readAll(options: ReadAllOptions = {}): RecordedEvent[] {
+    return this.copy.slice(options.afterSeq ?? 0, options.limit);
+  }
+
+  iterateEvents(options: IterateEventsOptions = {}): IterableIterator<RecordedEvent> {
+    return this.copy.iterate(options);
+  }
+
+
+  // --- reads that may go to PostgreSQL (callers that can wait: the HTTP API, a host's dispatch) ------
+
+  /**
+   * Makes the stream's whole history readable synchronously: a paged-out (ended) actor's events are read from
+   * PostgreSQL into a small cache of recently paged-in streams. A no-op when every event is held.
+   */
+  async pageIn(stream: string): Promise<void> {
+    const missing = this.copy.missing(stream);
+    if (missing === 0) return;
+    const events: RecordedEvent[] = [];
+    for await (const e of this.pg.readStream(stream, { from: 1, to: missing })) events.push(e);
+    // Archived meanwhile (postgres/archive.ts): its events are gone from PostgreSQL; the sync read says it is paged out.
+    if (events.length === missing) this.copy.cache(stream, events);
+  }
+
+  holdsAfter(afterSeq: number): boolean {
+    return this.copy.holdsAfter(afterSeq);
+  }
+
+  /** readAll, reading from PostgreSQL when the range reaches paged-out positions (bounded by the copy's head, as readAll is). */
+  async readAllAsync(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
+    const afterSeq = options.afterSeq ?? 0;
+    if (this.copy.holdsAfter(afterSeq)) return this.readAll(options);
+    const out: RecordedEvent[] = [];
+    const limit = options.limit !== undefined && options.limit >= 0 ? options.limit : undefined;
+    if (limit === 0 || afterSeq >= this.head) return out;
+    for await (const e of this.pg.readAll({ from: afterSeq + 1, to: this.head, ...(limit !== undefined ? { limit } : {}) })) out.push(e);
+    return out;
+  }
+
+  latestSnapshot(stream: string): SnapshotRecord | undefined {
+    return this.snapshots.get(stream);
+  }
+
+  snapshotAtOrBefore(stream: string, version: number): SnapshotRecord | undefined {
+    const r = this.snapshots.get(stream);
+    return r && r.version <= version ? r : undefined;
+  }
+
+  streamVersion(stream: string): number {
+    return this.copy.streamVersion(stream);
+  }
+
+  streams(kind?: string): StreamInfo[] {
+    return this.copy.streams(kind);
+  }
+
+  lastSeq(): number {
+    return this.head;
+  }
+
+  subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void): () => void {
+    let cursor = options.afterSeq ?? this.head;
+    // From before what has been paged out: not here to hand out (a typed error rather than a gap).
+    if (!this.copy.holdsAfter(cursor)) throw new PagedOutError({ afterSeq: cursor, floor: this.copy.floor });
+    let draining = false;
+    const drain = (): void => {
+      if (draining || this.closed) return;
+      draining = true;
+      try {
+        for (const e of this.copy.after(cursor)) {
+          cursor = e.seq;
+          if (!options.stream || e.stream === options.stream) handler(e);
+        }
+      } finally {
+        draining = false;
+      }
+    };
+    this.subscribers.add(drain);
+    this.cursors.set(drain, () => cursor);
+    // A one-shot reader (pollMs 0 at open) that subscribes starts following now.
+    if (!this.follower.started) this.follower.start(options.pollMs ?? 200);
+    queueMicrotask(drain);
+    return () => {
+      this.subscribers.delete(drain);
+      this.cursors.delete(drain);
+    };
+  }
+
+  listActors(filter: { kind?: string; all?: boolean } = {}): ActorRow[] {
+    return [...this.rows.values()]
+      .filter((r) => (!filter.kind || r.kind === filter.kind) && (filter.all || r.status === 'active'))
+      .sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
+
+  getActor(id: string): ActorRow | undefined {
+    return this.rows.get(`instance-${id}`) ?? this.rows.get(`execution-${id}`);
+  }
+
+  // --- supervision --------------------------------------------------------------------------------
+
+  /** Recorded in the `nodes` table (one row per node); written in the background, a failure is logged by the caller's next beat. */
+  writeHeartbeat(h: Heartbeat): void {
+    if (this.closed) return;
+    this.heartbeat = h;
+    void this.writeNode(h).catch(() => undefined);
+  }
+
+
+  /**
+   * The heartbeat write, awaited (a clean stop waits for its stop mark). The beat's time is PostgreSQL's, not
+   * this node's: liveness is judged on the server's clock alone (postgres/nodes.ts), so skewed hosts agree.
+   */
+  async writeNode(h: Heartbeat): Promise<void> {
+    await writeNodeRow(this.pg, h);
+  }
+
+  readHeartbeat(): Heartbeat | null {
+    return this.heartbeat;
+  }
+
+
+  /** Every node's heartbeat and every lease, read now (the inspector's nodes; expiry judged on the server's clock). */
+  clusterRecords(): Promise<ClusterRecords> {
+    return readClusterRecords(this.pg);
+  }
+
+  placement(stream: string): { node: string | null; owner: string | null } {
+    const owner = this.leases?.owns(stream) ? this.leases.node : (this.owners.get(stream) ?? null);
+    return { node: this.lastNode.get(stream) ?? null, owner };
+  }
+
+  sizeBytes(): number {
+    return this.size;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.follower.stop();
+    this.leaseBeat?.stop();
+    this.subscribers.clear();
+    await Promise.allSettled([...this.inflight]);
+    await this.chain.catch(() => undefined);
+    // The heartbeat's stop mark, if one is being written, goes out before the pool ends.
+    if (this.heartbeat?.stoppedAt) await this.writeNode(this.heartbeat).catch(() => undefined);
+    await this.pg.close();
+  }
+}

@@ -1,0 +1,59 @@
+// Receipts: what an execution used and produced, written to the operator's repo before its outcome is recorded, and
+// the runner record that advertises this runner's policy.
+import { putRunnerRecord, writeExecutionReceipt, type Publisher } from '../../adapters/atproto/index.ts';
+import { requireImage, type Parts } from '../../config/parts.ts';
+import type { OperatorPolicy } from '../../domain/at-run/operator-policy.ts';
+import type { RunlogError } from '../../domain/errors.ts';
+import type { Resolved } from '../../domain/execution-events.ts';
+import type { ExecutionRequest } from '../../machines/execution.machine.ts';
+import { sha256, type OutcomeEvent } from './execution-outcomes.ts';
+
+/** Writes the receipt before the outcome is recorded, so the outcome event names it (or why it failed). */
+export async function writeReceiptFor(publisher: Publisher, parts: Parts, event: OutcomeEvent, request: ExecutionRequest, r: Resolved, times: { startedAt: string; finishedAt: () => string }): Promise<void> {
+  const d = event.data;
+  const failed = event.type === 'execution.failed' ? event.data : null;
+  try {
+    const ref = await writeExecutionReceipt(publisher, {
+      executionId: request.executionId,
+      code: { uri: r.codeUri, cid: r.codeCid },
+      runtime: { uri: r.runtimeUri, cid: r.runtimeCid },
+      codeBlobCid: r.blobCid,
+      handler: request.handler,
+      images: { runtime: r.image, sandbox: requireImage(parts, 'at-run-sandbox'), ...(r.additions.length ? { additions: r.additions } : {}) },
+      limits: { memoryBytes: r.limits.memoryMb * 1024 * 1024, pids: r.limits.pids, milliCpus: Math.round(r.limits.cpus * 1000), timeoutMs: r.limits.timeoutMs, network: 'none' },
+      inputSha256: d.inputHash ?? sha256('null'),
+      ...(event.type === 'execution.succeeded' && event.data.outputHash ? { outputSha256: event.data.outputHash } : {}),
+      outcome: failed ? 'failed' : 'succeeded',
+      ...(failed ? { failure: { kind: failed.reason, code: failed.code, message: String(failed.message ?? '').slice(0, 1000) } } : {}),
+      ...(typeof d.exitCode === 'number' ? { exitCode: d.exitCode } : {}),
+      ...(request.callerDid ? { callerDid: request.callerDid } : {}),
+      startedAt: times.startedAt,
+      finishedAt: times.finishedAt(),
+    });
+    d.receipt = ref;
+  } catch (err) {
+    d.receiptError = { code: (err as RunlogError).code ?? 'RECEIPT_FAILED', message: (err as Error).message };
+  }
+}
+
+/** Advertises this runner's policy in its own repo (dev.mainasara.at-run.beta.v2.runner, rkey "self"). */
+export async function putRunnerRecordFor(publisher: Publisher, parts: Parts, p: OperatorPolicy, platform: { os: string; architecture: string; variant?: string }): Promise<{ uri: string; cid: string }> {
+  return putRunnerRecord(publisher, {
+    protocolVersions: [...p.protocolVersions],
+    runtimeKinds: ['language'],
+    platforms: [platform],
+    isolation: { backend: 'docker', ociRuntime: p.isolation, strong: p.isolation === 'runsc' },
+    sandboxImage: requireImage(parts, 'at-run-sandbox'),
+    limits: {
+      maxMemoryBytes: p.ceilings.memoryMb * 1024 * 1024,
+      maxPids: p.ceilings.pids,
+      maxMilliCpus: Math.round(p.ceilings.cpus * 1000),
+      maxTimeoutMs: p.ceilings.timeoutMs,
+      maxCodeBlobBytes: p.archive.maxArchiveBytes,
+      maxRuntimeArchiveBytes: p.archive.maxArchiveBytes,
+      network: 'none',
+    },
+    ...(p.publishers.includes('*') ? {} : { publishers: [...p.publishers] }),
+    ...(p.registries.includes('*') ? {} : { registries: [...p.registries] }),
+  });
+}
