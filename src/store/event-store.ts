@@ -137,3 +137,16 @@ export interface EventStore {
   replaceProjection(rows: readonly ActorRow[]): void;
   close(): void;
 }
+
+/** Which events `iterateEvents` pages through: the whole log after a position, or one stream's versions. */
+export interface IterateEventsOptions {
+  /** The whole log: events with seq > afterSeq … */
+  afterSeq?: number;
+  /** … and seq <= toSeq. */
+  toSeq?: number;
+  /** One stream instead, versions from..to (inclusive). */
+  stream?: string;
+  from?: number;
+  to?: number;
+  pageSize?: number;
+}

@@ -17,7 +17,8 @@ import { ArchiveFileWriter } from '../archive/archive-file.ts';
 import { ArchiveLedger } from '../archive/archive-ledger.ts';
 import { CHAIN_COLUMNS, GENESIS, rowHash, type ChainRow } from '../chain.ts';
 import { readShutdownRecord, writeShutdownRecord } from './shutdown-record.ts';
-import type { ActorDbRow, SqliteEventStore } from './event-store.ts';
+import type { SqliteEventStore } from './event-store.ts';
+import type { ActorDbRow } from './projection.ts';
 import type Database from 'better-sqlite3';
 
 /** Where a run stands, told to `onStep` (tests kill the process there). */

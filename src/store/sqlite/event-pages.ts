@@ -3,18 +3,9 @@
 import type { RecordedEvent, ReplayEvent } from '../../domain/events.ts';
 import type { Database } from './driver.ts';
 import type { UpcasterRegistry } from '../upcasters.ts';
+import type { IterateEventsOptions } from '../event-store.ts';
 
-export interface IterateEventsOptions {
-  /** The whole log: events with seq > afterSeq … */
-  afterSeq?: number;
-  /** … and seq <= toSeq. */
-  toSeq?: number;
-  /** One stream instead, versions from..to (inclusive). */
-  stream?: string;
-  from?: number;
-  to?: number;
-  pageSize?: number;
-}
+export type { IterateEventsOptions };
 
 export interface EventRow {
   seq: number;

@@ -20,12 +20,13 @@ import type {
   SnapshotRow,
   StreamInfo,
   SubscribeOptions,
+  IterateEventsOptions,
 } from '../event-store.ts';
 import { toSnapshot } from '../event-store.ts';
 import { readShutdownRecord, shutdownRecordFile, writeShutdownRecord } from './shutdown-record.ts';
 import { chainHead, verifyChain } from './chain-check.ts';
 import { encodeRequest, type EncodedRequest } from './encoding.ts';
-import { EventPages, type EventRow, type IterateEventsOptions } from './event-pages.ts';
+import { EventPages, type EventRow } from './event-pages.ts';
 import { checkHeader, checkWal, createLogFile, openSchema, sqliteCode, translate, untouchedSinceCleanShutdown, walBytes } from './file-checks.ts';
 import { readHeartbeatRow, writeHeartbeatRow } from './heartbeat.ts';
 import { getActor, listActors, replaceProjectionRows } from './projection.ts';
@@ -38,9 +39,9 @@ import { WalGuard } from './wal-guard.ts';
 
 // The modules of this store, one job each (sqlite/): their names stay importable from here.
 export { EventEncodingError } from './encoding.ts';
-export type { IterateEventsOptions } from './event-pages.ts';
-export { walDamage } from './file-checks.ts';
-export type { ActorDbRow } from './projection.ts';
+// Re-exported from modules whose declarations name no better-sqlite3 type: the shipped declarations of this class
+// must not reach the driver's types, which a consumer does not install.
+export type { IterateEventsOptions } from '../event-store.ts';
 
 export interface SqliteEventStoreOptions {
   /** 'FULL' (default) survives power loss; 'NORMAL' is a documented opt-in that may lose the last commits on power loss (never on a process crash). */
