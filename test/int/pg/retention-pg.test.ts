@@ -212,7 +212,7 @@ describe('runlog archive on PostgreSQL', () => {
 describe('an archiver stopped between two statements', () => {
   it('holds up no append: its removal takes the append lock inside one statement, so a stop before it leaves appends free', async () => {
     const { schema, store, home, actors } = await newLog(6, 1);
-    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'support/pg-archive-child.ts'), store, home, cutoffAfter(actors, 6), join(home, 'a.jsonl.gz'), 'removing'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '../../support/pg-archive-child.ts'), store, home, cutoffAfter(actors, 6), join(home, 'a.jsonl.gz'), 'removing'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let err = '';
     const atRemoving = new Promise<void>((resolve, reject) => {
       child.stderr.on('data', (b: Buffer) => {
