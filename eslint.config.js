@@ -31,8 +31,22 @@ const below = {
   top: layer('cli and server reach the rest through src/index.ts, src/supervisor or src/inspect (the layer rule); import what you need from there.', 'adapters', 'machines', 'store'),
 };
 
+// IO stays in adapters (issue 28): the supervisor reaches the disk only through src/adapters (src/adapters/files for
+// plain reads, src/adapters/apps for app installs, src/adapters/archive for packing). It shares the rule object of the
+// layer patterns above because a later no-restricted-imports for the same files replaces these options, not merges.
+// src/inspect keeps its file reads: it opens the history files the user names (`runlog history`, replay) and writes
+// nothing, and the layer rule bars it from src/adapters, so the read is its own input rather than IO behind a port.
+const fsMessage = 'src/supervisor does no file IO itself: put the read or write behind a function in src/adapters (src/adapters/files, apps, archive) and call that.';
+const noFs = ['node:fs', 'node:fs/promises', 'fs', 'fs/promises'].map((name) => ({ name, message: fsMessage }));
+// no-restricted-imports sees static imports only: the same modules loaded by import() or require() are caught here.
+const fsModule = '/^(node:)?fs(\\/promises)?$/';
+const noFsLoads = [
+  { selector: `ImportExpression[source.value=${fsModule}]`, message: fsMessage },
+  { selector: `CallExpression[callee.name='require'][arguments.0.value=${fsModule}]`, message: fsMessage },
+];
+
 // Sizes (issue 28): a file in src/ holds one job, at most 600 lines; a function, at most 150. Tested in
-// test/lint-sizes.unit.test.ts.
+// test/unit/repo/lint-sizes.test.ts.
 const sizes = {
   'max-lines': ['error', { max: 600, skipBlankLines: false, skipComments: false }],
   'max-lines-per-function': ['error', { max: 150, skipBlankLines: false, skipComments: false, IIFEs: true }],
@@ -67,7 +81,7 @@ export default tseslint.config(
   },
   {
     files: ['src/supervisor/**/*.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [below.supervisor] }] },
+    rules: { 'no-restricted-imports': ['error', { paths: noFs, patterns: [below.supervisor] }], 'no-restricted-syntax': ['error', ...noFsLoads] },
   },
   {
     files: ['src/inspect/**/*.ts'],

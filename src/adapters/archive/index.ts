@@ -16,6 +16,7 @@ export type { ArchiveLimits, ArchiveViolation, ArchiveEntry, ArchiveReport, Vali
 export { ARCHIVE_VIOLATION_CODES, type ArchiveViolationCode } from './codes.ts';
 export { validateArchive, validateArchiveChunks, normalizedMode } from './validate.ts';
 export { writeArchive, packArchive, entriesUnder } from './write.ts';
+export { packCodeDirectory } from './pack-directory.ts';
 export { ArchiveRejectedError } from './errors.ts';
 export { validateArchiveStream, ArchiveStreamAbandonedError, type ArchiveStream } from './stream.ts';
 

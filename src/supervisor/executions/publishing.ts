@@ -1,10 +1,10 @@
 // Publishing for authors and runtime publishers: runtime records filled from a template and the image
 // digest, and code records from a directory (packed as one top-level directory, uploaded with the MIME
 // type `application/<runtime-record-cid>`), so nobody hand-crafts records.
-import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
-import { assertValidArchive, DEFAULT_ARCHIVE_LIMITS, writeArchive, type ArchiveEntry } from '../../adapters/archive/index.ts';
+import { join, resolve } from 'node:path';
+import { assertValidArchive, DEFAULT_ARCHIVE_LIMITS, packCodeDirectory } from '../../adapters/archive/index.ts';
 import { AT_RUN_V2, createAtprotoReader, type AtprotoReaderOptions, type Publisher } from '../../adapters/atproto/index.ts';
+import { readTextIfPresent } from '../../adapters/files/local-files.ts';
 import { CODE_RECORD_NSID, validateCodeRecord, type RequestedLimits } from '../../domain/at-run/code-record.ts';
 import { RecordValidationError } from '../../domain/at-run/record-violations.ts';
 import { RUNTIME_RECORD_NSID, validateRuntimeRecord } from '../../domain/at-run/runtime-record.ts';
@@ -18,8 +18,9 @@ export interface Published {
 /** `<dir>/runtime-record.json` is a template; every platform's image becomes `image`, createdAt now. */
 export async function publishRuntime(publisher: Publisher, opts: { dir: string; image: string; rkey?: string }): Promise<Published & { record: Record<string, unknown> }> {
   const file = join(resolve(opts.dir), 'runtime-record.json');
-  if (!existsSync(file)) throw new ValidationError('RUNTIME_TEMPLATE_MISSING', `no runtime-record.json in ${opts.dir}`);
-  const template = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+  const text = readTextIfPresent(file);
+  if (text === null) throw new ValidationError('RUNTIME_TEMPLATE_MISSING', `no runtime-record.json in ${opts.dir}`);
+  const template = JSON.parse(text) as Record<string, unknown>;
   const record = {
     ...template,
     $type: RUNTIME_RECORD_NSID,
@@ -42,41 +43,14 @@ interface CodeManifest {
   handlers?: string[];
 }
 
-/** Packs a directory as a tar with exactly one top-level directory (its own name). */
-export async function packCodeDirectory(dir: string): Promise<{ archive: Buffer; top: string }> {
-  const root = resolve(dir);
-  const top = basename(root);
-  const entries: ArchiveEntry[] = [{ path: top, type: 'directory', mode: 0o755, size: 0 }];
-  const walk = (rel: string) => {
-    for (const name of readdirSync(join(root, rel)).sort()) {
-      const r = rel ? `${rel}/${name}` : name;
-      const abs = join(root, r);
-      const st = lstatSync(abs);
-      const path = `${top}/${r}`;
-      if (st.isDirectory()) {
-        entries.push({ path, type: 'directory', mode: 0o755, size: 0 });
-        walk(r);
-      } else if (st.isSymbolicLink()) {
-        entries.push({ path, type: 'symlink', mode: 0o777, size: 0, linkname: readlinkSync(abs) });
-      } else if (st.isFile()) {
-        const data = readFileSync(abs);
-        entries.push({ path, type: 'file', mode: st.mode & 0o111 ? 0o755 : 0o644, size: data.length, data });
-      } else {
-        throw new ValidationError('CODE_DIR_INVALID', `${abs} is not a file, directory or symlink`);
-      }
-    }
-  };
-  walk('');
-  return { archive: await writeArchive(entries), top };
-}
-
 export async function publishCode(
   publisher: Publisher,
   opts: { dir: string; runtime: string; entrypoint?: string; atproto?: AtprotoReaderOptions; rkey?: string; requested?: RequestedLimits },
 ): Promise<Published & { blobCid: string; runtimeCid: string }> {
   const dir = resolve(opts.dir);
   const manifestFile = join(dir, 'at-run.json');
-  const manifest: CodeManifest = existsSync(manifestFile) ? (JSON.parse(readFileSync(manifestFile, 'utf8')) as CodeManifest) : {};
+  const manifestText = readTextIfPresent(manifestFile);
+  const manifest: CodeManifest = manifestText === null ? {} : (JSON.parse(manifestText) as CodeManifest);
   const entrypoint = opts.entrypoint ?? manifest.entrypoint;
   if (!entrypoint) throw new ValidationError('ENTRYPOINT_MISSING', `no entrypoint: pass --entrypoint or put {"entrypoint": …} in ${manifestFile}`);
   // The runtime is bound by its CID as the runner will see it: fetched (and verified) like any record.

@@ -3,6 +3,7 @@
 // which answers once the host is built (before any effect can run).
 import { createDockerEngine } from '../../adapters/docker/dockerode-engine.ts';
 import type { DockerEngine } from '../../adapters/docker/docker-port.ts';
+import { readTextIfPresent } from '../../adapters/files/local-files.ts';
 import type { Parts } from '../../config/parts.ts';
 import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy, type OperatorPolicy } from '../../domain/at-run/operator-policy.ts';
 import type { Clock } from '../../domain/clock.ts';
@@ -11,7 +12,6 @@ import type { ActorKind } from '../../domain/events.ts';
 import { machines } from '../../machines/runtime.ts';
 import type { HostStore } from '../../store/host-store.ts';
 import type { PgHostStore } from '../../store/postgres/host-store.ts';
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ActorHost, type AllEffectHandlers } from './actor-host.ts';
 import { readToolOverrides } from '../instances/app-grants.ts';
@@ -126,5 +126,6 @@ export function buildHost(i: HostInputs): HostServices {
 
 function loadPolicy(home: string): OperatorPolicy {
   const file = join(home, 'operator-policy.json');
-  return existsSync(file) ? parseOperatorPolicy(readFileSync(file, 'utf8')) : DEFAULT_OPERATOR_POLICY;
+  const text = readTextIfPresent(file);
+  return text === null ? DEFAULT_OPERATOR_POLICY : parseOperatorPolicy(text);
 }

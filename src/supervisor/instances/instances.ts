@@ -1,10 +1,9 @@
 // App instances under the supervisor: the instance machine's effects carried out by the sandbox
 // runners (PRoot, Docker), the port allocator, the tools allowlist and the app registry. Everything a
 // runner reports comes back as an event on the instance's stream.
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
-import { copyDereferenced } from '../../adapters/apps/copy-dereferenced.ts';
+import { installApp, isSameDirectory } from '../../adapters/apps/install-app.ts';
+import { ensureDirectory, pathExists, readTextIfPresent } from '../../adapters/files/local-files.ts';
 import { loadManifest } from '../../adapters/apps/load-manifest.ts';
 import { AppRegistry, type AppRegistryEvent, type WatchFactory } from '../../adapters/apps/app-registry.ts';
 import { TcpPortAllocator } from '../../adapters/net/tcp-port-allocator.ts';
@@ -49,22 +48,6 @@ export interface InstanceOptions {
   log?: (msg: string) => void;
   /** The app's `cap` grants and revocations (from the log), applied over its manifest's tools at every spawn. */
   toolOverrides?: (appId: string) => ToolOverrides;
-}
-
-/** What identifies an app directory's content cheaply: every path with its size and modification time. */
-function sourceSignature(dir: string): string {
-  const parts: string[] = [resolve(dir)];
-  const walk = (rel: string) => {
-    for (const name of readdirSync(join(dir, rel)).sort()) {
-      if (name === 'node_modules' || name === '.runlog-installed-from') continue;
-      const r = rel ? `${rel}/${name}` : name;
-      const st = statSync(join(dir, r));
-      if (st.isDirectory()) walk(r);
-      else parts.push(`${r}:${st.size}:${st.mtimeMs}`);
-    }
-  };
-  walk('');
-  return createHash('sha256').update(parts.join('\n')).digest('hex');
 }
 
 type EffectContext = AnyEffectContext<'instance'>;
@@ -127,7 +110,7 @@ export class InstanceSupervisor {
    * the watch (inotify used up), it polls instead and says so (app-registry.ts).
    */
   async startRegistry(watch?: WatchFactory): Promise<void> {
-    mkdirSync(this.appsDir, { recursive: true });
+    ensureDirectory(this.appsDir);
     const log = (m: string) => this.opts.log?.(m);
     this.registry = new AppRegistry({ appsDir: this.appsDir, debounceMs: 50, ...(watch ? { watch } : {}), onPolling: (m) => log(`apps: ${m}`) });
     this.registry.on((e) => this.onRegistryEvent(e));
@@ -144,14 +127,14 @@ export class InstanceSupervisor {
   /** Validates the app (nothing is spawned on a bad manifest), installs it into the workspace, returns the spec. */
   prepare(appDir: string, sandbox: string | undefined, instanceId?: string): InstanceSpec {
     const src = resolve(appDir);
-    if (!existsSync(src)) throw new ValidationError('APP_DIR_MISSING', `no app directory at ${src}`);
+    if (!pathExists(src)) throw new ValidationError('APP_DIR_MISSING', `no app directory at ${src}`);
     if (sandbox !== undefined && !SANDBOX_KINDS.includes(sandbox as SandboxKind)) {
       throw new ValidationError('MANIFEST_INVALID', `unknown sandbox '${sandbox}': expected one of ${SANDBOX_KINDS.join(', ')} (never downgraded to weaker isolation)`);
     }
     // Validated as it will live in the workspace (<workspace>/apps/<appId>), before anything is copied.
     const file = join(src, MANIFEST_FILE);
-    if (!existsSync(file)) throw new ValidationError('MANIFEST_MISSING', `no manifest at ${file}: an app directory must contain ${MANIFEST_FILE}`);
-    const text = readFileSync(file, 'utf8');
+    const text = readTextIfPresent(file);
+    if (text === null) throw new ValidationError('MANIFEST_MISSING', `no manifest at ${file}: an app directory must contain ${MANIFEST_FILE}`);
     let peek: { appId?: unknown; entrypoint?: unknown } = {};
     try {
       peek = JSON.parse(text) as typeof peek;
@@ -160,8 +143,8 @@ export class InstanceSupervisor {
     }
     const target = join(this.appsDir, isValidAppId(peek.appId) ? peek.appId : basename(src));
     const entry = typeof peek.entrypoint === 'string' && !peek.entrypoint.split('/').includes('..') ? peek.entrypoint : DEFAULT_ENTRYPOINT;
-    const manifest = parseManifest(text, target, { entrypointExists: existsSync(join(src, entry)), sourceDir: src });
-    if (!existsSync(target) || realpathSync(target) !== realpathSync(src)) this.install(src, target);
+    const manifest = parseManifest(text, target, { entrypointExists: pathExists(join(src, entry)), sourceDir: src });
+    if (!isSameDirectory(target, src)) installApp(src, target);
     const id = instanceId ?? newInstanceId();
     return {
       instanceId: id,
@@ -176,25 +159,6 @@ export class InstanceSupervisor {
   }
 
   /**
-   * Copies an app into the workspace. A copy whose source has not changed since it was installed is kept
-   * (concurrent spawns of one app must not pull files from under each other); a changed one is written
-   * beside it and swapped in by rename, so a reader never sees a half-copied app.
-   */
-  private install(src: string, target: string): void {
-    const signature = sourceSignature(src);
-    const marker = join(target, '.runlog-installed-from');
-    if (existsSync(marker) && readFileSync(marker, 'utf8') === signature) return;
-    mkdirSync(this.appsDir, { recursive: true });
-    const fresh = `${target}.installing-${process.pid}-${Date.now()}`;
-    copyDereferenced(src, fresh);
-    writeFileSync(join(fresh, '.runlog-installed-from'), signature);
-    const old = `${target}.old-${process.pid}-${Date.now()}`;
-    if (existsSync(target)) renameSync(target, old);
-    renameSync(fresh, target);
-    rmSync(old, { recursive: true, force: true });
-  }
-
-  /**
    * The runners run an app from this node's workspace. An instance another cluster node spawned (restarted here
    * after its node was lost) names that node's copy: installed here from it when this host can read it (one
    * machine, shared storage); on hosts that cannot, the app must be installed on every node (`runlog spawn`
@@ -202,8 +166,8 @@ export class InstanceSupervisor {
    */
   private installFromSpec(spec: InstanceSpec): void {
     const target = join(this.appsDir, spec.appId);
-    if (existsSync(target) || resolve(spec.appDir) === target || !existsSync(join(spec.appDir, MANIFEST_FILE))) return;
-    this.install(spec.appDir, target);
+    if (pathExists(target) || resolve(spec.appDir) === target || !pathExists(join(spec.appDir, MANIFEST_FILE))) return;
+    installApp(spec.appDir, target);
   }
 
   /** The app's manifest tools as installed in the workspace, or null when the app was never installed. */

@@ -19,7 +19,6 @@
 //                  it: inventory, inspection, the container removals and watches a decision asks for, recording.
 // Restart timers: recovered at rehydration (recoverRehydrated), armed from the machine's own armRestart.
 // Docker unreachable: what needs Docker is left as logged and reported under `unreachable`.
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ContainerInfo, ContainerSummary, VolumeInfo } from '../../adapters/docker/docker-port.ts';
 import { LABEL_SEAL_FOR, LABEL_VOLUME_KIND, SEAL_SUFFIX } from '../../adapters/docker/materializer.ts';
@@ -336,13 +335,11 @@ export class Reconciler {
   private async adoptDiscovered(instanceId: string, rec: OrphanRecord, evidence: Record<string, unknown>): Promise<void> {
     const appDir = join(this.instances.appsDir, rec.appId);
     let manifest: { runtime: string; tools: string[]; restart?: Partial<InstanceSpec['restart']> } = { runtime: 'unknown', tools: [] };
-    if (existsSync(appDir)) {
-      try {
-        const m = loadManifest(appDir);
-        manifest = { runtime: m.runtime, tools: [...m.tools], restart: m.restart };
-      } catch {
-        /* the app's manifest is gone or broken: the container still runs, adopt it with what its labels say */
-      }
+    try {
+      const m = loadManifest(appDir);
+      manifest = { runtime: m.runtime, tools: [...m.tools], restart: m.restart };
+    } catch {
+      /* the app (or its manifest) is gone or broken: the container still runs, adopt it with what its labels say */
     }
     const spec: InstanceSpec = {
       instanceId,

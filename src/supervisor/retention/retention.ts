@@ -1,7 +1,7 @@
 // Retention policy around the store's archive (store/sqlite/archive.ts, store/postgres/archive.ts): what `--before` and `--retain` mean, where
 // an archive goes by default, and the schedule `runlog serve --retain <duration>` runs it on.
-import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { ensurePrivateDirectory } from '../../adapters/files/local-files.ts';
 import { RunlogError, UsageError } from '../../domain/errors.ts';
 import { archiveEnded, type ArchiveResult, type ArchiveStep } from '../../store/sqlite/archive.ts';
 import { SqliteEventStore } from '../../store/sqlite/event-store.ts';
@@ -25,7 +25,7 @@ export function parseBefore(text: string, now: string): string {
 /** `<home>/archives/runlog-<time>.jsonl.gz` (the directory created 0700). */
 export function defaultArchiveFile(home: string, now: string): string {
   const dir = join(home, 'archives');
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  ensurePrivateDirectory(dir);
   return join(dir, `runlog-${now.replace(/[:.]/g, '-')}.jsonl.gz`);
 }
 

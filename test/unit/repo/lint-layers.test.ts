@@ -1,5 +1,6 @@
 // The layers are held by the linter: cli|server → index|supervisor → inspect → adapters|machines|store → domain.
-// Prove the import rule fires where a layer reaches up or past its neighbour, and stays quiet where it may.
+// Prove the import rule fires where a layer reaches up or past its neighbour, and stays quiet where it may; and that
+// the supervisor does no file IO of its own (node:fs only in adapters, the store and inspect).
 import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
 
@@ -47,5 +48,55 @@ describe('layer lint rule', () => {
     ['src/store/ok.ts', '../domain/events.ts'],
   ])('%s may import %s', async (file, from) => {
     expect(await rulesFor(importOf(from), file)).toEqual([]);
+  });
+});
+
+describe('no file IO in the supervisor lint rule', () => {
+  const messagesFor = async (code: string, filePath: string) => (await eslint.lintText(code, { filePath }))[0]!.messages;
+
+  it.each([
+    ['src/supervisor/bad.ts', 'node:fs'],
+    ['src/supervisor/host/bad.ts', 'node:fs/promises'],
+    ['src/supervisor/instances/bad.ts', 'fs'],
+    ['src/supervisor/executions/pool/bad.ts', 'fs/promises'],
+  ])('%s may not import %s, and is told to go through an adapter', async (file, from) => {
+    const messages = await messagesFor(importOf(from), file);
+    expect(messages.map((m) => m.ruleId)).toEqual(['no-restricted-imports']);
+    expect(messages[0]!.message).toContain('src/adapters');
+  });
+
+  it.each([
+    ['src/supervisor/bad.ts', "export const load = () => import('node:fs');\n"],
+    ['src/supervisor/retention/bad.ts', "export const load = () => import('fs/promises');\n"],
+  ])('%s may not load the file system with a dynamic import either', async (file, code) => {
+    expect(await rulesFor(code, file)).toEqual(['no-restricted-syntax']);
+  });
+
+  it('keeps the layer patterns for the supervisor beside the file-system ban', async () => {
+    const code = "import { readFileSync } from 'node:fs';\nimport { out } from '../cli/output.ts';\nexport const x = [readFileSync, out];\n";
+    const messages = await messagesFor(code, 'src/supervisor/bad.ts');
+    expect(messages.map((m) => [m.ruleId, m.line])).toEqual([
+      ['no-restricted-imports', 1],
+      ['no-restricted-imports', 2],
+    ]);
+    expect(messages[1]!.message).toContain('the layer rule');
+  });
+
+  it.each([
+    ['src/adapters/files/ok.ts', 'node:fs'],
+    ['src/adapters/apps/ok.ts', 'node:fs/promises'],
+    ['src/adapters/ok.ts', 'fs'],
+    ['src/supervisor/ok.ts', 'node:path'],
+    ['src/supervisor/ok.ts', '../adapters/files/local-files.ts'],
+    ['src/inspect/ok.ts', 'node:fs'],
+    ['src/store/sqlite/ok.ts', 'node:fs'],
+  ])('%s may import %s', async (file, from) => {
+    expect(await rulesFor(importOf(from), file)).toEqual([]);
+  });
+
+  it('finds no file-system import in any supervisor source today', async () => {
+    const results = await eslint.lintFiles(['src/supervisor/**/*.ts']);
+    const fsHits = results.flatMap((r) => r.messages.filter((m) => m.message.includes('does no file IO')).map((m) => `${r.filePath}:${m.line}`));
+    expect(fsHits).toEqual([]);
   });
 });
