@@ -488,7 +488,17 @@ function paramsRead(node: ts.Node, source: ts.SourceFile, helpers: Map<string, P
     read[where].add(name);
     if (Object.keys(schema).length > 0 || !read.schemas[where][name]) read.schemas[where][name] = schema;
   };
+  // `const steps = query.get('steps') ?? 'full'` then `['full', 'brief', 'none'].includes(steps)`: an enum.
+  const fromQuery = new Map<string, string>();
   const visit = (n: ts.Node): void => {
+    if (ts.isVariableDeclaration(n) && ts.isIdentifier(n.name) && n.initializer) {
+      const got = /^query\.get\('([^']+)'\)/.exec(n.initializer.getText(source));
+      if (got) fromQuery.set(n.name.text, got[1]!);
+    }
+    if (ts.isCallExpression(n) && ts.isPropertyAccessExpression(n.expression) && n.expression.name.text === 'includes' && ts.isArrayLiteralExpression(n.expression.expression)) {
+      const name = n.arguments[0] && ts.isIdentifier(n.arguments[0]) ? fromQuery.get(n.arguments[0].text) : undefined;
+      if (name) add('query', name, { type: 'string', enum: constant(n.expression.expression, consts) });
+    }
     if (ts.isCallExpression(n)) {
       const callee = n.expression.getText(source);
       const [a0, a1, a2] = n.arguments;
