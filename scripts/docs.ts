@@ -17,7 +17,9 @@ import { commands } from '../src/cli/main.ts';
 import { DEFAULT_OPERATOR_POLICY } from '../src/domain/at-run/operator-policy.ts';
 import { CATEGORIES, ERROR_CODES, type ErrorCategory } from '../src/domain/error-codes.ts';
 import { machines } from '../src/machines/runtime.ts';
+import type { JsonSchema } from '../src/server/api-schemas.ts';
 import { describeMachine, type ChartState, type MachineChart } from '../src/server/machine-graph.ts';
+import { openApiDocument } from './openapi.ts';
 
 export const REPO = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const REFERENCE_DIR = join(REPO, 'docs', 'reference');
@@ -431,29 +433,89 @@ export interface HttpRoute {
   doc: string;
   query: string[];
   body: string[];
+  /** What the handler's checks say of each query parameter and body field, as JSON Schema (`{}`: anything). */
+  schemas: { query: Record<string, JsonSchema>; body: Record<string, JsonSchema> };
+  /** The body fields it requires (`required: true`). */
+  required: string[];
+}
+
+interface ParamsRead {
+  query: Set<string>;
+  body: Set<string>;
+  schemas: { query: Record<string, JsonSchema>; body: Record<string, JsonSchema> };
+  required: Set<string>;
+}
+
+/** A constant the checks name: a literal, an array of them, a RegExp, `x as const`, `a * b`, or a const of the same file. */
+function constant(e: ts.Expression | undefined, consts: Map<string, ts.Expression>): unknown {
+  if (!e) return undefined;
+  if (ts.isAsExpression(e) || ts.isParenthesizedExpression(e)) return constant(e.expression, consts);
+  if (ts.isStringLiteral(e)) return e.text;
+  if (ts.isNumericLiteral(e)) return Number(e.text);
+  if (ts.isRegularExpressionLiteral(e)) return e.text.slice(1, e.text.lastIndexOf('/'));
+  if (ts.isArrayLiteralExpression(e)) return e.elements.map((x) => constant(x, consts));
+  if (e.kind === ts.SyntaxKind.TrueKeyword) return true;
+  if (ts.isBinaryExpression(e) && e.operatorToken.kind === ts.SyntaxKind.AsteriskToken) return (constant(e.left, consts) as number) * (constant(e.right, consts) as number);
+  if (ts.isIdentifier(e) && consts.has(e.text)) return constant(consts.get(e.text), consts);
+  return undefined;
+}
+
+/** The options object of a check (`{ required: true, max: 63, pattern: /…/ }`), its known constants only. */
+function checkOptions(e: ts.Expression | undefined, consts: Map<string, ts.Expression>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (e && ts.isObjectLiteralExpression(e)) for (const p of e.properties) if (ts.isPropertyAssignment(p) && ts.isIdentifier(p.name)) out[p.name.text] = constant(p.initializer, consts);
+  return out;
+}
+
+/** The JSON Schema a check (`c.string`, `c.integer`, `c.oneOf`, `queryInt`, `queryBool`) accepts. */
+function checkSchema(check: string, args: readonly ts.Expression[], consts: Map<string, ts.Expression>): JsonSchema {
+  const o = checkOptions(args[2], consts);
+  const defined = (s: Record<string, unknown>): JsonSchema => Object.fromEntries(Object.entries(s).filter(([, v]) => v !== undefined));
+  if (check === 'c.string') return defined({ type: 'string', minLength: 1, maxLength: o.max, pattern: o.pattern });
+  if (check === 'c.integer') return defined({ type: 'integer', minimum: o.min, maximum: o.max });
+  if (check === 'c.oneOf') return defined({ type: 'string', enum: constant(args[2], consts) });
+  if (check === 'queryInt') return { type: 'integer', minimum: (constant(args[3], consts) as number | undefined) ?? 0 };
+  if (check === 'queryBool') return { type: 'string', enum: ['', '1', 'true', '0', 'false'] };
+  return {};
 }
 
 const stringArg = (e: ts.Expression | undefined): string | undefined => (e && ts.isStringLiteral(e) ? e.text : undefined);
 
 /** The query parameters and body fields a handler reads: `queryInt(c, query, 'x')`, `query.get('x')`, `c.only(body, [...])`, `c.<check>(body, 'x')`. */
-function paramsRead(node: ts.Node, source: ts.SourceFile, helpers: Map<string, string[]>): { query: Set<string>; body: Set<string> } {
-  const query = new Set<string>();
-  const body = new Set<string>();
+function paramsRead(node: ts.Node, source: ts.SourceFile, helpers: Map<string, ParamsRead>, consts: Map<string, ts.Expression>): ParamsRead {
+  const read: ParamsRead = { query: new Set(), body: new Set(), schemas: { query: {}, body: {} }, required: new Set() };
+  const add = (where: 'query' | 'body', name: string, schema: JsonSchema = {}): void => {
+    read[where].add(name);
+    if (Object.keys(schema).length > 0 || !read.schemas[where][name]) read.schemas[where][name] = schema;
+  };
+  // `const steps = query.get('steps') ?? 'full'` then `['full', 'brief', 'none'].includes(steps)`: an enum.
+  const fromQuery = new Map<string, string>();
   const visit = (n: ts.Node): void => {
+    if (ts.isVariableDeclaration(n) && ts.isIdentifier(n.name) && n.initializer) {
+      const got = /^query\.get\('([^']+)'\)/.exec(n.initializer.getText(source));
+      if (got) fromQuery.set(n.name.text, got[1]!);
+    }
+    if (ts.isCallExpression(n) && ts.isPropertyAccessExpression(n.expression) && n.expression.name.text === 'includes' && ts.isArrayLiteralExpression(n.expression.expression)) {
+      const name = n.arguments[0] && ts.isIdentifier(n.arguments[0]) ? fromQuery.get(n.arguments[0].text) : undefined;
+      if (name) add('query', name, { type: 'string', enum: constant(n.expression.expression, consts) });
+    }
     if (ts.isCallExpression(n)) {
       const callee = n.expression.getText(source);
       const [a0, a1, a2] = n.arguments;
       const readsQuery = (e: ts.Expression | undefined): boolean => !!e && /\bquery\b/.test(e.getText(source));
-      if ((callee === 'queryInt' || callee === 'queryBool') && stringArg(a2)) query.add(stringArg(a2)!);
-      else if (callee === 'query.get' && stringArg(a0)) query.add(stringArg(a0)!);
-      else if (callee === 'c.only' && a0?.getText(source) === 'body' && a1 && ts.isArrayLiteralExpression(a1)) a1.elements.forEach((e) => stringArg(e) && body.add(stringArg(e)!));
-      else if (callee.startsWith('c.') && stringArg(a1)) (a0?.getText(source) === 'body' ? body : readsQuery(a0) ? query : new Set<string>()).add(stringArg(a1)!);
-      else if (helpers.has(callee) && n.arguments.some(readsQuery)) helpers.get(callee)!.forEach((q) => query.add(q));
+      if ((callee === 'queryInt' || callee === 'queryBool') && stringArg(a2)) add('query', stringArg(a2)!, checkSchema(callee, n.arguments, consts));
+      else if (callee === 'query.get' && stringArg(a0)) add('query', stringArg(a0)!, { type: 'string' });
+      else if (callee === 'c.only' && a0?.getText(source) === 'body' && a1 && ts.isArrayLiteralExpression(a1)) a1.elements.forEach((e) => stringArg(e) && add('body', stringArg(e)!));
+      else if (callee.startsWith('c.') && stringArg(a1) && (a0?.getText(source) === 'body' || readsQuery(a0))) {
+        const where = a0?.getText(source) === 'body' ? 'body' : 'query';
+        add(where, stringArg(a1)!, checkSchema(callee, n.arguments, consts));
+        if (where === 'body' && checkOptions(a2, consts).required === true) read.required.add(stringArg(a1)!);
+      } else if (helpers.has(callee) && n.arguments.some(readsQuery)) for (const [q, schema] of Object.entries(helpers.get(callee)!.schemas.query)) add('query', q, schema);
     }
     ts.forEachChild(n, visit);
   };
   visit(node);
-  return { query, body };
+  return read;
 }
 
 /** Every `route('METHOD', '/path', handler)` in the server's sources, with the comment above it and what it reads. */
@@ -462,14 +524,16 @@ export function httpRoutes(dir = join(REPO, 'src', 'server')): HttpRoute[] {
   for (const f of readdirSync(dir).filter((x) => x.endsWith('.ts')).sort()) {
     const text = readFileSync(join(dir, f), 'utf8');
     const source = ts.createSourceFile(f, text, ts.ScriptTarget.Latest, true);
-    const helpers = new Map<string, string[]>();
-    for (const st of source.statements) if (ts.isFunctionDeclaration(st) && st.name) helpers.set(st.name.text, [...paramsRead(st, source, new Map()).query]);
+    const consts = new Map<string, ts.Expression>();
+    for (const st of source.statements) if (ts.isVariableStatement(st)) for (const d of st.declarationList.declarations) if (ts.isIdentifier(d.name) && d.initializer) consts.set(d.name.text, d.initializer);
+    const helpers = new Map<string, ParamsRead>();
+    for (const st of source.statements) if (ts.isFunctionDeclaration(st) && st.name) helpers.set(st.name.text, paramsRead(st, source, new Map(), consts));
     const visit = (n: ts.Node): void => {
       if (ts.isCallExpression(n) && n.expression.getText(source) === 'route' && stringArg(n.arguments[0]) && stringArg(n.arguments[1])) {
         const comments = ts.getLeadingCommentRanges(text, n.getFullStart()) ?? [];
         const doc = comments.map((r) => text.slice(r.pos, r.end).replace(/^\/\/\s?|^\/\*+|\*+\/$/gm, '').trim()).join(' ');
-        const read = paramsRead(n.arguments[2] ?? n, source, helpers);
-        routes.push({ method: stringArg(n.arguments[0])!, path: stringArg(n.arguments[1])!, doc, query: [...read.query], body: [...read.body] });
+        const read = paramsRead(n.arguments[2] ?? n, source, helpers, consts);
+        routes.push({ method: stringArg(n.arguments[0])!, path: stringArg(n.arguments[1])!, doc, query: [...read.query], body: [...read.body], schemas: read.schemas, required: [...read.required] });
         return;
       }
       ts.forEachChild(n, visit);
@@ -479,20 +543,52 @@ export function httpRoutes(dir = join(REPO, 'src', 'server')): HttpRoute[] {
   return routes;
 }
 
+/** The OpenAPI 3.1 document of the server's API (scripts/openapi.ts), as docs/reference/openapi.json holds it. */
+export function openApiPage(): string {
+  return `${JSON.stringify(openApiDocument(httpRoutes(), REPO), null, 2)}\n`;
+}
+
+/** `#/components/schemas/ActorView` → `ActorView`; an inline schema by its type. */
+function schemaName(schema: JsonSchema | undefined): string {
+  if (!schema) return '';
+  if (typeof schema.$ref === 'string') return schema.$ref.split('/').pop()!;
+  if (Array.isArray(schema.allOf)) return (schema.allOf as JsonSchema[]).map(schemaName).join(' + ');
+  if (Array.isArray(schema.anyOf)) return (schema.anyOf as JsonSchema[]).map(schemaName).join(' or ');
+  if (schema.type === 'object' && schema.properties) return `{${Object.keys(schema.properties).join(', ')}}`;
+  return typeof schema.type === 'string' ? schema.type : 'any';
+}
+
 export function httpApiPage(): string {
-  const rows = httpRoutes().map((r) => [code(`${r.method} ${r.path}`), r.query.map((q) => code(`?${q}`)).join(' '), r.body.map(code).join(', '), r.doc]);
+  const doc = openApiDocument(httpRoutes(), REPO) as { paths: Record<string, Record<string, JsonSchema>> };
+  const rows = Object.entries(doc.paths).flatMap(([path, ops]) =>
+    Object.entries(ops).map(([method, op]) => {
+      const params = (op.parameters as JsonSchema[]).filter((p) => p.in === 'query').map((p) => code(`?${String(p.name)}`));
+      const body = op.requestBody as { content: Record<string, { schema: { properties: Record<string, unknown>; required?: string[] } }> } | undefined;
+      const bodySchema = body?.content['application/json']?.schema;
+      const fields = Object.keys(bodySchema?.properties ?? {}).map((f) => code(bodySchema?.required?.includes(f) ? `${f}*` : f));
+      const [status, answer] = Object.entries(op.responses as Record<string, { content: Record<string, JsonSchema> }>)[0]!;
+      const [type, media] = Object.entries(answer.content)[0]!;
+      const each = media['x-itemSchema'] as JsonSchema | undefined;
+      const shape = each ? `${type}, each ${schemaName(each)}` : schemaName(media.schema as JsonSchema);
+      return [code(`${method.toUpperCase()} ${path}`), params.join(' '), fields.join(', '), `${status} ${shape}`, String(op.description ?? '')];
+    }),
+  );
   return `${HEADER}# HTTP API reference
 
-The routes of \`runlog serve\`'s API, read from the server's route table. The API listens on loopback only; every
-\`/api\` request carries \`authorization: Bearer <token>\` with the token in \`<home>/token\`. Bodies and answers are
-JSON; an error is \`{"error":{"code","message","issues"?,"details"?}}\` with the HTTP status of its code's category
-(see the [error reference](errors.md)). Any request may carry a deadline, \`runlog-deadline: <ms since the Unix
-epoch>\`: one that has passed is refused with \`DEADLINE_PASSED\` (504) before anything is done. The event streams are
-server-sent events (\`?afterSeq=N\` or \`Last-Event-ID\` to resume); more in
+The routes of \`runlog serve\`'s API. The whole contract (parameters, bodies, the schema of every answer) is the
+OpenAPI 3.1 document [openapi.json](openapi.json), generated from the server's route table and the answer schemas
+beside it; a test sends every request it documents to a real server and checks each answer against it. The API
+listens on loopback only; every \`/api\` request carries \`authorization: Bearer <token>\` with the token in
+\`<home>/token\`. Bodies and answers are JSON; an error is \`{"error":{"code","message","issues"?,"details"?}}\` with
+the HTTP status of its code's category (see the [error reference](errors.md)). Any request may carry a deadline,
+\`runlog-deadline: <ms since the Unix epoch>\`: one that has passed is refused with \`DEADLINE_PASSED\` (504) before
+anything is done. The event streams are server-sent events (\`?afterSeq=N\` or \`Last-Event-ID\` to resume); more in
 [operating runlog](../guides/operating.md#requests-to-a-supervisor). Beside the API, the same listener serves
 \`GET /metrics\` (the [metrics](metrics.md), behind the same token) and the web inspector.
 
-${table(['route', 'query', 'body fields', 'note'], rows)}`;
+A body field marked \`*\` is required; a body never holds a field the table does not list.
+
+${table(['route', 'query', 'body fields', 'answer', 'note'], rows)}`;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -543,7 +639,8 @@ const PAGES: { file: string; title: string; render: () => string }[] = [
   { file: 'library.md', title: "library API: what import … from 'runlog' offers, with its TSDoc", render: libraryPage },
   { file: 'machines.md', title: 'machines: each as a state diagram and a transition table', render: machinesPage },
   { file: 'metrics.md', title: 'metrics: every Prometheus series', render: metricsPage },
-  { file: 'http-api.md', title: "HTTP API: every route of runlog serve's API, its query and body", render: httpApiPage },
+  { file: 'http-api.md', title: "HTTP API: every route of runlog serve's API, its query, body and answer", render: httpApiPage },
+  { file: 'openapi.json', title: "OpenAPI: the HTTP API as an OpenAPI 3.1 document, every answer's schema", render: openApiPage },
   { file: 'operator-policy.md', title: "operator policy: the defaults of at-run's policy file", render: operatorPolicyPage },
   { file: 'benchmark-results.md', title: 'benchmark results: every run saved in bench/results/ as a table', render: () => benchmarkResultsPage() },
 ];

@@ -32,6 +32,8 @@ interface RouteArgs {
 
 interface Route {
   method: 'GET' | 'POST' | 'DELETE';
+  /** As written in the table (`/api/actors/:id`), for the OpenAPI document's check. */
+  path: string;
   pattern: RegExp;
   handle(ctx: ApiContext, args: RouteArgs): Promise<void> | void;
 }
@@ -86,6 +88,7 @@ function traceUrl(traceId: string | null): string | null {
 
 const route = (method: Route['method'], path: string, handle: Route['handle']): Route => ({
   method,
+  path,
   pattern: new RegExp(`^${path.replaceAll(':id', SEG).replaceAll(':kind', SEG).replaceAll(':tool', SEG)}$`),
   handle,
 });
@@ -284,6 +287,9 @@ const routes: Route[] = [
     sendJson(res, 200, outcome);
   }),
 ];
+
+/** The route table as `METHOD /path` (docs/reference/openapi.json must document each, and nothing else). */
+export const apiRouteTable = (): string[] => routes.map((r) => `${r.method} ${r.path}`);
 
 /** Routes one /api request (auth was checked by the caller). */
 export async function handleApi(ctx: ApiContext, req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
