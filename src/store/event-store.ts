@@ -1,7 +1,11 @@
 // The event-store port. Small on purpose (Emmett-style): append with an expected version, read a
 // stream, read the whole log, and tail it. Everything else (projections, replay) is built on top.
 import type { NewEvent, RecordedEvent } from '../domain/events.ts';
-import type { HeartbeatRecord } from '../domain/supervision.ts';
+import type { ActorRow, Heartbeat, SnapshotRecord, StreamInfo } from './port.ts';
+
+// Moved to the port (port.ts) and the capabilities (capabilities.ts); re-exported while callers move.
+export type { ActorRow, Heartbeat, SnapshotRecord, StreamInfo } from './port.ts';
+export type { AppendObserver } from './capabilities.ts';
 
 /** `'no-stream'` = the stream must not exist yet; a number = the stream's current version; `'any'` = skip the check. */
 export type ExpectedVersion = number | 'no-stream' | 'any';
@@ -14,19 +18,6 @@ export interface AppendOptions {
   projection?: ActorRow;
   /** The actor's snapshot at the version this append brings it to (a cache: see inspect/snapshots.ts). */
   snapshot?: SnapshotRecord;
-}
-
-/** A cached fold of one actor's stream at `version` (inspect/snapshots.ts encodes and checks it; stores keep it). */
-export interface SnapshotRecord {
-  stream: string;
-  version: number;
-  /** The machine definition that made it. */
-  fingerprint: string;
-  /** The actor's first event's time (a snapshot replaces reading that event). */
-  createdAt: string;
-  /** The persisted machine snapshot, as JSON text. */
-  state: string;
-  checksum: string;
 }
 
 /** A snapshot as both stores keep it in their `snapshots` / `snapshot_history` tables. */
@@ -83,34 +74,6 @@ export interface SubscribeOptions {
   pollMs?: number;
 }
 
-/** A row of the `actors` projection: what `ps` lists. Rebuildable from events at any time. */
-export interface ActorRow {
-  id: string;
-  kind: string;
-  stream: string;
-  state: string;
-  status: 'active' | 'terminal';
-  version: number;
-  createdAt: string;
-  updatedAt: string;
-  summary: Record<string, unknown>;
-  /** Set when the actor's events were moved to an archive (`runlog archive`): the file and when. */
-  archived?: { file: string; at: string };
-}
-
-export interface StreamInfo {
-  stream: string;
-  kind: string;
-  version: number;
-  createdAt: string;
-  updatedAt: string;
-}
-
-/** The supervisor's last heartbeat (see migration 3); `stoppedAt` is set by a clean shutdown. */
-export type Heartbeat = HeartbeatRecord;
-
-/** Told about every durable append (metrics); must be cheap and must not throw. */
-export type AppendObserver = (seconds: number, events: number) => void;
 
 export interface EventStore {
   readonly file: string;

@@ -21,35 +21,9 @@ import type { SqliteEventStore } from './event-store.ts';
 import type { ActorDbRow } from './projection.ts';
 import type Database from 'better-sqlite3';
 
-/** Where a run stands, told to `onStep` (tests kill the process there). */
-export type ArchiveStep = 'planned' | 'file-written' | 'file-linked' | 'removing' | 'committed' | 'vacuumed';
+import type { ArchiveOptions, ArchiveResult, ArchiveStep } from '../capabilities.ts';
 
-export interface ArchiveOptions {
-  /** Actors whose last event is before this ISO time, and that ended, are archived. */
-  before: string;
-  /** The archive file to create (never overwritten). */
-  out: string;
-  now?: () => string;
-  onStep?: (step: ArchiveStep) => void;
-}
-
-export interface ArchiveResult {
-  /** null: nothing had ended before `before`; no file was written. */
-  file: string | null;
-  actors: number;
-  events: number;
-  /** Bytes of the archive file. */
-  bytes: number;
-  sha256: string | null;
-  /** The chain link the archive ends on (its last event), and the log's chain head when it was written. */
-  lastSeq: number | null;
-  lastHash: string | null;
-  /** The log's file size before and after (the WAL checkpointed), and how space came back. */
-  sizeBefore: number;
-  sizeAfter: number;
-  /** SQLite: incremental or full; PostgreSQL: a plain VACUUM of the tables (the space is reused, not given back to the OS). */
-  vacuum: 'incremental' | 'full' | 'plain' | 'none';
-}
+export type { ArchiveOptions, ArchiveResult, ArchiveStep };
 
 type PlannedActor = Omit<ActorDbRow, 'archived_to' | 'archived_at'>;
 

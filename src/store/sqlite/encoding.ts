@@ -2,7 +2,7 @@
 // cannot encode fails its own append, and nothing of it is written.
 import type { NewEvent } from '../../domain/events.ts';
 import { MAX_EVENT_DEPTH, nestedDeeperThan } from '../../domain/json-input.ts';
-import { RunlogError } from '../../domain/errors.ts';
+import { EventEncodingError } from '../../domain/errors.ts';
 import type { AppendOptions, AppendRequest, SnapshotRecord } from '../event-store.ts';
 
 /** One request with its events already encoded: encoding happens before any transaction starts. */
@@ -12,16 +12,6 @@ export interface EncodedRequest {
   events: { event: NewEvent; data: string; meta: string }[];
   options: AppendOptions;
   summary: string | null;
-}
-
-/**
- * An event (or its projection row) that JSON cannot encode: a BigInt, a cycle, nesting deeper than MAX_EVENT_DEPTH.
- * It fails only its own append; nothing of it was written.
- */
-export class EventEncodingError extends RunlogError {
-  constructor(stream: string, type: string, reason: string, options?: { cause?: unknown }) {
-    super('EVENT_NOT_ENCODABLE', `event ${type} for ${stream} cannot be encoded as JSON (${reason}); nothing was appended`, { stream, type, reason }, options);
-  }
 }
 
 function encodeJson(value: unknown, stream: string, type: string): string {
