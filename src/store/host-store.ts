@@ -62,7 +62,4 @@ export interface HostStore extends ReadableLog {
 
 export type { IterateEventsOptions, ReadAllOptions };
 
-/** A PostgreSQL URL (postgres:// or postgresql://) rather than a SQLite file. */
-export function isPostgresUrl(store: string | undefined): store is string {
-  return typeof store === 'string' && /^postgres(ql)?:\/\//i.test(store);
-}
+export { isPostgresUrl } from './postgres/url.ts';

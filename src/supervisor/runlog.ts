@@ -14,7 +14,8 @@ import { assertNodeChoice, chooseNode, type NodeChoice } from '../domain/placeme
 import { supervision } from '../domain/supervision.ts';
 import type { ExecutionContext } from '../machines/execution.machine.ts';
 import type { InstanceContext } from '../machines/instance.machine.ts';
-import { isPostgresUrl, type HostStore } from '../store/host-store.ts';
+import { isPostgresUrl } from '../store/postgres/url.ts';
+import type { EventStorePort } from '../store/port.ts';
 import type { PgHostStore } from '../store/postgres/host-store.ts';
 import { leaseNow, nodeLoads } from '../store/postgres/nodes.ts';
 import { WriterLock } from '../store/sqlite/writer-lock.ts';
