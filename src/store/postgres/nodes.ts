@@ -3,18 +3,10 @@
 // with the server's time (PgHostStore.writeNode) and this query compares it with the server's time now, so
 // nodes whose own clocks disagree still agree on who is live (no node's clock enters the judgement).
 import type { LeaseNow } from '../../domain/handover.ts';
+import type { NodeLoad } from '../capabilities.ts';
 import type { PgEventStore } from './event-store.ts';
 
-export interface NodeLoad {
-  node: string;
-  live: boolean;
-  beatAt: string;
-  stoppedAt: string | null;
-  /** Live instances whose lease the node holds. */
-  instances: number;
-  /** Live executions whose lease the node holds. */
-  executions: number;
-}
+export type { NodeLoad };
 
 /** A beat older than this many of the node's intervals: the node is not live. */
 export const STALE_BEATS = 3;
