@@ -442,9 +442,10 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     return this.copy.streamVersion(stream);
   }
 
+  /** In name order (code unit by code unit, as PostgreSQL's COLLATE "C"). */
   async listStreams(kind?: string): Promise<StreamInfo[]> {
     this.assertOpen();
-    return this.copy.streams(kind);
+    return this.copy.streams(kind).sort((a, b) => (a.stream < b.stream ? -1 : a.stream > b.stream ? 1 : 0));
   }
 
   async lastSeq(): Promise<number> {
