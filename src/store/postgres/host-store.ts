@@ -512,8 +512,17 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     return this.rows.get(`instance-${id}`) ?? this.rows.get(`execution-${id}`);
   }
 
-  replaceActorRows(): Promise<void> {
-    return Promise.reject(new RunlogError('NOT_SUPPORTED', `runlog rebuild works on a SQLite log; on PostgreSQL the actors projection is folded by the store in every append (${this.description})`));
+  /**
+   * This store folds the actors projection itself: `runlog rebuild` folds it again from the whole log, which gives
+   * the rows a rebuild computes (the two agree, as an append's row does). A store opened without that projection
+   * registered (a one-shot reader) cannot fold it, and refuses.
+   */
+  async replaceActorRows(_rows: readonly ActorRow[]): Promise<void> {
+    this.assertOpen();
+    if (!this.options.projections?.some((p) => p.name === this.rowsProjection)) {
+      throw new RunlogError('NOT_SUPPORTED', `the actors rows of ${this.description} are folded by the supervisors' store in every append; this store was opened without that projection and cannot rebuild them`);
+    }
+    await this.rebuildProjection(this.rowsProjection);
   }
 
   // --- supervision --------------------------------------------------------------------------------
