@@ -1,4 +1,5 @@
-// The event-store port on PostgreSQL (node-postgres). Durable on commit: every session runs with
+// The event store on PostgreSQL (node-postgres): appends, reads, subscriptions and projections over the events
+// table, what PgHostStore (postgres/host-store.ts, the port's PostgreSQL implementation) is built on. Durable on commit: every session runs with
 // synchronous_commit on, and opening checks that the server really commits that way (synchronous_commit and
 // fsync) before anything is written. Global positions are gapless and assigned in commit order (see
 // append_events in postgres/schema.ts for how, and what it costs), so following the log by position never skips an
@@ -9,14 +10,14 @@ import { FencedError, RunlogError } from '../../domain/errors.ts';
 export { FencedError };
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
 import type { ChainCheck } from '../chain.ts';
-import { toSnapshot, type SnapshotRecord, type SnapshotRow } from '../event-store.ts';
+import { toSnapshot, type SnapshotRow } from '../event-store.ts';
 import {
   toJson,
   validateAppends,
   type AppendToStreamOptions,
   type AppendToStreamResult,
-  type EventStorePort,
   type PortOptions,
+  type SnapshotRecord,
   type ProjectionReader,
   type ReadAllOptions,
   type ReadStreamOptions,
@@ -121,7 +122,7 @@ interface EventRow {
 }
 
 
-export class PgEventStore implements EventStorePort {
+export class PgEventStore {
   readonly description: string;
   readonly schema: string;
   private readonly pool: pg.Pool;
@@ -548,7 +549,8 @@ export class PgEventStore implements EventStorePort {
       const rows = await this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE seq >= $1 ORDER BY seq LIMIT $2`, [from, limit]);
       return rows.map((r) => this.toRecorded(r));
     };
-    const inner = pollingSubscription(read, this.wakeups, options, handler);
+    const only = options.stream;
+    const inner = pollingSubscription(read, this.wakeups, options, only === undefined ? handler : (e) => (e.stream === only ? handler(e) : undefined));
     const unlisten = this.listen(() => this.wakeups.wake());
     const sub: Subscription = {
       get position() {

@@ -2,7 +2,7 @@
 // the leases, as the supervisor writes them and ps, inspect and the inspector read them.
 import { hostname } from 'node:os';
 import type { ClusterRecords } from '../../domain/cluster-nodes.ts';
-import type { Heartbeat } from '../event-store.ts';
+import type { Heartbeat } from '../port.ts';
 import type { PgEventStore } from './event-store.ts';
 
 /**

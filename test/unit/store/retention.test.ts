@@ -11,6 +11,7 @@ import { parseBefore, startRetention, startRetentionOn } from '../../../src/supe
 import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import { verifyLog } from '../../../src/inspect/verify-log.ts';
 import { eventHash } from '../../../src/store/chain.ts';
+import { collect } from '../../../src/store/port.ts';
 import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 import { writeRetentionLog, type BuiltActor } from '../../support/retention-log.ts';
@@ -218,7 +219,7 @@ describe('runlog archive', () => {
     const live = actors.find((a) => a.live)!;
     const rl = await createRunlog({ home, supervise: false, readOnly: false });
     await rl.send('instance', live.id, { type: 'instance.stop-requested', at: '2026-12-01T00:00:00.000Z', data: { graceMs: null } } as never);
-    const last = rl.store.read(`instance-${live.id}`).at(-1)!;
+    const last = (await collect(rl.store.readStream(`instance-${live.id}`))).at(-1)!;
     await rl.close();
     expect(last.seq).toBe(r3.lastSeq + 1);
     expect(verifyLog(db)).toMatchObject({ ok: true, findings: [] });
