@@ -35,7 +35,13 @@ describe('a wait that follows the log (settle-waits)', () => {
   it('is answered by an outcome another node appended, which this node\'s bus never heard', async () => {
     const log = fakeLog();
     const waits = new SettleWaits({ bus: createBus(), store: log.store, followLog: true });
-    const p = waits.waitFor('execution', 'e1', byState(executionEnded), 60_000, async () => void log.put('execution-e1', 'execution.requested', requested));
+    let sent!: () => void;
+    const requestIn = new Promise<void>((r) => (sent = r));
+    const p = waits.waitFor('execution', 'e1', byState(executionEnded), 60_000, async () => {
+      log.put('execution-e1', 'execution.requested', requested);
+      sent();
+    });
+    await requestIn;
     log.put('execution-e1', 'execution.failed', { reason: 'runtime', code: 'X', message: 'from another node' });
     const v = await p;
     expect(v).toMatchObject({ id: 'e1', state: 'failed' });
