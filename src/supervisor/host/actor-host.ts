@@ -9,7 +9,7 @@ import { initialSnapshot, isTerminal, replay, stateName, step, type AnySnapshot 
 import { actorStatus, summarize } from '../../machines/summary.ts';
 import type { Reconnecting } from '../../store/capabilities.ts';
 import { collect, type ActorRow, type AppendToStreamResult, type EventStorePort, type StreamAppend, type StreamAppendOutcome } from '../../store/port.ts';
-import type { Bus } from './bus.ts';
+import type { Bus, TransitionNotice } from './bus.ts';
 import { decodeSnapshot, encodeSnapshot, snapshotDue } from '../../inspect/snapshots.ts';
 import { noFaults, type FaultHook } from './faults.ts';
 
@@ -304,9 +304,7 @@ export class ActorHost {
     }
     actor.snapshot = nextSnapshot;
     actor.version = recorded.version;
-    // An ended actor leaves memory; its running effects (cleanup, announce) keep their own reference.
-    if (isTerminal(nextSnapshot) && this.actors.get(actor.stream) === actor) this.actors.delete(actor.stream);
-    this.opts.bus.emit('actor:transition', { id, kind, from, to, event: recorded, accepted: r.accepted });
+    this.told(actor, { id, kind, from, to, event: recorded, accepted: r.accepted });
     this.faults('after-append', { eventType: event.type });
 
     const result: DispatchResult = { accepted: r.accepted, from, to, event: recorded, effects: r.effects };
@@ -365,10 +363,21 @@ export class ActorHost {
     }
     actor.snapshot = decided.nextSnapshot;
     actor.version = recorded.version;
-    if (isTerminal(decided.nextSnapshot) && this.actors.get(actor.stream) === actor) this.actors.delete(actor.stream);
-    this.opts.bus.emit('actor:transition', { id, kind, from: decided.from, to: decided.to, event: recorded, accepted: decided.accepted });
+    this.told(actor, { id, kind, from: decided.from, to: decided.to, event: recorded, accepted: decided.accepted });
     if (decided.effects.length > 0) this.track(this.runEffects(actor, decided.effects), actor.stream);
     return { accepted: decided.accepted, from: decided.from, to: decided.to, event: recorded, effects: decided.effects };
+  }
+
+  /**
+   * Tells the bus about a transition the log now holds. An ended actor leaves memory once it is told (a listener may
+   * look at its context with get()); its running effects (cleanup, announce) keep their own reference.
+   */
+  private told(actor: LiveActor, notice: TransitionNotice): void {
+    try {
+      this.opts.bus.emit('actor:transition', notice);
+    } finally {
+      if (isTerminal(actor.snapshot) && this.actors.get(actor.stream) === actor) this.actors.delete(actor.stream);
+    }
   }
 
   /**
