@@ -7,11 +7,10 @@
 // withdrawal in log order wins (the execution runs and the caller gets its outcome), one after it is cancelled
 // before it runs. The decision itself is pure (pinnedVerdict), tested on its own.
 import { RunlogError } from '../../domain/errors.ts';
-import type { ClusterRecords } from '../../domain/cluster-nodes.ts';
-import { supervision } from '../../domain/supervision.ts';
 import type { Leasing } from '../../store/capabilities.ts';
 import type { EventStorePort } from '../../store/port.ts';
 import type { ExecutionQueue } from '../executions/execution-queue.ts';
+import { nodeLoads } from './nodes.ts';
 
 /** How often the caller's node looks at the pinned node's liveness while the execution is unclaimed. */
 export const PINNED_CHECK_MS = 1000;
@@ -145,15 +144,9 @@ export interface PinnedWatchDeps {
   log(message: string): void;
 }
 
-/** Whether `node` is live by its heartbeat, judged on the database server's clock as placement judges it (nodes.ts). */
-export function nodeLive(records: ClusterRecords, node: string): boolean {
-  const n = records.nodes.find((x) => x.node === node);
-  return n !== undefined && supervision(n, records.at ?? new Date().toISOString()).supervised;
-}
-
 /**
  * The guard of one queued execution pinned to `node` (null: no guard — not pinned, or pinned to this node, which
- * is live while it answers): liveness as placement judges it, on the server's clock (nodeLive).
+ * is live while it answers): liveness as placement judges it, on the server's clock (nodes.ts nodeLoads).
  */
 export function pinnedWatch(d: PinnedWatchDeps) {
   return (node: string | null, executionId: string, waitMs: number, claimByMs: number): ReturnType<typeof guardPinned> | null =>
@@ -164,7 +157,7 @@ export function pinnedWatch(d: PinnedWatchDeps) {
           executionId,
           waitMs,
           nowMs: d.nowMs,
-          live: async (n) => nodeLive(await d.leasing.clusterRecords(), n),
+          live: async (n) => nodeLoads(await d.leasing.clusterRecords()).some((x) => x.node === n && x.live),
           claimed: async () => (await d.store.streamVersion(`execution-${executionId}`)) > 0,
           withdraw: () => d.queue.withdraw({ executionId, reason: 'node-unavailable', claimBy: new Date(claimByMs).toISOString() }),
           log: d.log,
