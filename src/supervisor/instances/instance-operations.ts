@@ -22,7 +22,7 @@ export interface OperationInputs {
 export interface InstanceOperations {
   /** The live actor `id` names (WRONG_KIND, or ILLEGAL_EVENT when it has ended). */
   live(id: string, kind?: ActorKind, request?: string): Promise<LiveActor>;
-  /** Whose lines `logs` reads: the host's instance while it still holds it, ended or not (a just-stopped one's buffer). */
+  /** Whose lines `logs` reads: the instance as the host holds it, or as the log has it once ended (a just-stopped one's buffer). */
   logSource(id: string): Promise<LiveActor>;
   /** The actor as the log has it now (any actor, live or ended). */
   inspectNow(id: string): Promise<ActorView>;
@@ -40,13 +40,15 @@ export function instanceOperations({ store, host, instances, waits, killGraceMs 
     // folding its history.
     const row = await store.getActor(ref.id);
     if (row?.status === 'terminal') throw new IllegalEventError(ref.id, row.state, request);
-    const actor = host.get(ref.kind, ref.id);
+    // In memory when it is live here; else read from the log (another node's: its events are refused, FENCED).
+    const actor = await host.fetch(ref.kind, ref.id);
     if (!actor) throw new IllegalEventError(ref.id, row?.state ?? (await inspectActor(store, id)).state, request);
     return actor;
   };
   const logSource = async (id: string): Promise<LiveActor> => {
     const ref = await resolveActor(store, id);
-    return (ref.kind === 'instance' ? host.get('instance', ref.id) : undefined) ?? live(id, 'instance');
+    // An ended instance is read from the log: its runner may still hold its last lines.
+    return (ref.kind === 'instance' ? await host.fetch('instance', ref.id) : undefined) ?? live(id, 'instance');
   };
   const inspectNow = (id: string): Promise<ActorView> => inspectActor(store, id);
   const stopped = byState(instanceStopped);
