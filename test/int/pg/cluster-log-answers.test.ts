@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import type { PgHostStore } from '../../../src/store/postgres/host-store.ts';
+import { collect } from '../../../src/store/port.ts';
 import { requireProot, until } from '../../support/apps.ts';
 import { helloApp } from '../../support/child-supervisor.ts';
 import { cleanupClusters, createCluster } from '../../support/cluster-fixture.ts';
@@ -129,7 +130,7 @@ describe('answers that match the log', () => {
       await until('the effect reported its failure', () => reported, 60_000, 20);
       await rl.host.settled('execution', executionId);
       expect(refused).toMatchObject({ code: 'FENCED' });
-      const appended = rl.store.read(`execution-${executionId}`);
+      const appended = await collect(rl.store.readStream(`execution-${executionId}`));
       expect(appended.filter((e) => e.type === 'execution.failed' || (e.data as { code?: unknown }).code === 'FENCED'), JSON.stringify(appended)).toEqual([]);
       // The node that owns it again decides from the log: here it is cancelled, and that is the outcome.
       await rl.send('execution', executionId, { type: 'execution.cancel-requested', data: {} });

@@ -36,7 +36,7 @@ describe('a heartbeat on PostgreSQL read by a reader with a skewed clock', () =>
     }
     const { store, now } = await readerAt(schema, HOUR);
     try {
-      const sup = supervision(store.readHeartbeat(), now());
+      const sup = supervision(await store.readHeartbeat(), now());
       expect(sup).toMatchObject({ supervised: true, node: 'a', pid: 4242 });
     } finally {
       await store.close();
@@ -55,7 +55,7 @@ describe('a heartbeat on PostgreSQL read by a reader with a skewed clock', () =>
     }
     const { store, now } = await readerAt(schema, -HOUR);
     try {
-      const sup = supervision(store.readHeartbeat(), now());
+      const sup = supervision(await store.readHeartbeat(), now());
       expect(sup).toMatchObject({ supervised: false, node: 'b' });
       // The beat, on the reader's clock, is about a minute before the reader's now.
       const ageMs = Date.parse(now()) - Date.parse(sup.heartbeatAt!);

@@ -45,7 +45,7 @@ function pool(opts: { idleCpuMs?: number; perCode?: number } = {}) {
     policy: { perCode: opts.perCode ?? 1, total: 8, maxMemoryMb: 2048, idleMs: 60_000, idleCpuMs: opts.idleCpuMs ?? 1000 },
     labels: { 'runlog.home': '/nowhere' },
     record: (events) => void facts.push(...events),
-    read: () => [],
+    read: async () => [],
     log: (m) => void logs.push(m),
     clock,
   });
