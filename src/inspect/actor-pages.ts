@@ -49,6 +49,16 @@ export async function readEventsPage(store: EventStorePort, id: string, q: { fro
   return { id: ref.id, kind: ref.kind, version, events, next: last >= first && last < end ? last : null };
 }
 
+/** One page of the whole log: the events after global position `after`, at most `limit` (the API, its event streams). */
+export async function readLogPage(store: Pick<EventStorePort, 'readAll'>, after: number, limit: number): Promise<RecordedEvent[]> {
+  return collect(store.readAll({ from: after + 1, limit }));
+}
+
+/** One stream's events `from`..`to` (inclusive), read whole: a page its caller bounded. */
+export async function readStreamPage(store: Pick<EventStorePort, 'readStream'>, stream: string, range: { from: number; to: number }): Promise<RecordedEvent[]> {
+  return collect(store.readStream(stream, range));
+}
+
 /** The newest usable snapshot at or before `version` (0 and no snapshot: fold from the first event). */
 async function startAt(store: EventStorePort, kind: ActorKind, stream: string, version: number): Promise<{ version: number; snapshot: AnySnapshot | undefined }> {
   const record = await store.snapshotAtOrBefore(stream, version);
