@@ -29,7 +29,7 @@ export interface SseOptions {
 export const SSE_DEFAULTS: Required<SseOptions> = { pollMs: 200, pageSize: 200, maxClients: 64, slowClientMs: 10_000 };
 
 export interface SseHub {
-  /** Starts a stream (its head is sent at once; the cursor and the first page follow, read from the log). */
+  /** Starts a stream: its head is sent once the client's place in the log is read; pages follow from there. */
   open(req: IncomingMessage, res: ServerResponse, options: { afterSeq?: number; stream?: string }): void;
   /** Ends every open stream (server shutdown). */
   closeAll(): void;
@@ -188,10 +188,9 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
       }
       const lastEventId = Number(req.headers['last-event-id']);
       const requested = options.afterSeq ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
-      startStream(res);
 
-      // The cursor: the last seq sent (the whole log), and for one stream also its last version read. Set once
-      // `ready` has read where the client starts.
+      // The cursor: the last seq sent (the whole log), and for one stream also its last version read. Set by
+      // `ready`, before the stream's head is sent: a client that saw the head sees every commit after it.
       let seq = 0;
       let version = 0;
       let busy = true;
@@ -199,6 +198,7 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
       let queued = false;
       let waitingForDrain = false;
       let closed = false;
+      let started = false;
       let slowTimer: NodeJS.Timeout | undefined;
 
       const nextPage = async (): Promise<Page> => {
@@ -257,7 +257,7 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
       };
 
       const ping = setInterval(() => {
-        if (!closed && !waitingForDrain) res.write(': ping\n\n');
+        if (started && !closed && !waitingForDrain) res.write(': ping\n\n');
       }, KEEPALIVE_MS);
       ping.unref();
 
@@ -275,7 +275,7 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
       clients.add(client);
       req.on('close', () => close(false));
       res.on('error', () => close(true));
-      // Where the client starts (the head, unless it named a position), then the first page.
+      // Where the client starts (the head, unless it named a position), then the stream's head, then the first page.
       const ready = async (): Promise<void> => {
         const [, head, streamAt] = await Promise.all([
           commits.watch(),
@@ -287,6 +287,9 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
       };
       ready().then(
         () => {
+          if (closed) return;
+          startStream(res);
+          started = true;
           busy = false;
           later();
         },
