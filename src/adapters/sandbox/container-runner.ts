@@ -135,6 +135,8 @@ export class ContainerRunner implements AppSandboxRunner {
   /** Exits known to a watcher and being reported (container removed, onExit told): close() lets them finish. */
   private readonly reporting = new Set<Promise<void>>();
   private ready: Promise<void> | null = null;
+  /** Aborted by close(): a spawn still in flight then lets go of its container instead of watching it forever. */
+  private readonly closing = new AbortController();
 
   constructor(config: ContainerRunnerConfig) {
     this.cfg = {
@@ -218,6 +220,7 @@ export class ContainerRunner implements AppSandboxRunner {
 
   async spawn(instanceId: string, appId: string, port: number, manifest: AppManifest, opts: SpawnOptions = {}): Promise<SpawnResult> {
     checkSpawn(LABEL, instanceId, appId, port, manifest, this.tracked.has(instanceId));
+    this.refuseWhenClosed(instanceId);
     const hostAppDir = join(this.cfg.workspaceDir, 'apps', appId);
     if (!existsSync(hostAppDir)) throw new SandboxError('SPAWN_FAILED', `${LABEL} app directory ${hostAppDir} does not exist`, { appId });
     const sandboxAppDir = `/workspace/apps/${appId}`;
@@ -287,12 +290,13 @@ export class ContainerRunner implements AppSandboxRunner {
 
     const exitedEarly = new AbortController();
     void t.exited.then((x) => exitedEarly.abort(`exited with ${x.signal ?? `code ${x.code}`}`));
+    const gate = AbortSignal.any([exitedEarly.signal, this.closing.signal]);
     const health = host
       ? await waitHealthy({
           host, port, path: lifecyclePath(manifest.lifecycle.basePath, 'health'), appId, instanceId,
           timeoutMs: opts.healthTimeoutMs ?? this.cfg.healthTimeoutMs,
           intervalMs: opts.healthIntervalMs ?? this.cfg.healthIntervalMs,
-          label: LABEL, signal: exitedEarly.signal,
+          label: LABEL, signal: gate,
         })
       : info.state.running
         ? ({ kind: 'timeout', message: `${LABEL} ${name} has no IP address on network ${this.cfg.network}`, lastError: 'no IP', attempts: 0, elapsedMs: 0 } as const)
@@ -302,11 +306,18 @@ export class ContainerRunner implements AppSandboxRunner {
       t.live = true;
       return { pid: t.pid, containerId: t.containerId, host, port, identity: health.kind, healthyAfterMs: performance.now() - started };
     }
+    // Closed meanwhile: like every container at close(), this one stays for the next supervisor to reconcile.
+    this.refuseWhenClosed(instanceId);
 
     t.expectingKill = true;
     await this.engine.kill(containerId).catch(() => {});
     const exit = await t.exited;
     throw gateError(LABEL, health, { instanceId, appId, port }, exit, logs.tail());
+  }
+
+  /** Refuses work once close() began: nothing started now would be watched. */
+  private refuseWhenClosed(instanceId: string): void {
+    if (this.closing.signal.aborted) throw new SandboxError('SPAWN_FAILED', `${LABEL} the runner is closed: instance ${instanceId} is left to the next supervisor`, { instanceId });
   }
 
   /** A container left under this instance's name: removed when it is ours and stopped; otherwise refuse. */
@@ -326,6 +337,8 @@ export class ContainerRunner implements AppSandboxRunner {
   /** Starts the log stream and the exit watcher of a container and records it. */
   private track(rec: Omit<Tracked, 'expectingKill' | 'live' | 'detach' | 'exited'>, logs: LogBuffer, live: boolean, logsSince?: number): Tracked {
     const detach = new AbortController();
+    // Tracked after close() (a spawn or adoption that was in flight): detached at once, so no stream outlives close.
+    if (this.closing.signal.aborted) detach.abort('runner closed');
     const id = rec.containerId;
     // why: the exit watcher below reads `t` itself; `exited` is set right after, before anything else reads it
     const t: Tracked = { ...rec, expectingKill: false, live, detach, exited: null as unknown as Promise<ExitInfo> };
@@ -485,6 +498,7 @@ export class ContainerRunner implements AppSandboxRunner {
    * watcher already knows is reported first (bounded: a daemon that stops answering does not hold close() up).
    */
   async close(): Promise<void> {
+    this.closing.abort('runner closed');
     for (const t of this.tracked.values()) t.detach.abort('runner closed');
     this.tracked.clear();
     if (this.reporting.size === 0) return;

@@ -114,6 +114,8 @@ export class ProotRunner implements AppSandboxRunner {
   private readonly cfg: Required<Omit<ProotRunnerConfig, 'warn'>> & Pick<ProotRunnerConfig, 'warn'>;
   private readonly layout: HomeLayout;
   private readonly tracked = new Map<string, Tracked>();
+  /** Aborted by close(): a spawn still waiting for health stops its child instead of outliving the runner. */
+  private readonly closing = new AbortController();
   private readonly logBuffers = new Map<string, LogBuffer>();
   private readonly exits = new ExitHub();
   private readonly reaper = new ProcessGroupReaper();
@@ -189,6 +191,7 @@ export class ProotRunner implements AppSandboxRunner {
 
   async spawn(instanceId: string, appId: string, port: number, manifest: AppManifest, opts: SpawnOptions = {}): Promise<SpawnResult> {
     checkSpawn(LABEL, instanceId, appId, port, manifest, this.tracked.has(instanceId));
+    if (this.closing.signal.aborted) throw new SandboxError('SPAWN_FAILED', `${LABEL} the runner is closed: instance ${instanceId} was not started`, { instanceId });
     if (!existsSync(this.cfg.prootPath)) throw new SandboxError('SETUP_MISSING', `${LABEL} proot not found at ${this.cfg.prootPath}: run 'npm run setup'`);
     if (!existsSync(this.cfg.unsharePath)) throw new SandboxError('SETUP_MISSING', `${LABEL} unshare not found at ${this.cfg.unsharePath} (util-linux): it gives each app its own PID namespace`);
     if (!existsSync(this.cfg.perlPath)) throw new SandboxError('SETUP_MISSING', `${LABEL} perl not found at ${this.cfg.perlPath} (it runs the seccomp shim in front of proot)`);
@@ -253,7 +256,7 @@ export class ProotRunner implements AppSandboxRunner {
       host: HOST, port, path: lifecyclePath(manifest.lifecycle.basePath, 'health'), appId, instanceId,
       timeoutMs: opts.healthTimeoutMs ?? this.cfg.healthTimeoutMs,
       intervalMs: opts.healthIntervalMs ?? this.cfg.healthIntervalMs,
-      label: LABEL, signal: exitedEarly.signal,
+      label: LABEL, signal: AbortSignal.any([exitedEarly.signal, this.closing.signal]),
     });
     if (health.kind === 'match' || health.kind === 'legacy') {
       if (health.kind === 'legacy') this.warn(health.message);
@@ -332,6 +335,7 @@ export class ProotRunner implements AppSandboxRunner {
 
   /** Stops every child (gracefully, in parallel) and the watchdog. */
   async close(): Promise<void> {
+    this.closing.abort('runner closed');
     await Promise.all([...this.tracked.keys()].map((id) => this.kill(id)));
     this.reaper.close();
   }

@@ -252,6 +252,30 @@ describe('ContainerRunner', () => {
     }
   });
 
+  it('close() while a spawn waits for health ends that spawn with SPAWN_FAILED and leaves its container for the next runner', async () => {
+    // A supervisor asked to stop while an instance was starting once stayed alive: the spawn finished after close()
+    // and followed the new container's logs on a connection nothing would ever close.
+    const appId = 'com.example.sleeper';
+    const manifest = ws.installApp(appId, { sandbox: 'container', runtime: 'raw' }, { 'entrypoint.sh': 'exec sleep 600\n' });
+    const id = nextId();
+    const first = newRunner();
+    const spawning = first.spawn(id, appId, ports.allocate(id), manifest).catch((e: unknown) => e);
+    await until('the container to start', async () => (await containersOf(id)).some((c) => c.State === 'running'), 30_000);
+    await first.close();
+    const err = await spawning;
+    expect(err).toBeInstanceOf(SandboxError);
+    expect(err).toMatchObject({ code: 'SPAWN_FAILED', message: `[ContainerRunner] the runner is closed: instance ${id} is left to the next supervisor` });
+    await expect(first.spawn(nextId(), appId, 23699, manifest)).rejects.toMatchObject({ code: 'SPAWN_FAILED' });
+
+    const second = newRunner();
+    const orphans = await second.listOrphanRecords();
+    expect(orphans.map((o) => [o.instanceId, o.state])).toEqual([[id, 'running']]);
+    second.registerAdopted(orphans[0]!);
+    await second.forceKill(id);
+    await second.close();
+    expect(await containersOf(id)).toEqual([]);
+  });
+
   it('close() while a watcher is reporting an exit lets the report finish: the container removed and onExit told first', async () => {
     // What the reconciler relies on when the Docker daemon comes back: it closes the runner, then drops its exit
     // subscriptions and lists containers. An exit reported half-way (container removed, nobody told) made it record
