@@ -2,7 +2,6 @@
 // and hands to the services that need it. A capability is never an optional method probed at a call site: a
 // service that needs leases is given a `Leasing`, or is not built.
 import type { ClusterRecords } from '../domain/cluster-nodes.ts';
-import type { LeaseNow } from '../domain/handover.ts';
 import type { ChainCheck } from './chain.ts';
 
 /** A lease this node took over from a node that let it expire. */
@@ -31,26 +30,6 @@ export interface Placement {
   owner: string | null;
 }
 
-/** A node of the cluster as placement and hand-over see it: live or not, and how loaded. */
-export interface NodeLoad {
-  node: string;
-  live: boolean;
-  beatAt: string;
-  stoppedAt: string | null;
-  /** Live instances whose lease the node holds. */
-  instances: number;
-  /** Live executions whose lease the node holds. */
-  executions: number;
-}
-
-/** The cluster's shared database, for the services built on it (the follow channel, the self-fence's probe). */
-export interface ClusterDatabase {
-  /** The connection URL without runlog's `?schema=`. */
-  readonly url: string;
-  readonly schema: string;
-  sql<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<R[]>;
-}
-
 /**
  * A log shared by a cluster of supervisors (PostgreSQL): every actor's stream is leased to one node, and an
  * append to a stream this node does not hold is refused as FENCED.
@@ -69,13 +48,11 @@ export interface Leasing {
   /** Looks for leases to pick up soon (a claim's reply may have been lost). */
   pickUpSoon(): void;
   placement(stream: string): Promise<Placement>;
-  /** Every node's heartbeat and every lease, read from the database now. */
+  /**
+   * Every node's heartbeat and every lease, read from the database now and judged on its clock (liveness, loads
+   * and lease holders are derived from it: supervisor/cluster/nodes.ts).
+   */
   clusterRecords(): Promise<ClusterRecords>;
-  /** Every node's liveness (on the database's clock) and load. */
-  nodeLoads(): Promise<NodeLoad[]>;
-  /** Who holds the stream's lease now, and for how long yet (null: nobody). */
-  leaseNow(stream: string): Promise<LeaseNow | null>;
-  readonly database: ClusterDatabase;
 }
 
 /** A store that can be briefly unreachable (a database restarting). */

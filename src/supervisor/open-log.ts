@@ -5,6 +5,8 @@
 import { StoreChainError } from '../domain/errors.ts';
 import type { Archiving, ChainVerifying, Leasing, Metered, Reconnecting } from '../store/capabilities.ts';
 import type { EventStorePort } from '../store/port.ts';
+import type { FollowChannels } from './cluster/cluster-services.ts';
+import type { ClusterRecordsSource } from './cluster/nodes.ts';
 import { SqlitePortStore } from '../store/sqlite/port-adapter.ts';
 import { isRequestStream } from './cluster/request-streams.ts';
 import { RenewalRelay } from './cluster/self-fence.ts';
@@ -15,10 +17,14 @@ export const DEFAULT_LEASE_TTL_MS = 15_000;
 /** How many of the last events a supervisor checks against the hash chain as it starts. */
 const TAIL_CHECK = 1000;
 
-/** A cluster node's part of the log: its leases, and the relay carrying their renewals to its self-fence. */
+/**
+ * A cluster node's part of the log: its leases, the relay carrying their renewals to its self-fence, and the
+ * channels `logs --follow` rides on between nodes (LISTEN/NOTIFY on the same database, outside the log).
+ */
 export interface ClusterLog {
   leasing: Leasing;
   renewals: RenewalRelay;
+  follows: FollowChannels;
 }
 
 /** The log, and what its store can do beyond the port. */
@@ -32,23 +38,29 @@ export interface OpenedLog {
   reconnecting: Reconnecting | null;
   /** Set when this process is a node of a cluster (PostgreSQL with a node name). */
   cluster: ClusterLog | null;
+  /** The cluster's node and lease records (any PostgreSQL log, node or reader); null on SQLite. */
+  clusterRecords: ClusterRecordsSource | null;
 }
 
 /** Opens the log (`pgUrl`: on PostgreSQL, else the SQLite file `db`); a supervisor's has its chain's tail checked. */
-export async function openLog(options: RunlogOptions, db: string, readOnly: boolean, pgUrl: string | undefined, node: string | undefined, supervise: boolean): Promise<OpenedLog> {
-  const opened = pgUrl ? await openPostgres(options, pgUrl, node) : openSqlite(options, db, readOnly);
+export async function openLog(options: RunlogOptions, db: string, readOnly: boolean, pgUrl: string | undefined, node: string | undefined, supervise: boolean, log: (msg: string) => void): Promise<OpenedLog> {
+  const opened = pgUrl ? await openPostgres(options, pgUrl, node, log) : openSqlite(options, db, readOnly);
   if (supervise) await checkTail(opened);
   return opened;
 }
 
 function openSqlite(options: RunlogOptions, db: string, readOnly: boolean): OpenedLog {
   const store = new SqlitePortStore(db, { synchronous: options.synchronous, readOnly, ...(options.now ? { now: options.now } : {}) });
-  return { kind: 'sqlite', store, chain: store, metered: store, archiving: store, reconnecting: null, cluster: null };
+  return { kind: 'sqlite', store, chain: store, metered: store, archiving: store, reconnecting: null, cluster: null, clusterRecords: null };
 }
 
-async function openPostgres(options: RunlogOptions, url: string, node: string | undefined): Promise<OpenedLog> {
+async function openPostgres(options: RunlogOptions, url: string, node: string | undefined, log: (msg: string) => void): Promise<OpenedLog> {
   // Loaded only for PostgreSQL: a SQLite supervisor never loads node-postgres.
-  const [{ PgHostStore }, { actorsProjection, ACTORS_PROJECTION }] = await Promise.all([import('../store/postgres/host-store.ts'), import('./host/actors-projection.ts')]);
+  const [{ PgHostStore, splitStoreUrl }, { actorsProjection, ACTORS_PROJECTION }, { PgFollowBus, controlChannel }] = await Promise.all([
+    import('../store/postgres/host-store.ts'),
+    import('./host/actors-projection.ts'),
+    import('../store/postgres/follow-channel.ts'),
+  ]);
   const renewals = new RenewalRelay();
   const store = await PgHostStore.open({
     url,
@@ -62,7 +74,11 @@ async function openPostgres(options: RunlogOptions, url: string, node: string | 
     ...(options.faults ? { faults: options.faults } : {}),
   });
   const leasing = store.leasing;
-  return { kind: 'pg', store, chain: store, metered: store, archiving: store, reconnecting: store, cluster: leasing ? { leasing, renewals } : null };
+  const clusterRecords: ClusterRecordsSource = { clusterRecords: () => store.clusterRecords() };
+  if (!leasing) return { kind: 'pg', store, chain: store, metered: store, archiving: store, reconnecting: store, cluster: null, clusterRecords };
+  const bus = new PgFollowBus({ url: splitStoreUrl(url).url, sql: (text, params) => store.pg.sql(text, params), log });
+  const follows: FollowChannels = { bus, control: (n) => controlChannel(store.pg.schema, n), close: () => bus.close() };
+  return { kind: 'pg', store, chain: store, metered: store, archiving: store, reconnecting: store, cluster: { leasing, renewals, follows }, clusterRecords };
 }
 
 /** The tail of the hash chain (the whole log: runlog verify); the log is closed when it fails. */

@@ -10,6 +10,8 @@ import type { ActorKind, KindNewEvent, RecordedEvent } from '../domain/events.ts
 import type { LogLine } from '../domain/log-line.ts';
 import type { NodeChoice } from '../domain/placement.ts';
 import type { Supervision } from '../domain/supervision.ts';
+import type { NodesView } from '../domain/cluster-nodes.ts';
+import type { Archiving } from '../store/capabilities.ts';
 import type { ActorRow, EventStorePort } from '../store/port.ts';
 import type { WriterLock } from '../store/sqlite/writer-lock.ts';
 import type { ActorHost, EffectHandlers } from './host/actor-host.ts';
@@ -189,6 +191,10 @@ export interface Runlog {
   readonly metrics: RunlogMetrics | null;
   /** Whether a supervisor (this one or another process) is alive on this log, from its heartbeat. */
   supervision(): Promise<Supervision>;
+  /** The supervisors sharing this log, each one's heartbeat and the actors it owns (on SQLite: the one). */
+  nodes(): Promise<NodesView>;
+  /** Archives ended actors' histories and removes them from the log (retention, `serve --retain`). */
+  readonly archiving: Archiving;
   /** The operator policy executions run under (input limits, ceilings, allow-lists). */
   readonly policy: OperatorPolicy;
   /** Live actors (every one with `all`), read from the log's actors projection. */

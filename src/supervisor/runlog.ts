@@ -36,6 +36,7 @@ import { instanceOperations, type InstanceOperations } from './instances/instanc
 import { RunlogMetrics } from './observability/metrics.ts';
 import { DEFAULT_LEASE_TTL_MS, openLog, type OpenedLog } from './open-log.ts';
 import { pinnedTarget, pinnedWatch, raceGuard } from './cluster/pinned-wait.ts';
+import { leaseOf, nodeLoads, readNodes } from './cluster/nodes.ts';
 import { Reconciler, recoverRehydrated, type ReconcileOptions, type ReconcileReport } from './recovery/reconciler.ts';
 import type { ExecuteOptions, ExecutionOutcome, Runlog, RunlogOptions } from './runlog-api.ts';
 import { byState, executionEnded, instanceStopped, SettleWaits, spawnSettled } from './host/settle-waits.ts';
@@ -106,12 +107,12 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   // A supervisor on PostgreSQL is a cluster node (maybe the only one): its actors are leased to it.
   const node = pgUrl && supervise ? (options.node ?? hostname()) : undefined;
   const openedAtMs = performance.now(); // no later than the store reclaims this node's leases (self-fence.ts)
-  const opened = await openLog(options, paths.db, readOnly, pgUrl, node, supervise);
+  const log = options.log ?? ((m: string) => process.stderr.write(`[runlog] ${m}\n`));
+  const opened = await openLog(options, paths.db, readOnly, pgUrl, node, supervise, log);
   const { store } = opened;
   const leasing = opened.cluster?.leasing ?? null;
   if (node) options = { ...options, labels: { ...options.labels, 'runlog.node': node } };
   const bus = createBus();
-  const log = options.log ?? ((m: string) => process.stderr.write(`[runlog] ${m}\n`));
   const faults = options.faults ?? noFaults;
   const parts = discoverParts(options.parts);
   const clock = options.clock ?? systemClock;
@@ -135,7 +136,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   const heartbeat = supervise ? startHeartbeat(store, now, options.heartbeatMs, log, node) : null;
   const metrics =
     supervise && (options.metrics ?? true)
-      ? new RunlogMetrics({ store, host: hostRef, bus, now, lastHeartbeat: () => heartbeat?.lastBeat() ?? null, appWatch: () => instances.appWatchMode(), prestart: () => executions.pool.accounts() })
+      ? new RunlogMetrics({ store, metered: opened.metered, host: hostRef, bus, now, lastHeartbeat: () => heartbeat?.lastBeat() ?? null, appWatch: () => instances.appWatchMode(), prestart: () => executions.pool.accounts() })
       : null;
   const reconcile = async (o?: ReconcileOptions): Promise<ReconcileReport> => {
     const report = await reconciler.reconcile(o);
@@ -145,7 +146,7 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   // Waits for an actor to settle, each with its deadline: ended by close() (settle-waits.ts).
   const waits = new SettleWaits({ bus, store, followLog: leasing !== null });
   const ops = instanceOperations({ store, host, instances, waits, killGraceMs: options.killGraceMs });
-  const cluster = supervise ? await startSupervising({ options, services, store, opened, node, pgUrl, bus, clock, log, toolSync, spawned, reconcile, openedAtMs, ops }) : null;
+  const cluster = supervise ? await startSupervising({ options, services, store, opened, node, bus, clock, log, toolSync, spawned, reconcile, openedAtMs, ops }) : null;
   // Docker restarting or briefly unreachable: reconnect, resubscribe to engine events, reconcile.
   const engineWatch =
     supervise && (options.engineWatch ?? true)
@@ -154,11 +155,11 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   // A pinned execution's node is watched while it waits to be claimed: NODE_UNAVAILABLE once it is not live (pinned-wait.ts).
   const guardPinned = leasing && cluster ? pinnedWatch({ self: selfNode, leasing, store, queue: cluster.queue, nowMs: () => clock.nowMs(), log }) : null;
   // Hand-over requests are carried out from here on.
-  if (supervise) cluster?.handover.start();
+  if (supervise) await cluster?.handover.start();
   if (supervise) await cluster?.follows.owner.start();
   if (supervise && leasing) {
     // Every node follows the `cap` changes any node records; those recorded while this one was down apply now.
-    toolSync.start();
+    await toolSync.start();
     void toolSync.syncAll().catch((err: unknown) => log(`cap changes at start-up: ${(err as Error).message}`));
   }
   const limiter = new ExecutionLimiter(executions.policy.executions, clock);
@@ -173,7 +174,7 @@ async function placeRequest(choice: NodeChoice, leasing: Leasing | null, selfNod
     throw new RunlogError('NODE_UNKNOWN', `no node named ${choice}: a SQLite log has one node, this one (${selfNode}); use node 'any' or '${selfNode}'`, { node: choice });
   }
   // This node is live while it answers, whatever its last recorded beat says.
-  const loads = (await leasing.nodeLoads()).map((n) => (n.node === selfNode ? { ...n, live: true } : n));
+  const loads = nodeLoads(await leasing.clusterRecords()).map((n) => (n.node === selfNode ? { ...n, live: true } : n));
   if (!loads.some((n) => n.node === selfNode)) loads.push({ node: selfNode, live: true, beatAt: now(), stoppedAt: null, instances: 0, executions: 0 });
   return chooseNode(choice, loads, selfNode);
 }
@@ -189,7 +190,6 @@ async function startSupervising(c: {
   store: EventStorePort;
   opened: OpenedLog;
   node: string | undefined;
-  pgUrl: string | undefined;
   bus: Bus;
   clock: Clock;
   log: (msg: string) => void;
@@ -199,19 +199,19 @@ async function startSupervising(c: {
   openedAtMs: number;
   ops: InstanceOperations;
 }): Promise<ClusterServices | null> {
-  const { options, services, node, pgUrl, log } = c;
+  const { options, services, node, log } = c;
   const clusterLog = c.opened.cluster;
   const { host, instances, executions } = services;
   const rehydrated = await host.rehydrate();
   await recoverRehydrated(host, rehydrated, log);
   const cluster =
-    clusterLog && node && pgUrl
+    clusterLog && node
       ? await startCluster({
           node,
-          pgUrl,
           leasing: clusterLog.leasing,
+          leaseTtlMs: options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS,
+          follows: clusterLog.follows,
           renewals: clusterLog.renewals,
-          reconnecting: c.opened.reconnecting,
           store: c.store,
           hostRef: services.hostRef,
           bus: c.bus,
@@ -245,8 +245,8 @@ async function startSupervising(c: {
     if (report.actions.length > 0) log(`reconciled ${report.actions.length} actors (${summarizeActions(report)})`);
   }
   // Requests placed on this node, and queued executions, are taken once it has recovered and reconciled.
-  cluster?.placement.start();
-  cluster?.queue.start();
+  await cluster?.placement.start();
+  await cluster?.queue.start();
   if (options.watchApps ?? true) await instances.startRegistry(options.appWatch).catch((err: unknown) => log(`apps: manifest edits are not followed: ${(err as Error).message}`));
   if (options.receipts) {
     await executions.publishRunnerRecord().catch((err: unknown) => log(`could not publish the runner record: ${(err as Error).message}`));
@@ -271,6 +271,8 @@ function runlogFacade(c: Composed): Runlog {
     bus: c.bus,
     metrics: c.metrics,
     supervision: async () => supervision(await store.readHeartbeat(), c.now()),
+    nodes: () => readNodes(store, c.opened.clusterRecords, c.now()),
+    archiving: c.opened.archiving,
     policy: executions.policy,
     list: (filter) => listActors(store, filter),
     inspect: (id) => inspectActor(store, id),
@@ -314,7 +316,8 @@ function instanceCalls(c: Composed, requireSupervisor: (what: string) => void): 
   /** Where an operation on a live instance runs: here (null), or on the node holding its lease (handover.ts). */
   const ownerOf = async (view: ActorView): Promise<{ owner: string; handover: Handover } | null> => {
     if (!leasing || !cluster || view.kind !== 'instance' || view.status === 'terminal' || leasing.owns(view.stream)) return null;
-    const [lease, loads] = await Promise.all([leasing.leaseNow(view.stream), leasing.nodeLoads()]);
+    const records = await leasing.clusterRecords();
+    const [lease, loads] = [leaseOf(records, view.stream), nodeLoads(records)];
     const route = routeRequest(view.id, lease, new Set([selfNode, ...loads.filter((n) => n.live).map((n) => n.node)]), selfNode);
     return route.here ? null : { owner: route.owner, handover: cluster.handover };
   };
@@ -330,7 +333,7 @@ function instanceCalls(c: Composed, requireSupervisor: (what: string) => void): 
         if (!cluster) throw new RunlogError('INTERNAL', `node ${target} was chosen, but this supervisor is not a cluster node`);
         view = await cluster.placement.spawnOn(target, { instanceId: o.instanceId ?? newInstanceId(), appDir: resolve(o.appDir), ...(o.sandbox ? { sandbox: o.sandbox } : {}) }, timeoutMs + 30_000);
       } else {
-        const spec = instances.prepare(o.appDir, o.sandbox, o.instanceId);
+        const spec = await instances.prepare(o.appDir, o.sandbox, o.instanceId);
         view = await c.waits.waitFor('instance', spec.instanceId, spawnSettled, timeoutMs, () => host.create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } }).then(c.spawned(spec.instanceId)));
       }
       if (view.state !== 'running') view = (await c.waits.reread('instance', view.id)) ?? view; // a failure only as the log has it now
@@ -365,13 +368,16 @@ function instanceCalls(c: Composed, requireSupervisor: (what: string) => void): 
       return ops.killHere(id);
     },
     logs(id, o) {
-      if (!cluster) return instances.logs(ops.logSource(id), o?.follow ?? false);
+      if (!cluster)
+        return (async function* () {
+          yield* instances.logs(await ops.logSource(id), o?.follow ?? false);
+        })();
       // On a cluster the instance may run on another node's host: its owner reads them there (handover.ts).
       return (async function* () {
         const current = await ops.inspectNow(id);
         const remote = await ownerOf(current);
         if (!remote) {
-          yield* instances.logs(ops.logSource(id), o?.follow ?? false);
+          yield* instances.logs(await ops.logSource(id), o?.follow ?? false);
           return;
         }
         if (o?.follow) {
@@ -443,14 +449,14 @@ async function closeRunlog(c: Composed): Promise<void> {
   const { cluster, services, log } = c;
   const { host, instances, executions } = services;
   cluster?.stopSelfFence();
-  cluster?.placement.stop();
-  cluster?.handover.stop();
+  await cluster?.placement.stop();
+  await cluster?.handover.stop();
   cluster?.follows.close();
-  c.toolSync.stop();
-  cluster?.queue.stop();
+  await c.toolSync.stop();
+  await cluster?.queue.stop();
   await c.engineWatch?.close();
   await executions.close(); // the pool's removals are recorded: before the host closes
-  c.waits.close();
+  await c.waits.close();
   if (c.supervise) await suspendOnStop(host, (id) => instances.tracks(id), log); // before the runners stop the PRoot sandboxes
   await host.close();
   services.timers.close();

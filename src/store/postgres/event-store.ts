@@ -182,7 +182,7 @@ export class PgEventStore {
     return upcastRecorded(this.upcasters, { seq: r.seq, stream: r.stream, version: r.version, type: r.type, schema: r.schema, data: r.data, meta: r.meta, at: r.at });
   }
 
-  /** One statement on the log's schema (the node and lease tables use it: postgres/nodes.ts). */
+  /** One statement on the log's schema (the node and lease tables use it). */
   sql<R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
     return this.query<R>(sql, params);
   }

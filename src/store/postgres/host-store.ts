@@ -529,7 +529,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
 
   /**
    * Recorded in the `nodes` table (one row per node). The beat's time is PostgreSQL's, not this node's: liveness
-   * is judged on the server's clock alone (postgres/nodes.ts), so skewed hosts agree. close() waits for a write
+   * is judged on the server's clock alone (clusterRecords carries its time), so skewed hosts agree. close() waits for a write
    * still on its way (a clean stop's mark).
    */
   writeHeartbeat(h: Heartbeat): Promise<void> {
