@@ -207,7 +207,7 @@ export interface EventStorePort {
   projection<D>(name: string): ProjectionReader<D>;
   /** Recomputes a registered projection from the whole log, in one transaction. */
   rebuildProjection(name: string): Promise<{ documents: number; events: number }>;
-  /** The actors projection: live actors (every one with `all`), in id order. */
+  /** The actors projection: live actors (every one with `all`), in the order they were created (then by id). */
   listActors(filter?: ActorFilter): Promise<ActorRow[]>;
   getActor(id: string): Promise<ActorRow | undefined>;
   /** Replaces the whole actors projection in one transaction (`runlog rebuild`). */

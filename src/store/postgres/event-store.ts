@@ -10,7 +10,7 @@ import { FencedError, RunlogError } from '../../domain/errors.ts';
 export { FencedError };
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
 import type { ChainCheck } from '../chain.ts';
-import { toSnapshot, type SnapshotRow } from '../event-store.ts';
+import { toSnapshot, type SnapshotRow } from '../sqlite/engine-types.ts';
 import {
   toJson,
   validateAppends,

@@ -20,11 +20,14 @@ import type { RecordedEvent } from '../../domain/events.ts';
 import { RunlogError } from '../../domain/errors.ts';
 import type { StreamInfo } from '../port.ts';
 
-/** A read of the copy reached events it does not hold (an ended actor's, paged out): the store reads them from PostgreSQL. */
+/**
+ * A read of the copy reached events it does not hold (an ended actor's, paged out). The store asks the copy only
+ * for what it holds and reads the rest from PostgreSQL, so this is a guard against a shorter answer: INTERNAL.
+ */
 export class PagedOutError extends RunlogError {
   constructor(what: { stream: string } | { afterSeq: number; floor: number }) {
     super(
-      'PAGED_OUT',
+      'INTERNAL',
       'stream' in what
         ? `${what.stream} has ended and its events are not held in this supervisor's memory (read them from the store, not the copy)`
         : `positions after ${what.afterSeq} up to ${what.floor} include ended actors' events, not held in this supervisor's memory (read them from the store, not the copy)`,
