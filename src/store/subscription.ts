@@ -86,3 +86,22 @@ export function pollingSubscription(
     },
   };
 }
+
+/**
+ * A store's subscription, held in `open` until closed: a store that closes ends the ones still open, so none of
+ * them reads a closed handle. `onClose` runs first (PostgreSQL stops listening for its wake-ups).
+ */
+export function trackedSubscription(inner: Subscription, open: Set<Subscription>, onClose?: () => void): Subscription {
+  const tracked: Subscription = {
+    get position() {
+      return inner.position;
+    },
+    close: async () => {
+      onClose?.();
+      open.delete(tracked);
+      await inner.close();
+    },
+  };
+  open.add(tracked);
+  return tracked;
+}

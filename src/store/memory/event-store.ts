@@ -27,7 +27,7 @@ import {
 import { appendOne, conflictOutcome } from '../expected-version.ts';
 import { foldDocument, ProjectionSet } from '../projection-set.ts';
 import { encodeJson } from '../sqlite/encoding.ts';
-import { pollingSubscription, Wakeups } from '../subscription.ts';
+import { pollingSubscription, Wakeups, trackedSubscription } from '../subscription.ts';
 import { upcastRecorded } from '../upcast-recorded.ts';
 import { defaultUpcasters, type UpcasterRegistry } from '../upcasters.ts';
 
@@ -220,18 +220,7 @@ export class MemoryEventStore implements EventStorePort {
   subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void | Promise<void>): Subscription {
     this.open();
     const read = async (from: number, limit: number): Promise<RecordedEvent[]> => this.log.slice(from - 1, from - 1 + limit).map((r) => this.toRecorded(r));
-    const sub = pollingSubscription(read, this.wakeups, options, handler);
-    const tracked: Subscription = {
-      get position() {
-        return sub.position;
-      },
-      close: async () => {
-        this.subscriptions.delete(tracked);
-        await sub.close();
-      },
-    };
-    this.subscriptions.add(tracked);
-    return tracked;
+    return trackedSubscription(pollingSubscription(read, this.wakeups, options, handler), this.subscriptions);
   }
 
   projection<D>(name: string): ProjectionReader<D> {

@@ -28,7 +28,7 @@ import {
 } from '../port.ts';
 import { appendOne, conflictOutcome } from '../expected-version.ts';
 import { foldDocument, ProjectionSet } from '../projection-set.ts';
-import { pollingSubscription, Wakeups } from '../subscription.ts';
+import { pollingSubscription, Wakeups, trackedSubscription } from '../subscription.ts';
 import { upcastRecorded } from '../upcast-recorded.ts';
 import { defaultUpcasters, type UpcasterRegistry } from '../upcasters.ts';
 import { appendInTransaction, type AppendInput, type AppendRow, type Encoded, type Fence } from './append.ts';
@@ -549,21 +549,8 @@ export class PgEventStore {
       const rows = await this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE seq >= $1 ORDER BY seq LIMIT $2`, [from, limit]);
       return rows.map((r) => this.toRecorded(r));
     };
-    const only = options.stream;
-    const inner = pollingSubscription(read, this.wakeups, options, only === undefined ? handler : (e) => (e.stream === only ? handler(e) : undefined));
     const unlisten = this.listen(() => this.wakeups.wake());
-    const sub: Subscription = {
-      get position() {
-        return inner.position;
-      },
-      close: async () => {
-        unlisten();
-        this.subscriptions.delete(sub);
-        await inner.close();
-      },
-    };
-    this.subscriptions.add(sub);
-    return sub;
+    return trackedSubscription(pollingSubscription(read, this.wakeups, options, handler), this.subscriptions, unlisten);
   }
 
   projection<D>(name: string): ProjectionReader<D> {

@@ -459,8 +459,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
    */
   subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void | Promise<void>): Subscription {
     this.assertOpen();
-    const only = options.stream;
-    const inner = pollingSubscription((from, limit) => logPage(this.copy, this.pg, from - 1, limit), this.wakeups, options, only === undefined ? handler : (e) => (e.stream === only ? handler(e) : undefined));
+    const inner = pollingSubscription((from, limit) => logPage(this.copy, this.pg, from - 1, limit), this.wakeups, options, handler);
     const sub: Subscription = {
       get position() {
         return inner.position;

@@ -32,7 +32,7 @@ import {
   type Subscription,
 } from '../port.ts';
 import { ProjectionSet } from '../projection-set.ts';
-import { pollingSubscription, Wakeups } from '../subscription.ts';
+import { pollingSubscription, Wakeups, trackedSubscription } from '../subscription.ts';
 import { archiveEnded } from './archive.ts';
 import type { EngineAppendRequest } from './engine-types.ts';
 import { SqliteEventStore, type SqliteEventStoreOptions } from './event-store.ts';
@@ -155,18 +155,7 @@ export class SqlitePortStore implements EventStorePort, ChainVerifying, Metered,
     this.open();
     // This process's appends wake subscriptions at once; other processes' are found by polling (every pollMs).
     const read = async (from: number, limit: number): Promise<RecordedEvent[]> => (this.closed ? [] : this.store.logPage(from - 1, END, limit));
-    const sub = pollingSubscription(read, this.wakeups, options, handler);
-    const tracked: Subscription = {
-      get position() {
-        return sub.position;
-      },
-      close: async () => {
-        this.subscriptions.delete(tracked);
-        await sub.close();
-      },
-    };
-    this.subscriptions.add(tracked);
-    return tracked;
+    return trackedSubscription(pollingSubscription(read, this.wakeups, options, handler), this.subscriptions);
   }
 
   // --- projections ---
