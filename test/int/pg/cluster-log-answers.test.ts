@@ -114,8 +114,10 @@ describe('answers that match the log', () => {
               refused = err;
             }
             // The lease still names this node with its token: the node picks it up again at its next beat.
-            pg.pickUpSoon();
-            await pg.beat();
+            const leasing = pg.leasing;
+            if (!leasing) throw new Error('a node opened with a name has leases');
+            leasing.pickUpSoon();
+            await leasing.beat();
             await until('x holds the execution again', () => rl.host.holds(stream), 10_000, 20);
             reported = true;
             // As the real effects do: a failure reported after a refused result.

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { inspectActor } from '../../../src/inspect/inspection.ts';
-import { archiveStoreUrl, startRetentionOn } from '../../../src/supervisor/retention/retention.ts';
+import { archiveStoreUrl, startRetention } from '../../../src/supervisor/retention/retention.ts';
 import type { ArchiveStep } from '../../../src/store/capabilities.ts';
 import { ARCHIVE_LOCK_CLASS } from '../../../src/store/postgres/schema.ts';
 import { PgHostStore } from '../../../src/store/postgres/host-store.ts';
@@ -169,14 +169,14 @@ describe('runlog archive on PostgreSQL', () => {
       await db.admin.query('SELECT pg_advisory_lock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
       let stop: () => void;
       try {
-        stop = await startRetentionOn(pgStore, home, { retainMs: 86_400_000 }, (m) => said.push(m));
+        stop = startRetention(pgStore, home, { retainMs: 86_400_000 }, (m) => said.push(m));
         await heard(/another node is archiving this log/);
         stop();
       } finally {
         await db.admin.query('SELECT pg_advisory_unlock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
       }
       expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.tombstones`)).rows).toEqual([{ n: 0 }]);
-      stop = await startRetentionOn(pgStore, home, { retainMs: 86_400_000 }, (m) => said.push(m));
+      stop = startRetention(pgStore, home, { retainMs: 86_400_000 }, (m) => said.push(m));
       await heard(/^retention: archived 6 actors/);
       stop();
     } finally {

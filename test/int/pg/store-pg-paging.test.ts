@@ -207,7 +207,7 @@ describe('the PostgreSQL supervisor pages ended actors out of memory, and its re
     // supervisor does, without the recent window (inspection-log.ts): a summary row per ended actor, whose history
     // a command reads from the database; `events --all` reads what memory lacks a page at a time.
     const logArgs = { home: undefined, db: undefined, store };
-    const oneShot = (await openInspectionLog(logArgs)) as PgHostStore;
+    const oneShot = (await openInspectionLog(logArgs)).store as PgHostStore;
     opened.push(oneShot);
     const ref = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2 }); // the whole copy, now: what the commands must answer
     opened.push(ref);
