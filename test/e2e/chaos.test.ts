@@ -230,7 +230,7 @@ async function chaosRound(point: SqlitePoint, rep: number): Promise<void> {
     await r.idle();
     await checkInvariants(r, acked, `${label} (n=${nth}, killed at ${kills.join(', ')})`, failures);
     // Snapshots are a cache: over this crash-ridden log, snapshot + tail folds to the full fold for every actor.
-    expectSnapshotPlusTailEqualsFold(r.store);
+    await expectSnapshotPlusTailEqualsFold(r.store);
     totals.rounds += 1;
   } finally {
     totals.detail.push({ round: label, killedAt: kills.join(','), childMs: t1 - t0, recoverMs: Date.now() - t1, failures });

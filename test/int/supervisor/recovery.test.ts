@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { machineCanAdoptDiscovered, RECONCILER_STREAM, type ReconcileOptions, type ReconcileReport } from '../../../src/supervisor/recovery/reconciler.ts';
 import { createRunlog, type Runlog, type RunlogOptions } from '../../../src/supervisor/runlog.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
+import { SqlitePortStore } from '../../../src/store/sqlite/port-adapter.ts';
 import { collect } from '../../../src/store/port.ts';
 import { alive, getJson, requireDockerAppBase, requireProot, until } from '../../support/apps.ts';
 import { helloApp, homeWithPolicy, startChild, type ChildSupervisor } from '../../support/child-supervisor.ts';
@@ -502,16 +502,16 @@ describe('executions interrupted by a SIGKILL end with their real result', () =>
 
 // Snapshots are a cache (issue 15): over every log these recoveries wrote, snapshot + tail is the full fold.
 describe('the recovery logs', () => {
-  it('fold the same from any snapshot plus its tail, for every actor', () => {
+  it('fold the same from any snapshot plus its tail, for every actor', async () => {
     const homes = readdirSync(root).filter((n) => existsSync(join(root, n, 'runlog.db')));
     expect(homes.length).toBeGreaterThan(5);
     let cuts = 0;
     for (const h of homes) {
-      const store = new SqliteEventStore(join(root, h, 'runlog.db'), { readOnly: true });
+      const store = new SqlitePortStore(join(root, h, 'runlog.db'), { readOnly: true });
       try {
-        cuts += expectSnapshotPlusTailEqualsFold(store);
+        cuts += await expectSnapshotPlusTailEqualsFold(store);
       } finally {
-        store.close();
+        await store.close();
       }
     }
     expect(cuts).toBeGreaterThan(homes.length);
