@@ -24,6 +24,9 @@ export {
   type SubscribeOptions,
   type Subscription,
 } from './store/port.ts';
+export type { ArchiveOptions, ArchiveResult, Archiving } from './store/capabilities.ts';
+export type { NodesView } from './domain/cluster-nodes.ts';
+export type { Supervision } from './domain/supervision.ts';
 export type { ActorKind, KindNewEvent, NewEvent, RecordedEvent } from './domain/events.ts';
 export * from './domain/errors.ts';
 export { instanceMachine, type InstanceContext } from './machines/instance.machine.ts';

@@ -256,10 +256,10 @@ describe('a fast CLI: what `runlog ps` loads', () => {
     const sqlite = [...closure([main, dynamic[1]!])];
     expect(heavyOf(sqlite)).toEqual([]);
     expect(packages(sqlite)).toEqual(['better-sqlite3']);
-    // --store postgres://…: node-postgres too, still nothing heavy.
+    // --store postgres://…: node-postgres alone (no SQLite binding), still nothing heavy.
     const pg = [...closure([main, dynamic[0]!])];
     expect(heavyOf(pg)).toEqual([]);
-    expect(packages(pg)).toEqual(['better-sqlite3', 'pg']);
+    expect(packages(pg)).toEqual(['pg']);
   });
 
   it('`events <id>` resolves the id with the store alone: no XState before its first line', () => {
