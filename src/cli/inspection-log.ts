@@ -31,10 +31,10 @@ export interface InspectionLog {
 /** `follow`: the command tails the log, so it must see commits made after it opened (no immutable open). */
 export async function openInspectionLog(args: LogArgs, follow = false): Promise<InspectionLog> {
   if (args.store) {
-    const { PgHostStore } = await import('../store/postgres/host-store.ts');
+    const { openPostgresLog } = await import('../store/postgres/open.ts');
     // One-shot: no polling until a --follow subscribes; two connections (the open reads the rows and the summary
     // side by side). No recent window: it is for a supervisor's followers; a one-shot reads what it asks for.
-    const store = await PgHostStore.open({ url: args.store, pollMs: 0, maxConnections: 2, pageOut: { keepRecent: 0, requestStreams: { is: isRequestStream } } });
+    const { log: store } = await openPostgresLog({ url: args.store, pollMs: 0, maxConnections: 2, pageOut: { keepRecent: 0, requestStreams: { is: isRequestStream } } });
     return { store, cluster: { placement: async (stream) => store.placement(stream), clusterRecords: () => store.clusterRecords() } };
   }
   const { SqlitePortStore } = await import('../store/sqlite/port-adapter.ts');

@@ -12,8 +12,7 @@
 import { RunlogError, StoreCorruptError } from '../domain/errors.ts';
 import { machines, stateName } from '../machines/runtime.ts';
 import { actorStatus } from '../machines/summary.ts';
-import type { ArchiveFinding } from '../store/archive/archive-check.ts';
-import type { ChainVerifying } from '../store/capabilities.ts';
+import type { Auditing, ChainVerifying } from '../store/capabilities.ts';
 import type { ChainCheck } from '../store/chain.ts';
 import type { EventStorePort, SnapshotRecord } from '../store/port.ts';
 import { walDamage } from '../store/sqlite/file-checks.ts';
@@ -80,14 +79,7 @@ function chainFinding(report: VerifyReport, chain: ChainCheck): void {
 export interface VerifySource {
   store: EventStorePort;
   chain: ChainVerifying;
-  /** The newest snapshot per actor. */
-  snapshots(): Iterable<SnapshotRecord> | AsyncIterable<SnapshotRecord>;
-  /** The older ones (replaced by a newer one, kept for replay --to). */
-  olderSnapshots(): Iterable<SnapshotRecord> | AsyncIterable<SnapshotRecord>;
-  /** Which version each actor's snapshot stands at, as recorded apart from the snapshots. */
-  snapshotVersions(): Map<string, number> | Promise<Map<string, number>>;
-  /** Reads the archives the store's retention wrote and checks them against their chain and the log's record of them. */
-  checkArchives(dirs: readonly string[]): { checked: number; findings: ArchiveFinding[] } | Promise<{ checked: number; findings: ArchiveFinding[] }>;
+  audit: Auditing;
 }
 
 /** The derived checks' input: the log (folded) and the snapshots, already read. */
@@ -229,10 +221,10 @@ const emptyReport = (file: string): VerifyReport => ({ file, ok: true, events: 0
  */
 export async function verifyStore(report: VerifyReport, src: VerifySource, options: { archiveDirs?: readonly string[] } = {}): Promise<VerifyReport> {
   chainFinding(report, await src.chain.verifyChain());
-  const archives = await src.checkArchives(options.archiveDirs ?? []);
+  const archives = await src.audit.checkArchives(options.archiveDirs ?? []);
   report.archives = archives.checked;
   for (const { file: _file, ...f } of archives.findings) report.findings.push(f);
-  await checkDerived(report, { log: src.store, snapshots: src.snapshots(), history: src.olderSnapshots(), snapshotVersions: await src.snapshotVersions() });
+  await checkDerived(report, { log: src.store, snapshots: src.audit.snapshots(), history: src.audit.olderSnapshots(), snapshotVersions: await src.audit.snapshotVersions() });
   report.ok = report.findings.every((f) => f.severity !== 'damage');
   return report;
 }
@@ -242,7 +234,7 @@ export async function verifyLog(file: string, options: { archiveDirs?: readonly 
   const report = emptyReport(file);
   const wal = walDamage(file);
   if (wal) report.findings.push(finding(wal));
-  const [{ SqlitePortStore }, { checkArchives }] = await Promise.all([import('../store/sqlite/port-adapter.ts'), import('../store/archive/archive-check.ts')]);
+  const { SqlitePortStore } = await import('../store/sqlite/port-adapter.ts');
   let log: InstanceType<typeof SqlitePortStore>;
   try {
     log = new SqlitePortStore(file, { readOnly: true });
@@ -263,10 +255,7 @@ export async function verifyLog(file: string, options: { archiveDirs?: readonly 
       {
         store: log,
         chain: log,
-        snapshots: () => engine.iterateSnapshots(),
-        olderSnapshots: () => engine.iterateSnapshotHistory(),
-        snapshotVersions: () => engine.snapshotVersions(),
-        checkArchives: (dirs) => checkArchives(engine, { dirs }),
+        audit: log,
       },
       options,
     );
@@ -282,23 +271,10 @@ export async function verifyLog(file: string, options: { archiveDirs?: readonly 
  * actors.snapshot_version.
  */
 export async function verifyPgLog(url: string, options: { archiveDirs?: readonly string[] } = {}): Promise<VerifyReport> {
-  const [{ PgHostStore }, { checkPgArchives }] = await Promise.all([import('../store/postgres/host-store.ts'), import('../store/postgres/archive-check.ts')]);
-  const store = await PgHostStore.open({ url, pollMs: 0, maxConnections: 2 });
+  const { openPostgresLog } = await import('../store/postgres/open.ts');
+  const { log: store, audit } = await openPostgresLog({ url, pollMs: 0, maxConnections: 2 });
   try {
-    // The snapshot tables and the archives' records are the PostgreSQL event store's, under the port.
-    const pg = store.pg;
-    return await verifyStore(
-      emptyReport(store.description),
-      {
-        store,
-        chain: store,
-        snapshots: () => pg.iterateSnapshots(),
-        olderSnapshots: () => pg.iterateSnapshots({ history: true }),
-        snapshotVersions: () => pg.snapshotVersions(),
-        checkArchives: (dirs) => checkPgArchives(pg, { dirs }),
-      },
-      options,
-    );
+    return await verifyStore(emptyReport(store.description), { store, chain: store, audit }, options);
   } finally {
     await store.close();
   }

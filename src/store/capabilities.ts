@@ -2,7 +2,9 @@
 // and hands to the services that need it. A capability is never an optional method probed at a call site: a
 // service that needs leases is given a `Leasing`, or is not built.
 import type { ClusterRecords } from '../domain/cluster-nodes.ts';
+import type { ArchiveFinding } from './archive/archive-check.ts';
 import type { ChainCheck } from './chain.ts';
+import type { SnapshotRecord } from './port.ts';
 
 /** A lease this node took over from a node that let it expire. */
 export interface TakenLease {
@@ -114,4 +116,16 @@ export interface ArchiveResult {
 /** A store that moves ended actors' events to an archive file (`runlog archive`, `serve --retain`). */
 export interface Archiving {
   archiveEnded(options: ArchiveOptions): Promise<ArchiveResult>;
+}
+
+/** What `runlog verify` reads beside the events: the snapshots a store keeps, and the archives its retention wrote. */
+export interface Auditing {
+  /** The newest snapshot per actor. */
+  snapshots(): AsyncIterable<SnapshotRecord>;
+  /** The older ones (replaced by a newer one, kept for replay --to). */
+  olderSnapshots(): AsyncIterable<SnapshotRecord>;
+  /** Which version each actor's snapshot stands at, as recorded apart from the snapshots. */
+  snapshotVersions(): Promise<Map<string, number>>;
+  /** Reads the archives the store's retention wrote (or `dirs`, where they were moved) and checks them. */
+  checkArchives(dirs: readonly string[]): Promise<{ checked: number; findings: ArchiveFinding[] }>;
 }

@@ -56,13 +56,9 @@ function openSqlite(options: RunlogOptions, db: string, readOnly: boolean): Open
 
 async function openPostgres(options: RunlogOptions, url: string, node: string | undefined, log: (msg: string) => void): Promise<OpenedLog> {
   // Loaded only for PostgreSQL: a SQLite supervisor never loads node-postgres.
-  const [{ PgHostStore, splitStoreUrl }, { actorsProjection, ACTORS_PROJECTION }, { PgFollowBus, controlChannel }] = await Promise.all([
-    import('../store/postgres/host-store.ts'),
-    import('./host/actors-projection.ts'),
-    import('../store/postgres/follow-channel.ts'),
-  ]);
+  const [{ openPostgresLog }, { actorsProjection, ACTORS_PROJECTION }] = await Promise.all([import('../store/postgres/open.ts'), import('./host/actors-projection.ts')]);
   const renewals = new RenewalRelay();
-  const store = await PgHostStore.open({
+  const opened = await openPostgresLog({
     url,
     projections: [actorsProjection()],
     actorRows: { projection: ACTORS_PROJECTION },
@@ -73,12 +69,11 @@ async function openPostgres(options: RunlogOptions, url: string, node: string | 
     ...(options.now ? { now: options.now } : {}),
     ...(options.faults ? { faults: options.faults } : {}),
   });
+  const store = opened.log;
   const leasing = store.leasing;
   const clusterRecords: ClusterRecordsSource = { clusterRecords: () => store.clusterRecords() };
-  if (!leasing) return { kind: 'pg', store, chain: store, metered: store, archiving: store, reconnecting: store, cluster: null, clusterRecords };
-  const bus = new PgFollowBus({ url: splitStoreUrl(url).url, sql: (text, params) => store.pg.sql(text, params), log });
-  const follows: FollowChannels = { bus, control: (n) => controlChannel(store.pg.schema, n), close: () => bus.close() };
-  return { kind: 'pg', store, chain: store, metered: store, archiving: store, reconnecting: store, cluster: { leasing, renewals, follows }, clusterRecords };
+  const cluster = leasing ? { leasing, renewals, follows: opened.followChannels(log) } : null;
+  return { kind: 'pg', store, chain: store, metered: store, archiving: store, reconnecting: store, cluster, clusterRecords };
 }
 
 /** The tail of the hash chain (the whole log: runlog verify); the log is closed when it fails. */

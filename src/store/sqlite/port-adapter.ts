@@ -9,7 +9,8 @@
 // reader yields to the event loop, so a long read never holds the process.
 import { RunlogError } from '../../domain/errors.ts';
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
-import type { AppendObserver, Archiving, ArchiveOptions, ArchiveResult, ChainVerifying, Metered } from '../capabilities.ts';
+import type { AppendObserver, Archiving, ArchiveOptions, ArchiveResult, Auditing, ChainVerifying, Metered } from '../capabilities.ts';
+import { checkArchives, type ArchiveFinding } from '../archive/archive-check.ts';
 import type { ChainCheck } from '../chain.ts';
 import { appendOne } from '../expected-version.ts';
 import {
@@ -53,7 +54,7 @@ const toEngine = (r: StreamAppend): EngineAppendRequest => ({
   options: { expectedVersion: r.expectedVersion, ...(r.row ? { projection: r.row } : {}), ...(r.snapshot ? { snapshot: r.snapshot } : {}) },
 });
 
-export class SqlitePortStore implements EventStorePort, ChainVerifying, Metered, Archiving {
+export class SqlitePortStore implements EventStorePort, ChainVerifying, Metered, Archiving, Auditing {
   readonly description: string;
   /** The engine underneath: the CLI's file-level commands (doctor, checkpoint, verify) use it directly. */
   readonly store: SqliteEventStore;
@@ -230,6 +231,26 @@ export class SqlitePortStore implements EventStorePort, ChainVerifying, Metered,
   async archiveEnded(options: ArchiveOptions): Promise<ArchiveResult> {
     this.open();
     return archiveEnded(this.store, options);
+  }
+
+  async *snapshots(): AsyncIterable<SnapshotRecord> {
+    this.open();
+    yield* this.store.iterateSnapshots();
+  }
+
+  async *olderSnapshots(): AsyncIterable<SnapshotRecord> {
+    this.open();
+    yield* this.store.iterateSnapshotHistory();
+  }
+
+  async snapshotVersions(): Promise<Map<string, number>> {
+    this.open();
+    return this.store.snapshotVersions();
+  }
+
+  async checkArchives(dirs: readonly string[]): Promise<{ checked: number; findings: ArchiveFinding[] }> {
+    this.open();
+    return checkArchives(this.store, { dirs });
   }
 
   async close(): Promise<void> {

@@ -12,7 +12,7 @@
 // - A node that lost the lease meanwhile is refused its append (FENCED) and does not answer: the new owner does.
 // - The owner killed -9 with a request pending: the request stays in the log. The survivor that takes the
 //   instance over (after the lease expired) first records what it knows (supervisor/cluster/takeover.ts: lost, or crashed and
-//   restarted here), has read everything the dead owner committed (PgHostStore catches up before a takeover),
+//   restarted here), has read everything the dead owner committed (the PostgreSQL store catches up before a takeover),
 //   then carries out every pending request for what it took: the dead owner's action, if it was appended, is
 //   found by its id and not taken again.
 // - A request past its deadline (its caller answered HANDOVER_TIMEOUT) is never acted on.

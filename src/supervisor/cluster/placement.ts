@@ -2,7 +2,7 @@
 // addresses, only share the store). The node that takes the API call appends `placement.spawn-requested` to the
 // target's stream `placement-<node>`; the target follows that stream (its copy of the log), prepares the app in
 // its own workspace and creates the instance — taking the instance's lease in the transaction of its first event
-// (PgHostStore's claim), so the spawn is recorded by, and owned by, the target. The caller follows the instance's
+// (the PostgreSQL store's claim), so the spawn is recorded by, and owned by, the target. The caller follows the instance's
 // stream in its own copy and answers once it has settled (running, or why not), like a local spawn. A target that
 // cannot spawn it (no such app directory on its host, an id taken) records `placement.spawn-refused` with the
 // typed error's code, which the caller throws. A request carries a deadline: a target that reads it later (it

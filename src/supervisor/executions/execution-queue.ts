@@ -2,7 +2,7 @@
 // the API call appends `execution.queued` to the shared stream `queue-executions`; every node follows that stream
 // (its copy of the log) and, while it runs fewer executions than its limit (`runlog serve --exec-limit`), claims
 // the oldest one nobody started yet by creating the execution: the execution's lease is taken in the transaction
-// of its first event (PgHostStore's claim), so of two nodes claiming it exactly one appends `execution.requested`
+// of its first event (the PostgreSQL store's claim), so of two nodes claiming it exactly one appends `execution.requested`
 // and the other is refused (FENCED) and moves on. The node that took the call gets a head start (it claims at
 // once, others only after `headStartMs`), so an execution runs where it was asked for unless that node is full;
 // `node: 'any'` gives none, `node: '<name>'` lets only that node claim it. An entry not claimed by its `claimBy`

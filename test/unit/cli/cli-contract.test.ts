@@ -249,7 +249,7 @@ describe('a fast CLI: what `runlog ps` loads', () => {
     const main = join(REPO, 'src/cli/main.ts');
     // What `ps` imports when it runs: the store, through the one function inspection opens the log with.
     const dynamic = [...readFileSync(join(REPO, 'src/cli/inspection-log.ts'), 'utf8').matchAll(/import\('([^']+)'\)/g)].map((m) => resolve(REPO, 'src/cli', m[1]!));
-    expect(dynamic).toEqual([join(REPO, 'src/store/postgres/host-store.ts'), join(REPO, 'src/store/sqlite/port-adapter.ts')]);
+    expect(dynamic).toEqual([join(REPO, 'src/store/postgres/open.ts'), join(REPO, 'src/store/sqlite/port-adapter.ts')]);
     const heavyOf = (loaded: string[]) => loaded.filter((f) => /^(xstate|dockerode|tar-stream|@atproto\/|@ipld\/|multiformats)/.test(f) || /\/src\/(machines|adapters|server\/(?!listen\.ts))/.test(f));
     const packages = (loaded: string[]) => loaded.filter((f) => !f.startsWith('/') && !f.startsWith('node:')).sort();
     // A SQLite log (the default): the SQLite reader and nothing else.
