@@ -84,6 +84,11 @@ export interface AppSandboxRunner {
   registerAdopted(rec: OrphanRecord): void;
   /** Buffered output (last lines) and, with follow, live lines until the instance exits. */
   logs(instanceId: string, opts?: { follow?: boolean }): AsyncIterable<LogLine>;
-  /** Detaches from everything. ProotRunner stops its children (they cannot outlive it); ContainerRunner leaves containers running. */
+  /**
+   * Stops watching what runs and goes on working (the Docker daemon came back: its watchers may hang on dead
+   * connections; reconciliation re-attaches). ProotRunner: nothing to do.
+   */
+  detach(): Promise<void>;
+  /** Detaches from everything for good. ProotRunner stops its children (they cannot outlive it); ContainerRunner leaves containers running. */
   close(): Promise<void>;
 }

@@ -494,16 +494,22 @@ export class ContainerRunner implements AppSandboxRunner {
   }
 
   /**
-   * Stops watching (log streams, exit watchers). Containers keep running: a later runner adopts them. An exit a
-   * watcher already knows is reported first (bounded: a daemon that stops answering does not hold close() up).
+   * Stops watching (log streams, exit watchers) and goes on working: after the Docker daemon came back, watchers may
+   * hang on connections that died with it, and reconciliation re-attaches what still runs. Containers keep running.
+   * An exit a watcher already knows is reported first (bounded: a daemon that stops answering does not hold it up).
    */
-  async close(): Promise<void> {
-    this.closing.abort('runner closed');
-    for (const t of this.tracked.values()) t.detach.abort('runner closed');
+  async detach(): Promise<void> {
+    for (const t of this.tracked.values()) t.detach.abort('runner detached');
     this.tracked.clear();
     if (this.reporting.size === 0) return;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([Promise.all(this.reporting), new Promise((r) => (timer = setTimeout(r, REPORT_WAIT_MS)))]);
     clearTimeout(timer);
+  }
+
+  /** Detaches for good: containers keep running for a later runner to adopt, and no spawn starts any more. */
+  async close(): Promise<void> {
+    this.closing.abort('runner closed');
+    await this.detach();
   }
 }

@@ -333,6 +333,9 @@ export class ProotRunner implements AppSandboxRunner {
     return buf.read(opts.follow ?? false);
   }
 
+  /** Nothing to let go of: its children are its own processes, watched without the Docker daemon. */
+  async detach(): Promise<void> {}
+
   /** Stops every child (gracefully, in parallel) and the watchdog. */
   async close(): Promise<void> {
     this.closing.abort('runner closed');

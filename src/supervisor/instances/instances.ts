@@ -438,7 +438,7 @@ export class InstanceSupervisor {
   async detachContainers(): Promise<void> {
     const runner = this.runners.container;
     if (!runner) return;
-    await runner.close();
+    await runner.detach();
     for (const actor of this.host().live()) {
       if (actor.kind !== 'instance' || this.sandboxOf(actor) !== 'container') continue;
       this.exitSubscriptions.get(actor.id)?.();

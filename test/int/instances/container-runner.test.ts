@@ -276,8 +276,8 @@ describe('ContainerRunner', () => {
     expect(await containersOf(id)).toEqual([]);
   });
 
-  it('close() while a watcher is reporting an exit lets the report finish: the container removed and onExit told first', async () => {
-    // What the reconciler relies on when the Docker daemon comes back: it closes the runner, then drops its exit
+  it('detach() while a watcher is reporting an exit lets the report finish, onExit told first, and the runner goes on working', async () => {
+    // What the reconciler relies on when the Docker daemon comes back: it detaches the runner, then drops its exit
     // subscriptions and lists containers. An exit reported half-way (container removed, nobody told) made it record
     // the instance `lost` (the SIGKILL variant of the daemon restart test).
     const manifest = ws.installHello({ sandbox: 'container' });
@@ -312,14 +312,21 @@ describe('ContainerRunner', () => {
     armed = r.containerId!;
     await docker.getContainer(r.containerId!).kill();
     await removalStarted; // the watcher knows the exit and is removing the container
-    let closed = false;
-    const closing = first.close().then(() => (closed = true));
+    let detached = false;
+    const detaching = first.detach().then(() => (detached = true));
     await new Promise((res) => setImmediate(res));
-    expect(closed).toBe(false); // close() waits for the report in flight …
+    expect(detached).toBe(false); // detach() waits for the report in flight …
     release();
-    await closing;
+    await detaching;
     expect(told).toEqual({ code: 137, signal: 'SIGKILL', expected: false }); // … which told onExit before it returned
     expect(await containersOf(id)).toEqual([]);
+    // Detached is not closed: what the runner spawns next is watched as before.
+    const next = nextId();
+    await first.spawn(next, HELLO_APP_ID, ports.allocate(next), manifest);
+    const exitNext = new Promise<ExitInfo>((res) => first.onExit(next, res));
+    await first.kill(next);
+    expect(await exitNext).toEqual({ code: 0, signal: null, expected: true });
+    await first.close();
   });
 
   it('reports an orphan that exited while nobody watched, with its exit code', async () => {
