@@ -17,8 +17,8 @@ import { createWriteStream, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { historyHeaderLine } from '../src/domain/history.ts';
-import type { AppendRequest } from '../src/store/event-store.ts';
-import { SqliteEventStore } from '../src/store/sqlite/event-store.ts';
+import type { StreamAppend } from '../src/store/port.ts';
+import { SqlitePortStore } from '../src/store/sqlite/port-adapter.ts';
 import { round, sizes, type Bench, type BenchResult, type RunOptions } from './harness.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
@@ -67,20 +67,20 @@ async function writeHistory(file: string, n: number): Promise<void> {
 }
 
 /** A log of `n` events over streams of 100, written in large transactions (as cli.bench.ts writes its own). */
-function writeEvents(file: string, n: number): void {
-  const store = new SqliteEventStore(file, { skipQuickCheck: true, synchronous: 'NORMAL' });
+async function writeEvents(file: string, n: number): Promise<void> {
+  const store = new SqlitePortStore(file, { skipQuickCheck: true, synchronous: 'NORMAL' });
   try {
     const perStream = 100;
     for (let s = 0; s * perStream < n; ) {
-      const requests: AppendRequest[] = [];
+      const requests: StreamAppend[] = [];
       for (let k = 0; k < 100 && s * perStream < n; k++, s++) {
         const events = Array.from({ length: Math.min(perStream, n - s * perStream) }, (_, v) => ({ type: 'instance.spawned', data: { pid: v, host: '127.0.0.1', port: 41000 + v }, at: at(v) }));
-        requests.push({ stream: `instance-bench_${s}`, events, options: { expectedVersion: 'no-stream' } });
+        requests.push({ stream: `instance-bench_${s}`, events, expectedVersion: 'no-stream' });
       }
-      store.appendMany(requests);
+      await store.appendMany(requests);
     }
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
@@ -149,7 +149,7 @@ export const cliMemoryBenches: Bench[] = [
       try {
         const db = join(dir, 'runlog.db');
         opts.log(`writing a log of ${n} events…`);
-        writeEvents(db, n);
+        await writeEvents(db, n);
         const ours = peakRssMb([BIN, 'events', '--all', '--json', '--db', db]);
         const raw = peakRssMb(['-e', RAW_EVENTS, db]);
         return result('cli.events-all.rss', ours, raw, { events: n });

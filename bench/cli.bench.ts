@@ -15,8 +15,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { AppendRequest } from '../src/store/event-store.ts';
-import { SqliteEventStore } from '../src/store/sqlite/event-store.ts';
+import { collect, type StreamAppend } from '../src/store/port.ts';
+import { SqlitePortStore } from '../src/store/sqlite/port-adapter.ts';
 import { median, nowMs, round, sideBySide, sizes, type Bench, type RunOptions } from './harness.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
@@ -30,9 +30,9 @@ function requireBuild(): void {
 const at = (i: number) => new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString();
 
 /** A log of `n` running app instances, written in a few transactions. */
-export function writeActors(file: string, n: number): void {
-  const store = new SqliteEventStore(file, { skipQuickCheck: true });
-  const requests: AppendRequest[] = [];
+export async function writeActors(file: string, n: number): Promise<void> {
+  const store = new SqlitePortStore(file, { skipQuickCheck: true });
+  const requests: StreamAppend[] = [];
   for (let i = 0; i < n; i++) {
     const id = `inst_${String(i).padStart(6, '0')}`;
     const stream = `instance-${id}`;
@@ -45,29 +45,27 @@ export function writeActors(file: string, n: number): void {
         { type: 'instance.healthy', data: { identity: 'match' }, at: at(i) },
         { type: 'instance.running', data: {}, at: at(i) },
       ],
-      options: {
-        expectedVersion: 'no-stream',
-        projection: { id, kind: 'instance', stream, state: 'running', status: 'active', version: 4, createdAt: at(i), updatedAt: at(i), summary },
-      },
+      expectedVersion: 'no-stream',
+      row: { id, kind: 'instance', stream, state: 'running', status: 'active', version: 4, createdAt: at(i), updatedAt: at(i), summary },
     });
   }
-  for (let i = 0; i < requests.length; i += 250) store.appendMany(requests.slice(i, i + 250));
-  store.close();
+  for (let i = 0; i < requests.length; i += 250) await store.appendMany(requests.slice(i, i + 250));
+  await store.close();
 }
 
 /** A log of `n` events over many streams, written in large transactions. */
-function writeEvents(file: string, n: number): void {
-  const store = new SqliteEventStore(file, { skipQuickCheck: true, synchronous: 'NORMAL' });
+async function writeEvents(file: string, n: number): Promise<void> {
+  const store = new SqlitePortStore(file, { skipQuickCheck: true, synchronous: 'NORMAL' });
   const perStream = 100;
   for (let s = 0; s * perStream < n; ) {
-    const requests: AppendRequest[] = [];
+    const requests: StreamAppend[] = [];
     for (let k = 0; k < 100 && s * perStream < n; k++, s++) {
       const events = Array.from({ length: perStream }, (_, v) => ({ type: 'instance.spawned', data: { pid: v, host: '127.0.0.1', port: 41000 + v }, at: at(v) }));
-      requests.push({ stream: `instance-bench_${s}`, events, options: { expectedVersion: 'no-stream' } });
+      requests.push({ stream: `instance-bench_${s}`, events, expectedVersion: 'no-stream' });
     }
-    store.appendMany(requests);
+    await store.appendMany(requests);
   }
-  store.close();
+  await store.close();
 }
 
 /** Runs a command to its end; wall time in ms. */
@@ -153,14 +151,14 @@ const eventsCount = (opts: RunOptions): number => sizes(opts, { full: 1_000_000,
 
 /** The log both events benches read, one per size: written once per bench run, removed at exit. */
 const eventsLogs = new Map<number, string>();
-function bigEventsLog(events: number, log: (msg: string) => void): string {
+async function bigEventsLog(events: number, log: (msg: string) => void): Promise<string> {
   const known = eventsLogs.get(events);
   if (known) return known;
   const dir = mkdtempSync(join(tmpdir(), 'runlog-bench-cli-'));
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const db = join(dir, 'runlog.db');
   log(`writing a log of ${events} events…`);
-  writeEvents(db, events);
+  await writeEvents(db, events);
   eventsLogs.set(events, db);
   return db;
 }
@@ -187,16 +185,16 @@ function firstLineOf(cmd: string, args: string[]): string {
 }
 
 /** Median time (ms) to open the log as `options` says (and with `firstEvent`, to read its first event) and close it. */
-function openMs(db: string, rounds: number, options: { readOnly?: boolean }, firstEvent = false): number {
-  return median(
-    Array.from({ length: rounds }, () => {
-      const t0 = nowMs();
-      const store = new SqliteEventStore(db, options);
-      if (firstEvent && store.iterateEvents().next().done) throw new Error('the log is empty');
-      store.close();
-      return nowMs() - t0;
-    }),
-  );
+async function openMs(db: string, rounds: number, options: { readOnly?: boolean }, firstEvent = false): Promise<number> {
+  const times: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    const t0 = nowMs();
+    const store = new SqlitePortStore(db, options);
+    if (firstEvent && (await collect(store.readAll({ limit: 1 }))).length === 0) throw new Error('the log is empty');
+    await store.close();
+    times.push(nowMs() - t0);
+  }
+  return median(times);
 }
 
 export const cliBenches: Bench[] = [
@@ -210,7 +208,7 @@ export const cliBenches: Bench[] = [
       const dir = mkdtempSync(join(tmpdir(), 'runlog-bench-cli-'));
       try {
         const db = join(dir, 'runlog.db');
-        writeActors(db, actors);
+        await writeActors(db, actors);
         const cli = [BIN, 'ps', '--json', '--db', db];
         const raw = ['-e', RAW_PS, db];
         // Same answer, or the comparison means nothing.
@@ -239,11 +237,11 @@ export const cliBenches: Bench[] = [
       const { rounds, log } = opts;
       const EVENTS = eventsCount(opts);
       requireBuild();
-      const db = bigEventsLog(EVENTS, log);
+      const db = await bigEventsLog(EVENTS, log);
       // An actor in the middle of the log (of 1,000,000 events: its 100 events are seqs 500,001…500,100).
       const id = `bench_${EVENTS / 200}`;
       const { ours, base } = await firstLines(rounds, [BIN, 'events', id, '--json', '--db', db], ['-e', RAW_STREAM_EVENTS, db, `instance-${id}`]);
-      const notes = { events: EVENTS, openMs: round(openMs(db, rounds, { readOnly: true })), writerOpenMs: round(openMs(db, Math.min(rounds, 3), {})) };
+      const notes = { events: EVENTS, openMs: round(await openMs(db, rounds, { readOnly: true })), writerOpenMs: round(await openMs(db, Math.min(rounds, 3), {})) };
       return { name: 'cli.events-first-line', value: round(ours), unit: 'ms', baseline: round(base), ratio: round(ours / base), notes };
     },
   },
@@ -254,13 +252,13 @@ export const cliBenches: Bench[] = [
       const { rounds, log } = opts;
       const EVENTS = eventsCount(opts);
       requireBuild();
-      const db = bigEventsLog(EVENTS, log);
+      const db = await bigEventsLog(EVENTS, log);
       const cli = [BIN, 'events', '--all', '--json', '--db', db];
       const raw = ['-e', RAW_EVENTS, db];
       const { ours, base } = await firstLines(rounds, cli, raw);
       log('printing the whole log to /dev/null for the peak RSS…');
       // In this process, no start-up: opening the log read-only to holding its first event (target ≤ 100 ms).
-      const openToFirstEventMs = round(openMs(db, rounds, { readOnly: true }, true));
+      const openToFirstEventMs = round(await openMs(db, rounds, { readOnly: true }, true));
       const notes = { events: EVENTS, openToFirstEventMs, peakRssMb: peakRssMb(process.execPath, cli), rawPeakRssMb: peakRssMb(process.execPath, raw) };
       return { name: 'cli.events-all-first-line', value: round(ours), unit: 'ms', baseline: round(base), ratio: round(ours / base), notes };
     },

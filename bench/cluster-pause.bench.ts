@@ -22,9 +22,9 @@ const [url, schema, ttl] = process.argv.slice(1);
 let armed = false;
 const faults = () => { if (armed) { armed = false; process.kill(process.pid, 'SIGSTOP'); } };
 const s = await PgHostStore.open({ url, schema, node: { name: 'c', leaseTtlMs: Number(ttl) }, pollMs: 0, faults });
-await s.appendMany(Array.from({ length: 5 }, (_, i) => ({ stream: 'instance-c' + i, events: [{ type: 'instance.requested', data: {} }], options: { expectedVersion: 'no-stream' } })));
-s.startLeases({ lost() {}, taken() {} });
-process.stdin.on('data', () => { armed = true; void s.append('instance-c0', [{ type: 'instance.noted', data: {} }], { expectedVersion: 'any' }).catch(() => {}); });
+await s.appendMany(Array.from({ length: 5 }, (_, i) => ({ stream: 'instance-c' + i, events: [{ type: 'instance.requested', data: {} }], expectedVersion: 'no-stream' })));
+s.leasing.startLeases({ lost() {}, taken() {} });
+process.stdin.on('data', () => { armed = true; void s.appendToStream('instance-c0', [{ type: 'instance.noted', data: {} }], { expectedVersion: 'any' }).catch(() => {}); });
 process.stdout.write('ready\\n');
 `;
 
@@ -38,7 +38,7 @@ async function appendFor(nodes: PgHostStore[], workers: number, ms: number): Pro
     nodes.flatMap((s, n) =>
       Array.from({ length: workers }, async (_, w) => {
         for (let i = 0; nowMs() < end; i++) {
-          await s.append(`instance-${'ab'[n]}${w}`, [{ type: 'instance.noted', data: { i } }], { expectedVersion: 'any' });
+          await s.appendToStream(`instance-${'ab'[n]}${w}`, [{ type: 'instance.noted', data: { i } }], { expectedVersion: 'any' });
           events += 1;
         }
       }),
@@ -70,8 +70,8 @@ export const clusterPauseBenches: Bench[] = [
           for (const name of ['a', 'b']) {
             const s = await PgHostStore.open({ url: benchPgUrl(), schema, node: { name, leaseTtlMs: TTL }, pollMs: 0 });
             nodes.push(s);
-            s.startLeases({ lost() {}, taken() {} });
-            await s.appendMany(Array.from({ length: WORKERS }, (_, w) => ({ stream: `instance-${name}${w}`, events: [{ type: 'instance.requested', data: {} }], options: { expectedVersion: 'no-stream' } })));
+            s.leasing!.startLeases({ lost() {}, taken() {} });
+            await s.appendMany(Array.from({ length: WORKERS }, (_, w) => ({ stream: `instance-${name}${w}`, events: [{ type: 'instance.requested', data: {} }], expectedVersion: 'no-stream' })));
           }
           await appendFor(nodes, WORKERS, TTL / 2); // warm: connections open, statements prepared
           const calm = (await appendFor(nodes, WORKERS, 2 * TTL)) / ((2 * TTL) / 1000);

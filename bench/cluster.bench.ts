@@ -20,8 +20,8 @@ const CHILD = `
 import { PgHostStore } from ${JSON.stringify(HOST_STORE)};
 const [url, schema, n, ttl] = process.argv.slice(1);
 const s = await PgHostStore.open({ url, schema, node: { name: 'a', leaseTtlMs: Number(ttl) }, pollMs: 0 });
-await s.appendMany(Array.from({ length: Number(n) }, (_, i) => ({ stream: 'instance-f' + i, events: [{ type: 'instance.requested', data: {} }], options: { expectedVersion: 'no-stream' } })));
-s.startLeases({ lost() {}, taken() {} });
+await s.appendMany(Array.from({ length: Number(n) }, (_, i) => ({ stream: 'instance-f' + i, events: [{ type: 'instance.requested', data: {} }], expectedVersion: 'no-stream' })));
+s.leasing.startLeases({ lost() {}, taken() {} });
 process.stdout.write('ready\\n');
 setInterval(() => {}, 1 << 30);
 `;
@@ -49,7 +49,7 @@ export const clusterBenches: Bench[] = [
           for (const name of ['b', 'c']) {
             const s = await PgHostStore.open({ url: benchPgUrl(), schema, node: { name, leaseTtlMs: TTL }, pollMs: 0 });
             survivors.push(s);
-            s.startLeases({
+            s.leasing!.startLeases({
               lost() {},
               taken(leases) {
                 taken += leases.length;

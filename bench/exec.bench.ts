@@ -203,7 +203,7 @@ async function runlogOnce(f: Fixture, uri = f.uri, timeoutMs?: number, settle = 
   if ((out.output as { greeting?: string })?.greeting !== 'Hello, Ada!') throw new Error(`unexpected output ${JSON.stringify(out.output)}`);
   if (settle) await f.rl.idle();
   const settleMs = settle ? nowMs() - outcomeAt : Number.NaN;
-  return { ms, end, settleMs, events: f.rl.events(out.executionId), progress, context: out.view.context as Record<string, any> };
+  return { ms, end, settleMs, events: (await f.rl.events(out.executionId)), progress, context: out.view.context as Record<string, any> };
 }
 
 /** The raw side of a fixture, and its round trip for an execution's context (exec-raw.ts). */

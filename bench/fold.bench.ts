@@ -1,4 +1,5 @@
-// store.fold (issue 15): events folded per second from the log (foldLog: read, parse, upcast, transition) against
+// store.fold (issue 15): events folded per second from the log through the port (foldLog: paged read, parse, upcast,
+// transition) against
 // the machine's own bare `transition` rate over the same events already in memory, measured in the same run.
 // The ratio says how much of the fold's time is the store's (target ≥ 0.6).
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -7,7 +8,8 @@ import { join } from 'node:path';
 import { foldLog } from '../src/inspect/inspection.ts';
 import { toMachineEvent } from '../src/domain/events.ts';
 import { foldEvent, machines } from '../src/machines/runtime.ts';
-import { SqliteEventStore } from '../src/store/sqlite/event-store.ts';
+import { collect } from '../src/store/port.ts';
+import { SqlitePortStore } from '../src/store/sqlite/port-adapter.ts';
 import { median, nowMs, sideBySide, sizes, type Bench } from './harness.ts';
 import { REPLAY_STREAMS, replayHistory } from './store-fixtures.ts';
 
@@ -18,13 +20,13 @@ export const foldBenches: Bench[] = [
       const { rounds, log } = opts;
       const STREAMS = sizes(opts, REPLAY_STREAMS);
       const dir = mkdtempSync(join(tmpdir(), 'runlog-bench-fold-'));
-      const store = new SqliteEventStore(join(dir, 'log.db'), { synchronous: 'NORMAL' });
+      const store = new SqlitePortStore(join(dir, 'log.db'), { synchronous: 'NORMAL' });
       const history = replayHistory; // the store benches' instance history (store-fixtures.ts)
       for (let s = 0; s < STREAMS; s += 500) {
-        store.appendMany(Array.from({ length: Math.min(500, STREAMS - s) }, (_, k) => ({ stream: `instance-${s + k}`, events: history, options: { expectedVersion: 'no-stream' as const } })));
+        await store.appendMany(Array.from({ length: Math.min(500, STREAMS - s) }, (_, k) => ({ stream: `instance-${s + k}`, events: history, expectedVersion: 'no-stream' as const })));
       }
       // The same events in memory, in seq order, as machine events: the bare machine's input.
-      const inMemory = store.readAll().map((e) => ({ stream: e.stream, event: toMachineEvent(e) }));
+      const inMemory = (await collect(store.readAll())).map((e) => ({ stream: e.stream, event: toMachineEvent(e) }));
       log(`store.fold: ${inMemory.length} events in ${STREAMS} streams`);
       const machine = machines.instance;
       const ours: number[] = [];
@@ -32,7 +34,7 @@ export const foldBenches: Bench[] = [
       try {
         for (let r = 0; r < rounds; r++) {
           let t0 = nowMs();
-          const { events } = foldLog(store);
+          const { events } = await foldLog(store);
           ours.push((events / (nowMs() - t0)) * 1000);
           t0 = nowMs();
           const snapshots = new Map<string, ReturnType<typeof foldEvent>>();
@@ -41,7 +43,7 @@ export const foldBenches: Bench[] = [
           if (snapshots.size !== STREAMS) throw new Error(`bare fold: ${snapshots.size} streams`);
         }
       } finally {
-        store.close();
+        await store.close();
         rmSync(dir, { recursive: true, force: true });
       }
       const v = median(ours);

@@ -243,7 +243,8 @@ function recoveryBench(fullN: number, smokeN: number, maxRounds: number | null):
           rawParallel.push(nowMs() - t);
         };
         for (let r = 1; r <= rounds; r++) {
-          const adoptedBefore = new Map(f.ids.map((id) => [id, f.rl!.events(id).filter((e) => e.type === 'instance.adopted').length]));
+          const live = f.rl;
+          const adoptedBefore = new Map(await Promise.all(f.ids.map(async (id) => [id, (await live.events(id)).filter((e) => e.type === 'instance.adopted').length] as const)));
           if (!(await closeWithin(f.rl))) throw new Error(`${name}: rl.close() did not finish within 30 s`);
           f.rl = null;
           if (r % 2) await measureRaw(); // alternate: raw before the restart on odd rounds, after it on even ones
@@ -268,12 +269,12 @@ function recoveryBench(fullN: number, smokeN: number, maxRounds: number | null):
           // once, and Docker still shows the same containers with the same start times (nothing restarted).
           const seen = await rawList(f.docker, f.home, true);
           for (const id of f.ids) {
-            const events = f.rl.events(id);
+            const events = await f.rl.events(id);
             const adopted = events.filter((e) => e.type === 'instance.adopted');
             if (adopted.length !== adoptedBefore.get(id)! + 1) throw new Error(`${name}: ${id} has ${adopted.length - adoptedBefore.get(id)!} new instance.adopted events after a restart`);
             if ((adopted.at(-1)!.data as { containerId?: string }).containerId !== f.containers.get(id)) throw new Error(`${name}: ${id} was adopted with another container`);
             if (events.filter((e) => e.type === 'instance.spawned').length !== 1) throw new Error(`${name}: ${id} was spawned again`);
-            if (f.rl.inspect(id).state !== 'running') throw new Error(`${name}: ${id} is ${f.rl.inspect(id).state} after recovery`);
+            if ((await f.rl.inspect(id)).state !== 'running') throw new Error(`${name}: ${id} is ${(await f.rl.inspect(id)).state} after recovery`);
             const now = seen.ids.get(id);
             if (!now || now.containerId !== f.containers.get(id) || now.startedAt !== f.startedAt.get(id)) throw new Error(`${name}: ${id}'s container changed or restarted`);
           }

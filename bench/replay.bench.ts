@@ -15,7 +15,7 @@ import { toMachineEvent, type NewEvent, type RecordedEvent } from '../src/domain
 import { actorStatus, summarize } from '../src/machines/summary.ts';
 import { initialSnapshot, machines, replay, stateName } from '../src/machines/runtime.ts';
 import { LATEST_SCHEMA } from '../src/store/sqlite/schema.ts';
-import { SqliteEventStore } from '../src/store/sqlite/event-store.ts';
+import { SqlitePortStore } from '../src/store/sqlite/port-adapter.ts';
 import { median, nowMs, sideBySide, sizes, type Bench } from './harness.ts';
 
 const CACHE = join(import.meta.dirname, '.cache');
@@ -33,10 +33,10 @@ function event(v: number): NewEvent {
   return { type: v % 2 ? 'instance.tool-revoked' : 'instance.tool-granted', at: at(v), data: { tool: `tool-${v % 13}` } };
 }
 
-function generate(file: string, EVENTS: number, log: (m: string) => void): void {
+async function generate(file: string, EVENTS: number, log: (m: string) => void): Promise<void> {
   const tmp = `${file}.partial`;
   rmSync(tmp, { force: true });
-  const store = new SqliteEventStore(tmp, { synchronous: 'NORMAL' });
+  const store = new SqlitePortStore(tmp, { synchronous: 'NORMAL' });
   const machine = machines.instance;
   let snapshot = initialSnapshot(machine);
   for (let v = 1; v <= EVENTS; v += SNAPSHOT_EVERY) {
@@ -44,10 +44,10 @@ function generate(file: string, EVENTS: number, log: (m: string) => void): void 
     snapshot = replay(machine, events.map((e) => toMachineEvent(e as Pick<RecordedEvent, 'type' | 'at' | 'data'>)), snapshot);
     const version = v + SNAPSHOT_EVERY - 1;
     const projection = { id: ID, kind: 'instance', stream: STREAM, state: stateName(snapshot), status: actorStatus(snapshot), version, createdAt: at(1), updatedAt: at(version), summary: summarize('instance', snapshot) };
-    store.append(STREAM, events, { expectedVersion: v - 1, projection, snapshot: encodeSnapshot(machine, STREAM, version, at(version), snapshot) });
+    await store.appendToStream(STREAM, events, { expectedVersion: v - 1, row: projection, snapshot: encodeSnapshot(machine, STREAM, version, at(version), snapshot) });
     if (v % 20_000 === 1) log(`generating ${file}: ${v - 1}/${EVENTS} events`);
   }
-  store.close();
+  await store.close();
   renameSync(tmp, file);
   rmSync(`${tmp}-shutdown`, { force: true });
 }
@@ -65,7 +65,7 @@ export const replayBenches: Bench[] = [
       mkdirSync(dir, { recursive: true });
       const db = join(dir, `replay-deep-${EVENTS}-v${LATEST_SCHEMA}.db`);
       try {
-        if (!existsSync(db)) generate(db, EVENTS, log);
+        if (!existsSync(db)) await generate(db, EVENTS, log);
         return await deep(db, EVENTS, TO, rounds);
       } finally {
         if (opts.smoke) rmSync(dir, { recursive: true, force: true });

@@ -224,7 +224,7 @@ async function runlogOnce(rl: Runlog, sandbox: 'proot' | 'container', i: number)
     const view = await rl.spawnApp({ appDir: HELLO_APP_DIR, sandbox, instanceId });
     const runningMs = nowMs() - t0;
     if (view.state !== 'running') throw new Error(`runlog instance ended ${view.state}`);
-    const events = rl.events(instanceId);
+    const events = await rl.events(instanceId);
     const logAt = (type: string) => Date.parse(events.find((e) => e.type === type)?.at ?? '');
     const spawned = events.find((e) => e.type === 'instance.spawned');
     const runnerMs = Number((spawned?.data as { healthyAfterMs?: number } | undefined)?.healthyAfterMs ?? Number.NaN);

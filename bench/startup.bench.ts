@@ -12,9 +12,9 @@ import { createRunlog } from '../src/supervisor/runlog.ts';
 import { encodeSnapshot } from '../src/inspect/snapshots.ts';
 import { actorStatus, summarize } from '../src/machines/summary.ts';
 import { machines, replay, stateName } from '../src/machines/runtime.ts';
-import type { AppendRequest } from '../src/store/event-store.ts';
+import type { StreamAppend } from '../src/store/port.ts';
 import { LATEST_SCHEMA } from '../src/store/sqlite/schema.ts';
-import { SqliteEventStore } from '../src/store/sqlite/event-store.ts';
+import { SqlitePortStore } from '../src/store/sqlite/port-adapter.ts';
 import { median, nowMs, sideBySide, sizes, type Bench } from './harness.ts';
 
 const CACHE = join(import.meta.dirname, '.cache');
@@ -41,16 +41,16 @@ function history(id: string, live: boolean, t: number) {
 }
 
 /** The log, as the supervisor would have written it (events, projection rows, snapshots at terminal states). */
-function generate(file: string, events: number, live: number, log: (m: string) => void): void {
+async function generate(file: string, events: number, live: number, log: (m: string) => void): Promise<void> {
   const actors = events / 10;
   const tmp = `${file}.partial`;
   rmSync(tmp, { force: true });
-  const store = new SqliteEventStore(tmp, { synchronous: 'NORMAL' });
+  const store = new SqlitePortStore(tmp, { synchronous: 'NORMAL' });
   const machine = machines.instance;
   const liveEvery = Math.floor(actors / live);
   const t0 = nowMs();
   for (let a = 0; a < actors; a += 500) {
-    const batch: AppendRequest[] = [];
+    const batch: StreamAppend[] = [];
     for (let k = a; k < Math.min(actors, a + 500); k++) {
       const id = `inst_${String(k).padStart(7, '0')}`;
       const stream = `instance-${id}`;
@@ -59,12 +59,12 @@ function generate(file: string, events: number, live: number, log: (m: string) =
       const createdAt = evs[0]!.at;
       const projection = { id, kind: 'instance', stream, state: stateName(snapshot), status: actorStatus(snapshot), version: 10, createdAt, updatedAt: evs[9]!.at, summary: summarize('instance', snapshot) };
       const terminal = projection.status === 'terminal';
-      batch.push({ stream, events: evs, options: { expectedVersion: 'no-stream', projection, ...(terminal ? { snapshot: encodeSnapshot(machine, stream, 10, createdAt, snapshot) } : {}) } });
+      batch.push({ stream, events: evs, expectedVersion: 'no-stream', row: projection, ...(terminal ? { snapshot: encodeSnapshot(machine, stream, 10, createdAt, snapshot) } : {}) });
     }
-    store.appendMany(batch);
+    await store.appendMany(batch);
     if (a % 50_000 === 0) log(`generating ${file}: ${a * 10}/${events} events (${Math.round((nowMs() - t0) / 1000)} s)`);
   }
-  store.close();
+  await store.close();
   renameSync(tmp, file);
   rmSync(`${tmp}-shutdown`, { force: true });
 }
@@ -78,11 +78,11 @@ function startupBench(name: string, fullEvents: number, smokeEvents: number): Be
       const home = mkdtempSync(join(tmpdir(), 'runlog-bench-startup-'));
       const db = join(home, 'runlog.db');
       try {
-        if (opts.smoke) generate(db, events, LIVE, log);
+        if (opts.smoke) await generate(db, events, LIVE, log);
         else {
           mkdirSync(CACHE, { recursive: true });
           const cached = join(CACHE, `startup-${events}-v${LATEST_SCHEMA}.db`);
-          if (!existsSync(cached)) generate(cached, events, LIVE, log);
+          if (!existsSync(cached)) await generate(cached, events, LIVE, log);
           // Each run works on a copy (a supervisor writes its heartbeat): the cache stays as generated.
           copyFileSync(cached, db);
         }

@@ -1,5 +1,6 @@
-// Event-store benchmarks: durable append (single and batched) against a raw better-sqlite3 insert of
-// the same row with the same pragmas, and replay (events folded through the machine) against a raw scan.
+// Event-store benchmarks, through the store port (SQLite's adapter): durable append (single and batched) against a
+// raw better-sqlite3 insert of the same row with the same pragmas, and replay (events folded through the machine)
+// against a raw scan.
 import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,7 +10,8 @@ import { createBus } from '../src/supervisor/host/bus.ts';
 import { foldLog } from '../src/inspect/inspection.ts';
 import { RunlogMetrics } from '../src/supervisor/observability/metrics.ts';
 import { MIGRATIONS } from '../src/store/sqlite/schema.ts';
-import { SqliteEventStore } from '../src/store/sqlite/event-store.ts';
+import type { AppendObserver, Metered } from '../src/store/capabilities.ts';
+import { SqlitePortStore } from '../src/store/sqlite/port-adapter.ts';
 import { median, nowMs, round, sideBySide, sizes, type Bench } from './harness.ts';
 import { at, data, REPLAY_STREAMS, replayHistory } from './store-fixtures.ts';
 
@@ -27,11 +29,19 @@ function rawDb(file: string): Database.Database {
   return db;
 }
 
-/** A store with the supervisor's metrics attached (its append observer), outside a supervisor. */
-function observedStore(file: string): { store: SqliteEventStore; metrics: RunlogMetrics } {
-  const store = new SqliteEventStore(file);
-  const metrics = new RunlogMetrics({ store, host: () => ({ live: () => [], get: () => undefined }) as unknown as ActorHost, bus: createBus(), now: () => new Date().toISOString(), processMetrics: false });
-  return { store, metrics };
+/** A store with the supervisor's metrics attached (its append observer), outside a supervisor; `observer()` is what metrics gave it. */
+function observedStore(file: string): { store: SqlitePortStore; metrics: RunlogMetrics; observer: () => AppendObserver } {
+  const store = new SqlitePortStore(file);
+  let given: AppendObserver | undefined;
+  const metered: Metered = {
+    sizeBytes: () => store.sizeBytes(),
+    observeAppends: (o) => {
+      given = o;
+      store.observeAppends(o);
+    },
+  };
+  const metrics = new RunlogMetrics({ store, metered, host: () => ({ live: () => [], get: () => undefined }) as unknown as ActorHost, bus: createBus(), now: () => new Date().toISOString(), processMetrics: false });
+  return { store, metrics, observer: () => given! };
 }
 
 export const storeBenches: Bench[] = [
@@ -44,17 +54,17 @@ export const storeBenches: Bench[] = [
       const raw: number[] = [];
       for (let r = 0; r < rounds; r++) {
         const t = tmp();
-        const store = new SqliteEventStore(t.file('log.db'));
+        const store = new SqlitePortStore(t.file('log.db'));
         const db = rawDb(t.file('raw.db'));
         const ins = db.prepare('INSERT INTO events (stream, version, type, schema, data, meta, at) VALUES (?, ?, ?, ?, ?, ?, ?)');
         // Interleave so both see the same disk conditions.
         let t0 = nowMs();
-        for (let i = 0; i < N; i++) store.append('instance-bench', [{ type: 'instance.spawned', data, at }], { expectedVersion: i === 0 ? 'no-stream' : i });
+        for (let i = 0; i < N; i++) await store.appendToStream('instance-bench', [{ type: 'instance.spawned', data, at }], { expectedVersion: i === 0 ? 'no-stream' : i });
         ours.push((N / (nowMs() - t0)) * 1000);
         t0 = nowMs();
         for (let i = 0; i < N; i++) ins.run('instance-bench', i + 1, 'instance.spawned', 1, JSON.stringify(data), '{}', at);
         raw.push((N / (nowMs() - t0)) * 1000);
-        store.close();
+        await store.close();
         db.close();
         t.done();
       }
@@ -73,19 +83,19 @@ export const storeBenches: Bench[] = [
       const batch = Array.from({ length: SIZE }, () => ({ type: 'instance.spawned', data, at }));
       for (let r = 0; r < rounds; r++) {
         const t = tmp();
-        const store = new SqliteEventStore(t.file('log.db'));
+        const store = new SqlitePortStore(t.file('log.db'));
         const db = rawDb(t.file('raw.db'));
         const ins = db.prepare('INSERT INTO events (stream, version, type, schema, data, meta, at) VALUES (?, ?, ?, ?, ?, ?, ?)');
         const rawBatch = db.transaction((base: number) => {
           for (let i = 0; i < SIZE; i++) ins.run('instance-bench', base + i + 1, 'instance.spawned', 1, JSON.stringify(data), '{}', at);
         });
         let t0 = nowMs();
-        for (let b = 0; b < BATCHES; b++) store.append('instance-bench', batch, { expectedVersion: b === 0 ? 'no-stream' : b * SIZE });
+        for (let b = 0; b < BATCHES; b++) await store.appendToStream('instance-bench', batch, { expectedVersion: b === 0 ? 'no-stream' : b * SIZE });
         ours.push(((BATCHES * SIZE) / (nowMs() - t0)) * 1000);
         t0 = nowMs();
         for (let b = 0; b < BATCHES; b++) rawBatch(b * SIZE);
         raw.push(((BATCHES * SIZE) / (nowMs() - t0)) * 1000);
-        store.close();
+        await store.close();
         db.close();
         t.done();
       }
@@ -102,8 +112,8 @@ export const storeBenches: Bench[] = [
       const STREAMS = sizes(opts, REPLAY_STREAMS);
       const history = replayHistory;
       const t = tmp();
-      const store = new SqliteEventStore(t.file('log.db'), { synchronous: 'NORMAL' });
-      for (let s = 0; s < STREAMS; s++) store.append(`instance-${s}`, history, { expectedVersion: 'no-stream' });
+      const store = new SqlitePortStore(t.file('log.db'), { synchronous: 'NORMAL' });
+      for (let s = 0; s < STREAMS; s++) await store.appendToStream(`instance-${s}`, history, { expectedVersion: 'no-stream' });
       const total = STREAMS * history.length;
       log(`store.replay: ${total} events in ${STREAMS} streams`);
       const ours: number[] = [];
@@ -112,7 +122,7 @@ export const storeBenches: Bench[] = [
       for (let r = 0; r < rounds; r++) {
         let t0 = nowMs();
         // Read the whole log once in seq order (parse + upcast) and fold each event into its stream's snapshot.
-        const { events: folded, streams } = foldLog(store);
+        const { events: folded, streams } = await foldLog(store);
         if (streams.size !== STREAMS) throw new Error(`folded ${streams.size} streams, expected ${STREAMS}`);
         ours.push((folded / (nowMs() - t0)) * 1000);
         t0 = nowMs();
@@ -121,7 +131,7 @@ export const storeBenches: Bench[] = [
         raw.push((rows / (nowMs() - t0)) * 1000);
       }
       db.close();
-      store.close();
+      await store.close();
       t.done();
       const v = median(ours);
       const b = median(raw);
@@ -143,9 +153,9 @@ export const storeBenches: Bench[] = [
       const observerUs: number[] = [];
       for (let r = 0; r < rounds; r++) {
         const t = tmp();
-        const { store: a, metrics } = observedStore(t.file('observed.db'));
-        const b = new SqliteEventStore(t.file('bare.db'));
-        const c2 = new SqliteEventStore(t.file('control.db'));
+        const { store: a, metrics, observer } = observedStore(t.file('observed.db'));
+        const b = new SqlitePortStore(t.file('bare.db'));
+        const c2 = new SqlitePortStore(t.file('control.db'));
         const sides = [
           { store: a, ms: 0 },
           { store: b, ms: 0 },
@@ -155,7 +165,7 @@ export const storeBenches: Bench[] = [
           for (let k = 0; k < 3; k++) {
             const side = sides[(r + c + k) % 3]!;
             const t0 = nowMs();
-            for (let i = c * CHUNK; i < (c + 1) * CHUNK; i++) side.store.append('instance-bench', [{ type: 'instance.spawned', data, at }], { expectedVersion: i === 0 ? 'no-stream' : i });
+            for (let i = c * CHUNK; i < (c + 1) * CHUNK; i++) await side.store.appendToStream('instance-bench', [{ type: 'instance.spawned', data, at }], { expectedVersion: i === 0 ? 'no-stream' : i });
             side.ms += nowMs() - t0;
           }
         }
@@ -164,14 +174,14 @@ export const storeBenches: Bench[] = [
         control.push((N / sides[2]!.ms) * 1000);
         if (!(await metrics.text()).includes(`runlog_store_append_duration_seconds_count ${N}`)) throw new Error('obs.store.append: the appends were not observed');
         // What the observer itself costs per append (no disk in it): the histogram and the counter.
-        const observe = a.onAppend!;
+        const observe = observer();
         const t0 = nowMs();
         for (let i = 0; i < M; i++) observe(0.001, 1);
         observerUs.push(((nowMs() - t0) / M) * 1000);
         metrics.close();
-        a.close();
-        b.close();
-        c2.close();
+        await a.close();
+        await b.close();
+        await c2.close();
         t.done();
       }
       const v = median(withObs);

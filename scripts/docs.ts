@@ -8,7 +8,6 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
-import type { HostStore } from '../src/store/host-store.ts';
 import type { ActorHost } from '../src/supervisor/host/actor-host.ts';
 import { createBus } from '../src/supervisor/host/bus.ts';
 import { RunlogMetrics } from '../src/supervisor/observability/metrics.ts';
@@ -137,10 +136,13 @@ interface MetricLike {
 
 /** The series a supervisor registers, read from a metrics registry built on inert stand-ins for the host and store. */
 export function metricsList(): { name: string; type: string; labels: string[]; help: string }[] {
-  const store = { lastSeq: () => 0, sizeBytes: () => 0 } as unknown as HostStore; // why: only the collect() callbacks read it, and none runs here
+  // Inert: only the collect() callbacks read the store, and none runs here; appends are never observed.
+  const store = { lastSeq: async () => 0 };
+  const metered = { sizeBytes: async () => 0, observeAppends: () => undefined };
   const host = { live: () => [], get: () => undefined } as unknown as ActorHost; // why: the same: read at scrape time only
   const metrics = new RunlogMetrics({
     store,
+    metered,
     host: () => host,
     bus: createBus(),
     lastHeartbeat: () => null,

@@ -22,7 +22,6 @@ import { archiveLog } from '../src/supervisor/retention/retention.ts';
 import { createRunlog } from '../src/supervisor/runlog.ts';
 import type { History } from '../src/domain/history.ts';
 import { readHistoryFile } from '../src/inspect/history-file.ts';
-import { SqliteEventStore } from '../src/store/sqlite/event-store.ts';
 
 const { values } = parseArgs({
   options: {
@@ -104,7 +103,7 @@ async function simulate(retainDays: number | null): Promise<Result> {
       if (retainDays !== null) {
         // The policy's daily run, at the end of the simulated day.
         const now = new Date(dayStart + DAY - 1).toISOString();
-        archiveLog(rl.store as SqliteEventStore, { before: new Date(Date.parse(now) - retainDays * DAY).toISOString(), home, now: () => now });
+        await archiveLog(rl.archiving, { before: new Date(Date.parse(now) - retainDays * DAY).toISOString(), home, now: () => now });
       }
       if (!values.json && (d + 1) % 30 === 0) {
         const size = statSync(join(home, 'runlog.db')).size + (statSync(join(home, 'runlog.db-wal'), { throwIfNoEntry: false })?.size ?? 0);

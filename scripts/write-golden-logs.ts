@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createRunlog } from '../src/supervisor/runlog.ts';
 import { HISTORY_FORMAT } from '../src/domain/history.ts';
+import { collect } from '../src/store/port.ts';
 import { parseHistory } from '../src/inspect/history-file.ts';
 import { replayHistory } from '../src/cli/replay-stepper.ts';
 import type { ActorKind, KindNewEvent, NewEvent } from '../src/domain/events.ts';
@@ -124,7 +125,7 @@ try {
     await rl.host.create(h.kind, h.id, { ...first!, at: at() } as KindNewEvent<ActorKind>);
     for (const e of rest) await rl.send(h.kind, h.id, { ...e, at: at() } as KindNewEvent<ActorKind>);
     const stream = `${h.kind}-${h.id}`;
-    const events = rl.store.read(stream);
+    const events = await collect(rl.store.readStream(stream));
     const lines = [
       JSON.stringify({ runlog: 'history', format: HISTORY_FORMAT, kind: h.kind, id: h.id, stream, version: events.length, exportedAt: at(0), release }),
       ...events.map((e) => JSON.stringify(e)),

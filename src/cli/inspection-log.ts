@@ -1,30 +1,44 @@
-// How the inspection commands (ps, inspect, events, replay, export) open the log: the store alone — no actor
-// host, no adapters — so `runlog ps` loads only the store reader and starts fast. Read-only: they never create
-// or change a file (`rebuild`, which writes, goes through writable-log.ts). On PostgreSQL (--store postgres://…)
-// they read through the host store's copy of the log, and never write either. That copy is opened as a
-// supervisor's is (postgres/host-store.ts, pageOut): the actors rows, every live actor's and non-actor stream's
-// events (of the request streams, the execution queue and placement, only the newest), and one summary row per ended
-// actor instead of its events, so `ps` on a log of years reads what it lists, not the history. A command that reads one actor pages its history in first (resolveReadableActor); `events
-// --all` reads what the copy lacks from the database a page at a time.
-import { isRequestStream } from '../supervisor/cluster/request-streams.ts';
+// How the inspection commands (ps, inspect, events, replay, export, nodes) open the log: the store alone — no actor
+// host, no adapters — so `runlog ps` loads only the store and starts fast. Read-only: they never create or change
+// a file (`rebuild`, which writes, goes through writable-log.ts). Every read goes through the store port, a page
+// at a time. On PostgreSQL (--store postgres://…) the log is opened as a one-shot reader: the actors rows at open,
+// an actor's history read from the database when a command asks for it, and the cluster's own records (where each
+// actor ran, who owns it, every node's heartbeat) beside the port.
 import { resolvePaths } from '../config/paths.ts';
+import type { ClusterRecords } from '../domain/cluster-nodes.ts';
 import { StoreCorruptError } from '../domain/errors.ts';
-// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
-import type { ReadableLog } from '../store/host-store.ts';
+import type { EventStorePort } from '../index.ts';
+import { isRequestStream } from '../supervisor/cluster/request-streams.ts';
 import type { CommandArgs } from './command.ts';
 
 type LogArgs = Pick<CommandArgs, 'home' | 'db' | 'store'>;
 
+/** What a cluster's log (PostgreSQL) says beyond the port: where actors run, and every node's heartbeat and leases. */
+export interface ClusterReads {
+  /** The node that appended the actor's latest event, and the node that holds its lease now (null once it ended). */
+  placement(stream: string): Promise<{ node: string | null; owner: string | null }>;
+  /** Every node's heartbeat and every lease, read from the database now. */
+  clusterRecords(): Promise<ClusterRecords>;
+}
+
+/** The log as an inspection command reads it. */
+export interface InspectionLog {
+  store: EventStorePort;
+  /** Set on a cluster's log (PostgreSQL); null on SQLite (one supervisor, no leases). */
+  cluster: ClusterReads | null;
+}
+
 /** `follow`: the command tails the log, so it must see commits made after it opened (no immutable open). */
-export async function openInspectionLog(args: LogArgs, follow = false): Promise<ReadableLog> {
+export async function openInspectionLog(args: LogArgs, follow = false): Promise<InspectionLog> {
   if (args.store) {
-    const { PgHostStore } = await import('../store/postgres/host-store.ts');
+    const { openPostgresLog } = await import('../store/postgres/open.ts');
     // One-shot: no polling until a --follow subscribes; two connections (the open reads the rows and the summary
-    // side by side). No recent window: it is for a supervisor's followers, and a one-shot pages in what it reads.
-    return PgHostStore.open({ url: args.store, pollMs: 0, maxConnections: 2, pageOut: { keepRecent: 0, requestStreams: { is: isRequestStream } } });
+    // side by side). No recent window: it is for a supervisor's followers; a one-shot reads what it asks for.
+    const { log: store } = await openPostgresLog({ url: args.store, pollMs: 0, maxConnections: 2, pageOut: { keepRecent: 0, requestStreams: { is: isRequestStream } } });
+    return { store, cluster: { placement: async (stream) => store.placement(stream), clusterRecords: () => store.clusterRecords() } };
   }
-  const { openEventStore } = await import('../store/sqlite/event-store.ts');
-  return openEventStore(resolvePaths({ home: args.home, db: args.db }).db, { readOnly: true, followsWriters: follow });
+  const { SqlitePortStore } = await import('../store/sqlite/port-adapter.ts');
+  return { store: new SqlitePortStore(resolvePaths({ home: args.home, db: args.db }).db, { readOnly: true, followsWriters: follow }), cluster: null };
 }
 
 /**
@@ -37,13 +51,13 @@ function damageFound(file: string, err: unknown): unknown {
   return err;
 }
 
-export async function withInspectionLog<T>(args: LogArgs, fn: (store: ReadableLog) => Promise<T> | T, follow = false): Promise<T> {
-  const store = await openInspectionLog(args, follow);
+export async function withInspectionLog<T>(args: LogArgs, fn: (log: InspectionLog) => Promise<T> | T, follow = false): Promise<T> {
+  const log = await openInspectionLog(args, follow);
   try {
-    return await fn(store);
+    return await fn(log);
   } catch (err) {
-    throw damageFound(store.file, err);
+    throw damageFound(log.store.description, err);
   } finally {
-    await store.close();
+    await log.store.close();
   }
 }

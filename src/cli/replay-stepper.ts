@@ -4,6 +4,7 @@
 // prints nothing, then folded and printed), and only the current state is held, never the history or its steps.
 import { statSync } from 'node:fs';
 import { replayEvents, resolveActor, type ReplayView } from '../inspect/inspection.ts';
+import type { EventStorePort } from '../index.ts';
 import { decodeSnapshot } from '../inspect/snapshots.ts';
 import { NotFoundError, ReplayError, ReplayToInvalidError, ValidationError } from '../domain/errors.ts';
 import { rejectedType, toMachineEvent, type ActorKind, type MachineEvent, type RecordedEvent } from '../domain/events.ts';
@@ -12,12 +13,11 @@ import type { History, HistoryHeader } from '../domain/history.ts';
 import { initialSnapshot, machines, stateName, step as stepMachine, type AnySnapshot, type Step } from '../machines/runtime.ts';
 import { describeMachine } from '../server/machine-graph.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
-import type { ReadableLog } from '../store/host-store.ts';
-// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
 import { defaultUpcasters, type UpcasterRegistry } from '../store/upcasters.ts';
 import { diffContext, formatChange, type ContextChange } from './context-diff.ts';
 import { historyEvents, historyLines, IssueList, parseEventLine, parseHeaderLine } from '../inspect/history-file.ts';
 import { outPaced, truncate, type Io } from './output.ts';
+import { streamPages } from './log-pages.ts';
 
 const eventTypesCache = new Map<ActorKind, Set<string>>();
 function knownEventTypes(kind: ActorKind): Set<string> {
@@ -160,16 +160,16 @@ export async function replayHistoryFile(io: Io, path: string, options: { step: b
 }
 
 /** `runlog replay <id>`: the actor's events read from the log a page at a time, printed as they are folded. */
-export async function replayFromLog(io: Io, store: ReadableLog, id: string, options: { step: boolean; to: number | undefined }): Promise<void> {
-  const ref = resolveActor(store, id);
-  const version = store.streamVersion(ref.stream);
+export async function replayFromLog(io: Io, store: EventStorePort, id: string, options: { step: boolean; to: number | undefined }): Promise<void> {
+  const ref = await resolveActor(store, id);
+  const version = await store.streamVersion(ref.stream);
   if (options.to !== undefined && options.to > version) throw new ReplayToInvalidError(ref.id, version, options.to);
   // State at a version: from the newest usable snapshot at or before it (snapshots.ts), folding only the events
   // after it; the transitions before the snapshot are not printed (replay without --to prints them all).
-  const cached = options.to !== undefined ? store.snapshotAtOrBefore?.(ref.stream, options.to) : undefined;
+  const cached = options.to !== undefined ? await store.snapshotAtOrBefore(ref.stream, options.to) : undefined;
   const restored = cached ? decodeSnapshot(machines[ref.kind], cached) : null;
   const start = restored ? { version: cached!.version, snapshot: restored } : undefined;
-  const events = store.iterateEvents({ stream: ref.stream, ...(start ? { from: start.version + 1 } : {}), ...(options.to !== undefined ? { to: options.to } : {}) });
+  const events = streamPages(store, ref.stream, start ? start.version + 1 : 1, options.to);
   await printReplayStream(io, { kind: ref.kind, id: ref.id, version }, events, { ...options, ...(start ? { start } : {}) });
 }
 

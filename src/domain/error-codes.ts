@@ -203,7 +203,6 @@ export const ERROR_CODES = {
   ADOPT_UNSUPPORTED: 'unsupported',
   APP_COPY_UNSUPPORTED: 'unsupported',
   NOT_SUPPORTED: 'unsupported',
-  PAGED_OUT: 'unsupported',
   // unauthorized / forbidden
   UNAUTHORIZED: 'unauthorized',
   DID_WEB_HOST_REFUSED: 'forbidden',

@@ -207,3 +207,13 @@ export class FencedError extends RunlogError {
     super('FENCED', `${node} no longer owns ${stream}: its lease expired or another supervisor took it over; nothing was appended`, { stream, node });
   }
 }
+
+/**
+ * An event (or its projection row) that JSON cannot encode: a BigInt, a cycle, nesting deeper than MAX_EVENT_DEPTH.
+ * It fails only its own append; nothing of it was written.
+ */
+export class EventEncodingError extends RunlogError {
+  constructor(stream: string, type: string, reason: string, options?: { cause?: unknown }) {
+    super('EVENT_NOT_ENCODABLE', `event ${type} for ${stream} cannot be encoded as JSON (${reason}); nothing was appended`, { stream, type, reason }, options);
+  }
+}

@@ -1,25 +1,20 @@
 // Bounded reads of one actor for the HTTP API: its events a page at a time, its replay a page of steps at a
-// time, and its current state, each starting from the nearest usable snapshot (snapshots.ts) and never holding
-// the whole history. A fold that is still long (no usable snapshot: the machine changed in a release, or a store
-// that keeps only the newest one) reads and folds a chunk at a time and yields to the event loop between
-// chunks, so the server's other requests (health among them) are answered while it runs.
-import { setImmediate as nextTurn } from 'node:timers/promises';
+// time, and its current state (inspection.ts inspectActor), each starting from the nearest usable snapshot
+// (snapshots.ts) and never holding the whole history. A fold that is still long (no usable snapshot: the machine
+// changed in a release, or a store that keeps only the newest one) reads a page at a time and yields to the event
+// loop every FOLD_CHUNK events, so the server's other requests (health among them) are answered while it runs.
 import { ValidationError } from '../domain/errors.ts';
 import { toMachineEvent, type ActorKind, type RecordedEvent } from '../domain/events.ts';
 import { foldEvent, initialSnapshot, machines, stateName, step, type AnySnapshot, type Step } from '../machines/runtime.ts';
-import type { EventStore } from '../store/event-store.ts';
-import { actorViewOf, inspectActor, type ActorView, type LogReader, type ReplayView } from './inspection.ts';
+import { collect, type EventStorePort } from '../store/port.ts';
+import { foldStream, type ReplayView } from './inspection.ts';
 import { resolveActor } from './resolve-actor.ts';
 import { decodeSnapshot } from './snapshots.ts';
 
+export { FOLD_CHUNK } from './inspection.ts';
+
 /** The most (and the default) events or steps one page holds, as `/api/events` allows. */
 export const PAGE_LIMIT = 1000;
-
-/** Events read and folded between two turns of the event loop. */
-export const FOLD_CHUNK = 500;
-
-/** What the bounded reads need of a store. */
-export type PageReader = LogReader & Pick<EventStore, 'snapshotAtOrBefore'>;
 
 export interface EventsPage {
   id: string;
@@ -46,49 +41,37 @@ function pageRange(version: number, q: { from?: number; to?: number; after?: num
 }
 
 /** `GET /api/actors/:id/events`: one page of an actor's events (at most `limit`), read by version. */
-export function readEventsPage(store: PageReader, id: string, q: { from?: number; to?: number; after?: number; limit?: number } = {}): EventsPage {
-  const ref = resolveActor(store, id);
-  const version = store.streamVersion(ref.stream);
+export async function readEventsPage(store: EventStorePort, id: string, q: { from?: number; to?: number; after?: number; limit?: number } = {}): Promise<EventsPage> {
+  const ref = await resolveActor(store, id);
+  const version = await store.streamVersion(ref.stream);
   const { first, last, end } = pageRange(version, q);
-  const events = first <= last ? store.read(ref.stream, { from: first, to: last }) : [];
+  const events = first <= last ? await collect(store.readStream(ref.stream, { from: first, to: last })) : [];
   return { id: ref.id, kind: ref.kind, version, events, next: last >= first && last < end ? last : null };
 }
 
+/** One page of the whole log: the events after global position `after`, at most `limit` (the API, its event streams). */
+export async function readLogPage(store: Pick<EventStorePort, 'readAll'>, after: number, limit: number): Promise<RecordedEvent[]> {
+  return collect(store.readAll({ from: after + 1, limit }));
+}
+
+/** One stream's events `from`..`to` (inclusive), read whole: a page its caller bounded. */
+export async function readStreamPage(store: Pick<EventStorePort, 'readStream'>, stream: string, range: { from: number; to: number }): Promise<RecordedEvent[]> {
+  return collect(store.readStream(stream, range));
+}
+
 /** The newest usable snapshot at or before `version` (0 and no snapshot: fold from the first event). */
-function startAt(store: PageReader, kind: ActorKind, stream: string, version: number): { version: number; snapshot: AnySnapshot | undefined } {
-  const latest = store.latestSnapshot?.(stream);
-  const record = store.snapshotAtOrBefore ? store.snapshotAtOrBefore(stream, version) : latest && latest.version <= version ? latest : undefined;
+async function startAt(store: EventStorePort, kind: ActorKind, stream: string, version: number): Promise<{ version: number; snapshot: AnySnapshot | undefined }> {
+  const record = await store.snapshotAtOrBefore(stream, version);
   const snapshot = decodeSnapshot(machines[kind], record);
   return snapshot ? { version: record!.version, snapshot } : { version: 0, snapshot: undefined };
 }
 
-/**
- * Folds the stream's events `from`..`to` (inclusive) onto `snapshot`, a chunk at a time with a turn of the event
- * loop between chunks; `each` sees every event with the snapshot before and after it. Returns the last event read.
- */
-async function foldChunks(
-  store: PageReader,
-  stream: string,
-  range: { from: number; to: number },
-  each: (e: RecordedEvent) => void,
-): Promise<RecordedEvent | undefined> {
-  let last: RecordedEvent | undefined;
-  for (let v = range.from; v <= range.to; v += FOLD_CHUNK) {
-    if (v > range.from) await nextTurn();
-    const chunk = store.read(stream, { from: v, to: Math.min(range.to, v + FOLD_CHUNK - 1) });
-    for (const e of chunk) each(e);
-    last = chunk.at(-1) ?? last;
-    if (chunk.length === 0) break;
-  }
-  return last;
-}
-
 /** The actor's state at `to`: from the snapshot at or before it, folding only the events after it. */
-async function stateAt(store: PageReader, kind: ActorKind, stream: string, to: number): Promise<{ from: number; snapshot: AnySnapshot }> {
+async function stateAt(store: EventStorePort, kind: ActorKind, stream: string, to: number): Promise<{ from: number; snapshot: AnySnapshot }> {
   const machine = machines[kind];
-  const start = startAt(store, kind, stream, to);
+  const start = await startAt(store, kind, stream, to);
   let snapshot = start.snapshot;
-  await foldChunks(store, stream, { from: start.version + 1, to }, (e) => (snapshot = foldEvent(machine, snapshot, toMachineEvent(e))));
+  await foldStream(store, stream, { from: start.version + 1, to }, (e) => (snapshot = foldEvent(machine, snapshot, toMachineEvent(e))));
   return { from: start.version, snapshot: snapshot ?? initialSnapshot(machine) };
 }
 
@@ -96,9 +79,9 @@ async function stateAt(store: PageReader, kind: ActorKind, stream: string, to: n
  * `GET /api/actors/:id/replay`: the state and context at `to` (default: the current version) and one page of the
  * steps up to it (those after `after`, at most `limit`), each fold starting from the nearest snapshot.
  */
-export async function replayPage(store: PageReader, id: string, q: { to?: number; after?: number; limit?: number; steps?: boolean } = {}): Promise<ReplayPage> {
-  const ref = resolveActor(store, id);
-  const version = store.streamVersion(ref.stream);
+export async function replayPage(store: EventStorePort, id: string, q: { to?: number; after?: number; limit?: number; steps?: boolean } = {}): Promise<ReplayPage> {
+  const ref = await resolveActor(store, id);
+  const version = await store.streamVersion(ref.stream);
   if (q.to !== undefined && q.to > version) {
     throw new ValidationError('REPLAY_TO_INVALID', `${ref.id} has ${version} events; cannot replay to ${q.to}`, [], { id: ref.id, to: q.to });
   }
@@ -111,7 +94,7 @@ export async function replayPage(store: PageReader, id: string, q: { to?: number
     // The state before the page's first step, then each step of the page.
     const before = await stateAt(store, ref.kind, ref.stream, first - 1);
     let snapshot = before.snapshot;
-    await foldChunks(store, ref.stream, { from: first, to: last }, (e) => {
+    await foldStream(store, ref.stream, { from: first, to: last }, (e: RecordedEvent) => {
       const event = { ...toMachineEvent(e), version: e.version };
       const fromState = stateName(snapshot);
       const r = step(machine, snapshot, event);
@@ -123,22 +106,4 @@ export async function replayPage(store: PageReader, id: string, q: { to?: number
   at ??= await stateAt(store, ref.kind, ref.stream, to);
   const next = q.steps !== false && last >= first && last < to ? last : null;
   return { id: ref.id, kind: ref.kind, to, version, state: stateName(at.snapshot), context: at.snapshot.context as Record<string, unknown>, steps, from: at.from, next };
-}
-
-/**
- * `GET /api/actors/:id`: inspectActor's answer, folding from the newest snapshot a chunk at a time (a history
- * with no usable snapshot does not hold the event loop for its whole length).
- */
-export async function inspectActorPaged(store: PageReader, id: string): Promise<ActorView> {
-  const ref = resolveActor(store, id);
-  const row = store.getActor(ref.id);
-  const version = store.streamVersion(ref.stream);
-  if (row?.archived && version === 0) return inspectActor(store, id); // a tombstone: nothing to fold
-  const machine = machines[ref.kind];
-  const start = startAt(store, ref.kind, ref.stream, version);
-  let snapshot = start.snapshot;
-  const lastRead = await foldChunks(store, ref.stream, { from: start.version + 1, to: version }, (e) => (snapshot = foldEvent(machine, snapshot, toMachineEvent(e))));
-  const first = store.read(ref.stream, { from: 1, to: 1 })[0];
-  const last = lastRead ?? (start.version > 0 ? store.read(ref.stream, { from: start.version, to: start.version })[0] : undefined);
-  return actorViewOf(ref, snapshot ?? initialSnapshot(machine), first, last);
 }

@@ -1,16 +1,13 @@
-// Read-side queries over the log: list, inspect, events, replay. They need only the SQLite file,
-// so they work post-mortem with no supervisor running.
+// Read-side queries over the log: list, inspect, events, replay. They need only the store port, so they work
+// post-mortem with no supervisor running, on any store; every read of history is paged.
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { ReplayToInvalidError } from '../domain/errors.ts';
-import { toMachineEvent, type ActorKind, type RecordedEvent, type ReplayEvent } from '../domain/events.ts';
-import { foldEvent, machines, replay, replaySteps, stateName, type AnySnapshot, type Step } from '../machines/runtime.ts';
+import { toMachineEvent, type ActorKind, type RecordedEvent } from '../domain/events.ts';
+import { foldEvent, initialSnapshot, machines, replaySteps, stateName, type AnySnapshot, type Step } from '../machines/runtime.ts';
 import { actorStatus, summarize } from '../machines/summary.ts';
-import type { ActorRow, EventStore } from '../store/event-store.ts';
-import type { SqliteEventStore } from '../store/sqlite/event-store.ts';
-import { resolveActor, resolveReadableActor } from './resolve-actor.ts';
+import { collect, type ActorRow, type EventStorePort, type SnapshotRecord } from '../store/port.ts';
+import { resolveActor } from './resolve-actor.ts';
 import { decodeSnapshot, encodeSnapshot } from './snapshots.ts';
-
-/** What the read-side queries need: a SQLite log, or the PostgreSQL host store's copy. */
-export type LogReader = Pick<EventStore, 'read' | 'readAll' | 'streamVersion' | 'listActors' | 'getActor' | 'latestSnapshot'>;
 
 export interface ActorView {
   id: string;
@@ -40,28 +37,64 @@ export interface ReplayView {
   steps: Step[];
 }
 
-export { resolveActor, resolveReadableActor };
+export { resolveActor };
 
-export function listActors(store: LogReader, filter: { kind?: ActorKind; all?: boolean } = {}): ActorRow[] {
+/** Events folded between two turns of the event loop: a long fold leaves a server answering its other requests. */
+export const FOLD_CHUNK = 500;
+
+export async function listActors(store: EventStorePort, filter: { kind?: ActorKind; all?: boolean } = {}): Promise<ActorRow[]> {
   return store.listActors(filter);
 }
 
-export function inspectActor(store: LogReader, id: string): ActorView {
-  const ref = resolveActor(store, id);
-  const row = store.getActor(ref.id);
-  if (row?.archived && store.streamVersion(ref.stream) === 0) {
+/**
+ * Reads the stream's events in `range` (inclusive; `to` absent: to its end) a page at a time, handing each to
+ * `each`, with a turn of the event loop after every FOLD_CHUNK events. Returns the last event read.
+ */
+export async function foldStream(
+  store: EventStorePort,
+  stream: string,
+  range: { from: number; to?: number },
+  each: (e: RecordedEvent) => void,
+): Promise<RecordedEvent | undefined> {
+  let last: RecordedEvent | undefined;
+  let n = 0;
+  if (range.to !== undefined && range.to < range.from) return undefined;
+  for await (const e of store.readStream(stream, range)) {
+    each(e);
+    last = e;
+    if (++n % FOLD_CHUNK === 0) await nextTurn();
+  }
+  return last;
+}
+
+/** The stream's event at `version` (undefined when it has none). */
+export async function eventAt(store: EventStorePort, stream: string, version: number): Promise<RecordedEvent | undefined> {
+  return (await collect(store.readStream(stream, { from: version, to: version })))[0];
+}
+
+/**
+ * One actor's state and summary: folded from its newest usable snapshot (snapshots.ts), reading only the events
+ * after it (without one, every event, a page at a time). An archived actor's tombstone when its events are gone.
+ */
+export async function inspectActor(store: EventStorePort, id: string): Promise<ActorView> {
+  const ref = await resolveActor(store, id);
+  const row = await store.getActor(ref.id);
+  if (row?.archived && (await store.streamVersion(ref.stream)) === 0) {
     // A tombstone: what the log still says of an archived actor, and where its history went.
     return { id: row.id, kind: ref.kind, stream: row.stream, state: row.state, status: row.status, version: row.version, createdAt: row.createdAt, updatedAt: row.updatedAt, summary: row.summary, context: {}, traceId: null, archived: row.archived };
   }
   const machine = machines[ref.kind];
-  // The newest usable snapshot and the events after it (snapshots.ts); without one, every event.
-  const cached = store.latestSnapshot?.(ref.stream);
+  const cached = await store.snapshotAtOrBefore(ref.stream);
   const from = cached ? decodeSnapshot(machine, cached) : null;
-  const tail = store.read(ref.stream, from ? { from: cached!.version + 1 } : {});
-  const snapshot = replay(machine, tail.map(toMachineEvent), from ?? undefined);
-  const first = from ? store.read(ref.stream, { from: 1, to: 1 })[0] : tail[0];
-  const last = tail.at(-1) ?? (from ? store.read(ref.stream, { from: cached!.version, to: cached!.version })[0] : undefined);
-  return actorViewOf(ref, snapshot, first, last);
+  let snapshot = from ?? undefined;
+  let firstRead: RecordedEvent | undefined;
+  const lastRead = await foldStream(store, ref.stream, { from: from ? cached!.version + 1 : 1 }, (e) => {
+    firstRead ??= e;
+    snapshot = foldEvent(machine, snapshot, toMachineEvent(e));
+  });
+  const first = from ? await eventAt(store, ref.stream, 1) : firstRead;
+  const last = lastRead ?? (from ? await eventAt(store, ref.stream, cached!.version) : undefined);
+  return actorViewOf(ref, snapshot ?? initialSnapshot(machine), first, last);
 }
 
 /** The view of an actor folded to `snapshot`, given its stream's first event and the last one folded. */
@@ -81,9 +114,10 @@ export function actorViewOf(ref: { id: string; kind: ActorKind; stream: string }
   };
 }
 
-export function actorEvents(store: LogReader, id: string, range: { from?: number; to?: number } = {}): RecordedEvent[] {
-  const ref = resolveActor(store, id);
-  return store.read(ref.stream, range);
+/** One actor's events, versions `from`..`to` inclusive (a range the caller bounds: it is returned whole). */
+export async function actorEvents(store: EventStorePort, id: string, range: { from?: number; to?: number } = {}): Promise<RecordedEvent[]> {
+  const ref = await resolveActor(store, id);
+  return collect(store.readStream(ref.stream, range));
 }
 
 /** Replays an event list (from the log or an exported file) through the kind's machine, with no side effects. */
@@ -106,14 +140,18 @@ export function replayEvents(kind: ActorKind, id: string, events: readonly Recor
   };
 }
 
-export function replayActor(store: LogReader, id: string, to?: number): ReplayView {
-  const ref = resolveActor(store, id);
-  return replayEvents(ref.kind, ref.id, store.read(ref.stream), to);
+/** One actor's history folded step by step through its machine, up to version `to` (the events after it are not read). */
+export async function replayActor(store: EventStorePort, id: string, to?: number): Promise<ReplayView> {
+  const ref = await resolveActor(store, id);
+  const version = await store.streamVersion(ref.stream);
+  if (to !== undefined && to > version) throw new ReplayToInvalidError(ref.id, version, to);
+  const events = await collect(store.readStream(ref.stream, to !== undefined ? { to } : {}));
+  return { ...replayEvents(ref.kind, ref.id, events), version };
 }
 
 /** Recomputes the whole `actors` projection from the log (`runlog rebuild`), folding it once in seq order. */
-export function rebuildProjection(store: LogReader & Pick<EventStore, 'replaceProjection'> & { iterateReplay?: SqliteEventStore['iterateReplay'] }): { actors: number; events: number } {
-  const folded = foldLog(store);
+export async function rebuildProjection(store: EventStorePort): Promise<{ actors: number; events: number }> {
+  const folded = await foldLog(store);
   const rows: ActorRow[] = [];
   for (const [stream, f] of folded.streams) {
     rows.push({
@@ -129,7 +167,7 @@ export function rebuildProjection(store: LogReader & Pick<EventStore, 'replacePr
     });
   }
   rows.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0));
-  store.replaceProjection(rows);
+  await store.replaceActorRows(rows);
   return { actors: rows.length, events: folded.events };
 }
 
@@ -141,29 +179,31 @@ export interface FoldedStream {
   updatedAt: string;
 }
 
+/** Where `rebuildSnapshots` writes: a store that keeps snapshots apart from the port (SQLite's engine). */
+export interface SnapshotReplacing {
+  /** Replaces every kept snapshot (newest and older) with these, in one transaction; returns how many were written. */
+  replaceSnapshots(records: readonly SnapshotRecord[]): number | Promise<number>;
+}
+
 /**
  * Recomputes every actor's snapshot from the log (`runlog rebuild --snapshots`): one fold, one snapshot per actor
  * at its current version, replacing all that were kept.
  */
-export function rebuildSnapshots(store: SqliteEventStore): { snapshots: number; events: number } {
-  const folded = foldLog(store);
+export async function rebuildSnapshots(store: EventStorePort, target: SnapshotReplacing): Promise<{ snapshots: number; events: number }> {
+  const folded = await foldLog(store);
   const records = [...folded.streams].map(([stream, f]) => encodeSnapshot(machines[f.kind], stream, f.version, f.createdAt, f.snapshot));
-  return { snapshots: store.replaceSnapshots(records), events: folded.events };
+  return { snapshots: await target.replaceSnapshots(records), events: folded.events };
 }
 
 /**
- * Replays the whole log in one pass: every stream's current snapshot, holding no event longer than its fold.
- * `visit` sees each stream's fold after each of its events (verify compares snapshots with it).
+ * Replays the whole log in one pass, read a page at a time: every stream's current snapshot, holding no event
+ * longer than its fold. `visit` sees each stream's fold after each of its events (verify compares snapshots with it).
  */
-export function foldLog(
-  store: LogReader & { iterateReplay?: SqliteEventStore['iterateReplay'] },
-  visit?: (stream: string, folded: FoldedStream) => void,
-): { streams: Map<string, FoldedStream>; events: number } {
+export async function foldLog(store: EventStorePort, visit?: (stream: string, folded: FoldedStream) => void): Promise<{ streams: Map<string, FoldedStream>; events: number }> {
   const streams = new Map<string, FoldedStream>();
   let events = 0;
-  // A replay event (and a recorded one) is a machine event (type, at, data): it goes to the machine as it is.
-  const all: Iterable<ReplayEvent> = store.iterateReplay ? store.iterateReplay() : store.readAll();
-  for (const e of all) {
+  // A recorded event is a machine event (type, at, data): it goes to the machine as it is.
+  for await (const e of store.readAll()) {
     const cur = streams.get(e.stream);
     if (cur) {
       cur.snapshot = foldEvent(machines[cur.kind], cur.snapshot, e);

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import type { AnyStateMachine } from 'xstate';
 import type { ActorKind } from '../domain/events.ts';
 import { isTerminal, persistSnapshot, restoreSnapshot, type AnySnapshot } from '../machines/runtime.ts';
-import type { SnapshotRecord } from '../store/event-store.ts';
+import type { SnapshotRecord } from '../store/port.ts';
 
 /** A snapshot is taken every this many events of an actor, and at its terminal state. */
 export const SNAPSHOT_EVERY = 100;

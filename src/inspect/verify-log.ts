@@ -4,15 +4,19 @@
 // over every event. What is derived from it: the actors projection and the snapshots (the newest per actor and
 // the older ones `replay --to` reads), each against a fold of the events, which stay the only truth. On
 // PostgreSQL (verifyPgLog) the same, less what is SQLite's own (file header, WAL, integrity check).
+//
+// The checks of the history and of what is derived from it (verifyStore) read the log through the port, a page at
+// a time, and the chain through ChainVerifying: they hold one fold per actor, never the log. What each store keeps
+// beside the port (its snapshot tables, its archives' records) is handed over as a VerifySource by the two entry
+// points, which open the store.
 import { RunlogError, StoreCorruptError } from '../domain/errors.ts';
 import { machines, stateName } from '../machines/runtime.ts';
 import { actorStatus } from '../machines/summary.ts';
-import { checkArchives } from '../store/archive/archive-check.ts';
+import type { Auditing, ChainVerifying } from '../store/capabilities.ts';
 import type { ChainCheck } from '../store/chain.ts';
-import { SqliteEventStore } from '../store/sqlite/event-store.ts';
+import type { EventStorePort, SnapshotRecord } from '../store/port.ts';
 import { walDamage } from '../store/sqlite/file-checks.ts';
-import type { SnapshotRecord } from '../store/event-store.ts';
-import { foldLog, type FoldedStream, type LogReader } from './inspection.ts';
+import { foldLog, type FoldedStream } from './inspection.ts';
 import { kindOf, snapshotProblem, snapshotState } from './snapshots.ts';
 
 export interface VerifyFinding {
@@ -71,15 +75,21 @@ function chainFinding(report: VerifyReport, chain: ChainCheck): void {
   });
 }
 
-/** What the derived checks read: the log (folded) and its snapshots. */
+/** What verify reads of a store: the log through the port, its chain, and what the store keeps beside the port. */
+export interface VerifySource {
+  store: EventStorePort;
+  chain: ChainVerifying;
+  audit: Auditing;
+}
+
+/** The derived checks' input: the log (folded) and the snapshots, already read. */
 interface DerivedSource {
-  log: LogReader & { iterateReplay?: SqliteEventStore['iterateReplay'] };
+  log: EventStorePort;
   /** The newest snapshot per actor. */
-  snapshots: Iterable<SnapshotRecord>;
-  /** The older ones (replaced by a newer one, kept for replay --to). */
-  history: Iterable<SnapshotRecord>;
-  /** Which version each actor's snapshot stands at, as recorded apart from the snapshots (absent: not recorded). */
-  snapshotVersions?: Map<string, number>;
+  snapshots: Iterable<SnapshotRecord> | AsyncIterable<SnapshotRecord>;
+  /** The older ones. */
+  history: Iterable<SnapshotRecord> | AsyncIterable<SnapshotRecord>;
+  snapshotVersions: Map<string, number>;
 }
 
 /** A snapshot's problem as a finding (a stale one is a warning), or null when it is usable. */
@@ -119,11 +129,11 @@ function sameState(stored: string, folded: string): boolean {
 }
 
 /** The snapshots (newest and older) and the actors projection, each against one fold of the events. */
-function checkDerived(report: VerifyReport, src: DerivedSource): void {
+async function checkDerived(report: VerifyReport, src: DerivedSource): Promise<void> {
   // Snapshots: each sound and of this machine, else said why (a cache: a bad one is ignored, never used).
   const snapshots = new Map<string, SnapshotRecord>();
   const stored = new Set<string>();
-  for (const r of src.snapshots) {
+  for await (const r of src.snapshots) {
     stored.add(`${r.stream}@${r.version}`);
     const f = snapshotFinding(r, false);
     if (f) report.findings.push(f);
@@ -132,7 +142,7 @@ function checkDerived(report: VerifyReport, src: DerivedSource): void {
   // Older snapshots: stream → version → record (only usable ones are compared with the fold).
   const history = new Map<string, Map<number, SnapshotRecord>>();
   let olderCount = 0;
-  for (const r of src.history) {
+  for await (const r of src.history) {
     const f = snapshotFinding(r, true);
     if (f) {
       report.findings.push(f);
@@ -143,7 +153,7 @@ function checkDerived(report: VerifyReport, src: DerivedSource): void {
     m.set(r.version, r);
     olderCount += 1;
   }
-  for (const [stream, version] of src.snapshotVersions ?? []) {
+  for (const [stream, version] of src.snapshotVersions) {
     if (!stored.has(`${stream}@${version}`)) {
       report.findings.push({ code: 'SNAPSHOT_MISSING', severity: 'damage', message: `${stream}: its snapshot at v${version} is gone (the actors projection records it); it is folded from its events meanwhile`, stream, version });
     }
@@ -168,7 +178,7 @@ function checkDerived(report: VerifyReport, src: DerivedSource): void {
   };
 
   // The projection against a fold of the events (what `runlog rebuild` would write).
-  const folded = foldLog(src.log, snapshots.size > 0 || olderCount > 0 ? visit : undefined);
+  const folded = await foldLog(src.log, snapshots.size > 0 || olderCount > 0 ? visit : undefined);
   report.snapshots = matched.size;
   report.olderSnapshots = olderMatched;
   for (const [stream, r] of snapshots) {
@@ -179,7 +189,7 @@ function checkDerived(report: VerifyReport, src: DerivedSource): void {
       report.findings.push({ code: 'SNAPSHOT_MISMATCH', severity: 'damage', message: `${stream} v${r.version}: an older snapshot stands at a version its events never reached`, stream, version: r.version });
     }
   }
-  const rows = new Map(src.log.listActors({ all: true }).map((r) => [r.stream, r]));
+  const rows = new Map((await src.log.listActors({ all: true })).map((r) => [r.stream, r]));
   report.actors = folded.streams.size;
   for (const [stream, f] of folded.streams) {
     const row = rows.get(stream);
@@ -203,14 +213,31 @@ function checkDerived(report: VerifyReport, src: DerivedSource): void {
   }
 }
 
-/** `archiveDirs`: where to look for archives moved from where they were written (by their file name). */
-export function verifyLog(file: string, options: { archiveDirs?: readonly string[] } = {}): VerifyReport {
-  const report: VerifyReport = { file, ok: true, events: 0, lastSeq: null, lastHash: null, actors: 0, snapshots: 0, olderSnapshots: 0, archives: 0, findings: [] };
+const emptyReport = (file: string): VerifyReport => ({ file, ok: true, events: 0, lastSeq: null, lastHash: null, actors: 0, snapshots: 0, olderSnapshots: 0, archives: 0, findings: [] });
+
+/**
+ * The checks every store shares, added to `report`: the hash chain, the archives, then the snapshots and the
+ * actors projection against one fold of the events (read a page at a time).
+ */
+export async function verifyStore(report: VerifyReport, src: VerifySource, options: { archiveDirs?: readonly string[] } = {}): Promise<VerifyReport> {
+  chainFinding(report, await src.chain.verifyChain());
+  const archives = await src.audit.checkArchives(options.archiveDirs ?? []);
+  report.archives = archives.checked;
+  for (const { file: _file, ...f } of archives.findings) report.findings.push(f);
+  await checkDerived(report, { log: src.store, snapshots: src.audit.snapshots(), history: src.audit.olderSnapshots(), snapshotVersions: await src.audit.snapshotVersions() });
+  report.ok = report.findings.every((f) => f.severity !== 'damage');
+  return report;
+}
+
+/** `runlog verify` on a SQLite file. `archiveDirs`: where to look for archives moved from where they were written (by their file name). */
+export async function verifyLog(file: string, options: { archiveDirs?: readonly string[] } = {}): Promise<VerifyReport> {
+  const report = emptyReport(file);
   const wal = walDamage(file);
   if (wal) report.findings.push(finding(wal));
-  let store: SqliteEventStore;
+  const { SqlitePortStore } = await import('../store/sqlite/port-adapter.ts');
+  let log: InstanceType<typeof SqlitePortStore>;
   try {
-    store = new SqliteEventStore(file, { readOnly: true });
+    log = new SqlitePortStore(file, { readOnly: true });
   } catch (err) {
     if (!(err instanceof RunlogError)) throw err;
     if (err.code === 'LOG_MISSING' || err.code === 'LOG_UNREADABLE') throw err; // nothing to verify: an error, not a finding
@@ -219,44 +246,36 @@ export function verifyLog(file: string, options: { archiveDirs?: readonly string
     return report;
   }
   try {
-    const problems = store.integrityCheck();
+    // SQLite's own checks go to the engine under the port; the rest through the port and its capabilities.
+    const engine = log.store;
+    const problems = engine.integrityCheck();
     if (problems.length > 0) report.findings.push(finding(new StoreCorruptError(file, `integrity_check: ${problems.slice(0, 5).join('; ')}`)));
-    chainFinding(report, store.verifyChain());
-    const archives = checkArchives(store, { dirs: options.archiveDirs ?? [] });
-    report.archives = archives.checked;
-    for (const { file: _file, ...f } of archives.findings) report.findings.push(f);
-    checkDerived(report, { log: store, snapshots: store.iterateSnapshots(), history: store.iterateSnapshotHistory(), snapshotVersions: store.snapshotVersions() });
+    return await verifyStore(
+      report,
+      {
+        store: log,
+        chain: log,
+        audit: log,
+      },
+      options,
+    );
   } finally {
-    store.close();
+    await log.close();
   }
-  report.ok = report.findings.every((f) => f.severity !== 'damage');
-  return report;
 }
 
 /**
  * `runlog verify --store postgres://…`: the hash chain (postgres/schema.ts migration 4), the snapshots and the actors
- * projection, and the archives its retention wrote (postgres/archive-check.ts; `archiveDirs` as for SQLite). Read
- * through the host store's copy of the log, like the inspection commands. A deleted snapshot is reported
- * (SNAPSHOT_MISSING) against snapshot_versions, as SQLite's against actors.snapshot_version.
+ * projection, and the archives its retention wrote (postgres/archive-check.ts; `archiveDirs` as for SQLite). A
+ * deleted snapshot is reported (SNAPSHOT_MISSING) against snapshot_versions, as SQLite's against
+ * actors.snapshot_version.
  */
 export async function verifyPgLog(url: string, options: { archiveDirs?: readonly string[] } = {}): Promise<VerifyReport> {
-  const { PgHostStore } = await import('../store/postgres/host-store.ts');
-  const store = await PgHostStore.open({ url, pollMs: 0, maxConnections: 2 });
-  const report: VerifyReport = { file: store.file, ok: true, events: 0, lastSeq: null, lastHash: null, actors: 0, snapshots: 0, olderSnapshots: 0, archives: 0, findings: [] };
+  const { openPostgresLog } = await import('../store/postgres/open.ts');
+  const { log: store, audit } = await openPostgresLog({ url, pollMs: 0, maxConnections: 2 });
   try {
-    chainFinding(report, await store.pg.verifyChain());
-    const { checkPgArchives } = await import('../store/postgres/archive-check.ts');
-    const archives = await checkPgArchives(store.pg, { dirs: options.archiveDirs ?? [] });
-    report.archives = archives.checked;
-    for (const { file: _file, ...f } of archives.findings) report.findings.push(f);
-    const snapshots: SnapshotRecord[] = [];
-    for await (const r of store.pg.iterateSnapshots()) snapshots.push(r);
-    const history: SnapshotRecord[] = [];
-    for await (const r of store.pg.iterateSnapshots({ history: true })) history.push(r);
-    checkDerived(report, { log: store, snapshots, history, snapshotVersions: await store.pg.snapshotVersions() });
+    return await verifyStore(emptyReport(store.description), { store, chain: store, audit }, options);
   } finally {
     await store.close();
   }
-  report.ok = report.findings.every((f) => f.severity !== 'damage');
-  return report;
 }

@@ -1,9 +1,8 @@
 // The HTTP API over the library (`Runlog`): read endpoints replay the log, write endpoints call the
 // supervisor's typed operations. JSON in and out, stable keys; errors are `{ error: { code, message } }`.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { inspectActorPaged, PAGE_LIMIT, readEventsPage, replayPage } from '../inspect/actor-pages.ts';
-import { resolveActor } from '../inspect/inspection.ts';
-import { readNodes } from '../supervisor/cluster/nodes.ts';
+import { PAGE_LIMIT, readEventsPage, readLogPage, replayPage } from '../inspect/actor-pages.ts';
+import { inspectActor, resolveActor } from '../inspect/inspection.ts';
 import type { Runlog } from '../supervisor/runlog.ts';
 import { NotFoundError, RunlogError } from '../domain/errors.ts';
 import { assertNodeChoice, NODE_NAME } from '../domain/placement.ts';
@@ -65,21 +64,6 @@ function pageQuery(c: Checker, query: URLSearchParams): { after?: number; limit:
   return { ...(after !== undefined ? { after } : {}), limit };
 }
 
-/**
- * Makes an actor's whole history readable before a handler reads it: a PostgreSQL supervisor pages ended actors'
- * events out of memory and reads them back here (a no-op on SQLite, and for an id that names no actor).
- */
-async function pageIn(runlog: Runlog, id: string): Promise<void> {
-  if (!runlog.store.pageIn) return;
-  let stream: string;
-  try {
-    stream = resolveActor(runlog.store, id).stream;
-  } catch {
-    return; // the handler's own read says what is wrong with the id
-  }
-  await runlog.store.pageIn(stream);
-}
-
 /** A link to the trace in the user's tracing UI: RUNLOG_TRACE_URL with {traceId} (e.g. http://jaeger:16686/trace/{traceId}). */
 function traceUrl(traceId: string | null): string | null {
   const template = process.env.RUNLOG_TRACE_URL;
@@ -94,28 +78,28 @@ const route = (method: Route['method'], path: string, handle: Route['handle']): 
 });
 
 const routes: Route[] = [
-  route('GET', '/api/health', ({ runlog, startedAt }, { res }) => {
-    sendJson(res, 200, { ok: true, home: runlog.home, db: runlog.dbPath, pid: process.pid, startedAt, live: runlog.list().length, lastSeq: runlog.store.lastSeq(), supervision: runlog.supervision() });
+  route('GET', '/api/health', async ({ runlog, startedAt }, { res }) => {
+    const [live, lastSeq, supervision] = await Promise.all([runlog.list(), runlog.store.lastSeq(), runlog.supervision()]);
+    sendJson(res, 200, { ok: true, home: runlog.home, db: runlog.dbPath, pid: process.pid, startedAt, live: live.length, lastSeq, supervision });
   }),
 
   // The supervisors sharing this log, their heartbeats and the actors each owns (a cluster's log; on SQLite the one).
   route('GET', '/api/nodes', async ({ runlog }, { res }) => {
-    sendJson(res, 200, await readNodes(runlog.store, new Date().toISOString()));
+    sendJson(res, 200, await runlog.nodes());
   }),
 
-  route('GET', '/api/actors', ({ runlog }, { res, query }) => {
+  route('GET', '/api/actors', async ({ runlog }, { res, query }) => {
     const c = new Checker('query');
     const kind = c.oneOf(Object.fromEntries(query), 'kind', KINDS);
     const all = queryBool(c, query, 'all');
     c.done();
-    sendJson(res, 200, { actors: runlog.list({ all, ...(kind ? { kind } : {}) }) });
+    sendJson(res, 200, { actors: await runlog.list({ all, ...(kind ? { kind } : {}) }) });
   }),
 
   route('GET', '/api/actors/:id', async ({ runlog }, { res, params }) => {
-    await pageIn(runlog, params[0]!);
-    // From the newest snapshot, yielding while it folds (actor-pages.ts).
-    const view = await inspectActorPaged(runlog.store, params[0]!);
-    sendJson(res, 200, { ...view, supervision: runlog.supervision(), traceUrl: traceUrl(view.traceId) });
+    // From the newest snapshot, yielding while it folds (inspection.ts).
+    const view = await inspectActor(runlog.store, params[0]!);
+    sendJson(res, 200, { ...view, supervision: await runlog.supervision(), traceUrl: traceUrl(view.traceId) });
   }),
 
   // A page of the actor's events (at most ?limit, default 1000): ?after=<version> and the answer's `next` page on.
@@ -125,8 +109,7 @@ const routes: Route[] = [
     const to = queryInt(c, query, 'to', 1);
     const page = pageQuery(c, query);
     c.done();
-    await pageIn(runlog, params[0]!);
-    sendJson(res, 200, readEventsPage(runlog.store, params[0]!, { ...page, ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) }));
+    sendJson(res, 200, await readEventsPage(runlog.store, params[0]!, { ...page, ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) }));
   }),
 
   // The state at ?to (default: now) from the nearest snapshot, and a page of the steps up to it (?after, ?limit, `next`).
@@ -137,7 +120,6 @@ const routes: Route[] = [
     const steps = query.get('steps') ?? 'full';
     if (!['full', 'brief', 'none'].includes(steps)) c.problem(`?steps must be full, brief or none, not '${steps}'`);
     c.done();
-    await pageIn(runlog, params[0]!);
     const view = await replayPage(runlog.store, params[0]!, { ...page, ...(to !== undefined ? { to } : {}), steps: steps !== 'none' });
     const out = steps === 'brief' ? { ...view, steps: view.steps.map(({ context: _context, ...rest }) => rest) } : view;
     sendJson(res, 200, out);
@@ -150,10 +132,8 @@ const routes: Route[] = [
     if (limit > 1000) c.problem('?limit must be at most 1000');
     c.done();
     // Without ?afterSeq: the latest `limit` events of the whole log (the inspector's activity feed).
-    const from = afterSeq ?? Math.max(0, runlog.store.lastSeq() - limit);
-    // From before what a PostgreSQL supervisor holds (ended actors' events, paged out): read from the database.
-    const store = runlog.store;
-    sendJson(res, 200, { events: store.readAllAsync ? await store.readAllAsync({ afterSeq: from, limit }) : store.readAll({ afterSeq: from, limit }) });
+    const after = afterSeq ?? Math.max(0, (await runlog.store.lastSeq()) - limit);
+    sendJson(res, 200, { events: await readLogPage(runlog.store, after, limit) });
   }),
 
   route('GET', '/api/events/stream', (ctx, { req, res, query }) => {
@@ -167,9 +147,7 @@ const routes: Route[] = [
     const c = new Checker('query');
     const afterSeq = queryInt(c, query, 'afterSeq', 0);
     c.done();
-    const ref = resolveActor(ctx.runlog.store, params[0]!);
-    // Its history is read from here (a paged-in stream stays readable while it is among the recently read ones).
-    await ctx.runlog.store.pageIn?.(ref.stream);
+    const ref = await resolveActor(ctx.runlog.store, params[0]!);
     ctx.sse.open(req, res, { stream: ref.stream, ...(afterSeq === undefined ? {} : { afterSeq }) });
   }),
 

@@ -1,16 +1,16 @@
 // Server-sent events of log entries. Each message: `id: <seq>`, `event: event`, `data: <RecordedEvent JSON>`.
 //
-// Bounded by construction: every client has a cursor and is fed from the log a page at a time, the next page
-// only once the socket has taken the last one (back-pressure), so a catch-up from `afterSeq=0` never holds more
-// than a page per client, whatever the log's size. A client that stays backed up for `slowClientMs` is dropped
-// (it reconnects with Last-Event-ID and resumes where it was). The number of open streams is capped: one past
-// the cap gets 503 with Retry-After. New commits (also other processes') wake idle clients through one shared
-// store subscription.
+// Bounded by construction: every client has a cursor and is fed from the log a page at a time (the port's paged
+// reads, readAll or readStream from the cursor), the next page only once the socket has taken the last one
+// (back-pressure), so a catch-up from `afterSeq=0` never holds more than a page per client, whatever the log's
+// size. A client that stays backed up for `slowClientMs` is dropped (it reconnects with Last-Event-ID and resumes
+// where it was). The number of open streams is capped: one past the cap gets 503 with Retry-After. New commits
+// (also other processes') wake idle clients through one shared store subscription, started at the log's head.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { httpStatusOf } from '../domain/error-codes.ts';
 import type { RecordedEvent } from '../domain/events.ts';
-// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
-import type { ReadableLog } from '../store/host-store.ts';
+import type { EventStorePort, Subscription } from '../index.ts';
+import { readLogPage, readStreamPage } from '../inspect/actor-pages.ts';
 import { SECURITY_HEADERS, sendJson } from './http.ts';
 
 export const KEEPALIVE_MS = 15_000;
@@ -29,6 +29,7 @@ export interface SseOptions {
 export const SSE_DEFAULTS: Required<SseOptions> = { pollMs: 200, pageSize: 200, maxClients: 64, slowClientMs: 10_000 };
 
 export interface SseHub {
+  /** Starts a stream: its head is sent once the client's place in the log is read; pages follow from there. */
   open(req: IncomingMessage, res: ServerResponse, options: { afterSeq?: number; stream?: string }): void;
   /** Ends every open stream (server shutdown). */
   closeAll(): void;
@@ -37,7 +38,7 @@ export interface SseHub {
   readonly dropped: number;
 }
 
-type Store = Pick<ReadableLog, 'subscribe' | 'readAll' | 'read' | 'streamVersion' | 'lastSeq' | 'readAllJson' | 'readAllAsync' | 'holdsAfter'>;
+type Store = Pick<EventStorePort, 'subscribe' | 'readAll' | 'readStream' | 'streamVersion' | 'lastSeq'>;
 
 /** Serialized events: what a client is sent, and the cursor after it. */
 interface Page {
@@ -54,25 +55,33 @@ const message = (e: RecordedEvent): string => `id: ${e.seq}\nevent: event\ndata:
 /**
  * Pages of the whole log, cached. Full pages never change (the log is append-only): clients catching up from the
  * same point share one read and one serialization per page instead of repeating it each (a few recent pages are
- * kept).
+ * kept, and a page being read is shared by the clients that ask for it meanwhile).
  */
-function wholeLogPages(store: Store, pageSize: number): (afterSeq: number) => Page {
+function wholeLogPages(store: Store, pageSize: number): (afterSeq: number) => Promise<Page> {
   const pageCache = new Map<number, Page>();
+  const reading = new Map<number, Promise<Page>>();
+  const read = async (afterSeq: number): Promise<Page> => {
+    const events = await readLogPage(store, afterSeq, pageSize);
+    const page: Page = { text: events.map(message).join(''), lastSeq: events.at(-1)?.seq ?? afterSeq, count: events.length };
+    if (events.length === pageSize) {
+      pageCache.set(afterSeq, page);
+      if (pageCache.size > PAGE_CACHE) pageCache.delete(pageCache.keys().next().value!);
+    }
+    return page;
+  };
   return (afterSeq) => {
     const hit = pageCache.get(afterSeq);
     if (hit) {
       pageCache.delete(afterSeq);
       pageCache.set(afterSeq, hit);
-      return hit;
+      return Promise.resolve(hit);
     }
-    // The stored JSON text as it is, when the store can give it (no parse and re-serialization per event).
-    const rows = store.readAllJson ? store.readAllJson(afterSeq, pageSize) : store.readAll({ afterSeq, limit: pageSize }).map((e) => ({ seq: e.seq, json: JSON.stringify(e) }));
-    const page: Page = { text: rows.map((r) => `id: ${r.seq}\nevent: event\ndata: ${r.json}\n\n`).join(''), lastSeq: rows.at(-1)?.seq ?? afterSeq, count: rows.length };
-    if (rows.length === pageSize) {
-      pageCache.set(afterSeq, page);
-      if (pageCache.size > PAGE_CACHE) pageCache.delete(pageCache.keys().next().value!);
+    let pending = reading.get(afterSeq);
+    if (!pending) {
+      pending = read(afterSeq).finally(() => reading.delete(afterSeq));
+      reading.set(afterSeq, pending);
     }
-    return page;
+    return pending;
   };
 }
 
@@ -112,11 +121,40 @@ function startStream(res: ServerResponse): void {
   res.write('retry: 2000\n: runlog event stream\n\n');
 }
 
+/**
+ * The one subscription that wakes every client, started at the log's head read before any client's first page:
+ * every commit after it wakes the clients, and everything up to it is read by their own catch-up.
+ */
+function wakeOnCommit(store: Store, pollMs: number, wake: () => void): { watch(): Promise<unknown>; unwatch(): void } {
+  let watching: Promise<Subscription> | null = null;
+  return {
+    watch() {
+      const w = (watching ??= store.lastSeq().then((head) =>
+        store.subscribe(
+          {
+            from: head + 1,
+            pollMs,
+            onError: () => {
+              if (watching === w) watching = null; // the log closed under it (shutdown); a later client subscribes again
+            },
+          },
+          wake,
+        ),
+      ));
+      return w;
+    },
+    unwatch() {
+      const w = watching;
+      watching = null;
+      void w?.then((sub) => sub.close()).catch(() => undefined);
+    },
+  };
+}
+
 export function createSseHub(store: Store, options: SseOptions | number = {}): SseHub {
   const o = { ...SSE_DEFAULTS, ...(typeof options === 'number' ? { pollMs: options } : options) };
   const clients = new Set<{ wake(): void; close(): void }>();
   let dropped = 0;
-  let unsubscribe: (() => void) | null = null;
   let wakeScheduled = false;
 
   // One subscription for every client: it only says "there is more"; each client reads from its own cursor.
@@ -128,14 +166,9 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
       for (const c of clients) c.wake();
     });
   };
-  const watch = (): void => {
-    unsubscribe ??= store.subscribe({ pollMs: o.pollMs }, wakeAll);
-  };
+  const commits = wakeOnCommit(store, o.pollMs, wakeAll);
   const unwatchIfIdle = (): void => {
-    if (clients.size === 0 && unsubscribe) {
-      unsubscribe();
-      unsubscribe = null;
-    }
+    if (clients.size === 0) commits.unwatch();
   };
 
   const wholeLogPage = wholeLogPages(store, o.pageSize);
@@ -155,20 +188,22 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
       }
       const lastEventId = Number(req.headers['last-event-id']);
       const requested = options.afterSeq ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
-      startStream(res);
 
-      // The cursor: the last seq sent (the whole log), and for one stream also its last version read.
-      let seq = requested ?? store.lastSeq();
-      let version = options.stream !== undefined && requested === undefined ? store.streamVersion(options.stream) : 0;
-      let busy = false;
+      // The cursor: the last seq sent (the whole log), and for one stream also its last version read. Set by
+      // `ready`, before the stream's head is sent: a client that saw the head sees every commit after it.
+      let seq = 0;
+      let version = 0;
+      let busy = true;
+      let missed = false;
       let queued = false;
       let waitingForDrain = false;
       let closed = false;
+      let started = false;
       let slowTimer: NodeJS.Timeout | undefined;
 
-      const nextPage = (): Page => {
+      const nextPage = async (): Promise<Page> => {
         if (options.stream === undefined) return wholeLogPage(seq);
-        const events = store.read(options.stream, { from: version + 1, to: version + o.pageSize });
+        const events = await readStreamPage(store, options.stream, { from: version + 1, to: version + o.pageSize });
         if (events.length > 0) version = events[events.length - 1]!.version;
         // A stream's events up to the client's Last-Event-ID were sent before.
         const fresh = events.filter((e) => e.seq > seq);
@@ -185,33 +220,23 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
         });
       };
       const pump = (): void => {
-        if (closed || busy || waitingForDrain) return;
-        busy = true;
-        if (options.stream === undefined && store.readAllAsync && store.holdsAfter && !store.holdsAfter(seq)) {
-          // Before what this supervisor holds (PostgreSQL pages ended actors' events out): the page is read from
-          // the database. A wake meanwhile found the client busy, so one more turn follows the page.
-          store.readAllAsync({ afterSeq: seq, limit: o.pageSize }).then(
-            (events) => {
-              busy = false;
-              if (closed) return;
-              deliver({ text: events.map(message).join(''), lastSeq: events.at(-1)?.seq ?? seq, count: events.length });
-              // (None read: the rest up to the head was archived; the next commit wakes it.)
-              if (!waitingForDrain && events.length > 0) later();
-            },
-            () => {
-              busy = false;
-              close(true);
-            },
-          );
+        if (closed || waitingForDrain) return;
+        if (busy) {
+          missed = true; // a wake while a page is read: one more turn follows it
           return;
         }
-        try {
-          deliver(nextPage());
-        } catch {
-          close(true); // the log closed under us (shutdown)
-        } finally {
-          busy = false;
-        }
+        busy = true;
+        missed = false;
+        nextPage().then(
+          (page) => {
+            busy = false;
+            if (!closed) deliver(page);
+          },
+          () => {
+            busy = false;
+            close(true); // the log closed under us (shutdown)
+          },
+        );
       };
       const deliver = (page: Page): void => {
         seq = page.lastSeq;
@@ -228,11 +253,11 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
             waitingForDrain = false;
             later();
           });
-        } else if (page.count === o.pageSize) later(); // more to catch up on: after the other clients' turns
+        } else if (page.count === o.pageSize || missed) later(); // more to catch up on: after the other clients' turns
       };
 
       const ping = setInterval(() => {
-        if (!closed && !waitingForDrain) res.write(': ping\n\n');
+        if (started && !closed && !waitingForDrain) res.write(': ping\n\n');
       }, KEEPALIVE_MS);
       ping.unref();
 
@@ -248,10 +273,28 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
         else if (!res.writableEnded) res.end();
       };
       clients.add(client);
-      watch();
       req.on('close', () => close(false));
       res.on('error', () => close(true));
-      later();
+      // Where the client starts (the head, unless it named a position), then the stream's head, then the first page.
+      const ready = async (): Promise<void> => {
+        const [, head, streamAt] = await Promise.all([
+          commits.watch(),
+          requested === undefined ? store.lastSeq() : requested,
+          options.stream !== undefined && requested === undefined ? store.streamVersion(options.stream) : 0,
+        ]);
+        seq = head;
+        version = streamAt;
+      };
+      ready().then(
+        () => {
+          if (closed) return;
+          startStream(res);
+          started = true;
+          busy = false;
+          later();
+        },
+        () => close(true),
+      );
     },
     closeAll() {
       for (const c of [...clients]) c.close();

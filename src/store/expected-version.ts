@@ -4,7 +4,7 @@
 // (postgres/schema.ts), where it must run under the append lock; its outcomes come back through conflictOutcome too.
 import { ConcurrencyError } from '../domain/errors.ts';
 import type { NewEvent } from '../domain/events.ts';
-import type { AppendToStreamResult, ExpectedStreamVersion, StreamAppend, StreamAppendOutcome } from './port.ts';
+import type { AppendExtras, AppendToStreamResult, ExpectedStreamVersion, StreamAppend, StreamAppendOutcome } from './port.ts';
 
 /** Whether a stream at version `actual` (0 = no stream) satisfies `expected`. */
 export function versionMatches(expected: ExpectedStreamVersion, actual: number): boolean {
@@ -34,14 +34,15 @@ export function conflictOutcome(request: Pick<StreamAppend, 'stream' | 'expected
   return matched ? null : { ok: false, error: new ExpectedVersionError(request.stream, request.expectedVersion, actual) };
 }
 
-/** appendToStream as a one-request appendMany: the result, or the request's error thrown. */
+/** appendToStream as a one-request appendMany (its row and snapshot too): the result, or the request's error thrown. */
 export async function appendOne(
   appendMany: (requests: readonly StreamAppend[]) => Promise<StreamAppendOutcome[]>,
   stream: string,
   events: readonly NewEvent[],
   expectedVersion: ExpectedStreamVersion,
+  extras: AppendExtras = {},
 ): Promise<AppendToStreamResult> {
-  const [o] = await appendMany([{ stream, events, expectedVersion }]);
+  const [o] = await appendMany([{ stream, events, expectedVersion, ...(extras.row ? { row: extras.row } : {}), ...(extras.snapshot ? { snapshot: extras.snapshot } : {}) }]);
   if (!o!.ok) throw o!.error;
   return o!.result;
 }

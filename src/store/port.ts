@@ -1,4 +1,4 @@
-// The event-store port, small and async (in the manner of Emmett's event store): read a stream, append to a
+// The event-store port, async (in the manner of Emmett's event store): read a stream, append to a
 // stream with an expected version, append to many streams atomically, read the whole log by global position,
 // and subscribe to it. Projections are registered with the store and run inside the append transaction, so a
 // projection never runs ahead of (or behind) the log. Three implementations pass one contract suite
@@ -6,7 +6,8 @@
 //
 // One convention for positions: a stream's `version` and the log's global position (`seq` on RecordedEvent)
 // are 1-based, and every `from`/`to` is inclusive.
-import { ValidationError, type ConcurrencyError, type FencedError } from '../domain/errors.ts';
+import { ValidationError, type ConcurrencyError, type EventEncodingError, type FencedError } from '../domain/errors.ts';
+import type { HeartbeatRecord } from '../domain/supervision.ts';
 import type { NewEvent, RecordedEvent } from '../domain/events.ts';
 import { isVersion } from './expected-version.ts';
 
@@ -16,7 +17,18 @@ import { isVersion } from './expected-version.ts';
  */
 export type ExpectedStreamVersion = 'no-stream' | 'stream-exists' | 'any' | number;
 
-export interface AppendToStreamOptions {
+/** What the writer knows an append brings its stream to, written in the append's own transaction. */
+export interface AppendExtras {
+  /**
+   * The actor's row after the append (the host decides transitions and knows it). A store that folds the actors
+   * projection itself (PostgreSQL, a registered projection) may ignore it: the two must agree.
+   */
+  row?: ActorRow;
+  /** The actor's snapshot at the version this append brings it to (a cache: see inspect/snapshots.ts). */
+  snapshot?: SnapshotRecord;
+}
+
+export interface AppendToStreamOptions extends AppendExtras {
   expectedVersion: ExpectedStreamVersion;
 }
 
@@ -30,14 +42,17 @@ export interface AppendToStreamResult {
 }
 
 /** One stream's part of an atomic multi-stream append. */
-export interface StreamAppend {
+export interface StreamAppend extends AppendExtras {
   stream: string;
   events: readonly NewEvent[];
   expectedVersion: ExpectedStreamVersion;
 }
 
-/** Per request: its result, or the ConcurrencyError (or, for a fenced append, FencedError) that kept its events out (the other requests still commit). */
-export type StreamAppendOutcome = { ok: true; result: AppendToStreamResult } | { ok: false; error: ConcurrencyError | FencedError };
+/**
+ * Per request: its result, or what kept its events out while the other requests still commit: a ConcurrencyError,
+ * an EventEncodingError (an event JSON cannot encode), or on a fenced store a FencedError.
+ */
+export type StreamAppendOutcome = { ok: true; result: AppendToStreamResult } | { ok: false; error: ConcurrencyError | FencedError | EventEncodingError };
 
 export interface ReadStreamOptions {
   /** First version to return (inclusive, 1-based; default 1). */
@@ -58,6 +73,8 @@ export interface ReadAllOptions {
 export interface SubscribeOptions {
   /** First global position to deliver (inclusive, default 1: the whole log). */
   from?: number;
+  /** Only this stream's events (the position still moves past the others). */
+  stream?: string;
   /** How often to look for events written by other processes (ms). */
   pollMs?: number;
   /** Called once if the handler throws or reading fails; the subscription has stopped (nothing is skipped). */
@@ -98,28 +115,112 @@ export interface ProjectionReader<D> {
   list(): Promise<{ id: string; doc: D }[]>;
 }
 
+/** What `ps` lists of one actor: a row of the actors projection, rebuildable from its events at any time. */
+export interface ActorRow {
+  id: string;
+  kind: string;
+  stream: string;
+  state: string;
+  status: 'active' | 'terminal';
+  version: number;
+  createdAt: string;
+  updatedAt: string;
+  summary: Record<string, unknown>;
+  /** Set when the actor's events were moved to an archive (`runlog archive`): the file and when. */
+  archived?: { file: string; at: string };
+}
+
+/** Which actors `listActors` returns: live ones by default, every one with `all`. */
+export interface ActorFilter {
+  kind?: string;
+  all?: boolean;
+}
+
+/** A cached fold of one actor's stream at `version` (inspect/snapshots.ts encodes and checks it; stores keep it). */
+export interface SnapshotRecord {
+  stream: string;
+  version: number;
+  /** The machine definition that made it. */
+  fingerprint: string;
+  /** The actor's first event's time (a snapshot replaces reading that event). */
+  createdAt: string;
+  /** The persisted machine snapshot, as JSON text. */
+  state: string;
+  checksum: string;
+}
+
+/** One stream as the log knows it. */
+export interface StreamInfo {
+  stream: string;
+  kind: string;
+  version: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** The supervisor's last heartbeat; `stoppedAt` is set by a clean shutdown. */
+export type Heartbeat = HeartbeatRecord;
+
+/**
+ * The one event-store port: what the actor host, the supervisor, the server, the CLI and retention use, and what
+ * every store implements and the contract suite (test/contract/store/) proves. Everything is asynchronous: a
+ * store may be a file in this process or a database across a network, and reads of history come a page at a time.
+ */
 export interface EventStorePort {
   /** What the store is (a file, a URL without its password): for messages. */
   readonly description: string;
+
+  // --- streams ---
+  /** One stream's events in version order, read a page at a time. */
   readStream(stream: string, options?: ReadStreamOptions): AsyncIterable<RecordedEvent>;
   /** The stream's current version (0 = no stream). */
   streamVersion(stream: string): Promise<number>;
+  /** Every stream (of one kind: the name's prefix before the first '-'), in name order. */
+  listStreams(kind?: string): Promise<StreamInfo[]>;
+  /**
+   * A request stream's events that may still be open, oldest first: at least every event younger than the
+   * store's request horizon (a store may return the whole stream). For readers that want only requests still
+   * open (the execution queue, placement, hand-over), never for a history.
+   */
+  readRecent(stream: string): Promise<RecordedEvent[]>;
+
+  // --- appends ---
   /** Appends to one stream; a version mismatch throws ConcurrencyError and writes nothing. */
   appendToStream(stream: string, events: readonly NewEvent[], options: AppendToStreamOptions): Promise<AppendToStreamResult>;
   /**
-   * Appends to many streams in one transaction. Each request's expectedVersion is checked on its own, in order
-   * (a later request sees an earlier one's events): a conflict keeps only that request out and is reported in its
-   * outcome. Any other failure (a projection throwing, bad input, I/O) writes nothing and throws.
+   * Appends to many streams in one transaction (one commit: group commit). Each request's expectedVersion is
+   * checked on its own, in order (a later request sees an earlier one's events): a conflict keeps only that
+   * request out and is reported in its outcome, as is an event JSON cannot encode. Any other failure (a projection
+   * throwing, bad input, I/O) writes nothing and throws.
    */
   appendMany(requests: readonly StreamAppend[]): Promise<StreamAppendOutcome[]>;
+
+  // --- the global log ---
+  /** The whole log by global position, read a page at a time. */
   readAll(options?: ReadAllOptions): AsyncIterable<RecordedEvent>;
   /** The global position of the last committed event (0 = empty log). */
   lastSeq(): Promise<number>;
   subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void | Promise<void>): Subscription;
+
+  // --- projections ---
   /** Reads a registered projection's documents. Unknown names throw. */
   projection<D>(name: string): ProjectionReader<D>;
   /** Recomputes a registered projection from the whole log, in one transaction. */
   rebuildProjection(name: string): Promise<{ documents: number; events: number }>;
+  /** The actors projection: live actors (every one with `all`), in the order they were created (then by id). */
+  listActors(filter?: ActorFilter): Promise<ActorRow[]>;
+  getActor(id: string): Promise<ActorRow | undefined>;
+  /** Replaces the whole actors projection in one transaction (`runlog rebuild`). */
+  replaceActorRows(rows: readonly ActorRow[]): Promise<void>;
+
+  // --- snapshots ---
+  /** The stream's newest snapshot at or before `version` (default: its newest); undefined when none is kept. */
+  snapshotAtOrBefore(stream: string, version?: number): Promise<SnapshotRecord | undefined>;
+
+  // --- the heartbeat ---
+  readHeartbeat(): Promise<Heartbeat | null>;
+  writeHeartbeat(heartbeat: Heartbeat): Promise<void>;
+
   close(): Promise<void>;
 }
 
@@ -158,4 +259,11 @@ export function toJson(value: unknown, what: string): string {
   } catch (err) {
     throw new ValidationError('STORE_INPUT', `${what} is not JSON-serialisable: ${(err as Error).message}`, [`${what}: ${(err as Error).message}`]);
   }
+}
+
+/** Reads an async iterable to the end (a bounded range: one actor's tail, a page of the log). */
+export async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const item of items) out.push(item);
+  return out;
 }

@@ -2,7 +2,9 @@
 // on, exactly once. It only ever asks for positions after the last one delivered, so it is exactly-once as long
 // as the store never makes an event visible at a position below one it has already shown (every store here
 // guarantees that: SQLite and memory have one writer; PostgreSQL serialises position assignment, see
-// postgres/event-store.ts). A handler that throws stops the subscription at that event.
+// postgres/event-store.ts). A handler that throws stops the subscription at that event. With a `stream`, only that
+// stream's events reach the handler, and the position still moves past the others (a resumed subscription does
+// not read them again).
 import type { RecordedEvent } from '../domain/events.ts';
 import type { SubscribeOptions, Subscription } from './port.ts';
 
@@ -33,6 +35,7 @@ export function pollingSubscription(
   let wake: (() => void) | undefined;
   let timer: NodeJS.Timeout | undefined;
   const pollMs = options.pollMs ?? 100;
+  const stream = options.stream;
   // A commit noticed while the handler is busy is remembered, so the next read is not put off by a poll interval.
   let missed = false;
   const off = wakeups.on(() => (wake ? wake() : (missed = true)));
@@ -58,7 +61,7 @@ export function pollingSubscription(
       const page = await read(position + 1, PAGE);
       for (const e of page) {
         if (closed) return;
-        await handler(e);
+        if (stream === undefined || e.stream === stream) await handler(e);
         position = e.seq;
       }
       if (page.length < PAGE && !closed) await idle();
@@ -82,4 +85,23 @@ export function pollingSubscription(
       await done;
     },
   };
+}
+
+/**
+ * A store's subscription, held in `open` until closed: a store that closes ends the ones still open, so none of
+ * them reads a closed handle. `onClose` runs first (PostgreSQL stops listening for its wake-ups).
+ */
+export function trackedSubscription(inner: Subscription, open: Set<Subscription>, onClose?: () => void): Subscription {
+  const tracked: Subscription = {
+    get position() {
+      return inner.position;
+    },
+    close: async () => {
+      onClose?.();
+      open.delete(tracked);
+      await inner.close();
+    },
+  };
+  open.add(tracked);
+  return tracked;
 }

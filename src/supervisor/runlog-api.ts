@@ -10,8 +10,9 @@ import type { ActorKind, KindNewEvent, RecordedEvent } from '../domain/events.ts
 import type { LogLine } from '../domain/log-line.ts';
 import type { NodeChoice } from '../domain/placement.ts';
 import type { Supervision } from '../domain/supervision.ts';
-import type { ActorRow } from '../store/event-store.ts';
-import type { HostStore } from '../store/host-store.ts';
+import type { NodesView } from '../domain/cluster-nodes.ts';
+import type { Archiving } from '../store/capabilities.ts';
+import type { ActorRow, EventStorePort } from '../store/port.ts';
 import type { WriterLock } from '../store/sqlite/writer-lock.ts';
 import type { ActorHost, EffectHandlers } from './host/actor-host.ts';
 import type { Bus, BusEvents } from './host/bus.ts';
@@ -180,7 +181,8 @@ export interface AppToolsView {
 export interface Runlog {
   readonly home: string;
   readonly dbPath: string;
-  readonly store: HostStore;
+  /** The event log, through the store port (advanced: every read and append is asynchronous). */
+  readonly store: EventStorePort;
   /** The log's writer lock (null when read-only). */
   readonly writer: WriterLock | null;
   readonly host: ActorHost;
@@ -188,21 +190,23 @@ export interface Runlog {
   /** Prometheus metrics of this supervisor (null when not supervising or turned off). */
   readonly metrics: RunlogMetrics | null;
   /** Whether a supervisor (this one or another process) is alive on this log, from its heartbeat. */
-  supervision(): Supervision;
+  supervision(): Promise<Supervision>;
+  /** The supervisors sharing this log, each one's heartbeat and the actors it owns (on SQLite: the one). */
+  nodes(): Promise<NodesView>;
+  /** Archives ended actors' histories and removes them from the log (retention, `serve --retain`). */
+  readonly archiving: Archiving;
   /** The operator policy executions run under (input limits, ceilings, allow-lists). */
   readonly policy: OperatorPolicy;
-  list(filter?: { kind?: ActorKind; all?: boolean }): ActorRow[];
-  inspect(id: string): ActorView;
-  events(id: string, range?: { from?: number; to?: number }): RecordedEvent[];
-  replay(id: string, options?: { to?: number }): ReplayView;
-  /**
-   * Makes an actor's whole history readable by `inspect`, `events` and `replay` (which are synchronous): a
-   * supervisor on PostgreSQL keeps ended actors' events out of memory and reads them back here (the newest few
-   * dozen stay cached). Resolves at once on SQLite and for an actor whose history is held. Unknown id: NOT_FOUND.
-   */
-  pageIn(id: string): Promise<void>;
+  /** Live actors (every one with `all`), read from the log's actors projection. */
+  list(filter?: { kind?: ActorKind; all?: boolean }): Promise<ActorRow[]>;
+  /** One actor's state and summary, from the log (any actor, live or ended). Unknown id: NOT_FOUND. */
+  inspect(id: string): Promise<ActorView>;
+  /** One actor's events, versions `from`..`to` inclusive (default: all of them). */
+  events(id: string, range?: { from?: number; to?: number }): Promise<RecordedEvent[]>;
+  /** One actor's history folded step by step through its machine, up to version `to`. */
+  replay(id: string, options?: { to?: number }): Promise<ReplayView>;
   /** Rebuilds the actors projection from the log. */
-  rebuild(): { actors: number; events: number };
+  rebuild(): Promise<{ actors: number; events: number }>;
   on<K extends keyof BusEvents>(event: K, cb: BusEvents[K]): () => void;
   /** Sends an event to an actor through its machine (advanced; the typed calls below use it). */
   send<K extends ActorKind>(kind: K, id: string, event: KindNewEvent<K>): ReturnType<ActorHost['dispatch']>;

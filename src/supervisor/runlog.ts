@@ -14,9 +14,9 @@ import { assertNodeChoice, chooseNode, type NodeChoice } from '../domain/placeme
 import { supervision } from '../domain/supervision.ts';
 import type { ExecutionContext } from '../machines/execution.machine.ts';
 import type { InstanceContext } from '../machines/instance.machine.ts';
-import { isPostgresUrl, type HostStore } from '../store/host-store.ts';
-import type { PgHostStore } from '../store/postgres/host-store.ts';
-import { leaseNow, nodeLoads } from '../store/postgres/nodes.ts';
+import { isPostgresUrl } from '../store/postgres/url.ts';
+import type { EventStorePort } from '../store/port.ts';
+import type { Leasing } from '../store/capabilities.ts';
 import { WriterLock } from '../store/sqlite/writer-lock.ts';
 import { IllegalEventError } from './host/actor-host.ts';
 import { buildHost, type HostServices } from './host/actor-host-wiring.ts';
@@ -24,7 +24,6 @@ import { changeAppTool } from './instances/app-tool-changes.ts';
 import { AppToolSync } from './instances/app-tool-sync.ts';
 import { createBus, type Bus } from './host/bus.ts';
 import { startCluster, type ClusterServices } from './cluster/cluster-services.ts';
-import type { RenewalRelay } from './cluster/self-fence.ts';
 import { startEngineWatch } from './recovery/engine-watch.ts';
 import { ExecutionLimiter } from './executions/execution-limiter.ts';
 import { awaitQueued } from './executions/execution-queue.ts';
@@ -32,11 +31,12 @@ import { noFaults } from './host/faults.ts';
 import { suspendOnStop } from './host/graceful-stop.ts';
 import type { Handover } from './cluster/handover.ts';
 import { startHeartbeat, type HeartbeatHandle } from './host/heartbeat.ts';
-import { actorEvents, inspectActor, listActors, rebuildProjection, replayActor, resolveActor, type ActorView } from '../inspect/inspection.ts';
+import { actorEvents, inspectActor, listActors, rebuildProjection, replayActor, type ActorView } from '../inspect/inspection.ts';
 import { instanceOperations, type InstanceOperations } from './instances/instance-operations.ts';
 import { RunlogMetrics } from './observability/metrics.ts';
 import { DEFAULT_LEASE_TTL_MS, openLog, type OpenedLog } from './open-log.ts';
 import { pinnedTarget, pinnedWatch, raceGuard } from './cluster/pinned-wait.ts';
+import { leaseOf, nodeLoads, readNodes } from './cluster/nodes.ts';
 import { Reconciler, recoverRehydrated, type ReconcileOptions, type ReconcileReport } from './recovery/reconciler.ts';
 import type { ExecuteOptions, ExecutionOutcome, Runlog, RunlogOptions } from './runlog-api.ts';
 import { byState, executionEnded, instanceStopped, SettleWaits, spawnSettled } from './host/settle-waits.ts';
@@ -78,9 +78,9 @@ interface Composed {
   supervise: boolean;
   writer: WriterLock | null;
   opened: OpenedLog;
-  store: HostStore;
-  /** The cluster node's store (null: not a cluster node). */
-  pgStore: PgHostStore | null;
+  store: EventStorePort;
+  /** This node's leases (null: not a cluster node). */
+  leasing: Leasing | null;
   selfNode: string;
   bus: Bus;
   log: (msg: string) => void;
@@ -107,22 +107,21 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   // A supervisor on PostgreSQL is a cluster node (maybe the only one): its actors are leased to it.
   const node = pgUrl && supervise ? (options.node ?? hostname()) : undefined;
   const openedAtMs = performance.now(); // no later than the store reclaims this node's leases (self-fence.ts)
-  const opened = await openLog(options, paths.db, readOnly, pgUrl, node, supervise);
-  const store: HostStore = opened.store;
-  const pgStore = node && opened.kind === 'pg' ? opened.store : null;
-  const renewals = node && opened.kind === 'pg' ? opened.renewals : null;
+  const log = options.log ?? ((m: string) => process.stderr.write(`[runlog] ${m}\n`));
+  const opened = await openLog(options, paths.db, readOnly, pgUrl, node, supervise, log);
+  const { store } = opened;
+  const leasing = opened.cluster?.leasing ?? null;
   if (node) options = { ...options, labels: { ...options.labels, 'runlog.node': node } };
   const bus = createBus();
-  const log = options.log ?? ((m: string) => process.stderr.write(`[runlog] ${m}\n`));
   const faults = options.faults ?? noFaults;
   const parts = discoverParts(options.parts);
   const clock = options.clock ?? systemClock;
   const now = options.now ?? (() => new Date(clock.nowMs()).toISOString());
   const tracing = supervise ? new RunlogTracing(bus, options.tracerProvider) : null;
-  const services = buildHost({ options, home: paths.home, store, pgStore, supervise, bus, log, faults, parts, clock, now, tracing });
+  const services = buildHost({ options, home: paths.home, store, leasing, reconnecting: opened.reconnecting, supervise, bus, log, faults, parts, clock, now, tracing });
   const { host, hostRef, instances, executions } = services;
   // `cap` changes reach the instances this node owns (all of them, on one machine): app-tool-sync.ts.
-  const toolSync = new AppToolSync({ store, live: () => host.live(), owns: (s) => !pgStore || pgStore.owns(s), dispatch: (id, e) => host.dispatch('instance', id, e), log });
+  const toolSync = new AppToolSync({ store, live: () => host.live(), owns: (s) => !leasing || leasing.owns(s), dispatch: (id, e) => host.dispatch('instance', id, e), log });
   /** Passes a spawn's first-event result on, after asking for the `cap` look at it (app-tool-sync.ts spawned). */
   const spawned =
     (instanceId: string) =>
@@ -130,14 +129,14 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
       void toolSync.spawned(`instance-${instanceId}`).catch((err: unknown) => log(`cap changes for ${instanceId}: ${(err as Error).message}`));
       return r;
     };
-  const reconciler = new Reconciler(hostRef, instances, executions, log, { clock, ...(options.orphanPolicy ? { orphanPolicy: options.orphanPolicy } : {}), ...(pgStore ? { owns: (stream: string) => pgStore.owns(stream) } : {}) });
+  const reconciler = new Reconciler(hostRef, instances, executions, log, { clock, ...(options.orphanPolicy ? { orphanPolicy: options.orphanPolicy } : {}), ...(leasing ? { owns: (stream: string) => leasing.owns(stream) } : {}) });
   // This supervisor's node name (on SQLite: the host's, the only node there is).
   const selfNode = node ?? options.node ?? hostname();
-  const placeOn = (choice: NodeChoice) => placeRequest(choice, pgStore, selfNode, now);
+  const placeOn = (choice: NodeChoice) => placeRequest(choice, leasing, selfNode, now);
   const heartbeat = supervise ? startHeartbeat(store, now, options.heartbeatMs, log, node) : null;
   const metrics =
     supervise && (options.metrics ?? true)
-      ? new RunlogMetrics({ store, host: hostRef, bus, now, lastHeartbeat: () => heartbeat?.lastBeat() ?? null, appWatch: () => instances.appWatchMode(), prestart: () => executions.pool.accounts() })
+      ? new RunlogMetrics({ store, metered: opened.metered, host: hostRef, bus, now, lastHeartbeat: () => heartbeat?.lastBeat() ?? null, appWatch: () => instances.appWatchMode(), prestart: () => executions.pool.accounts() })
       : null;
   const reconcile = async (o?: ReconcileOptions): Promise<ReconcileReport> => {
     const report = await reconciler.reconcile(o);
@@ -145,37 +144,37 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     return report;
   };
   // Waits for an actor to settle, each with its deadline: ended by close() (settle-waits.ts).
-  const waits = new SettleWaits({ bus, store, followLog: pgStore !== null });
+  const waits = new SettleWaits({ bus, store, followLog: leasing !== null });
   const ops = instanceOperations({ store, host, instances, waits, killGraceMs: options.killGraceMs });
-  const cluster = supervise ? await startSupervising({ options, services, store, pgStore, renewals, node, pgUrl, bus, clock, log, toolSync, spawned, reconcile, openedAtMs, ops }) : null;
+  const cluster = supervise ? await startSupervising({ options, services, store, opened, node, bus, clock, log, toolSync, spawned, reconcile, openedAtMs, ops }) : null;
   // Docker restarting or briefly unreachable: reconnect, resubscribe to engine events, reconcile.
   const engineWatch =
     supervise && (options.engineWatch ?? true)
       ? startEngineWatch({ socketPath: parts.dockerSocket, engine: services.engine(), home: paths.home, host: hostRef, reconcile: () => reconcile({ reattach: true }), tracks: (id) => instances.tracks(id), log })
       : null;
   // A pinned execution's node is watched while it waits to be claimed: NODE_UNAVAILABLE once it is not live (pinned-wait.ts).
-  const guardPinned = pgStore && cluster ? pinnedWatch({ self: selfNode, pg: pgStore.pg, store, queue: cluster.queue, nowMs: () => clock.nowMs(), log }) : null;
+  const guardPinned = leasing && cluster ? pinnedWatch({ self: selfNode, leasing, store, queue: cluster.queue, nowMs: () => clock.nowMs(), log }) : null;
   // Hand-over requests are carried out from here on.
-  if (supervise) cluster?.handover.start();
+  if (supervise) await cluster?.handover.start();
   if (supervise) await cluster?.follows.owner.start();
-  if (supervise && pgStore) {
+  if (supervise && leasing) {
     // Every node follows the `cap` changes any node records; those recorded while this one was down apply now.
-    toolSync.start();
+    await toolSync.start();
     void toolSync.syncAll().catch((err: unknown) => log(`cap changes at start-up: ${(err as Error).message}`));
   }
   const limiter = new ExecutionLimiter(executions.policy.executions, clock);
-  return runlogFacade({ options, paths, supervise, writer, opened, store, pgStore, selfNode, bus, log, clock, now, tracing, services, toolSync, spawned, reconcile, metrics, heartbeat, cluster, engineWatch, waits, ops, limiter, guardPinned, placeOn });
+  return runlogFacade({ options, paths, supervise, writer, opened, store, leasing, selfNode, bus, log, clock, now, tracing, services, toolSync, spawned, reconcile, metrics, heartbeat, cluster, engineWatch, waits, ops, limiter, guardPinned, placeOn });
 }
 
 /** Where a request for `choice` goes: this node's name, or another live node's (NODE_UNKNOWN, NODE_UNAVAILABLE). */
-async function placeRequest(choice: NodeChoice, pgStore: PgHostStore | null, selfNode: string, now: () => string): Promise<string> {
+async function placeRequest(choice: NodeChoice, leasing: Leasing | null, selfNode: string, now: () => string): Promise<string> {
   assertNodeChoice(choice);
-  if (!pgStore) {
+  if (!leasing) {
     if (choice === 'any' || choice === selfNode) return selfNode;
     throw new RunlogError('NODE_UNKNOWN', `no node named ${choice}: a SQLite log has one node, this one (${selfNode}); use node 'any' or '${selfNode}'`, { node: choice });
   }
   // This node is live while it answers, whatever its last recorded beat says.
-  const loads = (await nodeLoads(pgStore.pg)).map((n) => (n.node === selfNode ? { ...n, live: true } : n));
+  const loads = nodeLoads(await leasing.clusterRecords()).map((n) => (n.node === selfNode ? { ...n, live: true } : n));
   if (!loads.some((n) => n.node === selfNode)) loads.push({ node: selfNode, live: true, beatAt: now(), stoppedAt: null, instances: 0, executions: 0 });
   return chooseNode(choice, loads, selfNode);
 }
@@ -188,11 +187,9 @@ async function placeRequest(choice: NodeChoice, pgStore: PgHostStore | null, sel
 async function startSupervising(c: {
   options: RunlogOptions;
   services: HostServices;
-  store: HostStore;
-  pgStore: PgHostStore | null;
-  renewals: RenewalRelay | null;
+  store: EventStorePort;
+  opened: OpenedLog;
   node: string | undefined;
-  pgUrl: string | undefined;
   bus: Bus;
   clock: Clock;
   log: (msg: string) => void;
@@ -202,17 +199,19 @@ async function startSupervising(c: {
   openedAtMs: number;
   ops: InstanceOperations;
 }): Promise<ClusterServices | null> {
-  const { options, services, pgStore, renewals, node, pgUrl, log } = c;
+  const { options, services, node, log } = c;
+  const clusterLog = c.opened.cluster;
   const { host, instances, executions } = services;
-  const rehydrated = host.rehydrate();
+  const rehydrated = await host.rehydrate();
   await recoverRehydrated(host, rehydrated, log);
   const cluster =
-    pgStore && renewals && node && pgUrl
+    clusterLog && node
       ? await startCluster({
           node,
-          pgUrl,
-          pgStore,
-          renewals,
+          leasing: clusterLog.leasing,
+          leaseTtlMs: options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS,
+          follows: clusterLog.follows,
+          renewals: clusterLog.renewals,
           store: c.store,
           hostRef: services.hostRef,
           bus: c.bus,
@@ -246,8 +245,8 @@ async function startSupervising(c: {
     if (report.actions.length > 0) log(`reconciled ${report.actions.length} actors (${summarizeActions(report)})`);
   }
   // Requests placed on this node, and queued executions, are taken once it has recovered and reconciled.
-  cluster?.placement.start();
-  cluster?.queue.start();
+  await cluster?.placement.start();
+  await cluster?.queue.start();
   if (options.watchApps ?? true) await instances.startRegistry(options.appWatch).catch((err: unknown) => log(`apps: manifest edits are not followed: ${(err as Error).message}`));
   if (options.receipts) {
     await executions.publishRunnerRecord().catch((err: unknown) => log(`could not publish the runner record: ${(err as Error).message}`));
@@ -262,28 +261,26 @@ function runlogFacade(c: Composed): Runlog {
   const requireSupervisor = (what: string) => {
     if (!supervise) throw new RunlogError('READ_ONLY', `${what} needs a supervising runlog (createRunlog({ supervise: true }))`);
   };
-  const toolInputs = { store, host, instances: services.instances, toolSync: c.toolSync, clock: c.clock, selfNode: c.selfNode, cluster: c.pgStore !== null, inspectNow: ops.inspectNow };
+  const toolInputs = { store, leasing: c.leasing, host, instances: services.instances, toolSync: c.toolSync, clock: c.clock, selfNode: c.selfNode, inspectNow: ops.inspectNow };
   return {
     home: c.paths.home,
-    dbPath: c.opened.kind === 'pg' ? store.file : c.paths.db,
+    dbPath: c.opened.kind === 'pg' ? store.description : c.paths.db,
     store,
     writer: c.writer,
     host,
     bus: c.bus,
     metrics: c.metrics,
-    supervision: () => supervision(store.readHeartbeat(), c.now()),
+    supervision: async () => supervision(await store.readHeartbeat(), c.now()),
+    nodes: () => readNodes(store, c.opened.clusterRecords, c.now()),
+    archiving: c.opened.archiving,
     policy: executions.policy,
     list: (filter) => listActors(store, filter),
     inspect: (id) => inspectActor(store, id),
-    async pageIn(id) {
-      const { stream } = resolveActor(store, id);
-      await store.pageIn?.(stream);
-    },
     events: (id, range) => actorEvents(store, id, range),
     replay: (id, o) => replayActor(store, id, o?.to),
-    rebuild: () => {
-      if (c.opened.kind !== 'sqlite') throw new RunlogError('NOT_SUPPORTED', `rebuild works on a SQLite log; on PostgreSQL the store folds the actors projection in every append (${store.file})`);
-      return rebuildProjection(c.opened.store);
+    rebuild: async () => {
+      if (c.opened.kind !== 'sqlite') throw new RunlogError('NOT_SUPPORTED', `rebuild works on a SQLite log; on PostgreSQL the store folds the actors projection in every append (${store.description})`);
+      return rebuildProjection(store);
     },
     reconcile: (o) => {
       requireSupervisor('reconcile');
@@ -314,12 +311,13 @@ function runlogFacade(c: Composed): Runlog {
 
 /** spawnApp, stop, kill and logs: here, or on the node that owns the instance (placement.ts, handover.ts). */
 function instanceCalls(c: Composed, requireSupervisor: (what: string) => void): Pick<Runlog, 'spawnApp' | 'stop' | 'kill' | 'logs'> {
-  const { options, services, ops, pgStore, cluster, selfNode } = c;
+  const { options, services, ops, leasing, cluster, selfNode } = c;
   const { host, instances } = services;
   /** Where an operation on a live instance runs: here (null), or on the node holding its lease (handover.ts). */
   const ownerOf = async (view: ActorView): Promise<{ owner: string; handover: Handover } | null> => {
-    if (!pgStore || !cluster || view.kind !== 'instance' || view.status === 'terminal' || pgStore.owns(view.stream)) return null;
-    const [lease, loads] = await Promise.all([leaseNow(pgStore.pg, view.stream), nodeLoads(pgStore.pg)]);
+    if (!leasing || !cluster || view.kind !== 'instance' || view.status === 'terminal' || leasing.owns(view.stream)) return null;
+    const records = await leasing.clusterRecords();
+    const [lease, loads] = [leaseOf(records, view.stream), nodeLoads(records)];
     const route = routeRequest(view.id, lease, new Set([selfNode, ...loads.filter((n) => n.live).map((n) => n.node)]), selfNode);
     return route.here ? null : { owner: route.owner, handover: cluster.handover };
   };
@@ -335,7 +333,7 @@ function instanceCalls(c: Composed, requireSupervisor: (what: string) => void): 
         if (!cluster) throw new RunlogError('INTERNAL', `node ${target} was chosen, but this supervisor is not a cluster node`);
         view = await cluster.placement.spawnOn(target, { instanceId: o.instanceId ?? newInstanceId(), appDir: resolve(o.appDir), ...(o.sandbox ? { sandbox: o.sandbox } : {}) }, timeoutMs + 30_000);
       } else {
-        const spec = instances.prepare(o.appDir, o.sandbox, o.instanceId);
+        const spec = await instances.prepare(o.appDir, o.sandbox, o.instanceId);
         view = await c.waits.waitFor('instance', spec.instanceId, spawnSettled, timeoutMs, () => host.create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } }).then(c.spawned(spec.instanceId)));
       }
       if (view.state !== 'running') view = (await c.waits.reread('instance', view.id)) ?? view; // a failure only as the log has it now
@@ -361,7 +359,7 @@ function instanceCalls(c: Composed, requireSupervisor: (what: string) => void): 
       requireSupervisor('kill');
       const current = await ops.inspectNow(id);
       // Ended on a cluster: its lease was given back, so its refusal could not even be recorded (FENCED); say why.
-      if (current.kind === 'instance' && current.status === 'terminal' && pgStore && !pgStore.owns(current.stream)) throw new IllegalEventError(current.id, current.state, 'instance.kill-requested');
+      if (current.kind === 'instance' && current.status === 'terminal' && leasing && !leasing.owns(current.stream)) throw new IllegalEventError(current.id, current.state, 'instance.kill-requested');
       const remote = await ownerOf(current);
       if (remote) {
         await remote.handover.ask(remote.owner, 'kill', current.id, null, handoverMs(0));
@@ -370,13 +368,16 @@ function instanceCalls(c: Composed, requireSupervisor: (what: string) => void): 
       return ops.killHere(id);
     },
     logs(id, o) {
-      if (!cluster) return instances.logs(ops.logSource(id), o?.follow ?? false);
+      if (!cluster)
+        return (async function* () {
+          yield* instances.logs(await ops.logSource(id), o?.follow ?? false);
+        })();
       // On a cluster the instance may run on another node's host: its owner reads them there (handover.ts).
       return (async function* () {
         const current = await ops.inspectNow(id);
         const remote = await ownerOf(current);
         if (!remote) {
-          yield* instances.logs(ops.logSource(id), o?.follow ?? false);
+          yield* instances.logs(await ops.logSource(id), o?.follow ?? false);
           return;
         }
         if (o?.follow) {
@@ -401,14 +402,14 @@ async function executeCall(c: Composed, o: ExecuteOptions): Promise<ExecutionOut
   const timeoutMs = fields.timeoutMs ?? executions.policy.defaults.timeoutMs;
   const request = { executionId, uri: fields.uri, handler: fields.handler, input: fields.input, callerDid: fields.callerDid, timeoutMs };
   // A named node must be live (or, on SQLite, be this one), unless the caller waits for it (pinned-wait.ts).
-  const pinned = await pinnedTarget(o.node, o.nodeWaitMs, c.placeOn, c.pgStore !== null);
+  const pinned = await pinnedTarget(o.node, o.nodeWaitMs, c.placeOn, c.leasing !== null);
   const off = typeof o.onProgress === 'function' ? executions.onProgress(executionId, o.onProgress) : () => undefined;
   try {
     const queue = c.cluster?.queue;
     if (queue) {
       // In a cluster it is queued in the log and started by a node with room (progress is reported when that is this node).
       const claimBy = clock.nowMs() + QUEUE_CLAIM_MS;
-      const ended = () => ['succeeded', 'failed'].includes(inspectActor(store, executionId).state);
+      const ended = async () => ['succeeded', 'failed'].includes((await inspectActor(store, executionId)).state);
       const abort = new AbortController();
       const waiting = awaitQueued(store, executionId, ended, claimBy, QUEUE_CLAIM_MS + timeoutMs + 600_000, () => clock.nowMs(), AbortSignal.any([c.waits.signal, abort.signal]));
       try {
@@ -448,23 +449,23 @@ async function closeRunlog(c: Composed): Promise<void> {
   const { cluster, services, log } = c;
   const { host, instances, executions } = services;
   cluster?.stopSelfFence();
-  cluster?.placement.stop();
-  cluster?.handover.stop();
+  await cluster?.placement.stop();
+  await cluster?.handover.stop();
   cluster?.follows.close();
-  c.toolSync.stop();
-  cluster?.queue.stop();
+  await c.toolSync.stop();
+  await cluster?.queue.stop();
   await c.engineWatch?.close();
   await executions.close(); // the pool's removals are recorded: before the host closes
-  c.waits.close();
+  await c.waits.close();
   if (c.supervise) await suspendOnStop(host, (id) => instances.tracks(id), log); // before the runners stop the PRoot sandboxes
-  host.close();
+  await host.close();
   services.timers.close();
   await instances.close();
   // Effects still waiting on something that closing detached (an exit watcher) must not hold the process.
   await Promise.race([host.idle().catch(() => undefined), new Promise((r) => setTimeout(r, 5000).unref())]);
   c.tracing?.close();
   c.metrics?.close();
-  c.heartbeat?.stop();
+  await c.heartbeat?.stop();
   await c.store.close();
   c.writer?.release();
 }

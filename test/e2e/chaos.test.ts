@@ -16,6 +16,7 @@ import { FAULT_POINTS, type FaultPoint } from '../../src/supervisor/host/faults.
 import { RECONCILER_STREAM } from '../../src/supervisor/recovery/reconciler.ts';
 import { createRunlog, type Runlog } from '../../src/supervisor/runlog.ts';
 import { FAILURE_REASONS } from '../../src/machines/execution.machine.ts';
+import { collect } from '../../src/store/port.ts';
 import { alive, getJson, requireDockerAppBase, requireProot, until } from '../support/apps.ts';
 import { helloApp, homeWithPolicy, startChild, type ChildSupervisor } from '../support/child-supervisor.ts';
 import { docker, requireRegistry } from '../support/docker.ts';
@@ -95,8 +96,8 @@ async function workload(c: ChildSupervisor, tag: string, uri: string): Promise<'
 const killedPoint = (c: ChildSupervisor): string | null => /fault injection: SIGKILL at ([a-z-]+)/.exec(c.stderr())?.[1] ?? null;
 
 const TRANSITIONAL = new Set(['spawning', 'healthy', 'adopted', 'stopping', 'crashed.backoff', 'resolving', 'materializing', 'starting', 'running']);
-function settled(rl: Runlog): boolean {
-  return rl.list({ all: true }).every((a) => (a.kind === 'instance' ? a.state === 'running' || !TRANSITIONAL.has(a.state) : !TRANSITIONAL.has(a.state)));
+async function settled(rl: Runlog): Promise<boolean> {
+  return (await rl.list({ all: true })).every((a) => (a.kind === 'instance' ? a.state === 'running' || !TRANSITIONAL.has(a.state) : !TRANSITIONAL.has(a.state)));
 }
 
 /** Everything the task demands of the recovered home. */
@@ -105,7 +106,7 @@ async function checkInvariants(rl: Runlog, acked: ChildSupervisor['committed'][]
   // 1. every acknowledged event is still there, unchanged
   for (const list of acked) {
     for (const a of list) {
-      const [e] = rl.store.read(a.stream, { from: a.version, to: a.version });
+      const [e] = await collect(rl.store.readStream(a.stream, { from: a.version, to: a.version }));
       expect(e, `${label}: acknowledged ${a.stream}@${a.version} (${a.eventType}) is missing`).toBeDefined();
       expect(e!.type).toBe(a.eventType);
       expect(e!.seq).toBe(a.seq);
@@ -115,8 +116,8 @@ async function checkInvariants(rl: Runlog, acked: ChildSupervisor['committed'][]
   // 2. actors consistent with reality
   const containers = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${home}`] }) });
   const accounted = new Set<string>();
-  for (const a of rl.list({ all: true })) {
-    const view = rl.inspect(a.id);
+  for (const a of (await rl.list({ all: true }))) {
+    const view = await rl.inspect(a.id);
     const ctx = view.context as any;
     if (a.kind === 'instance') {
       const mine = containers.filter((c) => c.Labels['runlog.stream'] === a.stream);
@@ -149,14 +150,14 @@ async function checkInvariants(rl: Runlog, acked: ChildSupervisor['committed'][]
         expect(FAILURE_REASONS, `${label}: ${a.id} failed with a typed reason`).toContain(ctx.failure.reason);
         expect(ctx.failure.message.length, `${label}: ${a.id}'s failure says why`).toBeGreaterThan(0);
         totals.executions.failed[ctx.failure.reason] = (totals.executions.failed[ctx.failure.reason] ?? 0) + 1;
-        const story = rl.events(a.id).map((e) => `${e.type}${e.meta.source ? `(${String(e.meta.source)})` : ''}`).join(' ');
+        const story = (await rl.events(a.id)).map((e) => `${e.type}${e.meta.source ? `(${String(e.meta.source)})` : ''}`).join(' ');
         failures.push(`${req.handler}: ${ctx.failure.reason} ${ctx.failure.code} ${ctx.failure.message.slice(0, 160)} [${story}]`);
       }
     }
   }
   // 3. nothing runlog created is unaccounted for (a sandbox the pool pre-started is accounted for by its facts)
   const pool = new Set<string>();
-  for (const e of rl.store.read('sandbox-pool')) {
+  for (const e of (await collect(rl.store.readStream('sandbox-pool')))) {
     const d = e.data as { sandbox?: string };
     if (e.type === 'pool.sandbox-prestarting' && d.sandbox) pool.add(d.sandbox);
     else if ((e.type === 'pool.sandbox-claimed' || e.type === 'pool.sandbox-removed') && d.sandbox) pool.delete(d.sandbox);
@@ -171,9 +172,9 @@ async function checkInvariants(rl: Runlog, acked: ChildSupervisor['committed'][]
     if (sealFor) expect(await exists(sealFor), `${label}: seal ${v.Name} has its content`).toBe(true);
     else expect(await exists(`${v.Name}-sealed`), `${label}: volume ${v.Name} is a sealed cache`).toBe(true);
   }
-  const facts = rl.store.read(RECONCILER_STREAM);
+  const facts = await collect(rl.store.readStream(RECONCILER_STREAM));
   totals.reconciled.straysRemoved += facts.filter((e) => e.type === 'reconciler.removed').length;
-  totals.reconciled.actorEvents += rl.store.readAll().filter((e) => e.meta.source === 'reconciler' && e.stream !== RECONCILER_STREAM).length;
+  totals.reconciled.actorEvents += (await collect(rl.store.readAll())).filter((e) => e.meta.source === 'reconciler' && e.stream !== RECONCILER_STREAM).length;
 }
 
 async function teardown(rl: Runlog | null, home: string): Promise<void> {
@@ -229,7 +230,7 @@ async function chaosRound(point: SqlitePoint, rep: number): Promise<void> {
     await r.idle();
     await checkInvariants(r, acked, `${label} (n=${nth}, killed at ${kills.join(', ')})`, failures);
     // Snapshots are a cache: over this crash-ridden log, snapshot + tail folds to the full fold for every actor.
-    expectSnapshotPlusTailEqualsFold(r.store);
+    await expectSnapshotPlusTailEqualsFold(r.store);
     totals.rounds += 1;
   } finally {
     totals.detail.push({ round: label, killedAt: kills.join(','), childMs: t1 - t0, recoverMs: Date.now() - t1, failures });

@@ -95,13 +95,13 @@ describe('kill -9 with 50 running containers', () => {
     const log: string[] = [];
     rl = await createRunlog({ home, labels: LABELS, containerNetwork: network, portRange: PORTS, killGraceMs: 2000, watchApps: false, log: (m) => log.push(m) });
     const r = rl;
-    await until('all running', () => r.list({ kind: 'instance' }).filter((a) => a.state === 'running').length === COUNT, 60_000, 100);
+    await until('all running', async () => (await r.list({ kind: 'instance' })).filter((a) => a.state === 'running').length === COUNT, 60_000, 100);
     expect(log.join('\n')).toContain(`reconciled ${COUNT} actors (${COUNT} adopted)`);
 
     for (const [id, b] of before) {
-      const types = r.events(id).map((e) => e.type);
+      const types = (await r.events(id)).map((e) => e.type);
       expect(types).toEqual(['instance.requested', 'instance.spawned', 'instance.healthy', 'instance.running', 'instance.adopted', 'instance.running']);
-      expect(r.inspect(id).context).toMatchObject({ adopted: true, containerId: b.containerId, restarts: 0 });
+      expect((await r.inspect(id)).context).toMatchObject({ adopted: true, containerId: b.containerId, restarts: 0 });
       const info = await docker.getContainer(b.containerId).inspect();
       expect({ running: info.State.Running, startedAt: info.State.StartedAt, restarts: info.RestartCount }).toEqual({ running: true, startedAt: b.startedAt, restarts: 0 });
     }
@@ -109,7 +109,7 @@ describe('kill -9 with 50 running containers', () => {
     expect(running.map((x) => x.Id).sort()).toEqual([...before.values()].map((b) => b.containerId).sort());
     // No hook ran again: each app saw onCreate and onStart once, from the supervisor that was killed.
     const hooks = await Promise.all([...before.keys()].map(async (id) => {
-      const ctx = r.inspect(id).context as any;
+      const ctx = (await r.inspect(id)).context as any;
       return (await getJson(ctx.host, ctx.port, '/api/lifecycle/health')).body.events;
     }));
     expect(hooks).toEqual(Array.from({ length: COUNT }, () => ['onCreate', 'onStart']));

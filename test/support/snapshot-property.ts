@@ -5,21 +5,21 @@ import { expect } from 'vitest';
 import { encodeSnapshot, decodeSnapshot, snapshotProblem, snapshotState } from '../../src/inspect/snapshots.ts';
 import { toMachineEvent, type ActorKind } from '../../src/domain/events.ts';
 import { machines, replay, restoreSnapshot } from '../../src/machines/runtime.ts';
-import type { EventStore } from '../../src/store/event-store.ts';
+import { collect, type EventStorePort } from '../../src/store/port.ts';
 
 /**
  * Checks every actor stream of the log at up to `cuts` versions each; returns how many cuts were checked. When the
  * log keeps snapshots, the ones the supervisor actually stored (the newest, and the older ones `replay --to` reads)
  * are checked the same way: restored, plus the events after them, they give the full fold.
  */
-export function expectSnapshotPlusTailEqualsFold(store: Pick<EventStore, 'streams' | 'read' | 'latestSnapshot' | 'snapshotAtOrBefore'>, cuts = 40): number {
+export async function expectSnapshotPlusTailEqualsFold(store: Pick<EventStorePort, 'listStreams' | 'readStream' | 'snapshotAtOrBefore'>, cuts = 40): Promise<number> {
   let checked = 0;
-  for (const { stream, kind } of store.streams()) {
+  for (const { stream, kind } of await store.listStreams()) {
     const machine = machines[kind as ActorKind];
     if (!machine) continue;
-    const events = store.read(stream).map(toMachineEvent);
+    const events = (await collect(store.readStream(stream))).map(toMachineEvent);
     const full = snapshotState(machine, replay(machine, events));
-    const stored = [store.latestSnapshot?.(stream), ...(store.snapshotAtOrBefore ? Array.from({ length: 4 }, (_, i) => store.snapshotAtOrBefore!(stream, Math.floor((events.length * (i + 1)) / 5))) : [])];
+    const stored = [await store.snapshotAtOrBefore(stream), ...(await Promise.all(Array.from({ length: 4 }, (_, i) => store.snapshotAtOrBefore(stream, Math.floor((events.length * (i + 1)) / 5)))))];
     for (const record of stored) {
       if (!record) continue;
       // Its bytes must match its checksum. Its fingerprint may differ from this process's for the same source: a

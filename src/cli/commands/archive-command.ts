@@ -39,6 +39,6 @@ export const archiveCommand: Command = {
       // PostgreSQL: beside running supervisors (other nodes keep appending); one archiver at a time (ARCHIVE_BUSY).
       return report(await archiveStoreUrl(args.store, { before, home, ...out }));
     }
-    return withWritableLog(args, 'runlog archive', (store) => report(archiveLog(store, { before, home, ...out })));
+    return withWritableLog(args, 'runlog archive', async (log) => report(await archiveLog(log.archiving, { before, home, ...out })));
   },
 };

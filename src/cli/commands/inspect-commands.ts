@@ -1,14 +1,14 @@
-// Inspection commands: they read the SQLite file directly and work with no supervisor running. This module
+// Inspection commands: they read the log through the store port and work with no supervisor running. This module
 // imports only light code at its top: `ps` loads the store reader and nothing else; the others load the
 // machines (to fold) when they run.
 import { UsageError } from '../../domain/errors.ts';
 import type { RecordedEvent } from '../../domain/events.ts';
 import { supervision as supervisionOf, type Supervision } from '../../domain/supervision.ts';
 import { historyHeaderLine } from '../../domain/history.ts';
-// eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
-import type { ReadableLog } from '../../store/host-store.ts';
+import type { EventStorePort } from '../../index.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { withInspectionLog } from '../inspection-log.ts';
+import { logPages, streamPages } from '../log-pages.ts';
 import { withWritableLog } from '../writable-log.ts';
 import { age, EXIT, printEach, printJson, table, truncate, type Io } from '../output.ts';
 
@@ -49,11 +49,13 @@ export const psCommand: Command = {
   run: (args, io) => {
     const kind = args.values.kind as string | undefined;
     if (kind && kind !== 'instance' && kind !== 'execution') throw new UsageError(`--kind must be instance or execution, not '${kind}'`);
-    return withInspectionLog(args, (store) => {
-      const rows = store.listActors({ all: Boolean(args.values.all), ...(kind ? { kind } : {}) });
-      const sup = supervisionOf(store.readHeartbeat(), new Date().toISOString());
-      // A cluster's log (PostgreSQL) says where each actor last ran and which node owns it now.
-      const placed = store.placement ? (r: { stream: string }) => store.placement!(r.stream) : null;
+    return withInspectionLog(args, async ({ store, cluster }) => {
+      const rows = await store.listActors({ all: Boolean(args.values.all), ...(kind ? { kind } : {}) });
+      const sup = supervisionOf(await store.readHeartbeat(), new Date().toISOString());
+      // A cluster's log (PostgreSQL) says where each actor last ran and which node owns it now (asked one at a time).
+      const places = new Map<string, { node: string | null; owner: string | null }>();
+      if (cluster) for (const r of rows) places.set(r.stream, await cluster.placement(r.stream));
+      const placed = cluster ? (r: { stream: string }) => places.get(r.stream)! : null;
       if (io.json) {
         printJson(
           io,
@@ -86,13 +88,13 @@ export const inspectCommand: Command = {
   examples: ['runlog inspect inst_01J9Z --json'],
   run: async (args, io) => {
     const id = needId(args, inspectCommand.usage);
-    const { inspectActor, actorEvents, resolveReadableActor } = await import('../../inspect/inspection.ts');
+    const { inspectActor, actorEvents } = await import('../../inspect/inspection.ts');
     const { executionWaterfall, renderWaterfall } = await import('../../domain/latency-profile.ts');
-    return withInspectionLog(args, async (store) => {
-      const view = inspectActor(store, (await resolveReadableActor(store, id)).id);
-      const sup = supervisionOf(store.readHeartbeat(), new Date().toISOString());
+    return withInspectionLog(args, async ({ store }) => {
+      const view = await inspectActor(store, id);
+      const sup = supervisionOf(await store.readHeartbeat(), new Date().toISOString());
       // An execution's latency waterfall, from its events (phases) and its outcome's profile (steps).
-      const waterfall = view.kind === 'execution' ? executionWaterfall(actorEvents(store, view.id)) : null;
+      const waterfall = view.kind === 'execution' ? executionWaterfall(await actorEvents(store, view.id)) : null;
       if (io.json) printJson(io, { ...view, supervision: sup, ...(waterfall ? { waterfall } : {}) });
       else {
         const last = !sup.supervised && view.status === 'active' ? ' — last known state' : '';
@@ -110,13 +112,6 @@ export const inspectCommand: Command = {
 function formatEvent(e: RecordedEvent): string {
   return `${String(e.seq).padStart(6)}  ${e.stream}  v${e.version}  ${e.at}  ${e.type}  ${truncate(JSON.stringify(e.data), 160)}`;
 }
-
-/**
- * Rows per page when printing a stream of events: a page stays live while its lines are printed, and at the
- * store's default (512) the rows surviving each scavenge grow V8's young generation to its largest, which more than
- * doubled `events --all`'s peak resident set against a raw better-sqlite3 reader; 64 keeps it near the raw one.
- */
-const PRINT_PAGE = 64;
 
 const formatLine = (io: Io, e: RecordedEvent): string => (io.json ? JSON.stringify(e) : formatEvent(e));
 const printEvent = (io: Io, e: RecordedEvent): void => io.out(formatLine(io, e));
@@ -166,16 +161,14 @@ export const eventsCommand: Command = {
     const to = wholeNumber(args.values.to, 'to');
     const follow = Boolean(args.values.follow);
     // Resolving an (abbreviated) id reads the store alone: no machines are loaded before the first line.
-    const resolve = all ? undefined : (await import('../../inspect/resolve-actor.ts')).resolveReadableActor;
-    return withInspectionLog(args, async (store) => {
+    const resolve = all ? undefined : (await import('../../inspect/resolve-actor.ts')).resolveActor;
+    return withInspectionLog(args, async ({ store }) => {
       // --all: positions are seqs; one actor: versions. Either way a row is printed as soon as it is read.
       const ref = resolve ? await resolve(store, id!) : undefined;
-      const startSeq = store.lastSeq(); // where --follow picks up, at the latest
+      const startSeq = await store.lastSeq(); // where --follow picks up, at the latest
       let lastSeq = all ? (from ?? 0) : 0;
       let lastVersion = all ? 0 : Math.max(0, (from ?? 1) - 1);
-      const rows = ref
-        ? store.iterateEvents({ stream: ref.stream, pageSize: PRINT_PAGE, ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) })
-        : logAfter(store, from ?? 0, to);
+      const rows = ref ? streamPages(store, ref.stream, from ?? 1, to) : logPages(store, (from ?? 0) + 1, to);
       const printed = await printEach(io, rows, (e) => formatLine(io, e), (e) => {
         lastSeq = e.seq;
         lastVersion = e.version;
@@ -184,65 +177,53 @@ export const eventsCommand: Command = {
       const reachedTo = (): boolean => to !== undefined && (all ? lastSeq >= to : lastVersion >= to);
       // Ended: the actor is terminal and every event up to that point has been printed (a writer may have committed
       // the final events already while we print the ones before them).
-      const ended = (): boolean => {
-        const row = ref ? store.getActor(ref.id) : undefined;
+      const ended = async (): Promise<boolean> => {
+        const row = ref ? await store.getActor(ref.id) : undefined;
         return row !== undefined && row.status === 'terminal' && lastVersion >= row.version;
       };
-      if (reachedTo() || ended()) return EXIT.ok;
-      await followLog(io, store, { afterSeq: Math.max(lastSeq, all ? 0 : startSeq), ...(ref ? { stream: ref.stream } : {}) }, (e, stop) => {
+      if (reachedTo() || (await ended())) return EXIT.ok;
+      await followLog(io, store, { afterSeq: Math.max(lastSeq, all ? 0 : startSeq), ...(ref ? { stream: ref.stream } : {}) }, async (e, stop) => {
         if (all ? e.seq <= lastSeq : e.version <= lastVersion) return; // already printed by the catch-up
         if (to !== undefined && (all ? e.seq > to : e.version > to)) return stop();
         printEvent(io, e);
         lastSeq = e.seq;
         lastVersion = e.version;
-        if (reachedTo() || ended() || io.closed) stop();
+        if (reachedTo() || io.closed || (await ended())) stop();
       });
       return EXIT.ok;
     }, follow);
   },
 };
 
-/**
- * The whole log after `afterSeq` (up to `toSeq`) in position order. A store that does not hold all of it (on
- * PostgreSQL, ended actors' events are not read at open) gives the part it lacks from the database a page at a
- * time (readAllAsync), so `events --all` holds a page, not the log; the rest, and a store holding everything
- * (SQLite), is read as it is held.
- */
-export function logAfter(store: Pick<ReadableLog, 'iterateEvents' | 'readAllAsync' | 'holdsAfter'>, afterSeq: number, toSeq: number | undefined, pageSize = 1000): Iterable<RecordedEvent> | AsyncIterable<RecordedEvent> {
-  const held = (after: number): Iterable<RecordedEvent> => store.iterateEvents({ afterSeq: after, pageSize: PRINT_PAGE, ...(toSeq !== undefined ? { toSeq } : {}) });
-  const readAllAsync = store.readAllAsync?.bind(store);
-  if (!readAllAsync || (store.holdsAfter?.(afterSeq) ?? true)) return held(afterSeq);
-  return (async function* () {
-    let after = afterSeq;
-    while (!store.holdsAfter!(after)) {
-      const page = await readAllAsync({ afterSeq: after, limit: pageSize });
-      if (page.length === 0) return;
-      for (const e of page) {
-        if (toSeq !== undefined && e.seq > toSeq) return;
-        yield e;
-        after = e.seq;
-      }
-    }
-    yield* held(after);
-  })();
-}
-
-/** Tails the log until the handler calls stop, a signal arrives or stdout's reader goes away. */
-async function followLog(io: Io, store: ReadableLog, from: { afterSeq: number; stream?: string }, onEvent: (e: RecordedEvent, stop: () => void) => void): Promise<void> {
+/** Tails the log until the handler calls stop, a signal arrives, stdout's reader goes away or the tail fails. */
+async function followLog(io: Io, store: EventStorePort, from: { afterSeq: number; stream?: string }, onEvent: (e: RecordedEvent, stop: () => void) => Promise<void>): Promise<void> {
   const { done, stopped } = untilStopped(io);
   let over = false;
+  let failed: { error: unknown } | null = null;
   const stop = (): void => {
     over = true;
     done();
   };
-  const off = store.subscribe({ afterSeq: from.afterSeq, ...(from.stream ? { stream: from.stream } : {}), pollMs: 100 }, (e) => {
-    if (!over) onEvent(e, stop);
-  });
+  const sub = store.subscribe(
+    {
+      from: from.afterSeq + 1,
+      ...(from.stream ? { stream: from.stream } : {}),
+      pollMs: 100,
+      onError: (error) => {
+        failed = { error };
+        stop();
+      },
+    },
+    async (e) => {
+      if (!over) await onEvent(e, stop);
+    },
+  );
   try {
     await stopped;
   } finally {
-    off();
+    await sub.close();
   }
+  if (failed) throw (failed as { error: unknown }).error;
 }
 
 export const replayCommand: Command = {
@@ -277,8 +258,7 @@ export const replayCommand: Command = {
       return EXIT.ok;
     }
     const id = needId(args, replayCommand.usage);
-    const { resolveReadableActor } = await import('../../inspect/resolve-actor.ts');
-    await withInspectionLog(args, async (store) => debug.replayFromLog(io, store, (await resolveReadableActor(store, id)).id, { step, to }));
+    await withInspectionLog(args, ({ store }) => debug.replayFromLog(io, store, id, { step, to }));
     return EXIT.ok;
   },
 };
@@ -292,14 +272,14 @@ export const exportCommand: Command = {
   run: async (args, io) => {
     const id = needId(args, exportCommand.usage);
     if (args.positionals.length > 1) throw new UsageError(`export takes one actor id\nusage: ${exportCommand.usage}`);
-    const { resolveReadableActor } = await import('../../inspect/resolve-actor.ts');
-    return withInspectionLog(args, async (store) => {
-      const ref = await resolveReadableActor(store, id);
-      const version = store.streamVersion(ref.stream);
+    const { resolveActor } = await import('../../inspect/resolve-actor.ts');
+    return withInspectionLog(args, async ({ store }) => {
+      const ref = await resolveActor(store, id);
+      const version = await store.streamVersion(ref.stream);
       io.out(historyHeaderLine({ ...ref, version }, new Date().toISOString()));
       let n = 0;
       // Read a page at a time up to the version in the header: the file always agrees with its header.
-      if (!(await printEach(io, store.iterateEvents({ stream: ref.stream, to: version, pageSize: PRINT_PAGE }), (e) => JSON.stringify(e), () => (n += 1)))) return EXIT.ok;
+      if (!(await printEach(io, streamPages(store, ref.stream, 1, version), (e) => JSON.stringify(e), () => (n += 1)))) return EXIT.ok;
       io.err(`exported ${n} events of ${ref.kind} ${ref.id}`);
       return EXIT.ok;
     });
@@ -316,14 +296,14 @@ export const rebuildCommand: Command = {
   examples: ['runlog rebuild', 'runlog rebuild --snapshots'],
   run: async (args, io) => {
     const { rebuildProjection, rebuildSnapshots } = await import('../../inspect/inspection.ts');
-    return withWritableLog(args, 'runlog rebuild', (store) => {
+    return withWritableLog(args, 'runlog rebuild', async (log) => {
       if (args.values.snapshots === true) {
-        const r = rebuildSnapshots(store);
+        const r = await rebuildSnapshots(log.store, log.snapshots);
         if (io.json) printJson(io, r);
         else io.out(`rebuilt ${r.snapshots} snapshots from ${r.events} events`);
         return EXIT.ok;
       }
-      const r = rebuildProjection(store);
+      const r = await rebuildProjection(log.store);
       if (io.json) printJson(io, r);
       else io.out(`rebuilt ${r.actors} actors from ${r.events} events`);
       return EXIT.ok;

@@ -14,8 +14,8 @@ export const nodesCommand: Command = {
   examples: ['runlog nodes --store postgres://runlog:runlog@127.0.0.1:5432/runlog'],
   run: async (args, io) => {
     const { readNodes } = await import('../../supervisor/cluster/nodes.ts');
-    return withInspectionLog(args, async (store) => {
-      const view = await readNodes(store, new Date().toISOString());
+    return withInspectionLog(args, async ({ store, cluster }) => {
+      const view = await readNodes(store, cluster, new Date().toISOString());
       if (io.json) {
         printJson(io, view);
         return EXIT.ok;

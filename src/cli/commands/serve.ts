@@ -142,9 +142,9 @@ export const serveCommand: Command = {
       // before the address is announced, so a caller that saw the address can reach it through server.json.
       rl.writer?.setListen(server.url);
       writeServerInfo(rl.home, { url: server.url, pid: process.pid, db: rl.dbPath });
-      say(`supervising ${rl.dbPath} (${rl.list().length} live actors)`);
+      say(`supervising ${rl.dbPath} (${(await rl.list()).length} live actors)`);
       if (retention && retainMs !== null) {
-        stopRetention = await retention.startRetentionOn(rl.store, rl.home, { retainMs }, say);
+        stopRetention = retention.startRetention(rl.archiving, rl.home, { retainMs }, say);
         say(`retention: actors that ended more than ${retainText} ago are archived to ${rl.home}/archives, every hour`);
       }
       say(`inspector at ${server.inspectorUrl}`);

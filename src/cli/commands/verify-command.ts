@@ -16,7 +16,7 @@ export const verifyCommand: Command = {
   run: async (args, io) => {
     const { verifyLog, verifyPgLog } = await import('../../inspect/verify-log.ts');
     const dirs = args.values.archives !== undefined ? { archiveDirs: [args.values.archives as string] } : {};
-    const report = args.store ? await verifyPgLog(args.store, dirs) : verifyLog(resolvePaths({ home: args.home, db: args.db }).db, dirs);
+    const report = args.store ? await verifyPgLog(args.store, dirs) : await verifyLog(resolvePaths({ home: args.home, db: args.db }).db, dirs);
     if (io.json) printJson(io, report);
     else {
       for (const f of report.findings) io.out(`${f.severity === 'damage' ? 'DAMAGE' : 'warning'} ${f.code}: ${f.message}`);

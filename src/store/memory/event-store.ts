@@ -1,26 +1,33 @@
 // The event-store port in memory: for unit tests of the actor host, and the reference the contract suite
 // checks the durable stores against. Events are kept as JSON text (a caller mutating an object it appended or
-// read never changes the log), each append is all-or-nothing, and projections fold in the same step.
-import { RunlogError } from '../../domain/errors.ts';
+// read never changes the log), each append is all-or-nothing, and the actors rows, snapshots and projections an
+// append carries or touches are written in the same step.
+import { RunlogError, type EventEncodingError } from '../../domain/errors.ts';
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
 import {
   toJson,
   validateAppends,
+  type ActorFilter,
+  type ActorRow,
   type AppendToStreamOptions,
   type AppendToStreamResult,
   type EventStorePort,
+  type Heartbeat,
   type PortOptions,
   type ProjectionReader,
   type ReadAllOptions,
   type ReadStreamOptions,
+  type SnapshotRecord,
   type StreamAppend,
   type StreamAppendOutcome,
+  type StreamInfo,
   type SubscribeOptions,
   type Subscription,
 } from '../port.ts';
 import { appendOne, conflictOutcome } from '../expected-version.ts';
 import { foldDocument, ProjectionSet } from '../projection-set.ts';
-import { pollingSubscription, Wakeups } from '../subscription.ts';
+import { encodeJson } from '../sqlite/encoding.ts';
+import { pollingSubscription, Wakeups, trackedSubscription } from '../subscription.ts';
 import { upcastRecorded } from '../upcast-recorded.ts';
 import { defaultUpcasters, type UpcasterRegistry } from '../upcasters.ts';
 
@@ -40,11 +47,26 @@ export interface MemoryEventStoreOptions extends PortOptions {
   now?: () => string;
 }
 
+/** One request's part of an append, computed aside before anything is committed. */
+interface Pending {
+  rows: Row[];
+  /** The actors row as JSON text (keyed by actor id), with the version the append brings the stream to. */
+  actor?: { id: string; json: string };
+  snapshot?: SnapshotRecord;
+}
+
+const byCreation = (a: ActorRow, b: ActorRow): number => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
 export class MemoryEventStore implements EventStorePort {
   readonly description = 'memory';
   private readonly log: Row[] = [];
   private readonly streams = new Map<string, Row[]>();
   private readonly docs = new Map<string, Map<string, string>>();
+  /** The actors projection as appends and replaceActorRows gave it: JSON text per actor id. */
+  private actors = new Map<string, string>();
+  /** Each stream's snapshots, oldest first (older ones are kept, as `replay --to` reads them). */
+  private readonly snapshots = new Map<string, SnapshotRecord[]>();
+  private heartbeat: Heartbeat | null = null;
   private readonly projections: ProjectionSet;
   private readonly upcasters: UpcasterRegistry;
   private readonly now: () => string;
@@ -81,56 +103,98 @@ export class MemoryEventStore implements EventStorePort {
     return this.streams.get(stream)?.length ?? 0;
   }
 
+  async listStreams(kind?: string): Promise<StreamInfo[]> {
+    this.open();
+    const out: StreamInfo[] = [];
+    for (const [stream, rows] of this.streams) {
+      const k = stream.split('-')[0]!;
+      if (kind && k !== kind) continue;
+      const times = rows.map((r) => r.at).sort();
+      out.push({ stream, kind: k, version: rows.length, createdAt: times[0]!, updatedAt: times.at(-1)! });
+    }
+    return out.sort((a, b) => (a.stream < b.stream ? -1 : a.stream > b.stream ? 1 : 0));
+  }
+
+  /** The whole stream: memory holds every event. */
+  async readRecent(stream: string): Promise<RecordedEvent[]> {
+    this.open();
+    return (this.streams.get(stream) ?? []).map((r) => this.toRecorded(r));
+  }
+
   async appendToStream(stream: string, events: readonly NewEvent[], options: AppendToStreamOptions): Promise<AppendToStreamResult> {
-    return appendOne((r) => this.appendMany(r), stream, events, options?.expectedVersion);
+    return appendOne((r) => this.appendMany(r), stream, events, options?.expectedVersion, options ?? {});
   }
 
   async appendMany(requests: readonly StreamAppend[]): Promise<StreamAppendOutcome[]> {
     this.open();
     validateAppends(requests);
     // Everything is computed aside first and committed in one synchronous step at the end: a throw anywhere
-    // before it (bad JSON, a projection) leaves the store as it was.
+    // before it (a projection) leaves the store as it was.
     const now = this.now();
     const versions = new Map<string, number>();
-    const pending: Row[] = [];
+    const pending: Pending[] = [];
     let seq = this.log.length;
     const outcomes: StreamAppendOutcome[] = requests.map((r) => {
+      let encoded: { data: string; meta: string }[];
+      let actor: string | undefined;
+      try {
+        // Encoded first, as a durable store does before its transaction: an event JSON cannot encode (or a row)
+        // fails its own request and nothing of it is written.
+        encoded = r.events.map((e) => ({ data: encodeJson(e.data, r.stream, e.type), meta: encodeJson(e.meta ?? {}, r.stream, e.type) }));
+        if (r.row) actor = encodeJson(r.row, r.stream, r.events[0]?.type ?? 'projection');
+      } catch (err) {
+        return { ok: false, error: err as EventEncodingError };
+      }
       const actual = versions.get(r.stream) ?? this.streams.get(r.stream)?.length ?? 0;
       const conflict = conflictOutcome(r, actual);
       if (conflict) return conflict;
+      if (r.events.length === 0) return { ok: true, result: { version: actual, lastSeq: 0, events: [] } };
       let version = actual;
       const rows = r.events.map((e, j): Row => {
         version += 1;
         seq += 1;
-        return {
-          seq,
-          stream: r.stream,
-          version,
-          type: e.type,
-          schema: e.schema ?? this.upcasters.currentSchema(e.type),
-          data: toJson(e.data, `${r.stream} event ${j} data`),
-          meta: toJson(e.meta ?? {}, `${r.stream} event ${j} meta`),
-          at: e.at ?? now,
-        };
+        const schema = e.schema ?? this.upcasters.currentSchema(e.type);
+        return { seq, stream: r.stream, version, type: e.type, schema, data: encoded[j]!.data, meta: encoded[j]!.meta, at: e.at ?? now };
       });
       versions.set(r.stream, version);
-      pending.push(...rows);
-      const recorded = rows.map((row) => this.toRecorded(row));
-      return { ok: true, result: { version, lastSeq: rows.at(-1)?.seq ?? 0, events: recorded } };
+      pending.push({
+        rows,
+        ...(r.row && actor ? { actor: { id: r.row.id, json: JSON.stringify({ ...JSON.parse(actor), version }) } } : {}),
+        // A snapshot stands for exactly the version this append brings the stream to; any other is not kept.
+        ...(r.snapshot && r.snapshot.stream === r.stream && r.snapshot.version === version ? { snapshot: { ...r.snapshot } } : {}),
+      });
+      return { ok: true, result: { version, lastSeq: seq, events: rows.map((row) => this.toRecorded(row)) } };
     });
-    const recorded = outcomes.flatMap((o) => (o.ok ? o.result.events : []));
-    const docWrites: { name: string; id: string; doc: string | null }[] = [];
+    const docWrites = this.foldProjections(outcomes.flatMap((o) => (o.ok ? o.result.events : [])));
+    this.commit(pending, docWrites);
+    return outcomes;
+  }
+
+  /** The projection documents an append's events change (null deletes), computed without writing any. */
+  private foldProjections(recorded: readonly RecordedEvent[]): { name: string; id: string; doc: string | null }[] {
+    const writes: { name: string; id: string; doc: string | null }[] = [];
     for (const t of this.projections.targets(recorded)) {
       const cur = this.docs.get(t.projection.name)!.get(t.id);
       const next = foldDocument(t, cur === undefined ? null : JSON.parse(cur));
-      docWrites.push({ name: t.projection.name, id: t.id, doc: next === null ? null : toJson(next, `projection ${t.projection.name} document ${t.id}`) });
+      writes.push({ name: t.projection.name, id: t.id, doc: next === null ? null : toJson(next, `projection ${t.projection.name} document ${t.id}`) });
     }
-    // Commit.
-    for (const row of pending) {
-      this.log.push(row);
-      let s = this.streams.get(row.stream);
-      if (!s) this.streams.set(row.stream, (s = []));
-      s.push(row);
+    return writes;
+  }
+
+  private commit(pending: readonly Pending[], docWrites: readonly { name: string; id: string; doc: string | null }[]): void {
+    for (const p of pending) {
+      for (const row of p.rows) {
+        this.log.push(row);
+        let s = this.streams.get(row.stream);
+        if (!s) this.streams.set(row.stream, (s = []));
+        s.push(row);
+      }
+      if (p.actor) this.actors.set(p.actor.id, p.actor.json);
+      if (p.snapshot) {
+        let list = this.snapshots.get(p.snapshot.stream);
+        if (!list) this.snapshots.set(p.snapshot.stream, (list = []));
+        list.push(p.snapshot);
+      }
     }
     for (const w of docWrites) {
       const m = this.docs.get(w.name)!;
@@ -138,7 +202,6 @@ export class MemoryEventStore implements EventStorePort {
       else m.set(w.id, w.doc);
     }
     if (pending.length > 0) this.wakeups.wake();
-    return outcomes;
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncIterable<RecordedEvent> {
@@ -156,14 +219,8 @@ export class MemoryEventStore implements EventStorePort {
 
   subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void | Promise<void>): Subscription {
     this.open();
-    const read = async (from: number, limit: number): Promise<RecordedEvent[]> => {
-      const out: RecordedEvent[] = [];
-      for await (const e of this.readAll({ from, limit })) out.push(e);
-      return out;
-    };
-    const sub = pollingSubscription(read, this.wakeups, options, handler);
-    this.subscriptions.add(sub);
-    return sub;
+    const read = async (from: number, limit: number): Promise<RecordedEvent[]> => this.log.slice(from - 1, from - 1 + limit).map((r) => this.toRecorded(r));
+    return trackedSubscription(pollingSubscription(read, this.wakeups, options, handler), this.subscriptions);
   }
 
   projection<D>(name: string): ProjectionReader<D> {
@@ -197,9 +254,48 @@ export class MemoryEventStore implements EventStorePort {
     return { documents: next.size, events: all.length };
   }
 
+  /** Live actors (every one with `all`), oldest first, then by id: the order `ps` lists them in. */
+  async listActors(filter: ActorFilter = {}): Promise<ActorRow[]> {
+    this.open();
+    return [...this.actors.values()]
+      .map((j) => JSON.parse(j) as ActorRow)
+      .filter((r) => (!filter.kind || r.kind === filter.kind) && (filter.all || r.status === 'active'))
+      .sort(byCreation);
+  }
+
+  async getActor(id: string): Promise<ActorRow | undefined> {
+    this.open();
+    const j = this.actors.get(id);
+    return j === undefined ? undefined : (JSON.parse(j) as ActorRow);
+  }
+
+  async replaceActorRows(rows: readonly ActorRow[]): Promise<void> {
+    this.open();
+    const next = new Map<string, string>();
+    for (const r of rows) next.set(r.id, toJson(r, `actor ${r.id}`));
+    this.actors = next;
+  }
+
+  async snapshotAtOrBefore(stream: string, version?: number): Promise<SnapshotRecord | undefined> {
+    this.open();
+    const list = this.snapshots.get(stream) ?? [];
+    const found = version === undefined ? list.at(-1) : list.findLast((s) => s.version <= version);
+    return found ? { ...found } : undefined;
+  }
+
+  async readHeartbeat(): Promise<Heartbeat | null> {
+    this.open();
+    return this.heartbeat ? { ...this.heartbeat } : null;
+  }
+
+  async writeHeartbeat(heartbeat: Heartbeat): Promise<void> {
+    if (this.closed) return; // a beat after close is dropped, as the durable stores do
+    this.heartbeat = { ...heartbeat };
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
-    await Promise.all([...this.subscriptions].map((s) => s.close()));
     this.closed = true;
+    await Promise.all([...this.subscriptions].map((s) => s.close()));
   }
 }

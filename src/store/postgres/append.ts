@@ -18,7 +18,7 @@
 import pg from 'pg';
 import { FencedError } from '../../domain/errors.ts';
 import type { RecordedEvent } from '../../domain/events.ts';
-import type { SnapshotRecord } from '../event-store.ts';
+import type { SnapshotRecord } from '../port.ts';
 import { versionMatches } from '../expected-version.ts';
 import { foldDocument, type ProjectionSet } from '../projection-set.ts';
 import { liveUntil } from './leases.ts';

@@ -25,10 +25,10 @@
 import type pg from 'pg';
 import { RunlogError } from '../../domain/errors.ts';
 import { eventHash, GENESIS } from '../chain.ts';
-import type { ActorRow } from '../event-store.ts';
+import type { ArchiveOptions, ArchiveResult, ArchiveStep } from '../capabilities.ts';
+import type { ActorRow } from '../port.ts';
 import { ArchiveFileWriter } from '../archive/archive-file.ts';
 import { ArchiveLedger } from '../archive/archive-ledger.ts';
-import type { ArchiveOptions, ArchiveResult, ArchiveStep } from '../sqlite/archive.ts';
 import type { ChainRow, PgEventStore } from './event-store.ts';
 import { ARCHIVE_LOCK_CLASS } from './schema.ts';
 
@@ -46,6 +46,8 @@ export interface PgArchiveOptions extends Omit<ArchiveOptions, 'onStep'> {
   onStep?: (step: ArchiveStep) => void | Promise<void>;
   /** The projection whose documents are the actors' rows (default `actors`). */
   projection?: string;
+  /** Told which actors' streams left the log, once the removal has committed (their rows now name the archive). */
+  removed?: (streams: readonly string[]) => void;
 }
 
 async function relationBytes(client: pg.PoolClient): Promise<number> {
@@ -167,6 +169,7 @@ async function archiveLocked(store: PgEventStore, client: pg.PoolClient, options
       throw new RunlogError('ARCHIVE_CONFLICT', `${r?.o_stream} changed while it was archived (v${a?.version} → v${r?.o_version}); nothing was removed`, { stream: r?.o_stream ?? null });
     }
     committed = true;
+    options.removed?.(payload.streams);
     await step('committed');
     // The dead rows become space for new ones (VACUUM gives back to the OS only what ends a table's file).
     await client.query('VACUUM events, snapshots, snapshot_history, projection_documents');

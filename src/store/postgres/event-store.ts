@@ -1,4 +1,5 @@
-// The event-store port on PostgreSQL (node-postgres). Durable on commit: every session runs with
+// The event store on PostgreSQL (node-postgres): appends, reads, subscriptions and projections over the events
+// table, what PgHostStore (postgres/host-store.ts, the port's PostgreSQL implementation) is built on. Durable on commit: every session runs with
 // synchronous_commit on, and opening checks that the server really commits that way (synchronous_commit and
 // fsync) before anything is written. Global positions are gapless and assigned in commit order (see
 // append_events in postgres/schema.ts for how, and what it costs), so following the log by position never skips an
@@ -9,14 +10,14 @@ import { FencedError, RunlogError } from '../../domain/errors.ts';
 export { FencedError };
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
 import type { ChainCheck } from '../chain.ts';
-import { toSnapshot, type SnapshotRecord, type SnapshotRow } from '../event-store.ts';
+import { toSnapshot, type SnapshotRow } from '../sqlite/engine-types.ts';
 import {
   toJson,
   validateAppends,
   type AppendToStreamOptions,
   type AppendToStreamResult,
-  type EventStorePort,
   type PortOptions,
+  type SnapshotRecord,
   type ProjectionReader,
   type ReadAllOptions,
   type ReadStreamOptions,
@@ -27,7 +28,7 @@ import {
 } from '../port.ts';
 import { appendOne, conflictOutcome } from '../expected-version.ts';
 import { foldDocument, ProjectionSet } from '../projection-set.ts';
-import { pollingSubscription, Wakeups } from '../subscription.ts';
+import { pollingSubscription, Wakeups, trackedSubscription } from '../subscription.ts';
 import { upcastRecorded } from '../upcast-recorded.ts';
 import { defaultUpcasters, type UpcasterRegistry } from '../upcasters.ts';
 import { appendInTransaction, type AppendInput, type AppendRow, type Encoded, type Fence } from './append.ts';
@@ -121,7 +122,7 @@ interface EventRow {
 }
 
 
-export class PgEventStore implements EventStorePort {
+export class PgEventStore {
   readonly description: string;
   readonly schema: string;
   private readonly pool: pg.Pool;
@@ -181,7 +182,7 @@ export class PgEventStore implements EventStorePort {
     return upcastRecorded(this.upcasters, { seq: r.seq, stream: r.stream, version: r.version, type: r.type, schema: r.schema, data: r.data, meta: r.meta, at: r.at });
   }
 
-  /** One statement on the log's schema (the node and lease tables use it: postgres/nodes.ts). */
+  /** One statement on the log's schema (the node and lease tables use it). */
   sql<R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
     return this.query<R>(sql, params);
   }
@@ -548,20 +549,8 @@ export class PgEventStore implements EventStorePort {
       const rows = await this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE seq >= $1 ORDER BY seq LIMIT $2`, [from, limit]);
       return rows.map((r) => this.toRecorded(r));
     };
-    const inner = pollingSubscription(read, this.wakeups, options, handler);
     const unlisten = this.listen(() => this.wakeups.wake());
-    const sub: Subscription = {
-      get position() {
-        return inner.position;
-      },
-      close: async () => {
-        unlisten();
-        this.subscriptions.delete(sub);
-        await inner.close();
-      },
-    };
-    this.subscriptions.add(sub);
-    return sub;
+    return trackedSubscription(pollingSubscription(read, this.wakeups, options, handler), this.subscriptions, unlisten);
   }
 
   projection<D>(name: string): ProjectionReader<D> {

@@ -1,9 +1,10 @@
 // What PgHostStore is opened with, what its open read, and what it tells the cluster about leases.
-import type { ActorRow } from '../event-store.ts';
-import type { Projection } from '../port.ts';
+import type { ActorRow, Projection } from '../port.ts';
 import type { UpcasterRegistry } from '../upcasters.ts';
 import type { AppendFaultHook } from './event-store.ts';
-import type { RenewalListener, TakenLease } from './leases.ts';
+import type { RenewalListener } from './leases.ts';
+
+export type { LeaseListener } from '../capabilities.ts';
 
 export interface PgHostStoreOptions {
   /** postgres://user:password@host:port/database (a `schema` query parameter picks the schema). */
@@ -26,13 +27,13 @@ export interface PgHostStoreOptions {
    */
   node?: { name: string; leaseTtlMs: number; collectGraceMs?: number; renewals?: RenewalListener };
   /**
-   * Page ended actors' events out of memory (a supervisor: log-copy.ts). They are read from PostgreSQL when asked
-   * (pageIn, readAllAsync); a synchronous read that reaches them throws PagedOutError. `keepRecent`: how many of
-   * the newest positions are held whatever their stream (default 10,000). Unset: everything is held (one-shot readers).
-   * `requestStreams`: streams of requests with deadlines (the execution queue, placement), whose oldest events are
-   * paged out too, once older than the window and than `keepMs` (default 6 hours): readRecent() reads the rest.
+   * Page ended actors' events out of memory (a supervisor: log-copy.ts). The reads stay complete: what memory does
+   * not hold is read from PostgreSQL. `keepRecent`: how many of the newest positions are held whatever their
+   * stream (default 10,000). Unset: everything is held. `requestStreams`: streams of requests with deadlines (the
+   * execution queue, placement), whose oldest events are paged out too, once older than the window and than
+   * `keepMs` (default 6 hours): readRecent() reads the rest.
    */
-  pageOut?: { keepRecent?: number; pagedInStreams?: number; requestStreams?: { is(stream: string): boolean; keepMs?: number } };
+  pageOut?: { keepRecent?: number; requestStreams?: { is(stream: string): boolean; keepMs?: number } };
 }
 
 /** How long a request stream's events are held whatever the window: longer than any request's deadline. */
@@ -50,16 +51,4 @@ export interface LoadStats {
   eventsSummarised: number;
   /** Request streams' oldest events (older than the window and than their keepMs): neither read nor held. */
   requestEventsPagedOut: number;
-}
-
-/** What the cluster tells the supervisor about leases (see runlog.ts / supervisor/cluster/takeover.ts). */
-export interface LeaseListener {
-  /** Leases this node turned out to have lost (it was paused or cut off past their expiry and someone took them). */
-  lost(streams: string[]): void;
-  /** Leases this node took over from a node that let them expire (the copy of the log has caught up first). */
-  taken(leases: TakenLease[]): void;
-  /** Whether the node's host has the actor in memory (live, or being created): a lease of one it lacks is picked up. */
-  running?(stream: string): boolean;
-  /** Leases this node held but whose actors it did not run (a claim's reply was lost), now adopted: rehydrate them. */
-  pickUp?(streams: string[]): void;
 }

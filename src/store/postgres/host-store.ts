@@ -1,60 +1,66 @@
-// The supervisor's store seam (../host-store.ts) on PostgreSQL. The actor host decides each transition from
-// memory and reads the log synchronously (rehydrate, load an actor, inspect), so this keeps a copy of the log in
-// memory, loaded at open and kept current by following PostgreSQL by global position (gapless and in commit
-// order, see postgres/schema.ts: following never skips an event). Appends go to PostgreSQL first; only once they are
-// committed are they put into the copy, in position order, and only then does the append resolve — so rule 1
-// holds (an event is durable before any effect of it starts) and a read after an append sees it.
+// The event-store port (../port.ts) on PostgreSQL, as a supervisor uses it. The actor host reads a live actor's
+// history at every transition, so this keeps a copy of the log in memory (log-copy.ts), loaded at open and kept
+// current by following PostgreSQL by global position (gapless and in commit order, see postgres/schema.ts:
+// following never skips an event). Appends go to PostgreSQL first; only once they are committed are they put
+// into the copy, in position order, and only then does the append resolve — so rule 1 holds (an event is durable
+// before any effect of it starts) and a read after an append sees it.
 //
 // The actors projection (what ps lists) is folded by PostgreSQL's event store in the append's transaction; the
-// copy keeps its rows: the host's own row for its own appends, the stored document for events other processes
-// wrote (fetched when the follower sees them).
+// copy keeps its rows: the host's own row for its own appends (the two agree), the stored document for events
+// other processes wrote (fetched when the follower sees them).
 //
-// Memory (log-copy.ts): a supervisor's store (pageOut, set by runlog.ts for a supervising node) holds live actors'
-// histories, every stream that is not an actor's (app grants, facts; of the request streams, the execution queue
-// and placement, only the requests that may still be open: pageOut.requestStreams), the newest
-// 10,000 positions whatever their stream, the actors rows (ps), live actors' newest snapshots and a small stub per
-// stream (version, first position, times). An ended actor's events older than that window are dropped once every
-// subscriber has seen them (at open they are never read: a summary row per stream makes its stub). Callers that
-// can wait read them back from PostgreSQL — pageIn(stream) (the HTTP API, a dispatch to an ended actor, stop/kill/inspect in runlog.ts, the
-// reconciler) and readAllAsync (the API's /api/events and whole-log event stream) — and a synchronous read that reaches a paged-out event
-// throws PAGED_OUT: never a shorter history. The CLI's one-shot commands open with pageOut and no recent window
-// (cli/inspection-log.ts) and page in the actor they read; verify opens without pageOut and holds the whole log. Archived events (postgres/archive.ts) leave holes in the positions, so the copy goes by position,
-// never by index.
-import { RunlogError } from '../../domain/errors.ts';
-import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
-import type {
-  ActorRow,
-  AppendObserver,
-  AppendOptions,
-  AppendOutcome,
-  AppendRequest,
-  AppendResult,
-  Heartbeat,
-  ReadAllOptions,
-  ReadOptions,
-  SnapshotRecord,
-  StreamInfo,
-  SubscribeOptions,
-} from '../event-store.ts';
-import type { HostStore } from '../host-store.ts';
+// Memory (log-copy.ts): a supervisor's store (pageOut, set for a supervising node) holds live actors' histories,
+// every stream that is not an actor's (app grants, facts; of the request streams, the execution queue and
+// placement, only the requests that may still be open: pageOut.requestStreams), the newest 10,000 positions
+// whatever their stream, the actors rows (ps), live actors' newest snapshots and a small stub per stream
+// (version, first position, times). An ended actor's events older than that window are dropped once every
+// subscriber has seen them (at open they are never read: a summary row per stream makes its stub). Every read is
+// complete all the same (copy-reads.ts): what memory does not hold is read from PostgreSQL, a page at a time.
+// Archived events (postgres/archive.ts) leave holes in the positions, so the copy goes by position, never by index.
+//
+// A cluster node's store (opened with `node`) fences every append to an actor's stream with that actor's lease
+// and hands its leases to the node's services as `leasing` (leasing.ts).
 import type { ClusterRecords } from '../../domain/cluster-nodes.ts';
-import { toJson, type StreamAppend, type StreamAppendOutcome } from '../port.ts';
-import { EventEncodingError, type IterateEventsOptions } from '../sqlite/event-store.ts';
-import { FencedError } from '../../domain/errors.ts';
-import { PgEventStore } from './event-store.ts';
-import { splitStoreUrl } from './url.ts';
-import { REQUEST_KEEP_MS, type LeaseListener, type LoadStats, type PgHostStoreOptions } from './host-store-options.ts';
-import { ACTOR_STREAM, LeaseBeat } from './lease-beat.ts';
+import { EventEncodingError, FencedError, RunlogError } from '../../domain/errors.ts';
+import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
+import type { AppendObserver, ArchiveOptions, ArchiveResult, Archiving, ChainVerifying, Metered, Placement, Reconnecting } from '../capabilities.ts';
+import type { ChainCheck } from '../chain.ts';
+import {
+  toJson,
+  validateAppends,
+  type ActorFilter,
+  type ActorRow,
+  type AppendToStreamOptions,
+  type AppendToStreamResult,
+  type EventStorePort,
+  type Heartbeat,
+  type ProjectionReader,
+  type ReadAllOptions,
+  type ReadStreamOptions,
+  type SnapshotRecord,
+  type StreamAppend,
+  type StreamAppendOutcome,
+  type StreamInfo,
+  type SubscribeOptions,
+  type Subscription,
+} from '../port.ts';
+import { pollingSubscription, Wakeups } from '../subscription.ts';
+import { archiveEndedPg } from './archive.ts';
 import { CopyFollower } from './copy-follower.ts';
 import { loadBelowWindow } from './copy-load.ts';
-import { readClusterRecords, readNodeState, writeNodeRow } from './node-records.ts';
+import { logPage, readLogComplete, readStreamComplete } from './copy-reads.ts';
+import { PgEventStore } from './event-store.ts';
+import { REQUEST_KEEP_MS, type LoadStats, type PgHostStoreOptions } from './host-store-options.ts';
+import { ACTOR_STREAM, LeaseBeat } from './lease-beat.ts';
 import { Leases } from './leases.ts';
-import { LogCopy, PagedOutError } from './log-copy.ts';
-
-
+import { PgLeasing } from './leasing.ts';
+import { LogCopy } from './log-copy.ts';
+import { readClusterRecords, readNodeState, writeNodeRow } from './node-records.ts';
+import { splitStoreUrl } from './url.ts';
 
 export { splitStoreUrl };
 export { REQUEST_KEEP_MS, type LeaseListener, type LoadStats, type PgHostStoreOptions } from './host-store-options.ts';
+export type { PgLeasing } from './leasing.ts';
 
 const PAGE = 1000;
 /** The newest positions a paging-out copy holds whatever their stream (followers and subscribers read from there). */
@@ -65,7 +71,7 @@ const rowSelect = (doc: string): string => `SELECT ${doc} AS doc, a.file AS arch
 type RowDoc = { doc: unknown; archived_to: string | null; archived_at: string | null };
 
 /** The outcome of a request with an event JSON cannot encode (it fails alone), or null. */
-function unencodable(r: AppendRequest): AppendOutcome | null {
+function unencodable(r: StreamAppend): StreamAppendOutcome | null {
   for (const e of r.events) {
     try {
       toJson(e.data, 'data');
@@ -77,27 +83,30 @@ function unencodable(r: AppendRequest): AppendOutcome | null {
   return null;
 }
 
-export class PgHostStore implements HostStore {
-  readonly file: string;
-  onAppend: AppendObserver | undefined;
+export class PgHostStore implements EventStorePort, Reconnecting, Metered, ChainVerifying, Archiving {
+  readonly description: string;
+  /** This node's leases (leasing.ts); null when the store was opened without `node` (not a cluster node). */
+  readonly leasing: PgLeasing | null;
+  private observer: AppendObserver | undefined;
   /** The events held (log-copy.ts: ended actors' are paged out when `pageOut` is set). */
   private readonly copy: LogCopy;
   private readonly rows = new Map<string, ActorRow>();
   /**
    * Live actors' newest snapshots (inspect/snapshots.ts), read at open and kept as this node appends them: the host
    * rehydrates an actor from its snapshot and the events after it. Ended actors' are left in PostgreSQL (a read
-   * of one folds from the events here, the same answer).
+   * of one folds from its events, the same answer).
    */
   private readonly snapshots = new Map<string, SnapshotRecord>();
-  private readonly subscribers = new Set<() => void>();
+  /** Wakes the subscriptions when the copy has taken new events. */
+  private readonly wakeups = new Wakeups();
+  /** Each subscription's position (the last event it finished): paging out never drops what one has yet to see. */
+  private readonly subscriptions = new Map<Subscription, () => number>();
   private heartbeat: Heartbeat | null = null;
   /** stream → the node whose append was its latest (events a cluster node appends carry meta.node). */
   private readonly lastNode = new Map<string, string>();
   /** stream → the node holding its lease (read with the heartbeats). */
   private owners = new Map<string, string>();
   private size = 0;
-  /** Each subscriber's cursor (the last position it saw): paging out never drops what one has yet to see. */
-  private readonly cursors = new Map<() => void, () => number>();
   private compactDue = false;
   /** Ingestion into the copy, one step at a time, in position order. */
   private chain: Promise<unknown> = Promise.resolve();
@@ -106,7 +115,7 @@ export class PgHostStore implements HostStore {
   private closed = false;
   private readonly rowsProjection: string;
   /** This node's leases (null: not supervising as a cluster node). */
-  readonly leases: Leases | null;
+  private readonly leases: Leases | null;
   /** This node's beat: renewals, releases, take-overs and pick-ups (lease-beat.ts; null: not a cluster node). */
   private readonly leaseBeat: LeaseBeat | null;
   private readonly inflight = new Set<Promise<unknown>>();
@@ -120,12 +129,14 @@ export class PgHostStore implements HostStore {
   private readonly loaded: LoadStats = { before: 0, eventsRead: 0, streamsSummarised: 0, eventsSummarised: 0, requestEventsPagedOut: 0 };
 
   private constructor(
+    /** The PostgreSQL event store underneath (appends, and reads of what the copy does not hold). */
     readonly pg: PgEventStore,
     private readonly options: PgHostStoreOptions,
   ) {
-    this.file = pg.description;
+    this.description = pg.description;
     this.leases = options.node ? new Leases(pg, options.node.name, options.node.leaseTtlMs, options.node.collectGraceMs ?? options.node.leaseTtlMs, options.node.renewals ? { renewals: options.node.renewals } : {}) : null;
     this.leaseBeat = this.leases ? new LeaseBeat(this.leases, () => this.serial(() => this.catchUp()), () => this.closed) : null;
+    this.leasing = this.leases && this.leaseBeat ? new PgLeasing(this.leases, this.leaseBeat, this) : null;
     this.rowsProjection = options.actorRows?.projection ?? 'actors';
     this.follower = new CopyFollower(pg, () => this.serial(() => this.catchUp()), () => this.refreshNodes(), () => this.closed);
     // The default row is the document without `snapshot` and `rev`, and the server drops both (one jsonb delete
@@ -137,7 +148,6 @@ export class PgHostStore implements HostStore {
     this.copy = new LogCopy({
       keepRecent: pageOut ? (pageOut.keepRecent ?? KEEP_RECENT) : null,
       ended: (stream) => ACTOR_STREAM.test(stream) && this.rows.get(stream)?.status === 'terminal',
-      ...(pageOut?.pagedInStreams !== undefined ? { pagedInStreams: pageOut.pagedInStreams } : {}),
       ...(pageOut?.requestStreams
         ? { tail: { is: pageOut.requestStreams.is, keepMs: pageOut.requestStreams.keepMs ?? REQUEST_KEEP_MS, now: now ? () => Date.parse(now()) : () => Date.now() } }
         : {}),
@@ -212,7 +222,6 @@ export class PgHostStore implements HostStore {
     await this.refreshNodes();
   }
 
-
   private putRow(d: RowDoc): void {
     const row = this.toRow(d.doc);
     this.setRow(d.archived_to ? { ...row, archived: { file: d.archived_to, at: d.archived_at! } } : row);
@@ -246,7 +255,7 @@ export class PgHostStore implements HostStore {
   private compact(force = false): void {
     if (!this.copy.pagingOut) return;
     let min = Number.MAX_SAFE_INTEGER;
-    for (const c of this.cursors.values()) min = Math.min(min, c());
+    for (const position of this.subscriptions.values()) min = Math.min(min, position());
     this.copy.compact(min, force);
   }
 
@@ -273,7 +282,7 @@ export class PgHostStore implements HostStore {
     }
     if (this.head === start) return;
     await this.refreshRows(touched);
-    this.notify();
+    this.wakeups.wake();
     this.compactSoon();
   }
 
@@ -282,34 +291,38 @@ export class PgHostStore implements HostStore {
     for (const d of await this.pg.sql<RowDoc>(`${this.rowSelect} WHERE d.projection = $1 AND d.id = ANY($2::text[])`, [this.rowsProjection, [...streams]])) this.putRow(d);
   }
 
-
   private async refreshNodes(): Promise<void> {
     ({ heartbeat: this.heartbeat, owners: this.owners, size: this.size } = await readNodeState(this.pg));
   }
-
 
   /** One look at PostgreSQL for other processes' commits (skipped while the last look is still out). */
   poll(): Promise<void> {
     return this.follower.poll();
   }
 
-  private notify(): void {
-    if (this.subscribers.size === 0) return;
-    queueMicrotask(() => {
-      for (const s of this.subscribers) s();
-    });
+  private assertOpen(): void {
+    if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.description} is closed`);
   }
 
   // --- appends --------------------------------------------------------------------------------------
 
-  async append(stream: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult> {
-    const [o] = await this.appendMany([{ stream, events, options }]);
+  async appendToStream(stream: string, events: readonly NewEvent[], options: AppendToStreamOptions): Promise<AppendToStreamResult> {
+    const [o] = await this.appendMany([{ stream, events, expectedVersion: options?.expectedVersion, ...(options?.row ? { row: options.row } : {}), ...(options?.snapshot ? { snapshot: options.snapshot } : {}) }]);
     if (!o!.ok) throw o!.error;
     return o!.result;
   }
 
-  appendMany(requests: readonly AppendRequest[]): Promise<AppendOutcome[]> {
-    if (this.closed) return Promise.reject(new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`));
+  /**
+   * `row` is the host's word for the actor's row after the append: PostgreSQL folds the registered actors
+   * projection itself (the two agree), and the copy takes the host's row rather than reading the folded one back.
+   */
+  appendMany(requests: readonly StreamAppend[]): Promise<StreamAppendOutcome[]> {
+    try {
+      this.assertOpen();
+      validateAppends(requests);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     // close() lets appends already sent finish (into the copy too) before it ends the pool.
     const p = this.appendSent(requests);
     this.inflight.add(p);
@@ -317,20 +330,20 @@ export class PgHostStore implements HostStore {
     return p;
   }
 
-  private async appendSent(requests: readonly AppendRequest[]): Promise<AppendOutcome[]> {
+  private async appendSent(requests: readonly StreamAppend[]): Promise<StreamAppendOutcome[]> {
     // Like SQLite: an event JSON cannot encode fails its own request, not the batch it was committed with.
-    const outcomes: (AppendOutcome | null)[] = requests.map(unencodable);
+    const outcomes: (StreamAppendOutcome | null)[] = requests.map(unencodable);
     // A cluster node appends to an actor's stream only under its lease (lease-beat.ts: claims and refusals).
     const claim = this.leaseBeat ? this.leaseBeat.gate(requests, outcomes) : new Set<string>();
     const sent = requests.filter((_, i) => outcomes[i] === null);
     // A cluster node signs what it appends (meta.node): ps and the inspector say where an actor last ran.
     const node = this.leases?.node;
     const signed = (events: readonly NewEvent[]): readonly NewEvent[] => (node ? events.map((e) => ({ ...e, meta: { ...e.meta, node } })) : events);
-    const appends: StreamAppend[] = sent.map((r) => ({ stream: r.stream, events: signed(r.events), expectedVersion: r.options.expectedVersion }));
-    const t0 = this.onAppend ? performance.now() : 0;
+    const appends: StreamAppend[] = sent.map((r) => ({ stream: r.stream, events: signed(r.events), expectedVersion: r.expectedVersion }));
+    const t0 = this.observer ? performance.now() : 0;
     const claimed = new Map<string, number>();
     const fence = this.leases ? { fence: { node: this.leases.node, tokens: this.leases.held, ttlMs: this.leases.ttlMs, ...(claim.size > 0 ? { claim: { streams: claim, ttlMs: this.leases.ttlMs, claimed } } : {}) } } : {};
-    const snapshots = sent.some((r) => r.options.snapshot) ? { snapshots: sent.map((r) => r.options.snapshot) } : {};
+    const snapshots = sent.some((r) => r.snapshot) ? { snapshots: sent.map((r) => r.snapshot) } : {};
     for (const s of claim) this.leaseBeat?.claiming.add(s);
     let results: StreamAppendOutcome[];
     try {
@@ -338,7 +351,7 @@ export class PgHostStore implements HostStore {
     } catch (err) {
       // Cut off: a claim may have committed with its reply lost. Its lease then names this node, unknown to it:
       // the next beat looks (pickUp) once PostgreSQL answers.
-      if (claim.size > 0) this.pickUpSoon();
+      if (claim.size > 0) this.leasing?.pickUpSoon();
       throw err;
     } finally {
       for (const s of claim) this.leaseBeat?.claiming.delete(s);
@@ -346,46 +359,45 @@ export class PgHostStore implements HostStore {
     for (const [stream, token] of claimed) this.leases?.held.set(stream, token);
     const fenced: string[] = [];
     results.forEach((o, i) => {
-      if (!o.ok && o.error instanceof FencedError && this.leases?.held.delete(sent[i]!.stream)) fenced.push(sent[i]!.stream);
+      const r = sent[i]!;
+      if (!o.ok && o.error instanceof FencedError && this.leases?.held.delete(r.stream)) fenced.push(r.stream);
       // An actor that ended gives its lease back at the next beat.
-      if (o.ok && sent[i]!.options.projection?.status === 'terminal') this.leaseBeat?.ending.add(sent[i]!.stream);
-      const snap = sent[i]!.options.snapshot;
-      if (o.ok && snap && snap.stream === sent[i]!.stream && snap.version === o.result.version) {
-        if (sent[i]!.options.projection?.status === 'terminal') this.snapshots.delete(snap.stream);
-        else this.snapshots.set(snap.stream, snap);
+      if (o.ok && r.row?.status === 'terminal') this.leaseBeat?.ending.add(r.stream);
+      if (o.ok && r.snapshot && r.snapshot.stream === r.stream && r.snapshot.version === o.result.version) {
+        if (r.row?.status === 'terminal') this.snapshots.delete(r.stream);
+        else this.snapshots.set(r.stream, r.snapshot);
       }
     });
     // A lease found taken at append time is lost like one found taken at renewal (the listener lets go of it).
     if (fenced.length > 0) this.leaseBeat?.lost(fenced);
-    if (this.onAppend) this.onAppend((performance.now() - t0) / 1000, results.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0));
-    // Into the copy, in position order, before anyone hears of it.
-    await this.serial(async () => {
-      const mine = results.flatMap((o, i) => (o.ok ? o.result.events.map((e) => ({ e, row: sent[i]!.options.projection })) : []));
-      if (mine.length > 0) {
-        const first = mine[0]!.e.seq;
-        if (first > this.head + 1) await this.catchUp(first - 1);
-        let added = false;
-        for (const { e, row } of mine) {
-          if (e.seq <= this.head) continue; // the follower got here first (and read the row PostgreSQL folded)
-          this.put(e);
-          added = true;
-          if (row && row.version === e.version) this.setRow(row);
-        }
-        // The host's row is the state after its event; a stream whose row was not given is read back.
-        const unrowed = new Set(mine.filter(({ e, row }) => !row && /^(instance|execution)-/.test(e.stream)).map(({ e }) => e.stream));
-        await this.refreshRows(unrowed);
-        if (added) this.notify();
-        this.compactSoon();
-      }
-      // Someone else appended (a conflict): the copy catches up so the host's re-read sees their events.
-      if (results.some((o) => !o.ok)) await this.catchUp();
-    });
+    if (this.observer) this.observer((performance.now() - t0) / 1000, results.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0));
+    await this.serial(() => this.ingest(sent, results));
     let k = 0;
-    return outcomes.map((o) => {
-      if (o) return o;
-      const r = results[k++]!;
-      return r.ok ? { ok: true, result: r.result } : { ok: false, error: r.error };
-    });
+    return outcomes.map((o) => o ?? results[k++]!);
+  }
+
+  /** This store's committed appends into the copy, in position order, before anyone hears of them. */
+  private async ingest(sent: readonly StreamAppend[], results: readonly StreamAppendOutcome[]): Promise<void> {
+    const mine = results.flatMap((o, i) => (o.ok ? o.result.events.map((e) => ({ e, row: sent[i]!.row })) : []));
+    if (mine.length > 0) {
+      const first = mine[0]!.e.seq;
+      if (first > this.head + 1) await this.catchUp(first - 1);
+      let added = false;
+      for (const { e, row } of mine) {
+        if (e.seq <= this.head) continue; // the follower got here first (and read the row PostgreSQL folded)
+        // The caller keeps the appended events it was handed: the copy holds its own.
+        this.put(structuredClone(e));
+        added = true;
+        if (row && row.version === e.version) this.setRow(row);
+      }
+      // The host's row is the state after its event; a stream whose row was not given is read back.
+      const unrowed = new Set(mine.filter(({ e, row }) => !row && ACTOR_STREAM.test(e.stream)).map(({ e }) => e.stream));
+      await this.refreshRows(unrowed);
+      if (added) this.wakeups.wake();
+      this.compactSoon();
+    }
+    // Someone else appended (a conflict): the copy catches up so the host's re-read sees their events.
+    if (results.some((o) => !o.ok)) await this.catchUp();
   }
 
   /**
@@ -395,7 +407,7 @@ export class PgHostStore implements HostStore {
   async whenAvailable(withinMs = Number.POSITIVE_INFINITY): Promise<boolean> {
     const deadline = Date.now() + withinMs;
     for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
-      if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
+      this.assertOpen();
       try {
         await this.serial(() => this.catchUp());
         return true;
@@ -408,181 +420,163 @@ export class PgHostStore implements HostStore {
     }
   }
 
+  // --- reads: complete, from memory where the copy holds them, else from PostgreSQL (copy-reads.ts) -------
 
-  /** Looks for leases held but not run at the next beat (a cut-off claim was found committed after all). */
-  pickUpSoon(): void {
-    if (this.leaseBeat) this.leaseBeat.pickupDue = true;
+  async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncIterable<RecordedEvent> {
+    this.assertOpen();
+    yield* readStreamComplete(this.copy, this.pg, stream, options);
   }
 
-  replaceProjection(): Promise<void> {
-    return Promise.reject(new RunlogError('NOT_SUPPORTED', `runlog rebuild works on a SQLite log; on PostgreSQL the actors projection is folded by the store in every append (${this.file})`));
+  async *readAll(options: ReadAllOptions = {}): AsyncIterable<RecordedEvent> {
+    this.assertOpen();
+    yield* readLogComplete(this.copy, this.pg, options);
   }
 
-  // --- leases ---------------------------------------------------------------------------------------
-
-  /** Whether this node may act on the stream (always, when not a cluster node). */
-  owns(stream: string): boolean {
-    return !this.leases || !ACTOR_STREAM.test(stream) || this.leases.owns(stream);
-  }
-
-  /** Gives the stream's lease back at the next beat (an ended actor). */
-  letGo(stream: string): void {
-    if (this.leases?.owns(stream)) this.leaseBeat?.ending.add(stream);
-  }
-
-  /** Starts beating: renew this node's leases, give back ended actors', take over expired ones (every ttl/3). */
-  startLeases(listener: LeaseListener): void {
-    this.leaseBeat?.start(listener);
-  }
-
-  /** One beat (exposed for tests). */
-  async beat(): Promise<void> {
-    await this.leaseBeat?.beat();
-  }
-
-  // --- reads (synchronous, from the copy; a paged-out history throws PagedOutError) -------------
-
-  read(stream: string, options: ReadOptions = {}): RecordedEvent[] {
-    return this.copy.read(stream, options.from ?? 1, options.to);
-  }
-
-  readRecent(stream: string): RecordedEvent[] {
+  async readRecent(stream: string): Promise<RecordedEvent[]> {
+    this.assertOpen();
     return this.copy.readRecent(stream);
   }
 
-  readAll(options: ReadAllOptions = {}): RecordedEvent[] {
-    return this.copy.slice(options.afterSeq ?? 0, options.limit);
-  }
-
-  iterateEvents(options: IterateEventsOptions = {}): IterableIterator<RecordedEvent> {
-    return this.copy.iterate(options);
-  }
-
-
-  // --- reads that may go to PostgreSQL (callers that can wait: the HTTP API, a host's dispatch) ------
-
-  /**
-   * Makes the stream's whole history readable synchronously: a paged-out (ended) actor's events are read from
-   * PostgreSQL into a small cache of recently paged-in streams. A no-op when every event is held.
-   */
-  async pageIn(stream: string): Promise<void> {
-    const missing = this.copy.missing(stream);
-    if (missing === 0) return;
-    const events: RecordedEvent[] = [];
-    for await (const e of this.pg.readStream(stream, { from: 1, to: missing })) events.push(e);
-    // Archived meanwhile (postgres/archive.ts): its events are gone from PostgreSQL; the sync read says it is paged out.
-    if (events.length === missing) this.copy.cache(stream, events);
-  }
-
-  holdsAfter(afterSeq: number): boolean {
-    return this.copy.holdsAfter(afterSeq);
-  }
-
-  /** readAll, reading from PostgreSQL when the range reaches paged-out positions (bounded by the copy's head, as readAll is). */
-  async readAllAsync(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
-    const afterSeq = options.afterSeq ?? 0;
-    if (this.copy.holdsAfter(afterSeq)) return this.readAll(options);
-    const out: RecordedEvent[] = [];
-    const limit = options.limit !== undefined && options.limit >= 0 ? options.limit : undefined;
-    if (limit === 0 || afterSeq >= this.head) return out;
-    for await (const e of this.pg.readAll({ from: afterSeq + 1, to: this.head, ...(limit !== undefined ? { limit } : {}) })) out.push(e);
-    return out;
-  }
-
-  latestSnapshot(stream: string): SnapshotRecord | undefined {
-    return this.snapshots.get(stream);
-  }
-
-  snapshotAtOrBefore(stream: string, version: number): SnapshotRecord | undefined {
-    const r = this.snapshots.get(stream);
-    return r && r.version <= version ? r : undefined;
-  }
-
-  streamVersion(stream: string): number {
+  async streamVersion(stream: string): Promise<number> {
+    this.assertOpen();
     return this.copy.streamVersion(stream);
   }
 
-  streams(kind?: string): StreamInfo[] {
-    return this.copy.streams(kind);
+  /** In name order (code unit by code unit, as PostgreSQL's COLLATE "C"). */
+  async listStreams(kind?: string): Promise<StreamInfo[]> {
+    this.assertOpen();
+    return this.copy.streams(kind).sort((a, b) => (a.stream < b.stream ? -1 : a.stream > b.stream ? 1 : 0));
   }
 
-  lastSeq(): number {
+  async lastSeq(): Promise<number> {
+    this.assertOpen();
     return this.head;
   }
 
-  subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void): () => void {
-    let cursor = options.afterSeq ?? this.head;
-    // From before what has been paged out: not here to hand out (a typed error rather than a gap).
-    if (!this.copy.holdsAfter(cursor)) throw new PagedOutError({ afterSeq: cursor, floor: this.copy.floor });
-    let draining = false;
-    const drain = (): void => {
-      if (draining || this.closed) return;
-      draining = true;
-      try {
-        for (const e of this.copy.after(cursor)) {
-          cursor = e.seq;
-          if (!options.stream || e.stream === options.stream) handler(e);
-        }
-      } finally {
-        draining = false;
-      }
+  /**
+   * Delivers from the copy as it takes events (woken at once), and from PostgreSQL what it has paged out; the
+   * subscription's position holds back paging out, so once it reaches memory it stays there.
+   */
+  subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void | Promise<void>): Subscription {
+    this.assertOpen();
+    const inner = pollingSubscription((from, limit) => logPage(this.copy, this.pg, from - 1, limit), this.wakeups, options, handler);
+    const sub: Subscription = {
+      get position() {
+        return inner.position;
+      },
+      close: async () => {
+        this.subscriptions.delete(sub);
+        await inner.close();
+      },
     };
-    this.subscribers.add(drain);
-    this.cursors.set(drain, () => cursor);
+    this.subscriptions.set(sub, () => inner.position);
     // A one-shot reader (pollMs 0 at open) that subscribes starts following now.
     if (!this.follower.started) this.follower.start(options.pollMs ?? 200);
-    queueMicrotask(drain);
-    return () => {
-      this.subscribers.delete(drain);
-      this.cursors.delete(drain);
-    };
+    return sub;
   }
 
-  listActors(filter: { kind?: string; all?: boolean } = {}): ActorRow[] {
+  async snapshotAtOrBefore(stream: string, version?: number): Promise<SnapshotRecord | undefined> {
+    this.assertOpen();
+    const r = this.snapshots.get(stream);
+    if (!r || version === undefined || r.version <= version) return r;
+    // An older one than the newest (a replay stepping back): the one it replaced, kept in PostgreSQL.
+    return this.pg.snapshotAtOrBefore(stream, version);
+  }
+
+  projection<D>(name: string): ProjectionReader<D> {
+    return this.pg.projection<D>(name);
+  }
+
+  /** Folds the whole log into the projection again; the actors rows are read back when it is theirs. */
+  async rebuildProjection(name: string): Promise<{ documents: number; events: number }> {
+    const result = await this.pg.rebuildProjection(name);
+    if (name === this.rowsProjection) {
+      const docs: RowDoc[] = [];
+      await this.pg.eachRow<RowDoc>(`${this.rowSelect} WHERE d.projection = $1`, [this.rowsProjection], (d) => void docs.push(d));
+      this.rows.clear();
+      for (const d of docs) this.putRow(d);
+    }
+    return result;
+  }
+
+  async listActors(filter: ActorFilter = {}): Promise<ActorRow[]> {
+    this.assertOpen();
     return [...this.rows.values()]
       .filter((r) => (!filter.kind || r.kind === filter.kind) && (filter.all || r.status === 'active'))
       .sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   }
 
-  getActor(id: string): ActorRow | undefined {
+  async getActor(id: string): Promise<ActorRow | undefined> {
+    this.assertOpen();
     return this.rows.get(`instance-${id}`) ?? this.rows.get(`execution-${id}`);
+  }
+
+  /**
+   * This store folds the actors projection itself: `runlog rebuild` folds it again from the whole log, which gives
+   * the rows a rebuild computes (the two agree, as an append's row does). A store opened without that projection
+   * registered (a one-shot reader) cannot fold it, and refuses.
+   */
+  async replaceActorRows(_rows: readonly ActorRow[]): Promise<void> {
+    this.assertOpen();
+    if (!this.options.projections?.some((p) => p.name === this.rowsProjection)) {
+      throw new RunlogError('NOT_SUPPORTED', `the actors rows of ${this.description} are folded by the supervisors' store in every append; this store was opened without that projection and cannot rebuild them`);
+    }
+    await this.rebuildProjection(this.rowsProjection);
   }
 
   // --- supervision --------------------------------------------------------------------------------
 
-  /** Recorded in the `nodes` table (one row per node); written in the background, a failure is logged by the caller's next beat. */
-  writeHeartbeat(h: Heartbeat): void {
-    if (this.closed) return;
-    this.heartbeat = h;
-    void this.writeNode(h).catch(() => undefined);
-  }
-
-
   /**
-   * The heartbeat write, awaited (a clean stop waits for its stop mark). The beat's time is PostgreSQL's, not
-   * this node's: liveness is judged on the server's clock alone (postgres/nodes.ts), so skewed hosts agree.
+   * Recorded in the `nodes` table (one row per node). The beat's time is PostgreSQL's, not this node's: liveness
+   * is judged on the server's clock alone (clusterRecords carries its time), so skewed hosts agree. close() waits for a write
+   * still on its way (a clean stop's mark).
    */
-  async writeNode(h: Heartbeat): Promise<void> {
-    await writeNodeRow(this.pg, h);
+  writeHeartbeat(h: Heartbeat): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    this.heartbeat = h;
+    const p = writeNodeRow(this.pg, h);
+    this.inflight.add(p);
+    void p.catch(() => undefined).finally(() => this.inflight.delete(p));
+    return p;
   }
 
-  readHeartbeat(): Heartbeat | null {
+  /** The newest heartbeat of any node (read with the follower's polls). */
+  async readHeartbeat(): Promise<Heartbeat | null> {
     return this.heartbeat;
   }
-
 
   /** Every node's heartbeat and every lease, read now (the inspector's nodes; expiry judged on the server's clock). */
   clusterRecords(): Promise<ClusterRecords> {
     return readClusterRecords(this.pg);
   }
 
-  placement(stream: string): { node: string | null; owner: string | null } {
+  /** The node that appended the actor's latest event, and the node holding its lease (null: none, or it ended). */
+  async placement(stream: string): Promise<Placement> {
     const owner = this.leases?.owns(stream) ? this.leases.node : (this.owners.get(stream) ?? null);
     return { node: this.lastNode.get(stream) ?? null, owner };
   }
 
-  sizeBytes(): number {
+  // --- capabilities: metrics, the hash chain, retention ----------------------------------------------
+
+  /** The events and actors tables' size (read with the follower's polls). */
+  async sizeBytes(): Promise<number> {
     return this.size;
+  }
+
+  observeAppends(observer: AppendObserver | undefined): void {
+    this.observer = observer;
+  }
+
+  verifyChain(options: { afterSeq?: number } = {}): Promise<ChainCheck> {
+    return this.pg.verifyChain(options);
+  }
+
+  /** Archives ended actors (postgres/archive.ts); their rows are read back to say where their events went. */
+  async archiveEnded(options: ArchiveOptions): Promise<ArchiveResult> {
+    const archived: string[] = [];
+    const result = await archiveEndedPg(this.pg, { ...options, projection: this.rowsProjection, removed: (streams) => archived.push(...streams) });
+    await this.refreshRows(new Set(archived));
+    return result;
   }
 
   async close(): Promise<void> {
@@ -590,11 +584,11 @@ export class PgHostStore implements HostStore {
     this.closed = true;
     this.follower.stop();
     this.leaseBeat?.stop();
-    this.subscribers.clear();
+    await Promise.all([...this.subscriptions.keys()].map((s) => s.close()));
     await Promise.allSettled([...this.inflight]);
     await this.chain.catch(() => undefined);
-    // The heartbeat's stop mark, if one is being written, goes out before the pool ends.
-    if (this.heartbeat?.stoppedAt) await this.writeNode(this.heartbeat).catch(() => undefined);
+    // The heartbeat's stop mark, if one was being written, goes out before the pool ends.
+    if (this.heartbeat?.stoppedAt) await writeNodeRow(this.pg, this.heartbeat).catch(() => undefined);
     await this.pg.close();
   }
 }

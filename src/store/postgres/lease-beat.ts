@@ -1,9 +1,9 @@
 // A cluster node's beat (every ttl/3): renew its leases, give back ended actors', take over expired ones once the
 // copy of the log has caught up, and adopt leases it holds but does not run (a claim whose reply was lost).
 import { FencedError } from '../../domain/errors.ts';
-import type { AppendOutcome, AppendRequest } from '../event-store.ts';
+import type { LeaseListener } from '../capabilities.ts';
+import type { StreamAppend, StreamAppendOutcome } from '../port.ts';
 import { leasesToPickUp } from './lease-pickup.ts';
-import type { LeaseListener } from './host-store-options.ts';
 import type { Leases } from './leases.ts';
 
 /** The streams that are actors' (leased to one node at a time). */
@@ -39,7 +39,7 @@ export class LeaseBeat {
     this.timer.unref();
   }
 
-  /** One beat (exposed for tests). */
+  /** One beat now (the timer's, or a caller's). */
   async beat(): Promise<void> {
     const leases = this.leases;
     if (this.beating || this.isClosed()) return;
@@ -91,11 +91,11 @@ export class LeaseBeat {
    * first event commit together, so its stream is returned as a claim); a stream whose lease this node does not
    * hold is refused here (its outcome set FENCED); one it holds is checked again in the append's transaction.
    */
-  gate(requests: readonly AppendRequest[], outcomes: (AppendOutcome | null)[]): Set<string> {
+  gate(requests: readonly StreamAppend[], outcomes: (StreamAppendOutcome | null)[]): Set<string> {
     const claim = new Set<string>();
     for (const [i, r] of requests.entries()) {
       if (outcomes[i] !== null || !ACTOR_STREAM.test(r.stream) || this.leases.owns(r.stream)) continue;
-      const fresh = r.options.expectedVersion === 'no-stream' || r.options.expectedVersion === 0;
+      const fresh = r.expectedVersion === 'no-stream' || r.expectedVersion === 0;
       if (fresh) claim.add(r.stream);
       else outcomes[i] = { ok: false, error: new FencedError(r.stream, this.leases.node) };
     }

@@ -17,6 +17,7 @@ import { performance } from 'node:perf_hooks';
 import { serverUnavailable } from './lease-renewals.ts';
 import type { PgEventStore } from './event-store.ts';
 import { withRetries } from './retry.ts';
+import type { TakenLease } from '../capabilities.ts';
 
 /** When a lease stops being live, in SQL: its expiry, but never before the server has been up for `ttl` ($ttl: an interval). */
 export const liveUntil = (ttl: string): string => `greatest(expires_at, pg_postmaster_start_time() + ${ttl})`;
@@ -61,12 +62,7 @@ export function renewRetryMs(ttlMs: number): number {
   return Math.max(10, Math.min(50, Math.floor(ttlMs / 40)));
 }
 
-export interface TakenLease {
-  stream: string;
-  token: number;
-  /** The node that held it and let it expire. */
-  previous: string;
-}
+export type { TakenLease } from '../capabilities.ts';
 
 export class Leases {
   /** stream → the token this node holds for it. */

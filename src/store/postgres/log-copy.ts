@@ -1,37 +1,36 @@
 // The PostgreSQL supervisor's in-memory copy of the log (postgres/host-store.ts), with ended actors paged out.
 //
-// The actor host reads synchronously, so the supervisor keeps what it reads: every stream that is not an ended
-// actor's (live actors, app streams, facts; request streams from their newest requests on, below) in full, and the most recent
-// `keepRecent` positions of the log whatever their stream (followers and subscribers read from there). An ended
-// actor's events older than that are dropped (paged out): the stream keeps a stub (version, first position,
-// created/updated times) so `streamVersion`, `streams` and `resolveActor` still answer, and its history is read
-// from PostgreSQL when asked (pageIn, then the synchronous reads answer from a small cache of paged-in streams).
-// A synchronous read that reaches a paged-out event and finds it in no cache throws PagedOutError: never a
-// shorter history than the log holds.
+// The actor host reads a live actor's history often (rehydrate, every transition's decision), so the supervisor
+// keeps what it reads most: every stream that is not an ended actor's (live actors, app streams, facts; request
+// streams from their newest requests on, below) in full, and the most recent `keepRecent` positions of the log
+// whatever their stream (followers and subscribers read from there). An ended actor's events older than that are
+// dropped (paged out): the stream keeps a stub (version, first position, created/updated times) so
+// `streamVersion` and `streams` still answer. The store reads what is not held from PostgreSQL (copy-reads.ts,
+// asking `missing` and `holdsAfter` first); a read of this copy that reaches a paged-out event throws
+// PagedOutError, an internal guard the store never lets reach a caller: never a shorter history than the log holds.
 //
 // Request streams (`tail`: the execution queue, placement and hand-over requests) never end, and grow with every
 // execution and placement the cluster ever ran. Their readers want only the requests whose deadlines have not
 // passed, so their oldest events are paged out from the front once they are older than the window and than
 // `keepMs` (longer than any request's deadline): the stream keeps its newest events, readRecent() reads those,
-// and a read of the whole stream pages in like an ended actor's.
+// and a read of the whole stream reads the rest from PostgreSQL like an ended actor's.
 //
 // No IO here: the store decides what has ended (its actors projection rows) and feeds the events in position order.
 import type { RecordedEvent } from '../../domain/events.ts';
 import { RunlogError } from '../../domain/errors.ts';
-import type { StreamInfo } from '../event-store.ts';
-import type { IterateEventsOptions } from '../sqlite/event-store.ts';
+import type { StreamInfo } from '../port.ts';
 
-/** Events per page of iterate(). */
-const PAGE = 1000;
-
-/** A synchronous read reached events this supervisor does not hold (an ended actor's, paged out): read them asynchronously. */
+/**
+ * A read of the copy reached events it does not hold (an ended actor's, paged out). The store asks the copy only
+ * for what it holds and reads the rest from PostgreSQL, so this is a guard against a shorter answer: INTERNAL.
+ */
 export class PagedOutError extends RunlogError {
   constructor(what: { stream: string } | { afterSeq: number; floor: number }) {
     super(
-      'PAGED_OUT',
+      'INTERNAL',
       'stream' in what
-        ? `${what.stream} has ended and its events are not held in this supervisor's memory: read them asynchronously (pageIn, the HTTP API, or the runlog CLI)`
-        : `positions after ${what.afterSeq} up to ${what.floor} include ended actors' events, not held in this supervisor's memory: read them asynchronously (readAllAsync, the HTTP API, or the runlog CLI)`,
+        ? `${what.stream} has ended and its events are not held in this supervisor's memory (read them from the store, not the copy)`
+        : `positions after ${what.afterSeq} up to ${what.floor} include ended actors' events, not held in this supervisor's memory (read them from the store, not the copy)`,
       what,
     );
   }
@@ -312,16 +311,5 @@ export class LogCopy {
     if (!this.holdsAfter(afterSeq)) throw new PagedOutError({ afterSeq, floor: this.floorSeq });
     const from = this.indexAfter(afterSeq);
     return this.events.slice(from, limit !== undefined && limit >= 0 ? from + limit : undefined);
-  }
-
-  /** Held events read a page at a time: one stream in version order (`from`, `to`), or the log after `afterSeq` up to `toSeq`. */
-  *iterate(options: IterateEventsOptions = {}): IterableIterator<RecordedEvent> {
-    if (options.stream !== undefined) {
-      // Held events are read a page at a time (a paged-in history is a cache: nothing is copied twice).
-      const to = Math.min(options.to ?? Number.MAX_SAFE_INTEGER, this.streamVersion(options.stream));
-      for (let v = Math.max(1, options.from ?? 1); v <= to; v += PAGE) yield* this.read(options.stream, v, Math.min(to, v + PAGE - 1));
-      return;
-    }
-    yield* this.after(options.afterSeq ?? 0, options.toSeq ?? Number.MAX_SAFE_INTEGER);
   }
 }

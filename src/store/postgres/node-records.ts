@@ -2,12 +2,12 @@
 // the leases, as the supervisor writes them and ps, inspect and the inspector read them.
 import { hostname } from 'node:os';
 import type { ClusterRecords } from '../../domain/cluster-nodes.ts';
-import type { Heartbeat } from '../event-store.ts';
+import type { Heartbeat } from '../port.ts';
 import type { PgEventStore } from './event-store.ts';
 
 /**
  * The heartbeat write, awaited (a clean stop waits for its stop mark). The beat's time is PostgreSQL's, not
- * this node's: liveness is judged on the server's clock alone (postgres/nodes.ts), so skewed hosts agree.
+ * this node's: liveness is judged on the server's clock alone (clusterRecords carries its time), so skewed hosts agree.
  */
 export async function writeNodeRow(pg: PgEventStore, h: Heartbeat): Promise<void> {
   await pg.sql(

@@ -13,3 +13,8 @@ export function splitStoreUrl(url: string): { url: string; schema: string | unde
   u.searchParams.delete('schema');
   return { url: u.toString(), schema };
 }
+
+/** A PostgreSQL URL (postgres:// or postgresql://) rather than a SQLite file. */
+export function isPostgresUrl(store: string | undefined): store is string {
+  return typeof store === 'string' && /^postgres(ql)?:\/\//i.test(store);
+}

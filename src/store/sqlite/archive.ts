@@ -11,66 +11,29 @@
 // the archive ends on. Each event line carries its chain hash (and, where the event before it in the log is not in
 // this archive, that event's hash as `prev`), and data and meta are the stored JSON text: the archive can be
 // checked against its own chain.
-import { statSync } from 'node:fs';
 import { RunlogError } from '../../domain/errors.ts';
 import { ArchiveFileWriter } from '../archive/archive-file.ts';
 import { ArchiveLedger } from '../archive/archive-ledger.ts';
 import { CHAIN_COLUMNS, GENESIS, rowHash, type ChainRow } from '../chain.ts';
+import { logBytes } from './file-checks.ts';
 import { readShutdownRecord, writeShutdownRecord } from './shutdown-record.ts';
 import type { SqliteEventStore } from './event-store.ts';
 import type { ActorDbRow } from './projection.ts';
 import type Database from 'better-sqlite3';
 
-/** Where a run stands, told to `onStep` (tests kill the process there). */
-export type ArchiveStep = 'planned' | 'file-written' | 'file-linked' | 'removing' | 'committed' | 'vacuumed';
+import type { ArchiveOptions, ArchiveResult, ArchiveStep } from '../capabilities.ts';
 
-export interface ArchiveOptions {
-  /** Actors whose last event is before this ISO time, and that ended, are archived. */
-  before: string;
-  /** The archive file to create (never overwritten). */
-  out: string;
-  now?: () => string;
-  onStep?: (step: ArchiveStep) => void;
-}
-
-export interface ArchiveResult {
-  /** null: nothing had ended before `before`; no file was written. */
-  file: string | null;
-  actors: number;
-  events: number;
-  /** Bytes of the archive file. */
-  bytes: number;
-  sha256: string | null;
-  /** The chain link the archive ends on (its last event), and the log's chain head when it was written. */
-  lastSeq: number | null;
-  lastHash: string | null;
-  /** The log's file size before and after (the WAL checkpointed), and how space came back. */
-  sizeBefore: number;
-  sizeAfter: number;
-  /** SQLite: incremental or full; PostgreSQL: a plain VACUUM of the tables (the space is reused, not given back to the OS). */
-  vacuum: 'incremental' | 'full' | 'plain' | 'none';
-}
+export type { ArchiveOptions, ArchiveResult, ArchiveStep };
 
 type PlannedActor = Omit<ActorDbRow, 'archived_to' | 'archived_at'>;
-
-function fileSize(file: string): number {
-  let n = 0;
-  for (const f of [file, `${file}-wal`]) {
-    try {
-      n += statSync(f).size;
-    } catch {
-      /* no WAL */
-    }
-  }
-  return n;
-}
 
 /** Moves the events of actors that ended before `options.before` into an archive file (see the top of this file). */
 export function archiveEnded(store: SqliteEventStore, options: ArchiveOptions): ArchiveResult {
   const db = store.connection;
   const now = options.now ?? (() => new Date().toISOString());
-  const step = options.onStep ?? (() => undefined);
-  const sizeBefore = fileSize(store.file);
+  // This store runs the whole archive synchronously: a step's returned promise is not waited for.
+  const step = (s: ArchiveStep): void => void options.onStep?.(s);
+  const sizeBefore = logBytes(store.file);
   const planned = db
     .prepare(
       `SELECT id, kind, stream, state, status, version, created_at, updated_at, summary FROM actors
@@ -173,7 +136,7 @@ export function archiveEnded(store: SqliteEventStore, options: ArchiveOptions): 
     }
     store.checkpoint('TRUNCATE');
     step('vacuumed');
-    return { file: options.out, actors: planned.length, events, bytes, sha256, lastSeq, lastHash: lastHash.toString('hex'), sizeBefore, sizeAfter: fileSize(store.file), vacuum };
+    return { file: options.out, actors: planned.length, events, bytes, sha256, lastSeq, lastHash: lastHash.toString('hex'), sizeBefore, sizeAfter: logBytes(store.file), vacuum };
   } catch (err) {
     if (!out.linked) out.discard();
     else if (!archivedIn(db, options.out)) out.removeCopy();

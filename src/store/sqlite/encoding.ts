@@ -2,29 +2,21 @@
 // cannot encode fails its own append, and nothing of it is written.
 import type { NewEvent } from '../../domain/events.ts';
 import { MAX_EVENT_DEPTH, nestedDeeperThan } from '../../domain/json-input.ts';
-import { RunlogError } from '../../domain/errors.ts';
-import type { AppendOptions, AppendRequest, SnapshotRecord } from '../event-store.ts';
+import { EventEncodingError } from '../../domain/errors.ts';
+import type { SnapshotRecord } from '../port.ts';
+import type { EngineAppendOptions, EngineAppendRequest } from './engine-types.ts';
 
 /** One request with its events already encoded: encoding happens before any transaction starts. */
 export interface EncodedRequest {
   stream: string;
   snapshot?: SnapshotRecord;
   events: { event: NewEvent; data: string; meta: string }[];
-  options: AppendOptions;
+  options: EngineAppendOptions;
   summary: string | null;
 }
 
-/**
- * An event (or its projection row) that JSON cannot encode: a BigInt, a cycle, nesting deeper than MAX_EVENT_DEPTH.
- * It fails only its own append; nothing of it was written.
- */
-export class EventEncodingError extends RunlogError {
-  constructor(stream: string, type: string, reason: string, options?: { cause?: unknown }) {
-    super('EVENT_NOT_ENCODABLE', `event ${type} for ${stream} cannot be encoded as JSON (${reason}); nothing was appended`, { stream, type, reason }, options);
-  }
-}
-
-function encodeJson(value: unknown, stream: string, type: string): string {
+/** One value as JSON text, or an EventEncodingError naming the stream and event type (the memory store uses it too). */
+export function encodeJson(value: unknown, stream: string, type: string): string {
   // Bounded here, not by the encoder: Node 26's JSON.stringify encodes any depth, older lines throw at their own.
   if (nestedDeeperThan(value, MAX_EVENT_DEPTH)) throw new EventEncodingError(stream, type, `nested deeper than ${MAX_EVENT_DEPTH} levels`);
   let text: string | undefined;
@@ -38,7 +30,7 @@ function encodeJson(value: unknown, stream: string, type: string): string {
 }
 
 /** Encodes one request's events and projection, or says why it cannot be. */
-export function encodeRequest(r: AppendRequest): EncodedRequest {
+export function encodeRequest(r: EngineAppendRequest): EncodedRequest {
   const events = r.events.map((e) => ({ event: e, data: encodeJson(e.data, r.stream, e.type), meta: encodeJson(e.meta ?? {}, r.stream, e.type) }));
   const summary = r.options.projection ? encodeJson(r.options.projection.summary, r.stream, r.events[0]?.type ?? 'projection') : null;
   return { stream: r.stream, events, options: r.options, summary, ...(r.options.snapshot ? { snapshot: r.options.snapshot } : {}) };

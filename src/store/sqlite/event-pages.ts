@@ -3,7 +3,7 @@
 import type { RecordedEvent, ReplayEvent } from '../../domain/events.ts';
 import type { Database } from './driver.ts';
 import type { UpcasterRegistry } from '../upcasters.ts';
-import type { IterateEventsOptions } from '../event-store.ts';
+import type { IterateEventsOptions } from './engine-types.ts';
 
 export type { IterateEventsOptions };
 
@@ -22,9 +22,9 @@ export interface EventRow {
 type ReplayRow = [number, string, number, string, number, string, string];
 
 export class EventPages {
-  /** iterateEvents' page queries, prepared on first use. */
-  private streamPage: Database.Statement<[string, number, number, number], EventRow> | undefined;
-  private seqPage: Database.Statement<[number, number, number], EventRow> | undefined;
+  /** The page queries of the recorded-event reads, prepared on first use. */
+  private streamQuery: Database.Statement<[string, number, number, number], EventRow> | undefined;
+  private logQuery: Database.Statement<[number, number, number], EventRow> | undefined;
   private jsonPage: Database.Statement<[number, number], EventRow> | undefined;
   /** iterateReplay's page query, prepared on first use. */
   private replayPage: Database.Statement<[number, number], ReplayRow> | undefined;
@@ -76,25 +76,35 @@ export class EventPages {
   *events(options: IterateEventsOptions = {}): IterableIterator<RecordedEvent> {
     const pageSize = options.pageSize ?? 512;
     if (options.stream !== undefined) {
-      this.streamPage ??= this.db.prepare('SELECT * FROM events WHERE stream = ? AND version >= ? AND version <= ? ORDER BY version LIMIT ?');
       const to = options.to ?? Number.MAX_SAFE_INTEGER;
       let from = options.from ?? 1;
       for (;;) {
-        const page = this.streamPage.all(options.stream, from, to, pageSize);
-        for (const r of page) yield this.toRecorded(r);
+        const page = this.streamPage(options.stream, from, to, pageSize);
+        yield* page;
         if (page.length < pageSize) return;
         from = page[page.length - 1]!.version + 1;
       }
     }
-    this.seqPage ??= this.db.prepare('SELECT * FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?');
     const toSeq = options.toSeq ?? Number.MAX_SAFE_INTEGER;
     let cursor = options.afterSeq ?? 0;
     for (;;) {
-      const page = this.seqPage.all(cursor, toSeq, pageSize);
-      for (const r of page) yield this.toRecorded(r);
+      const page = this.logPage(cursor, toSeq, pageSize);
+      yield* page;
       if (page.length < pageSize) return;
       cursor = page[page.length - 1]!.seq;
     }
+  }
+
+  /** At most `limit` events of the log with afterSeq < seq <= toSeq, in seq order. */
+  logPage(afterSeq: number, toSeq: number, limit: number): RecordedEvent[] {
+    this.logQuery ??= this.db.prepare('SELECT * FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?');
+    return this.logQuery.all(afterSeq, toSeq, limit).map((r) => this.toRecorded(r));
+  }
+
+  /** At most `limit` of a stream's events with from <= version <= to, in version order. */
+  streamPage(stream: string, from: number, to: number, limit: number): RecordedEvent[] {
+    this.streamQuery ??= this.db.prepare('SELECT * FROM events WHERE stream = ? AND version >= ? AND version <= ? ORDER BY version LIMIT ?');
+    return this.streamQuery.all(stream, from, to, limit).map((r) => this.toRecorded(r));
   }
 
   /**

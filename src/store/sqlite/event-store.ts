@@ -5,43 +5,42 @@ import { existsSync, rmSync, statSync } from 'node:fs';
 import type { NewEvent, RecordedEvent, ReplayEvent } from '../../domain/events.ts';
 import { ConcurrencyError, LogUnreadableError, ReadOnlyLogError, RunlogError, StoreChainError, StoreTruncatedError } from '../../domain/errors.ts';
 import { GENESIS, eventHash, type ChainCheck } from '../chain.ts';
-import type {
-  ActorRow,
-  AppendObserver,
-  AppendOptions,
-  AppendOutcome,
-  AppendRequest,
-  AppendResult,
-  EventStore,
-  Heartbeat,
-  ReadAllOptions,
-  ReadOptions,
-  SnapshotRecord,
-  SnapshotRow,
-  StreamInfo,
-  SubscribeOptions,
-  IterateEventsOptions,
-} from '../event-store.ts';
-import { toSnapshot } from '../event-store.ts';
+import type { AppendObserver } from '../capabilities.ts';
+import { ExpectedVersionError, versionMatches } from '../expected-version.ts';
+import type { ActorRow, Heartbeat, SnapshotRecord, StreamInfo } from '../port.ts';
+import {
+  toSnapshot,
+  type AppendOptions,
+  type AppendOutcome,
+  type AppendResult,
+  type EngineAppendOptions,
+  type EngineAppendRequest,
+  type EventStore,
+  type IterateEventsOptions,
+  type ReadAllOptions,
+  type ReadOptions,
+  type SnapshotRow,
+  type SubscribeOptions,
+} from './engine-types.ts';
 import { readShutdownRecord, shutdownRecordFile, writeShutdownRecord } from './shutdown-record.ts';
 import { chainHead, verifyChain } from './chain-check.ts';
 import { encodeRequest, type EncodedRequest } from './encoding.ts';
 import { EventPages, type EventRow } from './event-pages.ts';
-import { checkHeader, checkWal, createLogFile, openSchema, sqliteCode, translate, untouchedSinceCleanShutdown, walBytes } from './file-checks.ts';
+import { checkHeader, checkWal, createLogFile, logBytes, openSchema, sqliteCode, translate, untouchedSinceCleanShutdown, walBytes } from './file-checks.ts';
 import { readHeartbeatRow, writeHeartbeatRow } from './heartbeat.ts';
 import { getActor, listActors, replaceProjectionRows } from './projection.ts';
-import { iterateSnapshotHistory, iterateSnapshots, snapshotAtOrBefore, snapshotVersions } from './snapshots.ts';
+import { iterateSnapshotHistory, iterateSnapshots, replaceSnapshotRows, snapshotAtOrBefore, snapshotVersions } from './snapshots.ts';
+import { streamInfos } from './streams.ts';
 import { SqliteSubscriptions } from './subscriptions.ts';
 import { Database } from './driver.ts';
 import { readOnlyTarget } from './read-only-target.ts';
 import { defaultUpcasters, type UpcasterRegistry } from '../upcasters.ts';
 import { WalGuard } from './wal-guard.ts';
 
-// The modules of this store, one job each (sqlite/): their names stay importable from here.
-export { EventEncodingError } from './encoding.ts';
-// Re-exported from modules whose declarations name no better-sqlite3 type: the shipped declarations of this class
-// must not reach the driver's types, which a consumer does not install.
-export type { IterateEventsOptions } from '../event-store.ts';
+// Names callers still import from here (the error moved to domain/errors.ts). Re-exported from modules whose
+// declarations name no better-sqlite3 type: the shipped declarations of this class must not reach the driver's types.
+export { EventEncodingError } from '../../domain/errors.ts';
+export type { IterateEventsOptions } from './engine-types.ts';
 
 export interface SqliteEventStoreOptions {
   /** 'FULL' (default) survives power loss; 'NORMAL' is a documented opt-in that may lose the last commits on power loss (never on a process crash). */
@@ -60,6 +59,16 @@ export interface SqliteEventStoreOptions {
   /** Told the duration of every durable append (metrics). */
   onAppend?: AppendObserver;
   /**
+   * Runs inside every append's transaction once its events are written, with those events as readers see them (the
+   * port's registered projections, sqlite/port-adapter.ts): a throw rolls the whole append back.
+   */
+  inAppend?: (events: readonly RecordedEvent[]) => void;
+  /**
+   * Hand appended events back as readers see them: an event written at an older schema than its type's current one
+   * comes back upcast (and one newer than this runlog knows fails the append). Off, they come back as given.
+   */
+  upcastAppended?: boolean;
+  /**
    * Inspection: open an existing log without writing anything (nothing appears beside it, every commit is seen:
    * sqlite/read-only-target.ts). A missing file is LOG_MISSING, an empty or short one STORE_CORRUPT; no migration, no
    * pragma that writes, no marker file, no whole-file quick_check (a damaged page is STORE_CORRUPT when read).
@@ -68,12 +77,6 @@ export interface SqliteEventStoreOptions {
   /** With readOnly: opened in place through WAL, since an immutable open or a private copy never sees later commits. */
   followsWriters?: boolean;
 }
-
-
-
-
-
-
 
 export class SqliteEventStore implements EventStore {
   readonly file: string;
@@ -92,6 +95,8 @@ export class SqliteEventStore implements EventStore {
   private heartbeatInWal = false;
   /** Told the duration of every durable append (metrics); settable after open. */
   onAppend: AppendObserver | undefined;
+  private readonly inAppend: ((events: readonly RecordedEvent[]) => void) | undefined;
+  private readonly upcastAppended: boolean;
 
   private readonly stmt: {
     streamVersion: Database.Statement<[string], { version: number | null }>;
@@ -119,6 +124,8 @@ export class SqliteEventStore implements EventStore {
     this.now = options.now ?? (() => new Date().toISOString());
     this.checkpointMs = options.checkpointMs ?? 1000;
     this.onAppend = options.onAppend;
+    this.inAppend = options.inAppend;
+    this.upcastAppended = options.upcastAppended ?? false;
     this.readOnly = options.readOnly ?? false;
     let deadMarkers = 0;
     let target = file;
@@ -182,9 +189,13 @@ export class SqliteEventStore implements EventStore {
     this.checkShutdownRecord();
     this.pages = new EventPages(db, this.upcasters);
     this.subscriptions = new SqliteSubscriptions(this.stmt.dataVersion, (o) => this.readAll(o), () => this.lastSeq(), () => this.closed);
-    this.appendTx = db.transaction((request: EncodedRequest) => this.appendInTx(request)).immediate as never;
-    this.appendManyTx = db.transaction((requests: readonly EncodedRequest[]) =>
-      requests.map((r): AppendOutcome => {
+    this.appendTx = db.transaction((request: EncodedRequest) => {
+      const result = this.appendInTx(request);
+      if (this.inAppend && result.events.length > 0) this.inAppend(result.events);
+      return result;
+    }).immediate as never;
+    this.appendManyTx = db.transaction((requests: readonly EncodedRequest[]) => {
+      const outcomes = requests.map((r): AppendOutcome => {
         try {
           return { ok: true, result: this.appendInTx(r) };
         } catch (err) {
@@ -192,8 +203,10 @@ export class SqliteEventStore implements EventStore {
           if (err instanceof ConcurrencyError) return { ok: false, error: err };
           throw err;
         }
-      }),
-    ).immediate as never;
+      });
+      if (this.inAppend) this.inAppend(outcomes.flatMap((o) => (o.ok ? o.result.events : [])));
+      return outcomes;
+    }).immediate as never;
     // A dead writer's commits are in the WAL we just opened: copy them into the file (which clears its marker).
     if (deadMarkers > 0) this.checkpoint('PASSIVE');
   }
@@ -235,14 +248,10 @@ export class SqliteEventStore implements EventStore {
     }
   }
 
-
   private appendInTx({ stream, events, options, summary, snapshot }: EncodedRequest): AppendResult {
-    const actual = this.stmt.streamVersion.get(stream)?.version ?? 0;
-    const ev = options.expectedVersion;
-    if (ev !== 'any') {
-      const expected = ev === 'no-stream' ? 0 : ev;
-      if (expected !== actual) throw new ConcurrencyError(stream, expected, actual);
-    }
+    const actual = this.checkVersion(stream, options);
+    // An empty append checks the version and writes nothing: no link, no row, no snapshot.
+    if (events.length === 0) return { version: actual, lastSeq: 0, events: [] };
     const now = this.now();
     const recorded: RecordedEvent[] = [];
     let version = actual;
@@ -259,7 +268,9 @@ export class SqliteEventStore implements EventStore {
       const meta = e.meta ?? {};
       hash = eventHash(hash, lastSeq, stream, version, e.type, schema, at, data, metaText);
       this.stmt.insertEvent.run(lastSeq, stream, version, e.type, schema, data, metaText, at, hash);
-      recorded.push({ seq: lastSeq, stream, version, type: e.type, schema, data: e.data as Record<string, unknown>, meta, at });
+      // The caller's own data (no copy on the append path), unless asked for as readers see it and not current.
+      if (!this.upcastAppended || this.upcasters.isCurrent(e.type, schema)) recorded.push({ seq: lastSeq, stream, version, type: e.type, schema, data: e.data as Record<string, unknown>, meta, at });
+      else recorded.push({ seq: lastSeq, stream, version, type: e.type, ...this.upcasters.upcast(e.type, schema, JSON.parse(data)), meta, at });
     }
     this.stmt.setChainHead!.run(lastSeq, hash);
     const p = options.projection;
@@ -271,10 +282,17 @@ export class SqliteEventStore implements EventStore {
     return { version, lastSeq, events: recorded };
   }
 
-  append(stream: string, events: readonly NewEvent[], options: AppendOptions): AppendResult {
+  /** The stream's version, or the conflict thrown when `options.expectedVersion` does not accept it. */
+  private checkVersion(stream: string, options: EngineAppendOptions): number {
+    const actual = this.stmt.streamVersion.get(stream)?.version ?? 0;
+    if (!versionMatches(options.expectedVersion, actual)) throw new ExpectedVersionError(stream, options.expectedVersion, actual);
+    return actual;
+  }
+
+  append(stream: string, events: readonly NewEvent[], options: AppendOptions | EngineAppendOptions): AppendResult {
     if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
     if (this.readOnly) throw new ReadOnlyLogError(this.file);
-    if (events.length === 0) return { version: this.streamVersion(stream), lastSeq: 0, events: [] };
+    if (events.length === 0) return { version: this.checkVersion(stream, options), lastSeq: 0, events: [] };
     // Encoded before the transaction: a value JSON cannot encode throws EventEncodingError and writes nothing.
     const encoded = encodeRequest({ stream, events, options });
     let result: AppendResult;
@@ -290,10 +308,11 @@ export class SqliteEventStore implements EventStore {
     return result;
   }
 
-  appendMany(requests: readonly AppendRequest[]): AppendOutcome[] {
+  appendMany(requests: readonly EngineAppendRequest[]): AppendOutcome[] {
     if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
     if (this.readOnly) throw new ReadOnlyLogError(this.file);
-    if (requests.every((r) => r.events.length === 0)) return requests.map((r) => ({ ok: true, result: { version: this.streamVersion(r.stream), lastSeq: 0, events: [] } }));
+    // Nothing to write: each request's version is still checked, outside any transaction.
+    if (requests.every((r) => r.events.length === 0)) return requests.map((r) => this.emptyOutcome(r));
     // Every request is encoded before the shared transaction: one that cannot be encoded fails alone (its outcome
     // says why) and never rolls back the others, which may be other callers' events decided in the same tick.
     const outcomes: (AppendOutcome | null)[] = [];
@@ -323,6 +342,14 @@ export class SqliteEventStore implements EventStore {
     return outcomes as AppendOutcome[];
   }
 
+  private emptyOutcome(r: EngineAppendRequest): AppendOutcome {
+    try {
+      return { ok: true, result: { version: this.checkVersion(r.stream, r.options), lastSeq: 0, events: [] } };
+    } catch (err) {
+      if (err instanceof ConcurrencyError) return { ok: false, error: err };
+      throw err;
+    }
+  }
 
   read(stream: string, options: ReadOptions = {}): RecordedEvent[] {
     return this.stmt.readStream.all(stream, options.from ?? 1, options.to ?? Number.MAX_SAFE_INTEGER).map((r) => this.pages.toRecorded(r));
@@ -337,8 +364,15 @@ export class SqliteEventStore implements EventStore {
     return this.stmt.readAll.all(options.afterSeq ?? 0, options.limit ?? -1).map((r) => this.pages.toRecorded(r));
   }
 
+  /** One page of the log: at most `limit` events with afterSeq < seq <= toSeq (the port's paged reads). */
+  logPage(afterSeq: number, toSeq: number, limit: number): RecordedEvent[] {
+    return this.pages.logPage(afterSeq, toSeq, limit);
+  }
 
-
+  /** One page of a stream: at most `limit` of its versions from..to (inclusive). */
+  streamPage(stream: string, from: number, to: number, limit: number): RecordedEvent[] {
+    return this.pages.streamPage(stream, from, to, limit);
+  }
 
   streamVersion(stream: string): number {
     return this.stmt.streamVersion.get(stream)?.version ?? 0;
@@ -346,12 +380,12 @@ export class SqliteEventStore implements EventStore {
 
   /** Every stream, in order of its first event. The kind is the stream name's prefix ("instance-…"). */
   streams(kind?: string): StreamInfo[] {
-    const rows = this.db
-      .prepare('SELECT stream, max(version) AS version, min(seq) AS first, min(at) AS created_at, max(at) AS updated_at FROM events GROUP BY stream ORDER BY first')
-      .all() as { stream: string; version: number; created_at: string; updated_at: string }[];
-    return rows
-      .map((r) => ({ stream: r.stream, kind: r.stream.split('-')[0]!, version: r.version, createdAt: r.created_at, updatedAt: r.updated_at }))
-      .filter((r) => !kind || r.kind === kind);
+    return streamInfos(this.db, kind, 'first-event');
+  }
+
+  /** Every stream (of one kind), in name order (the port's listStreams). */
+  listStreams(kind?: string): StreamInfo[] {
+    return streamInfos(this.db, kind, 'name');
   }
 
   lastSeq(): number {
@@ -389,13 +423,7 @@ export class SqliteEventStore implements EventStore {
   }
 
   replaceProjection(rows: readonly ActorRow[]): void {
-    if (this.readOnly) throw new ReadOnlyLogError(this.file, 'rebuild the projection');
-    try {
-      this.beforeWrite();
-      this.db.transaction(() => replaceProjectionRows(this.db, this.stmt.upsertActor, rows)).immediate();
-    } catch (err) {
-      throw translate(this.file, err);
-    }
+    this.writeTransaction('rebuild the projection', () => replaceProjectionRows(this.db, this.stmt.upsertActor, rows));
   }
 
   /**
@@ -416,21 +444,9 @@ export class SqliteEventStore implements EventStore {
     return readHeartbeatRow(this.db);
   }
 
-
-
-
   /** Bytes on disk: the database file and its WAL (metrics). */
   sizeBytes(): number {
-    if (this.file === ':memory:') return 0;
-    let n = 0;
-    for (const f of [this.file, `${this.file}-wal`]) {
-      try {
-        n += statSync(f).size;
-      } catch {
-        /* no WAL right now */
-      }
-    }
-    return n;
+    return logBytes(this.file);
   }
 
   close(): void {
@@ -481,7 +497,6 @@ export class SqliteEventStore implements EventStore {
     }
   }
 
-
   /**
    * Checks the hash chain (chain.ts): every event from `afterSeq` on (the whole log by default) against the link
    * before it, then the last event against chain_head. Stops at the first bad position (chain-check.ts).
@@ -520,26 +535,9 @@ export class SqliteEventStore implements EventStore {
     return snapshotVersions(this.db);
   }
 
-
   /** Replaces every snapshot in one transaction (`runlog rebuild --snapshots`). */
   replaceSnapshots(records: Iterable<SnapshotRecord>): number {
-    if (this.readOnly) throw new ReadOnlyLogError(this.file, 'rebuild the snapshots');
-    let n = 0;
-    try {
-      this.beforeWrite();
-      this.db.transaction(() => {
-        this.db.prepare('DELETE FROM snapshots').run();
-        this.db.prepare('DELETE FROM snapshot_history').run();
-        this.db.prepare('UPDATE actors SET snapshot_version = NULL').run();
-        for (const r of records) {
-          this.putSnapshotRow(r);
-          n += 1;
-        }
-      }).immediate();
-    } catch (err) {
-      throw translate(this.file, err);
-    }
-    return n;
+    return this.writeTransaction('rebuild the snapshots', () => replaceSnapshotRows(this.db, records, (r) => this.putSnapshotRow(r)));
   }
 
   /**
@@ -579,7 +577,6 @@ export class SqliteEventStore implements EventStore {
     return r;
   }
 }
-
 
 export function openEventStore(file: string, options?: SqliteEventStoreOptions): SqliteEventStore {
   return new SqliteEventStore(file, options);

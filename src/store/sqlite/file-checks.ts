@@ -85,6 +85,20 @@ export function walBytes(file: string): number {
   }
 }
 
+/** Bytes on disk: the database file and its WAL (metrics, retention's before and after). */
+export function logBytes(file: string): number {
+  if (file === ':memory:') return 0;
+  let n = 0;
+  for (const f of [file, `${file}-wal`]) {
+    try {
+      n += statSync(f).size;
+    } catch {
+      /* no WAL right now */
+    }
+  }
+  return n;
+}
+
 /**
  * A file shorter than it should be. SQLite keeps the database's page count in its header (valid while the
  * "version-valid-for" field equals the change counter), and a file is always a whole number of pages. With a

@@ -1,6 +1,6 @@
 // The supervisor's heartbeat in a SQLite log: one row, replaced at each beat, read by the next supervisor to tell
 // a clean stop from a crash.
-import type { Heartbeat } from '../event-store.ts';
+import type { Heartbeat } from '../port.ts';
 import type { Database } from './driver.ts';
 
 /** Writes the heartbeat row (the caller translates a failure and keeps it out of the WAL guard). */

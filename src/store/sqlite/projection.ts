@@ -1,7 +1,7 @@
 // The actors projection of a SQLite log: one row per actor, written in the append's transaction (sqlite/event-store.ts),
 // read here, and rebuilt whole by `runlog rebuild`.
 import { ACTOR_KINDS } from '../../domain/events.ts';
-import type { ActorRow } from '../event-store.ts';
+import type { ActorRow } from '../port.ts';
 import type { Database } from './driver.ts';
 
 /** The actors projection with, for an archived actor, where its events went (tombstones, migration 6). */

@@ -1,7 +1,8 @@
 // Snapshots in a SQLite log: the newest per stream (snapshots), the ones they replaced (snapshot_history, kept for
 // `replay --to`), and the version each actor's row records. Written in the append's transaction
 // (sqlite/event-store.ts); read here.
-import { toSnapshot, type SnapshotRecord, type SnapshotRow } from '../event-store.ts';
+import type { SnapshotRecord } from '../port.ts';
+import { toSnapshot, type SnapshotRow } from './engine-types.ts';
 import type { Database } from './driver.ts';
 
 export function snapshotAtOrBefore(db: Database.Database, stream: string, version: number): SnapshotRecord | undefined {
@@ -33,6 +34,19 @@ export function* iterateSnapshotHistory(db: Database.Database, pageSize = 256): 
     if (rows.length < pageSize) return;
     cursor = [rows[rows.length - 1]!.stream, rows[rows.length - 1]!.version];
   }
+}
+
+/** Replaces every snapshot in the caller's transaction with `records`, each written by `put`; how many. */
+export function replaceSnapshotRows(db: Database.Database, records: Iterable<SnapshotRecord>, put: (r: SnapshotRecord) => void): number {
+  db.prepare('DELETE FROM snapshots').run();
+  db.prepare('DELETE FROM snapshot_history').run();
+  db.prepare('UPDATE actors SET snapshot_version = NULL').run();
+  let n = 0;
+  for (const r of records) {
+    put(r);
+    n += 1;
+  }
+  return n;
 }
 
 /** Which version each stream's snapshot stands at, as the actors projection recorded it when it was written. */

@@ -1,7 +1,7 @@
 // Subscriptions to a SQLite log: each subscriber drains from its own cursor when woken. This process's commits wake
 // them at once; other processes' commits are noticed through PRAGMA data_version, polled while anyone listens.
 import type { RecordedEvent } from '../../domain/events.ts';
-import type { ReadAllOptions, SubscribeOptions } from '../event-store.ts';
+import type { ReadAllOptions, SubscribeOptions } from './engine-types.ts';
 import type { Database } from './driver.ts';
 
 export class SqliteSubscriptions {

@@ -2,10 +2,11 @@
 // beat and its listener, the self-fence, hand-over and placement requests, the execution queue, and `logs --follow`
 // across nodes. Each is a typed value of ClusterServices: a caller holding one never checks for a missing part.
 import type { Clock } from '../../domain/clock.ts';
-import { RunlogError } from '../../domain/errors.ts';
+import type { ClusterRecords } from '../../domain/cluster-nodes.ts';
 import type { LogLine } from '../../domain/log-line.ts';
-import type { HostStore } from '../../store/host-store.ts';
-import type { PgHostStore } from '../../store/postgres/host-store.ts';
+import type { Leasing } from '../../store/capabilities.ts';
+import type { FollowBus } from '../../store/postgres/follow-channel.ts';
+import type { EventStorePort } from '../../store/port.ts';
 import type { ActorHost, LiveActor } from '../host/actor-host.ts';
 import type { Bus } from '../host/bus.ts';
 import { clusterListener } from './takeover.ts';
@@ -23,11 +24,25 @@ import type { AppToolSync } from '../instances/app-tool-sync.ts';
 /** How long the cluster node that took an execution's call has it to itself before other nodes may claim it. */
 const QUEUE_HEAD_START_MS = 2000;
 
+/**
+ * The pub/sub `logs --follow` across nodes rides on, outside the log (PostgreSQL LISTEN/NOTIFY:
+ * store/postgres/follow-channel.ts PgFollowBus and controlChannel), made by the composition root with the store.
+ */
+export interface FollowChannels {
+  bus: FollowBus;
+  /** A node's control channel (where follows of its instances are asked for). */
+  control(node: string): string;
+  close(): void;
+}
+
 export interface ClusterInputs {
   node: string;
-  pgUrl: string;
-  pgStore: PgHostStore;
-  store: HostStore;
+  store: EventStorePort;
+  /** This node's leases. */
+  leasing: Leasing;
+  /** How long a lease lives without renewal (ms): the self-fence stops this node's sandboxes well within it. */
+  leaseTtlMs: number;
+  follows: FollowChannels;
   hostRef: () => ActorHost;
   bus: Bus;
   clock: Clock;
@@ -50,8 +65,8 @@ export interface ClusterInputs {
   act: HandoverDeps['act'];
   /** Spawns a placed instance here: resolves with what the instance's first event answered. */
   spawned(instanceId: string): <R>(r: R) => R;
-  /** The live instance whose lines a remote follower reads. */
-  live(id: string): LiveActor;
+  /** The live instance whose lines a remote follower reads (a typed error when it does not run here). */
+  live(id: string): Promise<LiveActor>;
 }
 
 export interface ClusterServices {
@@ -63,16 +78,18 @@ export interface ClusterServices {
 }
 
 export async function startCluster(c: ClusterInputs): Promise<ClusterServices> {
-  const { node, pgStore, hostRef, clock, instances, log } = c;
-  const leases = pgStore.leases;
-  if (!leases) throw new RunlogError('INTERNAL', `the store of cluster node ${node} holds no leases`);
+  const { node, leasing, hostRef, clock, instances, log } = c;
   const requests = clusterRequests(c);
   // Leases reclaimed from an earlier run of this node whose actors have ended are given back.
   const liveStreams = new Set(c.rehydrated.map((a) => a.stream));
-  for (const s of leases.held.keys()) if (!liveStreams.has(s)) pgStore.letGo(s);
-  pgStore.startLeases(
+  try {
+    for (const l of (await leasing.clusterRecords()).leases) if (l.node === node && !liveStreams.has(l.stream)) leasing.letGo(l.stream);
+  } catch (err) {
+    log(`leases of ended actors are kept until the next start: ${(err as Error).message}`);
+  }
+  leasing.startLeases(
     clusterListener(hostRef, node, {
-      letGo: (s) => pgStore.letGo(s),
+      letGo: (s) => leasing.letGo(s),
       nowMs: () => clock.nowMs(),
       relinquish: (id) => instances.relinquish(id),
       rearm: (actor) => void c.timers.rearm(actor),
@@ -94,7 +111,8 @@ export async function startCluster(c: ClusterInputs): Promise<ClusterServices> {
     }),
   );
   // A node that cannot renew its leases stops its instance sandboxes before they can run elsewhere too.
-  const stopSelfFence = startSelfFence(leases, c.renewals, { sandboxed: () => instances.sandboxed(), relinquish: (id) => instances.relinquish(id), resumed: () => void (c.reconciles ? c.reconcile() : null)?.catch((err: unknown) => log(`reconcile after the self-fence: ${(err as Error).message}`)), log }, c.openedAtMs, (t, p) => pgStore.pg.sql(t, p));
+  const fenceDeps = { sandboxed: () => instances.sandboxed(), relinquish: (id: string) => instances.relinquish(id), resumed: () => void (c.reconciles ? c.reconcile() : null)?.catch((err: unknown) => log(`reconcile after the self-fence: ${(err as Error).message}`)), log };
+  const stopSelfFence = startSelfFence(c.leaseTtlMs, c.renewals, fenceDeps, c.openedAtMs, async () => leastLeaseLeftMs(await leasing.clusterRecords(), node));
   // An execution that ended here makes room for a queued one.
   c.bus.on('actor:transition', (t) => {
     if (t.kind === 'execution' && (t.to === 'succeeded' || t.to === 'failed')) requests.queue.pump();
@@ -104,12 +122,12 @@ export async function startCluster(c: ClusterInputs): Promise<ClusterServices> {
 
 /** The requests nodes leave each other in the log: hand-overs (stop, kill, logs), placed spawns, queued executions. */
 function clusterRequests(c: ClusterInputs): Pick<ClusterServices, 'handover' | 'placement' | 'queue'> {
-  const { node, pgStore, store, hostRef, clock, instances, log } = c;
+  const { node, leasing, store, hostRef, clock, instances, log } = c;
   const handover = new Handover({
     store,
     node,
     nowMs: () => clock.nowMs(),
-    owns: (s) => pgStore.owns(s),
+    owns: (s) => leasing.owns(s),
     appendFact: (stream, events) => hostRef().appendFact(stream, events),
     act: (r) => c.act(r),
     log,
@@ -119,8 +137,8 @@ function clusterRequests(c: ClusterInputs): Pick<ClusterServices, 'handover' | '
     node,
     nowMs: () => clock.nowMs(),
     appendFact: (stream, events) => hostRef().appendFact(stream, events),
-    spawnHere: (r) => {
-      const spec = instances.prepare(r.appDir, r.sandbox, r.instanceId);
+    spawnHere: async (r) => {
+      const spec = await instances.prepare(r.appDir, r.sandbox, r.instanceId);
       return hostRef().create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } }).then(c.spawned(spec.instanceId));
     },
     log,
@@ -140,27 +158,36 @@ function clusterRequests(c: ClusterInputs): Pick<ClusterServices, 'handover' | '
   return { handover, placement, queue };
 }
 
-/** `logs --follow` across nodes: LISTEN/NOTIFY, outside the log (remote-follow.ts); pg loaded on a cluster only. */
+/** `logs --follow` across nodes: LISTEN/NOTIFY, outside the log (remote-follow.ts); loaded on a cluster only. */
 async function followAcrossNodes(c: ClusterInputs): Promise<ClusterServices['follows']> {
-  const { node, pgStore, log } = c;
-  const [{ PgFollowBus, controlChannel }, rf, { splitStoreUrl }] = await Promise.all([import('../../store/postgres/follow-channel.ts'), import('./remote-follow.ts'), import('../../store/postgres/host-store.ts')]);
-  const followBus = new PgFollowBus({ url: splitStoreUrl(c.pgUrl).url, sql: (text, params) => pgStore.pg.sql(text, params), log });
-  const schema = pgStore.pg.schema;
+  const { node, leasing, follows, log } = c;
+  const rf = await import('./remote-follow.ts');
   const owner = new rf.FollowOwner({
-    bus: followBus,
-    channel: controlChannel(schema, node),
+    bus: follows.bus,
+    channel: follows.control(node),
     node,
-    owns: (id) => pgStore.owns(`instance-${id}`),
-    open: (id) => c.instances.logs(c.live(id), true),
+    owns: (id) => leasing.owns(`instance-${id}`),
+    open: (id) => followHere(c, id),
     timers: rf.realTimers,
     log,
   });
   return {
     owner,
-    remote: (on, id, signal) => rf.followRemote({ bus: followBus, node, timers: rf.realTimers }, on, controlChannel(schema, on), id, signal),
+    remote: (on, id, signal) => rf.followRemote({ bus: follows.bus, node, timers: rf.realTimers }, on, follows.control(on), id, signal),
     close: () => {
       owner.stop();
-      followBus.close();
+      follows.close();
     },
   };
+}
+
+/** The local follow of an instance this node runs (its actor found first: a typed error when it does not run here). */
+async function* followHere(c: ClusterInputs, id: string): AsyncGenerator<LogLine> {
+  yield* c.instances.logs(await c.live(id), true);
+}
+
+/** How long the node's leases have left on the server's clock, the least of them (null: it holds none). */
+function leastLeaseLeftMs(records: ClusterRecords, node: string): number | null {
+  const left = records.leases.filter((l) => l.node === node).map((l) => l.expiresInMs);
+  return left.length > 0 ? Math.min(...left) : null;
 }

@@ -12,7 +12,7 @@
 // - A node that lost the lease meanwhile is refused its append (FENCED) and does not answer: the new owner does.
 // - The owner killed -9 with a request pending: the request stays in the log. The survivor that takes the
 //   instance over (after the lease expired) first records what it knows (supervisor/cluster/takeover.ts: lost, or crashed and
-//   restarted here), has read everything the dead owner committed (PgHostStore catches up before a takeover),
+//   restarted here), has read everything the dead owner committed (the PostgreSQL store catches up before a takeover),
 //   then carries out every pending request for what it took: the dead owner's action, if it was appended, is
 //   found by its id and not taken again.
 // - A request past its deadline (its caller answered HANDOVER_TIMEOUT) is never acted on.
@@ -30,11 +30,14 @@ import {
   type HandoverAnswer,
   type HandoverRequest,
 } from '../../domain/handover.ts';
-import type { HostStore } from '../../store/host-store.ts';
+import type { EventStorePort, Subscription } from '../../store/port.ts';
 import { placementStream } from './placement.ts';
 
+/** How soon a request whose stream could not be read (the store unreachable) is looked at again. */
+const STORE_RETRY_MS = 1000;
+
 export interface HandoverDeps {
-  store: HostStore;
+  store: Pick<EventStorePort, 'lastSeq' | 'listStreams' | 'readRecent' | 'subscribe'>;
   node: string;
   nowMs(): number;
   /** Whether this node holds the stream's lease now. */
@@ -46,7 +49,8 @@ export interface HandoverDeps {
 }
 
 export class Handover {
-  private off: (() => void) | null = null;
+  private sub: Subscription | null = null;
+  private stopped = false;
   private readonly handling = new Set<string>();
   /** Instances whose takeover is being recorded: their requests wait for tookOver(). */
   private readonly takingOver = new Set<string>();
@@ -60,16 +64,18 @@ export class Handover {
     const request: HandoverRequest = { requestId: randomUUID(), action, instanceId, graceMs, from: node, to: owner, deadline: new Date(this.deps.nowMs() + timeoutMs).toISOString() };
     let done: (a: HandoverAnswer | Error) => void = () => undefined;
     const outcome = new Promise<HandoverAnswer | Error>((resolve) => (done = resolve));
-    // Following before the request is appended: no answer can be missed.
-    const off = store.subscribe({ stream }, (e) => {
-      // why: answers are only ever appended by take() below with this shape
-      if (e.type === HANDOVER_ANSWERED && (e.data as { requestId?: unknown }).requestId === request.requestId) done(e.data as unknown as HandoverAnswer);
-    });
     const timer = setTimeout(
       () => done(new RunlogError('HANDOVER_TIMEOUT', `node ${owner} did not answer ${action} of ${instanceId} within ${timeoutMs} ms (it is not acted on later)`, { id: instanceId, node: owner, action })),
       timeoutMs,
     );
+    let sub: Subscription | null = null;
     try {
+      // Following from the log's head before the request is appended: no answer can be missed.
+      const head = await store.lastSeq();
+      sub = store.subscribe({ from: head + 1, stream }, (e) => {
+        // why: answers are only ever appended by take() below with this shape
+        if (e.stream === stream && e.type === HANDOVER_ANSWERED && (e.data as { requestId?: unknown }).requestId === request.requestId) done(e.data as unknown as HandoverAnswer);
+      });
       await this.deps.appendFact(stream, [{ type: HANDOVER_REQUESTED, data: { ...request } }]);
       const a = await outcome;
       if (a instanceof Error) throw a;
@@ -77,24 +83,32 @@ export class Handover {
       return a;
     } finally {
       clearTimeout(timer);
-      off();
+      await sub?.close();
     }
   }
 
-  /** Follows the log: requests about instances this node holds the lease of are carried out (any node's stream). */
-  start(): void {
+  /**
+   * Follows the log: requests about instances this node holds the lease of are carried out (any node's stream).
+   * Those up to the log's head are swept first, then the log is followed from the next position on. Resolves once
+   * it follows.
+   */
+  async start(): Promise<void> {
     const { store } = this.deps;
-    for (const s of store.streams('placement')) this.sweep(s.stream);
-    this.off = store.subscribe({ afterSeq: store.lastSeq() }, (e) => {
+    const head = await store.lastSeq();
+    await this.sweepAll();
+    if (this.stopped) return;
+    this.sub = store.subscribe({ from: head + 1 }, (e) => {
       if (e.type !== HANDOVER_REQUESTED) return;
       const r = parseRequest(e.data);
       if (r) this.take(e.stream, r);
     });
   }
 
-  stop(): void {
-    this.off?.();
-    this.off = null;
+  async stop(): Promise<void> {
+    this.stopped = true;
+    const sub = this.sub;
+    this.sub = null;
+    await sub?.close();
   }
 
   /** Leases just taken over: their requests wait until what the survivor knows is recorded (tookOver). */
@@ -105,22 +119,36 @@ export class Handover {
   /** The takeover is recorded: pending requests for what was taken are carried out here now. */
   tookOver(streams: readonly string[]): void {
     for (const s of streams) this.takingOver.delete(s);
-    for (const s of this.deps.store.streams('placement')) this.sweep(s.stream);
+    void this.sweepAll().catch((err: unknown) => this.deps.log(`hand-over requests for what was taken over: ${(err as Error).message}`));
   }
 
-  private sweep(stream: string): void {
-    for (const r of pendingRequests(this.deps.store.readRecent(stream), this.deps.nowMs())) this.take(stream, r);
+  /** Carries out what every node's placement stream still asks of this node. */
+  private async sweepAll(): Promise<void> {
+    for (const s of await this.deps.store.listStreams('placement')) {
+      for (const r of pendingRequests(await this.deps.store.readRecent(s.stream), this.deps.nowMs())) this.take(s.stream, r);
+    }
   }
 
   private take(stream: string, r: HandoverRequest): void {
     const instance = `instance-${r.instanceId}`;
     if (this.handling.has(r.requestId) || this.takingOver.has(instance) || !this.deps.owns(instance)) return;
     if (!(Date.parse(r.deadline) > this.deps.nowMs())) return; // its caller has given up
-    // Answered meanwhile (by a previous owner that acted and answered before it lost the lease).
-    if (this.deps.store.readRecent(stream).some((e) => e.type === HANDOVER_ANSWERED && (e.data as { requestId?: unknown }).requestId === r.requestId)) return;
     this.handling.add(r.requestId);
     void (async () => {
       try {
+        // Answered meanwhile (by a previous owner that acted and answered before it lost the lease).
+        let answered: boolean;
+        try {
+          answered = (await this.deps.store.readRecent(stream)).some((e) => e.type === HANDOVER_ANSWERED && (e.data as { requestId?: unknown }).requestId === r.requestId);
+        } catch (err) {
+          // Not readable now (the store briefly unreachable): looked at again in a while, until its deadline.
+          this.deps.log(`hand-over ${r.action} of ${r.instanceId}: ${(err as Error).message}; looking again`);
+          setTimeout(() => {
+            if (!this.stopped) this.take(stream, r);
+          }, STORE_RETRY_MS).unref();
+          return;
+        }
+        if (answered) return;
         let answer: HandoverAnswer;
         try {
           answer = { requestId: r.requestId, by: this.deps.node, ok: true, ...(await this.deps.act(r)) };

@@ -7,10 +7,10 @@
 // withdrawal in log order wins (the execution runs and the caller gets its outcome), one after it is cancelled
 // before it runs. The decision itself is pure (pinnedVerdict), tested on its own.
 import { RunlogError } from '../../domain/errors.ts';
-import type { HostStore } from '../../store/host-store.ts';
-import type { PgEventStore } from '../../store/postgres/event-store.ts';
-import { nodeLoads } from '../../store/postgres/nodes.ts';
+import type { Leasing } from '../../store/capabilities.ts';
+import type { EventStorePort } from '../../store/port.ts';
 import type { ExecutionQueue } from '../executions/execution-queue.ts';
+import { nodeLoads } from './nodes.ts';
 
 /** How often the caller's node looks at the pinned node's liveness while the execution is unclaimed. */
 export const PINNED_CHECK_MS = 1000;
@@ -49,8 +49,8 @@ export interface PinnedGuardDeps {
   nowMs(): number;
   /** Whether the node is live now (its heartbeat on the server's clock, nodes.ts). */
   live(node: string): Promise<boolean>;
-  /** Whether any node has claimed the execution (its stream has events in this node's copy of the log). */
-  claimed(): boolean;
+  /** Whether any node has claimed the execution (its stream has events in the log). */
+  claimed(): Promise<boolean>;
   /** Withdraws the entry from the queue (resolves once the withdrawal is in the log and this copy has read it). */
   withdraw(): Promise<void>;
   log(message: string): void;
@@ -67,30 +67,40 @@ export function guardPinned(d: PinnedGuardDeps): { gaveUp: Promise<never>; stop(
   let timer: NodeJS.Timeout | undefined;
   let state: PinnedState = { downSinceMs: null };
   const gaveUp = new Promise<never>((_, reject) => {
+    const everyMs = d.everyMs ?? PINNED_CHECK_MS;
+    const again = (): void => {
+      if (!stopped) timer = setTimeout(() => void look(), everyMs);
+    };
+    // null: the claim could not be read (the store briefly unreachable), so nothing is decided on it.
+    const claimed = (): Promise<boolean | null> => d.claimed().catch(() => null);
     const look = async (): Promise<void> => {
-      if (stopped || d.claimed()) return;
+      const before = stopped ? true : await claimed();
+      if (before !== false) return before === null ? again() : undefined;
       let live = true;
       try {
         live = await d.live(d.node);
       } catch {
         live = true; // the store is briefly unreachable: nothing is known about the node, so nothing is decided
       }
-      if (stopped || d.claimed()) return;
+      const still = stopped ? true : await claimed();
+      if (still !== false) return still === null ? again() : undefined;
       const v = pinnedVerdict(state, live, d.nowMs(), d.waitMs);
       state = v.state;
-      if (!v.giveUp) {
-        timer = setTimeout(() => void look(), d.everyMs ?? PINNED_CHECK_MS);
-        return;
-      }
+      if (!v.giveUp) return again();
       try {
         await d.withdraw();
       } catch (err) {
         // Not withdrawn (the store is unreachable): look again; the claim, if any, still wins.
         d.log(`could not withdraw execution ${d.executionId} pinned to ${d.node}: ${(err as Error).message}`);
-        timer = setTimeout(() => void look(), d.everyMs ?? PINNED_CHECK_MS);
-        return;
+        return again();
       }
-      if (stopped || d.claimed()) return; // claimed before the withdrawal: it runs, its outcome is the answer
+      // Withdrawn: whether a claim came before it must be known before answering (read again until it can be).
+      let after = await claimed();
+      while (after === null && !stopped) {
+        await new Promise((r) => setTimeout(r, everyMs));
+        after = await claimed();
+      }
+      if (stopped || after) return; // claimed before the withdrawal: it runs, its outcome is the answer
       const waited = d.waitMs > 0 ? ` (waited ${d.waitMs} ms for it)` : '';
       reject(
         new RunlogError(
@@ -126,8 +136,9 @@ export async function pinnedTarget(node: string | undefined, waitMs: number | un
 /** What a cluster node needs to watch the executions pinned to other nodes. */
 export interface PinnedWatchDeps {
   self: string;
-  pg: Pick<PgEventStore, 'sql'>;
-  store: Pick<HostStore, 'streamVersion'>;
+  /** The cluster's records: each node's heartbeat on the server's clock. */
+  leasing: Pick<Leasing, 'clusterRecords'>;
+  store: Pick<EventStorePort, 'streamVersion'>;
   queue: Pick<ExecutionQueue, 'withdraw'>;
   nowMs(): number;
   log(message: string): void;
@@ -135,7 +146,7 @@ export interface PinnedWatchDeps {
 
 /**
  * The guard of one queued execution pinned to `node` (null: no guard — not pinned, or pinned to this node, which
- * is live while it answers): liveness as placement judges it, on the server's clock (postgres/nodes.ts).
+ * is live while it answers): liveness as placement judges it, on the server's clock (nodes.ts nodeLoads).
  */
 export function pinnedWatch(d: PinnedWatchDeps) {
   return (node: string | null, executionId: string, waitMs: number, claimByMs: number): ReturnType<typeof guardPinned> | null =>
@@ -146,8 +157,8 @@ export function pinnedWatch(d: PinnedWatchDeps) {
           executionId,
           waitMs,
           nowMs: d.nowMs,
-          live: async (n) => (await nodeLoads(d.pg)).some((x) => x.node === n && x.live),
-          claimed: () => d.store.streamVersion(`execution-${executionId}`) > 0,
+          live: async (n) => nodeLoads(await d.leasing.clusterRecords()).some((x) => x.node === n && x.live),
+          claimed: async () => (await d.store.streamVersion(`execution-${executionId}`)) > 0,
           withdraw: () => d.queue.withdraw({ executionId, reason: 'node-unavailable', claimBy: new Date(claimByMs).toISOString() }),
           log: d.log,
         });

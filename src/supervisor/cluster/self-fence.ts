@@ -18,8 +18,8 @@
 // policy brings them back. Which leases were taken meanwhile the store's beat finds and reports as lost
 // (supervisor/cluster/takeover.ts), before `resumed` runs.
 import { performance } from 'node:perf_hooks';
-import { leastLeaseLeftMs, provesServerDown } from '../../store/postgres/lease-renewals.ts';
-import type { Leases, RenewalListener } from '../../store/postgres/leases.ts';
+import { provesServerDown } from '../../store/postgres/lease-renewals.ts';
+import type { RenewalListener } from '../../store/postgres/leases.ts';
 
 /** After what fraction of the lease TTL without an answered renewal a node stops its own instance sandboxes. */
 export const SELF_FENCE_FRACTION = 0.75;
@@ -168,26 +168,27 @@ export class RenewalRelay implements RenewalListener {
 }
 
 /**
- * A cluster node's self-fence, fed by its store's lease renewals (through `renewals`, the listener its Leases were
- * given) and started. `since`: a time (on performance.now's clock) no later than when the node's leases were last
- * set to live a TTL, e.g. before the store was opened (it reclaims them); `sql` asks the server once how long they
- * have left, which is closer to the truth (the store's open may take a while), so a slow start does not fence a
- * node whose leases are fresh. Returns its stop.
+ * A cluster node's self-fence, fed by its store's lease renewals (through `renewals`, the listener its leases were
+ * given) and started. `ttlMs`: the node's lease TTL. `since`: a time (on performance.now's clock) no later than
+ * when the node's leases were last set to live a TTL, e.g. before the store was opened (it reclaims them);
+ * `leastLeftMs` asks the server once how long the node's leases have left (null: it holds none), which is closer to
+ * the truth (the store's open may take a while), so a slow start does not fence a node whose leases are fresh.
+ * Returns its stop.
  */
 export function startSelfFence(
-  leases: Leases,
+  ttlMs: number,
   renewals: RenewalRelay,
   deps: Omit<SelfFenceDeps, 'nowMs' | 'ttlMs'>,
   since: number,
-  sql?: (text: string, params: unknown[]) => Promise<{ left_ms: number | null }[]>,
+  leastLeftMs?: () => Promise<number | null>,
 ): () => void {
-  const fence = new SelfFence({ ...deps, ttlMs: leases.ttlMs }, since);
+  const fence = new SelfFence({ ...deps, ttlMs }, since);
   renewals.connect(fence);
-  if (sql) {
+  if (leastLeftMs) {
     // Expiring at the server's time of answering plus `left`, so no sooner than the time it was asked plus `left`.
     const askedAt = performance.now();
-    void leastLeaseLeftMs(sql, leases.node).then(
-      (left) => left !== null && fence.renewed(askedAt + left - leases.ttlMs),
+    void leastLeftMs().then(
+      (left) => left !== null && fence.renewed(askedAt + left - ttlMs),
       () => undefined, // unanswered: `since` stands
     );
   }

@@ -17,8 +17,7 @@ import { FencedError } from '../../domain/errors.ts';
 import { parseStreamName, type ActorKind, type KindNewEvent } from '../../domain/events.ts';
 import { decide } from '../../machines/reconcile-decision.ts';
 import { isTerminal } from '../../machines/runtime.ts';
-import type { LeaseListener } from '../../store/postgres/host-store.ts';
-import type { TakenLease } from '../../store/postgres/leases.ts';
+import type { LeaseListener, TakenLease } from '../../store/capabilities.ts';
 import type { ActorHost, LiveActor } from '../host/actor-host.ts';
 
 export interface ClusterHooks {

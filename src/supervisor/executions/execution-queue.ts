@@ -2,7 +2,7 @@
 // the API call appends `execution.queued` to the shared stream `queue-executions`; every node follows that stream
 // (its copy of the log) and, while it runs fewer executions than its limit (`runlog serve --exec-limit`), claims
 // the oldest one nobody started yet by creating the execution: the execution's lease is taken in the transaction
-// of its first event (PgHostStore's claim), so of two nodes claiming it exactly one appends `execution.requested`
+// of its first event (the PostgreSQL store's claim), so of two nodes claiming it exactly one appends `execution.requested`
 // and the other is refused (FENCED) and moves on. The node that took the call gets a head start (it claims at
 // once, others only after `headStartMs`), so an execution runs where it was asked for unless that node is full;
 // `node: 'any'` gives none, `node: '<name>'` lets only that node claim it. An entry not claimed by its `claimBy`
@@ -11,7 +11,7 @@
 // lands after the withdrawal in log order (its node had not read it yet) is cancelled before it runs.
 import { FencedError, RunlogError } from '../../domain/errors.ts';
 import type { RecordedEvent } from '../../domain/events.ts';
-import type { HostStore } from '../../store/host-store.ts';
+import type { EventStorePort, Subscription } from '../../store/port.ts';
 import { EXECUTION_QUEUE } from '../cluster/request-streams.ts';
 
 export { EXECUTION_QUEUE };
@@ -42,7 +42,7 @@ export interface QueuedExecution {
 }
 
 export interface ExecutionQueueDeps {
-  store: HostStore;
+  store: Pick<EventStorePort, 'lastSeq' | 'readRecent' | 'streamVersion' | 'subscribe'>;
   node: string;
   /** How many executions this node runs at once. */
   limit: number;
@@ -66,7 +66,7 @@ export class ExecutionQueue {
   private pumping = false;
   private again = false;
   private timer: NodeJS.Timeout | undefined;
-  private off: (() => void) | null = null;
+  private sub: Subscription | null = null;
   private stopped = false;
 
   constructor(private readonly deps: ExecutionQueueDeps) {}
@@ -80,22 +80,30 @@ export class ExecutionQueue {
     await this.deps.appendFact(EXECUTION_QUEUE, [{ type: EXECUTION_WITHDRAWN, data: { ...w } }]);
   }
 
-  start(): void {
+  /**
+   * Takes the entries still open up to the log's head, then follows the log from the next position on (nothing
+   * falls between the two). Resolves once it follows.
+   */
+  async start(): Promise<void> {
     const { store } = this.deps;
-    for (const e of store.readRecent(EXECUTION_QUEUE)) this.add(e);
-    this.off = store.subscribe({ afterSeq: store.lastSeq() }, (e) => {
+    const head = await store.lastSeq();
+    for (const e of await store.readRecent(EXECUTION_QUEUE)) if (e.seq <= head) await this.add(e);
+    if (this.stopped) return;
+    this.sub = store.subscribe({ from: head + 1 }, async (e) => {
       if (e.stream === EXECUTION_QUEUE) {
-        this.add(e);
+        await this.add(e);
         this.pump();
       } else if (e.stream.startsWith('execution-')) this.pending.delete(e.stream.slice('execution-'.length)); // claimed (by anyone)
     });
     this.pump();
   }
 
-  stop(): void {
+  async stop(): Promise<void> {
     this.stopped = true;
-    this.off?.();
     if (this.timer) clearTimeout(this.timer);
+    const sub = this.sub;
+    this.sub = null;
+    await sub?.close();
   }
 
   /** Claims what fits under the limit (called when something is queued and when an execution here ends). */
@@ -115,7 +123,7 @@ export class ExecutionQueue {
     });
   }
 
-  private add(e: RecordedEvent): void {
+  private async add(e: RecordedEvent): Promise<void> {
     if (e.type === EXECUTION_WITHDRAWN) {
       // why: events of this type are only ever appended by withdraw() with this shape
       const w = e.data as unknown as WithdrawnExecution;
@@ -126,13 +134,33 @@ export class ExecutionQueue {
     if (e.type !== EXECUTION_QUEUED) return;
     // why: events of this type are only ever appended by enqueue() with this shape
     const q = e.data as unknown as QueuedExecution;
-    if (this.deps.store.streamVersion(`execution-${q.executionId}`) > 0) return;
     if (q.node !== null && q.node !== this.deps.node) return;
     if (!(Date.parse(q.claimBy) > this.deps.nowMs()) || this.withdrawn.has(q.executionId)) return;
+    if ((await this.deps.store.streamVersion(`execution-${q.executionId}`)) > 0) return;
+    // Withdrawn while its stream was looked at (a withdrawal is only ever added by this queue's own handler, but
+    // start-up and the claim loop run beside it).
+    if (this.withdrawn.has(q.executionId)) return;
     this.pending.set(q.executionId, { ...q, queuedAtMs: Date.parse(e.at) });
   }
 
   private async claimWhatFits(): Promise<void> {
+    try {
+      await this.claimLoop();
+    } catch (err) {
+      // A read of the log failed (the store unreachable): the entries stay queued, looked at again in a while.
+      this.deps.log(`execution queue: ${(err as Error).message}`);
+      this.wakeIn(STORE_RETRY_MS);
+    }
+  }
+
+  private wakeIn(ms: number): void {
+    if (this.timer) clearTimeout(this.timer);
+    if (this.stopped) return;
+    this.timer = setTimeout(() => this.pump(), Math.max(10, ms));
+    this.timer.unref();
+  }
+
+  private async claimLoop(): Promise<void> {
     const { store, node } = this.deps;
     let wake = Number.POSITIVE_INFINITY;
     for (const [id, w] of this.withdrawn) if (!(w.claimByMs > this.deps.nowMs())) this.withdrawn.delete(id);
@@ -140,7 +168,7 @@ export class ExecutionQueue {
       const now = this.deps.nowMs();
       let next: (QueuedExecution & { queuedAtMs: number }) | undefined;
       for (const q of this.pending.values()) {
-        if (!(Date.parse(q.claimBy) > now) || store.streamVersion(`execution-${q.executionId}`) > 0) {
+        if (!(Date.parse(q.claimBy) > now) || (await store.streamVersion(`execution-${q.executionId}`)) > 0) {
           this.pending.delete(q.executionId);
           continue;
         }
@@ -155,12 +183,8 @@ export class ExecutionQueue {
       this.pending.delete(next.executionId);
       try {
         const claimed = (await this.deps.claim(next)) as { event?: { seq?: number } } | undefined;
-        // Withdrawn before this claim in log order (this copy holds everything before the claim now): not run.
         const seq = claimed?.event?.seq;
-        if (this.deps.cancel && seq !== undefined && withdrawnBefore(store.readRecent(EXECUTION_QUEUE), next.executionId, seq)) {
-          this.deps.log(`execution ${next.executionId} was withdrawn by its caller before this node claimed it: cancelled`);
-          await this.deps.cancel(next.executionId);
-        }
+        if (seq !== undefined) await this.cancelIfWithdrawn(next.executionId, seq);
       } catch (err) {
         // Another node claimed it first (its lease or its first event is there): that is the queue working.
         const code = err instanceof RunlogError ? err.code : '';
@@ -174,10 +198,29 @@ export class ExecutionQueue {
         if (!(err instanceof FencedError) && code !== 'ACTOR_EXISTS' && code !== 'CONCURRENCY') this.deps.log(`could not start queued execution ${next.executionId}: ${(err as Error).message}`);
       }
     }
-    if (this.timer) clearTimeout(this.timer);
-    if (Number.isFinite(wake) && !this.stopped) {
-      this.timer = setTimeout(() => this.pump(), Math.max(10, wake));
-      this.timer.unref();
+    if (Number.isFinite(wake)) this.wakeIn(wake);
+    else if (this.timer) clearTimeout(this.timer);
+  }
+
+  /**
+   * A claim that landed after its caller's withdrawal in log order is cancelled before it runs. The queue is read
+   * after the claim committed, so it holds everything before it; a read cut off (the store away) is tried again.
+   */
+  private async cancelIfWithdrawn(executionId: string, seq: number): Promise<void> {
+    if (!this.deps.cancel) return;
+    for (let attempt = 0; ; attempt++) {
+      let queue: RecordedEvent[];
+      try {
+        queue = await this.deps.store.readRecent(EXECUTION_QUEUE);
+      } catch (err) {
+        if (this.stopped || attempt >= 30) throw err;
+        await new Promise((r) => setTimeout(r, STORE_RETRY_MS));
+        continue;
+      }
+      if (!withdrawnBefore(queue, executionId, seq)) return;
+      this.deps.log(`execution ${executionId} was withdrawn by its caller before this node claimed it: cancelled`);
+      await this.deps.cancel(executionId);
+      return;
     }
   }
 }
@@ -188,34 +231,63 @@ export function withdrawnBefore(queue: readonly RecordedEvent[], executionId: st
 }
 
 /**
- * Resolves when the queued execution has ended, followed in this node's copy of the log (whichever node runs it).
- * PLACEMENT_TIMEOUT when no node claimed it by `claimByMs` (a few seconds' slack for a claim already on its way);
- * TIMEOUT when it did not end within `timeoutMs`; HOST_CLOSED when `closing` aborts first (the supervisor stops).
+ * Resolves when the queued execution has ended, followed in the log (whichever node runs it): the log's head is
+ * read first and the execution's stream followed from the next position on, then looked at once, so nothing falls
+ * between. PLACEMENT_TIMEOUT when no node claimed it by `claimByMs` (a few seconds' slack for a claim already on
+ * its way); TIMEOUT when it did not end within `timeoutMs`; HOST_CLOSED when `closing` aborts first (the supervisor
+ * stops). A read that fails (the store briefly unreachable) decides nothing: the next event, or the deadline, looks again.
  */
-export function awaitQueued(store: HostStore, executionId: string, ended: () => boolean, claimByMs: number, timeoutMs: number, nowMs: () => number, closing?: AbortSignal): Promise<void> {
+export function awaitQueued(
+  store: Pick<EventStorePort, 'lastSeq' | 'streamVersion' | 'subscribe'>,
+  executionId: string,
+  ended: () => Promise<boolean>,
+  claimByMs: number,
+  timeoutMs: number,
+  nowMs: () => number,
+  closing?: AbortSignal,
+): Promise<void> {
   const stream = `execution-${executionId}`;
   return new Promise<void>((resolve, reject) => {
-    let finish = (err?: Error): void => {
-      finish = () => undefined;
+    let over = false;
+    let sub: Subscription | null = null;
+    const finish = (err?: Error): void => {
+      if (over) return;
+      over = true;
       clearTimeout(deadline);
       clearTimeout(claimCheck);
-      off();
+      void sub?.close().catch(() => undefined);
       closing?.removeEventListener('abort', onClose);
       if (err) reject(err);
       else resolve();
     };
-    const check = () => {
-      if (store.streamVersion(stream) > 0 && ended()) finish();
+    const isEnded = async (): Promise<boolean> => (await store.streamVersion(stream)) > 0 && (await ended());
+    const check = async (): Promise<void> => {
+      if (!over && (await isEnded().catch(() => false))) finish();
     };
-    const off = store.subscribe({ stream }, () => check());
     // At the deadline the log is read once more: TIMEOUT only when it says the execution has not ended.
-    const deadline = setTimeout(() => (store.streamVersion(stream) > 0 && ended() ? finish() : finish(new RunlogError('TIMEOUT', `execution ${executionId} did not end within ${timeoutMs} ms`, { executionId }))), timeoutMs);
+    const deadline = setTimeout(() => {
+      void isEnded()
+        .catch(() => false)
+        .then((done) => finish(done ? undefined : new RunlogError('TIMEOUT', `execution ${executionId} did not end within ${timeoutMs} ms`, { executionId })));
+    }, timeoutMs);
     const claimCheck = setTimeout(() => {
-      if (store.streamVersion(stream) === 0) finish(new RunlogError('PLACEMENT_TIMEOUT', `no node with room claimed execution ${executionId} in time (it is not started later)`, { executionId }));
+      void store.streamVersion(stream).then(
+        (v) => v === 0 && finish(new RunlogError('PLACEMENT_TIMEOUT', `no node with room claimed execution ${executionId} in time (it is not started later)`, { executionId })),
+        () => undefined,
+      );
     }, Math.max(0, claimByMs - nowMs()) + 5000);
     const onClose = () => finish(new RunlogError('HOST_CLOSED', `the supervisor is shutting down: not waiting for execution ${executionId}`, { executionId }));
     if (closing?.aborted) onClose();
     else closing?.addEventListener('abort', onClose, { once: true });
-    check();
+    void store
+      .lastSeq()
+      .then(async (head) => {
+        if (over) return;
+        sub = store.subscribe({ from: head + 1, stream }, async (e) => {
+          if (e.stream === stream) await check();
+        });
+        await check();
+      })
+      .catch(() => undefined); // the head unread (the store unreachable): the deadline still answers
   });
 }

@@ -47,7 +47,7 @@ export interface ExecutionOptions {
   receipts?: Publisher;
   log?: (msg: string) => void;
   /** Reads a fact stream of the log (the sandbox pool's recovery reads its own). */
-  readFacts?: (stream: string) => RecordedEvent[];
+  readFacts?: (stream: string) => Promise<RecordedEvent[]>;
 }
 
 export type { LatencyProfile };
@@ -125,7 +125,7 @@ export class ExecutionSupervisor {
       policy: this.policy.prestart,
       labels: this.labels(),
       record: (events) => void this.recordPoolFacts(events),
-      read: () => this.opts.readFacts?.(POOL_STREAM) ?? [],
+      read: async () => (await this.opts.readFacts?.(POOL_STREAM)) ?? [],
       log: (m) => this.opts.log?.(m),
       clock: this.opts.clock ?? systemClock,
     });
@@ -142,25 +142,29 @@ export class ExecutionSupervisor {
    * The pool's facts are observed facts (a sandbox was started, claimed, removed): while PostgreSQL restarts they
    * are sent again until it answers, never an unhandled rejection (that would end the supervisor) nor a silent
    * loss (a claimed sandbox's container would be unaccounted for). One cut off after it committed is found in
-   * the log's copy (by its sandbox) before it is sent again.
+   * the log (by its sandbox) before it is sent again.
    */
   private async recordPoolFacts(events: Parameters<ActorHost['appendFact']>[1]): Promise<void> {
-    for (let attempt = 0, delay = 500; ; attempt++, delay = Math.min(delay * 2, 5000)) {
-      try {
-        await this.host().appendFact(POOL_STREAM, events);
-        return;
-      } catch (err) {
-        const unavailable = err instanceof RunlogError && err.code === 'STORE_UNAVAILABLE';
-        if (!unavailable || attempt >= 30) {
-          this.opts.log?.(`pool fact ${events.map((e) => e.type).join(', ')} not recorded: ${err instanceof Error ? err.message : String(err)}`);
+    const sandboxOf = (data: unknown) => (data as { sandbox?: unknown } | undefined)?.sandbox;
+    let failure: unknown = null;
+    // Sent again only once a read of the log says it did not land; a read cut off as well is tried again first.
+    let send = true;
+    for (let attempt = 0, delay = 500; attempt <= 30; attempt++, delay = Math.min(delay * 2, 5000)) {
+      if (send) {
+        try {
+          await this.host().appendFact(POOL_STREAM, events);
           return;
+        } catch (err) {
+          failure = err;
+          if (!(err instanceof RunlogError && err.code === 'STORE_UNAVAILABLE') || attempt >= 30) break;
         }
       }
       await new Promise((r) => setTimeout(r, delay));
-      const landed = this.opts.readFacts?.(POOL_STREAM) ?? [];
-      const sandboxOf = (data: unknown) => (data as { sandbox?: unknown } | undefined)?.sandbox;
-      if (events.every((e) => landed.some((l) => l.type === e.type && sandboxOf(l.data) === sandboxOf(e.data)))) return;
+      const landed = this.opts.readFacts ? await this.opts.readFacts(POOL_STREAM).catch(() => null) : [];
+      if (landed && events.every((e) => landed.some((l) => l.type === e.type && sandboxOf(l.data) === sandboxOf(e.data)))) return;
+      send = landed !== null;
     }
+    this.opts.log?.(`pool fact ${events.map((e) => e.type).join(', ')} not recorded: ${failure instanceof Error ? failure.message : String(failure)}`);
   }
 
   /** Removes the pool's waiting sandboxes (before the log closes: their removal is recorded). */

@@ -10,8 +10,8 @@ import type { Clock } from '../../domain/clock.ts';
 import { RunlogError } from '../../domain/errors.ts';
 import type { ActorKind } from '../../domain/events.ts';
 import { machines } from '../../machines/runtime.ts';
-import type { HostStore } from '../../store/host-store.ts';
-import type { PgHostStore } from '../../store/postgres/host-store.ts';
+import type { Leasing, Reconnecting } from '../../store/capabilities.ts';
+import { collect, type EventStorePort } from '../../store/port.ts';
 import { join } from 'node:path';
 import { ActorHost, type AllEffectHandlers } from './actor-host.ts';
 import { readToolOverrides } from '../instances/app-grants.ts';
@@ -27,9 +27,11 @@ import type { RunlogTracing } from '../observability/tracing.ts';
 export interface HostInputs {
   options: RunlogOptions;
   home: string;
-  store: HostStore;
-  /** The cluster node's store (null: not a cluster node). */
-  pgStore: PgHostStore | null;
+  store: EventStorePort;
+  /** A store that can be briefly unreachable (PostgreSQL); null for a file. */
+  reconnecting: Reconnecting | null;
+  /** The cluster node's leases (null: not a cluster node). */
+  leasing: Leasing | null;
   supervise: boolean;
   bus: Bus;
   log: (msg: string) => void;
@@ -51,7 +53,7 @@ export interface HostServices {
 }
 
 export function buildHost(i: HostInputs): HostServices {
-  const { options, store, pgStore, bus, log, parts, clock } = i;
+  const { options, store, leasing, bus, log, parts, clock } = i;
   const built: { host?: ActorHost } = {};
   const hostRef = (): ActorHost => {
     if (!built.host) throw new RunlogError('INTERNAL', 'the actor host was used before it was built');
@@ -93,7 +95,7 @@ export function buildHost(i: HostInputs): HostServices {
       ...(options.atproto ? { atproto: options.atproto } : {}),
       ...(options.labels ? { labels: options.labels } : {}),
       ...(options.receipts ? { receipts: options.receipts } : {}),
-      readFacts: (stream: string) => store.read(stream),
+      readFacts: (stream: string) => collect(store.readStream(stream)),
     },
     hostRef,
   );
@@ -108,6 +110,7 @@ export function buildHost(i: HostInputs): HostServices {
   const tracing = i.tracing;
   const host = new ActorHost({
     store,
+    reconnecting: i.reconnecting,
     bus,
     machines,
     effects,
@@ -116,9 +119,9 @@ export function buildHost(i: HostInputs): HostServices {
     onEffectError,
     log,
     ...(tracing ? { onCreate: (kind: ActorKind, id: string) => tracing.created(kind, id) } : {}),
-    ...(pgStore ? { owns: (stream: string) => pgStore.owns(stream) } : {}),
+    ...(leasing ? { owns: (stream: string) => leasing.owns(stream) } : {}),
     // A new actor found committed after its reply was lost is this node's (its lease): picked up at the next beat.
-    ...(pgStore?.leases ? { onOrphaned: () => pgStore.pickUpSoon() } : {}),
+    ...(leasing ? { onOrphaned: () => leasing.pickUpSoon() } : {}),
   });
   built.host = host;
   return { host, hostRef, timers, instances, executions, engine };

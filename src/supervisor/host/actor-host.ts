@@ -7,9 +7,9 @@ import { parseStreamName, rejectedType, streamName, toMachineEvent, type ActorKi
 import type { Effect, EffectsByKind, KindEffect } from '../../machines/effects.ts';
 import { initialSnapshot, isTerminal, replay, stateName, step, type AnySnapshot } from '../../machines/runtime.ts';
 import { actorStatus, summarize } from '../../machines/summary.ts';
-import type { ActorRow, AppendOutcome, AppendRequest, AppendResult } from '../../store/event-store.ts';
-import type { HostStore } from '../../store/host-store.ts';
-import type { Bus } from './bus.ts';
+import type { Reconnecting } from '../../store/capabilities.ts';
+import { collect, type ActorRow, type AppendToStreamResult, type EventStorePort, type StreamAppend, type StreamAppendOutcome } from '../../store/port.ts';
+import type { Bus, TransitionNotice } from './bus.ts';
 import { decodeSnapshot, encodeSnapshot, snapshotDue } from '../../inspect/snapshots.ts';
 import { noFaults, type FaultHook } from './faults.ts';
 
@@ -57,7 +57,12 @@ export interface DispatchResult {
 }
 
 export interface ActorHostOptions {
-  store: HostStore;
+  store: EventStorePort;
+  /**
+   * A store that can be briefly unreachable (PostgreSQL restarting): an append cut off by it is looked up in the log
+   * once it answers again. null: a store that is never unreachable (a file); such an error is passed on as it is.
+   */
+  reconnecting: Reconnecting | null;
   bus: Bus;
   machines: Record<ActorKind, AnyStateMachine>;
   /**
@@ -101,8 +106,8 @@ type AnyNewEvent = NewEvent<string, object>;
 const toLogged = (e: AnyNewEvent): NewEvent => ({ ...e, data: e.data as Record<string, unknown> });
 
 interface PendingAppend {
-  request: AppendRequest;
-  resolve: (result: AppendResult) => void;
+  request: StreamAppend;
+  resolve: (result: AppendToStreamResult) => void;
   reject: (error: unknown) => void;
 }
 
@@ -129,28 +134,27 @@ export class ActorHost {
   }
 
   /** Loads every non-terminal actor by replaying its events (the projection says which are live). */
-  rehydrate(): LiveActor[] {
+  async rehydrate(): Promise<LiveActor[]> {
     const live: LiveActor[] = [];
-    for (const row of this.opts.store.listActors({ all: false })) {
+    for (const row of await this.opts.store.listActors({ all: false })) {
       if (this.opts.owns && !this.opts.owns(row.stream)) continue;
-      const actor = this.load(row.kind as ActorKind, row.id);
+      const actor = await this.load(row.kind as ActorKind, row.id);
       if (actor && !isTerminal(actor.snapshot)) live.push(actor);
     }
     return live;
   }
 
+  /**
+   * A live actor this host holds in memory (a transition is decided from memory); undefined for one it does not
+   * hold (ended, another node's, or not read yet): fetch() reads those from the log.
+   */
   get(kind: ActorKind, id: string): LiveActor | undefined {
-    return this.actors.get(streamName(kind, id)) ?? this.load(kind, id);
+    return this.actors.get(streamName(kind, id));
   }
 
-  /**
-   * get(), for callers that can wait: an ended actor whose events a PostgreSQL supervisor paged out of memory is
-   * read from the store first (HostStore.pageIn), where get() would throw PAGED_OUT.
-   */
+  /** get(), or else the actor read from the log (a live one this host owns is kept in memory from then on). */
   async fetch(kind: ActorKind, id: string): Promise<LiveActor | undefined> {
-    const stream = streamName(kind, id);
-    if (!this.actors.has(stream) && this.opts.store.pageIn) await this.opts.store.pageIn(stream);
-    return this.get(kind, id);
+    return this.actors.get(streamName(kind, id)) ?? (await this.load(kind, id));
   }
 
   live(): LiveActor[] {
@@ -162,13 +166,16 @@ export class ActorHost {
    * 8 MiB input and a 1 MiB output) is read again when asked, so a supervisor that runs for weeks holds only
    * what is still running.
    */
-  private load(kind: ActorKind, id: string): LiveActor | undefined {
+  private async load(kind: ActorKind, id: string): Promise<LiveActor | undefined> {
     const stream = streamName(kind, id);
     const machine = this.opts.machines[kind];
     // The newest usable snapshot, then only the events after it (snapshots.ts); none usable: the whole stream.
-    const cached = this.opts.store.latestSnapshot?.(stream);
+    const cached = await this.opts.store.snapshotAtOrBefore(stream);
     const from = cached ? decodeSnapshot(machine, cached) : null;
-    const events = this.opts.store.read(stream, from ? { from: cached!.version + 1 } : {});
+    const events = await collect(this.opts.store.readStream(stream, from ? { from: cached!.version + 1 } : {}));
+    // Read meanwhile by another caller (or created here): the one in memory is the actor, events wait on it.
+    const held = this.actors.get(stream);
+    if (held) return held;
     if (events.length === 0 && !from) return undefined;
     const snapshot = replay(machine, events.map(toMachineEvent), from ?? undefined);
     const version = events.length > 0 ? events[events.length - 1]!.version : cached!.version;
@@ -195,7 +202,8 @@ export class ActorHost {
   /** Starts a new actor with its first event. Fails if the id is taken. */
   async create<K extends ActorKind>(kind: K, id: string, first: KindNewEvent<K>): Promise<DispatchResult> {
     const stream = streamName(kind, id);
-    if (this.actors.has(stream) || this.opts.store.streamVersion(stream) > 0) {
+    // Looked at again after the read: another create of the same id may have come in meanwhile.
+    if (this.actors.has(stream) || (await this.opts.store.streamVersion(stream)) > 0 || this.actors.has(stream)) {
       throw new RunlogError('ACTOR_EXISTS', `${kind} ${id} already exists`, { kind, id });
     }
     const at = first.at ?? this.now();
@@ -247,14 +255,11 @@ export class ActorHost {
 
   private async apply(kind: ActorKind, id: string, input: AnyNewEvent, attempt = 0, observed = false): Promise<DispatchResult> {
     if (this.closed) throw new RunlogError('HOST_CLOSED', 'the supervisor is shutting down');
-    let actor = this.actors.get(streamName(kind, id));
-    if (!actor) {
-      // Not in memory (ended, or not yet read): its history may have to be read from the store first (PostgreSQL;
-      // SQLite reads it synchronously, and takes no extra turn here).
-      if (this.opts.store.pageIn) await this.opts.store.pageIn(streamName(kind, id));
-      actor = this.actors.get(streamName(kind, id)) ?? this.load(kind, id);
-    }
+    // Not in memory (ended, or not yet read): its history is read from the log first. A live actor in memory
+    // takes no extra turn here, so the appends of one turn still share a commit.
+    const actor = this.actors.get(streamName(kind, id)) ?? (await this.load(kind, id));
     if (!actor) throw new NotFoundError(kind, id);
+    if (this.closed) throw new RunlogError('HOST_CLOSED', 'the supervisor is shutting down');
     const event: NewEvent = { ...toLogged(input), at: input.at ?? this.now() };
     const machine = this.opts.machines[kind];
     const from = stateName(actor.snapshot);
@@ -272,12 +277,9 @@ export class ActorHost {
       const result = await this.commit({
         stream: actor.stream,
         events: [toAppend],
-        options: {
-          expectedVersion: actor.version === 0 ? 'no-stream' : actor.version,
-          kind,
-          projection: this.row(actor, nextSnapshot, actor.version + 1, event.at!),
-          ...(snapshotDue(nextSnapshot, actor.version + 1) ? { snapshot: encodeSnapshot(machine, actor.stream, actor.version + 1, actor.createdAt, nextSnapshot) } : {}),
-        },
+        expectedVersion: actor.version === 0 ? 'no-stream' : actor.version,
+        row: this.row(actor, nextSnapshot, actor.version + 1, event.at!),
+        ...(snapshotDue(nextSnapshot, actor.version + 1) ? { snapshot: encodeSnapshot(machine, actor.stream, actor.version + 1, actor.createdAt, nextSnapshot) } : {}),
       });
       recorded = result.events[0]!;
     } catch (err) {
@@ -291,21 +293,18 @@ export class ActorHost {
         this.actors.delete(actor.stream);
         return this.apply(kind, id, input, attempt + 1, observed);
       }
-      const whenAvailable = this.opts.store.whenAvailable?.bind(this.opts.store);
-      if (!whenAvailable || !(err instanceof RunlogError && err.code === 'STORE_UNAVAILABLE') || this.closed) throw err;
-      if (!observed) return this.lookUp(actor, toAppend, { from, to, accepted: r.accepted, effects: r.effects, nextSnapshot }, err, whenAvailable);
-      // An observed fact and an unreachable store: wait for it (its copy of the log caught up), then see whether
-      // the cut-off append committed after all; if not, decide again (same time stamp) and append.
-      await whenAvailable();
-      const landed = this.opts.store.read(actor.stream, { from: actor.version + 1 });
+      const reconnecting = this.opts.reconnecting;
+      if (!reconnecting || !isUnavailable(err) || this.closed) throw err;
+      if (!observed) return this.lookUp(actor, toAppend, { from, to, accepted: r.accepted, effects: r.effects, nextSnapshot }, err as RunlogError, reconnecting);
+      // An observed fact and an unreachable store: wait for it (its reads caught up), then see whether the cut-off
+      // append committed after all; if not, decide again (same time stamp) and append.
+      const landed = await this.readBack(actor.stream, actor.version + 1, reconnecting);
       if (landed.length !== 1 || !sameEvent(landed[0]!, toAppend)) return this.apply(kind, id, { ...input, at: event.at }, 0, observed);
       recorded = landed[0]!;
     }
     actor.snapshot = nextSnapshot;
     actor.version = recorded.version;
-    // An ended actor leaves memory; its running effects (cleanup, announce) keep their own reference.
-    if (isTerminal(nextSnapshot) && this.actors.get(actor.stream) === actor) this.actors.delete(actor.stream);
-    this.opts.bus.emit('actor:transition', { id, kind, from, to, event: recorded, accepted: r.accepted });
+    this.told(actor, { id, kind, from, to, event: recorded, accepted: r.accepted });
     this.faults('after-append', { eventType: event.type });
 
     const result: DispatchResult = { accepted: r.accepted, from, to, event: recorded, effects: r.effects };
@@ -325,13 +324,25 @@ export class ActorHost {
     sent: NewEvent,
     decided: { from: string; to: string; accepted: boolean; effects: Effect[]; nextSnapshot: AnySnapshot },
     err: RunlogError,
-    whenAvailable: (withinMs?: number) => Promise<boolean>,
+    reconnecting: Reconnecting,
   ): Promise<DispatchResult> {
-    const answered = await whenAvailable(this.opts.lookUpMs ?? LOOK_UP_MS).catch(() => false);
-    const landed = answered ? this.opts.store.read(actor.stream, { from: actor.version + 1 }) : [];
-    const recorded = landed.length === 1 && sameEvent(landed[0]!, sent) ? landed[0]! : null;
+    const until = Date.now() + (this.opts.lookUpMs ?? LOOK_UP_MS);
+    let landed: RecordedEvent[] | null = null;
+    // Looked up within the budget: a read cut off again (the store went away once more) waits again while time is
+    // left; any other failure to read leaves it unknown.
+    while (await reconnecting.whenAvailable(Math.max(0, until - Date.now())).catch(() => false)) {
+      try {
+        landed = await this.readAfter(actor.stream, actor.version + 1);
+      } catch {
+        break;
+      }
+      if (landed !== null || Date.now() >= until) break;
+    }
+    const answered = landed !== null;
+    const recorded = landed?.length === 1 && sameEvent(landed[0]!, sent) ? landed[0]! : null;
     if (!recorded) {
-      if (actor.version === 0 && this.actors.get(actor.stream) === actor && this.opts.store.streamVersion(actor.stream) === 0) this.actors.delete(actor.stream);
+      // A new actor's first event is not in the log (or not known to be): the id is free again here.
+      if (actor.version === 0 && this.actors.get(actor.stream) === actor && (landed?.length ?? 0) === 0) this.actors.delete(actor.stream);
       const ref = `${actor.kind} ${actor.id}`;
       throw new RunlogError(
         'STORE_UNAVAILABLE',
@@ -352,10 +363,21 @@ export class ActorHost {
     }
     actor.snapshot = decided.nextSnapshot;
     actor.version = recorded.version;
-    if (isTerminal(decided.nextSnapshot) && this.actors.get(actor.stream) === actor) this.actors.delete(actor.stream);
-    this.opts.bus.emit('actor:transition', { id, kind, from: decided.from, to: decided.to, event: recorded, accepted: decided.accepted });
+    this.told(actor, { id, kind, from: decided.from, to: decided.to, event: recorded, accepted: decided.accepted });
     if (decided.effects.length > 0) this.track(this.runEffects(actor, decided.effects), actor.stream);
     return { accepted: decided.accepted, from: decided.from, to: decided.to, event: recorded, effects: decided.effects };
+  }
+
+  /**
+   * Tells the bus about a transition the log now holds. An ended actor leaves memory once it is told (a listener may
+   * look at its context with get()); its running effects (cleanup, announce) keep their own reference.
+   */
+  private told(actor: LiveActor, notice: TransitionNotice): void {
+    try {
+      this.opts.bus.emit('actor:transition', notice);
+    } finally {
+      if (isTerminal(actor.snapshot) && this.actors.get(actor.stream) === actor) this.actors.delete(actor.stream);
+    }
   }
 
   /**
@@ -364,7 +386,7 @@ export class ActorHost {
    * one fsync, not N. Rule 1 holds per event: the promise resolves once the transaction is durable, and only
    * then do its effects start. A version conflict fails only its own append.
    */
-  private commit(request: AppendRequest): Promise<AppendResult> {
+  private commit(request: StreamAppend): Promise<AppendToStreamResult> {
     return new Promise((resolve, reject) => {
       this.batch.push({ request, resolve, reject });
       if (this.batch.length === 1) setImmediate(() => this.flush());
@@ -374,18 +396,38 @@ export class ActorHost {
   private flush(): void {
     const batch = this.batch;
     this.batch = [];
-    const settle = (outcomes: AppendOutcome[]): void => outcomes.forEach((o, i) => (o.ok ? batch[i]!.resolve(o.result) : batch[i]!.reject(o.error)));
-    let outcomes: AppendOutcome[] | Promise<AppendOutcome[]>;
+    const settle = (outcomes: StreamAppendOutcome[]): void => outcomes.forEach((o, i) => (o.ok ? batch[i]!.resolve(o.result) : batch[i]!.reject(o.error)));
+    let outcomes: Promise<StreamAppendOutcome[]>;
     try {
       outcomes = this.opts.store.appendMany(batch.map((b) => b.request));
     } catch (err) {
       for (const b of batch) b.reject(err);
       return;
     }
-    // SQLite commits synchronously; PostgreSQL answers later (the next batch may be sent meanwhile: the store
-    // orders them by position).
-    if (Array.isArray(outcomes)) settle(outcomes);
-    else outcomes.then(settle, (err: unknown) => batch.forEach((b) => b.reject(err)));
+    // The next batch may be sent before this one answers (a store across a network): the store orders them.
+    outcomes.then(settle, (err: unknown) => batch.forEach((b) => b.reject(err)));
+  }
+
+  /**
+   * The stream's events from `from` on, read once the store answers again (an observed fact's cut-off append):
+   * a read cut off again waits for the store again. Rejects when the store is closed.
+   */
+  private async readBack(stream: string, from: number, reconnecting: Reconnecting): Promise<RecordedEvent[]> {
+    for (;;) {
+      await reconnecting.whenAvailable();
+      const landed = await this.readAfter(stream, from);
+      if (landed !== null) return landed;
+    }
+  }
+
+  /** The stream's events from `from` on; null when the store was unreachable for the read. */
+  private async readAfter(stream: string, from: number): Promise<RecordedEvent[] | null> {
+    try {
+      return await collect(this.opts.store.readStream(stream, { from }));
+    } catch (err) {
+      if (isUnavailable(err)) return null;
+      throw err;
+    }
   }
 
   private row(actor: LiveActor, snapshot: AnySnapshot, version: number, at: string): ActorRow {
@@ -470,7 +512,7 @@ export class ActorHost {
     if (this.closed) throw new RunlogError('HOST_CLOSED', 'the supervisor is shutting down');
     if (parseStreamName(stream)) throw new RunlogError('NOT_A_FACT_STREAM', `${stream} is an actor's stream: send it events through its machine`);
     const at = this.now();
-    return (await this.opts.store.append(stream, events.map((e) => ({ ...e, at: e.at ?? at })), { expectedVersion: 'any' })).events;
+    return (await this.opts.store.appendToStream(stream, events.map((e) => ({ ...e, at: e.at ?? at })), { expectedVersion: 'any' })).events;
   }
 
   /** Resolves when this actor has no effect running and no event queued. */
@@ -503,6 +545,8 @@ export class ActorHost {
     return parseStreamName(stream);
   }
 }
+
+const isUnavailable = (err: unknown): boolean => err instanceof RunlogError && err.code === 'STORE_UNAVAILABLE';
 
 /** The event an append that was cut off tried to write (same type, time and content) — it committed after all. */
 function sameEvent(recorded: RecordedEvent, sent: NewEvent): boolean {

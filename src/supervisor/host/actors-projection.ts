@@ -7,8 +7,7 @@ import { createActor, type AnyStateMachine } from 'xstate';
 import { parseStreamName, type RecordedEvent } from '../../domain/events.ts';
 import { foldEvent, machines, stateName, type AnySnapshot } from '../../machines/runtime.ts';
 import { actorStatus, summarize } from '../../machines/summary.ts';
-import type { ActorRow } from '../../store/event-store.ts';
-import type { EventStorePort, Projection } from '../../store/port.ts';
+import type { ActorRow, EventStorePort, Projection } from '../../store/port.ts';
 
 export const ACTORS_PROJECTION = 'actors';
 

@@ -2,7 +2,7 @@
 // marked stopped on a clean close, so `ps`/`inspect` (reading the file, maybe in another process) can tell a
 // current state from a last known one.
 import { hostname } from 'node:os';
-import type { HostStore } from '../../store/host-store.ts';
+import type { EventStorePort } from '../../store/port.ts';
 
 export const DEFAULT_HEARTBEAT_MS = 5000;
 
@@ -10,19 +10,21 @@ export interface HeartbeatHandle {
   readonly intervalMs: number;
   /** The time of the last beat written (metrics: heartbeat age). */
   lastBeat(): string;
-  /** Writes the stop mark (clean shutdown) and stops beating. */
-  stop(): void;
+  /** Stops beating and writes the stop mark (clean shutdown); resolves once it is written (or failed). */
+  stop(): Promise<void>;
 }
 
-export function startHeartbeat(store: Pick<HostStore, 'writeHeartbeat'>, now: () => string, intervalMs = DEFAULT_HEARTBEAT_MS, log?: (m: string) => void, node = hostname()): HeartbeatHandle {
+export function startHeartbeat(store: Pick<EventStorePort, 'writeHeartbeat'>, now: () => string, intervalMs = DEFAULT_HEARTBEAT_MS, log?: (m: string) => void, node = hostname()): HeartbeatHandle {
   const startedAt = now();
   const base = { node, pid: process.pid, startedAt, intervalMs };
   let last = startedAt;
   let failing = false;
-  const beat = (stoppedAt: string | null = null) => {
+  // One write at a time: a beat still on its way (a slow database) is not overtaken by the next, nor by the stop mark.
+  let writing: Promise<void> | null = null;
+  const beat = async (stoppedAt: string | null = null): Promise<void> => {
     const at = now();
     try {
-      store.writeHeartbeat({ ...base, beatAt: at, stoppedAt });
+      await store.writeHeartbeat({ ...base, beatAt: at, stoppedAt });
       last = at;
       failing = false;
     } catch (err) {
@@ -31,15 +33,20 @@ export function startHeartbeat(store: Pick<HostStore, 'writeHeartbeat'>, now: ()
       failing = true;
     }
   };
-  beat();
-  const timer = setInterval(() => beat(), intervalMs);
+  const tick = (): void => {
+    if (writing) return; // the previous beat is still being written: this one would say nothing newer
+    writing = beat().finally(() => (writing = null));
+  };
+  tick();
+  const timer = setInterval(tick, intervalMs);
   timer.unref();
   return {
     intervalMs,
     lastBeat: () => last,
-    stop() {
+    async stop() {
       clearInterval(timer);
-      beat(now());
+      await writing;
+      await beat(now());
     },
   };
 }

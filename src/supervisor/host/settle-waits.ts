@@ -7,7 +7,7 @@
 // spawn's is a minute).
 import { RunlogError } from '../../domain/errors.ts';
 import { streamName, type ActorKind } from '../../domain/events.ts';
-import type { HostStore } from '../../store/host-store.ts';
+import type { EventStorePort, Subscription } from '../../store/port.ts';
 import type { Bus } from './bus.ts';
 import { inspectActor, type ActorView } from '../../inspect/inspection.ts';
 import type { SettleRule } from './settle-rules.ts';
@@ -16,10 +16,10 @@ export { byState, executionEnded, instanceStopped, spawnSettled, type SettleRule
 
 export interface SettleWaitsDeps {
   bus: Bus;
-  store: HostStore;
+  store: EventStorePort;
   /**
-   * Follow the actor's stream in this node's copy of the log as well as the bus (a cluster's log: other nodes
-   * append to it). Off on SQLite, where this supervisor is the only writer and its bus hears every transition.
+   * Follow the actor's stream in the log as well as the bus (a cluster's log: other nodes append to it). Off on
+   * SQLite, where this supervisor is the only writer and its bus hears every transition.
    */
   followLog: boolean;
 }
@@ -27,6 +27,8 @@ export interface SettleWaitsDeps {
 export class SettleWaits {
   private readonly open = new Set<(err: Error) => void>();
   private readonly closing = new AbortController();
+  /** Subscriptions of ended waits still closing (close() waits for them). */
+  private readonly unsubscribing = new Set<Promise<void>>();
 
   constructor(private readonly o: SettleWaitsDeps) {}
 
@@ -45,14 +47,20 @@ export class SettleWaits {
     const { bus, store } = this.o;
     if (this.closing.signal.aborted) throw closed(kind, id);
     const stream = streamName(kind, id);
+    // The log's head before anything is sent: the stream is followed from the next position on, so nothing the
+    // send (or another node) appends can fall between the read and the subscription.
+    const head = this.o.followLog ? await store.lastSeq() : 0;
+    if (this.closing.signal.aborted) throw closed(kind, id);
     let cancel = (): void => undefined;
     const settled = new Promise<ActorView>((resolve, reject) => {
       let over = false;
+      let sub: Subscription | null = null;
       const finish = () => {
         over = true;
         clearTimeout(timer);
         offBus();
-        offLog();
+        if (sub) this.unsubscribe(sub);
+        sub = null;
         this.open.delete(end);
       };
       const end = (err: Error) => {
@@ -66,16 +74,21 @@ export class SettleWaits {
         resolve(view);
       };
       const timer = setTimeout(() => {
-        // The log read once more (a history paged out meanwhile is read back): a TIMEOUT only for what did not happen.
-        void this.reread(kind, id).then((view) => {
+        // The log read once more: a TIMEOUT only for what did not happen.
+        void this.reread(kind, id).then(async (view) => {
           judge(view);
-          end(new RunlogError('TIMEOUT', `${kind} ${id} did not settle within ${timeoutMs} ms (state ${view?.state ?? store.getActor(id)?.state ?? '?'})`));
+          const state = view?.state ?? (await store.getActor(id).catch(() => undefined))?.state ?? '?';
+          end(new RunlogError('TIMEOUT', `${kind} ${id} did not settle within ${timeoutMs} ms (state ${state})`));
         });
       }, timeoutMs);
       const offBus = bus.on('actor:transition', (t) => {
-        if (t.id === id && t.kind === kind) judge(this.read(id));
+        if (t.id === id && t.kind === kind && !over) void this.read(id).then(judge);
       });
-      const offLog = this.o.followLog ? store.subscribe({ stream }, () => judge(this.read(id))) : () => undefined;
+      if (this.o.followLog) {
+        sub = store.subscribe({ from: head + 1, stream }, async (e) => {
+          if (e.stream === stream && !over) judge(await this.read(id));
+        });
+      }
       this.open.add(end);
       cancel = finish;
     });
@@ -96,24 +109,33 @@ export class SettleWaits {
     return settled;
   }
 
-  /** The actor as the log has it now (its history read back first when paged out); undefined when unreadable. */
-  async reread(kind: ActorKind, id: string): Promise<ActorView | undefined> {
-    await Promise.resolve(this.o.store.pageIn?.(streamName(kind, id))).catch(() => undefined);
+  /** The actor as the log has it now; undefined when it cannot be read (not recorded yet). */
+  reread(_kind: ActorKind, id: string): Promise<ActorView | undefined> {
     return this.read(id);
   }
 
-  private read(id: string): ActorView | undefined {
+  private async read(id: string): Promise<ActorView | undefined> {
     try {
-      return inspectActor(this.o.store, id);
+      return await inspectActor(this.o.store, id);
     } catch {
-      return undefined; // not recorded yet, or its history paged out (reread reads it back)
+      return undefined; // not recorded yet, or the store is briefly unreachable (the next look reads it again)
     }
   }
 
-  /** Ends every open wait with HOST_CLOSED and refuses new ones. */
-  close(): void {
+  /** Closes an ended wait's subscription (not awaited by the wait: its handler may be the one ending it). */
+  private unsubscribe(sub: Subscription): void {
+    const closing: Promise<void> = sub
+      .close()
+      .catch(() => undefined)
+      .finally(() => this.unsubscribing.delete(closing));
+    this.unsubscribing.add(closing);
+  }
+
+  /** Ends every open wait with HOST_CLOSED, refuses new ones, and resolves once their subscriptions are closed. */
+  async close(): Promise<void> {
     this.closing.abort();
     for (const end of [...this.open]) end(new RunlogError('HOST_CLOSED', 'the supervisor is shutting down: this wait ended before the actor settled'));
+    await Promise.all([...this.unsubscribing]);
   }
 }
 

@@ -11,8 +11,7 @@
 import { RunlogError, ValidationError } from '../../domain/errors.ts';
 import type { RecordedEvent } from '../../domain/events.ts';
 import { isValidAppId, TOOL_ALIASES, TOOL_CATALOG, TOOL_WILDCARD } from '../../domain/manifest.ts';
-import type { EventStore } from '../../store/event-store.ts';
-import type { HostStore } from '../../store/host-store.ts';
+import type { EventStorePort } from '../../store/port.ts';
 
 export const appStream = (appId: string): string => `app-${appId}`;
 
@@ -22,9 +21,9 @@ export const APP_TOOL_REVOKED = 'app.tool-revoked';
 /** tool → true (granted) / false (revoked): the last word of `cap` on each tool of the app. */
 export type ToolOverrides = Map<string, boolean>;
 
-export function readToolOverrides(store: Pick<EventStore, 'read'>, appId: string): ToolOverrides {
+export async function readToolOverrides(store: Pick<EventStorePort, 'readStream'>, appId: string): Promise<ToolOverrides> {
   const out: ToolOverrides = new Map();
-  for (const e of store.read(appStream(appId))) {
+  for await (const e of store.readStream(appStream(appId))) {
     const tool = String(e.data.tool);
     if (e.type === APP_TOOL_GRANTED) out.set(tool, true);
     else if (e.type === APP_TOOL_REVOKED) out.set(tool, false);
@@ -35,9 +34,9 @@ export function readToolOverrides(store: Pick<EventStore, 'read'>, appId: string
 /** The last `cap` word on each tool of the app, with the app stream's event that said it (its global position). */
 export type ToolLog = Map<string, { granted: boolean; seq: number }>;
 
-export function readToolLog(store: Pick<EventStore, 'read'>, appId: string): ToolLog {
+export async function readToolLog(store: Pick<EventStorePort, 'readStream'>, appId: string): Promise<ToolLog> {
   const out: ToolLog = new Map();
-  for (const e of store.read(appStream(appId))) {
+  for await (const e of store.readStream(appStream(appId))) {
     if (e.type === APP_TOOL_GRANTED || e.type === APP_TOOL_REVOKED) out.set(String(e.data.tool), { granted: e.type === APP_TOOL_GRANTED, seq: e.seq });
   }
   return out;
@@ -82,9 +81,9 @@ export function assertAppId(appId: string): void {
  * Records one grant or revocation of a tool for an app. Any version: on a cluster several nodes may record for the
  * same app at once, and the log's order (the same for every node) says which word is the last.
  */
-export async function recordToolChange(store: Pick<HostStore, 'append'>, appId: string, tool: string, grant: boolean): Promise<RecordedEvent> {
+export async function recordToolChange(store: Pick<EventStorePort, 'appendToStream'>, appId: string, tool: string, grant: boolean): Promise<RecordedEvent> {
   const stream = appStream(appId);
-  const r = await store.append(stream, [{ type: grant ? APP_TOOL_GRANTED : APP_TOOL_REVOKED, data: { appId, tool, via: 'cap' } }], { expectedVersion: 'any' });
+  const r = await store.appendToStream(stream, [{ type: grant ? APP_TOOL_GRANTED : APP_TOOL_REVOKED, data: { appId, tool, via: 'cap' } }], { expectedVersion: 'any' });
   const e = r.events[0];
   if (!e) throw new RunlogError('APPEND_FAILED', `recording ${tool} for ${appId} appended nothing`);
   return e;

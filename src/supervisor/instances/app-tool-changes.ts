@@ -5,7 +5,8 @@ import type { Clock } from '../../domain/clock.ts';
 import { NotFoundError, ValidationError } from '../../domain/errors.ts';
 import { isValidAppId } from '../../domain/manifest.ts';
 import type { InstanceContext } from '../../machines/instance.machine.ts';
-import type { HostStore } from '../../store/host-store.ts';
+import type { Leasing } from '../../store/capabilities.ts';
+import { collect, type EventStorePort } from '../../store/port.ts';
 import type { ActorHost } from '../host/actor-host.ts';
 import { appStream, assertAppId, assertToolName, capReach, recordToolChange } from './app-grants.ts';
 import type { AppToolSync } from './app-tool-sync.ts';
@@ -17,14 +18,14 @@ import type { AppToolsView } from '../runlog-api.ts';
 const CAP_REACH_WAIT_MS = 5000;
 
 export interface AppToolInputs {
-  store: HostStore;
+  store: EventStorePort;
+  /** The cluster node's leases (who owns an instance now); null on one machine. */
+  leasing: Leasing | null;
   host: ActorHost;
   instances: InstanceSupervisor;
   toolSync: AppToolSync;
   clock: Clock;
   selfNode: string;
-  /** Whether other nodes may own instances (a cluster): then the answer waits a little for them. */
-  cluster: boolean;
   inspectNow(id: string): Promise<ActorView>;
 }
 
@@ -44,28 +45,36 @@ export async function changeAppTool(i: AppToolInputs, appId: string, tool: strin
     assertAppId(appId);
   }
   const installed = instances.installedTools(appId);
-  const ofApp = () => store.listActors({ kind: 'instance' }).filter((r) => r.summary.appId === appId);
-  const known = installed !== null || store.streamVersion(appStream(appId)) > 0 || store.listActors({ kind: 'instance', all: true }).some((r) => r.summary.appId === appId);
+  const ofApp = async () => (await store.listActors({ kind: 'instance' })).filter((r) => r.summary.appId === appId);
+  const known = installed !== null || (await store.streamVersion(appStream(appId))) > 0 || (await store.listActors({ kind: 'instance', all: true })).some((r) => r.summary.appId === appId);
   if (!known) throw new NotFoundError('app', `${appId} (spawn it once, or install it into the workspace, before granting it tools)`);
   const event = await recordToolChange(store, appId, tool, grant);
   // This node's instances now; other nodes' owners apply it as they read it (app-tool-sync.ts).
   await i.toolSync.syncApp(appId);
   await host.idle();
-  const toolsOf = (id: string) => (inspectActor(store, id).context as InstanceContext | undefined)?.spec?.tools ?? null;
-  const reach = () =>
+  const toolsOf = async (id: string) => ((await inspectActor(store, id)).context as InstanceContext | undefined)?.spec?.tools ?? null;
+  const { leasing } = i;
+  const reach = async () =>
     capReach(
-      ofApp().map((r) => ({ instanceId: r.id, tools: toolsOf(r.id), events: store.read(r.stream), owner: store.placement?.(r.stream).owner ?? null })),
+      await Promise.all(
+        (await ofApp()).map(async (r) => ({
+          instanceId: r.id,
+          tools: await toolsOf(r.id),
+          events: await collect(store.readStream(r.stream)),
+          owner: leasing ? (await leasing.placement(r.stream)).owner : null,
+        })),
+      ),
       tool,
       grant,
       event.seq,
       i.selfNode,
     );
   // What the other owners did is read from the log, for a few seconds at most: the answer says what is pending.
-  let r = reach();
-  for (const until = clock.nowMs() + CAP_REACH_WAIT_MS; i.cluster && r.pending.length > 0 && clock.nowMs() < until; r = reach()) {
+  let r = await reach();
+  for (const until = clock.nowMs() + CAP_REACH_WAIT_MS; leasing && r.pending.length > 0 && clock.nowMs() < until; r = await reach()) {
     await new Promise<void>((done) => clock.after(100, done));
   }
-  const latest = ofApp().at(-1);
-  const base = installed ?? (latest ? (toolsOf(latest.id) ?? []) : []);
-  return { appId, tool, granted: grant, tools: instances.allowlist(appId, base), instances: r.changed.map((c) => c.instanceId), changed: r.changed, pending: r.pending, seq: event.seq };
+  const latest = (await ofApp()).at(-1);
+  const base = installed ?? (latest ? ((await toolsOf(latest.id)) ?? []) : []);
+  return { appId, tool, granted: grant, tools: await instances.allowlist(appId, base), instances: r.changed.map((c) => c.instanceId), changed: r.changed, pending: r.pending, seq: event.seq };
 }

@@ -14,12 +14,12 @@
 // instances a change reached, and on which node (meta.node).
 import { FencedError } from '../../domain/errors.ts';
 import type { InstanceContext } from '../../machines/instance.machine.ts';
-import type { HostStore } from '../../store/host-store.ts';
+import type { EventStorePort, Subscription } from '../../store/port.ts';
 import type { DispatchResult, LiveActor } from '../host/actor-host.ts';
 import { APP_TOOL_GRANTED, APP_TOOL_REVOKED, readToolLog, toolChanges, type ToolLog } from './app-grants.ts';
 
 export interface AppToolSyncDeps {
-  store: Pick<HostStore, 'read' | 'subscribe' | 'lastSeq'>;
+  store: Pick<EventStorePort, 'readStream' | 'subscribe' | 'lastSeq'>;
   /** The live actors of this node's host. */
   live(): LiveActor[];
   /** Whether this node holds the stream's lease (always, on one machine). */
@@ -39,22 +39,30 @@ export interface AppliedToolChange {
 
 export class AppToolSync {
   private chain: Promise<unknown> = Promise.resolve();
-  private off: (() => void) | null = null;
+  private sub: Subscription | null = null;
+  private stopped = false;
 
   constructor(private readonly deps: AppToolSyncDeps) {}
 
-  /** Follows the log from now on: every `cap` change, whichever node recorded it, reaches the instances owned here. */
-  start(): void {
-    this.off = this.deps.store.subscribe({ afterSeq: this.deps.store.lastSeq() }, (e) => {
+  /**
+   * Follows the log from the head on (read first: what was recorded before it is syncAll's at start-up): every `cap`
+   * change, whichever node recorded it, reaches the instances owned here. Resolves once it follows.
+   */
+  async start(): Promise<void> {
+    const head = await this.deps.store.lastSeq();
+    if (this.stopped) return;
+    this.sub = this.deps.store.subscribe({ from: head + 1 }, (e) => {
       if (e.type !== APP_TOOL_GRANTED && e.type !== APP_TOOL_REVOKED) return;
       const appId = String(e.data.appId);
       void this.syncApp(appId).catch((err: unknown) => this.deps.log(`cap change of ${appId}: ${(err as Error).message}`));
     });
   }
 
-  stop(): void {
-    this.off?.();
-    this.off = null;
+  async stop(): Promise<void> {
+    this.stopped = true;
+    const sub = this.sub;
+    this.sub = null;
+    await sub?.close();
   }
 
   /** Brings every instance of the app owned here to its recorded `cap` words. */
@@ -96,7 +104,7 @@ export class AppToolSync {
       const spec = (actor.snapshot.context as InstanceContext).spec;
       if (!spec || !pick(spec, actor)) continue;
       let log = logs.get(spec.appId);
-      if (!log) logs.set(spec.appId, (log = readToolLog(this.deps.store, spec.appId)));
+      if (!log) logs.set(spec.appId, (log = await readToolLog(this.deps.store, spec.appId)));
       for (const c of toolChanges(spec.tools, log)) {
         try {
           const r = await this.deps.dispatch(actor.id, { type: c.granted ? 'instance.tool-granted' : 'instance.tool-revoked', data: { tool: c.tool, via: 'cap' }, meta: { cap: c.seq } });

@@ -3,7 +3,7 @@
 import { ValidationError } from '../../domain/errors.ts';
 import type { ActorKind } from '../../domain/events.ts';
 import { boundLines, type HandoverRequest } from '../../domain/handover.ts';
-import type { HostStore } from '../../store/host-store.ts';
+import { collect, type EventStorePort } from '../../store/port.ts';
 import { IllegalEventError, type ActorHost, type LiveActor } from '../host/actor-host.ts';
 import { actedOn, type HandoverDeps } from '../cluster/handover.ts';
 import { inspectActor, resolveActor, type ActorView } from '../../inspect/inspection.ts';
@@ -11,7 +11,7 @@ import type { InstanceSupervisor } from './instances.ts';
 import { byState, instanceStopped, type SettleWaits } from '../host/settle-waits.ts';
 
 export interface OperationInputs {
-  store: HostStore;
+  store: EventStorePort;
   host: ActorHost;
   instances: InstanceSupervisor;
   waits: SettleWaits;
@@ -21,10 +21,10 @@ export interface OperationInputs {
 
 export interface InstanceOperations {
   /** The live actor `id` names (WRONG_KIND, or ILLEGAL_EVENT when it has ended). */
-  live(id: string, kind?: ActorKind, request?: string): LiveActor;
-  /** Whose lines `logs` reads: the host's instance while it still holds it, ended or not (a just-stopped one's buffer). */
-  logSource(id: string): LiveActor;
-  /** inspectActor, for callers that can wait: an ended actor's history paged out of memory (PostgreSQL) is read first. */
+  live(id: string, kind?: ActorKind, request?: string): Promise<LiveActor>;
+  /** Whose lines `logs` reads: the instance as the host holds it, or as the log has it once ended (a just-stopped one's buffer). */
+  logSource(id: string): Promise<LiveActor>;
+  /** The actor as the log has it now (any actor, live or ended). */
   inspectNow(id: string): Promise<ActorView>;
   stopHere(id: string, graceMs: number | null | undefined, meta?: Record<string, unknown>): Promise<ActorView>;
   killHere(id: string, meta?: Record<string, unknown>): Promise<ActorView>;
@@ -33,37 +33,28 @@ export interface InstanceOperations {
 }
 
 export function instanceOperations({ store, host, instances, waits, killGraceMs }: OperationInputs): InstanceOperations {
-  const live = (id: string, kind?: ActorKind, request = 'this request'): LiveActor => {
-    const ref = resolveActor(store, id);
+  const live = async (id: string, kind?: ActorKind, request = 'this request'): Promise<LiveActor> => {
+    const ref = await resolveActor(store, id);
     if (kind && ref.kind !== kind) throw new ValidationError('WRONG_KIND', `${id} is an ${ref.kind}, not an ${kind}`);
     // It exists but has ended (not rehydrated): a conflict with its state, not "not found". Its row says so without
-    // its history (which a PostgreSQL supervisor pages out of memory).
-    const row = store.getActor(ref.id);
+    // folding its history.
+    const row = await store.getActor(ref.id);
     if (row?.status === 'terminal') throw new IllegalEventError(ref.id, row.state, request);
-    const actor = host.get(ref.kind, ref.id);
-    if (!actor) throw new IllegalEventError(ref.id, row?.state ?? inspectActor(store, id).state, request);
+    // In memory when it is live here; else read from the log (another node's: its events are refused, FENCED).
+    const actor = await host.fetch(ref.kind, ref.id);
+    if (!actor) throw new IllegalEventError(ref.id, row?.state ?? (await inspectActor(store, id)).state, request);
     return actor;
   };
-  const logSource = (id: string): LiveActor => {
-    const ref = resolveActor(store, id);
-    return (ref.kind === 'instance' ? host.get('instance', ref.id) : undefined) ?? live(id, 'instance');
+  const logSource = async (id: string): Promise<LiveActor> => {
+    const ref = await resolveActor(store, id);
+    // An ended instance is read from the log: its runner may still hold its last lines.
+    return (ref.kind === 'instance' ? await host.fetch('instance', ref.id) : undefined) ?? live(id, 'instance');
   };
-  const inspectNow = async (id: string): Promise<ActorView> => {
-    if (store.pageIn) {
-      let stream: string | null = null;
-      try {
-        stream = resolveActor(store, id).stream;
-      } catch {
-        /* inspectActor says what is wrong with the id */
-      }
-      if (stream) await store.pageIn(stream);
-    }
-    return inspectActor(store, id);
-  };
+  const inspectNow = (id: string): Promise<ActorView> => inspectActor(store, id);
   const stopped = byState(instanceStopped);
   // stop and kill on this node; `meta` marks the event with the hand-over request it carries out (handover.ts).
   const stopHere = async (id: string, graceMs: number | null | undefined, meta?: Record<string, unknown>): Promise<ActorView> => {
-    const actor = live(id, 'instance', 'instance.stop-requested');
+    const actor = await live(id, 'instance', 'instance.stop-requested');
     return waits.waitFor('instance', actor.id, stopped, (graceMs ?? killGraceMs ?? 5000) + 30_000, async () => {
       const r = await host.dispatch('instance', actor.id, { type: 'instance.stop-requested', data: { graceMs: graceMs ?? null }, ...(meta ? { meta } : {}) });
       // Stopped meanwhile, or already on its way: the wait resolves when it is stopped.
@@ -71,7 +62,7 @@ export function instanceOperations({ store, host, instances, waits, killGraceMs 
     });
   };
   const killHere = async (id: string, meta?: Record<string, unknown>): Promise<ActorView> => {
-    const actor = live(id, 'instance', 'instance.kill-requested');
+    const actor = await live(id, 'instance', 'instance.kill-requested');
     return waits.waitFor('instance', actor.id, stopped, 30_000, async () => {
       const r = await host.dispatch('instance', actor.id, { type: 'instance.kill-requested', data: {}, ...(meta ? { meta } : {}) });
       if (!r.accepted) throw new IllegalEventError(actor.id, r.from, 'instance.kill-requested');
@@ -80,15 +71,14 @@ export function instanceOperations({ store, host, instances, waits, killGraceMs 
   const settledLocally = (id: string): Promise<ActorView> => waits.waitFor('instance', id, stopped, 60_000, () => Promise.resolve());
   const actHere = async (r: HandoverRequest) => {
     const stream = `instance-${r.instanceId}`;
-    await store.pageIn?.(stream); // an instance that has ended: its history may be paged out (PostgreSQL)
     if (r.action === 'logs') {
       const lines = [];
-      for await (const l of instances.logs(logSource(r.instanceId), false)) lines.push(l);
+      for await (const l of instances.logs(await logSource(r.instanceId), false)) lines.push(l);
       return boundLines(lines);
     }
-    const current = inspectActor(store, r.instanceId);
+    const current = await inspectActor(store, r.instanceId);
     // Taken already (by this node, or by the owner before it died): only its outcome is left to report.
-    const view = actedOn(store.read(stream), r.requestId)
+    const view = actedOn(await collect(store.readStream(stream)), r.requestId)
       ? instanceStopped(current.state) ? current : await settledLocally(r.instanceId)
       : r.action === 'stop'
         ? instanceStopped(current.state) ? current : await stopHere(r.instanceId, r.graceMs, { handover: r.requestId })

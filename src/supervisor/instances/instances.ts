@@ -47,7 +47,7 @@ export interface InstanceOptions {
   runners?: Partial<Record<SandboxKind, AppSandboxRunner>>;
   log?: (msg: string) => void;
   /** The app's `cap` grants and revocations (from the log), applied over its manifest's tools at every spawn. */
-  toolOverrides?: (appId: string) => ToolOverrides;
+  toolOverrides?: (appId: string) => Promise<ToolOverrides>;
 }
 
 type EffectContext = AnyEffectContext<'instance'>;
@@ -125,7 +125,7 @@ export class InstanceSupervisor {
   // --- requests ------------------------------------------------------------------------------
 
   /** Validates the app (nothing is spawned on a bad manifest), installs it into the workspace, returns the spec. */
-  prepare(appDir: string, sandbox: string | undefined, instanceId?: string): InstanceSpec {
+  async prepare(appDir: string, sandbox: string | undefined, instanceId?: string): Promise<InstanceSpec> {
     const src = resolve(appDir);
     if (!pathExists(src)) throw new ValidationError('APP_DIR_MISSING', `no app directory at ${src}`);
     if (sandbox !== undefined && !SANDBOX_KINDS.includes(sandbox as SandboxKind)) {
@@ -152,7 +152,7 @@ export class InstanceSupervisor {
       appDir: target,
       sandbox: (sandbox as SandboxKind | undefined) ?? manifest.sandbox,
       runtime: manifest.runtime,
-      tools: this.allowlist(manifest.appId, manifest.tools),
+      tools: await this.allowlist(manifest.appId, manifest.tools),
       lifecycleBasePath: manifest.lifecycle.basePath,
       restart: { ...DEFAULT_RESTART, ...manifest.restart },
     };
@@ -181,17 +181,24 @@ export class InstanceSupervisor {
 
   private onRegistryEvent(e: AppRegistryEvent): void {
     if (e.type !== 'changed') return;
-    for (const actor of this.host().live()) {
-      if (actor.kind !== 'instance') continue;
-      const spec = (actor.snapshot.context as InstanceContext).spec;
-      if (!spec || spec.appId !== e.appId) continue;
-      void this.syncTools(actor.id, spec.tools, this.allowlist(e.manifest.appId, e.manifest.tools)).catch((err: unknown) => this.opts.log?.(`tools sync for ${actor.id}: ${String(err)}`));
-    }
+    const log = (msg: string) => this.opts.log?.(msg);
+    void this.allowlist(e.manifest.appId, e.manifest.tools).then(
+      (tools) => {
+        // The instances' tools as they are once the allowlist is read (a grant may have landed meanwhile).
+        for (const actor of this.host().live()) {
+          if (actor.kind !== 'instance') continue;
+          const spec = (actor.snapshot.context as InstanceContext).spec;
+          if (!spec || spec.appId !== e.appId) continue;
+          void this.syncTools(actor.id, spec.tools, tools).catch((err: unknown) => log(`tools sync for ${actor.id}: ${String(err)}`));
+        }
+      },
+      (err: unknown) => log(`tools sync for ${e.appId}: ${String(err)}`),
+    );
   }
 
   /** The app's allowlist: the manifest's tools with the app's `cap` grants and revocations applied. */
-  allowlist(appId: string, manifestTools: readonly string[]): string[] {
-    return this.opts.toolOverrides ? effectiveTools(manifestTools, this.opts.toolOverrides(appId)) : [...manifestTools];
+  async allowlist(appId: string, manifestTools: readonly string[]): Promise<string[]> {
+    return this.opts.toolOverrides ? effectiveTools(manifestTools, await this.opts.toolOverrides(appId)) : [...manifestTools];
   }
 
   /** The allowlist is the truth: differences become grant/revoke events (no-ops when already equal). */

@@ -1,6 +1,6 @@
 // Prometheus metrics of one supervisor, on a registry of its own (several runlogs in one process never share
 // series). Almost everything is derived from what the host already announces on the bus, so the hot paths get
-// no code of ours beyond a counter increment; the store reports append latency through its observer.
+// no code of ours beyond a counter increment; the store reports append latency through its observer (Metered).
 // Names and units follow Prometheus conventions (runlog_ prefix, _total counters, _seconds/_bytes units) and
 // every label value comes from a bounded set: machine state names, failure reasons, step names, app ids and
 // runtime names capped in number (no actor, execution or container ids).
@@ -11,7 +11,8 @@ import { msBetween } from '../../domain/time.ts';
 import type { ExecutionContext } from '../../machines/execution.machine.ts';
 import type { InstanceContext } from '../../machines/instance.machine.ts';
 import { stateName } from '../../machines/runtime.ts';
-import type { HostStore } from '../../store/host-store.ts';
+import type { Metered } from '../../store/capabilities.ts';
+import type { EventStorePort } from '../../store/port.ts';
 import type { ActorHost } from '../host/actor-host.ts';
 import type { Bus, TransitionNotice } from '../host/bus.ts';
 import type { ReconcileReport } from '../recovery/reconciler.ts';
@@ -68,7 +69,10 @@ function processMetrics(): Registry {
 }
 
 export interface MetricsOptions {
-  store: HostStore;
+  /** The log (its head is the events gauge). */
+  store: Pick<EventStorePort, 'lastSeq'>;
+  /** What the store tells of its size and its appends. */
+  metered: Metered;
   host: () => ActorHost;
   bus: Bus;
   /** The time of the supervisor's last heartbeat (absent when not supervising). */
@@ -164,21 +168,21 @@ export class RunlogMetrics {
       registers,
     });
     this.appendedEvents = new Counter({ name: 'runlog_store_appended_events_total', help: 'Events appended to the log by this process.', registers });
-    const store = opts.store;
+    const { store, metered } = opts;
     new Gauge({
       name: 'runlog_store_events',
       help: 'Events in the log (its last sequence number).',
       registers,
-      collect() {
-        this.set(store.lastSeq());
+      async collect() {
+        this.set(await store.lastSeq());
       },
     });
     new Gauge({
       name: 'runlog_store_size_bytes',
       help: 'The event log on disk: database file and WAL.',
       registers,
-      collect() {
-        this.set(store.sizeBytes());
+      async collect() {
+        this.set(await metered.sizeBytes());
       },
     });
     this.pdsSeconds = new Histogram({
@@ -205,13 +209,11 @@ export class RunlogMetrics {
     const onHttp = (o: HttpObservation) => this.pdsSeconds.observe({ endpoint: pdsEndpoint(o.url), outcome: pdsOutcome(o.status) }, o.seconds);
     httpObservers.add(onHttp);
     this.offs.push(() => httpObservers.delete(onHttp));
-    store.onAppend = (seconds, events) => {
+    metered.observeAppends((seconds, events) => {
       this.appendSeconds.observe(seconds);
       this.appendedEvents.inc(events);
-    };
-    this.offs.push(() => {
-      store.onAppend = undefined;
     });
+    this.offs.push(() => metered.observeAppends(undefined));
   }
 
   /**

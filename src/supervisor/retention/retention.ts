@@ -1,10 +1,11 @@
-// Retention policy around the store's archive (store/sqlite/archive.ts, store/postgres/archive.ts): what `--before` and `--retain` mean, where
-// an archive goes by default, and the schedule `runlog serve --retain <duration>` runs it on.
+// Retention policy around a store's archiving (the Archiving capability: store/sqlite/archive.ts,
+// store/postgres/archive.ts): what `--before` and `--retain` mean, where an archive goes by default, and the schedule
+// `runlog serve --retain <duration>` runs it on. The store is handed in by its opener as an Archiving; nothing here
+// asks which store it is.
 import { join, resolve } from 'node:path';
 import { ensurePrivateDirectory } from '../../adapters/files/local-files.ts';
 import { RunlogError, UsageError } from '../../domain/errors.ts';
-import { archiveEnded, type ArchiveResult, type ArchiveStep } from '../../store/sqlite/archive.ts';
-import { SqliteEventStore } from '../../store/sqlite/event-store.ts';
+import type { ArchiveResult, ArchiveStep, Archiving } from '../../store/capabilities.ts';
 
 const UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 7 * 86_400_000 };
 
@@ -34,16 +35,15 @@ export interface ArchiveRunOptions {
   out?: string;
   home: string;
   now?: () => string;
-  /** SQLite calls it synchronously; PostgreSQL awaits a promise it returns. */
+  /** Told where the run stands; awaited when it returns a promise. */
   onStep?: (step: ArchiveStep) => void | Promise<void>;
 }
 
 /** One archive run: the events of actors that ended before `before` move to `out` (default under `<home>/archives`). */
-export function archiveLog(store: SqliteEventStore, options: ArchiveRunOptions): ArchiveResult {
+export async function archiveLog(archiving: Archiving, options: ArchiveRunOptions): Promise<ArchiveResult> {
   const now = options.now ?? (() => new Date().toISOString());
   const out = options.out ? resolve(options.out) : defaultArchiveFile(options.home, now());
-  const onStep = options.onStep;
-  return archiveEnded(store, { before: options.before, out, now, ...(onStep ? { onStep: (s: ArchiveStep) => void onStep(s) } : {}) });
+  return archiving.archiveEnded({ before: options.before, out, now, ...(options.onStep ? { onStep: options.onStep } : {}) });
 }
 
 export interface RetentionPolicy {
@@ -60,63 +60,40 @@ export function parseRetain(text: string): number {
   return ms;
 }
 
-/** A PostgreSQL log as the supervisor holds it (postgres/host-store.ts): its event store. */
-interface PgLog {
-  pg: import('../../store/postgres/event-store.ts').PgEventStore;
-}
-
-async function asPgLog(store: unknown): Promise<PgLog | null> {
-  if (typeof store !== 'object' || store === null || !('pg' in store)) return null;
-  const { PgEventStore } = await import('../../store/postgres/event-store.ts');
-  return (store as { pg: unknown }).pg instanceof PgEventStore ? (store as PgLog) : null;
-}
-
 /**
- * One archive run on either store: SQLite (sqlite/archive.ts, synchronous) or PostgreSQL (postgres/archive.ts:
- * safe beside other nodes appending; a second archiver anywhere gets ARCHIVE_BUSY).
+ * `runlog archive --store postgres://…`: one run on the log at that URL (`?schema=` names its schema), beside its
+ * supervisors (one archiver at a time across the cluster: a second gets ARCHIVE_BUSY). This is the command's
+ * opener: it opens the PostgreSQL event store alone and archives through it.
  */
-export async function archiveAnyLog(store: unknown, options: ArchiveRunOptions): Promise<ArchiveResult> {
-  if (store instanceof SqliteEventStore) return archiveLog(store, options);
-  const log = await asPgLog(store);
-  if (!log) throw new RunlogError('NOT_SUPPORTED', 'retention (runlog archive, --retain) works on a SQLite or a PostgreSQL log');
-  const { archiveEndedPg } = await import('../../store/postgres/archive.ts');
-  const now = options.now ?? (() => new Date().toISOString());
-  const out = options.out ? resolve(options.out) : defaultArchiveFile(options.home, now());
-  return archiveEndedPg(log.pg, { before: options.before, out, now, ...(options.onStep ? { onStep: options.onStep } : {}) });
-}
-
-/** `runlog archive --store postgres://…`: one run on the log at that URL (`?schema=` names its schema), beside its supervisors. */
 export async function archiveStoreUrl(url: string, options: ArchiveRunOptions): Promise<ArchiveResult> {
-  const [{ PgEventStore }, { splitStoreUrl }] = await Promise.all([import('../../store/postgres/event-store.ts'), import('../../store/postgres/host-store.ts')]);
+  const [{ PgEventStore }, { splitStoreUrl }, { archiveEndedPg }] = await Promise.all([
+    import('../../store/postgres/event-store.ts'),
+    import('../../store/postgres/url.ts'),
+    import('../../store/postgres/archive.ts'),
+  ]);
   const split = splitStoreUrl(url);
   const pg = await PgEventStore.open({ url: split.url, schema: split.schema ?? 'runlog', maxConnections: 2 });
   try {
-    return await archiveAnyLog({ pg }, options);
+    return await archiveLog({ archiveEnded: (o) => archiveEndedPg(pg, o) }, options);
   } finally {
     await pg.close();
   }
 }
 
-/** The policy on a supervisor's log, SQLite or PostgreSQL. */
-export async function startRetentionOn(store: unknown, home: string, policy: RetentionPolicy, log: (message: string) => void): Promise<() => void> {
-  if (store instanceof SqliteEventStore) return startRetention(store, home, policy, log);
-  if (!(await asPgLog(store))) throw new RunlogError('NOT_SUPPORTED', 'retention (runlog archive, --retain) works on a SQLite or a PostgreSQL log');
-  return startRetentionAsync(store, home, policy, log);
-}
-
 /**
- * `serve --retain` on PostgreSQL: the same schedule, runs asynchronous (the supervisor keeps working while the
- * archive is written; the removal's short transaction holds appends, on every node, until it commits). A run
- * still going when the next is due is not doubled; a run another node is doing (ARCHIVE_BUSY) is skipped.
+ * Runs the policy once now and then every `everyMs` in this process (`runlog serve --retain`), on either store. The
+ * supervisor keeps working while a run writes the archive (on SQLite the removal's transaction, on PostgreSQL its
+ * short one, holds appends until it commits). A run still going when the next is due is not doubled; a run another
+ * node is doing (ARCHIVE_BUSY) is skipped; a failed run is logged and changes nothing, and the next one tries again.
  */
-export function startRetentionAsync(store: unknown, home: string, policy: RetentionPolicy, log: (message: string, result?: ArchiveResult) => void, now: () => string = () => new Date().toISOString()): () => void {
+export function startRetention(archiving: Archiving, home: string, policy: RetentionPolicy, log: (message: string, result?: ArchiveResult) => void, now: () => string = () => new Date().toISOString()): () => void {
   let running = false;
   const run = async (): Promise<void> => {
     if (running) return;
     running = true;
     try {
       const before = new Date(Date.parse(now()) - policy.retainMs).toISOString();
-      const r = await archiveAnyLog(store, { before, home, now });
+      const r = await archiveLog(archiving, { before, home, now });
       if (r.file) log(`retention: archived ${r.actors} actors (${r.events} events) that ended before ${before} to ${r.file}; log ${r.sizeBefore} → ${r.sizeAfter} bytes`, r);
     } catch (err) {
       if (err instanceof RunlogError && err.code === 'ARCHIVE_BUSY') log('retention: another node is archiving this log; this run is skipped');
@@ -127,31 +104,6 @@ export function startRetentionAsync(store: unknown, home: string, policy: Retent
   };
   const first = setTimeout(() => void run(), 0);
   const timer = setInterval(() => void run(), policy.everyMs ?? 3_600_000);
-  first.unref();
-  timer.unref();
-  return () => {
-    clearTimeout(first);
-    clearInterval(timer);
-  };
-}
-
-/**
- * Runs the policy once now and then every `everyMs` in this process (`runlog serve --retain`). A run is synchronous:
- * it holds the supervisor's loop while it writes the archive and removes the events. A failed run is logged and
- * changes nothing (sqlite/archive.ts); the next one tries again.
- */
-export function startRetention(store: SqliteEventStore, home: string, policy: RetentionPolicy, log: (message: string, result?: ArchiveResult) => void, now: () => string = () => new Date().toISOString()): () => void {
-  const run = (): void => {
-    try {
-      const before = new Date(Date.parse(now()) - policy.retainMs).toISOString();
-      const r = archiveLog(store, { before, home, now });
-      if (r.file) log(`retention: archived ${r.actors} actors (${r.events} events) that ended before ${before} to ${r.file}; log ${r.sizeBefore} → ${r.sizeAfter} bytes`, r);
-    } catch (err) {
-      log(`retention: archive run failed, nothing removed: ${err instanceof Error ? err.message : String(err)}`);
-    }
-  };
-  const first = setTimeout(run, 0);
-  const timer = setInterval(run, policy.everyMs ?? 3_600_000);
   first.unref();
   timer.unref();
   return () => {

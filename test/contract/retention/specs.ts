@@ -5,11 +5,12 @@
 // log's tail and appends continue after it) and checks the archives (changed: ARCHIVE_DAMAGED; moved:
 // ARCHIVE_NOT_FOUND, found with --archives), and a deleted snapshot is SNAPSHOT_MISSING. What only a shared log
 // has (ARCHIVE_BUSY, other nodes appending, a killed archiver's session) is in test/int/pg/retention-pg.test.ts.
+// An actor's answer is what `runlog inspect --json` prints; the log itself is read through the store port.
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { inspectActor, type LogReader } from '../../../src/inspect/inspection.ts';
+import { collect, type EventStorePort } from '../../../src/store/port.ts';
 import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { runCli } from '../../support/cli-in-process.ts';
@@ -20,8 +21,8 @@ export interface RetentionLog {
   home: string;
   /** How the CLI names this log (`--home <dir>` or `--store <url>`). */
   where: string[];
-  /** Reads the log as a supervisor's store does. */
-  read<T>(fn: (store: LogReader & { lastSeq(): number }) => T | Promise<T>): Promise<T>;
+  /** Reads the log through the store port, as a supervisor's store does (opened for `fn`, closed after). */
+  read<T>(fn: (store: EventStorePort) => Promise<T>): Promise<T>;
   /** Deletes the newest snapshot of a stream behind runlog's back. */
   deleteSnapshot(stream: string): Promise<void>;
 }
@@ -51,15 +52,24 @@ export function retentionSpecs(name: string, backend: RetentionBackend): void {
       } finally {
         await rl.close();
       }
-      return full.read((s) => s.read(`instance-${id}`)[0]!.seq);
+      return full.read(async (s) => (await collect(s.readStream(`instance-${id}`)))[0]!.seq);
     };
     return { log: full, actors, appendNew };
   }
-  const answers = (log: RetentionLog): Promise<Truth> =>
-    log.read((s) => new Map(s.listActors({ all: true }).map((r) => {
-      const v = inspectActor(s, r.id);
-      return [r.id, { state: v.state, version: v.version, context: v.context }];
-    })));
+  /** What `runlog inspect --json` says of one actor. */
+  async function inspect(log: RetentionLog, id: string): Promise<{ state: string; version: number; context: unknown; archived?: { file: string } }> {
+    const r = await runCli(['inspect', ...log.where, id, '--json']);
+    expect(r.code, r.stderr()).toBe(0);
+    return JSON.parse(r.stdout());
+  }
+  async function answers(log: RetentionLog): Promise<Truth> {
+    const truth: Truth = new Map();
+    for (const r of await log.read((s) => s.listActors({ all: true }))) {
+      const v = await inspect(log, r.id);
+      truth.set(r.id, { state: v.state, version: v.version, context: v.context });
+    }
+    return truth;
+  }
   async function archive(log: RetentionLog, before: string, out: string) {
     const r = await runCli(['archive', ...log.where, '--before', before, '--out', out, '--json']);
     expect(r.code, r.stderr()).toBe(0);
@@ -79,15 +89,18 @@ export function retentionSpecs(name: string, backend: RetentionBackend): void {
       expect(archived).toHaveLength(14);
       const out = join(log.home, 'first.jsonl.gz');
       expect(await archive(log, before, out)).toMatchObject({ file: out, actors: 14 });
-      await log.read((s) => {
+      await log.read(async (s) => {
         for (const a of actors) {
-          const row = s.getActor(a.id)!;
+          const row = (await s.getActor(a.id))!;
           const gone = archived.includes(a);
-          expect(s.streamVersion(row.stream), a.id).toBe(gone ? 0 : truth.get(a.id)!.version);
+          expect(await s.streamVersion(row.stream), a.id).toBe(gone ? 0 : truth.get(a.id)!.version);
           expect(row.archived, a.id).toEqual(gone ? { file: out, at: expect.any(String) } : undefined);
-          expect(inspectActor(s, a.id), a.id).toMatchObject(gone ? { state: truth.get(a.id)!.state, archived: { file: out } } : { state: truth.get(a.id)!.state, context: truth.get(a.id)!.context });
         }
       });
+      for (const a of actors) {
+        const gone = archived.includes(a);
+        expect(await inspect(log, a.id), a.id).toMatchObject(gone ? { state: truth.get(a.id)!.state, archived: { file: out } } : { state: truth.get(a.id)!.state, context: truth.get(a.id)!.context });
+      }
       const ps = JSON.parse((await runCli(['ps', '--all', ...log.where, '--json'])).stdout()) as { id: string; archived: { file: string } | null }[];
       expect(ps.filter((x) => x.archived?.file === out).map((x) => x.id).sort()).toEqual(archived.map((a) => a.id).sort());
       for (const a of archived.filter((_, i) => i % 3 === 0)) {

@@ -1,7 +1,7 @@
 // The retention specs on SQLite (specs.ts).
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
-import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
+import { SqlitePortStore } from '../../../src/store/sqlite/port-adapter.ts';
 import { retentionSpecs } from './specs.ts';
 
 retentionSpecs('SQLite', {
@@ -11,11 +11,11 @@ retentionSpecs('SQLite', {
       log: {
         where: ['--home', home],
         read: async (fn) => {
-          const s = new SqliteEventStore(db, { readOnly: true });
+          const s = new SqlitePortStore(db, { readOnly: true });
           try {
             return await fn(s);
           } finally {
-            s.close();
+            await s.close();
           }
         },
         deleteSnapshot: (stream) => {

@@ -1,46 +1,13 @@
 // The event-store contract: every guarantee of the port (src/store/port.ts), written once as given/when/then
 // specs and run against each implementation (memory, SQLite, PostgreSQL) by the *.test.ts files beside it.
-import { describe, expect, it } from 'vitest';
-import type { NewEvent, RecordedEvent } from '../../../src/domain/events.ts';
-import type { EventStorePort, Projection, StreamAppendOutcome } from '../../../src/store/port.ts';
+import { describe, expect } from 'vitest';
+import type { RecordedEvent } from '../../../src/domain/events.ts';
+import type { Projection, StreamAppendOutcome } from '../../../src/store/port.ts';
 import { UpcasterRegistry } from '../../../src/store/upcasters.ts';
+import { collect, errorOf, ev, evs, specRunner, until, type ContractHarness } from './contract-support.ts';
+import { hostContract } from './contract-host.ts';
 
-export interface ContractHarness {
-  /** A fresh, empty store of its own (its own file, schema or database) with these options. */
-  open(options: { projections?: Projection<any>[]; upcasters?: UpcasterRegistry; now?: () => string }): Promise<EventStorePort>;
-  /**
-   * A second handle on the same storage (what another process would open), for stores that have one. The
-   * harness closes what it opened after each test.
-   */
-  second?(first: EventStorePort, options: { projections?: Projection<any>[] }): Promise<EventStorePort>;
-}
-
-const ev = (type: string, data: Record<string, unknown> = {}): NewEvent => ({ type, data });
-const evs = (...types: string[]): NewEvent[] => types.map((t) => ev(t));
-
-async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const x of it) out.push(x);
-  return out;
-}
-
-/** Waits (bounded) until cond() holds; fails with what it was waiting for. Not a timing assertion. */
-async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
-async function errorOf(p: Promise<unknown>): Promise<any> {
-  try {
-    await p;
-  } catch (err) {
-    return err;
-  }
-  throw new Error('expected the call to fail, it succeeded');
-}
+export type { ContractHarness } from './contract-support.ts';
 
 /** Counts events per stream: a document per stream, written in the append transaction. */
 const counter: Projection<{ count: number; last: string }> = {
@@ -65,53 +32,8 @@ const strict: Projection<{ n: number }> = {
   },
 };
 
-type History = Record<string, string[]>;
-
-interface Then {
-  /** The error code the `when` step must fail with. */
-  throws?: string;
-  /** Each stream's event types after the step. */
-  streams?: History;
-  /** The whole log's [stream, type] in global order after the step. */
-  log?: [string, string][];
-  /** Anything else to check. */
-  check?: (store: EventStorePort, result: any) => Promise<void> | void;
-}
-
 export function eventStoreContract(name: string, h: ContractHarness): void {
-  /** given a history (appended stream by stream), when a step runs, then the store is in the stated state. */
-  function spec(
-    title: string,
-    s: { projections?: Projection<any>[]; upcasters?: UpcasterRegistry; given?: History; when: (store: EventStorePort) => Promise<unknown>; then: Then },
-  ): void {
-    it(title, async () => {
-      const store = await h.open({ projections: s.projections, upcasters: s.upcasters });
-      try {
-        for (const [stream, types] of Object.entries(s.given ?? {})) await store.appendToStream(stream, evs(...types), { expectedVersion: 'no-stream' });
-        let result: unknown;
-        if (s.then.throws) {
-          const err = await errorOf(s.when(store));
-          expect(err.code, String(err.message)).toBe(s.then.throws);
-          result = err;
-        } else {
-          result = await s.when(store);
-        }
-        for (const [stream, types] of Object.entries(s.then.streams ?? {})) {
-          expect((await collect(store.readStream(stream))).map((e) => e.type), stream).toEqual(types);
-          expect(await store.streamVersion(stream)).toBe(types.length);
-        }
-        if (s.then.log) {
-          const all = await collect(store.readAll());
-          expect(all.map((e) => [e.stream, e.type])).toEqual(s.then.log);
-          expect(all.map((e) => e.seq)).toEqual(s.then.log.map((_, i) => i + 1));
-          expect(await store.lastSeq()).toBe(s.then.log.length);
-        }
-        await s.then.check?.(store, result);
-      } finally {
-        await store.close();
-      }
-    });
-  }
+  const spec = specRunner(h);
 
   describe(`event store contract: ${name}`, () => {
     describe('optimistic concurrency', () => {
@@ -285,14 +207,34 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
           },
         },
       });
-      spec('any other failure in a batch writes nothing: data that is not JSON', {
+      spec('an event JSON cannot encode fails only its own request; the others commit', {
         given: { 'order-1': ['a'] },
-        when: (s) =>
-          s.appendMany([
+        projections: [counter],
+        when: (s) => {
+          const cycle: Record<string, unknown> = {};
+          cycle.self = cycle;
+          return s.appendMany([
             { stream: 'order-1', events: evs('b'), expectedVersion: 1 },
             { stream: 'order-2', events: [ev('x', { big: 10n })], expectedVersion: 'no-stream' },
-          ]),
-        then: { throws: 'STORE_INPUT', log: [['order-1', 'a']] },
+            { stream: 'order-3', events: [ev('y', cycle)], expectedVersion: 'no-stream' },
+            { stream: 'order-4', events: evs('z'), expectedVersion: 'no-stream' },
+          ]);
+        },
+        then: {
+          log: [['order-1', 'a'], ['order-1', 'b'], ['order-4', 'z']],
+          check: async (s, outcomes: StreamAppendOutcome[]) => {
+            expect(outcomes.map((o) => o.ok)).toEqual([true, false, false, true]);
+            expect(outcomes.map((o) => !o.ok && o.error)).toEqual([false, expect.objectContaining({ code: 'EVENT_NOT_ENCODABLE' }), expect.objectContaining({ code: 'EVENT_NOT_ENCODABLE' }), false]);
+            expect(outcomes[3]).toMatchObject({ ok: true, result: { version: 1, lastSeq: 3 } });
+            expect(await s.projection('counter').get('order-2')).toBeUndefined();
+            expect(await s.streamVersion('order-3')).toBe(0);
+          },
+        },
+      });
+      spec('appendToStream with an event JSON cannot encode throws EVENT_NOT_ENCODABLE and writes nothing', {
+        given: { 'order-1': ['a'] },
+        when: (s) => s.appendToStream('order-1', [ev('b'), ev('c', { big: 10n })], { expectedVersion: 1 }),
+        then: { throws: 'EVENT_NOT_ENCODABLE', streams: { 'order-1': ['a'] }, log: [['order-1', 'a']], check: (_, err) => expect(err).toMatchObject({ details: { stream: 'order-1', type: 'c' } }) },
       });
     });
 
@@ -464,5 +406,7 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
         });
       }
     });
+
+    hostContract(h, spec);
   });
 }

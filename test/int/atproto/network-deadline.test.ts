@@ -107,7 +107,7 @@ describe('read deadlines', () => {
       expect(out.status).toBe('failed');
       expect(out.failure).toMatchObject({ reason: 'timeout', code: 'NETWORK_TIMEOUT' });
       expect(elapsed).toBeLessThan(9000);
-      expect(rl.events(out.executionId).map((e) => e.type)).not.toContain('execution.resolved');
+      expect((await rl.events(out.executionId)).map((e) => e.type)).not.toContain('execution.resolved');
       expect(slowPds.requests.some((q) => q.path.includes('com.atproto.sync.getRecord'))).toBe(true);
     } finally {
       await rl.close();

@@ -71,7 +71,7 @@ describe('execute: greet end to end', () => {
     expect(ctx.materialized).toMatchObject({ runtimeVolume: expect.any(String), codeVolume: expect.any(String) });
     expect(ctx.result.outputHash).toMatch(/^[0-9a-f]{64}$/);
     expect(steps).toEqual(expect.arrayContaining(['code-record', 'runtime-record', 'runtime-materialized', 'code-blob']));
-    const types = rl.events(out.executionId).map((e) => e.type);
+    const types = (await rl.events(out.executionId)).map((e) => e.type);
     expect(types[0]).toBe('execution.requested');
     expect(types).toEqual(expect.arrayContaining(['execution.resolved', 'execution.materialized', 'execution.started', 'execution.succeeded']));
     expect(await leftovers(out.executionId)).toEqual({ containers: 0 });
@@ -101,7 +101,7 @@ describe('execution receipts', () => {
     try {
       const out = await rl2.execute({ uri: code.node!.uri, handler: 'greet', input: { name: 'receipt' } });
       expect(out.status).toBe('succeeded');
-      const done = rl2.events(out.executionId).at(-1)!;
+      const done = (await rl2.events(out.executionId)).at(-1)!;
       expect(done.type).toBe('execution.succeeded');
       const ref = done.data.receipt as { uri: string; cid: string };
       expect(ref.uri).toBe(`at://${runner.did}/${AT_RUN_V2.execution}/${out.executionId}`);

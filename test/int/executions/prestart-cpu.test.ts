@@ -13,6 +13,7 @@ import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { POOL_STREAM } from '../../../src/supervisor/executions/pool/sandbox-pool.ts';
 import { containerCpuUsageNs } from '../../../src/adapters/docker/container-stats.ts';
 import { createDockerEngine } from '../../../src/adapters/docker/dockerode-engine.ts';
+import { collect } from '../../../src/store/port.ts';
 import { until } from '../../support/apps.ts';
 import { cleanupTestContainers, cleanupTestVolumes, docker, imageRef, requireDocker, requireRegistry, TEST_LABELS } from '../../support/docker.ts';
 import { startTestPds, type TestAccount, type TestPds } from '../../support/pds.ts';
@@ -67,7 +68,7 @@ async function publishBurningRuntime() {
   return publishRuntime(publisher.publisher, { dir, image: imageRef('runtime-node') });
 }
 
-const facts = (rl: Runlog, type: string) => rl.store.read(POOL_STREAM).filter((e) => e.type === type).map((e) => e.data as Record<string, unknown>);
+const facts = async (rl: Runlog, type: string) => (await collect(rl.store.readStream(POOL_STREAM))).filter((e) => e.type === type).map((e) => e.data as Record<string, unknown>);
 const prestartContainers = async (rl: Runlog) => docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${rl.home}`, 'runlog.kind=prestart', `runlog.test.prestart-cpu=${RUN}`] }) });
 const metric = (text: string, name: string) => Number(new RegExp(`^${name.replace(/[{}"]/g, '\\$&')} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
 
@@ -97,12 +98,12 @@ describe('the CPU of pre-started sandboxes', () => {
     const first = await rl.execute({ uri: code.uri, handler: 'ok', input: {} });
     expect(first.failure).toBeUndefined();
     expect(first.output).toEqual({ ok: true });
-    await until('the pre-started sandbox removed as idle-cpu', async () => facts(rl, 'pool.sandbox-removed').some((d) => d.reason === 'idle-cpu'), 60_000);
-    const removed = facts(rl, 'pool.sandbox-removed');
+    await until('the pre-started sandbox removed as idle-cpu', async () => (await facts(rl, 'pool.sandbox-removed')).some((d) => d.reason === 'idle-cpu'), 60_000);
+    const removed = await facts(rl, 'pool.sandbox-removed');
     expect(removed).toEqual([{ sandbox: expect.any(String), containerId: expect.any(String), reason: 'idle-cpu', idleCpuMs: expect.any(Number), idleCpuBoundMs: BOUND_MS }]);
     expect(removed[0]!.idleCpuMs as number).toBeGreaterThan(BOUND_MS);
     expect(await docker.getContainer(removed[0]!.containerId as string).inspect().catch(() => null)).toBeNull();
-    expect(facts(rl, 'pool.prestart-stopped')).toEqual([{ key: expect.any(String), uri: code.uri, reason: 'idle-cpu', idleCpuMs: expect.any(Number), idleCpuBoundMs: BOUND_MS }]);
+    expect(await facts(rl, 'pool.prestart-stopped')).toEqual([{ key: expect.any(String), uri: code.uri, reason: 'idle-cpu', idleCpuMs: expect.any(Number), idleCpuBoundMs: BOUND_MS }]);
 
     const text = await rl.metrics!.text();
     expect(metric(text, 'runlog_prestart_idle_cpu_seconds_total')).toBeGreaterThan(BOUND_MS / 1000);
@@ -114,7 +115,7 @@ describe('the CPU of pre-started sandboxes', () => {
     expect(second.output).toEqual({ ok: true });
     expect((second.view.context as { profile?: { prestarted?: boolean } }).profile).toMatchObject({ prestarted: false });
     await rl.idle();
-    expect(facts(rl, 'pool.sandbox-prestarting')).toHaveLength(1);
+    expect(await facts(rl, 'pool.sandbox-prestarting')).toHaveLength(1);
     expect(await prestartContainers(rl)).toEqual([]);
   });
 
@@ -142,12 +143,12 @@ describe('the CPU of pre-started sandboxes', () => {
     expect(await containerCpuUsageNs(docker, '0'.repeat(64), fail, join(root, 'no-cgroup-here'))).toBeNull();
     const out = await rl.execute({ uri: code.uri, handler: 'ok', input: {} });
     expect((out.view.context as { containerId: string }).containerId).toBe(waiting);
-    const claimed = facts(rl, 'pool.sandbox-claimed');
+    const claimed = await facts(rl, 'pool.sandbox-claimed');
     expect(claimed).toEqual([{ sandbox: expect.any(String), containerId: waiting, executionId: out.executionId, idleCpuMs: expect.any(Number) }]);
     expect(claimed[0]!.idleCpuMs as number).toBeGreaterThan(0);
     expect(claimed[0]!.idleCpuMs as number).toBeLessThan(BOUND_MS);
-    expect(facts(rl, 'pool.sandbox-removed').filter((d) => d.reason === 'idle-cpu')).toEqual([]);
-    expect(facts(rl, 'pool.prestart-stopped')).toEqual([]);
+    expect((await facts(rl, 'pool.sandbox-removed')).filter((d) => d.reason === 'idle-cpu')).toEqual([]);
+    expect(await facts(rl, 'pool.prestart-stopped')).toEqual([]);
     await rl.idle();
     // Once the used container is removed, the port says it is gone.
     expect(await engine.cpuUsageNs(waiting)).toBeNull();

@@ -10,6 +10,7 @@ import { publishCode, publishRuntime } from '../../../src/supervisor/executions/
 import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { POOL_STREAM } from '../../../src/supervisor/executions/pool/sandbox-pool.ts';
 import { AT_RUN_V2 } from '../../../src/adapters/atproto/index.ts';
+import { collect } from '../../../src/store/port.ts';
 import { until } from '../../support/apps.ts';
 import { startChild, type ChildSupervisor } from '../../support/child-supervisor.ts';
 import { cleanupTestContainers, cleanupTestVolumes, docker, imageRef, requireDocker, requireRegistry, TEST_LABELS } from '../../support/docker.ts';
@@ -72,7 +73,7 @@ async function publishFiles(name: string, files: Record<string, string>, rkey?: 
 const prestartContainers = async (home: string) =>
   docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${home}`, 'runlog.kind=prestart', `runlog.test.prestart=${RUN}`] }) });
 const homeContainers = async (home: string) => docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${home}`, `runlog.test.prestart=${RUN}`] }) });
-const poolFacts = (rl: Runlog) => rl.store.read(POOL_STREAM);
+const poolFacts = (rl: Runlog) => collect(rl.store.readStream(POOL_STREAM));
 const profileOf = (out: { view: { context: unknown } }) => (out.view.context as { profile?: Record<string, unknown> }).profile ?? {};
 const containerOf = (out: { view: { context: unknown } }) => (out.view.context as { containerId: string }).containerId;
 
@@ -136,19 +137,19 @@ describe('pre-started one-shot sandboxes', () => {
     expect(third.output).toMatchObject({ file: null, leaked: null });
 
     // Every pre-started sandbox is a fact in the log: started, then claimed by the execution that used it.
-    const facts = poolFacts(rl);
+    const facts = await poolFacts(rl);
     const claimed = facts.filter((e) => e.type === 'pool.sandbox-claimed').map((e) => e.data as { containerId: string; executionId: string });
     expect(claimed).toEqual(expect.arrayContaining([{ sandbox: expect.any(String), containerId: containerOf(second), executionId: second.executionId, idleCpuMs: expect.any(Number) }]));
     expect(facts.some((e) => e.type === 'pool.sandbox-ready' && (e.data as { containerId: string }).containerId === waiting)).toBe(true);
     // The execution's own events say which sandbox it ran in, and its profile.
-    const started = rl.events(second.executionId).find((e) => e.type === 'execution.started')!;
+    const started = (await rl.events(second.executionId)).find((e) => e.type === 'execution.started')!;
     expect(started.data).toMatchObject({ containerId: waiting, prestarted: true });
 
     await rl.close();
     // Closing removes what waits, and says so.
     expect(await prestartContainers(home)).toEqual([]);
     const reopened = await open(home);
-    const removed = poolFacts(reopened).filter((e) => e.type === 'pool.sandbox-removed').map((e) => (e.data as { reason: string }).reason);
+    const removed = (await poolFacts(reopened)).filter((e) => e.type === 'pool.sandbox-removed').map((e) => (e.data as { reason: string }).reason);
     expect(removed).toContain('shutdown');
     await reopened.close();
   });
@@ -160,7 +161,7 @@ describe('pre-started one-shot sandboxes', () => {
     const out = await rl.execute({ uri: files.uri, handler: 'read', input: {} });
     expect(out.failure).toBeUndefined();
     await rl.idle();
-    expect(poolFacts(rl).filter((e) => e.type === 'pool.sandbox-prestarting')).toEqual([]);
+    expect((await poolFacts(rl)).filter((e) => e.type === 'pool.sandbox-prestarting')).toEqual([]);
     expect(await prestartContainers(home)).toEqual([]);
     const again = await rl.execute({ uri: files.uri, handler: 'read', input: {} });
     expect(profileOf(again)).toMatchObject({ prestarted: false });
@@ -180,7 +181,7 @@ describe('pre-started one-shot sandboxes', () => {
     expect(containerOf(out)).not.toBe(stale);
     expect(profileOf(out)).toMatchObject({ prestarted: false });
     await until('the stale sandbox removed', async () => (await docker.getContainer(stale).inspect().catch(() => null)) === null, 30_000);
-    const removal = poolFacts(rl).find((e) => e.type === 'pool.sandbox-removed' && (e.data as { containerId: string }).containerId === stale);
+    const removal = (await poolFacts(rl)).find((e) => e.type === 'pool.sandbox-removed' && (e.data as { containerId: string }).containerId === stale);
     expect((removal?.data as { reason: string }).reason).toMatch(/^superseded/);
   });
 
@@ -200,7 +201,7 @@ describe('pre-started one-shot sandboxes', () => {
     expect(out.status).toBe('failed');
     expect(out.failure).toMatchObject({ reason: 'validation', code: 'RUNTIME_BINDING_MISMATCH' });
     expect((out.view.context as { containerId: string | null }).containerId).toBeNull();
-    expect(poolFacts(rl).some((e) => e.type === 'pool.sandbox-claimed' && (e.data as { containerId: string }).containerId === waiting)).toBe(false);
+    expect((await poolFacts(rl)).some((e) => e.type === 'pool.sandbox-claimed' && (e.data as { containerId: string }).containerId === waiting)).toBe(false);
   });
 
   it('the deadline counts from the envelope: a sandbox that waited longer than the timeout still runs the call to completion', async () => {
@@ -211,7 +212,7 @@ describe('pre-started one-shot sandboxes', () => {
     expect(await rl.execute({ uri: code.uri, handler: 'nap', input: {}, timeoutMs })).toMatchObject({ status: 'succeeded' });
     const waiting = await poolReady(home);
     // Let it wait, started, for longer than the next call's whole timeout.
-    const ready = poolFacts(rl).find((e) => e.type === 'pool.sandbox-ready' && (e.data as { containerId: string }).containerId === waiting)!;
+    const ready = (await poolFacts(rl)).find((e) => e.type === 'pool.sandbox-ready' && (e.data as { containerId: string }).containerId === waiting)!;
     await new Promise((r) => setTimeout(r, Math.max(0, Date.parse(ready.at) + timeoutMs + 1000 - Date.now())));
     const out = await rl.execute({ uri: code.uri, handler: 'nap', input: {}, timeoutMs });
     expect(out.failure).toBeUndefined();
@@ -237,8 +238,8 @@ describe('pre-started one-shot sandboxes', () => {
     expect(used.map((c) => c.Labels['runlog.stream'])).toContain(done!.stream);
 
     const rl = await open(home);
-    expect(rl.inspect(executionId)).toMatchObject({ state: 'succeeded' });
-    expect((rl.inspect(executionId).context as { result: { output: unknown } }).result.output).toEqual({ ok: true });
+    expect(await rl.inspect(executionId)).toMatchObject({ state: 'succeeded' });
+    expect(((await rl.inspect(executionId)).context as { result: { output: unknown } }).result.output).toEqual({ ok: true });
     expect(await homeContainers(home)).toEqual([]);
     await rl.close();
   });
@@ -259,7 +260,7 @@ describe('pre-started one-shot sandboxes', () => {
     const rl = await open(home);
     expect(await prestartContainers(home)).toEqual([]);
     expect(await homeContainers(home)).toEqual([]);
-    const removed = poolFacts(rl).filter((e) => e.type === 'pool.sandbox-removed' && (e.data as { containerId: string }).containerId === waiting);
+    const removed = (await poolFacts(rl)).filter((e) => e.type === 'pool.sandbox-removed' && (e.data as { containerId: string }).containerId === waiting);
     expect(removed).toHaveLength(1);
     expect(removed[0]!.data).toMatchObject({ reason: 'supervisor-restart', recorded: true });
     // The restarted supervisor runs the code again (in a fresh sandbox) and pre-starts the next one.

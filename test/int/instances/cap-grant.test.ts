@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { copyDereferenced } from '../../../src/adapters/apps/copy-dereferenced.ts';
+import { collect } from '../../../src/store/port.ts';
 import { getJson, HELLO_APP_DIR, requireProot, until } from '../../support/apps.ts';
 
 const APP = 'com.example.capgrant';
@@ -26,16 +27,16 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  for (const a of rl?.list() ?? []) if (a.kind === 'instance') await rl.kill(a.id).catch(() => undefined);
+  for (const a of (await rl?.list()) ?? []) if (a.kind === 'instance') await rl.kill(a.id).catch(() => undefined);
   await rl?.close();
   if (root) rmSync(root, { recursive: true, force: true });
 });
 
 const which = async (id: string, tool: string): Promise<string | null> => {
-  const c = rl.inspect(id).context as { host: string; port: number };
+  const c = (await rl.inspect(id)).context as { host: string; port: number };
   return (await getJson(c.host, c.port, `/which?name=${tool}`)).body.path as string | null;
 };
-const tools = (id: string): string[] => (rl.inspect(id).context as { spec: { tools: string[] } }).spec.tools;
+const tools = async (id: string): Promise<string[]> => ((await rl.inspect(id)).context as { spec: { tools: string[] } }).spec.tools;
 
 describe('cap grant is per app', () => {
   it('spawn a, grant, spawn b: both have the tool; revoke reaches both and later spawns; the manifest is untouched', async () => {
@@ -47,23 +48,23 @@ describe('cap grant is per app', () => {
 
     const granted = await rl.grant(APP, 'git');
     expect(granted).toMatchObject({ appId: APP, tool: 'git', granted: true, tools: ['bash', 'node', 'git'], instances: [a.id] });
-    expect(rl.store.read(`app-${APP}`).map((e) => [e.type, e.data])).toEqual([['app.tool-granted', { appId: APP, tool: 'git', via: 'cap' }]]);
-    expect(rl.events(a.id).at(-1)).toMatchObject({ type: 'instance.tool-granted', data: { tool: 'git', via: 'cap' } });
+    expect((await collect(rl.store.readStream(`app-${APP}`))).map((e) => [e.type, e.data])).toEqual([['app.tool-granted', { appId: APP, tool: 'git', via: 'cap' }]]);
+    expect((await rl.events(a.id)).at(-1)).toMatchObject({ type: 'instance.tool-granted', data: { tool: 'git', via: 'cap' } });
     expect(await until('git on a', () => which(a.id, 'git'))).toBe('/aura/my-tools/git');
-    expect((rl.inspect(a.id).context as { pid: number }).pid).toBe(pidA); // no respawn
+    expect(((await rl.inspect(a.id)).context as { pid: number }).pid).toBe(pidA); // no respawn
 
     // The later spawn starts with the app's allowlist (the source manifest did not change: the installed copy is kept).
     const b = await rl.spawnApp({ appDir: src, instanceId: `b-${process.pid}` });
-    expect(tools(b.id)).toEqual(['bash', 'node', 'git']);
-    expect(tools(a.id)).toEqual(['bash', 'node', 'git']);
+    expect(await tools(b.id)).toEqual(['bash', 'node', 'git']);
+    expect(await tools(a.id)).toEqual(['bash', 'node', 'git']);
     expect(await which(b.id, 'git')).toBe('/aura/my-tools/git');
     expect(readFileSync(installed, 'utf8')).toBe(manifestBefore);
     expect(readFileSync(join(src, 'runlog.json'), 'utf8')).not.toContain('git');
 
     // A manifest edit in the workspace (the registry watcher) keeps the grant: tools[] + the app's grants.
     writeFileSync(installed, JSON.stringify({ ...JSON.parse(manifestBefore), tools: ['bash', 'node', 'curl'] }, null, 2));
-    await until('curl reaches a', () => tools(a.id).includes('curl'), 10_000);
-    expect(tools(a.id).sort()).toEqual(['bash', 'curl', 'git', 'node']);
+    await until('curl reaches a', async () => (await tools(a.id)).includes('curl'), 10_000);
+    expect((await tools(a.id)).sort()).toEqual(['bash', 'curl', 'git', 'node']);
 
     // Revoking reaches every instance and every later spawn.
     const revoked = await rl.revoke(APP, 'git');
@@ -72,14 +73,14 @@ describe('cap grant is per app', () => {
     await until('git gone from a', async () => (await which(a.id, 'git')) === null);
     await until('git gone from b', async () => (await which(b.id, 'git')) === null);
     const c = await rl.spawnApp({ appDir: src, instanceId: `c-${process.pid}` });
-    expect(tools(c.id)).not.toContain('git');
+    expect(await tools(c.id)).not.toContain('git');
   });
 
   it('refuses an instance id, naming the app to grant to; refuses an unknown app and an unknown tool', async () => {
-    const a = rl.list().find((r) => r.kind === 'instance')!;
+    const a = (await rl.list()).find((r) => r.kind === 'instance')!;
     await expect(rl.grant(a.id, 'git')).rejects.toMatchObject({ code: 'CAP_TAKES_APP_ID', message: expect.stringContaining(`runlog cap grant ${APP} git`) });
     await expect(rl.grant('com.example.never-spawned', 'git')).rejects.toMatchObject({ code: 'NOT_FOUND' });
     await expect(rl.grant(APP, 'rm-rf')).rejects.toMatchObject({ code: 'TOOL_UNKNOWN' });
-    expect(rl.store.read(`app-${APP}`)).toHaveLength(2); // the refused ones recorded nothing
+    expect(await collect(rl.store.readStream(`app-${APP}`))).toHaveLength(2); // the refused ones recorded nothing
   });
 });

@@ -41,7 +41,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  for (const a of rl?.list() ?? []) if (a.kind === 'instance') await rl.kill(a.id).catch(() => undefined);
+  for (const a of (await rl?.list()) ?? []) if (a.kind === 'instance') await rl.kill(a.id).catch(() => undefined);
   await rl?.close();
   await cleanupTestContainers({ 'runlog.test': '1', 'runlog.home': join(root, 'home') });
   // Networks of finished runs would pile up on a shared daemon until its address pools run out.
@@ -62,48 +62,48 @@ describe.each(['proot', 'container'] as const)('%s sandbox', (sandbox) => {
     expect(ctx.identity).toBe('match');
     const health = await getJson(ctx.host, ctx.port, '/api/lifecycle/health');
     expect(health.body).toMatchObject({ appId, instanceId: id });
-    expect(rl.events(id).map((e) => e.type)).toEqual(['instance.requested', 'instance.spawned', 'instance.healthy', 'instance.running']);
+    expect((await rl.events(id)).map((e) => e.type)).toEqual(['instance.requested', 'instance.spawned', 'instance.healthy', 'instance.running']);
     // onCreate and onStart ran (the app records the hooks it received)
     expect(health.body.events).toEqual(['onCreate', 'onStart']);
   });
 
   it('a tool not in tools[] is not on PATH; after cap grant it is, without a respawn', async () => {
-    const ctx = rl.inspect(id).context as any;
+    const ctx = (await rl.inspect(id)).context as any;
     const before = await getJson(ctx.host, ctx.port, '/which?name=git');
     expect(before.body.path).toBeNull();
     await rl.grant(appId, 'git');
     const after = await until('git on PATH', async () => (await getJson(ctx.host, ctx.port, '/which?name=git')).body.path);
     expect(after).toBe('/aura/my-tools/git');
-    expect(rl.inspect(id).context).toMatchObject({ pid: ctx.pid });
-    expect(rl.events(id).at(-1)).toMatchObject({ type: 'instance.tool-granted', data: { tool: 'git' } });
+    expect((await rl.inspect(id)).context).toMatchObject({ pid: ctx.pid });
+    expect((await rl.events(id)).at(-1)).toMatchObject({ type: 'instance.tool-granted', data: { tool: 'git' } });
     await rl.revoke(appId, 'git');
     await until('git gone', async () => (await getJson(ctx.host, ctx.port, '/which?name=git')).body.path === null);
   });
 
   it('killed from outside: crashed with the exit in the event, app:crashed, then restarted with backoff', async () => {
-    const ctx = rl.inspect(id).context as any;
+    const ctx = (await rl.inspect(id)).context as any;
     if (sandbox === 'proot') process.kill(-ctx.pid, 'SIGKILL');
     else await (await import('../../support/docker.ts')).docker.getContainer(ctx.containerId).kill();
-    await until('crash recorded', () => rl.events(id).some((e) => e.type === 'instance.crashed'), 20_000);
-    const crash = rl.events(id).find((e) => e.type === 'instance.crashed')!;
+    await until('crash recorded', async () => (await rl.events(id)).some((e) => e.type === 'instance.crashed'), 20_000);
+    const crash = (await rl.events(id)).find((e) => e.type === 'instance.crashed')!;
     if (sandbox === 'container') expect(crash.data).toMatchObject({ reason: 'exit', exitCode: 137 });
     else expect(crash.data).toMatchObject({ reason: 'exit', signal: 'SIGKILL' });
     await until('app:crashed', () => crashed.find((c) => c.instanceId === id));
     // on-failure: the restart is a timer whose firing is an event, then a fresh spawn reaches running
-    await until('running again', () => rl.inspect(id).state === 'running' && rl.inspect(id).version > 8, 40_000);
-    const types = rl.events(id).map((e) => e.type);
+    await until('running again', async () => (await rl.inspect(id)).state === 'running' && (await rl.inspect(id)).version > 8, 40_000);
+    const types = (await rl.events(id)).map((e) => e.type);
     const i = types.indexOf('instance.crashed');
     expect(types.slice(i, i + 6)).toEqual(['instance.crashed', 'instance.restart-scheduled', 'instance.restart-due', 'instance.spawned', 'instance.healthy', 'instance.running']);
-    const now = rl.inspect(id).context as any;
+    const now = (await rl.inspect(id)).context as any;
     expect(now.restarts).toBe(1);
     expect(sandbox === 'proot' ? now.pid !== ctx.pid : now.containerId !== ctx.containerId).toBe(true);
   });
 
   it('stops gracefully (onStop, SIGTERM) and releases everything', async () => {
-    const ctx = rl.inspect(id).context as any;
+    const ctx = (await rl.inspect(id)).context as any;
     const view = await rl.stop(id);
     expect(view.state).toBe('stopped');
-    expect(rl.events(id).at(-1)).toMatchObject({ type: 'instance.exited' });
+    expect((await rl.events(id)).at(-1)).toMatchObject({ type: 'instance.exited' });
     // What it printed stays readable once it has stopped (the first place to look after a stop or a crash).
     const lines: string[] = [];
     for await (const l of rl.logs(id)) lines.push(l.line);
@@ -122,7 +122,7 @@ describe.each(['proot', 'container'] as const)('%s sandbox', (sandbox) => {
     const err = await rl.spawnApp({ appDir: dir }).catch((e) => e);
     expect(err).toMatchObject({ code: 'SPAWN_FAILED' });
     expect(err.message).toMatch(new RegExp(`${liarId.replace(/\./g, '\\.')} on port \\d+: health identity mismatch \\(expected appId=${liarId.replace(/\./g, '\\.')}, got appId=com\\.example\\.squatter\\)\\. Another process is likely squatting this port\\.`));
-    const view = rl.inspect(err.details.instanceId);
+    const view = await rl.inspect(err.details.instanceId);
     expect(view.state).toBe('crashed.down'); // a mismatch is not retried
     expect((view.context as any).lastCrash.reason).toBe('identity-mismatch');
     if (sandbox === 'container') {
@@ -140,11 +140,11 @@ describe('bad manifests are refused before anything is spawned', () => {
     ['tools not a list', { tools: 'bash' }, /tools/],
     ['unknown tool names', { tools: ['bash', 'rm-rf'] }, /rm-rf/],
   ])('%s', async (_name, overrides, message) => {
-    const before = rl.list({ all: true }).length;
+    const before = (await rl.list({ all: true })).length;
     const err = await rl.spawnApp({ appDir: appDir({ appId: 'com.example.bad', ...overrides }) }).catch((e) => e);
     expect(err.code).toMatch(/^MANIFEST_INVALID$/);
     expect(err.message).toMatch(message);
-    expect(rl.list({ all: true }).length).toBe(before);
+    expect((await rl.list({ all: true })).length).toBe(before);
   });
 
   it("raw without entrypoint.sh fails with the seed's text", async () => {

@@ -13,9 +13,9 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { nodeLoads } from '../../../src/supervisor/cluster/nodes.ts';
 import { publishCode } from '../../../src/supervisor/executions/publishing.ts';
 import { PgHostStore } from '../../../src/store/postgres/host-store.ts';
-import { nodeLoads } from '../../../src/store/postgres/nodes.ts';
 import { HELLO_APP_DIR, requireDockerAppBase, until } from '../../support/apps.ts';
 import { cliArgs, REPO } from '../../support/cli.ts';
 import { runCli, type CliResult } from '../../support/cli-process.ts';
@@ -83,9 +83,9 @@ describe('hand-over of stop, kill, logs and exec --node between cluster nodes', 
     for (const r of beats) expect(r.skew_ms, r.node).toBeLessThan(30_000);
     const skewed = await PgHostStore.open({ url: store, pollMs: 0 });
     try {
-      await skewed.writeNode({ node: 'skewed', pid: 1, startedAt: '2001-01-01T00:00:00.000Z', beatAt: '2001-01-01T00:00:00.000Z', intervalMs: 5000, stoppedAt: null });
+      await skewed.writeHeartbeat({ node: 'skewed', pid: 1, startedAt: '2001-01-01T00:00:00.000Z', beatAt: '2001-01-01T00:00:00.000Z', intervalMs: 5000, stoppedAt: null });
       await cluster.sql("INSERT INTO nodes (node, pid, host, started_at, beat_at, interval_ms, stopped_at) VALUES ('quiet', 1, 'h', '2026-01-01T00:00:00.000Z', to_char((clock_timestamp() - interval '1 minute') AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 5000, NULL)");
-      const loads = new Map((await nodeLoads(skewed.pg)).map((n) => [n.node, n.live]));
+      const loads = new Map(nodeLoads(await skewed.clusterRecords()).map((n) => [n.node, n.live]));
       expect(Object.fromEntries(loads)).toMatchObject({ a: true, b: true, c: true, skewed: true, quiet: false });
       await cluster.sql("DELETE FROM nodes WHERE node IN ('skewed', 'quiet')");
     } finally {

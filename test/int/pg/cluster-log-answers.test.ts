@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import type { PgHostStore } from '../../../src/store/postgres/host-store.ts';
+import { collect } from '../../../src/store/port.ts';
 import { requireProot, until } from '../../support/apps.ts';
 import { helloApp } from '../../support/child-supervisor.ts';
 import { cleanupClusters, createCluster } from '../../support/cluster-fixture.ts';
@@ -113,8 +114,10 @@ describe('answers that match the log', () => {
               refused = err;
             }
             // The lease still names this node with its token: the node picks it up again at its next beat.
-            pg.pickUpSoon();
-            await pg.beat();
+            const leasing = pg.leasing;
+            if (!leasing) throw new Error('a node opened with a name has leases');
+            leasing.pickUpSoon();
+            await leasing.beat();
             await until('x holds the execution again', () => rl.host.holds(stream), 10_000, 20);
             reported = true;
             // As the real effects do: a failure reported after a refused result.
@@ -129,7 +132,7 @@ describe('answers that match the log', () => {
       await until('the effect reported its failure', () => reported, 60_000, 20);
       await rl.host.settled('execution', executionId);
       expect(refused).toMatchObject({ code: 'FENCED' });
-      const appended = rl.store.read(`execution-${executionId}`);
+      const appended = await collect(rl.store.readStream(`execution-${executionId}`));
       expect(appended.filter((e) => e.type === 'execution.failed' || (e.data as { code?: unknown }).code === 'FENCED'), JSON.stringify(appended)).toEqual([]);
       // The node that owns it again decides from the log: here it is cancelled, and that is the outcome.
       await rl.send('execution', executionId, { type: 'execution.cancel-requested', data: {} });

@@ -9,10 +9,11 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { inspectActor } from '../../../src/inspect/inspection.ts';
-import { archiveStoreUrl, startRetentionOn } from '../../../src/supervisor/retention/retention.ts';
-import type { ArchiveStep } from '../../../src/store/sqlite/archive.ts';
+import { archiveStoreUrl, startRetention } from '../../../src/supervisor/retention/retention.ts';
+import type { ArchiveStep } from '../../../src/store/capabilities.ts';
 import { ARCHIVE_LOCK_CLASS } from '../../../src/store/postgres/schema.ts';
 import { PgHostStore } from '../../../src/store/postgres/host-store.ts';
+import { collect } from '../../../src/store/port.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 import { testSchema, usePostgres } from '../../support/postgres.ts';
 import { writeRetentionLog, type BuiltActor } from '../../support/retention-log.ts';
@@ -32,12 +33,14 @@ async function withStore<T>(store: string, fn: (s: PgHostStore) => T | Promise<T
 }
 
 const answers = (store: string): Promise<Truth> =>
-  withStore(store, (s) =>
-    new Map(s.listActors({ all: true }).map((r) => {
-      const v = inspectActor(s, r.id);
-      return [r.id, { state: v.state, version: v.version, context: v.context }];
-    })),
-  );
+  withStore(store, async (s) => {
+    const truth: Truth = new Map();
+    for (const r of await s.listActors({ all: true })) {
+      const v = await inspectActor(s, r.id);
+      truth.set(r.id, { state: v.state, version: v.version, context: v.context });
+    }
+    return truth;
+  });
 
 const cutoffAfter = (actors: BuiltActor[], n: number): string => new Date(Date.parse(actors.filter((a) => !a.live)[n - 1]!.endedAt) + 30_000).toISOString();
 
@@ -77,13 +80,13 @@ describe('runlog archive on PostgreSQL', () => {
     expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.chain_gaps`)).rows[0].n).toBeGreaterThan(0);
 
     // A fresh copy of the log (what a supervisor starting now reads): archived actors listed with where they went.
-    await withStore(store, (s) => {
+    await withStore(store, async (s) => {
       for (const a of actors) {
-        const row = s.getActor(a.id)!;
+        const row = (await s.getActor(a.id))!;
         const gone = archived.includes(a);
-        expect(s.streamVersion(row.stream), a.id).toBe(gone ? 0 : truth.get(a.id)!.version);
+        expect(await s.streamVersion(row.stream), a.id).toBe(gone ? 0 : truth.get(a.id)!.version);
         expect(row.archived, a.id).toEqual(gone ? { file: out, at: expect.any(String) } : undefined);
-        if (!gone) expect(inspectActor(s, a.id)).toMatchObject({ state: truth.get(a.id)!.state, context: truth.get(a.id)!.context });
+        if (!gone) expect(await inspectActor(s, a.id)).toMatchObject({ state: truth.get(a.id)!.state, context: truth.get(a.id)!.context });
       }
     });
     const ps = await runCli(['ps', '--all', '--store', store, '--json']);
@@ -103,21 +106,21 @@ describe('runlog archive on PostgreSQL', () => {
     // A reader following the log by position (a supervisor's copy) across a run that archives the log's tail.
     const follower = await PgHostStore.open({ url: store, pollMs: 50, maxConnections: 2 });
     try {
-      const headBefore = follower.lastSeq();
+      const headBefore = await follower.lastSeq();
       const third = await archive(store, home, '2030-01-01T00:00:00.000Z', join(home, 'third.jsonl.gz'));
       expect(third).toMatchObject({ actors: 5, lastSeq: headBefore }); // the tail went
       expect(await verify(store)).toMatchObject({ code: 0, report: { ok: true, archives: 3, findings: [] } });
       // A fresh copy after the tail went appends above it (a position is never given twice) and the follower sees it.
       await withStore(store, async (s) => {
-        expect(s.lastSeq()).toBeLessThan(headBefore);
-        const r = await s.append('instance-inst_after', [{ type: 'instance.requested', data: { spec: { instanceId: 'inst_after' } } } as never], { expectedVersion: 'no-stream' });
+        expect(await s.lastSeq()).toBeLessThan(headBefore);
+        const r = await s.appendToStream('instance-inst_after', [{ type: 'instance.requested', data: { spec: { instanceId: 'inst_after' } } } as never], { expectedVersion: 'no-stream' });
         expect(r.events[0]!.seq).toBe(headBefore + 1);
-        expect(s.read('instance-inst_after').map((e) => e.seq)).toEqual([headBefore + 1]);
+        expect((await collect(s.readStream('instance-inst_after'))).map((e) => e.seq)).toEqual([headBefore + 1]);
         // The tail check a supervisor makes at start passes across the holes.
-        expect(await s.pg.verifyChain({ afterSeq: s.lastSeq() - 3 })).toMatchObject({ ok: true, lastSeq: headBefore + 1 });
+        expect(await s.verifyChain({ afterSeq: (await s.lastSeq()) - 3 })).toMatchObject({ ok: true, lastSeq: headBefore + 1 });
       });
-      for (let i = 0; i < 100 && follower.lastSeq() < headBefore + 1; i++) await new Promise((r) => setTimeout(r, 50));
-      expect(follower.readAll({ afterSeq: headBefore }).map((e) => e.stream)).toEqual(['instance-inst_after']);
+      for (let i = 0; i < 100 && (await follower.lastSeq()) < headBefore + 1; i++) await new Promise((r) => setTimeout(r, 50));
+      expect((await collect(follower.readAll({ from: headBefore + 1 }))).map((e) => e.stream)).toEqual(['instance-inst_after']);
     } finally {
       await follower.close();
     }
@@ -141,10 +144,22 @@ describe('runlog archive on PostgreSQL', () => {
     expect(await archive(store, home, cutoffAfter(actors, 6), join(home, 'free.jsonl.gz'))).toMatchObject({ actors: 6 });
   }, 120_000);
 
+  it("a store's own archive run (the Archiving capability) lists what it archived with where the events went, without reopening", async () => {
+    const { store, home, actors } = await newLog(6, 1);
+    const before = cutoffAfter(actors, 4);
+    const archived = actors.filter((a) => !a.live && a.endedAt < before);
+    expect(archived).toHaveLength(4);
+    const out = join(home, 'own.jsonl.gz');
+    await withStore(store, async (s) => {
+      expect(await s.archiveEnded({ before, out })).toMatchObject({ file: out, actors: 4, vacuum: 'plain' });
+      for (const a of actors) expect((await s.getActor(a.id))?.archived, a.id).toEqual(archived.includes(a) ? { file: out, at: expect.any(String) } : undefined);
+    });
+    expect(await verify(store)).toMatchObject({ code: 0, report: { ok: true, archives: 1, findings: [] } });
+  }, 120_000);
+
   it("serve --retain's schedule on PostgreSQL: skips a run while another node archives, archives once it is free", async () => {
     const { schema, store, home } = await newLog(6, 1);
-    const { PgEventStore } = await import('../../../src/store/postgres/event-store.ts');
-    const pgStore = await PgEventStore.open({ url: db.url, schema, maxConnections: 2 });
+    const pgStore = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2 });
     const said: string[] = [];
     const heard = async (re: RegExp): Promise<void> => {
       for (let i = 0; i < 200 && !said.some((m) => re.test(m)); i++) await new Promise((r) => setTimeout(r, 50));
@@ -154,14 +169,14 @@ describe('runlog archive on PostgreSQL', () => {
       await db.admin.query('SELECT pg_advisory_lock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
       let stop: () => void;
       try {
-        stop = await startRetentionOn({ pg: pgStore }, home, { retainMs: 86_400_000 }, (m) => said.push(m));
+        stop = startRetention(pgStore, home, { retainMs: 86_400_000 }, (m) => said.push(m));
         await heard(/another node is archiving this log/);
         stop();
       } finally {
         await db.admin.query('SELECT pg_advisory_unlock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
       }
       expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.tombstones`)).rows).toEqual([{ n: 0 }]);
-      stop = await startRetentionOn({ pg: pgStore }, home, { retainMs: 86_400_000 }, (m) => said.push(m));
+      stop = startRetention(pgStore, home, { retainMs: 86_400_000 }, (m) => said.push(m));
       await heard(/^retention: archived 6 actors/);
       stop();
     } finally {
@@ -280,11 +295,11 @@ describe('archive on PostgreSQL under SIGKILL', () => {
 
     // The killed session's transaction and locks are gone with it: the log is whole, and a supervisor's copy agrees.
     expect(await verify(store)).toMatchObject({ code: 0, report: { ok: true, findings: [] } });
-    await withStore(store, (s) => {
+    await withStore(store, async (s) => {
       for (const a of actors) {
-        const row = s.getActor(a.id)!;
+        const row = (await s.getActor(a.id))!;
         const gone = archived && candidates.includes(a);
-        expect(s.streamVersion(row.stream), `${a.id} after a kill at ${step}`).toBe(gone ? 0 : truth.get(a.id)!.version);
+        expect(await s.streamVersion(row.stream), `${a.id} after a kill at ${step}`).toBe(gone ? 0 : truth.get(a.id)!.version);
         expect(Boolean(row.archived), `${a.id}: tombstone after a kill at ${step}`).toBe(gone);
       }
     });

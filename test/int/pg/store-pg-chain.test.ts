@@ -5,7 +5,7 @@
 // transaction.
 import { describe, expect, it } from 'vitest';
 import { GENESIS, eventHash } from '../../../src/store/chain.ts';
-import type { SnapshotRecord } from '../../../src/store/event-store.ts';
+import type { SnapshotRecord } from '../../../src/store/port.ts';
 import { PgEventStore } from '../../../src/store/postgres/event-store.ts';
 import { PG_LATEST_SCHEMA, PG_MIGRATIONS } from '../../../src/store/postgres/schema.ts';
 import { testSchema, usePostgres } from '../../support/postgres.ts';

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FencedError } from '../../../src/domain/errors.ts';
 import { PgHostStore } from '../../../src/store/postgres/host-store.ts';
+import { collect } from '../../../src/store/port.ts';
 import { dropSchemas, requirePostgres, testSchema } from '../../support/postgres.ts';
 
 let url = '';
@@ -32,40 +33,40 @@ describe('fenced appends on PostgreSQL', () => {
     const a = await node(schema, 'a', 400);
     const b = await node(schema, 'b', 400);
     const stream = 'instance-f1';
-    await a.append(stream, [ev('instance.requested')], { expectedVersion: 'no-stream' });
-    expect(a.leases!.owns(stream)).toBe(true);
+    await a.appendToStream(stream, [ev('instance.requested')], { expectedVersion: 'no-stream' });
+    expect(a.leasing!.leases.owns(stream)).toBe(true);
     // b cannot append to a's actor (it holds no lease: refused before it is sent).
-    await expect(b.append(stream, [ev('x')], { expectedVersion: 1 })).rejects.toBeInstanceOf(FencedError);
+    await expect(b.appendToStream(stream, [ev('x')], { expectedVersion: 1 })).rejects.toBeInstanceOf(FencedError);
 
     // a is "paused": it does not renew. Past the expiry its append is refused though nobody took the lease yet.
     await sleep(700);
-    expect(a.leases!.owns(stream)).toBe(true); // a still believes it owns it
-    const refused = await a.appendMany([{ stream, events: [ev('instance.spawned')], options: { expectedVersion: 1 } }]);
+    expect(a.leasing!.leases.owns(stream)).toBe(true); // a still believes it owns it
+    const refused = await a.appendMany([{ stream, events: [ev('instance.spawned')], expectedVersion: 1 }]);
     expect(refused[0]).toMatchObject({ ok: false });
     expect((refused[0] as { error: Error }).error).toBeInstanceOf(FencedError);
-    expect(a.leases!.owns(stream)).toBe(false); // and it lets go
+    expect(a.leasing!.leases.owns(stream)).toBe(false); // and it lets go
 
     // b takes it over and appends; a, woken and trying again, is refused; the stream holds b's event only.
-    const taken = await b.leases!.takeExpired();
+    const taken = await b.leasing!.leases.takeExpired();
     expect(taken).toEqual([expect.objectContaining({ stream, previous: 'a' })]);
-    await b.append(stream, [ev('instance.lost')], { expectedVersion: 1 });
-    await expect(a.append(stream, [ev('instance.spawned')], { expectedVersion: 2 })).rejects.toBeInstanceOf(FencedError);
+    await b.appendToStream(stream, [ev('instance.lost')], { expectedVersion: 1 });
+    await expect(a.appendToStream(stream, [ev('instance.spawned')], { expectedVersion: 2 })).rejects.toBeInstanceOf(FencedError);
     await b.poll();
-    expect(b.read(stream).map((e) => e.type)).toEqual(['instance.requested', 'instance.lost']);
+    expect((await collect(b.readStream(stream))).map((e) => e.type)).toEqual(['instance.requested', 'instance.lost']);
     // Renewal tells a what it lost; b's renewal keeps its own.
-    expect(await b.leases!.renew()).toEqual([]);
+    expect(await b.leasing!.leases.renew()).toEqual([]);
   });
 
   it("a node that comes back with its name reclaims its unexpired leases with new tokens (an older incarnation's token is fenced)", async () => {
     const schema = testSchema('fence');
     const old = await node(schema, 'a', 5000);
-    await old.append('instance-f2', [ev('instance.requested')], { expectedVersion: 'no-stream' });
+    await old.appendToStream('instance-f2', [ev('instance.requested')], { expectedVersion: 'no-stream' });
     const again = await node(schema, 'a', 5000);
-    expect(again.leases!.owns('instance-f2')).toBe(true);
-    await again.append('instance-f2', [ev('instance.spawned')], { expectedVersion: 1 });
-    await expect(old.append('instance-f2', [ev('instance.spawned')], { expectedVersion: 2 })).rejects.toBeInstanceOf(FencedError);
+    expect(again.leasing!.leases.owns('instance-f2')).toBe(true);
+    await again.appendToStream('instance-f2', [ev('instance.spawned')], { expectedVersion: 1 });
+    await expect(old.appendToStream('instance-f2', [ev('instance.spawned')], { expectedVersion: 2 })).rejects.toBeInstanceOf(FencedError);
     // Facts (not actor streams) are not leased.
-    await old.append('reconciler', [ev('reconciler.discovered')], { expectedVersion: 'any' });
+    await old.appendToStream('reconciler', [ev('reconciler.discovered')], { expectedVersion: 'any' });
   });
   it('a claim retried after its first try committed (reply lost) keeps the lease it holds; a claim of a stream another node holds takes nothing', async () => {
     const schema = testSchema('fence');

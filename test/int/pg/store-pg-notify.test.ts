@@ -32,8 +32,8 @@ describe('PostgreSQL subscriptions hear other processes\' commits (LISTEN/NOTIFY
     const sub = reader.subscribe({ from: 1, pollMs: HOUR }, (e) => void heard.push(e.seq));
     closers.push(() => sub.close());
     const followed: RecordedEvent[] = [];
-    const off = follower.subscribe({ afterSeq: 0, pollMs: HOUR }, (e) => void followed.push(e));
-    closers.push(async () => off());
+    const followSub = follower.subscribe({ from: 1, pollMs: HOUR }, (e) => void followed.push(e));
+    closers.push(() => followSub.close());
     // Both have read the (empty) log once and now wait on a timer an hour long.
     await new Promise((r) => setTimeout(r, 500));
 

@@ -1,13 +1,14 @@
 // A supervisor on PostgreSQL holds live actors, not the fleet's history (postgres/host-store.ts, log-copy.ts): against the
 // real server, a log of ended actors (the golden histories, written through the real store with the real actors
-// projection) and one live actor. Ended actors' events are not held by the supervisor's store — a synchronous read
-// of one says PAGED_OUT rather than answer short — while the HTTP API, `runlog events/inspect/replay/export
-// --store` and the store's async reads return every history exactly as the whole copy (what every supervisor held
-// before) does; the live actor is still held and rehydrates.
+// projection) and one live actor. Ended actors' events are not held in the supervisor's memory, yet every read of
+// them is complete: the store reads what it does not hold from the database (copy-reads.ts) — an ended actor's
+// history, the log from its first position, a subscription from there — and answers exactly as the whole copy
+// (what every supervisor held before) does, through the port, the library, the HTTP API and `runlog
+// events/inspect/replay/export --store`; the live actor is still held and rehydrates.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { ActorHost } from '../../../src/supervisor/host/actor-host.ts';
 import { actorsProjection, ACTORS_PROJECTION } from '../../../src/supervisor/host/actors-projection.ts';
 import { createBus } from '../../../src/supervisor/host/bus.ts';
@@ -19,6 +20,7 @@ import { archiveEndedPg } from '../../../src/store/postgres/archive.ts';
 import { PgEventStore } from '../../../src/store/postgres/event-store.ts';
 import type { RecordedEvent } from '../../../src/domain/events.ts';
 import { PgHostStore, splitStoreUrl } from '../../../src/store/postgres/host-store.ts';
+import { collect } from '../../../src/store/port.ts';
 import { openInspectionLog } from '../../../src/cli/inspection-log.ts';
 import { runCli } from '../../support/cli-process.ts';
 import { endedHistories, writeEndedActors, type EndedActor } from '../../support/pg-ended-log.ts';
@@ -54,8 +56,31 @@ async function writeLiveInstance(url: string, id: string): Promise<string> {
   return `instance-${id}`;
 }
 
-describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
-  it('holds live actors and recent events only; every ended history is still read whole (API, CLI, async reads)', { timeout: 300_000 }, async () => {
+/** How many times the store went to the database for events (its event store's reads), while `fn` ran. */
+async function databaseReads<T>(store: PgHostStore, fn: () => Promise<T>): Promise<{ result: T; reads: number }> {
+  const stream = vi.spyOn(store.pg, 'readStream');
+  const all = vi.spyOn(store.pg, 'readAll');
+  try {
+    const result = await fn();
+    return { result, reads: stream.mock.calls.length + all.mock.calls.length };
+  } finally {
+    stream.mockRestore();
+    all.mockRestore();
+  }
+}
+
+/** Every event a subscription from `from` delivers up to the store's head, in order; then it is closed. */
+async function subscribed(store: PgHostStore, from: number): Promise<{ events: RecordedEvent[]; position: number }> {
+  const head = await store.lastSeq();
+  const events: RecordedEvent[] = [];
+  const sub = store.subscribe({ from, pollMs: 20 }, (e) => void events.push(e));
+  await expect.poll(() => sub.position, { timeout: 60_000 }).toBe(head);
+  await sub.close();
+  return { events, position: sub.position };
+}
+
+describe('the PostgreSQL supervisor pages ended actors out of memory, and its reads stay complete', () => {
+  it('holds live actors and recent events only; every ended history and the log from its start are read whole from the database (port, library, API, CLI)', { timeout: 300_000 }, async () => {
     const store = `${pgt.url}?schema=${testSchema('paging')}`;
     const early = await writeEndedActors(store, 40, { prefix: 'pgpage_a' });
     const liveStream = await writeLiveInstance(store, 'pgpage_live');
@@ -67,6 +92,8 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
     const whole = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2 });
     opened.push(whole);
     expect(whole.heldEvents).toBe(total);
+    const wholeLog = await collect(whole.readAll());
+    expect(wholeLog).toHaveLength(total);
     // The supervisor's store, with a window of the newest 50 positions.
     const paged = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2, projections: [actorsProjection()], actorRows: { projection: ACTORS_PROJECTION }, pageOut: { keepRecent: 50 } });
     opened.push(paged);
@@ -74,40 +101,49 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
     // What it holds: the live actor (old as its events are) and the newest positions; no early ended actor.
     expect(paged.heldEvents).toBeLessThanOrEqual(50 + 2);
     expect(paged.heldEvents).toBeLessThan(total / 4);
-    expect(paged.read(liveStream)).toEqual(whole.read(liveStream));
+    const held = paged.heldEvents;
+    expect(await databaseReads(paged, () => collect(paged.readStream(liveStream)))).toEqual({ result: await collect(whole.readStream(liveStream)), reads: 0 });
+    // An ended actor's history and the log from its first position: whole, read from the database.
     const first = early[0]!;
-    expect(() => paged.read(first.stream)).toThrow(expect.objectContaining({ code: 'PAGED_OUT' }));
-    expect(() => [...paged.iterateEvents({ stream: first.stream })]).toThrow(expect.objectContaining({ code: 'PAGED_OUT' }));
-    expect(() => paged.readAll({ afterSeq: 0, limit: 10 })).toThrow(expect.objectContaining({ code: 'PAGED_OUT' }));
-    expect(() => paged.subscribe({ afterSeq: 0 }, () => undefined)).toThrow(expect.objectContaining({ code: 'PAGED_OUT' }));
+    expect(await databaseReads(paged, () => collect(paged.readStream(first.stream)))).toEqual({ result: await collect(whole.readStream(first.stream)), reads: 1 });
+    expect(await collect(paged.readStream(first.stream, { from: 2, to: 3 }))).toEqual(await collect(whole.readStream(first.stream, { from: 2, to: 3 })));
+    const fromStart = await databaseReads(paged, () => collect(paged.readAll()));
+    expect(fromStart.result).toEqual(wholeLog);
+    expect(fromStart.reads).toBeGreaterThan(0);
+    expect(await collect(paged.readAll({ from: 1, limit: 10 }))).toEqual(wholeLog.slice(0, 10));
+    expect(await collect(paged.readAll({ from: 38, limit: 20 }))).toEqual(wholeLog.slice(37, 57));
+    // The newest positions come from memory.
+    const tail = wholeLog.at(-10)!.seq;
+    expect(await databaseReads(paged, () => collect(paged.readAll({ from: tail })))).toEqual({ result: wholeLog.slice(-10), reads: 0 });
+    // A subscription from the log's start delivers every event once, in order (its early pages from the database).
+    expect(await subscribed(paged, 1)).toEqual({ events: wholeLog, position: wholeLog.at(-1)!.seq });
+    // Nothing read from the database stays in memory.
+    expect(paged.heldEvents).toBe(held);
     // What ps, status and resolveActor need is all there.
-    expect(paged.listActors({ all: true })).toEqual(whole.listActors({ all: true }));
-    expect(paged.listActors()).toEqual(whole.listActors());
-    expect(paged.streams()).toEqual(whole.streams());
-    for (const a of ended) expect(paged.streamVersion(a.stream)).toBe(a.events);
+    expect(await paged.listActors({ all: true })).toEqual(await whole.listActors({ all: true }));
+    expect(await paged.listActors()).toEqual(await whole.listActors());
+    expect(await paged.listStreams()).toEqual(await whole.listStreams());
+    for (const a of ended) expect(await paged.streamVersion(a.stream)).toBe(a.events);
 
     // The live actor rehydrates from it (a host with no effects: what start-up reads).
-    const host = new ActorHost({ store: paged, bus: createBus(), machines, effects: null });
-    const live = host.rehydrate();
+    const host = new ActorHost({ store: paged, reconnecting: paged, bus: createBus(), machines, effects: null });
+    const live = await host.rehydrate();
     expect(live.map((a) => a.stream)).toEqual([liveStream]);
-    expect(stateName(live[0]!.snapshot)).toBe(inspectActor(whole, 'pgpage_live').state);
-    expect(inspectActor(paged, 'pgpage_live')).toEqual(inspectActor(whole, 'pgpage_live'));
+    expect(stateName(live[0]!.snapshot)).toBe((await inspectActor(whole, 'pgpage_live')).state);
+    expect(await inspectActor(paged, 'pgpage_live')).toEqual(await inspectActor(whole, 'pgpage_live'));
 
-    // Read asynchronously, every ended history is whole and the same.
+    // The library's queries of ended actors answer as the whole copy's.
     for (const a of [first, early[17]!, late[39]!]) {
-      await paged.pageIn(a.stream);
-      expect(paged.read(a.stream)).toEqual(whole.read(a.stream));
-      expect(inspectActor(paged, a.id)).toEqual(inspectActor(whole, a.id));
-      expect(replayActor(paged, a.id)).toEqual(replayActor(whole, a.id));
+      expect(await inspectActor(paged, a.id)).toEqual(await inspectActor(whole, a.id));
+      expect(await replayActor(paged, a.id)).toEqual(await replayActor(whole, a.id));
     }
-    expect(await paged.readAllAsync({ afterSeq: 0, limit: 1000 })).toEqual(whole.readAll({ afterSeq: 0, limit: 1000 }));
-    expect(await paged.readAllAsync({ afterSeq: 37, limit: 20 })).toEqual(whole.readAll({ afterSeq: 37, limit: 20 }));
-    // A dispatch to an ended, paged-out actor reads its history first: the machine decides as before (the host
-    // here supervises no lease, so the refusal is recorded like on a single supervisor).
-    const before = whole.streamVersion(early[3]!.stream);
+    // A dispatch to an ended, paged-out actor reads its history: the machine decides as before (the host here
+    // supervises no lease, so the refusal is recorded like on a single supervisor).
+    const before = await whole.streamVersion(early[3]!.stream);
     await expect(host.dispatchExternal(early[3]!.kind, early[3]!.id, { type: `${early[3]!.kind}.nonsense`, data: {} })).resolves.toMatchObject({ accepted: false });
-    expect(paged.streamVersion(early[3]!.stream)).toBe(before + 1);
-    expect(paged.read(early[3]!.stream, { from: before + 1 })[0]!.type).toBe(`${early[3]!.kind}.rejected`);
+    expect(await paged.streamVersion(early[3]!.stream)).toBe(before + 1);
+    expect((await collect(paged.readStream(early[3]!.stream, { from: before + 1 })))[0]!.type).toBe(`${early[3]!.kind}.rejected`);
+    expect(await collect(paged.readStream(early[3]!.stream, { to: before }))).toEqual(await collect(whole.readStream(early[3]!.stream)));
     await whole.poll();
 
     // A supervisor (createRunlog supervising as node n1, as `runlog serve --store` opens it) and its HTTP API.
@@ -117,14 +153,12 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
     opened.push(rl);
     const supStore = rl.store as PgHostStore;
     expect(supStore.heldEvents).toBeLessThan(total / 4);
-    expect(() => supStore.read(first.stream)).toThrow(expect.objectContaining({ code: 'PAGED_OUT' }));
-    // The library's synchronous reads of a paged-out actor say so; pageIn makes them whole.
-    expect(() => rl.inspect(early[3]!.id)).toThrow(expect.objectContaining({ code: 'PAGED_OUT' }));
-    await rl.pageIn(early[3]!.id);
-    expect(asJson(rl.inspect(early[3]!.id))).toEqual(asJson(inspectActor(whole, early[3]!.id)));
-    expect(asJson(rl.events(early[3]!.id))).toEqual(asJson(whole.read(early[3]!.stream)));
-    expect(asJson(rl.replay(early[3]!.id))).toEqual(asJson(replayActor(whole, early[3]!.id)));
-    await expect(rl.pageIn('no-such-actor')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    expect(await collect(supStore.readStream(first.stream))).toEqual(await collect(whole.readStream(first.stream)));
+    // The library's reads of an ended actor are whole.
+    expect(asJson(await rl.inspect(early[3]!.id))).toEqual(asJson(await inspectActor(whole, early[3]!.id)));
+    expect(asJson(await rl.events(early[3]!.id))).toEqual(asJson(await collect(whole.readStream(early[3]!.stream))));
+    expect(asJson(await rl.replay(early[3]!.id))).toEqual(asJson(await replayActor(whole, early[3]!.id)));
+    await expect(rl.inspect('no-such-actor')).rejects.toMatchObject({ code: 'NOT_FOUND' });
     const token = 'pgpage-token-0123456789abcdef';
     const server: RunningServer = await startServer({ runlog: rl, host: '127.0.0.1', port: 0, token });
     opened.push(server);
@@ -135,17 +169,18 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
       return body;
     };
     for (const a of [first, early[5]!, late[20]!]) {
-      expect(await api(`/api/actors/${a.id}`)).toMatchObject(asJson(inspectActor(whole, a.id)) as object);
-      expect((await api(`/api/actors/${a.id}/events`)).events).toEqual(asJson(whole.read(a.stream)));
+      expect(await api(`/api/actors/${a.id}`)).toMatchObject(asJson(await inspectActor(whole, a.id)) as object);
+      expect((await api(`/api/actors/${a.id}/events`)).events).toEqual(asJson(await collect(whole.readStream(a.stream))));
       // A page of steps (all of them here) and where its fold started (`from`), besides the whole replay's answer.
       const replayed = await api(`/api/actors/${a.id}/replay`);
-      expect(replayed).toMatchObject(asJson(replayActor(whole, a.id)) as object);
+      expect(replayed).toMatchObject(asJson(await replayActor(whole, a.id)) as object);
       expect(replayed.next).toBeNull();
     }
-    expect((await api('/api/events?afterSeq=0&limit=1000')).events).toEqual(asJson(whole.readAll({ afterSeq: 0, limit: 1000 })));
+    const wholeNow = await collect(whole.readAll());
+    expect((await api('/api/events?afterSeq=0&limit=1000')).events).toEqual(asJson(wholeNow.slice(0, 1000)));
     expect((await api('/api/actors?all=true')).actors).toHaveLength(ended.length + 1);
     // The whole-log event stream from the start: its early pages are read from PostgreSQL, the rest from memory.
-    const want = asJson(whole.readAll({ afterSeq: 0 })) as { seq: number }[];
+    const want = asJson(wholeNow) as { seq: number }[];
     const abort = new AbortController();
     const sse = await fetch(new URL('/api/events/stream?afterSeq=0', server.url), { headers: { authorization: `Bearer ${token}` }, signal: abort.signal });
     expect(sse.status).toBe(200);
@@ -170,9 +205,9 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
 
     // The one-shot commands, by --store, give every ended actor's history in full. They open the log as a
     // supervisor does, without the recent window (inspection-log.ts): a summary row per ended actor, whose history
-    // a command reading that actor pages in; `events --all` reads what the copy lacks a page at a time.
+    // a command reads from the database; `events --all` reads what memory lacks a page at a time.
     const logArgs = { home: undefined, db: undefined, store };
-    const oneShot = (await openInspectionLog(logArgs)) as PgHostStore;
+    const oneShot = (await openInspectionLog(logArgs)).store as PgHostStore;
     opened.push(oneShot);
     const ref = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2 }); // the whole copy, now: what the commands must answer
     opened.push(ref);
@@ -184,24 +219,28 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
       expect(r.code, r.stderr).toBe(0);
       return r.stdout;
     };
+    const refActors = await ref.listActors({ all: true });
     const psAll = JSON.parse(cli(['ps', '--all', '--json'])) as { id: string; version: number; node?: string | null }[];
-    expect(psAll.map((r) => [r.id, r.version])).toEqual(ref.listActors({ all: true }).map((r) => [r.id, r.version]));
-    expect(psAll.map((r) => r.node)).toEqual(ref.listActors({ all: true }).map((r) => ref.placement(r.stream).node));
+    expect(psAll.map((r) => [r.id, r.version])).toEqual(refActors.map((r) => [r.id, r.version]));
+    expect(psAll.map((r) => r.node)).toEqual(await Promise.all(refActors.map(async (r) => (await ref.placement(r.stream)).node)));
     for (const a of [first, early[3]!, late[39]!]) {
-      expect(jsonLines(cli(['events', a.id, '--json']))).toEqual(asJson(ref.read(a.stream)));
-      expect(JSON.parse(cli(['inspect', a.id, '--json']))).toMatchObject(asJson(inspectActor(ref, a.id)) as object);
-      expect(JSON.parse(cli(['replay', a.id, '--json']))).toMatchObject({ id: a.id, state: replayActor(ref, a.id).state, version: ref.streamVersion(a.stream) });
-      const [header, ...history] = jsonLines(cli(['export', a.id]));
-      expect(header).toMatchObject({ runlog: 'history', id: a.id, version: ref.streamVersion(a.stream) });
-      expect(history).toEqual(asJson(ref.read(a.stream)));
+      const history = await collect(ref.readStream(a.stream));
+      expect(jsonLines(cli(['events', a.id, '--json']))).toEqual(asJson(history));
+      expect(JSON.parse(cli(['inspect', a.id, '--json']))).toMatchObject(asJson(await inspectActor(ref, a.id)) as object);
+      expect(JSON.parse(cli(['replay', a.id, '--json']))).toMatchObject({ id: a.id, state: (await replayActor(ref, a.id)).state, version: await ref.streamVersion(a.stream) });
+      const [header, ...exported] = jsonLines(cli(['export', a.id]));
+      expect(header).toMatchObject({ runlog: 'history', id: a.id, version: await ref.streamVersion(a.stream) });
+      expect(exported).toEqual(asJson(history));
     }
-    expect(jsonLines(cli(['events', '--all', '--json']))).toEqual(asJson(ref.readAll({ afterSeq: 0 })));
-    expect(jsonLines(cli(['events', '--all', '--from', '37', '--to', '120', '--json']))).toEqual(asJson(ref.readAll({ afterSeq: 37 }).filter((e) => e.seq <= 120)));
+    const refLog = await collect(ref.readAll());
+    expect(jsonLines(cli(['events', '--all', '--json']))).toEqual(asJson(refLog));
+    expect(jsonLines(cli(['events', '--all', '--from', '37', '--to', '120', '--json']))).toEqual(asJson(refLog.filter((e) => e.seq > 37 && e.seq <= 120)));
   });
 
   // The open itself (postgres/host-store.ts load): below the recent window it reads one summary row per stream, and the
-  // events of the streams it holds only; ended actors' events there are never read. Every read must answer as a
-  // copy that read the whole log does, and PAGED_OUT exactly where an ended actor's events are below the window.
+  // events of the streams it holds only; ended actors' events there are never read into memory. Every read must
+  // answer as a copy that read the whole log does: from memory where it holds the events, from the database
+  // exactly where an ended actor's events are below the window.
   describe('open reads only what it keeps', () => {
     /** A golden history renamed to `id`, appended in two parts (the first `cut` events, then the rest) when cut is given; meta.node set by `sign(version)`. */
     async function writeHistory(w: PgEventStore, id: string, opts: { sign?: (version: number) => string | undefined; cut?: number } = {}): Promise<{ stream: string; rest: () => Promise<void> }> {
@@ -216,49 +255,40 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
       return { stream, rest: async () => void (cut < events.length ? await w.appendToStream(stream, events.slice(cut), { expectedVersion: cut }) : undefined) };
     }
 
-    /** The lowest position after which the store holds every event (holdsAfter). */
-    const floorOf = (s: PgHostStore): number => {
-      let lo = 0;
-      let hi = s.head;
-      while (lo < hi) {
-        const m = (lo + hi) >>> 1;
-        if (s.holdsAfter(m)) hi = m;
-        else lo = m + 1;
-      }
-      return lo;
-    };
-
-    const code = (fn: () => unknown): unknown => {
-      try {
-        return fn();
-      } catch (err) {
-        return (err as { code?: string }).code ?? err;
-      }
-    };
-
-    /** Every synchronous read of `paged` against `whole`'s: equal, or PAGED_OUT exactly where `pagedOut(e)` says. */
-    function sameReads(paged: PgHostStore, whole: PgHostStore, pagedOut: (e: RecordedEvent) => boolean): void {
+    /**
+     * Every read of `paged` against `whole`'s: equal, from memory where it holds the events, and from the database
+     * exactly where `pagedOut(e)` says (a range that reaches a paged-out event, the log from at or below the highest one).
+     */
+    async function sameReads(paged: PgHostStore, whole: PgHostStore, pagedOut: (e: RecordedEvent) => boolean): Promise<void> {
       expect(paged.head).toBe(whole.head);
-      expect(paged.streams()).toEqual(whole.streams());
-      expect(paged.listActors({ all: true })).toEqual(whole.listActors({ all: true }));
-      expect(paged.readHeartbeat()).toEqual(whole.readHeartbeat());
-      const all = whole.readAll({ afterSeq: 0 });
+      expect(await paged.listStreams()).toEqual(await whole.listStreams());
+      expect(await paged.listActors({ all: true })).toEqual(await whole.listActors({ all: true }));
+      expect(await paged.readHeartbeat()).toEqual(await whole.readHeartbeat());
+      const all = await collect(whole.readAll());
       const floor = Math.max(0, ...all.filter(pagedOut).map((e) => e.seq));
-      expect(floorOf(paged)).toBe(floor);
       expect(paged.heldEvents).toBe(all.filter((e) => !pagedOut(e)).length);
-      expect(paged.readAll({ afterSeq: floor })).toEqual(whole.readAll({ afterSeq: floor }));
-      if (floor > 0) expect(code(() => paged.readAll({ afterSeq: floor - 1 }))).toBe('PAGED_OUT');
-      for (const { stream, version } of whole.streams()) {
-        expect(paged.streamVersion(stream)).toBe(version);
-        expect(paged.placement(stream)).toEqual(whole.placement(stream));
-        expect(paged.latestSnapshot(stream)).toEqual(whole.latestSnapshot(stream));
+      expect(await databaseReads(paged, () => collect(paged.readAll({ from: floor + 1 })))).toEqual({ result: all.filter((e) => e.seq > floor), reads: 0 });
+      if (floor > 0) {
+        const below = await databaseReads(paged, () => collect(paged.readAll({ from: floor })));
+        expect(below.result).toEqual(all.filter((e) => e.seq >= floor));
+        expect(below.reads).toBeGreaterThan(0);
+        expect(await collect(paged.readAll())).toEqual(all);
+      }
+      for (const { stream, version } of await whole.listStreams()) {
+        expect(await paged.streamVersion(stream)).toBe(version);
+        expect(await paged.placement(stream)).toEqual(await whole.placement(stream));
+        expect(await paged.snapshotAtOrBefore(stream)).toEqual(await whole.snapshotAtOrBefore(stream));
         const mine = all.filter((e) => e.stream === stream);
         for (const e of mine) {
-          // From each version on: the held rest, or PAGED_OUT when that version is paged out.
-          expect(code(() => paged.read(stream, { from: e.version }))).toEqual(pagedOut(e) ? 'PAGED_OUT' : whole.read(stream, { from: e.version }));
+          // From each version on: the whole rest, read from the database when that version is paged out.
+          const read = await databaseReads(paged, () => collect(paged.readStream(stream, { from: e.version })));
+          expect(read.result).toEqual(await collect(whole.readStream(stream, { from: e.version })));
+          expect(read.reads > 0, `${stream} from v${e.version}`).toBe(pagedOut(e));
         }
       }
-      for (const r of whole.listActors({ all: true })) expect(paged.getActor(r.id)).toEqual(whole.getActor(r.id));
+      for (const r of await whole.listActors({ all: true })) expect(await paged.getActor(r.id)).toEqual(await whole.getActor(r.id));
+      // Reading all of it held nothing more in memory.
+      expect(paged.heldEvents).toBe(all.filter((e) => !pagedOut(e)).length);
     }
 
     it('summarises ended actors below the window (archived ones, straddling ones, signed ones) and reads everything else; every read answers as the whole copy', { timeout: 300_000 }, async () => {
@@ -308,9 +338,9 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
         const paged = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2, projections: [actorsProjection()], actorRows: { projection: ACTORS_PROJECTION }, pageOut: { keepRecent } });
         opened.push(paged);
 
-        const ended = new Set(whole.listActors({ all: true }).filter((r) => r.status === 'terminal').map((r) => r.stream));
+        const ended = new Set((await whole.listActors({ all: true })).filter((r) => r.status === 'terminal').map((r) => r.stream));
         const pagedOut = (e: RecordedEvent) => ended.has(e.stream) && e.seq <= pageBelow;
-        const all = whole.readAll({ afterSeq: 0 });
+        const all = await collect(whole.readAll());
         const summarised = all.filter(pagedOut);
         // What the open read: every event it holds, none of the summarised ones (the whole copy read all of them).
         expect(whole.loadStats).toMatchObject({ eventsRead: all.length, streamsSummarised: 0, eventsSummarised: 0 });
@@ -324,21 +354,23 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
         expect(paged.loadStats.streamsSummarised).toBe(below.length + 3); // the 30, the two signed ones, the straddling one
         expect(paged.loadStats.eventsRead).toBe(paged.heldEvents);
 
-        sameReads(paged, whole, pagedOut);
+        await sameReads(paged, whole, pagedOut);
         // The cases named: archived rows listed, no stream; the straddling actor's window part held; nodes.
         for (const a of gone) {
-          expect(paged.getActor(a.id)?.archived?.file).toBe(join(home, 'gone.jsonl.gz'));
-          expect(paged.streamVersion(a.stream)).toBe(0);
+          expect((await paged.getActor(a.id))?.archived?.file).toBe(join(home, 'gone.jsonl.gz'));
+          expect(await paged.streamVersion(a.stream)).toBe(0);
+          expect(await collect(paged.readStream(a.stream))).toEqual([]);
         }
-        expect(paged.read(cut.stream, { from: 3 })).toEqual(whole.read(cut.stream, { from: 3 }));
-        expect(code(() => paged.read(cut.stream))).toBe('PAGED_OUT');
-        expect(paged.placement('execution-pgopen_signed').node).toBe('n1');
-        expect(paged.placement('execution-pgopen_halfsigned').node).toBe('n3');
-        expect(paged.placement('sandbox-pool').node).toBe('n2');
-        expect(paged.read(liveOld)).toEqual(whole.read(liveOld));
-        // Paged in, a summarised history is whole.
-        await paged.pageIn(below[7]!.stream);
-        expect(paged.read(below[7]!.stream)).toEqual(whole.read(below[7]!.stream));
+        expect(await databaseReads(paged, () => collect(paged.readStream(cut.stream, { from: 3 })))).toEqual({ result: await collect(whole.readStream(cut.stream, { from: 3 })), reads: 0 });
+        const cutWhole = await databaseReads(paged, () => collect(paged.readStream(cut.stream)));
+        expect(cutWhole.result).toEqual(await collect(whole.readStream(cut.stream)));
+        expect(cutWhole.reads).toBe(1);
+        expect((await paged.placement('execution-pgopen_signed')).node).toBe('n1');
+        expect((await paged.placement('execution-pgopen_halfsigned')).node).toBe('n3');
+        expect((await paged.placement('sandbox-pool')).node).toBe('n2');
+        expect(await collect(paged.readStream(liveOld))).toEqual(await collect(whole.readStream(liveOld)));
+        // A summarised history reads whole, however often it is read.
+        for (let i = 0; i < 2; i++) expect(await collect(paged.readStream(below[7]!.stream))).toEqual(await collect(whole.readStream(below[7]!.stream)));
       } finally {
         await w.close();
       }
@@ -368,16 +400,16 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
         const whole = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2, actorRows: { projection: ACTORS_PROJECTION, toRow: ({ snapshot: _s, rev: _r, ...row }: any) => row } });
         opened.push(whole);
         expect(paged.loadStats.streamsSummarised).toBe(ended.length);
-        expect(paged.listActors({ all: true })).toHaveLength(expected.size);
-        for (const row of paged.listActors({ all: true })) {
+        expect(await paged.listActors({ all: true })).toHaveLength(expected.size);
+        for (const row of await paged.listActors({ all: true })) {
           expect(row).toEqual(expected.get(row.stream));
           expect(Object.keys(row)).toEqual(Object.keys(expected.get(row.stream)!));
-          expect(paged.getActor(row.id)).toEqual(expected.get(row.stream));
+          expect(await paged.getActor(row.id)).toEqual(expected.get(row.stream));
         }
-        expect(paged.listActors({ all: true })).toEqual(whole.listActors({ all: true }));
-        expect(paged.listActors()).toEqual([expected.get(live)]);
-        expect(paged.getActor(ended[0]!.id)).not.toHaveProperty('snapshot');
-        expect(paged.getActor(ended[1]!.id)).toMatchObject({ extra: { a: [true, false] } });
+        expect(await paged.listActors({ all: true })).toEqual(await whole.listActors({ all: true }));
+        expect(await paged.listActors()).toEqual([expected.get(live)]);
+        expect(await paged.getActor(ended[0]!.id)).not.toHaveProperty('snapshot');
+        expect(await paged.getActor(ended[1]!.id)).toMatchObject({ extra: { a: [true, false] } });
 
         // A row the caller's toRow refuses: the open fails with its error (not a store missing that row).
         const refused = PgHostStore.open({
@@ -424,33 +456,31 @@ describe('the PostgreSQL supervisor pages ended actors out of memory', () => {
         opened.push(paged!);
         // Every actor stream it holds an event of has its row, as of that event or later (rows of the late ones
         // were read again after their events).
-        for (const { stream, version } of paged!.streams()) {
+        const rows = await paged!.listActors({ all: true });
+        for (const { stream, version } of await paged!.listStreams()) {
           if (!/^(instance|execution)-/.test(stream)) continue;
-          const row = paged!.listActors({ all: true }).find((r) => r.stream === stream);
+          const row = rows.find((r) => r.stream === stream);
           expect(row, stream).toBeDefined();
           expect(row!.version).toBeGreaterThanOrEqual(version);
         }
-        // (More than the window may have come in: what is older than it is paged out like any ended actor's.)
-        const late = paged!.readAll({ afterSeq: Math.max(paged!.loadStats.before, floorOf(paged!)) });
-        expect(late.length).toBeGreaterThan(0);
-        for (const e of late) expect(paged!.listActors({ all: true }).find((r) => r.stream === e.stream)?.status).toBe('terminal');
+        // What committed while it opened is read whole (more than the window may have come in: what is older than
+        // it is read from the database like any ended actor's).
+        const late = await collect(paged!.readAll({ from: paged!.loadStats.before + 1, to: paged!.head }));
+        expect(late.map((e) => e.seq)).toEqual(Array.from({ length: paged!.head - paged!.loadStats.before }, (_, i) => paged!.loadStats.before + 1 + i));
+        for (const e of late) expect(rows.find((r) => r.stream === e.stream)?.status).toBe('terminal');
         // Caught up, it answers as a whole copy read now (the window is 40 positions of the head it reached).
         await paged!.poll();
         const whole = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2 });
         opened.push(whole);
-        const ended = new Set(whole.listActors({ all: true }).filter((r) => r.status === 'terminal').map((r) => r.stream));
         expect(paged!.head).toBe(whole.head);
-        expect(paged!.streams()).toEqual(whole.streams());
-        expect(paged!.listActors({ all: true })).toEqual(whole.listActors({ all: true }));
-        const floor = floorOf(paged!);
-        expect(floor).toBeGreaterThan(0);
-        expect(paged!.readAll({ afterSeq: floor })).toEqual(whole.readAll({ afterSeq: floor }));
+        expect(await paged!.listStreams()).toEqual(await whole.listStreams());
+        expect(await paged!.listActors({ all: true })).toEqual(await whole.listActors({ all: true }));
+        expect(await collect(paged!.readAll())).toEqual(await collect(whole.readAll()));
         expect(paged!.loadStats.eventsRead).toBeLessThan(whole.heldEvents / 2);
-        for (const { stream, version } of whole.streams()) {
-          expect(paged!.streamVersion(stream)).toBe(version);
-          const r = code(() => paged!.read(stream));
-          if (r === 'PAGED_OUT') expect(ended.has(stream)).toBe(true);
-          else expect(r).toEqual(whole.read(stream));
+        expect(paged!.heldEvents).toBeLessThan(whole.heldEvents / 2);
+        for (const { stream, version } of await whole.listStreams()) {
+          expect(await paged!.streamVersion(stream)).toBe(version);
+          expect(await collect(paged!.readStream(stream))).toEqual(await collect(whole.readStream(stream)));
         }
       } finally {
         await w.close();

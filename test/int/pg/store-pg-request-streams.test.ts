@@ -2,7 +2,7 @@
 // requestStreams, log-copy.ts, supervisor/cluster/request-streams.ts): against the real server, the execution queue's and a
 // placement stream's requests older than the recent window and than keepMs are neither read at open nor held;
 // the newest ones are, from one version on (readRecent, what the queue, placement and hand-over read); a read of
-// the whole stream says PAGED_OUT rather than answer short, and pageIn makes it whole again, equal to the log.
+// the whole stream is never answered short: what memory does not hold comes from the database, equal to the log.
 import { afterAll, describe, expect, it } from 'vitest';
 import { EXECUTION_QUEUE } from '../../../src/supervisor/executions/execution-queue.ts';
 import { placementStream } from '../../../src/supervisor/cluster/placement.ts';
@@ -10,7 +10,7 @@ import { isRequestStream } from '../../../src/supervisor/cluster/request-streams
 import type { RecordedEvent } from '../../../src/domain/events.ts';
 import { PgEventStore } from '../../../src/store/postgres/event-store.ts';
 import { PgHostStore, REQUEST_KEEP_MS } from '../../../src/store/postgres/host-store.ts';
-import { PagedOutError } from '../../../src/store/postgres/log-copy.ts';
+import { collect } from '../../../src/store/port.ts';
 import { testSchema, usePostgres } from '../../support/postgres.ts';
 
 const pgt = usePostgres();
@@ -49,23 +49,24 @@ describe('request streams on a PostgreSQL supervisor', () => {
     const supervisor = await PgHostStore.open({ url, pollMs: 0, pageOut: { keepRecent: 10, requestStreams: { is: isRequestStream } } });
     opened.push(supervisor);
     expect(supervisor.loadStats.requestEventsPagedOut).toBe(40);
-    expect(supervisor.readRecent(EXECUTION_QUEUE)).toEqual(queue.slice(30));
-    expect(supervisor.readRecent(placementStream('n1'))).toEqual([]);
-    expect(supervisor.streamVersion(EXECUTION_QUEUE)).toBe(36);
-    expect(supervisor.streamVersion(placementStream('n1'))).toBe(10);
+    expect(await supervisor.readRecent(EXECUTION_QUEUE)).toEqual(queue.slice(30));
+    expect(await supervisor.readRecent(placementStream('n1'))).toEqual([]);
+    expect(await supervisor.streamVersion(EXECUTION_QUEUE)).toBe(36);
+    expect(await supervisor.streamVersion(placementStream('n1'))).toBe(10);
     // A stream that is not a request stream is held whole, however old.
-    expect(supervisor.read('reconciler')).toHaveLength(20);
+    expect(await collect(supervisor.readStream('reconciler'))).toHaveLength(20);
     expect(supervisor.heldEvents).toBe(6 + 20);
-    expect(() => supervisor.read(EXECUTION_QUEUE)).toThrow(PagedOutError);
-    await supervisor.pageIn(EXECUTION_QUEUE);
-    await supervisor.pageIn(placementStream('n1'));
-    expect(supervisor.read(EXECUTION_QUEUE)).toEqual(queue);
-    expect(supervisor.read(placementStream('n1'))).toEqual(placement);
+    // The whole of each request stream, and any range of it, reads complete (its older part from the database).
+    expect(await collect(supervisor.readStream(EXECUTION_QUEUE))).toEqual(queue);
+    expect(await collect(supervisor.readStream(placementStream('n1')))).toEqual(placement);
+    expect(await collect(supervisor.readStream(EXECUTION_QUEUE, { from: 29, to: 32 }))).toEqual(queue.slice(28, 32));
+    // Reading it held nothing more in memory.
+    expect(supervisor.heldEvents).toBe(6 + 20);
 
     // A store that holds everything (a one-shot reader without pageOut, verify) reads them all.
     const holder = await PgHostStore.open({ url, pollMs: 0 });
     opened.push(holder);
-    expect(holder.readRecent(EXECUTION_QUEUE)).toEqual(queue);
+    expect(await holder.readRecent(EXECUTION_QUEUE)).toEqual(queue);
     expect(holder.loadStats.requestEventsPagedOut).toBe(0);
   });
 });

@@ -30,13 +30,13 @@ describe('a heartbeat on PostgreSQL read by a reader with a skewed clock', () =>
     const schema = testSchema('supclock');
     const node = await PgHostStore.open({ url, schema, pollMs: 0 });
     try {
-      await node.writeNode({ node: 'a', pid: 4242, startedAt: new Date().toISOString(), beatAt: new Date().toISOString(), intervalMs: 5000, stoppedAt: null });
+      await node.writeHeartbeat({ node: 'a', pid: 4242, startedAt: new Date().toISOString(), beatAt: new Date().toISOString(), intervalMs: 5000, stoppedAt: null });
     } finally {
       await node.close();
     }
     const { store, now } = await readerAt(schema, HOUR);
     try {
-      const sup = supervision(store.readHeartbeat(), now());
+      const sup = supervision(await store.readHeartbeat(), now());
       expect(sup).toMatchObject({ supervised: true, node: 'a', pid: 4242 });
     } finally {
       await store.close();
@@ -47,7 +47,7 @@ describe('a heartbeat on PostgreSQL read by a reader with a skewed clock', () =>
     const schema = testSchema('supclock');
     const node = await PgHostStore.open({ url, schema, pollMs: 0 });
     try {
-      await node.writeNode({ node: 'b', pid: 4343, startedAt: new Date().toISOString(), beatAt: new Date().toISOString(), intervalMs: 5000, stoppedAt: null });
+      await node.writeHeartbeat({ node: 'b', pid: 4343, startedAt: new Date().toISOString(), beatAt: new Date().toISOString(), intervalMs: 5000, stoppedAt: null });
       // Its last beat was a minute ago on the server's clock: twelve intervals missed.
       await node.pg.sql(`UPDATE nodes SET beat_at = to_char((clock_timestamp() - interval '1 minute') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') WHERE node = 'b'`, []);
     } finally {
@@ -55,7 +55,7 @@ describe('a heartbeat on PostgreSQL read by a reader with a skewed clock', () =>
     }
     const { store, now } = await readerAt(schema, -HOUR);
     try {
-      const sup = supervision(store.readHeartbeat(), now());
+      const sup = supervision(await store.readHeartbeat(), now());
       expect(sup).toMatchObject({ supervised: false, node: 'b' });
       // The beat, on the reader's clock, is about a minute before the reader's now.
       const ageMs = Date.parse(now()) - Date.parse(sup.heartbeatAt!);

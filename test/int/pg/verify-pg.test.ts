@@ -69,7 +69,7 @@ describe('snapshots and verify on PostgreSQL', () => {
 
     const rl = await createRunlog({ home: tempDir(), store, effects: { instance: {} }, reconcile: false, watchApps: false, engineWatch: false, metrics: false, log: () => undefined });
     open.push(rl);
-    const tools = (rl.host.get('instance', 'inst_live')!.snapshot.context as { spec: { tools: string[] } }).spec.tools;
+    const tools = ((await rl.host.fetch('instance', 'inst_live'))!.snapshot.context as { spec: { tools: string[] } }).spec.tools;
     expect(tools).toEqual(['planted', 't199', 't200', 't201', 't202', 't203', 't204']);
     await rl.close();
 

@@ -8,8 +8,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { inspectActor } from '../../../src/inspect/inspection.ts';
 import { archiveLog } from '../../../src/supervisor/retention/retention.ts';
 import { verifyLog } from '../../../src/inspect/verify-log.ts';
-import type { ArchiveStep } from '../../../src/store/sqlite/archive.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
+import type { ArchiveStep } from '../../../src/store/capabilities.ts';
+import { SqlitePortStore } from '../../../src/store/sqlite/port-adapter.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 import { writeRetentionLog, type BuiltActor } from '../../support/retention-log.ts';
 import { tempDir } from '../../support/tmp.ts';
@@ -47,12 +47,13 @@ describe('archive under SIGKILL', () => {
     const home = tempDir();
     actors = await writeRetentionLog(home, { ended: 40, live: 5, start: '2026-09-01T00:00:00.000Z' });
     template = join(home, 'runlog.db');
-    const s = new SqliteEventStore(template, { readOnly: true });
-    truth = new Map(s.listActors({ all: true }).map((r) => {
-      const v = inspectActor(s, r.id);
-      return [r.id, { state: v.state, version: v.version, context: v.context }];
-    }));
-    s.close();
+    const s = new SqlitePortStore(template, { readOnly: true });
+    truth = new Map();
+    for (const r of await s.listActors({ all: true })) {
+      const v = await inspectActor(s, r.id);
+      truth.set(r.id, { state: v.state, version: v.version, context: v.context });
+    }
+    await s.close();
     before = new Date(Date.parse(actors.filter((a) => !a.live)[24]!.endedAt) + 30_000).toISOString();
   }, 120_000);
 
@@ -65,18 +66,18 @@ describe('archive under SIGKILL', () => {
     await runUntil(db, home, before, out, step);
 
     // Opens as a writer (its checks: header, length, shutdown record, WAL, quick_check) and verifies clean.
-    new SqliteEventStore(db).close();
-    expect(verifyLog(db)).toMatchObject({ ok: true, findings: [] });
-    const store = new SqliteEventStore(db, { readOnly: true });
+    await new SqlitePortStore(db).close();
+    expect(await verifyLog(db)).toMatchObject({ ok: true, findings: [] });
+    const store = new SqlitePortStore(db, { readOnly: true });
     const candidates = actors.filter((a) => !a.live && a.endedAt < before);
     expect(candidates).toHaveLength(25);
     for (const a of actors) {
-      const row = store.getActor(a.id)!;
+      const row = (await store.getActor(a.id))!;
       const gone = archived && candidates.includes(a);
-      expect(store.streamVersion(row.stream), `${a.id} after a kill at ${step}`).toBe(gone ? 0 : truth.get(a.id)!.version);
+      expect(await store.streamVersion(row.stream), `${a.id} after a kill at ${step}`).toBe(gone ? 0 : truth.get(a.id)!.version);
       expect(Boolean(row.archived), `${a.id}: tombstone after a kill at ${step}`).toBe(gone);
     }
-    store.close();
+    await store.close();
     if (archived) {
       // The archive it points to is complete: each actor replays from it to its state.
       for (const a of candidates.filter((_, i) => i % 6 === 0)) {
@@ -89,11 +90,11 @@ describe('archive under SIGKILL', () => {
     }
 
     // A later run finishes (or has nothing left to do), and the log still verifies.
-    const w = new SqliteEventStore(db);
-    const again = archiveLog(w, { before, home, out: join(home, 'again.jsonl.gz') });
-    w.close();
+    const w = new SqlitePortStore(db);
+    const again = await archiveLog(w, { before, home, out: join(home, 'again.jsonl.gz') });
+    await w.close();
     expect(again.actors).toBe(archived ? 0 : 25);
     expect(existsSync(join(home, 'again.jsonl.gz'))).toBe(!archived);
-    expect(verifyLog(db)).toMatchObject({ ok: true, findings: [] });
+    expect(await verifyLog(db)).toMatchObject({ ok: true, findings: [] });
   }, 120_000);
 });

@@ -34,8 +34,8 @@ async function serve(home: string): Promise<Served> {
 async function instance(home: string, id: string): Promise<{ state: string; context: InstanceContext; events: { type: string; data: Record<string, unknown> }[] }> {
   const rl = await createRunlog({ home, supervise: false });
   try {
-    const view = rl.inspect(id);
-    return { state: view.state, context: view.context as InstanceContext, events: rl.events(id).map((e) => ({ type: e.type, data: e.data as Record<string, unknown> })) };
+    const view = await rl.inspect(id);
+    return { state: view.state, context: view.context as InstanceContext, events: (await rl.events(id)).map((e) => ({ type: e.type, data: e.data as Record<string, unknown> })) };
   } finally {
     await rl.close();
   }
@@ -111,8 +111,8 @@ describe('runlog serve stopped gracefully', () => {
     const rl = await createRunlog({ home, supervise: false });
     try {
       expect(readShutdownRecord(rl.dbPath)).not.toBeNull();
-      expect(rl.store.readHeartbeat()?.stoppedAt).toEqual(expect.any(String));
-      expect(rl.inspect('inst_inflight').state).toBe('suspended');
+      expect((await rl.store.readHeartbeat())?.stoppedAt).toEqual(expect.any(String));
+      expect((await rl.inspect('inst_inflight')).state).toBe('suspended');
     } finally {
       await rl.close();
     }

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { machineCanAdoptDiscovered, RECONCILER_STREAM, type ReconcileOptions, type ReconcileReport } from '../../../src/supervisor/recovery/reconciler.ts';
 import { createRunlog, type Runlog, type RunlogOptions } from '../../../src/supervisor/runlog.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
+import { SqlitePortStore } from '../../../src/store/sqlite/port-adapter.ts';
+import { collect } from '../../../src/store/port.ts';
 import { alive, getJson, requireDockerAppBase, requireProot, until } from '../../support/apps.ts';
 import { helloApp, homeWithPolicy, startChild, type ChildSupervisor } from '../../support/child-supervisor.ts';
 import { docker, imageRef, requireRegistry } from '../../support/docker.ts';
@@ -116,8 +117,8 @@ describe('app instances after a supervisor restart', () => {
 
     const rl2 = await open(home);
     try {
-      await until('running again', () => rl2.inspect(v.id).state === 'running');
-      const evs = rl2.events(v.id);
+      await until('running again', async () => (await rl2.inspect(v.id)).state === 'running');
+      const evs = await rl2.events(v.id);
       expect(evs.map((e) => e.type)).toEqual(['instance.requested', 'instance.spawned', 'instance.healthy', 'instance.running', 'instance.adopted', 'instance.running']);
       expect(evs[4]).toMatchObject({ meta: { source: 'reconciler' }, data: { containerId: ctx.containerId, evidence: { containerId: ctx.containerId, state: 'running', startedAt: before.State.StartedAt } } });
       expect(evs[5]!.data).toMatchObject({ adopted: true });
@@ -127,13 +128,13 @@ describe('app instances after a supervisor restart', () => {
       // The app saw onCreate and onStart once, from the first supervisor: adoption ran no hook.
       const health = await getJson(ctx.host, ctx.port, '/api/lifecycle/health');
       expect(health.body).toMatchObject({ instanceId: v.id, events: ['onCreate', 'onStart'] });
-      expect(rl2.inspect(v.id).context).toMatchObject({ adopted: true, containerId: ctx.containerId });
+      expect((await rl2.inspect(v.id)).context).toMatchObject({ adopted: true, containerId: ctx.containerId });
       expect(() => rl2.logs(v.id)).not.toThrow();
       // The exit watcher is back: a kill from outside is a crash with its code, and the policy restarts it.
       await docker.getContainer(ctx.containerId).kill();
-      await until('crash recorded', () => rl2.events(v.id).some((e) => e.type === 'instance.crashed'), 20_000);
-      expect(rl2.events(v.id).find((e) => e.type === 'instance.crashed')!.data).toMatchObject({ reason: 'exit', exitCode: 137 });
-      await until('restarted', () => rl2.inspect(v.id).state === 'running' && (rl2.inspect(v.id).context as any).containerId !== ctx.containerId, 30_000);
+      await until('crash recorded', async () => (await rl2.events(v.id)).some((e) => e.type === 'instance.crashed'), 20_000);
+      expect((await rl2.events(v.id)).find((e) => e.type === 'instance.crashed')!.data).toMatchObject({ reason: 'exit', exitCode: 137 });
+      await until('restarted', async () => (await rl2.inspect(v.id)).state === 'running' && ((await rl2.inspect(v.id)).context as any).containerId !== ctx.containerId, 30_000);
     } finally {
       await shutdown(rl2);
     }
@@ -150,12 +151,12 @@ describe('app instances after a supervisor restart', () => {
 
     const rl2 = await open(home);
     try {
-      const crash = rl2.events(v.id).find((e) => e.type === 'instance.crashed')!;
+      const crash = (await rl2.events(v.id)).find((e) => e.type === 'instance.crashed')!;
       expect(crash).toMatchObject({ meta: { source: 'reconciler' }, data: { reason: 'exit', exitCode: 137, evidence: { containerId, state: 'exited', exitCode: 137 } } });
       expect((crash.data.evidence as any).finishedAt).toEqual(expect.any(String));
-      await until('restarted by policy', () => rl2.inspect(v.id).state === 'running', 30_000);
-      expect(rl2.inspect(v.id).context).toMatchObject({ restarts: 1 });
-      expect((rl2.inspect(v.id).context as any).containerId).not.toBe(containerId);
+      await until('restarted by policy', async () => (await rl2.inspect(v.id)).state === 'running', 30_000);
+      expect((await rl2.inspect(v.id)).context).toMatchObject({ restarts: 1 });
+      expect(((await rl2.inspect(v.id)).context as any).containerId).not.toBe(containerId);
       await expect(docker.getContainer(containerId).inspect()).rejects.toMatchObject({ statusCode: 404 });
     } finally {
       await shutdown(rl2);
@@ -171,13 +172,13 @@ describe('app instances after a supervisor restart', () => {
     await docker.getContainer(containerId).pause();
     const rl2 = await open(home);
     try {
-      const adopted = rl2.events(v.id).find((e) => e.type === 'instance.adopted');
-      expect(adopted, rl2.events(v.id).map((e) => e.type).join(', ')).toMatchObject({ data: { containerId, evidence: { containerId, state: 'paused' } } });
-      expect(rl2.events(v.id).some((e) => e.type === 'instance.crashed')).toBe(false);
+      const adopted = (await rl2.events(v.id)).find((e) => e.type === 'instance.adopted');
+      expect(adopted, (await rl2.events(v.id)).map((e) => e.type).join(', ')).toMatchObject({ data: { containerId, evidence: { containerId, state: 'paused' } } });
+      expect((await rl2.events(v.id)).some((e) => e.type === 'instance.crashed')).toBe(false);
       expect((await docker.getContainer(containerId).inspect()).State.Status).toBe('paused');
       await docker.getContainer(containerId).unpause();
-      await until('running again', () => rl2.inspect(v.id).state === 'running');
-      expect((rl2.inspect(v.id).context as any).containerId).toBe(containerId);
+      await until('running again', async () => (await rl2.inspect(v.id)).state === 'running');
+      expect(((await rl2.inspect(v.id)).context as any).containerId).toBe(containerId);
     } finally {
       await docker.getContainer(containerId).unpause().catch(() => undefined);
       await shutdown(rl2);
@@ -194,9 +195,9 @@ describe('app instances after a supervisor restart', () => {
 
     const rl2 = await open(home);
     try {
-      expect(rl2.inspect(v.id).state).toBe('lost');
-      expect(rl2.events(v.id).at(-1)).toMatchObject({ type: 'instance.lost', meta: { source: 'reconciler' }, data: { evidence: { containerId, observed: 'no container with this stream label' } } });
-      expect(rl2.list().map((a) => a.id)).not.toContain(v.id);
+      expect((await rl2.inspect(v.id)).state).toBe('lost');
+      expect((await rl2.events(v.id)).at(-1)).toMatchObject({ type: 'instance.lost', meta: { source: 'reconciler' }, data: { evidence: { containerId, observed: 'no container with this stream label' } } });
+      expect((await rl2.list()).map((a) => a.id)).not.toContain(v.id);
     } finally {
       await shutdown(rl2);
     }
@@ -212,13 +213,13 @@ describe('app instances after a supervisor restart', () => {
 
     const rl2 = await open(home);
     try {
-      await until('running again', () => rl2.inspect(v.id).state === 'running', 30_000);
-      const types = rl2.events(v.id).map((e) => e.type);
+      await until('running again', async () => (await rl2.inspect(v.id)).state === 'running', 30_000);
+      const types = (await rl2.events(v.id)).map((e) => e.type);
       // (A supervisor killed outright records no suspension: its next start counts a crash, test/int/supervisor/graceful-stop.test.ts.)
       expect(types.slice(4)).toEqual(['instance.suspended', 'instance.recovered', 'instance.spawned', 'instance.healthy', 'instance.running']);
-      expect(rl2.events(v.id)[4]).toMatchObject({ meta: { source: 'shutdown' }, data: { reason: 'supervisor-stop', evidence: { sandbox: 'proot', pid, state: 'running' } } });
-      expect(rl2.events(v.id)[5]).toMatchObject({ meta: { source: 'reconciler' } });
-      const ctx = rl2.inspect(v.id).context as any;
+      expect((await rl2.events(v.id))[4]).toMatchObject({ meta: { source: 'shutdown' }, data: { reason: 'supervisor-stop', evidence: { sandbox: 'proot', pid, state: 'running' } } });
+      expect((await rl2.events(v.id))[5]).toMatchObject({ meta: { source: 'reconciler' } });
+      const ctx = (await rl2.inspect(v.id)).context as any;
       expect(ctx.pid).not.toBe(pid);
       expect(ctx.restarts).toBe(0);
       expect((await getJson(ctx.host, ctx.port, '/api/lifecycle/health')).body.events).toEqual(['onCreate', 'onStart']);
@@ -232,8 +233,8 @@ describe('app instances after a supervisor restart', () => {
     const rl1 = await open(home);
     const v = await rl1.spawnApp({ appDir: app('com.example.timer', 'proot', { policy: 'on-failure', maxRestarts: 3, backoffMs: 2500, maxBackoffMs: 2500 }) });
     process.kill(-(v.context as any).pid, 'SIGKILL');
-    await until('restart scheduled', () => rl1.events(v.id).some((e) => e.type === 'instance.restart-scheduled'), 10_000);
-    const dueAt = String(rl1.events(v.id).find((e) => e.type === 'instance.restart-scheduled')!.data.dueAt);
+    await until('restart scheduled', async () => (await rl1.events(v.id)).some((e) => e.type === 'instance.restart-scheduled'), 10_000);
+    const dueAt = String((await rl1.events(v.id)).find((e) => e.type === 'instance.restart-scheduled')!.data.dueAt);
     await rl1.close(); // the supervisor is gone before the timer fires
     await until('overdue', () => Date.now() > Date.parse(dueAt) + 300, 10_000);
     expect(rl1.store).toBeDefined();
@@ -241,13 +242,13 @@ describe('app instances after a supervisor restart', () => {
     const reopenedAt = new Date().toISOString();
     const rl2 = await open(home);
     try {
-      await until('running again', () => rl2.inspect(v.id).state === 'running', 30_000);
+      await until('running again', async () => (await rl2.inspect(v.id)).state === 'running', 30_000);
       await new Promise((r) => setTimeout(r, 1000));
-      const due = rl2.events(v.id).filter((e) => e.type === 'instance.restart-due');
+      const due = (await rl2.events(v.id)).filter((e) => e.type === 'instance.restart-due');
       expect(due).toHaveLength(1);
       expect(due[0]!.data).toMatchObject({ dueAt });
       expect(due[0]!.at >= reopenedAt).toBe(true);
-      expect(rl2.events(v.id).filter((e) => e.type === 'instance.spawned')).toHaveLength(2);
+      expect((await rl2.events(v.id)).filter((e) => e.type === 'instance.spawned')).toHaveLength(2);
     } finally {
       await shutdown(rl2);
     }
@@ -264,11 +265,11 @@ describe('app instances after a supervisor restart', () => {
 
     const rl2 = await open(home);
     try {
-      await until('stopped', () => rl2.inspect(v.id).state === 'stopped', 30_000);
-      const types = rl2.events(v.id).map((e) => e.type);
+      await until('stopped', async () => (await rl2.inspect(v.id)).state === 'stopped', 30_000);
+      const types = (await rl2.events(v.id)).map((e) => e.type);
       // The recovery is a fact in the log: the machine entered stopping again, and so stopped the container again.
       expect(types.slice(-3)).toEqual(['instance.stop-requested', 'instance.recovered', 'instance.exited']);
-      expect(rl2.events(v.id).at(-2)).toMatchObject({ meta: { source: 'reconciler' }, data: { version: types.length - 2, evidence: { state: 'running' } } });
+      expect((await rl2.events(v.id)).at(-2)).toMatchObject({ meta: { source: 'reconciler' }, data: { version: types.length - 2, evidence: { state: 'running' } } });
       await until('container gone', async () => (await containersOf(`instance-${v.id}`)).every((x) => x.State !== 'running'));
     } finally {
       await shutdown(rl2);
@@ -283,8 +284,8 @@ describe('app instances after a supervisor restart', () => {
       const b = await rl.spawnApp({ appDir: app('com.example.ondemandp', 'proot') });
       const report = await rl.reconcile();
       expect(report).toEqual({ dryRun: false, actions: [], unreachable: [] });
-      expect(rl.inspect(a.id).version).toBe(4);
-      expect(rl.inspect(b.id).version).toBe(4);
+      expect((await rl.inspect(a.id)).version).toBe(4);
+      expect((await rl.inspect(b.id)).version).toBe(4);
     } finally {
       await shutdown(rl);
     }
@@ -300,8 +301,8 @@ describe('app instances after a supervisor restart', () => {
       const report = await rl2.reconcile();
       expect(report.unreachable.join('\n')).toMatch(/^docker: /);
       expect(report.actions).toEqual([]);
-      expect(rl2.inspect(v.id).state).toBe('running');
-      expect(rl2.events(v.id)).toHaveLength(4);
+      expect((await rl2.inspect(v.id)).state).toBe('running');
+      expect(await rl2.events(v.id)).toHaveLength(4);
     } finally {
       await shutdown(rl2);
     }
@@ -356,14 +357,14 @@ describe('containers and volumes no actor owns', () => {
       [ids.afterStop, ids.ghostInstance, ids.ghostExecution, ids.carrier, vol('unsealed'), `${vol('gone')}-sealed`].sort(),
     );
     expect(report.actions.filter((a) => a.action === 'removed')).toHaveLength(6);
-    expect(rl.store.read(RECONCILER_STREAM)).toEqual([]);
+    expect(await collect(rl.store.readStream(RECONCILER_STREAM))).toEqual([]);
     for (const id of [ids.afterStop, ids.ghostInstance, ids.ghostExecution, ids.carrier]) expect((await docker.getContainer(id!).inspect()).Id).toBe(id);
   });
 
   it('each is recorded with its evidence, then removed (orphanPolicy remove, the default); sealed caches stay', async () => {
     const report = await rl.reconcile();
     expect(report.actions.filter((a) => a.action === 'removed')).toHaveLength(6);
-    const facts = rl.store.read(RECONCILER_STREAM);
+    const facts = await collect(rl.store.readStream(RECONCILER_STREAM));
     const discovered = facts.filter((e) => e.type === 'reconciler.discovered');
     expect(discovered).toHaveLength(6);
     const byContainer = (id: string) => discovered.find((e) => (e.data.evidence as any).containerId === id)!;
@@ -386,7 +387,7 @@ describe('containers and volumes no actor owns', () => {
     expect(left).toEqual([vol('kept'), `${vol('kept')}-sealed`]);
     // The log and Docker agree now: nothing more to record.
     expect(await rl.reconcile()).toEqual({ dryRun: false, actions: [], unreachable: [] });
-    expect(rl.inspect(ids.stoppedInstance!).state).toBe('stopped');
+    expect((await rl.inspect(ids.stoppedInstance!)).state).toBe('stopped');
   });
 
   it("orphanPolicy 'adopt': a running instance container whose stream the log does not know", async () => {
@@ -399,12 +400,12 @@ describe('containers and volumes no actor owns', () => {
     const rl2 = await open(h, { reconcile: false });
     try {
       const report = await reconcileWith(rl2, { orphanPolicy: 'adopt' });
-      const found = rl2.store.read(RECONCILER_STREAM).find((e) => e.type === 'reconciler.discovered')!;
+      const found = (await collect(rl2.store.readStream(RECONCILER_STREAM))).find((e) => e.type === 'reconciler.discovered')!;
       expect(found.data).toMatchObject({ kind: 'instance', stream: `instance-${v.id}`, evidence: { containerId: ctx.containerId, state: 'running' } });
       if (machineCanAdoptDiscovered()) {
         expect(found.data.decision).toBe('adopt');
-        await until('adopted and running', () => rl2.inspect(v.id).state === 'running');
-        expect(rl2.events(v.id).map((e) => e.type)).toEqual(['instance.discovered', 'instance.running']);
+        await until('adopted and running', async () => (await rl2.inspect(v.id)).state === 'running');
+        expect((await rl2.events(v.id)).map((e) => e.type)).toEqual(['instance.discovered', 'instance.running']);
         expect((await getJson(ctx.host, ctx.port, '/api/lifecycle/health')).body.events).toEqual(['onCreate', 'onStart']);
       } else {
         // This instance machine cannot start an actor from a discovered container: safer to remove it than to
@@ -433,7 +434,7 @@ describe('executions interrupted by a SIGKILL end with their real result', () =>
 
   async function finish(home: string, id: string): Promise<Runlog> {
     const rl = await open(home);
-    await until('execution finished', () => ['succeeded', 'failed'].includes(rl.inspect(id).state), 60_000);
+    await until('execution finished', async () => ['succeeded', 'failed'].includes((await rl.inspect(id)).state), 60_000);
     await rl.idle();
     return rl;
   }
@@ -443,12 +444,12 @@ describe('executions interrupted by a SIGKILL end with their real result', () =>
     expect((await containersOf(stream)).map((x) => x.State)).toEqual(['running']);
     const rl = await finish(home, id);
     try {
-      expect(rl.inspect(id).state).toBe('succeeded');
-      expect((rl.inspect(id).context as any).result.output).toEqual({ done: true, n: 7 });
-      const types = rl.events(id).map((e) => e.type);
+      expect((await rl.inspect(id)).state).toBe('succeeded');
+      expect(((await rl.inspect(id)).context as any).result.output).toEqual({ done: true, n: 7 });
+      const types = (await rl.events(id)).map((e) => e.type);
       expect(types.slice(-2)).toEqual(['execution.adopted', 'execution.succeeded']);
-      expect(rl.events(id).find((e) => e.type === 'execution.adopted')).toMatchObject({ meta: { source: 'reconciler' }, data: { evidence: { state: expect.stringMatching(/running|exited/) } } });
-      for (const a of c.committed) expect(rl.store.read(a.stream, { from: a.version, to: a.version })[0]?.type).toBe(a.eventType);
+      expect((await rl.events(id)).find((e) => e.type === 'execution.adopted')).toMatchObject({ meta: { source: 'reconciler' }, data: { evidence: { state: expect.stringMatching(/running|exited/) } } });
+      for (const a of c.committed) expect((await collect(rl.store.readStream(a.stream, { from: a.version, to: a.version })))[0]?.type).toBe(a.eventType);
       await until('cleaned up', async () => (await containersOf(stream)).length === 0);
     } finally {
       await shutdown(rl);
@@ -460,9 +461,9 @@ describe('executions interrupted by a SIGKILL end with their real result', () =>
     expect((await containersOf(stream)).map((x) => x.State)).toEqual(['created']);
     const rl = await finish(home, id);
     try {
-      expect(rl.inspect(id).state).toBe('succeeded');
-      expect((rl.inspect(id).context as any).result.output).toEqual({ greeting: 'Hello, Ada!' });
-      expect(rl.events(id).map((e) => e.type)).not.toContain('execution.adopted');
+      expect((await rl.inspect(id)).state).toBe('succeeded');
+      expect(((await rl.inspect(id)).context as any).result.output).toEqual({ greeting: 'Hello, Ada!' });
+      expect((await rl.events(id)).map((e) => e.type)).not.toContain('execution.adopted');
       await until('cleaned up', async () => (await containersOf(stream)).length === 0);
     } finally {
       await shutdown(rl);
@@ -481,9 +482,9 @@ describe('executions interrupted by a SIGKILL end with their real result', () =>
     expect(carriers.map((c) => c.Labels['runlog.materializer-role'] ?? 'carrier').sort()).toEqual(unsealed.startsWith('runlog-code-') ? ['carrier'] : ['carrier', 'source']);
     const rl = await finish(home, id);
     try {
-      expect(rl.inspect(id).state).toBe('succeeded');
-      expect((rl.inspect(id).context as any).result.output).toEqual({ greeting: 'Hello, Grace!' });
-      const facts = rl.store.read(RECONCILER_STREAM);
+      expect((await rl.inspect(id)).state).toBe('succeeded');
+      expect(((await rl.inspect(id)).context as any).result.output).toEqual({ greeting: 'Hello, Grace!' });
+      const facts = await collect(rl.store.readStream(RECONCILER_STREAM));
       expect(facts.filter((e) => e.type === 'reconciler.removed').map((e) => e.data.containerId ?? e.data.volume)).toEqual(expect.arrayContaining([...carriers.map((c) => c.Id), unsealed]));
       const volumes = (await docker.listVolumes({ filters: JSON.stringify({ label: [`runlog.home=${home}`] }) })).Volumes ?? [];
       const names = new Set(volumes.map((v) => v.Name));
@@ -501,16 +502,16 @@ describe('executions interrupted by a SIGKILL end with their real result', () =>
 
 // Snapshots are a cache (issue 15): over every log these recoveries wrote, snapshot + tail is the full fold.
 describe('the recovery logs', () => {
-  it('fold the same from any snapshot plus its tail, for every actor', () => {
+  it('fold the same from any snapshot plus its tail, for every actor', async () => {
     const homes = readdirSync(root).filter((n) => existsSync(join(root, n, 'runlog.db')));
     expect(homes.length).toBeGreaterThan(5);
     let cuts = 0;
     for (const h of homes) {
-      const store = new SqliteEventStore(join(root, h, 'runlog.db'), { readOnly: true });
+      const store = new SqlitePortStore(join(root, h, 'runlog.db'), { readOnly: true });
       try {
-        cuts += expectSnapshotPlusTailEqualsFold(store);
+        cuts += await expectSnapshotPlusTailEqualsFold(store);
       } finally {
-        store.close();
+        await store.close();
       }
     }
     expect(cuts).toBeGreaterThan(homes.length);

@@ -12,7 +12,7 @@ const dir = freshDirs('runlog-bench-ps-');
 describe("the cli.ps bench's raw side", () => {
   it('prints what runlog ps --json prints, the archived field included, so the bench can compare them', async () => {
     const db = join(dir(), 'runlog.db');
-    writeActors(db, 3);
+    await writeActors(db, 3);
     const ps = capture();
     expect(await main(['ps', '--json', '--db', db], ps.factory)).toBe(0);
     const ours = JSON.parse(ps.stdout()) as Record<string, unknown>[];

@@ -249,17 +249,17 @@ describe('a fast CLI: what `runlog ps` loads', () => {
     const main = join(REPO, 'src/cli/main.ts');
     // What `ps` imports when it runs: the store, through the one function inspection opens the log with.
     const dynamic = [...readFileSync(join(REPO, 'src/cli/inspection-log.ts'), 'utf8').matchAll(/import\('([^']+)'\)/g)].map((m) => resolve(REPO, 'src/cli', m[1]!));
-    expect(dynamic).toEqual([join(REPO, 'src/store/postgres/host-store.ts'), join(REPO, 'src/store/sqlite/event-store.ts')]);
+    expect(dynamic).toEqual([join(REPO, 'src/store/postgres/open.ts'), join(REPO, 'src/store/sqlite/port-adapter.ts')]);
     const heavyOf = (loaded: string[]) => loaded.filter((f) => /^(xstate|dockerode|tar-stream|@atproto\/|@ipld\/|multiformats)/.test(f) || /\/src\/(machines|adapters|server\/(?!listen\.ts))/.test(f));
     const packages = (loaded: string[]) => loaded.filter((f) => !f.startsWith('/') && !f.startsWith('node:')).sort();
     // A SQLite log (the default): the SQLite reader and nothing else.
     const sqlite = [...closure([main, dynamic[1]!])];
     expect(heavyOf(sqlite)).toEqual([]);
     expect(packages(sqlite)).toEqual(['better-sqlite3']);
-    // --store postgres://…: node-postgres too, still nothing heavy.
+    // --store postgres://…: node-postgres alone (no SQLite binding), still nothing heavy.
     const pg = [...closure([main, dynamic[0]!])];
     expect(heavyOf(pg)).toEqual([]);
-    expect(packages(pg)).toEqual(['better-sqlite3', 'pg']);
+    expect(packages(pg)).toEqual(['pg']);
   });
 
   it('`events <id>` resolves the id with the store alone: no XState before its first line', () => {

@@ -9,7 +9,7 @@ import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import { main } from '../../../src/cli/main.ts';
 import type { Io } from '../../../src/cli/output.ts';
 import type { NewEvent } from '../../../src/domain/events.ts';
-import type { AppendRequest } from '../../../src/store/event-store.ts';
+import type { AppendRequest } from '../../../src/store/sqlite/engine-types.ts';
 import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { instanceSpec } from '../../support/browser.ts';
 import { cliArgs } from '../../support/cli.ts';

@@ -14,12 +14,12 @@ const ev = (stream: string, type: string, data: Record<string, unknown>, meta: R
   ({ seq: ++seq, stream, version: 1, type, schema: 1, data, meta, at: '2026-12-02T00:00:00.000Z' }) as RecordedEvent;
 
 describe('toolChanges and readToolLog', () => {
-  it('the last word on each tool wins, with its seq; only differing tools change; applied twice changes nothing', () => {
+  it('the last word on each tool wins, with its seq; only differing tools change; applied twice changes nothing', async () => {
     const g1 = ev(`app-${APP}`, 'app.tool-granted', { appId: APP, tool: 'git' });
     const r1 = ev(`app-${APP}`, 'app.tool-revoked', { appId: APP, tool: 'bash' });
     const g2 = ev(`app-${APP}`, 'app.tool-granted', { appId: APP, tool: 'bash' });
     const r2 = ev(`app-${APP}`, 'app.tool-revoked', { appId: APP, tool: 'curl' });
-    const log = readToolLog({ read: () => [g1, r1, g2, r2] }, APP);
+    const log = await readToolLog({ readStream: async function* () { yield* [g1, r1, g2, r2]; } }, APP);
     expect([...log]).toEqual([
       ['git', { granted: true, seq: g1.seq }],
       ['bash', { granted: true, seq: g2.seq }],
@@ -63,9 +63,15 @@ function node(opts: { owned: string[]; instances: Record<string, string[]>; appL
     void actors.set(id, { id, kind: 'instance', stream: `instance-${id}`, version: 1, createdAt: '', snapshot: { context: { spec: { appId: APP, tools } }, value: 'running', status: 'active' } as never });
   for (const [id, tools] of Object.entries(opts.instances)) add(id, tools);
   const dispatched: { id: string; type: string; tool: string; meta: Record<string, unknown> }[] = [];
-  const handlers: ((e: RecordedEvent) => void)[] = [];
+  const handlers: ((e: RecordedEvent) => void | Promise<void>)[] = [];
   const sync = new AppToolSync({
-    store: { read: (s) => (s === `app-${APP}` ? opts.appLog : []), lastSeq: () => 0, subscribe: (_o, h) => (handlers.push(h), () => undefined) },
+    store: {
+      async *readStream(s) {
+        yield* s === `app-${APP}` ? opts.appLog : [];
+      },
+      lastSeq: async () => 0,
+      subscribe: (_o, h) => (handlers.push(h), { position: 0, close: async () => undefined }),
+    },
     live: () => [...actors.values()],
     owns: (s) => opts.owned.includes(s.replace('instance-', '')),
     log: () => undefined,
@@ -79,20 +85,20 @@ function node(opts: { owned: string[]; instances: Record<string, string[]>; appL
       return { accepted: true } as DispatchResult;
     },
   });
-  return { sync, dispatched, add, feed: (e: RecordedEvent) => handlers.forEach((h) => h(e)) };
+  return { sync, dispatched, add, feed: (e: RecordedEvent) => handlers.forEach((h) => void h(e)) };
 }
 
 describe('AppToolSync', () => {
   it('brings only the instances this node owns, once, even when two looks overlap; each event names its app event', async () => {
     const grant = ev(`app-${APP}`, 'app.tool-granted', { appId: APP, tool: 'git' });
     const n = node({ owned: ['a1', 'a2'], instances: { a1: ['bash'], a2: ['bash', 'git'], b1: ['bash'] }, appLog: [grant] });
-    n.sync.start();
+    await n.sync.start();
     n.feed(grant); // the node sees the change in the log…
     const [x, y] = await Promise.all([n.sync.syncApp(APP), n.sync.syncAll()]); // … while the call and a takeover look too
     expect(n.dispatched).toEqual([{ id: 'a1', type: 'instance.tool-granted', tool: 'git', meta: { cap: grant.seq } }]);
     expect([...x, ...y].length).toBeLessThanOrEqual(1);
     expect(await n.sync.syncStreams(['instance-a1', 'instance-b1'])).toEqual([]);
-    n.sync.stop();
+    await n.sync.stop();
   });
 
   it('a lease lost meanwhile (FENCED) stops that instance, not the others; the new owner applies it', async () => {
@@ -105,7 +111,7 @@ describe('AppToolSync', () => {
   it('a change read while a spawn was on its way (not yet live here) reaches the new instance once it is spawned, once', async () => {
     const grant = ev(`app-${APP}`, 'app.tool-granted', { appId: APP, tool: 'git' });
     const n = node({ owned: ['a1', 'a2'], instances: { a1: ['bash'] }, appLog: [grant] });
-    n.sync.start();
+    await n.sync.start();
     n.feed(grant); // seen before a2's first event committed: a2 is not live here yet
     await n.sync.syncApp(APP);
     expect(n.dispatched.map((d) => d.id)).toEqual(['a1']);
@@ -114,7 +120,7 @@ describe('AppToolSync', () => {
     expect(await n.sync.spawned('instance-a2')).toEqual([{ instanceId: 'a2', tool: 'git', granted: true, seq: grant.seq }]);
     expect(await n.sync.spawned('instance-a2')).toEqual([]); // asked again: nothing left
     expect(n.dispatched.filter((d) => d.id === 'a2')).toEqual([{ id: 'a2', type: 'instance.tool-granted', tool: 'git', meta: { cap: grant.seq } }]);
-    n.sync.stop();
+    await n.sync.stop();
   });
 
   it('a change of another app changes nothing here', async () => {

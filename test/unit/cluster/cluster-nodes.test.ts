@@ -3,6 +3,8 @@
 // `runlog nodes` shows the one supervisor's heartbeat and no leases.
 import { describe, expect, it } from 'vitest';
 import { nodesView, type ClusterRecords } from '../../../src/domain/cluster-nodes.ts';
+import { leaseOf, nodeLoads, readNodes } from '../../../src/supervisor/cluster/nodes.ts';
+import { MemoryEventStore } from '../../../src/store/memory/event-store.ts';
 import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 import { tempDir } from '../../support/tmp.ts';
@@ -52,6 +54,35 @@ describe('nodesView', () => {
   it('names live actors no node owns', () => {
     expect(view.unowned).toEqual([{ id: 'w', kind: 'instance', state: 'running' }]);
     expect(view.cluster).toBe(true);
+  });
+
+  it("placement's view of the same records: each beating node's liveness on the server's clock and its live leases; who holds a lease", () => {
+    expect(nodeLoads({ ...records, at: NOW })).toEqual([
+      { node: 'a', live: false, beatAt: '2026-12-01T12:00:06.000Z', stoppedAt: null, instances: 0, executions: 0 }, // its one lease has expired
+      { node: 'b', live: true, beatAt: '2026-12-01T12:00:09.500Z', stoppedAt: null, instances: 2, executions: 0 },
+      { node: 'c', live: false, beatAt: '2026-12-01T12:00:09.900Z', stoppedAt: '2026-12-01T12:00:09.900Z', instances: 0, executions: 0 },
+    ]);
+    // Judged on the server's time, not the reader's: a second later on the server, b has missed no beat yet.
+    expect(nodeLoads({ ...records, at: '2026-12-01T12:00:12.500Z' }).find((n) => n.node === 'b')!.live).toBe(true);
+    expect(nodeLoads({ ...records, at: '2026-12-01T12:00:12.501Z' }).find((n) => n.node === 'b')!.live).toBe(false);
+    expect(leaseOf(records, 'execution-e')).toEqual({ node: 'a', expiresInMs: -2000 });
+    expect(leaseOf(records, 'instance-w')).toBeNull();
+  });
+
+  it("readNodes reads each leased actor's state from the log's actors and the records from the cluster", async () => {
+    const store = new MemoryEventStore();
+    const row = (id: string, state: string, status: 'active' | 'terminal') => ({ id, kind: 'instance', stream: `instance-${id}`, state, status, version: 1, createdAt: NOW, updatedAt: NOW, summary: {} });
+    await store.appendMany([
+      { stream: 'instance-x', events: [{ type: 'instance.requested', data: {} }], expectedVersion: 'no-stream', row: row('x', 'running', 'active') },
+      { stream: 'instance-y', events: [{ type: 'instance.requested', data: {} }], expectedVersion: 'no-stream', row: row('y', 'stopped', 'terminal') },
+    ]);
+    const v = await readNodes(store, { clusterRecords: async () => ({ ...records, at: NOW }) }, '2030-01-01T00:00:00.000Z');
+    expect(v.at).toBe(NOW); // the server's time, not the reader's
+    expect(v.nodes.find((n) => n.node === 'b')!.owns.map((o) => [o.id, o.state])).toEqual([
+      ['x', 'running'],
+      ['y', 'stopped'],
+    ]);
+    expect(v.unowned).toEqual([]);
   });
 });
 

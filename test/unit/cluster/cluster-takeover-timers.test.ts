@@ -10,28 +10,32 @@ import { RestartTimers } from '../../../src/supervisor/host/timers.ts';
 import { RunlogError } from '../../../src/domain/errors.ts';
 import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { machines } from '../../../src/machines/runtime.ts';
-import type { AppendOutcome, AppendRequest } from '../../../src/store/event-store.ts';
-import type { HostStore } from '../../../src/store/host-store.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
+import type { Reconnecting } from '../../../src/store/capabilities.ts';
+import { MemoryEventStore } from '../../../src/store/memory/event-store.ts';
+import type { EventStorePort, StreamAppend, StreamAppendOutcome } from '../../../src/store/port.ts';
 import { SimulatedClock } from '../../support/clock.ts';
 
 const spec = { instanceId: 'i1', appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'container', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 5000, maxBackoffMs: 5000, resetAfterMs: 60_000 } } as InstanceSpec;
 
-/** SQLite in memory; while `down`, appends fail (STORE_UNAVAILABLE), and with `waits` the host can wait for it. */
+/**
+ * The in-memory port; while `down`, appends fail (STORE_UNAVAILABLE), and with `waits` the host can wait for it (the
+ * store is Reconnecting).
+ */
 function flakyStore(waits: boolean) {
-  const inner = new SqliteEventStore(':memory:');
+  const inner = new MemoryEventStore();
   let down = false;
   let waiters: (() => void)[] = [];
-  const store = Object.assign(Object.create(inner) as SqliteEventStore, {
-    appendMany: async (requests: readonly AppendRequest[]): Promise<AppendOutcome[]> => {
+  const store: EventStorePort = Object.assign(Object.create(inner) as MemoryEventStore, {
+    appendMany: async (requests: readonly StreamAppend[]): Promise<StreamAppendOutcome[]> => {
       await new Promise((r) => setTimeout(r, 1));
       if (down) throw new RunlogError('STORE_UNAVAILABLE', 'PostgreSQL is not answering');
       return inner.appendMany(requests);
     },
-    ...(waits ? { whenAvailable: (): Promise<boolean> => (down ? new Promise<boolean>((r) => waiters.push(() => r(true))) : Promise.resolve(true)) } : {}),
-  }) as unknown as HostStore;
+  });
+  const reconnecting: Reconnecting | null = waits ? { whenAvailable: (): Promise<boolean> => (down ? new Promise<boolean>((r) => waiters.push(() => r(true))) : Promise.resolve(true)) } : null;
   return {
     store,
+    reconnecting,
     down: () => void (down = true),
     up() {
       down = false;
@@ -53,7 +57,7 @@ async function takenOverWhileDown(waits: boolean) {
   const s = flakyStore(waits);
   const now = () => new Date(clock.nowMs()).toISOString();
   // Node a: the instance ran, crashed, and its restart was scheduled 5 s on; then a died.
-  const a = new ActorHost({ store: s.store, bus: createBus(), machines, effects: null, now });
+  const a = new ActorHost({ store: s.store, reconnecting: s.reconnecting, bus: createBus(), machines, effects: null, now });
   await a.create('instance', 'i1', { type: 'instance.requested', data: { spec } });
   for (const e of [
     { type: 'instance.spawned', data: { pid: 10, host: '172.17.0.2', port: 4100 } },
@@ -67,7 +71,7 @@ async function takenOverWhileDown(waits: boolean) {
   // Node b takes it over while the store fails appends.
   const ref: { host?: ActorHost } = {};
   const timers = new RestartTimers(() => ref.host!, clock);
-  const host = (ref.host = new ActorHost({ store: s.store, bus: createBus(), machines, effects: onlyTimers(timers), now }));
+  const host = (ref.host = new ActorHost({ store: s.store, reconnecting: s.reconnecting, bus: createBus(), machines, effects: onlyTimers(timers), now }));
   const logs: string[] = [];
   let tookOver!: () => void;
   const done = new Promise<void>((r) => (tookOver = r));

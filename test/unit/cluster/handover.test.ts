@@ -9,9 +9,9 @@ import { actedOn, Handover, type HandoverDeps } from '../../../src/supervisor/cl
 import { FencedError, RunlogError } from '../../../src/domain/errors.ts';
 import type { RecordedEvent } from '../../../src/domain/events.ts';
 import { answerError, boundLines, HANDOVER_ANSWERED, HANDOVER_REQUESTED, parseRequest, pendingRequests, routeRequest, type HandoverRequest } from '../../../src/domain/handover.ts';
-import type { HostStore } from '../../../src/store/host-store.ts';
 import { capture } from '../../support/cli-in-process.ts';
 import { main } from '../../../src/cli/main.ts';
+import { fakeLog } from '../supervisor/fake-log.ts';
 
 const T0 = Date.parse('2026-12-01T12:00:00.000Z');
 const req = (over: Partial<HandoverRequest> = {}): HandoverRequest => ({ requestId: 'r1', action: 'stop', instanceId: 'i1', graceMs: null, from: 'a', to: 'b', deadline: new Date(T0 + 60_000).toISOString(), ...over });
@@ -76,30 +76,14 @@ describe('hand-over requests and answers (pure)', () => {
   });
 });
 
-/** A log in memory with just what Handover reads: streams, read, subscribe (synchronous delivery, like the copy's). */
+/** The fake port log, with the appends Handover makes (at T0). */
 function memoryLog() {
-  const events: RecordedEvent[] = [];
-  const subs = new Set<{ stream?: string; after: number; fn: (e: RecordedEvent) => void }>();
-  const store = {
-    read: (stream: string) => events.filter((e) => e.stream === stream),
-    readRecent: (stream: string) => events.filter((e) => e.stream === stream),
-    streams: (kind?: string) => [...new Set(events.map((e) => e.stream))].filter((s) => !kind || s.startsWith(`${kind}-`)).map((stream) => ({ stream })),
-    lastSeq: () => events.length,
-    subscribe: (o: { stream?: string; afterSeq?: number }, fn: (e: RecordedEvent) => void) => {
-      const s = { ...(o.stream ? { stream: o.stream } : {}), after: o.afterSeq ?? events.length, fn };
-      subs.add(s);
-      return () => subs.delete(s);
-    },
-  } as unknown as HostStore;
+  const log = fakeLog();
   const append = (stream: string, list: { type: string; data: Record<string, unknown> }[]) => {
-    for (const x of list) {
-      const e = { seq: events.length + 1, stream, version: 0, type: x.type, data: x.data, meta: {}, at: new Date(T0).toISOString(), schema: 1 } as unknown as RecordedEvent;
-      events.push(e);
-      for (const s of [...subs]) if ((!s.stream || s.stream === stream) && e.seq > s.after) s.fn(e);
-    }
+    for (const x of list) log.put(stream, x.type, x.data, true, new Date(T0).toISOString());
     return Promise.resolve();
   };
-  return { store, events, append };
+  return { store: log.store, events: log.events, append };
 }
 
 function node(name: string, log: ReturnType<typeof memoryLog>, over: Partial<HandoverDeps> = {}) {
@@ -128,8 +112,8 @@ describe('Handover between two nodes over one log (in memory)', () => {
     const log = memoryLog();
     const a = node('a', log);
     const b = node('b', log, { owns: (s) => s === 'instance-i1' });
-    a.h.start();
-    b.h.start();
+    await a.h.start();
+    await b.h.start();
     const answer = await a.h.ask('b', 'stop', 'i1', 300, 10_000);
     expect(answer).toMatchObject({ ok: true, by: 'b', state: 'stopped' });
     expect(b.acted).toEqual([expect.objectContaining({ action: 'stop', instanceId: 'i1', graceMs: 300, from: 'a', to: 'b' })]);
@@ -140,7 +124,7 @@ describe('Handover between two nodes over one log (in memory)', () => {
     ]);
     // Started again (a restart of b): an answered request is not taken again.
     const b2 = node('b', log, { owns: () => true });
-    b2.h.start();
+    await b2.h.start();
     await tick();
     expect(b2.acted).toEqual([]);
   });
@@ -149,8 +133,8 @@ describe('Handover between two nodes over one log (in memory)', () => {
     const log = memoryLog();
     const a = node('a', log);
     const b = node('b', log, { owns: () => true, act: () => Promise.reject(new RunlogError('ILLEGAL_EVENT', 'i1 is crashed: it cannot take instance.kill-requested')) });
-    a.h.start();
-    b.h.start();
+    await a.h.start();
+    await b.h.start();
     await expect(a.h.ask('b', 'kill', 'i1', null, 10_000)).rejects.toMatchObject({ code: 'ILLEGAL_EVENT', message: 'i1 is crashed: it cannot take instance.kill-requested' });
   });
 
@@ -161,7 +145,7 @@ describe('Handover between two nodes over one log (in memory)', () => {
     await expect(a.h.ask('b', 'stop', 'i1', null, 20)).rejects.toMatchObject({ code: 'HANDOVER_TIMEOUT' });
     now = T0 + 1000;
     const b = node('b', log, { owns: () => true, nowMs: () => now });
-    b.h.start();
+    await b.h.start();
     await tick();
     expect(b.acted).toEqual([]);
   });
@@ -172,9 +156,9 @@ describe('Handover between two nodes over one log (in memory)', () => {
     const b = node('b', log, { owns: () => true, act: () => Promise.reject(new FencedError('instance-i1', 'b')) });
     let cOwns = false;
     const c = node('c', log, { owns: () => cOwns });
-    a.h.start();
-    b.h.start();
-    c.h.start();
+    await a.h.start();
+    await b.h.start();
+    await c.h.start();
     const asked = a.h.ask('b', 'stop', 'i1', null, 10_000);
     await tick();
     expect(log.events.filter((e) => e.type === HANDOVER_ANSWERED)).toEqual([]);
@@ -194,8 +178,8 @@ describe('Handover between two nodes over one log (in memory)', () => {
     const log = memoryLog();
     const a = node('a', log);
     const b = node('b', log);
-    a.h.start();
-    b.h.start();
+    await a.h.start();
+    await b.h.start();
     await expect(a.h.ask('b', 'stop', 'i1', null, 30)).rejects.toMatchObject({ code: 'HANDOVER_TIMEOUT' });
     expect(b.acted).toEqual([]);
   });

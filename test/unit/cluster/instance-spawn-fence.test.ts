@@ -13,7 +13,7 @@ import { tempDir } from '../../support/tmp.ts';
 
 const result: SpawnResult = { pid: 42, containerId: 'c0ffee', host: '172.17.0.9', port: 4100, identity: 'match', healthyAfterMs: 5 };
 
-function supervisor() {
+async function supervisor() {
   const asked: string[] = [];
   let finish: (r: SpawnResult) => void = () => undefined;
   const runner = {
@@ -33,14 +33,14 @@ function supervisor() {
     () => ({ live: () => [] }) as never,
   );
   // Installed into the supervisor's workspace, as a spawn request is.
-  const spec: InstanceSpec = sup.prepare(HELLO_APP_DIR, 'container', 'i1');
+  const spec: InstanceSpec = await sup.prepare(HELLO_APP_DIR, 'container', 'i1');
   const actor = { id: 'i1', kind: 'instance', stream: 'instance-i1' } as LiveActor;
   return { sup, spec, actor, asked, finish: (r: SpawnResult) => finish(r) };
 }
 
 describe('a spawn this node may no longer carry out', () => {
   it('whose instance.spawned is refused (FENCED) force-kills the sandbox it started and fails', async () => {
-    const t = supervisor();
+    const t = await supervisor();
     const dispatched: string[] = [];
     const spawning = t.sup.handlers().spawn({ spec: t.spec } as never, {
       actor: t.actor,
@@ -58,7 +58,7 @@ describe('a spawn this node may no longer carry out', () => {
   });
 
   it('let go of while its sandbox is being created: killed at once and again when the runner hands it over, nothing dispatched', async () => {
-    const t = supervisor();
+    const t = await supervisor();
     const dispatched: string[] = [];
     const spawning = t.sup.handlers().spawn({ spec: t.spec } as never, { actor: t.actor, dispatch: async (e: { type: string }) => void dispatched.push(e.type) } as never);
     await new Promise((r) => setTimeout(r, 10));

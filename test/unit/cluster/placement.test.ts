@@ -8,12 +8,11 @@ import type { EffectHandlers } from '../../../src/supervisor/host/actor-host.ts'
 import { ExecutionQueue, EXECUTION_QUEUE, EXECUTION_QUEUED, type QueuedExecution } from '../../../src/supervisor/executions/execution-queue.ts';
 import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import { FencedError } from '../../../src/domain/errors.ts';
-import type { RecordedEvent } from '../../../src/domain/events.ts';
 import type { Materialized, Resolved } from '../../../src/domain/execution-events.ts';
 import { chooseNode } from '../../../src/domain/placement.ts';
-import type { HostStore } from '../../../src/store/host-store.ts';
 import { partial } from '../../support/partial.ts';
 import { tempDir } from '../../support/tmp.ts';
+import { fakeLog } from '../supervisor/fake-log.ts';
 
 describe('chooseNode', () => {
   const nodes = [
@@ -59,7 +58,7 @@ describe('node on a SQLite log (one node: this one)', () => {
       await expect(rl.spawnApp({ appDir: '/nonexistent', node: 'elsewhere' })).rejects.toMatchObject({ code: 'NODE_UNKNOWN' });
       await expect(rl.spawnApp({ appDir: '/nonexistent', node: 'bad name!' })).rejects.toMatchObject({ code: 'NODE_INVALID' });
       await expect(rl.execute({ uri: URI, handler: 'greet', input: 1, node: 'elsewhere' })).rejects.toMatchObject({ code: 'NODE_UNKNOWN' });
-      expect(rl.store.lastSeq()).toBe(0);
+      expect(await rl.store.lastSeq()).toBe(0);
       // Accepted names go on to the local spawn (which then finds no app directory) and the local execution.
       await expect(rl.spawnApp({ appDir: '/nonexistent', node: 'any' })).rejects.toMatchObject({ code: 'APP_DIR_MISSING' });
       await expect(rl.spawnApp({ appDir: '/nonexistent', node: hostname() })).rejects.toMatchObject({ code: 'APP_DIR_MISSING' });
@@ -70,28 +69,6 @@ describe('node on a SQLite log (one node: this one)', () => {
     }
   });
 });
-
-/** An in-memory log with just what the queue reads: the queue stream and which execution streams exist. */
-function fakeLog() {
-  const events: RecordedEvent[] = [];
-  const subs = new Set<(e: RecordedEvent) => void>();
-  const put = (stream: string, type: string, data: Record<string, unknown>, at = new Date().toISOString()) => {
-    const e = { seq: events.length + 1, stream, version: events.filter((x) => x.stream === stream).length + 1, type, data, meta: {}, at } as unknown as RecordedEvent;
-    events.push(e);
-    for (const s of subs) s(e);
-  };
-  const store = {
-    read: (stream: string) => events.filter((e) => e.stream === stream),
-    readRecent: (stream: string) => events.filter((e) => e.stream === stream),
-    streamVersion: (stream: string) => events.filter((e) => e.stream === stream).length,
-    lastSeq: () => events.length,
-    subscribe: (_o: unknown, h: (e: RecordedEvent) => void) => {
-      subs.add(h);
-      return () => subs.delete(h);
-    },
-  } as unknown as HostStore;
-  return { store, put, events };
-}
 
 const queued = (id: string, over: Partial<QueuedExecution> = {}): QueuedExecution => ({
   executionId: id,
@@ -116,7 +93,8 @@ describe('ExecutionQueue', () => {
         for (const e of evs) log.put(stream, e.type, e.data);
       },
       claim: async (x) => {
-        if (log.store.streamVersion(`execution-${x.executionId}`) > 0) throw new FencedError(`execution-${x.executionId}`, name);
+        // The first event's append is atomic with its check (expectedVersion 'no-stream'): read and put in one step.
+        if (log.events.some((e) => e.stream === `execution-${x.executionId}`)) throw new FencedError(`execution-${x.executionId}`, name);
         running.add(x.executionId);
         log.put(`execution-${x.executionId}`, 'execution.requested', { node: name });
       },
@@ -132,8 +110,8 @@ describe('ExecutionQueue', () => {
     const runB = new Set<string>();
     const a = node(log, 'a', 2, runA);
     const b = node(log, 'b', 1, runB);
-    a.start();
-    b.start();
+    await a.start();
+    await b.start();
     for (let i = 0; i < 6; i++) log.put(EXECUTION_QUEUE, EXECUTION_QUEUED, { ...queued(`e${i}`) });
     await tick(20);
     expect(runA.size).toBe(2);
@@ -152,8 +130,8 @@ describe('ExecutionQueue', () => {
     await tick(20);
     expect(started()).toHaveLength(6);
     expect(new Set(started()).size).toBe(6);
-    a.stop();
-    b.stop();
+    await a.stop();
+    await b.stop();
   });
 
   it('the accepting node has a head start; a pinned execution goes only to its node; one past its claim deadline to nobody', async () => {
@@ -162,7 +140,7 @@ describe('ExecutionQueue', () => {
     const runB = new Set<string>();
     const a = node(log, 'a', 5, runA);
     const b = node(log, 'b', 5, runB);
-    b.start();
+    await b.start();
     log.put(EXECUTION_QUEUE, EXECUTION_QUEUED, { ...queued('head', { headStart: true }) });
     log.put(EXECUTION_QUEUE, EXECUTION_QUEUED, { ...queued('pinned', { node: 'a' }) });
     log.put(EXECUTION_QUEUE, EXECUTION_QUEUED, { ...queued('late', { claimBy: new Date(Date.now() - 1).toISOString() }) });
@@ -170,11 +148,11 @@ describe('ExecutionQueue', () => {
     expect(runB.size).toBe(0); // a's head start is not over, the pinned one is a's
     await tick(300);
     expect([...runB]).toEqual(['head']); // a did not take it in time
-    a.start();
+    await a.start();
     await tick(20);
     expect([...runA]).toEqual(['pinned']);
-    expect(log.store.streamVersion('execution-late')).toBe(0);
-    a.stop();
-    b.stop();
+    expect(await log.store.streamVersion('execution-late')).toBe(0);
+    await a.stop();
+    await b.stop();
   });
 });

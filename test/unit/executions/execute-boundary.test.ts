@@ -48,15 +48,15 @@ describe('execute() at the boundary', () => {
     const rl = await open();
     const cyclic: Record<string, unknown> = {};
     cyclic.me = cyclic;
-    const before = rl.store.lastSeq();
+    const before = await rl.store.lastSeq();
     expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', input: deep(5000) }))).toBe('INPUT_INVALID');
     expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', input: { n: 12345678901234567890n } }))).toBe('INPUT_INVALID');
     expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', input: cyclic }))).toBe('INPUT_INVALID');
     expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', input: () => 1 }))).toBe('INPUT_INVALID');
     expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', input: 'x'.repeat(rl.policy.input.maxBytes) }))).toBe('INPUT_TOO_LARGE');
     expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', timeoutMs: 10n as unknown as number }))).toBe('TIMEOUT_INVALID');
-    expect(rl.store.lastSeq()).toBe(before);
-    expect(rl.list({ all: true })).toEqual([]);
+    expect(await rl.store.lastSeq()).toBe(before);
+    expect(await rl.list({ all: true })).toEqual([]);
     await rl.close();
   });
 
@@ -69,7 +69,7 @@ describe('execute() at the boundary', () => {
     expect(settled.every((s) => s.status === 'rejected' && (s.reason as RunlogError).code === 'INPUT_INVALID')).toBe(true);
     const out = await honest;
     expect(out).toMatchObject({ status: 'succeeded', output: { echoed: { name: 'Ada' } } });
-    expect(rl.list({ all: true })).toHaveLength(1);
+    expect(await rl.list({ all: true })).toHaveLength(1);
     await rl.close();
   });
 
@@ -108,13 +108,13 @@ describe('actor host: group commit isolation and memory', () => {
     expect(batches).toEqual([5]); // one tick, one transaction
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'rejected', 'fulfilled']);
     for (const r of results.slice(1, 4)) expect((r as PromiseRejectedResult).reason.code).toBe('EVENT_NOT_ENCODABLE');
-    expect(rl.events('e1').map((e) => e.type)).toEqual(['execution.requested']);
-    expect(rl.events('e5').map((e) => e.type)).toEqual(['execution.requested']);
-    expect(rl.store.streamVersion('execution-e2')).toBe(0);
+    expect((await rl.events('e1')).map((e) => e.type)).toEqual(['execution.requested']);
+    expect((await rl.events('e5')).map((e) => e.type)).toEqual(['execution.requested']);
+    expect(await rl.store.streamVersion('execution-e2')).toBe(0);
     // The failed creates are gone from memory; the id is free again.
     expect(rl.host.size).toBe(2);
     await rl.host.create('execution', 'e2', request('e2', { fixed: true }));
-    expect(rl.store.streamVersion('execution-e2')).toBe(1);
+    expect(await rl.store.streamVersion('execution-e2')).toBe(1);
     await rl.close();
   });
 
@@ -125,10 +125,11 @@ describe('actor host: group commit isolation and memory', () => {
     expect(outs.every((o) => o.status === 'succeeded')).toBe(true);
     expect(rl.host.size).toBe(0);
     expect(rl.host.live()).toEqual([]);
-    const again = rl.host.get('execution', outs[7]!.executionId)!;
+    expect(rl.host.get('execution', outs[7]!.executionId)).toBeUndefined(); // not in memory: get() answers from it
+    const again = (await rl.host.fetch('execution', outs[7]!.executionId))!;
     expect(again.snapshot.value).toBe('succeeded');
     expect(rl.host.size).toBe(0); // asking did not bring it back into memory
-    expect(rl.inspect(outs[7]!.executionId).context).toMatchObject({ result: { output: { echoed: { i: 7 } } } });
+    expect((await rl.inspect(outs[7]!.executionId)).context).toMatchObject({ result: { output: { echoed: { i: 7 } } } });
     await rl.close();
   });
 });

@@ -4,16 +4,16 @@
 import { describe, expect, it } from 'vitest';
 import { ExecutionQueue, EXECUTION_QUEUE, EXECUTION_QUEUED, type QueuedExecution } from '../../../src/supervisor/executions/execution-queue.ts';
 import { RunlogError } from '../../../src/domain/errors.ts';
-import type { HostStore } from '../../../src/store/host-store.ts';
+import type { ExecutionQueueDeps } from '../../../src/supervisor/executions/execution-queue.ts';
 
 function queueWith(q: QueuedExecution, claim: (q: QueuedExecution) => Promise<unknown>) {
   const event = { seq: 1, stream: EXECUTION_QUEUE, version: 1, type: EXECUTION_QUEUED, schema: 1, data: { ...q }, meta: {}, at: new Date().toISOString() };
   const store = {
-    readRecent: (stream: string) => (stream === EXECUTION_QUEUE ? [event] : []),
-    subscribe: () => () => undefined,
-    lastSeq: () => 1,
-    streamVersion: () => 0,
-  } as unknown as HostStore;
+    readRecent: async (stream: string) => (stream === EXECUTION_QUEUE ? [event] : []),
+    subscribe: () => ({ position: 1, close: async () => undefined }),
+    lastSeq: async () => 1,
+    streamVersion: async () => 0,
+  } as unknown as ExecutionQueueDeps['store'];
   const logged: string[] = [];
   const queue = new ExecutionQueue({
     store,
@@ -48,9 +48,9 @@ describe('the execution queue while the store is unreachable', () => {
       if (calls.length === 1) throw new RunlogError('STORE_UNAVAILABLE', 'PostgreSQL is not answering');
       claimed();
     });
-    queue.start();
+    await queue.start();
     await done;
-    queue.stop();
+    await queue.stop();
     expect(calls).toEqual(['exec_1', 'exec_1']);
   });
 
@@ -60,9 +60,9 @@ describe('the execution queue while the store is unreachable', () => {
       calls.push(q.executionId);
       throw new RunlogError('ACTOR_EXISTS', 'execution exec_1 already exists');
     });
-    queue.start();
+    await queue.start();
     await new Promise((r) => setTimeout(r, 1500));
-    queue.stop();
+    await queue.stop();
     expect(calls).toEqual(['exec_1']);
     expect(logged).toEqual([]);
   });

@@ -24,7 +24,7 @@ function pool(clock: SimulatedClock) {
     policy: { perCode: 1, total: 8, maxMemoryMb: 2048, idleMs: 60_000, idleCpuMs: 1000 },
     labels: { 'runlog.home': '/nowhere' },
     record: (events) => void facts.push(...events),
-    read: () => [],
+    read: async () => [],
     log: () => undefined,
     clock,
   });

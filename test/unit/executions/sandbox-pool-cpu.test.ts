@@ -8,7 +8,8 @@ import type { ContainerInfo, ContainerState, DockerEngine } from '../../../src/a
 import type { ExecutionSandbox } from '../../../src/adapters/docker/execution-sandbox.ts';
 import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy } from '../../../src/domain/at-run/operator-policy.ts';
 import type { NewEvent } from '../../../src/domain/events.ts';
-import type { HostStore } from '../../../src/store/host-store.ts';
+import type { Metered } from '../../../src/store/capabilities.ts';
+import type { EventStorePort } from '../../../src/store/port.ts';
 import type { ActorHost } from '../../../src/supervisor/host/actor-host.ts';
 import { createBus } from '../../../src/supervisor/host/bus.ts';
 import { RunlogMetrics } from '../../../src/supervisor/observability/metrics.ts';
@@ -45,7 +46,7 @@ function pool(opts: { idleCpuMs?: number; perCode?: number } = {}) {
     policy: { perCode: opts.perCode ?? 1, total: 8, maxMemoryMb: 2048, idleMs: 60_000, idleCpuMs: opts.idleCpuMs ?? 1000 },
     labels: { 'runlog.home': '/nowhere' },
     record: (events) => void facts.push(...events),
-    read: () => [],
+    read: async () => [],
     log: (m) => void logs.push(m),
     clock,
   });
@@ -171,10 +172,11 @@ describe('the CPU a pre-started sandbox uses while it waits', () => {
 
 describe('prestart metrics', () => {
   it('expose the idle CPU and removals by reason that the pool accounted', async () => {
-    const store = partial<HostStore>({ lastSeq: () => 0, sizeBytes: () => 0 });
+    const store = partial<EventStorePort>({ lastSeq: async () => 0 });
+    const metered: Metered = { sizeBytes: async () => 0, observeAppends: () => undefined };
     const host = partial<ActorHost>({ live: () => [] });
     let accounts = { idleCpuMs: 2500, claimed: 3, removed: { 'idle-cpu': 1, idle: 2 } as Record<string, number>, stoppedKeys: 1 };
-    const metrics = new RunlogMetrics({ store, host: () => host, bus: createBus(), now: () => new Date().toISOString(), processMetrics: false, prestart: () => accounts });
+    const metrics = new RunlogMetrics({ store, metered, host: () => host, bus: createBus(), now: () => new Date().toISOString(), processMetrics: false, prestart: () => accounts });
     let text = await metrics.text();
     expect(text).toContain('runlog_prestart_idle_cpu_seconds_total 2.5');
     expect(text).toContain('runlog_prestart_sandboxes_removed_total{reason="idle-cpu"} 1');

@@ -93,6 +93,6 @@ describe('an apps workspace the kernel refuses to watch', () => {
     writeApp(apps, 'com.example.notes', ['curl', 'git']);
     // Polled (every 2 s): the edit becomes a grant on the instance's stream, as a watched edit does.
     await until('the grant', () => rl.host.get('instance', 'inst_web')!.snapshot.context.spec?.tools.includes('git') === true);
-    expect(rl.events('inst_web').map((e) => e.type)).toContain('instance.tool-granted');
+    expect((await rl.events('inst_web')).map((e) => e.type)).toContain('instance.tool-granted');
   });
 });

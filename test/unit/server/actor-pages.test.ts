@@ -38,12 +38,22 @@ describe('per-actor reads of a 100k-event actor', () => {
     writeDeepActor(db, 'inst_stale', STALE_EVENTS, { snapshots: false });
     rl = await createRunlog({ home, supervise: false });
     token = ensureToken(home).token;
-    const read = rl.store.read.bind(rl.store);
-    rl.store.read = (stream, options = {}) => {
-      const events = read(stream, options);
-      if (events.length > 0) reads.push({ stream, from: events[0]!.version, to: events.at(-1)!.version });
-      return events;
-    };
+    // Each read of a stream is recorded once it ends, as the versions it gave.
+    const readStream = rl.store.readStream.bind(rl.store);
+    rl.store.readStream = (stream, options = {}) =>
+      (async function* () {
+        let first: number | undefined;
+        let last = 0;
+        try {
+          for await (const e of readStream(stream, options)) {
+            first ??= e.version;
+            last = e.version;
+            yield e;
+          }
+        } finally {
+          if (first !== undefined) reads.push({ stream, from: first, to: last });
+        }
+      })();
     server = await startServer({ runlog: rl, host: '127.0.0.1', port: 0, token, pollMs: 20 });
   }, 120_000);
 
@@ -94,7 +104,7 @@ describe('per-actor reads of a 100k-event actor', () => {
       { stream: 'instance-inst_deep', from: 1, to: 1 },
     ]);
     const { supervision: _s, traceUrl: _t, ...rest } = view;
-    expect(rest).toEqual(JSON.parse(JSON.stringify(inspectActor(rl.store, 'inst_deep'))));
+    expect(rest).toEqual(JSON.parse(JSON.stringify(await inspectActor(rl.store, 'inst_deep'))));
   });
 
   it('replays it from the snapshot at or before the asked version, and a page of steps from the snapshot before the page', async () => {
@@ -111,11 +121,11 @@ describe('per-actor reads of a 100k-event actor', () => {
     expect(reads[0]).toEqual({ stream: 'instance-inst_deep', from: 99_001, to: 99_050 });
 
     // The state at the end is inspect's (snapshot and tail); each step of the page is a tool grant or revoke in 'running'.
-    expect({ state: page.state, context: page.context }).toEqual(JSON.parse(JSON.stringify({ state: 'running', context: inspectActor(rl.store, 'inst_deep').context })));
+    expect({ state: page.state, context: page.context }).toEqual(JSON.parse(JSON.stringify({ state: 'running', context: (await inspectActor(rl.store, 'inst_deep')).context })));
     expect(page.steps.every((s: any) => s.from === 'running' && s.to === 'running' && s.accepted && s.event.type === (s.version % 2 ? 'instance.tool-revoked' : 'instance.tool-granted'))).toBe(true);
     // Against the old whole replay, on a stretch short enough to fold from the first event here.
     const early = await api('/api/actors/inst_deep/replay?after=150&limit=60&to=300');
-    const whole = replayActor(rl.store, 'inst_deep', 300);
+    const whole = await replayActor(rl.store, 'inst_deep', 300);
     expect({ state: early.state, context: early.context, steps: early.steps, next: early.next }).toEqual(JSON.parse(JSON.stringify({ state: whole.state, context: whole.context, steps: whole.steps.slice(150, 210), next: 210 })));
 
     const first = await api('/api/actors/inst_deep/replay');
@@ -126,10 +136,10 @@ describe('per-actor reads of a 100k-event actor', () => {
     const order: string[] = [];
     let started!: () => void;
     const running = new Promise<void>((resolve) => (started = resolve));
-    const read = rl.store.read;
-    rl.store.read = (stream, options) => {
+    const readStream = rl.store.readStream;
+    rl.store.readStream = (stream, options) => {
       if (stream === 'instance-inst_stale') started();
-      return read(stream, options);
+      return readStream.call(rl.store, stream, options);
     };
     try {
       const long = api('/api/actors/inst_stale').then((v) => (order.push('inspect'), v));
@@ -141,7 +151,7 @@ describe('per-actor reads of a 100k-event actor', () => {
       expect(view).toMatchObject({ id: 'inst_stale', version: STALE_EVENTS, state: 'running' });
       expect(order).toEqual(['health', 'inspect']);
     } finally {
-      rl.store.read = read;
+      rl.store.readStream = readStream;
     }
   });
 });

@@ -68,21 +68,21 @@ describe('the supervisor refuses a request whose deadline has passed, before it 
     });
 
   it('a stop whose deadline passed is answered 504 DEADLINE_PASSED and appends nothing; a malformed one is 400', async () => {
-    const before = rl.store.lastSeq();
+    const before = await rl.store.lastSeq();
     const late = await stop(String(Date.now() - 1));
     expect(late.status).toBe(504);
     expect(((await late.json()) as { error: { code: string } }).error.code).toBe('DEADLINE_PASSED');
     const bad = await stop('tomorrow');
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: { code: string } }).error.code).toBe('DEADLINE_INVALID');
-    expect(rl.store.lastSeq()).toBe(before);
-    expect(rl.inspect('inst_web').state).toBe('running');
+    expect(await rl.store.lastSeq()).toBe(before);
+    expect((await rl.inspect('inst_web')).state).toBe('running');
   });
 
   it('the same stop with its deadline ahead is acted on', async () => {
     const ok = await stop(String(Date.now() + 60_000));
     expect(ok.status).toBe(200);
-    expect(rl.inspect('inst_web').state).not.toBe('running');
+    expect((await rl.inspect('inst_web')).state).not.toBe('running');
   });
 });
 

@@ -236,7 +236,7 @@ describe('HTTP API', () => {
     expect(last.status).toBe(200);
     const seqs = last.body.events.map((e: any) => e.seq);
     expect(seqs).toHaveLength(3);
-    expect(seqs[2]).toBe(rl.store.lastSeq());
+    expect(seqs[2]).toBe(await rl.store.lastSeq());
     const after = await json('/api/events?afterSeq=2&limit=2');
     expect(after.body.events.map((e: any) => e.seq)).toEqual([3, 4]);
     expect((await json('/api/events?limit=5000')).status).toBe(400);

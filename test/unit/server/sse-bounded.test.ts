@@ -7,7 +7,7 @@ import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Runlog } from '../../../src/supervisor/runlog.ts';
 import { startServer, type RunningServer } from '../../../src/server/http-server.ts';
-import type { AppendRequest } from '../../../src/store/event-store.ts';
+import type { StreamAppend } from '../../../src/store/port.ts';
 import { seededRunlog } from '../../support/browser.ts';
 import { tempDir } from '../../support/tmp.ts';
 
@@ -22,12 +22,12 @@ describe('SSE catch-up from afterSeq=0', () => {
     ({ rl } = await seededRunlog(tempDir()));
     // A log of some 20,000 events of ~300 bytes: unbounded buffering would hold ~6 MB per client.
     const pad = 'x'.repeat(200);
-    const requests: AppendRequest[] = [];
+    const requests: StreamAppend[] = [];
     for (let s = 0; s < BULK / 100; s++) {
-      requests.push({ stream: `instance-bulk_${s}`, events: Array.from({ length: 100 }, (_, v) => ({ type: 'instance.spawned', data: { pid: v, pad } })), options: { expectedVersion: 'no-stream' } });
+      requests.push({ stream: `instance-bulk_${s}`, events: Array.from({ length: 100 }, (_, v) => ({ type: 'instance.spawned', data: { pid: v, pad } })), expectedVersion: 'no-stream' });
     }
-    rl.store.appendMany(requests);
-    lastSeq = rl.store.lastSeq();
+    await rl.store.appendMany(requests);
+    lastSeq = await rl.store.lastSeq();
     server = await startServer({ runlog: rl, host: '127.0.0.1', port: 0, token: TOKEN, sse: { maxClients: 64, slowClientMs: 600_000, pageSize: 200 } });
   });
   afterAll(async () => {

@@ -52,7 +52,7 @@ describe('damage is detected, never papered over', () => {
       expect((err as Error).message).toContain(file);
     }
     await expect(createRunlog({ home, reconcile: false, watchApps: false, engineWatch: false, metrics: false, log: () => undefined })).rejects.toMatchObject({ code: 'STORE_EMPTY' });
-    expect(verifyLog(file).findings.map((f) => f.code)).toEqual(['STORE_EMPTY']);
+    expect((await verifyLog(file)).findings.map((f) => f.code)).toEqual(['STORE_EMPTY']);
     const c = capture();
     expect(await main(['verify', '--db', file], c.factory)).toBe(4);
     expect(c.stdout()).toContain('STORE_EMPTY');
@@ -70,7 +70,7 @@ describe('damage is detected, never papered over', () => {
     expect(err).toMatchObject({ code: 'STORE_TRUNCATED' });
     expect((err as Error).message).toMatch(/header says \d+ pages/);
     expect(opening(file, { readOnly: true })).toMatchObject({ code: 'STORE_TRUNCATED' });
-    expect(verifyLog(file).findings[0]).toMatchObject({ code: 'STORE_TRUNCATED', severity: 'damage' });
+    expect((await verifyLog(file)).findings[0]).toMatchObject({ code: 'STORE_TRUNCATED', severity: 'damage' });
     expect(bytes(file)!.equals(before!)).toBe(true);
   });
 
@@ -126,7 +126,7 @@ describe('damage is detected, never papered over', () => {
     writeFileSync(file, buf);
     const before = bytes(file);
 
-    const report = verifyLog(file);
+    const report = await verifyLog(file);
     expect(report.ok).toBe(false);
     const broken = report.findings.find((f) => f.code === 'STORE_CHAIN_BROKEN');
     // inst_3's first event: 2 events per actor before it.
@@ -151,10 +151,10 @@ describe('damage is detected, never papered over', () => {
     raw.prepare('DELETE FROM events WHERE seq > 10').run();
     raw.close();
     // The last clean shutdown recorded seq 12 ...
-    expect(verifyLog(file).findings).toEqual([expect.objectContaining({ code: 'STORE_TRUNCATED', message: expect.stringMatching(/ends at event seq 10; .* ended at seq 12/) })]);
+    expect((await verifyLog(file)).findings).toEqual([expect.objectContaining({ code: 'STORE_TRUNCATED', message: expect.stringMatching(/ends at event seq 10; .* ended at seq 12/) })]);
     // ... and without that record (lost with the directory), the chain's head inside the file still tells.
     rmSync(`${file}-shutdown`);
-    const r = verifyLog(file);
+    const r = await verifyLog(file);
     expect(r.findings.find((f) => f.code === 'STORE_CHAIN_BROKEN')).toMatchObject({ seq: 11, message: expect.stringMatching(/head is at seq 12 but the log ends at seq 10/) });
   });
 
@@ -163,7 +163,7 @@ describe('damage is detected, never papered over', () => {
     const raw = new Database(file);
     raw.prepare("UPDATE actors SET state = 'running' WHERE id = 'inst_1'").run();
     raw.close();
-    const r = verifyLog(file);
+    const r = await verifyLog(file);
     expect(r.ok).toBe(false);
     expect(r.findings).toEqual([expect.objectContaining({ code: 'PROJECTION_MISMATCH', stream: 'instance-inst_1', message: expect.stringMatching(/says running \(active\) at v2, its events say spawning \(active\) at v2/) })]);
   });
@@ -175,7 +175,7 @@ describe('damage is detected, never papered over', () => {
     expect(c.stdout()).toMatch(/^ok: 6 events, 3 actors; the chain ends at seq 6 \([0-9a-f]{16}…\)$/);
   });
 
-  it('a damaged WAL frame: STORE_WAL_DAMAGED with the last good position, WAL and file untouched', () => {
+  it('a damaged WAL frame: STORE_WAL_DAMAGED with the last good position, WAL and file untouched', async () => {
     const dir = tempDir();
     const live = join(dir, 'live.db');
     const s = new SqliteEventStore(live, { checkpointMs: 3_600_000 });
@@ -204,7 +204,7 @@ describe('damage is detected, never papered over', () => {
     const err = opening(file);
     expect(err).toMatchObject({ code: 'STORE_WAL_DAMAGED', frame, lastGoodSeq: seen });
     expect((err as Error).message).toMatch(new RegExp(`damaged frame \\(${frame}\\).*last good position is frame \\d+ \\(event seq ${seen}\\)`));
-    expect(verifyLog(file).findings[0]).toMatchObject({ code: 'STORE_WAL_DAMAGED', seq: seen });
+    expect((await verifyLog(file)).findings[0]).toMatchObject({ code: 'STORE_WAL_DAMAGED', seq: seen });
     expect(bytes(file)!.equals(before.db)).toBe(true);
     expect(bytes(`${file}-wal`)!.equals(before.wal)).toBe(true);
   });
@@ -224,7 +224,7 @@ describe('damage is detected, never papered over', () => {
     wal[off] = wal[off]! ^ 0x40;
     writeFileSync(`${file}-wal`, wal);
 
-    expect(verifyLog(file).findings[0]).toMatchObject({ code: 'STORE_WAL_DAMAGED', seq: expect.any(Number) });
+    expect((await verifyLog(file)).findings[0]).toMatchObject({ code: 'STORE_WAL_DAMAGED', seq: expect.any(Number) });
     const c = capture();
     expect(await main(['verify', '--db', file], c.factory)).toBe(4);
     expect(readdirSync(copied).sort()).toEqual(['runlog.db', 'runlog.db-wal']);

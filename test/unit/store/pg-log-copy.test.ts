@@ -1,6 +1,6 @@
 // The PostgreSQL supervisor's in-memory copy (src/store/postgres/log-copy.ts): ended actors' events leave memory
 // once the recent window and every subscriber have passed them; what is held answers exactly as before; a read
-// that reaches a paged-out event either answers from a paged-in history or throws PAGED_OUT — never a shorter one.
+// that reaches a paged-out event either answers from a paged-in history or throws PagedOutError (INTERNAL: the store reads such history from PostgreSQL) — never a shorter one.
 import { describe, expect, it } from 'vitest';
 import type { RecordedEvent } from '../../../src/domain/events.ts';
 import { LogCopy, PagedOutError } from '../../../src/store/postgres/log-copy.ts';
@@ -64,7 +64,7 @@ describe('LogCopy', () => {
     expect(copy.read('execution-queue', 3, 4).map((e) => e.version)).toEqual([3, 4]);
     // The paged-out history: a typed error, not an empty or shorter list.
     expect(() => copy.read('execution-a')).toThrow(PagedOutError);
-    expect(() => copy.read('execution-a', 5)).toThrow(expect.objectContaining({ code: 'PAGED_OUT' }));
+    expect(() => copy.read('execution-a', 5)).toThrow(expect.objectContaining({ code: 'INTERNAL' }));
     // The whole log from before the floor is not here either; from after it, it is (and in order).
     expect(copy.floor).toBe(5);
     expect(() => copy.slice(0)).toThrow(PagedOutError);

@@ -25,7 +25,7 @@ describe('replay --to from snapshots', () => {
     expect(store.snapshotAtOrBefore('instance-inst_deep', 250)?.version).toBe(2 * SNAPSHOT_EVERY);
     expect(store.snapshotAtOrBefore('instance-inst_deep', 99)).toBeUndefined();
     store.close();
-    expect(verifyLog(db)).toMatchObject({ ok: true, findings: [] });
+    expect(await verifyLog(db)).toMatchObject({ ok: true, findings: [] });
 
     // The reference: the exported history replayed offline, which folds every event from the first.
     const exported = await runCli(['export', 'inst_deep', '--home', home]);

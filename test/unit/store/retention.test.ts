@@ -7,25 +7,30 @@ import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { inspectActor } from '../../../src/inspect/inspection.ts';
-import { parseBefore, startRetention, startRetentionOn } from '../../../src/supervisor/retention/retention.ts';
+import { parseBefore, startRetention } from '../../../src/supervisor/retention/retention.ts';
 import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import { verifyLog } from '../../../src/inspect/verify-log.ts';
 import { eventHash } from '../../../src/store/chain.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
+import { collect } from '../../../src/store/port.ts';
+import { RunlogError } from '../../../src/domain/errors.ts';
+import type { Archiving } from '../../../src/store/capabilities.ts';
+import { SqlitePortStore } from '../../../src/store/sqlite/port-adapter.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 import { writeRetentionLog, type BuiltActor } from '../../support/retention-log.ts';
 import { tempDir } from '../../support/tmp.ts';
 
 /** Every actor's answer (inspect) before anything is archived. */
-function answers(db: string): Map<string, { state: string; version: number; context: unknown }> {
-  const s = new SqliteEventStore(db, { readOnly: true });
+async function answers(db: string): Promise<Map<string, { state: string; version: number; context: unknown }>> {
+  const s = new SqlitePortStore(db, { readOnly: true });
   try {
-    return new Map(s.listActors({ all: true }).map((r) => {
-      const v = inspectActor(s, r.id);
-      return [r.id, { state: v.state, version: v.version, context: v.context }];
-    }));
+    const truth = new Map<string, { state: string; version: number; context: unknown }>();
+    for (const r of await s.listActors({ all: true })) {
+      const v = await inspectActor(s, r.id);
+      truth.set(r.id, { state: v.state, version: v.version, context: v.context });
+    }
+    return truth;
   } finally {
-    s.close();
+    await s.close();
   }
 }
 
@@ -42,7 +47,7 @@ describe('runlog archive', () => {
     const home = tempDir();
     const actors = await writeRetentionLog(home, { ended: 60, live: 6, start: '2026-09-01T00:00:00.000Z' });
     const db = join(home, 'runlog.db');
-    const truth = answers(db);
+    const truth = await answers(db);
     const before = cutoffAfter(actors, 40);
     const archived = actors.filter((a) => !a.live && a.endedAt < before);
     expect(archived).toHaveLength(40);
@@ -54,18 +59,18 @@ describe('runlog archive', () => {
     expect(statSync(out).mode & 0o777).toBe(0o600);
 
     // The log: archived actors have no events and a tombstone; live and later ones are untouched.
-    const store = new SqliteEventStore(db, { readOnly: true });
+    const store = new SqlitePortStore(db, { readOnly: true });
     for (const a of actors) {
-      const row = store.getActor(a.id)!;
+      const row = (await store.getActor(a.id))!;
       expect(row, a.id).toBeDefined();
       const gone = archived.includes(a);
-      expect(store.streamVersion(row.stream), a.id).toBe(gone ? 0 : truth.get(a.id)!.version);
+      expect(await store.streamVersion(row.stream), a.id).toBe(gone ? 0 : truth.get(a.id)!.version);
       expect(row.archived, a.id).toEqual(gone ? { file: out, at: expect.any(String) } : undefined);
-      if (!gone) expect(inspectActor(store, a.id)).toMatchObject({ state: truth.get(a.id)!.state, context: truth.get(a.id)!.context });
+      if (!gone) expect(await inspectActor(store, a.id)).toMatchObject({ state: truth.get(a.id)!.state, context: truth.get(a.id)!.context });
     }
-    expect(inspectActor(store, archived[0]!.id)).toMatchObject({ state: truth.get(archived[0]!.id)!.state, archived: { file: out } });
-    store.close();
-    expect(verifyLog(db)).toMatchObject({ ok: true, findings: [] });
+    expect(await inspectActor(store, archived[0]!.id)).toMatchObject({ state: truth.get(archived[0]!.id)!.state, archived: { file: out } });
+    await store.close();
+    expect(await verifyLog(db)).toMatchObject({ ok: true, findings: [] });
 
     // ps --all lists them and says where they went.
     const ps = await runCli(['ps', '--all', '--home', home, '--json']);
@@ -88,7 +93,7 @@ describe('runlog archive', () => {
     // rebuild keeps the tombstoned actors' rows.
     expect((await runCli(['rebuild', '--home', home])).code).toBe(0);
     expect(JSON.parse((await runCli(['ps', '--all', '--home', home, '--json'])).stdout())).toHaveLength(actors.length);
-    expect(verifyLog(db).ok).toBe(true);
+    expect((await verifyLog(db)).ok).toBe(true);
   });
 
   it('the archive carries its chain: every event line hashes to its link, and the trailer names the last one', async () => {
@@ -132,7 +137,7 @@ describe('runlog archive', () => {
 
     it('each archive checks against its own chain and the log’s record of it', async () => {
       const { db } = await archived();
-      expect(verifyLog(db)).toMatchObject({ ok: true, archives: 2, findings: [] });
+      expect(await verifyLog(db)).toMatchObject({ ok: true, archives: 2, findings: [] });
     });
 
     it('an event changed in an archive: ARCHIVE_DAMAGED naming its seq; the log itself is sound', async () => {
@@ -146,7 +151,7 @@ describe('runlog archive', () => {
           return l.replace(`"at":"${e.at}"`, `"at":"${e.at.replace(/^2026/, '2025')}"`);
         }),
       );
-      const r = verifyLog(db);
+      const r = await verifyLog(db);
       expect(r.ok).toBe(false);
       expect(r.findings).toEqual([expect.objectContaining({ code: 'ARCHIVE_DAMAGED', severity: 'damage', seq, message: expect.stringContaining(`does not match its hash`) })]);
       const c = await runCli(['verify', '--home', home]);
@@ -170,7 +175,7 @@ describe('runlog archive', () => {
         trailer.lastHash = hashes.get(trailer.lastSeq);
         return parsed.map((e) => JSON.stringify(e));
       });
-      const r = verifyLog(db);
+      const r = await verifyLog(db);
       expect(r.ok).toBe(false);
       expect(r.findings).toEqual([expect.objectContaining({ code: 'ARCHIVE_DAMAGED', message: expect.stringMatching(/recorded the hole|does not end on the link the log recorded/) })]);
     });
@@ -179,11 +184,11 @@ describe('runlog archive', () => {
       const { db, first, second } = await archived();
       const whole = readFileSync(first);
       writeFileSync(first, whole.subarray(0, Math.floor(whole.length / 2)));
-      expect(verifyLog(db).findings).toEqual([expect.objectContaining({ code: 'ARCHIVE_DAMAGED', message: expect.stringContaining(first) })]);
+      expect((await verifyLog(db)).findings).toEqual([expect.objectContaining({ code: 'ARCHIVE_DAMAGED', message: expect.stringContaining(first) })]);
       writeFileSync(first, whole);
       // The trailer dropped: the file is cut at a line boundary.
       rewrite(second, (lines) => lines.slice(0, -1));
-      expect(verifyLog(db).findings).toEqual([expect.objectContaining({ code: 'ARCHIVE_DAMAGED', message: expect.stringContaining('no trailer') })]);
+      expect((await verifyLog(db)).findings).toEqual([expect.objectContaining({ code: 'ARCHIVE_DAMAGED', message: expect.stringContaining('no trailer') })]);
     });
 
     it('an archive moved away is named, not checked (a warning); --archives says where it went', async () => {
@@ -191,8 +196,8 @@ describe('runlog archive', () => {
       const moved = join(home, 'elsewhere');
       mkdirSync(moved);
       renameSync(first, join(moved, 'a.jsonl.gz'));
-      expect(verifyLog(db)).toMatchObject({ ok: true, archives: 1, findings: [expect.objectContaining({ code: 'ARCHIVE_NOT_FOUND', severity: 'warning' })] });
-      expect(verifyLog(db, { archiveDirs: [moved] })).toMatchObject({ ok: true, archives: 2, findings: [] });
+      expect(await verifyLog(db)).toMatchObject({ ok: true, archives: 1, findings: [expect.objectContaining({ code: 'ARCHIVE_NOT_FOUND', severity: 'warning' })] });
+      expect(await verifyLog(db, { archiveDirs: [moved] })).toMatchObject({ ok: true, archives: 2, findings: [] });
       const c = await runCli(['verify', '--home', home, '--archives', moved]);
       expect(c.code).toBe(0);
       expect(c.stdout()).toContain('2 archive(s)');
@@ -203,14 +208,14 @@ describe('runlog archive', () => {
     const home = tempDir();
     const actors = await writeRetentionLog(home, { ended: 30, live: 4, start: '2026-09-01T00:00:00.000Z' });
     const db = join(home, 'runlog.db');
-    const truth = answers(db);
+    const truth = await answers(db);
     await archive(home, cutoffAfter(actors, 10), join(home, '1.jsonl.gz'));
     await archive(home, cutoffAfter(actors, 20), join(home, '2.jsonl.gz'));
-    expect(verifyLog(db)).toMatchObject({ ok: true, findings: [] });
+    expect(await verifyLog(db)).toMatchObject({ ok: true, findings: [] });
     // Everything ended: the log's last events (the last ended actor's) are archived too.
     const r3 = await archive(home, '2030-01-01T00:00:00.000Z', join(home, '3.jsonl.gz'));
     expect(r3.actors).toBe(10);
-    const head = verifyLog(db);
+    const head = await verifyLog(db);
     expect(head).toMatchObject({ ok: true, findings: [] });
     expect(head.lastSeq).toBe(r3.lastSeq); // the head is the last archived link
 
@@ -218,10 +223,10 @@ describe('runlog archive', () => {
     const live = actors.find((a) => a.live)!;
     const rl = await createRunlog({ home, supervise: false, readOnly: false });
     await rl.send('instance', live.id, { type: 'instance.stop-requested', at: '2026-12-01T00:00:00.000Z', data: { graceMs: null } } as never);
-    const last = rl.store.read(`instance-${live.id}`).at(-1)!;
+    const last = (await collect(rl.store.readStream(`instance-${live.id}`))).at(-1)!;
     await rl.close();
     expect(last.seq).toBe(r3.lastSeq + 1);
-    expect(verifyLog(db)).toMatchObject({ ok: true, findings: [] });
+    expect(await verifyLog(db)).toMatchObject({ ok: true, findings: [] });
     for (const n of ['1', '2', '3']) {
       const a = actors.filter((x) => !x.live)[n === '1' ? 0 : n === '2' ? 15 : 29]!;
       const rep = JSON.parse((await runCli(['replay', '--file', join(home, `${n}.jsonl.gz`), a.id, '--json'])).stdout()) as { state: string; context: unknown };
@@ -236,9 +241,9 @@ describe('runlog archive', () => {
     expect(JSON.parse(none.stdout())).toMatchObject({ file: null, actors: 0 });
     const all = await archive(home, '2030-01-01T00:00:00.000Z', join(home, 'x.jsonl.gz'));
     expect(all.actors).toBe(4);
-    const store = new SqliteEventStore(join(home, 'runlog.db'), { readOnly: true });
-    for (const a of actors.filter((x) => x.live)) expect(store.streamVersion(`instance-${a.id}`), a.id).toBeGreaterThan(0);
-    store.close();
+    const store = new SqlitePortStore(join(home, 'runlog.db'), { readOnly: true });
+    for (const a of actors.filter((x) => x.live)) expect(await store.streamVersion(`instance-${a.id}`), a.id).toBeGreaterThan(0);
+    await store.close();
   });
 
   it('a hole no archive recorded is damage: STORE_CHAIN_BROKEN names where', async () => {
@@ -253,7 +258,7 @@ describe('runlog archive', () => {
     expect(victim).toBeGreaterThan(0);
     raw.prepare('DELETE FROM events WHERE seq = ?').run(victim);
     raw.close();
-    const report = verifyLog(db);
+    const report = await verifyLog(db);
     expect(report.ok).toBe(false);
     expect(report.findings).toContainEqual(expect.objectContaining({ code: 'STORE_CHAIN_BROKEN', message: expect.stringContaining('missing') }));
   });
@@ -268,7 +273,7 @@ describe('runlog archive', () => {
     expect(again.code).toBe(2);
     expect(again.stderr()).toContain('ARCHIVE_EXISTS');
     expect(readFileSync(out).equals(bytes)).toBe(true);
-    expect(verifyLog(join(home, 'runlog.db')).ok).toBe(true);
+    expect((await verifyLog(join(home, 'runlog.db'))).ok).toBe(true);
   });
 
   it('a log made before auto_vacuum gets it from its first archive (one VACUUM), then incremental', async () => {
@@ -283,7 +288,7 @@ describe('runlog archive', () => {
     rmSync(`${db}-shutdown`); // the file was changed (shrunk) behind runlog's back: its last shutdown record no longer holds
     expect((await archive(home, cutoffAfter(actors, 10), join(home, '1.jsonl.gz'))).vacuum).toBe('full');
     expect((await archive(home, cutoffAfter(actors, 15), join(home, '2.jsonl.gz'))).vacuum).toBe('incremental');
-    expect(verifyLog(db).ok).toBe(true);
+    expect((await verifyLog(db)).ok).toBe(true);
   });
 
   it('the serve policy (--retain) archives what ended longer ago than its duration, at start and on schedule', async () => {
@@ -293,18 +298,30 @@ describe('runlog archive', () => {
     const ended = actors.filter((a) => !a.live);
     // "Now" is 1 day (and 1 ms) after the 6th actor ended: a 1-day policy archives the first 6.
     const now = () => new Date(Date.parse(ended[5]!.endedAt) + 86_400_000 + 1).toISOString();
-    const store = new SqliteEventStore(db);
+    const store = new SqlitePortStore(db);
     const said: string[] = [];
     const stop = startRetention(store, home, { retainMs: 86_400_000, everyMs: 60_000 }, (m) => said.push(m), now);
     await new Promise((r) => setTimeout(r, 50));
     stop();
-    store.close();
+    await store.close();
     expect(said).toEqual([expect.stringMatching(/^retention: archived 6 actors \(\d+ events\) that ended before .* to .*archives\/runlog-.*\.jsonl\.gz/)]);
-    const ro = new SqliteEventStore(db, { readOnly: true });
-    expect(ended.map((a) => Boolean(ro.getActor(a.id)!.archived))).toEqual([true, true, true, true, true, true, false, false, false, false]);
-    ro.close();
-    expect(verifyLog(db).ok).toBe(true);
-    await expect(startRetentionOn({}, home, { retainMs: 1 }, () => undefined)).rejects.toMatchObject({ code: 'NOT_SUPPORTED' });
+    const ro = new SqlitePortStore(db, { readOnly: true });
+    const rows = await Promise.all(ended.map((a) => ro.getActor(a.id)));
+    expect(rows.map((r) => Boolean(r!.archived))).toEqual([true, true, true, true, true, true, false, false, false, false]);
+    await ro.close();
+    expect((await verifyLog(db)).ok).toBe(true);
+    // A run that fails is told and removes nothing; a run another node is doing (ARCHIVE_BUSY) is skipped.
+    for (const [err, message] of [
+      [new Error('disk full'), 'retention: archive run failed, nothing removed: disk full'],
+      [new RunlogError('ARCHIVE_BUSY', 'another archiver holds the lock'), 'retention: another node is archiving this log; this run is skipped'],
+    ] as const) {
+      const failing: Archiving = { archiveEnded: () => Promise.reject(err) };
+      const told: string[] = [];
+      const halt = startRetention(failing, home, { retainMs: 1, everyMs: 60_000 }, (m) => told.push(m), now);
+      await new Promise((r) => setTimeout(r, 50));
+      halt();
+      expect(told).toEqual([message]);
+    }
     const serve = await runCli(['serve', '--home', home, '--retain', 'forever']);
     expect(serve.code).toBe(2);
     expect(serve.stderr()).toContain('--retain must be a duration');

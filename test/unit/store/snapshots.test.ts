@@ -9,7 +9,7 @@ import { verifyLog } from '../../../src/inspect/verify-log.ts';
 import { main } from '../../../src/cli/main.ts';
 import type { Io } from '../../../src/cli/output.ts';
 import { instanceMachine, type InstanceSpec } from '../../../src/machines/instance.machine.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
+import { SqlitePortStore } from '../../../src/store/sqlite/port-adapter.ts';
 import { expectSnapshotPlusTailEqualsFold } from '../../support/snapshot-property.ts';
 import { tempDir } from '../../support/tmp.ts';
 
@@ -87,14 +87,14 @@ describe('snapshots', () => {
     const rl = await createRunlog({ home, supervise: false, readOnly: false });
     await rl.host.create('instance', 'inst_a', { type: 'instance.requested', data: { spec: spec('inst_a') } });
     for (let i = 0; i < SNAPSHOT_EVERY + 20; i++) await rl.send('instance', 'inst_a', { type: 'instance.tool-granted', data: { tool: `t${i % 3}` } });
-    expect(rl.store.latestSnapshot!('instance-inst_a')).toMatchObject({ version: SNAPSHOT_EVERY, fingerprint: machineFingerprint(instanceMachine) });
+    expect(await rl.store.snapshotAtOrBefore('instance-inst_a')).toMatchObject({ version: SNAPSHOT_EVERY, fingerprint: machineFingerprint(instanceMachine) });
     await rl.send('instance', 'inst_a', { type: 'instance.stop-requested', data: {} });
     await rl.send('instance', 'inst_a', { type: 'instance.exited', data: { exitCode: 0 } });
-    const v = rl.store.streamVersion('instance-inst_a');
-    expect(rl.inspect('inst_a').state).toBe('stopped');
-    expect(rl.store.latestSnapshot!('instance-inst_a')).toMatchObject({ version: v });
+    const v = await rl.store.streamVersion('instance-inst_a');
+    expect((await rl.inspect('inst_a')).state).toBe('stopped');
+    expect(await rl.store.snapshotAtOrBefore('instance-inst_a')).toMatchObject({ version: v });
     await rl.close();
-    expect(verifyLog(rl.dbPath)).toMatchObject({ ok: true, snapshots: 1, findings: [] });
+    expect(await verifyLog(rl.dbPath)).toMatchObject({ ok: true, snapshots: 1, findings: [] });
   });
 
   it('start-up and inspect read the newest snapshot and fold only the tail', async () => {
@@ -105,34 +105,37 @@ describe('snapshots', () => {
     await rl.close();
     // Proof the snapshot is what is read: a snapshot (well sealed, this machine's) that says something the events
     // do not is believed for the versions it covers. (verify calls this SNAPSHOT_MISMATCH.)
-    const store = new SqliteEventStore(rl.dbPath);
-    const real = store.latestSnapshot('instance-inst_a')!;
+    const store = new SqlitePortStore(rl.dbPath);
+    const real = (await store.snapshotAtOrBefore('instance-inst_a'))!;
     const state = JSON.parse(real.state);
     state.context.spec.tools = ['planted'];
     const planted = sealSnapshot({ ...real, state: JSON.stringify(state) });
-    store.replaceSnapshots([planted]);
-    expect(inspectActor(store, 'inst_a').context.spec).toMatchObject({ tools: ['planted', 't99', 't100', 't101', 't102', 't103', 't104'] });
-    store.close();
+    store.store.replaceSnapshots([planted]); // SQLite's own snapshot table, under the port
+    expect((await inspectActor(store, 'inst_a')).context.spec).toMatchObject({ tools: ['planted', 't99', 't100', 't101', 't102', 't103', 't104'] });
+    await store.close();
     const rl2 = await createRunlog({ home, effects: { instance: {} }, reconcile: false, watchApps: false, engineWatch: false, metrics: false, log: () => undefined });
     expect((rl2.host.get('instance', 'inst_a')!.snapshot.context as { spec: { tools: string[] } }).spec.tools.slice(0, 2)).toEqual(['planted', 't99']);
     await rl2.close();
-    expect(verifyLog(rl.dbPath).findings).toEqual([expect.objectContaining({ code: 'SNAPSHOT_MISMATCH', severity: 'damage', stream: 'instance-inst_a', version: SNAPSHOT_EVERY })]);
+    expect((await verifyLog(rl.dbPath)).findings).toEqual([expect.objectContaining({ code: 'SNAPSHOT_MISMATCH', severity: 'damage', stream: 'instance-inst_a', version: SNAPSHOT_EVERY })]);
   });
 
   describe('damage to a snapshot changes no answer, and verify names it', () => {
     async function logWithSnapshots() {
       const home = tempDir();
       const rl = await randomLog(home, 7, 6, () => 130);
-      const truth = rl.list({ all: true }).map((r) => ({ ...inspectActor(rl.store, r.id) }));
+      const truth = [];
+      for (const r of await rl.list({ all: true })) truth.push({ ...(await inspectActor(rl.store, r.id)) });
       await rl.close();
       return { db: rl.dbPath, truth };
     }
-    const answers = (db: string) => {
-      const s = new SqliteEventStore(db, { readOnly: true });
+    const answers = async (db: string) => {
+      const s = new SqlitePortStore(db, { readOnly: true });
       try {
-        return s.listActors({ all: true }).map((r) => inspectActor(s, r.id));
+        const views = [];
+        for (const r of await s.listActors({ all: true })) views.push(await inspectActor(s, r.id));
+        return views;
       } finally {
-        s.close();
+        await s.close();
       }
     };
 
@@ -141,8 +144,8 @@ describe('snapshots', () => {
       const raw = new Database(db);
       expect(raw.prepare("DELETE FROM snapshots WHERE stream = 'instance-inst_0'").run().changes).toBe(1);
       raw.close();
-      expect(answers(db)).toEqual(truth);
-      const r = verifyLog(db);
+      expect(await answers(db)).toEqual(truth);
+      const r = await verifyLog(db);
       expect(r.ok).toBe(false);
       expect(r.findings).toEqual([expect.objectContaining({ code: 'SNAPSHOT_MISSING', severity: 'damage', stream: 'instance-inst_0' })]);
       const c = io();
@@ -160,15 +163,15 @@ describe('snapshots', () => {
       const stale = sealSnapshot({ stream: row.stream!, version: Number(row.version), fingerprint: 'f'.repeat(32), createdAt: row.created_at!, state: JSON.stringify(state) });
       raw.prepare('UPDATE snapshots SET fingerprint = ?, state = ?, checksum = ? WHERE stream = ?').run(stale.fingerprint, stale.state, stale.checksum, stale.stream);
       raw.close();
-      expect(answers(db)).toEqual(truth);
-      const r = verifyLog(db);
+      expect(await answers(db)).toEqual(truth);
+      const r = await verifyLog(db);
       expect(r.ok).toBe(true);
       expect(r.findings).toEqual([expect.objectContaining({ code: 'SNAPSHOT_STALE', severity: 'warning', stream: 'instance-inst_1' })]);
       // rebuild --snapshots makes this machine's again.
       const c = io();
       expect(await main(['rebuild', '--snapshots', '--db', db], c.factory)).toBe(0);
       expect(c.stdout()).toMatch(/^rebuilt 6 snapshots from \d+ events$/);
-      expect(verifyLog(db)).toMatchObject({ ok: true, snapshots: 6, findings: [] });
+      expect(await verifyLog(db)).toMatchObject({ ok: true, snapshots: 6, findings: [] });
     });
 
     it('a snapshot that fails its checksum: SNAPSHOT_CHECKSUM, ignored', async () => {
@@ -176,8 +179,8 @@ describe('snapshots', () => {
       const raw = new Database(db);
       raw.prepare("UPDATE snapshots SET state = replace(state, '\"restarts\":', '\"restarts\": ') WHERE stream = 'instance-inst_3'").run();
       raw.close();
-      expect(answers(db)).toEqual(truth);
-      expect(verifyLog(db).findings).toEqual([expect.objectContaining({ code: 'SNAPSHOT_CHECKSUM', severity: 'damage', stream: 'instance-inst_3' })]);
+      expect(await answers(db)).toEqual(truth);
+      expect((await verifyLog(db)).findings).toEqual([expect.objectContaining({ code: 'SNAPSHOT_CHECKSUM', severity: 'damage', stream: 'instance-inst_3' })]);
     });
 
     it('an older snapshot (replay --to reads it) that disagrees with its events: SNAPSHOT_MISMATCH naming it; one failing its checksum: SNAPSHOT_CHECKSUM', async () => {
@@ -185,7 +188,7 @@ describe('snapshots', () => {
       const raw = new Database(db);
       const older = raw.prepare('SELECT * FROM snapshot_history ORDER BY stream, version').all() as Record<string, string>[];
       expect(older.length).toBeGreaterThan(1);
-      expect(verifyLog(db)).toMatchObject({ ok: true, olderSnapshots: older.length, findings: [] });
+      expect(await verifyLog(db)).toMatchObject({ ok: true, olderSnapshots: older.length, findings: [] });
       const [a, b] = older as [Record<string, string>, Record<string, string>];
       const state = JSON.parse(a.state!);
       state.context = { ...state.context, planted: true };
@@ -193,7 +196,7 @@ describe('snapshots', () => {
       raw.prepare('UPDATE snapshot_history SET state = ?, checksum = ? WHERE stream = ? AND version = ?').run(planted.state, planted.checksum, a.stream, a.version);
       raw.prepare("UPDATE snapshot_history SET state = state || ' ' WHERE stream = ? AND version = ?").run(b.stream, b.version);
       raw.close();
-      const r = verifyLog(db);
+      const r = await verifyLog(db);
       expect(r.ok).toBe(false);
       expect(r.findings).toEqual(
         expect.arrayContaining([
@@ -210,13 +213,13 @@ describe('snapshots', () => {
       raw.prepare('DELETE FROM snapshots').run();
       raw.prepare('UPDATE actors SET snapshot_version = NULL').run();
       raw.close();
-      expect(answers(db)).toEqual(truth);
-      expect(verifyLog(db)).toMatchObject({ ok: true, snapshots: 0 });
-      const s = new SqliteEventStore(db);
-      expect(rebuildSnapshots(s).snapshots).toBe(6);
-      s.close();
-      expect(answers(db)).toEqual(truth);
-      expect(verifyLog(db)).toMatchObject({ ok: true, snapshots: 6, findings: [] });
+      expect(await answers(db)).toEqual(truth);
+      expect(await verifyLog(db)).toMatchObject({ ok: true, snapshots: 0 });
+      const s = new SqlitePortStore(db);
+      expect((await rebuildSnapshots(s, s.store)).snapshots).toBe(6);
+      await s.close();
+      expect(await answers(db)).toEqual(truth);
+      expect(await verifyLog(db)).toMatchObject({ ok: true, snapshots: 6, findings: [] });
     });
   });
 
@@ -224,8 +227,14 @@ describe('snapshots', () => {
     for (const seed of [1, 2, 3]) {
       const r = rng(seed * 101);
       const rl = await randomLog(tempDir(), seed, 9, () => Math.floor(r() * 60));
-      expect(expectSnapshotPlusTailEqualsFold(rl.store)).toBeGreaterThan(50);
       await rl.close();
+      // The property reads the log's snapshots, newest and older, as stored.
+      const s = new SqlitePortStore(rl.dbPath, { readOnly: true });
+      try {
+        expect(await expectSnapshotPlusTailEqualsFold(s)).toBeGreaterThan(50);
+      } finally {
+        await s.close();
+      }
     }
   });
 

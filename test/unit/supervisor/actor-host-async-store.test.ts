@@ -8,33 +8,32 @@ import { createBus } from '../../../src/supervisor/host/bus.ts';
 import { FencedError } from '../../../src/domain/errors.ts';
 import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { machines } from '../../../src/machines/runtime.ts';
-import type { AppendOutcome, AppendRequest } from '../../../src/store/event-store.ts';
-import type { HostStore } from '../../../src/store/host-store.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
+import { MemoryEventStore } from '../../../src/store/memory/event-store.ts';
+import { collect, type EventStorePort, type StreamAppend, type StreamAppendOutcome } from '../../../src/store/port.ts';
 
-/** SQLite in memory behind an asynchronous appendMany that answers after a delay; it records what is committed when. */
-function laggingStore(delayMs: number, refuse: (r: AppendRequest) => boolean = () => false) {
-  const inner = new SqliteEventStore(':memory:');
+/** The in-memory port behind an appendMany that answers after a delay; it records what is committed when. */
+function laggingStore(delayMs: number, refuse: (r: StreamAppend) => boolean = () => false) {
+  const inner = new MemoryEventStore();
   const committed: string[] = [];
   let inFlight = 0;
   let maxInFlight = 0;
-  const store = Object.assign(Object.create(inner) as SqliteEventStore, {
-    appendMany: async (requests: readonly AppendRequest[]): Promise<AppendOutcome[]> => {
+  const store: EventStorePort = Object.assign(Object.create(inner) as MemoryEventStore, {
+    appendMany: async (requests: readonly StreamAppend[]): Promise<StreamAppendOutcome[]> => {
       inFlight += 1;
       maxInFlight = Math.max(maxInFlight, inFlight);
       await new Promise((r) => setTimeout(r, delayMs));
       inFlight -= 1;
       const fenced = requests.map(refuse);
-      const outcomes = inner.appendMany(requests.filter((_, i) => !fenced[i]));
+      const outcomes = await inner.appendMany(requests.filter((_, i) => !fenced[i]));
       let k = 0;
-      return requests.map((r, i) => {
+      return requests.map((r, i): StreamAppendOutcome => {
         if (fenced[i]) return { ok: false, error: new FencedError(r.stream, 'here') };
         const o = outcomes[k++]!;
         if (o.ok) for (const e of o.result.events) committed.push(`${e.stream}@${e.version}`);
         return o;
       });
     },
-  }) as unknown as HostStore;
+  });
   return { store, inner, committed, maxInFlight: () => maxInFlight };
 }
 
@@ -50,6 +49,7 @@ describe('actor host on an asynchronous store', () => {
     const seen: string[] = [];
     const host = new ActorHost({
       store: s.store,
+      reconnecting: null,
       bus: createBus(),
       machines,
       effects: only({
@@ -62,29 +62,30 @@ describe('actor host on an asynchronous store', () => {
     await Promise.all(['a', 'b', 'c'].map((id) => host.create('instance', id, { type: 'instance.requested', data: { spec: { ...spec, instanceId: id } } })));
     await host.idle();
     expect(seen.sort()).toEqual(['spawn instance-a after instance-a@1', 'spawn instance-b after instance-b@1', 'spawn instance-c after instance-c@1']);
-    expect(s.inner.read('instance-a').map((e) => e.type)).toEqual(['instance.requested', 'instance.spawned']);
+    expect((await collect(s.inner.readStream('instance-a'))).map((e) => e.type)).toEqual(['instance.requested', 'instance.spawned']);
     expect(s.maxInFlight()).toBe(1); // the three creates went out in one batch
   });
 
   it('a fenced append is not retried and the host lets go of the actor', async () => {
     let fence = false;
     const s = laggingStore(5, () => fence);
-    const host = new ActorHost({ store: s.store, bus: createBus(), machines, effects: null });
+    const host = new ActorHost({ store: s.store, reconnecting: null, bus: createBus(), machines, effects: null });
     await host.create('instance', 'f', { type: 'instance.requested', data: { spec: { ...spec, instanceId: 'f' } } });
     expect(host.size).toBe(1);
     fence = true;
     await expect(host.dispatch('instance', 'f', { type: 'instance.stop-requested', data: {} })).rejects.toBeInstanceOf(FencedError);
     expect(host.size).toBe(0);
-    expect(s.inner.streamVersion('instance-f')).toBe(1);
+    expect(await s.inner.streamVersion('instance-f')).toBe(1);
   });
 
   it('rehydrates only the actors it owns', async () => {
     const s = laggingStore(1);
-    const writer = new ActorHost({ store: s.store, bus: createBus(), machines, effects: null });
+    const writer = new ActorHost({ store: s.store, reconnecting: null, bus: createBus(), machines, effects: null });
     for (const id of ['mine', 'theirs']) await writer.create('instance', id, { type: 'instance.requested', data: { spec: { ...spec, instanceId: id } } });
-    const host = new ActorHost({ store: s.store, bus: createBus(), machines, effects: null, owns: (stream) => stream === 'instance-mine' });
-    expect(host.rehydrate().map((a) => a.id)).toEqual(['mine']);
-    host.get('instance', 'theirs'); // read when asked, never held
+    const host = new ActorHost({ store: s.store, reconnecting: null, bus: createBus(), machines, effects: null, owns: (stream) => stream === 'instance-mine' });
+    expect((await host.rehydrate()).map((a) => a.id)).toEqual(['mine']);
+    expect(host.get('instance', 'theirs')).toBeUndefined(); // not held: get() answers from memory
+    expect((await host.fetch('instance', 'theirs'))?.version).toBe(1); // read from the log when asked, never held
     expect(host.size).toBe(1);
   });
 });

@@ -9,36 +9,50 @@ import { describe, expect, it } from 'vitest';
 import { ActorHost, type ActorHostOptions, type AllEffectHandlers } from '../../../src/supervisor/host/actor-host.ts';
 import { createBus } from '../../../src/supervisor/host/bus.ts';
 import { RunlogError } from '../../../src/domain/errors.ts';
+import type { RecordedEvent } from '../../../src/domain/events.ts';
 import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { machines } from '../../../src/machines/runtime.ts';
-import type { AppendOutcome, AppendRequest } from '../../../src/store/event-store.ts';
-import type { HostStore } from '../../../src/store/host-store.ts';
-import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
+import type { Reconnecting } from '../../../src/store/capabilities.ts';
+import { MemoryEventStore } from '../../../src/store/memory/event-store.ts';
+import { collect, type EventStorePort, type StreamAppend, type StreamAppendOutcome } from '../../../src/store/port.ts';
 
 const unavailable = () => new RunlogError('STORE_UNAVAILABLE', 'PostgreSQL is not answering');
 
 /**
- * SQLite in memory behind an asynchronous store that can be "down": while down an append throws STORE_UNAVAILABLE,
- * having committed first when `commitThenCut` is set (the answer lost on the way back); whenAvailable resolves
- * when it is up again.
+ * The in-memory port behind a store that can be "down": while down an append throws STORE_UNAVAILABLE, having
+ * committed first when `commitThenCut` is set (the answer lost on the way back), and so does a read when
+ * `readsCut` is set; whenAvailable (its Reconnecting) resolves when it is up again.
  */
 function flakyStore() {
-  const inner = new SqliteEventStore(':memory:');
+  const inner = new MemoryEventStore();
   let down = false;
   let commitThenCut = false;
+  let readsCut = false;
   let waiters: (() => void)[] = [];
   let appendCalls = 0;
   let waits = 0;
-  const store = Object.assign(Object.create(inner) as SqliteEventStore, {
-    appendMany: async (requests: readonly AppendRequest[]): Promise<AppendOutcome[]> => {
+  const store: EventStorePort = Object.assign(Object.create(inner) as MemoryEventStore, {
+    appendMany: async (requests: readonly StreamAppend[]): Promise<StreamAppendOutcome[]> => {
       appendCalls += 1;
       await new Promise((r) => setTimeout(r, 1));
       if (down) {
-        if (commitThenCut) inner.appendMany(requests);
+        if (commitThenCut) await inner.appendMany(requests);
         throw unavailable();
       }
       return inner.appendMany(requests);
     },
+    readStream: (stream: string, options?: { from?: number; to?: number }): AsyncIterable<RecordedEvent> => {
+      if (readsCut) {
+        readsCut = false; // one read cut off, as the store goes away once more
+        return (async function* () {
+          yield* [];
+          throw unavailable();
+        })();
+      }
+      return inner.readStream(stream, options);
+    },
+  });
+  const reconnecting: Reconnecting = {
     whenAvailable: (withinMs = Number.POSITIVE_INFINITY): Promise<boolean> => {
       waits += 1;
       if (!down) return Promise.resolve(true);
@@ -47,13 +61,18 @@ function flakyStore() {
         if (Number.isFinite(withinMs)) setTimeout(() => r(false), withinMs);
       });
     },
-  }) as unknown as HostStore;
+  };
   return {
     store,
+    reconnecting,
     inner,
     down(cut = false) {
       down = true;
       commitThenCut = cut;
+    },
+    /** The next read of a stream is cut off too. */
+    cutNextRead() {
+      readsCut = true;
     },
     up() {
       down = false;
@@ -71,7 +90,7 @@ const only = (handlers: Record<string, (p: any, ctx: any) => unknown>): AllEffec
   ({ instance: new Proxy(handlers, { get: (t, k: string) => t[k] ?? (() => undefined) }), execution: new Proxy({}, { get: () => () => undefined }) }) as unknown as AllEffectHandlers;
 
 async function runningHost(s: ReturnType<typeof flakyStore>, effects: AllEffectHandlers | null = null, more: Partial<ActorHostOptions> = {}): Promise<ActorHost> {
-  const host = new ActorHost({ store: s.store, bus: createBus(), machines, effects, ...more });
+  const host = new ActorHost({ store: s.store, reconnecting: s.reconnecting, bus: createBus(), machines, effects, ...more });
   await host.create('instance', 'i1', { type: 'instance.requested', data: { spec } });
   for (const e of [
     { type: 'instance.spawned', data: { pid: 10, host: '127.0.0.1', port: 4100 } },
@@ -81,7 +100,7 @@ async function runningHost(s: ReturnType<typeof flakyStore>, effects: AllEffectH
   return host;
 }
 
-const types = (s: ReturnType<typeof flakyStore>) => s.inner.read('instance-i1').map((e) => e.type);
+const types = async (s: ReturnType<typeof flakyStore>) => (await collect(s.inner.readStream('instance-i1'))).map((e) => e.type);
 
 describe('actor host while the store is unreachable', () => {
   it('a request not committed is looked up once the store answers, fails with STORE_UNAVAILABLE and changes nothing', async () => {
@@ -96,11 +115,11 @@ describe('actor host while the store is unreachable', () => {
     await expect(create).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining('was not recorded'), details: { committed: false } });
     await expect(stop).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining('was not recorded') });
     expect(host.holds('instance-i2')).toBe(false);
-    expect(s.inner.streamVersion('instance-i2')).toBe(0);
+    expect(await s.inner.streamVersion('instance-i2')).toBe(0);
     expect(host.get('instance', 'i1')!.version).toBe(4);
     // The actor is where it was: a stop now is taken.
     await host.dispatch('instance', 'i1', { type: 'instance.stop-requested', data: {} });
-    expect(types(s).at(-1)).toBe('instance.stop-requested');
+    expect((await types(s)).at(-1)).toBe('instance.stop-requested');
   });
 
   it('a request whose store does not answer within the budget fails saying it may have committed, and how to check', async () => {
@@ -127,7 +146,7 @@ describe('actor host while the store is unreachable', () => {
     await host.idle();
     expect(r).toMatchObject({ accepted: true, to: 'stopping', event: { type: 'instance.stop-requested', version: 5 } });
     expect(s.appendCalls()).toBe(calls);
-    expect(types(s).slice(4)).toEqual(['instance.stop-requested']);
+    expect((await types(s)).slice(4)).toEqual(['instance.stop-requested']);
     expect(host.get('instance', 'i1')!.version).toBe(5);
     expect(ran).toEqual(['stopSandbox']);
   });
@@ -146,7 +165,7 @@ describe('actor host while the store is unreachable', () => {
     expect(orphaned).toEqual(['instance-i2']);
     expect(ran).toEqual(['spawn i1']); // i2's is not run here: the pick-up rehydrates it from the log, as start-up would
     expect(host.holds('instance-i2')).toBe(false);
-    expect(s.inner.read('instance-i2').map((e) => e.type)).toEqual(['instance.requested']);
+    expect((await collect(s.inner.readStream('instance-i2'))).map((e) => e.type)).toEqual(['instance.requested']);
   });
 
   it('an observed fact waits for the store and is recorded once; the events after it wait behind it', async () => {
@@ -160,7 +179,7 @@ describe('actor host while the store is unreachable', () => {
     s.up();
     expect((await crash).event.type).toBe('instance.crashed');
     await later;
-    expect(types(s).slice(4)).toEqual(['instance.crashed', 'instance.restart-due']);
+    expect((await types(s)).slice(4)).toEqual(['instance.crashed', 'instance.restart-due']);
   });
 
   it('an append cut off after it committed is found in the log, not appended twice, and its effects run', async () => {
@@ -176,7 +195,7 @@ describe('actor host while the store is unreachable', () => {
     await host.idle();
     expect(r.event).toMatchObject({ type: 'instance.crashed', version: 5 });
     expect(s.appendCalls()).toBe(calls); // not sent again
-    expect(types(s).slice(4)).toEqual(['instance.crashed']);
+    expect((await types(s)).slice(4)).toEqual(['instance.crashed']);
     expect(host.get('instance', 'i1')!.version).toBe(5);
     expect(ran).toEqual(['scheduleRestart 1']);
   });
@@ -186,6 +205,7 @@ describe('actor host while the store is unreachable', () => {
     let spawned: Promise<unknown> | undefined;
     const host = new ActorHost({
       store: s.store,
+      reconnecting: s.reconnecting,
       bus: createBus(),
       machines,
       effects: only({
@@ -200,6 +220,30 @@ describe('actor host while the store is unreachable', () => {
     expect(s.waits()).toBe(1);
     s.up();
     await spawned;
-    expect(types(s)).toEqual(['instance.requested', 'instance.spawned']);
+    expect(await types(s)).toEqual(['instance.requested', 'instance.spawned']);
+  });
+
+  it('an observed fact whose read-back is cut off as well waits for the store again, and is still recorded once', async () => {
+    const s = flakyStore();
+    const host = await runningHost(s);
+    s.down(true);
+    const crash = host.dispatchObserved('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1, signal: null, message: 'exited' } } as never);
+    await new Promise((r) => setTimeout(r, 20));
+    const calls = s.appendCalls();
+    s.cutNextRead();
+    s.up();
+    expect((await crash).event).toMatchObject({ type: 'instance.crashed', version: 5 });
+    expect(s.appendCalls()).toBe(calls); // found in the log on the second read, not sent again
+    expect(s.waits()).toBe(2);
+    expect((await types(s)).slice(4)).toEqual(['instance.crashed']);
+  });
+
+  it('a file store (no Reconnecting) passes STORE_UNAVAILABLE on as it is', async () => {
+    const s = flakyStore();
+    const host = new ActorHost({ store: s.store, reconnecting: null, bus: createBus(), machines, effects: null });
+    await host.create('instance', 'i1', { type: 'instance.requested', data: { spec } });
+    s.down();
+    await expect(host.dispatchObserved('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1, signal: null, message: 'exited' } } as never)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: 'PostgreSQL is not answering' });
+    expect(s.waits()).toBe(0);
   });
 });

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { EffectHandlers } from '../../../src/supervisor/host/actor-host.ts';
+import type { EventStorePort } from '../../../src/store/port.ts';
 import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { SimulatedClock } from '../../support/clock.ts';
@@ -22,11 +23,11 @@ const spec = (over: Partial<InstanceSpec> = {}): InstanceSpec => ({
 const OFFLINE = { reconcile: false, engineWatch: false, watchApps: false } as const;
 
 /** A fake sandbox: spawn succeeds, health matches, hooks succeed. Each call is recorded. */
-function fakeInstanceEffects(calls: string[], store?: () => { streamVersion(s: string): number }): Partial<EffectHandlers<'instance'>> {
+function fakeInstanceEffects(calls: string[], store?: () => Pick<EventStorePort, 'streamVersion'>): Partial<EffectHandlers<'instance'>> {
   return {
     spawn: async (p, ctx) => {
       // Rule 1: by the time an effect runs, the event that caused it is on disk.
-      if (store) calls.push(`spawn@v${store().streamVersion(ctx.actor.stream)}`);
+      if (store) calls.push(`spawn@v${await store().streamVersion(ctx.actor.stream)}`);
       else calls.push('spawn');
       await ctx.dispatch({ type: 'instance.spawned', data: { pid: 100 + calls.length, host: '127.0.0.1', port: p.spec.port ?? 4100 } });
       calls.push('health');
@@ -57,11 +58,11 @@ describe('actor host', () => {
     rl.on('actor:transition', (t) => transitions.push(`${t.from}→${t.to}`));
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
-    expect(rl.inspect('i1').state).toBe('running');
+    expect((await rl.inspect('i1')).state).toBe('running');
     expect(calls).toEqual(['spawn@v1', 'health', 'lifecycle:onCreate,onStart']);
-    expect(rl.events('i1').map((e) => e.type)).toEqual(['instance.requested', 'instance.spawned', 'instance.healthy', 'instance.running']);
+    expect((await rl.events('i1')).map((e) => e.type)).toEqual(['instance.requested', 'instance.spawned', 'instance.healthy', 'instance.running']);
     expect(transitions).toEqual(['new→spawning', 'spawning→spawning', 'spawning→healthy', 'healthy→running']);
-    expect(rl.list()).toMatchObject([{ id: 'i1', kind: 'instance', state: 'running', status: 'active', summary: { appId: 'com.example.hello' } }]);
+    expect(await rl.list()).toMatchObject([{ id: 'i1', kind: 'instance', state: 'running', status: 'active', summary: { appId: 'com.example.hello' } }]);
     await rl.close();
   });
 
@@ -86,8 +87,8 @@ describe('actor host', () => {
     expect(results.every((r) => r.accepted)).toBe(true);
     expect(batches).toEqual([20, 20]);
     for (const id of ids) {
-      expect(rl.events(id).map((e) => [e.version, e.type])).toEqual([[1, 'instance.requested'], [2, 'instance.spawned'], [3, 'instance.healthy']]);
-      expect(rl.inspect(id).state).toBe('healthy');
+      expect((await rl.events(id)).map((e) => [e.version, e.type])).toEqual([[1, 'instance.requested'], [2, 'instance.spawned'], [3, 'instance.healthy']]);
+      expect((await rl.inspect(id)).state).toBe('healthy');
     }
     await rl.close();
   });
@@ -101,7 +102,7 @@ describe('actor host', () => {
     const outcomes = await Promise.allSettled(['f1', 'f2'].map((id) => rl.host.dispatch('instance', id, { type: 'instance.spawned', data: { pid: 1, host: '127.0.0.1', port: 4100 } })));
     expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected']);
     expect(rl.host.get('instance', 'f1')!.version).toBe(1);
-    expect(rl.inspect('f2').state).toBe('spawning');
+    expect((await rl.inspect('f2')).state).toBe('spawning');
     await rl.close();
   });
 
@@ -112,13 +113,13 @@ describe('actor host', () => {
     await rl.idle();
     const r = await rl.send('instance', 'i1', { type: 'instance.healthy', data: { identity: 'match' } });
     expect(r.accepted).toBe(false);
-    const last = rl.events('i1').at(-1)!;
+    const last = (await rl.events('i1')).at(-1)!;
     expect(last.type).toBe('instance.rejected');
     expect(last.data).toEqual({ rejected: { type: 'instance.healthy', data: { identity: 'match' } }, state: 'running' });
-    expect(rl.inspect('i1').state).toBe('running');
+    expect((await rl.inspect('i1')).state).toBe('running');
     await rl.send('instance', 'i1', { type: 'instance.stop-requested', data: {} });
     await rl.idle();
-    expect(rl.inspect('i1').state).toBe('stopped');
+    expect((await rl.inspect('i1')).state).toBe('stopped');
     await rl.close();
   });
 
@@ -132,8 +133,8 @@ describe('actor host', () => {
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec({ restart: { ...spec().restart, policy: 'never' } }) } });
     await rl.idle();
     expect(errors).toEqual(['proot: not found']);
-    expect(rl.inspect('i1').state).toBe('crashed.down');
-    expect(rl.events('i1').at(-1)).toMatchObject({ type: 'instance.crashed', data: { reason: 'effect-failed', code: 'ENOENT', effect: 'spawn' } });
+    expect((await rl.inspect('i1')).state).toBe('crashed.down');
+    expect((await rl.events('i1')).at(-1)).toMatchObject({ type: 'instance.crashed', data: { reason: 'effect-failed', code: 'ENOENT', effect: 'spawn' } });
     await rl.close();
   });
 
@@ -150,13 +151,13 @@ describe('actor host', () => {
     // The first backoff is 30 ms of the simulated clock: nothing fires a millisecond before it.
     clock.advance(29);
     await rl.idle();
-    expect(rl.inspect('i1').state).toBe('crashed.backoff');
+    expect((await rl.inspect('i1')).state).toBe('crashed.backoff');
     clock.advance(1);
     await rl.idle();
     expect(crashed).toMatchObject([{ instanceId: 'i1', crash: { exitCode: 3, reason: 'exit' } }]);
-    const types = rl.events('i1').map((e) => e.type);
+    const types = (await rl.events('i1')).map((e) => e.type);
     expect(types.slice(4)).toEqual(['instance.crashed', 'instance.restart-scheduled', 'instance.restart-due', 'instance.spawned', 'instance.healthy', 'instance.running']);
-    expect(rl.inspect('i1')).toMatchObject({ state: 'running', summary: { restarts: 1 } });
+    expect(await rl.inspect('i1')).toMatchObject({ state: 'running', summary: { restarts: 1 } });
     await rl.close();
   });
 
@@ -165,22 +166,22 @@ describe('actor host', () => {
     const rl = await createRunlog({ ...OFFLINE, home: tempDir(), clock, effects: { instance: fakeInstanceEffects([]) } });
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
-    const scheduled = () => rl.events('i1').filter((e) => e.type === 'instance.restart-scheduled').map((e) => e.data.delayMs);
+    const scheduled = async () => (await rl.events('i1')).filter((e) => e.type === 'instance.restart-scheduled').map((e) => e.data.delayMs);
     for (const delay of [30, 60]) {
       await rl.send('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1 } });
       await rl.idle();
       clock.advance(delay - 1);
       await rl.idle();
-      expect(rl.inspect('i1').state).toBe('crashed.backoff');
+      expect((await rl.inspect('i1')).state).toBe('crashed.backoff');
       clock.advance(1);
       await rl.idle();
-      expect(rl.inspect('i1').state).toBe('running');
+      expect((await rl.inspect('i1')).state).toBe('running');
     }
-    expect(scheduled()).toEqual([30, 60]);
+    expect(await scheduled()).toEqual([30, 60]);
     // maxRestarts is 2: the third crash in a row stays down, and no timer is left armed.
     await rl.send('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1 } });
     await rl.idle();
-    expect(rl.inspect('i1').state).toBe('crashed.down');
+    expect((await rl.inspect('i1')).state).toBe('crashed.down');
     expect(clock.pending).toBe(0);
     await rl.close();
   });
@@ -194,8 +195,8 @@ describe('actor host', () => {
     await rl.idle();
     await rl.send('instance', 'i1', { type: 'instance.crashed', data: { exitCode: 1 } });
     await rl.idle();
-    expect(rl.inspect('i1').state).toBe('crashed.backoff');
-    expect(rl.events('i1').at(-1)).toMatchObject({ type: 'instance.restart-scheduled', data: { attempt: 1, delayMs: 30 } });
+    expect((await rl.inspect('i1')).state).toBe('crashed.backoff');
+    expect((await rl.events('i1')).at(-1)).toMatchObject({ type: 'instance.restart-scheduled', data: { attempt: 1, delayMs: 30 } });
     // The supervisor "dies" with its timer armed (close drops it): it never fires in this process.
     await rl.close();
     clock.advance(1000);
@@ -205,11 +206,11 @@ describe('actor host', () => {
     // Recovered from the log at start: the machine re-arms the timer at the due time it holds, overdue: it fires now.
     clock.advance(0);
     await rl2.idle();
-    expect(rl2.inspect('i1').state).toBe('running');
-    const after = rl2.events('i1').map((e) => e.type).slice(-6);
+    expect((await rl2.inspect('i1')).state).toBe('running');
+    const after = (await rl2.events('i1')).map((e) => e.type).slice(-6);
     expect(after).toEqual(['instance.restart-scheduled', 'instance.recovered', 'instance.restart-due', 'instance.spawned', 'instance.healthy', 'instance.running']);
-    expect(rl2.events('i1').find((e) => e.type === 'instance.recovered')).toMatchObject({ version: 7, data: { version: 6 }, meta: { source: 'rehydration' } });
-    expect(rl2.events('i1').filter((e) => e.type === 'instance.restart-due')).toHaveLength(1);
+    expect((await rl2.events('i1')).find((e) => e.type === 'instance.recovered')).toMatchObject({ version: 7, data: { version: 6 }, meta: { source: 'rehydration' } });
+    expect((await rl2.events('i1')).filter((e) => e.type === 'instance.restart-due')).toHaveLength(1);
     expect(calls2[0]).toBe('spawn');
     await rl2.close();
   });
@@ -231,11 +232,11 @@ describe('actor host', () => {
     expect(clock.pending).toBe(1);
     clock.advance(5999);
     await rl2.idle();
-    expect(rl2.inspect('i1').state).toBe('crashed.backoff');
+    expect((await rl2.inspect('i1')).state).toBe('crashed.backoff');
     clock.advance(1);
     await rl2.idle();
-    expect(rl2.inspect('i1').state).toBe('running');
-    expect(rl2.events('i1').filter((e) => e.type === 'instance.restart-scheduled')).toHaveLength(1);
+    expect((await rl2.inspect('i1')).state).toBe('running');
+    expect((await rl2.events('i1')).filter((e) => e.type === 'instance.restart-scheduled')).toHaveLength(1);
     await rl2.close();
   });
 
@@ -247,15 +248,15 @@ describe('actor host', () => {
     await rl.idle();
     await rl.send('instance', 'i1', { type: 'instance.crashed', data: { exitCode: 1 } });
     await rl.idle();
-    expect(rl.events('i1').some((e) => e.type === 'instance.restart-scheduled')).toBe(false);
+    expect((await rl.events('i1')).some((e) => e.type === 'instance.restart-scheduled')).toBe(false);
     await rl.close();
 
     const rl2 = await createRunlog({ ...OFFLINE, home, clock, effects: { instance: fakeInstanceEffects([]) } });
     await rl2.idle();
-    expect(rl2.events('i1').map((e) => e.type).slice(-2)).toEqual(['instance.recovered', 'instance.restart-scheduled']);
+    expect((await rl2.events('i1')).map((e) => e.type).slice(-2)).toEqual(['instance.recovered', 'instance.restart-scheduled']);
     clock.advance(30);
     await rl2.idle();
-    expect(rl2.inspect('i1').state).toBe('running');
+    expect((await rl2.inspect('i1')).state).toBe('running');
     await rl2.close();
   });
 
@@ -267,12 +268,12 @@ describe('actor host', () => {
     await rl.idle();
     await rl.send('instance', 'b', { type: 'instance.stop-requested', data: {} });
     await rl.idle();
-    const before = rl.list({ all: true });
-    rl.store.replaceProjection([]);
-    expect(rl.list({ all: true })).toEqual([]);
-    expect(rl.rebuild()).toEqual({ actors: 2, events: 10 });
-    expect(rl.list({ all: true })).toEqual(before);
-    expect(rl.list().map((r) => r.id)).toEqual(['a']);
+    const before = await rl.list({ all: true });
+    await rl.store.replaceActorRows([]);
+    expect(await rl.list({ all: true })).toEqual([]);
+    expect(await rl.rebuild()).toEqual({ actors: 2, events: 10 });
+    expect(await rl.list({ all: true })).toEqual(before);
+    expect((await rl.list()).map((r) => r.id)).toEqual(['a']);
     await rl.close();
   });
 
@@ -281,14 +282,14 @@ describe('actor host', () => {
     const rl = await createRunlog({ ...OFFLINE, home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
-    const full = rl.replay('i1');
+    const full = await rl.replay('i1');
     expect(full.steps.map((s) => `${s.from}→${s.to}`)).toEqual(['new→spawning', 'spawning→spawning', 'spawning→healthy', 'healthy→running']);
     expect(full.steps[0]!.effects.map((e) => e.type)).toEqual(['spawn']);
-    const at2 = rl.replay('i1', { to: 2 });
+    const at2 = await rl.replay('i1', { to: 2 });
     expect(at2.state).toBe('spawning');
     expect(at2.context).toMatchObject({ pid: expect.any(Number) });
-    expect(() => rl.replay('i1', { to: 99 })).toThrow(/cannot replay to 99/);
-    expect(() => rl.inspect('nope')).toThrow(/not found/);
+    await expect(rl.replay('i1', { to: 99 })).rejects.toThrow(/cannot replay to 99/);
+    await expect(rl.inspect('nope')).rejects.toThrow(/not found/);
     await rl.close();
   });
 
@@ -298,8 +299,8 @@ describe('actor host', () => {
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.close();
     const ro = await createRunlog({ ...OFFLINE, db: join(home, 'runlog.db'), supervise: false });
-    expect(ro.inspect('i1').state).toBe('spawning');
-    expect(ro.events('i1')).toHaveLength(1);
+    expect((await ro.inspect('i1')).state).toBe('spawning');
+    expect(await ro.events('i1')).toHaveLength(1);
     await ro.close();
   });
 });

@@ -32,8 +32,8 @@ describe('closing a supervisor during a spawn', () => {
     await closing;
     const after = await createRunlog({ home, supervise: false });
     try {
-      expect(after.inspect('inst_slow').state).toBe('suspended');
-      expect(after.events('inst_slow').map((e) => e.type)).toEqual(['instance.requested', 'instance.suspended']);
+      expect((await after.inspect('inst_slow')).state).toBe('suspended');
+      expect((await after.events('inst_slow')).map((e) => e.type)).toEqual(['instance.requested', 'instance.suspended']);
     } finally {
       await after.close();
     }

@@ -9,33 +9,8 @@ import { guardPinned, pinnedVerdict, unlessWaiting } from '../../../src/supervis
 import { byState, executionEnded, instanceStopped, spawnSettled } from '../../../src/supervisor/host/settle-rules.ts';
 import { SettleWaits } from '../../../src/supervisor/host/settle-waits.ts';
 import { RunlogError } from '../../../src/domain/errors.ts';
-import type { RecordedEvent } from '../../../src/domain/events.ts';
-import type { HostStore } from '../../../src/store/host-store.ts';
-
-function fakeLog() {
-  const events: RecordedEvent[] = [];
-  const subs = new Set<{ stream?: string; h: (e: RecordedEvent) => void }>();
-  const put = (stream: string, type: string, data: Record<string, unknown>, notify = true) => {
-    const e = { seq: events.length + 1, stream, version: events.filter((x) => x.stream === stream).length + 1, type, data, meta: {}, at: new Date().toISOString() } as unknown as RecordedEvent;
-    events.push(e);
-    if (notify) for (const s of subs) if (!s.stream || s.stream === stream) s.h(e);
-    return e;
-  };
-  const store = {
-    read: (stream: string, o: { from?: number; to?: number } = {}) => events.filter((e) => e.stream === stream && e.version >= (o.from ?? 1) && e.version <= (o.to ?? Infinity)),
-    readRecent: (stream: string) => events.filter((e) => e.stream === stream),
-    streamVersion: (stream: string) => events.filter((e) => e.stream === stream).length,
-    getActor: () => undefined,
-    listActors: () => [],
-    lastSeq: () => events.length,
-    subscribe: (o: { stream?: string }, h: (e: RecordedEvent) => void) => {
-      const s = { ...(o.stream ? { stream: o.stream } : {}), h };
-      subs.add(s);
-      return () => subs.delete(s);
-    },
-  } as unknown as HostStore;
-  return { store, put, events, subscribers: () => subs.size };
-}
+import { collect } from '../../../src/store/port.ts';
+import { fakeLog } from './fake-log.ts';
 
 const view = (state: string, crash?: string) => ({ state, context: { lastCrash: crash ? { reason: crash, message: 'x' } : null } });
 
@@ -60,7 +35,13 @@ describe('a wait that follows the log (settle-waits)', () => {
   it('is answered by an outcome another node appended, which this node\'s bus never heard', async () => {
     const log = fakeLog();
     const waits = new SettleWaits({ bus: createBus(), store: log.store, followLog: true });
-    const p = waits.waitFor('execution', 'e1', byState(executionEnded), 60_000, async () => void log.put('execution-e1', 'execution.requested', requested));
+    let sent!: () => void;
+    const requestIn = new Promise<void>((r) => (sent = r));
+    const p = waits.waitFor('execution', 'e1', byState(executionEnded), 60_000, async () => {
+      log.put('execution-e1', 'execution.requested', requested);
+      sent();
+    });
+    await requestIn;
     log.put('execution-e1', 'execution.failed', { reason: 'runtime', code: 'X', message: 'from another node' });
     const v = await p;
     expect(v).toMatchObject({ id: 'e1', state: 'failed' });
@@ -81,12 +62,12 @@ describe('a wait that follows the log (settle-waits)', () => {
 describe('a queued execution\'s wait (awaitQueued)', () => {
   it('at its deadline reads the log again: ended there is an answer, not TIMEOUT', async () => {
     const log = fakeLog();
-    const ended = () => log.store.read('execution-e1').some((e) => e.type === 'execution.failed');
+    const ended = async () => (await collect(log.store.readStream('execution-e1'))).some((e) => e.type === 'execution.failed');
     const p = awaitQueued(log.store, 'e1', ended, Date.now() + 60_000, 30, () => Date.now());
     log.put('execution-e1', 'execution.requested', requested, false);
     log.put('execution-e1', 'execution.failed', { reason: 'runtime', code: 'X', message: 'unheard' }, false);
     await expect(p).resolves.toBeUndefined();
-    await expect(awaitQueued(log.store, 'e2', () => false, Date.now() + 60_000, 30, () => Date.now())).rejects.toMatchObject({ code: 'TIMEOUT' });
+    await expect(awaitQueued(log.store, 'e2', async () => false, Date.now() + 60_000, 30, () => Date.now())).rejects.toMatchObject({ code: 'TIMEOUT' });
   });
 });
 
@@ -102,11 +83,11 @@ describe('a pinned execution\'s node (pinned-wait)', () => {
 
   it('answers NODE_UNAVAILABLE after withdrawing; a claim that came before the withdrawal wins (no answer from the watch)', async () => {
     const withdrawn: string[] = [];
-    const guard = guardPinned({ node: 'b', executionId: 'e1', waitMs: 0, nowMs: () => 0, live: async () => false, claimed: () => false, withdraw: async () => void withdrawn.push('e1'), log: () => undefined, everyMs: 1 });
+    const guard = guardPinned({ node: 'b', executionId: 'e1', waitMs: 0, nowMs: () => 0, live: async () => false, claimed: async () => false, withdraw: async () => void withdrawn.push('e1'), log: () => undefined, everyMs: 1 });
     await expect(guard.gaveUp).rejects.toMatchObject({ code: 'NODE_UNAVAILABLE', details: { node: 'b', executionId: 'e1' } });
     expect(withdrawn).toEqual(['e1']);
     let claimed = false;
-    const lost = guardPinned({ node: 'b', executionId: 'e2', waitMs: 0, nowMs: () => 0, live: async () => false, claimed: () => claimed, withdraw: async () => void (claimed = true), log: () => undefined, everyMs: 1 });
+    const lost = guardPinned({ node: 'b', executionId: 'e2', waitMs: 0, nowMs: () => 0, live: async () => false, claimed: async () => claimed, withdraw: async () => void (claimed = true), log: () => undefined, everyMs: 1 });
     const outcome = await Promise.race([lost.gaveUp.then(() => 'answered', () => 'answered'), new Promise((r) => setTimeout(() => r('still waiting'), 50))]);
     expect(outcome).toBe('still waiting');
     lost.stop();
@@ -115,7 +96,7 @@ describe('a pinned execution\'s node (pinned-wait)', () => {
   it('waits for a node that is not live as long as the caller asked, looking again meanwhile', async () => {
     let now = 0;
     let looks = 0;
-    const guard = guardPinned({ node: 'b', executionId: 'e1', waitMs: 5000, nowMs: () => now, live: async () => ((looks += 1), (now += 1000), false), claimed: () => false, withdraw: async () => undefined, log: () => undefined, everyMs: 1 });
+    const guard = guardPinned({ node: 'b', executionId: 'e1', waitMs: 5000, nowMs: () => now, live: async () => ((looks += 1), (now += 1000), false), claimed: async () => false, withdraw: async () => undefined, log: () => undefined, everyMs: 1 });
     await expect(guard.gaveUp).rejects.toMatchObject({ code: 'NODE_UNAVAILABLE', message: expect.stringContaining('waited 5000 ms') });
     expect(looks).toBe(6); // down first seen at 1000, given up at 6000
   });
@@ -166,31 +147,31 @@ describe('withdrawn executions (execution-queue)', () => {
     log.put(EXECUTION_QUEUE, EXECUTION_QUEUED, { ...queued('kept') });
     const b = nodeB(log, cancelled);
     await b.withdraw({ executionId: 'gone', reason: 'node-unavailable', claimBy: queued('gone').claimBy });
-    b.start();
+    await b.start();
     await tick(20);
-    expect(log.store.streamVersion('execution-gone')).toBe(0);
-    expect(log.store.streamVersion('execution-kept')).toBe(1);
-    b.stop();
+    expect(await log.store.streamVersion('execution-gone')).toBe(0);
+    expect(await log.store.streamVersion('execution-kept')).toBe(1);
+    await b.stop();
   });
 
   it('a claim that lands after the withdrawal in log order is cancelled before it runs; one before it is not', async () => {
     const log = fakeLog();
     const cancelled: string[] = [];
     const b = nodeB(log, cancelled);
-    b.start();
+    await b.start();
     // The withdrawal is in the log, but b has not read it when it claims (put without telling subscribers).
     log.put(EXECUTION_QUEUE, EXECUTION_WITHDRAWN, { executionId: 'raced', reason: 'node-unavailable', claimBy: queued('raced').claimBy }, false);
     log.put(EXECUTION_QUEUE, EXECUTION_QUEUED, { ...queued('raced') });
     await tick(20);
-    expect(log.store.streamVersion('execution-raced')).toBe(1);
+    expect(await log.store.streamVersion('execution-raced')).toBe(1);
     expect(cancelled).toEqual(['raced']);
     const q = log.put(EXECUTION_QUEUE, EXECUTION_QUEUED, { ...queued('first') });
     await tick(20);
     const claim = log.events.find((e) => e.stream === 'execution-first')!;
     log.put(EXECUTION_QUEUE, EXECUTION_WITHDRAWN, { executionId: 'first', reason: 'node-unavailable', claimBy: queued('first').claimBy });
     expect(claim.seq).toBeGreaterThan(q.seq);
-    expect(withdrawnBefore(log.store.readRecent(EXECUTION_QUEUE), 'first', claim.seq)).toBe(false);
+    expect(withdrawnBefore(await log.store.readRecent(EXECUTION_QUEUE), 'first', claim.seq)).toBe(false);
     expect(cancelled).toEqual(['raced']);
-    b.stop();
+    await b.stop();
   });
 });

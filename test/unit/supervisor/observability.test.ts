@@ -85,7 +85,7 @@ describe('supervision (heartbeat → supervised or last known state)', () => {
     // A clean close leaves the stop mark in the database file itself (the WAL was checkpointed and truncated).
     expect(statSync(`${join(home, 'runlog.db')}-wal`, { throwIfNoEntry: false })?.size ?? 0).toBe(0);
     const view = await createRunlog({ home, supervise: false });
-    expect(view.supervision()).toMatchObject({ supervised: false, pid: process.pid });
+    expect(await view.supervision()).toMatchObject({ supervised: false, pid: process.pid });
     await view.close();
   });
 });
@@ -112,7 +112,7 @@ describe('metrics', () => {
     }
     expect(sample(text, 'runlog_execution_step_duration_seconds_count{step="resolve"}')).toBe(2);
     expect(sample(text, 'runlog_store_append_duration_seconds_count')).toBeGreaterThan(5);
-    expect(sample(text, 'runlog_store_events')).toBe(rl.store.lastSeq());
+    expect(sample(text, 'runlog_store_events')).toBe(await rl.store.lastSeq());
     expect(sample(text, 'runlog_store_size_bytes')).toBeGreaterThan(0);
     expect(sample(text, 'runlog_supervisor_heartbeat_age_seconds')).toBeGreaterThanOrEqual(0);
     expect(text).toMatch(/^process_cpu_user_seconds_total /m);
@@ -182,12 +182,12 @@ describe('traces (OpenTelemetry SDK, in-memory exporter)', () => {
     const { rl, exporter } = await setup();
     await rl.host.create('execution', 'exec_01', requested('exec_01', 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add'));
     await rl.idle();
-    const traceId = rl.events('exec_01')[0]!.meta.traceId as string;
+    const traceId = (await rl.events('exec_01'))[0]!.meta.traceId as string;
     expect(traceId).toMatch(/^[0-9a-f]{32}$/);
-    expect(rl.inspect('exec_01').traceId).toBe(traceId);
+    expect((await rl.inspect('exec_01')).traceId).toBe(traceId);
     const { mine, root, children } = tree(exporter.getFinishedSpans(), traceId);
     expect(root.name).toBe('execution');
-    expect(root.attributes).toMatchObject({ 'runlog.actor.id': 'exec_01', 'runlog.outcome': 'succeeded', 'runlog.stream.version': rl.inspect('exec_01').version });
+    expect(root.attributes).toMatchObject({ 'runlog.actor.id': 'exec_01', 'runlog.outcome': 'succeeded', 'runlog.stream.version': (await rl.inspect('exec_01')).version });
     expect(children.map((s) => s.name)).toEqual(['execution.resolving', 'execution.materializing', 'execution.starting', 'execution.running']);
     expect(mine).toHaveLength(5); // nothing else in this trace
     for (const s of children) {
@@ -204,10 +204,10 @@ describe('traces (OpenTelemetry SDK, in-memory exporter)', () => {
     await rl.host.create('execution', 'exec_02', requested('exec_02', 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/missing'));
     await rl.host.create('instance', 'inst_web', { type: 'instance.requested', data: { spec: instanceSpec() } });
     await rl.idle();
-    const failed = tree(exporter.getFinishedSpans(), rl.events('exec_02')[0]!.meta.traceId as string);
+    const failed = tree(exporter.getFinishedSpans(), (await rl.events('exec_02'))[0]!.meta.traceId as string);
     expect(failed.root.status).toMatchObject({ code: 2, message: 'resolution' });
     expect(failed.children.map((s) => s.name)).toEqual(['execution.resolving']);
-    const spawn = tree(exporter.getFinishedSpans(), rl.events('inst_web')[0]!.meta.traceId as string);
+    const spawn = tree(exporter.getFinishedSpans(), (await rl.events('inst_web'))[0]!.meta.traceId as string);
     expect(spawn.root.name).toBe('instance.spawn');
     expect(spawn.root.attributes['runlog.outcome']).toBe('running');
     expect(spawn.children.map((s) => s.name)).toEqual(['instance.spawning', 'instance.healthy']);
@@ -217,8 +217,8 @@ describe('traces (OpenTelemetry SDK, in-memory exporter)', () => {
     const rl = await supervisor();
     await rl.host.create('execution', 'exec_03', requested('exec_03', 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add'));
     await rl.idle();
-    expect(rl.events('exec_03')[0]!.meta.traceId).toBeUndefined();
-    expect(rl.inspect('exec_03').traceId).toBeNull();
+    expect((await rl.events('exec_03'))[0]!.meta.traceId).toBeUndefined();
+    expect((await rl.inspect('exec_03')).traceId).toBeNull();
   });
 });
 
@@ -235,7 +235,7 @@ describe('structured logs', () => {
     const t = records.find((r) => r.to === 'running')!;
     expect(t).toMatchObject({ level: 'debug', actorId: 'inst_web', kind: 'instance', event: 'instance.running', from: 'healthy' });
     expect(typeof t.node).toBe('string');
-    expect(t.version).toBe(rl.inspect('inst_web').version);
+    expect(t.version).toBe((await rl.inspect('inst_web')).version);
     expect(formatLine(lines.find((l) => l.includes('"to":"running"'))!)).toMatch(/^\d\d:\d\d:\d\d\.\d{3} DEBUG instance inst_web: healthy → running {2}actorId=inst_web kind=instance version=\d+/);
     const quiet: string[] = [];
     const warnOnly = createLogger({ level: parseLogLevel('warn'), stream: { write: (l: string) => quiet.push(l) }, pretty: false });
@@ -259,7 +259,7 @@ describe('heartbeat table', () => {
   it('a fresh log has no heartbeat until a supervisor runs on it', async () => {
     const home = tempDir();
     const rl = await createRunlog({ home, db: join(home, 'x.db'), supervise: false, readOnly: false });
-    expect(rl.store.readHeartbeat()).toBeNull();
+    expect(await rl.store.readHeartbeat()).toBeNull();
     await rl.close();
   });
 });

@@ -67,7 +67,7 @@ export interface PoolDeps {
   /** Appends facts to the pool's stream. */
   record(events: NewEvent[]): void;
   /** Reads the pool's stream (recovery). */
-  read(): RecordedEvent[];
+  read(): Promise<RecordedEvent[]>;
   log(msg: string): void;
   /** What a sandbox's waiting time and idle removal are measured on (default: the wall clock). */
   clock?: Clock;
@@ -356,7 +356,7 @@ export class SandboxPool {
    */
   async recover(inUse: ReadonlySet<string>): Promise<number> {
     const open = new Map<string, { name: string; containerId: string | null }>();
-    for (const e of this.deps.read()) {
+    for (const e of await this.deps.read()) {
       const d = e.data as { sandbox?: string; name?: string; containerId?: string };
       if (!d.sandbox) continue;
       if (e.type === 'pool.sandbox-prestarting') open.set(d.sandbox, { name: d.name ?? '', containerId: null });

@@ -1,7 +1,8 @@
-// The event-store port. Small on purpose (Emmett-style): append with an expected version, read a
-// stream, read the whole log, and tail it. Everything else (projections, replay) is built on top.
-import type { NewEvent, RecordedEvent } from '../domain/events.ts';
-import type { HeartbeatRecord } from '../domain/supervision.ts';
+// The synchronous interface of the SQLite engine (SqliteEventStore) and its types: internal to sqlite/. Everything
+// outside the store uses the async port (port.ts); sqlite/port-adapter.ts puts this engine behind it. The engine keeps
+// a synchronous face because the CLI's file-level commands (doctor, checkpoint, verify) and retention run on it.
+import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
+import type { ActorRow, ExpectedStreamVersion, SnapshotRecord, StreamInfo } from '../port.ts';
 
 /** `'no-stream'` = the stream must not exist yet; a number = the stream's current version; `'any'` = skip the check. */
 export type ExpectedVersion = number | 'no-stream' | 'any';
@@ -16,17 +17,9 @@ export interface AppendOptions {
   snapshot?: SnapshotRecord;
 }
 
-/** A cached fold of one actor's stream at `version` (inspect/snapshots.ts encodes and checks it; stores keep it). */
-export interface SnapshotRecord {
-  stream: string;
-  version: number;
-  /** The machine definition that made it. */
-  fingerprint: string;
-  /** The actor's first event's time (a snapshot replaces reading that event). */
-  createdAt: string;
-  /** The persisted machine snapshot, as JSON text. */
-  state: string;
-  checksum: string;
+/** What the engine itself accepts: every expected-version form of the port ('stream-exists' too). */
+export interface EngineAppendOptions extends Omit<AppendOptions, 'expectedVersion'> {
+  expectedVersion: ExpectedStreamVersion;
 }
 
 /** A snapshot as both stores keep it in their `snapshots` / `snapshot_history` tables. */
@@ -44,7 +37,7 @@ export const toSnapshot = (r: SnapshotRow): SnapshotRecord => ({ stream: r.strea
 export interface AppendResult {
   /** The stream's version after the append. */
   version: number;
-  /** `seq` of the last appended event. */
+  /** `seq` of the last appended event (0 when nothing was appended). */
   lastSeq: number;
   events: RecordedEvent[];
 }
@@ -54,6 +47,13 @@ export interface AppendRequest {
   stream: string;
   events: readonly NewEvent[];
   options: AppendOptions;
+}
+
+/** An AppendRequest with any expected-version form of the port. */
+export interface EngineAppendRequest {
+  stream: string;
+  events: readonly NewEvent[];
+  options: EngineAppendOptions;
 }
 
 /**
@@ -82,35 +82,6 @@ export interface SubscribeOptions {
   /** How often to look for events written by other processes (ms). */
   pollMs?: number;
 }
-
-/** A row of the `actors` projection: what `ps` lists. Rebuildable from events at any time. */
-export interface ActorRow {
-  id: string;
-  kind: string;
-  stream: string;
-  state: string;
-  status: 'active' | 'terminal';
-  version: number;
-  createdAt: string;
-  updatedAt: string;
-  summary: Record<string, unknown>;
-  /** Set when the actor's events were moved to an archive (`runlog archive`): the file and when. */
-  archived?: { file: string; at: string };
-}
-
-export interface StreamInfo {
-  stream: string;
-  kind: string;
-  version: number;
-  createdAt: string;
-  updatedAt: string;
-}
-
-/** The supervisor's last heartbeat (see migration 3); `stoppedAt` is set by a clean shutdown. */
-export type Heartbeat = HeartbeatRecord;
-
-/** Told about every durable append (metrics); must be cheap and must not throw. */
-export type AppendObserver = (seconds: number, events: number) => void;
 
 export interface EventStore {
   readonly file: string;
