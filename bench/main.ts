@@ -15,12 +15,13 @@ import { recoveryBenches } from './recovery.bench.ts';
 import { replayBenches } from './replay.bench.ts';
 import { spawnBenches } from './spawn.bench.ts';
 import { startupBenches } from './startup.bench.ts';
+import { startupPgBenches } from './startup-pg.bench.ts';
 import { storeBenches } from './store.bench.ts';
 import { storePgBenches } from './store-pg.bench.ts';
 import { storePgHeapBenches } from './store-pg-heap.bench.ts';
 import { storePgOpenBenches } from './store-pg-open.bench.ts';
 
-const benches: Bench[] = [...storeBenches, ...storePgBenches, ...storePgHeapBenches, ...storePgOpenBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...cliMemoryBenches, ...cliPgBenches, ...clusterBenches, ...clusterPauseBenches, ...startupBenches, ...foldBenches, ...replayBenches];
+const benches: Bench[] = [...storeBenches, ...storePgBenches, ...storePgHeapBenches, ...storePgOpenBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...cliMemoryBenches, ...cliPgBenches, ...clusterBenches, ...clusterPauseBenches, ...startupBenches, ...startupPgBenches, ...foldBenches, ...replayBenches];
 
 const parsed = parseBenchArgs(process.argv.slice(2));
 if (!parsed.ok) process.stderr.write(`npm run bench -- [<prefix>…] [--json] [--smoke | --rounds N]: ${parsed.message}\n`);

@@ -23,7 +23,7 @@ const spec = (id: string) => ({ instanceId: id, appId: 'com.example.hello', appD
 const data = { pid: 4242, host: '127.0.0.1', port: 4100, containerId: null };
 
 /** Ten events per actor: a crash and a restart; ended actors then stop, live ones keep running. */
-function history(id: string, live: boolean, t: number) {
+export function history(id: string, live: boolean, t: number) {
   const tail = live
     ? [{ type: 'instance.tool-granted', data: { tool: 'git' } }, { type: 'instance.tool-revoked', data: { tool: 'git' } }]
     : [{ type: 'instance.stop-requested', data: { graceMs: null } }, { type: 'instance.exited', data: { exitCode: 0 } }];
