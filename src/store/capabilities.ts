@@ -2,7 +2,6 @@
 // and hands to the services that need it. A capability is never an optional method probed at a call site: a
 // service that needs leases is given a `Leasing`, or is not built.
 import type { ClusterRecords } from '../domain/cluster-nodes.ts';
-import type { ArchiveFinding } from './archive/archive-check.ts';
 import type { ChainCheck } from './chain.ts';
 import type { SnapshotRecord } from './port.ts';
 
@@ -116,6 +115,17 @@ export interface ArchiveResult {
 /** A store that moves ended actors' events to an archive file (`runlog archive`, `serve --retain`). */
 export interface Archiving {
   archiveEnded(options: ArchiveOptions): Promise<ArchiveResult>;
+}
+
+/** What verify found wrong with an archive file (or where it went). */
+export interface ArchiveFinding {
+  code: 'ARCHIVE_DAMAGED' | 'ARCHIVE_NOT_FOUND';
+  severity: 'damage' | 'warning';
+  message: string;
+  file: string;
+  seq?: number;
+  stream?: string;
+  version?: number;
 }
 
 /** What `runlog verify` reads beside the events: the snapshots a store keeps, and the archives its retention wrote. */

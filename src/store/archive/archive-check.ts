@@ -9,17 +9,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { eventHash, type ChainedEventFields } from '../chain.ts';
+import type { ArchiveFinding } from '../capabilities.ts';
 import type { SqliteEventStore } from '../sqlite/event-store.ts';
 
-export interface ArchiveFinding {
-  code: 'ARCHIVE_DAMAGED' | 'ARCHIVE_NOT_FOUND';
-  severity: 'damage' | 'warning';
-  message: string;
-  file: string;
-  seq?: number;
-  stream?: string;
-  version?: number;
-}
+export type { ArchiveFinding };
 
 export interface ArchiveRow {
   id: number;
