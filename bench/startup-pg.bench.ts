@@ -68,8 +68,9 @@ async function rawStart(schema: string): Promise<number> {
   const c = new pg.Client({ connectionString: benchPgUrl() });
   await c.connect();
   try {
-    const ids = await c.query(`SELECT id FROM ${schema}.projection_documents WHERE projection = 'actors' AND doc->>'status' <> 'terminal'`);
-    const streams = ids.rows.map((r: { id: string }) => `instance-${r.id}`);
+    // The actors projection's documents are keyed by stream (actors-projection.ts).
+    const live = await c.query(`SELECT id FROM ${schema}.projection_documents WHERE projection = 'actors' AND doc->>'status' <> 'terminal'`);
+    const streams = live.rows.map((r: { id: string }) => r.id);
     const events = await c.query(`SELECT * FROM ${schema}.events WHERE stream = ANY($1::text[]) ORDER BY seq`, [streams]);
     return events.rows.length;
   } finally {
