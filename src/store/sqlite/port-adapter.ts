@@ -9,8 +9,7 @@
 // reader yields to the event loop, so a long read never holds the process.
 import { RunlogError } from '../../domain/errors.ts';
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
-import type { AppendObserver, Archiving, ArchiveOptions, ArchiveResult, Auditing, ChainVerifying, Metered } from '../capabilities.ts';
-import { checkArchives, type ArchiveFinding } from '../archive/archive-check.ts';
+import type { AppendObserver, ArchiveFinding, Archiving, ArchiveOptions, ArchiveResult, Auditing, ChainVerifying, Metered } from '../capabilities.ts';
 import type { ChainCheck } from '../chain.ts';
 import { appendOne } from '../expected-version.ts';
 import {
@@ -34,7 +33,6 @@ import {
 } from '../port.ts';
 import { ProjectionSet } from '../projection-set.ts';
 import { pollingSubscription, Wakeups, trackedSubscription } from '../subscription.ts';
-import { archiveEnded } from './archive.ts';
 import type { EngineAppendRequest } from './engine-types.ts';
 import { SqliteEventStore, type SqliteEventStoreOptions } from './event-store.ts';
 import { ProjectionDocuments } from './projection-documents.ts';
@@ -230,6 +228,8 @@ export class SqlitePortStore implements EventStorePort, ChainVerifying, Metered,
 
   async archiveEnded(options: ArchiveOptions): Promise<ArchiveResult> {
     this.open();
+    // Loaded when asked: a read-only `ps` opens this store and never archives (cli.ps measures its start).
+    const { archiveEnded } = await import('./archive.ts');
     return archiveEnded(this.store, options);
   }
 
@@ -250,6 +250,7 @@ export class SqlitePortStore implements EventStorePort, ChainVerifying, Metered,
 
   async checkArchives(dirs: readonly string[]): Promise<{ checked: number; findings: ArchiveFinding[] }> {
     this.open();
+    const { checkArchives } = await import('../archive/archive-check.ts');
     return checkArchives(this.store, { dirs });
   }
 
