@@ -40,6 +40,11 @@ export type CrashReason =
   | 'supervisor-restart'
   /** Its node's supervisor is gone (a cluster survivor took its lease): the restart policy restarts it on a live node. */
   | 'node-lost'
+  /**
+   * Its node fenced itself (no lease renewal answered for most of the lease TTL) and stopped the sandbox before the
+   * lease could expire; the node kept the lease, and the restart policy restarts it there.
+   */
+  | 'self-fenced'
   | 'effect-failed';
 
 /**

@@ -17,7 +17,7 @@ import type { InstanceSupervisor } from '../instances/instances.ts';
 import { Placement } from './placement.ts';
 import { recoverRehydrated } from '../recovery/reconciler.ts';
 import type { FollowOwner } from './remote-follow.ts';
-import { startSelfFence, type RenewalRelay } from './self-fence.ts';
+import { selfFenceAfterMs, startSelfFence, type RenewalRelay } from './self-fence.ts';
 import type { RestartTimers } from '../host/timers.ts';
 import type { AppToolSync } from '../instances/app-tool-sync.ts';
 
@@ -111,7 +111,18 @@ export async function startCluster(c: ClusterInputs): Promise<ClusterServices> {
     }),
   );
   // A node that cannot renew its leases stops its instance sandboxes before they can run elsewhere too.
-  const fenceDeps = { sandboxed: () => instances.sandboxed(), relinquish: (id: string) => instances.relinquish(id), resumed: () => void (c.reconciles ? c.reconcile() : null)?.catch((err: unknown) => log(`reconcile after the self-fence: ${(err as Error).message}`)), log };
+  // Once renewals are answered again, what the fence stopped is recorded first (crashed, self-fenced: restarted
+  // here), then a reconcile observes the rest.
+  const resumed = async () => {
+    await instances.recordSelfFenced(selfFenceAfterMs(c.leaseTtlMs));
+    if (c.reconciles) await c.reconcile();
+  };
+  const fenceDeps = {
+    sandboxed: () => instances.sandboxed(),
+    relinquish: (id: string) => instances.relinquish(id, 'self-fence'),
+    resumed: () => void resumed().catch((err: unknown) => log(`recovery after the self-fence: ${(err as Error).message}`)),
+    log,
+  };
   const stopSelfFence = startSelfFence(c.leaseTtlMs, c.renewals, fenceDeps, c.openedAtMs, async () => leastLeaseLeftMs(await leasing.clusterRecords(), node));
   // An execution that ended here makes room for a queued one.
   c.bus.on('actor:transition', (t) => {

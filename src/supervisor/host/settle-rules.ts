@@ -2,7 +2,8 @@
 // tested on their own: test/settle-rules.unit.test.ts). In a cluster another node may settle the actor a caller
 // waits for (it took the lease over mid-spawn): the answer must be what the log says, never a failure the log
 // does not record. A spawn whose node was lost is not over while the survivor restarts it (crashed.backoff with
-// reason `node-lost`): the spawn did not fail, its node went, and the instance runs again elsewhere.
+// reason `node-lost`): the spawn did not fail, its node went, and the instance runs again elsewhere. Nor is one
+// whose node fenced itself (reason `self-fenced`) while its node restarts it.
 
 /** What the rules read of an actor: its state and its context (an instance's last crash). */
 export interface SettleView {
@@ -20,13 +21,16 @@ const crashReason = (view: SettleView): string | null => {
   return typeof crash?.reason === 'string' ? crash.reason : null;
 };
 
+/** Crashes that are the cluster's doing, not the app's: the restart that follows is the spawn's answer. */
+const CLUSTER_CRASHES: ReadonlySet<string> = new Set(['node-lost', 'self-fenced']);
+
 /**
  * A spawn's answer is due: it runs, or it ended or crashed for a reason of its own. Not while it is being
- * spawned, nor while a survivor restarts it after its node was lost (the restart's outcome is the answer).
+ * spawned, nor while it is restarted after its node was lost or fenced itself (the restart's outcome is the answer).
  */
 export const spawnSettled: SettleRule = (view) => {
   if (SPAWN_IN_FLIGHT.has(view.state)) return false;
-  return !(view.state === 'crashed.backoff' && crashReason(view) === 'node-lost');
+  return !(view.state === 'crashed.backoff' && CLUSTER_CRASHES.has(crashReason(view) ?? ''));
 };
 
 /** An instance has stopped: stopped, lost, or down for good. */

@@ -19,6 +19,7 @@ import { DEFAULT_ENTRYPOINT, isValidAppId, MANIFEST_FILE, parseManifest, SANDBOX
 import { DEFAULT_RESTART, type CrashReason, type InstanceContext, type InstanceEffects, type InstanceSpec, type SandboxKind } from '../../machines/instance.machine.ts';
 import type { ActorHost, EffectContext as AnyEffectContext, EffectHandlers, LiveActor } from '../host/actor-host.ts';
 import { systemClock } from '../host/system-clock.ts';
+import { stateName } from '../../machines/runtime.ts';
 import type { Clock } from '../../domain/clock.ts';
 import { effectiveTools, type ToolOverrides } from './app-grants.ts';
 import { newInstanceId } from '../../adapters/ids.ts';
@@ -52,6 +53,15 @@ export interface InstanceOptions {
 
 type EffectContext = AnyEffectContext<'instance'>;
 
+/** A spawn in flight: `relinquished` once this node let go of the instance meanwhile; `done` when it ends. */
+interface SpawnFlight {
+  relinquished: boolean;
+  done: Promise<void>;
+}
+
+/** Where a self-fenced instance's sandbox was stopped (or being created), so that its stop is recorded as a crash. */
+const FENCEABLE_STATES: ReadonlySet<string> = new Set(['spawning', 'healthy', 'running', 'paused']);
+
 const SPAWN_FAILURES: Record<string, CrashReason> = {
   HEALTH_MISMATCH: 'identity-mismatch',
   HEALTH_TIMEOUT: 'health-timeout',
@@ -66,7 +76,14 @@ export class InstanceSupervisor {
   private readonly runners: Partial<Record<SandboxKind, AppSandboxRunner>>;
   private readonly exitSubscriptions = new Map<string, () => void>();
   /** Spawns in flight, by instance: `relinquished` once this node let go of the instance meanwhile. */
-  private readonly spawning = new Map<string, { relinquished: boolean }>();
+  private readonly spawning = new Map<string, SpawnFlight>();
+  /**
+   * Instances whose sandbox this node let go of (relinquish) since their last spawn. A hook or a health answer
+   * that fails because of it is this node's doing, not the app's: it is not recorded as the app's crash.
+   */
+  private readonly letGo = new Set<string>();
+  /** Of those, the ones the self-fence stopped: recorded once renewals are answered again (recordSelfFenced). */
+  private readonly fencedOff = new Set<string>();
   private registry: AppRegistry | null = null;
 
   constructor(private readonly opts: InstanceOptions, private readonly host: () => ActorHost) {
@@ -246,16 +263,21 @@ export class InstanceSupervisor {
       return;
     }
     const port = this.ports.allocate(spec.instanceId);
-    const flight = { relinquished: false };
+    let ended: () => void = () => undefined;
+    const flight: SpawnFlight = { relinquished: false, done: new Promise<void>((r) => (ended = r)) };
     this.spawning.set(spec.instanceId, flight);
+    // A new incarnation: what this node let go of before is behind it.
+    this.letGo.delete(spec.instanceId);
+    this.fencedOff.delete(spec.instanceId);
     try {
       await this.spawnIn(runner, spec, manifest, port, flight, ctx);
     } finally {
       if (this.spawning.get(spec.instanceId) === flight) this.spawning.delete(spec.instanceId);
+      ended();
     }
   }
 
-  private async spawnIn(runner: AppSandboxRunner, spec: InstanceSpec, manifest: AppManifest, port: number, flight: { relinquished: boolean }, ctx: EffectContext): Promise<void> {
+  private async spawnIn(runner: AppSandboxRunner, spec: InstanceSpec, manifest: AppManifest, port: number, flight: SpawnFlight, ctx: EffectContext): Promise<void> {
     let result;
     const clock = this.opts.clock ?? systemClock;
     const started = clock.nowMs();
@@ -311,6 +333,8 @@ export class InstanceSupervisor {
       await runner.forceKill(spec.instanceId).catch(() => undefined);
       return;
     }
+    // Let go of while `instance.spawned` was being appended (relinquish killed the sandbox): it is not healthy.
+    if (flight.relinquished) return;
     this.watchExit(ctx.actor, runner);
     await ctx.dispatch({
       type: 'instance.healthy',
@@ -340,6 +364,11 @@ export class InstanceSupervisor {
         if (p.optional || legacy) await runner.callOptionalLifecycle(ctx.actor.id, hook, {});
         else await runner.callLifecycle(ctx.actor.id, hook as never);
       } catch (err) {
+        // The hook failed because this node killed the sandbox under it (relinquish): not the app's failure.
+        if (this.letGo.has(ctx.actor.id)) {
+          this.opts.log?.(`the ${hook} hook of ${ctx.actor.id} was cut short: this node let go of its sandbox`);
+          return;
+        }
         await ctx.dispatch({ type: 'instance.lifecycle-failed', data: { reason: 'lifecycle-failed', hook, code: (err as RunlogError).code ?? 'LIFECYCLE_FAILED', message: (err as Error).message } });
         return;
       }
@@ -369,15 +398,41 @@ export class InstanceSupervisor {
    * lost and maybe restarted it there), or it cannot renew it (self-fence.ts): its sandbox here must not run on
    * beside that. Killed without a word in the log (this node may not append for it any more); its exit is not
    * reported. A sandbox still being created is killed too: now if the runner has it already (waiting for its
-   * health), else by its spawn as soon as the runner hands it over.
+   * health), else by its spawn as soon as the runner hands it over. `cause` 'self-fence': the node still holds
+   * the lease, so the stop is recorded once it can append again (recordSelfFenced).
    */
-  async relinquish(instanceId: string): Promise<void> {
+  async relinquish(instanceId: string, cause: 'lease-lost' | 'self-fence' = 'lease-lost'): Promise<void> {
     const flight = this.spawning.get(instanceId);
     if (flight) flight.relinquished = true;
+    this.letGo.add(instanceId);
+    if (cause === 'self-fence') this.fencedOff.add(instanceId);
+    else this.fencedOff.delete(instanceId);
     this.exitSubscriptions.get(instanceId)?.();
     this.exitSubscriptions.delete(instanceId);
     for (const runner of Object.values(this.runners)) {
       if (runner && (flight || runner.getPort(instanceId) !== null)) await runner.forceKill(instanceId).catch(() => undefined);
+    }
+  }
+
+  /**
+   * Renewals are answered again after a self-fence: each instance whose sandbox it stopped, and whose lease this
+   * node still holds, is recorded crashed (reason `self-fenced`), so its restart policy brings it back. Spawns
+   * still handing over what they started (then killed) finish first, so the restart does not race them. A lease
+   * taken meanwhile refuses the append (FENCED): that instance is another node's now, nothing to record here.
+   */
+  async recordSelfFenced(fenceMs: number): Promise<void> {
+    const ids = [...this.fencedOff];
+    this.fencedOff.clear();
+    await Promise.all(ids.map((id) => this.spawning.get(id)?.done));
+    for (const id of ids) {
+      const actor = this.host().get('instance', id);
+      if (!actor || !FENCEABLE_STATES.has(stateName(actor.snapshot))) continue;
+      const message = `its node fenced itself: no lease renewal was answered for ${fenceMs} ms, so it stopped the sandbox before its lease could expire`;
+      await this.host()
+        .dispatch('instance', id, { type: 'instance.crashed', data: { reason: 'self-fenced', exitCode: null, message, evidence: { fenceMs, state: stateName(actor.snapshot) } } })
+        .catch((err: unknown) => {
+          if (!(err instanceof FencedError)) this.opts.log?.(`recording the self-fenced stop of ${id}: ${(err as Error).message}`);
+        });
     }
   }
 

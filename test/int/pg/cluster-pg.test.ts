@@ -231,7 +231,8 @@ describe('a cluster of supervisors on PostgreSQL', () => {
     await a.kill();
     a = await cluster.startNode('a', flags);
     const done = await until('a collects the execution', () => executions().find((r) => r.id === back && (r.state === 'succeeded' || r.state === 'failed')), 120_000, 200);
-    expect(done.state).toBe('succeeded');
+    // On failure, say why: the execution's history and what a printed.
+    expect(done.state, `${JSON.stringify(history(back), null, 1)}\na: ${a.stderr().slice(-6000)}`).toBe('succeeded');
     const events = history(back);
     expect(events.filter((e) => e.type === 'execution.started')).toHaveLength(1); // run once
     expect(events.some((e) => e.meta?.source === 'cluster')).toBe(false); // b recorded nothing about it

@@ -15,9 +15,12 @@ import { fakeLog } from './fake-log.ts';
 const view = (state: string, crash?: string) => ({ state, context: { lastCrash: crash ? { reason: crash, message: 'x' } : null } });
 
 describe('when a wait is over (settle-rules)', () => {
-  it('a spawn is answered once it runs or failed for a reason of its own, not while its node-lost instance restarts elsewhere', () => {
+  it('a spawn is answered once it runs or failed for a reason of its own, not while a node-lost or self-fenced instance restarts', () => {
     for (const s of ['new', 'spawning', 'healthy', 'adopted']) expect(spawnSettled(view(s)), s).toBe(false);
     expect(spawnSettled(view('crashed.backoff', 'node-lost'))).toBe(false);
+    expect(spawnSettled(view('crashed.backoff', 'self-fenced'))).toBe(false);
+    expect(spawnSettled(view('crashed.down', 'self-fenced'))).toBe(true); // no restart: the log says it was stopped
+    expect(spawnSettled(view('crashed.backoff', 'lifecycle-failed'))).toBe(true);
     expect(spawnSettled(view('running'))).toBe(true);
     expect(spawnSettled(view('crashed.backoff', 'exit'))).toBe(true);
     expect(spawnSettled(view('crashed.down', 'node-lost'))).toBe(true); // no restart: the log says its node was lost
