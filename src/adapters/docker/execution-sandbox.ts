@@ -13,8 +13,25 @@ import { isDigestReference } from '../../domain/at-run/oci-reference.ts';
 import type { ContainerCreateBody, ContainerInfo, DockerEngine, MountSpec } from './docker-port.ts';
 import { ContainerStateError } from './errors.ts';
 import { LABEL_VOLUME_KIND, SEAL_SUFFIX } from './materializer.ts';
-import { DEFAULT_OUTPUT_LIMITS, FrameCollector, StreamDemuxer, type CollectedOutput, type Frame, type OutputLimits, type OutputViolation, type ProtocolError } from './frames.ts';
-import { ADDITIONS_MOUNT, APP_MOUNT, RUNTIME_MOUNT, WORK_MOUNT, envProblems, sandboxCommand, type Launcher } from './layout.ts';
+import {
+  DEFAULT_OUTPUT_LIMITS,
+  FrameCollector,
+  StreamDemuxer,
+  type CollectedOutput,
+  type Frame,
+  type OutputLimits,
+  type OutputViolation,
+  type ProtocolError,
+} from './frames.ts';
+import {
+  ADDITIONS_MOUNT,
+  APP_MOUNT,
+  RUNTIME_MOUNT,
+  WORK_MOUNT,
+  envProblems,
+  sandboxCommand,
+  type Launcher,
+} from './layout.ts';
 
 export const INVOCATION_LABEL = 'runlog.invocation';
 /** Marks a pre-started sandbox (its value: the pool's id for it). Such a container is running, waiting for its one envelope. */
@@ -106,8 +123,16 @@ export type InvocationFailureReason =
   | 'start-failed';
 
 /** What a result keeps of the collected output: the same for an invocation and a collected (adopted) container. */
-function keptOutput(out: CollectedOutput): Pick<ResultCommon, 'frames' | 'stdoutBytes' | 'stderrBytes' | 'stderr' | 'stderrTruncated'> {
-  return { frames: out.frames, stdoutBytes: out.stdoutBytes, stderrBytes: out.stderrBytes, stderr: out.stderr, stderrTruncated: out.stderrTruncated };
+function keptOutput(
+  out: CollectedOutput,
+): Pick<ResultCommon, 'frames' | 'stdoutBytes' | 'stderrBytes' | 'stderr' | 'stderrTruncated'> {
+  return {
+    frames: out.frames,
+    stdoutBytes: out.stdoutBytes,
+    stderrBytes: out.stderrBytes,
+    stderr: out.stderr,
+    stderrTruncated: out.stderrTruncated,
+  };
 }
 
 interface ResultCommon {
@@ -163,7 +188,8 @@ const UID_GID = /^(\d{1,10}):(\d{1,10})$/;
 
 function envList(env: ExecutionContainerSpec['env']): Record<string, string> {
   if (!env) return {};
-  if (Array.isArray(env)) return Object.fromEntries((env as { name: string; value: string }[]).map((e) => [e.name, e.value]));
+  if (Array.isArray(env))
+    return Object.fromEntries((env as { name: string; value: string }[]).map((e) => [e.name, e.value]));
   return { ...(env as Record<string, string>) };
 }
 
@@ -171,7 +197,8 @@ function envList(env: ExecutionContainerSpec['env']): Record<string, string> {
 export function executionContainerBody(spec: ExecutionContainerSpec): { body: ContainerCreateBody; command: string[] } {
   const p = spec.policy;
   const problems: string[] = [];
-  if (!isDigestReference(p.image)) problems.push(`policy.image must be a repository@sha256:<digest> reference, got ${JSON.stringify(p.image)}`);
+  if (!isDigestReference(p.image))
+    problems.push(`policy.image must be a repository@sha256:<digest> reference, got ${JSON.stringify(p.image)}`);
   const user = p.user ?? DEFAULT_SANDBOX_USER;
   const ids = UID_GID.exec(user);
   if (!ids) problems.push(`policy.user must be numeric uid:gid, got ${JSON.stringify(user)}`);
@@ -183,11 +210,15 @@ export function executionContainerBody(spec: ExecutionContainerSpec): { body: Co
   positive('pidsLimit', p.pidsLimit);
   positive('nanoCpus', p.nanoCpus, 10_000_000);
   positive('workTmpfsBytes', p.workTmpfsBytes, 4096);
-  if (p.runtime !== undefined && !/^[a-z0-9][a-z0-9._-]*$/.test(p.runtime)) problems.push(`policy.runtime ${JSON.stringify(p.runtime)} is not a runtime name`);
+  if (p.runtime !== undefined && !/^[a-z0-9][a-z0-9._-]*$/.test(p.runtime))
+    problems.push(`policy.runtime ${JSON.stringify(p.runtime)} is not a runtime name`);
   const volumes = [spec.runtimeVolume, spec.codeVolume, ...(spec.additionVolumes ?? [])];
-  for (const v of volumes) if (typeof v !== 'string' || !VOLUME_NAME.test(v)) problems.push(`volume name ${JSON.stringify(v)} is invalid`);
-  if (spec.invocationId !== null && (typeof spec.invocationId !== 'string' || spec.invocationId.length === 0)) problems.push('invocationId must be a non-empty string (or null for a pre-started sandbox)');
-  if (spec.invocationId === null && spec.labels[PRESTART_LABEL] === undefined) problems.push(`a sandbox without an invocationId must be labelled ${PRESTART_LABEL} (pre-started)`);
+  for (const v of volumes)
+    if (typeof v !== 'string' || !VOLUME_NAME.test(v)) problems.push(`volume name ${JSON.stringify(v)} is invalid`);
+  if (spec.invocationId !== null && (typeof spec.invocationId !== 'string' || spec.invocationId.length === 0))
+    problems.push('invocationId must be a non-empty string (or null for a pre-started sandbox)');
+  if (spec.invocationId === null && spec.labels[PRESTART_LABEL] === undefined)
+    problems.push(`a sandbox without an invocationId must be labelled ${PRESTART_LABEL} (pre-started)`);
   const env = envList(spec.env);
   problems.push(...envProblems(env));
   let command: string[] = [];
@@ -196,10 +227,17 @@ export function executionContainerBody(spec: ExecutionContainerSpec): { body: Co
   } catch (err) {
     problems.push(...((err as ValidationError).issues ?? [String(err)]));
   }
-  if (problems.length > 0) throw new ValidationError('SANDBOX_SPEC_INVALID', 'cannot create the execution container', problems);
+  if (problems.length > 0)
+    throw new ValidationError('SANDBOX_SPEC_INVALID', 'cannot create the execution container', problems);
 
   const [, uid, gid] = ids!;
-  const ro = (source: string, target: string): MountSpec => ({ Type: 'volume', Source: source, Target: target, ReadOnly: true, VolumeOptions: { NoCopy: true } });
+  const ro = (source: string, target: string): MountSpec => ({
+    Type: 'volume',
+    Source: source,
+    Target: target,
+    ReadOnly: true,
+    VolumeOptions: { NoCopy: true },
+  });
   const mounts: MountSpec[] = [
     ro(spec.runtimeVolume, RUNTIME_MOUNT),
     ro(spec.codeVolume, APP_MOUNT),
@@ -279,8 +317,16 @@ interface Verdict {
   waitStatus: number | null;
 }
 
-function classify(out: CollectedOutput, v: Verdict): { outcome: 'succeeded'; output: unknown } | { outcome: 'failed'; reason: InvocationFailureReason; error: ProtocolError } {
-  const fail = (reason: InvocationFailureReason, message: string): { outcome: 'failed'; reason: InvocationFailureReason; error: ProtocolError } => ({
+function classify(
+  out: CollectedOutput,
+  v: Verdict,
+):
+  | { outcome: 'succeeded'; output: unknown }
+  | { outcome: 'failed'; reason: InvocationFailureReason; error: ProtocolError } {
+  const fail = (
+    reason: InvocationFailureReason,
+    message: string,
+  ): { outcome: 'failed'; reason: InvocationFailureReason; error: ProtocolError } => ({
     outcome: 'failed',
     reason,
     error: { code: REASON_CODES[reason], message },
@@ -289,17 +335,22 @@ function classify(out: CollectedOutput, v: Verdict): { outcome: 'succeeded'; out
   // A terminal frame that arrived before any kill is the worker's answer.
   if (out.terminal?.type === 'result') return { outcome: 'succeeded', output: out.terminal.output };
   if (out.terminal?.type === 'error') return { outcome: 'failed', reason: 'handler-error', error: out.terminal.error };
-  if (v.killedFor === 'timeout') return fail('timeout', 'the invocation did not finish before its deadline; the container was killed');
+  if (v.killedFor === 'timeout')
+    return fail('timeout', 'the invocation did not finish before its deadline; the container was killed');
   if (out.violation) return fail(out.violation.kind, out.violation.message);
   const exitCode = v.state?.exitCode ?? v.waitStatus;
   if (v.state?.oomKilled) return fail('oom', `the worker exceeded its memory limit and was killed (exit ${exitCode})`);
-  if (exitCode !== null && exitCode !== 0) return fail('exit-nonzero', `the worker exited with status ${exitCode} without a result`);
+  if (exitCode !== null && exitCode !== 0)
+    return fail('exit-nonzero', `the worker exited with status ${exitCode} without a result`);
   return fail('no-result', 'the worker exited without a result or error frame');
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
   let timer: NodeJS.Timeout | undefined;
-  return Promise.race([p, new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), ms)))]).finally(() => clearTimeout(timer));
+  return Promise.race([
+    p,
+    new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), ms))),
+  ]).finally(() => clearTimeout(timer));
 }
 
 class DockerSandboxRunner implements ExecutionSandbox {
@@ -311,16 +362,21 @@ class DockerSandboxRunner implements ExecutionSandbox {
     // a materialized volume whose copy never completed (no seal). One listing answers for every volume and seal;
     // the sandbox image is made present meanwhile (an inspect, a pull only when absent).
     const volumes = [spec.runtimeVolume, spec.codeVolume, ...(spec.additionVolumes ?? [])];
-    const [listed, image] = await Promise.allSettled([this.engine.volumesNamed([...volumes, ...volumes.map((v) => `${v}${SEAL_SUFFIX}`)]), this.engine.pullByDigest(spec.policy.image)]);
+    const [listed, image] = await Promise.allSettled([
+      this.engine.volumesNamed([...volumes, ...volumes.map((v) => `${v}${SEAL_SUFFIX}`)]),
+      this.engine.pullByDigest(spec.policy.image),
+    ]);
     if (listed.status === 'rejected') throw listed.reason;
     const found = new Map(listed.value.map((v) => [v.name, v]));
     const problems: string[] = [];
     for (const name of volumes) {
       const v = found.get(name);
       if (!v) problems.push(`volume ${name} does not exist`);
-      else if (v.labels[LABEL_VOLUME_KIND] !== undefined && !found.has(`${name}${SEAL_SUFFIX}`)) problems.push(`volume ${name} was never completely materialized (no seal)`);
+      else if (v.labels[LABEL_VOLUME_KIND] !== undefined && !found.has(`${name}${SEAL_SUFFIX}`))
+        problems.push(`volume ${name} was never completely materialized (no seal)`);
     }
-    if (problems.length > 0) throw new ValidationError('SANDBOX_VOLUME_MISSING', 'cannot create the execution container', problems);
+    if (problems.length > 0)
+      throw new ValidationError('SANDBOX_VOLUME_MISSING', 'cannot create the execution container', problems);
     if (image.status === 'rejected') throw image.reason;
     const containerId = await this.engine.createContainer(body, spec.name);
     return { containerId, command };
@@ -332,23 +388,39 @@ class DockerSandboxRunner implements ExecutionSandbox {
     const limits = limitsOf(opts);
     const line = Buffer.from(JSON.stringify(envelope) + '\n', 'utf8');
     const maxEnvelope = opts.maxEnvelopeBytes ?? 8 * 1024 * 1024;
-    if (line.length > maxEnvelope) throw new ValidationError('ENVELOPE_TOO_LARGE', `the invocation envelope is ${line.length} bytes; the bound is ${maxEnvelope}`);
+    if (line.length > maxEnvelope)
+      throw new ValidationError(
+        'ENVELOPE_TOO_LARGE',
+        `the invocation envelope is ${line.length} bytes; the bound is ${maxEnvelope}`,
+      );
 
     const info = opts.inspected?.id === containerId ? opts.inspected : await this.engine.inspectContainer(containerId);
-    if (!info) throw new ContainerStateError('CONTAINER_NOT_FOUND', containerId, `container ${containerId} does not exist`);
+    if (!info)
+      throw new ContainerStateError('CONTAINER_NOT_FOUND', containerId, `container ${containerId} does not exist`);
     // A pre-started sandbox is running, its worker blocked on stdin; it never had an envelope (no invocation
     // label), and StdinOnce closes its stdin when this one attach ends: it cannot take a second envelope.
     const prestarted = info.labels[PRESTART_LABEL] !== undefined && info.labels[INVOCATION_LABEL] === undefined;
     if (prestarted) {
       if (!info.state.running) {
-        throw new ContainerStateError('PRESTARTED_NOT_RUNNING', containerId, `pre-started sandbox ${containerId} is not running (${info.state.status}); it cannot take an envelope`);
+        throw new ContainerStateError(
+          'PRESTARTED_NOT_RUNNING',
+          containerId,
+          `pre-started sandbox ${containerId} is not running (${info.state.status}); it cannot take an envelope`,
+        );
       }
     } else if (info.state.status !== 'created' || info.state.startedAt !== null) {
-      throw new ContainerStateError('CONTAINER_ALREADY_STARTED', containerId, `container ${containerId} was already started (${info.state.status}); an execution container runs one invocation`);
+      throw new ContainerStateError(
+        'CONTAINER_ALREADY_STARTED',
+        containerId,
+        `container ${containerId} was already started (${info.state.status}); an execution container runs one invocation`,
+      );
     }
     const expectedId = info.labels[INVOCATION_LABEL];
     if (expectedId !== undefined && expectedId !== envelope.id) {
-      throw new ValidationError('ENVELOPE_MISMATCH', `envelope id ${envelope.id} is not the invocation ${expectedId} this container was created for`);
+      throw new ValidationError(
+        'ENVELOPE_MISMATCH',
+        `envelope id ${envelope.id} is not the invocation ${expectedId} this container was created for`,
+      );
     }
 
     const verdict: Verdict = { killedFor: null, startError: null, state: null, waitStatus: null };
@@ -377,7 +449,10 @@ class DockerSandboxRunner implements ExecutionSandbox {
     );
 
     // Both must be in place before the start; neither depends on the other.
-    const [attached, waited] = await Promise.allSettled([this.engine.attach(containerId), this.engine.waitNextExit(containerId)]);
+    const [attached, waited] = await Promise.allSettled([
+      this.engine.attach(containerId),
+      this.engine.waitNextExit(containerId),
+    ]);
     if (attached.status === 'rejected') {
       if (waited.status === 'fulfilled') waited.value.cancel();
       throw attached.reason;
@@ -443,7 +518,12 @@ class DockerSandboxRunner implements ExecutionSandbox {
     const out = collector.finish();
     // A result frame and a clean exit (status 0, so no OOM kill) need nothing more from the Engine; any other
     // ending is classified from the container's recorded state (exit code, OOM).
-    const clean = (out.terminal?.type === 'result' && verdict.killedFor === null && verdict.startError === null && verdict.waitStatus === 0) || (answeredEarly && out.terminal !== null && verdict.killedFor === null);
+    const clean =
+      (out.terminal?.type === 'result' &&
+        verdict.killedFor === null &&
+        verdict.startError === null &&
+        verdict.waitStatus === 0) ||
+      (answeredEarly && out.terminal !== null && verdict.killedFor === null);
     verdict.state = clean ? null : ((await this.engine.inspectContainer(containerId))?.state ?? null);
     const base: ResultCommon = {
       containerId,
@@ -468,15 +548,23 @@ class DockerSandboxRunner implements ExecutionSandbox {
   async collectResult(containerId: string, opts: CollectOptions = {}): Promise<InvocationResult> {
     const t0 = now();
     let info = await this.engine.inspectContainer(containerId);
-    if (!info) throw new ContainerStateError('CONTAINER_NOT_FOUND', containerId, `container ${containerId} does not exist`);
+    if (!info)
+      throw new ContainerStateError('CONTAINER_NOT_FOUND', containerId, `container ${containerId} does not exist`);
     if (info.state.startedAt === null) {
-      throw new ContainerStateError('CONTAINER_NOT_STARTED', containerId, `container ${containerId} was never started; invoke it instead`);
+      throw new ContainerStateError(
+        'CONTAINER_NOT_STARTED',
+        containerId,
+        `container ${containerId} was never started; invoke it instead`,
+      );
     }
     const invocationId = opts.invocationId ?? info.labels[INVOCATION_LABEL] ?? null;
     const verdict: Verdict = { killedFor: null, startError: null, state: null, waitStatus: null };
     if (info.state.running) {
       const remaining = (opts.deadlineAt ?? Number.POSITIVE_INFINITY) - Date.now();
-      const waited = remaining > 0 ? await withTimeout(this.engine.waitNotRunning(containerId), Math.min(remaining, 2 ** 31 - 1)) : 'timeout';
+      const waited =
+        remaining > 0
+          ? await withTimeout(this.engine.waitNotRunning(containerId), Math.min(remaining, 2 ** 31 - 1))
+          : 'timeout';
       if (waited === 'timeout') {
         verdict.killedFor = 'timeout';
         await this.engine.kill(containerId);
@@ -510,7 +598,10 @@ class DockerSandboxRunner implements ExecutionSandbox {
         attachMs: 0,
         startMs: 0,
         firstFrameMs: null,
-        runMs: info.state.startedAt && info.state.finishedAt ? Date.parse(info.state.finishedAt) - Date.parse(info.state.startedAt) : 0,
+        runMs:
+          info.state.startedAt && info.state.finishedAt
+            ? Date.parse(info.state.finishedAt) - Date.parse(info.state.startedAt)
+            : 0,
         totalMs: now() - t0,
       },
     };
