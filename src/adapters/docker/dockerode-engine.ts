@@ -28,13 +28,27 @@ import {
   type VolumeInfo,
   type WaitHandle,
 } from './docker-port.ts';
-import { DockerApiError, DockerTimeoutError, DockerUnavailableError, ImagePullError, dockerAnswerError } from './errors.ts';
-import { isConnectionError, labelFilters, messageOf, statusOf, tagTimeouts, timeOrNull, TIMED_OUT, type LabelFilter } from './dockerode-answers.ts';
+import {
+  DockerApiError,
+  DockerTimeoutError,
+  DockerUnavailableError,
+  ImagePullError,
+  dockerAnswerError,
+} from './errors.ts';
+import {
+  isConnectionError,
+  labelFilters,
+  messageOf,
+  statusOf,
+  tagTimeouts,
+  timeOrNull,
+  TIMED_OUT,
+  type LabelFilter,
+} from './dockerode-answers.ts';
 import { engineEventsEnded } from './engine-events.ts';
 import { normalizePlatform } from './platform.ts';
 
 export { normalizePlatform };
-
 
 class DockerodeEngine implements DockerEngine {
   readonly socketPath: string;
@@ -55,7 +69,8 @@ class DockerodeEngine implements DockerEngine {
   /** The typed error for a failed call (see the head of this file). */
   #fail(operation: string, err: unknown, details?: Record<string, unknown>): never {
     if (err instanceof RunlogError) throw err;
-    if ((err as { [TIMED_OUT]?: boolean } | null)?.[TIMED_OUT]) throw new DockerTimeoutError(operation, this.#timeoutMs, { cause: err });
+    if ((err as { [TIMED_OUT]?: boolean } | null)?.[TIMED_OUT])
+      throw new DockerTimeoutError(operation, this.#timeoutMs, { cause: err });
     if (isConnectionError(err)) throw new DockerUnavailableError(this.socketPath, messageOf(err), { cause: err });
     throw dockerAnswerError(operation, messageOf(err), statusOf(err), { cause: err, ...(details ? { details } : {}) });
   }
@@ -79,7 +94,10 @@ class DockerodeEngine implements DockerEngine {
 
   async platform(): Promise<Platform> {
     try {
-      const [v, info] = await Promise.all([this.#docker.version(), this.#docker.info() as Promise<{ Architecture?: string; OSType?: string }>]);
+      const [v, info] = await Promise.all([
+        this.#docker.version(),
+        this.#docker.info() as Promise<{ Architecture?: string; OSType?: string }>,
+      ]);
       return normalizePlatform(v.Os || info.OSType || 'linux', v.Arch || info.Architecture || '', info.Architecture);
     } catch (err) {
       this.#fail('platform', err);
@@ -119,7 +137,10 @@ class DockerodeEngine implements DockerEngine {
     return info !== null && (!ref.includes('@') || info.repoDigests.includes(ref));
   }
 
-  async pullByDigest(ref: string, onProgress?: (p: PullProgress) => void): Promise<{ pulled: boolean; image: ImageInfo }> {
+  async pullByDigest(
+    ref: string,
+    onProgress?: (p: PullProgress) => void,
+  ): Promise<{ pulled: boolean; image: ImageInfo }> {
     const at = ref.lastIndexOf('@');
     if (at <= 0 || !/^sha256:[0-9a-f]{64}$/.test(ref.slice(at + 1))) {
       throw new ImagePullError(ref, 'not a repository@sha256:<digest> reference', false);
@@ -136,7 +157,10 @@ class DockerodeEngine implements DockerEngine {
       if (isConnectionError(err)) this.#fail('pull', err);
       const status = statusOf(err);
       const msg = messageOf(err);
-      throw new ImagePullError(ref, msg, status === 404 || /manifest unknown|not found/i.test(msg), { cause: err, ...(status !== undefined ? { status } : {}) });
+      throw new ImagePullError(ref, msg, status === 404 || /manifest unknown|not found/i.test(msg), {
+        cause: err,
+        ...(status !== undefined ? { status } : {}),
+      });
     }
     // The Engine answers 200 and reports failures inside the NDJSON progress stream.
     const failure = await new Promise<string | null>((resolve, reject) => {
@@ -151,7 +175,13 @@ class DockerodeEngine implements DockerEngine {
           buf = buf.slice(nl + 1);
           if (!line) continue;
           try {
-            const ev = JSON.parse(line) as { status?: string; id?: string; error?: string; errorDetail?: { message?: string }; progressDetail?: { current?: number; total?: number } };
+            const ev = JSON.parse(line) as {
+              status?: string;
+              id?: string;
+              error?: string;
+              errorDetail?: { message?: string };
+              progressDetail?: { current?: number; total?: number };
+            };
             if (ev.error || ev.errorDetail?.message) error = ev.errorDetail?.message ?? ev.error ?? 'pull failed';
             else if (onProgress && ev.status) {
               onProgress({
@@ -201,7 +231,11 @@ class DockerodeEngine implements DockerEngine {
 
   async inspectVolume(name: string): Promise<VolumeInfo | null> {
     try {
-      const v = (await this.#docker.getVolume(name).inspect()) as { Name: string; Labels: Record<string, string> | null; CreatedAt?: string };
+      const v = (await this.#docker.getVolume(name).inspect()) as {
+        Name: string;
+        Labels: Record<string, string> | null;
+        CreatedAt?: string;
+      };
       return { name: v.Name, labels: v.Labels ?? {}, createdAt: v.CreatedAt };
     } catch (err) {
       if (statusOf(err) === 404) return null;
@@ -239,7 +273,11 @@ class DockerodeEngine implements DockerEngine {
       const wanted = new Set(names);
       return (r.Volumes ?? [])
         .filter((v) => wanted.has(v.Name))
-        .map((v) => ({ name: v.Name, labels: (v.Labels as Record<string, string> | null) ?? {}, createdAt: (v as { CreatedAt?: string }).CreatedAt }));
+        .map((v) => ({
+          name: v.Name,
+          labels: (v.Labels as Record<string, string> | null) ?? {},
+          createdAt: (v as { CreatedAt?: string }).CreatedAt,
+        }));
     } catch (err) {
       this.#fail('list volumes', err);
     }
@@ -255,7 +293,14 @@ class DockerodeEngine implements DockerEngine {
             path: '/containers/create?',
             method: 'POST',
             options: { _query: name ? { name } : {}, _body: body },
-            statusCodes: { 200: true, 201: true, 400: 'bad parameter', 404: 'no such image', 409: 'conflict', 500: 'server error' },
+            statusCodes: {
+              200: true,
+              201: true,
+              400: 'bad parameter',
+              404: 'no such image',
+              409: 'conflict',
+              500: 'server error',
+            },
           },
           (err, data) => (err ? reject(err) : resolve(data as { Id: string })),
         ),
@@ -277,7 +322,12 @@ class DockerodeEngine implements DockerEngine {
         labels: c.Config.Labels ?? {},
         pid: c.State.Pid ?? 0,
         env: c.Config.Env ?? [],
-        networks: Object.fromEntries(Object.entries(c.NetworkSettings?.Networks ?? {}).map(([name, n]) => [name, { ipAddress: n?.IPAddress ?? '' }])),
+        networks: Object.fromEntries(
+          Object.entries(c.NetworkSettings?.Networks ?? {}).map(([name, n]) => [
+            name,
+            { ipAddress: n?.IPAddress ?? '' },
+          ]),
+        ),
         state: {
           status: c.State.Status,
           running: c.State.Running,
@@ -296,8 +346,18 @@ class DockerodeEngine implements DockerEngine {
 
   async listContainers(labels: LabelFilter, opts?: { all?: boolean }): Promise<ContainerSummary[]> {
     try {
-      const list = await this.#docker.listContainers({ all: opts?.all ?? true, filters: JSON.stringify({ label: labelFilters(labels) }) });
-      return list.map((c) => ({ id: c.Id, names: c.Names.map((n) => n.replace(/^\//, '')), image: c.Image, labels: c.Labels ?? {}, state: c.State, status: c.Status }));
+      const list = await this.#docker.listContainers({
+        all: opts?.all ?? true,
+        filters: JSON.stringify({ label: labelFilters(labels) }),
+      });
+      return list.map((c) => ({
+        id: c.Id,
+        names: c.Names.map((n) => n.replace(/^\//, '')),
+        image: c.Image,
+        labels: c.Labels ?? {},
+        state: c.State,
+        status: c.Status,
+      }));
     } catch (err) {
       this.#fail('list containers', err);
     }
@@ -343,7 +403,9 @@ class DockerodeEngine implements DockerEngine {
     }
   }
 
-  cpuUsageNs(id: string): Promise<number | null> { return containerCpuUsageNs(this.#docker, id, (op, err) => this.#fail(op, err)); }
+  cpuUsageNs(id: string): Promise<number | null> {
+    return containerCpuUsageNs(this.#docker, id, (op, err) => this.#fail(op, err));
+  }
 
   waitNextExit(id: string): Promise<WaitHandle> {
     // dockerode resolves wait() only when the body arrives; the Engine flushes the response headers as soon as
@@ -374,13 +436,18 @@ class DockerodeEngine implements DockerEngine {
             res.on('data', (c: Buffer) => chunks.push(c));
             res.on('end', () => {
               try {
-                const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { StatusCode: number; Error?: { Message?: string } | null };
+                const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+                  StatusCode: number;
+                  Error?: { Message?: string } | null;
+                };
                 res2({ statusCode: body.StatusCode, ...(body.Error?.Message ? { error: body.Error.Message } : {}) });
               } catch (e) {
                 rej2(new DockerApiError(`wait container ${id}`, `unreadable answer: ${messageOf(e)}`, 200));
               }
             });
-            res.on('error', (e) => rej2(new DockerApiError(`wait container ${id}`, messageOf(e), undefined, { cause: e })));
+            res.on('error', (e) =>
+              rej2(new DockerApiError(`wait container ${id}`, messageOf(e), undefined, { cause: e })),
+            );
           });
           exited.catch(() => undefined); // observed by the caller; never an unhandled rejection
           resolve({ exited, cancel: () => controller.abort() });
@@ -391,7 +458,11 @@ class DockerodeEngine implements DockerEngine {
 
   async waitNotRunning(id: string, opts?: { signal?: AbortSignal }): Promise<{ statusCode: number }> {
     try {
-      const r = (await this.#streaming.getContainer(id).wait({ condition: 'not-running', ...(opts?.signal ? { abortSignal: opts.signal } : {}) })) as { StatusCode: number };
+      const r = (await this.#streaming
+        .getContainer(id)
+        .wait({ condition: 'not-running', ...(opts?.signal ? { abortSignal: opts.signal } : {}) })) as {
+        StatusCode: number;
+      };
       return { statusCode: r.StatusCode };
     } catch (err) {
       this.#fail(`wait container ${id}`, err);
@@ -400,7 +471,9 @@ class DockerodeEngine implements DockerEngine {
 
   async attach(id: string): Promise<Duplex> {
     try {
-      const stream = (await this.#streaming.getContainer(id).attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as Duplex;
+      const stream = (await this.#streaming
+        .getContainer(id)
+        .attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as Duplex;
       return stream;
     } catch (err) {
       this.#fail(`attach container ${id}`, err);
@@ -442,7 +515,12 @@ class DockerodeEngine implements DockerEngine {
     return { res, stat };
   }
 
-  async openArchive(id: string, path: string, maxBytes: number, tooLarge: (max: number) => Error): Promise<{ stat: PathStat | null; body: AsyncIterable<Buffer> }> {
+  async openArchive(
+    id: string,
+    path: string,
+    maxBytes: number,
+    tooLarge: (max: number) => Error,
+  ): Promise<{ stat: PathStat | null; body: AsyncIterable<Buffer> }> {
     const { res, stat } = await this.#archiveResponse(id, path);
     const operation = `download ${path} from container ${id}`;
     async function* body(): AsyncGenerator<Buffer> {
@@ -463,7 +541,12 @@ class DockerodeEngine implements DockerEngine {
     return { stat, body: body() };
   }
 
-  async getArchive(id: string, path: string, maxBytes: number, tooLarge: (max: number) => Error): Promise<{ chunks: Buffer[]; size: number; stat: PathStat | null }> {
+  async getArchive(
+    id: string,
+    path: string,
+    maxBytes: number,
+    tooLarge: (max: number) => Error,
+  ): Promise<{ chunks: Buffer[]; size: number; stat: PathStat | null }> {
     const { res, stat } = await this.#archiveResponse(id, path);
     const chunks: Buffer[] = [];
     let size = 0;
@@ -478,7 +561,9 @@ class DockerodeEngine implements DockerEngine {
         chunks.push(c);
       });
       res.on('end', () => resolve());
-      res.on('error', (e) => reject(new DockerApiError(`download ${path} from container ${id}`, messageOf(e), undefined, { cause: e })));
+      res.on('error', (e) =>
+        reject(new DockerApiError(`download ${path} from container ${id}`, messageOf(e), undefined, { cause: e })),
+      );
     });
     return { chunks, size, stat };
   }
@@ -489,12 +574,20 @@ class DockerodeEngine implements DockerEngine {
       // Streamed as it is produced (archive-upload.ts); a failure while producing it aborts the request.
       let answer: UploadAnswer;
       try {
-        answer = await uploadArchiveStream({ socketPath: this.socketPath, idleTimeoutMs: this.#timeoutMs }, id, path, tar);
+        answer = await uploadArchiveStream(
+          { socketPath: this.socketPath, idleTimeoutMs: this.#timeoutMs },
+          id,
+          path,
+          tar,
+        );
       } catch (err) {
         if (err instanceof RunlogError) throw err;
         this.#fail(operation, err, { path });
       }
-      if (answer.status !== 200) throw dockerAnswerError(operation, messageOf({ json: Buffer.from(answer.body) }), answer.status, { details: { path } });
+      if (answer.status !== 200)
+        throw dockerAnswerError(operation, messageOf({ json: Buffer.from(answer.body) }), answer.status, {
+          details: { path },
+        });
       return;
     }
     try {
