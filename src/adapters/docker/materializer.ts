@@ -36,7 +36,14 @@ import tar from 'tar-stream';
 import { RunlogError, ValidationError } from '../../domain/errors.ts';
 import { archiveLimitsIssues } from '../../domain/at-run/archive-limits.ts';
 import { parseDigestReference } from '../../domain/at-run/oci-reference.ts';
-import { ArchiveRejectedError, ArchiveStreamAbandonedError, DEFAULT_ARCHIVE_LIMITS, validateArchiveStream, type ArchiveLimits, type ArchiveReport } from '../archive/index.ts';
+import {
+  ArchiveRejectedError,
+  ArchiveStreamAbandonedError,
+  DEFAULT_ARCHIVE_LIMITS,
+  validateArchiveStream,
+  type ArchiveLimits,
+  type ArchiveReport,
+} from '../archive/index.ts';
 import type { ContainerCreateBody, DockerEngine, PullProgress, VolumeInfo } from './docker-port.ts';
 import { DockerNotFoundError, MaterializationError } from './errors.ts';
 import { absolutePathProblems, ADDITION_EXPORT_PATH, MATERIALIZE_TARGET } from './layout.ts';
@@ -170,7 +177,11 @@ interface SourceSpec {
    */
   open?: (sourceId: string, step: StepRunner) => Promise<Opened>;
   /** Fills the stopped carrier's /at-run-output (from the opened download when fromImage); returns what went in. */
-  fill: (carrierId: string, opened: Opened | undefined, step: StepRunner) => Promise<{ entries: number; bytes: number }>;
+  fill: (
+    carrierId: string,
+    opened: Opened | undefined,
+    step: StepRunner,
+  ) => Promise<{ entries: number; bytes: number }>;
 }
 
 /** An export download whose Engine answer (the path's stat) has arrived; its body is not read yet. */
@@ -224,7 +235,9 @@ class DockerMaterializer implements Materializer {
     // Bad limits are refused here: a negative or fractional one would stall the validating stream mid-export.
     const issues = [
       ...(opts.limits === undefined ? [] : archiveLimitsIssues(opts.limits, 'limits')),
-      ...(opts.maxImageBytes === undefined || (Number.isSafeInteger(opts.maxImageBytes) && opts.maxImageBytes > 0) ? [] : [`maxImageBytes must be a positive integer (got ${JSON.stringify(opts.maxImageBytes)})`]),
+      ...(opts.maxImageBytes === undefined || (Number.isSafeInteger(opts.maxImageBytes) && opts.maxImageBytes > 0)
+        ? []
+        : [`maxImageBytes must be a positive integer (got ${JSON.stringify(opts.maxImageBytes)})`]),
     ];
     if (issues.length > 0) throw new ValidationError('OPTIONS_INVALID', 'invalid materializer options', issues);
     this.#engine = engine;
@@ -247,7 +260,10 @@ class DockerMaterializer implements Materializer {
       throw new ValidationError('CODE_ARCHIVE_INVALID', 'materializeCode needs the validated code archive bytes');
     }
     if (req.archive.length > this.#limits.maxArchiveBytes) {
-      throw new ValidationError('CODE_ARCHIVE_INVALID', `the code archive is ${req.archive.length} bytes; the limit is ${this.#limits.maxArchiveBytes}`);
+      throw new ValidationError(
+        'CODE_ARCHIVE_INVALID',
+        `the code archive is ${req.archive.length} bytes; the limit is ${this.#limits.maxArchiveBytes}`,
+      );
     }
     const carrier = parseDigestReference(req.carrierImage).reference;
     const archive = Buffer.from(req.archive); // a private copy: the bytes cannot change under us
@@ -271,7 +287,12 @@ class DockerMaterializer implements Materializer {
     });
   }
 
-  #fromImage(kind: 'runtime' | 'addition', image: string, exportPath: string, req: CommonRequest): Promise<Materialized> {
+  #fromImage(
+    kind: 'runtime' | 'addition',
+    image: string,
+    exportPath: string,
+    req: CommonRequest,
+  ): Promise<Materialized> {
     const ref = parseDigestReference(image); // throws RUNTIME_IMAGE_NOT_DIGEST
     const problems = absolutePathProblems('export path', exportPath);
     if (problems.length > 0) throw new ValidationError('RUNTIME_EXPORT_PATH_INVALID', 'invalid export path', problems);
@@ -295,11 +316,23 @@ class DockerMaterializer implements Materializer {
               sourceId,
               exportPath,
               this.#limits.maxArchiveBytes,
-              (max) => new MaterializationError('EXPORT_TOO_LARGE', 'download', `the export ${exportPath} of ${ref.reference} is larger than ${max} bytes`, { image: ref.reference, exportPath }),
+              (max) =>
+                new MaterializationError(
+                  'EXPORT_TOO_LARGE',
+                  'download',
+                  `the export ${exportPath} of ${ref.reference} is larger than ${max} bytes`,
+                  { image: ref.reference, exportPath },
+                ),
             );
           } catch (err) {
             if (err instanceof DockerNotFoundError) {
-              throw new MaterializationError('EXPORT_PATH_NOT_FOUND', 'download', `image ${ref.reference} has no ${exportPath}`, { image: ref.reference, exportPath }, { cause: err });
+              throw new MaterializationError(
+                'EXPORT_PATH_NOT_FOUND',
+                'download',
+                `image ${ref.reference} has no ${exportPath}`,
+                { image: ref.reference, exportPath },
+                { cause: err },
+              );
             }
             throw err;
           }
@@ -308,7 +341,12 @@ class DockerMaterializer implements Materializer {
         if (stat && (stat.mode & 0x80000000) === 0) {
           await discard(body); // close the download
           const what = stat.mode & 0x08000000 ? `a symbolic link (to ${stat.linkTarget})` : 'not a directory';
-          throw new MaterializationError('EXPORT_PATH_NOT_DIRECTORY', 'download', `${exportPath} in ${ref.reference} is ${what}`, { image: ref.reference, exportPath });
+          throw new MaterializationError(
+            'EXPORT_PATH_NOT_DIRECTORY',
+            'download',
+            `${exportPath} in ${ref.reference} is ${what}`,
+            { image: ref.reference, exportPath },
+          );
         }
         return { body };
       },
@@ -326,7 +364,11 @@ class DockerMaterializer implements Materializer {
           }),
         ]);
         // The verdict decides first; an upload cut off because of it says less.
-        if (validated.status === 'rejected' && !(validated.reason instanceof ArchiveStreamAbandonedError && uploaded.status === 'rejected')) throw validated.reason;
+        if (
+          validated.status === 'rejected' &&
+          !(validated.reason instanceof ArchiveStreamAbandonedError && uploaded.status === 'rejected')
+        )
+          throw validated.reason;
         if (uploaded.status === 'rejected') throw uploaded.reason;
         if (validated.status === 'rejected') throw validated.reason;
         return { entries: validated.value.entries.length, bytes: validated.value.expandedBytes };
@@ -350,15 +392,36 @@ class DockerMaterializer implements Materializer {
     let containerId: string | undefined;
     const step: StepRunner = async (name, fn, extra) => {
       const started = now();
-      await spec.onProgress?.({ kind: spec.kind, step: name, phase: 'started', volume: spec.volume, ...(containerId ? { containerId } : {}), ...extra });
+      await spec.onProgress?.({
+        kind: spec.kind,
+        step: name,
+        phase: 'started',
+        volume: spec.volume,
+        ...(containerId ? { containerId } : {}),
+        ...extra,
+      });
       try {
         const result = await fn();
         timings[name] = (timings[name] ?? 0) + (now() - started);
-        await spec.onProgress?.({ kind: spec.kind, step: name, phase: 'done', volume: spec.volume, ms: now() - started, ...(containerId ? { containerId } : {}), ...extra });
+        await spec.onProgress?.({
+          kind: spec.kind,
+          step: name,
+          phase: 'done',
+          volume: spec.volume,
+          ms: now() - started,
+          ...(containerId ? { containerId } : {}),
+          ...extra,
+        });
         return result;
       } catch (err) {
         if (err instanceof RunlogError) throw err;
-        throw new MaterializationError('MATERIALIZATION_FAILED', name, `materializing ${spec.cacheKey} failed at ${name}: ${err instanceof Error ? err.message : String(err)}`, { volume: spec.volume }, { cause: err });
+        throw new MaterializationError(
+          'MATERIALIZATION_FAILED',
+          name,
+          `materializing ${spec.cacheKey} failed at ${name}: ${err instanceof Error ? err.message : String(err)}`,
+          { volume: spec.volume },
+          { cause: err },
+        );
       }
     };
 
@@ -385,10 +448,21 @@ class DockerMaterializer implements Materializer {
 
     if (spec.after) await spec.after;
     const { pulled, image } = await step('pull', () =>
-      engine.pullByDigest(spec.image, spec.onProgress ? (p) => void spec.onProgress?.({ kind: spec.kind, step: 'pull', phase: 'started', volume: spec.volume, pull: p }) : undefined),
+      engine.pullByDigest(
+        spec.image,
+        spec.onProgress
+          ? (p) =>
+              void spec.onProgress?.({ kind: spec.kind, step: 'pull', phase: 'started', volume: spec.volume, pull: p })
+          : undefined,
+      ),
     );
     if (image.sizeBytes > this.#maxImageBytes) {
-      throw new MaterializationError('IMAGE_TOO_LARGE', 'pull', `image ${spec.image} is ${image.sizeBytes} bytes; the limit is ${this.#maxImageBytes}`, { image: spec.image });
+      throw new MaterializationError(
+        'IMAGE_TOO_LARGE',
+        'pull',
+        `image ${spec.image} is ${image.sizeBytes} bytes; the limit is ${this.#maxImageBytes}`,
+        { image: spec.image },
+      );
     }
     // The lock container is created from the image just pulled; a live holder's copy is waited for.
     const got = await step('lock', () => this.#lockOrSealed(spec));
@@ -435,7 +509,9 @@ class DockerMaterializer implements Materializer {
       // The verdict is in: the containers are removed while the seal is created.
       const containers = created.splice(0);
       containerId = undefined;
-      removing = step('remove-container', () => Promise.all(containers.map((id) => engine.removeContainer(id, { force: true }))));
+      removing = step('remove-container', () =>
+        Promise.all(containers.map((id) => engine.removeContainer(id, { force: true }))),
+      );
       removing.catch(() => created.push(...containers)); // removed again on the way out
       await Promise.all([
         removing,
@@ -444,7 +520,12 @@ class DockerMaterializer implements Materializer {
           // owner of this volume any more.
           if (!(await lock.stillHeld())) {
             lockLost = true;
-            throw new MaterializationError('MATERIALIZATION_FAILED', 'seal', `materializing ${spec.cacheKey}: the lock on ${spec.volume} was taken over by another process (held too long)`, { volume: spec.volume });
+            throw new MaterializationError(
+              'MATERIALIZATION_FAILED',
+              'seal',
+              `materializing ${spec.cacheKey}: the lock on ${spec.volume} was taken over by another process (held too long)`,
+              { volume: spec.volume },
+            );
           }
           await engine.createVolume(sealName, {
             ...spec.labels,
@@ -459,7 +540,18 @@ class DockerMaterializer implements Materializer {
       // fail any more, since a failure removes the volume).
       await this.#release(lock);
       timings.totalMs = now() - t0;
-      return { kind: spec.kind, volume: spec.volume, cacheKey: spec.cacheKey, digest: spec.digest, image: spec.image, entries: filled.entries, bytes: filled.bytes, cached: false, pulled, timings };
+      return {
+        kind: spec.kind,
+        volume: spec.volume,
+        cacheKey: spec.cacheKey,
+        digest: spec.digest,
+        image: spec.image,
+        entries: filled.entries,
+        bytes: filled.bytes,
+        cached: false,
+        pulled,
+        timings,
+      };
     } catch (err) {
       // What is still in flight lands first, so that everything it created is removed here.
       const [, open] = await Promise.allSettled([sourceCreated, opened, removing]);
@@ -487,7 +579,15 @@ class DockerMaterializer implements Materializer {
       Healthcheck: { Test: ['NONE'] },
       HostConfig: {
         // NoCopy: a path the image ships at /at-run-output must not seed the volume.
-        Mounts: [{ Type: 'volume', Source: spec.volume, Target: MATERIALIZE_TARGET, ReadOnly: false, VolumeOptions: { NoCopy: true } }],
+        Mounts: [
+          {
+            Type: 'volume',
+            Source: spec.volume,
+            Target: MATERIALIZE_TARGET,
+            ReadOnly: false,
+            VolumeOptions: { NoCopy: true },
+          },
+        ],
         NetworkMode: 'none',
         ReadonlyRootfs: true,
         CapDrop: ['ALL'],
