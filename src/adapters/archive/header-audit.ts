@@ -44,7 +44,18 @@ export interface AuditResult {
   trustedEnd: number;
 }
 
-const PAX_ALLOWED_KEYS = new Set(['path', 'linkpath', 'size', 'mtime', 'atime', 'ctime', 'uid', 'gid', 'uname', 'gname']);
+const PAX_ALLOWED_KEYS = new Set([
+  'path',
+  'linkpath',
+  'size',
+  'mtime',
+  'atime',
+  'ctime',
+  'uid',
+  'gid',
+  'uname',
+  'gname',
+]);
 /** Records some writers add (node-tar, star, bsdtar) that no extractor acts on; they are dropped on rewrite. */
 const PAX_IGNORED_KEYS = new Set(['comment', 'SCHILY.dev', 'SCHILY.ino', 'SCHILY.nlink', 'LIBARCHIVE.creationtime']);
 const HEADER_ONLY_TYPES = new Set(['1', '2', '3', '4', '5', '6']);
@@ -150,7 +161,8 @@ export function parsePaxRecords(data: Uint8Array): PaxParse {
     const keyBytes = kv.subarray(0, eq);
     const valueBytes = kv.subarray(eq + 1);
     const key = utf8Lossy.decode(keyBytes);
-    if (!isUtf8(keyBytes) || keyBytes.some((b) => b < 0x20 || b === 0x7f)) problems.push(`record key ${JSON.stringify(key)} is not printable UTF-8`);
+    if (!isUtf8(keyBytes) || keyBytes.some((b) => b < 0x20 || b === 0x7f))
+      problems.push(`record key ${JSON.stringify(key)} is not printable UTF-8`);
     if (records.has(key)) problems.push(`record ${JSON.stringify(key)} appears twice`);
     records.set(key, utf8Lossy.decode(valueBytes));
     rawValues.set(key, valueBytes);
@@ -200,14 +212,22 @@ function tsTypeOf(typeflag: string, name: string): string | null {
 /** Records one metadata header (PAX `x`, GNU long name `L` or long link `K`) on the entry it precedes. */
 function readMetadataHeader(p: Pending, kind: 'x' | 'L' | 'K', data: Uint8Array, off: number): void {
   p.seen[kind]++;
-  if (p.seen[kind] > 1) p.deferred.push({ code: 'REPEATED_METADATA_HEADER', message: `a second ${kind} header at byte ${off} for the same entry (parsers keep the first, the last, or merge)` });
+  if (p.seen[kind] > 1)
+    p.deferred.push({
+      code: 'REPEATED_METADATA_HEADER',
+      message: `a second ${kind} header at byte ${off} for the same entry (parsers keep the first, the last, or merge)`,
+    });
   if (!p.reportedMixed && p.seen.x > 0 && p.seen.L + p.seen.K > 0) {
     p.reportedMixed = true;
-    p.deferred.push({ code: 'MIXED_METADATA_HEADERS', message: `PAX and GNU long-name headers before the same entry (byte ${p.start})` });
+    p.deferred.push({
+      code: 'MIXED_METADATA_HEADERS',
+      message: `PAX and GNU long-name headers before the same entry (byte ${p.start})`,
+    });
   }
   if (kind === 'x') {
     const parsed = parsePaxRecords(data);
-    for (const problem of parsed.problems) p.deferred.push({ code: 'PAX_MALFORMED', message: `PAX header at byte ${off}: ${problem}` });
+    for (const problem of parsed.problems)
+      p.deferred.push({ code: 'PAX_MALFORMED', message: `PAX header at byte ${off}: ${problem}` });
     p.pax ??= new Map();
     for (const [k, v] of parsed.records) {
       p.pax.set(k, v);
@@ -215,8 +235,10 @@ function readMetadataHeader(p: Pending, kind: 'x' | 'L' | 'K', data: Uint8Array,
     }
   } else {
     const name = cstr(data);
-    if (!isZero(data.subarray(name.length))) p.deferred.push({ code: 'NUL_IN_NAME', message: `GNU ${kind} header at byte ${off} hides bytes after a NUL` });
-    if (!isUtf8(name)) p.deferred.push({ code: 'NON_UTF8_NAME', message: `GNU ${kind} header at byte ${off} is not UTF-8` });
+    if (!isZero(data.subarray(name.length)))
+      p.deferred.push({ code: 'NUL_IN_NAME', message: `GNU ${kind} header at byte ${off} hides bytes after a NUL` });
+    if (!isUtf8(name))
+      p.deferred.push({ code: 'NON_UTF8_NAME', message: `GNU ${kind} header at byte ${off} is not UTF-8` });
     if (kind === 'L') p.longName = utf8Lossy.decode(name);
     else p.longLink = utf8Lossy.decode(name);
   }
@@ -226,25 +248,43 @@ function readMetadataHeader(p: Pending, kind: 'x' | 'L' | 'K', data: Uint8Array,
  * Judges the PAX records that precede an entry: the path and link they set, the keys refused, and the size they
  * claim (`paxSize`: null when none, -1 when unreadable, so the framing is unknown).
  */
-function readPaxEntryRecords(p: Pending, meta: Map<string, string>, limits: ArchiveLimits): { name?: string; linkname?: string; paxSize: number | null } {
+function readPaxEntryRecords(
+  p: Pending,
+  meta: Map<string, string>,
+  limits: ArchiveLimits,
+): { name?: string; linkname?: string; paxSize: number | null } {
   let name: string | undefined;
   let linkname: string | undefined;
   let paxSize: number | null = null;
   const path = meta.get('path');
   if (path !== undefined) {
-    if (path === '') p.deferred.push({ code: 'PAX_MALFORMED', message: 'empty PAX path record (some parsers use it, others fall back to the header name)' });
+    if (path === '')
+      p.deferred.push({
+        code: 'PAX_MALFORMED',
+        message: 'empty PAX path record (some parsers use it, others fall back to the header name)',
+      });
     if (!isUtf8(p.paxRaw.get('path')!)) p.deferred.push({ code: 'NON_UTF8_NAME', message: 'PAX path is not UTF-8' });
     name = path;
   }
   const linkpath = meta.get('linkpath');
   if (linkpath !== undefined) {
-    if (!isUtf8(p.paxRaw.get('linkpath')!)) p.deferred.push({ code: 'NON_UTF8_NAME', message: 'PAX linkpath is not UTF-8' });
+    if (!isUtf8(p.paxRaw.get('linkpath')!))
+      p.deferred.push({ code: 'NON_UTF8_NAME', message: 'PAX linkpath is not UTF-8' });
     linkname = linkpath;
   }
   for (const [key, value] of meta) {
     if (PAX_ALLOWED_KEYS.has(key)) {
-      const numeric = key === 'uid' || key === 'gid' ? /^[0-9]{1,64}$/ : key.endsWith('time') ? /^-?[0-9]{1,64}(\.[0-9]{1,64})?$/ : null;
-      if (numeric && !numeric.test(value)) p.deferred.push({ code: 'PAX_MALFORMED', message: `PAX ${key}=${JSON.stringify(value.slice(0, 40))} is not a number` });
+      const numeric =
+        key === 'uid' || key === 'gid'
+          ? /^[0-9]{1,64}$/
+          : key.endsWith('time')
+            ? /^-?[0-9]{1,64}(\.[0-9]{1,64})?$/
+            : null;
+      if (numeric && !numeric.test(value))
+        p.deferred.push({
+          code: 'PAX_MALFORMED',
+          message: `PAX ${key}=${JSON.stringify(value.slice(0, 40))} is not a number`,
+        });
     } else if (PAX_IGNORED_KEYS.has(key)) {
       // harmless bookkeeping
     } else if (key.startsWith('GNU.sparse.')) {
@@ -252,7 +292,10 @@ function readPaxEntryRecords(p: Pending, meta: Map<string, string>, limits: Arch
       if (key === 'GNU.sparse.realsize' || key === 'GNU.sparse.size') {
         const logical = Number(value);
         if (Number.isFinite(logical) && logical > limits.maxFileBytes) {
-          p.deferred.push({ code: 'FILE_TOO_LARGE', message: `sparse file claims ${logical} bytes (limit ${limits.maxFileBytes})` });
+          p.deferred.push({
+            code: 'FILE_TOO_LARGE',
+            message: `sparse file claims ${logical} bytes (limit ${limits.maxFileBytes})`,
+          });
         }
       }
     } else if (/^(SCHILY|LIBARCHIVE)\.xattr\./.test(key) || key.startsWith('RHT.security.')) {
@@ -270,7 +313,12 @@ function readPaxEntryRecords(p: Pending, meta: Map<string, string>, limits: Arch
 }
 
 /** Reports what an entry's type flag says about it; true when the walk cannot go past it (its framing is unknown). */
-function judgeEntryType(typeflag: string, block: Uint8Array, limits: ArchiveLimits, add: (code: ArchiveViolationCode, message: string) => void): boolean {
+function judgeEntryType(
+  typeflag: string,
+  block: Uint8Array,
+  limits: ArchiveLimits,
+  add: (code: ArchiveViolationCode, message: string) => void,
+): boolean {
   let fatal = false;
   switch (typeflag) {
     case '0':
@@ -281,7 +329,10 @@ function judgeEntryType(typeflag: string, block: Uint8Array, limits: ArchiveLimi
       break;
     case '3':
     case '4':
-      add('DEVICE_ENTRY', `${typeflag === '3' ? 'character' : 'block'} device ${parseNumericField(block.subarray(329, 337))}:${parseNumericField(block.subarray(337, 345))}`);
+      add(
+        'DEVICE_ENTRY',
+        `${typeflag === '3' ? 'character' : 'block'} device ${parseNumericField(block.subarray(329, 337))}:${parseNumericField(block.subarray(337, 345))}`,
+      );
       break;
     case '6':
       add('FIFO_ENTRY', 'FIFO');
@@ -292,7 +343,8 @@ function judgeEntryType(typeflag: string, block: Uint8Array, limits: ArchiveLimi
     case 'S': {
       add('SPARSE_ENTRY', 'GNU sparse file (type S)');
       const realSize = parseNumericField(block.subarray(483, 495));
-      if (realSize !== null && realSize > limits.maxFileBytes) add('FILE_TOO_LARGE', `sparse file claims ${realSize} bytes (limit ${limits.maxFileBytes})`);
+      if (realSize !== null && realSize > limits.maxFileBytes)
+        add('FILE_TOO_LARGE', `sparse file claims ${realSize} bytes (limit ${limits.maxFileBytes})`);
       fatal = true; // its extension blocks are invisible to tar-stream
       break;
     }
@@ -317,28 +369,41 @@ function judgeEntryType(typeflag: string, block: Uint8Array, limits: ArchiveLimi
  * are applied after). The ustar fields only matter when no PAX/GNU record replaces them (writers may cut a
  * multi-byte character when they fill the 100-byte field of a name that lives in a PAX record).
  */
-function entryNames(block: Uint8Array, format: string, p: Pending | null, nonUtf8: (message: string, path: string) => void): { name: string; linkname: string } {
+function entryNames(
+  block: Uint8Array,
+  format: string,
+  p: Pending | null,
+  nonUtf8: (message: string, path: string) => void,
+): { name: string; linkname: string } {
   const nameBytes = cstr(block.subarray(0, 100));
   const prefixBytes = format === 'posix' && block[345] !== 0 ? cstr(block.subarray(345, 500)) : null;
   const linkBytes = cstr(block.subarray(157, 257));
-  let name = prefixBytes ? `${utf8Lossy.decode(prefixBytes)}/${utf8Lossy.decode(nameBytes)}` : utf8Lossy.decode(nameBytes);
+  let name = prefixBytes
+    ? `${utf8Lossy.decode(prefixBytes)}/${utf8Lossy.decode(nameBytes)}`
+    : utf8Lossy.decode(nameBytes);
   let linkname = utf8Lossy.decode(linkBytes);
   const meta = p?.pax ?? null;
   if (p?.longName !== null && p?.longName !== undefined) name = p.longName;
   if (p?.longLink !== null && p?.longLink !== undefined) linkname = p.longLink;
   const ustarNameUsed = (p?.longName ?? null) === null && meta?.get('path') === undefined;
   const ustarLinkUsed = (p?.longLink ?? null) === null && meta?.get('linkpath') === undefined;
-  if (ustarNameUsed && (!isUtf8(nameBytes) || (prefixBytes && !isUtf8(prefixBytes)))) nonUtf8('the name is not UTF-8', name);
+  if (ustarNameUsed && (!isUtf8(nameBytes) || (prefixBytes && !isUtf8(prefixBytes))))
+    nonUtf8('the name is not UTF-8', name);
   if (ustarLinkUsed && !isUtf8(linkBytes)) nonUtf8('the link target is not UTF-8', name);
   return { name, linkname };
 }
 
 /** A header's format and size, or why the walk cannot trust it (a bad checksum, an unknown format or size). */
-function headerFraming(block: Uint8Array, off: number): { format: NonNullable<Format>; size: number } | { code: ArchiveViolationCode; message: string } {
+function headerFraming(
+  block: Uint8Array,
+  off: number,
+): { format: NonNullable<Format>; size: number } | { code: ArchiveViolationCode; message: string } {
   const stored = parseNumericField(block.subarray(148, 156));
-  if (stored === null || stored !== headerChecksum(block)) return { code: 'BAD_CHECKSUM', message: `header at byte ${off} has a bad checksum` };
+  if (stored === null || stored !== headerChecksum(block))
+    return { code: 'BAD_CHECKSUM', message: `header at byte ${off} has a bad checksum` };
   const format = formatOf(block);
-  if (format === null) return { code: 'UNKNOWN_FORMAT', message: `header at byte ${off} is neither POSIX ustar nor GNU tar` };
+  if (format === null)
+    return { code: 'UNKNOWN_FORMAT', message: `header at byte ${off} is neither POSIX ustar nor GNU tar` };
   const size = parseNumericField(block.subarray(124, 136));
   if (size === null) return { code: 'BAD_NUMERIC_FIELD', message: `header at byte ${off} has a malformed size field` };
   return { format, size };
@@ -408,7 +473,16 @@ export class HeaderAudit {
       add(code, message, path);
       this.#trustedEnd = Math.min(this.#trustedEnd, pending ? pending.start : off);
     };
-    const newPending = (): Pending => ({ start: off, pax: null, paxRaw: new Map(), longName: null, longLink: null, deferred: [], seen: { x: 0, L: 0, K: 0 }, reportedMixed: false });
+    const newPending = (): Pending => ({
+      start: off,
+      pax: null,
+      paxRaw: new Map(),
+      longName: null,
+      longLink: null,
+      deferred: [],
+      seen: { x: 0, L: 0, K: 0 },
+      reportedMixed: false,
+    });
 
     for (;;) {
       if (this.#open && this.#open.dataEnd <= buf.length) this.#open = null;
@@ -421,18 +495,27 @@ export class HeaderAudit {
           records.pop();
           pending = o.pending;
           off = o.record.offset;
-          stop('ARCHIVE_TRUNCATED', `entry at byte ${off} claims ${o.record.size} bytes past the end of the archive`, o.record.name);
+          stop(
+            'ARCHIVE_TRUNCATED',
+            `entry at byte ${off} claims ${o.record.size} bytes past the end of the archive`,
+            o.record.name,
+          );
           break;
         }
         if (off < buf.length) stop('ARCHIVE_TRUNCATED', `the archive ends inside a header block at byte ${off}`);
         else add('ARCHIVE_TRUNCATED', 'the archive has no end-of-archive marker (two zero blocks)');
-        if (pending) add('DANGLING_METADATA_HEADER', `metadata header at byte ${pending.start} is not followed by an entry`);
+        if (pending)
+          add('DANGLING_METADATA_HEADER', `metadata header at byte ${pending.start} is not followed by an entry`);
         break;
       }
       const block = buf.slice(off, off + BLOCK);
       if (isZero(block)) {
         if (!final) return needMore(); // what follows the marker is judged once everything is in
-        if (pending) add('DANGLING_METADATA_HEADER', `metadata header at byte ${pending.start} is followed by the end of the archive`);
+        if (pending)
+          add(
+            'DANGLING_METADATA_HEADER',
+            `metadata header at byte ${pending.start} is followed by the end of the archive`,
+          );
         pending = null;
         // Everything after the first zero block must be zero: a lone zero block followed by data is an
         // error to Go, the end to GNU tar, and skipped by tar-stream, which reads on.
@@ -440,7 +523,9 @@ export class HeaderAudit {
           const second = buf.slice(off + BLOCK, off + 2 * BLOCK);
           stop(
             'TRAILING_DATA',
-            isZero(second) ? `non-zero bytes follow the end-of-archive marker at byte ${off}` : `a lone zero block at byte ${off} is followed by more data (some parsers stop, others read on)`,
+            isZero(second)
+              ? `non-zero bytes follow the end-of-archive marker at byte ${off}`
+              : `a lone zero block at byte ${off} is followed by more data (some parsers stop, others read on)`,
           );
         }
         this.#trustedEnd = Math.min(this.#trustedEnd, off); // tar-stream gets the entries and a fresh end marker, no padding
@@ -459,8 +544,14 @@ export class HeaderAudit {
       const isMetadata = typeflag === 'x' || typeflag === 'g' || typeflag === 'L' || typeflag === 'K';
       // A metadata header is read with its payload: wait for it (nothing of this header is recorded yet).
       if (isMetadata && dataStart + size > buf.length && !final) return needMore();
-      for (const [field, start, len] of [['mode', 100, 8], ['uid', 108, 8], ['gid', 116, 8], ['mtime', 136, 12]] as const) {
-        if (parseNumericField(block.subarray(start, start + len)) === null) add('BAD_NUMERIC_FIELD', `header at byte ${off} has a malformed ${field} field`);
+      for (const [field, start, len] of [
+        ['mode', 100, 8],
+        ['uid', 108, 8],
+        ['gid', 116, 8],
+        ['mtime', 136, 12],
+      ] as const) {
+        if (parseNumericField(block.subarray(start, start + len)) === null)
+          add('BAD_NUMERIC_FIELD', `header at byte ${off} has a malformed ${field} field`);
       }
 
       // Metadata headers: PAX (x), PAX global (g), GNU long name (L), GNU long link (K).
@@ -470,11 +561,15 @@ export class HeaderAudit {
           break;
         }
         const data = buf.slice(dataStart, dataStart + size);
-        if (size > MAX_METADATA_BYTES) add('HEADER_TOO_LARGE', `${typeflag} header at byte ${off} is ${size} bytes (limit ${MAX_METADATA_BYTES})`);
+        if (size > MAX_METADATA_BYTES)
+          add('HEADER_TOO_LARGE', `${typeflag} header at byte ${off} is ${size} bytes (limit ${MAX_METADATA_BYTES})`);
         if (typeflag === 'g') {
           const parsed = parsePaxRecords(data);
           for (const p of parsed.problems) add('PAX_MALFORMED', `global header at byte ${off}: ${p}`);
-          add('PAX_GLOBAL_HEADER', `PAX global header at byte ${off} (${[...parsed.records.keys()].join(', ') || 'empty'}): parsers disagree on whether it applies to later entries`);
+          add(
+            'PAX_GLOBAL_HEADER',
+            `PAX global header at byte ${off} (${[...parsed.records.keys()].join(', ') || 'empty'}): parsers disagree on whether it applies to later entries`,
+          );
           off = next;
           continue;
         }
@@ -487,7 +582,9 @@ export class HeaderAudit {
       // An entry header.
       const p = pending;
       const meta = p?.pax ?? null;
-      let { name, linkname } = entryNames(block, format, p, (message, path) => add('NON_UTF8_NAME', `header at byte ${off}: ${message}`, path));
+      let { name, linkname } = entryNames(block, format, p, (message, path) =>
+        add('NON_UTF8_NAME', `header at byte ${off}: ${message}`, path),
+      );
       let paxSize: number | null = null;
       if (p && meta) {
         const read = readPaxEntryRecords(p, meta, limits);
@@ -501,8 +598,18 @@ export class HeaderAudit {
 
       if (paxSize !== null && paxSize !== size) {
         pending = p; // so `stop` rewinds to the first metadata header of this entry
-        if (paxSize === -1) stop('PAX_MALFORMED', `PAX size ${JSON.stringify(meta?.get('size')?.slice(0, 40))} is not a decimal byte count: where the next header starts is unknown`, name);
-        else stop('PAX_SIZE_CONFLICT', `PAX size ${paxSize} differs from the header size ${size} at byte ${off}: parsers would frame the archive differently`, name);
+        if (paxSize === -1)
+          stop(
+            'PAX_MALFORMED',
+            `PAX size ${JSON.stringify(meta?.get('size')?.slice(0, 40))} is not a decimal byte count: where the next header starts is unknown`,
+            name,
+          );
+        else
+          stop(
+            'PAX_SIZE_CONFLICT',
+            `PAX size ${paxSize} differs from the header size ${size} at byte ${off}: parsers would frame the archive differently`,
+            name,
+          );
         break;
       }
 
@@ -514,10 +621,22 @@ export class HeaderAudit {
       }
       if (HEADER_ONLY_TYPES.has(typeflag) && size > 0) {
         pending = p;
-        stop('HEADER_ONLY_TYPE_WITH_SIZE', `type ${typeflag} header at byte ${off} has size ${size}: some parsers skip that many bytes, others read the next header there`, name);
+        stop(
+          'HEADER_ONLY_TYPE_WITH_SIZE',
+          `type ${typeflag} header at byte ${off} has size ${size}: some parsers skip that many bytes, others read the next header there`,
+          name,
+        );
         break;
       }
-      const record: AuditRecord = { offset: off, metaOffset, typeflag, name, linkname, size, tsType: tsTypeOf(typeflag, name) };
+      const record: AuditRecord = {
+        offset: off,
+        metaOffset,
+        typeflag,
+        name,
+        linkname,
+        size,
+        tsType: tsTypeOf(typeflag, name),
+      };
       if (dataStart + size > buf.length) {
         if (final) {
           pending = p;
@@ -535,4 +654,3 @@ export class HeaderAudit {
     return true;
   }
 }
-
