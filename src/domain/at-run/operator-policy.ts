@@ -44,7 +44,12 @@ import { MAX_JSON_DEPTH } from '../json-input.ts';
 import { DEFAULT_ARCHIVE_LIMITS, archiveLimitsIssues, type ArchiveLimits } from './archive-limits.ts';
 import { parseDigestReference, effectiveRegistry, type DigestReference } from './oci-reference.ts';
 import { isDid } from './record-syntax.ts';
-import { SUPPORTED_PROTOCOL_VERSIONS, type OciPlatform, type RuntimePlatform, type RuntimeRecord } from './runtime-record.ts';
+import {
+  SUPPORTED_PROTOCOL_VERSIONS,
+  type OciPlatform,
+  type RuntimePlatform,
+  type RuntimeRecord,
+} from './runtime-record.ts';
 import { runtimePublisherOf, type CodeRecord, type RequestedLimits } from './code-record.ts';
 import { RecordValidationError, type RecordViolation } from './record-violations.ts';
 
@@ -166,21 +171,44 @@ function deepFreeze<T>(o: T): T {
   return o;
 }
 
-const TOP_KEYS = ['protocolVersions', 'platforms', 'publishers', 'registries', 'archive', 'ceilings', 'defaults', 'input', 'limitMode', 'isolation', 'prestart', 'executions'] as const;
+const TOP_KEYS = [
+  'protocolVersions',
+  'platforms',
+  'publishers',
+  'registries',
+  'archive',
+  'ceilings',
+  'defaults',
+  'input',
+  'limitMode',
+  'isolation',
+  'prestart',
+  'executions',
+] as const;
 const PRESTART_KEYS = ['perCode', 'total', 'maxMemoryMb', 'idleMs', 'idleCpuMs'] as const;
 const PRESTART_SETTINGS = [...PRESTART_KEYS, 'publishers'] as const;
 const EXECUTIONS_KEYS = ['maxRunning', 'maxQueued'] as const;
 /** As `runlog serve --exec-limit` allows. */
 const MAX_RUNNING = 1000;
 const MAX_QUEUED = 100_000;
-const CEILING_KEYS = ['memoryMb', 'cpus', 'pids', 'timeoutMs', 'stdoutBytes', 'stderrBytes', 'frameBytes', 'frameDepth'] as const;
+const CEILING_KEYS = [
+  'memoryMb',
+  'cpus',
+  'pids',
+  'timeoutMs',
+  'stdoutBytes',
+  'stderrBytes',
+  'frameBytes',
+  'frameDepth',
+] as const;
 const INPUT_KEYS = ['maxBytes', 'maxDepth'] as const;
 /** Bounds the supervisor itself needs: deeper values are not encoded safely, larger ones not held in memory. */
 const MAX_INPUT_DEPTH = MAX_JSON_DEPTH;
 const MAX_INPUT_BYTES = 64 * 1024 * 1024;
 const DEFAULT_KEYS = ['memoryMb', 'cpus', 'pids', 'timeoutMs'] as const;
 const PLATFORM_PART_RE = /^[a-z0-9][a-z0-9._-]{0,31}$/;
-const REGISTRY_RE = /^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]{1,5})?$/;
+const REGISTRY_RE =
+  /^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]{1,5})?$/;
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -189,17 +217,25 @@ function positiveNumber(v: unknown, integer: boolean): v is number {
 }
 
 function unknown(issues: string[], where: string, obj: Record<string, unknown>, known: readonly string[]): void {
-  for (const k of Object.keys(obj)) if (!known.includes(k)) issues.push(`${where}${where ? '.' : ''}${k} is not a known setting`);
+  for (const k of Object.keys(obj))
+    if (!known.includes(k)) issues.push(`${where}${where ? '.' : ''}${k} is not a known setting`);
 }
 
-function stringList(issues: string[], where: string, v: unknown, valid: (s: string) => boolean, what: string): string[] | undefined {
+function stringList(
+  issues: string[],
+  where: string,
+  v: unknown,
+  valid: (s: string) => boolean,
+  what: string,
+): string[] | undefined {
   if (!Array.isArray(v)) {
     issues.push(`${where} must be an array of ${what} (use ["${WILDCARD}"] to allow any, [] to allow none)`);
     return undefined;
   }
   const out: string[] = [];
   v.forEach((s, i) => {
-    if (typeof s !== 'string' || !(s === WILDCARD || valid(s))) issues.push(`${where}[${i}] ${JSON.stringify(s)} is not ${what} or "${WILDCARD}"`);
+    if (typeof s !== 'string' || !(s === WILDCARD || valid(s)))
+      issues.push(`${where}[${i}] ${JSON.stringify(s)} is not ${what} or "${WILDCARD}"`);
     else out.push(s);
   });
   return out;
@@ -213,14 +249,21 @@ function parseProtocolVersions(issues: string[], v: unknown, fallback: readonly 
   }
   const protocolVersions: number[] = [];
   v.forEach((n, i) => {
-    if (typeof n !== 'number' || !SUPPORTED_PROTOCOL_VERSIONS.includes(n)) issues.push(`protocolVersions[${i}] ${JSON.stringify(n)} is not a protocol version this runner implements (${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`);
+    if (typeof n !== 'number' || !SUPPORTED_PROTOCOL_VERSIONS.includes(n))
+      issues.push(
+        `protocolVersions[${i}] ${JSON.stringify(n)} is not a protocol version this runner implements (${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`,
+      );
     else protocolVersions.push(n);
   });
   return protocolVersions;
 }
 
 /** `platforms`: a non-empty list of OCI platforms `{ os, architecture, variant? }` (the default's copy when invalid). */
-function parsePlatforms(issues: string[], v: unknown, fallback: OperatorPolicy['platforms']): OperatorPolicy['platforms'] {
+function parsePlatforms(
+  issues: string[],
+  v: unknown,
+  fallback: OperatorPolicy['platforms'],
+): OperatorPolicy['platforms'] {
   if (!Array.isArray(v) || v.length === 0) {
     issues.push('platforms must be a non-empty array of { os, architecture, variant? }');
     return fallback.map((p) => ({ ...p }));
@@ -243,7 +286,12 @@ function parsePlatforms(issues: string[], v: unknown, fallback: OperatorPolicy['
       issues.push(`platforms[${i}].variant must be a lower-case OCI platform value when present`);
       ok = false;
     }
-    if (ok) platforms.push({ os: p.os as string, architecture: p.architecture as string, ...(p.variant !== undefined ? { variant: p.variant as string } : {}) });
+    if (ok)
+      platforms.push({
+        os: p.os as string,
+        architecture: p.architecture as string,
+        ...(p.variant !== undefined ? { variant: p.variant as string } : {}),
+      });
   });
   return platforms;
 }
@@ -257,12 +305,14 @@ function parsePrestart(issues: string[], v: unknown, d: PrestartPolicy): Prestar
   }
   unknown(issues, 'prestart', v, PRESTART_SETTINGS);
   const given = v.publishers;
-  const trusted = given === undefined ? fallback.publishers : stringList(issues, 'prestart.publishers', given, isDid, 'a DID');
+  const trusted =
+    given === undefined ? fallback.publishers : stringList(issues, 'prestart.publishers', given, isDid, 'a DID');
   const prestart = { ...d, ...(v as Partial<PrestartPolicy>), publishers: trusted ?? [] };
   for (const k of PRESTART_KEYS) {
     const n = prestart[k];
     const zeroOk = k === 'perCode' || k === 'total';
-    if (!(typeof n === 'number' && Number.isSafeInteger(n) && (n > 0 || (zeroOk && n === 0)))) issues.push(`prestart.${k} must be a ${zeroOk ? 'non-negative' : 'positive'} integer (got ${JSON.stringify(n)})`);
+    if (!(typeof n === 'number' && Number.isSafeInteger(n) && (n > 0 || (zeroOk && n === 0))))
+      issues.push(`prestart.${k} must be a ${zeroOk ? 'non-negative' : 'positive'} integer (got ${JSON.stringify(n)})`);
   }
   return prestart;
 }
@@ -277,19 +327,36 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
     try {
       value = JSON.parse(json) as unknown;
     } catch (err) {
-      throw new ValidationError('OPERATOR_POLICY_INVALID', `operator policy is not valid JSON: ${(err as Error).message}`, ['not valid JSON']);
+      throw new ValidationError(
+        'OPERATOR_POLICY_INVALID',
+        `operator policy is not valid JSON: ${(err as Error).message}`,
+        ['not valid JSON'],
+      );
     }
   }
-  if (!isObject(value)) throw new ValidationError('OPERATOR_POLICY_INVALID', 'operator policy must be a JSON object', ['not an object']);
+  if (!isObject(value))
+    throw new ValidationError('OPERATOR_POLICY_INVALID', 'operator policy must be a JSON object', ['not an object']);
   const issues: string[] = [];
   unknown(issues, '', value, TOP_KEYS);
   const d = DEFAULT_OPERATOR_POLICY;
 
-  const protocolVersions = value.protocolVersions === undefined ? [...d.protocolVersions] : parseProtocolVersions(issues, value.protocolVersions, d.protocolVersions);
-  const platforms = value.platforms === undefined ? d.platforms.map((p) => ({ ...p })) : parsePlatforms(issues, value.platforms, d.platforms);
+  const protocolVersions =
+    value.protocolVersions === undefined
+      ? [...d.protocolVersions]
+      : parseProtocolVersions(issues, value.protocolVersions, d.protocolVersions);
+  const platforms =
+    value.platforms === undefined
+      ? d.platforms.map((p) => ({ ...p }))
+      : parsePlatforms(issues, value.platforms, d.platforms);
 
-  const publishers = value.publishers === undefined ? [...d.publishers] : stringList(issues, 'publishers', value.publishers, isDid, 'a DID');
-  const registries = value.registries === undefined ? [...d.registries] : stringList(issues, 'registries', value.registries, (s) => REGISTRY_RE.test(s), 'a registry host[:port]');
+  const publishers =
+    value.publishers === undefined
+      ? [...d.publishers]
+      : stringList(issues, 'publishers', value.publishers, isDid, 'a DID');
+  const registries =
+    value.registries === undefined
+      ? [...d.registries]
+      : stringList(issues, 'registries', value.registries, (s) => REGISTRY_RE.test(s), 'a registry host[:port]');
 
   let archive: ArchiveLimits = { ...d.archive };
   if (value.archive !== undefined) {
@@ -306,7 +373,10 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
       unknown(issues, 'ceilings', value.ceilings, CEILING_KEYS);
       ceilings = { ...d.ceilings, ...(value.ceilings as Partial<ResourceCeilings>) };
       for (const k of CEILING_KEYS) {
-        if (!positiveNumber(ceilings[k], k !== 'cpus')) issues.push(`ceilings.${k} must be a positive ${k === 'cpus' ? 'number' : 'integer'} (got ${JSON.stringify(ceilings[k])})`);
+        if (!positiveNumber(ceilings[k], k !== 'cpus'))
+          issues.push(
+            `ceilings.${k} must be a positive ${k === 'cpus' ? 'number' : 'integer'} (got ${JSON.stringify(ceilings[k])})`,
+          );
       }
     }
   }
@@ -318,7 +388,10 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
       unknown(issues, 'defaults', value.defaults, DEFAULT_KEYS);
       defaults = { ...d.defaults, ...(value.defaults as Partial<ResourceDefaults>) };
       for (const k of DEFAULT_KEYS) {
-        if (!positiveNumber(defaults[k], k !== 'cpus')) issues.push(`defaults.${k} must be a positive ${k === 'cpus' ? 'number' : 'integer'} (got ${JSON.stringify(defaults[k])})`);
+        if (!positiveNumber(defaults[k], k !== 'cpus'))
+          issues.push(
+            `defaults.${k} must be a positive ${k === 'cpus' ? 'number' : 'integer'} (got ${JSON.stringify(defaults[k])})`,
+          );
       }
     }
   }
@@ -335,19 +408,32 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
     else {
       unknown(issues, 'input', value.input, INPUT_KEYS);
       input = { ...d.input, ...(value.input as Partial<InputLimits>) };
-      if (!positiveNumber(input.maxBytes, true) || input.maxBytes > MAX_INPUT_BYTES) issues.push(`input.maxBytes must be a positive integer up to ${MAX_INPUT_BYTES} (got ${JSON.stringify(input.maxBytes)})`);
-      if (!positiveNumber(input.maxDepth, true) || input.maxDepth > MAX_INPUT_DEPTH) issues.push(`input.maxDepth must be a positive integer up to ${MAX_INPUT_DEPTH} (got ${JSON.stringify(input.maxDepth)})`);
+      if (!positiveNumber(input.maxBytes, true) || input.maxBytes > MAX_INPUT_BYTES)
+        issues.push(
+          `input.maxBytes must be a positive integer up to ${MAX_INPUT_BYTES} (got ${JSON.stringify(input.maxBytes)})`,
+        );
+      if (!positiveNumber(input.maxDepth, true) || input.maxDepth > MAX_INPUT_DEPTH)
+        issues.push(
+          `input.maxDepth must be a positive integer up to ${MAX_INPUT_DEPTH} (got ${JSON.stringify(input.maxDepth)})`,
+        );
     }
   }
-  if (typeof ceilings.frameDepth === 'number' && ceilings.frameDepth > MAX_INPUT_DEPTH) issues.push(`ceilings.frameDepth must be at most ${MAX_INPUT_DEPTH}`);
-  if (typeof ceilings.memoryMb === 'number' && ceilings.memoryMb < 6) issues.push('ceilings.memoryMb must be at least 6 (the Docker minimum)');
+  if (typeof ceilings.frameDepth === 'number' && ceilings.frameDepth > MAX_INPUT_DEPTH)
+    issues.push(`ceilings.frameDepth must be at most ${MAX_INPUT_DEPTH}`);
+  if (typeof ceilings.memoryMb === 'number' && ceilings.memoryMb < 6)
+    issues.push('ceilings.memoryMb must be at least 6 (the Docker minimum)');
 
   const limitMode = value.limitMode ?? d.limitMode;
-  if (limitMode !== 'clamp' && limitMode !== 'reject') issues.push(`limitMode must be "clamp" or "reject" (got ${JSON.stringify(limitMode)})`);
+  if (limitMode !== 'clamp' && limitMode !== 'reject')
+    issues.push(`limitMode must be "clamp" or "reject" (got ${JSON.stringify(limitMode)})`);
   const isolation = value.isolation ?? d.isolation;
-  if (isolation !== 'runc' && isolation !== 'runsc') issues.push(`isolation must be "runc" or "runsc" (got ${JSON.stringify(isolation)})`);
+  if (isolation !== 'runc' && isolation !== 'runsc')
+    issues.push(`isolation must be "runc" or "runsc" (got ${JSON.stringify(isolation)})`);
 
-  const prestart = value.prestart === undefined ? { ...d.prestart, publishers: [...d.prestart.publishers] } : parsePrestart(issues, value.prestart, d.prestart);
+  const prestart =
+    value.prestart === undefined
+      ? { ...d.prestart, publishers: [...d.prestart.publishers] }
+      : parsePrestart(issues, value.prestart, d.prestart);
 
   let executions: ExecutionConcurrency = { ...d.executions };
   if (value.executions !== undefined) {
@@ -356,13 +442,23 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
       unknown(issues, 'executions', value.executions, EXECUTIONS_KEYS);
       executions = { ...d.executions, ...(value.executions as Partial<ExecutionConcurrency>) };
       const { maxRunning, maxQueued } = executions;
-      if (!(Number.isSafeInteger(maxRunning) && maxRunning >= 1 && maxRunning <= MAX_RUNNING)) issues.push(`executions.maxRunning must be an integer from 1 to ${MAX_RUNNING} (got ${JSON.stringify(maxRunning)})`);
-      if (!(Number.isSafeInteger(maxQueued) && maxQueued >= 0 && maxQueued <= MAX_QUEUED)) issues.push(`executions.maxQueued must be an integer from 0 to ${MAX_QUEUED} (got ${JSON.stringify(maxQueued)})`);
+      if (!(Number.isSafeInteger(maxRunning) && maxRunning >= 1 && maxRunning <= MAX_RUNNING))
+        issues.push(
+          `executions.maxRunning must be an integer from 1 to ${MAX_RUNNING} (got ${JSON.stringify(maxRunning)})`,
+        );
+      if (!(Number.isSafeInteger(maxQueued) && maxQueued >= 0 && maxQueued <= MAX_QUEUED))
+        issues.push(
+          `executions.maxQueued must be an integer from 0 to ${MAX_QUEUED} (got ${JSON.stringify(maxQueued)})`,
+        );
     }
   }
 
   if (issues.length > 0 || !publishers || !registries) {
-    throw new ValidationError('OPERATOR_POLICY_INVALID', `invalid operator policy${issues.length === 1 ? `: ${issues[0]}` : ''}`, issues);
+    throw new ValidationError(
+      'OPERATOR_POLICY_INVALID',
+      `invalid operator policy${issues.length === 1 ? `: ${issues[0]}` : ''}`,
+      issues,
+    );
   }
   return deepFreeze({
     protocolVersions,
@@ -393,10 +489,17 @@ const REQUESTABLE = [
  * whole request is refused with `LIMIT_EXCEEDS_POLICY` listing every excess (reject mode). A request for
  * network throws `NETWORK_NOT_ALLOWED` in both modes. A malformed request throws `LIMIT_INVALID`.
  */
-export function effectiveLimits(policy: OperatorPolicy, requested: RequestedLimits = {}): { limits: EffectiveLimits; clamped: string[] } {
+export function effectiveLimits(
+  policy: OperatorPolicy,
+  requested: RequestedLimits = {},
+): { limits: EffectiveLimits; clamped: string[] } {
   if (requested.network !== undefined && requested.network !== false) {
     if (requested.network === true) {
-      throw new ValidationError('NETWORK_NOT_ALLOWED', 'the code record requests network access; this runner has no enforcing egress proxy, so network access is refused', ['network: true was requested']);
+      throw new ValidationError(
+        'NETWORK_NOT_ALLOWED',
+        'the code record requests network access; this runner has no enforcing egress proxy, so network access is refused',
+        ['network: true was requested'],
+      );
     }
     throw new ValidationError('LIMIT_INVALID', 'requested.network must be a boolean', ['network is not a boolean']);
   }
@@ -419,13 +522,22 @@ export function effectiveLimits(policy: OperatorPolicy, requested: RequestedLimi
     } else limits[key] = want;
   }
   if (invalid.length > 0) throw new ValidationError('LIMIT_INVALID', 'invalid resource request', invalid);
-  if (excess.length > 0) throw new ValidationError('LIMIT_EXCEEDS_POLICY', `requested limits exceed this runner's policy${excess.length === 1 ? `: ${excess[0]}` : ''}`, excess, { mode: 'reject' });
+  if (excess.length > 0)
+    throw new ValidationError(
+      'LIMIT_EXCEEDS_POLICY',
+      `requested limits exceed this runner's policy${excess.length === 1 ? `: ${excess[0]}` : ''}`,
+      excess,
+      { mode: 'reject' },
+    );
   return { limits, clamped };
 }
 
 /** Throws `PUBLISHER_NOT_ALLOWED` unless `did` may publish runtimes under `policy`. */
 export function checkPublisher(policy: OperatorPolicy, did: string): void {
-  if (!isDid(did)) throw new ValidationError('PUBLISHER_NOT_ALLOWED', `runtime publisher ${JSON.stringify(did)} is not a DID`, ['not a DID']);
+  if (!isDid(did))
+    throw new ValidationError('PUBLISHER_NOT_ALLOWED', `runtime publisher ${JSON.stringify(did)} is not a DID`, [
+      'not a DID',
+    ]);
   if (policy.publishers.includes(WILDCARD) || policy.publishers.includes(did)) return;
   throw new ValidationError(
     'PUBLISHER_NOT_ALLOWED',
@@ -451,7 +563,8 @@ export function mayPrestart(policy: Pick<PrestartPolicy, 'publishers'>, publishe
 export function checkRegistry(policy: OperatorPolicy, ref: string | DigestReference): DigestReference {
   const parsed = typeof ref === 'string' ? parseDigestReference(ref) : ref;
   const registry = effectiveRegistry(parsed);
-  if (policy.registries.includes(WILDCARD) || policy.registries.some((r) => r.toLowerCase() === registry)) return parsed;
+  if (policy.registries.includes(WILDCARD) || policy.registries.some((r) => r.toLowerCase() === registry))
+    return parsed;
   throw new ValidationError(
     'REGISTRY_NOT_ALLOWED',
     `image ${parsed.reference} comes from registry ${registry}, which this runner does not allow${policy.registries.length === 0 ? ' (the list is empty: no registry is allowed)' : ''}`,
@@ -462,10 +575,20 @@ export function checkRegistry(policy: OperatorPolicy, ref: string | DigestRefere
 
 /** Throws `PLATFORM_NOT_ACCEPTED` unless the daemon's platform is one this runner serves. */
 export function checkPlatform(policy: OperatorPolicy, daemon: OciPlatform): void {
-  const ok = policy.platforms.some((p) => p.os === daemon.os && p.architecture === daemon.architecture && (p.variant === undefined || p.variant === daemon.variant));
+  const ok = policy.platforms.some(
+    (p) =>
+      p.os === daemon.os &&
+      p.architecture === daemon.architecture &&
+      (p.variant === undefined || p.variant === daemon.variant),
+  );
   if (ok) return;
   const label = `${daemon.os}/${daemon.architecture}${daemon.variant ? `/${daemon.variant}` : ''}`;
-  throw new ValidationError('PLATFORM_NOT_ACCEPTED', `this runner's policy does not accept platform ${label}`, [`${label} is not accepted`], { platform: daemon });
+  throw new ValidationError(
+    'PLATFORM_NOT_ACCEPTED',
+    `this runner's policy does not accept platform ${label}`,
+    [`${label} is not accepted`],
+    { platform: daemon },
+  );
 }
 
 function collect(violations: RecordViolation[], path: string, fn: () => void): void {
@@ -490,13 +613,18 @@ export function admitCode(policy: OperatorPolicy, code: CodeRecord): { limits: E
   collect(violations, 'runtimeRecord.uri', () => checkPublisher(policy, runtimePublisherOf(code)));
   (code.additions ?? []).forEach((ref, i) => collect(violations, `additions[${i}]`, () => checkRegistry(policy, ref)));
   if (code.blob.size > policy.archive.maxArchiveBytes) {
-    violations.push({ code: 'BLOB_TOO_LARGE', path: 'blob.size', message: `the code blob is ${code.blob.size} bytes; this runner accepts at most ${policy.archive.maxArchiveBytes}` });
+    violations.push({
+      code: 'BLOB_TOO_LARGE',
+      path: 'blob.size',
+      message: `the code blob is ${code.blob.size} bytes; this runner accepts at most ${policy.archive.maxArchiveBytes}`,
+    });
   }
   let result: { limits: EffectiveLimits; clamped: string[] } | undefined;
   collect(violations, 'requested', () => {
     result = effectiveLimits(policy, code.requested ?? {});
   });
-  if (violations.length > 0 || !result) throw new RecordValidationError('code record under this runner policy', violations);
+  if (violations.length > 0 || !result)
+    throw new RecordValidationError('code record under this runner policy', violations);
   return result;
 }
 
@@ -505,11 +633,18 @@ export function admitCode(policy: OperatorPolicy, code: CodeRecord): { limits: E
  * record's protocol version is accepted, and the image comes from an allowed registry. The publisher is
  * checked by admitCode (it is named by the code record's runtimeRecord.uri). Throws RecordValidationError.
  */
-export function admitRuntime(policy: OperatorPolicy, selected: { record: Pick<RuntimeRecord, 'protocolVersion'>; platform: RuntimePlatform }): DigestReference {
+export function admitRuntime(
+  policy: OperatorPolicy,
+  selected: { record: Pick<RuntimeRecord, 'protocolVersion'>; platform: RuntimePlatform },
+): DigestReference {
   const violations: RecordViolation[] = [];
   collect(violations, 'platforms', () => checkPlatform(policy, selected.platform));
   if (!policy.protocolVersions.includes(selected.record.protocolVersion)) {
-    violations.push({ code: 'RUNTIME_PROTOCOL_UNSUPPORTED', path: 'protocolVersion', message: `this runner accepts protocol versions ${policy.protocolVersions.join(', ')}` });
+    violations.push({
+      code: 'RUNTIME_PROTOCOL_UNSUPPORTED',
+      path: 'protocolVersion',
+      message: `this runner accepts protocol versions ${policy.protocolVersions.join(', ')}`,
+    });
   }
   let image: DigestReference | undefined;
   collect(violations, 'image', () => {
