@@ -52,20 +52,21 @@ export {
 } from './materializer.ts';
 export {
   createExecutionSandbox,
+  PROTOCOL_VERSION,
+  type ExecutionSandbox,
+  type InvocationEnvelope,
+  type InvokeOptions,
+  type CollectOptions,
+} from './execution-sandbox.ts';
+export {
   executionContainerBody,
   DEFAULT_SANDBOX_USER,
   INVOCATION_LABEL,
   PRESTART_LABEL,
-  PROTOCOL_VERSION,
-  type ExecutionSandbox,
   type SandboxPolicy,
   type ExecutionContainerSpec,
-  type InvocationEnvelope,
-  type InvocationResult,
-  type InvokeOptions,
-  type CollectOptions,
-  type InvocationFailureReason,
-} from './execution-sandbox.ts';
+} from './execution-container-body.ts';
+export { type InvocationResult, type InvocationFailureReason } from './invocation-result.ts';
 export { DEFAULT_OUTPUT_LIMITS, type Frame, type OutputLimits, type ProtocolError } from './frames.ts';
 export {
   sandboxCommand,

@@ -6,7 +6,8 @@ import { createAtprotoReader, isAtprotoError, type AtprotoReader, type AtprotoRe
 import type { ContainerInfo, DockerEngine } from '../../adapters/docker/docker-port.ts';
 import { createDockerEngine } from '../../adapters/docker/dockerode-engine.ts';
 import { createMaterializer, type Materializer, type MaterializeProgress } from '../../adapters/docker/materializer.ts';
-import { createExecutionSandbox, type InvocationEnvelope, type InvocationResult, type ExecutionSandbox as ExecSandbox } from '../../adapters/docker/execution-sandbox.ts';
+import { createExecutionSandbox, type InvocationEnvelope, type ExecutionSandbox as ExecSandbox } from '../../adapters/docker/execution-sandbox.ts';
+import type { InvocationResult } from '../../adapters/docker/invocation-result.ts';
 import { assertCodeRecord, checkRuntimeBinding, runtimePublisherOfUri, type CodeRecord } from '../../domain/at-run/code-record.ts';
 import { admitCode, admitRuntime, DEFAULT_OPERATOR_POLICY, ENVELOPE_OVERHEAD_BYTES, mayPrestart, type OperatorPolicy } from '../../domain/at-run/operator-policy.ts';
 import { selectRuntimePlatform } from '../../domain/at-run/runtime-record.ts';
