@@ -3,11 +3,16 @@
 // either: #fail maps each failure to a typed error (errors.ts) — the socket refused or gone → DockerUnavailableError,
 // a request past its timeout → DockerTimeoutError, 404 → DockerNotFoundError, 409 → DockerConflictError, any other
 // answer → DockerApiError with the Engine's status and message.
+// The longer exchanges live beside it and are handed the clients it opened and its #fail: the next-exit wait
+// (container-exit-wait.ts), archive downloads (container-archive-download.ts), a pull's progress stream
+// (image-pull-stream.ts), CPU readings (container-stats.ts) and streamed uploads (archive-upload.ts).
 import Docker from 'dockerode';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
 import { RunlogError } from '../../domain/errors.ts';
 import { uploadArchiveStream, type UploadAnswer } from './archive-upload.ts';
+import { readContainerArchive, streamContainerArchive } from './container-archive-download.ts';
+import { nextExitWait } from './container-exit-wait.ts';
 import { containerCpuUsageNs } from './container-stats.ts';
 import {
   DEFAULT_SOCKET_PATH,
@@ -46,6 +51,7 @@ import {
   type LabelFilter,
 } from './dockerode-answers.ts';
 import { engineEventsEnded } from './engine-events.ts';
+import { pullStreamFailure } from './image-pull-stream.ts';
 import { normalizePlatform } from './platform.ts';
 
 export { normalizePlatform };
@@ -163,42 +169,7 @@ class DockerodeEngine implements DockerEngine {
       });
     }
     // The Engine answers 200 and reports failures inside the NDJSON progress stream.
-    const failure = await new Promise<string | null>((resolve, reject) => {
-      let buf = '';
-      let error: string | null = null;
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        buf += chunk;
-        let nl: number;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, nl).trim();
-          buf = buf.slice(nl + 1);
-          if (!line) continue;
-          try {
-            const ev = JSON.parse(line) as {
-              status?: string;
-              id?: string;
-              error?: string;
-              errorDetail?: { message?: string };
-              progressDetail?: { current?: number; total?: number };
-            };
-            if (ev.error || ev.errorDetail?.message) error = ev.errorDetail?.message ?? ev.error ?? 'pull failed';
-            else if (onProgress && ev.status) {
-              onProgress({
-                status: ev.status,
-                ...(ev.id ? { layer: ev.id } : {}),
-                ...(ev.progressDetail?.current !== undefined ? { current: ev.progressDetail.current } : {}),
-                ...(ev.progressDetail?.total !== undefined ? { total: ev.progressDetail.total } : {}),
-              });
-            }
-          } catch {
-            // not JSON: ignore the line
-          }
-        }
-      });
-      res.on('end', () => resolve(error));
-      res.on('error', reject);
-    }).catch((err: unknown) => {
+    const failure = await pullStreamFailure(res, onProgress).catch((err: unknown) => {
       throw new ImagePullError(ref, messageOf(err), false, { cause: err });
     });
     if (failure) throw new ImagePullError(ref, failure, /manifest unknown|not found|does not exist/i.test(failure));
@@ -408,52 +379,7 @@ class DockerodeEngine implements DockerEngine {
   }
 
   waitNextExit(id: string): Promise<WaitHandle> {
-    // dockerode resolves wait() only when the body arrives; the Engine flushes the response headers as soon as
-    // the waiter is registered, so a raw streaming request tells us when it is safe to start the container.
-    return new Promise((resolve, reject) => {
-      const controller = new AbortController();
-      this.#streaming.modem.dial(
-        {
-          path: `/containers/${encodeURIComponent(id)}/wait?`,
-          method: 'POST',
-          isStream: true,
-          abortSignal: controller.signal,
-          statusCodes: { 200: true, 400: 'bad parameter', 404: 'no such container', 500: 'server error' },
-          options: { _query: { condition: 'next-exit' }, _body: {} },
-        },
-        (err, result) => {
-          const res = result as IncomingMessage;
-          if (err || !result) {
-            try {
-              this.#fail(`wait container ${id}`, err);
-            } catch (e) {
-              reject(e);
-            }
-            return;
-          }
-          const exited = new Promise<{ statusCode: number; error?: string }>((res2, rej2) => {
-            const chunks: Buffer[] = [];
-            res.on('data', (c: Buffer) => chunks.push(c));
-            res.on('end', () => {
-              try {
-                const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
-                  StatusCode: number;
-                  Error?: { Message?: string } | null;
-                };
-                res2({ statusCode: body.StatusCode, ...(body.Error?.Message ? { error: body.Error.Message } : {}) });
-              } catch (e) {
-                rej2(new DockerApiError(`wait container ${id}`, `unreadable answer: ${messageOf(e)}`, 200));
-              }
-            });
-            res.on('error', (e) =>
-              rej2(new DockerApiError(`wait container ${id}`, messageOf(e), undefined, { cause: e })),
-            );
-          });
-          exited.catch(() => undefined); // observed by the caller; never an unhandled rejection
-          resolve({ exited, cancel: () => controller.abort() });
-        },
-      );
-    });
+    return nextExitWait(this.#streaming, id, (op, err) => this.#fail(op, err));
   }
 
   async waitNotRunning(id: string, opts?: { signal?: AbortSignal }): Promise<{ statusCode: number }> {
@@ -495,77 +421,26 @@ class DockerodeEngine implements DockerEngine {
     }
   }
 
-  /** GET /containers/{id}/archive: the response (its headers carry the path's stat), not yet read. */
-  async #archiveResponse(id: string, path: string): Promise<{ res: IncomingMessage; stat: PathStat | null }> {
-    let res: IncomingMessage;
-    try {
-      res = (await this.#streaming.getContainer(id).getArchive({ path })) as unknown as IncomingMessage; // why: it is the HTTP response (its headers carry the path stat); dockerode types it as a stream
-    } catch (err) {
-      this.#fail(`download ${path} from container ${id}`, err, { path });
-    }
-    let stat: PathStat | null = null;
-    const header = res.headers['x-docker-container-path-stat'];
-    if (typeof header === 'string') {
-      try {
-        stat = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as PathStat;
-      } catch {
-        stat = null;
-      }
-    }
-    return { res, stat };
-  }
-
-  async openArchive(
+  openArchive(
     id: string,
     path: string,
     maxBytes: number,
     tooLarge: (max: number) => Error,
   ): Promise<{ stat: PathStat | null; body: AsyncIterable<Buffer> }> {
-    const { res, stat } = await this.#archiveResponse(id, path);
-    const operation = `download ${path} from container ${id}`;
-    async function* body(): AsyncGenerator<Buffer> {
-      let size = 0;
-      try {
-        for await (const c of res as AsyncIterable<Buffer>) {
-          size += c.length;
-          if (size > maxBytes) throw tooLarge(maxBytes);
-          yield c;
-        }
-      } catch (err) {
-        if (err instanceof RunlogError) throw err;
-        throw new DockerApiError(operation, messageOf(err), undefined, { cause: err });
-      } finally {
-        res.destroy(); // read to the end already, or given up: either way the request is done
-      }
-    }
-    return { stat, body: body() };
+    return streamContainerArchive(this.#streaming, id, path, maxBytes, tooLarge, (op, err, details) =>
+      this.#fail(op, err, details),
+    );
   }
 
-  async getArchive(
+  getArchive(
     id: string,
     path: string,
     maxBytes: number,
     tooLarge: (max: number) => Error,
   ): Promise<{ chunks: Buffer[]; size: number; stat: PathStat | null }> {
-    const { res, stat } = await this.#archiveResponse(id, path);
-    const chunks: Buffer[] = [];
-    let size = 0;
-    await new Promise<void>((resolve, reject) => {
-      res.on('data', (c: Buffer) => {
-        size += c.length;
-        if (size > maxBytes) {
-          res.destroy();
-          reject(tooLarge(maxBytes));
-          return;
-        }
-        chunks.push(c);
-      });
-      res.on('end', () => resolve());
-      res.on('error', (e) =>
-        reject(new DockerApiError(`download ${path} from container ${id}`, messageOf(e), undefined, { cause: e })),
-      );
-    });
-    return { chunks, size, stat };
+    return readContainerArchive(this.#streaming, id, path, maxBytes, tooLarge, (op, err, details) =>
+      this.#fail(op, err, details),
+    );
   }
 
   async putArchive(id: string, path: string, tar: Buffer | AsyncIterable<Buffer>): Promise<void> {
