@@ -13,7 +13,7 @@
 import { ValidationError } from '../../domain/errors.ts';
 import type { ContainerInfo, DockerEngine } from './docker-port.ts';
 import { ContainerStateError } from './errors.ts';
-import { LABEL_VOLUME_KIND, SEAL_SUFFIX } from './materializer.ts';
+import { LABEL_VOLUME_KIND, SEAL_SUFFIX } from './materialized-volume-labels.ts';
 import { FrameCollector, StreamDemuxer, type Frame, type OutputLimits } from './frames.ts';
 import {
   INVOCATION_LABEL,

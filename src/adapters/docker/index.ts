@@ -35,21 +35,20 @@ export {
 } from './errors.ts';
 export {
   createMaterializer,
-  LABEL_CACHE_KEY,
-  LABEL_MATERIALIZING,
-  LABEL_SEAL_FOR,
-  LABEL_VOLUME_KIND,
   type Materializer,
   type MaterializerOptions,
   type Materialized,
-  type MaterializeKind,
-  type MaterializeProgress,
-  type MaterializeStep,
-  type ProgressHandler,
   type RuntimeRequest,
   type AdditionRequest,
   type CodeRequest,
 } from './materializer.ts';
+export { LABEL_CACHE_KEY, LABEL_MATERIALIZING, LABEL_SEAL_FOR, LABEL_VOLUME_KIND } from './materialized-volume-labels.ts';
+export {
+  type MaterializeKind,
+  type MaterializeProgress,
+  type MaterializeStep,
+  type ProgressHandler,
+} from './materialize-steps.ts';
 export {
   createExecutionSandbox,
   PROTOCOL_VERSION,

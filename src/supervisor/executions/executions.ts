@@ -5,7 +5,8 @@ import { assertValidArchive, entriesUnder, writeArchive } from '../../adapters/a
 import { createAtprotoReader, isAtprotoError, type AtprotoReader, type AtprotoReaderOptions, type CodeUriResolution, type FetchedRecord, type Publisher } from '../../adapters/atproto/index.ts';
 import type { ContainerInfo, DockerEngine } from '../../adapters/docker/docker-port.ts';
 import { createDockerEngine } from '../../adapters/docker/dockerode-engine.ts';
-import { createMaterializer, type Materializer, type MaterializeProgress } from '../../adapters/docker/materializer.ts';
+import { createMaterializer, type Materializer } from '../../adapters/docker/materializer.ts';
+import type { MaterializeProgress } from '../../adapters/docker/materialize-steps.ts';
 import { createExecutionSandbox, type InvocationEnvelope, type ExecutionSandbox as ExecSandbox } from '../../adapters/docker/execution-sandbox.ts';
 import type { InvocationResult } from '../../adapters/docker/invocation-result.ts';
 import { assertCodeRecord, checkRuntimeBinding, runtimePublisherOfUri, type CodeRecord } from '../../domain/at-run/code-record.ts';
