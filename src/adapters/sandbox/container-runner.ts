@@ -25,25 +25,29 @@
 //
 // Docker is reached only through the DockerEngine port (adapters/docker/docker-port.ts): its errors are typed
 // (DockerNotFoundError, DockerConflictError, DockerUnavailableError, …), so nothing here reads status codes.
+//
+// Beside it: the name and labels, and the orphan records read back from them (container-identity.ts), the create
+// body with its binds (instance-container-body.ts), and the image and network checks (container-setup.ts).
 
 import { constants as osConstants } from 'node:os';
-import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { ValidationError } from '../../domain/errors.ts';
 import type { DockerEngine } from '../docker/docker-port.ts';
 import { createDockerEngine } from '../docker/dockerode-engine.ts';
-import { DockerConflictError, DockerNotFoundError } from '../docker/errors.ts';
+import { DockerNotFoundError } from '../docker/errors.ts';
 import { StreamDemuxer } from '../docker/frames.ts';
 import { mapConcurrent } from '../../domain/concurrency.ts';
 import { lifecyclePath, runnerLabel, type AppManifest, type LifecycleHook } from '../../domain/manifest.ts';
 import { waitHealthy } from '../health/wait-healthy.ts';
-import { toolchainFor, ALL_TOOLS_MOUNT, MY_TOOLS_MOUNT, type Toolchain } from '../tools/toolchain.ts';
+import { toolchainFor, type Toolchain } from '../tools/toolchain.ts';
 import { provisionToolsDir } from '../tools/provision.ts';
 import { resolveEntrypoint } from './entrypoint.ts';
 import { sandboxEnv } from './env.ts';
+import { containerName, instanceIdOf, instanceLabels, orphanRecordOf } from './container-identity.ts';
+import { ensureDockerReady } from './container-setup.ts';
 import { SandboxError } from './errors.ts';
 import { ExitHub } from './exit-hub.ts';
+import { instanceContainerBody } from './instance-container-body.ts';
 import { ensureBashrc, homeLayout, type HomeLayout } from './layout.ts';
 import { postHook } from './lifecycle-client.ts';
 import { LogBuffer } from './log-buffer.ts';
@@ -106,18 +110,6 @@ interface Tracked {
 const LABEL = runnerLabel('container');
 export const DEFAULT_NETWORK = 'runlog-net';
 
-/** `runlog-<id>` (`runlog-<node>--<id>` on a cluster node): Docker names and hostnames take [a-zA-Z0-9.-]; a changed or long one gets a hash suffix. */
-export function containerName(instanceId: string, node?: string): string {
-  const id = node ? `${node}--${instanceId}` : instanceId;
-  const clean = id
-    .toLowerCase()
-    .replace(/[^a-z0-9.-]/g, '-')
-    .replace(/^[.-]+/, '');
-  if (clean === id && clean.length <= 56) return `runlog-${clean}`;
-  const hash = createHash('sha256').update(id).digest('hex').slice(0, 8);
-  return `runlog-${clean.slice(0, 47).replace(/[.-]+$/, '')}-${hash}`;
-}
-
 const signalName = (code: number | null): string | null => {
   if (code === null || code <= 128 || code > 128 + 64) return null;
   const entry = Object.entries(osConstants.signals).find(([, n]) => n === code - 128);
@@ -129,11 +121,6 @@ const REPORT_WAIT_MS = 10_000;
 
 /** Docker inspects in flight at once while listing containers to adopt (the daemon serves them in parallel). */
 const INSPECT_CONCURRENCY = 16;
-
-const instanceIdOf = (labels: Record<string, string>): string => {
-  const stream = labels['runlog.stream'] ?? '';
-  return stream.startsWith('instance-') ? stream.slice('instance-'.length) : '';
-};
 
 export class ContainerRunner implements AppSandboxRunner {
   readonly kind = 'container' as const;
@@ -184,73 +171,17 @@ export class ContainerRunner implements AppSandboxRunner {
 
   /** Docker answers, the image is present (pulled by digest when not), the network exists. Once per runner. */
   ensureReady(): Promise<void> {
-    this.ready ??= (async () => {
-      try {
-        await this.engine.ping();
-      } catch (e) {
-        throw new SandboxError(
-          'SETUP_MISSING',
-          `${LABEL} Docker does not answer on ${this.cfg.dockerSocketPath}: run 'npm run setup'`,
-          {},
-          { cause: e },
-        );
-      }
-      await this.ensureImage();
-      await this.ensureNetwork();
-    })().catch((e: unknown) => {
+    this.ready ??= ensureDockerReady(
+      this.engine,
+      this.cfg.dockerSocketPath,
+      this.cfg.image,
+      this.cfg.network,
+      this.cfg.extraLabels,
+    ).catch((e: unknown) => {
       this.ready = null;
       throw e;
     });
     return this.ready;
-  }
-
-  private async ensureImage(): Promise<void> {
-    const ref = this.cfg.image;
-    if (!/@sha256:[0-9a-f]{64}$/.test(ref))
-      throw new ValidationError(
-        'IMAGE_REF_INVALID',
-        `${LABEL} image '${ref}' must be pinned by digest (name@sha256:…)`,
-      );
-    if (await this.engine.inspectImage(ref)) return; // present: pulling by digest would still contact the registry
-    try {
-      await this.engine.pullByDigest(ref);
-    } catch (e) {
-      throw new SandboxError(
-        'SETUP_MISSING',
-        `${LABEL} image ${ref} is not available (${(e as Error).message}): run 'npm run setup'`,
-        { image: ref },
-        { cause: e },
-      );
-    }
-  }
-
-  private async ensureNetwork(): Promise<void> {
-    const name = this.cfg.network;
-    const info = await this.engine.inspectNetwork(name);
-    if (info) {
-      if (info.driver !== 'bridge')
-        throw new SandboxError(
-          'SPAWN_FAILED',
-          `${LABEL} network ${name} exists but is not a bridge network (driver ${info.driver})`,
-        );
-      return;
-    }
-    try {
-      await this.engine.createNetwork(name, { 'runlog.kind': 'network', ...this.cfg.extraLabels });
-    } catch (e) {
-      if (!(e instanceof DockerConflictError)) throw e; // created meanwhile by another runner
-    }
-  }
-
-  private labels(instanceId: string, appId: string, basePath: string): Record<string, string> {
-    return {
-      ...this.cfg.extraLabels,
-      'runlog.stream': `instance-${instanceId}`,
-      'runlog.kind': 'instance',
-      'runlog.home': this.cfg.home,
-      'runlog.app': appId,
-      'runlog.base-path': basePath,
-    };
   }
 
   async spawn(
@@ -281,19 +212,26 @@ export class ContainerRunner implements AppSandboxRunner {
     const name = containerName(instanceId, this.cfg.node);
     await this.clearStaleContainer(name, instanceId);
 
-    const wantsDocker = manifest.tools.includes('docker') || manifest.tools.includes('*');
-    const binds = [
-      `${hostAppDir}:${sandboxAppDir}`,
-      ...['packages', 'node_modules']
-        .filter((d) => existsSync(join(this.cfg.workspaceDir, d)))
-        .map((d) => `${join(this.cfg.workspaceDir, d)}:/workspace/${d}:ro`),
-      `${L.appDataDir(appId)}:/data`,
-      `${bashrc}:/root/.bashrc:ro`,
-      `${L.toolchainDir}:${ALL_TOOLS_MOUNT}:ro`,
-      `${L.instanceToolsDir(instanceId)}:${MY_TOOLS_MOUNT}:ro`,
-      ...(wantsDocker && existsSync(this.engine.socketPath) ? [`${this.engine.socketPath}:/var/run/docker.sock`] : []),
-    ];
     const env = sandboxEnv({ port, appId, instanceId, osApiBase: this.cfg.osApiBase, layerTag: '[ctnr]' });
+    const body = instanceContainerBody({
+      name,
+      image: this.cfg.image,
+      cmd,
+      env,
+      labels: instanceLabels(this.cfg.extraLabels, this.cfg.home, instanceId, appId, manifest.lifecycle.basePath),
+      instanceId,
+      appId,
+      hostAppDir,
+      sandboxAppDir,
+      workspaceDir: this.cfg.workspaceDir,
+      layout: L,
+      bashrc,
+      tools: manifest.tools,
+      dockerSocketPath: this.engine.socketPath,
+      network: this.cfg.network,
+      pidsLimit: this.cfg.pidsLimit,
+      memoryBytes: this.cfg.memoryBytes,
+    });
 
     const logs = new LogBuffer();
     this.logBuffers.set(instanceId, logs);
@@ -301,29 +239,7 @@ export class ContainerRunner implements AppSandboxRunner {
     const started = performance.now();
     let containerId: string;
     try {
-      containerId = await this.engine.createContainer(
-        {
-          Hostname: name,
-          Image: this.cfg.image,
-          Cmd: cmd,
-          Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
-          WorkingDir: sandboxAppDir,
-          Labels: this.labels(instanceId, appId, manifest.lifecycle.basePath),
-          HostConfig: {
-            NetworkMode: this.cfg.network,
-            Binds: binds,
-            CapDrop: ['ALL'],
-            SecurityOpt: ['no-new-privileges'],
-            ReadonlyRootfs: true,
-            Tmpfs: { '/tmp': 'rw,nosuid,nodev,size=512m', '/root': 'rw,nosuid,nodev,size=256m' },
-            PidsLimit: this.cfg.pidsLimit,
-            Memory: this.cfg.memoryBytes,
-            Init: true,
-          },
-          NetworkingConfig: { EndpointsConfig: { [this.cfg.network]: { Aliases: [name] } } },
-        },
-        name,
-      );
+      containerId = await this.engine.createContainer(body, name);
       await this.engine.start(containerId);
     } catch (e) {
       await this.engine.removeContainer(name, { force: true }).catch(() => {});
@@ -561,23 +477,7 @@ export class ContainerRunner implements AppSandboxRunner {
     const records = await mapConcurrent(untracked, INSPECT_CONCURRENCY, async (c): Promise<OrphanRecord | null> => {
       const info = await this.engine.inspectContainer(c.id);
       if (!info) return null; // removed meanwhile
-      const env = Object.fromEntries(
-        info.env.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
-      );
-      const running = info.state.running;
-      return {
-        instanceId: instanceIdOf(c.labels),
-        appId: c.labels['runlog.app'] ?? env.APP_ID ?? '',
-        containerId: info.id,
-        port: Number(env.APP_PORT),
-        host: running ? info.networks[this.cfg.network]?.ipAddress || null : null,
-        state: info.state.status,
-        pid: running ? info.pid : null,
-        startedAt: info.state.startedAt,
-        finishedAt: running ? null : info.state.finishedAt,
-        exitCode: running ? null : info.state.exitCode,
-        basePath: c.labels['runlog.base-path'] ?? '',
-      };
+      return orphanRecordOf(c.labels, info, this.cfg.network);
     });
     return records.filter((r): r is OrphanRecord => r !== null);
   }
