@@ -11,7 +11,7 @@
 //                        that is runlog's own work, part of what its cold run is measured on.
 import { Writable, type Duplex, type Readable } from 'node:stream';
 import type Docker from 'dockerode';
-import { executionContainerBody } from '../src/adapters/docker/execution-sandbox.ts';
+import { executionContainerBody } from '../src/adapters/docker/execution-container-body.ts';
 import { MATERIALIZE_TARGET } from '../src/adapters/docker/layout.ts';
 import { nowMs } from './harness.ts';
 

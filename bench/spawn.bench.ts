@@ -23,7 +23,7 @@ import { createRunlog, type Runlog } from '../src/supervisor/runlog.ts';
 import { loadManifest } from '../src/adapters/apps/load-manifest.ts';
 import { httpRequest } from '../src/adapters/health/http.ts';
 import { waitHealthy } from '../src/adapters/health/wait-healthy.ts';
-import { containerName } from '../src/adapters/sandbox/container-runner.ts';
+import { containerName } from '../src/adapters/sandbox/container-identity.ts';
 import { resolveEntrypoint } from '../src/adapters/sandbox/entrypoint.ts';
 import { sandboxEnv } from '../src/adapters/sandbox/env.ts';
 import { ensureBashrc, homeLayout } from '../src/adapters/sandbox/layout.ts';

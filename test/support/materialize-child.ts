@@ -9,7 +9,8 @@ import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { DEFAULT_ARCHIVE_LIMITS } from '../../src/domain/at-run/archive-limits.ts';
 import { createDockerEngine } from '../../src/adapters/docker/dockerode-engine.ts';
-import { createMaterializer, type MaterializeProgress } from '../../src/adapters/docker/materializer.ts';
+import { createMaterializer } from '../../src/adapters/docker/materializer.ts';
+import type { MaterializeProgress } from '../../src/adapters/docker/materialize-steps.ts';
 
 interface Request {
   kind: 'runtime' | 'code';

@@ -21,7 +21,8 @@ import type { ArchiveLimits } from '../../domain/at-run/archive-limits.ts';
 import { ByteChunks } from './chunks.ts';
 import { ArchiveRejectedError } from './errors.ts';
 import { HeaderAudit, type AuditRecord } from './header-audit.ts';
-import { checkedOptions, Checker, compareViews, compression, seenEntry, type SeenEntry } from './validate.ts';
+import { Checker } from './entry-checker.ts';
+import { checkedOptions, compareViews, compression, seenEntry, type SeenEntry } from './validate.ts';
 import { canonicalHeader, SevenDigitChecksums } from './write.ts';
 import type { ArchiveEntry, ArchiveReport, ValidateOptions } from './types.ts';
 

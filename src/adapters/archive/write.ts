@@ -8,7 +8,7 @@
 import { pack, type Header } from 'tar-stream';
 import { ValidationError } from '../../domain/errors.ts';
 import { archiveMemberPath, canonicalRelativePath } from '../../domain/at-run/safe-path.ts';
-import { normalizedMode } from './validate.ts';
+import { normalizedMode } from './entry-checker.ts';
 import type { ArchiveEntry } from './types.ts';
 
 const FIXED = { uid: 0, gid: 0, mtime: new Date(0) } as const;

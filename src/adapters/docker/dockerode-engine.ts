@@ -3,11 +3,16 @@
 // either: #fail maps each failure to a typed error (errors.ts) — the socket refused or gone → DockerUnavailableError,
 // a request past its timeout → DockerTimeoutError, 404 → DockerNotFoundError, 409 → DockerConflictError, any other
 // answer → DockerApiError with the Engine's status and message.
+// The longer exchanges live beside it and are handed the clients it opened and its #fail: the next-exit wait
+// (container-exit-wait.ts), archive downloads (container-archive-download.ts), a pull's progress stream
+// (image-pull-stream.ts), CPU readings (container-stats.ts) and streamed uploads (archive-upload.ts).
 import Docker from 'dockerode';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
 import { RunlogError } from '../../domain/errors.ts';
 import { uploadArchiveStream, type UploadAnswer } from './archive-upload.ts';
+import { readContainerArchive, streamContainerArchive } from './container-archive-download.ts';
+import { nextExitWait } from './container-exit-wait.ts';
 import { containerCpuUsageNs } from './container-stats.ts';
 import {
   DEFAULT_SOCKET_PATH,
@@ -28,13 +33,28 @@ import {
   type VolumeInfo,
   type WaitHandle,
 } from './docker-port.ts';
-import { DockerApiError, DockerTimeoutError, DockerUnavailableError, ImagePullError, dockerAnswerError } from './errors.ts';
-import { isConnectionError, labelFilters, messageOf, statusOf, tagTimeouts, timeOrNull, TIMED_OUT, type LabelFilter } from './dockerode-answers.ts';
+import {
+  DockerApiError,
+  DockerTimeoutError,
+  DockerUnavailableError,
+  ImagePullError,
+  dockerAnswerError,
+} from './errors.ts';
+import {
+  isConnectionError,
+  labelFilters,
+  messageOf,
+  statusOf,
+  tagTimeouts,
+  timeOrNull,
+  TIMED_OUT,
+  type LabelFilter,
+} from './dockerode-answers.ts';
 import { engineEventsEnded } from './engine-events.ts';
+import { pullStreamFailure } from './image-pull-stream.ts';
 import { normalizePlatform } from './platform.ts';
 
 export { normalizePlatform };
-
 
 class DockerodeEngine implements DockerEngine {
   readonly socketPath: string;
@@ -55,7 +75,8 @@ class DockerodeEngine implements DockerEngine {
   /** The typed error for a failed call (see the head of this file). */
   #fail(operation: string, err: unknown, details?: Record<string, unknown>): never {
     if (err instanceof RunlogError) throw err;
-    if ((err as { [TIMED_OUT]?: boolean } | null)?.[TIMED_OUT]) throw new DockerTimeoutError(operation, this.#timeoutMs, { cause: err });
+    if ((err as { [TIMED_OUT]?: boolean } | null)?.[TIMED_OUT])
+      throw new DockerTimeoutError(operation, this.#timeoutMs, { cause: err });
     if (isConnectionError(err)) throw new DockerUnavailableError(this.socketPath, messageOf(err), { cause: err });
     throw dockerAnswerError(operation, messageOf(err), statusOf(err), { cause: err, ...(details ? { details } : {}) });
   }
@@ -79,7 +100,10 @@ class DockerodeEngine implements DockerEngine {
 
   async platform(): Promise<Platform> {
     try {
-      const [v, info] = await Promise.all([this.#docker.version(), this.#docker.info() as Promise<{ Architecture?: string; OSType?: string }>]);
+      const [v, info] = await Promise.all([
+        this.#docker.version(),
+        this.#docker.info() as Promise<{ Architecture?: string; OSType?: string }>,
+      ]);
       return normalizePlatform(v.Os || info.OSType || 'linux', v.Arch || info.Architecture || '', info.Architecture);
     } catch (err) {
       this.#fail('platform', err);
@@ -119,7 +143,10 @@ class DockerodeEngine implements DockerEngine {
     return info !== null && (!ref.includes('@') || info.repoDigests.includes(ref));
   }
 
-  async pullByDigest(ref: string, onProgress?: (p: PullProgress) => void): Promise<{ pulled: boolean; image: ImageInfo }> {
+  async pullByDigest(
+    ref: string,
+    onProgress?: (p: PullProgress) => void,
+  ): Promise<{ pulled: boolean; image: ImageInfo }> {
     const at = ref.lastIndexOf('@');
     if (at <= 0 || !/^sha256:[0-9a-f]{64}$/.test(ref.slice(at + 1))) {
       throw new ImagePullError(ref, 'not a repository@sha256:<digest> reference', false);
@@ -136,39 +163,13 @@ class DockerodeEngine implements DockerEngine {
       if (isConnectionError(err)) this.#fail('pull', err);
       const status = statusOf(err);
       const msg = messageOf(err);
-      throw new ImagePullError(ref, msg, status === 404 || /manifest unknown|not found/i.test(msg), { cause: err, ...(status !== undefined ? { status } : {}) });
+      throw new ImagePullError(ref, msg, status === 404 || /manifest unknown|not found/i.test(msg), {
+        cause: err,
+        ...(status !== undefined ? { status } : {}),
+      });
     }
     // The Engine answers 200 and reports failures inside the NDJSON progress stream.
-    const failure = await new Promise<string | null>((resolve, reject) => {
-      let buf = '';
-      let error: string | null = null;
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        buf += chunk;
-        let nl: number;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, nl).trim();
-          buf = buf.slice(nl + 1);
-          if (!line) continue;
-          try {
-            const ev = JSON.parse(line) as { status?: string; id?: string; error?: string; errorDetail?: { message?: string }; progressDetail?: { current?: number; total?: number } };
-            if (ev.error || ev.errorDetail?.message) error = ev.errorDetail?.message ?? ev.error ?? 'pull failed';
-            else if (onProgress && ev.status) {
-              onProgress({
-                status: ev.status,
-                ...(ev.id ? { layer: ev.id } : {}),
-                ...(ev.progressDetail?.current !== undefined ? { current: ev.progressDetail.current } : {}),
-                ...(ev.progressDetail?.total !== undefined ? { total: ev.progressDetail.total } : {}),
-              });
-            }
-          } catch {
-            // not JSON: ignore the line
-          }
-        }
-      });
-      res.on('end', () => resolve(error));
-      res.on('error', reject);
-    }).catch((err: unknown) => {
+    const failure = await pullStreamFailure(res, onProgress).catch((err: unknown) => {
       throw new ImagePullError(ref, messageOf(err), false, { cause: err });
     });
     if (failure) throw new ImagePullError(ref, failure, /manifest unknown|not found|does not exist/i.test(failure));
@@ -201,7 +202,11 @@ class DockerodeEngine implements DockerEngine {
 
   async inspectVolume(name: string): Promise<VolumeInfo | null> {
     try {
-      const v = (await this.#docker.getVolume(name).inspect()) as { Name: string; Labels: Record<string, string> | null; CreatedAt?: string };
+      const v = (await this.#docker.getVolume(name).inspect()) as {
+        Name: string;
+        Labels: Record<string, string> | null;
+        CreatedAt?: string;
+      };
       return { name: v.Name, labels: v.Labels ?? {}, createdAt: v.CreatedAt };
     } catch (err) {
       if (statusOf(err) === 404) return null;
@@ -239,7 +244,11 @@ class DockerodeEngine implements DockerEngine {
       const wanted = new Set(names);
       return (r.Volumes ?? [])
         .filter((v) => wanted.has(v.Name))
-        .map((v) => ({ name: v.Name, labels: (v.Labels as Record<string, string> | null) ?? {}, createdAt: (v as { CreatedAt?: string }).CreatedAt }));
+        .map((v) => ({
+          name: v.Name,
+          labels: (v.Labels as Record<string, string> | null) ?? {},
+          createdAt: (v as { CreatedAt?: string }).CreatedAt,
+        }));
     } catch (err) {
       this.#fail('list volumes', err);
     }
@@ -255,7 +264,14 @@ class DockerodeEngine implements DockerEngine {
             path: '/containers/create?',
             method: 'POST',
             options: { _query: name ? { name } : {}, _body: body },
-            statusCodes: { 200: true, 201: true, 400: 'bad parameter', 404: 'no such image', 409: 'conflict', 500: 'server error' },
+            statusCodes: {
+              200: true,
+              201: true,
+              400: 'bad parameter',
+              404: 'no such image',
+              409: 'conflict',
+              500: 'server error',
+            },
           },
           (err, data) => (err ? reject(err) : resolve(data as { Id: string })),
         ),
@@ -277,7 +293,12 @@ class DockerodeEngine implements DockerEngine {
         labels: c.Config.Labels ?? {},
         pid: c.State.Pid ?? 0,
         env: c.Config.Env ?? [],
-        networks: Object.fromEntries(Object.entries(c.NetworkSettings?.Networks ?? {}).map(([name, n]) => [name, { ipAddress: n?.IPAddress ?? '' }])),
+        networks: Object.fromEntries(
+          Object.entries(c.NetworkSettings?.Networks ?? {}).map(([name, n]) => [
+            name,
+            { ipAddress: n?.IPAddress ?? '' },
+          ]),
+        ),
         state: {
           status: c.State.Status,
           running: c.State.Running,
@@ -296,8 +317,18 @@ class DockerodeEngine implements DockerEngine {
 
   async listContainers(labels: LabelFilter, opts?: { all?: boolean }): Promise<ContainerSummary[]> {
     try {
-      const list = await this.#docker.listContainers({ all: opts?.all ?? true, filters: JSON.stringify({ label: labelFilters(labels) }) });
-      return list.map((c) => ({ id: c.Id, names: c.Names.map((n) => n.replace(/^\//, '')), image: c.Image, labels: c.Labels ?? {}, state: c.State, status: c.Status }));
+      const list = await this.#docker.listContainers({
+        all: opts?.all ?? true,
+        filters: JSON.stringify({ label: labelFilters(labels) }),
+      });
+      return list.map((c) => ({
+        id: c.Id,
+        names: c.Names.map((n) => n.replace(/^\//, '')),
+        image: c.Image,
+        labels: c.Labels ?? {},
+        state: c.State,
+        status: c.Status,
+      }));
     } catch (err) {
       this.#fail('list containers', err);
     }
@@ -343,55 +374,21 @@ class DockerodeEngine implements DockerEngine {
     }
   }
 
-  cpuUsageNs(id: string): Promise<number | null> { return containerCpuUsageNs(this.#docker, id, (op, err) => this.#fail(op, err)); }
+  cpuUsageNs(id: string): Promise<number | null> {
+    return containerCpuUsageNs(this.#docker, id, (op, err) => this.#fail(op, err));
+  }
 
   waitNextExit(id: string): Promise<WaitHandle> {
-    // dockerode resolves wait() only when the body arrives; the Engine flushes the response headers as soon as
-    // the waiter is registered, so a raw streaming request tells us when it is safe to start the container.
-    return new Promise((resolve, reject) => {
-      const controller = new AbortController();
-      this.#streaming.modem.dial(
-        {
-          path: `/containers/${encodeURIComponent(id)}/wait?`,
-          method: 'POST',
-          isStream: true,
-          abortSignal: controller.signal,
-          statusCodes: { 200: true, 400: 'bad parameter', 404: 'no such container', 500: 'server error' },
-          options: { _query: { condition: 'next-exit' }, _body: {} },
-        },
-        (err, result) => {
-          const res = result as IncomingMessage;
-          if (err || !result) {
-            try {
-              this.#fail(`wait container ${id}`, err);
-            } catch (e) {
-              reject(e);
-            }
-            return;
-          }
-          const exited = new Promise<{ statusCode: number; error?: string }>((res2, rej2) => {
-            const chunks: Buffer[] = [];
-            res.on('data', (c: Buffer) => chunks.push(c));
-            res.on('end', () => {
-              try {
-                const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { StatusCode: number; Error?: { Message?: string } | null };
-                res2({ statusCode: body.StatusCode, ...(body.Error?.Message ? { error: body.Error.Message } : {}) });
-              } catch (e) {
-                rej2(new DockerApiError(`wait container ${id}`, `unreadable answer: ${messageOf(e)}`, 200));
-              }
-            });
-            res.on('error', (e) => rej2(new DockerApiError(`wait container ${id}`, messageOf(e), undefined, { cause: e })));
-          });
-          exited.catch(() => undefined); // observed by the caller; never an unhandled rejection
-          resolve({ exited, cancel: () => controller.abort() });
-        },
-      );
-    });
+    return nextExitWait(this.#streaming, id, (op, err) => this.#fail(op, err));
   }
 
   async waitNotRunning(id: string, opts?: { signal?: AbortSignal }): Promise<{ statusCode: number }> {
     try {
-      const r = (await this.#streaming.getContainer(id).wait({ condition: 'not-running', ...(opts?.signal ? { abortSignal: opts.signal } : {}) })) as { StatusCode: number };
+      const r = (await this.#streaming
+        .getContainer(id)
+        .wait({ condition: 'not-running', ...(opts?.signal ? { abortSignal: opts.signal } : {}) })) as {
+        StatusCode: number;
+      };
       return { statusCode: r.StatusCode };
     } catch (err) {
       this.#fail(`wait container ${id}`, err);
@@ -400,7 +397,9 @@ class DockerodeEngine implements DockerEngine {
 
   async attach(id: string): Promise<Duplex> {
     try {
-      const stream = (await this.#streaming.getContainer(id).attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as Duplex;
+      const stream = (await this.#streaming
+        .getContainer(id)
+        .attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as Duplex;
       return stream;
     } catch (err) {
       this.#fail(`attach container ${id}`, err);
@@ -422,65 +421,26 @@ class DockerodeEngine implements DockerEngine {
     }
   }
 
-  /** GET /containers/{id}/archive: the response (its headers carry the path's stat), not yet read. */
-  async #archiveResponse(id: string, path: string): Promise<{ res: IncomingMessage; stat: PathStat | null }> {
-    let res: IncomingMessage;
-    try {
-      res = (await this.#streaming.getContainer(id).getArchive({ path })) as unknown as IncomingMessage; // why: it is the HTTP response (its headers carry the path stat); dockerode types it as a stream
-    } catch (err) {
-      this.#fail(`download ${path} from container ${id}`, err, { path });
-    }
-    let stat: PathStat | null = null;
-    const header = res.headers['x-docker-container-path-stat'];
-    if (typeof header === 'string') {
-      try {
-        stat = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as PathStat;
-      } catch {
-        stat = null;
-      }
-    }
-    return { res, stat };
+  openArchive(
+    id: string,
+    path: string,
+    maxBytes: number,
+    tooLarge: (max: number) => Error,
+  ): Promise<{ stat: PathStat | null; body: AsyncIterable<Buffer> }> {
+    return streamContainerArchive(this.#streaming, id, path, maxBytes, tooLarge, (op, err, details) =>
+      this.#fail(op, err, details),
+    );
   }
 
-  async openArchive(id: string, path: string, maxBytes: number, tooLarge: (max: number) => Error): Promise<{ stat: PathStat | null; body: AsyncIterable<Buffer> }> {
-    const { res, stat } = await this.#archiveResponse(id, path);
-    const operation = `download ${path} from container ${id}`;
-    async function* body(): AsyncGenerator<Buffer> {
-      let size = 0;
-      try {
-        for await (const c of res as AsyncIterable<Buffer>) {
-          size += c.length;
-          if (size > maxBytes) throw tooLarge(maxBytes);
-          yield c;
-        }
-      } catch (err) {
-        if (err instanceof RunlogError) throw err;
-        throw new DockerApiError(operation, messageOf(err), undefined, { cause: err });
-      } finally {
-        res.destroy(); // read to the end already, or given up: either way the request is done
-      }
-    }
-    return { stat, body: body() };
-  }
-
-  async getArchive(id: string, path: string, maxBytes: number, tooLarge: (max: number) => Error): Promise<{ chunks: Buffer[]; size: number; stat: PathStat | null }> {
-    const { res, stat } = await this.#archiveResponse(id, path);
-    const chunks: Buffer[] = [];
-    let size = 0;
-    await new Promise<void>((resolve, reject) => {
-      res.on('data', (c: Buffer) => {
-        size += c.length;
-        if (size > maxBytes) {
-          res.destroy();
-          reject(tooLarge(maxBytes));
-          return;
-        }
-        chunks.push(c);
-      });
-      res.on('end', () => resolve());
-      res.on('error', (e) => reject(new DockerApiError(`download ${path} from container ${id}`, messageOf(e), undefined, { cause: e })));
-    });
-    return { chunks, size, stat };
+  getArchive(
+    id: string,
+    path: string,
+    maxBytes: number,
+    tooLarge: (max: number) => Error,
+  ): Promise<{ chunks: Buffer[]; size: number; stat: PathStat | null }> {
+    return readContainerArchive(this.#streaming, id, path, maxBytes, tooLarge, (op, err, details) =>
+      this.#fail(op, err, details),
+    );
   }
 
   async putArchive(id: string, path: string, tar: Buffer | AsyncIterable<Buffer>): Promise<void> {
@@ -489,12 +449,20 @@ class DockerodeEngine implements DockerEngine {
       // Streamed as it is produced (archive-upload.ts); a failure while producing it aborts the request.
       let answer: UploadAnswer;
       try {
-        answer = await uploadArchiveStream({ socketPath: this.socketPath, idleTimeoutMs: this.#timeoutMs }, id, path, tar);
+        answer = await uploadArchiveStream(
+          { socketPath: this.socketPath, idleTimeoutMs: this.#timeoutMs },
+          id,
+          path,
+          tar,
+        );
       } catch (err) {
         if (err instanceof RunlogError) throw err;
         this.#fail(operation, err, { path });
       }
-      if (answer.status !== 200) throw dockerAnswerError(operation, messageOf({ json: Buffer.from(answer.body) }), answer.status, { details: { path } });
+      if (answer.status !== 200)
+        throw dockerAnswerError(operation, messageOf({ json: Buffer.from(answer.body) }), answer.status, {
+          details: { path },
+        });
       return;
     }
     try {

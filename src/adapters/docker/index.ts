@@ -35,37 +35,37 @@ export {
 } from './errors.ts';
 export {
   createMaterializer,
-  LABEL_CACHE_KEY,
-  LABEL_MATERIALIZING,
-  LABEL_SEAL_FOR,
-  LABEL_VOLUME_KIND,
   type Materializer,
   type MaterializerOptions,
   type Materialized,
-  type MaterializeKind,
-  type MaterializeProgress,
-  type MaterializeStep,
-  type ProgressHandler,
   type RuntimeRequest,
   type AdditionRequest,
   type CodeRequest,
 } from './materializer.ts';
+export { LABEL_CACHE_KEY, LABEL_MATERIALIZING, LABEL_SEAL_FOR, LABEL_VOLUME_KIND } from './materialized-volume-labels.ts';
+export {
+  type MaterializeKind,
+  type MaterializeProgress,
+  type MaterializeStep,
+  type ProgressHandler,
+} from './materialize-steps.ts';
 export {
   createExecutionSandbox,
+  PROTOCOL_VERSION,
+  type ExecutionSandbox,
+  type InvocationEnvelope,
+  type InvokeOptions,
+  type CollectOptions,
+} from './execution-sandbox.ts';
+export {
   executionContainerBody,
   DEFAULT_SANDBOX_USER,
   INVOCATION_LABEL,
   PRESTART_LABEL,
-  PROTOCOL_VERSION,
-  type ExecutionSandbox,
   type SandboxPolicy,
   type ExecutionContainerSpec,
-  type InvocationEnvelope,
-  type InvocationResult,
-  type InvokeOptions,
-  type CollectOptions,
-  type InvocationFailureReason,
-} from './execution-sandbox.ts';
+} from './execution-container-body.ts';
+export { type InvocationResult, type InvocationFailureReason } from './invocation-result.ts';
 export { DEFAULT_OUTPUT_LIMITS, type Frame, type OutputLimits, type ProtocolError } from './frames.ts';
 export {
   sandboxCommand,

@@ -30,46 +30,37 @@
 // volume's lock (materialize-lock.ts, a named container in the daemon) removes a stale volume, creates, fills and
 // seals it. A process that finds the lock held by a live holder waits and then takes the holder's sealed volume
 // (cached); a holder that died (kill -9 mid-copy) is seen as gone, its lock taken over and its unsealed volume redone.
+//
+// The parts: the step runner and the progress it reports (materialize-steps.ts), the never-started containers
+// (materializer-containers.ts), an image export's download and validated copy (image-export-copy.ts), the volume
+// lock (materialize-lock.ts) and the labels that mark a volume sealed (materialized-volume-labels.ts).
 import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
 import tar from 'tar-stream';
-import { RunlogError, ValidationError } from '../../domain/errors.ts';
+import { ValidationError } from '../../domain/errors.ts';
 import { archiveLimitsIssues } from '../../domain/at-run/archive-limits.ts';
 import { parseDigestReference } from '../../domain/at-run/oci-reference.ts';
-import { ArchiveRejectedError, ArchiveStreamAbandonedError, DEFAULT_ARCHIVE_LIMITS, validateArchiveStream, type ArchiveLimits, type ArchiveReport } from '../archive/index.ts';
-import type { ContainerCreateBody, DockerEngine, PullProgress, VolumeInfo } from './docker-port.ts';
-import { DockerNotFoundError, MaterializationError } from './errors.ts';
+import { DEFAULT_ARCHIVE_LIMITS, type ArchiveLimits } from '../archive/index.ts';
+import type { ContainerCreateBody, DockerEngine, VolumeInfo } from './docker-port.ts';
+import { MaterializationError } from './errors.ts';
+import { copyValidatedExport, discard, openExport, type Opened } from './image-export-copy.ts';
 import { absolutePathProblems, ADDITION_EXPORT_PATH, MATERIALIZE_TARGET } from './layout.ts';
 import { DEFAULT_LOCK_LIMITS, VolumeLocks, type HeldLock, type LockLimits } from './materialize-lock.ts';
-
-export type MaterializeKind = 'runtime' | 'addition' | 'code';
-export type MaterializeStep =
-  | 'cache'
-  | 'pull'
-  | 'lock'
-  | 'create-volume'
-  | 'create-container'
-  | 'download'
-  | 'validate'
-  | 'upload'
-  | 'remove-container'
-  | 'seal';
-
-export interface MaterializeProgress {
-  kind: MaterializeKind;
-  step: MaterializeStep;
-  phase: 'started' | 'done';
-  volume: string;
-  containerId?: string;
-  pull?: PullProgress;
-  ms?: number;
-}
-
-/**
- * Progress callback. It may return a promise: the materializer waits for it before going on (a caller can
- * inspect the stopped container at `upload` done, for instance).
- */
-export type ProgressHandler = (p: MaterializeProgress) => void | Promise<void>;
+import {
+  createStepRunner,
+  type MaterializeKind,
+  type MaterializeStep,
+  type ProgressHandler,
+  type StepRunner,
+} from './materialize-steps.ts';
+import {
+  LABEL_CACHE_KEY,
+  LABEL_MATERIALIZING,
+  LABEL_SEAL_FOR,
+  LABEL_VOLUME_KIND,
+  SEAL_SUFFIX,
+} from './materialized-volume-labels.ts';
+import { carrierBody, sourceBody } from './materializer-containers.ts';
 
 export interface Materialized {
   kind: MaterializeKind;
@@ -134,12 +125,6 @@ export interface Materializer {
   removeMaterialized(volume: string): Promise<void>;
 }
 
-export const LABEL_VOLUME_KIND = 'runlog.volume-kind';
-export const LABEL_CACHE_KEY = 'runlog.cache-key';
-export const LABEL_SEAL_FOR = 'runlog.seal-for';
-export const LABEL_MATERIALIZING = 'runlog.materializing';
-export const SEAL_SUFFIX = '-sealed';
-
 const sha256 = (data: string | Buffer): string => createHash('sha256').update(data).digest('hex');
 const now = (): number => performance.now();
 
@@ -170,27 +155,12 @@ interface SourceSpec {
    */
   open?: (sourceId: string, step: StepRunner) => Promise<Opened>;
   /** Fills the stopped carrier's /at-run-output (from the opened download when fromImage); returns what went in. */
-  fill: (carrierId: string, opened: Opened | undefined, step: StepRunner) => Promise<{ entries: number; bytes: number }>;
+  fill: (
+    carrierId: string,
+    opened: Opened | undefined,
+    step: StepRunner,
+  ) => Promise<{ entries: number; bytes: number }>;
 }
-
-/** An export download whose Engine answer (the path's stat) has arrived; its body is not read yet. */
-interface Opened {
-  body: AsyncIterable<Buffer>;
-}
-
-/** Ends a download that will not be read (its generator's cleanup runs only once it has started). */
-async function discard(body: AsyncIterable<Buffer>): Promise<void> {
-  const it = body[Symbol.asyncIterator]();
-  try {
-    await it.next();
-  } catch {
-    // a download that failed is over already
-  } finally {
-    await it.return?.(undefined)?.catch(() => undefined);
-  }
-}
-
-type StepRunner = <T>(step: MaterializeStep, fn: () => Promise<T>, extra?: Partial<MaterializeProgress>) => Promise<T>;
 
 /** Entries and regular-file bytes of a tar (the code archive was validated upstream; this only counts). */
 async function countTar(bytes: Buffer): Promise<{ entries: number; bytes: number }> {
@@ -212,6 +182,28 @@ async function countTar(bytes: Buffer): Promise<{ entries: number; bytes: number
   return { entries, bytes: total };
 }
 
+/** What a materialization answers, whether it filled the volume or found it sealed. */
+function materialized(
+  spec: SourceSpec,
+  counts: { entries: number; bytes: number },
+  cached: boolean,
+  pulled: boolean,
+  timings: Materialized['timings'],
+): Materialized {
+  return {
+    kind: spec.kind,
+    volume: spec.volume,
+    cacheKey: spec.cacheKey,
+    digest: spec.digest,
+    image: spec.image,
+    entries: counts.entries,
+    bytes: counts.bytes,
+    cached,
+    pulled,
+    timings,
+  };
+}
+
 class DockerMaterializer implements Materializer {
   readonly #engine: DockerEngine;
   readonly #limits: ArchiveLimits;
@@ -224,7 +216,9 @@ class DockerMaterializer implements Materializer {
     // Bad limits are refused here: a negative or fractional one would stall the validating stream mid-export.
     const issues = [
       ...(opts.limits === undefined ? [] : archiveLimitsIssues(opts.limits, 'limits')),
-      ...(opts.maxImageBytes === undefined || (Number.isSafeInteger(opts.maxImageBytes) && opts.maxImageBytes > 0) ? [] : [`maxImageBytes must be a positive integer (got ${JSON.stringify(opts.maxImageBytes)})`]),
+      ...(opts.maxImageBytes === undefined || (Number.isSafeInteger(opts.maxImageBytes) && opts.maxImageBytes > 0)
+        ? []
+        : [`maxImageBytes must be a positive integer (got ${JSON.stringify(opts.maxImageBytes)})`]),
     ];
     if (issues.length > 0) throw new ValidationError('OPTIONS_INVALID', 'invalid materializer options', issues);
     this.#engine = engine;
@@ -247,7 +241,10 @@ class DockerMaterializer implements Materializer {
       throw new ValidationError('CODE_ARCHIVE_INVALID', 'materializeCode needs the validated code archive bytes');
     }
     if (req.archive.length > this.#limits.maxArchiveBytes) {
-      throw new ValidationError('CODE_ARCHIVE_INVALID', `the code archive is ${req.archive.length} bytes; the limit is ${this.#limits.maxArchiveBytes}`);
+      throw new ValidationError(
+        'CODE_ARCHIVE_INVALID',
+        `the code archive is ${req.archive.length} bytes; the limit is ${this.#limits.maxArchiveBytes}`,
+      );
     }
     const carrier = parseDigestReference(req.carrierImage).reference;
     const archive = Buffer.from(req.archive); // a private copy: the bytes cannot change under us
@@ -271,7 +268,12 @@ class DockerMaterializer implements Materializer {
     });
   }
 
-  #fromImage(kind: 'runtime' | 'addition', image: string, exportPath: string, req: CommonRequest): Promise<Materialized> {
+  #fromImage(
+    kind: 'runtime' | 'addition',
+    image: string,
+    exportPath: string,
+    req: CommonRequest,
+  ): Promise<Materialized> {
     const ref = parseDigestReference(image); // throws RUNTIME_IMAGE_NOT_DIGEST
     const problems = absolutePathProblems('export path', exportPath);
     if (problems.length > 0) throw new ValidationError('RUNTIME_EXPORT_PATH_INVALID', 'invalid export path', problems);
@@ -287,50 +289,10 @@ class DockerMaterializer implements Materializer {
       labels: { ...this.#labels, ...req.labels, 'runlog.export-path': exportPath },
       onProgress: req.onProgress,
       fromImage: true,
-      open: async (sourceId, step) => {
-        // One GET: the Engine answers with the path's stat in a header, then the tar as it is read.
-        const { stat, body } = await step('download', async () => {
-          try {
-            return await this.#engine.openArchive(
-              sourceId,
-              exportPath,
-              this.#limits.maxArchiveBytes,
-              (max) => new MaterializationError('EXPORT_TOO_LARGE', 'download', `the export ${exportPath} of ${ref.reference} is larger than ${max} bytes`, { image: ref.reference, exportPath }),
-            );
-          } catch (err) {
-            if (err instanceof DockerNotFoundError) {
-              throw new MaterializationError('EXPORT_PATH_NOT_FOUND', 'download', `image ${ref.reference} has no ${exportPath}`, { image: ref.reference, exportPath }, { cause: err });
-            }
-            throw err;
-          }
-        });
-        // Go's os.FileMode bits as the Engine reports them: ModeDir = 1<<31, ModeSymlink = 1<<27.
-        if (stat && (stat.mode & 0x80000000) === 0) {
-          await discard(body); // close the download
-          const what = stat.mode & 0x08000000 ? `a symbolic link (to ${stat.linkTarget})` : 'not a directory';
-          throw new MaterializationError('EXPORT_PATH_NOT_DIRECTORY', 'download', `${exportPath} in ${ref.reference} is ${what}`, { image: ref.reference, exportPath });
-        }
-        return { body };
-      },
-      fill: async (containerId, opened, step) => {
-        const body = opened!.body;
-        // The download is validated as it arrives and what passed so far is uploaded meanwhile (one PUT); the
-        // volume counts only if the verdict on the whole export is yes (see the head of this file).
-        const stream = validateArchiveStream(body, this.#limits, { kind: 'runtime', stripPrefix });
-        const [uploaded, validated] = await Promise.allSettled([
-          step('upload', () => this.#engine.putArchive(containerId, MATERIALIZE_TARGET, stream.pieces)),
-          step('validate', async (): Promise<ArchiveReport> => {
-            const report = await stream.report;
-            if (!report.ok) throw new ArchiveRejectedError(report.violations); // every violation, not only the first
-            return report;
-          }),
-        ]);
-        // The verdict decides first; an upload cut off because of it says less.
-        if (validated.status === 'rejected' && !(validated.reason instanceof ArchiveStreamAbandonedError && uploaded.status === 'rejected')) throw validated.reason;
-        if (uploaded.status === 'rejected') throw uploaded.reason;
-        if (validated.status === 'rejected') throw validated.reason;
-        return { entries: validated.value.entries.length, bytes: validated.value.expandedBytes };
-      },
+      open: (sourceId, step) =>
+        openExport(this.#engine, sourceId, ref.reference, exportPath, this.#limits.maxArchiveBytes, step),
+      fill: (containerId, opened, step) =>
+        copyValidatedExport(this.#engine, containerId, opened!, this.#limits, stripPrefix, step),
     });
   }
 
@@ -348,35 +310,17 @@ class DockerMaterializer implements Materializer {
     const engine = this.#engine;
     const sealName = `${spec.volume}${SEAL_SUFFIX}`;
     let containerId: string | undefined;
-    const step: StepRunner = async (name, fn, extra) => {
-      const started = now();
-      await spec.onProgress?.({ kind: spec.kind, step: name, phase: 'started', volume: spec.volume, ...(containerId ? { containerId } : {}), ...extra });
-      try {
-        const result = await fn();
-        timings[name] = (timings[name] ?? 0) + (now() - started);
-        await spec.onProgress?.({ kind: spec.kind, step: name, phase: 'done', volume: spec.volume, ms: now() - started, ...(containerId ? { containerId } : {}), ...extra });
-        return result;
-      } catch (err) {
-        if (err instanceof RunlogError) throw err;
-        throw new MaterializationError('MATERIALIZATION_FAILED', name, `materializing ${spec.cacheKey} failed at ${name}: ${err instanceof Error ? err.message : String(err)}`, { volume: spec.volume }, { cause: err });
-      }
-    };
-
-    const reuse = (seal: VolumeInfo, pulled: boolean): Materialized => {
+    const step = createStepRunner(spec, timings, () => containerId);
+    const done = (counts: { entries: number; bytes: number }, cached: boolean, pulled: boolean): Materialized => {
       timings.totalMs = now() - t0;
-      return {
-        kind: spec.kind,
-        volume: spec.volume,
-        cacheKey: spec.cacheKey,
-        digest: spec.digest,
-        image: spec.image,
-        entries: Number(seal.labels['runlog.entries'] ?? -1),
-        bytes: Number(seal.labels['runlog.bytes'] ?? -1),
-        cached: true,
-        pulled,
-        timings,
-      };
+      return materialized(spec, counts, cached, pulled, timings);
     };
+    const reuse = (seal: VolumeInfo, pulled: boolean): Materialized =>
+      done(
+        { entries: Number(seal.labels['runlog.entries'] ?? -1), bytes: Number(seal.labels['runlog.bytes'] ?? -1) },
+        true,
+        pulled,
+      );
 
     // Warm path: a sealed volume with this content already exists. Anything else (nothing, an unsealed volume, a
     // lone seal) is decided under the lock: an unsealed volume may be another process's copy in progress.
@@ -384,12 +328,7 @@ class DockerMaterializer implements Materializer {
     if (cached) return reuse(cached, false);
 
     if (spec.after) await spec.after;
-    const { pulled, image } = await step('pull', () =>
-      engine.pullByDigest(spec.image, spec.onProgress ? (p) => void spec.onProgress?.({ kind: spec.kind, step: 'pull', phase: 'started', volume: spec.volume, pull: p }) : undefined),
-    );
-    if (image.sizeBytes > this.#maxImageBytes) {
-      throw new MaterializationError('IMAGE_TOO_LARGE', 'pull', `image ${spec.image} is ${image.sizeBytes} bytes; the limit is ${this.#maxImageBytes}`, { image: spec.image });
-    }
+    const pulled = await this.#pull(spec, step);
     // The lock container is created from the image just pulled; a live holder's copy is waited for.
     const got = await step('lock', () => this.#lockOrSealed(spec));
     if ('sealed' in got) return reuse(got.sealed, pulled);
@@ -411,7 +350,7 @@ class DockerMaterializer implements Materializer {
     };
     // The download's source mounts nothing: it is created, and its download opened, while the volume and the
     // carrier (which mounts the volume, so comes after it) are created.
-    const sourceCreated = spec.fromImage ? createOne(this.#sourceBody(spec)) : null;
+    const sourceCreated = spec.fromImage ? createOne(sourceBody(spec)) : null;
     const opened = sourceCreated && spec.open ? sourceCreated.then((id) => spec.open!(id, step)) : null;
     opened?.catch(() => undefined); // awaited below, or settled on the way out
     let removing: Promise<unknown> | null = null;
@@ -423,7 +362,7 @@ class DockerMaterializer implements Materializer {
         volumeCreated = true;
       });
       const carrierId = await step('create-container', async () => {
-        const [carrier, source] = await Promise.allSettled([createOne(this.#carrierBody(spec)), sourceCreated]);
+        const [carrier, source] = await Promise.allSettled([createOne(carrierBody(spec)), sourceCreated]);
         if (carrier.status === 'rejected') throw carrier.reason;
         if (source.status === 'rejected') throw source.reason;
         return carrier.value;
@@ -435,7 +374,9 @@ class DockerMaterializer implements Materializer {
       // The verdict is in: the containers are removed while the seal is created.
       const containers = created.splice(0);
       containerId = undefined;
-      removing = step('remove-container', () => Promise.all(containers.map((id) => engine.removeContainer(id, { force: true }))));
+      removing = step('remove-container', () =>
+        Promise.all(containers.map((id) => engine.removeContainer(id, { force: true }))),
+      );
       removing.catch(() => created.push(...containers)); // removed again on the way out
       await Promise.all([
         removing,
@@ -444,7 +385,12 @@ class DockerMaterializer implements Materializer {
           // owner of this volume any more.
           if (!(await lock.stillHeld())) {
             lockLost = true;
-            throw new MaterializationError('MATERIALIZATION_FAILED', 'seal', `materializing ${spec.cacheKey}: the lock on ${spec.volume} was taken over by another process (held too long)`, { volume: spec.volume });
+            throw new MaterializationError(
+              'MATERIALIZATION_FAILED',
+              'seal',
+              `materializing ${spec.cacheKey}: the lock on ${spec.volume} was taken over by another process (held too long)`,
+              { volume: spec.volume },
+            );
           }
           await engine.createVolume(sealName, {
             ...spec.labels,
@@ -458,8 +404,7 @@ class DockerMaterializer implements Materializer {
       // Sealed and its containers gone: a waiter now finds the volume complete (released only once nothing here can
       // fail any more, since a failure removes the volume).
       await this.#release(lock);
-      timings.totalMs = now() - t0;
-      return { kind: spec.kind, volume: spec.volume, cacheKey: spec.cacheKey, digest: spec.digest, image: spec.image, entries: filled.entries, bytes: filled.bytes, cached: false, pulled, timings };
+      return done(filled, false, pulled);
     } catch (err) {
       // What is still in flight lands first, so that everything it created is removed here.
       const [, open] = await Promise.allSettled([sourceCreated, opened, removing]);
@@ -474,36 +419,26 @@ class DockerMaterializer implements Materializer {
     }
   }
 
-  /** The stopped container: nothing from the image runs, nothing is reachable, nothing is inherited. */
-  #carrierBody(spec: SourceSpec): ContainerCreateBody {
-    return {
-      Image: spec.image,
-      Entrypoint: ['/runlog-never-started'],
-      Cmd: [],
-      Env: [],
-      User: '65534:65534',
-      Labels: { ...spec.labels, 'runlog.kind': 'materializer', [LABEL_MATERIALIZING]: spec.volume },
-      NetworkDisabled: true,
-      Healthcheck: { Test: ['NONE'] },
-      HostConfig: {
-        // NoCopy: a path the image ships at /at-run-output must not seed the volume.
-        Mounts: [{ Type: 'volume', Source: spec.volume, Target: MATERIALIZE_TARGET, ReadOnly: false, VolumeOptions: { NoCopy: true } }],
-        NetworkMode: 'none',
-        ReadonlyRootfs: true,
-        CapDrop: ['ALL'],
-        SecurityOpt: ['no-new-privileges:true'],
-        AutoRemove: false,
-        RestartPolicy: { Name: 'no' },
-        LogConfig: { Type: 'none' },
-      },
-    };
-  }
-
-  /** The download's source: the same never-started container, without the volume (see SourceSpec.fromImage). */
-  #sourceBody(spec: SourceSpec): ContainerCreateBody {
-    const body = this.#carrierBody(spec);
-    const { Mounts: _mounts, ...hostConfig } = body.HostConfig ?? {};
-    return { ...body, Labels: { ...body.Labels, 'runlog.materializer-role': 'source' }, HostConfig: hostConfig };
+  /** Makes the image present (pulled only when absent) and refuses one over maxImageBytes; whether it was pulled. */
+  async #pull(spec: SourceSpec, step: StepRunner): Promise<boolean> {
+    const { pulled, image } = await step('pull', () =>
+      this.#engine.pullByDigest(
+        spec.image,
+        spec.onProgress
+          ? (p) =>
+              void spec.onProgress?.({ kind: spec.kind, step: 'pull', phase: 'started', volume: spec.volume, pull: p })
+          : undefined,
+      ),
+    );
+    if (image.sizeBytes > this.#maxImageBytes) {
+      throw new MaterializationError(
+        'IMAGE_TOO_LARGE',
+        'pull',
+        `image ${spec.image} is ${image.sizeBytes} bytes; the limit is ${this.#maxImageBytes}`,
+        { image: spec.image },
+      );
+    }
+    return pulled;
   }
 
   /** The volume and its seal as they are now (one request); `sealed` when both exist. */

@@ -25,30 +25,42 @@
 //
 // Docker is reached only through the DockerEngine port (adapters/docker/docker-port.ts): its errors are typed
 // (DockerNotFoundError, DockerConflictError, DockerUnavailableError, …), so nothing here reads status codes.
+//
+// Beside it: the name and labels, and the orphan records read back from them (container-identity.ts), the create
+// body with its binds (instance-container-body.ts), and the image and network checks (container-setup.ts).
 
 import { constants as osConstants } from 'node:os';
-import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { ValidationError } from '../../domain/errors.ts';
 import type { DockerEngine } from '../docker/docker-port.ts';
 import { createDockerEngine } from '../docker/dockerode-engine.ts';
-import { DockerConflictError, DockerNotFoundError } from '../docker/errors.ts';
+import { DockerNotFoundError } from '../docker/errors.ts';
 import { StreamDemuxer } from '../docker/frames.ts';
 import { mapConcurrent } from '../../domain/concurrency.ts';
 import { lifecyclePath, runnerLabel, type AppManifest, type LifecycleHook } from '../../domain/manifest.ts';
 import { waitHealthy } from '../health/wait-healthy.ts';
-import { toolchainFor, ALL_TOOLS_MOUNT, MY_TOOLS_MOUNT, type Toolchain } from '../tools/toolchain.ts';
+import { toolchainFor, type Toolchain } from '../tools/toolchain.ts';
 import { provisionToolsDir } from '../tools/provision.ts';
 import { resolveEntrypoint } from './entrypoint.ts';
 import { sandboxEnv } from './env.ts';
+import { containerName, instanceIdOf, instanceLabels, orphanRecordOf } from './container-identity.ts';
+import { ensureDockerReady } from './container-setup.ts';
 import { SandboxError } from './errors.ts';
 import { ExitHub } from './exit-hub.ts';
+import { instanceContainerBody } from './instance-container-body.ts';
 import { ensureBashrc, homeLayout, type HomeLayout } from './layout.ts';
 import { postHook } from './lifecycle-client.ts';
 import { LogBuffer } from './log-buffer.ts';
 import { checkSpawn, gateError } from './spawn-common.ts';
-import type { ExitCallback, ExitInfo, LogLine, OrphanRecord, AppSandboxRunner, SpawnOptions, SpawnResult } from './app-sandbox-runner.ts';
+import type {
+  ExitCallback,
+  ExitInfo,
+  LogLine,
+  OrphanRecord,
+  AppSandboxRunner,
+  SpawnOptions,
+  SpawnResult,
+} from './app-sandbox-runner.ts';
 
 export interface ContainerRunnerConfig {
   home: string;
@@ -98,15 +110,6 @@ interface Tracked {
 const LABEL = runnerLabel('container');
 export const DEFAULT_NETWORK = 'runlog-net';
 
-/** `runlog-<id>` (`runlog-<node>--<id>` on a cluster node): Docker names and hostnames take [a-zA-Z0-9.-]; a changed or long one gets a hash suffix. */
-export function containerName(instanceId: string, node?: string): string {
-  const id = node ? `${node}--${instanceId}` : instanceId;
-  const clean = id.toLowerCase().replace(/[^a-z0-9.-]/g, '-').replace(/^[.-]+/, '');
-  if (clean === id && clean.length <= 56) return `runlog-${clean}`;
-  const hash = createHash('sha256').update(id).digest('hex').slice(0, 8);
-  return `runlog-${clean.slice(0, 47).replace(/[.-]+$/, '')}-${hash}`;
-}
-
 const signalName = (code: number | null): string | null => {
   if (code === null || code <= 128 || code > 128 + 64) return null;
   const entry = Object.entries(osConstants.signals).find(([, n]) => n === code - 128);
@@ -119,14 +122,10 @@ const REPORT_WAIT_MS = 10_000;
 /** Docker inspects in flight at once while listing containers to adopt (the daemon serves them in parallel). */
 const INSPECT_CONCURRENCY = 16;
 
-const instanceIdOf = (labels: Record<string, string>): string => {
-  const stream = labels['runlog.stream'] ?? '';
-  return stream.startsWith('instance-') ? stream.slice('instance-'.length) : '';
-};
-
 export class ContainerRunner implements AppSandboxRunner {
   readonly kind = 'container' as const;
-  private readonly cfg: Required<Omit<ContainerRunnerConfig, 'warn' | 'extraLabels' | 'engine' | 'node'>> & Pick<ContainerRunnerConfig, 'warn' | 'node'> & { extraLabels: Record<string, string> };
+  private readonly cfg: Required<Omit<ContainerRunnerConfig, 'warn' | 'extraLabels' | 'engine' | 'node'>> &
+    Pick<ContainerRunnerConfig, 'warn' | 'node'> & { extraLabels: Record<string, string> };
   private readonly engine: DockerEngine;
   private readonly layout: HomeLayout;
   private readonly tracked = new Map<string, Tracked>();
@@ -161,92 +160,78 @@ export class ContainerRunner implements AppSandboxRunner {
 
   ensureToolchain(): Promise<Toolchain> {
     return toolchainFor({ dir: this.layout.toolchainDir, rootfs: this.cfg.rootfs }).catch((e: unknown) => {
-      throw new SandboxError('SETUP_MISSING', `${LABEL} cannot build the toolchain: ${(e as Error).message}`, {}, { cause: e });
+      throw new SandboxError(
+        'SETUP_MISSING',
+        `${LABEL} cannot build the toolchain: ${(e as Error).message}`,
+        {},
+        { cause: e },
+      );
     });
   }
 
   /** Docker answers, the image is present (pulled by digest when not), the network exists. Once per runner. */
   ensureReady(): Promise<void> {
-    this.ready ??= (async () => {
-      try {
-        await this.engine.ping();
-      } catch (e) {
-        throw new SandboxError('SETUP_MISSING', `${LABEL} Docker does not answer on ${this.cfg.dockerSocketPath}: run 'npm run setup'`, {}, { cause: e });
-      }
-      await this.ensureImage();
-      await this.ensureNetwork();
-    })().catch((e: unknown) => {
+    this.ready ??= ensureDockerReady(
+      this.engine,
+      this.cfg.dockerSocketPath,
+      this.cfg.image,
+      this.cfg.network,
+      this.cfg.extraLabels,
+    ).catch((e: unknown) => {
       this.ready = null;
       throw e;
     });
     return this.ready;
   }
 
-  private async ensureImage(): Promise<void> {
-    const ref = this.cfg.image;
-    if (!/@sha256:[0-9a-f]{64}$/.test(ref)) throw new ValidationError('IMAGE_REF_INVALID', `${LABEL} image '${ref}' must be pinned by digest (name@sha256:…)`);
-    if (await this.engine.inspectImage(ref)) return; // present: pulling by digest would still contact the registry
-    try {
-      await this.engine.pullByDigest(ref);
-    } catch (e) {
-      throw new SandboxError('SETUP_MISSING', `${LABEL} image ${ref} is not available (${(e as Error).message}): run 'npm run setup'`, { image: ref }, { cause: e });
-    }
-  }
-
-  private async ensureNetwork(): Promise<void> {
-    const name = this.cfg.network;
-    const info = await this.engine.inspectNetwork(name);
-    if (info) {
-      if (info.driver !== 'bridge') throw new SandboxError('SPAWN_FAILED', `${LABEL} network ${name} exists but is not a bridge network (driver ${info.driver})`);
-      return;
-    }
-    try {
-      await this.engine.createNetwork(name, { 'runlog.kind': 'network', ...this.cfg.extraLabels });
-    } catch (e) {
-      if (!(e instanceof DockerConflictError)) throw e; // created meanwhile by another runner
-    }
-  }
-
-  private labels(instanceId: string, appId: string, basePath: string): Record<string, string> {
-    return {
-      ...this.cfg.extraLabels,
-      'runlog.stream': `instance-${instanceId}`,
-      'runlog.kind': 'instance',
-      'runlog.home': this.cfg.home,
-      'runlog.app': appId,
-      'runlog.base-path': basePath,
-    };
-  }
-
-  async spawn(instanceId: string, appId: string, port: number, manifest: AppManifest, opts: SpawnOptions = {}): Promise<SpawnResult> {
+  async spawn(
+    instanceId: string,
+    appId: string,
+    port: number,
+    manifest: AppManifest,
+    opts: SpawnOptions = {},
+  ): Promise<SpawnResult> {
     checkSpawn(LABEL, instanceId, appId, port, manifest, this.tracked.has(instanceId));
     this.refuseWhenClosed(instanceId);
     const hostAppDir = join(this.cfg.workspaceDir, 'apps', appId);
-    if (!existsSync(hostAppDir)) throw new SandboxError('SPAWN_FAILED', `${LABEL} app directory ${hostAppDir} does not exist`, { appId });
+    if (!existsSync(hostAppDir))
+      throw new SandboxError('SPAWN_FAILED', `${LABEL} app directory ${hostAppDir} does not exist`, { appId });
     const sandboxAppDir = `/workspace/apps/${appId}`;
     const cmd = resolveEntrypoint(hostAppDir, sandboxAppDir, manifest, 'container');
 
     await Promise.all([this.ensureReady(), this.ensureToolchain()]);
     const L = this.layout;
     const provisioned = provisionToolsDir(L.instanceToolsDir(instanceId), L.toolchainDir, manifest.tools);
-    if (provisioned.missing.length) this.warn(`${LABEL} ${appId} (${instanceId}): tools not available on this host: ${provisioned.missing.join(', ')}`);
+    if (provisioned.missing.length)
+      this.warn(
+        `${LABEL} ${appId} (${instanceId}): tools not available on this host: ${provisioned.missing.join(', ')}`,
+      );
     mkdirSync(L.appDataDir(appId), { recursive: true });
     const bashrc = ensureBashrc(L);
 
     const name = containerName(instanceId, this.cfg.node);
     await this.clearStaleContainer(name, instanceId);
 
-    const wantsDocker = manifest.tools.includes('docker') || manifest.tools.includes('*');
-    const binds = [
-      `${hostAppDir}:${sandboxAppDir}`,
-      ...['packages', 'node_modules'].filter((d) => existsSync(join(this.cfg.workspaceDir, d))).map((d) => `${join(this.cfg.workspaceDir, d)}:/workspace/${d}:ro`),
-      `${L.appDataDir(appId)}:/data`,
-      `${bashrc}:/root/.bashrc:ro`,
-      `${L.toolchainDir}:${ALL_TOOLS_MOUNT}:ro`,
-      `${L.instanceToolsDir(instanceId)}:${MY_TOOLS_MOUNT}:ro`,
-      ...(wantsDocker && existsSync(this.engine.socketPath) ? [`${this.engine.socketPath}:/var/run/docker.sock`] : []),
-    ];
     const env = sandboxEnv({ port, appId, instanceId, osApiBase: this.cfg.osApiBase, layerTag: '[ctnr]' });
+    const body = instanceContainerBody({
+      name,
+      image: this.cfg.image,
+      cmd,
+      env,
+      labels: instanceLabels(this.cfg.extraLabels, this.cfg.home, instanceId, appId, manifest.lifecycle.basePath),
+      instanceId,
+      appId,
+      hostAppDir,
+      sandboxAppDir,
+      workspaceDir: this.cfg.workspaceDir,
+      layout: L,
+      bashrc,
+      tools: manifest.tools,
+      dockerSocketPath: this.engine.socketPath,
+      network: this.cfg.network,
+      pidsLimit: this.cfg.pidsLimit,
+      memoryBytes: this.cfg.memoryBytes,
+    });
 
     const logs = new LogBuffer();
     this.logBuffers.set(instanceId, logs);
@@ -254,57 +239,71 @@ export class ContainerRunner implements AppSandboxRunner {
     const started = performance.now();
     let containerId: string;
     try {
-      containerId = await this.engine.createContainer(
-        {
-          Hostname: name,
-          Image: this.cfg.image,
-          Cmd: cmd,
-          Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
-          WorkingDir: sandboxAppDir,
-          Labels: this.labels(instanceId, appId, manifest.lifecycle.basePath),
-          HostConfig: {
-            NetworkMode: this.cfg.network,
-            Binds: binds,
-            CapDrop: ['ALL'],
-            SecurityOpt: ['no-new-privileges'],
-            ReadonlyRootfs: true,
-            Tmpfs: { '/tmp': 'rw,nosuid,nodev,size=512m', '/root': 'rw,nosuid,nodev,size=256m' },
-            PidsLimit: this.cfg.pidsLimit,
-            Memory: this.cfg.memoryBytes,
-            Init: true,
-          },
-          NetworkingConfig: { EndpointsConfig: { [this.cfg.network]: { Aliases: [name] } } },
-        },
-        name,
-      );
+      containerId = await this.engine.createContainer(body, name);
       await this.engine.start(containerId);
     } catch (e) {
       await this.engine.removeContainer(name, { force: true }).catch(() => {});
-      throw new SandboxError('SPAWN_FAILED', `${LABEL} could not start ${name}: ${(e as Error).message}`, { instanceId, appId }, { cause: e });
+      throw new SandboxError(
+        'SPAWN_FAILED',
+        `${LABEL} could not start ${name}: ${(e as Error).message}`,
+        { instanceId, appId },
+        { cause: e },
+      );
     }
 
     const info = await this.engine.inspectContainer(containerId);
-    if (!info) throw new SandboxError('SPAWN_FAILED', `${LABEL} ${name} was removed right after its start`, { instanceId, appId });
+    if (!info)
+      throw new SandboxError('SPAWN_FAILED', `${LABEL} ${name} was removed right after its start`, {
+        instanceId,
+        appId,
+      });
     const host = info.networks[this.cfg.network]?.ipAddress ?? '';
-    const t = this.track({ instanceId, appId, port, basePath: manifest.lifecycle.basePath, containerId: info.id, host, pid: info.pid }, logs, false);
+    const t = this.track(
+      { instanceId, appId, port, basePath: manifest.lifecycle.basePath, containerId: info.id, host, pid: info.pid },
+      logs,
+      false,
+    );
 
     const exitedEarly = new AbortController();
     void t.exited.then((x) => exitedEarly.abort(`exited with ${x.signal ?? `code ${x.code}`}`));
     const gate = AbortSignal.any([exitedEarly.signal, this.closing.signal]);
     const health = host
       ? await waitHealthy({
-          host, port, path: lifecyclePath(manifest.lifecycle.basePath, 'health'), appId, instanceId,
+          host,
+          port,
+          path: lifecyclePath(manifest.lifecycle.basePath, 'health'),
+          appId,
+          instanceId,
           timeoutMs: opts.healthTimeoutMs ?? this.cfg.healthTimeoutMs,
           intervalMs: opts.healthIntervalMs ?? this.cfg.healthIntervalMs,
-          label: LABEL, signal: gate,
+          label: LABEL,
+          signal: gate,
         })
       : info.state.running
-        ? ({ kind: 'timeout', message: `${LABEL} ${name} has no IP address on network ${this.cfg.network}`, lastError: 'no IP', attempts: 0, elapsedMs: 0 } as const)
-        : ({ kind: 'aborted', message: `${LABEL} ${name} stopped right after its start`, attempts: 0, elapsedMs: 0 } as const);
+        ? ({
+            kind: 'timeout',
+            message: `${LABEL} ${name} has no IP address on network ${this.cfg.network}`,
+            lastError: 'no IP',
+            attempts: 0,
+            elapsedMs: 0,
+          } as const)
+        : ({
+            kind: 'aborted',
+            message: `${LABEL} ${name} stopped right after its start`,
+            attempts: 0,
+            elapsedMs: 0,
+          } as const);
     if (health.kind === 'match' || health.kind === 'legacy') {
       if (health.kind === 'legacy') this.warn(health.message);
       t.live = true;
-      return { pid: t.pid, containerId: t.containerId, host, port, identity: health.kind, healthyAfterMs: performance.now() - started };
+      return {
+        pid: t.pid,
+        containerId: t.containerId,
+        host,
+        port,
+        identity: health.kind,
+        healthyAfterMs: performance.now() - started,
+      };
     }
     // Closed meanwhile: like every container at close(), this one stays for the next supervisor to reconcile.
     this.refuseWhenClosed(instanceId);
@@ -317,7 +316,12 @@ export class ContainerRunner implements AppSandboxRunner {
 
   /** Refuses work once close() began: nothing started now would be watched. */
   private refuseWhenClosed(instanceId: string): void {
-    if (this.closing.signal.aborted) throw new SandboxError('SPAWN_FAILED', `${LABEL} the runner is closed: instance ${instanceId} is left to the next supervisor`, { instanceId });
+    if (this.closing.signal.aborted)
+      throw new SandboxError(
+        'SPAWN_FAILED',
+        `${LABEL} the runner is closed: instance ${instanceId} is left to the next supervisor`,
+        { instanceId },
+      );
   }
 
   /** A container left under this instance's name: removed when it is ours and stopped; otherwise refuse. */
@@ -326,16 +330,29 @@ export class ContainerRunner implements AppSandboxRunner {
     if (!info) return;
     const l = info.labels;
     if (l['runlog.home'] !== this.cfg.home || l['runlog.stream'] !== `instance-${instanceId}`) {
-      throw new SandboxError('SPAWN_FAILED', `${LABEL} a container named ${name} exists and does not belong to instance ${instanceId} of this runlog home`, { name });
+      throw new SandboxError(
+        'SPAWN_FAILED',
+        `${LABEL} a container named ${name} exists and does not belong to instance ${instanceId} of this runlog home`,
+        { name },
+      );
     }
     if (info.state.running) {
-      throw new SandboxError('INSTANCE_BUSY', `${LABEL} instance ${instanceId} is still running in ${name} (adopt it: listOrphanRecords/registerAdopted)`, { instanceId });
+      throw new SandboxError(
+        'INSTANCE_BUSY',
+        `${LABEL} instance ${instanceId} is still running in ${name} (adopt it: listOrphanRecords/registerAdopted)`,
+        { instanceId },
+      );
     }
     await this.engine.removeContainer(info.id, { force: true });
   }
 
   /** Starts the log stream and the exit watcher of a container and records it. */
-  private track(rec: Omit<Tracked, 'expectingKill' | 'live' | 'detach' | 'exited'>, logs: LogBuffer, live: boolean, logsSince?: number): Tracked {
+  private track(
+    rec: Omit<Tracked, 'expectingKill' | 'live' | 'detach' | 'exited'>,
+    logs: LogBuffer,
+    live: boolean,
+    logsSince?: number,
+  ): Tracked {
     const detach = new AbortController();
     // Tracked after close() (a spawn or adoption that was in flight): detached at once, so no stream outlives close.
     if (this.closing.signal.aborted) detach.abort('runner closed');
@@ -353,7 +370,10 @@ export class ContainerRunner implements AppSandboxRunner {
     void this.engine
       .logs(id, { ...(logsSince !== undefined ? { sinceSec: logsSince } : {}), signal: detach.signal })
       .then((stream) => {
-        const demux = new StreamDemuxer((c) => logs.write('stdout', c), (c) => logs.write('stderr', c));
+        const demux = new StreamDemuxer(
+          (c) => logs.write('stdout', c),
+          (c) => logs.write('stderr', c),
+        );
         stream.on('data', (c: Buffer) => demux.push(c));
         stream.on('end', endLogs);
         stream.on('error', endLogs);
@@ -399,7 +419,8 @@ export class ContainerRunner implements AppSandboxRunner {
 
   private target(instanceId: string): Tracked {
     const t = this.tracked.get(instanceId);
-    if (!t || !t.live) throw new SandboxError('INSTANCE_UNKNOWN', `${LABEL} no running instance ${instanceId}`, { instanceId });
+    if (!t || !t.live)
+      throw new SandboxError('INSTANCE_UNKNOWN', `${LABEL} no running instance ${instanceId}`, { instanceId });
     return t;
   }
 
@@ -445,7 +466,9 @@ export class ContainerRunner implements AppSandboxRunner {
   async listOrphanRecords(listed?: readonly { id: string; labels: Record<string, string> }[]): Promise<OrphanRecord[]> {
     const list =
       listed?.filter((c) => c.labels['runlog.kind'] === 'instance' && c.labels['runlog.home'] === this.cfg.home) ??
-      (await this.engine.listContainers({ 'runlog.kind': 'instance', 'runlog.home': this.cfg.home }, { all: true })).map((c) => ({ id: c.id, labels: c.labels }));
+      (
+        await this.engine.listContainers({ 'runlog.kind': 'instance', 'runlog.home': this.cfg.home }, { all: true })
+      ).map((c) => ({ id: c.id, labels: c.labels }));
     const untracked = list.filter((c) => {
       const id = instanceIdOf(c.labels);
       return id !== '' && !this.tracked.has(id);
@@ -454,33 +477,30 @@ export class ContainerRunner implements AppSandboxRunner {
     const records = await mapConcurrent(untracked, INSPECT_CONCURRENCY, async (c): Promise<OrphanRecord | null> => {
       const info = await this.engine.inspectContainer(c.id);
       if (!info) return null; // removed meanwhile
-      const env = Object.fromEntries(info.env.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
-      const running = info.state.running;
-      return {
-        instanceId: instanceIdOf(c.labels),
-        appId: c.labels['runlog.app'] ?? env.APP_ID ?? '',
-        containerId: info.id,
-        port: Number(env.APP_PORT),
-        host: running ? info.networks[this.cfg.network]?.ipAddress || null : null,
-        state: info.state.status,
-        pid: running ? info.pid : null,
-        startedAt: info.state.startedAt,
-        finishedAt: running ? null : info.state.finishedAt,
-        exitCode: running ? null : info.state.exitCode,
-        basePath: c.labels['runlog.base-path'] ?? '',
-      };
+      return orphanRecordOf(c.labels, info, this.cfg.network);
     });
     return records.filter((r): r is OrphanRecord => r !== null);
   }
 
   registerAdopted(rec: OrphanRecord): void {
-    if (this.tracked.has(rec.instanceId)) throw new SandboxError('INSTANCE_BUSY', `${LABEL} instance ${rec.instanceId} is already tracked`, { instanceId: rec.instanceId });
+    if (this.tracked.has(rec.instanceId))
+      throw new SandboxError('INSTANCE_BUSY', `${LABEL} instance ${rec.instanceId} is already tracked`, {
+        instanceId: rec.instanceId,
+      });
     const logs = new LogBuffer();
     this.logBuffers.set(rec.instanceId, logs);
     this.exits.reset(rec.instanceId);
     // Live from the start: an adopted instance's exit is news (a crash while we were away, or later).
     this.track(
-      { instanceId: rec.instanceId, appId: rec.appId, port: rec.port, basePath: rec.basePath, containerId: rec.containerId, host: rec.host ?? '', pid: rec.pid ?? 0 },
+      {
+        instanceId: rec.instanceId,
+        appId: rec.appId,
+        port: rec.port,
+        basePath: rec.basePath,
+        containerId: rec.containerId,
+        host: rec.host ?? '',
+        pid: rec.pid ?? 0,
+      },
       logs,
       true,
       Math.floor(Date.now() / 1000) - 60, // recent output only, not the whole history

@@ -6,4 +6,5 @@ export * from './record-violations.ts';
 export * from './runtime-record.ts';
 export * from './code-record.ts';
 export * from './operator-policy.ts';
+export * from './policy-admission.ts';
 export { isDid, isDatetime, cidIssues } from './record-syntax.ts';

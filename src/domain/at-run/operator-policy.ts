@@ -37,16 +37,15 @@
 // `prestart.publishers` is its own, narrower list, and its default is EMPTY: no runtime is pre-started until the
 // operator names the publishers whose runtimes it trusts to idle quietly (their own DID, say). "*" is accepted
 // but must be written. Even a trusted runtime is held to it: a waiting sandbox that uses more than
-// `prestart.idleCpuMs` of CPU is removed, and its code is not pre-started again by that supervisor.
+// `prestart.idleCpuMs` of CPU is removed, and its code is not pre-started again by that supervisor.//
+// Reading the file is here (parseOperatorPolicy, one function per section); what the policy then says about a
+// code record and its runtime (limits, publishers, registries, platforms) is in policy-admission.ts.
 
 import { ValidationError } from '../errors.ts';
 import { MAX_JSON_DEPTH } from '../json-input.ts';
 import { DEFAULT_ARCHIVE_LIMITS, archiveLimitsIssues, type ArchiveLimits } from './archive-limits.ts';
-import { parseDigestReference, effectiveRegistry, type DigestReference } from './oci-reference.ts';
 import { isDid } from './record-syntax.ts';
-import { SUPPORTED_PROTOCOL_VERSIONS, type OciPlatform, type RuntimePlatform, type RuntimeRecord } from './runtime-record.ts';
-import { runtimePublisherOf, type CodeRecord, type RequestedLimits } from './code-record.ts';
-import { RecordValidationError, type RecordViolation } from './record-violations.ts';
+import { SUPPORTED_PROTOCOL_VERSIONS, type OciPlatform } from './runtime-record.ts';
 
 export type LimitMode = 'clamp' | 'reject';
 export type Isolation = 'runc' | 'runsc';
@@ -166,40 +165,72 @@ function deepFreeze<T>(o: T): T {
   return o;
 }
 
-const TOP_KEYS = ['protocolVersions', 'platforms', 'publishers', 'registries', 'archive', 'ceilings', 'defaults', 'input', 'limitMode', 'isolation', 'prestart', 'executions'] as const;
+const TOP_KEYS = [
+  'protocolVersions',
+  'platforms',
+  'publishers',
+  'registries',
+  'archive',
+  'ceilings',
+  'defaults',
+  'input',
+  'limitMode',
+  'isolation',
+  'prestart',
+  'executions',
+] as const;
 const PRESTART_KEYS = ['perCode', 'total', 'maxMemoryMb', 'idleMs', 'idleCpuMs'] as const;
 const PRESTART_SETTINGS = [...PRESTART_KEYS, 'publishers'] as const;
 const EXECUTIONS_KEYS = ['maxRunning', 'maxQueued'] as const;
 /** As `runlog serve --exec-limit` allows. */
 const MAX_RUNNING = 1000;
 const MAX_QUEUED = 100_000;
-const CEILING_KEYS = ['memoryMb', 'cpus', 'pids', 'timeoutMs', 'stdoutBytes', 'stderrBytes', 'frameBytes', 'frameDepth'] as const;
+const CEILING_KEYS = [
+  'memoryMb',
+  'cpus',
+  'pids',
+  'timeoutMs',
+  'stdoutBytes',
+  'stderrBytes',
+  'frameBytes',
+  'frameDepth',
+] as const;
 const INPUT_KEYS = ['maxBytes', 'maxDepth'] as const;
 /** Bounds the supervisor itself needs: deeper values are not encoded safely, larger ones not held in memory. */
 const MAX_INPUT_DEPTH = MAX_JSON_DEPTH;
 const MAX_INPUT_BYTES = 64 * 1024 * 1024;
 const DEFAULT_KEYS = ['memoryMb', 'cpus', 'pids', 'timeoutMs'] as const;
 const PLATFORM_PART_RE = /^[a-z0-9][a-z0-9._-]{0,31}$/;
-const REGISTRY_RE = /^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]{1,5})?$/;
+const REGISTRY_RE =
+  /^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]{1,5})?$/;
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-function positiveNumber(v: unknown, integer: boolean): v is number {
+/** A positive finite number (a safe integer when `integer`): a limit's value. */
+export function positiveNumber(v: unknown, integer: boolean): v is number {
   return typeof v === 'number' && Number.isFinite(v) && v > 0 && (!integer || Number.isSafeInteger(v));
 }
 
 function unknown(issues: string[], where: string, obj: Record<string, unknown>, known: readonly string[]): void {
-  for (const k of Object.keys(obj)) if (!known.includes(k)) issues.push(`${where}${where ? '.' : ''}${k} is not a known setting`);
+  for (const k of Object.keys(obj))
+    if (!known.includes(k)) issues.push(`${where}${where ? '.' : ''}${k} is not a known setting`);
 }
 
-function stringList(issues: string[], where: string, v: unknown, valid: (s: string) => boolean, what: string): string[] | undefined {
+function stringList(
+  issues: string[],
+  where: string,
+  v: unknown,
+  valid: (s: string) => boolean,
+  what: string,
+): string[] | undefined {
   if (!Array.isArray(v)) {
     issues.push(`${where} must be an array of ${what} (use ["${WILDCARD}"] to allow any, [] to allow none)`);
     return undefined;
   }
   const out: string[] = [];
   v.forEach((s, i) => {
-    if (typeof s !== 'string' || !(s === WILDCARD || valid(s))) issues.push(`${where}[${i}] ${JSON.stringify(s)} is not ${what} or "${WILDCARD}"`);
+    if (typeof s !== 'string' || !(s === WILDCARD || valid(s)))
+      issues.push(`${where}[${i}] ${JSON.stringify(s)} is not ${what} or "${WILDCARD}"`);
     else out.push(s);
   });
   return out;
@@ -213,14 +244,21 @@ function parseProtocolVersions(issues: string[], v: unknown, fallback: readonly 
   }
   const protocolVersions: number[] = [];
   v.forEach((n, i) => {
-    if (typeof n !== 'number' || !SUPPORTED_PROTOCOL_VERSIONS.includes(n)) issues.push(`protocolVersions[${i}] ${JSON.stringify(n)} is not a protocol version this runner implements (${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`);
+    if (typeof n !== 'number' || !SUPPORTED_PROTOCOL_VERSIONS.includes(n))
+      issues.push(
+        `protocolVersions[${i}] ${JSON.stringify(n)} is not a protocol version this runner implements (${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`,
+      );
     else protocolVersions.push(n);
   });
   return protocolVersions;
 }
 
 /** `platforms`: a non-empty list of OCI platforms `{ os, architecture, variant? }` (the default's copy when invalid). */
-function parsePlatforms(issues: string[], v: unknown, fallback: OperatorPolicy['platforms']): OperatorPolicy['platforms'] {
+function parsePlatforms(
+  issues: string[],
+  v: unknown,
+  fallback: OperatorPolicy['platforms'],
+): OperatorPolicy['platforms'] {
   if (!Array.isArray(v) || v.length === 0) {
     issues.push('platforms must be a non-empty array of { os, architecture, variant? }');
     return fallback.map((p) => ({ ...p }));
@@ -243,7 +281,12 @@ function parsePlatforms(issues: string[], v: unknown, fallback: OperatorPolicy['
       issues.push(`platforms[${i}].variant must be a lower-case OCI platform value when present`);
       ok = false;
     }
-    if (ok) platforms.push({ os: p.os as string, architecture: p.architecture as string, ...(p.variant !== undefined ? { variant: p.variant as string } : {}) });
+    if (ok)
+      platforms.push({
+        os: p.os as string,
+        architecture: p.architecture as string,
+        ...(p.variant !== undefined ? { variant: p.variant as string } : {}),
+      });
   });
   return platforms;
 }
@@ -257,14 +300,95 @@ function parsePrestart(issues: string[], v: unknown, d: PrestartPolicy): Prestar
   }
   unknown(issues, 'prestart', v, PRESTART_SETTINGS);
   const given = v.publishers;
-  const trusted = given === undefined ? fallback.publishers : stringList(issues, 'prestart.publishers', given, isDid, 'a DID');
+  const trusted =
+    given === undefined ? fallback.publishers : stringList(issues, 'prestart.publishers', given, isDid, 'a DID');
   const prestart = { ...d, ...(v as Partial<PrestartPolicy>), publishers: trusted ?? [] };
   for (const k of PRESTART_KEYS) {
     const n = prestart[k];
     const zeroOk = k === 'perCode' || k === 'total';
-    if (!(typeof n === 'number' && Number.isSafeInteger(n) && (n > 0 || (zeroOk && n === 0)))) issues.push(`prestart.${k} must be a ${zeroOk ? 'non-negative' : 'positive'} integer (got ${JSON.stringify(n)})`);
+    if (!(typeof n === 'number' && Number.isSafeInteger(n) && (n > 0 || (zeroOk && n === 0))))
+      issues.push(`prestart.${k} must be a ${zeroOk ? 'non-negative' : 'positive'} integer (got ${JSON.stringify(n)})`);
   }
   return prestart;
+}
+
+/** `archive`: the archive limits over the defaults (the defaults' copy when any is invalid). */
+function parseArchive(issues: string[], v: unknown, d: ArchiveLimits): ArchiveLimits {
+  const merged = isObject(v) ? { ...d, ...v } : v;
+  const archiveIssues = archiveLimitsIssues(merged, 'archive');
+  issues.push(...archiveIssues);
+  return archiveIssues.length === 0 ? (merged as ArchiveLimits) : { ...d };
+}
+
+/** `ceilings`: the most an execution may get, over the defaults. */
+function parseCeilings(issues: string[], v: unknown, d: ResourceCeilings): ResourceCeilings {
+  if (!isObject(v)) {
+    issues.push('ceilings must be an object');
+    return { ...d };
+  }
+  unknown(issues, 'ceilings', v, CEILING_KEYS);
+  const ceilings = { ...d, ...(v as Partial<ResourceCeilings>) };
+  for (const k of CEILING_KEYS) {
+    if (!positiveNumber(ceilings[k], k !== 'cpus'))
+      issues.push(
+        `ceilings.${k} must be a positive ${k === 'cpus' ? 'number' : 'integer'} (got ${JSON.stringify(ceilings[k])})`,
+      );
+  }
+  return ceilings;
+}
+
+/** `defaults`: what an execution that requests nothing gets, over the defaults. */
+function parseDefaults(issues: string[], v: unknown, d: ResourceDefaults): ResourceDefaults {
+  if (!isObject(v)) {
+    issues.push('defaults must be an object');
+    return { ...d };
+  }
+  unknown(issues, 'defaults', v, DEFAULT_KEYS);
+  const defaults = { ...d, ...(v as Partial<ResourceDefaults>) };
+  for (const k of DEFAULT_KEYS) {
+    if (!positiveNumber(defaults[k], k !== 'cpus'))
+      issues.push(
+        `defaults.${k} must be a positive ${k === 'cpus' ? 'number' : 'integer'} (got ${JSON.stringify(defaults[k])})`,
+      );
+  }
+  return defaults;
+}
+
+/** `input`: an execution's input bounds, within what the supervisor itself can hold and encode. */
+function parseInput(issues: string[], v: unknown, d: InputLimits): InputLimits {
+  if (!isObject(v)) {
+    issues.push('input must be an object { maxBytes, maxDepth }');
+    return { ...d };
+  }
+  unknown(issues, 'input', v, INPUT_KEYS);
+  const input = { ...d, ...(v as Partial<InputLimits>) };
+  if (!positiveNumber(input.maxBytes, true) || input.maxBytes > MAX_INPUT_BYTES)
+    issues.push(
+      `input.maxBytes must be a positive integer up to ${MAX_INPUT_BYTES} (got ${JSON.stringify(input.maxBytes)})`,
+    );
+  if (!positiveNumber(input.maxDepth, true) || input.maxDepth > MAX_INPUT_DEPTH)
+    issues.push(
+      `input.maxDepth must be a positive integer up to ${MAX_INPUT_DEPTH} (got ${JSON.stringify(input.maxDepth)})`,
+    );
+  return input;
+}
+
+/** `executions`: how many run at once on one supervisor and how many wait, within the CLI's own bounds. */
+function parseExecutions(issues: string[], v: unknown, d: ExecutionConcurrency): ExecutionConcurrency {
+  if (!isObject(v)) {
+    issues.push('executions must be an object { maxRunning, maxQueued }');
+    return { ...d };
+  }
+  unknown(issues, 'executions', v, EXECUTIONS_KEYS);
+  const executions = { ...d, ...(v as Partial<ExecutionConcurrency>) };
+  const { maxRunning, maxQueued } = executions;
+  if (!(Number.isSafeInteger(maxRunning) && maxRunning >= 1 && maxRunning <= MAX_RUNNING))
+    issues.push(
+      `executions.maxRunning must be an integer from 1 to ${MAX_RUNNING} (got ${JSON.stringify(maxRunning)})`,
+    );
+  if (!(Number.isSafeInteger(maxQueued) && maxQueued >= 0 && maxQueued <= MAX_QUEUED))
+    issues.push(`executions.maxQueued must be an integer from 0 to ${MAX_QUEUED} (got ${JSON.stringify(maxQueued)})`);
+  return executions;
 }
 
 /**
@@ -277,51 +401,40 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
     try {
       value = JSON.parse(json) as unknown;
     } catch (err) {
-      throw new ValidationError('OPERATOR_POLICY_INVALID', `operator policy is not valid JSON: ${(err as Error).message}`, ['not valid JSON']);
+      throw new ValidationError(
+        'OPERATOR_POLICY_INVALID',
+        `operator policy is not valid JSON: ${(err as Error).message}`,
+        ['not valid JSON'],
+      );
     }
   }
-  if (!isObject(value)) throw new ValidationError('OPERATOR_POLICY_INVALID', 'operator policy must be a JSON object', ['not an object']);
+  if (!isObject(value))
+    throw new ValidationError('OPERATOR_POLICY_INVALID', 'operator policy must be a JSON object', ['not an object']);
   const issues: string[] = [];
   unknown(issues, '', value, TOP_KEYS);
   const d = DEFAULT_OPERATOR_POLICY;
 
-  const protocolVersions = value.protocolVersions === undefined ? [...d.protocolVersions] : parseProtocolVersions(issues, value.protocolVersions, d.protocolVersions);
-  const platforms = value.platforms === undefined ? d.platforms.map((p) => ({ ...p })) : parsePlatforms(issues, value.platforms, d.platforms);
+  const protocolVersions =
+    value.protocolVersions === undefined
+      ? [...d.protocolVersions]
+      : parseProtocolVersions(issues, value.protocolVersions, d.protocolVersions);
+  const platforms =
+    value.platforms === undefined
+      ? d.platforms.map((p) => ({ ...p }))
+      : parsePlatforms(issues, value.platforms, d.platforms);
 
-  const publishers = value.publishers === undefined ? [...d.publishers] : stringList(issues, 'publishers', value.publishers, isDid, 'a DID');
-  const registries = value.registries === undefined ? [...d.registries] : stringList(issues, 'registries', value.registries, (s) => REGISTRY_RE.test(s), 'a registry host[:port]');
+  const publishers =
+    value.publishers === undefined
+      ? [...d.publishers]
+      : stringList(issues, 'publishers', value.publishers, isDid, 'a DID');
+  const registries =
+    value.registries === undefined
+      ? [...d.registries]
+      : stringList(issues, 'registries', value.registries, (s) => REGISTRY_RE.test(s), 'a registry host[:port]');
 
-  let archive: ArchiveLimits = { ...d.archive };
-  if (value.archive !== undefined) {
-    const merged = isObject(value.archive) ? { ...d.archive, ...value.archive } : value.archive;
-    const archiveIssues = archiveLimitsIssues(merged, 'archive');
-    issues.push(...archiveIssues);
-    if (archiveIssues.length === 0) archive = merged as ArchiveLimits;
-  }
-
-  let ceilings: ResourceCeilings = { ...d.ceilings };
-  if (value.ceilings !== undefined) {
-    if (!isObject(value.ceilings)) issues.push('ceilings must be an object');
-    else {
-      unknown(issues, 'ceilings', value.ceilings, CEILING_KEYS);
-      ceilings = { ...d.ceilings, ...(value.ceilings as Partial<ResourceCeilings>) };
-      for (const k of CEILING_KEYS) {
-        if (!positiveNumber(ceilings[k], k !== 'cpus')) issues.push(`ceilings.${k} must be a positive ${k === 'cpus' ? 'number' : 'integer'} (got ${JSON.stringify(ceilings[k])})`);
-      }
-    }
-  }
-
-  let defaults: ResourceDefaults = { ...d.defaults };
-  if (value.defaults !== undefined) {
-    if (!isObject(value.defaults)) issues.push('defaults must be an object');
-    else {
-      unknown(issues, 'defaults', value.defaults, DEFAULT_KEYS);
-      defaults = { ...d.defaults, ...(value.defaults as Partial<ResourceDefaults>) };
-      for (const k of DEFAULT_KEYS) {
-        if (!positiveNumber(defaults[k], k !== 'cpus')) issues.push(`defaults.${k} must be a positive ${k === 'cpus' ? 'number' : 'integer'} (got ${JSON.stringify(defaults[k])})`);
-      }
-    }
-  }
+  const archive = value.archive === undefined ? { ...d.archive } : parseArchive(issues, value.archive, d.archive);
+  const ceilings = value.ceilings === undefined ? { ...d.ceilings } : parseCeilings(issues, value.ceilings, d.ceilings);
+  const defaults = value.defaults === undefined ? { ...d.defaults } : parseDefaults(issues, value.defaults, d.defaults);
   // A default above its ceiling would be refused (reject mode) or silently lowered (clamp) for every
   // execution that requests nothing: make the operator write what they mean instead.
   for (const k of DEFAULT_KEYS) {
@@ -329,40 +442,32 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
       issues.push(`defaults.${k} (${defaults[k]}) is above ceilings.${k} (${ceilings[k]})`);
     }
   }
-  let input: InputLimits = { ...d.input };
-  if (value.input !== undefined) {
-    if (!isObject(value.input)) issues.push('input must be an object { maxBytes, maxDepth }');
-    else {
-      unknown(issues, 'input', value.input, INPUT_KEYS);
-      input = { ...d.input, ...(value.input as Partial<InputLimits>) };
-      if (!positiveNumber(input.maxBytes, true) || input.maxBytes > MAX_INPUT_BYTES) issues.push(`input.maxBytes must be a positive integer up to ${MAX_INPUT_BYTES} (got ${JSON.stringify(input.maxBytes)})`);
-      if (!positiveNumber(input.maxDepth, true) || input.maxDepth > MAX_INPUT_DEPTH) issues.push(`input.maxDepth must be a positive integer up to ${MAX_INPUT_DEPTH} (got ${JSON.stringify(input.maxDepth)})`);
-    }
-  }
-  if (typeof ceilings.frameDepth === 'number' && ceilings.frameDepth > MAX_INPUT_DEPTH) issues.push(`ceilings.frameDepth must be at most ${MAX_INPUT_DEPTH}`);
-  if (typeof ceilings.memoryMb === 'number' && ceilings.memoryMb < 6) issues.push('ceilings.memoryMb must be at least 6 (the Docker minimum)');
+  const input = value.input === undefined ? { ...d.input } : parseInput(issues, value.input, d.input);
+  if (typeof ceilings.frameDepth === 'number' && ceilings.frameDepth > MAX_INPUT_DEPTH)
+    issues.push(`ceilings.frameDepth must be at most ${MAX_INPUT_DEPTH}`);
+  if (typeof ceilings.memoryMb === 'number' && ceilings.memoryMb < 6)
+    issues.push('ceilings.memoryMb must be at least 6 (the Docker minimum)');
 
   const limitMode = value.limitMode ?? d.limitMode;
-  if (limitMode !== 'clamp' && limitMode !== 'reject') issues.push(`limitMode must be "clamp" or "reject" (got ${JSON.stringify(limitMode)})`);
+  if (limitMode !== 'clamp' && limitMode !== 'reject')
+    issues.push(`limitMode must be "clamp" or "reject" (got ${JSON.stringify(limitMode)})`);
   const isolation = value.isolation ?? d.isolation;
-  if (isolation !== 'runc' && isolation !== 'runsc') issues.push(`isolation must be "runc" or "runsc" (got ${JSON.stringify(isolation)})`);
+  if (isolation !== 'runc' && isolation !== 'runsc')
+    issues.push(`isolation must be "runc" or "runsc" (got ${JSON.stringify(isolation)})`);
 
-  const prestart = value.prestart === undefined ? { ...d.prestart, publishers: [...d.prestart.publishers] } : parsePrestart(issues, value.prestart, d.prestart);
-
-  let executions: ExecutionConcurrency = { ...d.executions };
-  if (value.executions !== undefined) {
-    if (!isObject(value.executions)) issues.push('executions must be an object { maxRunning, maxQueued }');
-    else {
-      unknown(issues, 'executions', value.executions, EXECUTIONS_KEYS);
-      executions = { ...d.executions, ...(value.executions as Partial<ExecutionConcurrency>) };
-      const { maxRunning, maxQueued } = executions;
-      if (!(Number.isSafeInteger(maxRunning) && maxRunning >= 1 && maxRunning <= MAX_RUNNING)) issues.push(`executions.maxRunning must be an integer from 1 to ${MAX_RUNNING} (got ${JSON.stringify(maxRunning)})`);
-      if (!(Number.isSafeInteger(maxQueued) && maxQueued >= 0 && maxQueued <= MAX_QUEUED)) issues.push(`executions.maxQueued must be an integer from 0 to ${MAX_QUEUED} (got ${JSON.stringify(maxQueued)})`);
-    }
-  }
+  const prestart =
+    value.prestart === undefined
+      ? { ...d.prestart, publishers: [...d.prestart.publishers] }
+      : parsePrestart(issues, value.prestart, d.prestart);
+  const executions =
+    value.executions === undefined ? { ...d.executions } : parseExecutions(issues, value.executions, d.executions);
 
   if (issues.length > 0 || !publishers || !registries) {
-    throw new ValidationError('OPERATOR_POLICY_INVALID', `invalid operator policy${issues.length === 1 ? `: ${issues[0]}` : ''}`, issues);
+    throw new ValidationError(
+      'OPERATOR_POLICY_INVALID',
+      `invalid operator policy${issues.length === 1 ? `: ${issues[0]}` : ''}`,
+      issues,
+    );
   }
   return deepFreeze({
     protocolVersions,
@@ -378,143 +483,4 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
     prestart,
     executions,
   });
-}
-
-const REQUESTABLE = [
-  ['memoryMb', true],
-  ['cpus', false],
-  ['pids', true],
-  ['timeoutMs', true],
-] as const;
-
-/**
- * The limits an execution runs with. Each requestable limit is the request, or the policy default when
- * absent; a value above its ceiling is lowered to the ceiling and named in `clamped` (clamp mode), or the
- * whole request is refused with `LIMIT_EXCEEDS_POLICY` listing every excess (reject mode). A request for
- * network throws `NETWORK_NOT_ALLOWED` in both modes. A malformed request throws `LIMIT_INVALID`.
- */
-export function effectiveLimits(policy: OperatorPolicy, requested: RequestedLimits = {}): { limits: EffectiveLimits; clamped: string[] } {
-  if (requested.network !== undefined && requested.network !== false) {
-    if (requested.network === true) {
-      throw new ValidationError('NETWORK_NOT_ALLOWED', 'the code record requests network access; this runner has no enforcing egress proxy, so network access is refused', ['network: true was requested']);
-    }
-    throw new ValidationError('LIMIT_INVALID', 'requested.network must be a boolean', ['network is not a boolean']);
-  }
-  const invalid: string[] = [];
-  const excess: string[] = [];
-  const clamped: string[] = [];
-  const limits: EffectiveLimits = { ...policy.ceilings, network: false };
-  for (const [key, integer] of REQUESTABLE) {
-    const asked = requested[key];
-    if (asked !== undefined && !positiveNumber(asked, integer)) {
-      invalid.push(`${key} must be a positive ${integer ? 'integer' : 'number'} (got ${JSON.stringify(asked)})`);
-      continue;
-    }
-    const want = asked ?? policy.defaults[key];
-    const ceiling = policy.ceilings[key];
-    if (want > ceiling) {
-      if (policy.limitMode === 'reject') excess.push(`${key} ${want} exceeds the policy ceiling ${ceiling}`);
-      else clamped.push(key);
-      limits[key] = ceiling;
-    } else limits[key] = want;
-  }
-  if (invalid.length > 0) throw new ValidationError('LIMIT_INVALID', 'invalid resource request', invalid);
-  if (excess.length > 0) throw new ValidationError('LIMIT_EXCEEDS_POLICY', `requested limits exceed this runner's policy${excess.length === 1 ? `: ${excess[0]}` : ''}`, excess, { mode: 'reject' });
-  return { limits, clamped };
-}
-
-/** Throws `PUBLISHER_NOT_ALLOWED` unless `did` may publish runtimes under `policy`. */
-export function checkPublisher(policy: OperatorPolicy, did: string): void {
-  if (!isDid(did)) throw new ValidationError('PUBLISHER_NOT_ALLOWED', `runtime publisher ${JSON.stringify(did)} is not a DID`, ['not a DID']);
-  if (policy.publishers.includes(WILDCARD) || policy.publishers.includes(did)) return;
-  throw new ValidationError(
-    'PUBLISHER_NOT_ALLOWED',
-    `runtime publisher ${did} is not in this runner's publisher list${policy.publishers.length === 0 ? ' (the list is empty: no publisher is allowed)' : ''}`,
-    [`${did} is not allowed`],
-    { did },
-  );
-}
-
-/**
- * Whether a runtime by this publisher may be started before a request arrives (prestart.publishers). A sandbox
- * waiting for its envelope already runs the runtime's launcher: only a publisher the operator trusts gets that.
- */
-export function mayPrestart(policy: Pick<PrestartPolicy, 'publishers'>, publisherDid: string): boolean {
-  return policy.publishers.includes(WILDCARD) || policy.publishers.includes(publisherDid);
-}
-
-/**
- * Parses `ref` (must be a canonical digest reference: `RUNTIME_IMAGE_NOT_DIGEST` otherwise) and throws
- * `REGISTRY_NOT_ALLOWED` unless its registry is allowed. A name without a registry host is `docker.io`.
- * Hosts compare case-insensitively; ports must match exactly.
- */
-export function checkRegistry(policy: OperatorPolicy, ref: string | DigestReference): DigestReference {
-  const parsed = typeof ref === 'string' ? parseDigestReference(ref) : ref;
-  const registry = effectiveRegistry(parsed);
-  if (policy.registries.includes(WILDCARD) || policy.registries.some((r) => r.toLowerCase() === registry)) return parsed;
-  throw new ValidationError(
-    'REGISTRY_NOT_ALLOWED',
-    `image ${parsed.reference} comes from registry ${registry}, which this runner does not allow${policy.registries.length === 0 ? ' (the list is empty: no registry is allowed)' : ''}`,
-    [`${registry} is not allowed`],
-    { registry, reference: parsed.reference },
-  );
-}
-
-/** Throws `PLATFORM_NOT_ACCEPTED` unless the daemon's platform is one this runner serves. */
-export function checkPlatform(policy: OperatorPolicy, daemon: OciPlatform): void {
-  const ok = policy.platforms.some((p) => p.os === daemon.os && p.architecture === daemon.architecture && (p.variant === undefined || p.variant === daemon.variant));
-  if (ok) return;
-  const label = `${daemon.os}/${daemon.architecture}${daemon.variant ? `/${daemon.variant}` : ''}`;
-  throw new ValidationError('PLATFORM_NOT_ACCEPTED', `this runner's policy does not accept platform ${label}`, [`${label} is not accepted`], { platform: daemon });
-}
-
-function collect(violations: RecordViolation[], path: string, fn: () => void): void {
-  try {
-    fn();
-  } catch (err) {
-    if (!(err instanceof ValidationError)) throw err;
-    const issues = err.issues.length > 0 ? err.issues : [err.message];
-    for (const message of issues) violations.push({ code: err.code, path, message });
-  }
-}
-
-/**
- * Everything this runner's policy says about a (validated) code record, checked at once: the runtime's
- * publisher, each addition's registry, the blob size against the archive limit, and the requested limits.
- * Returns the effective limits; throws RecordValidationError listing every refusal (PUBLISHER_NOT_ALLOWED,
- * REGISTRY_NOT_ALLOWED, RUNTIME_IMAGE_NOT_DIGEST, BLOB_TOO_LARGE, NETWORK_NOT_ALLOWED, LIMIT_EXCEEDS_POLICY,
- * LIMIT_INVALID).
- */
-export function admitCode(policy: OperatorPolicy, code: CodeRecord): { limits: EffectiveLimits; clamped: string[] } {
-  const violations: RecordViolation[] = [];
-  collect(violations, 'runtimeRecord.uri', () => checkPublisher(policy, runtimePublisherOf(code)));
-  (code.additions ?? []).forEach((ref, i) => collect(violations, `additions[${i}]`, () => checkRegistry(policy, ref)));
-  if (code.blob.size > policy.archive.maxArchiveBytes) {
-    violations.push({ code: 'BLOB_TOO_LARGE', path: 'blob.size', message: `the code blob is ${code.blob.size} bytes; this runner accepts at most ${policy.archive.maxArchiveBytes}` });
-  }
-  let result: { limits: EffectiveLimits; clamped: string[] } | undefined;
-  collect(violations, 'requested', () => {
-    result = effectiveLimits(policy, code.requested ?? {});
-  });
-  if (violations.length > 0 || !result) throw new RecordValidationError('code record under this runner policy', violations);
-  return result;
-}
-
-/**
- * Everything this runner's policy says about the selected runtime: the daemon platform is one it serves, the
- * record's protocol version is accepted, and the image comes from an allowed registry. The publisher is
- * checked by admitCode (it is named by the code record's runtimeRecord.uri). Throws RecordValidationError.
- */
-export function admitRuntime(policy: OperatorPolicy, selected: { record: Pick<RuntimeRecord, 'protocolVersion'>; platform: RuntimePlatform }): DigestReference {
-  const violations: RecordViolation[] = [];
-  collect(violations, 'platforms', () => checkPlatform(policy, selected.platform));
-  if (!policy.protocolVersions.includes(selected.record.protocolVersion)) {
-    violations.push({ code: 'RUNTIME_PROTOCOL_UNSUPPORTED', path: 'protocolVersion', message: `this runner accepts protocol versions ${policy.protocolVersions.join(', ')}` });
-  }
-  let image: DigestReference | undefined;
-  collect(violations, 'image', () => {
-    image = checkRegistry(policy, selected.platform.image);
-  });
-  if (violations.length > 0 || !image) throw new RecordValidationError('runtime under this runner policy', violations);
-  return image;
 }

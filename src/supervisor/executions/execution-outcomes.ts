@@ -1,7 +1,8 @@
 // What an execution's invocation runs in and ends with: the hardened container's spec, the outcome event of a
 // result, the typed failure of an error, and the envelope lost when a supervisor died delivering it.
 import { createHash } from 'node:crypto';
-import type { ExecutionContainerSpec, InvocationResult } from '../../adapters/docker/execution-sandbox.ts';
+import type { ExecutionContainerSpec } from '../../adapters/docker/execution-container-body.ts';
+import type { InvocationResult } from '../../adapters/docker/invocation-result.ts';
 import { requireImage, type Parts } from '../../config/parts.ts';
 import { categoryOf } from '../../domain/error-codes.ts';
 import { RunlogError } from '../../domain/errors.ts';

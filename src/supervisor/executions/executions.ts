@@ -5,10 +5,13 @@ import { assertValidArchive, entriesUnder, writeArchive } from '../../adapters/a
 import { createAtprotoReader, isAtprotoError, type AtprotoReader, type AtprotoReaderOptions, type CodeUriResolution, type FetchedRecord, type Publisher } from '../../adapters/atproto/index.ts';
 import type { ContainerInfo, DockerEngine } from '../../adapters/docker/docker-port.ts';
 import { createDockerEngine } from '../../adapters/docker/dockerode-engine.ts';
-import { createMaterializer, type Materializer, type MaterializeProgress } from '../../adapters/docker/materializer.ts';
-import { createExecutionSandbox, type InvocationEnvelope, type InvocationResult, type ExecutionSandbox as ExecSandbox } from '../../adapters/docker/execution-sandbox.ts';
+import { createMaterializer, type Materializer } from '../../adapters/docker/materializer.ts';
+import type { MaterializeProgress } from '../../adapters/docker/materialize-steps.ts';
+import { createExecutionSandbox, type InvocationEnvelope, type ExecutionSandbox as ExecSandbox } from '../../adapters/docker/execution-sandbox.ts';
+import type { InvocationResult } from '../../adapters/docker/invocation-result.ts';
 import { assertCodeRecord, checkRuntimeBinding, runtimePublisherOfUri, type CodeRecord } from '../../domain/at-run/code-record.ts';
-import { admitCode, admitRuntime, DEFAULT_OPERATOR_POLICY, ENVELOPE_OVERHEAD_BYTES, mayPrestart, type OperatorPolicy } from '../../domain/at-run/operator-policy.ts';
+import { DEFAULT_OPERATOR_POLICY, ENVELOPE_OVERHEAD_BYTES, type OperatorPolicy } from '../../domain/at-run/operator-policy.ts';
+import { admitCode, admitRuntime, mayPrestart } from '../../domain/at-run/policy-admission.ts';
 import { selectRuntimePlatform } from '../../domain/at-run/runtime-record.ts';
 import { RunlogError, ValidationError } from '../../domain/errors.ts';
 import type { RecordedEvent } from '../../domain/events.ts';

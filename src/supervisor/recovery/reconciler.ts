@@ -21,7 +21,7 @@
 // Docker unreachable: what needs Docker is left as logged and reported under `unreachable`.
 import { join } from 'node:path';
 import type { ContainerInfo, ContainerSummary, VolumeInfo } from '../../adapters/docker/docker-port.ts';
-import { LABEL_SEAL_FOR, LABEL_VOLUME_KIND, SEAL_SUFFIX } from '../../adapters/docker/materializer.ts';
+import { LABEL_SEAL_FOR, LABEL_VOLUME_KIND, SEAL_SUFFIX } from '../../adapters/docker/materialized-volume-labels.ts';
 import { DEFAULT_LOCK_LIMITS, lockHolderVerdict, LOCK_KIND } from '../../adapters/docker/materialize-lock.ts';
 import { loadManifest } from '../../adapters/apps/load-manifest.ts';
 import type { OrphanRecord } from '../../adapters/sandbox/app-sandbox-runner.ts';

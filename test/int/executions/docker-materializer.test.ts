@@ -5,7 +5,8 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DockerEngine } from '../../../src/adapters/docker/docker-port.ts';
 import { createDockerEngine } from '../../../src/adapters/docker/dockerode-engine.ts';
-import { createMaterializer, type MaterializeProgress, type Materializer } from '../../../src/adapters/docker/materializer.ts';
+import { createMaterializer, type Materializer } from '../../../src/adapters/docker/materializer.ts';
+import type { MaterializeProgress } from '../../../src/adapters/docker/materialize-steps.ts';
 import { packArchive, writeArchive, type ArchiveEntry } from '../../../src/adapters/archive/index.ts';
 import { DEFAULT_ARCHIVE_LIMITS } from '../../../src/domain/at-run/archive-limits.ts';
 import {

@@ -10,13 +10,12 @@ import { createDockerEngine } from '../../../src/adapters/docker/dockerode-engin
 import { createMaterializer } from '../../../src/adapters/docker/materializer.ts';
 import {
   createExecutionSandbox,
-  type ExecutionContainerSpec,
   type InvocationEnvelope,
-  type InvocationResult,
   type InvokeOptions,
-  type SandboxPolicy,
   type ExecutionSandbox,
 } from '../../../src/adapters/docker/execution-sandbox.ts';
+import { type ExecutionContainerSpec, type SandboxPolicy } from '../../../src/adapters/docker/execution-container-body.ts';
+import { type InvocationResult } from '../../../src/adapters/docker/invocation-result.ts';
 import { cleanupTestContainers, cleanupTestVolumes, docker, imageRef, requireDocker, requireRegistry, TEST_LABELS } from '../../support/docker.ts';
 
 const RUN = `sbx-${process.pid}-${Date.now()}`;

@@ -4,8 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../../src/domain/errors.ts';
 import { DEFAULT_ARCHIVE_LIMITS } from '../../../src/domain/at-run/archive-limits.ts';
+import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy, type OperatorPolicy } from '../../../src/domain/at-run/operator-policy.ts';
 import {
-  DEFAULT_OPERATOR_POLICY,
   admitCode,
   admitRuntime,
   checkPlatform,
@@ -13,9 +13,7 @@ import {
   checkRegistry,
   effectiveLimits,
   mayPrestart,
-  parseOperatorPolicy,
-  type OperatorPolicy,
-} from '../../../src/domain/at-run/operator-policy.ts';
+} from '../../../src/domain/at-run/policy-admission.ts';
 import { parseDigestReference } from '../../../src/domain/at-run/oci-reference.ts';
 import { RecordValidationError } from '../../../src/domain/at-run/record-violations.ts';
 import { CODE_RECORD_NSID, type CodeRecord } from '../../../src/domain/at-run/code-record.ts';

@@ -2,7 +2,8 @@
 // and never for a runtime whose publisher the operator does not trust to pre-start.
 import { describe, expect, it } from 'vitest';
 import { PrestartGate } from '../../../src/supervisor/executions/pool/prestart-gate.ts';
-import { DEFAULT_OPERATOR_POLICY, mayPrestart } from '../../../src/domain/at-run/operator-policy.ts';
+import { DEFAULT_OPERATOR_POLICY } from '../../../src/domain/at-run/operator-policy.ts';
+import { mayPrestart } from '../../../src/domain/at-run/policy-admission.ts';
 
 type Target = { key: string; publisher: string; n: number };
 const TRUSTED = 'did:plc:operator';

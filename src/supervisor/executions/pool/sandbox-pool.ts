@@ -24,7 +24,8 @@
 // and records it (recover()); the reconciler leaves the ones this pool holds alone (owns()).
 import { randomBytes } from 'node:crypto';
 import type { ContainerInfo, DockerEngine } from '../../../adapters/docker/docker-port.ts';
-import { PRESTART_LABEL, type ExecutionContainerSpec, type ExecutionSandbox } from '../../../adapters/docker/execution-sandbox.ts';
+import { PRESTART_LABEL, type ExecutionContainerSpec } from '../../../adapters/docker/execution-container-body.ts';
+import type { ExecutionSandbox } from '../../../adapters/docker/execution-sandbox.ts';
 import type { PrestartPolicy } from '../../../domain/at-run/operator-policy.ts';
 import type { Clock } from '../../../domain/clock.ts';
 import type { NewEvent, RecordedEvent } from '../../../domain/events.ts';
