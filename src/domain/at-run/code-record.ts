@@ -11,7 +11,7 @@
 //   additions?     digest-pinned OCI images (`repository@sha256:<64 hex>`) whose fixed /at-run/addition
 //                  directory is mounted read-only at /opt/at-run/additions/<index>
 //   requested?     { network?, memoryMb?, cpus?, pids?, timeoutMs? }: what the author asks for; the operator
-//                  policy decides (see operator-policy.ts effectiveLimits). All numbers are integers because
+//                  policy decides (see policy-admission.ts effectiveLimits). All numbers are integers because
 //                  the atproto data model has no floats: `cpus` counts whole CPUs.
 //   handlers?      the exported handler names, when the author lists them: an execution of any other handler
 //                  is refused (HANDLER_NOT_FOUND) before anything is pulled, extracted or started
