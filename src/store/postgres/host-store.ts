@@ -23,7 +23,16 @@
 import type { ClusterRecords } from '../../domain/cluster-nodes.ts';
 import { EventEncodingError, FencedError, RunlogError } from '../../domain/errors.ts';
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
-import type { AppendObserver, ArchiveOptions, ArchiveResult, Archiving, ChainVerifying, Metered, Placement, Reconnecting } from '../capabilities.ts';
+import type {
+  AppendObserver,
+  ArchiveOptions,
+  ArchiveResult,
+  Archiving,
+  ChainVerifying,
+  Metered,
+  Placement,
+  Reconnecting,
+} from '../capabilities.ts';
 import type { ChainCheck } from '../chain.ts';
 import {
   toJson,
@@ -66,7 +75,9 @@ const PAGE = 1000;
 /** The newest positions a paging-out copy holds whatever their stream (followers and subscribers read from there). */
 const KEEP_RECENT = 10_000;
 /** An actors-projection document with, for an archived actor, where its events went (tombstones, postgres/schema.ts migration 5). */
-const rowSelect = (doc: string): string => `SELECT ${doc} AS doc, a.file AS archived_to, a.created_at AS archived_at FROM projection_documents d
+const rowSelect = (
+  doc: string,
+): string => `SELECT ${doc} AS doc, a.file AS archived_to, a.created_at AS archived_at FROM projection_documents d
   LEFT JOIN tombstones t ON t.stream = d.id LEFT JOIN archives a ON a.id = t.archive`;
 type RowDoc = { doc: unknown; archived_to: string | null; archived_at: string | null };
 
@@ -126,7 +137,13 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
    * the events did (store.pg.open).
    */
   private readonly rowSelect: string;
-  private readonly loaded: LoadStats = { before: 0, eventsRead: 0, streamsSummarised: 0, eventsSummarised: 0, requestEventsPagedOut: 0 };
+  private readonly loaded: LoadStats = {
+    before: 0,
+    eventsRead: 0,
+    streamsSummarised: 0,
+    eventsSummarised: 0,
+    requestEventsPagedOut: 0,
+  };
 
   private constructor(
     /** The PostgreSQL event store underneath (appends, and reads of what the copy does not hold). */
@@ -134,11 +151,30 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     private readonly options: PgHostStoreOptions,
   ) {
     this.description = pg.description;
-    this.leases = options.node ? new Leases(pg, options.node.name, options.node.leaseTtlMs, options.node.collectGraceMs ?? options.node.leaseTtlMs, options.node.renewals ? { renewals: options.node.renewals } : {}) : null;
-    this.leaseBeat = this.leases ? new LeaseBeat(this.leases, () => this.serial(() => this.catchUp()), () => this.closed) : null;
+    this.leases = options.node
+      ? new Leases(
+          pg,
+          options.node.name,
+          options.node.leaseTtlMs,
+          options.node.collectGraceMs ?? options.node.leaseTtlMs,
+          options.node.renewals ? { renewals: options.node.renewals } : {},
+        )
+      : null;
+    this.leaseBeat = this.leases
+      ? new LeaseBeat(
+          this.leases,
+          () => this.serial(() => this.catchUp()),
+          () => this.closed,
+        )
+      : null;
     this.leasing = this.leases && this.leaseBeat ? new PgLeasing(this.leases, this.leaseBeat, this) : null;
     this.rowsProjection = options.actorRows?.projection ?? 'actors';
-    this.follower = new CopyFollower(pg, () => this.serial(() => this.catchUp()), () => this.refreshNodes(), () => this.closed);
+    this.follower = new CopyFollower(
+      pg,
+      () => this.serial(() => this.catchUp()),
+      () => this.refreshNodes(),
+      () => this.closed,
+    );
     // The default row is the document without `snapshot` and `rev`, and the server drops both (one jsonb delete
     // of the two keys: two deletes rebuilt each document twice): the document read is the row, copied no more.
     this.toRow = options.actorRows?.toRow ?? ((doc: unknown) => doc as ActorRow);
@@ -149,7 +185,13 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
       keepRecent: pageOut ? (pageOut.keepRecent ?? KEEP_RECENT) : null,
       ended: (stream) => ACTOR_STREAM.test(stream) && this.rows.get(stream)?.status === 'terminal',
       ...(pageOut?.requestStreams
-        ? { tail: { is: pageOut.requestStreams.is, keepMs: pageOut.requestStreams.keepMs ?? REQUEST_KEEP_MS, now: now ? () => Date.parse(now()) : () => Date.now() } }
+        ? {
+            tail: {
+              is: pageOut.requestStreams.is,
+              keepMs: pageOut.requestStreams.keepMs ?? REQUEST_KEEP_MS,
+              now: now ? () => Date.parse(now()) : () => Date.now(),
+            },
+          }
         : {}),
     });
   }
@@ -204,10 +246,17 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     // ended actors'); the stubs of the others come from their summaries, never from their events.
     // Each row is kept as it arrives (while the summary is still being computed), never gathered into a result.
     const [, summaries] = await Promise.all([
-      this.pg.eachRow<RowDoc>(`${this.rowSelect} WHERE d.projection = $1`, [this.rowsProjection], (d) => this.putRow(d)),
+      this.pg.eachRow<RowDoc>(`${this.rowSelect} WHERE d.projection = $1`, [this.rowsProjection], (d) =>
+        this.putRow(d),
+      ),
       pageBelow > 0 ? this.pg.summarizeStreams(pageBelow) : [],
     ]);
-    if (pageBelow > 0) await loadBelowWindow(this.pg, this.copy, pageBelow, summaries, { put: (e, below) => this.put(e, below), lastNode: this.lastNode, loaded: this.loaded });
+    if (pageBelow > 0)
+      await loadBelowWindow(this.pg, this.copy, pageBelow, summaries, {
+        put: (e, below) => this.put(e, below),
+        lastNode: this.lastNode,
+        loaded: this.loaded,
+      });
     const late = new Set<string>();
     for await (const e of this.pg.readAll({ from: pageBelow + 1 })) {
       this.put(e, pageBelow);
@@ -273,7 +322,11 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
       const n = Math.min(PAGE, upTo - this.head);
       let got = 0;
       // Bounded by `upTo` too: past archived holes, n events from head + 1 can reach beyond it.
-      for await (const e of this.pg.readAll({ from: this.head + 1, limit: n, ...(upTo < Number.MAX_SAFE_INTEGER ? { to: upTo } : {}) })) {
+      for await (const e of this.pg.readAll({
+        from: this.head + 1,
+        limit: n,
+        ...(upTo < Number.MAX_SAFE_INTEGER ? { to: upTo } : {}),
+      })) {
         this.put(e);
         touched.add(e.stream);
         got += 1;
@@ -288,7 +341,11 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
 
   private async refreshRows(streams: Set<string>): Promise<void> {
     if (streams.size === 0) return;
-    for (const d of await this.pg.sql<RowDoc>(`${this.rowSelect} WHERE d.projection = $1 AND d.id = ANY($2::text[])`, [this.rowsProjection, [...streams]])) this.putRow(d);
+    for (const d of await this.pg.sql<RowDoc>(`${this.rowSelect} WHERE d.projection = $1 AND d.id = ANY($2::text[])`, [
+      this.rowsProjection,
+      [...streams],
+    ]))
+      this.putRow(d);
   }
 
   private async refreshNodes(): Promise<void> {
@@ -306,8 +363,20 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
 
   // --- appends --------------------------------------------------------------------------------------
 
-  async appendToStream(stream: string, events: readonly NewEvent[], options: AppendToStreamOptions): Promise<AppendToStreamResult> {
-    const [o] = await this.appendMany([{ stream, events, expectedVersion: options?.expectedVersion, ...(options?.row ? { row: options.row } : {}), ...(options?.snapshot ? { snapshot: options.snapshot } : {}) }]);
+  async appendToStream(
+    stream: string,
+    events: readonly NewEvent[],
+    options: AppendToStreamOptions,
+  ): Promise<AppendToStreamResult> {
+    const [o] = await this.appendMany([
+      {
+        stream,
+        events,
+        expectedVersion: options?.expectedVersion,
+        ...(options?.row ? { row: options.row } : {}),
+        ...(options?.snapshot ? { snapshot: options.snapshot } : {}),
+      },
+    ]);
     if (!o!.ok) throw o!.error;
     return o!.result;
   }
@@ -338,11 +407,25 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     const sent = requests.filter((_, i) => outcomes[i] === null);
     // A cluster node signs what it appends (meta.node): ps and the inspector say where an actor last ran.
     const node = this.leases?.node;
-    const signed = (events: readonly NewEvent[]): readonly NewEvent[] => (node ? events.map((e) => ({ ...e, meta: { ...e.meta, node } })) : events);
-    const appends: StreamAppend[] = sent.map((r) => ({ stream: r.stream, events: signed(r.events), expectedVersion: r.expectedVersion }));
+    const signed = (events: readonly NewEvent[]): readonly NewEvent[] =>
+      node ? events.map((e) => ({ ...e, meta: { ...e.meta, node } })) : events;
+    const appends: StreamAppend[] = sent.map((r) => ({
+      stream: r.stream,
+      events: signed(r.events),
+      expectedVersion: r.expectedVersion,
+    }));
     const t0 = this.observer ? performance.now() : 0;
     const claimed = new Map<string, number>();
-    const fence = this.leases ? { fence: { node: this.leases.node, tokens: this.leases.held, ttlMs: this.leases.ttlMs, ...(claim.size > 0 ? { claim: { streams: claim, ttlMs: this.leases.ttlMs, claimed } } : {}) } } : {};
+    const fence = this.leases
+      ? {
+          fence: {
+            node: this.leases.node,
+            tokens: this.leases.held,
+            ttlMs: this.leases.ttlMs,
+            ...(claim.size > 0 ? { claim: { streams: claim, ttlMs: this.leases.ttlMs, claimed } } : {}),
+          },
+        }
+      : {};
     const snapshots = sent.some((r) => r.snapshot) ? { snapshots: sent.map((r) => r.snapshot) } : {};
     for (const s of claim) this.leaseBeat?.claiming.add(s);
     let results: StreamAppendOutcome[];
@@ -370,7 +453,11 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     });
     // A lease found taken at append time is lost like one found taken at renewal (the listener lets go of it).
     if (fenced.length > 0) this.leaseBeat?.lost(fenced);
-    if (this.observer) this.observer((performance.now() - t0) / 1000, results.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0));
+    if (this.observer)
+      this.observer(
+        (performance.now() - t0) / 1000,
+        results.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0),
+      );
     await this.serial(() => this.ingest(sent, results));
     let k = 0;
     return outcomes.map((o) => o ?? results[k++]!);
@@ -391,7 +478,9 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
         if (row && row.version === e.version) this.setRow(row);
       }
       // The host's row is the state after its event; a stream whose row was not given is read back.
-      const unrowed = new Set(mine.filter(({ e, row }) => !row && ACTOR_STREAM.test(e.stream)).map(({ e }) => e.stream));
+      const unrowed = new Set(
+        mine.filter(({ e, row }) => !row && ACTOR_STREAM.test(e.stream)).map(({ e }) => e.stream),
+      );
       await this.refreshRows(unrowed);
       if (added) this.wakeups.wake();
       this.compactSoon();
@@ -459,7 +548,12 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
    */
   subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void | Promise<void>): Subscription {
     this.assertOpen();
-    const inner = pollingSubscription((from, limit) => logPage(this.copy, this.pg, from - 1, limit), this.wakeups, options, handler);
+    const inner = pollingSubscription(
+      (from, limit) => logPage(this.copy, this.pg, from - 1, limit),
+      this.wakeups,
+      options,
+      handler,
+    );
     const sub: Subscription = {
       get position() {
         return inner.position;
@@ -492,7 +586,11 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     const result = await this.pg.rebuildProjection(name);
     if (name === this.rowsProjection) {
       const docs: RowDoc[] = [];
-      await this.pg.eachRow<RowDoc>(`${this.rowSelect} WHERE d.projection = $1`, [this.rowsProjection], (d) => void docs.push(d));
+      await this.pg.eachRow<RowDoc>(
+        `${this.rowSelect} WHERE d.projection = $1`,
+        [this.rowsProjection],
+        (d) => void docs.push(d),
+      );
       this.rows.clear();
       for (const d of docs) this.putRow(d);
     }
@@ -503,7 +601,9 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     this.assertOpen();
     return [...this.rows.values()]
       .filter((r) => (!filter.kind || r.kind === filter.kind) && (filter.all || r.status === 'active'))
-      .sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+      .sort((a, b) =>
+        a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0,
+      );
   }
 
   async getActor(id: string): Promise<ActorRow | undefined> {
@@ -519,7 +619,10 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
   async replaceActorRows(_rows: readonly ActorRow[]): Promise<void> {
     this.assertOpen();
     if (!this.options.projections?.some((p) => p.name === this.rowsProjection)) {
-      throw new RunlogError('NOT_SUPPORTED', `the actors rows of ${this.description} are folded by the supervisors' store in every append; this store was opened without that projection and cannot rebuild them`);
+      throw new RunlogError(
+        'NOT_SUPPORTED',
+        `the actors rows of ${this.description} are folded by the supervisors' store in every append; this store was opened without that projection and cannot rebuild them`,
+      );
     }
     await this.rebuildProjection(this.rowsProjection);
   }
@@ -574,7 +677,11 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
   /** Archives ended actors (postgres/archive.ts); their rows are read back to say where their events went. */
   async archiveEnded(options: ArchiveOptions): Promise<ArchiveResult> {
     const archived: string[] = [];
-    const result = await archiveEndedPg(this.pg, { ...options, projection: this.rowsProjection, removed: (streams) => archived.push(...streams) });
+    const result = await archiveEndedPg(this.pg, {
+      ...options,
+      projection: this.rowsProjection,
+      removed: (streams) => archived.push(...streams),
+    });
     await this.refreshRows(new Set(archived));
     return result;
   }
