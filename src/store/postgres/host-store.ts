@@ -7,7 +7,7 @@
 //
 // The actors projection (what ps lists) is folded by PostgreSQL's event store in the append's transaction; the
 // copy keeps its rows: the host's own row for its own appends (the two agree), the stored document for events
-// other processes wrote (fetched when the follower sees them).
+// other processes wrote (fetched when the follower sees them; actor-rows.ts).
 //
 // Memory (log-copy.ts): a supervisor's store (pageOut, set for a supervising node) holds live actors' histories,
 // every stream that is not an actor's (app grants, facts; of the request streams, the execution queue and
@@ -54,6 +54,7 @@ import {
   type Subscription,
 } from '../port.ts';
 import { pollingSubscription, Wakeups } from '../subscription.ts';
+import { ActorRowsCopy } from './actor-rows.ts';
 import { archiveEndedPg } from './archive.ts';
 import { CopyFollower } from './copy-follower.ts';
 import { loadBelowWindow } from './copy-load.ts';
@@ -74,12 +75,6 @@ export type { PgLeasing } from './leasing.ts';
 const PAGE = 1000;
 /** The newest positions a paging-out copy holds whatever their stream (followers and subscribers read from there). */
 const KEEP_RECENT = 10_000;
-/** An actors-projection document with, for an archived actor, where its events went (tombstones, postgres/schema.ts migration 5). */
-const rowSelect = (
-  doc: string,
-): string => `SELECT ${doc} AS doc, a.file AS archived_to, a.created_at AS archived_at FROM projection_documents d
-  LEFT JOIN tombstones t ON t.stream = d.id LEFT JOIN archives a ON a.id = t.archive`;
-type RowDoc = { doc: unknown; archived_to: string | null; archived_at: string | null };
 
 /** The outcome of a request with an event JSON cannot encode (it fails alone), or null. */
 function unencodable(r: StreamAppend): StreamAppendOutcome | null {
@@ -101,7 +96,8 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
   private observer: AppendObserver | undefined;
   /** The events held (log-copy.ts: ended actors' are paged out when `pageOut` is set). */
   private readonly copy: LogCopy;
-  private readonly rows = new Map<string, ActorRow>();
+  /** The actors rows (actor-rows.ts): what ps lists. */
+  private readonly rows: ActorRowsCopy;
   /**
    * Live actors' newest snapshots (inspect/snapshots.ts), read at open and kept as this node appends them: the host
    * rehydrates an actor from its snapshot and the events after it. Ended actors' are left in PostgreSQL (a read
@@ -124,19 +120,11 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
   /** Follows other processes' commits into the copy (copy-follower.ts). */
   private readonly follower: CopyFollower;
   private closed = false;
-  private readonly rowsProjection: string;
   /** This node's leases (null: not supervising as a cluster node). */
   private readonly leases: Leases | null;
   /** This node's beat: renewals, releases, take-overs and pick-ups (lease-beat.ts; null: not a cluster node). */
   private readonly leaseBeat: LeaseBeat | null;
   private readonly inflight = new Set<Promise<unknown>>();
-  private readonly toRow: (doc: unknown) => ActorRow;
-  /**
-   * The rows' query. With the default toRow (which drops `snapshot` and `rev`) the server drops them: an actor's
-   * persisted machine snapshot is most of its document, and reading every ended actor's at open cost more than
-   * the events did (store.pg.open).
-   */
-  private readonly rowSelect: string;
   private readonly loaded: LoadStats = {
     before: 0,
     eventsRead: 0,
@@ -168,17 +156,13 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
         )
       : null;
     this.leasing = this.leases && this.leaseBeat ? new PgLeasing(this.leases, this.leaseBeat, this) : null;
-    this.rowsProjection = options.actorRows?.projection ?? 'actors';
+    this.rows = new ActorRowsCopy(pg, options.actorRows, (stream) => this.copy.markEnded(stream));
     this.follower = new CopyFollower(
       pg,
       () => this.serial(() => this.catchUp()),
       () => this.refreshNodes(),
       () => this.closed,
     );
-    // The default row is the document without `snapshot` and `rev`, and the server drops both (one jsonb delete
-    // of the two keys: two deletes rebuilt each document twice): the document read is the row, copied no more.
-    this.toRow = options.actorRows?.toRow ?? ((doc: unknown) => doc as ActorRow);
-    this.rowSelect = rowSelect(options.actorRows?.toRow ? 'd.doc' : "d.doc - '{snapshot,rev}'::text[]");
     const pageOut = options.pageOut ?? null;
     const now = options.now;
     this.copy = new LogCopy({
@@ -246,9 +230,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     // ended actors'); the stubs of the others come from their summaries, never from their events.
     // Each row is kept as it arrives (while the summary is still being computed), never gathered into a result.
     const [, summaries] = await Promise.all([
-      this.pg.eachRow<RowDoc>(`${this.rowSelect} WHERE d.projection = $1`, [this.rowsProjection], (d) =>
-        this.putRow(d),
-      ),
+      this.rows.load(),
       pageBelow > 0 ? this.pg.summarizeStreams(pageBelow) : [],
     ]);
     if (pageBelow > 0)
@@ -264,21 +246,11 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
       if (e.seq > before) late.add(e.stream);
     }
     // Documents read before events committed after `before` may be older than those events: read them again.
-    await this.refreshRows(late);
+    await this.rows.refresh(late);
     this.compact(true);
-    const live = [...this.rows.values()].filter((r) => r.status === 'active').map((r) => r.stream);
+    const live = this.rows.live();
     for (const r of await this.pg.latestSnapshots(live)) this.snapshots.set(r.stream, r);
     await this.refreshNodes();
-  }
-
-  private putRow(d: RowDoc): void {
-    const row = this.toRow(d.doc);
-    this.setRow(d.archived_to ? { ...row, archived: { file: d.archived_to, at: d.archived_at! } } : row);
-  }
-
-  private setRow(row: ActorRow): void {
-    this.rows.set(row.stream, row);
-    if (row.status === 'terminal') this.copy.markEnded(row.stream);
   }
 
   private put(e: RecordedEvent, pageBelow = 0): void {
@@ -334,18 +306,9 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
       if (got < n) break;
     }
     if (this.head === start) return;
-    await this.refreshRows(touched);
+    await this.rows.refresh(touched);
     this.wakeups.wake();
     this.compactSoon();
-  }
-
-  private async refreshRows(streams: Set<string>): Promise<void> {
-    if (streams.size === 0) return;
-    for (const d of await this.pg.sql<RowDoc>(`${this.rowSelect} WHERE d.projection = $1 AND d.id = ANY($2::text[])`, [
-      this.rowsProjection,
-      [...streams],
-    ]))
-      this.putRow(d);
   }
 
   private async refreshNodes(): Promise<void> {
@@ -475,13 +438,13 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
         // The caller keeps the appended events it was handed: the copy holds its own.
         this.put(structuredClone(e));
         added = true;
-        if (row && row.version === e.version) this.setRow(row);
+        if (row && row.version === e.version) this.rows.set(row);
       }
       // The host's row is the state after its event; a stream whose row was not given is read back.
       const unrowed = new Set(
         mine.filter(({ e, row }) => !row && ACTOR_STREAM.test(e.stream)).map(({ e }) => e.stream),
       );
-      await this.refreshRows(unrowed);
+      await this.rows.refresh(unrowed);
       if (added) this.wakeups.wake();
       this.compactSoon();
     }
@@ -584,31 +547,18 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
   /** Folds the whole log into the projection again; the actors rows are read back when it is theirs. */
   async rebuildProjection(name: string): Promise<{ documents: number; events: number }> {
     const result = await this.pg.rebuildProjection(name);
-    if (name === this.rowsProjection) {
-      const docs: RowDoc[] = [];
-      await this.pg.eachRow<RowDoc>(
-        `${this.rowSelect} WHERE d.projection = $1`,
-        [this.rowsProjection],
-        (d) => void docs.push(d),
-      );
-      this.rows.clear();
-      for (const d of docs) this.putRow(d);
-    }
+    if (name === this.rows.projection) await this.rows.reload();
     return result;
   }
 
   async listActors(filter: ActorFilter = {}): Promise<ActorRow[]> {
     this.assertOpen();
-    return [...this.rows.values()]
-      .filter((r) => (!filter.kind || r.kind === filter.kind) && (filter.all || r.status === 'active'))
-      .sort((a, b) =>
-        a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0,
-      );
+    return this.rows.list(filter);
   }
 
   async getActor(id: string): Promise<ActorRow | undefined> {
     this.assertOpen();
-    return this.rows.get(`instance-${id}`) ?? this.rows.get(`execution-${id}`);
+    return this.rows.find(id);
   }
 
   /**
@@ -618,13 +568,13 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
    */
   async replaceActorRows(_rows: readonly ActorRow[]): Promise<void> {
     this.assertOpen();
-    if (!this.options.projections?.some((p) => p.name === this.rowsProjection)) {
+    if (!this.options.projections?.some((p) => p.name === this.rows.projection)) {
       throw new RunlogError(
         'NOT_SUPPORTED',
         `the actors rows of ${this.description} are folded by the supervisors' store in every append; this store was opened without that projection and cannot rebuild them`,
       );
     }
-    await this.rebuildProjection(this.rowsProjection);
+    await this.rebuildProjection(this.rows.projection);
   }
 
   // --- supervision --------------------------------------------------------------------------------
@@ -679,10 +629,10 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     const archived: string[] = [];
     const result = await archiveEndedPg(this.pg, {
       ...options,
-      projection: this.rowsProjection,
+      projection: this.rows.projection,
       removed: (streams) => archived.push(...streams),
     });
-    await this.refreshRows(new Set(archived));
+    await this.rows.refresh(new Set(archived));
     return result;
   }
 
