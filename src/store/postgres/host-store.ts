@@ -64,6 +64,7 @@ import { REQUEST_KEEP_MS, type LoadStats, type PgHostStoreOptions } from './host
 import { ACTOR_STREAM, LeaseBeat } from './lease-beat.ts';
 import { Leases } from './leases.ts';
 import { PgLeasing } from './leasing.ts';
+import { LiveSnapshots } from './live-snapshots.ts';
 import { LogCopy } from './log-copy.ts';
 import { readClusterRecords, readNodeState, writeNodeRow } from './node-records.ts';
 import { splitStoreUrl } from './url.ts';
@@ -98,12 +99,8 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
   private readonly copy: LogCopy;
   /** The actors rows (actor-rows.ts): what ps lists. */
   private readonly rows: ActorRowsCopy;
-  /**
-   * Live actors' newest snapshots (inspect/snapshots.ts), read at open and kept as this node appends them: the host
-   * rehydrates an actor from its snapshot and the events after it. Ended actors' are left in PostgreSQL (a read
-   * of one folds from its events, the same answer).
-   */
-  private readonly snapshots = new Map<string, SnapshotRecord>();
+  /** Live actors' newest snapshots (live-snapshots.ts). */
+  private readonly snapshots: LiveSnapshots;
   /** Wakes the subscriptions when the copy has taken new events. */
   private readonly wakeups = new Wakeups();
   /** Each subscription's position (the last event it finished): paging out never drops what one has yet to see. */
@@ -139,6 +136,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     private readonly options: PgHostStoreOptions,
   ) {
     this.description = pg.description;
+    this.snapshots = new LiveSnapshots(pg);
     this.leases = options.node
       ? new Leases(
           pg,
@@ -249,7 +247,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     await this.rows.refresh(late);
     this.compact(true);
     const live = this.rows.live();
-    for (const r of await this.pg.latestSnapshots(live)) this.snapshots.set(r.stream, r);
+    await this.snapshots.load(live);
     await this.refreshNodes();
   }
 
@@ -409,10 +407,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
       if (!o.ok && o.error instanceof FencedError && this.leases?.held.delete(r.stream)) fenced.push(r.stream);
       // An actor that ended gives its lease back at the next beat.
       if (o.ok && r.row?.status === 'terminal') this.leaseBeat?.ending.add(r.stream);
-      if (o.ok && r.snapshot && r.snapshot.stream === r.stream && r.snapshot.version === o.result.version) {
-        if (r.row?.status === 'terminal') this.snapshots.delete(r.stream);
-        else this.snapshots.set(r.stream, r.snapshot);
-      }
+      this.snapshots.appended(r, o);
     });
     // A lease found taken at append time is lost like one found taken at renewal (the listener lets go of it).
     if (fenced.length > 0) this.leaseBeat?.lost(fenced);
@@ -534,10 +529,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
 
   async snapshotAtOrBefore(stream: string, version?: number): Promise<SnapshotRecord | undefined> {
     this.assertOpen();
-    const r = this.snapshots.get(stream);
-    if (!r || version === undefined || r.version <= version) return r;
-    // An older one than the newest (a replay stepping back): the one it replaced, kept in PostgreSQL.
-    return this.pg.snapshotAtOrBefore(stream, version);
+    return this.snapshots.atOrBefore(stream, version);
   }
 
   projection<D>(name: string): ProjectionReader<D> {
