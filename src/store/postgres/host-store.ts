@@ -21,7 +21,7 @@
 // A cluster node's store (opened with `node`) fences every append to an actor's stream with that actor's lease
 // and hands its leases to the node's services as `leasing` (leasing.ts).
 import type { ClusterRecords } from '../../domain/cluster-nodes.ts';
-import { EventEncodingError, FencedError, RunlogError } from '../../domain/errors.ts';
+import { RunlogError } from '../../domain/errors.ts';
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
 import type {
   AppendObserver,
@@ -35,7 +35,6 @@ import type {
 } from '../capabilities.ts';
 import type { ChainCheck } from '../chain.ts';
 import {
-  toJson,
   validateAppends,
   type ActorFilter,
   type ActorRow,
@@ -60,7 +59,9 @@ import { CopyFollower } from './copy-follower.ts';
 import { loadBelowWindow } from './copy-load.ts';
 import { logPage, readLogComplete, readStreamComplete } from './copy-reads.ts';
 import { PgEventStore } from './event-store.ts';
-import { REQUEST_KEEP_MS, type LoadStats, type PgHostStoreOptions } from './host-store-options.ts';
+import { sendAppends, type AppendSender } from './fenced-append.ts';
+import type { LoadStats, PgHostStoreOptions } from './host-store-options.ts';
+import { eventStoreOptions, KEEP_RECENT, logCopyOptions } from './host-store-parts.ts';
 import { ACTOR_STREAM, LeaseBeat } from './lease-beat.ts';
 import { Leases } from './leases.ts';
 import { PgLeasing } from './leasing.ts';
@@ -74,21 +75,6 @@ export { REQUEST_KEEP_MS, type LeaseListener, type LoadStats, type PgHostStoreOp
 export type { PgLeasing } from './leasing.ts';
 
 const PAGE = 1000;
-/** The newest positions a paging-out copy holds whatever their stream (followers and subscribers read from there). */
-const KEEP_RECENT = 10_000;
-
-/** The outcome of a request with an event JSON cannot encode (it fails alone), or null. */
-function unencodable(r: StreamAppend): StreamAppendOutcome | null {
-  for (const e of r.events) {
-    try {
-      toJson(e.data, 'data');
-      toJson(e.meta ?? {}, 'meta');
-    } catch (err) {
-      return { ok: false, error: new EventEncodingError(r.stream, e.type, (err as Error).message, { cause: err }) };
-    }
-  }
-  return null;
-}
 
 export class PgHostStore implements EventStorePort, Reconnecting, Metered, ChainVerifying, Archiving {
   readonly description: string;
@@ -122,6 +108,8 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
   /** This node's beat: renewals, releases, take-overs and pick-ups (lease-beat.ts; null: not a cluster node). */
   private readonly leaseBeat: LeaseBeat | null;
   private readonly inflight = new Set<Promise<unknown>>();
+  /** What appends go out through (fenced-append.ts). */
+  private readonly sender: AppendSender;
   private readonly loaded: LoadStats = {
     before: 0,
     eventsRead: 0,
@@ -154,6 +142,14 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
         )
       : null;
     this.leasing = this.leases && this.leaseBeat ? new PgLeasing(this.leases, this.leaseBeat, this) : null;
+    this.sender = {
+      pg,
+      leases: this.leases,
+      leaseBeat: this.leaseBeat,
+      leasing: this.leasing,
+      snapshots: this.snapshots,
+      observer: () => this.observer,
+    };
     this.rows = new ActorRowsCopy(pg, options.actorRows, (stream) => this.copy.markEnded(stream));
     this.follower = new CopyFollower(
       pg,
@@ -161,35 +157,13 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
       () => this.refreshNodes(),
       () => this.closed,
     );
-    const pageOut = options.pageOut ?? null;
-    const now = options.now;
-    this.copy = new LogCopy({
-      keepRecent: pageOut ? (pageOut.keepRecent ?? KEEP_RECENT) : null,
-      ended: (stream) => ACTOR_STREAM.test(stream) && this.rows.get(stream)?.status === 'terminal',
-      ...(pageOut?.requestStreams
-        ? {
-            tail: {
-              is: pageOut.requestStreams.is,
-              keepMs: pageOut.requestStreams.keepMs ?? REQUEST_KEEP_MS,
-              now: now ? () => Date.parse(now()) : () => Date.now(),
-            },
-          }
-        : {}),
-    });
+    this.copy = new LogCopy(
+      logCopyOptions(options, (stream) => ACTOR_STREAM.test(stream) && this.rows.get(stream)?.status === 'terminal'),
+    );
   }
 
   static async open(options: PgHostStoreOptions): Promise<PgHostStore> {
-    const split = splitStoreUrl(options.url);
-    const pg = await PgEventStore.open({
-      url: split.url,
-      schema: options.schema ?? split.schema ?? 'runlog',
-      ...(options.projections ? { projections: options.projections } : {}),
-      ...(options.upcasters ? { upcasters: options.upcasters } : {}),
-      ...(options.now ? { now: options.now } : {}),
-      ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
-      ...(options.faults ? { faults: options.faults } : {}),
-      ...(options.node ? { holdLimitMs: options.node.leaseTtlMs } : {}), // a stopped client's locks last a TTL at most
-    });
+    const pg = await PgEventStore.open(eventStoreOptions(options));
     const store = new PgHostStore(pg, options);
     try {
       await store.load();
@@ -361,61 +335,8 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
   }
 
   private async appendSent(requests: readonly StreamAppend[]): Promise<StreamAppendOutcome[]> {
-    // Like SQLite: an event JSON cannot encode fails its own request, not the batch it was committed with.
-    const outcomes: (StreamAppendOutcome | null)[] = requests.map(unencodable);
-    // A cluster node appends to an actor's stream only under its lease (lease-beat.ts: claims and refusals).
-    const claim = this.leaseBeat ? this.leaseBeat.gate(requests, outcomes) : new Set<string>();
-    const sent = requests.filter((_, i) => outcomes[i] === null);
-    // A cluster node signs what it appends (meta.node): ps and the inspector say where an actor last ran.
-    const node = this.leases?.node;
-    const signed = (events: readonly NewEvent[]): readonly NewEvent[] =>
-      node ? events.map((e) => ({ ...e, meta: { ...e.meta, node } })) : events;
-    const appends: StreamAppend[] = sent.map((r) => ({
-      stream: r.stream,
-      events: signed(r.events),
-      expectedVersion: r.expectedVersion,
-    }));
-    const t0 = this.observer ? performance.now() : 0;
-    const claimed = new Map<string, number>();
-    const fence = this.leases
-      ? {
-          fence: {
-            node: this.leases.node,
-            tokens: this.leases.held,
-            ttlMs: this.leases.ttlMs,
-            ...(claim.size > 0 ? { claim: { streams: claim, ttlMs: this.leases.ttlMs, claimed } } : {}),
-          },
-        }
-      : {};
-    const snapshots = sent.some((r) => r.snapshot) ? { snapshots: sent.map((r) => r.snapshot) } : {};
-    for (const s of claim) this.leaseBeat?.claiming.add(s);
-    let results: StreamAppendOutcome[];
-    try {
-      results = appends.length > 0 ? await this.pg.appendMany(appends, { ...fence, ...snapshots }) : [];
-    } catch (err) {
-      // Cut off: a claim may have committed with its reply lost. Its lease then names this node, unknown to it:
-      // the next beat looks (pickUp) once PostgreSQL answers.
-      if (claim.size > 0) this.leasing?.pickUpSoon();
-      throw err;
-    } finally {
-      for (const s of claim) this.leaseBeat?.claiming.delete(s);
-    }
-    for (const [stream, token] of claimed) this.leases?.held.set(stream, token);
-    const fenced: string[] = [];
-    results.forEach((o, i) => {
-      const r = sent[i]!;
-      if (!o.ok && o.error instanceof FencedError && this.leases?.held.delete(r.stream)) fenced.push(r.stream);
-      // An actor that ended gives its lease back at the next beat.
-      if (o.ok && r.row?.status === 'terminal') this.leaseBeat?.ending.add(r.stream);
-      this.snapshots.appended(r, o);
-    });
-    // A lease found taken at append time is lost like one found taken at renewal (the listener lets go of it).
-    if (fenced.length > 0) this.leaseBeat?.lost(fenced);
-    if (this.observer)
-      this.observer(
-        (performance.now() - t0) / 1000,
-        results.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0),
-      );
+    // Checked, fenced and signed as it goes out (fenced-append.ts); what committed goes into the copy.
+    const { outcomes, sent, results } = await sendAppends(this.sender, requests);
     await this.serial(() => this.ingest(sent, results));
     let k = 0;
     return outcomes.map((o) => o ?? results[k++]!);
