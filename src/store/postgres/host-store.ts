@@ -55,6 +55,7 @@ import {
 import { pollingSubscription, Wakeups } from '../subscription.ts';
 import { ActorRowsCopy } from './actor-rows.ts';
 import { archiveEndedPg } from './archive.ts';
+import { ClusterView } from './cluster-view.ts';
 import { CopyFollower } from './copy-follower.ts';
 import { loadBelowWindow } from './copy-load.ts';
 import { logPage, readLogComplete, readStreamComplete } from './copy-reads.ts';
@@ -67,7 +68,7 @@ import { Leases } from './leases.ts';
 import { PgLeasing } from './leasing.ts';
 import { LiveSnapshots } from './live-snapshots.ts';
 import { LogCopy } from './log-copy.ts';
-import { readClusterRecords, readNodeState, writeNodeRow } from './node-records.ts';
+import { readClusterRecords, writeNodeRow } from './node-records.ts';
 import { splitStoreUrl } from './url.ts';
 
 export { splitStoreUrl };
@@ -91,12 +92,8 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
   private readonly wakeups = new Wakeups();
   /** Each subscription's position (the last event it finished): paging out never drops what one has yet to see. */
   private readonly subscriptions = new Map<Subscription, () => number>();
-  private heartbeat: Heartbeat | null = null;
-  /** stream → the node whose append was its latest (events a cluster node appends carry meta.node). */
-  private readonly lastNode = new Map<string, string>();
-  /** stream → the node holding its lease (read with the heartbeats). */
-  private owners = new Map<string, string>();
-  private size = 0;
+  /** The heartbeats, the leases' holders, each stream's last writer and the size, as last read (cluster-view.ts). */
+  private readonly cluster: ClusterView;
   private compactDue = false;
   /** Ingestion into the copy, one step at a time, in position order. */
   private chain: Promise<unknown> = Promise.resolve();
@@ -142,6 +139,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
         )
       : null;
     this.leasing = this.leases && this.leaseBeat ? new PgLeasing(this.leases, this.leaseBeat, this) : null;
+    this.cluster = new ClusterView(pg, this.leases);
     this.sender = {
       pg,
       leases: this.leases,
@@ -154,7 +152,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     this.follower = new CopyFollower(
       pg,
       () => this.serial(() => this.catchUp()),
-      () => this.refreshNodes(),
+      () => this.cluster.refresh(),
       () => this.closed,
     );
     this.copy = new LogCopy(
@@ -208,7 +206,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     if (pageBelow > 0)
       await loadBelowWindow(this.pg, this.copy, pageBelow, summaries, {
         put: (e, below) => this.put(e, below),
-        lastNode: this.lastNode,
+        lastNode: this.cluster.lastNode,
         loaded: this.loaded,
       });
     const late = new Set<string>();
@@ -222,13 +220,12 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     this.compact(true);
     const live = this.rows.live();
     await this.snapshots.load(live);
-    await this.refreshNodes();
+    await this.cluster.refresh();
   }
 
   private put(e: RecordedEvent, pageBelow = 0): void {
     this.copy.put(e, pageBelow);
-    const by = (e.meta as { node?: unknown } | undefined)?.node;
-    if (typeof by === 'string') this.lastNode.set(e.stream, by);
+    this.cluster.saw(e);
   }
 
   /**
@@ -281,10 +278,6 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     await this.rows.refresh(touched);
     this.wakeups.wake();
     this.compactSoon();
-  }
-
-  private async refreshNodes(): Promise<void> {
-    ({ heartbeat: this.heartbeat, owners: this.owners, size: this.size } = await readNodeState(this.pg));
   }
 
   /** One look at PostgreSQL for other processes' commits (skipped while the last look is still out). */
@@ -499,7 +492,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
    */
   writeHeartbeat(h: Heartbeat): Promise<void> {
     if (this.closed) return Promise.resolve();
-    this.heartbeat = h;
+    this.cluster.heartbeat = h;
     const p = writeNodeRow(this.pg, h);
     this.inflight.add(p);
     void p.catch(() => undefined).finally(() => this.inflight.delete(p));
@@ -508,7 +501,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
 
   /** The newest heartbeat of any node (read with the follower's polls). */
   async readHeartbeat(): Promise<Heartbeat | null> {
-    return this.heartbeat;
+    return this.cluster.heartbeat;
   }
 
   /** Every node's heartbeat and every lease, read now (the inspector's nodes; expiry judged on the server's clock). */
@@ -518,15 +511,14 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
 
   /** The node that appended the actor's latest event, and the node holding its lease (null: none, or it ended). */
   async placement(stream: string): Promise<Placement> {
-    const owner = this.leases?.owns(stream) ? this.leases.node : (this.owners.get(stream) ?? null);
-    return { node: this.lastNode.get(stream) ?? null, owner };
+    return this.cluster.placement(stream);
   }
 
   // --- capabilities: metrics, the hash chain, retention ----------------------------------------------
 
   /** The events and actors tables' size (read with the follower's polls). */
   async sizeBytes(): Promise<number> {
-    return this.size;
+    return this.cluster.size;
   }
 
   observeAppends(observer: AppendObserver | undefined): void {
@@ -558,7 +550,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     await Promise.allSettled([...this.inflight]);
     await this.chain.catch(() => undefined);
     // The heartbeat's stop mark, if one was being written, goes out before the pool ends.
-    if (this.heartbeat?.stoppedAt) await writeNodeRow(this.pg, this.heartbeat).catch(() => undefined);
+    if (this.cluster.heartbeat?.stoppedAt) await writeNodeRow(this.pg, this.cluster.heartbeat).catch(() => undefined);
     await this.pg.close();
   }
 }
