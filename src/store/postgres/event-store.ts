@@ -29,13 +29,13 @@ import {
 import { appendOne, conflictOutcome } from '../expected-version.ts';
 import { foldDocument, ProjectionSet } from '../projection-set.ts';
 import { pollingSubscription, Wakeups, trackedSubscription } from '../subscription.ts';
-import { upcastRecorded } from '../upcast-recorded.ts';
 import { defaultUpcasters, type UpcasterRegistry } from '../upcasters.ts';
 import { appendInTransaction, type AppendInput, type AppendRow, type Encoded, type Fence } from './append.ts';
 import { sqlState, withRetries } from './retry.ts';
 import { checkChain } from './chain-check.ts';
 import { rebuildProjectionPg } from './projection-rebuild.ts';
 import { CommitListener } from './commit-listener.ts';
+import { COLUMNS, toRecordedEvent, type EventRow } from './event-rows.ts';
 import {
   checkout,
   DEFAULT_HOLD_LIMIT_MS,
@@ -74,7 +74,6 @@ export type AppendFaultHook = (point: 'append-locked', detail: { eventType: stri
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 const PAGE = 1000;
-const COLUMNS = 'seq, stream, version, type, schema, data, meta, at';
 /** work_mem for summarizeStreams' hash aggregate (~430 bytes a stream: 64 MB, twice that with the default hash_mem_multiplier, holds ~300,000). */
 const SUMMARY_WORK_MEM = '64MB';
 // pg_notify wakes the log's listeners in other processes when the append commits (a notification is sent at
@@ -124,17 +123,6 @@ export interface StreamSummary {
   updatedAt: string;
   /** meta.node of the last of them that carries a string there (null: none does). */
   node: string | null;
-}
-
-interface EventRow {
-  seq: number;
-  stream: string;
-  version: number;
-  type: string;
-  schema: number;
-  data: Record<string, unknown>;
-  meta: Record<string, unknown>;
-  at: string;
 }
 
 export class PgEventStore {
@@ -209,16 +197,7 @@ export class PgEventStore {
   }
 
   private toRecorded(r: EventRow): RecordedEvent {
-    return upcastRecorded(this.upcasters, {
-      seq: r.seq,
-      stream: r.stream,
-      version: r.version,
-      type: r.type,
-      schema: r.schema,
-      data: r.data,
-      meta: r.meta,
-      at: r.at,
-    });
+    return toRecordedEvent(this.upcasters, r);
   }
 
   /** One statement on the log's schema (the node and lease tables use it). */
