@@ -12,7 +12,6 @@ import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
 import type { ChainCheck } from '../chain.ts';
 import { toSnapshot, type SnapshotRow } from '../sqlite/engine-types.ts';
 import {
-  toJson,
   validateAppends,
   type AppendToStreamOptions,
   type AppendToStreamResult,
@@ -26,11 +25,12 @@ import {
   type SubscribeOptions,
   type Subscription,
 } from '../port.ts';
-import { appendOne, conflictOutcome } from '../expected-version.ts';
+import { appendOne } from '../expected-version.ts';
 import { foldDocument, ProjectionSet } from '../projection-set.ts';
 import { pollingSubscription, Wakeups, trackedSubscription } from '../subscription.ts';
 import { defaultUpcasters, type UpcasterRegistry } from '../upcasters.ts';
 import { appendInTransaction, type AppendInput, type AppendRow, type Encoded, type Fence } from './append.ts';
+import { appendOutcomes, appendQuery, encodeAppends, type EncodingContext } from './append-encoding.ts';
 import { sqlState, withRetries } from './retry.ts';
 import { checkChain } from './chain-check.ts';
 import { rebuildProjectionPg } from './projection-rebuild.ts';
@@ -76,34 +76,6 @@ const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 const PAGE = 1000;
 /** work_mem for summarizeStreams' hash aggregate (~430 bytes a stream: 64 MB, twice that with the default hash_mem_multiplier, holds ~300,000). */
 const SUMMARY_WORK_MEM = '64MB';
-// pg_notify wakes the log's listeners in other processes when the append commits (a notification is sent at
-// commit, never for a rollback; the same one twice in a transaction is sent once). No migration: it rides on the call.
-const APPEND_SQL =
-  "SELECT o_ok, o_actual, o_version, o_first, pg_notify($9, '') AS notified FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)";
-// One event to one stream (migration 7): scalar arguments, none of append_events' arrays to build and parse.
-const APPEND_EVENT_SQL =
-  "SELECT o_ok, o_actual, o_version, o_first, pg_notify($8, '') AS notified FROM append_event($1, $2, $3, $4, $5, $6, $7)";
-
-/**
- * The append as a named prepared statement: each connection parses and plans it once, not on every append (node-
- * postgres sends an unnamed statement through Parse each time). A pooler in transaction mode must pass protocol-
- * level prepared statements through (PgBouncer 1.21+ with max_prepared_statements).
- */
-function appendQuery(b: Encoded, channel: string): pg.QueryConfig {
-  if (b.streams.length === 1 && b.types.length === 1) {
-    return {
-      name: 'runlog_append_event',
-      text: APPEND_EVENT_SQL,
-      values: [b.streams[0], b.expected[0], b.types[0], b.schemas[0], b.data[0], b.meta[0], b.at[0], channel],
-    };
-  }
-  return {
-    name: 'runlog_append',
-    text: APPEND_SQL,
-    values: [b.streams, b.expected, b.counts, b.types, b.schemas, b.data, b.meta, b.at, channel],
-  };
-}
-
 /** The NOTIFY channel of a log: its schema's (channel names are at most 63 bytes; a shared prefix only wakes a reader for nothing). */
 export function notifyChannel(schema: string): string {
   return `rl_${schema.slice(0, 60)}`;
@@ -134,8 +106,8 @@ export class PgEventStore {
   private readonly now: () => string;
   private readonly wakeups = new Wakeups();
   private readonly subscriptions = new Set<Subscription>();
-  /** Event types some projection reads (null: one reads every type). An append touching none skips the transaction. */
-  private readonly projectedTypes: Set<string> | null;
+  /** What appends are encoded with (append-encoding.ts). */
+  private readonly encoding: EncodingContext;
   private closed = false;
   private readonly url: string;
   readonly channel: string;
@@ -157,7 +129,8 @@ export class PgEventStore {
     this.upcasters = options.upcasters ?? defaultUpcasters();
     this.now = options.now ?? (() => new Date().toISOString());
     const all = (options.projections ?? []).some((p) => !p.canHandle);
-    this.projectedTypes = all ? null : new Set((options.projections ?? []).flatMap((p) => p.canHandle ?? []));
+    const projectedTypes = all ? null : new Set((options.projections ?? []).flatMap((p) => p.canHandle ?? []));
+    this.encoding = { projections: this.projections, projectedTypes, upcasters: this.upcasters, now: () => this.now() };
   }
 
   /** Connects, checks durability, creates or migrates the schema. Nothing is written to a schema that is not a runlog log. */
@@ -358,59 +331,11 @@ export class PgEventStore {
   }
 
   private encode(requests: readonly StreamAppend[]): Encoded {
-    const now = this.now();
-    const streams: string[] = [];
-    const expected: string[] = [];
-    const counts: number[] = [];
-    const types: string[] = [];
-    const schemas: number[] = [];
-    const data: string[] = [];
-    const meta: string[] = [];
-    const at: string[] = [];
-    let projected = false;
-    for (const r of requests) {
-      streams.push(r.stream);
-      expected.push(String(r.expectedVersion));
-      counts.push(r.events.length);
-      r.events.forEach((e, j) => {
-        types.push(e.type);
-        schemas.push(e.schema ?? this.upcasters.currentSchema(e.type));
-        data.push(toJson(e.data, `${r.stream} event ${j} data`));
-        meta.push(toJson(e.meta ?? {}, `${r.stream} event ${j} meta`));
-        at.push(e.at ?? now);
-        if (this.projections.size > 0 && (this.projectedTypes === null || this.projectedTypes.has(e.type)))
-          projected = true;
-      });
-    }
-    return { streams, expected, counts, types, schemas, data, meta, at, projected };
+    return encodeAppends(requests, this.encoding);
   }
 
-  private outcomes(
-    requests: readonly StreamAppend[],
-    rows: AppendRow[],
-    { data, meta, at, schemas }: Encoded,
-  ): StreamAppendOutcome[] {
-    let e = 0;
-    return requests.map((r, i): StreamAppendOutcome => {
-      const row = rows[i]!;
-      const start = e;
-      e += r.events.length;
-      const conflict = conflictOutcome(r, row.o_actual, row.o_ok);
-      if (conflict) return conflict;
-      const events = r.events.map((ev, k) =>
-        this.toRecorded({
-          seq: row.o_first + k,
-          stream: r.stream,
-          version: row.o_actual + k + 1,
-          type: ev.type,
-          schema: schemas[start + k]!,
-          data: JSON.parse(data[start + k]!),
-          meta: JSON.parse(meta[start + k]!),
-          at: at[start + k]!,
-        }),
-      );
-      return { ok: true, result: { version: row.o_version, lastSeq: events.at(-1)?.seq ?? 0, events } };
-    });
+  private outcomes(requests: readonly StreamAppend[], rows: AppendRow[], batch: Encoded): StreamAppendOutcome[] {
+    return appendOutcomes(requests, rows, batch, (r) => this.toRecorded(r));
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncIterable<RecordedEvent> {
