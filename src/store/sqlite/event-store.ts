@@ -3,7 +3,14 @@
 // error naming the file and are left exactly as they were.
 import { existsSync, rmSync, statSync } from 'node:fs';
 import type { NewEvent, RecordedEvent, ReplayEvent } from '../../domain/events.ts';
-import { ConcurrencyError, LogUnreadableError, ReadOnlyLogError, RunlogError, StoreChainError, StoreTruncatedError } from '../../domain/errors.ts';
+import {
+  ConcurrencyError,
+  LogUnreadableError,
+  ReadOnlyLogError,
+  RunlogError,
+  StoreChainError,
+  StoreTruncatedError,
+} from '../../domain/errors.ts';
 import { GENESIS, eventHash, type ChainCheck } from '../chain.ts';
 import type { AppendObserver } from '../capabilities.ts';
 import { ExpectedVersionError, versionMatches } from '../expected-version.ts';
@@ -26,10 +33,26 @@ import { readShutdownRecord, shutdownRecordFile, writeShutdownRecord } from './s
 import { chainHead, verifyChain } from './chain-check.ts';
 import { encodeRequest, type EncodedRequest } from './encoding.ts';
 import { EventPages, type EventRow } from './event-pages.ts';
-import { checkHeader, checkWal, createLogFile, logBytes, openSchema, sqliteCode, translate, untouchedSinceCleanShutdown, walBytes } from './file-checks.ts';
+import {
+  checkHeader,
+  checkWal,
+  createLogFile,
+  logBytes,
+  openSchema,
+  sqliteCode,
+  translate,
+  untouchedSinceCleanShutdown,
+  walBytes,
+} from './file-checks.ts';
 import { readHeartbeatRow, writeHeartbeatRow } from './heartbeat.ts';
 import { getActor, listActors, replaceProjectionRows } from './projection.ts';
-import { iterateSnapshotHistory, iterateSnapshots, replaceSnapshotRows, snapshotAtOrBefore, snapshotVersions } from './snapshots.ts';
+import {
+  iterateSnapshotHistory,
+  iterateSnapshots,
+  replaceSnapshotRows,
+  snapshotAtOrBefore,
+  snapshotVersions,
+} from './snapshots.ts';
 import { streamInfos } from './streams.ts';
 import { SqliteSubscriptions } from './subscriptions.ts';
 import { Database } from './driver.ts';
@@ -145,7 +168,8 @@ export class SqliteEventStore implements EventStore {
       // (Read-only inspection skips this, to stay fast; `runlog verify` checks it.)
       if (!this.readOnly) checkWal(file);
       // Read-only: nothing may appear beside the log, and every commit must be seen (sqlite/read-only-target.ts).
-      if (this.readOnly) ({ target, release: this.releaseTarget } = readOnlyTarget(file, options.followsWriters ?? false));
+      if (this.readOnly)
+        ({ target, release: this.releaseTarget } = readOnlyTarget(file, options.followsWriters ?? false));
     }
     this.guard = file === ':memory:' || this.readOnly ? null : new WalGuard(file);
     try {
@@ -164,14 +188,18 @@ export class SqliteEventStore implements EventStore {
     const db = this.db;
     this.stmt = {
       streamVersion: db.prepare('SELECT max(version) AS version FROM events WHERE stream = ?'),
-      insertEvent: db.prepare('INSERT INTO events (seq, stream, version, type, schema, data, meta, at, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)'),
+      insertEvent: db.prepare(
+        'INSERT INTO events (seq, stream, version, type, schema, data, meta, at, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      ),
       upsertActor: db.prepare(
         `INSERT INTO actors (id, kind, stream, state, status, version, created_at, updated_at, summary)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT(id) DO UPDATE SET state = excluded.state, status = excluded.status, version = excluded.version,
            updated_at = excluded.updated_at, summary = excluded.summary`,
       ),
-      readStream: db.prepare('SELECT * FROM events WHERE stream = ? AND version >= ? AND version <= ? ORDER BY version'),
+      readStream: db.prepare(
+        'SELECT * FROM events WHERE stream = ? AND version >= ? AND version <= ? ORDER BY version',
+      ),
       readAll: db.prepare('SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?'),
       dataVersion: db.prepare('PRAGMA data_version'),
       maxSeq: db.prepare('SELECT coalesce(max(seq), 0) AS s FROM events'),
@@ -180,15 +208,26 @@ export class SqliteEventStore implements EventStore {
         ? {}
         : {
             chainHead: db.prepare('SELECT seq, hash FROM chain_head WHERE id = 1'),
-            setChainHead: db.prepare('INSERT INTO chain_head (id, seq, hash) VALUES (1, ?, ?) ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash'),
-            putSnapshot: db.prepare('INSERT OR REPLACE INTO snapshots (stream, version, fingerprint, created_at, state, checksum) VALUES (?, ?, ?, ?, ?, ?)'),
-            keepOlderSnapshot: db.prepare('INSERT OR REPLACE INTO snapshot_history SELECT stream, version, fingerprint, created_at, state, checksum FROM snapshots WHERE stream = ? AND version < ?'),
+            setChainHead: db.prepare(
+              'INSERT INTO chain_head (id, seq, hash) VALUES (1, ?, ?) ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash',
+            ),
+            putSnapshot: db.prepare(
+              'INSERT OR REPLACE INTO snapshots (stream, version, fingerprint, created_at, state, checksum) VALUES (?, ?, ?, ?, ?, ?)',
+            ),
+            keepOlderSnapshot: db.prepare(
+              'INSERT OR REPLACE INTO snapshot_history SELECT stream, version, fingerprint, created_at, state, checksum FROM snapshots WHERE stream = ? AND version < ?',
+            ),
             markSnapshot: db.prepare('UPDATE actors SET snapshot_version = ? WHERE stream = ?'),
           }),
     };
     this.checkShutdownRecord();
     this.pages = new EventPages(db, this.upcasters);
-    this.subscriptions = new SqliteSubscriptions(this.stmt.dataVersion, (o) => this.readAll(o), () => this.lastSeq(), () => this.closed);
+    this.subscriptions = new SqliteSubscriptions(
+      this.stmt.dataVersion,
+      (o) => this.readAll(o),
+      () => this.lastSeq(),
+      () => this.closed,
+    );
     this.appendTx = db.transaction((request: EncodedRequest) => {
       const result = this.appendInTx(request);
       if (this.inAppend && result.events.length > 0) this.inAppend(result.events);
@@ -215,7 +254,10 @@ export class SqliteEventStore implements EventStore {
   private translateOpen(err: unknown): unknown {
     this.releaseTarget();
     const code = sqliteCode(err) ?? '';
-    if (this.readOnly && (code.startsWith('SQLITE_CANTOPEN') || code.startsWith('SQLITE_READONLY') || code.startsWith('SQLITE_IOERR'))) {
+    if (
+      this.readOnly &&
+      (code.startsWith('SQLITE_CANTOPEN') || code.startsWith('SQLITE_READONLY') || code.startsWith('SQLITE_IOERR'))
+    ) {
       return new LogUnreadableError(this.file, `${code}: ${(err as Error).message}`);
     }
     return translate(this.file, err);
@@ -269,13 +311,42 @@ export class SqliteEventStore implements EventStore {
       hash = eventHash(hash, lastSeq, stream, version, e.type, schema, at, data, metaText);
       this.stmt.insertEvent.run(lastSeq, stream, version, e.type, schema, data, metaText, at, hash);
       // The caller's own data (no copy on the append path), unless asked for as readers see it and not current.
-      if (!this.upcastAppended || this.upcasters.isCurrent(e.type, schema)) recorded.push({ seq: lastSeq, stream, version, type: e.type, schema, data: e.data as Record<string, unknown>, meta, at });
-      else recorded.push({ seq: lastSeq, stream, version, type: e.type, ...this.upcasters.upcast(e.type, schema, JSON.parse(data)), meta, at });
+      if (!this.upcastAppended || this.upcasters.isCurrent(e.type, schema))
+        recorded.push({
+          seq: lastSeq,
+          stream,
+          version,
+          type: e.type,
+          schema,
+          data: e.data as Record<string, unknown>,
+          meta,
+          at,
+        });
+      else
+        recorded.push({
+          seq: lastSeq,
+          stream,
+          version,
+          type: e.type,
+          ...this.upcasters.upcast(e.type, schema, JSON.parse(data)),
+          meta,
+          at,
+        });
     }
     this.stmt.setChainHead!.run(lastSeq, hash);
     const p = options.projection;
     if (p) {
-      this.stmt.upsertActor.run(p.id, p.kind, p.stream, p.state, p.status, version, p.createdAt, p.updatedAt, summary ?? '{}');
+      this.stmt.upsertActor.run(
+        p.id,
+        p.kind,
+        p.stream,
+        p.state,
+        p.status,
+        version,
+        p.createdAt,
+        p.updatedAt,
+        summary ?? '{}',
+      );
     }
     // A snapshot stands for exactly this version: one made for another is a caller's bug, never stored.
     if (snapshot && snapshot.stream === stream && snapshot.version === version) this.putSnapshotRow(snapshot);
@@ -285,7 +356,8 @@ export class SqliteEventStore implements EventStore {
   /** The stream's version, or the conflict thrown when `options.expectedVersion` does not accept it. */
   private checkVersion(stream: string, options: EngineAppendOptions): number {
     const actual = this.stmt.streamVersion.get(stream)?.version ?? 0;
-    if (!versionMatches(options.expectedVersion, actual)) throw new ExpectedVersionError(stream, options.expectedVersion, actual);
+    if (!versionMatches(options.expectedVersion, actual))
+      throw new ExpectedVersionError(stream, options.expectedVersion, actual);
     return actual;
   }
 
@@ -334,7 +406,11 @@ export class SqliteEventStore implements EventStore {
       } catch (err) {
         throw translate(this.file, err);
       }
-      if (this.onAppend) this.onAppend((performance.now() - t0) / 1000, committed.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0));
+      if (this.onAppend)
+        this.onAppend(
+          (performance.now() - t0) / 1000,
+          committed.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0),
+        );
       let i = 0;
       for (let k = 0; k < outcomes.length; k++) if (outcomes[k] === null) outcomes[k] = committed[i++]!;
       this.subscriptions.notify();
@@ -352,7 +428,9 @@ export class SqliteEventStore implements EventStore {
   }
 
   read(stream: string, options: ReadOptions = {}): RecordedEvent[] {
-    return this.stmt.readStream.all(stream, options.from ?? 1, options.to ?? Number.MAX_SAFE_INTEGER).map((r) => this.pages.toRecorded(r));
+    return this.stmt.readStream
+      .all(stream, options.from ?? 1, options.to ?? Number.MAX_SAFE_INTEGER)
+      .map((r) => this.pages.toRecorded(r));
   }
 
   /** The whole stream: SQLite reads from the file, so nothing is paged out (host-store.ts). */
@@ -477,7 +555,13 @@ export class SqliteEventStore implements EventStore {
     try {
       if (walBytes(this.file) > 0) return; // readers held the WAL: the file's size says nothing yet
       const st = statSync(this.file);
-      writeShutdownRecord(this.file, { size: st.size, mtimeMs: st.mtimeMs, lastSeq: head.seq, hash: head.hash.toString('hex'), at: this.now() });
+      writeShutdownRecord(this.file, {
+        size: st.size,
+        mtimeMs: st.mtimeMs,
+        lastSeq: head.seq,
+        hash: head.hash.toString('hex'),
+        at: this.now(),
+      });
     } catch {
       /* a full disk or a read-only directory: the next open simply has no record to compare with */
     }
@@ -489,11 +573,18 @@ export class SqliteEventStore implements EventStore {
     const record = readShutdownRecord(this.file);
     if (!record) return;
     // An archived tail left its last link in chain_gaps (retention): those events are accounted for, not missing.
-    const last = Math.max(this.stmt.maxSeq.get()!.s, (this.db.prepare('SELECT coalesce(max(seq), 0) AS s FROM chain_gaps').get() as { s: number }).s);
+    const last = Math.max(
+      this.stmt.maxSeq.get()!.s,
+      (this.db.prepare('SELECT coalesce(max(seq), 0) AS s FROM chain_gaps').get() as { s: number }).s,
+    );
     if (last < record.lastSeq) {
       this.db.close();
       this.releaseTarget();
-      throw new StoreTruncatedError(this.file, `it ends at event seq ${last}; at its last clean shutdown (${record.at}) it ended at seq ${record.lastSeq}`, { lastSeq: last, expected: record.lastSeq });
+      throw new StoreTruncatedError(
+        this.file,
+        `it ends at event seq ${last}; at its last clean shutdown (${record.at}) it ended at seq ${record.lastSeq}`,
+        { lastSeq: last, expected: record.lastSeq },
+      );
     }
   }
 
@@ -537,7 +628,9 @@ export class SqliteEventStore implements EventStore {
 
   /** Replaces every snapshot in one transaction (`runlog rebuild --snapshots`). */
   replaceSnapshots(records: Iterable<SnapshotRecord>): number {
-    return this.writeTransaction('rebuild the snapshots', () => replaceSnapshotRows(this.db, records, (r) => this.putSnapshotRow(r)));
+    return this.writeTransaction('rebuild the snapshots', () =>
+      replaceSnapshotRows(this.db, records, (r) => this.putSnapshotRow(r)),
+    );
   }
 
   /**
