@@ -26,13 +26,12 @@ import {
   type IterateEventsOptions,
   type ReadAllOptions,
   type ReadOptions,
-  type SnapshotRow,
   type SubscribeOptions,
 } from './engine-types.ts';
 import { readShutdownRecord, shutdownRecordFile, writeShutdownRecord } from './shutdown-record.ts';
 import { chainHead, verifyChain } from './chain-check.ts';
 import { encodeRequest, type EncodedRequest } from './encoding.ts';
-import { EventPages, type EventRow } from './event-pages.ts';
+import { EventPages } from './event-pages.ts';
 import {
   checkHeader,
   checkWal,
@@ -57,6 +56,7 @@ import { streamInfos } from './streams.ts';
 import { SqliteSubscriptions } from './subscriptions.ts';
 import { Database } from './driver.ts';
 import { readOnlyTarget } from './read-only-target.ts';
+import { prepareStatements, type Statements } from './statements.ts';
 import { defaultUpcasters, type UpcasterRegistry } from '../upcasters.ts';
 import { WalGuard } from './wal-guard.ts';
 
@@ -121,22 +121,8 @@ export class SqliteEventStore implements EventStore {
   private readonly inAppend: ((events: readonly RecordedEvent[]) => void) | undefined;
   private readonly upcastAppended: boolean;
 
-  private readonly stmt: {
-    streamVersion: Database.Statement<[string], { version: number | null }>;
-    insertEvent: Database.Statement<[number, string, number, string, number, string, string, string, Buffer]>;
-    upsertActor: Database.Statement<[string, string, string, string, string, number, string, string, string]>;
-    readStream: Database.Statement<[string, number, number], EventRow>;
-    readAll: Database.Statement<[number, number], EventRow>;
-    dataVersion: Database.Statement<[], { data_version: number }>;
-    /** The chain (chain.ts): its last link, and the next seq. Undefined when read-only. */
-    chainHead?: Database.Statement<[], { seq: number; hash: Buffer }>;
-    maxSeq: Database.Statement<[], { s: number }>;
-    setChainHead?: Database.Statement<[number, Buffer]>;
-    putSnapshot?: Database.Statement<[string, number, string, string, string, string]>;
-    keepOlderSnapshot?: Database.Statement<[string, number]>;
-    markSnapshot?: Database.Statement<[number, string]>;
-    getSnapshot: Database.Statement<[string], SnapshotRow>;
-  };
+  /** The prepared statements (statements.ts). */
+  private readonly stmt: Statements;
 
   private readonly appendTx: (request: EncodedRequest) => AppendResult;
   private readonly appendManyTx: (requests: readonly EncodedRequest[]) => AppendOutcome[];
@@ -186,40 +172,7 @@ export class SqliteEventStore implements EventStore {
       throw this.translateOpen(err);
     }
     const db = this.db;
-    this.stmt = {
-      streamVersion: db.prepare('SELECT max(version) AS version FROM events WHERE stream = ?'),
-      insertEvent: db.prepare(
-        'INSERT INTO events (seq, stream, version, type, schema, data, meta, at, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-      ),
-      upsertActor: db.prepare(
-        `INSERT INTO actors (id, kind, stream, state, status, version, created_at, updated_at, summary)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT(id) DO UPDATE SET state = excluded.state, status = excluded.status, version = excluded.version,
-           updated_at = excluded.updated_at, summary = excluded.summary`,
-      ),
-      readStream: db.prepare(
-        'SELECT * FROM events WHERE stream = ? AND version >= ? AND version <= ? ORDER BY version',
-      ),
-      readAll: db.prepare('SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?'),
-      dataVersion: db.prepare('PRAGMA data_version'),
-      maxSeq: db.prepare('SELECT coalesce(max(seq), 0) AS s FROM events'),
-      getSnapshot: db.prepare('SELECT * FROM snapshots WHERE stream = ?'),
-      ...(this.readOnly
-        ? {}
-        : {
-            chainHead: db.prepare('SELECT seq, hash FROM chain_head WHERE id = 1'),
-            setChainHead: db.prepare(
-              'INSERT INTO chain_head (id, seq, hash) VALUES (1, ?, ?) ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash',
-            ),
-            putSnapshot: db.prepare(
-              'INSERT OR REPLACE INTO snapshots (stream, version, fingerprint, created_at, state, checksum) VALUES (?, ?, ?, ?, ?, ?)',
-            ),
-            keepOlderSnapshot: db.prepare(
-              'INSERT OR REPLACE INTO snapshot_history SELECT stream, version, fingerprint, created_at, state, checksum FROM snapshots WHERE stream = ? AND version < ?',
-            ),
-            markSnapshot: db.prepare('UPDATE actors SET snapshot_version = ? WHERE stream = ?'),
-          }),
-    };
+    this.stmt = prepareStatements(db, this.readOnly);
     this.checkShutdownRecord();
     this.pages = new EventPages(db, this.upcasters);
     this.subscriptions = new SqliteSubscriptions(
