@@ -4,16 +4,14 @@
 import { existsSync, rmSync, statSync } from 'node:fs';
 import type { NewEvent, RecordedEvent, ReplayEvent } from '../../domain/events.ts';
 import {
-  ConcurrencyError,
   LogUnreadableError,
   ReadOnlyLogError,
   RunlogError,
   StoreChainError,
   StoreTruncatedError,
 } from '../../domain/errors.ts';
-import { GENESIS, eventHash, type ChainCheck } from '../chain.ts';
+import type { ChainCheck } from '../chain.ts';
 import type { AppendObserver } from '../capabilities.ts';
-import { ExpectedVersionError, versionMatches } from '../expected-version.ts';
 import type { ActorRow, Heartbeat, SnapshotRecord, StreamInfo } from '../port.ts';
 import {
   toSnapshot,
@@ -57,6 +55,7 @@ import { SqliteSubscriptions } from './subscriptions.ts';
 import { Database } from './driver.ts';
 import { readOnlyTarget } from './read-only-target.ts';
 import { prepareStatements, type Statements } from './statements.ts';
+import { AppendWriter } from './append-writer.ts';
 import { defaultUpcasters, type UpcasterRegistry } from '../upcasters.ts';
 import { WalGuard } from './wal-guard.ts';
 
@@ -118,14 +117,12 @@ export class SqliteEventStore implements EventStore {
   private heartbeatInWal = false;
   /** Told the duration of every durable append (metrics); settable after open. */
   onAppend: AppendObserver | undefined;
-  private readonly inAppend: ((events: readonly RecordedEvent[]) => void) | undefined;
-  private readonly upcastAppended: boolean;
 
   /** The prepared statements (statements.ts). */
   private readonly stmt: Statements;
 
-  private readonly appendTx: (request: EncodedRequest) => AppendResult;
-  private readonly appendManyTx: (requests: readonly EncodedRequest[]) => AppendOutcome[];
+  /** The append's transactions and their writes (append-writer.ts). */
+  private readonly writer: AppendWriter;
 
   constructor(file: string, options: SqliteEventStoreOptions = {}) {
     this.file = file;
@@ -133,8 +130,6 @@ export class SqliteEventStore implements EventStore {
     this.now = options.now ?? (() => new Date().toISOString());
     this.checkpointMs = options.checkpointMs ?? 1000;
     this.onAppend = options.onAppend;
-    this.inAppend = options.inAppend;
-    this.upcastAppended = options.upcastAppended ?? false;
     this.readOnly = options.readOnly ?? false;
     let deadMarkers = 0;
     let target = file;
@@ -181,24 +176,12 @@ export class SqliteEventStore implements EventStore {
       () => this.lastSeq(),
       () => this.closed,
     );
-    this.appendTx = db.transaction((request: EncodedRequest) => {
-      const result = this.appendInTx(request);
-      if (this.inAppend && result.events.length > 0) this.inAppend(result.events);
-      return result;
-    }).immediate as never;
-    this.appendManyTx = db.transaction((requests: readonly EncodedRequest[]) => {
-      const outcomes = requests.map((r): AppendOutcome => {
-        try {
-          return { ok: true, result: this.appendInTx(r) };
-        } catch (err) {
-          // appendInTx checks the version before it writes anything: a conflict leaves nothing to undo.
-          if (err instanceof ConcurrencyError) return { ok: false, error: err };
-          throw err;
-        }
-      });
-      if (this.inAppend) this.inAppend(outcomes.flatMap((o) => (o.ok ? o.result.events : [])));
-      return outcomes;
-    }).immediate as never;
+    this.writer = new AppendWriter(db, this.stmt, {
+      upcasters: this.upcasters,
+      now: () => this.now(),
+      upcastAppended: options.upcastAppended ?? false,
+      inAppend: options.inAppend,
+    });
     // A dead writer's commits are in the WAL we just opened: copy them into the file (which clears its marker).
     if (deadMarkers > 0) this.checkpoint('PASSIVE');
   }
@@ -243,88 +226,17 @@ export class SqliteEventStore implements EventStore {
     }
   }
 
-  private appendInTx({ stream, events, options, summary, snapshot }: EncodedRequest): AppendResult {
-    const actual = this.checkVersion(stream, options);
-    // An empty append checks the version and writes nothing: no link, no row, no snapshot.
-    if (events.length === 0) return { version: actual, lastSeq: 0, events: [] };
-    const now = this.now();
-    const recorded: RecordedEvent[] = [];
-    let version = actual;
-    // Read inside the transaction: a rolled-back append leaves no link behind (chain.ts). The head, not the last
-    // row, says where the log ends: the last events may have been archived, and a seq is never given twice.
-    const head = this.stmt.chainHead!.get();
-    let lastSeq = Math.max(this.stmt.maxSeq.get()!.s, head?.seq ?? 0);
-    let hash: Buffer = head?.hash ?? GENESIS;
-    for (const { event: e, data, meta: metaText } of events) {
-      version += 1;
-      lastSeq += 1;
-      const schema = e.schema ?? this.upcasters.currentSchema(e.type);
-      const at = e.at ?? now;
-      const meta = e.meta ?? {};
-      hash = eventHash(hash, lastSeq, stream, version, e.type, schema, at, data, metaText);
-      this.stmt.insertEvent.run(lastSeq, stream, version, e.type, schema, data, metaText, at, hash);
-      // The caller's own data (no copy on the append path), unless asked for as readers see it and not current.
-      if (!this.upcastAppended || this.upcasters.isCurrent(e.type, schema))
-        recorded.push({
-          seq: lastSeq,
-          stream,
-          version,
-          type: e.type,
-          schema,
-          data: e.data as Record<string, unknown>,
-          meta,
-          at,
-        });
-      else
-        recorded.push({
-          seq: lastSeq,
-          stream,
-          version,
-          type: e.type,
-          ...this.upcasters.upcast(e.type, schema, JSON.parse(data)),
-          meta,
-          at,
-        });
-    }
-    this.stmt.setChainHead!.run(lastSeq, hash);
-    const p = options.projection;
-    if (p) {
-      this.stmt.upsertActor.run(
-        p.id,
-        p.kind,
-        p.stream,
-        p.state,
-        p.status,
-        version,
-        p.createdAt,
-        p.updatedAt,
-        summary ?? '{}',
-      );
-    }
-    // A snapshot stands for exactly this version: one made for another is a caller's bug, never stored.
-    if (snapshot && snapshot.stream === stream && snapshot.version === version) this.putSnapshotRow(snapshot);
-    return { version, lastSeq, events: recorded };
-  }
-
-  /** The stream's version, or the conflict thrown when `options.expectedVersion` does not accept it. */
-  private checkVersion(stream: string, options: EngineAppendOptions): number {
-    const actual = this.stmt.streamVersion.get(stream)?.version ?? 0;
-    if (!versionMatches(options.expectedVersion, actual))
-      throw new ExpectedVersionError(stream, options.expectedVersion, actual);
-    return actual;
-  }
-
   append(stream: string, events: readonly NewEvent[], options: AppendOptions | EngineAppendOptions): AppendResult {
     if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
     if (this.readOnly) throw new ReadOnlyLogError(this.file);
-    if (events.length === 0) return { version: this.checkVersion(stream, options), lastSeq: 0, events: [] };
+    if (events.length === 0) return { version: this.writer.checkVersion(stream, options), lastSeq: 0, events: [] };
     // Encoded before the transaction: a value JSON cannot encode throws EventEncodingError and writes nothing.
     const encoded = encodeRequest({ stream, events, options });
     let result: AppendResult;
     const t0 = this.onAppend ? performance.now() : 0;
     try {
       this.beforeWrite();
-      result = this.appendTx(encoded);
+      result = this.writer.one(encoded);
     } catch (err) {
       throw translate(this.file, err);
     }
@@ -337,7 +249,7 @@ export class SqliteEventStore implements EventStore {
     if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
     if (this.readOnly) throw new ReadOnlyLogError(this.file);
     // Nothing to write: each request's version is still checked, outside any transaction.
-    if (requests.every((r) => r.events.length === 0)) return requests.map((r) => this.emptyOutcome(r));
+    if (requests.every((r) => r.events.length === 0)) return requests.map((r) => this.writer.emptyOutcome(r));
     // Every request is encoded before the shared transaction: one that cannot be encoded fails alone (its outcome
     // says why) and never rolls back the others, which may be other callers' events decided in the same tick.
     const outcomes: (AppendOutcome | null)[] = [];
@@ -355,7 +267,7 @@ export class SqliteEventStore implements EventStore {
       const t0 = this.onAppend ? performance.now() : 0;
       try {
         this.beforeWrite();
-        committed = this.appendManyTx(encoded);
+        committed = this.writer.many(encoded);
       } catch (err) {
         throw translate(this.file, err);
       }
@@ -369,15 +281,6 @@ export class SqliteEventStore implements EventStore {
       this.subscriptions.notify();
     }
     return outcomes as AppendOutcome[];
-  }
-
-  private emptyOutcome(r: EngineAppendRequest): AppendOutcome {
-    try {
-      return { ok: true, result: { version: this.checkVersion(r.stream, r.options), lastSeq: 0, events: [] } };
-    } catch (err) {
-      if (err instanceof ConcurrencyError) return { ok: false, error: err };
-      throw err;
-    }
   }
 
   read(stream: string, options: ReadOptions = {}): RecordedEvent[] {
@@ -549,12 +452,6 @@ export class SqliteEventStore implements EventStore {
     return verifyChain(this.db, options);
   }
 
-  private putSnapshotRow(r: SnapshotRecord): void {
-    this.stmt.keepOlderSnapshot!.run(r.stream, r.version); // the one it replaces stays usable for replay --to
-    this.stmt.putSnapshot!.run(r.stream, r.version, r.fingerprint, r.createdAt, r.state, r.checksum);
-    this.stmt.markSnapshot!.run(r.version, r.stream);
-  }
-
   latestSnapshot(stream: string): SnapshotRecord | undefined {
     const r = this.stmt.getSnapshot.get(stream);
     return r ? toSnapshot(r) : undefined;
@@ -582,7 +479,7 @@ export class SqliteEventStore implements EventStore {
   /** Replaces every snapshot in one transaction (`runlog rebuild --snapshots`). */
   replaceSnapshots(records: Iterable<SnapshotRecord>): number {
     return this.writeTransaction('rebuild the snapshots', () =>
-      replaceSnapshotRows(this.db, records, (r) => this.putSnapshotRow(r)),
+      replaceSnapshotRows(this.db, records, (r) => this.writer.putSnapshotRow(r)),
     );
   }
 
