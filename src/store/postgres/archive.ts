@@ -24,20 +24,23 @@
 // (postgres/schema.ts migration 4): the archive checks against its own chain (../archive-check.ts).
 import type pg from 'pg';
 import { RunlogError } from '../../domain/errors.ts';
-import { eventHash, GENESIS } from '../chain.ts';
+import { GENESIS } from '../chain.ts';
 import type { ArchiveOptions, ArchiveResult, ArchiveStep } from '../capabilities.ts';
 import type { ActorRow } from '../port.ts';
 import { ArchiveFileWriter } from '../archive/archive-file.ts';
 import { ArchiveLedger } from '../archive/archive-ledger.ts';
-import type { ChainRow, PgEventStore } from './event-store.ts';
+import { copyActorEvents, type ArchiveQuery } from './archive-events.ts';
+import type { PgEventStore } from './event-store.ts';
 import { ARCHIVE_LOCK_CLASS } from './schema.ts';
-
-const PAGE = 1024;
 
 /** Another archive run holds the log's archive lock (on this node or another). */
 export class ArchiveBusyError extends RunlogError {
   constructor(where: string) {
-    super('ARCHIVE_BUSY', `another runlog archive is running on ${where} (one at a time per log, across every node); nothing was changed: run it again once that one ends`, { where });
+    super(
+      'ARCHIVE_BUSY',
+      `another runlog archive is running on ${where} (one at a time per log, across every node); nothing was changed: run it again once that one ends`,
+      { where },
+    );
   }
 }
 
@@ -60,23 +63,33 @@ async function relationBytes(client: pg.PoolClient): Promise<number> {
 /** Moves the events of actors that ended before `options.before` into an archive file (see the top of this file). */
 export async function archiveEndedPg(store: PgEventStore, options: PgArchiveOptions): Promise<ArchiveResult> {
   return store.withClient(async (client) => {
-    const { rows: lock } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext(current_schema())) AS ok', [ARCHIVE_LOCK_CLASS]);
+    const { rows: lock } = await client.query<{ ok: boolean }>(
+      'SELECT pg_try_advisory_lock($1, hashtext(current_schema())) AS ok',
+      [ARCHIVE_LOCK_CLASS],
+    );
     if (!lock[0]!.ok) throw new ArchiveBusyError(store.description);
     try {
       return await archiveLocked(store, client, options);
     } finally {
-      await client.query('SELECT pg_advisory_unlock($1, hashtext(current_schema()))', [ARCHIVE_LOCK_CLASS]).catch(() => undefined);
+      await client
+        .query('SELECT pg_advisory_unlock($1, hashtext(current_schema()))', [ARCHIVE_LOCK_CLASS])
+        .catch(() => undefined);
     }
   });
 }
 
-async function archiveLocked(store: PgEventStore, client: pg.PoolClient, options: PgArchiveOptions): Promise<ArchiveResult> {
+async function archiveLocked(
+  store: PgEventStore,
+  client: pg.PoolClient,
+  options: PgArchiveOptions,
+): Promise<ArchiveResult> {
   const now = options.now ?? (() => new Date().toISOString());
   // A test's hook may return a promise (it waits there while another process appends); it is awaited.
   const step = async (at: ArchiveStep): Promise<void> => {
     await options.onStep?.(at);
   };
-  const q = async <R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> => (await client.query<R>(sql, params)).rows;
+  const q: ArchiveQuery = async <R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> =>
+    (await client.query<R>(sql, params)).rows;
   const sizeBefore = await relationBytes(client);
   const planned = (
     await q<{ doc: ActorRow }>(
@@ -88,7 +101,18 @@ async function archiveLocked(store: PgEventStore, client: pg.PoolClient, options
     )
   ).map((r) => r.doc);
   await step('planned');
-  const empty: ArchiveResult = { file: null, actors: 0, events: 0, bytes: 0, sha256: null, lastSeq: null, lastHash: null, sizeBefore, sizeAfter: sizeBefore, vacuum: 'none' };
+  const empty: ArchiveResult = {
+    file: null,
+    actors: 0,
+    events: 0,
+    bytes: 0,
+    sha256: null,
+    lastSeq: null,
+    lastHash: null,
+    sizeBefore,
+    sizeAfter: sizeBefore,
+    vacuum: 'none',
+  };
   if (planned.length === 0) return empty;
 
   // Read after the plan: every planned actor's events (committed before it was terminal) are at or below it.
@@ -105,34 +129,17 @@ async function archiveLocked(store: PgEventStore, client: pg.PoolClient, options
     for (const a of planned) {
       out.history(a, createdAt);
       ledger.beginActor(a.stream);
-      for (;;) {
-        // hash is NOT NULL in every log with archives (postgres/schema.ts: set before the retention tables come).
-        const rows = await q<ChainRow & { hash: Buffer }>(
-          `SELECT seq, stream, version, type, schema, at, data::text AS data, meta::text AS meta, hash FROM events WHERE stream = $1 AND version > $2 ORDER BY version LIMIT ${PAGE}`,
-          [a.stream, ledger.version],
-        );
-        if (rows.length === 0) break;
-        // The neighbours of this page's events, and the holes just before them, in two queries (not one a row).
-        const seqs = rows.map((r) => r.seq);
-        const near = new Map(
-          (await q<{ seq: number; stream: string; hash: Buffer }>('SELECT seq, stream, hash FROM events WHERE seq = ANY($1::bigint[])', [[...seqs.map((s) => s - 1), ...seqs.map((s) => s + 1)]])).map((r) => [r.seq, r]),
-        );
-        const gapsAt = new Map((await q<{ seq: number; hash: Buffer }>('SELECT seq, hash FROM chain_gaps WHERE seq = ANY($1::bigint[])', [seqs.map((s) => s - 1)])).map((g) => [g.seq, g.hash]));
-        for (const r of rows) {
-          const around = { before: r.seq > 1 ? near.get(r.seq - 1) : undefined, gapBefore: gapsAt.get(r.seq - 1), next: near.get(r.seq + 1) };
-          const { prev, needsGapAfter } = ledger.event(r, around, (link) => eventHash(link, r.seq, r.stream, r.version, r.type, r.schema, r.at, r.data, r.meta));
-          out.event({ seq: r.seq, stream: a.stream, version: r.version, type: r.type, schema: r.schema, at: r.at, data: r.data, meta: r.meta, hash: r.hash, ...(prev ? { prev } : {}) });
-          if (needsGapAfter) {
-            const [g] = await q<{ seq: number; from_seq: number; hash: Buffer }>('SELECT seq, from_seq, hash FROM chain_gaps WHERE seq > $1 ORDER BY seq LIMIT 1', [r.seq]);
-            ledger.gapAfter(r.seq, g && { seq: g.seq, from: g.from_seq, hash: g.hash });
-          }
-        }
-        if (rows.length < PAGE) break;
-      }
+      await copyActorEvents(q, out, ledger, a.stream);
       ledger.endActor(a.version);
     }
     const { events, lastSeq, lastHash, ranges } = ledger;
-    out.trailer({ actors: planned.length, events, lastSeq, lastHash, chainHead: { seq: headSeq, hash: head?.hash ?? GENESIS } });
+    out.trailer({
+      actors: planned.length,
+      events,
+      lastSeq,
+      lastHash,
+      chainHead: { seq: headSeq, hash: head?.hash ?? GENESIS },
+    });
     out.complete();
     await step('file-written');
     out.link();
@@ -161,24 +168,49 @@ async function archiveLocked(store: PgEventStore, client: pg.PoolClient, options
       holeHashes: [...holeEnds.values()].map((h) => h.toString('hex')),
     };
     await step('removing'); // the removal not yet sent: the log untouched
-    // One statement in a transaction of its own (postgres/schema.ts migration 9): appends wait only while the server runs
-    // it and commits (see the top of this file).
-    const [r] = await q<{ o_archive: string | null; o_stream: string | null; o_version: number | null }>('SELECT o_archive, o_stream, o_version FROM archive_remove($1::json)', [JSON.stringify(payload)]);
-    if (!r || r.o_archive === null) {
-      const a = planned.find((x) => x.stream === r?.o_stream);
-      throw new RunlogError('ARCHIVE_CONFLICT', `${r?.o_stream} changed while it was archived (v${a?.version} → v${r?.o_version}); nothing was removed`, { stream: r?.o_stream ?? null });
-    }
+    await removeArchived(q, planned, payload);
     committed = true;
     options.removed?.(payload.streams);
     await step('committed');
     // The dead rows become space for new ones (VACUUM gives back to the OS only what ends a table's file).
     await client.query('VACUUM events, snapshots, snapshot_history, projection_documents');
     await step('vacuumed');
-    return { file: options.out, actors: planned.length, events, bytes, sha256, lastSeq, lastHash: lastHash.toString('hex'), sizeBefore, sizeAfter: await relationBytes(client), vacuum: 'plain' };
+    return {
+      file: options.out,
+      actors: planned.length,
+      events,
+      bytes,
+      sha256,
+      lastSeq,
+      lastHash: lastHash.toString('hex'),
+      sizeBefore,
+      sizeAfter: await relationBytes(client),
+      vacuum: 'plain',
+    };
   } catch (err) {
     if (!out.linked) out.discard();
     else if (!committed && !(await recorded(client, options.out))) out.removeCopy();
     throw err;
+  }
+}
+
+/**
+ * Removes the archived actors from the log and records the archive: one statement in a transaction of its own
+ * (postgres/schema.ts migration 9), so appends wait only while the server runs it and commits (see the top of this
+ * file). An archived stream that moved since the plan removes nothing: ARCHIVE_CONFLICT.
+ */
+async function removeArchived(q: ArchiveQuery, planned: readonly ActorRow[], payload: object): Promise<void> {
+  const [r] = await q<{ o_archive: string | null; o_stream: string | null; o_version: number | null }>(
+    'SELECT o_archive, o_stream, o_version FROM archive_remove($1::json)',
+    [JSON.stringify(payload)],
+  );
+  if (!r || r.o_archive === null) {
+    const a = planned.find((x) => x.stream === r?.o_stream);
+    throw new RunlogError(
+      'ARCHIVE_CONFLICT',
+      `${r?.o_stream} changed while it was archived (v${a?.version} → v${r?.o_version}); nothing was removed`,
+      { stream: r?.o_stream ?? null },
+    );
   }
 }
 

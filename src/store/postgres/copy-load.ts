@@ -3,7 +3,8 @@
 import type { RecordedEvent } from '../../domain/events.ts';
 import type { LoadStats } from './host-store-options.ts';
 import type { LogCopy } from './log-copy.ts';
-import type { PgEventStore, StreamSummary } from './event-store.ts';
+import type { PgEventStore } from './event-store.ts';
+import type { StreamSummary } from './open-reads.ts';
 
 const PAGE = 1000;
 

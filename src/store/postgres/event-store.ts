@@ -12,7 +12,6 @@ import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
 import type { ChainCheck } from '../chain.ts';
 import { toSnapshot, type SnapshotRow } from '../sqlite/engine-types.ts';
 import {
-  toJson,
   validateAppends,
   type AppendToStreamOptions,
   type AppendToStreamResult,
@@ -26,17 +25,33 @@ import {
   type SubscribeOptions,
   type Subscription,
 } from '../port.ts';
-import { appendOne, conflictOutcome } from '../expected-version.ts';
+import { appendOne } from '../expected-version.ts';
 import { foldDocument, ProjectionSet } from '../projection-set.ts';
 import { pollingSubscription, Wakeups, trackedSubscription } from '../subscription.ts';
-import { upcastRecorded } from '../upcast-recorded.ts';
 import { defaultUpcasters, type UpcasterRegistry } from '../upcasters.ts';
 import { appendInTransaction, type AppendInput, type AppendRow, type Encoded, type Fence } from './append.ts';
+import { appendOutcomes, appendQuery, encodeAppends, type EncodingContext } from './append-encoding.ts';
 import { sqlState, withRetries } from './retry.ts';
 import { checkChain } from './chain-check.ts';
 import { rebuildProjectionPg } from './projection-rebuild.ts';
 import { CommitListener } from './commit-listener.ts';
-import { checkout, DEFAULT_HOLD_LIMIT_MS, makePool, migrate, redactUrl, StoreUnavailableError, translate } from './connection.ts';
+import { COLUMNS, toRecordedEvent, type EventRow } from './event-rows.ts';
+import {
+  readStreamsSince,
+  readStreamsUpTo,
+  summarizeStreams,
+  type RowReader,
+  type StreamSummary,
+} from './open-reads.ts';
+import {
+  checkout,
+  DEFAULT_HOLD_LIMIT_MS,
+  makePool,
+  migrate,
+  redactUrl,
+  StoreUnavailableError,
+  translate,
+} from './connection.ts';
 
 export type { ChainRow } from './chain-check.ts';
 export { redactUrl, StoreNotDurableError, StoreUnavailableError } from './connection.ts';
@@ -64,63 +79,13 @@ export interface PgEventStoreOptions extends PortOptions {
 
 export type AppendFaultHook = (point: 'append-locked', detail: { eventType: string }) => void;
 
-
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 const PAGE = 1000;
-const COLUMNS = 'seq, stream, version, type, schema, data, meta, at';
-/** work_mem for summarizeStreams' hash aggregate (~430 bytes a stream: 64 MB, twice that with the default hash_mem_multiplier, holds ~300,000). */
-const SUMMARY_WORK_MEM = '64MB';
-// pg_notify wakes the log's listeners in other processes when the append commits (a notification is sent at
-// commit, never for a rollback; the same one twice in a transaction is sent once). No migration: it rides on the call.
-const APPEND_SQL = "SELECT o_ok, o_actual, o_version, o_first, pg_notify($9, '') AS notified FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)";
-// One event to one stream (migration 7): scalar arguments, none of append_events' arrays to build and parse.
-const APPEND_EVENT_SQL = "SELECT o_ok, o_actual, o_version, o_first, pg_notify($8, '') AS notified FROM append_event($1, $2, $3, $4, $5, $6, $7)";
-
-/**
- * The append as a named prepared statement: each connection parses and plans it once, not on every append (node-
- * postgres sends an unnamed statement through Parse each time). A pooler in transaction mode must pass protocol-
- * level prepared statements through (PgBouncer 1.21+ with max_prepared_statements).
- */
-function appendQuery(b: Encoded, channel: string): pg.QueryConfig {
-  if (b.streams.length === 1 && b.types.length === 1) {
-    return { name: 'runlog_append_event', text: APPEND_EVENT_SQL, values: [b.streams[0], b.expected[0], b.types[0], b.schemas[0], b.data[0], b.meta[0], b.at[0], channel] };
-  }
-  return { name: 'runlog_append', text: APPEND_SQL, values: [b.streams, b.expected, b.counts, b.types, b.schemas, b.data, b.meta, b.at, channel] };
-}
 
 /** The NOTIFY channel of a log: its schema's (channel names are at most 63 bytes; a shared prefix only wakes a reader for nothing). */
 export function notifyChannel(schema: string): string {
   return `rl_${schema.slice(0, 60)}`;
 }
-
-/** What summarizeStreams says of one stream's events up to a position (its events are not read). */
-export interface StreamSummary {
-  stream: string;
-  /** How many of its events lie at or below the position. */
-  events: number;
-  /** The version of the last of them. */
-  version: number;
-  firstSeq: number;
-  lastSeq: number;
-  /** `at` of the first and the last of them. */
-  createdAt: string;
-  updatedAt: string;
-  /** meta.node of the last of them that carries a string there (null: none does). */
-  node: string | null;
-}
-
-
-interface EventRow {
-  seq: number;
-  stream: string;
-  version: number;
-  type: string;
-  schema: number;
-  data: Record<string, unknown>;
-  meta: Record<string, unknown>;
-  at: string;
-}
-
 
 export class PgEventStore {
   readonly description: string;
@@ -131,8 +96,13 @@ export class PgEventStore {
   private readonly now: () => string;
   private readonly wakeups = new Wakeups();
   private readonly subscriptions = new Set<Subscription>();
-  /** Event types some projection reads (null: one reads every type). An append touching none skips the transaction. */
-  private readonly projectedTypes: Set<string> | null;
+  /** What appends are encoded with (append-encoding.ts). */
+  private readonly encoding: EncodingContext;
+  /** What the open's reads read rows with (open-reads.ts). */
+  private readonly openReads: RowReader = {
+    query: (sql, params) => this.query<EventRow>(sql, params),
+    toRecorded: (r) => this.toRecorded(r),
+  };
   private closed = false;
   private readonly url: string;
   readonly channel: string;
@@ -154,16 +124,27 @@ export class PgEventStore {
     this.upcasters = options.upcasters ?? defaultUpcasters();
     this.now = options.now ?? (() => new Date().toISOString());
     const all = (options.projections ?? []).some((p) => !p.canHandle);
-    this.projectedTypes = all ? null : new Set((options.projections ?? []).flatMap((p) => p.canHandle ?? []));
+    const projectedTypes = all ? null : new Set((options.projections ?? []).flatMap((p) => p.canHandle ?? []));
+    this.encoding = { projections: this.projections, projectedTypes, upcasters: this.upcasters, now: () => this.now() };
   }
 
   /** Connects, checks durability, creates or migrates the schema. Nothing is written to a schema that is not a runlog log. */
   static async open(options: PgEventStoreOptions): Promise<PgEventStore> {
     const schema = options.schema ?? 'runlog';
-    if (!SCHEMA_NAME.test(schema)) throw new RunlogError('STORE_INPUT', `schema name ${JSON.stringify(schema)} must be lower-case letters, digits and _ (at most 63)`, { schema });
+    if (!SCHEMA_NAME.test(schema))
+      throw new RunlogError(
+        'STORE_INPUT',
+        `schema name ${JSON.stringify(schema)} must be lower-case letters, digits and _ (at most 63)`,
+        { schema },
+      );
     new ProjectionSet(options.projections); // invalid projections fail before connecting
     const where = redactUrl(options.url);
-    const pool = makePool(options.url, schema, options.maxConnections ?? 10, options.holdLimitMs ?? DEFAULT_HOLD_LIMIT_MS);
+    const pool = makePool(
+      options.url,
+      schema,
+      options.maxConnections ?? 10,
+      options.holdLimitMs ?? DEFAULT_HOLD_LIMIT_MS,
+    );
     try {
       await migrate(pool, schema, where);
     } catch (err) {
@@ -171,7 +152,12 @@ export class PgEventStore {
       throw translate(where, err);
     }
     // Leases are renewed on connections of their own: a renewal never waits for a connection behind appends.
-    return new PgEventStore(options, pool, makePool(options.url, schema, 2, options.holdLimitMs ?? DEFAULT_HOLD_LIMIT_MS), schema);
+    return new PgEventStore(
+      options,
+      pool,
+      makePool(options.url, schema, 2, options.holdLimitMs ?? DEFAULT_HOLD_LIMIT_MS),
+      schema,
+    );
   }
 
   private open(): void {
@@ -179,7 +165,7 @@ export class PgEventStore {
   }
 
   private toRecorded(r: EventRow): RecordedEvent {
-    return upcastRecorded(this.upcasters, { seq: r.seq, stream: r.stream, version: r.version, type: r.type, schema: r.schema, data: r.data, meta: r.meta, at: r.at });
+    return toRecordedEvent(this.upcasters, r);
   }
 
   /** One statement on the log's schema (the node and lease tables use it). */
@@ -238,7 +224,10 @@ export class PgEventStore {
     const to = options.to ?? 2147483647;
     let from = options.from ?? 1;
     while (from <= to) {
-      const rows = await this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE stream = $1 AND version >= $2 AND version <= $3 ORDER BY version LIMIT ${PAGE}`, [stream, from, to]);
+      const rows = await this.query<EventRow>(
+        `SELECT ${COLUMNS} FROM events WHERE stream = $1 AND version >= $2 AND version <= $3 ORDER BY version LIMIT ${PAGE}`,
+        [stream, from, to],
+      );
       for (const r of rows) yield this.toRecorded(r);
       if (rows.length < PAGE) return;
       from = rows.at(-1)!.version + 1;
@@ -246,11 +235,18 @@ export class PgEventStore {
   }
 
   async streamVersion(stream: string): Promise<number> {
-    const [r] = await this.query<{ v: number }>('SELECT coalesce(max(version), 0)::integer AS v FROM events WHERE stream = $1', [stream]);
+    const [r] = await this.query<{ v: number }>(
+      'SELECT coalesce(max(version), 0)::integer AS v FROM events WHERE stream = $1',
+      [stream],
+    );
     return r!.v;
   }
 
-  async appendToStream(stream: string, events: readonly NewEvent[], options: AppendToStreamOptions): Promise<AppendToStreamResult> {
+  async appendToStream(
+    stream: string,
+    events: readonly NewEvent[],
+    options: AppendToStreamOptions,
+  ): Promise<AppendToStreamResult> {
     return appendOne((r) => this.appendMany(r), stream, events, options?.expectedVersion);
   }
 
@@ -260,17 +256,29 @@ export class PgEventStore {
    * lease rows locked (FOR SHARE) — a takeover waits for the append to commit, and an append after a takeover
    * (or after the lease ran out, however long this process was paused) is refused with FencedError.
    */
-  async appendMany(requests: readonly StreamAppend[], options: { fence?: Fence; snapshots?: readonly (SnapshotRecord | undefined)[] } = {}): Promise<StreamAppendOutcome[]> {
+  async appendMany(
+    requests: readonly StreamAppend[],
+    options: { fence?: Fence; snapshots?: readonly (SnapshotRecord | undefined)[] } = {},
+  ): Promise<StreamAppendOutcome[]> {
     this.open();
     validateAppends(requests);
     // Everything is serialised before the database is touched: bad data is a typed error and writes nothing.
     const batch = this.encode(requests);
     const fence = options.fence;
     const snapshots = options.snapshots ?? [];
-    const giveUp = (err: unknown, tries: number) => new StoreUnavailableError(this.description, `${sqlState(err)}: ${(err as Error).message} (tried ${tries} times)`, { cause: err });
+    const giveUp = (err: unknown, tries: number) =>
+      new StoreUnavailableError(
+        this.description,
+        `${sqlState(err)}: ${(err as Error).message} (tried ${tries} times)`,
+        { cause: err },
+      );
     let outcomes: StreamAppendOutcome[];
     let rows: AppendRow[];
-    const plain = !batch.projected && !(fence?.claim && fence.claim.streams.size > 0) && !requests.some((r) => fence?.tokens.has(r.stream)) && !snapshots.some((x) => x !== undefined);
+    const plain =
+      !batch.projected &&
+      !(fence?.claim && fence.claim.streams.size > 0) &&
+      !requests.some((r) => fence?.tokens.has(r.stream)) &&
+      !snapshots.some((x) => x !== undefined);
     if (plain) {
       // One statement in its own implicit transaction: one round trip, one commit, the lock never held by a client.
       rows = await withRetries(() => this.query<AppendRow>(appendQuery(batch, this.channel)), giveUp);
@@ -294,7 +302,15 @@ export class PgEventStore {
     let broken = false;
     try {
       return await appendInTransaction(
-        { client, channel: this.channel, projections: this.projections, faults: this.faults, encode: (r) => this.encode(r), toRecorded: (r) => this.toRecorded(r), outcomes: (r, x, b) => this.outcomes(r, x, b) },
+        {
+          client,
+          channel: this.channel,
+          projections: this.projections,
+          faults: this.faults,
+          encode: (r) => this.encode(r),
+          toRecorded: (r) => this.toRecorded(r),
+          outcomes: (r, x, b) => this.outcomes(r, x, b),
+        },
         input,
       );
     } catch (err) {
@@ -310,45 +326,11 @@ export class PgEventStore {
   }
 
   private encode(requests: readonly StreamAppend[]): Encoded {
-    const now = this.now();
-    const streams: string[] = [];
-    const expected: string[] = [];
-    const counts: number[] = [];
-    const types: string[] = [];
-    const schemas: number[] = [];
-    const data: string[] = [];
-    const meta: string[] = [];
-    const at: string[] = [];
-    let projected = false;
-    for (const r of requests) {
-      streams.push(r.stream);
-      expected.push(String(r.expectedVersion));
-      counts.push(r.events.length);
-      r.events.forEach((e, j) => {
-        types.push(e.type);
-        schemas.push(e.schema ?? this.upcasters.currentSchema(e.type));
-        data.push(toJson(e.data, `${r.stream} event ${j} data`));
-        meta.push(toJson(e.meta ?? {}, `${r.stream} event ${j} meta`));
-        at.push(e.at ?? now);
-        if (this.projections.size > 0 && (this.projectedTypes === null || this.projectedTypes.has(e.type))) projected = true;
-      });
-    }
-    return { streams, expected, counts, types, schemas, data, meta, at, projected };
+    return encodeAppends(requests, this.encoding);
   }
 
-  private outcomes(requests: readonly StreamAppend[], rows: AppendRow[], { data, meta, at, schemas }: Encoded): StreamAppendOutcome[] {
-    let e = 0;
-    return requests.map((r, i): StreamAppendOutcome => {
-      const row = rows[i]!;
-      const start = e;
-      e += r.events.length;
-      const conflict = conflictOutcome(r, row.o_actual, row.o_ok);
-      if (conflict) return conflict;
-      const events = r.events.map((ev, k) =>
-        this.toRecorded({ seq: row.o_first + k, stream: r.stream, version: row.o_actual + k + 1, type: ev.type, schema: schemas[start + k]!, data: JSON.parse(data[start + k]!), meta: JSON.parse(meta[start + k]!), at: at[start + k]! }),
-      );
-      return { ok: true, result: { version: row.o_version, lastSeq: events.at(-1)?.seq ?? 0, events } };
-    });
+  private outcomes(requests: readonly StreamAppend[], rows: AppendRow[], batch: Encoded): StreamAppendOutcome[] {
+    return appendOutcomes(requests, rows, batch, (r) => this.toRecorded(r));
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncIterable<RecordedEvent> {
@@ -359,7 +341,11 @@ export class PgEventStore {
     const page = (from: number, n: number): Promise<EventRow[]> =>
       to === undefined
         ? this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE seq >= $1 ORDER BY seq LIMIT $2`, [from, n])
-        : this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE seq >= $1 AND seq <= $2 ORDER BY seq LIMIT $3`, [from, to, n]);
+        : this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE seq >= $1 AND seq <= $2 ORDER BY seq LIMIT $3`, [
+            from,
+            to,
+            n,
+          ]);
     let n = Math.min(PAGE, left);
     let pending = page(Math.max(1, options.from ?? 1), n);
     while (left > 0) {
@@ -377,74 +363,19 @@ export class PgEventStore {
     }
   }
 
-  /**
-   * One row per stream with events at positions <= `upTo` (a supervisor's open, postgres/host-store.ts: what it needs of
-   * the streams it will not hold, instead of their events): the number of those events, the last one's version,
-   * the first and last one's positions and `at`, and the `meta.node` of the last one that has a string there.
-   * One pass over the events (a sequential scan and a hash aggregate: cheaper here than a probe of the
-   * (stream, version) index per stream, and no index to maintain on every append). The first/last `at` and node
-   * ride on their position: the minimum or maximum of `seq` zero-padded to 19 digits (any bigint) followed by
-   * the value, compared byte for byte (COLLATE "C"), is the value at the first or last position.
-   *
-   * The aggregate holds a group per stream: with the default work_mem (4 MB) 198,069 streams did not fit and
-   * PostgreSQL sorted the 1,026,358 events on disk instead (an external merge: 2.0 s, against 1.2 s hashed in
-   * memory); SUMMARY_WORK_MEM, for this statement only (SET LOCAL in its own read-only transaction), keeps it in
-   * memory (a larger log spills to disk in batches). Rows come as arrays: no object per row to build and drop.
-   */
+  /** One row per stream with events at positions <= `upTo` (open-reads.ts), read in a transaction of its own. */
   async summarizeStreams(upTo: number): Promise<StreamSummary[]> {
-    return this.withClient(async (client) => {
-      await client.query('BEGIN READ ONLY');
-      try {
-        await client.query(`SET LOCAL work_mem = '${SUMMARY_WORK_MEM}'`);
-        // The positions and values are split apart by the server: numbers, and flat strings (a slice of a longer
-        // string would keep the whole of it alive in every paged-out stream's stub).
-        const { rows } = await client.query<[string, number, number, number, string, number, string, string | null]>({
-          text: `SELECT stream, n, version, left(first, 19)::bigint, substr(first, 20), left(last, 19)::bigint, substr(last, 20), substr(node, 20)
-         FROM (SELECT stream, count(*)::integer AS n, max(version) AS version,
-                      min((lpad(seq::text, 19, '0') || at) COLLATE "C") AS first,
-                      max((lpad(seq::text, 19, '0') || at) COLLATE "C") AS last,
-                      max((lpad(seq::text, 19, '0') || (meta->>'node')) COLLATE "C") FILTER (WHERE jsonb_typeof(meta->'node') = 'string') AS node
-                 FROM events WHERE seq <= $1 GROUP BY stream) s`,
-          values: [upTo],
-          rowMode: 'array',
-        });
-        const out: StreamSummary[] = new Array(rows.length);
-        for (let i = 0; i < rows.length; i++) {
-          const [stream, events, version, firstSeq, createdAt, lastSeq, updatedAt, node] = rows[i]!;
-          out[i] = { stream, events, version, firstSeq, createdAt, lastSeq, updatedAt, node };
-        }
-        return out;
-      } finally {
-        await client.query('COMMIT');
-      }
-    });
+    return this.withClient((client) => summarizeStreams(client, upTo));
   }
 
-  /** Every event of these streams at positions <= `upTo`, in position order (a supervisor's open: the streams it holds). */
+  /** Every event of these streams at positions <= `upTo`, in position order (open-reads.ts). */
   async readStreamsUpTo(streams: readonly string[], upTo: number): Promise<RecordedEvent[]> {
-    if (streams.length === 0) return [];
-    const rows = await this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE stream = ANY($1::text[]) AND seq <= $2 ORDER BY seq`, [streams, upTo]);
-    return rows.map((r) => this.toRecorded(r));
+    return readStreamsUpTo(this.openReads, streams, upTo);
   }
 
-  /**
-   * Of each of these streams, its events at positions <= `upTo` from the oldest one whose `at` is not before
-   * `since` on (a supervisor's open: request streams, whose older events it does not hold), in position order.
-   * The cut is one version per stream, so what comes is the stream's newest events whatever order their writers'
-   * clocks put `at` in.
-   */
+  /** Of each of these streams, its newest events at positions <= `upTo` whose `at` reaches `since` (open-reads.ts). */
   async readStreamsSince(streams: readonly string[], upTo: number, since: string): Promise<RecordedEvent[]> {
-    if (streams.length === 0) return [];
-    const rows = await this.query<EventRow>(
-      `WITH cut AS (SELECT stream, min(version) AS version FROM events
-                     WHERE stream = ANY($1::text[]) AND seq <= $2 AND at COLLATE "C" >= $3 GROUP BY stream)
-       SELECT ${COLUMNS.split(', ')
-         .map((c) => `e.${c}`)
-         .join(', ')} FROM events e JOIN cut ON e.stream = cut.stream AND e.version >= cut.version
-        WHERE e.seq <= $2 ORDER BY e.seq`,
-      [streams, upTo, since],
-    );
-    return rows.map((r) => this.toRecorded(r));
+    return readStreamsSince(this.openReads, streams, upTo, since);
   }
 
   // --- the hash chain and snapshots (postgres/schema.ts migration 4) -----------------------------------------
@@ -462,18 +393,23 @@ export class PgEventStore {
     return this.withClient(async (client) => {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
       try {
-        return await checkChain(async <R extends pg.QueryResultRow>(sql: string, params: unknown[]) => (await client.query<R>(sql, params)).rows, options.afterSeq ?? 0);
+        return await checkChain(
+          async <R extends pg.QueryResultRow>(sql: string, params: unknown[]) =>
+            (await client.query<R>(sql, params)).rows,
+          options.afterSeq ?? 0,
+        );
       } finally {
         await client.query('COMMIT');
       }
     });
   }
 
-
   /** The newest snapshot of each of these streams that has one. */
   async latestSnapshots(streams: readonly string[]): Promise<SnapshotRecord[]> {
     if (streams.length === 0) return [];
-    return (await this.query<SnapshotRow>('SELECT * FROM snapshots WHERE stream = ANY($1::text[])', [streams])).map(toSnapshot);
+    return (await this.query<SnapshotRow>('SELECT * FROM snapshots WHERE stream = ANY($1::text[])', [streams])).map(
+      toSnapshot,
+    );
   }
 
   /** The newest snapshot at or before `version` (the current one or one it replaced). */
@@ -490,7 +426,10 @@ export class PgEventStore {
     const table = options.history ? 'snapshot_history' : 'snapshots';
     let after: [string, number] = ['', -1];
     for (;;) {
-      const rows = await this.query<SnapshotRow>(`SELECT * FROM ${table} WHERE (stream, version) > ($1, $2) ORDER BY stream COLLATE "C", version LIMIT 256`, after);
+      const rows = await this.query<SnapshotRow>(
+        `SELECT * FROM ${table} WHERE (stream, version) > ($1, $2) ORDER BY stream COLLATE "C", version LIMIT 256`,
+        after,
+      );
       for (const r of rows) yield toSnapshot(r);
       if (rows.length < 256) return;
       after = [rows.at(-1)!.stream, rows.at(-1)!.version];
@@ -522,14 +461,17 @@ export class PgEventStore {
 
   /** Which version each stream's snapshot stands at, as recorded apart from the snapshots (postgres/schema.ts migration 5). */
   async snapshotVersions(): Promise<Map<string, number>> {
-    return new Map((await this.query<{ stream: string; version: number }>('SELECT stream, version FROM snapshot_versions', [])).map((r) => [r.stream, r.version]));
+    return new Map(
+      (await this.query<{ stream: string; version: number }>('SELECT stream, version FROM snapshot_versions', [])).map(
+        (r) => [r.stream, r.version],
+      ),
+    );
   }
 
   async lastSeq(): Promise<number> {
     const [r] = await this.query<{ s: number }>('SELECT coalesce(max(seq), 0)::bigint AS s FROM events', []);
     return r!.s;
   }
-
 
   /**
    * Calls `onCommit` whenever any process commits an append to this log (LISTEN/NOTIFY, commit-listener.ts). A
@@ -546,7 +488,10 @@ export class PgEventStore {
     // fallback); this handle's own wake it at once.
     const read = async (from: number, limit: number): Promise<RecordedEvent[]> => {
       if (this.closed) return [];
-      const rows = await this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE seq >= $1 ORDER BY seq LIMIT $2`, [from, limit]);
+      const rows = await this.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE seq >= $1 ORDER BY seq LIMIT $2`, [
+        from,
+        limit,
+      ]);
       return rows.map((r) => this.toRecorded(r));
     };
     const unlisten = this.listen(() => this.wakeups.wake());
@@ -556,8 +501,18 @@ export class PgEventStore {
   projection<D>(name: string): ProjectionReader<D> {
     this.projections.get(name);
     return {
-      get: async (id) => (await this.query<{ doc: D }>('SELECT doc FROM projection_documents WHERE projection = $1 AND id = $2', [name, id]))[0]?.doc,
-      list: async () => this.query<{ id: string; doc: D }>('SELECT id, doc FROM projection_documents WHERE projection = $1 ORDER BY id COLLATE "C"', [name]),
+      get: async (id) =>
+        (
+          await this.query<{ doc: D }>('SELECT doc FROM projection_documents WHERE projection = $1 AND id = $2', [
+            name,
+            id,
+          ])
+        )[0]?.doc,
+      list: async () =>
+        this.query<{ id: string; doc: D }>(
+          'SELECT id, doc FROM projection_documents WHERE projection = $1 ORDER BY id COLLATE "C"',
+          [name],
+        ),
     };
   }
 
@@ -566,9 +521,18 @@ export class PgEventStore {
     this.open();
     const p = this.projections.get(name);
     const fold = (rows: EventRow[], docs: Map<string, unknown>) => {
-      for (const t of this.projections.targets(rows.map((r) => this.toRecorded(r)), p)) docs.set(t.id, foldDocument(t, docs.get(t.id) ?? null));
+      for (const t of this.projections.targets(
+        rows.map((r) => this.toRecorded(r)),
+        p,
+      ))
+        docs.set(t.id, foldDocument(t, docs.get(t.id) ?? null));
     };
-    return rebuildProjectionPg<EventRow>(name, { sql: (text, params) => this.query(text, params), columns: COLUMNS, fold, description: this.description });
+    return rebuildProjectionPg<EventRow>(name, {
+      sql: (text, params) => this.query(text, params),
+      columns: COLUMNS,
+      fold,
+      description: this.description,
+    });
   }
 
   async close(): Promise<void> {

@@ -7,7 +7,7 @@
 //
 // The actors projection (what ps lists) is folded by PostgreSQL's event store in the append's transaction; the
 // copy keeps its rows: the host's own row for its own appends (the two agree), the stored document for events
-// other processes wrote (fetched when the follower sees them).
+// other processes wrote (fetched when the follower sees them; actor-rows.ts).
 //
 // Memory (log-copy.ts): a supervisor's store (pageOut, set for a supervising node) holds live actors' histories,
 // every stream that is not an actor's (app grants, facts; of the request streams, the execution queue and
@@ -21,12 +21,20 @@
 // A cluster node's store (opened with `node`) fences every append to an actor's stream with that actor's lease
 // and hands its leases to the node's services as `leasing` (leasing.ts).
 import type { ClusterRecords } from '../../domain/cluster-nodes.ts';
-import { EventEncodingError, FencedError, RunlogError } from '../../domain/errors.ts';
+import { RunlogError } from '../../domain/errors.ts';
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
-import type { AppendObserver, ArchiveOptions, ArchiveResult, Archiving, ChainVerifying, Metered, Placement, Reconnecting } from '../capabilities.ts';
+import type {
+  AppendObserver,
+  ArchiveOptions,
+  ArchiveResult,
+  Archiving,
+  ChainVerifying,
+  Metered,
+  Placement,
+  Reconnecting,
+} from '../capabilities.ts';
 import type { ChainCheck } from '../chain.ts';
 import {
-  toJson,
   validateAppends,
   type ActorFilter,
   type ActorRow,
@@ -45,17 +53,22 @@ import {
   type Subscription,
 } from '../port.ts';
 import { pollingSubscription, Wakeups } from '../subscription.ts';
+import { ActorRowsCopy } from './actor-rows.ts';
 import { archiveEndedPg } from './archive.ts';
+import { ClusterView } from './cluster-view.ts';
 import { CopyFollower } from './copy-follower.ts';
 import { loadBelowWindow } from './copy-load.ts';
 import { logPage, readLogComplete, readStreamComplete } from './copy-reads.ts';
 import { PgEventStore } from './event-store.ts';
-import { REQUEST_KEEP_MS, type LoadStats, type PgHostStoreOptions } from './host-store-options.ts';
+import { sendAppends, type AppendSender } from './fenced-append.ts';
+import type { LoadStats, PgHostStoreOptions } from './host-store-options.ts';
+import { eventStoreOptions, KEEP_RECENT, logCopyOptions } from './host-store-parts.ts';
 import { ACTOR_STREAM, LeaseBeat } from './lease-beat.ts';
 import { Leases } from './leases.ts';
 import { PgLeasing } from './leasing.ts';
+import { LiveSnapshots } from './live-snapshots.ts';
 import { LogCopy } from './log-copy.ts';
-import { readClusterRecords, readNodeState, writeNodeRow } from './node-records.ts';
+import { readClusterRecords, writeNodeRow } from './node-records.ts';
 import { splitStoreUrl } from './url.ts';
 
 export { splitStoreUrl };
@@ -63,25 +76,6 @@ export { REQUEST_KEEP_MS, type LeaseListener, type LoadStats, type PgHostStoreOp
 export type { PgLeasing } from './leasing.ts';
 
 const PAGE = 1000;
-/** The newest positions a paging-out copy holds whatever their stream (followers and subscribers read from there). */
-const KEEP_RECENT = 10_000;
-/** An actors-projection document with, for an archived actor, where its events went (tombstones, postgres/schema.ts migration 5). */
-const rowSelect = (doc: string): string => `SELECT ${doc} AS doc, a.file AS archived_to, a.created_at AS archived_at FROM projection_documents d
-  LEFT JOIN tombstones t ON t.stream = d.id LEFT JOIN archives a ON a.id = t.archive`;
-type RowDoc = { doc: unknown; archived_to: string | null; archived_at: string | null };
-
-/** The outcome of a request with an event JSON cannot encode (it fails alone), or null. */
-function unencodable(r: StreamAppend): StreamAppendOutcome | null {
-  for (const e of r.events) {
-    try {
-      toJson(e.data, 'data');
-      toJson(e.meta ?? {}, 'meta');
-    } catch (err) {
-      return { ok: false, error: new EventEncodingError(r.stream, e.type, (err as Error).message, { cause: err }) };
-    }
-  }
-  return null;
-}
 
 export class PgHostStore implements EventStorePort, Reconnecting, Metered, ChainVerifying, Archiving {
   readonly description: string;
@@ -90,43 +84,36 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
   private observer: AppendObserver | undefined;
   /** The events held (log-copy.ts: ended actors' are paged out when `pageOut` is set). */
   private readonly copy: LogCopy;
-  private readonly rows = new Map<string, ActorRow>();
-  /**
-   * Live actors' newest snapshots (inspect/snapshots.ts), read at open and kept as this node appends them: the host
-   * rehydrates an actor from its snapshot and the events after it. Ended actors' are left in PostgreSQL (a read
-   * of one folds from its events, the same answer).
-   */
-  private readonly snapshots = new Map<string, SnapshotRecord>();
+  /** The actors rows (actor-rows.ts): what ps lists. */
+  private readonly rows: ActorRowsCopy;
+  /** Live actors' newest snapshots (live-snapshots.ts). */
+  private readonly snapshots: LiveSnapshots;
   /** Wakes the subscriptions when the copy has taken new events. */
   private readonly wakeups = new Wakeups();
   /** Each subscription's position (the last event it finished): paging out never drops what one has yet to see. */
   private readonly subscriptions = new Map<Subscription, () => number>();
-  private heartbeat: Heartbeat | null = null;
-  /** stream → the node whose append was its latest (events a cluster node appends carry meta.node). */
-  private readonly lastNode = new Map<string, string>();
-  /** stream → the node holding its lease (read with the heartbeats). */
-  private owners = new Map<string, string>();
-  private size = 0;
+  /** The heartbeats, the leases' holders, each stream's last writer and the size, as last read (cluster-view.ts). */
+  private readonly cluster: ClusterView;
   private compactDue = false;
   /** Ingestion into the copy, one step at a time, in position order. */
   private chain: Promise<unknown> = Promise.resolve();
   /** Follows other processes' commits into the copy (copy-follower.ts). */
   private readonly follower: CopyFollower;
   private closed = false;
-  private readonly rowsProjection: string;
   /** This node's leases (null: not supervising as a cluster node). */
   private readonly leases: Leases | null;
   /** This node's beat: renewals, releases, take-overs and pick-ups (lease-beat.ts; null: not a cluster node). */
   private readonly leaseBeat: LeaseBeat | null;
   private readonly inflight = new Set<Promise<unknown>>();
-  private readonly toRow: (doc: unknown) => ActorRow;
-  /**
-   * The rows' query. With the default toRow (which drops `snapshot` and `rev`) the server drops them: an actor's
-   * persisted machine snapshot is most of its document, and reading every ended actor's at open cost more than
-   * the events did (store.pg.open).
-   */
-  private readonly rowSelect: string;
-  private readonly loaded: LoadStats = { before: 0, eventsRead: 0, streamsSummarised: 0, eventsSummarised: 0, requestEventsPagedOut: 0 };
+  /** What appends go out through (fenced-append.ts). */
+  private readonly sender: AppendSender;
+  private readonly loaded: LoadStats = {
+    before: 0,
+    eventsRead: 0,
+    streamsSummarised: 0,
+    eventsSummarised: 0,
+    requestEventsPagedOut: 0,
+  };
 
   private constructor(
     /** The PostgreSQL event store underneath (appends, and reads of what the copy does not hold). */
@@ -134,38 +121,47 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     private readonly options: PgHostStoreOptions,
   ) {
     this.description = pg.description;
-    this.leases = options.node ? new Leases(pg, options.node.name, options.node.leaseTtlMs, options.node.collectGraceMs ?? options.node.leaseTtlMs, options.node.renewals ? { renewals: options.node.renewals } : {}) : null;
-    this.leaseBeat = this.leases ? new LeaseBeat(this.leases, () => this.serial(() => this.catchUp()), () => this.closed) : null;
+    this.snapshots = new LiveSnapshots(pg);
+    this.leases = options.node
+      ? new Leases(
+          pg,
+          options.node.name,
+          options.node.leaseTtlMs,
+          options.node.collectGraceMs ?? options.node.leaseTtlMs,
+          options.node.renewals ? { renewals: options.node.renewals } : {},
+        )
+      : null;
+    this.leaseBeat = this.leases
+      ? new LeaseBeat(
+          this.leases,
+          () => this.serial(() => this.catchUp()),
+          () => this.closed,
+        )
+      : null;
     this.leasing = this.leases && this.leaseBeat ? new PgLeasing(this.leases, this.leaseBeat, this) : null;
-    this.rowsProjection = options.actorRows?.projection ?? 'actors';
-    this.follower = new CopyFollower(pg, () => this.serial(() => this.catchUp()), () => this.refreshNodes(), () => this.closed);
-    // The default row is the document without `snapshot` and `rev`, and the server drops both (one jsonb delete
-    // of the two keys: two deletes rebuilt each document twice): the document read is the row, copied no more.
-    this.toRow = options.actorRows?.toRow ?? ((doc: unknown) => doc as ActorRow);
-    this.rowSelect = rowSelect(options.actorRows?.toRow ? 'd.doc' : "d.doc - '{snapshot,rev}'::text[]");
-    const pageOut = options.pageOut ?? null;
-    const now = options.now;
-    this.copy = new LogCopy({
-      keepRecent: pageOut ? (pageOut.keepRecent ?? KEEP_RECENT) : null,
-      ended: (stream) => ACTOR_STREAM.test(stream) && this.rows.get(stream)?.status === 'terminal',
-      ...(pageOut?.requestStreams
-        ? { tail: { is: pageOut.requestStreams.is, keepMs: pageOut.requestStreams.keepMs ?? REQUEST_KEEP_MS, now: now ? () => Date.parse(now()) : () => Date.now() } }
-        : {}),
-    });
+    this.cluster = new ClusterView(pg, this.leases);
+    this.sender = {
+      pg,
+      leases: this.leases,
+      leaseBeat: this.leaseBeat,
+      leasing: this.leasing,
+      snapshots: this.snapshots,
+      observer: () => this.observer,
+    };
+    this.rows = new ActorRowsCopy(pg, options.actorRows, (stream) => this.copy.markEnded(stream));
+    this.follower = new CopyFollower(
+      pg,
+      () => this.serial(() => this.catchUp()),
+      () => this.cluster.refresh(),
+      () => this.closed,
+    );
+    this.copy = new LogCopy(
+      logCopyOptions(options, (stream) => ACTOR_STREAM.test(stream) && this.rows.get(stream)?.status === 'terminal'),
+    );
   }
 
   static async open(options: PgHostStoreOptions): Promise<PgHostStore> {
-    const split = splitStoreUrl(options.url);
-    const pg = await PgEventStore.open({
-      url: split.url,
-      schema: options.schema ?? split.schema ?? 'runlog',
-      ...(options.projections ? { projections: options.projections } : {}),
-      ...(options.upcasters ? { upcasters: options.upcasters } : {}),
-      ...(options.now ? { now: options.now } : {}),
-      ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
-      ...(options.faults ? { faults: options.faults } : {}),
-      ...(options.node ? { holdLimitMs: options.node.leaseTtlMs } : {}), // a stopped client's locks last a TTL at most
-    });
+    const pg = await PgEventStore.open(eventStoreOptions(options));
     const store = new PgHostStore(pg, options);
     try {
       await store.load();
@@ -204,10 +200,15 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     // ended actors'); the stubs of the others come from their summaries, never from their events.
     // Each row is kept as it arrives (while the summary is still being computed), never gathered into a result.
     const [, summaries] = await Promise.all([
-      this.pg.eachRow<RowDoc>(`${this.rowSelect} WHERE d.projection = $1`, [this.rowsProjection], (d) => this.putRow(d)),
+      this.rows.load(),
       pageBelow > 0 ? this.pg.summarizeStreams(pageBelow) : [],
     ]);
-    if (pageBelow > 0) await loadBelowWindow(this.pg, this.copy, pageBelow, summaries, { put: (e, below) => this.put(e, below), lastNode: this.lastNode, loaded: this.loaded });
+    if (pageBelow > 0)
+      await loadBelowWindow(this.pg, this.copy, pageBelow, summaries, {
+        put: (e, below) => this.put(e, below),
+        lastNode: this.cluster.lastNode,
+        loaded: this.loaded,
+      });
     const late = new Set<string>();
     for await (const e of this.pg.readAll({ from: pageBelow + 1 })) {
       this.put(e, pageBelow);
@@ -215,27 +216,16 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
       if (e.seq > before) late.add(e.stream);
     }
     // Documents read before events committed after `before` may be older than those events: read them again.
-    await this.refreshRows(late);
+    await this.rows.refresh(late);
     this.compact(true);
-    const live = [...this.rows.values()].filter((r) => r.status === 'active').map((r) => r.stream);
-    for (const r of await this.pg.latestSnapshots(live)) this.snapshots.set(r.stream, r);
-    await this.refreshNodes();
-  }
-
-  private putRow(d: RowDoc): void {
-    const row = this.toRow(d.doc);
-    this.setRow(d.archived_to ? { ...row, archived: { file: d.archived_to, at: d.archived_at! } } : row);
-  }
-
-  private setRow(row: ActorRow): void {
-    this.rows.set(row.stream, row);
-    if (row.status === 'terminal') this.copy.markEnded(row.stream);
+    const live = this.rows.live();
+    await this.snapshots.load(live);
+    await this.cluster.refresh();
   }
 
   private put(e: RecordedEvent, pageBelow = 0): void {
     this.copy.put(e, pageBelow);
-    const by = (e.meta as { node?: unknown } | undefined)?.node;
-    if (typeof by === 'string') this.lastNode.set(e.stream, by);
+    this.cluster.saw(e);
   }
 
   /**
@@ -273,7 +263,11 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
       const n = Math.min(PAGE, upTo - this.head);
       let got = 0;
       // Bounded by `upTo` too: past archived holes, n events from head + 1 can reach beyond it.
-      for await (const e of this.pg.readAll({ from: this.head + 1, limit: n, ...(upTo < Number.MAX_SAFE_INTEGER ? { to: upTo } : {}) })) {
+      for await (const e of this.pg.readAll({
+        from: this.head + 1,
+        limit: n,
+        ...(upTo < Number.MAX_SAFE_INTEGER ? { to: upTo } : {}),
+      })) {
         this.put(e);
         touched.add(e.stream);
         got += 1;
@@ -281,18 +275,9 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
       if (got < n) break;
     }
     if (this.head === start) return;
-    await this.refreshRows(touched);
+    await this.rows.refresh(touched);
     this.wakeups.wake();
     this.compactSoon();
-  }
-
-  private async refreshRows(streams: Set<string>): Promise<void> {
-    if (streams.size === 0) return;
-    for (const d of await this.pg.sql<RowDoc>(`${this.rowSelect} WHERE d.projection = $1 AND d.id = ANY($2::text[])`, [this.rowsProjection, [...streams]])) this.putRow(d);
-  }
-
-  private async refreshNodes(): Promise<void> {
-    ({ heartbeat: this.heartbeat, owners: this.owners, size: this.size } = await readNodeState(this.pg));
   }
 
   /** One look at PostgreSQL for other processes' commits (skipped while the last look is still out). */
@@ -306,8 +291,20 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
 
   // --- appends --------------------------------------------------------------------------------------
 
-  async appendToStream(stream: string, events: readonly NewEvent[], options: AppendToStreamOptions): Promise<AppendToStreamResult> {
-    const [o] = await this.appendMany([{ stream, events, expectedVersion: options?.expectedVersion, ...(options?.row ? { row: options.row } : {}), ...(options?.snapshot ? { snapshot: options.snapshot } : {}) }]);
+  async appendToStream(
+    stream: string,
+    events: readonly NewEvent[],
+    options: AppendToStreamOptions,
+  ): Promise<AppendToStreamResult> {
+    const [o] = await this.appendMany([
+      {
+        stream,
+        events,
+        expectedVersion: options?.expectedVersion,
+        ...(options?.row ? { row: options.row } : {}),
+        ...(options?.snapshot ? { snapshot: options.snapshot } : {}),
+      },
+    ]);
     if (!o!.ok) throw o!.error;
     return o!.result;
   }
@@ -331,46 +328,8 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
   }
 
   private async appendSent(requests: readonly StreamAppend[]): Promise<StreamAppendOutcome[]> {
-    // Like SQLite: an event JSON cannot encode fails its own request, not the batch it was committed with.
-    const outcomes: (StreamAppendOutcome | null)[] = requests.map(unencodable);
-    // A cluster node appends to an actor's stream only under its lease (lease-beat.ts: claims and refusals).
-    const claim = this.leaseBeat ? this.leaseBeat.gate(requests, outcomes) : new Set<string>();
-    const sent = requests.filter((_, i) => outcomes[i] === null);
-    // A cluster node signs what it appends (meta.node): ps and the inspector say where an actor last ran.
-    const node = this.leases?.node;
-    const signed = (events: readonly NewEvent[]): readonly NewEvent[] => (node ? events.map((e) => ({ ...e, meta: { ...e.meta, node } })) : events);
-    const appends: StreamAppend[] = sent.map((r) => ({ stream: r.stream, events: signed(r.events), expectedVersion: r.expectedVersion }));
-    const t0 = this.observer ? performance.now() : 0;
-    const claimed = new Map<string, number>();
-    const fence = this.leases ? { fence: { node: this.leases.node, tokens: this.leases.held, ttlMs: this.leases.ttlMs, ...(claim.size > 0 ? { claim: { streams: claim, ttlMs: this.leases.ttlMs, claimed } } : {}) } } : {};
-    const snapshots = sent.some((r) => r.snapshot) ? { snapshots: sent.map((r) => r.snapshot) } : {};
-    for (const s of claim) this.leaseBeat?.claiming.add(s);
-    let results: StreamAppendOutcome[];
-    try {
-      results = appends.length > 0 ? await this.pg.appendMany(appends, { ...fence, ...snapshots }) : [];
-    } catch (err) {
-      // Cut off: a claim may have committed with its reply lost. Its lease then names this node, unknown to it:
-      // the next beat looks (pickUp) once PostgreSQL answers.
-      if (claim.size > 0) this.leasing?.pickUpSoon();
-      throw err;
-    } finally {
-      for (const s of claim) this.leaseBeat?.claiming.delete(s);
-    }
-    for (const [stream, token] of claimed) this.leases?.held.set(stream, token);
-    const fenced: string[] = [];
-    results.forEach((o, i) => {
-      const r = sent[i]!;
-      if (!o.ok && o.error instanceof FencedError && this.leases?.held.delete(r.stream)) fenced.push(r.stream);
-      // An actor that ended gives its lease back at the next beat.
-      if (o.ok && r.row?.status === 'terminal') this.leaseBeat?.ending.add(r.stream);
-      if (o.ok && r.snapshot && r.snapshot.stream === r.stream && r.snapshot.version === o.result.version) {
-        if (r.row?.status === 'terminal') this.snapshots.delete(r.stream);
-        else this.snapshots.set(r.stream, r.snapshot);
-      }
-    });
-    // A lease found taken at append time is lost like one found taken at renewal (the listener lets go of it).
-    if (fenced.length > 0) this.leaseBeat?.lost(fenced);
-    if (this.observer) this.observer((performance.now() - t0) / 1000, results.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0));
+    // Checked, fenced and signed as it goes out (fenced-append.ts); what committed goes into the copy.
+    const { outcomes, sent, results } = await sendAppends(this.sender, requests);
     await this.serial(() => this.ingest(sent, results));
     let k = 0;
     return outcomes.map((o) => o ?? results[k++]!);
@@ -388,11 +347,13 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
         // The caller keeps the appended events it was handed: the copy holds its own.
         this.put(structuredClone(e));
         added = true;
-        if (row && row.version === e.version) this.setRow(row);
+        if (row && row.version === e.version) this.rows.set(row);
       }
       // The host's row is the state after its event; a stream whose row was not given is read back.
-      const unrowed = new Set(mine.filter(({ e, row }) => !row && ACTOR_STREAM.test(e.stream)).map(({ e }) => e.stream));
-      await this.refreshRows(unrowed);
+      const unrowed = new Set(
+        mine.filter(({ e, row }) => !row && ACTOR_STREAM.test(e.stream)).map(({ e }) => e.stream),
+      );
+      await this.rows.refresh(unrowed);
       if (added) this.wakeups.wake();
       this.compactSoon();
     }
@@ -459,7 +420,12 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
    */
   subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void | Promise<void>): Subscription {
     this.assertOpen();
-    const inner = pollingSubscription((from, limit) => logPage(this.copy, this.pg, from - 1, limit), this.wakeups, options, handler);
+    const inner = pollingSubscription(
+      (from, limit) => logPage(this.copy, this.pg, from - 1, limit),
+      this.wakeups,
+      options,
+      handler,
+    );
     const sub: Subscription = {
       get position() {
         return inner.position;
@@ -477,10 +443,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
 
   async snapshotAtOrBefore(stream: string, version?: number): Promise<SnapshotRecord | undefined> {
     this.assertOpen();
-    const r = this.snapshots.get(stream);
-    if (!r || version === undefined || r.version <= version) return r;
-    // An older one than the newest (a replay stepping back): the one it replaced, kept in PostgreSQL.
-    return this.pg.snapshotAtOrBefore(stream, version);
+    return this.snapshots.atOrBefore(stream, version);
   }
 
   projection<D>(name: string): ProjectionReader<D> {
@@ -490,25 +453,18 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
   /** Folds the whole log into the projection again; the actors rows are read back when it is theirs. */
   async rebuildProjection(name: string): Promise<{ documents: number; events: number }> {
     const result = await this.pg.rebuildProjection(name);
-    if (name === this.rowsProjection) {
-      const docs: RowDoc[] = [];
-      await this.pg.eachRow<RowDoc>(`${this.rowSelect} WHERE d.projection = $1`, [this.rowsProjection], (d) => void docs.push(d));
-      this.rows.clear();
-      for (const d of docs) this.putRow(d);
-    }
+    if (name === this.rows.projection) await this.rows.reload();
     return result;
   }
 
   async listActors(filter: ActorFilter = {}): Promise<ActorRow[]> {
     this.assertOpen();
-    return [...this.rows.values()]
-      .filter((r) => (!filter.kind || r.kind === filter.kind) && (filter.all || r.status === 'active'))
-      .sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    return this.rows.list(filter);
   }
 
   async getActor(id: string): Promise<ActorRow | undefined> {
     this.assertOpen();
-    return this.rows.get(`instance-${id}`) ?? this.rows.get(`execution-${id}`);
+    return this.rows.find(id);
   }
 
   /**
@@ -518,10 +474,13 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
    */
   async replaceActorRows(_rows: readonly ActorRow[]): Promise<void> {
     this.assertOpen();
-    if (!this.options.projections?.some((p) => p.name === this.rowsProjection)) {
-      throw new RunlogError('NOT_SUPPORTED', `the actors rows of ${this.description} are folded by the supervisors' store in every append; this store was opened without that projection and cannot rebuild them`);
+    if (!this.options.projections?.some((p) => p.name === this.rows.projection)) {
+      throw new RunlogError(
+        'NOT_SUPPORTED',
+        `the actors rows of ${this.description} are folded by the supervisors' store in every append; this store was opened without that projection and cannot rebuild them`,
+      );
     }
-    await this.rebuildProjection(this.rowsProjection);
+    await this.rebuildProjection(this.rows.projection);
   }
 
   // --- supervision --------------------------------------------------------------------------------
@@ -533,7 +492,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
    */
   writeHeartbeat(h: Heartbeat): Promise<void> {
     if (this.closed) return Promise.resolve();
-    this.heartbeat = h;
+    this.cluster.heartbeat = h;
     const p = writeNodeRow(this.pg, h);
     this.inflight.add(p);
     void p.catch(() => undefined).finally(() => this.inflight.delete(p));
@@ -542,7 +501,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
 
   /** The newest heartbeat of any node (read with the follower's polls). */
   async readHeartbeat(): Promise<Heartbeat | null> {
-    return this.heartbeat;
+    return this.cluster.heartbeat;
   }
 
   /** Every node's heartbeat and every lease, read now (the inspector's nodes; expiry judged on the server's clock). */
@@ -552,15 +511,14 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
 
   /** The node that appended the actor's latest event, and the node holding its lease (null: none, or it ended). */
   async placement(stream: string): Promise<Placement> {
-    const owner = this.leases?.owns(stream) ? this.leases.node : (this.owners.get(stream) ?? null);
-    return { node: this.lastNode.get(stream) ?? null, owner };
+    return this.cluster.placement(stream);
   }
 
   // --- capabilities: metrics, the hash chain, retention ----------------------------------------------
 
   /** The events and actors tables' size (read with the follower's polls). */
   async sizeBytes(): Promise<number> {
-    return this.size;
+    return this.cluster.size;
   }
 
   observeAppends(observer: AppendObserver | undefined): void {
@@ -574,8 +532,12 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
   /** Archives ended actors (postgres/archive.ts); their rows are read back to say where their events went. */
   async archiveEnded(options: ArchiveOptions): Promise<ArchiveResult> {
     const archived: string[] = [];
-    const result = await archiveEndedPg(this.pg, { ...options, projection: this.rowsProjection, removed: (streams) => archived.push(...streams) });
-    await this.refreshRows(new Set(archived));
+    const result = await archiveEndedPg(this.pg, {
+      ...options,
+      projection: this.rows.projection,
+      removed: (streams) => archived.push(...streams),
+    });
+    await this.rows.refresh(new Set(archived));
     return result;
   }
 
@@ -588,7 +550,7 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     await Promise.allSettled([...this.inflight]);
     await this.chain.catch(() => undefined);
     // The heartbeat's stop mark, if one was being written, goes out before the pool ends.
-    if (this.heartbeat?.stoppedAt) await writeNodeRow(this.pg, this.heartbeat).catch(() => undefined);
+    if (this.cluster.heartbeat?.stoppedAt) await writeNodeRow(this.pg, this.cluster.heartbeat).catch(() => undefined);
     await this.pg.close();
   }
 }

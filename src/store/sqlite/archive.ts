@@ -14,7 +14,8 @@
 import { RunlogError } from '../../domain/errors.ts';
 import { ArchiveFileWriter } from '../archive/archive-file.ts';
 import { ArchiveLedger } from '../archive/archive-ledger.ts';
-import { CHAIN_COLUMNS, GENESIS, rowHash, type ChainRow } from '../chain.ts';
+import { GENESIS } from '../chain.ts';
+import { ActorEventCopier } from './archive-events.ts';
 import { logBytes } from './file-checks.ts';
 import { readShutdownRecord, writeShutdownRecord } from './shutdown-record.ts';
 import type { SqliteEventStore } from './event-store.ts';
@@ -42,16 +43,24 @@ export function archiveEnded(store: SqliteEventStore, options: ArchiveOptions): 
     )
     .all(options.before) as PlannedActor[];
   step('planned');
-  const empty: ArchiveResult = { file: null, actors: 0, events: 0, bytes: 0, sha256: null, lastSeq: null, lastHash: null, sizeBefore, sizeAfter: sizeBefore, vacuum: 'none' };
+  const empty: ArchiveResult = {
+    file: null,
+    actors: 0,
+    events: 0,
+    bytes: 0,
+    sha256: null,
+    lastSeq: null,
+    lastHash: null,
+    sizeBefore,
+    sizeAfter: sizeBefore,
+    vacuum: 'none',
+  };
   if (planned.length === 0) return empty;
 
   const streams = new Set(planned.map((a) => a.stream));
-  const head = (db.prepare('SELECT seq, hash FROM chain_head WHERE id = 1').get() as { seq: number; hash: Buffer } | undefined) ?? { seq: 0, hash: GENESIS };
-  // why: raw(true) rows are arrays; better-sqlite3's types keep the object row type
-  const page = db.prepare(`SELECT ${CHAIN_COLUMNS} FROM events WHERE stream = ? AND version > ? ORDER BY version LIMIT 1024`).raw(true) as unknown as Database.Statement<[string, number], ChainRow>;
-  const at = db.prepare('SELECT stream, hash FROM events WHERE seq = ?') as Database.Statement<[number], { stream: string; hash: Buffer }>;
-  const gapAt = db.prepare('SELECT from_seq AS "from", hash FROM chain_gaps WHERE seq = ?') as Database.Statement<[number], { from: number; hash: Buffer }>;
-  const gapAfter = db.prepare('SELECT seq, from_seq AS "from", hash FROM chain_gaps WHERE seq > ? ORDER BY seq LIMIT 1') as Database.Statement<[number], { seq: number; from: number; hash: Buffer }>;
+  const head = (db.prepare('SELECT seq, hash FROM chain_head WHERE id = 1').get() as
+    { seq: number; hash: Buffer } | undefined) ?? { seq: 0, hash: GENESIS };
+  const copier = new ActorEventCopier(db);
 
   const ledger = new ArchiveLedger(store.file, streams, head.seq);
 
@@ -62,17 +71,7 @@ export function archiveEnded(store: SqliteEventStore, options: ArchiveOptions): 
     for (const a of planned) {
       out.history(a, createdAt);
       ledger.beginActor(a.stream);
-      for (;;) {
-        const rows = page.all(a.stream, ledger.version);
-        for (const r of rows) {
-          const [seq, , version, type, schema, when, data, meta, hash] = r;
-          const around = { before: seq > 1 ? at.get(seq - 1) : undefined, gapBefore: gapAt.get(seq - 1)?.hash, next: at.get(seq + 1) };
-          const { prev, needsGapAfter } = ledger.event({ seq, version, hash }, around, (link) => rowHash(link, r));
-          out.event({ seq, stream: a.stream, version, type, schema, at: when, data, meta, hash: hash!, ...(prev ? { prev } : {}) });
-          if (needsGapAfter) ledger.gapAfter(seq, gapAfter.get(seq));
-        }
-        if (rows.length < 1024) break;
-      }
+      copier.copy(out, ledger, a.stream);
       ledger.endActor(a.version);
     }
     const { events, lastSeq, lastHash } = ledger;
@@ -88,39 +87,13 @@ export function archiveEnded(store: SqliteEventStore, options: ArchiveOptions): 
 
     const bytes = out.bytes;
     const sha256 = out.sha256();
-    store.writeTransaction('archive', () => {
-      const version = db.prepare('SELECT coalesce(max(version), 0) AS v FROM events WHERE stream = ?') as Database.Statement<[string], { v: number }>;
-      for (const a of planned) {
-        const v = version.get(a.stream)!.v;
-        if (v !== a.version) throw new RunlogError('ARCHIVE_CONFLICT', `${a.stream} changed while it was archived (v${a.version} → v${v}); nothing was removed`, { stream: a.stream });
-      }
-      const id = db
-        .prepare('INSERT INTO archives (file, created_at, before, actors, events, bytes, sha256, last_seq, last_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
-        .run(options.out, createdAt, options.before, planned.length, events, bytes, sha256, lastSeq, lastHash).lastInsertRowid;
-      const tomb = db.prepare(
-        'INSERT INTO tombstones (stream, id, kind, state, status, version, created_at, updated_at, summary, archive, first_seq, last_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
-      );
-      const delEvents = db.prepare('DELETE FROM events WHERE stream = ?');
-      const delSnapshot = db.prepare('DELETE FROM snapshots WHERE stream = ?');
-      const delOlderSnapshots = db.prepare('DELETE FROM snapshot_history WHERE stream = ?');
-      const unmark = db.prepare('UPDATE actors SET snapshot_version = NULL WHERE stream = ?');
-      for (const a of planned) {
-        const r = ledger.ranges.get(a.stream)!;
-        tomb.run(a.stream, a.id, a.kind, a.state, a.status, a.version, a.created_at, a.updated_at, a.summary, id, r.first, r.last);
-        delEvents.run(a.stream);
-        delSnapshot.run(a.stream);
-        delOlderSnapshots.run(a.stream);
-        unmark.run(a.stream);
-      }
-      const holes = ledger.holes();
-      const delGap = db.prepare('DELETE FROM chain_gaps WHERE seq = ?');
-      for (const g of holes.swallowed) delGap.run(g);
-      // Each hole runs from just after the last event still in the log before its end.
-      const lastBefore = db.prepare('SELECT coalesce(max(seq), 0) AS s FROM events WHERE seq < ?') as Database.Statement<[number], { s: number }>;
-      const putGap = db.prepare('INSERT OR REPLACE INTO chain_gaps (seq, from_seq, hash) VALUES (?, ?, ?)');
-      for (const [end, hash] of holes.ends) putGap.run(end, lastBefore.get(end)!.s + 1, hash);
-      step('removing'); // everything removed, not yet committed
-    });
+    removeArchived(
+      store,
+      planned,
+      ledger,
+      { file: options.out, createdAt, before: options.before, bytes, sha256 },
+      step,
+    );
     step('committed');
 
     // Space back: incremental on a log made with it; an older log is switched over by one full VACUUM.
@@ -136,12 +109,107 @@ export function archiveEnded(store: SqliteEventStore, options: ArchiveOptions): 
     }
     store.checkpoint('TRUNCATE');
     step('vacuumed');
-    return { file: options.out, actors: planned.length, events, bytes, sha256, lastSeq, lastHash: lastHash.toString('hex'), sizeBefore, sizeAfter: logBytes(store.file), vacuum };
+    return {
+      file: options.out,
+      actors: planned.length,
+      events,
+      bytes,
+      sha256,
+      lastSeq,
+      lastHash: lastHash.toString('hex'),
+      sizeBefore,
+      sizeAfter: logBytes(store.file),
+      vacuum,
+    };
   } catch (err) {
     if (!out.linked) out.discard();
     else if (!archivedIn(db, options.out)) out.removeCopy();
     throw err;
   }
+}
+
+/**
+ * Step (2) at the top of this file: one write transaction checks that no planned actor moved since the plan
+ * (ARCHIVE_CONFLICT: nothing removed), records the archive, leaves a tombstone per actor, deletes its events and
+ * snapshots, and records the chain's holes the run leaves.
+ */
+function removeArchived(
+  store: SqliteEventStore,
+  planned: readonly PlannedActor[],
+  ledger: ArchiveLedger,
+  archive: { file: string; createdAt: string; before: string; bytes: number; sha256: string },
+  step: (s: ArchiveStep) => void,
+): void {
+  const db = store.connection;
+  const { events, lastSeq, lastHash } = ledger;
+  store.writeTransaction('archive', () => {
+    const version = db.prepare(
+      'SELECT coalesce(max(version), 0) AS v FROM events WHERE stream = ?',
+    ) as Database.Statement<[string], { v: number }>;
+    for (const a of planned) {
+      const v = version.get(a.stream)!.v;
+      if (v !== a.version)
+        throw new RunlogError(
+          'ARCHIVE_CONFLICT',
+          `${a.stream} changed while it was archived (v${a.version} → v${v}); nothing was removed`,
+          { stream: a.stream },
+        );
+    }
+    const id = db
+      .prepare(
+        'INSERT INTO archives (file, created_at, before, actors, events, bytes, sha256, last_seq, last_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      )
+      .run(
+        archive.file,
+        archive.createdAt,
+        archive.before,
+        planned.length,
+        events,
+        archive.bytes,
+        archive.sha256,
+        lastSeq,
+        lastHash,
+      ).lastInsertRowid;
+    const tomb = db.prepare(
+      'INSERT INTO tombstones (stream, id, kind, state, status, version, created_at, updated_at, summary, archive, first_seq, last_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    );
+    const delEvents = db.prepare('DELETE FROM events WHERE stream = ?');
+    const delSnapshot = db.prepare('DELETE FROM snapshots WHERE stream = ?');
+    const delOlderSnapshots = db.prepare('DELETE FROM snapshot_history WHERE stream = ?');
+    const unmark = db.prepare('UPDATE actors SET snapshot_version = NULL WHERE stream = ?');
+    for (const a of planned) {
+      const r = ledger.ranges.get(a.stream)!;
+      tomb.run(
+        a.stream,
+        a.id,
+        a.kind,
+        a.state,
+        a.status,
+        a.version,
+        a.created_at,
+        a.updated_at,
+        a.summary,
+        id,
+        r.first,
+        r.last,
+      );
+      delEvents.run(a.stream);
+      delSnapshot.run(a.stream);
+      delOlderSnapshots.run(a.stream);
+      unmark.run(a.stream);
+    }
+    const holes = ledger.holes();
+    const delGap = db.prepare('DELETE FROM chain_gaps WHERE seq = ?');
+    for (const g of holes.swallowed) delGap.run(g);
+    // Each hole runs from just after the last event still in the log before its end.
+    const lastBefore = db.prepare('SELECT coalesce(max(seq), 0) AS s FROM events WHERE seq < ?') as Database.Statement<
+      [number],
+      { s: number }
+    >;
+    const putGap = db.prepare('INSERT OR REPLACE INTO chain_gaps (seq, from_seq, hash) VALUES (?, ?, ?)');
+    for (const [end, hash] of holes.ends) putGap.run(end, lastBefore.get(end)!.s + 1, hash);
+    step('removing'); // everything removed, not yet committed
+  });
 }
 
 function archivedIn(db: Database.Database, file: string): boolean {

@@ -3,10 +3,15 @@
 // error naming the file and are left exactly as they were.
 import { existsSync, rmSync, statSync } from 'node:fs';
 import type { NewEvent, RecordedEvent, ReplayEvent } from '../../domain/events.ts';
-import { ConcurrencyError, LogUnreadableError, ReadOnlyLogError, RunlogError, StoreChainError, StoreTruncatedError } from '../../domain/errors.ts';
-import { GENESIS, eventHash, type ChainCheck } from '../chain.ts';
+import {
+  LogUnreadableError,
+  ReadOnlyLogError,
+  RunlogError,
+  StoreChainError,
+  StoreTruncatedError,
+} from '../../domain/errors.ts';
+import type { ChainCheck } from '../chain.ts';
 import type { AppendObserver } from '../capabilities.ts';
-import { ExpectedVersionError, versionMatches } from '../expected-version.ts';
 import type { ActorRow, Heartbeat, SnapshotRecord, StreamInfo } from '../port.ts';
 import {
   toSnapshot,
@@ -19,21 +24,38 @@ import {
   type IterateEventsOptions,
   type ReadAllOptions,
   type ReadOptions,
-  type SnapshotRow,
   type SubscribeOptions,
 } from './engine-types.ts';
 import { readShutdownRecord, shutdownRecordFile, writeShutdownRecord } from './shutdown-record.ts';
 import { chainHead, verifyChain } from './chain-check.ts';
 import { encodeRequest, type EncodedRequest } from './encoding.ts';
-import { EventPages, type EventRow } from './event-pages.ts';
-import { checkHeader, checkWal, createLogFile, logBytes, openSchema, sqliteCode, translate, untouchedSinceCleanShutdown, walBytes } from './file-checks.ts';
+import { EventPages } from './event-pages.ts';
+import {
+  checkHeader,
+  checkWal,
+  createLogFile,
+  logBytes,
+  openSchema,
+  sqliteCode,
+  translate,
+  untouchedSinceCleanShutdown,
+  walBytes,
+} from './file-checks.ts';
 import { readHeartbeatRow, writeHeartbeatRow } from './heartbeat.ts';
 import { getActor, listActors, replaceProjectionRows } from './projection.ts';
-import { iterateSnapshotHistory, iterateSnapshots, replaceSnapshotRows, snapshotAtOrBefore, snapshotVersions } from './snapshots.ts';
+import {
+  iterateSnapshotHistory,
+  iterateSnapshots,
+  replaceSnapshotRows,
+  snapshotAtOrBefore,
+  snapshotVersions,
+} from './snapshots.ts';
 import { streamInfos } from './streams.ts';
 import { SqliteSubscriptions } from './subscriptions.ts';
 import { Database } from './driver.ts';
 import { readOnlyTarget } from './read-only-target.ts';
+import { prepareStatements, type Statements } from './statements.ts';
+import { AppendWriter } from './append-writer.ts';
 import { defaultUpcasters, type UpcasterRegistry } from '../upcasters.ts';
 import { WalGuard } from './wal-guard.ts';
 
@@ -95,28 +117,12 @@ export class SqliteEventStore implements EventStore {
   private heartbeatInWal = false;
   /** Told the duration of every durable append (metrics); settable after open. */
   onAppend: AppendObserver | undefined;
-  private readonly inAppend: ((events: readonly RecordedEvent[]) => void) | undefined;
-  private readonly upcastAppended: boolean;
 
-  private readonly stmt: {
-    streamVersion: Database.Statement<[string], { version: number | null }>;
-    insertEvent: Database.Statement<[number, string, number, string, number, string, string, string, Buffer]>;
-    upsertActor: Database.Statement<[string, string, string, string, string, number, string, string, string]>;
-    readStream: Database.Statement<[string, number, number], EventRow>;
-    readAll: Database.Statement<[number, number], EventRow>;
-    dataVersion: Database.Statement<[], { data_version: number }>;
-    /** The chain (chain.ts): its last link, and the next seq. Undefined when read-only. */
-    chainHead?: Database.Statement<[], { seq: number; hash: Buffer }>;
-    maxSeq: Database.Statement<[], { s: number }>;
-    setChainHead?: Database.Statement<[number, Buffer]>;
-    putSnapshot?: Database.Statement<[string, number, string, string, string, string]>;
-    keepOlderSnapshot?: Database.Statement<[string, number]>;
-    markSnapshot?: Database.Statement<[number, string]>;
-    getSnapshot: Database.Statement<[string], SnapshotRow>;
-  };
+  /** The prepared statements (statements.ts). */
+  private readonly stmt: Statements;
 
-  private readonly appendTx: (request: EncodedRequest) => AppendResult;
-  private readonly appendManyTx: (requests: readonly EncodedRequest[]) => AppendOutcome[];
+  /** The append's transactions and their writes (append-writer.ts). */
+  private readonly writer: AppendWriter;
 
   constructor(file: string, options: SqliteEventStoreOptions = {}) {
     this.file = file;
@@ -124,8 +130,6 @@ export class SqliteEventStore implements EventStore {
     this.now = options.now ?? (() => new Date().toISOString());
     this.checkpointMs = options.checkpointMs ?? 1000;
     this.onAppend = options.onAppend;
-    this.inAppend = options.inAppend;
-    this.upcastAppended = options.upcastAppended ?? false;
     this.readOnly = options.readOnly ?? false;
     let deadMarkers = 0;
     let target = file;
@@ -145,7 +149,8 @@ export class SqliteEventStore implements EventStore {
       // (Read-only inspection skips this, to stay fast; `runlog verify` checks it.)
       if (!this.readOnly) checkWal(file);
       // Read-only: nothing may appear beside the log, and every commit must be seen (sqlite/read-only-target.ts).
-      if (this.readOnly) ({ target, release: this.releaseTarget } = readOnlyTarget(file, options.followsWriters ?? false));
+      if (this.readOnly)
+        ({ target, release: this.releaseTarget } = readOnlyTarget(file, options.followsWriters ?? false));
     }
     this.guard = file === ':memory:' || this.readOnly ? null : new WalGuard(file);
     try {
@@ -162,51 +167,21 @@ export class SqliteEventStore implements EventStore {
       throw this.translateOpen(err);
     }
     const db = this.db;
-    this.stmt = {
-      streamVersion: db.prepare('SELECT max(version) AS version FROM events WHERE stream = ?'),
-      insertEvent: db.prepare('INSERT INTO events (seq, stream, version, type, schema, data, meta, at, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)'),
-      upsertActor: db.prepare(
-        `INSERT INTO actors (id, kind, stream, state, status, version, created_at, updated_at, summary)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT(id) DO UPDATE SET state = excluded.state, status = excluded.status, version = excluded.version,
-           updated_at = excluded.updated_at, summary = excluded.summary`,
-      ),
-      readStream: db.prepare('SELECT * FROM events WHERE stream = ? AND version >= ? AND version <= ? ORDER BY version'),
-      readAll: db.prepare('SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?'),
-      dataVersion: db.prepare('PRAGMA data_version'),
-      maxSeq: db.prepare('SELECT coalesce(max(seq), 0) AS s FROM events'),
-      getSnapshot: db.prepare('SELECT * FROM snapshots WHERE stream = ?'),
-      ...(this.readOnly
-        ? {}
-        : {
-            chainHead: db.prepare('SELECT seq, hash FROM chain_head WHERE id = 1'),
-            setChainHead: db.prepare('INSERT INTO chain_head (id, seq, hash) VALUES (1, ?, ?) ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash'),
-            putSnapshot: db.prepare('INSERT OR REPLACE INTO snapshots (stream, version, fingerprint, created_at, state, checksum) VALUES (?, ?, ?, ?, ?, ?)'),
-            keepOlderSnapshot: db.prepare('INSERT OR REPLACE INTO snapshot_history SELECT stream, version, fingerprint, created_at, state, checksum FROM snapshots WHERE stream = ? AND version < ?'),
-            markSnapshot: db.prepare('UPDATE actors SET snapshot_version = ? WHERE stream = ?'),
-          }),
-    };
+    this.stmt = prepareStatements(db, this.readOnly);
     this.checkShutdownRecord();
     this.pages = new EventPages(db, this.upcasters);
-    this.subscriptions = new SqliteSubscriptions(this.stmt.dataVersion, (o) => this.readAll(o), () => this.lastSeq(), () => this.closed);
-    this.appendTx = db.transaction((request: EncodedRequest) => {
-      const result = this.appendInTx(request);
-      if (this.inAppend && result.events.length > 0) this.inAppend(result.events);
-      return result;
-    }).immediate as never;
-    this.appendManyTx = db.transaction((requests: readonly EncodedRequest[]) => {
-      const outcomes = requests.map((r): AppendOutcome => {
-        try {
-          return { ok: true, result: this.appendInTx(r) };
-        } catch (err) {
-          // appendInTx checks the version before it writes anything: a conflict leaves nothing to undo.
-          if (err instanceof ConcurrencyError) return { ok: false, error: err };
-          throw err;
-        }
-      });
-      if (this.inAppend) this.inAppend(outcomes.flatMap((o) => (o.ok ? o.result.events : [])));
-      return outcomes;
-    }).immediate as never;
+    this.subscriptions = new SqliteSubscriptions(
+      this.stmt.dataVersion,
+      (o) => this.readAll(o),
+      () => this.lastSeq(),
+      () => this.closed,
+    );
+    this.writer = new AppendWriter(db, this.stmt, {
+      upcasters: this.upcasters,
+      now: () => this.now(),
+      upcastAppended: options.upcastAppended ?? false,
+      inAppend: options.inAppend,
+    });
     // A dead writer's commits are in the WAL we just opened: copy them into the file (which clears its marker).
     if (deadMarkers > 0) this.checkpoint('PASSIVE');
   }
@@ -215,7 +190,10 @@ export class SqliteEventStore implements EventStore {
   private translateOpen(err: unknown): unknown {
     this.releaseTarget();
     const code = sqliteCode(err) ?? '';
-    if (this.readOnly && (code.startsWith('SQLITE_CANTOPEN') || code.startsWith('SQLITE_READONLY') || code.startsWith('SQLITE_IOERR'))) {
+    if (
+      this.readOnly &&
+      (code.startsWith('SQLITE_CANTOPEN') || code.startsWith('SQLITE_READONLY') || code.startsWith('SQLITE_IOERR'))
+    ) {
       return new LogUnreadableError(this.file, `${code}: ${(err as Error).message}`);
     }
     return translate(this.file, err);
@@ -248,58 +226,17 @@ export class SqliteEventStore implements EventStore {
     }
   }
 
-  private appendInTx({ stream, events, options, summary, snapshot }: EncodedRequest): AppendResult {
-    const actual = this.checkVersion(stream, options);
-    // An empty append checks the version and writes nothing: no link, no row, no snapshot.
-    if (events.length === 0) return { version: actual, lastSeq: 0, events: [] };
-    const now = this.now();
-    const recorded: RecordedEvent[] = [];
-    let version = actual;
-    // Read inside the transaction: a rolled-back append leaves no link behind (chain.ts). The head, not the last
-    // row, says where the log ends: the last events may have been archived, and a seq is never given twice.
-    const head = this.stmt.chainHead!.get();
-    let lastSeq = Math.max(this.stmt.maxSeq.get()!.s, head?.seq ?? 0);
-    let hash: Buffer = head?.hash ?? GENESIS;
-    for (const { event: e, data, meta: metaText } of events) {
-      version += 1;
-      lastSeq += 1;
-      const schema = e.schema ?? this.upcasters.currentSchema(e.type);
-      const at = e.at ?? now;
-      const meta = e.meta ?? {};
-      hash = eventHash(hash, lastSeq, stream, version, e.type, schema, at, data, metaText);
-      this.stmt.insertEvent.run(lastSeq, stream, version, e.type, schema, data, metaText, at, hash);
-      // The caller's own data (no copy on the append path), unless asked for as readers see it and not current.
-      if (!this.upcastAppended || this.upcasters.isCurrent(e.type, schema)) recorded.push({ seq: lastSeq, stream, version, type: e.type, schema, data: e.data as Record<string, unknown>, meta, at });
-      else recorded.push({ seq: lastSeq, stream, version, type: e.type, ...this.upcasters.upcast(e.type, schema, JSON.parse(data)), meta, at });
-    }
-    this.stmt.setChainHead!.run(lastSeq, hash);
-    const p = options.projection;
-    if (p) {
-      this.stmt.upsertActor.run(p.id, p.kind, p.stream, p.state, p.status, version, p.createdAt, p.updatedAt, summary ?? '{}');
-    }
-    // A snapshot stands for exactly this version: one made for another is a caller's bug, never stored.
-    if (snapshot && snapshot.stream === stream && snapshot.version === version) this.putSnapshotRow(snapshot);
-    return { version, lastSeq, events: recorded };
-  }
-
-  /** The stream's version, or the conflict thrown when `options.expectedVersion` does not accept it. */
-  private checkVersion(stream: string, options: EngineAppendOptions): number {
-    const actual = this.stmt.streamVersion.get(stream)?.version ?? 0;
-    if (!versionMatches(options.expectedVersion, actual)) throw new ExpectedVersionError(stream, options.expectedVersion, actual);
-    return actual;
-  }
-
   append(stream: string, events: readonly NewEvent[], options: AppendOptions | EngineAppendOptions): AppendResult {
     if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
     if (this.readOnly) throw new ReadOnlyLogError(this.file);
-    if (events.length === 0) return { version: this.checkVersion(stream, options), lastSeq: 0, events: [] };
+    if (events.length === 0) return { version: this.writer.checkVersion(stream, options), lastSeq: 0, events: [] };
     // Encoded before the transaction: a value JSON cannot encode throws EventEncodingError and writes nothing.
     const encoded = encodeRequest({ stream, events, options });
     let result: AppendResult;
     const t0 = this.onAppend ? performance.now() : 0;
     try {
       this.beforeWrite();
-      result = this.appendTx(encoded);
+      result = this.writer.one(encoded);
     } catch (err) {
       throw translate(this.file, err);
     }
@@ -312,7 +249,7 @@ export class SqliteEventStore implements EventStore {
     if (this.closed) throw new RunlogError('STORE_CLOSED', `event log ${this.file} is closed`);
     if (this.readOnly) throw new ReadOnlyLogError(this.file);
     // Nothing to write: each request's version is still checked, outside any transaction.
-    if (requests.every((r) => r.events.length === 0)) return requests.map((r) => this.emptyOutcome(r));
+    if (requests.every((r) => r.events.length === 0)) return requests.map((r) => this.writer.emptyOutcome(r));
     // Every request is encoded before the shared transaction: one that cannot be encoded fails alone (its outcome
     // says why) and never rolls back the others, which may be other callers' events decided in the same tick.
     const outcomes: (AppendOutcome | null)[] = [];
@@ -330,11 +267,15 @@ export class SqliteEventStore implements EventStore {
       const t0 = this.onAppend ? performance.now() : 0;
       try {
         this.beforeWrite();
-        committed = this.appendManyTx(encoded);
+        committed = this.writer.many(encoded);
       } catch (err) {
         throw translate(this.file, err);
       }
-      if (this.onAppend) this.onAppend((performance.now() - t0) / 1000, committed.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0));
+      if (this.onAppend)
+        this.onAppend(
+          (performance.now() - t0) / 1000,
+          committed.reduce((n, o) => n + (o.ok ? o.result.events.length : 0), 0),
+        );
       let i = 0;
       for (let k = 0; k < outcomes.length; k++) if (outcomes[k] === null) outcomes[k] = committed[i++]!;
       this.subscriptions.notify();
@@ -342,17 +283,10 @@ export class SqliteEventStore implements EventStore {
     return outcomes as AppendOutcome[];
   }
 
-  private emptyOutcome(r: EngineAppendRequest): AppendOutcome {
-    try {
-      return { ok: true, result: { version: this.checkVersion(r.stream, r.options), lastSeq: 0, events: [] } };
-    } catch (err) {
-      if (err instanceof ConcurrencyError) return { ok: false, error: err };
-      throw err;
-    }
-  }
-
   read(stream: string, options: ReadOptions = {}): RecordedEvent[] {
-    return this.stmt.readStream.all(stream, options.from ?? 1, options.to ?? Number.MAX_SAFE_INTEGER).map((r) => this.pages.toRecorded(r));
+    return this.stmt.readStream
+      .all(stream, options.from ?? 1, options.to ?? Number.MAX_SAFE_INTEGER)
+      .map((r) => this.pages.toRecorded(r));
   }
 
   /** The whole stream: SQLite reads from the file, so nothing is paged out (host-store.ts). */
@@ -477,7 +411,13 @@ export class SqliteEventStore implements EventStore {
     try {
       if (walBytes(this.file) > 0) return; // readers held the WAL: the file's size says nothing yet
       const st = statSync(this.file);
-      writeShutdownRecord(this.file, { size: st.size, mtimeMs: st.mtimeMs, lastSeq: head.seq, hash: head.hash.toString('hex'), at: this.now() });
+      writeShutdownRecord(this.file, {
+        size: st.size,
+        mtimeMs: st.mtimeMs,
+        lastSeq: head.seq,
+        hash: head.hash.toString('hex'),
+        at: this.now(),
+      });
     } catch {
       /* a full disk or a read-only directory: the next open simply has no record to compare with */
     }
@@ -489,11 +429,18 @@ export class SqliteEventStore implements EventStore {
     const record = readShutdownRecord(this.file);
     if (!record) return;
     // An archived tail left its last link in chain_gaps (retention): those events are accounted for, not missing.
-    const last = Math.max(this.stmt.maxSeq.get()!.s, (this.db.prepare('SELECT coalesce(max(seq), 0) AS s FROM chain_gaps').get() as { s: number }).s);
+    const last = Math.max(
+      this.stmt.maxSeq.get()!.s,
+      (this.db.prepare('SELECT coalesce(max(seq), 0) AS s FROM chain_gaps').get() as { s: number }).s,
+    );
     if (last < record.lastSeq) {
       this.db.close();
       this.releaseTarget();
-      throw new StoreTruncatedError(this.file, `it ends at event seq ${last}; at its last clean shutdown (${record.at}) it ended at seq ${record.lastSeq}`, { lastSeq: last, expected: record.lastSeq });
+      throw new StoreTruncatedError(
+        this.file,
+        `it ends at event seq ${last}; at its last clean shutdown (${record.at}) it ended at seq ${record.lastSeq}`,
+        { lastSeq: last, expected: record.lastSeq },
+      );
     }
   }
 
@@ -503,12 +450,6 @@ export class SqliteEventStore implements EventStore {
    */
   verifyChain(options: { afterSeq?: number; pageSize?: number } = {}): ChainCheck {
     return verifyChain(this.db, options);
-  }
-
-  private putSnapshotRow(r: SnapshotRecord): void {
-    this.stmt.keepOlderSnapshot!.run(r.stream, r.version); // the one it replaces stays usable for replay --to
-    this.stmt.putSnapshot!.run(r.stream, r.version, r.fingerprint, r.createdAt, r.state, r.checksum);
-    this.stmt.markSnapshot!.run(r.version, r.stream);
   }
 
   latestSnapshot(stream: string): SnapshotRecord | undefined {
@@ -537,7 +478,9 @@ export class SqliteEventStore implements EventStore {
 
   /** Replaces every snapshot in one transaction (`runlog rebuild --snapshots`). */
   replaceSnapshots(records: Iterable<SnapshotRecord>): number {
-    return this.writeTransaction('rebuild the snapshots', () => replaceSnapshotRows(this.db, records, (r) => this.putSnapshotRow(r)));
+    return this.writeTransaction('rebuild the snapshots', () =>
+      replaceSnapshotRows(this.db, records, (r) => this.writer.putSnapshotRow(r)),
+    );
   }
 
   /**
