@@ -31,7 +31,14 @@ import { noFaults } from './host/faults.ts';
 import { suspendOnStop } from './host/graceful-stop.ts';
 import type { Handover } from './cluster/handover.ts';
 import { startHeartbeat, type HeartbeatHandle } from './host/heartbeat.ts';
-import { actorEvents, inspectActor, listActors, rebuildProjection, replayActor, type ActorView } from '../inspect/inspection.ts';
+import {
+  actorEvents,
+  inspectActor,
+  listActors,
+  rebuildProjection,
+  replayActor,
+  type ActorView,
+} from '../inspect/inspection.ts';
 import { instanceOperations, type InstanceOperations } from './instances/instance-operations.ts';
 import { RunlogMetrics } from './observability/metrics.ts';
 import { DEFAULT_LEASE_TTL_MS, openLog, type OpenedLog } from './open-log.ts';
@@ -47,7 +54,15 @@ import { RunlogTracing } from './observability/tracing.ts';
 const QUEUE_CLAIM_MS = 300_000;
 
 // The public types (options, views and the Runlog facade) live in runlog-api.ts.
-export type { AppToolsView, ExecuteOptions, ExecutionOutcome, LogLine, Runlog, RunlogOptions, SpawnAppOptions } from './runlog-api.ts';
+export type {
+  AppToolsView,
+  ExecuteOptions,
+  ExecutionOutcome,
+  LogLine,
+  Runlog,
+  RunlogOptions,
+  SpawnAppOptions,
+} from './runlog-api.ts';
 
 export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog> {
   // An explicit db wins over the environment's store.
@@ -56,13 +71,18 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
   const paths = resolvePaths({ ...options, ...(url && !pgUrl ? { db: url } : {}) });
   const supervise = options.supervise ?? true;
   const readOnly = options.readOnly ?? !supervise;
-  if (supervise && readOnly) throw new ValidationError('OPTIONS_INVALID', 'a supervising runlog writes its log: supervise and readOnly exclude each other');
+  if (supervise && readOnly)
+    throw new ValidationError(
+      'OPTIONS_INVALID',
+      'a supervising runlog writes its log: supervise and readOnly exclude each other',
+    );
   // The writer lock comes first: a second writer must be refused before it reads, reconciles or appends anything.
   if (options.writerLock && (readOnly || options.writerLock.dbFile !== paths.db || !options.writerLock.held)) {
     throw new ValidationError('OPTIONS_INVALID', `writerLock must be held for ${paths.db} by a writable runlog`);
   }
   // On PostgreSQL there is no file to lock: supervisors share the log (leases say who owns which actor).
-  const writer = readOnly || pgUrl ? null : (options.writerLock ?? WriterLock.acquire(paths.db, options.command ?? 'createRunlog'));
+  const writer =
+    readOnly || pgUrl ? null : (options.writerLock ?? WriterLock.acquire(paths.db, options.command ?? 'createRunlog'));
   try {
     return await openRunlog(options, paths, supervise, readOnly, writer, pgUrl);
   } catch (err) {
@@ -103,7 +123,14 @@ interface Composed {
 }
 
 /** The composition root: the log, the host and its supervisors, the cluster's services, then the facade over them. */
-async function openRunlog(options: RunlogOptions, paths: { home: string; db: string }, supervise: boolean, readOnly: boolean, writer: WriterLock | null, pgUrl: string | undefined): Promise<Runlog> {
+async function openRunlog(
+  options: RunlogOptions,
+  paths: { home: string; db: string },
+  supervise: boolean,
+  readOnly: boolean,
+  writer: WriterLock | null,
+  pgUrl: string | undefined,
+): Promise<Runlog> {
   // A supervisor on PostgreSQL is a cluster node (maybe the only one): its actors are leased to it.
   const node = pgUrl && supervise ? (options.node ?? hostname()) : undefined;
   const openedAtMs = performance.now(); // no later than the store reclaims this node's leases (self-fence.ts)
@@ -118,25 +145,60 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   const clock = options.clock ?? systemClock;
   const now = options.now ?? (() => new Date(clock.nowMs()).toISOString());
   const tracing = supervise ? new RunlogTracing(bus, options.tracerProvider) : null;
-  const services = buildHost({ options, home: paths.home, store, leasing, reconnecting: opened.reconnecting, supervise, bus, log, faults, parts, clock, now, tracing });
+  const services = buildHost({
+    options,
+    home: paths.home,
+    store,
+    leasing,
+    reconnecting: opened.reconnecting,
+    supervise,
+    bus,
+    log,
+    faults,
+    parts,
+    clock,
+    now,
+    tracing,
+  });
   const { host, hostRef, instances, executions } = services;
   // `cap` changes reach the instances this node owns (all of them, on one machine): app-tool-sync.ts.
-  const toolSync = new AppToolSync({ store, live: () => host.live(), owns: (s) => !leasing || leasing.owns(s), dispatch: (id, e) => host.dispatch('instance', id, e), log });
+  const toolSync = new AppToolSync({
+    store,
+    live: () => host.live(),
+    owns: (s) => !leasing || leasing.owns(s),
+    dispatch: (id, e) => host.dispatch('instance', id, e),
+    log,
+  });
   /** Passes a spawn's first-event result on, after asking for the `cap` look at it (app-tool-sync.ts spawned). */
   const spawned =
     (instanceId: string) =>
     <R>(r: R): R => {
-      void toolSync.spawned(`instance-${instanceId}`).catch((err: unknown) => log(`cap changes for ${instanceId}: ${(err as Error).message}`));
+      void toolSync
+        .spawned(`instance-${instanceId}`)
+        .catch((err: unknown) => log(`cap changes for ${instanceId}: ${(err as Error).message}`));
       return r;
     };
-  const reconciler = new Reconciler(hostRef, instances, executions, log, { clock, ...(options.orphanPolicy ? { orphanPolicy: options.orphanPolicy } : {}), ...(leasing ? { owns: (stream: string) => leasing.owns(stream) } : {}) });
+  const reconciler = new Reconciler(hostRef, instances, executions, log, {
+    clock,
+    ...(options.orphanPolicy ? { orphanPolicy: options.orphanPolicy } : {}),
+    ...(leasing ? { owns: (stream: string) => leasing.owns(stream) } : {}),
+  });
   // This supervisor's node name (on SQLite: the host's, the only node there is).
   const selfNode = node ?? options.node ?? hostname();
   const placeOn = (choice: NodeChoice) => placeRequest(choice, leasing, selfNode, now);
   const heartbeat = supervise ? startHeartbeat(store, now, options.heartbeatMs, log, node) : null;
   const metrics =
     supervise && (options.metrics ?? true)
-      ? new RunlogMetrics({ store, metered: opened.metered, host: hostRef, bus, now, lastHeartbeat: () => heartbeat?.lastBeat() ?? null, appWatch: () => instances.appWatchMode(), prestart: () => executions.pool.accounts() })
+      ? new RunlogMetrics({
+          store,
+          metered: opened.metered,
+          host: hostRef,
+          bus,
+          now,
+          lastHeartbeat: () => heartbeat?.lastBeat() ?? null,
+          appWatch: () => instances.appWatchMode(),
+          prestart: () => executions.pool.accounts(),
+        })
       : null;
   const reconcile = async (o?: ReconcileOptions): Promise<ReconcileReport> => {
     const report = await reconciler.reconcile(o);
@@ -146,14 +208,41 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
   // Waits for an actor to settle, each with its deadline: ended by close() (settle-waits.ts).
   const waits = new SettleWaits({ bus, store, followLog: leasing !== null });
   const ops = instanceOperations({ store, host, instances, waits, killGraceMs: options.killGraceMs });
-  const cluster = supervise ? await startSupervising({ options, services, store, opened, node, bus, clock, log, toolSync, spawned, reconcile, openedAtMs, ops }) : null;
+  const cluster = supervise
+    ? await startSupervising({
+        options,
+        services,
+        store,
+        opened,
+        node,
+        bus,
+        clock,
+        log,
+        toolSync,
+        spawned,
+        reconcile,
+        openedAtMs,
+        ops,
+      })
+    : null;
   // Docker restarting or briefly unreachable: reconnect, resubscribe to engine events, reconcile.
   const engineWatch =
     supervise && (options.engineWatch ?? true)
-      ? startEngineWatch({ socketPath: parts.dockerSocket, engine: services.engine(), home: paths.home, host: hostRef, reconcile: () => reconcile({ reattach: true }), tracks: (id) => instances.tracks(id), log })
+      ? startEngineWatch({
+          socketPath: parts.dockerSocket,
+          engine: services.engine(),
+          home: paths.home,
+          host: hostRef,
+          reconcile: () => reconcile({ reattach: true }),
+          tracks: (id) => instances.tracks(id),
+          log,
+        })
       : null;
   // A pinned execution's node is watched while it waits to be claimed: NODE_UNAVAILABLE once it is not live (pinned-wait.ts).
-  const guardPinned = leasing && cluster ? pinnedWatch({ self: selfNode, leasing, store, queue: cluster.queue, nowMs: () => clock.nowMs(), log }) : null;
+  const guardPinned =
+    leasing && cluster
+      ? pinnedWatch({ self: selfNode, leasing, store, queue: cluster.queue, nowMs: () => clock.nowMs(), log })
+      : null;
   // Hand-over requests are carried out from here on.
   if (supervise) await cluster?.handover.start();
   if (supervise) await cluster?.follows.owner.start();
@@ -163,19 +252,56 @@ async function openRunlog(options: RunlogOptions, paths: { home: string; db: str
     void toolSync.syncAll().catch((err: unknown) => log(`cap changes at start-up: ${(err as Error).message}`));
   }
   const limiter = new ExecutionLimiter(executions.policy.executions, clock);
-  return runlogFacade({ options, paths, supervise, writer, opened, store, leasing, selfNode, bus, log, clock, now, tracing, services, toolSync, spawned, reconcile, metrics, heartbeat, cluster, engineWatch, waits, ops, limiter, guardPinned, placeOn });
+  return runlogFacade({
+    options,
+    paths,
+    supervise,
+    writer,
+    opened,
+    store,
+    leasing,
+    selfNode,
+    bus,
+    log,
+    clock,
+    now,
+    tracing,
+    services,
+    toolSync,
+    spawned,
+    reconcile,
+    metrics,
+    heartbeat,
+    cluster,
+    engineWatch,
+    waits,
+    ops,
+    limiter,
+    guardPinned,
+    placeOn,
+  });
 }
 
 /** Where a request for `choice` goes: this node's name, or another live node's (NODE_UNKNOWN, NODE_UNAVAILABLE). */
-async function placeRequest(choice: NodeChoice, leasing: Leasing | null, selfNode: string, now: () => string): Promise<string> {
+async function placeRequest(
+  choice: NodeChoice,
+  leasing: Leasing | null,
+  selfNode: string,
+  now: () => string,
+): Promise<string> {
   assertNodeChoice(choice);
   if (!leasing) {
     if (choice === 'any' || choice === selfNode) return selfNode;
-    throw new RunlogError('NODE_UNKNOWN', `no node named ${choice}: a SQLite log has one node, this one (${selfNode}); use node 'any' or '${selfNode}'`, { node: choice });
+    throw new RunlogError(
+      'NODE_UNKNOWN',
+      `no node named ${choice}: a SQLite log has one node, this one (${selfNode}); use node 'any' or '${selfNode}'`,
+      { node: choice },
+    );
   }
   // This node is live while it answers, whatever its last recorded beat says.
   const loads = nodeLoads(await leasing.clusterRecords()).map((n) => (n.node === selfNode ? { ...n, live: true } : n));
-  if (!loads.some((n) => n.node === selfNode)) loads.push({ node: selfNode, live: true, beatAt: now(), stoppedAt: null, instances: 0, executions: 0 });
+  if (!loads.some((n) => n.node === selfNode))
+    loads.push({ node: selfNode, live: true, beatAt: now(), stoppedAt: null, instances: 0, executions: 0 });
   return chooseNode(choice, loads, selfNode);
 }
 
@@ -240,16 +366,25 @@ async function startSupervising(c: {
         return containerId ? [containerId] : [];
       }),
     );
-    await executions.pool.recover(inUse).catch((err: unknown) => log(`pre-started sandboxes of an earlier run were not all removed: ${(err as Error).message}`));
+    await executions.pool
+      .recover(inUse)
+      .catch((err: unknown) =>
+        log(`pre-started sandboxes of an earlier run were not all removed: ${(err as Error).message}`),
+      );
     const report = await c.reconcile();
     if (report.actions.length > 0) log(`reconciled ${report.actions.length} actors (${summarizeActions(report)})`);
   }
   // Requests placed on this node, and queued executions, are taken once it has recovered and reconciled.
   await cluster?.placement.start();
   await cluster?.queue.start();
-  if (options.watchApps ?? true) await instances.startRegistry(options.appWatch).catch((err: unknown) => log(`apps: manifest edits are not followed: ${(err as Error).message}`));
+  if (options.watchApps ?? true)
+    await instances
+      .startRegistry(options.appWatch)
+      .catch((err: unknown) => log(`apps: manifest edits are not followed: ${(err as Error).message}`));
   if (options.receipts) {
-    await executions.publishRunnerRecord().catch((err: unknown) => log(`could not publish the runner record: ${(err as Error).message}`));
+    await executions
+      .publishRunnerRecord()
+      .catch((err: unknown) => log(`could not publish the runner record: ${(err as Error).message}`));
   }
   return cluster;
 }
@@ -259,9 +394,19 @@ function runlogFacade(c: Composed): Runlog {
   const { store, supervise, services, ops } = c;
   const { host, executions } = services;
   const requireSupervisor = (what: string) => {
-    if (!supervise) throw new RunlogError('READ_ONLY', `${what} needs a supervising runlog (createRunlog({ supervise: true }))`);
+    if (!supervise)
+      throw new RunlogError('READ_ONLY', `${what} needs a supervising runlog (createRunlog({ supervise: true }))`);
   };
-  const toolInputs = { store, leasing: c.leasing, host, instances: services.instances, toolSync: c.toolSync, clock: c.clock, selfNode: c.selfNode, inspectNow: ops.inspectNow };
+  const toolInputs = {
+    store,
+    leasing: c.leasing,
+    host,
+    instances: services.instances,
+    toolSync: c.toolSync,
+    clock: c.clock,
+    selfNode: c.selfNode,
+    inspectNow: ops.inspectNow,
+  };
   return {
     home: c.paths.home,
     dbPath: c.opened.kind === 'pg' ? store.description : c.paths.db,
@@ -279,7 +424,11 @@ function runlogFacade(c: Composed): Runlog {
     events: (id, range) => actorEvents(store, id, range),
     replay: (id, o) => replayActor(store, id, o?.to),
     rebuild: async () => {
-      if (c.opened.kind !== 'sqlite') throw new RunlogError('NOT_SUPPORTED', `rebuild works on a SQLite log; on PostgreSQL the store folds the actors projection in every append (${store.description})`);
+      if (c.opened.kind !== 'sqlite')
+        throw new RunlogError(
+          'NOT_SUPPORTED',
+          `rebuild works on a SQLite log; on PostgreSQL the store folds the actors projection in every append (${store.description})`,
+        );
       return rebuildProjection(store);
     },
     reconcile: (o) => {
@@ -310,15 +459,24 @@ function runlogFacade(c: Composed): Runlog {
 }
 
 /** spawnApp, stop, kill and logs: here, or on the node that owns the instance (placement.ts, handover.ts). */
-function instanceCalls(c: Composed, requireSupervisor: (what: string) => void): Pick<Runlog, 'spawnApp' | 'stop' | 'kill' | 'logs'> {
+function instanceCalls(
+  c: Composed,
+  requireSupervisor: (what: string) => void,
+): Pick<Runlog, 'spawnApp' | 'stop' | 'kill' | 'logs'> {
   const { options, services, ops, leasing, cluster, selfNode } = c;
   const { host, instances } = services;
   /** Where an operation on a live instance runs: here (null), or on the node holding its lease (handover.ts). */
   const ownerOf = async (view: ActorView): Promise<{ owner: string; handover: Handover } | null> => {
-    if (!leasing || !cluster || view.kind !== 'instance' || view.status === 'terminal' || leasing.owns(view.stream)) return null;
+    if (!leasing || !cluster || view.kind !== 'instance' || view.status === 'terminal' || leasing.owns(view.stream))
+      return null;
     const records = await leasing.clusterRecords();
     const [lease, loads] = [leaseOf(records, view.stream), nodeLoads(records)];
-    const route = routeRequest(view.id, lease, new Set([selfNode, ...loads.filter((n) => n.live).map((n) => n.node)]), selfNode);
+    const route = routeRequest(
+      view.id,
+      lease,
+      new Set([selfNode, ...loads.filter((n) => n.live).map((n) => n.node)]),
+      selfNode,
+    );
     return route.here ? null : { owner: route.owner, handover: cluster.handover };
   };
   const handoverMs = (graceMs: number) => graceMs + 30_000 + (options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS);
@@ -330,16 +488,33 @@ function instanceCalls(c: Composed, requireSupervisor: (what: string) => void): 
       let view: ActorView;
       if (target !== selfNode) {
         // Another node of the cluster spawns it (handed over through the log): it prepares the app on its host.
-        if (!cluster) throw new RunlogError('INTERNAL', `node ${target} was chosen, but this supervisor is not a cluster node`);
-        view = await cluster.placement.spawnOn(target, { instanceId: o.instanceId ?? newInstanceId(), appDir: resolve(o.appDir), ...(o.sandbox ? { sandbox: o.sandbox } : {}) }, timeoutMs + 30_000);
+        if (!cluster)
+          throw new RunlogError('INTERNAL', `node ${target} was chosen, but this supervisor is not a cluster node`);
+        view = await cluster.placement.spawnOn(
+          target,
+          {
+            instanceId: o.instanceId ?? newInstanceId(),
+            appDir: resolve(o.appDir),
+            ...(o.sandbox ? { sandbox: o.sandbox } : {}),
+          },
+          timeoutMs + 30_000,
+        );
       } else {
         const spec = await instances.prepare(o.appDir, o.sandbox, o.instanceId);
-        view = await c.waits.waitFor('instance', spec.instanceId, spawnSettled, timeoutMs, () => host.create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } }).then(c.spawned(spec.instanceId)));
+        view = await c.waits.waitFor('instance', spec.instanceId, spawnSettled, timeoutMs, () =>
+          host
+            .create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } })
+            .then(c.spawned(spec.instanceId)),
+        );
       }
       if (view.state !== 'running') view = (await c.waits.reread('instance', view.id)) ?? view; // a failure only as the log has it now
       if (view.state !== 'running') {
         const crash = (view.context as InstanceContext).lastCrash;
-        throw new RunlogError('SPAWN_FAILED', crash?.message ?? `instance ${view.id} ended ${view.state}`, { instanceId: view.id, state: view.state, reason: crash?.reason ?? null });
+        throw new RunlogError('SPAWN_FAILED', crash?.message ?? `instance ${view.id} ended ${view.state}`, {
+          instanceId: view.id,
+          state: view.state,
+          reason: crash?.reason ?? null,
+        });
       }
       return view;
     },
@@ -350,7 +525,13 @@ function instanceCalls(c: Composed, requireSupervisor: (what: string) => void): 
       if (current.kind === 'instance' && instanceStopped(current.state)) return current;
       const remote = await ownerOf(current);
       if (remote) {
-        await remote.handover.ask(remote.owner, 'stop', current.id, o?.graceMs ?? null, handoverMs(o?.graceMs ?? options.killGraceMs ?? 5000));
+        await remote.handover.ask(
+          remote.owner,
+          'stop',
+          current.id,
+          o?.graceMs ?? null,
+          handoverMs(o?.graceMs ?? options.killGraceMs ?? 5000),
+        );
         return ops.inspectNow(current.id); // this copy has read everything up to the owner's answer
       }
       return ops.stopHere(id, o?.graceMs);
@@ -359,7 +540,8 @@ function instanceCalls(c: Composed, requireSupervisor: (what: string) => void): 
       requireSupervisor('kill');
       const current = await ops.inspectNow(id);
       // Ended on a cluster: its lease was given back, so its refusal could not even be recorded (FENCED); say why.
-      if (current.kind === 'instance' && current.status === 'terminal' && leasing && !leasing.owns(current.stream)) throw new IllegalEventError(current.id, current.state, 'instance.kill-requested');
+      if (current.kind === 'instance' && current.status === 'terminal' && leasing && !leasing.owns(current.stream))
+        throw new IllegalEventError(current.id, current.state, 'instance.kill-requested');
       const remote = await ownerOf(current);
       if (remote) {
         await remote.handover.ask(remote.owner, 'kill', current.id, null, handoverMs(0));
@@ -400,7 +582,14 @@ async function executeCall(c: Composed, o: ExecuteOptions): Promise<ExecutionOut
   const fields = checkExecuteRequest(o, executions.policy.input);
   const executionId = newExecutionId();
   const timeoutMs = fields.timeoutMs ?? executions.policy.defaults.timeoutMs;
-  const request = { executionId, uri: fields.uri, handler: fields.handler, input: fields.input, callerDid: fields.callerDid, timeoutMs };
+  const request = {
+    executionId,
+    uri: fields.uri,
+    handler: fields.handler,
+    input: fields.input,
+    callerDid: fields.callerDid,
+    timeoutMs,
+  };
   // A named node must be live (or, on SQLite, be this one), unless the caller waits for it (pinned-wait.ts).
   const pinned = await pinnedTarget(o.node, o.nodeWaitMs, c.placeOn, c.leasing !== null);
   const off = typeof o.onProgress === 'function' ? executions.onProgress(executionId, o.onProgress) : () => undefined;
@@ -411,9 +600,24 @@ async function executeCall(c: Composed, o: ExecuteOptions): Promise<ExecutionOut
       const claimBy = clock.nowMs() + QUEUE_CLAIM_MS;
       const ended = async () => ['succeeded', 'failed'].includes((await inspectActor(store, executionId)).state);
       const abort = new AbortController();
-      const waiting = awaitQueued(store, executionId, ended, claimBy, QUEUE_CLAIM_MS + timeoutMs + 600_000, () => clock.nowMs(), AbortSignal.any([c.waits.signal, abort.signal]));
+      const waiting = awaitQueued(
+        store,
+        executionId,
+        ended,
+        claimBy,
+        QUEUE_CLAIM_MS + timeoutMs + 600_000,
+        () => clock.nowMs(),
+        AbortSignal.any([c.waits.signal, abort.signal]),
+      );
       try {
-        await queue.enqueue({ executionId, request, from: c.selfNode, node: pinned, headStart: o.node === undefined, claimBy: new Date(claimBy).toISOString() });
+        await queue.enqueue({
+          executionId,
+          request,
+          from: c.selfNode,
+          node: pinned,
+          headStart: o.node === undefined,
+          claimBy: new Date(claimBy).toISOString(),
+        });
       } catch (err) {
         waiting.catch(() => undefined);
         throw err;
@@ -424,7 +628,13 @@ async function executeCall(c: Composed, o: ExecuteOptions): Promise<ExecutionOut
       // (execution-limiter.ts). Resolution and pulls count against the deadline only up to a generous bound.
       await c.limiter.run(clock.nowMs() + timeoutMs, (left) =>
         c.waits.waitFor('execution', executionId, byState(executionEnded), left + 600_000, () =>
-          host.create('execution', executionId, { type: 'execution.requested', data: { request: { ...request, timeoutMs: left }, deadline: new Date(clock.nowMs() + left + 120_000).toISOString() } }),
+          host.create('execution', executionId, {
+            type: 'execution.requested',
+            data: {
+              request: { ...request, timeoutMs: left },
+              deadline: new Date(clock.nowMs() + left + 120_000).toISOString(),
+            },
+          }),
         ),
       );
     }
