@@ -2,20 +2,53 @@
 // Protocol reader, the archive validator, the Docker materializer and the hardened sandbox. Every step
 // records what it used (CIDs, digests, volumes, limits) as an event.
 import { assertValidArchive, entriesUnder, writeArchive } from '../../adapters/archive/index.ts';
-import { createAtprotoReader, isAtprotoError, type AtprotoReader, type AtprotoReaderOptions, type CodeUriResolution, type FetchedRecord, type Publisher } from '../../adapters/atproto/index.ts';
+import {
+  createAtprotoReader,
+  isAtprotoError,
+  type AtprotoReader,
+  type AtprotoReaderOptions,
+  type CodeUriResolution,
+  type FetchedRecord,
+  type Publisher,
+} from '../../adapters/atproto/index.ts';
 import type { ContainerInfo, DockerEngine } from '../../adapters/docker/docker-port.ts';
 import { createDockerEngine } from '../../adapters/docker/dockerode-engine.ts';
 import { createMaterializer, type Materializer, type MaterializeProgress } from '../../adapters/docker/materializer.ts';
-import { createExecutionSandbox, type InvocationEnvelope, type InvocationResult, type ExecutionSandbox as ExecSandbox } from '../../adapters/docker/execution-sandbox.ts';
-import { assertCodeRecord, checkRuntimeBinding, runtimePublisherOfUri, type CodeRecord } from '../../domain/at-run/code-record.ts';
-import { admitCode, admitRuntime, DEFAULT_OPERATOR_POLICY, ENVELOPE_OVERHEAD_BYTES, mayPrestart, type OperatorPolicy } from '../../domain/at-run/operator-policy.ts';
+import {
+  createExecutionSandbox,
+  type InvocationEnvelope,
+  type InvocationResult,
+  type ExecutionSandbox as ExecSandbox,
+} from '../../adapters/docker/execution-sandbox.ts';
+import {
+  assertCodeRecord,
+  checkRuntimeBinding,
+  runtimePublisherOfUri,
+  type CodeRecord,
+} from '../../domain/at-run/code-record.ts';
+import {
+  admitCode,
+  admitRuntime,
+  DEFAULT_OPERATOR_POLICY,
+  ENVELOPE_OVERHEAD_BYTES,
+  mayPrestart,
+  type OperatorPolicy,
+} from '../../domain/at-run/operator-policy.ts';
 import { selectRuntimePlatform } from '../../domain/at-run/runtime-record.ts';
 import { RunlogError, ValidationError } from '../../domain/errors.ts';
 import type { RecordedEvent } from '../../domain/events.ts';
 import type { LatencyProfile, Materialized, OutcomeData, Resolved } from '../../domain/execution-events.ts';
 import type { ExecutionContext, ExecutionRequest } from '../../machines/execution.machine.ts';
 import type { ActorHost, EffectContext as AnyEffectContext, EffectHandlers } from '../host/actor-host.ts';
-import { classify, envelopeLost, envelopeNotReceived, outcomeEvent, sandboxSpec, sha256, type OutcomeEvent } from './execution-outcomes.ts';
+import {
+  classify,
+  envelopeLost,
+  envelopeNotReceived,
+  outcomeEvent,
+  sandboxSpec,
+  sha256,
+  type OutcomeEvent,
+} from './execution-outcomes.ts';
 import { putRunnerRecordFor, writeReceiptFor } from './execution-receipts.ts';
 import { CodePrefetch, VerifiedCodeCache, type PreparedCode } from './code-prefetch.ts';
 import { FreshFlight } from './fresh-flight.ts';
@@ -57,11 +90,8 @@ export type { Resolved };
 
 type EffectContext = AnyEffectContext<'execution'>;
 
-
 /** What a prepared code archive is: the blob (from its author's PDS) and the entrypoint it was checked for. */
 const codeKey = (author: string, blobCid: string, entrypoint: string): string => `${author}\n${blobCid}\n${entrypoint}`;
-
-
 
 /** A shared read that ran out of its starter's time: a joiner with more time reads again (fresh-flight.ts). */
 const isNetworkTimeout = (err: unknown): boolean => isAtprotoError(err) && err.code === 'NETWORK_TIMEOUT';
@@ -78,7 +108,10 @@ export class ExecutionSupervisor {
   private readonly hints = new ResolutionHints();
   /** Reads of a burst's executions shared while in flight, never across a submission (fresh-flight.ts). */
   private readonly records = new FreshFlight<FetchedRecord>({ retryable: isNetworkTimeout, nowMs: () => this.nowMs() });
-  private readonly codeUris = new FreshFlight<CodeUriResolution>({ retryable: isNetworkTimeout, nowMs: () => this.nowMs() });
+  private readonly codeUris = new FreshFlight<CodeUriResolution>({
+    retryable: isNetworkTimeout,
+    nowMs: () => this.nowMs(),
+  });
   private readonly progress = new Map<string, (step: { name: string; detail: Record<string, unknown> }) => void>();
   /** Step durations of the executions this process is running (see LatencyProfile). */
   private readonly profiles = new Map<string, LatencyProfile>();
@@ -88,7 +121,9 @@ export class ExecutionSupervisor {
   /** The pool's inspect of a claimed sandbox, handed to its invocation (createSandbox → invoke). */
   private readonly claimedInfo = new Map<string, ContainerInfo>();
   /** Pre-starts wait while a burst is unanswered; only trusted publishers' runtimes pre-start (prestart-gate.ts). */
-  private readonly gate = new PrestartGate<PoolTarget>((target) => this.pool.fill(target), { trusts: (did) => mayPrestart(this.policy.prestart, did) });
+  private readonly gate = new PrestartGate<PoolTarget>((target) => this.pool.fill(target), {
+    trusts: (did) => mayPrestart(this.policy.prestart, did),
+  });
   /** Used containers being removed (the cleanup effect) and copies left past a deadline, awaited by idle() and close(). */
   private readonly removals = new Set<Promise<unknown>>();
 
@@ -96,19 +131,28 @@ export class ExecutionSupervisor {
     return (this.opts.clock ?? systemClock).nowMs();
   }
 
-  constructor(private readonly opts: ExecutionOptions, private readonly host: () => ActorHost) {
+  constructor(
+    private readonly opts: ExecutionOptions,
+    private readonly host: () => ActorHost,
+  ) {
     this.policy = opts.policy ?? DEFAULT_OPERATOR_POLICY;
     this.reader = createAtprotoReader({ mode: 'strict', ...opts.atproto });
   }
 
   get engine(): DockerEngine {
     const given = this.opts.engine;
-    this.engineInstance ??= typeof given === 'function' ? given() : (given ?? createDockerEngine({ socketPath: this.opts.parts.dockerSocket }));
+    this.engineInstance ??=
+      typeof given === 'function'
+        ? given()
+        : (given ?? createDockerEngine({ socketPath: this.opts.parts.dockerSocket }));
     return this.engineInstance;
   }
 
   private get materializer(): Materializer {
-    this.materializerInstance ??= createMaterializer(this.engine, { limits: this.policy.archive, labels: this.labels() });
+    this.materializerInstance ??= createMaterializer(this.engine, {
+      limits: this.policy.archive,
+      labels: this.labels(),
+    });
     return this.materializerInstance;
   }
 
@@ -161,10 +205,16 @@ export class ExecutionSupervisor {
       }
       await new Promise((r) => setTimeout(r, delay));
       const landed = this.opts.readFacts ? await this.opts.readFacts(POOL_STREAM).catch(() => null) : [];
-      if (landed && events.every((e) => landed.some((l) => l.type === e.type && sandboxOf(l.data) === sandboxOf(e.data)))) return;
+      if (
+        landed &&
+        events.every((e) => landed.some((l) => l.type === e.type && sandboxOf(l.data) === sandboxOf(e.data)))
+      )
+        return;
       send = landed !== null;
     }
-    this.opts.log?.(`pool fact ${events.map((e) => e.type).join(', ')} not recorded: ${failure instanceof Error ? failure.message : String(failure)}`);
+    this.opts.log?.(
+      `pool fact ${events.map((e) => e.type).join(', ')} not recorded: ${failure instanceof Error ? failure.message : String(failure)}`,
+    );
   }
 
   /** Removes the pool's waiting sandboxes (before the log closes: their removal is recorded). */
@@ -178,11 +228,16 @@ export class ExecutionSupervisor {
   }
 
   /** An outcome event with the execution's latency profile; the profile is forgotten. */
-  private withProfile<T extends { type: 'execution.succeeded' | 'execution.failed'; data: OutcomeData }>(executionId: string, event: T): T {
+  private withProfile<T extends { type: 'execution.succeeded' | 'execution.failed'; data: OutcomeData }>(
+    executionId: string,
+    event: T,
+  ): T {
     const profile = this.profiles.get(executionId);
     this.profiles.delete(executionId);
     if (!profile) return event;
-    const rounded = Object.fromEntries(Object.entries(profile).map(([k, v]) => [k, typeof v === 'number' ? Math.round(v * 10) / 10 : v])) as LatencyProfile;
+    const rounded = Object.fromEntries(
+      Object.entries(profile).map(([k, v]) => [k, typeof v === 'number' ? Math.round(v * 10) / 10 : v]),
+    ) as LatencyProfile;
     return { ...event, data: { ...event.data, profile: rounded } };
   }
 
@@ -213,7 +268,8 @@ export class ExecutionSupervisor {
       resolve: (p, ctx) => this.resolve(p.request, ctx),
       materialize: (p, ctx) => this.materialize(p.resolved, ctx),
       createSandbox: (p, ctx) => this.createSandbox(p.request, p.resolved, p.materialized, ctx),
-      invoke: (p, ctx) => this.invoke(p.request, String(p.containerId), p.deadline, p.resolved, ctx, p.resumed === true),
+      invoke: (p, ctx) =>
+        this.invoke(p.request, String(p.containerId), p.deadline, p.resolved, ctx, p.resumed === true),
       collect: (p, ctx) => this.collect(String(p.containerId), p.deadline, ctx),
       killSandbox: (p, ctx) => this.kill(p.containerId, ctx),
       cleanup: (p) => this.cleanup(p.executionId, p.containerId),
@@ -238,33 +294,56 @@ export class ExecutionSupervisor {
     // A record (or alias) read shared with the burst's other executions of it, begun after this one was submitted.
     const submittedAt = Number.isFinite(requestedAt) ? requestedAt : Number.NaN;
     const fetchRecord = (uri: string, expectCid?: string) =>
-      this.records.run(`${uri}\n${expectCid ?? ''}`, submittedAt, deadlineAt, () => this.reader.fetchRecord(uri, { deadlineAt, ...(expectCid ? { expectCid } : {}) }));
+      this.records.run(`${uri}\n${expectCid ?? ''}`, submittedAt, deadlineAt, () =>
+        this.reader.fetchRecord(uri, { deadlineAt, ...(expectCid ? { expectCid } : {}) }),
+      );
     const early = hint ? fetchRecord(hint.runtimeUri) : null;
     early?.catch(() => undefined); // used (and its failure seen) only if the code record still names it
-    if (hint) this.prefetch.start(id, codeKey(hint.author, hint.blobCid, hint.entrypoint), () => this.prepareCode(hint.author, hint.blobCid, hint.entrypoint, deadlineAt));
+    if (hint)
+      this.prefetch.start(id, codeKey(hint.author, hint.blobCid, hint.entrypoint), () =>
+        this.prepareCode(hint.author, hint.blobCid, hint.entrypoint, deadlineAt),
+      );
     try {
-      const target = await this.codeUris.run(request.uri, submittedAt, deadlineAt, () => this.reader.resolveCodeUri(request.uri, { deadlineAt }));
+      const target = await this.codeUris.run(request.uri, submittedAt, deadlineAt, () =>
+        this.reader.resolveCodeUri(request.uri, { deadlineAt }),
+      );
       const code = await fetchRecord(target.codeUri, target.expectCid);
-      steps.push(this.step(ctx, 'code-record', { uri: code.uri, cid: code.cid, mode: code.mode, via: target.via ?? null }));
+      steps.push(
+        this.step(ctx, 'code-record', { uri: code.uri, cid: code.cid, mode: code.mode, via: target.via ?? null }),
+      );
       const record: CodeRecord = assertCodeRecord(code.value);
       // The author listed the handlers: an unknown one is refused now, before anything is pulled or started.
       if (record.handlers && !record.handlers.includes(request.handler)) {
-        throw new ValidationError('HANDLER_NOT_FOUND', `${code.uri} exports no handler named ${request.handler} (its record lists ${record.handlers.join(', ')})`, [`${request.handler} is not listed`]);
+        throw new ValidationError(
+          'HANDLER_NOT_FOUND',
+          `${code.uri} exports no handler named ${request.handler} (its record lists ${record.handlers.join(', ')})`,
+          [`${request.handler} is not listed`],
+        );
       }
       const { limits, clamped } = admitCode(this.policy, record);
       const author = code.uri.slice('at://'.length).split('/')[0]!;
       const blobCid = record.blob.ref.$link;
       // The verified code record names the blob: fetch, verify and validate it while the runtime record is read.
-      if (!hint || codeKey(hint.author, hint.blobCid, hint.entrypoint) !== codeKey(author, blobCid, record.entrypoint)) {
-        this.prefetch.start(id, codeKey(author, blobCid, record.entrypoint), () => this.prepareCode(author, blobCid, record.entrypoint, deadlineAt));
+      if (
+        !hint ||
+        codeKey(hint.author, hint.blobCid, hint.entrypoint) !== codeKey(author, blobCid, record.entrypoint)
+      ) {
+        this.prefetch.start(id, codeKey(author, blobCid, record.entrypoint), () =>
+          this.prepareCode(author, blobCid, record.entrypoint, deadlineAt),
+        );
       }
       // Fetched by URI, verified (strict: signature and proof), then bound: its CID must be the strong
       // reference's and the blob's MIME subtype (RUNTIME_BINDING_MISMATCH otherwise).
       const runtimeUri = record.runtimeRecord.uri;
-      const [runtime, platform] = await Promise.all([early && hint?.runtimeUri === runtimeUri ? early : fetchRecord(runtimeUri), this.daemonPlatform()]);
+      const [runtime, platform] = await Promise.all([
+        early && hint?.runtimeUri === runtimeUri ? early : fetchRecord(runtimeUri),
+        this.daemonPlatform(),
+      ]);
       checkRuntimeBinding(record, { uri: runtime.uri, cid: runtime.cid });
       steps.push(this.step(ctx, 'runtime-record', { uri: runtime.uri, cid: runtime.cid }));
-      const selected = selectRuntimePlatform(runtime.value, platform, { acceptedProtocolVersions: this.policy.protocolVersions });
+      const selected = selectRuntimePlatform(runtime.value, platform, {
+        acceptedProtocolVersions: this.policy.protocolVersions,
+      });
       const image = admitRuntime(this.policy, selected);
       const requestedTimeout = request.timeoutMs > 0 ? request.timeoutMs : limits.timeoutMs;
       resolved = {
@@ -319,7 +398,11 @@ export class ExecutionSupervisor {
     return this.policy.input.maxBytes + ENVELOPE_OVERHEAD_BYTES;
   }
 
-  private envelopeOf(request: ExecutionRequest, r: Pick<Resolved, 'codeUri' | 'codeCid'>, deadline: string): InvocationEnvelope {
+  private envelopeOf(
+    request: ExecutionRequest,
+    r: Pick<Resolved, 'codeUri' | 'codeCid'>,
+    deadline: string,
+  ): InvocationEnvelope {
     return {
       version: 1,
       id: request.executionId,
@@ -334,12 +417,21 @@ export class ExecutionSupervisor {
   private checkEnvelope(request: ExecutionRequest, r: Resolved): void {
     const size = Buffer.byteLength(JSON.stringify(this.envelopeOf(request, r, new Date(0).toISOString()))) + 1;
     if (size > this.maxEnvelopeBytes) {
-      throw new ValidationError('ENVELOPE_TOO_LARGE', `the invocation envelope would be ${size} bytes; this runner sends at most ${this.maxEnvelopeBytes}`, [`${size} > ${this.maxEnvelopeBytes}`]);
+      throw new ValidationError(
+        'ENVELOPE_TOO_LARGE',
+        `the invocation envelope would be ${size} bytes; this runner sends at most ${this.maxEnvelopeBytes}`,
+        [`${size} > ${this.maxEnvelopeBytes}`],
+      );
     }
   }
 
   /** 10 and the checks before 11: the blob from the author's PDS (CID verified), validated, re-written. */
-  private async prepareCode(author: string, blobCid: string, entrypoint: string, deadlineAt?: number): Promise<PreparedCode> {
+  private async prepareCode(
+    author: string,
+    blobCid: string,
+    entrypoint: string,
+    deadlineAt?: number,
+  ): Promise<PreparedCode> {
     // Called only with the blob CID a verified code record names (or a hint, used only if the record still names
     // it): bytes that hashed to that CID and passed validation before are the same bytes.
     const key = codeKey(author, blobCid, entrypoint);
@@ -372,38 +464,80 @@ export class ExecutionSupervisor {
     });
     codeMayCopy.catch(() => undefined); // the runtime's failure is reported as the runtime's
     const onProgress = (p: MaterializeProgress) => {
-      if (p.phase === 'done') this.progress.get(ctx.actor.id)?.({ name: `${p.kind}:${p.step}`, detail: { ms: p.ms ?? null, volume: p.volume } });
+      if (p.phase === 'done')
+        this.progress.get(ctx.actor.id)?.({
+          name: `${p.kind}:${p.step}`,
+          detail: { ms: p.ms ?? null, volume: p.volume },
+        });
       // The volume and its carrier container exist, the copy into it has not happened: the worst moment to die.
-      if (p.step === 'upload' && p.phase === 'started') this.opts.faults?.('mid-materialization', { effect: 'materialize' });
+      if (p.step === 'upload' && p.phase === 'started')
+        this.opts.faults?.('mid-materialization', { effect: 'materialize' });
       if (p.kind === 'runtime' && p.step === 'upload' && p.phase === 'started') runtimeStreaming();
     };
     const deadline = Date.parse((ctx.actor.snapshot.context as ExecutionContext).deadline ?? '');
     const prepared =
-      this.prefetch.take(ctx.actor.id, codeKey(r.author, r.blobCid, r.entrypoint)) ?? this.prepareCode(r.author, r.blobCid, r.entrypoint, Number.isFinite(deadline) ? deadline : undefined);
+      this.prefetch.take(ctx.actor.id, codeKey(r.author, r.blobCid, r.entrypoint)) ??
+      this.prepareCode(r.author, r.blobCid, r.entrypoint, Number.isFinite(deadline) ? deadline : undefined);
     prepared.catch(() => undefined); // awaited below unless an earlier step fails
     // Step events are appended while the next step runs; all of them are in the log before the outcome.
     const steps: Promise<unknown>[] = [];
-    const runtimeP = this.materializer.materializeRuntime({ image: r.image, exportPath: r.exportPath, labels, onProgress });
+    const runtimeP = this.materializer.materializeRuntime({
+      image: r.image,
+      exportPath: r.exportPath,
+      labels,
+      onProgress,
+    });
     runtimeP.then(runtimeStreaming, runtimeFailed);
     let failed = false;
     let codeCopy: Promise<unknown> | null = null;
     const codeP = prepared.then((code) => {
       if (failed) return null; // the runtime failed first: the execution is over
-      steps.push(this.step(ctx, 'code-blob', { cid: code.cid, size: code.size, ...(code.reused ? { reused: true } : {}) }));
-      const copy = this.materializer.materializeCode({ archive: code.archive, carrierImage: r.image, codeCid: r.blobCid, labels, onProgress, after: codeMayCopy });
+      steps.push(
+        this.step(ctx, 'code-blob', { cid: code.cid, size: code.size, ...(code.reused ? { reused: true } : {}) }),
+      );
+      const copy = this.materializer.materializeCode({
+        archive: code.archive,
+        carrierImage: r.image,
+        codeCid: r.blobCid,
+        labels,
+        onProgress,
+        after: codeMayCopy,
+      });
       codeCopy = copy;
       return copy.then((volume) => ({ code, volume }));
     });
     codeP.catch(() => undefined); // awaited below
-    const until = <T>(work: Promise<T>, step: string) => byCallerDeadline(work, ctx.actor.snapshot.context as ExecutionContext, this.opts.clock ?? systemClock, step);
+    const until = <T>(work: Promise<T>, step: string) =>
+      byCallerDeadline(work, ctx.actor.snapshot.context as ExecutionContext, this.opts.clock ?? systemClock, step);
     try {
       const runtime = await until(runtimeP, 'the runtime copy');
-      steps.push(this.step(ctx, 'runtime-materialized', { volume: runtime.volume, digest: runtime.digest, cached: runtime.cached, pulled: runtime.pulled, entries: runtime.entries, bytes: runtime.bytes, ms: runtime.timings.totalMs }));
+      steps.push(
+        this.step(ctx, 'runtime-materialized', {
+          volume: runtime.volume,
+          digest: runtime.digest,
+          cached: runtime.cached,
+          pulled: runtime.pulled,
+          entries: runtime.entries,
+          bytes: runtime.bytes,
+          ms: runtime.timings.totalMs,
+        }),
+      );
       const additions: string[] = [];
       for (const [i, image] of r.additions.entries()) {
-        const add = await until(this.materializer.materializeAddition({ image, labels, onProgress }), 'an addition copy');
+        const add = await until(
+          this.materializer.materializeAddition({ image, labels, onProgress }),
+          'an addition copy',
+        );
         additions.push(add.volume);
-        steps.push(this.step(ctx, 'addition-materialized', { index: i, image, volume: add.volume, digest: add.digest, cached: add.cached }));
+        steps.push(
+          this.step(ctx, 'addition-materialized', {
+            index: i,
+            image,
+            volume: add.volume,
+            digest: add.digest,
+            cached: add.cached,
+          }),
+        );
       }
       const { code, volume } = (await until(codeP, 'the code copy'))!;
       await Promise.all(steps);
@@ -423,31 +557,54 @@ export class ExecutionSupervisor {
     } catch (err) {
       // The code's copy, if it began, ends first; past the deadline the copies go on, awaited by idle() and close().
       failed = true;
-      await Promise.allSettled([err instanceof StepDeadlineError ? leaveBehind(this.removals, [runtimeP, codeCopy]) : codeCopy, ...steps]);
+      await Promise.allSettled([
+        err instanceof StepDeadlineError ? leaveBehind(this.removals, [runtimeP, codeCopy]) : codeCopy,
+        ...steps,
+      ]);
       this.profile(ctx.actor.id, { materializeMs: performance.now() - t0 });
-      await ctx.dispatch(this.withProfile(ctx.actor.id, { type: 'execution.failed', data: classify(err, 'materialization') }));
+      await ctx.dispatch(
+        this.withProfile(ctx.actor.id, { type: 'execution.failed', data: classify(err, 'materialization') }),
+      );
     }
   }
 
   /** The create spec of an execution's sandbox: everything but its labels and invocation id. */
 
-
   // 12: the fixed runner-owned sandbox, created stopped with read-only content mounts — or, when this exact
   // sandbox (same records, runtime, volumes, limits, isolation: the key) was pre-started, taken from the pool.
-  private async createSandbox(request: ExecutionRequest, r: Resolved, m: Materialized, ctx: EffectContext): Promise<void> {
+  private async createSandbox(
+    request: ExecutionRequest,
+    r: Resolved,
+    m: Materialized,
+    ctx: EffectContext,
+  ): Promise<void> {
     const t0 = performance.now();
     const spec = sandboxSpec(this.opts.parts, r, m);
     // The key covers what the records said (CIDs) and everything the container is made of: a changed record,
     // runtime, volume or limit is another key, and the old sandbox is never served for it.
-    const key = sha256(JSON.stringify({ codeUri: r.codeUri, codeCid: r.codeCid, runtimeCid: r.runtimeCid, blobCid: r.blobCid, spec }));
-    const target = { key, uri: request.uri, publisher: runtimePublisherOfUri(r.runtimeUri) ?? '', codeCid: r.codeCid, runtimeCid: r.runtimeCid, memoryMb: r.limits.memoryMb, spec };
+    const key = sha256(
+      JSON.stringify({ codeUri: r.codeUri, codeCid: r.codeCid, runtimeCid: r.runtimeCid, blobCid: r.blobCid, spec }),
+    );
+    const target = {
+      key,
+      uri: request.uri,
+      publisher: runtimePublisherOfUri(r.runtimeUri) ?? '',
+      codeCid: r.codeCid,
+      runtimeCid: r.runtimeCid,
+      memoryMb: r.limits.memoryMb,
+      spec,
+    };
     let containerId: string;
     try {
       const claimed = await this.pool.claim(request.uri, key, request.executionId);
       if (claimed) {
         containerId = claimed.containerId;
         this.claimedInfo.set(request.executionId, claimed.info);
-        this.profile(request.executionId, { createMs: performance.now() - t0, prestarted: true, sandboxWaitedMs: claimed.waitedMs });
+        this.profile(request.executionId, {
+          createMs: performance.now() - t0,
+          prestarted: true,
+          sandboxWaitedMs: claimed.waitedMs,
+        });
       } else {
         ({ containerId } = await this.sandbox.createExecutionContainer({
           ...spec,
@@ -457,10 +614,15 @@ export class ExecutionSupervisor {
         this.profile(request.executionId, { createMs: performance.now() - t0, prestarted: false });
       }
     } catch (err) {
-      await ctx.dispatch(this.withProfile(request.executionId, { type: 'execution.failed', data: classify(err, 'runtime') }));
+      await ctx.dispatch(
+        this.withProfile(request.executionId, { type: 'execution.failed', data: classify(err, 'runtime') }),
+      );
       return;
     }
-    const started = await ctx.dispatch({ type: 'execution.started', data: { containerId, ...(this.profiles.get(request.executionId)?.prestarted ? { prestarted: true } : {}) } });
+    const started = await ctx.dispatch({
+      type: 'execution.started',
+      data: { containerId, ...(this.profiles.get(request.executionId)?.prestarted ? { prestarted: true } : {}) },
+    });
     // Cancelled meanwhile: nothing will invoke or clean up this container.
     if (!started.accepted) {
       this.claimedInfo.delete(request.executionId);
@@ -472,7 +634,14 @@ export class ExecutionSupervisor {
   }
 
   // 13: one envelope on stdin, frames on stdout; the deadline is the supervisor's to enforce.
-  private async invoke(request: ExecutionRequest, containerId: string, deadline: string | null, r: Resolved, ctx: EffectContext, resumed = false): Promise<void> {
+  private async invoke(
+    request: ExecutionRequest,
+    containerId: string,
+    deadline: string | null,
+    r: Resolved,
+    ctx: EffectContext,
+    resumed = false,
+  ): Promise<void> {
     // The handler's deadline is the invocation's: the effective timeout from now, never past the request's.
     const deadlineMs = Math.max(1, Math.min(r.limits.timeoutMs, Date.parse(deadline ?? '') - this.nowMs()));
     const envelope = this.envelopeOf(request, r, new Date(this.nowMs() + deadlineMs).toISOString());
@@ -498,7 +667,9 @@ export class ExecutionSupervisor {
       });
     } catch (err) {
       this.fillNext(request.executionId);
-      await ctx.dispatch(this.withProfile(request.executionId, { type: 'execution.failed', data: classify(err, 'runtime') }));
+      await ctx.dispatch(
+        this.withProfile(request.executionId, { type: 'execution.failed', data: classify(err, 'runtime') }),
+      );
       return;
     }
     this.fillNext(request.executionId);
@@ -516,7 +687,15 @@ export class ExecutionSupervisor {
     if (resumed && envelopeNotReceived(result)) {
       // Resumed after a restart on a container a dead supervisor had attached to: with StdinOnce its stdin closed
       // when that attach dropped, so the worker read EOF instead of the envelope. The handler never ran.
-      await ctx.dispatch(this.withProfile(request.executionId, envelopeLost(result, 'a supervisor that died had attached to this container, closing its stdin before the envelope')));
+      await ctx.dispatch(
+        this.withProfile(
+          request.executionId,
+          envelopeLost(
+            result,
+            'a supervisor that died had attached to this container, closing its stdin before the envelope',
+          ),
+        ),
+      );
       return;
     }
     const event = this.withProfile(request.executionId, outcomeEvent(result, sha256(JSON.stringify(envelope.input))));
@@ -531,13 +710,20 @@ export class ExecutionSupervisor {
     this.gate.answered(executionId, target);
   }
 
-
-
   /** Writes the receipt before the outcome is recorded, so the outcome event names it (or why it failed). */
-  private async attachReceipt(event: OutcomeEvent, request: ExecutionRequest, r: Resolved, ctx: EffectContext): Promise<void> {
+  private async attachReceipt(
+    event: OutcomeEvent,
+    request: ExecutionRequest,
+    r: Resolved,
+    ctx: EffectContext,
+  ): Promise<void> {
     if (!this.opts.receipts) return;
-    const startedAt = (ctx.actor.snapshot.context as ExecutionContext).startedAt ?? new Date(this.nowMs()).toISOString();
-    await writeReceiptFor(this.opts.receipts, this.opts.parts, event, request, r, { startedAt, finishedAt: () => new Date(this.nowMs()).toISOString() });
+    const startedAt =
+      (ctx.actor.snapshot.context as ExecutionContext).startedAt ?? new Date(this.nowMs()).toISOString();
+    await writeReceiptFor(this.opts.receipts, this.opts.parts, event, request, r, {
+      startedAt,
+      finishedAt: () => new Date(this.nowMs()).toISOString(),
+    });
   }
 
   /** A container that outlived the supervisor: its frames are read from its logs (or it is waited for). */
@@ -557,7 +743,10 @@ export class ExecutionSupervisor {
   }
 
   private async kill(containerId: string | null, ctx: EffectContext): Promise<void> {
-    await ctx.dispatch({ type: 'execution.failed', data: { reason: 'cancelled', code: 'CANCELLED', message: 'cancelled while running' } });
+    await ctx.dispatch({
+      type: 'execution.failed',
+      data: { reason: 'cancelled', code: 'CANCELLED', message: 'cancelled while running' },
+    });
     if (containerId) await this.engine.kill(containerId).catch(() => undefined);
   }
 
@@ -578,7 +767,6 @@ export class ExecutionSupervisor {
       this.removals.delete(removal);
     }
   }
-
 
   /** Advertises this runner's policy in its own repo (dev.mainasara.at-run.beta.v2.runner, rkey "self"). */
   async publishRunnerRecord(): Promise<{ uri: string; cid: string } | null> {
