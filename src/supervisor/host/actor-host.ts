@@ -3,12 +3,28 @@
 // dispatching new events, so everything the supervisor learns lands in the log.
 import type { AnyStateMachine } from 'xstate';
 import { ConcurrencyError, FencedError, NotFoundError, RunlogError } from '../../domain/errors.ts';
-import { parseStreamName, rejectedType, streamName, toMachineEvent, type ActorKind, type KindNewEvent, type NewEvent, type RecordedEvent } from '../../domain/events.ts';
+import {
+  parseStreamName,
+  rejectedType,
+  streamName,
+  toMachineEvent,
+  type ActorKind,
+  type KindNewEvent,
+  type NewEvent,
+  type RecordedEvent,
+} from '../../domain/events.ts';
 import type { Effect, EffectsByKind, KindEffect } from '../../machines/effects.ts';
 import { initialSnapshot, isTerminal, replay, stateName, step, type AnySnapshot } from '../../machines/runtime.ts';
 import { actorStatus, summarize } from '../../machines/summary.ts';
 import type { Reconnecting } from '../../store/capabilities.ts';
-import { collect, type ActorRow, type AppendToStreamResult, type EventStorePort, type StreamAppend, type StreamAppendOutcome } from '../../store/port.ts';
+import {
+  collect,
+  type ActorRow,
+  type AppendToStreamResult,
+  type EventStorePort,
+  type StreamAppend,
+  type StreamAppendOutcome,
+} from '../../store/port.ts';
 import type { Bus, TransitionNotice } from './bus.ts';
 import { decodeSnapshot, encodeSnapshot, snapshotDue } from '../../inspect/snapshots.ts';
 import { noFaults, type FaultHook } from './faults.ts';
@@ -28,13 +44,18 @@ export interface EffectContext<K extends ActorKind = ActorKind> {
   dispatch(event: KindNewEvent<K>): Promise<DispatchResult>;
 }
 
-export type EffectHandler<P, K extends ActorKind = ActorKind> = (params: P, ctx: EffectContext<K>) => Promise<void> | void;
+export type EffectHandler<P, K extends ActorKind = ActorKind> = (
+  params: P,
+  ctx: EffectContext<K>,
+) => Promise<void> | void;
 
 /**
  * One handler per effect the kind's machine can emit, each typed with that effect's params: a missing or
  * misspelled handler, or one that reads a param the machine does not give, is a compile error.
  */
-export type EffectHandlers<K extends ActorKind> = { [T in keyof EffectsByKind[K]]: EffectHandler<EffectsByKind[K][T], K> };
+export type EffectHandlers<K extends ActorKind> = {
+  [T in keyof EffectsByKind[K]]: EffectHandler<EffectsByKind[K][T], K>;
+};
 
 /** Every kind's handlers (what a supervising host runs). */
 export type AllEffectHandlers = { [K in ActorKind]: EffectHandlers<K> };
@@ -179,7 +200,14 @@ export class ActorHost {
     if (events.length === 0 && !from) return undefined;
     const snapshot = replay(machine, events.map(toMachineEvent), from ?? undefined);
     const version = events.length > 0 ? events[events.length - 1]!.version : cached!.version;
-    const actor: LiveActor = { id, kind, stream, snapshot, version, createdAt: from ? cached!.createdAt : events[0]!.at };
+    const actor: LiveActor = {
+      id,
+      kind,
+      stream,
+      snapshot,
+      version,
+      createdAt: from ? cached!.createdAt : events[0]!.at,
+    };
     if (!isTerminal(snapshot) && (!this.opts.owns || this.opts.owns(stream))) this.actors.set(stream, actor);
     return actor;
   }
@@ -207,7 +235,14 @@ export class ActorHost {
       throw new RunlogError('ACTOR_EXISTS', `${kind} ${id} already exists`, { kind, id });
     }
     const at = first.at ?? this.now();
-    const placeholder: LiveActor = { id, kind, stream, snapshot: initialSnapshot(this.opts.machines[kind]), version: 0, createdAt: at };
+    const placeholder: LiveActor = {
+      id,
+      kind,
+      stream,
+      snapshot: initialSnapshot(this.opts.machines[kind]),
+      version: 0,
+      createdAt: at,
+    };
     this.actors.set(stream, placeholder);
     const meta = this.opts.onCreate?.(kind, id);
     try {
@@ -247,13 +282,21 @@ export class ActorHost {
     const prev = this.queues.get(stream) ?? Promise.resolve();
     const next = prev.catch(() => undefined).then(() => this.apply(kind, id, event, 0, observed));
     this.queues.set(stream, next);
-    void next.finally(() => {
-      if (this.queues.get(stream) === next) this.queues.delete(stream);
-    }).catch(() => undefined);
+    void next
+      .finally(() => {
+        if (this.queues.get(stream) === next) this.queues.delete(stream);
+      })
+      .catch(() => undefined);
     return next;
   }
 
-  private async apply(kind: ActorKind, id: string, input: AnyNewEvent, attempt = 0, observed = false): Promise<DispatchResult> {
+  private async apply(
+    kind: ActorKind,
+    id: string,
+    input: AnyNewEvent,
+    attempt = 0,
+    observed = false,
+  ): Promise<DispatchResult> {
     if (this.closed) throw new RunlogError('HOST_CLOSED', 'the supervisor is shutting down');
     // Not in memory (ended, or not yet read): its history is read from the log first. A live actor in memory
     // takes no extra turn here, so the appends of one turn still share a commit.
@@ -267,7 +310,12 @@ export class ActorHost {
 
     const toAppend: NewEvent = r.accepted
       ? event
-      : { type: rejectedType(kind), at: event.at, data: { rejected: { type: event.type, data: event.data }, state: from }, meta: event.meta };
+      : {
+          type: rejectedType(kind),
+          at: event.at,
+          data: { rejected: { type: event.type, data: event.data }, state: from },
+          meta: event.meta,
+        };
     const nextSnapshot = r.snapshot;
     const to = stateName(nextSnapshot);
 
@@ -279,7 +327,9 @@ export class ActorHost {
         events: [toAppend],
         expectedVersion: actor.version === 0 ? 'no-stream' : actor.version,
         row: this.row(actor, nextSnapshot, actor.version + 1, event.at!),
-        ...(snapshotDue(nextSnapshot, actor.version + 1) ? { snapshot: encodeSnapshot(machine, actor.stream, actor.version + 1, actor.createdAt, nextSnapshot) } : {}),
+        ...(snapshotDue(nextSnapshot, actor.version + 1)
+          ? { snapshot: encodeSnapshot(machine, actor.stream, actor.version + 1, actor.createdAt, nextSnapshot) }
+          : {}),
       });
       recorded = result.events[0]!;
     } catch (err) {
@@ -295,11 +345,19 @@ export class ActorHost {
       }
       const reconnecting = this.opts.reconnecting;
       if (!reconnecting || !isUnavailable(err) || this.closed) throw err;
-      if (!observed) return this.lookUp(actor, toAppend, { from, to, accepted: r.accepted, effects: r.effects, nextSnapshot }, err as RunlogError, reconnecting);
+      if (!observed)
+        return this.lookUp(
+          actor,
+          toAppend,
+          { from, to, accepted: r.accepted, effects: r.effects, nextSnapshot },
+          err as RunlogError,
+          reconnecting,
+        );
       // An observed fact and an unreachable store: wait for it (its reads caught up), then see whether the cut-off
       // append committed after all; if not, decide again (same time stamp) and append.
       const landed = await this.readBack(actor.stream, actor.version + 1, reconnecting);
-      if (landed.length !== 1 || !sameEvent(landed[0]!, toAppend)) return this.apply(kind, id, { ...input, at: event.at }, 0, observed);
+      if (landed.length !== 1 || !sameEvent(landed[0]!, toAppend))
+        return this.apply(kind, id, { ...input, at: event.at }, 0, observed);
       recorded = landed[0]!;
     }
     actor.snapshot = nextSnapshot;
@@ -342,7 +400,8 @@ export class ActorHost {
     const recorded = landed?.length === 1 && sameEvent(landed[0]!, sent) ? landed[0]! : null;
     if (!recorded) {
       // A new actor's first event is not in the log (or not known to be): the id is free again here.
-      if (actor.version === 0 && this.actors.get(actor.stream) === actor && (landed?.length ?? 0) === 0) this.actors.delete(actor.stream);
+      if (actor.version === 0 && this.actors.get(actor.stream) === actor && (landed?.length ?? 0) === 0)
+        this.actors.delete(actor.stream);
       const ref = `${actor.kind} ${actor.id}`;
       throw new RunlogError(
         'STORE_UNAVAILABLE',
@@ -357,7 +416,14 @@ export class ActorHost {
     if (actor.version === 0 && this.opts.onOrphaned) {
       // Its lease was taken in that transaction: the node holds it without knowing; it rehydrates it from the log.
       if (this.actors.get(actor.stream) === actor) this.actors.delete(actor.stream);
-      this.opts.bus.emit('actor:transition', { id, kind, from: decided.from, to: decided.to, event: recorded, accepted: decided.accepted });
+      this.opts.bus.emit('actor:transition', {
+        id,
+        kind,
+        from: decided.from,
+        to: decided.to,
+        event: recorded,
+        accepted: decided.accepted,
+      });
       this.opts.onOrphaned?.(actor.stream);
       return { accepted: decided.accepted, from: decided.from, to: decided.to, event: recorded, effects: [] };
     }
@@ -365,7 +431,13 @@ export class ActorHost {
     actor.version = recorded.version;
     this.told(actor, { id, kind, from: decided.from, to: decided.to, event: recorded, accepted: decided.accepted });
     if (decided.effects.length > 0) this.track(this.runEffects(actor, decided.effects), actor.stream);
-    return { accepted: decided.accepted, from: decided.from, to: decided.to, event: recorded, effects: decided.effects };
+    return {
+      accepted: decided.accepted,
+      from: decided.from,
+      to: decided.to,
+      event: recorded,
+      effects: decided.effects,
+    };
   }
 
   /**
@@ -396,7 +468,8 @@ export class ActorHost {
   private flush(): void {
     const batch = this.batch;
     this.batch = [];
-    const settle = (outcomes: StreamAppendOutcome[]): void => outcomes.forEach((o, i) => (o.ok ? batch[i]!.resolve(o.result) : batch[i]!.reject(o.error)));
+    const settle = (outcomes: StreamAppendOutcome[]): void =>
+      outcomes.forEach((o, i) => (o.ok ? batch[i]!.resolve(o.result) : batch[i]!.reject(o.error)));
     let outcomes: Promise<StreamAppendOutcome[]>;
     try {
       outcomes = this.opts.store.appendMany(batch.map((b) => b.request));
@@ -510,16 +583,26 @@ export class ActorHost {
    */
   async appendFact(stream: string, events: NewEvent[]): Promise<RecordedEvent[]> {
     if (this.closed) throw new RunlogError('HOST_CLOSED', 'the supervisor is shutting down');
-    if (parseStreamName(stream)) throw new RunlogError('NOT_A_FACT_STREAM', `${stream} is an actor's stream: send it events through its machine`);
+    if (parseStreamName(stream))
+      throw new RunlogError('NOT_A_FACT_STREAM', `${stream} is an actor's stream: send it events through its machine`);
     const at = this.now();
-    return (await this.opts.store.appendToStream(stream, events.map((e) => ({ ...e, at: e.at ?? at })), { expectedVersion: 'any' })).events;
+    return (
+      await this.opts.store.appendToStream(
+        stream,
+        events.map((e) => ({ ...e, at: e.at ?? at })),
+        { expectedVersion: 'any' },
+      )
+    ).events;
   }
 
   /** Resolves when this actor has no effect running and no event queued. */
   async settled(kind: ActorKind, id: string): Promise<void> {
     const stream = streamName(kind, id);
     for (;;) {
-      const waiting = [...(this.pendingByStream.get(stream) ?? []), ...(this.queues.has(stream) ? [this.queues.get(stream)!] : [])];
+      const waiting = [
+        ...(this.pendingByStream.get(stream) ?? []),
+        ...(this.queues.has(stream) ? [this.queues.get(stream)!] : []),
+      ];
       if (waiting.length === 0) return;
       await Promise.allSettled(waiting);
     }
@@ -555,5 +638,9 @@ function sameEvent(recorded: RecordedEvent, sent: NewEvent): boolean {
 
 /** JSON with object keys sorted (PostgreSQL's jsonb gives them back in its own order). */
 function canonical(v: unknown): string {
-  return JSON.stringify(v, (_k, x: unknown) => (x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x));
+  return JSON.stringify(v, (_k, x: unknown) =>
+    x && typeof x === 'object' && !Array.isArray(x)
+      ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : x,
+  );
 }
