@@ -28,7 +28,13 @@ import type { OrphanRecord } from '../../adapters/sandbox/app-sandbox-runner.ts'
 import { mapConcurrent } from '../../domain/concurrency.ts';
 import { parseStreamName, type ActorKind, type KindNewEvent } from '../../domain/events.ts';
 import type { ExecutionContext } from '../../machines/execution.machine.ts';
-import { decide, onRehydrate, type Decision, type ExecutionObservation, type InstanceObservation } from '../../machines/reconcile-decision.ts';
+import {
+  decide,
+  onRehydrate,
+  type Decision,
+  type ExecutionObservation,
+  type InstanceObservation,
+} from '../../machines/reconcile-decision.ts';
 import { DEFAULT_RESTART, type InstanceContext, type InstanceSpec } from '../../machines/instance.machine.ts';
 import { initialSnapshot, isTerminal, machines, stateName, step } from '../../machines/runtime.ts';
 import type { ActorHost, LiveActor } from '../host/actor-host.ts';
@@ -52,7 +58,17 @@ export interface ReconcileAction {
   /** The actor's id; for strays the instance/execution id its label names, else the container id or volume name. */
   id: string;
   kind: 'instance' | 'execution' | 'materializer' | 'container' | 'volume';
-  action: 'adopted' | 'crashed' | 'exited' | 'lost' | 'failed' | 'resumed' | 'collect' | 'discovered' | 'removed' | 'remove-failed';
+  action:
+    | 'adopted'
+    | 'crashed'
+    | 'exited'
+    | 'lost'
+    | 'failed'
+    | 'resumed'
+    | 'collect'
+    | 'discovered'
+    | 'removed'
+    | 'remove-failed';
   evidence: Record<string, unknown>;
 }
 
@@ -86,18 +102,35 @@ export interface ReconcileOptions {
   reattach?: boolean;
 }
 
-const evidenceOf = (r: OrphanRecord) => ({ containerId: r.containerId, state: r.state, exitCode: r.exitCode, startedAt: r.startedAt, finishedAt: r.finishedAt, pid: r.pid });
+const evidenceOf = (r: OrphanRecord) => ({
+  containerId: r.containerId,
+  state: r.state,
+  exitCode: r.exitCode,
+  startedAt: r.startedAt,
+  finishedAt: r.finishedAt,
+  pid: r.pid,
+});
 const containerEvidence = (id: string, info: ContainerInfo | null) =>
   info
-    ? { containerId: info.id, name: info.name, state: info.state.status, exitCode: info.state.running ? null : info.state.exitCode, startedAt: info.state.startedAt, finishedAt: info.state.finishedAt, oomKilled: info.state.oomKilled }
+    ? {
+        containerId: info.id,
+        name: info.name,
+        state: info.state.status,
+        exitCode: info.state.running ? null : info.state.exitCode,
+        startedAt: info.state.startedAt,
+        finishedAt: info.state.finishedAt,
+        oomKilled: info.state.oomKilled,
+      }
     : { containerId: id, observed: 'container not found' };
-const runlogLabels = (labels: Record<string, string>) => Object.fromEntries(Object.entries(labels).filter(([k]) => k.startsWith('runlog.')));
+const runlogLabels = (labels: Record<string, string>) =>
+  Object.fromEntries(Object.entries(labels).filter(([k]) => k.startsWith('runlog.')));
 const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /** Whether the instance machine can start an actor from a discovered container (`new --instance.discovered--> adopted`). */
 export function machineCanAdoptDiscovered(): boolean {
   const m = machines.instance;
-  return step(m, initialSnapshot(m), { type: 'instance.discovered', at: '1970-01-01T00:00:00.000Z', data: {} }).accepted;
+  return step(m, initialSnapshot(m), { type: 'instance.discovered', at: '1970-01-01T00:00:00.000Z', data: {} })
+    .accepted;
 }
 
 interface Inventory {
@@ -129,7 +162,8 @@ export class Reconciler {
     options: ReconcilerOptions = {},
   ) {
     this.policy = options.orphanPolicy ?? 'remove';
-    if (this.policy !== 'adopt' && this.policy !== 'remove') throw new Error(`orphanPolicy must be 'adopt' or 'remove', got ${JSON.stringify(this.policy)}`);
+    if (this.policy !== 'adopt' && this.policy !== 'remove')
+      throw new Error(`orphanPolicy must be 'adopt' or 'remove', got ${JSON.stringify(this.policy)}`);
     this.faultsOverride = options.faults;
     this.clock = options.clock ?? systemClock;
     this.owns = options.owns ?? (() => true);
@@ -153,12 +187,28 @@ export class Reconciler {
   }
 
   private async run(opts: ReconcileOptions): Promise<ReconcileReport> {
-    const run: Run = { report: { dryRun: opts.dryRun ?? false, actions: [], unreachable: [] }, dryRun: opts.dryRun ?? false, policy: opts.orphanPolicy ?? this.policy, recoveries: [] };
+    const run: Run = {
+      report: { dryRun: opts.dryRun ?? false, actions: [], unreachable: [] },
+      dryRun: opts.dryRun ?? false,
+      policy: opts.orphanPolicy ?? this.policy,
+      recoveries: [],
+    };
     if (opts.reattach && !run.dryRun) {
-      const spawning = () => this.host().live().some((a) => a.kind === 'instance' && (a.snapshot.context as InstanceContext).spec?.sandbox === 'container' && this.host().busy('instance', a.id));
-      for (const until = this.clock.nowMs() + 60_000; spawning() && this.clock.nowMs() < until; ) await new Promise((r) => this.clock.after(250, () => r(undefined)));
+      const spawning = () =>
+        this.host()
+          .live()
+          .some(
+            (a) =>
+              a.kind === 'instance' &&
+              (a.snapshot.context as InstanceContext).spec?.sandbox === 'container' &&
+              this.host().busy('instance', a.id),
+          );
+      for (const until = this.clock.nowMs() + 60_000; spawning() && this.clock.nowMs() < until;)
+        await new Promise((r) => this.clock.after(250, () => r(undefined)));
       await this.instances.detachContainers();
-      this.log('reconcile: container watchers dropped after the Docker Engine came back; re-attaching from what it says now');
+      this.log(
+        'reconcile: container watchers dropped after the Docker Engine came back; re-attaching from what it says now',
+      );
     }
     const live = this.host().live();
     const versions = new Map(live.map((a) => [a.stream, a.version]));
@@ -221,7 +271,10 @@ export class Reconciler {
     let containers: ContainerSummary[];
     let volumes: VolumeInfo[];
     try {
-      [containers, volumes] = await Promise.all([engine.listContainers({ 'runlog.home': this.home }, { all: true }), engine.listVolumes({ 'runlog.home': this.home })]);
+      [containers, volumes] = await Promise.all([
+        engine.listContainers({ 'runlog.home': this.home }, { all: true }),
+        engine.listVolumes({ 'runlog.home': this.home }),
+      ]);
     } catch (err) {
       run.report.unreachable.push(`docker: ${errorText(err)}`);
       this.log(`reconcile: Docker unreachable, what needs it is left as logged: ${errorText(err)}`);
@@ -231,7 +284,8 @@ export class Reconciler {
     if (containers.some((c) => c.labels['runlog.kind'] === 'instance')) {
       try {
         // Inspects what was just listed (in parallel); no second listing.
-        for (const r of await this.instances.runner('container').listOrphanRecords(containers)) records.set(r.containerId, r);
+        for (const r of await this.instances.runner('container').listOrphanRecords(containers))
+          records.set(r.containerId, r);
       } catch (err) {
         run.report.unreachable.push(`container runner: ${errorText(err)}`);
         this.log(`reconcile: cannot read instance containers: ${errorText(err)}`);
@@ -266,13 +320,17 @@ export class Reconciler {
       } else if (kind === 'execution') {
         if (liveActor) {
           if (host.busy('execution', liveActor.id)) continue; // on demand: its effect is working with it
-          const owned = (state === 'running' || state === 'adopted') && (liveActor.snapshot.context as ExecutionContext).containerId === c.id;
+          const owned =
+            (state === 'running' || state === 'adopted') &&
+            (liveActor.snapshot.context as ExecutionContext).containerId === c.id;
           if (owned) continue;
           reason = `its execution is ${state} and runs in ${(liveActor.snapshot.context as ExecutionContext).containerId ?? 'no container'}`;
         } else reason = actor ? `its execution is ${state} in the log` : 'no stream in the log knows it';
       } else if (kind === PRESTART_KIND) {
         if (this.executions.pool.owns(c.id)) continue; // waiting in this process's pool
-        const user = host.live().find((a) => a.kind === 'execution' && (a.snapshot.context as ExecutionContext).containerId === c.id);
+        const user = host
+          .live()
+          .find((a) => a.kind === 'execution' && (a.snapshot.context as ExecutionContext).containerId === c.id);
         if (user) continue; // a live execution took it: its actor decides (below)
         reason = 'a pre-started sandbox that no pool and no live execution holds';
       } else if (kind === LOCK_KIND) {
@@ -290,7 +348,15 @@ export class Reconciler {
     }
   }
 
-  private async stray(c: ContainerSummary, kind: string, streamId: string | null, unknownStream: boolean, reason: string, inv: Inventory, run: Run): Promise<void> {
+  private async stray(
+    c: ContainerSummary,
+    kind: string,
+    streamId: string | null,
+    unknownStream: boolean,
+    reason: string,
+    inv: Inventory,
+    run: Run,
+  ): Promise<void> {
     const engine = this.executions.engine;
     const info = await engine.inspectContainer(c.id);
     if (!info) return; // removed meanwhile
@@ -304,10 +370,25 @@ export class Reconciler {
       else decision = 'adopt';
     }
     const id = streamId ?? c.id;
-    const actionKind: ReconcileAction['kind'] = kind === 'instance' || kind === 'execution' || kind === 'materializer' ? kind : 'container';
-    run.report.actions.push({ id, kind: actionKind, action: 'discovered', evidence: { ...evidence, decision, ...(note ? { note } : {}) } });
-    await this.fact(run, 'reconciler.discovered', { object: 'container', kind, stream: c.labels['runlog.stream'] ?? null, evidence, decision, ...(note ? { note } : {}) });
-    this.log(`reconcile: discovered container ${c.id.slice(0, 12)} (${kind || 'unknown kind'}, ${c.labels['runlog.stream'] ?? 'no stream'}): ${reason}; ${decision}`);
+    const actionKind: ReconcileAction['kind'] =
+      kind === 'instance' || kind === 'execution' || kind === 'materializer' ? kind : 'container';
+    run.report.actions.push({
+      id,
+      kind: actionKind,
+      action: 'discovered',
+      evidence: { ...evidence, decision, ...(note ? { note } : {}) },
+    });
+    await this.fact(run, 'reconciler.discovered', {
+      object: 'container',
+      kind,
+      stream: c.labels['runlog.stream'] ?? null,
+      evidence,
+      decision,
+      ...(note ? { note } : {}),
+    });
+    this.log(
+      `reconcile: discovered container ${c.id.slice(0, 12)} (${kind || 'unknown kind'}, ${c.labels['runlog.stream'] ?? 'no stream'}): ${reason}; ${decision}`,
+    );
     if (decision === 'adopt' && rec && streamId) {
       run.report.actions.push({ id, kind: 'instance', action: 'adopted', evidence: evidenceOf(rec) });
       if (run.dryRun) return;
@@ -323,18 +404,38 @@ export class Reconciler {
     try {
       await engine.removeContainer(c.id, { force: true });
       run.report.actions.push({ id, kind: actionKind, action: 'removed', evidence: { containerId: c.id } });
-      await this.fact(run, 'reconciler.removed', { object: 'container', containerId: c.id, stream: c.labels['runlog.stream'] ?? null });
+      await this.fact(run, 'reconciler.removed', {
+        object: 'container',
+        containerId: c.id,
+        stream: c.labels['runlog.stream'] ?? null,
+      });
     } catch (err) {
-      run.report.actions.push({ id, kind: actionKind, action: 'remove-failed', evidence: { containerId: c.id, error: errorText(err) } });
-      await this.fact(run, 'reconciler.remove-failed', { object: 'container', containerId: c.id, error: errorText(err) });
+      run.report.actions.push({
+        id,
+        kind: actionKind,
+        action: 'remove-failed',
+        evidence: { containerId: c.id, error: errorText(err) },
+      });
+      await this.fact(run, 'reconciler.remove-failed', {
+        object: 'container',
+        containerId: c.id,
+        error: errorText(err),
+      });
     }
     this.fault({ eventType: 'reconciler.removed' });
   }
 
   /** A running container whose instance the log never knew becomes an actor: `instance.discovered` → adopted → running. */
-  private async adoptDiscovered(instanceId: string, rec: OrphanRecord, evidence: Record<string, unknown>): Promise<void> {
+  private async adoptDiscovered(
+    instanceId: string,
+    rec: OrphanRecord,
+    evidence: Record<string, unknown>,
+  ): Promise<void> {
     const appDir = join(this.instances.appsDir, rec.appId);
-    let manifest: { runtime: string; tools: string[]; restart?: Partial<InstanceSpec['restart']> } = { runtime: 'unknown', tools: [] };
+    let manifest: { runtime: string; tools: string[]; restart?: Partial<InstanceSpec['restart']> } = {
+      runtime: 'unknown',
+      tools: [],
+    };
     try {
       const m = loadManifest(appDir);
       manifest = { runtime: m.runtime, tools: [...m.tools], restart: m.restart };
@@ -354,7 +455,15 @@ export class Reconciler {
     this.instances.adoptable.set(instanceId, rec);
     await this.host().create('instance', instanceId, {
       type: 'instance.discovered',
-      data: { spec, containerId: rec.containerId, host: rec.host, port: rec.port, pid: rec.pid, startedAt: rec.startedAt, evidence },
+      data: {
+        spec,
+        containerId: rec.containerId,
+        host: rec.host,
+        port: rec.port,
+        pid: rec.pid,
+        startedAt: rec.startedAt,
+        evidence,
+      },
       meta: { source: 'reconciler' },
     });
   }
@@ -380,7 +489,12 @@ export class Reconciler {
       }
       if (reason === null) continue;
       const evidence = { volume: v.name, labels: runlogLabels(v.labels), createdAt: v.createdAt ?? null, reason };
-      run.report.actions.push({ id: v.name, kind: 'volume', action: 'discovered', evidence: { ...evidence, decision: 'remove' } });
+      run.report.actions.push({
+        id: v.name,
+        kind: 'volume',
+        action: 'discovered',
+        evidence: { ...evidence, decision: 'remove' },
+      });
       await this.fact(run, 'reconciler.discovered', { object: 'volume', evidence, decision: 'remove' });
       if (run.dryRun) {
         run.report.actions.push({ id: v.name, kind: 'volume', action: 'removed', evidence: { volume: v.name } });
@@ -391,7 +505,12 @@ export class Reconciler {
         run.report.actions.push({ id: v.name, kind: 'volume', action: 'removed', evidence: { volume: v.name } });
         await this.fact(run, 'reconciler.removed', { object: 'volume', volume: v.name });
       } catch (err) {
-        run.report.actions.push({ id: v.name, kind: 'volume', action: 'remove-failed', evidence: { volume: v.name, error: errorText(err) } });
+        run.report.actions.push({
+          id: v.name,
+          kind: 'volume',
+          action: 'remove-failed',
+          evidence: { volume: v.name, error: errorText(err) },
+        });
         await this.fact(run, 'reconciler.remove-failed', { object: 'volume', volume: v.name, error: errorText(err) });
       }
       this.fault({ eventType: 'reconciler.removed' });
@@ -408,13 +527,27 @@ export class Reconciler {
     if (c.spec?.sandbox !== 'container') observation = { at, sandbox: 'proot' };
     else {
       if (inv === null) return; // Docker unreachable: left as logged (reported)
-      const summary = inv.containers.find((x) => x.labels['runlog.kind'] === 'instance' && x.labels['runlog.stream'] === actor.stream);
+      const summary = inv.containers.find(
+        (x) => x.labels['runlog.kind'] === 'instance' && x.labels['runlog.stream'] === actor.stream,
+      );
       rec = summary ? inv.records.get(summary.id) : undefined;
       if (summary && !rec) return; // could not read it (reported): left as logged
       observation = !rec
         ? { at, sandbox: 'container', container: 'none' }
         : rec.state === 'running' || rec.state === 'paused'
-          ? { at, sandbox: 'container', container: 'alive', location: { containerId: rec.containerId, host: rec.host, port: rec.port, pid: rec.pid, startedAt: rec.startedAt }, evidence: evidenceOf(rec) }
+          ? {
+              at,
+              sandbox: 'container',
+              container: 'alive',
+              location: {
+                containerId: rec.containerId,
+                host: rec.host,
+                port: rec.port,
+                pid: rec.pid,
+                startedAt: rec.startedAt,
+              },
+              evidence: evidenceOf(rec),
+            }
           : { at, sandbox: 'container', container: 'exited', exitCode: rec.exitCode, evidence: evidenceOf(rec) };
     }
     const d = decide('instance', actor, observation);
@@ -435,7 +568,11 @@ export class Reconciler {
     if (c.containerId) {
       const info = await this.executions.engine.inspectContainer(c.containerId);
       const evidence = containerEvidence(c.containerId, info);
-      observation = !info ? { at, container: 'missing', evidence } : info.state.startedAt === null ? { at, container: 'created', evidence } : { at, container: 'started', evidence };
+      observation = !info
+        ? { at, container: 'missing', evidence }
+        : info.state.startedAt === null
+          ? { at, container: 'created', evidence }
+          : { at, container: 'started', evidence };
     }
     await this.act(run, actor, decide('execution', actor, observation));
   }
@@ -455,7 +592,10 @@ export class Reconciler {
         run.recoveries.push({ actor, event, entry });
         continue;
       }
-      const r = await this.host().dispatch(actor.kind, actor.id, { ...event, meta: { source: 'reconciler' } } as KindNewEvent<ActorKind>);
+      const r = await this.host().dispatch(actor.kind, actor.id, {
+        ...event,
+        meta: { source: 'reconciler' },
+      } as KindNewEvent<ActorKind>);
       if (!r.accepted) entry.evidence = { ...evidence, rejected: `the actor was ${r.from}` };
       this.fault({ eventType: event.type });
     }
@@ -466,12 +606,18 @@ export class Reconciler {
  * Right after rehydration, before anything is observed: what the machines ask for again by themselves (a restart
  * timer, armed from the machine's own `armRestart` at the due time the log holds; an overdue one fires now).
  */
-export async function recoverRehydrated(host: ActorHost, actors: readonly LiveActor[], log: (m: string) => void): Promise<void> {
+export async function recoverRehydrated(
+  host: ActorHost,
+  actors: readonly LiveActor[],
+  log: (m: string) => void,
+): Promise<void> {
   await Promise.all(
     actors.map(async (actor) => {
       if (actor.kind !== 'instance') return;
       for (const event of onRehydrate(actor)) {
-        await host.dispatch('instance', actor.id, { ...event, meta: { source: 'rehydration' } }).catch((err: unknown) => log(`recovering ${actor.stream}: ${errorText(err)}`));
+        await host
+          .dispatch('instance', actor.id, { ...event, meta: { source: 'rehydration' } })
+          .catch((err: unknown) => log(`recovering ${actor.stream}: ${errorText(err)}`));
       }
     }),
   );
