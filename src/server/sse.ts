@@ -62,7 +62,11 @@ function wholeLogPages(store: Store, pageSize: number): (afterSeq: number) => Pr
   const reading = new Map<number, Promise<Page>>();
   const read = async (afterSeq: number): Promise<Page> => {
     const events = await readLogPage(store, afterSeq, pageSize);
-    const page: Page = { text: events.map(message).join(''), lastSeq: events.at(-1)?.seq ?? afterSeq, count: events.length };
+    const page: Page = {
+      text: events.map(message).join(''),
+      lastSeq: events.at(-1)?.seq ?? afterSeq,
+      count: events.length,
+    };
     if (events.length === pageSize) {
       pageCache.set(afterSeq, page);
       if (pageCache.size > PAGE_CACHE) pageCache.delete(pageCache.keys().next().value!);
@@ -183,11 +187,22 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
     },
     open(req, res, options) {
       if (clients.size >= o.maxClients) {
-        sendJson(res, httpStatusOf('TOO_MANY_STREAMS'), { error: { code: 'TOO_MANY_STREAMS', message: `${o.maxClients} event streams are open, the most this server serves; retry later` } }, { 'retry-after': '5' });
+        sendJson(
+          res,
+          httpStatusOf('TOO_MANY_STREAMS'),
+          {
+            error: {
+              code: 'TOO_MANY_STREAMS',
+              message: `${o.maxClients} event streams are open, the most this server serves; retry later`,
+            },
+          },
+          { 'retry-after': '5' },
+        );
         return;
       }
       const lastEventId = Number(req.headers['last-event-id']);
-      const requested = options.afterSeq ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
+      const requested =
+        options.afterSeq ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
 
       // The cursor: the last seq sent (the whole log), and for one stream also its last version read. Set by
       // `ready`, before the stream's head is sent: a client that saw the head sees every commit after it.
