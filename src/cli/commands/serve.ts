@@ -7,7 +7,7 @@ import { resolvePaths } from '../../config/paths.ts';
 import { HomeInsecureError, RunlogError, UsageError } from '../../domain/errors.ts';
 import { parseListen } from '../../server/listen.ts';
 import type { MetricsServer } from '../../server/metrics-server.ts';
-import type { Command } from '../command.ts';
+import type { Command, CommandArgs } from '../command.ts';
 import { EXIT, printJson } from '../output.ts';
 import { portRangeOf } from '../port-range.ts';
 
@@ -57,6 +57,74 @@ function assertPrivateDir(dir: string): void {
       { dir, uid: st.uid },
     );
   }
+}
+
+/**
+ * The cluster and retention flags, checked before anything is opened or written: cluster flags need a PostgreSQL
+ * store, and each number must be in its range (UsageError otherwise). The retention module loads only when asked.
+ */
+async function serveFlags(args: CommandArgs) {
+  const node = args.values.node as string | undefined;
+  const ttlText = args.values['lease-ttl'] as string | undefined;
+  const graceText = args.values['collect-grace'] as string | undefined;
+  const limitText = args.values['exec-limit'] as string | undefined;
+  if (
+    (node !== undefined || ttlText !== undefined || graceText !== undefined || limitText !== undefined) &&
+    !args.store
+  )
+    throw new UsageError(
+      '--node, --lease-ttl, --collect-grace and --exec-limit are for a cluster sharing a PostgreSQL log: give --store postgres://… (or $RUNLOG_STORE)',
+    );
+  const execLimit = limitText === undefined ? undefined : Number(limitText);
+  if (execLimit !== undefined && !(Number.isInteger(execLimit) && execLimit >= 1 && execLimit <= 1000))
+    throw new UsageError(`--exec-limit must be a whole number from 1 to 1000, not '${limitText}'`);
+  if (node !== undefined && !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(node))
+    throw new UsageError(`--node must be letters, digits, '.', '_' or '-' (at most 63), not '${node}'`);
+  const leaseTtlMs = ttlText === undefined ? undefined : Number(ttlText);
+  if (leaseTtlMs !== undefined && !(Number.isInteger(leaseTtlMs) && leaseTtlMs >= 300))
+    throw new UsageError(`--lease-ttl must be a whole number of milliseconds ≥ 300, not '${ttlText}'`);
+  const retainText = args.values.retain as string | undefined;
+  const retention = retainText === undefined ? null : await import('../../supervisor/retention/retention.ts');
+  const retainMs = retention ? retention.parseRetain(retainText!) : null;
+  const collectGraceMs = graceText === undefined ? undefined : Number(graceText);
+  if (collectGraceMs !== undefined && !(Number.isInteger(collectGraceMs) && collectGraceMs >= 0))
+    throw new UsageError(`--collect-grace must be a whole number of milliseconds ≥ 0, not '${graceText}'`);
+  return { node, leaseTtlMs, execLimit, collectGraceMs, retainText, retention, retainMs };
+}
+
+/** A listen that failed for a reason of the address (in use, not available, not allowed): LISTEN_FAILED. */
+function listenFailed(err: unknown, at: { host: string; port: number }): unknown {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE' || code === 'EADDRNOTAVAIL' || code === 'EACCES') {
+    return new RunlogError('LISTEN_FAILED', `cannot listen on ${at.host}:${at.port}: ${code}`, {
+      host: at.host,
+      port: at.port,
+    });
+  }
+  return err;
+}
+
+/** Closes the supervisor, saying what still holds the process if closing (or exiting after it) takes long. */
+async function closeNoting(rl: { close(): Promise<void> }, logger: { flush(): void }): Promise<void> {
+  // A supervisor that does not exit once asked to says what it still holds (a shutdown that hung once in CI
+  // showed nothing): timers unref'd, so they never keep the process alive themselves.
+  const stuck = setTimeout(
+    () =>
+      process.stderr.write(
+        `runlog: still shutting down after ${SHUTDOWN_NOTE_MS / 1000} s; open: ${openResources()}\n`,
+      ),
+    SHUTDOWN_NOTE_MS,
+  ).unref();
+  await rl.close();
+  clearTimeout(stuck);
+  logger.flush();
+  setTimeout(
+    () =>
+      process.stderr.write(
+        `runlog: closed, but still running ${EXIT_NOTE_MS / 1000} s later; open: ${openResources()}\n`,
+      ),
+    EXIT_NOTE_MS,
+  ).unref();
 }
 
 export const serveCommand: Command = {
@@ -152,31 +220,7 @@ export const serveCommand: Command = {
       import('../client.ts'),
     ]);
     // Refuse a bad address (or cluster flags without a PostgreSQL store) before anything is opened or written.
-    const node = args.values.node as string | undefined;
-    const ttlText = args.values['lease-ttl'] as string | undefined;
-    const graceText = args.values['collect-grace'] as string | undefined;
-    const limitText = args.values['exec-limit'] as string | undefined;
-    if (
-      (node !== undefined || ttlText !== undefined || graceText !== undefined || limitText !== undefined) &&
-      !args.store
-    )
-      throw new UsageError(
-        '--node, --lease-ttl, --collect-grace and --exec-limit are for a cluster sharing a PostgreSQL log: give --store postgres://… (or $RUNLOG_STORE)',
-      );
-    const execLimit = limitText === undefined ? undefined : Number(limitText);
-    if (execLimit !== undefined && !(Number.isInteger(execLimit) && execLimit >= 1 && execLimit <= 1000))
-      throw new UsageError(`--exec-limit must be a whole number from 1 to 1000, not '${limitText}'`);
-    if (node !== undefined && !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(node))
-      throw new UsageError(`--node must be letters, digits, '.', '_' or '-' (at most 63), not '${node}'`);
-    const leaseTtlMs = ttlText === undefined ? undefined : Number(ttlText);
-    if (leaseTtlMs !== undefined && !(Number.isInteger(leaseTtlMs) && leaseTtlMs >= 300))
-      throw new UsageError(`--lease-ttl must be a whole number of milliseconds ≥ 300, not '${ttlText}'`);
-    const retainText = args.values.retain as string | undefined;
-    const retention = retainText === undefined ? null : await import('../../supervisor/retention/retention.ts');
-    const retainMs = retention ? retention.parseRetain(retainText!) : null;
-    const collectGraceMs = graceText === undefined ? undefined : Number(graceText);
-    if (collectGraceMs !== undefined && !(Number.isInteger(collectGraceMs) && collectGraceMs >= 0))
-      throw new UsageError(`--collect-grace must be a whole number of milliseconds ≥ 0, not '${graceText}'`);
+    const { node, leaseTtlMs, execLimit, collectGraceMs, retainText, retention, retainMs } = await serveFlags(args);
     const portRange = portRangeOf(args.values.ports as string | undefined);
     const listen = parseListen(args.values.listen as string | undefined);
     const metricsAt =
@@ -219,16 +263,6 @@ export const serveCommand: Command = {
       if (token.created) say(`created API token ${token.path} (mode 0600)`);
       if (token.tightenedFrom !== undefined)
         logger.warn(`${token.path} had mode 0${token.tightenedFrom.toString(8)}; set it to 0600`);
-      const listenFailed = (err: unknown, at: { host: string; port: number }) => {
-        const code = (err as NodeJS.ErrnoException).code;
-        if (code === 'EADDRINUSE' || code === 'EADDRNOTAVAIL' || code === 'EACCES') {
-          return new RunlogError('LISTEN_FAILED', `cannot listen on ${at.host}:${at.port}: ${code}`, {
-            host: at.host,
-            port: at.port,
-          });
-        }
-        return err;
-      };
       try {
         server = await startServer({
           runlog: rl,
@@ -280,25 +314,7 @@ export const serveCommand: Command = {
       await metricsServer?.close();
       await server?.close();
       unlog();
-      // A supervisor that does not exit once asked to says what it still holds (a shutdown that hung once in CI
-      // showed nothing): timers unref'd, so they never keep the process alive themselves.
-      const stuck = setTimeout(
-        () =>
-          process.stderr.write(
-            `runlog: still shutting down after ${SHUTDOWN_NOTE_MS / 1000} s; open: ${openResources()}\n`,
-          ),
-        SHUTDOWN_NOTE_MS,
-      ).unref();
-      await rl.close();
-      clearTimeout(stuck);
-      logger.flush();
-      setTimeout(
-        () =>
-          process.stderr.write(
-            `runlog: closed, but still running ${EXIT_NOTE_MS / 1000} s later; open: ${openResources()}\n`,
-          ),
-        EXIT_NOTE_MS,
-      ).unref();
+      await closeNoting(rl, logger);
     }
   },
 };
