@@ -62,7 +62,11 @@ function wholeLogPages(store: Store, pageSize: number): (afterSeq: number) => Pr
   const reading = new Map<number, Promise<Page>>();
   const read = async (afterSeq: number): Promise<Page> => {
     const events = await readLogPage(store, afterSeq, pageSize);
-    const page: Page = { text: events.map(message).join(''), lastSeq: events.at(-1)?.seq ?? afterSeq, count: events.length };
+    const page: Page = {
+      text: events.map(message).join(''),
+      lastSeq: events.at(-1)?.seq ?? afterSeq,
+      count: events.length,
+    };
     if (events.length === pageSize) {
       pageCache.set(afterSeq, page);
       if (pageCache.size > PAGE_CACHE) pageCache.delete(pageCache.keys().next().value!);
@@ -151,6 +155,142 @@ function wakeOnCommit(store: Store, pollMs: number, wake: () => void): { watch()
   };
 }
 
+/** What a client's feed shares with its hub: the store, the options, the shared page reads and turns. */
+interface HubShared {
+  store: Store;
+  o: Required<SseOptions>;
+  /** The open clients (a feed adds itself, and leaves when it closes). */
+  clients: Set<{ wake(): void; close(): void }>;
+  commits: { watch(): Promise<unknown> };
+  wholeLogPage: (afterSeq: number) => Promise<Page>;
+  schedule: (fn: () => void) => void;
+  unwatchIfIdle: () => void;
+  /** Counts a client dropped for not keeping up. */
+  dropped: () => void;
+}
+
+/**
+ * One client's feed: its cursor (set before the stream's head is sent), its pages read in turns and written with
+ * back-pressure, the keep-alive pings, and its end (the client went away, the log closed, or it did not keep up).
+ */
+function feedClient(
+  hub: HubShared,
+  req: IncomingMessage,
+  res: ServerResponse,
+  options: { afterSeq?: number; stream?: string },
+): void {
+  const lastEventId = Number(req.headers['last-event-id']);
+  const requested =
+    options.afterSeq ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
+
+  // The cursor: the last seq sent (the whole log), and for one stream also its last version read. Set by
+  // `ready`, before the stream's head is sent: a client that saw the head sees every commit after it.
+  let seq = 0;
+  let version = 0;
+  let busy = true;
+  let missed = false;
+  let queued = false;
+  let waitingForDrain = false;
+  let closed = false;
+  let started = false;
+  let slowTimer: NodeJS.Timeout | undefined;
+
+  const nextPage = async (): Promise<Page> => {
+    if (options.stream === undefined) return hub.wholeLogPage(seq);
+    const events = await readStreamPage(hub.store, options.stream, { from: version + 1, to: version + hub.o.pageSize });
+    if (events.length > 0) version = events[events.length - 1]!.version;
+    // A stream's events up to the client's Last-Event-ID were sent before.
+    const fresh = events.filter((e) => e.seq > seq);
+    return { text: fresh.map(message).join(''), lastSeq: fresh.at(-1)?.seq ?? seq, count: events.length };
+  };
+
+  /** Asks for a turn (once: a client is in the queue at most once). */
+  const later = (): void => {
+    if (queued || closed) return;
+    queued = true;
+    hub.schedule(() => {
+      queued = false;
+      pump();
+    });
+  };
+  const pump = (): void => {
+    if (closed || waitingForDrain) return;
+    if (busy) {
+      missed = true; // a wake while a page is read: one more turn follows it
+      return;
+    }
+    busy = true;
+    missed = false;
+    nextPage().then(
+      (page) => {
+        busy = false;
+        if (!closed) deliver(page);
+      },
+      () => {
+        busy = false;
+        close(true); // the log closed under us (shutdown)
+      },
+    );
+  };
+  const deliver = (page: Page): void => {
+    seq = page.lastSeq;
+    if (page.text) res.write(page.text);
+    if (res.writableNeedDrain) {
+      // The socket holds a page it has not sent: wait for it, and drop a client that never takes it.
+      waitingForDrain = true;
+      slowTimer = setTimeout(() => {
+        hub.dropped();
+        close(true);
+      }, hub.o.slowClientMs);
+      res.once('drain', () => {
+        clearTimeout(slowTimer);
+        waitingForDrain = false;
+        later();
+      });
+    } else if (page.count === hub.o.pageSize || missed) later(); // more to catch up on: after the other clients' turns
+  };
+
+  const ping = setInterval(() => {
+    if (started && !closed && !waitingForDrain) res.write(': ping\n\n');
+  }, KEEPALIVE_MS);
+  ping.unref();
+
+  const client = { wake: later, close: () => close(false) };
+  const close = (destroy: boolean): void => {
+    if (closed) return;
+    closed = true;
+    clearInterval(ping);
+    clearTimeout(slowTimer);
+    hub.clients.delete(client);
+    hub.unwatchIfIdle();
+    if (destroy) res.destroy();
+    else if (!res.writableEnded) res.end();
+  };
+  hub.clients.add(client);
+  req.on('close', () => close(false));
+  res.on('error', () => close(true));
+  // Where the client starts (the head, unless it named a position), then the stream's head, then the first page.
+  const ready = async (): Promise<void> => {
+    const [, head, streamAt] = await Promise.all([
+      hub.commits.watch(),
+      requested === undefined ? hub.store.lastSeq() : requested,
+      options.stream !== undefined && requested === undefined ? hub.store.streamVersion(options.stream) : 0,
+    ]);
+    seq = head;
+    version = streamAt;
+  };
+  ready().then(
+    () => {
+      if (closed) return;
+      startStream(res);
+      started = true;
+      busy = false;
+      later();
+    },
+    () => close(true),
+  );
+}
+
 export function createSseHub(store: Store, options: SseOptions | number = {}): SseHub {
   const o = { ...SSE_DEFAULTS, ...(typeof options === 'number' ? { pollMs: options } : options) };
   const clients = new Set<{ wake(): void; close(): void }>();
@@ -173,6 +313,18 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
 
   const wholeLogPage = wholeLogPages(store, o.pageSize);
   const schedule = turns();
+  const shared: HubShared = {
+    store,
+    o,
+    clients,
+    commits,
+    wholeLogPage,
+    schedule,
+    unwatchIfIdle,
+    dropped: () => {
+      dropped += 1;
+    },
+  };
 
   return {
     get size() {
@@ -183,118 +335,20 @@ export function createSseHub(store: Store, options: SseOptions | number = {}): S
     },
     open(req, res, options) {
       if (clients.size >= o.maxClients) {
-        sendJson(res, httpStatusOf('TOO_MANY_STREAMS'), { error: { code: 'TOO_MANY_STREAMS', message: `${o.maxClients} event streams are open, the most this server serves; retry later` } }, { 'retry-after': '5' });
+        sendJson(
+          res,
+          httpStatusOf('TOO_MANY_STREAMS'),
+          {
+            error: {
+              code: 'TOO_MANY_STREAMS',
+              message: `${o.maxClients} event streams are open, the most this server serves; retry later`,
+            },
+          },
+          { 'retry-after': '5' },
+        );
         return;
       }
-      const lastEventId = Number(req.headers['last-event-id']);
-      const requested = options.afterSeq ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
-
-      // The cursor: the last seq sent (the whole log), and for one stream also its last version read. Set by
-      // `ready`, before the stream's head is sent: a client that saw the head sees every commit after it.
-      let seq = 0;
-      let version = 0;
-      let busy = true;
-      let missed = false;
-      let queued = false;
-      let waitingForDrain = false;
-      let closed = false;
-      let started = false;
-      let slowTimer: NodeJS.Timeout | undefined;
-
-      const nextPage = async (): Promise<Page> => {
-        if (options.stream === undefined) return wholeLogPage(seq);
-        const events = await readStreamPage(store, options.stream, { from: version + 1, to: version + o.pageSize });
-        if (events.length > 0) version = events[events.length - 1]!.version;
-        // A stream's events up to the client's Last-Event-ID were sent before.
-        const fresh = events.filter((e) => e.seq > seq);
-        return { text: fresh.map(message).join(''), lastSeq: fresh.at(-1)?.seq ?? seq, count: events.length };
-      };
-
-      /** Asks for a turn (once: a client is in the queue at most once). */
-      const later = (): void => {
-        if (queued || closed) return;
-        queued = true;
-        schedule(() => {
-          queued = false;
-          pump();
-        });
-      };
-      const pump = (): void => {
-        if (closed || waitingForDrain) return;
-        if (busy) {
-          missed = true; // a wake while a page is read: one more turn follows it
-          return;
-        }
-        busy = true;
-        missed = false;
-        nextPage().then(
-          (page) => {
-            busy = false;
-            if (!closed) deliver(page);
-          },
-          () => {
-            busy = false;
-            close(true); // the log closed under us (shutdown)
-          },
-        );
-      };
-      const deliver = (page: Page): void => {
-        seq = page.lastSeq;
-        if (page.text) res.write(page.text);
-        if (res.writableNeedDrain) {
-          // The socket holds a page it has not sent: wait for it, and drop a client that never takes it.
-          waitingForDrain = true;
-          slowTimer = setTimeout(() => {
-            dropped += 1;
-            close(true);
-          }, o.slowClientMs);
-          res.once('drain', () => {
-            clearTimeout(slowTimer);
-            waitingForDrain = false;
-            later();
-          });
-        } else if (page.count === o.pageSize || missed) later(); // more to catch up on: after the other clients' turns
-      };
-
-      const ping = setInterval(() => {
-        if (started && !closed && !waitingForDrain) res.write(': ping\n\n');
-      }, KEEPALIVE_MS);
-      ping.unref();
-
-      const client = { wake: later, close: () => close(false) };
-      const close = (destroy: boolean): void => {
-        if (closed) return;
-        closed = true;
-        clearInterval(ping);
-        clearTimeout(slowTimer);
-        clients.delete(client);
-        unwatchIfIdle();
-        if (destroy) res.destroy();
-        else if (!res.writableEnded) res.end();
-      };
-      clients.add(client);
-      req.on('close', () => close(false));
-      res.on('error', () => close(true));
-      // Where the client starts (the head, unless it named a position), then the stream's head, then the first page.
-      const ready = async (): Promise<void> => {
-        const [, head, streamAt] = await Promise.all([
-          commits.watch(),
-          requested === undefined ? store.lastSeq() : requested,
-          options.stream !== undefined && requested === undefined ? store.streamVersion(options.stream) : 0,
-        ]);
-        seq = head;
-        version = streamAt;
-      };
-      ready().then(
-        () => {
-          if (closed) return;
-          startStream(res);
-          started = true;
-          busy = false;
-          later();
-        },
-        () => close(true),
-      );
+      feedClient(shared, req, res, options);
     },
     closeAll() {
       for (const c of [...clients]) c.close();

@@ -19,7 +19,8 @@ import type { Bus, BusEvents } from './host/bus.ts';
 import type { FaultHook } from './host/faults.ts';
 import type { ActorView, ReplayView } from '../inspect/inspection.ts';
 import type { RunlogMetrics } from './observability/metrics.ts';
-import type { OrphanPolicy, ReconcileOptions, ReconcileReport } from './recovery/reconciler.ts';
+import type { ReconcileOptions } from './recovery/reconciler.ts';
+import type { OrphanPolicy, ReconcileReport } from './recovery/reconcile-run.ts';
 
 export type { LogLine };
 

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FAULT_POINTS, type FaultPoint } from '../../src/supervisor/host/faults.ts';
-import { RECONCILER_STREAM } from '../../src/supervisor/recovery/reconciler.ts';
+import { RECONCILER_STREAM } from '../../src/supervisor/recovery/reconcile-run.ts';
 import { createRunlog, type Runlog } from '../../src/supervisor/runlog.ts';
 import { FAILURE_REASONS } from '../../src/machines/execution.machine.ts';
 import { collect } from '../../src/store/port.ts';

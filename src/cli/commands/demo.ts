@@ -27,7 +27,10 @@ const REPO = resolve(import.meta.dirname, '../../..');
  * between then and the process's natural exit ends it at once with the demo's own status — never with the
  * signal's default death, which would report a clean stop as a crash.
  */
-export function demoStopper(io: Io, say: (m: string) => void): { stopped: Promise<string>; release: (status: number) => void } {
+export function demoStopper(
+  io: Io,
+  say: (m: string) => void,
+): { stopped: Promise<string>; release: (status: number) => void } {
   let fire!: (why: string) => void;
   let fired = false;
   let finalStatus: number | null = null;
@@ -65,9 +68,128 @@ async function checkParts(): Promise<void> {
   try {
     await createDockerEngine({ socketPath: parts.dockerSocket }).ping();
   } catch (err) {
-    throw new RunlogError('SETUP_MISSING', `Docker Engine does not answer on ${parts.dockerSocket} (${(err as Error).message}): run \`npm run setup\``);
+    throw new RunlogError(
+      'SETUP_MISSING',
+      `Docker Engine does not answer on ${parts.dockerSocket} (${(err as Error).message}): run \`npm run setup\``,
+    );
   }
-  if (!existsSync('/usr/bin/proot')) throw new RunlogError('SETUP_MISSING', 'proot is not installed: run `npm run setup`');
+  if (!existsSync('/usr/bin/proot'))
+    throw new RunlogError('SETUP_MISSING', 'proot is not installed: run `npm run setup`');
+}
+
+type Account = Awaited<ReturnType<LocalNetwork['createAccount']>>;
+type Publishing = typeof import('../../supervisor/executions/publishing.ts');
+
+/** Publishes the example runtime records (node, python) and the example code on them: the code URIs by language. */
+async function publishExamples(
+  { publishCode, publishRuntime }: Pick<Publishing, 'publishCode' | 'publishRuntime'>,
+  runtimeImage: (lang: string) => string,
+  accounts: { runtimes: Account; code: Account },
+  atproto: { plcUrl: string },
+  say: (m: string) => void,
+): Promise<Record<string, string>> {
+  const runtimes: Record<string, { uri: string; cid: string }> = {};
+  for (const lang of ['node', 'python']) {
+    const r = await publishRuntime(accounts.runtimes.publisher, {
+      dir: join(REPO, 'runtimes', lang),
+      image: runtimeImage(lang),
+    });
+    runtimes[lang] = { uri: r.uri, cid: r.cid };
+    say(`published runtime record ${lang}: ${r.uri} (${r.cid})`);
+  }
+  const code: Record<string, string> = {};
+  for (const [lang, dir] of [
+    ['node', 'greet-node'],
+    ['python', 'greet-python'],
+  ] as const) {
+    const c = await publishCode(accounts.code.publisher, {
+      dir: join(REPO, 'examples', dir),
+      runtime: runtimes[lang]!.uri,
+      atproto,
+    });
+    code[lang] = c.uri;
+    say(`published code record ${dir}: ${c.uri}`);
+  }
+  return code;
+}
+
+/** Spawns the example app in both sandboxes; each id joins `instances` as soon as it runs (the cleanup kills them). */
+async function spawnExamples(rl: Runlog, instances: string[], say: (m: string) => void) {
+  const spawned = [];
+  for (const sandbox of ['proot', 'container'] as const) {
+    say(`spawning examples/hello-app in ${sandbox}…`);
+    const view = await rl.spawnApp({ appDir: join(REPO, 'examples/hello-app'), sandbox });
+    instances.push(view.id);
+    const c = view.context as InstanceContext;
+    spawned.push({ id: view.id, sandbox, state: view.state, url: `http://${c.host}:${c.port}/` });
+    say(`  ${view.id} ${view.state} at http://${c.host}:${c.port}/ (identity ${c.identity})`);
+  }
+  return spawned;
+}
+
+/** Runs the example code's greet handler in both languages, as the code's author. */
+async function executeExamples(rl: Runlog, code: Record<string, string>, callerDid: string, say: (m: string) => void) {
+  const executions = [];
+  for (const lang of ['node', 'python']) {
+    say(`executing ${lang} greet from ${code[lang]}…`);
+    const out = await rl.execute({
+      uri: code[lang]!,
+      handler: 'greet',
+      input: { name: 'Ada' },
+      callerDid,
+    });
+    executions.push({
+      id: out.executionId,
+      language: lang,
+      status: out.status,
+      output: out.output ?? null,
+      failure: out.failure ?? null,
+    });
+    say(`  ${out.executionId} ${out.status}: ${JSON.stringify(out.output ?? out.failure)}`);
+  }
+  return executions;
+}
+
+/** What the demo started and where to look: JSON with --json, else the addresses and commands to try. */
+function printRunning(
+  io: Io,
+  d: {
+    rl: Runlog;
+    server: { inspectorUrl: string; url: string };
+    net: LocalNetwork;
+    spawned: Awaited<ReturnType<typeof spawnExamples>>;
+    executions: Awaited<ReturnType<typeof executeExamples>>;
+    code: Record<string, string>;
+    instances: string[];
+  },
+): void {
+  const { rl, server, net, spawned, executions, code, instances } = d;
+  const env = `RUNLOG_HOME=${rl.home}`;
+  if (io.json)
+    printJson(io, {
+      inspector: server.inspectorUrl,
+      api: server.url,
+      home: rl.home,
+      db: rl.dbPath,
+      pds: net.pdsUrl,
+      plc: net.plcUrl,
+      instances: spawned,
+      executions,
+      code,
+    });
+  else {
+    io.out(
+      `\nrunlog is running.\n\n  inspector   ${server.inspectorUrl}\n  log         ${rl.dbPath}\n  PDS         ${net.pdsUrl} (PLC ${net.plcUrl})\n`,
+    );
+    io.out('try, in another shell:');
+    io.out(`  ${env} runlog ps --all`);
+    io.out(`  ${env} runlog events ${instances[0]} --follow`);
+    io.out(`  ${env} runlog replay ${executions[0]!.id} --step`);
+    io.out(`  ${env} runlog cap grant com.example.hello git   # every instance of the app`);
+    io.out(`  ${env} runlog exec ${code.python} greet --input '{"name":"Grace"}'`);
+    io.out(`  ${env} runlog logs ${instances[1]}`);
+    io.out('\n(runlog is `node bin/runlog.js` in this checkout.) Ctrl-C stops the demo and everything it started.');
+  }
 }
 
 export const demoCommand: Command = {
@@ -75,7 +197,12 @@ export const demoCommand: Command = {
   summary: 'the first run: example app in both sandboxes, example at-run code in both languages, the inspector',
   usage: 'runlog demo [--home <dir>] [--listen 127.0.0.1:<port>] [--once] [--keep] [--json]',
   options: {
-    listen: { type: 'string', value: '<host:port>', description: 'where the API and inspector listen (loopback only)', defaultText: '127.0.0.1:7077' },
+    listen: {
+      type: 'string',
+      value: '<host:port>',
+      description: 'where the API and inspector listen (loopback only)',
+      defaultText: '127.0.0.1:7077',
+    },
     once: { type: 'boolean', default: false, description: 'stop everything and exit right after the run' },
     keep: { type: 'boolean', default: false, description: 'leave the containers running when the demo exits' },
   },
@@ -86,18 +213,27 @@ export const demoCommand: Command = {
     // First: an installed package without the embedded PDS says so before anything starts.
     await (await import('../../adapters/atproto/index.ts')).requireDevEnv();
     await checkParts();
-    const [{ discoverParts, requireImage }, { resolvePaths }, { publishCode, publishRuntime }, { createRunlog }, { startLocalNetwork }, { startServer }, { ensureToken }, { removeServerInfo, writeServerInfo }, { WriterLock }] =
-      await Promise.all([
-        import('../../config/parts.ts'),
-        import('../../config/paths.ts'),
-        import('../../supervisor/executions/publishing.ts'),
-        import('../../supervisor/runlog.ts'),
-        import('../../adapters/atproto/index.ts'),
-        import('../../server/http-server.ts'),
-        import('../../server/token.ts'),
-        import('../client.ts'),
-        import('../../store/sqlite/writer-lock.ts'),
-      ]);
+    const [
+      { discoverParts, requireImage },
+      { resolvePaths },
+      { publishCode, publishRuntime },
+      { createRunlog },
+      { startLocalNetwork },
+      { startServer },
+      { ensureToken },
+      { removeServerInfo, writeServerInfo },
+      { WriterLock },
+    ] = await Promise.all([
+      import('../../config/parts.ts'),
+      import('../../config/paths.ts'),
+      import('../../supervisor/executions/publishing.ts'),
+      import('../../supervisor/runlog.ts'),
+      import('../../adapters/atproto/index.ts'),
+      import('../../server/http-server.ts'),
+      import('../../server/token.ts'),
+      import('../client.ts'),
+      import('../../store/sqlite/writer-lock.ts'),
+    ]);
     // The log's writer lock before the minutes of setup: a second demo (or a running supervisor) stops here.
     const paths = resolvePaths({ home: args.home, db: args.db });
     const lock = WriterLock.acquire(paths.db, 'runlog demo');
@@ -116,56 +252,37 @@ export const demoCommand: Command = {
       const runner = await net.createAccount('runner.test'); // the runner's own repo: execution receipts go there
       const parts = discoverParts();
       const atproto = { plcUrl: net.plcUrl };
-      const runtimes: Record<string, { uri: string; cid: string }> = {};
-      for (const lang of ['node', 'python']) {
-        const r = await publishRuntime(publisher.publisher, { dir: join(REPO, 'runtimes', lang), image: requireImage(parts, `runtime-${lang}`) });
-        runtimes[lang] = { uri: r.uri, cid: r.cid };
-        say(`published runtime record ${lang}: ${r.uri} (${r.cid})`);
-      }
-      const code: Record<string, string> = {};
-      for (const [lang, dir] of [['node', 'greet-node'], ['python', 'greet-python']] as const) {
-        const c = await publishCode(alice.publisher, { dir: join(REPO, 'examples', dir), runtime: runtimes[lang]!.uri, atproto });
-        code[lang] = c.uri;
-        say(`published code record ${dir}: ${c.uri}`);
-      }
+      const code = await publishExamples(
+        { publishCode, publishRuntime },
+        (lang) => requireImage(parts, `runtime-${lang}`),
+        { runtimes: publisher, code: alice },
+        atproto,
+        say,
+      );
 
-      rl = await createRunlog({ home: paths.home, db: paths.db, atproto, receipts: runner.publisher, writerLock: lock, log: (m) => io.err(`runlog: ${m}`) });
+      rl = await createRunlog({
+        home: paths.home,
+        db: paths.db,
+        atproto,
+        receipts: runner.publisher,
+        writerLock: lock,
+        log: (m) => io.err(`runlog: ${m}`),
+      });
       const token = ensureToken(rl.home);
-      server = await startServer({ runlog: rl, host: listen.host, port: listen.port, token: token.token, log: (m) => io.err(`runlog: ${m}`) });
+      server = await startServer({
+        runlog: rl,
+        host: listen.host,
+        port: listen.port,
+        token: token.token,
+        log: (m) => io.err(`runlog: ${m}`),
+      });
       rl.writer?.setListen(server.url);
       writeServerInfo(rl.home, { url: server.url, pid: process.pid, db: rl.dbPath });
       say(`supervising ${rl.dbPath}`);
 
-      const spawned = [];
-      for (const sandbox of ['proot', 'container'] as const) {
-        say(`spawning examples/hello-app in ${sandbox}…`);
-        const view = await rl.spawnApp({ appDir: join(REPO, 'examples/hello-app'), sandbox });
-        instances.push(view.id);
-        const c = view.context as InstanceContext;
-        spawned.push({ id: view.id, sandbox, state: view.state, url: `http://${c.host}:${c.port}/` });
-        say(`  ${view.id} ${view.state} at http://${c.host}:${c.port}/ (identity ${c.identity})`);
-      }
-      const executions = [];
-      for (const lang of ['node', 'python']) {
-        say(`executing ${lang} greet from ${code[lang]}…`);
-        const out = await rl.execute({ uri: code[lang]!, handler: 'greet', input: { name: 'Ada' }, callerDid: alice.did });
-        executions.push({ id: out.executionId, language: lang, status: out.status, output: out.output ?? null, failure: out.failure ?? null });
-        say(`  ${out.executionId} ${out.status}: ${JSON.stringify(out.output ?? out.failure)}`);
-      }
-
-      const env = `RUNLOG_HOME=${rl.home}`;
-      if (io.json) printJson(io, { inspector: server.inspectorUrl, api: server.url, home: rl.home, db: rl.dbPath, pds: net.pdsUrl, plc: net.plcUrl, instances: spawned, executions, code });
-      else {
-        io.out(`\nrunlog is running.\n\n  inspector   ${server.inspectorUrl}\n  log         ${rl.dbPath}\n  PDS         ${net.pdsUrl} (PLC ${net.plcUrl})\n`);
-        io.out('try, in another shell:');
-        io.out(`  ${env} runlog ps --all`);
-        io.out(`  ${env} runlog events ${instances[0]} --follow`);
-        io.out(`  ${env} runlog replay ${executions[0]!.id} --step`);
-        io.out(`  ${env} runlog cap grant com.example.hello git   # every instance of the app`);
-        io.out(`  ${env} runlog exec ${code.python} greet --input '{"name":"Grace"}'`);
-        io.out(`  ${env} runlog logs ${instances[1]}`);
-        io.out('\n(runlog is `node bin/runlog.js` in this checkout.) Ctrl-C stops the demo and everything it started.');
-      }
+      const spawned = await spawnExamples(rl, instances, say);
+      const executions = await executeExamples(rl, code, alice.did, say);
+      printRunning(io, { rl, server, net, spawned, executions, code, instances });
       if (!args.values.once) {
         const keepAlive = setInterval(() => undefined, 1 << 30);
         const why = await stopper.stopped;

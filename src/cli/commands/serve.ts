@@ -7,7 +7,7 @@ import { resolvePaths } from '../../config/paths.ts';
 import { HomeInsecureError, RunlogError, UsageError } from '../../domain/errors.ts';
 import { parseListen } from '../../server/listen.ts';
 import type { MetricsServer } from '../../server/metrics-server.ts';
-import type { Command } from '../command.ts';
+import type { Command, CommandArgs } from '../command.ts';
 import { EXIT, printJson } from '../output.ts';
 import { portRangeOf } from '../port-range.ts';
 
@@ -51,8 +51,80 @@ function assertPrivateDir(dir: string): void {
   if ((st.mode & 0o022) !== 0) throw new HomeInsecureError(dir, st.mode & 0o777);
   const uid = typeof process.getuid === 'function' ? process.getuid() : null;
   if (uid !== null && st.uid !== uid && st.uid !== 0) {
-    throw new RunlogError('HOME_INSECURE', `${dir} belongs to uid ${st.uid}, not to this user (uid ${uid}); runlog serve refuses it`, { dir, uid: st.uid });
+    throw new RunlogError(
+      'HOME_INSECURE',
+      `${dir} belongs to uid ${st.uid}, not to this user (uid ${uid}); runlog serve refuses it`,
+      { dir, uid: st.uid },
+    );
   }
+}
+
+/**
+ * The cluster and retention flags, checked before anything is opened or written: cluster flags need a PostgreSQL
+ * store, and each number must be in its range (UsageError otherwise). The retention module loads only when asked.
+ */
+async function serveFlags(args: CommandArgs) {
+  const node = args.values.node as string | undefined;
+  const ttlText = args.values['lease-ttl'] as string | undefined;
+  const graceText = args.values['collect-grace'] as string | undefined;
+  const limitText = args.values['exec-limit'] as string | undefined;
+  if (
+    (node !== undefined || ttlText !== undefined || graceText !== undefined || limitText !== undefined) &&
+    !args.store
+  )
+    throw new UsageError(
+      '--node, --lease-ttl, --collect-grace and --exec-limit are for a cluster sharing a PostgreSQL log: give --store postgres://… (or $RUNLOG_STORE)',
+    );
+  const execLimit = limitText === undefined ? undefined : Number(limitText);
+  if (execLimit !== undefined && !(Number.isInteger(execLimit) && execLimit >= 1 && execLimit <= 1000))
+    throw new UsageError(`--exec-limit must be a whole number from 1 to 1000, not '${limitText}'`);
+  if (node !== undefined && !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(node))
+    throw new UsageError(`--node must be letters, digits, '.', '_' or '-' (at most 63), not '${node}'`);
+  const leaseTtlMs = ttlText === undefined ? undefined : Number(ttlText);
+  if (leaseTtlMs !== undefined && !(Number.isInteger(leaseTtlMs) && leaseTtlMs >= 300))
+    throw new UsageError(`--lease-ttl must be a whole number of milliseconds ≥ 300, not '${ttlText}'`);
+  const retainText = args.values.retain as string | undefined;
+  const retention = retainText === undefined ? null : await import('../../supervisor/retention/retention.ts');
+  const retainMs = retention ? retention.parseRetain(retainText!) : null;
+  const collectGraceMs = graceText === undefined ? undefined : Number(graceText);
+  if (collectGraceMs !== undefined && !(Number.isInteger(collectGraceMs) && collectGraceMs >= 0))
+    throw new UsageError(`--collect-grace must be a whole number of milliseconds ≥ 0, not '${graceText}'`);
+  return { node, leaseTtlMs, execLimit, collectGraceMs, retainText, retention, retainMs };
+}
+
+/** A listen that failed for a reason of the address (in use, not available, not allowed): LISTEN_FAILED. */
+function listenFailed(err: unknown, at: { host: string; port: number }): unknown {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE' || code === 'EADDRNOTAVAIL' || code === 'EACCES') {
+    return new RunlogError('LISTEN_FAILED', `cannot listen on ${at.host}:${at.port}: ${code}`, {
+      host: at.host,
+      port: at.port,
+    });
+  }
+  return err;
+}
+
+/** Closes the supervisor, saying what still holds the process if closing (or exiting after it) takes long. */
+async function closeNoting(rl: { close(): Promise<void> }, logger: { flush(): void }): Promise<void> {
+  // A supervisor that does not exit once asked to says what it still holds (a shutdown that hung once in CI
+  // showed nothing): timers unref'd, so they never keep the process alive themselves.
+  const stuck = setTimeout(
+    () =>
+      process.stderr.write(
+        `runlog: still shutting down after ${SHUTDOWN_NOTE_MS / 1000} s; open: ${openResources()}\n`,
+      ),
+    SHUTDOWN_NOTE_MS,
+  ).unref();
+  await rl.close();
+  clearTimeout(stuck);
+  logger.flush();
+  setTimeout(
+    () =>
+      process.stderr.write(
+        `runlog: closed, but still running ${EXIT_NOTE_MS / 1000} s later; open: ${openResources()}\n`,
+      ),
+    EXIT_NOTE_MS,
+  ).unref();
 }
 
 export const serveCommand: Command = {
@@ -61,20 +133,85 @@ export const serveCommand: Command = {
   usage:
     'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] [--retain <duration>] [--ports <min>-<max>] [--home <dir>] [--db <path> | --store <url> [--node <name>] [--lease-ttl <ms>] [--collect-grace <ms>] [--exec-limit <n>]] [--json]   (--json prints {url, host, port, …} on stdout)',
   options: {
-    listen: { type: 'string', value: '<host:port>', description: 'where the API and inspector listen (loopback only)', defaultText: '127.0.0.1:7420' },
-    'metrics-listen': { type: 'string', value: '<ip>:<port>', description: 'also serve /metrics without a token on this address', defaultText: 'off' },
-    'log-level': { type: 'string', value: '<level>', description: 'log level of the supervisor\'s log on stderr', defaultText: 'info' },
-    plc: { type: 'string', value: '<url>', description: 'PLC directory for DID resolution', defaultText: '$RUNLOG_PLC_URL, else https://plc.directory' },
-    ports: { type: 'string', value: '<min>-<max>', description: 'the TCP ports PRoot instances are given; give each supervisor on one host a range of its own', defaultText: '$RUNLOG_PORTS, else 4100-4999' },
-    node: { type: 'string', value: '<name>', description: "this supervisor's name in a cluster sharing a PostgreSQL --store (it owns what it creates through leases)", defaultText: 'the host name' },
-    retain: { type: 'string', value: '<duration>', description: 'retention: every hour (and at start), archive actors that ended longer ago than this (30d) to <home>/archives (SQLite or PostgreSQL: one archiver at a time across the cluster)', defaultText: 'keep everything' },
-    'lease-ttl': { type: 'string', value: '<ms>', description: 'how long a lease lives unrenewed: when a survivor takes over the actors of a supervisor that stopped (PostgreSQL only)', defaultText: '15000' },
-    'exec-limit': { type: 'string', value: '<n>', description: "how many executions this node runs at once; queued ones are claimed by nodes with room (PostgreSQL only; on SQLite the operator policy's executions.maxRunning bounds them)", defaultText: "the operator policy's executions.maxRunning, 8" },
-    'collect-grace': { type: 'string', value: '<ms>', description: "how long after its lease expired an execution's supervisor may come back and collect it before a survivor records it failed (lost)", defaultText: 'the lease TTL' },
+    listen: {
+      type: 'string',
+      value: '<host:port>',
+      description: 'where the API and inspector listen (loopback only)',
+      defaultText: '127.0.0.1:7420',
+    },
+    'metrics-listen': {
+      type: 'string',
+      value: '<ip>:<port>',
+      description: 'also serve /metrics without a token on this address',
+      defaultText: 'off',
+    },
+    'log-level': {
+      type: 'string',
+      value: '<level>',
+      description: "log level of the supervisor's log on stderr",
+      defaultText: 'info',
+    },
+    plc: {
+      type: 'string',
+      value: '<url>',
+      description: 'PLC directory for DID resolution',
+      defaultText: '$RUNLOG_PLC_URL, else https://plc.directory',
+    },
+    ports: {
+      type: 'string',
+      value: '<min>-<max>',
+      description: 'the TCP ports PRoot instances are given; give each supervisor on one host a range of its own',
+      defaultText: '$RUNLOG_PORTS, else 4100-4999',
+    },
+    node: {
+      type: 'string',
+      value: '<name>',
+      description:
+        "this supervisor's name in a cluster sharing a PostgreSQL --store (it owns what it creates through leases)",
+      defaultText: 'the host name',
+    },
+    retain: {
+      type: 'string',
+      value: '<duration>',
+      description:
+        'retention: every hour (and at start), archive actors that ended longer ago than this (30d) to <home>/archives (SQLite or PostgreSQL: one archiver at a time across the cluster)',
+      defaultText: 'keep everything',
+    },
+    'lease-ttl': {
+      type: 'string',
+      value: '<ms>',
+      description:
+        'how long a lease lives unrenewed: when a survivor takes over the actors of a supervisor that stopped (PostgreSQL only)',
+      defaultText: '15000',
+    },
+    'exec-limit': {
+      type: 'string',
+      value: '<n>',
+      description:
+        "how many executions this node runs at once; queued ones are claimed by nodes with room (PostgreSQL only; on SQLite the operator policy's executions.maxRunning bounds them)",
+      defaultText: "the operator policy's executions.maxRunning, 8",
+    },
+    'collect-grace': {
+      type: 'string',
+      value: '<ms>',
+      description:
+        "how long after its lease expired an execution's supervisor may come back and collect it before a survivor records it failed (lost)",
+      defaultText: 'the lease TTL',
+    },
   },
-  examples: ['RUNLOG_HOME=/var/lib/runlog runlog serve --listen 127.0.0.1:7420', 'runlog serve --store postgres://runlog:runlog@db:5432/runlog --node a --home /var/lib/runlog-a'],
+  examples: [
+    'RUNLOG_HOME=/var/lib/runlog runlog serve --listen 127.0.0.1:7420',
+    'runlog serve --store postgres://runlog:runlog@db:5432/runlog --node a --home /var/lib/runlog-a',
+  ],
   run: async (args, io) => {
-    const [{ createRunlog }, { startServer }, { startMetricsServer }, { ensureToken }, { createLogger, logActors, parseLogLevel }, { atprotoOptions, removeServerInfo, writeServerInfo }] = await Promise.all([
+    const [
+      { createRunlog },
+      { startServer },
+      { startMetricsServer },
+      { ensureToken },
+      { createLogger, logActors, parseLogLevel },
+      { atprotoOptions, removeServerInfo, writeServerInfo },
+    ] = await Promise.all([
       import('../../supervisor/runlog.ts'),
       import('../../server/http-server.ts'),
       import('../../server/metrics-server.ts'),
@@ -83,25 +220,17 @@ export const serveCommand: Command = {
       import('../client.ts'),
     ]);
     // Refuse a bad address (or cluster flags without a PostgreSQL store) before anything is opened or written.
-    const node = args.values.node as string | undefined;
-    const ttlText = args.values['lease-ttl'] as string | undefined;
-    const graceText = args.values['collect-grace'] as string | undefined;
-    const limitText = args.values['exec-limit'] as string | undefined;
-    if ((node !== undefined || ttlText !== undefined || graceText !== undefined || limitText !== undefined) && !args.store) throw new UsageError('--node, --lease-ttl, --collect-grace and --exec-limit are for a cluster sharing a PostgreSQL log: give --store postgres://… (or $RUNLOG_STORE)');
-    const execLimit = limitText === undefined ? undefined : Number(limitText);
-    if (execLimit !== undefined && !(Number.isInteger(execLimit) && execLimit >= 1 && execLimit <= 1000)) throw new UsageError(`--exec-limit must be a whole number from 1 to 1000, not '${limitText}'`);
-    if (node !== undefined && !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(node)) throw new UsageError(`--node must be letters, digits, '.', '_' or '-' (at most 63), not '${node}'`);
-    const leaseTtlMs = ttlText === undefined ? undefined : Number(ttlText);
-    if (leaseTtlMs !== undefined && !(Number.isInteger(leaseTtlMs) && leaseTtlMs >= 300)) throw new UsageError(`--lease-ttl must be a whole number of milliseconds ≥ 300, not '${ttlText}'`);
-    const retainText = args.values.retain as string | undefined;
-    const retention = retainText === undefined ? null : await import('../../supervisor/retention/retention.ts');
-    const retainMs = retention ? retention.parseRetain(retainText!) : null;
-    const collectGraceMs = graceText === undefined ? undefined : Number(graceText);
-    if (collectGraceMs !== undefined && !(Number.isInteger(collectGraceMs) && collectGraceMs >= 0)) throw new UsageError(`--collect-grace must be a whole number of milliseconds ≥ 0, not '${graceText}'`);
+    const { node, leaseTtlMs, execLimit, collectGraceMs, retainText, retention, retainMs } = await serveFlags(args);
     const portRange = portRangeOf(args.values.ports as string | undefined);
     const listen = parseListen(args.values.listen as string | undefined);
-    const metricsAt = args.values['metrics-listen'] === undefined ? null : parseListen(args.values['metrics-listen'] as string, { flag: '--metrics-listen', anyAddress: true });
-    const logger = createLogger({ level: parseLogLevel(args.values['log-level'] as string | undefined), ...(node ? { node } : {}) });
+    const metricsAt =
+      args.values['metrics-listen'] === undefined
+        ? null
+        : parseListen(args.values['metrics-listen'] as string, { flag: '--metrics-listen', anyAddress: true });
+    const logger = createLogger({
+      level: parseLogLevel(args.values['log-level'] as string | undefined),
+      ...(node ? { node } : {}),
+    });
     const say = (m: string) => logger.info(m);
     const paths = resolvePaths({ home: args.home, db: args.db });
     assertPrivateDir(paths.home);
@@ -109,8 +238,22 @@ export const serveCommand: Command = {
     // Takes the log's writer lock first: a second supervisor stops here, having touched nothing. (On PostgreSQL
     // there is no file to lock.)
     // Fault injection for recovery and chaos tests (supervisor/host/faults.ts): RUNLOG_FAULT, RUNLOG_FAULT_EVENT, RUNLOG_FAULT_ACTION.
-    const faults = process.env.RUNLOG_FAULT ? (await import('../../supervisor/host/faults.ts')).faultsFromEnv() : undefined;
-    const rl = await createRunlog({ home: paths.home, ...(faults ? { faults } : {}), ...(args.store ? { store: args.store } : { db: paths.db }), ...(node ? { node } : {}), ...(leaseTtlMs ? { leaseTtlMs } : {}), ...(collectGraceMs !== undefined ? { collectGraceMs } : {}), ...(execLimit !== undefined ? { execLimit } : {}), ...(portRange ? { portRange } : {}), command: 'runlog serve', log: say, atproto: atprotoOptions(args.values.plc as string | undefined) });
+    const faults = process.env.RUNLOG_FAULT
+      ? (await import('../../supervisor/host/faults.ts')).faultsFromEnv()
+      : undefined;
+    const rl = await createRunlog({
+      home: paths.home,
+      ...(faults ? { faults } : {}),
+      ...(args.store ? { store: args.store } : { db: paths.db }),
+      ...(node ? { node } : {}),
+      ...(leaseTtlMs ? { leaseTtlMs } : {}),
+      ...(collectGraceMs !== undefined ? { collectGraceMs } : {}),
+      ...(execLimit !== undefined ? { execLimit } : {}),
+      ...(portRange ? { portRange } : {}),
+      command: 'runlog serve',
+      log: say,
+      atproto: atprotoOptions(args.values.plc as string | undefined),
+    });
     const unlog = logActors(rl.bus, logger);
     let stopRetention: (() => void) | undefined;
     let server;
@@ -118,16 +261,16 @@ export const serveCommand: Command = {
     try {
       const token = ensureToken(rl.home);
       if (token.created) say(`created API token ${token.path} (mode 0600)`);
-      if (token.tightenedFrom !== undefined) logger.warn(`${token.path} had mode 0${token.tightenedFrom.toString(8)}; set it to 0600`);
-      const listenFailed = (err: unknown, at: { host: string; port: number }) => {
-        const code = (err as NodeJS.ErrnoException).code;
-        if (code === 'EADDRINUSE' || code === 'EADDRNOTAVAIL' || code === 'EACCES') {
-          return new RunlogError('LISTEN_FAILED', `cannot listen on ${at.host}:${at.port}: ${code}`, { host: at.host, port: at.port });
-        }
-        return err;
-      };
+      if (token.tightenedFrom !== undefined)
+        logger.warn(`${token.path} had mode 0${token.tightenedFrom.toString(8)}; set it to 0600`);
       try {
-        server = await startServer({ runlog: rl, host: listen.host, port: listen.port, token: token.token, log: (m) => logger.error(m) });
+        server = await startServer({
+          runlog: rl,
+          host: listen.host,
+          port: listen.port,
+          token: token.token,
+          log: (m) => logger.error(m),
+        });
       } catch (err) {
         throw listenFailed(err, listen);
       }
@@ -151,7 +294,16 @@ export const serveCommand: Command = {
       say(`API at ${server.url}api/ (Authorization: Bearer <contents of ${token.path}>); Ctrl-C stops`);
       say(`metrics at ${server.url}metrics (same token)${metricsServer ? ` and ${metricsServer.url} (no token)` : ''}`);
       if (io.json) {
-        printJson(io, { url: server.url, host: server.host, port: server.port, home: rl.home, db: rl.dbPath, tokenFile: token.path, pid: process.pid, metricsUrl: metricsServer?.url ?? null });
+        printJson(io, {
+          url: server.url,
+          host: server.host,
+          port: server.port,
+          home: rl.home,
+          db: rl.dbPath,
+          tokenFile: token.path,
+          pid: process.pid,
+          metricsUrl: metricsServer?.url ?? null,
+        });
       }
       const sig = await untilSignal();
       say(`${sig}: shutting down`);
@@ -162,13 +314,7 @@ export const serveCommand: Command = {
       await metricsServer?.close();
       await server?.close();
       unlog();
-      // A supervisor that does not exit once asked to says what it still holds (a shutdown that hung once in CI
-      // showed nothing): timers unref'd, so they never keep the process alive themselves.
-      const stuck = setTimeout(() => process.stderr.write(`runlog: still shutting down after ${SHUTDOWN_NOTE_MS / 1000} s; open: ${openResources()}\n`), SHUTDOWN_NOTE_MS).unref();
-      await rl.close();
-      clearTimeout(stuck);
-      logger.flush();
-      setTimeout(() => process.stderr.write(`runlog: closed, but still running ${EXIT_NOTE_MS / 1000} s later; open: ${openResources()}\n`), EXIT_NOTE_MS).unref();
+      await closeNoting(rl, logger);
     }
   },
 };

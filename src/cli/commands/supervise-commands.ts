@@ -6,7 +6,7 @@ import type { ActorView } from '../../inspect/inspection.ts';
 import { resolvePaths } from '../../config/paths.ts';
 import type { AppToolsView, ExecutionOutcome, LogLine } from '../../supervisor/runlog.ts';
 import type { InstanceContext } from '../../index.ts';
-import type { ReconcileReport } from '../../supervisor/recovery/reconciler.ts';
+import type { ReconcileReport } from '../../supervisor/recovery/reconcile-run.ts';
 import { UsageError } from '../../domain/errors.ts';
 import { assertNodeChoice, NODE_NAME } from '../../domain/placement.ts';
 import { ANSWERS } from '../api-answers.ts';

@@ -3,15 +3,27 @@
 // dispatching new events, so everything the supervisor learns lands in the log.
 import type { AnyStateMachine } from 'xstate';
 import { ConcurrencyError, FencedError, NotFoundError, RunlogError } from '../../domain/errors.ts';
-import { parseStreamName, rejectedType, streamName, toMachineEvent, type ActorKind, type KindNewEvent, type NewEvent, type RecordedEvent } from '../../domain/events.ts';
+import {
+  parseStreamName,
+  rejectedType,
+  streamName,
+  toMachineEvent,
+  type ActorKind,
+  type KindNewEvent,
+  type NewEvent,
+  type RecordedEvent,
+} from '../../domain/events.ts';
 import type { Effect, EffectsByKind, KindEffect } from '../../machines/effects.ts';
 import { initialSnapshot, isTerminal, replay, stateName, step, type AnySnapshot } from '../../machines/runtime.ts';
 import { actorStatus, summarize } from '../../machines/summary.ts';
 import type { Reconnecting } from '../../store/capabilities.ts';
-import { collect, type ActorRow, type AppendToStreamResult, type EventStorePort, type StreamAppend, type StreamAppendOutcome } from '../../store/port.ts';
+import { collect, type ActorRow, type EventStorePort } from '../../store/port.ts';
 import type { Bus, TransitionNotice } from './bus.ts';
 import { decodeSnapshot, encodeSnapshot, snapshotDue } from '../../inspect/snapshots.ts';
+import { EffectRunner } from './effect-runner.ts';
 import { noFaults, type FaultHook } from './faults.ts';
+import { GroupCommit } from './group-commit.ts';
+import { isUnavailable, lookUpAfter, notRecordedError, readBack, sameEvent } from './outage-read-back.ts';
 
 export interface LiveActor {
   id: string;
@@ -28,25 +40,24 @@ export interface EffectContext<K extends ActorKind = ActorKind> {
   dispatch(event: KindNewEvent<K>): Promise<DispatchResult>;
 }
 
-export type EffectHandler<P, K extends ActorKind = ActorKind> = (params: P, ctx: EffectContext<K>) => Promise<void> | void;
+export type EffectHandler<P, K extends ActorKind = ActorKind> = (
+  params: P,
+  ctx: EffectContext<K>,
+) => Promise<void> | void;
 
 /**
  * One handler per effect the kind's machine can emit, each typed with that effect's params: a missing or
  * misspelled handler, or one that reads a param the machine does not give, is a compile error.
  */
-export type EffectHandlers<K extends ActorKind> = { [T in keyof EffectsByKind[K]]: EffectHandler<EffectsByKind[K][T], K> };
+export type EffectHandlers<K extends ActorKind> = {
+  [T in keyof EffectsByKind[K]]: EffectHandler<EffectsByKind[K][T], K>;
+};
 
 /** Every kind's handlers (what a supervising host runs). */
 export type AllEffectHandlers = { [K in ActorKind]: EffectHandlers<K> };
 
-/** A handler as the host calls it: the effect came from the machine whose map typed the handler. */
-type AnyEffectHandler = (params: unknown, ctx: EffectContext) => Promise<void> | void;
-
-export class UnknownEffectError extends RunlogError {
-  constructor(kind: ActorKind, type: string) {
-    super('UNKNOWN_EFFECT', `the ${kind} machine emitted ${type}, which has no handler`, { kind, type });
-  }
-}
+// Moved to effect-runner.ts with the running of effects; re-exported for the code that imports it from here.
+export { UnknownEffectError } from './effect-runner.ts';
 
 export interface DispatchResult {
   accepted: boolean;
@@ -105,12 +116,6 @@ type AnyNewEvent = NewEvent<string, object>;
  */
 const toLogged = (e: AnyNewEvent): NewEvent => ({ ...e, data: e.data as Record<string, unknown> });
 
-interface PendingAppend {
-  request: StreamAppend;
-  resolve: (result: AppendToStreamResult) => void;
-  reject: (error: unknown) => void;
-}
-
 export class ActorHost {
   private readonly actors = new Map<string, LiveActor>();
   /**
@@ -119,11 +124,11 @@ export class ActorHost {
    * come back to this node later (a pick-up): the actor is then read afresh from the log, and its results are stale.
    */
   private readonly fenced = new WeakMap<LiveActor, FencedError>();
-  /** Appends decided in this turn of the event loop, committed together (see commit()). */
-  private batch: PendingAppend[] = [];
+  /** Appends decided in this turn of the event loop, committed together (group-commit.ts). */
+  private readonly appends: GroupCommit;
   private readonly queues = new Map<string, Promise<unknown>>();
-  private readonly pending = new Set<Promise<unknown>>();
-  private readonly pendingByStream = new Map<string, Set<Promise<unknown>>>();
+  /** The effects running, per actor (effect-runner.ts). */
+  private readonly effectRunner: EffectRunner;
   private readonly now: () => string;
   private readonly faults: FaultHook;
   private closed = false;
@@ -131,6 +136,17 @@ export class ActorHost {
   constructor(private readonly opts: ActorHostOptions) {
     this.now = opts.now ?? (() => new Date().toISOString());
     this.faults = opts.faults ?? noFaults;
+    this.appends = new GroupCommit(opts.store);
+    this.effectRunner = new EffectRunner({
+      effects: opts.effects,
+      bus: opts.bus,
+      log: opts.log,
+      faults: this.faults,
+      onEffectError: opts.onEffectError,
+      fenced: this.fenced,
+      report: (actor, e) => this.enqueue(actor.kind, actor.id, e, true),
+      closed: () => this.closed,
+    });
   }
 
   /** Loads every non-terminal actor by replaying its events (the projection says which are live). */
@@ -179,7 +195,14 @@ export class ActorHost {
     if (events.length === 0 && !from) return undefined;
     const snapshot = replay(machine, events.map(toMachineEvent), from ?? undefined);
     const version = events.length > 0 ? events[events.length - 1]!.version : cached!.version;
-    const actor: LiveActor = { id, kind, stream, snapshot, version, createdAt: from ? cached!.createdAt : events[0]!.at };
+    const actor: LiveActor = {
+      id,
+      kind,
+      stream,
+      snapshot,
+      version,
+      createdAt: from ? cached!.createdAt : events[0]!.at,
+    };
     if (!isTerminal(snapshot) && (!this.opts.owns || this.opts.owns(stream))) this.actors.set(stream, actor);
     return actor;
   }
@@ -207,7 +230,14 @@ export class ActorHost {
       throw new RunlogError('ACTOR_EXISTS', `${kind} ${id} already exists`, { kind, id });
     }
     const at = first.at ?? this.now();
-    const placeholder: LiveActor = { id, kind, stream, snapshot: initialSnapshot(this.opts.machines[kind]), version: 0, createdAt: at };
+    const placeholder: LiveActor = {
+      id,
+      kind,
+      stream,
+      snapshot: initialSnapshot(this.opts.machines[kind]),
+      version: 0,
+      createdAt: at,
+    };
     this.actors.set(stream, placeholder);
     const meta = this.opts.onCreate?.(kind, id);
     try {
@@ -247,13 +277,21 @@ export class ActorHost {
     const prev = this.queues.get(stream) ?? Promise.resolve();
     const next = prev.catch(() => undefined).then(() => this.apply(kind, id, event, 0, observed));
     this.queues.set(stream, next);
-    void next.finally(() => {
-      if (this.queues.get(stream) === next) this.queues.delete(stream);
-    }).catch(() => undefined);
+    void next
+      .finally(() => {
+        if (this.queues.get(stream) === next) this.queues.delete(stream);
+      })
+      .catch(() => undefined);
     return next;
   }
 
-  private async apply(kind: ActorKind, id: string, input: AnyNewEvent, attempt = 0, observed = false): Promise<DispatchResult> {
+  private async apply(
+    kind: ActorKind,
+    id: string,
+    input: AnyNewEvent,
+    attempt = 0,
+    observed = false,
+  ): Promise<DispatchResult> {
     if (this.closed) throw new RunlogError('HOST_CLOSED', 'the supervisor is shutting down');
     // Not in memory (ended, or not yet read): its history is read from the log first. A live actor in memory
     // takes no extra turn here, so the appends of one turn still share a commit.
@@ -267,19 +305,26 @@ export class ActorHost {
 
     const toAppend: NewEvent = r.accepted
       ? event
-      : { type: rejectedType(kind), at: event.at, data: { rejected: { type: event.type, data: event.data }, state: from }, meta: event.meta };
+      : {
+          type: rejectedType(kind),
+          at: event.at,
+          data: { rejected: { type: event.type, data: event.data }, state: from },
+          meta: event.meta,
+        };
     const nextSnapshot = r.snapshot;
     const to = stateName(nextSnapshot);
 
     this.faults('before-append', { eventType: event.type });
     let recorded: RecordedEvent;
     try {
-      const result = await this.commit({
+      const result = await this.appends.commit({
         stream: actor.stream,
         events: [toAppend],
         expectedVersion: actor.version === 0 ? 'no-stream' : actor.version,
         row: this.row(actor, nextSnapshot, actor.version + 1, event.at!),
-        ...(snapshotDue(nextSnapshot, actor.version + 1) ? { snapshot: encodeSnapshot(machine, actor.stream, actor.version + 1, actor.createdAt, nextSnapshot) } : {}),
+        ...(snapshotDue(nextSnapshot, actor.version + 1)
+          ? { snapshot: encodeSnapshot(machine, actor.stream, actor.version + 1, actor.createdAt, nextSnapshot) }
+          : {}),
       });
       recorded = result.events[0]!;
     } catch (err) {
@@ -295,11 +340,19 @@ export class ActorHost {
       }
       const reconnecting = this.opts.reconnecting;
       if (!reconnecting || !isUnavailable(err) || this.closed) throw err;
-      if (!observed) return this.lookUp(actor, toAppend, { from, to, accepted: r.accepted, effects: r.effects, nextSnapshot }, err as RunlogError, reconnecting);
+      if (!observed)
+        return this.lookUp(
+          actor,
+          toAppend,
+          { from, to, accepted: r.accepted, effects: r.effects, nextSnapshot },
+          err as RunlogError,
+          reconnecting,
+        );
       // An observed fact and an unreachable store: wait for it (its reads caught up), then see whether the cut-off
       // append committed after all; if not, decide again (same time stamp) and append.
-      const landed = await this.readBack(actor.stream, actor.version + 1, reconnecting);
-      if (landed.length !== 1 || !sameEvent(landed[0]!, toAppend)) return this.apply(kind, id, { ...input, at: event.at }, 0, observed);
+      const landed = await readBack(this.opts.store, actor.stream, actor.version + 1, reconnecting);
+      if (landed.length !== 1 || !sameEvent(landed[0]!, toAppend))
+        return this.apply(kind, id, { ...input, at: event.at }, 0, observed);
       recorded = landed[0]!;
     }
     actor.snapshot = nextSnapshot;
@@ -308,7 +361,7 @@ export class ActorHost {
     this.faults('after-append', { eventType: event.type });
 
     const result: DispatchResult = { accepted: r.accepted, from, to, event: recorded, effects: r.effects };
-    if (r.effects.length > 0) this.track(this.runEffects(actor, r.effects), actor.stream);
+    if (r.effects.length > 0) this.effectRunner.run(actor, r.effects);
     return result;
   }
 
@@ -327,45 +380,43 @@ export class ActorHost {
     reconnecting: Reconnecting,
   ): Promise<DispatchResult> {
     const until = Date.now() + (this.opts.lookUpMs ?? LOOK_UP_MS);
-    let landed: RecordedEvent[] | null = null;
     // Looked up within the budget: a read cut off again (the store went away once more) waits again while time is
     // left; any other failure to read leaves it unknown.
-    while (await reconnecting.whenAvailable(Math.max(0, until - Date.now())).catch(() => false)) {
-      try {
-        landed = await this.readAfter(actor.stream, actor.version + 1);
-      } catch {
-        break;
-      }
-      if (landed !== null || Date.now() >= until) break;
-    }
+    const landed = await lookUpAfter(this.opts.store, actor.stream, actor.version + 1, reconnecting, until);
     const answered = landed !== null;
     const recorded = landed?.length === 1 && sameEvent(landed[0]!, sent) ? landed[0]! : null;
     if (!recorded) {
       // A new actor's first event is not in the log (or not known to be): the id is free again here.
-      if (actor.version === 0 && this.actors.get(actor.stream) === actor && (landed?.length ?? 0) === 0) this.actors.delete(actor.stream);
-      const ref = `${actor.kind} ${actor.id}`;
-      throw new RunlogError(
-        'STORE_UNAVAILABLE',
-        answered
-          ? `${err.message} — looked up once it answered: this request for ${ref} was not recorded (nothing of it is in the log); send it again`
-          : `${err.message} — this request for ${ref} may have committed: \`runlog events ${actor.id}\` says whether (its ${sent.type} event is there or not)`,
-        { ...err.details, stream: actor.stream, committed: answered ? false : 'unknown' },
-        { cause: err },
-      );
+      if (actor.version === 0 && this.actors.get(actor.stream) === actor && (landed?.length ?? 0) === 0)
+        this.actors.delete(actor.stream);
+      throw notRecordedError(err, actor, sent, answered);
     }
     const { id, kind } = actor;
     if (actor.version === 0 && this.opts.onOrphaned) {
       // Its lease was taken in that transaction: the node holds it without knowing; it rehydrates it from the log.
       if (this.actors.get(actor.stream) === actor) this.actors.delete(actor.stream);
-      this.opts.bus.emit('actor:transition', { id, kind, from: decided.from, to: decided.to, event: recorded, accepted: decided.accepted });
+      this.opts.bus.emit('actor:transition', {
+        id,
+        kind,
+        from: decided.from,
+        to: decided.to,
+        event: recorded,
+        accepted: decided.accepted,
+      });
       this.opts.onOrphaned?.(actor.stream);
       return { accepted: decided.accepted, from: decided.from, to: decided.to, event: recorded, effects: [] };
     }
     actor.snapshot = decided.nextSnapshot;
     actor.version = recorded.version;
     this.told(actor, { id, kind, from: decided.from, to: decided.to, event: recorded, accepted: decided.accepted });
-    if (decided.effects.length > 0) this.track(this.runEffects(actor, decided.effects), actor.stream);
-    return { accepted: decided.accepted, from: decided.from, to: decided.to, event: recorded, effects: decided.effects };
+    if (decided.effects.length > 0) this.effectRunner.run(actor, decided.effects);
+    return {
+      accepted: decided.accepted,
+      from: decided.from,
+      to: decided.to,
+      event: recorded,
+      effects: decided.effects,
+    };
   }
 
   /**
@@ -377,56 +428,6 @@ export class ActorHost {
       this.opts.bus.emit('actor:transition', notice);
     } finally {
       if (isTerminal(actor.snapshot) && this.actors.get(actor.stream) === actor) this.actors.delete(actor.stream);
-    }
-  }
-
-  /**
-   * Group commit: every append decided in the same turn of the event loop (events of different actors: one
-   * actor's events wait for each other) goes to disk in one transaction, so N actors reporting at once cost
-   * one fsync, not N. Rule 1 holds per event: the promise resolves once the transaction is durable, and only
-   * then do its effects start. A version conflict fails only its own append.
-   */
-  private commit(request: StreamAppend): Promise<AppendToStreamResult> {
-    return new Promise((resolve, reject) => {
-      this.batch.push({ request, resolve, reject });
-      if (this.batch.length === 1) setImmediate(() => this.flush());
-    });
-  }
-
-  private flush(): void {
-    const batch = this.batch;
-    this.batch = [];
-    const settle = (outcomes: StreamAppendOutcome[]): void => outcomes.forEach((o, i) => (o.ok ? batch[i]!.resolve(o.result) : batch[i]!.reject(o.error)));
-    let outcomes: Promise<StreamAppendOutcome[]>;
-    try {
-      outcomes = this.opts.store.appendMany(batch.map((b) => b.request));
-    } catch (err) {
-      for (const b of batch) b.reject(err);
-      return;
-    }
-    // The next batch may be sent before this one answers (a store across a network): the store orders them.
-    outcomes.then(settle, (err: unknown) => batch.forEach((b) => b.reject(err)));
-  }
-
-  /**
-   * The stream's events from `from` on, read once the store answers again (an observed fact's cut-off append):
-   * a read cut off again waits for the store again. Rejects when the store is closed.
-   */
-  private async readBack(stream: string, from: number, reconnecting: Reconnecting): Promise<RecordedEvent[]> {
-    for (;;) {
-      await reconnecting.whenAvailable();
-      const landed = await this.readAfter(stream, from);
-      if (landed !== null) return landed;
-    }
-  }
-
-  /** The stream's events from `from` on; null when the store was unreachable for the read. */
-  private async readAfter(stream: string, from: number): Promise<RecordedEvent[] | null> {
-    try {
-      return await collect(this.opts.store.readStream(stream, { from }));
-    } catch (err) {
-      if (isUnavailable(err)) return null;
-      throw err;
     }
   }
 
@@ -444,55 +445,6 @@ export class ActorHost {
     };
   }
 
-  private async runEffects(actor: LiveActor, effects: readonly Effect[]): Promise<void> {
-    const handlers = this.opts.effects;
-    if (!handlers) return; // a host that runs no effects (see ActorHostOptions.effects)
-    for (const effect of effects) {
-      // The effect came from this kind's machine, whose effect map types this kind's handlers (EffectHandlers).
-      const handler = (handlers[actor.kind] as Record<string, AnyEffectHandler>)[effect.type];
-      // What an effect dispatches is its result: the work is done, the event is not on disk yet.
-      const ctx: EffectContext = {
-        actor,
-        dispatch: (e) => {
-          const fenced = this.fenced.get(actor);
-          if (fenced) return Promise.reject(fenced);
-          this.faults('before-result', { eventType: e.type, effect: effect.type });
-          return this.enqueue(actor.kind, actor.id, e, true).catch((err: unknown) => {
-            if (err instanceof FencedError) this.fenced.set(actor, err);
-            throw err;
-          });
-        },
-      };
-      try {
-        // Only a handler map built around the types (plain JS, a cast) lacks one: a failure of the effect, recorded.
-        if (!handler) throw new UnknownEffectError(actor.kind, effect.type);
-        await handler(effect.params, ctx);
-        this.faults('after-effect', { effect: effect.type });
-      } catch (err) {
-        const message = err instanceof Error ? err.message : String(err);
-        this.opts.bus.emit('effect:error', { id: actor.id, kind: actor.kind, effect: effect.type, error: message });
-        this.opts.log?.(`effect ${effect.type} of ${actor.stream} failed: ${message}`);
-        if (this.fenced.has(actor) || err instanceof FencedError) return; // not this node's to record (see `fenced`)
-        const ev = this.opts.onEffectError?.(actor.kind, effect, err);
-        if (ev && !this.closed) await ctx.dispatch(ev).catch(() => undefined);
-      }
-    }
-  }
-
-  private track(p: Promise<unknown>, stream: string): void {
-    this.pending.add(p);
-    let set = this.pendingByStream.get(stream);
-    if (!set) this.pendingByStream.set(stream, (set = new Set()));
-    set.add(p);
-    void p
-      .finally(() => {
-        this.pending.delete(p);
-        set.delete(p);
-        if (set.size === 0 && this.pendingByStream.get(stream) === set) this.pendingByStream.delete(stream);
-      })
-      .catch(() => undefined); // runEffects reports its failures as events; never an unhandled rejection
-  }
-
   /** The fault-injection hook this host was given (recovery code reports its own points through it). */
   get faultHook(): FaultHook {
     return this.faults;
@@ -501,7 +453,7 @@ export class ActorHost {
   /** Whether this actor has an effect running or an event queued (recovery leaves such actors alone). */
   busy(kind: ActorKind, id: string): boolean {
     const stream = streamName(kind, id);
-    return (this.pendingByStream.get(stream)?.size ?? 0) > 0 || this.queues.has(stream);
+    return this.effectRunner.busy(stream) || this.queues.has(stream);
   }
 
   /**
@@ -510,16 +462,26 @@ export class ActorHost {
    */
   async appendFact(stream: string, events: NewEvent[]): Promise<RecordedEvent[]> {
     if (this.closed) throw new RunlogError('HOST_CLOSED', 'the supervisor is shutting down');
-    if (parseStreamName(stream)) throw new RunlogError('NOT_A_FACT_STREAM', `${stream} is an actor's stream: send it events through its machine`);
+    if (parseStreamName(stream))
+      throw new RunlogError('NOT_A_FACT_STREAM', `${stream} is an actor's stream: send it events through its machine`);
     const at = this.now();
-    return (await this.opts.store.appendToStream(stream, events.map((e) => ({ ...e, at: e.at ?? at })), { expectedVersion: 'any' })).events;
+    return (
+      await this.opts.store.appendToStream(
+        stream,
+        events.map((e) => ({ ...e, at: e.at ?? at })),
+        { expectedVersion: 'any' },
+      )
+    ).events;
   }
 
   /** Resolves when this actor has no effect running and no event queued. */
   async settled(kind: ActorKind, id: string): Promise<void> {
     const stream = streamName(kind, id);
     for (;;) {
-      const waiting = [...(this.pendingByStream.get(stream) ?? []), ...(this.queues.has(stream) ? [this.queues.get(stream)!] : [])];
+      const waiting = [
+        ...this.effectRunner.runningFor(stream),
+        ...(this.queues.has(stream) ? [this.queues.get(stream)!] : []),
+      ];
       if (waiting.length === 0) return;
       await Promise.allSettled(waiting);
     }
@@ -527,14 +489,14 @@ export class ActorHost {
 
   /** Resolves when no effect is running and no event is queued (tests, graceful shutdown). */
   async idle(): Promise<void> {
-    while (this.pending.size > 0 || this.queues.size > 0) {
-      await Promise.allSettled([...this.pending, ...this.queues.values()]);
+    while (this.effectRunner.size > 0 || this.queues.size > 0) {
+      await Promise.allSettled([...this.effectRunner.all(), ...this.queues.values()]);
     }
   }
 
   /** Runs effects again for a rehydrated actor (e.g. a timer that was armed before a restart). */
   resumeEffects(actor: LiveActor, effects: readonly KindEffect<ActorKind>[]): void {
-    if (effects.length > 0) this.track(this.runEffects(actor, effects), actor.stream);
+    if (effects.length > 0) this.effectRunner.run(actor, effects);
   }
 
   close(): void {
@@ -544,16 +506,4 @@ export class ActorHost {
   static idFromStream(stream: string): { kind: ActorKind; id: string } | null {
     return parseStreamName(stream);
   }
-}
-
-const isUnavailable = (err: unknown): boolean => err instanceof RunlogError && err.code === 'STORE_UNAVAILABLE';
-
-/** The event an append that was cut off tried to write (same type, time and content) — it committed after all. */
-function sameEvent(recorded: RecordedEvent, sent: NewEvent): boolean {
-  return recorded.type === sent.type && recorded.at === sent.at && canonical(recorded.data) === canonical(sent.data);
-}
-
-/** JSON with object keys sorted (PostgreSQL's jsonb gives them back in its own order). */
-function canonical(v: unknown): string {
-  return JSON.stringify(v, (_k, x: unknown) => (x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x));
 }

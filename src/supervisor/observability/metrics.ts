@@ -15,7 +15,7 @@ import type { Metered } from '../../store/capabilities.ts';
 import type { EventStorePort } from '../../store/port.ts';
 import type { ActorHost } from '../host/actor-host.ts';
 import type { Bus, TransitionNotice } from '../host/bus.ts';
-import type { ReconcileReport } from '../recovery/reconciler.ts';
+import type { ReconcileReport } from '../recovery/reconcile-run.ts';
 import { REMOVAL_REASONS, type PoolAccounts } from '../executions/pool/sandbox-pool.ts';
 
 /** Execution states that are steps of the run, by the step name the duration histogram uses. */

@@ -12,7 +12,7 @@ import { parseStreamName } from '../../domain/events.ts';
 import type { InstanceContext } from '../../machines/instance.machine.ts';
 import { stateName } from '../../machines/runtime.ts';
 import type { ActorHost } from '../host/actor-host.ts';
-import type { ReconcileReport } from './reconciler.ts';
+import type { ReconcileReport } from './reconcile-run.ts';
 
 export interface EngineWatchOptions {
   socketPath: string;

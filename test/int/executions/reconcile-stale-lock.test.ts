@@ -1,5 +1,5 @@
 // The reconciler removes the `<volume>-lock` container of a materialization whose holder is gone, and leaves a live
-// holder's alone (supervisor/recovery/reconciler.ts strayContainers, adapters/docker/materialize-lock.ts): real Docker Engine,
+// holder's alone (supervisor/recovery/strays.ts strayContainers, adapters/docker/materialize-lock.ts): real Docker Engine,
 // registry image, a real holder process (support/materialize-child.ts) killed with SIGKILL mid-copy, and
 // `runlog reconcile` as a separate process on a home whose label the locks carry (as a supervisor's materializer
 // labels them). The live holder is this test process, holding a lock of another volume through the same code.
