@@ -21,7 +21,10 @@ export const APP_TOOL_REVOKED = 'app.tool-revoked';
 /** tool → true (granted) / false (revoked): the last word of `cap` on each tool of the app. */
 export type ToolOverrides = Map<string, boolean>;
 
-export async function readToolOverrides(store: Pick<EventStorePort, 'readStream'>, appId: string): Promise<ToolOverrides> {
+export async function readToolOverrides(
+  store: Pick<EventStorePort, 'readStream'>,
+  appId: string,
+): Promise<ToolOverrides> {
   const out: ToolOverrides = new Map();
   for await (const e of store.readStream(appStream(appId))) {
     const tool = String(e.data.tool);
@@ -37,7 +40,8 @@ export type ToolLog = Map<string, { granted: boolean; seq: number }>;
 export async function readToolLog(store: Pick<EventStorePort, 'readStream'>, appId: string): Promise<ToolLog> {
   const out: ToolLog = new Map();
   for await (const e of store.readStream(appStream(appId))) {
-    if (e.type === APP_TOOL_GRANTED || e.type === APP_TOOL_REVOKED) out.set(String(e.data.tool), { granted: e.type === APP_TOOL_GRANTED, seq: e.seq });
+    if (e.type === APP_TOOL_GRANTED || e.type === APP_TOOL_REVOKED)
+      out.set(String(e.data.tool), { granted: e.type === APP_TOOL_GRANTED, seq: e.seq });
   }
   return out;
 }
@@ -70,20 +74,35 @@ export function effectiveTools(manifestTools: readonly string[], overrides: Tool
 
 export function assertToolName(tool: string): void {
   const known = [...TOOL_CATALOG, TOOL_WILDCARD, ...Object.keys(TOOL_ALIASES)];
-  if (!known.includes(tool)) throw new ValidationError('TOOL_UNKNOWN', `unknown tool '${tool}': known tools are ${known.join(', ')}`, [`tool: '${tool}' is not one of ${known.join(', ')}`]);
+  if (!known.includes(tool))
+    throw new ValidationError('TOOL_UNKNOWN', `unknown tool '${tool}': known tools are ${known.join(', ')}`, [
+      `tool: '${tool}' is not one of ${known.join(', ')}`,
+    ]);
 }
 
 export function assertAppId(appId: string): void {
-  if (!isValidAppId(appId)) throw new ValidationError('APP_ID_INVALID', `'${appId}' is not an app id (reverse-DNS, like com.example.hello)`, [`appId: '${appId}' is not reverse-DNS`]);
+  if (!isValidAppId(appId))
+    throw new ValidationError('APP_ID_INVALID', `'${appId}' is not an app id (reverse-DNS, like com.example.hello)`, [
+      `appId: '${appId}' is not reverse-DNS`,
+    ]);
 }
 
 /**
  * Records one grant or revocation of a tool for an app. Any version: on a cluster several nodes may record for the
  * same app at once, and the log's order (the same for every node) says which word is the last.
  */
-export async function recordToolChange(store: Pick<EventStorePort, 'appendToStream'>, appId: string, tool: string, grant: boolean): Promise<RecordedEvent> {
+export async function recordToolChange(
+  store: Pick<EventStorePort, 'appendToStream'>,
+  appId: string,
+  tool: string,
+  grant: boolean,
+): Promise<RecordedEvent> {
   const stream = appStream(appId);
-  const r = await store.appendToStream(stream, [{ type: grant ? APP_TOOL_GRANTED : APP_TOOL_REVOKED, data: { appId, tool, via: 'cap' } }], { expectedVersion: 'any' });
+  const r = await store.appendToStream(
+    stream,
+    [{ type: grant ? APP_TOOL_GRANTED : APP_TOOL_REVOKED, data: { appId, tool, via: 'cap' } }],
+    { expectedVersion: 'any' },
+  );
   const e = r.events[0];
   if (!e) throw new RunlogError('APPEND_FAILED', `recording ${tool} for ${appId} appended nothing`);
   return e;
@@ -110,12 +129,20 @@ export interface CapReach {
  * What the change recorded at `seq` has reached, read from the log alone: an instance event carrying it out has
  * meta.cap = seq (app-tool-sync.ts), appended by its owner (meta.node; `here` on a log without nodes).
  */
-export function capReach(instances: readonly InstanceOfApp[], tool: string, granted: boolean, seq: number, here: string): CapReach {
+export function capReach(
+  instances: readonly InstanceOfApp[],
+  tool: string,
+  granted: boolean,
+  seq: number,
+  here: string,
+): CapReach {
   const out: CapReach = { changed: [], pending: [] };
   for (const i of instances) {
     const hit = i.events.find((e) => (e.meta as { cap?: unknown } | undefined)?.cap === seq);
-    if (hit) out.changed.push({ instanceId: i.instanceId, node: String((hit.meta as { node?: unknown }).node ?? here) });
-    else if (i.tools && i.tools.includes(tool) !== granted) out.pending.push({ instanceId: i.instanceId, node: i.owner });
+    if (hit)
+      out.changed.push({ instanceId: i.instanceId, node: String((hit.meta as { node?: unknown }).node ?? here) });
+    else if (i.tools && i.tools.includes(tool) !== granted)
+      out.pending.push({ instanceId: i.instanceId, node: i.owner });
   }
   return out;
 }

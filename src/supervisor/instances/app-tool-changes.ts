@@ -29,7 +29,12 @@ export interface AppToolInputs {
   inspectNow(id: string): Promise<ActorView>;
 }
 
-export async function changeAppTool(i: AppToolInputs, appId: string, tool: string, grant: boolean): Promise<AppToolsView> {
+export async function changeAppTool(
+  i: AppToolInputs,
+  appId: string,
+  tool: string,
+  grant: boolean,
+): Promise<AppToolsView> {
   const { store, host, instances, clock } = i;
   assertToolName(tool);
   if (!isValidAppId(appId)) {
@@ -41,18 +46,31 @@ export async function changeAppTool(i: AppToolInputs, appId: string, tool: strin
       /* not an actor either */
     }
     const app = (instance?.summary as { appId?: string } | undefined)?.appId;
-    if (app) throw new ValidationError('CAP_TAKES_APP_ID', `cap ${grant ? 'grant' : 'revoke'} takes an app id, not an instance id: ${appId} is an instance of ${app}; grants apply to every instance of the app (runlog cap ${grant ? 'grant' : 'revoke'} ${app} ${tool})`, [`${appId} is an instance of ${app}`]);
+    if (app)
+      throw new ValidationError(
+        'CAP_TAKES_APP_ID',
+        `cap ${grant ? 'grant' : 'revoke'} takes an app id, not an instance id: ${appId} is an instance of ${app}; grants apply to every instance of the app (runlog cap ${grant ? 'grant' : 'revoke'} ${app} ${tool})`,
+        [`${appId} is an instance of ${app}`],
+      );
     assertAppId(appId);
   }
   const installed = instances.installedTools(appId);
   const ofApp = async () => (await store.listActors({ kind: 'instance' })).filter((r) => r.summary.appId === appId);
-  const known = installed !== null || (await store.streamVersion(appStream(appId))) > 0 || (await store.listActors({ kind: 'instance', all: true })).some((r) => r.summary.appId === appId);
-  if (!known) throw new NotFoundError('app', `${appId} (spawn it once, or install it into the workspace, before granting it tools)`);
+  const known =
+    installed !== null ||
+    (await store.streamVersion(appStream(appId))) > 0 ||
+    (await store.listActors({ kind: 'instance', all: true })).some((r) => r.summary.appId === appId);
+  if (!known)
+    throw new NotFoundError(
+      'app',
+      `${appId} (spawn it once, or install it into the workspace, before granting it tools)`,
+    );
   const event = await recordToolChange(store, appId, tool, grant);
   // This node's instances now; other nodes' owners apply it as they read it (app-tool-sync.ts).
   await i.toolSync.syncApp(appId);
   await host.idle();
-  const toolsOf = async (id: string) => ((await inspectActor(store, id)).context as InstanceContext | undefined)?.spec?.tools ?? null;
+  const toolsOf = async (id: string) =>
+    ((await inspectActor(store, id)).context as InstanceContext | undefined)?.spec?.tools ?? null;
   const { leasing } = i;
   const reach = async () =>
     capReach(
@@ -71,10 +89,23 @@ export async function changeAppTool(i: AppToolInputs, appId: string, tool: strin
     );
   // What the other owners did is read from the log, for a few seconds at most: the answer says what is pending.
   let r = await reach();
-  for (const until = clock.nowMs() + CAP_REACH_WAIT_MS; leasing && r.pending.length > 0 && clock.nowMs() < until; r = await reach()) {
+  for (
+    const until = clock.nowMs() + CAP_REACH_WAIT_MS;
+    leasing && r.pending.length > 0 && clock.nowMs() < until;
+    r = await reach()
+  ) {
     await new Promise<void>((done) => clock.after(100, done));
   }
   const latest = (await ofApp()).at(-1);
   const base = installed ?? (latest ? ((await toolsOf(latest.id)) ?? []) : []);
-  return { appId, tool, granted: grant, tools: await instances.allowlist(appId, base), instances: r.changed.map((c) => c.instanceId), changed: r.changed, pending: r.pending, seq: event.seq };
+  return {
+    appId,
+    tool,
+    granted: grant,
+    tools: await instances.allowlist(appId, base),
+    instances: r.changed.map((c) => c.instanceId),
+    changed: r.changed,
+    pending: r.pending,
+    seq: event.seq,
+  };
 }

@@ -24,7 +24,14 @@ export interface AppToolSyncDeps {
   live(): LiveActor[];
   /** Whether this node holds the stream's lease (always, on one machine). */
   owns(stream: string): boolean;
-  dispatch(instanceId: string, event: { type: 'instance.tool-granted' | 'instance.tool-revoked'; data: { tool: string; via: string }; meta: Record<string, unknown> }): Promise<DispatchResult>;
+  dispatch(
+    instanceId: string,
+    event: {
+      type: 'instance.tool-granted' | 'instance.tool-revoked';
+      data: { tool: string; via: string };
+      meta: Record<string, unknown>;
+    },
+  ): Promise<DispatchResult>;
   log(message: string): void;
 }
 
@@ -54,7 +61,9 @@ export class AppToolSync {
     this.sub = this.deps.store.subscribe({ from: head + 1 }, (e) => {
       if (e.type !== APP_TOOL_GRANTED && e.type !== APP_TOOL_REVOKED) return;
       const appId = String(e.data.appId);
-      void this.syncApp(appId).catch((err: unknown) => this.deps.log(`cap change of ${appId}: ${(err as Error).message}`));
+      void this.syncApp(appId).catch((err: unknown) =>
+        this.deps.log(`cap change of ${appId}: ${(err as Error).message}`),
+      );
     });
   }
 
@@ -90,13 +99,17 @@ export class AppToolSync {
     return this.serial(() => true);
   }
 
-  private serial(pick: (spec: NonNullable<InstanceContext['spec']>, actor: LiveActor) => boolean): Promise<AppliedToolChange[]> {
+  private serial(
+    pick: (spec: NonNullable<InstanceContext['spec']>, actor: LiveActor) => boolean,
+  ): Promise<AppliedToolChange[]> {
     const run = this.chain.then(() => this.bring(pick));
     this.chain = run.catch(() => undefined);
     return run;
   }
 
-  private async bring(pick: (spec: NonNullable<InstanceContext['spec']>, actor: LiveActor) => boolean): Promise<AppliedToolChange[]> {
+  private async bring(
+    pick: (spec: NonNullable<InstanceContext['spec']>, actor: LiveActor) => boolean,
+  ): Promise<AppliedToolChange[]> {
     const applied: AppliedToolChange[] = [];
     const logs = new Map<string, ToolLog>();
     for (const actor of this.deps.live()) {
@@ -107,7 +120,11 @@ export class AppToolSync {
       if (!log) logs.set(spec.appId, (log = await readToolLog(this.deps.store, spec.appId)));
       for (const c of toolChanges(spec.tools, log)) {
         try {
-          const r = await this.deps.dispatch(actor.id, { type: c.granted ? 'instance.tool-granted' : 'instance.tool-revoked', data: { tool: c.tool, via: 'cap' }, meta: { cap: c.seq } });
+          const r = await this.deps.dispatch(actor.id, {
+            type: c.granted ? 'instance.tool-granted' : 'instance.tool-revoked',
+            data: { tool: c.tool, via: 'cap' },
+            meta: { cap: c.seq },
+          });
           if (r.accepted) applied.push({ instanceId: actor.id, tool: c.tool, granted: c.granted, seq: c.seq });
         } catch (err) {
           // Lost the lease meanwhile: the new owner applies it when it takes the instance over.

@@ -32,7 +32,13 @@ export interface InstanceOperations {
   actHere: HandoverDeps['act'];
 }
 
-export function instanceOperations({ store, host, instances, waits, killGraceMs }: OperationInputs): InstanceOperations {
+export function instanceOperations({
+  store,
+  host,
+  instances,
+  waits,
+  killGraceMs,
+}: OperationInputs): InstanceOperations {
   const live = async (id: string, kind?: ActorKind, request = 'this request'): Promise<LiveActor> => {
     const ref = await resolveActor(store, id);
     if (kind && ref.kind !== kind) throw new ValidationError('WRONG_KIND', `${id} is an ${ref.kind}, not an ${kind}`);
@@ -53,22 +59,36 @@ export function instanceOperations({ store, host, instances, waits, killGraceMs 
   const inspectNow = (id: string): Promise<ActorView> => inspectActor(store, id);
   const stopped = byState(instanceStopped);
   // stop and kill on this node; `meta` marks the event with the hand-over request it carries out (handover.ts).
-  const stopHere = async (id: string, graceMs: number | null | undefined, meta?: Record<string, unknown>): Promise<ActorView> => {
+  const stopHere = async (
+    id: string,
+    graceMs: number | null | undefined,
+    meta?: Record<string, unknown>,
+  ): Promise<ActorView> => {
     const actor = await live(id, 'instance', 'instance.stop-requested');
     return waits.waitFor('instance', actor.id, stopped, (graceMs ?? killGraceMs ?? 5000) + 30_000, async () => {
-      const r = await host.dispatch('instance', actor.id, { type: 'instance.stop-requested', data: { graceMs: graceMs ?? null }, ...(meta ? { meta } : {}) });
+      const r = await host.dispatch('instance', actor.id, {
+        type: 'instance.stop-requested',
+        data: { graceMs: graceMs ?? null },
+        ...(meta ? { meta } : {}),
+      });
       // Stopped meanwhile, or already on its way: the wait resolves when it is stopped.
-      if (!r.accepted && !(instanceStopped(r.from) || r.from === 'stopping')) throw new IllegalEventError(actor.id, r.from, 'instance.stop-requested');
+      if (!r.accepted && !(instanceStopped(r.from) || r.from === 'stopping'))
+        throw new IllegalEventError(actor.id, r.from, 'instance.stop-requested');
     });
   };
   const killHere = async (id: string, meta?: Record<string, unknown>): Promise<ActorView> => {
     const actor = await live(id, 'instance', 'instance.kill-requested');
     return waits.waitFor('instance', actor.id, stopped, 30_000, async () => {
-      const r = await host.dispatch('instance', actor.id, { type: 'instance.kill-requested', data: {}, ...(meta ? { meta } : {}) });
+      const r = await host.dispatch('instance', actor.id, {
+        type: 'instance.kill-requested',
+        data: {},
+        ...(meta ? { meta } : {}),
+      });
       if (!r.accepted) throw new IllegalEventError(actor.id, r.from, 'instance.kill-requested');
     });
   };
-  const settledLocally = (id: string): Promise<ActorView> => waits.waitFor('instance', id, stopped, 60_000, () => Promise.resolve());
+  const settledLocally = (id: string): Promise<ActorView> =>
+    waits.waitFor('instance', id, stopped, 60_000, () => Promise.resolve());
   const actHere = async (r: HandoverRequest) => {
     const stream = `instance-${r.instanceId}`;
     if (r.action === 'logs') {
@@ -79,9 +99,13 @@ export function instanceOperations({ store, host, instances, waits, killGraceMs 
     const current = await inspectActor(store, r.instanceId);
     // Taken already (by this node, or by the owner before it died): only its outcome is left to report.
     const view = actedOn(await collect(store.readStream(stream)), r.requestId)
-      ? instanceStopped(current.state) ? current : await settledLocally(r.instanceId)
+      ? instanceStopped(current.state)
+        ? current
+        : await settledLocally(r.instanceId)
       : r.action === 'stop'
-        ? instanceStopped(current.state) ? current : await stopHere(r.instanceId, r.graceMs, { handover: r.requestId })
+        ? instanceStopped(current.state)
+          ? current
+          : await stopHere(r.instanceId, r.graceMs, { handover: r.requestId })
         : await killHere(r.instanceId, { handover: r.requestId });
     return { state: view.state };
   };

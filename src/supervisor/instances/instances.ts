@@ -1,9 +1,9 @@
 // App instances under the supervisor: the instance machine's effects carried out by the sandbox
 // runners (PRoot, Docker), the port allocator, the tools allowlist and the app registry. Everything a
 // runner reports comes back as an event on the instance's stream.
-import { basename, join, resolve } from 'node:path';
-import { installApp, isSameDirectory } from '../../adapters/apps/install-app.ts';
-import { ensureDirectory, pathExists, readTextIfPresent } from '../../adapters/files/local-files.ts';
+import { join, resolve } from 'node:path';
+import { installApp } from '../../adapters/apps/install-app.ts';
+import { ensureDirectory, pathExists } from '../../adapters/files/local-files.ts';
 import { loadManifest } from '../../adapters/apps/load-manifest.ts';
 import { AppRegistry, type AppRegistryEvent, type WatchFactory } from '../../adapters/apps/app-registry.ts';
 import { TcpPortAllocator } from '../../adapters/net/tcp-port-allocator.ts';
@@ -14,15 +14,21 @@ import { homeLayout, type HomeLayout } from '../../adapters/sandbox/layout.ts';
 import { ProotRunner } from '../../adapters/sandbox/proot-runner.ts';
 import type { OrphanRecord, AppSandboxRunner } from '../../adapters/sandbox/app-sandbox-runner.ts';
 import { provisionToolsDir } from '../../adapters/tools/provision.ts';
-import { FencedError, RunlogError, ValidationError } from '../../domain/errors.ts';
-import { DEFAULT_ENTRYPOINT, isValidAppId, MANIFEST_FILE, parseManifest, SANDBOX_KINDS, type AppManifest } from '../../domain/manifest.ts';
-import { DEFAULT_RESTART, type CrashReason, type InstanceContext, type InstanceEffects, type InstanceSpec, type SandboxKind } from '../../machines/instance.machine.ts';
+import { FencedError, type RunlogError } from '../../domain/errors.ts';
+import { MANIFEST_FILE, type AppManifest } from '../../domain/manifest.ts';
+import {
+  type CrashReason,
+  type InstanceContext,
+  type InstanceEffects,
+  type InstanceSpec,
+  type SandboxKind,
+} from '../../machines/instance.machine.ts';
 import type { ActorHost, EffectContext as AnyEffectContext, EffectHandlers, LiveActor } from '../host/actor-host.ts';
 import { systemClock } from '../host/system-clock.ts';
 import { stateName } from '../../machines/runtime.ts';
 import type { Clock } from '../../domain/clock.ts';
 import { effectiveTools, type ToolOverrides } from './app-grants.ts';
-import { newInstanceId } from '../../adapters/ids.ts';
+import { prepareInstance } from './instance-preparation.ts';
 import { requireImage, requireRootfs, type Parts } from '../../config/parts.ts';
 
 export interface InstanceOptions {
@@ -86,7 +92,10 @@ export class InstanceSupervisor {
   private readonly fencedOff = new Set<string>();
   private registry: AppRegistry | null = null;
 
-  constructor(private readonly opts: InstanceOptions, private readonly host: () => ActorHost) {
+  constructor(
+    private readonly opts: InstanceOptions,
+    private readonly host: () => ActorHost,
+  ) {
     this.workspace = resolve(opts.workspace ?? join(opts.home, 'workspace'));
     this.appsDir = join(this.workspace, 'apps');
     this.layout = homeLayout(opts.home);
@@ -129,7 +138,12 @@ export class InstanceSupervisor {
   async startRegistry(watch?: WatchFactory): Promise<void> {
     ensureDirectory(this.appsDir);
     const log = (m: string) => this.opts.log?.(m);
-    this.registry = new AppRegistry({ appsDir: this.appsDir, debounceMs: 50, ...(watch ? { watch } : {}), onPolling: (m) => log(`apps: ${m}`) });
+    this.registry = new AppRegistry({
+      appsDir: this.appsDir,
+      debounceMs: 50,
+      ...(watch ? { watch } : {}),
+      onPolling: (m) => log(`apps: ${m}`),
+    });
     this.registry.on((e) => this.onRegistryEvent(e));
     await this.registry.start();
   }
@@ -143,36 +157,13 @@ export class InstanceSupervisor {
 
   /** Validates the app (nothing is spawned on a bad manifest), installs it into the workspace, returns the spec. */
   async prepare(appDir: string, sandbox: string | undefined, instanceId?: string): Promise<InstanceSpec> {
-    const src = resolve(appDir);
-    if (!pathExists(src)) throw new ValidationError('APP_DIR_MISSING', `no app directory at ${src}`);
-    if (sandbox !== undefined && !SANDBOX_KINDS.includes(sandbox as SandboxKind)) {
-      throw new ValidationError('MANIFEST_INVALID', `unknown sandbox '${sandbox}': expected one of ${SANDBOX_KINDS.join(', ')} (never downgraded to weaker isolation)`);
-    }
-    // Validated as it will live in the workspace (<workspace>/apps/<appId>), before anything is copied.
-    const file = join(src, MANIFEST_FILE);
-    const text = readTextIfPresent(file);
-    if (text === null) throw new ValidationError('MANIFEST_MISSING', `no manifest at ${file}: an app directory must contain ${MANIFEST_FILE}`);
-    let peek: { appId?: unknown; entrypoint?: unknown } = {};
-    try {
-      peek = JSON.parse(text) as typeof peek;
-    } catch {
-      /* parseManifest reports it */
-    }
-    const target = join(this.appsDir, isValidAppId(peek.appId) ? peek.appId : basename(src));
-    const entry = typeof peek.entrypoint === 'string' && !peek.entrypoint.split('/').includes('..') ? peek.entrypoint : DEFAULT_ENTRYPOINT;
-    const manifest = parseManifest(text, target, { entrypointExists: pathExists(join(src, entry)), sourceDir: src });
-    if (!isSameDirectory(target, src)) installApp(src, target);
-    const id = instanceId ?? newInstanceId();
-    return {
-      instanceId: id,
-      appId: manifest.appId,
-      appDir: target,
-      sandbox: (sandbox as SandboxKind | undefined) ?? manifest.sandbox,
-      runtime: manifest.runtime,
-      tools: await this.allowlist(manifest.appId, manifest.tools),
-      lifecycleBasePath: manifest.lifecycle.basePath,
-      restart: { ...DEFAULT_RESTART, ...manifest.restart },
-    };
+    return prepareInstance({
+      appDir,
+      sandbox,
+      instanceId,
+      appsDir: this.appsDir,
+      allowlist: (a, t) => this.allowlist(a, t),
+    });
   }
 
   /**
@@ -206,7 +197,9 @@ export class InstanceSupervisor {
           if (actor.kind !== 'instance') continue;
           const spec = (actor.snapshot.context as InstanceContext).spec;
           if (!spec || spec.appId !== e.appId) continue;
-          void this.syncTools(actor.id, spec.tools, tools).catch((err: unknown) => log(`tools sync for ${actor.id}: ${String(err)}`));
+          void this.syncTools(actor.id, spec.tools, tools).catch((err: unknown) =>
+            log(`tools sync for ${actor.id}: ${String(err)}`),
+          );
         }
       },
       (err: unknown) => log(`tools sync for ${e.appId}: ${String(err)}`),
@@ -215,7 +208,9 @@ export class InstanceSupervisor {
 
   /** The app's allowlist: the manifest's tools with the app's `cap` grants and revocations applied. */
   async allowlist(appId: string, manifestTools: readonly string[]): Promise<string[]> {
-    return this.opts.toolOverrides ? effectiveTools(manifestTools, await this.opts.toolOverrides(appId)) : [...manifestTools];
+    return this.opts.toolOverrides
+      ? effectiveTools(manifestTools, await this.opts.toolOverrides(appId))
+      : [...manifestTools];
   }
 
   /** The allowlist is the truth: differences become grant/revoke events (no-ops when already equal). */
@@ -242,7 +237,11 @@ export class InstanceSupervisor {
       },
       provisionTools: (p, ctx) => {
         const spec = (ctx.actor.snapshot.context as InstanceContext).spec;
-        provisionToolsDir(this.layout.instanceToolsDir(ctx.actor.id), this.layout.toolchainDir, p.tools ?? spec?.tools ?? []);
+        provisionToolsDir(
+          this.layout.instanceToolsDir(ctx.actor.id),
+          this.layout.toolchainDir,
+          p.tools ?? spec?.tools ?? [],
+        );
       },
       reattach: (_p, ctx) => this.reattach(ctx),
     };
@@ -259,7 +258,14 @@ export class InstanceSupervisor {
       this.installFromSpec(spec);
       manifest = { ...loadManifest(spec.appDir), sandbox: spec.sandbox, tools: spec.tools };
     } catch (err) {
-      await ctx.dispatch({ type: 'instance.spawn-failed', data: { reason: 'spawn-error', code: (err as RunlogError).code ?? 'MANIFEST_INVALID', message: (err as Error).message } });
+      await ctx.dispatch({
+        type: 'instance.spawn-failed',
+        data: {
+          reason: 'spawn-error',
+          code: (err as RunlogError).code ?? 'MANIFEST_INVALID',
+          message: (err as Error).message,
+        },
+      });
       return;
     }
     const port = this.ports.allocate(spec.instanceId);
@@ -277,7 +283,14 @@ export class InstanceSupervisor {
     }
   }
 
-  private async spawnIn(runner: AppSandboxRunner, spec: InstanceSpec, manifest: AppManifest, port: number, flight: SpawnFlight, ctx: EffectContext): Promise<void> {
+  private async spawnIn(
+    runner: AppSandboxRunner,
+    spec: InstanceSpec,
+    manifest: AppManifest,
+    port: number,
+    flight: SpawnFlight,
+    ctx: EffectContext,
+  ): Promise<void> {
     let result;
     const clock = this.opts.clock ?? systemClock;
     const started = clock.nowMs();
@@ -293,7 +306,8 @@ export class InstanceSupervisor {
         const budget = trouble === 'down' ? engineWaitMs : trouble === 'error' ? Math.min(engineWaitMs, 30_000) : 0;
         const engineDown = trouble !== null;
         if (engineDown && !flight.relinquished && clock.nowMs() - started < budget) {
-          if (attempt === 0) this.opts.log?.(`spawn of ${spec.instanceId} waits for the Docker Engine: ${(err as Error).message}`);
+          if (attempt === 0)
+            this.opts.log?.(`spawn of ${spec.instanceId} waits for the Docker Engine: ${(err as Error).message}`);
           await new Promise<void>((r) => clock.after(Math.min(2000, 250 * 2 ** attempt), r));
           continue;
         }
@@ -302,7 +316,10 @@ export class InstanceSupervisor {
         if (flight.relinquished) return;
         const code = engineDown ? 'DOCKER_UNAVAILABLE' : ((err as RunlogError).code ?? 'SPAWN_FAILED');
         const reason: CrashReason = engineDown ? 'effect-failed' : (SPAWN_FAILURES[code] ?? 'spawn-error');
-        await ctx.dispatch({ type: 'instance.spawn-failed', data: { reason, code, message: (err as Error).message, port } });
+        await ctx.dispatch({
+          type: 'instance.spawn-failed',
+          data: { reason, code, message: (err as Error).message, port },
+        });
         return;
       }
     }
@@ -317,7 +334,13 @@ export class InstanceSupervisor {
     try {
       spawned = await ctx.dispatch({
         type: 'instance.spawned',
-        data: { pid: result.pid, containerId: result.containerId ?? null, host: result.host, port: result.port, healthyAfterMs: result.healthyAfterMs },
+        data: {
+          pid: result.pid,
+          containerId: result.containerId ?? null,
+          host: result.host,
+          port: result.port,
+          healthyAfterMs: result.healthyAfterMs,
+        },
       });
     } catch (err) {
       // Refused (this node lost the lease during the spawn: another node may run the instance already): what was
@@ -338,7 +361,12 @@ export class InstanceSupervisor {
     this.watchExit(ctx.actor, runner);
     await ctx.dispatch({
       type: 'instance.healthy',
-      data: { identity: result.identity, ...(result.identity === 'legacy' ? { warning: 'health answer carries no identity (legacy app): accepted' } : {}) },
+      data: {
+        identity: result.identity,
+        ...(result.identity === 'legacy'
+          ? { warning: 'health answer carries no identity (legacy app): accepted' }
+          : {}),
+      },
     });
   }
 
@@ -348,7 +376,20 @@ export class InstanceSupervisor {
       this.exitSubscriptions.delete(actor.id);
       const data = { exitCode: info.code, signal: info.signal };
       void this.host()
-        .dispatchObserved('instance', actor.id, info.expected ? { type: 'instance.exited', data } : { type: 'instance.crashed', data: { ...data, reason: 'exit', message: `exited unexpectedly (code ${info.code}, signal ${info.signal})` } })
+        .dispatchObserved(
+          'instance',
+          actor.id,
+          info.expected
+            ? { type: 'instance.exited', data }
+            : {
+                type: 'instance.crashed',
+                data: {
+                  ...data,
+                  reason: 'exit',
+                  message: `exited unexpectedly (code ${info.code}, signal ${info.signal})`,
+                },
+              },
+        )
         .catch(() => undefined);
     });
     this.exitSubscriptions.set(actor.id, off);
@@ -369,7 +410,15 @@ export class InstanceSupervisor {
           this.opts.log?.(`the ${hook} hook of ${ctx.actor.id} was cut short: this node let go of its sandbox`);
           return;
         }
-        await ctx.dispatch({ type: 'instance.lifecycle-failed', data: { reason: 'lifecycle-failed', hook, code: (err as RunlogError).code ?? 'LIFECYCLE_FAILED', message: (err as Error).message } });
+        await ctx.dispatch({
+          type: 'instance.lifecycle-failed',
+          data: {
+            reason: 'lifecycle-failed',
+            hook,
+            code: (err as RunlogError).code ?? 'LIFECYCLE_FAILED',
+            message: (err as Error).message,
+          },
+        });
         return;
       }
     }
@@ -410,7 +459,8 @@ export class InstanceSupervisor {
     this.exitSubscriptions.get(instanceId)?.();
     this.exitSubscriptions.delete(instanceId);
     for (const runner of Object.values(this.runners)) {
-      if (runner && (flight || runner.getPort(instanceId) !== null)) await runner.forceKill(instanceId).catch(() => undefined);
+      if (runner && (flight || runner.getPort(instanceId) !== null))
+        await runner.forceKill(instanceId).catch(() => undefined);
     }
   }
 
@@ -429,9 +479,18 @@ export class InstanceSupervisor {
       if (!actor || !FENCEABLE_STATES.has(stateName(actor.snapshot))) continue;
       const message = `its node fenced itself: no lease renewal was answered for ${fenceMs} ms, so it stopped the sandbox before its lease could expire`;
       await this.host()
-        .dispatch('instance', id, { type: 'instance.crashed', data: { reason: 'self-fenced', exitCode: null, message, evidence: { fenceMs, state: stateName(actor.snapshot) } } })
+        .dispatch('instance', id, {
+          type: 'instance.crashed',
+          data: {
+            reason: 'self-fenced',
+            exitCode: null,
+            message,
+            evidence: { fenceMs, state: stateName(actor.snapshot) },
+          },
+        })
         .catch((err: unknown) => {
-          if (!(err instanceof FencedError)) this.opts.log?.(`recording the self-fenced stop of ${id}: ${(err as Error).message}`);
+          if (!(err instanceof FencedError))
+            this.opts.log?.(`recording the self-fenced stop of ${id}: ${(err as Error).message}`);
         });
     }
   }
@@ -445,7 +504,10 @@ export class InstanceSupervisor {
   async removeNodesContainers(instanceId: string, node: string): Promise<{ removed: number; running: number }> {
     const engine = this.opts.engine?.();
     if (!engine) return { removed: 0, running: 0 };
-    const stale = await engine.listContainers({ 'runlog.kind': 'instance', 'runlog.stream': `instance-${instanceId}`, 'runlog.node': node }, { all: true });
+    const stale = await engine.listContainers(
+      { 'runlog.kind': 'instance', 'runlog.stream': `instance-${instanceId}`, 'runlog.node': node },
+      { all: true },
+    );
     await Promise.all(stale.map((c) => engine.removeContainer(c.id, { force: true })));
     return { removed: stale.length, running: stale.filter((c) => c.state === 'running').length };
   }
