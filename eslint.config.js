@@ -6,11 +6,41 @@ const ioImports = {
   patterns: [
     { group: ['node:*'], message: 'src/machines is pure: no node:* imports (docs/decisions/0003).' },
     {
-      group: ['fs', 'fs/*', 'path', 'os', 'child_process', 'net', 'http', 'https', 'crypto', 'stream', 'timers', 'worker_threads', 'process'],
+      group: [
+        'fs',
+        'fs/*',
+        'path',
+        'os',
+        'child_process',
+        'net',
+        'http',
+        'https',
+        'crypto',
+        'stream',
+        'timers',
+        'worker_threads',
+        'process',
+      ],
       message: 'src/machines is pure: no Node built-ins (docs/decisions/0003).',
     },
-    { group: ['dockerode', 'better-sqlite3', '@atproto/*', 'tar-stream'], message: 'src/machines is pure: no IO libraries.' },
-    { group: ['**/adapters', '**/adapters/**', '**/store', '**/store/**', '**/supervisor', '**/supervisor/**', '**/inspect', '**/inspect/**', '**/cli/**'], message: 'src/machines may import only domain code and xstate.' },
+    {
+      group: ['dockerode', 'better-sqlite3', '@atproto/*', 'tar-stream'],
+      message: 'src/machines is pure: no IO libraries.',
+    },
+    {
+      group: [
+        '**/adapters',
+        '**/adapters/**',
+        '**/store',
+        '**/store/**',
+        '**/supervisor',
+        '**/supervisor/**',
+        '**/inspect',
+        '**/inspect/**',
+        '**/cli/**',
+      ],
+      message: 'src/machines may import only domain code and xstate.',
+    },
   ],
 };
 
@@ -23,12 +53,52 @@ const layer = (message, ...dirs) => ({
   message,
 });
 const below = {
-  supervisor: layer('src/supervisor sits under cli and server: it never imports them (the layer rule).', 'cli', 'server'),
-  inspect: layer('src/inspect reads the log: it never imports the supervisor, adapters, cli or server (the layer rule).', 'supervisor', 'adapters', 'cli', 'server'),
-  adapters: layer('src/adapters are IO behind our own ports: they never import the supervisor, inspect, cli, server, machines or the store (the layer rule).', 'supervisor', 'inspect', 'cli', 'server', 'machines', 'store'),
-  config: layer('src/config says where things are (the parts, the home): it imports only the domain (the layer rule).', 'supervisor', 'inspect', 'adapters', 'machines', 'store', 'cli', 'server'),
-  store: layer('src/store holds the log: it never imports the supervisor, inspect, adapters, machines, cli or server (the layer rule).', 'supervisor', 'inspect', 'adapters', 'machines', 'cli', 'server'),
-  top: layer('cli and server reach the rest through src/index.ts, src/supervisor or src/inspect (the layer rule); import what you need from there.', 'adapters', 'machines', 'store'),
+  supervisor: layer(
+    'src/supervisor sits under cli and server: it never imports them (the layer rule).',
+    'cli',
+    'server',
+  ),
+  inspect: layer(
+    'src/inspect reads the log: it never imports the supervisor, adapters, cli or server (the layer rule).',
+    'supervisor',
+    'adapters',
+    'cli',
+    'server',
+  ),
+  adapters: layer(
+    'src/adapters are IO behind our own ports: they never import the supervisor, inspect, cli, server, machines or the store (the layer rule).',
+    'supervisor',
+    'inspect',
+    'cli',
+    'server',
+    'machines',
+    'store',
+  ),
+  config: layer(
+    'src/config says where things are (the parts, the home): it imports only the domain (the layer rule).',
+    'supervisor',
+    'inspect',
+    'adapters',
+    'machines',
+    'store',
+    'cli',
+    'server',
+  ),
+  store: layer(
+    'src/store holds the log: it never imports the supervisor, inspect, adapters, machines, cli or server (the layer rule).',
+    'supervisor',
+    'inspect',
+    'adapters',
+    'machines',
+    'cli',
+    'server',
+  ),
+  top: layer(
+    'cli and server reach the rest through src/index.ts, src/supervisor or src/inspect (the layer rule); import what you need from there.',
+    'adapters',
+    'machines',
+    'store',
+  ),
 };
 
 // IO stays in adapters (issue 28): the supervisor reaches the disk only through src/adapters (src/adapters/files for
@@ -36,7 +106,8 @@ const below = {
 // layer patterns above because a later no-restricted-imports for the same files replaces these options, not merges.
 // src/inspect keeps its file reads: it opens the history files the user names (`runlog history`, replay) and writes
 // nothing, and the layer rule bars it from src/adapters, so the read is its own input rather than IO behind a port.
-const fsMessage = 'src/supervisor does no file IO itself: put the read or write behind a function in src/adapters (src/adapters/files, apps, archive) and call that.';
+const fsMessage =
+  'src/supervisor does no file IO itself: put the read or write behind a function in src/adapters (src/adapters/files, apps, archive) and call that.';
 const noFs = ['node:fs', 'node:fs/promises', 'fs', 'fs/promises'].map((name) => ({ name, message: fsMessage }));
 // no-restricted-imports sees static imports only: the same modules loaded by import() or require() are caught here.
 const fsModule = '/^(node:)?fs(\\/promises)?$/';
@@ -65,23 +136,62 @@ export default tseslint.config(
   {
     files: ['**/*.js', '**/*.mjs'],
     languageOptions: {
-      globals: { process: 'readonly', console: 'readonly', URL: 'readonly', Buffer: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', setInterval: 'readonly', clearInterval: 'readonly', queueMicrotask: 'readonly' },
+      globals: {
+        process: 'readonly',
+        console: 'readonly',
+        URL: 'readonly',
+        Buffer: 'readonly',
+        setTimeout: 'readonly',
+        clearTimeout: 'readonly',
+        setInterval: 'readonly',
+        clearInterval: 'readonly',
+        queueMicrotask: 'readonly',
+      },
     },
   },
   {
     files: ['src/machines/**/*.ts'],
     rules: {
       'no-restricted-imports': ['error', ioImports],
-      'no-restricted-globals': ['error', { name: 'Date', message: 'Time arrives inside events (docs/decisions/0003).' }, 'process', 'setTimeout', 'setInterval', 'fetch'],
+      'no-restricted-globals': [
+        'error',
+        { name: 'Date', message: 'Time arrives inside events (docs/decisions/0003).' },
+        'process',
+        'setTimeout',
+        'setInterval',
+        'fetch',
+      ],
     },
   },
   {
     files: ['src/domain/**/*.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [...ioImports.patterns, layer('src/domain is the bottom layer: it imports nothing of runlog but the domain.', 'machines', 'server', 'supervisor', 'inspect', 'adapters', 'store', 'cli')] }] },
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            ...ioImports.patterns,
+            layer(
+              'src/domain is the bottom layer: it imports nothing of runlog but the domain.',
+              'machines',
+              'server',
+              'supervisor',
+              'inspect',
+              'adapters',
+              'store',
+              'cli',
+            ),
+          ],
+        },
+      ],
+    },
   },
   {
     files: ['src/supervisor/**/*.ts'],
-    rules: { 'no-restricted-imports': ['error', { paths: noFs, patterns: [below.supervisor] }], 'no-restricted-syntax': ['error', ...noFsLoads] },
+    rules: {
+      'no-restricted-imports': ['error', { paths: noFs, patterns: [below.supervisor] }],
+      'no-restricted-syntax': ['error', ...noFsLoads],
+    },
   },
   {
     files: ['src/inspect/**/*.ts'],

@@ -32,7 +32,14 @@ export default defineConfig({
           testTimeout: 20_000,
         },
       },
-      { test: { name: 'int', include: ['test/int/**/*.test.ts', 'test/contract/**/*.int.test.ts'], exclude: INT_PG, ...realParts } },
+      {
+        test: {
+          name: 'int',
+          include: ['test/int/**/*.test.ts', 'test/contract/**/*.int.test.ts'],
+          exclude: INT_PG,
+          ...realParts,
+        },
+      },
       // Its supervisors hand PRoot instances ports of their own ($RUNLOG_PORTS; `serve --ports`): the `int` lane's
       // instances, running at the same time on the default 4100–4999, never take theirs.
       { test: { name: 'int-pg', include: INT_PG, ...realParts, env: { RUNLOG_PORTS: '5100-5999' } } },

@@ -25,7 +25,8 @@ const REPO = resolve(import.meta.dirname, '..');
 const BIN = join(REPO, 'bin/runlog.js');
 
 function requireBuild(): void {
-  if (!existsSync(join(REPO, 'dist/cli/main.js'))) throw new Error('the compiled CLI (dist/cli/main.js) is missing: run `npm run build` first');
+  if (!existsSync(join(REPO, 'dist/cli/main.js')))
+    throw new Error('the compiled CLI (dist/cli/main.js) is missing: run `npm run build` first');
 }
 
 /** The size to use: the smoke size, else the environment's, else the default. */
@@ -36,13 +37,26 @@ function size(opts: Pick<RunOptions, 'smoke'>, env: string, full: number, smoke:
 
 /** Peak resident memory (MB) of a command run to its end with stdout discarded. */
 function peakRssMb(args: string[]): number {
-  const r = spawnSync('/usr/bin/time', ['-f', '%M', process.execPath, ...args], { cwd: REPO, encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'], maxBuffer: 16 * 1024 * 1024 });
-  if (r.status !== 0) throw new Error(`node ${args.slice(0, 3).join(' ')} exited ${r.status}: ${r.stderr.slice(-2000)}`);
+  const r = spawnSync('/usr/bin/time', ['-f', '%M', process.execPath, ...args], {
+    cwd: REPO,
+    encoding: 'utf8',
+    stdio: ['ignore', 'ignore', 'pipe'],
+    maxBuffer: 16 * 1024 * 1024,
+  });
+  if (r.status !== 0)
+    throw new Error(`node ${args.slice(0, 3).join(' ')} exited ${r.status}: ${r.stderr.slice(-2000)}`);
   return round(Number(r.stderr.trim().split('\n').at(-1)) / 1024);
 }
 
 function result(name: string, ours: number, raw: number, notes: Record<string, number | string>): BenchResult {
-  return { name, value: ours, unit: 'MB', baseline: raw, ratio: round(ours / raw), notes: { ...notes, target: '≤ 1.2×' } };
+  return {
+    name,
+    value: ours,
+    unit: 'MB',
+    baseline: raw,
+    ratio: round(ours / raw),
+    notes: { ...notes, target: '≤ 1.2×' },
+  };
 }
 
 const at = (i: number) => new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString();
@@ -51,18 +65,30 @@ const at = (i: number) => new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString(
 async function writeHistory(file: string, n: number): Promise<void> {
   const id = 'inst_mem';
   const stream = `instance-${id}`;
-  const spec = { instanceId: id, appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 20, resetAfterMs: 1000 } };
+  const spec = {
+    instanceId: id,
+    appId: 'com.example.hello',
+    appDir: '/apps/hello',
+    sandbox: 'proot',
+    runtime: 'raw',
+    tools: [],
+    lifecycleBasePath: '',
+    restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 20, resetAfterMs: 1000 },
+  };
   const event = (v: number): { type: string; data: unknown } => {
     if (v === 1) return { type: 'instance.requested', data: { spec } };
-    if (v === 2) return { type: 'instance.spawned', data: { pid: 4242, host: '127.0.0.1', port: 4100, containerId: null } };
+    if (v === 2)
+      return { type: 'instance.spawned', data: { pid: 4242, host: '127.0.0.1', port: 4100, containerId: null } };
     if (v === 3) return { type: 'instance.healthy', data: { identity: 'match' } };
     if (v === 4) return { type: 'instance.running', data: {} };
     return { type: v % 2 ? 'instance.tool-revoked' : 'instance.tool-granted', data: { tool: `tool-${v % 13}` } };
   };
   const out = createWriteStream(file);
-  const write = (line: string) => (out.write(`${line}\n`) ? Promise.resolve() : new Promise<void>((r) => out.once('drain', () => r())));
+  const write = (line: string) =>
+    out.write(`${line}\n`) ? Promise.resolve() : new Promise<void>((r) => out.once('drain', () => r()));
   await write(historyHeaderLine({ kind: 'instance', id, stream, version: n }, at(0)));
-  for (let v = 1; v <= n; v++) await write(JSON.stringify({ seq: v, stream, version: v, ...event(v), schema: 1, meta: {}, at: at(v) }));
+  for (let v = 1; v <= n; v++)
+    await write(JSON.stringify({ seq: v, stream, version: v, ...event(v), schema: 1, meta: {}, at: at(v) }));
   await new Promise<void>((r, j) => out.end((err?: Error | null) => (err ? j(err) : r())));
 }
 
@@ -71,10 +97,14 @@ async function writeEvents(file: string, n: number): Promise<void> {
   const store = new SqlitePortStore(file, { skipQuickCheck: true, synchronous: 'NORMAL' });
   try {
     const perStream = 100;
-    for (let s = 0; s * perStream < n; ) {
+    for (let s = 0; s * perStream < n;) {
       const requests: StreamAppend[] = [];
       for (let k = 0; k < 100 && s * perStream < n; k++, s++) {
-        const events = Array.from({ length: Math.min(perStream, n - s * perStream) }, (_, v) => ({ type: 'instance.spawned', data: { pid: v, host: '127.0.0.1', port: 41000 + v }, at: at(v) }));
+        const events = Array.from({ length: Math.min(perStream, n - s * perStream) }, (_, v) => ({
+          type: 'instance.spawned',
+          data: { pid: v, host: '127.0.0.1', port: 41000 + v },
+          at: at(v),
+        }));
         requests.push({ stream: `instance-bench_${s}`, events, expectedVersion: 'no-stream' });
       }
       await store.appendMany(requests);

@@ -23,7 +23,12 @@ async function writeLive(url: string, schema: string, n: number): Promise<void> 
   try {
     const appends = Array.from({ length: n }, (_, k) => {
       const id = `live${String(k).padStart(6, '0')}`;
-      const events = h.events.slice(0, 2).map((e) => ({ type: e.type, at: e.at, data: JSON.parse(JSON.stringify(e.data).replaceAll(h.header.id, id)) as Record<string, unknown>, meta: e.meta }));
+      const events = h.events.slice(0, 2).map((e) => ({
+        type: e.type,
+        at: e.at,
+        data: JSON.parse(JSON.stringify(e.data).replaceAll(h.header.id, id)) as Record<string, unknown>,
+        meta: e.meta,
+      }));
       return { stream: `instance-${id}`, events, expectedVersion: 'no-stream' as const };
     });
     for (const o of await store.appendMany(appends)) if (!o.ok) throw o.error;
@@ -57,31 +62,49 @@ export const cliPgBenches: Bench[] = [
     needs: 'the compiled CLI (npm run build) and PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)',
     async run(opts) {
       const { rounds, log } = opts;
-      const { ENDED, LIVE, samples } = sizes(opts, { full: { ENDED: 20_000, LIVE: 100, samples: Math.max(5, rounds * 2) }, smoke: { ENDED: 300, LIVE: 10, samples: 1 } });
-      if (!existsSync(join(REPO, 'dist/cli/main.js'))) throw new Error('the compiled CLI (dist/cli/main.js) is missing: run `npm run build` first');
-      return withEndedLog('ps', ENDED, (m) => log(`cli.pg.ps: ${m}`), async ({ schema, url: store, actors, events: endedEvents }) => {
-        await writeLive(benchPgUrl(), schema, LIVE);
-        const events = endedEvents + 2 * LIVE;
-        const ps = [BIN, 'ps', '--json', '--store', store];
-        const psAll = [BIN, 'ps', '--all', '--json', '--store', store];
-        const raw = ['-e', RAW_PS, benchPgUrl(), schema];
-        // Same actors, or the comparison means nothing.
-        const a = JSON.parse(timeRun(ps).stdout) as { id: string; version: number }[];
-        const b = JSON.parse(timeRun(raw).stdout) as { id: string; version: number }[];
-        const key = (rows: { id: string; version: number }[]) => JSON.stringify(rows.map((r) => [r.id, r.version]).sort());
-        if (a.length !== LIVE || key(a) !== key(b)) throw new Error(`runlog ps --json (${a.length} rows) and the raw query (${b.length}) disagree`);
-        if ((JSON.parse(timeRun(psAll).stdout) as unknown[]).length !== actors.length + LIVE) throw new Error('runlog ps --all --json does not list every actor');
-        const ours: number[] = [];
-        const all: number[] = [];
-        const base: number[] = [];
-        for (let i = 0; i < samples; i++) {
-          ours.push(timeRun(ps).ms);
-          all.push(timeRun(psAll).ms);
-          base.push(timeRun(raw).ms);
-        }
-        log(`cli.pg.ps: ${samples} runs each`);
-        return sideBySide('cli.pg.ps', 'ms', median(ours), median(base), { endedActors: ENDED, liveActors: LIVE, events, psAllMs: round(median(all)), runs: samples });
+      const { ENDED, LIVE, samples } = sizes(opts, {
+        full: { ENDED: 20_000, LIVE: 100, samples: Math.max(5, rounds * 2) },
+        smoke: { ENDED: 300, LIVE: 10, samples: 1 },
       });
+      if (!existsSync(join(REPO, 'dist/cli/main.js')))
+        throw new Error('the compiled CLI (dist/cli/main.js) is missing: run `npm run build` first');
+      return withEndedLog(
+        'ps',
+        ENDED,
+        (m) => log(`cli.pg.ps: ${m}`),
+        async ({ schema, url: store, actors, events: endedEvents }) => {
+          await writeLive(benchPgUrl(), schema, LIVE);
+          const events = endedEvents + 2 * LIVE;
+          const ps = [BIN, 'ps', '--json', '--store', store];
+          const psAll = [BIN, 'ps', '--all', '--json', '--store', store];
+          const raw = ['-e', RAW_PS, benchPgUrl(), schema];
+          // Same actors, or the comparison means nothing.
+          const a = JSON.parse(timeRun(ps).stdout) as { id: string; version: number }[];
+          const b = JSON.parse(timeRun(raw).stdout) as { id: string; version: number }[];
+          const key = (rows: { id: string; version: number }[]) =>
+            JSON.stringify(rows.map((r) => [r.id, r.version]).sort());
+          if (a.length !== LIVE || key(a) !== key(b))
+            throw new Error(`runlog ps --json (${a.length} rows) and the raw query (${b.length}) disagree`);
+          if ((JSON.parse(timeRun(psAll).stdout) as unknown[]).length !== actors.length + LIVE)
+            throw new Error('runlog ps --all --json does not list every actor');
+          const ours: number[] = [];
+          const all: number[] = [];
+          const base: number[] = [];
+          for (let i = 0; i < samples; i++) {
+            ours.push(timeRun(ps).ms);
+            all.push(timeRun(psAll).ms);
+            base.push(timeRun(raw).ms);
+          }
+          log(`cli.pg.ps: ${samples} runs each`);
+          return sideBySide('cli.pg.ps', 'ms', median(ours), median(base), {
+            endedActors: ENDED,
+            liveActors: LIVE,
+            events,
+            psAllMs: round(median(all)),
+            runs: samples,
+          });
+        },
+      );
     },
   },
 ];

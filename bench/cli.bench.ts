@@ -24,7 +24,8 @@ const BIN = join(REPO, 'bin/runlog.js');
 
 /** The CLI must be the compiled one (what users run): no TypeScript loader in the measurement. */
 function requireBuild(): void {
-  if (!existsSync(join(REPO, 'dist/cli/main.js'))) throw new Error('the compiled CLI (dist/cli/main.js) is missing: run `npm run build` first');
+  if (!existsSync(join(REPO, 'dist/cli/main.js')))
+    throw new Error('the compiled CLI (dist/cli/main.js) is missing: run `npm run build` first');
 }
 
 const at = (i: number) => new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString();
@@ -36,17 +37,36 @@ export async function writeActors(file: string, n: number): Promise<void> {
   for (let i = 0; i < n; i++) {
     const id = `inst_${String(i).padStart(6, '0')}`;
     const stream = `instance-${id}`;
-    const summary = { appId: 'com.example.hello', sandbox: i % 2 ? 'container' : 'proot', port: 41000 + i, restarts: 0 };
+    const summary = {
+      appId: 'com.example.hello',
+      sandbox: i % 2 ? 'container' : 'proot',
+      port: 41000 + i,
+      restarts: 0,
+    };
     requests.push({
       stream,
       events: [
-        { type: 'instance.requested', data: { spec: { instanceId: id, appId: 'com.example.hello', sandbox: summary.sandbox, tools: ['bash'] } }, at: at(i) },
+        {
+          type: 'instance.requested',
+          data: { spec: { instanceId: id, appId: 'com.example.hello', sandbox: summary.sandbox, tools: ['bash'] } },
+          at: at(i),
+        },
         { type: 'instance.spawned', data: { pid: 1000 + i, host: '127.0.0.1', port: summary.port }, at: at(i) },
         { type: 'instance.healthy', data: { identity: 'match' }, at: at(i) },
         { type: 'instance.running', data: {}, at: at(i) },
       ],
       expectedVersion: 'no-stream',
-      row: { id, kind: 'instance', stream, state: 'running', status: 'active', version: 4, createdAt: at(i), updatedAt: at(i), summary },
+      row: {
+        id,
+        kind: 'instance',
+        stream,
+        state: 'running',
+        status: 'active',
+        version: 4,
+        createdAt: at(i),
+        updatedAt: at(i),
+        summary,
+      },
     });
   }
   for (let i = 0; i < requests.length; i += 250) await store.appendMany(requests.slice(i, i + 250));
@@ -57,10 +77,14 @@ export async function writeActors(file: string, n: number): Promise<void> {
 async function writeEvents(file: string, n: number): Promise<void> {
   const store = new SqlitePortStore(file, { skipQuickCheck: true, synchronous: 'NORMAL' });
   const perStream = 100;
-  for (let s = 0; s * perStream < n; ) {
+  for (let s = 0; s * perStream < n;) {
     const requests: StreamAppend[] = [];
     for (let k = 0; k < 100 && s * perStream < n; k++, s++) {
-      const events = Array.from({ length: perStream }, (_, v) => ({ type: 'instance.spawned', data: { pid: v, host: '127.0.0.1', port: 41000 + v }, at: at(v) }));
+      const events = Array.from({ length: perStream }, (_, v) => ({
+        type: 'instance.spawned',
+        data: { pid: v, host: '127.0.0.1', port: 41000 + v },
+        at: at(v),
+      }));
       requests.push({ stream: `instance-bench_${s}`, events, expectedVersion: 'no-stream' });
     }
     await store.appendMany(requests);
@@ -96,7 +120,8 @@ function timeFirstLine(cmd: string, args: string[]): Promise<number> {
     child.on('error', reject);
     child.on('exit', (code) => {
       clearTimeout(killer);
-      if (firstLineMs === undefined) reject(new Error(`${cmd} ${args.join(' ')} exited ${code} before printing a line`));
+      if (firstLineMs === undefined)
+        reject(new Error(`${cmd} ${args.join(' ')} exited ${code} before printing a line`));
       else resolveLine(firstLineMs);
     });
   });
@@ -104,7 +129,11 @@ function timeFirstLine(cmd: string, args: string[]): Promise<number> {
 
 /** Peak resident memory (MB) of a command run to its end with stdout discarded. */
 function peakRssMb(cmd: string, args: string[]): number {
-  const r = spawnSync('/usr/bin/time', ['-f', '%M', cmd, ...args], { cwd: REPO, encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'] });
+  const r = spawnSync('/usr/bin/time', ['-f', '%M', cmd, ...args], {
+    cwd: REPO,
+    encoding: 'utf8',
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   if (r.status !== 0) throw new Error(`${cmd} exited ${r.status}: ${r.stderr}`);
   return round(Number(r.stderr.trim().split('\n').at(-1)) / 1024);
 }
@@ -167,7 +196,10 @@ async function bigEventsLog(events: number, log: (msg: string) => void): Promise
 async function firstLines(rounds: number, cli: string[], raw: string[]): Promise<{ ours: number; base: number }> {
   const a = JSON.parse(firstLineOf(process.execPath, cli));
   const b = JSON.parse(firstLineOf(process.execPath, raw));
-  if (JSON.stringify(a) !== JSON.stringify(b)) throw new Error(`runlog and the raw query print different first lines: ${JSON.stringify(a)} / ${JSON.stringify(b)}`);
+  if (JSON.stringify(a) !== JSON.stringify(b))
+    throw new Error(
+      `runlog and the raw query print different first lines: ${JSON.stringify(a)} / ${JSON.stringify(b)}`,
+    );
   const ours: number[] = [];
   const base: number[] = [];
   for (let i = 0; i < rounds; i++) {
@@ -179,13 +211,23 @@ async function firstLines(rounds: number, cli: string[], raw: string[]): Promise
 
 /** The first line a command prints (it is stopped there). */
 function firstLineOf(cmd: string, args: string[]): string {
-  const r = spawnSync('/bin/sh', ['-c', '"$0" "$@" | head -1', cmd, ...args], { cwd: REPO, encoding: 'utf8', maxBuffer: 1024 * 1024 });
-  if (r.status !== 0 || !r.stdout) throw new Error(`${cmd} ${args.join(' ')} | head -1 exited ${r.status}: ${r.stderr}`);
+  const r = spawnSync('/bin/sh', ['-c', '"$0" "$@" | head -1', cmd, ...args], {
+    cwd: REPO,
+    encoding: 'utf8',
+    maxBuffer: 1024 * 1024,
+  });
+  if (r.status !== 0 || !r.stdout)
+    throw new Error(`${cmd} ${args.join(' ')} | head -1 exited ${r.status}: ${r.stderr}`);
   return r.stdout.trim();
 }
 
 /** Median time (ms) to open the log as `options` says (and with `firstEvent`, to read its first event) and close it. */
-async function openMs(db: string, rounds: number, options: { readOnly?: boolean }, firstEvent = false): Promise<number> {
+async function openMs(
+  db: string,
+  rounds: number,
+  options: { readOnly?: boolean },
+  firstEvent = false,
+): Promise<number> {
   const times: number[] = [];
   for (let r = 0; r < rounds; r++) {
     const t0 = nowMs();
@@ -203,7 +245,10 @@ export const cliBenches: Bench[] = [
     needs: 'the compiled CLI (npm run build)',
     async run(opts) {
       const { rounds, log } = opts;
-      const { actors, samples } = sizes(opts, { full: { actors: 1000, samples: Math.max(10, rounds * 4) }, smoke: { actors: 50, samples: 1 } });
+      const { actors, samples } = sizes(opts, {
+        full: { actors: 1000, samples: Math.max(10, rounds * 4) },
+        smoke: { actors: 50, samples: 1 },
+      });
       requireBuild();
       const dir = mkdtempSync(join(tmpdir(), 'runlog-bench-cli-'));
       try {
@@ -214,7 +259,8 @@ export const cliBenches: Bench[] = [
         // Same answer, or the comparison means nothing.
         const a = JSON.parse(timeRun(process.execPath, cli).stdout);
         const b = JSON.parse(timeRun(process.execPath, raw).stdout);
-        if (a.length !== actors || JSON.stringify(a) !== JSON.stringify(b)) throw new Error('runlog ps --json and the raw query disagree');
+        if (a.length !== actors || JSON.stringify(a) !== JSON.stringify(b))
+          throw new Error('runlog ps --json and the raw query disagree');
         const ours: number[] = [];
         const base: number[] = [];
         for (let i = 0; i < samples; i++) {
@@ -240,9 +286,24 @@ export const cliBenches: Bench[] = [
       const db = await bigEventsLog(EVENTS, log);
       // An actor in the middle of the log (of 1,000,000 events: its 100 events are seqs 500,001…500,100).
       const id = `bench_${EVENTS / 200}`;
-      const { ours, base } = await firstLines(rounds, [BIN, 'events', id, '--json', '--db', db], ['-e', RAW_STREAM_EVENTS, db, `instance-${id}`]);
-      const notes = { events: EVENTS, openMs: round(await openMs(db, rounds, { readOnly: true })), writerOpenMs: round(await openMs(db, Math.min(rounds, 3), {})) };
-      return { name: 'cli.events-first-line', value: round(ours), unit: 'ms', baseline: round(base), ratio: round(ours / base), notes };
+      const { ours, base } = await firstLines(
+        rounds,
+        [BIN, 'events', id, '--json', '--db', db],
+        ['-e', RAW_STREAM_EVENTS, db, `instance-${id}`],
+      );
+      const notes = {
+        events: EVENTS,
+        openMs: round(await openMs(db, rounds, { readOnly: true })),
+        writerOpenMs: round(await openMs(db, Math.min(rounds, 3), {})),
+      };
+      return {
+        name: 'cli.events-first-line',
+        value: round(ours),
+        unit: 'ms',
+        baseline: round(base),
+        ratio: round(ours / base),
+        notes,
+      };
     },
   },
   {
@@ -259,8 +320,20 @@ export const cliBenches: Bench[] = [
       log('printing the whole log to /dev/null for the peak RSS…');
       // In this process, no start-up: opening the log read-only to holding its first event (target ≤ 100 ms).
       const openToFirstEventMs = round(await openMs(db, rounds, { readOnly: true }, true));
-      const notes = { events: EVENTS, openToFirstEventMs, peakRssMb: peakRssMb(process.execPath, cli), rawPeakRssMb: peakRssMb(process.execPath, raw) };
-      return { name: 'cli.events-all-first-line', value: round(ours), unit: 'ms', baseline: round(base), ratio: round(ours / base), notes };
+      const notes = {
+        events: EVENTS,
+        openToFirstEventMs,
+        peakRssMb: peakRssMb(process.execPath, cli),
+        rawPeakRssMb: peakRssMb(process.execPath, raw),
+      };
+      return {
+        name: 'cli.events-all-first-line',
+        value: round(ours),
+        unit: 'ms',
+        baseline: round(base),
+        ratio: round(ours / base),
+        notes,
+      };
     },
   },
 ];

@@ -38,7 +38,9 @@ async function appendFor(nodes: PgHostStore[], workers: number, ms: number): Pro
     nodes.flatMap((s, n) =>
       Array.from({ length: workers }, async (_, w) => {
         for (let i = 0; nowMs() < end; i++) {
-          await s.appendToStream(`instance-${'ab'[n]}${w}`, [{ type: 'instance.noted', data: { i } }], { expectedVersion: 'any' });
+          await s.appendToStream(`instance-${'ab'[n]}${w}`, [{ type: 'instance.noted', data: { i } }], {
+            expectedVersion: 'any',
+          });
           events += 1;
         }
       }),
@@ -61,7 +63,11 @@ export const clusterPauseBenches: Bench[] = [
         let child: ChildProcess | undefined;
         const nodes: PgHostStore[] = [];
         try {
-          child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', CHILD, benchPgUrl(), schema, String(TTL)], { stdio: ['pipe', 'pipe', 'inherit'] });
+          child = spawn(
+            process.execPath,
+            ['--import', 'tsx', '--input-type=module', '-e', CHILD, benchPgUrl(), schema, String(TTL)],
+            { stdio: ['pipe', 'pipe', 'inherit'] },
+          );
           const c = child;
           await new Promise<void>((resolve, reject) => {
             c.stdout!.on('data', (d: Buffer) => d.toString().includes('ready') && resolve());
@@ -71,7 +77,13 @@ export const clusterPauseBenches: Bench[] = [
             const s = await PgHostStore.open({ url: benchPgUrl(), schema, node: { name, leaseTtlMs: TTL }, pollMs: 0 });
             nodes.push(s);
             s.leasing!.startLeases({ lost() {}, taken() {} });
-            await s.appendMany(Array.from({ length: WORKERS }, (_, w) => ({ stream: `instance-${name}${w}`, events: [{ type: 'instance.requested', data: {} }], expectedVersion: 'no-stream' })));
+            await s.appendMany(
+              Array.from({ length: WORKERS }, (_, w) => ({
+                stream: `instance-${name}${w}`,
+                events: [{ type: 'instance.requested', data: {} }],
+                expectedVersion: 'no-stream',
+              })),
+            );
           }
           await appendFor(nodes, WORKERS, TTL / 2); // warm: connections open, statements prepared
           const calm = (await appendFor(nodes, WORKERS, 2 * TTL)) / ((2 * TTL) / 1000);
@@ -84,7 +96,9 @@ export const clusterPauseBenches: Bench[] = [
           const frozen = (await appendFor(nodes, WORKERS, 2 * TTL)) / ((2 * TTL) / 1000);
           unpaused.push(calm);
           paused.push(frozen);
-          log(`cluster.pause round ${r + 1}: a and b ${Math.round(frozen)} events/s with c frozen at append-locked for 2×TTL, ${Math.round(calm)} events/s with c idle (TTL ${TTL} ms)`);
+          log(
+            `cluster.pause round ${r + 1}: a and b ${Math.round(frozen)} events/s with c frozen at append-locked for 2×TTL, ${Math.round(calm)} events/s with c idle (TTL ${TTL} ms)`,
+          );
         } finally {
           if (child) {
             child.kill('SIGCONT');
@@ -97,7 +111,11 @@ export const clusterPauseBenches: Bench[] = [
           await c.end();
         }
       }
-      return sideBySide('cluster.pause', 'events/s', median(paused), median(unpaused), { target: '≥ 0.8 (a and b while c is frozen ÷ while it is not)', ttlMs: TTL, appendsAtATime: WORKERS * 2 });
+      return sideBySide('cluster.pause', 'events/s', median(paused), median(unpaused), {
+        target: '≥ 0.8 (a and b while c is frozen ÷ while it is not)',
+        ttlMs: TTL,
+        appendsAtATime: WORKERS * 2,
+      });
     },
   },
 ];

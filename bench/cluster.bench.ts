@@ -36,7 +36,11 @@ export const clusterBenches: Bench[] = [
       const times: number[] = [];
       for (let r = 0; r < Math.min(rounds, 5); r++) {
         const schema = `rlbench_fo_${process.pid}_${randomBytes(4).toString('hex')}`;
-        const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', CHILD, benchPgUrl(), schema, String(ACTORS), String(TTL)], { stdio: ['ignore', 'pipe', 'inherit'] });
+        const child = spawn(
+          process.execPath,
+          ['--import', 'tsx', '--input-type=module', '-e', CHILD, benchPgUrl(), schema, String(ACTORS), String(TTL)],
+          { stdio: ['ignore', 'pipe', 'inherit'] },
+        );
         const survivors: PgHostStore[] = [];
         try {
           await new Promise<void>((resolve, reject) => {
@@ -62,7 +66,9 @@ export const clusterBenches: Bench[] = [
           await all;
           const ms = nowMs() - t0;
           times.push(ms);
-          log(`cluster.failover round ${r + 1}: ${ACTORS} actors owned by survivors ${Math.round(ms)} ms after kill -9 (TTL ${TTL} ms)`);
+          log(
+            `cluster.failover round ${r + 1}: ${ACTORS} actors owned by survivors ${Math.round(ms)} ms after kill -9 (TTL ${TTL} ms)`,
+          );
         } finally {
           child.kill('SIGKILL');
           for (const s of survivors) await s.close();
@@ -73,7 +79,14 @@ export const clusterBenches: Bench[] = [
         }
       }
       const v = median(times);
-      return { name: 'cluster.failover', value: round(v), unit: 'ms', baseline: TTL, ratio: round(v / TTL), notes: { target: `≤ ${TTL + 1000} ms (TTL + 1 s)`, actors: ACTORS } };
+      return {
+        name: 'cluster.failover',
+        value: round(v),
+        unit: 'ms',
+        baseline: TTL,
+        ratio: round(v / TTL),
+        notes: { target: `≤ ${TTL + 1000} ms (TTL + 1 s)`, actors: ACTORS },
+      };
     },
   },
 ];

@@ -36,7 +36,10 @@ export interface RoundTrip {
  * The raw round trip for an execution runlog resolved and materialized (`context`: its view's context); each call
  * may name another runtime volume (the extract primitive's fresh one).
  */
-export function rawRoundTrip(side: RawSide, context: Record<string, any>): (runtimeVolume?: string) => Promise<RoundTrip> {
+export function rawRoundTrip(
+  side: RawSide,
+  context: Record<string, any>,
+): (runtimeVolume?: string) => Promise<RoundTrip> {
   const r = context.resolved as Record<string, any>;
   const m = context.materialized as Record<string, any>;
   let n = 0;
@@ -72,7 +75,13 @@ export function rawRoundTrip(side: RawSide, context: Record<string, any>): (runt
     const container = await side.docker.createContainer(body as unknown as Docker.ContainerCreateOptions);
     const createMs = nowMs() - t0;
     try {
-      const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as Duplex;
+      const stream = (await container.attach({
+        stream: true,
+        stdin: true,
+        stdout: true,
+        stderr: true,
+        hijack: true,
+      })) as Duplex;
       let line = '';
       let output: unknown;
       let resultAt = Number.NaN;
@@ -104,7 +113,8 @@ export function rawRoundTrip(side: RawSide, context: Record<string, any>): (runt
       stream.write(`${JSON.stringify(envelope)}\n`);
       stream.end();
       await ended;
-      if ((output as { greeting?: string } | undefined)?.greeting !== 'Hello, Ada!') throw new Error(`raw round trip: no result frame (got ${JSON.stringify(output)})`);
+      if ((output as { greeting?: string } | undefined)?.greeting !== 'Hello, Ada!')
+        throw new Error(`raw round trip: no result frame (got ${JSON.stringify(output)})`);
       const tRemove = nowMs();
       await container.remove({ force: true, v: true });
       const end = nowMs();
@@ -152,7 +162,19 @@ export function rawExtractRoundTrip(side: RawSide, context: Record<string, any>)
         Labels: labels,
         NetworkDisabled: true,
         HostConfig: {
-          ...(mount ? { Mounts: [{ Type: 'volume', Source: volume, Target: MATERIALIZE_TARGET, ReadOnly: false, VolumeOptions: { NoCopy: true } }] } : {}),
+          ...(mount
+            ? {
+                Mounts: [
+                  {
+                    Type: 'volume',
+                    Source: volume,
+                    Target: MATERIALIZE_TARGET,
+                    ReadOnly: false,
+                    VolumeOptions: { NoCopy: true },
+                  },
+                ],
+              }
+            : {}),
           NetworkMode: 'none',
           ReadonlyRootfs: true,
           CapDrop: ['ALL'],
@@ -162,8 +184,12 @@ export function rawExtractRoundTrip(side: RawSide, context: Record<string, any>)
         },
       });
       // The Engine takes partial volume options; dockerode's type wants every field.
-      const create = (mount: boolean) => side.docker.createContainer(body(mount) as unknown as Docker.ContainerCreateOptions);
-      const [source, carrier] = await Promise.allSettled([create(false), side.docker.createVolume({ Name: volume, Labels: labels }).then(() => create(true))]);
+      const create = (mount: boolean) =>
+        side.docker.createContainer(body(mount) as unknown as Docker.ContainerCreateOptions);
+      const [source, carrier] = await Promise.allSettled([
+        create(false),
+        side.docker.createVolume({ Name: volume, Labels: labels }).then(() => create(true)),
+      ]);
       const created = [source, carrier].flatMap((c) => (c.status === 'fulfilled' ? [c.value] : []));
       let tarBytes = 0;
       try {
@@ -179,7 +205,10 @@ export function rawExtractRoundTrip(side: RawSide, context: Record<string, any>)
       const trip = await roundTrip(volume);
       return { ms: nowMs() - t0, extractMs, tarBytes, roundTrip: trip };
     } finally {
-      await side.docker.getVolume(volume).remove().catch(() => undefined);
+      await side.docker
+        .getVolume(volume)
+        .remove()
+        .catch(() => undefined);
     }
   };
 }

@@ -34,7 +34,18 @@ import type { LocalNetwork } from '../src/adapters/atproto/index.ts';
 import { startTestPds } from '../test/support/pds.ts';
 import { startPdsProcess } from './pds-process.ts';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { closeWithin, median, nowMs, quantile, round, sideBySide, sizes, type Bench, type BenchResult, type RunOptions } from './harness.ts';
+import {
+  closeWithin,
+  median,
+  nowMs,
+  quantile,
+  round,
+  sideBySide,
+  sizes,
+  type Bench,
+  type BenchResult,
+  type RunOptions,
+} from './harness.ts';
 import { rawExtractRoundTrip, rawRoundTrip as rawRoundTripOf, type RawSide } from './exec-raw.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
@@ -50,7 +61,8 @@ function imageRef(name: string): string {
   const file = join(SETUP_DIR, 'images', `${name}.ref`);
   if (!existsSync(file)) throw new Error(`no image reference for ${name} at ${file}: ${SETUP_HINT}`);
   const ref = readFileSync(file, 'utf8').trim();
-  if (!/@sha256:[0-9a-f]{64}$/.test(ref)) throw new Error(`${file} holds ${JSON.stringify(ref)}, not a digest reference: ${SETUP_HINT}`);
+  if (!/@sha256:[0-9a-f]{64}$/.test(ref))
+    throw new Error(`${file} holds ${JSON.stringify(ref)}, not a digest reference: ${SETUP_HINT}`);
   return ref;
 }
 
@@ -70,7 +82,6 @@ async function requireParts(docker: Docker): Promise<void> {
   imageRef('at-run-sandbox');
 }
 
-
 interface Fixture {
   docker: Docker;
   rl: Runlog;
@@ -85,7 +96,10 @@ interface Fixture {
 }
 
 /** A PDS with a published node runtime and a greet code record, and a supervising runlog on a fresh home. */
-async function openFixture(log: (m: string) => void, opts: { prestart?: boolean; timeoutMs?: number } = {}): Promise<Fixture> {
+async function openFixture(
+  log: (m: string) => void,
+  opts: { prestart?: boolean; timeoutMs?: number } = {},
+): Promise<Fixture> {
   const docker = new Docker({ socketPath: DOCKER_SOCKET });
   await requireParts(docker);
   const root = mkdtempSync(join(tmpdir(), 'runlog-bench-exec-'));
@@ -103,14 +117,22 @@ async function openFixture(log: (m: string) => void, opts: { prestart?: boolean;
     pds = process.env.RUNLOG_BENCH_PDS === 'inprocess' ? await startTestPds() : await startPdsProcess();
     const publisher = await pds.createAccount('runtimes.test');
     const author = await pds.createAccount('bench.test');
-    const runtime = await publishRuntime(publisher.publisher, { dir: join(REPO, 'runtimes/node'), image: imageRef('runtime-node') });
+    const runtime = await publishRuntime(publisher.publisher, {
+      dir: join(REPO, 'runtimes/node'),
+      image: imageRef('runtime-node'),
+    });
     // The example asks for a 10 s deadline; with opts.timeoutMs its copies ask for that instead (the raw side has none).
     const copyGreet = (dir: string, nonce: string) => {
       cpSync(join(REPO, 'examples/greet-node'), dir, { recursive: true });
       writeFileSync(join(dir, 'bench-nonce.txt'), `${nonce}\n`);
       if (!opts.timeoutMs) return;
-      const manifest = JSON.parse(readFileSync(join(dir, 'at-run.json'), 'utf8')) as { requested?: Record<string, number> };
-      writeFileSync(join(dir, 'at-run.json'), JSON.stringify({ ...manifest, requested: { ...manifest.requested, timeoutMs: opts.timeoutMs } }));
+      const manifest = JSON.parse(readFileSync(join(dir, 'at-run.json'), 'utf8')) as {
+        requested?: Record<string, number>;
+      };
+      writeFileSync(
+        join(dir, 'at-run.json'),
+        JSON.stringify({ ...manifest, requested: { ...manifest.requested, timeoutMs: opts.timeoutMs } }),
+      );
     };
     const codeDir = join(root, 'greet');
     copyGreet(codeDir, `${process.pid}-${Date.now()}`);
@@ -118,9 +140,16 @@ async function openFixture(log: (m: string) => void, opts: { prestart?: boolean;
     const code = await publishCode(author.publisher, { dir: codeDir, runtime: runtime.uri, atproto });
     const policy: OperatorPolicy = {
       ...DEFAULT_OPERATOR_POLICY,
-      archive: { ...DEFAULT_OPERATOR_POLICY.archive, maxArchiveBytes: DEFAULT_OPERATOR_POLICY.archive.maxArchiveBytes - 1 },
+      archive: {
+        ...DEFAULT_OPERATOR_POLICY.archive,
+        maxArchiveBytes: DEFAULT_OPERATOR_POLICY.archive.maxArchiveBytes - 1,
+      },
       // The operator trusts its own runtime publisher to pre-start (the default trusts none).
-      prestart: { ...DEFAULT_OPERATOR_POLICY.prestart, publishers: [publisher.did], ...(opts.prestart === false ? { perCode: 0 } : {}) },
+      prestart: {
+        ...DEFAULT_OPERATOR_POLICY.prestart,
+        publishers: [publisher.did],
+        ...(opts.prestart === false ? { perCode: 0 } : {}),
+      },
       ...(opts.timeoutMs ? { defaults: { ...DEFAULT_OPERATOR_POLICY.defaults, timeoutMs: opts.timeoutMs } } : {}),
     };
     const home = join(root, 'home');
@@ -159,12 +188,21 @@ async function openFixture(log: (m: string) => void, opts: { prestart?: boolean;
 async function removeBenchContainers(docker: Docker, home: string): Promise<void> {
   const all = await docker.listContainers({ all: true, filters: { label: ['runlog.bench=1'] } }).catch(() => []);
   const list = all.filter((c) => c.Labels['runlog.home'] === home || c.Labels['runlog.bench.home'] === home);
-  await Promise.all(list.map((c) => docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => undefined)));
+  await Promise.all(
+    list.map((c) =>
+      docker
+        .getContainer(c.Id)
+        .remove({ force: true, v: true })
+        .catch(() => undefined),
+    ),
+  );
 }
 
 /** Removes the runtime/code volumes (and their seals) this home's executions materialized. */
 async function removeMaterialized(docker: Docker, home: string): Promise<number> {
-  const { Volumes } = await docker.listVolumes({ filters: JSON.stringify({ label: [`runlog.home=${home}`, 'runlog.cache-key'] }) });
+  const { Volumes } = await docker.listVolumes({
+    filters: JSON.stringify({ label: [`runlog.home=${home}`, 'runlog.cache-key'] }),
+  });
   await Promise.all((Volumes ?? []).map((v) => docker.getVolume(v.Name).remove()));
   return (Volumes ?? []).length;
 }
@@ -185,7 +223,8 @@ async function runlogOnce(f: Fixture, uri = f.uri, timeoutMs?: number, settle = 
   const progress: { name: string; ms: number | null }[] = [];
   let outcomeAt = Number.NaN;
   const off = f.rl.on('actor:transition', (t) => {
-    if (t.kind === 'execution' && (t.to === 'succeeded' || t.to === 'failed') && Number.isNaN(outcomeAt)) outcomeAt = nowMs();
+    if (t.kind === 'execution' && (t.to === 'succeeded' || t.to === 'failed') && Number.isNaN(outcomeAt))
+      outcomeAt = nowMs();
   });
   const t0 = nowMs();
   const out = await f.rl.execute({
@@ -200,24 +239,42 @@ async function runlogOnce(f: Fixture, uri = f.uri, timeoutMs?: number, settle = 
   off();
   const ms = end - t0;
   if (out.status !== 'succeeded') throw new Error(`runlog execution failed: ${JSON.stringify(out.failure)}`);
-  if ((out.output as { greeting?: string })?.greeting !== 'Hello, Ada!') throw new Error(`unexpected output ${JSON.stringify(out.output)}`);
+  if ((out.output as { greeting?: string })?.greeting !== 'Hello, Ada!')
+    throw new Error(`unexpected output ${JSON.stringify(out.output)}`);
   if (settle) await f.rl.idle();
   const settleMs = settle ? nowMs() - outcomeAt : Number.NaN;
-  return { ms, end, settleMs, events: (await f.rl.events(out.executionId)), progress, context: out.view.context as Record<string, any> };
+  return {
+    ms,
+    end,
+    settleMs,
+    events: await f.rl.events(out.executionId),
+    progress,
+    context: out.view.context as Record<string, any>,
+  };
 }
 
 /** The raw side of a fixture, and its round trip for an execution's context (exec-raw.ts). */
-const rawSide = (f: Fixture): RawSide => ({ docker: f.docker, home: f.home, callerDid: f.callerDid, sandboxImage: imageRef('at-run-sandbox'), labels: BENCH_LABELS });
+const rawSide = (f: Fixture): RawSide => ({
+  docker: f.docker,
+  home: f.home,
+  callerDid: f.callerDid,
+  sandboxImage: imageRef('at-run-sandbox'),
+  labels: BENCH_LABELS,
+});
 const rawRoundTrip = (f: Fixture, context: Record<string, any>) => rawRoundTripOf(rawSide(f), context);
 
 const runtimeDetail = (o: Outcome | undefined): { entries?: number; bytes?: number } =>
-  (o?.events.find((e) => e.type === 'execution.step' && (e.data as { name?: string }).name === 'runtime-materialized')?.data as { detail?: { entries?: number; bytes?: number } } | undefined)?.detail ?? {};
+  (
+    o?.events.find((e) => e.type === 'execution.step' && (e.data as { name?: string }).name === 'runtime-materialized')
+      ?.data as { detail?: { entries?: number; bytes?: number } } | undefined
+  )?.detail ?? {};
 
 const atMs = (e: RecordedEvent | undefined): number => (e ? Date.parse(e.at) : Number.NaN);
 
 /** Milliseconds between the execution's events (timestamps from the log) and the materializer's step times. */
 function breakdown(o: Outcome): Record<string, number> {
-  const ev = (type: string, step?: string) => o.events.find((e) => e.type === type && (step === undefined || (e.data as { name?: string }).name === step));
+  const ev = (type: string, step?: string) =>
+    o.events.find((e) => e.type === type && (step === undefined || (e.data as { name?: string }).name === step));
   const requested = ev('execution.requested');
   const resolved = ev('execution.resolved');
   const runtimeDone = ev('execution.step', 'runtime-materialized');
@@ -226,7 +283,10 @@ function breakdown(o: Outcome): Record<string, number> {
   const started = ev('execution.started');
   const finished = ev('execution.succeeded') ?? ev('execution.failed');
   const sub = (name: string) => o.progress.filter((p) => p.name === name).reduce((s, p) => s + (p.ms ?? 0), 0);
-  const timings = ((finished?.data as { timings?: Record<string, number> } | undefined)?.timings ?? {}) as Record<string, number>;
+  const timings = ((finished?.data as { timings?: Record<string, number> } | undefined)?.timings ?? {}) as Record<
+    string,
+    number
+  >;
   return {
     resolve: atMs(resolved) - atMs(requested),
     runtime_materialize: atMs(runtimeDone) - atMs(resolved),
@@ -236,7 +296,12 @@ function breakdown(o: Outcome): Record<string, number> {
     'runtime.upload': sub('runtime:upload'),
     // The volume's lock (materialize-lock.ts): taken before the volume is created, with the re-check under it.
     'runtime.lock': sub('runtime:lock'),
-    'runtime.other': sub('runtime:cache') + sub('runtime:create-volume') + sub('runtime:create-container') + sub('runtime:remove-container') + sub('runtime:seal'),
+    'runtime.other':
+      sub('runtime:cache') +
+      sub('runtime:create-volume') +
+      sub('runtime:create-container') +
+      sub('runtime:remove-container') +
+      sub('runtime:seal'),
     // The code's copy runs beside the runtime's stream: what it adds after the runtime volume is ready.
     code_blob: atMs(blob) - atMs(resolved),
     code_after_runtime: atMs(materialized) - atMs(runtimeDone),
@@ -267,7 +332,8 @@ const execWarm: Bench = {
     const f = await openFixture(log);
     try {
       const first = await runlogOnce(f); // materializes the runtime and code volumes (untimed)
-      if (first.context.materialized?.cached?.runtime !== false) log('exec.warm: the runtime volume was already cached before the first run');
+      if (first.context.materialized?.cached?.runtime !== false)
+        log('exec.warm: the runtime volume was already cached before the first run');
       const raw = rawRoundTrip(f, first.context);
       await raw(); // untimed: the same first-use costs on the raw side
       const ours: number[] = [];
@@ -285,7 +351,8 @@ const execWarm: Bench = {
         for (let k = 0; k < PER_ROUND; k++) {
           const runOurs = async () => {
             const x = await runlogOnce(f);
-            if (x.context.materialized?.cached?.runtime !== true || x.context.materialized?.cached?.code !== true) throw new Error('exec.warm: a volume was not cached on a warm run');
+            if (x.context.materialized?.cached?.runtime !== true || x.context.materialized?.cached?.code !== true)
+              throw new Error('exec.warm: a volume was not cached on a warm run');
             o.push(x.ms);
             allOurs.push(x.ms);
             if (x.context.profile?.prestarted === true) prestarted += 1;
@@ -321,8 +388,22 @@ const execWarm: Bench = {
         baseline: round(b),
         ratio: round(v / b),
         also: [
-          { name: 'exec.warm.p50', value: round(median(allOurs)), unit: 'ms', baseline: round(median(allTheirs)), ratio: round(median(allOurs) / median(allTheirs)), notes: { target: '≤ 0.35', samples: allOurs.length } },
-          { name: 'exec.warm.p95', value: round(quantile(allOurs, 0.95)), unit: 'ms', baseline: round(quantile(allTheirs, 0.95)), ratio: round(quantile(allOurs, 0.95) / quantile(allTheirs, 0.95)), notes: { target: '≤ 0.6', samples: allOurs.length } },
+          {
+            name: 'exec.warm.p50',
+            value: round(median(allOurs)),
+            unit: 'ms',
+            baseline: round(median(allTheirs)),
+            ratio: round(median(allOurs) / median(allTheirs)),
+            notes: { target: '≤ 0.35', samples: allOurs.length },
+          },
+          {
+            name: 'exec.warm.p95',
+            value: round(quantile(allOurs, 0.95)),
+            unit: 'ms',
+            baseline: round(quantile(allTheirs, 0.95)),
+            ratio: round(quantile(allOurs, 0.95) / quantile(allTheirs, 0.95)),
+            notes: { target: '≤ 0.6', samples: allOurs.length },
+          },
         ],
         notes: {
           target: '≤ 0.35 (p50), p95 ≤ 0.6',
@@ -373,14 +454,22 @@ const execCold: Bench = {
       const extracts: Awaited<ReturnType<typeof extract>>[] = [];
       for (let r = 0; r < rounds; r++) {
         const removed = await removeMaterialized(f.docker, f.home);
-        if (removed < 4) throw new Error(`exec.cold: expected the runtime and code volumes and their seals, found ${removed}`);
-        if (removeImage) await f.docker.getImage(imageRef('runtime-node')).remove({ force: true }).catch(() => undefined);
+        if (removed < 4)
+          throw new Error(`exec.cold: expected the runtime and code volumes and their seals, found ${removed}`);
+        if (removeImage)
+          await f.docker
+            .getImage(imageRef('runtime-node'))
+            .remove({ force: true })
+            .catch(() => undefined);
         const o = await runlogOnce(f);
-        if (o.context.materialized?.cached?.runtime !== false || o.context.materialized?.cached?.code !== false) throw new Error('exec.cold: a volume was cached on a cold run');
+        if (o.context.materialized?.cached?.runtime !== false || o.context.materialized?.cached?.code !== false)
+          throw new Error('exec.cold: a volume was cached on a cold run');
         ours.push(o);
         theirs.push((await raw()).ms);
         extracts.push(await extract());
-        log(`exec.cold round ${r + 1}: runlog ${o.ms.toFixed(0)} ms, raw round trip ${theirs.at(-1)!.toFixed(0)} ms, raw extract + round trip ${extracts.at(-1)!.ms.toFixed(0)} ms`);
+        log(
+          `exec.cold round ${r + 1}: runlog ${o.ms.toFixed(0)} ms, raw round trip ${theirs.at(-1)!.toFixed(0)} ms, raw extract + round trip ${extracts.at(-1)!.ms.toFixed(0)} ms`,
+        );
       }
       const v = median(ours.map((o) => o.ms));
       const b = median(theirs);
@@ -401,7 +490,9 @@ const execCold: Bench = {
           }),
         ],
         notes: {
-          cold: removeImage ? 'volumes and the runtime image removed before each round' : 'volumes removed before each round; the runtime image stays in the daemon (RUNLOG_BENCH_COLD_PULL=1 removes it too)',
+          cold: removeImage
+            ? 'volumes and the runtime image removed before each round'
+            : 'volumes removed before each round; the runtime image stays in the daemon (RUNLOG_BENCH_COLD_PULL=1 removes it too)',
           ...medianBreakdown(ours.map(breakdown)),
           runtime_entries: runtimeDetail(ours[0]).entries ?? Number.NaN,
           runtime_bytes: runtimeDetail(ours[0]).bytes ?? Number.NaN,
@@ -427,7 +518,10 @@ const execBurst: Bench = {
   needs: execWarm.needs!,
   async run(opts): Promise<BenchResult> {
     const { rounds, log } = opts;
-    const { BURST_CODES, BURST_CALLS } = sizes(opts, { full: { BURST_CODES: 5, BURST_CALLS: 50 }, smoke: { BURST_CODES: 2, BURST_CALLS: 4 } });
+    const { BURST_CODES, BURST_CALLS } = sizes(opts, {
+      full: { BURST_CODES: 5, BURST_CALLS: 50 },
+      smoke: { BURST_CODES: 2, BURST_CALLS: 4 },
+    });
     // The raw side has no deadline: give ours the policy's ceiling (50 containers at once on 2 shared cores).
     const f = await openFixture(log, { timeoutMs: DEFAULT_OPERATOR_POLICY.ceilings.timeoutMs });
     try {
@@ -447,7 +541,11 @@ const execBurst: Bench = {
         const runOurs = async () => {
           const t0 = nowMs();
           // The ceiling's timeout: 50 resolutions at once on a shared machine are slow. Wall time: to the last answer.
-          const outs = await Promise.all(Array.from({ length: BURST_CALLS }, (_, i) => runlogOnce(f, uris[i % BURST_CODES]!, DEFAULT_OPERATOR_POLICY.ceilings.timeoutMs, false)));
+          const outs = await Promise.all(
+            Array.from({ length: BURST_CALLS }, (_, i) =>
+              runlogOnce(f, uris[i % BURST_CODES]!, DEFAULT_OPERATOR_POLICY.ceilings.timeoutMs, false),
+            ),
+          );
           ours.push(Math.max(...outs.map((o) => o.end)) - t0);
           const tIdle = nowMs();
           await f.rl.idle(); // untimed: removals and the next pre-starts, before the raw side runs
@@ -475,7 +573,9 @@ const execBurst: Bench = {
           await runRaw();
           await runOurs();
         }
-        log(`exec.burst round ${r + 1}: runlog ${ours.at(-1)!.toFixed(0)} ms, raw ${theirs.at(-1)!.toFixed(0)} ms for ${BURST_CALLS} calls`);
+        log(
+          `exec.burst round ${r + 1}: runlog ${ours.at(-1)!.toFixed(0)} ms, raw ${theirs.at(-1)!.toFixed(0)} ms for ${BURST_CALLS} calls`,
+        );
       }
       const v = median(ours);
       const b = median(theirs);
@@ -485,7 +585,16 @@ const execBurst: Bench = {
         unit: 'ms',
         baseline: round(b),
         ratio: round(v / b),
-        also: [{ name: 'exec.burst.p95', value: round(quantile(oursCalls, 0.95)), unit: 'ms', baseline: round(quantile(theirsCalls, 0.95)), ratio: round(quantile(oursCalls, 0.95) / quantile(theirsCalls, 0.95)), notes: { calls: oursCalls.length } }],
+        also: [
+          {
+            name: 'exec.burst.p95',
+            value: round(quantile(oursCalls, 0.95)),
+            unit: 'ms',
+            baseline: round(quantile(theirsCalls, 0.95)),
+            ratio: round(quantile(oursCalls, 0.95) / quantile(theirsCalls, 0.95)),
+            notes: { calls: oursCalls.length },
+          },
+        ],
         notes: {
           target: '≤ 1.0×',
           what: `${BURST_CALLS} calls of ${BURST_CODES} codes at once, wall time`,
@@ -519,26 +628,44 @@ const obsExecWarm: Bench = {
     const PER_ROUND = perRound(opts);
     const f = await openFixture(log);
     const exporter = new InMemorySpanExporter();
-    const observed: Partial<RunlogOptions> = { metrics: true, tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }) };
+    const observed: Partial<RunlogOptions> = {
+      metrics: true,
+      tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }),
+    };
     const bare: Partial<RunlogOptions> = { metrics: false };
     try {
       await runlogOnce(f); // materializes the runtime and code volumes (untimed)
       const withObs: number[] = [];
       const without: number[] = [];
       for (let r = 0; r < rounds; r++) {
-        for (const [opts, into] of (r % 2 ? [[bare, without], [observed, withObs]] : [[observed, withObs], [bare, without]]) as [Partial<RunlogOptions>, number[]][]) {
+        for (const [opts, into] of (r % 2
+          ? [
+              [bare, without],
+              [observed, withObs],
+            ]
+          : [
+              [observed, withObs],
+              [bare, without],
+            ]) as [Partial<RunlogOptions>, number[]][]) {
           await f.reopen(opts);
           await runlogOnce(f); // untimed: the first run of a fresh supervisor warms its DID cache
           const ms: number[] = [];
           for (let k = 0; k < PER_ROUND; k++) ms.push((await runlogOnce(f)).ms);
           into.push(median(ms));
         }
-        log(`obs.exec.warm round ${r + 1}: observed ${withObs.at(-1)!.toFixed(0)} ms, bare ${without.at(-1)!.toFixed(0)} ms`);
+        log(
+          `obs.exec.warm round ${r + 1}: observed ${withObs.at(-1)!.toFixed(0)} ms, bare ${without.at(-1)!.toFixed(0)} ms`,
+        );
       }
-      if (exporter.getFinishedSpans().length === 0) throw new Error('obs.exec.warm: the observed side recorded no span');
+      if (exporter.getFinishedSpans().length === 0)
+        throw new Error('obs.exec.warm: the observed side recorded no span');
       const v = median(withObs);
       const b = median(without);
-      return sideBySide('obs.exec.warm', 'ms', v, b, { target: '≤ 1.03×', spans: exporter.getFinishedSpans().length, rounds: `${rounds} × ${PER_ROUND} calls per side` });
+      return sideBySide('obs.exec.warm', 'ms', v, b, {
+        target: '≤ 1.03×',
+        spans: exporter.getFinishedSpans().length,
+        rounds: `${rounds} × ${PER_ROUND} calls per side`,
+      });
     } finally {
       await f.close();
     }

@@ -23,7 +23,13 @@ export const foldBenches: Bench[] = [
       const store = new SqlitePortStore(join(dir, 'log.db'), { synchronous: 'NORMAL' });
       const history = replayHistory; // the store benches' instance history (store-fixtures.ts)
       for (let s = 0; s < STREAMS; s += 500) {
-        await store.appendMany(Array.from({ length: Math.min(500, STREAMS - s) }, (_, k) => ({ stream: `instance-${s + k}`, events: history, expectedVersion: 'no-stream' as const })));
+        await store.appendMany(
+          Array.from({ length: Math.min(500, STREAMS - s) }, (_, k) => ({
+            stream: `instance-${s + k}`,
+            events: history,
+            expectedVersion: 'no-stream' as const,
+          })),
+        );
       }
       // The same events in memory, in seq order, as machine events: the bare machine's input.
       const inMemory = (await collect(store.readAll())).map((e) => ({ stream: e.stream, event: toMachineEvent(e) }));
@@ -38,7 +44,8 @@ export const foldBenches: Bench[] = [
           ours.push((events / (nowMs() - t0)) * 1000);
           t0 = nowMs();
           const snapshots = new Map<string, ReturnType<typeof foldEvent>>();
-          for (const { stream, event } of inMemory) snapshots.set(stream, foldEvent(machine, snapshots.get(stream), event));
+          for (const { stream, event } of inMemory)
+            snapshots.set(stream, foldEvent(machine, snapshots.get(stream), event));
           bare.push((inMemory.length / (nowMs() - t0)) * 1000);
           if (snapshots.size !== STREAMS) throw new Error(`bare fold: ${snapshots.size} streams`);
         }

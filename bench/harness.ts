@@ -51,7 +51,10 @@ export function resultProblems(result: BenchResult): string[] {
   for (const r of [result, ...(result.also ?? [])]) {
     for (const key of ['value', 'baseline', 'ratio'] as const) {
       const x: unknown = r[key];
-      if (typeof x !== 'number' || !Number.isFinite(x)) problems.push(`${r.name}: ${key} is ${typeof x === 'number' ? String(x) : JSON.stringify(x) ?? 'undefined'}, not a finite number`);
+      if (typeof x !== 'number' || !Number.isFinite(x))
+        problems.push(
+          `${r.name}: ${key} is ${typeof x === 'number' ? String(x) : (JSON.stringify(x) ?? 'undefined')}, not a finite number`,
+        );
     }
   }
   return problems;
@@ -116,6 +119,19 @@ export function heapMb(gc: () => void): number {
  * A side-by-side result as every bench reports it: value and baseline rounded, ratio = value ÷ baseline (from the
  * unrounded figures). The JSON contract's keys, in its order; notes only when there are some.
  */
-export function sideBySide(name: string, unit: string, value: number, baseline: number, notes?: BenchResult['notes']): BenchResult {
-  return { name, value: round(value), unit, baseline: round(baseline), ratio: round(value / baseline), ...(notes ? { notes } : {}) };
+export function sideBySide(
+  name: string,
+  unit: string,
+  value: number,
+  baseline: number,
+  notes?: BenchResult['notes'],
+): BenchResult {
+  return {
+    name,
+    value: round(value),
+    unit,
+    baseline: round(baseline),
+    ratio: round(value / baseline),
+    ...(notes ? { notes } : {}),
+  };
 }

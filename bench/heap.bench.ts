@@ -23,28 +23,44 @@ const CONCURRENCY = 4;
 const INPUT_BYTES = 1_000_000;
 
 /** A DID the directory has never seen (24 base32 characters), one per run. */
-const unknownDid = (): string => `did:plc:${Array.from({ length: 24 }, () => 'abcdefghijklmnopqrstuvwxyz234567'[Math.floor(Math.random() * 32)]).join('')}`;
+const unknownDid = (): string =>
+  `did:plc:${Array.from({ length: 24 }, () => 'abcdefghijklmnopqrstuvwxyz234567'[Math.floor(Math.random() * 32)]).join('')}`;
 
 const execHeap: Bench = {
   name: 'exec.heap',
   needs: '@atproto/dev-env (an in-process PLC directory)',
   async run(opts): Promise<BenchResult> {
     const { log } = opts;
-    const { EXECUTIONS, WARMUP } = sizes(opts, { full: { EXECUTIONS: 1000, WARMUP: 20 }, smoke: { EXECUTIONS: 20, WARMUP: 4 } });
+    const { EXECUTIONS, WARMUP } = sizes(opts, {
+      full: { EXECUTIONS: 1000, WARMUP: 20 },
+      smoke: { EXECUTIONS: 20, WARMUP: 4 },
+    });
     const gc = collector();
     const dir = mkdtempSync(join(tmpdir(), 'runlog-bench-heap-'));
     const net = await startLocalNetwork({ dataDir: dir });
     let rl: Runlog | null = null;
     try {
-      rl = await createRunlog({ home: join(dir, 'home'), atproto: { plcUrl: net.plcUrl }, reconcile: false, engineWatch: false, watchApps: false, log: () => undefined });
+      rl = await createRunlog({
+        home: join(dir, 'home'),
+        atproto: { plcUrl: net.plcUrl },
+        reconcile: false,
+        engineWatch: false,
+        watchApps: false,
+        log: () => undefined,
+      });
       const uri = `at://${unknownDid()}/dev.mainasara.at-run.beta.v2.code/heap`;
       const pad = 'x'.repeat(INPUT_BYTES - 40);
       let n = 0;
       const one = async (): Promise<void> => {
         const i = n++;
         // A distinct 1 MB string per execution (nothing shared between inputs).
-        const out = await rl!.execute({ uri, handler: 'run', input: { i, data: `${i}:${pad}`.slice(0, INPUT_BYTES - 40) } });
-        if (out.status !== 'failed' || out.failure?.code !== 'DID_RESOLUTION_FAILED') throw new Error(`exec.heap: expected a resolution failure, got ${JSON.stringify(out.failure ?? out.status)}`);
+        const out = await rl!.execute({
+          uri,
+          handler: 'run',
+          input: { i, data: `${i}:${pad}`.slice(0, INPUT_BYTES - 40) },
+        });
+        if (out.status !== 'failed' || out.failure?.code !== 'DID_RESOLUTION_FAILED')
+          throw new Error(`exec.heap: expected a resolution failure, got ${JSON.stringify(out.failure ?? out.status)}`);
       };
       const runMany = async (count: number) => {
         let left = count;
@@ -63,7 +79,9 @@ const execHeap: Bench = {
       await runMany(EXECUTIONS);
       const after = heapMb(gc);
       const secs = (Date.now() - t0) / 1000;
-      log(`exec.heap: ${EXECUTIONS} executions in ${secs.toFixed(1)} s; heap ${before.toFixed(1)} → ${after.toFixed(1)} MB; host holds ${rl.host.size} actors`);
+      log(
+        `exec.heap: ${EXECUTIONS} executions in ${secs.toFixed(1)} s; heap ${before.toFixed(1)} → ${after.toFixed(1)} MB; host holds ${rl.host.size} actors`,
+      );
       return sideBySide('exec.heap', 'MB', after, before, {
         executions: EXECUTIONS,
         inputBytes: INPUT_BYTES,

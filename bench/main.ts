@@ -21,8 +21,29 @@ import { storePgBenches } from './store-pg.bench.ts';
 import { storePgHeapBenches } from './store-pg-heap.bench.ts';
 import { storePgOpenBenches } from './store-pg-open.bench.ts';
 
-const benches: Bench[] = [...storeBenches, ...storePgBenches, ...storePgHeapBenches, ...storePgOpenBenches, ...spawnBenches, ...execBenches, ...heapBenches, ...recoveryBenches, ...cliBenches, ...cliMemoryBenches, ...cliPgBenches, ...clusterBenches, ...clusterPauseBenches, ...startupBenches, ...startupPgBenches, ...foldBenches, ...replayBenches];
+const benches: Bench[] = [
+  ...storeBenches,
+  ...storePgBenches,
+  ...storePgHeapBenches,
+  ...storePgOpenBenches,
+  ...spawnBenches,
+  ...execBenches,
+  ...heapBenches,
+  ...recoveryBenches,
+  ...cliBenches,
+  ...cliMemoryBenches,
+  ...cliPgBenches,
+  ...clusterBenches,
+  ...clusterPauseBenches,
+  ...startupBenches,
+  ...startupPgBenches,
+  ...foldBenches,
+  ...replayBenches,
+];
 
 const parsed = parseBenchArgs(process.argv.slice(2));
-if (!parsed.ok) process.stderr.write(`npm run bench -- [<prefix>…] [--json] [--smoke | --rounds N]: ${parsed.message}\n`);
-process.exitCode = parsed.ok ? await runBenches(benches, parsed.args, { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) }) : 2;
+if (!parsed.ok)
+  process.stderr.write(`npm run bench -- [<prefix>…] [--json] [--smoke | --rounds N]: ${parsed.message}\n`);
+process.exitCode = parsed.ok
+  ? await runBenches(benches, parsed.args, { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) })
+  : 2;

@@ -15,7 +15,13 @@ export async function startPdsProcess(): Promise<LocalNetwork> {
   const urls = await new Promise<{ pdsUrl: string; plcUrl: string }>((ok, fail) => {
     const lines = createInterface({ input: child.stdout! });
     lines.once('line', (line) => ok(JSON.parse(line) as { pdsUrl: string; plcUrl: string }));
-    child.once('exit', (code, signal) => fail(new Error(`the PDS process ended (${signal ?? `exit ${code}`}) before listening; run \`npm run setup\`\n${stderr}`)));
+    child.once('exit', (code, signal) =>
+      fail(
+        new Error(
+          `the PDS process ended (${signal ?? `exit ${code}`}) before listening; run \`npm run setup\`\n${stderr}`,
+        ),
+      ),
+    );
   });
   const { pdsUrl, plcUrl } = urls;
   return {

@@ -24,7 +24,12 @@ export interface EndedLog {
  * Writes `count` ended actors into a fresh schema (`rlbench_<tag>_…`), analyses the events table so plans are the
  * ones a settled log gets, runs `body`, and drops the schema whatever happens.
  */
-export async function withEndedLog<T>(tag: string, count: number, log: (msg: string) => void, body: (l: EndedLog) => Promise<T>): Promise<T> {
+export async function withEndedLog<T>(
+  tag: string,
+  count: number,
+  log: (msg: string) => void,
+  body: (l: EndedLog) => Promise<T>,
+): Promise<T> {
   const schema = `rlbench_${tag}_${process.pid}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: benchPgUrl(), options: `-c search_path=${schema}` });
   await admin.connect();

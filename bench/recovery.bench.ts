@@ -62,13 +62,27 @@ async function requireParts(docker: Docker): Promise<void> {
     throw new Error(`Docker does not answer on ${DOCKER_SOCKET} (${(e as Error).message}): ${SETUP_HINT}`);
   }
   const refFile = join(SETUP_DIR, 'images/app-base.ref');
-  if (!existsSync(refFile) || !/@sha256:[0-9a-f]{64}$/.test(readFileSync(refFile, 'utf8').trim())) throw new Error(`no app-base image digest recorded at ${refFile}: ${SETUP_HINT}`);
+  if (!existsSync(refFile) || !/@sha256:[0-9a-f]{64}$/.test(readFileSync(refFile, 'utf8').trim()))
+    throw new Error(`no app-base image digest recorded at ${refFile}: ${SETUP_HINT}`);
 }
-
 
 function writeTinyApp(dir: string): void {
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'runlog.json'), JSON.stringify({ appId: APP_ID, sandbox: 'container', runtime: 'raw', tools: [], lifecycle: { basePath: '' }, restart: { policy: 'on-failure', maxRestarts: 1, backoffMs: 1000, maxBackoffMs: 1000 } }, null, 2));
+  writeFileSync(
+    join(dir, 'runlog.json'),
+    JSON.stringify(
+      {
+        appId: APP_ID,
+        sandbox: 'container',
+        runtime: 'raw',
+        tools: [],
+        lifecycle: { basePath: '' },
+        restart: { policy: 'on-failure', maxRestarts: 1, backoffMs: 1000, maxBackoffMs: 1000 },
+      },
+      null,
+      2,
+    ),
+  );
   writeFileSync(join(dir, 'entrypoint.sh'), '#!/bin/bash\nexec /usr/bin/perl server.pl\n');
   chmodSync(join(dir, 'entrypoint.sh'), 0o755);
   writeFileSync(join(dir, 'server.pl'), TINY_SERVER);
@@ -80,7 +94,10 @@ interface Observed {
 
 /** The raw primitive: list by the reconciler's labels, then inspect each container. */
 async function rawList(docker: Docker, home: string, parallel: boolean): Promise<Observed> {
-  const list = await docker.listContainers({ all: true, filters: { label: ['runlog.kind=instance', `runlog.home=${home}`] } });
+  const list = await docker.listContainers({
+    all: true,
+    filters: { label: ['runlog.kind=instance', `runlog.home=${home}`] },
+  });
   const ids = new Map<string, { containerId: string; startedAt: string }>();
   const one = async (id: string) => {
     const info = await docker.getContainer(id).inspect();
@@ -94,7 +111,11 @@ async function rawList(docker: Docker, home: string, parallel: boolean): Promise
 
 /** A container's memory as `docker stats` shows it (cgroup v1 usage minus inactive file cache), in MiB. */
 function containerMemMib(containerId: string): number {
-  for (const base of [`/sys/fs/cgroup/memory/docker/${containerId}`, `/sys/fs/cgroup/system.slice/docker-${containerId}.scope`, `/sys/fs/cgroup/docker/${containerId}`]) {
+  for (const base of [
+    `/sys/fs/cgroup/memory/docker/${containerId}`,
+    `/sys/fs/cgroup/system.slice/docker-${containerId}.scope`,
+    `/sys/fs/cgroup/docker/${containerId}`,
+  ]) {
     try {
       const v1 = existsSync(join(base, 'memory.usage_in_bytes'));
       const usage = Number(readFileSync(join(base, v1 ? 'memory.usage_in_bytes' : 'memory.current'), 'utf8'));
@@ -141,18 +162,30 @@ function teardown(f: Fleet): Promise<void> {
 async function removeFleet(f: Fleet): Promise<void> {
   await closeWithin(f.rl);
   f.rl = null;
-  const mine = await f.docker.listContainers({ all: true, filters: { label: ['runlog.bench=1', `runlog.home=${f.home}`] } }).catch(() => []);
+  const mine = await f.docker
+    .listContainers({ all: true, filters: { label: ['runlog.bench=1', `runlog.home=${f.home}`] } })
+    .catch(() => []);
   await mapConcurrent(mine, 16, async (c) => {
-    await f.docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+    await f.docker
+      .getContainer(c.Id)
+      .remove({ force: true })
+      .catch(() => undefined);
   });
   const nets = await f.docker.listNetworks({ filters: { name: [f.network] } }).catch(() => []);
-  for (const x of nets.filter((y) => y.Name === f.network)) await f.docker.getNetwork(x.Id).remove().catch(() => undefined);
+  for (const x of nets.filter((y) => y.Name === f.network))
+    await f.docker
+      .getNetwork(x.Id)
+      .remove()
+      .catch(() => undefined);
   rmSync(f.root, { recursive: true, force: true });
   if (fleet === f) fleet = null;
 }
 
 /** Grows (or creates) the fleet to n running instances; returns what the growth cost. */
-async function fleetOf(n: number, log: (m: string) => void): Promise<{ f: Fleet; spawned: number; setupMs: number; reused: number }> {
+async function fleetOf(
+  n: number,
+  log: (m: string) => void,
+): Promise<{ f: Fleet; spawned: number; setupMs: number; reused: number }> {
   if (fleet && fleet.ids.length > n) await teardown(fleet);
   if (!fleet) {
     const docker = new Docker({ socketPath: DOCKER_SOCKET });
@@ -163,10 +196,25 @@ async function fleetOf(n: number, log: (m: string) => void): Promise<{ f: Fleet;
     writeTinyApp(join(root, 'tiny-app'));
     const network = `runlog-bench-rec-${process.pid}`;
     fleet = {
-      docker, root, home, network, rl: null, ids: [], containers: new Map(), startedAt: new Map(),
-      options: { home, labels: { ...BENCH_LABELS }, containerNetwork: network, portRange: { min: 21000, max: 21999 }, healthTimeoutMs: 30_000, killGraceMs: 2000, log: () => undefined,
+      docker,
+      root,
+      home,
+      network,
+      rl: null,
+      ids: [],
+      containers: new Map(),
+      startedAt: new Map(),
+      options: {
+        home,
+        labels: { ...BENCH_LABELS },
+        containerNetwork: network,
+        portRange: { min: 21000, max: 21999 },
+        healthTimeoutMs: 30_000,
+        killGraceMs: 2000,
+        log: () => undefined,
         faults: (point, detail) => {
-          if (stamps && (point === 'before-append' || point === 'after-append')) stamps.push({ point, type: detail.eventType ?? '', t: nowMs() });
+          if (stamps && (point === 'before-append' || point === 'after-append'))
+            stamps.push({ point, type: detail.eventType ?? '', t: nowMs() });
         },
       },
     };
@@ -202,7 +250,9 @@ async function fleetOf(n: number, log: (m: string) => void): Promise<{ f: Fleet;
   const seen = await rawList(f.docker, f.home, true);
   if (seen.ids.size !== n) throw new Error(`Docker lists ${seen.ids.size} instance containers, expected ${n}`);
   for (const [id, c] of seen.ids) f.startedAt.set(id, c.startedAt);
-  log(`recovery: ${n} instances running (${n - reused} spawned in ${(setupMs / 1000).toFixed(1)} s, ${SPAWN_CONCURRENCY} at a time${reused ? `; ${reused} kept from the previous bench` : ''})`);
+  log(
+    `recovery: ${n} instances running (${n - reused} spawned in ${(setupMs / 1000).toFixed(1)} s, ${SPAWN_CONCURRENCY} at a time${reused ? `; ${reused} kept from the previous bench` : ''})`,
+  );
   return { f, spawned: n - reused, setupMs, reused };
 }
 
@@ -237,14 +287,22 @@ function recoveryBench(fullN: number, smokeN: number, maxRounds: number | null):
           let t = nowMs();
           const listed = await rawList(f.docker, f.home, false);
           raw.push(nowMs() - t);
-          if (listed.ids.size !== n) throw new Error(`${name}: raw list found ${listed.ids.size} containers, expected ${n}`);
+          if (listed.ids.size !== n)
+            throw new Error(`${name}: raw list found ${listed.ids.size} containers, expected ${n}`);
           t = nowMs();
           await rawList(f.docker, f.home, true);
           rawParallel.push(nowMs() - t);
         };
         for (let r = 1; r <= rounds; r++) {
           const live = f.rl;
-          const adoptedBefore = new Map(await Promise.all(f.ids.map(async (id) => [id, (await live.events(id)).filter((e) => e.type === 'instance.adopted').length] as const)));
+          const adoptedBefore = new Map(
+            await Promise.all(
+              f.ids.map(
+                async (id) =>
+                  [id, (await live.events(id)).filter((e) => e.type === 'instance.adopted').length] as const,
+              ),
+            ),
+          );
           if (!(await closeWithin(f.rl))) throw new Error(`${name}: rl.close() did not finish within 30 s`);
           f.rl = null;
           if (r % 2) await measureRaw(); // alternate: raw before the restart on odd rounds, after it on even ones
@@ -260,7 +318,9 @@ function recoveryBench(fullN: number, smokeN: number, maxRounds: number | null):
           adoptPhase.push(end - adopted[0]!.t);
           // Time inside append (transaction + fsync) for every event appended while createRunlog ran.
           let inAppend = 0;
-          for (let i = 0; i + 1 < during.length; i++) if (during[i]!.point === 'before-append' && during[i + 1]!.point === 'after-append') inAppend += during[i + 1]!.t - during[i]!.t;
+          for (let i = 0; i + 1 < during.length; i++)
+            if (during[i]!.point === 'before-append' && during[i + 1]!.point === 'after-append')
+              inAppend += during[i + 1]!.t - during[i]!.t;
           appendMs.push(inAppend);
           await f.rl.idle();
           toRunning.push(nowMs() - start);
@@ -271,14 +331,23 @@ function recoveryBench(fullN: number, smokeN: number, maxRounds: number | null):
           for (const id of f.ids) {
             const events = await f.rl.events(id);
             const adopted = events.filter((e) => e.type === 'instance.adopted');
-            if (adopted.length !== adoptedBefore.get(id)! + 1) throw new Error(`${name}: ${id} has ${adopted.length - adoptedBefore.get(id)!} new instance.adopted events after a restart`);
-            if ((adopted.at(-1)!.data as { containerId?: string }).containerId !== f.containers.get(id)) throw new Error(`${name}: ${id} was adopted with another container`);
-            if (events.filter((e) => e.type === 'instance.spawned').length !== 1) throw new Error(`${name}: ${id} was spawned again`);
-            if ((await f.rl.inspect(id)).state !== 'running') throw new Error(`${name}: ${id} is ${(await f.rl.inspect(id)).state} after recovery`);
+            if (adopted.length !== adoptedBefore.get(id)! + 1)
+              throw new Error(
+                `${name}: ${id} has ${adopted.length - adoptedBefore.get(id)!} new instance.adopted events after a restart`,
+              );
+            if ((adopted.at(-1)!.data as { containerId?: string }).containerId !== f.containers.get(id))
+              throw new Error(`${name}: ${id} was adopted with another container`);
+            if (events.filter((e) => e.type === 'instance.spawned').length !== 1)
+              throw new Error(`${name}: ${id} was spawned again`);
+            if ((await f.rl.inspect(id)).state !== 'running')
+              throw new Error(`${name}: ${id} is ${(await f.rl.inspect(id)).state} after recovery`);
             const now = seen.ids.get(id);
-            if (!now || now.containerId !== f.containers.get(id) || now.startedAt !== f.startedAt.get(id)) throw new Error(`${name}: ${id}'s container changed or restarted`);
+            if (!now || now.containerId !== f.containers.get(id) || now.startedAt !== f.startedAt.get(id))
+              throw new Error(`${name}: ${id}'s container changed or restarted`);
           }
-          log(`${name} round ${r}: createRunlog ${ours.at(-1)!.toFixed(0)} ms (all running ${toRunning.at(-1)!.toFixed(0)} ms), raw list+inspect ${raw.at(-1)!.toFixed(0)} ms (parallel ${rawParallel.at(-1)!.toFixed(0)} ms)`);
+          log(
+            `${name} round ${r}: createRunlog ${ours.at(-1)!.toFixed(0)} ms (all running ${toRunning.at(-1)!.toFixed(0)} ms), raw list+inspect ${raw.at(-1)!.toFixed(0)} ms (parallel ${rawParallel.at(-1)!.toFixed(0)} ms)`,
+          );
         }
         // Detach (the containers keep running for the next bench or the exit teardown): an open supervisor
         // holds Docker streams that would keep the process alive.
@@ -303,7 +372,10 @@ function recoveryBench(fullN: number, smokeN: number, maxRounds: number | null):
             ratio_vs_parallel: round(v / median(rawParallel)),
             setup: `${grown.spawned} × spawnApp in ${round(grown.setupMs / 1000)} s (tiny Perl app, container, ${SPAWN_CONCURRENCY} at a time)${grown.reused ? ` + ${grown.reused} kept from recovery.50` : ''}`,
             container_mem_mib: round(median(mem)),
-            rounds: maxRounds !== null && rounds < requested ? `${rounds} (capped at ${maxRounds}: setting up ${n} containers dominates)` : String(rounds),
+            rounds:
+              maxRounds !== null && rounds < requested
+                ? `${rounds} (capped at ${maxRounds}: setting up ${n} containers dominates)`
+                : String(rounds),
           },
         };
       } catch (e) {

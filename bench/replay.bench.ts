@@ -21,16 +21,34 @@ import { median, nowMs, sideBySide, sizes, type Bench } from './harness.ts';
 const CACHE = join(import.meta.dirname, '.cache');
 const ID = 'inst_deep';
 const STREAM = `instance-${ID}`;
-const spec = { instanceId: ID, appId: 'com.example.hello', appDir: '/a', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60000, resetAfterMs: 600000 } };
+const spec = {
+  instanceId: ID,
+  appId: 'com.example.hello',
+  appDir: '/a',
+  sandbox: 'proot',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart: { policy: 'on-failure', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60000, resetAfterMs: 600000 },
+};
 const at = (i: number) => new Date(Date.parse('2026-01-01T00:00:00.000Z') + i * 1000).toISOString();
 
 /** A running instance that has its tools granted and revoked 100,000 times, written as the host would. */
 function event(v: number): NewEvent {
   if (v === 1) return { type: 'instance.requested', at: at(v), data: { spec } };
-  if (v === 2) return { type: 'instance.spawned', at: at(v), data: { pid: 4242, host: '127.0.0.1', port: 4100, containerId: null } };
+  if (v === 2)
+    return {
+      type: 'instance.spawned',
+      at: at(v),
+      data: { pid: 4242, host: '127.0.0.1', port: 4100, containerId: null },
+    };
   if (v === 3) return { type: 'instance.healthy', at: at(v), data: { identity: 'match' } };
   if (v === 4) return { type: 'instance.running', at: at(v), data: {} };
-  return { type: v % 2 ? 'instance.tool-revoked' : 'instance.tool-granted', at: at(v), data: { tool: `tool-${v % 13}` } };
+  return {
+    type: v % 2 ? 'instance.tool-revoked' : 'instance.tool-granted',
+    at: at(v),
+    data: { tool: `tool-${v % 13}` },
+  };
 }
 
 async function generate(file: string, EVENTS: number, log: (m: string) => void): Promise<void> {
@@ -41,10 +59,28 @@ async function generate(file: string, EVENTS: number, log: (m: string) => void):
   let snapshot = initialSnapshot(machine);
   for (let v = 1; v <= EVENTS; v += SNAPSHOT_EVERY) {
     const events = Array.from({ length: SNAPSHOT_EVERY }, (_, i) => event(v + i));
-    snapshot = replay(machine, events.map((e) => toMachineEvent(e as Pick<RecordedEvent, 'type' | 'at' | 'data'>)), snapshot);
+    snapshot = replay(
+      machine,
+      events.map((e) => toMachineEvent(e as Pick<RecordedEvent, 'type' | 'at' | 'data'>)),
+      snapshot,
+    );
     const version = v + SNAPSHOT_EVERY - 1;
-    const projection = { id: ID, kind: 'instance', stream: STREAM, state: stateName(snapshot), status: actorStatus(snapshot), version, createdAt: at(1), updatedAt: at(version), summary: summarize('instance', snapshot) };
-    await store.appendToStream(STREAM, events, { expectedVersion: v - 1, row: projection, snapshot: encodeSnapshot(machine, STREAM, version, at(version), snapshot) });
+    const projection = {
+      id: ID,
+      kind: 'instance',
+      stream: STREAM,
+      state: stateName(snapshot),
+      status: actorStatus(snapshot),
+      version,
+      createdAt: at(1),
+      updatedAt: at(version),
+      summary: summarize('instance', snapshot),
+    };
+    await store.appendToStream(STREAM, events, {
+      expectedVersion: v - 1,
+      row: projection,
+      snapshot: encodeSnapshot(machine, STREAM, version, at(version), snapshot),
+    });
     if (v % 20_000 === 1) log(`generating ${file}: ${v - 1}/${EVENTS} events`);
   }
   await store.close();
@@ -78,9 +114,13 @@ export const replayBenches: Bench[] = [
 async function deep(db: string, EVENTS: number, TO: number, rounds: number) {
   // What it answers is checked against a full fold once, outside the timing.
   let answer = '';
-  const code = await main(['replay', ID, '--to', String(TO), '--db', db, '--json'], (json) => ({ ...quiet(json), out: (t) => (answer += t) }));
+  const code = await main(['replay', ID, '--to', String(TO), '--db', db, '--json'], (json) => ({
+    ...quiet(json),
+    out: (t) => (answer += t),
+  }));
   const view = JSON.parse(answer) as { from?: number; to: number; steps: unknown[] };
-  if (code !== 0 || view.to !== TO || view.from !== Math.floor(TO / SNAPSHOT_EVERY) * SNAPSHOT_EVERY) throw new Error(`replay --to ${TO} answered ${answer.slice(0, 200)}`);
+  if (code !== 0 || view.to !== TO || view.from !== Math.floor(TO / SNAPSHOT_EVERY) * SNAPSHOT_EVERY)
+    throw new Error(`replay --to ${TO} answered ${answer.slice(0, 200)}`);
   const ours: number[] = [];
   const raw: number[] = [];
   for (let r = 0; r < rounds; r++) {
@@ -89,12 +129,19 @@ async function deep(db: string, EVENTS: number, TO: number, rounds: number) {
     ours.push(nowMs() - t0);
     t0 = nowMs();
     const d = new Database(db, { readonly: true });
-    const rows = d.prepare('SELECT * FROM events WHERE stream = ? AND version <= ? ORDER BY version').all(STREAM, TO).length;
+    const rows = d
+      .prepare('SELECT * FROM events WHERE stream = ? AND version <= ? ORDER BY version')
+      .all(STREAM, TO).length;
     d.close();
     raw.push(nowMs() - t0);
     if (rows !== TO) throw new Error(`raw read ${rows} rows`);
   }
   const v = median(ours);
   const b = median(raw);
-  return sideBySide('replay.deep', 'ms', v, b, { events: EVENTS, to: TO, foldedFromSnapshot: view.steps.length, target: '≤ 200 ms' });
+  return sideBySide('replay.deep', 'ms', v, b, {
+    events: EVENTS,
+    to: TO,
+    foldedFromSnapshot: view.steps.length,
+    target: '≤ 200 ms',
+  });
 }

@@ -20,7 +20,9 @@ export interface BenchIo {
 const DEFAULT_ROUNDS = 5;
 
 /** `[<prefix>…] [--json] [--smoke] [--rounds N]`, or what is wrong with them. */
-export function parseBenchArgs(argv: readonly string[]): { ok: true; args: BenchArgs } | { ok: false; message: string } {
+export function parseBenchArgs(
+  argv: readonly string[],
+): { ok: true; args: BenchArgs } | { ok: false; message: string } {
   const problems: string[] = [];
   const prefixes: string[] = [];
   let json = false;
@@ -32,7 +34,8 @@ export function parseBenchArgs(argv: readonly string[]): { ok: true; args: Bench
     else if (a === '--smoke') smoke = true;
     else if (a === '--rounds') {
       const n = Number(argv[++i]);
-      if (!Number.isInteger(n) || n < 1) problems.push(`--rounds takes a positive integer, not ${JSON.stringify(argv[i] ?? '')}`);
+      if (!Number.isInteger(n) || n < 1)
+        problems.push(`--rounds takes a positive integer, not ${JSON.stringify(argv[i] ?? '')}`);
       else rounds = n;
     } else if (a.startsWith('--')) problems.push(`unknown option ${a}`);
     else prefixes.push(a);
@@ -43,7 +46,11 @@ export function parseBenchArgs(argv: readonly string[]): { ok: true; args: Bench
 }
 
 const row = (r: BenchResult): string => {
-  const notes = r.notes ? `  ${Object.entries(r.notes).map(([k, v]) => `${k}=${v}`).join(' ')}` : '';
+  const notes = r.notes
+    ? `  ${Object.entries(r.notes)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ')}`
+    : '';
   return `${r.name.padEnd(20)} ${String(r.value).padStart(12)} ${r.unit.padEnd(9)} raw ${String(r.baseline).padStart(12)}  ratio ${r.ratio}${notes}\n`;
 };
 
@@ -70,11 +77,19 @@ export async function runBenches(benches: readonly Bench[], args: BenchArgs, io:
       }
     } catch (err) {
       failed.push(b.name);
-      log(`${b.name} failed: ${err instanceof Error ? err.message : String(err)}${b.needs ? ` (needs ${b.needs}; run npm run setup)` : ''}`);
+      log(
+        `${b.name} failed: ${err instanceof Error ? err.message : String(err)}${b.needs ? ` (needs ${b.needs}; run npm run setup)` : ''}`,
+      );
     }
   }
-  if (json) io.out(`${JSON.stringify(results.map(({ name, value, unit, baseline, ratio }) => ({ name, value, unit, baseline, ratio })))}\n`);
-  if (smoke) log(`smoke: ${chosen.length - failed.length} of ${chosen.length} benchmarks ran (${results.length} results)${failed.length ? `; failed: ${failed.join(', ')}` : ''}`);
+  if (json)
+    io.out(
+      `${JSON.stringify(results.map(({ name, value, unit, baseline, ratio }) => ({ name, value, unit, baseline, ratio })))}\n`,
+    );
+  if (smoke)
+    log(
+      `smoke: ${chosen.length - failed.length} of ${chosen.length} benchmarks ran (${results.length} results)${failed.length ? `; failed: ${failed.join(', ')}` : ''}`,
+    );
   else if (failed.length > 0) log(`failed: ${failed.join(', ')}`);
   return failed.length > 0 ? 1 : 0;
 }

@@ -47,7 +47,8 @@ const OS_API_BASE = 'http://127.0.0.1:0'; // what InstanceSupervisor passes to i
 
 function requireProot(): void {
   if (!existsSync('/usr/bin/proot')) throw new Error(`proot is not installed at /usr/bin/proot: ${SETUP_HINT}`);
-  if (!existsSync('/usr/bin/perl')) throw new Error(`perl (runs the seccomp shim) is not at /usr/bin/perl: ${SETUP_HINT}`);
+  if (!existsSync('/usr/bin/perl'))
+    throw new Error(`perl (runs the seccomp shim) is not at /usr/bin/perl: ${SETUP_HINT}`);
   if (!existsSync(join(ROOTFS, '.runlog-complete'))) throw new Error(`no Debian rootfs at ${ROOTFS}: ${SETUP_HINT}`);
 }
 
@@ -60,10 +61,10 @@ async function requireDocker(docker: Docker): Promise<string> {
   const refFile = join(SETUP_DIR, 'images/app-base.ref');
   if (!existsSync(refFile)) throw new Error(`no app-base image recorded at ${refFile}: ${SETUP_HINT}`);
   const image = readFileSync(refFile, 'utf8').trim();
-  if (!/@sha256:[0-9a-f]{64}$/.test(image)) throw new Error(`${refFile} holds '${image}', not a digest reference: ${SETUP_HINT}`);
+  if (!/@sha256:[0-9a-f]{64}$/.test(image))
+    throw new Error(`${refFile} holds '${image}', not a digest reference: ${SETUP_HINT}`);
   return image;
 }
-
 
 /** A free TCP port on 127.0.0.1 (the kernel's choice), for the raw PRoot app. */
 function freePort(): Promise<number> {
@@ -91,7 +92,13 @@ interface RawTarget {
 }
 
 /** The raw PRoot primitive: the shim + proot with the runner's own argv and env, then the same health poll. */
-function rawProot(home: string, workspace: string, appId: string, manifest: AppManifest, runner: ProotRunner): RawTarget {
+function rawProot(
+  home: string,
+  workspace: string,
+  appId: string,
+  manifest: AppManifest,
+  runner: ProotRunner,
+): RawTarget {
   const L = homeLayout(home);
   const hostAppDir = join(workspace, 'apps', appId);
   const entrypoint = resolveEntrypoint(hostAppDir, `/workspace/apps/${appId}`, manifest, 'proot');
@@ -124,9 +131,20 @@ function rawProot(home: string, workspace: string, appId: string, manifest: AppM
           child.once('spawn', ok);
           child.once('error', fail);
         });
-        const health = await waitHealthy({ host: '127.0.0.1', port, path: lifecyclePath(manifest.lifecycle.basePath, 'health'), appId, instanceId, timeoutMs: HEALTH_TIMEOUT_MS, intervalMs: HEALTH_INTERVAL_MS });
+        const health = await waitHealthy({
+          host: '127.0.0.1',
+          port,
+          path: lifecyclePath(manifest.lifecycle.basePath, 'health'),
+          appId,
+          instanceId,
+          timeoutMs: HEALTH_TIMEOUT_MS,
+          intervalMs: HEALTH_INTERVAL_MS,
+        });
         const healthyMs = nowMs() - t0;
-        if (health.kind !== 'match') throw new Error(`raw proot instance not healthy: ${health.kind} ${'message' in health ? health.message : ''}`);
+        if (health.kind !== 'match')
+          throw new Error(
+            `raw proot instance not healthy: ${health.kind} ${'message' in health ? health.message : ''}`,
+          );
         for (const hook of ['onCreate', 'onStart']) await hookOk('127.0.0.1', port, manifest, hook);
         return { healthyMs, withHooksMs: nowMs() - t0 };
       } finally {
@@ -140,7 +158,15 @@ function rawProot(home: string, workspace: string, appId: string, manifest: AppM
 }
 
 /** The raw container primitive: dockerode create + start + inspect (IP), then the same health poll. */
-function rawContainer(docker: Docker, image: string, network: string, home: string, workspace: string, appId: string, manifest: AppManifest): RawTarget {
+function rawContainer(
+  docker: Docker,
+  image: string,
+  network: string,
+  home: string,
+  workspace: string,
+  appId: string,
+  manifest: AppManifest,
+): RawTarget {
   const L = homeLayout(home);
   const hostAppDir = join(workspace, 'apps', appId);
   const sandboxAppDir = `/workspace/apps/${appId}`;
@@ -155,7 +181,9 @@ function rawContainer(docker: Docker, image: string, network: string, home: stri
       const port = 4100;
       const binds = [
         `${hostAppDir}:${sandboxAppDir}`,
-        ...['packages', 'node_modules'].filter((d) => existsSync(join(workspace, d))).map((d) => `${join(workspace, d)}:/workspace/${d}:ro`),
+        ...['packages', 'node_modules']
+          .filter((d) => existsSync(join(workspace, d)))
+          .map((d) => `${join(workspace, d)}:/workspace/${d}:ro`),
         `${L.appDataDir(appId)}:/data`,
         `${bashrc}:/root/.bashrc:ro`,
         `${L.toolchainDir}:${ALL_TOOLS_MOUNT}:ro`,
@@ -171,7 +199,13 @@ function rawContainer(docker: Docker, image: string, network: string, home: stri
         Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
         WorkingDir: sandboxAppDir,
         // Not runlog.home: the reconciler removes containers of its home that no actor owns.
-        Labels: { ...BENCH_LABELS, 'runlog.bench.home': home, 'runlog.stream': `instance-${instanceId}`, 'runlog.app': appId, 'runlog.base-path': manifest.lifecycle.basePath },
+        Labels: {
+          ...BENCH_LABELS,
+          'runlog.bench.home': home,
+          'runlog.stream': `instance-${instanceId}`,
+          'runlog.app': appId,
+          'runlog.base-path': manifest.lifecycle.basePath,
+        },
         HostConfig: {
           NetworkMode: network,
           Binds: binds,
@@ -190,9 +224,18 @@ function rawContainer(docker: Docker, image: string, network: string, home: stri
         const info = await container.inspect();
         const host = info.NetworkSettings.Networks[network]?.IPAddress ?? '';
         if (!host) throw new Error(`raw container ${name} has no IP on ${network}`);
-        const health = await waitHealthy({ host, port, path: lifecyclePath(manifest.lifecycle.basePath, 'health'), appId, instanceId, timeoutMs: HEALTH_TIMEOUT_MS, intervalMs: HEALTH_INTERVAL_MS });
+        const health = await waitHealthy({
+          host,
+          port,
+          path: lifecyclePath(manifest.lifecycle.basePath, 'health'),
+          appId,
+          instanceId,
+          timeoutMs: HEALTH_TIMEOUT_MS,
+          intervalMs: HEALTH_INTERVAL_MS,
+        });
         const healthyMs = nowMs() - t0;
-        if (health.kind !== 'match') throw new Error(`raw container not healthy: ${health.kind} ${'message' in health ? health.message : ''}`);
+        if (health.kind !== 'match')
+          throw new Error(`raw container not healthy: ${health.kind} ${'message' in health ? health.message : ''}`);
         for (const hook of ['onCreate', 'onStart']) await hookOk(host, port, manifest, hook);
         return { healthyMs, withHooksMs: nowMs() - t0 };
       } finally {
@@ -204,7 +247,14 @@ function rawContainer(docker: Docker, image: string, network: string, home: stri
 }
 
 async function hookOk(host: string, port: number, manifest: AppManifest, hook: string): Promise<void> {
-  const a = await httpRequest({ host, port, method: 'POST', path: lifecyclePath(manifest.lifecycle.basePath, hook), body: {}, timeoutMs: HOOK_TIMEOUT_MS });
+  const a = await httpRequest({
+    host,
+    port,
+    method: 'POST',
+    path: lifecyclePath(manifest.lifecycle.basePath, hook),
+    body: {},
+    timeoutMs: HOOK_TIMEOUT_MS,
+  });
   if (a.status < 200 || a.status >= 300) throw new Error(`raw ${hook} answered HTTP ${a.status}`);
 }
 
@@ -253,7 +303,8 @@ function spawnBench(sandbox: 'proot' | 'container'): Bench {
   const target = sandbox === 'proot' ? 1.25 : 1.1;
   return {
     name,
-    needs: sandbox === 'proot' ? 'proot, perl and the Debian rootfs' : 'Docker, the app-base image and the Debian rootfs',
+    needs:
+      sandbox === 'proot' ? 'proot, perl and the Debian rootfs' : 'Docker, the app-base image and the Debian rootfs',
     async run(opts): Promise<BenchResult> {
       const { rounds, log } = opts;
       const { perRound } = sizes(opts, { full: { perRound: sandbox === 'proot' ? 3 : 2 }, smoke: { perRound: 1 } });
@@ -281,7 +332,10 @@ function spawnBench(sandbox: 'proot' | 'container'): Bench {
         const appId = JSON.parse(readFileSync(join(HELLO_APP_DIR, 'runlog.json'), 'utf8')).appId as string;
         const manifest = { ...loadManifest(join(workspace, 'apps', appId)), sandbox };
         const runner = new ProotRunner({ home, workspaceDir: workspace, rootfs: ROOTFS, osApiBase: OS_API_BASE });
-        const raw = sandbox === 'proot' ? rawProot(home, workspace, appId, manifest, runner) : rawContainer(docker, image, network, home, workspace, appId, manifest);
+        const raw =
+          sandbox === 'proot'
+            ? rawProot(home, workspace, appId, manifest, runner)
+            : rawContainer(docker, image, network, home, workspace, appId, manifest);
         await raw.once(0);
 
         const ours: Awaited<ReturnType<typeof runlogOnce>>[] = [];
@@ -322,7 +376,9 @@ function spawnBench(sandbox: 'proot' | 'container'): Bench {
           theirsByRound.push(median(t));
           runningByRound.push(median(oRunning));
           rawHooksByRound.push(median(tHooks));
-          log(`${name} round ${r}: runlog healthy ${o.map((x) => x.toFixed(0)).join('/')} ms, raw ${t.map((x) => x.toFixed(0)).join('/')} ms`);
+          log(
+            `${name} round ${r}: runlog healthy ${o.map((x) => x.toFixed(0)).join('/')} ms, raw ${t.map((x) => x.toFixed(0)).join('/')} ms`,
+          );
         }
         const v = median(oursByRound);
         const b = median(theirsByRound);
@@ -361,9 +417,20 @@ function spawnBench(sandbox: 'proot' | 'container'): Bench {
 async function cleanupDocker(docker: Docker, home: string, network: string): Promise<void> {
   const all = await docker.listContainers({ all: true, filters: { label: ['runlog.bench=1'] } }).catch(() => []);
   const mine = all.filter((c) => c.Labels['runlog.home'] === home || c.Labels['runlog.bench.home'] === home);
-  await Promise.all(mine.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+  await Promise.all(
+    mine.map((c) =>
+      docker
+        .getContainer(c.Id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  );
   const nets = await docker.listNetworks({ filters: { name: [network] } });
-  for (const n of nets.filter((x) => x.Name === network)) await docker.getNetwork(n.Id).remove().catch(() => undefined);
+  for (const n of nets.filter((x) => x.Name === network))
+    await docker
+      .getNetwork(n.Id)
+      .remove()
+      .catch(() => undefined);
 }
 
 export const spawnBenches: Bench[] = [spawnBench('container'), spawnBench('proot')];

@@ -27,7 +27,13 @@ const NODE = 'bench-startup';
 const BATCH = 500;
 
 /** Writes `events` events (ten per actor) into `schema`; every `live`-th actor still runs, its lease held by NODE. */
-async function generate(schema: string, events: number, live: number, admin: pg.Client, log: (m: string) => void): Promise<void> {
+async function generate(
+  schema: string,
+  events: number,
+  live: number,
+  admin: pg.Client,
+  log: (m: string) => void,
+): Promise<void> {
   const actors = events / 10;
   const liveEvery = Math.floor(actors / live);
   const store = await PgEventStore.open({ url: benchPgUrl(), schema, projections: [actorsProjection()] });
@@ -44,20 +50,33 @@ async function generate(schema: string, events: number, live: number, admin: pg.
       }
       const failed = (await store.appendMany(batch)).find((o) => !o.ok);
       if (failed && !failed.ok) throw failed.error;
-      if (a % 50_000 === 0) log(`generating ${schema}: ${a * 10}/${events} events (${Math.round((nowMs() - t0) / 1000)} s)`);
+      if (a % 50_000 === 0)
+        log(`generating ${schema}: ${a * 10}/${events} events (${Math.round((nowMs() - t0) / 1000)} s)`);
     }
   } finally {
     await store.close();
   }
-  await admin.query(`INSERT INTO ${schema}.leases (stream, node, token, expires_at) SELECT s, $1, 1, now() FROM unnest($2::text[]) AS s`, [NODE, leased]);
+  await admin.query(
+    `INSERT INTO ${schema}.leases (stream, node, token, expires_at) SELECT s, $1, 1, now() FROM unnest($2::text[]) AS s`,
+    [NODE, leased],
+  );
   await admin.query(`VACUUM ANALYZE ${schema}.events`);
   await admin.query(`CREATE TABLE ${schema}.bench_generated (events integer NOT NULL)`);
   await admin.query(`INSERT INTO ${schema}.bench_generated VALUES ($1)`, [events]);
 }
 
 /** The cached log's schema, generated when missing or left half-written by an interrupted run. */
-async function cachedLog(schema: string, events: number, live: number, admin: pg.Client, log: (m: string) => void): Promise<void> {
-  const done = await admin.query(`SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'bench_generated'`, [schema]);
+async function cachedLog(
+  schema: string,
+  events: number,
+  live: number,
+  admin: pg.Client,
+  log: (m: string) => void,
+): Promise<void> {
+  const done = await admin.query(
+    `SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'bench_generated'`,
+    [schema],
+  );
   if (done.rows.length > 0) return;
   await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
   await generate(schema, events, live, admin, log);
@@ -69,9 +88,13 @@ async function rawStart(schema: string): Promise<number> {
   await c.connect();
   try {
     // The actors projection's documents are keyed by stream (actors-projection.ts).
-    const live = await c.query(`SELECT id FROM ${schema}.projection_documents WHERE projection = 'actors' AND doc->>'status' <> 'terminal'`);
+    const live = await c.query(
+      `SELECT id FROM ${schema}.projection_documents WHERE projection = 'actors' AND doc->>'status' <> 'terminal'`,
+    );
     const streams = live.rows.map((r: { id: string }) => r.id);
-    const events = await c.query(`SELECT * FROM ${schema}.events WHERE stream = ANY($1::text[]) ORDER BY seq`, [streams]);
+    const events = await c.query(`SELECT * FROM ${schema}.events WHERE stream = ANY($1::text[]) ORDER BY seq`, [
+      streams,
+    ]);
     return events.rows.length;
   } finally {
     await c.end();
@@ -84,15 +107,30 @@ function startupPgBench(name: string, fullEvents: number, smokeEvents: number): 
     needs: 'PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)',
     async run(opts) {
       const { rounds, log } = opts;
-      const { events, LIVE } = sizes(opts, { full: { events: fullEvents, LIVE: 200 }, smoke: { events: smokeEvents, LIVE: 20 } });
-      const schema = opts.smoke ? `rlbench_startup_smoke_${process.pid}` : `rlbench_startup_${events}_m${PG_LATEST_SCHEMA}`;
+      const { events, LIVE } = sizes(opts, {
+        full: { events: fullEvents, LIVE: 200 },
+        smoke: { events: smokeEvents, LIVE: 20 },
+      });
+      const schema = opts.smoke
+        ? `rlbench_startup_smoke_${process.pid}`
+        : `rlbench_startup_${events}_m${PG_LATEST_SCHEMA}`;
       const admin = new pg.Client({ connectionString: benchPgUrl() });
       await admin.connect();
       const home = mkdtempSync(join(tmpdir(), 'runlog-bench-startup-pg-'));
       try {
         await cachedLog(schema, events, LIVE, admin, (m) => log(`${name}: ${m}`));
         const store = `${benchPgUrl()}?schema=${schema}`;
-        const start = () => createRunlog({ home, store, node: NODE, reconcile: false, engineWatch: false, watchApps: false, metrics: false, log: () => undefined });
+        const start = () =>
+          createRunlog({
+            home,
+            store,
+            node: NODE,
+            reconcile: false,
+            engineWatch: false,
+            watchApps: false,
+            metrics: false,
+            log: () => undefined,
+          });
         const ours: number[] = [];
         const raw: number[] = [];
         for (let r = 0; r < rounds + 1; r++) {
@@ -123,4 +161,7 @@ function startupPgBench(name: string, fullEvents: number, smokeEvents: number): 
   };
 }
 
-export const startupPgBenches: Bench[] = [startupPgBench('startup.pg.100k', 100_000, 1_000), startupPgBench('startup.pg.1m', 1_000_000, 2_000)];
+export const startupPgBenches: Bench[] = [
+  startupPgBench('startup.pg.100k', 100_000, 1_000),
+  startupPgBench('startup.pg.1m', 1_000_000, 2_000),
+];

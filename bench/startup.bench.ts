@@ -19,14 +19,29 @@ import { median, nowMs, sideBySide, sizes, type Bench } from './harness.ts';
 
 const CACHE = join(import.meta.dirname, '.cache');
 const at = (i: number) => new Date(Date.parse('2026-01-01T00:00:00.000Z') + i * 1000).toISOString();
-const spec = (id: string) => ({ instanceId: id, appId: 'com.example.hello', appDir: '/a', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60000, resetAfterMs: 600000 } });
+const spec = (id: string) => ({
+  instanceId: id,
+  appId: 'com.example.hello',
+  appDir: '/a',
+  sandbox: 'proot',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart: { policy: 'on-failure', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60000, resetAfterMs: 600000 },
+});
 const data = { pid: 4242, host: '127.0.0.1', port: 4100, containerId: null };
 
 /** Ten events per actor: a crash and a restart; ended actors then stop, live ones keep running. */
 export function history(id: string, live: boolean, t: number) {
   const tail = live
-    ? [{ type: 'instance.tool-granted', data: { tool: 'git' } }, { type: 'instance.tool-revoked', data: { tool: 'git' } }]
-    : [{ type: 'instance.stop-requested', data: { graceMs: null } }, { type: 'instance.exited', data: { exitCode: 0 } }];
+    ? [
+        { type: 'instance.tool-granted', data: { tool: 'git' } },
+        { type: 'instance.tool-revoked', data: { tool: 'git' } },
+      ]
+    : [
+        { type: 'instance.stop-requested', data: { graceMs: null } },
+        { type: 'instance.exited', data: { exitCode: 0 } },
+      ];
   return [
     { type: 'instance.requested', data: { spec: spec(id) } },
     { type: 'instance.spawned', data },
@@ -57,12 +72,29 @@ async function generate(file: string, events: number, live: number, log: (m: str
       const evs = history(id, k % liveEvery === 0, k * 10);
       const snapshot = replay(machine, evs);
       const createdAt = evs[0]!.at;
-      const projection = { id, kind: 'instance', stream, state: stateName(snapshot), status: actorStatus(snapshot), version: 10, createdAt, updatedAt: evs[9]!.at, summary: summarize('instance', snapshot) };
+      const projection = {
+        id,
+        kind: 'instance',
+        stream,
+        state: stateName(snapshot),
+        status: actorStatus(snapshot),
+        version: 10,
+        createdAt,
+        updatedAt: evs[9]!.at,
+        summary: summarize('instance', snapshot),
+      };
       const terminal = projection.status === 'terminal';
-      batch.push({ stream, events: evs, expectedVersion: 'no-stream', row: projection, ...(terminal ? { snapshot: encodeSnapshot(machine, stream, 10, createdAt, snapshot) } : {}) });
+      batch.push({
+        stream,
+        events: evs,
+        expectedVersion: 'no-stream',
+        row: projection,
+        ...(terminal ? { snapshot: encodeSnapshot(machine, stream, 10, createdAt, snapshot) } : {}),
+      });
     }
     await store.appendMany(batch);
-    if (a % 50_000 === 0) log(`generating ${file}: ${a * 10}/${events} events (${Math.round((nowMs() - t0) / 1000)} s)`);
+    if (a % 50_000 === 0)
+      log(`generating ${file}: ${a * 10}/${events} events (${Math.round((nowMs() - t0) / 1000)} s)`);
   }
   await store.close();
   renameSync(tmp, file);
@@ -74,7 +106,10 @@ function startupBench(name: string, fullEvents: number, smokeEvents: number): Be
     name,
     async run(opts) {
       const { rounds, log } = opts;
-      const { events, LIVE } = sizes(opts, { full: { events: fullEvents, LIVE: 200 }, smoke: { events: smokeEvents, LIVE: 20 } });
+      const { events, LIVE } = sizes(opts, {
+        full: { events: fullEvents, LIVE: 200 },
+        smoke: { events: smokeEvents, LIVE: 20 },
+      });
       const home = mkdtempSync(join(tmpdir(), 'runlog-bench-startup-'));
       const db = join(home, 'runlog.db');
       try {
@@ -88,14 +123,28 @@ function startupBench(name: string, fullEvents: number, smokeEvents: number): Be
         }
         // One clean start and stop first: a copied file has no clean-shutdown record yet, so its first open walks
         // every page (PRAGMA quick_check); every start after a clean stop does not.
-        let rl = await createRunlog({ home, reconcile: false, engineWatch: false, watchApps: false, metrics: false, log: () => undefined });
+        let rl = await createRunlog({
+          home,
+          reconcile: false,
+          engineWatch: false,
+          watchApps: false,
+          metrics: false,
+          log: () => undefined,
+        });
         if (rl.host.live().length !== LIVE) throw new Error(`${rl.host.live().length} live actors, expected ${LIVE}`);
         await rl.close();
         const ours: number[] = [];
         const raw: number[] = [];
         for (let r = 0; r < rounds; r++) {
           let t0 = nowMs();
-          rl = await createRunlog({ home, reconcile: false, engineWatch: false, watchApps: false, metrics: false, log: () => undefined });
+          rl = await createRunlog({
+            home,
+            reconcile: false,
+            engineWatch: false,
+            watchApps: false,
+            metrics: false,
+            log: () => undefined,
+          });
           ours.push(nowMs() - t0);
           const live = rl.host.live().length;
           await rl.close();
@@ -112,7 +161,12 @@ function startupBench(name: string, fullEvents: number, smokeEvents: number): Be
         }
         const v = median(ours);
         const b = median(raw);
-        const target = name === 'startup.1m' ? '≤ 1000 ms' : name === 'startup.5m' ? '≤ 1.3× startup.100k' : 'the reference for startup.5m';
+        const target =
+          name === 'startup.1m'
+            ? '≤ 1000 ms'
+            : name === 'startup.5m'
+              ? '≤ 1.3× startup.100k'
+              : 'the reference for startup.5m';
         return sideBySide(name, 'ms', v, b, { events, actors: events / 10, live: LIVE, target });
       } finally {
         rmSync(home, { recursive: true, force: true });
@@ -121,4 +175,8 @@ function startupBench(name: string, fullEvents: number, smokeEvents: number): Be
   };
 }
 
-export const startupBenches: Bench[] = [startupBench('startup.100k', 100_000, 1_000), startupBench('startup.1m', 1_000_000, 2_000), startupBench('startup.5m', 5_000_000, 5_000)];
+export const startupBenches: Bench[] = [
+  startupBench('startup.100k', 100_000, 1_000),
+  startupBench('startup.1m', 1_000_000, 2_000),
+  startupBench('startup.5m', 5_000_000, 5_000),
+];

@@ -6,7 +6,16 @@ export const at = '2026-01-01T00:00:00.000Z';
 /** How many instance histories the replay log holds: in a measurement, and in a smoke run (harness.ts `sizes`). */
 export const REPLAY_STREAMS = { full: 10_000, smoke: 1000 };
 
-const spec = { instanceId: 'x', appId: 'com.example.hello', appDir: '/a', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60000, resetAfterMs: 600000 } };
+const spec = {
+  instanceId: 'x',
+  appId: 'com.example.hello',
+  appDir: '/a',
+  sandbox: 'proot',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart: { policy: 'on-failure', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60000, resetAfterMs: 600000 },
+};
 
 /** One instance's history in the replay log: requested, running, a crash, a restart by policy, running again. */
 export const replayHistory = [

@@ -16,9 +16,13 @@ import { PgHostStore } from '../src/store/postgres/host-store.ts';
 import { collector, heapMb, median, round, sideBySide, sizes, type Bench } from './harness.ts';
 import { withEndedLog } from './pg-bench-fixture.ts';
 
-
 /** Heap held by what `open` returns (kept alive until measured), above the heap before it; `count` says how many events it holds. */
-async function held<T>(gc: () => void, open: () => Promise<T>, count: (x: T) => number, close: (x: T) => Promise<void>): Promise<{ mb: number; n: number }> {
+async function held<T>(
+  gc: () => void,
+  open: () => Promise<T>,
+  count: (x: T) => number,
+  close: (x: T) => Promise<void>,
+): Promise<{ mb: number; n: number }> {
   const before = heapMb(gc);
   const x = await open();
   const after = heapMb(gc);
@@ -35,53 +39,80 @@ export const storePgHeapBenches: Bench[] = [
       const { rounds, log } = opts;
       const { ACTORS } = sizes(opts, { full: { ACTORS: 10_000 }, smoke: { ACTORS: 300 } });
       const gc = collector();
-      return withEndedLog('heap', ACTORS, (m) => log(`store.pg.heap: ${m}`), async ({ schema, url, admin, events }) => {
-        const open = (pageOut: boolean, keepRecent?: number) => () =>
-          PgHostStore.open({
-            url,
-            pollMs: 0,
-            maxConnections: 2,
-            projections: [actorsProjection()],
-            actorRows: { projection: ACTORS_PROJECTION },
-            ...(pageOut ? { pageOut: keepRecent !== undefined ? { keepRecent } : {} } : {}),
-          });
-        const paged: number[] = [];
-        const whole: number[] = [];
-        const raw: number[] = [];
-        const small: number[] = [];
-        let heldPaged = 0;
-        let heldWhole = 0;
-        for (let r = 0; r < Math.max(1, Math.min(rounds, 3)); r++) {
-          const a = await held(gc, open(true), (s) => s.heldEvents, (s) => s.close());
-          paged.push(a.mb);
-          heldPaged = a.n;
-          // What is left with a window of 1,000 positions: mostly the actors rows (ps) and each stream's stub.
-          small.push((await held(gc, open(true, 1000), (s) => s.heldEvents, (s) => s.close())).mb);
-          const b = await held(gc, open(false), (s) => s.heldEvents, (s) => s.close());
-          whole.push(b.mb);
-          heldWhole = b.n;
-          const c = await held(
-            gc,
-            async () => (await admin.query(`SELECT * FROM ${schema}.events ORDER BY seq`)).rows,
-            (rows) => rows.length,
-            async () => undefined,
+      return withEndedLog(
+        'heap',
+        ACTORS,
+        (m) => log(`store.pg.heap: ${m}`),
+        async ({ schema, url, admin, events }) => {
+          const open = (pageOut: boolean, keepRecent?: number) => () =>
+            PgHostStore.open({
+              url,
+              pollMs: 0,
+              maxConnections: 2,
+              projections: [actorsProjection()],
+              actorRows: { projection: ACTORS_PROJECTION },
+              ...(pageOut ? { pageOut: keepRecent !== undefined ? { keepRecent } : {} } : {}),
+            });
+          const paged: number[] = [];
+          const whole: number[] = [];
+          const raw: number[] = [];
+          const small: number[] = [];
+          let heldPaged = 0;
+          let heldWhole = 0;
+          for (let r = 0; r < Math.max(1, Math.min(rounds, 3)); r++) {
+            const a = await held(
+              gc,
+              open(true),
+              (s) => s.heldEvents,
+              (s) => s.close(),
+            );
+            paged.push(a.mb);
+            heldPaged = a.n;
+            // What is left with a window of 1,000 positions: mostly the actors rows (ps) and each stream's stub.
+            small.push(
+              (
+                await held(
+                  gc,
+                  open(true, 1000),
+                  (s) => s.heldEvents,
+                  (s) => s.close(),
+                )
+              ).mb,
+            );
+            const b = await held(
+              gc,
+              open(false),
+              (s) => s.heldEvents,
+              (s) => s.close(),
+            );
+            whole.push(b.mb);
+            heldWhole = b.n;
+            const c = await held(
+              gc,
+              async () => (await admin.query(`SELECT * FROM ${schema}.events ORDER BY seq`)).rows,
+              (rows) => rows.length,
+              async () => undefined,
+            );
+            raw.push(c.mb);
+            if (c.n !== events) throw new Error(`store.pg.heap: read ${c.n} rows, wrote ${events}`);
+          }
+          if (heldWhole !== events)
+            throw new Error(`store.pg.heap: the whole copy holds ${heldWhole} events, the log has ${events}`);
+          const v = median(paged);
+          const b = median(whole);
+          log(
+            `store.pg.heap: paged out ${v.toFixed(1)} MB (${heldPaged} events held), whole log ${b.toFixed(1)} MB (${heldWhole}), raw rows ${median(raw).toFixed(1)} MB`,
           );
-          raw.push(c.mb);
-          if (c.n !== events) throw new Error(`store.pg.heap: read ${c.n} rows, wrote ${events}`);
-        }
-        if (heldWhole !== events) throw new Error(`store.pg.heap: the whole copy holds ${heldWhole} events, the log has ${events}`);
-        const v = median(paged);
-        const b = median(whole);
-        log(`store.pg.heap: paged out ${v.toFixed(1)} MB (${heldPaged} events held), whole log ${b.toFixed(1)} MB (${heldWhole}), raw rows ${median(raw).toFixed(1)} MB`);
-        return sideBySide('store.pg.heap', 'MB', v, b, {
-          endedActors: ACTORS,
-          events,
-          heldEventsPaged: heldPaged,
-          heldEventsWhole: heldWhole,
-          rawRowsMB: round(median(raw)),
-          pagedKeepRecent1000MB: round(median(small)),
-        });
-      });
+          return sideBySide('store.pg.heap', 'MB', v, b, {
+            endedActors: ACTORS,
+            events,
+            heldEventsPaged: heldPaged,
+            heldEventsWhole: heldWhole,
+            rawRowsMB: round(median(raw)),
+            pagedKeepRecent1000MB: round(median(small)),
+          });
+        },
+      );
     },
   },
 ];

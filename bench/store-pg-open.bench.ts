@@ -23,7 +23,10 @@ import { withEndedLog } from './pg-bench-fixture.ts';
 /** How many ended actors the log holds (RUNLOG_BENCH_OPEN_ACTORS, default 10,000). */
 function actorsCount(): number {
   const n = Number(process.env.RUNLOG_BENCH_OPEN_ACTORS ?? 10_000);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`store.pg.open: RUNLOG_BENCH_OPEN_ACTORS must be a positive integer, not ${process.env.RUNLOG_BENCH_OPEN_ACTORS}`);
+  if (!Number.isInteger(n) || n < 1)
+    throw new Error(
+      `store.pg.open: RUNLOG_BENCH_OPEN_ACTORS must be a positive integer, not ${process.env.RUNLOG_BENCH_OPEN_ACTORS}`,
+    );
   return n;
 }
 
@@ -33,38 +36,62 @@ export const storePgOpenBenches: Bench[] = [
     needs: 'PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)',
     async run(opts) {
       const { rounds, log } = opts;
-      const { actors, minRounds } = sizes(opts, { full: { actors: actorsCount(), minRounds: 3 }, smoke: { actors: 300, minRounds: 1 } });
-      return withEndedLog('open', actors, (m) => log(`store.pg.open: ${m}`), async ({ url, admin: raw, events }) => {
-        const open = (pageOut: { keepRecent?: number } | null) => () =>
-          PgHostStore.open({ url, pollMs: 0, maxConnections: 2, projections: [actorsProjection()], actorRows: { projection: ACTORS_PROJECTION }, ...(pageOut ? { pageOut } : {}) });
-        const timed = async (fn: () => Promise<{ close(): Promise<void> }>): Promise<number> => {
-          const s = nowMs();
-          const x = await fn();
-          const ms = nowMs() - s;
-          await x.close();
-          return ms;
-        };
-        const paged: number[] = [];
-        const small: number[] = [];
-        const whole: number[] = [];
-        const base: number[] = [];
-        // One warm-up of each (plans, caches), then the rounds, interleaved so load on the machine hits all alike.
-        await timed(open({}));
-        await raw.query('SELECT seq, stream, version, type, schema, data, meta, at FROM events ORDER BY seq');
-        for (let r = 0; r < Math.max(minRounds, rounds); r++) {
-          paged.push(await timed(open({})));
-          small.push(await timed(open({ keepRecent: 1000 })));
-          whole.push(await timed(open(null)));
-          const s = nowMs();
-          const rows = (await raw.query('SELECT seq, stream, version, type, schema, data, meta, at FROM events ORDER BY seq')).rows;
-          base.push(nowMs() - s);
-          if (rows.length !== events) throw new Error(`store.pg.open: read ${rows.length} rows, wrote ${events}`);
-        }
-        const v = median(paged);
-        const b = median(base);
-        log(`store.pg.open: paged ${v.toFixed(0)} ms (window 1,000: ${median(small).toFixed(0)} ms), whole ${median(whole).toFixed(0)} ms, raw select ${b.toFixed(0)} ms`);
-        return sideBySide('store.pg.open', 'ms', v, b, { endedActors: actors, events, wholeMs: round(median(whole)), keepRecent1000Ms: round(median(small)) });
+      const { actors, minRounds } = sizes(opts, {
+        full: { actors: actorsCount(), minRounds: 3 },
+        smoke: { actors: 300, minRounds: 1 },
       });
+      return withEndedLog(
+        'open',
+        actors,
+        (m) => log(`store.pg.open: ${m}`),
+        async ({ url, admin: raw, events }) => {
+          const open = (pageOut: { keepRecent?: number } | null) => () =>
+            PgHostStore.open({
+              url,
+              pollMs: 0,
+              maxConnections: 2,
+              projections: [actorsProjection()],
+              actorRows: { projection: ACTORS_PROJECTION },
+              ...(pageOut ? { pageOut } : {}),
+            });
+          const timed = async (fn: () => Promise<{ close(): Promise<void> }>): Promise<number> => {
+            const s = nowMs();
+            const x = await fn();
+            const ms = nowMs() - s;
+            await x.close();
+            return ms;
+          };
+          const paged: number[] = [];
+          const small: number[] = [];
+          const whole: number[] = [];
+          const base: number[] = [];
+          // One warm-up of each (plans, caches), then the rounds, interleaved so load on the machine hits all alike.
+          await timed(open({}));
+          await raw.query('SELECT seq, stream, version, type, schema, data, meta, at FROM events ORDER BY seq');
+          for (let r = 0; r < Math.max(minRounds, rounds); r++) {
+            paged.push(await timed(open({})));
+            small.push(await timed(open({ keepRecent: 1000 })));
+            whole.push(await timed(open(null)));
+            const s = nowMs();
+            const rows = (
+              await raw.query('SELECT seq, stream, version, type, schema, data, meta, at FROM events ORDER BY seq')
+            ).rows;
+            base.push(nowMs() - s);
+            if (rows.length !== events) throw new Error(`store.pg.open: read ${rows.length} rows, wrote ${events}`);
+          }
+          const v = median(paged);
+          const b = median(base);
+          log(
+            `store.pg.open: paged ${v.toFixed(0)} ms (window 1,000: ${median(small).toFixed(0)} ms), whole ${median(whole).toFixed(0)} ms, raw select ${b.toFixed(0)} ms`,
+          );
+          return sideBySide('store.pg.open', 'ms', v, b, {
+            endedActors: actors,
+            events,
+            wholeMs: round(median(whole)),
+            keepRecent1000Ms: round(median(small)),
+          });
+        },
+      );
     },
   },
 ];

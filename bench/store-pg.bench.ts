@@ -16,7 +16,10 @@ const NEEDS = 'PostgreSQL on 127.0.0.1:5432 (RUNLOG_PG_URL)';
 async function pair(): Promise<{ store: PgEventStore; raw: pg.Client; done: () => Promise<void> }> {
   const schema = `rlbench_${process.pid}_${randomBytes(4).toString('hex')}`;
   const store = await PgEventStore.open({ url: benchPgUrl(), schema });
-  const raw = new pg.Client({ connectionString: benchPgUrl(), options: `-c search_path=${schema} -c synchronous_commit=on` });
+  const raw = new pg.Client({
+    connectionString: benchPgUrl(),
+    options: `-c search_path=${schema} -c synchronous_commit=on`,
+  });
   await raw.connect();
   // The raw row is the event without its chain link (as on SQLite, the baseline is the plain INSERT).
   await raw.query('CREATE TABLE raw_events (LIKE events INCLUDING ALL); ALTER TABLE raw_events DROP COLUMN hash');
@@ -31,7 +34,8 @@ async function pair(): Promise<{ store: PgEventStore; raw: pg.Client; done: () =
   };
 }
 
-const RAW_INSERT = 'INSERT INTO raw_events (seq, stream, version, type, schema, data, meta, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)';
+const RAW_INSERT =
+  'INSERT INTO raw_events (seq, stream, version, type, schema, data, meta, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)';
 
 export const storePgBenches: Bench[] = [
   {
@@ -48,9 +52,24 @@ export const storePgBenches: Bench[] = [
         const p = await pair();
         try {
           let v = 0;
-          const oursOne = () => p.store.appendToStream('instance-bench', [{ type: 'instance.spawned', data, at }], { expectedVersion: v === 0 ? 'no-stream' : v }).then(() => (v += 1));
+          const oursOne = () =>
+            p.store
+              .appendToStream('instance-bench', [{ type: 'instance.spawned', data, at }], {
+                expectedVersion: v === 0 ? 'no-stream' : v,
+              })
+              .then(() => (v += 1));
           let rv = 0;
-          const rawOne = () => p.raw.query(RAW_INSERT, [(rv += 1), 'instance-bench', rv, 'instance.spawned', 1, JSON.stringify(data), '{}', at]);
+          const rawOne = () =>
+            p.raw.query(RAW_INSERT, [
+              (rv += 1),
+              'instance-bench',
+              rv,
+              'instance.spawned',
+              1,
+              JSON.stringify(data),
+              '{}',
+              at,
+            ]);
           for (let i = 0; i < WARM; i++) await oursOne();
           for (let i = 0; i < WARM; i++) await rawOne();
           let oursMs = 0;
@@ -75,7 +94,12 @@ export const storePgBenches: Bench[] = [
       // sides wait for, so each run says both.
       const us = (rate: number) => 1e6 / rate;
       const gapUs = median(ours.map((o, i) => us(o) - us(raw[i]!)));
-      return sideBySide('store.pg.append', 'events/s', v, b, { target: '≥ 0.7×', appendUs: round(us(v)), rawInsertUs: round(us(b)), gapUs: round(gapUs) });
+      return sideBySide('store.pg.append', 'events/s', v, b, {
+        target: '≥ 0.7×',
+        appendUs: round(us(v)),
+        rawInsertUs: round(us(b)),
+        gapUs: round(gapUs),
+      });
     },
   },
   {
@@ -96,7 +120,13 @@ export const storePgBenches: Bench[] = [
         try {
           let t0 = nowMs();
           for (let b = 0; b < BATCHES; b++) {
-            await p.store.appendMany(Array.from({ length: STREAMS }, (_, s) => ({ stream: `instance-${s}`, events, expectedVersion: b === 0 ? ('no-stream' as const) : b * SIZE })));
+            await p.store.appendMany(
+              Array.from({ length: STREAMS }, (_, s) => ({
+                stream: `instance-${s}`,
+                events,
+                expectedVersion: b === 0 ? ('no-stream' as const) : b * SIZE,
+              })),
+            );
           }
           ours.push(((BATCHES * STREAMS * SIZE) / (nowMs() - t0)) * 1000);
           t0 = nowMs();
@@ -137,7 +167,13 @@ export const storePgBenches: Bench[] = [
       const p = await pair();
       try {
         for (let s = 0; s < STREAMS; s += 200) {
-          await p.store.appendMany(Array.from({ length: Math.min(200, STREAMS - s) }, (_, k) => ({ stream: `instance-${s + k}`, events: history, expectedVersion: 'no-stream' as const })));
+          await p.store.appendMany(
+            Array.from({ length: Math.min(200, STREAMS - s) }, (_, k) => ({
+              stream: `instance-${s + k}`,
+              events: history,
+              expectedVersion: 'no-stream' as const,
+            })),
+          );
         }
         await p.raw.query('ANALYZE events');
         const total = STREAMS * history.length;

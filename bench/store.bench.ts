@@ -30,7 +30,11 @@ function rawDb(file: string): Database.Database {
 }
 
 /** A store with the supervisor's metrics attached (its append observer), outside a supervisor; `observer()` is what metrics gave it. */
-function observedStore(file: string): { store: SqlitePortStore; metrics: RunlogMetrics; observer: () => AppendObserver } {
+function observedStore(file: string): {
+  store: SqlitePortStore;
+  metrics: RunlogMetrics;
+  observer: () => AppendObserver;
+} {
   const store = new SqlitePortStore(file);
   let given: AppendObserver | undefined;
   const metered: Metered = {
@@ -40,7 +44,14 @@ function observedStore(file: string): { store: SqlitePortStore; metrics: RunlogM
       store.observeAppends(o);
     },
   };
-  const metrics = new RunlogMetrics({ store, metered, host: () => ({ live: () => [], get: () => undefined }) as unknown as ActorHost, bus: createBus(), now: () => new Date().toISOString(), processMetrics: false });
+  const metrics = new RunlogMetrics({
+    store,
+    metered,
+    host: () => ({ live: () => [], get: () => undefined }) as unknown as ActorHost,
+    bus: createBus(),
+    now: () => new Date().toISOString(),
+    processMetrics: false,
+  });
   return { store, metrics, observer: () => given! };
 }
 
@@ -56,13 +67,19 @@ export const storeBenches: Bench[] = [
         const t = tmp();
         const store = new SqlitePortStore(t.file('log.db'));
         const db = rawDb(t.file('raw.db'));
-        const ins = db.prepare('INSERT INTO events (stream, version, type, schema, data, meta, at) VALUES (?, ?, ?, ?, ?, ?, ?)');
+        const ins = db.prepare(
+          'INSERT INTO events (stream, version, type, schema, data, meta, at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+        );
         // Interleave so both see the same disk conditions.
         let t0 = nowMs();
-        for (let i = 0; i < N; i++) await store.appendToStream('instance-bench', [{ type: 'instance.spawned', data, at }], { expectedVersion: i === 0 ? 'no-stream' : i });
+        for (let i = 0; i < N; i++)
+          await store.appendToStream('instance-bench', [{ type: 'instance.spawned', data, at }], {
+            expectedVersion: i === 0 ? 'no-stream' : i,
+          });
         ours.push((N / (nowMs() - t0)) * 1000);
         t0 = nowMs();
-        for (let i = 0; i < N; i++) ins.run('instance-bench', i + 1, 'instance.spawned', 1, JSON.stringify(data), '{}', at);
+        for (let i = 0; i < N; i++)
+          ins.run('instance-bench', i + 1, 'instance.spawned', 1, JSON.stringify(data), '{}', at);
         raw.push((N / (nowMs() - t0)) * 1000);
         await store.close();
         db.close();
@@ -85,12 +102,16 @@ export const storeBenches: Bench[] = [
         const t = tmp();
         const store = new SqlitePortStore(t.file('log.db'));
         const db = rawDb(t.file('raw.db'));
-        const ins = db.prepare('INSERT INTO events (stream, version, type, schema, data, meta, at) VALUES (?, ?, ?, ?, ?, ?, ?)');
+        const ins = db.prepare(
+          'INSERT INTO events (stream, version, type, schema, data, meta, at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+        );
         const rawBatch = db.transaction((base: number) => {
-          for (let i = 0; i < SIZE; i++) ins.run('instance-bench', base + i + 1, 'instance.spawned', 1, JSON.stringify(data), '{}', at);
+          for (let i = 0; i < SIZE; i++)
+            ins.run('instance-bench', base + i + 1, 'instance.spawned', 1, JSON.stringify(data), '{}', at);
         });
         let t0 = nowMs();
-        for (let b = 0; b < BATCHES; b++) await store.appendToStream('instance-bench', batch, { expectedVersion: b === 0 ? 'no-stream' : b * SIZE });
+        for (let b = 0; b < BATCHES; b++)
+          await store.appendToStream('instance-bench', batch, { expectedVersion: b === 0 ? 'no-stream' : b * SIZE });
         ours.push(((BATCHES * SIZE) / (nowMs() - t0)) * 1000);
         t0 = nowMs();
         for (let b = 0; b < BATCHES; b++) rawBatch(b * SIZE);
@@ -113,7 +134,8 @@ export const storeBenches: Bench[] = [
       const history = replayHistory;
       const t = tmp();
       const store = new SqlitePortStore(t.file('log.db'), { synchronous: 'NORMAL' });
-      for (let s = 0; s < STREAMS; s++) await store.appendToStream(`instance-${s}`, history, { expectedVersion: 'no-stream' });
+      for (let s = 0; s < STREAMS; s++)
+        await store.appendToStream(`instance-${s}`, history, { expectedVersion: 'no-stream' });
       const total = STREAMS * history.length;
       log(`store.replay: ${total} events in ${STREAMS} streams`);
       const ours: number[] = [];
@@ -144,7 +166,10 @@ export const storeBenches: Bench[] = [
     async run(opts) {
       const { rounds } = opts;
       // fsync-bound and the disk is shared: the two sides alternate in small chunks so load drifts hit both alike.
-      const { CHUNKS, CHUNK, M } = sizes(opts, { full: { CHUNKS: 20, CHUNK: 20, M: 100_000 }, smoke: { CHUNKS: 3, CHUNK: 5, M: 1000 } });
+      const { CHUNKS, CHUNK, M } = sizes(opts, {
+        full: { CHUNKS: 20, CHUNK: 20, M: 100_000 },
+        smoke: { CHUNKS: 3, CHUNK: 5, M: 1000 },
+      });
       const N = CHUNKS * CHUNK;
       const withObs: number[] = [];
       const without: number[] = [];
@@ -165,14 +190,18 @@ export const storeBenches: Bench[] = [
           for (let k = 0; k < 3; k++) {
             const side = sides[(r + c + k) % 3]!;
             const t0 = nowMs();
-            for (let i = c * CHUNK; i < (c + 1) * CHUNK; i++) await side.store.appendToStream('instance-bench', [{ type: 'instance.spawned', data, at }], { expectedVersion: i === 0 ? 'no-stream' : i });
+            for (let i = c * CHUNK; i < (c + 1) * CHUNK; i++)
+              await side.store.appendToStream('instance-bench', [{ type: 'instance.spawned', data, at }], {
+                expectedVersion: i === 0 ? 'no-stream' : i,
+              });
             side.ms += nowMs() - t0;
           }
         }
         withObs.push((N / sides[0]!.ms) * 1000);
         without.push((N / sides[1]!.ms) * 1000);
         control.push((N / sides[2]!.ms) * 1000);
-        if (!(await metrics.text()).includes(`runlog_store_append_duration_seconds_count ${N}`)) throw new Error('obs.store.append: the appends were not observed');
+        if (!(await metrics.text()).includes(`runlog_store_append_duration_seconds_count ${N}`))
+          throw new Error('obs.store.append: the appends were not observed');
         // What the observer itself costs per append (no disk in it): the histogram and the counter.
         const observe = observer();
         const t0 = nowMs();

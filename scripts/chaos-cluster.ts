@@ -10,7 +10,16 @@
 // the shared lock: flock /tmp/runlog-docker.lock npm run chaos:cluster -- …).
 import { parseArgs } from 'node:util';
 import { summaryTable } from '../test/support/cluster-chaos-checks.ts';
-import { CHAOS_FAULT_KINDS, describeRound, freshSeed, parseSeed, planRound, planRun, type ChaosFaultKind, type ChaosRoundPlan } from '../test/support/cluster-chaos-plan.ts';
+import {
+  CHAOS_FAULT_KINDS,
+  describeRound,
+  freshSeed,
+  parseSeed,
+  planRound,
+  planRun,
+  type ChaosFaultKind,
+  type ChaosRoundPlan,
+} from '../test/support/cluster-chaos-plan.ts';
 import { CHAOS_NODES, roundLine, startChaosHarness, type RoundResult } from '../test/support/cluster-chaos.ts';
 
 const { values } = parseArgs({
@@ -25,7 +34,8 @@ const { values } = parseArgs({
 });
 
 function kindOf(text: string): ChaosFaultKind {
-  if (!(CHAOS_FAULT_KINDS as readonly string[]).includes(text)) throw new Error(`unknown fault kind ${JSON.stringify(text)} (known: ${CHAOS_FAULT_KINDS.join(', ')})`);
+  if (!(CHAOS_FAULT_KINDS as readonly string[]).includes(text))
+    throw new Error(`unknown fault kind ${JSON.stringify(text)} (known: ${CHAOS_FAULT_KINDS.join(', ')})`);
   return text as ChaosFaultKind;
 }
 
@@ -37,10 +47,18 @@ if (values.replay) {
   const [kind, roundSeed] = values.replay.split(':');
   plans = [planRound(parseSeed(roundSeed ?? ''), kindOf(kind ?? ''), 0, CHAOS_NODES, requests)];
 } else {
-  plans = planRun({ seed, roundsPerKind: Number(values.rounds), nodes: CHAOS_NODES, requestsPerRound: requests, ...(values.kinds ? { kinds: values.kinds.split(',').map(kindOf) } : {}) });
+  plans = planRun({
+    seed,
+    roundsPerKind: Number(values.rounds),
+    nodes: CHAOS_NODES,
+    requestsPerRound: requests,
+    ...(values.kinds ? { kinds: values.kinds.split(',').map(kindOf) } : {}),
+  });
 }
 
-console.log(`cluster chaos: ${plans.length} round(s), run seed ${seed} (replay: --seed ${seed}), TTL ${ttlMs} ms, ${requests} requests a round`);
+console.log(
+  `cluster chaos: ${plans.length} round(s), run seed ${seed} (replay: --seed ${seed}), TTL ${ttlMs} ms, ${requests} requests a round`,
+);
 const started = Date.now();
 const harness = await startChaosHarness({ runSeed: seed, ttlMs });
 const results: RoundResult[] = [];
@@ -62,8 +80,19 @@ try {
 } finally {
   await harness.close();
 }
-console.log(`\ncluster chaos, run seed ${seed}, ${Math.round((Date.now() - started) / 1000)} s:\n${summaryTable(results.map((r) => ({ kind: r.plan.kind, stats: r.stats })))}`);
+console.log(
+  `\ncluster chaos, run seed ${seed}, ${Math.round((Date.now() - started) / 1000)} s:\n${summaryTable(results.map((r) => ({ kind: r.plan.kind, stats: r.stats })))}`,
+);
 const failedChecks = new Map<string, number>();
-for (const r of results) for (const c of r.results) if (c.failures.length) failedChecks.set(`${r.plan.kind} ${c.name}`, (failedChecks.get(`${r.plan.kind} ${c.name}`) ?? 0) + c.failures.length);
-if (failedChecks.size) console.log(`\nfailed checks (fault kind, check: failures):\n${[...failedChecks].map(([k, n]) => `  ${k}: ${n}`).join('\n')}`);
+for (const r of results)
+  for (const c of r.results)
+    if (c.failures.length)
+      failedChecks.set(
+        `${r.plan.kind} ${c.name}`,
+        (failedChecks.get(`${r.plan.kind} ${c.name}`) ?? 0) + c.failures.length,
+      );
+if (failedChecks.size)
+  console.log(
+    `\nfailed checks (fault kind, check: failures):\n${[...failedChecks].map(([k, n]) => `  ${k}: ${n}`).join('\n')}`,
+  );
 process.exit(results.some((r) => r.failures.length > 0) ? 1 : 0);

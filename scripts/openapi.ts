@@ -14,7 +14,10 @@ export const openApiPath = (path: string): string => path.replace(/:([a-z]+)/g, 
 
 /** `GET /api/actors/:id/events` → `getActorsIdEvents`. */
 function operationId(method: string, path: string): string {
-  const words = path.replace(/^\/api\//, '').split(/[/:]+/).filter(Boolean);
+  const words = path
+    .replace(/^\/api\//, '')
+    .split(/[/:]+/)
+    .filter(Boolean);
   return method.toLowerCase() + words.map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join('');
 }
 
@@ -26,7 +29,12 @@ function responseContent(answer: RouteAnswer): Record<string, JsonSchema> {
 }
 
 function operation(r: HttpRoute, answer: RouteAnswer): JsonSchema {
-  const params = [...r.path.matchAll(/:([a-z]+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
+  const params = [...r.path.matchAll(/:([a-z]+)/g)].map((m) => ({
+    name: m[1],
+    in: 'path',
+    required: true,
+    schema: { type: 'string' },
+  }));
   const query = r.query.map((name) => ({ name, in: 'query', required: false, schema: r.schemas.query[name] ?? {} }));
   const op: JsonSchema = {
     operationId: operationId(r.method, r.path),
@@ -35,13 +43,22 @@ function operation(r: HttpRoute, answer: RouteAnswer): JsonSchema {
   };
   if (r.method !== 'GET') {
     const properties = Object.fromEntries(r.body.map((name) => [name, r.schemas.body[name] ?? {}]));
-    const schema = { type: 'object', properties, ...(r.required.length > 0 ? { required: r.required } : {}), additionalProperties: false };
+    const schema = {
+      type: 'object',
+      properties,
+      ...(r.required.length > 0 ? { required: r.required } : {}),
+      additionalProperties: false,
+    };
     // An empty body reads as {}: only a body with a required field must be sent.
-    if (r.body.length > 0 || r.method === 'POST') op.requestBody = { required: r.required.length > 0, content: { 'application/json': { schema } } };
+    if (r.body.length > 0 || r.method === 'POST')
+      op.requestBody = { required: r.required.length > 0, content: { 'application/json': { schema } } };
   }
   op.responses = {
     [String(answer.status)]: { description: 'Done.', content: responseContent(answer) },
-    default: { description: "Refused: the HTTP status of the error code's category (errors.md).", content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
+    default: {
+      description: "Refused: the HTTP status of the error code's category (errors.md).",
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+    },
   };
   return op;
 }
@@ -52,10 +69,13 @@ export function openApiDocument(routes: readonly HttpRoute[], repo: string): Jso
   const unanswered = keys.filter((k) => !routeAnswers[k]);
   const orphans = Object.keys(routeAnswers).filter((k) => !keys.includes(k));
   if (unanswered.length > 0 || orphans.length > 0) {
-    throw new Error(`src/server/api-schemas.ts and the route table disagree: no answer for ${unanswered.join(', ') || 'none'}; no route for ${orphans.join(', ') || 'none'}`);
+    throw new Error(
+      `src/server/api-schemas.ts and the route table disagree: no answer for ${unanswered.join(', ') || 'none'}; no route for ${orphans.join(', ') || 'none'}`,
+    );
   }
   const paths: Record<string, Record<string, JsonSchema>> = {};
-  for (const r of routes) (paths[openApiPath(r.path)] ??= {})[r.method.toLowerCase()] = operation(r, routeAnswers[`${r.method} ${r.path}`]!);
+  for (const r of routes)
+    (paths[openApiPath(r.path)] ??= {})[r.method.toLowerCase()] = operation(r, routeAnswers[`${r.method} ${r.path}`]!);
   const version = (JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as { version: string }).version;
   return {
     openapi: '3.1.0',
@@ -76,7 +96,8 @@ export function openApiDocument(routes: readonly HttpRoute[], repo: string): Jso
           name: 'runlog-deadline',
           in: 'header',
           required: false,
-          description: 'Milliseconds since the Unix epoch; a request past it is refused with DEADLINE_PASSED (504) before anything is done.',
+          description:
+            'Milliseconds since the Unix epoch; a request past it is refused with DEADLINE_PASSED (504) before anything is done.',
           schema: { type: 'string', pattern: '^\\d+$' },
         },
       },

@@ -40,9 +40,12 @@ const RETAIN_DAYS = Number(values['retain-days']);
 const DAY = 86_400_000;
 const START = Date.parse('2026-01-01T00:00:00.000Z');
 
-const golden = (name: string): History => readHistoryFile(join(import.meta.dirname, '..', 'test', 'fixtures', 'golden', `${name}.jsonl`));
+const golden = (name: string): History =>
+  readHistoryFile(join(import.meta.dirname, '..', 'test', 'fixtures', 'golden', `${name}.jsonl`));
 const SUCCEEDED = golden('execution-succeeded');
-const FAILED = ['resolution', 'validation', 'materialization', 'runtime', 'timeout', 'cancelled', 'lost'].map((r) => golden(`execution-failed-${r}`));
+const FAILED = ['resolution', 'validation', 'materialization', 'runtime', 'timeout', 'cancelled', 'lost'].map((r) =>
+  golden(`execution-failed-${r}`),
+);
 const INSTANCE = [golden('instance-crashed-restarted'), golden('instance-adopted')];
 
 function historyFor(kind: 'execution' | 'instance', n: number): History {
@@ -50,7 +53,12 @@ function historyFor(kind: 'execution' | 'instance', n: number): History {
   return n % 10 === 9 ? FAILED[Math.floor(n / 10) % FAILED.length]! : SUCCEEDED;
 }
 
-async function writeActor(rl: Awaited<ReturnType<typeof createRunlog>>, h: History, id: string, startMs: number): Promise<void> {
+async function writeActor(
+  rl: Awaited<ReturnType<typeof createRunlog>>,
+  h: History,
+  id: string,
+  startMs: number,
+): Promise<void> {
   const first = h.events[0]!;
   const t0 = Date.parse(first.at);
   for (const [i, e] of h.events.entries()) {
@@ -103,11 +111,19 @@ async function simulate(retainDays: number | null): Promise<Result> {
       if (retainDays !== null) {
         // The policy's daily run, at the end of the simulated day.
         const now = new Date(dayStart + DAY - 1).toISOString();
-        await archiveLog(rl.archiving, { before: new Date(Date.parse(now) - retainDays * DAY).toISOString(), home, now: () => now });
+        await archiveLog(rl.archiving, {
+          before: new Date(Date.parse(now) - retainDays * DAY).toISOString(),
+          home,
+          now: () => now,
+        });
       }
       if (!values.json && (d + 1) % 30 === 0) {
-        const size = statSync(join(home, 'runlog.db')).size + (statSync(join(home, 'runlog.db-wal'), { throwIfNoEntry: false })?.size ?? 0);
-        process.stderr.write(`  ${retainDays === null ? 'no retention' : `${retainDays}-day retention`}: day ${d + 1}, ${events} events, log+wal ${mb(size)}, ${((performance.now() - t) / 1000).toFixed(0)} s\n`);
+        const size =
+          statSync(join(home, 'runlog.db')).size +
+          (statSync(join(home, 'runlog.db-wal'), { throwIfNoEntry: false })?.size ?? 0);
+        process.stderr.write(
+          `  ${retainDays === null ? 'no retention' : `${retainDays}-day retention`}: day ${d + 1}, ${events} events, log+wal ${mb(size)}, ${((performance.now() - t) / 1000).toFixed(0)} s\n`,
+        );
       }
       if ((d + 1) % 60 === 0) {
         // Reopen now and then: a year-long supervisor restarts too, and the host then holds only live actors.
@@ -127,13 +143,27 @@ async function simulate(retainDays: number | null): Promise<Result> {
     } catch {
       /* no archives */
     }
-    return { retainDays, days: DAYS, actors, events, dbBytes: statSync(join(home, 'runlog.db')).size, archiveBytes, archives, seconds: (performance.now() - t) / 1000 };
+    return {
+      retainDays,
+      days: DAYS,
+      actors,
+      events,
+      dbBytes: statSync(join(home, 'runlog.db')).size,
+      archiveBytes,
+      archives,
+      seconds: (performance.now() - t) / 1000,
+    };
   } finally {
     rmSync(home, { recursive: true, force: true });
   }
 }
 
-const results = values.only === 'none' ? [await simulate(null)] : values.only === 'retain' ? [await simulate(RETAIN_DAYS)] : [await simulate(null), await simulate(RETAIN_DAYS)];
+const results =
+  values.only === 'none'
+    ? [await simulate(null)]
+    : values.only === 'retain'
+      ? [await simulate(RETAIN_DAYS)]
+      : [await simulate(null), await simulate(RETAIN_DAYS)];
 if (values.json) console.log(JSON.stringify(results));
 else {
   for (const r of results) {

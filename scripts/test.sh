@@ -11,6 +11,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 npx tsc --noEmit
 npx eslint .
+# Prettier formats the code (.prettierrc.json, .prettierignore); `npm run format` rewrites what differs.
+npx prettier --check . >/dev/null || { npx prettier --list-different . >&2; echo "npm test: the files above are not formatted: run npm run format" >&2; exit 1; }
 # The public surface (etc/runlog.api.md, API Extractor): a change to it fails here until the report is
 # regenerated with `npm run api:report` and committed, so every change to the API is a reviewed diff.
 npm run --silent api:check || { echo "npm test: the public API differs from etc/runlog.api.md: run npm run api:report, review the diff, commit it" >&2; exit 1; }

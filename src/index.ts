@@ -1,7 +1,16 @@
 // runlog's public API: createRunlog, its options and views, the errors, the machines and `replay` (to fold a
 // history offline), and the store port's types a user reads the log through (Runlog.store). Store classes and
 // other internals are not exported: a program reaches the log through createRunlog.
-export { createRunlog, type AppToolsView, type ExecuteOptions, type ExecutionOutcome, type LogLine, type Runlog, type RunlogOptions, type SpawnAppOptions } from './supervisor/runlog.ts';
+export {
+  createRunlog,
+  type AppToolsView,
+  type ExecuteOptions,
+  type ExecutionOutcome,
+  type LogLine,
+  type Runlog,
+  type RunlogOptions,
+  type SpawnAppOptions,
+} from './supervisor/runlog.ts';
 export type { ActorView, ReplayView } from './inspect/inspection.ts';
 export type { BusEvents, TransitionNotice } from './supervisor/host/bus.ts';
 export {

@@ -22,13 +22,16 @@ export function resolveIdentity(opts = {}) {
   const appId = opts.appId ?? process.env.APP_ID;
   const instanceId = opts.instanceId ?? process.env.APP_INSTANCE_ID;
   if (!appId || !instanceId) {
-    throw new Error('runlog app SDK: appId and instanceId are required (pass them, or run under runlog, which sets APP_ID and APP_INSTANCE_ID)');
+    throw new Error(
+      'runlog app SDK: appId and instanceId are required (pass them, or run under runlog, which sets APP_ID and APP_INSTANCE_ID)',
+    );
   }
   return { appId, instanceId };
 }
 
 export function normalizeBasePath(basePath = '') {
-  if (basePath !== '' && !/^(\/[A-Za-z0-9._~-]+)*\/?$/.test(basePath)) throw new Error(`runlog app SDK: invalid basePath '${basePath}'`);
+  if (basePath !== '' && !/^(\/[A-Za-z0-9._~-]+)*\/?$/.test(basePath))
+    throw new Error(`runlog app SDK: invalid basePath '${basePath}'`);
   return basePath.replace(/\/$/, '');
 }
 
@@ -39,7 +42,10 @@ export function stampIdentity(res, identity) {
 
 function sendJson(res, status, value) {
   const body = JSON.stringify(value);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+  });
   res.end(body);
 }
 

@@ -17,7 +17,9 @@ const json = (res, status, value) => {
   res.end(JSON.stringify(value));
 };
 const run = (file, args) =>
-  new Promise((resolve) => execFile(file, args, { timeout: 5000 }, (err, stdout) => resolve(err ? null : stdout.trim())));
+  new Promise((resolve) =>
+    execFile(file, args, { timeout: 5000 }, (err, stdout) => resolve(err ? null : stdout.trim())),
+  );
 
 const server = createAppServer({
   basePath,
@@ -33,7 +35,9 @@ const server = createAppServer({
     const url = new URL(req.url ?? '/', 'http://app');
     if (url.pathname === '/') {
       res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
-      return res.end(`Hello from ${process.env.APP_ID} (${process.env.APP_INSTANCE_ID}) ${process.env.AURA_LAYER_TAG ?? ''}\n`);
+      return res.end(
+        `Hello from ${process.env.APP_ID} (${process.env.APP_INSTANCE_ID}) ${process.env.AURA_LAYER_TAG ?? ''}\n`,
+      );
     }
     if (url.pathname === '/env') {
       const path = {};
@@ -48,7 +52,8 @@ const server = createAppServer({
     }
     if (url.pathname === '/which') {
       const name = url.searchParams.get('name') ?? '';
-      if (!/^[a-z0-9][a-z0-9._+-]{0,63}$/.test(name)) return json(res, 400, { error: 'name must be a plain command name' });
+      if (!/^[a-z0-9][a-z0-9._+-]{0,63}$/.test(name))
+        return json(res, 400, { error: 'name must be a plain command name' });
       const found = await run('/bin/sh', ['-c', 'command -v "$1"', 'sh', name]);
       const version = found ? await run(name, ['--version']) : null;
       return json(res, 200, { name, path: found || null, version: version?.split('\n')[0] ?? null });

@@ -36,9 +36,16 @@ export function notASupervisor(url: string, method: string, path: string, why: s
 
 /** Throws BAD_RESPONSE unless `value` has every field `shape` requires, each of its type. */
 export function checkAnswer(url: string, method: string, path: string, value: unknown, shape: AnswerShape): void {
-  const obj = typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+  const obj =
+    typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
   const wrong = Object.entries(shape.fields)
     .filter(([k, t]) => !obj || !hasType(obj[k], t))
     .map(([k, t]) => `${k} (${t})`);
-  if (wrong.length > 0) throw notASupervisor(url, method, path, `JSON that is not ${shape.what} (missing or not of its type: ${wrong.join(', ')})`);
+  if (wrong.length > 0)
+    throw notASupervisor(
+      url,
+      method,
+      path,
+      `JSON that is not ${shape.what} (missing or not of its type: ${wrong.join(', ')})`,
+    );
 }

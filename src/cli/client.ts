@@ -77,10 +77,13 @@ const myUid = (): number | null => (typeof process.getuid === 'function' ? proce
 /** Throws ServerInfoUntrustedError unless the file is this user's own and no one else can write it. */
 function assertOwnFile(path: string, what: string): void {
   const st = lstatSync(path);
-  if (!st.isFile()) throw new ServerInfoUntrustedError(path, `${what} is not a regular file (a symlink or something else)`);
+  if (!st.isFile())
+    throw new ServerInfoUntrustedError(path, `${what} is not a regular file (a symlink or something else)`);
   const uid = myUid();
-  if (uid !== null && st.uid !== uid) throw new ServerInfoUntrustedError(path, `${what} belongs to uid ${st.uid}, not to this user (uid ${uid})`);
-  if ((st.mode & 0o022) !== 0) throw new ServerInfoUntrustedError(path, `${what} is writable by others (mode 0${(st.mode & 0o777).toString(8)})`);
+  if (uid !== null && st.uid !== uid)
+    throw new ServerInfoUntrustedError(path, `${what} belongs to uid ${st.uid}, not to this user (uid ${uid})`);
+  if ((st.mode & 0o022) !== 0)
+    throw new ServerInfoUntrustedError(path, `${what} is writable by others (mode 0${(st.mode & 0o777).toString(8)})`);
 }
 
 /** The URL must be plain http on a loopback IP address (names are refused: what they resolve to is not ours). */
@@ -93,7 +96,10 @@ function assertLoopbackUrl(path: string, url: unknown): URL {
   }
   const host = u.hostname.replace(/^\[|\]$/g, '');
   if (u.protocol !== 'http:' || isIP(host) === 0 || !isLoopbackAddress(host) || u.username || u.password) {
-    throw new ServerInfoUntrustedError(path, `its url ${u.href} is not http on a loopback address (127.0.0.0/8 or [::1])`);
+    throw new ServerInfoUntrustedError(
+      path,
+      `its url ${u.href} is not http on a loopback address (127.0.0.0/8 or [::1])`,
+    );
   }
   return u;
 }
@@ -152,7 +158,11 @@ function cannotReach(home: string, path: string, code: string): RunlogError {
 
 export function requireServer(home: string): ServerInfo & { token: string } {
   const s = findServer(home);
-  if (!s) throw new RunlogError('NO_SUPERVISOR', `no supervisor is running for ${home}: start one with \`runlog serve\` (instances live as long as their supervisor)`);
+  if (!s)
+    throw new RunlogError(
+      'NO_SUPERVISOR',
+      `no supervisor is running for ${home}: start one with \`runlog serve\` (instances live as long as their supervisor)`,
+    );
   return s;
 }
 
@@ -162,22 +172,42 @@ export function requireServer(home: string): ServerInfo & { token: string } {
  * `timeoutMs` the call carries its deadline (`runlog-deadline`, epoch ms; the supervisor refuses it once that has
  * passed) and fails with TIMEOUT when no whole answer came by then.
  */
-export async function callApi<T>(server: ServerInfo & { token: string }, method: string, path: string, body: unknown, shape: AnswerShape, timeoutMs?: number): Promise<T> {
+export async function callApi<T>(
+  server: ServerInfo & { token: string },
+  method: string,
+  path: string,
+  body: unknown,
+  shape: AnswerShape,
+  timeoutMs?: number,
+): Promise<T> {
   const signal = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs);
   const deadline = timeoutMs === undefined ? {} : { [DEADLINE_HEADER]: String(Date.now() + timeoutMs) };
-  const timedOut = (err: unknown): boolean => signal?.aborted === true && (err as Error | null)?.name === 'TimeoutError';
-  const timeoutError = () => new RunlogError('TIMEOUT', `${method} ${path}: the supervisor at ${server.url} did not answer within ${timeoutMs} ms (--timeout); it will not act on the request after that`, { timeoutMs });
+  const timedOut = (err: unknown): boolean =>
+    signal?.aborted === true && (err as Error | null)?.name === 'TimeoutError';
+  const timeoutError = () =>
+    new RunlogError(
+      'TIMEOUT',
+      `${method} ${path}: the supervisor at ${server.url} did not answer within ${timeoutMs} ms (--timeout); it will not act on the request after that`,
+      { timeoutMs },
+    );
   let res: Response;
   try {
     res = await fetch(new URL(path, server.url), {
       method,
-      headers: { authorization: `Bearer ${server.token}`, ...deadline, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      headers: {
+        authorization: `Bearer ${server.token}`,
+        ...deadline,
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       ...(signal ? { signal } : {}),
     });
   } catch (err) {
     if (timedOut(err)) throw timeoutError();
-    throw new RunlogError('NO_SUPERVISOR', `the supervisor at ${server.url} does not answer (${(err as Error).message}); is \`runlog serve\` running?`);
+    throw new RunlogError(
+      'NO_SUPERVISOR',
+      `the supervisor at ${server.url} does not answer (${(err as Error).message}); is \`runlog serve\` running?`,
+    );
   }
   let text: string;
   try {
@@ -209,7 +239,8 @@ export function apiError(status: number, text: string, method: string, path: str
     return notASupervisor(url, method, path, `HTTP ${status} with a body that is not JSON`);
   }
   const e = (json as { error?: { code?: string; message?: string; issues?: string[] } })?.error;
-  if (typeof e !== 'object' || e === null || typeof e.code !== 'string') return notASupervisor(url, method, path, `HTTP ${status} without runlog's error object ({"error":{"code":…}})`);
+  if (typeof e !== 'object' || e === null || typeof e.code !== 'string')
+    return notASupervisor(url, method, path, `HTTP ${status} without runlog's error object ({"error":{"code":…}})`);
   // The supervisor's code, kept as it is (the same table gives the same exit status); a code this CLI does not
   // know (a newer supervisor) is API_ERROR with the original code in details.
   const code = isErrorCode(e?.code) ? e.code : 'API_ERROR';
@@ -224,8 +255,14 @@ export function atprotoOptions(plc?: string, env: NodeJS.ProcessEnv = process.en
   const mode = env.RUNLOG_FETCH_MODE === 'cid' ? 'cid' : 'strict';
   const ttl = env.RUNLOG_DID_CACHE_TTL_MS;
   // A malformed value is an error, never a silent fallback to the default.
-  const didCacheTtlMs = ttl === undefined || ttl === '' ? undefined : assertDidCacheTtl(/^\d+$/.test(ttl) ? Number(ttl) : ttl);
+  const didCacheTtlMs =
+    ttl === undefined || ttl === '' ? undefined : assertDidCacheTtl(/^\d+$/.test(ttl) ? Number(ttl) : ttl);
   // did:web on loopback / link-local hosts is refused unless the operator says otherwise (README: trust model).
   const didWebAllowLoopback = env.RUNLOG_DID_WEB_ALLOW_LOOPBACK === '1';
-  return { mode, ...(plcUrl ? { plcUrl } : {}), ...(didCacheTtlMs !== undefined ? { didCacheTtlMs } : {}), ...(didWebAllowLoopback ? { didWebAllowLoopback } : {}) };
+  return {
+    mode,
+    ...(plcUrl ? { plcUrl } : {}),
+    ...(didCacheTtlMs !== undefined ? { didCacheTtlMs } : {}),
+    ...(didWebAllowLoopback ? { didWebAllowLoopback } : {}),
+  };
 }

@@ -41,15 +41,25 @@ export interface Command {
 }
 
 export const commonOptions: FlagSpecs = {
-  home: { type: 'string', value: '<dir>', description: "runlog's directory", defaultText: '$RUNLOG_HOME, else ~/.runlog' },
+  home: {
+    type: 'string',
+    value: '<dir>',
+    description: "runlog's directory",
+    defaultText: '$RUNLOG_HOME, else ~/.runlog',
+  },
   db: { type: 'string', value: '<path>', description: 'the event log', defaultText: '<home>/runlog.db' },
   store: {
     type: 'string',
     value: '<url>',
-    description: 'the event log as a URL: postgres://user:pass@host:port/db[?schema=name] (shared by a cluster of supervisors), or a SQLite file path',
+    description:
+      'the event log as a URL: postgres://user:pass@host:port/db[?schema=name] (shared by a cluster of supervisors), or a SQLite file path',
     defaultText: '$RUNLOG_STORE, else --db',
   },
-  json: { type: 'boolean', default: false, description: 'machine-readable output with stable keys (errors: one JSON object on stderr)' },
+  json: {
+    type: 'boolean',
+    default: false,
+    description: 'machine-readable output with stable keys (errors: one JSON object on stderr)',
+  },
   help: { type: 'boolean', short: 'h', default: false, description: 'this help' },
 };
 
@@ -57,13 +67,19 @@ export const commonOptions: FlagSpecs = {
 export function parseOptions(specs: FlagSpecs): NonNullable<ParseArgsConfig['options']> {
   const out: NonNullable<ParseArgsConfig['options']> = {};
   for (const [name, s] of Object.entries(specs)) {
-    out[name] = { type: s.type, ...(s.short ? { short: s.short } : {}), ...(s.default !== undefined ? { default: s.default as never } : {}) };
+    out[name] = {
+      type: s.type,
+      ...(s.short ? { short: s.short } : {}),
+      ...(s.default !== undefined ? { default: s.default as never } : {}),
+    };
   }
   return out;
 }
 
 function flagLines(specs: FlagSpecs): string[] {
-  const left = Object.entries(specs).map(([name, s]) => `${s.short ? `-${s.short}, ` : '    '}--${name}${s.value ? ` ${s.value}` : ''}`);
+  const left = Object.entries(specs).map(
+    ([name, s]) => `${s.short ? `-${s.short}, ` : '    '}--${name}${s.value ? ` ${s.value}` : ''}`,
+  );
   const width = Math.max(...left.map((l) => l.length)) + 2;
   return Object.values(specs).map((s, i) => {
     const def = s.defaultText ?? (s.default === undefined ? undefined : String(s.default));

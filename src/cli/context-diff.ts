@@ -11,7 +11,8 @@ export interface ContextChange {
   after?: unknown;
 }
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 const same = (a: unknown, b: unknown): boolean => a === b || JSON.stringify(a) === JSON.stringify(b);
 
 /**
@@ -56,7 +57,10 @@ export function formatChange(c: ContextChange): string {
 }
 
 /** Each step with what changed in the context since the step before. */
-export function stepsWithChanges(steps: readonly Step[], initial: Record<string, unknown> = {}): (Step & { changes: ContextChange[] })[] {
+export function stepsWithChanges(
+  steps: readonly Step[],
+  initial: Record<string, unknown> = {},
+): (Step & { changes: ContextChange[] })[] {
   let prev: Record<string, unknown> = initial;
   return steps.map((s) => {
     const changes = diffContext(prev, s.context);

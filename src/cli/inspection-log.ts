@@ -34,11 +34,25 @@ export async function openInspectionLog(args: LogArgs, follow = false): Promise<
     const { openPostgresLog } = await import('../store/postgres/open.ts');
     // One-shot: no polling until a --follow subscribes; two connections (the open reads the rows and the summary
     // side by side). No recent window: it is for a supervisor's followers; a one-shot reads what it asks for.
-    const { log: store } = await openPostgresLog({ url: args.store, pollMs: 0, maxConnections: 2, pageOut: { keepRecent: 0, requestStreams: { is: isRequestStream } } });
-    return { store, cluster: { placement: async (stream) => store.placement(stream), clusterRecords: () => store.clusterRecords() } };
+    const { log: store } = await openPostgresLog({
+      url: args.store,
+      pollMs: 0,
+      maxConnections: 2,
+      pageOut: { keepRecent: 0, requestStreams: { is: isRequestStream } },
+    });
+    return {
+      store,
+      cluster: { placement: async (stream) => store.placement(stream), clusterRecords: () => store.clusterRecords() },
+    };
   }
   const { SqlitePortStore } = await import('../store/sqlite/port-adapter.ts');
-  return { store: new SqlitePortStore(resolvePaths({ home: args.home, db: args.db }).db, { readOnly: true, followsWriters: follow }), cluster: null };
+  return {
+    store: new SqlitePortStore(resolvePaths({ home: args.home, db: args.db }).db, {
+      readOnly: true,
+      followsWriters: follow,
+    }),
+    cluster: null,
+  };
 }
 
 /**
@@ -47,11 +61,16 @@ export async function openInspectionLog(args: LogArgs, follow = false): Promise<
  */
 function damageFound(file: string, err: unknown): unknown {
   const code = typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : '';
-  if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') return new StoreCorruptError(file, (err as Error).message, { cause: err });
+  if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB')
+    return new StoreCorruptError(file, (err as Error).message, { cause: err });
   return err;
 }
 
-export async function withInspectionLog<T>(args: LogArgs, fn: (log: InspectionLog) => Promise<T> | T, follow = false): Promise<T> {
+export async function withInspectionLog<T>(
+  args: LogArgs,
+  fn: (log: InspectionLog) => Promise<T> | T,
+  follow = false,
+): Promise<T> {
   const log = await openInspectionLog(args, follow);
   try {
     return await fn(log);

@@ -11,8 +11,13 @@ import type { EventStorePort } from '../index.ts';
 export const PRINT_PAGE = 64;
 
 /** The whole log from position `from` (up to `to`, inclusive) in position order, read `pageSize` events at a time. */
-export async function* logPages(store: Pick<EventStorePort, 'readAll'>, from: number, to: number | undefined, pageSize = PRINT_PAGE): AsyncGenerator<RecordedEvent> {
-  for (let next = from; ; ) {
+export async function* logPages(
+  store: Pick<EventStorePort, 'readAll'>,
+  from: number,
+  to: number | undefined,
+  pageSize = PRINT_PAGE,
+): AsyncGenerator<RecordedEvent> {
+  for (let next = from; ;) {
     let n = 0;
     for await (const e of store.readAll({ from: next, limit: pageSize, ...(to !== undefined ? { to } : {}) })) {
       n += 1;
@@ -24,8 +29,14 @@ export async function* logPages(store: Pick<EventStorePort, 'readAll'>, from: nu
 }
 
 /** One stream's events from version `from` (up to `to`, inclusive), read `pageSize` events at a time. */
-export async function* streamPages(store: Pick<EventStorePort, 'readStream'>, stream: string, from: number, to: number | undefined, pageSize = PRINT_PAGE): AsyncGenerator<RecordedEvent> {
-  for (let next = from; to === undefined || next <= to; ) {
+export async function* streamPages(
+  store: Pick<EventStorePort, 'readStream'>,
+  stream: string,
+  from: number,
+  to: number | undefined,
+  pageSize = PRINT_PAGE,
+): AsyncGenerator<RecordedEvent> {
+  for (let next = from; to === undefined || next <= to;) {
     const last = to === undefined ? next + pageSize - 1 : Math.min(to, next + pageSize - 1);
     let n = 0;
     for await (const e of store.readStream(stream, { from: next, to: last })) {

@@ -25,7 +25,9 @@ interface Writable {
  * The supervisor's logger. `node` is the name the supervisor goes by (`serve --node`, a cluster node's name): lines
  * of several nodes on one host are told apart by it; without one (SQLite: the only node there is) the host name.
  */
-export function createLogger(options: { level?: LogLevel; stream?: Writable; pretty?: boolean; node?: string } = {}): Logger {
+export function createLogger(
+  options: { level?: LogLevel; stream?: Writable; pretty?: boolean; node?: string } = {},
+): Logger {
   const stream = options.stream ?? process.stderr;
   const pretty = options.pretty ?? stream.isTTY === true;
   return pino(
@@ -35,11 +37,20 @@ export function createLogger(options: { level?: LogLevel; stream?: Writable; pre
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },
-    pretty ? { write: (line: string) => stream.write(formatLine(line)) } : { write: (line: string) => stream.write(line) },
+    pretty
+      ? { write: (line: string) => stream.write(formatLine(line)) }
+      : { write: (line: string) => stream.write(line) },
   );
 }
 
-const LEVEL_TAG: Record<string, string> = { fatal: 'FATAL', error: 'ERROR', warn: 'WARN ', info: 'INFO ', debug: 'DEBUG', trace: 'TRACE' };
+const LEVEL_TAG: Record<string, string> = {
+  fatal: 'FATAL',
+  error: 'ERROR',
+  warn: 'WARN ',
+  info: 'INFO ',
+  debug: 'DEBUG',
+  trace: 'TRACE',
+};
 const OMIT = new Set(['level', 'time', 'msg', 'node', 'pid']);
 
 /** One JSON log line → `12:04:05.123 INFO  message  actorId=… version=…` (the TTY form). */
@@ -62,13 +73,33 @@ export function formatLine(line: string): string {
 export function logActors(bus: Bus, logger: Logger): () => void {
   const offs = [
     bus.on('actor:transition', (t) => {
-      const fields = { actorId: t.id, kind: t.kind, version: t.event.version, event: t.event.type, from: t.from, to: t.to };
+      const fields = {
+        actorId: t.id,
+        kind: t.kind,
+        version: t.event.version,
+        event: t.event.type,
+        from: t.from,
+        to: t.to,
+      };
       if (!t.accepted) logger.warn(fields, `${t.kind} ${t.id} rejected an event it cannot take in ${t.from}`);
-      else if (logger.isLevelEnabled('debug' satisfies Level)) logger.debug(fields, `${t.kind} ${t.id}: ${t.from} → ${t.to}`);
+      else if (logger.isLevelEnabled('debug' satisfies Level))
+        logger.debug(fields, `${t.kind} ${t.id}: ${t.from} → ${t.to}`);
     }),
-    bus.on('app:crashed', (c) => logger.warn({ actorId: c.instanceId, kind: 'instance', app: c.appId, crash: c.crash }, `instance ${c.instanceId} crashed`)),
-    bus.on('execution:finished', (e) => logger.info({ actorId: e.executionId, kind: 'execution', status: e.status, failure: e.failure }, `execution ${e.executionId} ${e.status}`)),
-    bus.on('effect:error', (e) => logger.error({ actorId: e.id, kind: e.kind, effect: e.effect, err: e.error }, `effect ${e.effect} failed`)),
+    bus.on('app:crashed', (c) =>
+      logger.warn(
+        { actorId: c.instanceId, kind: 'instance', app: c.appId, crash: c.crash },
+        `instance ${c.instanceId} crashed`,
+      ),
+    ),
+    bus.on('execution:finished', (e) =>
+      logger.info(
+        { actorId: e.executionId, kind: 'execution', status: e.status, failure: e.failure },
+        `execution ${e.executionId} ${e.status}`,
+      ),
+    ),
+    bus.on('effect:error', (e) =>
+      logger.error({ actorId: e.id, kind: e.kind, effect: e.effect, err: e.error }, `effect ${e.effect} failed`),
+    ),
   ];
   return () => offs.forEach((off) => off());
 }

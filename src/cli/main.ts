@@ -6,13 +6,28 @@ import { parseArgs } from 'node:util';
 import { UsageError } from '../domain/errors.ts';
 import { commandHelp, commonOptions, parseOptions, type Command, type CommandArgs } from './command.ts';
 import { demoCommand } from './commands/demo.ts';
-import { eventsCommand, exportCommand, inspectCommand, psCommand, rebuildCommand, replayCommand } from './commands/inspect-commands.ts';
+import {
+  eventsCommand,
+  exportCommand,
+  inspectCommand,
+  psCommand,
+  rebuildCommand,
+  replayCommand,
+} from './commands/inspect-commands.ts';
 import { nodesCommand } from './commands/nodes-command.ts';
 import { publishCommand } from './commands/publish-commands.ts';
 import { serveCommand } from './commands/serve.ts';
 import { verifyCommand } from './commands/verify-command.ts';
 import { archiveCommand } from './commands/archive-command.ts';
-import { capCommand, execCommand, killCommand, logsCommand, reconcileCommand, spawnCommand, stopCommand } from './commands/supervise-commands.ts';
+import {
+  capCommand,
+  execCommand,
+  killCommand,
+  logsCommand,
+  reconcileCommand,
+  spawnCommand,
+  stopCommand,
+} from './commands/supervise-commands.ts';
 import { EXIT, processIo, reportError, type Io } from './output.ts';
 import { keepYoungGenerationSmall } from './young-generation.ts';
 
@@ -49,7 +64,9 @@ export function version(): string {
 }
 
 function help(io: Io): void {
-  io.out('runlog — an event-sourced supervisor for sandboxed work\n\nusage: runlog <command> [flags]   (runlog <command> --help: its flags and an example)\n\ncommands:');
+  io.out(
+    'runlog — an event-sourced supervisor for sandboxed work\n\nusage: runlog <command> [flags]   (runlog <command> --help: its flags and an example)\n\ncommands:',
+  );
   for (const c of commands) io.out(`  ${c.name.padEnd(10)} ${c.summary}`);
   io.out(
     [
@@ -57,7 +74,7 @@ function help(io: Io): void {
       'every command takes --home <dir> (default $RUNLOG_HOME, else ~/.runlog), --db <path> (default <home>/runlog.db) and --json',
       'runlog --version prints the version',
       '',
-      'exit codes: 0 ok · 1 failure or not found · 2 usage · 3 no supervisor · 4 damaged or foreign log · 5 conflict with the actor\'s state',
+      "exit codes: 0 ok · 1 failure or not found · 2 usage · 3 no supervisor · 4 damaged or foreign log · 5 conflict with the actor's state",
     ].join('\n'),
   );
 }
@@ -67,12 +84,15 @@ function help(io: Io): void {
  * (optimal string alignment), each 1 — a swap is the commonest typo ('sapwn'), and plain Levenshtein counts it 2.
  */
 function distance(a: string, b: string): number {
-  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  const d = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
   for (let i = 1; i <= a.length; i++) {
     for (let j = 1; j <= b.length; j++) {
       const row = d[i]!;
       row[j] = Math.min(d[i - 1]![j]! + 1, row[j - 1]! + 1, d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) row[j] = Math.min(row[j]!, d[i - 2]![j - 2]! + 1);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        row[j] = Math.min(row[j]!, d[i - 2]![j - 2]! + 1);
     }
   }
   return d[a.length]![b.length]!;
@@ -82,7 +102,10 @@ function distance(a: string, b: string): number {
 export function suggest(name: string, names: readonly string[] = commands.map((c) => c.name)): string[] {
   const scored = names.map((n) => ({ n, d: n.startsWith(name) || name.startsWith(n) ? 1 : distance(name, n) }));
   const limit = Math.max(1, Math.min(2, Math.floor(name.length / 3)));
-  return scored.filter((s) => s.d <= limit).sort((a, b) => a.d - b.d).map((s) => s.n);
+  return scored
+    .filter((s) => s.d <= limit)
+    .sort((a, b) => a.d - b.d)
+    .map((s) => s.n);
 }
 
 export interface MainOptions {
@@ -90,7 +113,11 @@ export interface MainOptions {
   ownProcess?: boolean;
 }
 
-export async function main(argv: string[], ioFactory: (json: boolean) => Io = processIo, options: MainOptions = {}): Promise<number> {
+export async function main(
+  argv: string[],
+  ioFactory: (json: boolean) => Io = processIo,
+  options: MainOptions = {},
+): Promise<number> {
   const json = argv.includes('--json');
   const io = ioFactory(json);
   const [name, ...rest] = argv;
@@ -111,16 +138,31 @@ export async function main(argv: string[], ioFactory: (json: boolean) => Io = pr
     if (!cmd) throw unknownCommand(name);
     let parsed;
     try {
-      parsed = parseArgs({ args: rest, options: parseOptions({ ...commonOptions, ...cmd.options }), allowPositionals: true, strict: true });
+      parsed = parseArgs({
+        args: rest,
+        options: parseOptions({ ...commonOptions, ...cmd.options }),
+        allowPositionals: true,
+        strict: true,
+      });
     } catch (err) {
-      throw new UsageError(`${(err as Error).message}\nusage: ${cmd.usage}   (runlog ${cmd.name} --help lists every flag)`);
+      throw new UsageError(
+        `${(err as Error).message}\nusage: ${cmd.usage}   (runlog ${cmd.name} --help lists every flag)`,
+      );
     }
     if (parsed.values.help) {
       io.out(commandHelp(cmd));
       return EXIT.ok;
     }
     if (options.ownProcess && cmd.streams) keepYoungGenerationSmall();
-    return await cmd.run(storeArgs({ positionals: parsed.positionals, values: parsed.values as never, db: parsed.values.db as string | undefined, home: parsed.values.home as string | undefined }), io);
+    return await cmd.run(
+      storeArgs({
+        positionals: parsed.positionals,
+        values: parsed.values as never,
+        db: parsed.values.db as string | undefined,
+        home: parsed.values.home as string | undefined,
+      }),
+      io,
+    );
   } catch (err) {
     return reportError(io, err);
   }

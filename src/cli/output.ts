@@ -32,7 +32,12 @@ export async function outPaced(io: Io, text: string): Promise<void> {
  * Prints a line per row as the rows are read (`line`, then `each` once it is out), pacing to the reader. False when
  * the reader went away first (`| head -1`): the command then ends quietly.
  */
-export async function printEach<T>(io: Io, rows: Iterable<T> | AsyncIterable<T>, line: (row: T) => string, each?: (row: T) => void): Promise<boolean> {
+export async function printEach<T>(
+  io: Io,
+  rows: Iterable<T> | AsyncIterable<T>,
+  line: (row: T) => string,
+  each?: (row: T) => void,
+): Promise<boolean> {
   // A synchronous iterable (a log on this machine) is walked without an await per row it does not need.
   if (Symbol.asyncIterator in rows) {
     for await (const row of rows) {

@@ -19,7 +19,9 @@ export function parsePortRange(text: string, source = '--ports'): PortRange {
   const min = m ? Number(m[1]) : NaN;
   const max = m ? Number(m[2]) : NaN;
   if (!m || min < 1024 || max > 65535 || min > max) {
-    throw new UsageError(`${source} must be <min>-<max>, two port numbers from 1024 to 65535 with min ≤ max (like 4100-4999), not '${text}'`);
+    throw new UsageError(
+      `${source} must be <min>-<max>, two port numbers from 1024 to 65535 with min ≤ max (like 4100-4999), not '${text}'`,
+    );
   }
   return { min, max };
 }

@@ -7,10 +7,23 @@ import { replayEvents, resolveActor, type ReplayView } from '../inspect/inspecti
 import type { EventStorePort } from '../index.ts';
 import { decodeSnapshot } from '../inspect/snapshots.ts';
 import { NotFoundError, ReplayError, ReplayToInvalidError, ValidationError } from '../domain/errors.ts';
-import { rejectedType, toMachineEvent, type ActorKind, type MachineEvent, type RecordedEvent } from '../domain/events.ts';
+import {
+  rejectedType,
+  toMachineEvent,
+  type ActorKind,
+  type MachineEvent,
+  type RecordedEvent,
+} from '../domain/events.ts';
 import type { History, HistoryHeader } from '../domain/history.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
-import { initialSnapshot, machines, stateName, step as stepMachine, type AnySnapshot, type Step } from '../machines/runtime.ts';
+import {
+  initialSnapshot,
+  machines,
+  stateName,
+  step as stepMachine,
+  type AnySnapshot,
+  type Step,
+} from '../machines/runtime.ts';
 import { describeMachine } from '../server/machine-graph.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
 import { defaultUpcasters, type UpcasterRegistry } from '../store/upcasters.ts';
@@ -35,19 +48,27 @@ const where = (e: RecordedEvent): string => `event v${e.version} (seq ${e.seq}) 
 function liftEvent(kind: ActorKind, e: RecordedEvent, upcasters: UpcasterRegistry): RecordedEvent {
   const known = knownEventTypes(kind);
   if (!known.has(e.type)) {
-    throw new ReplayError(`${where(e)}: unknown event type for kind ${kind}; this runlog's ${kind} machine takes ${[...known].join(', ')}`, {
-      version: e.version,
-      seq: e.seq,
-      type: e.type,
-      schema: e.schema,
-    });
+    throw new ReplayError(
+      `${where(e)}: unknown event type for kind ${kind}; this runlog's ${kind} machine takes ${[...known].join(', ')}`,
+      {
+        version: e.version,
+        seq: e.seq,
+        type: e.type,
+        schema: e.schema,
+      },
+    );
   }
   try {
     const { schema, data } = upcasters.upcast(e.type, e.schema, e.data);
     return { ...e, schema, data };
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
-    throw new ReplayError(`${where(e)}: ${message}`, { version: e.version, seq: e.seq, type: e.type, schema: e.schema });
+    throw new ReplayError(`${where(e)}: ${message}`, {
+      version: e.version,
+      seq: e.seq,
+      type: e.type,
+      schema: e.schema,
+    });
   }
 }
 
@@ -55,7 +76,10 @@ function liftEvent(kind: ActorKind, e: RecordedEvent, upcasters: UpcasterRegistr
 class Stepper {
   private snapshot: AnySnapshot;
   private readonly machine;
-  constructor(readonly kind: ActorKind, from?: AnySnapshot) {
+  constructor(
+    readonly kind: ActorKind,
+    from?: AnySnapshot,
+  ) {
     this.machine = machines[kind];
     this.snapshot = from ?? initialSnapshot(this.machine);
   }
@@ -64,19 +88,30 @@ class Stepper {
     const from = stateName(this.snapshot);
     const r = stepMachine(this.machine, this.snapshot, event);
     this.snapshot = r.snapshot;
-    return { version: e.version, event, from, to: stateName(this.snapshot), accepted: r.accepted, effects: r.effects, context: this.snapshot.context };
+    return {
+      version: e.version,
+      event,
+      from,
+      to: stateName(this.snapshot),
+      accepted: r.accepted,
+      effects: r.effects,
+      context: this.snapshot.context,
+    };
   }
 }
 
 /** The ReplayError for a step a history's machine could not take (a recorded rejection is fine). */
 function stuckError(kind: ActorKind, e: RecordedEvent, s: Step): ReplayError | null {
   if (s.accepted || s.event.type === rejectedType(kind)) return null;
-  return new ReplayError(`${where(e)}: the ${kind} machine cannot take it in state '${s.from}' (the history does not fit this machine)`, {
-    version: e.version,
-    seq: e.seq,
-    type: e.type,
-    state: s.from,
-  });
+  return new ReplayError(
+    `${where(e)}: the ${kind} machine cannot take it in state '${s.from}' (the history does not fit this machine)`,
+    {
+      version: e.version,
+      seq: e.seq,
+      type: e.type,
+      state: s.from,
+    },
+  );
 }
 
 /**
@@ -84,7 +119,10 @@ function stuckError(kind: ActorKind, e: RecordedEvent, s: Step): ReplayError | n
  * then folded through the kind's machine. Fails with code REPLAY naming the first event it cannot apply
  * (unknown type for the kind, a schema newer than known, or an event the machine does not take there).
  */
-export function replayHistory(history: History, options: { to?: number; upcasters?: UpcasterRegistry } = {}): ReplayView {
+export function replayHistory(
+  history: History,
+  options: { to?: number; upcasters?: UpcasterRegistry } = {},
+): ReplayView {
   const { kind, id } = history.header;
   const upcasters = options.upcasters ?? defaultUpcasters();
   const last = history.events.at(-1)?.version ?? 0;
@@ -93,7 +131,12 @@ export function replayHistory(history: History, options: { to?: number; upcaster
   const lifted = upto.map((e) => liftEvent(kind, e, upcasters));
   const view = { ...replayEvents(kind, id, lifted, options.to), version: last };
   const stuck = view.steps.find((s) => !s.accepted && s.event.type !== rejectedType(kind));
-  if (stuck) throw stuckError(kind, lifted.find((x) => x.version === stuck.version)!, stuck)!;
+  if (stuck)
+    throw stuckError(
+      kind,
+      lifted.find((x) => x.version === stuck.version)!,
+      stuck,
+    )!;
   return view;
 }
 
@@ -102,7 +145,10 @@ export function replayHistory(history: History, options: { to?: number; upcaster
  * (HISTORY_INVALID), a count that disagrees with the header, `to` past its end, and the first event that cannot
  * be replayed up to `to` (REPLAY). Holds one snapshot, never the events.
  */
-async function checkHistoryFile(path: string, options: { to?: number; upcasters: UpcasterRegistry; id?: string }): Promise<HistoryHeader> {
+async function checkHistoryFile(
+  path: string,
+  options: { to?: number; upcasters: UpcasterRegistry; id?: string },
+): Promise<HistoryHeader> {
   try {
     if (!statSync(path).isFile()) throw new ValidationError('HISTORY_INVALID', `${path} is not a file`);
   } catch (err) {
@@ -139,17 +185,27 @@ async function checkHistoryFile(path: string, options: { to?: number; upcasters:
     }
   }
   if (!header) header = parseHeaderLine(undefined, path);
-  if (issues.empty && count !== header.version) issues.add(`the header says ${header.version} events but the file holds ${count} (truncated or edited?)`);
-  if (!issues.empty) throw new ValidationError('HISTORY_INVALID', `${path} is not a valid runlog history`, issues.all());
+  if (issues.empty && count !== header.version)
+    issues.add(`the header says ${header.version} events but the file holds ${count} (truncated or edited?)`);
+  if (!issues.empty)
+    throw new ValidationError('HISTORY_INVALID', `${path} is not a valid runlog history`, issues.all());
   if (options.to !== undefined && options.to > count) throw new ReplayToInvalidError(header.id, count, options.to);
   if (replayError) throw replayError;
   return header;
 }
 
 /** `runlog replay --file`: checks the file whole, then replays it again as it prints (memory: one actor's state). */
-export async function replayHistoryFile(io: Io, path: string, options: { step: boolean; to: number | undefined; upcasters?: UpcasterRegistry; id?: string }): Promise<void> {
+export async function replayHistoryFile(
+  io: Io,
+  path: string,
+  options: { step: boolean; to: number | undefined; upcasters?: UpcasterRegistry; id?: string },
+): Promise<void> {
   const upcasters = options.upcasters ?? defaultUpcasters();
-  const header = await checkHistoryFile(path, { upcasters, ...(options.to !== undefined ? { to: options.to } : {}), ...(options.id !== undefined ? { id: options.id } : {}) });
+  const header = await checkHistoryFile(path, {
+    upcasters,
+    ...(options.to !== undefined ? { to: options.to } : {}),
+    ...(options.id !== undefined ? { id: options.id } : {}),
+  });
   const lifted = async function* (): AsyncGenerator<RecordedEvent> {
     for await (const e of historyEvents(path, header, options.id)) {
       if (options.to !== undefined && e.version > options.to) return; // past --to: not lifted, not even read on
@@ -160,7 +216,12 @@ export async function replayHistoryFile(io: Io, path: string, options: { step: b
 }
 
 /** `runlog replay <id>`: the actor's events read from the log a page at a time, printed as they are folded. */
-export async function replayFromLog(io: Io, store: EventStorePort, id: string, options: { step: boolean; to: number | undefined }): Promise<void> {
+export async function replayFromLog(
+  io: Io,
+  store: EventStorePort,
+  id: string,
+  options: { step: boolean; to: number | undefined },
+): Promise<void> {
   const ref = await resolveActor(store, id);
   const version = await store.streamVersion(ref.stream);
   if (options.to !== undefined && options.to > version) throw new ReplayToInvalidError(ref.id, version, options.to);
@@ -170,7 +231,10 @@ export async function replayFromLog(io: Io, store: EventStorePort, id: string, o
   const restored = cached ? decodeSnapshot(machines[ref.kind], cached) : null;
   const start = restored ? { version: cached!.version, snapshot: restored } : undefined;
   const events = streamPages(store, ref.stream, start ? start.version + 1 : 1, options.to);
-  await printReplayStream(io, { kind: ref.kind, id: ref.id, version }, events, { ...options, ...(start ? { start } : {}) });
+  await printReplayStream(io, { kind: ref.kind, id: ref.id, version }, events, {
+    ...options,
+    ...(start ? { start } : {}),
+  });
 }
 
 /** One step as `runlog replay` prints it (changes: with --step, what changed in the context since the step before). */
@@ -181,11 +245,17 @@ function printStep(io: Io, kind: ActorKind, s: Step, changes: ContextChange[] | 
     io.out(`v${String(s.version).padEnd(4)} ${s.event.at}  ${s.event.type.padEnd(28)} ${s.from} → ${s.to}${fx}${mark}`);
     return;
   }
-  const rejected = s.event.type === rejectedType(kind) ? (s.event.data as { rejected?: { type?: string }; state?: string }) : null;
-  const title = rejected ? `${s.event.type} (${rejected.rejected?.type ?? '?'} was refused in ${rejected.state ?? '?'})` : s.event.type;
+  const rejected =
+    s.event.type === rejectedType(kind) ? (s.event.data as { rejected?: { type?: string }; state?: string }) : null;
+  const title = rejected
+    ? `${s.event.type} (${rejected.rejected?.type ?? '?'} was refused in ${rejected.state ?? '?'})`
+    : s.event.type;
   io.out(`v${s.version}  ${s.event.at}  ${title}`);
   io.out(`    ${s.from} → ${s.to}${s.accepted ? '' : '   (not accepted: nothing changed)'}`);
-  if (s.effects.length > 0) io.out(`    effects: ${s.effects.map((e) => `${e.type}${Object.keys(e.params).length ? ` ${truncate(JSON.stringify(e.params), 80)}` : ''}`).join('\n             ')}`);
+  if (s.effects.length > 0)
+    io.out(
+      `    effects: ${s.effects.map((e) => `${e.type}${Object.keys(e.params).length ? ` ${truncate(JSON.stringify(e.params), 80)}` : ''}`).join('\n             ')}`,
+    );
   if (changes.length > 0) {
     io.out('    context:');
     for (const c of changes) io.out(`      ${formatChange(c).replaceAll('\n', '\n      ')}`);
@@ -212,12 +282,20 @@ export async function printReplayStream(
 ): Promise<void> {
   const start = options.start;
   const stepper = new Stepper(actor.kind, start?.snapshot);
-  let prev: Record<string, unknown> = start ? (start.snapshot.context as Record<string, unknown>) : initialMachineContext(actor.kind);
+  let prev: Record<string, unknown> = start
+    ? (start.snapshot.context as Record<string, unknown>)
+    : initialMachineContext(actor.kind);
   let last: Step | undefined;
   let first = true;
   // From a snapshot: `from` is the version it stands at, and steps begin after it.
-  if (io.json) io.out(`{"id":${JSON.stringify(actor.id)},"kind":${JSON.stringify(actor.kind)},"version":${actor.version},${start ? `"from":${start.version},` : ''}"steps":[`);
-  else if (start) io.out(`v1–v${start.version}: from the snapshot at v${start.version} (${stateName(start.snapshot)}); replay without --to prints every transition`);
+  if (io.json)
+    io.out(
+      `{"id":${JSON.stringify(actor.id)},"kind":${JSON.stringify(actor.kind)},"version":${actor.version},${start ? `"from":${start.version},` : ''}"steps":[`,
+    );
+  else if (start)
+    io.out(
+      `v1–v${start.version}: from the snapshot at v${start.version} (${stateName(start.snapshot)}); replay without --to prints every transition`,
+    );
   for await (const e of events) {
     if (options.to !== undefined && e.version > options.to) break;
     if (io.closed) return;
@@ -241,5 +319,6 @@ export async function printReplayStream(
     io.out(`],"to":${to},"state":${JSON.stringify(state)},"context":${JSON.stringify(context)}}`);
     return;
   }
-  if (options.to !== undefined) io.out(`${options.step ? '' : '\n'}at v${to}: ${state}\ncontext:\n${JSON.stringify(context, null, 2)}`);
+  if (options.to !== undefined)
+    io.out(`${options.step ? '' : '\n'}at v${to}: ${state}\ncontext:\n${JSON.stringify(context, null, 2)}`);
 }

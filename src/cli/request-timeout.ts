@@ -12,7 +12,13 @@ const MAX_REQUEST_TIMEOUT_MS = 24 * 3600_000;
  * supervisor, with its default as help shows it.
  */
 export function timeoutFlag(defaultText: string): FlagSpec {
-  return { type: 'string', value: '<ms>', description: 'how long to wait for the supervisor; past it the command fails with TIMEOUT and the supervisor does not act on the request', defaultText };
+  return {
+    type: 'string',
+    value: '<ms>',
+    description:
+      'how long to wait for the supervisor; past it the command fails with TIMEOUT and the supervisor does not act on the request',
+    defaultText,
+  };
 }
 
 /** The command's --timeout (or `flag`) in ms, or `defaultMs`. Throws UsageError for anything but a whole number from 1 to a day. */
@@ -20,6 +26,9 @@ export function requestTimeout(args: CommandArgs, defaultMs: number, flag: 'time
   const given = args.values[flag];
   if (given === undefined) return defaultMs;
   const ms = typeof given === 'string' && /^\d{1,9}$/.test(given) ? Number(given) : NaN;
-  if (!Number.isSafeInteger(ms) || ms < 1 || ms > MAX_REQUEST_TIMEOUT_MS) throw new UsageError(`--${flag} must be a whole number of milliseconds from 1 to ${MAX_REQUEST_TIMEOUT_MS}, not '${String(given)}'`);
+  if (!Number.isSafeInteger(ms) || ms < 1 || ms > MAX_REQUEST_TIMEOUT_MS)
+    throw new UsageError(
+      `--${flag} must be a whole number of milliseconds from 1 to ${MAX_REQUEST_TIMEOUT_MS}, not '${String(given)}'`,
+    );
   return ms;
 }

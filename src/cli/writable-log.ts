@@ -13,16 +13,31 @@ export interface WritableLog extends Pick<OpenedLog, 'store' | 'archiving'> {
   snapshots: SnapshotReplacing;
 }
 
-export async function withWritableLog<T>(args: Pick<CommandArgs, 'home' | 'db' | 'store'>, command: string, fn: (log: WritableLog) => Promise<T> | T): Promise<T> {
-  if (args.store) throw new RunlogError('NOT_SUPPORTED', `${command} works on a SQLite log; on PostgreSQL the store folds the actors projection in every append`);
-  const [{ SqlitePortStore }, { WriterLock }] = await Promise.all([import('../store/sqlite/port-adapter.ts'), import('../store/sqlite/writer-lock.ts')]);
+export async function withWritableLog<T>(
+  args: Pick<CommandArgs, 'home' | 'db' | 'store'>,
+  command: string,
+  fn: (log: WritableLog) => Promise<T> | T,
+): Promise<T> {
+  if (args.store)
+    throw new RunlogError(
+      'NOT_SUPPORTED',
+      `${command} works on a SQLite log; on PostgreSQL the store folds the actors projection in every append`,
+    );
+  const [{ SqlitePortStore }, { WriterLock }] = await Promise.all([
+    import('../store/sqlite/port-adapter.ts'),
+    import('../store/sqlite/writer-lock.ts'),
+  ]);
   const db = resolvePaths({ home: args.home, db: args.db }).db;
   const lock = WriterLock.acquire(db, command);
   try {
     const store = new SqlitePortStore(db);
     try {
       const engine = store.store; // SQLite's engine under the port: its snapshot table
-      return await fn({ store, archiving: store, snapshots: { replaceSnapshots: (records) => engine.replaceSnapshots(records) } });
+      return await fn({
+        store,
+        archiving: store,
+        snapshots: { replaceSnapshots: (records) => engine.replaceSnapshots(records) },
+      });
     } finally {
       await store.close();
     }

@@ -16,7 +16,11 @@ export interface Parts {
 
 export class SetupMissingError extends RunlogError {
   constructor(what: string) {
-    super('SETUP_MISSING', `${what} is missing: run \`npm run setup\` (scripts/setup.sh) to install and start the real parts`, { what });
+    super(
+      'SETUP_MISSING',
+      `${what} is missing: run \`npm run setup\` (scripts/setup.sh) to install and start the real parts`,
+      { what },
+    );
   }
 }
 
@@ -43,6 +47,7 @@ export function requireImage(parts: Parts, name: string): string {
 }
 
 export function requireRootfs(parts: Parts): string {
-  if (!existsSync(join(parts.rootfs, '.runlog-complete'))) throw new SetupMissingError(`the Debian rootfs at ${parts.rootfs}`);
+  if (!existsSync(join(parts.rootfs, '.runlog-complete')))
+    throw new SetupMissingError(`the Debian rootfs at ${parts.rootfs}`);
   return parts.rootfs;
 }

@@ -98,8 +98,30 @@ export function nodesView(
   }
   for (const l of records.leases) {
     let v = views.get(l.node);
-    if (!v) views.set(l.node, (v = { node: l.node, host: null, pid: null, startedAt: null, beatAt: null, ageMs: null, intervalMs: null, stoppedAt: null, live: false, owns: [] }));
-    v.owns.push({ ...actorOf(l.stream), state: actors.state(l.stream), token: l.token, expiresAt: l.expiresAt, expiresInMs: l.expiresInMs, expired: l.expiresInMs <= 0 });
+    if (!v)
+      views.set(
+        l.node,
+        (v = {
+          node: l.node,
+          host: null,
+          pid: null,
+          startedAt: null,
+          beatAt: null,
+          ageMs: null,
+          intervalMs: null,
+          stoppedAt: null,
+          live: false,
+          owns: [],
+        }),
+      );
+    v.owns.push({
+      ...actorOf(l.stream),
+      state: actors.state(l.stream),
+      token: l.token,
+      expiresAt: l.expiresAt,
+      expiresInMs: l.expiresInMs,
+      expired: l.expiresInMs <= 0,
+    });
   }
   for (const v of views.values()) v.owns.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   const leased = new Set(records.leases.map((l) => l.stream));
@@ -107,7 +129,11 @@ export function nodesView(
     cluster,
     at: now,
     // Live nodes first, then by name.
-    nodes: [...views.values()].sort((a, b) => Number(b.live) - Number(a.live) || (a.node < b.node ? -1 : a.node > b.node ? 1 : 0)),
-    unowned: cluster ? actors.live.filter((a) => !leased.has(a.stream)).map(({ id, kind, state }) => ({ id, kind, state })) : [],
+    nodes: [...views.values()].sort(
+      (a, b) => Number(b.live) - Number(a.live) || (a.node < b.node ? -1 : a.node > b.node ? 1 : 0),
+    ),
+    unowned: cluster
+      ? actors.live.filter((a) => !leased.has(a.stream)).map(({ id, kind, state }) => ({ id, kind, state }))
+      : [],
   };
 }

@@ -2,7 +2,11 @@
 // opening hundreds of Docker connections).
 
 /** Runs fn over items with at most `limit` in flight; results keep the items' order. The first failure rejects. */
-export async function mapConcurrent<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+export async function mapConcurrent<T, R>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
   if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`limit must be a positive integer, got ${limit}`);
   const results = new Array<R>(items.length);
   let next = 0;

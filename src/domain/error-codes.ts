@@ -245,7 +245,9 @@ export const ERROR_CODES = {
 
 export type ErrorCode = keyof typeof ERROR_CODES;
 /** The codes of one category, e.g. `CodeOf<'validation'>`. */
-export type CodeOf<C extends ErrorCategory> = { [K in ErrorCode]: (typeof ERROR_CODES)[K] extends C ? K : never }[ErrorCode];
+export type CodeOf<C extends ErrorCategory> = {
+  [K in ErrorCode]: (typeof ERROR_CODES)[K] extends C ? K : never;
+}[ErrorCode];
 
 export function isErrorCode(code: unknown): code is ErrorCode {
   return typeof code === 'string' && Object.hasOwn(ERROR_CODES, code);

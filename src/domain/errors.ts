@@ -21,14 +21,26 @@ export class RunlogError extends Error {
 
 /** `append` was given an expectedVersion that no longer matches the stream. */
 export class ConcurrencyError extends RunlogError {
-  constructor(readonly stream: string, readonly expected: number, readonly actual: number) {
-    super('CONCURRENCY', `stream ${stream}: expected version ${expected}, found ${actual}`, { stream, expected, actual });
+  constructor(
+    readonly stream: string,
+    readonly expected: number,
+    readonly actual: number,
+  ) {
+    super('CONCURRENCY', `stream ${stream}: expected version ${expected}, found ${actual}`, {
+      stream,
+      expected,
+      actual,
+    });
   }
 }
 
 /** The database file is damaged (not SQLite, failed quick_check, truncated). It is never overwritten. */
 export class StoreCorruptError extends RunlogError {
-  constructor(readonly file: string, reason: string, options?: { cause?: unknown; code?: ErrorCode; details?: Record<string, unknown> }) {
+  constructor(
+    readonly file: string,
+    reason: string,
+    options?: { cause?: unknown; code?: ErrorCode; details?: Record<string, unknown> },
+  ) {
     super(
       options?.code ?? 'STORE_CORRUPT',
       `event log ${file} is damaged: ${reason}. It was left untouched; restore it from a backup or move it aside.`,
@@ -44,7 +56,9 @@ export class StoreCorruptError extends RunlogError {
 /** The file has 0 bytes: SQLite would open it as a new, empty log. A new log is never empty on disk. */
 export class StoreEmptyError extends StoreCorruptError {
   constructor(file: string) {
-    super(file, 'the file is empty (0 bytes), as a truncated log would be; it is not opened as a new log', { code: 'STORE_EMPTY' });
+    super(file, 'the file is empty (0 bytes), as a truncated log would be; it is not opened as a new log', {
+      code: 'STORE_EMPTY',
+    });
   }
 }
 
@@ -57,14 +71,27 @@ export class StoreTruncatedError extends StoreCorruptError {
 
 /** An event's stored bytes no longer hash to the chain: the first bad position is named. */
 export class StoreChainError extends StoreCorruptError {
-  constructor(file: string, readonly seq: number, reason: string, details?: Record<string, unknown>) {
-    super(file, `hash chain broken at seq ${seq}: ${reason}`, { code: 'STORE_CHAIN_BROKEN', details: { seq, ...details } });
+  constructor(
+    file: string,
+    readonly seq: number,
+    reason: string,
+    details?: Record<string, unknown>,
+  ) {
+    super(file, `hash chain broken at seq ${seq}: ${reason}`, {
+      code: 'STORE_CHAIN_BROKEN',
+      details: { seq, ...details },
+    });
   }
 }
 
 /** Frames of the write-ahead log fail their checksum while later ones pass: committed events would be dropped silently. */
 export class StoreWalDamagedError extends StoreCorruptError {
-  constructor(file: string, readonly frame: number, readonly lastGoodFrame: number, readonly lastGoodSeq: number | null) {
+  constructor(
+    file: string,
+    readonly frame: number,
+    readonly lastGoodFrame: number,
+    readonly lastGoodSeq: number | null,
+  ) {
     super(
       file,
       `its write-ahead log ${file}-wal has a damaged frame (${frame}) followed by intact ones; SQLite would silently drop every commit from there on. ` +
@@ -76,22 +103,42 @@ export class StoreWalDamagedError extends StoreCorruptError {
 
 /** The database file is a valid SQLite file that some other program owns. */
 export class ForeignDatabaseError extends RunlogError {
-  constructor(readonly file: string, reason: string) {
+  constructor(
+    readonly file: string,
+    reason: string,
+  ) {
     super('STORE_FOREIGN', `${file} is not a runlog event log (${reason}); refusing to touch it`, { file, reason });
   }
 }
 
 /** The database was written by a newer runlog than this one. */
 export class StoreVersionError extends RunlogError {
-  constructor(readonly file: string, found: number, supported: number) {
-    super('STORE_TOO_NEW', `event log ${file} has schema version ${found}; this runlog understands up to ${supported}. Upgrade runlog.`, { file, found, supported });
+  constructor(
+    readonly file: string,
+    found: number,
+    supported: number,
+  ) {
+    super(
+      'STORE_TOO_NEW',
+      `event log ${file} has schema version ${found}; this runlog understands up to ${supported}. Upgrade runlog.`,
+      { file, found, supported },
+    );
   }
 }
 
 /** Writing failed (disk full, read-only, I/O error). Nothing from the failed call was committed. */
 export class StoreWriteError extends RunlogError {
-  constructor(readonly file: string, reason: string, options?: { cause?: unknown }) {
-    super('STORE_WRITE', `could not write to event log ${file}: ${reason}. Nothing from this append was committed.`, { file, reason }, options);
+  constructor(
+    readonly file: string,
+    reason: string,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      'STORE_WRITE',
+      `could not write to event log ${file}: ${reason}. Nothing from this append was committed.`,
+      { file, reason },
+      options,
+    );
   }
 }
 
@@ -115,7 +162,12 @@ export function withIssues(message: string, issues: readonly string[]): string {
 
 /** Input at a boundary was malformed. `issues` lists every problem found, not only the first; the message states each once. */
 export class ValidationError extends RunlogError {
-  constructor(code: ErrorCode, message: string, readonly issues: readonly string[] = [], details?: Record<string, unknown>) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    readonly issues: readonly string[] = [],
+    details?: Record<string, unknown>,
+  ) {
     super(code, withIssues(message, issues), { ...details, issues });
   }
 }
@@ -143,13 +195,18 @@ export class UsageError extends RunlogError {
 /** An inspection was pointed at a log that does not exist (nothing is created in its place). */
 export class LogMissingError extends RunlogError {
   constructor(readonly file: string) {
-    super('LOG_MISSING', `no log at ${file} (check --db / --home / $RUNLOG_HOME; inspection never creates one)`, { file });
+    super('LOG_MISSING', `no log at ${file} (check --db / --home / $RUNLOG_HOME; inspection never creates one)`, {
+      file,
+    });
   }
 }
 
 /** A write was attempted through a log opened read-only (inspection). */
 export class ReadOnlyLogError extends RunlogError {
-  constructor(readonly file: string, what = 'append') {
+  constructor(
+    readonly file: string,
+    what = 'append',
+  ) {
     super('READ_ONLY', `event log ${file} is open read-only (inspection): cannot ${what}`, { file });
   }
 }
@@ -164,7 +221,10 @@ export interface WriterHolderInfo {
 
 /** Another process (a supervisor, or a one-shot command that runs effects) is the log's writer. Nothing was touched. */
 export class SupervisorRunningError extends RunlogError {
-  constructor(readonly file: string, readonly holder: WriterHolderInfo | null) {
+  constructor(
+    readonly file: string,
+    readonly holder: WriterHolderInfo | null,
+  ) {
     const who = holder
       ? `pid ${holder.pid} (${holder.command}${holder.listen ? `, listening on ${holder.listen}` : ''}) since ${holder.since}`
       : 'another process (its details are not readable yet)';
@@ -179,21 +239,38 @@ export class SupervisorRunningError extends RunlogError {
 
 /** `server.json` cannot be trusted with the API token (owner, mode or address): the token is not sent. */
 export class ServerInfoUntrustedError extends RunlogError {
-  constructor(readonly file: string, reason: string) {
-    super('SERVER_INFO_UNTRUSTED', `refusing to use ${file}: ${reason}. The API token was not sent; remove the file if it is not yours.`, { file, reason });
+  constructor(
+    readonly file: string,
+    reason: string,
+  ) {
+    super(
+      'SERVER_INFO_UNTRUSTED',
+      `refusing to use ${file}: ${reason}. The API token was not sent; remove the file if it is not yours.`,
+      { file, reason },
+    );
   }
 }
 
 /** The runlog home is writable by other users (they could plant a server.json or swap the log). */
 export class HomeInsecureError extends RunlogError {
-  constructor(readonly dir: string, mode: number) {
-    super('HOME_INSECURE', `${dir} is writable by other users (mode 0${mode.toString(8)}); runlog serve refuses it. Run: chmod go-w ${dir} (runlog creates its home 0700)`, { dir, mode });
+  constructor(
+    readonly dir: string,
+    mode: number,
+  ) {
+    super(
+      'HOME_INSECURE',
+      `${dir} is writable by other users (mode 0${mode.toString(8)}); runlog serve refuses it. Run: chmod go-w ${dir} (runlog creates its home 0700)`,
+      { dir, mode },
+    );
   }
 }
 
 /** The log exists but this user cannot read it (permissions). Nothing was changed. */
 export class LogUnreadableError extends RunlogError {
-  constructor(readonly file: string, reason: string) {
+  constructor(
+    readonly file: string,
+    reason: string,
+  ) {
     super('LOG_UNREADABLE', `cannot read event log ${file}: ${reason}`, { file, reason });
   }
 }
@@ -204,7 +281,11 @@ export class FencedError extends RunlogError {
     readonly stream: string,
     readonly node: string,
   ) {
-    super('FENCED', `${node} no longer owns ${stream}: its lease expired or another supervisor took it over; nothing was appended`, { stream, node });
+    super(
+      'FENCED',
+      `${node} no longer owns ${stream}: its lease expired or another supervisor took it over; nothing was appended`,
+      { stream, node },
+    );
   }
 }
 
@@ -214,6 +295,11 @@ export class FencedError extends RunlogError {
  */
 export class EventEncodingError extends RunlogError {
   constructor(stream: string, type: string, reason: string, options?: { cause?: unknown }) {
-    super('EVENT_NOT_ENCODABLE', `event ${type} for ${stream} cannot be encoded as JSON (${reason}); nothing was appended`, { stream, type, reason }, options);
+    super(
+      'EVENT_NOT_ENCODABLE',
+      `event ${type} for ${stream} cannot be encoded as JSON (${reason}); nothing was appended`,
+      { stream, type, reason },
+      options,
+    );
   }
 }

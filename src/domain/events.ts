@@ -5,7 +5,10 @@ import type { InstanceEventData } from './instance-events.ts';
 
 export type ActorKind = 'instance' | 'execution';
 /** Every kind, once (the record's keys make a kind added to the union without it here a compile error). */
-export const ACTOR_KINDS = Object.keys({ instance: true, execution: true } satisfies Record<ActorKind, true>) as readonly ActorKind[];
+export const ACTOR_KINDS = Object.keys({ instance: true, execution: true } satisfies Record<
+  ActorKind,
+  true
+>) as readonly ActorKind[];
 
 /** An event as the caller proposes it. `at` is stamped by the host's clock when omitted. */
 export interface NewEvent<T extends string = string, D = Record<string, unknown>> {
@@ -42,10 +45,16 @@ export interface EventDataByKind {
 }
 
 /** One of a kind's events as its machine consumes it: a discriminated union on `type`, each with its data. */
-export type KindEvent<K extends ActorKind> = K extends ActorKind ? { [T in keyof EventDataByKind[K] & string]: { type: T; at: string; data: EventDataByKind[K][T] } }[keyof EventDataByKind[K] & string] : never;
+export type KindEvent<K extends ActorKind> = K extends ActorKind
+  ? {
+      [T in keyof EventDataByKind[K] & string]: { type: T; at: string; data: EventDataByKind[K][T] };
+    }[keyof EventDataByKind[K] & string]
+  : never;
 
 /** One of a kind's events as a caller proposes it (what `ActorHost.dispatch` takes). */
-export type KindNewEvent<K extends ActorKind> = K extends ActorKind ? { [T in keyof EventDataByKind[K] & string]: NewEvent<T, EventDataByKind[K][T]> }[keyof EventDataByKind[K] & string] : never;
+export type KindNewEvent<K extends ActorKind> = K extends ActorKind
+  ? { [T in keyof EventDataByKind[K] & string]: NewEvent<T, EventDataByKind[K][T]> }[keyof EventDataByKind[K] & string]
+  : never;
 
 export type InstanceEvent = KindEvent<'instance'>;
 export type ExecutionEvent = KindEvent<'execution'>;

@@ -4,8 +4,17 @@ import type { EffectiveLimits } from './at-run/operator-policy.ts';
 import type { RuntimePlatform } from './at-run/runtime-record.ts';
 import type { RecoveredData } from './instance-events.ts';
 
-export type FailureReason = 'resolution' | 'validation' | 'materialization' | 'runtime' | 'timeout' | 'cancelled' | 'lost';
-export const FAILURE_REASONS: readonly FailureReason[] = ['resolution', 'validation', 'materialization', 'runtime', 'timeout', 'cancelled', 'lost'];
+export type FailureReason =
+  'resolution' | 'validation' | 'materialization' | 'runtime' | 'timeout' | 'cancelled' | 'lost';
+export const FAILURE_REASONS: readonly FailureReason[] = [
+  'resolution',
+  'validation',
+  'materialization',
+  'runtime',
+  'timeout',
+  'cancelled',
+  'lost',
+];
 
 export interface ExecutionRequest {
   executionId: string;

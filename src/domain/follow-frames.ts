@@ -50,13 +50,23 @@ export function decodeControl(payload: string): ControlMessage | null {
   }
   if (!isObj(v) || typeof v.followId !== 'string' || !FOLLOW_ID.test(v.followId)) return null;
   if (v.t === 'renew' || v.t === 'cancel') return { t: v.t, followId: v.followId };
-  if (v.t === 'open' && typeof v.instanceId === 'string' && ID.test(v.instanceId) && typeof v.from === 'string' && NODE.test(v.from)) {
+  if (
+    v.t === 'open' &&
+    typeof v.instanceId === 'string' &&
+    ID.test(v.instanceId) &&
+    typeof v.from === 'string' &&
+    NODE.test(v.from)
+  ) {
     return { t: 'open', followId: v.followId, instanceId: v.instanceId, from: v.from };
   }
   return null;
 }
 
-const isLine = (l: unknown): l is LogLine => isObj(l) && (l.stream === 'stdout' || l.stream === 'stderr') && typeof l.line === 'string' && typeof l.at === 'string';
+const isLine = (l: unknown): l is LogLine =>
+  isObj(l) &&
+  (l.stream === 'stdout' || l.stream === 'stderr') &&
+  typeof l.line === 'string' &&
+  typeof l.at === 'string';
 
 function checkFrame(v: unknown): FollowFrame | null {
   if (!isObj(v)) return null;
@@ -64,13 +74,17 @@ function checkFrame(v: unknown): FollowFrame | null {
     case 'hello':
       return typeof v.by === 'string' ? { t: 'hello', by: v.by } : null;
     case 'lines':
-      return Array.isArray(v.lines) && v.lines.every(isLine) ? { t: 'lines', lines: v.lines.map((l: LogLine) => ({ stream: l.stream, line: l.line, at: l.at })) } : null;
+      return Array.isArray(v.lines) && v.lines.every(isLine)
+        ? { t: 'lines', lines: v.lines.map((l: LogLine) => ({ stream: l.stream, line: l.line, at: l.at })) }
+        : null;
     case 'hb':
       return { t: 'hb' };
     case 'end':
       return v.reason === 'exited' || v.reason === 'cancelled' ? { t: 'end', reason: v.reason } : null;
     case 'error':
-      return typeof v.code === 'string' && typeof v.message === 'string' ? { t: 'error', code: v.code, message: v.message } : null;
+      return typeof v.code === 'string' && typeof v.message === 'string'
+        ? { t: 'error', code: v.code, message: v.message }
+        : null;
     default:
       return null;
   }
@@ -134,7 +148,13 @@ export class FrameReader {
       this.bad += 1;
       return { kind: 'bad' };
     }
-    if (!isObj(v) || !Number.isSafeInteger(v.s) || !Number.isSafeInteger(v.i) || !Number.isSafeInteger(v.n) || typeof v.d !== 'string') {
+    if (
+      !isObj(v) ||
+      !Number.isSafeInteger(v.s) ||
+      !Number.isSafeInteger(v.i) ||
+      !Number.isSafeInteger(v.n) ||
+      typeof v.d !== 'string'
+    ) {
       this.bad += 1;
       return { kind: 'bad' };
     }

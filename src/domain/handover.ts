@@ -53,16 +53,34 @@ const isString = (v: unknown): v is string => typeof v === 'string' && v.length 
 export function parseRequest(data: unknown): HandoverRequest | null {
   if (!data || typeof data !== 'object') return null;
   const d = data as Record<string, unknown>;
-  if (!isString(d.requestId) || !isString(d.instanceId) || !isString(d.from) || !isString(d.to) || !isString(d.deadline)) return null;
+  if (
+    !isString(d.requestId) ||
+    !isString(d.instanceId) ||
+    !isString(d.from) ||
+    !isString(d.to) ||
+    !isString(d.deadline)
+  )
+    return null;
   if (!HANDOVER_ACTIONS.includes(d.action as HandoverAction)) return null;
-  if (!(d.graceMs === null || d.graceMs === undefined || (Number.isInteger(d.graceMs) && (d.graceMs as number) >= 0))) return null;
+  if (!(d.graceMs === null || d.graceMs === undefined || (Number.isInteger(d.graceMs) && (d.graceMs as number) >= 0)))
+    return null;
   if (Number.isNaN(Date.parse(d.deadline))) return null;
-  return { requestId: d.requestId, action: d.action as HandoverAction, instanceId: d.instanceId, graceMs: (d.graceMs as number | null | undefined) ?? null, from: d.from, to: d.to, deadline: d.deadline };
+  return {
+    requestId: d.requestId,
+    action: d.action as HandoverAction,
+    instanceId: d.instanceId,
+    graceMs: (d.graceMs as number | null | undefined) ?? null,
+    from: d.from,
+    to: d.to,
+    deadline: d.deadline,
+  };
 }
 
 /** The requests among these events (one node's stream) that nobody answered and whose deadline has not passed. */
 export function pendingRequests(events: readonly { type: string; data: unknown }[], nowMs: number): HandoverRequest[] {
-  const answered = new Set(events.filter((e) => e.type === HANDOVER_ANSWERED).map((e) => (e.data as { requestId?: unknown }).requestId));
+  const answered = new Set(
+    events.filter((e) => e.type === HANDOVER_ANSWERED).map((e) => (e.data as { requestId?: unknown }).requestId),
+  );
   const out: HandoverRequest[] = [];
   for (const e of events) {
     if (e.type !== HANDOVER_REQUESTED) continue;
@@ -87,10 +105,22 @@ export type Route = { here: true } | { here: false; owner: string };
  */
 export function routeRequest(id: string, lease: LeaseNow | null, live: ReadonlySet<string>, self: string): Route {
   if (lease?.node === self) return { here: true };
-  if (!lease) throw new RunlogError('NODE_UNAVAILABLE', `no node owns ${id} right now (its lease is being taken over): retry in a moment`, { id, owner: null });
+  if (!lease)
+    throw new RunlogError(
+      'NODE_UNAVAILABLE',
+      `no node owns ${id} right now (its lease is being taken over): retry in a moment`,
+      { id, owner: null },
+    );
   if (!live.has(lease.node)) {
-    const when = lease.expiresInMs > 0 ? `its lease expires in ${Math.ceil(lease.expiresInMs)} ms, then a live node takes it over` : 'a live node is taking it over';
-    throw new RunlogError('NODE_UNAVAILABLE', `${id} is owned by node ${lease.node}, which is not live (stopped, or its heartbeat is stale): ${when}; retry then`, { id, owner: lease.node });
+    const when =
+      lease.expiresInMs > 0
+        ? `its lease expires in ${Math.ceil(lease.expiresInMs)} ms, then a live node takes it over`
+        : 'a live node is taking it over';
+    throw new RunlogError(
+      'NODE_UNAVAILABLE',
+      `${id} is owned by node ${lease.node}, which is not live (stopped, or its heartbeat is stale): ${when}; retry then`,
+      { id, owner: lease.node },
+    );
   }
   return { here: false, owner: lease.node };
 }
@@ -102,7 +132,10 @@ export function answerError(a: HandoverAnswer, instanceId: string): RunlogError 
 }
 
 /** The newest lines that fit in `maxBytes` of JSON (the oldest are left out first). */
-export function boundLines(lines: readonly LogLine[], maxBytes = MAX_LOG_BYTES): { lines: LogLine[]; truncated: boolean } {
+export function boundLines(
+  lines: readonly LogLine[],
+  maxBytes = MAX_LOG_BYTES,
+): { lines: LogLine[]; truncated: boolean } {
   let size = 0;
   let i = lines.length;
   while (i > 0) {

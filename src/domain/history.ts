@@ -22,6 +22,17 @@ export interface History {
 }
 
 /** An actor's history header line (JSON), in today's format; its events follow, one a line. */
-export function historyHeaderLine(a: { kind: string; id: string; stream: string; version: number }, exportedAt: string): string {
-  return JSON.stringify({ runlog: 'history', format: HISTORY_FORMAT, kind: a.kind, id: a.id, stream: a.stream, version: a.version, exportedAt });
+export function historyHeaderLine(
+  a: { kind: string; id: string; stream: string; version: number },
+  exportedAt: string,
+): string {
+  return JSON.stringify({
+    runlog: 'history',
+    format: HISTORY_FORMAT,
+    kind: a.kind,
+    id: a.id,
+    stream: a.stream,
+    version: a.version,
+    exportedAt,
+  });
 }

@@ -17,7 +17,13 @@ export interface RestartPolicy {
   resetAfterMs: number;
 }
 
-export const DEFAULT_RESTART: RestartPolicy = { policy: 'never', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60_000, resetAfterMs: 600_000 };
+export const DEFAULT_RESTART: RestartPolicy = {
+  policy: 'never',
+  maxRestarts: 5,
+  backoffMs: 1000,
+  maxBackoffMs: 60_000,
+  resetAfterMs: 600_000,
+};
 
 export interface InstanceSpec {
   instanceId: string;

@@ -18,7 +18,11 @@ export interface JsonInputLimits {
 /** The input's JSON encoding is larger than the operator allows (HTTP 413). */
 export class InputTooLargeError extends RunlogError {
   constructor(what: string, maxBytes: number) {
-    super('INPUT_TOO_LARGE', `${what} encodes to more than ${maxBytes} bytes of JSON (the operator policy's input.maxBytes)`, { maxBytes });
+    super(
+      'INPUT_TOO_LARGE',
+      `${what} encodes to more than ${maxBytes} bytes of JSON (the operator policy's input.maxBytes)`,
+      { maxBytes },
+    );
   }
 }
 
@@ -36,7 +40,8 @@ export const MAX_JSON_DEPTH = 1000;
 export const MAX_EVENT_DEPTH = MAX_JSON_DEPTH + 24;
 
 /** An array or object JSON.stringify encodes as one (a value with toJSON, such as a Date, is encoded as what it returns). */
-const isContainer = (v: unknown): v is object => typeof v === 'object' && v !== null && typeof (v as { toJSON?: unknown }).toJSON !== 'function';
+const isContainer = (v: unknown): v is object =>
+  typeof v === 'object' && v !== null && typeof (v as { toJSON?: unknown }).toJSON !== 'function';
 
 type DepthFrame = { enter: unknown; depth: number } | { exit: object; children: object[] };
 
@@ -89,7 +94,8 @@ function describe(v: unknown): string {
   if (typeof v === 'symbol') return 'a symbol';
   if (typeof v === 'undefined') return 'undefined';
   if (typeof v === 'number') return `${v} (JSON has no NaN or Infinity)`;
-  const name = (Object.getPrototypeOf(v) as { constructor?: { name?: string } } | null)?.constructor?.name ?? 'an object';
+  const name =
+    (Object.getPrototypeOf(v) as { constructor?: { name?: string } } | null)?.constructor?.name ?? 'an object';
   return `a ${name}, not a plain object or array${name === 'Date' ? ' (send date.toISOString())' : ''}`;
 }
 
@@ -131,7 +137,11 @@ export function snapshotJsonInput(value: unknown, limits: JsonInputLimits, what 
   } catch (err) {
     if (err instanceof RunlogError) throw err;
     // A getter or a Proxy trap that throws: the value cannot be read, so it cannot be encoded either.
-    throw new ValidationError('INPUT_INVALID', `${what} cannot be read as JSON: ${err instanceof Error ? err.message : String(err)}`, ['unreadable value']);
+    throw new ValidationError(
+      'INPUT_INVALID',
+      `${what} cannot be read as JSON: ${err instanceof Error ? err.message : String(err)}`,
+      ['unreadable value'],
+    );
   }
 }
 
@@ -179,7 +189,8 @@ function walk(value: unknown, limits: JsonInputLimits, what: string): CheckedJso
     }
     if (f.depth + 1 > limits.maxDepth) {
       // One message for the deepest branch is enough: a 5,000-level value is one problem, not 4,936.
-      if (!tooDeep) issues.push(`${f.path} is nested deeper than ${limits.maxDepth} levels (the operator policy's input.maxDepth)`);
+      if (!tooDeep)
+        issues.push(`${f.path} is nested deeper than ${limits.maxDepth} levels (the operator policy's input.maxDepth)`);
       tooDeep = true;
       continue;
     }
@@ -199,7 +210,13 @@ function walk(value: unknown, limits: JsonInputLimits, what: string): CheckedJso
       for (let i = length - 1; i >= 0; i--) {
         const item = arr[i];
         // JSON.stringify writes null for these inside arrays: refuse instead of changing the value.
-        stack.push({ kind: 'enter', value: item, path: pathOf(f.path, i), depth: f.depth + 1, put: (c) => (copy[i] = c) });
+        stack.push({
+          kind: 'enter',
+          value: item,
+          path: pathOf(f.path, i),
+          depth: f.depth + 1,
+          put: (c) => (copy[i] = c),
+        });
       }
     } else {
       const entries = Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== undefined);
@@ -210,12 +227,23 @@ function walk(value: unknown, limits: JsonInputLimits, what: string): CheckedJso
         const [k, x] = entries[i]!;
         add(utf8(JSON.stringify(k)) + 1); // "key":
         // Defined as own data properties: a key such as "__proto__" stays a key, as JSON.parse would make it.
-        stack.push({ kind: 'enter', value: x, path: pathOf(f.path, k), depth: f.depth + 1, put: (c) => Object.defineProperty(copy, k, { value: c, enumerable: true, writable: true, configurable: true }) });
+        stack.push({
+          kind: 'enter',
+          value: x,
+          path: pathOf(f.path, k),
+          depth: f.depth + 1,
+          put: (c) =>
+            Object.defineProperty(copy, k, { value: c, enumerable: true, writable: true, configurable: true }),
+        });
       }
     }
   }
   if (issues.length > 0) {
-    throw new ValidationError('INPUT_INVALID', `${what} is not plain JSON within the operator's limits${issues.length === 1 ? `: ${issues[0]}` : ''}`, issues);
+    throw new ValidationError(
+      'INPUT_INVALID',
+      `${what} is not plain JSON within the operator's limits${issues.length === 1 ? `: ${issues[0]}` : ''}`,
+      issues,
+    );
   }
   return { value: root, bytes };
 }

@@ -30,7 +30,7 @@ export function executionWaterfall(events: readonly EventLike[], profile?: Profi
   const t0 = at('execution.requested');
   if (t0 === null) return [];
   const outcome = events.find((e) => e.type === 'execution.succeeded' || e.type === 'execution.failed');
-  const p: Profile = profile ?? ((outcome?.data as { profile?: Profile } | undefined)?.profile ?? {});
+  const p: Profile = profile ?? (outcome?.data as { profile?: Profile } | undefined)?.profile ?? {};
   const rows: WaterfallRow[] = [];
   const push = (step: string, from: number | null, ms: number | null) => {
     if (from === null || ms === null || ms < 0) return;
@@ -41,8 +41,16 @@ export function executionWaterfall(events: readonly EventLike[], profile?: Profi
   const started = at('execution.started');
   const ended = outcome ? Date.parse(outcome.at) : null;
   push('resolve', t0, num(p.resolveMs) ?? (resolved !== null ? resolved - t0 : null));
-  push('materialize', resolved, num(p.materializeMs) ?? (resolved !== null && materialized !== null ? materialized - resolved : null));
-  push(p.prestarted === true ? 'create (pre-started: claimed)' : 'create', materialized, num(p.createMs) ?? (materialized !== null && started !== null ? started - materialized : null));
+  push(
+    'materialize',
+    resolved,
+    num(p.materializeMs) ?? (resolved !== null && materialized !== null ? materialized - resolved : null),
+  );
+  push(
+    p.prestarted === true ? 'create (pre-started: claimed)' : 'create',
+    materialized,
+    num(p.createMs) ?? (materialized !== null && started !== null ? started - materialized : null),
+  );
   if (started !== null && num(p.invokeMs) !== null) {
     const attach = num(p.attachMs) ?? 0;
     const envelope = started + attach + (num(p.adapterReadyMs) ?? num(p.startMs) ?? 0);

@@ -46,7 +46,12 @@ export const APP_RUNTIMES: readonly AppRuntime[] = ['astro', 'raw'];
 export const RESTART_POLICIES: readonly RestartPolicyName[] = ['never', 'on-failure'];
 export const DEFAULT_SANDBOX: SandboxKind = 'proot';
 export const DEFAULT_RUNTIME: AppRuntime = 'astro';
-export const DEFAULT_RESTART: Readonly<RestartPolicy> = { policy: 'on-failure', maxRestarts: 5, backoffMs: 1_000, maxBackoffMs: 30_000 };
+export const DEFAULT_RESTART: Readonly<RestartPolicy> = {
+  policy: 'on-failure',
+  maxRestarts: 5,
+  backoffMs: 1_000,
+  maxBackoffMs: 30_000,
+};
 
 /**
  * The toolchain registry's names: every tool runlog knows how to mirror into `/aura/all-tools`
@@ -54,8 +59,23 @@ export const DEFAULT_RESTART: Readonly<RestartPolicy> = { policy: 'on-failure', 
  * these; a known tool the host lacks is reported at provisioning time, not as an invalid manifest.
  */
 export const TOOL_CATALOG: readonly string[] = [
-  'bash', 'sh', 'env', 'cat', 'ls', 'grep', 'sed', 'awk', 'find', 'tar', 'gzip',
-  'node', 'git', 'curl', 'jq', 'docker', 'claude',
+  'bash',
+  'sh',
+  'env',
+  'cat',
+  'ls',
+  'grep',
+  'sed',
+  'awk',
+  'find',
+  'tar',
+  'gzip',
+  'node',
+  'git',
+  'curl',
+  'jq',
+  'docker',
+  'claude',
 ];
 export const TOOL_WILDCARD = '*';
 /** Historical names kept working: `claude-code` provisions `claude`. */
@@ -68,7 +88,8 @@ export const TOOL_ALIASES: Readonly<Record<string, string>> = { 'claude-code': '
  *                                                                   ; no trailing hyphen
  * and at most 200 characters in total. It is used verbatim in paths, container names and labels.
  */
-export const APP_ID_GRAMMAR = 'reverse-DNS: at least 3 dot-separated labels, each [a-z][a-z0-9-]* (1-63 chars, not ending in "-"), 200 chars max, e.g. com.example.hello';
+export const APP_ID_GRAMMAR =
+  'reverse-DNS: at least 3 dot-separated labels, each [a-z][a-z0-9-]* (1-63 chars, not ending in "-"), 200 chars max, e.g. com.example.hello';
 const APP_ID_LABEL = /^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 
 export function isValidAppId(value: unknown): value is string {
@@ -90,10 +111,16 @@ export interface ManifestContext {
   sourceDir?: string;
 }
 
-export const runnerLabel = (sandbox: SandboxKind): string => (sandbox === 'container' ? '[ContainerRunner]' : '[ProotRunner]');
+export const runnerLabel = (sandbox: SandboxKind): string =>
+  sandbox === 'container' ? '[ContainerRunner]' : '[ProotRunner]';
 
 /** The seed's exact text for a raw app (or a declared entrypoint) without its entrypoint file. */
-export function missingEntrypointMessage(sandbox: SandboxKind, appId: string, path: string, runtime: AppRuntime = 'raw'): string {
+export function missingEntrypointMessage(
+  sandbox: SandboxKind,
+  appId: string,
+  path: string,
+  runtime: AppRuntime = 'raw',
+): string {
   return runtime === 'raw'
     ? `${runnerLabel(sandbox)} app '${appId}' has runtime: 'raw' but no entrypoint file at ${path}`
     : `${runnerLabel(sandbox)} app '${appId}' declares entrypoint '${path}' but no entrypoint file is there`;
@@ -125,7 +152,7 @@ const ENTRYPOINT = /^[A-Za-z0-9._-]+(?:\/[A-Za-z0-9._-]+)*$/;
 const MAX_BACKOFF = 24 * 3600 * 1000;
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const show = (v: unknown): string => (typeof v === 'string' ? `'${v}'` : JSON.stringify(v) ?? String(v));
+const show = (v: unknown): string => (typeof v === 'string' ? `'${v}'` : (JSON.stringify(v) ?? String(v)));
 const lastSegment = (dir: string): string => dir.replace(/\/+$/, '').split('/').pop() ?? '';
 
 /**
@@ -140,27 +167,43 @@ export function parseManifest(json: unknown, appDir: string, ctx: ManifestContex
     try {
       raw = JSON.parse(json);
     } catch (e) {
-      throw new ValidationError('MANIFEST_INVALID', `manifest ${file} is not valid JSON`, [`not valid JSON: ${(e as Error).message}`], { file });
+      throw new ValidationError(
+        'MANIFEST_INVALID',
+        `manifest ${file} is not valid JSON`,
+        [`not valid JSON: ${(e as Error).message}`],
+        { file },
+      );
     }
   }
   if (!isRecord(raw)) {
-    throw new ValidationError('MANIFEST_INVALID', `manifest ${file} is invalid`, [`must be a JSON object, got ${Array.isArray(raw) ? 'an array' : show(raw)}`], { file });
+    throw new ValidationError(
+      'MANIFEST_INVALID',
+      `manifest ${file} is invalid`,
+      [`must be a JSON object, got ${Array.isArray(raw) ? 'an array' : show(raw)}`],
+      { file },
+    );
   }
   const issues: string[] = [];
 
-  for (const key of Object.keys(raw)) if (!KNOWN_FIELDS.has(key)) issues.push(`unknown field '${key}' (known: ${[...KNOWN_FIELDS].join(', ')})`);
+  for (const key of Object.keys(raw))
+    if (!KNOWN_FIELDS.has(key)) issues.push(`unknown field '${key}' (known: ${[...KNOWN_FIELDS].join(', ')})`);
 
   const appId = raw.appId;
   if (appId === undefined) issues.push(`appId is required (${APP_ID_GRAMMAR})`);
   else if (!isValidAppId(appId)) issues.push(`appId ${show(appId)} is not a valid app id (${APP_ID_GRAMMAR})`);
   else if (lastSegment(appDir) !== appId) {
-    issues.push(`appId '${appId}' does not match its directory name '${lastSegment(appDir)}' (an app lives in <workspace>/apps/<appId>/)`);
+    issues.push(
+      `appId '${appId}' does not match its directory name '${lastSegment(appDir)}' (an app lives in <workspace>/apps/<appId>/)`,
+    );
   }
 
   let sandbox: SandboxKind = DEFAULT_SANDBOX;
   if (raw.sandbox !== undefined) {
     if (SANDBOX_KINDS.includes(raw.sandbox as SandboxKind)) sandbox = raw.sandbox as SandboxKind;
-    else issues.push(`sandbox ${show(raw.sandbox)} is unknown (one of: ${SANDBOX_KINDS.join(', ')}; absent means '${DEFAULT_SANDBOX}')`);
+    else
+      issues.push(
+        `sandbox ${show(raw.sandbox)} is unknown (one of: ${SANDBOX_KINDS.join(', ')}; absent means '${DEFAULT_SANDBOX}')`,
+      );
   }
 
   let runtime: AppRuntime = DEFAULT_RUNTIME;
@@ -175,9 +218,12 @@ export function parseManifest(json: unknown, appDir: string, ctx: ManifestContex
     else {
       const known = new Set(ctx.knownTools ?? TOOL_CATALOG);
       raw.tools.forEach((t, i) => {
-        if (typeof t !== 'string' || !(t === TOOL_WILDCARD || TOOL_NAME.test(t))) issues.push(`tools[${i}] ${show(t)} is not a tool name`);
+        if (typeof t !== 'string' || !(t === TOOL_WILDCARD || TOOL_NAME.test(t)))
+          issues.push(`tools[${i}] ${show(t)} is not a tool name`);
         else if (t !== TOOL_WILDCARD && !known.has(TOOL_ALIASES[t] ?? t)) {
-          issues.push(`tools[${i}] '${t}' is not a known tool (known: ${[...known].join(', ')}, '${TOOL_WILDCARD}', ${Object.keys(TOOL_ALIASES).join(', ')})`);
+          issues.push(
+            `tools[${i}] '${t}' is not a known tool (known: ${[...known].join(', ')}, '${TOOL_WILDCARD}', ${Object.keys(TOOL_ALIASES).join(', ')})`,
+          );
         } else if (!tools.includes(t)) tools.push(t);
       });
     }
@@ -185,13 +231,17 @@ export function parseManifest(json: unknown, appDir: string, ctx: ManifestContex
 
   let basePath = '';
   if (raw.lifecycle !== undefined) {
-    if (!isRecord(raw.lifecycle)) issues.push(`lifecycle must be an object like { "basePath": "/docs" }, got ${show(raw.lifecycle)}`);
+    if (!isRecord(raw.lifecycle))
+      issues.push(`lifecycle must be an object like { "basePath": "/docs" }, got ${show(raw.lifecycle)}`);
     else {
-      for (const key of Object.keys(raw.lifecycle)) if (key !== 'basePath') issues.push(`lifecycle: unknown field '${key}'`);
+      for (const key of Object.keys(raw.lifecycle))
+        if (key !== 'basePath') issues.push(`lifecycle: unknown field '${key}'`);
       const bp = raw.lifecycle.basePath;
       if (bp !== undefined) {
         if (typeof bp !== 'string' || !BASE_PATH.test(bp) || bp.split('/').some((s) => s === '.' || s === '..')) {
-          issues.push(`lifecycle.basePath ${show(bp)} must be '' or an absolute URL path like '/docs' (no '..', no query)`);
+          issues.push(
+            `lifecycle.basePath ${show(bp)} must be '' or an absolute URL path like '/docs' (no '..', no query)`,
+          );
         } else basePath = bp.replace(/\/$/, '');
       }
     }
@@ -210,13 +260,15 @@ export function parseManifest(json: unknown, appDir: string, ctx: ManifestContex
       const int = (key: 'maxRestarts' | 'backoffMs' | 'maxBackoffMs', max: number): void => {
         const v = r[key];
         if (v === undefined) return;
-        if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > max) issues.push(`restart.${key} ${show(v)} must be an integer from 0 to ${max}`);
+        if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > max)
+          issues.push(`restart.${key} ${show(v)} must be an integer from 0 to ${max}`);
         else restart[key] = v;
       };
       int('maxRestarts', 1000);
       int('backoffMs', MAX_BACKOFF);
       int('maxBackoffMs', MAX_BACKOFF);
-      if (restart.maxBackoffMs < restart.backoffMs) issues.push(`restart.maxBackoffMs (${restart.maxBackoffMs}) is below restart.backoffMs (${restart.backoffMs})`);
+      if (restart.maxBackoffMs < restart.backoffMs)
+        issues.push(`restart.maxBackoffMs (${restart.maxBackoffMs}) is below restart.backoffMs (${restart.backoffMs})`);
     }
   }
 
@@ -236,7 +288,9 @@ export function parseManifest(json: unknown, appDir: string, ctx: ManifestContex
 
   if (issues.length > 0) {
     const head = `manifest ${file} is invalid`;
-    throw new ValidationError('MANIFEST_INVALID', issues.length === 1 ? `${head}: ${issues[0]}` : head, issues, { file });
+    throw new ValidationError('MANIFEST_INVALID', issues.length === 1 ? `${head}: ${issues[0]}` : head, issues, {
+      file,
+    });
   }
   return {
     appId: appId as string,

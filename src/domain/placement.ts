@@ -14,7 +14,11 @@ export interface NodeState {
 
 export function assertNodeChoice(node: unknown): asserts node is NodeChoice {
   if (typeof node !== 'string' || (node !== 'any' && !NODE_NAME.test(node))) {
-    throw new ValidationError('NODE_INVALID', `node must be 'any' or a node name (letters, digits, '.', '_' or '-', at most 63), not ${JSON.stringify(node)}`, [`node: ${JSON.stringify(node)}`]);
+    throw new ValidationError(
+      'NODE_INVALID',
+      `node must be 'any' or a node name (letters, digits, '.', '_' or '-', at most 63), not ${JSON.stringify(node)}`,
+      [`node: ${JSON.stringify(node)}`],
+    );
   }
 }
 
@@ -26,11 +30,26 @@ export function assertNodeChoice(node: unknown): asserts node is NodeChoice {
 export function chooseNode(requested: NodeChoice, nodes: readonly NodeState[], self: string): string {
   if (requested !== 'any') {
     const n = nodes.find((x) => x.node === requested);
-    if (!n) throw new RunlogError('NODE_UNKNOWN', `no node named ${requested} supervises this log (known: ${nodes.map((x) => x.node).join(', ') || 'none'})`, { node: requested });
-    if (!n.live) throw new RunlogError('NODE_UNAVAILABLE', `node ${requested} is not live (stopped, or its heartbeat is stale): spawn on another node or on 'any'`, { node: requested });
+    if (!n)
+      throw new RunlogError(
+        'NODE_UNKNOWN',
+        `no node named ${requested} supervises this log (known: ${nodes.map((x) => x.node).join(', ') || 'none'})`,
+        { node: requested },
+      );
+    if (!n.live)
+      throw new RunlogError(
+        'NODE_UNAVAILABLE',
+        `node ${requested} is not live (stopped, or its heartbeat is stale): spawn on another node or on 'any'`,
+        { node: requested },
+      );
     return requested;
   }
   const live = nodes.filter((x) => x.live);
   if (live.length === 0) throw new RunlogError('NODE_UNAVAILABLE', 'no live node supervises this log', { node: 'any' });
-  return [...live].sort((a, b) => a.instances - b.instances || Number(b.node === self) - Number(a.node === self) || (a.node < b.node ? -1 : a.node > b.node ? 1 : 0))[0]!.node;
+  return [...live].sort(
+    (a, b) =>
+      a.instances - b.instances ||
+      Number(b.node === self) - Number(a.node === self) ||
+      (a.node < b.node ? -1 : a.node > b.node ? 1 : 0),
+  )[0]!.node;
 }

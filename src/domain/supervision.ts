@@ -29,5 +29,11 @@ export function supervision(hb: HeartbeatRecord | null, now: string): Supervisio
   if (!hb) return { supervised: false, heartbeatAt: null, since: null, node: null, pid: null };
   const stale = msBetween(hb.beatAt, now) > hb.intervalMs * MISSED_BEATS;
   const supervised = hb.stoppedAt === null && !stale;
-  return { supervised, heartbeatAt: hb.beatAt, since: supervised ? null : (hb.stoppedAt ?? hb.beatAt), node: hb.node, pid: hb.pid };
+  return {
+    supervised,
+    heartbeatAt: hb.beatAt,
+    since: supervised ? null : (hb.stoppedAt ?? hb.beatAt),
+    node: hb.node,
+    pid: hb.pid,
+  };
 }

@@ -7,31 +7,45 @@ import { NotFoundError, ReplayError, UsageError, ValidationError } from '../doma
 import { streamName, type ActorKind, type RecordedEvent } from '../domain/events.ts';
 import { HISTORY_FORMAT, type History, type HistoryHeader } from '../domain/history.ts';
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 const KINDS: readonly ActorKind[] = ['instance', 'execution'];
 
 /** Line 1 of a history: its header, or the error that says why it is not one. */
 export function parseHeaderLine(line: string | undefined, source: string): HistoryHeader {
-  if (line === undefined) throw new ValidationError('HISTORY_INVALID', `${source} is empty (expected a header line from runlog export)`);
+  if (line === undefined)
+    throw new ValidationError('HISTORY_INVALID', `${source} is empty (expected a header line from runlog export)`);
   let header: Record<string, unknown>;
   try {
     header = JSON.parse(line);
   } catch {
-    throw new ValidationError('HISTORY_INVALID', `${source} line 1 is not JSON: it should be the header {"runlog":"history",…} that runlog export writes`);
+    throw new ValidationError(
+      'HISTORY_INVALID',
+      `${source} line 1 is not JSON: it should be the header {"runlog":"history",…} that runlog export writes`,
+    );
   }
   const hi: string[] = [];
   if (!isPlainObject(header) || header.runlog !== 'history') {
-    throw new ValidationError('HISTORY_INVALID', `${source} line 1 is not a runlog history header ({"runlog":"history",…})`);
+    throw new ValidationError(
+      'HISTORY_INVALID',
+      `${source} line 1 is not a runlog history header ({"runlog":"history",…})`,
+    );
   }
   const format = header.format ?? 1;
-  if (typeof format !== 'number' || !Number.isInteger(format) || format < 1) hi.push(`header: format must be a positive whole number`);
+  if (typeof format !== 'number' || !Number.isInteger(format) || format < 1)
+    hi.push(`header: format must be a positive whole number`);
   else if (format > HISTORY_FORMAT) {
-    throw new ReplayError(`${source} has history format ${format}; this runlog reads up to format ${HISTORY_FORMAT}. Upgrade runlog.`, { format, supported: HISTORY_FORMAT });
+    throw new ReplayError(
+      `${source} has history format ${format}; this runlog reads up to format ${HISTORY_FORMAT}. Upgrade runlog.`,
+      { format, supported: HISTORY_FORMAT },
+    );
   }
-  if (!KINDS.includes(header.kind as ActorKind)) hi.push(`header: kind must be one of ${KINDS.join(', ')}, not ${JSON.stringify(header.kind)}`);
+  if (!KINDS.includes(header.kind as ActorKind))
+    hi.push(`header: kind must be one of ${KINDS.join(', ')}, not ${JSON.stringify(header.kind)}`);
   if (typeof header.id !== 'string' || header.id === '') hi.push('header: id must be a non-empty string');
-  if (typeof header.version !== 'number' || !Number.isInteger(header.version) || header.version < 0) hi.push('header: version must be a whole number');
+  if (typeof header.version !== 'number' || !Number.isInteger(header.version) || header.version < 0)
+    hi.push('header: version must be a whole number');
   if (hi.length > 0) throw new ValidationError('HISTORY_INVALID', `${source}: malformed header`, hi);
   const kind = header.kind as ActorKind;
   const id = header.id as string;
@@ -58,14 +72,20 @@ export function parseEventLine(raw: string, n: number, stream: string): Recorded
   }
   if (!isPlainObject(e)) return `line ${n}: ${raw.trim() === '' ? 'empty line' : 'not a JSON object'}`;
   const problems: string[] = [];
-  if (e.version !== expected) problems.push(`version is ${JSON.stringify(e.version)}, expected ${expected} (events must be complete and in order)`);
+  if (e.version !== expected)
+    problems.push(
+      `version is ${JSON.stringify(e.version)}, expected ${expected} (events must be complete and in order)`,
+    );
   if (typeof e.type !== 'string' || e.type === '') problems.push('type must be a non-empty string');
-  if (typeof e.schema !== 'number' || !Number.isInteger(e.schema) || e.schema < 1) problems.push('schema must be a whole number ≥ 1');
+  if (typeof e.schema !== 'number' || !Number.isInteger(e.schema) || e.schema < 1)
+    problems.push('schema must be a whole number ≥ 1');
   if (!isPlainObject(e.data)) problems.push('data must be an object');
   if (typeof e.at !== 'string' || Number.isNaN(Date.parse(e.at))) problems.push('at must be an ISO timestamp');
   if (e.meta !== undefined && !isPlainObject(e.meta)) problems.push('meta must be an object');
-  if (e.seq !== undefined && (typeof e.seq !== 'number' || !Number.isInteger(e.seq))) problems.push('seq must be a whole number');
-  if (e.stream !== undefined && e.stream !== stream) problems.push(`stream is ${JSON.stringify(e.stream)}, not the header's ${stream}`);
+  if (e.seq !== undefined && (typeof e.seq !== 'number' || !Number.isInteger(e.seq)))
+    problems.push('seq must be a whole number');
+  if (e.stream !== undefined && e.stream !== stream)
+    problems.push(`stream is ${JSON.stringify(e.stream)}, not the header's ${stream}`);
   if (problems.length > 0) return `line ${n}: ${problems.join('; ')}`;
   return {
     seq: typeof e.seq === 'number' ? e.seq : expected,
@@ -113,7 +133,8 @@ export function parseHistory(text: string, source = 'history'): History {
   if (issues.empty && events.length !== header.version) {
     issues.add(`the header says ${header.version} events but the file holds ${events.length} (truncated or edited?)`);
   }
-  if (!issues.empty) throw new ValidationError('HISTORY_INVALID', `${source} is not a valid runlog history`, issues.all());
+  if (!issues.empty)
+    throw new ValidationError('HISTORY_INVALID', `${source} is not a valid runlog history`, issues.all());
   return { header, events };
 }
 
@@ -148,7 +169,11 @@ async function* fileLines(path: string): AsyncGenerator<string> {
     }
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? '';
-    if (code.startsWith('Z_') || code === 'ERR_BUFFER_TOO_LARGE') throw new ValidationError('HISTORY_INVALID', `${path} is not a complete gzip file (${(err as Error).message}): truncated or damaged`);
+    if (code.startsWith('Z_') || code === 'ERR_BUFFER_TOO_LARGE')
+      throw new ValidationError(
+        'HISTORY_INVALID',
+        `${path} is not a complete gzip file (${(err as Error).message}): truncated or damaged`,
+      );
     throw err;
   } finally {
     rl.close();
@@ -181,7 +206,9 @@ export async function* historyLines(path: string, id: string | undefined): Async
         } catch {
           /* the count is only for the message */
         }
-        throw new UsageError(`${path} is an archive${count}: name the actor to replay (runlog replay --file ${path} <id>)`);
+        throw new UsageError(
+          `${path} is an archive${count}: name the actor to replay (runlog replay --file ${path} <id>)`,
+        );
       }
       continue;
     }
@@ -216,13 +243,18 @@ export async function* historyLines(path: string, id: string | undefined): Async
 }
 
 /** A history file's events, parsed line by line (the file was checked whole by checkHistoryFile first). */
-export async function* historyEvents(path: string, header: HistoryHeader, id: string | undefined): AsyncGenerator<RecordedEvent> {
+export async function* historyEvents(
+  path: string,
+  header: HistoryHeader,
+  id: string | undefined,
+): AsyncGenerator<RecordedEvent> {
   let n = 0;
   for await (const line of historyLines(path, id)) {
     n += 1;
     if (n === 1) continue;
     const r = parseEventLine(line, n, header.stream);
-    if (typeof r === 'string') throw new ValidationError('HISTORY_INVALID', `${path} changed while it was replayed`, [r]);
+    if (typeof r === 'string')
+      throw new ValidationError('HISTORY_INVALID', `${path} changed while it was replayed`, [r]);
     yield r;
   }
 }

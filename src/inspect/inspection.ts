@@ -3,7 +3,15 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { ReplayToInvalidError } from '../domain/errors.ts';
 import { toMachineEvent, type ActorKind, type RecordedEvent } from '../domain/events.ts';
-import { foldEvent, initialSnapshot, machines, replaySteps, stateName, type AnySnapshot, type Step } from '../machines/runtime.ts';
+import {
+  foldEvent,
+  initialSnapshot,
+  machines,
+  replaySteps,
+  stateName,
+  type AnySnapshot,
+  type Step,
+} from '../machines/runtime.ts';
 import { actorStatus, summarize } from '../machines/summary.ts';
 import { collect, type ActorRow, type EventStorePort, type SnapshotRecord } from '../store/port.ts';
 import { resolveActor } from './resolve-actor.ts';
@@ -42,7 +50,10 @@ export { resolveActor };
 /** Events folded between two turns of the event loop: a long fold leaves a server answering its other requests. */
 export const FOLD_CHUNK = 500;
 
-export async function listActors(store: EventStorePort, filter: { kind?: ActorKind; all?: boolean } = {}): Promise<ActorRow[]> {
+export async function listActors(
+  store: EventStorePort,
+  filter: { kind?: ActorKind; all?: boolean } = {},
+): Promise<ActorRow[]> {
   return store.listActors(filter);
 }
 
@@ -68,7 +79,11 @@ export async function foldStream(
 }
 
 /** The stream's event at `version` (undefined when it has none). */
-export async function eventAt(store: EventStorePort, stream: string, version: number): Promise<RecordedEvent | undefined> {
+export async function eventAt(
+  store: EventStorePort,
+  stream: string,
+  version: number,
+): Promise<RecordedEvent | undefined> {
   return (await collect(store.readStream(stream, { from: version, to: version })))[0];
 }
 
@@ -81,7 +96,20 @@ export async function inspectActor(store: EventStorePort, id: string): Promise<A
   const row = await store.getActor(ref.id);
   if (row?.archived && (await store.streamVersion(ref.stream)) === 0) {
     // A tombstone: what the log still says of an archived actor, and where its history went.
-    return { id: row.id, kind: ref.kind, stream: row.stream, state: row.state, status: row.status, version: row.version, createdAt: row.createdAt, updatedAt: row.updatedAt, summary: row.summary, context: {}, traceId: null, archived: row.archived };
+    return {
+      id: row.id,
+      kind: ref.kind,
+      stream: row.stream,
+      state: row.state,
+      status: row.status,
+      version: row.version,
+      createdAt: row.createdAt,
+      updatedAt: row.updatedAt,
+      summary: row.summary,
+      context: {},
+      traceId: null,
+      archived: row.archived,
+    };
   }
   const machine = machines[ref.kind];
   const cached = await store.snapshotAtOrBefore(ref.stream);
@@ -98,7 +126,12 @@ export async function inspectActor(store: EventStorePort, id: string): Promise<A
 }
 
 /** The view of an actor folded to `snapshot`, given its stream's first event and the last one folded. */
-export function actorViewOf(ref: { id: string; kind: ActorKind; stream: string }, snapshot: AnySnapshot, first: RecordedEvent | undefined, last: RecordedEvent | undefined): ActorView {
+export function actorViewOf(
+  ref: { id: string; kind: ActorKind; stream: string },
+  snapshot: AnySnapshot,
+  first: RecordedEvent | undefined,
+  last: RecordedEvent | undefined,
+): ActorView {
   return {
     id: ref.id,
     kind: ref.kind,
@@ -115,7 +148,11 @@ export function actorViewOf(ref: { id: string; kind: ActorKind; stream: string }
 }
 
 /** One actor's events, versions `from`..`to` inclusive (a range the caller bounds: it is returned whole). */
-export async function actorEvents(store: EventStorePort, id: string, range: { from?: number; to?: number } = {}): Promise<RecordedEvent[]> {
+export async function actorEvents(
+  store: EventStorePort,
+  id: string,
+  range: { from?: number; to?: number } = {},
+): Promise<RecordedEvent[]> {
   const ref = await resolveActor(store, id);
   return collect(store.readStream(ref.stream, range));
 }
@@ -127,7 +164,10 @@ export function replayEvents(kind: ActorKind, id: string, events: readonly Recor
     // The caller's --to / ?to= is wrong (exit 2, HTTP 400), not the log: REPLAY (damaged) is for a history that cannot be folded.
     throw new ReplayToInvalidError(id, events.at(-1)?.version ?? 0, to);
   }
-  const steps = replaySteps(machines[kind], upto.map((e) => ({ ...toMachineEvent(e), version: e.version })));
+  const steps = replaySteps(
+    machines[kind],
+    upto.map((e) => ({ ...toMachineEvent(e), version: e.version })),
+  );
   const last = steps.at(-1);
   return {
     id,
@@ -189,9 +229,14 @@ export interface SnapshotReplacing {
  * Recomputes every actor's snapshot from the log (`runlog rebuild --snapshots`): one fold, one snapshot per actor
  * at its current version, replacing all that were kept.
  */
-export async function rebuildSnapshots(store: EventStorePort, target: SnapshotReplacing): Promise<{ snapshots: number; events: number }> {
+export async function rebuildSnapshots(
+  store: EventStorePort,
+  target: SnapshotReplacing,
+): Promise<{ snapshots: number; events: number }> {
   const folded = await foldLog(store);
-  const records = [...folded.streams].map(([stream, f]) => encodeSnapshot(machines[f.kind], stream, f.version, f.createdAt, f.snapshot));
+  const records = [...folded.streams].map(([stream, f]) =>
+    encodeSnapshot(machines[f.kind], stream, f.version, f.createdAt, f.snapshot),
+  );
   return { snapshots: await target.replaceSnapshots(records), events: folded.events };
 }
 
@@ -199,7 +244,10 @@ export async function rebuildSnapshots(store: EventStorePort, target: SnapshotRe
  * Replays the whole log in one pass, read a page at a time: every stream's current snapshot, holding no event
  * longer than its fold. `visit` sees each stream's fold after each of its events (verify compares snapshots with it).
  */
-export async function foldLog(store: EventStorePort, visit?: (stream: string, folded: FoldedStream) => void): Promise<{ streams: Map<string, FoldedStream>; events: number }> {
+export async function foldLog(
+  store: EventStorePort,
+  visit?: (stream: string, folded: FoldedStream) => void,
+): Promise<{ streams: Map<string, FoldedStream>; events: number }> {
   const streams = new Map<string, FoldedStream>();
   let events = 0;
   // A recorded event is a machine event (type, at, data): it goes to the machine as it is.
@@ -215,7 +263,13 @@ export async function foldLog(store: EventStorePort, visit?: (stream: string, fo
       const kind = e.stream.slice(0, e.stream.indexOf('-')) as ActorKind;
       const machine = machines[kind];
       if (!machine) continue;
-      const f: FoldedStream = { kind, snapshot: foldEvent(machine, undefined, e), version: e.version, createdAt: e.at, updatedAt: e.at };
+      const f: FoldedStream = {
+        kind,
+        snapshot: foldEvent(machine, undefined, e),
+        version: e.version,
+        createdAt: e.at,
+        updatedAt: e.at,
+      };
       streams.set(e.stream, f);
       visit?.(e.stream, f);
     }

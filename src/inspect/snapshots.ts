@@ -43,7 +43,12 @@ const fingerprints = new WeakMap<AnyStateMachine, string>();
 export function machineFingerprint(machine: AnyStateMachine): string {
   let f = fingerprints.get(machine);
   if (!f) {
-    const text = JSON.stringify(describe({ format: SNAPSHOT_FORMAT, id: machine.id, config: machine.config, implementations: machine.implementations }, new WeakSet()));
+    const text = JSON.stringify(
+      describe(
+        { format: SNAPSHOT_FORMAT, id: machine.id, config: machine.config, implementations: machine.implementations },
+        new WeakSet(),
+      ),
+    );
     f = createHash('sha256').update(text).digest('hex').slice(0, 32);
     fingerprints.set(machine, f);
   }
@@ -51,7 +56,11 @@ export function machineFingerprint(machine: AnyStateMachine): string {
 }
 
 function checksum(stream: string, version: number, fingerprint: string, createdAt: string, state: string): string {
-  return createHash('sha256').update(JSON.stringify([stream, version, fingerprint, createdAt])).update('\n').update(state).digest('hex');
+  return createHash('sha256')
+    .update(JSON.stringify([stream, version, fingerprint, createdAt]))
+    .update('\n')
+    .update(state)
+    .digest('hex');
 }
 
 /** Whether an actor's snapshot is due after the event that brought it to `version`. */
@@ -59,8 +68,20 @@ export function snapshotDue(snapshot: AnySnapshot, version: number): boolean {
   return version % SNAPSHOT_EVERY === 0 || isTerminal(snapshot);
 }
 
-export function encodeSnapshot(machine: AnyStateMachine, stream: string, version: number, createdAt: string, snapshot: AnySnapshot): SnapshotRecord {
-  return sealSnapshot({ stream, version, fingerprint: machineFingerprint(machine), createdAt, state: snapshotState(machine, snapshot) });
+export function encodeSnapshot(
+  machine: AnyStateMachine,
+  stream: string,
+  version: number,
+  createdAt: string,
+  snapshot: AnySnapshot,
+): SnapshotRecord {
+  return sealSnapshot({
+    stream,
+    version,
+    fingerprint: machineFingerprint(machine),
+    createdAt,
+    state: snapshotState(machine, snapshot),
+  });
 }
 
 /** The JSON text a snapshot stores for a machine snapshot (what verify compares a fold with). */
@@ -74,12 +95,19 @@ export function sealSnapshot(r: Omit<SnapshotRecord, 'checksum'>): SnapshotRecor
 }
 
 /** Why a stored snapshot cannot be used (null: it can). */
-export function snapshotProblem(machine: AnyStateMachine, record: SnapshotRecord): { code: 'SNAPSHOT_STALE' | 'SNAPSHOT_CHECKSUM'; reason: string } | null {
+export function snapshotProblem(
+  machine: AnyStateMachine,
+  record: SnapshotRecord,
+): { code: 'SNAPSHOT_STALE' | 'SNAPSHOT_CHECKSUM'; reason: string } | null {
   if (record.checksum !== checksum(record.stream, record.version, record.fingerprint, record.createdAt, record.state)) {
     return { code: 'SNAPSHOT_CHECKSUM', reason: 'its bytes do not match its checksum' };
   }
   const current = machineFingerprint(machine);
-  if (record.fingerprint !== current) return { code: 'SNAPSHOT_STALE', reason: `it was made by another machine definition (${record.fingerprint.slice(0, 12)}…, now ${current.slice(0, 12)}…)` };
+  if (record.fingerprint !== current)
+    return {
+      code: 'SNAPSHOT_STALE',
+      reason: `it was made by another machine definition (${record.fingerprint.slice(0, 12)}…, now ${current.slice(0, 12)}…)`,
+    };
   return null;
 }
 

@@ -95,13 +95,27 @@ interface DerivedSource {
 /** A snapshot's problem as a finding (a stale one is a warning), or null when it is usable. */
 function snapshotFinding(r: SnapshotRecord, older: boolean): VerifyFinding | null {
   const kind = kindOf(r.stream, machines);
-  const problem = kind ? snapshotProblem(machines[kind], r) : { code: 'SNAPSHOT_CHECKSUM' as const, reason: 'it belongs to no actor kind' };
+  const problem = kind
+    ? snapshotProblem(machines[kind], r)
+    : { code: 'SNAPSHOT_CHECKSUM' as const, reason: 'it belongs to no actor kind' };
   if (!problem) return null;
   const what = older ? 'older snapshot' : 'snapshot';
   if (problem.code === 'SNAPSHOT_STALE') {
-    return { code: problem.code, severity: 'warning', message: `${r.stream} v${r.version}: ${what} ignored, ${problem.reason}; runlog rebuild --snapshots makes new ones`, stream: r.stream, version: r.version };
+    return {
+      code: problem.code,
+      severity: 'warning',
+      message: `${r.stream} v${r.version}: ${what} ignored, ${problem.reason}; runlog rebuild --snapshots makes new ones`,
+      stream: r.stream,
+      version: r.version,
+    };
   }
-  return { code: problem.code, severity: 'damage', message: `${r.stream} v${r.version}: ${what} ignored, ${problem.reason}`, stream: r.stream, version: r.version };
+  return {
+    code: problem.code,
+    severity: 'damage',
+    message: `${r.stream} v${r.version}: ${what} ignored, ${problem.reason}`,
+    stream: r.stream,
+    version: r.version,
+  };
 }
 
 /** JSON text with every object's keys sorted: the same value however its keys were ordered. */
@@ -109,7 +123,11 @@ function canonical(text: string): string {
   const sort = (v: unknown): unknown => {
     if (Array.isArray(v)) return v.map(sort);
     if (v === null || typeof v !== 'object') return v;
-    return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sort((v as Record<string, unknown>)[k])]));
+    return Object.fromEntries(
+      Object.keys(v)
+        .sort()
+        .map((k) => [k, sort((v as Record<string, unknown>)[k])]),
+    );
   };
   return JSON.stringify(sort(JSON.parse(text)));
 }
@@ -155,13 +173,25 @@ async function checkDerived(report: VerifyReport, src: DerivedSource): Promise<v
   }
   for (const [stream, version] of src.snapshotVersions) {
     if (!stored.has(`${stream}@${version}`)) {
-      report.findings.push({ code: 'SNAPSHOT_MISSING', severity: 'damage', message: `${stream}: its snapshot at v${version} is gone (the actors projection records it); it is folded from its events meanwhile`, stream, version });
+      report.findings.push({
+        code: 'SNAPSHOT_MISSING',
+        severity: 'damage',
+        message: `${stream}: its snapshot at v${version} is gone (the actors projection records it); it is folded from its events meanwhile`,
+        stream,
+        version,
+      });
     }
   }
   const matched = new Set<string>();
   let olderMatched = 0;
   const mismatch = (stream: string, version: number, older: boolean): void => {
-    report.findings.push({ code: 'SNAPSHOT_MISMATCH', severity: 'damage', message: `${stream} v${version}: the ${older ? 'older snapshot (replay --to reads it)' : 'snapshot'} differs from the fold of its events`, stream, version });
+    report.findings.push({
+      code: 'SNAPSHOT_MISMATCH',
+      severity: 'damage',
+      message: `${stream} v${version}: the ${older ? 'older snapshot (replay --to reads it)' : 'snapshot'} differs from the fold of its events`,
+      stream,
+      version,
+    });
   };
   const visit = (stream: string, f: FoldedStream): void => {
     const r = snapshots.get(stream);
@@ -182,11 +212,24 @@ async function checkDerived(report: VerifyReport, src: DerivedSource): Promise<v
   report.snapshots = matched.size;
   report.olderSnapshots = olderMatched;
   for (const [stream, r] of snapshots) {
-    if (!matched.has(stream)) report.findings.push({ code: 'SNAPSHOT_MISMATCH', severity: 'damage', message: `${stream} v${r.version}: the snapshot stands at a version its events never reached`, stream, version: r.version });
+    if (!matched.has(stream))
+      report.findings.push({
+        code: 'SNAPSHOT_MISMATCH',
+        severity: 'damage',
+        message: `${stream} v${r.version}: the snapshot stands at a version its events never reached`,
+        stream,
+        version: r.version,
+      });
   }
   for (const [stream, left] of history) {
     for (const r of left.values()) {
-      report.findings.push({ code: 'SNAPSHOT_MISMATCH', severity: 'damage', message: `${stream} v${r.version}: an older snapshot stands at a version its events never reached`, stream, version: r.version });
+      report.findings.push({
+        code: 'SNAPSHOT_MISMATCH',
+        severity: 'damage',
+        message: `${stream} v${r.version}: an older snapshot stands at a version its events never reached`,
+        stream,
+        version: r.version,
+      });
     }
   }
   const rows = new Map((await src.log.listActors({ all: true })).map((r) => [r.stream, r]));
@@ -196,7 +239,12 @@ async function checkDerived(report: VerifyReport, src: DerivedSource): Promise<v
     rows.delete(stream);
     const want = { state: stateName(f.snapshot), status: actorStatus(f.snapshot), version: f.version };
     if (!row) {
-      report.findings.push({ code: 'PROJECTION_MISMATCH', severity: 'damage', message: `${stream}: no row in the actors projection (its events say ${want.state} at v${want.version}); runlog rebuild recomputes it`, stream });
+      report.findings.push({
+        code: 'PROJECTION_MISMATCH',
+        severity: 'damage',
+        message: `${stream}: no row in the actors projection (its events say ${want.state} at v${want.version}); runlog rebuild recomputes it`,
+        stream,
+      });
     } else if (row.state !== want.state || row.status !== want.status || row.version !== want.version) {
       report.findings.push({
         code: 'PROJECTION_MISMATCH',
@@ -209,28 +257,56 @@ async function checkDerived(report: VerifyReport, src: DerivedSource): Promise<v
   }
   for (const [stream, row] of rows) {
     if (row.archived) continue; // a tombstone: its events are in an archive (runlog archive), the chain records the hole
-    report.findings.push({ code: 'PROJECTION_MISMATCH', severity: 'damage', message: `${stream}: a row in the actors projection with no events; runlog rebuild recomputes it`, stream });
+    report.findings.push({
+      code: 'PROJECTION_MISMATCH',
+      severity: 'damage',
+      message: `${stream}: a row in the actors projection with no events; runlog rebuild recomputes it`,
+      stream,
+    });
   }
 }
 
-const emptyReport = (file: string): VerifyReport => ({ file, ok: true, events: 0, lastSeq: null, lastHash: null, actors: 0, snapshots: 0, olderSnapshots: 0, archives: 0, findings: [] });
+const emptyReport = (file: string): VerifyReport => ({
+  file,
+  ok: true,
+  events: 0,
+  lastSeq: null,
+  lastHash: null,
+  actors: 0,
+  snapshots: 0,
+  olderSnapshots: 0,
+  archives: 0,
+  findings: [],
+});
 
 /**
  * The checks every store shares, added to `report`: the hash chain, the archives, then the snapshots and the
  * actors projection against one fold of the events (read a page at a time).
  */
-export async function verifyStore(report: VerifyReport, src: VerifySource, options: { archiveDirs?: readonly string[] } = {}): Promise<VerifyReport> {
+export async function verifyStore(
+  report: VerifyReport,
+  src: VerifySource,
+  options: { archiveDirs?: readonly string[] } = {},
+): Promise<VerifyReport> {
   chainFinding(report, await src.chain.verifyChain());
   const archives = await src.audit.checkArchives(options.archiveDirs ?? []);
   report.archives = archives.checked;
   for (const { file: _file, ...f } of archives.findings) report.findings.push(f);
-  await checkDerived(report, { log: src.store, snapshots: src.audit.snapshots(), history: src.audit.olderSnapshots(), snapshotVersions: await src.audit.snapshotVersions() });
+  await checkDerived(report, {
+    log: src.store,
+    snapshots: src.audit.snapshots(),
+    history: src.audit.olderSnapshots(),
+    snapshotVersions: await src.audit.snapshotVersions(),
+  });
   report.ok = report.findings.every((f) => f.severity !== 'damage');
   return report;
 }
 
 /** `runlog verify` on a SQLite file. `archiveDirs`: where to look for archives moved from where they were written (by their file name). */
-export async function verifyLog(file: string, options: { archiveDirs?: readonly string[] } = {}): Promise<VerifyReport> {
+export async function verifyLog(
+  file: string,
+  options: { archiveDirs?: readonly string[] } = {},
+): Promise<VerifyReport> {
   const report = emptyReport(file);
   const wal = walDamage(file);
   if (wal) report.findings.push(finding(wal));
@@ -249,7 +325,8 @@ export async function verifyLog(file: string, options: { archiveDirs?: readonly 
     // SQLite's own checks go to the engine under the port; the rest through the port and its capabilities.
     const engine = log.store;
     const problems = engine.integrityCheck();
-    if (problems.length > 0) report.findings.push(finding(new StoreCorruptError(file, `integrity_check: ${problems.slice(0, 5).join('; ')}`)));
+    if (problems.length > 0)
+      report.findings.push(finding(new StoreCorruptError(file, `integrity_check: ${problems.slice(0, 5).join('; ')}`)));
     return await verifyStore(
       report,
       {
@@ -270,7 +347,10 @@ export async function verifyLog(file: string, options: { archiveDirs?: readonly 
  * deleted snapshot is reported (SNAPSHOT_MISSING) against snapshot_versions, as SQLite's against
  * actors.snapshot_version.
  */
-export async function verifyPgLog(url: string, options: { archiveDirs?: readonly string[] } = {}): Promise<VerifyReport> {
+export async function verifyPgLog(
+  url: string,
+  options: { archiveDirs?: readonly string[] } = {},
+): Promise<VerifyReport> {
   const { openPostgresLog } = await import('../store/postgres/open.ts');
   const { log: store, audit } = await openPostgresLog({ url, pollMs: 0, maxConnections: 2 });
   try {

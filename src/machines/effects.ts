@@ -43,7 +43,9 @@ export function toEffects(actions: readonly { type: string; params?: unknown }[]
  * it builds one inert action per effect, each typed with its params, for `setup({ actions })`; the `names`
  * object must list every effect of the map (the compiler checks it), so the machine and its map cannot drift.
  */
-export function effectActions<P>(names: { [T in keyof P]: true }): { [T in keyof P]: (_args: unknown, _params: P[T]) => void } {
+export function effectActions<P>(names: { [T in keyof P]: true }): {
+  [T in keyof P]: (_args: unknown, _params: P[T]) => void;
+} {
   const out = {} as { [T in keyof P]: (_args: unknown, _params: P[T]) => void };
   for (const name of Object.keys(names) as (keyof P)[]) out[name] = noEffect;
   return out;

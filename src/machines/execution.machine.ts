@@ -7,7 +7,15 @@
 //   resolving … adopted ──execution.recovered──→ the same state, entered again (its step's effect runs again)
 import { assign, setup } from 'xstate';
 import type { ExecutionEvent } from '../domain/events.ts';
-import { FAILURE_REASONS, type ExecutionEventData, type ExecutionRequest, type FailureReason, type LatencyProfile, type Materialized, type Resolved } from '../domain/execution-events.ts';
+import {
+  FAILURE_REASONS,
+  type ExecutionEventData,
+  type ExecutionRequest,
+  type FailureReason,
+  type LatencyProfile,
+  type Materialized,
+  type Resolved,
+} from '../domain/execution-events.ts';
 import { effectActions } from './effects.ts';
 
 // The vocabulary lives in the domain (execution-events.ts); re-exported here for the code that reads it with the machine.
@@ -59,11 +67,22 @@ export interface ExecutionEffects {
   materialize: { request: ExecutionRequest; resolved: Resolved };
   createSandbox: { request: ExecutionRequest; resolved: Resolved; materialized: Materialized };
   /** `resumed`: run again on recovery, on a container a dead supervisor may have attached to (see executions.ts). */
-  invoke: { request: ExecutionRequest; containerId: string; deadline: string | null; resolved: Resolved; resumed?: boolean };
+  invoke: {
+    request: ExecutionRequest;
+    containerId: string;
+    deadline: string | null;
+    resolved: Resolved;
+    resumed?: boolean;
+  };
   collect: { request: ExecutionRequest; containerId: string | null; deadline: string | null };
   killSandbox: { containerId: string | null; reason: 'cancelled' };
   cleanup: { executionId: string | undefined; containerId: string | null; materialized: Materialized | null };
-  announce: { topic: 'execution:finished'; executionId: string; status: 'succeeded' | 'failed'; failure?: ExecutionContext['failure'] };
+  announce: {
+    topic: 'execution:finished';
+    executionId: string;
+    status: 'succeeded' | 'failed';
+    failure?: ExecutionContext['failure'];
+  };
 }
 
 /*
@@ -118,7 +137,9 @@ export const executionMachine = setup({
         outcome: { status: 'succeeded' as const, at: event.at },
       };
     }),
-    recordCancelled: assign({ failure: { reason: 'cancelled' as const, code: 'CANCELLED', message: 'cancelled before it ran' } }),
+    recordCancelled: assign({
+      failure: { reason: 'cancelled' as const, code: 'CANCELLED', message: 'cancelled before it ran' },
+    }),
     recordFailure: assign(({ event }) => {
       const x = dataOf(event, 'execution.failed');
       return {
@@ -157,7 +178,12 @@ export const executionMachine = setup({
       },
     },
     materializing: {
-      entry: [{ type: 'materialize', params: ({ context }) => ({ request: requestOf(context), resolved: resolvedOf(context) }) }],
+      entry: [
+        {
+          type: 'materialize',
+          params: ({ context }) => ({ request: requestOf(context), resolved: resolvedOf(context) }),
+        },
+      ],
       on: {
         'execution.step': { actions: 'recordStep' },
         'execution.recovered': { target: 'materializing', reenter: true },
@@ -168,14 +194,24 @@ export const executionMachine = setup({
     },
     starting: {
       entry: [
-        { type: 'createSandbox', params: ({ context }) => ({ request: requestOf(context), resolved: resolvedOf(context), materialized: materializedOf(context) }) },
+        {
+          type: 'createSandbox',
+          params: ({ context }) => ({
+            request: requestOf(context),
+            resolved: resolvedOf(context),
+            materialized: materializedOf(context),
+          }),
+        },
       ],
       on: {
         'execution.step': { actions: 'recordStep' },
         'execution.recovered': { target: 'starting', reenter: true },
         'execution.started': {
           target: 'running',
-          actions: assign({ containerId: ({ event }) => String(event.data.containerId), startedAt: ({ event }) => event.at }),
+          actions: assign({
+            containerId: ({ event }) => String(event.data.containerId),
+            startedAt: ({ event }) => event.at,
+          }),
         },
         'execution.adopted': { target: 'adopted' },
         'execution.failed': { target: 'failed', actions: 'recordFailure' },
@@ -203,15 +239,28 @@ export const executionMachine = setup({
         'execution.succeeded': { target: 'succeeded', actions: 'recordSuccess' },
         'execution.failed': { target: 'failed', actions: 'recordFailure' },
         'execution.cancel-requested': {
-          actions: { type: 'killSandbox', params: ({ context }) => ({ containerId: context.containerId, reason: 'cancelled' as const }) },
+          actions: {
+            type: 'killSandbox',
+            params: ({ context }) => ({ containerId: context.containerId, reason: 'cancelled' as const }),
+          },
         },
         'execution.adopted': { target: 'adopted' },
       },
     },
     adopted: {
       entry: [
-        assign({ adopted: true, containerId: ({ context, event }) => dataOf(event, 'execution.adopted').containerId ?? context.containerId }),
-        { type: 'collect', params: ({ context }) => ({ request: requestOf(context), containerId: context.containerId, deadline: context.deadline }) },
+        assign({
+          adopted: true,
+          containerId: ({ context, event }) => dataOf(event, 'execution.adopted').containerId ?? context.containerId,
+        }),
+        {
+          type: 'collect',
+          params: ({ context }) => ({
+            request: requestOf(context),
+            containerId: context.containerId,
+            deadline: context.deadline,
+          }),
+        },
       ],
       on: {
         'execution.step': { actions: 'recordStep' },
@@ -224,18 +273,44 @@ export const executionMachine = setup({
     succeeded: {
       type: 'final',
       entry: [
-        { type: 'cleanup', params: ({ context }) => ({ executionId: context.request?.executionId, containerId: context.containerId, materialized: context.materialized }) },
-        { type: 'announce', params: ({ context }) => ({ topic: 'execution:finished' as const, executionId: requestOf(context).executionId, status: 'succeeded' as const }) },
+        {
+          type: 'cleanup',
+          params: ({ context }) => ({
+            executionId: context.request?.executionId,
+            containerId: context.containerId,
+            materialized: context.materialized,
+          }),
+        },
+        {
+          type: 'announce',
+          params: ({ context }) => ({
+            topic: 'execution:finished' as const,
+            executionId: requestOf(context).executionId,
+            status: 'succeeded' as const,
+          }),
+        },
       ],
     },
     failed: {
       type: 'final',
       entry: [
         assign({ outcome: ({ context, event }) => context.outcome ?? { status: 'failed' as const, at: event.at } }),
-        { type: 'cleanup', params: ({ context }) => ({ executionId: context.request?.executionId, containerId: context.containerId, materialized: context.materialized }) },
+        {
+          type: 'cleanup',
+          params: ({ context }) => ({
+            executionId: context.request?.executionId,
+            containerId: context.containerId,
+            materialized: context.materialized,
+          }),
+        },
         {
           type: 'announce',
-          params: ({ context }) => ({ topic: 'execution:finished' as const, executionId: requestOf(context).executionId, status: 'failed' as const, failure: context.failure }),
+          params: ({ context }) => ({
+            topic: 'execution:finished' as const,
+            executionId: requestOf(context).executionId,
+            status: 'failed' as const,
+            failure: context.failure,
+          }),
         },
       ],
     },

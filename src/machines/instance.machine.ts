@@ -2,7 +2,7 @@
 // named actions whose params are data. Nothing here reads the clock: time arrives as `event.at`.
 //
 //   new → spawning → healthy → running ⇄ paused → stopping → stopped
-//            │          │        │                    
+//            │          │        │
 //            └──────────┴────────┴──→ crashed ──(restart policy: backoff timer events)──→ spawning
 //   any live state ──instance.adopted──→ adopted ──instance.running──→ running (paused, if it was paused)
 //   any live state ──instance.lost──→ lost
@@ -10,7 +10,14 @@
 //   adopted | stopping | crashed.backoff ──instance.recovered──→ the same state, entered again (recovery)
 import { assign, setup } from 'xstate';
 import type { InstanceEvent } from '../domain/events.ts';
-import { DEFAULT_RESTART, type CrashData, type CrashReason, type InstanceSpec, type RestartPolicy, type SandboxLocation } from '../domain/instance-events.ts';
+import {
+  DEFAULT_RESTART,
+  type CrashData,
+  type CrashReason,
+  type InstanceSpec,
+  type RestartPolicy,
+  type SandboxLocation,
+} from '../domain/instance-events.ts';
 import { addMs, msBetween } from '../domain/time.ts';
 import { effectActions } from './effects.ts';
 
@@ -39,7 +46,13 @@ export type InstanceContext = {
   /** The delay the next restart will wait, computed when the crash is recorded. */
   nextRestartDelayMs: number | null;
   nextRestartAt: string | null;
-  lastCrash: { reason: CrashReason; message: string; exitCode: number | null; signal: string | null; at: string } | null;
+  lastCrash: {
+    reason: CrashReason;
+    message: string;
+    exitCode: number | null;
+    signal: string | null;
+    at: string;
+  } | null;
   lastExit: { exitCode: number | null; signal: string | null; at: string } | null;
   adopted: boolean;
   /** The app was paused (onPause) and not resumed: an adoption brings it back paused, not running. */
@@ -98,12 +111,18 @@ const specOf = (c: InstanceContext): InstanceSpec => c.spec as InstanceSpec;
 
 /** What a crash-like event says about the crash (shared actions see every event type). */
 function crashData(event: E): CrashData {
-  return event.type === 'instance.crashed' || event.type === 'instance.spawn-failed' || event.type === 'instance.lifecycle-failed' ? event.data : {};
+  return event.type === 'instance.crashed' ||
+    event.type === 'instance.spawn-failed' ||
+    event.type === 'instance.lifecycle-failed'
+    ? event.data
+    : {};
 }
 
 /** Where the sandbox is, from the event that says so (shared entry actions see every event type). */
 function locationOf(event: E): SandboxLocation {
-  return event.type === 'instance.spawned' || event.type === 'instance.adopted' || event.type === 'instance.discovered' ? event.data : {};
+  return event.type === 'instance.spawned' || event.type === 'instance.adopted' || event.type === 'instance.discovered'
+    ? event.data
+    : {};
 }
 
 export function restartDelay(policy: RestartPolicy, attempt: number): number {
@@ -118,11 +137,18 @@ function restartsAfterCrash(ctx: InstanceContext, at: string): number {
 }
 
 /** What the restart policy makes of a crash event in this context: whether a restart follows, and after how many. */
-function crashPlan(context: InstanceContext, event: E): { reason: CrashReason; restarts: number; willRestart: boolean } {
+function crashPlan(
+  context: InstanceContext,
+  event: E,
+): { reason: CrashReason; restarts: number; willRestart: boolean } {
   const reason = crashData(event).reason ?? 'exit';
   const restarts = restartsAfterCrash(context, event.at);
   const policy = context.spec?.restart ?? DEFAULT_RESTART;
-  return { reason, restarts, willRestart: policy.policy === 'on-failure' && !PERMANENT.includes(reason) && restarts < policy.maxRestarts };
+  return {
+    reason,
+    restarts,
+    willRestart: policy.policy === 'on-failure' && !PERMANENT.includes(reason) && restarts < policy.maxRestarts,
+  };
 }
 
 function crashUpdate(context: InstanceContext, event: E): Partial<InstanceContext> {
@@ -204,15 +230,22 @@ export const instanceMachine = setup({
           spec: ({ context, event }) =>
             context.spec && { ...context.spec, tools: [...new Set([...context.spec.tools, String(event.data.tool)])] },
         }),
-        { type: 'provisionTools', params: ({ context }) => ({ instanceId: context.spec?.instanceId, tools: context.spec?.tools }) },
+        {
+          type: 'provisionTools',
+          params: ({ context }) => ({ instanceId: context.spec?.instanceId, tools: context.spec?.tools }),
+        },
       ],
     },
     'instance.tool-revoked': {
       actions: [
         assign({
-          spec: ({ context, event }) => context.spec && { ...context.spec, tools: context.spec.tools.filter((t) => t !== event.data.tool) },
+          spec: ({ context, event }) =>
+            context.spec && { ...context.spec, tools: context.spec.tools.filter((t) => t !== event.data.tool) },
         }),
-        { type: 'provisionTools', params: ({ context }) => ({ instanceId: context.spec?.instanceId, tools: context.spec?.tools }) },
+        {
+          type: 'provisionTools',
+          params: ({ context }) => ({ instanceId: context.spec?.instanceId, tools: context.spec?.tools }),
+        },
       ],
     },
   },
@@ -246,7 +279,8 @@ export const instanceMachine = setup({
           target: 'healthy',
           actions: assign({
             identity: ({ event }) => event.data.identity,
-            warnings: ({ context, event }) => (event.data.warning ? [...context.warnings, String(event.data.warning)] : context.warnings),
+            warnings: ({ context, event }) =>
+              event.data.warning ? [...context.warnings, String(event.data.warning)] : context.warnings,
           }),
         },
         'instance.spawn-failed': toCrashed(['recordCrash', forceKill]),
@@ -254,7 +288,12 @@ export const instanceMachine = setup({
       },
     },
     healthy: {
-      entry: [{ type: 'callLifecycle', params: ({ context }) => ({ instanceId: specOf(context).instanceId, hooks: ['onCreate', 'onStart'] }) }],
+      entry: [
+        {
+          type: 'callLifecycle',
+          params: ({ context }) => ({ instanceId: specOf(context).instanceId, hooks: ['onCreate', 'onStart'] }),
+        },
+      ],
       on: {
         'instance.running': { target: 'running', actions: assign({ runningSince: ({ event }) => event.at }) },
         'instance.lifecycle-failed': toCrashed(['recordCrash', forceKill]),
@@ -265,7 +304,13 @@ export const instanceMachine = setup({
       on: {
         'instance.pause-requested': {
           target: 'paused',
-          actions: [assign({ paused: true }), { type: 'callLifecycle', params: ({ context }) => ({ instanceId: specOf(context).instanceId, hooks: ['onPause'], optional: true }) }],
+          actions: [
+            assign({ paused: true }),
+            {
+              type: 'callLifecycle',
+              params: ({ context }) => ({ instanceId: specOf(context).instanceId, hooks: ['onPause'], optional: true }),
+            },
+          ],
         },
         ...whileLive,
       },
@@ -274,7 +319,17 @@ export const instanceMachine = setup({
       on: {
         'instance.resume-requested': {
           target: 'running',
-          actions: [assign({ paused: false }), { type: 'callLifecycle', params: ({ context }) => ({ instanceId: specOf(context).instanceId, hooks: ['onResume'], optional: true }) }],
+          actions: [
+            assign({ paused: false }),
+            {
+              type: 'callLifecycle',
+              params: ({ context }) => ({
+                instanceId: specOf(context).instanceId,
+                hooks: ['onResume'],
+                optional: true,
+              }),
+            },
+          ],
         },
         ...whileLive,
       },
@@ -293,7 +348,15 @@ export const instanceMachine = setup({
                 port: locationOf(event).port ?? null,
               },
         ),
-        { type: 'reattach', params: ({ context }) => ({ spec: specOf(context), containerId: context.containerId, host: context.host, port: context.port }) },
+        {
+          type: 'reattach',
+          params: ({ context }) => ({
+            spec: specOf(context),
+            containerId: context.containerId,
+            host: context.host,
+            port: context.port,
+          }),
+        },
       ],
       on: {
         // Re-attached: the app is as it was when the supervisor went away. A paused app stays paused (no hook runs).
@@ -307,16 +370,33 @@ export const instanceMachine = setup({
       },
     },
     stopping: {
-      entry: [{ type: 'stopSandbox', params: ({ context }) => ({ instanceId: specOf(context).instanceId, hooks: ['onStop'] }) }],
+      entry: [
+        {
+          type: 'stopSandbox',
+          params: ({ context }) => ({ instanceId: specOf(context).instanceId, hooks: ['onStop'] }),
+        },
+      ],
       on: {
         'instance.exited': {
           target: 'stopped',
-          actions: assign({ lastExit: ({ event }) => ({ exitCode: event.data.exitCode ?? null, signal: event.data.signal ?? null, at: event.at }) }),
+          actions: assign({
+            lastExit: ({ event }) => ({
+              exitCode: event.data.exitCode ?? null,
+              signal: event.data.signal ?? null,
+              at: event.at,
+            }),
+          }),
         },
         // An exit we did not ask for while stopping is still the end we wanted.
         'instance.crashed': {
           target: 'stopped',
-          actions: assign({ lastExit: ({ event }) => ({ exitCode: event.data.exitCode ?? null, signal: event.data.signal ?? null, at: event.at }) }),
+          actions: assign({
+            lastExit: ({ event }) => ({
+              exitCode: event.data.exitCode ?? null,
+              signal: event.data.signal ?? null,
+              at: event.at,
+            }),
+          }),
         },
         'instance.kill-requested': { actions: forceKill },
         'instance.lost': { target: 'lost' },
@@ -329,7 +409,10 @@ export const instanceMachine = setup({
     // instance.recovered). A supervisor killed outright records nothing: its next start counts a crash.
     suspended: {
       entry: [
-        { type: 'releasePort', params: ({ context }) => ({ instanceId: specOf(context).instanceId, port: context.port }) },
+        {
+          type: 'releasePort',
+          params: ({ context }) => ({ instanceId: specOf(context).instanceId, port: context.port }),
+        },
         // The next incarnation is a fresh process (never paused); it is not running until it says so.
         assign({ pid: null, port: null, runningSince: null, paused: false }),
       ],
@@ -344,14 +427,27 @@ export const instanceMachine = setup({
     },
     stopped: {
       type: 'final',
-      entry: [{ type: 'releasePort', params: ({ context }) => ({ instanceId: specOf(context).instanceId, port: context.port }) }],
+      entry: [
+        {
+          type: 'releasePort',
+          params: ({ context }) => ({ instanceId: specOf(context).instanceId, port: context.port }),
+        },
+      ],
     },
     crashed: {
       entry: [
-        { type: 'releasePort', params: ({ context }) => ({ instanceId: specOf(context).instanceId, port: context.port }) },
+        {
+          type: 'releasePort',
+          params: ({ context }) => ({ instanceId: specOf(context).instanceId, port: context.port }),
+        },
         {
           type: 'announce',
-          params: ({ context }) => ({ topic: 'app:crashed' as const, instanceId: specOf(context).instanceId, appId: specOf(context).appId, crash: context.lastCrash }),
+          params: ({ context }) => ({
+            topic: 'app:crashed' as const,
+            instanceId: specOf(context).instanceId,
+            appId: specOf(context).appId,
+            crash: context.lastCrash,
+          }),
         },
       ],
       // Every transition into `crashed` names its child (toCrashed); XState still wants a default one.
@@ -361,14 +457,25 @@ export const instanceMachine = setup({
           entry: [
             {
               type: 'scheduleRestart',
-              params: ({ context }) => ({ instanceId: specOf(context).instanceId, attempt: context.restarts + 1, delayMs: context.nextRestartDelayMs }),
+              params: ({ context }) => ({
+                instanceId: specOf(context).instanceId,
+                attempt: context.restarts + 1,
+                delayMs: context.nextRestartDelayMs,
+              }),
             },
           ],
           on: {
             'instance.restart-scheduled': {
               actions: [
                 assign({ nextRestartAt: ({ event }) => String(event.data.dueAt) }),
-                { type: 'armRestart', params: ({ context, event }) => ({ instanceId: specOf(context).instanceId, attempt: event.data.attempt, dueAt: String(event.data.dueAt) }) },
+                {
+                  type: 'armRestart',
+                  params: ({ context, event }) => ({
+                    instanceId: specOf(context).instanceId,
+                    attempt: event.data.attempt,
+                    dueAt: String(event.data.dueAt),
+                  }),
+                },
               ],
             },
             // The supervisor restarted: a persisted timer is armed again at its due time (an overdue one fires
@@ -378,14 +485,22 @@ export const instanceMachine = setup({
                 guard: ({ context }) => context.nextRestartAt !== null,
                 actions: {
                   type: 'armRestart',
-                  params: ({ context }) => ({ instanceId: specOf(context).instanceId, attempt: context.restarts + 1, dueAt: String(context.nextRestartAt) }),
+                  params: ({ context }) => ({
+                    instanceId: specOf(context).instanceId,
+                    attempt: context.restarts + 1,
+                    dueAt: String(context.nextRestartAt),
+                  }),
                 },
               },
               { target: 'backoff', reenter: true },
             ],
             'instance.restart-due': {
               target: '#instance.spawning',
-              actions: assign({ restarts: ({ context }) => context.restarts + 1, nextRestartAt: null, nextRestartDelayMs: null }),
+              actions: assign({
+                restarts: ({ context }) => context.restarts + 1,
+                nextRestartAt: null,
+                nextRestartDelayMs: null,
+              }),
             },
             'instance.stop-requested': {
               target: '#instance.stopped',
@@ -400,7 +515,10 @@ export const instanceMachine = setup({
       type: 'final',
       entry: [
         assign({ lostAt: ({ event }) => event.at }),
-        { type: 'releasePort', params: ({ context }) => ({ instanceId: specOf(context).instanceId, port: context.port }) },
+        {
+          type: 'releasePort',
+          params: ({ context }) => ({ instanceId: specOf(context).instanceId, port: context.port }),
+        },
       ],
     },
   },

@@ -40,7 +40,12 @@ export type InstanceObservation =
   /** No container carries the instance's stream label. */
   | (Observed & { sandbox: 'container'; container: 'none' })
   /** Its container runs (or is paused: alive, only frozen — never mistaken for an exit). */
-  | (Observed & { sandbox: 'container'; container: 'alive'; location: SandboxLocation & { startedAt: string | null }; evidence: Evidence })
+  | (Observed & {
+      sandbox: 'container';
+      container: 'alive';
+      location: SandboxLocation & { startedAt: string | null };
+      evidence: Evidence;
+    })
   /** Its container exited while the supervisor was away. */
   | (Observed & { sandbox: 'container'; container: 'exited'; exitCode: number | null; evidence: Evidence });
 
@@ -80,7 +85,15 @@ export interface Decision<K extends ActorKind> {
 
 const NO_CONTAINER = 'no container with this stream label';
 
-function decision<K extends ActorKind>(kind: K, actor: ActorAt, at: string, outcome: Outcome, evidence: Evidence, events: KindNewEvent<K>[], prepare: Preparation[] = []): Decision<K> {
+function decision<K extends ActorKind>(
+  kind: K,
+  actor: ActorAt,
+  at: string,
+  outcome: Outcome,
+  evidence: Evidence,
+  events: KindNewEvent<K>[],
+  prepare: Preparation[] = [],
+): Decision<K> {
   const machine = machines[kind];
   let snapshot = actor.snapshot;
   const effects: string[] = [];
@@ -92,7 +105,13 @@ function decision<K extends ActorKind>(kind: K, actor: ActorAt, at: string, outc
   return { outcome, evidence, prepare, events, effects };
 }
 
-const nothing = <K extends ActorKind>(evidence: Evidence = {}): Decision<K> => ({ outcome: null, evidence, prepare: [], events: [], effects: [] });
+const nothing = <K extends ActorKind>(evidence: Evidence = {}): Decision<K> => ({
+  outcome: null,
+  evidence,
+  prepare: [],
+  events: [],
+  effects: [],
+});
 
 function recovered(actor: ActorAt, evidence?: Evidence): InstanceEventData['instance.recovered'] {
   return { version: actor.version, ...(evidence ? { evidence } : {}) };
@@ -102,14 +121,23 @@ function recovered(actor: ActorAt, evidence?: Evidence): InstanceEventData['inst
 export function decideInstance(actor: ActorAt, o: InstanceObservation): Decision<'instance'> {
   const c = actor.snapshot.context as InstanceContext;
   const state = stateName(actor.snapshot);
-  const d = (outcome: Outcome, evidence: Evidence, events: KindNewEvent<'instance'>[], prepare?: Preparation[]) => decision('instance', actor, o.at, outcome, evidence, events, prepare);
-  const crash = (evidence: Evidence, message: string): KindNewEvent<'instance'> => ({ type: 'instance.crashed', data: { reason: 'supervisor-restart', exitCode: null, message, evidence } });
-  const exited = (exitCode: number | null, evidence: Evidence): KindNewEvent<'instance'> => ({ type: 'instance.exited', data: { exitCode, signal: null, evidence } });
+  const d = (outcome: Outcome, evidence: Evidence, events: KindNewEvent<'instance'>[], prepare?: Preparation[]) =>
+    decision('instance', actor, o.at, outcome, evidence, events, prepare);
+  const crash = (evidence: Evidence, message: string): KindNewEvent<'instance'> => ({
+    type: 'instance.crashed',
+    data: { reason: 'supervisor-restart', exitCode: null, message, evidence },
+  });
+  const exited = (exitCode: number | null, evidence: Evidence): KindNewEvent<'instance'> => ({
+    type: 'instance.exited',
+    data: { exitCode, signal: null, evidence },
+  });
 
   if (state === 'crashed.backoff') {
     // Its restart timer is armed again (rehydration recovers it: onRehydrate); nothing observed changes that.
     // Taken over from a dead node, it is recovered here, so the machine arms its timer on this node.
-    return 'node' in o ? d('resumed', o.evidence, [{ type: 'instance.recovered', data: recovered(actor, o.evidence) }]) : nothing();
+    return 'node' in o
+      ? d('resumed', o.evidence, [{ type: 'instance.recovered', data: recovered(actor, o.evidence) }])
+      : nothing();
   }
   if (state === 'suspended') return decideSuspended(actor, o, d);
   if (!LIVE_INSTANCE.has(state)) return nothing();
@@ -117,8 +145,19 @@ export function decideInstance(actor: ActorAt, o: InstanceObservation): Decision
     // Its sandbox ran on that node's host, which this node cannot see. When its restart policy restarts it, that
     // is a crash (reason node-lost: the machine restarts it here, on a live node); else it is lost.
     const previous = String(o.evidence.node ?? 'another node');
-    const crash: KindNewEvent<'instance'> = { type: 'instance.crashed', data: { reason: 'node-lost', message: `its node ${previous} is gone (its supervisor stopped renewing its lease)`, evidence: o.evidence } };
-    const next = step(machines.instance, actor.snapshot, { type: crash.type, at: o.at, data: crash.data as Record<string, unknown> });
+    const crash: KindNewEvent<'instance'> = {
+      type: 'instance.crashed',
+      data: {
+        reason: 'node-lost',
+        message: `its node ${previous} is gone (its supervisor stopped renewing its lease)`,
+        evidence: o.evidence,
+      },
+    };
+    const next = step(machines.instance, actor.snapshot, {
+      type: crash.type,
+      at: o.at,
+      data: crash.data as Record<string, unknown>,
+    });
     if (next.accepted && stateName(next.snapshot) === 'crashed.backoff') return d('crashed', o.evidence, [crash]);
     return d('lost', o.evidence, [{ type: 'instance.lost', data: { evidence: o.evidence } }]);
   }
@@ -127,37 +166,80 @@ export function decideInstance(actor: ActorAt, o: InstanceObservation): Decision
 
   if (o.sandbox === 'proot') {
     const evidence = { sandbox: 'proot', pid: c.pid, state };
-    return stopping ? d('exited', evidence, [exited(null, evidence)]) : d('crashed', evidence, [crash(evidence, 'its PRoot process died with the supervisor')]);
+    return stopping
+      ? d('exited', evidence, [exited(null, evidence)])
+      : d('crashed', evidence, [crash(evidence, 'its PRoot process died with the supervisor')]);
   }
   if (interrupted) {
     // The spawn did not finish (identity unverified or hooks not run): its container, if any, is removed and the
     // restart policy decides, as for any crash.
     const found = o.container !== 'none';
-    const evidence = found ? { ...o.evidence, removed: true, state } : { containerId: c.containerId, observed: NO_CONTAINER, state };
-    return d('crashed', evidence, [crash(evidence, `its spawn was interrupted by a supervisor restart (${state})`)], found ? ['remove-container'] : []);
+    const evidence = found
+      ? { ...o.evidence, removed: true, state }
+      : { containerId: c.containerId, observed: NO_CONTAINER, state };
+    return d(
+      'crashed',
+      evidence,
+      [crash(evidence, `its spawn was interrupted by a supervisor restart (${state})`)],
+      found ? ['remove-container'] : [],
+    );
   }
   if (o.container === 'none') {
     const evidence = { containerId: c.containerId, observed: NO_CONTAINER };
-    return stopping ? d('exited', evidence, [exited(null, evidence)]) : d('lost', evidence, [{ type: 'instance.lost', data: { evidence } }]);
+    return stopping
+      ? d('exited', evidence, [exited(null, evidence)])
+      : d('lost', evidence, [{ type: 'instance.lost', data: { evidence } }]);
   }
   if (o.container === 'alive') {
     // Stopping: we had decided to stop it; watch it again and do the stop again. Adopted before but not
     // re-attached: attach again. Otherwise: adopted, as it was.
-    if (stopping) return d('resumed', o.evidence, [{ type: 'instance.recovered', data: recovered(actor, o.evidence) }], ['watch-for-stop']);
-    if (state === 'adopted') return d('resumed', o.evidence, [{ type: 'instance.recovered', data: recovered(actor, o.evidence) }], ['hold-for-reattach']);
-    return d('adopted', o.evidence, [{ type: 'instance.adopted', data: { ...o.location, evidence: o.evidence } }], ['hold-for-reattach']);
+    if (stopping)
+      return d(
+        'resumed',
+        o.evidence,
+        [{ type: 'instance.recovered', data: recovered(actor, o.evidence) }],
+        ['watch-for-stop'],
+      );
+    if (state === 'adopted')
+      return d(
+        'resumed',
+        o.evidence,
+        [{ type: 'instance.recovered', data: recovered(actor, o.evidence) }],
+        ['hold-for-reattach'],
+      );
+    return d(
+      'adopted',
+      o.evidence,
+      [{ type: 'instance.adopted', data: { ...o.location, evidence: o.evidence } }],
+      ['hold-for-reattach'],
+    );
   }
   // Exited while the supervisor was away. The container goes first, so a restart cannot trip over it.
   if (stopping) return d('exited', o.evidence, [exited(o.exitCode, o.evidence)], ['remove-container']);
   return d(
     'crashed',
     o.evidence,
-    [{ type: 'instance.crashed', data: { reason: 'exit', exitCode: o.exitCode, message: `exited while the supervisor was down (code ${o.exitCode})`, evidence: o.evidence } }],
+    [
+      {
+        type: 'instance.crashed',
+        data: {
+          reason: 'exit',
+          exitCode: o.exitCode,
+          message: `exited while the supervisor was down (code ${o.exitCode})`,
+          evidence: o.evidence,
+        },
+      },
+    ],
     ['remove-container'],
   );
 }
 
-type InstanceDecide = (outcome: Outcome, evidence: Evidence, events: KindNewEvent<'instance'>[], prepare?: Preparation[]) => Decision<'instance'>;
+type InstanceDecide = (
+  outcome: Outcome,
+  evidence: Evidence,
+  events: KindNewEvent<'instance'>[],
+  prepare?: Preparation[],
+) => Decision<'instance'>;
 
 /**
  * An instance its supervisor suspended as it stopped gracefully (onGracefulStop): its sandbox stopped on the
@@ -166,11 +248,23 @@ type InstanceDecide = (outcome: Outcome, evidence: Evidence, events: KindNewEven
  * first, so the spawn does not trip over it.
  */
 function decideSuspended(actor: ActorAt, o: InstanceObservation, d: InstanceDecide): Decision<'instance'> {
-  const respawn = (evidence: Evidence, prepare?: Preparation[]) => d('resumed', evidence, [{ type: 'instance.recovered', data: recovered(actor, evidence) }], prepare);
+  const respawn = (evidence: Evidence, prepare?: Preparation[]) =>
+    d('resumed', evidence, [{ type: 'instance.recovered', data: recovered(actor, evidence) }], prepare);
   if ('node' in o) return respawn(o.evidence);
   if (o.sandbox === 'proot') return respawn({ sandbox: 'proot', state: 'suspended' });
-  if (o.container === 'none') return respawn({ containerId: (actor.snapshot.context as InstanceContext).containerId, observed: NO_CONTAINER, state: 'suspended' });
-  if (o.container === 'alive') return d('adopted', o.evidence, [{ type: 'instance.adopted', data: { ...o.location, evidence: o.evidence } }], ['hold-for-reattach']);
+  if (o.container === 'none')
+    return respawn({
+      containerId: (actor.snapshot.context as InstanceContext).containerId,
+      observed: NO_CONTAINER,
+      state: 'suspended',
+    });
+  if (o.container === 'alive')
+    return d(
+      'adopted',
+      o.evidence,
+      [{ type: 'instance.adopted', data: { ...o.location, evidence: o.evidence } }],
+      ['hold-for-reattach'],
+    );
   return respawn(o.evidence, ['remove-container']);
 }
 
@@ -182,36 +276,68 @@ export function decideExecution(actor: ActorAt, o: ExecutionObservation): Decisi
   const c = actor.snapshot.context as ExecutionContext;
   const state = stateName(actor.snapshot);
   if (!LIVE_EXECUTION.has(state)) return nothing();
-  const d = (outcome: Outcome, evidence: Evidence, events: KindNewEvent<'execution'>[]) => decision('execution', actor, o.at, outcome, evidence, events);
-  const timeout = (evidence: Evidence, message: string): KindNewEvent<'execution'> => ({ type: 'execution.failed', data: { reason: 'timeout', code: 'DEADLINE_EXCEEDED', message, evidence } });
+  const d = (outcome: Outcome, evidence: Evidence, events: KindNewEvent<'execution'>[]) =>
+    decision('execution', actor, o.at, outcome, evidence, events);
+  const timeout = (evidence: Evidence, message: string): KindNewEvent<'execution'> => ({
+    type: 'execution.failed',
+    data: { reason: 'timeout', code: 'DEADLINE_EXCEEDED', message, evidence },
+  });
   const deadlinePassed = c.deadline !== null && msBetween(c.deadline, o.at) > 0;
-  const recover = (evidence: Evidence, outcome: Outcome = 'resumed') => d(outcome, evidence, [{ type: 'execution.recovered', data: { version: actor.version, evidence } }]);
+  const recover = (evidence: Evidence, outcome: Outcome = 'resumed') =>
+    d(outcome, evidence, [{ type: 'execution.recovered', data: { version: actor.version, evidence } }]);
 
   if ('node' in o) {
     const previous = String(o.evidence.node ?? 'another node');
-    return d('lost', o.evidence, [{ type: 'execution.failed', data: { reason: 'lost', code: 'NODE_LOST', message: `its supervisor (${previous}) is gone; the result cannot be collected`, evidence: o.evidence } }]);
+    return d('lost', o.evidence, [
+      {
+        type: 'execution.failed',
+        data: {
+          reason: 'lost',
+          code: 'NODE_LOST',
+          message: `its supervisor (${previous}) is gone; the result cannot be collected`,
+          evidence: o.evidence,
+        },
+      },
+    ]);
   }
   if (state === 'resolving' || state === 'materializing' || state === 'starting') {
     // The step died with the supervisor; its effect is idempotent, so it runs again (the machine's entry for the
     // state emits it) — unless the deadline passed meanwhile.
     const evidence = { state, deadline: c.deadline };
-    if (deadlinePassed) return d('failed', evidence, [timeout(evidence, `its deadline passed while the supervisor was down (${state})`)]);
+    if (deadlinePassed)
+      return d('failed', evidence, [timeout(evidence, `its deadline passed while the supervisor was down (${state})`)]);
     return recover(evidence);
   }
   // running | adopted: the log names its container.
   if (o.container === 'unrecorded' || o.container === 'missing') {
-    const evidence = o.container === 'missing' ? o.evidence : { containerId: c.containerId, observed: 'container not found' };
-    return d('lost', evidence, [{ type: 'execution.failed', data: { reason: 'lost', code: 'CONTAINER_GONE', message: 'its container is gone; the result cannot be collected', evidence } }]);
+    const evidence =
+      o.container === 'missing' ? o.evidence : { containerId: c.containerId, observed: 'container not found' };
+    return d('lost', evidence, [
+      {
+        type: 'execution.failed',
+        data: {
+          reason: 'lost',
+          code: 'CONTAINER_GONE',
+          message: 'its container is gone; the result cannot be collected',
+          evidence,
+        },
+      },
+    ]);
   }
   if (state === 'adopted') return recover(o.evidence, 'collect'); // adopted before but not finished: collect again
   if (o.container === 'created') {
     // Created, never started: nothing of the handler ran, so the invocation can happen now. (If the dead
     // supervisor had already attached, StdinOnce closed the container's stdin: the invocation then ends
     // failed/lost ENVELOPE_NOT_DELIVERED — a fresh container would need a running → starting transition.)
-    if (deadlinePassed) return d('failed', o.evidence, [timeout(o.evidence, 'its deadline passed while the supervisor was down; it never started')]);
+    if (deadlinePassed)
+      return d('failed', o.evidence, [
+        timeout(o.evidence, 'its deadline passed while the supervisor was down; it never started'),
+      ]);
     return recover(o.evidence);
   }
-  return d('adopted', o.evidence, [{ type: 'execution.adopted', data: { containerId: c.containerId, evidence: o.evidence } }]);
+  return d('adopted', o.evidence, [
+    { type: 'execution.adopted', data: { containerId: c.containerId, evidence: o.evidence } },
+  ]);
 }
 
 const LIVE_EXECUTION = new Set(['resolving', 'materializing', 'starting', 'running', 'adopted']);
@@ -219,8 +345,14 @@ const LIVE_EXECUTION = new Set(['resolving', 'materializing', 'starting', 'runni
 /** Recovery of any actor (the shell's entry point). */
 export function decide(kind: 'instance', actor: ActorAt, observation: InstanceObservation): Decision<'instance'>;
 export function decide(kind: 'execution', actor: ActorAt, observation: ExecutionObservation): Decision<'execution'>;
-export function decide(kind: ActorKind, actor: ActorAt, observation: InstanceObservation | ExecutionObservation): Decision<'instance'> | Decision<'execution'> {
-  return kind === 'instance' ? decideInstance(actor, observation as InstanceObservation) : decideExecution(actor, observation as ExecutionObservation);
+export function decide(
+  kind: ActorKind,
+  actor: ActorAt,
+  observation: InstanceObservation | ExecutionObservation,
+): Decision<'instance'> | Decision<'execution'> {
+  return kind === 'instance'
+    ? decideInstance(actor, observation as InstanceObservation)
+    : decideExecution(actor, observation as ExecutionObservation);
 }
 
 /**
@@ -229,7 +361,9 @@ export function decide(kind: ActorKind, actor: ActorAt, observation: InstanceObs
  * for the reconciler's observation.
  */
 export function onRehydrate(actor: ActorAt): KindNewEvent<'instance'>[] {
-  return stateName(actor.snapshot) === 'crashed.backoff' ? [{ type: 'instance.recovered', data: { version: actor.version } }] : [];
+  return stateName(actor.snapshot) === 'crashed.backoff'
+    ? [{ type: 'instance.recovered', data: { version: actor.version } }]
+    : [];
 }
 
 /** States whose PRoot sandbox is running or starting: it stops with its supervisor. */
@@ -247,5 +381,14 @@ export function onGracefulStop(actor: ActorAt, here: boolean): KindNewEvent<'ins
   const c = actor.snapshot.context as InstanceContext;
   const state = stateName(actor.snapshot);
   if (!here || c.spec?.sandbox !== 'proot' || !SUSPENDABLE.has(state)) return [];
-  return [{ type: 'instance.suspended', data: { reason: 'supervisor-stop', message: 'its supervisor stopped gracefully; its PRoot sandbox stopped with it', evidence: { sandbox: 'proot', pid: c.pid, state } } }];
+  return [
+    {
+      type: 'instance.suspended',
+      data: {
+        reason: 'supervisor-stop',
+        message: 'its supervisor stopped gracefully; its PRoot sandbox stopped with it',
+        evidence: { sandbox: 'proot', pid: c.pid, state },
+      },
+    },
+  ];
 }

@@ -1,6 +1,13 @@
 // Replay: the state of an actor is the fold of its events through its machine. The same pure
 // `transition` the live host uses; here the returned effects are only reported, never run.
-import { createActor, initialTransition, transition, type AnyActorScope, type AnyStateMachine, type SnapshotFrom } from 'xstate';
+import {
+  createActor,
+  initialTransition,
+  transition,
+  type AnyActorScope,
+  type AnyStateMachine,
+  type SnapshotFrom,
+} from 'xstate';
 import type { ActorKind, MachineEvent } from '../domain/events.ts';
 import { toEffects, type Effect } from './effects.ts';
 import { executionMachine } from './execution.machine.ts';
@@ -27,7 +34,11 @@ export interface Step {
 /** A readable state name: "running", "crashed.backoff". */
 export function stateName(snapshot: AnySnapshot): string {
   const flatten = (v: unknown): string =>
-    typeof v === 'string' ? v : Object.entries(v as Record<string, unknown>).map(([k, sub]) => `${k}.${flatten(sub)}`).join(',');
+    typeof v === 'string'
+      ? v
+      : Object.entries(v as Record<string, unknown>)
+          .map(([k, sub]) => `${k}.${flatten(sub)}`)
+          .join(',');
   return flatten(snapshot.value);
 }
 
@@ -36,7 +47,11 @@ export function initialSnapshot(machine: AnyStateMachine): AnySnapshot {
 }
 
 /** One pure step. Events the state cannot take are reported as not accepted and change nothing. */
-export function step(machine: AnyStateMachine, snapshot: AnySnapshot, event: MachineEvent): { snapshot: AnySnapshot; accepted: boolean; effects: Effect[] } {
+export function step(
+  machine: AnyStateMachine,
+  snapshot: AnySnapshot,
+  event: MachineEvent,
+): { snapshot: AnySnapshot; accepted: boolean; effects: Effect[] } {
   if (!snapshot.can(event)) return { snapshot, accepted: false, effects: [] };
   const [next, actions] = transition(machine, snapshot, event);
   return { snapshot: next, accepted: true, effects: toEffects(actions) };
@@ -83,7 +98,11 @@ export function replay(machine: AnyStateMachine, events: Iterable<MachineEvent>,
  * Folds one more event into a snapshot (undefined = the machine's initial snapshot). For replaying a whole
  * log in seq order without holding its events: memory stays O(streams), not O(events).
  */
-export function foldEvent(machine: AnyStateMachine, snapshot: AnySnapshot | undefined, event: MachineEvent): AnySnapshot {
+export function foldEvent(
+  machine: AnyStateMachine,
+  snapshot: AnySnapshot | undefined,
+  event: MachineEvent,
+): AnySnapshot {
   const scope = inertScope(machine);
   return machine.transition(snapshot ?? initialFor(machine, scope), event, scope);
 }
@@ -119,7 +138,15 @@ export function replaySteps(machine: AnyStateMachine, events: Iterable<MachineEv
     const from = stateName(snapshot);
     const r = step(machine, snapshot, e);
     snapshot = r.snapshot;
-    steps.push({ version: e.version ?? i, event: e, from, to: stateName(snapshot), accepted: r.accepted, effects: r.effects, context: snapshot.context });
+    steps.push({
+      version: e.version ?? i,
+      event: e,
+      from,
+      to: stateName(snapshot),
+      accepted: r.accepted,
+      effects: r.effects,
+      context: snapshot.context,
+    });
   }
   return steps;
 }

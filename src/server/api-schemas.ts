@@ -18,13 +18,25 @@ const str = { type: 'string' } as const;
 const int = { type: 'integer' } as const;
 const bool = { type: 'boolean' } as const;
 const nullable = (schema: JsonSchema): JsonSchema => ({ anyOf: [schema, { type: 'null' }] });
-const obj = (properties: Record<string, JsonSchema>, required: string[] = Object.keys(properties)): JsonSchema => ({ type: 'object', properties, required });
+const obj = (properties: Record<string, JsonSchema>, required: string[] = Object.keys(properties)): JsonSchema => ({
+  type: 'object',
+  properties,
+  required,
+});
 const ref = (name: keyof typeof components): JsonSchema => ({ $ref: `#/components/schemas/${name}` });
 
 /** Shared shapes, named in the document's `components.schemas`. */
 export const components = {
-  Error: obj({ error: obj({ code: str, message: str, issues: { type: 'array', items: str }, details: { type: 'object' } }, ['code', 'message']) }),
-  Supervision: obj({ supervised: bool, heartbeatAt: nullable(str), since: nullable(str), node: str, pid: nullable(int) }, ['supervised']),
+  Error: obj({
+    error: obj({ code: str, message: str, issues: { type: 'array', items: str }, details: { type: 'object' } }, [
+      'code',
+      'message',
+    ]),
+  }),
+  Supervision: obj(
+    { supervised: bool, heartbeatAt: nullable(str), since: nullable(str), node: str, pid: nullable(int) },
+    ['supervised'],
+  ),
   ActorSummary: obj({
     id: str,
     kind: { enum: ['instance', 'execution'] },
@@ -37,10 +49,31 @@ export const components = {
     summary: { type: 'object' },
   }),
   ActorView: {
-    allOf: [{ $ref: '#/components/schemas/ActorSummary' }, obj({ context: { type: 'object' }, traceId: nullable(str) })],
+    allOf: [
+      { $ref: '#/components/schemas/ActorSummary' },
+      obj({ context: { type: 'object' }, traceId: nullable(str) }),
+    ],
   },
-  RecordedEvent: obj({ seq: int, stream: str, version: int, type: str, schema: int, data: {}, meta: { type: 'object' }, at: str }),
-  ToolChange: obj({ appId: str, tool: str, granted: bool, tools: { type: 'array', items: str }, instances: { type: 'array', items: str }, changed: { type: 'array' }, pending: { type: 'array' }, seq: int }),
+  RecordedEvent: obj({
+    seq: int,
+    stream: str,
+    version: int,
+    type: str,
+    schema: int,
+    data: {},
+    meta: { type: 'object' },
+    at: str,
+  }),
+  ToolChange: obj({
+    appId: str,
+    tool: str,
+    granted: bool,
+    tools: { type: 'array', items: str },
+    instances: { type: 'array', items: str },
+    changed: { type: 'array' },
+    pending: { type: 'array' },
+    seq: int,
+  }),
 } satisfies Record<string, JsonSchema>;
 
 const events = { type: 'array', items: ref('RecordedEvent') };
@@ -50,23 +83,60 @@ const next = nullable(int);
 export const routeAnswers: Record<string, RouteAnswer> = {
   'GET /api/health': {
     status: 200,
-    schema: obj({ ok: { const: true }, home: str, db: str, pid: int, startedAt: str, live: int, lastSeq: int, supervision: ref('Supervision') }),
+    schema: obj({
+      ok: { const: true },
+      home: str,
+      db: str,
+      pid: int,
+      startedAt: str,
+      live: int,
+      lastSeq: int,
+      supervision: ref('Supervision'),
+    }),
   },
   'GET /api/nodes': {
     status: 200,
     schema: obj({
       cluster: bool,
       at: str,
-      nodes: { type: 'array', items: obj({ node: str, pid: nullable(int), beatAt: nullable(str), live: bool, owns: { type: 'array', items: str } }) },
+      nodes: {
+        type: 'array',
+        items: obj({
+          node: str,
+          pid: nullable(int),
+          beatAt: nullable(str),
+          live: bool,
+          owns: { type: 'array', items: str },
+        }),
+      },
       unowned: { type: 'array', items: str },
     }),
   },
   'GET /api/actors': { status: 200, schema: obj({ actors: { type: 'array', items: ref('ActorSummary') } }) },
-  'GET /api/actors/:id': { status: 200, schema: { allOf: [ref('ActorView'), obj({ supervision: ref('Supervision'), traceUrl: nullable(str) })] } },
-  'GET /api/actors/:id/events': { status: 200, schema: obj({ id: str, kind: { enum: ['instance', 'execution'] }, version: int, events, next }) },
+  'GET /api/actors/:id': {
+    status: 200,
+    schema: { allOf: [ref('ActorView'), obj({ supervision: ref('Supervision'), traceUrl: nullable(str) })] },
+  },
+  'GET /api/actors/:id/events': {
+    status: 200,
+    schema: obj({ id: str, kind: { enum: ['instance', 'execution'] }, version: int, events, next }),
+  },
   'GET /api/actors/:id/replay': {
     status: 200,
-    schema: obj({ id: str, kind: str, to: int, version: int, state: {}, context: { type: 'object' }, steps: { type: 'array', items: { type: 'object' } }, from: int, next }, ['id', 'kind', 'to', 'version', 'state', 'context', 'steps', 'from', 'next']),
+    schema: obj(
+      {
+        id: str,
+        kind: str,
+        to: int,
+        version: int,
+        state: {},
+        context: { type: 'object' },
+        steps: { type: 'array', items: { type: 'object' } },
+        from: int,
+        next,
+      },
+      ['id', 'kind', 'to', 'version', 'state', 'context', 'steps', 'from', 'next'],
+    ),
   },
   'GET /api/events': { status: 200, schema: obj({ events }) },
   'GET /api/events/stream': { status: 200, contentType: 'text/event-stream', schema: ref('RecordedEvent') },
@@ -84,10 +154,23 @@ export const routeAnswers: Record<string, RouteAnswer> = {
   },
   'POST /api/reconcile': {
     status: 200,
-    schema: obj({ dryRun: bool, actions: { type: 'array', items: obj({ id: str, kind: str, action: str }) }, unreachable: { type: 'array' } }),
+    schema: obj({
+      dryRun: bool,
+      actions: { type: 'array', items: obj({ id: str, kind: str, action: str }) },
+      unreachable: { type: 'array' },
+    }),
   },
   'POST /api/executions': {
     status: 200,
-    schema: obj({ executionId: str, status: { enum: ['succeeded', 'failed'] }, output: {}, failure: obj({ reason: str, code: str, message: str }), view: ref('ActorView') }, ['executionId', 'status', 'view']),
+    schema: obj(
+      {
+        executionId: str,
+        status: { enum: ['succeeded', 'failed'] },
+        output: {},
+        failure: obj({ reason: str, code: str, message: str }),
+        view: ref('ActorView'),
+      },
+      ['executionId', 'status', 'view'],
+    ),
   },
 };

@@ -79,8 +79,21 @@ const route = (method: Route['method'], path: string, handle: Route['handle']): 
 
 const routes: Route[] = [
   route('GET', '/api/health', async ({ runlog, startedAt }, { res }) => {
-    const [live, lastSeq, supervision] = await Promise.all([runlog.list(), runlog.store.lastSeq(), runlog.supervision()]);
-    sendJson(res, 200, { ok: true, home: runlog.home, db: runlog.dbPath, pid: process.pid, startedAt, live: live.length, lastSeq, supervision });
+    const [live, lastSeq, supervision] = await Promise.all([
+      runlog.list(),
+      runlog.store.lastSeq(),
+      runlog.supervision(),
+    ]);
+    sendJson(res, 200, {
+      ok: true,
+      home: runlog.home,
+      db: runlog.dbPath,
+      pid: process.pid,
+      startedAt,
+      live: live.length,
+      lastSeq,
+      supervision,
+    });
   }),
 
   // The supervisors sharing this log, their heartbeats and the actors each owns (a cluster's log; on SQLite the one).
@@ -109,7 +122,15 @@ const routes: Route[] = [
     const to = queryInt(c, query, 'to', 1);
     const page = pageQuery(c, query);
     c.done();
-    sendJson(res, 200, await readEventsPage(runlog.store, params[0]!, { ...page, ...(from !== undefined ? { from } : {}), ...(to !== undefined ? { to } : {}) }));
+    sendJson(
+      res,
+      200,
+      await readEventsPage(runlog.store, params[0]!, {
+        ...page,
+        ...(from !== undefined ? { from } : {}),
+        ...(to !== undefined ? { to } : {}),
+      }),
+    );
   }),
 
   // The state at ?to (default: now) from the nearest snapshot, and a page of the steps up to it (?after, ?limit, `next`).
@@ -120,7 +141,11 @@ const routes: Route[] = [
     const steps = query.get('steps') ?? 'full';
     if (!['full', 'brief', 'none'].includes(steps)) c.problem(`?steps must be full, brief or none, not '${steps}'`);
     c.done();
-    const view = await replayPage(runlog.store, params[0]!, { ...page, ...(to !== undefined ? { to } : {}), steps: steps !== 'none' });
+    const view = await replayPage(runlog.store, params[0]!, {
+      ...page,
+      ...(to !== undefined ? { to } : {}),
+      steps: steps !== 'none',
+    });
     const out = steps === 'brief' ? { ...view, steps: view.steps.map(({ context: _context, ...rest }) => rest) } : view;
     sendJson(res, 200, out);
   }),
@@ -160,12 +185,26 @@ const routes: Route[] = [
     const c = new Checker('request body');
     if (body.node !== undefined) assertNodeChoice(body.node); // NODE_INVALID, as the library says it
     c.only(body, ['appDir', 'sandbox', 'instanceId', 'node']);
-    const appDir = c.string(body, 'appDir', { required: true, max: 4096, pattern: /^\//, hint: 'must be an absolute path' });
+    const appDir = c.string(body, 'appDir', {
+      required: true,
+      max: 4096,
+      pattern: /^\//,
+      hint: 'must be an absolute path',
+    });
     const sandbox = c.oneOf(body, 'sandbox', ['proot', 'container'] as const);
-    const instanceId = c.string(body, 'instanceId', { max: 128, pattern: /^[A-Za-z0-9][A-Za-z0-9_.-]*$/, hint: 'may hold only letters, digits, _ . -' });
+    const instanceId = c.string(body, 'instanceId', {
+      max: 128,
+      pattern: /^[A-Za-z0-9][A-Za-z0-9_.-]*$/,
+      hint: 'may hold only letters, digits, _ . -',
+    });
     const node = c.string(body, 'node', { max: 63, pattern: NODE_CHOICE, hint: "must be 'any' or a node name" });
     c.done();
-    const view = await runlog.spawnApp({ appDir: appDir!, ...(sandbox ? { sandbox } : {}), ...(instanceId ? { instanceId } : {}), ...(node ? { node } : {}) });
+    const view = await runlog.spawnApp({
+      appDir: appDir!,
+      ...(sandbox ? { sandbox } : {}),
+      ...(instanceId ? { instanceId } : {}),
+      ...(node ? { node } : {}),
+    });
     sendJson(res, 201, view);
   }),
 
@@ -215,7 +254,11 @@ const routes: Route[] = [
     // The first line (or the end) before the headers: an error (another node's instance that cannot be served,
     // NODE_UNAVAILABLE, HANDOVER_TIMEOUT) is still answered with its status.
     let next = await lines.next();
-    res.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+    res.writeHead(200, {
+      'content-type': 'application/x-ndjson; charset=utf-8',
+      'cache-control': 'no-store',
+      'x-content-type-options': 'nosniff',
+    });
     try {
       while (!next.done && !gone.signal.aborted) {
         res.write(`${JSON.stringify(next.value)}\n`);
@@ -242,12 +285,20 @@ const routes: Route[] = [
   route('POST', '/api/executions', async ({ runlog }, { req, res }) => {
     // The body may carry an input as large as the operator allows, plus the other fields. The input itself is
     // checked by execute() before anything is appended (INPUT_INVALID → 400, INPUT_TOO_LARGE → 413).
-    const body = await readJsonBody(req, Math.max(MAX_BODY_BYTES, runlog.policy.input.maxBytes + ENVELOPE_OVERHEAD_BYTES));
+    const body = await readJsonBody(
+      req,
+      Math.max(MAX_BODY_BYTES, runlog.policy.input.maxBytes + ENVELOPE_OVERHEAD_BYTES),
+    );
     const c = new Checker('request body');
     if (body.node !== undefined) assertNodeChoice(body.node); // NODE_INVALID, as the library says it
     c.only(body, ['uri', 'handler', 'input', 'timeoutMs', 'callerDid', 'node', 'nodeWaitMs']);
     const node = c.string(body, 'node', { max: 63, pattern: NODE_CHOICE, hint: "must be 'any' or a node name" });
-    const uri = c.string(body, 'uri', { required: true, max: 8192, pattern: /^at:\/\/\S+$/, hint: 'must be an at:// URI' });
+    const uri = c.string(body, 'uri', {
+      required: true,
+      max: 8192,
+      pattern: /^at:\/\/\S+$/,
+      hint: 'must be an at:// URI',
+    });
     const handler = c.string(body, 'handler', { required: true, max: 256 });
     const timeoutMs = c.integer(body, 'timeoutMs', { min: 1, max: 24 * 3600_000 });
     const nodeWaitMs = c.integer(body, 'nodeWaitMs', { min: 0, max: 24 * 3600_000 });
@@ -290,6 +341,11 @@ export async function handleApi(ctx: ApiContext, req: IncomingMessage, res: Serv
     await r.handle(ctx, { req, res, params, query: url.searchParams });
     return;
   }
-  if (allowed.length > 0) throw new HttpError('METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${url.pathname} (allowed: ${allowed.join(', ')})`, { allow: allowed });
+  if (allowed.length > 0)
+    throw new HttpError(
+      'METHOD_NOT_ALLOWED',
+      `${req.method} is not allowed on ${url.pathname} (allowed: ${allowed.join(', ')})`,
+      { allow: allowed },
+    );
   throw new HttpError('NOT_FOUND', `no such endpoint: ${req.method} ${url.pathname}`);
 }

@@ -11,7 +11,11 @@ export const DEADLINE_HEADER = 'runlog-deadline';
 /** The request's deadline passed before the supervisor acted on it: nothing was done (HTTP 504). */
 export class DeadlinePassedError extends RunlogError {
   constructor(deadlineMs: number, nowMs: number) {
-    super('DEADLINE_PASSED', `the request's deadline (${new Date(deadlineMs).toISOString()}) passed ${nowMs - deadlineMs} ms before the supervisor could act on it; nothing was done`, { deadlineMs, nowMs });
+    super(
+      'DEADLINE_PASSED',
+      `the request's deadline (${new Date(deadlineMs).toISOString()}) passed ${nowMs - deadlineMs} ms before the supervisor could act on it; nothing was done`,
+      { deadlineMs, nowMs },
+    );
   }
 }
 
@@ -22,7 +26,11 @@ export function requestDeadline(headers: IncomingHttpHeaders): number | null {
   const text = Array.isArray(raw) ? raw.join(',') : raw;
   const ms = /^\d{1,15}$/.test(text.trim()) ? Number(text.trim()) : NaN;
   if (!Number.isSafeInteger(ms)) {
-    throw new ValidationError('DEADLINE_INVALID', `the ${DEADLINE_HEADER} header must be one whole number of milliseconds since the epoch, not ${JSON.stringify(text.slice(0, 40))}`, [`${DEADLINE_HEADER}: ${text.slice(0, 40)}`]);
+    throw new ValidationError(
+      'DEADLINE_INVALID',
+      `the ${DEADLINE_HEADER} header must be one whole number of milliseconds since the epoch, not ${JSON.stringify(text.slice(0, 40))}`,
+      [`${DEADLINE_HEADER}: ${text.slice(0, 40)}`],
+    );
   }
   return ms;
 }

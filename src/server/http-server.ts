@@ -41,7 +41,8 @@ const pathOf = (req: IncomingMessage): string => (req.url ?? '').split('?')[0]!;
 
 export async function startServer(options: StartServerOptions): Promise<RunningServer> {
   const { runlog, host, port, token } = options;
-  if (!isLoopbackAddress(host)) throw new UsageError(`refusing to listen on '${host}': only loopback addresses (127.0.0.0/8, ::1) are allowed`);
+  if (!isLoopbackAddress(host))
+    throw new UsageError(`refusing to listen on '${host}': only loopback addresses (127.0.0.0/8, ::1) are allowed`);
   if (!token) throw new UsageError('startServer needs a token');
   const assets = loadAssets();
   const sse = createSseHub(runlog.store, { ...options.sse, pollMs: options.pollMs ?? 200 });
@@ -50,14 +51,20 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (!isLoopbackHostHeader(req.headers.host)) {
-      throw new HttpError('FORBIDDEN_HOST', `Host '${req.headers.host ?? ''}' is not a loopback name; the supervisor answers only to 127.0.0.1, [::1] or localhost`);
+      throw new HttpError(
+        'FORBIDDEN_HOST',
+        `Host '${req.headers.host ?? ''}' is not a loopback name; the supervisor answers only to 127.0.0.1, [::1] or localhost`,
+      );
     }
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     const isApi = url.pathname === '/api' || url.pathname.startsWith('/api/');
     if (isApi || url.pathname === '/metrics') {
       const given = bearerToken(req.headers.authorization);
       if (given === null || !tokenMatches(token, given)) {
-        throw new HttpError('UNAUTHORIZED', given === null ? 'missing Authorization: Bearer <token> (the token is in $RUNLOG_HOME/token)' : 'wrong token');
+        throw new HttpError(
+          'UNAUTHORIZED',
+          given === null ? 'missing Authorization: Bearer <token> (the token is in $RUNLOG_HOME/token)' : 'wrong token',
+        );
       }
       if (isApi) await handleApi(ctx, req, res, url);
       else await sendMetrics(runlog.metrics, req, res);
@@ -75,11 +82,13 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
 
   const server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
-      if (!(err instanceof RunlogError)) log(`${req.method} ${pathOf(req)}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+      if (!(err instanceof RunlogError))
+        log(`${req.method} ${pathOf(req)}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
       const headers: Record<string, string> = {};
       if (err instanceof HttpError) {
         if (err.status === 401) headers['www-authenticate'] = 'Bearer realm="runlog"';
-        if (err.status === 405 && Array.isArray(err.details?.allow)) headers.allow = (err.details.allow as string[]).join(', ');
+        if (err.status === 405 && Array.isArray(err.details?.allow))
+          headers.allow = (err.details.allow as string[]).join(', ');
         if (err.status === 413) headers.connection = 'close';
       }
       sendError(res, err, headers);

@@ -30,7 +30,13 @@ export interface ErrorBody {
 export function errorBody(err: unknown): ErrorBody {
   if (err instanceof ValidationError) return { error: { code: err.code, message: err.message, issues: err.issues } };
   if (err instanceof RunlogError) {
-    return { error: { code: err.code, message: err.message, ...(err.details && !(err instanceof HttpError) ? { details: err.details } : {}) } };
+    return {
+      error: {
+        code: err.code,
+        message: err.message,
+        ...(err.details && !(err instanceof HttpError) ? { details: err.details } : {}),
+      },
+    };
   }
   return { error: { code: 'INTERNAL', message: 'internal error (see the supervisor log)' } };
 }
@@ -43,7 +49,12 @@ export const SECURITY_HEADERS: Record<string, string> = {
   'cross-origin-resource-policy': 'same-origin',
 };
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   const text = JSON.stringify(body);
   res.writeHead(status, {
     ...SECURITY_HEADERS,

@@ -29,7 +29,10 @@ function expandIPv6(ip: string): string {
  * Parses "127.0.0.1:8080", "[::1]:8080", "localhost:8080" (→ 127.0.0.1) or a bare port ("8080" → 127.0.0.1:8080). Loopback only, unless
  * `anyAddress` (the metrics listener: read-only, no ids, for a scraper on another machine).
  */
-export function parseListen(value: string | undefined, opts: { flag?: string; anyAddress?: boolean } = {}): ListenAddress {
+export function parseListen(
+  value: string | undefined,
+  opts: { flag?: string; anyAddress?: boolean } = {},
+): ListenAddress {
   if (value === undefined) return DEFAULT_LISTEN;
   const flag = opts.flag ?? '--listen';
   const v = value.trim();

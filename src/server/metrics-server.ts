@@ -7,8 +7,13 @@ import type { RunlogMetrics } from '../supervisor/observability/metrics.ts';
 import { closeServer, listenOn } from './bind.ts';
 import { HttpError, sendError, SECURITY_HEADERS } from './http.ts';
 
-export async function sendMetrics(metrics: RunlogMetrics | null, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError('METHOD_NOT_ALLOWED', `${req.method} /metrics: use GET`, { allow: ['GET', 'HEAD'] });
+export async function sendMetrics(
+  metrics: RunlogMetrics | null,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  if (req.method !== 'GET' && req.method !== 'HEAD')
+    throw new HttpError('METHOD_NOT_ALLOWED', `${req.method} /metrics: use GET`, { allow: ['GET', 'HEAD'] });
   if (!metrics) throw new HttpError('NO_METRICS', 'this runlog keeps no metrics (not supervising, or metrics: false)');
   const body = await metrics.text();
   res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': metrics.contentType, 'cache-control': 'no-store' });
@@ -24,8 +29,13 @@ export interface MetricsServer {
 export async function startMetricsServer(metrics: RunlogMetrics, host: string, port: number): Promise<MetricsServer> {
   const server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
-    const answer = path === '/metrics' ? sendMetrics(metrics, req, res) : Promise.reject(new HttpError('NOT_FOUND', 'only /metrics is served here'));
-    answer.catch((err: unknown) => sendError(res, err, err instanceof HttpError && err.status === 405 ? { allow: 'GET, HEAD' } : {}));
+    const answer =
+      path === '/metrics'
+        ? sendMetrics(metrics, req, res)
+        : Promise.reject(new HttpError('NOT_FOUND', 'only /metrics is served here'));
+    answer.catch((err: unknown) =>
+      sendError(res, err, err instanceof HttpError && err.status === 405 ? { allow: 'GET, HEAD' } : {}),
+    );
   });
   server.headersTimeout = 10_000;
   const { origin } = await listenOn(server, host, port);

@@ -40,9 +40,16 @@ export function ensureToken(home: string): TokenFile {
 
 function readExisting(path: string): TokenFile {
   const st = lstatSync(path);
-  if (!st.isFile()) throw new RunlogError('TOKEN_INVALID', `${path} is not a regular file (a symlink or something else); remove it and start again`, { path });
+  if (!st.isFile())
+    throw new RunlogError(
+      'TOKEN_INVALID',
+      `${path} is not a regular file (a symlink or something else); remove it and start again`,
+      { path },
+    );
   if (typeof process.getuid === 'function' && st.uid !== process.getuid()) {
-    throw new RunlogError('TOKEN_INVALID', `${path} belongs to uid ${st.uid}, not to this user; refusing to use it`, { path });
+    throw new RunlogError('TOKEN_INVALID', `${path} belongs to uid ${st.uid}, not to this user; refusing to use it`, {
+      path,
+    });
   }
   const mode = st.mode & 0o777;
   let tightenedFrom: number | undefined;
@@ -52,7 +59,11 @@ function readExisting(path: string): TokenFile {
   }
   const token = readFileSync(path, 'utf8').trim();
   if (!TOKEN_SHAPE.test(token)) {
-    throw new RunlogError('TOKEN_INVALID', `${path} does not hold a runlog token (64 hex characters); remove it to get a new one`, { path });
+    throw new RunlogError(
+      'TOKEN_INVALID',
+      `${path} does not hold a runlog token (64 hex characters); remove it to get a new one`,
+      { path },
+    );
   }
   return { path, token, created: false, ...(tightenedFrom !== undefined ? { tightenedFrom } : {}) };
 }

@@ -12,16 +12,25 @@ export class Checker {
 
   done(): void {
     if (this.issues.length > 0) {
-      throw new ValidationError('INVALID_REQUEST', `invalid ${this.where}${this.issues.length === 1 ? `: ${this.issues[0]}` : ''}`, this.issues);
+      throw new ValidationError(
+        'INVALID_REQUEST',
+        `invalid ${this.where}${this.issues.length === 1 ? `: ${this.issues[0]}` : ''}`,
+        this.issues,
+      );
     }
   }
 
   /** Rejects keys the endpoint does not know (a typo should not be silently ignored). */
   only(obj: Record<string, unknown>, keys: readonly string[]): void {
-    for (const k of Object.keys(obj)) if (!keys.includes(k)) this.problem(`unknown field '${k}' (known: ${keys.join(', ') || 'none'})`);
+    for (const k of Object.keys(obj))
+      if (!keys.includes(k)) this.problem(`unknown field '${k}' (known: ${keys.join(', ') || 'none'})`);
   }
 
-  string(obj: Record<string, unknown>, key: string, opts: { required?: boolean; max?: number; pattern?: RegExp; hint?: string } = {}): string | undefined {
+  string(
+    obj: Record<string, unknown>,
+    key: string,
+    opts: { required?: boolean; max?: number; pattern?: RegExp; hint?: string } = {},
+  ): string | undefined {
     const v = obj[key];
     if (v === undefined || v === null) {
       if (opts.required) this.problem(`${key} is required`);

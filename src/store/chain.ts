@@ -9,7 +9,17 @@ import { createHash } from 'node:crypto';
 export const GENESIS = Buffer.alloc(32);
 
 /** One event's link: its hash given the previous one. */
-export function eventHash(prev: Uint8Array, seq: number, stream: string, version: number, type: string, schema: number, at: string, data: string, meta: string): Buffer {
+export function eventHash(
+  prev: Uint8Array,
+  seq: number,
+  stream: string,
+  version: number,
+  type: string,
+  schema: number,
+  at: string,
+  data: string,
+  meta: string,
+): Buffer {
   // A JSON header (with data's length) then the two JSON texts: no two different events give the same bytes.
   return createHash('sha256')
     .update(prev)
@@ -28,7 +38,17 @@ export interface ChainedEventFields {
 }
 
 /** A row as the chain reads it, in `.raw()` order. */
-export type ChainRow = [seq: number, stream: string, version: number, type: string, schema: number, at: string, data: string, meta: string, hash: Buffer | null];
+export type ChainRow = [
+  seq: number,
+  stream: string,
+  version: number,
+  type: string,
+  schema: number,
+  at: string,
+  data: string,
+  meta: string,
+  hash: Buffer | null,
+];
 
 export const CHAIN_COLUMNS = 'seq, stream, version, type, schema, at, data, meta, hash';
 

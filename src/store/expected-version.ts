@@ -4,7 +4,13 @@
 // (postgres/schema.ts), where it must run under the append lock; its outcomes come back through conflictOutcome too.
 import { ConcurrencyError } from '../domain/errors.ts';
 import type { NewEvent } from '../domain/events.ts';
-import type { AppendExtras, AppendToStreamResult, ExpectedStreamVersion, StreamAppend, StreamAppendOutcome } from './port.ts';
+import type {
+  AppendExtras,
+  AppendToStreamResult,
+  ExpectedStreamVersion,
+  StreamAppend,
+  StreamAppendOutcome,
+} from './port.ts';
 
 /** Whether a stream at version `actual` (0 = no stream) satisfies `expected`. */
 export function versionMatches(expected: ExpectedStreamVersion, actual: number): boolean {
@@ -15,7 +21,8 @@ export function versionMatches(expected: ExpectedStreamVersion, actual: number):
 }
 
 /** A well-formed expectedVersion. */
-export const isVersion = (v: unknown): boolean => v === 'no-stream' || v === 'stream-exists' || v === 'any' || (Number.isSafeInteger(v) && (v as number) >= 0);
+export const isVersion = (v: unknown): boolean =>
+  v === 'no-stream' || v === 'stream-exists' || v === 'any' || (Number.isSafeInteger(v) && (v as number) >= 0);
 
 /** ConcurrencyError for any expectedVersion form (code CONCURRENCY, like every version conflict). */
 export class ExpectedVersionError extends ConcurrencyError {
@@ -24,14 +31,24 @@ export class ExpectedVersionError extends ConcurrencyError {
     readonly expectedVersion: ExpectedStreamVersion,
     actual: number,
   ) {
-    super(stream, typeof expectedVersion === 'number' ? expectedVersion : expectedVersion === 'no-stream' ? 0 : -1, actual);
+    super(
+      stream,
+      typeof expectedVersion === 'number' ? expectedVersion : expectedVersion === 'no-stream' ? 0 : -1,
+      actual,
+    );
     if (expectedVersion === 'stream-exists') this.message = `stream ${stream}: expected it to exist, found no events`;
   }
 }
 
 /** The outcome of a request whose expected version does not match (null: it matches). */
-export function conflictOutcome(request: Pick<StreamAppend, 'stream' | 'expectedVersion'>, actual: number, matched = versionMatches(request.expectedVersion, actual)): StreamAppendOutcome | null {
-  return matched ? null : { ok: false, error: new ExpectedVersionError(request.stream, request.expectedVersion, actual) };
+export function conflictOutcome(
+  request: Pick<StreamAppend, 'stream' | 'expectedVersion'>,
+  actual: number,
+  matched = versionMatches(request.expectedVersion, actual),
+): StreamAppendOutcome | null {
+  return matched
+    ? null
+    : { ok: false, error: new ExpectedVersionError(request.stream, request.expectedVersion, actual) };
 }
 
 /** appendToStream as a one-request appendMany (its row and snapshot too): the result, or the request's error thrown. */
@@ -42,7 +59,15 @@ export async function appendOne(
   expectedVersion: ExpectedStreamVersion,
   extras: AppendExtras = {},
 ): Promise<AppendToStreamResult> {
-  const [o] = await appendMany([{ stream, events, expectedVersion, ...(extras.row ? { row: extras.row } : {}), ...(extras.snapshot ? { snapshot: extras.snapshot } : {}) }]);
+  const [o] = await appendMany([
+    {
+      stream,
+      events,
+      expectedVersion,
+      ...(extras.row ? { row: extras.row } : {}),
+      ...(extras.snapshot ? { snapshot: extras.snapshot } : {}),
+    },
+  ]);
   if (!o!.ok) throw o!.error;
   return o!.result;
 }

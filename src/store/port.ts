@@ -52,7 +52,9 @@ export interface StreamAppend extends AppendExtras {
  * Per request: its result, or what kept its events out while the other requests still commit: a ConcurrencyError,
  * an EventEncodingError (an event JSON cannot encode), or on a fenced store a FencedError.
  */
-export type StreamAppendOutcome = { ok: true; result: AppendToStreamResult } | { ok: false; error: ConcurrencyError | FencedError | EventEncodingError };
+export type StreamAppendOutcome =
+  | { ok: true; result: AppendToStreamResult }
+  | { ok: false; error: ConcurrencyError | FencedError | EventEncodingError };
 
 export interface ReadStreamOptions {
   /** First version to return (inclusive, 1-based; default 1). */
@@ -186,7 +188,11 @@ export interface EventStorePort {
 
   // --- appends ---
   /** Appends to one stream; a version mismatch throws ConcurrencyError and writes nothing. */
-  appendToStream(stream: string, events: readonly NewEvent[], options: AppendToStreamOptions): Promise<AppendToStreamResult>;
+  appendToStream(
+    stream: string,
+    events: readonly NewEvent[],
+    options: AppendToStreamOptions,
+  ): Promise<AppendToStreamResult>;
   /**
    * Appends to many streams in one transaction (one commit: group commit). Each request's expectedVersion is
    * checked on its own, in order (a later request sees an earlier one's events): a conflict keeps only that
@@ -237,16 +243,23 @@ export function validateAppends(requests: readonly StreamAppend[]): void {
   const issues: string[] = [];
   requests.forEach((r, i) => {
     const where = requests.length > 1 ? `request ${i} (${String(r?.stream)})` : `stream ${String(r?.stream)}`;
-    if (typeof r?.stream !== 'string' || r.stream.length === 0) issues.push(`${where}: stream must be a non-empty string`);
-    if (!isVersion(r?.expectedVersion)) issues.push(`${where}: expectedVersion must be 'no-stream', 'stream-exists', 'any' or a version >= 0, got ${JSON.stringify(r?.expectedVersion)}`);
+    if (typeof r?.stream !== 'string' || r.stream.length === 0)
+      issues.push(`${where}: stream must be a non-empty string`);
+    if (!isVersion(r?.expectedVersion))
+      issues.push(
+        `${where}: expectedVersion must be 'no-stream', 'stream-exists', 'any' or a version >= 0, got ${JSON.stringify(r?.expectedVersion)}`,
+      );
     if (!Array.isArray(r?.events)) {
       issues.push(`${where}: events must be an array`);
       return;
     }
     r.events.forEach((e, j) => {
-      if (typeof e?.type !== 'string' || e.type.length === 0) issues.push(`${where} event ${j}: type must be a non-empty string`);
-      if (typeof e?.data !== 'object' || e.data === null || Array.isArray(e.data)) issues.push(`${where} event ${j}: data must be an object`);
-      if (e?.schema !== undefined && !(Number.isSafeInteger(e.schema) && e.schema >= 1)) issues.push(`${where} event ${j}: schema must be an integer >= 1`);
+      if (typeof e?.type !== 'string' || e.type.length === 0)
+        issues.push(`${where} event ${j}: type must be a non-empty string`);
+      if (typeof e?.data !== 'object' || e.data === null || Array.isArray(e.data))
+        issues.push(`${where} event ${j}: data must be an object`);
+      if (e?.schema !== undefined && !(Number.isSafeInteger(e.schema) && e.schema >= 1))
+        issues.push(`${where} event ${j}: schema must be an integer >= 1`);
     });
   });
   if (issues.length > 0) throw new ValidationError('STORE_INPUT', 'invalid append', issues);
@@ -257,7 +270,9 @@ export function toJson(value: unknown, what: string): string {
   try {
     return JSON.stringify(value);
   } catch (err) {
-    throw new ValidationError('STORE_INPUT', `${what} is not JSON-serialisable: ${(err as Error).message}`, [`${what}: ${(err as Error).message}`]);
+    throw new ValidationError('STORE_INPUT', `${what} is not JSON-serialisable: ${(err as Error).message}`, [
+      `${what}: ${(err as Error).message}`,
+    ]);
   }
 }
 

@@ -13,7 +13,11 @@ export interface ProjectionTarget {
 
 export class UnknownProjectionError extends RunlogError {
   constructor(name: string, known: readonly string[]) {
-    super('STORE_UNKNOWN_PROJECTION', `no projection named ${name} is registered with this store (registered: ${known.join(', ') || 'none'})`, { name, known });
+    super(
+      'STORE_UNKNOWN_PROJECTION',
+      `no projection named ${name} is registered with this store (registered: ${known.join(', ') || 'none'})`,
+      { name, known },
+    );
   }
 }
 

@@ -71,7 +71,10 @@ export function pollingSubscription(
     off();
     if (closed) return;
     if (options.onError) options.onError(err);
-    else process.emitWarning(`event-store subscription stopped at position ${position + 1}: ${err instanceof Error ? err.message : String(err)}`);
+    else
+      process.emitWarning(
+        `event-store subscription stopped at position ${position + 1}: ${err instanceof Error ? err.message : String(err)}`,
+      );
   });
 
   return {

@@ -29,17 +29,26 @@ export class UpcasterRegistry {
     return schema === (this.current.get(type) ?? 1);
   }
 
-  upcast(type: string, schema: number, data: Record<string, unknown>): { schema: number; data: Record<string, unknown> } {
+  upcast(
+    type: string,
+    schema: number,
+    data: Record<string, unknown>,
+  ): { schema: number; data: Record<string, unknown> } {
     if (schema === 1 && this.current.size === 0) return { schema, data }; // nothing registered: the common case
     const target = this.currentSchema(type);
     if (schema > target) {
-      throw new ReplayError(`event ${type} has schema ${schema}, newer than this runlog knows (${target})`, { type, schema, target });
+      throw new ReplayError(`event ${type} has schema ${schema}, newer than this runlog knows (${target})`, {
+        type,
+        schema,
+        target,
+      });
     }
     let s = schema;
     let d = data;
     while (s < target) {
       const u = this.byKey.get(`${type}@${s}`);
-      if (!u) throw new ReplayError(`no upcaster for ${type} from schema ${s} to ${target}`, { type, schema: s, target });
+      if (!u)
+        throw new ReplayError(`no upcaster for ${type} from schema ${s} to ${target}`, { type, schema: s, target });
       d = u.up(d);
       s += 1;
     }

@@ -43,29 +43,74 @@ export interface OpenedLog {
 }
 
 /** Opens the log (`pgUrl`: on PostgreSQL, else the SQLite file `db`); a supervisor's has its chain's tail checked. */
-export async function openLog(options: RunlogOptions, db: string, readOnly: boolean, pgUrl: string | undefined, node: string | undefined, supervise: boolean, log: (msg: string) => void): Promise<OpenedLog> {
+export async function openLog(
+  options: RunlogOptions,
+  db: string,
+  readOnly: boolean,
+  pgUrl: string | undefined,
+  node: string | undefined,
+  supervise: boolean,
+  log: (msg: string) => void,
+): Promise<OpenedLog> {
   const opened = pgUrl ? await openPostgres(options, pgUrl, node, log) : openSqlite(options, db, readOnly);
   if (supervise) await checkTail(opened);
   return opened;
 }
 
 function openSqlite(options: RunlogOptions, db: string, readOnly: boolean): OpenedLog {
-  const store = new SqlitePortStore(db, { synchronous: options.synchronous, readOnly, ...(options.now ? { now: options.now } : {}) });
-  return { kind: 'sqlite', store, chain: store, metered: store, archiving: store, reconnecting: null, cluster: null, clusterRecords: null };
+  const store = new SqlitePortStore(db, {
+    synchronous: options.synchronous,
+    readOnly,
+    ...(options.now ? { now: options.now } : {}),
+  });
+  return {
+    kind: 'sqlite',
+    store,
+    chain: store,
+    metered: store,
+    archiving: store,
+    reconnecting: null,
+    cluster: null,
+    clusterRecords: null,
+  };
 }
 
-async function openPostgres(options: RunlogOptions, url: string, node: string | undefined, log: (msg: string) => void): Promise<OpenedLog> {
+async function openPostgres(
+  options: RunlogOptions,
+  url: string,
+  node: string | undefined,
+  log: (msg: string) => void,
+): Promise<OpenedLog> {
   // Loaded only for PostgreSQL: a SQLite supervisor never loads node-postgres.
-  const [{ openPostgresLog }, { actorsProjection, ACTORS_PROJECTION }] = await Promise.all([import('../store/postgres/open.ts'), import('./host/actors-projection.ts')]);
+  const [{ openPostgresLog }, { actorsProjection, ACTORS_PROJECTION }] = await Promise.all([
+    import('../store/postgres/open.ts'),
+    import('./host/actors-projection.ts'),
+  ]);
   const renewals = new RenewalRelay();
   const opened = await openPostgresLog({
     url,
     projections: [actorsProjection()],
     actorRows: { projection: ACTORS_PROJECTION },
-    ...(node ? { node: { name: node, leaseTtlMs: options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS, renewals, ...(options.collectGraceMs !== undefined ? { collectGraceMs: options.collectGraceMs } : {}) } } : {}),
+    ...(node
+      ? {
+          node: {
+            name: node,
+            leaseTtlMs: options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS,
+            renewals,
+            ...(options.collectGraceMs !== undefined ? { collectGraceMs: options.collectGraceMs } : {}),
+          },
+        }
+      : {}),
     // A supervisor holds live actors, not the fleet's whole history: ended actors' events are read when asked, and
     // of the request streams only the requests that may still be open (request-streams.ts).
-    ...(node ? { pageOut: { ...(options.pgKeepRecent !== undefined ? { keepRecent: options.pgKeepRecent } : {}), requestStreams: { is: isRequestStream } } } : {}),
+    ...(node
+      ? {
+          pageOut: {
+            ...(options.pgKeepRecent !== undefined ? { keepRecent: options.pgKeepRecent } : {}),
+            requestStreams: { is: isRequestStream },
+          },
+        }
+      : {}),
     ...(options.now ? { now: options.now } : {}),
     ...(options.faults ? { faults: options.faults } : {}),
   });
@@ -73,7 +118,16 @@ async function openPostgres(options: RunlogOptions, url: string, node: string | 
   const leasing = store.leasing;
   const clusterRecords: ClusterRecordsSource = { clusterRecords: () => store.clusterRecords() };
   const cluster = leasing ? { leasing, renewals, follows: opened.followChannels(log) } : null;
-  return { kind: 'pg', store, chain: store, metered: store, archiving: store, reconnecting: store, cluster, clusterRecords };
+  return {
+    kind: 'pg',
+    store,
+    chain: store,
+    metered: store,
+    archiving: store,
+    reconnecting: store,
+    cluster,
+    clusterRecords,
+  };
 }
 
 /** The tail of the hash chain (the whole log: runlog verify); the log is closed when it fails. */
@@ -81,7 +135,11 @@ async function checkTail(opened: OpenedLog): Promise<void> {
   const { store } = opened;
   try {
     const tail = await opened.chain.verifyChain({ afterSeq: Math.max(0, (await store.lastSeq()) - TAIL_CHECK) });
-    if (!tail.ok) throw new StoreChainError(store.description, tail.seq, tail.reason, { stream: tail.stream, version: tail.version });
+    if (!tail.ok)
+      throw new StoreChainError(store.description, tail.seq, tail.reason, {
+        stream: tail.stream,
+        version: tail.version,
+      });
   } catch (err) {
     await store.close().catch(() => undefined);
     throw err;

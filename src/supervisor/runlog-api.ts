@@ -154,7 +154,6 @@ export interface ExecutionOutcome {
   view: ActorView;
 }
 
-
 /** What `cap grant`/`cap revoke` did: the app's allowlist now, and the running instances it changed. */
 export interface AppToolsView {
   appId: string;

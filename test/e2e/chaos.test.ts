@@ -72,36 +72,72 @@ const totals = {
 const newHome = (name: string): string => homeWithPolicy(root, name, POLICY);
 
 const open = (home: string): Promise<Runlog> =>
-  createRunlog({ home, labels: LABELS, containerNetwork: network, portRange: PORTS, healthTimeoutMs: 20_000, killGraceMs: 2000, watchApps: false, atproto: { plcUrl: pds.plcUrl }, log: () => undefined });
+  createRunlog({
+    home,
+    labels: LABELS,
+    containerNetwork: network,
+    portRange: PORTS,
+    healthTimeoutMs: 20_000,
+    killGraceMs: 2000,
+    watchApps: false,
+    atproto: { plcUrl: pds.plcUrl },
+    log: () => undefined,
+  });
 
 function child(home: string, env: Record<string, string>): ChildSupervisor {
-  const c = startChild({ home, labels: LABELS, network, portRange: PORTS, plcUrl: pds.plcUrl, healthTimeoutMs: 20_000, killGraceMs: 2000 }, env);
+  const c = startChild(
+    { home, labels: LABELS, network, portRange: PORTS, plcUrl: pds.plcUrl, healthTimeoutMs: 20_000, killGraceMs: 2000 },
+    env,
+  );
   children.push(c);
   return c;
 }
 
-const publishFreshCode = (tag: string): Promise<string> => publishCodeSource(pds, `chaos${tag}-${process.pid}.test`, root, runtimeUri, `// round ${tag}\n${CODE}`);
+const publishFreshCode = (tag: string): Promise<string> =>
+  publishCodeSource(pds, `chaos${tag}-${process.pid}.test`, root, runtimeUri, `// round ${tag}\n${CODE}`);
 
 /** The workload, all at once: a PRoot and a container instance, a quick and a slow execution. */
 async function workload(c: ChildSupervisor, tag: string, uri: string): Promise<'killed' | 'done'> {
   const ops = [
-    c.send('spawn', { appDir: helloApp(root, { appId: `com.example.chaos${tag}p`, sandbox: 'proot', restart: RESTART }) }),
-    c.send('spawn', { appDir: helloApp(root, { appId: `com.example.chaos${tag}c`, sandbox: 'container', restart: RESTART }) }),
+    c.send('spawn', {
+      appDir: helloApp(root, { appId: `com.example.chaos${tag}p`, sandbox: 'proot', restart: RESTART }),
+    }),
+    c.send('spawn', {
+      appDir: helloApp(root, { appId: `com.example.chaos${tag}c`, sandbox: 'container', restart: RESTART }),
+    }),
     c.send('execute', { uri, handler: 'greet', input: { name: `r${tag}` } }),
     c.send('execute', { uri, handler: 'slow', input: { ms: 700, n: Number(tag.replace(/\D/g, '')) } }),
   ];
   return Promise.race([c.exited.then(() => 'killed' as const), Promise.allSettled(ops).then(() => 'done' as const)]);
 }
 
-const killedPoint = (c: ChildSupervisor): string | null => /fault injection: SIGKILL at ([a-z-]+)/.exec(c.stderr())?.[1] ?? null;
+const killedPoint = (c: ChildSupervisor): string | null =>
+  /fault injection: SIGKILL at ([a-z-]+)/.exec(c.stderr())?.[1] ?? null;
 
-const TRANSITIONAL = new Set(['spawning', 'healthy', 'adopted', 'stopping', 'crashed.backoff', 'resolving', 'materializing', 'starting', 'running']);
+const TRANSITIONAL = new Set([
+  'spawning',
+  'healthy',
+  'adopted',
+  'stopping',
+  'crashed.backoff',
+  'resolving',
+  'materializing',
+  'starting',
+  'running',
+]);
 async function settled(rl: Runlog): Promise<boolean> {
-  return (await rl.list({ all: true })).every((a) => (a.kind === 'instance' ? a.state === 'running' || !TRANSITIONAL.has(a.state) : !TRANSITIONAL.has(a.state)));
+  return (await rl.list({ all: true })).every((a) =>
+    a.kind === 'instance' ? a.state === 'running' || !TRANSITIONAL.has(a.state) : !TRANSITIONAL.has(a.state),
+  );
 }
 
 /** Everything the task demands of the recovered home. */
-async function checkInvariants(rl: Runlog, acked: ChildSupervisor['committed'][], label: string, failures: string[]): Promise<void> {
+async function checkInvariants(
+  rl: Runlog,
+  acked: ChildSupervisor['committed'][],
+  label: string,
+  failures: string[],
+): Promise<void> {
   const home = rl.home;
   // 1. every acknowledged event is still there, unchanged
   for (const list of acked) {
@@ -114,9 +150,12 @@ async function checkInvariants(rl: Runlog, acked: ChildSupervisor['committed'][]
     }
   }
   // 2. actors consistent with reality
-  const containers = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${home}`] }) });
+  const containers = await docker.listContainers({
+    all: true,
+    filters: JSON.stringify({ label: [`runlog.home=${home}`] }),
+  });
   const accounted = new Set<string>();
-  for (const a of (await rl.list({ all: true }))) {
+  for (const a of await rl.list({ all: true })) {
     const view = await rl.inspect(a.id);
     const ctx = view.context as any;
     if (a.kind === 'instance') {
@@ -126,47 +165,74 @@ async function checkInvariants(rl: Runlog, acked: ChildSupervisor['committed'][]
         if (ctx.adopted) totals.instances.adopted += 1;
         if (ctx.restarts > 0) totals.instances.restartedAfterCrash += 1;
         if (ctx.spec.sandbox === 'container') {
-          expect(mine.map((c) => [c.Id, c.State]), `${label}: ${a.id} runs in the container its log names`).toEqual([[ctx.containerId, 'running']]);
+          expect(
+            mine.map((c) => [c.Id, c.State]),
+            `${label}: ${a.id} runs in the container its log names`,
+          ).toEqual([[ctx.containerId, 'running']]);
           accounted.add(ctx.containerId);
         } else {
           expect(alive(ctx.pid), `${label}: ${a.id}'s PRoot process ${ctx.pid} is alive`).toBe(true);
         }
         const health = await getJson(ctx.host, ctx.port, '/api/lifecycle/health');
-        expect(health.body, `${label}: ${a.id} answers health with its identity`).toMatchObject({ appId: ctx.spec.appId, instanceId: a.id });
+        expect(health.body, `${label}: ${a.id} answers health with its identity`).toMatchObject({
+          appId: ctx.spec.appId,
+          instanceId: a.id,
+        });
       } else {
         expect(['stopped', 'lost', 'crashed.down'], `${label}: ${a.id} is ${view.state}`).toContain(view.state);
         totals.instances[view.state === 'crashed.down' ? 'down' : (view.state as 'stopped' | 'lost')] += 1;
-        expect(mine.filter((c) => c.State === 'running'), `${label}: ${a.id} is ${view.state} but has a running container`).toEqual([]);
+        expect(
+          mine.filter((c) => c.State === 'running'),
+          `${label}: ${a.id} is ${view.state} but has a running container`,
+        ).toEqual([]);
       }
     } else {
       expect(['succeeded', 'failed'], `${label}: execution ${a.id} is ${view.state}`).toContain(view.state);
       const req = ctx.request;
       if (view.state === 'succeeded') {
         totals.executions.succeeded += 1;
-        const expected = req.handler === 'greet' ? { greeting: `Hello, ${req.input.name}!` } : { done: true, n: req.input.n };
+        const expected =
+          req.handler === 'greet' ? { greeting: `Hello, ${req.input.name}!` } : { done: true, n: req.input.n };
         expect(ctx.result.output, `${label}: ${a.id} returned its real result`).toEqual(expected);
         if (ctx.adopted) totals.executions.collectedAfterKill += 1;
       } else {
         expect(FAILURE_REASONS, `${label}: ${a.id} failed with a typed reason`).toContain(ctx.failure.reason);
         expect(ctx.failure.message.length, `${label}: ${a.id}'s failure says why`).toBeGreaterThan(0);
         totals.executions.failed[ctx.failure.reason] = (totals.executions.failed[ctx.failure.reason] ?? 0) + 1;
-        const story = (await rl.events(a.id)).map((e) => `${e.type}${e.meta.source ? `(${String(e.meta.source)})` : ''}`).join(' ');
-        failures.push(`${req.handler}: ${ctx.failure.reason} ${ctx.failure.code} ${ctx.failure.message.slice(0, 160)} [${story}]`);
+        const story = (await rl.events(a.id))
+          .map((e) => `${e.type}${e.meta.source ? `(${String(e.meta.source)})` : ''}`)
+          .join(' ');
+        failures.push(
+          `${req.handler}: ${ctx.failure.reason} ${ctx.failure.code} ${ctx.failure.message.slice(0, 160)} [${story}]`,
+        );
       }
     }
   }
   // 3. nothing runlog created is unaccounted for (a sandbox the pool pre-started is accounted for by its facts)
   const pool = new Set<string>();
-  for (const e of (await collect(rl.store.readStream('sandbox-pool')))) {
+  for (const e of await collect(rl.store.readStream('sandbox-pool'))) {
     const d = e.data as { sandbox?: string };
     if (e.type === 'pool.sandbox-prestarting' && d.sandbox) pool.add(d.sandbox);
-    else if ((e.type === 'pool.sandbox-claimed' || e.type === 'pool.sandbox-removed') && d.sandbox) pool.delete(d.sandbox);
+    else if ((e.type === 'pool.sandbox-claimed' || e.type === 'pool.sandbox-removed') && d.sandbox)
+      pool.delete(d.sandbox);
   }
-  for (const c of containers) if (c.Labels['runlog.kind'] === 'prestart' && pool.has(c.Labels['runlog.prestart'] ?? '')) accounted.add(c.Id);
-  const unaccounted = containers.filter((c) => !accounted.has(c.Id)).map((c) => `${c.Labels['runlog.kind']} ${c.Labels['runlog.stream']} ${c.State}`);
+  for (const c of containers)
+    if (c.Labels['runlog.kind'] === 'prestart' && pool.has(c.Labels['runlog.prestart'] ?? '')) accounted.add(c.Id);
+  const unaccounted = containers
+    .filter((c) => !accounted.has(c.Id))
+    .map((c) => `${c.Labels['runlog.kind']} ${c.Labels['runlog.stream']} ${c.State}`);
   expect(unaccounted, `${label}: containers no actor accounts for`).toEqual([]);
-  const volumes = (await docker.listVolumes({ filters: JSON.stringify({ label: [`runlog.home=${home}`] }) })).Volumes ?? [];
-  const exists = async (name: string) => volumes.some((v) => v.Name === name) || (await docker.getVolume(name).inspect().then(() => true, () => false));
+  const volumes =
+    (await docker.listVolumes({ filters: JSON.stringify({ label: [`runlog.home=${home}`] }) })).Volumes ?? [];
+  const exists = async (name: string) =>
+    volumes.some((v) => v.Name === name) ||
+    (await docker
+      .getVolume(name)
+      .inspect()
+      .then(
+        () => true,
+        () => false,
+      ));
   for (const v of volumes) {
     const sealFor = v.Labels?.['runlog.seal-for'];
     if (sealFor) expect(await exists(sealFor), `${label}: seal ${v.Name} has its content`).toBe(true);
@@ -174,13 +240,22 @@ async function checkInvariants(rl: Runlog, acked: ChildSupervisor['committed'][]
   }
   const facts = await collect(rl.store.readStream(RECONCILER_STREAM));
   totals.reconciled.straysRemoved += facts.filter((e) => e.type === 'reconciler.removed').length;
-  totals.reconciled.actorEvents += (await collect(rl.store.readAll())).filter((e) => e.meta.source === 'reconciler' && e.stream !== RECONCILER_STREAM).length;
+  totals.reconciled.actorEvents += (await collect(rl.store.readAll())).filter(
+    (e) => e.meta.source === 'reconciler' && e.stream !== RECONCILER_STREAM,
+  ).length;
 }
 
 async function teardown(rl: Runlog | null, home: string): Promise<void> {
   await rl?.close().catch(() => undefined);
   const mine = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${home}`] }) });
-  await Promise.all(mine.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+  await Promise.all(
+    mine.map((c) =>
+      docker
+        .getContainer(c.Id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  );
 }
 
 async function chaosRound(point: SqlitePoint, rep: number): Promise<void> {
@@ -233,7 +308,13 @@ async function chaosRound(point: SqlitePoint, rep: number): Promise<void> {
     await expectSnapshotPlusTailEqualsFold(r.store);
     totals.rounds += 1;
   } finally {
-    totals.detail.push({ round: label, killedAt: kills.join(','), childMs: t1 - t0, recoverMs: Date.now() - t1, failures });
+    totals.detail.push({
+      round: label,
+      killedAt: kills.join(','),
+      childMs: t1 - t0,
+      recoverMs: Date.now() - t1,
+      failures,
+    });
     await teardown(rl, home);
   }
 }
@@ -260,21 +341,49 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const c of children) await c.sigkill().catch(() => undefined);
   const mine = await docker.listContainers({ all: true, filters: JSON.stringify({ label: ['runlog.test=1'] }) });
-  await Promise.all(mine.filter((c) => (c.Labels['runlog.home'] ?? '').startsWith(root ?? '\0')).map((c) => docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => undefined)));
+  await Promise.all(
+    mine
+      .filter((c) => (c.Labels['runlog.home'] ?? '').startsWith(root ?? '\0'))
+      .map((c) =>
+        docker
+          .getContainer(c.Id)
+          .remove({ force: true, v: true })
+          .catch(() => undefined),
+      ),
+  );
   const vols = (await docker.listVolumes({ filters: JSON.stringify({ label: ['runlog.test=1'] }) })).Volumes ?? [];
-  await Promise.all(vols.filter((v) => (v.Labels?.['runlog.home'] ?? '').startsWith(root ?? '\0')).map((v) => docker.getVolume(v.Name).remove().catch(() => undefined)));
-  await docker.getNetwork(network).remove().catch(() => undefined);
+  await Promise.all(
+    vols
+      .filter((v) => (v.Labels?.['runlog.home'] ?? '').startsWith(root ?? '\0'))
+      .map((v) =>
+        docker
+          .getVolume(v.Name)
+          .remove()
+          .catch(() => undefined),
+      ),
+  );
+  await docker
+    .getNetwork(network)
+    .remove()
+    .catch(() => undefined);
   await pds?.close();
   if (root) rmSync(root, { recursive: true, force: true });
   const { detail, ...sums } = totals;
-  for (const d of detail) console.log(`[chaos] ${d.round}: killed at ${d.killedAt}; child ${d.childMs} ms, recovery ${d.recoverMs} ms${d.failures.length ? `; failed: ${d.failures.join(' | ')}` : ''}`);
+  for (const d of detail)
+    console.log(
+      `[chaos] ${d.round}: killed at ${d.killedAt}; child ${d.childMs} ms, recovery ${d.recoverMs} ms${d.failures.length ? `; failed: ${d.failures.join(' | ')}` : ''}`,
+    );
   console.log(`[chaos] totals ${JSON.stringify(sums, null, 1).replace(/\n\s*/g, ' ')}`);
 }, 120_000);
 
 describe('SIGKILL at every fault point, then recovery on the same home', () => {
-  it.each(FAULT_POINTS.filter((p): p is SqlitePoint => p !== 'append-locked'))('%s', async (point) => {
-    const t0 = Date.now();
-    for (let rep = 0; rep < REPS; rep++) await chaosRound(point, rep);
-    totals.wallMs += Date.now() - t0;
-  }, REPS * 120_000);
+  it.each(FAULT_POINTS.filter((p): p is SqlitePoint => p !== 'append-locked'))(
+    '%s',
+    async (point) => {
+      const t0 = Date.now();
+      for (let rep = 0; rep < REPS; rep++) await chaosRound(point, rep);
+      totals.wallMs += Date.now() - t0;
+    },
+    REPS * 120_000,
+  );
 });

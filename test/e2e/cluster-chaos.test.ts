@@ -12,7 +12,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { summaryTable } from '../support/cluster-chaos-checks.ts';
 import { describeRound, freshSeed, parseSeed, planRun } from '../support/cluster-chaos-plan.ts';
-import { CHAOS_NODES, roundLine, startChaosHarness, type ChaosHarness, type RoundResult } from '../support/cluster-chaos.ts';
+import {
+  CHAOS_NODES,
+  roundLine,
+  startChaosHarness,
+  type ChaosHarness,
+  type RoundResult,
+} from '../support/cluster-chaos.ts';
 
 const RUN_SEED = process.env.RUNLOG_CHAOS_SEED ? parseSeed(process.env.RUNLOG_CHAOS_SEED) : freshSeed();
 const ROUNDS = planRun({ seed: RUN_SEED, roundsPerKind: 2, nodes: CHAOS_NODES, requestsPerRound: 8 });
@@ -26,18 +32,25 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-  if (done.length) console.log(`cluster chaos, run seed ${RUN_SEED}:\n${summaryTable(done.map((r) => ({ kind: r.plan.kind, stats: r.stats })))}`);
+  if (done.length)
+    console.log(
+      `cluster chaos, run seed ${RUN_SEED}:\n${summaryTable(done.map((r) => ({ kind: r.plan.kind, stats: r.stats })))}`,
+    );
   await harness?.close();
 }, 180_000);
 
 describe(`the cluster under faults (run seed ${RUN_SEED})`, () => {
   for (const plan of ROUNDS) {
-    it(`round ${plan.index + 1}, ${plan.kind}${plan.victim ? ` on ${plan.victim}` : ''} (round seed ${plan.seed}): every acknowledged request is in the log once and settled, no execution started twice, no container without an owner, no live node lost a lease, every answer agrees with the log, timers fire after a takeover`, { timeout: 300_000 }, async () => {
-      console.log(describeRound(plan));
-      const result = await harness!.runRound(plan);
-      done.push(result);
-      console.log(`${roundLine(result)}${result.notes.length ? `\n  ${result.notes.join('\n  ')}` : ''}`);
-      expect(result.failures, result.failures.join('\n')).toEqual([]);
-    });
+    it(
+      `round ${plan.index + 1}, ${plan.kind}${plan.victim ? ` on ${plan.victim}` : ''} (round seed ${plan.seed}): every acknowledged request is in the log once and settled, no execution started twice, no container without an owner, no live node lost a lease, every answer agrees with the log, timers fire after a takeover`,
+      { timeout: 300_000 },
+      async () => {
+        console.log(describeRound(plan));
+        const result = await harness!.runRound(plan);
+        done.push(result);
+        console.log(`${roundLine(result)}${result.notes.length ? `\n  ${result.notes.join('\n  ')}` : ''}`);
+        expect(result.failures, result.failures.join('\n')).toEqual([]);
+      },
+    );
   }
 });

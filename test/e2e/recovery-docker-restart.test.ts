@@ -54,7 +54,9 @@ const processGone = (pid: number): boolean => {
  */
 const childrenOf = (pid: number): number[] => {
   try {
-    return readdirSync(`/proc/${pid}/task`).flatMap((tid) => readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
+    return readdirSync(`/proc/${pid}/task`).flatMap((tid) =>
+      readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number),
+    );
   } catch {
     return [];
   }
@@ -68,7 +70,11 @@ const orphanContainerds = (): number[] =>
       try {
         const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
         const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-        return commOf(pid) === 'containerd' && ppid === 1 && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('/var/run/docker/containerd/containerd.toml');
+        return (
+          commOf(pid) === 'containerd' &&
+          ppid === 1 &&
+          readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('/var/run/docker/containerd/containerd.toml')
+        );
       } catch {
         return false;
       }
@@ -94,7 +100,8 @@ const dropStaleContainerdPidFile = () => {
   } catch {
     return;
   }
-  if (!Number.isSafeInteger(pid) || pid <= 0 || processGone(pid) || commOf(pid) !== 'containerd') rmSync(CONTAINERD_PID_FILE, { force: true });
+  if (!Number.isSafeInteger(pid) || pid <= 0 || processGone(pid) || commOf(pid) !== 'containerd')
+    rmSync(CONTAINERD_PID_FILE, { force: true });
 };
 /** scripts/setup.sh's way: `rm -f /var/run/docker.pid; setsid nohup dockerd >log 2>&1 </dev/null &`. */
 const startDockerd = async () => {
@@ -102,7 +109,10 @@ const startDockerd = async () => {
   for (const pid of orphans) process.kill(pid, 'SIGKILL'); // as scripts/setup.sh does
   await until('the orphaned containerd to die', async () => orphans.every(processGone), 10_000, 100);
   dropStaleContainerdPidFile();
-  execFileSync('bash', ['-c', `rm -f ${PID_FILE}; setsid nohup dockerd >>"${STATE_DIR}/dockerd.log" 2>&1 < /dev/null &`]);
+  execFileSync('bash', [
+    '-c',
+    `rm -f ${PID_FILE}; setsid nohup dockerd >>"${STATE_DIR}/dockerd.log" 2>&1 < /dev/null &`,
+  ]);
 };
 /** Waits for the daemon to answer; when it does not, the error carries the end of its log. */
 const untilAnswers = async (what: string) => {
@@ -122,7 +132,10 @@ const untilAnswers = async (what: string) => {
 async function ensureDockerd(): Promise<void> {
   if (await answers()) return;
   const pid = daemonPid();
-  if (pid !== null && !processGone(pid)) await until('the old dockerd to finish', async () => processGone(pid) || (await answers()), 60_000, 250).catch(() => undefined);
+  if (pid !== null && !processGone(pid))
+    await until('the old dockerd to finish', async () => processGone(pid) || (await answers()), 60_000, 250).catch(
+      () => undefined,
+    );
   if (!(await answers())) await startDockerd();
   await untilAnswers('dockerd to answer again');
 }
@@ -135,7 +148,8 @@ const homes: string[] = [];
 beforeAll(async () => {
   requireProot();
   await requireDockerAppBase();
-  if (daemonPid() === null) throw new Error(`no ${PID_FILE}: dockerd was not started by scripts/setup.sh — run \`npm run setup\``);
+  if (daemonPid() === null)
+    throw new Error(`no ${PID_FILE}: dockerd was not started by scripts/setup.sh — run \`npm run setup\``);
   root = mkdtempSync(join(tmpdir(), 'runlog-dockerd-'));
   network = `runlog-dr-${process.pid}`;
 });
@@ -149,10 +163,22 @@ afterAll(async () => {
       await c.sigkill().catch(() => undefined);
     }
     for (const home of homes) {
-      const mine = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${home}`] }) }).catch(() => []);
-      await Promise.all(mine.map((x) => docker.getContainer(x.Id).remove({ force: true }).catch(() => undefined)));
+      const mine = await docker
+        .listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${home}`] }) })
+        .catch(() => []);
+      await Promise.all(
+        mine.map((x) =>
+          docker
+            .getContainer(x.Id)
+            .remove({ force: true })
+            .catch(() => undefined),
+        ),
+      );
     }
-    await docker.getNetwork(network).remove().catch(() => undefined);
+    await docker
+      .getNetwork(network)
+      .remove()
+      .catch(() => undefined);
     if (root) rmSync(root, { recursive: true, force: true });
   }
 }, 240_000);
@@ -161,10 +187,19 @@ async function restartUnder(signal: 'SIGTERM' | 'SIGKILL'): Promise<string> {
   const home = join(root, signal.toLowerCase());
   mkdirSync(home);
   homes.push(home);
-  const c = startChild({ home, labels: LABELS, network, portRange: PORTS, healthTimeoutMs: 30_000, killGraceMs: 2000, engineWatch: true });
+  const c = startChild({
+    home,
+    labels: LABELS,
+    network,
+    portRange: PORTS,
+    healthTimeoutMs: 30_000,
+    killGraceMs: 2000,
+    engineWatch: true,
+  });
   children.push(c);
   expect(await c.ready, c.stderr()).toBe(true);
-  const spawn = (appId: string, sandbox: 'proot' | 'container') => c.request<{ id: string; context: any }>('spawn', { appDir: helloApp(root, { appId, sandbox, restart: RESTART }) });
+  const spawn = (appId: string, sandbox: 'proot' | 'container') =>
+    c.request<{ id: string; context: any }>('spawn', { appDir: helloApp(root, { appId, sandbox, restart: RESTART }) });
   const tag = signal === 'SIGTERM' ? 't' : 'k';
   const a = await spawn(`com.example.dr${tag}a`, 'container');
   const b = await spawn(`com.example.dr${tag}b`, 'container');
@@ -176,7 +211,12 @@ async function restartUnder(signal: 'SIGTERM' | 'SIGKILL'): Promise<string> {
   const containerd = childrenOf(pid).filter((x) => commOf(x) === 'containerd');
   process.kill(pid, signal);
   if (signal === 'SIGKILL') for (const x of containerd) process.kill(x, 'SIGKILL');
-  await until('dockerd stopped', async () => processGone(pid) && containerd.every(processGone) && !(await answers()), 90_000, 250);
+  await until(
+    'dockerd stopped',
+    async () => processGone(pid) && containerd.every(processGone) && !(await answers()),
+    90_000,
+    250,
+  );
   await new Promise((r) => setTimeout(r, 1500)); // the supervisor runs a while with no daemon at all
   expect(c.alive(), c.stderr()).toBe(true);
 
@@ -185,7 +225,12 @@ async function restartUnder(signal: 'SIGTERM' | 'SIGKILL'): Promise<string> {
   const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
   expect(Object.keys(info.Runtimes ?? {})).toContain('runsc');
 
-  await until('the engine watcher reconnected and reconciled', () => c.engine.some((e) => e.status === 'reconciled'), 60_000, 250);
+  await until(
+    'the engine watcher reconnected and reconciled',
+    () => c.engine.some((e) => e.status === 'reconciled'),
+    60_000,
+    250,
+  );
   const statuses = c.engine.map((e) => e.status as string);
   expect(statuses).toEqual(expect.arrayContaining(['connected', 'disconnected', 'reconciled']));
   expect(c.engine.find((e) => e.status === 'connected' && (e.detail as any).reconnect === true)).toBeDefined();
@@ -196,15 +241,30 @@ async function restartUnder(signal: 'SIGTERM' | 'SIGKILL'): Promise<string> {
     return r?.state === 'running' && r.summary.containerId !== v.context.containerId;
   };
   try {
-    await until('both container instances running again, in new containers', async () => {
-      const rs = await rows();
-      return back(rs, a) && back(rs, b);
-    }, 180_000, 500);
+    await until(
+      'both container instances running again, in new containers',
+      async () => {
+        const rs = await rows();
+        return back(rs, a) && back(rs, b);
+      },
+      180_000,
+      500,
+    );
   } catch (err) {
     const store = new SqliteEventStore(join(home, 'runlog.db'));
-    const story = [a, b].map((v) => `${v.id}: ${store.read(`instance-${v.id}`).map((e) => `${e.type} ${JSON.stringify(e.data).slice(0, 400)}`).join('\n  ')}`).join('\n');
+    const story = [a, b]
+      .map(
+        (v) =>
+          `${v.id}: ${store
+            .read(`instance-${v.id}`)
+            .map((e) => `${e.type} ${JSON.stringify(e.data).slice(0, 400)}`)
+            .join('\n  ')}`,
+      )
+      .join('\n');
     store.close();
-    throw new Error(`${(err as Error).message}\n${story}\nengine: ${JSON.stringify(c.engine)}\nchild stderr:\n${c.stderr().slice(-3000)}`);
+    throw new Error(
+      `${(err as Error).message}\n${story}\nengine: ${JSON.stringify(c.engine)}\nchild stderr:\n${c.stderr().slice(-3000)}`,
+    );
   }
   expect(c.alive(), c.stderr()).toBe(true);
   expect(c.stderr()).not.toMatch(/Unhandled|uncaught/i);
@@ -225,7 +285,12 @@ async function restartUnder(signal: 'SIGTERM' | 'SIGKILL'): Promise<string> {
       await expect(docker.getContainer(v.context.containerId).inspect()).rejects.toMatchObject({ statusCode: 404 });
     }
     // PRoot does not depend on the daemon: untouched.
-    expect(store.read(`instance-${p.id}`).map((e) => e.type)).toEqual(['instance.requested', 'instance.spawned', 'instance.healthy', 'instance.running']);
+    expect(store.read(`instance-${p.id}`).map((e) => e.type)).toEqual([
+      'instance.requested',
+      'instance.spawned',
+      'instance.healthy',
+      'instance.running',
+    ]);
     expect(alive(p.context.pid)).toBe(true);
   } finally {
     store.close();

@@ -56,10 +56,21 @@ beforeAll(async () => {
   appDir = join(root, 'tiny');
   mkdirSync(appDir);
   writeFileSync(join(appDir, 'server.mjs'), SERVER);
-  writeFileSync(join(appDir, 'entrypoint.sh'), '#!/bin/sh\nexec node --max-old-space-size=16 --max-semi-space-size=1 server.mjs\n', { mode: 0o755 });
+  writeFileSync(
+    join(appDir, 'entrypoint.sh'),
+    '#!/bin/sh\nexec node --max-old-space-size=16 --max-semi-space-size=1 server.mjs\n',
+    { mode: 0o755 },
+  );
   writeFileSync(
     join(appDir, 'runlog.json'),
-    JSON.stringify({ appId: 'com.example.tiny', sandbox: 'container', runtime: 'raw', tools: [], lifecycle: { basePath: '' }, restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 500, maxBackoffMs: 500 } }),
+    JSON.stringify({
+      appId: 'com.example.tiny',
+      sandbox: 'container',
+      runtime: 'raw',
+      tools: [],
+      lifecycle: { basePath: '' },
+      restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 500, maxBackoffMs: 500 },
+    }),
   );
 });
 
@@ -67,8 +78,18 @@ afterAll(async () => {
   await c?.sigkill().catch(() => undefined);
   await rl?.close().catch(() => undefined);
   const mine = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${home}`] }) });
-  await Promise.all(mine.map((x) => docker.getContainer(x.Id).remove({ force: true }).catch(() => undefined)));
-  await docker.getNetwork(network).remove().catch(() => undefined);
+  await Promise.all(
+    mine.map((x) =>
+      docker
+        .getContainer(x.Id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  );
+  await docker
+    .getNetwork(network)
+    .remove()
+    .catch(() => undefined);
   if (root) rmSync(root, { recursive: true, force: true });
 }, 180_000);
 
@@ -78,7 +99,11 @@ describe('kill -9 with 50 running containers', () => {
     expect(await c.ready, c.stderr()).toBe(true);
     const spawned: { id: string; context: any }[] = [];
     for (let i = 0; i < COUNT; i += 5) {
-      const batch = await Promise.all(Array.from({ length: Math.min(5, COUNT - i) }, () => c!.request<{ id: string; state: string; context: any }>('spawn', { appDir })));
+      const batch = await Promise.all(
+        Array.from({ length: Math.min(5, COUNT - i) }, () =>
+          c!.request<{ id: string; state: string; context: any }>('spawn', { appDir }),
+        ),
+      );
       for (const v of batch) expect(v.state).toBe('running');
       spawned.push(...batch);
     }
@@ -93,25 +118,51 @@ describe('kill -9 with 50 running containers', () => {
     expect((await c.exited).signal).toBe('SIGKILL');
 
     const log: string[] = [];
-    rl = await createRunlog({ home, labels: LABELS, containerNetwork: network, portRange: PORTS, killGraceMs: 2000, watchApps: false, log: (m) => log.push(m) });
+    rl = await createRunlog({
+      home,
+      labels: LABELS,
+      containerNetwork: network,
+      portRange: PORTS,
+      killGraceMs: 2000,
+      watchApps: false,
+      log: (m) => log.push(m),
+    });
     const r = rl;
-    await until('all running', async () => (await r.list({ kind: 'instance' })).filter((a) => a.state === 'running').length === COUNT, 60_000, 100);
+    await until(
+      'all running',
+      async () => (await r.list({ kind: 'instance' })).filter((a) => a.state === 'running').length === COUNT,
+      60_000,
+      100,
+    );
     expect(log.join('\n')).toContain(`reconciled ${COUNT} actors (${COUNT} adopted)`);
 
     for (const [id, b] of before) {
       const types = (await r.events(id)).map((e) => e.type);
-      expect(types).toEqual(['instance.requested', 'instance.spawned', 'instance.healthy', 'instance.running', 'instance.adopted', 'instance.running']);
+      expect(types).toEqual([
+        'instance.requested',
+        'instance.spawned',
+        'instance.healthy',
+        'instance.running',
+        'instance.adopted',
+        'instance.running',
+      ]);
       expect((await r.inspect(id)).context).toMatchObject({ adopted: true, containerId: b.containerId, restarts: 0 });
       const info = await docker.getContainer(b.containerId).inspect();
-      expect({ running: info.State.Running, startedAt: info.State.StartedAt, restarts: info.RestartCount }).toEqual({ running: true, startedAt: b.startedAt, restarts: 0 });
+      expect({ running: info.State.Running, startedAt: info.State.StartedAt, restarts: info.RestartCount }).toEqual({
+        running: true,
+        startedAt: b.startedAt,
+        restarts: 0,
+      });
     }
     const running = await docker.listContainers({ filters: JSON.stringify({ label: [`runlog.home=${home}`] }) });
     expect(running.map((x) => x.Id).sort()).toEqual([...before.values()].map((b) => b.containerId).sort());
     // No hook ran again: each app saw onCreate and onStart once, from the supervisor that was killed.
-    const hooks = await Promise.all([...before.keys()].map(async (id) => {
-      const ctx = (await r.inspect(id)).context as any;
-      return (await getJson(ctx.host, ctx.port, '/api/lifecycle/health')).body.events;
-    }));
+    const hooks = await Promise.all(
+      [...before.keys()].map(async (id) => {
+        const ctx = (await r.inspect(id)).context as any;
+        return (await getJson(ctx.host, ctx.port, '/api/lifecycle/health')).body.events;
+      }),
+    );
     expect(hooks).toEqual(Array.from({ length: COUNT }, () => ['onCreate', 'onStart']));
     console.log(`[kill50] ${COUNT} containers adopted, 0 restarted, 0 hooks re-run`);
   }, 600_000);

@@ -10,7 +10,11 @@ const KILLS = 50;
 
 function runAndKill(file: string, afterMs: number): Promise<string[]> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '../fixtures/append-loop.ts'), file], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', join(import.meta.dirname, '../fixtures/append-loop.ts'), file],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let out = '';
     let errOut = '';
     let started = false;
@@ -52,7 +56,8 @@ describe('event store under SIGKILL', () => {
         b.seen.push(d.i);
         batches.set(d.batch, b);
       }
-      for (const [batch, b] of batches) expect(b.seen, `batch ${batch} is partial`).toEqual(Array.from({ length: b.size }, (_, i) => i));
+      for (const [batch, b] of batches)
+        expect(b.seen, `batch ${batch} is partial`).toEqual(Array.from({ length: b.size }, (_, i) => i));
       for (const [batch, a] of acked) {
         expect(batches.has(batch), `acknowledged batch ${batch} is missing`).toBe(true);
         expect(store.streamVersion(a.stream)).toBeGreaterThanOrEqual(a.version);

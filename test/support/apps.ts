@@ -34,7 +34,8 @@ export async function requireDockerAppBase(): Promise<{ docker: Docker; image: s
   const refFile = join(SETUP_DIR, 'images/app-base.ref');
   if (!existsSync(refFile)) throw new Error(`no app-base image recorded at ${refFile}: ${setupHint}`);
   const image = readFileSync(refFile, 'utf8').trim();
-  if (!/^localhost:\d+\/app-base@sha256:[0-9a-f]{64}$/.test(image)) throw new Error(`${refFile} holds '${image}', not a digest reference: ${setupHint}`);
+  if (!/^localhost:\d+\/app-base@sha256:[0-9a-f]{64}$/.test(image))
+    throw new Error(`${refFile} holds '${image}', not a digest reference: ${setupHint}`);
   return { docker, image };
 }
 
@@ -61,7 +62,9 @@ export function makeWorkspace(prefix = 'runlog-sbx-'): TestWorkspace {
   mkdirSync(appsDir, { recursive: true });
   const writeManifest = (dir: string, m: Record<string, unknown>): AppManifest => {
     writeFileSync(join(dir, 'runlog.json'), JSON.stringify(m, null, 2));
-    return parseManifest(readFileSync(join(dir, 'runlog.json'), 'utf8'), dir, { entrypointExists: existsSync(join(dir, String(m.entrypoint ?? 'entrypoint.sh'))) });
+    return parseManifest(readFileSync(join(dir, 'runlog.json'), 'utf8'), dir, {
+      entrypointExists: existsSync(join(dir, String(m.entrypoint ?? 'entrypoint.sh'))),
+    });
   };
   return {
     home,
@@ -111,7 +114,11 @@ createServer((req, res) => {
 }).listen(Number(process.env.APP_PORT), process.env.AURA_LAYER_TAG === '[ctnr]' ? '0.0.0.0' : '127.0.0.1');
 `;
 
-export async function getJson<T = any>(host: string, port: number, path: string): Promise<{ status: number; headers: Record<string, unknown>; body: T }> {
+export async function getJson<T = any>(
+  host: string,
+  port: number,
+  path: string,
+): Promise<{ status: number; headers: Record<string, unknown>; body: T }> {
   const a = await httpRequest({ host, port, method: 'GET', path, timeoutMs: 10_000 });
   let body: unknown = a.body;
   try {
@@ -132,7 +139,12 @@ export function alive(pid: number): boolean {
   }
 }
 
-export async function until<T>(what: string, fn: () => T | Promise<T>, timeoutMs = 10_000, everyMs = 50): Promise<NonNullable<T>> {
+export async function until<T>(
+  what: string,
+  fn: () => T | Promise<T>,
+  timeoutMs = 10_000,
+  everyMs = 50,
+): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -150,9 +162,20 @@ export async function until<T>(what: string, fn: () => T | Promise<T>, timeoutMs
 /** Removes the containers (by this test home's label) and the network a test created. */
 export async function cleanupDocker(docker: Docker, home: string, network?: string): Promise<void> {
   const mine = await docker.listContainers({ all: true, filters: { label: ['runlog.test=1', `runlog.home=${home}`] } });
-  await Promise.all(mine.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => {})));
+  await Promise.all(
+    mine.map((c) =>
+      docker
+        .getContainer(c.Id)
+        .remove({ force: true })
+        .catch(() => {}),
+    ),
+  );
   if (network) {
     const nets = await docker.listNetworks({ filters: { name: [network], label: ['runlog.test=1'] } });
-    for (const n of nets.filter((x) => x.Name === network)) await docker.getNetwork(n.Id).remove().catch(() => {});
+    for (const n of nets.filter((x) => x.Name === network))
+      await docker
+        .getNetwork(n.Id)
+        .remove()
+        .catch(() => {});
   }
 }

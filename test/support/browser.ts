@@ -26,7 +26,9 @@ export const CHROMIUM_ARGS = [
 /** Debian's chromium. Fails (never skips) with the command that installs it. */
 export async function launchChromium(): Promise<Browser> {
   if (!existsSync(CHROMIUM)) {
-    throw new Error(`${CHROMIUM} is missing: run \`npm run setup\` (or \`bash scripts/setup-browser.sh\`) as root to install Debian's chromium`);
+    throw new Error(
+      `${CHROMIUM} is missing: run \`npm run setup\` (or \`bash scripts/setup-browser.sh\`) as root to install Debian's chromium`,
+    );
   }
   return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
 }
@@ -48,13 +50,19 @@ export const RUNTIME_CID = 'bafyreidfcqkx5rq7uyxgbbd6zk6hk2d4bnz4tftpptq3e5cenuo
 export const IMAGE = `localhost:5000/runtime-node@sha256:${'3f'.repeat(32)}`;
 
 /** Fake adapters: every effect succeeds at once by dispatching what a real adapter would report. */
-export function fakeEffects(): { instance: Partial<EffectHandlers<'instance'>>; execution: Partial<EffectHandlers<'execution'>> } {
+export function fakeEffects(): {
+  instance: Partial<EffectHandlers<'instance'>>;
+  execution: Partial<EffectHandlers<'execution'>>;
+} {
   let pid = 4200;
   return {
     instance: {
       spawn: async (p, ctx) => {
         const spec = p.spec;
-        await ctx.dispatch({ type: 'instance.spawned', data: { pid: ++pid, host: '127.0.0.1', port: spec.port ?? 41000 + (pid % 100) } });
+        await ctx.dispatch({
+          type: 'instance.spawned',
+          data: { pid: ++pid, host: '127.0.0.1', port: spec.port ?? 41000 + (pid % 100) },
+        });
         await ctx.dispatch({ type: 'instance.healthy', data: { identity: 'match' } });
       },
       callLifecycle: async (p, ctx) => {
@@ -64,8 +72,18 @@ export function fakeEffects(): { instance: Partial<EffectHandlers<'instance'>>; 
         await ctx.dispatch({ type: 'instance.exited', data: { exitCode: 0, signal: 'SIGTERM' } });
       },
       scheduleRestart: async (p, ctx) => {
-        await ctx.dispatch({ type: 'instance.restart-scheduled', data: partial<InstanceEventData['instance.restart-scheduled']>({ attempt: p.attempt, delayMs: p.delayMs ?? 0, dueAt: new Date(Date.now() + Number(p.delayMs)).toISOString() }) });
-        await ctx.dispatch({ type: 'instance.restart-due', data: partial<InstanceEventData['instance.restart-due']>({ attempt: p.attempt }) });
+        await ctx.dispatch({
+          type: 'instance.restart-scheduled',
+          data: partial<InstanceEventData['instance.restart-scheduled']>({
+            attempt: p.attempt,
+            delayMs: p.delayMs ?? 0,
+            dueAt: new Date(Date.now() + Number(p.delayMs)).toISOString(),
+          }),
+        });
+        await ctx.dispatch({
+          type: 'instance.restart-due',
+          data: partial<InstanceEventData['instance.restart-due']>({ attempt: p.attempt }),
+        });
       },
       // The restart came due at once above: no timer is armed for it.
       armRestart: () => undefined,
@@ -76,9 +94,15 @@ export function fakeEffects(): { instance: Partial<EffectHandlers<'instance'>>; 
     execution: {
       resolve: async (p, ctx) => {
         const request = p.request;
-        await ctx.dispatch({ type: 'execution.step', data: { name: 'identity-resolved', detail: { did: 'did:plc:alice', pds: 'http://127.0.0.1:2583' } } });
+        await ctx.dispatch({
+          type: 'execution.step',
+          data: { name: 'identity-resolved', detail: { did: 'did:plc:alice', pds: 'http://127.0.0.1:2583' } },
+        });
         if (request.uri.includes('missing')) {
-          await ctx.dispatch({ type: 'execution.failed', data: { reason: 'resolution', code: 'RECORD_NOT_FOUND', message: `no record at ${request.uri}` } });
+          await ctx.dispatch({
+            type: 'execution.failed',
+            data: { reason: 'resolution', code: 'RECORD_NOT_FOUND', message: `no record at ${request.uri}` },
+          });
           return;
         }
         await ctx.dispatch({
@@ -109,7 +133,10 @@ export function fakeEffects(): { instance: Partial<EffectHandlers<'instance'>>; 
         await ctx.dispatch({ type: 'execution.started', data: { containerId: 'c0ffee'.repeat(10) + 'abcd' } });
       },
       invoke: async (_p, ctx) => {
-        await ctx.dispatch({ type: 'execution.succeeded', data: { output: { sum: 42, items: ['a', 'b'] }, outputHash: `sha256:${'ab'.repeat(32)}` } });
+        await ctx.dispatch({
+          type: 'execution.succeeded',
+          data: { output: { sum: 42, items: ['a', 'b'] }, outputHash: `sha256:${'ab'.repeat(32)}` },
+        });
       },
       cleanup: () => undefined,
     },
@@ -137,23 +164,52 @@ const request = (executionId: string, uri: string): KindNewEvent<'execution'> =>
 /** A supervising runlog (fake effects) holding two instances and two executions with full histories. */
 export async function seededRunlog(home: string): Promise<Seeded> {
   // No Docker reconciliation, engine watch or workspace watching: only the fake effects act on these actors.
-  const rl = await createRunlog({ home, effects: fakeEffects(), reconcile: false, engineWatch: false, watchApps: false, log: () => undefined });
+  const rl = await createRunlog({
+    home,
+    effects: fakeEffects(),
+    reconcile: false,
+    engineWatch: false,
+    watchApps: false,
+    log: () => undefined,
+  });
   await rl.host.create('instance', 'inst_web', { type: 'instance.requested', data: { spec: instanceSpec() } });
   await rl.idle();
   await rl.send('instance', 'inst_web', { type: 'instance.tool-granted', data: { tool: 'git' } });
-  await rl.send('instance', 'inst_web', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 137, signal: 'SIGKILL', message: 'exited with 137 (out of memory?)' } });
+  await rl.send('instance', 'inst_web', {
+    type: 'instance.crashed',
+    data: { reason: 'exit', exitCode: 137, signal: 'SIGKILL', message: 'exited with 137 (out of memory?)' },
+  });
   await rl.idle();
 
-  await rl.host.create('instance', 'inst_old', { type: 'instance.requested', data: { spec: instanceSpec({ instanceId: 'inst_old', appId: 'com.example.todo', appDir: '/srv/apps/todo', sandbox: 'container', restart: { ...instanceSpec().restart, policy: 'never' } }) } });
+  await rl.host.create('instance', 'inst_old', {
+    type: 'instance.requested',
+    data: {
+      spec: instanceSpec({
+        instanceId: 'inst_old',
+        appId: 'com.example.todo',
+        appDir: '/srv/apps/todo',
+        sandbox: 'container',
+        restart: { ...instanceSpec().restart, policy: 'never' },
+      }),
+    },
+  });
   await rl.idle();
   await rl.send('instance', 'inst_old', { type: 'instance.stop-requested', data: {} });
   await rl.idle();
 
   const executionId = 'exec_01JZ8Q4V2M7K3N5P6R8S9T0W1X';
-  await rl.host.create('execution', executionId, request(executionId, 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add'));
+  await rl.host.create(
+    'execution',
+    executionId,
+    request(executionId, 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add'),
+  );
   await rl.idle();
   const failedExecutionId = 'exec_01JZ8Q5A7B8C9D0E1F2G3H4J5K';
-  await rl.host.create('execution', failedExecutionId, request(failedExecutionId, 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/missing'));
+  await rl.host.create(
+    'execution',
+    failedExecutionId,
+    request(failedExecutionId, 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/missing'),
+  );
   await rl.idle();
   return { rl, instanceId: 'inst_web', stoppedId: 'inst_old', executionId, failedExecutionId };
 }

@@ -29,7 +29,11 @@ export interface Committed {
 }
 
 export class ChildDiedError extends Error {
-  constructor(readonly signal: NodeJS.Signals | null, readonly code: number | null, stderr: string) {
+  constructor(
+    readonly signal: NodeJS.Signals | null,
+    readonly code: number | null,
+    stderr: string,
+  ) {
     super(`the child supervisor died (${signal ?? `exit ${code}`}) before answering\n${stderr.slice(-2000)}`);
   }
 }
@@ -70,7 +74,8 @@ export function startChild(config: ChildConfig, env: Record<string, string> = {}
     } catch {
       return; // a torn last line of a killed child
     }
-    if (msg.type === 'committed') committed.push({ stream: msg.stream, version: msg.version, eventType: msg.eventType, seq: msg.seq });
+    if (msg.type === 'committed')
+      committed.push({ stream: msg.stream, version: msg.version, eventType: msg.eventType, seq: msg.seq });
     else if (msg.type === 'ready') readyResolve(true);
     else if (msg.type === 'engine') engine.push(msg);
     else if (msg.type === 'reply') {

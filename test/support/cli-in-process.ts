@@ -32,7 +32,15 @@ export function capture(): Captured {
     },
     json,
   });
-  return { out, err, lines, factory, stdout: () => out.join('\n'), stderr: () => err.join('\n'), text: () => lines.join('\n') };
+  return {
+    out,
+    err,
+    lines,
+    factory,
+    stdout: () => out.join('\n'),
+    stderr: () => err.join('\n'),
+    text: () => lines.join('\n'),
+  };
 }
 
 /** `runlog <args>` in this process: its exit code and what it printed. */

@@ -12,12 +12,18 @@ export interface CliResult {
 }
 
 /** Runs one `runlog …` to its end. `user` runs it through setpriv as that uid/gid (no supplementary groups). */
-export function runCli(args: string[], opts: { home?: string; user?: number; env?: Record<string, string>; timeoutMs?: number } = {}): CliResult {
+export function runCli(
+  args: string[],
+  opts: { home?: string; user?: number; env?: Record<string, string>; timeoutMs?: number } = {},
+): CliResult {
   const env = { ...process.env, ...(opts.home ? { RUNLOG_HOME: opts.home } : {}), ...opts.env };
   const [file, argv] =
     opts.user === undefined
       ? [process.execPath, cliArgs(...args)]
-      : ['/usr/bin/setpriv', [`--reuid=${opts.user}`, `--regid=${opts.user}`, '--clear-groups', process.execPath, ...cliArgs(...args)]];
+      : [
+          '/usr/bin/setpriv',
+          [`--reuid=${opts.user}`, `--regid=${opts.user}`, '--clear-groups', process.execPath, ...cliArgs(...args)],
+        ];
   const r = spawnSync(file, argv, { cwd: REPO_ROOT, env, encoding: 'utf8', timeout: opts.timeoutMs ?? 60_000 });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
@@ -33,7 +39,12 @@ export interface Served {
 }
 
 /** Starts `runlog serve --json --listen <listen>` and waits until it prints its address or exits. */
-export async function startServe(home: string, listen = '127.0.0.1:0', extra: string[] = [], env: Record<string, string> = {}): Promise<Served> {
+export async function startServe(
+  home: string,
+  listen = '127.0.0.1:0',
+  extra: string[] = [],
+  env: Record<string, string> = {},
+): Promise<Served> {
   const child = spawn(process.execPath, cliArgs('serve', '--listen', listen, '--json', '--home', home, ...extra), {
     cwd: REPO_ROOT,
     env: { ...process.env, RUNLOG_HOME: home, ...env },

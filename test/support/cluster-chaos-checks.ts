@@ -86,7 +86,15 @@ export interface CheckResult {
   failures: string[];
 }
 
-export const CHECK_NAMES = ['fault', 'acknowledged', 'sandbox-starts', 'orphans', 'leases', 'answers', 'timers'] as const;
+export const CHECK_NAMES = [
+  'fault',
+  'acknowledged',
+  'sandbox-starts',
+  'orphans',
+  'leases',
+  'answers',
+  'timers',
+] as const;
 
 const short = (v: unknown, max = 400): string => {
   const s = JSON.stringify(v);
@@ -132,7 +140,8 @@ export function ownerChanges(ev: RoundEvidence): { stream: string; from: string;
     for (const e of evs) {
       const n = e.meta?.node as string | undefined;
       if (!n) continue;
-      if (owner !== undefined && n !== owner && e.seq > ev.roundStartSeq) out.push({ stream: s, from: owner, to: n, seq: e.seq });
+      if (owner !== undefined && n !== owner && e.seq > ev.roundStartSeq)
+        out.push({ stream: s, from: owner, to: n, seq: e.seq });
       owner = n;
     }
   }
@@ -142,20 +151,34 @@ export function ownerChanges(ev: RoundEvidence): { stream: string; from: string;
 /** The containers left that no live actor owns: the actor ended or unknown, or its lease another node's, or their node gone. */
 export function orphanContainers(ev: RoundEvidence): { container: ChaosContainer; reason: string }[] {
   const out: { container: ChaosContainer; reason: string }[] = [];
-  const prestarted = new Set(ev.events.filter((e) => e.type === 'pool.sandbox-prestarting').map((e) => e.data?.sandbox as string));
-  const claimedSandboxes = new Set(ev.events.filter((e) => e.type === 'pool.sandbox-claimed').map((e) => e.data?.sandbox as string));
+  const prestarted = new Set(
+    ev.events.filter((e) => e.type === 'pool.sandbox-prestarting').map((e) => e.data?.sandbox as string),
+  );
+  const claimedSandboxes = new Set(
+    ev.events.filter((e) => e.type === 'pool.sandbox-claimed').map((e) => e.data?.sandbox as string),
+  );
   for (const c of ev.containersLeft) {
     const node = ev.homes[c.labels['runlog.home'] ?? ''];
     const stream = c.labels['runlog.stream'];
     if (c.labels['runlog.kind'] === 'prestart') {
-      const ok = Object.values(c.labels).some((v) => prestarted.has(v) && !claimedSandboxes.has(v)) && node !== undefined && ev.liveNodes.includes(node);
-      if (!ok) out.push({ container: c, reason: `pre-started container ${c.id.slice(0, 12)} (${c.state}) of node ${node ?? '?'} is not an unclaimed sandbox of a live node` });
+      const ok =
+        Object.values(c.labels).some((v) => prestarted.has(v) && !claimedSandboxes.has(v)) &&
+        node !== undefined &&
+        ev.liveNodes.includes(node);
+      if (!ok)
+        out.push({
+          container: c,
+          reason: `pre-started container ${c.id.slice(0, 12)} (${c.state}) of node ${node ?? '?'} is not an unclaimed sandbox of a live node`,
+        });
       continue;
     }
     const actor = stream ? ev.actors.get(stream) : undefined;
     const owner = stream ? ev.leases.get(stream) : undefined;
     if (!stream || actor?.status !== 'active' || owner !== node || !ev.liveNodes.includes(node ?? '')) {
-      out.push({ container: c, reason: `container ${c.id.slice(0, 12)} (${c.state}) of ${stream ?? '(no stream label)'} on ${node ?? '?'}'s home: the actor is ${actor ? `${actor.state} (${actor.status})` : 'not in the log'}, its lease is ${owner ?? 'nobody'}'s` });
+      out.push({
+        container: c,
+        reason: `container ${c.id.slice(0, 12)} (${c.state}) of ${stream ?? '(no stream label)'} on ${node ?? '?'}'s home: the actor is ${actor ? `${actor.state} (${actor.status})` : 'not in the log'}, its lease is ${owner ?? 'nobody'}'s`,
+      });
     }
   }
   return out;
@@ -167,7 +190,8 @@ export function checkRound(ev: RoundEvidence): CheckResult[] {
   const execs = executionsByTag(streams);
   const where = `round ${ev.plan.index + 1} (${ev.plan.kind}${ev.plan.victim ? ` on ${ev.plan.victim}` : ''}, round seed ${ev.plan.seed}, run seed ${ev.runSeed})`;
   const results: CheckResult[] = [];
-  const add = (name: (typeof CHECK_NAMES)[number], failures: string[]) => results.push({ name, failures: failures.map((f) => `${where} ${name}: ${f}`) });
+  const add = (name: (typeof CHECK_NAMES)[number], failures: string[]) =>
+    results.push({ name, failures: failures.map((f) => `${where} ${name}: ${f}`) });
 
   add('fault', ev.faultFailure ? [`the fault was not struck: ${ev.faultFailure}`] : []);
 
@@ -178,16 +202,27 @@ export function checkRound(ev: RoundEvidence): CheckResult[] {
       const evs = streams.get(`instance-${o.tag}`) ?? [];
       const requested = evs.filter((e) => e.type === 'instance.requested').length;
       const state = ev.actors.get(`instance-${o.tag}`)?.state;
-      if (requested !== 1) acked.push(`spawn ${o.tag} (answered ${o.status} by ${o.via}) has ${requested} instance.requested in the log, not 1`);
-      if (state !== 'running') acked.push(`spawn ${o.tag} (answered ${o.status} by ${o.via}) is ${state ?? 'not in the actors projection'}, not running; its last events: ${short(evs.slice(-4).map((e) => [e.type, e.meta?.node]))}`);
+      if (requested !== 1)
+        acked.push(
+          `spawn ${o.tag} (answered ${o.status} by ${o.via}) has ${requested} instance.requested in the log, not 1`,
+        );
+      if (state !== 'running')
+        acked.push(
+          `spawn ${o.tag} (answered ${o.status} by ${o.via}) is ${state ?? 'not in the actors projection'}, not running; its last events: ${short(evs.slice(-4).map((e) => [e.type, e.meta?.node]))}`,
+        );
     } else {
       const id = o.body?.executionId as string | undefined;
       const mine = execs.get(o.tag) ?? [];
       const evs = id ? (streams.get(`execution-${id}`) ?? []) : [];
       const doc = id ? ev.actors.get(`execution-${id}`) : undefined;
-      if (mine.length !== 1) acked.push(`execution ${o.tag} (answered by ${o.via}) is in the log ${mine.length} times: ${short(mine)}`);
-      if (evs.filter((e) => e.type === 'execution.requested').length !== 1) acked.push(`execution ${o.tag} (id ${id}) has ${evs.filter((e) => e.type === 'execution.requested').length} execution.requested`);
-      if (doc?.status !== 'terminal') acked.push(`execution ${o.tag} (id ${id}) is ${doc?.state ?? 'not in the actors projection'}, not settled`);
+      if (mine.length !== 1)
+        acked.push(`execution ${o.tag} (answered by ${o.via}) is in the log ${mine.length} times: ${short(mine)}`);
+      if (evs.filter((e) => e.type === 'execution.requested').length !== 1)
+        acked.push(
+          `execution ${o.tag} (id ${id}) has ${evs.filter((e) => e.type === 'execution.requested').length} execution.requested`,
+        );
+      if (doc?.status !== 'terminal')
+        acked.push(`execution ${o.tag} (id ${id}) is ${doc?.state ?? 'not in the actors projection'}, not settled`);
     }
   }
   add('acknowledged', acked);
@@ -196,10 +231,15 @@ export function checkRound(ev: RoundEvidence): CheckResult[] {
   const starts: string[] = [];
   const claims = ev.events.filter((e) => e.type === 'pool.sandbox-claimed').map((e) => e.data?.executionId as string);
   const startsOf = new Map<string, number>();
-  for (const d of ev.dockerEvents) if (d.action === 'start' && d.labels['runlog.stream']?.startsWith('execution-')) startsOf.set(d.labels['runlog.stream']!, (startsOf.get(d.labels['runlog.stream']!) ?? 0) + 1);
+  for (const d of ev.dockerEvents)
+    if (d.action === 'start' && d.labels['runlog.stream']?.startsWith('execution-'))
+      startsOf.set(d.labels['runlog.stream']!, (startsOf.get(d.labels['runlog.stream']!) ?? 0) + 1);
   for (const [s, n] of startsOf) {
     const claimed = claims.filter((id) => `execution-${id}` === s).length;
-    if (n + claimed > 1) starts.push(`${s} (${tagOf(streams.get(s) ?? []) ?? 'no tag'}) had ${n} container start(s) and ${claimed} claimed pre-started sandbox(es); its events: ${short((streams.get(s) ?? []).map((e) => [e.type, e.meta?.node]))}`);
+    if (n + claimed > 1)
+      starts.push(
+        `${s} (${tagOf(streams.get(s) ?? []) ?? 'no tag'}) had ${n} container start(s) and ${claimed} claimed pre-started sandbox(es); its events: ${short((streams.get(s) ?? []).map((e) => [e.type, e.meta?.node]))}`,
+      );
   }
   add('sandbox-starts', starts);
 
@@ -212,10 +252,15 @@ export function checkRound(ev: RoundEvidence): CheckResult[] {
   const leases: string[] = [];
   const judged = ev.outageMs === null || ev.outageMs < ev.ttlMs;
   if (judged) {
-    for (const m of ev.leaseMoves) if (lostBy(ev.plan.kind, ev.plan.victim, m.from)) leases.push(`the lease of ${m.stream} moved from ${m.from} to ${m.to} ${m.atMs} ms into the round${ev.outageMs !== null ? ` (PostgreSQL was out ${ev.outageMs} ms, TTL ${ev.ttlMs} ms)` : ''}`);
+    for (const m of ev.leaseMoves)
+      if (lostBy(ev.plan.kind, ev.plan.victim, m.from))
+        leases.push(
+          `the lease of ${m.stream} moved from ${m.from} to ${m.to} ${m.atMs} ms into the round${ev.outageMs !== null ? ` (PostgreSQL was out ${ev.outageMs} ms, TTL ${ev.ttlMs} ms)` : ''}`,
+        );
     const moved = new Set(ev.leaseMoves.map((m) => m.stream));
     for (const c of ownerChanges(ev)) {
-      if (!moved.has(c.stream) && lostBy(ev.plan.kind, ev.plan.victim, c.from)) leases.push(`${c.stream} was taken from ${c.from} by ${c.to} (its event at position ${c.seq})`);
+      if (!moved.has(c.stream) && lostBy(ev.plan.kind, ev.plan.victim, c.from))
+        leases.push(`${c.stream} was taken from ${c.from} by ${c.to} (its event at position ${c.seq})`);
     }
   }
   add('leases', leases);
@@ -224,21 +269,32 @@ export function checkRound(ev: RoundEvidence): CheckResult[] {
   // A node the fault did not strike answers every request it was sent (NODE_UNAVAILABLE at once for one pinned to
   // a node that is gone, issue 27 item 3), within the harness's request deadline (REQUEST_TIMEOUT_MS, 100 s).
   const answers: string[] = [];
-  for (const o of ev.outcomes.filter((x) => x.status === 0 && x.via !== ev.plan.victim)) answers.push(`${o.kind} ${o.tag} through ${o.via}${o.pin ? ` pinned to ${o.pin}` : ''} got no answer: ${o.error}`);
+  for (const o of ev.outcomes.filter((x) => x.status === 0 && x.via !== ev.plan.victim))
+    answers.push(`${o.kind} ${o.tag} through ${o.via}${o.pin ? ` pinned to ${o.pin}` : ''} got no answer: ${o.error}`);
   for (const o of ev.outcomes.filter((x) => x.status > 0)) {
     if (o.kind !== 'exec') {
       const state = ev.actors.get(`instance-${o.tag}`)?.state;
-      if (o.acked && o.body?.state !== 'running') answers.push(`spawn ${o.tag} was answered ${o.status} with state ${o.body?.state}`);
-      if (!o.acked && state === 'running') answers.push(`spawn ${o.tag} through ${o.via} was answered ${o.status} ${o.error} (${short(o.body?.error?.message ?? o.body, 200)}), yet the log has it running`);
+      if (o.acked && o.body?.state !== 'running')
+        answers.push(`spawn ${o.tag} was answered ${o.status} with state ${o.body?.state}`);
+      if (!o.acked && state === 'running')
+        answers.push(
+          `spawn ${o.tag} through ${o.via} was answered ${o.status} ${o.error} (${short(o.body?.error?.message ?? o.body, 200)}), yet the log has it running`,
+        );
     } else {
       const mine = (execs.get(o.tag) ?? []).map((s) => ({ s, state: ev.actors.get(s)?.state }));
       if (o.acked) {
         const id = o.body?.executionId as string | undefined;
         const logState = ev.actors.get(`execution-${id}`)?.state;
-        if (logState !== o.body?.status) answers.push(`execution ${o.tag} was answered ${o.body?.status} (id ${id}), the log says ${logState ?? 'nothing'}`);
-        if (o.body?.status === 'succeeded' && o.body?.output?.tag !== o.tag) answers.push(`execution ${o.tag} was answered with another's output: ${short(o.body?.output)}`);
+        if (logState !== o.body?.status)
+          answers.push(
+            `execution ${o.tag} was answered ${o.body?.status} (id ${id}), the log says ${logState ?? 'nothing'}`,
+          );
+        if (o.body?.status === 'succeeded' && o.body?.output?.tag !== o.tag)
+          answers.push(`execution ${o.tag} was answered with another's output: ${short(o.body?.output)}`);
       } else if (mine.some((m) => m.state === 'succeeded')) {
-        answers.push(`execution ${o.tag} through ${o.via} was answered ${o.status} ${o.error} (${short(o.body?.error?.message ?? o.body, 200)}), yet the log has it succeeded: ${short(mine)}`);
+        answers.push(
+          `execution ${o.tag} through ${o.via} was answered ${o.status} ${o.error} (${short(o.body?.error?.message ?? o.body, 200)}), yet the log has it succeeded: ${short(mine)}`,
+        );
       }
     }
   }
@@ -253,7 +309,10 @@ export function checkRound(ev: RoundEvidence): CheckResult[] {
     const after = (streams.get(stream) ?? []).filter((e) => e.seq > scheduledSeq);
     const takeover = after.find((e) => e.meta?.node && e.meta.node !== ev.plan.victim);
     const due = after.find((e) => e.type === 'instance.restart-due' && (!takeover || e.seq >= takeover.seq));
-    if (!due) timers.push(`${stream} was in crashed.backoff (instance.restart-scheduled at position ${scheduledSeq}) when ${ev.plan.victim} went; ${takeover ? `${takeover.meta.node} took it over (${takeover.type} at position ${takeover.seq}) and` : 'nobody took it over, and'} no instance.restart-due followed. Since: ${short(after.map((e) => [e.type, e.meta?.node]))}; now ${ev.actors.get(stream)?.state ?? '?'}, leased to ${ev.leases.get(stream) ?? 'nobody'}`);
+    if (!due)
+      timers.push(
+        `${stream} was in crashed.backoff (instance.restart-scheduled at position ${scheduledSeq}) when ${ev.plan.victim} went; ${takeover ? `${takeover.meta.node} took it over (${takeover.type} at position ${takeover.seq}) and` : 'nobody took it over, and'} no instance.restart-due followed. Since: ${short(after.map((e) => [e.type, e.meta?.node]))}; now ${ev.actors.get(stream)?.state ?? '?'}, leased to ${ev.leases.get(stream) ?? 'nobody'}`,
+      );
   }
   add('timers', timers);
   return results;
@@ -270,12 +329,16 @@ export interface RoundStats {
 }
 
 export function roundStats(ev: RoundEvidence, results: CheckResult[]): RoundStats {
-  const execStreams = new Set(ev.events.filter((e) => e.seq > ev.roundStartSeq && e.type === 'execution.requested').map((e) => e.stream));
+  const execStreams = new Set(
+    ev.events.filter((e) => e.seq > ev.roundStartSeq && e.type === 'execution.requested').map((e) => e.stream),
+  );
   return {
     requests: ev.outcomes.length,
     acknowledged: ev.outcomes.filter((o) => o.acked).length,
     executions: execStreams.size,
-    sandboxStarts: ev.dockerEvents.filter((d) => d.action === 'start' && /^(instance|execution)-/.test(d.labels['runlog.stream'] ?? '')).length,
+    sandboxStarts: ev.dockerEvents.filter(
+      (d) => d.action === 'start' && /^(instance|execution)-/.test(d.labels['runlog.stream'] ?? ''),
+    ).length,
     takeovers: new Set(ownerChanges(ev).map((c) => c.stream)).size,
     checkFailures: results.reduce((n, r) => n + r.failures.length, 0),
   };
@@ -283,16 +346,45 @@ export function roundStats(ev: RoundEvidence, results: CheckResult[]): RoundStat
 
 /** The summary table: one row per fault kind (rounds, requests, acknowledged, executions, sandbox starts, takeovers, check failures), and a total. */
 export function summaryTable(rows: { kind: string; stats: RoundStats }[]): string {
-  const head = ['fault kind', 'rounds', 'requests', 'acknowledged', 'executions', 'sandbox starts', 'takeovers', 'check failures'];
+  const head = [
+    'fault kind',
+    'rounds',
+    'requests',
+    'acknowledged',
+    'executions',
+    'sandbox starts',
+    'takeovers',
+    'check failures',
+  ];
   const kinds = [...new Set(rows.map((r) => r.kind))];
   const sum = (rs: typeof rows) => {
-    const t = { rounds: rs.length, requests: 0, acknowledged: 0, executions: 0, sandboxStarts: 0, takeovers: 0, checkFailures: 0 };
-    for (const r of rs) for (const k of ['requests', 'acknowledged', 'executions', 'sandboxStarts', 'takeovers', 'checkFailures'] as const) t[k] += r.stats[k];
-    return [t.rounds, t.requests, t.acknowledged, t.executions, t.sandboxStarts, t.takeovers, t.checkFailures].map(String);
+    const t = {
+      rounds: rs.length,
+      requests: 0,
+      acknowledged: 0,
+      executions: 0,
+      sandboxStarts: 0,
+      takeovers: 0,
+      checkFailures: 0,
+    };
+    for (const r of rs)
+      for (const k of [
+        'requests',
+        'acknowledged',
+        'executions',
+        'sandboxStarts',
+        'takeovers',
+        'checkFailures',
+      ] as const)
+        t[k] += r.stats[k];
+    return [t.rounds, t.requests, t.acknowledged, t.executions, t.sandboxStarts, t.takeovers, t.checkFailures].map(
+      String,
+    );
   };
   const body = [...kinds.map((k) => [k, ...sum(rows.filter((r) => r.kind === k))]), ['total', ...sum(rows)]];
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   return [line(head), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)].join('\n');
 }
 
@@ -301,6 +393,8 @@ export function probeTrail(ev: RoundEvidence): string | null {
   if (!ev.probe) return null;
   if ('error' in ev.probe) return `probe not set up: ${ev.probe.error}`;
   const { stream, scheduledSeq } = ev.probe;
-  const trail = ev.events.filter((e) => e.stream === stream && e.seq >= scheduledSeq).map((e) => `${e.type.replace(/^instance\./, '')}@${e.meta?.node ?? '?'}`);
+  const trail = ev.events
+    .filter((e) => e.stream === stream && e.seq >= scheduledSeq)
+    .map((e) => `${e.type.replace(/^instance\./, '')}@${e.meta?.node ?? '?'}`);
   return `probe ${stream}: ${trail.join(' ')}`;
 }

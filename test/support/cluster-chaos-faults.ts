@@ -47,7 +47,12 @@ export function processState(pid: number): string | null {
   }
 }
 
-const pgidOf = (pid: number | 'self'): number => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ')[2]);
+const pgidOf = (pid: number | 'self'): number =>
+  Number(
+    readFileSync(`/proc/${pid}/stat`, 'utf8')
+      .replace(/^.*\) /s, '')
+      .split(' ')[2],
+  );
 
 /** SIGKILL of every process group led by a process whose command line names the cluster's root (PRoot apps a killed node left). */
 export function killStrays(root: string): number {
@@ -73,7 +78,12 @@ export function killStrays(root: string): number {
  * Starts a node with extra environment (RUNLOG_FAULT…). cluster-fixture's startNode hands its child process.env as
  * it is when it spawns, which it does before its first await: the variables are set around that call only.
  */
-function startNodeWithEnv(cluster: Cluster, name: string, flags: string[], env: Record<string, string>): Promise<ClusterNode> {
+function startNodeWithEnv(
+  cluster: Cluster,
+  name: string,
+  flags: string[],
+  env: Record<string, string>,
+): Promise<ClusterNode> {
   const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
   Object.assign(process.env, env);
   try {
@@ -87,7 +97,12 @@ function startNodeWithEnv(cluster: Cluster, name: string, flags: string[], env: 
 }
 
 /** Calls a node's API with a deadline; a torn or refused connection, or no answer in time, is status 0. */
-export async function call(node: ClusterNode, method: string, path: string, body: unknown): Promise<{ status: number; body: any; error: string | null }> {
+export async function call(
+  node: ClusterNode,
+  method: string,
+  path: string,
+  body: unknown,
+): Promise<{ status: number; body: any; error: string | null }> {
   try {
     const r = await fetch(new URL(path, node.info.url), {
       method,
@@ -102,10 +117,18 @@ export async function call(node: ClusterNode, method: string, path: string, body
     } catch {
       // not JSON: the text as it is
     }
-    return { status: r.status, body: parsed, error: r.ok ? null : (parsed?.error?.code ?? parsed?.code ?? `HTTP ${r.status}`) };
+    return {
+      status: r.status,
+      body: parsed,
+      error: r.ok ? null : (parsed?.error?.code ?? parsed?.code ?? `HTTP ${r.status}`),
+    };
   } catch (err) {
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    return { status: 0, body: null, error: `${(err as Error).name}: ${(err as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ''}` };
+    return {
+      status: 0,
+      body: null,
+      error: `${(err as Error).name}: ${(err as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ''}`,
+    };
   }
 }
 
@@ -136,7 +159,10 @@ export function watchLeases(ctx: RoundContext, t0: number): { stop(): Promise<Le
       try {
         const rows = await q<{ stream: string; node: string }>(ctx, 'SELECT stream, node FROM leases');
         const now = new Map(rows.map((r) => [r.stream, r.node]));
-        if (last) for (const [s, n] of now) if (last.has(s) && last.get(s) !== n) moves.push({ stream: s, from: last.get(s)!, to: n, atMs: Date.now() - t0 });
+        if (last)
+          for (const [s, n] of now)
+            if (last.has(s) && last.get(s) !== n)
+              moves.push({ stream: s, from: last.get(s)!, to: n, atMs: Date.now() - t0 });
         last = now;
       } catch {
         // PostgreSQL out: the next poll sees what changed meanwhile
@@ -160,17 +186,45 @@ export async function send(ctx: RoundContext, plan: ChaosRoundPlan, r: ChaosRequ
   const pin = r.pin ? { node: r.pin } : {};
   const res =
     r.kind === 'exec'
-      ? await call(node, 'POST', '/api/executions', { uri: ctx.uri, handler: 'nap', input: { ms: r.napMs, tag }, timeoutMs: 60_000, ...pin })
-      : await call(node, 'POST', '/api/instances', { appDir: HELLO_APP_DIR, sandbox: r.kind === 'spawn-proot' ? 'proot' : 'container', instanceId: tag, ...pin });
+      ? await call(node, 'POST', '/api/executions', {
+          uri: ctx.uri,
+          handler: 'nap',
+          input: { ms: r.napMs, tag },
+          timeoutMs: 60_000,
+          ...pin,
+        })
+      : await call(node, 'POST', '/api/instances', {
+          appDir: HELLO_APP_DIR,
+          sandbox: r.kind === 'spawn-proot' ? 'proot' : 'container',
+          instanceId: tag,
+          ...pin,
+        });
   const acked = r.kind === 'exec' ? res.status === 200 && typeof res.body?.status === 'string' : res.status === 201;
-  return { i: r.i, kind: r.kind, tag, via: r.via, pin: r.pin, status: res.status, body: res.body, acked, error: res.error };
+  return {
+    i: r.i,
+    kind: r.kind,
+    tag,
+    via: r.via,
+    pin: r.pin,
+    status: res.status,
+    body: res.body,
+    acked,
+    error: res.error,
+  };
 }
 
 /** The timer probe, part one: an instance of the victim's running in a container, before the round's requests. */
 export async function spawnProbe(ctx: RoundContext, plan: ChaosRoundPlan): Promise<{ id: string } | { error: string }> {
   const id = `probe${plan.index + 1}-${process.pid}`;
-  const r = await call(ctx.nodes.get(plan.victim!)!, 'POST', '/api/instances', { appDir: ctx.probeApps[plan.probeTimer], sandbox: 'container', instanceId: id, node: plan.victim });
-  return r.status === 201 ? { id } : { error: `spawning it on ${plan.victim} was answered ${r.status} ${JSON.stringify(r.body)}` };
+  const r = await call(ctx.nodes.get(plan.victim!)!, 'POST', '/api/instances', {
+    appDir: ctx.probeApps[plan.probeTimer],
+    sandbox: 'container',
+    instanceId: id,
+    node: plan.victim,
+  });
+  return r.status === 201
+    ? { id }
+    : { error: `spawning it on ${plan.victim} was answered ${r.status} ${JSON.stringify(r.body)}` };
 }
 
 /** Part two, just before the fault: its container killed, and its instance.restart-scheduled appended. */
@@ -181,7 +235,11 @@ export async function crashProbe(ctx: RoundContext, id: string): Promise<NonNull
   await docker.getContainer(running[0]!.Id).kill();
   const deadline = Date.now() + 15_000;
   while (Date.now() < deadline) {
-    const rows = await q<{ seq: number }>(ctx, "SELECT seq::int FROM events WHERE stream = $1 AND type = 'instance.restart-scheduled' ORDER BY seq DESC LIMIT 1", [stream]).catch(() => []);
+    const rows = await q<{ seq: number }>(
+      ctx,
+      "SELECT seq::int FROM events WHERE stream = $1 AND type = 'instance.restart-scheduled' ORDER BY seq DESC LIMIT 1",
+      [stream],
+    ).catch(() => []);
     if (rows[0]) return { stream, scheduledSeq: rows[0].seq };
     await sleep(100);
   }
@@ -205,17 +263,32 @@ export async function armAppendLocked(ctx: RoundContext, plan: ChaosRoundPlan): 
   }
   await ctx.nodes.get(name)!.stop();
   try {
-    ctx.nodes.set(name, await startNodeWithEnv(ctx.cluster, name, ctx.flagsOf(name), { RUNLOG_FAULT: `append-locked:${plan.appendLockedNth}`, RUNLOG_FAULT_EVENT: APPEND_LOCKED_EVENT, RUNLOG_FAULT_ACTION: 'stop' }));
+    ctx.nodes.set(
+      name,
+      await startNodeWithEnv(ctx.cluster, name, ctx.flagsOf(name), {
+        RUNLOG_FAULT: `append-locked:${plan.appendLockedNth}`,
+        RUNLOG_FAULT_EVENT: APPEND_LOCKED_EVENT,
+        RUNLOG_FAULT_ACTION: 'stop',
+      }),
+    );
     return null;
   } catch (err) {
     ctx.nodes.set(name, await ctx.cluster.startNode(name, ctx.flagsOf(name)));
-    const said = (err as Error).message.split('\n').filter((l) => /RUNLOG_FAULT|fault point|unknown point/i.test(l)).slice(0, 2).join(' / ');
+    const said = (err as Error).message
+      .split('\n')
+      .filter((l) => /RUNLOG_FAULT|fault point|unknown point/i.test(l))
+      .slice(0, 2)
+      .join(' / ');
     return `this build cannot SIGSTOP a node at the append lock: \`runlog serve\` with RUNLOG_FAULT=append-locked:${plan.appendLockedNth} RUNLOG_FAULT_ACTION=stop did not start (${said || (err as Error).message.slice(-600)}); it needs the append-locked fault point and its stop action (issue 27 item 1)`;
   }
 }
 
 /** Strikes the round's fault and undoes it (the node started again or woken, the server started again). */
-export async function strike(ctx: RoundContext, plan: ChaosRoundPlan, nudge: (node: string) => void): Promise<{ outageMs: number | null; failure: string | null }> {
+export async function strike(
+  ctx: RoundContext,
+  plan: ChaosRoundPlan,
+  nudge: (node: string) => void,
+): Promise<{ outageMs: number | null; failure: string | null }> {
   const pause = 2 * ctx.ttlMs;
   const victim = plan.victim ? ctx.nodes.get(plan.victim)! : undefined;
   const t0 = Date.now();
@@ -243,8 +316,16 @@ export async function strike(ctx: RoundContext, plan: ChaosRoundPlan, nudge: (no
       const deadline = Date.now() + 20_000;
       let nudged = Date.now();
       while (processState(victim!.pid) !== 'T') {
-        if (!victim!.alive()) return { outageMs: null, failure: `${victim!.name} exited instead of stopping itself: ${victim!.stderr().slice(-1500)}` };
-        if (Date.now() > deadline) return { outageMs: null, failure: `${victim!.name} (RUNLOG_FAULT=append-locked:${plan.appendLockedNth} RUNLOG_FAULT_EVENT=${APPEND_LOCKED_EVENT} RUNLOG_FAULT_ACTION=stop) did not stop itself within 20 s, though executions pinned to it made it append: does \`runlog serve\` read RUNLOG_FAULT?` };
+        if (!victim!.alive())
+          return {
+            outageMs: null,
+            failure: `${victim!.name} exited instead of stopping itself: ${victim!.stderr().slice(-1500)}`,
+          };
+        if (Date.now() > deadline)
+          return {
+            outageMs: null,
+            failure: `${victim!.name} (RUNLOG_FAULT=append-locked:${plan.appendLockedNth} RUNLOG_FAULT_EVENT=${APPEND_LOCKED_EVENT} RUNLOG_FAULT_ACTION=stop) did not stop itself within 20 s, though executions pinned to it made it append: does \`runlog serve\` read RUNLOG_FAULT?`,
+          };
         if (Date.now() - nudged > 3000) {
           nudge(victim!.name);
           nudged = Date.now();

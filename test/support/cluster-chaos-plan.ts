@@ -86,14 +86,22 @@ export function freshSeed(): number {
 /** Parses a seed given on a command line or in the environment: a non-negative integer below 2^32. */
 export function parseSeed(text: string): number {
   const n = Number(text);
-  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(n) || n >= 2 ** 32) throw new Error(`a seed is an integer from 0 to ${2 ** 32 - 1}, got ${JSON.stringify(text)}`);
+  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(n) || n >= 2 ** 32)
+    throw new Error(`a seed is an integer from 0 to ${2 ** 32 - 1}, got ${JSON.stringify(text)}`);
   return n;
 }
 
 /** One round's plan, from its own seed alone: the same seed, kind, nodes and size give the same plan. */
-export function planRound(seed: number, kind: ChaosFaultKind, index: number, nodes: readonly string[], requestsPerRound: number): ChaosRoundPlan {
+export function planRound(
+  seed: number,
+  kind: ChaosFaultKind,
+  index: number,
+  nodes: readonly string[],
+  requestsPerRound: number,
+): ChaosRoundPlan {
   if (nodes.length < 2) throw new Error('a chaos round needs at least two nodes: one to fault, one to survive');
-  if (requestsPerRound < 2) throw new Error('a chaos round needs at least two requests: one before the fault, one after');
+  if (requestsPerRound < 2)
+    throw new Error('a chaos round needs at least two requests: one before the fault, one after');
   const rand = seededRandom(seed);
   const victim = NODE_FAULTS.has(kind) ? pick(rand, nodes) : null;
   const kinds: ChaosRequestKind[] = ['spawn-container', 'spawn-proot', 'exec', 'exec'];
@@ -101,18 +109,36 @@ export function planRound(seed: number, kind: ChaosFaultKind, index: number, nod
   for (let i = 0; i < requestsPerRound; i++) {
     // One in four is pinned to a node (possibly the victim: an answer for a node that is gone is one of the checks).
     const pinned = rand() < 0.25;
-    requests.push({ i, kind: pick(rand, kinds), via: pick(rand, nodes), pin: pinned ? pick(rand, nodes) : null, gapMs: between(rand, 150, 900), napMs: between(rand, 500, 2500) });
+    requests.push({
+      i,
+      kind: pick(rand, kinds),
+      via: pick(rand, nodes),
+      pin: pinned ? pick(rand, nodes) : null,
+      gapMs: between(rand, 150, 900),
+      napMs: between(rand, 500, 2500),
+    });
   }
   // At least one request before the fault and one after it.
   const faultAfter = between(rand, 0, requestsPerRound - 2);
   const appendLockedNth = between(rand, 1, 3);
-  return { index, kind, seed, victim, requests, faultAfter, appendLockedNth, timerProbe: kind === 'kill-node' || kind === 'stop-node', probeTimer: rand() < 0.5 ? 'pending' : 'overdue' };
+  return {
+    index,
+    kind,
+    seed,
+    victim,
+    requests,
+    faultAfter,
+    appendLockedNth,
+    timerProbe: kind === 'kill-node' || kind === 'stop-node',
+    probeTimer: rand() < 0.5 ? 'pending' : 'overdue',
+  };
 }
 
 /** The run: roundsPerKind rounds of each kind, in an order drawn from the seed, each round with a seed of its own. */
 export function planRun(options: ChaosPlanOptions): ChaosRoundPlan[] {
   const kinds = options.kinds ?? CHAOS_FAULT_KINDS;
-  if (!Number.isSafeInteger(options.roundsPerKind) || options.roundsPerKind < 1) throw new Error(`rounds per fault kind must be a positive integer, got ${options.roundsPerKind}`);
+  if (!Number.isSafeInteger(options.roundsPerKind) || options.roundsPerKind < 1)
+    throw new Error(`rounds per fault kind must be a positive integer, got ${options.roundsPerKind}`);
   const rand = seededRandom(options.seed);
   const order: ChaosFaultKind[] = [];
   for (let r = 0; r < options.roundsPerKind; r++) order.push(...kinds);
@@ -121,7 +147,9 @@ export function planRun(options: ChaosPlanOptions): ChaosRoundPlan[] {
     const j = Math.floor(rand() * (i + 1));
     [order[i], order[j]] = [order[j]!, order[i]!];
   }
-  return order.map((kind, index) => planRound(Math.floor(rand() * 2 ** 32) >>> 0, kind, index, options.nodes, options.requestsPerRound));
+  return order.map((kind, index) =>
+    planRound(Math.floor(rand() * 2 ** 32) >>> 0, kind, index, options.nodes, options.requestsPerRound),
+  );
 }
 
 /** One line that says what a round does, with what replays it. */

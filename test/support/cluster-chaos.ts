@@ -10,8 +10,32 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { publishCode } from '../../src/supervisor/executions/publishing.ts';
 import { HELLO_APP_DIR, requireDockerAppBase, requireProot } from './apps.ts';
-import { checkRound, orphanContainers, probeTrail, type ChaosContainer, type ChaosLogEvent, type ChaosOutcome, type CheckResult, type RoundEvidence, roundStats, type RoundStats } from './cluster-chaos-checks.ts';
-import { armAppendLocked, call, crashProbe, killStrays, q, qRetry, type RoundContext, send, sleep, spawnProbe, strike, watchLeases } from './cluster-chaos-faults.ts';
+import {
+  checkRound,
+  orphanContainers,
+  probeTrail,
+  type ChaosContainer,
+  type ChaosLogEvent,
+  type ChaosOutcome,
+  type CheckResult,
+  type RoundEvidence,
+  roundStats,
+  type RoundStats,
+} from './cluster-chaos-checks.ts';
+import {
+  armAppendLocked,
+  call,
+  crashProbe,
+  killStrays,
+  q,
+  qRetry,
+  type RoundContext,
+  send,
+  sleep,
+  spawnProbe,
+  strike,
+  watchLeases,
+} from './cluster-chaos-faults.ts';
 import type { ChaosRoundPlan } from './cluster-chaos-plan.ts';
 import { cleanupClusters, createCluster, type Cluster, type ClusterNode } from './cluster-fixture.ts';
 import { docker, requireRegistry, watchContainerEvents, type ContainerEventWatch } from './docker.ts';
@@ -89,15 +113,30 @@ export async function startChaosHarness(options: ChaosHarnessOptions): Promise<C
   try {
     cluster = await createCluster({ tag: 'chaos', ttlMs, url: server.url });
     const c = cluster;
-    pool = new pg.Pool({ connectionString: server.url, max: 3, connectionTimeoutMillis: 3000, options: `-c search_path=${c.schema} -c statement_timeout=10000` });
+    pool = new pg.Pool({
+      connectionString: server.url,
+      max: 3,
+      connectionTimeoutMillis: 3000,
+      options: `-c search_path=${c.schema} -c statement_timeout=10000`,
+    });
     pool.on('error', () => undefined); // an idle client cut off by a server restart: the next query gets a new one
     pds = await startTestPds();
     const runtime = await publishNodeRuntime(pds, `chaosrt-${process.pid}.test`);
     const author = await pds.createAccount(`chaos-${process.pid}.test`);
     const codeDir = join(c.root, 'code');
     mkdirSync(codeDir);
-    writeFileSync(join(codeDir, 'index.mjs'), 'export async function nap(input) { await new Promise((r) => setTimeout(r, input.ms)); return { tag: input.tag }; }\n');
-    const uri = (await publishCode(author.publisher, { dir: codeDir, runtime, entrypoint: 'index.mjs', atproto: { plcUrl: pds.plcUrl } })).uri;
+    writeFileSync(
+      join(codeDir, 'index.mjs'),
+      'export async function nap(input) { await new Promise((r) => setTimeout(r, input.ms)); return { tag: input.tag }; }\n',
+    );
+    const uri = (
+      await publishCode(author.publisher, {
+        dir: codeDir,
+        runtime,
+        entrypoint: 'index.mjs',
+        atproto: { plcUrl: pds.plcUrl },
+      })
+    ).uri;
     // The timer probe's apps: hello-app with a restart backoff of 2×TTL (the timer still pending, persisted, when
     // its owner goes, due after the takeover) or of 1 s (due before any takeover: overdue when it happens).
     const probeApps = { pending: join(c.root, 'probe-pending'), overdue: join(c.root, 'probe-overdue') };
@@ -105,17 +144,42 @@ export async function startChaosHarness(options: ChaosHarnessOptions): Promise<C
     for (const [which, dir] of Object.entries(probeApps)) {
       cpSync(HELLO_APP_DIR, dir, { recursive: true });
       const backoffMs = which === 'pending' ? 2 * ttlMs : 1000;
-      writeFileSync(join(dir, 'runlog.json'), JSON.stringify({ ...manifest, restart: { policy: 'on-failure', maxRestarts: 5, backoffMs, maxBackoffMs: 4 * backoffMs } }));
+      writeFileSync(
+        join(dir, 'runlog.json'),
+        JSON.stringify({
+          ...manifest,
+          restart: { policy: 'on-failure', maxRestarts: 5, backoffMs, maxBackoffMs: 4 * backoffMs },
+        }),
+      );
     }
     const flagsOf = (name: string) => ['--plc', pds!.plcUrl, '--ports', PORTS[name]!];
     const nodes = new Map<string, ClusterNode>();
     for (const name of CHAOS_NODES) nodes.set(name, await c.startNode(name, flagsOf(name)));
     // One execution first, alone: two nodes materializing the same code volume at once trip over each other's
     // unsealed volume (README, Not done yet); sealed once, every node finds it cached.
-    const warm = await call(nodes.get('a')!, 'POST', '/api/executions', { uri, handler: 'nap', input: { ms: 10, tag: 'warm' }, timeoutMs: 120_000 });
-    if (warm.status !== 200 || warm.body?.status !== 'succeeded') throw new Error(`the warm-up execution failed: ${warm.status} ${JSON.stringify(warm.body)}`);
+    const warm = await call(nodes.get('a')!, 'POST', '/api/executions', {
+      uri,
+      handler: 'nap',
+      input: { ms: 10, tag: 'warm' },
+      timeoutMs: 120_000,
+    });
+    if (warm.status !== 200 || warm.body?.status !== 'succeeded')
+      throw new Error(`the warm-up execution failed: ${warm.status} ${JSON.stringify(warm.body)}`);
     watch = await watchContainerEvents();
-    const ctx: RoundContext = { cluster: c, server, pool, watch, nodes, flagsOf, uri, probeApps, ttlMs, runSeed: options.runSeed, log, reported: new Set() };
+    const ctx: RoundContext = {
+      cluster: c,
+      server,
+      pool,
+      watch,
+      nodes,
+      flagsOf,
+      uri,
+      probeApps,
+      ttlMs,
+      runSeed: options.runSeed,
+      log,
+      reported: new Set(),
+    };
     return { ttlMs, runRound: (plan) => runRound(ctx, plan), close };
   } catch (err) {
     await close();
@@ -135,14 +199,19 @@ async function runRound(ctx: RoundContext, plan: ChaosRoundPlan): Promise<RoundR
     if ('error' in p) probe = p;
     else probeId = p.id;
   }
-  const roundStartSeq = (await qRetry<{ max: number | null }>(ctx, 'SELECT max(seq)::int AS max FROM events'))[0]?.max ?? 0;
+  const roundStartSeq =
+    (await qRetry<{ max: number | null }>(ctx, 'SELECT max(seq)::int AS max FROM events'))[0]?.max ?? 0;
   const dockerFrom = ctx.watch.events({}).length;
   const t0 = Date.now();
   const leaseWatch = watchLeases(ctx, t0);
   const sends: Promise<ChaosOutcome>[] = [];
-  let fault: Promise<{ outageMs: number | null; failure: string | null }> = Promise.resolve({ outageMs: null, failure: null });
+  let fault: Promise<{ outageMs: number | null; failure: string | null }> = Promise.resolve({
+    outageMs: null,
+    failure: null,
+  });
   let extra = 100;
-  const nudge = (node: string) => void sends.push(send(ctx, plan, { i: extra++, kind: 'exec', via: node, pin: node, gapMs: 0, napMs: 200 }));
+  const nudge = (node: string) =>
+    void sends.push(send(ctx, plan, { i: extra++, kind: 'exec', via: node, pin: node, gapMs: 0, napMs: 200 }));
   for (const r of plan.requests) {
     await sleep(r.gapMs);
     sends.push(send(ctx, plan, r));
@@ -156,7 +225,15 @@ async function runRound(ctx: RoundContext, plan: ChaosRoundPlan): Promise<RoundR
   const outcomes = await Promise.all(sends);
   const settled = await settle(ctx, plan, outcomes, probe);
   const leaseMoves = await leaseWatch.stop();
-  const evidence = await gatherEvidence(ctx, plan, { outcomes, roundStartSeq, dockerFrom, leaseMoves, outageMs: struck.outageMs, faultFailure, probe });
+  const evidence = await gatherEvidence(ctx, plan, {
+    outcomes,
+    roundStartSeq,
+    dockerFrom,
+    leaseMoves,
+    outageMs: struck.outageMs,
+    faultFailure,
+    probe,
+  });
   const results = checkRound(evidence);
   const failures = results.flatMap((r) => r.failures);
   const stats = roundStats(evidence, results);
@@ -165,22 +242,58 @@ async function runRound(ctx: RoundContext, plan: ChaosRoundPlan): Promise<RoundR
 }
 
 /** Waits (at most SETTLE_MS) until every node beats, every acknowledged request is settled and the probe's timer is due; returns what had not settled. */
-async function settle(ctx: RoundContext, plan: ChaosRoundPlan, outcomes: ChaosOutcome[], probe: RoundEvidence['probe']): Promise<string | null> {
+async function settle(
+  ctx: RoundContext,
+  plan: ChaosRoundPlan,
+  outcomes: ChaosOutcome[],
+  probe: RoundEvidence['probe'],
+): Promise<string | null> {
   const deadline = Date.now() + SETTLE_MS;
   const probeDue = probe && 'stream' in probe ? Date.now() + 2 * ctx.ttlMs + 3 * ctx.ttlMs : 0;
   let waiting = '';
   while (Date.now() < deadline) {
     try {
       const down = [...ctx.nodes.values()].filter((n) => !n.alive()).map((n) => n.name);
-      const beats = await q<{ node: string; fresh: boolean }>(ctx, 'SELECT node, (extract(epoch FROM clock_timestamp() - beat_at::timestamptz) * 1000 < 3 * interval_ms) AS fresh FROM nodes WHERE stopped_at IS NULL');
+      const beats = await q<{ node: string; fresh: boolean }>(
+        ctx,
+        'SELECT node, (extract(epoch FROM clock_timestamp() - beat_at::timestamptz) * 1000 < 3 * interval_ms) AS fresh FROM nodes WHERE stopped_at IS NULL',
+      );
       const stale = [...ctx.nodes.keys()].filter((n) => !beats.some((b) => b.node === n && b.fresh));
-      const docs = new Map((await q<{ id: string; state: string; status: string }>(ctx, "SELECT id, doc->>'state' AS state, doc->>'status' AS status FROM projection_documents WHERE projection = 'actors'")).map((d) => [d.id, d]));
-      const unsettled = outcomes.filter((o) => o.acked && (o.kind === 'exec' ? docs.get(`execution-${o.body?.executionId}`)?.status !== 'terminal' : docs.get(`instance-${o.tag}`)?.state !== 'running')).map((o) => o.tag);
+      const docs = new Map(
+        (
+          await q<{ id: string; state: string; status: string }>(
+            ctx,
+            "SELECT id, doc->>'state' AS state, doc->>'status' AS status FROM projection_documents WHERE projection = 'actors'",
+          )
+        ).map((d) => [d.id, d]),
+      );
+      const unsettled = outcomes
+        .filter(
+          (o) =>
+            o.acked &&
+            (o.kind === 'exec'
+              ? docs.get(`execution-${o.body?.executionId}`)?.status !== 'terminal'
+              : docs.get(`instance-${o.tag}`)?.state !== 'running'),
+        )
+        .map((o) => o.tag);
       let timer = false;
       if (probe && 'stream' in probe && Date.now() < probeDue) {
-        timer = (await q(ctx, "SELECT 1 FROM events WHERE stream = $1 AND seq > $2 AND type = 'instance.restart-due'", [probe.stream, probe.scheduledSeq])).length === 0;
+        timer =
+          (
+            await q(ctx, "SELECT 1 FROM events WHERE stream = $1 AND seq > $2 AND type = 'instance.restart-due'", [
+              probe.stream,
+              probe.scheduledSeq,
+            ])
+          ).length === 0;
       }
-      waiting = [down.length ? `nodes not running: ${down.join(', ')}` : '', stale.length ? `nodes not beating: ${stale.join(', ')}` : '', unsettled.length ? `not settled: ${unsettled.join(', ')}` : '', timer ? 'the probe has no restart-due yet' : ''].filter(Boolean).join('; ');
+      waiting = [
+        down.length ? `nodes not running: ${down.join(', ')}` : '',
+        stale.length ? `nodes not beating: ${stale.join(', ')}` : '',
+        unsettled.length ? `not settled: ${unsettled.join(', ')}` : '',
+        timer ? 'the probe has no restart-due yet' : '',
+      ]
+        .filter(Boolean)
+        .join('; ');
       if (!waiting) return null;
     } catch (err) {
       waiting = `the store did not answer: ${(err as Error).message}`;
@@ -189,7 +302,8 @@ async function settle(ctx: RoundContext, plan: ChaosRoundPlan, outcomes: ChaosOu
   }
   ctx.log(`round ${plan.index + 1}: not settled within ${SETTLE_MS / 1000} s (${waiting}); checking as it is`);
   // A node that died is the finding itself: what it said last says why.
-  for (const n of ctx.nodes.values()) if (!n.alive()) ctx.log(`node ${n.name} is not running; the end of its stderr:\n${n.stderr().slice(-3000)}`);
+  for (const n of ctx.nodes.values())
+    if (!n.alive()) ctx.log(`node ${n.name} is not running; the end of its stderr:\n${n.stderr().slice(-3000)}`);
   return waiting;
 }
 
@@ -213,9 +327,24 @@ async function gatherEvidence(ctx: RoundContext, plan: ChaosRoundPlan, g: Gather
   const deadline = Date.now() + ORPHAN_GRACE_MS;
   for (;;) {
     await ctx.watch.settled();
-    const events = await qRetry<ChaosLogEvent>(ctx, 'SELECT seq::int, stream, type, data, meta FROM events ORDER BY seq');
-    const actors = new Map((await qRetry<{ id: string; state: string; status: string }>(ctx, "SELECT id, doc->>'state' AS state, doc->>'status' AS status FROM projection_documents WHERE projection = 'actors'")).map((d) => [d.id, { state: d.state, status: d.status }]));
-    const leases = new Map((await qRetry<{ stream: string; node: string }>(ctx, 'SELECT stream, node FROM leases')).map((l) => [l.stream, l.node]));
+    const events = await qRetry<ChaosLogEvent>(
+      ctx,
+      'SELECT seq::int, stream, type, data, meta FROM events ORDER BY seq',
+    );
+    const actors = new Map(
+      (
+        await qRetry<{ id: string; state: string; status: string }>(
+          ctx,
+          "SELECT id, doc->>'state' AS state, doc->>'status' AS status FROM projection_documents WHERE projection = 'actors'",
+        )
+      ).map((d) => [d.id, { state: d.state, status: d.status }]),
+    );
+    const leases = new Map(
+      (await qRetry<{ stream: string; node: string }>(ctx, 'SELECT stream, node FROM leases')).map((l) => [
+        l.stream,
+        l.node,
+      ]),
+    );
     const dockerEvents = ctx.watch.events({}).slice(g.dockerFrom);
     const roundStreams = new Set(events.filter((e) => e.seq > g.roundStartSeq).map((e) => e.stream));
     const roundIds = new Set(dockerEvents.map((d) => d.id));
@@ -224,7 +353,24 @@ async function gatherEvidence(ctx: RoundContext, plan: ChaosRoundPlan, g: Gather
       .filter((c) => roundIds.has(c.Id) || roundStreams.has(c.Labels['runlog.stream'] ?? ''))
       .map((c) => ({ id: c.Id, state: c.State, labels: c.Labels }));
     const liveNodes = [...ctx.nodes.values()].filter((n) => n.alive()).map((n) => n.name);
-    const evidence: RoundEvidence = { plan, runSeed: ctx.runSeed, ttlMs: ctx.ttlMs, outcomes: g.outcomes, events, roundStartSeq: g.roundStartSeq, actors, leases, dockerEvents, leaseMoves: g.leaseMoves, outageMs: g.outageMs, containersLeft, homes, liveNodes, faultFailure: g.faultFailure, probe: g.probe };
+    const evidence: RoundEvidence = {
+      plan,
+      runSeed: ctx.runSeed,
+      ttlMs: ctx.ttlMs,
+      outcomes: g.outcomes,
+      events,
+      roundStartSeq: g.roundStartSeq,
+      actors,
+      leases,
+      dockerEvents,
+      leaseMoves: g.leaseMoves,
+      outageMs: g.outageMs,
+      containersLeft,
+      homes,
+      liveNodes,
+      faultFailure: g.faultFailure,
+      probe: g.probe,
+    };
     const orphans = orphanContainers(evidence);
     if (orphans.length === 0 || Date.now() > deadline) return evidence;
     await sleep(1000);
@@ -240,18 +386,36 @@ async function tidy(ctx: RoundContext, ev: RoundEvidence, settled: string | null
   const notes: string[] = settled ? [`round ${ev.plan.index + 1} had not settled: ${settled}`] : [];
   const orphanIds = new Set(orphanContainers(ev).map((o) => o.container.id));
   const firstSeq = new Map<string, number>();
-  for (const e of ev.events) if (e.stream.startsWith('instance-') && !firstSeq.has(e.stream)) firstSeq.set(e.stream, e.seq);
-  const live = [...firstSeq.keys()].filter((s) => ev.actors.get(s)?.status === 'active').sort((x, y) => firstSeq.get(x)! - firstSeq.get(y)!);
+  for (const e of ev.events)
+    if (e.stream.startsWith('instance-') && !firstSeq.has(e.stream)) firstSeq.set(e.stream, e.seq);
+  const live = [...firstSeq.keys()]
+    .filter((s) => ev.actors.get(s)?.status === 'active')
+    .sort((x, y) => firstSeq.get(x)! - firstSeq.get(y)!);
   const instances = live.slice(0, Math.max(0, live.length - LIVE_INSTANCES));
   const via = [...ctx.nodes.values()].find((n) => n.alive())!;
-  const stops = await Promise.all(instances.map(async (s) => ({ s, r: await call(via, 'POST', `/api/actors/${s.replace(/^instance-/, '')}/stop`, { graceMs: 1000 }) })));
-  for (const { s, r } of stops) if (r.status !== 200) notes.push(`stopping ${s} after the round through ${via.name}: ${r.status} ${r.error} ${JSON.stringify(r.body?.error?.message ?? '')}`);
+  const stops = await Promise.all(
+    instances.map(async (s) => ({
+      s,
+      r: await call(via, 'POST', `/api/actors/${s.replace(/^instance-/, '')}/stop`, { graceMs: 1000 }),
+    })),
+  );
+  for (const { s, r } of stops)
+    if (r.status !== 200)
+      notes.push(
+        `stopping ${s} after the round through ${via.name}: ${r.status} ${r.error} ${JSON.stringify(r.body?.error?.message ?? '')}`,
+      );
   for (const c of ev.containersLeft) {
     if (!orphanIds.has(c.id)) continue;
-    const left = await docker.getContainer(c.id).inspect().catch(() => null);
+    const left = await docker
+      .getContainer(c.id)
+      .inspect()
+      .catch(() => null);
     if (!left || !left.State.Running) continue;
     ctx.reported.add(c.id);
-    await docker.getContainer(c.id).remove({ force: true }).catch(() => undefined);
+    await docker
+      .getContainer(c.id)
+      .remove({ force: true })
+      .catch(() => undefined);
     notes.push(`removed container ${c.id.slice(0, 12)} of ${c.labels['runlog.stream']} (reported as an orphan)`);
   }
   return notes;

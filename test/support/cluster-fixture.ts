@@ -64,7 +64,11 @@ export interface Cluster {
   /** The --store URL of the cluster's log (its schema included). */
   store: string;
   /** `opts.env`: more environment for the supervisor (RUNLOG_FAULT…, supervisor/host/faults.ts). */
-  startNode(name: string, extra?: string[], opts?: { ttlMs?: number; env?: Record<string, string> }): Promise<ClusterNode>;
+  startNode(
+    name: string,
+    extra?: string[],
+    opts?: { ttlMs?: number; env?: Record<string, string> },
+  ): Promise<ClusterNode>;
   /** One statement on the cluster's schema, on a connection of its own. */
   sql<R = any>(text: string, params?: unknown[]): Promise<R[]>;
   /** A one-shot `runlog …`: on a node's home, or with a home of no node's (reads through --store). */
@@ -107,7 +111,8 @@ export async function createCluster(options: ClusterOptions): Promise<Cluster> {
       .filter(Boolean)
       .map((l) => JSON.parse(l) as RecordedEvent);
   };
-  const cli = (args: string[], on?: ClusterNode, timeoutMs = 120_000): CliResult => runCli(args, on ? { home: on.home, timeoutMs } : { env: { RUNLOG_HOME: nowhere }, timeoutMs });
+  const cli = (args: string[], on?: ClusterNode, timeoutMs = 120_000): CliResult =>
+    runCli(args, on ? { home: on.home, timeoutMs } : { env: { RUNLOG_HOME: nowhere }, timeoutMs });
   return {
     root,
     schema,
@@ -116,7 +121,12 @@ export async function createCluster(options: ClusterOptions): Promise<Cluster> {
       const home = join(root, name);
       mkdirSync(home, { recursive: true, mode: 0o700 });
       if (!m.homes.includes(home)) m.homes.push(home);
-      const s = await startServe(home, '127.0.0.1:0', ['--store', store, '--node', name, '--lease-ttl', String(opts.ttlMs ?? options.ttlMs), ...extra], opts.env);
+      const s = await startServe(
+        home,
+        '127.0.0.1:0',
+        ['--store', store, '--node', name, '--lease-ttl', String(opts.ttlMs ?? options.ttlMs), ...extra],
+        opts.env,
+      );
       if (!s.info) throw new Error(`runlog serve --node ${name} did not start:\n${s.stderr()}`);
       const info = s.info;
       const token = readFileSync(info.tokenFile, 'utf8').trim();
@@ -180,7 +190,11 @@ export async function createCluster(options: ClusterOptions): Promise<Cluster> {
     },
     async containers(labels = {}) {
       const extra = Object.entries(labels).map(([k, v]) => `${k}=${v}`);
-      const lists = await Promise.all(m.homes.map((h) => docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${h}`, ...extra] }) })));
+      const lists = await Promise.all(
+        m.homes.map((h) =>
+          docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${h}`, ...extra] }) }),
+        ),
+      );
       return lists.flat() as never;
     },
   };

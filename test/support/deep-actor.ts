@@ -8,15 +8,33 @@ import { actorStatus, summarize } from '../../src/machines/summary.ts';
 import { SqliteEventStore } from '../../src/store/sqlite/event-store.ts';
 import type { InstanceSpec } from '../../src/machines/instance.machine.ts';
 
-const spec = (id: string): InstanceSpec => ({ instanceId: id, appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 20, resetAfterMs: 1000 } });
+const spec = (id: string): InstanceSpec => ({
+  instanceId: id,
+  appId: 'com.example.hello',
+  appDir: '/apps/hello',
+  sandbox: 'proot',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 20, resetAfterMs: 1000 },
+});
 const at = (i: number) => new Date(Date.parse('2026-01-01T00:00:00.000Z') + i * 1000).toISOString();
 
 function event(id: string, v: number): NewEvent {
   if (v === 1) return { type: 'instance.requested', at: at(v), data: { spec: spec(id) } };
-  if (v === 2) return { type: 'instance.spawned', at: at(v), data: { pid: 4242, host: '127.0.0.1', port: 4100, containerId: null } };
+  if (v === 2)
+    return {
+      type: 'instance.spawned',
+      at: at(v),
+      data: { pid: 4242, host: '127.0.0.1', port: 4100, containerId: null },
+    };
   if (v === 3) return { type: 'instance.healthy', at: at(v), data: { identity: 'match' } };
   if (v === 4) return { type: 'instance.running', at: at(v), data: {} };
-  return { type: v % 2 ? 'instance.tool-revoked' : 'instance.tool-granted', at: at(v), data: { tool: `tool-${v % 13}` } };
+  return {
+    type: v % 2 ? 'instance.tool-revoked' : 'instance.tool-granted',
+    at: at(v),
+    data: { tool: `tool-${v % 13}` },
+  };
 }
 
 /**
@@ -33,10 +51,28 @@ export function writeDeepActor(file: string, id: string, events: number, options
     let snapshot = initialSnapshot(machine);
     for (let v = 1; v <= events; v += size) {
       const batch = Array.from({ length: Math.min(size, events - v + 1) }, (_, i) => event(id, v + i));
-      if (options.snapshots || v === 1) snapshot = replay(machine, batch.map((e) => toMachineEvent(e as Pick<RecordedEvent, 'type' | 'at' | 'data'>)), snapshot);
+      if (options.snapshots || v === 1)
+        snapshot = replay(
+          machine,
+          batch.map((e) => toMachineEvent(e as Pick<RecordedEvent, 'type' | 'at' | 'data'>)),
+          snapshot,
+        );
       const version = v + batch.length - 1;
-      const projection = { id, kind: 'instance', stream, state: stateName(snapshot), status: actorStatus(snapshot), version, createdAt: at(1), updatedAt: at(version), summary: summarize('instance', snapshot) };
-      const snap = options.snapshots && version % SNAPSHOT_EVERY === 0 ? { snapshot: encodeSnapshot(machine, stream, version, at(1), snapshot) } : {};
+      const projection = {
+        id,
+        kind: 'instance',
+        stream,
+        state: stateName(snapshot),
+        status: actorStatus(snapshot),
+        version,
+        createdAt: at(1),
+        updatedAt: at(version),
+        summary: summarize('instance', snapshot),
+      };
+      const snap =
+        options.snapshots && version % SNAPSHOT_EVERY === 0
+          ? { snapshot: encodeSnapshot(machine, stream, version, at(1), snapshot) }
+          : {};
       store.append(stream, batch, { expectedVersion: v - 1, projection, ...snap });
     }
   } finally {

@@ -15,7 +15,10 @@ export interface DockerDelayProxy {
 }
 
 /** Holds back the answer to each request whose request line `hold` picks (given "GET /v1.43/…"). */
-export async function startDockerDelayProxy(hold: (requestLine: string) => boolean, delayMs: number): Promise<DockerDelayProxy> {
+export async function startDockerDelayProxy(
+  hold: (requestLine: string) => boolean,
+  delayMs: number,
+): Promise<DockerDelayProxy> {
   const dir = mkdtempSync(join(tmpdir(), 'runlog-docker-proxy-'));
   const socketPath = join(dir, 'docker.sock');
   const held: string[] = [];

@@ -27,7 +27,9 @@ export async function requireRegistry(): Promise<void> {
     const res = await fetch(`http://${REGISTRY_ADDR}/v2/`, { signal: AbortSignal.timeout(5000) });
     if (!res.ok) throw new Error(`HTTP ${res.status}`);
   } catch (err) {
-    throw new Error(`registry not answering on http://${REGISTRY_ADDR}/v2/ — ${SETUP_HINT} (${(err as Error).message})`);
+    throw new Error(
+      `registry not answering on http://${REGISTRY_ADDR}/v2/ — ${SETUP_HINT} (${(err as Error).message})`,
+    );
   }
 }
 
@@ -35,10 +37,13 @@ export async function requireRegistry(): Promise<void> {
 export function imageRef(name: string): string {
   const file = `${SETUP_DIR}/images/${name}.ref`;
   if (!existsSync(file)) {
-    throw new Error(`no image reference for ${name} at ${file} — ${SETUP_HINT} (it builds scripts/images/${name}.sh and records the pushed digest)`);
+    throw new Error(
+      `no image reference for ${name} at ${file} — ${SETUP_HINT} (it builds scripts/images/${name}.sh and records the pushed digest)`,
+    );
   }
   const ref = readFileSync(file, 'utf8').trim();
-  if (!/@sha256:[0-9a-f]{64}$/.test(ref)) throw new Error(`${file} holds ${JSON.stringify(ref)}, not a digest reference — ${SETUP_HINT}`);
+  if (!/@sha256:[0-9a-f]{64}$/.test(ref))
+    throw new Error(`${file} holds ${JSON.stringify(ref)}, not a digest reference — ${SETUP_HINT}`);
   return ref;
 }
 
@@ -48,24 +53,41 @@ export async function registryHasManifest(ref: string): Promise<boolean> {
   if (!m) throw new Error(`not a registry digest reference: ${ref}`);
   const res = await fetch(`http://${REGISTRY_ADDR}/v2/${m[1]}/manifests/${m[2]}`, {
     method: 'HEAD',
-    headers: { Accept: 'application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json' },
+    headers: {
+      Accept: 'application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json',
+    },
   });
   return res.ok;
 }
 
-const labelFilter = (labels: Record<string, string>) => JSON.stringify({ label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) });
+const labelFilter = (labels: Record<string, string>) =>
+  JSON.stringify({ label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) });
 
 /** Removes every container labelled runlog.test=1 (or the given labels), running or not. Returns how many. */
 export async function cleanupTestContainers(labels: Record<string, string> = { ...TEST_LABELS }): Promise<number> {
   const list = await docker.listContainers({ all: true, filters: labelFilter(labels) });
-  await Promise.all(list.map((c) => docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => undefined)));
+  await Promise.all(
+    list.map((c) =>
+      docker
+        .getContainer(c.Id)
+        .remove({ force: true, v: true })
+        .catch(() => undefined),
+    ),
+  );
   return list.length;
 }
 
 /** Removes every volume labelled runlog.test=1 (or the given labels). Run after cleanupTestContainers. */
 export async function cleanupTestVolumes(labels: Record<string, string> = { ...TEST_LABELS }): Promise<number> {
   const { Volumes } = await docker.listVolumes({ filters: labelFilter(labels) });
-  await Promise.all((Volumes ?? []).map((v) => docker.getVolume(v.Name).remove().catch(() => undefined)));
+  await Promise.all(
+    (Volumes ?? []).map((v) =>
+      docker
+        .getVolume(v.Name)
+        .remove()
+        .catch(() => undefined),
+    ),
+  );
   return (Volumes ?? []).length;
 }
 
@@ -92,7 +114,9 @@ export interface ContainerEventWatch {
  * overwritten within seconds. Resolves once the daemon has accepted the subscription, so nothing after it is missed.
  */
 export async function watchContainerEvents(): Promise<ContainerEventWatch> {
-  const stream = (await docker.getEvents({ filters: { type: ['container', 'volume'] } })) as NodeJS.ReadableStream & { destroy(): void };
+  const stream = (await docker.getEvents({ filters: { type: ['container', 'volume'] } })) as NodeJS.ReadableStream & {
+    destroy(): void;
+  };
   const seen: ContainerEvent[] = [];
   const volumesGone = new Set<string>();
   const waiters: (() => void)[] = [];
@@ -102,7 +126,13 @@ export async function watchContainerEvents(): Promise<ContainerEventWatch> {
     partial = lines.pop() ?? '';
     for (const line of lines) {
       if (line.trim() === '') continue;
-      const e = JSON.parse(line) as { Type?: string; Action?: string; status?: string; id?: string; Actor?: { ID?: string; Attributes?: Record<string, string> } };
+      const e = JSON.parse(line) as {
+        Type?: string;
+        Action?: string;
+        status?: string;
+        id?: string;
+        Actor?: { ID?: string; Attributes?: Record<string, string> };
+      };
       const action = e.Action ?? e.status ?? '';
       if (e.Type === 'volume') {
         if (action === 'destroy' && e.Actor?.ID) volumesGone.add(e.Actor.ID);
@@ -120,7 +150,8 @@ export async function watchContainerEvents(): Promise<ContainerEventWatch> {
       await docker.getVolume(name).remove();
       const deadline = Date.now() + 30_000;
       while (!volumesGone.has(name)) {
-        if (Date.now() > deadline) throw new Error(`the daemon's events stream did not deliver the removal of volume ${name} within 30 s`);
+        if (Date.now() > deadline)
+          throw new Error(`the daemon's events stream did not deliver the removal of volume ${name} within 30 s`);
         await new Promise<void>((wake) => {
           waiters.push(wake);
           setTimeout(wake, 500);
@@ -132,7 +163,10 @@ export async function watchContainerEvents(): Promise<ContainerEventWatch> {
 }
 
 /** Lists a volume's files (path, type, size, mode) via a throwaway, never-started container and getArchive. */
-export async function volumeListing(volume: string, image: string): Promise<{ path: string; type: string; size: number; mode: number }[]> {
+export async function volumeListing(
+  volume: string,
+  image: string,
+): Promise<{ path: string; type: string; size: number; mode: number }[]> {
   const tar = (await import('tar-stream')).default;
   const c = await docker.createContainer({
     Image: image,
@@ -146,7 +180,12 @@ export async function volumeListing(volume: string, image: string): Promise<{ pa
     const extract = tar.extract();
     const done = new Promise<void>((resolve, reject) => {
       extract.on('entry', (h, s, next) => {
-        out.push({ path: h.name.replace(/^\.\/?/, ''), type: h.type ?? 'file', size: h.size ?? 0, mode: (h.mode ?? 0) & 0o7777 });
+        out.push({
+          path: h.name.replace(/^\.\/?/, ''),
+          type: h.type ?? 'file',
+          size: h.size ?? 0,
+          mode: (h.mode ?? 0) & 0o7777,
+        });
         s.on('end', next);
         s.resume();
       });

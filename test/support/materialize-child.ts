@@ -28,7 +28,10 @@ const waiting: ((line: string) => void)[] = [];
 lines.on('line', (l) => waiting.shift()?.(l));
 const nextLine = () => new Promise<string>((resolve) => waiting.push(resolve));
 
-const materializer = createMaterializer(createDockerEngine(), { labels: req.labels, limits: { ...DEFAULT_ARCHIVE_LIMITS, maxEntries: req.maxEntries } });
+const materializer = createMaterializer(createDockerEngine(), {
+  labels: req.labels,
+  limits: { ...DEFAULT_ARCHIVE_LIMITS, maxEntries: req.maxEntries },
+});
 const steps: string[] = [];
 const onProgress = async (p: MaterializeProgress) => {
   const at = `${p.step}:${p.phase}`;
@@ -46,9 +49,15 @@ try {
   const result =
     req.kind === 'runtime'
       ? await materializer.materializeRuntime({ image: req.image, exportPath: req.exportPath!, onProgress })
-      : await materializer.materializeCode({ archive: readFileSync(req.codeFile!), carrierImage: req.image, onProgress });
+      : await materializer.materializeCode({
+          archive: readFileSync(req.codeFile!),
+          carrierImage: req.image,
+          onProgress,
+        });
   process.stdout.write(`${JSON.stringify({ ok: true, result, steps })}\n`);
 } catch (err) {
-  process.stdout.write(`${JSON.stringify({ ok: false, code: (err as { code?: string }).code ?? null, message: (err as Error).message, steps })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ ok: false, code: (err as { code?: string }).code ?? null, message: (err as Error).message, steps })}\n`,
+  );
 }
 lines.close();

@@ -33,15 +33,33 @@ export async function startTestPds(): Promise<TestPds> {
 /** The Node.js runtime (runtimes/node, image runtime-node from the local registry) published by an account of its own. */
 export async function publishNodeRuntime(pds: TestPds, handle: string): Promise<string> {
   const publisher = await pds.createAccount(handle);
-  return (await publishRuntime(publisher.publisher, { dir: join(import.meta.dirname, '../../runtimes/node'), image: imageRef('runtime-node') })).uri;
+  return (
+    await publishRuntime(publisher.publisher, {
+      dir: join(import.meta.dirname, '../../runtimes/node'),
+      image: imageRef('runtime-node'),
+    })
+  ).uri;
 }
 
 /** Code (`source` as index.mjs in a fresh directory under `root`) published on `runtimeUri` by a new account `handle`; its record's URI. */
-export async function publishCodeSource(pds: TestPds, handle: string, root: string, runtimeUri: string, source: string): Promise<string> {
+export async function publishCodeSource(
+  pds: TestPds,
+  handle: string,
+  root: string,
+  runtimeUri: string,
+  source: string,
+): Promise<string> {
   const acct = await pds.createAccount(handle);
   const dir = mkdtempSync(join(root, 'code-'));
   writeFileSync(join(dir, 'index.mjs'), source);
-  return (await publishCode(acct.publisher, { dir, runtime: runtimeUri, entrypoint: 'index.mjs', atproto: { plcUrl: pds.plcUrl } })).uri;
+  return (
+    await publishCode(acct.publisher, {
+      dir,
+      runtime: runtimeUri,
+      entrypoint: 'index.mjs',
+      atproto: { plcUrl: pds.plcUrl },
+    })
+  ).uri;
 }
 
 export interface ProxiedResponse {
@@ -83,9 +101,14 @@ export async function startPdsProxy(
           });
           const upHeaders: Record<string, string> = {};
           up.headers.forEach((v, k) => {
-            if (k !== 'content-length' && k !== 'transfer-encoding' && k !== 'content-encoding' && k !== 'connection') upHeaders[k] = v;
+            if (k !== 'content-length' && k !== 'transfer-encoding' && k !== 'content-encoding' && k !== 'connection')
+              upHeaders[k] = v;
           });
-          const answer = await rewrite(path, { status: up.status, headers: upHeaders, body: new Uint8Array(await up.arrayBuffer()) });
+          const answer = await rewrite(path, {
+            status: up.status,
+            headers: upHeaders,
+            body: new Uint8Array(await up.arrayBuffer()),
+          });
           res.writeHead(answer.status, { ...answer.headers, 'content-length': String(answer.body.byteLength) });
           res.end(answer.body);
         } catch (err) {
@@ -111,7 +134,8 @@ export async function startPdsProxy(
 function forwardable(h: IncomingHttpHeaders): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(h)) {
-    if (v === undefined || k === 'host' || k === 'connection' || k === 'content-length' || k === 'accept-encoding') continue;
+    if (v === undefined || k === 'host' || k === 'connection' || k === 'content-length' || k === 'accept-encoding')
+      continue;
     out[k] = Array.isArray(v) ? v.join(', ') : v;
   }
   return out;
@@ -123,7 +147,12 @@ function forwardable(h: IncomingHttpHeaders): Record<string, string> {
  * A com.atproto.sync.getRecord CAR for `did` holding `record` at collection/rkey, built in memory by a
  * repo signed with a fresh key (not the DID's): what a PDS without the account key could serve.
  */
-export async function forgeRecordProof(did: string, collection: string, rkey: string, record: Record<string, unknown>): Promise<Uint8Array> {
+export async function forgeRecordProof(
+  did: string,
+  collection: string,
+  rkey: string,
+  record: Record<string, unknown>,
+): Promise<Uint8Array> {
   const { Repo, MemoryBlockstore, WriteOpAction, getRecords, concatBytesAsync } = await import('@atproto/repo');
   const { Secp256k1Keypair } = await import('@atproto/crypto');
   const storage = new MemoryBlockstore();
@@ -138,7 +167,11 @@ export async function forgeRecordProof(did: string, collection: string, rkey: st
  * Rewrites a real getRecord CAR: every block that decodes to a map with `$type === collection` is replaced
  * by `forged` (stored under its own, correct CID). The commit and MST are left untouched.
  */
-export async function replaceRecordBlock(car: Uint8Array, collection: string, forged: Record<string, unknown>): Promise<Uint8Array> {
+export async function replaceRecordBlock(
+  car: Uint8Array,
+  collection: string,
+  forged: Record<string, unknown>,
+): Promise<Uint8Array> {
   const { readCarWithRoot, blocksToCarFile, cborToLex } = await import('@atproto/repo');
   const { root, blocks } = await readCarWithRoot(car);
   let replaced = 0;

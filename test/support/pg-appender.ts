@@ -7,7 +7,16 @@ const [store, home, prefix] = process.argv.slice(2) as [string, string, string];
 const rl = await createRunlog({ home, store, supervise: false, readOnly: false });
 let stop = false;
 process.on('SIGTERM', () => (stop = true));
-const spec = (id: string) => ({ instanceId: id, appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 20, resetAfterMs: 1000 } });
+const spec = (id: string) => ({
+  instanceId: id,
+  appId: 'com.example.hello',
+  appDir: '/apps/hello',
+  sandbox: 'proot',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 20, resetAfterMs: 1000 },
+});
 let n = 0;
 while (!stop) {
   const id = `${prefix}${String(n).padStart(5, '0')}`;

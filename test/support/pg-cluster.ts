@@ -37,10 +37,15 @@ export interface ThrowawayPostgres {
 
 function asPostgresAsync(args: string[], what: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    execFile('runuser', ['-u', 'postgres', '--', ...args], { encoding: 'utf8', timeout: 120_000 }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`${what} failed: ${stderr || stdout || err.message}`));
-      else resolve();
-    });
+    execFile(
+      'runuser',
+      ['-u', 'postgres', '--', ...args],
+      { encoding: 'utf8', timeout: 120_000 },
+      (err, stdout, stderr) => {
+        if (err) reject(new Error(`${what} failed: ${stderr || stdout || err.message}`));
+        else resolve();
+      },
+    );
   });
 }
 
@@ -51,7 +56,8 @@ function asPostgres(args: string[], what: string): string {
 }
 
 export function startThrowawayPostgres(): ThrowawayPostgres {
-  if (!existsSync(join(PG_BIN, 'initdb'))) throw new Error(`${PG_BIN}/initdb is missing: run \`npm run setup\` (it installs Debian's postgresql 15)`);
+  if (!existsSync(join(PG_BIN, 'initdb')))
+    throw new Error(`${PG_BIN}/initdb is missing: run \`npm run setup\` (it installs Debian's postgresql 15)`);
   const dir = mkdtempSync(join(tmpdir(), 'runlog-pgfault-'));
   const pgUid = Number(asPostgresId('-u'));
   const pgGid = Number(asPostgresId('-g'));
@@ -63,9 +69,33 @@ export function startThrowawayPostgres(): ThrowawayPostgres {
   // A random high port; a clash makes pg_ctl start fail (the test then fails saying so).
   const port = 20_000 + Math.floor(Math.random() * 40_000);
   // Local (socket) connections trust the postgres user only: the socket directory is the postgres user's, 0700.
-  asPostgres([join(PG_BIN, 'initdb'), '-D', data, '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256', '--no-sync'], 'initdb');
+  asPostgres(
+    [
+      join(PG_BIN, 'initdb'),
+      '-D',
+      data,
+      '-U',
+      'postgres',
+      '--auth-local=trust',
+      '--auth-host=scram-sha-256',
+      '--no-sync',
+    ],
+    'initdb',
+  );
   const opts = `-p ${port} -k ${sock} -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on`;
-  const startArgs = [join(PG_BIN, 'pg_ctl'), '-D', data, '-o', opts, '-l', join(dir, 'server.log'), '-w', '-t', '60', 'start'];
+  const startArgs = [
+    join(PG_BIN, 'pg_ctl'),
+    '-D',
+    data,
+    '-o',
+    opts,
+    '-l',
+    join(dir, 'server.log'),
+    '-w',
+    '-t',
+    '60',
+    'start',
+  ];
   // A failed start says why: pg_ctl only says "Examine the log output", so its tail goes into the error.
   const withLog = (err: unknown): never => {
     let tail = '';
@@ -85,7 +115,24 @@ export function startThrowawayPostgres(): ThrowawayPostgres {
   };
   start();
   const password = randomBytes(12).toString('hex');
-  asPostgres(['psql', '-h', sock, '-p', String(port), '-U', 'postgres', '-v', 'ON_ERROR_STOP=1', '-c', `CREATE ROLE runlog LOGIN PASSWORD '${password}'`, '-c', 'CREATE DATABASE runlog OWNER runlog'], 'psql');
+  asPostgres(
+    [
+      'psql',
+      '-h',
+      sock,
+      '-p',
+      String(port),
+      '-U',
+      'postgres',
+      '-v',
+      'ON_ERROR_STOP=1',
+      '-c',
+      `CREATE ROLE runlog LOGIN PASSWORD '${password}'`,
+      '-c',
+      'CREATE DATABASE runlog OWNER runlog',
+    ],
+    'psql',
+  );
   let destroyed = false;
   return {
     url: `postgres://runlog:${password}@127.0.0.1:${port}/runlog`,
@@ -97,7 +144,24 @@ export function startThrowawayPostgres(): ThrowawayPostgres {
     start,
     startAsync: () => asPostgresAsync(startArgs, 'pg_ctl start').catch(withLog),
     restart(mode) {
-      return asPostgresAsync([join(PG_BIN, 'pg_ctl'), '-D', data, '-m', mode, '-o', opts, '-l', join(dir, 'server.log'), '-w', '-t', '60', 'restart'], `pg_ctl restart -m ${mode}`).catch(withLog);
+      return asPostgresAsync(
+        [
+          join(PG_BIN, 'pg_ctl'),
+          '-D',
+          data,
+          '-m',
+          mode,
+          '-o',
+          opts,
+          '-l',
+          join(dir, 'server.log'),
+          '-w',
+          '-t',
+          '60',
+          'restart',
+        ],
+        `pg_ctl restart -m ${mode}`,
+      ).catch(withLog);
     },
     async killPostmaster() {
       const lock = readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n');
@@ -109,7 +173,10 @@ export function startThrowawayPostgres(): ThrowawayPostgres {
       const [shmKey, shmId] = (lock[6] ?? '').trim().split(/\s+/).map(Number);
       // Its children (backends, checkpointer, walwriter, …) by parent, taken before the kill re-parents them.
       const ps = spawnSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' });
-      const children = ps.stdout.split('\n').map((l) => Number(l.trim())).filter((n) => n > 0);
+      const children = ps.stdout
+        .split('\n')
+        .map((l) => Number(l.trim()))
+        .filter((n) => n > 0);
       process.kill(pid, 'SIGKILL');
       // Gone, or a zombie its new parent has not reaped yet (it holds nothing any more).
       const gone = (p: number) => {
@@ -131,7 +198,9 @@ export function startThrowawayPostgres(): ThrowawayPostgres {
           if (shmKey !== undefined) for (const p of processesMapping(shmKey)) if (!gone(p)) process.kill(p, 'SIGKILL');
         }
         if (Date.now() > deadline + 20_000) {
-          throw new Error(`after kill -9 of postmaster ${pid}, 30 s on: ${reaped() ? '' : 'it is not reaped yet (PID 1 reaps orphans here); '}${detached() ? '' : `its shared memory (id ${shmId}) is still attached; `}see ${join(dir, 'server.log')}`);
+          throw new Error(
+            `after kill -9 of postmaster ${pid}, 30 s on: ${reaped() ? '' : 'it is not reaped yet (PID 1 reaps orphans here); '}${detached() ? '' : `its shared memory (id ${shmId}) is still attached; `}see ${join(dir, 'server.log')}`,
+          );
         }
         await new Promise((r) => setTimeout(r, 50));
       }
@@ -140,7 +209,12 @@ export function startThrowawayPostgres(): ThrowawayPostgres {
     destroy() {
       if (destroyed) return;
       destroyed = true;
-      if (existsSync(join(data, 'postmaster.pid'))) spawnSync('runuser', ['-u', 'postgres', '--', join(PG_BIN, 'pg_ctl'), '-D', data, '-m', 'immediate', '-w', 'stop'], { timeout: 60_000 });
+      if (existsSync(join(data, 'postmaster.pid')))
+        spawnSync(
+          'runuser',
+          ['-u', 'postgres', '--', join(PG_BIN, 'pg_ctl'), '-D', data, '-m', 'immediate', '-w', 'stop'],
+          { timeout: 60_000 },
+        );
       rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -172,6 +246,7 @@ function processesMapping(key: number): number[] {
 
 function asPostgresId(flag: '-u' | '-g'): string {
   const r = spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error('there is no postgres user: run `npm run setup` (it installs Debian\'s postgresql 15)');
+  if (r.status !== 0)
+    throw new Error("there is no postgres user: run `npm run setup` (it installs Debian's postgresql 15)");
   return r.stdout.trim();
 }

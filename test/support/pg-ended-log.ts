@@ -30,10 +30,18 @@ export interface EndedActor {
  * Appends `count` ended actors (golden histories round robin, ids `<prefix><n>`) to the store at `url`
  * (`?schema=` honoured), `batch` actors per appendMany. Returns what it wrote.
  */
-export async function writeEndedActors(url: string, count: number, options: { prefix?: string; batch?: number } = {}): Promise<EndedActor[]> {
+export async function writeEndedActors(
+  url: string,
+  count: number,
+  options: { prefix?: string; batch?: number } = {},
+): Promise<EndedActor[]> {
   const histories = endedHistories();
   const split = splitStoreUrl(url);
-  const store = await PgEventStore.open({ url: split.url, schema: split.schema ?? 'runlog', projections: [actorsProjection()] });
+  const store = await PgEventStore.open({
+    url: split.url,
+    schema: split.schema ?? 'runlog',
+    projections: [actorsProjection()],
+  });
   const prefix = options.prefix ?? 'ended';
   const batch = options.batch ?? 200;
   const written: EndedActor[] = [];
@@ -44,7 +52,12 @@ export async function writeEndedActors(url: string, count: number, options: { pr
         const h = histories[k % histories.length]!;
         const id = `${prefix}${String(k).padStart(6, '0')}`;
         const stream = `${h.header.kind}-${id}`;
-        const events = h.events.map((e) => ({ type: e.type, at: e.at, data: JSON.parse(JSON.stringify(e.data).replaceAll(h.header.id, id)) as Record<string, unknown>, meta: e.meta }));
+        const events = h.events.map((e) => ({
+          type: e.type,
+          at: e.at,
+          data: JSON.parse(JSON.stringify(e.data).replaceAll(h.header.id, id)) as Record<string, unknown>,
+          meta: e.meta,
+        }));
         appends.push({ stream, events, expectedVersion: 'no-stream' as const });
         written.push({ id, kind: h.header.kind, stream, events: events.length });
       }

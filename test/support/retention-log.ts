@@ -26,8 +26,16 @@ export interface BuiltActor {
  * spawned in between, so live and ended events alternate in the log). `store`: a postgres:// URL (default: the
  * SQLite log under `home`).
  */
-export async function writeRetentionLog(home: string, options: { ended: number; live: number; start: string; store?: string }): Promise<BuiltActor[]> {
-  const rl = await createRunlog({ home, supervise: false, readOnly: false, ...(options.store ? { store: options.store } : {}) });
+export async function writeRetentionLog(
+  home: string,
+  options: { ended: number; live: number; start: string; store?: string },
+): Promise<BuiltActor[]> {
+  const rl = await createRunlog({
+    home,
+    supervise: false,
+    readOnly: false,
+    ...(options.store ? { store: options.store } : {}),
+  });
   const built: BuiltActor[] = [];
   let t = Date.parse(options.start);
   const liveHistory = goldenHistories.find((h) => h.header.kind === 'instance')!;

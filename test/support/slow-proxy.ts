@@ -102,8 +102,11 @@ export async function startSlowProxy(target: string, plan: (path: string) => Slo
 }
 
 /** Rewrites a DID document's #atproto_pds endpoint (what a PLC directory in front of a slow PDS answers). */
-export const pointPdsAt = (pdsUrl: string) => (body: Buffer): Buffer => {
-  const doc = JSON.parse(body.toString('utf8')) as { service?: { id: string; serviceEndpoint: string }[] };
-  for (const s of doc.service ?? []) if (s.id === '#atproto_pds' || s.id.endsWith('#atproto_pds')) s.serviceEndpoint = pdsUrl;
-  return Buffer.from(JSON.stringify(doc));
-};
+export const pointPdsAt =
+  (pdsUrl: string) =>
+  (body: Buffer): Buffer => {
+    const doc = JSON.parse(body.toString('utf8')) as { service?: { id: string; serviceEndpoint: string }[] };
+    for (const s of doc.service ?? [])
+      if (s.id === '#atproto_pds' || s.id.endsWith('#atproto_pds')) s.serviceEndpoint = pdsUrl;
+    return Buffer.from(JSON.stringify(doc));
+  };

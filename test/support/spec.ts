@@ -26,7 +26,13 @@ export function given(machine: AnyStateMachine, events: MachineEvent[]) {
     snapshot,
     when(event: MachineEvent): Then {
       const r = step(machine, snapshot, event);
-      return { state: stateName(r.snapshot), effects: r.effects, accepted: r.accepted, snapshot: r.snapshot, context: r.snapshot.context };
+      return {
+        state: stateName(r.snapshot),
+        effects: r.effects,
+        accepted: r.accepted,
+        snapshot: r.snapshot,
+        context: r.snapshot.context,
+      };
     },
   };
 }

@@ -45,7 +45,8 @@ export async function startTcpCutProxy(target: { host: string; port: number }): 
     client.on('error', () => client.destroy());
     const pair = { client, upstream: null };
     pairs.add(pair);
-    if (cut) client.pause(); // accepted, never answered until restore()
+    if (cut)
+      client.pause(); // accepted, never answered until restore()
     else flow(pair);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

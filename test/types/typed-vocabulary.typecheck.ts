@@ -31,7 +31,9 @@ export const wrongParam: EffectHandlers<'instance'>['spawn'] = (p) => {
 
 // The execution map is exhaustive too: one handler per ExecutionEffects key.
 // @ts-expect-error — every handler is missing
-export const emptyExecution: EffectHandlers<'execution'> = {} satisfies Partial<Record<keyof ExecutionEffects, unknown>>;
+export const emptyExecution: EffectHandlers<'execution'> = {} satisfies Partial<
+  Record<keyof ExecutionEffects, unknown>
+>;
 
 // An event type the machine does not know, or data of the wrong shape, is refused at the dispatch.
 export async function dispatches(): Promise<void> {
@@ -68,4 +70,12 @@ export const machine = setup({
 
 // effectActions must list every effect of the map.
 // @ts-expect-error — announce is not listed
-export const unlisted = effectActions<ExecutionEffects>({ resolve: true, materialize: true, createSandbox: true, invoke: true, collect: true, killSandbox: true, cleanup: true });
+export const unlisted = effectActions<ExecutionEffects>({
+  resolve: true,
+  materialize: true,
+  createSandbox: true,
+  invoke: true,
+  collect: true,
+  killSandbox: true,
+  cleanup: true,
+});

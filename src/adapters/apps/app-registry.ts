@@ -63,7 +63,8 @@ export class AppRegistry {
 
   /** Scans appsDir (emitting `added`/`invalid` for what is there) and starts watching (or polling, see above). */
   async start(): Promise<void> {
-    if (!existsSync(this.opts.appsDir)) throw new ValidationError('APPS_DIR_MISSING', `apps directory ${this.opts.appsDir} does not exist`);
+    if (!existsSync(this.opts.appsDir))
+      throw new ValidationError('APPS_DIR_MISSING', `apps directory ${this.opts.appsDir} does not exist`);
     try {
       this.rootWatcher = this.watchDir(this.opts.appsDir, (_event, name) => {
         if (name) this.schedule(name.toString());
@@ -84,11 +85,16 @@ export class AppRegistry {
   private poll(dir: string, err: unknown): void {
     if (this.poller) return;
     const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'EMFILE' || code === 'ENOSPC' ? `${code}: the user's inotify instances or watches are used up (fs.inotify.max_user_instances, max_user_watches)` : String((err as Error).message ?? err);
+    const why =
+      code === 'EMFILE' || code === 'ENOSPC'
+        ? `${code}: the user's inotify instances or watches are used up (fs.inotify.max_user_instances, max_user_watches)`
+        : String((err as Error).message ?? err);
     const pollMs = this.opts.pollMs ?? DEFAULT_POLL_MS;
     this.poller = setInterval(() => this.rescan(), pollMs);
     this.poller.unref();
-    this.opts.onPolling?.(`cannot watch ${dir} (${why}); rescanning the apps every ${pollMs} ms instead: manifest changes are noticed up to ${pollMs} ms later`);
+    this.opts.onPolling?.(
+      `cannot watch ${dir} (${why}); rescanning the apps every ${pollMs} ms instead: manifest changes are noticed up to ${pollMs} ms later`,
+    );
   }
 
   list(): AppEntry[] {
@@ -194,6 +200,7 @@ export class AppRegistry {
     const previous = this.apps.get(name)?.manifest;
     this.apps.set(name, { appId: name, dir, manifest });
     if (!previous) this.emit({ type: 'added', appId: name, dir, manifest });
-    else if (JSON.stringify(previous) !== JSON.stringify(manifest)) this.emit({ type: 'changed', appId: name, dir, manifest, previous });
+    else if (JSON.stringify(previous) !== JSON.stringify(manifest))
+      this.emit({ type: 'changed', appId: name, dir, manifest, previous });
   }
 }

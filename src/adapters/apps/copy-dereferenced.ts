@@ -10,7 +10,8 @@ export function copyDereferenced(src: string, dest: string, ancestors: ReadonlyS
   const st = statSync(src); // follows links; a dangling one throws ENOENT naming it
   if (st.isDirectory()) {
     const real = realpathSync(src);
-    if (ancestors.has(real)) throw new RunlogError('APP_COPY_LOOP', `${src} links back to a directory that contains it`);
+    if (ancestors.has(real))
+      throw new RunlogError('APP_COPY_LOOP', `${src} links back to a directory that contains it`);
     mkdirSync(dest, { recursive: true, mode: st.mode & 0o7777 });
     const inside = new Set(ancestors).add(real);
     for (const name of readdirSync(src)) copyDereferenced(join(src, name), join(dest, name), inside);

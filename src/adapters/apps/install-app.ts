@@ -2,7 +2,17 @@
 // (concurrent spawns of one app must not pull files from under each other); a changed one is written beside it and
 // swapped in by rename, so a reader never sees a half-copied app.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { copyDereferenced } from './copy-dereferenced.ts';
 

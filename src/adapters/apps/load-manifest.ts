@@ -19,7 +19,12 @@ export function loadManifest(appDir: string, opts: LoadManifestOptions = {}): Ap
     text = readFileSync(file, 'utf8');
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new ValidationError('MANIFEST_MISSING', `no manifest at ${file}: an app directory must contain ${MANIFEST_FILE}`, [], { file });
+      throw new ValidationError(
+        'MANIFEST_MISSING',
+        `no manifest at ${file}: an app directory must contain ${MANIFEST_FILE}`,
+        [],
+        { file },
+      );
     }
     throw e;
   }
@@ -31,5 +36,8 @@ export function loadManifest(appDir: string, opts: LoadManifestOptions = {}): Ap
     declared = undefined;
   }
   const entry = typeof declared === 'string' && !declared.split('/').includes('..') ? declared : DEFAULT_ENTRYPOINT;
-  return parseManifest(text, appDir, { knownTools: opts.knownTools, entrypointExists: existsSync(join(appDir, entry)) });
+  return parseManifest(text, appDir, {
+    knownTools: opts.knownTools,
+    entrypointExists: existsSync(join(appDir, entry)),
+  });
 }

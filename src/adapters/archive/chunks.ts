@@ -32,7 +32,10 @@ export class ByteChunks {
 
   /** Lets go of every chunk that ends at or before `offset`: those bytes must not be read again. */
   release(offset: number): void {
-    while (this.#first < this.#chunks.length && this.#starts[this.#first]! + this.#chunks[this.#first]!.length <= offset) {
+    while (
+      this.#first < this.#chunks.length &&
+      this.#starts[this.#first]! + this.#chunks[this.#first]!.length <= offset
+    ) {
       (this.#chunks as Array<Buffer | undefined>)[this.#first] = undefined;
       this.#first++;
     }
@@ -49,7 +52,8 @@ export class ByteChunks {
 
   /** The index of the chunk holding byte `offset` (offset < length). */
   #indexOf(offset: number): number {
-    if (offset < this.heldFrom) throw new RangeError(`byte ${offset} was released (bytes from ${this.heldFrom} are held)`);
+    if (offset < this.heldFrom)
+      throw new RangeError(`byte ${offset} was released (bytes from ${this.heldFrom} are held)`);
     let lo = this.#first;
     let hi = this.#starts.length - 1;
     while (lo < hi) {

@@ -3,9 +3,11 @@
 export const ARCHIVE_VIOLATION_CODES = {
   // The archive as a whole
   ARCHIVE_TOO_LARGE: 'the archive is larger than maxArchiveBytes (it is not parsed at all)',
-  COMPRESSED_ARCHIVE: 'gzip/bzip2/xz/zstd input: only plain tar is accepted (no decompression, so no compression bombs)',
+  COMPRESSED_ARCHIVE:
+    'gzip/bzip2/xz/zstd input: only plain tar is accepted (no decompression, so no compression bombs)',
   ARCHIVE_TRUNCATED: 'the archive ends inside a header or an entry, or has no end-of-archive marker',
-  TRAILING_DATA: 'non-zero bytes after the end-of-archive marker (extractors that skip zero blocks would read more entries)',
+  TRAILING_DATA:
+    'non-zero bytes after the end-of-archive marker (extractors that skip zero blocks would read more entries)',
   EMPTY_ARCHIVE: 'the archive holds no entries',
   TOO_MANY_ENTRIES: 'more entries than maxEntries (parsing stopped there)',
   EXPANDED_TOO_LARGE: 'the regular files add up to more than maxExpandedBytes',
@@ -24,7 +26,8 @@ export const ARCHIVE_VIOLATION_CODES = {
   REPEATED_METADATA_HEADER: 'two PAX (x) or two GNU long-name/long-link (L/K) headers before one entry',
   MIXED_METADATA_HEADERS: 'PAX and GNU long-name headers before the same entry',
   DANGLING_METADATA_HEADER: 'a metadata header not followed by an entry',
-  HEADER_ONLY_TYPE_WITH_SIZE: 'a link, directory, device or FIFO header with a non-zero size (parsers frame it differently)',
+  HEADER_ONLY_TYPE_WITH_SIZE:
+    'a link, directory, device or FIFO header with a non-zero size (parsers frame it differently)',
   SPARSE_ENTRY: 'a GNU sparse entry (type S or GNU.sparse.* records)',
   DEVICE_ENTRY: 'a character or block device',
   FIFO_ENTRY: 'a FIFO',

@@ -11,10 +11,14 @@ export class ArchiveRejectedError extends ValidationError {
   readonly violations: ArchiveViolation[];
   constructor(violations: ArchiveViolation[]) {
     const codes = [...new Set(violations.map((v) => v.code))];
-    super('ARCHIVE_REJECTED', `archive rejected: ${violations.length} violation${violations.length === 1 ? '' : 's'} (${codes.join(', ')})`, violations.map(describe), {
-      violations,
-    });
+    super(
+      'ARCHIVE_REJECTED',
+      `archive rejected: ${violations.length} violation${violations.length === 1 ? '' : 's'} (${codes.join(', ')})`,
+      violations.map(describe),
+      {
+        violations,
+      },
+    );
     this.violations = violations;
   }
 }
-

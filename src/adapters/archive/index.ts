@@ -22,14 +22,22 @@ export { ArchiveRejectedError } from './errors.ts';
 export { validateArchiveStream, ArchiveStreamAbandonedError, type ArchiveStream } from './stream.ts';
 
 /** validateArchive, throwing ArchiveRejectedError (listing every violation) unless the archive is ok. */
-export async function assertValidArchive(bytes: Buffer, limits: ArchiveLimits, opts: ValidateOptions): Promise<ArchiveReport> {
+export async function assertValidArchive(
+  bytes: Buffer,
+  limits: ArchiveLimits,
+  opts: ValidateOptions,
+): Promise<ArchiveReport> {
   const report = await validateArchive(bytes, limits, opts);
   if (!report.ok) throw new ArchiveRejectedError(report.violations);
   return report;
 }
 
 /** validateArchiveChunks (the chunks are handed over, not copied), throwing ArchiveRejectedError unless ok. */
-export async function assertValidArchiveChunks(chunks: readonly Buffer[], limits: ArchiveLimits, opts: ValidateOptions): Promise<ArchiveReport> {
+export async function assertValidArchiveChunks(
+  chunks: readonly Buffer[],
+  limits: ArchiveLimits,
+  opts: ValidateOptions,
+): Promise<ArchiveReport> {
   const report = await validateArchiveChunks(chunks, limits, opts);
   if (!report.ok) throw new ArchiveRejectedError(report.violations);
   return report;

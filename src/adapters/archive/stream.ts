@@ -45,14 +45,23 @@ export interface ArchiveStream {
 }
 
 const sameView = (a: AuditRecord | undefined, t: SeenEntry): boolean =>
-  a !== undefined && a.offset === t.offset && a.name === t.name && a.linkname === t.linkname && a.size === t.size && a.tsType === t.type;
+  a !== undefined &&
+  a.offset === t.offset &&
+  a.name === t.name &&
+  a.linkname === t.linkname &&
+  a.size === t.size &&
+  a.tsType === t.type;
 
 /**
  * Validates the archive `source` yields (chunks it hands over: held by reference, not copied, and not changed
  * afterwards), against the same rules as validateArchive. Throws ARCHIVE_OPTIONS_INVALID at once for bad options.
  * An error thrown by `source` rejects the report (and the pieces) with that error.
  */
-export function validateArchiveStream(source: AsyncIterable<Buffer>, limits: ArchiveLimits, opts: ValidateOptions): ArchiveStream {
+export function validateArchiveStream(
+  source: AsyncIterable<Buffer>,
+  limits: ArchiveLimits,
+  opts: ValidateOptions,
+): ArchiveStream {
   const prefix = checkedOptions(limits, opts);
   const run = new StreamRun(limits, opts, prefix);
   const report = run.run(source);
@@ -96,7 +105,12 @@ class StreamRun {
   }
 
   #clean(): boolean {
-    return this.#audit.violations.length === 0 && this.#checker.violations.length === 0 && !this.#diverged && this.#parseError === undefined;
+    return (
+      this.#audit.violations.length === 0 &&
+      this.#checker.violations.length === 0 &&
+      !this.#diverged &&
+      this.#parseError === undefined
+    );
   }
 
   /** Stops the output: with an error (a violation, an abandonment), or, once the archive passed, by ending it. */
@@ -164,8 +178,18 @@ class StreamRun {
   }
 
   /** A refusal decided before parsing (validateArchive's `refusal`): nothing is parsed or written. */
-  async #refuse(parsing: Promise<void>, code: 'ARCHIVE_TOO_LARGE' | 'COMPRESSED_ARCHIVE' | 'EMPTY_ARCHIVE', message: string): Promise<ArchiveReport> {
-    const report: ArchiveReport = { ok: false, violations: [{ code, message }], entries: [], expandedBytes: 0, topLevel: [] };
+  async #refuse(
+    parsing: Promise<void>,
+    code: 'ARCHIVE_TOO_LARGE' | 'COMPRESSED_ARCHIVE' | 'EMPTY_ARCHIVE',
+    message: string,
+  ): Promise<ArchiveReport> {
+    const report: ArchiveReport = {
+      ok: false,
+      violations: [{ code, message }],
+      entries: [],
+      expandedBytes: 0,
+      topLevel: [],
+    };
     this.#closeOutput(new ArchiveRejectedError(report.violations));
     this.#stopParser();
     await parsing;
@@ -182,13 +206,22 @@ class StreamRun {
       if (!(chunk instanceof Uint8Array)) throw new TypeError('an archive stream yields Buffers');
       if (chunk.length === 0) continue;
       if (buf.length + chunk.length > limits.maxArchiveBytes) {
-        return this.#refuse(parsing, 'ARCHIVE_TOO_LARGE', `the archive is larger than ${limits.maxArchiveBytes} bytes (the limit); it was not read further`);
+        return this.#refuse(
+          parsing,
+          'ARCHIVE_TOO_LARGE',
+          `the archive is larger than ${limits.maxArchiveBytes} bytes (the limit); it was not read further`,
+        );
       }
       buf.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
       if (!magicChecked && buf.length >= 8) {
         magicChecked = true;
         const c = compression(buf.slice(0, 8));
-        if (c) return this.#refuse(parsing, 'COMPRESSED_ARCHIVE', `the archive is ${c}-compressed; only plain tar is accepted`);
+        if (c)
+          return this.#refuse(
+            parsing,
+            'COMPRESSED_ARCHIVE',
+            `the archive is ${c}-compressed; only plain tar is accepted`,
+          );
       }
       audit.advance(buf, false);
       if (!this.#clean()) this.#reject();
@@ -202,7 +235,12 @@ class StreamRun {
     }
     if (!magicChecked) {
       const c = compression(buf.slice(0, buf.length)); // fewer than 8 bytes: nothing was released
-      if (c) return this.#refuse(parsing, 'COMPRESSED_ARCHIVE', `the archive is ${c}-compressed; only plain tar is accepted`);
+      if (c)
+        return this.#refuse(
+          parsing,
+          'COMPRESSED_ARCHIVE',
+          `the archive is ${c}-compressed; only plain tar is accepted`,
+        );
     }
     if (buf.length === 0) return this.#refuse(parsing, 'EMPTY_ARCHIVE', 'the archive is empty (0 bytes)');
 
@@ -223,12 +261,24 @@ class StreamRun {
     const checker = this.#checker;
     checker.violations.unshift(...audit.violations); // as validateArchive has them: the audit's first (finish() counts them)
     if (this.#parseError !== undefined) checker.add('PARSE_ERROR', `tar-stream: ${this.#parseError}`);
-    compareViews(audit.records, { seen: this.#seen, stoppedEarly: this.#stoppedEarly, ...(this.#parseError !== undefined ? { error: this.#parseError } : {}) }, (code, message, path) =>
-      checker.add(code, message, path),
+    compareViews(
+      audit.records,
+      {
+        seen: this.#seen,
+        stoppedEarly: this.#stoppedEarly,
+        ...(this.#parseError !== undefined ? { error: this.#parseError } : {}),
+      },
+      (code, message, path) => checker.add(code, message, path),
     );
     const topLevel = checker.finish();
     const violations = checker.violations;
-    const report: ArchiveReport = { ok: violations.length === 0, violations, entries: checker.entries, expandedBytes: checker.expandedBytes, topLevel };
+    const report: ArchiveReport = {
+      ok: violations.length === 0,
+      violations,
+      entries: checker.entries,
+      expandedBytes: checker.expandedBytes,
+      topLevel,
+    };
     this.#closeOutput(report.ok ? undefined : new ArchiveRejectedError(violations));
     return report;
   }

@@ -98,7 +98,11 @@ export class VirtualTree {
       if (++this.steps > MAX_RESOLUTION_STEPS) return { status: 'budget' };
       if (c === '' || c === '.') continue;
       if (c === '..') {
-        if (stack.length <= floor) return { status: 'escape', via: floor === 0 ? '".." above the root' : `".." above ${stack.slice(0, floor).join('/')}` };
+        if (stack.length <= floor)
+          return {
+            status: 'escape',
+            via: floor === 0 ? '".." above the root' : `".." above ${stack.slice(0, floor).join('/')}`,
+          };
         stack.pop();
         continue;
       }

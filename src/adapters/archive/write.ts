@@ -29,7 +29,8 @@ function entryIssues(e: ArchiveEntry, i: number): string[] {
     case 'file': {
       if (e.content !== undefined && e.data !== undefined) issues.push(`${at}: give data or content, not both`);
       const parts = e.content ?? [e.data ?? Buffer.alloc(0)];
-      if (!Array.isArray(parts) || !parts.every((d) => d instanceof Uint8Array)) issues.push(`${at}: data must be a Buffer (content a list of Buffers)`);
+      if (!Array.isArray(parts) || !parts.every((d) => d instanceof Uint8Array))
+        issues.push(`${at}: data must be a Buffer (content a list of Buffers)`);
       else {
         const length = parts.reduce((n, d) => n + d.length, 0);
         if (length !== e.size) issues.push(`${at}: size ${e.size} but ${length} bytes of data`);
@@ -39,7 +40,9 @@ function entryIssues(e: ArchiveEntry, i: number): string[] {
     case 'symlink': {
       const target = e.linkname;
       if (typeof target !== 'string' || target === '') issues.push(`${at}: a symlink needs a target`);
-      else for (const p of archiveMemberPath(target).problems) if (p.kind !== 'TRAVERSAL') issues.push(`${at}: symlink target ${p.message}`);
+      else
+        for (const p of archiveMemberPath(target).problems)
+          if (p.kind !== 'TRAVERSAL') issues.push(`${at}: symlink target ${p.message}`);
       break;
     }
     case 'hardlink': {
@@ -59,16 +62,21 @@ function entryIssues(e: ArchiveEntry, i: number): string[] {
  * entries' own buffers, not copied), padding and the end marker. Throws ARCHIVE_WRITE_INVALID listing every
  * problem before yielding anything. The entries' bytes must not change until the sequence is consumed.
  */
-export async function* packArchive(entries: readonly ArchiveEntry[], opts: { prefix?: string } = {}): AsyncGenerator<Buffer, void, undefined> {
+export async function* packArchive(
+  entries: readonly ArchiveEntry[],
+  opts: { prefix?: string } = {},
+): AsyncGenerator<Buffer, void, undefined> {
   const issues: string[] = [];
   let prefix: string[] = [];
   if (opts.prefix !== undefined) {
     const pc = canonicalRelativePath(opts.prefix);
-    if (pc.problems.length > 0) issues.push(`prefix ${JSON.stringify(opts.prefix)}: ${pc.problems.map((p) => p.message).join(', ')}`);
+    if (pc.problems.length > 0)
+      issues.push(`prefix ${JSON.stringify(opts.prefix)}: ${pc.problems.map((p) => p.message).join(', ')}`);
     else prefix = pc.components;
   }
   entries.forEach((e, i) => issues.push(...entryIssues(e, i)));
-  if (issues.length > 0) throw new ValidationError('ARCHIVE_WRITE_INVALID', 'cannot write these entries as a tar archive', issues);
+  if (issues.length > 0)
+    throw new ValidationError('ARCHIVE_WRITE_INVALID', 'cannot write these entries as a tar archive', issues);
 
   const p = pack();
   const at = (path: string): string => [...prefix, path].join('/');
@@ -90,7 +98,13 @@ export async function* packArchive(entries: readonly ArchiveEntry[], opts: { pre
     });
   const produce = async (): Promise<void> => {
     for (let i = 1; i <= prefix.length; i++) {
-      await add({ ...FIXED, name: `${prefix.slice(0, i).join('/')}/`, type: 'directory', mode: 0o755, size: 0 } as Header);
+      await add({
+        ...FIXED,
+        name: `${prefix.slice(0, i).join('/')}/`,
+        type: 'directory',
+        mode: 0o755,
+        size: 0,
+      } as Header);
     }
     for (const e of entries) await add(canonicalHeader(e, at), e.type === 'file' ? partsOf(e) : undefined);
     p.finalize();
@@ -117,7 +131,14 @@ export function canonicalHeader(e: ArchiveEntry, at: (path: string) => string = 
     case 'symlink':
       return { ...FIXED, name: at(e.path), type: 'symlink', linkname: e.linkname!, mode: 0o777, size: 0 } as Header;
     case 'hardlink':
-      return { ...FIXED, name: at(e.path), type: 'link', linkname: at(e.linkname!), mode: normalizedMode('hardlink', e.mode), size: 0 } as Header;
+      return {
+        ...FIXED,
+        name: at(e.path),
+        type: 'link',
+        linkname: at(e.linkname!),
+        mode: normalizedMode('hardlink', e.mode),
+        size: 0,
+      } as Header;
   }
 }
 
@@ -194,7 +215,12 @@ export class SevenDigitChecksums {
  */
 export function entriesUnder(entries: ArchiveEntry[], dir: string): ArchiveEntry[] {
   const pc = canonicalRelativePath(dir);
-  if (pc.problems.length > 0) throw new ValidationError('ARCHIVE_WRITE_INVALID', `cannot relocate under ${JSON.stringify(dir)}`, pc.problems.map((p) => p.message));
+  if (pc.problems.length > 0)
+    throw new ValidationError(
+      'ARCHIVE_WRITE_INVALID',
+      `cannot relocate under ${JSON.stringify(dir)}`,
+      pc.problems.map((p) => p.message),
+    );
   const prefix = `${pc.components.join('/')}/`;
   const issues: string[] = [];
   const out: ArchiveEntry[] = [];

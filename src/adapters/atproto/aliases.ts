@@ -35,7 +35,10 @@ export interface CodeUriResolution {
 export type AliasOptions = Omit<FetchRecordOptions, 'expectCid'>;
 
 /** Builds an alias record pointing at `target` (a code record strong ref). */
-export function buildAliasRecord(target: StrongRef, opts: { createdAt?: string; description?: string } = {}): AliasRecord {
+export function buildAliasRecord(
+  target: StrongRef,
+  opts: { createdAt?: string; description?: string } = {},
+): AliasRecord {
   const rec: AliasRecord = {
     $type: AT_RUN_V2.alias,
     target: { uri: target.uri, cid: target.cid },
@@ -59,7 +62,10 @@ export function parseAliasRecord(value: JsonObject, uri: string): { target: Stro
       try {
         const p = parseRecordUri(tu);
         if (!p.did) issues.push('target.uri: must name the repo by DID, not handle');
-        if (p.collection !== AT_RUN_V2.code) issues.push(`target.uri: must be a ${AT_RUN_V2.code} record (aliases are followed one hop), got ${p.collection}`);
+        if (p.collection !== AT_RUN_V2.code)
+          issues.push(
+            `target.uri: must be a ${AT_RUN_V2.code} record (aliases are followed one hop), got ${p.collection}`,
+          );
       } catch (err) {
         issues.push(`target.uri: ${(err as Error).message}`);
       }
@@ -76,7 +82,8 @@ export function parseAliasRecord(value: JsonObject, uri: string): { target: Stro
     if (issues.length === 0 && typeof tu === 'string' && typeof tc === 'string') target = { uri: tu, cid: tc };
   }
   if (typeof value.createdAt !== 'string') issues.push('createdAt: must be a datetime string');
-  if (value.description !== undefined && typeof value.description !== 'string') issues.push('description: must be a string');
+  if (value.description !== undefined && typeof value.description !== 'string')
+    issues.push('description: must be a string');
   if (issues.length > 0 || !target) {
     throw new AtprotoError('ALIAS_INVALID', `alias ${uri} is invalid: ${issues.join('; ')}`, { uri, issues });
   }
@@ -87,7 +94,10 @@ export function parseAliasRecord(value: JsonObject, uri: string): { target: Stro
 export async function resolveAlias(uri: string, opts: AliasOptions = {}): Promise<ResolvedAlias> {
   const parsed = parseRecordUri(uri);
   if (parsed.collection !== AT_RUN_V2.alias) {
-    throw new AtprotoError('URI_WRONG_COLLECTION', `${uri} is not a ${AT_RUN_V2.alias} record`, { uri, collection: parsed.collection });
+    throw new AtprotoError('URI_WRONG_COLLECTION', `${uri} is not a ${AT_RUN_V2.alias} record`, {
+      uri,
+      collection: parsed.collection,
+    });
   }
   const rec = await fetchRecord(uri, opts);
   const { target, description } = parseAliasRecord(rec.value, rec.uri);
@@ -102,5 +112,9 @@ export async function resolveCodeUri(uri: string, opts: AliasOptions = {}): Prom
     const via = await resolveAlias(uri, opts);
     return { codeUri: via.target.uri, expectCid: via.target.cid, via };
   }
-  throw new AtprotoError('URI_WRONG_COLLECTION', `${uri} is neither a ${AT_RUN_V2.code} nor a ${AT_RUN_V2.alias} record`, { uri, collection: parsed.collection });
+  throw new AtprotoError(
+    'URI_WRONG_COLLECTION',
+    `${uri} is neither a ${AT_RUN_V2.code} nor a ${AT_RUN_V2.alias} record`,
+    { uri, collection: parsed.collection },
+  );
 }

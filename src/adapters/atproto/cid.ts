@@ -66,7 +66,9 @@ export function parseCid(s: string): CID {
   try {
     return CID.parse(s);
   } catch (err) {
-    throw atprotoValidationError('CID_INVALID', `invalid CID ${JSON.stringify(s)}`, [(err as Error).message], { cid: s });
+    throw atprotoValidationError('CID_INVALID', `invalid CID ${JSON.stringify(s)}`, [(err as Error).message], {
+      cid: s,
+    });
   }
 }
 
@@ -91,7 +93,8 @@ export function jsonToIpld(value: unknown): IpldValue {
   const issues: string[] = [];
   if (!isPlainObject(value)) issues.push('top level: must be an object');
   const out = convert(value, '$', issues);
-  if (issues.length > 0) throw atprotoValidationError('DATA_MODEL_INVALID', 'value is not in the atproto data model', issues);
+  if (issues.length > 0)
+    throw atprotoValidationError('DATA_MODEL_INVALID', 'value is not in the atproto data model', issues);
   return out;
 }
 
@@ -130,12 +133,15 @@ function convert(v: unknown, path: string, issues: string[]): IpldValue {
     }
     return new Uint8Array(Buffer.from(b64, 'base64'));
   }
-  if ('$type' in v && (typeof v.$type !== 'string' || v.$type.length === 0)) issues.push(`${path}.$type: must be a non-empty string`);
+  if ('$type' in v && (typeof v.$type !== 'string' || v.$type.length === 0))
+    issues.push(`${path}.$type: must be a non-empty string`);
   if (v.$type === 'blob') {
     const ref = v.ref;
-    if (!isPlainObject(ref) || typeof ref.$link !== 'string') issues.push(`${path}.ref: a blob needs a {"$link": cid} ref`);
+    if (!isPlainObject(ref) || typeof ref.$link !== 'string')
+      issues.push(`${path}.ref: a blob needs a {"$link": cid} ref`);
     if (typeof v.mimeType !== 'string') issues.push(`${path}.mimeType: a blob needs a string mimeType`);
-    if (typeof v.size !== 'number' || !Number.isSafeInteger(v.size) || v.size < 0) issues.push(`${path}.size: a blob needs an integer size`);
+    if (typeof v.size !== 'number' || !Number.isSafeInteger(v.size) || v.size < 0)
+      issues.push(`${path}.size: a blob needs an integer size`);
   }
   const out: { [key: string]: IpldValue } = {};
   for (const k of keys) {
@@ -157,5 +163,7 @@ export function ipldToJson(v: unknown): JsonValue {
     for (const [k, x] of Object.entries(v as Record<string, unknown>)) out[k] = ipldToJson(x);
     return out;
   }
-  throw atprotoValidationError('DATA_MODEL_INVALID', `unexpected ${typeof v} in record`, [`${typeof v} is not in the data model`]);
+  throw atprotoValidationError('DATA_MODEL_INVALID', `unexpected ${typeof v} in record`, [
+    `${typeof v} is not in the data model`,
+  ]);
 }

@@ -26,13 +26,19 @@ export type AtprotoErrorCode =
 
 export class AtprotoError extends RunlogError {
   declare readonly code: AtprotoErrorCode;
-  constructor(code: AtprotoErrorCode, message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
+  constructor(
+    code: AtprotoErrorCode,
+    message: string,
+    details?: Record<string, unknown>,
+    options?: { cause?: unknown },
+  ) {
     super(code, message, details, options);
   }
 }
 
 /** Syntax errors at the boundary (AT URI, DID, CID strings, records to publish) list every issue. */
-export type AtprotoValidationCode = 'AT_URI_INVALID' | 'DID_INVALID' | 'HANDLE_INVALID' | 'CID_INVALID' | 'DATA_MODEL_INVALID' | 'RECORD_FIELDS_INVALID';
+export type AtprotoValidationCode =
+  'AT_URI_INVALID' | 'DID_INVALID' | 'HANDLE_INVALID' | 'CID_INVALID' | 'DATA_MODEL_INVALID' | 'RECORD_FIELDS_INVALID';
 
 export function atprotoValidationError(
   code: AtprotoValidationCode,

@@ -40,7 +40,10 @@ export interface ReadDeadline {
 }
 
 class ReadDeadlineExceeded extends Error {
-  constructor(readonly budgetMs: number, readonly bound: 'read' | 'execution') {
+  constructor(
+    readonly budgetMs: number,
+    readonly bound: 'read' | 'execution',
+  ) {
     super(`deadline of ${budgetMs} ms exceeded`);
   }
 }
@@ -54,8 +57,15 @@ export function readBudget(d: ReadDeadline, now = Date.now()): { ms: number; bou
 }
 
 export function deadlineError(url: string, what: string, budgetMs: number, bound: 'read' | 'execution'): AtprotoError {
-  const why = bound === 'execution' ? `what was left of the execution's deadline (${budgetMs} ms)` : `its ${budgetMs} ms deadline`;
-  return new AtprotoError('NETWORK_TIMEOUT', `${what}: ${url} did not answer completely within ${why}`, { url, budgetMs, bound });
+  const why =
+    bound === 'execution'
+      ? `what was left of the execution's deadline (${budgetMs} ms)`
+      : `its ${budgetMs} ms deadline`;
+  return new AtprotoError('NETWORK_TIMEOUT', `${what}: ${url} did not answer completely within ${why}`, {
+    url,
+    budgetMs,
+    bound,
+  });
 }
 
 type GetOptions = ReadDeadline & { maxBytes: number; tooLarge: AtprotoErrorCode; what: string; accept?: string };
@@ -123,9 +133,17 @@ class ReadTimer {
   }
 }
 
-async function get(url: string, opts: { maxBytes: number; tooLarge: AtprotoErrorCode; what: string; accept?: string }, deadline: ReadTimer): Promise<HttpResult> {
+async function get(
+  url: string,
+  opts: { maxBytes: number; tooLarge: AtprotoErrorCode; what: string; accept?: string },
+  deadline: ReadTimer,
+): Promise<HttpResult> {
   let res: Response;
-  const pending = fetch(url, { signal: deadline.controller.signal, redirect: 'error', headers: opts.accept ? { accept: opts.accept } : {} });
+  const pending = fetch(url, {
+    signal: deadline.controller.signal,
+    redirect: 'error',
+    headers: opts.accept ? { accept: opts.accept } : {},
+  });
   pending.catch(() => undefined); // when the deadline wins the race, the fetch's own rejection is not the answer
   try {
     res = await deadline.race(pending);
@@ -136,22 +154,40 @@ async function get(url: string, opts: { maxBytes: number; tooLarge: AtprotoError
   const declared = Number(res.headers.get('content-length') ?? NaN);
   if (res.ok && Number.isFinite(declared) && declared > opts.maxBytes) {
     await res.body?.cancel().catch(() => undefined);
-    throw new AtprotoError(opts.tooLarge, `${opts.what} is ${declared} bytes, more than the ${opts.maxBytes} allowed`, { url, size: declared, max: opts.maxBytes });
+    throw new AtprotoError(opts.tooLarge, `${opts.what} is ${declared} bytes, more than the ${opts.maxBytes} allowed`, {
+      url,
+      size: declared,
+      max: opts.maxBytes,
+    });
   }
   // Error bodies are small XRPC JSON; never read more than 64 KiB of them.
   const cap = res.ok ? opts.maxBytes : 64 * 1024;
   const body = await readCapped(res, cap, url, opts.what, deadline);
   if (body === 'too-large') {
-    if (res.ok) throw new AtprotoError(opts.tooLarge, `${opts.what} is more than the ${opts.maxBytes} bytes allowed`, { url, max: opts.maxBytes });
+    if (res.ok)
+      throw new AtprotoError(opts.tooLarge, `${opts.what} is more than the ${opts.maxBytes} bytes allowed`, {
+        url,
+        max: opts.maxBytes,
+      });
     return { status: res.status, headers: res.headers, body: new Uint8Array() };
   }
   if (res.status >= 500) {
-    throw new AtprotoError('PDS_UNREACHABLE', `${opts.what}: ${url} answered HTTP ${res.status}`, { url, status: res.status, ...xrpcError(body) });
+    throw new AtprotoError('PDS_UNREACHABLE', `${opts.what}: ${url} answered HTTP ${res.status}`, {
+      url,
+      status: res.status,
+      ...xrpcError(body),
+    });
   }
   return { status: res.status, headers: res.headers, body };
 }
 
-async function readCapped(res: Response, max: number, url: string, what: string, deadline: ReadTimer): Promise<Uint8Array | 'too-large'> {
+async function readCapped(
+  res: Response,
+  max: number,
+  url: string,
+  what: string,
+  deadline: ReadTimer,
+): Promise<Uint8Array | 'too-large'> {
   if (!res.body) return new Uint8Array();
   const reader = res.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -186,8 +222,14 @@ async function readCapped(res: Response, max: number, url: string, what: string,
 
 function unreachable(url: string, what: string, err: unknown): AtprotoError {
   const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-  const reason = e?.name === 'TimeoutError' ? 'timed out' : (e?.cause?.code ?? e?.cause?.message ?? e?.message ?? String(err));
-  return new AtprotoError('PDS_UNREACHABLE', `${what}: could not reach ${url} (${reason})`, { url, reason }, { cause: err });
+  const reason =
+    e?.name === 'TimeoutError' ? 'timed out' : (e?.cause?.code ?? e?.cause?.message ?? e?.message ?? String(err));
+  return new AtprotoError(
+    'PDS_UNREACHABLE',
+    `${what}: could not reach ${url} (${reason})`,
+    { url, reason },
+    { cause: err },
+  );
 }
 
 /** The XRPC `{error, message}` of an error body, if it is one. */
@@ -204,7 +246,12 @@ export function xrpcError(body: Uint8Array): XrpcErrorBody {
   return {};
 }
 
-export function parseJsonBody(r: HttpResult, url: string, what: string, code: AtprotoErrorCode = 'PDS_UNREACHABLE'): unknown {
+export function parseJsonBody(
+  r: HttpResult,
+  url: string,
+  what: string,
+  code: AtprotoErrorCode = 'PDS_UNREACHABLE',
+): unknown {
   try {
     return JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(r.body));
   } catch (err) {

@@ -62,7 +62,10 @@ interface Entry {
 /** Throws DID_CACHE_CONFIG_INVALID unless `ttlMs` is an integer in [0, MAX_DID_CACHE_TTL_MS]. */
 export function assertDidCacheTtl(ttlMs: unknown): number {
   if (typeof ttlMs !== 'number' || !Number.isSafeInteger(ttlMs) || ttlMs < 0 || ttlMs > MAX_DID_CACHE_TTL_MS) {
-    throw new IdentityCacheConfigError(`the DID document cache TTL must be an integer number of ms from 0 to ${MAX_DID_CACHE_TTL_MS}, got ${JSON.stringify(ttlMs)}`, { ttlMs });
+    throw new IdentityCacheConfigError(
+      `the DID document cache TTL must be an integer number of ms from 0 to ${MAX_DID_CACHE_TTL_MS}, got ${JSON.stringify(ttlMs)}`,
+      { ttlMs },
+    );
   }
   return ttlMs;
 }
@@ -77,7 +80,10 @@ class TtlIdentityCache implements IdentityCache {
   constructor(opts: IdentityCacheOptions) {
     this.ttlMs = assertDidCacheTtl(opts.ttlMs ?? DEFAULT_DID_CACHE_TTL_MS);
     this.#max = opts.maxEntries ?? DEFAULT_DID_CACHE_ENTRIES;
-    if (!Number.isSafeInteger(this.#max) || this.#max < 1) throw new IdentityCacheConfigError(`maxEntries must be a positive integer, got ${this.#max}`, { maxEntries: this.#max });
+    if (!Number.isSafeInteger(this.#max) || this.#max < 1)
+      throw new IdentityCacheConfigError(`maxEntries must be a positive integer, got ${this.#max}`, {
+        maxEntries: this.#max,
+      });
     this.#now = opts.now ?? (() => performance.now());
   }
 

@@ -50,16 +50,38 @@ export async function resolveDid(did: string, opts: IdentityOptions = {}): Promi
   if (did.startsWith('did:web:')) await assertDidWebHostAllowed(did, new URL(url).hostname, opts);
   let res: HttpResult;
   try {
-    res = await httpGet(url, { timeoutMs: opts.timeoutMs, deadlineAt: opts.deadlineAt, maxBytes: MAX_DID_DOC_BYTES, tooLarge: 'DID_RESOLUTION_FAILED', what: `DID document of ${did}`, accept: 'application/did+ld+json, application/json' });
+    res = await httpGet(url, {
+      timeoutMs: opts.timeoutMs,
+      deadlineAt: opts.deadlineAt,
+      maxBytes: MAX_DID_DOC_BYTES,
+      tooLarge: 'DID_RESOLUTION_FAILED',
+      what: `DID document of ${did}`,
+      accept: 'application/did+ld+json, application/json',
+    });
   } catch (err) {
-    if (err instanceof AtprotoError && (err.code === 'DID_RESOLUTION_FAILED' || err.code === 'NETWORK_TIMEOUT')) throw err;
-    throw new AtprotoError('DID_RESOLUTION_FAILED', `could not fetch the DID document of ${did} from ${url}: ${(err as Error).message}`, { did, url }, { cause: err });
+    if (err instanceof AtprotoError && (err.code === 'DID_RESOLUTION_FAILED' || err.code === 'NETWORK_TIMEOUT'))
+      throw err;
+    throw new AtprotoError(
+      'DID_RESOLUTION_FAILED',
+      `could not fetch the DID document of ${did} from ${url}: ${(err as Error).message}`,
+      { did, url },
+      { cause: err },
+    );
   }
   if (res.status === 404 || res.status === 410) {
-    throw new AtprotoError('DID_RESOLUTION_FAILED', `${did} is ${res.status === 410 ? 'deactivated (tombstoned)' : 'not registered'} at ${url}`, { did, url, status: res.status });
+    throw new AtprotoError(
+      'DID_RESOLUTION_FAILED',
+      `${did} is ${res.status === 410 ? 'deactivated (tombstoned)' : 'not registered'} at ${url}`,
+      { did, url, status: res.status },
+    );
   }
   if (res.status !== 200) {
-    throw new AtprotoError('DID_RESOLUTION_FAILED', `${url} answered HTTP ${res.status} for ${did}`, { did, url, status: res.status, ...xrpcError(res.body) });
+    throw new AtprotoError('DID_RESOLUTION_FAILED', `${url} answered HTTP ${res.status} for ${did}`, {
+      did,
+      url,
+      status: res.status,
+      ...xrpcError(res.body),
+    });
   }
   return parseDidDocument(did, parseJsonBody(res, url, `DID document of ${did}`, 'DID_RESOLUTION_FAILED'));
 }
@@ -67,12 +89,16 @@ export async function resolveDid(did: string, opts: IdentityOptions = {}): Promi
 /** Where the DID document lives. did:plc: the PLC directory; did:web: the host's /.well-known/did.json. */
 export function didDocumentUrl(did: string, opts: IdentityOptions = {}): string {
   if (did.startsWith('did:plc:')) {
-    if (!PLC_RE.test(did)) throw new AtprotoError('DID_RESOLUTION_FAILED', `${did} is not a did:plc (24 base32 characters)`, { did });
+    if (!PLC_RE.test(did))
+      throw new AtprotoError('DID_RESOLUTION_FAILED', `${did} is not a did:plc (24 base32 characters)`, { did });
     return `${(opts.plcUrl ?? DEFAULT_PLC_URL).replace(/\/+$/, '')}/${did}`;
   }
   if (did.startsWith('did:web:')) {
     const rest = did.slice('did:web:'.length);
-    if (rest.includes(':')) throw new AtprotoError('DID_RESOLUTION_FAILED', `${did}: did:web with a path is not supported by atproto`, { did });
+    if (rest.includes(':'))
+      throw new AtprotoError('DID_RESOLUTION_FAILED', `${did}: did:web with a path is not supported by atproto`, {
+        did,
+      });
     const host = decodeURIComponent(rest); // only a port may be percent-encoded ("localhost%3A2583")
     let parsed: URL;
     try {
@@ -81,12 +107,16 @@ export function didDocumentUrl(did: string, opts: IdentityOptions = {}): string 
       throw new AtprotoError('DID_RESOLUTION_FAILED', `${did}: ${JSON.stringify(host)} is not a host name`, { did });
     }
     if (parsed.host !== host.toLowerCase() || parsed.username || parsed.password) {
-      throw new AtprotoError('DID_RESOLUTION_FAILED', `${did}: ${JSON.stringify(host)} is not a plain host[:port]`, { did });
+      throw new AtprotoError('DID_RESOLUTION_FAILED', `${did}: ${JSON.stringify(host)} is not a plain host[:port]`, {
+        did,
+      });
     }
     const scheme = opts.didWebAllowHttpLoopback && LOOPBACK.has(parsed.hostname) ? 'http' : 'https';
     return `${scheme}://${parsed.host}/.well-known/did.json`;
   }
-  throw new AtprotoError('DID_RESOLUTION_FAILED', `unsupported DID method in ${did} (only did:plc and did:web)`, { did });
+  throw new AtprotoError('DID_RESOLUTION_FAILED', `unsupported DID method in ${did} (only did:plc and did:web)`, {
+    did,
+  });
 }
 
 /** Loopback and link-local addresses (IPv4, IPv6, IPv4-mapped IPv6). */
@@ -107,7 +137,11 @@ async function assertDidWebHostAllowed(did: string, hostname: string, opts: Iden
   if (opts.didWebAllowLoopback || opts.didWebAllowHttpLoopback) return;
   const host = hostname.replace(/^\[|\]$/g, '');
   const refuse = (why: string) =>
-    new AtprotoError('DID_WEB_HOST_REFUSED', `${did}: ${why}; did:web on loopback or link-local hosts is refused unless the operator allows it (atproto.didWebAllowLoopback)`, { did, host });
+    new AtprotoError(
+      'DID_WEB_HOST_REFUSED',
+      `${did}: ${why}; did:web on loopback or link-local hosts is refused unless the operator allows it (atproto.didWebAllowLoopback)`,
+      { did, host },
+    );
   if (host === 'localhost' || host.endsWith('.localhost')) throw refuse(`${host} is a loopback name`);
   if (isIP(host) !== 0) {
     if (isLoopbackOrLinkLocal(host)) throw refuse(`${host} is a loopback or link-local address`);
@@ -120,11 +154,16 @@ async function assertDidWebHostAllowed(did: string, hostname: string, opts: Iden
   const expired = new Promise<'expired'>((r) => (timer = setTimeout(() => r('expired'), budget.ms)));
   try {
     const found = await Promise.race([lookup(host, { all: true }), expired]);
-    if (found === 'expired') throw deadlineError(`https://${host}/`, `DID document of ${did} (name lookup)`, budget.ms, budget.bound);
+    if (found === 'expired')
+      throw deadlineError(`https://${host}/`, `DID document of ${did} (name lookup)`, budget.ms, budget.bound);
     addresses = found;
   } catch (err) {
     if (err instanceof AtprotoError) throw err;
-    throw new AtprotoError('DID_RESOLUTION_FAILED', `${did}: ${host} does not resolve (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { did, host });
+    throw new AtprotoError(
+      'DID_RESOLUTION_FAILED',
+      `${did}: ${host} does not resolve (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+      { did, host },
+    );
   } finally {
     clearTimeout(timer);
   }
@@ -139,12 +178,17 @@ const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !
 export function parseDidDocument(did: string, doc: unknown): ResolvedIdentity {
   const issues: string[] = [];
   if (!isObj(doc)) {
-    throw new AtprotoError('DID_RESOLUTION_FAILED', `DID document of ${did} is not an object`, { did, issues: ['not an object'] });
+    throw new AtprotoError('DID_RESOLUTION_FAILED', `DID document of ${did} is not an object`, {
+      did,
+      issues: ['not an object'],
+    });
   }
   if (doc.id !== did) issues.push(`id is ${JSON.stringify(doc.id)}, not ${did}`);
 
   const byId = (list: unknown, frag: string): Obj | undefined =>
-    Array.isArray(list) ? list.find((x): x is Obj => isObj(x) && (x.id === `#${frag}` || x.id === `${did}#${frag}`)) : undefined;
+    Array.isArray(list)
+      ? list.find((x): x is Obj => isObj(x) && (x.id === `#${frag}` || x.id === `${did}#${frag}`))
+      : undefined;
 
   let signingKey: string | undefined;
   const vm = byId(doc.verificationMethod, 'atproto');
@@ -160,7 +204,8 @@ export function parseDidDocument(did: string, doc: unknown): ResolvedIdentity {
   let pdsEndpoint: string | undefined;
   const svc = byId(doc.service, 'atproto_pds');
   if (!svc) issues.push('no #atproto_pds service');
-  else if (svc.type !== 'AtprotoPersonalDataServer') issues.push(`#atproto_pds has type ${JSON.stringify(svc.type)}, not AtprotoPersonalDataServer`);
+  else if (svc.type !== 'AtprotoPersonalDataServer')
+    issues.push(`#atproto_pds has type ${JSON.stringify(svc.type)}, not AtprotoPersonalDataServer`);
   else if (typeof svc.serviceEndpoint !== 'string') issues.push('#atproto_pds serviceEndpoint is not a string');
   else {
     try {
@@ -181,7 +226,10 @@ export function parseDidDocument(did: string, doc: unknown): ResolvedIdentity {
   }
 
   if (issues.length > 0 || !signingKey || !pdsEndpoint) {
-    throw new AtprotoError('DID_RESOLUTION_FAILED', `DID document of ${did} is not usable: ${issues.join('; ')}`, { did, issues });
+    throw new AtprotoError('DID_RESOLUTION_FAILED', `DID document of ${did} is not usable: ${issues.join('; ')}`, {
+      did,
+      issues,
+    });
   }
   return { did, pdsEndpoint, signingKey, ...(handle ? { handle } : {}) };
 }
@@ -215,29 +263,53 @@ export interface HandleOptions extends IdentityOptions {
  */
 export async function resolveHandle(handle: string, opts: HandleOptions): Promise<ResolvedIdentity> {
   const h = handle.toLowerCase();
-  if (!isValidHandle(h)) throw new AtprotoError('HANDLE_RESOLUTION_FAILED', `invalid handle ${JSON.stringify(handle)}`, { handle });
+  if (!isValidHandle(h))
+    throw new AtprotoError('HANDLE_RESOLUTION_FAILED', `invalid handle ${JSON.stringify(handle)}`, { handle });
   const url = xrpcUrl(opts.handleResolverUrl, 'com.atproto.identity.resolveHandle', { handle: h });
-  const res = await httpGet(url, { timeoutMs: opts.timeoutMs, deadlineAt: opts.deadlineAt, maxBytes: 64 * 1024, tooLarge: 'HANDLE_RESOLUTION_FAILED', what: `handle ${h}` });
+  const res = await httpGet(url, {
+    timeoutMs: opts.timeoutMs,
+    deadlineAt: opts.deadlineAt,
+    maxBytes: 64 * 1024,
+    tooLarge: 'HANDLE_RESOLUTION_FAILED',
+    what: `handle ${h}`,
+  });
   if (res.status !== 200) {
-    throw new AtprotoError('HANDLE_RESOLUTION_FAILED', `handle ${h} did not resolve (HTTP ${res.status})`, { handle: h, status: res.status, ...xrpcError(res.body) });
+    throw new AtprotoError('HANDLE_RESOLUTION_FAILED', `handle ${h} did not resolve (HTTP ${res.status})`, {
+      handle: h,
+      status: res.status,
+      ...xrpcError(res.body),
+    });
   }
   const body = parseJsonBody(res, url, `handle ${h}`, 'HANDLE_RESOLUTION_FAILED');
   const did = isObj(body) ? body.did : undefined;
   if (typeof did !== 'string' || !isValidDid(did)) {
-    throw new AtprotoError('HANDLE_RESOLUTION_FAILED', `handle ${h} resolved to ${JSON.stringify(did)}, not a DID`, { handle: h });
+    throw new AtprotoError('HANDLE_RESOLUTION_FAILED', `handle ${h} resolved to ${JSON.stringify(did)}, not a DID`, {
+      handle: h,
+    });
   }
   const identity = await resolveDid(did, opts);
   if (identity.handle !== h) {
-    throw new AtprotoError('HANDLE_RESOLUTION_FAILED', `handle ${h} points at ${did}, whose DID document claims ${identity.handle ?? 'no handle'}`, { handle: h, did });
+    throw new AtprotoError(
+      'HANDLE_RESOLUTION_FAILED',
+      `handle ${h} points at ${did}, whose DID document claims ${identity.handle ?? 'no handle'}`,
+      { handle: h, did },
+    );
   }
   return identity;
 }
 
 /** Resolves the authority of a parsed AT URI (a DID, or a handle when `handleResolverUrl` is given). */
-export async function resolveAuthority(uri: AtUri, opts: IdentityOptions & { handleResolverUrl?: string }): Promise<ResolvedIdentity> {
+export async function resolveAuthority(
+  uri: AtUri,
+  opts: IdentityOptions & { handleResolverUrl?: string },
+): Promise<ResolvedIdentity> {
   if (uri.did) return resolveDid(uri.did, opts);
   if (!opts.handleResolverUrl) {
-    throw new AtprotoError('HANDLE_RESOLUTION_FAILED', `${uri.uri} names a handle; pass handleResolverUrl or use the DID`, { uri: uri.uri });
+    throw new AtprotoError(
+      'HANDLE_RESOLUTION_FAILED',
+      `${uri.uri} names a handle; pass handleResolverUrl or use the DID`,
+      { uri: uri.uri },
+    );
   }
   return resolveHandle(uri.authority, { ...opts, handleResolverUrl: opts.handleResolverUrl });
 }

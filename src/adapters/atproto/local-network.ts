@@ -95,7 +95,8 @@ async function onLoopback<T>(start: () => Promise<T>): Promise<T> {
   const original = proto.listen;
   proto.listen = function (this: Server, ...args: unknown[]) {
     const portOnly = typeof args[0] === 'number' || (typeof args[0] === 'string' && /^\d+$/.test(args[0]));
-    if (portOnly && (args.length === 1 || typeof args[1] === 'function')) return original.call(this, Number(args[0]), '127.0.0.1', ...args.slice(1));
+    if (portOnly && (args.length === 1 || typeof args[1] === 'function'))
+      return original.call(this, Number(args[0]), '127.0.0.1', ...args.slice(1));
     return original.apply(this, args);
   };
   try {
@@ -120,7 +121,10 @@ async function loadDevEnv(): Promise<typeof import('@atproto/dev-env')> {
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
     if (e.code === 'ERR_MODULE_NOT_FOUND' && /'@atproto\/dev-env'/.test(e.message)) {
-      throw new RunlogError('DEV_ENV_MISSING', `the embedded PDS and PLC directory need @atproto/dev-env, which is not installed: add it with \`npm install --save-dev ${DEV_ENV_SPEC}\``);
+      throw new RunlogError(
+        'DEV_ENV_MISSING',
+        `the embedded PDS and PLC directory need @atproto/dev-env, which is not installed: add it with \`npm install --save-dev ${DEV_ENV_SPEC}\``,
+      );
     }
     throw err;
   }

@@ -40,7 +40,12 @@ export interface Publisher {
   /** The current tokens (they may have been refreshed since login). */
   session(): PublisherSession;
   /** putRecord when `rkey` is given, createRecord (server-chosen TID) when it is not. `$type` defaults to the collection. */
-  putRecord(collection: string, rkey: string | undefined, record: JsonObject, opts?: PutRecordOptions): Promise<StrongRef>;
+  putRecord(
+    collection: string,
+    rkey: string | undefined,
+    record: JsonObject,
+    opts?: PutRecordOptions,
+  ): Promise<StrongRef>;
   deleteRecord(collection: string, rkey: string): Promise<void>;
   /** Uploads bytes with exactly this mimeType; returns the blob ref to put in a record. */
   uploadBlob(bytes: Uint8Array, mimeType: string): Promise<BlobRef>;
@@ -66,7 +71,8 @@ export async function createPublisher(opts: CreatePublisherOptions): Promise<Pub
   }
   const current = () => {
     const s = agent.session;
-    if (!s) throw new AtprotoError('PUBLISH_AUTH_FAILED', `the session on ${opts.pdsUrl} ended`, { pdsUrl: opts.pdsUrl });
+    if (!s)
+      throw new AtprotoError('PUBLISH_AUTH_FAILED', `the session on ${opts.pdsUrl} ended`, { pdsUrl: opts.pdsUrl });
     return s;
   };
   const did = current().did;
@@ -85,8 +91,13 @@ export async function createPublisher(opts: CreatePublisherOptions): Promise<Pub
       const issues: string[] = [];
       if (!isValidNsid(collection)) issues.push(`collection ${JSON.stringify(collection)} is not an NSID`);
       if (rkey !== undefined && !isValidRecordKey(rkey)) issues.push(`record key ${JSON.stringify(rkey)} is not valid`);
-      if (record.$type !== undefined && record.$type !== collection) issues.push(`$type ${JSON.stringify(record.$type)} differs from the collection ${collection}`);
-      if (issues.length > 0) throw atprotoValidationError('RECORD_FIELDS_INVALID', 'cannot publish this record', issues, { collection, rkey });
+      if (record.$type !== undefined && record.$type !== collection)
+        issues.push(`$type ${JSON.stringify(record.$type)} differs from the collection ${collection}`);
+      if (issues.length > 0)
+        throw atprotoValidationError('RECORD_FIELDS_INVALID', 'cannot publish this record', issues, {
+          collection,
+          rkey,
+        });
       const full: JsonObject = { $type: collection, ...record };
       const localCid = cidForRecordJson(full); // also rejects values outside the data model (floats, bad $link…)
       let uri: string;
@@ -112,10 +123,18 @@ export async function createPublisher(opts: CreatePublisherOptions): Promise<Pub
           ({ uri, cid } = res.data);
         }
       } catch (err) {
-        throw mapXrpcError(err, `could not write ${rkey ? formatAtUri(did, collection, rkey) : `a ${collection} record`}`, false);
+        throw mapXrpcError(
+          err,
+          `could not write ${rkey ? formatAtUri(did, collection, rkey) : `a ${collection} record`}`,
+          false,
+        );
       }
       if (cid !== localCid) {
-        throw new AtprotoError('RECORD_CID_MISMATCH', `${uri}: the PDS stored ${cid}, the record we sent hashes to ${localCid}`, { uri, returned: cid, computed: localCid });
+        throw new AtprotoError(
+          'RECORD_CID_MISMATCH',
+          `${uri}: the PDS stored ${cid}, the record we sent hashes to ${localCid}`,
+          { uri, returned: cid, computed: localCid },
+        );
       }
       return { uri, cid };
     },
@@ -130,7 +149,12 @@ export async function createPublisher(opts: CreatePublisherOptions): Promise<Pub
 
     async uploadBlob(bytes, mimeType) {
       if (!MIME_RE.test(mimeType)) {
-        throw atprotoValidationError('RECORD_FIELDS_INVALID', `invalid mimeType ${JSON.stringify(mimeType)}`, ['must be type/subtype'], { mimeType });
+        throw atprotoValidationError(
+          'RECORD_FIELDS_INVALID',
+          `invalid mimeType ${JSON.stringify(mimeType)}`,
+          ['must be type/subtype'],
+          { mimeType },
+        );
       }
       const localCid = cidForBlobBytes(bytes);
       let blob: { ref: { toString(): string }; mimeType: string; size: number };
@@ -142,13 +166,25 @@ export async function createPublisher(opts: CreatePublisherOptions): Promise<Pub
       }
       const cid = blob.ref.toString();
       if (cid !== localCid) {
-        throw new AtprotoError('BLOB_CID_MISMATCH', `uploaded blob: the PDS says ${cid}, the bytes hash to ${localCid}`, { returned: cid, computed: localCid });
+        throw new AtprotoError(
+          'BLOB_CID_MISMATCH',
+          `uploaded blob: the PDS says ${cid}, the bytes hash to ${localCid}`,
+          { returned: cid, computed: localCid },
+        );
       }
       if (blob.mimeType !== mimeType) {
-        throw new AtprotoError('BLOB_MIME_TYPE_CHANGED', `uploaded blob ${cid}: sent mimeType ${mimeType}, the PDS kept ${blob.mimeType}`, { cid, sent: mimeType, kept: blob.mimeType });
+        throw new AtprotoError(
+          'BLOB_MIME_TYPE_CHANGED',
+          `uploaded blob ${cid}: sent mimeType ${mimeType}, the PDS kept ${blob.mimeType}`,
+          { cid, sent: mimeType, kept: blob.mimeType },
+        );
       }
       if (blob.size !== bytes.byteLength) {
-        throw new AtprotoError('PUBLISH_FAILED', `uploaded blob ${cid}: sent ${bytes.byteLength} bytes, the PDS counted ${blob.size}`, { cid, sent: bytes.byteLength, counted: blob.size });
+        throw new AtprotoError(
+          'PUBLISH_FAILED',
+          `uploaded blob ${cid}: sent ${bytes.byteLength} bytes, the PDS counted ${blob.size}`,
+          { cid, sent: bytes.byteLength, counted: blob.size },
+        );
       }
       return { $type: 'blob', ref: { $link: cid }, mimeType: blob.mimeType, size: blob.size };
     },
@@ -159,8 +195,15 @@ function mapXrpcError(err: unknown, what: string, auth: boolean): AtprotoError {
   if (err instanceof AtprotoError) return err;
   if (err instanceof XRPCError) {
     const details = { status: err.status, error: err.error, message: err.message };
-    if (err.status < 100 || err.status >= 500) return new AtprotoError('PDS_UNREACHABLE', `${what}: ${err.message}`, details, { cause: err });
-    if (auth || err.status === 401 || err.error === 'AuthenticationRequired' || err.error === 'ExpiredToken' || err.error === 'InvalidToken') {
+    if (err.status < 100 || err.status >= 500)
+      return new AtprotoError('PDS_UNREACHABLE', `${what}: ${err.message}`, details, { cause: err });
+    if (
+      auth ||
+      err.status === 401 ||
+      err.error === 'AuthenticationRequired' ||
+      err.error === 'ExpiredToken' ||
+      err.error === 'InvalidToken'
+    ) {
       return new AtprotoError('PUBLISH_AUTH_FAILED', `${what}: ${err.error}: ${err.message}`, details, { cause: err });
     }
     return new AtprotoError('PUBLISH_FAILED', `${what}: ${err.error}: ${err.message}`, details, { cause: err });

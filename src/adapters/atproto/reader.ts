@@ -3,7 +3,13 @@
 // The reader keeps one IdentityCache (identity-cache.ts): the DID → DID document step may be served from it for
 // up to `didCacheTtlMs`. Records, proofs, signatures, blobs and aliases are read and verified on every call.
 
-import { resolveAlias, resolveCodeUri, type AliasOptions, type CodeUriResolution, type ResolvedAlias } from './aliases.ts';
+import {
+  resolveAlias,
+  resolveCodeUri,
+  type AliasOptions,
+  type CodeUriResolution,
+  type ResolvedAlias,
+} from './aliases.ts';
 import { fetchBlob, type FetchBlobOptions, type FetchedBlob } from './blobs.ts';
 import { AT_RUN_V2 } from './collections.ts';
 import { isAtprotoError, type AtprotoErrorCode } from './errors.ts';
@@ -30,8 +36,15 @@ export interface AtprotoReader {
   /** The DID's identity, from the DID document cache while fresh. */
   resolveDid(did: string): Promise<ResolvedIdentity>;
   /** Every read below takes `deadlineAt` (epoch ms): no read, DID document included, outlives it (NETWORK_TIMEOUT). */
-  fetchRecord(uri: string, opts?: Pick<FetchRecordOptions, 'mode' | 'expectCid' | 'identity' | 'deadlineAt'>): Promise<FetchedRecord>;
-  fetchBlob(did: string, cid: string, opts?: Pick<FetchBlobOptions, 'identity' | 'maxBytes' | 'deadlineAt'>): Promise<FetchedBlob>;
+  fetchRecord(
+    uri: string,
+    opts?: Pick<FetchRecordOptions, 'mode' | 'expectCid' | 'identity' | 'deadlineAt'>,
+  ): Promise<FetchedRecord>;
+  fetchBlob(
+    did: string,
+    cid: string,
+    opts?: Pick<FetchBlobOptions, 'identity' | 'maxBytes' | 'deadlineAt'>,
+  ): Promise<FetchedBlob>;
   resolveAlias(uri: string, opts?: Deadline): Promise<ResolvedAlias>;
   resolveCodeUri(uri: string, opts?: Deadline): Promise<CodeUriResolution>;
   /** The DID document cache this reader uses (tests and operators can inspect or clear it). */
@@ -43,7 +56,12 @@ export interface AtprotoReader {
  * signed by the new key), the account moved (the old PDS no longer has the repo or the blob, or is gone).
  * They are retried once with a freshly read document; any other failure is the answer.
  */
-const STALE_SYMPTOMS: ReadonlySet<AtprotoErrorCode> = new Set(['RECORD_SIGNATURE_INVALID', 'RECORD_NOT_FOUND', 'BLOB_NOT_FOUND', 'PDS_UNREACHABLE']);
+const STALE_SYMPTOMS: ReadonlySet<AtprotoErrorCode> = new Set([
+  'RECORD_SIGNATURE_INVALID',
+  'RECORD_NOT_FOUND',
+  'BLOB_NOT_FOUND',
+  'PDS_UNREACHABLE',
+]);
 
 interface Deadline {
   deadlineAt?: number;
@@ -67,7 +85,8 @@ function bounded<T>(p: Promise<T>, deadlineAt: number | undefined, what: string)
   return Promise.race([p, expired]).finally(() => clearTimeout(timer));
 }
 
-const sameIdentity = (a: ResolvedIdentity, b: ResolvedIdentity): boolean => a.pdsEndpoint === b.pdsEndpoint && a.signingKey === b.signingKey;
+const sameIdentity = (a: ResolvedIdentity, b: ResolvedIdentity): boolean =>
+  a.pdsEndpoint === b.pdsEndpoint && a.signingKey === b.signingKey;
 
 export function createAtprotoReader(opts: AtprotoReaderOptions = {}): AtprotoReader {
   const identity: IdentityOptions = {
@@ -89,7 +108,11 @@ export function createAtprotoReader(opts: AtprotoReaderOptions = {}): AtprotoRea
    * Runs `use` with the DID's identity from the cache. A handle authority (no DID) or a disabled cache leaves
    * resolution to `use` itself. A stale-looking failure on a cached document is retried with a fresh one.
    */
-  async function withIdentity<T>(did: string | undefined, use: (identity: ResolvedIdentity | undefined) => Promise<T>, deadlineAt?: number): Promise<T> {
+  async function withIdentity<T>(
+    did: string | undefined,
+    use: (identity: ResolvedIdentity | undefined) => Promise<T>,
+    deadlineAt?: number,
+  ): Promise<T> {
     if (did === undefined || cache.ttlMs === 0) return use(undefined);
     const lookup = () => bounded(cache.lookup(did, read), deadlineAt, did);
     const first = await lookup();
@@ -112,17 +135,32 @@ export function createAtprotoReader(opts: AtprotoReaderOptions = {}): AtprotoRea
     fetchRecord: async (uri, o = {}) =>
       o.identity !== undefined
         ? fetchRecord(uri, { ...recordOpts, ...o })
-        : withIdentity(didOf(uri), (id) => fetchRecord(uri, { ...recordOpts, ...o, ...(id ? { identity: id } : {}) }), o.deadlineAt),
+        : withIdentity(
+            didOf(uri),
+            (id) => fetchRecord(uri, { ...recordOpts, ...o, ...(id ? { identity: id } : {}) }),
+            o.deadlineAt,
+          ),
     fetchBlob: async (did, cid, o = {}) => {
       const base = { ...identity, ...(opts.maxBlobBytes !== undefined ? { maxBytes: opts.maxBlobBytes } : {}), ...o };
-      return o.identity !== undefined ? fetchBlob(did, cid, base) : withIdentity(did, (id) => fetchBlob(did, cid, { ...base, ...(id ? { identity: id } : {}) }), o.deadlineAt);
+      return o.identity !== undefined
+        ? fetchBlob(did, cid, base)
+        : withIdentity(did, (id) => fetchBlob(did, cid, { ...base, ...(id ? { identity: id } : {}) }), o.deadlineAt);
     },
-    resolveAlias: async (uri, o = {}) => withIdentity(didOf(uri), (id) => resolveAlias(uri, { ...recordOpts, ...o, ...(id ? { identity: id } : {}) }), o.deadlineAt),
+    resolveAlias: async (uri, o = {}) =>
+      withIdentity(
+        didOf(uri),
+        (id) => resolveAlias(uri, { ...recordOpts, ...o, ...(id ? { identity: id } : {}) }),
+        o.deadlineAt,
+      ),
     // A code URI needs no network; only an alias URI reads a record (with its own authority's identity).
     resolveCodeUri: async (uri, o = {}) => {
       const parsed = parseRecordUri(uri);
       const did = parsed.collection === AT_RUN_V2.alias ? parsed.did : undefined;
-      return withIdentity(did, (id) => resolveCodeUri(uri, { ...recordOpts, ...o, ...(id ? { identity: id } : {}) }), o.deadlineAt);
+      return withIdentity(
+        did,
+        (id) => resolveCodeUri(uri, { ...recordOpts, ...o, ...(id ? { identity: id } : {}) }),
+        o.deadlineAt,
+      );
     },
   };
 }

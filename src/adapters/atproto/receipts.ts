@@ -11,7 +11,8 @@ import type { Publisher } from './publisher.ts';
 import { isValidDid, isValidRecordKey, parseRecordUri } from './syntax.ts';
 
 export type ExecutionOutcome = 'succeeded' | 'failed';
-export type ExecutionFailureKind = 'resolution' | 'validation' | 'materialization' | 'runtime' | 'timeout' | 'cancelled' | 'lost';
+export type ExecutionFailureKind =
+  'resolution' | 'validation' | 'materialization' | 'runtime' | 'timeout' | 'cancelled' | 'lost';
 
 export interface ExecutionLimits {
   memoryBytes: number;
@@ -91,7 +92,15 @@ export interface RunnerPolicy {
 const DIGEST_REF_RE = /^[a-z0-9][a-z0-9._:/-]*@sha256:[a-f0-9]{64}$/;
 const SHA256_HEX_RE = /^[a-f0-9]{64}$/;
 const DATETIME_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
-const FAILURE_KINDS: readonly string[] = ['resolution', 'validation', 'materialization', 'runtime', 'timeout', 'cancelled', 'lost'];
+const FAILURE_KINDS: readonly string[] = [
+  'resolution',
+  'validation',
+  'materialization',
+  'runtime',
+  'timeout',
+  'cancelled',
+  'lost',
+];
 
 class Issues {
   readonly list: string[] = [];
@@ -102,13 +111,16 @@ class Issues {
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) this.add(path, `must be an integer ≥ ${min}`);
   }
   str(path: string, v: unknown, max = 3000) {
-    if (typeof v !== 'string' || v.length === 0 || v.length > max) this.add(path, `must be a non-empty string of at most ${max} characters`);
+    if (typeof v !== 'string' || v.length === 0 || v.length > max)
+      this.add(path, `must be a non-empty string of at most ${max} characters`);
   }
   datetime(path: string, v: unknown) {
-    if (typeof v !== 'string' || !DATETIME_RE.test(v) || Number.isNaN(Date.parse(v))) this.add(path, 'must be an RFC 3339 datetime');
+    if (typeof v !== 'string' || !DATETIME_RE.test(v) || Number.isNaN(Date.parse(v)))
+      this.add(path, 'must be an RFC 3339 datetime');
   }
   digestRef(path: string, v: unknown) {
-    if (typeof v !== 'string' || !DIGEST_REF_RE.test(v)) this.add(path, 'must be a repository@sha256:<64 hex> reference');
+    if (typeof v !== 'string' || !DIGEST_REF_RE.test(v))
+      this.add(path, 'must be a repository@sha256:<64 hex> reference');
   }
   sha256(path: string, v: unknown) {
     if (typeof v !== 'string' || !SHA256_HEX_RE.test(v)) this.add(path, 'must be 64 lowercase hex characters (sha256)');
@@ -120,7 +132,8 @@ class Issues {
     try {
       if (typeof v !== 'string') throw new Error();
       const c = parseCid(v);
-      if (codec !== undefined && (c.version !== 1 || c.code !== codec)) this.add(path, `must be a CIDv1 with codec 0x${codec.toString(16)}`);
+      if (codec !== undefined && (c.version !== 1 || c.code !== codec))
+        this.add(path, `must be a CIDv1 with codec 0x${codec.toString(16)}`);
     } catch {
       this.add(path, 'must be a CID');
     }
@@ -148,7 +161,8 @@ const ref = (r: StrongRef): JsonObject => ({ uri: r.uri, cid: r.cid });
 /** Validates a receipt and returns the execution record (atproto JSON, $type set). */
 export function buildExecutionRecord(r: ExecutionReceipt): JsonObject {
   const v = new Issues();
-  if (typeof r.executionId !== 'string' || !isValidRecordKey(r.executionId)) v.add('executionId', 'must be a valid record key (exec_<ULID>)');
+  if (typeof r.executionId !== 'string' || !isValidRecordKey(r.executionId))
+    v.add('executionId', 'must be a valid record key (exec_<ULID>)');
   v.strongRef('code', r.code, AT_RUN_V2.code);
   v.strongRef('runtime', r.runtime, AT_RUN_V2.runtime);
   v.cid('codeBlobCid', r.codeBlobCid, 0x55);
@@ -178,7 +192,8 @@ export function buildExecutionRecord(r: ExecutionReceipt): JsonObject {
     if (r.failure.code !== undefined) v.str('failure.code', r.failure.code, 128);
     if (r.failure.message !== undefined) v.str('failure.message', r.failure.message, 3000);
   }
-  if (r.exitCode !== undefined && (!Number.isSafeInteger(r.exitCode) || r.exitCode < -1 || r.exitCode > 255)) v.add('exitCode', 'must be an integer in [-1, 255]');
+  if (r.exitCode !== undefined && (!Number.isSafeInteger(r.exitCode) || r.exitCode < -1 || r.exitCode > 255))
+    v.add('exitCode', 'must be an integer in [-1, 255]');
   if (r.callerDid !== undefined) v.did('callerDid', r.callerDid);
   if (r.runner !== undefined) v.strongRef('runner', r.runner, AT_RUN_V2.runner);
   v.datetime('startedAt', r.startedAt);
@@ -206,7 +221,13 @@ export function buildExecutionRecord(r: ExecutionReceipt): JsonObject {
     ...(r.outputSha256 !== undefined ? { outputSha256: r.outputSha256 } : {}),
     outcome: r.outcome,
     ...(r.failure
-      ? { failure: { kind: r.failure.kind, ...(r.failure.code ? { code: r.failure.code } : {}), ...(r.failure.message ? { message: r.failure.message } : {}) } }
+      ? {
+          failure: {
+            kind: r.failure.kind,
+            ...(r.failure.code ? { code: r.failure.code } : {}),
+            ...(r.failure.message ? { message: r.failure.message } : {}),
+          },
+        }
       : {}),
     ...(r.exitCode !== undefined ? { exitCode: r.exitCode } : {}),
     ...(r.callerDid ? { callerDid: r.callerDid } : {}),
@@ -219,9 +240,11 @@ export function buildExecutionRecord(r: ExecutionReceipt): JsonObject {
 /** Validates a runner policy and returns the runner record (atproto JSON, $type set). */
 export function buildRunnerRecord(p: RunnerPolicy, opts: { createdAt?: string } = {}): JsonObject {
   const v = new Issues();
-  if (!Array.isArray(p.protocolVersions) || p.protocolVersions.length === 0) v.add('protocolVersions', 'must list at least one version');
+  if (!Array.isArray(p.protocolVersions) || p.protocolVersions.length === 0)
+    v.add('protocolVersions', 'must list at least one version');
   else p.protocolVersions.forEach((x, i) => v.int(`protocolVersions[${i}]`, x, 1));
-  if (!Array.isArray(p.runtimeKinds) || p.runtimeKinds.length === 0) v.add('runtimeKinds', 'must list at least one kind');
+  if (!Array.isArray(p.runtimeKinds) || p.runtimeKinds.length === 0)
+    v.add('runtimeKinds', 'must list at least one kind');
   else p.runtimeKinds.forEach((x, i) => v.str(`runtimeKinds[${i}]`, x, 64));
   if (!Array.isArray(p.platforms) || p.platforms.length === 0) v.add('platforms', 'must list at least one platform');
   else
@@ -239,7 +262,15 @@ export function buildRunnerRecord(p: RunnerPolicy, opts: { createdAt?: string } 
   v.digestRef('sandboxImage', p.sandboxImage);
   if (typeof p.limits !== 'object' || p.limits === null) v.add('limits', 'must be an object');
   else {
-    for (const k of ['maxMemoryBytes', 'maxPids', 'maxMilliCpus', 'maxTimeoutMs', 'maxCodeBlobBytes', 'maxRuntimeArchiveBytes'] as const) v.int(`limits.${k}`, p.limits[k], 1);
+    for (const k of [
+      'maxMemoryBytes',
+      'maxPids',
+      'maxMilliCpus',
+      'maxTimeoutMs',
+      'maxCodeBlobBytes',
+      'maxRuntimeArchiveBytes',
+    ] as const)
+      v.int(`limits.${k}`, p.limits[k], 1);
     if (p.limits.network !== 'none') v.add('limits.network', 'must be "none"');
   }
   (p.publishers ?? []).forEach((d, i) => v.did(`publishers[${i}]`, d));
@@ -253,7 +284,11 @@ export function buildRunnerRecord(p: RunnerPolicy, opts: { createdAt?: string } 
     $type: AT_RUN_V2.runner,
     protocolVersions: [...p.protocolVersions],
     runtimeKinds: [...p.runtimeKinds],
-    platforms: p.platforms.map((x) => ({ os: x.os, architecture: x.architecture, ...(x.variant !== undefined ? { variant: x.variant } : {}) })),
+    platforms: p.platforms.map((x) => ({
+      os: x.os,
+      architecture: x.architecture,
+      ...(x.variant !== undefined ? { variant: x.variant } : {}),
+    })),
     isolation: { backend: p.isolation.backend, ociRuntime: p.isolation.ociRuntime, strong: p.isolation.strong },
     sandboxImage: p.sandboxImage,
     limits: {
@@ -278,6 +313,14 @@ export async function writeExecutionReceipt(publisher: Publisher, receipt: Execu
 }
 
 /** Writes the runner record (default rkey "self"). */
-export async function putRunnerRecord(publisher: Publisher, policy: RunnerPolicy, opts: { rkey?: string; createdAt?: string } = {}): Promise<StrongRef> {
-  return publisher.putRecord(AT_RUN_V2.runner, opts.rkey ?? 'self', buildRunnerRecord(policy, opts.createdAt !== undefined ? { createdAt: opts.createdAt } : {}));
+export async function putRunnerRecord(
+  publisher: Publisher,
+  policy: RunnerPolicy,
+  opts: { rkey?: string; createdAt?: string } = {},
+): Promise<StrongRef> {
+  return publisher.putRecord(
+    AT_RUN_V2.runner,
+    opts.rkey ?? 'self',
+    buildRunnerRecord(policy, opts.createdAt !== undefined ? { createdAt: opts.createdAt } : {}),
+  );
 }

@@ -56,22 +56,50 @@ export async function fetchRecord(uri: string, opts: FetchRecordOptions = {}): P
   if (opts.expectCid !== undefined) parseCid(opts.expectCid);
   // A pre-resolved identity is used only when it is the URI's authority (same DID, or the handle it claims).
   const given = opts.identity;
-  const matches = given !== undefined && (parsed.did !== undefined ? given.did === parsed.did : given.handle === parsed.handle);
+  const matches =
+    given !== undefined && (parsed.did !== undefined ? given.did === parsed.did : given.handle === parsed.handle);
   const identity = matches ? given : await resolveAuthority(parsed, opts);
-  const target: RecordTarget = { did: identity.did, collection: parsed.collection, rkey: parsed.rkey, signingKey: identity.signingKey };
+  const target: RecordTarget = {
+    did: identity.did,
+    collection: parsed.collection,
+    rkey: parsed.rkey,
+    signingKey: identity.signingKey,
+  };
   const canonical = formatAtUri(target.did, target.collection, target.rkey);
   const mode = opts.mode ?? 'strict';
   const maxBytes = opts.maxBytes ?? DEFAULT_MAX_RECORD_BYTES;
 
   let result: { cid: string; value: JsonObject; commit?: { cid: string; rev: string } };
   if (mode === 'strict') {
-    const url = xrpcUrl(identity.pdsEndpoint, 'com.atproto.sync.getRecord', { did: target.did, collection: target.collection, rkey: target.rkey });
-    const res = await httpGet(url, { timeoutMs: opts.timeoutMs, deadlineAt: opts.deadlineAt, maxBytes, tooLarge: 'RECORD_TOO_LARGE', what: `record proof for ${canonical}`, accept: 'application/vnd.ipld.car' });
+    const url = xrpcUrl(identity.pdsEndpoint, 'com.atproto.sync.getRecord', {
+      did: target.did,
+      collection: target.collection,
+      rkey: target.rkey,
+    });
+    const res = await httpGet(url, {
+      timeoutMs: opts.timeoutMs,
+      deadlineAt: opts.deadlineAt,
+      maxBytes,
+      tooLarge: 'RECORD_TOO_LARGE',
+      what: `record proof for ${canonical}`,
+      accept: 'application/vnd.ipld.car',
+    });
     assertFound(res, url, canonical);
     result = await verifyRecordProof(res.body, target);
   } else if (mode === 'cid') {
-    const url = xrpcUrl(identity.pdsEndpoint, 'com.atproto.repo.getRecord', { repo: target.did, collection: target.collection, rkey: target.rkey });
-    const res = await httpGet(url, { timeoutMs: opts.timeoutMs, deadlineAt: opts.deadlineAt, maxBytes, tooLarge: 'RECORD_TOO_LARGE', what: `record ${canonical}`, accept: 'application/json' });
+    const url = xrpcUrl(identity.pdsEndpoint, 'com.atproto.repo.getRecord', {
+      repo: target.did,
+      collection: target.collection,
+      rkey: target.rkey,
+    });
+    const res = await httpGet(url, {
+      timeoutMs: opts.timeoutMs,
+      deadlineAt: opts.deadlineAt,
+      maxBytes,
+      tooLarge: 'RECORD_TOO_LARGE',
+      what: `record ${canonical}`,
+      accept: 'application/json',
+    });
     assertFound(res, url, canonical);
     result = verifyRecordJson(parseJsonBody(res, url, `record ${canonical}`), target);
   } else {
@@ -79,11 +107,15 @@ export async function fetchRecord(uri: string, opts: FetchRecordOptions = {}): P
   }
 
   if (opts.expectCid !== undefined && !sameCid(result.cid, opts.expectCid)) {
-    throw new AtprotoError('RECORD_CID_MISMATCH', `${canonical} is now ${result.cid}, not the expected ${opts.expectCid}`, {
-      uri: canonical,
-      cid: result.cid,
-      expectCid: opts.expectCid,
-    });
+    throw new AtprotoError(
+      'RECORD_CID_MISMATCH',
+      `${canonical} is now ${result.cid}, not the expected ${opts.expectCid}`,
+      {
+        uri: canonical,
+        cid: result.cid,
+        expectCid: opts.expectCid,
+      },
+    );
   }
   return { uri: canonical, ...result, mode, pdsEndpoint: identity.pdsEndpoint };
 }
@@ -91,10 +123,27 @@ export async function fetchRecord(uri: string, opts: FetchRecordOptions = {}): P
 function assertFound(res: HttpResult, url: string, uri: string): void {
   if (res.status === 200) return;
   const x = xrpcError(res.body);
-  if ((res.status === 400 || res.status === 404) && (x.error === 'RecordNotFound' || x.error === 'RepoNotFound' || x.error === 'RepoTakendown' || x.error === 'RepoDeactivated' || x.error === 'RepoSuspended' || res.status === 404)) {
-    throw new AtprotoError('RECORD_NOT_FOUND', `${uri} not found${x.error ? ` (${x.error}${x.message ? `: ${x.message}` : ''})` : ''}`, { uri, url, status: res.status, ...x });
+  if (
+    (res.status === 400 || res.status === 404) &&
+    (x.error === 'RecordNotFound' ||
+      x.error === 'RepoNotFound' ||
+      x.error === 'RepoTakendown' ||
+      x.error === 'RepoDeactivated' ||
+      x.error === 'RepoSuspended' ||
+      res.status === 404)
+  ) {
+    throw new AtprotoError(
+      'RECORD_NOT_FOUND',
+      `${uri} not found${x.error ? ` (${x.error}${x.message ? `: ${x.message}` : ''})` : ''}`,
+      { uri, url, status: res.status, ...x },
+    );
   }
-  throw new AtprotoError('PDS_UNREACHABLE', `${url} answered HTTP ${res.status}${x.error ? ` (${x.error})` : ''}`, { uri, url, status: res.status, ...x });
+  throw new AtprotoError('PDS_UNREACHABLE', `${url} answered HTTP ${res.status}${x.error ? ` (${x.error})` : ''}`, {
+    uri,
+    url,
+    status: res.status,
+    ...x,
+  });
 }
 
 /**
@@ -103,24 +152,37 @@ function assertFound(res: HttpResult, url: string, uri: string): void {
  * RECORD_PROOF_INVALID: malformed CAR, a block whose bytes do not hash to its CID, or an MST path / record
  * block missing. RECORD_NOT_FOUND: the signed MST proves the key is absent.
  */
-export async function verifyRecordProof(car: Uint8Array, target: RecordTarget): Promise<{ cid: string; value: JsonObject; commit: { cid: string; rev: string } }> {
+export async function verifyRecordProof(
+  car: Uint8Array,
+  target: RecordTarget,
+): Promise<{ cid: string; value: JsonObject; commit: { cid: string; rev: string } }> {
   const uri = formatAtUri(target.did, target.collection, target.rkey);
   const proofInvalid = (reason: string, cause?: unknown) =>
-    new AtprotoError('RECORD_PROOF_INVALID', `record proof for ${uri} is invalid: ${reason}`, { uri, reason }, cause === undefined ? undefined : { cause });
+    new AtprotoError(
+      'RECORD_PROOF_INVALID',
+      `record proof for ${uri} is invalid: ${reason}`,
+      { uri, reason },
+      cause === undefined ? undefined : { cause },
+    );
 
   const { root, blocks } = await attempt(
     () => readCarWithRoot(car), // also checks that every block's bytes hash to its CID
     (err) => proofInvalid(`not a CAR with one root and valid blocks (${err.message})`, err),
   );
   const rootBytes = blocks.get(root);
-  if (!rootBytes || cidForCborBytes(rootBytes) !== root.toString()) throw proofInvalid('commit block missing or not matching its CID');
+  if (!rootBytes || cidForCborBytes(rootBytes) !== root.toString())
+    throw proofInvalid('commit block missing or not matching its CID');
   const store = new MemoryBlockstore(blocks);
   const commit = await attempt(
     () => store.readObj(root, def.commit),
     (err) => proofInvalid(`root block is not a version 3 commit (${err.message})`, err),
   );
   if (commit.did !== target.did) {
-    throw new AtprotoError('RECORD_SIGNATURE_INVALID', `record proof for ${uri} carries a commit of ${String(commit.did)}, not of ${target.did}`, { uri, commitDid: commit.did });
+    throw new AtprotoError(
+      'RECORD_SIGNATURE_INVALID',
+      `record proof for ${uri} carries a commit of ${String(commit.did)}, not of ${target.did}`,
+      { uri, commitDid: commit.did },
+    );
   }
   let signed = false;
   try {
@@ -129,11 +191,15 @@ export async function verifyRecordProof(car: Uint8Array, target: RecordTarget): 
     signed = false;
   }
   if (!signed) {
-    throw new AtprotoError('RECORD_SIGNATURE_INVALID', `commit ${root.toString()} of ${target.did} is not signed by its #atproto key ${target.signingKey}`, {
-      uri,
-      commit: root.toString(),
-      signingKey: target.signingKey,
-    });
+    throw new AtprotoError(
+      'RECORD_SIGNATURE_INVALID',
+      `commit ${root.toString()} of ${target.did} is not signed by its #atproto key ${target.signingKey}`,
+      {
+        uri,
+        commit: root.toString(),
+        signingKey: target.signingKey,
+      },
+    );
   }
   const commitInfo = { cid: root.toString(), rev: String(commit.rev) };
   const leaf = await attempt(
@@ -141,7 +207,11 @@ export async function verifyRecordProof(car: Uint8Array, target: RecordTarget): 
     (err) => proofInvalid(`the MST path to ${target.collection}/${target.rkey} is incomplete (${err.message})`, err),
   );
   if (!leaf) {
-    throw new AtprotoError('RECORD_NOT_FOUND', `${uri} does not exist (absence proven under commit ${commitInfo.cid}, rev ${commitInfo.rev})`, { uri, commit: commitInfo });
+    throw new AtprotoError(
+      'RECORD_NOT_FOUND',
+      `${uri} does not exist (absence proven under commit ${commitInfo.cid}, rev ${commitInfo.rev})`,
+      { uri, commit: commitInfo },
+    );
   }
   const cid = leaf.toString();
   const bytes = blocks.get(leaf);
@@ -151,25 +221,45 @@ export async function verifyRecordProof(car: Uint8Array, target: RecordTarget): 
   try {
     value = decodeRecordCbor(bytes);
   } catch (err) {
-    throw new AtprotoError('RECORD_INVALID', `${uri}: record block is not a dag-cbor map (${(err as Error).message})`, { uri, cid }, { cause: err });
+    throw new AtprotoError(
+      'RECORD_INVALID',
+      `${uri}: record block is not a dag-cbor map (${(err as Error).message})`,
+      { uri, cid },
+      { cause: err },
+    );
   }
   assertType(value, target.collection, uri);
   return { cid, value, commit: commitInfo };
 }
 
 /** Checks a com.atproto.repo.getRecord answer: names the asked record, and its value hashes to its cid. */
-export function verifyRecordJson(body: unknown, target: Omit<RecordTarget, 'signingKey'>): { cid: string; value: JsonObject } {
+export function verifyRecordJson(
+  body: unknown,
+  target: Omit<RecordTarget, 'signingKey'>,
+): { cid: string; value: JsonObject } {
   const uri = formatAtUri(target.did, target.collection, target.rkey);
-  if (typeof body !== 'object' || body === null) throw new AtprotoError('RECORD_INVALID', `${uri}: answer is not an object`, { uri });
+  if (typeof body !== 'object' || body === null)
+    throw new AtprotoError('RECORD_INVALID', `${uri}: answer is not an object`, { uri });
   const b = body as Record<string, unknown>;
-  if (typeof b.uri !== 'string' || typeof b.cid !== 'string' || typeof b.value !== 'object' || b.value === null || Array.isArray(b.value)) {
+  if (
+    typeof b.uri !== 'string' ||
+    typeof b.cid !== 'string' ||
+    typeof b.value !== 'object' ||
+    b.value === null ||
+    Array.isArray(b.value)
+  ) {
     throw new AtprotoError('RECORD_INVALID', `${uri}: answer lacks uri, cid or value`, { uri });
   }
   let answered;
   try {
     answered = parseAtUri(b.uri);
   } catch (err) {
-    throw new AtprotoError('RECORD_INVALID', `${uri}: answer names an invalid uri ${JSON.stringify(b.uri)}`, { uri }, { cause: err });
+    throw new AtprotoError(
+      'RECORD_INVALID',
+      `${uri}: answer names an invalid uri ${JSON.stringify(b.uri)}`,
+      { uri },
+      { cause: err },
+    );
   }
   if (answered.did !== target.did || answered.collection !== target.collection || answered.rkey !== target.rkey) {
     throw new AtprotoError('RECORD_INVALID', `asked for ${uri}, the PDS answered ${b.uri}`, { uri, answered: b.uri });
@@ -179,10 +269,19 @@ export function verifyRecordJson(body: unknown, target: Omit<RecordTarget, 'sign
   try {
     computed = cidForRecordJson(value);
   } catch (err) {
-    throw new AtprotoError('RECORD_INVALID', `${uri}: value is not in the atproto data model (${(err as Error).message})`, { uri }, { cause: err });
+    throw new AtprotoError(
+      'RECORD_INVALID',
+      `${uri}: value is not in the atproto data model (${(err as Error).message})`,
+      { uri },
+      { cause: err },
+    );
   }
   if (!sameCid(computed, b.cid)) {
-    throw new AtprotoError('RECORD_CID_MISMATCH', `${uri}: the PDS says ${b.cid}, the value hashes to ${computed}`, { uri, returned: b.cid, computed });
+    throw new AtprotoError('RECORD_CID_MISMATCH', `${uri}: the PDS says ${b.cid}, the value hashes to ${computed}`, {
+      uri,
+      returned: b.cid,
+      computed,
+    });
   }
   assertType(value, target.collection, uri);
   return { cid: computed, value };
@@ -198,6 +297,9 @@ async function attempt<T>(fn: () => Promise<T>, onError: (err: Error) => Error):
 
 function assertType(value: JsonObject, collection: string, uri: string): void {
   if (value.$type !== collection) {
-    throw new AtprotoError('RECORD_INVALID', `${uri}: $type is ${JSON.stringify(value.$type)}, not ${collection}`, { uri, $type: value.$type ?? null });
+    throw new AtprotoError('RECORD_INVALID', `${uri}: $type is ${JSON.stringify(value.$type)}, not ${collection}`, {
+      uri,
+      $type: value.$type ?? null,
+    });
   }
 }

@@ -42,7 +42,10 @@ export interface RecordUri extends AtUri {
   rkey: string;
 }
 
-function atUriIssues(uri: string): { issues: string[]; parts?: { authority: string; collection?: string; rkey?: string } } {
+function atUriIssues(uri: string): {
+  issues: string[];
+  parts?: { authority: string; collection?: string; rkey?: string };
+} {
   if (uri.length > AT_URI_MAX) return { issues: [`longer than ${AT_URI_MAX} characters`] };
   if (!uri.startsWith('at://')) return { issues: ['must start with "at://"'] };
   const rest = uri.slice(5);
@@ -52,18 +55,30 @@ function atUriIssues(uri: string): { issues: string[]; parts?: { authority: stri
   if (segments.length > 3) return { issues: ['more than three path segments (authority/collection/rkey)'] };
   const [authority = '', collection, rkey] = segments;
   const issues: string[] = [];
-  if (!(isValidDid(authority) || isValidHandle(authority))) issues.push(`authority ${JSON.stringify(authority)} is neither a DID nor a handle`);
-  if (collection !== undefined && !isValidNsid(collection)) issues.push(`collection ${JSON.stringify(collection)} is not an NSID`);
-  if (rkey !== undefined && !isValidRecordKey(rkey)) issues.push(`record key ${JSON.stringify(rkey)} is not a valid record key`);
-  return { issues, parts: { authority, ...(collection !== undefined ? { collection } : {}), ...(rkey !== undefined ? { rkey } : {}) } };
+  if (!(isValidDid(authority) || isValidHandle(authority)))
+    issues.push(`authority ${JSON.stringify(authority)} is neither a DID nor a handle`);
+  if (collection !== undefined && !isValidNsid(collection))
+    issues.push(`collection ${JSON.stringify(collection)} is not an NSID`);
+  if (rkey !== undefined && !isValidRecordKey(rkey))
+    issues.push(`record key ${JSON.stringify(rkey)} is not a valid record key`);
+  return {
+    issues,
+    parts: { authority, ...(collection !== undefined ? { collection } : {}), ...(rkey !== undefined ? { rkey } : {}) },
+  };
 }
 
 /** Parses an AT URI (restricted syntax). Throws ValidationError `AT_URI_INVALID` listing every issue. */
 export function parseAtUri(uri: string): AtUri {
-  if (typeof uri !== 'string') throw atprotoValidationError('AT_URI_INVALID', 'AT URI must be a string', ['not a string']);
+  if (typeof uri !== 'string')
+    throw atprotoValidationError('AT_URI_INVALID', 'AT URI must be a string', ['not a string']);
   const { issues, parts } = atUriIssues(uri);
   if (issues.length > 0 || !parts) {
-    throw atprotoValidationError('AT_URI_INVALID', `invalid AT URI ${JSON.stringify(uri)}${issues.length === 1 ? `: ${issues[0]}` : ''}`, issues, { uri });
+    throw atprotoValidationError(
+      'AT_URI_INVALID',
+      `invalid AT URI ${JSON.stringify(uri)}${issues.length === 1 ? `: ${issues[0]}` : ''}`,
+      issues,
+      { uri },
+    );
   }
   const isDid = parts.authority.startsWith('did:');
   return {
@@ -79,9 +94,12 @@ export function parseAtUri(uri: string): AtUri {
 export function parseRecordUri(uri: string): RecordUri {
   const parsed = parseAtUri(uri);
   if (parsed.collection === undefined || parsed.rkey === undefined) {
-    throw atprotoValidationError('AT_URI_INVALID', `AT URI ${JSON.stringify(uri)} does not name a record (at://<did>/<collection>/<rkey>)`, [
-      'collection and record key are required',
-    ], { uri });
+    throw atprotoValidationError(
+      'AT_URI_INVALID',
+      `AT URI ${JSON.stringify(uri)} does not name a record (at://<did>/<collection>/<rkey>)`,
+      ['collection and record key are required'],
+      { uri },
+    );
   }
   return parsed as RecordUri;
 }
@@ -92,6 +110,11 @@ export function formatAtUri(authority: string, collection: string, rkey: string)
 
 export function assertDid(did: string): void {
   if (typeof did !== 'string' || !isValidDid(did)) {
-    throw atprotoValidationError('DID_INVALID', `invalid DID ${JSON.stringify(did)}`, ['does not match did:<method>:<id>'], { did });
+    throw atprotoValidationError(
+      'DID_INVALID',
+      `invalid DID ${JSON.stringify(did)}`,
+      ['does not match did:<method>:<id>'],
+      { did },
+    );
   }
 }

@@ -36,7 +36,9 @@ export async function uploadArchiveStream(
     headers: { 'content-type': 'application/x-tar' }, // no length: sent chunked
   });
   // Like the Engine client's other calls: a connection that makes no progress for this long is given up.
-  req.setTimeout(target.idleTimeoutMs, () => req.destroy(Object.assign(new Error(`no progress for ${target.idleTimeoutMs} ms`), { code: 'ETIMEDOUT' })));
+  req.setTimeout(target.idleTimeoutMs, () =>
+    req.destroy(Object.assign(new Error(`no progress for ${target.idleTimeoutMs} ms`), { code: 'ETIMEDOUT' })),
+  );
   let answered: IncomingMessage | null = null;
   const answer = new Promise<IncomingMessage>((resolve, reject) => {
     req.on('response', (res: IncomingMessage) => {

@@ -74,7 +74,12 @@ const statusOf = (err: unknown): unknown => (err as { statusCode?: unknown } | n
  * CPU time used by the container so far, in ns; null when it is gone (404). A container that is not running
  * has no cgroup and no counters: 0. Any other failure of the endpoint goes to `fail` (the engine's typed errors).
  */
-export async function containerCpuUsageNs(docker: Docker, id: string, fail: (operation: string, err: unknown) => never, cgroupRoot = CGROUP_ROOT): Promise<number | null> {
+export async function containerCpuUsageNs(
+  docker: Docker,
+  id: string,
+  fail: (operation: string, err: unknown) => never,
+  cgroupRoot = CGROUP_ROOT,
+): Promise<number | null> {
   const local = cgroupCpuUsageNs(id, cgroupRoot);
   if (local !== undefined) return local;
   let answer: StatsAnswer;

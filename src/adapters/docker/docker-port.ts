@@ -229,17 +229,26 @@ export interface DockerEngine {
    * Downloads `path` as a tar, kept as the chunks it arrived in (never assembled: a runtime export is ~100 MB);
    * stops reading and throws `tooLarge()` once more than maxBytes arrive.
    */
-  getArchive(id: string, path: string, maxBytes: number, tooLarge: (max: number) => Error): Promise<{ chunks: Buffer[]; size: number; stat: PathStat | null }>;
+  getArchive(
+    id: string,
+    path: string,
+    maxBytes: number,
+    tooLarge: (max: number) => Error,
+  ): Promise<{ chunks: Buffer[]; size: number; stat: PathStat | null }>;
   /**
    * The same download as a stream, read as it arrives (one request): resolves once the Engine has answered, with the
    * path's stat; `body` yields the tar's chunks and throws `tooLarge()` once more than maxBytes came. Read it to
    * its end or stop early (the request is then closed).
    */
-  openArchive(id: string, path: string, maxBytes: number, tooLarge: (max: number) => Error): Promise<{ stat: PathStat | null; body: AsyncIterable<Buffer> }>;
+  openArchive(
+    id: string,
+    path: string,
+    maxBytes: number,
+    tooLarge: (max: number) => Error,
+  ): Promise<{ stat: PathStat | null; body: AsyncIterable<Buffer> }>;
   /** Extracts a tar (one buffer, or pieces streamed as they come) into `path` of the container's filesystem. */
   putArchive(id: string, path: string, tar: Buffer | AsyncIterable<Buffer>): Promise<void>;
 }
-
 
 export interface DockerEngineOptions {
   socketPath?: string;

@@ -51,10 +51,12 @@ export function tagTimeouts(docker: Docker, timeoutMs: number): void {
   modem.dial = (options, cb) => {
     const started = performance.now();
     dial(options, (err, data) => {
-      if (err && typeof err === 'object' && performance.now() - started >= timeoutMs) (err as { [TIMED_OUT]?: boolean })[TIMED_OUT] = true;
+      if (err && typeof err === 'object' && performance.now() - started >= timeoutMs)
+        (err as { [TIMED_OUT]?: boolean })[TIMED_OUT] = true;
       cb?.(err, data);
     });
   };
 }
 
-export const timeOrNull = (t: unknown): string | null => (typeof t === 'string' && t !== '' && t !== ZERO_TIME ? t : null);
+export const timeOrNull = (t: unknown): string | null =>
+  typeof t === 'string' && t !== '' && t !== ZERO_TIME ? t : null;

@@ -6,7 +6,11 @@ import type { EngineEvent } from './docker-port.ts';
  * Reads the Engine's events from `stream` into `onEvent` (a line that is not JSON is skipped, a subscriber that
  * throws does not end it). Resolves when the stream ends: null when the subscriber closed it, else why it ended.
  */
-export function engineEventsEnded(stream: Readable, onEvent: (e: EngineEvent) => void, isClosed: () => boolean): Promise<Error | null> {
+export function engineEventsEnded(
+  stream: Readable,
+  onEvent: (e: EngineEvent) => void,
+  isClosed: () => boolean,
+): Promise<Error | null> {
   return new Promise<Error | null>((resolve) => {
     let buf = '';
     stream.on('data', (chunk: Buffer | string) => {
@@ -16,7 +20,15 @@ export function engineEventsEnded(stream: Readable, onEvent: (e: EngineEvent) =>
         const line = buf.slice(0, nl).trim();
         buf = buf.slice(nl + 1);
         if (!line) continue;
-        let raw: { Type?: string; Action?: string; status?: string; id?: string; Actor?: { ID?: string; Attributes?: Record<string, string> }; time?: number; timeNano?: number };
+        let raw: {
+          Type?: string;
+          Action?: string;
+          status?: string;
+          id?: string;
+          Actor?: { ID?: string; Attributes?: Record<string, string> };
+          time?: number;
+          timeNano?: number;
+        };
         try {
           raw = JSON.parse(line) as typeof raw;
         } catch {

@@ -47,7 +47,10 @@ export class StreamDemuxer {
   #headerFill = 0;
   #remaining = 0;
   #stream = 0;
-  constructor(private readonly onStdout: (b: Buffer) => void, private readonly onStderr: (b: Buffer) => void) {}
+  constructor(
+    private readonly onStdout: (b: Buffer) => void,
+    private readonly onStderr: (b: Buffer) => void,
+  ) {}
 
   push(chunk: Buffer): void {
     let off = 0;
@@ -83,7 +86,8 @@ export function jsonDepthExceeds(text: string, max: number): boolean {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
-      if (c === 0x5c) i++; // backslash: skip the escaped character
+      if (c === 0x5c)
+        i++; // backslash: skip the escaped character
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) inString = true;
     else if (c === 0x5b || c === 0x7b) {
@@ -99,21 +103,28 @@ export function checkFrame(value: unknown, id: string | null): Frame | string {
   const f = value as Record<string, unknown>;
   if (typeof f.type !== 'string' || !FRAME_TYPES.has(f.type)) return `unknown frame type ${JSON.stringify(f.type)}`;
   if (typeof f.id !== 'string') return `${f.type} frame without a string id`;
-  if (id !== null && f.id !== id) return `${f.type} frame for invocation ${JSON.stringify(f.id)}, expected ${JSON.stringify(id)}`;
+  if (id !== null && f.id !== id)
+    return `${f.type} frame for invocation ${JSON.stringify(f.id)}, expected ${JSON.stringify(id)}`;
   switch (f.type) {
     case 'result':
       if (!('output' in f)) return 'result frame without output';
       return { type: 'result', id: f.id, output: f.output };
     case 'error': {
       const e = f.error as Record<string, unknown> | null | undefined;
-      if (!e || typeof e !== 'object' || typeof e.code !== 'string' || typeof e.message !== 'string') return 'error frame without error {code, message}';
+      if (!e || typeof e !== 'object' || typeof e.code !== 'string' || typeof e.message !== 'string')
+        return 'error frame without error {code, message}';
       return { type: 'error', id: f.id, error: { code: e.code, message: e.message } };
     }
     case 'log':
       if (typeof f.message !== 'string') return 'log frame without a string message';
       return { type: 'log', id: f.id, message: f.message, ...(typeof f.level === 'string' ? { level: f.level } : {}) };
     default:
-      return { type: 'progress', id: f.id, progress: f.progress ?? null, ...(typeof f.message === 'string' ? { message: f.message } : {}) };
+      return {
+        type: 'progress',
+        id: f.id,
+        progress: f.progress ?? null,
+        ...(typeof f.message === 'string' ? { message: f.message } : {}),
+      };
   }
 }
 
@@ -158,7 +169,12 @@ export class FrameCollector {
   constructor(
     limits: OutputLimits,
     invocationId: string | null,
-    private readonly hooks: { onBreach?: (v: OutputViolation) => void; onTerminal?: () => void; onFrame?: (f: Frame) => void; now?: () => number } = {},
+    private readonly hooks: {
+      onBreach?: (v: OutputViolation) => void;
+      onTerminal?: () => void;
+      onFrame?: (f: Frame) => void;
+      now?: () => number;
+    } = {},
   ) {
     this.#limits = limits;
     this.#id = invocationId;

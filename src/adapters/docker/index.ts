@@ -42,7 +42,12 @@ export {
   type AdditionRequest,
   type CodeRequest,
 } from './materializer.ts';
-export { LABEL_CACHE_KEY, LABEL_MATERIALIZING, LABEL_SEAL_FOR, LABEL_VOLUME_KIND } from './materialized-volume-labels.ts';
+export {
+  LABEL_CACHE_KEY,
+  LABEL_MATERIALIZING,
+  LABEL_SEAL_FOR,
+  LABEL_VOLUME_KIND,
+} from './materialized-volume-labels.ts';
 export {
   type MaterializeKind,
   type MaterializeProgress,

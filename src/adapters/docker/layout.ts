@@ -43,10 +43,12 @@ export function launcherProblems(launcher: Launcher): string[] {
   const args = Array.isArray(launcher.args) ? launcher.args : [];
   if (!Array.isArray(launcher.args)) problems.push('launcher.args must be an array');
   const placeholders = args.filter((a) => a === ENTRYPOINT_PLACEHOLDER).length;
-  if (placeholders !== 1) problems.push(`launcher.args must contain exactly one ${ENTRYPOINT_PLACEHOLDER}, found ${placeholders}`);
+  if (placeholders !== 1)
+    problems.push(`launcher.args must contain exactly one ${ENTRYPOINT_PLACEHOLDER}, found ${placeholders}`);
   args.forEach((a, i) => {
     if (typeof a !== 'string') problems.push(`launcher.args[${i}] is not a string`);
-    else if (a !== ENTRYPOINT_PLACEHOLDER && SHELL_SYNTAX.test(a)) problems.push(`launcher.args[${i}] contains shell syntax: ${JSON.stringify(a)}`);
+    else if (a !== ENTRYPOINT_PLACEHOLDER && SHELL_SYNTAX.test(a))
+      problems.push(`launcher.args[${i}] contains shell syntax: ${JSON.stringify(a)}`);
   });
   return problems;
 }
@@ -67,6 +69,10 @@ export function envProblems(env: Record<string, string>): string[] {
  */
 export function sandboxCommand(launcher: Launcher, entrypoint: string): string[] {
   const problems = [...launcherProblems(launcher), ...relativePathProblems('entrypoint', entrypoint)];
-  if (problems.length > 0) throw new ValidationError('SANDBOX_COMMAND_INVALID', 'cannot build the sandbox command', problems);
-  return [`${RUNTIME_MOUNT}/${launcher.path}`, ...launcher.args.map((a) => (a === ENTRYPOINT_PLACEHOLDER ? `${APP_MOUNT}/${entrypoint}` : a))];
+  if (problems.length > 0)
+    throw new ValidationError('SANDBOX_COMMAND_INVALID', 'cannot build the sandbox command', problems);
+  return [
+    `${RUNTIME_MOUNT}/${launcher.path}`,
+    ...launcher.args.map((a) => (a === ENTRYPOINT_PLACEHOLDER ? `${APP_MOUNT}/${entrypoint}` : a)),
+  ];
 }

@@ -70,17 +70,32 @@ export function judgeLockHolder(input: {
   if (canSee(holder, self)) {
     if (input.holderStart === undefined) return { holder: 'alive', why: `pid ${holder.pid} could not be checked` };
     if (input.holderStart === null) return { holder: 'gone', why: `pid ${holder.pid} is not running` };
-    if (input.holderStart !== holder.pidStart) return { holder: 'gone', why: `pid ${holder.pid} is another process now` };
-    if (!(age <= input.maxHoldMs)) return { holder: 'gone', why: `pid ${holder.pid} has held it for ${Math.round(age)} ms (limit ${input.maxHoldMs} ms)` };
+    if (input.holderStart !== holder.pidStart)
+      return { holder: 'gone', why: `pid ${holder.pid} is another process now` };
+    if (!(age <= input.maxHoldMs))
+      return {
+        holder: 'gone',
+        why: `pid ${holder.pid} has held it for ${Math.round(age)} ms (limit ${input.maxHoldMs} ms)`,
+      };
     return { holder: 'alive', why: `pid ${holder.pid} is running` };
   }
-  if (!(age <= input.staleAfterMs)) return { holder: 'gone', why: `held for ${Math.round(age)} ms by a process this one cannot see (limit ${input.staleAfterMs} ms)` };
+  if (!(age <= input.staleAfterMs))
+    return {
+      holder: 'gone',
+      why: `held for ${Math.round(age)} ms by a process this one cannot see (limit ${input.staleAfterMs} ms)`,
+    };
   return { holder: 'alive', why: `held for ${Math.round(age)} ms by a process this one cannot see` };
 }
 
 /** Whether /proc of this process shows the holder's pid (same kernel boot, same pid namespace). */
 function canSee(holder: ProcessIdentity, self: ProcessIdentity): boolean {
-  return holder.bootId !== null && holder.pidNs !== null && holder.pidStart !== null && holder.bootId === self.bootId && holder.pidNs === self.pidNs;
+  return (
+    holder.bootId !== null &&
+    holder.pidNs !== null &&
+    holder.pidStart !== null &&
+    holder.bootId === self.bootId &&
+    holder.pidNs === self.pidNs
+  );
 }
 
 export function holderLabels(self: ProcessIdentity, token: string, atMs: number): Record<string, string> {
@@ -100,7 +115,14 @@ export function parseHolder(labels: Readonly<Record<string, string>>): LockHolde
   const token = labels[L_TOKEN];
   if (!Number.isInteger(pid) || pid <= 0 || !Number.isFinite(at) || !token) return null;
   const orNull = (v: string | undefined) => (v ? v : null);
-  return { pid, at, token, pidStart: orNull(labels[L_START]), bootId: orNull(labels[L_BOOT]), pidNs: orNull(labels[L_PIDNS]) };
+  return {
+    pid,
+    at,
+    token,
+    pidStart: orNull(labels[L_START]),
+    bootId: orNull(labels[L_BOOT]),
+    pidNs: orNull(labels[L_PIDNS]),
+  };
 }
 
 /** The start time of a pid (field 22 of /proc/<pid>/stat), null when no such process runs. */
@@ -121,7 +143,10 @@ export function processIdentity(): Promise<ProcessIdentity> {
   identity ??= (async () => {
     const [pidStart, bootId, pidNs] = await Promise.all([
       processStart(process.pid),
-      readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((s) => s.trim(), () => null),
+      readFile('/proc/sys/kernel/random/boot_id', 'utf8').then(
+        (s) => s.trim(),
+        () => null,
+      ),
       readlink('/proc/self/ns/pid').catch(() => null),
     ]);
     return { pid: process.pid, pidStart, bootId, pidNs };
@@ -130,11 +155,20 @@ export function processIdentity(): Promise<ProcessIdentity> {
 }
 
 /** Whether a lock container's holder still works on it, judged from this process (the reconciler asks too). */
-export async function lockHolderVerdict(labels: Readonly<Record<string, string>>, opts: LockLimits & { token?: string }): Promise<LockVerdict> {
+export async function lockHolderVerdict(
+  labels: Readonly<Record<string, string>>,
+  opts: LockLimits & { token?: string },
+): Promise<LockVerdict> {
   const self = await processIdentity();
   const holder = parseHolder(labels);
   const holderStart = holder && canSee(holder, self) ? await processStart(holder.pid) : undefined;
-  return judgeLockHolder({ holder, self: { ...self, token: opts.token ?? '' }, holderStart, nowMs: Date.now(), ...opts });
+  return judgeLockHolder({
+    holder,
+    self: { ...self, token: opts.token ?? '' },
+    holderStart,
+    nowMs: Date.now(),
+    ...opts,
+  });
 }
 
 export interface LockLimits {
@@ -177,10 +211,23 @@ export class VolumeLocks {
       Cmd: [],
       Env: [],
       User: '65534:65534',
-      Labels: { ...labels, 'runlog.kind': LOCK_KIND, [LABEL_LOCK_FOR]: volume, ...holderLabels(self, this.token, Date.now()) },
+      Labels: {
+        ...labels,
+        'runlog.kind': LOCK_KIND,
+        [LABEL_LOCK_FOR]: volume,
+        ...holderLabels(self, this.token, Date.now()),
+      },
       NetworkDisabled: true,
       Healthcheck: { Test: ['NONE'] },
-      HostConfig: { NetworkMode: 'none', ReadonlyRootfs: true, CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges:true'], AutoRemove: false, RestartPolicy: { Name: 'no' }, LogConfig: { Type: 'none' } },
+      HostConfig: {
+        NetworkMode: 'none',
+        ReadonlyRootfs: true,
+        CapDrop: ['ALL'],
+        SecurityOpt: ['no-new-privileges:true'],
+        AutoRemove: false,
+        RestartPolicy: { Name: 'no' },
+        LogConfig: { Type: 'none' },
+      },
     };
     try {
       const id = await this.engine.createContainer(body, name);

@@ -39,7 +39,13 @@ export function httpRequest(opts: {
           if (size < maxBody) chunks.push(c);
           size += c.length;
         });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8').slice(0, maxBody) }));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: Buffer.concat(chunks).toString('utf8').slice(0, maxBody),
+          }),
+        );
         res.on('error', reject);
       },
     );

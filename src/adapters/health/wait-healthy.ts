@@ -72,7 +72,14 @@ export function readClaim(answer: HttpAnswer): Claim & { conflict: string | null
 }
 
 /** The seed's message: `[ProotRunner] com.aura.foo on port 4003: health identity mismatch (expected appId=…, got appId=…). …` */
-export function mismatchMessage(label: string, appId: string, instanceId: string, port: number, claim: Claim, conflict: string | null = null): string {
+export function mismatchMessage(
+  label: string,
+  appId: string,
+  instanceId: string,
+  port: number,
+  claim: Claim,
+  conflict: string | null = null,
+): string {
   const detail = conflict
     ? `conflicting identity: ${conflict}`
     : claim.appId !== appId
@@ -82,15 +89,23 @@ export function mismatchMessage(label: string, appId: string, instanceId: string
 }
 
 /** Judges one answer; null means "not ready yet, keep polling". */
-export function judgeAnswer(answer: HttpAnswer, o: Pick<WaitHealthyOptions, 'appId' | 'instanceId' | 'port' | 'label'>): HealthVerdict | null {
+export function judgeAnswer(
+  answer: HttpAnswer,
+  o: Pick<WaitHealthyOptions, 'appId' | 'instanceId' | 'port' | 'label'>,
+): HealthVerdict | null {
   const label = o.label ?? '[runlog]';
   const claim = readClaim(answer);
   const ok = answer.status >= 200 && answer.status < 300;
   if (claim.appId === null && claim.instanceId === null) {
     if (!ok) return null;
-    return { kind: 'legacy', status: answer.status, message: `${label} ${o.appId} on port ${o.port}: health answer carries no identity (legacy app without the runlog SDK); accepted without verification` };
+    return {
+      kind: 'legacy',
+      status: answer.status,
+      message: `${label} ${o.appId} on port ${o.port}: health answer carries no identity (legacy app without the runlog SDK); accepted without verification`,
+    };
   }
-  if (!claim.conflict && claim.appId === o.appId && claim.instanceId === o.instanceId) return ok ? { kind: 'match', status: answer.status } : null;
+  if (!claim.conflict && claim.appId === o.appId && claim.instanceId === o.instanceId)
+    return ok ? { kind: 'match', status: answer.status } : null;
   return {
     kind: 'mismatch',
     status: answer.status,
@@ -120,7 +135,12 @@ export async function waitHealthy(o: WaitHealthyOptions): Promise<HealthResult> 
   for (;;) {
     const elapsed = performance.now() - started;
     if (o.signal?.aborted) {
-      return { kind: 'aborted', message: `${label} ${o.appId}: health wait aborted (${String(o.signal.reason ?? 'aborted')})`, attempts, elapsedMs: elapsed };
+      return {
+        kind: 'aborted',
+        message: `${label} ${o.appId}: health wait aborted (${String(o.signal.reason ?? 'aborted')})`,
+        attempts,
+        elapsedMs: elapsed,
+      };
     }
     if (elapsed >= o.timeoutMs && attempts > 0) {
       return {
@@ -133,7 +153,14 @@ export async function waitHealthy(o: WaitHealthyOptions): Promise<HealthResult> 
     }
     attempts++;
     try {
-      const answer = await httpRequest({ host: o.host, port: o.port, method: 'GET', path: o.path, timeoutMs: Math.max(200, Math.min(2_000, o.timeoutMs - elapsed)), maxBody: 64 * 1024 });
+      const answer = await httpRequest({
+        host: o.host,
+        port: o.port,
+        method: 'GET',
+        path: o.path,
+        timeoutMs: Math.max(200, Math.min(2_000, o.timeoutMs - elapsed)),
+        maxBody: 64 * 1024,
+      });
       const verdict = judgeAnswer(answer, { ...o, label });
       if (verdict) return { ...verdict, attempts, elapsedMs: performance.now() - started };
       lastError = `HTTP ${answer.status}`;

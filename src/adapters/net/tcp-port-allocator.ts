@@ -55,7 +55,11 @@ function readLocalPorts(files: readonly string[], keep: (state: string) => boole
 
 export class PortsExhaustedError extends RunlogError {
   constructor(min: number, max: number, busy: number) {
-    super('PORTS_EXHAUSTED', `no free port in ${min}-${max}: ${busy} are allocated or have a foreign listener`, { min, max, busy });
+    super('PORTS_EXHAUSTED', `no free port in ${min}-${max}: ${busy} are allocated or have a foreign listener`, {
+      min,
+      max,
+      busy,
+    });
   }
 }
 
@@ -87,8 +91,17 @@ export class TcpPortAllocator {
   private cursor: number;
 
   constructor(opts: PortAllocatorOptions) {
-    if (!Number.isInteger(opts.min) || !Number.isInteger(opts.max) || opts.min < 1 || opts.max > 65535 || opts.min > opts.max) {
-      throw new RunlogError('PORT_RANGE_INVALID', `port range ${opts.min}-${opts.max} is invalid (integers, 1 ≤ min ≤ max ≤ 65535)`);
+    if (
+      !Number.isInteger(opts.min) ||
+      !Number.isInteger(opts.max) ||
+      opts.min < 1 ||
+      opts.max > 65535 ||
+      opts.min > opts.max
+    ) {
+      throw new RunlogError(
+        'PORT_RANGE_INVALID',
+        `port range ${opts.min}-${opts.max} is invalid (integers, 1 ≤ min ≤ max ≤ 65535)`,
+      );
     }
     this.min = opts.min;
     this.max = opts.max;
@@ -141,8 +154,13 @@ export class TcpPortAllocator {
   /** Drift between the table and the kernel's LISTEN sockets. */
   scan(): PortScan {
     const listening = readListeningPorts(this.procFiles);
-    const foreign = [...listening].filter((p) => p >= this.min && p <= this.max && !this.owners.has(p)).sort((a, b) => a - b);
-    const idle = [...this.owners].filter(([p]) => !listening.has(p)).map(([port, owner]) => ({ port, owner })).sort((a, b) => a.port - b.port);
+    const foreign = [...listening]
+      .filter((p) => p >= this.min && p <= this.max && !this.owners.has(p))
+      .sort((a, b) => a - b);
+    const idle = [...this.owners]
+      .filter(([p]) => !listening.has(p))
+      .map(([port, owner]) => ({ port, owner }))
+      .sort((a, b) => a.port - b.port);
     return { foreign, idle };
   }
 }

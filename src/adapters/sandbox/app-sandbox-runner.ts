@@ -58,7 +58,13 @@ export interface AppSandboxRunner {
    * Rejects (and leaves nothing running) on a bad manifest/entrypoint, a failed start, an identity mismatch,
    * a health timeout, or an exit before health. `appId` must equal manifest.appId.
    */
-  spawn(instanceId: string, appId: string, port: number, manifest: AppManifest, opts?: SpawnOptions): Promise<SpawnResult>;
+  spawn(
+    instanceId: string,
+    appId: string,
+    port: number,
+    manifest: AppManifest,
+    opts?: SpawnOptions,
+  ): Promise<SpawnResult>;
   /** POST <basePath>/api/lifecycle/<hook>; rejects unless the app answers 2xx. */
   callLifecycle(instanceId: string, hook: LifecycleHook): Promise<void>;
   /** Like callLifecycle with a JSON body; null when the app does not implement it (404/405/501). */

@@ -20,12 +20,21 @@ exec "$ASTRO" dev --host 0.0.0.0 --port "$PORT"
  * The argv to run inside the sandbox (cwd = the app directory, mounted at `sandboxAppDir`).
  * Throws ENTRYPOINT_MISSING with the seed's text when a raw app (or a declared entrypoint) has no file.
  */
-export function resolveEntrypoint(hostAppDir: string, sandboxAppDir: string, manifest: AppManifest, sandbox: SandboxKind): string[] {
+export function resolveEntrypoint(
+  hostAppDir: string,
+  sandboxAppDir: string,
+  manifest: AppManifest,
+  sandbox: SandboxKind,
+): string[] {
   const file = entrypointFile(manifest);
   if (existsSync(join(hostAppDir, file))) return ['/bin/bash', `${sandboxAppDir}/${file}`];
   if (manifest.runtime === 'raw' || manifest.entrypoint !== undefined) {
     const path = join(hostAppDir, file);
-    throw new SandboxError('ENTRYPOINT_MISSING', missingEntrypointMessage(sandbox, manifest.appId, path, manifest.runtime), { appId: manifest.appId, path });
+    throw new SandboxError(
+      'ENTRYPOINT_MISSING',
+      missingEntrypointMessage(sandbox, manifest.appId, path, manifest.runtime),
+      { appId: manifest.appId, path },
+    );
   }
   return ['/bin/bash', '-c', SYNTHESIZED_ENTRYPOINT];
 }

@@ -7,9 +7,23 @@ import { MY_TOOLS_MOUNT } from '../tools/toolchain.ts';
 /** The Debian base PATH that follows /aura/my-tools. */
 export const BASE_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 export const SANDBOX_PATH = `${MY_TOOLS_MOUNT}:${BASE_PATH}`;
-export const SANDBOX_ENV_KEYS = ['APP_PORT', 'APP_ID', 'APP_INSTANCE_ID', 'OS_API_BASE', 'AURA_LAYER_TAG', 'PATH', 'HOME'] as const;
+export const SANDBOX_ENV_KEYS = [
+  'APP_PORT',
+  'APP_ID',
+  'APP_INSTANCE_ID',
+  'OS_API_BASE',
+  'AURA_LAYER_TAG',
+  'PATH',
+  'HOME',
+] as const;
 
-export function sandboxEnv(o: { port: number; appId: string; instanceId: string; osApiBase: string; layerTag: '[proot]' | '[ctnr]' }): Record<string, string> {
+export function sandboxEnv(o: {
+  port: number;
+  appId: string;
+  instanceId: string;
+  osApiBase: string;
+  layerTag: '[proot]' | '[ctnr]';
+}): Record<string, string> {
   return {
     APP_PORT: String(o.port),
     APP_ID: o.appId,

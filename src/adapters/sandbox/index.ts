@@ -1,5 +1,13 @@
 // The sandbox adapters behind the AppSandboxRunner port.
-export type { AppSandboxRunner, SpawnOptions, SpawnResult, ExitInfo, ExitCallback, LogLine, OrphanRecord } from './app-sandbox-runner.ts';
+export type {
+  AppSandboxRunner,
+  SpawnOptions,
+  SpawnResult,
+  ExitInfo,
+  ExitCallback,
+  LogLine,
+  OrphanRecord,
+} from './app-sandbox-runner.ts';
 export { ProotRunner, type ProotRunnerConfig } from './proot-runner.ts';
 export { ContainerRunner, DEFAULT_NETWORK, type ContainerRunnerConfig } from './container-runner.ts';
 export { containerName } from './container-identity.ts';

@@ -32,7 +32,10 @@ export class LogBuffer {
   }
 
   tail(n = 20): string {
-    return this.lines.slice(-n).map((l) => l.line).join('\n');
+    return this.lines
+      .slice(-n)
+      .map((l) => l.line)
+      .join('\n');
   }
 
   snapshot(): LogLine[] {

@@ -66,7 +66,15 @@ import { LogBuffer } from './log-buffer.ts';
 import { checkSpawn, gateError } from './spawn-common.ts';
 import { ProcessGroupReaper } from './reaper.ts';
 import { guardArgs } from './rootfs-guard.ts';
-import type { ExitCallback, ExitInfo, LogLine, OrphanRecord, AppSandboxRunner, SpawnOptions, SpawnResult } from './app-sandbox-runner.ts';
+import type {
+  ExitCallback,
+  ExitInfo,
+  LogLine,
+  OrphanRecord,
+  AppSandboxRunner,
+  SpawnOptions,
+  SpawnResult,
+} from './app-sandbox-runner.ts';
 
 export interface ProotRunnerConfig {
   /** runlog home (see layout.ts). */
@@ -143,7 +151,12 @@ export class ProotRunner implements AppSandboxRunner {
   /** Builds the toolchain once per runner (idempotent on disk). */
   ensureToolchain(): Promise<Toolchain> {
     return toolchainFor({ dir: this.layout.toolchainDir, rootfs: this.cfg.rootfs }).catch((e: unknown) => {
-      throw new SandboxError('SETUP_MISSING', `${LABEL} cannot build the toolchain: ${(e as Error).message}`, {}, { cause: e });
+      throw new SandboxError(
+        'SETUP_MISSING',
+        `${LABEL} cannot build the toolchain: ${(e as Error).message}`,
+        {},
+        { cause: e },
+      );
     });
   }
 
@@ -174,7 +187,13 @@ export class ProotRunner implements AppSandboxRunner {
   /** Host paths every instance sees and none may change: read-only in each instance's mount namespace. */
   readOnlyPaths(): string[] {
     const L = this.layout;
-    return [this.cfg.rootfs, L.toolchainDir, this.cfg.nodeBinary, L.bashrcFile, ...(existsSync('/etc/resolv.conf') ? ['/etc/resolv.conf'] : [])];
+    return [
+      this.cfg.rootfs,
+      L.toolchainDir,
+      this.cfg.nodeBinary,
+      L.bashrcFile,
+      ...(existsSync('/etc/resolv.conf') ? ['/etc/resolv.conf'] : []),
+    ];
   }
 
   /**
@@ -182,27 +201,63 @@ export class ProotRunner implements AppSandboxRunner {
    * rootfs guard and seccomp shim (perl), then proot. Exported for the benchmark, which must start exactly what
    * the runner starts.
    */
-  command(instanceId: string, appId: string, manifest: AppManifest, entrypoint: string[]): { file: string; args: string[] } {
+  command(
+    instanceId: string,
+    appId: string,
+    manifest: AppManifest,
+    entrypoint: string[],
+  ): { file: string; args: string[] } {
     const root = typeof process.getuid === 'function' && process.getuid() === 0;
     const unshare = [...(root ? [] : ['--user', '--map-root-user']), '--pid', '--fork', '--mount-proc', '--kill-child'];
-    const proot = guardArgs(this.readOnlyPaths(), this.cfg.prootPath, this.prootArgs(instanceId, appId, manifest, entrypoint));
+    const proot = guardArgs(
+      this.readOnlyPaths(),
+      this.cfg.prootPath,
+      this.prootArgs(instanceId, appId, manifest, entrypoint),
+    );
     return { file: this.cfg.unsharePath, args: [...unshare, this.cfg.perlPath, ...proot] };
   }
 
-  async spawn(instanceId: string, appId: string, port: number, manifest: AppManifest, opts: SpawnOptions = {}): Promise<SpawnResult> {
+  async spawn(
+    instanceId: string,
+    appId: string,
+    port: number,
+    manifest: AppManifest,
+    opts: SpawnOptions = {},
+  ): Promise<SpawnResult> {
     checkSpawn(LABEL, instanceId, appId, port, manifest, this.tracked.has(instanceId));
-    if (this.closing.signal.aborted) throw new SandboxError('SPAWN_FAILED', `${LABEL} the runner is closed: instance ${instanceId} was not started`, { instanceId });
-    if (!existsSync(this.cfg.prootPath)) throw new SandboxError('SETUP_MISSING', `${LABEL} proot not found at ${this.cfg.prootPath}: run 'npm run setup'`);
-    if (!existsSync(this.cfg.unsharePath)) throw new SandboxError('SETUP_MISSING', `${LABEL} unshare not found at ${this.cfg.unsharePath} (util-linux): it gives each app its own PID namespace`);
-    if (!existsSync(this.cfg.perlPath)) throw new SandboxError('SETUP_MISSING', `${LABEL} perl not found at ${this.cfg.perlPath} (it runs the seccomp shim in front of proot)`);
-    if (!existsSync(join(this.cfg.rootfs, 'usr/bin/bash'))) throw new SandboxError('SETUP_MISSING', `${LABEL} no Debian rootfs at ${this.cfg.rootfs}: run 'npm run setup'`);
+    if (this.closing.signal.aborted)
+      throw new SandboxError('SPAWN_FAILED', `${LABEL} the runner is closed: instance ${instanceId} was not started`, {
+        instanceId,
+      });
+    if (!existsSync(this.cfg.prootPath))
+      throw new SandboxError('SETUP_MISSING', `${LABEL} proot not found at ${this.cfg.prootPath}: run 'npm run setup'`);
+    if (!existsSync(this.cfg.unsharePath))
+      throw new SandboxError(
+        'SETUP_MISSING',
+        `${LABEL} unshare not found at ${this.cfg.unsharePath} (util-linux): it gives each app its own PID namespace`,
+      );
+    if (!existsSync(this.cfg.perlPath))
+      throw new SandboxError(
+        'SETUP_MISSING',
+        `${LABEL} perl not found at ${this.cfg.perlPath} (it runs the seccomp shim in front of proot)`,
+      );
+    if (!existsSync(join(this.cfg.rootfs, 'usr/bin/bash')))
+      throw new SandboxError('SETUP_MISSING', `${LABEL} no Debian rootfs at ${this.cfg.rootfs}: run 'npm run setup'`);
     const hostAppDir = join(this.cfg.workspaceDir, 'apps', appId);
-    if (!existsSync(hostAppDir)) throw new SandboxError('SPAWN_FAILED', `${LABEL} app directory ${hostAppDir} does not exist`, { appId });
+    if (!existsSync(hostAppDir))
+      throw new SandboxError('SPAWN_FAILED', `${LABEL} app directory ${hostAppDir} does not exist`, { appId });
     const entrypoint = resolveEntrypoint(hostAppDir, `/workspace/apps/${appId}`, manifest, 'proot');
 
     await this.ensureToolchain();
-    const provisioned = provisionToolsDir(this.layout.instanceToolsDir(instanceId), this.layout.toolchainDir, manifest.tools);
-    if (provisioned.missing.length) this.warn(`${LABEL} ${appId} (${instanceId}): tools not available on this host: ${provisioned.missing.join(', ')}`);
+    const provisioned = provisionToolsDir(
+      this.layout.instanceToolsDir(instanceId),
+      this.layout.toolchainDir,
+      manifest.tools,
+    );
+    if (provisioned.missing.length)
+      this.warn(
+        `${LABEL} ${appId} (${instanceId}): tools not available on this host: ${provisioned.missing.join(', ')}`,
+      );
     mkdirSync(this.layout.instanceDataDir(instanceId), { recursive: true });
     mkdirSync(this.layout.instanceTmpDir(instanceId), { recursive: true, mode: 0o700 });
     mkdirSync(this.layout.instanceVarTmpDir(instanceId), { recursive: true, mode: 0o700 });
@@ -224,7 +279,16 @@ export class ProotRunner implements AppSandboxRunner {
     });
     await new Promise<void>((resolve, reject) => {
       child.once('spawn', resolve);
-      child.once('error', (e) => reject(new SandboxError('SPAWN_FAILED', `${LABEL} could not start proot: ${e.message}`, { instanceId }, { cause: e })));
+      child.once('error', (e) =>
+        reject(
+          new SandboxError(
+            'SPAWN_FAILED',
+            `${LABEL} could not start proot: ${e.message}`,
+            { instanceId },
+            { cause: e },
+          ),
+        ),
+      );
     });
     const pgid = child.pid!;
     this.reaper.watch(pgid);
@@ -234,8 +298,14 @@ export class ProotRunner implements AppSandboxRunner {
 
     let settle!: (i: ExitInfo) => void;
     const t: Tracked = {
-      instanceId, appId, port, basePath: manifest.lifecycle.basePath, child, pgid,
-      expectingKill: false, live: false,
+      instanceId,
+      appId,
+      port,
+      basePath: manifest.lifecycle.basePath,
+      child,
+      pgid,
+      expectingKill: false,
+      live: false,
       exited: new Promise<ExitInfo>((r) => (settle = r)),
     };
     this.tracked.set(instanceId, t);
@@ -244,7 +314,8 @@ export class ProotRunner implements AppSandboxRunner {
       killGroup(pgid, 'SIGKILL'); // tracees detached from a killed proot must not linger
       this.reaper.unwatch(pgid);
       // Scratch: gone with its process.
-      for (const dir of [this.layout.instanceTmpDir(instanceId), this.layout.instanceVarTmpDir(instanceId)]) rmSync(dir, { recursive: true, force: true });
+      for (const dir of [this.layout.instanceTmpDir(instanceId), this.layout.instanceVarTmpDir(instanceId)])
+        rmSync(dir, { recursive: true, force: true });
       const info: ExitInfo = { code, signal, expected: t.expectingKill };
       if (this.tracked.get(instanceId) === t) this.tracked.delete(instanceId);
       exitedEarly.abort(`exited with ${signal ?? `code ${code}`}`);
@@ -253,10 +324,15 @@ export class ProotRunner implements AppSandboxRunner {
     });
 
     const health = await waitHealthy({
-      host: HOST, port, path: lifecyclePath(manifest.lifecycle.basePath, 'health'), appId, instanceId,
+      host: HOST,
+      port,
+      path: lifecyclePath(manifest.lifecycle.basePath, 'health'),
+      appId,
+      instanceId,
       timeoutMs: opts.healthTimeoutMs ?? this.cfg.healthTimeoutMs,
       intervalMs: opts.healthIntervalMs ?? this.cfg.healthIntervalMs,
-      label: LABEL, signal: AbortSignal.any([exitedEarly.signal, this.closing.signal]),
+      label: LABEL,
+      signal: AbortSignal.any([exitedEarly.signal, this.closing.signal]),
     });
     if (health.kind === 'match' || health.kind === 'legacy') {
       if (health.kind === 'legacy') this.warn(health.message);
@@ -273,7 +349,8 @@ export class ProotRunner implements AppSandboxRunner {
 
   private target(instanceId: string): Tracked {
     const t = this.tracked.get(instanceId);
-    if (!t || !t.live) throw new SandboxError('INSTANCE_UNKNOWN', `${LABEL} no running instance ${instanceId}`, { instanceId });
+    if (!t || !t.live)
+      throw new SandboxError('INSTANCE_UNKNOWN', `${LABEL} no running instance ${instanceId}`, { instanceId });
     return t;
   }
 
@@ -324,7 +401,10 @@ export class ProotRunner implements AppSandboxRunner {
   }
 
   registerAdopted(rec: OrphanRecord): void {
-    throw new SandboxError('ADOPT_UNSUPPORTED', `${LABEL} cannot adopt ${rec.instanceId}: PRoot apps die with the supervisor; only sandbox: 'container' apps are adopted`);
+    throw new SandboxError(
+      'ADOPT_UNSUPPORTED',
+      `${LABEL} cannot adopt ${rec.instanceId}: PRoot apps die with the supervisor; only sandbox: 'container' apps are adopted`,
+    );
   }
 
   logs(instanceId: string, opts: { follow?: boolean } = {}): AsyncIterable<LogLine> {

@@ -27,7 +27,11 @@ export class ProcessGroupReaper {
 
   private ensure(): ChildProcess {
     if (this.child && this.child.exitCode === null && this.child.signalCode === null) return this.child;
-    const child = spawn('/bin/bash', ['-c', WATCHDOG], { detached: true, stdio: ['pipe', 'ignore', 'ignore'], env: { PATH: '/usr/bin:/bin' } });
+    const child = spawn('/bin/bash', ['-c', WATCHDOG], {
+      detached: true,
+      stdio: ['pipe', 'ignore', 'ignore'],
+      env: { PATH: '/usr/bin:/bin' },
+    });
     child.unref();
     (child.stdin as unknown as { unref?: () => void }).unref?.(); // why: a pipe's socket has unref(); Writable's type does not
     child.stdin?.on('error', () => {}); // EPIPE if the watchdog was killed: nothing to do

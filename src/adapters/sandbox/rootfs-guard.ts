@@ -41,4 +41,11 @@ syscall(165, $fs, $shm, $fs, ${MS_NOSUID | MS_NODEV | MS_NOEXEC}, $opts) == 0 or
 `;
 
 /** Argv for perl: make `readOnly` read-only and /dev/shm private, install the seccomp filter, exec the program. */
-export const guardArgs = (readOnly: string[], program: string, args: string[]): string[] => ['-e', GUARD + SECCOMP_SHIM, String(readOnly.length), ...readOnly, program, ...args];
+export const guardArgs = (readOnly: string[], program: string, args: string[]): string[] => [
+  '-e',
+  GUARD + SECCOMP_SHIM,
+  String(readOnly.length),
+  ...readOnly,
+  program,
+  ...args,
+];

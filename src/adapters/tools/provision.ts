@@ -23,7 +23,12 @@ export interface ProvisionResult {
  * Makes `instanceToolsDir` hold links for exactly `tools` (manifest.tools: names, `*`, `claude-code`).
  * `allToolsDir` is the host directory of the toolchain (mounted at `allToolsMount` in the sandbox).
  */
-export function provisionToolsDir(instanceToolsDir: string, allToolsDir: string, tools: readonly string[], allToolsMount: string = ALL_TOOLS_MOUNT): ProvisionResult {
+export function provisionToolsDir(
+  instanceToolsDir: string,
+  allToolsDir: string,
+  tools: readonly string[],
+  allToolsMount: string = ALL_TOOLS_MOUNT,
+): ProvisionResult {
   mkdirSync(instanceToolsDir, { recursive: true });
   const available = toolchainNames(allToolsDir);
   const wanted = expandTools(tools, available);

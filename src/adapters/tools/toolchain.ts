@@ -17,7 +17,26 @@
 
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { constants, existsSync, lstatSync, mkdirSync, openSync, readSync, closeSync, readlinkSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync, copyFileSync, utimesSync, chmodSync, readdirSync } from 'node:fs';
+import {
+  constants,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  closeSync,
+  readlinkSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+  copyFileSync,
+  utimesSync,
+  chmodSync,
+  readdirSync,
+} from 'node:fs';
 import { basename, join } from 'node:path';
 import { TOOL_CATALOG } from '../../domain/manifest.ts';
 
@@ -28,7 +47,14 @@ export const ALL_TOOLS_MOUNT = '/aura/all-tools';
 /** Where an instance's allowlist directory is mounted inside both sandboxes. */
 export const MY_TOOLS_MOUNT = '/aura/my-tools';
 /** Host directories searched for tools, in order. */
-export const HOST_TOOL_PATH: readonly string[] = ['/usr/local/bin', '/usr/bin', '/bin', '/usr/local/sbin', '/usr/sbin', '/sbin'];
+export const HOST_TOOL_PATH: readonly string[] = [
+  '/usr/local/bin',
+  '/usr/bin',
+  '/bin',
+  '/usr/local/sbin',
+  '/usr/sbin',
+  '/sbin',
+];
 const ROOTFS_BIN_DIRS = ['usr/bin', 'bin', 'usr/sbin', 'sbin'];
 const ROOTFS_LIB_DIRS = ['lib/x86_64-linux-gnu', 'usr/lib/x86_64-linux-gnu', 'lib64', 'usr/lib64', 'lib', 'usr/lib'];
 const INDEX_FILE = '.toolchain.json';
@@ -84,7 +110,9 @@ export function toolchainFor(opts: BuildToolchainOptions): Promise<Toolchain> {
 /** The names a built toolchain directory holds (its entries, without the hidden support files). */
 export function toolchainNames(dir: string): string[] {
   try {
-    return readdirSync(dir).filter((n) => !n.startsWith('.')).sort();
+    return readdirSync(dir)
+      .filter((n) => !n.startsWith('.'))
+      .sort();
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw e;
@@ -115,7 +143,10 @@ async function build(opts: BuildToolchainOptions): Promise<Toolchain> {
     }
     const real = realpathSync(host);
     if (!isElf(real)) {
-      unavailable.push({ name, reason: `${host} is not an ELF executable (scripts need their package tree, which is not mirrored)` });
+      unavailable.push({
+        name,
+        reason: `${host} is not an ELF executable (scripts need their package tree, which is not mirrored)`,
+      });
       remove(join(dir, name));
       continue;
     }
@@ -129,7 +160,10 @@ async function build(opts: BuildToolchainOptions): Promise<Toolchain> {
     }
     const unresolved = missing.filter((l) => !l.path);
     if (unresolved.length > 0) {
-      unavailable.push({ name, reason: `libraries not found on the host: ${unresolved.map((l) => l.soname).join(', ')}` });
+      unavailable.push({
+        name,
+        reason: `libraries not found on the host: ${unresolved.map((l) => l.soname).join(', ')}`,
+      });
       remove(join(dir, name));
       continue;
     }

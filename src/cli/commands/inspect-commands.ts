@@ -21,7 +21,8 @@ function needId(args: CommandArgs, usage: string): string {
 function wholeNumber(v: unknown, name: string, min = 0): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!Number.isInteger(n) || n < min) throw new UsageError(`--${name} must be a whole number${min > 0 ? ` ≥ ${min}` : ''}, not '${String(v)}'`);
+  if (!Number.isInteger(n) || n < min)
+    throw new UsageError(`--${name} must be a whole number${min > 0 ? ` ≥ ${min}` : ''}, not '${String(v)}'`);
   return n;
 }
 
@@ -33,7 +34,8 @@ const describe = (summary: Record<string, unknown>): string => {
 
 /** What ps says under a table whose live states nobody supervises. */
 export function unsupervisedNote(sup: Supervision): string {
-  if (!sup.heartbeatAt) return 'no supervisor has run on this log: states are as last recorded (runlog serve supervises)';
+  if (!sup.heartbeatAt)
+    return 'no supervisor has run on this log: states are as last recorded (runlog serve supervises)';
   return `not supervised since ${sup.since} (last heartbeat from ${sup.node} pid ${sup.pid}): live states are the last known, not current (runlog serve supervises)`;
 }
 
@@ -43,12 +45,18 @@ export const psCommand: Command = {
   usage: 'runlog ps [--all] [--kind instance|execution] [--json]',
   options: {
     all: { type: 'boolean', short: 'a', default: false, description: 'every actor, finished ones too' },
-    kind: { type: 'string', value: '<instance|execution>', description: 'only app instances or only executions', defaultText: 'both' },
+    kind: {
+      type: 'string',
+      value: '<instance|execution>',
+      description: 'only app instances or only executions',
+      defaultText: 'both',
+    },
   },
   examples: ['runlog ps --all --kind instance'],
   run: (args, io) => {
     const kind = args.values.kind as string | undefined;
-    if (kind && kind !== 'instance' && kind !== 'execution') throw new UsageError(`--kind must be instance or execution, not '${kind}'`);
+    if (kind && kind !== 'instance' && kind !== 'execution')
+      throw new UsageError(`--kind must be instance or execution, not '${kind}'`);
     return withInspectionLog(args, async ({ store, cluster }) => {
       const rows = await store.listActors({ all: Boolean(args.values.all), ...(kind ? { kind } : {}) });
       const sup = supervisionOf(await store.readHeartbeat(), new Date().toISOString());
@@ -59,21 +67,47 @@ export const psCommand: Command = {
       if (io.json) {
         printJson(
           io,
-          rows.map((r) => ({ id: r.id, kind: r.kind, state: r.state, status: r.status, version: r.version, createdAt: r.createdAt, updatedAt: r.updatedAt, summary: r.summary, supervised: sup.supervised, heartbeatAt: sup.heartbeatAt, archived: r.archived ?? null, ...(placed ? placed(r) : {}) })),
+          rows.map((r) => ({
+            id: r.id,
+            kind: r.kind,
+            state: r.state,
+            status: r.status,
+            version: r.version,
+            createdAt: r.createdAt,
+            updatedAt: r.updatedAt,
+            summary: r.summary,
+            supervised: sup.supervised,
+            heartbeatAt: sup.heartbeatAt,
+            archived: r.archived ?? null,
+            ...(placed ? placed(r) : {}),
+          })),
         );
       } else if (rows.length === 0) {
         io.err(args.values.all ? 'no actors in this log' : 'no live actors (runlog ps --all shows finished ones)');
       } else {
         // Like kubectl's NotReady: a live state nobody supervises is only the last one known.
-        const mark = (r: { state: string; status: string }) => (!sup.supervised && r.status === 'active' ? `${r.state} (last known)` : r.state);
-        const what = (r: (typeof rows)[number]) => `${describe(r.summary)}${r.archived ? `${r.summary.appId || r.summary.uri ? ' ' : ''}(archived to ${r.archived.file})` : ''}`;
+        const mark = (r: { state: string; status: string }) =>
+          !sup.supervised && r.status === 'active' ? `${r.state} (last known)` : r.state;
+        const what = (r: (typeof rows)[number]) =>
+          `${describe(r.summary)}${r.archived ? `${r.summary.appId || r.summary.uri ? ' ' : ''}(archived to ${r.archived.file})` : ''}`;
         if (placed) {
           const cells = (r: (typeof rows)[number]) => {
             const p = placed(r);
             return [p.node ?? '-', p.owner ?? '-'];
           };
-          io.out(table(rows.map((r) => [r.id, r.kind, mark(r), ...cells(r), age(r.updatedAt), what(r)]), ['ID', 'KIND', 'STATE', 'NODE', 'OWNER', 'UPDATED', 'WHAT']));
-        } else io.out(table(rows.map((r) => [r.id, r.kind, mark(r), age(r.updatedAt), what(r)]), ['ID', 'KIND', 'STATE', 'UPDATED', 'WHAT']));
+          io.out(
+            table(
+              rows.map((r) => [r.id, r.kind, mark(r), ...cells(r), age(r.updatedAt), what(r)]),
+              ['ID', 'KIND', 'STATE', 'NODE', 'OWNER', 'UPDATED', 'WHAT'],
+            ),
+          );
+        } else
+          io.out(
+            table(
+              rows.map((r) => [r.id, r.kind, mark(r), age(r.updatedAt), what(r)]),
+              ['ID', 'KIND', 'STATE', 'UPDATED', 'WHAT'],
+            ),
+          );
         if (!sup.supervised && rows.some((r) => r.status === 'active')) io.err(unsupervisedNote(sup));
       }
       return EXIT.ok;
@@ -98,10 +132,22 @@ export const inspectCommand: Command = {
       if (io.json) printJson(io, { ...view, supervision: sup, ...(waterfall ? { waterfall } : {}) });
       else {
         const last = !sup.supervised && view.status === 'active' ? ' — last known state' : '';
-        io.out(`${view.kind} ${view.id}\nstate:   ${view.state} (${view.status})${last}\nversion: ${view.version}\ncreated: ${view.createdAt}\nupdated: ${view.updatedAt}`);
-        if (view.archived) io.out(`archived: ${view.archived.at} to ${view.archived.file}\n          its events are there: runlog replay --file ${view.archived.file} ${view.id}`);
-        io.out(`supervised: ${sup.supervised ? `yes (${sup.node} pid ${sup.pid}, heartbeat ${sup.heartbeatAt})` : `no${sup.since ? ` since ${sup.since}` : ' (no supervisor has run on this log)'}`}`);
-        if (waterfall && waterfall.length > 0) io.out(`latency (ms from the request):\n${renderWaterfall(waterfall).map((l) => `  ${l}`).join('\n')}`);
+        io.out(
+          `${view.kind} ${view.id}\nstate:   ${view.state} (${view.status})${last}\nversion: ${view.version}\ncreated: ${view.createdAt}\nupdated: ${view.updatedAt}`,
+        );
+        if (view.archived)
+          io.out(
+            `archived: ${view.archived.at} to ${view.archived.file}\n          its events are there: runlog replay --file ${view.archived.file} ${view.id}`,
+          );
+        io.out(
+          `supervised: ${sup.supervised ? `yes (${sup.node} pid ${sup.pid}, heartbeat ${sup.heartbeatAt})` : `no${sup.since ? ` since ${sup.since}` : ' (no supervisor has run on this log)'}`}`,
+        );
+        if (waterfall && waterfall.length > 0)
+          io.out(
+            `latency (ms from the request):\n${renderWaterfall(waterfall)
+              .map((l) => `  ${l}`)
+              .join('\n')}`,
+          );
         io.out(`context:\n${JSON.stringify(view.context, null, 2)}`);
       }
       return EXIT.ok;
@@ -142,13 +188,24 @@ export const eventsCommand: Command = {
   usage: 'runlog events <id> | --all [--from N] [--to N] [--follow] [--json]',
   options: {
     all: { type: 'boolean', default: false, description: 'the whole log in seq order (--from/--to are then seqs)' },
-    from: { type: 'string', value: '<N>', description: 'first version to print (with --all: print seqs after N)', defaultText: 'the first' },
-    to: { type: 'string', value: '<N>', description: 'last version (with --all: seq) to print; --follow ends there', defaultText: 'the last' },
+    from: {
+      type: 'string',
+      value: '<N>',
+      description: 'first version to print (with --all: print seqs after N)',
+      defaultText: 'the first',
+    },
+    to: {
+      type: 'string',
+      value: '<N>',
+      description: 'last version (with --all: seq) to print; --follow ends there',
+      defaultText: 'the last',
+    },
     follow: {
       type: 'boolean',
       short: 'f',
       default: false,
-      description: 'keep printing new events (also written by other processes); ends at --to, or when the actor has ended',
+      description:
+        'keep printing new events (also written by other processes); ends at --to, or when the actor has ended',
     },
   },
   examples: ['runlog events inst_01J9Z --follow', 'runlog events --all --json | head -1'],
@@ -162,41 +219,60 @@ export const eventsCommand: Command = {
     const follow = Boolean(args.values.follow);
     // Resolving an (abbreviated) id reads the store alone: no machines are loaded before the first line.
     const resolve = all ? undefined : (await import('../../inspect/resolve-actor.ts')).resolveActor;
-    return withInspectionLog(args, async ({ store }) => {
-      // --all: positions are seqs; one actor: versions. Either way a row is printed as soon as it is read.
-      const ref = resolve ? await resolve(store, id!) : undefined;
-      const startSeq = await store.lastSeq(); // where --follow picks up, at the latest
-      let lastSeq = all ? (from ?? 0) : 0;
-      let lastVersion = all ? 0 : Math.max(0, (from ?? 1) - 1);
-      const rows = ref ? streamPages(store, ref.stream, from ?? 1, to) : logPages(store, (from ?? 0) + 1, to);
-      const printed = await printEach(io, rows, (e) => formatLine(io, e), (e) => {
-        lastSeq = e.seq;
-        lastVersion = e.version;
-      });
-      if (!printed || !follow || io.closed) return EXIT.ok;
-      const reachedTo = (): boolean => to !== undefined && (all ? lastSeq >= to : lastVersion >= to);
-      // Ended: the actor is terminal and every event up to that point has been printed (a writer may have committed
-      // the final events already while we print the ones before them).
-      const ended = async (): Promise<boolean> => {
-        const row = ref ? await store.getActor(ref.id) : undefined;
-        return row !== undefined && row.status === 'terminal' && lastVersion >= row.version;
-      };
-      if (reachedTo() || (await ended())) return EXIT.ok;
-      await followLog(io, store, { afterSeq: Math.max(lastSeq, all ? 0 : startSeq), ...(ref ? { stream: ref.stream } : {}) }, async (e, stop) => {
-        if (all ? e.seq <= lastSeq : e.version <= lastVersion) return; // already printed by the catch-up
-        if (to !== undefined && (all ? e.seq > to : e.version > to)) return stop();
-        printEvent(io, e);
-        lastSeq = e.seq;
-        lastVersion = e.version;
-        if (reachedTo() || io.closed || (await ended())) stop();
-      });
-      return EXIT.ok;
-    }, follow);
+    return withInspectionLog(
+      args,
+      async ({ store }) => {
+        // --all: positions are seqs; one actor: versions. Either way a row is printed as soon as it is read.
+        const ref = resolve ? await resolve(store, id!) : undefined;
+        const startSeq = await store.lastSeq(); // where --follow picks up, at the latest
+        let lastSeq = all ? (from ?? 0) : 0;
+        let lastVersion = all ? 0 : Math.max(0, (from ?? 1) - 1);
+        const rows = ref ? streamPages(store, ref.stream, from ?? 1, to) : logPages(store, (from ?? 0) + 1, to);
+        const printed = await printEach(
+          io,
+          rows,
+          (e) => formatLine(io, e),
+          (e) => {
+            lastSeq = e.seq;
+            lastVersion = e.version;
+          },
+        );
+        if (!printed || !follow || io.closed) return EXIT.ok;
+        const reachedTo = (): boolean => to !== undefined && (all ? lastSeq >= to : lastVersion >= to);
+        // Ended: the actor is terminal and every event up to that point has been printed (a writer may have committed
+        // the final events already while we print the ones before them).
+        const ended = async (): Promise<boolean> => {
+          const row = ref ? await store.getActor(ref.id) : undefined;
+          return row !== undefined && row.status === 'terminal' && lastVersion >= row.version;
+        };
+        if (reachedTo() || (await ended())) return EXIT.ok;
+        await followLog(
+          io,
+          store,
+          { afterSeq: Math.max(lastSeq, all ? 0 : startSeq), ...(ref ? { stream: ref.stream } : {}) },
+          async (e, stop) => {
+            if (all ? e.seq <= lastSeq : e.version <= lastVersion) return; // already printed by the catch-up
+            if (to !== undefined && (all ? e.seq > to : e.version > to)) return stop();
+            printEvent(io, e);
+            lastSeq = e.seq;
+            lastVersion = e.version;
+            if (reachedTo() || io.closed || (await ended())) stop();
+          },
+        );
+        return EXIT.ok;
+      },
+      follow,
+    );
   },
 };
 
 /** Tails the log until the handler calls stop, a signal arrives, stdout's reader goes away or the tail fails. */
-async function followLog(io: Io, store: EventStorePort, from: { afterSeq: number; stream?: string }, onEvent: (e: RecordedEvent, stop: () => void) => Promise<void>): Promise<void> {
+async function followLog(
+  io: Io,
+  store: EventStorePort,
+  from: { afterSeq: number; stream?: string },
+  onEvent: (e: RecordedEvent, stop: () => void) => Promise<void>,
+): Promise<void> {
   const { done, stopped } = untilStopped(io);
   let over = false;
   let failed: { error: unknown } | null = null;
@@ -229,18 +305,33 @@ async function followLog(io: Io, store: EventStorePort, from: { afterSeq: number
 export const replayCommand: Command = {
   name: 'replay',
   streams: true,
-  summary: 'replay an actor through its machine (from the log, or offline from an exported --file): each transition, or state and context at --to N',
+  summary:
+    'replay an actor through its machine (from the log, or offline from an exported --file): each transition, or state and context at --to N',
   usage: 'runlog replay <id> | --file <history.jsonl | archive.jsonl.gz> [<id>] [--to <version>] [--step] [--json]',
   options: {
-    to: { type: 'string', value: '<version>', description: 'stop at this version and print the state and context there', defaultText: 'the last' },
-    step: { type: 'boolean', default: false, description: 'a block per transition: effects that ran live and what changed in the context' },
+    to: {
+      type: 'string',
+      value: '<version>',
+      description: 'stop at this version and print the state and context there',
+      defaultText: 'the last',
+    },
+    step: {
+      type: 'boolean',
+      default: false,
+      description: 'a block per transition: effects that ran live and what changed in the context',
+    },
     file: {
       type: 'string',
       value: '<history.jsonl>',
-      description: 'replay a history written by runlog export, or an actor of an archive written by runlog archive (gzip; name the actor): no database is opened',
+      description:
+        'replay a history written by runlog export, or an actor of an archive written by runlog archive (gzip; name the actor): no database is opened',
     },
   },
-  examples: ['runlog replay exec_01J9Z --step', 'runlog replay --file history.jsonl --to 3', 'runlog replay --file ~/.runlog/archives/runlog-2026-11-01.jsonl.gz exec_01J9Z'],
+  examples: [
+    'runlog replay exec_01J9Z --step',
+    'runlog replay --file history.jsonl --to 3',
+    'runlog replay --file ~/.runlog/archives/runlog-2026-11-01.jsonl.gz exec_01J9Z',
+  ],
   run: async (args, io) => {
     const file = args.values.file as string | undefined;
     const step = Boolean(args.values.step);
@@ -252,7 +343,10 @@ export const replayCommand: Command = {
     const debug = await import('../replay-stepper.ts');
     if (file !== undefined) {
       // Offline: no database is opened, nothing runs; the file's events go through the upcasters.
-      if (args.positionals.length > 1) throw new UsageError(`--file takes at most one actor id (the actor to replay from an archive)\nusage: ${replayCommand.usage}`);
+      if (args.positionals.length > 1)
+        throw new UsageError(
+          `--file takes at most one actor id (the actor to replay from an archive)\nusage: ${replayCommand.usage}`,
+        );
       const id = args.positionals[0];
       await debug.replayHistoryFile(io, file, { step, to, ...(id !== undefined ? { id } : {}) });
       return EXIT.ok;
@@ -279,7 +373,15 @@ export const exportCommand: Command = {
       io.out(historyHeaderLine({ ...ref, version }, new Date().toISOString()));
       let n = 0;
       // Read a page at a time up to the version in the header: the file always agrees with its header.
-      if (!(await printEach(io, streamPages(store, ref.stream, 1, version), (e) => JSON.stringify(e), () => (n += 1)))) return EXIT.ok;
+      if (
+        !(await printEach(
+          io,
+          streamPages(store, ref.stream, 1, version),
+          (e) => JSON.stringify(e),
+          () => (n += 1),
+        ))
+      )
+        return EXIT.ok;
       io.err(`exported ${n} events of ${ref.kind} ${ref.id}`);
       return EXIT.ok;
     });
@@ -291,7 +393,11 @@ export const rebuildCommand: Command = {
   summary: 'drop and recompute the actors projection (or, with --snapshots, the snapshots) from the events',
   usage: 'runlog rebuild [--snapshots] [--json]',
   options: {
-    snapshots: { type: 'boolean', default: false, description: "recompute every actor's snapshot instead (a cache: only speed changes)" },
+    snapshots: {
+      type: 'boolean',
+      default: false,
+      description: "recompute every actor's snapshot instead (a cache: only speed changes)",
+    },
   },
   examples: ['runlog rebuild', 'runlog rebuild --snapshots'],
   run: async (args, io) => {

@@ -9,7 +9,7 @@ const seconds = (ms: number | null): string => (ms === null ? '-' : `${(ms / 100
 
 export const nodesCommand: Command = {
   name: 'nodes',
-  summary: "the supervisors sharing the log: heartbeats, and the actors each owns",
+  summary: 'the supervisors sharing the log: heartbeats, and the actors each owns',
   usage: 'runlog nodes [--json]',
   examples: ['runlog nodes --store postgres://runlog:runlog@127.0.0.1:5432/runlog'],
   run: async (args, io) => {
@@ -26,13 +26,34 @@ export const nodesCommand: Command = {
       }
       io.out(
         table(
-          view.nodes.map((n) => [n.node, n.live ? 'live' : n.stoppedAt ? 'stopped' : 'gone', n.host ?? '-', n.pid === null ? '-' : String(n.pid), n.beatAt ?? '-', seconds(n.ageMs), String(n.owns.length)]),
+          view.nodes.map((n) => [
+            n.node,
+            n.live ? 'live' : n.stoppedAt ? 'stopped' : 'gone',
+            n.host ?? '-',
+            n.pid === null ? '-' : String(n.pid),
+            n.beatAt ?? '-',
+            seconds(n.ageMs),
+            String(n.owns.length),
+          ]),
           ['NODE', 'STATUS', 'HOST', 'PID', 'HEARTBEAT', 'AGE', 'OWNS'],
         ),
       );
-      const leases = view.nodes.flatMap((n) => n.owns.map((a) => [a.id, a.kind, a.state ?? '?', n.node, String(a.token), a.expired ? `expired ${seconds(-a.expiresInMs)} ago` : `in ${seconds(a.expiresInMs)}`]));
-      if (leases.length > 0) io.out(`\n${table(leases, ['ACTOR', 'KIND', 'STATE', 'OWNER', 'TOKEN', 'LEASE EXPIRES'])}`);
-      if (view.unowned.length > 0) io.err(`live actors no node owns (their lease was given back or never taken): ${view.unowned.map((a) => a.id).join(', ')}`);
+      const leases = view.nodes.flatMap((n) =>
+        n.owns.map((a) => [
+          a.id,
+          a.kind,
+          a.state ?? '?',
+          n.node,
+          String(a.token),
+          a.expired ? `expired ${seconds(-a.expiresInMs)} ago` : `in ${seconds(a.expiresInMs)}`,
+        ]),
+      );
+      if (leases.length > 0)
+        io.out(`\n${table(leases, ['ACTOR', 'KIND', 'STATE', 'OWNER', 'TOKEN', 'LEASE EXPIRES'])}`);
+      if (view.unowned.length > 0)
+        io.err(
+          `live actors no node owns (their lease was given back or never taken): ${view.unowned.map((a) => a.id).join(', ')}`,
+        );
       return EXIT.ok;
     });
   },

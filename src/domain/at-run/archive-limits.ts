@@ -35,7 +35,8 @@ export function archiveLimitsIssues(value: unknown, where = 'archive limits'): s
   const v = value as Record<string, unknown>;
   for (const key of ARCHIVE_LIMIT_KEYS) {
     const n = v[key];
-    if (!(typeof n === 'number' && Number.isSafeInteger(n) && n > 0)) issues.push(`${where}.${key} must be a positive integer (got ${JSON.stringify(n)})`);
+    if (!(typeof n === 'number' && Number.isSafeInteger(n) && n > 0))
+      issues.push(`${where}.${key} must be a positive integer (got ${JSON.stringify(n)})`);
   }
   for (const key of Object.keys(v)) {
     if (!(ARCHIVE_LIMIT_KEYS as readonly string[]).includes(key)) issues.push(`${where}.${key} is not a known limit`);

@@ -24,7 +24,14 @@
 import { canonicalRelativePath } from './safe-path.ts';
 import { digestReferenceIssues } from './oci-reference.ts';
 import { DAG_CBOR_CODEC, RAW_CODEC, blobRefLink, cidIssues, isDatetime, parseRecordUriOf } from './record-syntax.ts';
-import { RecordValidationError, ViolationList, isPlainObject, join, unknownKeys, type RecordViolation } from './record-violations.ts';
+import {
+  RecordValidationError,
+  ViolationList,
+  isPlainObject,
+  join,
+  unknownKeys,
+  type RecordViolation,
+} from './record-violations.ts';
 import { RUNTIME_NAME_RE, RUNTIME_RECORD_NSID } from './runtime-record.ts';
 
 export const CODE_RECORD_NSID = 'dev.mainasara.at-run.beta.v2.code';
@@ -99,13 +106,21 @@ function checkRequested(list: ViolationList, requested: unknown): void {
     list.add('CODE_REQUESTED_INVALID', 'requested', 'requested must be an object');
     return;
   }
-  unknownKeys(list, 'CODE_REQUESTED_INVALID', 'requested', requested, ['network', ...REQUESTED_INTEGERS.map(([k]) => k)]);
-  if (requested.network !== undefined && typeof requested.network !== 'boolean') list.add('CODE_REQUESTED_INVALID', 'requested.network', 'network must be a boolean');
+  unknownKeys(list, 'CODE_REQUESTED_INVALID', 'requested', requested, [
+    'network',
+    ...REQUESTED_INTEGERS.map(([k]) => k),
+  ]);
+  if (requested.network !== undefined && typeof requested.network !== 'boolean')
+    list.add('CODE_REQUESTED_INVALID', 'requested.network', 'network must be a boolean');
   for (const [key, min, max] of REQUESTED_INTEGERS) {
     const v = requested[key];
     if (v === undefined) continue;
     if (!(typeof v === 'number' && Number.isSafeInteger(v) && v >= min && v <= max)) {
-      list.add('CODE_REQUESTED_INVALID', join('requested', key), `${key} must be an integer between ${min} and ${max} (got ${JSON.stringify(v)})`);
+      list.add(
+        'CODE_REQUESTED_INVALID',
+        join('requested', key),
+        `${key} must be an integer between ${min} and ${max} (got ${JSON.stringify(v)})`,
+      );
     }
   }
 }
@@ -116,12 +131,21 @@ export const HANDLER_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 function checkHandlers(list: ViolationList, handlers: unknown): void {
   if (handlers === undefined) return;
   if (!Array.isArray(handlers) || handlers.length === 0 || handlers.length > CODE_LIMITS.handlers) {
-    list.add('CODE_HANDLERS_INVALID', 'handlers', `handlers must be a non-empty array of at most ${CODE_LIMITS.handlers} handler names`);
+    list.add(
+      'CODE_HANDLERS_INVALID',
+      'handlers',
+      `handlers must be a non-empty array of at most ${CODE_LIMITS.handlers} handler names`,
+    );
     return;
   }
   const seen = new Set<unknown>();
   handlers.forEach((h, i) => {
-    if (typeof h !== 'string' || !HANDLER_NAME_RE.test(h)) list.add('CODE_HANDLERS_INVALID', join('handlers', i), `${JSON.stringify(h)} is not a handler name (an identifier)`);
+    if (typeof h !== 'string' || !HANDLER_NAME_RE.test(h))
+      list.add(
+        'CODE_HANDLERS_INVALID',
+        join('handlers', i),
+        `${JSON.stringify(h)} is not a handler name (an identifier)`,
+      );
     else if (seen.has(h)) list.add('CODE_HANDLERS_INVALID', join('handlers', i), `${h} is listed twice`);
     seen.add(h);
   });
@@ -142,64 +166,125 @@ export function validateCodeRecord(value: unknown): CodeRecordCheck {
     list.add('CODE_RECORD_INVALID', '', 'a code record must be an object');
     return { ok: false, violations: list.items };
   }
-  unknownKeys(list, 'CODE_RECORD_INVALID', '', value, ['$type', 'runtime', 'runtimeRecord', 'blob', 'entrypoint', 'additions', 'requested', 'handlers', 'description', 'createdAt']);
-  if (value.$type !== CODE_RECORD_NSID) list.add('CODE_RECORD_INVALID', '$type', `$type must be ${CODE_RECORD_NSID} (got ${JSON.stringify(value.$type)})`);
-  if (typeof value.runtime !== 'string' || value.runtime.length > CODE_LIMITS.nameLength || !RUNTIME_NAME_RE.test(value.runtime)) {
-    list.add('CODE_RECORD_INVALID', 'runtime', `runtime must be a canonical runtime name (got ${JSON.stringify(value.runtime)})`);
+  unknownKeys(list, 'CODE_RECORD_INVALID', '', value, [
+    '$type',
+    'runtime',
+    'runtimeRecord',
+    'blob',
+    'entrypoint',
+    'additions',
+    'requested',
+    'handlers',
+    'description',
+    'createdAt',
+  ]);
+  if (value.$type !== CODE_RECORD_NSID)
+    list.add('CODE_RECORD_INVALID', '$type', `$type must be ${CODE_RECORD_NSID} (got ${JSON.stringify(value.$type)})`);
+  if (
+    typeof value.runtime !== 'string' ||
+    value.runtime.length > CODE_LIMITS.nameLength ||
+    !RUNTIME_NAME_RE.test(value.runtime)
+  ) {
+    list.add(
+      'CODE_RECORD_INVALID',
+      'runtime',
+      `runtime must be a canonical runtime name (got ${JSON.stringify(value.runtime)})`,
+    );
   }
-  if (value.description !== undefined && (typeof value.description !== 'string' || value.description.length > CODE_LIMITS.descriptionLength)) {
-    list.add('CODE_RECORD_INVALID', 'description', `description must be a string of at most ${CODE_LIMITS.descriptionLength} characters`);
+  if (
+    value.description !== undefined &&
+    (typeof value.description !== 'string' || value.description.length > CODE_LIMITS.descriptionLength)
+  ) {
+    list.add(
+      'CODE_RECORD_INVALID',
+      'description',
+      `description must be a string of at most ${CODE_LIMITS.descriptionLength} characters`,
+    );
   }
-  if (!isDatetime(value.createdAt)) list.add('CODE_RECORD_INVALID', 'createdAt', `createdAt must be an RFC 3339 datetime (got ${JSON.stringify(value.createdAt)})`);
+  if (!isDatetime(value.createdAt))
+    list.add(
+      'CODE_RECORD_INVALID',
+      'createdAt',
+      `createdAt must be an RFC 3339 datetime (got ${JSON.stringify(value.createdAt)})`,
+    );
 
   // runtimeRecord: strong ref to a V2 runtime record.
   let runtimeCid: string | undefined;
   let runtimePublisher: string | undefined;
   const rr = value.runtimeRecord;
-  if (!isPlainObject(rr)) list.add('CODE_RUNTIME_REF_INVALID', 'runtimeRecord', 'runtimeRecord must be a strong ref { uri, cid }');
+  if (!isPlainObject(rr))
+    list.add('CODE_RUNTIME_REF_INVALID', 'runtimeRecord', 'runtimeRecord must be a strong ref { uri, cid }');
   else {
     unknownKeys(list, 'CODE_RUNTIME_REF_INVALID', 'runtimeRecord', rr, ['uri', 'cid', '$type']);
-    if (rr.$type !== undefined && rr.$type !== 'com.atproto.repo.strongRef') list.add('CODE_RUNTIME_REF_INVALID', 'runtimeRecord.$type', 'runtimeRecord.$type must be com.atproto.repo.strongRef when present');
+    if (rr.$type !== undefined && rr.$type !== 'com.atproto.repo.strongRef')
+      list.add(
+        'CODE_RUNTIME_REF_INVALID',
+        'runtimeRecord.$type',
+        'runtimeRecord.$type must be com.atproto.repo.strongRef when present',
+      );
     const parsed = parseRecordUriOf(rr.uri, RUNTIME_RECORD_NSID);
-    if (!parsed) list.add('CODE_RUNTIME_REF_INVALID', 'runtimeRecord.uri', `runtimeRecord.uri must be at://<did>/${RUNTIME_RECORD_NSID}/<rkey> (got ${JSON.stringify(rr.uri)})`);
+    if (!parsed)
+      list.add(
+        'CODE_RUNTIME_REF_INVALID',
+        'runtimeRecord.uri',
+        `runtimeRecord.uri must be at://<did>/${RUNTIME_RECORD_NSID}/<rkey> (got ${JSON.stringify(rr.uri)})`,
+      );
     else runtimePublisher = parsed.did;
-    for (const issue of cidIssues(rr.cid, DAG_CBOR_CODEC)) list.add('CODE_RUNTIME_REF_INVALID', 'runtimeRecord.cid', `runtimeRecord.cid ${issue}`);
+    for (const issue of cidIssues(rr.cid, DAG_CBOR_CODEC))
+      list.add('CODE_RUNTIME_REF_INVALID', 'runtimeRecord.cid', `runtimeRecord.cid ${issue}`);
     // The binding is string equality with whatever CID the record pins, valid or not.
     if (typeof rr.cid === 'string') runtimeCid = rr.cid;
   }
 
   // blob: raw sha256 CIDv1, bound to the runtime record by its MIME subtype.
   const blob = value.blob;
-  if (!isPlainObject(blob)) list.add('CODE_BLOB_INVALID', 'blob', 'blob must be a blob ref { $type: "blob", ref, mimeType, size }');
+  if (!isPlainObject(blob))
+    list.add('CODE_BLOB_INVALID', 'blob', 'blob must be a blob ref { $type: "blob", ref, mimeType, size }');
   else {
     unknownKeys(list, 'CODE_BLOB_INVALID', 'blob', blob, ['$type', 'ref', 'mimeType', 'size']);
     if (blob.$type !== 'blob') list.add('CODE_BLOB_INVALID', 'blob.$type', 'blob.$type must be "blob"');
     const link = blobRefLink(blob.ref);
     if (link === null) list.add('CODE_BLOB_INVALID', 'blob.ref', 'blob.ref must be { $link: <cid> }');
     else for (const issue of cidIssues(link, RAW_CODEC)) list.add('CODE_BLOB_INVALID', 'blob.ref', `blob CID ${issue}`);
-    if (!(typeof blob.size === 'number' && Number.isSafeInteger(blob.size) && blob.size > 0)) list.add('CODE_BLOB_INVALID', 'blob.size', 'blob.size must be a positive integer');
-    if (typeof blob.mimeType !== 'string') list.add('CODE_MIME_MISMATCH', 'blob.mimeType', 'blob.mimeType must be a string');
+    if (!(typeof blob.size === 'number' && Number.isSafeInteger(blob.size) && blob.size > 0))
+      list.add('CODE_BLOB_INVALID', 'blob.size', 'blob.size must be a positive integer');
+    if (typeof blob.mimeType !== 'string')
+      list.add('CODE_MIME_MISMATCH', 'blob.mimeType', 'blob.mimeType must be a string');
     else if (runtimeCid !== undefined && blob.mimeType !== `application/${runtimeCid}`) {
-      list.add('CODE_MIME_MISMATCH', 'blob.mimeType', `blob.mimeType must be exactly application/${runtimeCid} (the runtime record's CID), got ${JSON.stringify(blob.mimeType)}`);
+      list.add(
+        'CODE_MIME_MISMATCH',
+        'blob.mimeType',
+        `blob.mimeType must be exactly application/${runtimeCid} (the runtime record's CID), got ${JSON.stringify(blob.mimeType)}`,
+      );
     } else if (runtimeCid === undefined && !blob.mimeType.startsWith('application/')) {
-      list.add('CODE_MIME_MISMATCH', 'blob.mimeType', `blob.mimeType must be application/<runtime record CID>, got ${JSON.stringify(blob.mimeType)}`);
+      list.add(
+        'CODE_MIME_MISMATCH',
+        'blob.mimeType',
+        `blob.mimeType must be application/<runtime record CID>, got ${JSON.stringify(blob.mimeType)}`,
+      );
     }
   }
 
-  if (typeof value.entrypoint !== 'string') list.add('CODE_ENTRYPOINT_INVALID', 'entrypoint', 'entrypoint must be a string');
+  if (typeof value.entrypoint !== 'string')
+    list.add('CODE_ENTRYPOINT_INVALID', 'entrypoint', 'entrypoint must be a string');
   else {
-    for (const p of canonicalRelativePath(value.entrypoint).problems) list.add('CODE_ENTRYPOINT_INVALID', 'entrypoint', `entrypoint ${JSON.stringify(value.entrypoint)} ${p.message}`);
+    for (const p of canonicalRelativePath(value.entrypoint).problems)
+      list.add('CODE_ENTRYPOINT_INVALID', 'entrypoint', `entrypoint ${JSON.stringify(value.entrypoint)} ${p.message}`);
   }
 
   const additions = value.additions;
   if (additions !== undefined) {
-    if (!Array.isArray(additions)) list.add('CODE_RECORD_INVALID', 'additions', 'additions must be an array of image references');
+    if (!Array.isArray(additions))
+      list.add('CODE_RECORD_INVALID', 'additions', 'additions must be an array of image references');
     else {
-      if (additions.length > CODE_LIMITS.additions) list.add('CODE_RECORD_INVALID', 'additions', `at most ${CODE_LIMITS.additions} additions`);
+      if (additions.length > CODE_LIMITS.additions)
+        list.add('CODE_RECORD_INVALID', 'additions', `at most ${CODE_LIMITS.additions} additions`);
       const seen = new Set<unknown>();
       additions.forEach((ref, i) => {
-        for (const issue of digestReferenceIssues(ref)) list.add('CODE_ADDITION_NOT_DIGEST', join('additions', i), issue);
-        if (seen.has(ref)) list.add('CODE_RECORD_INVALID', join('additions', i), `addition ${JSON.stringify(ref)} is listed twice`);
+        for (const issue of digestReferenceIssues(ref))
+          list.add('CODE_ADDITION_NOT_DIGEST', join('additions', i), issue);
+        if (seen.has(ref))
+          list.add('CODE_RECORD_INVALID', join('additions', i), `addition ${JSON.stringify(ref)} is listed twice`);
         seen.add(ref);
       });
     }
@@ -209,7 +294,12 @@ export function validateCodeRecord(value: unknown): CodeRecordCheck {
 
   if (!list.ok) return { ok: false, violations: list.items };
   // why: every field was checked above (list.ok)
-  return { ok: true, violations: [], record: value as unknown as CodeRecord, ...(runtimePublisher ? { runtimePublisher } : {}) };
+  return {
+    ok: true,
+    violations: [],
+    record: value as unknown as CodeRecord,
+    ...(runtimePublisher ? { runtimePublisher } : {}),
+  };
 }
 
 /** Validates and returns the typed record; throws RecordValidationError listing every violation. */
@@ -222,7 +312,10 @@ export function assertCodeRecord(value: unknown): CodeRecord {
 /** The DID of the runtime record's publisher, from `runtimeRecord.uri` (for `checkPublisher`). */
 export function runtimePublisherOf(code: Pick<CodeRecord, 'runtimeRecord'>): string {
   const parsed = parseRecordUriOf(code.runtimeRecord.uri, RUNTIME_RECORD_NSID);
-  if (!parsed) throw new RecordValidationError('code record', [{ code: 'CODE_RUNTIME_REF_INVALID', path: 'runtimeRecord.uri', message: 'not a V2 runtime record URI' }]);
+  if (!parsed)
+    throw new RecordValidationError('code record', [
+      { code: 'CODE_RUNTIME_REF_INVALID', path: 'runtimeRecord.uri', message: 'not a V2 runtime record URI' },
+    ]);
   return parsed.did;
 }
 
@@ -238,13 +331,25 @@ export function runtimePublisherOfUri(uri: string): string | null {
 export function checkRuntimeBinding(code: Pick<CodeRecord, 'runtimeRecord' | 'blob'>, fetched: StrongRef): void {
   const violations: RecordViolation[] = [];
   if (fetched.uri !== code.runtimeRecord.uri) {
-    violations.push({ code: 'RUNTIME_BINDING_MISMATCH', path: 'runtimeRecord.uri', message: `fetched ${fetched.uri}, the code record names ${code.runtimeRecord.uri}` });
+    violations.push({
+      code: 'RUNTIME_BINDING_MISMATCH',
+      path: 'runtimeRecord.uri',
+      message: `fetched ${fetched.uri}, the code record names ${code.runtimeRecord.uri}`,
+    });
   }
   if (fetched.cid !== code.runtimeRecord.cid) {
-    violations.push({ code: 'RUNTIME_BINDING_MISMATCH', path: 'runtimeRecord.cid', message: `the runtime record has CID ${fetched.cid}, the code record pins ${code.runtimeRecord.cid}` });
+    violations.push({
+      code: 'RUNTIME_BINDING_MISMATCH',
+      path: 'runtimeRecord.cid',
+      message: `the runtime record has CID ${fetched.cid}, the code record pins ${code.runtimeRecord.cid}`,
+    });
   }
   if (code.blob.mimeType !== `application/${fetched.cid}`) {
-    violations.push({ code: 'RUNTIME_BINDING_MISMATCH', path: 'blob.mimeType', message: `blob.mimeType ${code.blob.mimeType} does not name the runtime record's CID ${fetched.cid}` });
+    violations.push({
+      code: 'RUNTIME_BINDING_MISMATCH',
+      path: 'blob.mimeType',
+      message: `blob.mimeType ${code.blob.mimeType} does not name the runtime record's CID ${fetched.cid}`,
+    });
   }
   if (violations.length > 0) throw new RecordValidationError('runtime binding', violations);
 }

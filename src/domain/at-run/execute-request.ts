@@ -32,19 +32,34 @@ const show = (v: unknown): string => {
  * An absent input is `null`.
  */
 export function checkExecuteRequest(o: unknown, limits: InputLimits): ExecuteFields {
-  if (typeof o !== 'object' || o === null) throw new ValidationError('EXECUTE_INVALID', 'execute() takes an object { uri, handler, input?, callerDid?, timeoutMs? }');
+  if (typeof o !== 'object' || o === null)
+    throw new ValidationError(
+      'EXECUTE_INVALID',
+      'execute() takes an object { uri, handler, input?, callerDid?, timeoutMs? }',
+    );
   const r = o as Record<string, unknown>;
-  if (typeof r.uri !== 'string' || !r.uri.startsWith('at://') || r.uri.length > 8192 || /\s/.test(r.uri)) throw new ValidationError('AT_URI_INVALID', `not an at:// URI: ${show(r.uri)}`);
-  if (typeof r.handler !== 'string' || !HANDLER_NAME_RE.test(r.handler)) throw new ValidationError('HANDLER_INVALID', `handler must be an identifier, got ${show(r.handler)}`);
+  if (typeof r.uri !== 'string' || !r.uri.startsWith('at://') || r.uri.length > 8192 || /\s/.test(r.uri))
+    throw new ValidationError('AT_URI_INVALID', `not an at:// URI: ${show(r.uri)}`);
+  if (typeof r.handler !== 'string' || !HANDLER_NAME_RE.test(r.handler))
+    throw new ValidationError('HANDLER_INVALID', `handler must be an identifier, got ${show(r.handler)}`);
   let callerDid: string | null = null;
   if (r.callerDid !== undefined && r.callerDid !== null) {
-    if (typeof r.callerDid !== 'string' || !DID_RE.test(r.callerDid)) throw new ValidationError('CALLER_DID_INVALID', `callerDid must be a DID, got ${show(r.callerDid)}`);
+    if (typeof r.callerDid !== 'string' || !DID_RE.test(r.callerDid))
+      throw new ValidationError('CALLER_DID_INVALID', `callerDid must be a DID, got ${show(r.callerDid)}`);
     callerDid = r.callerDid;
   }
   let timeoutMs: number | null = null;
   if (r.timeoutMs !== undefined && r.timeoutMs !== null) {
-    if (typeof r.timeoutMs !== 'number' || !Number.isSafeInteger(r.timeoutMs) || r.timeoutMs < 1 || r.timeoutMs > MAX_REQUEST_TIMEOUT_MS) {
-      throw new ValidationError('TIMEOUT_INVALID', `timeoutMs must be a whole number of ms from 1 to ${MAX_REQUEST_TIMEOUT_MS}, got ${show(r.timeoutMs)}`);
+    if (
+      typeof r.timeoutMs !== 'number' ||
+      !Number.isSafeInteger(r.timeoutMs) ||
+      r.timeoutMs < 1 ||
+      r.timeoutMs > MAX_REQUEST_TIMEOUT_MS
+    ) {
+      throw new ValidationError(
+        'TIMEOUT_INVALID',
+        `timeoutMs must be a whole number of ms from 1 to ${MAX_REQUEST_TIMEOUT_MS}, got ${show(r.timeoutMs)}`,
+      );
     }
     timeoutMs = r.timeoutMs;
   }

@@ -39,7 +39,8 @@ export interface DigestReference {
 export const NAME_TOTAL_LENGTH_MAX = 255;
 const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
 const PATH_COMPONENT_RE = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$/;
-const DOMAIN_NAME_RE = /^(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*$/;
+const DOMAIN_NAME_RE =
+  /^(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*$/;
 const IPV6_RE = /^\[[a-fA-F0-9:]+\]$/;
 
 /** Problems with a digest string under our policy (`sha256:` + 64 lower-case hex). Empty when valid. */
@@ -50,7 +51,8 @@ export function digestIssues(digest: string): string[] {
   const algorithm = digest.slice(0, colon);
   const hex = digest.slice(colon + 1);
   const issues: string[] = [];
-  if (algorithm !== 'sha256') issues.push(`digest algorithm ${JSON.stringify(algorithm)} is not accepted (only sha256)`);
+  if (algorithm !== 'sha256')
+    issues.push(`digest algorithm ${JSON.stringify(algorithm)} is not accepted (only sha256)`);
   if (/[A-F]/.test(hex) && /^[0-9a-fA-F]*$/.test(hex)) issues.push('digest hex must be lower case');
   else if (!/^[0-9a-f]*$/.test(hex)) issues.push('digest is not hexadecimal');
   if (hex.length !== 64) issues.push(`digest must have 64 hex digits (has ${hex.length})`);
@@ -69,7 +71,8 @@ function domainIssues(domain: string): string[] {
       if (!rest.startsWith(':')) return [`registry ${JSON.stringify(domain)} is malformed after the IPv6 literal`];
       port = rest.slice(1);
     }
-    if (!IPV6_RE.test(host)) return [`registry ${JSON.stringify(domain)} is not a valid IPv6 literal (zones are not allowed)`];
+    if (!IPV6_RE.test(host))
+      return [`registry ${JSON.stringify(domain)} is not a valid IPv6 literal (zones are not allowed)`];
   } else {
     const colon = domain.lastIndexOf(':');
     if (colon !== -1) {
@@ -97,7 +100,8 @@ interface ParsedName {
 function parseName(name: string): ParsedName {
   if (name === '') return { path: '', issues: ['repository name is empty'] };
   const issues: string[] = [];
-  if (name.length > NAME_TOTAL_LENGTH_MAX) issues.push(`repository name is longer than ${NAME_TOTAL_LENGTH_MAX} characters (${name.length})`);
+  if (name.length > NAME_TOTAL_LENGTH_MAX)
+    issues.push(`repository name is longer than ${NAME_TOTAL_LENGTH_MAX} characters (${name.length})`);
   const slash = name.indexOf('/');
   let registry: string | undefined;
   let path = name;
@@ -109,7 +113,9 @@ function parseName(name: string): ParsedName {
   const components = path.split('/');
   const last = components[components.length - 1] ?? '';
   if (last.includes(':')) {
-    issues.push(`a tag (${JSON.stringify(last.slice(last.indexOf(':')))}) together with a digest is not accepted; pin by digest only`);
+    issues.push(
+      `a tag (${JSON.stringify(last.slice(last.indexOf(':')))}) together with a digest is not accepted; pin by digest only`,
+    );
     components[components.length - 1] = last.slice(0, last.indexOf(':'));
   }
   for (const c of components) {
@@ -156,7 +162,13 @@ export function parseDigestReference(ref: string): DigestReference {
   const repository = ref.slice(0, at);
   const digest = ref.slice(at + 1);
   const { registry, path } = parseName(repository);
-  return { repository, ...(registry !== undefined ? { registry } : {}), path, digest, reference: `${repository}@${digest}` };
+  return {
+    repository,
+    ...(registry !== undefined ? { registry } : {}),
+    path,
+    digest,
+    reference: `${repository}@${digest}`,
+  };
 }
 
 /** Parses a bare digest (`sha256:<64 lower-case hex>`); throws `RUNTIME_IMAGE_NOT_DIGEST`. */

@@ -7,7 +7,8 @@ import { CID } from 'multiformats/cid';
 const DID_RE = /^did:[a-z]+:[a-zA-Z0-9._:%-]*[a-zA-Z0-9._-]$/;
 const RKEY_RE = /^[a-zA-Z0-9_~.:-]{1,512}$/;
 // RFC 3339 as the atproto datetime syntax restricts it: upper-case T and Z, seconds required, no -00:00.
-const DATETIME_RE = /^[0-9]{4}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-6][0-9]:[0-6][0-9](\.[0-9]{1,20})?(Z|[+-][0-2][0-9]:[0-5][0-9])$/;
+const DATETIME_RE =
+  /^[0-9]{4}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-6][0-9]:[0-6][0-9](\.[0-9]{1,20})?(Z|[+-][0-2][0-9]:[0-5][0-9])$/;
 
 /** The multicodec codes of the CIDs at-run records carry. */
 export const DAG_CBOR_CODEC = 0x71;
@@ -19,7 +20,13 @@ export function isDid(s: unknown): s is string {
 }
 
 export function isDatetime(s: unknown): s is string {
-  return typeof s === 'string' && s.length <= 64 && DATETIME_RE.test(s) && !s.endsWith('-00:00') && !Number.isNaN(Date.parse(s));
+  return (
+    typeof s === 'string' &&
+    s.length <= 64 &&
+    DATETIME_RE.test(s) &&
+    !s.endsWith('-00:00') &&
+    !Number.isNaN(Date.parse(s))
+  );
 }
 
 /** `at://<did>/<collection>/<rkey>` naming one record of `collection`; returns the DID and rkey. */
@@ -47,9 +54,13 @@ export function cidIssues(value: unknown, codec: number): string[] {
   }
   const issues: string[] = [];
   if (cid.version !== 1) issues.push('must be a CIDv1');
-  if (cid.code !== codec) issues.push(`must use codec 0x${codec.toString(16)} (${codec === DAG_CBOR_CODEC ? 'dag-cbor' : 'raw'}), not 0x${cid.code.toString(16)}`);
+  if (cid.code !== codec)
+    issues.push(
+      `must use codec 0x${codec.toString(16)} (${codec === DAG_CBOR_CODEC ? 'dag-cbor' : 'raw'}), not 0x${cid.code.toString(16)}`,
+    );
   if (cid.multihash.code !== SHA2_256) issues.push('must use a sha2-256 multihash');
-  if (issues.length === 0 && cid.toString() !== value) issues.push(`must be written in canonical base32 form (${cid.toString()})`);
+  if (issues.length === 0 && cid.toString() !== value)
+    issues.push(`must be written in canonical base32 form (${cid.toString()})`);
   return issues;
 }
 

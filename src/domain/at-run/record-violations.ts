@@ -23,7 +23,9 @@ export class RecordValidationError extends ValidationError {
     const issues = violations.map((v) => `${v.code}${v.path ? ` at ${v.path}` : ''}: ${v.message}`);
     super(
       first?.code ?? 'RECORD_INVALID',
-      violations.length === 1 && first ? `invalid ${what}: ${issues[0]}` : `invalid ${what} (${violations.length} problems)`,
+      violations.length === 1 && first
+        ? `invalid ${what}: ${issues[0]}`
+        : `invalid ${what} (${violations.length} problems)`,
       issues,
       { violations },
     );
@@ -44,10 +46,19 @@ export class ViolationList {
 }
 
 export const isPlainObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v) && (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null);
+  typeof v === 'object' &&
+  v !== null &&
+  !Array.isArray(v) &&
+  (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null);
 
 /** Adds one violation per key of `obj` that is not in `known` (records are closed: an unknown field is refused). */
-export function unknownKeys(list: ViolationList, code: ErrorCode, path: string, obj: Record<string, unknown>, known: readonly string[]): void {
+export function unknownKeys(
+  list: ViolationList,
+  code: ErrorCode,
+  path: string,
+  obj: Record<string, unknown>,
+  known: readonly string[],
+): void {
   for (const key of Object.keys(obj)) {
     if (!known.includes(key)) list.add(code, path ? `${path}.${key}` : key, `unknown field ${JSON.stringify(key)}`);
   }

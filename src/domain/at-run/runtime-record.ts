@@ -25,7 +25,14 @@
 import { canonicalAbsolutePath, canonicalRelativePath } from './safe-path.ts';
 import { digestReferenceIssues, parseDigestReference, type DigestReference } from './oci-reference.ts';
 import { isDatetime } from './record-syntax.ts';
-import { RecordValidationError, ViolationList, isPlainObject, join, unknownKeys, type RecordViolation } from './record-violations.ts';
+import {
+  RecordValidationError,
+  ViolationList,
+  isPlainObject,
+  join,
+  unknownKeys,
+  type RecordViolation,
+} from './record-violations.ts';
 
 export const RUNTIME_RECORD_NSID = 'dev.mainasara.at-run.beta.v2.runtime';
 /** Worker protocol versions this runner implements. An operator policy may accept a subset. */
@@ -105,7 +112,11 @@ function platformLabel(p: OciPlatform): string {
 }
 
 export function platformMatches(entry: OciPlatform, daemon: OciPlatform): boolean {
-  return entry.os === daemon.os && entry.architecture === daemon.architecture && (entry.variant ?? undefined) === (daemon.variant || undefined);
+  return (
+    entry.os === daemon.os &&
+    entry.architecture === daemon.architecture &&
+    (entry.variant ?? undefined) === (daemon.variant || undefined)
+  );
 }
 
 function checkLauncher(list: ViolationList, path: string, launcher: unknown): void {
@@ -115,17 +126,29 @@ function checkLauncher(list: ViolationList, path: string, launcher: unknown): vo
   }
   unknownKeys(list, 'RUNTIME_LAUNCHER_INVALID', path, launcher, ['path', 'args']);
   const exe = launcher.path;
-  if (typeof exe !== 'string') list.add('RUNTIME_LAUNCHER_INVALID', join(path, 'path'), 'launcher.path must be a string');
+  if (typeof exe !== 'string')
+    list.add('RUNTIME_LAUNCHER_INVALID', join(path, 'path'), 'launcher.path must be a string');
   else {
-    for (const p of canonicalRelativePath(exe).problems) list.add('RUNTIME_LAUNCHER_INVALID', join(path, 'path'), `launcher path ${JSON.stringify(exe)} ${p.message}`);
-    if (SHELL_SYNTAX_RE.test(exe)) list.add('RUNTIME_LAUNCHER_INVALID', join(path, 'path'), `launcher path ${JSON.stringify(exe)} contains whitespace or shell syntax`);
+    for (const p of canonicalRelativePath(exe).problems)
+      list.add('RUNTIME_LAUNCHER_INVALID', join(path, 'path'), `launcher path ${JSON.stringify(exe)} ${p.message}`);
+    if (SHELL_SYNTAX_RE.test(exe))
+      list.add(
+        'RUNTIME_LAUNCHER_INVALID',
+        join(path, 'path'),
+        `launcher path ${JSON.stringify(exe)} contains whitespace or shell syntax`,
+      );
   }
   const args = launcher.args;
   if (!Array.isArray(args)) {
-    list.add('RUNTIME_ARGS_ENTRYPOINT', join(path, 'args'), `launcher.args must be an array containing exactly one ${JSON.stringify(ENTRYPOINT_PLACEHOLDER)}`);
+    list.add(
+      'RUNTIME_ARGS_ENTRYPOINT',
+      join(path, 'args'),
+      `launcher.args must be an array containing exactly one ${JSON.stringify(ENTRYPOINT_PLACEHOLDER)}`,
+    );
     return;
   }
-  if (args.length > RUNTIME_LIMITS.args) list.add('RUNTIME_LAUNCHER_INVALID', join(path, 'args'), `at most ${RUNTIME_LIMITS.args} arguments`);
+  if (args.length > RUNTIME_LIMITS.args)
+    list.add('RUNTIME_LAUNCHER_INVALID', join(path, 'args'), `at most ${RUNTIME_LIMITS.args} arguments`);
   let placeholders = 0;
   args.forEach((arg, i) => {
     const at = join(join(path, 'args'), i);
@@ -138,16 +161,25 @@ function checkLauncher(list: ViolationList, path: string, launcher: unknown): vo
       return;
     }
     if (arg.includes(ENTRYPOINT_PLACEHOLDER)) {
-      list.add('RUNTIME_ARGS_ENTRYPOINT', at, `${JSON.stringify(ENTRYPOINT_PLACEHOLDER)} must be a whole argument, not part of ${JSON.stringify(arg)}`);
+      list.add(
+        'RUNTIME_ARGS_ENTRYPOINT',
+        at,
+        `${JSON.stringify(ENTRYPOINT_PLACEHOLDER)} must be a whole argument, not part of ${JSON.stringify(arg)}`,
+      );
     } else if (arg === '') {
       list.add('RUNTIME_ARGS_SHELL_SYNTAX', at, 'empty argument');
     } else if (SHELL_SYNTAX_RE.test(arg)) {
       list.add('RUNTIME_ARGS_SHELL_SYNTAX', at, `argument ${JSON.stringify(arg)} contains whitespace or shell syntax`);
     }
-    if (new TextEncoder().encode(arg).length > RUNTIME_LIMITS.argBytes) list.add('RUNTIME_LAUNCHER_INVALID', at, `argument longer than ${RUNTIME_LIMITS.argBytes} bytes`);
+    if (new TextEncoder().encode(arg).length > RUNTIME_LIMITS.argBytes)
+      list.add('RUNTIME_LAUNCHER_INVALID', at, `argument longer than ${RUNTIME_LIMITS.argBytes} bytes`);
   });
   if (placeholders !== 1) {
-    list.add('RUNTIME_ARGS_ENTRYPOINT', join(path, 'args'), `exactly one argument must be the literal ${JSON.stringify(ENTRYPOINT_PLACEHOLDER)} (found ${placeholders})`);
+    list.add(
+      'RUNTIME_ARGS_ENTRYPOINT',
+      join(path, 'args'),
+      `exactly one argument must be the literal ${JSON.stringify(ENTRYPOINT_PLACEHOLDER)} (found ${placeholders})`,
+    );
   }
 }
 
@@ -168,14 +200,21 @@ function checkEnv(list: ViolationList, path: string, env: unknown): void {
     unknownKeys(list, 'RUNTIME_ENV_INVALID', at, item, ['name', 'value']);
     const { name, value } = item;
     if (typeof name !== 'string' || !ENV_NAME_RE.test(name) || name.length > RUNTIME_LIMITS.envNameLength) {
-      list.add('RUNTIME_ENV_INVALID', join(at, 'name'), `variable name ${JSON.stringify(name)} is not portable ([A-Za-z_][A-Za-z0-9_]*)`);
+      list.add(
+        'RUNTIME_ENV_INVALID',
+        join(at, 'name'),
+        `variable name ${JSON.stringify(name)} is not portable ([A-Za-z_][A-Za-z0-9_]*)`,
+      );
     } else if (seen.has(name)) {
       list.add('RUNTIME_ENV_INVALID', join(at, 'name'), `variable ${name} is set twice`);
     } else seen.add(name);
-    if (typeof value !== 'string') list.add('RUNTIME_ENV_INVALID', join(at, 'value'), 'variable value must be a string');
+    if (typeof value !== 'string')
+      list.add('RUNTIME_ENV_INVALID', join(at, 'value'), 'variable value must be a string');
     else {
-      if (value.includes('\u0000')) list.add('RUNTIME_ENV_INVALID', join(at, 'value'), `value of ${String(name)} contains a NUL byte`);
-      if (new TextEncoder().encode(value).length > RUNTIME_LIMITS.envValueBytes) list.add('RUNTIME_ENV_INVALID', join(at, 'value'), `value longer than ${RUNTIME_LIMITS.envValueBytes} bytes`);
+      if (value.includes('\u0000'))
+        list.add('RUNTIME_ENV_INVALID', join(at, 'value'), `value of ${String(name)} contains a NUL byte`);
+      if (new TextEncoder().encode(value).length > RUNTIME_LIMITS.envValueBytes)
+        list.add('RUNTIME_ENV_INVALID', join(at, 'value'), `value longer than ${RUNTIME_LIMITS.envValueBytes} bytes`);
     }
   });
 }
@@ -185,30 +224,56 @@ function checkPlatformEntry(list: ViolationList, path: string, entry: unknown): 
     list.add('RUNTIME_RECORD_INVALID', path, 'platform entry must be an object');
     return null;
   }
-  unknownKeys(list, 'RUNTIME_RECORD_INVALID', path, entry, ['os', 'architecture', 'variant', 'image', 'exportPath', 'launcher', 'env']);
+  unknownKeys(list, 'RUNTIME_RECORD_INVALID', path, entry, [
+    'os',
+    'architecture',
+    'variant',
+    'image',
+    'exportPath',
+    'launcher',
+    'env',
+  ]);
   let platformOk = true;
   for (const key of ['os', 'architecture'] as const) {
     const v = entry[key];
     if (typeof v !== 'string' || !PLATFORM_PART_RE.test(v)) {
-      list.add('RUNTIME_RECORD_INVALID', join(path, key), `${key} must be a lower-case OCI platform value (got ${JSON.stringify(v)})`);
+      list.add(
+        'RUNTIME_RECORD_INVALID',
+        join(path, key),
+        `${key} must be a lower-case OCI platform value (got ${JSON.stringify(v)})`,
+      );
       platformOk = false;
     }
   }
   if (entry.variant !== undefined && (typeof entry.variant !== 'string' || !PLATFORM_PART_RE.test(entry.variant))) {
-    list.add('RUNTIME_RECORD_INVALID', join(path, 'variant'), `variant must be a lower-case OCI platform value when present (got ${JSON.stringify(entry.variant)})`);
+    list.add(
+      'RUNTIME_RECORD_INVALID',
+      join(path, 'variant'),
+      `variant must be a lower-case OCI platform value when present (got ${JSON.stringify(entry.variant)})`,
+    );
     platformOk = false;
   }
-  for (const issue of digestReferenceIssues(entry.image)) list.add('RUNTIME_IMAGE_NOT_DIGEST', join(path, 'image'), issue);
-  if (typeof entry.exportPath !== 'string') list.add('RUNTIME_EXPORT_PATH_INVALID', join(path, 'exportPath'), 'exportPath must be a string');
+  for (const issue of digestReferenceIssues(entry.image))
+    list.add('RUNTIME_IMAGE_NOT_DIGEST', join(path, 'image'), issue);
+  if (typeof entry.exportPath !== 'string')
+    list.add('RUNTIME_EXPORT_PATH_INVALID', join(path, 'exportPath'), 'exportPath must be a string');
   else {
     for (const p of canonicalAbsolutePath(entry.exportPath).problems) {
-      list.add('RUNTIME_EXPORT_PATH_INVALID', join(path, 'exportPath'), `export path ${JSON.stringify(entry.exportPath)} ${p.message}`);
+      list.add(
+        'RUNTIME_EXPORT_PATH_INVALID',
+        join(path, 'exportPath'),
+        `export path ${JSON.stringify(entry.exportPath)} ${p.message}`,
+      );
     }
   }
   checkLauncher(list, join(path, 'launcher'), entry.launcher);
   checkEnv(list, join(path, 'env'), entry.env);
   if (!platformOk) return null;
-  return { os: entry.os as string, architecture: entry.architecture as string, ...(entry.variant !== undefined ? { variant: entry.variant as string } : {}) };
+  return {
+    os: entry.os as string,
+    architecture: entry.architecture as string,
+    ...(entry.variant !== undefined ? { variant: entry.variant as string } : {}),
+  };
 }
 
 export interface RuntimeValidationOptions {
@@ -236,25 +301,70 @@ export function validateRuntimeRecord(value: unknown, options: RuntimeValidation
     list.add('RUNTIME_RECORD_INVALID', '', 'a runtime record must be an object');
     return { ok: false, violations: list.items };
   }
-  unknownKeys(list, 'RUNTIME_RECORD_INVALID', '', value, ['$type', 'name', 'protocolVersion', 'kind', 'platforms', 'description', 'createdAt']);
-  if (value.$type !== RUNTIME_RECORD_NSID) list.add('RUNTIME_RECORD_INVALID', '$type', `$type must be ${RUNTIME_RECORD_NSID} (got ${JSON.stringify(value.$type)})`);
-  if (typeof value.name !== 'string' || value.name.length > RUNTIME_LIMITS.nameLength || !RUNTIME_NAME_RE.test(value.name)) {
-    list.add('RUNTIME_RECORD_INVALID', 'name', `name must be 1-${RUNTIME_LIMITS.nameLength} lower-case letters/digits joined by ".", "_" or "-" (got ${JSON.stringify(value.name)})`);
+  unknownKeys(list, 'RUNTIME_RECORD_INVALID', '', value, [
+    '$type',
+    'name',
+    'protocolVersion',
+    'kind',
+    'platforms',
+    'description',
+    'createdAt',
+  ]);
+  if (value.$type !== RUNTIME_RECORD_NSID)
+    list.add(
+      'RUNTIME_RECORD_INVALID',
+      '$type',
+      `$type must be ${RUNTIME_RECORD_NSID} (got ${JSON.stringify(value.$type)})`,
+    );
+  if (
+    typeof value.name !== 'string' ||
+    value.name.length > RUNTIME_LIMITS.nameLength ||
+    !RUNTIME_NAME_RE.test(value.name)
+  ) {
+    list.add(
+      'RUNTIME_RECORD_INVALID',
+      'name',
+      `name must be 1-${RUNTIME_LIMITS.nameLength} lower-case letters/digits joined by ".", "_" or "-" (got ${JSON.stringify(value.name)})`,
+    );
   }
-  if (value.description !== undefined && (typeof value.description !== 'string' || value.description.length > RUNTIME_LIMITS.descriptionLength)) {
-    list.add('RUNTIME_RECORD_INVALID', 'description', `description must be a string of at most ${RUNTIME_LIMITS.descriptionLength} characters`);
+  if (
+    value.description !== undefined &&
+    (typeof value.description !== 'string' || value.description.length > RUNTIME_LIMITS.descriptionLength)
+  ) {
+    list.add(
+      'RUNTIME_RECORD_INVALID',
+      'description',
+      `description must be a string of at most ${RUNTIME_LIMITS.descriptionLength} characters`,
+    );
   }
-  if (!isDatetime(value.createdAt)) list.add('RUNTIME_RECORD_INVALID', 'createdAt', `createdAt must be an RFC 3339 datetime (got ${JSON.stringify(value.createdAt)})`);
+  if (!isDatetime(value.createdAt))
+    list.add(
+      'RUNTIME_RECORD_INVALID',
+      'createdAt',
+      `createdAt must be an RFC 3339 datetime (got ${JSON.stringify(value.createdAt)})`,
+    );
 
   const accepted = options.acceptedProtocolVersions ?? SUPPORTED_PROTOCOL_VERSIONS;
   const pv = value.protocolVersion;
   if (!(typeof pv === 'number' && Number.isSafeInteger(pv))) {
-    list.add('RUNTIME_PROTOCOL_UNSUPPORTED', 'protocolVersion', `protocolVersion must be an integer (got ${JSON.stringify(pv)})`);
+    list.add(
+      'RUNTIME_PROTOCOL_UNSUPPORTED',
+      'protocolVersion',
+      `protocolVersion must be an integer (got ${JSON.stringify(pv)})`,
+    );
   } else if (!accepted.includes(pv) || !SUPPORTED_PROTOCOL_VERSIONS.includes(pv)) {
-    list.add('RUNTIME_PROTOCOL_UNSUPPORTED', 'protocolVersion', `worker protocol version ${pv} is not accepted (accepted: ${accepted.filter((v) => SUPPORTED_PROTOCOL_VERSIONS.includes(v)).join(', ') || 'none'})`);
+    list.add(
+      'RUNTIME_PROTOCOL_UNSUPPORTED',
+      'protocolVersion',
+      `worker protocol version ${pv} is not accepted (accepted: ${accepted.filter((v) => SUPPORTED_PROTOCOL_VERSIONS.includes(v)).join(', ') || 'none'})`,
+    );
   }
   if (typeof value.kind !== 'string' || !SUPPORTED_RUNTIME_KINDS.includes(value.kind)) {
-    list.add('RUNTIME_KIND_UNSUPPORTED', 'kind', `runtime kind ${JSON.stringify(value.kind)} is not supported (supported: ${SUPPORTED_RUNTIME_KINDS.join(', ')})`);
+    list.add(
+      'RUNTIME_KIND_UNSUPPORTED',
+      'kind',
+      `runtime kind ${JSON.stringify(value.kind)} is not supported (supported: ${SUPPORTED_RUNTIME_KINDS.join(', ')})`,
+    );
   }
 
   const platforms = value.platforms;
@@ -262,7 +372,8 @@ export function validateRuntimeRecord(value: unknown, options: RuntimeValidation
   if (!Array.isArray(platforms) || platforms.length === 0) {
     list.add('RUNTIME_RECORD_INVALID', 'platforms', 'platforms must be a non-empty array');
   } else {
-    if (platforms.length > RUNTIME_LIMITS.platforms) list.add('RUNTIME_RECORD_INVALID', 'platforms', `at most ${RUNTIME_LIMITS.platforms} platform entries`);
+    if (platforms.length > RUNTIME_LIMITS.platforms)
+      list.add('RUNTIME_RECORD_INVALID', 'platforms', `at most ${RUNTIME_LIMITS.platforms} platform entries`);
     platforms.forEach((entry, i) => parsed.push(checkPlatformEntry(list, join('platforms', i), entry)));
     // Two entries for one platform are a duplicate match on that platform's runners: refuse everywhere.
     const firstIndex = new Map<string, number>();
@@ -271,7 +382,12 @@ export function validateRuntimeRecord(value: unknown, options: RuntimeValidation
       const label = platformLabel(p);
       const prev = firstIndex.get(label);
       if (prev === undefined) firstIndex.set(label, i);
-      else list.add('RUNTIME_PLATFORM_DUPLICATE', join('platforms', i), `platform ${label} is also declared by platforms[${prev}]`);
+      else
+        list.add(
+          'RUNTIME_PLATFORM_DUPLICATE',
+          join('platforms', i),
+          `platform ${label} is also declared by platforms[${prev}]`,
+        );
     });
   }
 
@@ -286,7 +402,11 @@ export function validateRuntimeRecord(value: unknown, options: RuntimeValidation
         `no entry for the daemon's platform ${platformLabel(daemon)} (record offers ${parsed.map((p) => (p ? platformLabel(p) : '?')).join(', ')}); there is no fallback`,
       );
     } else if (matches.length === 0) {
-      list.add('RUNTIME_PLATFORM_MISSING', 'platforms', `no valid entry for the daemon's platform ${platformLabel(daemon)}`);
+      list.add(
+        'RUNTIME_PLATFORM_MISSING',
+        'platforms',
+        `no valid entry for the daemon's platform ${platformLabel(daemon)}`,
+      );
     } else if (matches.length === 1) {
       selectedIndex = matches[0];
     }
@@ -301,7 +421,10 @@ export function validateRuntimeRecord(value: unknown, options: RuntimeValidation
 }
 
 /** Validates and returns the typed record; throws RecordValidationError listing every violation. */
-export function assertRuntimeRecord(value: unknown, options: Omit<RuntimeValidationOptions, 'platform'> = {}): RuntimeRecord {
+export function assertRuntimeRecord(
+  value: unknown,
+  options: Omit<RuntimeValidationOptions, 'platform'> = {},
+): RuntimeRecord {
   const check = validateRuntimeRecord(value, options);
   if (!check.ok || !check.record) throw new RecordValidationError('runtime record', check.violations);
   return check.record;
@@ -314,8 +437,13 @@ export interface SelectedRuntime {
 }
 
 /** Validates the record and selects the entry for `daemon`; throws RecordValidationError otherwise. */
-export function selectRuntimePlatform(value: unknown, daemon: OciPlatform, options: Omit<RuntimeValidationOptions, 'platform'> = {}): SelectedRuntime {
+export function selectRuntimePlatform(
+  value: unknown,
+  daemon: OciPlatform,
+  options: Omit<RuntimeValidationOptions, 'platform'> = {},
+): SelectedRuntime {
   const check = validateRuntimeRecord(value, { ...options, platform: daemon });
-  if (!check.ok || !check.record || !check.platform || !check.image) throw new RecordValidationError('runtime record', check.violations);
+  if (!check.ok || !check.record || !check.platform || !check.image)
+    throw new RecordValidationError('runtime record', check.violations);
   return { record: check.record, platform: check.platform, image: check.image };
 }

@@ -60,8 +60,10 @@ function componentProblems(components: readonly string[]): PathProblem[] {
   const problems: PathProblem[] = [];
   if (components.includes('..')) problems.push({ kind: 'TRAVERSAL', message: 'contains a ".." component' });
   const long = components.find((c) => utf8Length(c) > MAX_COMPONENT_BYTES);
-  if (long !== undefined) problems.push({ kind: 'COMPONENT_TOO_LONG', message: `has a component longer than ${MAX_COMPONENT_BYTES} bytes` });
-  if (components.length > MAX_PATH_DEPTH) problems.push({ kind: 'TOO_DEEP', message: `is deeper than ${MAX_PATH_DEPTH} components (${components.length})` });
+  if (long !== undefined)
+    problems.push({ kind: 'COMPONENT_TOO_LONG', message: `has a component longer than ${MAX_COMPONENT_BYTES} bytes` });
+  if (components.length > MAX_PATH_DEPTH)
+    problems.push({ kind: 'TOO_DEEP', message: `is deeper than ${MAX_PATH_DEPTH} components (${components.length})` });
   return problems;
 }
 
@@ -70,10 +72,15 @@ function componentProblems(components: readonly string[]): PathProblem[] {
  * `.` and empty components are dropped (`./a//b/` is `a/b`); the root itself (`.`, `./`) has no components.
  */
 export function archiveMemberPath(name: string): PathCheck {
-  if (name.length === 0) return { components: [], trailingSlash: false, problems: [{ kind: 'EMPTY', message: 'is empty' }] };
+  if (name.length === 0)
+    return { components: [], trailingSlash: false, problems: [{ kind: 'EMPTY', message: 'is empty' }] };
   if (utf8Length(name) > MAX_PATH_BYTES) {
     // Do not split a 400 KB name into 200 000 components: the length alone decides.
-    return { components: [], trailingSlash: false, problems: [{ kind: 'TOO_LONG', message: `is longer than ${MAX_PATH_BYTES} bytes (${utf8Length(name)})` }] };
+    return {
+      components: [],
+      trailingSlash: false,
+      problems: [{ kind: 'TOO_LONG', message: `is longer than ${MAX_PATH_BYTES} bytes (${utf8Length(name)})` }],
+    };
   }
   const problems = characterProblems(name);
   if (name.startsWith('/')) problems.push({ kind: 'ABSOLUTE', message: 'is absolute' });
@@ -87,14 +94,23 @@ export function archiveMemberPath(name: string): PathCheck {
  * canonical (no `.` or empty components, no trailing slash), no `..`, no NUL/control/backslash.
  */
 export function canonicalRelativePath(p: string): PathCheck {
-  if (p.length === 0) return { components: [], trailingSlash: false, problems: [{ kind: 'EMPTY', message: 'is empty' }] };
-  if (utf8Length(p) > MAX_PATH_BYTES) return { components: [], trailingSlash: false, problems: [{ kind: 'TOO_LONG', message: `is longer than ${MAX_PATH_BYTES} bytes` }] };
+  if (p.length === 0)
+    return { components: [], trailingSlash: false, problems: [{ kind: 'EMPTY', message: 'is empty' }] };
+  if (utf8Length(p) > MAX_PATH_BYTES)
+    return {
+      components: [],
+      trailingSlash: false,
+      problems: [{ kind: 'TOO_LONG', message: `is longer than ${MAX_PATH_BYTES} bytes` }],
+    };
   const problems = characterProblems(p);
   if (p.startsWith('/')) problems.push({ kind: 'ABSOLUTE', message: 'must be relative, not absolute' });
   const raw = p.split('/');
   const components = raw.filter((c) => c !== '');
   if (!p.startsWith('/') && raw.some((c) => c === '' || c === '.')) {
-    problems.push({ kind: 'NOT_CANONICAL', message: 'must be canonical: no "." or empty components and no trailing "/"' });
+    problems.push({
+      kind: 'NOT_CANONICAL',
+      message: 'must be canonical: no "." or empty components and no trailing "/"',
+    });
   }
   problems.push(...componentProblems(components));
   return { components, trailingSlash: p.endsWith('/'), problems };
@@ -102,16 +118,27 @@ export function canonicalRelativePath(p: string): PathCheck {
 
 /** An absolute container path (export path): starts with `/`, is not `/` itself, otherwise canonical. */
 export function canonicalAbsolutePath(p: string): PathCheck {
-  if (p.length === 0) return { components: [], trailingSlash: false, problems: [{ kind: 'EMPTY', message: 'is empty' }] };
-  if (utf8Length(p) > MAX_PATH_BYTES) return { components: [], trailingSlash: false, problems: [{ kind: 'TOO_LONG', message: `is longer than ${MAX_PATH_BYTES} bytes` }] };
+  if (p.length === 0)
+    return { components: [], trailingSlash: false, problems: [{ kind: 'EMPTY', message: 'is empty' }] };
+  if (utf8Length(p) > MAX_PATH_BYTES)
+    return {
+      components: [],
+      trailingSlash: false,
+      problems: [{ kind: 'TOO_LONG', message: `is longer than ${MAX_PATH_BYTES} bytes` }],
+    };
   const problems = characterProblems(p);
   if (!p.startsWith('/')) {
     problems.push({ kind: 'NOT_ABSOLUTE', message: 'must be absolute (start with "/")' });
   }
   const raw = (p.startsWith('/') ? p.slice(1) : p).split('/');
   const components = raw.filter((c) => c !== '');
-  if (p === '/') problems.push({ kind: 'NOT_CANONICAL', message: 'must name a directory below "/", not the root itself' });
-  else if (raw.some((c) => c === '' || c === '.')) problems.push({ kind: 'NOT_CANONICAL', message: 'must be normalized: no "//", no "." components and no trailing "/"' });
+  if (p === '/')
+    problems.push({ kind: 'NOT_CANONICAL', message: 'must name a directory below "/", not the root itself' });
+  else if (raw.some((c) => c === '' || c === '.'))
+    problems.push({
+      kind: 'NOT_CANONICAL',
+      message: 'must be normalized: no "//", no "." components and no trailing "/"',
+    });
   problems.push(...componentProblems(components));
   return { components, trailingSlash: p.endsWith('/'), problems };
 }

@@ -59,7 +59,12 @@ export class ArchiveCheckRun {
   locate(a: ArchiveRow): string | null {
     const where = locate(a.file, this.dirs);
     if (!where) {
-      this.findings.push({ code: 'ARCHIVE_NOT_FOUND', severity: 'warning', file: a.file, message: `archive ${a.file} (${a.actors} actors, ${a.events} events) is not there and was not checked; runlog verify --archives <dir> looks for it by name` });
+      this.findings.push({
+        code: 'ARCHIVE_NOT_FOUND',
+        severity: 'warning',
+        file: a.file,
+        message: `archive ${a.file} (${a.actors} actors, ${a.events} events) is not there and was not checked; runlog verify --archives <dir> looks for it by name`,
+      });
       return null;
     }
     this.checked += 1;
@@ -68,7 +73,14 @@ export class ArchiveCheckRun {
 
   /** What checkOne() found in the archive at `where` (null: it is sound). */
   record(where: string, found: Problem | null): void {
-    if (found) this.findings.push({ code: 'ARCHIVE_DAMAGED', severity: 'damage', file: where, ...found, message: `archive ${where}: ${found.message}` });
+    if (found)
+      this.findings.push({
+        code: 'ARCHIVE_DAMAGED',
+        severity: 'damage',
+        file: where,
+        ...found,
+        message: `archive ${where}: ${found.message}`,
+      });
   }
 
   result(): { checked: number; findings: ArchiveFinding[] } {
@@ -77,11 +89,21 @@ export class ArchiveCheckRun {
 }
 
 /** Checks every archive the log recorded; returns what is wrong (empty: every archive found is sound). */
-export function checkArchives(store: SqliteEventStore, options: { dirs?: readonly string[] } = {}): { checked: number; findings: ArchiveFinding[] } {
+export function checkArchives(
+  store: SqliteEventStore,
+  options: { dirs?: readonly string[] } = {},
+): { checked: number; findings: ArchiveFinding[] } {
   const db = store.connection;
-  const archives = db.prepare('SELECT id, file, actors, events, bytes, sha256, last_seq, last_hash FROM archives ORDER BY id').all() as ArchiveRow[];
+  const archives = db
+    .prepare('SELECT id, file, actors, events, bytes, sha256, last_seq, last_hash FROM archives ORDER BY id')
+    .all() as ArchiveRow[];
   const tombstones = db.prepare('SELECT stream, version, first_seq, last_seq FROM tombstones WHERE archive = ?');
-  const gaps = new Map((db.prepare('SELECT seq, hash FROM chain_gaps').all() as { seq: number; hash: Buffer }[]).map((g) => [g.seq, g.hash.toString('hex')]));
+  const gaps = new Map(
+    (db.prepare('SELECT seq, hash FROM chain_gaps').all() as { seq: number; hash: Buffer }[]).map((g) => [
+      g.seq,
+      g.hash.toString('hex'),
+    ]),
+  );
   const logHash = db.prepare('SELECT hash FROM events WHERE seq = ?');
   const linkInLog = (seq: number): string | undefined => {
     const r = logHash.get(seq) as { hash: Buffer | null } | undefined;
@@ -98,7 +120,13 @@ export function checkArchives(store: SqliteEventStore, options: { dirs?: readonl
 type Problem = { message: string; seq?: number; stream?: string; version?: number };
 
 /** The first thing wrong with one archive, or null (the store's records of it passed in: SQLite's above, PostgreSQL's in postgres/archive-check.ts). */
-export function checkOne(file: string, a: ArchiveRow, tombs: TombstoneRow[], gaps: Map<number, string>, linkInLog: (seq: number) => string | undefined): Problem | null {
+export function checkOne(
+  file: string,
+  a: ArchiveRow,
+  tombs: TombstoneRow[],
+  gaps: Map<number, string>,
+  linkInLog: (seq: number) => string | undefined,
+): Problem | null {
   const bytes = readFileSync(file);
   const digest = createHash('sha256').update(bytes).digest('hex');
   const sameBytes = digest === a.sha256 && bytes.length === a.bytes;
@@ -106,7 +134,9 @@ export function checkOne(file: string, a: ArchiveRow, tombs: TombstoneRow[], gap
   try {
     text = gunzipSync(bytes).toString('utf8');
   } catch (err) {
-    return { message: `not a readable gzip file (${(err as Error).message}); ${sameBytes ? '' : 'its bytes differ from those recorded when it was written'}` };
+    return {
+      message: `not a readable gzip file (${(err as Error).message}); ${sameBytes ? '' : 'its bytes differ from those recorded when it was written'}`,
+    };
   }
   const lines = text.split('\n').filter((l) => l.length > 0);
   const events: EventLine[] = [];
@@ -142,33 +172,68 @@ export function checkOne(file: string, a: ArchiveRow, tombs: TombstoneRow[], gap
   for (const e of events) {
     const at = { seq: e.seq, stream: e.stream, version: e.version };
     const prev = e.prev ?? hashes.get(e.seq - 1);
-    if (prev === undefined) return { ...at, message: `the link before seq ${e.seq} is neither in the archive nor on its line` };
-    const link = (data: string, meta: string): string => eventHash(Buffer.from(prev, 'hex'), e.seq, e.stream, e.version, e.type, e.schema, e.at, data, meta).toString('hex');
+    if (prev === undefined)
+      return { ...at, message: `the link before seq ${e.seq} is neither in the archive nor on its line` };
+    const link = (data: string, meta: string): string =>
+      eventHash(Buffer.from(prev, 'hex'), e.seq, e.stream, e.version, e.type, e.schema, e.at, data, meta).toString(
+        'hex',
+      );
     // data and meta as the log held them: SQLite's JSON text is JSON.stringify's; PostgreSQL's is its jsonb text,
     // which the line carries verbatim (another spacing and key order), so that text is hashed as it stands.
-    if (link(JSON.stringify(e.data), JSON.stringify(e.meta)) !== e.hash && link(...rawDataMeta(raw.get(e.seq) ?? '')) !== e.hash) return { ...at, message: `the event at seq ${e.seq} (${e.stream} v${e.version}) does not match its hash (changed after it was archived)` };
+    if (
+      link(JSON.stringify(e.data), JSON.stringify(e.meta)) !== e.hash &&
+      link(...rawDataMeta(raw.get(e.seq) ?? '')) !== e.hash
+    )
+      return {
+        ...at,
+        message: `the event at seq ${e.seq} (${e.stream} v${e.version}) does not match its hash (changed after it was archived)`,
+      };
     if (e.prev !== undefined && e.seq > 1) {
       const inLog = linkInLog(e.seq - 1);
-      if (inLog !== undefined && !hashes.has(e.seq - 1) && inLog !== e.prev) return { ...at, message: `the event at seq ${e.seq} does not link to the log's event before it (seq ${e.seq - 1})` };
+      if (inLog !== undefined && !hashes.has(e.seq - 1) && inLog !== e.prev)
+        return {
+          ...at,
+          message: `the event at seq ${e.seq} does not link to the log's event before it (seq ${e.seq - 1})`,
+        };
     }
     const gap = gaps.get(e.seq);
-    if (gap !== undefined && gap !== e.hash) return { ...at, message: `the log recorded the hole its archived events left as ending on another hash at seq ${e.seq}` };
+    if (gap !== undefined && gap !== e.hash)
+      return {
+        ...at,
+        message: `the log recorded the hole its archived events left as ending on another hash at seq ${e.seq}`,
+      };
   }
   if (!trailer) return { message: 'it has no trailer (the file is cut short)' };
   const recordedLast = a.last_hash.toString('hex');
   if (trailer.lastSeq !== a.last_seq || trailer.lastHash !== recordedLast || hashes.get(a.last_seq) !== recordedLast) {
-    return { seq: a.last_seq, message: `it does not end on the link the log recorded for it (seq ${a.last_seq}, ${recordedLast.slice(0, 16)}…)` };
+    return {
+      seq: a.last_seq,
+      message: `it does not end on the link the log recorded for it (seq ${a.last_seq}, ${recordedLast.slice(0, 16)}…)`,
+    };
   }
-  if (trailer.events !== a.events || events.length !== a.events || trailer.actors !== a.actors || histories !== a.actors) {
-    return { message: `it holds ${events.length} events of ${histories} actors; the log recorded ${a.events} of ${a.actors}` };
+  if (
+    trailer.events !== a.events ||
+    events.length !== a.events ||
+    trailer.actors !== a.actors ||
+    histories !== a.actors
+  ) {
+    return {
+      message: `it holds ${events.length} events of ${histories} actors; the log recorded ${a.events} of ${a.actors}`,
+    };
   }
   for (const t of tombs) {
     const s = byStream.get(t.stream);
     if (!s || s.events !== t.version || s.first !== t.first_seq || s.last !== t.last_seq) {
-      return { stream: t.stream, message: `${t.stream}'s tombstone says v${t.version} (seqs ${t.first_seq}..${t.last_seq}) went here, the archive holds ${s ? `${s.events} events (seqs ${s.first}..${s.last})` : 'none of it'}` };
+      return {
+        stream: t.stream,
+        message: `${t.stream}'s tombstone says v${t.version} (seqs ${t.first_seq}..${t.last_seq}) went here, the archive holds ${s ? `${s.events} events (seqs ${s.first}..${s.last})` : 'none of it'}`,
+      };
     }
   }
-  if (!sameBytes) return { message: `its bytes differ from those recorded when it was written (sha256 ${digest.slice(0, 16)}…, recorded ${a.sha256.slice(0, 16)}…), though every event in it checks` };
+  if (!sameBytes)
+    return {
+      message: `its bytes differ from those recorded when it was written (sha256 ${digest.slice(0, 16)}…, recorded ${a.sha256.slice(0, 16)}…), though every event in it checks`,
+    };
   return null;
 }
 

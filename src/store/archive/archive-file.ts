@@ -93,7 +93,16 @@ export class ArchiveFileWriter {
   }
 
   header(h: { createdAt: string; before: string; log: string; actors: number }): void {
-    this.gzip.line(JSON.stringify({ runlog: 'archive', format: ARCHIVE_FORMAT, createdAt: h.createdAt, before: h.before, log: h.log, actors: h.actors }));
+    this.gzip.line(
+      JSON.stringify({
+        runlog: 'archive',
+        format: ARCHIVE_FORMAT,
+        createdAt: h.createdAt,
+        before: h.before,
+        log: h.log,
+        actors: h.actors,
+      }),
+    );
   }
 
   /** An actor's history header (`runlog export`'s); its events follow. */
@@ -107,8 +116,23 @@ export class ArchiveFileWriter {
     );
   }
 
-  trailer(t: { actors: number; events: number; lastSeq: number; lastHash: Buffer; chainHead: { seq: number; hash: Buffer } }): void {
-    this.gzip.line(JSON.stringify({ runlog: 'archive-end', actors: t.actors, events: t.events, lastSeq: t.lastSeq, lastHash: t.lastHash.toString('hex'), chainHead: { seq: t.chainHead.seq, hash: t.chainHead.hash.toString('hex') } }));
+  trailer(t: {
+    actors: number;
+    events: number;
+    lastSeq: number;
+    lastHash: Buffer;
+    chainHead: { seq: number; hash: Buffer };
+  }): void {
+    this.gzip.line(
+      JSON.stringify({
+        runlog: 'archive-end',
+        actors: t.actors,
+        events: t.events,
+        lastSeq: t.lastSeq,
+        lastHash: t.lastHash.toString('hex'),
+        chainHead: { seq: t.chainHead.seq, hash: t.chainHead.hash.toString('hex') },
+      }),
+    );
   }
 
   /** Writes out what is buffered, fsyncs and closes the temporary file. */

@@ -87,15 +87,28 @@ export class ArchiveLedger {
    * from the link before it. Throws StoreChainError when the actor skips a version, the event has no hash, the
    * link before it is missing, or its bytes do not match its hash.
    */
-  event(e: { seq: number; version: number; hash: Buffer | null | undefined }, around: EventSurroundings, hashFrom: (prev: Buffer) => Buffer): LedgerEntry {
+  event(
+    e: { seq: number; version: number; hash: Buffer | null | undefined },
+    around: EventSurroundings,
+    hashFrom: (prev: Buffer) => Buffer,
+  ): LedgerEntry {
     const stream = this.#stream;
-    if (e.version !== this.#version + 1) throw new StoreChainError(this.where, e.seq, `${stream} jumps from v${this.#version} to v${e.version}`, { stream, version: e.version });
+    if (e.version !== this.#version + 1)
+      throw new StoreChainError(this.where, e.seq, `${stream} jumps from v${this.#version} to v${e.version}`, {
+        stream,
+        version: e.version,
+      });
     if (!e.hash) throw new StoreChainError(this.where, e.seq, 'the event has no hash', { stream, version: e.version });
     // The link before this event: in the log, in a recorded hole, or genesis. Checked before anything moves.
     const before = e.seq > 1 ? around.before : undefined;
     const prev = e.seq === 1 ? GENESIS : (before?.hash ?? around.gapBefore);
     if (!prev || !hashFrom(prev).equals(e.hash)) {
-      throw new StoreChainError(this.where, e.seq, prev ? 'its bytes do not match its hash' : 'the event before it is missing', { stream, version: e.version });
+      throw new StoreChainError(
+        this.where,
+        e.seq,
+        prev ? 'its bytes do not match its hash' : 'the event before it is missing',
+        { stream, version: e.version },
+      );
     }
     const inArchive = before !== undefined && this.streams.has(before.stream);
     // Which hole this event ends (or extends): the next seq stays in the log, or is the head, or starts an old hole.
@@ -123,7 +136,12 @@ export class ArchiveLedger {
   /** The current actor's events are all read: as many as its projection says. */
   endActor(projectedVersion: number): void {
     if (this.#version !== projectedVersion) {
-      throw new StoreChainError(this.where, 0, `${this.#stream} has ${this.#version} events but its projection says v${projectedVersion}`, { stream: this.#stream });
+      throw new StoreChainError(
+        this.where,
+        0,
+        `${this.#stream} has ${this.#version} events but its projection says v${projectedVersion}`,
+        { stream: this.#stream },
+      );
     }
     this.ranges.set(this.#stream, this.#range);
     this.events += this.#range.events;

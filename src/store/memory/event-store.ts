@@ -55,7 +55,8 @@ interface Pending {
   snapshot?: SnapshotRecord;
 }
 
-const byCreation = (a: ActorRow, b: ActorRow): number => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+const byCreation = (a: ActorRow, b: ActorRow): number =>
+  a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
 
 export class MemoryEventStore implements EventStorePort {
   readonly description = 'memory';
@@ -86,7 +87,16 @@ export class MemoryEventStore implements EventStorePort {
   }
 
   private toRecorded(r: Row): RecordedEvent {
-    return upcastRecorded(this.upcasters, { seq: r.seq, stream: r.stream, version: r.version, type: r.type, schema: r.schema, data: JSON.parse(r.data), meta: JSON.parse(r.meta), at: r.at });
+    return upcastRecorded(this.upcasters, {
+      seq: r.seq,
+      stream: r.stream,
+      version: r.version,
+      type: r.type,
+      schema: r.schema,
+      data: JSON.parse(r.data),
+      meta: JSON.parse(r.meta),
+      at: r.at,
+    });
   }
 
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncIterable<RecordedEvent> {
@@ -121,7 +131,11 @@ export class MemoryEventStore implements EventStorePort {
     return (this.streams.get(stream) ?? []).map((r) => this.toRecorded(r));
   }
 
-  async appendToStream(stream: string, events: readonly NewEvent[], options: AppendToStreamOptions): Promise<AppendToStreamResult> {
+  async appendToStream(
+    stream: string,
+    events: readonly NewEvent[],
+    options: AppendToStreamOptions,
+  ): Promise<AppendToStreamResult> {
     return appendOne((r) => this.appendMany(r), stream, events, options?.expectedVersion, options ?? {});
   }
 
@@ -140,7 +154,10 @@ export class MemoryEventStore implements EventStorePort {
       try {
         // Encoded first, as a durable store does before its transaction: an event JSON cannot encode (or a row)
         // fails its own request and nothing of it is written.
-        encoded = r.events.map((e) => ({ data: encodeJson(e.data, r.stream, e.type), meta: encodeJson(e.meta ?? {}, r.stream, e.type) }));
+        encoded = r.events.map((e) => ({
+          data: encodeJson(e.data, r.stream, e.type),
+          meta: encodeJson(e.meta ?? {}, r.stream, e.type),
+        }));
         if (r.row) actor = encodeJson(r.row, r.stream, r.events[0]?.type ?? 'projection');
       } catch (err) {
         return { ok: false, error: err as EventEncodingError };
@@ -154,14 +171,25 @@ export class MemoryEventStore implements EventStorePort {
         version += 1;
         seq += 1;
         const schema = e.schema ?? this.upcasters.currentSchema(e.type);
-        return { seq, stream: r.stream, version, type: e.type, schema, data: encoded[j]!.data, meta: encoded[j]!.meta, at: e.at ?? now };
+        return {
+          seq,
+          stream: r.stream,
+          version,
+          type: e.type,
+          schema,
+          data: encoded[j]!.data,
+          meta: encoded[j]!.meta,
+          at: e.at ?? now,
+        };
       });
       versions.set(r.stream, version);
       pending.push({
         rows,
         ...(r.row && actor ? { actor: { id: r.row.id, json: JSON.stringify({ ...JSON.parse(actor), version }) } } : {}),
         // A snapshot stands for exactly the version this append brings the stream to; any other is not kept.
-        ...(r.snapshot && r.snapshot.stream === r.stream && r.snapshot.version === version ? { snapshot: { ...r.snapshot } } : {}),
+        ...(r.snapshot && r.snapshot.stream === r.stream && r.snapshot.version === version
+          ? { snapshot: { ...r.snapshot } }
+          : {}),
       });
       return { ok: true, result: { version, lastSeq: seq, events: rows.map((row) => this.toRecorded(row)) } };
     });
@@ -176,12 +204,19 @@ export class MemoryEventStore implements EventStorePort {
     for (const t of this.projections.targets(recorded)) {
       const cur = this.docs.get(t.projection.name)!.get(t.id);
       const next = foldDocument(t, cur === undefined ? null : JSON.parse(cur));
-      writes.push({ name: t.projection.name, id: t.id, doc: next === null ? null : toJson(next, `projection ${t.projection.name} document ${t.id}`) });
+      writes.push({
+        name: t.projection.name,
+        id: t.id,
+        doc: next === null ? null : toJson(next, `projection ${t.projection.name} document ${t.id}`),
+      });
     }
     return writes;
   }
 
-  private commit(pending: readonly Pending[], docWrites: readonly { name: string; id: string; doc: string | null }[]): void {
+  private commit(
+    pending: readonly Pending[],
+    docWrites: readonly { name: string; id: string; doc: string | null }[],
+  ): void {
     for (const p of pending) {
       for (const row of p.rows) {
         this.log.push(row);
@@ -219,7 +254,8 @@ export class MemoryEventStore implements EventStorePort {
 
   subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void | Promise<void>): Subscription {
     this.open();
-    const read = async (from: number, limit: number): Promise<RecordedEvent[]> => this.log.slice(from - 1, from - 1 + limit).map((r) => this.toRecorded(r));
+    const read = async (from: number, limit: number): Promise<RecordedEvent[]> =>
+      this.log.slice(from - 1, from - 1 + limit).map((r) => this.toRecorded(r));
     return trackedSubscription(pollingSubscription(read, this.wakeups, options, handler), this.subscriptions);
   }
 

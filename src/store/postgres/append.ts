@@ -59,7 +59,16 @@ export interface AppendContext {
   channel: string;
   projections: ProjectionSet;
   encode(requests: readonly StreamAppend[]): Encoded;
-  toRecorded(row: { seq: number; stream: string; version: number; type: string; schema: number; data: Record<string, unknown>; meta: Record<string, unknown>; at: string }): RecordedEvent;
+  toRecorded(row: {
+    seq: number;
+    stream: string;
+    version: number;
+    type: string;
+    schema: number;
+    data: Record<string, unknown>;
+    meta: Record<string, unknown>;
+    at: string;
+  }): RecordedEvent;
   outcomes(requests: readonly StreamAppend[], rows: AppendRow[], batch: Encoded): StreamAppendOutcome[];
   /** The `append-locked` fault point (supervisor/host/faults.ts), once per event. */
   faults?: ((point: 'append-locked', detail: { eventType: string }) => void) | undefined;
@@ -76,7 +85,12 @@ export interface AppendInput {
  * stream another node holds a lease on (live or expired: that is a takeover's business) is not taken. A racing
  * claim waits on the row's unique index until the first commits, then finds it taken.
  */
-async function claimLeases(client: pg.PoolClient, node: string, streams: readonly string[], ttlMs: number): Promise<{ taken: Map<string, number>; renewed: Set<string> }> {
+async function claimLeases(
+  client: pg.PoolClient,
+  node: string,
+  streams: readonly string[],
+  ttlMs: number,
+): Promise<{ taken: Map<string, number>; renewed: Set<string> }> {
   // xmax = 0 only on a row this statement inserted: the others are this node's own rows, renewed.
   const { rows } = await client.query<{ stream: string; token: number; inserted: boolean }>(
     `INSERT INTO leases (stream, node, token, expires_at)
@@ -85,11 +99,19 @@ async function claimLeases(client: pg.PoolClient, node: string, streams: readonl
      RETURNING stream, token, (xmax = 0) AS inserted`,
     [node, [...streams], `${Math.max(1, Math.round(ttlMs))} milliseconds`],
   );
-  return { taken: new Map(rows.map((r) => [r.stream, Number(r.token)])), renewed: new Set(rows.filter((r) => !r.inserted).map((r) => r.stream)) };
+  return {
+    taken: new Map(rows.map((r) => [r.stream, Number(r.token)])),
+    renewed: new Set(rows.filter((r) => !r.inserted).map((r) => r.stream)),
+  };
 }
 
 /** Locks the fenced streams' lease rows and returns the indexes of requests whose lease is not this node's, live, with that token. */
-async function checkFence(client: pg.PoolClient, fence: Fence, requests: readonly StreamAppend[], tokens: (number | undefined)[]): Promise<Set<number>> {
+async function checkFence(
+  client: pg.PoolClient,
+  fence: Fence,
+  requests: readonly StreamAppend[],
+  tokens: (number | undefined)[],
+): Promise<Set<number>> {
   const streams = [...new Set(requests.filter((_, i) => tokens[i] !== undefined).map((r) => r.stream))];
   const { rows } = await client.query<{ stream: string; node: string; token: number; live: boolean }>(
     `SELECT stream, node, token, ${liveUntil('$2::interval')} > clock_timestamp() AS live FROM leases WHERE stream = ANY($1::text[]) ORDER BY stream FOR SHARE`,
@@ -110,14 +132,31 @@ async function checkFence(client: pg.PoolClient, fence: Fence, requests: readonl
  * The events of the requests picked by `use` as evolve sees them before their positions exist (`seq` 0), at the
  * versions they will get (request i's first is from[i] + 1), from the very columns the server will store.
  */
-function provisional(ctx: AppendContext, requests: readonly StreamAppend[], batch: Encoded, from: readonly number[], use: readonly boolean[]): RecordedEvent[] {
+function provisional(
+  ctx: AppendContext,
+  requests: readonly StreamAppend[],
+  batch: Encoded,
+  from: readonly number[],
+  use: readonly boolean[],
+): RecordedEvent[] {
   const out: RecordedEvent[] = [];
   let e = 0;
   requests.forEach((r, i) => {
     if (use[i]) {
       r.events.forEach((ev, k) => {
         const x = e + k;
-        out.push(ctx.toRecorded({ seq: 0, stream: r.stream, version: from[i]! + k + 1, type: ev.type, schema: batch.schemas[x]!, data: JSON.parse(batch.data[x]!), meta: JSON.parse(batch.meta[x]!), at: batch.at[x]! }));
+        out.push(
+          ctx.toRecorded({
+            seq: 0,
+            stream: r.stream,
+            version: from[i]! + k + 1,
+            type: ev.type,
+            schema: batch.schemas[x]!,
+            data: JSON.parse(batch.data[x]!),
+            meta: JSON.parse(batch.meta[x]!),
+            at: batch.at[x]!,
+          }),
+        );
       });
     }
     e += r.events.length;
@@ -135,7 +174,10 @@ async function lockKeys(client: pg.PoolClient, keys: readonly string[]): Promise
 }
 
 /** What the requests' streams stand at now (under their locks), and each expected version decided as append_events will. */
-function predict(requests: readonly StreamAppend[], versions: Map<string, number>): { ok: boolean[]; from: number[]; pinned: string[] } {
+function predict(
+  requests: readonly StreamAppend[],
+  versions: Map<string, number>,
+): { ok: boolean[]; from: number[]; pinned: string[] } {
   const cur = new Map(versions);
   const ok: boolean[] = [];
   const from: number[] = [];
@@ -153,7 +195,10 @@ function predict(requests: readonly StreamAppend[], versions: Map<string, number
 }
 
 /** Folds the documents the kept events touch (their current versions read under the documents' locks). */
-async function fold(ctx: AppendContext, events: readonly RecordedEvent[]): Promise<{ put: [string[], string[], string[]]; del: [string[], string[]] }> {
+async function fold(
+  ctx: AppendContext,
+  events: readonly RecordedEvent[],
+): Promise<{ put: [string[], string[], string[]]; del: [string[], string[]] }> {
   const put: [string[], string[], string[]] = [[], [], []];
   const del: [string[], string[]] = [[], []];
   const targets = ctx.projections.targets(events);
@@ -181,14 +226,19 @@ async function fold(ctx: AppendContext, events: readonly RecordedEvent[]): Promi
  * One try of the transaction (the caller retries a serialization failure, a deadlock or a lock timeout: each rolls
  * it back whole). Returns each request's outcome (FencedError for one refused by its lease) and the rows appended.
  */
-export async function appendInTransaction(ctx: AppendContext, input: AppendInput): Promise<{ outcomes: StreamAppendOutcome[]; rows: AppendRow[] }> {
+export async function appendInTransaction(
+  ctx: AppendContext,
+  input: AppendInput,
+): Promise<{ outcomes: StreamAppendOutcome[]; rows: AppendRow[] }> {
   const { client } = ctx;
   const { requests, fence, snapshots } = input;
   const claims = fence?.claim && fence.claim.streams.size > 0 ? fence.claim : null;
   let fenced = fence ? requests.map((r) => fence.tokens.get(r.stream)) : [];
   await client.query('BEGIN');
   const refused = new Set<number>();
-  const { taken, renewed } = claims ? await claimLeases(client, fence!.node, [...claims.streams], claims.ttlMs) : { taken: new Map<string, number>(), renewed: new Set<string>() };
+  const { taken, renewed } = claims
+    ? await claimLeases(client, fence!.node, [...claims.streams], claims.ttlMs)
+    : { taken: new Map<string, number>(), renewed: new Set<string>() };
   if (claims) {
     // A claim not taken (another node holds the stream) is refused like an append without its lease.
     requests.forEach((r, i) => {
@@ -196,25 +246,43 @@ export async function appendInTransaction(ctx: AppendContext, input: AppendInput
     });
     fenced = requests.map((r, i) => taken.get(r.stream) ?? fenced[i]);
   }
-  if (fence && fenced.some((t) => t !== undefined)) for (const i of await checkFence(client, fence, requests, fenced)) refused.add(i);
+  if (fence && fenced.some((t) => t !== undefined))
+    for (const i of await checkFence(client, fence, requests, fenced)) refused.add(i);
   const kept = requests.filter((_, i) => !refused.has(i));
   const keptSnapshots = snapshots.filter((_, i) => !refused.has(i));
   const batch = ctx.encode(kept);
   const streams = [...new Set(kept.map((r) => r.stream))];
   // The documents the batch may touch (documentId reads the event, not its version or position).
-  const guess = batch.projected ? ctx.projections.targets(provisional(ctx, kept, batch, kept.map(() => 0), kept.map(() => true))) : [];
-  await lockKeys(client, [...streams.map((s) => `s\u0001${s}`), ...guess.map((t) => `d\u0001${t.projection.name}\u0001${t.id}`)]);
+  const guess = batch.projected
+    ? ctx.projections.targets(
+        provisional(
+          ctx,
+          kept,
+          batch,
+          kept.map(() => 0),
+          kept.map(() => true),
+        ),
+      )
+    : [];
+  await lockKeys(client, [
+    ...streams.map((s) => `s\u0001${s}`),
+    ...guess.map((t) => `d\u0001${t.projection.name}\u0001${t.id}`),
+  ]);
   const { rows: vrows } = await client.query<{ stream: string; v: number }>(
     'SELECT s AS stream, (SELECT coalesce(max(version), 0) FROM events WHERE stream = s)::integer AS v FROM unnest($1::text[]) AS s',
     [streams],
   );
   const { ok, from, pinned } = predict(kept, new Map(vrows.map((r) => [r.stream, r.v])));
-  const { put, del } = batch.projected ? await fold(ctx, provisional(ctx, kept, batch, from, ok)) : { put: [[], [], []] as [string[], string[], string[]], del: [[], []] as [string[], string[]] };
+  const { put, del } = batch.projected
+    ? await fold(ctx, provisional(ctx, kept, batch, from, ok))
+    : { put: [[], [], []] as [string[], string[], string[]], del: [[], []] as [string[], string[]] };
   // A claimed stream whose first event will not be appended (it exists already) is not leased by this claim —
   // unless this node held its lease already: a retried claim whose first try committed with its reply lost finds
   // its own stream, and the lease stays (renewed; the node's pick-up adopts it), or the actor would be left with
   // no owner at all.
-  const unclaimed = [...new Set(kept.flatMap((r, j) => (taken.has(r.stream) && !renewed.has(r.stream) && !ok[j] ? [r.stream] : [])))];
+  const unclaimed = [
+    ...new Set(kept.flatMap((r, j) => (taken.has(r.stream) && !renewed.has(r.stream) && !ok[j] ? [r.stream] : []))),
+  ];
   // Snapshots, each only for the version its request brings the stream to.
   const due = kept.flatMap((r, j) => {
     const s = keptSnapshots[j];
@@ -243,10 +311,22 @@ export async function appendInTransaction(ctx: AppendContext, input: AppendInput
   };
   // One query string, two statements: the server runs the append and commits without a round trip between them.
   // why: node-postgres types query() as one result; a query string of several statements gives one per statement.
-  const results = (await client.query(`SELECT o_ok, o_actual, o_version, o_first FROM append_commit(${client.escapeLiteral(JSON.stringify(payload))}::json); COMMIT`)) as unknown as pg.QueryResult<AppendRow>[];
-  const rows = results[0]!.rows.map((r) => ({ o_ok: r.o_ok, o_actual: Number(r.o_actual), o_version: Number(r.o_version), o_first: Number(r.o_first) }));
+  const results = (await client.query(
+    `SELECT o_ok, o_actual, o_version, o_first FROM append_commit(${client.escapeLiteral(JSON.stringify(payload))}::json); COMMIT`,
+  )) as unknown as pg.QueryResult<AppendRow>[];
+  const rows = results[0]!.rows.map((r) => ({
+    o_ok: r.o_ok,
+    o_actual: Number(r.o_actual),
+    o_version: Number(r.o_version),
+    o_first: Number(r.o_first),
+  }));
   if (claims) for (const [stream, token] of taken) if (!unclaimed.includes(stream)) claims.claimed.set(stream, token);
   const keptOutcomes = ctx.outcomes(kept, rows, batch);
   let k = 0;
-  return { outcomes: requests.map((r, i) => (refused.has(i) ? { ok: false, error: new FencedError(r.stream, fence!.node) } : keptOutcomes[k++]!)), rows };
+  return {
+    outcomes: requests.map((r, i) =>
+      refused.has(i) ? { ok: false, error: new FencedError(r.stream, fence!.node) } : keptOutcomes[k++]!,
+    ),
+    rows,
+  };
 }

@@ -19,7 +19,11 @@ export class StoreUnavailableError extends RunlogError {
 /** The server would acknowledge commits that are not yet on disk. */
 export class StoreNotDurableError extends RunlogError {
   constructor(where: string, setting: string, value: string) {
-    super('STORE_NOT_DURABLE', `PostgreSQL at ${where} has ${setting}=${value}: a commit could be lost after it was acknowledged. runlog needs synchronous_commit on and fsync on.`, { where, setting, value });
+    super(
+      'STORE_NOT_DURABLE',
+      `PostgreSQL at ${where} has ${setting}=${value}: a commit could be lost after it was acknowledged. runlog needs synchronous_commit on and fsync on.`,
+      { where, setting, value },
+    );
   }
 }
 
@@ -39,7 +43,10 @@ export function makePool(url: string, schema: string, max: number, holdLimitMs: 
     connectionTimeoutMillis: 10_000,
     options: `-c search_path=${schema} -c synchronous_commit=on -c default_transaction_isolation=read\\ committed -c lock_timeout=${limit} -c idle_in_transaction_session_timeout=${limit}`,
     // int8 (positions) as numbers: exact up to 2^53, far beyond any log.
-    types: { getTypeParser: ((oid: number, format?: 'text' | 'binary') => (oid === INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format))) as never },
+    types: {
+      getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+        oid === INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format)) as never,
+    },
   });
   // An idle client's error (the server restarting) must not crash the process; the next query reports it.
   pool.on('error', () => {});
@@ -68,10 +75,19 @@ export function translate(where: string, err: unknown): unknown {
   if (err instanceof RunlogError) return err;
   const code = typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : '';
   const msg = err instanceof Error ? err.message : String(err);
-  if (CONNECTION_CODES.has(code) || code.startsWith('08') || code === '25P03' || code === '57P01' || code === '57P02' || code === '57P03' || /Connection terminated|connection timeout|is not queryable/i.test(msg)) {
+  if (
+    CONNECTION_CODES.has(code) ||
+    code.startsWith('08') ||
+    code === '25P03' ||
+    code === '57P01' ||
+    code === '57P02' ||
+    code === '57P03' ||
+    /Connection terminated|connection timeout|is not queryable/i.test(msg)
+  ) {
     return new StoreUnavailableError(where, code ? `${code}: ${msg}` : msg, { cause: err });
   }
-  if (code === '53100' || code === '53200' || code.startsWith('58')) return new StoreWriteError(where, `${code}: ${msg}`, { cause: err });
+  if (code === '53100' || code === '53200' || code.startsWith('58'))
+    return new StoreWriteError(where, `${code}: ${msg}`, { cause: err });
   return err;
 }
 
@@ -103,7 +119,9 @@ const DURABLE_COMMIT = new Set(['on', 'remote_apply', 'remote_write', 'local']);
 export async function migrate(pool: pg.Pool, schema: string, where: string): Promise<void> {
   const { client, release } = await checkout(pool);
   try {
-    const { rows } = await client.query<{ sc: string; fsync: string }>("SELECT current_setting('synchronous_commit') AS sc, current_setting('fsync') AS fsync");
+    const { rows } = await client.query<{ sc: string; fsync: string }>(
+      "SELECT current_setting('synchronous_commit') AS sc, current_setting('fsync') AS fsync",
+    );
     if (!DURABLE_COMMIT.has(rows[0]!.sc)) throw new StoreNotDurableError(where, 'synchronous_commit', rows[0]!.sc);
     if (rows[0]!.fsync !== 'on') throw new StoreNotDurableError(where, 'fsync', rows[0]!.fsync);
     await client.query('BEGIN');
@@ -113,19 +131,33 @@ export async function migrate(pool: pg.Pool, schema: string, where: string): Pro
     await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [MIGRATE_LOCK_CLASS, schema]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
     await client.query(`SET LOCAL search_path TO ${schema}`);
-    const present = await client.query<{ present: boolean }>("SELECT to_regclass(format('%I.runlog_schema', $1::text)) IS NOT NULL AS present", [schema]);
-    const marker = present.rows[0]!.present ? await client.query<{ application: string; version: number }>('SELECT application, version FROM runlog_schema') : null;
+    const present = await client.query<{ present: boolean }>(
+      "SELECT to_regclass(format('%I.runlog_schema', $1::text)) IS NOT NULL AS present",
+      [schema],
+    );
+    const marker = present.rows[0]!.present
+      ? await client.query<{ application: string; version: number }>('SELECT application, version FROM runlog_schema')
+      : null;
     let version = 0;
     if (marker && marker.rows.length > 0) {
-      if (marker.rows[0]!.application !== PG_APPLICATION) throw new ForeignDatabaseError(where, `schema ${schema} belongs to ${marker.rows[0]!.application}`);
+      if (marker.rows[0]!.application !== PG_APPLICATION)
+        throw new ForeignDatabaseError(where, `schema ${schema} belongs to ${marker.rows[0]!.application}`);
       version = marker.rows[0]!.version;
     } else {
-      const others = await client.query<{ n: number }>('SELECT count(*)::integer AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1', [schema]);
-      if (others.rows[0]!.n > 0) throw new ForeignDatabaseError(where, `schema ${schema} holds ${others.rows[0]!.n} objects of another program`);
+      const others = await client.query<{ n: number }>(
+        'SELECT count(*)::integer AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1',
+        [schema],
+      );
+      if (others.rows[0]!.n > 0)
+        throw new ForeignDatabaseError(where, `schema ${schema} holds ${others.rows[0]!.n} objects of another program`);
     }
-    if (version > PG_LATEST_SCHEMA) throw new StoreVersionError(`${where} (schema ${schema})`, version, PG_LATEST_SCHEMA);
+    if (version > PG_LATEST_SCHEMA)
+      throw new StoreVersionError(`${where} (schema ${schema})`, version, PG_LATEST_SCHEMA);
     if (version < PG_LATEST_SCHEMA) {
-      if (version === 0) await client.query(`CREATE TABLE runlog_schema (application text NOT NULL, version integer NOT NULL); INSERT INTO runlog_schema VALUES ('${PG_APPLICATION}', 0)`);
+      if (version === 0)
+        await client.query(
+          `CREATE TABLE runlog_schema (application text NOT NULL, version integer NOT NULL); INSERT INTO runlog_schema VALUES ('${PG_APPLICATION}', 0)`,
+        );
       for (let v = version; v < PG_LATEST_SCHEMA; v++) await client.query(PG_MIGRATIONS[v]!);
       await client.query('UPDATE runlog_schema SET version = $1', [PG_LATEST_SCHEMA]);
     }

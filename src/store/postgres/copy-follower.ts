@@ -31,7 +31,8 @@ export class CopyFollower {
   /** Other processes' commits wake the copy at once (LISTEN/NOTIFY); the polling timer stays as the fallback. */
   private follow(): void {
     this.unlisten ??= this.pg.listen(() => {
-      if (this.polling) this.pollAgain = true; // a commit announced while a look is out: look once more after it
+      if (this.polling)
+        this.pollAgain = true; // a commit announced while a look is out: look once more after it
       else void this.poll();
     });
   }

@@ -14,7 +14,13 @@ const PAGE = 1000;
  * (log-copy.ts), exactly what put() leaves when it drops them, and its node (placement) from the summary.
  * Whether a stream has ended is the rows' word, read before, as put() asks it.
  */
-export async function loadBelowWindow(pg: PgEventStore, copy: LogCopy, pageBelow: number, summaries: readonly StreamSummary[], into: { put(e: RecordedEvent, pageBelow: number): void; lastNode: Map<string, string>; loaded: LoadStats }): Promise<void> {
+export async function loadBelowWindow(
+  pg: PgEventStore,
+  copy: LogCopy,
+  pageBelow: number,
+  summaries: readonly StreamSummary[],
+  into: { put(e: RecordedEvent, pageBelow: number): void; lastNode: Map<string, string>; loaded: LoadStats },
+): Promise<void> {
   const paged: StreamSummary[] = [];
   const held: string[] = [];
   const requests: StreamSummary[] = [];
@@ -25,7 +31,8 @@ export async function loadBelowWindow(pg: PgEventStore, copy: LogCopy, pageBelow
   }
   // A page of streams at a time; the pages' events are merged into position order before the copy takes them.
   const events: RecordedEvent[] = [];
-  for (let i = 0; i < held.length; i += PAGE) for (const e of await pg.readStreamsUpTo(held.slice(i, i + PAGE), pageBelow)) events.push(e);
+  for (let i = 0; i < held.length; i += PAGE)
+    for (const e of await pg.readStreamsUpTo(held.slice(i, i + PAGE), pageBelow)) events.push(e);
   if (requests.length > 0) {
     // A request stream's events from the oldest one that is not older than the copy's tailSince() (all of them
     // below the window here): its older ones become a stub, as an ended actor's do, before its newer ones.

@@ -12,19 +12,31 @@ import type { LogCopy } from './log-copy.ts';
 const PAGE = 1000;
 
 /** One stream's events in version order (inclusive `from`/`to`), up to its version in the copy. */
-export async function* readStreamComplete(copy: LogCopy, pg: PgEventStore, stream: string, options: ReadStreamOptions = {}): AsyncIterable<RecordedEvent> {
+export async function* readStreamComplete(
+  copy: LogCopy,
+  pg: PgEventStore,
+  stream: string,
+  options: ReadStreamOptions = {},
+): AsyncIterable<RecordedEvent> {
   const last = Math.min(options.to ?? Number.MAX_SAFE_INTEGER, copy.streamVersion(stream));
   for (let v = Math.max(1, options.from ?? 1); v <= last; v += PAGE) {
     const end = Math.min(last, v + PAGE - 1);
     // Versions 1..missing are not in memory: such a page is read whole from PostgreSQL (its held part is there too).
     // An archived stream's events are gone from PostgreSQL as well: the read gives what the log still holds.
-    const page = v <= copy.missing(stream) ? await collect(pg.readStream(stream, { from: v, to: end })) : copy.read(stream, v, end);
+    const page =
+      v <= copy.missing(stream)
+        ? await collect(pg.readStream(stream, { from: v, to: end }))
+        : copy.read(stream, v, end);
     yield* page;
   }
 }
 
 /** The log by global position (inclusive `from`/`to`, `limit`), up to the copy's head as it moves. */
-export async function* readLogComplete(copy: LogCopy, pg: PgEventStore, options: ReadAllOptions = {}): AsyncIterable<RecordedEvent> {
+export async function* readLogComplete(
+  copy: LogCopy,
+  pg: PgEventStore,
+  options: ReadAllOptions = {},
+): AsyncIterable<RecordedEvent> {
   let after = Math.max(1, options.from ?? 1) - 1;
   let left = options.limit !== undefined && options.limit >= 0 ? options.limit : Number.MAX_SAFE_INTEGER;
   while (left > 0) {
@@ -37,7 +49,13 @@ export async function* readLogComplete(copy: LogCopy, pg: PgEventStore, options:
 }
 
 /** Up to `limit` events after position `after`, up to `to` and the copy's head: from memory when it holds them all. */
-export async function logPage(copy: LogCopy, pg: PgEventStore, after: number, limit: number, to = Number.MAX_SAFE_INTEGER): Promise<RecordedEvent[]> {
+export async function logPage(
+  copy: LogCopy,
+  pg: PgEventStore,
+  after: number,
+  limit: number,
+  to = Number.MAX_SAFE_INTEGER,
+): Promise<RecordedEvent[]> {
   const upTo = Math.min(to, copy.head);
   if (after >= upTo || limit <= 0) return [];
   if (!copy.holdsAfter(after)) return collect(pg.readAll({ from: after + 1, to: upTo, limit }));

@@ -77,7 +77,13 @@ export class LeaseBeat {
     const running = this.listener?.running?.bind(this.listener);
     if (!running || !this.listener?.pickUp) return;
     this.pickupDue = false;
-    const orphans = leasesToPickUp({ leased: await leases.mine(), held: leases.held, claiming: this.claiming, ending: this.ending, running });
+    const orphans = leasesToPickUp({
+      leased: await leases.mine(),
+      held: leases.held,
+      claiming: this.claiming,
+      ending: this.ending,
+      running,
+    });
     if (orphans.length === 0) return;
     const adopted = await leases.adopt(orphans);
     await this.catchUp();

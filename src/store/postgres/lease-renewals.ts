@@ -54,7 +54,13 @@ export function serverUnavailable(err: unknown): boolean {
  * How long the node's lease that expires first has left, on the server's clock (null: it holds none). A node
  * starting up asks once: its leases were reclaimed somewhere inside the store's open, and this says how recently.
  */
-export async function leastLeaseLeftMs(sql: (text: string, params: unknown[]) => Promise<{ left_ms: number | null }[]>, node: string): Promise<number | null> {
-  const [row] = await sql('SELECT (extract(epoch FROM min(expires_at) - clock_timestamp()) * 1000)::float8 AS left_ms FROM leases WHERE node = $1', [node]);
+export async function leastLeaseLeftMs(
+  sql: (text: string, params: unknown[]) => Promise<{ left_ms: number | null }[]>,
+  node: string,
+): Promise<number | null> {
+  const [row] = await sql(
+    'SELECT (extract(epoch FROM min(expires_at) - clock_timestamp()) * 1000)::float8 AS left_ms FROM leases WHERE node = $1',
+    [node],
+  );
   return row?.left_ms ?? null;
 }

@@ -148,7 +148,12 @@ export class Leases {
     }
     const streams = [...this.held.keys()];
     const tokens = streams.map((s) => this.held.get(s)!);
-    const rows = await this.sql<{ stream: string }>(LOCKED_RENEWAL.replace('$RETURNING', 'l.stream'), [this.node, streams, tokens, this.ttl]);
+    const rows = await this.sql<{ stream: string }>(LOCKED_RENEWAL.replace('$RETURNING', 'l.stream'), [
+      this.node,
+      streams,
+      tokens,
+      this.ttl,
+    ]);
     this.options.renewals?.answered(sentAtMs);
     const renewed = new Set(rows.map((r) => r.stream));
     // Only a lease still held with the token the renewal sent counts as lost (one released meanwhile does not).
@@ -194,7 +199,9 @@ export class Leases {
 
   /** Every lease PostgreSQL says this node holds (live or not), with its token. */
   async mine(): Promise<{ stream: string; token: number }[]> {
-    const rows = await this.sql<{ stream: string; token: number }>('SELECT stream, token FROM leases WHERE node = $1', [this.node]);
+    const rows = await this.sql<{ stream: string; token: number }>('SELECT stream, token FROM leases WHERE node = $1', [
+      this.node,
+    ]);
     return rows.map((r) => ({ stream: r.stream, token: Number(r.token) }));
   }
 
@@ -205,12 +212,10 @@ export class Leases {
    */
   async adopt(leases: readonly { stream: string; token: number }[]): Promise<string[]> {
     if (leases.length === 0) return [];
-    const rows = await this.sql<{ stream: string; token: number }>(LOCKED_RENEWAL.replace('$RETURNING', 'l.stream, l.token'), [
-      this.node,
-      leases.map((l) => l.stream),
-      leases.map((l) => l.token),
-      this.ttl,
-    ]);
+    const rows = await this.sql<{ stream: string; token: number }>(
+      LOCKED_RENEWAL.replace('$RETURNING', 'l.stream, l.token'),
+      [this.node, leases.map((l) => l.stream), leases.map((l) => l.token), this.ttl],
+    );
     for (const r of rows) this.held.set(r.stream, Number(r.token));
     return rows.map((r) => r.stream);
   }

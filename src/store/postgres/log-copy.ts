@@ -136,7 +136,11 @@ export class LogCopy {
   put(e: RecordedEvent, pageBelow = 0): void {
     this.headSeq = e.seq;
     let c = this.byStream.get(e.stream);
-    if (!c) this.byStream.set(e.stream, (c = { stream: e.stream, version: 0, firstSeq: e.seq, createdAt: e.at, updatedAt: e.at, dropped: 0, held: [] }));
+    if (!c)
+      this.byStream.set(
+        e.stream,
+        (c = { stream: e.stream, version: 0, firstSeq: e.seq, createdAt: e.at, updatedAt: e.at, dropped: 0, held: [] }),
+      );
     c.version = e.version;
     c.updatedAt = e.at;
     const ended = this.ended(e.stream);
@@ -160,10 +164,33 @@ export class LogCopy {
    * ones are put.
    */
   stub(s: PagedOutStream): void {
-    if (!this.pagingOut) throw new RunlogError('STORE_INPUT', `a copy that holds every event cannot take ${s.stream} as paged out (keepRecent is null)`, { stream: s.stream });
-    if (this.byStream.has(s.stream)) throw new RunlogError('STORE_INPUT', `${s.stream} is already in the copy: a paged-out stub comes before any of its events`, { stream: s.stream });
-    if (!(s.version >= 1 && s.firstSeq >= 1 && s.lastSeq >= s.firstSeq)) throw new RunlogError('STORE_INPUT', `${s.stream}: a paged-out stub needs version >= 1 and 1 <= firstSeq <= lastSeq`, { ...s });
-    this.byStream.set(s.stream, { stream: s.stream, version: s.version, firstSeq: s.firstSeq, createdAt: s.createdAt, updatedAt: s.updatedAt, dropped: s.version, held: [] });
+    if (!this.pagingOut)
+      throw new RunlogError(
+        'STORE_INPUT',
+        `a copy that holds every event cannot take ${s.stream} as paged out (keepRecent is null)`,
+        { stream: s.stream },
+      );
+    if (this.byStream.has(s.stream))
+      throw new RunlogError(
+        'STORE_INPUT',
+        `${s.stream} is already in the copy: a paged-out stub comes before any of its events`,
+        { stream: s.stream },
+      );
+    if (!(s.version >= 1 && s.firstSeq >= 1 && s.lastSeq >= s.firstSeq))
+      throw new RunlogError(
+        'STORE_INPUT',
+        `${s.stream}: a paged-out stub needs version >= 1 and 1 <= firstSeq <= lastSeq`,
+        { ...s },
+      );
+    this.byStream.set(s.stream, {
+      stream: s.stream,
+      version: s.version,
+      firstSeq: s.firstSeq,
+      createdAt: s.createdAt,
+      updatedAt: s.updatedAt,
+      dropped: s.version,
+      held: [],
+    });
     this.floorSeq = Math.max(this.floorSeq, s.lastSeq);
     this.headSeq = Math.max(this.headSeq, s.lastSeq);
   }
@@ -279,7 +306,13 @@ export class LogCopy {
   streams(kind?: string): StreamInfo[] {
     return [...this.byStream.values()]
       .sort((a, b) => a.firstSeq - b.firstSeq)
-      .map((c) => ({ stream: c.stream, kind: c.stream.split('-')[0]!, version: c.version, createdAt: c.createdAt, updatedAt: c.updatedAt }))
+      .map((c) => ({
+        stream: c.stream,
+        kind: c.stream.split('-')[0]!,
+        version: c.version,
+        createdAt: c.createdAt,
+        updatedAt: c.updatedAt,
+      }))
       .filter((r) => !kind || r.kind === kind);
   }
 
@@ -303,7 +336,8 @@ export class LogCopy {
   /** Held events after `afterSeq` up to `toSeq`, in position order; throws PagedOutError when some were paged out. */
   *after(afterSeq: number, toSeq = Number.MAX_SAFE_INTEGER): IterableIterator<RecordedEvent> {
     if (!this.holdsAfter(afterSeq)) throw new PagedOutError({ afterSeq, floor: this.floorSeq });
-    for (let i = this.indexAfter(afterSeq); i < this.events.length && this.events[i]!.seq <= toSeq; i++) yield this.events[i]!;
+    for (let i = this.indexAfter(afterSeq); i < this.events.length && this.events[i]!.seq <= toSeq; i++)
+      yield this.events[i]!;
   }
 
   /** Up to `limit` held events after `afterSeq` (see after()). */

@@ -2,7 +2,15 @@
 // channels `logs --follow` rides on between nodes. Callers see interfaces only, never the class behind them, so
 // nothing outside src/store/ reaches into the store's internals.
 import type { ClusterRecords } from '../../domain/cluster-nodes.ts';
-import type { Archiving, Auditing, ChainVerifying, Leasing, Metered, Placement, Reconnecting } from '../capabilities.ts';
+import type {
+  Archiving,
+  Auditing,
+  ChainVerifying,
+  Leasing,
+  Metered,
+  Placement,
+  Reconnecting,
+} from '../capabilities.ts';
 import type { EventStorePort } from '../port.ts';
 import { checkPgArchives } from './archive-check.ts';
 import { controlChannel, PgFollowBus, type FollowBus } from './follow-channel.ts';
@@ -46,7 +54,11 @@ export async function openPostgresLog(options: PgHostStoreOptions): Promise<Open
       checkArchives: (dirs) => checkPgArchives(pg, { dirs }),
     },
     followChannels: (log) => {
-      const bus = new PgFollowBus({ url: splitStoreUrl(options.url).url, sql: (text, params) => pg.sql(text, params), log });
+      const bus = new PgFollowBus({
+        url: splitStoreUrl(options.url).url,
+        sql: (text, params) => pg.sql(text, params),
+        log,
+      });
       return { bus, control: (node) => controlChannel(pg.schema, node), close: () => bus.close() };
     },
   };

@@ -21,7 +21,10 @@ export interface RebuildContext<Row extends { seq: number }> {
   description: string;
 }
 
-export async function rebuildProjectionPg<Row extends { seq: number }>(name: string, ctx: RebuildContext<Row>): Promise<{ documents: number; events: number }> {
+export async function rebuildProjectionPg<Row extends { seq: number }>(
+  name: string,
+  ctx: RebuildContext<Row>,
+): Promise<{ documents: number; events: number }> {
   let docs = new Map<string, unknown>();
   let events = 0;
   let read = 0; // the fold has every event up to here
@@ -41,7 +44,10 @@ export async function rebuildProjectionPg<Row extends { seq: number }>(name: str
       archivesSeen = archives;
     }
     while (read < head) {
-      const rows = await ctx.sql<Row & Record<string, unknown>>(`SELECT ${ctx.columns} FROM events WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT ${PAGE}`, [read, head]);
+      const rows = await ctx.sql<Row & Record<string, unknown>>(
+        `SELECT ${ctx.columns} FROM events WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT ${PAGE}`,
+        [read, head],
+      );
       if (rows.length === 0) break;
       ctx.fold(rows, docs);
       events += rows.length;
@@ -49,9 +55,20 @@ export async function rebuildProjectionPg<Row extends { seq: number }>(name: str
     }
     read = head;
     const live = [...docs].filter(([, d]) => d !== null);
-    const payload = { projection: name, head, archives, ids: live.map(([id]) => id), docs: live.map(([id, d]) => toJson(d, `projection ${name} document ${id}`)) };
+    const payload = {
+      projection: name,
+      head,
+      archives,
+      ids: live.map(([id]) => id),
+      docs: live.map(([id, d]) => toJson(d, `projection ${name} document ${id}`)),
+    };
     const [r] = await ctx.sql<{ ok: boolean }>('SELECT projection_replace($1::json) AS ok', [JSON.stringify(payload)]);
     if (r?.ok) return { documents: live.length, events };
-    if (tries >= TRIES) throw new RunlogError('STORE_BUSY', `projection ${name} on ${ctx.description} was not rebuilt: appends went on between each of ${TRIES} folds and their replacing; nothing was changed: try again when the log is quieter`, { projection: name, tries });
+    if (tries >= TRIES)
+      throw new RunlogError(
+        'STORE_BUSY',
+        `projection ${name} on ${ctx.description} was not rebuilt: appends went on between each of ${TRIES} folds and their replacing; nothing was changed: try again when the log is quieter`,
+        { projection: name, tries },
+      );
   }
 }

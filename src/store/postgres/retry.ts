@@ -33,7 +33,11 @@ const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
  * Runs `attempt` until it succeeds, fails with something that is not retryable (thrown as it is), or has failed
  * retryably `attempts` times: then `giveUp(lastError, tries)` is thrown.
  */
-export async function withRetries<T>(attempt: (n: number) => Promise<T>, giveUp: (err: unknown, tries: number) => unknown, policy: RetryPolicy = {}): Promise<T> {
+export async function withRetries<T>(
+  attempt: (n: number) => Promise<T>,
+  giveUp: (err: unknown, tries: number) => unknown,
+  policy: RetryPolicy = {},
+): Promise<T> {
   const attempts = Math.max(1, policy.attempts ?? 6);
   const sleep = policy.sleep ?? pause;
   const random = policy.random ?? Math.random;

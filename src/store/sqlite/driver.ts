@@ -11,6 +11,8 @@ export { default as Database } from 'better-sqlite3';
 /** A `file:` URI for SQLite: the path percent-encoded where SQLite's URI parser would misread it. */
 export function sqliteUri(path: string, params: Record<string, string>): string {
   const encoded = path.replace(/[%?#]/g, (c) => `%${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
-  const query = Object.entries(params).map(([k, v]) => `${k}=${v}`).join('&');
+  const query = Object.entries(params)
+    .map(([k, v]) => `${k}=${v}`)
+    .join('&');
   return `file:${encoded}${query ? `?${query}` : ''}`;
 }

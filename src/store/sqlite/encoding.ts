@@ -18,7 +18,8 @@ export interface EncodedRequest {
 /** One value as JSON text, or an EventEncodingError naming the stream and event type (the memory store uses it too). */
 export function encodeJson(value: unknown, stream: string, type: string): string {
   // Bounded here, not by the encoder: Node 26's JSON.stringify encodes any depth, older lines throw at their own.
-  if (nestedDeeperThan(value, MAX_EVENT_DEPTH)) throw new EventEncodingError(stream, type, `nested deeper than ${MAX_EVENT_DEPTH} levels`);
+  if (nestedDeeperThan(value, MAX_EVENT_DEPTH))
+    throw new EventEncodingError(stream, type, `nested deeper than ${MAX_EVENT_DEPTH} levels`);
   let text: string | undefined;
   try {
     text = JSON.stringify(value);
@@ -31,7 +32,19 @@ export function encodeJson(value: unknown, stream: string, type: string): string
 
 /** Encodes one request's events and projection, or says why it cannot be. */
 export function encodeRequest(r: EngineAppendRequest): EncodedRequest {
-  const events = r.events.map((e) => ({ event: e, data: encodeJson(e.data, r.stream, e.type), meta: encodeJson(e.meta ?? {}, r.stream, e.type) }));
-  const summary = r.options.projection ? encodeJson(r.options.projection.summary, r.stream, r.events[0]?.type ?? 'projection') : null;
-  return { stream: r.stream, events, options: r.options, summary, ...(r.options.snapshot ? { snapshot: r.options.snapshot } : {}) };
+  const events = r.events.map((e) => ({
+    event: e,
+    data: encodeJson(e.data, r.stream, e.type),
+    meta: encodeJson(e.meta ?? {}, r.stream, e.type),
+  }));
+  const summary = r.options.projection
+    ? encodeJson(r.options.projection.summary, r.stream, r.events[0]?.type ?? 'projection')
+    : null;
+  return {
+    stream: r.stream,
+    events,
+    options: r.options,
+    summary,
+    ...(r.options.snapshot ? { snapshot: r.options.snapshot } : {}),
+  };
 }

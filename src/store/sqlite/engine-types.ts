@@ -32,7 +32,14 @@ export interface SnapshotRow {
   checksum: string;
 }
 
-export const toSnapshot = (r: SnapshotRow): SnapshotRecord => ({ stream: r.stream, version: r.version, fingerprint: r.fingerprint, createdAt: r.created_at, state: r.state, checksum: r.checksum });
+export const toSnapshot = (r: SnapshotRow): SnapshotRecord => ({
+  stream: r.stream,
+  version: r.version,
+  fingerprint: r.fingerprint,
+  createdAt: r.created_at,
+  state: r.state,
+  checksum: r.checksum,
+});
 
 export interface AppendResult {
   /** The stream's version after the append. */

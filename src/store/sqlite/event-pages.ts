@@ -103,7 +103,9 @@ export class EventPages {
 
   /** At most `limit` of a stream's events with from <= version <= to, in version order. */
   streamPage(stream: string, from: number, to: number, limit: number): RecordedEvent[] {
-    this.streamQuery ??= this.db.prepare('SELECT * FROM events WHERE stream = ? AND version >= ? AND version <= ? ORDER BY version LIMIT ?');
+    this.streamQuery ??= this.db.prepare(
+      'SELECT * FROM events WHERE stream = ? AND version >= ? AND version <= ? ORDER BY version LIMIT ?',
+    );
     return this.streamQuery.all(stream, from, to, limit).map((r) => this.toRecorded(r));
   }
 

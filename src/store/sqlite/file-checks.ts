@@ -41,7 +41,8 @@ export function checkHeader(file: string): void {
     throw err;
   }
   if (size === 0) throw new StoreEmptyError(file);
-  if (size < 100) throw new StoreTruncatedError(file, `the file is ${size} bytes, shorter than a SQLite header`, { size });
+  if (size < 100)
+    throw new StoreTruncatedError(file, `the file is ${size} bytes, shorter than a SQLite header`, { size });
   let fd: number;
   try {
     fd = openSync(file, 'r');
@@ -52,7 +53,8 @@ export function checkHeader(file: string): void {
   try {
     const head = Buffer.alloc(100);
     readSync(fd, head, 0, 100, 0);
-    if (!head.subarray(0, 16).equals(SQLITE_HEADER)) throw new StoreCorruptError(file, 'not a SQLite database (bad header)');
+    if (!head.subarray(0, 16).equals(SQLITE_HEADER))
+      throw new StoreCorruptError(file, 'not a SQLite database (bad header)');
     checkLength(file, size, head);
   } finally {
     closeSync(fd);
@@ -109,16 +111,28 @@ export function logBytes(file: string): number {
 function checkLength(file: string, size: number, head: Buffer): void {
   const raw = head.readUInt16BE(16);
   const pageSize = raw === 1 ? 65536 : raw;
-  if (pageSize >= 512 && size % pageSize !== 0) throw new StoreTruncatedError(file, `the file is ${size} bytes, not a whole number of ${pageSize}-byte pages`, { size, pageSize });
+  if (pageSize >= 512 && size % pageSize !== 0)
+    throw new StoreTruncatedError(file, `the file is ${size} bytes, not a whole number of ${pageSize}-byte pages`, {
+      size,
+      pageSize,
+    });
   const wal = walBytes(file);
   if (wal > 0) return;
   const pages = head.readUInt32BE(28);
   if (pages > 0 && head.readUInt32BE(24) === head.readUInt32BE(92) && pages * pageSize > size) {
-    throw new StoreTruncatedError(file, `its header says ${pages} pages (${pages * pageSize} bytes) but the file has ${size} bytes`, { size, expected: pages * pageSize });
+    throw new StoreTruncatedError(
+      file,
+      `its header says ${pages} pages (${pages * pageSize} bytes) but the file has ${size} bytes`,
+      { size, expected: pages * pageSize },
+    );
   }
   const record = readShutdownRecord(file);
   if (record && size < record.size) {
-    throw new StoreTruncatedError(file, `the file is ${size} bytes; at its last clean shutdown (${record.at}) it was ${record.size} bytes`, { size, expected: record.size });
+    throw new StoreTruncatedError(
+      file,
+      `the file is ${size} bytes; at its last clean shutdown (${record.at}) it was ${record.size} bytes`,
+      { size, expected: record.size },
+    );
   }
 }
 
@@ -200,15 +214,18 @@ export function translate(file: string, err: unknown): unknown {
   if (err instanceof RunlogError) return err;
   const code = sqliteCode(err) ?? '';
   const msg = err instanceof Error ? err.message : String(err);
-  if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') return new StoreCorruptError(file, msg, { cause: err });
+  if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB')
+    return new StoreCorruptError(file, msg, { cause: err });
   if (code.startsWith('SQLITE_FULL')) return new StoreWriteError(file, `disk full (${msg})`, { cause: err });
   if (code.startsWith('SQLITE_IOERR') || code.startsWith('SQLITE_READONLY') || code.startsWith('SQLITE_CANTOPEN')) {
     return new StoreWriteError(file, `${code}: ${msg}`, { cause: err });
   }
-  if (code.startsWith('SQLITE_BUSY')) return new RunlogError('STORE_BUSY', `event log ${file} is locked by another writer: ${msg}`, { file });
+  if (code.startsWith('SQLITE_BUSY'))
+    return new RunlogError('STORE_BUSY', `event log ${file} is locked by another writer: ${msg}`, { file });
   // The WAL guard's marker file (sqlite/wal-guard.ts) is written next to the database.
   if (code === 'ENOSPC') return new StoreWriteError(file, `disk full (${msg})`, { cause: err });
-  if (code === 'EROFS' || code === 'EACCES' || code === 'EPERM' || code === 'EIO' || code === 'EDQUOT') return new StoreWriteError(file, `${code}: ${msg}`, { cause: err });
+  if (code === 'EROFS' || code === 'EACCES' || code === 'EPERM' || code === 'EIO' || code === 'EDQUOT')
+    return new StoreWriteError(file, `${code}: ${msg}`, { cause: err });
   return err;
 }
 
@@ -216,7 +233,13 @@ export function translate(file: string, err: unknown): unknown {
  * Checks that SQLite opened a runlog log it may use, then (a writer) sets the pragmas and migrates its schema.
  * `untouched`: the file is as the last clean shutdown left it, which SQLite had checked (see untouchedSinceCleanShutdown).
  */
-export function openSchema(db: Database.Database, file: string, readOnly: boolean, options: { skipQuickCheck?: boolean; synchronous?: 'FULL' | 'NORMAL' }, untouched = false): void {
+export function openSchema(
+  db: Database.Database,
+  file: string,
+  readOnly: boolean,
+  options: { skipQuickCheck?: boolean; synchronous?: 'FULL' | 'NORMAL' },
+  untouched = false,
+): void {
   // Read-only checks first: nothing is written to a file until we know it is ours and sound. A writer checks the
   // whole file (quick_check) before it appends, unless the file is untouched since its last clean shutdown;
   // inspection does not (a second per 150 MB before the first line): the header checks above and below still
@@ -231,13 +254,21 @@ export function openSchema(db: Database.Database, file: string, readOnly: boolea
   const userVersion = db.pragma('user_version', { simple: true }) as number;
   const tables = (db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get() as { n: number }).n;
   if (appId !== APPLICATION_ID && (appId !== 0 || tables > 0 || userVersion !== 0)) {
-    throw new ForeignDatabaseError(file, appId !== 0 ? `application_id is 0x${appId.toString(16)}` : `it has ${tables} tables of another program`);
+    throw new ForeignDatabaseError(
+      file,
+      appId !== 0 ? `application_id is 0x${appId.toString(16)}` : `it has ${tables} tables of another program`,
+    );
   }
   if (userVersion > LATEST_SCHEMA) throw new StoreVersionError(file, userVersion, LATEST_SCHEMA);
   if (readOnly) {
     // Nothing may be written: a file that is not yet a runlog log (no schema) is not one to inspect.
     if (appId !== APPLICATION_ID || userVersion !== LATEST_SCHEMA) {
-      throw new StoreCorruptError(file, userVersion === 0 ? 'it holds no runlog schema (an uninitialised or foreign SQLite file)' : `schema version ${userVersion} needs an upgrade that only a writer runs`);
+      throw new StoreCorruptError(
+        file,
+        userVersion === 0
+          ? 'it holds no runlog schema (an uninitialised or foreign SQLite file)'
+          : `schema version ${userVersion} needs an upgrade that only a writer runs`,
+      );
     }
     db.pragma('query_only = ON');
     return;

@@ -14,11 +14,22 @@ export function writeHeartbeatRow(db: Database.Database, h: Heartbeat): void {
 
 /** The last heartbeat, or null when no supervisor ever ran on this log (or the file predates migration 3). */
 export function readHeartbeatRow(db: Database.Database): Heartbeat | null {
-  let r: { node: string; pid: number; started_at: string; beat_at: string; interval_ms: number; stopped_at: string | null } | undefined;
+  let r:
+    | { node: string; pid: number; started_at: string; beat_at: string; interval_ms: number; stopped_at: string | null }
+    | undefined;
   try {
     r = db.prepare('SELECT * FROM supervisor_heartbeat WHERE id = 1').get() as typeof r;
   } catch {
     return null; // opened without migrating (read-only): no table, no heartbeat
   }
-  return r ? { node: r.node, pid: r.pid, startedAt: r.started_at, beatAt: r.beat_at, intervalMs: r.interval_ms, stoppedAt: r.stopped_at } : null;
+  return r
+    ? {
+        node: r.node,
+        pid: r.pid,
+        startedAt: r.started_at,
+        beatAt: r.beat_at,
+        intervalMs: r.interval_ms,
+        stoppedAt: r.stopped_at,
+      }
+    : null;
 }

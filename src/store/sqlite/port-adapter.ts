@@ -9,7 +9,16 @@
 // reader yields to the event loop, so a long read never holds the process.
 import { RunlogError } from '../../domain/errors.ts';
 import type { NewEvent, RecordedEvent } from '../../domain/events.ts';
-import type { AppendObserver, ArchiveFinding, Archiving, ArchiveOptions, ArchiveResult, Auditing, ChainVerifying, Metered } from '../capabilities.ts';
+import type {
+  AppendObserver,
+  ArchiveFinding,
+  Archiving,
+  ArchiveOptions,
+  ArchiveResult,
+  Auditing,
+  ChainVerifying,
+  Metered,
+} from '../capabilities.ts';
 import type { ChainCheck } from '../chain.ts';
 import { appendOne } from '../expected-version.ts';
 import {
@@ -49,7 +58,11 @@ const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(reso
 const toEngine = (r: StreamAppend): EngineAppendRequest => ({
   stream: r.stream,
   events: r.events,
-  options: { expectedVersion: r.expectedVersion, ...(r.row ? { projection: r.row } : {}), ...(r.snapshot ? { snapshot: r.snapshot } : {}) },
+  options: {
+    expectedVersion: r.expectedVersion,
+    ...(r.row ? { projection: r.row } : {}),
+    ...(r.snapshot ? { snapshot: r.snapshot } : {}),
+  },
 });
 
 export class SqlitePortStore implements EventStorePort, ChainVerifying, Metered, Archiving, Auditing {
@@ -65,7 +78,8 @@ export class SqlitePortStore implements EventStorePort, ChainVerifying, Metered,
   constructor(file: string, options: SqlitePortOptions = {}) {
     const { projections, ...engine } = options;
     this.projections = new ProjectionSet(projections);
-    const fold = this.projections.size > 0 ? (events: readonly RecordedEvent[]) => this.documents.fold(events) : undefined;
+    const fold =
+      this.projections.size > 0 ? (events: readonly RecordedEvent[]) => this.documents.fold(events) : undefined;
     // Appended events come back as readers see them (upcast), and the projections fold them so.
     this.store = new SqliteEventStore(file, { ...engine, upcastAppended: true, ...(fold ? { inAppend: fold } : {}) });
     this.documents = new ProjectionDocuments(this.store.connection, this.projections);
@@ -110,7 +124,11 @@ export class SqlitePortStore implements EventStorePort, ChainVerifying, Metered,
 
   // --- appends ---
 
-  async appendToStream(stream: string, events: readonly NewEvent[], options: AppendToStreamOptions): Promise<AppendToStreamResult> {
+  async appendToStream(
+    stream: string,
+    events: readonly NewEvent[],
+    options: AppendToStreamOptions,
+  ): Promise<AppendToStreamResult> {
     return appendOne((r) => this.appendMany(r), stream, events, options?.expectedVersion, options ?? {});
   }
 
@@ -153,7 +171,8 @@ export class SqlitePortStore implements EventStorePort, ChainVerifying, Metered,
   subscribe(options: SubscribeOptions, handler: (event: RecordedEvent) => void | Promise<void>): Subscription {
     this.open();
     // This process's appends wake subscriptions at once; other processes' are found by polling (every pollMs).
-    const read = async (from: number, limit: number): Promise<RecordedEvent[]> => (this.closed ? [] : this.store.logPage(from - 1, END, limit));
+    const read = async (from: number, limit: number): Promise<RecordedEvent[]> =>
+      this.closed ? [] : this.store.logPage(from - 1, END, limit);
     return trackedSubscription(pollingSubscription(read, this.wakeups, options, handler), this.subscriptions);
   }
 
@@ -176,7 +195,9 @@ export class SqlitePortStore implements EventStorePort, ChainVerifying, Metered,
   async rebuildProjection(name: string): Promise<{ documents: number; events: number }> {
     this.open();
     this.projections.get(name);
-    return this.store.writeTransaction('rebuild a projection', () => this.documents.rebuild(name, (after, limit) => this.store.logPage(after, END, limit)));
+    return this.store.writeTransaction('rebuild a projection', () =>
+      this.documents.rebuild(name, (after, limit) => this.store.logPage(after, END, limit)),
+    );
   }
 
   async listActors(filter: ActorFilter = {}): Promise<ActorRow[]> {

@@ -29,7 +29,9 @@ export class ProjectionDocuments {
     const db = this.db;
     this.stmt ??= {
       get: db.prepare('SELECT doc FROM projection_documents WHERE projection = ? AND id = ?'),
-      put: db.prepare('INSERT INTO projection_documents (projection, id, doc) VALUES (?, ?, ?) ON CONFLICT (projection, id) DO UPDATE SET doc = excluded.doc'),
+      put: db.prepare(
+        'INSERT INTO projection_documents (projection, id, doc) VALUES (?, ?, ?) ON CONFLICT (projection, id) DO UPDATE SET doc = excluded.doc',
+      ),
       remove: db.prepare('DELETE FROM projection_documents WHERE projection = ? AND id = ?'),
       list: db.prepare('SELECT id, doc FROM projection_documents WHERE projection = ? ORDER BY id'),
       clear: db.prepare('DELETE FROM projection_documents WHERE projection = ?'),
@@ -62,7 +64,10 @@ export class ProjectionDocuments {
    * Recomputes one projection from the whole log, in the caller's transaction: folded in global order a page at a
    * time (`page` reads events after a position), then written over the old documents.
    */
-  rebuild(name: string, page: (afterSeq: number, limit: number) => RecordedEvent[]): { documents: number; events: number } {
+  rebuild(
+    name: string,
+    page: (afterSeq: number, limit: number) => RecordedEvent[],
+  ): { documents: number; events: number } {
     const p = this.projections.get(name);
     const q = this.q;
     const docs = new Map<string, unknown>();

@@ -45,15 +45,33 @@ export function getActor(db: Database.Database, id: string): ActorRow | undefine
  * Replaces the actors projection in the caller's transaction: `rows` as folded from the events, the archived actors
  * from their tombstones, and each actor's snapshot version carried over from the snapshots kept.
  */
-export function replaceProjectionRows(db: Database.Database, upsertActor: Database.Statement<[string, string, string, string, string, number, string, string, string]>, rows: readonly ActorRow[]): void {
+export function replaceProjectionRows(
+  db: Database.Database,
+  upsertActor: Database.Statement<[string, string, string, string, string, number, string, string, string]>,
+  rows: readonly ActorRow[],
+): void {
   db.prepare('DELETE FROM actors').run();
   for (const p of rows) {
-    upsertActor.run(p.id, p.kind, p.stream, p.state, p.status, p.version, p.createdAt, p.updatedAt, JSON.stringify(p.summary));
+    upsertActor.run(
+      p.id,
+      p.kind,
+      p.stream,
+      p.state,
+      p.status,
+      p.version,
+      p.createdAt,
+      p.updatedAt,
+      JSON.stringify(p.summary),
+    );
   }
   // Archived actors have no events left to fold: their rows come back from their tombstones.
-  db.prepare('INSERT OR IGNORE INTO actors (id, kind, stream, state, status, version, created_at, updated_at, summary) SELECT id, kind, stream, state, status, version, created_at, updated_at, summary FROM tombstones').run();
+  db.prepare(
+    'INSERT OR IGNORE INTO actors (id, kind, stream, state, status, version, created_at, updated_at, summary) SELECT id, kind, stream, state, status, version, created_at, updated_at, summary FROM tombstones',
+  ).run();
   // Which snapshot each actor has is not derived from events: it is carried over from the snapshots kept.
-  db.prepare('UPDATE actors SET snapshot_version = (SELECT version FROM snapshots WHERE snapshots.stream = actors.stream)').run();
+  db.prepare(
+    'UPDATE actors SET snapshot_version = (SELECT version FROM snapshots WHERE snapshots.stream = actors.stream)',
+  ).run();
 }
 
 function toActorRow(r: ActorDbRow): ActorRow {

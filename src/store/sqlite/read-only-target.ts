@@ -47,6 +47,11 @@ export function readOnlyTarget(file: string, followsWriters: boolean): ReadOnlyT
   } catch (err) {
     release();
     const code = (err as NodeJS.ErrnoException).code ?? '';
-    throw new LogUnreadableError(file, code === 'EACCES' || code === 'EPERM' ? `its write-ahead log ${file}-wal is not readable (${code})` : `could not copy it with its write-ahead log to read it without writing beside it: ${(err as Error).message}`);
+    throw new LogUnreadableError(
+      file,
+      code === 'EACCES' || code === 'EPERM'
+        ? `its write-ahead log ${file}-wal is not readable (${code})`
+        : `could not copy it with its write-ahead log to read it without writing beside it: ${(err as Error).message}`,
+    );
   }
 }

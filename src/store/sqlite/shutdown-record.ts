@@ -21,7 +21,13 @@ export function readShutdownRecord(file: string): ShutdownRecord | null {
   try {
     const r = JSON.parse(readFileSync(shutdownRecordFile(file), 'utf8')) as Partial<ShutdownRecord>;
     if (typeof r.size !== 'number' || typeof r.lastSeq !== 'number') return null;
-    return { size: r.size, ...(typeof r.mtimeMs === 'number' ? { mtimeMs: r.mtimeMs } : {}), lastSeq: r.lastSeq, hash: typeof r.hash === 'string' ? r.hash : '', at: typeof r.at === 'string' ? r.at : '' };
+    return {
+      size: r.size,
+      ...(typeof r.mtimeMs === 'number' ? { mtimeMs: r.mtimeMs } : {}),
+      lastSeq: r.lastSeq,
+      hash: typeof r.hash === 'string' ? r.hash : '',
+      at: typeof r.at === 'string' ? r.at : '',
+    };
   } catch {
     return null;
   }

@@ -7,14 +7,19 @@ import type { Database } from './driver.ts';
 
 export function snapshotAtOrBefore(db: Database.Database, stream: string, version: number): SnapshotRecord | undefined {
   const r = db
-    .prepare('SELECT * FROM (SELECT * FROM snapshots WHERE stream = ? AND version <= ? UNION ALL SELECT * FROM snapshot_history WHERE stream = ? AND version <= ?) ORDER BY version DESC LIMIT 1')
+    .prepare(
+      'SELECT * FROM (SELECT * FROM snapshots WHERE stream = ? AND version <= ? UNION ALL SELECT * FROM snapshot_history WHERE stream = ? AND version <= ?) ORDER BY version DESC LIMIT 1',
+    )
     .get(stream, version, stream, version) as SnapshotRow | undefined;
   return r ? toSnapshot(r) : undefined;
 }
 
 /** Every stored snapshot (`runlog verify`), a page at a time. */
 export function* iterateSnapshots(db: Database.Database, pageSize = 256): IterableIterator<SnapshotRecord> {
-  const page = db.prepare('SELECT * FROM snapshots WHERE stream > ? ORDER BY stream LIMIT ?') as Database.Statement<[string, number], SnapshotRow>;
+  const page = db.prepare('SELECT * FROM snapshots WHERE stream > ? ORDER BY stream LIMIT ?') as Database.Statement<
+    [string, number],
+    SnapshotRow
+  >;
   let cursor = '';
   for (;;) {
     const rows = page.all(cursor, pageSize);
@@ -26,7 +31,9 @@ export function* iterateSnapshots(db: Database.Database, pageSize = 256): Iterab
 
 /** Every older snapshot kept for `replay --to` (snapshot_history; `runlog verify`), a page at a time. */
 export function* iterateSnapshotHistory(db: Database.Database, pageSize = 256): IterableIterator<SnapshotRecord> {
-  const page = db.prepare('SELECT * FROM snapshot_history WHERE (stream, version) > (?, ?) ORDER BY stream, version LIMIT ?') as Database.Statement<[string, number, number], SnapshotRow>;
+  const page = db.prepare(
+    'SELECT * FROM snapshot_history WHERE (stream, version) > (?, ?) ORDER BY stream, version LIMIT ?',
+  ) as Database.Statement<[string, number, number], SnapshotRow>;
   let cursor: [string, number] = ['', -1];
   for (;;) {
     const rows = page.all(cursor[0], cursor[1], pageSize);
@@ -37,7 +44,11 @@ export function* iterateSnapshotHistory(db: Database.Database, pageSize = 256): 
 }
 
 /** Replaces every snapshot in the caller's transaction with `records`, each written by `put`; how many. */
-export function replaceSnapshotRows(db: Database.Database, records: Iterable<SnapshotRecord>, put: (r: SnapshotRecord) => void): number {
+export function replaceSnapshotRows(
+  db: Database.Database,
+  records: Iterable<SnapshotRecord>,
+  put: (r: SnapshotRecord) => void,
+): number {
   db.prepare('DELETE FROM snapshots').run();
   db.prepare('DELETE FROM snapshot_history').run();
   db.prepare('UPDATE actors SET snapshot_version = NULL').run();
@@ -51,6 +62,8 @@ export function replaceSnapshotRows(db: Database.Database, records: Iterable<Sna
 
 /** Which version each stream's snapshot stands at, as the actors projection recorded it when it was written. */
 export function snapshotVersions(db: Database.Database): Map<string, number> {
-  const rows = db.prepare('SELECT stream, snapshot_version AS v FROM actors WHERE snapshot_version IS NOT NULL').all() as { stream: string; v: number }[];
+  const rows = db
+    .prepare('SELECT stream, snapshot_version AS v FROM actors WHERE snapshot_version IS NOT NULL')
+    .all() as { stream: string; v: number }[];
   return new Map(rows.map((r) => [r.stream, r.v]));
 }

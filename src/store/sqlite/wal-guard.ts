@@ -17,8 +17,13 @@ import { RunlogError } from '../../domain/errors.ts';
 
 /** Committed events were in a write-ahead log that is gone: the database holds only what was checkpointed. */
 export class StoreWalLostError extends RunlogError {
-  constructor(readonly file: string, markers: { file: string; pid: number; since: string | null }[]) {
-    const who = markers.map((m) => `process ${m.pid}${m.since ? ` (uncheckpointed commits since ${m.since})` : ''}`).join(', ');
+  constructor(
+    readonly file: string,
+    markers: { file: string; pid: number; since: string | null }[],
+  ) {
+    const who = markers
+      .map((m) => `process ${m.pid}${m.since ? ` (uncheckpointed commits since ${m.since})` : ''}`)
+      .join(', ');
     super(
       'STORE_WAL_LOST',
       `event log ${file}: its write-ahead log ${file}-wal is missing after an unclean shutdown of ${who}. ` +

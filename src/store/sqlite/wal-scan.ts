@@ -21,7 +21,14 @@ const WAL_HEADER = 32;
 const FRAME_HEADER = 24;
 
 /** Checksums in 32-bit words of the given byte order (the magic number's low bit says which). */
-function checksum(buf: Buffer, start: number, end: number, bigEndian: boolean, s0: number, s1: number): [number, number] {
+function checksum(
+  buf: Buffer,
+  start: number,
+  end: number,
+  bigEndian: boolean,
+  s0: number,
+  s1: number,
+): [number, number] {
   for (let i = start; i < end; i += 8) {
     const x0 = bigEndian ? buf.readUInt32BE(i) : buf.readUInt32LE(i);
     const x1 = bigEndian ? buf.readUInt32BE(i + 4) : buf.readUInt32LE(i + 4);

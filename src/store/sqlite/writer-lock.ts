@@ -15,7 +15,17 @@
 // writes `<db>.lock.json` (pid, command, listen address, since) after it has the lock, atomically (a 0600 temp
 // file renamed into place), and removes it when it lets go. Only the lock decides who the writer is: the JSON
 // only names the holder in the refusal, and a stale one (its pid gone) is ignored.
-import { accessSync, closeSync, constants, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import {
+  accessSync,
+  closeSync,
+  constants,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
 import { dirname } from 'node:path';
 import { RunlogError, SupervisorRunningError, type WriterHolderInfo } from '../../domain/errors.ts';
 import { Database } from './driver.ts';
@@ -37,7 +47,12 @@ export function readHolder(dbFile: string): WriterHolderInfo | null {
   try {
     const h = JSON.parse(readFileSync(holderPath(dbFile), 'utf8')) as Partial<WriterHolderInfo>;
     if (typeof h.pid !== 'number' || !Number.isSafeInteger(h.pid) || h.pid <= 0 || !alive(h.pid)) return null;
-    return { pid: h.pid, since: String(h.since ?? '?'), command: String(h.command ?? '?'), listen: typeof h.listen === 'string' ? h.listen : null };
+    return {
+      pid: h.pid,
+      since: String(h.since ?? '?'),
+      command: String(h.command ?? '?'),
+      listen: typeof h.listen === 'string' ? h.listen : null,
+    };
   } catch {
     return null;
   }
@@ -79,14 +94,23 @@ function lockFailed(file: string, step: 'create' | 'open' | 'take', err: unknown
   const message = why
     ? `cannot ${step} the writer lock ${file}: ${why} (${errno}). A writer keeps its log, lock and token there: give a writable --home (or $RUNLOG_HOME); ps, inspect, events and replay read a read-only one`
     : `cannot ${step} the writer lock ${file}: ${(err as Error).message}`;
-  return new RunlogError('LOCK_FAILED', message, { file, ...(why ? { dir, errno, readOnly: errno === 'EROFS' } : {}) }, { cause: err });
+  return new RunlogError(
+    'LOCK_FAILED',
+    message,
+    { file, ...(why ? { dir, errno, readOnly: errno === 'EROFS' } : {}) },
+    { cause: err },
+  );
 }
 
 export class WriterLock {
   private db: InstanceType<typeof Database> | null;
   private info: WriterHolderInfo;
 
-  private constructor(readonly dbFile: string, db: InstanceType<typeof Database>, info: WriterHolderInfo) {
+  private constructor(
+    readonly dbFile: string,
+    db: InstanceType<typeof Database>,
+    info: WriterHolderInfo,
+  ) {
     this.db = db;
     this.info = info;
   }
@@ -113,10 +137,16 @@ export class WriterLock {
       db.exec('BEGIN IMMEDIATE');
     } catch (err) {
       db.close();
-      if (String((err as { code?: unknown }).code ?? '').startsWith('SQLITE_BUSY')) throw new SupervisorRunningError(dbFile, readHolder(dbFile));
+      if (String((err as { code?: unknown }).code ?? '').startsWith('SQLITE_BUSY'))
+        throw new SupervisorRunningError(dbFile, readHolder(dbFile));
       throw lockFailed(file, 'take', err);
     }
-    const lock = new WriterLock(dbFile, db, { pid: process.pid, since: new Date().toISOString(), command, listen: null });
+    const lock = new WriterLock(dbFile, db, {
+      pid: process.pid,
+      since: new Date().toISOString(),
+      command,
+      listen: null,
+    });
     try {
       lock.publish();
     } catch (err) {

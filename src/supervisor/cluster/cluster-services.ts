@@ -73,7 +73,11 @@ export interface ClusterServices {
   handover: Handover;
   placement: Placement;
   queue: ExecutionQueue;
-  follows: { owner: FollowOwner; remote(owner: string, id: string, signal?: AbortSignal): AsyncIterable<LogLine>; close(): void };
+  follows: {
+    owner: FollowOwner;
+    remote(owner: string, id: string, signal?: AbortSignal): AsyncIterable<LogLine>;
+    close(): void;
+  };
   stopSelfFence(): void;
 }
 
@@ -83,7 +87,8 @@ export async function startCluster(c: ClusterInputs): Promise<ClusterServices> {
   // Leases reclaimed from an earlier run of this node whose actors have ended are given back.
   const liveStreams = new Set(c.rehydrated.map((a) => a.stream));
   try {
-    for (const l of (await leasing.clusterRecords()).leases) if (l.node === node && !liveStreams.has(l.stream)) leasing.letGo(l.stream);
+    for (const l of (await leasing.clusterRecords()).leases)
+      if (l.node === node && !liveStreams.has(l.stream)) leasing.letGo(l.stream);
   } catch (err) {
     log(`leases of ended actors are kept until the next start: ${(err as Error).message}`);
   }
@@ -98,7 +103,9 @@ export async function startCluster(c: ClusterInputs): Promise<ClusterServices> {
       tookOver: (streams) => {
         requests.handover.tookOver(streams);
         // What the dead owner had not applied of the app's `cap` changes is applied here, once.
-        void c.toolSync.syncStreams(streams).catch((err: unknown) => log(`cap changes for taken-over instances: ${(err as Error).message}`));
+        void c.toolSync
+          .syncStreams(streams)
+          .catch((err: unknown) => log(`cap changes for taken-over instances: ${(err as Error).message}`));
       },
       // As start-up recovers what it rehydrates: restart timers armed again, then a reconcile observes each
       // actor's sandbox and the reconcile decision says what to record (an interrupted spawn, an execution
@@ -120,10 +127,13 @@ export async function startCluster(c: ClusterInputs): Promise<ClusterServices> {
   const fenceDeps = {
     sandboxed: () => instances.sandboxed(),
     relinquish: (id: string) => instances.relinquish(id, 'self-fence'),
-    resumed: () => void resumed().catch((err: unknown) => log(`recovery after the self-fence: ${(err as Error).message}`)),
+    resumed: () =>
+      void resumed().catch((err: unknown) => log(`recovery after the self-fence: ${(err as Error).message}`)),
     log,
   };
-  const stopSelfFence = startSelfFence(c.leaseTtlMs, c.renewals, fenceDeps, c.openedAtMs, async () => leastLeaseLeftMs(await leasing.clusterRecords(), node));
+  const stopSelfFence = startSelfFence(c.leaseTtlMs, c.renewals, fenceDeps, c.openedAtMs, async () =>
+    leastLeaseLeftMs(await leasing.clusterRecords(), node),
+  );
   // An execution that ended here makes room for a queued one.
   c.bus.on('actor:transition', (t) => {
     if (t.kind === 'execution' && (t.to === 'succeeded' || t.to === 'failed')) requests.queue.pump();
@@ -150,7 +160,9 @@ function clusterRequests(c: ClusterInputs): Pick<ClusterServices, 'handover' | '
     appendFact: (stream, events) => hostRef().appendFact(stream, events),
     spawnHere: async (r) => {
       const spec = await instances.prepare(r.appDir, r.sandbox, r.instanceId);
-      return hostRef().create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } }).then(c.spawned(spec.instanceId));
+      return hostRef()
+        .create('instance', spec.instanceId, { type: 'instance.requested', data: { spec } })
+        .then(c.spawned(spec.instanceId));
     },
     log,
   });
@@ -160,10 +172,20 @@ function clusterRequests(c: ClusterInputs): Pick<ClusterServices, 'handover' | '
     limit: c.execLimit ?? c.executions.policy.executions.maxRunning,
     headStartMs: QUEUE_HEAD_START_MS,
     nowMs: () => clock.nowMs(),
-    running: () => hostRef().live().filter((a) => a.kind === 'execution').length,
+    running: () =>
+      hostRef()
+        .live()
+        .filter((a) => a.kind === 'execution').length,
     appendFact: (stream, events) => hostRef().appendFact(stream, events),
     cancel: (id) => hostRef().dispatch('execution', id, { type: 'execution.cancel-requested', data: {} }),
-    claim: (q) => hostRef().create('execution', q.executionId, { type: 'execution.requested', data: { request: q.request as never, deadline: new Date(clock.nowMs() + q.request.timeoutMs + 120_000).toISOString() } }),
+    claim: (q) =>
+      hostRef().create('execution', q.executionId, {
+        type: 'execution.requested',
+        data: {
+          request: q.request as never,
+          deadline: new Date(clock.nowMs() + q.request.timeoutMs + 120_000).toISOString(),
+        },
+      }),
     log,
   });
   return { handover, placement, queue };
@@ -184,7 +206,8 @@ async function followAcrossNodes(c: ClusterInputs): Promise<ClusterServices['fol
   });
   return {
     owner,
-    remote: (on, id, signal) => rf.followRemote({ bus: follows.bus, node, timers: rf.realTimers }, on, follows.control(on), id, signal),
+    remote: (on, id, signal) =>
+      rf.followRemote({ bus: follows.bus, node, timers: rf.realTimers }, on, follows.control(on), id, signal),
     close: () => {
       owner.stop();
       follows.close();

@@ -58,14 +58,35 @@ export class Handover {
   constructor(private readonly deps: HandoverDeps) {}
 
   /** Asks `owner` to carry it out; resolves with the answer, rejects with the owner's typed error or HANDOVER_TIMEOUT. */
-  async ask(owner: string, action: HandoverAction, instanceId: string, graceMs: number | null, timeoutMs: number): Promise<HandoverAnswer> {
+  async ask(
+    owner: string,
+    action: HandoverAction,
+    instanceId: string,
+    graceMs: number | null,
+    timeoutMs: number,
+  ): Promise<HandoverAnswer> {
     const { store, node } = this.deps;
     const stream = placementStream(owner);
-    const request: HandoverRequest = { requestId: randomUUID(), action, instanceId, graceMs, from: node, to: owner, deadline: new Date(this.deps.nowMs() + timeoutMs).toISOString() };
+    const request: HandoverRequest = {
+      requestId: randomUUID(),
+      action,
+      instanceId,
+      graceMs,
+      from: node,
+      to: owner,
+      deadline: new Date(this.deps.nowMs() + timeoutMs).toISOString(),
+    };
     let done: (a: HandoverAnswer | Error) => void = () => undefined;
     const outcome = new Promise<HandoverAnswer | Error>((resolve) => (done = resolve));
     const timer = setTimeout(
-      () => done(new RunlogError('HANDOVER_TIMEOUT', `node ${owner} did not answer ${action} of ${instanceId} within ${timeoutMs} ms (it is not acted on later)`, { id: instanceId, node: owner, action })),
+      () =>
+        done(
+          new RunlogError(
+            'HANDOVER_TIMEOUT',
+            `node ${owner} did not answer ${action} of ${instanceId} within ${timeoutMs} ms (it is not acted on later)`,
+            { id: instanceId, node: owner, action },
+          ),
+        ),
       timeoutMs,
     );
     let sub: Subscription | null = null;
@@ -74,7 +95,12 @@ export class Handover {
       const head = await store.lastSeq();
       sub = store.subscribe({ from: head + 1, stream }, (e) => {
         // why: answers are only ever appended by take() below with this shape
-        if (e.stream === stream && e.type === HANDOVER_ANSWERED && (e.data as { requestId?: unknown }).requestId === request.requestId) done(e.data as unknown as HandoverAnswer);
+        if (
+          e.stream === stream &&
+          e.type === HANDOVER_ANSWERED &&
+          (e.data as { requestId?: unknown }).requestId === request.requestId
+        )
+          done(e.data as unknown as HandoverAnswer);
       });
       await this.deps.appendFact(stream, [{ type: HANDOVER_REQUESTED, data: { ...request } }]);
       const a = await outcome;
@@ -119,13 +145,16 @@ export class Handover {
   /** The takeover is recorded: pending requests for what was taken are carried out here now. */
   tookOver(streams: readonly string[]): void {
     for (const s of streams) this.takingOver.delete(s);
-    void this.sweepAll().catch((err: unknown) => this.deps.log(`hand-over requests for what was taken over: ${(err as Error).message}`));
+    void this.sweepAll().catch((err: unknown) =>
+      this.deps.log(`hand-over requests for what was taken over: ${(err as Error).message}`),
+    );
   }
 
   /** Carries out what every node's placement stream still asks of this node. */
   private async sweepAll(): Promise<void> {
     for (const s of await this.deps.store.listStreams('placement')) {
-      for (const r of pendingRequests(await this.deps.store.readRecent(s.stream), this.deps.nowMs())) this.take(s.stream, r);
+      for (const r of pendingRequests(await this.deps.store.readRecent(s.stream), this.deps.nowMs()))
+        this.take(s.stream, r);
     }
   }
 
@@ -139,7 +168,9 @@ export class Handover {
         // Answered meanwhile (by a previous owner that acted and answered before it lost the lease).
         let answered: boolean;
         try {
-          answered = (await this.deps.store.readRecent(stream)).some((e) => e.type === HANDOVER_ANSWERED && (e.data as { requestId?: unknown }).requestId === r.requestId);
+          answered = (await this.deps.store.readRecent(stream)).some(
+            (e) => e.type === HANDOVER_ANSWERED && (e.data as { requestId?: unknown }).requestId === r.requestId,
+          );
         } catch (err) {
           // Not readable now (the store briefly unreachable): looked at again in a while, until its deadline.
           this.deps.log(`hand-over ${r.action} of ${r.instanceId}: ${(err as Error).message}; looking again`);
@@ -155,12 +186,21 @@ export class Handover {
         } catch (err) {
           // Lost the lease while acting: the new owner answers (its append was refused, nothing was done here).
           if (err instanceof FencedError) return;
-          answer = { requestId: r.requestId, by: this.deps.node, ok: false, code: err instanceof RunlogError ? err.code : 'HANDOVER_FAILED', message: (err as Error).message };
+          answer = {
+            requestId: r.requestId,
+            by: this.deps.node,
+            ok: false,
+            code: err instanceof RunlogError ? err.code : 'HANDOVER_FAILED',
+            message: (err as Error).message,
+          };
         }
-        if (r.action !== 'logs') this.deps.log(`${r.action} of ${r.instanceId} asked by ${r.from}: ${answer.ok ? answer.state : answer.code}`);
+        if (r.action !== 'logs')
+          this.deps.log(`${r.action} of ${r.instanceId} asked by ${r.from}: ${answer.ok ? answer.state : answer.code}`);
         await this.deps
           .appendFact(stream, [{ type: HANDOVER_ANSWERED, data: { ...answer } }])
-          .catch((e: unknown) => this.deps.log(`could not record the answer to ${r.action} of ${r.instanceId}: ${(e as Error).message}`));
+          .catch((e: unknown) =>
+            this.deps.log(`could not record the answer to ${r.action} of ${r.instanceId}: ${(e as Error).message}`),
+          );
       } finally {
         // Only once answered: a sweep meanwhile must not take it again.
         this.handling.delete(r.requestId);

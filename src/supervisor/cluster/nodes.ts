@@ -16,7 +16,11 @@ export interface ClusterRecordsSource {
 const ACTOR_STREAM = /^(instance|execution)-/;
 
 /** `cluster`: the cluster's records (null: a log without nodes, SQLite). */
-export async function readNodes(store: Pick<EventStorePort, 'listActors' | 'getActor' | 'readHeartbeat'>, cluster: ClusterRecordsSource | null, now: string): Promise<NodesView> {
+export async function readNodes(
+  store: Pick<EventStorePort, 'listActors' | 'getActor' | 'readHeartbeat'>,
+  cluster: ClusterRecordsSource | null,
+  now: string,
+): Promise<NodesView> {
   const live = (await store.listActors({})).map((r) => ({ stream: r.stream, id: r.id, kind: r.kind, state: r.state }));
   if (!cluster) {
     const hb = await store.readHeartbeat();

@@ -25,7 +25,12 @@ export interface PinnedState {
  * seen live again resets the wait; a caller that did not ask to wait (waitMs 0) gives up at the first look that
  * finds the node not live.
  */
-export function pinnedVerdict(state: PinnedState, live: boolean, nowMs: number, waitMs: number): { state: PinnedState; giveUp: boolean } {
+export function pinnedVerdict(
+  state: PinnedState,
+  live: boolean,
+  nowMs: number,
+  waitMs: number,
+): { state: PinnedState; giveUp: boolean } {
   if (live) return { state: { downSinceMs: null }, giveUp: false };
   const downSinceMs = state.downSinceMs ?? nowMs;
   return { state: { downSinceMs }, giveUp: nowMs - downSinceMs >= waitMs };
@@ -37,7 +42,10 @@ export const MAX_NODE_WAIT_MS = 24 * 3600_000;
 export function assertNodeWait(ms: unknown): asserts ms is number | undefined {
   if (ms === undefined) return;
   if (typeof ms !== 'number' || !Number.isSafeInteger(ms) || ms < 0 || ms > MAX_NODE_WAIT_MS) {
-    throw new RunlogError('NODE_WAIT_INVALID', `nodeWaitMs must be a whole number of milliseconds from 0 to ${MAX_NODE_WAIT_MS}, not ${JSON.stringify(ms)}`);
+    throw new RunlogError(
+      'NODE_WAIT_INVALID',
+      `nodeWaitMs must be a whole number of milliseconds from 0 to ${MAX_NODE_WAIT_MS}, not ${JSON.stringify(ms)}`,
+    );
   }
 }
 
@@ -127,7 +135,12 @@ export function guardPinned(d: PinnedGuardDeps): { gaveUp: Promise<never>; stop(
  * caller waits for it on a cluster — the node the caller named. NODE_WAIT_INVALID for a wait that is not a number
  * of milliseconds.
  */
-export async function pinnedTarget(node: string | undefined, waitMs: number | undefined, placeOn: (node: string) => Promise<string>, cluster: boolean): Promise<string | null> {
+export async function pinnedTarget(
+  node: string | undefined,
+  waitMs: number | undefined,
+  placeOn: (node: string) => Promise<string>,
+  cluster: boolean,
+): Promise<string | null> {
   assertNodeWait(waitMs);
   if (node === undefined || node === 'any') return null;
   return placeOn(node).catch((err: unknown) => unlessWaiting(err, node, waitMs, cluster));
@@ -149,7 +162,12 @@ export interface PinnedWatchDeps {
  * is live while it answers): liveness as placement judges it, on the server's clock (nodes.ts nodeLoads).
  */
 export function pinnedWatch(d: PinnedWatchDeps) {
-  return (node: string | null, executionId: string, waitMs: number, claimByMs: number): ReturnType<typeof guardPinned> | null =>
+  return (
+    node: string | null,
+    executionId: string,
+    waitMs: number,
+    claimByMs: number,
+  ): ReturnType<typeof guardPinned> | null =>
     node === null || node === d.self
       ? null
       : guardPinned({
@@ -159,7 +177,8 @@ export function pinnedWatch(d: PinnedWatchDeps) {
           nowMs: d.nowMs,
           live: async (n) => nodeLoads(await d.leasing.clusterRecords()).some((x) => x.node === n && x.live),
           claimed: async () => (await d.store.streamVersion(`execution-${executionId}`)) > 0,
-          withdraw: () => d.queue.withdraw({ executionId, reason: 'node-unavailable', claimBy: new Date(claimByMs).toISOString() }),
+          withdraw: () =>
+            d.queue.withdraw({ executionId, reason: 'node-unavailable', claimBy: new Date(claimByMs).toISOString() }),
           log: d.log,
         });
 }
@@ -178,7 +197,11 @@ export function unlessWaiting(err: unknown, node: string, waitMs: number | undef
  * NODE_UNAVAILABLE wins when it gives up, and then `waiting` is ended through `abort` (its timers and its
  * subscription released, its HOST_CLOSED rejection swallowed).
  */
-export async function raceGuard<T>(waiting: Promise<T>, guard: { gaveUp: Promise<never>; stop(): void } | null, abort: AbortController): Promise<T> {
+export async function raceGuard<T>(
+  waiting: Promise<T>,
+  guard: { gaveUp: Promise<never>; stop(): void } | null,
+  abort: AbortController,
+): Promise<T> {
   if (!guard) return waiting;
   try {
     return await Promise.race([waiting, guard.gaveUp]);

@@ -61,10 +61,21 @@ export class Placement {
     let done: (r: { view?: ActorView; error?: Error }) => void = () => undefined;
     const outcome = new Promise<{ view?: ActorView; error?: Error }>((resolve) => (done = resolve));
     const check = async (e: RecordedEvent | null): Promise<void> => {
-      if (e && e.stream === requests && e.type === SPAWN_REFUSED && (e.data as { instanceId?: unknown }).instanceId === request.instanceId) {
+      if (
+        e &&
+        e.stream === requests &&
+        e.type === SPAWN_REFUSED &&
+        (e.data as { instanceId?: unknown }).instanceId === request.instanceId
+      ) {
         const d = e.data as { code?: string; message?: string };
         const code = (d.code && d.code in ERROR_CODES ? d.code : 'SPAWN_FAILED') as ErrorCode;
-        done({ error: new RunlogError(code, `node ${target} did not spawn ${request.instanceId}: ${d.message ?? 'refused'}`, { node: target, instanceId: request.instanceId }) });
+        done({
+          error: new RunlogError(
+            code,
+            `node ${target} did not spawn ${request.instanceId}: ${d.message ?? 'refused'}`,
+            { node: target, instanceId: request.instanceId },
+          ),
+        });
         return;
       }
       try {
@@ -81,11 +92,26 @@ export class Placement {
         if ((await store.streamVersion(stream).catch(() => 0)) > 0) {
           const view = await inspectActor(store, request.instanceId).catch(() => null);
           if (view) {
-            done(spawnSettled(view) ? { view } : { error: new RunlogError('TIMEOUT', `instance ${request.instanceId} did not settle within ${timeoutMs} ms (state ${view.state})`) });
+            done(
+              spawnSettled(view)
+                ? { view }
+                : {
+                    error: new RunlogError(
+                      'TIMEOUT',
+                      `instance ${request.instanceId} did not settle within ${timeoutMs} ms (state ${view.state})`,
+                    ),
+                  },
+            );
             return;
           }
         }
-        done({ error: new RunlogError('PLACEMENT_TIMEOUT', `node ${target} did not record the spawn of ${request.instanceId} within ${timeoutMs} ms (it is not acted on later)`, { node: target, instanceId: request.instanceId }) });
+        done({
+          error: new RunlogError(
+            'PLACEMENT_TIMEOUT',
+            `node ${target} did not record the spawn of ${request.instanceId} within ${timeoutMs} ms (it is not acted on later)`,
+            { node: target, instanceId: request.instanceId },
+          ),
+        });
       })();
     }, timeoutMs);
     let sub: Subscription | null = null;
@@ -95,7 +121,11 @@ export class Placement {
       sub = store.subscribe({ from: head + 1 }, async (e) => {
         if (e.stream === stream || e.stream === requests) await check(e);
       });
-      const data: SpawnRequestData = { ...request, from: this.deps.node, deadline: new Date(this.deps.nowMs() + timeoutMs).toISOString() };
+      const data: SpawnRequestData = {
+        ...request,
+        from: this.deps.node,
+        deadline: new Date(this.deps.nowMs() + timeoutMs).toISOString(),
+      };
       await this.deps.appendFact(requests, [{ type: SPAWN_REQUESTED, data: { ...data } }]);
       await check(null);
       const r = await outcome;
@@ -117,7 +147,9 @@ export class Placement {
     const mine = placementStream(node);
     const head = await store.lastSeq();
     const history = (await store.readRecent(mine)).filter((e) => e.seq <= head);
-    const answered = new Set(history.filter((e) => e.type === SPAWN_REFUSED).map((e) => (e.data as { instanceId: string }).instanceId));
+    const answered = new Set(
+      history.filter((e) => e.type === SPAWN_REFUSED).map((e) => (e.data as { instanceId: string }).instanceId),
+    );
     for (const e of history) {
       // why: events of this type are only ever appended by spawnOn() with this shape
       if (e.type === SPAWN_REQUESTED && !answered.has((e.data as unknown as SpawnRequestData).instanceId)) this.take(e);
@@ -145,13 +177,24 @@ export class Placement {
     void (async () => {
       try {
         if (await this.spawnedAlready(d)) return;
-        await this.deps.spawnHere({ instanceId: d.instanceId, appDir: d.appDir, ...(d.sandbox ? { sandbox: d.sandbox } : {}) });
+        await this.deps.spawnHere({
+          instanceId: d.instanceId,
+          appDir: d.appDir,
+          ...(d.sandbox ? { sandbox: d.sandbox } : {}),
+        });
         this.deps.log(`spawned ${d.instanceId} placed here by ${d.from}`);
       } catch (err) {
         const code = err instanceof RunlogError ? err.code : 'SPAWN_FAILED';
         await this.deps
-          .appendFact(placementStream(this.deps.node), [{ type: SPAWN_REFUSED, data: { instanceId: d.instanceId, from: d.from, code, message: (err as Error).message } }])
-          .catch((e2: unknown) => this.deps.log(`could not record the refusal of ${d.instanceId}: ${(e2 as Error).message}`));
+          .appendFact(placementStream(this.deps.node), [
+            {
+              type: SPAWN_REFUSED,
+              data: { instanceId: d.instanceId, from: d.from, code, message: (err as Error).message },
+            },
+          ])
+          .catch((e2: unknown) =>
+            this.deps.log(`could not record the refusal of ${d.instanceId}: ${(e2 as Error).message}`),
+          );
       } finally {
         this.handling.delete(d.instanceId);
       }

@@ -17,7 +17,13 @@
 import { randomBytes } from 'node:crypto';
 import { isErrorCode, type ErrorCode } from '../../domain/error-codes.ts';
 import { RunlogError } from '../../domain/errors.ts';
-import { decodeControl, encodeControl, encodeFrame, FrameReader, type FollowFrame } from '../../domain/follow-frames.ts';
+import {
+  decodeControl,
+  encodeControl,
+  encodeFrame,
+  FrameReader,
+  type FollowFrame,
+} from '../../domain/follow-frames.ts';
 import type { LogLine } from '../../domain/log-line.ts';
 import { followChannel, type FollowBus } from '../../store/postgres/follow-channel.ts';
 
@@ -105,7 +111,8 @@ export class FollowOwner {
     this.unlisten?.();
     this.unlisten = null;
     this.tick?.clear();
-    for (const s of [...this.served.values()]) this.finish(s, { t: 'error', code: 'FOLLOW_LOST', message: `node ${this.d.node} is stopping: follow again` });
+    for (const s of [...this.served.values()])
+      this.finish(s, { t: 'error', code: 'FOLLOW_LOST', message: `node ${this.d.node} is stopping: follow again` });
   }
 
   /** The follows being published now (their ids). */
@@ -128,16 +135,36 @@ export class FollowOwner {
 
   private open(followId: string, instanceId: string, from: string): void {
     if (this.served.has(followId)) return;
-    const s: Served = { followId, instanceId, from, channel: followChannel(followId), seq: 0, renewedAt: this.d.timers.nowMs(), lines: [], flush: null, chain: Promise.resolve(), iterator: null, done: false };
+    const s: Served = {
+      followId,
+      instanceId,
+      from,
+      channel: followChannel(followId),
+      seq: 0,
+      renewedAt: this.d.timers.nowMs(),
+      lines: [],
+      flush: null,
+      chain: Promise.resolve(),
+      iterator: null,
+      done: false,
+    };
     if (!this.d.owns(instanceId)) {
-      this.publish(s, { t: 'error', code: 'FOLLOW_LOST', message: `node ${this.d.node} does not own ${instanceId} (any more): follow again` });
+      this.publish(s, {
+        t: 'error',
+        code: 'FOLLOW_LOST',
+        message: `node ${this.d.node} does not own ${instanceId} (any more): follow again`,
+      });
       return;
     }
     let iterable: AsyncIterable<LogLine>;
     try {
       iterable = this.d.open(instanceId);
     } catch (err) {
-      this.publish(s, { t: 'error', code: err instanceof RunlogError ? err.code : 'FOLLOW_LOST', message: (err as Error).message });
+      this.publish(s, {
+        t: 'error',
+        code: err instanceof RunlogError ? err.code : 'FOLLOW_LOST',
+        message: (err as Error).message,
+      });
       return;
     }
     this.served.set(followId, s);
@@ -159,7 +186,11 @@ export class FollowOwner {
       }
       this.finish(s, { t: 'end', reason: 'exited' });
     } catch (err) {
-      this.finish(s, { t: 'error', code: err instanceof RunlogError ? err.code : 'FOLLOW_LOST', message: (err as Error).message });
+      this.finish(s, {
+        t: 'error',
+        code: err instanceof RunlogError ? err.code : 'FOLLOW_LOST',
+        message: (err as Error).message,
+      });
     }
   }
 
@@ -177,10 +208,16 @@ export class FollowOwner {
     for (const s of [...this.served.values()]) {
       if (now - s.renewedAt > ABANDON_MS) {
         this.abandoned += 1;
-        this.d.log(`follow ${s.followId} of ${s.instanceId} for node ${s.from}: no renewal for ${now - s.renewedAt} ms, not published any more`);
+        this.d.log(
+          `follow ${s.followId} of ${s.instanceId} for node ${s.from}: no renewal for ${now - s.renewedAt} ms, not published any more`,
+        );
         this.finish(s, null);
       } else if (!this.d.owns(s.instanceId)) {
-        this.finish(s, { t: 'error', code: 'FOLLOW_LOST', message: `${s.instanceId} is no longer owned by node ${this.d.node}: follow again` });
+        this.finish(s, {
+          t: 'error',
+          code: 'FOLLOW_LOST',
+          message: `${s.instanceId} is no longer owned by node ${this.d.node}: follow again`,
+        });
       } else this.publish(s, { t: 'hb' });
     }
   }
@@ -197,19 +234,23 @@ export class FollowOwner {
     s.flush?.clear();
     // Lets go of the local follow (an async generator waiting for a line returns once that line or the end comes).
     void s.iterator?.return?.()?.catch(() => undefined);
-    this.d.log(`follow ${s.followId} of ${s.instanceId} for node ${s.from}: ended${last?.t === 'end' ? ` (${last.reason})` : last?.t === 'error' ? ` (${last.code})` : ''}`);
+    this.d.log(
+      `follow ${s.followId} of ${s.instanceId} for node ${s.from}: ended${last?.t === 'end' ? ` (${last.reason})` : last?.t === 'error' ? ` (${last.code})` : ''}`,
+    );
   }
 
   private publish(s: Served, frame: FollowFrame): void {
     const payloads = encodeFrame(frame, s.seq);
     s.seq += payloads.length;
-    s.chain = s.chain.then(async () => {
-      for (const p of payloads) await this.d.bus.notify(s.channel, p);
-    }).catch((err: unknown) => {
-      // A packet not sent leaves a gap the follower sees (it ends with FOLLOW_LOST): nothing more goes out for it.
-      if (!s.done) this.finish(s, null);
-      this.d.log(`follow ${s.followId}: could not publish: ${(err as Error).message}`);
-    });
+    s.chain = s.chain
+      .then(async () => {
+        for (const p of payloads) await this.d.bus.notify(s.channel, p);
+      })
+      .catch((err: unknown) => {
+        // A packet not sent leaves a gap the follower sees (it ends with FOLLOW_LOST): nothing more goes out for it.
+        if (!s.done) this.finish(s, null);
+        this.d.log(`follow ${s.followId}: could not publish: ${(err as Error).message}`);
+      });
   }
 }
 
@@ -223,7 +264,13 @@ export interface FollowRemoteDeps {
  * Follows an instance `owner` runs, through its control channel: the lines it prints from now on (after those it
  * had buffered), until it exits. Throws FOLLOW_LOST (typed) when the stream cannot go on.
  */
-export function followRemote(d: FollowRemoteDeps, owner: string, ownerChannel: string, instanceId: string, signal?: AbortSignal): AsyncIterable<LogLine> {
+export function followRemote(
+  d: FollowRemoteDeps,
+  owner: string,
+  ownerChannel: string,
+  instanceId: string,
+  signal?: AbortSignal,
+): AsyncIterable<LogLine> {
   return {
     [Symbol.asyncIterator]() {
       const followId = randomBytes(16).toString('hex');
@@ -235,7 +282,12 @@ export function followRemote(d: FollowRemoteDeps, owner: string, ownerChannel: s
       let lastFrameAt = d.timers.nowMs();
       let hello = false;
       const timers: { clear(): void }[] = [];
-      const lost = (why: string): Error => new RunlogError('FOLLOW_LOST', `following ${instanceId} on node ${owner}: ${why}; follow again (through any node: it goes to whichever owns it then)`, { id: instanceId, node: owner });
+      const lost = (why: string): Error =>
+        new RunlogError(
+          'FOLLOW_LOST',
+          `following ${instanceId} on node ${owner}: ${why}; follow again (through any node: it goes to whichever owns it then)`,
+          { id: instanceId, node: owner },
+        );
       const end = (error: Error | null): void => {
         if (ended) return;
         ended = { error };
@@ -252,9 +304,14 @@ export function followRemote(d: FollowRemoteDeps, owner: string, ownerChannel: s
             queue.length = 0;
             cancel(lost(`its client read too slowly (${MAX_WAITING_LINES} lines waiting)`));
           }
-        }
-        else if (f.t === 'end') end(null);
-        else if (f.t === 'error') end(new RunlogError((isErrorCode(f.code) ? f.code : 'FOLLOW_LOST') as ErrorCode, f.message, { id: instanceId, node: owner }));
+        } else if (f.t === 'end') end(null);
+        else if (f.t === 'error')
+          end(
+            new RunlogError((isErrorCode(f.code) ? f.code : 'FOLLOW_LOST') as ErrorCode, f.message, {
+              id: instanceId,
+              node: owner,
+            }),
+          );
         wake?.();
       };
       const onPayload = (p: string): void => {
@@ -271,19 +328,36 @@ export function followRemote(d: FollowRemoteDeps, owner: string, ownerChannel: s
       const aborted = (): void => cancel();
       signal?.addEventListener('abort', aborted, { once: true });
       const started = (async () => {
-        unlisten = await d.bus.listen(followChannel(followId), onPayload, () => end(lost('the connection to PostgreSQL broke')));
+        unlisten = await d.bus.listen(followChannel(followId), onPayload, () =>
+          end(lost('the connection to PostgreSQL broke')),
+        );
         if (ended) return unlisten();
         await d.bus.notify(ownerChannel, encodeControl({ t: 'open', followId, instanceId, from: d.node }));
         lastFrameAt = d.timers.nowMs();
-        timers.push(d.timers.setInterval(() => void d.bus.notify(ownerChannel, encodeControl({ t: 'renew', followId })).catch(() => undefined), RENEW_MS));
+        timers.push(
+          d.timers.setInterval(
+            () => void d.bus.notify(ownerChannel, encodeControl({ t: 'renew', followId })).catch(() => undefined),
+            RENEW_MS,
+          ),
+        );
         timers.push(
           d.timers.setInterval(() => {
             const quiet = d.timers.nowMs() - lastFrameAt;
-            if (!hello && quiet > OPEN_TIMEOUT_MS) end(new RunlogError('NODE_UNAVAILABLE', `node ${owner} did not answer the follow of ${instanceId} within ${OPEN_TIMEOUT_MS} ms`, { id: instanceId, node: owner }));
-            else if (hello && quiet > LOST_AFTER_MS) end(lost(`node ${owner} sent nothing for ${quiet} ms (it stopped or was cut off)`));
+            if (!hello && quiet > OPEN_TIMEOUT_MS)
+              end(
+                new RunlogError(
+                  'NODE_UNAVAILABLE',
+                  `node ${owner} did not answer the follow of ${instanceId} within ${OPEN_TIMEOUT_MS} ms`,
+                  { id: instanceId, node: owner },
+                ),
+              );
+            else if (hello && quiet > LOST_AFTER_MS)
+              end(lost(`node ${owner} sent nothing for ${quiet} ms (it stopped or was cut off)`));
           }, 500),
         );
-      })().catch((err: unknown) => end(err instanceof RunlogError ? err : lost(`could not reach PostgreSQL: ${(err as Error).message}`)));
+      })().catch((err: unknown) =>
+        end(err instanceof RunlogError ? err : lost(`could not reach PostgreSQL: ${(err as Error).message}`)),
+      );
       return {
         async next(): Promise<IteratorResult<LogLine>> {
           await started;

@@ -42,7 +42,13 @@ export type FenceStep = 'none' | 'fence' | 'unfence';
  * falls SELF_FENCE_FRACTION of the TTL after the later of the two; only an answered renewal lifts it (the server
  * seen down says nothing of what happened to the leases while the node was fenced).
  */
-export function fenceStep(s: { nowMs: number; renewedAtMs: number; downAtMs?: number; ttlMs: number; fenced: boolean }): FenceStep {
+export function fenceStep(s: {
+  nowMs: number;
+  renewedAtMs: number;
+  downAtMs?: number;
+  ttlMs: number;
+  fenced: boolean;
+}): FenceStep {
   const after = selfFenceAfterMs(s.ttlMs);
   if (!s.fenced) return s.nowMs - Math.max(s.renewedAtMs, s.downAtMs ?? -Infinity) >= after ? 'fence' : 'none';
   return s.nowMs - s.renewedAtMs < after ? 'unfence' : 'none';
@@ -113,11 +119,20 @@ export class SelfFence {
   /** One look (the timer's; exposed for tests). */
   check(): void {
     const now = this.nowMs();
-    const step = fenceStep({ nowMs: now, renewedAtMs: this.renewedAtMs, downAtMs: this.downAtMs, ttlMs: this.deps.ttlMs, fenced: this.fenced });
+    const step = fenceStep({
+      nowMs: now,
+      renewedAtMs: this.renewedAtMs,
+      downAtMs: this.downAtMs,
+      ttlMs: this.deps.ttlMs,
+      fenced: this.fenced,
+    });
     if (step === 'fence') {
       this.fenced = true;
-      const down = this.downAtMs > this.renewedAtMs ? `, PostgreSQL last seen down ${Math.round(now - this.downAtMs)} ms ago` : '';
-      this.deps.log(`self-fence: no lease renewal answered for ${Math.round(now - this.renewedAtMs)} ms${down} (lease TTL ${this.deps.ttlMs} ms): stopping this node's instance sandboxes before its leases can expire and another node runs them`);
+      const down =
+        this.downAtMs > this.renewedAtMs ? `, PostgreSQL last seen down ${Math.round(now - this.downAtMs)} ms ago` : '';
+      this.deps.log(
+        `self-fence: no lease renewal answered for ${Math.round(now - this.renewedAtMs)} ms${down} (lease TTL ${this.deps.ttlMs} ms): stopping this node's instance sandboxes before its leases can expire and another node runs them`,
+      );
     } else if (step === 'unfence') {
       this.fenced = false;
       this.deps.log('self-fence: lease renewals are answered again: what was stopped is reconciled');

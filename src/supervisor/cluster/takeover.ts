@@ -49,7 +49,9 @@ export function clusterListener(host: () => ActorHost, node: string, hooks: Clus
         const ref = parseStreamName(s);
         if (ref?.kind === 'instance') void hooks.relinquish(ref.id);
       }
-      log(`lost the lease of ${streams.length} actor(s) to another supervisor (this one was paused or cut off past the lease): no longer acting on ${streams.slice(0, 5).join(', ')}${streams.length > 5 ? ', …' : ''}`);
+      log(
+        `lost the lease of ${streams.length} actor(s) to another supervisor (this one was paused or cut off past the lease): no longer acting on ${streams.slice(0, 5).join(', ')}${streams.length > 5 ? ', …' : ''}`,
+      );
     },
     taken(leases) {
       const streams = leases.map((l) => l.stream);
@@ -75,7 +77,12 @@ async function pickUp(host: ActorHost, streams: string[], hooks: ClusterHooks): 
     else live.push(actor);
   }
   if (live.length === 0) return;
-  hooks.log(`picked up ${live.length} actor(s) whose lease this node held but did not run (a request's reply was lost): ${live.slice(0, 5).map((a) => a.stream).join(', ')}${live.length > 5 ? ', …' : ''}`);
+  hooks.log(
+    `picked up ${live.length} actor(s) whose lease this node held but did not run (a request's reply was lost): ${live
+      .slice(0, 5)
+      .map((a) => a.stream)
+      .join(', ')}${live.length > 5 ? ', …' : ''}`,
+  );
   try {
     await hooks.recover?.(live);
   } catch (err) {
@@ -102,18 +109,33 @@ async function takeOver(host: ActorHost, node: string, leases: TakenLease[], hoo
           log(`removing ${l.previous}'s containers of ${l.stream}: ${(err as Error).message}`);
           return null;
         });
-        if (r && r.removed > 0) log(`removed ${r.removed} container(s) of ${l.stream} that ${l.previous} left on this Docker daemon (${r.running} running)`);
+        if (r && r.removed > 0)
+          log(
+            `removed ${r.removed} container(s) of ${l.stream} that ${l.previous} left on this Docker daemon (${r.running} running)`,
+          );
       }
       // What to record is the pure decision of recovery (machines/reconcile-decision.ts, its table in
       // test/unit/machines/reconcile-decision.test.ts): lost or crashed node-lost, failed lost; waiting for a restart
       // already (a crash recorded before its node went), recovered: the machine arms the timer here.
-      const observation = { at: new Date(hooks.nowMs()).toISOString(), node: 'gone' as const, evidence: { node: l.previous, takenOverBy: node, reason: `supervisor ${l.previous} stopped renewing its lease` } };
+      const observation = {
+        at: new Date(hooks.nowMs()).toISOString(),
+        node: 'gone' as const,
+        evidence: {
+          node: l.previous,
+          takenOverBy: node,
+          reason: `supervisor ${l.previous} stopped renewing its lease`,
+        },
+      };
       try {
-        const d = ref.kind === 'instance' ? decide('instance', actor, observation) : decide('execution', actor, observation);
+        const d =
+          ref.kind === 'instance' ? decide('instance', actor, observation) : decide('execution', actor, observation);
         if (d.outcome === 'crashed' || d.outcome === 'resumed') restarting += 1;
         for (const event of d.events) {
           // An observed fact: recorded even if PostgreSQL is briefly unreachable (its append waits for it).
-          const r = await host.dispatchObserved(ref.kind, ref.id, { ...event, meta: { source: 'cluster' } } as KindNewEvent<ActorKind>);
+          const r = await host.dispatchObserved(ref.kind, ref.id, {
+            ...event,
+            meta: { source: 'cluster' },
+          } as KindNewEvent<ActorKind>);
           if (r.accepted && d.outcome !== 'resumed') recorded += 1;
         }
       } catch (err) {
@@ -124,5 +146,7 @@ async function takeOver(host: ActorHost, node: string, leases: TakenLease[], hoo
       }
     }),
   );
-  log(`took over ${leases.length} lease(s) from ${[...new Set(leases.map((l) => l.previous))].join(', ')}: ${recorded} actor(s) recorded lost, ${restarting} instance(s) restarting here per their restart policy`);
+  log(
+    `took over ${leases.length} lease(s) from ${[...new Set(leases.map((l) => l.previous))].join(', ')}: ${recorded} actor(s) recorded lost, ${restarting} instance(s) restarting here per their restart policy`,
+  );
 }

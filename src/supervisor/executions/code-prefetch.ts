@@ -26,7 +26,10 @@ export interface PreparedCode {
 export class VerifiedCodeCache {
   readonly #entries = new Map<string, PreparedCode>();
   #bytes = 0;
-  constructor(private readonly maxEntries = 64, private readonly maxBytes = 64 * 1024 * 1024) {}
+  constructor(
+    private readonly maxEntries = 64,
+    private readonly maxBytes = 64 * 1024 * 1024,
+  ) {}
 
   get(key: string): PreparedCode | null {
     const hit = this.#entries.get(key);

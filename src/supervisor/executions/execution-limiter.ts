@@ -16,14 +16,22 @@ export interface ExecutionLimits {
 /** The line of executions waiting for a place is full: nothing was started (HTTP 503; retry later). */
 export class ExecutionQueueFullError extends RunlogError {
   constructor(limits: ExecutionLimits) {
-    super('EXECUTION_QUEUE_FULL', `${limits.maxRunning} executions are running and ${limits.maxQueued} waiting (the operator policy's executions.maxRunning and maxQueued); retry later`, { ...limits });
+    super(
+      'EXECUTION_QUEUE_FULL',
+      `${limits.maxRunning} executions are running and ${limits.maxQueued} waiting (the operator policy's executions.maxRunning and maxQueued); retry later`,
+      { ...limits },
+    );
   }
 }
 
 /** The execution's deadline passed while it waited for a place: it never started (HTTP 504). */
 export class ExecutionQueueTimeoutError extends RunlogError {
   constructor(waitedMs: number, maxRunning: number) {
-    super('EXECUTION_QUEUE_TIMEOUT', `the execution's deadline passed after ${waitedMs} ms waiting for one of the ${maxRunning} places (executions.maxRunning); it never started`, { waitedMs, maxRunning });
+    super(
+      'EXECUTION_QUEUE_TIMEOUT',
+      `the execution's deadline passed after ${waitedMs} ms waiting for one of the ${maxRunning} places (executions.maxRunning); it never started`,
+      { waitedMs, maxRunning },
+    );
   }
 }
 

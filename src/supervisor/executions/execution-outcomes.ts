@@ -15,9 +15,13 @@ export type OutcomeEvent =
   | { type: 'execution.failed'; data: FailedData & { reason: FailureReason; code: string; message: string } };
 
 /** Which typed failure an error is: a bad record or archive is `validation`, an unreachable network `resolution`. */
-export function classify(err: unknown, during: FailureReason): { reason: FailureReason; code: string; message: string } & FailedData {
+export function classify(
+  err: unknown,
+  during: FailureReason,
+): { reason: FailureReason; code: string; message: string } & FailedData {
   const message = err instanceof Error ? err.message : String(err);
-  if (!(err instanceof RunlogError)) return { reason: during, code: (err as { code?: string })?.code ?? 'INTERNAL', message };
+  if (!(err instanceof RunlogError))
+    return { reason: during, code: (err as { code?: string })?.code ?? 'INTERNAL', message };
   const code = err.code;
   // A read or step cut off by the execution's own deadline (step-deadline.ts): the execution ran out of time.
   if (categoryOf(code) === 'timeout' && err.details?.bound === 'execution') return { reason: 'timeout', code, message };
@@ -32,7 +36,8 @@ export const sha256 = (s: string): string => createHash('sha256').update(s).dige
  * The worker answered without an invocation id and the handler said nothing: it never received a valid envelope.
  * The supervisor always sends one, so after a restart this means the delivery was cut (the handler never ran).
  */
-export const envelopeNotReceived = (result: InvocationResult): boolean => result.outcome === 'failed' && result.reason === 'malformed-frame' && result.frames.length === 0;
+export const envelopeNotReceived = (result: InvocationResult): boolean =>
+  result.outcome === 'failed' && result.reason === 'malformed-frame' && result.frames.length === 0;
 
 export function envelopeLost(result: InvocationResult, why: string): OutcomeEvent {
   return {
@@ -51,18 +56,38 @@ export function envelopeLost(result: InvocationResult, why: string): OutcomeEven
 
 /** The outcome event of an invocation's result, with what it read (inputHash) and wrote (outputHash). */
 export function outcomeEvent(result: InvocationResult, inputHash: string | null): OutcomeEvent {
-  const common = { exitCode: result.exitCode, stderrTail: result.stderr.slice(-4096), stdoutBytes: result.stdoutBytes, timings: result.timings, inputHash };
+  const common = {
+    exitCode: result.exitCode,
+    stderrTail: result.stderr.slice(-4096),
+    stdoutBytes: result.stdoutBytes,
+    timings: result.timings,
+    inputHash,
+  };
   if (result.outcome === 'succeeded') {
-    return { type: 'execution.succeeded', data: { ...common, output: result.output as unknown, outputHash: sha256(JSON.stringify(result.output ?? null)) } };
+    return {
+      type: 'execution.succeeded',
+      data: { ...common, output: result.output as unknown, outputHash: sha256(JSON.stringify(result.output ?? null)) },
+    };
   }
   return {
     type: 'execution.failed',
-    data: { ...common, reason: result.reason === 'timeout' ? 'timeout' : 'runtime', code: result.error.code || result.reason, message: result.error.message, detail: result.reason, oomKilled: result.oomKilled },
+    data: {
+      ...common,
+      reason: result.reason === 'timeout' ? 'timeout' : 'runtime',
+      code: result.error.code || result.reason,
+      message: result.error.message,
+      detail: result.reason,
+      oomKilled: result.oomKilled,
+    },
   };
 }
 
 /** The hardened container an invocation runs in: the sandbox image, the resolved limits and the materialized volumes. */
-export function sandboxSpec(parts: Parts, r: Resolved, m: Materialized): Omit<ExecutionContainerSpec, 'labels' | 'invocationId' | 'name'> {
+export function sandboxSpec(
+  parts: Parts,
+  r: Resolved,
+  m: Materialized,
+): Omit<ExecutionContainerSpec, 'labels' | 'invocationId' | 'name'> {
   return {
     policy: {
       image: requireImage(parts, 'at-run-sandbox'),

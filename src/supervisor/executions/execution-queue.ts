@@ -195,7 +195,8 @@ export class ExecutionQueue {
           wake = Math.min(wake, STORE_RETRY_MS);
           break;
         }
-        if (!(err instanceof FencedError) && code !== 'ACTOR_EXISTS' && code !== 'CONCURRENCY') this.deps.log(`could not start queued execution ${next.executionId}: ${(err as Error).message}`);
+        if (!(err instanceof FencedError) && code !== 'ACTOR_EXISTS' && code !== 'CONCURRENCY')
+          this.deps.log(`could not start queued execution ${next.executionId}: ${(err as Error).message}`);
       }
     }
     if (Number.isFinite(wake)) this.wakeIn(wake);
@@ -227,7 +228,12 @@ export class ExecutionQueue {
 
 /** Whether the queue holds a withdrawal of this execution at a position before `seq` (its claim's). */
 export function withdrawnBefore(queue: readonly RecordedEvent[], executionId: string, seq: number): boolean {
-  return queue.some((e) => e.type === EXECUTION_WITHDRAWN && e.seq < seq && (e.data as { executionId?: unknown }).executionId === executionId);
+  return queue.some(
+    (e) =>
+      e.type === EXECUTION_WITHDRAWN &&
+      e.seq < seq &&
+      (e.data as { executionId?: unknown }).executionId === executionId,
+  );
 }
 
 /**
@@ -268,15 +274,39 @@ export function awaitQueued(
     const deadline = setTimeout(() => {
       void isEnded()
         .catch(() => false)
-        .then((done) => finish(done ? undefined : new RunlogError('TIMEOUT', `execution ${executionId} did not end within ${timeoutMs} ms`, { executionId })));
+        .then((done) =>
+          finish(
+            done
+              ? undefined
+              : new RunlogError('TIMEOUT', `execution ${executionId} did not end within ${timeoutMs} ms`, {
+                  executionId,
+                }),
+          ),
+        );
     }, timeoutMs);
-    const claimCheck = setTimeout(() => {
-      void store.streamVersion(stream).then(
-        (v) => v === 0 && finish(new RunlogError('PLACEMENT_TIMEOUT', `no node with room claimed execution ${executionId} in time (it is not started later)`, { executionId })),
-        () => undefined,
+    const claimCheck = setTimeout(
+      () => {
+        void store.streamVersion(stream).then(
+          (v) =>
+            v === 0 &&
+            finish(
+              new RunlogError(
+                'PLACEMENT_TIMEOUT',
+                `no node with room claimed execution ${executionId} in time (it is not started later)`,
+                { executionId },
+              ),
+            ),
+          () => undefined,
+        );
+      },
+      Math.max(0, claimByMs - nowMs()) + 5000,
+    );
+    const onClose = () =>
+      finish(
+        new RunlogError('HOST_CLOSED', `the supervisor is shutting down: not waiting for execution ${executionId}`, {
+          executionId,
+        }),
       );
-    }, Math.max(0, claimByMs - nowMs()) + 5000);
-    const onClose = () => finish(new RunlogError('HOST_CLOSED', `the supervisor is shutting down: not waiting for execution ${executionId}`, { executionId }));
     if (closing?.aborted) onClose();
     else closing?.addEventListener('abort', onClose, { once: true });
     void store

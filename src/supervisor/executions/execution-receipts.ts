@@ -9,7 +9,14 @@ import type { ExecutionRequest } from '../../machines/execution.machine.ts';
 import { sha256, type OutcomeEvent } from './execution-outcomes.ts';
 
 /** Writes the receipt before the outcome is recorded, so the outcome event names it (or why it failed). */
-export async function writeReceiptFor(publisher: Publisher, parts: Parts, event: OutcomeEvent, request: ExecutionRequest, r: Resolved, times: { startedAt: string; finishedAt: () => string }): Promise<void> {
+export async function writeReceiptFor(
+  publisher: Publisher,
+  parts: Parts,
+  event: OutcomeEvent,
+  request: ExecutionRequest,
+  r: Resolved,
+  times: { startedAt: string; finishedAt: () => string },
+): Promise<void> {
   const d = event.data;
   const failed = event.type === 'execution.failed' ? event.data : null;
   try {
@@ -19,12 +26,24 @@ export async function writeReceiptFor(publisher: Publisher, parts: Parts, event:
       runtime: { uri: r.runtimeUri, cid: r.runtimeCid },
       codeBlobCid: r.blobCid,
       handler: request.handler,
-      images: { runtime: r.image, sandbox: requireImage(parts, 'at-run-sandbox'), ...(r.additions.length ? { additions: r.additions } : {}) },
-      limits: { memoryBytes: r.limits.memoryMb * 1024 * 1024, pids: r.limits.pids, milliCpus: Math.round(r.limits.cpus * 1000), timeoutMs: r.limits.timeoutMs, network: 'none' },
+      images: {
+        runtime: r.image,
+        sandbox: requireImage(parts, 'at-run-sandbox'),
+        ...(r.additions.length ? { additions: r.additions } : {}),
+      },
+      limits: {
+        memoryBytes: r.limits.memoryMb * 1024 * 1024,
+        pids: r.limits.pids,
+        milliCpus: Math.round(r.limits.cpus * 1000),
+        timeoutMs: r.limits.timeoutMs,
+        network: 'none',
+      },
       inputSha256: d.inputHash ?? sha256('null'),
       ...(event.type === 'execution.succeeded' && event.data.outputHash ? { outputSha256: event.data.outputHash } : {}),
       outcome: failed ? 'failed' : 'succeeded',
-      ...(failed ? { failure: { kind: failed.reason, code: failed.code, message: String(failed.message ?? '').slice(0, 1000) } } : {}),
+      ...(failed
+        ? { failure: { kind: failed.reason, code: failed.code, message: String(failed.message ?? '').slice(0, 1000) } }
+        : {}),
       ...(typeof d.exitCode === 'number' ? { exitCode: d.exitCode } : {}),
       ...(request.callerDid ? { callerDid: request.callerDid } : {}),
       startedAt: times.startedAt,
@@ -37,7 +56,12 @@ export async function writeReceiptFor(publisher: Publisher, parts: Parts, event:
 }
 
 /** Advertises this runner's policy in its own repo (dev.mainasara.at-run.beta.v2.runner, rkey "self"). */
-export async function putRunnerRecordFor(publisher: Publisher, parts: Parts, p: OperatorPolicy, platform: { os: string; architecture: string; variant?: string }): Promise<{ uri: string; cid: string }> {
+export async function putRunnerRecordFor(
+  publisher: Publisher,
+  parts: Parts,
+  p: OperatorPolicy,
+  platform: { os: string; architecture: string; variant?: string },
+): Promise<{ uri: string; cid: string }> {
   return putRunnerRecord(publisher, {
     protocolVersions: [...p.protocolVersions],
     runtimeKinds: ['language'],

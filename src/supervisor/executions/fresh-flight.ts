@@ -41,7 +41,9 @@ export class FreshFlight<T> {
    * `deadlineAt`: one in flight that qualifies, or a new one. `key` must name everything the read depends on.
    */
   async run(key: string, submittedAt: number, deadlineAt: number, read: () => Promise<T>): Promise<T> {
-    const joinable = Number.isFinite(submittedAt) ? this.#flights.get(key)?.find((f) => f.startedAt > submittedAt && f.deadlineAt <= deadlineAt) : undefined;
+    const joinable = Number.isFinite(submittedAt)
+      ? this.#flights.get(key)?.find((f) => f.startedAt > submittedAt && f.deadlineAt <= deadlineAt)
+      : undefined;
     if (!joinable) return this.#start(key, deadlineAt, read);
     this.joined += 1;
     try {

@@ -3,7 +3,12 @@
 // type `application/<runtime-record-cid>`), so nobody hand-crafts records.
 import { join, resolve } from 'node:path';
 import { assertValidArchive, DEFAULT_ARCHIVE_LIMITS, packCodeDirectory } from '../../adapters/archive/index.ts';
-import { AT_RUN_V2, createAtprotoReader, type AtprotoReaderOptions, type Publisher } from '../../adapters/atproto/index.ts';
+import {
+  AT_RUN_V2,
+  createAtprotoReader,
+  type AtprotoReaderOptions,
+  type Publisher,
+} from '../../adapters/atproto/index.ts';
 import { readTextIfPresent } from '../../adapters/files/local-files.ts';
 import { CODE_RECORD_NSID, validateCodeRecord, type RequestedLimits } from '../../domain/at-run/code-record.ts';
 import { RecordValidationError } from '../../domain/at-run/record-violations.ts';
@@ -16,7 +21,10 @@ export interface Published {
 }
 
 /** `<dir>/runtime-record.json` is a template; every platform's image becomes `image`, createdAt now. */
-export async function publishRuntime(publisher: Publisher, opts: { dir: string; image: string; rkey?: string }): Promise<Published & { record: Record<string, unknown> }> {
+export async function publishRuntime(
+  publisher: Publisher,
+  opts: { dir: string; image: string; rkey?: string },
+): Promise<Published & { record: Record<string, unknown> }> {
   const file = join(resolve(opts.dir), 'runtime-record.json');
   const text = readTextIfPresent(file);
   if (text === null) throw new ValidationError('RUNTIME_TEMPLATE_MISSING', `no runtime-record.json in ${opts.dir}`);
@@ -45,14 +53,25 @@ interface CodeManifest {
 
 export async function publishCode(
   publisher: Publisher,
-  opts: { dir: string; runtime: string; entrypoint?: string; atproto?: AtprotoReaderOptions; rkey?: string; requested?: RequestedLimits },
+  opts: {
+    dir: string;
+    runtime: string;
+    entrypoint?: string;
+    atproto?: AtprotoReaderOptions;
+    rkey?: string;
+    requested?: RequestedLimits;
+  },
 ): Promise<Published & { blobCid: string; runtimeCid: string }> {
   const dir = resolve(opts.dir);
   const manifestFile = join(dir, 'at-run.json');
   const manifestText = readTextIfPresent(manifestFile);
   const manifest: CodeManifest = manifestText === null ? {} : (JSON.parse(manifestText) as CodeManifest);
   const entrypoint = opts.entrypoint ?? manifest.entrypoint;
-  if (!entrypoint) throw new ValidationError('ENTRYPOINT_MISSING', `no entrypoint: pass --entrypoint or put {"entrypoint": …} in ${manifestFile}`);
+  if (!entrypoint)
+    throw new ValidationError(
+      'ENTRYPOINT_MISSING',
+      `no entrypoint: pass --entrypoint or put {"entrypoint": …} in ${manifestFile}`,
+    );
   // The runtime is bound by its CID as the runner will see it: fetched (and verified) like any record.
   const reader = createAtprotoReader({ mode: 'strict', ...opts.atproto });
   const runtime = await reader.fetchRecord(opts.runtime);
@@ -67,7 +86,7 @@ export async function publishCode(
     blob,
     entrypoint,
     ...(manifest.additions ? { additions: manifest.additions } : {}),
-    ...(opts.requested ?? manifest.requested ? { requested: opts.requested ?? manifest.requested } : {}),
+    ...((opts.requested ?? manifest.requested) ? { requested: opts.requested ?? manifest.requested } : {}),
     ...(manifest.handlers ? { handlers: manifest.handlers } : {}),
     ...(manifest.description ? { description: manifest.description } : {}),
     createdAt: new Date().toISOString(),

@@ -9,7 +9,11 @@ import type { ExecutionContext } from '../../machines/execution.machine.ts';
 /** The execution's deadline passed while a step was under way; the step was left to finish on its own. */
 export class StepDeadlineError extends RunlogError {
   constructor(step: string, deadlineAt: number) {
-    super('TIMEOUT', `the execution's deadline (${new Date(deadlineAt).toISOString()}) passed during ${step}; it goes on in the background for the next execution`, { bound: 'execution', step });
+    super(
+      'TIMEOUT',
+      `the execution's deadline (${new Date(deadlineAt).toISOString()}) passed during ${step}; it goes on in the background for the next execution`,
+      { bound: 'execution', step },
+    );
   }
 }
 
@@ -22,11 +26,18 @@ export function callerDeadline(context: ExecutionContext): number {
  * What `work` settles with, or StepDeadlineError once the execution's caller deadline passes on `clock`, whichever
  * comes first. `work` itself is not stopped (and its late failure is not unhandled). Without a deadline: `work`.
  */
-export function byCallerDeadline<T>(work: Promise<T>, context: ExecutionContext, clock: Clock, step: string): Promise<T> {
+export function byCallerDeadline<T>(
+  work: Promise<T>,
+  context: ExecutionContext,
+  clock: Clock,
+  step: string,
+): Promise<T> {
   const deadlineAt = callerDeadline(context);
   if (!Number.isFinite(deadlineAt)) return work;
   return new Promise<T>((resolve, reject) => {
-    const cancel = clock.after(Math.max(0, deadlineAt - clock.nowMs()), () => reject(new StepDeadlineError(step, deadlineAt)));
+    const cancel = clock.after(Math.max(0, deadlineAt - clock.nowMs()), () =>
+      reject(new StepDeadlineError(step, deadlineAt)),
+    );
     work.then(
       (v) => (cancel(), resolve(v)),
       (err: unknown) => (cancel(), reject(err)),

@@ -5,7 +5,11 @@ import { createDockerEngine } from '../../adapters/docker/dockerode-engine.ts';
 import type { DockerEngine } from '../../adapters/docker/docker-port.ts';
 import { readTextIfPresent } from '../../adapters/files/local-files.ts';
 import type { Parts } from '../../config/parts.ts';
-import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy, type OperatorPolicy } from '../../domain/at-run/operator-policy.ts';
+import {
+  DEFAULT_OPERATOR_POLICY,
+  parseOperatorPolicy,
+  type OperatorPolicy,
+} from '../../domain/at-run/operator-policy.ts';
 import type { Clock } from '../../domain/clock.ts';
 import { RunlogError } from '../../domain/errors.ts';
 import type { ActorKind } from '../../domain/events.ts';
@@ -100,12 +104,19 @@ export function buildHost(i: HostInputs): HostServices {
     hostRef,
   );
   const builtIn: AllEffectHandlers = {
-    instance: { ...instances.handlers(), ...timers.handlers(), announce: ({ topic: _topic, ...p }) => bus.emit('app:crashed', p) },
+    instance: {
+      ...instances.handlers(),
+      ...timers.handlers(),
+      announce: ({ topic: _topic, ...p }) => bus.emit('app:crashed', p),
+    },
     execution: { ...executions.handlers(), announce: ({ topic: _topic, ...p }) => bus.emit('execution:finished', p) },
   };
   // Not supervising: events are recorded, their effects are the supervisor's (none run here).
   const effects: AllEffectHandlers | null = i.supervise
-    ? { instance: { ...builtIn.instance, ...options.effects?.instance }, execution: { ...builtIn.execution, ...options.effects?.execution } }
+    ? {
+        instance: { ...builtIn.instance, ...options.effects?.instance },
+        execution: { ...builtIn.execution, ...options.effects?.execution },
+      }
     : null;
   const tracing = i.tracing;
   const host = new ActorHost({

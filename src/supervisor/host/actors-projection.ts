@@ -75,12 +75,17 @@ export function actorsProjection(): Projection<ActorDocument> {
 const toRow = ({ snapshot: _s, rev: _r, ...row }: ActorDocument): ActorRow => row;
 
 /** What `ps` lists, from the projection: live actors (or all), oldest first. */
-export async function listActorRows(store: EventStorePort, filter: { kind?: string; all?: boolean } = {}): Promise<ActorRow[]> {
+export async function listActorRows(
+  store: EventStorePort,
+  filter: { kind?: string; all?: boolean } = {},
+): Promise<ActorRow[]> {
   const docs = await store.projection<ActorDocument>(ACTORS_PROJECTION).list();
   return docs
     .map((d) => toRow(d.doc))
     .filter((r) => (!filter.kind || r.kind === filter.kind) && (filter.all || r.status === 'active'))
-    .sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    .sort((a, b) =>
+      a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0,
+    );
 }
 
 /** One actor's row by id (instance and execution ids never collide). */

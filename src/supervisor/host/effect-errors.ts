@@ -9,7 +9,8 @@ import type { Effect } from '../../machines/effects.ts';
 export function onEffectError(kind: ActorKind, effect: Effect, error: unknown): KindNewEvent<ActorKind> | null {
   if (error instanceof FencedError) return null;
   const message = error instanceof Error ? error.message : String(error);
-  const code = typeof error === 'object' && error && 'code' in error ? String((error as { code: unknown }).code) : 'EFFECT_FAILED';
+  const code =
+    typeof error === 'object' && error && 'code' in error ? String((error as { code: unknown }).code) : 'EFFECT_FAILED';
   if (kind === 'instance') {
     return { type: 'instance.crashed', data: { reason: 'effect-failed', effect: effect.type, code, message } };
   }

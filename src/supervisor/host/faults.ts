@@ -63,10 +63,15 @@ export const sigstopSelf = (point: FaultPoint, detail: FaultDetail): void => {
 export const FAULT_ACTIONS = { kill: sigkillSelf, stop: sigstopSelf } as const;
 
 /** A hook that calls `fire` (by default: SIGKILL of this process) once, at the n-th matching hit of the point. */
-export function faultHook(spec: FaultSpec, fire: (point: FaultPoint, detail: FaultDetail) => void = sigkillSelf): FaultHook {
-  if (!FAULT_POINTS.includes(spec.point)) throw new Error(`unknown fault point '${spec.point}' (known: ${FAULT_POINTS.join(', ')})`);
+export function faultHook(
+  spec: FaultSpec,
+  fire: (point: FaultPoint, detail: FaultDetail) => void = sigkillSelf,
+): FaultHook {
+  if (!FAULT_POINTS.includes(spec.point))
+    throw new Error(`unknown fault point '${spec.point}' (known: ${FAULT_POINTS.join(', ')})`);
   const nth = spec.nth ?? 1;
-  if (!Number.isSafeInteger(nth) || nth < 1) throw new Error(`fault '${spec.point}': n must be a positive integer, got ${spec.nth}`);
+  if (!Number.isSafeInteger(nth) || nth < 1)
+    throw new Error(`fault '${spec.point}': n must be a positive integer, got ${spec.nth}`);
   let remaining = nth;
   return (p, detail) => {
     if (p !== spec.point || remaining <= 0) return;
@@ -78,9 +83,11 @@ export function faultHook(spec: FaultSpec, fire: (point: FaultPoint, detail: Fau
 
 export function parseFaultSpec(text: string, event?: string): FaultSpec {
   const [point, nth] = text.split(':');
-  if (!FAULT_POINTS.includes(point as FaultPoint)) throw new Error(`RUNLOG_FAULT: unknown point '${point}' (known: ${FAULT_POINTS.join(', ')})`);
+  if (!FAULT_POINTS.includes(point as FaultPoint))
+    throw new Error(`RUNLOG_FAULT: unknown point '${point}' (known: ${FAULT_POINTS.join(', ')})`);
   const n = nth === undefined || nth === '' ? 1 : Number(nth);
-  if (!Number.isSafeInteger(n) || n < 1) throw new Error(`RUNLOG_FAULT: '${text}': the count after ':' must be a positive integer`);
+  if (!Number.isSafeInteger(n) || n < 1)
+    throw new Error(`RUNLOG_FAULT: '${text}': the count after ':' must be a positive integer`);
   return { point: point as FaultPoint, nth: n, ...(event ? { event } : {}) };
 }
 
@@ -88,6 +95,7 @@ export function faultsFromEnv(env: NodeJS.ProcessEnv = process.env): FaultHook {
   const spec = env.RUNLOG_FAULT;
   if (!spec) return noFaults;
   const action = env.RUNLOG_FAULT_ACTION || 'kill';
-  if (action !== 'kill' && action !== 'stop') throw new Error(`RUNLOG_FAULT_ACTION: '${action}' is neither 'kill' nor 'stop'`);
+  if (action !== 'kill' && action !== 'stop')
+    throw new Error(`RUNLOG_FAULT_ACTION: '${action}' is neither 'kill' nor 'stop'`);
   return faultHook(parseFaultSpec(spec, env.RUNLOG_FAULT_EVENT || undefined), FAULT_ACTIONS[action]);
 }

@@ -14,7 +14,12 @@ const SUSPEND_BOUND_MS = 5000;
  * Records the suspensions; resolves with how many were recorded. `runs` says whether this process runs the
  * instance's sandbox (a runner tracks it); an effect in flight (a spawn starting it) counts as running it too.
  */
-export async function suspendOnStop(host: ActorHost, runs: (instanceId: string) => boolean, log: (m: string) => void, boundMs = SUSPEND_BOUND_MS): Promise<number> {
+export async function suspendOnStop(
+  host: ActorHost,
+  runs: (instanceId: string) => boolean,
+  log: (m: string) => void,
+  boundMs = SUSPEND_BOUND_MS,
+): Promise<number> {
   let recorded = 0;
   const all = Promise.all(
     host.live().map(async (actor) => {
@@ -24,7 +29,9 @@ export async function suspendOnStop(host: ActorHost, runs: (instanceId: string) 
           const r = await host.dispatch('instance', actor.id, { ...event, meta: { source: 'shutdown' } });
           if (r.accepted) recorded++;
         } catch (err) {
-          log(`could not record the suspension of instance ${actor.id} (its next start counts a crash): ${err instanceof Error ? err.message : String(err)}`);
+          log(
+            `could not record the suspension of instance ${actor.id} (its next start counts a crash): ${err instanceof Error ? err.message : String(err)}`,
+          );
         }
       }
     }),
@@ -33,7 +40,11 @@ export async function suspendOnStop(host: ActorHost, runs: (instanceId: string) 
   const bound = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), boundMs)));
   const outcome = await Promise.race([all.then(() => 'done' as const), bound]);
   clearTimeout(timer);
-  if (outcome === 'late') log(`suspending PRoot instances took longer than ${boundMs} ms: the shutdown goes on (${recorded} recorded)`);
-  else if (recorded > 0) log(`suspended ${recorded} PRoot instance${recorded === 1 ? '' : 's'}: the next start spawns ${recorded === 1 ? 'it' : 'them'} again`);
+  if (outcome === 'late')
+    log(`suspending PRoot instances took longer than ${boundMs} ms: the shutdown goes on (${recorded} recorded)`);
+  else if (recorded > 0)
+    log(
+      `suspended ${recorded} PRoot instance${recorded === 1 ? '' : 's'}: the next start spawns ${recorded === 1 ? 'it' : 'them'} again`,
+    );
   return recorded;
 }

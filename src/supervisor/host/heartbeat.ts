@@ -14,7 +14,13 @@ export interface HeartbeatHandle {
   stop(): Promise<void>;
 }
 
-export function startHeartbeat(store: Pick<EventStorePort, 'writeHeartbeat'>, now: () => string, intervalMs = DEFAULT_HEARTBEAT_MS, log?: (m: string) => void, node = hostname()): HeartbeatHandle {
+export function startHeartbeat(
+  store: Pick<EventStorePort, 'writeHeartbeat'>,
+  now: () => string,
+  intervalMs = DEFAULT_HEARTBEAT_MS,
+  log?: (m: string) => void,
+  node = hostname(),
+): HeartbeatHandle {
   const startedAt = now();
   const base = { node, pid: process.pid, startedAt, intervalMs };
   let last = startedAt;

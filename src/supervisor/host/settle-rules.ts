@@ -34,7 +34,8 @@ export const spawnSettled: SettleRule = (view) => {
 };
 
 /** An instance has stopped: stopped, lost, or down for good. */
-export const instanceStopped = (state: string): boolean => state === 'stopped' || state === 'lost' || state === 'crashed.down';
+export const instanceStopped = (state: string): boolean =>
+  state === 'stopped' || state === 'lost' || state === 'crashed.down';
 
 /** An execution has its outcome. */
 export const executionEnded = (state: string): boolean => state === 'succeeded' || state === 'failed';

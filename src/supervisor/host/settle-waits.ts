@@ -43,7 +43,13 @@ export class SettleWaits {
    * sent (so no transition is missed), it MUST be either awaited or cancelled: waitFor does both, so a send that
    * throws never leaves a timer that rejects later with nobody listening (an unhandled rejection ends the process).
    */
-  async waitFor<T>(kind: ActorKind, id: string, done: SettleRule, timeoutMs: number, send: () => Promise<T>): Promise<ActorView> {
+  async waitFor<T>(
+    kind: ActorKind,
+    id: string,
+    done: SettleRule,
+    timeoutMs: number,
+    send: () => Promise<T>,
+  ): Promise<ActorView> {
     const { bus, store } = this.o;
     if (this.closing.signal.aborted) throw closed(kind, id);
     const stream = streamName(kind, id);
@@ -134,9 +140,11 @@ export class SettleWaits {
   /** Ends every open wait with HOST_CLOSED, refuses new ones, and resolves once their subscriptions are closed. */
   async close(): Promise<void> {
     this.closing.abort();
-    for (const end of [...this.open]) end(new RunlogError('HOST_CLOSED', 'the supervisor is shutting down: this wait ended before the actor settled'));
+    for (const end of [...this.open])
+      end(new RunlogError('HOST_CLOSED', 'the supervisor is shutting down: this wait ended before the actor settled'));
     await Promise.all([...this.unsubscribing]);
   }
 }
 
-const closed = (kind: ActorKind, id: string) => new RunlogError('HOST_CLOSED', `the supervisor is shutting down: not waiting for ${kind} ${id}`);
+const closed = (kind: ActorKind, id: string) =>
+  new RunlogError('HOST_CLOSED', `the supervisor is shutting down: not waiting for ${kind} ${id}`);

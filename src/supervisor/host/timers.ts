@@ -29,7 +29,10 @@ export class RestartTimers {
   private readonly armed = new Map<string, () => void>();
   private closed = false;
 
-  constructor(private readonly host: () => ActorHost, private readonly clock: Clock = systemClock) {}
+  constructor(
+    private readonly host: () => ActorHost,
+    private readonly clock: Clock = systemClock,
+  ) {}
 
   handlers(): Pick<EffectHandlers<'instance'>, 'scheduleRestart' | 'armRestart' | 'cancelRestart'> {
     return {
@@ -55,7 +58,12 @@ export class RestartTimers {
     return t !== null;
   }
 
-  private arm(instanceId: string, dueAt: string, attempt: number, delayMs = Math.max(0, Date.parse(dueAt) - this.clock.nowMs())): void {
+  private arm(
+    instanceId: string,
+    dueAt: string,
+    attempt: number,
+    delayMs = Math.max(0, Date.parse(dueAt) - this.clock.nowMs()),
+  ): void {
     this.cancel(instanceId);
     if (this.closed) return;
     const cancel = this.clock.after(delayMs, () => {

@@ -19,14 +19,20 @@ import type { ReconcileReport } from '../recovery/reconcile-run.ts';
 import { REMOVAL_REASONS, type PoolAccounts } from '../executions/pool/sandbox-pool.ts';
 
 /** Execution states that are steps of the run, by the step name the duration histogram uses. */
-const EXECUTION_STEPS: Record<string, string> = { resolving: 'resolve', materializing: 'materialize', starting: 'start', running: 'run' };
+const EXECUTION_STEPS: Record<string, string> = {
+  resolving: 'resolve',
+  materializing: 'materialize',
+  starting: 'start',
+  running: 'run',
+};
 
 /** Keeps a label's values bounded: the first `max` well-formed values pass, anything else is `other`. */
 export class BoundedLabel {
   private readonly seen = new Set<string>();
   constructor(private readonly max: number) {}
   value(v: unknown): string {
-    if (typeof v !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(v)) return v === null || v === undefined ? 'unknown' : 'other';
+    if (typeof v !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(v))
+      return v === null || v === undefined ? 'unknown' : 'other';
     if (this.seen.has(v)) return v;
     if (this.seen.size >= this.max) return 'other';
     this.seen.add(v);
@@ -140,10 +146,30 @@ export class RunlogMetrics {
       },
     });
     this.prestartMetrics(registers, opts.prestart);
-    this.transitions = new Counter({ name: 'runlog_transitions_total', help: 'Accepted events that moved an actor, by machine and states.', labelNames: ['machine', 'from', 'to'], registers });
-    this.rejected = new Counter({ name: 'runlog_events_rejected_total', help: 'Events an actor could not take in its state (recorded as <kind>.rejected).', labelNames: ['machine'], registers });
-    this.crashes = new Counter({ name: 'runlog_instance_crashes_total', help: 'App instance crashes by app and reason.', labelNames: ['app', 'reason'], registers });
-    this.restarts = new Counter({ name: 'runlog_instance_restarts_total', help: 'App instance restarts (a backoff timer came due) by app.', labelNames: ['app'], registers });
+    this.transitions = new Counter({
+      name: 'runlog_transitions_total',
+      help: 'Accepted events that moved an actor, by machine and states.',
+      labelNames: ['machine', 'from', 'to'],
+      registers,
+    });
+    this.rejected = new Counter({
+      name: 'runlog_events_rejected_total',
+      help: 'Events an actor could not take in its state (recorded as <kind>.rejected).',
+      labelNames: ['machine'],
+      registers,
+    });
+    this.crashes = new Counter({
+      name: 'runlog_instance_crashes_total',
+      help: 'App instance crashes by app and reason.',
+      labelNames: ['app', 'reason'],
+      registers,
+    });
+    this.restarts = new Counter({
+      name: 'runlog_instance_restarts_total',
+      help: 'App instance restarts (a backoff timer came due) by app.',
+      labelNames: ['app'],
+      registers,
+    });
     this.spawnSeconds = new Histogram({
       name: 'runlog_instance_spawn_duration_seconds',
       help: 'From spawn requested to running (or failed), by sandbox.',
@@ -151,7 +177,12 @@ export class RunlogMetrics {
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     });
-    this.executions = new Counter({ name: 'runlog_executions_total', help: 'Finished executions by runtime, outcome and failure reason.', labelNames: ['runtime', 'outcome', 'reason'], registers });
+    this.executions = new Counter({
+      name: 'runlog_executions_total',
+      help: 'Finished executions by runtime, outcome and failure reason.',
+      labelNames: ['runtime', 'outcome', 'reason'],
+      registers,
+    });
     this.stepSeconds = new Histogram({
       name: 'runlog_execution_step_duration_seconds',
       help: 'Time an execution spent in each step (resolve, materialize, start, run).',
@@ -159,15 +190,29 @@ export class RunlogMetrics {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers,
     });
-    this.reconcileActions = new Counter({ name: 'runlog_reconcile_actions_total', help: 'What reconciliation did, by kind and action (adopted, crashed, lost, removed, …).', labelNames: ['kind', 'action'], registers });
-    this.reconcileRuns = new Counter({ name: 'runlog_reconcile_runs_total', help: 'Reconciliation runs, by whether every part could be asked.', labelNames: ['result'], registers });
+    this.reconcileActions = new Counter({
+      name: 'runlog_reconcile_actions_total',
+      help: 'What reconciliation did, by kind and action (adopted, crashed, lost, removed, …).',
+      labelNames: ['kind', 'action'],
+      registers,
+    });
+    this.reconcileRuns = new Counter({
+      name: 'runlog_reconcile_runs_total',
+      help: 'Reconciliation runs, by whether every part could be asked.',
+      labelNames: ['result'],
+      registers,
+    });
     this.appendSeconds = new Histogram({
       name: 'runlog_store_append_duration_seconds',
       help: 'Durable append (one transaction, fsync included) latency.',
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
       registers,
     });
-    this.appendedEvents = new Counter({ name: 'runlog_store_appended_events_total', help: 'Events appended to the log by this process.', registers });
+    this.appendedEvents = new Counter({
+      name: 'runlog_store_appended_events_total',
+      help: 'Events appended to the log by this process.',
+      registers,
+    });
     const { store, metered } = opts;
     new Gauge({
       name: 'runlog_store_events',
@@ -206,7 +251,8 @@ export class RunlogMetrics {
     }
 
     this.offs.push(opts.bus.on('actor:transition', (t) => this.onTransition(t)));
-    const onHttp = (o: HttpObservation) => this.pdsSeconds.observe({ endpoint: pdsEndpoint(o.url), outcome: pdsOutcome(o.status) }, o.seconds);
+    const onHttp = (o: HttpObservation) =>
+      this.pdsSeconds.observe({ endpoint: pdsEndpoint(o.url), outcome: pdsOutcome(o.status) }, o.seconds);
     httpObservers.add(onHttp);
     this.offs.push(() => httpObservers.delete(onHttp));
     metered.observeAppends((seconds, events) => {
@@ -239,7 +285,8 @@ export class RunlogMetrics {
       registers,
       collect() {
         this.reset();
-        for (const [reason, n] of Object.entries(read()?.removed ?? {})) if (n > 0) this.inc({ reason: known.has(reason) ? reason : 'other' }, n);
+        for (const [reason, n] of Object.entries(read()?.removed ?? {}))
+          if (n > 0) this.inc({ reason: known.has(reason) ? reason : 'other' }, n);
       },
     });
     new Gauge({
@@ -292,7 +339,10 @@ export class RunlogMetrics {
     const type = t.event.type;
     if (type === 'instance.crashed') {
       const c = this.context<InstanceContext>('instance', t.id);
-      this.crashes.inc({ app: this.apps.value(c?.spec?.appId), reason: String(t.event.data.reason ?? 'unknown').slice(0, 64) });
+      this.crashes.inc({
+        app: this.apps.value(c?.spec?.appId),
+        reason: String(t.event.data.reason ?? 'unknown').slice(0, 64),
+      });
     } else if (type === 'instance.restart-due') {
       const c = this.context<InstanceContext>('instance', t.id);
       this.restarts.inc({ app: this.apps.value(c?.spec?.appId) });
@@ -302,7 +352,10 @@ export class RunlogMetrics {
     if (since && (t.to === 'running' || t.to.startsWith('crashed') || t.to === 'stopped' || t.to === 'lost')) {
       this.entered.delete(t.id);
       const c = this.context<InstanceContext>('instance', t.id);
-      this.spawnSeconds.observe({ sandbox: c?.spec?.sandbox ?? 'unknown', outcome: t.to === 'running' ? 'running' : 'failed' }, Math.max(0, msBetween(since.at, t.event.at) / 1000));
+      this.spawnSeconds.observe(
+        { sandbox: c?.spec?.sandbox ?? 'unknown', outcome: t.to === 'running' ? 'running' : 'failed' },
+        Math.max(0, msBetween(since.at, t.event.at) / 1000),
+      );
     }
   }
 

@@ -10,7 +10,8 @@ import type { Bus, TransitionNotice } from '../host/bus.ts';
 const TRACER = 'runlog';
 
 /** States after which a spawn's trace is over (it reached running, or did not). */
-const spawnEnded = (state: string) => state === 'running' || state.startsWith('crashed') || state === 'stopped' || state === 'lost' || state === 'stopping';
+const spawnEnded = (state: string) =>
+  state === 'running' || state.startsWith('crashed') || state === 'stopped' || state === 'lost' || state === 'stopping';
 const executionEnded = (state: string) => state === 'succeeded' || state === 'failed';
 
 interface Tracked {
@@ -23,14 +24,19 @@ export class RunlogTracing {
   private readonly active = new Map<string, Tracked>();
   private readonly off: () => void;
 
-  constructor(bus: Bus, private readonly provider?: TracerProvider) {
+  constructor(
+    bus: Bus,
+    private readonly provider?: TracerProvider,
+  ) {
     this.off = bus.on('actor:transition', (t) => this.onTransition(t));
   }
 
   /** The host calls this as an actor is created: starts its trace; returns what goes into the first event's meta. */
   created(kind: ActorKind, id: string): Record<string, unknown> | undefined {
     const tracer = (this.provider ?? trace.getTracerProvider()).getTracer(TRACER);
-    const root = tracer.startSpan(kind === 'execution' ? 'execution' : 'instance.spawn', { attributes: { 'runlog.actor.id': id, 'runlog.actor.kind': kind } });
+    const root = tracer.startSpan(kind === 'execution' ? 'execution' : 'instance.spawn', {
+      attributes: { 'runlog.actor.id': id, 'runlog.actor.kind': kind },
+    });
     const sc = root.spanContext();
     if (!isSpanContextValid(sc) || !root.isRecording()) {
       root.end();
@@ -69,14 +75,25 @@ export class RunlogTracing {
       const ok = t.to === 'succeeded' || t.to === 'running';
       tracked.root.setAttributes({ 'runlog.stream.version': version, 'runlog.outcome': t.to });
       if (ok) tracked.root.setStatus({ code: SpanStatusCode.OK });
-      else tracked.root.setStatus({ code: SpanStatusCode.ERROR, message: String(t.event.data.reason ?? t.event.data.code ?? t.to) });
+      else
+        tracked.root.setStatus({
+          code: SpanStatusCode.ERROR,
+          message: String(t.event.data.reason ?? t.event.data.code ?? t.to),
+        });
       tracked.root.end();
       return;
     }
     const tracer = (this.provider ?? trace.getTracerProvider()).getTracer(TRACER);
     tracked.step = tracer.startSpan(
       `${t.kind}.${t.to}`,
-      { attributes: { 'runlog.actor.id': t.id, 'runlog.actor.kind': t.kind, 'runlog.stream.version': version, 'runlog.state': t.to } },
+      {
+        attributes: {
+          'runlog.actor.id': t.id,
+          'runlog.actor.kind': t.kind,
+          'runlog.stream.version': version,
+          'runlog.state': t.to,
+        },
+      },
       trace.setSpan(context.active(), tracked.root),
     );
   }

@@ -115,7 +115,13 @@ export function startEngineWatch(o: EngineWatchOptions): EngineWatch {
     const evidence = { containerId: e.id, exitCode: e.exitCode, source: 'engine-events', time: e.time };
     const r = await host.dispatch('instance', instanceId, {
       type: 'instance.crashed',
-      data: { reason: 'exit', exitCode: e.exitCode, signal: null, message: `its container died (code ${e.exitCode}, seen in the Engine's events)`, evidence },
+      data: {
+        reason: 'exit',
+        exitCode: e.exitCode,
+        signal: null,
+        message: `its container died (code ${e.exitCode}, seen in the Engine's events)`,
+        evidence,
+      },
       meta: { source: 'engine-watch' },
     });
     if (r.accepted) status({ type: 'crash-recorded', instanceId, containerId: e.id, exitCode: e.exitCode });
@@ -124,7 +130,8 @@ export function startEngineWatch(o: EngineWatchOptions): EngineWatch {
   const reconcile = async () => {
     try {
       const report = await o.reconcile();
-      if (report.actions.length > 0) log(`engine watch: reconciled after reconnecting (${report.actions.length} actions)`);
+      if (report.actions.length > 0)
+        log(`engine watch: reconciled after reconnecting (${report.actions.length} actions)`);
       status({ type: 'reconciled', report });
     } catch (err) {
       log(`engine watch: reconcile after reconnecting failed: ${String(err)}`);
@@ -137,7 +144,10 @@ export function startEngineWatch(o: EngineWatchOptions): EngineWatch {
     let wasDown = false;
     while (!closed) {
       try {
-        sub = await engine.subscribeEvents({ labels: { 'runlog.home': o.home }, ...(lastEventSec !== undefined ? { sinceSec: lastEventSec } : {}) }, onEvent);
+        sub = await engine.subscribeEvents(
+          { labels: { 'runlog.home': o.home }, ...(lastEventSec !== undefined ? { sinceSec: lastEventSec } : {}) },
+          onEvent,
+        );
       } catch (err) {
         if (!wasDown) log(`engine watch: the Docker Engine does not answer (${(err as Error).message}); retrying`);
         wasDown = true;

@@ -19,8 +19,11 @@ export function parseDuration(text: string): number | null {
 export function parseBefore(text: string, now: string): string {
   const ms = parseDuration(text);
   if (ms !== null) return new Date(Date.parse(now) - ms).toISOString();
-  if (/^\d{4}-\d{2}-\d{2}/.test(text) && !Number.isNaN(Date.parse(text))) return new Date(Date.parse(text)).toISOString();
-  throw new UsageError(`--before must be a date (2026-11-01, 2026-11-01T12:00:00Z) or a duration back from now (30d, 12h, 90m, 2w), not '${text}'`);
+  if (/^\d{4}-\d{2}-\d{2}/.test(text) && !Number.isNaN(Date.parse(text)))
+    return new Date(Date.parse(text)).toISOString();
+  throw new UsageError(
+    `--before must be a date (2026-11-01, 2026-11-01T12:00:00Z) or a duration back from now (30d, 12h, 90m, 2w), not '${text}'`,
+  );
 }
 
 /** `<home>/archives/runlog-<time>.jsonl.gz` (the directory created 0700). */
@@ -43,7 +46,12 @@ export interface ArchiveRunOptions {
 export async function archiveLog(archiving: Archiving, options: ArchiveRunOptions): Promise<ArchiveResult> {
   const now = options.now ?? (() => new Date().toISOString());
   const out = options.out ? resolve(options.out) : defaultArchiveFile(options.home, now());
-  return archiving.archiveEnded({ before: options.before, out, now, ...(options.onStep ? { onStep: options.onStep } : {}) });
+  return archiving.archiveEnded({
+    before: options.before,
+    out,
+    now,
+    ...(options.onStep ? { onStep: options.onStep } : {}),
+  });
 }
 
 export interface RetentionPolicy {
@@ -86,7 +94,13 @@ export async function archiveStoreUrl(url: string, options: ArchiveRunOptions): 
  * short one, holds appends until it commits). A run still going when the next is due is not doubled; a run another
  * node is doing (ARCHIVE_BUSY) is skipped; a failed run is logged and changes nothing, and the next one tries again.
  */
-export function startRetention(archiving: Archiving, home: string, policy: RetentionPolicy, log: (message: string, result?: ArchiveResult) => void, now: () => string = () => new Date().toISOString()): () => void {
+export function startRetention(
+  archiving: Archiving,
+  home: string,
+  policy: RetentionPolicy,
+  log: (message: string, result?: ArchiveResult) => void,
+  now: () => string = () => new Date().toISOString(),
+): () => void {
   let running = false;
   const run = async (): Promise<void> => {
     if (running) return;
@@ -94,9 +108,14 @@ export function startRetention(archiving: Archiving, home: string, policy: Reten
     try {
       const before = new Date(Date.parse(now()) - policy.retainMs).toISOString();
       const r = await archiveLog(archiving, { before, home, now });
-      if (r.file) log(`retention: archived ${r.actors} actors (${r.events} events) that ended before ${before} to ${r.file}; log ${r.sizeBefore} → ${r.sizeAfter} bytes`, r);
+      if (r.file)
+        log(
+          `retention: archived ${r.actors} actors (${r.events} events) that ended before ${before} to ${r.file}; log ${r.sizeBefore} → ${r.sizeAfter} bytes`,
+          r,
+        );
     } catch (err) {
-      if (err instanceof RunlogError && err.code === 'ARCHIVE_BUSY') log('retention: another node is archiving this log; this run is skipped');
+      if (err instanceof RunlogError && err.code === 'ARCHIVE_BUSY')
+        log('retention: another node is archiving this log; this run is skipped');
       else log(`retention: archive run failed, nothing removed: ${err instanceof Error ? err.message : String(err)}`);
     } finally {
       running = false;

@@ -32,17 +32,35 @@ export interface RetentionBackend {
   newLog(home: string): Promise<{ store?: string; log: Omit<RetentionLog, 'home'> }>;
 }
 
-const spec = (id: string): InstanceSpec => ({ instanceId: id, appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 20, resetAfterMs: 1000 } });
+const spec = (id: string): InstanceSpec => ({
+  instanceId: id,
+  appId: 'com.example.hello',
+  appDir: '/apps/hello',
+  sandbox: 'proot',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 20, resetAfterMs: 1000 },
+});
 
 type Truth = Map<string, { state: string; version: number; context: unknown }>;
 
-const cutoffAfter = (actors: BuiltActor[], n: number): string => new Date(Date.parse(actors.filter((a) => !a.live)[n - 1]!.endedAt) + 30_000).toISOString();
+const cutoffAfter = (actors: BuiltActor[], n: number): string =>
+  new Date(Date.parse(actors.filter((a) => !a.live)[n - 1]!.endedAt) + 30_000).toISOString();
 
 export function retentionSpecs(name: string, backend: RetentionBackend): void {
-  async function built(ended: number, live: number): Promise<{ log: RetentionLog; actors: BuiltActor[]; appendNew: (id: string) => Promise<number> }> {
+  async function built(
+    ended: number,
+    live: number,
+  ): Promise<{ log: RetentionLog; actors: BuiltActor[]; appendNew: (id: string) => Promise<number> }> {
     const home = tempDir();
     const { store, log } = await backend.newLog(home);
-    const actors = await writeRetentionLog(home, { ended, live, start: '2026-09-01T00:00:00.000Z', ...(store ? { store } : {}) });
+    const actors = await writeRetentionLog(home, {
+      ended,
+      live,
+      start: '2026-09-01T00:00:00.000Z',
+      ...(store ? { store } : {}),
+    });
     const full = { ...log, home };
     // A new actor through the real host (its projection row too), after everything else: its first position.
     const appendNew = async (id: string): Promise<number> => {
@@ -57,7 +75,10 @@ export function retentionSpecs(name: string, backend: RetentionBackend): void {
     return { log: full, actors, appendNew };
   }
   /** What `runlog inspect --json` says of one actor. */
-  async function inspect(log: RetentionLog, id: string): Promise<{ state: string; version: number; context: unknown; archived?: { file: string } }> {
+  async function inspect(
+    log: RetentionLog,
+    id: string,
+  ): Promise<{ state: string; version: number; context: unknown; archived?: { file: string } }> {
     const r = await runCli(['inspect', ...log.where, id, '--json']);
     expect(r.code, r.stderr()).toBe(0);
     return JSON.parse(r.stdout());
@@ -99,10 +120,22 @@ export function retentionSpecs(name: string, backend: RetentionBackend): void {
       });
       for (const a of actors) {
         const gone = archived.includes(a);
-        expect(await inspect(log, a.id), a.id).toMatchObject(gone ? { state: truth.get(a.id)!.state, archived: { file: out } } : { state: truth.get(a.id)!.state, context: truth.get(a.id)!.context });
+        expect(await inspect(log, a.id), a.id).toMatchObject(
+          gone
+            ? { state: truth.get(a.id)!.state, archived: { file: out } }
+            : { state: truth.get(a.id)!.state, context: truth.get(a.id)!.context },
+        );
       }
-      const ps = JSON.parse((await runCli(['ps', '--all', ...log.where, '--json'])).stdout()) as { id: string; archived: { file: string } | null }[];
-      expect(ps.filter((x) => x.archived?.file === out).map((x) => x.id).sort()).toEqual(archived.map((a) => a.id).sort());
+      const ps = JSON.parse((await runCli(['ps', '--all', ...log.where, '--json'])).stdout()) as {
+        id: string;
+        archived: { file: string } | null;
+      }[];
+      expect(
+        ps
+          .filter((x) => x.archived?.file === out)
+          .map((x) => x.id)
+          .sort(),
+      ).toEqual(archived.map((a) => a.id).sort());
       for (const a of archived.filter((_, i) => i % 3 === 0)) {
         const rep = await runCli(['replay', '--file', out, a.id, '--json']);
         expect(rep.code, rep.stderr()).toBe(0);
@@ -111,14 +144,22 @@ export function retentionSpecs(name: string, backend: RetentionBackend): void {
       }
       expect(await verify(log)).toMatchObject({ code: 0, report: { ok: true, archives: 1, findings: [] } });
 
-      expect(await archive(log, cutoffAfter(actors, 19), join(log.home, 'second.jsonl.gz'))).toMatchObject({ actors: 5 });
+      expect(await archive(log, cutoffAfter(actors, 19), join(log.home, 'second.jsonl.gz'))).toMatchObject({
+        actors: 5,
+      });
       const head = await log.read((s) => s.lastSeq());
-      expect(await archive(log, '2030-01-01T00:00:00.000Z', join(log.home, 'third.jsonl.gz'))).toMatchObject({ actors: 5, lastSeq: head });
+      expect(await archive(log, '2030-01-01T00:00:00.000Z', join(log.home, 'third.jsonl.gz'))).toMatchObject({
+        actors: 5,
+        lastSeq: head,
+      });
       expect(await verify(log)).toMatchObject({ code: 0, report: { ok: true, archives: 3, findings: [] } });
       // The tail went; a position is never given twice.
       expect(await appendNew('inst_after')).toBe(head + 1);
       expect(await verify(log)).toMatchObject({ code: 0, report: { ok: true, archives: 3, findings: [] } });
-      expect(await archive(log, '2030-01-01T00:00:00.000Z', join(log.home, 'none.jsonl.gz'))).toMatchObject({ file: null, actors: 0 });
+      expect(await archive(log, '2030-01-01T00:00:00.000Z', join(log.home, 'none.jsonl.gz'))).toMatchObject({
+        file: null,
+        actors: 0,
+      });
     }, 180_000);
 
     it('verify names a changed archive (ARCHIVE_DAMAGED) and a deleted snapshot (SNAPSHOT_MISSING)', async () => {
@@ -133,7 +174,9 @@ export function retentionSpecs(name: string, backend: RetentionBackend): void {
       writeFileSync(out, gzipSync(`${lines.join('\n')}\n`));
       const damaged = await verify(log);
       expect(damaged.code).toBe(4);
-      expect(damaged.report.findings).toEqual([expect.objectContaining({ code: 'ARCHIVE_DAMAGED', seq, severity: 'damage' })]);
+      expect(damaged.report.findings).toEqual([
+        expect.objectContaining({ code: 'ARCHIVE_DAMAGED', seq, severity: 'damage' }),
+      ]);
       writeFileSync(out, original);
       expect(await verify(log)).toMatchObject({ code: 0, report: { ok: true, archives: 1, findings: [] } });
 
@@ -141,7 +184,9 @@ export function retentionSpecs(name: string, backend: RetentionBackend): void {
       await log.deleteSnapshot(`${kept.kind}-${kept.id}`);
       const missing = await verify(log);
       expect(missing.code).toBe(4);
-      expect(missing.report.findings).toEqual([expect.objectContaining({ code: 'SNAPSHOT_MISSING', stream: `${kept.kind}-${kept.id}` })]);
+      expect(missing.report.findings).toEqual([
+        expect.objectContaining({ code: 'SNAPSHOT_MISSING', stream: `${kept.kind}-${kept.id}` }),
+      ]);
     }, 120_000);
 
     it('an archive moved away is a warning (ARCHIVE_NOT_FOUND); --archives <dir> finds it by name', async () => {
@@ -151,8 +196,18 @@ export function retentionSpecs(name: string, backend: RetentionBackend): void {
       const moved = join(log.home, 'moved');
       mkdirSync(moved);
       renameSync(out, join(moved, 'a.jsonl.gz'));
-      expect(await verify(log)).toMatchObject({ code: 0, report: { ok: true, archives: 0, findings: [expect.objectContaining({ code: 'ARCHIVE_NOT_FOUND', severity: 'warning' })] } });
-      expect(await verify(log, ['--archives', moved])).toMatchObject({ code: 0, report: { ok: true, archives: 1, findings: [] } });
+      expect(await verify(log)).toMatchObject({
+        code: 0,
+        report: {
+          ok: true,
+          archives: 0,
+          findings: [expect.objectContaining({ code: 'ARCHIVE_NOT_FOUND', severity: 'warning' })],
+        },
+      });
+      expect(await verify(log, ['--archives', moved])).toMatchObject({
+        code: 0,
+        report: { ok: true, archives: 1, findings: [] },
+      });
     }, 120_000);
   });
 }

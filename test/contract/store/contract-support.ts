@@ -9,7 +9,11 @@ import type { UpcasterRegistry } from '../../../src/store/upcasters.ts';
 
 export interface ContractHarness {
   /** A fresh, empty store of its own (its own file, schema or database) with these options. */
-  open(options: { projections?: Projection<any>[]; upcasters?: UpcasterRegistry; now?: () => string }): Promise<EventStorePort>;
+  open(options: {
+    projections?: Projection<any>[];
+    upcasters?: UpcasterRegistry;
+    now?: () => string;
+  }): Promise<EventStorePort>;
   /**
    * A second handle on the same storage (what another process would open), for stores that have one. The
    * harness closes what it opened after each test.
@@ -78,7 +82,8 @@ export function specRunner(h: ContractHarness): (title: string, s: Spec) => void
     it(title, async () => {
       const store = await h.open({ projections: s.projections, upcasters: s.upcasters });
       try {
-        for (const [stream, types] of Object.entries(s.given ?? {})) await store.appendToStream(stream, evs(...types), { expectedVersion: 'no-stream' });
+        for (const [stream, types] of Object.entries(s.given ?? {}))
+          await store.appendToStream(stream, evs(...types), { expectedVersion: 'no-stream' });
         let result: unknown;
         if (s.then.throws) {
           const err = await errorOf(s.when(store));
@@ -88,7 +93,10 @@ export function specRunner(h: ContractHarness): (title: string, s: Spec) => void
           result = await s.when(store);
         }
         for (const [stream, types] of Object.entries(s.then.streams ?? {})) {
-          expect((await collect(store.readStream(stream))).map((e) => e.type), stream).toEqual(types);
+          expect(
+            (await collect(store.readStream(stream))).map((e) => e.type),
+            stream,
+          ).toEqual(types);
           expect(await store.streamVersion(stream)).toBe(types.length);
         }
         if (s.then.log) {
@@ -112,14 +120,36 @@ export function specRunner(h: ContractHarness): (title: string, s: Spec) => void
 export function hostRow(stream: string, events: readonly NewEvent[]): ActorRow {
   const ref = parseStreamName(stream);
   if (!ref || events.length === 0) throw new Error(`${stream} is no actor's stream with events`);
-  const snap = replay(machines[ref.kind], events.map((e) => toMachineEvent({ type: e.type, at: e.at!, data: e.data })));
-  return { id: ref.id, kind: ref.kind, stream, state: stateName(snap), status: actorStatus(snap), version: events.length, createdAt: events[0]!.at!, updatedAt: events.at(-1)!.at!, summary: summarize(ref.kind, snap) };
+  const snap = replay(
+    machines[ref.kind],
+    events.map((e) => toMachineEvent({ type: e.type, at: e.at!, data: e.data })),
+  );
+  return {
+    id: ref.id,
+    kind: ref.kind,
+    stream,
+    state: stateName(snap),
+    status: actorStatus(snap),
+    version: events.length,
+    createdAt: events[0]!.at!,
+    updatedAt: events.at(-1)!.at!,
+    summary: summarize(ref.kind, snap),
+  };
 }
 
 /** An ISO time `n` seconds into a fixed day (each actor's events carry their own times). */
 export const at = (n: number): string => new Date(Date.parse('2026-12-01T00:00:00.000Z') + n * 1000).toISOString();
 
-const instanceSpec = (id: string) => ({ instanceId: id, appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 20, resetAfterMs: 1000 } });
+const instanceSpec = (id: string) => ({
+  instanceId: id,
+  appId: 'com.example.hello',
+  appDir: '/apps/hello',
+  sandbox: 'proot',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 20, resetAfterMs: 1000 },
+});
 
 /** A live app instance's first events: requested, then spawned (times from `t` on). */
 export const liveInstance = (id: string, t: number): NewEvent[] => [
@@ -129,12 +159,35 @@ export const liveInstance = (id: string, t: number): NewEvent[] => [
 
 /** An execution that ended: requested, then failed validation (times from `t` on). */
 export const endedExecution = (id: string, t: number): NewEvent[] => [
-  { type: 'execution.requested', data: { request: { executionId: id, uri: 'at://did:plc:contract/dev.mainasara.at-run.beta.v2.code/3l2contract', handler: 'greet', input: {}, callerDid: 'did:plc:caller', timeoutMs: 30000 }, deadline: at(t + 600) }, at: at(t) },
-  { type: 'execution.failed', data: { reason: 'validation', code: 'CONTRACT', message: 'failed: validation', stderrTail: null }, at: at(t + 1) },
+  {
+    type: 'execution.requested',
+    data: {
+      request: {
+        executionId: id,
+        uri: 'at://did:plc:contract/dev.mainasara.at-run.beta.v2.code/3l2contract',
+        handler: 'greet',
+        input: {},
+        callerDid: 'did:plc:caller',
+        timeoutMs: 30000,
+      },
+      deadline: at(t + 600),
+    },
+    at: at(t),
+  },
+  {
+    type: 'execution.failed',
+    data: { reason: 'validation', code: 'CONTRACT', message: 'failed: validation', stderrTail: null },
+    at: at(t + 1),
+  },
 ];
 
 /** Appends an actor's events one at a time, each with the row the host computes then: what the actor host does. */
-export async function appendAsHost(store: EventStorePort, stream: string, events: readonly NewEvent[], from = 0): Promise<ActorRow> {
+export async function appendAsHost(
+  store: EventStorePort,
+  stream: string,
+  events: readonly NewEvent[],
+  from = 0,
+): Promise<ActorRow> {
   let row: ActorRow | undefined;
   for (let i = from; i < events.length; i++) {
     row = hostRow(stream, events.slice(0, i + 1));

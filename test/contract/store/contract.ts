@@ -39,12 +39,20 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
     describe('optimistic concurrency', () => {
       spec("'no-stream' creates a stream", {
         when: (s) => s.appendToStream('order-1', evs('a', 'b'), { expectedVersion: 'no-stream' }),
-        then: { streams: { 'order-1': ['a', 'b'] }, check: (_, r) => expect(r).toMatchObject({ version: 2, lastSeq: 2 }) },
+        then: {
+          streams: { 'order-1': ['a', 'b'] },
+          check: (_, r) => expect(r).toMatchObject({ version: 2, lastSeq: 2 }),
+        },
       });
       spec("'no-stream' on an existing stream is a conflict and writes nothing", {
         given: { 'order-1': ['a'] },
         when: (s) => s.appendToStream('order-1', evs('b'), { expectedVersion: 'no-stream' }),
-        then: { throws: 'CONCURRENCY', streams: { 'order-1': ['a'] }, log: [['order-1', 'a']], check: (_, err) => expect(err).toMatchObject({ stream: 'order-1', actual: 1 }) },
+        then: {
+          throws: 'CONCURRENCY',
+          streams: { 'order-1': ['a'] },
+          log: [['order-1', 'a']],
+          check: (_, err) => expect(err).toMatchObject({ stream: 'order-1', actual: 1 }),
+        },
       });
       spec("'stream-exists' appends to an existing stream", {
         given: { 'order-1': ['a'] },
@@ -53,7 +61,12 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
       });
       spec("'stream-exists' on a missing stream is a conflict and writes nothing", {
         when: (s) => s.appendToStream('order-1', evs('a'), { expectedVersion: 'stream-exists' }),
-        then: { throws: 'CONCURRENCY', streams: { 'order-1': [] }, log: [], check: (_, err) => expect(err).toMatchObject({ expectedVersion: 'stream-exists', actual: 0 }) },
+        then: {
+          throws: 'CONCURRENCY',
+          streams: { 'order-1': [] },
+          log: [],
+          check: (_, err) => expect(err).toMatchObject({ expectedVersion: 'stream-exists', actual: 0 }),
+        },
       });
       spec("'any' appends whatever the stream's version", {
         given: { 'order-1': ['a'] },
@@ -74,7 +87,11 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
       spec('a stale number is a conflict that names both versions and writes nothing', {
         given: { 'order-1': ['a', 'b'] },
         when: (s) => s.appendToStream('order-1', evs('c', 'd'), { expectedVersion: 1 }),
-        then: { throws: 'CONCURRENCY', streams: { 'order-1': ['a', 'b'] }, check: (_, err) => expect(err).toMatchObject({ stream: 'order-1', expected: 1, actual: 2 }) },
+        then: {
+          throws: 'CONCURRENCY',
+          streams: { 'order-1': ['a', 'b'] },
+          check: (_, err) => expect(err).toMatchObject({ stream: 'order-1', expected: 1, actual: 2 }),
+        },
       });
       spec('a number ahead of the stream is a conflict', {
         given: { 'order-1': ['a'] },
@@ -84,16 +101,23 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
       spec('of concurrent appends expecting the same version exactly one wins', {
         given: { 'order-1': ['a'] },
         when: async (s) => {
-          const tries = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => s.appendToStream('order-1', evs(`w${i}`), { expectedVersion: 1 })));
+          const tries = await Promise.allSettled(
+            Array.from({ length: 6 }, (_, i) => s.appendToStream('order-1', evs(`w${i}`), { expectedVersion: 1 })),
+          );
           expect(tries.filter((t) => t.status === 'fulfilled')).toHaveLength(1);
-          for (const t of tries) if (t.status === 'rejected') expect((t.reason as { code: string }).code).toBe('CONCURRENCY');
+          for (const t of tries)
+            if (t.status === 'rejected') expect((t.reason as { code: string }).code).toBe('CONCURRENCY');
         },
         then: { check: async (s) => expect(await s.streamVersion('order-1')).toBe(2) },
       });
       spec('an empty append checks the version and writes nothing', {
         given: { 'order-1': ['a'] },
         when: async (s) => {
-          expect(await s.appendToStream('order-1', [], { expectedVersion: 1 })).toMatchObject({ version: 1, lastSeq: 0, events: [] });
+          expect(await s.appendToStream('order-1', [], { expectedVersion: 1 })).toMatchObject({
+            version: 1,
+            lastSeq: 0,
+            events: [],
+          });
           return s.appendToStream('order-1', [], { expectedVersion: 'no-stream' });
         },
         then: { throws: 'CONCURRENCY', log: [['order-1', 'a']] },
@@ -105,7 +129,11 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
             { stream: 'order-1', events: evs('b'), expectedVersion: 1 },
             { stream: '', events: [{ type: '', data: null as never }], expectedVersion: 'sometimes' as never },
           ]),
-        then: { throws: 'STORE_INPUT', log: [['order-1', 'a']], check: (_, err) => expect(err.issues.length).toBeGreaterThanOrEqual(4) },
+        then: {
+          throws: 'STORE_INPUT',
+          log: [['order-1', 'a']],
+          check: (_, err) => expect(err.issues.length).toBeGreaterThanOrEqual(4),
+        },
       });
     });
 
@@ -126,7 +154,9 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
       spec('readAll follows the global position from an inclusive start, with a bound and a limit', {
         given: { 'order-1': ['a', 'b'], 'order-2': ['x', 'y'], 'order-3': ['z'] },
         when: async (s) => {
-          expect((await collect(s.readAll({ from: 2, to: 4 }))).map((e) => [e.seq, e.stream, e.version, e.type])).toEqual([
+          expect(
+            (await collect(s.readAll({ from: 2, to: 4 }))).map((e) => [e.seq, e.stream, e.version, e.type]),
+          ).toEqual([
             [2, 'order-1', 2, 'b'],
             [3, 'order-2', 1, 'x'],
             [4, 'order-2', 2, 'y'],
@@ -134,16 +164,37 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
           expect((await collect(s.readAll({ from: 3, limit: 1 }))).map((e) => e.seq)).toEqual([3]);
           expect(await collect(s.readAll({ from: 6 }))).toEqual([]);
         },
-        then: { log: [['order-1', 'a'], ['order-1', 'b'], ['order-2', 'x'], ['order-2', 'y'], ['order-3', 'z']] },
+        then: {
+          log: [
+            ['order-1', 'a'],
+            ['order-1', 'b'],
+            ['order-2', 'x'],
+            ['order-2', 'y'],
+            ['order-3', 'z'],
+          ],
+        },
       });
       spec('events keep their data, meta and time; the clock stamps a missing time; the log holds a copy', {
         when: async (s) => {
           const data = { n: 1, nested: { list: [1, 'two', null], ok: true } };
-          const r = await s.appendToStream('order-1', [{ type: 'a', data, meta: { by: 'test' }, at: '2026-01-02T03:04:05.000Z' }, ev('b', { n: 2 })], { expectedVersion: 'no-stream' });
+          const r = await s.appendToStream(
+            'order-1',
+            [{ type: 'a', data, meta: { by: 'test' }, at: '2026-01-02T03:04:05.000Z' }, ev('b', { n: 2 })],
+            { expectedVersion: 'no-stream' },
+          );
           data.n = 99; // the caller changing its object later changes nothing stored
           (r.events[0]!.data as { n: number }).n = 98;
           const [a, b] = await collect(s.readStream('order-1'));
-          expect(a).toMatchObject({ seq: 1, stream: 'order-1', version: 1, type: 'a', schema: 1, data: { n: 1, nested: { list: [1, 'two', null], ok: true } }, meta: { by: 'test' }, at: '2026-01-02T03:04:05.000Z' });
+          expect(a).toMatchObject({
+            seq: 1,
+            stream: 'order-1',
+            version: 1,
+            type: 'a',
+            schema: 1,
+            data: { n: 1, nested: { list: [1, 'two', null], ok: true } },
+            meta: { by: 'test' },
+            at: '2026-01-02T03:04:05.000Z',
+          });
           expect(b).toMatchObject({ seq: 2, version: 2, type: 'b', data: { n: 2 }, meta: {} });
           expect(Number.isNaN(Date.parse(b!.at))).toBe(false);
         },
@@ -159,7 +210,11 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
             { stream: 'order-2', events: evs('x'), expectedVersion: 'no-stream' },
           ]),
         then: {
-          log: [['order-1', 'a'], ['order-1', 'b'], ['order-2', 'x']],
+          log: [
+            ['order-1', 'a'],
+            ['order-1', 'b'],
+            ['order-2', 'x'],
+          ],
           check: (_, outcomes: StreamAppendOutcome[]) => {
             expect(outcomes.map((o) => o.ok && [o.result.version, o.result.lastSeq])).toEqual([
               [2, 2],
@@ -179,7 +234,13 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
             { stream: 'order-1', events: evs('c'), expectedVersion: 2 },
           ]),
         then: {
-          log: [['order-1', 'a'], ['order-1', 'b'], ['order-3', 'y'], ['order-3', 'z'], ['order-1', 'c']],
+          log: [
+            ['order-1', 'a'],
+            ['order-1', 'b'],
+            ['order-3', 'y'],
+            ['order-3', 'z'],
+            ['order-1', 'c'],
+          ],
           check: async (s, outcomes: StreamAppendOutcome[]) => {
             expect(outcomes.map((o) => o.ok)).toEqual([true, false, true, true]);
             const bad = outcomes[1]!;
@@ -221,10 +282,19 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
           ]);
         },
         then: {
-          log: [['order-1', 'a'], ['order-1', 'b'], ['order-4', 'z']],
+          log: [
+            ['order-1', 'a'],
+            ['order-1', 'b'],
+            ['order-4', 'z'],
+          ],
           check: async (s, outcomes: StreamAppendOutcome[]) => {
             expect(outcomes.map((o) => o.ok)).toEqual([true, false, false, true]);
-            expect(outcomes.map((o) => !o.ok && o.error)).toEqual([false, expect.objectContaining({ code: 'EVENT_NOT_ENCODABLE' }), expect.objectContaining({ code: 'EVENT_NOT_ENCODABLE' }), false]);
+            expect(outcomes.map((o) => !o.ok && o.error)).toEqual([
+              false,
+              expect.objectContaining({ code: 'EVENT_NOT_ENCODABLE' }),
+              expect.objectContaining({ code: 'EVENT_NOT_ENCODABLE' }),
+              false,
+            ]);
             expect(outcomes[3]).toMatchObject({ ok: true, result: { version: 1, lastSeq: 3 } });
             expect(await s.projection('counter').get('order-2')).toBeUndefined();
             expect(await s.streamVersion('order-3')).toBe(0);
@@ -234,7 +304,12 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
       spec('appendToStream with an event JSON cannot encode throws EVENT_NOT_ENCODABLE and writes nothing', {
         given: { 'order-1': ['a'] },
         when: (s) => s.appendToStream('order-1', [ev('b'), ev('c', { big: 10n })], { expectedVersion: 1 }),
-        then: { throws: 'EVENT_NOT_ENCODABLE', streams: { 'order-1': ['a'] }, log: [['order-1', 'a']], check: (_, err) => expect(err).toMatchObject({ details: { stream: 'order-1', type: 'c' } }) },
+        then: {
+          throws: 'EVENT_NOT_ENCODABLE',
+          streams: { 'order-1': ['a'] },
+          log: [['order-1', 'a']],
+          check: (_, err) => expect(err).toMatchObject({ details: { stream: 'order-1', type: 'c' } }),
+        },
       });
     });
 
@@ -242,8 +317,16 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
       spec('a registered projection is up to date when the append returns', {
         projections: [counter, items],
         when: async (s) => {
-          await s.appendToStream('shop-1', [ev('item.added', { id: 'i1', name: 'apple' }), ev('item.added', { id: 'i2', name: 'pear' })], { expectedVersion: 'no-stream' });
-          await s.appendToStream('shop-1', [ev('item.renamed', { id: 'i1', name: 'quince' }), ev('note', {}), ev('item.removed', { id: 'i2' })], { expectedVersion: 2 });
+          await s.appendToStream(
+            'shop-1',
+            [ev('item.added', { id: 'i1', name: 'apple' }), ev('item.added', { id: 'i2', name: 'pear' })],
+            { expectedVersion: 'no-stream' },
+          );
+          await s.appendToStream(
+            'shop-1',
+            [ev('item.renamed', { id: 'i1', name: 'quince' }), ev('note', {}), ev('item.removed', { id: 'i2' })],
+            { expectedVersion: 2 },
+          );
         },
         then: {
           check: async (s) => {
@@ -272,7 +355,15 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
         projections: [counter, items],
         given: { 'order-1': ['a', 'b'], 'order-2': ['c'] },
         when: async (s) => {
-          await s.appendToStream('shop-1', [ev('item.added', { id: 'i1', name: 'apple' }), ev('item.added', { id: 'i2', name: 'fig' }), ev('item.removed', { id: 'i1' })], { expectedVersion: 'no-stream' });
+          await s.appendToStream(
+            'shop-1',
+            [
+              ev('item.added', { id: 'i1', name: 'apple' }),
+              ev('item.added', { id: 'i2', name: 'fig' }),
+              ev('item.removed', { id: 'i1' }),
+            ],
+            { expectedVersion: 'no-stream' },
+          );
           const before = [await s.projection('counter').list(), await s.projection('items').list()];
           expect(await s.rebuildProjection('counter')).toEqual({ documents: 3, events: 6 });
           expect(await s.rebuildProjection('items')).toEqual({ documents: 1, events: 6 });
@@ -290,15 +381,29 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
     describe('upcasting on read', () => {
       // price.set@1 had { cents }, @2 has { amount: { cents, currency } }.
       const upcasters = (): UpcasterRegistry =>
-        new UpcasterRegistry().register({ type: 'price.set', fromSchema: 1, up: (d) => ({ amount: { cents: d.cents, currency: 'EUR' } }) });
+        new UpcasterRegistry().register({
+          type: 'price.set',
+          fromSchema: 1,
+          up: (d) => ({ amount: { cents: d.cents, currency: 'EUR' } }),
+        });
       const seen: RecordedEvent[] = [];
-      const prices: Projection<{ currency: string }> = { name: 'prices', evolve: (_d, e) => (seen.push(e), { currency: String((e.data.amount as { currency: string }).currency) }) };
+      const prices: Projection<{ currency: string }> = {
+        name: 'prices',
+        evolve: (_d, e) => (seen.push(e), { currency: String((e.data.amount as { currency: string }).currency) }),
+      };
       spec('an old event reads at the current schema everywhere: streams, the log, subscriptions and projections', {
         upcasters: upcasters(),
         projections: [prices],
         when: async (s) => {
           seen.length = 0;
-          const r = await s.appendToStream('item-1', [{ type: 'price.set', schema: 1, data: { cents: 250 } }, { type: 'price.set', data: { amount: { cents: 300, currency: 'USD' } } }], { expectedVersion: 'no-stream' });
+          const r = await s.appendToStream(
+            'item-1',
+            [
+              { type: 'price.set', schema: 1, data: { cents: 250 } },
+              { type: 'price.set', data: { amount: { cents: 300, currency: 'USD' } } },
+            ],
+            { expectedVersion: 'no-stream' },
+          );
           const want = [
             { schema: 2, data: { amount: { cents: 250, currency: 'EUR' } } },
             { schema: 2, data: { amount: { cents: 300, currency: 'USD' } } },
@@ -331,7 +436,10 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
           await Promise.all(
             Array.from({ length: 20 }, async (_, i) => {
               await s.appendToStream(`order-${i + 1}`, evs('x', 'y'), { expectedVersion: 'no-stream' });
-              await s.appendMany([{ stream: `order-${i + 1}`, events: evs('z'), expectedVersion: 2 }, { stream: `other-${i}`, events: evs('w'), expectedVersion: 'any' }]);
+              await s.appendMany([
+                { stream: `order-${i + 1}`, events: evs('z'), expectedVersion: 2 },
+                { stream: `other-${i}`, events: evs('w'), expectedVersion: 'any' },
+              ]);
             }),
           );
           const total = await s.lastSeq();
@@ -340,7 +448,9 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
           await new Promise((r) => setTimeout(r, 60)); // a few more polls: nothing is delivered twice
           await sub.close();
           expect(got.map((e) => e.seq)).toEqual(Array.from({ length: total }, (_, i) => i + 1));
-          expect(got.map((e) => [e.stream, e.version, e.type])).toEqual((await collect(s.readAll())).map((e) => [e.stream, e.version, e.type]));
+          expect(got.map((e) => [e.stream, e.version, e.type])).toEqual(
+            (await collect(s.readAll())).map((e) => [e.stream, e.version, e.type]),
+          );
           expect(sub.position).toBe(total);
         },
         then: {},
@@ -397,7 +507,9 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
               expect(await s.projection('counter').get('order-1')).toEqual({ count: 3, last: 'c' });
               expect(await other.projection('counter').get('order-1')).toEqual({ count: 3, last: 'c' });
               // A stale handle's append is a conflict, not a lost write.
-              expect((await errorOf(other.appendToStream('order-1', evs('d'), { expectedVersion: 2 }))).code).toBe('CONCURRENCY');
+              expect((await errorOf(other.appendToStream('order-1', evs('d'), { expectedVersion: 2 }))).code).toBe(
+                'CONCURRENCY',
+              );
             } finally {
               await other.close();
             }

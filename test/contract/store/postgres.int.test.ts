@@ -20,9 +20,21 @@ afterAll(async () => {
 const schemas = new WeakMap<object, string>();
 
 function harness(extra: Omit<PgHostStoreOptions, 'url'>): ContractHarness {
-  const open = async (options: Parameters<ContractHarness['open']>[0], schema: string, node?: string): Promise<PgHostStore> => {
+  const open = async (
+    options: Parameters<ContractHarness['open']>[0],
+    schema: string,
+    node?: string,
+  ): Promise<PgHostStore> => {
     const projections = [...(options.projections ?? []), actorsProjection()];
-    const store = await PgHostStore.open({ ...extra, ...options, projections, actorRows: { projection: ACTORS_PROJECTION }, url, schema, ...(extra.node && node ? { node: { ...extra.node, name: node } } : {}) });
+    const store = await PgHostStore.open({
+      ...extra,
+      ...options,
+      projections,
+      actorRows: { projection: ACTORS_PROJECTION },
+      url,
+      schema,
+      ...(extra.node && node ? { node: { ...extra.node, name: node } } : {}),
+    });
     schemas.set(store, schema);
     return store;
   };
@@ -35,4 +47,10 @@ function harness(extra: Omit<PgHostStoreOptions, 'url'>): ContractHarness {
 }
 
 eventStoreContract('postgres', harness({}));
-eventStoreContract('postgres, a cluster node', harness({ node: { name: 'contract', leaseTtlMs: 15_000 }, pageOut: { keepRecent: 0, requestStreams: { is: isRequestStream } } }));
+eventStoreContract(
+  'postgres, a cluster node',
+  harness({
+    node: { name: 'contract', leaseTtlMs: 15_000 },
+    pageOut: { keepRecent: 0, requestStreams: { is: isRequestStream } },
+  }),
+);

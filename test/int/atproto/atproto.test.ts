@@ -31,7 +31,16 @@ import {
   type JsonObject,
   type RunnerPolicy,
 } from '../../../src/adapters/atproto/index.ts';
-import { forgeRecordProof, replaceRecordBlock, startPdsProxy, startTestPds, type PdsProxy, type ProxiedResponse, type TestAccount, type TestPds } from '../../support/pds.ts';
+import {
+  forgeRecordProof,
+  replaceRecordBlock,
+  startPdsProxy,
+  startTestPds,
+  type PdsProxy,
+  type ProxiedResponse,
+  type TestAccount,
+  type TestPds,
+} from '../../support/pds.ts';
 import { codeOfOnly } from '../../support/errors.ts';
 
 const codeOf = codeOfOnly(AtprotoError, ValidationError);
@@ -56,7 +65,12 @@ afterAll(async () => {
 describe('identity', () => {
   it('resolves a did:plc to its PDS, #atproto key and handle', async () => {
     const id = await resolveDid(alice.did, opts());
-    expect(id).toEqual({ did: alice.did, pdsEndpoint: pds.pdsUrl, signingKey: expect.stringMatching(/^did:key:z[1-9A-HJ-NP-Za-km-z]+$/), handle: 'alice.test' });
+    expect(id).toEqual({
+      did: alice.did,
+      pdsEndpoint: pds.pdsUrl,
+      signingKey: expect.stringMatching(/^did:key:z[1-9A-HJ-NP-Za-km-z]+$/),
+      handle: 'alice.test',
+    });
   });
 
   it('an unknown did:plc, or an unreachable directory: DID_RESOLUTION_FAILED', async () => {
@@ -80,8 +94,12 @@ describe('identity', () => {
       expect(id).toEqual({ ...plcId, did });
       // The fetch policy: a loopback host is refused before anything is fetched, unless the operator allows it.
       expect(await codeOf(resolveDid(did, { timeoutMs: 2000 }))).toBe('DID_WEB_HOST_REFUSED');
-      expect(await codeOf(resolveDid(`did:web:127.0.0.1%3A${(server.address() as AddressInfo).port}`, { timeoutMs: 2000 }))).toBe('DID_WEB_HOST_REFUSED');
-      expect(await codeOf(resolveDid(did, { timeoutMs: 2000, didWebAllowLoopback: true }))).toBe('DID_RESOLUTION_FAILED'); // allowed, but https on a plain-http port
+      expect(
+        await codeOf(resolveDid(`did:web:127.0.0.1%3A${(server.address() as AddressInfo).port}`, { timeoutMs: 2000 })),
+      ).toBe('DID_WEB_HOST_REFUSED');
+      expect(await codeOf(resolveDid(did, { timeoutMs: 2000, didWebAllowLoopback: true }))).toBe(
+        'DID_RESOLUTION_FAILED',
+      ); // allowed, but https on a plain-http port
     } finally {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
@@ -91,7 +109,9 @@ describe('identity', () => {
   it('resolves a handle through the PDS and checks the DID document claims it back', async () => {
     const id = await resolveHandle('Alice.Test', { ...opts(), handleResolverUrl: pds.pdsUrl });
     expect(id.did).toBe(alice.did);
-    expect(await codeOf(resolveHandle('nobody.test', { ...opts(), handleResolverUrl: pds.pdsUrl }))).toBe('HANDLE_RESOLUTION_FAILED');
+    expect(await codeOf(resolveHandle('nobody.test', { ...opts(), handleResolverUrl: pds.pdsUrl }))).toBe(
+      'HANDLE_RESOLUTION_FAILED',
+    );
   });
 });
 
@@ -102,7 +122,12 @@ describe('records and blobs', () => {
   const archive = new TextEncoder().encode('pretend this is a tar archive with one top-level directory\n'.repeat(50));
 
   beforeAll(async () => {
-    runtime = await alice.publisher.putRecord(RUNTIME, 'python', { name: 'python', kind: 'language', protocolVersion: 1, createdAt: now() });
+    runtime = await alice.publisher.putRecord(RUNTIME, 'python', {
+      name: 'python',
+      kind: 'language',
+      protocolVersion: 1,
+      createdAt: now(),
+    });
     const blob = await alice.publisher.uploadBlob(archive, `application/${runtime.cid}`);
     codeValue = {
       $type: CODE,
@@ -149,29 +174,42 @@ describe('records and blobs', () => {
   });
 
   it('blob errors: unknown CID, over the size cap, not a blob CID', async () => {
-    expect(await codeOf(fetchBlob(alice.did, cidForBlobBytes(new TextEncoder().encode('never uploaded')), opts()))).toBe('BLOB_NOT_FOUND');
-    expect(await codeOf(fetchBlob(alice.did, cidForBlobBytes(archive), { ...opts(), maxBytes: 100 }))).toBe('BLOB_TOO_LARGE');
+    expect(
+      await codeOf(fetchBlob(alice.did, cidForBlobBytes(new TextEncoder().encode('never uploaded')), opts())),
+    ).toBe('BLOB_NOT_FOUND');
+    expect(await codeOf(fetchBlob(alice.did, cidForBlobBytes(archive), { ...opts(), maxBytes: 100 }))).toBe(
+      'BLOB_TOO_LARGE',
+    );
     expect(await codeOf(fetchBlob(alice.did, code.cid, opts()))).toBe('CID_INVALID');
   });
 
   it('a wrong expectCid: RECORD_CID_MISMATCH in both modes', async () => {
     for (const mode of ['strict', 'cid'] as const) {
-      expect(await codeOf(fetchRecord(code.uri, { ...opts(), mode, expectCid: runtime.cid }))).toBe('RECORD_CID_MISMATCH');
-      await expect(fetchRecord(code.uri, { ...opts(), mode, expectCid: code.cid })).resolves.toMatchObject({ cid: code.cid });
+      expect(await codeOf(fetchRecord(code.uri, { ...opts(), mode, expectCid: runtime.cid }))).toBe(
+        'RECORD_CID_MISMATCH',
+      );
+      await expect(fetchRecord(code.uri, { ...opts(), mode, expectCid: code.cid })).resolves.toMatchObject({
+        cid: code.cid,
+      });
     }
   });
 
   it('a missing record: RECORD_NOT_FOUND in both modes (strict proves absence under the signed commit)', async () => {
     const uri = `at://${alice.did}/${CODE}/nope`;
-    for (const mode of ['strict', 'cid'] as const) expect(await codeOf(fetchRecord(uri, { ...opts(), mode }))).toBe('RECORD_NOT_FOUND');
+    for (const mode of ['strict', 'cid'] as const)
+      expect(await codeOf(fetchRecord(uri, { ...opts(), mode }))).toBe('RECORD_NOT_FOUND');
     await expect(fetchRecord(uri, opts())).rejects.toThrow(/absence proven under commit/);
   });
 
   it('a repo the PDS does not host: RECORD_NOT_FOUND; a PDS that does not answer: PDS_UNREACHABLE', async () => {
     const id = await resolveDid(alice.did, opts());
     const ghost = { ...id, did: 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa' };
-    expect(await codeOf(fetchRecord(`at://${ghost.did}/${CODE}/hello`, { ...opts(), identity: ghost }))).toBe('RECORD_NOT_FOUND');
-    expect(await codeOf(fetchRecord(code.uri, { ...opts(), identity: { ...id, pdsEndpoint: 'http://127.0.0.1:1' } }))).toBe('PDS_UNREACHABLE');
+    expect(await codeOf(fetchRecord(`at://${ghost.did}/${CODE}/hello`, { ...opts(), identity: ghost }))).toBe(
+      'RECORD_NOT_FOUND',
+    );
+    expect(
+      await codeOf(fetchRecord(code.uri, { ...opts(), identity: { ...id, pdsEndpoint: 'http://127.0.0.1:1' } })),
+    ).toBe('PDS_UNREACHABLE');
   });
 
   it('accepts a handle authority when given a resolver, and returns the DID-based URI', async () => {
@@ -181,8 +219,12 @@ describe('records and blobs', () => {
     expect(await codeOf(fetchRecord(`at://alice.test/${CODE}/hello`, opts()))).toBe('HANDLE_RESOLUTION_FAILED');
     // A pre-resolved identity is used only when it claims that handle.
     const id = await resolveDid(alice.did, opts());
-    await expect(fetchRecord(`at://alice.test/${CODE}/hello`, { ...opts(), identity: id })).resolves.toMatchObject({ uri: code.uri });
-    expect(await codeOf(fetchRecord(`at://bob.test/${CODE}/hello`, { ...opts(), identity: id }))).toBe('HANDLE_RESOLUTION_FAILED');
+    await expect(fetchRecord(`at://alice.test/${CODE}/hello`, { ...opts(), identity: id })).resolves.toMatchObject({
+      uri: code.uri,
+    });
+    expect(await codeOf(fetchRecord(`at://bob.test/${CODE}/hello`, { ...opts(), identity: id }))).toBe(
+      'HANDLE_RESOLUTION_FAILED',
+    );
   });
 });
 
@@ -195,12 +237,25 @@ describe('a lying PDS', () => {
   let truth: { uri: string; cid: string };
   let blobCid: string;
   const honest = { runtime: 'python', entrypoint: 'app/main.py', createdAt: '2026-01-01T00:00:00.000Z' };
-  const forged: JsonObject = { $type: CODE, runtime: 'python', entrypoint: 'app/evil.py', createdAt: '2026-01-01T00:00:00.000Z' };
+  const forged: JsonObject = {
+    $type: CODE,
+    runtime: 'python',
+    entrypoint: 'app/evil.py',
+    createdAt: '2026-01-01T00:00:00.000Z',
+  };
   const blobBytes = new TextEncoder().encode('honest code archive bytes');
 
   const rewrite = async (path: string, up: ProxiedResponse): Promise<ProxiedResponse> => {
-    const json = (v: unknown): ProxiedResponse => ({ status: 200, headers: { 'content-type': 'application/json' }, body: new TextEncoder().encode(JSON.stringify(v)) });
-    const car = (b: Uint8Array): ProxiedResponse => ({ status: 200, headers: { 'content-type': 'application/vnd.ipld.car' }, body: b });
+    const json = (v: unknown): ProxiedResponse => ({
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+      body: new TextEncoder().encode(JSON.stringify(v)),
+    });
+    const car = (b: Uint8Array): ProxiedResponse => ({
+      status: 200,
+      headers: { 'content-type': 'application/vnd.ipld.car' },
+      body: b,
+    });
     const isJsonRecord = path.startsWith('/xrpc/com.atproto.repo.getRecord?');
     const isCarRecord = path.startsWith('/xrpc/com.atproto.sync.getRecord?');
     if (up.status !== 200) return up;
@@ -215,7 +270,9 @@ describe('a lying PDS', () => {
         return up;
       case 'other-repo': // a real, validly signed proof, but of mallory's repo
         if (isCarRecord) {
-          const res = await fetch(`${pds.pdsUrl}/xrpc/com.atproto.sync.getRecord?did=${mallory.did}&collection=${CODE}&rkey=hello`);
+          const res = await fetch(
+            `${pds.pdsUrl}/xrpc/com.atproto.sync.getRecord?did=${mallory.did}&collection=${CODE}&rkey=hello`,
+          );
           return car(new Uint8Array(await res.arrayBuffer()));
         }
         return up;
@@ -240,7 +297,15 @@ describe('a lying PDS', () => {
     truth = await victim.publisher.putRecord(CODE, 'hello', honest);
     await mallory.publisher.putRecord(CODE, 'hello', forged);
     blobCid = (await victim.publisher.uploadBlob(blobBytes, 'application/octet-stream')).ref.$link;
-    await victim.publisher.putRecord(CODE, 'with-blob', { ...honest, blob: { $type: 'blob', ref: { $link: blobCid }, mimeType: 'application/octet-stream', size: blobBytes.byteLength } });
+    await victim.publisher.putRecord(CODE, 'with-blob', {
+      ...honest,
+      blob: {
+        $type: 'blob',
+        ref: { $link: blobCid },
+        mimeType: 'application/octet-stream',
+        size: blobBytes.byteLength,
+      },
+    });
     proxy = await startPdsProxy(pds.pdsUrl, rewrite);
     await pds.setPdsEndpoint(victim.did, proxy.url);
   });
@@ -269,7 +334,9 @@ describe('a lying PDS', () => {
     expect(fooled.cid).toBe(cidForRecordJson(forged));
     expect(await codeOf(fetchRecord(truth.uri, opts()))).toBe('RECORD_PROOF_INVALID');
     // cid mode does catch it once the caller pins the CID (a strong ref).
-    expect(await codeOf(fetchRecord(truth.uri, { ...opts(), mode: 'cid', expectCid: truth.cid }))).toBe('RECORD_CID_MISMATCH');
+    expect(await codeOf(fetchRecord(truth.uri, { ...opts(), mode: 'cid', expectCid: truth.cid }))).toBe(
+      'RECORD_CID_MISMATCH',
+    );
   });
 
   it('a proof signed by a key that is not in the DID document: RECORD_SIGNATURE_INVALID', async () => {
@@ -300,8 +367,14 @@ describe('aliases', () => {
   let aliasUri: string;
 
   beforeAll(async () => {
-    v1 = await alice.publisher.putRecord(CODE, 'greeter', { runtime: 'python', entrypoint: 'v1/main.py', createdAt: now() });
-    aliasUri = (await alice.publisher.putRecord(AT_RUN_V2.alias, 'greet', buildAliasRecord(v1) as unknown as JsonObject)).uri;
+    v1 = await alice.publisher.putRecord(CODE, 'greeter', {
+      runtime: 'python',
+      entrypoint: 'v1/main.py',
+      createdAt: now(),
+    });
+    aliasUri = (
+      await alice.publisher.putRecord(AT_RUN_V2.alias, 'greet', buildAliasRecord(v1) as unknown as JsonObject)
+    ).uri;
   });
 
   it('resolves a code URI as itself and an alias one hop to the code record it pins', async () => {
@@ -315,7 +388,11 @@ describe('aliases', () => {
     const reader = createAtprotoReader(opts());
     const before = await reader.resolveAlias(aliasUri);
     expect(before.target).toEqual(v1);
-    const v2 = await alice.publisher.putRecord(CODE, 'greeter', { runtime: 'python', entrypoint: 'v2/main.py', createdAt: now() });
+    const v2 = await alice.publisher.putRecord(CODE, 'greeter', {
+      runtime: 'python',
+      entrypoint: 'v2/main.py',
+      createdAt: now(),
+    });
     expect(v2.cid).not.toBe(v1.cid);
     // The alias still pins v1: fetching the code record with that pin now fails.
     expect(await codeOf(reader.fetchRecord(v1.uri, { expectCid: v1.cid }))).toBe('RECORD_CID_MISMATCH');
@@ -349,7 +426,9 @@ describe('publishing client', () => {
   });
 
   it('a wrong password: PUBLISH_AUTH_FAILED', async () => {
-    expect(await codeOf(createPublisher({ pdsUrl: pds.pdsUrl, identifier: 'alice.test', password: 'wrong' }))).toBe('PUBLISH_AUTH_FAILED');
+    expect(await codeOf(createPublisher({ pdsUrl: pds.pdsUrl, identifier: 'alice.test', password: 'wrong' }))).toBe(
+      'PUBLISH_AUTH_FAILED',
+    );
   });
 
   it('refuses bad records before writing, and reports a failed compare-and-swap', async () => {
@@ -357,7 +436,9 @@ describe('publishing client', () => {
     expect(await codeOf(alice.publisher.putRecord(CODE, 'typed', { $type: RUNTIME }))).toBe('RECORD_FIELDS_INVALID');
     expect(await codeOf(fetchRecord(`at://${alice.did}/${CODE}/float`, opts()))).toBe('RECORD_NOT_FOUND');
     const first = await alice.publisher.putRecord(CODE, 'cas', { n: 1 });
-    await expect(alice.publisher.putRecord(CODE, 'cas', { n: 2 }, { swapRecord: first.cid })).resolves.toMatchObject({ uri: first.uri });
+    await expect(alice.publisher.putRecord(CODE, 'cas', { n: 2 }, { swapRecord: first.cid })).resolves.toMatchObject({
+      uri: first.uri,
+    });
     try {
       await alice.publisher.putRecord(CODE, 'cas', { n: 3 }, { swapRecord: first.cid });
       expect.unreachable();
@@ -383,14 +464,28 @@ describe('publishing client', () => {
       platforms: [{ os: 'linux', architecture: 'amd64' }],
       isolation: { backend: 'docker', ociRuntime: 'runc', strong: false },
       sandboxImage: `localhost:5000/sandbox@sha256:${'b'.repeat(64)}`,
-      limits: { maxMemoryBytes: 512 << 20, maxPids: 128, maxMilliCpus: 1000, maxTimeoutMs: 60_000, maxCodeBlobBytes: 10 << 20, maxRuntimeArchiveBytes: 200 << 20, network: 'none' },
+      limits: {
+        maxMemoryBytes: 512 << 20,
+        maxPids: 128,
+        maxMilliCpus: 1000,
+        maxTimeoutMs: 60_000,
+        maxCodeBlobBytes: 10 << 20,
+        maxRuntimeArchiveBytes: 200 << 20,
+        network: 'none',
+      },
     };
     const runnerRef = await putRunnerRecord(runner.publisher, policy);
     expect(runnerRef.uri).toBe(`at://${runner.did}/${AT_RUN_V2.runner}/self`);
     const runnerRec = await fetchRecord(runnerRef.uri, opts());
-    expect(runnerRec.value).toEqual({ ...buildRunnerRecord(policy, { createdAt: runnerRec.value.createdAt as string }) });
+    expect(runnerRec.value).toEqual({
+      ...buildRunnerRecord(policy, { createdAt: runnerRec.value.createdAt as string }),
+    });
 
-    const code = await alice.publisher.putRecord(CODE, 'receipted', { runtime: 'python', entrypoint: 'main.py', createdAt: now() });
+    const code = await alice.publisher.putRecord(CODE, 'receipted', {
+      runtime: 'python',
+      entrypoint: 'main.py',
+      createdAt: now(),
+    });
     const rt = await alice.publisher.putRecord(RUNTIME, 'python-receipt', { name: 'python', createdAt: now() });
     const receipt: ExecutionReceipt = {
       executionId: 'exec_01J9Z3K4M5N6P7Q8R9S0T1V2W3',
@@ -426,7 +521,14 @@ function listeners(port: number): string[] {
       const [, local = '', , state] = line.trim().split(/\s+/);
       const [addr = '', hexPort = ''] = local.split(':');
       if (state !== '0A' || Number.parseInt(hexPort, 16) !== port) continue; // 0A: LISTEN
-      out.push(addr.length === 8 ? (addr.match(/../g) ?? []).reverse().map((b) => Number.parseInt(b, 16)).join('.') : `ipv6 ${addr}`);
+      out.push(
+        addr.length === 8
+          ? (addr.match(/../g) ?? [])
+              .reverse()
+              .map((b) => Number.parseInt(b, 16))
+              .join('.')
+          : `ipv6 ${addr}`,
+      );
     }
   }
   return out;
@@ -434,6 +536,7 @@ function listeners(port: number): string[] {
 
 describe('the embedded network', () => {
   it('its PDS and PLC directory listen on 127.0.0.1 only, never on every interface', () => {
-    for (const url of [pds.pdsUrl, pds.plcUrl]) expect(listeners(Number(new URL(url).port)), url).toEqual(['127.0.0.1']);
+    for (const url of [pds.pdsUrl, pds.plcUrl])
+      expect(listeners(Number(new URL(url).port)), url).toEqual(['127.0.0.1']);
   });
 });

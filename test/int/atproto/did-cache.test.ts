@@ -3,7 +3,15 @@
 // read and verified on every call; a document that changed is picked up at once when the cached one fails.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AT_RUN_V2, createAtprotoReader, type JsonObject } from '../../../src/adapters/atproto/index.ts';
-import { replaceRecordBlock, startPdsProxy, startTestPds, type PdsProxy, type ProxiedResponse, type TestAccount, type TestPds } from '../../support/pds.ts';
+import {
+  replaceRecordBlock,
+  startPdsProxy,
+  startTestPds,
+  type PdsProxy,
+  type ProxiedResponse,
+  type TestAccount,
+  type TestPds,
+} from '../../support/pds.ts';
 import { codeOf } from '../../support/errors.ts';
 
 const CODE = AT_RUN_V2.code;
@@ -24,7 +32,15 @@ beforeAll(async () => {
   front = await startPdsProxy(pds.pdsUrl, async (path, up): Promise<ProxiedResponse> => {
     if (up.status !== 200) return up;
     if (mode === 'forge' && path.startsWith('/xrpc/com.atproto.sync.getRecord?')) {
-      return { ...up, body: await replaceRecordBlock(up.body, CODE, { $type: CODE, runtime: 'node', entrypoint: 'evil.mjs', createdAt: '2026-01-01T00:00:00.000Z' }) };
+      return {
+        ...up,
+        body: await replaceRecordBlock(up.body, CODE, {
+          $type: CODE,
+          runtime: 'node',
+          entrypoint: 'evil.mjs',
+          createdAt: '2026-01-01T00:00:00.000Z',
+        }),
+      };
     }
     if (mode === 'tamper-blob' && path.startsWith('/xrpc/com.atproto.sync.getBlob?')) {
       const b = Uint8Array.from(up.body);
@@ -53,14 +69,20 @@ describe('the DID document cache (default TTL)', () => {
     blob = (await alice.publisher.uploadBlob(bytes, 'application/octet-stream')) as unknown as JsonObject;
     blobCid = (blob.ref as { $link: string }).$link;
     // Every version references the blob: the PDS keeps only blobs a record references.
-    rec = await alice.publisher.putRecord(CODE, 'live', { runtime: 'node', entrypoint: 'v1.mjs', blob, createdAt: now() });
+    rec = await alice.publisher.putRecord(CODE, 'live', {
+      runtime: 'node',
+      entrypoint: 'v1.mjs',
+      blob,
+      createdAt: now(),
+    });
   });
 
   it('reads the DID document once, and the record (proof and signature checked) on every call', async () => {
     const reader = createAtprotoReader({ plcUrl: plc.url });
     const docsBefore = didReads(alice.did);
     const recordsBefore = recordReads();
-    for (let i = 0; i < 3; i++) await expect(reader.fetchRecord(rec.uri)).resolves.toMatchObject({ cid: rec.cid, mode: 'strict' });
+    for (let i = 0; i < 3; i++)
+      await expect(reader.fetchRecord(rec.uri)).resolves.toMatchObject({ cid: rec.cid, mode: 'strict' });
     await expect(reader.fetchBlob(alice.did, blobCid)).resolves.toMatchObject({ cid: blobCid });
     expect(didReads(alice.did) - docsBefore).toBe(1);
     expect(recordReads() - recordsBefore).toBe(3);
@@ -69,7 +91,12 @@ describe('the DID document cache (default TTL)', () => {
   it('a record changed between two calls is seen on the second (records are never cached)', async () => {
     const reader = createAtprotoReader({ plcUrl: plc.url });
     await expect(reader.fetchRecord(rec.uri)).resolves.toMatchObject({ cid: rec.cid });
-    const v2 = await alice.publisher.putRecord(CODE, 'live', { runtime: 'node', entrypoint: 'v2.mjs', blob, createdAt: now() });
+    const v2 = await alice.publisher.putRecord(CODE, 'live', {
+      runtime: 'node',
+      entrypoint: 'v2.mjs',
+      blob,
+      createdAt: now(),
+    });
     const got = await reader.fetchRecord(rec.uri);
     expect(got.cid).toBe(v2.cid);
     expect(got.value.entrypoint).toBe('v2.mjs');
@@ -105,7 +132,11 @@ describe('the DID document cache (default TTL)', () => {
 describe('a DID document that changed while cached', () => {
   it('an account that moved: the cached PDS fails, a fresh document is read and the call succeeds', async () => {
     const bob = await pds.createAccount('bob.test');
-    const rec = await bob.publisher.putRecord(CODE, 'moved', { runtime: 'node', entrypoint: 'index.mjs', createdAt: now() } as JsonObject);
+    const rec = await bob.publisher.putRecord(CODE, 'moved', {
+      runtime: 'node',
+      entrypoint: 'index.mjs',
+      createdAt: now(),
+    } as JsonObject);
     await pds.setPdsEndpoint(bob.did, 'http://127.0.0.1:1'); // nothing listens there
     const reader = createAtprotoReader({ plcUrl: plc.url });
     expect((await reader.resolveDid(bob.did)).pdsEndpoint).toBe('http://127.0.0.1:1');
@@ -121,7 +152,11 @@ describe('a DID document that changed while cached', () => {
 
   it('a failure with a document read for this very call is the answer (no second read)', async () => {
     const carol = await pds.createAccount('carol.test');
-    const rec = await carol.publisher.putRecord(CODE, 'gone', { runtime: 'node', entrypoint: 'index.mjs', createdAt: now() } as JsonObject);
+    const rec = await carol.publisher.putRecord(CODE, 'gone', {
+      runtime: 'node',
+      entrypoint: 'index.mjs',
+      createdAt: now(),
+    } as JsonObject);
     await pds.setPdsEndpoint(carol.did, 'http://127.0.0.1:1');
     const reader = createAtprotoReader({ plcUrl: plc.url });
     const before = didReads(carol.did);
@@ -131,7 +166,11 @@ describe('a DID document that changed while cached', () => {
 
   it('within the TTL, a moved account whose old PDS still answers honestly is read there (the documented trade)', async () => {
     const dave = await pds.createAccount('dave.test');
-    const rec = await dave.publisher.putRecord(CODE, 'here', { runtime: 'node', entrypoint: 'index.mjs', createdAt: now() } as JsonObject);
+    const rec = await dave.publisher.putRecord(CODE, 'here', {
+      runtime: 'node',
+      entrypoint: 'index.mjs',
+      createdAt: now(),
+    } as JsonObject);
     const reader = createAtprotoReader({ plcUrl: plc.url });
     await expect(reader.fetchRecord(rec.uri)).resolves.toMatchObject({ pdsEndpoint: pds.pdsUrl });
     await pds.setPdsEndpoint(dave.did, front.url);

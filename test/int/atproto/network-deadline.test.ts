@@ -18,7 +18,10 @@ const COLLECTION = 'com.example.deadline.probe';
 // The reads run under this Node, and under the machine's own Node when it is another one (Node 20 here: its
 // undici reaches the fetch controller through a WeakRef, which is where a collection used to lose the deadline).
 const SYSTEM_NODE = '/usr/bin/node';
-const NODES = [process.execPath, ...(existsSync(SYSTEM_NODE) && realpathSync(SYSTEM_NODE) !== realpathSync(process.execPath) ? [SYSTEM_NODE] : [])];
+const NODES = [
+  process.execPath,
+  ...(existsSync(SYSTEM_NODE) && realpathSync(SYSTEM_NODE) !== realpathSync(process.execPath) ? [SYSTEM_NODE] : []),
+];
 let pds: TestPds;
 let alice: TestAccount;
 let recordUri: string;
@@ -29,7 +32,13 @@ beforeAll(async () => {
   pds = await startTestPds();
   alice = await pds.createAccount('alice.test');
   // Bodies big enough that a trickle takes minutes: a record with a 4 KB field, a 64 KB blob.
-  recordUri = (await alice.publisher.putRecord(COLLECTION, 'probe', { $type: COLLECTION, pad: 'p'.repeat(4096), createdAt: new Date().toISOString() })).uri;
+  recordUri = (
+    await alice.publisher.putRecord(COLLECTION, 'probe', {
+      $type: COLLECTION,
+      pad: 'p'.repeat(4096),
+      createdAt: new Date().toISOString(),
+    })
+  ).uri;
   blobCid = (await alice.publisher.uploadBlob(new Uint8Array(64 * 1024).fill(7), 'application/octet-stream')).ref.$link;
 }, 120_000);
 
@@ -46,9 +55,17 @@ interface ReadReport {
 }
 
 /** Runs the reads in a child with --expose-gc (collections forced during each read); kills it if a read hangs. */
-function runChild(node: string, args: Record<string, unknown>, killAfterMs: number): Promise<{ reports: ReadReport[]; exit: number | null; killed: boolean; stderr: string }> {
+function runChild(
+  node: string,
+  args: Record<string, unknown>,
+  killAfterMs: number,
+): Promise<{ reports: ReadReport[]; exit: number | null; killed: boolean; stderr: string }> {
   return new Promise((done) => {
-    const child = spawn(node, ['--expose-gc', '--unhandled-rejections=strict', '--import', 'tsx', CHILD, JSON.stringify(args)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      node,
+      ['--expose-gc', '--unhandled-rejections=strict', '--import', 'tsx', CHILD, JSON.stringify(args)],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     const reports: ReadReport[] = [];
     let stderr = '';
     let killed = false;
@@ -66,40 +83,69 @@ function runChild(node: string, args: Record<string, unknown>, killAfterMs: numb
 }
 
 describe('read deadlines', () => {
-  it.each(NODES)('a body trickling at 1 B/s is cut off within the read deadline, with GC forced during the read (DID document, record, blob) — %s', async (node) => {
-    const slowPlc = await startSlowProxy(pds.plcUrl, () => ({ trickleBytesPerSecond: 1, eagerHeaders: true }));
-    const slowPds = await startSlowProxy(pds.pdsUrl, () => ({ trickleBytesPerSecond: 1, eagerHeaders: true }));
-    proxies.push(slowPlc, slowPds);
-    const timeoutMs = 1500;
-    const r = await runChild(node, { did: alice.did, recordUri, blobCid, plcUrl: pds.plcUrl, slowPlcUrl: slowPlc.url, slowPdsUrl: slowPds.url, timeoutMs }, 60_000);
-    expect(r.killed, `a read was never cut off:\n${r.stderr}`).toBe(false);
-    expect(r.exit, r.stderr).toBe(0);
-    expect(r.reports.map((x) => [x.name, x.code, x.bound])).toEqual([
-      ['did-document', 'NETWORK_TIMEOUT', 'read'],
-      ['record', 'NETWORK_TIMEOUT', 'read'],
-      ['blob', 'NETWORK_TIMEOUT', 'read'],
-      ['record-execution-deadline', 'NETWORK_TIMEOUT', 'execution'],
-    ]);
-    // Cut off at the deadline (not before, not long after): the body had minutes left to trickle.
-    for (const x of r.reports) {
-      expect(x.ms, x.name).toBeGreaterThanOrEqual(timeoutMs - 100);
-      expect(x.ms, x.name).toBeLessThan(timeoutMs + 2500);
-    }
-    // It was the body that was cut: the headers had been sent at once, and at most a few bytes of a body of kilobytes.
-    expect(slowPds.requests.length).toBe(3);
-    expect(slowPlc.requests.length).toBe(1);
-    for (const q of [...slowPds.requests, ...slowPlc.requests]) expect(q.headersSent, q.path).toBe(true);
-    for (const q of [...slowPds.requests, ...slowPlc.requests]) expect(q.sent, q.path).toBeLessThan(10);
-  }, 90_000);
+  it.each(NODES)(
+    'a body trickling at 1 B/s is cut off within the read deadline, with GC forced during the read (DID document, record, blob) — %s',
+    async (node) => {
+      const slowPlc = await startSlowProxy(pds.plcUrl, () => ({ trickleBytesPerSecond: 1, eagerHeaders: true }));
+      const slowPds = await startSlowProxy(pds.pdsUrl, () => ({ trickleBytesPerSecond: 1, eagerHeaders: true }));
+      proxies.push(slowPlc, slowPds);
+      const timeoutMs = 1500;
+      const r = await runChild(
+        node,
+        {
+          did: alice.did,
+          recordUri,
+          blobCid,
+          plcUrl: pds.plcUrl,
+          slowPlcUrl: slowPlc.url,
+          slowPdsUrl: slowPds.url,
+          timeoutMs,
+        },
+        60_000,
+      );
+      expect(r.killed, `a read was never cut off:\n${r.stderr}`).toBe(false);
+      expect(r.exit, r.stderr).toBe(0);
+      expect(r.reports.map((x) => [x.name, x.code, x.bound])).toEqual([
+        ['did-document', 'NETWORK_TIMEOUT', 'read'],
+        ['record', 'NETWORK_TIMEOUT', 'read'],
+        ['blob', 'NETWORK_TIMEOUT', 'read'],
+        ['record-execution-deadline', 'NETWORK_TIMEOUT', 'execution'],
+      ]);
+      // Cut off at the deadline (not before, not long after): the body had minutes left to trickle.
+      for (const x of r.reports) {
+        expect(x.ms, x.name).toBeGreaterThanOrEqual(timeoutMs - 100);
+        expect(x.ms, x.name).toBeLessThan(timeoutMs + 2500);
+      }
+      // It was the body that was cut: the headers had been sent at once, and at most a few bytes of a body of kilobytes.
+      expect(slowPds.requests.length).toBe(3);
+      expect(slowPlc.requests.length).toBe(1);
+      for (const q of [...slowPds.requests, ...slowPlc.requests]) expect(q.headersSent, q.path).toBe(true);
+      for (const q of [...slowPds.requests, ...slowPlc.requests]) expect(q.sent, q.path).toBeLessThan(10);
+    },
+    90_000,
+  );
 
-  it("a 3 s execution whose PDS answers every read after 9 s fails at its deadline (timeout, NETWORK_TIMEOUT), not after 9 s", async () => {
+  it('a 3 s execution whose PDS answers every read after 9 s fails at its deadline (timeout, NETWORK_TIMEOUT), not after 9 s', async () => {
     const runtimeUri = await publishNodeRuntime(pds, 'runtimes.test');
-    const code = await publishCode(alice.publisher, { dir: join(REPO, 'examples/greet-node'), runtime: runtimeUri, atproto: { plcUrl: pds.plcUrl } });
+    const code = await publishCode(alice.publisher, {
+      dir: join(REPO, 'examples/greet-node'),
+      runtime: runtimeUri,
+      atproto: { plcUrl: pds.plcUrl },
+    });
     const slowPds = await startSlowProxy(pds.pdsUrl, () => ({ delayMs: 9000 }));
-    const plc = await startSlowProxy(pds.plcUrl, (path) => (path.startsWith('/did:plc:') ? { rewrite: pointPdsAt(slowPds.url) } : null));
+    const plc = await startSlowProxy(pds.plcUrl, (path) =>
+      path.startsWith('/did:plc:') ? { rewrite: pointPdsAt(slowPds.url) } : null,
+    );
     proxies.push(slowPds, plc);
     const home = mkdtempSync(join(tmpdir(), 'runlog-deadline-'));
-    const rl = await createRunlog({ home, atproto: { plcUrl: plc.url }, reconcile: false, engineWatch: false, watchApps: false, log: () => undefined });
+    const rl = await createRunlog({
+      home,
+      atproto: { plcUrl: plc.url },
+      reconcile: false,
+      engineWatch: false,
+      watchApps: false,
+      log: () => undefined,
+    });
     try {
       const t0 = Date.now();
       const out = await rl.execute({ uri: code.uri, handler: 'greet', input: { name: 'Ada' }, timeoutMs: 3000 });

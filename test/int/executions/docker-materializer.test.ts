@@ -39,7 +39,10 @@ beforeAll(async () => {
   engine = createDockerEngine();
   // Limits of its own give this test its own cache volumes: caches made by other runs on this daemon (the demo,
   // the benchmarks) must not make "cold" materializations look cached.
-  materializer = createMaterializer(engine, { labels: LABELS, limits: { ...DEFAULT_ARCHIVE_LIMITS, maxEntries: DEFAULT_ARCHIVE_LIMITS.maxEntries - 7 } });
+  materializer = createMaterializer(engine, {
+    labels: LABELS,
+    limits: { ...DEFAULT_ARCHIVE_LIMITS, maxEntries: DEFAULT_ARCHIVE_LIMITS.maxEntries - 7 },
+  });
   await cleanupTestVolumes({ 'runlog.test': '1' }).catch(() => undefined);
 });
 
@@ -60,12 +63,27 @@ describe('engine', () => {
   it('fails with DOCKER_UNAVAILABLE on a socket where no Engine answers', async () => {
     const nowhere = createDockerEngine({ socketPath: '/nonexistent/docker.sock' });
     await expect(nowhere.ping()).rejects.toMatchObject({ code: 'DOCKER_UNAVAILABLE' });
-    await expect(nowhere.putArchive('x', '/x', packArchive([{ path: 'f', type: 'file', mode: 0o644, size: 1, data: Buffer.from('x') }]))).rejects.toMatchObject({ code: 'DOCKER_UNAVAILABLE' });
+    await expect(
+      nowhere.putArchive(
+        'x',
+        '/x',
+        packArchive([{ path: 'f', type: 'file', mode: 0o644, size: 1, data: Buffer.from('x') }]),
+      ),
+    ).rejects.toMatchObject({ code: 'DOCKER_UNAVAILABLE' });
   });
 
   it('a streamed archive upload the Engine refuses ends with its answer, typed (DOCKER_NOT_FOUND and the status)', async () => {
-    const many = Array.from({ length: 100 }, (_, i): ArchiveEntry => ({ path: `f${i}`, type: 'file', mode: 0o644, size: 100_000, content: [Buffer.alloc(100_000, i)] }));
-    await expect(engine.putArchive(`runlog-no-such-container-${RUN}`, '/x', packArchive(many))).rejects.toMatchObject({ code: 'DOCKER_NOT_FOUND', status: 404 });
+    const many = Array.from({ length: 100 }, (_, i): ArchiveEntry => ({
+      path: `f${i}`,
+      type: 'file',
+      mode: 0o644,
+      size: 100_000,
+      content: [Buffer.alloc(100_000, i)],
+    }));
+    await expect(engine.putArchive(`runlog-no-such-container-${RUN}`, '/x', packArchive(many))).rejects.toMatchObject({
+      code: 'DOCKER_NOT_FOUND',
+      status: 404,
+    });
   });
 
   it('finds every runlog image in the registry by digest', async () => {
@@ -103,7 +121,9 @@ describe('engine', () => {
   });
 
   it('refuses a tag reference before contacting anything', async () => {
-    await expect(engine.pullByDigest('localhost:5000/runtime-node:latest')).rejects.toMatchObject({ code: 'IMAGE_PULL_FAILED' });
+    await expect(engine.pullByDigest('localhost:5000/runtime-node:latest')).rejects.toMatchObject({
+      code: 'IMAGE_PULL_FAILED',
+    });
   });
 });
 
@@ -130,7 +150,15 @@ describe('materializer', () => {
     expect(result.entries).toBeGreaterThanOrEqual(3);
     expect(result.bytes).toBeGreaterThan(50 * 1024 * 1024);
     expect(seen.map((s) => `${s.step}:${s.phase}`)).toEqual(
-      expect.arrayContaining(['create-volume:done', 'create-container:done', 'download:done', 'validate:done', 'upload:done', 'remove-container:done', 'seal:done']),
+      expect.arrayContaining([
+        'create-volume:done',
+        'create-container:done',
+        'download:done',
+        'validate:done',
+        'upload:done',
+        'remove-container:done',
+        'seal:done',
+      ]),
     );
 
     // The Engine's own event log: the materializer container was created and destroyed, never started.
@@ -152,8 +180,14 @@ describe('materializer', () => {
     expect(listing.some((e) => e.path.startsWith('runtime/'))).toBe(false);
     // Byte for byte what the image ships (the ~95 MB binary went from the download to the upload in chunks).
     const digest = (b: Buffer) => createHash('sha256').update(b).digest('hex');
-    expect(digest(await volumeFile(result.volume, image, 'bin/node'))).toBe(digest(await imageFile(image, '/at-run/runtime/bin/node')));
-    expect((await volumeFile(result.volume, image, 'adapter/worker.mjs')).equals(await imageFile(image, '/at-run/runtime/adapter/worker.mjs'))).toBe(true);
+    expect(digest(await volumeFile(result.volume, image, 'bin/node'))).toBe(
+      digest(await imageFile(image, '/at-run/runtime/bin/node')),
+    );
+    expect(
+      (await volumeFile(result.volume, image, 'adapter/worker.mjs')).equals(
+        await imageFile(image, '/at-run/runtime/adapter/worker.mjs'),
+      ),
+    ).toBe(true);
     const volume = await engine.inspectVolume(result.volume);
     expect(volume!.labels).toMatchObject({ 'runlog.volume-kind': 'runtime', 'runlog.test-run': RUN });
     console.info(`[materialize node runtime cold] ${JSON.stringify(result.timings)}`);
@@ -165,27 +199,43 @@ describe('materializer', () => {
   });
 
   it('materializes the python runtime and the test addition', async () => {
-    const py = await materializer.materializeRuntime({ image: imageRef('runtime-python'), exportPath: '/at-run/runtime' });
+    const py = await materializer.materializeRuntime({
+      image: imageRef('runtime-python'),
+      exportPath: '/at-run/runtime',
+    });
     expect(py.cached).toBe(false);
     const listing = await volumeListing(py.volume, imageRef('runtime-python'));
     const paths = new Set(listing.map((e) => e.path));
-    for (const p of ['bin/python3', 'lib/python3.11/os.py', 'lib/python3.11/json/__init__.py', 'adapter/worker.py']) expect(paths.has(p), p).toBe(true);
+    for (const p of ['bin/python3', 'lib/python3.11/os.py', 'lib/python3.11/json/__init__.py', 'adapter/worker.py'])
+      expect(paths.has(p), p).toBe(true);
     expect([...paths].some((p) => p.startsWith('lib/python3.11/test/'))).toBe(false);
     console.info(`[materialize python runtime cold] ${JSON.stringify(py.timings)}`);
 
     const add = await materializer.materializeAddition({ image: imageRef('at-run-addition-test') });
     expect(add).toMatchObject({ kind: 'addition', entries: 1 });
-    expect((await volumeFile(add.volume, imageRef('at-run-addition-test'), 'hello.txt')).toString()).toBe('hello from an addition\n');
+    expect((await volumeFile(add.volume, imageRef('at-run-addition-test'), 'hello.txt')).toString()).toBe(
+      'hello from an addition\n',
+    );
   });
 
   it('copies a validated code archive through the stopped runtime image as carrier', async () => {
-    const file = (path: string, text: string): ArchiveEntry => ({ path, type: 'file', mode: 0o644, size: Buffer.byteLength(text), data: Buffer.from(text) });
+    const file = (path: string, text: string): ArchiveEntry => ({
+      path,
+      type: 'file',
+      mode: 0o644,
+      size: Buffer.byteLength(text),
+      data: Buffer.from(text),
+    });
     const archive = await writeArchive([
       file('main.mjs', 'export const greet = (i) => `hi ${i.name}`;\n'),
       { path: 'lib', type: 'directory', mode: 0o755, size: 0 },
       file('lib/util.mjs', 'export const x = 1;\n'),
     ]);
-    const code = await materializer.materializeCode({ archive, carrierImage: imageRef('runtime-node'), codeCid: 'bafkreitest' });
+    const code = await materializer.materializeCode({
+      archive,
+      carrierImage: imageRef('runtime-node'),
+      codeCid: 'bafkreitest',
+    });
     expect(code).toMatchObject({ kind: 'code', cached: false, entries: 3 });
     expect(code.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
     const main = await volumeFile(code.volume, imageRef('runtime-node'), 'main.mjs');
@@ -196,10 +246,14 @@ describe('materializer', () => {
   });
 
   it('refuses references that are not digest-pinned before touching Docker', async () => {
-    await expect(materializer.materializeRuntime({ image: 'localhost:5000/runtime-node:latest', exportPath: '/at-run/runtime' })).rejects.toMatchObject({
+    await expect(
+      materializer.materializeRuntime({ image: 'localhost:5000/runtime-node:latest', exportPath: '/at-run/runtime' }),
+    ).rejects.toMatchObject({
       code: 'RUNTIME_IMAGE_NOT_DIGEST',
     });
-    await expect(materializer.materializeRuntime({ image: imageRef('runtime-node'), exportPath: 'at-run/../etc' })).rejects.toMatchObject({
+    await expect(
+      materializer.materializeRuntime({ image: imageRef('runtime-node'), exportPath: 'at-run/../etc' }),
+    ).rejects.toMatchObject({
       code: 'RUNTIME_EXPORT_PATH_INVALID',
     });
   });
@@ -207,28 +261,42 @@ describe('materializer', () => {
   it('fails a wrong digest with IMAGE_NOT_FOUND and leaves no volume behind', async () => {
     const before = (await engine.listVolumes({ 'runlog.test-run': RUN })).length;
     const wrong = `localhost:5000/runtime-python@sha256:${'1'.repeat(64)}`;
-    await expect(materializer.materializeRuntime({ image: wrong, exportPath: '/at-run/runtime' })).rejects.toMatchObject({ code: 'IMAGE_NOT_FOUND' });
+    await expect(
+      materializer.materializeRuntime({ image: wrong, exportPath: '/at-run/runtime' }),
+    ).rejects.toMatchObject({ code: 'IMAGE_NOT_FOUND' });
     expect((await engine.listVolumes({ 'runlog.test-run': RUN })).length).toBe(before);
   });
 
   it('removes the volume and the container when the export path is missing', async () => {
     const before = (await engine.listVolumes({ 'runlog.test-run': RUN })).length;
-    const err = await materializer.materializeRuntime({ image: imageRef('runtime-node'), exportPath: '/at-run/nothing-here' }).catch((e: unknown) => e);
+    const err = await materializer
+      .materializeRuntime({ image: imageRef('runtime-node'), exportPath: '/at-run/nothing-here' })
+      .catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'EXPORT_PATH_NOT_FOUND' });
     expect((await engine.listVolumes({ 'runlog.test-run': RUN })).length).toBe(before);
     expect(await engine.listContainers({ 'runlog.test-run': RUN, 'runlog.kind': 'materializer' })).toEqual([]);
   });
 
   it('removes the volume when the export breaks the operator limits', async () => {
-    const strict = createMaterializer(engine, { labels: LABELS, limits: { ...DEFAULT_ARCHIVE_LIMITS, maxFileBytes: 1024 * 1024 } });
+    const strict = createMaterializer(engine, {
+      labels: LABELS,
+      limits: { ...DEFAULT_ARCHIVE_LIMITS, maxFileBytes: 1024 * 1024 },
+    });
     const before = (await engine.listVolumes({ 'runlog.test-run': RUN })).length;
-    const err = await strict.materializeRuntime({ image: imageRef('runtime-node'), exportPath: '/at-run/runtime' }).catch((e: unknown) => e);
+    const err = await strict
+      .materializeRuntime({ image: imageRef('runtime-node'), exportPath: '/at-run/runtime' })
+      .catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'ARCHIVE_REJECTED' });
     expect((await engine.listVolumes({ 'runlog.test-run': RUN })).length).toBe(before);
     expect(await engine.listContainers({ 'runlog.test-run': RUN, 'runlog.kind': 'materializer' })).toEqual([]);
 
-    const tiny = createMaterializer(engine, { labels: LABELS, limits: { ...DEFAULT_ARCHIVE_LIMITS, maxArchiveBytes: 4 * 1024 * 1024 } });
-    await expect(tiny.materializeRuntime({ image: imageRef('runtime-node'), exportPath: '/at-run/runtime' })).rejects.toMatchObject({ code: 'EXPORT_TOO_LARGE' });
+    const tiny = createMaterializer(engine, {
+      labels: LABELS,
+      limits: { ...DEFAULT_ARCHIVE_LIMITS, maxArchiveBytes: 4 * 1024 * 1024 },
+    });
+    await expect(
+      tiny.materializeRuntime({ image: imageRef('runtime-node'), exportPath: '/at-run/runtime' }),
+    ).rejects.toMatchObject({ code: 'EXPORT_TOO_LARGE' });
     expect((await engine.listVolumes({ 'runlog.test-run': RUN })).length).toBe(before);
   });
 

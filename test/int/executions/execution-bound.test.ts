@@ -6,7 +6,14 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { parseOperatorPolicy } from '../../../src/domain/at-run/operator-policy.ts';
-import { cleanupTestContainers, cleanupTestVolumes, watchContainerEvents, requireDocker, requireRegistry, TEST_LABELS } from '../../support/docker.ts';
+import {
+  cleanupTestContainers,
+  cleanupTestVolumes,
+  watchContainerEvents,
+  requireDocker,
+  requireRegistry,
+  TEST_LABELS,
+} from '../../support/docker.ts';
 import { publishCodeSource, publishNodeRuntime, startTestPds, type TestPds } from '../../support/pds.ts';
 
 const BOUND = 2;
@@ -27,8 +34,17 @@ beforeAll(async () => {
   uri = await publishCodeSource(pds, 'bound.test', root, await publishNodeRuntime(pds, 'runtimes.test'), SLOW);
   home = join(root, 'home');
   // No pre-started sandboxes: every sandbox counted is one an execution made for itself.
-  const policy = parseOperatorPolicy({ executions: { maxRunning: BOUND, maxQueued: 16 }, prestart: { perCode: 0, total: 0 } });
-  rl = await createRunlog({ home, policy, atproto: { plcUrl: pds.plcUrl }, labels: { ...TEST_LABELS }, log: () => undefined });
+  const policy = parseOperatorPolicy({
+    executions: { maxRunning: BOUND, maxQueued: 16 },
+    prestart: { perCode: 0, total: 0 },
+  });
+  rl = await createRunlog({
+    home,
+    policy,
+    atproto: { plcUrl: pds.plcUrl },
+    labels: { ...TEST_LABELS },
+    log: () => undefined,
+  });
 }, 240_000);
 
 afterAll(async () => {
@@ -42,7 +58,9 @@ afterAll(async () => {
 describe('executions.maxRunning on one supervisor', () => {
   it(`6 executions at once with a bound of ${BOUND}: all succeed, never more than ${BOUND} sandboxes running at once`, async () => {
     const watch = await watchContainerEvents();
-    const outs = await Promise.all(Array.from({ length: 6 }, (_, n) => rl.execute({ uri, handler: 'nap', input: { n }, timeoutMs: 60_000 })));
+    const outs = await Promise.all(
+      Array.from({ length: 6 }, (_, n) => rl.execute({ uri, handler: 'nap', input: { n }, timeoutMs: 60_000 })),
+    );
     expect(outs.map((o) => [o.status, o.output])).toEqual(Array.from({ length: 6 }, (_, n) => ['succeeded', { n }]));
     await rl.idle();
     await watch.settled();

@@ -11,7 +11,18 @@ import type { DockerEngine } from '../../../src/adapters/docker/docker-port.ts';
 import { createDockerEngine } from '../../../src/adapters/docker/dockerode-engine.ts';
 import type { Materialized } from '../../../src/adapters/docker/materializer.ts';
 import { DEFAULT_ARCHIVE_LIMITS } from '../../../src/domain/at-run/archive-limits.ts';
-import { cleanupTestContainers, cleanupTestVolumes, imageFile, imageRef, requireDocker, requireRegistry, TEST_LABELS, volumeFile, watchContainerEvents, type ContainerEventWatch } from '../../support/docker.ts';
+import {
+  cleanupTestContainers,
+  cleanupTestVolumes,
+  imageFile,
+  imageRef,
+  requireDocker,
+  requireRegistry,
+  TEST_LABELS,
+  volumeFile,
+  watchContainerEvents,
+  type ContainerEventWatch,
+} from '../../support/docker.ts';
 import { freshDirs } from '../../support/tmp.ts';
 
 const RUN = `matx-${process.pid}-${Date.now()}`;
@@ -35,7 +46,9 @@ afterAll(async () => {
   await cleanupTestVolumes(LABELS);
 });
 
-type Outcome = { ok: true; result: Materialized; steps: string[] } | { ok: false; code: string | null; message: string; steps: string[] };
+type Outcome =
+  | { ok: true; result: Materialized; steps: string[] }
+  | { ok: false; code: string | null; message: string; steps: string[] };
 
 interface Child {
   proc: ChildProcess;
@@ -50,14 +63,24 @@ interface Child {
 
 const children: Child[] = [];
 afterEach(() => {
-  for (const c of children.splice(0)) if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');
+  for (const c of children.splice(0))
+    if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');
 });
 
 /** A limit of its own gives each test a runtime volume no other run shares (the limits are part of its name). */
 const ownMaxEntries = () => DEFAULT_ARCHIVE_LIMITS.maxEntries - 100 - Math.floor(Math.random() * 9_000);
 
 function start(req: Record<string, unknown>): Child {
-  const proc = spawn(process.execPath, ['--import', 'tsx', CHILD, JSON.stringify({ labels: LABELS, maxEntries: DEFAULT_ARCHIVE_LIMITS.maxEntries, ...req })], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const proc = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      CHILD,
+      JSON.stringify({ labels: LABELS, maxEntries: DEFAULT_ARCHIVE_LIMITS.maxEntries, ...req }),
+    ],
+    { stdio: ['pipe', 'pipe', 'pipe'] },
+  );
   let err = '';
   let out = '';
   const waiters: { line: string; resolve: () => void }[] = [];
@@ -84,7 +107,11 @@ function start(req: Record<string, unknown>): Child {
       new Promise<void>((resolve, reject) => {
         if (err.split('\n').includes(line)) return resolve();
         waiters.push({ line, resolve });
-        void exited.then(() => (err.split('\n').includes(line) ? resolve() : reject(new Error(`the child exited before saying "${line}"; stderr:\n${err}`))));
+        void exited.then(() =>
+          err.split('\n').includes(line)
+            ? resolve()
+            : reject(new Error(`the child exited before saying "${line}"; stderr:\n${err}`)),
+        );
       }),
     send: (line) => proc.stdin!.write(`${line}\n`),
     outcome,
@@ -97,7 +124,9 @@ function start(req: Record<string, unknown>): Child {
 
 async function codeFile(): Promise<string> {
   const text = `export const id = '${randomBytes(8).toString('hex')}';\n`;
-  const archive = await writeArchive([{ path: 'main.mjs', type: 'file', mode: 0o644, size: Buffer.byteLength(text), data: Buffer.from(text) }]);
+  const archive = await writeArchive([
+    { path: 'main.mjs', type: 'file', mode: 0o644, size: Buffer.byteLength(text), data: Buffer.from(text) },
+  ]);
   const file = join(dirs(), 'code.tar');
   writeFileSync(file, archive);
   return file;
@@ -110,11 +139,17 @@ const ok = (o: Outcome): Materialized => {
 /** Carriers (the containers that mount the volume being filled) created for a volume since the watch began. */
 const carriersCreated = async (watch: ContainerEventWatch, volume: string) => {
   await watch.settled();
-  return watch.events({ 'runlog.test-run': RUN, 'runlog.materializing': volume }).filter((e) => e.action === 'create').map((e) => e.id);
+  return watch
+    .events({ 'runlog.test-run': RUN, 'runlog.materializing': volume })
+    .filter((e) => e.action === 'create')
+    .map((e) => e.id);
 };
 const sourcesCreated = async (watch: ContainerEventWatch, volume: string) => {
   await watch.settled();
-  return watch.events({ 'runlog.test-run': RUN, 'runlog.materializing': volume, 'runlog.materializer-role': 'source' }).filter((e) => e.action === 'create').map((e) => e.id);
+  return watch
+    .events({ 'runlog.test-run': RUN, 'runlog.materializing': volume, 'runlog.materializer-role': 'source' })
+    .filter((e) => e.action === 'create')
+    .map((e) => e.id);
 };
 const watches: ContainerEventWatch[] = [];
 /** A container event watch that ends with the file. */
@@ -148,7 +183,11 @@ describe('materializing one volume from several processes on one daemon', () => 
     const sources = await sourcesCreated(since, ra.volume);
     expect(carriers.length - sources.length).toBe(1); // one carrier; the rest are the download's source
     expect(sources).toHaveLength(1);
-    expect((await volumeFile(ra.volume, runtime, 'adapter/worker.mjs')).equals(await imageFile(runtime, '/at-run/runtime/adapter/worker.mjs'))).toBe(true);
+    expect(
+      (await volumeFile(ra.volume, runtime, 'adapter/worker.mjs')).equals(
+        await imageFile(runtime, '/at-run/runtime/adapter/worker.mjs'),
+      ),
+    ).toBe(true);
     expect(await engine.inspectVolume(`${ra.volume}-sealed`)).not.toBeNull();
     expect(await engine.listContainers({ 'runlog.lock-for': ra.volume }, { all: true })).toEqual([]);
   });
@@ -164,7 +203,10 @@ describe('materializing one volume from several processes on one daemon', () => 
     await b.said('ready');
     b.send('go');
     await b.said('step lock:started'); // b found no seal and asks for the lock
-    const [lock] = await engine.listContainers({ 'runlog.test-run': RUN, 'runlog.kind': 'materializer-lock' }, { all: true });
+    const [lock] = await engine.listContainers(
+      { 'runlog.test-run': RUN, 'runlog.kind': 'materializer-lock' },
+      { all: true },
+    );
     expect(lock?.labels['runlog.lock-pid']).toBe(String(a.proc.pid));
     const volume = lock!.labels['runlog.lock-for']!;
     expect(await engine.inspectVolume(volume)).not.toBeNull();
@@ -189,7 +231,10 @@ describe('materializing one volume from several processes on one daemon', () => 
     a.proc.kill('SIGKILL');
     await a.exited;
     // What it left: its lock, its carrier, a filled volume without a seal.
-    const [lock] = await engine.listContainers({ 'runlog.test-run': RUN, 'runlog.kind': 'materializer-lock' }, { all: true });
+    const [lock] = await engine.listContainers(
+      { 'runlog.test-run': RUN, 'runlog.kind': 'materializer-lock' },
+      { all: true },
+    );
     const volume = lock!.labels['runlog.lock-for']!;
     const [leftCarrier] = await carriersCreated(since, volume);
     expect(await engine.inspectContainer(leftCarrier!)).not.toBeNull();

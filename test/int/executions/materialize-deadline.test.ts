@@ -10,7 +10,13 @@ import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { DEFAULT_ARCHIVE_LIMITS } from '../../../src/domain/at-run/archive-limits.ts';
 import { parseOperatorPolicy } from '../../../src/domain/at-run/operator-policy.ts';
 import { startDockerDelayProxy, type DockerDelayProxy } from '../../support/docker-delay-proxy.ts';
-import { cleanupTestContainers, cleanupTestVolumes, requireDocker, requireRegistry, TEST_LABELS } from '../../support/docker.ts';
+import {
+  cleanupTestContainers,
+  cleanupTestVolumes,
+  requireDocker,
+  requireRegistry,
+  TEST_LABELS,
+} from '../../support/docker.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from '../../support/pds.ts';
 
 const REPO = resolve(import.meta.dirname, '../../..');
@@ -32,13 +38,32 @@ beforeAll(async () => {
   pds = await startTestPds();
   const runtimeUri = await publishNodeRuntime(pds, 'runtimes.test');
   const alice = await pds.createAccount('alice.test');
-  uri = (await publishCode(alice.publisher, { dir: join(REPO, 'examples/greet-node'), runtime: runtimeUri, atproto: { plcUrl: pds.plcUrl } })).uri;
+  uri = (
+    await publishCode(alice.publisher, {
+      dir: join(REPO, 'examples/greet-node'),
+      runtime: runtimeUri,
+      atproto: { plcUrl: pds.plcUrl },
+    })
+  ).uri;
   root = mkdtempSync(join(tmpdir(), 'runlog-mat-deadline-'));
   // The first download of a container's files is the runtime's export (code is uploaded, never downloaded).
-  proxy = await startDockerDelayProxy((line) => line.startsWith('GET ') && line.includes('/archive?') && proxy.held.length === 0, HELD_MS);
+  proxy = await startDockerDelayProxy(
+    (line) => line.startsWith('GET ') && line.includes('/archive?') && proxy.held.length === 0,
+    HELD_MS,
+  );
   // Archive limits of their own make the runtime's volume this test's alone: its first copy is a cold one.
-  const policy = parseOperatorPolicy({ archive: { maxEntries: DEFAULT_ARCHIVE_LIMITS.maxEntries - 1 - (process.pid % 997) }, prestart: { perCode: 0, total: 0 } });
-  rl = await createRunlog({ home: join(root, 'home'), policy, parts: { dockerSocket: proxy.socketPath }, atproto: { plcUrl: pds.plcUrl }, labels: { ...TEST_LABELS }, log: () => undefined });
+  const policy = parseOperatorPolicy({
+    archive: { maxEntries: DEFAULT_ARCHIVE_LIMITS.maxEntries - 1 - (process.pid % 997) },
+    prestart: { perCode: 0, total: 0 },
+  });
+  rl = await createRunlog({
+    home: join(root, 'home'),
+    policy,
+    parts: { dockerSocket: proxy.socketPath },
+    atproto: { plcUrl: pds.plcUrl },
+    labels: { ...TEST_LABELS },
+    log: () => undefined,
+  });
 }, 240_000);
 
 afterAll(async () => {
@@ -57,7 +82,11 @@ describe('a deadline during a cold runtime copy', () => {
     const answeredAt = Date.now();
     expect(proxy.held).toHaveLength(1);
     expect(late.status).toBe('failed');
-    expect(late.failure).toMatchObject({ reason: 'timeout', code: 'TIMEOUT', message: expect.stringMatching(/during the runtime copy/) });
+    expect(late.failure).toMatchObject({
+      reason: 'timeout',
+      code: 'TIMEOUT',
+      message: expect.stringMatching(/during the runtime copy/),
+    });
     expect(answeredAt - sentAt).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
 
     const next = await rl.execute({ uri, handler: 'greet', input: { name: 'Grace' }, timeoutMs: 60_000 });

@@ -15,7 +15,15 @@ import { containerCpuUsageNs } from '../../../src/adapters/docker/container-stat
 import { createDockerEngine } from '../../../src/adapters/docker/dockerode-engine.ts';
 import { collect } from '../../../src/store/port.ts';
 import { until } from '../../support/apps.ts';
-import { cleanupTestContainers, cleanupTestVolumes, docker, imageRef, requireDocker, requireRegistry, TEST_LABELS } from '../../support/docker.ts';
+import {
+  cleanupTestContainers,
+  cleanupTestVolumes,
+  docker,
+  imageRef,
+  requireDocker,
+  requireRegistry,
+  TEST_LABELS,
+} from '../../support/docker.ts';
 import { startTestPds, type TestAccount, type TestPds } from '../../support/pds.ts';
 
 const REPO = resolve(import.meta.dirname, '../../..');
@@ -47,7 +55,14 @@ const policy = () => ({ archive: { maxEntries: 19_977 }, prestart: { publishers:
 async function open(): Promise<Runlog> {
   const home = mkdtempSync(join(root, 'home-'));
   writeFileSync(join(home, 'operator-policy.json'), JSON.stringify(policy()));
-  const rl = await createRunlog({ home, atproto: { plcUrl: pds.plcUrl }, labels: LABELS, log: () => undefined, watchApps: false, engineWatch: false });
+  const rl = await createRunlog({
+    home,
+    atproto: { plcUrl: pds.plcUrl },
+    labels: LABELS,
+    log: () => undefined,
+    watchApps: false,
+    engineWatch: false,
+  });
   opened.push(rl);
   return rl;
 }
@@ -55,22 +70,39 @@ async function open(): Promise<Runlog> {
 async function publishFiles(name: string, files: Record<string, string>, rt: { uri: string }) {
   const dir = mkdtempSync(join(root, `code-${name}-`));
   for (const [f, text] of Object.entries(files)) writeFileSync(join(dir, f), text);
-  return publishCode(author.publisher, { dir, runtime: rt.uri, entrypoint: 'index.mjs', atproto: { plcUrl: pds.plcUrl } });
+  return publishCode(author.publisher, {
+    dir,
+    runtime: rt.uri,
+    entrypoint: 'index.mjs',
+    atproto: { plcUrl: pds.plcUrl },
+  });
 }
 
 /** runtimes/node's record with the launcher loading /opt/at-run/app/burn.mjs (a file of the code) first. */
 async function publishBurningRuntime() {
   const dir = join(root, 'runtime-burn');
   mkdirSync(dir);
-  const record = JSON.parse(readFileSync(join(REPO, 'runtimes/node/runtime-record.json'), 'utf8')) as { platforms: { launcher: { args: string[] } }[] };
+  const record = JSON.parse(readFileSync(join(REPO, 'runtimes/node/runtime-record.json'), 'utf8')) as {
+    platforms: { launcher: { args: string[] } }[];
+  };
   for (const p of record.platforms) p.launcher.args = ['--import=/opt/at-run/app/burn.mjs', ...p.launcher.args];
   writeFileSync(join(dir, 'runtime-record.json'), JSON.stringify(record));
   return publishRuntime(publisher.publisher, { dir, image: imageRef('runtime-node') });
 }
 
-const facts = async (rl: Runlog, type: string) => (await collect(rl.store.readStream(POOL_STREAM))).filter((e) => e.type === type).map((e) => e.data as Record<string, unknown>);
-const prestartContainers = async (rl: Runlog) => docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${rl.home}`, 'runlog.kind=prestart', `runlog.test.prestart-cpu=${RUN}`] }) });
-const metric = (text: string, name: string) => Number(new RegExp(`^${name.replace(/[{}"]/g, '\\$&')} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+const facts = async (rl: Runlog, type: string) =>
+  (await collect(rl.store.readStream(POOL_STREAM)))
+    .filter((e) => e.type === type)
+    .map((e) => e.data as Record<string, unknown>);
+const prestartContainers = async (rl: Runlog) =>
+  docker.listContainers({
+    all: true,
+    filters: JSON.stringify({
+      label: [`runlog.home=${rl.home}`, 'runlog.kind=prestart', `runlog.test.prestart-cpu=${RUN}`],
+    }),
+  });
+const metric = (text: string, name: string) =>
+  Number(new RegExp(`^${name.replace(/[{}"]/g, '\\$&')} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
 
 beforeAll(async () => {
   await requireDocker();
@@ -79,7 +111,10 @@ beforeAll(async () => {
   pds = await startTestPds();
   publisher = await pds.createAccount('runtimes.test');
   author = await pds.createAccount('author.test');
-  wellBehaved = await publishRuntime(publisher.publisher, { dir: join(REPO, 'runtimes/node'), image: imageRef('runtime-node') });
+  wellBehaved = await publishRuntime(publisher.publisher, {
+    dir: join(REPO, 'runtimes/node'),
+    image: imageRef('runtime-node'),
+  });
   burning = await publishBurningRuntime();
 }, 240_000);
 
@@ -98,12 +133,37 @@ describe('the CPU of pre-started sandboxes', () => {
     const first = await rl.execute({ uri: code.uri, handler: 'ok', input: {} });
     expect(first.failure).toBeUndefined();
     expect(first.output).toEqual({ ok: true });
-    await until('the pre-started sandbox removed as idle-cpu', async () => (await facts(rl, 'pool.sandbox-removed')).some((d) => d.reason === 'idle-cpu'), 60_000);
+    await until(
+      'the pre-started sandbox removed as idle-cpu',
+      async () => (await facts(rl, 'pool.sandbox-removed')).some((d) => d.reason === 'idle-cpu'),
+      60_000,
+    );
     const removed = await facts(rl, 'pool.sandbox-removed');
-    expect(removed).toEqual([{ sandbox: expect.any(String), containerId: expect.any(String), reason: 'idle-cpu', idleCpuMs: expect.any(Number), idleCpuBoundMs: BOUND_MS }]);
+    expect(removed).toEqual([
+      {
+        sandbox: expect.any(String),
+        containerId: expect.any(String),
+        reason: 'idle-cpu',
+        idleCpuMs: expect.any(Number),
+        idleCpuBoundMs: BOUND_MS,
+      },
+    ]);
     expect(removed[0]!.idleCpuMs as number).toBeGreaterThan(BOUND_MS);
-    expect(await docker.getContainer(removed[0]!.containerId as string).inspect().catch(() => null)).toBeNull();
-    expect(await facts(rl, 'pool.prestart-stopped')).toEqual([{ key: expect.any(String), uri: code.uri, reason: 'idle-cpu', idleCpuMs: expect.any(Number), idleCpuBoundMs: BOUND_MS }]);
+    expect(
+      await docker
+        .getContainer(removed[0]!.containerId as string)
+        .inspect()
+        .catch(() => null),
+    ).toBeNull();
+    expect(await facts(rl, 'pool.prestart-stopped')).toEqual([
+      {
+        key: expect.any(String),
+        uri: code.uri,
+        reason: 'idle-cpu',
+        idleCpuMs: expect.any(Number),
+        idleCpuBoundMs: BOUND_MS,
+      },
+    ]);
 
     const text = await rl.metrics!.text();
     expect(metric(text, 'runlog_prestart_idle_cpu_seconds_total')).toBeGreaterThan(BOUND_MS / 1000);
@@ -113,7 +173,9 @@ describe('the CPU of pre-started sandboxes', () => {
     // The next call runs in a sandbox of its own, and none is pre-started after it.
     const second = await rl.execute({ uri: code.uri, handler: 'ok', input: {} });
     expect(second.output).toEqual({ ok: true });
-    expect((second.view.context as { profile?: { prestarted?: boolean } }).profile).toMatchObject({ prestarted: false });
+    expect((second.view.context as { profile?: { prestarted?: boolean } }).profile).toMatchObject({
+      prestarted: false,
+    });
     await rl.idle();
     expect(await facts(rl, 'pool.sandbox-prestarting')).toHaveLength(1);
     expect(await prestartContainers(rl)).toEqual([]);
@@ -124,13 +186,19 @@ describe('the CPU of pre-started sandboxes', () => {
     const code = await publishFiles('quiet', { 'index.mjs': CODE }, wellBehaved);
     expect(await rl.execute({ uri: code.uri, handler: 'ok', input: {} })).toMatchObject({ status: 'succeeded' });
     let waiting = '';
-    await until('a pre-started sandbox running', async () => {
-      waiting = (await prestartContainers(rl)).find((c) => c.State === 'running')?.Id ?? '';
-      return waiting !== '';
-    }, 60_000);
+    await until(
+      'a pre-started sandbox running',
+      async () => {
+        waiting = (await prestartContainers(rl)).find((c) => c.State === 'running')?.Id ?? '';
+        return waiting !== '';
+      },
+      60_000,
+    );
     // The port reads a running container's CPU so far (ns): what the Engine's own stats say, give or take the
     // little an idle worker uses between the two readings.
-    const stats = (await docker.getContainer(waiting).stats({ stream: false, 'one-shot': true })) as { cpu_stats: { cpu_usage: { total_usage: number } } };
+    const stats = (await docker.getContainer(waiting).stats({ stream: false, 'one-shot': true })) as {
+      cpu_stats: { cpu_usage: { total_usage: number } };
+    };
     const used = await engine.cpuUsageNs(waiting);
     expect(used).toBeGreaterThan(0);
     expect(Math.abs(used! - stats.cpu_stats.cpu_usage.total_usage)).toBeLessThan(100_000_000);
@@ -144,7 +212,14 @@ describe('the CPU of pre-started sandboxes', () => {
     const out = await rl.execute({ uri: code.uri, handler: 'ok', input: {} });
     expect((out.view.context as { containerId: string }).containerId).toBe(waiting);
     const claimed = await facts(rl, 'pool.sandbox-claimed');
-    expect(claimed).toEqual([{ sandbox: expect.any(String), containerId: waiting, executionId: out.executionId, idleCpuMs: expect.any(Number) }]);
+    expect(claimed).toEqual([
+      {
+        sandbox: expect.any(String),
+        containerId: waiting,
+        executionId: out.executionId,
+        idleCpuMs: expect.any(Number),
+      },
+    ]);
     expect(claimed[0]!.idleCpuMs as number).toBeGreaterThan(0);
     expect(claimed[0]!.idleCpuMs as number).toBeLessThan(BOUND_MS);
     expect((await facts(rl, 'pool.sandbox-removed')).filter((d) => d.reason === 'idle-cpu')).toEqual([]);

@@ -13,7 +13,15 @@ import { AT_RUN_V2 } from '../../../src/adapters/atproto/index.ts';
 import { collect } from '../../../src/store/port.ts';
 import { until } from '../../support/apps.ts';
 import { startChild, type ChildSupervisor } from '../../support/child-supervisor.ts';
-import { cleanupTestContainers, cleanupTestVolumes, docker, imageRef, requireDocker, requireRegistry, TEST_LABELS } from '../../support/docker.ts';
+import {
+  cleanupTestContainers,
+  cleanupTestVolumes,
+  docker,
+  imageRef,
+  requireDocker,
+  requireRegistry,
+  TEST_LABELS,
+} from '../../support/docker.ts';
 import { startTestPds, type TestAccount, type TestPds } from '../../support/pds.ts';
 
 const REPO = resolve(import.meta.dirname, '../../..');
@@ -53,7 +61,14 @@ const opened: Runlog[] = [];
 const children: ChildSupervisor[] = [];
 
 async function open(home: string): Promise<Runlog> {
-  const rl = await createRunlog({ home, atproto: { plcUrl: pds.plcUrl }, labels: LABELS, log: () => undefined, watchApps: false, engineWatch: false });
+  const rl = await createRunlog({
+    home,
+    atproto: { plcUrl: pds.plcUrl },
+    labels: LABELS,
+    log: () => undefined,
+    watchApps: false,
+    engineWatch: false,
+  });
   opened.push(rl);
   return rl;
 }
@@ -67,25 +82,43 @@ function newHome(name: string, written: object = policy()): string {
 async function publishFiles(name: string, files: Record<string, string>, rkey?: string, rt = runtime) {
   const dir = mkdtempSync(join(root, `code-${name}-`));
   for (const [f, text] of Object.entries(files)) writeFileSync(join(dir, f), text);
-  return publishCode(author.publisher, { dir, runtime: rt.uri, entrypoint: 'index.mjs', atproto: { plcUrl: pds.plcUrl }, ...(rkey ? { rkey } : {}) });
+  return publishCode(author.publisher, {
+    dir,
+    runtime: rt.uri,
+    entrypoint: 'index.mjs',
+    atproto: { plcUrl: pds.plcUrl },
+    ...(rkey ? { rkey } : {}),
+  });
 }
 
 const prestartContainers = async (home: string) =>
-  docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${home}`, 'runlog.kind=prestart', `runlog.test.prestart=${RUN}`] }) });
-const homeContainers = async (home: string) => docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${home}`, `runlog.test.prestart=${RUN}`] }) });
+  docker.listContainers({
+    all: true,
+    filters: JSON.stringify({ label: [`runlog.home=${home}`, 'runlog.kind=prestart', `runlog.test.prestart=${RUN}`] }),
+  });
+const homeContainers = async (home: string) =>
+  docker.listContainers({
+    all: true,
+    filters: JSON.stringify({ label: [`runlog.home=${home}`, `runlog.test.prestart=${RUN}`] }),
+  });
 const poolFacts = (rl: Runlog) => collect(rl.store.readStream(POOL_STREAM));
-const profileOf = (out: { view: { context: unknown } }) => (out.view.context as { profile?: Record<string, unknown> }).profile ?? {};
+const profileOf = (out: { view: { context: unknown } }) =>
+  (out.view.context as { profile?: Record<string, unknown> }).profile ?? {};
 const containerOf = (out: { view: { context: unknown } }) => (out.view.context as { containerId: string }).containerId;
 
 /** Waits until the pool has a started sandbox for the home (it is filled in the background). */
 async function poolReady(home: string): Promise<string> {
   let id = '';
-  await until('a pre-started sandbox', async () => {
-    const list = await prestartContainers(home);
-    const running = list.find((c) => c.State === 'running');
-    id = running?.Id ?? '';
-    return id !== '';
-  }, 60_000);
+  await until(
+    'a pre-started sandbox',
+    async () => {
+      const list = await prestartContainers(home);
+      const running = list.find((c) => c.State === 'running');
+      id = running?.Id ?? '';
+      return id !== '';
+    },
+    60_000,
+  );
   return id;
 }
 
@@ -96,7 +129,10 @@ beforeAll(async () => {
   pds = await startTestPds();
   publisher = await pds.createAccount('runtimes.test');
   author = await pds.createAccount('author.test');
-  runtime = await publishRuntime(publisher.publisher, { dir: join(REPO, 'runtimes/node'), image: imageRef('runtime-node') });
+  runtime = await publishRuntime(publisher.publisher, {
+    dir: join(REPO, 'runtimes/node'),
+    image: imageRef('runtime-node'),
+  });
 }, 240_000);
 
 afterAll(async () => {
@@ -129,7 +165,13 @@ describe('pre-started one-shot sandboxes', () => {
     expect((second.output as { host: string }).host).not.toBe((first.output as { host: string }).host);
     // Both containers are gone: each was used once, then removed (after execute() answered: idle() waits for it).
     await rl.idle();
-    for (const id of [containerOf(first), containerOf(second)]) expect(await docker.getContainer(id).inspect().catch(() => null)).toBeNull();
+    for (const id of [containerOf(first), containerOf(second)])
+      expect(
+        await docker
+          .getContainer(id)
+          .inspect()
+          .catch(() => null),
+      ).toBeNull();
 
     // A third call gets yet another sandbox (the one pre-started after the second), never the second's again.
     const third = await rl.execute({ uri: files.uri, handler: 'read', input: {} });
@@ -138,9 +180,22 @@ describe('pre-started one-shot sandboxes', () => {
 
     // Every pre-started sandbox is a fact in the log: started, then claimed by the execution that used it.
     const facts = await poolFacts(rl);
-    const claimed = facts.filter((e) => e.type === 'pool.sandbox-claimed').map((e) => e.data as { containerId: string; executionId: string });
-    expect(claimed).toEqual(expect.arrayContaining([{ sandbox: expect.any(String), containerId: containerOf(second), executionId: second.executionId, idleCpuMs: expect.any(Number) }]));
-    expect(facts.some((e) => e.type === 'pool.sandbox-ready' && (e.data as { containerId: string }).containerId === waiting)).toBe(true);
+    const claimed = facts
+      .filter((e) => e.type === 'pool.sandbox-claimed')
+      .map((e) => e.data as { containerId: string; executionId: string });
+    expect(claimed).toEqual(
+      expect.arrayContaining([
+        {
+          sandbox: expect.any(String),
+          containerId: containerOf(second),
+          executionId: second.executionId,
+          idleCpuMs: expect.any(Number),
+        },
+      ]),
+    );
+    expect(
+      facts.some((e) => e.type === 'pool.sandbox-ready' && (e.data as { containerId: string }).containerId === waiting),
+    ).toBe(true);
     // The execution's own events say which sandbox it ran in, and its profile.
     const started = (await rl.events(second.executionId)).find((e) => e.type === 'execution.started')!;
     expect(started.data).toMatchObject({ containerId: waiting, prestarted: true });
@@ -149,7 +204,9 @@ describe('pre-started one-shot sandboxes', () => {
     // Closing removes what waits, and says so.
     expect(await prestartContainers(home)).toEqual([]);
     const reopened = await open(home);
-    const removed = (await poolFacts(reopened)).filter((e) => e.type === 'pool.sandbox-removed').map((e) => (e.data as { reason: string }).reason);
+    const removed = (await poolFacts(reopened))
+      .filter((e) => e.type === 'pool.sandbox-removed')
+      .map((e) => (e.data as { reason: string }).reason);
     expect(removed).toContain('shutdown');
     await reopened.close();
   });
@@ -180,8 +237,18 @@ describe('pre-started one-shot sandboxes', () => {
     expect((out.view.context as { resolved: { codeCid: string } }).resolved.codeCid).toBe(v2.cid);
     expect(containerOf(out)).not.toBe(stale);
     expect(profileOf(out)).toMatchObject({ prestarted: false });
-    await until('the stale sandbox removed', async () => (await docker.getContainer(stale).inspect().catch(() => null)) === null, 30_000);
-    const removal = (await poolFacts(rl)).find((e) => e.type === 'pool.sandbox-removed' && (e.data as { containerId: string }).containerId === stale);
+    await until(
+      'the stale sandbox removed',
+      async () =>
+        (await docker
+          .getContainer(stale)
+          .inspect()
+          .catch(() => null)) === null,
+      30_000,
+    );
+    const removal = (await poolFacts(rl)).find(
+      (e) => e.type === 'pool.sandbox-removed' && (e.data as { containerId: string }).containerId === stale,
+    );
     expect((removal?.data as { reason: string }).reason).toMatch(/^superseded/);
   });
 
@@ -189,30 +256,53 @@ describe('pre-started one-shot sandboxes', () => {
     const home = newHome('runtime');
     const rl = await open(home);
     // A runtime of this test's own (same image), so changing it touches no other test.
-    const own = await publishRuntime(publisher.publisher, { dir: join(REPO, 'runtimes/node'), image: imageRef('runtime-node') });
-    const codeRec = await publishFiles('rt', { 'index.mjs': 'export const ok = () => ({ ok: true });\n' }, undefined, own);
+    const own = await publishRuntime(publisher.publisher, {
+      dir: join(REPO, 'runtimes/node'),
+      image: imageRef('runtime-node'),
+    });
+    const codeRec = await publishFiles(
+      'rt',
+      { 'index.mjs': 'export const ok = () => ({ ok: true });\n' },
+      undefined,
+      own,
+    );
     expect(await rl.execute({ uri: codeRec.uri, handler: 'ok', input: {} })).toMatchObject({ status: 'succeeded' });
     const waiting = await poolReady(home);
     // The publisher replaces the runtime record in place: its CID changes, the code's strong reference does not.
     const rkey = own.uri.split('/').at(-1)!;
-    const current = (await (await fetch(`${pds.pdsUrl}/xrpc/com.atproto.repo.getRecord?repo=${publisher.did}&collection=${AT_RUN_V2.runtime}&rkey=${rkey}`)).json()) as { value: Record<string, unknown> };
+    const current = (await (
+      await fetch(
+        `${pds.pdsUrl}/xrpc/com.atproto.repo.getRecord?repo=${publisher.did}&collection=${AT_RUN_V2.runtime}&rkey=${rkey}`,
+      )
+    ).json()) as { value: Record<string, unknown> };
     await publisher.publisher.putRecord(AT_RUN_V2.runtime, rkey, { ...current.value, description: 'changed' } as never);
     const out = await rl.execute({ uri: codeRec.uri, handler: 'ok', input: {} });
     expect(out.status).toBe('failed');
     expect(out.failure).toMatchObject({ reason: 'validation', code: 'RUNTIME_BINDING_MISMATCH' });
     expect((out.view.context as { containerId: string | null }).containerId).toBeNull();
-    expect((await poolFacts(rl)).some((e) => e.type === 'pool.sandbox-claimed' && (e.data as { containerId: string }).containerId === waiting)).toBe(false);
+    expect(
+      (await poolFacts(rl)).some(
+        (e) => e.type === 'pool.sandbox-claimed' && (e.data as { containerId: string }).containerId === waiting,
+      ),
+    ).toBe(false);
   });
 
   it('the deadline counts from the envelope: a sandbox that waited longer than the timeout still runs the call to completion', async () => {
     const home = newHome('deadline');
     const rl = await open(home);
     const timeoutMs = 4000;
-    const code = await publishFiles('deadline', { 'index.mjs': 'export async function nap() { await new Promise((r) => setTimeout(r, 300)); return { napped: true }; }\n' });
-    expect(await rl.execute({ uri: code.uri, handler: 'nap', input: {}, timeoutMs })).toMatchObject({ status: 'succeeded' });
+    const code = await publishFiles('deadline', {
+      'index.mjs':
+        'export async function nap() { await new Promise((r) => setTimeout(r, 300)); return { napped: true }; }\n',
+    });
+    expect(await rl.execute({ uri: code.uri, handler: 'nap', input: {}, timeoutMs })).toMatchObject({
+      status: 'succeeded',
+    });
     const waiting = await poolReady(home);
     // Let it wait, started, for longer than the next call's whole timeout.
-    const ready = (await poolFacts(rl)).find((e) => e.type === 'pool.sandbox-ready' && (e.data as { containerId: string }).containerId === waiting)!;
+    const ready = (await poolFacts(rl)).find(
+      (e) => e.type === 'pool.sandbox-ready' && (e.data as { containerId: string }).containerId === waiting,
+    )!;
     await new Promise((r) => setTimeout(r, Math.max(0, Date.parse(ready.at) + timeoutMs + 1000 - Date.now())));
     const out = await rl.execute({ uri: code.uri, handler: 'nap', input: {}, timeoutMs });
     expect(out.failure).toBeUndefined();
@@ -225,7 +315,10 @@ describe('pre-started one-shot sandboxes', () => {
   it('a supervisor SIGKILLed after the outcome is on disk, before the used container is removed, leaves nothing behind after its restart', async () => {
     const home = newHome('after-outcome');
     const code = await publishFiles('after-outcome', { 'index.mjs': 'export const ok = () => ({ ok: true });\n' });
-    const child = startChild({ home, labels: LABELS, plcUrl: pds.plcUrl }, { RUNLOG_FAULT: 'after-append', RUNLOG_FAULT_EVENT: 'execution.succeeded' });
+    const child = startChild(
+      { home, labels: LABELS, plcUrl: pds.plcUrl },
+      { RUNLOG_FAULT: 'after-append', RUNLOG_FAULT_EVENT: 'execution.succeeded' },
+    );
     children.push(child);
     expect(await child.ready).toBe(true);
     void child.send('execute', { uri: code.uri, handler: 'ok', input: {} });
@@ -239,7 +332,9 @@ describe('pre-started one-shot sandboxes', () => {
 
     const rl = await open(home);
     expect(await rl.inspect(executionId)).toMatchObject({ state: 'succeeded' });
-    expect(((await rl.inspect(executionId)).context as { result: { output: unknown } }).result.output).toEqual({ ok: true });
+    expect(((await rl.inspect(executionId)).context as { result: { output: unknown } }).result.output).toEqual({
+      ok: true,
+    });
     expect(await homeContainers(home)).toEqual([]);
     await rl.close();
   });
@@ -260,7 +355,9 @@ describe('pre-started one-shot sandboxes', () => {
     const rl = await open(home);
     expect(await prestartContainers(home)).toEqual([]);
     expect(await homeContainers(home)).toEqual([]);
-    const removed = (await poolFacts(rl)).filter((e) => e.type === 'pool.sandbox-removed' && (e.data as { containerId: string }).containerId === waiting);
+    const removed = (await poolFacts(rl)).filter(
+      (e) => e.type === 'pool.sandbox-removed' && (e.data as { containerId: string }).containerId === waiting,
+    );
     expect(removed).toHaveLength(1);
     expect(removed[0]!.data).toMatchObject({ reason: 'supervisor-restart', recorded: true });
     // The restarted supervisor runs the code again (in a fresh sandbox) and pre-starts the next one.

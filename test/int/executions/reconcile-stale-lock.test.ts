@@ -15,7 +15,14 @@ import { createDockerEngine } from '../../../src/adapters/docker/dockerode-engin
 import { LABEL_LOCK_FOR, LOCK_KIND, VolumeLocks } from '../../../src/adapters/docker/materialize-lock.ts';
 import { DEFAULT_ARCHIVE_LIMITS } from '../../../src/domain/at-run/archive-limits.ts';
 import { runCli } from '../../support/cli-process.ts';
-import { cleanupTestContainers, cleanupTestVolumes, imageRef, requireDocker, requireRegistry, TEST_LABELS } from '../../support/docker.ts';
+import {
+  cleanupTestContainers,
+  cleanupTestVolumes,
+  imageRef,
+  requireDocker,
+  requireRegistry,
+  TEST_LABELS,
+} from '../../support/docker.ts';
 
 const RUN = `stale-lock-${process.pid}-${Date.now()}`;
 const CHILD = join(import.meta.dirname, '../../support/materialize-child.ts');
@@ -44,9 +51,23 @@ afterAll(async () => {
 async function holderKilledMidCopy(): Promise<void> {
   const text = `export const id = '${randomBytes(8).toString('hex')}';\n`;
   const codeFile = join(home, 'code.tar');
-  writeFileSync(codeFile, await writeArchive([{ path: 'main.mjs', type: 'file', mode: 0o644, size: Buffer.byteLength(text), data: Buffer.from(text) }]));
-  const req = { kind: 'code', image: runtime, codeFile, labels: LABELS, maxEntries: DEFAULT_ARCHIVE_LIMITS.maxEntries, holdAt: 'upload:done' };
-  const proc = spawn(process.execPath, ['--import', 'tsx', CHILD, JSON.stringify(req)], { stdio: ['pipe', 'pipe', 'pipe'] });
+  writeFileSync(
+    codeFile,
+    await writeArchive([
+      { path: 'main.mjs', type: 'file', mode: 0o644, size: Buffer.byteLength(text), data: Buffer.from(text) },
+    ]),
+  );
+  const req = {
+    kind: 'code',
+    image: runtime,
+    codeFile,
+    labels: LABELS,
+    maxEntries: DEFAULT_ARCHIVE_LIMITS.maxEntries,
+    holdAt: 'upload:done',
+  };
+  const proc = spawn(process.execPath, ['--import', 'tsx', CHILD, JSON.stringify(req)], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   const exited = new Promise<void>((resolve) => proc.on('exit', () => resolve()));
   let err = '';
   await new Promise<void>((resolve, reject) => {
@@ -79,8 +100,11 @@ describe('the reconciler and materialization locks', () => {
 
     const r = runCli(['reconcile', '--json'], { home, timeoutMs: 180_000 });
     expect(r.code, r.stdout + r.stderr).toBe(0);
-    const report = JSON.parse(r.stdout) as { actions: { kind: string; action: string; evidence: Record<string, unknown> }[] };
-    const about = (id: string) => report.actions.filter((a) => (a.evidence as { containerId?: string }).containerId === id);
+    const report = JSON.parse(r.stdout) as {
+      actions: { kind: string; action: string; evidence: Record<string, unknown> }[];
+    };
+    const about = (id: string) =>
+      report.actions.filter((a) => (a.evidence as { containerId?: string }).containerId === id);
     expect(about(dead!.id).map((a) => a.action)).toEqual(['discovered', 'removed']);
     expect(JSON.stringify(about(dead!.id)[0]!.evidence)).toContain('whose holder is gone');
     expect(about(liveId)).toEqual([]);

@@ -14,9 +14,20 @@ import {
   type InvokeOptions,
   type ExecutionSandbox,
 } from '../../../src/adapters/docker/execution-sandbox.ts';
-import { type ExecutionContainerSpec, type SandboxPolicy } from '../../../src/adapters/docker/execution-container-body.ts';
+import {
+  type ExecutionContainerSpec,
+  type SandboxPolicy,
+} from '../../../src/adapters/docker/execution-container-body.ts';
 import { type InvocationResult } from '../../../src/adapters/docker/invocation-result.ts';
-import { cleanupTestContainers, cleanupTestVolumes, docker, imageRef, requireDocker, requireRegistry, TEST_LABELS } from '../../support/docker.ts';
+import {
+  cleanupTestContainers,
+  cleanupTestVolumes,
+  docker,
+  imageRef,
+  requireDocker,
+  requireRegistry,
+  TEST_LABELS,
+} from '../../support/docker.ts';
 
 const RUN = `sbx-${process.pid}-${Date.now()}`;
 const LABELS = { ...TEST_LABELS, 'runlog.test-run': RUN, 'runlog.kind': 'execution', 'runlog.home': 'test' };
@@ -159,7 +170,10 @@ let policy: SandboxPolicy;
 const volumes: Record<'nodeRuntime' | 'pyRuntime' | 'nodeCode' | 'pyCode' | 'addition', string> = {} as never;
 
 const NODE_LAUNCHER = { path: 'bin/node', args: ['/opt/at-run/runtime/adapter/worker.mjs', '{entrypoint}'] };
-const PY_LAUNCHER = { path: 'bin/python3', args: ['-I', '-B', '/opt/at-run/runtime/adapter/worker.py', '{entrypoint}'] };
+const PY_LAUNCHER = {
+  path: 'bin/python3',
+  args: ['-I', '-B', '/opt/at-run/runtime/adapter/worker.py', '{entrypoint}'],
+};
 const RECORD_ENV = [
   { name: 'HOME', value: '/opt/at-run/work' },
   { name: 'NODE_ENV', value: 'production' },
@@ -170,7 +184,13 @@ beforeAll(async () => {
   await requireRegistry();
   engine = createDockerEngine();
   sandbox = createExecutionSandbox(engine);
-  policy = { image: imageRef('at-run-sandbox'), memoryBytes: 256 * MiB, pidsLimit: 64, nanoCpus: 1_000_000_000, workTmpfsBytes: 16 * MiB };
+  policy = {
+    image: imageRef('at-run-sandbox'),
+    memoryBytes: 256 * MiB,
+    pidsLimit: 64,
+    nanoCpus: 1_000_000_000,
+    workTmpfsBytes: 16 * MiB,
+  };
   const m = createMaterializer(engine, { labels: LABELS });
   await engine.pullByDigest(policy.image);
   const [nodeRuntime, pyRuntime, addition] = await Promise.all([
@@ -182,7 +202,13 @@ beforeAll(async () => {
     m.materializeCode({ archive: await codeArchive('main.mjs', NODE_CODE), carrierImage: imageRef('runtime-node') }),
     m.materializeCode({ archive: await codeArchive('main.py', PY_CODE), carrierImage: imageRef('runtime-python') }),
   ]);
-  Object.assign(volumes, { nodeRuntime: nodeRuntime.volume, pyRuntime: pyRuntime.volume, nodeCode: nodeCode.volume, pyCode: pyCode.volume, addition: addition.volume });
+  Object.assign(volumes, {
+    nodeRuntime: nodeRuntime.volume,
+    pyRuntime: pyRuntime.volume,
+    nodeCode: nodeCode.volume,
+    pyCode: pyCode.volume,
+    addition: addition.volume,
+  });
 });
 
 afterAll(async () => {
@@ -194,7 +220,12 @@ afterAll(async () => {
 let seq = 0;
 type Lang = 'node' | 'python';
 
-function spec(lang: Lang, invocationId: string, over: Partial<SandboxPolicy> = {}, extra: Partial<ExecutionContainerSpec> = {}): ExecutionContainerSpec {
+function spec(
+  lang: Lang,
+  invocationId: string,
+  over: Partial<SandboxPolicy> = {},
+  extra: Partial<ExecutionContainerSpec> = {},
+): ExecutionContainerSpec {
   return {
     policy: { ...policy, ...over },
     runtimeVolume: lang === 'node' ? volumes.nodeRuntime : volumes.pyRuntime,
@@ -224,12 +255,20 @@ async function run(
   lang: Lang,
   handler: string,
   input: unknown = {},
-  opts: { policy?: Partial<SandboxPolicy>; invoke?: Partial<InvokeOptions>; extra?: Partial<ExecutionContainerSpec>; keep?: boolean } = {},
+  opts: {
+    policy?: Partial<SandboxPolicy>;
+    invoke?: Partial<InvokeOptions>;
+    extra?: Partial<ExecutionContainerSpec>;
+    keep?: boolean;
+  } = {},
 ): Promise<InvocationResult & { containerId: string }> {
   const id = `exec_${RUN}_${++seq}`;
   const { containerId } = await sandbox.createExecutionContainer(spec(lang, id, opts.policy, opts.extra));
   try {
-    const result = await sandbox.invoke(containerId, envelope(id, handler, input), { deadlineMs: 20_000, ...opts.invoke });
+    const result = await sandbox.invoke(containerId, envelope(id, handler, input), {
+      deadlineMs: 20_000,
+      ...opts.invoke,
+    });
     return { ...result, containerId };
   } finally {
     if (!opts.keep) await sandbox.removeContainer(containerId);
@@ -260,9 +299,15 @@ describe.each(['node', 'python'] as const)('%s greet', (lang) => {
 describe('the container', () => {
   it('is created stopped with the hardened host config and only the runtime record environment', async () => {
     const id = `exec_${RUN}_inspect`;
-    const { containerId, command } = await sandbox.createExecutionContainer(spec('node', id, {}, { additionVolumes: [volumes.addition] }));
+    const { containerId, command } = await sandbox.createExecutionContainer(
+      spec('node', id, {}, { additionVolumes: [volumes.addition] }),
+    );
     try {
-      expect(command).toEqual(['/opt/at-run/runtime/bin/node', '/opt/at-run/runtime/adapter/worker.mjs', '/opt/at-run/app/main.mjs']);
+      expect(command).toEqual([
+        '/opt/at-run/runtime/bin/node',
+        '/opt/at-run/runtime/adapter/worker.mjs',
+        '/opt/at-run/app/main.mjs',
+      ]);
       const c = await docker.getContainer(containerId).inspect();
       expect(c.State.Status).toBe('created');
       expect(c.Config.User).toBe('65532:65532');
@@ -300,7 +345,13 @@ describe('the container', () => {
     const r = await run('node', 'whoami', {}, { extra: { additionVolumes: [volumes.addition] } });
     expect(r.outcome).toBe('succeeded');
     const out = (r as Extract<InvocationResult, { outcome: 'succeeded' }>).output as Record<string, any>;
-    expect(out).toMatchObject({ uid: 65532, gid: 65532, cwd: '/opt/at-run/work', work: 'work is writable', addition: 'hello from an addition\n' });
+    expect(out).toMatchObject({
+      uid: 65532,
+      gid: 65532,
+      cwd: '/opt/at-run/work',
+      work: 'work is writable',
+      addition: 'hello from an addition\n',
+    });
     // Docker adds PATH and HOSTNAME; nothing of this (supervisor) process's environment gets in.
     expect(Object.keys(out.env).sort()).toEqual(['HOME', 'HOSTNAME', 'NODE_ENV', 'PATH']);
     expect(process.env.PATH ? Object.values(out.env) : []).not.toContain(process.env.NODE_EXTRA_CA_CERTS ?? '\0never');
@@ -312,17 +363,27 @@ describe('the container', () => {
 
   it('refuses a spec that loosens the operator policy or breaks the launcher rules, listing every problem', async () => {
     const err = await sandbox
-      .createExecutionContainer(spec('node', 'exec_bad', { user: '0:0', image: 'localhost:5000/at-run-sandbox:latest' }, { launcher: { path: '../bin/sh', args: ['-c', 'echo $HOME'] }, entrypoint: '/etc/passwd' }))
+      .createExecutionContainer(
+        spec(
+          'node',
+          'exec_bad',
+          { user: '0:0', image: 'localhost:5000/at-run-sandbox:latest' },
+          { launcher: { path: '../bin/sh', args: ['-c', 'echo $HOME'] }, entrypoint: '/etc/passwd' },
+        ),
+      )
       .catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'SANDBOX_SPEC_INVALID' });
     const issues = (err as { issues: string[] }).issues.join('\n');
-    for (const needle of ['root', 'policy.image', 'launcher.path', '{entrypoint}', 'shell syntax', 'entrypoint']) expect(issues).toContain(needle);
+    for (const needle of ['root', 'policy.image', 'launcher.path', '{entrypoint}', 'shell syntax', 'entrypoint'])
+      expect(issues).toContain(needle);
     expect(await engine.listContainers({ 'runlog.stream': 'execution-exec_bad' })).toEqual([]);
   });
 
   it('refuses volumes that do not exist instead of letting Docker create empty ones', async () => {
     const missing = `runlog-code-missing-${RUN}`;
-    await expect(sandbox.createExecutionContainer({ ...spec('node', `exec_${RUN}_missing`), codeVolume: missing })).rejects.toMatchObject({
+    await expect(
+      sandbox.createExecutionContainer({ ...spec('node', `exec_${RUN}_missing`), codeVolume: missing }),
+    ).rejects.toMatchObject({
       code: 'SANDBOX_VOLUME_MISSING',
     });
     expect(await engine.inspectVolume(missing)).toBeNull();
@@ -333,14 +394,21 @@ describe('the container', () => {
     const asked = `runlog-code-near.${RUN}`;
     await engine.createVolume(`${asked}-longer`, { ...LABELS });
     await engine.createVolume(asked.replace('.', 'X'), { ...LABELS });
-    const err = await sandbox.createExecutionContainer({ ...spec('node', `exec_${RUN}_near`), codeVolume: asked }).catch((e: unknown) => e);
+    const err = await sandbox
+      .createExecutionContainer({ ...spec('node', `exec_${RUN}_near`), codeVolume: asked })
+      .catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'SANDBOX_VOLUME_MISSING', issues: [`volume ${asked} does not exist`] });
     expect(await engine.inspectVolume(asked)).toBeNull();
     // A materialized volume (it carries the volume-kind label) whose seal was never written.
     const unsealed = `runlog-code-unsealed-${RUN}`;
     await engine.createVolume(unsealed, { ...LABELS, 'runlog.volume-kind': 'code' });
-    const err2 = await sandbox.createExecutionContainer({ ...spec('node', `exec_${RUN}_unsealed`), codeVolume: unsealed }).catch((e: unknown) => e);
-    expect(err2).toMatchObject({ code: 'SANDBOX_VOLUME_MISSING', issues: [`volume ${unsealed} was never completely materialized (no seal)`] });
+    const err2 = await sandbox
+      .createExecutionContainer({ ...spec('node', `exec_${RUN}_unsealed`), codeVolume: unsealed })
+      .catch((e: unknown) => e);
+    expect(err2).toMatchObject({
+      code: 'SANDBOX_VOLUME_MISSING',
+      issues: [`volume ${unsealed} was never completely materialized (no seal)`],
+    });
     expect(await engine.listContainers({ 'runlog.stream': `execution-exec_${RUN}_unsealed` })).toEqual([]);
   });
 });
@@ -402,7 +470,12 @@ describe('contained failures', () => {
   });
 
   it('a single 10 MB frame: frame-too-large', async () => {
-    const r = await run('node', 'bigResult', { mb: 10 }, { invoke: { maxFrameBytes: 1 * MiB, maxStdoutBytes: 32 * MiB } });
+    const r = await run(
+      'node',
+      'bigResult',
+      { mb: 10 },
+      { invoke: { maxFrameBytes: 1 * MiB, maxStdoutBytes: 32 * MiB } },
+    );
     expect(r).toMatchObject({ outcome: 'failed', reason: 'frame-too-large', error: { code: 'FRAME_TOO_LARGE' } });
   });
 
@@ -416,10 +489,18 @@ describe('contained failures', () => {
   });
 
   it('handler errors, silent exits and non-zero exits are told apart', async () => {
-    expect(await run('node', 'fail')).toMatchObject({ outcome: 'failed', reason: 'handler-error', error: { code: 'E_WIDGET', message: 'no such widget' } });
+    expect(await run('node', 'fail')).toMatchObject({
+      outcome: 'failed',
+      reason: 'handler-error',
+      error: { code: 'E_WIDGET', message: 'no such widget' },
+    });
     expect(await run('node', 'exitQuietly')).toMatchObject({ outcome: 'failed', reason: 'no-result', exitCode: 0 });
     expect(await run('node', 'exitThree')).toMatchObject({ outcome: 'failed', reason: 'exit-nonzero', exitCode: 3 });
-    expect(await run('node', 'noSuchHandler')).toMatchObject({ outcome: 'failed', reason: 'handler-error', error: { code: 'HANDLER_NOT_FOUND' } });
+    expect(await run('node', 'noSuchHandler')).toMatchObject({
+      outcome: 'failed',
+      reason: 'handler-error',
+      error: { code: 'HANDLER_NOT_FOUND' },
+    });
   });
 
   it('the test process stayed healthy', async () => {
@@ -433,7 +514,11 @@ describe('collecting results', () => {
     const r = await run('python', 'greet', { name: 'Grace' }, { keep: true });
     try {
       const again = await sandbox.collectResult(r.containerId);
-      expect(again).toMatchObject({ outcome: 'succeeded', output: { greeting: 'Hello, Grace!' }, invocationId: r.invocationId });
+      expect(again).toMatchObject({
+        outcome: 'succeeded',
+        output: { greeting: 'Hello, Grace!' },
+        invocationId: r.invocationId,
+      });
       expect(again.frames).toEqual(r.frames);
     } finally {
       await sandbox.removeContainer(r.containerId);
@@ -446,7 +531,13 @@ describe('collecting results', () => {
     try {
       // Another supervisor: attach, start, write the envelope, then vanish without reading anything.
       const c = docker.getContainer(containerId);
-      const stream = (await c.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as NodeJS.ReadWriteStream & { destroy(): void };
+      const stream = (await c.attach({
+        stream: true,
+        stdin: true,
+        stdout: true,
+        stderr: true,
+        hijack: true,
+      })) as NodeJS.ReadWriteStream & { destroy(): void };
       await c.start();
       stream.write(JSON.stringify(envelope(id, 'greet', { name: 'Orphan' })) + '\n');
       stream.end();
@@ -470,7 +561,9 @@ describe('collecting results', () => {
   it('refuses to invoke a container twice', async () => {
     const r = await run('node', 'greet', { name: 'Twice' }, { keep: true });
     try {
-      await expect(sandbox.invoke(r.containerId, envelope(r.invocationId, 'greet', {}), { deadlineMs: 5000 })).rejects.toMatchObject({ code: 'CONTAINER_ALREADY_STARTED' });
+      await expect(
+        sandbox.invoke(r.containerId, envelope(r.invocationId, 'greet', {}), { deadlineMs: 5000 }),
+      ).rejects.toMatchObject({ code: 'CONTAINER_ALREADY_STARTED' });
     } finally {
       await sandbox.removeContainer(r.containerId);
     }

@@ -22,8 +22,17 @@ beforeAll(async () => {
   src = join(root, 'app');
   copyDereferenced(HELLO_APP_DIR, src);
   const base = JSON.parse(readFileSync(join(HELLO_APP_DIR, 'runlog.json'), 'utf8'));
-  writeFileSync(join(src, 'runlog.json'), JSON.stringify({ ...base, appId: APP, tools: ['bash', 'node'], restart: { policy: 'never' } }, null, 2));
-  rl = await createRunlog({ home: join(root, 'home'), portRange: { min: 4700, max: 4799 }, healthTimeoutMs: 20_000, killGraceMs: 2000, log: () => undefined });
+  writeFileSync(
+    join(src, 'runlog.json'),
+    JSON.stringify({ ...base, appId: APP, tools: ['bash', 'node'], restart: { policy: 'never' } }, null, 2),
+  );
+  rl = await createRunlog({
+    home: join(root, 'home'),
+    portRange: { min: 4700, max: 4799 },
+    healthTimeoutMs: 20_000,
+    killGraceMs: 2000,
+    log: () => undefined,
+  });
 }, 60_000);
 
 afterAll(async () => {
@@ -36,7 +45,8 @@ const which = async (id: string, tool: string): Promise<string | null> => {
   const c = (await rl.inspect(id)).context as { host: string; port: number };
   return (await getJson(c.host, c.port, `/which?name=${tool}`)).body.path as string | null;
 };
-const tools = async (id: string): Promise<string[]> => ((await rl.inspect(id)).context as { spec: { tools: string[] } }).spec.tools;
+const tools = async (id: string): Promise<string[]> =>
+  ((await rl.inspect(id)).context as { spec: { tools: string[] } }).spec.tools;
 
 describe('cap grant is per app', () => {
   it('spawn a, grant, spawn b: both have the tool; revoke reaches both and later spawns; the manifest is untouched', async () => {
@@ -47,9 +57,20 @@ describe('cap grant is per app', () => {
     const pidA = (a.context as { pid: number }).pid;
 
     const granted = await rl.grant(APP, 'git');
-    expect(granted).toMatchObject({ appId: APP, tool: 'git', granted: true, tools: ['bash', 'node', 'git'], instances: [a.id] });
-    expect((await collect(rl.store.readStream(`app-${APP}`))).map((e) => [e.type, e.data])).toEqual([['app.tool-granted', { appId: APP, tool: 'git', via: 'cap' }]]);
-    expect((await rl.events(a.id)).at(-1)).toMatchObject({ type: 'instance.tool-granted', data: { tool: 'git', via: 'cap' } });
+    expect(granted).toMatchObject({
+      appId: APP,
+      tool: 'git',
+      granted: true,
+      tools: ['bash', 'node', 'git'],
+      instances: [a.id],
+    });
+    expect((await collect(rl.store.readStream(`app-${APP}`))).map((e) => [e.type, e.data])).toEqual([
+      ['app.tool-granted', { appId: APP, tool: 'git', via: 'cap' }],
+    ]);
+    expect((await rl.events(a.id)).at(-1)).toMatchObject({
+      type: 'instance.tool-granted',
+      data: { tool: 'git', via: 'cap' },
+    });
     expect(await until('git on a', () => which(a.id, 'git'))).toBe('/aura/my-tools/git');
     expect(((await rl.inspect(a.id)).context as { pid: number }).pid).toBe(pidA); // no respawn
 
@@ -62,7 +83,10 @@ describe('cap grant is per app', () => {
     expect(readFileSync(join(src, 'runlog.json'), 'utf8')).not.toContain('git');
 
     // A manifest edit in the workspace (the registry watcher) keeps the grant: tools[] + the app's grants.
-    writeFileSync(installed, JSON.stringify({ ...JSON.parse(manifestBefore), tools: ['bash', 'node', 'curl'] }, null, 2));
+    writeFileSync(
+      installed,
+      JSON.stringify({ ...JSON.parse(manifestBefore), tools: ['bash', 'node', 'curl'] }, null, 2),
+    );
     await until('curl reaches a', async () => (await tools(a.id)).includes('curl'), 10_000);
     expect((await tools(a.id)).sort()).toEqual(['bash', 'curl', 'git', 'node']);
 
@@ -78,7 +102,10 @@ describe('cap grant is per app', () => {
 
   it('refuses an instance id, naming the app to grant to; refuses an unknown app and an unknown tool', async () => {
     const a = (await rl.list()).find((r) => r.kind === 'instance')!;
-    await expect(rl.grant(a.id, 'git')).rejects.toMatchObject({ code: 'CAP_TAKES_APP_ID', message: expect.stringContaining(`runlog cap grant ${APP} git`) });
+    await expect(rl.grant(a.id, 'git')).rejects.toMatchObject({
+      code: 'CAP_TAKES_APP_ID',
+      message: expect.stringContaining(`runlog cap grant ${APP} git`),
+    });
     await expect(rl.grant('com.example.never-spawned', 'git')).rejects.toMatchObject({ code: 'NOT_FOUND' });
     await expect(rl.grant(APP, 'rm-rf')).rejects.toMatchObject({ code: 'TOOL_UNKNOWN' });
     expect(await collect(rl.store.readStream(`app-${APP}`))).toHaveLength(2); // the refused ones recorded nothing

@@ -15,7 +15,17 @@ import { TcpPortAllocator } from '../../../src/adapters/net/tcp-port-allocator.t
 import { IDENTITY_HEADERS } from '../../../src/adapters/health/wait-healthy.ts';
 import { SandboxError } from '../../../src/adapters/sandbox/errors.ts';
 import type { ExitInfo } from '../../../src/adapters/sandbox/app-sandbox-runner.ts';
-import { HELLO_APP_ID, LIAR_SERVER, ROOTFS, cleanupDocker, getJson, makeWorkspace, requireDockerAppBase, until, type TestWorkspace } from '../../support/apps.ts';
+import {
+  HELLO_APP_ID,
+  LIAR_SERVER,
+  ROOTFS,
+  cleanupDocker,
+  getJson,
+  makeWorkspace,
+  requireDockerAppBase,
+  until,
+  type TestWorkspace,
+} from '../../support/apps.ts';
 
 const CANARY = 'RUNLOG_TEST_SUPERVISOR_SECRET';
 const NETWORK = `runlog-net-test-${process.pid}`;
@@ -60,7 +70,10 @@ afterAll(async () => {
 });
 
 const containersOf = async (instanceId: string): Promise<Docker.ContainerInfo[]> =>
-  docker.listContainers({ all: true, filters: { label: [`runlog.stream=instance-${instanceId}`, `runlog.home=${ws.home}`] } });
+  docker.listContainers({
+    all: true,
+    filters: { label: [`runlog.stream=instance-${instanceId}`, `runlog.home=${ws.home}`] },
+  });
 
 const exec = async (containerId: string, cmd: string[]): Promise<string> => {
   const e = await docker.getContainer(containerId).exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true });
@@ -94,14 +107,30 @@ describe('ContainerRunner', () => {
     expect(hello.body).toBe(`Hello from ${HELLO_APP_ID} (${id}) [ctnr]\n`);
     expect(hello.headers[IDENTITY_HEADERS.instanceId]).toBe(id);
     await runner.callLifecycle(id, 'onStart');
-    expect((await getJson(r.host, port, '/api/lifecycle/health')).body).toMatchObject({ status: 'ok', appId: HELLO_APP_ID, instanceId: id, events: ['onStart'] });
+    expect((await getJson(r.host, port, '/api/lifecycle/health')).body).toMatchObject({
+      status: 'ok',
+      appId: HELLO_APP_ID,
+      instanceId: id,
+      events: ['onStart'],
+    });
 
     const info = await docker.getContainer(r.containerId!).inspect();
     expect(info.Name).toBe(`/${containerName(id)}`);
     expect(info.Config.Hostname).toBe(containerName(id));
-    expect(info.Config.Labels).toMatchObject({ 'runlog.stream': `instance-${id}`, 'runlog.kind': 'instance', 'runlog.home': ws.home, 'runlog.app': HELLO_APP_ID, 'runlog.test': '1' });
+    expect(info.Config.Labels).toMatchObject({
+      'runlog.stream': `instance-${id}`,
+      'runlog.kind': 'instance',
+      'runlog.home': ws.home,
+      'runlog.app': HELLO_APP_ID,
+      'runlog.test': '1',
+    });
     expect(Object.keys(info.NetworkSettings.Networks)).toEqual([NETWORK]);
-    expect(info.HostConfig).toMatchObject({ CapDrop: ['ALL'], ReadonlyRootfs: true, SecurityOpt: ['no-new-privileges'], Init: true });
+    expect(info.HostConfig).toMatchObject({
+      CapDrop: ['ALL'],
+      ReadonlyRootfs: true,
+      SecurityOpt: ['no-new-privileges'],
+      Init: true,
+    });
     expect(info.Image).toBe((await docker.getImage(image).inspect()).Id);
     expect(info.HostConfig.Binds).not.toContain('/var/run/docker.sock:/var/run/docker.sock');
     // The sliced bind: the container sees its own app directory and no other.
@@ -122,10 +151,19 @@ describe('ContainerRunner', () => {
     const { body } = await getJson(r.host, port, '/env');
     const env = body.env as Record<string, string>;
     // Docker adds HOSTNAME; bash adds PWD, SHLVL and _.
-    expect(Object.keys(env).filter((k) => !['HOSTNAME', 'PWD', 'SHLVL', '_'].includes(k)).sort()).toEqual(
-      ['APP_ID', 'APP_INSTANCE_ID', 'APP_PORT', 'AURA_LAYER_TAG', 'HOME', 'OS_API_BASE', 'PATH'],
-    );
-    expect(env).toMatchObject({ APP_ID: HELLO_APP_ID, APP_INSTANCE_ID: id, APP_PORT: String(port), AURA_LAYER_TAG: '[ctnr]', OS_API_BASE: 'http://runlog-host:7070', HOSTNAME: containerName(id) });
+    expect(
+      Object.keys(env)
+        .filter((k) => !['HOSTNAME', 'PWD', 'SHLVL', '_'].includes(k))
+        .sort(),
+    ).toEqual(['APP_ID', 'APP_INSTANCE_ID', 'APP_PORT', 'AURA_LAYER_TAG', 'HOME', 'OS_API_BASE', 'PATH']);
+    expect(env).toMatchObject({
+      APP_ID: HELLO_APP_ID,
+      APP_INSTANCE_ID: id,
+      APP_PORT: String(port),
+      AURA_LAYER_TAG: '[ctnr]',
+      OS_API_BASE: 'http://runlog-host:7070',
+      HOSTNAME: containerName(id),
+    });
     expect(env.PATH!.split(':')[0]).toBe('/aura/my-tools');
     expect(env).not.toHaveProperty('NODE_EXTRA_CA_CERTS');
     expect(env).not.toHaveProperty(CANARY);
@@ -162,12 +200,19 @@ describe('ContainerRunner', () => {
     spawned.push(id);
     const info = await docker.getContainer(r.containerId!).inspect();
     expect(info.HostConfig.Binds).toContain('/var/run/docker.sock:/var/run/docker.sock');
-    expect((await getJson(r.host, port, '/which?name=docker')).body).toMatchObject({ path: '/aura/my-tools/docker', version: expect.stringMatching(/^Docker version/) });
+    expect((await getJson(r.host, port, '/which?name=docker')).body).toMatchObject({
+      path: '/aura/my-tools/docker',
+      version: expect.stringMatching(/^Docker version/),
+    });
   });
 
   it('fails spawn when the health identity is not the instance, and removes the container', async () => {
     const appId = 'com.example.liar';
-    const manifest = ws.installApp(appId, { sandbox: 'container', runtime: 'raw' }, { 'entrypoint.sh': 'exec node server.mjs\n', 'server.mjs': LIAR_SERVER });
+    const manifest = ws.installApp(
+      appId,
+      { sandbox: 'container', runtime: 'raw' },
+      { 'entrypoint.sh': 'exec node server.mjs\n', 'server.mjs': LIAR_SERVER },
+    );
     const id = nextId();
     const port = ports.allocate(id);
     const err = await runner.spawn(id, appId, port, manifest).catch((e: unknown) => e);
@@ -182,7 +227,11 @@ describe('ContainerRunner', () => {
 
   it('fails spawn of an app that exits before it is healthy, with its exit code and last output', async () => {
     const appId = 'com.example.crasher';
-    const manifest = ws.installApp(appId, { sandbox: 'container', runtime: 'raw' }, { 'entrypoint.sh': 'echo "cannot start: no config" >&2\nexit 3\n' });
+    const manifest = ws.installApp(
+      appId,
+      { sandbox: 'container', runtime: 'raw' },
+      { 'entrypoint.sh': 'echo "cannot start: no config" >&2\nexit 3\n' },
+    );
     const id = nextId();
     const err = await runner.spawn(id, appId, ports.allocate(id), manifest).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'EXITED_BEFORE_HEALTHY', details: { code: 3 } });
@@ -226,7 +275,12 @@ describe('ContainerRunner', () => {
     const first = newRunner();
     const r = await first.spawn(id, HELLO_APP_ID, port, manifest);
     // A container named like ours but without our labels must not be listed.
-    const decoy = await docker.createContainer({ name: `runlog-decoy-${process.pid}`, Image: image, Cmd: ['/bin/true'], Labels: { 'runlog.test': '1', 'runlog.home': ws.home } });
+    const decoy = await docker.createContainer({
+      name: `runlog-decoy-${process.pid}`,
+      Image: image,
+      Cmd: ['/bin/true'],
+      Labels: { 'runlog.test': '1', 'runlog.home': ws.home },
+    });
     try {
       await first.close(); // the "supervisor" goes away; the container stays
       expect((await docker.getContainer(r.containerId!).inspect()).State.Running).toBe(true);
@@ -235,7 +289,17 @@ describe('ContainerRunner', () => {
       const orphans = await second.listOrphanRecords();
       expect(orphans).toHaveLength(1);
       const rec = orphans[0]!;
-      expect(rec).toMatchObject({ instanceId: id, appId: HELLO_APP_ID, containerId: r.containerId, port, host: r.host, state: 'running', exitCode: null, basePath: '/hello', pid: r.pid });
+      expect(rec).toMatchObject({
+        instanceId: id,
+        appId: HELLO_APP_ID,
+        containerId: r.containerId,
+        port,
+        host: r.host,
+        state: 'running',
+        exitCode: null,
+        basePath: '/hello',
+        pid: r.pid,
+      });
       expect(Date.parse(rec.startedAt!)).toBeGreaterThan(Date.now() - 120_000);
 
       second.registerAdopted(rec);
@@ -257,15 +321,26 @@ describe('ContainerRunner', () => {
     // A supervisor asked to stop while an instance was starting once stayed alive: the spawn finished after close()
     // and followed the new container's logs on a connection nothing would ever close.
     const appId = 'com.example.sleeper';
-    const manifest = ws.installApp(appId, { sandbox: 'container', runtime: 'raw' }, { 'entrypoint.sh': 'exec sleep 600\n' });
+    const manifest = ws.installApp(
+      appId,
+      { sandbox: 'container', runtime: 'raw' },
+      { 'entrypoint.sh': 'exec sleep 600\n' },
+    );
     const id = nextId();
     const first = newRunner();
     const spawning = first.spawn(id, appId, ports.allocate(id), manifest).catch((e: unknown) => e);
-    await until('the container to start', async () => (await containersOf(id)).some((c) => c.State === 'running'), 30_000);
+    await until(
+      'the container to start',
+      async () => (await containersOf(id)).some((c) => c.State === 'running'),
+      30_000,
+    );
     await first.close();
     const err = await spawning;
     expect(err).toBeInstanceOf(SandboxError);
-    expect(err).toMatchObject({ code: 'SPAWN_FAILED', message: `[ContainerRunner] the runner is closed: instance ${id} is left to the next supervisor` });
+    expect(err).toMatchObject({
+      code: 'SPAWN_FAILED',
+      message: `[ContainerRunner] the runner is closed: instance ${id} is left to the next supervisor`,
+    });
     await expect(first.spawn(nextId(), appId, 23699, manifest)).rejects.toMatchObject({ code: 'SPAWN_FAILED' });
 
     const second = newRunner();

@@ -9,9 +9,22 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DockerEngine, EngineEvent } from '../../../src/adapters/docker/docker-port.ts';
 import { createDockerEngine } from '../../../src/adapters/docker/dockerode-engine.ts';
-import { DockerConflictError, DockerNotFoundError, DockerTimeoutError, DockerUnavailableError, engineTrouble } from '../../../src/adapters/docker/errors.ts';
+import {
+  DockerConflictError,
+  DockerNotFoundError,
+  DockerTimeoutError,
+  DockerUnavailableError,
+  engineTrouble,
+} from '../../../src/adapters/docker/errors.ts';
 import { RunlogError } from '../../../src/domain/errors.ts';
-import { cleanupTestContainers, docker, imageRef, requireDocker, requireRegistry, TEST_LABELS } from '../../support/docker.ts';
+import {
+  cleanupTestContainers,
+  docker,
+  imageRef,
+  requireDocker,
+  requireRegistry,
+  TEST_LABELS,
+} from '../../support/docker.ts';
 
 const RUN = `port-${process.pid}-${Date.now()}`;
 const LABELS = { ...TEST_LABELS, 'runlog.test-run': RUN };
@@ -32,18 +45,32 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await cleanupTestContainers(LABELS);
-  await docker.getNetwork(NETWORK).remove().catch(() => undefined);
+  await docker
+    .getNetwork(NETWORK)
+    .remove()
+    .catch(() => undefined);
   rmSync(dir, { recursive: true, force: true });
 });
 
-const created = (name?: string) => engine.createContainer({ Image: image, Cmd: ['/bin/true'], Labels: LABELS, HostConfig: { NetworkMode: 'none' } }, name);
+const created = (name?: string) =>
+  engine.createContainer(
+    { Image: image, Cmd: ['/bin/true'], Labels: LABELS, HostConfig: { NetworkMode: 'none' } },
+    name,
+  );
 
 describe('typed errors from the real Engine', () => {
   it('404: DockerNotFoundError (DOCKER_NOT_FOUND) for a container that does not exist; inspect answers null', async () => {
     const missing = `runlog-no-such-container-${RUN}`;
     expect(await engine.inspectContainer(missing)).toBeNull();
-    for (const call of [() => engine.start(missing), () => engine.waitNotRunning(missing), () => engine.logs(missing)]) {
-      const err = await call().then(() => null, (e: unknown) => e);
+    for (const call of [
+      () => engine.start(missing),
+      () => engine.waitNotRunning(missing),
+      () => engine.logs(missing),
+    ]) {
+      const err = await call().then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(DockerNotFoundError);
       expect(err).toMatchObject({ code: 'DOCKER_NOT_FOUND', status: 404 });
       expect(engineTrouble(err)).toBeNull(); // the caller's mistake, not the daemon's trouble
@@ -57,21 +84,34 @@ describe('typed errors from the real Engine', () => {
   it('409: DockerConflictError (DOCKER_CONFLICT) for a taken container name and an existing network', async () => {
     const name = `runlog-test-${RUN}-dup`;
     await created(name);
-    const dup = await created(name).then(() => null, (e: unknown) => e);
+    const dup = await created(name).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(dup).toBeInstanceOf(DockerConflictError);
     expect(dup).toMatchObject({ code: 'DOCKER_CONFLICT', status: 409 });
 
     expect(await engine.inspectNetwork(NETWORK)).toBeNull();
     await engine.createNetwork(NETWORK, LABELS);
     expect(await engine.inspectNetwork(NETWORK)).toEqual({ name: NETWORK, driver: 'bridge' });
-    const again = await engine.createNetwork(NETWORK, LABELS).then(() => null, (e: unknown) => e);
+    const again = await engine.createNetwork(NETWORK, LABELS).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(again).toBeInstanceOf(DockerConflictError);
   });
 
   it('no daemon on the socket: DockerUnavailableError (DOCKER_UNAVAILABLE), which engineTrouble calls down', async () => {
     const nowhere = createDockerEngine({ socketPath: join(dir, 'absent.sock') });
-    for (const call of [() => nowhere.inspectContainer('x'), () => nowhere.listContainers({ 'runlog.test': '1' }), () => nowhere.subscribeEvents({ labels: LABELS }, () => undefined)]) {
-      const err = await call().then(() => null, (e: unknown) => e);
+    for (const call of [
+      () => nowhere.inspectContainer('x'),
+      () => nowhere.listContainers({ 'runlog.test': '1' }),
+      () => nowhere.subscribeEvents({ labels: LABELS }, () => undefined),
+    ]) {
+      const err = await call().then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(DockerUnavailableError);
       expect(engineTrouble(new RunlogError('SPAWN_FAILED', 'wrapped', undefined, { cause: err }))).toBe('down');
     }
@@ -84,7 +124,10 @@ describe('typed errors from the real Engine', () => {
     await new Promise<void>((r) => hung.listen(path, r));
     try {
       const slow = createDockerEngine({ socketPath: path, timeoutMs: 300 });
-      const err = await slow.inspectContainer('x').then(() => null, (e: unknown) => e);
+      const err = await slow.inspectContainer('x').then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(DockerTimeoutError);
       expect(err).toMatchObject({ code: 'DOCKER_TIMEOUT', details: { timeoutMs: 300 } });
       expect(engineTrouble(err)).toBe('error');
@@ -100,14 +143,24 @@ describe('the calls the runner and the engine watch moved onto the port', () => 
     const seen: EngineEvent[] = [];
     const sub = await engine.subscribeEvents({ labels: { 'runlog.test-run': RUN } }, (e) => seen.push(e));
     const id = await created();
-    for (let i = 0; i < 100 && !seen.some((e) => e.id === id && e.action === 'create'); i++) await new Promise((r) => setTimeout(r, 50));
-    expect(seen.find((e) => e.id === id && e.action === 'create')).toMatchObject({ type: 'container', attributes: { 'runlog.test-run': RUN } });
+    for (let i = 0; i < 100 && !seen.some((e) => e.id === id && e.action === 'create'); i++)
+      await new Promise((r) => setTimeout(r, 50));
+    expect(seen.find((e) => e.id === id && e.action === 'create')).toMatchObject({
+      type: 'container',
+      attributes: { 'runlog.test-run': RUN },
+    });
     sub.close();
     expect(await sub.ended).toBeNull();
   });
 
   it('inspect reports pid, env and network addresses; a wait ends at exit; logs since a time; stop of a stopped container is fine', async () => {
-    const id = await engine.createContainer({ Image: image, Cmd: ['/bin/sh', '-c', 'echo out; echo err >&2'], Env: ['A=1'], Labels: LABELS, HostConfig: { NetworkMode: 'none' } });
+    const id = await engine.createContainer({
+      Image: image,
+      Cmd: ['/bin/sh', '-c', 'echo out; echo err >&2'],
+      Env: ['A=1'],
+      Labels: LABELS,
+      HostConfig: { NetworkMode: 'none' },
+    });
     const before = await engine.inspectContainer(id);
     expect(before).toMatchObject({ id, pid: 0, state: { running: false, startedAt: null } });
     expect(before?.env).toContain('A=1');
@@ -124,7 +177,12 @@ describe('the calls the runner and the engine watch moved onto the port', () => 
   });
 
   it('a wait ended by its signal rejects, and the container is left as it was', async () => {
-    const id = await engine.createContainer({ Image: image, Cmd: ['/bin/sleep', '30'], Labels: LABELS, HostConfig: { NetworkMode: 'none' } });
+    const id = await engine.createContainer({
+      Image: image,
+      Cmd: ['/bin/sleep', '30'],
+      Labels: LABELS,
+      HostConfig: { NetworkMode: 'none' },
+    });
     await engine.start(id);
     const controller = new AbortController();
     const waiting = engine.waitNotRunning(id, { signal: controller.signal });

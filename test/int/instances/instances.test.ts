@@ -7,7 +7,15 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { cleanupTestContainers } from '../../support/docker.ts';
-import { alive, getJson, HELLO_APP_DIR, LIAR_SERVER, requireDockerAppBase, requireProot, until } from '../../support/apps.ts';
+import {
+  alive,
+  getJson,
+  HELLO_APP_DIR,
+  LIAR_SERVER,
+  requireDockerAppBase,
+  requireProot,
+  until,
+} from '../../support/apps.ts';
 
 let root: string;
 let rl: Runlog;
@@ -19,7 +27,8 @@ function appDir(overrides: Record<string, unknown>, files: Record<string, string
   cpSync(HELLO_APP_DIR, dir, { recursive: true, dereference: true });
   const base = JSON.parse(readFileSync(join(HELLO_APP_DIR, 'runlog.json'), 'utf8'));
   writeFileSync(join(dir, 'runlog.json'), JSON.stringify({ ...base, ...overrides }, null, 2));
-  for (const [f, text] of Object.entries(files)) writeFileSync(join(dir, f), text, { mode: f.endsWith('.sh') ? 0o755 : 0o644 });
+  for (const [f, text] of Object.entries(files))
+    writeFileSync(join(dir, f), text, { mode: f.endsWith('.sh') ? 0o755 : 0o644 });
   return dir;
 }
 
@@ -46,7 +55,10 @@ afterAll(async () => {
   await cleanupTestContainers({ 'runlog.test': '1', 'runlog.home': join(root, 'home') });
   // Networks of finished runs would pile up on a shared daemon until its address pools run out.
   const { docker } = await import('../../support/docker.ts');
-  await docker.getNetwork(`runlog-test-${process.pid}`).remove().catch(() => undefined);
+  await docker
+    .getNetwork(`runlog-test-${process.pid}`)
+    .remove()
+    .catch(() => undefined);
   if (root) rmSync(root, { recursive: true, force: true });
 });
 
@@ -62,7 +74,12 @@ describe.each(['proot', 'container'] as const)('%s sandbox', (sandbox) => {
     expect(ctx.identity).toBe('match');
     const health = await getJson(ctx.host, ctx.port, '/api/lifecycle/health');
     expect(health.body).toMatchObject({ appId, instanceId: id });
-    expect((await rl.events(id)).map((e) => e.type)).toEqual(['instance.requested', 'instance.spawned', 'instance.healthy', 'instance.running']);
+    expect((await rl.events(id)).map((e) => e.type)).toEqual([
+      'instance.requested',
+      'instance.spawned',
+      'instance.healthy',
+      'instance.running',
+    ]);
     // onCreate and onStart ran (the app records the hooks it received)
     expect(health.body.events).toEqual(['onCreate', 'onStart']);
   });
@@ -72,7 +89,10 @@ describe.each(['proot', 'container'] as const)('%s sandbox', (sandbox) => {
     const before = await getJson(ctx.host, ctx.port, '/which?name=git');
     expect(before.body.path).toBeNull();
     await rl.grant(appId, 'git');
-    const after = await until('git on PATH', async () => (await getJson(ctx.host, ctx.port, '/which?name=git')).body.path);
+    const after = await until(
+      'git on PATH',
+      async () => (await getJson(ctx.host, ctx.port, '/which?name=git')).body.path,
+    );
     expect(after).toBe('/aura/my-tools/git');
     expect((await rl.inspect(id)).context).toMatchObject({ pid: ctx.pid });
     expect((await rl.events(id)).at(-1)).toMatchObject({ type: 'instance.tool-granted', data: { tool: 'git' } });
@@ -90,10 +110,21 @@ describe.each(['proot', 'container'] as const)('%s sandbox', (sandbox) => {
     else expect(crash.data).toMatchObject({ reason: 'exit', signal: 'SIGKILL' });
     await until('app:crashed', () => crashed.find((c) => c.instanceId === id));
     // on-failure: the restart is a timer whose firing is an event, then a fresh spawn reaches running
-    await until('running again', async () => (await rl.inspect(id)).state === 'running' && (await rl.inspect(id)).version > 8, 40_000);
+    await until(
+      'running again',
+      async () => (await rl.inspect(id)).state === 'running' && (await rl.inspect(id)).version > 8,
+      40_000,
+    );
     const types = (await rl.events(id)).map((e) => e.type);
     const i = types.indexOf('instance.crashed');
-    expect(types.slice(i, i + 6)).toEqual(['instance.crashed', 'instance.restart-scheduled', 'instance.restart-due', 'instance.spawned', 'instance.healthy', 'instance.running']);
+    expect(types.slice(i, i + 6)).toEqual([
+      'instance.crashed',
+      'instance.restart-scheduled',
+      'instance.restart-due',
+      'instance.spawned',
+      'instance.healthy',
+      'instance.running',
+    ]);
     const now = (await rl.inspect(id)).context as any;
     expect(now.restarts).toBe(1);
     expect(sandbox === 'proot' ? now.pid !== ctx.pid : now.containerId !== ctx.containerId).toBe(true);
@@ -111,23 +142,41 @@ describe.each(['proot', 'container'] as const)('%s sandbox', (sandbox) => {
     if (sandbox === 'proot') expect(alive(ctx.pid)).toBe(false);
     else {
       const { docker } = await import('../../support/docker.ts');
-      const list = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.stream=instance-${id}`] }) });
+      const list = await docker.listContainers({
+        all: true,
+        filters: JSON.stringify({ label: [`runlog.stream=instance-${id}`] }),
+      });
       expect(list.filter((c) => c.State === 'running')).toEqual([]);
     }
   });
 
   it('an app claiming another identity on its port fails the spawn loudly; nothing is left running', async () => {
     const liarId = `${appId}liar`;
-    const dir = appDir({ appId: liarId, sandbox, runtime: 'raw', restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 100, maxBackoffMs: 100 } }, { 'server.mjs': LIAR_SERVER });
+    const dir = appDir(
+      {
+        appId: liarId,
+        sandbox,
+        runtime: 'raw',
+        restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 100, maxBackoffMs: 100 },
+      },
+      { 'server.mjs': LIAR_SERVER },
+    );
     const err = await rl.spawnApp({ appDir: dir }).catch((e) => e);
     expect(err).toMatchObject({ code: 'SPAWN_FAILED' });
-    expect(err.message).toMatch(new RegExp(`${liarId.replace(/\./g, '\\.')} on port \\d+: health identity mismatch \\(expected appId=${liarId.replace(/\./g, '\\.')}, got appId=com\\.example\\.squatter\\)\\. Another process is likely squatting this port\\.`));
+    expect(err.message).toMatch(
+      new RegExp(
+        `${liarId.replace(/\./g, '\\.')} on port \\d+: health identity mismatch \\(expected appId=${liarId.replace(/\./g, '\\.')}, got appId=com\\.example\\.squatter\\)\\. Another process is likely squatting this port\\.`,
+      ),
+    );
     const view = await rl.inspect(err.details.instanceId);
     expect(view.state).toBe('crashed.down'); // a mismatch is not retried
     expect((view.context as any).lastCrash.reason).toBe('identity-mismatch');
     if (sandbox === 'container') {
       const { docker } = await import('../../support/docker.ts');
-      const list = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.stream=instance-${err.details.instanceId}`] }) });
+      const list = await docker.listContainers({
+        all: true,
+        filters: JSON.stringify({ label: [`runlog.stream=instance-${err.details.instanceId}`] }),
+      });
       expect(list).toEqual([]);
     }
   });
@@ -155,7 +204,9 @@ describe('bad manifests are refused before anything is spawned', () => {
   });
 
   it('an unknown --sandbox override is refused, never downgraded', async () => {
-    const err = await rl.spawnApp({ appDir: appDir({ appId: 'com.example.override' }), sandbox: 'chroot' as never }).catch((e) => e);
+    const err = await rl
+      .spawnApp({ appDir: appDir({ appId: 'com.example.override' }), sandbox: 'chroot' as never })
+      .catch((e) => e);
     expect(err.code).toBe('MANIFEST_INVALID');
   });
 });

@@ -14,7 +14,19 @@ import { TcpPortAllocator, readListeningPorts } from '../../../src/adapters/net/
 import { createAppServer } from '../../../src/app-sdk/index.ts';
 import type { ExitInfo } from '../../../src/adapters/sandbox/app-sandbox-runner.ts';
 import { SandboxError } from '../../../src/adapters/sandbox/errors.ts';
-import { HELLO_APP_ID, LEGACY_SERVER, LIAR_SERVER, REPO, ROOTFS, alive, getJson, makeWorkspace, requireProot, until, type TestWorkspace } from '../../support/apps.ts';
+import {
+  HELLO_APP_ID,
+  LEGACY_SERVER,
+  LIAR_SERVER,
+  REPO,
+  ROOTFS,
+  alive,
+  getJson,
+  makeWorkspace,
+  requireProot,
+  until,
+  type TestWorkspace,
+} from '../../support/apps.ts';
 
 const CANARY = 'RUNLOG_TEST_SUPERVISOR_SECRET';
 let ws: TestWorkspace;
@@ -93,10 +105,19 @@ describe('ProotRunner', () => {
     const { body } = await getJson('127.0.0.1', port, '/env');
     const env = body.env as Record<string, string>;
     // bash adds SHLVL and _; proot and bash set PWD.
-    expect(Object.keys(env).filter((k) => !['PWD', 'SHLVL', '_'].includes(k)).sort()).toEqual(
-      ['APP_ID', 'APP_INSTANCE_ID', 'APP_PORT', 'AURA_LAYER_TAG', 'HOME', 'OS_API_BASE', 'PATH'],
-    );
-    expect(env).toMatchObject({ APP_ID: HELLO_APP_ID, APP_INSTANCE_ID: id, APP_PORT: String(port), AURA_LAYER_TAG: '[proot]', OS_API_BASE: 'http://127.0.0.1:7070', HOME: '/root' });
+    expect(
+      Object.keys(env)
+        .filter((k) => !['PWD', 'SHLVL', '_'].includes(k))
+        .sort(),
+    ).toEqual(['APP_ID', 'APP_INSTANCE_ID', 'APP_PORT', 'AURA_LAYER_TAG', 'HOME', 'OS_API_BASE', 'PATH']);
+    expect(env).toMatchObject({
+      APP_ID: HELLO_APP_ID,
+      APP_INSTANCE_ID: id,
+      APP_PORT: String(port),
+      AURA_LAYER_TAG: '[proot]',
+      OS_API_BASE: 'http://127.0.0.1:7070',
+      HOME: '/root',
+    });
     expect(env.PATH!.split(':')[0]).toBe('/aura/my-tools');
     expect(env).not.toHaveProperty('NODE_EXTRA_CA_CERTS');
     expect(env).not.toHaveProperty(CANARY);
@@ -130,14 +151,29 @@ describe('ProotRunner', () => {
     const manifest = ws.installHello();
     const args = runner.prootArgs('i1', HELLO_APP_ID, manifest, ['/bin/bash', 'x']);
     const L = homeLayout(ws.home);
-    expect(args).toEqual(expect.arrayContaining([
-      `--rootfs=${ROOTFS}`, `--bind=${ws.workspace}:/workspace`, `--bind=${L.instanceDataDir('i1')}:/data`, '--bind=/proc', '--bind=/dev', `--bind=${L.instanceTmpDir('i1')}:/tmp`, `--bind=${L.instanceVarTmpDir('i1')}:/var/tmp`,
-      '--bind=/etc/resolv.conf', `--bind=${L.userHomeDir}:/root`, `--bind=${L.toolchainDir}:/aura/all-tools`, `--bind=${L.instanceToolsDir('i1')}:/aura/my-tools`,
-      `--cwd=/workspace/apps/${HELLO_APP_ID}`,
-    ]));
+    expect(args).toEqual(
+      expect.arrayContaining([
+        `--rootfs=${ROOTFS}`,
+        `--bind=${ws.workspace}:/workspace`,
+        `--bind=${L.instanceDataDir('i1')}:/data`,
+        '--bind=/proc',
+        '--bind=/dev',
+        `--bind=${L.instanceTmpDir('i1')}:/tmp`,
+        `--bind=${L.instanceVarTmpDir('i1')}:/var/tmp`,
+        '--bind=/etc/resolv.conf',
+        `--bind=${L.userHomeDir}:/root`,
+        `--bind=${L.toolchainDir}:/aura/all-tools`,
+        `--bind=${L.instanceToolsDir('i1')}:/aura/my-tools`,
+        `--cwd=/workspace/apps/${HELLO_APP_ID}`,
+      ]),
+    );
     expect(args.some((a) => a.includes('docker.sock'))).toBe(false);
-    expect(runner.prootArgs('i1', HELLO_APP_ID, { ...manifest, tools: ['docker'] }, [])).toContain('--bind=/var/run/docker.sock');
-    expect(runner.prootArgs('i1', HELLO_APP_ID, { ...manifest, tools: ['*'] }, [])).toContain('--bind=/var/run/docker.sock');
+    expect(runner.prootArgs('i1', HELLO_APP_ID, { ...manifest, tools: ['docker'] }, [])).toContain(
+      '--bind=/var/run/docker.sock',
+    );
+    expect(runner.prootArgs('i1', HELLO_APP_ID, { ...manifest, tools: ['*'] }, [])).toContain(
+      '--bind=/var/run/docker.sock',
+    );
   });
 
   it('respects lifecycle.basePath for the health gate and hooks', async () => {
@@ -146,7 +182,10 @@ describe('ProotRunner', () => {
     const port = ports.allocate(id);
     await runner.spawn(id, HELLO_APP_ID, port, manifest);
     spawned.push(id);
-    expect((await getJson('127.0.0.1', port, '/hello/api/lifecycle/health')).body).toMatchObject({ appId: HELLO_APP_ID, instanceId: id });
+    expect((await getJson('127.0.0.1', port, '/hello/api/lifecycle/health')).body).toMatchObject({
+      appId: HELLO_APP_ID,
+      instanceId: id,
+    });
     expect((await getJson('127.0.0.1', port, '/api/lifecycle/health')).status).toBe(404);
     await runner.callLifecycle(id, 'onPause');
     expect((await getJson('127.0.0.1', port, '/hello/api/lifecycle/health')).body.events).toEqual(['onPause']);
@@ -176,17 +215,27 @@ describe('ProotRunner', () => {
 
   it('accepts a legacy app without identity, with a warning', async () => {
     const appId = 'com.example.legacy';
-    const manifest = ws.installApp(appId, { runtime: 'raw', tools: ['node'] }, { 'entrypoint.sh': 'exec node server.mjs\n', 'server.mjs': LEGACY_SERVER });
+    const manifest = ws.installApp(
+      appId,
+      { runtime: 'raw', tools: ['node'] },
+      { 'entrypoint.sh': 'exec node server.mjs\n', 'server.mjs': LEGACY_SERVER },
+    );
     const id = nextId();
     const r = await runner.spawn(id, appId, ports.allocate(id), manifest);
     spawned.push(id);
     expect(r.identity).toBe('legacy');
-    expect(warnings.some((w) => w.includes(`${appId} on port ${r.port}: health answer carries no identity`))).toBe(true);
+    expect(warnings.some((w) => w.includes(`${appId} on port ${r.port}: health answer carries no identity`))).toBe(
+      true,
+    );
   });
 
   it('fails spawn of an app whose health claims another identity, and stops it', async () => {
     const appId = 'com.example.liar';
-    const manifest = ws.installApp(appId, { runtime: 'raw', tools: ['node'] }, { 'entrypoint.sh': 'exec node server.mjs\n', 'server.mjs': LIAR_SERVER });
+    const manifest = ws.installApp(
+      appId,
+      { runtime: 'raw', tools: ['node'] },
+      { 'entrypoint.sh': 'exec node server.mjs\n', 'server.mjs': LIAR_SERVER },
+    );
     const id = nextId();
     const port = ports.allocate(id);
     await expect(runner.spawn(id, appId, port, manifest)).rejects.toThrow(
@@ -198,11 +247,17 @@ describe('ProotRunner', () => {
 
   it('fails spawn of an app that exits before it is healthy, with its exit code and last output', async () => {
     const appId = 'com.example.crasher';
-    const manifest = ws.installApp(appId, { runtime: 'raw' }, { 'entrypoint.sh': 'echo "cannot start: no config" >&2\nexit 3\n' });
+    const manifest = ws.installApp(
+      appId,
+      { runtime: 'raw' },
+      { 'entrypoint.sh': 'echo "cannot start: no config" >&2\nexit 3\n' },
+    );
     const id = nextId();
     const err = await runner.spawn(id, appId, ports.allocate(id), manifest).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'EXITED_BEFORE_HEALTHY', details: { code: 3, signal: null } });
-    expect((err as Error).message).toMatch(/exited before becoming healthy \(code 3\)\n--- last output ---\ncannot start: no config/);
+    expect((err as Error).message).toMatch(
+      /exited before becoming healthy \(code 3\)\n--- last output ---\ncannot start: no config/,
+    );
     expect(runner.getHost(id)).toBeNull();
   });
 
@@ -325,7 +380,10 @@ describe('ProotRunner', () => {
     const [writer, reader] = [nextId(), nextId()];
     const report = (id: string) => readFileSync(join(L.instanceDataDir(id), 'probe.txt'), 'utf8');
     try {
-      for (const [id, role] of [[writer, 'write'], [reader, 'read']] as const) {
+      for (const [id, role] of [
+        [writer, 'write'],
+        [reader, 'read'],
+      ] as const) {
         mkdirSync(L.instanceDataDir(id), { recursive: true });
         writeFileSync(join(L.instanceDataDir(id), 'role'), role);
         await runner.spawn(id, HELLO_APP_ID, ports.allocate(id), manifest); // the probe has run once it is healthy
@@ -363,14 +421,20 @@ describe('ProotRunner', () => {
     const id = nextId();
     const port = ports.allocate(id);
     const script = join(ws.home, 'supervisor.mts');
-    writeFileSync(script, `
+    writeFileSync(
+      script,
+      `
       import { ProotRunner } from ${JSON.stringify(join(REPO, 'src/adapters/sandbox/proot-runner.ts'))};
       const runner = new ProotRunner({ home: ${JSON.stringify(ws.home)}, workspaceDir: ${JSON.stringify(ws.workspace)}, rootfs: ${JSON.stringify(ROOTFS)}, osApiBase: 'http://127.0.0.1:7070' });
       const r = await runner.spawn(${JSON.stringify(id)}, ${JSON.stringify(HELLO_APP_ID)}, ${port}, ${JSON.stringify(manifest)});
       console.log(JSON.stringify(r));
       setInterval(() => {}, 1000);
-    `);
-    const sup = spawn(process.execPath, ['--import', 'tsx', script], { cwd: REPO, stdio: ['ignore', 'pipe', 'inherit'] });
+    `,
+    );
+    const sup = spawn(process.execPath, ['--import', 'tsx', script], {
+      cwd: REPO,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     const line = await new Promise<string>((resolve, reject) => {
       sup.stdout.on('data', (c: Buffer) => resolve(c.toString()));
       sup.once('exit', (code) => reject(new Error(`supervisor exited early (${code})`)));
@@ -394,7 +458,15 @@ describe('ProotRunner', () => {
 });
 
 describe('identity gate (waitHealthy)', () => {
-  const base = { host: '127.0.0.1', path: '/api/lifecycle/health', appId: 'com.aura.foo', instanceId: 'foo-1', timeoutMs: 3_000, intervalMs: 20, label: '[ProotRunner]' };
+  const base = {
+    host: '127.0.0.1',
+    path: '/api/lifecycle/health',
+    appId: 'com.aura.foo',
+    instanceId: 'foo-1',
+    timeoutMs: 3_000,
+    intervalMs: 20,
+    label: '[ProotRunner]',
+  };
   const servers: Server[] = [];
   afterEach(() => servers.splice(0).forEach((s) => s.close()));
   const serve = async (handler: Parameters<typeof createServer>[1] & {}): Promise<number> => {
@@ -404,7 +476,9 @@ describe('identity gate (waitHealthy)', () => {
   };
 
   it('matches on body fields, or on the SDK headers alone', async () => {
-    const p1 = await serve((_q, res) => res.end(JSON.stringify({ status: 'ok', appId: 'com.aura.foo', instanceId: 'foo-1' })));
+    const p1 = await serve((_q, res) =>
+      res.end(JSON.stringify({ status: 'ok', appId: 'com.aura.foo', instanceId: 'foo-1' })),
+    );
     expect(await waitHealthy({ ...base, port: p1 })).toMatchObject({ kind: 'match', attempts: 1 });
     const p2 = await serve((_q, res) => {
       res.setHeader('x-app-id', 'com.aura.foo');
@@ -424,15 +498,26 @@ describe('identity gate (waitHealthy)', () => {
   });
 
   it('treats a wrong instance, a half identity and a body/header conflict as mismatches', async () => {
-    const wrongInstance = await serve((_q, res) => res.end(JSON.stringify({ appId: 'com.aura.foo', instanceId: 'foo-0' })));
-    expect(await waitHealthy({ ...base, port: wrongInstance })).toMatchObject({ kind: 'mismatch', message: expect.stringContaining('(expected instanceId=foo-1, got instanceId=foo-0)') });
+    const wrongInstance = await serve((_q, res) =>
+      res.end(JSON.stringify({ appId: 'com.aura.foo', instanceId: 'foo-0' })),
+    );
+    expect(await waitHealthy({ ...base, port: wrongInstance })).toMatchObject({
+      kind: 'mismatch',
+      message: expect.stringContaining('(expected instanceId=foo-1, got instanceId=foo-0)'),
+    });
     const half = await serve((_q, res) => res.end(JSON.stringify({ appId: 'com.aura.foo' })));
-    expect(await waitHealthy({ ...base, port: half })).toMatchObject({ kind: 'mismatch', message: expect.stringContaining('got instanceId=<none>') });
+    expect(await waitHealthy({ ...base, port: half })).toMatchObject({
+      kind: 'mismatch',
+      message: expect.stringContaining('got instanceId=<none>'),
+    });
     const conflict = await serve((_q, res) => {
       res.setHeader('x-app-id', 'com.aura.bar');
       res.end(JSON.stringify({ appId: 'com.aura.foo', instanceId: 'foo-1' }));
     });
-    expect(await waitHealthy({ ...base, port: conflict })).toMatchObject({ kind: 'mismatch', message: expect.stringContaining('conflicting identity') });
+    expect(await waitHealthy({ ...base, port: conflict })).toMatchObject({
+      kind: 'mismatch',
+      message: expect.stringContaining('conflicting identity'),
+    });
   });
 
   it('accepts an answer without identity as legacy, keeps polling through non-2xx answers, and times out', async () => {
@@ -446,7 +531,10 @@ describe('identity gate (waitHealthy)', () => {
       res.statusCode = 500;
       res.end();
     });
-    expect(await waitHealthy({ ...base, port: never, timeoutMs: 300 })).toMatchObject({ kind: 'timeout', lastError: 'HTTP 500' });
+    expect(await waitHealthy({ ...base, port: never, timeoutMs: 300 })).toMatchObject({
+      kind: 'timeout',
+      lastError: 'HTTP 500',
+    });
   });
 
   it('polls until the app listens, and stops on abort', async () => {
@@ -477,14 +565,20 @@ describe('app SDK', () => {
       const other = await getJson('127.0.0.1', port, '/anything');
       expect(other.status).toBe(418);
       expect(other.headers).toMatchObject({ 'x-app-id': 'com.example.sdk', 'x-app-instance-id': 'sdk-1' });
-      expect((await getJson('127.0.0.1', port, '/x/api/lifecycle/health')).body).toEqual({ status: 'ok', appId: 'com.example.sdk', instanceId: 'sdk-1' });
+      expect((await getJson('127.0.0.1', port, '/x/api/lifecycle/health')).body).toEqual({
+        status: 'ok',
+        appId: 'com.example.sdk',
+        instanceId: 'sdk-1',
+      });
       const { postHook } = await import('../../../src/adapters/sandbox/lifecycle-client.ts');
       const t = { instanceId: 'sdk-1', appId: 'com.example.sdk', host: '127.0.0.1', port, basePath: '/x' };
       expect(await postHook('[t]', t, 'onStart', { reason: 'test' }, false, 2000)).toBeNull();
       expect(seen).toEqual([{ reason: 'test' }]);
       expect(await postHook('[t]', t, 'onStop', {}, false, 2000)).toEqual({ bye: true });
       expect(await postHook('[t]', t, 'onSomethingElse', {}, true, 2000)).toBeNull();
-      await expect(postHook('[t]', { ...t, basePath: '' }, 'onStart', {}, false, 2000)).rejects.toThrow(/answered HTTP 418/);
+      await expect(postHook('[t]', { ...t, basePath: '' }, 'onStart', {}, false, 2000)).rejects.toThrow(
+        /answered HTTP 418/,
+      );
     } finally {
       server.close();
     }

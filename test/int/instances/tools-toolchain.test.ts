@@ -4,7 +4,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import { existsSync, lstatSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { HOST_TOOL_PATH, buildToolchain, toolchainNames, type Toolchain } from '../../../src/adapters/tools/toolchain.ts';
+import {
+  HOST_TOOL_PATH,
+  buildToolchain,
+  toolchainNames,
+  type Toolchain,
+} from '../../../src/adapters/tools/toolchain.ts';
 import { provisionToolsDir } from '../../../src/adapters/tools/provision.ts';
 import { shimArgs } from '../../../src/adapters/sandbox/seccomp-shim.ts';
 import { ROOTFS, makeWorkspace, requireProot, type TestWorkspace } from '../../support/apps.ts';
@@ -29,7 +34,9 @@ describe('buildToolchain', () => {
     expect(kind('node')).toBe('copy');
     // The copy is of the first node in HOST_TOOL_PATH's order (setup may have put a newer LTS in /usr/local/bin).
     const hostNode = HOST_TOOL_PATH.map((d) => join(d, 'node')).find((p) => existsSync(p))!;
-    expect(statSync(join(dir, 'node')).size).toBe(statSync(execFileSync('readlink', ['-f', hostNode]).toString().trim()).size);
+    expect(statSync(join(dir, 'node')).size).toBe(
+      statSync(execFileSync('readlink', ['-f', hostNode]).toString().trim()).size,
+    );
     expect(kind('git')).toBe('copy');
     expect(kind('curl')).toBe('wrapped'); // libcurl is not in the minbase rootfs
     expect(readFileSync(join(dir, 'curl'), 'utf8')).toContain('LD_LIBRARY_PATH=/aura/all-tools/.lib/curl');
@@ -52,10 +59,27 @@ describe('buildToolchain', () => {
     provisionToolsDir(mine, dir, ['*']);
     const names = toolchainNames(dir).filter((n) => ['node', 'git', 'curl', 'jq', 'docker', 'bash', 'ls'].includes(n));
     expect(names).toEqual(expect.arrayContaining(['bash', 'git', 'ls', 'node']));
-    const script = names.map((n) => `printf '%s=' ${n}; command -v ${n}; ${n} --version >/dev/null 2>&1 && echo "${n} ok" || echo "${n} FAILED"`).join('; ');
-    const out = execFileSync('/usr/bin/perl', shimArgs('/usr/bin/proot', [`--rootfs=${ROOTFS}`, `--bind=${dir}:/aura/all-tools`, `--bind=${mine}:/aura/my-tools`, '--cwd=/', '/bin/bash', '-c', script]), {
-      env: { PATH: '/aura/my-tools:/usr/bin:/bin' },
-    }).toString();
+    const script = names
+      .map(
+        (n) =>
+          `printf '%s=' ${n}; command -v ${n}; ${n} --version >/dev/null 2>&1 && echo "${n} ok" || echo "${n} FAILED"`,
+      )
+      .join('; ');
+    const out = execFileSync(
+      '/usr/bin/perl',
+      shimArgs('/usr/bin/proot', [
+        `--rootfs=${ROOTFS}`,
+        `--bind=${dir}:/aura/all-tools`,
+        `--bind=${mine}:/aura/my-tools`,
+        '--cwd=/',
+        '/bin/bash',
+        '-c',
+        script,
+      ]),
+      {
+        env: { PATH: '/aura/my-tools:/usr/bin:/bin' },
+      },
+    ).toString();
     for (const n of names) {
       expect(out).toContain(`${n}=/aura/my-tools/${n}`);
       expect(out).toContain(`${n} ok`);
@@ -63,6 +87,8 @@ describe('buildToolchain', () => {
   });
 
   it('fails clearly without a rootfs', async () => {
-    await expect(buildToolchain({ dir: join(ws.home, 'tc2'), rootfs: join(ws.home, 'no-rootfs') })).rejects.toThrow(/no Debian rootfs at .*run 'npm run setup'/);
+    await expect(buildToolchain({ dir: join(ws.home, 'tc2'), rootfs: join(ws.home, 'no-rootfs') })).rejects.toThrow(
+      /no Debian rootfs at .*run 'npm run setup'/,
+    );
   });
 });

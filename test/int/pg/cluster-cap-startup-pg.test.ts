@@ -26,25 +26,39 @@ describe('cap changes recorded while a node is down', () => {
   it('reach its instances at its next start, once', { timeout: 600_000 }, async () => {
     await requireDockerAppBase();
     const cluster = await createCluster({ tag: 'capstart', ttlMs: TTL });
-    const events = (stream: string) => cluster.sql<ClusterEventRow>('SELECT seq::int, stream, type, data, meta FROM events WHERE stream = $1 ORDER BY seq', [stream]);
+    const events = (stream: string) =>
+      cluster.sql<ClusterEventRow>(
+        'SELECT seq::int, stream, type, data, meta FROM events WHERE stream = $1 ORDER BY seq',
+        [stream],
+      );
     const appDir = join(cluster.root, 'app');
     copyDereferenced(HELLO_APP_DIR, appDir);
     const base = JSON.parse(readFileSync(join(HELLO_APP_DIR, 'runlog.json'), 'utf8'));
-    writeFileSync(join(appDir, 'runlog.json'), JSON.stringify({ ...base, appId: APP, tools: ['bash', 'node'] }, null, 2));
+    writeFileSync(
+      join(appDir, 'runlog.json'),
+      JSON.stringify({ ...base, appId: APP, tools: ['bash', 'node'] }, null, 2),
+    );
     const view = (id: string) => {
       const r = cluster.cli(['inspect', id, '--json', '--store', cluster.store]);
       expect(r.code, r.stderr).toBe(0);
-      return JSON.parse(r.stdout) as { state: string; context: { host: string; port: number; containerId: string | null; spec: { tools: string[] } } };
+      return JSON.parse(r.stdout) as {
+        state: string;
+        context: { host: string; port: number; containerId: string | null; spec: { tools: string[] } };
+      };
     };
     const which = async (id: string, tool: string) => {
       const ctx = view(id).context;
       return (await getJson(ctx.host, ctx.port, `/which?name=${tool}`)).body.path as string | null;
     };
-    const carried = async (id: string, seq: number) => (await events(`instance-${id}`)).filter((e) => e.meta?.cap === seq);
+    const carried = async (id: string, seq: number) =>
+      (await events(`instance-${id}`)).filter((e) => e.meta?.cap === seq);
 
     let a = await cluster.startNode('a');
     const i1 = `cs1-${process.pid}`;
-    const spawned = runCli(['spawn', appDir, '--sandbox', 'container', '--id', i1, '--json'], { home: a.home, timeoutMs: 180_000 });
+    const spawned = runCli(['spawn', appDir, '--sandbox', 'container', '--id', i1, '--json'], {
+      home: a.home,
+      timeoutMs: 180_000,
+    });
     expect(spawned.code, spawned.stdout + spawned.stderr).toBe(0);
     expect(JSON.parse(spawned.stdout)).toMatchObject({ id: i1, state: 'running' });
     const container = view(i1).context.containerId;
@@ -67,12 +81,25 @@ describe('cap changes recorded while a node is down', () => {
 
     // a again: its start-up look brings i1 to the app's words (its own lease, reclaimed: no takeover).
     a = await cluster.startNode('a');
-    const applied = await until('a applied the grant at start-up', async () => {
-      const rows = await carried(i1, seq);
-      return rows.length > 0 ? rows : null;
-    }, 60_000, 200);
-    expect(applied).toEqual([expect.objectContaining({ type: 'instance.tool-granted', data: { tool: 'git', via: 'cap' }, meta: expect.objectContaining({ node: 'a' }) })]);
-    const taken = (await events(`instance-${i1}`)).filter((e) => e.meta?.node === 'a' && /lost|adopted|crashed/.test(e.type));
+    const applied = await until(
+      'a applied the grant at start-up',
+      async () => {
+        const rows = await carried(i1, seq);
+        return rows.length > 0 ? rows : null;
+      },
+      60_000,
+      200,
+    );
+    expect(applied).toEqual([
+      expect.objectContaining({
+        type: 'instance.tool-granted',
+        data: { tool: 'git', via: 'cap' },
+        meta: expect.objectContaining({ node: 'a' }),
+      }),
+    ]);
+    const taken = (await events(`instance-${i1}`)).filter(
+      (e) => e.meta?.node === 'a' && /lost|adopted|crashed/.test(e.type),
+    );
     expect(taken.map((e) => e.type)).not.toContain('instance.lost'); // its own instance, not one it took over
     expect(await until('git in the adopted container', () => which(i1, 'git'), 60_000, 200)).toBe('/aura/my-tools/git');
     expect(view(i1).context.containerId).toBe(container); // no respawn
@@ -83,9 +110,14 @@ describe('cap changes recorded while a node is down', () => {
     expect(await a.stop(), a.stderr().slice(-3000)).toBe(0);
     a = await cluster.startNode('a');
     const curl = await a.api('POST', `/api/apps/${APP}/tools`, { tool: 'curl' });
-    expect(curl, JSON.stringify(curl.body)).toMatchObject({ status: 200, body: { changed: [{ instanceId: i1, node: 'a' }] } });
+    expect(curl, JSON.stringify(curl.body)).toMatchObject({
+      status: 200,
+      body: { changed: [{ instanceId: i1, node: 'a' }] },
+    });
     expect(await carried(i1, seq)).toHaveLength(1);
-    expect((await events(`instance-${i1}`)).filter((e) => e.type === 'instance.tool-granted' && e.data.tool === 'git')).toHaveLength(1);
+    expect(
+      (await events(`instance-${i1}`)).filter((e) => e.type === 'instance.tool-granted' && e.data.tool === 'git'),
+    ).toHaveLength(1);
     expect(await a.stop(), a.stderr().slice(-3000)).toBe(0);
   });
 });

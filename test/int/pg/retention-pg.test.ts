@@ -42,12 +42,22 @@ const answers = (store: string): Promise<Truth> =>
     return truth;
   });
 
-const cutoffAfter = (actors: BuiltActor[], n: number): string => new Date(Date.parse(actors.filter((a) => !a.live)[n - 1]!.endedAt) + 30_000).toISOString();
+const cutoffAfter = (actors: BuiltActor[], n: number): string =>
+  new Date(Date.parse(actors.filter((a) => !a.live)[n - 1]!.endedAt) + 30_000).toISOString();
 
 async function archive(store: string, home: string, before: string, out: string) {
   const r = await runCli(['archive', '--store', store, '--before', before, '--out', out, '--json']);
   expect(r.code, r.stderr()).toBe(0);
-  return JSON.parse(r.stdout()) as { file: string; actors: number; events: number; lastSeq: number; lastHash: string; sizeBefore: number; sizeAfter: number; vacuum: string };
+  return JSON.parse(r.stdout()) as {
+    file: string;
+    actors: number;
+    events: number;
+    lastSeq: number;
+    lastHash: string;
+    sizeBefore: number;
+    sizeAfter: number;
+    vacuum: string;
+  };
 }
 
 async function verify(store: string, extra: string[] = []): Promise<{ code: number; report: any }> {
@@ -55,7 +65,10 @@ async function verify(store: string, extra: string[] = []): Promise<{ code: numb
   return { code: r.code, report: JSON.parse(r.stdout()) };
 }
 
-async function newLog(ended: number, live: number): Promise<{ schema: string; store: string; home: string; actors: BuiltActor[] }> {
+async function newLog(
+  ended: number,
+  live: number,
+): Promise<{ schema: string; store: string; home: string; actors: BuiltActor[] }> {
   const schema = testSchema('ret');
   const store = `${db.url}?schema=${schema}`;
   const home = tempDir();
@@ -74,10 +87,15 @@ describe('runlog archive on PostgreSQL', () => {
     const out = join(home, 'first.jsonl.gz');
     const r = await archive(store, home, before, out);
     expect(r).toMatchObject({ file: out, actors: 20, vacuum: 'plain' });
-    const { rows: left } = await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.events WHERE stream = ANY($1::text[])`, [archived.map((a) => `${a.kind}-${a.id}`)]);
+    const { rows: left } = await db.admin.query(
+      `SELECT count(*)::integer AS n FROM ${schema}.events WHERE stream = ANY($1::text[])`,
+      [archived.map((a) => `${a.kind}-${a.id}`)],
+    );
     expect(left).toEqual([{ n: 0 }]);
     expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.tombstones`)).rows).toEqual([{ n: 20 }]);
-    expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.chain_gaps`)).rows[0].n).toBeGreaterThan(0);
+    expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.chain_gaps`)).rows[0].n).toBeGreaterThan(
+      0,
+    );
 
     // A fresh copy of the log (what a supervisor starting now reads): archived actors listed with where they went.
     await withStore(store, async (s) => {
@@ -86,11 +104,20 @@ describe('runlog archive on PostgreSQL', () => {
         const gone = archived.includes(a);
         expect(await s.streamVersion(row.stream), a.id).toBe(gone ? 0 : truth.get(a.id)!.version);
         expect(row.archived, a.id).toEqual(gone ? { file: out, at: expect.any(String) } : undefined);
-        if (!gone) expect(await inspectActor(s, a.id)).toMatchObject({ state: truth.get(a.id)!.state, context: truth.get(a.id)!.context });
+        if (!gone)
+          expect(await inspectActor(s, a.id)).toMatchObject({
+            state: truth.get(a.id)!.state,
+            context: truth.get(a.id)!.context,
+          });
       }
     });
     const ps = await runCli(['ps', '--all', '--store', store, '--json']);
-    expect((JSON.parse(ps.stdout()) as { id: string; archived: { file: string } | null }[]).filter((x) => x.archived?.file === out).map((x) => x.id).sort()).toEqual(archived.map((a) => a.id).sort());
+    expect(
+      (JSON.parse(ps.stdout()) as { id: string; archived: { file: string } | null }[])
+        .filter((x) => x.archived?.file === out)
+        .map((x) => x.id)
+        .sort(),
+    ).toEqual(archived.map((a) => a.id).sort());
 
     // replay --file reproduces each archived actor from the archive (data as PostgreSQL's jsonb text).
     for (const a of archived.filter((_, i) => i % 4 === 0)) {
@@ -102,7 +129,9 @@ describe('runlog archive on PostgreSQL', () => {
     expect(await verify(store)).toMatchObject({ code: 0, report: { ok: true, archives: 1, findings: [] } });
 
     // A second run with a later cutoff (its holes join the first's), then everything that ended: still sound.
-    expect(await archive(store, home, cutoffAfter(actors, 25), join(home, 'second.jsonl.gz'))).toMatchObject({ actors: 5 });
+    expect(await archive(store, home, cutoffAfter(actors, 25), join(home, 'second.jsonl.gz'))).toMatchObject({
+      actors: 5,
+    });
     // A reader following the log by position (a supervisor's copy) across a run that archives the log's tail.
     const follower = await PgHostStore.open({ url: store, pollMs: 50, maxConnections: 2 });
     try {
@@ -113,19 +142,32 @@ describe('runlog archive on PostgreSQL', () => {
       // A fresh copy after the tail went appends above it (a position is never given twice) and the follower sees it.
       await withStore(store, async (s) => {
         expect(await s.lastSeq()).toBeLessThan(headBefore);
-        const r = await s.appendToStream('instance-inst_after', [{ type: 'instance.requested', data: { spec: { instanceId: 'inst_after' } } } as never], { expectedVersion: 'no-stream' });
+        const r = await s.appendToStream(
+          'instance-inst_after',
+          [{ type: 'instance.requested', data: { spec: { instanceId: 'inst_after' } } } as never],
+          { expectedVersion: 'no-stream' },
+        );
         expect(r.events[0]!.seq).toBe(headBefore + 1);
         expect((await collect(s.readStream('instance-inst_after'))).map((e) => e.seq)).toEqual([headBefore + 1]);
         // The tail check a supervisor makes at start passes across the holes.
-        expect(await s.verifyChain({ afterSeq: (await s.lastSeq()) - 3 })).toMatchObject({ ok: true, lastSeq: headBefore + 1 });
+        expect(await s.verifyChain({ afterSeq: (await s.lastSeq()) - 3 })).toMatchObject({
+          ok: true,
+          lastSeq: headBefore + 1,
+        });
       });
-      for (let i = 0; i < 100 && (await follower.lastSeq()) < headBefore + 1; i++) await new Promise((r) => setTimeout(r, 50));
-      expect((await collect(follower.readAll({ from: headBefore + 1 }))).map((e) => e.stream)).toEqual(['instance-inst_after']);
+      for (let i = 0; i < 100 && (await follower.lastSeq()) < headBefore + 1; i++)
+        await new Promise((r) => setTimeout(r, 50));
+      expect((await collect(follower.readAll({ from: headBefore + 1 }))).map((e) => e.stream)).toEqual([
+        'instance-inst_after',
+      ]);
     } finally {
       await follower.close();
     }
     // Nothing left to archive: no file.
-    expect(await archive(store, home, '2030-01-01T00:00:00.000Z', join(home, 'none.jsonl.gz'))).toMatchObject({ file: null, actors: 0 });
+    expect(await archive(store, home, '2030-01-01T00:00:00.000Z', join(home, 'none.jsonl.gz'))).toMatchObject({
+      file: null,
+      actors: 0,
+    });
     expect(existsSync(join(home, 'none.jsonl.gz'))).toBe(false);
   }, 180_000);
 
@@ -133,15 +175,28 @@ describe('runlog archive on PostgreSQL', () => {
     const { schema, store, home, actors } = await newLog(6, 1);
     await db.admin.query('SELECT pg_advisory_lock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
     try {
-      const r = await runCli(['archive', '--store', store, '--before', cutoffAfter(actors, 6), '--out', join(home, 'busy.jsonl.gz'), '--json']);
+      const r = await runCli([
+        'archive',
+        '--store',
+        store,
+        '--before',
+        cutoffAfter(actors, 6),
+        '--out',
+        join(home, 'busy.jsonl.gz'),
+        '--json',
+      ]);
       expect(r.code, r.stderr()).toBe(5); // a conflict
       expect(r.stderr()).toContain('ARCHIVE_BUSY');
       expect(existsSync(join(home, 'busy.jsonl.gz'))).toBe(false);
-      expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.tombstones`)).rows).toEqual([{ n: 0 }]);
+      expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.tombstones`)).rows).toEqual([
+        { n: 0 },
+      ]);
     } finally {
       await db.admin.query('SELECT pg_advisory_unlock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
     }
-    expect(await archive(store, home, cutoffAfter(actors, 6), join(home, 'free.jsonl.gz'))).toMatchObject({ actors: 6 });
+    expect(await archive(store, home, cutoffAfter(actors, 6), join(home, 'free.jsonl.gz'))).toMatchObject({
+      actors: 6,
+    });
   }, 120_000);
 
   it("a store's own archive run (the Archiving capability) lists what it archived with where the events went, without reopening", async () => {
@@ -152,7 +207,10 @@ describe('runlog archive on PostgreSQL', () => {
     const out = join(home, 'own.jsonl.gz');
     await withStore(store, async (s) => {
       expect(await s.archiveEnded({ before, out })).toMatchObject({ file: out, actors: 4, vacuum: 'plain' });
-      for (const a of actors) expect((await s.getActor(a.id))?.archived, a.id).toEqual(archived.includes(a) ? { file: out, at: expect.any(String) } : undefined);
+      for (const a of actors)
+        expect((await s.getActor(a.id))?.archived, a.id).toEqual(
+          archived.includes(a) ? { file: out, at: expect.any(String) } : undefined,
+        );
     });
     expect(await verify(store)).toMatchObject({ code: 0, report: { ok: true, archives: 1, findings: [] } });
   }, 120_000);
@@ -175,7 +233,9 @@ describe('runlog archive on PostgreSQL', () => {
       } finally {
         await db.admin.query('SELECT pg_advisory_unlock($1, hashtext($2))', [ARCHIVE_LOCK_CLASS, schema]);
       }
-      expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.tombstones`)).rows).toEqual([{ n: 0 }]);
+      expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.tombstones`)).rows).toEqual([
+        { n: 0 },
+      ]);
       stop = startRetention(pgStore, home, { retainMs: 86_400_000 }, (m) => said.push(m));
       await heard(/^retention: archived 6 actors/);
       stop();
@@ -187,13 +247,22 @@ describe('runlog archive on PostgreSQL', () => {
 
   it('another process appends all through a run: nothing it appended is lost, and verify (chain and archive) passes', async () => {
     const { schema, store, home, actors } = await newLog(20, 2);
-    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '../../support/pg-appender.ts'), store, tempDir(), 'inst_side'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', join(import.meta.dirname, '../../support/pg-appender.ts'), store, tempDir(), 'inst_side'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let out = '';
     let err = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
     child.stderr.on('data', (b: Buffer) => (err += b.toString()));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    const count = async (): Promise<number> => (await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.events WHERE stream LIKE 'instance-inst_side%'`)).rows[0].n as number;
+    const count = async (): Promise<number> =>
+      (
+        await db.admin.query(
+          `SELECT count(*)::integer AS n FROM ${schema}.events WHERE stream LIKE 'instance-inst_side%'`,
+        )
+      ).rows[0].n as number;
     const grown = async (n: number): Promise<void> => {
       const from = await count();
       for (let i = 0; i < 600 && (await count()) < from + n; i++) await new Promise((r) => setTimeout(r, 50));
@@ -202,7 +271,12 @@ describe('runlog archive on PostgreSQL', () => {
     try {
       await grown(3);
       // At each step the other process gets to append (between the plan and the removal too).
-      const r = await archiveStoreUrl(store, { before: cutoffAfter(actors, 20), home, out: join(home, 'busy-log.jsonl.gz'), onStep: (s) => (s === 'removing' ? undefined : grown(6)) });
+      const r = await archiveStoreUrl(store, {
+        before: cutoffAfter(actors, 20),
+        home,
+        out: join(home, 'busy-log.jsonl.gz'),
+        onStep: (s) => (s === 'removing' ? undefined : grown(6)),
+      });
       expect(r.actors).toBe(20);
       await grown(6);
     } finally {
@@ -217,9 +291,13 @@ describe('runlog archive on PostgreSQL', () => {
     // tsx compiled it, vitest's as vite did. No damage of any kind.)
     const after = await verify(store);
     expect(after).toMatchObject({ code: 0, report: { ok: true, archives: 1 } });
-    expect((after.report.findings as { code: string; severity: string }[]).filter((f) => f.code !== 'SNAPSHOT_STALE')).toEqual([]);
+    expect(
+      (after.report.findings as { code: string; severity: string }[]).filter((f) => f.code !== 'SNAPSHOT_STALE'),
+    ).toEqual([]);
     // Positions only grew: the events after the run sit above everything the archive held.
-    const { rows } = await db.admin.query(`SELECT min(seq)::integer AS s FROM ${schema}.events WHERE stream LIKE 'instance-inst_side%' AND seq > (SELECT last_seq FROM ${schema}.archives)`);
+    const { rows } = await db.admin.query(
+      `SELECT min(seq)::integer AS s FROM ${schema}.events WHERE stream LIKE 'instance-inst_side%' AND seq > (SELECT last_seq FROM ${schema}.archives)`,
+    );
     expect(rows[0].s).not.toBeNull();
   }, 180_000);
 });
@@ -227,7 +305,20 @@ describe('runlog archive on PostgreSQL', () => {
 describe('an archiver stopped between two statements', () => {
   it('holds up no append: its removal takes the append lock inside one statement, so a stop before it leaves appends free', async () => {
     const { schema, store, home, actors } = await newLog(6, 1);
-    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '../../support/pg-archive-child.ts'), store, home, cutoffAfter(actors, 6), join(home, 'a.jsonl.gz'), 'removing'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        join(import.meta.dirname, '../../support/pg-archive-child.ts'),
+        store,
+        home,
+        cutoffAfter(actors, 6),
+        join(home, 'a.jsonl.gz'),
+        'removing',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let err = '';
     const atRemoving = new Promise<void>((resolve, reject) => {
       child.stderr.on('data', (b: Buffer) => {
@@ -238,11 +329,16 @@ describe('an archiver stopped between two statements', () => {
     });
     // An appender that waits at most 3 s for the append lock (the archiver's session would hold it for 10 s, its
     // idle_in_transaction_session_timeout, were it held across statements).
-    const appender = new pg.Client({ connectionString: db.url, options: `-c search_path=${schema} -c lock_timeout=3000` });
+    const appender = new pg.Client({
+      connectionString: db.url,
+      options: `-c search_path=${schema} -c lock_timeout=3000`,
+    });
     await appender.connect();
     try {
       await atRemoving; // the archiver stands still there (a stop between two statements of its run)
-      const { rows } = await appender.query("SELECT o_ok FROM append_event('instance-while-archiving', 'no-stream', 'instance.requested', 1, '{}', '{}', '2026-09-02T00:00:00.000Z')");
+      const { rows } = await appender.query(
+        "SELECT o_ok FROM append_event('instance-while-archiving', 'no-stream', 'instance.requested', 1, '{}', '{}', '2026-09-02T00:00:00.000Z')",
+      );
       expect(rows).toEqual([{ o_ok: true }]);
     } finally {
       child.kill('SIGKILL');
@@ -257,7 +353,9 @@ describe('a PostgreSQL supervisor at start', () => {
     const { rows } = await db.admin.query(`SELECT max(seq)::integer AS s FROM ${schema}.events`);
     await db.admin.query(`UPDATE ${schema}.events SET at = '2020-01-01T00:00:00.000Z' WHERE seq = $1`, [rows[0].s - 2]);
     const { createRunlog } = await import('../../../src/supervisor/runlog.ts');
-    await expect(createRunlog({ home: tempDir(), store, node: 'n1', supervise: true, readOnly: false })).rejects.toMatchObject({ code: 'STORE_CHAIN_BROKEN', details: expect.objectContaining({ seq: rows[0].s - 2 }) });
+    await expect(
+      createRunlog({ home: tempDir(), store, node: 'n1', supervise: true, readOnly: false }),
+    ).rejects.toMatchObject({ code: 'STORE_CHAIN_BROKEN', details: expect.objectContaining({ seq: rows[0].s - 2 }) });
     expect(actors).toHaveLength(4);
   }, 120_000);
 });
@@ -273,42 +371,66 @@ const STEPS = (
 
 function runUntil(store: string, home: string, before: string, out: string, step: ArchiveStep): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '../../support/pg-archive-child.ts'), store, home, before, out, step], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        join(import.meta.dirname, '../../support/pg-archive-child.ts'),
+        store,
+        home,
+        before,
+        out,
+        step,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let err = '';
     child.stderr.on('data', (b: Buffer) => {
       err += b.toString();
       if (err.includes(`at ${step}\n`)) child.kill('SIGKILL');
     });
-    child.on('exit', (_code, signal) => (signal === 'SIGKILL' ? resolve() : reject(new Error(`the archive child ended on its own before ${step}: ${err}`))));
+    child.on('exit', (_code, signal) =>
+      signal === 'SIGKILL' ? resolve() : reject(new Error(`the archive child ended on its own before ${step}: ${err}`)),
+    );
   });
 }
 
 describe('archive on PostgreSQL under SIGKILL', () => {
-  it.each(STEPS)('killed at $step: the log is $outcome for every actor, verifies, and a re-run completes', async ({ step, archived }) => {
-    const { schema, store, home, actors } = await newLog(10, 2);
-    const truth = await answers(store);
-    const before = cutoffAfter(actors, 6);
-    const candidates = actors.filter((a) => !a.live && a.endedAt < before);
-    expect(candidates).toHaveLength(6);
-    const out = join(home, 'archive.jsonl.gz');
-    await runUntil(store, home, before, out, step);
+  it.each(STEPS)(
+    'killed at $step: the log is $outcome for every actor, verifies, and a re-run completes',
+    async ({ step, archived }) => {
+      const { schema, store, home, actors } = await newLog(10, 2);
+      const truth = await answers(store);
+      const before = cutoffAfter(actors, 6);
+      const candidates = actors.filter((a) => !a.live && a.endedAt < before);
+      expect(candidates).toHaveLength(6);
+      const out = join(home, 'archive.jsonl.gz');
+      await runUntil(store, home, before, out, step);
 
-    // The killed session's transaction and locks are gone with it: the log is whole, and a supervisor's copy agrees.
-    expect(await verify(store)).toMatchObject({ code: 0, report: { ok: true, findings: [] } });
-    await withStore(store, async (s) => {
-      for (const a of actors) {
-        const row = (await s.getActor(a.id))!;
-        const gone = archived && candidates.includes(a);
-        expect(await s.streamVersion(row.stream), `${a.id} after a kill at ${step}`).toBe(gone ? 0 : truth.get(a.id)!.version);
-        expect(Boolean(row.archived), `${a.id}: tombstone after a kill at ${step}`).toBe(gone);
-      }
-    });
-    if (!archived) expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.archives`)).rows).toEqual([{ n: 0 }]);
-    expect(readdirSync(home).filter((f) => f.includes('.partial-')).length).toBeLessThanOrEqual(1);
+      // The killed session's transaction and locks are gone with it: the log is whole, and a supervisor's copy agrees.
+      expect(await verify(store)).toMatchObject({ code: 0, report: { ok: true, findings: [] } });
+      await withStore(store, async (s) => {
+        for (const a of actors) {
+          const row = (await s.getActor(a.id))!;
+          const gone = archived && candidates.includes(a);
+          expect(await s.streamVersion(row.stream), `${a.id} after a kill at ${step}`).toBe(
+            gone ? 0 : truth.get(a.id)!.version,
+          );
+          expect(Boolean(row.archived), `${a.id}: tombstone after a kill at ${step}`).toBe(gone);
+        }
+      });
+      if (!archived)
+        expect((await db.admin.query(`SELECT count(*)::integer AS n FROM ${schema}.archives`)).rows).toEqual([
+          { n: 0 },
+        ]);
+      expect(readdirSync(home).filter((f) => f.includes('.partial-')).length).toBeLessThanOrEqual(1);
 
-    // A later run (the archive lock was let go with the killed session) finishes or has nothing left to do.
-    const again = await archiveStoreUrl(store, { before, home, out: join(home, 'again.jsonl.gz') });
-    expect(again.actors).toBe(archived ? 0 : 6);
-    expect(await verify(store)).toMatchObject({ code: 0, report: { ok: true, findings: [] } });
-  }, 120_000);
+      // A later run (the archive lock was let go with the killed session) finishes or has nothing left to do.
+      const again = await archiveStoreUrl(store, { before, home, out: join(home, 'again.jsonl.gz') });
+      expect(again.actors).toBe(archived ? 0 : 6);
+      expect(await verify(store)).toMatchObject({ code: 0, report: { ok: true, findings: [] } });
+    },
+    120_000,
+  );
 });

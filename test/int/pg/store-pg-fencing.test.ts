@@ -50,7 +50,9 @@ describe('fenced appends on PostgreSQL', () => {
     const taken = await b.leasing!.leases.takeExpired();
     expect(taken).toEqual([expect.objectContaining({ stream, previous: 'a' })]);
     await b.appendToStream(stream, [ev('instance.lost')], { expectedVersion: 1 });
-    await expect(a.appendToStream(stream, [ev('instance.spawned')], { expectedVersion: 2 })).rejects.toBeInstanceOf(FencedError);
+    await expect(a.appendToStream(stream, [ev('instance.spawned')], { expectedVersion: 2 })).rejects.toBeInstanceOf(
+      FencedError,
+    );
     await b.poll();
     expect((await collect(b.readStream(stream))).map((e) => e.type)).toEqual(['instance.requested', 'instance.lost']);
     // Renewal tells a what it lost; b's renewal keeps its own.
@@ -64,7 +66,9 @@ describe('fenced appends on PostgreSQL', () => {
     const again = await node(schema, 'a', 5000);
     expect(again.leasing!.leases.owns('instance-f2')).toBe(true);
     await again.appendToStream('instance-f2', [ev('instance.spawned')], { expectedVersion: 1 });
-    await expect(old.appendToStream('instance-f2', [ev('instance.spawned')], { expectedVersion: 2 })).rejects.toBeInstanceOf(FencedError);
+    await expect(
+      old.appendToStream('instance-f2', [ev('instance.spawned')], { expectedVersion: 2 }),
+    ).rejects.toBeInstanceOf(FencedError);
     // Facts (not actor streams) are not leased.
     await old.appendToStream('reconciler', [ev('reconciler.discovered')], { expectedVersion: 'any' });
   });
@@ -73,21 +77,38 @@ describe('fenced appends on PostgreSQL', () => {
     const a = await node(schema, 'a', 5000);
     const b = await node(schema, 'b', 5000);
     const stream = 'execution-retried';
-    const claimOf = (n: string, claimed: Map<string, number>) => ({ fence: { node: n, tokens: new Map<string, number>(), claim: { streams: new Set([stream]), ttlMs: 5000, claimed } } });
+    const claimOf = (n: string, claimed: Map<string, number>) => ({
+      fence: {
+        node: n,
+        tokens: new Map<string, number>(),
+        claim: { streams: new Set([stream]), ttlMs: 5000, claimed },
+      },
+    });
     const first = new Map<string, number>();
-    const [o1] = await a.pg.appendMany([{ stream, events: [ev('execution.requested')], expectedVersion: 'no-stream' }], claimOf('a', first));
+    const [o1] = await a.pg.appendMany(
+      [{ stream, events: [ev('execution.requested')], expectedVersion: 'no-stream' }],
+      claimOf('a', first),
+    );
     expect(o1!.ok).toBe(true);
     // The retry: the stream exists now, so its first event is refused; the lease is still a's (renewed), not gone.
     const retry = new Map<string, number>();
-    const [o2] = await a.pg.appendMany([{ stream, events: [ev('execution.requested')], expectedVersion: 'no-stream' }], claimOf('a', retry));
+    const [o2] = await a.pg.appendMany(
+      [{ stream, events: [ev('execution.requested')], expectedVersion: 'no-stream' }],
+      claimOf('a', retry),
+    );
     expect(o2!.ok).toBe(false);
-    const leases = await a.pg.sql<{ node: string; token: string }>('SELECT node, token FROM leases WHERE stream = $1', [stream]);
+    const leases = await a.pg.sql<{ node: string; token: string }>('SELECT node, token FROM leases WHERE stream = $1', [
+      stream,
+    ]);
     expect(leases).toHaveLength(1);
     expect(leases[0]!.node).toBe('a');
     expect(retry.get(stream)).toBe(Number(leases[0]!.token));
     // Another node's claim of it takes nothing and removes nothing.
     const other = new Map<string, number>();
-    const [o3] = await b.pg.appendMany([{ stream, events: [ev('execution.requested')], expectedVersion: 'no-stream' }], claimOf('b', other));
+    const [o3] = await b.pg.appendMany(
+      [{ stream, events: [ev('execution.requested')], expectedVersion: 'no-stream' }],
+      claimOf('b', other),
+    );
     expect(o3!.ok).toBe(false);
     expect(other.size).toBe(0);
     expect(await a.pg.sql('SELECT node FROM leases WHERE stream = $1', [stream])).toEqual([{ node: 'a' }]);

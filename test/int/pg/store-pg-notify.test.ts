@@ -17,39 +17,45 @@ afterAll(async () => {
   if (url) await dropSchemas(url);
 });
 
-describe('PostgreSQL subscriptions hear other processes\' commits (LISTEN/NOTIFY)', () => {
-  it('a port subscription and a host-store follower see a commit made through another handle, with polling an hour away', { timeout: 120_000 }, async () => {
-    url = await requirePostgres();
-    const schema = testSchema('notify');
-    const writer = await PgEventStore.open({ url, schema });
-    closers.push(() => writer.close());
-    const reader = await PgEventStore.open({ url, schema });
-    closers.push(() => reader.close());
-    const follower = await PgHostStore.open({ url, schema, pollMs: 0 });
-    closers.push(() => follower.close());
+describe("PostgreSQL subscriptions hear other processes' commits (LISTEN/NOTIFY)", () => {
+  it(
+    'a port subscription and a host-store follower see a commit made through another handle, with polling an hour away',
+    { timeout: 120_000 },
+    async () => {
+      url = await requirePostgres();
+      const schema = testSchema('notify');
+      const writer = await PgEventStore.open({ url, schema });
+      closers.push(() => writer.close());
+      const reader = await PgEventStore.open({ url, schema });
+      closers.push(() => reader.close());
+      const follower = await PgHostStore.open({ url, schema, pollMs: 0 });
+      closers.push(() => follower.close());
 
-    const heard: number[] = [];
-    const sub = reader.subscribe({ from: 1, pollMs: HOUR }, (e) => void heard.push(e.seq));
-    closers.push(() => sub.close());
-    const followed: RecordedEvent[] = [];
-    const followSub = follower.subscribe({ from: 1, pollMs: HOUR }, (e) => void followed.push(e));
-    closers.push(() => followSub.close());
-    // Both have read the (empty) log once and now wait on a timer an hour long.
-    await new Promise((r) => setTimeout(r, 500));
+      const heard: number[] = [];
+      const sub = reader.subscribe({ from: 1, pollMs: HOUR }, (e) => void heard.push(e.seq));
+      closers.push(() => sub.close());
+      const followed: RecordedEvent[] = [];
+      const followSub = follower.subscribe({ from: 1, pollMs: HOUR }, (e) => void followed.push(e));
+      closers.push(() => followSub.close());
+      // Both have read the (empty) log once and now wait on a timer an hour long.
+      await new Promise((r) => setTimeout(r, 500));
 
-    for (let i = 1; i <= 3; i++) {
-      await writer.appendToStream(`s-${i}`, [{ type: 'thing.happened', data: { i } }], { expectedVersion: 'no-stream' });
-      await until(`the subscription hears commit ${i}`, () => heard.length === i, 30_000, 20);
-      await until(`the follower hears commit ${i}`, () => followed.length === i, 30_000, 20);
-    }
-    expect(heard).toEqual([1, 2, 3]);
-    expect(followed.map((e) => [e.seq, e.stream, e.data])).toEqual([
-      [1, 's-1', { i: 1 }],
-      [2, 's-2', { i: 2 }],
-      [3, 's-3', { i: 3 }],
-    ]);
-    // A closed subscription stops listening: the store's notification connection goes when its last listener does.
-    await sub.close();
-    expect(sub.position).toBe(3);
-  });
+      for (let i = 1; i <= 3; i++) {
+        await writer.appendToStream(`s-${i}`, [{ type: 'thing.happened', data: { i } }], {
+          expectedVersion: 'no-stream',
+        });
+        await until(`the subscription hears commit ${i}`, () => heard.length === i, 30_000, 20);
+        await until(`the follower hears commit ${i}`, () => followed.length === i, 30_000, 20);
+      }
+      expect(heard).toEqual([1, 2, 3]);
+      expect(followed.map((e) => [e.seq, e.stream, e.data])).toEqual([
+        [1, 's-1', { i: 1 }],
+        [2, 's-2', { i: 2 }],
+        [3, 's-3', { i: 3 }],
+      ]);
+      // A closed subscription stops listening: the store's notification connection goes when its last listener does.
+      await sub.close();
+      expect(sub.position).toBe(3);
+    },
+  );
 });

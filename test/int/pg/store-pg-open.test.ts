@@ -11,13 +11,18 @@ const db = usePostgres();
 describe('opening a PostgreSQL event store', () => {
   it('creates and migrates a new schema once, even when two open it at the same time; sessions commit synchronously', async () => {
     const schema = testSchema('open');
-    const [a, b] = await Promise.all([PgEventStore.open({ url: db.url, schema }), PgEventStore.open({ url: db.url, schema })]);
+    const [a, b] = await Promise.all([
+      PgEventStore.open({ url: db.url, schema }),
+      PgEventStore.open({ url: db.url, schema }),
+    ]);
     try {
       const { rows } = await db.admin.query(`SELECT application, version FROM ${schema}.runlog_schema`);
       expect(rows).toEqual([{ application: 'runlog-event-log', version: PG_LATEST_SCHEMA }]);
       await a.appendToStream('s-1', [{ type: 'x', data: {} }], { expectedVersion: 'no-stream' });
       expect(await b.streamVersion('s-1')).toBe(1);
-      const setting = await (a as unknown as { pool: pg.Pool }).pool.query("SELECT current_setting('synchronous_commit') AS sc, current_setting('transaction_isolation') AS iso");
+      const setting = await (a as unknown as { pool: pg.Pool }).pool.query(
+        "SELECT current_setting('synchronous_commit') AS sc, current_setting('transaction_isolation') AS iso",
+      );
       expect(setting.rows[0]).toEqual({ sc: 'on', iso: 'read committed' });
     } finally {
       await a.close();
@@ -31,7 +36,9 @@ describe('opening a PostgreSQL event store', () => {
 
   it('refuses a schema that holds another program’s tables, and leaves it as it was', async () => {
     const schema = testSchema('foreign');
-    await db.admin.query(`CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.orders (id int); INSERT INTO ${schema}.orders VALUES (7)`);
+    await db.admin.query(
+      `CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.orders (id int); INSERT INTO ${schema}.orders VALUES (7)`,
+    );
     await expect(PgEventStore.open({ url: db.url, schema })).rejects.toMatchObject({ code: 'STORE_FOREIGN' });
     const tables = await db.admin.query('SELECT tablename FROM pg_tables WHERE schemaname = $1', [schema]);
     expect(tables.rows).toEqual([{ tablename: 'orders' }]);
@@ -46,13 +53,18 @@ describe('opening a PostgreSQL event store', () => {
   });
 
   it('a server that does not answer is STORE_UNAVAILABLE, saying how to start it', async () => {
-    const err = await PgEventStore.open({ url: 'postgres://runlog:secret@127.0.0.1:1/runlog', schema: testSchema('down') }).catch((e: unknown) => e);
+    const err = await PgEventStore.open({
+      url: 'postgres://runlog:secret@127.0.0.1:1/runlog',
+      schema: testSchema('down'),
+    }).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'STORE_UNAVAILABLE' });
     expect(String((err as Error).message)).toContain('npm run setup');
     expect(String((err as Error).message)).not.toContain('secret');
   });
 
   it('rejects a schema name that is not a plain identifier before connecting', async () => {
-    await expect(PgEventStore.open({ url: db.url, schema: 'x; DROP TABLE y' })).rejects.toMatchObject({ code: 'STORE_INPUT' });
+    await expect(PgEventStore.open({ url: db.url, schema: 'x; DROP TABLE y' })).rejects.toMatchObject({
+      code: 'STORE_INPUT',
+    });
   });
 });

@@ -41,9 +41,26 @@ async function waitForBlockedAppend(observer: pg.Client, settled: () => boolean)
  * append_event (one event to one stream, migration 7). They take one lock, so each holds back the other.
  */
 const appendOne = (c: pg.Client, stream: string, type: string) =>
-  c.query<{ o_first: number }>('SELECT o_first FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)', [[stream], ['any'], [1], [type], [1], ['{}'], ['{}'], ['2026-12-01T00:00:00.000Z']]);
+  c.query<{ o_first: number }>('SELECT o_first FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)', [
+    [stream],
+    ['any'],
+    [1],
+    [type],
+    [1],
+    ['{}'],
+    ['{}'],
+    ['2026-12-01T00:00:00.000Z'],
+  ]);
 const appendSingle = (c: pg.Client, stream: string, type: string) =>
-  c.query<{ o_first: number }>('SELECT o_first FROM append_event($1, $2, $3, $4, $5, $6, $7)', [stream, 'any', type, 1, '{}', '{}', '2026-12-01T00:00:00.000Z']);
+  c.query<{ o_first: number }>('SELECT o_first FROM append_event($1, $2, $3, $4, $5, $6, $7)', [
+    stream,
+    'any',
+    type,
+    1,
+    '{}',
+    '{}',
+    '2026-12-01T00:00:00.000Z',
+  ]);
 
 async function until(cond: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 2000 && !cond(); i++) await new Promise((r) => setTimeout(r, 5));
@@ -54,17 +71,25 @@ describe('PostgreSQL global order: no event is skipped when commits come out of 
   it('control: with a bare bigserial, a reader following the position misses the late commit', async () => {
     const schema = testSchema('naive');
     const setup = await connect('public');
-    await setup.query(`CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.naive (pos bigserial PRIMARY KEY, what text NOT NULL)`);
+    await setup.query(
+      `CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.naive (pos bigserial PRIMARY KEY, what text NOT NULL)`,
+    );
     await setup.end();
     const [a, b, reader] = [await connect(schema), await connect(schema), await connect(schema)];
     try {
       await a.query('BEGIN');
-      const low = (await a.query<{ pos: string }>("INSERT INTO naive (what) VALUES ('early, commits late') RETURNING pos")).rows[0]!.pos;
-      const high = (await b.query<{ pos: string }>("INSERT INTO naive (what) VALUES ('late, commits first') RETURNING pos")).rows[0]!.pos;
+      const low = (
+        await a.query<{ pos: string }>("INSERT INTO naive (what) VALUES ('early, commits late') RETURNING pos")
+      ).rows[0]!.pos;
+      const high = (
+        await b.query<{ pos: string }>("INSERT INTO naive (what) VALUES ('late, commits first') RETURNING pos")
+      ).rows[0]!.pos;
       expect(Number(low)).toBeLessThan(Number(high));
       const seen: number[] = [];
       const follow = async () => {
-        const rows = (await reader.query<{ pos: string }>('SELECT pos FROM naive WHERE pos > $1 ORDER BY pos', [seen.at(-1) ?? 0])).rows;
+        const rows = (
+          await reader.query<{ pos: string }>('SELECT pos FROM naive WHERE pos > $1 ORDER BY pos', [seen.at(-1) ?? 0])
+        ).rows;
         seen.push(...rows.map((r) => Number(r.pos)));
       };
       await follow(); // sees the higher position only
@@ -90,7 +115,9 @@ describe('PostgreSQL global order: no event is skipped when commits come out of 
       expect(Number((await appendOne(a, 'stream-a', 'early.commits-late')).rows[0]!.o_first)).toBe(1);
       // B appends from another connection (another store handle). It must not get ahead of A.
       let bDone = false;
-      const b = writer.appendToStream('stream-b', [{ type: 'late.wants-first', data: {} }], { expectedVersion: 'no-stream' }).finally(() => (bDone = true));
+      const b = writer
+        .appendToStream('stream-b', [{ type: 'late.wants-first', data: {} }], { expectedVersion: 'no-stream' })
+        .finally(() => (bDone = true));
       await waitForBlockedAppend(observer, () => bDone);
       // While A is open: B has not committed, and a follower (subscription and plain reads) has seen nothing.
       expect(bDone).toBe(false);
@@ -125,14 +152,26 @@ describe('PostgreSQL global order: no event is skipped when commits come out of 
       await a.query('BEGIN');
       expect(Number((await appendSingle(a, 'stream-a', 'doomed')).rows[0]!.o_first)).toBe(1);
       let bDone = false;
-      const b = writer.appendToStream('stream-b', [{ type: 'kept', data: {} }, { type: 'kept.too', data: {} }], { expectedVersion: 'no-stream' }).finally(() => (bDone = true));
+      const b = writer
+        .appendToStream(
+          'stream-b',
+          [
+            { type: 'kept', data: {} },
+            { type: 'kept.too', data: {} },
+          ],
+          { expectedVersion: 'no-stream' },
+        )
+        .finally(() => (bDone = true));
       await waitForBlockedAppend(observer, () => bDone);
       expect(bDone).toBe(false);
       await a.query('ROLLBACK');
       expect((await b).lastSeq).toBe(2);
       const all: [number, string][] = [];
       for await (const e of writer.readAll()) all.push([e.seq, e.type]);
-      expect(all).toEqual([[1, 'kept'], [2, 'kept.too']]);
+      expect(all).toEqual([
+        [1, 'kept'],
+        [2, 'kept.too'],
+      ]);
     } finally {
       await Promise.all([a.end(), observer.end()]);
       await writer.close();
@@ -152,7 +191,14 @@ describe('PostgreSQL global order: no event is skipped when commits come out of 
             i % 4 === 0
               ? w.appendMany([
                   { stream: `w${wi}-s${i}`, events: [{ type: 'x', data: { i } }], expectedVersion: 'no-stream' },
-                  { stream: `w${wi}-t${i}`, events: [{ type: 'y', data: { i } }, { type: 'z', data: { i } }], expectedVersion: 'no-stream' },
+                  {
+                    stream: `w${wi}-t${i}`,
+                    events: [
+                      { type: 'y', data: { i } },
+                      { type: 'z', data: { i } },
+                    ],
+                    expectedVersion: 'no-stream',
+                  },
                 ])
               : w.appendToStream(`w${wi}-s${i}`, [{ type: 'x', data: { i } }], { expectedVersion: 'no-stream' }),
           ),

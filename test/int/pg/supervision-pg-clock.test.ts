@@ -30,7 +30,14 @@ describe('a heartbeat on PostgreSQL read by a reader with a skewed clock', () =>
     const schema = testSchema('supclock');
     const node = await PgHostStore.open({ url, schema, pollMs: 0 });
     try {
-      await node.writeHeartbeat({ node: 'a', pid: 4242, startedAt: new Date().toISOString(), beatAt: new Date().toISOString(), intervalMs: 5000, stoppedAt: null });
+      await node.writeHeartbeat({
+        node: 'a',
+        pid: 4242,
+        startedAt: new Date().toISOString(),
+        beatAt: new Date().toISOString(),
+        intervalMs: 5000,
+        stoppedAt: null,
+      });
     } finally {
       await node.close();
     }
@@ -47,9 +54,19 @@ describe('a heartbeat on PostgreSQL read by a reader with a skewed clock', () =>
     const schema = testSchema('supclock');
     const node = await PgHostStore.open({ url, schema, pollMs: 0 });
     try {
-      await node.writeHeartbeat({ node: 'b', pid: 4343, startedAt: new Date().toISOString(), beatAt: new Date().toISOString(), intervalMs: 5000, stoppedAt: null });
+      await node.writeHeartbeat({
+        node: 'b',
+        pid: 4343,
+        startedAt: new Date().toISOString(),
+        beatAt: new Date().toISOString(),
+        intervalMs: 5000,
+        stoppedAt: null,
+      });
       // Its last beat was a minute ago on the server's clock: twelve intervals missed.
-      await node.pg.sql(`UPDATE nodes SET beat_at = to_char((clock_timestamp() - interval '1 minute') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') WHERE node = 'b'`, []);
+      await node.pg.sql(
+        `UPDATE nodes SET beat_at = to_char((clock_timestamp() - interval '1 minute') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') WHERE node = 'b'`,
+        [],
+      );
     } finally {
       await node.close();
     }

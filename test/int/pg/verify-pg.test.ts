@@ -16,14 +16,24 @@ afterAll(async () => {
   for (const rl of open) await rl.close().catch(() => undefined);
 });
 
-const spec = (id: string): InstanceSpec => ({ instanceId: id, appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 20, resetAfterMs: 1000 } });
+const spec = (id: string): InstanceSpec => ({
+  instanceId: id,
+  appId: 'com.example.hello',
+  appDir: '/apps/hello',
+  sandbox: 'proot',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 20, resetAfterMs: 1000 },
+});
 
 /** A log on PostgreSQL written by the real host: a live actor past two snapshot points, and one that ended. */
 async function writeLog(store: string): Promise<void> {
   const rl = await createRunlog({ home: tempDir(), store, supervise: false, readOnly: false });
   try {
     await rl.host.create('instance', 'inst_live', { type: 'instance.requested', data: { spec: spec('inst_live') } });
-    for (let i = 0; i < 2 * SNAPSHOT_EVERY + 5; i++) await rl.send('instance', 'inst_live', { type: 'instance.tool-granted', data: { tool: `t${i}` } });
+    for (let i = 0; i < 2 * SNAPSHOT_EVERY + 5; i++)
+      await rl.send('instance', 'inst_live', { type: 'instance.tool-granted', data: { tool: `t${i}` } });
     await rl.host.create('instance', 'inst_done', { type: 'instance.requested', data: { spec: spec('inst_done') } });
     await rl.send('instance', 'inst_done', { type: 'instance.stop-requested', data: {} });
     await rl.send('instance', 'inst_done', { type: 'instance.exited', data: { exitCode: 0 } });
@@ -47,9 +57,19 @@ describe('snapshots and verify on PostgreSQL', () => {
       { stream: 'instance-inst_done', version: 3 },
       { stream: 'instance-inst_live', version: 2 * SNAPSHOT_EVERY },
     ]);
-    expect((await db.admin.query(`SELECT stream, version FROM ${schema}.snapshot_history`)).rows).toEqual([{ stream: 'instance-inst_live', version: SNAPSHOT_EVERY }]);
+    expect((await db.admin.query(`SELECT stream, version FROM ${schema}.snapshot_history`)).rows).toEqual([
+      { stream: 'instance-inst_live', version: SNAPSHOT_EVERY },
+    ]);
     const { code, report } = await verify(store);
-    expect(report).toMatchObject({ ok: true, events: 2 * SNAPSHOT_EVERY + 9, lastSeq: 2 * SNAPSHOT_EVERY + 9, actors: 2, snapshots: 2, olderSnapshots: 1, findings: [] });
+    expect(report).toMatchObject({
+      ok: true,
+      events: 2 * SNAPSHOT_EVERY + 9,
+      lastSeq: 2 * SNAPSHOT_EVERY + 9,
+      actors: 2,
+      snapshots: 2,
+      olderSnapshots: 1,
+      findings: [],
+    });
     expect(report.file).not.toContain(':runlog@');
     expect(code).toBe(0);
   });
@@ -64,17 +84,44 @@ describe('snapshots and verify on PostgreSQL', () => {
     const r = rows[0];
     const state = JSON.parse(r.state);
     state.context.spec.tools = ['planted'];
-    const planted = sealSnapshot({ stream: r.stream, version: r.version, fingerprint: r.fingerprint, createdAt: r.created_at, state: JSON.stringify(state) });
-    await db.admin.query(`UPDATE ${schema}.snapshots SET state = $1, checksum = $2 WHERE stream = $3`, [planted.state, planted.checksum, r.stream]);
+    const planted = sealSnapshot({
+      stream: r.stream,
+      version: r.version,
+      fingerprint: r.fingerprint,
+      createdAt: r.created_at,
+      state: JSON.stringify(state),
+    });
+    await db.admin.query(`UPDATE ${schema}.snapshots SET state = $1, checksum = $2 WHERE stream = $3`, [
+      planted.state,
+      planted.checksum,
+      r.stream,
+    ]);
 
-    const rl = await createRunlog({ home: tempDir(), store, effects: { instance: {} }, reconcile: false, watchApps: false, engineWatch: false, metrics: false, log: () => undefined });
+    const rl = await createRunlog({
+      home: tempDir(),
+      store,
+      effects: { instance: {} },
+      reconcile: false,
+      watchApps: false,
+      engineWatch: false,
+      metrics: false,
+      log: () => undefined,
+    });
     open.push(rl);
-    const tools = ((await rl.host.fetch('instance', 'inst_live'))!.snapshot.context as { spec: { tools: string[] } }).spec.tools;
+    const tools = ((await rl.host.fetch('instance', 'inst_live'))!.snapshot.context as { spec: { tools: string[] } })
+      .spec.tools;
     expect(tools).toEqual(['planted', 't199', 't200', 't201', 't202', 't203', 't204']);
     await rl.close();
 
     const { code, report } = await verify(store);
-    expect(report.findings).toEqual([expect.objectContaining({ code: 'SNAPSHOT_MISMATCH', severity: 'damage', stream: 'instance-inst_live', version: 2 * SNAPSHOT_EVERY })]);
+    expect(report.findings).toEqual([
+      expect.objectContaining({
+        code: 'SNAPSHOT_MISMATCH',
+        severity: 'damage',
+        stream: 'instance-inst_live',
+        version: 2 * SNAPSHOT_EVERY,
+      }),
+    ]);
     expect(code).toBe(4);
   });
 
@@ -83,27 +130,57 @@ describe('snapshots and verify on PostgreSQL', () => {
     const store = `${db.url}?schema=${schema}`;
     await writeLog(store);
 
-    const { rows } = await db.admin.query(`SELECT * FROM ${schema}.snapshot_history WHERE stream = 'instance-inst_live'`);
+    const { rows } = await db.admin.query(
+      `SELECT * FROM ${schema}.snapshot_history WHERE stream = 'instance-inst_live'`,
+    );
     const r = rows[0];
     const state = JSON.parse(r.state);
     state.context.spec.tools = ['planted'];
-    const planted = sealSnapshot({ stream: r.stream, version: r.version, fingerprint: r.fingerprint, createdAt: r.created_at, state: JSON.stringify(state) });
-    await db.admin.query(`UPDATE ${schema}.snapshot_history SET state = $1, checksum = $2 WHERE stream = $3`, [planted.state, planted.checksum, r.stream]);
+    const planted = sealSnapshot({
+      stream: r.stream,
+      version: r.version,
+      fingerprint: r.fingerprint,
+      createdAt: r.created_at,
+      state: JSON.stringify(state),
+    });
+    await db.admin.query(`UPDATE ${schema}.snapshot_history SET state = $1, checksum = $2 WHERE stream = $3`, [
+      planted.state,
+      planted.checksum,
+      r.stream,
+    ]);
     await db.admin.query(`UPDATE ${schema}.snapshots SET state = state || ' ' WHERE stream = 'instance-inst_done'`);
     let v = await verify(store);
     expect(v.report.findings).toEqual([
       expect.objectContaining({ code: 'SNAPSHOT_CHECKSUM', severity: 'damage', stream: 'instance-inst_done' }),
-      expect.objectContaining({ code: 'SNAPSHOT_MISMATCH', severity: 'damage', stream: 'instance-inst_live', version: SNAPSHOT_EVERY, message: expect.stringContaining('older snapshot') }),
+      expect.objectContaining({
+        code: 'SNAPSHOT_MISMATCH',
+        severity: 'damage',
+        stream: 'instance-inst_live',
+        version: SNAPSHOT_EVERY,
+        message: expect.stringContaining('older snapshot'),
+      }),
     ]);
     expect(v.code).toBe(4);
 
-    const seq = (await db.admin.query(`SELECT seq::integer FROM ${schema}.events WHERE stream = 'instance-inst_live' AND version = 50`)).rows[0].seq;
+    const seq = (
+      await db.admin.query(
+        `SELECT seq::integer FROM ${schema}.events WHERE stream = 'instance-inst_live' AND version = 50`,
+      )
+    ).rows[0].seq;
     await db.admin.query(`UPDATE ${schema}.events SET data = '{"tool": "tX"}' WHERE seq = $1`, [seq]);
-    await db.admin.query(`UPDATE ${schema}.projection_documents SET doc = jsonb_set(doc, '{state}', '"running"') WHERE id = 'instance-inst_done'`);
+    await db.admin.query(
+      `UPDATE ${schema}.projection_documents SET doc = jsonb_set(doc, '{state}', '"running"') WHERE id = 'instance-inst_done'`,
+    );
     v = await verify(store);
     expect(v.report.findings).toEqual(
       expect.arrayContaining([
-        expect.objectContaining({ code: 'STORE_CHAIN_BROKEN', severity: 'damage', seq, stream: 'instance-inst_live', version: 50 }),
+        expect.objectContaining({
+          code: 'STORE_CHAIN_BROKEN',
+          severity: 'damage',
+          seq,
+          stream: 'instance-inst_live',
+          version: 50,
+        }),
         expect.objectContaining({ code: 'PROJECTION_MISMATCH', severity: 'damage', stream: 'instance-inst_done' }),
       ]),
     );

@@ -60,7 +60,9 @@ function countPackages(dir: string): number {
   if (!existsSync(nm)) return 0;
   for (const entry of readdirSync(nm)) {
     if (entry.startsWith('.')) continue;
-    const dirs = entry.startsWith('@') ? readdirSync(join(nm, entry)).map((e) => join(nm, entry, e)) : [join(nm, entry)];
+    const dirs = entry.startsWith('@')
+      ? readdirSync(join(nm, entry)).map((e) => join(nm, entry, e))
+      : [join(nm, entry)];
     for (const d of dirs) {
       if (!existsSync(join(d, 'package.json'))) continue;
       n += 1 + countPackages(d);
@@ -76,16 +78,35 @@ describe('runlog installed from its packed tarball into another project', () => 
     requireProot();
     // prepack (the build) may print before the JSON: it starts at the first line that opens an array.
     const packOut = ok(run('npm', ['pack', '--json', '--pack-destination', work], REPO), 'npm pack');
-    const packed = JSON.parse(packOut.slice(packOut.search(/^\[/m))) as { filename: string; files: { path: string }[] }[];
+    const packed = JSON.parse(packOut.slice(packOut.search(/^\[/m))) as {
+      filename: string;
+      files: { path: string }[];
+    }[];
     const tarball = join(work, packed[0]!.filename);
     const files = packed[0]!.files.map((f) => f.path);
     // What users need, and nothing of the repository's own (tests, scripts, sources).
-    expect(files).toEqual(expect.arrayContaining(['package.json', 'bin/runlog.js', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/bin.js', 'dist/app-sdk/sdk.mjs', 'dist/server/inspector/index.html', 'examples/hello-app/runlog.json']));
-    expect(files.filter((f) => /^(src|test|scripts|bench)\//.test(f) || f.endsWith('.ts') && !f.endsWith('.d.ts'))).toEqual([]);
+    expect(files).toEqual(
+      expect.arrayContaining([
+        'package.json',
+        'bin/runlog.js',
+        'dist/index.js',
+        'dist/index.d.ts',
+        'dist/cli/bin.js',
+        'dist/app-sdk/sdk.mjs',
+        'dist/server/inspector/index.html',
+        'examples/hello-app/runlog.json',
+      ]),
+    );
+    expect(
+      files.filter((f) => /^(src|test|scripts|bench)\//.test(f) || (f.endsWith('.ts') && !f.endsWith('.d.ts'))),
+    ).toEqual([]);
 
     rmSync(project, { recursive: true, force: true });
     mkdirSync(project, { recursive: true });
-    writeFileSync(join(project, 'package.json'), `${JSON.stringify({ name: 'consumer', private: true, type: 'module' }, null, 2)}\n`);
+    writeFileSync(
+      join(project, 'package.json'),
+      `${JSON.stringify({ name: 'consumer', private: true, type: 'module' }, null, 2)}\n`,
+    );
     ok(run('npm', ['install', '--omit=dev', '--no-package-lock', tarball], project), 'npm install <tarball>');
   }, 900_000);
 
@@ -97,7 +118,9 @@ describe('runlog installed from its packed tarball into another project', () => 
     expect(existsSync(join(nm, 'typescript'))).toBe(false);
     const packages = countPackages(project);
     const kb = Number(run('du', ['-sk', nm], project).stdout.split('\t')[0]);
-    console.info(`production install of the tarball: ${packages} packages, ${(kb / 1024).toFixed(0)} MB in node_modules`);
+    console.info(
+      `production install of the tarball: ${packages} packages, ${(kb / 1024).toFixed(0)} MB in node_modules`,
+    );
     expect(packages).toBeLessThanOrEqual(150);
   });
 
@@ -112,13 +135,19 @@ describe('runlog installed from its packed tarball into another project', () => 
     expect(out).toMatch(/^stopped: stopped$/m);
 
     // The CLI from the same install reads the log the program left.
-    const ps = JSON.parse(ok(run('npx', ['--no', '--', 'runlog', 'ps', '--all', '--json', '--home', home], project), 'npx runlog ps')) as { id: string; state: string }[];
+    const ps = JSON.parse(
+      ok(run('npx', ['--no', '--', 'runlog', 'ps', '--all', '--json', '--home', home], project), 'npx runlog ps'),
+    ) as { id: string; state: string }[];
     expect(ps.map((a) => [a.id, a.state])).toEqual([[id, 'stopped']]);
-    expect(JSON.parse(ok(run('npx', ['--no', '--', 'runlog', 'ps', '--json', '--home', home], project), 'npx runlog ps'))).toEqual([]);
+    expect(
+      JSON.parse(ok(run('npx', ['--no', '--', 'runlog', 'ps', '--json', '--home', home], project), 'npx runlog ps')),
+    ).toEqual([]);
   }, 240_000);
 
   it('npx runlog --version prints the package version', () => {
-    expect(ok(run('npx', ['--no', '--', 'runlog', '--version'], project), 'npx runlog --version').trim()).toBe(pkg.version);
+    expect(ok(run('npx', ['--no', '--', 'runlog', '--version'], project), 'npx runlog --version').trim()).toBe(
+      pkg.version,
+    );
   });
 
   it('runlog demo without @atproto/dev-env says in one line how to add it (exit 1: a part it needs is missing)', () => {
@@ -151,7 +180,10 @@ describe('runlog installed from its packed tarball into another project', () => 
     );
     ok(run(process.execPath, [join(REPO, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], project), 'tsc');
     // The check has teeth: the same file with a wrong option type fails against the declarations.
-    writeFileSync(join(project, 'api.ts'), `${readmeBlock('api.ts', GUIDE)}\nexport const wrong = (await import('runlog')).createRunlog({ home: 42 });\n`);
+    writeFileSync(
+      join(project, 'api.ts'),
+      `${readmeBlock('api.ts', GUIDE)}\nexport const wrong = (await import('runlog')).createRunlog({ home: 42 });\n`,
+    );
     const bad = run(process.execPath, [join(REPO, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], project);
     expect(bad.status).not.toBe(0);
     expect(bad.stdout).toMatch(/api\.ts\(\d+,\d+\): error TS2322/);

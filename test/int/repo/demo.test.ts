@@ -17,7 +17,11 @@ afterAll(() => {
 describe('runlog demo (the first run)', () => {
   it('spawns the example app in both sandboxes and runs greet in both languages, then cleans up', async () => {
     await requireDocker();
-    const r = spawnSync(process.execPath, cliArgs('demo', '--once', '--json', '--listen', '127.0.0.1:0', '--home', home), { encoding: 'utf8', timeout: 300_000 });
+    const r = spawnSync(
+      process.execPath,
+      cliArgs('demo', '--once', '--json', '--listen', '127.0.0.1:0', '--home', home),
+      { encoding: 'utf8', timeout: 300_000 },
+    );
     expect(r.status, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout);
     expect(out.inspector).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/#token=[0-9a-f]{64}$/);
@@ -35,13 +39,17 @@ describe('runlog demo (the first run)', () => {
     expect(left).toEqual([]);
     const ps = spawnSync(process.execPath, cliArgs('ps', '--json', '--home', home), { encoding: 'utf8' });
     expect(JSON.parse(ps.stdout)).toEqual([]);
-    const all = JSON.parse(spawnSync(process.execPath, cliArgs('ps', '--all', '--json', '--home', home), { encoding: 'utf8' }).stdout);
+    const all = JSON.parse(
+      spawnSync(process.execPath, cliArgs('ps', '--all', '--json', '--home', home), { encoding: 'utf8' }).stdout,
+    );
     expect(all.map((a: any) => a.state).sort()).toEqual(['stopped', 'stopped', 'succeeded', 'succeeded']);
   }, 320_000);
 
   it('interrupted after the reader of its output has gone (`npm run demo | tee demo.log`, Ctrl-C), it still stops everything it started', async () => {
     await requireDocker();
-    const child = spawn(process.execPath, cliArgs('demo', '--listen', '127.0.0.1:0', '--home', piped), { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, cliArgs('demo', '--listen', '127.0.0.1:0', '--home', piped), {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stderr = '';
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
@@ -71,9 +79,16 @@ describe('runlog demo (the first run)', () => {
     expect(impatient, stderr).toBe(true);
     expect(stderr).toContain('shutting down');
     expect(stderr).not.toMatch(/\n\s+at |EPIPE|Unhandled|uncaught/i);
-    const left = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${piped}`] }) });
+    const left = await docker.listContainers({
+      all: true,
+      filters: JSON.stringify({ label: [`runlog.home=${piped}`] }),
+    });
     expect(left).toEqual([]);
-    const all = JSON.parse(spawnSync(process.execPath, cliArgs('ps', '--all', '--json', '--kind', 'instance', '--home', piped), { encoding: 'utf8' }).stdout);
+    const all = JSON.parse(
+      spawnSync(process.execPath, cliArgs('ps', '--all', '--json', '--kind', 'instance', '--home', piped), {
+        encoding: 'utf8',
+      }).stdout,
+    );
     expect(all.map((a: any) => a.state)).toEqual(['stopped', 'stopped']);
   }, 320_000);
 });

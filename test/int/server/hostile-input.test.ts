@@ -9,7 +9,13 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishCode } from '../../../src/supervisor/executions/publishing.ts';
-import { cleanupTestContainers, cleanupTestVolumes, requireDocker, requireRegistry, TEST_LABELS } from '../../support/docker.ts';
+import {
+  cleanupTestContainers,
+  cleanupTestVolumes,
+  requireDocker,
+  requireRegistry,
+  TEST_LABELS,
+} from '../../support/docker.ts';
 import { cliArgs } from '../../support/cli.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from '../../support/pds.ts';
 
@@ -48,11 +54,24 @@ beforeAll(async () => {
   pds = await startTestPds();
   const runtimeUri = await publishNodeRuntime(pds, 'runtimes.test');
   const alice = await pds.createAccount('alice.test');
-  uri = (await publishCode(alice.publisher, { dir: join(REPO, 'examples/greet-node'), runtime: runtimeUri, atproto: { plcUrl: pds.plcUrl } })).uri;
+  uri = (
+    await publishCode(alice.publisher, {
+      dir: join(REPO, 'examples/greet-node'),
+      runtime: runtimeUri,
+      atproto: { plcUrl: pds.plcUrl },
+    })
+  ).uri;
   home = mkdtempSync(join(tmpdir(), 'runlog-hostile-'));
-  serve = spawn(process.execPath, ['--unhandled-rejections=strict', ...cliArgs('serve', '--listen', '127.0.0.1:0', '--json', '--home', home, '--plc', pds.plcUrl)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  serve = spawn(
+    process.execPath,
+    [
+      '--unhandled-rejections=strict',
+      ...cliArgs('serve', '--listen', '127.0.0.1:0', '--json', '--home', home, '--plc', pds.plcUrl),
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   serve.stderr!.on('data', (b: Buffer) => (serveErr += b.toString()));
   exited = new Promise((r) =>
     serve.on('exit', (code, signal) => {
@@ -98,8 +117,13 @@ describe('runlog serve under hostile input (--unhandled-rejections=strict)', () 
   it('a 5,000-level input (a 10 KB body) gets 400 INPUT_INVALID; nothing is appended for it', async () => {
     const r = await post(deepBody());
     expect(r.status).toBe(400);
-    expect(r.json.error).toMatchObject({ code: 'INPUT_INVALID', message: expect.stringMatching(/deeper than 128 levels/) });
-    const actors = (await (await fetch(`${base}api/actors?all=1`, { headers: { authorization: `Bearer ${token}` } })).json()) as { actors: unknown[] };
+    expect(r.json.error).toMatchObject({
+      code: 'INPUT_INVALID',
+      message: expect.stringMatching(/deeper than 128 levels/),
+    });
+    const actors = (await (
+      await fetch(`${base}api/actors?all=1`, { headers: { authorization: `Bearer ${token}` } })
+    ).json()) as { actors: unknown[] };
     expect(actors.actors).toEqual([]);
   });
 
@@ -107,7 +131,9 @@ describe('runlog serve under hostile input (--unhandled-rejections=strict)', () 
     const big = await post(JSON.stringify({ uri, handler: 'greet', input: 'x'.repeat(1024 * 1024 + 10) }));
     expect(big.status).toBe(413);
     expect(big.json.error.code).toBe('INPUT_TOO_LARGE');
-    const huge = await post(JSON.stringify({ uri, handler: 'greet', input: 'x'.repeat(3 * 1024 * 1024) })).catch((err: Error) => ({ status: 0, json: { error: { code: err.message } } }));
+    const huge = await post(JSON.stringify({ uri, handler: 'greet', input: 'x'.repeat(3 * 1024 * 1024) })).catch(
+      (err: Error) => ({ status: 0, json: { error: { code: err.message } } }),
+    );
     // The server answers 413 and closes the connection without reading the rest (a client may see the reset).
     if (huge.status !== 0) expect(huge).toMatchObject({ status: 413, json: { error: { code: 'PAYLOAD_TOO_LARGE' } } });
     const t = await post(JSON.stringify({ uri, handler: 'greet', timeoutMs: '10' }));
@@ -118,7 +144,9 @@ describe('runlog serve under hostile input (--unhandled-rejections=strict)', () 
     const r = await post(JSON.stringify({ uri, handler: 'nope', input: {} }));
     expect(r.status).toBe(200);
     expect(r.json).toMatchObject({ status: 'failed', failure: { reason: 'validation', code: 'HANDLER_NOT_FOUND' } });
-    const events = (await (await fetch(`${base}api/actors/${r.json.executionId}/events`, { headers: { authorization: `Bearer ${token}` } })).json()) as { events: { type: string }[] };
+    const events = (await (
+      await fetch(`${base}api/actors/${r.json.executionId}/events`, { headers: { authorization: `Bearer ${token}` } })
+    ).json()) as { events: { type: string }[] };
     expect(events.events.map((e) => e.type)).toEqual(['execution.requested', 'execution.step', 'execution.failed']);
   });
 
@@ -148,7 +176,9 @@ describe('runlog serve under hostile input (--unhandled-rejections=strict)', () 
   it('is still up afterwards, and stops cleanly when asked (it never exits on its own)', async () => {
     await new Promise((r) => setTimeout(r, 2000));
     expect(hasExited, serveErr).toBe(false);
-    const health = (await (await fetch(`${base}api/health`, { headers: { authorization: `Bearer ${token}` } })).json()) as { ok: boolean };
+    const health = (await (
+      await fetch(`${base}api/health`, { headers: { authorization: `Bearer ${token}` } })
+    ).json()) as { ok: boolean };
     expect(health.ok).toBe(true);
     expect(serveErr).not.toMatch(/unhandled|UnhandledPromiseRejection/i);
     serve.kill('SIGTERM');
@@ -160,16 +190,30 @@ describe('the library under hostile input (--unhandled-rejections=strict)', () =
   it('BigInt, circular, deep and function inputs are refused with INPUT_INVALID; an honest execution in the same tick succeeds', async () => {
     const libHome = mkdtempSync(join(tmpdir(), 'runlog-hostile-lib-'));
     try {
-      const child = spawn(process.execPath, ['--unhandled-rejections=strict', '--import', 'tsx', LIB_CHILD, JSON.stringify({ home: libHome, plcUrl: pds.plcUrl, uri, labels: LIB_LABELS })], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const child = spawn(
+        process.execPath,
+        [
+          '--unhandled-rejections=strict',
+          '--import',
+          'tsx',
+          LIB_CHILD,
+          JSON.stringify({ home: libHome, plcUrl: pds.plcUrl, uri, labels: LIB_LABELS }),
+        ],
+        {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
       let out = '';
       let err = '';
       child.stdout.on('data', (b: Buffer) => (out += b.toString()));
       child.stderr.on('data', (b: Buffer) => (err += b.toString()));
       const code = await new Promise<number | null>((r) => child.on('exit', r));
       expect(code, err).toBe(0);
-      const report = JSON.parse(out.trim()) as { bad: { kind: string; code: string }[]; honest: { status: string; output: unknown }; live: number };
+      const report = JSON.parse(out.trim()) as {
+        bad: { kind: string; code: string }[];
+        honest: { status: string; output: unknown };
+        live: number;
+      };
       expect(report.bad).toEqual([
         { kind: 'bigint', code: 'INPUT_INVALID' },
         { kind: 'circular', code: 'INPUT_INVALID' },

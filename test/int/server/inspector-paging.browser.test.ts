@@ -23,7 +23,10 @@ describe('web inspector on a long history (chromium)', () => {
   let page: Page;
   const requested: string[] = [];
   const problems: string[] = [];
-  const rowVersions = () => page.locator('[data-testid=event-row]').evaluateAll((els) => els.map((e) => Number(e.getAttribute('data-version'))));
+  const rowVersions = () =>
+    page
+      .locator('[data-testid=event-row]')
+      .evaluateAll((els) => els.map((e) => Number(e.getAttribute('data-version'))));
   const text = (testid: string) => page.getByTestId(testid).first().innerText();
 
   beforeAll(async () => {
@@ -51,7 +54,9 @@ describe('web inspector on a long history (chromium)', () => {
     await expect.poll(async () => (await rowVersions()).length).toBe(1000);
     const versions = await rowVersions();
     expect([versions[0], versions.at(-1)]).toEqual([EVENTS - 999, EVENTS]);
-    expect(await page.locator('#timeline-count').innerText()).toBe(`${EVENTS} events · showing v${EVENTS - 999}–v${EVENTS}`);
+    expect(await page.locator('#timeline-count').innerText()).toBe(
+      `${EVENTS} events · showing v${EVENTS - 999}–v${EVENTS}`,
+    );
     expect(await page.getByTestId('steps-later').isDisabled()).toBe(true);
     expect(await text('scrub-label')).toMatch(new RegExp(`^v${EVENTS} of ${EVENTS}`));
   });

@@ -9,7 +9,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../../src/server/http-server.ts';
 import { ensureToken } from '../../../src/server/token.ts';
 import { createRunlog } from '../../../src/supervisor/runlog.ts';
-import { CODE_CID, IMAGE, instanceSpec, launchChromium, RUNTIME_CID, seededRunlog, type Seeded } from '../../support/browser.ts';
+import {
+  CODE_CID,
+  IMAGE,
+  instanceSpec,
+  launchChromium,
+  RUNTIME_CID,
+  seededRunlog,
+  type Seeded,
+} from '../../support/browser.ts';
 
 const SHOTS = join(import.meta.dirname, '../../..', 'artifacts', 'inspector');
 
@@ -72,10 +80,14 @@ describe('web inspector (chromium)', () => {
     await expect.poll(() => rows().count()).toBe(1);
     await page.getByTestId('filter-text').fill('');
     await page.getByTestId('filter-kind').selectOption('execution');
-    await expect.poll(() => rows().evaluateAll((els) => els.map((e) => e.getAttribute('data-kind')))).toEqual(['execution', 'execution']);
+    await expect
+      .poll(() => rows().evaluateAll((els) => els.map((e) => e.getAttribute('data-kind'))))
+      .toEqual(['execution', 'execution']);
     await page.getByTestId('filter-kind').selectOption('');
     await page.getByTestId('filter-state').selectOption('stopped');
-    await expect.poll(() => rows().evaluateAll((els) => els.map((e) => e.getAttribute('data-actor-id')))).toEqual(['inst_old']);
+    await expect
+      .poll(() => rows().evaluateAll((els) => els.map((e) => e.getAttribute('data-actor-id'))))
+      .toEqual(['inst_old']);
     await page.getByTestId('filter-state').selectOption('');
     await expect.poll(() => rows().count()).toBe(4);
   });
@@ -85,7 +97,9 @@ describe('web inspector (chromium)', () => {
     await expect.poll(() => text('actor-title')).toBe('inst_web');
     expect(await text('actor-current-state')).toBe('running');
     await expect.poll(() => page.locator('[data-testid=event-row]').count()).toBe(11);
-    await expect.poll(() => page.locator('[data-testid=chart-state].current').getAttribute('data-path')).toBe('running');
+    await expect
+      .poll(() => page.locator('[data-testid=chart-state].current').getAttribute('data-path'))
+      .toBe('running');
     expect(await page.locator('[data-testid=chart-state][data-path="crashed.backoff"]').count()).toBe(1);
     expect(await text('scrub-state')).toBe('running');
     expect(await text('inst-tools')).toBe('curl, git');
@@ -95,7 +109,9 @@ describe('web inspector (chromium)', () => {
   it('scrubs back to an earlier event and shows the state and context then', async () => {
     await page.getByTestId('scrubber').fill('3');
     await expect.poll(() => text('scrub-state')).toBe('healthy');
-    await expect.poll(() => page.locator('[data-testid=chart-state].current').getAttribute('data-path')).toBe('healthy');
+    await expect
+      .poll(() => page.locator('[data-testid=chart-state].current').getAttribute('data-path'))
+      .toBe('healthy');
     expect(await text('past-note')).toContain('8 later events');
     expect(await text('scrub-label')).toBe('v3 of 11 · healthy');
     expect(await page.locator('[data-testid=event-row].selected').getAttribute('data-version')).toBe('3');
@@ -106,7 +122,9 @@ describe('web inspector (chromium)', () => {
     // Clicking an event moves there too: the crash, with the transition it took marked in the chart.
     await page.locator('[data-testid=event-row][data-version="6"]').click();
     await expect.poll(() => text('scrub-state')).toBe('crashed.backoff');
-    await expect.poll(() => page.locator('[data-testid=chart-state].current').getAttribute('data-path')).toBe('crashed.backoff');
+    await expect
+      .poll(() => page.locator('[data-testid=chart-state].current').getAttribute('data-path'))
+      .toBe('crashed.backoff');
     expect(await page.locator('.ev.taken[data-event="instance.crashed"][data-source="running"]').count()).toBe(1);
     const changes = await text('event-changes');
     expect(changes).toContain('lastCrash');
@@ -120,14 +138,18 @@ describe('web inspector (chromium)', () => {
     await page.getByTestId('diff-b').selectOption('11');
     const diffRows = page.locator('[data-testid=diff-changes] [data-testid=diff-row]');
     // In the context's key order; v4 → v11 spans the tool grant, the crash and the restart.
-    await expect.poll(() => diffRows.evaluateAll((els) => els.map((e) => `${e.getAttribute('data-op')} ${e.getAttribute('data-path')}`))).toEqual([
-      'added spec.tools[1]',
-      'changed runningSince',
-      'changed pid',
-      'changed port',
-      'changed restarts',
-      'changed lastCrash',
-    ]);
+    await expect
+      .poll(() =>
+        diffRows.evaluateAll((els) => els.map((e) => `${e.getAttribute('data-op')} ${e.getAttribute('data-path')}`)),
+      )
+      .toEqual([
+        'added spec.tools[1]',
+        'changed runningSince',
+        'changed pid',
+        'changed port',
+        'changed restarts',
+        'changed lastCrash',
+      ]);
     expect(await page.locator('#diff-summary').innerText()).toContain('1 added · 0 removed · 5 changed');
   });
 
@@ -135,7 +157,9 @@ describe('web inspector (chromium)', () => {
     await seeded.rl.send('instance', 'inst_web', { type: 'instance.pause-requested', data: {} });
     await expect.poll(() => text('actor-current-state')).toBe('paused');
     await expect.poll(() => page.locator('[data-testid=event-row]').count()).toBe(12);
-    await expect.poll(() => page.locator('[data-testid=actor-row][data-actor-id=inst_web]').getAttribute('data-state')).toBe('paused');
+    await expect
+      .poll(() => page.locator('[data-testid=actor-row][data-actor-id=inst_web]').getAttribute('data-state'))
+      .toBe('paused');
     // The user was looking at the past: the cursor stays where it was.
     expect(await text('scrub-state')).toBe('crashed.backoff');
     await page.getByTestId('follow-live').click();
@@ -178,8 +202,15 @@ describe('web inspector (chromium)', () => {
     const home2 = mkdtempSync(join(tmpdir(), 'runlog-inspector-unsup-'));
     const rl2 = await createRunlog({ home: home2, supervise: false, readOnly: false });
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
-    await rl2.host.create('instance', 'inst_seen', { type: 'instance.requested', data: { spec: instanceSpec({ instanceId: 'inst_seen' }) }, meta: { traceId } });
-    await rl2.send('instance', 'inst_seen', { type: 'instance.spawned', data: { pid: 4242, host: '127.0.0.1', port: 41001 } });
+    await rl2.host.create('instance', 'inst_seen', {
+      type: 'instance.requested',
+      data: { spec: instanceSpec({ instanceId: 'inst_seen' }) },
+      meta: { traceId },
+    });
+    await rl2.send('instance', 'inst_seen', {
+      type: 'instance.spawned',
+      data: { pid: 4242, host: '127.0.0.1', port: 41001 },
+    });
     const token2 = ensureToken(home2).token;
     const server2 = await startServer({ runlog: rl2, host: '127.0.0.1', port: 0, token: token2 });
     process.env.RUNLOG_TRACE_URL = 'http://traces.example/trace/{traceId}';
@@ -188,7 +219,9 @@ describe('web inspector (chromium)', () => {
       await other.goto(server2.inspectorUrl);
       await other.locator('[data-testid=actor-row][data-actor-id="inst_seen"]').click();
       await expect.poll(() => other.getByTestId('actor-title').innerText()).toBe('inst_seen');
-      expect(await other.getByTestId('actor-unsupervised').innerText()).toMatch(/not supervised — no supervisor has run on this log; this is the last known state/);
+      expect(await other.getByTestId('actor-unsupervised').innerText()).toMatch(
+        /not supervised — no supervisor has run on this log; this is the last known state/,
+      );
       const link = other.getByTestId('actor-trace').locator('a');
       expect(await link.innerText()).toBe(traceId);
       expect(await link.getAttribute('href')).toBe(`http://traces.example/trace/${traceId}`);

@@ -29,7 +29,10 @@ interface Document {
 
 const DOC_URL = 'https://runlog.invalid/openapi.json';
 // The document's references point into it; Ajv reads them from one schema holding every component.
-const text = readFileSync(join(REPO, 'docs/reference/openapi.json'), 'utf8').replaceAll('"#/components/schemas/', `"${DOC_URL}#/$defs/`);
+const text = readFileSync(join(REPO, 'docs/reference/openapi.json'), 'utf8').replaceAll(
+  '"#/components/schemas/',
+  `"${DOC_URL}#/$defs/`,
+);
 const doc = JSON.parse(text) as Document;
 const ajv = new Ajv2020({ strict: false, allErrors: true });
 ajv.addSchema({ $id: DOC_URL, $defs: doc.components.schemas });
@@ -37,10 +40,14 @@ const validators = new Map<Schema, ValidateFunction>();
 function validate(schema: Schema, value: unknown): string[] {
   let v = validators.get(schema);
   if (!v) validators.set(schema, (v = ajv.compile(schema)));
-  return v(value) ? [] : (v.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? ''} ${JSON.stringify(e.params)}`);
+  return v(value)
+    ? []
+    : (v.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? ''} ${JSON.stringify(e.params)}`);
 }
 
-const operations = Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ key: `${method.toUpperCase()} ${path}`, op })));
+const operations = Object.entries(doc.paths).flatMap(([path, ops]) =>
+  Object.entries(ops).map(([method, op]) => ({ key: `${method.toUpperCase()} ${path}`, op })),
+);
 
 /** One request per documented operation, in an order that leaves each its actor in the state it needs. */
 interface Example {
@@ -88,13 +95,26 @@ describe('the OpenAPI document against a running server', () => {
       { key: 'GET /api/nodes', path: {} },
       { key: 'GET /api/actors', path: {}, query: { kind: 'instance', all: '1' } },
       { key: 'GET /api/actors/{id}', path: { id: executionId } },
-      { key: 'GET /api/actors/{id}/events', path: { id: instanceId }, query: { from: '1', to: '6', after: '1', limit: '2' } },
-      { key: 'GET /api/actors/{id}/replay', path: { id: executionId }, query: { to: '5', after: '0', limit: '3', steps: 'brief' } },
+      {
+        key: 'GET /api/actors/{id}/events',
+        path: { id: instanceId },
+        query: { from: '1', to: '6', after: '1', limit: '2' },
+      },
+      {
+        key: 'GET /api/actors/{id}/replay',
+        path: { id: executionId },
+        query: { to: '5', after: '0', limit: '3', steps: 'brief' },
+      },
       { key: 'GET /api/events', path: {}, query: { afterSeq: '0', limit: '5' } },
       { key: 'GET /api/events/stream', path: {}, query: { afterSeq: '0' } },
       { key: 'GET /api/actors/{id}/events/stream', path: { id: stoppedId }, query: { afterSeq: '0' } },
       { key: 'GET /api/machines/{kind}', path: { kind: 'execution' } },
-      { key: 'POST /api/instances', on: 'serve', path: {}, body: { appDir: HELLO_APP_DIR, sandbox: 'proot', instanceId: 'inst_api', node: 'any' } },
+      {
+        key: 'POST /api/instances',
+        on: 'serve',
+        path: {},
+        body: { appDir: HELLO_APP_DIR, sandbox: 'proot', instanceId: 'inst_api', node: 'any' },
+      },
       { key: 'POST /api/apps/{id}/tools', on: 'serve', path: { id: HELLO_APP_ID }, body: { tool: 'git' } },
       { key: 'DELETE /api/apps/{id}/tools/{tool}', on: 'serve', path: { id: HELLO_APP_ID, tool: 'git' } },
       { key: 'GET /api/actors/{id}/logs', on: 'serve', path: { id: 'inst_api' }, query: { follow: '0' } },
@@ -102,7 +122,15 @@ describe('the OpenAPI document against a running server', () => {
       {
         key: 'POST /api/executions',
         path: {},
-        body: { uri: 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add', handler: 'add', input: { a: 1, b: 2 }, timeoutMs: 30_000, callerDid: 'did:plc:bob', node: 'any', nodeWaitMs: 0 },
+        body: {
+          uri: 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add',
+          handler: 'add',
+          input: { a: 1, b: 2 },
+          timeoutMs: 30_000,
+          callerDid: 'did:plc:bob',
+          node: 'any',
+          nodeWaitMs: 0,
+        },
       },
       { key: 'POST /api/actors/{id}/stop', path: { id: instanceId }, body: { graceMs: 10 } },
       { key: 'POST /api/actors/{id}/kill', on: 'serve', path: { id: 'inst_api' }, body: {} },
@@ -117,7 +145,8 @@ describe('the OpenAPI document against a running server', () => {
       for (;;) {
         const { done, value } = await reader.read();
         if (value) buffered += new TextDecoder().decode(value);
-        const line = contentType === 'text/event-stream' ? /^data: (.*)$/m.exec(buffered)?.[1] : /^(.*)\n/.exec(buffered)?.[1];
+        const line =
+          contentType === 'text/event-stream' ? /^data: (.*)$/m.exec(buffered)?.[1] : /^(.*)\n/.exec(buffered)?.[1];
         if (line !== undefined) return JSON.parse(line);
         if (done) throw new Error(`the stream ended without a message: ${JSON.stringify(buffered)}`);
       }
@@ -133,7 +162,9 @@ describe('the OpenAPI document against a running server', () => {
 
   it('answers every documented request as its schema says, each query parameter and body field sent once at least', async () => {
     const list = examples();
-    expect(list.map((e) => e.key).sort(), 'one request per documented operation').toEqual(operations.map((o) => o.key).sort());
+    expect(list.map((e) => e.key).sort(), 'one request per documented operation').toEqual(
+      operations.map((o) => o.key).sort(),
+    );
     const problems: string[] = [];
     for (const ex of list) {
       const { op } = operations.find((o) => o.key === ex.key)!;
@@ -142,19 +173,33 @@ describe('the OpenAPI document against a running server', () => {
       for (const p of op.parameters.filter((x) => x.in === 'query')) {
         const name = p.name as string;
         if (ex.query?.[name] === undefined) problems.push(`${ex.key}: the test sends no ?${name}`);
-        else if (validate(p.schema as Schema, /^\d+$/.test(ex.query[name]) && (p.schema as Schema).type === 'integer' ? Number(ex.query[name]) : ex.query[name]).length > 0) problems.push(`${ex.key}: ?${name}=${ex.query[name]} is not what the document allows`);
+        else if (
+          validate(
+            p.schema as Schema,
+            /^\d+$/.test(ex.query[name]) && (p.schema as Schema).type === 'integer'
+              ? Number(ex.query[name])
+              : ex.query[name],
+          ).length > 0
+        )
+          problems.push(`${ex.key}: ?${name}=${ex.query[name]} is not what the document allows`);
       }
       const bodySchema = op.requestBody?.content['application/json'].schema;
       if (bodySchema) {
-        for (const f of Object.keys((bodySchema.properties as Schema | undefined) ?? {})) if (ex.body?.[f] === undefined) problems.push(`${ex.key}: the test sends no body field ${f}`);
-        for (const e of validate(bodySchema, ex.body ?? {})) problems.push(`${ex.key}: the body sent is not what the document allows: ${e}`);
+        for (const f of Object.keys((bodySchema.properties as Schema | undefined) ?? {}))
+          if (ex.body?.[f] === undefined) problems.push(`${ex.key}: the test sends no body field ${f}`);
+        for (const e of validate(bodySchema, ex.body ?? {}))
+          problems.push(`${ex.key}: the body sent is not what the document allows: ${e}`);
       }
       const path = template.replace(/\{([a-z]+)\}/g, (_, name: string) => encodeURIComponent(ex.path[name]!));
       const [base, bearer] = ex.on === 'serve' ? [served.info!.url, servedToken] : [server.url, token];
       const url = `${base}${path.slice(1)}${ex.query ? `?${new URLSearchParams(ex.query)}` : ''}`;
       const res = await fetch(url, {
         method,
-        headers: { authorization: `Bearer ${bearer}`, 'runlog-deadline': String(Date.now() + 60_000), ...(ex.body ? { 'content-type': 'application/json' } : {}) },
+        headers: {
+          authorization: `Bearer ${bearer}`,
+          'runlog-deadline': String(Date.now() + 60_000),
+          ...(ex.body ? { 'content-type': 'application/json' } : {}),
+        },
         ...(ex.body ? { body: JSON.stringify(ex.body) } : {}),
         signal: AbortSignal.timeout(30_000),
       });

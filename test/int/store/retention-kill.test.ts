@@ -16,24 +16,30 @@ import { tempDir } from '../../support/tmp.ts';
 
 const STEPS = (
   [
-  { step: 'planned', archived: false },
-  { step: 'file-written', archived: false },
-  { step: 'file-linked', archived: false },
-  { step: 'removing', archived: false }, // inside the transaction: everything deleted, nothing committed
-  { step: 'committed', archived: true },
+    { step: 'planned', archived: false },
+    { step: 'file-written', archived: false },
+    { step: 'file-linked', archived: false },
+    { step: 'removing', archived: false }, // inside the transaction: everything deleted, nothing committed
+    { step: 'committed', archived: true },
     { step: 'vacuumed', archived: true },
   ] as { step: ArchiveStep; archived: boolean }[]
 ).map((s) => ({ ...s, outcome: s.archived ? 'fully archived' : 'untouched' }));
 
 function runUntil(db: string, home: string, before: string, out: string, step: ArchiveStep): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '../../support/archive-child.ts'), db, home, before, out, step], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', join(import.meta.dirname, '../../support/archive-child.ts'), db, home, before, out, step],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let err = '';
     child.stderr.on('data', (b: Buffer) => {
       err += b.toString();
       if (err.includes(`at ${step}\n`)) child.kill('SIGKILL');
     });
-    child.on('exit', (_code, signal) => (signal === 'SIGKILL' ? resolve() : reject(new Error(`the archive child ended on its own before ${step}: ${err}`))));
+    child.on('exit', (_code, signal) =>
+      signal === 'SIGKILL' ? resolve() : reject(new Error(`the archive child ended on its own before ${step}: ${err}`)),
+    );
   });
 }
 
@@ -57,44 +63,54 @@ describe('archive under SIGKILL', () => {
     before = new Date(Date.parse(actors.filter((a) => !a.live)[24]!.endedAt) + 30_000).toISOString();
   }, 120_000);
 
-  it.each(STEPS)('killed at $step: the log is $outcome, for every actor', async ({ step, archived }) => {
-    const home = tempDir();
-    const db = join(home, 'runlog.db');
-    copyFileSync(template, db);
-    copyFileSync(`${template}-shutdown`, `${db}-shutdown`);
-    const out = join(home, 'archive.jsonl.gz');
-    await runUntil(db, home, before, out, step);
+  it.each(STEPS)(
+    'killed at $step: the log is $outcome, for every actor',
+    async ({ step, archived }) => {
+      const home = tempDir();
+      const db = join(home, 'runlog.db');
+      copyFileSync(template, db);
+      copyFileSync(`${template}-shutdown`, `${db}-shutdown`);
+      const out = join(home, 'archive.jsonl.gz');
+      await runUntil(db, home, before, out, step);
 
-    // Opens as a writer (its checks: header, length, shutdown record, WAL, quick_check) and verifies clean.
-    await new SqlitePortStore(db).close();
-    expect(await verifyLog(db)).toMatchObject({ ok: true, findings: [] });
-    const store = new SqlitePortStore(db, { readOnly: true });
-    const candidates = actors.filter((a) => !a.live && a.endedAt < before);
-    expect(candidates).toHaveLength(25);
-    for (const a of actors) {
-      const row = (await store.getActor(a.id))!;
-      const gone = archived && candidates.includes(a);
-      expect(await store.streamVersion(row.stream), `${a.id} after a kill at ${step}`).toBe(gone ? 0 : truth.get(a.id)!.version);
-      expect(Boolean(row.archived), `${a.id}: tombstone after a kill at ${step}`).toBe(gone);
-    }
-    await store.close();
-    if (archived) {
-      // The archive it points to is complete: each actor replays from it to its state.
-      for (const a of candidates.filter((_, i) => i % 6 === 0)) {
-        const rep = await runCli(['replay', '--file', out, a.id, '--json']);
-        expect(rep.code, rep.stderr()).toBe(0);
-        expect(JSON.parse(rep.stdout())).toMatchObject({ state: truth.get(a.id)!.state, to: truth.get(a.id)!.version, context: truth.get(a.id)!.context });
+      // Opens as a writer (its checks: header, length, shutdown record, WAL, quick_check) and verifies clean.
+      await new SqlitePortStore(db).close();
+      expect(await verifyLog(db)).toMatchObject({ ok: true, findings: [] });
+      const store = new SqlitePortStore(db, { readOnly: true });
+      const candidates = actors.filter((a) => !a.live && a.endedAt < before);
+      expect(candidates).toHaveLength(25);
+      for (const a of actors) {
+        const row = (await store.getActor(a.id))!;
+        const gone = archived && candidates.includes(a);
+        expect(await store.streamVersion(row.stream), `${a.id} after a kill at ${step}`).toBe(
+          gone ? 0 : truth.get(a.id)!.version,
+        );
+        expect(Boolean(row.archived), `${a.id}: tombstone after a kill at ${step}`).toBe(gone);
       }
-    } else {
-      expect(readdirSync(home).filter((f) => f.includes('.partial-')).length).toBeLessThanOrEqual(1); // a temp file at most, never the log's business
-    }
+      await store.close();
+      if (archived) {
+        // The archive it points to is complete: each actor replays from it to its state.
+        for (const a of candidates.filter((_, i) => i % 6 === 0)) {
+          const rep = await runCli(['replay', '--file', out, a.id, '--json']);
+          expect(rep.code, rep.stderr()).toBe(0);
+          expect(JSON.parse(rep.stdout())).toMatchObject({
+            state: truth.get(a.id)!.state,
+            to: truth.get(a.id)!.version,
+            context: truth.get(a.id)!.context,
+          });
+        }
+      } else {
+        expect(readdirSync(home).filter((f) => f.includes('.partial-')).length).toBeLessThanOrEqual(1); // a temp file at most, never the log's business
+      }
 
-    // A later run finishes (or has nothing left to do), and the log still verifies.
-    const w = new SqlitePortStore(db);
-    const again = await archiveLog(w, { before, home, out: join(home, 'again.jsonl.gz') });
-    await w.close();
-    expect(again.actors).toBe(archived ? 0 : 25);
-    expect(existsSync(join(home, 'again.jsonl.gz'))).toBe(!archived);
-    expect(await verifyLog(db)).toMatchObject({ ok: true, findings: [] });
-  }, 120_000);
+      // A later run finishes (or has nothing left to do), and the log still verifies.
+      const w = new SqlitePortStore(db);
+      const again = await archiveLog(w, { before, home, out: join(home, 'again.jsonl.gz') });
+      await w.close();
+      expect(again.actors).toBe(archived ? 0 : 25);
+      expect(existsSync(join(home, 'again.jsonl.gz'))).toBe(!archived);
+      expect(await verifyLog(db)).toMatchObject({ ok: true, findings: [] });
+    },
+    120_000,
+  );
 });

@@ -9,7 +9,19 @@
 //     and appends work again once there is room.
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { execFileSync } from 'node:child_process';
@@ -35,7 +47,10 @@ afterAll(() => {
 /** A log of `n` events over 8 streams, cleanly closed (so the .db file holds all of it). */
 function buildLog(file: string, n: number): void {
   const store = new SqliteEventStore(file);
-  for (let i = 0; i < n; i++) store.append(`instance-s${i % 8}`, [{ type: 'test.appended', data: { i, pad: 'x'.repeat(200 + (i % 300)) } }], { expectedVersion: 'any' });
+  for (let i = 0; i < n; i++)
+    store.append(`instance-s${i % 8}`, [{ type: 'test.appended', data: { i, pad: 'x'.repeat(200 + (i % 300)) } }], {
+      expectedVersion: 'any',
+    });
   store.close();
 }
 
@@ -53,26 +68,31 @@ describe('a damaged database file', () => {
     ['to its first page', () => 4096],
     ['inside the header', () => 60],
   ];
-  it.each(cuts)('truncated %s: STORE_TRUNCATED (a kind of STORE_CORRUPT) naming the file, left untouched, the supervisor does not start', async (_name, at) => {
-    const dir = mkdtempSync(join(root, 'trunc-'));
-    const file = join(dir, 'runlog.db');
-    copyFileSync(pristine, file);
-    truncateSync(file, at(statSync(file).size));
-    const before = sha(file);
-    let err: unknown;
-    try {
-      new SqliteEventStore(file).close();
-    } catch (e) {
-      err = e;
-    }
-    expect(err).toBeInstanceOf(StoreCorruptError);
-    expect(err).toMatchObject({ code: 'STORE_TRUNCATED' });
-    expect((err as Error).message).toContain(file);
-    expect((err as Error).message).toMatch(/left untouched/);
-    await expect(createRunlog({ home: dir, reconcile: false, watchApps: false, log: () => undefined })).rejects.toMatchObject({ code: 'STORE_TRUNCATED' });
-    expect(sha(file)).toBe(before);
-    expect(markers(dir)).toEqual([]);
-  });
+  it.each(cuts)(
+    'truncated %s: STORE_TRUNCATED (a kind of STORE_CORRUPT) naming the file, left untouched, the supervisor does not start',
+    async (_name, at) => {
+      const dir = mkdtempSync(join(root, 'trunc-'));
+      const file = join(dir, 'runlog.db');
+      copyFileSync(pristine, file);
+      truncateSync(file, at(statSync(file).size));
+      const before = sha(file);
+      let err: unknown;
+      try {
+        new SqliteEventStore(file).close();
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(StoreCorruptError);
+      expect(err).toMatchObject({ code: 'STORE_TRUNCATED' });
+      expect((err as Error).message).toContain(file);
+      expect((err as Error).message).toMatch(/left untouched/);
+      await expect(
+        createRunlog({ home: dir, reconcile: false, watchApps: false, log: () => undefined }),
+      ).rejects.toMatchObject({ code: 'STORE_TRUNCATED' });
+      expect(sha(file)).toBe(before);
+      expect(markers(dir)).toEqual([]);
+    },
+  );
 
   it('a page overwritten with garbage: STORE_CORRUPT, untouched', () => {
     const file = join(mkdtempSync(join(root, 'corrupt-')), 'runlog.db');
@@ -111,7 +131,9 @@ function runWriter(file: string, mode: 'kill' | 'close'): Promise<string[]> {
   const script = join(root, 'writer.mjs');
   writeFileSync(script, WRITER);
   return new Promise((resolveRun, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script, file, mode], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', script, file, mode], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     child.stdout.on('data', (b: Buffer) => {
@@ -136,7 +158,9 @@ describe('the write-ahead log after a SIGKILL', () => {
     expect(lines).toContain('phase2 markers=1'); // phase 2 lives only in the WAL, and says so
     expect(existsSync(`${file}-wal`)).toBe(true);
     const store = new SqliteEventStore(file);
-    expect(store.read('instance-a').map((e) => `${(e.data as any).phase} ${(e.data as any).i}`)).toEqual(lines.filter((l) => l.startsWith('ack ')).map((l) => l.slice(4)));
+    expect(store.read('instance-a').map((e) => `${(e.data as any).phase} ${(e.data as any).i}`)).toEqual(
+      lines.filter((l) => l.startsWith('ack ')).map((l) => l.slice(4)),
+    );
     store.close();
     expect(markers(dir)).toEqual([]); // checkpointed at open, then at close: the dead writer's marker is cleared
   });
@@ -158,7 +182,9 @@ describe('the write-ahead log after a SIGKILL', () => {
     expect(err).toBeInstanceOf(StoreWalLostError);
     expect(err).toMatchObject({ code: 'STORE_WAL_LOST' });
     expect((err as Error).message).toContain(`${file}-wal is missing`);
-    await expect(createRunlog({ home: dir, reconcile: false, watchApps: false, log: () => undefined })).rejects.toMatchObject({ code: 'STORE_WAL_LOST' });
+    await expect(
+      createRunlog({ home: dir, reconcile: false, watchApps: false, log: () => undefined }),
+    ).rejects.toMatchObject({ code: 'STORE_WAL_LOST' });
     expect(sha(file)).toBe(before);
     expect(existsSync(`${file}-wal`)).toBe(false);
 
@@ -168,7 +194,9 @@ describe('the write-ahead log after a SIGKILL', () => {
     const kept = store.read('instance-a').map((e) => e.data as { phase: number; i: number });
     expect(kept).toEqual(Array.from({ length: 50 }, (_, i) => ({ phase: 1, i })));
     store.close();
-    console.log(`[store-faults] -wal deleted after SIGKILL: 80 acknowledged, 50 checkpointed and kept, 30 lost with the WAL — reported as STORE_WAL_LOST`);
+    console.log(
+      `[store-faults] -wal deleted after SIGKILL: 80 acknowledged, 50 checkpointed and kept, 30 lost with the WAL — reported as STORE_WAL_LOST`,
+    );
   });
 
   it('after a clean close the .db file alone holds everything', async () => {
@@ -217,7 +245,11 @@ describe('a full disk', () => {
     for (let n = 0; n < 10_000 && failure === undefined; n++) {
       const batch = `b${n}`;
       try {
-        store.append(`instance-s${n % 4}`, [0, 1, 2].map((i) => ({ type: 'test.appended', data: { batch, i, pad: 'y'.repeat(1500) } })), { expectedVersion: 'any' });
+        store.append(
+          `instance-s${n % 4}`,
+          [0, 1, 2].map((i) => ({ type: 'test.appended', data: { batch, i, pad: 'y'.repeat(1500) } })),
+          { expectedVersion: 'any' },
+        );
         acked.push(batch);
       } catch (e) {
         failure = e;
@@ -241,7 +273,8 @@ describe('a full disk', () => {
     for (const [b, is] of seen) expect(is, `batch ${b}`).toEqual([0, 1, 2]);
 
     unlinkSync(filler);
-    const big = (batch: string) => [0, 1, 2].map((i) => ({ type: 'test.appended', data: { batch, i, pad: 'y'.repeat(1500) } }));
+    const big = (batch: string) =>
+      [0, 1, 2].map((i) => ({ type: 'test.appended', data: { batch, i, pad: 'y'.repeat(1500) } }));
     for (let k = 0; k < 10; k++) {
       // Each append adds ~5 WAL frames (~20 KiB: no checkpoint runs inside this synchronous loop); 10 fit in the
       // 384 KiB the filler frees, and none fitted before (the loop above ended on SQLITE_FULL).
@@ -252,10 +285,13 @@ describe('a full disk', () => {
 
     const reopened = new SqliteEventStore(file); // quick_check passes: the file was never damaged
     const all = new Map<string, number>();
-    for (const e of reopened.readAll()) all.set((e.data as { batch: string }).batch, (all.get((e.data as { batch: string }).batch) ?? 0) + 1);
+    for (const e of reopened.readAll())
+      all.set((e.data as { batch: string }).batch, (all.get((e.data as { batch: string }).batch) ?? 0) + 1);
     expect([...all.keys()]).toEqual(acked);
     expect([...all.values()].every((n) => n === 3)).toBe(true);
     reopened.close();
-    console.log(`[store-faults] full disk: ${acked.length - 10} batches acknowledged before SQLITE_FULL, all intact; appends resumed after freeing space`);
+    console.log(
+      `[store-faults] full disk: ${acked.length - 10} batches acknowledged before SQLITE_FULL, all intact; appends resumed after freeing space`,
+    );
   });
 });

@@ -3,7 +3,18 @@
 // path, an empty file and a truncated file: the first works, the others are refused with a typed error, and in
 // every case no file or directory is created or changed (checksums of the tree before and after).
 import { createHash } from 'node:crypto';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -30,7 +41,9 @@ function snapshot(dir: string): Record<string, string> {
       if (st.isDirectory()) {
         out[p] = `dir ${(st.mode & 0o7777).toString(8)}`;
         walk(p);
-      } else out[p] = `file ${(st.mode & 0o7777).toString(8)} ${st.size} ${createHash('sha256').update(readFileSync(p)).digest('hex')} ${st.mtimeMs}`;
+      } else
+        out[p] =
+          `file ${(st.mode & 0o7777).toString(8)} ${st.size} ${createHash('sha256').update(readFileSync(p)).digest('hex')} ${st.mtimeMs}`;
     }
   };
   walk(dir);
@@ -55,7 +68,10 @@ beforeAll(async () => {
   source = join(root, 'source');
   // A history written without effects (a writer holding the lock), then closed: a self-contained file.
   const rl = await createRunlog({ home: source, supervise: false, readOnly: false });
-  await rl.host.create('instance', 'inst_a', { type: 'instance.requested', data: { spec: instanceSpec({ instanceId: 'inst_a' }) } });
+  await rl.host.create('instance', 'inst_a', {
+    type: 'instance.requested',
+    data: { spec: instanceSpec({ instanceId: 'inst_a' }) },
+  });
   await rl.send('instance', 'inst_a', { type: 'instance.spawned', data: { pid: 7, host: '127.0.0.1', port: 4100 } });
   await rl.send('instance', 'inst_a', { type: 'instance.healthy', data: { identity: 'match' } });
   await rl.close();
@@ -63,61 +79,110 @@ beforeAll(async () => {
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 describe('inspection opens the log read-only', () => {
-  it('every inspection command works on a read-only copy as a non-root user, and creates or changes nothing', { timeout: 300_000 }, () => {
-    const ro = join(root, 'ro');
-    mkdirSync(ro);
-    copyFileSync(join(source, 'runlog.db'), join(ro, 'runlog.db'));
-    chmodSync(join(ro, 'runlog.db'), 0o444);
-    chmodSync(ro, 0o555);
-    const before = snapshot(root);
-    // One real process as nobody runs every command through the CLI's main (one tsx start-up, not nine).
-    const runs = COMMANDS('inst_a').map((args) => [...args, '--db', join(ro, 'runlog.db')]);
-    const r = spawnSync('/usr/bin/setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', process.execPath, '--import', 'tsx', CLI_MANY, JSON.stringify(runs)], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, HOME: '/nonexistent' },
-      encoding: 'utf8',
-      timeout: 240_000,
-    });
-    expect(r.status, r.stderr).toBe(0);
-    const results = JSON.parse(r.stdout) as { code: number; stdout: string; stderr: string }[];
-    runs.forEach((args, i) => {
-      expect(results[i]!.code, `${args.join(' ')}: ${results[i]!.stderr}`).toBe(0);
-      expect(results[i]!.stdout, args.join(' ')).toMatch(/inst_a|instance\.requested/); // replay prints the steps, the others the id
-    });
-    expect(snapshot(root)).toEqual(before);
-  });
+  it(
+    'every inspection command works on a read-only copy as a non-root user, and creates or changes nothing',
+    { timeout: 300_000 },
+    () => {
+      const ro = join(root, 'ro');
+      mkdirSync(ro);
+      copyFileSync(join(source, 'runlog.db'), join(ro, 'runlog.db'));
+      chmodSync(join(ro, 'runlog.db'), 0o444);
+      chmodSync(ro, 0o555);
+      const before = snapshot(root);
+      // One real process as nobody runs every command through the CLI's main (one tsx start-up, not nine).
+      const runs = COMMANDS('inst_a').map((args) => [...args, '--db', join(ro, 'runlog.db')]);
+      const r = spawnSync(
+        '/usr/bin/setpriv',
+        [
+          `--reuid=${NOBODY}`,
+          `--regid=${NOBODY}`,
+          '--clear-groups',
+          process.execPath,
+          '--import',
+          'tsx',
+          CLI_MANY,
+          JSON.stringify(runs),
+        ],
+        {
+          cwd: REPO_ROOT,
+          env: { ...process.env, HOME: '/nonexistent' },
+          encoding: 'utf8',
+          timeout: 240_000,
+        },
+      );
+      expect(r.status, r.stderr).toBe(0);
+      const results = JSON.parse(r.stdout) as { code: number; stdout: string; stderr: string }[];
+      runs.forEach((args, i) => {
+        expect(results[i]!.code, `${args.join(' ')}: ${results[i]!.stderr}`).toBe(0);
+        expect(results[i]!.stdout, args.join(' ')).toMatch(/inst_a|instance\.requested/); // replay prints the steps, the others the id
+      });
+      expect(snapshot(root)).toEqual(before);
+    },
+  );
 
-  it('reads a log copied with its -wal in a read-only directory as a non-root user, and creates nothing there', { timeout: 300_000 }, async () => {
-    // A writer still open: its -wal holds commits; the copy is the database and the WAL, without the -shm.
-    const walSource = join(root, 'wal-source');
-    const rl = await createRunlog({ home: walSource, supervise: false, readOnly: false });
-    await rl.host.create('instance', 'inst_w', { type: 'instance.requested', data: { spec: instanceSpec({ instanceId: 'inst_w' }) } });
-    await rl.send('instance', 'inst_w', { type: 'instance.spawned', data: { pid: 8, host: '127.0.0.1', port: 4101 } });
-    const ro = join(root, 'ro-wal');
-    mkdirSync(ro);
-    copyFileSync(join(walSource, 'runlog.db'), join(ro, 'runlog.db'));
-    copyFileSync(join(walSource, 'runlog.db-wal'), join(ro, 'runlog.db-wal'));
-    await rl.close();
-    expect(statSync(join(ro, 'runlog.db-wal')).size).toBeGreaterThan(0);
-    chmodSync(join(ro, 'runlog.db'), 0o444);
-    chmodSync(join(ro, 'runlog.db-wal'), 0o444);
-    chmodSync(ro, 0o555);
-    const before = snapshot(ro);
-    const runs = [['inspect', 'inst_w', '--json'], ['events', 'inst_w', '--json'], ['replay', 'inst_w', '--json']].map((args) => [...args, '--db', join(ro, 'runlog.db')]);
-    const r = spawnSync('/usr/bin/setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', process.execPath, '--import', 'tsx', CLI_MANY, JSON.stringify(runs)], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, HOME: '/nonexistent', TMPDIR: '/tmp' },
-      encoding: 'utf8',
-      timeout: 240_000,
-    });
-    expect(r.status, r.stderr).toBe(0);
-    const [inspect, events, replay] = JSON.parse(r.stdout) as { code: number; stdout: string; stderr: string }[];
-    for (const x of [inspect!, events!, replay!]) expect(x.code, x.stderr).toBe(0);
-    expect(JSON.parse(inspect!.stdout)).toMatchObject({ id: 'inst_w', state: 'spawning', version: 2 });
-    expect(events!.stdout.trim().split('\n').map((l) => JSON.parse(l).type)).toEqual(['instance.requested', 'instance.spawned']);
-    expect(JSON.parse(replay!.stdout)).toMatchObject({ id: 'inst_w', to: 2 });
-    expect(snapshot(ro)).toEqual(before);
-  });
+  it(
+    'reads a log copied with its -wal in a read-only directory as a non-root user, and creates nothing there',
+    { timeout: 300_000 },
+    async () => {
+      // A writer still open: its -wal holds commits; the copy is the database and the WAL, without the -shm.
+      const walSource = join(root, 'wal-source');
+      const rl = await createRunlog({ home: walSource, supervise: false, readOnly: false });
+      await rl.host.create('instance', 'inst_w', {
+        type: 'instance.requested',
+        data: { spec: instanceSpec({ instanceId: 'inst_w' }) },
+      });
+      await rl.send('instance', 'inst_w', {
+        type: 'instance.spawned',
+        data: { pid: 8, host: '127.0.0.1', port: 4101 },
+      });
+      const ro = join(root, 'ro-wal');
+      mkdirSync(ro);
+      copyFileSync(join(walSource, 'runlog.db'), join(ro, 'runlog.db'));
+      copyFileSync(join(walSource, 'runlog.db-wal'), join(ro, 'runlog.db-wal'));
+      await rl.close();
+      expect(statSync(join(ro, 'runlog.db-wal')).size).toBeGreaterThan(0);
+      chmodSync(join(ro, 'runlog.db'), 0o444);
+      chmodSync(join(ro, 'runlog.db-wal'), 0o444);
+      chmodSync(ro, 0o555);
+      const before = snapshot(ro);
+      const runs = [
+        ['inspect', 'inst_w', '--json'],
+        ['events', 'inst_w', '--json'],
+        ['replay', 'inst_w', '--json'],
+      ].map((args) => [...args, '--db', join(ro, 'runlog.db')]);
+      const r = spawnSync(
+        '/usr/bin/setpriv',
+        [
+          `--reuid=${NOBODY}`,
+          `--regid=${NOBODY}`,
+          '--clear-groups',
+          process.execPath,
+          '--import',
+          'tsx',
+          CLI_MANY,
+          JSON.stringify(runs),
+        ],
+        {
+          cwd: REPO_ROOT,
+          env: { ...process.env, HOME: '/nonexistent', TMPDIR: '/tmp' },
+          encoding: 'utf8',
+          timeout: 240_000,
+        },
+      );
+      expect(r.status, r.stderr).toBe(0);
+      const [inspect, events, replay] = JSON.parse(r.stdout) as { code: number; stdout: string; stderr: string }[];
+      for (const x of [inspect!, events!, replay!]) expect(x.code, x.stderr).toBe(0);
+      expect(JSON.parse(inspect!.stdout)).toMatchObject({ id: 'inst_w', state: 'spawning', version: 2 });
+      expect(
+        events!.stdout
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l).type),
+      ).toEqual(['instance.requested', 'instance.spawned']);
+      expect(JSON.parse(replay!.stdout)).toMatchObject({ id: 'inst_w', to: 2 });
+      expect(snapshot(ro)).toEqual(before);
+    },
+  );
 
   it('refuses a missing path (LOG_MISSING), an empty file (STORE_EMPTY) and a truncated one (STORE_TRUNCATED), creating nothing', async () => {
     const missing = join(root, 'typo', 'runlog.db');
@@ -150,7 +215,10 @@ describe('inspection opens the log read-only', () => {
   });
 
   it('a missing path is refused the same way as another user, through the real CLI', { timeout: 180_000 }, () => {
-    const r = runCli(['ps', '--db', join(root, 'nothere', 'runlog.db')], { user: NOBODY, env: { HOME: '/nonexistent' } });
+    const r = runCli(['ps', '--db', join(root, 'nothere', 'runlog.db')], {
+      user: NOBODY,
+      env: { HOME: '/nonexistent' },
+    });
     expect(r.code).not.toBe(0);
     expect(`${r.stdout}${r.stderr}`).toContain('LOG_MISSING');
     expect(readdirSync(root)).not.toContain('nothere');

@@ -73,13 +73,26 @@ function child(home: string, fault?: { point: string; event?: string }): ChildSu
 /** Closes a supervisor (containers keep running, PRoot children stop) and removes what it left in Docker. */
 async function shutdown(rl: Runlog): Promise<void> {
   await rl.close().catch(() => undefined);
-  const mine = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${rl.home}`] }) });
-  await Promise.all(mine.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+  const mine = await docker.listContainers({
+    all: true,
+    filters: JSON.stringify({ label: [`runlog.home=${rl.home}`] }),
+  });
+  await Promise.all(
+    mine.map((c) =>
+      docker
+        .getContainer(c.Id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  );
 }
 
-const containersOf = async (stream: string) => docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.stream=${stream}`] }) });
-const app = (appId: string, sandbox: 'proot' | 'container', restart: Record<string, unknown> = RESTART) => helloApp(root, { appId, sandbox, restart });
-const reconcileWith = (rl: Runlog, o: ReconcileOptions) => (rl.reconcile as (o: ReconcileOptions) => Promise<ReconcileReport>)(o);
+const containersOf = async (stream: string) =>
+  docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.stream=${stream}`] }) });
+const app = (appId: string, sandbox: 'proot' | 'container', restart: Record<string, unknown> = RESTART) =>
+  helloApp(root, { appId, sandbox, restart });
+const reconcileWith = (rl: Runlog, o: ReconcileOptions) =>
+  (rl.reconcile as (o: ReconcileOptions) => Promise<ReconcileReport>)(o);
 
 async function publishFreshCode(): Promise<string> {
   const n = ++nonce;
@@ -100,10 +113,31 @@ afterAll(async () => {
   for (const c of children) await c.sigkill().catch(() => undefined);
   for (const rl of opened) await rl.close().catch(() => undefined);
   const mine = await docker.listContainers({ all: true, filters: JSON.stringify({ label: ['runlog.test=1'] }) });
-  await Promise.all(mine.filter((c) => (c.Labels['runlog.home'] ?? '').startsWith(root ?? '\0')).map((c) => docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => undefined)));
+  await Promise.all(
+    mine
+      .filter((c) => (c.Labels['runlog.home'] ?? '').startsWith(root ?? '\0'))
+      .map((c) =>
+        docker
+          .getContainer(c.Id)
+          .remove({ force: true, v: true })
+          .catch(() => undefined),
+      ),
+  );
   const vols = (await docker.listVolumes({ filters: JSON.stringify({ label: ['runlog.test=1'] }) })).Volumes ?? [];
-  await Promise.all(vols.filter((v) => (v.Labels?.['runlog.home'] ?? '').startsWith(root ?? '\0')).map((v) => docker.getVolume(v.Name).remove().catch(() => undefined)));
-  await docker.getNetwork(network).remove().catch(() => undefined);
+  await Promise.all(
+    vols
+      .filter((v) => (v.Labels?.['runlog.home'] ?? '').startsWith(root ?? '\0'))
+      .map((v) =>
+        docker
+          .getVolume(v.Name)
+          .remove()
+          .catch(() => undefined),
+      ),
+  );
+  await docker
+    .getNetwork(network)
+    .remove()
+    .catch(() => undefined);
   await pds?.close();
   if (root) rmSync(root, { recursive: true, force: true });
 }, 120_000);
@@ -121,8 +155,21 @@ describe('app instances after a supervisor restart', () => {
     try {
       await until('running again', async () => (await rl2.inspect(v.id)).state === 'running');
       const evs = await rl2.events(v.id);
-      expect(evs.map((e) => e.type)).toEqual(['instance.requested', 'instance.spawned', 'instance.healthy', 'instance.running', 'instance.adopted', 'instance.running']);
-      expect(evs[4]).toMatchObject({ meta: { source: 'reconciler' }, data: { containerId: ctx.containerId, evidence: { containerId: ctx.containerId, state: 'running', startedAt: before.State.StartedAt } } });
+      expect(evs.map((e) => e.type)).toEqual([
+        'instance.requested',
+        'instance.spawned',
+        'instance.healthy',
+        'instance.running',
+        'instance.adopted',
+        'instance.running',
+      ]);
+      expect(evs[4]).toMatchObject({
+        meta: { source: 'reconciler' },
+        data: {
+          containerId: ctx.containerId,
+          evidence: { containerId: ctx.containerId, state: 'running', startedAt: before.State.StartedAt },
+        },
+      });
       expect(evs[5]!.data).toMatchObject({ adopted: true });
       const after = await docker.getContainer(ctx.containerId).inspect();
       expect(after.State.StartedAt).toBe(before.State.StartedAt);
@@ -134,9 +181,22 @@ describe('app instances after a supervisor restart', () => {
       expect(() => rl2.logs(v.id)).not.toThrow();
       // The exit watcher is back: a kill from outside is a crash with its code, and the policy restarts it.
       await docker.getContainer(ctx.containerId).kill();
-      await until('crash recorded', async () => (await rl2.events(v.id)).some((e) => e.type === 'instance.crashed'), 20_000);
-      expect((await rl2.events(v.id)).find((e) => e.type === 'instance.crashed')!.data).toMatchObject({ reason: 'exit', exitCode: 137 });
-      await until('restarted', async () => (await rl2.inspect(v.id)).state === 'running' && ((await rl2.inspect(v.id)).context as any).containerId !== ctx.containerId, 30_000);
+      await until(
+        'crash recorded',
+        async () => (await rl2.events(v.id)).some((e) => e.type === 'instance.crashed'),
+        20_000,
+      );
+      expect((await rl2.events(v.id)).find((e) => e.type === 'instance.crashed')!.data).toMatchObject({
+        reason: 'exit',
+        exitCode: 137,
+      });
+      await until(
+        'restarted',
+        async () =>
+          (await rl2.inspect(v.id)).state === 'running' &&
+          ((await rl2.inspect(v.id)).context as any).containerId !== ctx.containerId,
+        30_000,
+      );
     } finally {
       await shutdown(rl2);
     }
@@ -154,7 +214,10 @@ describe('app instances after a supervisor restart', () => {
     const rl2 = await open(home);
     try {
       const crash = (await rl2.events(v.id)).find((e) => e.type === 'instance.crashed')!;
-      expect(crash).toMatchObject({ meta: { source: 'reconciler' }, data: { reason: 'exit', exitCode: 137, evidence: { containerId, state: 'exited', exitCode: 137 } } });
+      expect(crash).toMatchObject({
+        meta: { source: 'reconciler' },
+        data: { reason: 'exit', exitCode: 137, evidence: { containerId, state: 'exited', exitCode: 137 } },
+      });
       expect((crash.data.evidence as any).finishedAt).toEqual(expect.any(String));
       await until('restarted by policy', async () => (await rl2.inspect(v.id)).state === 'running', 30_000);
       expect((await rl2.inspect(v.id)).context).toMatchObject({ restarts: 1 });
@@ -175,14 +238,19 @@ describe('app instances after a supervisor restart', () => {
     const rl2 = await open(home);
     try {
       const adopted = (await rl2.events(v.id)).find((e) => e.type === 'instance.adopted');
-      expect(adopted, (await rl2.events(v.id)).map((e) => e.type).join(', ')).toMatchObject({ data: { containerId, evidence: { containerId, state: 'paused' } } });
+      expect(adopted, (await rl2.events(v.id)).map((e) => e.type).join(', ')).toMatchObject({
+        data: { containerId, evidence: { containerId, state: 'paused' } },
+      });
       expect((await rl2.events(v.id)).some((e) => e.type === 'instance.crashed')).toBe(false);
       expect((await docker.getContainer(containerId).inspect()).State.Status).toBe('paused');
       await docker.getContainer(containerId).unpause();
       await until('running again', async () => (await rl2.inspect(v.id)).state === 'running');
       expect(((await rl2.inspect(v.id)).context as any).containerId).toBe(containerId);
     } finally {
-      await docker.getContainer(containerId).unpause().catch(() => undefined);
+      await docker
+        .getContainer(containerId)
+        .unpause()
+        .catch(() => undefined);
       await shutdown(rl2);
     }
   });
@@ -198,7 +266,11 @@ describe('app instances after a supervisor restart', () => {
     const rl2 = await open(home);
     try {
       expect((await rl2.inspect(v.id)).state).toBe('lost');
-      expect((await rl2.events(v.id)).at(-1)).toMatchObject({ type: 'instance.lost', meta: { source: 'reconciler' }, data: { evidence: { containerId, observed: 'no container with this stream label' } } });
+      expect((await rl2.events(v.id)).at(-1)).toMatchObject({
+        type: 'instance.lost',
+        meta: { source: 'reconciler' },
+        data: { evidence: { containerId, observed: 'no container with this stream label' } },
+      });
       expect((await rl2.list()).map((a) => a.id)).not.toContain(v.id);
     } finally {
       await shutdown(rl2);
@@ -218,8 +290,17 @@ describe('app instances after a supervisor restart', () => {
       await until('running again', async () => (await rl2.inspect(v.id)).state === 'running', 30_000);
       const types = (await rl2.events(v.id)).map((e) => e.type);
       // (A supervisor killed outright records no suspension: its next start counts a crash, test/int/supervisor/graceful-stop.test.ts.)
-      expect(types.slice(4)).toEqual(['instance.suspended', 'instance.recovered', 'instance.spawned', 'instance.healthy', 'instance.running']);
-      expect((await rl2.events(v.id))[4]).toMatchObject({ meta: { source: 'shutdown' }, data: { reason: 'supervisor-stop', evidence: { sandbox: 'proot', pid, state: 'running' } } });
+      expect(types.slice(4)).toEqual([
+        'instance.suspended',
+        'instance.recovered',
+        'instance.spawned',
+        'instance.healthy',
+        'instance.running',
+      ]);
+      expect((await rl2.events(v.id))[4]).toMatchObject({
+        meta: { source: 'shutdown' },
+        data: { reason: 'supervisor-stop', evidence: { sandbox: 'proot', pid, state: 'running' } },
+      });
       expect((await rl2.events(v.id))[5]).toMatchObject({ meta: { source: 'reconciler' } });
       const ctx = (await rl2.inspect(v.id)).context as any;
       expect(ctx.pid).not.toBe(pid);
@@ -233,9 +314,20 @@ describe('app instances after a supervisor restart', () => {
   it('a restart timer that came due while the supervisor was down fires exactly once', async () => {
     const home = newHome('timer');
     const rl1 = await open(home);
-    const v = await rl1.spawnApp({ appDir: app('com.example.timer', 'proot', { policy: 'on-failure', maxRestarts: 3, backoffMs: 2500, maxBackoffMs: 2500 }) });
+    const v = await rl1.spawnApp({
+      appDir: app('com.example.timer', 'proot', {
+        policy: 'on-failure',
+        maxRestarts: 3,
+        backoffMs: 2500,
+        maxBackoffMs: 2500,
+      }),
+    });
     process.kill(-(v.context as any).pid, 'SIGKILL');
-    await until('restart scheduled', async () => (await rl1.events(v.id)).some((e) => e.type === 'instance.restart-scheduled'), 10_000);
+    await until(
+      'restart scheduled',
+      async () => (await rl1.events(v.id)).some((e) => e.type === 'instance.restart-scheduled'),
+      10_000,
+    );
     const dueAt = String((await rl1.events(v.id)).find((e) => e.type === 'instance.restart-scheduled')!.data.dueAt);
     await rl1.close(); // the supervisor is gone before the timer fires
     await until('overdue', () => Date.now() > Date.parse(dueAt) + 300, 10_000);
@@ -260,7 +352,9 @@ describe('app instances after a supervisor restart', () => {
     const home = newHome('stopping');
     const c = child(home, { point: 'after-append', event: 'instance.stop-requested' });
     expect(await c.ready).toBe(true);
-    const v = await c.request<{ id: string; context: any }>('spawn', { appDir: app('com.example.stopping', 'container') });
+    const v = await c.request<{ id: string; context: any }>('spawn', {
+      appDir: app('com.example.stopping', 'container'),
+    });
     c.send('stop', { instanceId: v.id });
     expect((await c.exited).signal).toBe('SIGKILL');
     expect((await containersOf(`instance-${v.id}`)).map((x) => x.State)).toEqual(['running']);
@@ -271,8 +365,13 @@ describe('app instances after a supervisor restart', () => {
       const types = (await rl2.events(v.id)).map((e) => e.type);
       // The recovery is a fact in the log: the machine entered stopping again, and so stopped the container again.
       expect(types.slice(-3)).toEqual(['instance.stop-requested', 'instance.recovered', 'instance.exited']);
-      expect((await rl2.events(v.id)).at(-2)).toMatchObject({ meta: { source: 'reconciler' }, data: { version: types.length - 2, evidence: { state: 'running' } } });
-      await until('container gone', async () => (await containersOf(`instance-${v.id}`)).every((x) => x.State !== 'running'));
+      expect((await rl2.events(v.id)).at(-2)).toMatchObject({
+        meta: { source: 'reconciler' },
+        data: { version: types.length - 2, evidence: { state: 'running' } },
+      });
+      await until('container gone', async () =>
+        (await containersOf(`instance-${v.id}`)).every((x) => x.State !== 'running'),
+      );
     } finally {
       await shutdown(rl2);
     }
@@ -326,7 +425,11 @@ describe('containers and volumes no actor owns', () => {
     await rl1.close();
     ids.stoppedInstance = v.id;
     const image = imageRef('app-base');
-    const mk = async (labels: Record<string, string>, start: boolean, mounts: { Type: 'volume'; Source: string; Target: string }[] = []) => {
+    const mk = async (
+      labels: Record<string, string>,
+      start: boolean,
+      mounts: { Type: 'volume'; Source: string; Target: string }[] = [],
+    ) => {
       const c = await docker.createContainer({
         Image: image,
         Entrypoint: ['/usr/local/bin/node', '-e', 'setInterval(() => {}, 1e9)'],
@@ -336,17 +439,36 @@ describe('containers and volumes no actor owns', () => {
       if (start) await c.start();
       return c.id;
     };
-    const volume = (name: string, labels: Record<string, string>) => docker.createVolume({ Name: name, Labels: { ...LABELS, 'runlog.home': home, ...labels } });
-    await volume(vol('unsealed'), { 'runlog.volume-kind': 'code', 'runlog.cache-key': 'code sha256:unsealed', 'runlog.stream': 'execution-exec_GHOST' });
+    const volume = (name: string, labels: Record<string, string>) =>
+      docker.createVolume({ Name: name, Labels: { ...LABELS, 'runlog.home': home, ...labels } });
+    await volume(vol('unsealed'), {
+      'runlog.volume-kind': 'code',
+      'runlog.cache-key': 'code sha256:unsealed',
+      'runlog.stream': 'execution-exec_GHOST',
+    });
     await volume(vol('kept'), { 'runlog.volume-kind': 'code', 'runlog.cache-key': 'code sha256:kept' });
     await volume(`${vol('kept')}-sealed`, { 'runlog.seal-for': vol('kept'), 'runlog.cache-key': 'code sha256:kept' });
     await volume(`${vol('gone')}-sealed`, { 'runlog.seal-for': vol('gone'), 'runlog.cache-key': 'code sha256:gone' });
     // …with a container still running under its name; an instance container no stream knows; an execution's
     // container and a materializer's carrier whose execution the log never heard of.
-    ids.afterStop = await mk({ 'runlog.stream': `instance-${v.id}`, 'runlog.kind': 'instance', 'runlog.app': 'com.example.strayed' }, true);
-    ids.ghostInstance = await mk({ 'runlog.stream': 'instance-ghost1', 'runlog.kind': 'instance', 'runlog.app': 'com.example.ghost' }, true);
+    ids.afterStop = await mk(
+      { 'runlog.stream': `instance-${v.id}`, 'runlog.kind': 'instance', 'runlog.app': 'com.example.strayed' },
+      true,
+    );
+    ids.ghostInstance = await mk(
+      { 'runlog.stream': 'instance-ghost1', 'runlog.kind': 'instance', 'runlog.app': 'com.example.ghost' },
+      true,
+    );
     ids.ghostExecution = await mk({ 'runlog.stream': 'execution-exec_GHOST', 'runlog.kind': 'execution' }, false);
-    ids.carrier = await mk({ 'runlog.stream': 'execution-exec_GHOST', 'runlog.kind': 'materializer', 'runlog.materializing': vol('unsealed') }, false, [{ Type: 'volume', Source: vol('unsealed'), Target: '/at-run-output' }]);
+    ids.carrier = await mk(
+      {
+        'runlog.stream': 'execution-exec_GHOST',
+        'runlog.kind': 'materializer',
+        'runlog.materializing': vol('unsealed'),
+      },
+      false,
+      [{ Type: 'volume', Source: vol('unsealed'), Target: '/at-run-output' }],
+    );
     rl = await open(home, { reconcile: false });
   });
 
@@ -356,11 +478,19 @@ describe('containers and volumes no actor owns', () => {
     const report = await rl.reconcile({ dryRun: true });
     const discovered = report.actions.filter((a) => a.action === 'discovered');
     expect(discovered.map((a) => a.evidence.containerId ?? a.evidence.volume).sort()).toEqual(
-      [ids.afterStop, ids.ghostInstance, ids.ghostExecution, ids.carrier, vol('unsealed'), `${vol('gone')}-sealed`].sort(),
+      [
+        ids.afterStop,
+        ids.ghostInstance,
+        ids.ghostExecution,
+        ids.carrier,
+        vol('unsealed'),
+        `${vol('gone')}-sealed`,
+      ].sort(),
     );
     expect(report.actions.filter((a) => a.action === 'removed')).toHaveLength(6);
     expect(await collect(rl.store.readStream(RECONCILER_STREAM))).toEqual([]);
-    for (const id of [ids.afterStop, ids.ghostInstance, ids.ghostExecution, ids.carrier]) expect((await docker.getContainer(id!).inspect()).Id).toBe(id);
+    for (const id of [ids.afterStop, ids.ghostInstance, ids.ghostExecution, ids.carrier])
+      expect((await docker.getContainer(id!).inspect()).Id).toBe(id);
   });
 
   it('each is recorded with its evidence, then removed (orphanPolicy remove, the default); sealed caches stay', async () => {
@@ -375,17 +505,44 @@ describe('containers and volumes no actor owns', () => {
       kind: 'instance',
       stream: 'instance-ghost1',
       decision: 'remove',
-      evidence: { state: 'running', exitCode: null, startedAt: expect.any(String), reason: 'no stream in the log knows it', labels: { 'runlog.app': 'com.example.ghost' } },
+      evidence: {
+        state: 'running',
+        exitCode: null,
+        startedAt: expect.any(String),
+        reason: 'no stream in the log knows it',
+        labels: { 'runlog.app': 'com.example.ghost' },
+      },
     });
-    expect(byContainer(ids.afterStop!).data).toMatchObject({ kind: 'instance', evidence: { state: 'running', reason: 'its instance is stopped in the log' } });
-    expect(byContainer(ids.ghostExecution!).data).toMatchObject({ kind: 'execution', evidence: { state: 'created', startedAt: null } });
-    expect(byContainer(ids.carrier!).data).toMatchObject({ kind: 'materializer', evidence: { reason: 'the carrier of a materialization that did not finish' } });
-    expect(discovered.filter((e) => e.data.object === 'volume').map((e) => (e.data.evidence as any).volume).sort()).toEqual([vol('unsealed'), `${vol('gone')}-sealed`].sort());
+    expect(byContainer(ids.afterStop!).data).toMatchObject({
+      kind: 'instance',
+      evidence: { state: 'running', reason: 'its instance is stopped in the log' },
+    });
+    expect(byContainer(ids.ghostExecution!).data).toMatchObject({
+      kind: 'execution',
+      evidence: { state: 'created', startedAt: null },
+    });
+    expect(byContainer(ids.carrier!).data).toMatchObject({
+      kind: 'materializer',
+      evidence: { reason: 'the carrier of a materialization that did not finish' },
+    });
+    expect(
+      discovered
+        .filter((e) => e.data.object === 'volume')
+        .map((e) => (e.data.evidence as any).volume)
+        .sort(),
+    ).toEqual([vol('unsealed'), `${vol('gone')}-sealed`].sort());
     // every discovery is followed by its removal, in the log
     const removed = facts.filter((e) => e.type === 'reconciler.removed');
-    expect(removed.map((e) => e.data.containerId ?? e.data.volume).sort()).toEqual(discovered.map((e) => (e.data.evidence as any).containerId ?? (e.data.evidence as any).volume).sort());
-    for (const id of [ids.afterStop, ids.ghostInstance, ids.ghostExecution, ids.carrier]) await expect(docker.getContainer(id!).inspect()).rejects.toMatchObject({ statusCode: 404 });
-    const left = ((await docker.listVolumes({ filters: JSON.stringify({ label: [`runlog.home=${home}`] }) })).Volumes ?? []).map((v) => v.Name).sort();
+    expect(removed.map((e) => e.data.containerId ?? e.data.volume).sort()).toEqual(
+      discovered.map((e) => (e.data.evidence as any).containerId ?? (e.data.evidence as any).volume).sort(),
+    );
+    for (const id of [ids.afterStop, ids.ghostInstance, ids.ghostExecution, ids.carrier])
+      await expect(docker.getContainer(id!).inspect()).rejects.toMatchObject({ statusCode: 404 });
+    const left = (
+      (await docker.listVolumes({ filters: JSON.stringify({ label: [`runlog.home=${home}`] }) })).Volumes ?? []
+    )
+      .map((v) => v.Name)
+      .sort();
     expect(left).toEqual([vol('kept'), `${vol('kept')}-sealed`]);
     // The log and Docker agree now: nothing more to record.
     expect(await rl.reconcile()).toEqual({ dryRun: false, actions: [], unreachable: [] });
@@ -402,17 +559,29 @@ describe('containers and volumes no actor owns', () => {
     const rl2 = await open(h, { reconcile: false });
     try {
       const report = await reconcileWith(rl2, { orphanPolicy: 'adopt' });
-      const found = (await collect(rl2.store.readStream(RECONCILER_STREAM))).find((e) => e.type === 'reconciler.discovered')!;
-      expect(found.data).toMatchObject({ kind: 'instance', stream: `instance-${v.id}`, evidence: { containerId: ctx.containerId, state: 'running' } });
+      const found = (await collect(rl2.store.readStream(RECONCILER_STREAM))).find(
+        (e) => e.type === 'reconciler.discovered',
+      )!;
+      expect(found.data).toMatchObject({
+        kind: 'instance',
+        stream: `instance-${v.id}`,
+        evidence: { containerId: ctx.containerId, state: 'running' },
+      });
       if (machineCanAdoptDiscovered()) {
         expect(found.data.decision).toBe('adopt');
         await until('adopted and running', async () => (await rl2.inspect(v.id)).state === 'running');
         expect((await rl2.events(v.id)).map((e) => e.type)).toEqual(['instance.discovered', 'instance.running']);
-        expect((await getJson(ctx.host, ctx.port, '/api/lifecycle/health')).body.events).toEqual(['onCreate', 'onStart']);
+        expect((await getJson(ctx.host, ctx.port, '/api/lifecycle/health')).body.events).toEqual([
+          'onCreate',
+          'onStart',
+        ]);
       } else {
         // This instance machine cannot start an actor from a discovered container: safer to remove it than to
         // leave it running unaccounted for.
-        expect(found.data).toMatchObject({ decision: 'remove', note: 'the instance machine has no instance.discovered transition' });
+        expect(found.data).toMatchObject({
+          decision: 'remove',
+          note: 'the instance machine has no instance.discovered transition',
+        });
         expect(report.actions.map((a) => a.action)).toEqual(['discovered', 'removed']);
         await expect(docker.getContainer(ctx.containerId).inspect()).rejects.toMatchObject({ statusCode: 404 });
       }
@@ -436,7 +605,11 @@ describe('executions interrupted by a SIGKILL end with their real result', () =>
 
   async function finish(home: string, id: string): Promise<Runlog> {
     const rl = await open(home);
-    await until('execution finished', async () => ['succeeded', 'failed'].includes((await rl.inspect(id)).state), 60_000);
+    await until(
+      'execution finished',
+      async () => ['succeeded', 'failed'].includes((await rl.inspect(id)).state),
+      60_000,
+    );
     await rl.idle();
     return rl;
   }
@@ -450,8 +623,14 @@ describe('executions interrupted by a SIGKILL end with their real result', () =>
       expect(((await rl.inspect(id)).context as any).result.output).toEqual({ done: true, n: 7 });
       const types = (await rl.events(id)).map((e) => e.type);
       expect(types.slice(-2)).toEqual(['execution.adopted', 'execution.succeeded']);
-      expect((await rl.events(id)).find((e) => e.type === 'execution.adopted')).toMatchObject({ meta: { source: 'reconciler' }, data: { evidence: { state: expect.stringMatching(/running|exited/) } } });
-      for (const a of c.committed) expect((await collect(rl.store.readStream(a.stream, { from: a.version, to: a.version })))[0]?.type).toBe(a.eventType);
+      expect((await rl.events(id)).find((e) => e.type === 'execution.adopted')).toMatchObject({
+        meta: { source: 'reconciler' },
+        data: { evidence: { state: expect.stringMatching(/running|exited/) } },
+      });
+      for (const a of c.committed)
+        expect((await collect(rl.store.readStream(a.stream, { from: a.version, to: a.version })))[0]?.type).toBe(
+          a.eventType,
+        );
       await until('cleaned up', async () => (await containersOf(stream)).length === 0);
     } finally {
       await shutdown(rl);
@@ -474,28 +653,50 @@ describe('executions interrupted by a SIGKILL end with their real result', () =>
 
   it('mid-materialization: the unsealed volume and its carrier are recorded and removed, the step runs again', async () => {
     const { home, id } = await killedAt('mid-materialization', undefined, 'greet', { name: 'Grace' });
-    const carriers = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${home}`, 'runlog.kind=materializer'] }) });
+    const carriers = await docker.listContainers({
+      all: true,
+      filters: JSON.stringify({ label: [`runlog.home=${home}`, 'runlog.kind=materializer'] }),
+    });
     expect(new Set(carriers.map((c) => c.Labels['runlog.materializing'])).size).toBe(1);
     const unsealed = carriers[0]!.Labels['runlog.materializing']!;
     // Which upload the kill cut depends on what earlier tests left cached (volumes are shared by content): the
     // runtime's leaves its carrier (it mounts the volume) and the download's source (the same image, without the
     // volume); the code's, uploaded from the verified blob, only its carrier.
     expect(unsealed).toMatch(/^runlog-(runtime|addition|code)-/);
-    expect(carriers.map((c) => c.Labels['runlog.materializer-role'] ?? 'carrier').sort()).toEqual(unsealed.startsWith('runlog-code-') ? ['carrier'] : ['carrier', 'source']);
+    expect(carriers.map((c) => c.Labels['runlog.materializer-role'] ?? 'carrier').sort()).toEqual(
+      unsealed.startsWith('runlog-code-') ? ['carrier'] : ['carrier', 'source'],
+    );
     const rl = await finish(home, id);
     try {
       expect((await rl.inspect(id)).state).toBe('succeeded');
       expect(((await rl.inspect(id)).context as any).result.output).toEqual({ greeting: 'Hello, Grace!' });
       const facts = await collect(rl.store.readStream(RECONCILER_STREAM));
-      expect(facts.filter((e) => e.type === 'reconciler.removed').map((e) => e.data.containerId ?? e.data.volume)).toEqual(expect.arrayContaining([...carriers.map((c) => c.Id), unsealed]));
-      const volumes = (await docker.listVolumes({ filters: JSON.stringify({ label: [`runlog.home=${home}`] }) })).Volumes ?? [];
+      expect(
+        facts.filter((e) => e.type === 'reconciler.removed').map((e) => e.data.containerId ?? e.data.volume),
+      ).toEqual(expect.arrayContaining([...carriers.map((c) => c.Id), unsealed]));
+      const volumes =
+        (await docker.listVolumes({ filters: JSON.stringify({ label: [`runlog.home=${home}`] }) })).Volumes ?? [];
       const names = new Set(volumes.map((v) => v.Name));
       for (const v of volumes) {
         if (v.Labels?.['runlog.seal-for']) expect(names.has(v.Labels['runlog.seal-for'])).toBe(true);
-        else expect(names.has(`${v.Name}-sealed`) || (await docker.getVolume(`${v.Name}-sealed`).inspect().then(() => true, () => false))).toBe(true);
+        else
+          expect(
+            names.has(`${v.Name}-sealed`) ||
+              (await docker
+                .getVolume(`${v.Name}-sealed`)
+                .inspect()
+                .then(
+                  () => true,
+                  () => false,
+                )),
+          ).toBe(true);
       }
       // The sandbox pre-started for this code's next execution (a fact on the sandbox-pool stream) is the pool's.
-      expect((await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${home}`] }) })).filter((c) => c.Labels['runlog.kind'] !== 'prestart')).toEqual([]);
+      expect(
+        (
+          await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`runlog.home=${home}`] }) })
+        ).filter((c) => c.Labels['runlog.kind'] !== 'prestart'),
+      ).toEqual([]);
     } finally {
       await shutdown(rl);
     }

@@ -30,7 +30,14 @@ afterAll(async () => {
 });
 
 const api = async <T>(path: string, init: RequestInit = {}): Promise<T> => {
-  const res = await fetch(new URL(path, serve.info!.url), { ...init, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...(init.headers as Record<string, string>) } });
+  const res = await fetch(new URL(path, serve.info!.url), {
+    ...init,
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      ...(init.headers as Record<string, string>),
+    },
+  });
   if (!res.ok) throw new Error(`${path}: HTTP ${res.status} ${await res.text()}`);
   return (await res.json()) as T;
 };
@@ -49,15 +56,30 @@ describe('a supervisor stopped with SIGSTOP', () => {
     let exec: ReturnType<typeof runCli>;
     try {
       stop = runCli(['stop', 'inst_first', '--timeout', '1500', '--json'], { home, timeoutMs: 30_000 });
-      spawn = runCli(['spawn', HELLO_APP_DIR, '--id', 'inst_late', '--timeout', '1500', '--json'], { home, timeoutMs: 30_000 });
+      spawn = runCli(['spawn', HELLO_APP_DIR, '--id', 'inst_late', '--timeout', '1500', '--json'], {
+        home,
+        timeoutMs: 30_000,
+      });
       // exec's --timeout is the run's deadline; --wait bounds the wait for the supervisor's answer.
-      exec = runCli(['exec', 'at://did:plc:aaaaaaaaaaaaaaaaaaaaaaaa/dev.mainasara.at-run.beta.v2.code/late', 'main', '--wait', '1500', '--json'], { home, timeoutMs: 30_000 });
+      exec = runCli(
+        [
+          'exec',
+          'at://did:plc:aaaaaaaaaaaaaaaaaaaaaaaa/dev.mainasara.at-run.beta.v2.code/late',
+          'main',
+          '--wait',
+          '1500',
+          '--json',
+        ],
+        { home, timeoutMs: 30_000 },
+      );
     } finally {
       serve.child.kill('SIGCONT');
     }
     for (const r of [stop, spawn, exec]) {
       expect(r.code, r.stderr).toBe(1);
-      expect(JSON.parse(r.stderr.trim().split('\n').at(-1)!)).toMatchObject({ error: { code: 'TIMEOUT', details: { timeoutMs: 1500 } } });
+      expect(JSON.parse(r.stderr.trim().split('\n').at(-1)!)).toMatchObject({
+        error: { code: 'TIMEOUT', details: { timeoutMs: 1500 } },
+      });
     }
 
     // Both requests reached the supervisor before it was continued, so it routes them before anything sent now:
@@ -65,7 +87,9 @@ describe('a supervisor stopped with SIGSTOP', () => {
     // append within milliseconds).
     await lastSeq();
     for (let i = 0; i < 15; i++) {
-      expect((await api<{ events: { type: string; stream: string }[] }>(`/api/events?afterSeq=${before}&limit=1000`)).events).toEqual([]);
+      expect(
+        (await api<{ events: { type: string; stream: string }[] }>(`/api/events?afterSeq=${before}&limit=1000`)).events,
+      ).toEqual([]);
       await new Promise((r) => setTimeout(r, 200));
     }
     const actors = await api<{ actors: { id: string; state: string }[] }>('/api/actors?all=1');

@@ -7,13 +7,22 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../../src/domain/errors.ts';
-import { cidForBlobBytes, cidForCborBytes, cidForRecordJson, decodeRecordCbor, encodeRecordJson, sameCid, sha256Hex } from '../../../src/adapters/atproto/index.ts';
+import {
+  cidForBlobBytes,
+  cidForCborBytes,
+  cidForRecordJson,
+  decodeRecordCbor,
+  encodeRecordJson,
+  sameCid,
+  sha256Hex,
+} from '../../../src/adapters/atproto/index.ts';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '../../..');
 const dataModelDir = join(repoRoot, 'test', 'fixtures', 'interop', 'data-model');
 const load = <T>(file: string): T => JSON.parse(readFileSync(join(dataModelDir, file), 'utf8')) as T;
 
-const fixtures = load<{ json: Record<string, unknown>; cbor_base64: string; cid: string }[]>('data-model-fixtures.json');
+const fixtures =
+  load<{ json: Record<string, unknown>; cbor_base64: string; cid: string }[]>('data-model-fixtures.json');
 const valid = load<{ note: string; json: unknown }[]>('data-model-valid.json');
 const invalid = load<{ note: string; json: unknown }[]>('data-model-invalid.json');
 
@@ -83,7 +92,11 @@ describe('blob CIDs (raw codec 0x55, sha256)', () => {
   };
 
   it('matches a CIDv1 assembled by hand', () => {
-    for (const bytes of [new Uint8Array(), new TextEncoder().encode('hello at-run'), Uint8Array.from({ length: 5000 }, (_, i) => i % 251)]) {
+    for (const bytes of [
+      new Uint8Array(),
+      new TextEncoder().encode('hello at-run'),
+      Uint8Array.from({ length: 5000 }, (_, i) => i % 251),
+    ]) {
       expect(cidForBlobBytes(bytes)).toBe(byHand(bytes));
     }
   });

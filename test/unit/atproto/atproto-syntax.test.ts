@@ -6,7 +6,14 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../../src/domain/errors.ts';
-import { isValidDid, isValidHandle, isValidNsid, isValidRecordKey, parseAtUri, parseRecordUri } from '../../../src/adapters/atproto/index.ts';
+import {
+  isValidDid,
+  isValidHandle,
+  isValidNsid,
+  isValidRecordKey,
+  parseAtUri,
+  parseRecordUri,
+} from '../../../src/adapters/atproto/index.ts';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '../../..');
 const syntaxDir = join(repoRoot, 'test', 'fixtures', 'interop', 'syntax');
@@ -29,20 +36,25 @@ describe('parseAtUri against interop aturi fixtures', () => {
   it.each(valid.map((u) => [u.length > 80 ? `${u.slice(0, 77)}…` : u, u]))('accepts %s', (_label, uri) => {
     const parsed = parseAtUri(uri);
     expect(parsed.uri).toBe(uri);
-    expect(`at://${[parsed.authority, parsed.collection, parsed.rkey].filter((x) => x !== undefined).join('/')}`).toBe(uri);
+    expect(`at://${[parsed.authority, parsed.collection, parsed.rkey].filter((x) => x !== undefined).join('/')}`).toBe(
+      uri,
+    );
     expect(Boolean(parsed.did) !== Boolean(parsed.handle)).toBe(true);
   });
 
-  it.each(invalid.map((u) => [JSON.stringify(u.length > 80 ? `${u.slice(0, 77)}…` : u), u]))('rejects %s', (_label, uri) => {
-    let caught: unknown;
-    try {
-      parseAtUri(uri);
-    } catch (err) {
-      caught = err;
-    }
-    expect(caught).toBeInstanceOf(ValidationError);
-    expect((caught as ValidationError).code).toBe('AT_URI_INVALID');
-  });
+  it.each(invalid.map((u) => [JSON.stringify(u.length > 80 ? `${u.slice(0, 77)}…` : u), u]))(
+    'rejects %s',
+    (_label, uri) => {
+      let caught: unknown;
+      try {
+        parseAtUri(uri);
+      } catch (err) {
+        caught = err;
+      }
+      expect(caught).toBeInstanceOf(ValidationError);
+      expect((caught as ValidationError).code).toBe('AT_URI_INVALID');
+    },
+  );
 });
 
 describe('parseRecordUri', () => {

@@ -5,7 +5,15 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Secp256k1Keypair } from '@atproto/crypto';
-import { MemoryBlockstore, Repo, WriteOpAction, concatBytesAsync, getRecords, readCarWithRoot, blocksToCarFile } from '@atproto/repo';
+import {
+  MemoryBlockstore,
+  Repo,
+  WriteOpAction,
+  concatBytesAsync,
+  getRecords,
+  readCarWithRoot,
+  blocksToCarFile,
+} from '@atproto/repo';
 import { lexicons } from '@atproto/api';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../../src/domain/errors.ts';
@@ -48,7 +56,12 @@ describe('verifyRecordProof (repo built in memory)', () => {
     storage = new MemoryBlockstore();
     const writes = [
       { action: WriteOpAction.Create, collection: COLL, rkey: 'hello', record },
-      ...Array.from({ length: 40 }, (_, i) => ({ action: WriteOpAction.Create, collection: COLL, rkey: `other-${i}`, record: { ...record, entrypoint: `e${i}.py` } })),
+      ...Array.from({ length: 40 }, (_, i) => ({
+        action: WriteOpAction.Create,
+        collection: COLL,
+        rkey: `other-${i}`,
+        record: { ...record, entrypoint: `e${i}.py` },
+      })),
     ];
     repo = await Repo.create(storage, DID, key, writes as never);
     car = await concatBytesAsync(getRecords(storage, repo.cid, [{ collection: COLL, rkey: 'hello' }]));
@@ -64,26 +77,43 @@ describe('verifyRecordProof (repo built in memory)', () => {
 
   it('proves absence: RECORD_NOT_FOUND', async () => {
     const absent = await concatBytesAsync(getRecords(storage, repo.cid, [{ collection: COLL, rkey: 'nope' }]));
-    expect(await codeOf(verifyRecordProof(absent, { did: DID, collection: COLL, rkey: 'nope', signingKey }))).toBe('RECORD_NOT_FOUND');
+    expect(await codeOf(verifyRecordProof(absent, { did: DID, collection: COLL, rkey: 'nope', signingKey }))).toBe(
+      'RECORD_NOT_FOUND',
+    );
   });
 
   it('another key: RECORD_SIGNATURE_INVALID', async () => {
     const other = (await Secp256k1Keypair.create()).did();
-    expect(await codeOf(verifyRecordProof(car, { did: DID, collection: COLL, rkey: 'hello', signingKey: other }))).toBe('RECORD_SIGNATURE_INVALID');
+    expect(await codeOf(verifyRecordProof(car, { did: DID, collection: COLL, rkey: 'hello', signingKey: other }))).toBe(
+      'RECORD_SIGNATURE_INVALID',
+    );
   });
 
   it("another repo's commit: RECORD_SIGNATURE_INVALID", async () => {
-    expect(await codeOf(verifyRecordProof(car, { did: 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa', collection: COLL, rkey: 'hello', signingKey }))).toBe('RECORD_SIGNATURE_INVALID');
+    expect(
+      await codeOf(
+        verifyRecordProof(car, {
+          did: 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa',
+          collection: COLL,
+          rkey: 'hello',
+          signingKey,
+        }),
+      ),
+    ).toBe('RECORD_SIGNATURE_INVALID');
   });
 
   it('a forged repo signed by a different key: RECORD_SIGNATURE_INVALID', async () => {
     const forged = await forgeRecordProof(DID, COLL, 'hello', { ...record, entrypoint: 'evil.py' });
-    expect(await codeOf(verifyRecordProof(forged, { did: DID, collection: COLL, rkey: 'hello', signingKey }))).toBe('RECORD_SIGNATURE_INVALID');
+    expect(await codeOf(verifyRecordProof(forged, { did: DID, collection: COLL, rkey: 'hello', signingKey }))).toBe(
+      'RECORD_SIGNATURE_INVALID',
+    );
   });
 
   it('the record block swapped for another (self-consistent) block: RECORD_PROOF_INVALID', async () => {
     const tampered = await replaceRecordBlock(car, COLL, { ...record, entrypoint: 'evil.py' });
-    expect(await codeOf(verifyRecordProof(tampered, { did: DID, collection: COLL, rkey: 'hello', signingKey }))).toBe('RECORD_PROOF_INVALID');
+    expect(await codeOf(verifyRecordProof(tampered, { did: DID, collection: COLL, rkey: 'hello', signingKey }))).toBe(
+      'RECORD_PROOF_INVALID',
+    );
   });
 
   it('a block whose bytes do not hash to its CID: RECORD_PROOF_INVALID', async () => {
@@ -93,7 +123,9 @@ describe('verifyRecordProof (repo built in memory)', () => {
     bytes[bytes.length - 1] = bytes[bytes.length - 1]! ^ 1;
     blocks.set(recordCid, bytes);
     const bad = await blocksToCarFile(root, blocks);
-    expect(await codeOf(verifyRecordProof(bad, { did: DID, collection: COLL, rkey: 'hello', signingKey }))).toBe('RECORD_PROOF_INVALID');
+    expect(await codeOf(verifyRecordProof(bad, { did: DID, collection: COLL, rkey: 'hello', signingKey }))).toBe(
+      'RECORD_PROOF_INVALID',
+    );
   });
 
   it('an MST node on the path missing: RECORD_PROOF_INVALID', async () => {
@@ -101,11 +133,22 @@ describe('verifyRecordProof (repo built in memory)', () => {
     const dataCid = repo.commit.data;
     blocks.delete(dataCid);
     const bad = await blocksToCarFile(root, blocks);
-    expect(await codeOf(verifyRecordProof(bad, { did: DID, collection: COLL, rkey: 'hello', signingKey }))).toBe('RECORD_PROOF_INVALID');
+    expect(await codeOf(verifyRecordProof(bad, { did: DID, collection: COLL, rkey: 'hello', signingKey }))).toBe(
+      'RECORD_PROOF_INVALID',
+    );
   });
 
   it('not a CAR: RECORD_PROOF_INVALID', async () => {
-    expect(await codeOf(verifyRecordProof(new TextEncoder().encode('{"error":"nope"}'), { did: DID, collection: COLL, rkey: 'hello', signingKey }))).toBe('RECORD_PROOF_INVALID');
+    expect(
+      await codeOf(
+        verifyRecordProof(new TextEncoder().encode('{"error":"nope"}'), {
+          did: DID,
+          collection: COLL,
+          rkey: 'hello',
+          signingKey,
+        }),
+      ),
+    ).toBe('RECORD_PROOF_INVALID');
   });
 });
 
@@ -113,23 +156,32 @@ describe('verifyRecordJson (cid mode)', () => {
   const uri = `at://${DID}/${COLL}/hello`;
   const cid = cidForRecordJson(record);
   it('accepts a self-consistent answer', () => {
-    expect(verifyRecordJson({ uri, cid, value: record }, { did: DID, collection: COLL, rkey: 'hello' })).toEqual({ cid, value: record });
+    expect(verifyRecordJson({ uri, cid, value: record }, { did: DID, collection: COLL, rkey: 'hello' })).toEqual({
+      cid,
+      value: record,
+    });
   });
   it('a value that does not hash to the cid: RECORD_CID_MISMATCH', () => {
-    expect(() => verifyRecordJson({ uri, cid, value: { ...record, entrypoint: 'x.py' } }, { did: DID, collection: COLL, rkey: 'hello' })).toThrow(
-      expect.objectContaining({ code: 'RECORD_CID_MISMATCH' }),
-    );
+    expect(() =>
+      verifyRecordJson(
+        { uri, cid, value: { ...record, entrypoint: 'x.py' } },
+        { did: DID, collection: COLL, rkey: 'hello' },
+      ),
+    ).toThrow(expect.objectContaining({ code: 'RECORD_CID_MISMATCH' }));
   });
   it('an answer about another record: RECORD_INVALID', () => {
-    expect(() => verifyRecordJson({ uri: `at://${DID}/${COLL}/other`, cid, value: record }, { did: DID, collection: COLL, rkey: 'hello' })).toThrow(
-      expect.objectContaining({ code: 'RECORD_INVALID' }),
-    );
+    expect(() =>
+      verifyRecordJson(
+        { uri: `at://${DID}/${COLL}/other`, cid, value: record },
+        { did: DID, collection: COLL, rkey: 'hello' },
+      ),
+    ).toThrow(expect.objectContaining({ code: 'RECORD_INVALID' }));
   });
   it('a $type other than the collection: RECORD_INVALID', () => {
     const v = { ...record, $type: 'dev.mainasara.at-run.beta.v2.runtime' };
-    expect(() => verifyRecordJson({ uri, cid: cidForRecordJson(v), value: v }, { did: DID, collection: COLL, rkey: 'hello' })).toThrow(
-      expect.objectContaining({ code: 'RECORD_INVALID' }),
-    );
+    expect(() =>
+      verifyRecordJson({ uri, cid: cidForRecordJson(v), value: v }, { did: DID, collection: COLL, rkey: 'hello' }),
+    ).toThrow(expect.objectContaining({ code: 'RECORD_INVALID' }));
   });
 });
 
@@ -148,14 +200,25 @@ describe('parseDidDocument', () => {
     ...extra,
   });
 
-  it.each(sigFixtures.filter((f) => f.validSignature).map((f) => [f.didDocSuite, f] as const))('legacy %s keys become the fixture did:key', (_s, f) => {
-    const id = parseDidDocument(DID, doc({ type: f.didDocSuite, publicKeyMultibase: f.publicKeyMultibase }));
-    expect(id).toEqual({ did: DID, pdsEndpoint: 'https://pds.example.com', signingKey: f.publicKeyDid, handle: 'alice.example.com' });
-  });
+  it.each(sigFixtures.filter((f) => f.validSignature).map((f) => [f.didDocSuite, f] as const))(
+    'legacy %s keys become the fixture did:key',
+    (_s, f) => {
+      const id = parseDidDocument(DID, doc({ type: f.didDocSuite, publicKeyMultibase: f.publicKeyMultibase }));
+      expect(id).toEqual({
+        did: DID,
+        pdsEndpoint: 'https://pds.example.com',
+        signingKey: f.publicKeyDid,
+        handle: 'alice.example.com',
+      });
+    },
+  );
 
   it('Multikey keys are read as is', () => {
     const f = sigFixtures[1]!;
-    const id = parseDidDocument(DID, doc({ type: 'Multikey', publicKeyMultibase: f.publicKeyDid.slice('did:key:'.length) }));
+    const id = parseDidDocument(
+      DID,
+      doc({ type: 'Multikey', publicKeyMultibase: f.publicKeyDid.slice('did:key:'.length) }),
+    );
     expect(id.signingKey).toBe(f.publicKeyDid);
   });
 
@@ -172,7 +235,13 @@ describe('parseDidDocument', () => {
 
   it('refuses a non-http PDS endpoint and an unknown key type', () => {
     expect(() =>
-      parseDidDocument(DID, doc({ type: 'Ed25519VerificationKey2020', publicKeyMultibase: 'z6Mk' }, { service: [{ id: '#atproto_pds', type: 'AtprotoPersonalDataServer', serviceEndpoint: 'ftp://x' }] })),
+      parseDidDocument(
+        DID,
+        doc(
+          { type: 'Ed25519VerificationKey2020', publicKeyMultibase: 'z6Mk' },
+          { service: [{ id: '#atproto_pds', type: 'AtprotoPersonalDataServer', serviceEndpoint: 'ftp://x' }] },
+        ),
+      ),
     ).toThrow(/unsupported key type.*not http/s);
   });
 
@@ -180,8 +249,12 @@ describe('parseDidDocument', () => {
     expect(didDocumentUrl(DID, { plcUrl: 'http://localhost:2582/' })).toBe(`http://localhost:2582/${DID}`);
     expect(didDocumentUrl('did:web:example.com')).toBe('https://example.com/.well-known/did.json');
     expect(didDocumentUrl('did:web:localhost%3A8080')).toBe('https://localhost:8080/.well-known/did.json');
-    expect(didDocumentUrl('did:web:localhost%3A8080', { didWebAllowHttpLoopback: true })).toBe('http://localhost:8080/.well-known/did.json');
-    expect(didDocumentUrl('did:web:example.com', { didWebAllowHttpLoopback: true })).toBe('https://example.com/.well-known/did.json');
+    expect(didDocumentUrl('did:web:localhost%3A8080', { didWebAllowHttpLoopback: true })).toBe(
+      'http://localhost:8080/.well-known/did.json',
+    );
+    expect(didDocumentUrl('did:web:example.com', { didWebAllowHttpLoopback: true })).toBe(
+      'https://example.com/.well-known/did.json',
+    );
     expect(() => didDocumentUrl('did:web:example.com:user:alice')).toThrow(/path/);
     expect(() => didDocumentUrl('did:plc:UPPERCASE')).toThrow(/24 base32/);
     expect(() => didDocumentUrl('did:key:zQ3sh')).toThrow(/unsupported DID method/);
@@ -196,7 +269,17 @@ describe('alias records', () => {
   });
   it('refuses an alias to an alias, a handle authority and a non-record CID, listing each', () => {
     try {
-      parseAliasRecord({ $type: AT_RUN_V2.alias, target: { uri: `at://alice.test/${AT_RUN_V2.alias}/x`, cid: 'bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku' }, createdAt: 'now' }, 'x');
+      parseAliasRecord(
+        {
+          $type: AT_RUN_V2.alias,
+          target: {
+            uri: `at://alice.test/${AT_RUN_V2.alias}/x`,
+            cid: 'bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku',
+          },
+          createdAt: 'now',
+        },
+        'x',
+      );
       expect.unreachable();
     } catch (err) {
       expect((err as AtprotoError).code).toBe('ALIAS_INVALID');
@@ -212,7 +295,10 @@ const receipt: ExecutionReceipt = {
   runtime: { uri: `at://${DID}/${AT_RUN_V2.runtime}/python`, cid: cidForRecordJson({ $type: AT_RUN_V2.runtime }) },
   codeBlobCid: 'bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku',
   handler: 'greet',
-  images: { runtime: `localhost:5000/runtime-python@sha256:${sha('a')}`, sandbox: `localhost:5000/sandbox@sha256:${sha('b')}` },
+  images: {
+    runtime: `localhost:5000/runtime-python@sha256:${sha('a')}`,
+    sandbox: `localhost:5000/sandbox@sha256:${sha('b')}`,
+  },
   limits: { memoryBytes: 256 * 1024 * 1024, pids: 64, milliCpus: 500, timeoutMs: 30_000, network: 'none' },
   inputSha256: sha('c'),
   outputSha256: sha('d'),
@@ -228,7 +314,15 @@ const policy: RunnerPolicy = {
   platforms: [{ os: 'linux', architecture: 'amd64' }],
   isolation: { backend: 'docker', ociRuntime: 'runc', strong: false },
   sandboxImage: `localhost:5000/sandbox@sha256:${sha('b')}`,
-  limits: { maxMemoryBytes: 512 * 1024 * 1024, maxPids: 128, maxMilliCpus: 1000, maxTimeoutMs: 60_000, maxCodeBlobBytes: 10_000_000, maxRuntimeArchiveBytes: 200_000_000, network: 'none' },
+  limits: {
+    maxMemoryBytes: 512 * 1024 * 1024,
+    maxPids: 128,
+    maxMilliCpus: 1000,
+    maxTimeoutMs: 60_000,
+    maxCodeBlobBytes: 10_000_000,
+    maxRuntimeArchiveBytes: 200_000_000,
+    network: 'none',
+  },
 };
 
 describe('receipts and runner records', () => {
@@ -270,7 +364,14 @@ describe('receipts and runner records', () => {
 describe('lexicons', () => {
   const dir = join(repoRoot, 'lexicons');
   const mine = ['alias', 'runner', 'execution', 'job', 'secrets'].map((n) => `dev.mainasara.at-run.beta.v2.${n}`);
-  const docs = mine.map((id) => JSON.parse(readFileSync(join(dir, `${id}.json`), 'utf8')) as { lexicon: number; id: string; defs: Record<string, { type: string }> });
+  const docs = mine.map(
+    (id) =>
+      JSON.parse(readFileSync(join(dir, `${id}.json`), 'utf8')) as {
+        lexicon: number;
+        id: string;
+        defs: Record<string, { type: string }>;
+      },
+  );
 
   beforeAll(() => {
     for (const d of docs) if (!lexicons.getDef(d.id)) lexicons.add(d as never);
@@ -287,7 +388,15 @@ describe('lexicons', () => {
 
   it('accept the records the adapter builds', () => {
     lexicons.assertValidRecord(AT_RUN_V2.execution, buildExecutionRecord(receipt));
-    lexicons.assertValidRecord(AT_RUN_V2.execution, buildExecutionRecord({ ...receipt, outcome: 'failed', outputSha256: undefined, failure: { kind: 'timeout', message: 'deadline' } }));
+    lexicons.assertValidRecord(
+      AT_RUN_V2.execution,
+      buildExecutionRecord({
+        ...receipt,
+        outcome: 'failed',
+        outputSha256: undefined,
+        failure: { kind: 'timeout', message: 'deadline' },
+      }),
+    );
     lexicons.assertValidRecord(AT_RUN_V2.runner, buildRunnerRecord(policy));
     lexicons.assertValidRecord(AT_RUN_V2.alias, buildAliasRecord(receipt.code));
   });
@@ -295,7 +404,9 @@ describe('lexicons', () => {
   it('reject records missing required fields', () => {
     const { code: _code, ...noCode } = buildExecutionRecord(receipt);
     expect(() => lexicons.assertValidRecord(AT_RUN_V2.execution, noCode)).toThrow(/code/);
-    expect(() => lexicons.assertValidRecord(AT_RUN_V2.alias, { $type: AT_RUN_V2.alias, createdAt: '2026-01-01T00:00:00.000Z' })).toThrow(/target/);
+    expect(() =>
+      lexicons.assertValidRecord(AT_RUN_V2.alias, { $type: AT_RUN_V2.alias, createdAt: '2026-01-01T00:00:00.000Z' }),
+    ).toThrow(/target/);
   });
 
   it('validate job and secrets examples', () => {
@@ -311,7 +422,14 @@ describe('lexicons', () => {
       runner: DID,
       recipientKey: 'did:key:z6LSbysY2xFMRpGMhb7tFTLMpeuPRaqaWM1yECx2AtzE3KCc',
       algorithm: 'x25519-xchacha20poly1305',
-      entries: [{ name: 'API_TOKEN', ephemeralKey: new Uint8Array(32), nonce: new Uint8Array(24), ciphertext: new Uint8Array(40) }],
+      entries: [
+        {
+          name: 'API_TOKEN',
+          ephemeralKey: new Uint8Array(32),
+          nonce: new Uint8Array(24),
+          ciphertext: new Uint8Array(40),
+        },
+      ],
       createdAt: '2026-01-01T00:00:00.000Z',
     });
   });

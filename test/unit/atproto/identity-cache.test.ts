@@ -1,7 +1,13 @@
 // The DID document cache (src/adapters/atproto/identity-cache.ts): TTL, 0 = off, shared reads, no negative
 // caching, invalidation, the bound, and its configuration (RUNLOG_DID_CACHE_TTL_MS).
 import { describe, expect, it } from 'vitest';
-import { assertDidCacheTtl, createIdentityCache, DEFAULT_DID_CACHE_TTL_MS, MAX_DID_CACHE_TTL_MS, type ResolvedIdentity } from '../../../src/adapters/atproto/index.ts';
+import {
+  assertDidCacheTtl,
+  createIdentityCache,
+  DEFAULT_DID_CACHE_TTL_MS,
+  MAX_DID_CACHE_TTL_MS,
+  type ResolvedIdentity,
+} from '../../../src/adapters/atproto/index.ts';
 import { atprotoOptions } from '../../../src/cli/client.ts';
 
 const DID = 'did:plc:abcdefghijklmnopqrstuvwx';
@@ -27,11 +33,20 @@ describe('identity cache', () => {
     const c = clock();
     const cache = createIdentityCache({ ttlMs: 30_000, now: c.now });
     const r = resolver();
-    expect(await cache.lookup(DID, r.read)).toMatchObject({ fromCache: false, identity: { pdsEndpoint: 'https://pds1.example' } });
+    expect(await cache.lookup(DID, r.read)).toMatchObject({
+      fromCache: false,
+      identity: { pdsEndpoint: 'https://pds1.example' },
+    });
     c.advance(29_999);
-    expect(await cache.lookup(DID, r.read)).toMatchObject({ fromCache: true, identity: { pdsEndpoint: 'https://pds1.example' } });
+    expect(await cache.lookup(DID, r.read)).toMatchObject({
+      fromCache: true,
+      identity: { pdsEndpoint: 'https://pds1.example' },
+    });
     c.advance(1);
-    expect(await cache.lookup(DID, r.read)).toMatchObject({ fromCache: false, identity: { pdsEndpoint: 'https://pds2.example' } });
+    expect(await cache.lookup(DID, r.read)).toMatchObject({
+      fromCache: false,
+      identity: { pdsEndpoint: 'https://pds2.example' },
+    });
     expect(r.reads).toEqual([DID, DID]);
   });
 
@@ -102,7 +117,11 @@ describe('identity cache', () => {
   it('holds at most maxEntries documents, dropping the oldest read first', async () => {
     const cache = createIdentityCache({ ttlMs: 1000, maxEntries: 2 });
     const r = resolver();
-    const dids = ['did:plc:aaaaaaaaaaaaaaaaaaaaaaaa', 'did:plc:bbbbbbbbbbbbbbbbbbbbbbbb', 'did:plc:cccccccccccccccccccccccc'];
+    const dids = [
+      'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa',
+      'did:plc:bbbbbbbbbbbbbbbbbbbbbbbb',
+      'did:plc:cccccccccccccccccccccccc',
+    ];
     for (const d of dids) await cache.lookup(d, r.read);
     expect(cache.size).toBe(2);
     expect((await cache.lookup(dids[0]!, r.read)).fromCache).toBe(false);
@@ -114,7 +133,9 @@ describe('identity cache', () => {
     expect(DEFAULT_DID_CACHE_TTL_MS).toBe(30_000);
     for (const bad of [-1, 1.5, MAX_DID_CACHE_TTL_MS + 1, Number.NaN, '30']) {
       expect(() => assertDidCacheTtl(bad)).toThrow(expect.objectContaining({ code: 'DID_CACHE_CONFIG_INVALID' }));
-      expect(() => createIdentityCache({ ttlMs: bad as number })).toThrow(expect.objectContaining({ code: 'DID_CACHE_CONFIG_INVALID' }));
+      expect(() => createIdentityCache({ ttlMs: bad as number })).toThrow(
+        expect.objectContaining({ code: 'DID_CACHE_CONFIG_INVALID' }),
+      );
     }
     expect(assertDidCacheTtl(0)).toBe(0);
   });
@@ -124,7 +145,9 @@ describe('identity cache', () => {
     expect(atprotoOptions(undefined, { RUNLOG_DID_CACHE_TTL_MS: '0' }).didCacheTtlMs).toBe(0);
     expect(atprotoOptions(undefined, { RUNLOG_DID_CACHE_TTL_MS: '60000' }).didCacheTtlMs).toBe(60_000);
     for (const bad of ['-5', '1e3', 'soon', '999999999']) {
-      expect(() => atprotoOptions(undefined, { RUNLOG_DID_CACHE_TTL_MS: bad })).toThrow(expect.objectContaining({ code: 'DID_CACHE_CONFIG_INVALID' }));
+      expect(() => atprotoOptions(undefined, { RUNLOG_DID_CACHE_TTL_MS: bad })).toThrow(
+        expect.objectContaining({ code: 'DID_CACHE_CONFIG_INVALID' }),
+      );
     }
   });
 });

@@ -17,14 +17,24 @@ function fake(name: string, result: BenchResult | Error, seen: RunOptions[] = []
 async function run(benches: Bench[], args: Partial<BenchArgs>) {
   let out = '';
   let err = '';
-  const code = await runBenches(benches, { json: false, smoke: false, rounds: 5, prefixes: [], ...args }, { out: (t) => (out += t), err: (t) => (err += t) });
+  const code = await runBenches(
+    benches,
+    { json: false, smoke: false, rounds: 5, prefixes: [], ...args },
+    { out: (t) => (out += t), err: (t) => (err += t) },
+  );
   return { code, out, err };
 }
 
 describe('npm run bench arguments', () => {
   it('--smoke runs one round and says so to every bench', () => {
-    expect(parseBenchArgs(['--smoke', '--json'])).toEqual({ ok: true, args: { json: true, smoke: true, rounds: 1, prefixes: [] } });
-    expect(parseBenchArgs(['exec', '--rounds', '3'])).toEqual({ ok: true, args: { json: false, smoke: false, rounds: 3, prefixes: ['exec'] } });
+    expect(parseBenchArgs(['--smoke', '--json'])).toEqual({
+      ok: true,
+      args: { json: true, smoke: true, rounds: 1, prefixes: [] },
+    });
+    expect(parseBenchArgs(['exec', '--rounds', '3'])).toEqual({
+      ok: true,
+      args: { json: false, smoke: false, rounds: 3, prefixes: ['exec'] },
+    });
     expect(parseBenchArgs([])).toEqual({ ok: true, args: { json: false, smoke: false, rounds: 5, prefixes: [] } });
   });
 
@@ -33,7 +43,10 @@ describe('npm run bench arguments', () => {
     expect(r.ok).toBe(false);
     expect(!r.ok && r.message).toMatch(/--smoke runs one round/);
     expect(!r.ok && r.message).toMatch(/unknown option --fast/);
-    expect(parseBenchArgs(['--rounds', 'x'])).toEqual({ ok: false, message: '--rounds takes a positive integer, not "x"' });
+    expect(parseBenchArgs(['--rounds', 'x'])).toEqual({
+      ok: false,
+      message: '--rounds takes a positive integer, not "x"',
+    });
   });
 });
 
@@ -43,7 +56,11 @@ describe('a bench run', () => {
   it('runs every bench in a smoke run once, on its small sizes, and prints one JSON entry per result', async () => {
     const seen: RunOptions[] = [];
     const withAlso = { ...good('b'), also: [good('b.p95')] };
-    const r = await run([fake('a', good('a'), seen), fake('b', withAlso, seen)], { smoke: true, rounds: 1, json: true });
+    const r = await run([fake('a', good('a'), seen), fake('b', withAlso, seen)], {
+      smoke: true,
+      rounds: 1,
+      json: true,
+    });
     expect(r.code).toBe(0);
     expect(seen.map((o) => [o.rounds, o.smoke])).toEqual([
       [1, true],
@@ -59,7 +76,11 @@ describe('a bench run', () => {
 
   it('fails, naming the bench, when one throws; the others still run', async () => {
     const seen: RunOptions[] = [];
-    const r = await run([fake('a', new Error('no PDS'), seen), fake('b', good('b'), seen)], { smoke: true, rounds: 1, json: true });
+    const r = await run([fake('a', new Error('no PDS'), seen), fake('b', good('b'), seen)], {
+      smoke: true,
+      rounds: 1,
+      json: true,
+    });
     expect(r.code).toBe(1);
     expect(seen).toHaveLength(2);
     expect(r.err).toContain('a failed: no PDS');
@@ -71,7 +92,10 @@ describe('a bench run', () => {
     const nan = { ...good('a'), also: [sideBySide('a.extract', 'ms', 2, Number.NaN)] };
     const zero = sideBySide('b', 'ms', 2, 0);
     const missing = { name: 'c', unit: 'ms', value: 1, baseline: 1 } as unknown as BenchResult;
-    const r = await run([fake('a', nan), fake('b', zero), fake('c', missing), fake('d', good('d'))], { smoke: true, rounds: 1 });
+    const r = await run([fake('a', nan), fake('b', zero), fake('c', missing), fake('d', good('d'))], {
+      smoke: true,
+      rounds: 1,
+    });
     expect(r.code).toBe(1);
     expect(r.err).toContain('a.extract: baseline is NaN, not a finite number');
     expect(r.err).toContain('b: ratio is Infinity, not a finite number');

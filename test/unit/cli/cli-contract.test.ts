@@ -17,7 +17,6 @@ import { fakeEffects, seededRunlog } from '../../support/browser.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 import { tempDir } from '../../support/tmp.ts';
 
-
 const REPO = resolve(import.meta.dirname, '../../..');
 
 describe('exit codes (one per kind of outcome, derived in one place)', () => {
@@ -76,7 +75,11 @@ describe('exit codes (one per kind of outcome, derived in one place)', () => {
     const file = join(tempDir(), 'runlog.db');
     const w = new SqliteEventStore(file);
     // More events than one page of reads (512), so the damaged last page comes after sound ones were printed.
-    w.append('instance-a', Array.from({ length: 2000 }, () => ({ type: 'x.one', data: { pad: 'x'.repeat(500) } })), { expectedVersion: 'no-stream' });
+    w.append(
+      'instance-a',
+      Array.from({ length: 2000 }, () => ({ type: 'x.one', data: { pad: 'x'.repeat(500) } })),
+      { expectedVersion: 'no-stream' },
+    );
     w.close();
     const bytes = readFileSync(file);
     // A table leaf page (page size 4096; b-tree page type 0x0d) three quarters into the log: the events command
@@ -94,10 +97,12 @@ describe('exit codes (one per kind of outcome, derived in one place)', () => {
     expect(readFileSync(file).equals(bytes)).toBe(true);
   });
 
-  it('5: conflict with the actor\'s state (kill of a stopped instance, through the supervisor)', async () => {
+  it("5: conflict with the actor's state (kill of a stopped instance, through the supervisor)", async () => {
     const r = await runCli(['kill', stoppedId, '--home', home]);
     expect(r.code).toBe(5);
-    expect(r.stderr()).toMatch(new RegExp(`ILLEGAL_EVENT: ${stoppedId} is stopped: it cannot take instance.kill-requested`));
+    expect(r.stderr()).toMatch(
+      new RegExp(`ILLEGAL_EVENT: ${stoppedId} is stopped: it cannot take instance.kill-requested`),
+    );
   });
 
   it('stop of a stopped instance succeeds, every time (as docker stop does)', async () => {
@@ -109,7 +114,11 @@ describe('exit codes (one per kind of outcome, derived in one place)', () => {
   });
 
   it('--json errors go to stderr as one JSON object; stdout stays empty', async () => {
-    for (const args of [['inspect', 'inst_nobody', '--json', '--home', home], ['stop', 'x', '--json', '--home', tempDir()], ['nope', '--json']]) {
+    for (const args of [
+      ['inspect', 'inst_nobody', '--json', '--home', home],
+      ['stop', 'x', '--json', '--home', tempDir()],
+      ['nope', '--json'],
+    ]) {
       const r = await runCli(args);
       expect(r.out).toEqual([]);
       expect(r.err).toHaveLength(1);
@@ -132,23 +141,40 @@ describe('exit codes (one per kind of outcome, derived in one place)', () => {
 
 describe('errors state every reason once', () => {
   it('one issue is in the message; several are listed once each', () => {
-    expect(new ValidationError('INPUT_INVALID', 'malformed header', ['kind must be one of instance, execution']).message).toBe('malformed header: kind must be one of instance, execution');
+    expect(
+      new ValidationError('INPUT_INVALID', 'malformed header', ['kind must be one of instance, execution']).message,
+    ).toBe('malformed header: kind must be one of instance, execution');
     const many = new ValidationError('INPUT_INVALID', 'invalid', ['a is wrong', 'b is wrong']);
     expect(many.message).toBe('invalid:\n  - a is wrong\n  - b is wrong');
     // A message that already states its issues (a caller's own wording, or one that came back from the API).
-    expect(new ValidationError('INPUT_INVALID', 'invalid: a is wrong', ['a is wrong']).message).toBe('invalid: a is wrong');
+    expect(new ValidationError('INPUT_INVALID', 'invalid: a is wrong', ['a is wrong']).message).toBe(
+      'invalid: a is wrong',
+    );
     expect(new ValidationError('INPUT_INVALID', many.message, many.issues).message).toBe(many.message);
     expect(withIssues('m', [])).toBe('m');
     const json = errorJson(many);
-    expect(json.error).toMatchObject({ code: 'INPUT_INVALID', message: many.message, issues: ['a is wrong', 'b is wrong'] });
+    expect(json.error).toMatchObject({
+      code: 'INPUT_INVALID',
+      message: many.message,
+      issues: ['a is wrong', 'b is wrong'],
+    });
   });
 
   it('a manifest error names the file the user edits, not the workspace copy', async () => {
     const home = tempDir();
     const app = join(tempDir(), 'my-app');
     mkdirSync(app, { recursive: true });
-    writeFileSync(join(app, 'runlog.json'), JSON.stringify({ appId: 'com.example.mine', runtime: 'raw', sandbox: 'proot', colour: 'blue' }));
-    const rl = await createRunlog({ home, effects: fakeEffects(), reconcile: false, watchApps: false, log: () => undefined });
+    writeFileSync(
+      join(app, 'runlog.json'),
+      JSON.stringify({ appId: 'com.example.mine', runtime: 'raw', sandbox: 'proot', colour: 'blue' }),
+    );
+    const rl = await createRunlog({
+      home,
+      effects: fakeEffects(),
+      reconcile: false,
+      watchApps: false,
+      log: () => undefined,
+    });
     try {
       const err = (await rl.spawnApp({ appDir: app }).then(
         () => null,
@@ -190,7 +216,9 @@ describe('discoverability', () => {
     expect(suggest('sapwn')).toEqual(['spawn']);
     const r = await runCli(['sapwn', '--json']);
     expect(r.code).toBe(2);
-    expect(JSON.parse(r.stderr())).toMatchObject({ error: { code: 'USAGE', message: expect.stringContaining("unknown command 'sapwn'; did you mean 'spawn'?") } });
+    expect(JSON.parse(r.stderr())).toMatchObject({
+      error: { code: 'USAGE', message: expect.stringContaining("unknown command 'sapwn'; did you mean 'spawn'?") },
+    });
   });
 
   it("every command's --help lists each of its flags with its default, the common flags and an example", async () => {
@@ -203,7 +231,8 @@ describe('discoverability', () => {
       for (const [name, spec] of Object.entries({ ...c.options, ...commonOptions })) {
         const line = text.split('\n').find((l) => l.includes(`--${name}`) && l.includes(spec.description));
         expect(line, `${c.name} --${name}`).toBeDefined();
-        if (spec.default !== undefined || spec.defaultText !== undefined) expect(line, `${c.name} --${name}`).toMatch(/\(default: .+\)$/);
+        if (spec.default !== undefined || spec.defaultText !== undefined)
+          expect(line, `${c.name} --${name}`).toMatch(/\(default: .+\)$/);
       }
       expect(c.examples.length, c.name).toBeGreaterThan(0);
       expect(text).toMatch(/\nexamples?:\n {2}\S/);
@@ -248,9 +277,16 @@ describe('a fast CLI: what `runlog ps` loads', () => {
   it('the command table and the store reader, nothing of Docker, AT Protocol, tar or XState', () => {
     const main = join(REPO, 'src/cli/main.ts');
     // What `ps` imports when it runs: the store, through the one function inspection opens the log with.
-    const dynamic = [...readFileSync(join(REPO, 'src/cli/inspection-log.ts'), 'utf8').matchAll(/import\('([^']+)'\)/g)].map((m) => resolve(REPO, 'src/cli', m[1]!));
+    const dynamic = [
+      ...readFileSync(join(REPO, 'src/cli/inspection-log.ts'), 'utf8').matchAll(/import\('([^']+)'\)/g),
+    ].map((m) => resolve(REPO, 'src/cli', m[1]!));
     expect(dynamic).toEqual([join(REPO, 'src/store/postgres/open.ts'), join(REPO, 'src/store/sqlite/port-adapter.ts')]);
-    const heavyOf = (loaded: string[]) => loaded.filter((f) => /^(xstate|dockerode|tar-stream|@atproto\/|@ipld\/|multiformats)/.test(f) || /\/src\/(machines|adapters|server\/(?!listen\.ts))/.test(f));
+    const heavyOf = (loaded: string[]) =>
+      loaded.filter(
+        (f) =>
+          /^(xstate|dockerode|tar-stream|@atproto\/|@ipld\/|multiformats)/.test(f) ||
+          /\/src\/(machines|adapters|server\/(?!listen\.ts))/.test(f),
+      );
     const packages = (loaded: string[]) => loaded.filter((f) => !f.startsWith('/') && !f.startsWith('node:')).sort();
     // A SQLite log (the default): the SQLite reader and nothing else.
     const sqlite = [...closure([main, dynamic[1]!])];
@@ -264,7 +300,10 @@ describe('a fast CLI: what `runlog ps` loads', () => {
 
   it('`events <id>` resolves the id with the store alone: no XState before its first line', () => {
     const commands = readFileSync(join(REPO, 'src/cli/commands/inspect-commands.ts'), 'utf8');
-    const events = commands.slice(commands.indexOf('export const eventsCommand'), commands.indexOf('async function followLog'));
+    const events = commands.slice(
+      commands.indexOf('export const eventsCommand'),
+      commands.indexOf('async function followLog'),
+    );
     const dynamic = [...events.matchAll(/import\('([^']+)'\)/g)].map((m) => resolve(REPO, 'src/cli/commands', m[1]!));
     expect(dynamic).toEqual([join(REPO, 'src/inspect/resolve-actor.ts')]);
     const heavy = [...closure(dynamic)].filter((f) => /^xstate/.test(f) || /\/src\/(machines|adapters)/.test(f));

@@ -6,7 +6,16 @@ import { logPages, PRINT_PAGE, streamPages } from '../../../src/cli/log-pages.ts
 import type { RecordedEvent } from '../../../src/domain/events.ts';
 import type { ReadAllOptions, ReadStreamOptions } from '../../../src/store/port.ts';
 
-const log: RecordedEvent[] = Array.from({ length: 25 }, (_, i) => ({ seq: i + 1, stream: `s-${i % 3}`, version: Math.floor(i / 3) + 1, type: 't', schema: 1, data: { i }, meta: {}, at: '2026-01-01T00:00:00.000Z' }));
+const log: RecordedEvent[] = Array.from({ length: 25 }, (_, i) => ({
+  seq: i + 1,
+  stream: `s-${i % 3}`,
+  version: Math.floor(i / 3) + 1,
+  type: 't',
+  schema: 1,
+  data: { i },
+  meta: {},
+  at: '2026-01-01T00:00:00.000Z',
+}));
 
 /** The port's two paged reads over `log`, recording what each read asked for. */
 function store() {
@@ -19,7 +28,9 @@ function store() {
     },
     async *readStream(stream: string, o: ReadStreamOptions = {}): AsyncIterable<RecordedEvent> {
       asked.stream.push(o);
-      yield* log.filter((e) => e.stream === stream && e.version >= (o.from ?? 1) && (o.to === undefined || e.version <= o.to));
+      yield* log.filter(
+        (e) => e.stream === stream && e.version >= (o.from ?? 1) && (o.to === undefined || e.version <= o.to),
+      );
     },
   };
 }

@@ -27,7 +27,10 @@ function lifeOf(id: string, pauses: number): NewEvent[] {
     { type: 'instance.running', data: {}, at: at(3) },
   ];
   for (let i = 0; i < pauses; i++) {
-    events.push({ type: 'instance.pause-requested', data: {}, at: at(4 + 2 * i) }, { type: 'instance.resume-requested', data: {}, at: at(5 + 2 * i) });
+    events.push(
+      { type: 'instance.pause-requested', data: {}, at: at(4 + 2 * i) },
+      { type: 'instance.resume-requested', data: {}, at: at(5 + 2 * i) },
+    );
   }
   return events;
 }
@@ -43,11 +46,25 @@ function bigLog(file: string): void {
       events: lifeOf(id, 0),
       options: {
         expectedVersion: 'no-stream',
-        projection: { id, kind: 'instance', stream: `instance-${id}`, state: 'running', status: 'active', version: 4, createdAt: at(i), updatedAt: at(i), summary: { appId: 'com.example.hello', sandbox: 'proot', port: 41000 + i } },
+        projection: {
+          id,
+          kind: 'instance',
+          stream: `instance-${id}`,
+          state: 'running',
+          status: 'active',
+          version: 4,
+          createdAt: at(i),
+          updatedAt: at(i),
+          summary: { appId: 'com.example.hello', sandbox: 'proot', port: 41000 + i },
+        },
       },
     });
   }
-  requests.push({ stream: 'instance-inst_long', events: lifeOf('inst_long', 1500), options: { expectedVersion: 'no-stream' } });
+  requests.push({
+    stream: 'instance-inst_long',
+    events: lifeOf('inst_long', 1500),
+    options: { expectedVersion: 'no-stream' },
+  });
   store.appendMany(requests);
   store.close();
 }
@@ -57,7 +74,12 @@ function slowReader(n: number) {
   const out: string[] = [];
   let release!: () => void;
   const released = new Promise<void>((r) => (release = r));
-  const io: Io = { out: (t) => out.push(t), err: () => undefined, json: true, room: () => (out.length >= n ? released : undefined) };
+  const io: Io = {
+    out: (t) => out.push(t),
+    err: () => undefined,
+    json: true,
+    room: () => (out.length >= n ? released : undefined),
+  };
   return { out, io, release };
 }
 
@@ -93,7 +115,13 @@ describe('events and replay stream what they read, paced by the reader', () => {
 
   it('replay --file checks the file whole, then prints steps as it folds them', async () => {
     const exported: string[] = [];
-    expect(await main(['export', 'inst_long', '--db', db], () => ({ out: (t) => exported.push(t), err: () => undefined, json: false }))).toBe(0);
+    expect(
+      await main(['export', 'inst_long', '--db', db], () => ({
+        out: (t) => exported.push(t),
+        err: () => undefined,
+        json: false,
+      })),
+    ).toBe(0);
     const file = join(dir, 'long.jsonl');
     writeFileSync(file, `${exported.join('\n')}\n`);
     const r = slowReader(2);
@@ -108,7 +136,13 @@ describe('events and replay stream what they read, paced by the reader', () => {
     expect(view.steps).toHaveLength(3004);
     // The same answer as the in-memory replay from the log.
     const fromDb: string[] = [];
-    expect(await main(['replay', 'inst_long', '--json', '--db', db], () => ({ out: (t) => fromDb.push(t), err: () => undefined, json: true }))).toBe(0);
+    expect(
+      await main(['replay', 'inst_long', '--json', '--db', db], () => ({
+        out: (t) => fromDb.push(t),
+        err: () => undefined,
+        json: true,
+      })),
+    ).toBe(0);
     expect(JSON.parse(fromDb.join('\n'))).toEqual(view);
   });
 });
@@ -120,9 +154,18 @@ describe('events --follow', () => {
     home = tempDir();
     db = join(home, 'runlog.db');
     const rl = await createRunlog({ home, supervise: false, readOnly: false });
-    await rl.host.create('instance', 'inst_live', { type: 'instance.requested', data: { spec: instanceSpec({ instanceId: 'inst_live' }) } });
-    await rl.send('instance', 'inst_live', { type: 'instance.spawned', data: { pid: 7, host: '127.0.0.1', port: 41000 } });
-    await rl.host.create('instance', 'inst_done', { type: 'instance.requested', data: { spec: instanceSpec({ instanceId: 'inst_done' }) } });
+    await rl.host.create('instance', 'inst_live', {
+      type: 'instance.requested',
+      data: { spec: instanceSpec({ instanceId: 'inst_live' }) },
+    });
+    await rl.send('instance', 'inst_live', {
+      type: 'instance.spawned',
+      data: { pid: 7, host: '127.0.0.1', port: 41000 },
+    });
+    await rl.host.create('instance', 'inst_done', {
+      type: 'instance.requested',
+      data: { spec: instanceSpec({ instanceId: 'inst_done' }) },
+    });
     await rl.send('instance', 'inst_done', { type: 'instance.stop-requested', data: {} });
     await rl.send('instance', 'inst_done', { type: 'instance.exited', data: { exitCode: 0 } });
     await rl.close();
@@ -131,8 +174,15 @@ describe('events --follow', () => {
   /** Runs `runlog events …` in this process; lines as parsed JSON. */
   function follow(args: string[]) {
     const out: string[] = [];
-    const done = main(['events', ...args, '--json', '--db', db], () => ({ out: (t) => out.push(t), err: () => undefined, json: true }));
-    return { done, events: () => out.map((l) => JSON.parse(l) as { seq: number; stream: string; version: number; type: string }) };
+    const done = main(['events', ...args, '--json', '--db', db], () => ({
+      out: (t) => out.push(t),
+      err: () => undefined,
+      json: true,
+    }));
+    return {
+      done,
+      events: () => out.map((l) => JSON.parse(l) as { seq: number; stream: string; version: number; type: string }),
+    };
   }
 
   /** Another process's writes, as a supervisor would make them. */
@@ -176,7 +226,12 @@ describe('events --follow', () => {
       await rl.send('instance', 'inst_live', { type: 'instance.exited', data: { exitCode: 0 } });
     });
     expect(await f.done).toBe(0);
-    expect(f.events().map((e) => e.type).slice(-2)).toEqual(['instance.stop-requested', 'instance.exited']);
+    expect(
+      f
+        .events()
+        .map((e) => e.type)
+        .slice(-2),
+    ).toEqual(['instance.stop-requested', 'instance.exited']);
   });
 
   it('--all --follow --to <seq> ends at that seq', async () => {
@@ -187,8 +242,14 @@ describe('events --follow', () => {
     await until(() => f.events().length >= 1);
     expect(f.events().map((e) => e.seq)).toEqual([last]);
     await write(async (rl) => {
-      await rl.host.create('instance', 'inst_more', { type: 'instance.requested', data: { spec: instanceSpec({ instanceId: 'inst_more' }) } });
-      await rl.send('instance', 'inst_more', { type: 'instance.spawned', data: { pid: 8, host: '127.0.0.1', port: 41001 } });
+      await rl.host.create('instance', 'inst_more', {
+        type: 'instance.requested',
+        data: { spec: instanceSpec({ instanceId: 'inst_more' }) },
+      });
+      await rl.send('instance', 'inst_more', {
+        type: 'instance.spawned',
+        data: { pid: 8, host: '127.0.0.1', port: 41001 },
+      });
     });
     expect(await f.done).toBe(0);
     expect(f.events().map((e) => e.seq)).toEqual([last, last + 1]);
@@ -203,7 +264,11 @@ describe('a reader that goes away ends every printing command quietly (status 0,
     dir = tempDir();
     db = join(dir, 'runlog.db');
     bigLog(db);
-    const r = spawnSync(process.execPath, cliArgs('export', 'inst_long', '--db', db), { cwd: REPO, encoding: 'utf8', maxBuffer: 64 << 20 });
+    const r = spawnSync(process.execPath, cliArgs('export', 'inst_long', '--db', db), {
+      cwd: REPO,
+      encoding: 'utf8',
+      maxBuffer: 64 << 20,
+    });
     expect(r.status).toBe(0);
     history = join(dir, 'long.jsonl');
     writeFileSync(history, r.stdout);
@@ -214,7 +279,11 @@ describe('a reader that goes away ends every printing command quietly (status 0,
   function piped(args: string[], reader: string): { status: number; stderr: string } {
     const errFile = join(dir, `stderr-${Math.random().toString(36).slice(2)}`);
     const quoted = [process.execPath, ...cliArgs(...args)].map((a) => `'${a}'`).join(' ');
-    const r = spawnSync('bash', ['-c', `${quoted} 2>'${errFile}' | ${reader} >/dev/null; echo "\${PIPESTATUS[0]}"; cat '${errFile}' >&2`], { cwd: REPO, encoding: 'utf8' });
+    const r = spawnSync(
+      'bash',
+      ['-c', `${quoted} 2>'${errFile}' | ${reader} >/dev/null; echo "\${PIPESTATUS[0]}"; cat '${errFile}' >&2`],
+      { cwd: REPO, encoding: 'utf8' },
+    );
     return { status: Number(r.stdout.trim()), stderr: r.stderr };
   }
 
@@ -230,7 +299,10 @@ describe('a reader that goes away ends every printing command quietly (status 0,
   ];
   for (const args of big) {
     it(`runlog ${args.join(' ')} | head -1`, () => {
-      const r = piped([...args.map((a) => (a === '<history>' ? history : a)), ...(args.includes('<history>') ? [] : ['--db', db])], 'head -1');
+      const r = piped(
+        [...args.map((a) => (a === '<history>' ? history : a)), ...(args.includes('<history>') ? [] : ['--db', db])],
+        'head -1',
+      );
       // Notes a command writes on purpose (ps: "no supervisor has run on this log") may be there; no error is.
       expect(r.stderr).not.toMatch(/EPIPE|Error|\n\s+at |runlog: [A-Z_]+:/);
       expect(r.status).toBe(0);
@@ -238,10 +310,19 @@ describe('a reader that goes away ends every printing command quietly (status 0,
   }
 
   // Small outputs fit in the pipe; a reader that is gone before the first write makes them meet EPIPE too.
-  const small: string[][] = [['inspect', 'inst_long', '--db', '<db>'], ['--help'], ['ps', '--help'], ['--version'], ['rebuild', '--db', '<db>']];
+  const small: string[][] = [
+    ['inspect', 'inst_long', '--db', '<db>'],
+    ['--help'],
+    ['ps', '--help'],
+    ['--version'],
+    ['rebuild', '--db', '<db>'],
+  ];
   for (const args of small) {
     it(`runlog ${args.join(' ')} | (reader gone)`, () => {
-      const r = piped(args.map((a) => (a === '<db>' ? db : a)), 'true');
+      const r = piped(
+        args.map((a) => (a === '<db>' ? db : a)),
+        'true',
+      );
       expect(r.stderr).toBe('');
       expect(r.status).toBe(0);
     });

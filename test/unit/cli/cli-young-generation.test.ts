@@ -19,7 +19,12 @@ async function emptyLog(): Promise<string> {
 
 describe("the CLI's heap for streaming commands", () => {
   it('events, replay and export are the commands that stream, and no other command claims to', () => {
-    expect(commands.filter((c) => c.streams).map((c) => c.name).sort()).toEqual(['events', 'export', 'replay']);
+    expect(
+      commands
+        .filter((c) => c.streams)
+        .map((c) => c.name)
+        .sort(),
+    ).toEqual(['events', 'export', 'replay']);
   });
 
   it('a streaming command run as its own process keeps the young generation small; run in-process by a host it leaves the heap alone', async () => {

@@ -9,8 +9,16 @@ import { cliArgs } from '../../support/cli.ts';
 import { capture } from '../../support/cli-in-process.ts';
 import { tempDir } from '../../support/tmp.ts';
 
-
-const spec: InstanceSpec = { instanceId: 'inst_a', appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'never', maxRestarts: 0, backoffMs: 1, maxBackoffMs: 1, resetAfterMs: 1 } };
+const spec: InstanceSpec = {
+  instanceId: 'inst_a',
+  appId: 'com.example.hello',
+  appDir: '/apps/hello',
+  sandbox: 'proot',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart: { policy: 'never', maxRestarts: 0, backoffMs: 1, maxBackoffMs: 1, resetAfterMs: 1 },
+};
 
 describe('runlog CLI (reads the SQLite file directly)', () => {
   let db: string;
@@ -23,7 +31,10 @@ describe('runlog CLI (reads the SQLite file directly)', () => {
     await rl.send('instance', 'inst_a', { type: 'instance.spawned', data: { pid: 7, host: '127.0.0.1', port: 4100 } });
     await rl.send('instance', 'inst_a', { type: 'instance.healthy', data: { identity: 'match' } });
     await rl.send('instance', 'inst_a', { type: 'instance.running', data: {} });
-    await rl.host.create('instance', 'inst_b', { type: 'instance.requested', data: { spec: { ...spec, instanceId: 'inst_b' } } });
+    await rl.host.create('instance', 'inst_b', {
+      type: 'instance.requested',
+      data: { spec: { ...spec, instanceId: 'inst_b' } },
+    });
     await rl.send('instance', 'inst_b', { type: 'instance.stop-requested', data: {} });
     await rl.send('instance', 'inst_b', { type: 'instance.exited', data: { exitCode: 0 } });
     await rl.close();
@@ -41,7 +52,19 @@ describe('runlog CLI (reads the SQLite file directly)', () => {
       ['inst_a', 'running', 'active'],
       ['inst_b', 'stopped', 'terminal'],
     ]);
-    expect(Object.keys(rows[0]).sort()).toEqual(['archived', 'createdAt', 'heartbeatAt', 'id', 'kind', 'state', 'status', 'summary', 'supervised', 'updatedAt', 'version']);
+    expect(Object.keys(rows[0]).sort()).toEqual([
+      'archived',
+      'createdAt',
+      'heartbeatAt',
+      'id',
+      'kind',
+      'state',
+      'status',
+      'summary',
+      'supervised',
+      'updatedAt',
+      'version',
+    ]);
     // No supervisor ever ran on this log: the live state is only the last one recorded, and ps says so.
     expect(rows[0]).toMatchObject({ supervised: false, heartbeatAt: null });
     expect(c.stdout()).toMatch(/inst_a\s+instance\s+running \(last known\)/);
@@ -51,7 +74,13 @@ describe('runlog CLI (reads the SQLite file directly)', () => {
   it('inspect prints state and context; unknown ids exit 1', async () => {
     const j = capture();
     expect(await main(['inspect', 'inst_a', '--json', '--db', db], j.factory)).toBe(0);
-    expect(JSON.parse(j.stdout())).toMatchObject({ id: 'inst_a', kind: 'instance', state: 'running', version: 4, context: { pid: 7, port: 4100 } });
+    expect(JSON.parse(j.stdout())).toMatchObject({
+      id: 'inst_a',
+      kind: 'instance',
+      state: 'running',
+      version: 4,
+      context: { pid: 7, port: 4100 },
+    });
     const n = capture();
     expect(await main(['inspect', 'inst_zzz', '--db', db], n.factory)).toBe(1);
     expect(n.err.join('\n')).toContain('NOT_FOUND');
@@ -83,7 +112,9 @@ describe('runlog CLI (reads the SQLite file directly)', () => {
   it('replay --to past the last event is a usage error (REPLAY_TO_INVALID, exit 2), from the log and from an exported file', async () => {
     const c = capture();
     expect(await main(['replay', 'inst_a', '--to', '9', '--json', '--db', db], c.factory)).toBe(2);
-    expect(JSON.parse(c.stderr())).toMatchObject({ error: { code: 'REPLAY_TO_INVALID', message: 'inst_a has 4 events; cannot replay to 9' } });
+    expect(JSON.parse(c.stderr())).toMatchObject({
+      error: { code: 'REPLAY_TO_INVALID', message: 'inst_a has 4 events; cannot replay to 9' },
+    });
     const x = capture();
     expect(await main(['export', 'inst_a', '--db', db], x.factory)).toBe(0);
     const file = join(tempDir(), 'inst_a.jsonl');
@@ -109,10 +140,12 @@ describe('runlog CLI (reads the SQLite file directly)', () => {
     expect(await main(['replay', 'inst_a', '--to', 'x', '--db', db], r.factory)).toBe(2);
   });
 
-  it('--version prints package.json\'s version and exits 0', async () => {
+  it("--version prints package.json's version and exits 0", async () => {
     const c = capture();
     expect(await main(['--version'], c.factory)).toBe(0);
-    const pkg = JSON.parse(readFileSync(join(import.meta.dirname, '../../../package.json'), 'utf8')) as { version: string };
+    const pkg = JSON.parse(readFileSync(join(import.meta.dirname, '../../../package.json'), 'utf8')) as {
+      version: string;
+    };
     expect(c.out).toEqual([pkg.version]);
     expect(pkg.version).toMatch(/^\d+\.\d+\.\d+/);
   });

@@ -11,7 +11,6 @@ import { UpcasterRegistry } from '../../../src/store/upcasters.ts';
 import { seededRunlog } from '../../support/browser.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 
-
 let dir: string;
 let db: string;
 let executionId: string;
@@ -34,7 +33,11 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Writes a history (optionally edited line by line) and returns its path. */
 function historyFile(id: string, edit?: (lines: any[]) => void): string {
-  const lines = exported.get(id)!.trim().split('\n').map((l) => JSON.parse(l));
+  const lines = exported
+    .get(id)!
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   edit?.(lines);
   const file = join(dir, `${id}-${Math.random().toString(36).slice(2)}.jsonl`);
   writeFileSync(file, `${lines.map((l) => JSON.stringify(l)).join('\n')}\n`);
@@ -43,13 +46,28 @@ function historyFile(id: string, edit?: (lines: any[]) => void): string {
 
 describe('runlog export', () => {
   it('writes a header line, then one recorded event per line', () => {
-    const lines = exported.get('inst_web')!.trim().split('\n').map((l) => JSON.parse(l));
-    expect(lines[0]).toMatchObject({ runlog: 'history', format: 1, kind: 'instance', id: 'inst_web', stream: 'instance-inst_web', version: 11 });
+    const lines = exported
+      .get('inst_web')!
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(lines[0]).toMatchObject({
+      runlog: 'history',
+      format: 1,
+      kind: 'instance',
+      id: 'inst_web',
+      stream: 'instance-inst_web',
+      version: 11,
+    });
     expect(Date.parse(lines[0].exportedAt)).not.toBeNaN();
     expect(lines).toHaveLength(12);
     expect(lines.slice(1).map((e) => e.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     expect(Object.keys(lines[1]).sort()).toEqual(['at', 'data', 'meta', 'schema', 'seq', 'stream', 'type', 'version']);
-    expect(lines[1]).toMatchObject({ type: 'instance.requested', schema: 1, data: { spec: { appId: 'com.example.notes' } } });
+    expect(lines[1]).toMatchObject({
+      type: 'instance.requested',
+      schema: 1,
+      data: { spec: { appId: 'com.example.notes' } },
+    });
   });
 
   it('unknown ids exit 1; a missing id is a usage error (exit 2)', async () => {
@@ -70,12 +88,24 @@ describe('runlog replay --file', () => {
     const atDb = await runCli(['replay', 'inst_web', '--to', '6', '--json', '--db', db]);
     const atFile = await runCli(['replay', '--file', historyFile('inst_web'), '--to', '6', '--json']);
     expect(JSON.parse(atFile.stdout())).toEqual(JSON.parse(atDb.stdout()));
-    expect(JSON.parse(atFile.stdout())).toMatchObject({ to: 6, state: 'crashed.backoff', context: { lastCrash: { exitCode: 137 } } });
+    expect(JSON.parse(atFile.stdout())).toMatchObject({
+      to: 6,
+      state: 'crashed.backoff',
+      context: { lastCrash: { exitCode: 137 } },
+    });
   });
 
   it('needs no database and writes nothing', async () => {
     const nowhere = join(dir, 'no-such-dir', 'runlog.db');
-    const r = await runCli(['replay', '--file', historyFile(executionId), '--db', nowhere, '--home', join(dir, 'no-home')]);
+    const r = await runCli([
+      'replay',
+      '--file',
+      historyFile(executionId),
+      '--db',
+      nowhere,
+      '--home',
+      join(dir, 'no-home'),
+    ]);
     expect(r.code).toBe(0);
     expect(existsSync(nowhere)).toBe(false);
     expect(existsSync(join(dir, 'no-home'))).toBe(false);
@@ -87,7 +117,9 @@ describe('runlog replay --file', () => {
     expect(r.code).toBe(0);
     const text = r.stdout();
     const block = (v: number) => text.split('\n\n').find((b) => b.startsWith(`v${v} `))!;
-    expect(block(5)).toMatch(/^v5 {2}\S+ {2}instance\.tool-granted\n {4}running → running\n {4}effects: provisionTools \{"instanceId":"inst_web","tools":\["curl","git"\]\}\n {4}context:\n {6}\+ spec\.tools\[1\] = "git"$/);
+    expect(block(5)).toMatch(
+      /^v5 {2}\S+ {2}instance\.tool-granted\n {4}running → running\n {4}effects: provisionTools \{"instanceId":"inst_web","tools":\["curl","git"\]\}\n {4}context:\n {6}\+ spec\.tools\[1\] = "git"$/,
+    );
     expect(block(6)).toContain('running → crashed.backoff');
     expect(block(6)).toContain('effects: releasePort');
     expect(block(6)).toContain('~ pid: 4201 → null');
@@ -121,7 +153,9 @@ describe('runlog replay --file', () => {
     expect(r.out).toEqual([]);
     const { error } = JSON.parse(r.stderr());
     expect(error.code).toBe('REPLAY');
-    expect(error.message).toMatch(/^event v3 \(seq \d+\) instance\.healthy: event instance\.healthy has schema 7, newer than this runlog knows \(1\)$/);
+    expect(error.message).toMatch(
+      /^event v3 \(seq \d+\) instance\.healthy: event instance\.healthy has schema 7, newer than this runlog knows \(1\)$/,
+    );
     expect(error.details).toMatchObject({ version: 3, type: 'instance.healthy', schema: 7 });
     const text = await runCli(['replay', '--file', file]);
     expect(text.stderr()).toContain('runlog: REPLAY: event v3');
@@ -135,7 +169,9 @@ describe('runlog replay --file', () => {
     });
     const { error } = JSON.parse((await runCli(['replay', '--file', file, '--json'])).stderr());
     expect(error.code).toBe('REPLAY');
-    expect(error.message).toMatch(/^event v4 \(seq \d+\) execution\.teleported: unknown event type for kind execution; this runlog's execution machine takes /);
+    expect(error.message).toMatch(
+      /^event v4 \(seq \d+\) execution\.teleported: unknown event type for kind execution; this runlog's execution machine takes /,
+    );
   });
 
   it('fails naming the first event the machine cannot take where it happened', async () => {
@@ -143,7 +179,10 @@ describe('runlog replay --file', () => {
       lines[2].type = 'instance.running'; // v2: running while still spawning
     });
     const { error } = JSON.parse((await runCli(['replay', '--file', file, '--json'])).stderr());
-    expect(error).toMatchObject({ code: 'REPLAY', details: { version: 2, type: 'instance.running', state: 'spawning' } });
+    expect(error).toMatchObject({
+      code: 'REPLAY',
+      details: { version: 2, type: 'instance.running', state: 'spawning' },
+    });
     expect(error.message).toContain("cannot take it in state 'spawning'");
   });
 
@@ -156,14 +195,18 @@ describe('runlog replay --file', () => {
     });
     const history = parseHistory(
       readFile('inst_web', (lines) => {
-        for (const l of lines.slice(1)) if (l.type === 'instance.spawned') l.data = { processId: l.data.pid + 1000, host: l.data.host, port: l.data.port };
+        for (const l of lines.slice(1))
+          if (l.type === 'instance.spawned')
+            l.data = { processId: l.data.pid + 1000, host: l.data.host, port: l.data.port };
       }),
     );
     const view = replayHistory(history, { upcasters, to: 2 });
     expect(view.context).toMatchObject({ pid: 5201, port: 41001 });
     // A registry that knows schema 2 refuses a schema-3 event, naming it.
     const newer = parseHistory(readFile('inst_web', (lines) => (lines[2].schema = 3)));
-    expect(() => replayHistory(newer, { upcasters })).toThrow(/^event v2 \(seq \d+\) instance\.spawned: event instance\.spawned has schema 3, newer than this runlog knows \(2\)$/);
+    expect(() => replayHistory(newer, { upcasters })).toThrow(
+      /^event v2 \(seq \d+\) instance\.spawned: event instance\.spawned has schema 3, newer than this runlog knows \(2\)$/,
+    );
   });
 
   it('refuses malformed or truncated files, listing every problem once (exit 4), and a missing file (exit 1)', async () => {
@@ -195,7 +238,9 @@ describe('runlog replay --file', () => {
     writeFileSync(notHistory, '{"hello":1}\n');
     expect((await runCli(['replay', '--file', notHistory])).stderr()).toContain('is not a runlog history header');
     const future = historyFile('inst_web', (lines) => (lines[0].format = 2));
-    expect((await runCli(['replay', '--file', future])).stderr()).toContain('has history format 2; this runlog reads up to format 1');
+    expect((await runCli(['replay', '--file', future])).stderr()).toContain(
+      'has history format 2; this runlog reads up to format 1',
+    );
     const missing = await runCli(['replay', '--file', join(dir, 'nope.jsonl')]);
     expect(missing.code).toBe(1);
     expect(missing.stderr()).toContain('NOT_FOUND');
@@ -203,25 +248,35 @@ describe('runlog replay --file', () => {
     // actor's id is not found in a history file.
     expect((await runCli(['replay', 'inst_web', 'inst_other', '--file', truncated])).code).toBe(2);
     expect((await runCli(['replay', 'inst_other', '--file', historyFile('inst_web')])).code).toBe(1);
-    expect((await runCli(['replay', '--file', historyFile('inst_web'), '--to', '40'])).stderr()).toContain('has 11 events; cannot replay to 40');
+    expect((await runCli(['replay', '--file', historyFile('inst_web'), '--to', '40'])).stderr()).toContain(
+      'has 11 events; cannot replay to 40',
+    );
   });
 });
 
 describe('diffContext', () => {
   it('reports added, removed and changed keys by path, recursing into objects and appended array items', () => {
-    expect(diffContext({ a: 1, b: { c: 2, d: [1] }, gone: true }, { a: 1, b: { c: 3, d: [1, 2] }, fresh: null })).toEqual([
+    expect(
+      diffContext({ a: 1, b: { c: 2, d: [1] }, gone: true }, { a: 1, b: { c: 3, d: [1, 2] }, fresh: null }),
+    ).toEqual([
       { path: 'b.c', op: 'changed', before: 2, after: 3 },
       { path: 'b.d[1]', op: 'added', after: 2 },
       { path: 'gone', op: 'removed', before: true },
       { path: 'fresh', op: 'added', after: null },
     ]);
-    expect(diffContext({ t: ['a', 'b'] }, { t: ['b'] })).toEqual([{ path: 't', op: 'changed', before: ['a', 'b'], after: ['b'] }]);
+    expect(diffContext({ t: ['a', 'b'] }, { t: ['b'] })).toEqual([
+      { path: 't', op: 'changed', before: ['a', 'b'], after: ['b'] },
+    ]);
     expect(diffContext({ x: { y: 1 } }, { x: { y: 1 } })).toEqual([]);
   });
 });
 
 function readFile(id: string, edit: (lines: any[]) => void): string {
-  const lines = exported.get(id)!.trim().split('\n').map((l) => JSON.parse(l));
+  const lines = exported
+    .get(id)!
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   edit(lines);
   return `${lines.map((l) => JSON.stringify(l)).join('\n')}\n`;
 }

@@ -11,11 +11,23 @@ import { tempDir } from '../../support/tmp.ts';
 import { join } from 'node:path';
 
 const NOW = '2026-12-01T12:00:10.000Z';
-const beat = (node: string, beatAt: string, stoppedAt: string | null = null) => ({ node, pid: 100, host: `host-${node}`, startedAt: '2026-12-01T11:00:00.000Z', beatAt, intervalMs: 1000, stoppedAt });
+const beat = (node: string, beatAt: string, stoppedAt: string | null = null) => ({
+  node,
+  pid: 100,
+  host: `host-${node}`,
+  startedAt: '2026-12-01T11:00:00.000Z',
+  beatAt,
+  intervalMs: 1000,
+  stoppedAt,
+});
 
 describe('nodesView', () => {
   const records: ClusterRecords = {
-    nodes: [beat('b', '2026-12-01T12:00:09.500Z'), beat('a', '2026-12-01T12:00:06.000Z'), beat('c', '2026-12-01T12:00:09.900Z', '2026-12-01T12:00:09.900Z')],
+    nodes: [
+      beat('b', '2026-12-01T12:00:09.500Z'),
+      beat('a', '2026-12-01T12:00:06.000Z'),
+      beat('c', '2026-12-01T12:00:09.900Z', '2026-12-01T12:00:09.900Z'),
+    ],
     leases: [
       { stream: 'instance-y', node: 'b', token: 7, expiresAt: '2026-12-01T12:00:13.000Z', expiresInMs: 3000 },
       { stream: 'instance-x', node: 'b', token: 5, expiresAt: '2026-12-01T12:00:12.000Z', expiresInMs: 2000 },
@@ -23,7 +35,11 @@ describe('nodesView', () => {
       { stream: 'instance-z', node: 'ghost', token: 9, expiresAt: '2026-12-01T12:00:13.000Z', expiresInMs: 3000 },
     ],
   };
-  const states: Record<string, string> = { 'instance-x': 'running', 'instance-y': 'starting', 'execution-e': 'running' };
+  const states: Record<string, string> = {
+    'instance-x': 'running',
+    'instance-y': 'starting',
+    'execution-e': 'running',
+  };
   const live = [
     { stream: 'instance-x', id: 'x', kind: 'instance', state: 'running' },
     { stream: 'instance-w', id: 'w', kind: 'instance', state: 'running' },
@@ -43,12 +59,35 @@ describe('nodesView', () => {
 
   it("each node's leases, sorted, with the actor's state and the server's expiry", () => {
     expect(view.nodes[0]!.owns).toEqual([
-      { id: 'x', kind: 'instance', state: 'running', token: 5, expiresAt: '2026-12-01T12:00:12.000Z', expiresInMs: 2000, expired: false },
-      { id: 'y', kind: 'instance', state: 'starting', token: 7, expiresAt: '2026-12-01T12:00:13.000Z', expiresInMs: 3000, expired: false },
+      {
+        id: 'x',
+        kind: 'instance',
+        state: 'running',
+        token: 5,
+        expiresAt: '2026-12-01T12:00:12.000Z',
+        expiresInMs: 2000,
+        expired: false,
+      },
+      {
+        id: 'y',
+        kind: 'instance',
+        state: 'starting',
+        token: 7,
+        expiresAt: '2026-12-01T12:00:13.000Z',
+        expiresInMs: 3000,
+        expired: false,
+      },
     ]);
-    expect(view.nodes.find((n) => n.node === 'a')!.owns).toEqual([expect.objectContaining({ id: 'e', kind: 'execution', expired: true })]);
+    expect(view.nodes.find((n) => n.node === 'a')!.owns).toEqual([
+      expect.objectContaining({ id: 'e', kind: 'execution', expired: true }),
+    ]);
     // A lease holder with no heartbeat row is shown (not hidden), as not live.
-    expect(view.nodes.find((n) => n.node === 'ghost')).toMatchObject({ host: null, beatAt: null, ageMs: null, owns: [expect.objectContaining({ id: 'z', state: null })] });
+    expect(view.nodes.find((n) => n.node === 'ghost')).toMatchObject({
+      host: null,
+      beatAt: null,
+      ageMs: null,
+      owns: [expect.objectContaining({ id: 'z', state: null })],
+    });
   });
 
   it('names live actors no node owns', () => {
@@ -60,7 +99,14 @@ describe('nodesView', () => {
     expect(nodeLoads({ ...records, at: NOW })).toEqual([
       { node: 'a', live: false, beatAt: '2026-12-01T12:00:06.000Z', stoppedAt: null, instances: 0, executions: 0 }, // its one lease has expired
       { node: 'b', live: true, beatAt: '2026-12-01T12:00:09.500Z', stoppedAt: null, instances: 2, executions: 0 },
-      { node: 'c', live: false, beatAt: '2026-12-01T12:00:09.900Z', stoppedAt: '2026-12-01T12:00:09.900Z', instances: 0, executions: 0 },
+      {
+        node: 'c',
+        live: false,
+        beatAt: '2026-12-01T12:00:09.900Z',
+        stoppedAt: '2026-12-01T12:00:09.900Z',
+        instances: 0,
+        executions: 0,
+      },
     ]);
     // Judged on the server's time, not the reader's: a second later on the server, b has missed no beat yet.
     expect(nodeLoads({ ...records, at: '2026-12-01T12:00:12.500Z' }).find((n) => n.node === 'b')!.live).toBe(true);
@@ -71,12 +117,36 @@ describe('nodesView', () => {
 
   it("readNodes reads each leased actor's state from the log's actors and the records from the cluster", async () => {
     const store = new MemoryEventStore();
-    const row = (id: string, state: string, status: 'active' | 'terminal') => ({ id, kind: 'instance', stream: `instance-${id}`, state, status, version: 1, createdAt: NOW, updatedAt: NOW, summary: {} });
+    const row = (id: string, state: string, status: 'active' | 'terminal') => ({
+      id,
+      kind: 'instance',
+      stream: `instance-${id}`,
+      state,
+      status,
+      version: 1,
+      createdAt: NOW,
+      updatedAt: NOW,
+      summary: {},
+    });
     await store.appendMany([
-      { stream: 'instance-x', events: [{ type: 'instance.requested', data: {} }], expectedVersion: 'no-stream', row: row('x', 'running', 'active') },
-      { stream: 'instance-y', events: [{ type: 'instance.requested', data: {} }], expectedVersion: 'no-stream', row: row('y', 'stopped', 'terminal') },
+      {
+        stream: 'instance-x',
+        events: [{ type: 'instance.requested', data: {} }],
+        expectedVersion: 'no-stream',
+        row: row('x', 'running', 'active'),
+      },
+      {
+        stream: 'instance-y',
+        events: [{ type: 'instance.requested', data: {} }],
+        expectedVersion: 'no-stream',
+        row: row('y', 'stopped', 'terminal'),
+      },
     ]);
-    const v = await readNodes(store, { clusterRecords: async () => ({ ...records, at: NOW }) }, '2030-01-01T00:00:00.000Z');
+    const v = await readNodes(
+      store,
+      { clusterRecords: async () => ({ ...records, at: NOW }) },
+      '2030-01-01T00:00:00.000Z',
+    );
     expect(v.at).toBe(NOW); // the server's time, not the reader's
     expect(v.nodes.find((n) => n.node === 'b')!.owns.map((o) => [o.id, o.state])).toEqual([
       ['x', 'running'],
@@ -97,7 +167,11 @@ describe('runlog nodes on SQLite', () => {
     const r = await runCli(['nodes', '--json', '--db', db]);
     expect(r.code, r.stderr()).toBe(0);
     const view = JSON.parse(r.stdout());
-    expect(view).toMatchObject({ cluster: false, unowned: [], nodes: [{ node: 'solo', pid: 4242, host: null, live: true, owns: [] }] });
+    expect(view).toMatchObject({
+      cluster: false,
+      unowned: [],
+      nodes: [{ node: 'solo', pid: 4242, host: null, live: true, owns: [] }],
+    });
     const t = await runCli(['nodes', '--db', db]);
     expect(t.stdout()).toMatch(/solo\s+live\s+-\s+4242/);
   });

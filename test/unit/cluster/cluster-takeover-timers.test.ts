@@ -15,7 +15,16 @@ import { MemoryEventStore } from '../../../src/store/memory/event-store.ts';
 import type { EventStorePort, StreamAppend, StreamAppendOutcome } from '../../../src/store/port.ts';
 import { SimulatedClock } from '../../support/clock.ts';
 
-const spec = { instanceId: 'i1', appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'container', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 5000, maxBackoffMs: 5000, resetAfterMs: 60_000 } } as InstanceSpec;
+const spec = {
+  instanceId: 'i1',
+  appId: 'com.example.hello',
+  appDir: '/apps/hello',
+  sandbox: 'container',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 5000, maxBackoffMs: 5000, resetAfterMs: 60_000 },
+} as InstanceSpec;
 
 /**
  * The in-memory port; while `down`, appends fail (STORE_UNAVAILABLE), and with `waits` the host can wait for it (the
@@ -32,7 +41,12 @@ function flakyStore(waits: boolean) {
       return inner.appendMany(requests);
     },
   });
-  const reconnecting: Reconnecting | null = waits ? { whenAvailable: (): Promise<boolean> => (down ? new Promise<boolean>((r) => waiters.push(() => r(true))) : Promise.resolve(true)) } : null;
+  const reconnecting: Reconnecting | null = waits
+    ? {
+        whenAvailable: (): Promise<boolean> =>
+          down ? new Promise<boolean>((r) => waiters.push(() => r(true))) : Promise.resolve(true),
+      }
+    : null;
   return {
     store,
     reconnecting,
@@ -48,7 +62,9 @@ function flakyStore(waits: boolean) {
 /** Effects that do nothing but the restart timers' (no sandbox is started by this test). */
 const onlyTimers = (timers: RestartTimers): AllEffectHandlers =>
   ({
-    instance: new Proxy(timers.handlers() as Record<string, unknown>, { get: (t, k: string) => t[k] ?? (() => undefined) }),
+    instance: new Proxy(timers.handlers() as Record<string, unknown>, {
+      get: (t, k: string) => t[k] ?? (() => undefined),
+    }),
     execution: new Proxy({}, { get: () => () => undefined }),
   }) as unknown as AllEffectHandlers;
 
@@ -57,21 +73,39 @@ async function takenOverWhileDown(waits: boolean) {
   const s = flakyStore(waits);
   const now = () => new Date(clock.nowMs()).toISOString();
   // Node a: the instance ran, crashed, and its restart was scheduled 5 s on; then a died.
-  const a = new ActorHost({ store: s.store, reconnecting: s.reconnecting, bus: createBus(), machines, effects: null, now });
+  const a = new ActorHost({
+    store: s.store,
+    reconnecting: s.reconnecting,
+    bus: createBus(),
+    machines,
+    effects: null,
+    now,
+  });
   await a.create('instance', 'i1', { type: 'instance.requested', data: { spec } });
   for (const e of [
     { type: 'instance.spawned', data: { pid: 10, host: '172.17.0.2', port: 4100 } },
     { type: 'instance.healthy', data: { identity: 'match' } },
     { type: 'instance.running', data: {} },
     { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1 } },
-    { type: 'instance.restart-scheduled', data: { attempt: 1, delayMs: 5000, dueAt: new Date(clock.nowMs() + 5000).toISOString() } },
-  ] as const) await a.dispatch('instance', 'i1', e as never);
+    {
+      type: 'instance.restart-scheduled',
+      data: { attempt: 1, delayMs: 5000, dueAt: new Date(clock.nowMs() + 5000).toISOString() },
+    },
+  ] as const)
+    await a.dispatch('instance', 'i1', e as never);
   a.close();
 
   // Node b takes it over while the store fails appends.
   const ref: { host?: ActorHost } = {};
   const timers = new RestartTimers(() => ref.host!, clock);
-  const host = (ref.host = new ActorHost({ store: s.store, reconnecting: s.reconnecting, bus: createBus(), machines, effects: onlyTimers(timers), now }));
+  const host = (ref.host = new ActorHost({
+    store: s.store,
+    reconnecting: s.reconnecting,
+    bus: createBus(),
+    machines,
+    effects: onlyTimers(timers),
+    now,
+  }));
   const logs: string[] = [];
   let tookOver!: () => void;
   const done = new Promise<void>((r) => (tookOver = r));

@@ -1,9 +1,20 @@
 // The wire of a remote `logs --follow` (domain/follow-frames.ts): frames cut into NOTIFY-sized packets and put
 // back together in order, a missing or reordered packet seen as a gap, anything else ignored and counted.
 import { describe, expect, it } from 'vitest';
-import { decodeControl, encodeControl, encodeFrame, FrameReader, MAX_PAYLOAD_BYTES, type FollowFrame } from '../../../src/domain/follow-frames.ts';
+import {
+  decodeControl,
+  encodeControl,
+  encodeFrame,
+  FrameReader,
+  MAX_PAYLOAD_BYTES,
+  type FollowFrame,
+} from '../../../src/domain/follow-frames.ts';
 
-const line = (n: number, text = `line ${n}`) => ({ stream: 'stdout' as const, line: text, at: `2026-12-02T00:00:${String(n % 60).padStart(2, '0')}.000Z` });
+const line = (n: number, text = `line ${n}`) => ({
+  stream: 'stdout' as const,
+  line: text,
+  at: `2026-12-02T00:00:${String(n % 60).padStart(2, '0')}.000Z`,
+});
 const bytes = (s: string) => Buffer.byteLength(s);
 
 describe('follow frames', () => {
@@ -49,17 +60,36 @@ describe('follow frames', () => {
 
   it('payloads that are not ours are ignored and counted, never thrown', () => {
     const r = new FrameReader();
-    for (const p of ['', 'not json', '[]', '{"s":0}', '{"s":0,"i":0,"n":0,"d":""}', '{"s":0,"i":3,"n":2,"d":""}']) expect(r.push(p)).toEqual({ kind: 'bad' });
+    for (const p of ['', 'not json', '[]', '{"s":0}', '{"s":0,"i":0,"n":0,"d":""}', '{"s":0,"i":3,"n":2,"d":""}'])
+      expect(r.push(p)).toEqual({ kind: 'bad' });
     // A whole packet whose frame does not check (unknown type, a line without a stream).
     expect(r.push(JSON.stringify({ s: 0, i: 0, n: 1, d: '{"t":"nope"}' }))).toEqual({ kind: 'bad' });
-    expect(r.push(JSON.stringify({ s: 1, i: 0, n: 1, d: '{"t":"lines","lines":[{"line":"x"}]}' }))).toEqual({ kind: 'bad' });
+    expect(r.push(JSON.stringify({ s: 1, i: 0, n: 1, d: '{"t":"lines","lines":[{"line":"x"}]}' }))).toEqual({
+      kind: 'bad',
+    });
     expect(r.bad).toBe(8);
-    expect(r.push(encodeFrame({ t: 'end', reason: 'exited' }, 2)[0]!)).toEqual({ kind: 'frame', frame: { t: 'end', reason: 'exited' } });
+    expect(r.push(encodeFrame({ t: 'end', reason: 'exited' }, 2)[0]!)).toEqual({
+      kind: 'frame',
+      frame: { t: 'end', reason: 'exited' },
+    });
   });
 
   it('control messages: open, renew and cancel round-trip; anything else is null', () => {
     const followId = 'a'.repeat(32);
-    for (const m of [{ t: 'open', followId, instanceId: 'inst_01', from: 'node-b' }, { t: 'renew', followId }, { t: 'cancel', followId }] as const) expect(decodeControl(encodeControl(m))).toEqual(m);
-    for (const p of ['x', '{}', JSON.stringify({ t: 'renew', followId: 'short' }), JSON.stringify({ t: 'open', followId, instanceId: 'a b', from: 'b' }), JSON.stringify({ t: 'open', followId, instanceId: 'i', from: '' }), JSON.stringify({ t: 'boom', followId })]) expect(decodeControl(p)).toBeNull();
+    for (const m of [
+      { t: 'open', followId, instanceId: 'inst_01', from: 'node-b' },
+      { t: 'renew', followId },
+      { t: 'cancel', followId },
+    ] as const)
+      expect(decodeControl(encodeControl(m))).toEqual(m);
+    for (const p of [
+      'x',
+      '{}',
+      JSON.stringify({ t: 'renew', followId: 'short' }),
+      JSON.stringify({ t: 'open', followId, instanceId: 'a b', from: 'b' }),
+      JSON.stringify({ t: 'open', followId, instanceId: 'i', from: '' }),
+      JSON.stringify({ t: 'boom', followId }),
+    ])
+      expect(decodeControl(p)).toBeNull();
   });
 });

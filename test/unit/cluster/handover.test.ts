@@ -8,20 +8,47 @@ import { describe, expect, it } from 'vitest';
 import { actedOn, Handover, type HandoverDeps } from '../../../src/supervisor/cluster/handover.ts';
 import { FencedError, RunlogError } from '../../../src/domain/errors.ts';
 import type { RecordedEvent } from '../../../src/domain/events.ts';
-import { answerError, boundLines, HANDOVER_ANSWERED, HANDOVER_REQUESTED, parseRequest, pendingRequests, routeRequest, type HandoverRequest } from '../../../src/domain/handover.ts';
+import {
+  answerError,
+  boundLines,
+  HANDOVER_ANSWERED,
+  HANDOVER_REQUESTED,
+  parseRequest,
+  pendingRequests,
+  routeRequest,
+  type HandoverRequest,
+} from '../../../src/domain/handover.ts';
 import { capture } from '../../support/cli-in-process.ts';
 import { main } from '../../../src/cli/main.ts';
 import { fakeLog } from '../supervisor/fake-log.ts';
 
 const T0 = Date.parse('2026-12-01T12:00:00.000Z');
-const req = (over: Partial<HandoverRequest> = {}): HandoverRequest => ({ requestId: 'r1', action: 'stop', instanceId: 'i1', graceMs: null, from: 'a', to: 'b', deadline: new Date(T0 + 60_000).toISOString(), ...over });
+const req = (over: Partial<HandoverRequest> = {}): HandoverRequest => ({
+  requestId: 'r1',
+  action: 'stop',
+  instanceId: 'i1',
+  graceMs: null,
+  from: 'a',
+  to: 'b',
+  deadline: new Date(T0 + 60_000).toISOString(),
+  ...over,
+});
 
 describe('hand-over requests and answers (pure)', () => {
   it('parseRequest takes a well-formed request and refuses anything else', () => {
     expect(parseRequest(req())).toEqual(req());
     expect(parseRequest({ ...req(), graceMs: undefined })).toEqual(req());
     expect(parseRequest(req({ graceMs: 250 }))).toMatchObject({ graceMs: 250 });
-    for (const bad of [null, 'x', { ...req(), action: 'restart' }, { ...req(), graceMs: -1 }, { ...req(), graceMs: 1.5 }, { ...req(), deadline: 'soon' }, { ...req(), requestId: '' }, { ...req(), to: 7 }]) {
+    for (const bad of [
+      null,
+      'x',
+      { ...req(), action: 'restart' },
+      { ...req(), graceMs: -1 },
+      { ...req(), graceMs: 1.5 },
+      { ...req(), deadline: 'soon' },
+      { ...req(), requestId: '' },
+      { ...req(), to: 7 },
+    ]) {
       expect(parseRequest(bad), JSON.stringify(bad)).toBeNull();
     }
   });
@@ -42,7 +69,9 @@ describe('hand-over requests and answers (pure)', () => {
     const live = new Set(['a', 'b']);
     expect(routeRequest('i1', { node: 'a', expiresInMs: 100 }, live, 'a')).toEqual({ here: true });
     expect(routeRequest('i1', { node: 'b', expiresInMs: 100 }, live, 'a')).toEqual({ here: false, owner: 'b' });
-    expect(() => routeRequest('i1', null, live, 'a')).toThrow(expect.objectContaining({ code: 'NODE_UNAVAILABLE', details: { id: 'i1', owner: null } }));
+    expect(() => routeRequest('i1', null, live, 'a')).toThrow(
+      expect.objectContaining({ code: 'NODE_UNAVAILABLE', details: { id: 'i1', owner: null } }),
+    );
     const dead = (() => {
       try {
         routeRequest('i1', { node: 'c', expiresInMs: 4200 }, live, 'a');
@@ -53,16 +82,26 @@ describe('hand-over requests and answers (pure)', () => {
     })();
     expect(dead).toMatchObject({ code: 'NODE_UNAVAILABLE', details: { id: 'i1', owner: 'c' } });
     expect(dead!.message).toContain('its lease expires in 4200 ms');
-    expect(() => routeRequest('i1', { node: 'c', expiresInMs: -5 }, live, 'a')).toThrow(/a live node is taking it over/);
+    expect(() => routeRequest('i1', { node: 'c', expiresInMs: -5 }, live, 'a')).toThrow(
+      /a live node is taking it over/,
+    );
   });
 
   it("answerError gives the owner's typed error back; an unknown code is HANDOVER_FAILED", () => {
-    expect(answerError({ requestId: 'r', by: 'b', ok: false, code: 'ILLEGAL_EVENT', message: 'i1 is stopped' }, 'i1')).toMatchObject({ code: 'ILLEGAL_EVENT', message: 'i1 is stopped', details: { id: 'i1', node: 'b' } });
-    expect(answerError({ requestId: 'r', by: 'b', ok: false, code: 'NO_SUCH_THING', message: 'm' }, 'i1').code).toBe('HANDOVER_FAILED');
+    expect(
+      answerError({ requestId: 'r', by: 'b', ok: false, code: 'ILLEGAL_EVENT', message: 'i1 is stopped' }, 'i1'),
+    ).toMatchObject({ code: 'ILLEGAL_EVENT', message: 'i1 is stopped', details: { id: 'i1', node: 'b' } });
+    expect(answerError({ requestId: 'r', by: 'b', ok: false, code: 'NO_SUCH_THING', message: 'm' }, 'i1').code).toBe(
+      'HANDOVER_FAILED',
+    );
   });
 
   it('boundLines keeps the newest lines that fit', () => {
-    const lines = Array.from({ length: 10 }, (_, i) => ({ stream: 'stdout' as const, line: `line ${i}`, at: '2026-12-01T12:00:00.000Z' }));
+    const lines = Array.from({ length: 10 }, (_, i) => ({
+      stream: 'stdout' as const,
+      line: `line ${i}`,
+      at: '2026-12-01T12:00:00.000Z',
+    }));
     const one = JSON.stringify(lines[0]).length + 1;
     expect(boundLines(lines, one * 10)).toEqual({ lines, truncated: false });
     expect(boundLines(lines, one * 3 + 1)).toEqual({ lines: lines.slice(7), truncated: true });
@@ -108,7 +147,7 @@ function node(name: string, log: ReturnType<typeof memoryLog>, over: Partial<Han
 const tick = () => new Promise((r) => setTimeout(r, 0));
 
 describe('Handover between two nodes over one log (in memory)', () => {
-  it('the owner acts once and the caller gets its answer; the request and answer are on the owner\'s stream', async () => {
+  it("the owner acts once and the caller gets its answer; the request and answer are on the owner's stream", async () => {
     const log = memoryLog();
     const a = node('a', log);
     const b = node('b', log, { owns: (s) => s === 'instance-i1' });
@@ -116,7 +155,9 @@ describe('Handover between two nodes over one log (in memory)', () => {
     await b.h.start();
     const answer = await a.h.ask('b', 'stop', 'i1', 300, 10_000);
     expect(answer).toMatchObject({ ok: true, by: 'b', state: 'stopped' });
-    expect(b.acted).toEqual([expect.objectContaining({ action: 'stop', instanceId: 'i1', graceMs: 300, from: 'a', to: 'b' })]);
+    expect(b.acted).toEqual([
+      expect.objectContaining({ action: 'stop', instanceId: 'i1', graceMs: 300, from: 'a', to: 'b' }),
+    ]);
     expect(a.acted).toEqual([]);
     expect(log.events.map((e) => [e.stream, e.type])).toEqual([
       ['placement-b', HANDOVER_REQUESTED],
@@ -132,10 +173,17 @@ describe('Handover between two nodes over one log (in memory)', () => {
   it("a refusal comes back as the owner's typed error", async () => {
     const log = memoryLog();
     const a = node('a', log);
-    const b = node('b', log, { owns: () => true, act: () => Promise.reject(new RunlogError('ILLEGAL_EVENT', 'i1 is crashed: it cannot take instance.kill-requested')) });
+    const b = node('b', log, {
+      owns: () => true,
+      act: () =>
+        Promise.reject(new RunlogError('ILLEGAL_EVENT', 'i1 is crashed: it cannot take instance.kill-requested')),
+    });
     await a.h.start();
     await b.h.start();
-    await expect(a.h.ask('b', 'kill', 'i1', null, 10_000)).rejects.toMatchObject({ code: 'ILLEGAL_EVENT', message: 'i1 is crashed: it cannot take instance.kill-requested' });
+    await expect(a.h.ask('b', 'kill', 'i1', null, 10_000)).rejects.toMatchObject({
+      code: 'ILLEGAL_EVENT',
+      message: 'i1 is crashed: it cannot take instance.kill-requested',
+    });
   });
 
   it('nobody answers: HANDOVER_TIMEOUT, and a node that starts later does not act on the expired request', async () => {
@@ -188,7 +236,10 @@ describe('Handover between two nodes over one log (in memory)', () => {
 describe('runlog exec --node (the boundary)', () => {
   it('a malformed node is NODE_INVALID (exit 2) before anything runs', async () => {
     const c = capture();
-    const code = await main(['exec', 'at://did:plc:abc/dev.mainasara.at-run.beta.v2.code/x', 'h', '--node', 'no such node!', '--json'], c.factory);
+    const code = await main(
+      ['exec', 'at://did:plc:abc/dev.mainasara.at-run.beta.v2.code/x', 'h', '--node', 'no such node!', '--json'],
+      c.factory,
+    );
     expect(code).toBe(2);
     expect(c.text()).toContain('NODE_INVALID');
   });

@@ -11,7 +11,14 @@ import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { HELLO_APP_DIR } from '../../support/apps.ts';
 import { tempDir } from '../../support/tmp.ts';
 
-const result: SpawnResult = { pid: 42, containerId: 'c0ffee', host: '172.17.0.9', port: 4100, identity: 'match', healthyAfterMs: 5 };
+const result: SpawnResult = {
+  pid: 42,
+  containerId: 'c0ffee',
+  host: '172.17.0.9',
+  port: 4100,
+  identity: 'match',
+  healthyAfterMs: 5,
+};
 
 async function supervisor(host: Record<string, unknown> = {}) {
   const asked: string[] = [];
@@ -34,7 +41,18 @@ async function supervisor(host: Record<string, unknown> = {}) {
   } as unknown as AppSandboxRunner;
   const home = tempDir();
   const sup = new InstanceSupervisor(
-    { home, parts: { setupDir: home, rootfs: home, registry: '127.0.0.1:5000', images: {}, dockerSocket: '/nonexistent.sock' }, runners: { container: runner }, portRange: { min: 47100, max: 47199 } },
+    {
+      home,
+      parts: {
+        setupDir: home,
+        rootfs: home,
+        registry: '127.0.0.1:5000',
+        images: {},
+        dockerSocket: '/nonexistent.sock',
+      },
+      runners: { container: runner },
+      portRange: { min: 47100, max: 47199 },
+    },
     () => ({ live: () => [], ...host }) as never,
   );
   // Installed into the supervisor's workspace, as a spawn request is.
@@ -47,13 +65,16 @@ describe('a spawn this node may no longer carry out', () => {
   it('whose instance.spawned is refused (FENCED) force-kills the sandbox it started and fails', async () => {
     const t = await supervisor();
     const dispatched: string[] = [];
-    const spawning = t.sup.handlers().spawn({ spec: t.spec } as never, {
-      actor: t.actor,
-      dispatch: async (e: { type: string }) => {
-        dispatched.push(e.type);
-        throw new FencedError('instance-i1', 'a');
-      },
-    } as never);
+    const spawning = t.sup.handlers().spawn(
+      { spec: t.spec } as never,
+      {
+        actor: t.actor,
+        dispatch: async (e: { type: string }) => {
+          dispatched.push(e.type);
+          throw new FencedError('instance-i1', 'a');
+        },
+      } as never,
+    );
     await new Promise((r) => setTimeout(r, 10));
     t.finish(result);
     await expect(spawning).rejects.toThrow(FencedError);
@@ -65,7 +86,12 @@ describe('a spawn this node may no longer carry out', () => {
   it('let go of while its sandbox is being created: killed at once and again when the runner hands it over, nothing dispatched', async () => {
     const t = await supervisor();
     const dispatched: string[] = [];
-    const spawning = t.sup.handlers().spawn({ spec: t.spec } as never, { actor: t.actor, dispatch: async (e: { type: string }) => void dispatched.push(e.type) } as never);
+    const spawning = t.sup
+      .handlers()
+      .spawn(
+        { spec: t.spec } as never,
+        { actor: t.actor, dispatch: async (e: { type: string }) => void dispatched.push(e.type) } as never,
+      );
     await new Promise((r) => setTimeout(r, 10));
     expect(t.sup.sandboxed()).toEqual(['i1']); // in flight: the self-fence stops it too
     await t.sup.relinquish('i1');
@@ -81,9 +107,14 @@ describe('a spawn this node may no longer carry out', () => {
   it('a hook cut short because this node let go of the sandbox records no lifecycle failure; the same failure otherwise does', async () => {
     const t = await supervisor();
     const dispatched: { type: string; data?: Record<string, unknown> }[] = [];
-    const ctx = { actor: { ...t.actor, snapshot: { context: { identity: 'match', spec: { sandbox: 'container' } } } }, dispatch: async (e: { type: string }) => void dispatched.push(e) } as never;
+    const ctx = {
+      actor: { ...t.actor, snapshot: { context: { identity: 'match', spec: { sandbox: 'container' } } } },
+      dispatch: async (e: { type: string }) => void dispatched.push(e),
+    } as never;
     await t.sup.handlers().callLifecycle({ hooks: ['onStart'] } as never, ctx);
-    expect(dispatched.map((e) => [e.type, e.data?.reason])).toEqual([['instance.lifecycle-failed', 'lifecycle-failed']]);
+    expect(dispatched.map((e) => [e.type, e.data?.reason])).toEqual([
+      ['instance.lifecycle-failed', 'lifecycle-failed'],
+    ]);
     dispatched.length = 0;
     await t.sup.relinquish('i1', 'self-fence');
     await t.sup.handlers().callLifecycle({ hooks: ['onStart'] } as never, ctx);
@@ -96,7 +127,8 @@ describe('a spawn this node may no longer carry out', () => {
     const states: Record<string, string> = { i1: 'healthy', i2: 'running', i3: 'stopping' };
     const dispatched: [string, string, unknown][] = [];
     const t = await supervisor({
-      get: (_kind: string, id: string) => (states[id] ? { id, kind: 'instance', snapshot: { value: states[id], context: {} } } : undefined),
+      get: (_kind: string, id: string) =>
+        states[id] ? { id, kind: 'instance', snapshot: { value: states[id], context: {} } } : undefined,
       dispatch: async (_kind: string, id: string, e: { type: string; data: { reason: string } }) => {
         dispatched.push([id, e.type, e.data.reason]);
         if (id === 'i2') throw new FencedError('instance-i2', 'a'); // taken meanwhile: nothing to record here

@@ -5,7 +5,12 @@
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import type { EffectHandlers } from '../../../src/supervisor/host/actor-host.ts';
-import { ExecutionQueue, EXECUTION_QUEUE, EXECUTION_QUEUED, type QueuedExecution } from '../../../src/supervisor/executions/execution-queue.ts';
+import {
+  ExecutionQueue,
+  EXECUTION_QUEUE,
+  EXECUTION_QUEUED,
+  type QueuedExecution,
+} from '../../../src/supervisor/executions/execution-queue.ts';
 import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import { FencedError } from '../../../src/domain/errors.ts';
 import type { Materialized, Resolved } from '../../../src/domain/execution-events.ts';
@@ -24,46 +29,85 @@ describe('chooseNode', () => {
   it('any: the live node with the fewest live instances (a dead one is never chosen); on a tie this node, then by name', () => {
     expect(chooseNode('any', nodes, 'a')).toBe('b');
     expect(chooseNode('any', nodes, 'd')).toBe('d');
-    expect(chooseNode('any', [{ node: 'x', live: true, instances: 0 }, { node: 'y', live: true, instances: 0 }], 'z')).toBe('x');
+    expect(
+      chooseNode(
+        'any',
+        [
+          { node: 'x', live: true, instances: 0 },
+          { node: 'y', live: true, instances: 0 },
+        ],
+        'z',
+      ),
+    ).toBe('x');
   });
   it('a named node must be known and live', () => {
     expect(chooseNode('a', nodes, 'b')).toBe('a');
     expect(() => chooseNode('c', nodes, 'a')).toThrow(expect.objectContaining({ code: 'NODE_UNAVAILABLE' }));
     expect(() => chooseNode('zz', nodes, 'a')).toThrow(expect.objectContaining({ code: 'NODE_UNKNOWN' }));
-    expect(() => chooseNode('any', [{ node: 'c', live: false, instances: 0 }], 'a')).toThrow(expect.objectContaining({ code: 'NODE_UNAVAILABLE' }));
+    expect(() => chooseNode('any', [{ node: 'c', live: false, instances: 0 }], 'a')).toThrow(
+      expect.objectContaining({ code: 'NODE_UNAVAILABLE' }),
+    );
   });
 });
 
 const URI = 'at://did:plc:aaaaaaaaaaaaaaaaaaaaaaaa/dev.mainasara.at-run.beta.v2.code/greet';
 const fakeExecution: Partial<EffectHandlers<'execution'>> = {
   resolve: async (p, ctx) => {
-    await ctx.dispatch({ type: 'execution.resolved', data: partial<Resolved>({ codeUri: p.request.uri, limits: partial<Resolved['limits']>({ timeoutMs: 1000 }) }) });
+    await ctx.dispatch({
+      type: 'execution.resolved',
+      data: partial<Resolved>({ codeUri: p.request.uri, limits: partial<Resolved['limits']>({ timeoutMs: 1000 }) }),
+    });
   },
   materialize: async (_p, ctx) => {
-    await ctx.dispatch({ type: 'execution.materialized', data: partial<Materialized>({ runtimeVolume: 'r', codeVolume: 'c' }) });
+    await ctx.dispatch({
+      type: 'execution.materialized',
+      data: partial<Materialized>({ runtimeVolume: 'r', codeVolume: 'c' }),
+    });
   },
   createSandbox: async (_p, ctx) => {
     await ctx.dispatch({ type: 'execution.started', data: { containerId: 'fake' } });
   },
   invoke: async (p, ctx) => {
-    await ctx.dispatch({ type: 'execution.succeeded', data: { output: { echoed: p.request.input }, outputHash: null } });
+    await ctx.dispatch({
+      type: 'execution.succeeded',
+      data: { output: { echoed: p.request.input }, outputHash: null },
+    });
   },
   cleanup: () => undefined,
 };
 
 describe('node on a SQLite log (one node: this one)', () => {
   it("spawn and execute take 'any' or this host's name; another name is NODE_UNKNOWN, a malformed one NODE_INVALID, and nothing is appended", async () => {
-    const rl = await createRunlog({ home: tempDir(), effects: { execution: fakeExecution }, reconcile: false, engineWatch: false, watchApps: false, log: () => undefined });
+    const rl = await createRunlog({
+      home: tempDir(),
+      effects: { execution: fakeExecution },
+      reconcile: false,
+      engineWatch: false,
+      watchApps: false,
+      log: () => undefined,
+    });
     try {
-      await expect(rl.spawnApp({ appDir: '/nonexistent', node: 'elsewhere' })).rejects.toMatchObject({ code: 'NODE_UNKNOWN' });
-      await expect(rl.spawnApp({ appDir: '/nonexistent', node: 'bad name!' })).rejects.toMatchObject({ code: 'NODE_INVALID' });
-      await expect(rl.execute({ uri: URI, handler: 'greet', input: 1, node: 'elsewhere' })).rejects.toMatchObject({ code: 'NODE_UNKNOWN' });
+      await expect(rl.spawnApp({ appDir: '/nonexistent', node: 'elsewhere' })).rejects.toMatchObject({
+        code: 'NODE_UNKNOWN',
+      });
+      await expect(rl.spawnApp({ appDir: '/nonexistent', node: 'bad name!' })).rejects.toMatchObject({
+        code: 'NODE_INVALID',
+      });
+      await expect(rl.execute({ uri: URI, handler: 'greet', input: 1, node: 'elsewhere' })).rejects.toMatchObject({
+        code: 'NODE_UNKNOWN',
+      });
       expect(await rl.store.lastSeq()).toBe(0);
       // Accepted names go on to the local spawn (which then finds no app directory) and the local execution.
-      await expect(rl.spawnApp({ appDir: '/nonexistent', node: 'any' })).rejects.toMatchObject({ code: 'APP_DIR_MISSING' });
-      await expect(rl.spawnApp({ appDir: '/nonexistent', node: hostname() })).rejects.toMatchObject({ code: 'APP_DIR_MISSING' });
+      await expect(rl.spawnApp({ appDir: '/nonexistent', node: 'any' })).rejects.toMatchObject({
+        code: 'APP_DIR_MISSING',
+      });
+      await expect(rl.spawnApp({ appDir: '/nonexistent', node: hostname() })).rejects.toMatchObject({
+        code: 'APP_DIR_MISSING',
+      });
       expect((await rl.execute({ uri: URI, handler: 'greet', input: 2, node: 'any' })).output).toEqual({ echoed: 2 });
-      expect((await rl.execute({ uri: URI, handler: 'greet', input: 3, node: hostname() })).output).toEqual({ echoed: 3 });
+      expect((await rl.execute({ uri: URI, handler: 'greet', input: 3, node: hostname() })).output).toEqual({
+        echoed: 3,
+      });
     } finally {
       await rl.close();
     }
@@ -94,7 +138,8 @@ describe('ExecutionQueue', () => {
       },
       claim: async (x) => {
         // The first event's append is atomic with its check (expectedVersion 'no-stream'): read and put in one step.
-        if (log.events.some((e) => e.stream === `execution-${x.executionId}`)) throw new FencedError(`execution-${x.executionId}`, name);
+        if (log.events.some((e) => e.stream === `execution-${x.executionId}`))
+          throw new FencedError(`execution-${x.executionId}`, name);
         running.add(x.executionId);
         log.put(`execution-${x.executionId}`, 'execution.requested', { node: name });
       },
@@ -143,7 +188,9 @@ describe('ExecutionQueue', () => {
     await b.start();
     log.put(EXECUTION_QUEUE, EXECUTION_QUEUED, { ...queued('head', { headStart: true }) });
     log.put(EXECUTION_QUEUE, EXECUTION_QUEUED, { ...queued('pinned', { node: 'a' }) });
-    log.put(EXECUTION_QUEUE, EXECUTION_QUEUED, { ...queued('late', { claimBy: new Date(Date.now() - 1).toISOString() }) });
+    log.put(EXECUTION_QUEUE, EXECUTION_QUEUED, {
+      ...queued('late', { claimBy: new Date(Date.now() - 1).toISOString() }),
+    });
     await tick(50);
     expect(runB.size).toBe(0); // a's head start is not over, the pinned one is a's
     await tick(300);

@@ -5,7 +5,15 @@ import { describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../../src/domain/follow-frames.ts';
 import type { LogLine } from '../../../src/domain/log-line.ts';
 import { RunlogError } from '../../../src/domain/errors.ts';
-import { ABANDON_MS, FollowOwner, followRemote, HEARTBEAT_MS, LOST_AFTER_MS, MAX_WAITING_LINES, type Timers } from '../../../src/supervisor/cluster/remote-follow.ts';
+import {
+  ABANDON_MS,
+  FollowOwner,
+  followRemote,
+  HEARTBEAT_MS,
+  LOST_AFTER_MS,
+  MAX_WAITING_LINES,
+  type Timers,
+} from '../../../src/supervisor/cluster/remote-follow.ts';
 import type { FollowBus } from '../../../src/store/postgres/follow-channel.ts';
 
 /** Channels in memory; a notify is delivered after the current turn (as a notification arrives later). */
@@ -116,20 +124,31 @@ async function setup(o: { owns?: () => boolean; running?: boolean; read?: boolea
   const got: LogLine[] = [];
   let outcome: 'running' | 'ended' | Error = 'running';
   const it = followRemote({ bus, node: 'b', timers }, 'a', 'ctl-a', 'i1')[Symbol.asyncIterator]();
-  if (o.read !== false) void (async () => {
-    try {
-      for (;;) {
-        const n = await it.next();
-        if (n.done) break;
-        got.push(n.value);
+  if (o.read !== false)
+    void (async () => {
+      try {
+        for (;;) {
+          const n = await it.next();
+          if (n.done) break;
+          got.push(n.value);
+        }
+        outcome = 'ended';
+      } catch (err) {
+        outcome = err as Error;
       }
-      outcome = 'ended';
-    } catch (err) {
-      outcome = err as Error;
-    }
-  })();
+    })();
   await settle();
-  return { bus, timers, src, owner, logs, got, it, outcome: () => outcome, followChannel: () => [...bus.channels.keys()].find((c) => c.startsWith('rlff_'))! };
+  return {
+    bus,
+    timers,
+    src,
+    owner,
+    logs,
+    got,
+    it,
+    outcome: () => outcome,
+    followChannel: () => [...bus.channels.keys()].find((c) => c.startsWith('rlff_'))!,
+  };
 }
 
 describe('remote follow', () => {
@@ -163,7 +182,9 @@ describe('remote follow', () => {
     const sent = s.bus.sent.length;
     s.src.push(line(2));
     await s.timers.advance(HEARTBEAT_MS * 3);
-    expect(s.bus.sent.filter((m) => m.channel.startsWith('rlff_'))).toHaveLength(s.bus.sent.slice(0, sent).filter((m) => m.channel.startsWith('rlff_')).length);
+    expect(s.bus.sent.filter((m) => m.channel.startsWith('rlff_'))).toHaveLength(
+      s.bus.sent.slice(0, sent).filter((m) => m.channel.startsWith('rlff_')).length,
+    );
   });
 
   it('renewals that stop (the follower gone) end the follow on the owner: nothing more is published', async () => {
@@ -204,7 +225,10 @@ describe('remote follow', () => {
     await s.timers.advance(100);
     s.owner.stop();
     await settle();
-    expect(s.outcome()).toMatchObject({ code: 'FOLLOW_LOST', message: expect.stringContaining('node a is stopping: follow again') });
+    expect(s.outcome()).toMatchObject({
+      code: 'FOLLOW_LOST',
+      message: expect.stringContaining('node a is stopping: follow again'),
+    });
     expect(s.got.map((l) => l.line)).toEqual(['tick 1']);
   });
 
@@ -247,7 +271,7 @@ describe('remote follow', () => {
     expect(s.got.map((l) => l.line)).toEqual(['tick 1']);
   });
 
-  it("an owner that does not run the instance answers with its typed error", async () => {
+  it('an owner that does not run the instance answers with its typed error', async () => {
     const s = await setup({ running: false });
     await s.timers.advance(100);
     expect(s.outcome()).toMatchObject({ code: 'NOT_FOUND' });
@@ -262,7 +286,10 @@ describe('remote follow', () => {
     await s.timers.advance(200);
     expect(s.owner.active()).toEqual([]);
     expect(s.logs.at(-1)).toMatch(/ended \(cancelled\)/);
-    await expect(s.it.next()).rejects.toMatchObject({ code: 'FOLLOW_LOST', message: expect.stringContaining('read too slowly') });
+    await expect(s.it.next()).rejects.toMatchObject({
+      code: 'FOLLOW_LOST',
+      message: expect.stringContaining('read too slowly'),
+    });
     expect(await s.it.next()).toEqual({ done: true, value: undefined });
   });
 });

@@ -2,7 +2,14 @@
 // renewal reports it is fed (Leases' RenewalListener, src/store/postgres/leases.ts) and which renewal failures
 // prove the server down (src/store/postgres/lease-renewals.ts).
 import { describe, expect, it } from 'vitest';
-import { fenceStep, RenewalRelay, SelfFence, selfFenceAfterMs, selfFenceCheckMs, SELF_FENCE_FRACTION } from '../../../src/supervisor/cluster/self-fence.ts';
+import {
+  fenceStep,
+  RenewalRelay,
+  SelfFence,
+  selfFenceAfterMs,
+  selfFenceCheckMs,
+  SELF_FENCE_FRACTION,
+} from '../../../src/supervisor/cluster/self-fence.ts';
 import { provesServerDown, serverUnavailable } from '../../../src/store/postgres/lease-renewals.ts';
 import { StoreUnavailableError, type PgEventStore } from '../../../src/store/postgres/event-store.ts';
 import { Leases } from '../../../src/store/postgres/leases.ts';
@@ -29,15 +36,25 @@ describe('fenceStep', () => {
   it('counts a renewal that found the server down as safe time: the fence falls the fraction after the later of that and the last answer', () => {
     const after = selfFenceAfterMs(TTL);
     // Answered at 1000, the server refused at 1700: no fence until 1700 + the fraction.
-    expect(fenceStep({ nowMs: 1000 + after, renewedAtMs: 1000, downAtMs: 1700, ttlMs: TTL, fenced: false })).toBe('none');
-    expect(fenceStep({ nowMs: 1700 + after - 1, renewedAtMs: 1000, downAtMs: 1700, ttlMs: TTL, fenced: false })).toBe('none');
-    expect(fenceStep({ nowMs: 1700 + after, renewedAtMs: 1000, downAtMs: 1700, ttlMs: TTL, fenced: false })).toBe('fence');
+    expect(fenceStep({ nowMs: 1000 + after, renewedAtMs: 1000, downAtMs: 1700, ttlMs: TTL, fenced: false })).toBe(
+      'none',
+    );
+    expect(fenceStep({ nowMs: 1700 + after - 1, renewedAtMs: 1000, downAtMs: 1700, ttlMs: TTL, fenced: false })).toBe(
+      'none',
+    );
+    expect(fenceStep({ nowMs: 1700 + after, renewedAtMs: 1000, downAtMs: 1700, ttlMs: TTL, fenced: false })).toBe(
+      'fence',
+    );
   });
 
   it('a proof of the server down older than the last answered renewal changes nothing', () => {
     const after = selfFenceAfterMs(TTL);
-    expect(fenceStep({ nowMs: 1000 + after - 1, renewedAtMs: 1000, downAtMs: 900, ttlMs: TTL, fenced: false })).toBe('none');
-    expect(fenceStep({ nowMs: 1000 + after, renewedAtMs: 1000, downAtMs: 900, ttlMs: TTL, fenced: false })).toBe('fence');
+    expect(fenceStep({ nowMs: 1000 + after - 1, renewedAtMs: 1000, downAtMs: 900, ttlMs: TTL, fenced: false })).toBe(
+      'none',
+    );
+    expect(fenceStep({ nowMs: 1000 + after, renewedAtMs: 1000, downAtMs: 900, ttlMs: TTL, fenced: false })).toBe(
+      'fence',
+    );
   });
 
   it('a proof of the server down never lifts a fence: only an answered renewal does', () => {
@@ -76,7 +93,7 @@ function fenceOn(sandboxes: string[]) {
 }
 
 describe('SelfFence', () => {
-  it("stops every instance sandbox of the node when renewals go unanswered, before the TTL, and only then", async () => {
+  it('stops every instance sandbox of the node when renewals go unanswered, before the TTL, and only then', async () => {
     const f = fenceOn(['i1', 'i2']);
     f.at(1400);
     f.fence.renewed(700); // answered: renewals go on
@@ -127,7 +144,8 @@ describe('SelfFence', () => {
 });
 
 const pgError = (code: string, message: string) => Object.assign(new Error(message), { code, severity: 'FATAL' });
-const wrapped = (err: unknown) => new StoreUnavailableError('postgres://db (schema runlog)', String((err as Error).message), { cause: err });
+const wrapped = (err: unknown) =>
+  new StoreUnavailableError('postgres://db (schema runlog)', String((err as Error).message), { cause: err });
 
 describe('provesServerDown', () => {
   const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
@@ -135,7 +153,11 @@ describe('provesServerDown', () => {
   it('a refused connection proves the server down (alone, wrapped, or among the addresses tried)', () => {
     expect(provesServerDown(refused)).toBe(true);
     expect(provesServerDown(wrapped(refused))).toBe(true);
-    expect(provesServerDown(new AggregateError([Object.assign(new Error('connect ENETUNREACH ::1'), { code: 'ENETUNREACH' }), refused]))).toBe(true);
+    expect(
+      provesServerDown(
+        new AggregateError([Object.assign(new Error('connect ENETUNREACH ::1'), { code: 'ENETUNREACH' }), refused]),
+      ),
+    ).toBe(true);
     expect(serverUnavailable(wrapped(refused))).toBe(true);
   });
 
@@ -157,7 +179,9 @@ describe('provesServerDown', () => {
 
   it('timeouts, resets, unreachable hosts and SQL errors prove nothing and are not tried again (a cut network fences)', () => {
     for (const err of [
-      ...['ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE'].map((code) => Object.assign(new Error(code), { code })),
+      ...['ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE'].map((code) =>
+        Object.assign(new Error(code), { code }),
+      ),
       new Error('Connection terminated due to connection timeout'),
       new Error('Query read timeout'),
       pgError('55P03', 'canceling statement due to lock timeout'),
@@ -238,7 +262,8 @@ describe("the fence fed by Leases' renewal reports", () => {
   it('a renewal the server refuses is answered once it is back, within the same call', async () => {
     let refusals = 1;
     const l = leasesOn(() => {
-      if (refusals-- > 0) throw wrapped(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }));
+      if (refusals-- > 0)
+        throw wrapped(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }));
       return [{ stream: 'instance-x' }];
     });
     const f = fenceOn(['i1']);

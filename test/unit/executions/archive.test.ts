@@ -76,7 +76,8 @@ function file(name: string, content = 'hello\n', extra: Partial<RawHeader> = {})
   const data = Buffer.from(content);
   return Buffer.concat([rawHeader({ name, size: data.length, ...extra }), pad(data)]);
 }
-const dir = (name: string, extra: Partial<RawHeader> = {}): Buffer => rawHeader({ name, type: '5', mode: 0o755, ...extra });
+const dir = (name: string, extra: Partial<RawHeader> = {}): Buffer =>
+  rawHeader({ name, type: '5', mode: 0o755, ...extra });
 const symlink = (name: string, target: string): Buffer => rawHeader({ name, type: '2', linkname: target, mode: 0o777 });
 const hardlink = (name: string, target: string): Buffer => rawHeader({ name, type: '1', linkname: target });
 
@@ -87,7 +88,11 @@ function paxRecord(key: string, value: string): string {
   return `${len}${body}`;
 }
 function pax(records: Record<string, string>, type = 'x'): Buffer {
-  const data = Buffer.from(Object.entries(records).map(([k, v]) => paxRecord(k, v)).join(''));
+  const data = Buffer.from(
+    Object.entries(records)
+      .map(([k, v]) => paxRecord(k, v))
+      .join(''),
+  );
   return Buffer.concat([rawHeader({ name: 'PaxHeaders/x', type, size: data.length }), pad(data)]);
 }
 const END = Buffer.alloc(1024);
@@ -95,14 +100,19 @@ const tar = (...parts: Buffer[]): Buffer => Buffer.concat([...parts, END]);
 
 const limits = (over: Partial<ArchiveLimits> = {}): ArchiveLimits => ({ ...DEFAULT_ARCHIVE_LIMITS, ...over });
 const RUNTIME: ValidateOptions = { kind: 'runtime' };
-const validate = (bytes: Buffer, opts: ValidateOptions = RUNTIME, l: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS): Promise<ArchiveReport> => validateArchive(bytes, l, opts);
+const validate = (
+  bytes: Buffer,
+  opts: ValidateOptions = RUNTIME,
+  l: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS,
+): Promise<ArchiveReport> => validateArchive(bytes, l, opts);
 const codesOf = (r: ArchiveReport): string[] => r.violations.map((v) => v.code);
 
 function expectViolation(r: ArchiveReport, code: string, path?: string): void {
   expect(r.ok).toBe(false);
-  expect(r.violations, `expected ${code}${path !== undefined ? ` at ${path}` : ''} in ${JSON.stringify(r.violations, null, 1)}`).toContainEqual(
-    expect.objectContaining(path === undefined ? { code } : { code, path }),
-  );
+  expect(
+    r.violations,
+    `expected ${code}${path !== undefined ? ` at ${path}` : ''} in ${JSON.stringify(r.violations, null, 1)}`,
+  ).toContainEqual(expect.objectContaining(path === undefined ? { code } : { code, path }));
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -122,7 +132,10 @@ function readmeVerdicts(): Map<string, { verdict: Verdict; text: string }> {
       continue;
     }
     if (!folder || !line.startsWith('|')) continue;
-    const cells = line.split('|').slice(1, -1).map((c) => c.trim());
+    const cells = line
+      .split('|')
+      .slice(1, -1)
+      .map((c) => c.trim());
     if (cells[0] === 'file') {
       header = cells;
       continue;
@@ -153,7 +166,10 @@ function corpusFiles(): string[] {
 /** Files on which at least one reference parser (py data_filter, GNU tar, node-tar) errored or warned. */
 function filesSomeParserComplainedAbout(): Set<string> {
   const out = new Set<string>();
-  const py = JSON.parse(readFileSync(join(TARS, 'oracles/oracle-python311-gnutar134.json'), 'utf8')) as Record<string, { py: string; gnu: string }>;
+  const py = JSON.parse(readFileSync(join(TARS, 'oracles/oracle-python311-gnutar134.json'), 'utf8')) as Record<
+    string,
+    { py: string; gnu: string }
+  >;
   for (const [file, o] of Object.entries(py)) {
     if (/rejects|Error/.test(o.py) || !/^rc=0, \d+ entries$/.test(o.gnu)) out.add(file);
   }
@@ -170,7 +186,12 @@ const CORPUS_CODES: Record<string, string[]> = {
   'go-archive-tar/gnu-incremental.tar': ['UNSUPPORTED_TYPE@test2/', 'SPARSE_ENTRY@test2/sparse'],
   'go-archive-tar/gnu-multi-hdrs.tar': ['REPEATED_METADATA_HEADER@GNU2/GNU2/long-path-name'],
   'go-archive-tar/gnu-sparse-big.tar': ['SPARSE_ENTRY@gnu-sparse', 'FILE_TOO_LARGE@gnu-sparse'],
-  'go-archive-tar/hdr-only.tar': ['FIFO_ENTRY@fifo', 'DEVICE_ENTRY@null', 'DEVICE_ENTRY@sda', 'HEADER_ONLY_TYPE_WITH_SIZE@dir/'],
+  'go-archive-tar/hdr-only.tar': [
+    'FIFO_ENTRY@fifo',
+    'DEVICE_ENTRY@null',
+    'DEVICE_ENTRY@sda',
+    'HEADER_ONLY_TYPE_WITH_SIZE@dir/',
+  ],
   'go-archive-tar/issue10968.tar': ['UNKNOWN_FORMAT'],
   'go-archive-tar/issue11169.tar': ['BAD_CHECKSUM'],
   'go-archive-tar/neg-size.tar': ['UNKNOWN_FORMAT'],
@@ -206,10 +227,20 @@ const CORPUS_CODES: Record<string, string[]> = {
     'PATH_THROUGH_SYMLINK@dir/loophole/newdir/newfile',
     'SYMLINK_ESCAPE@slash-dotdot',
   ],
-  'reconstructed/rc-moby-symlink-two-hop-breakout.tar': ['PATH_THROUGH_SYMLINK@inner/go_up/escape', 'SYMLINK_ESCAPE@inner/go_up/escape', 'PATH_THROUGH_SYMLINK@inner/go_up/escape/newfile'],
+  'reconstructed/rc-moby-symlink-two-hop-breakout.tar': [
+    'PATH_THROUGH_SYMLINK@inner/go_up/escape',
+    'SYMLINK_ESCAPE@inner/go_up/escape',
+    'PATH_THROUGH_SYMLINK@inner/go_up/escape/newfile',
+  ],
   'reconstructed/rc-nodetar-compressed-bomb-8MiB.tar.gz': ['COMPRESSED_ARCHIVE'],
-  'reconstructed/rc-nodetar-cve-2021-32803-dir-then-symlink.tar': ['DUPLICATE_PATH_TYPE_CHANGE@x', 'PATH_THROUGH_SYMLINK@x/ginkoid'],
-  'reconstructed/rc-nodetar-ghsa-83g3-symlink-chain-hardlink.tar': ['SYMLINK_ESCAPE@a/b/escape', 'HARDLINK_ESCAPE@exploit'],
+  'reconstructed/rc-nodetar-cve-2021-32803-dir-then-symlink.tar': [
+    'DUPLICATE_PATH_TYPE_CHANGE@x',
+    'PATH_THROUGH_SYMLINK@x/ginkoid',
+  ],
+  'reconstructed/rc-nodetar-ghsa-83g3-symlink-chain-hardlink.tar': [
+    'SYMLINK_ESCAPE@a/b/escape',
+    'HARDLINK_ESCAPE@exploit',
+  ],
   'reconstructed/rc-nodetar-ghsa-8qq5-link-escapes.tar': [
     'HARDLINK_ESCAPE@exploit_hard',
     'HARDLINK_ESCAPE@sub/exploit_sub',
@@ -232,18 +263,38 @@ describe('the shared tar corpus', () => {
     expect(files.length).toBe(39);
     expect([...verdicts.keys()].sort()).toEqual(files);
     expect(Object.keys(CORPUS_CODES).sort()).toEqual(files);
-    const py = JSON.parse(readFileSync(join(TARS, 'oracles/oracle-python311-gnutar134.json'), 'utf8')) as Record<string, unknown>;
+    const py = JSON.parse(readFileSync(join(TARS, 'oracles/oracle-python311-gnutar134.json'), 'utf8')) as Record<
+      string,
+      unknown
+    >;
     expect(Object.keys(py).sort()).toEqual(files);
     // Byte-for-byte what the README lists (jwilk files embed build-time mtimes and are rebuilt).
-    const sums = new Map([...readFileSync(join(TARS, 'README.md'), 'utf8').matchAll(/^([0-9a-f]{64}) {2}(\S+)$/gm)].map((m) => [m[2]!, m[1]!]));
+    const sums = new Map(
+      [...readFileSync(join(TARS, 'README.md'), 'utf8').matchAll(/^([0-9a-f]{64}) {2}(\S+)$/gm)].map((m) => [
+        m[2]!,
+        m[1]!,
+      ]),
+    );
     for (const f of files.filter((f) => !f.startsWith('jwilk-'))) {
-      expect(createHash('sha256').update(readFileSync(join(TARS, f))).digest('hex'), f).toBe(sums.get(f));
+      expect(
+        createHash('sha256')
+          .update(readFileSync(join(TARS, f)))
+          .digest('hex'),
+        f,
+      ).toBe(sums.get(f));
     }
   });
 
   it('every verdict we reason about is documented: accepted files are exactly the README ACCEPT/parse-correctly rows', () => {
-    const accepted = [...verdicts].filter(([, v]) => v.verdict === 'accept').map(([f]) => f).sort();
-    expect(accepted).toEqual(['node-tar/next-file-has-long.tar', 'node-tar/null-byte.tar', 'node-tar/trailing-slash-corner-case.tar']);
+    const accepted = [...verdicts]
+      .filter(([, v]) => v.verdict === 'accept')
+      .map(([f]) => f)
+      .sort();
+    expect(accepted).toEqual([
+      'node-tar/next-file-has-long.tar',
+      'node-tar/null-byte.tar',
+      'node-tar/trailing-slash-corner-case.tar',
+    ]);
   });
 
   describe.each(files)('%s', (f) => {
@@ -284,7 +335,10 @@ describe('the shared tar corpus', () => {
   });
 
   it('null-byte.tar takes its names from the GNU LongLink headers', async () => {
-    const r = await validate(readFileSync(join(TARS, 'node-tar/null-byte.tar')), { kind: 'code', entrypoint: 'this_is_a_really_long_tgz_file_with_a_lot_of_characters.tgz' });
+    const r = await validate(readFileSync(join(TARS, 'node-tar/null-byte.tar')), {
+      kind: 'code',
+      entrypoint: 'this_is_a_really_long_tgz_file_with_a_lot_of_characters.tgz',
+    });
     expect(r.ok, JSON.stringify(r.violations)).toBe(true);
     expect(r.topLevel).toEqual(['this_is_a_really_long_directory_name_with_a_lot_of_characters']);
     expect(r.entries.map((e) => e.path)).toEqual([
@@ -326,12 +380,24 @@ describe('links and the virtual tree', () => {
     // a/b/l1 -> ..       (a)            inside
     // a/l2   -> b/l1/..  (a/b/l1 = a, .. = root)   inside
     // l3     -> a/l2/..  (a/l2 = root, .. = above the root)   ESCAPES, though lexically it is just "a"
-    const r = await validate(tar(dir('a/'), dir('a/b/'), symlink('a/b/l1', '..'), symlink('a/l2', 'b/l1/..'), symlink('l3', 'a/l2/..')));
+    const r = await validate(
+      tar(dir('a/'), dir('a/b/'), symlink('a/b/l1', '..'), symlink('a/l2', 'b/l1/..'), symlink('l3', 'a/l2/..')),
+    );
     expect(r.violations).toEqual([expect.objectContaining({ code: 'SYMLINK_ESCAPE', path: 'l3' })]);
   });
 
   it('symlinks that stay inside, including through other symlinks, are accepted', async () => {
-    const r = await validate(tar(dir('usr/'), dir('usr/lib/'), file('usr/lib/libx.so', 'x'), symlink('lib', 'usr/lib'), symlink('libx', 'lib/libx.so'), symlink('self', '.'), symlink('dangling', 'not/there')));
+    const r = await validate(
+      tar(
+        dir('usr/'),
+        dir('usr/lib/'),
+        file('usr/lib/libx.so', 'x'),
+        symlink('lib', 'usr/lib'),
+        symlink('libx', 'lib/libx.so'),
+        symlink('self', '.'),
+        symlink('dangling', 'not/there'),
+      ),
+    );
     expect(r.ok, JSON.stringify(r.violations)).toBe(true);
   });
 
@@ -381,7 +447,9 @@ describe('links and the virtual tree', () => {
   });
 
   it('a path that changes type, or repeats, is refused', async () => {
-    const r = await validate(tar(file('a'), dir('a/'), file('b'), file('b'), dir('c/'), dir('c/'), file('x/y'), file('x')));
+    const r = await validate(
+      tar(file('a'), dir('a/'), file('b'), file('b'), dir('c/'), dir('c/'), file('x/y'), file('x')),
+    );
     expectViolation(r, 'DUPLICATE_PATH_TYPE_CHANGE', 'a/');
     expectViolation(r, 'DUPLICATE_PATH', 'b');
     expectViolation(r, 'DUPLICATE_PATH_TYPE_CHANGE', 'x');
@@ -395,16 +463,38 @@ describe('links and the virtual tree', () => {
 
 describe('entry types, modes and names', () => {
   it('setuid, setgid and sticky bits are refused; modes are normalized in the entries', async () => {
-    const r = await validate(tar(file('suid', 'x', { mode: 0o4755 }), file('sgid', 'x', { mode: 0o2755 }), dir('tmp/', { mode: 0o1777 }), file('plain', 'x', { mode: 0o640 }), file('exe', 'x', { mode: 0o700 })));
+    const r = await validate(
+      tar(
+        file('suid', 'x', { mode: 0o4755 }),
+        file('sgid', 'x', { mode: 0o2755 }),
+        dir('tmp/', { mode: 0o1777 }),
+        file('plain', 'x', { mode: 0o640 }),
+        file('exe', 'x', { mode: 0o700 }),
+      ),
+    );
     expectViolation(r, 'SPECIAL_MODE_BITS', 'suid');
     expectViolation(r, 'SPECIAL_MODE_BITS', 'sgid');
     expectViolation(r, 'SPECIAL_MODE_BITS', 'tmp/');
     expect(r.violations.find((v) => v.path === 'suid')?.message).toMatch(/setuid/);
-    expect(Object.fromEntries(r.entries.map((e) => [e.path, e.mode]))).toEqual({ suid: 0o755, sgid: 0o755, tmp: 0o755, plain: 0o644, exe: 0o755 });
+    expect(Object.fromEntries(r.entries.map((e) => [e.path, e.mode]))).toEqual({
+      suid: 0o755,
+      sgid: 0o755,
+      tmp: 0o755,
+      plain: 0o644,
+      exe: 0o755,
+    });
   });
 
   it('devices, FIFOs, contiguous files, GNU dumpdirs and unknown types are refused', async () => {
-    const r = await validate(tar(rawHeader({ name: 'c', type: '3' }), rawHeader({ name: 'b', type: '4' }), rawHeader({ name: 'p', type: '6' }), file('k', 'x', { type: '7' }), file('z', 'x', { type: 'Z' })));
+    const r = await validate(
+      tar(
+        rawHeader({ name: 'c', type: '3' }),
+        rawHeader({ name: 'b', type: '4' }),
+        rawHeader({ name: 'p', type: '6' }),
+        file('k', 'x', { type: '7' }),
+        file('z', 'x', { type: 'Z' }),
+      ),
+    );
     expectViolation(r, 'DEVICE_ENTRY', 'c');
     expectViolation(r, 'DEVICE_ENTRY', 'b');
     expectViolation(r, 'FIFO_ENTRY', 'p');
@@ -482,7 +572,10 @@ describe('framing and metadata', () => {
   });
 
   it('numeric fields must be strict octal: "12x" would be 10 bytes to tar-stream (parseInt) and an error to Go', async () => {
-    expectViolation(await validate(tar(rawHeader({ name: 'a', sizeField: '0000000012x\0' }), pad(Buffer.from('0123456789')))), 'BAD_NUMERIC_FIELD');
+    expectViolation(
+      await validate(tar(rawHeader({ name: 'a', sizeField: '0000000012x\0' }), pad(Buffer.from('0123456789')))),
+      'BAD_NUMERIC_FIELD',
+    );
     const neg = rawHeader({ name: 'a' });
     const negative = Buffer.from(neg);
     negative[124] = 0xff; // base-256, negative
@@ -519,31 +612,67 @@ describe('framing and metadata', () => {
   it('PAX: size conflicts, unknown keys, xattrs, malformed records, dangling and mixed headers', async () => {
     expectViolation(await validate(tar(pax({ size: '5' }), file('a', 'abc'))), 'PAX_SIZE_CONFLICT', 'a');
     expectViolation(await validate(tar(pax({ size: 'ten' }), file('a', 'abc'))), 'PAX_MALFORMED', 'a');
-    expectViolation(await validate(tar(pax({ 'SCHILY.xattr.security.capability': 'x' }), file('ping'))), 'PAX_XATTR', 'ping');
+    expectViolation(
+      await validate(tar(pax({ 'SCHILY.xattr.security.capability': 'x' }), file('ping'))),
+      'PAX_XATTR',
+      'ping',
+    );
     expectViolation(await validate(tar(pax({ hdrcharset: 'BINARY' }), file('a'))), 'PAX_UNSUPPORTED_KEY', 'a');
     const broken = Buffer.from('20 path=abc\n');
-    expectViolation(await validate(tar(rawHeader({ name: 'P', type: 'x', size: broken.length }), pad(broken), file('a'))), 'PAX_MALFORMED', 'a');
+    expectViolation(
+      await validate(tar(rawHeader({ name: 'P', type: 'x', size: broken.length }), pad(broken), file('a'))),
+      'PAX_MALFORMED',
+      'a',
+    );
     expectViolation(await validate(tar(file('a'), pax({ path: 'b' }))), 'DANGLING_METADATA_HEADER');
     const longName = Buffer.from('long\0');
-    const mixed = await validate(tar(pax({ path: 'p' }), rawHeader({ name: '././@LongLink', type: 'L', size: longName.length, format: 'gnu' }), pad(longName), file('a')));
+    const mixed = await validate(
+      tar(
+        pax({ path: 'p' }),
+        rawHeader({ name: '././@LongLink', type: 'L', size: longName.length, format: 'gnu' }),
+        pad(longName),
+        file('a'),
+      ),
+    );
     expectViolation(mixed, 'MIXED_METADATA_HEADERS', 'p');
     expectViolation(await validate(tar(pax({ path: 'g' }, 'g'), file('a'))), 'PAX_GLOBAL_HEADER');
     // Harmless records are accepted (and dropped on rewrite).
-    const ok = await validate(tar(pax({ path: 'named-by-pax', mtime: '1700000000.5', atime: '1700000000', 'SCHILY.nlink': '1', uname: 'me' }), file('a')));
+    const ok = await validate(
+      tar(
+        pax({ path: 'named-by-pax', mtime: '1700000000.5', atime: '1700000000', 'SCHILY.nlink': '1', uname: 'me' }),
+        file('a'),
+      ),
+    );
     expect(ok.ok, JSON.stringify(ok.violations)).toBe(true);
     expect(ok.entries.map((e) => e.path)).toEqual(['named-by-pax']);
   });
 
   it('gzip, bzip2, xz and zstd input is refused without decompressing', async () => {
     expectViolation(await validate(gzipSync(tar(file('a')))), 'COMPRESSED_ARCHIVE');
-    for (const magic of [[0x42, 0x5a, 0x68, 0x39], [0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00], [0x28, 0xb5, 0x2f, 0xfd]]) {
+    for (const magic of [
+      [0x42, 0x5a, 0x68, 0x39],
+      [0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00],
+      [0x28, 0xb5, 0x2f, 0xfd],
+    ]) {
       expectViolation(await validate(Buffer.concat([Buffer.from(magic), Buffer.alloc(1024)])), 'COMPRESSED_ARCHIVE');
     }
   });
 
   it('every violation is reported, not only the first', async () => {
-    const r = await validate(tar(file('/etc/passwd'), file('../up'), file('suid', 'x', { mode: 0o4755 }), rawHeader({ name: 'null', type: '3' }), symlink('esc', '../..'), pax({ 'SCHILY.xattr.a': 'b' }), file('x')));
-    expect(new Set(codesOf(r))).toEqual(new Set(['ABSOLUTE_PATH', 'PATH_TRAVERSAL', 'SPECIAL_MODE_BITS', 'DEVICE_ENTRY', 'SYMLINK_ESCAPE', 'PAX_XATTR']));
+    const r = await validate(
+      tar(
+        file('/etc/passwd'),
+        file('../up'),
+        file('suid', 'x', { mode: 0o4755 }),
+        rawHeader({ name: 'null', type: '3' }),
+        symlink('esc', '../..'),
+        pax({ 'SCHILY.xattr.a': 'b' }),
+        file('x'),
+      ),
+    );
+    expect(new Set(codesOf(r))).toEqual(
+      new Set(['ABSOLUTE_PATH', 'PATH_TRAVERSAL', 'SPECIAL_MODE_BITS', 'DEVICE_ENTRY', 'SYMLINK_ESCAPE', 'PAX_XATTR']),
+    );
   });
 });
 
@@ -566,15 +695,26 @@ describe('limits', () => {
   });
 
   it('rejects nonsensical limits and options loudly', async () => {
-    await expect(validateArchive(tar(file('a')), limits({ maxEntries: 0 }), RUNTIME)).rejects.toMatchObject({ code: 'ARCHIVE_OPTIONS_INVALID' });
-    await expect(validateArchive(tar(file('a')), limits(), { kind: 'runtime', stripPrefix: '../x' })).rejects.toMatchObject({ code: 'ARCHIVE_OPTIONS_INVALID' });
+    await expect(validateArchive(tar(file('a')), limits({ maxEntries: 0 }), RUNTIME)).rejects.toMatchObject({
+      code: 'ARCHIVE_OPTIONS_INVALID',
+    });
+    await expect(
+      validateArchive(tar(file('a')), limits(), { kind: 'runtime', stripPrefix: '../x' }),
+    ).rejects.toMatchObject({ code: 'ARCHIVE_OPTIONS_INVALID' });
     expect(Object.isFrozen(DEFAULT_ARCHIVE_LIMITS)).toBe(true);
   });
 });
 
 describe('stripPrefix (Docker getArchive output)', () => {
   const exported = (): Buffer =>
-    tar(dir('export/'), dir('export/bin/'), file('export/bin/python3', '#!', { mode: 0o755 }), hardlink('export/bin/python3.12', 'export/bin/python3'), symlink('export/bin/python', 'python3'), dir('export/lib/'));
+    tar(
+      dir('export/'),
+      dir('export/bin/'),
+      file('export/bin/python3', '#!', { mode: 0o755 }),
+      hardlink('export/bin/python3.12', 'export/bin/python3'),
+      symlink('export/bin/python', 'python3'),
+      dir('export/lib/'),
+    );
 
   it('validates paths relative to the prefix and strips it from the entries', async () => {
     const r = await validate(exported(), { kind: 'runtime', stripPrefix: 'export' });
@@ -590,21 +730,35 @@ describe('stripPrefix (Docker getArchive output)', () => {
   });
 
   it('a symlink that climbs out of the prefix escapes even though the parent exists in the container', async () => {
-    const r = await validate(tar(dir('export/'), symlink('export/etc', '../etc')), { kind: 'runtime', stripPrefix: 'export' });
+    const r = await validate(tar(dir('export/'), symlink('export/etc', '../etc')), {
+      kind: 'runtime',
+      stripPrefix: 'export',
+    });
     expectViolation(r, 'SYMLINK_ESCAPE', 'export/etc');
   });
 
   it('entries and hardlink targets outside the prefix are refused; the prefix must be a directory', async () => {
-    const r = await validate(tar(dir('export/'), file('other/file'), file('export/a'), hardlink('export/h', 'other/file')), { kind: 'runtime', stripPrefix: 'export' });
+    const r = await validate(
+      tar(dir('export/'), file('other/file'), file('export/a'), hardlink('export/h', 'other/file')),
+      { kind: 'runtime', stripPrefix: 'export' },
+    );
     expectViolation(r, 'OUTSIDE_PREFIX', 'other/file');
     expectViolation(r, 'HARDLINK_ESCAPE', 'export/h');
-    expectViolation(await validate(tar(symlink('export', '/')), { kind: 'runtime', stripPrefix: 'export' }), 'ROOT_NOT_DIRECTORY', 'export');
+    expectViolation(
+      await validate(tar(symlink('export', '/')), { kind: 'runtime', stripPrefix: 'export' }),
+      'ROOT_NOT_DIRECTORY',
+      'export',
+    );
   });
 });
 
 describe('code archives', () => {
-  const app = (...extra: Buffer[]): Buffer => tar(dir('app/'), dir('app/src/'), file('app/src/main.py', 'print(1)\n'), ...extra);
-  const code = (entrypoint?: string): ValidateOptions => ({ kind: 'code', ...(entrypoint !== undefined ? { entrypoint } : {}) });
+  const app = (...extra: Buffer[]): Buffer =>
+    tar(dir('app/'), dir('app/src/'), file('app/src/main.py', 'print(1)\n'), ...extra);
+  const code = (entrypoint?: string): ValidateOptions => ({
+    kind: 'code',
+    ...(entrypoint !== undefined ? { entrypoint } : {}),
+  });
 
   it('one top-level directory with the entrypoint as a regular file passes', async () => {
     const r = await validate(app(), code('src/main.py'));
@@ -626,7 +780,15 @@ describe('code archives', () => {
   });
 
   it('entrypoints that are not safe canonical relative paths', async () => {
-    for (const ep of ['../app/src/main.py', '/app/src/main.py', 'src/./main.py', 'src//main.py', '', 'src/main.py/', 'a\u0000b']) {
+    for (const ep of [
+      '../app/src/main.py',
+      '/app/src/main.py',
+      'src/./main.py',
+      'src//main.py',
+      '',
+      'src/main.py/',
+      'a\u0000b',
+    ]) {
       expectViolation(await validate(app(), code(ep)), 'ENTRYPOINT_INVALID');
     }
   });
@@ -640,7 +802,10 @@ describe('code archives', () => {
   });
 
   it('entriesUnder relocates the top-level directory to the root for materialization', async () => {
-    const report = await validate(app(symlink('app/main', 'src/main.py'), hardlink('app/copy.py', 'app/src/main.py')), code('main'));
+    const report = await validate(
+      app(symlink('app/main', 'src/main.py'), hardlink('app/copy.py', 'app/src/main.py')),
+      code('main'),
+    );
     expect(report.ok, JSON.stringify(report.violations)).toBe(true);
     const moved = entriesUnder(report.entries, report.topLevel[0]!);
     expect(moved.map((e) => [e.path, e.type, e.linkname])).toEqual([
@@ -677,7 +842,8 @@ describe('re-serialization', () => {
       symlink('rt/lib/z', 'placeholder'),
       file('rt/empty', ''),
     );
-  const strip = (entries: ArchiveEntry[]): unknown[] => entries.map((e) => ({ ...e, data: e.data?.toString('base64') }));
+  const strip = (entries: ArchiveEntry[]): unknown[] =>
+    entries.map((e) => ({ ...e, data: e.data?.toString('base64') }));
 
   it('the rewritten archive re-validates ok with the same entries, and is not the original bytes', async () => {
     const original = sample();
@@ -704,9 +870,27 @@ describe('re-serialization', () => {
   it('headers are canonical: uid/gid 0, no user names, mtime 0, normalized modes, only types 0/5/2/1 and path/linkpath PAX records', async () => {
     const rewritten = await writeArchive((await validate(sample())).entries);
     const ex = extract();
-    const seen: Array<{ name: string; type: string; mode: number; uid: number; gid: number; uname: string; mtime: number; pax: unknown }> = [];
+    const seen: Array<{
+      name: string;
+      type: string;
+      mode: number;
+      uid: number;
+      gid: number;
+      uname: string;
+      mtime: number;
+      pax: unknown;
+    }> = [];
     ex.on('entry', (h, stream, next) => {
-      seen.push({ name: h.name, type: h.type, mode: h.mode, uid: h.uid, gid: h.gid, uname: h.uname, mtime: h.mtime.getTime(), pax: h.pax });
+      seen.push({
+        name: h.name,
+        type: h.type,
+        mode: h.mode,
+        uid: h.uid,
+        gid: h.gid,
+        uname: h.uname,
+        mtime: h.mtime.getTime(),
+        pax: h.pax,
+      });
       stream.on('end', () => next());
       stream.resume();
     });
@@ -720,7 +904,8 @@ describe('re-serialization', () => {
       expect(['file', 'directory', 'symlink', 'link']).toContain(h.type);
       expect([h.uid, h.gid, h.mtime, h.uname]).toEqual([0, 0, 0, '']);
       expect([0o644, 0o755, 0o777]).toContain(h.mode);
-      for (const key of Object.keys((h.pax as Record<string, string> | null) ?? {})) expect(['path', 'linkpath']).toContain(key);
+      for (const key of Object.keys((h.pax as Record<string, string> | null) ?? {}))
+        expect(['path', 'linkpath']).toContain(key);
     }
     expect(seen.find((h) => h.name === 'rt/bin/node')?.mode).toBe(0o755);
     expect(seen.find((h) => h.name.endsWith('name.js'))?.mode).toBe(0o644);
@@ -728,7 +913,11 @@ describe('re-serialization', () => {
   });
 
   it('corpus files that pass also round-trip', async () => {
-    for (const f of ['node-tar/null-byte.tar', 'node-tar/trailing-slash-corner-case.tar', 'node-tar/next-file-has-long.tar']) {
+    for (const f of [
+      'node-tar/null-byte.tar',
+      'node-tar/trailing-slash-corner-case.tar',
+      'node-tar/next-file-has-long.tar',
+    ]) {
       const first = await validate(readFileSync(join(TARS, f)));
       const second = await validate(await writeArchive(first.entries));
       expect(second.ok, f).toBe(true);
@@ -737,10 +926,18 @@ describe('re-serialization', () => {
   });
 
   it('refuses to write entries that would not validate', async () => {
-    await expect(writeArchive([{ path: '/etc/passwd', type: 'file', mode: 0o644, size: 0 }])).rejects.toBeInstanceOf(ValidationError);
-    await expect(writeArchive([{ path: 'a/../b', type: 'directory', mode: 0o755, size: 0 }])).rejects.toMatchObject({ code: 'ARCHIVE_WRITE_INVALID' });
-    await expect(writeArchive([{ path: 'a', type: 'file', mode: 0o644, size: 3, data: Buffer.from('ab') }])).rejects.toMatchObject({ code: 'ARCHIVE_WRITE_INVALID' });
-    await expect(writeArchive([{ path: 'a', type: 'symlink', mode: 0o777, size: 0, linkname: '/abs' }])).rejects.toMatchObject({ code: 'ARCHIVE_WRITE_INVALID' });
+    await expect(writeArchive([{ path: '/etc/passwd', type: 'file', mode: 0o644, size: 0 }])).rejects.toBeInstanceOf(
+      ValidationError,
+    );
+    await expect(writeArchive([{ path: 'a/../b', type: 'directory', mode: 0o755, size: 0 }])).rejects.toMatchObject({
+      code: 'ARCHIVE_WRITE_INVALID',
+    });
+    await expect(
+      writeArchive([{ path: 'a', type: 'file', mode: 0o644, size: 3, data: Buffer.from('ab') }]),
+    ).rejects.toMatchObject({ code: 'ARCHIVE_WRITE_INVALID' });
+    await expect(
+      writeArchive([{ path: 'a', type: 'symlink', mode: 0o777, size: 0, linkname: '/abs' }]),
+    ).rejects.toMatchObject({ code: 'ARCHIVE_WRITE_INVALID' });
     await expect(writeArchive([], { prefix: '../x' })).rejects.toMatchObject({ code: 'ARCHIVE_WRITE_INVALID' });
   });
 });
@@ -759,11 +956,14 @@ describe('assertValidArchive', () => {
   });
 
   it('returns the report when the archive is ok', async () => {
-    const report = await assertValidArchive(tar(dir('a/'), file('a/b')), DEFAULT_ARCHIVE_LIMITS, { kind: 'code', entrypoint: 'b' });
+    const report = await assertValidArchive(tar(dir('a/'), file('a/b')), DEFAULT_ARCHIVE_LIMITS, {
+      kind: 'code',
+      entrypoint: 'b',
+    });
     expect(report.entries.map((e) => e.path)).toEqual(['a', 'a/b']);
   });
 
-  it('validates a private copy: changing the caller\'s buffer during validation changes nothing', async () => {
+  it("validates a private copy: changing the caller's buffer during validation changes nothing", async () => {
     const bytes = tar(file('good'));
     const pending = validate(bytes);
     bytes.write('/etc', 0, 'latin1');
@@ -781,8 +981,17 @@ describe('mutated archives (seeded, deterministic)', () => {
       return seed / 0x7fffffff;
     };
     const bases = [
-      ...files.filter((f) => !f.endsWith('.gz') && !f.endsWith('.bz2') && !f.includes('excessively')).map((f) => readFileSync(join(TARS, f))),
-      tar(dir('a/'), file('a/x', 'data'), symlink('a/l', 'x'), hardlink('a/h', 'a/x'), pax({ path: `a/${'p'.repeat(150)}` }), file('a/y')),
+      ...files
+        .filter((f) => !f.endsWith('.gz') && !f.endsWith('.bz2') && !f.includes('excessively'))
+        .map((f) => readFileSync(join(TARS, f))),
+      tar(
+        dir('a/'),
+        file('a/x', 'data'),
+        symlink('a/l', 'x'),
+        hardlink('a/h', 'a/x'),
+        pax({ path: `a/${'p'.repeat(150)}` }),
+        file('a/y'),
+      ),
     ];
     let passed = 0;
     for (let i = 0; i < 400; i++) {
@@ -790,7 +999,10 @@ describe('mutated archives (seeded, deterministic)', () => {
       for (let m = 1 + Math.floor(rnd() * 3); m > 0; m--) {
         const pos = Math.floor(rnd() * b.length);
         const block = pos - (pos % 512);
-        b[pos] = rnd() < 0.5 ? Math.floor(rnd() * 256) : [0x30, 0x31, 0x32, 0x35, 0x78, 0x4c, 0x67, 0x2f, 0x00][Math.floor(rnd() * 9)]!;
+        b[pos] =
+          rnd() < 0.5
+            ? Math.floor(rnd() * 256)
+            : [0x30, 0x31, 0x32, 0x35, 0x78, 0x4c, 0x67, 0x2f, 0x00][Math.floor(rnd() * 9)]!;
         if (rnd() < 0.6 && block + 512 <= b.length) {
           // re-seal the checksum so the mutation reaches the deeper checks
           b.fill(0x20, block + 148, block + 156);
@@ -805,7 +1017,9 @@ describe('mutated archives (seeded, deterministic)', () => {
       passed++;
       const again = await validate(await writeArchive(r.entries));
       expect(again.ok, `mutation ${i}: ${JSON.stringify(again.violations)}`).toBe(true);
-      expect(again.entries.map((e) => [e.path, e.type, e.linkname, e.size])).toEqual(r.entries.map((e) => [e.path, e.type, e.linkname, e.size]));
+      expect(again.entries.map((e) => [e.path, e.type, e.linkname, e.size])).toEqual(
+        r.entries.map((e) => [e.path, e.type, e.linkname, e.size]),
+      );
     }
     expect(passed).toBeGreaterThan(0);
   });
@@ -823,7 +1037,7 @@ describe('chunked input (validateArchiveChunks) and streamed output (packArchive
       return s / 0x7fffffff;
     };
     const out: Buffer[] = [];
-    for (let off = 0; off < b.length; ) {
+    for (let off = 0; off < b.length;) {
       const r = rnd();
       const n = r < 0.2 ? 1 : r < 0.5 ? 1 + Math.floor(rnd() * 700) : 1 + Math.floor(rnd() * 5000);
       out.push(b.subarray(off, off + n));
@@ -834,7 +1048,10 @@ describe('chunked input (validateArchiveChunks) and streamed output (packArchive
   /** A report with every kept file's bytes as one buffer, whichever way they were handed out. */
   const normalized = (r: ArchiveReport) => ({
     ...r,
-    entries: r.entries.map(({ content, ...e }) => ({ ...e, ...(content ? { data: Buffer.concat([...content]) } : {}) })),
+    entries: r.entries.map(({ content, ...e }) => ({
+      ...e,
+      ...(content ? { data: Buffer.concat([...content]) } : {}),
+    })),
   });
   const collect = async (pieces: AsyncIterable<Buffer>): Promise<Buffer> => {
     const out: Buffer[] = [];
@@ -842,18 +1059,31 @@ describe('chunked input (validateArchiveChunks) and streamed output (packArchive
     return Buffer.concat(out);
   };
   const crafted = [
-    tar(dir('a/'), file('a/x', 'data'), symlink('a/l', 'x'), hardlink('a/h', 'a/x'), pax({ path: `a/${'p'.repeat(150)}` }), file('a/y', 'y'.repeat(3000))),
+    tar(
+      dir('a/'),
+      file('a/x', 'data'),
+      symlink('a/l', 'x'),
+      hardlink('a/h', 'a/x'),
+      pax({ path: `a/${'p'.repeat(150)}` }),
+      file('a/y', 'y'.repeat(3000)),
+    ),
     Buffer.concat([tar(file('x', 'data')), Buffer.from('trailing')]),
     tar(file('x', 'data')).subarray(0, 700), // truncated inside the data
     tar(dir('app/'), file('app/main.py', 'print(1)\n'), symlink('app/up', '../../etc')),
   ];
   const inputs: Array<[string, Buffer]> = [
-    ...files.filter((f) => !f.endsWith('.gz') && !f.endsWith('.bz2')).map((f): [string, Buffer] => [f, readFileSync(join(TARS, f))]),
+    ...files
+      .filter((f) => !f.endsWith('.gz') && !f.endsWith('.bz2'))
+      .map((f): [string, Buffer] => [f, readFileSync(join(TARS, f))]),
     ...crafted.map((b, i): [string, Buffer] => [`crafted ${i}`, b]),
   ];
 
   it.each(inputs)('%s: the same report from its chunks, however they are cut', async (_name, bytes) => {
-    for (const [seed, opts] of [[1, { kind: 'runtime' }], [2, { kind: 'code', entrypoint: 'main.py' }], [3, { kind: 'runtime', stripPrefix: 'a' }]] as const) {
+    for (const [seed, opts] of [
+      [1, { kind: 'runtime' }],
+      [2, { kind: 'code', entrypoint: 'main.py' }],
+      [3, { kind: 'runtime', stripPrefix: 'a' }],
+    ] as const) {
       const expected = await validateArchive(bytes, DEFAULT_ARCHIVE_LIMITS, opts);
       const chunked = await validateArchiveChunks(cut(bytes, seed), DEFAULT_ARCHIVE_LIMITS, opts);
       expect(normalized(chunked)).toEqual(normalized(expected));
@@ -863,12 +1093,23 @@ describe('chunked input (validateArchiveChunks) and streamed output (packArchive
   it('the refusals before parsing are the same (too large, compressed, empty)', async () => {
     const small = { ...DEFAULT_ARCHIVE_LIMITS, maxArchiveBytes: 1000 };
     const big = tar(file('x', 'x'.repeat(2000)));
-    expect((await validateArchiveChunks(cut(big, 4), small, { kind: 'runtime' })).violations).toEqual((await validateArchive(big, small, { kind: 'runtime' })).violations);
+    expect((await validateArchiveChunks(cut(big, 4), small, { kind: 'runtime' })).violations).toEqual(
+      (await validateArchive(big, small, { kind: 'runtime' })).violations,
+    );
     const gz = gzipSync(tar(file('x')));
-    expect((await validateArchiveChunks([gz.subarray(0, 1), gz.subarray(1)], DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' })).violations).toMatchObject([{ code: 'COMPRESSED_ARCHIVE' }]);
-    expect((await validateArchiveChunks([], DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' })).violations).toMatchObject([{ code: 'EMPTY_ARCHIVE' }]);
-    await expect(validateArchiveChunks('nope' as never, DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' })).rejects.toMatchObject({ code: 'ARCHIVE_OPTIONS_INVALID' });
-    await expect(assertValidArchiveChunks([Buffer.from(tar(file('../x')))], DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' })).rejects.toBeInstanceOf(ArchiveRejectedError);
+    expect(
+      (await validateArchiveChunks([gz.subarray(0, 1), gz.subarray(1)], DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' }))
+        .violations,
+    ).toMatchObject([{ code: 'COMPRESSED_ARCHIVE' }]);
+    expect((await validateArchiveChunks([], DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' })).violations).toMatchObject([
+      { code: 'EMPTY_ARCHIVE' },
+    ]);
+    await expect(
+      validateArchiveChunks('nope' as never, DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' }),
+    ).rejects.toMatchObject({ code: 'ARCHIVE_OPTIONS_INVALID' });
+    await expect(
+      assertValidArchiveChunks([Buffer.from(tar(file('../x')))], DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' }),
+    ).rejects.toBeInstanceOf(ArchiveRejectedError);
   });
 
   it('keeps file contents as views into the chunks it was handed (no copy)', async () => {
@@ -929,15 +1170,28 @@ describe('chunked input (validateArchiveChunks) and streamed output (packArchive
       }
       const opts: ValidateOptions = rnd() < 0.5 ? { kind: 'runtime' } : { kind: 'code', entrypoint: 'x' };
       const expected = await validateArchive(b, DEFAULT_ARCHIVE_LIMITS, opts);
-      expect(normalized(await validateArchiveChunks(cut(b, i + 1), DEFAULT_ARCHIVE_LIMITS, opts)), `mutation ${i}`).toEqual(normalized(expected));
+      expect(
+        normalized(await validateArchiveChunks(cut(b, i + 1), DEFAULT_ARCHIVE_LIMITS, opts)),
+        `mutation ${i}`,
+      ).toEqual(normalized(expected));
     }
   });
 
   it('packArchive refuses invalid entries before yielding anything, and a consumer may stop early', async () => {
     const it1 = packArchive([{ path: 'a', type: 'file', mode: 0o644, size: 3, content: [Buffer.from('ab')] }]);
     await expect(it1.next()).rejects.toMatchObject({ code: 'ARCHIVE_WRITE_INVALID' });
-    await expect(writeArchive([{ path: 'a', type: 'file', mode: 0o644, size: 2, data: Buffer.from('ab'), content: [Buffer.from('ab')] }])).rejects.toMatchObject({ code: 'ARCHIVE_WRITE_INVALID' });
-    const many = Array.from({ length: 50 }, (_, i): ArchiveEntry => ({ path: `f${i}`, type: 'file', mode: 0o644, size: 4096, content: [Buffer.alloc(4096, i)] }));
+    await expect(
+      writeArchive([
+        { path: 'a', type: 'file', mode: 0o644, size: 2, data: Buffer.from('ab'), content: [Buffer.from('ab')] },
+      ]),
+    ).rejects.toMatchObject({ code: 'ARCHIVE_WRITE_INVALID' });
+    const many = Array.from({ length: 50 }, (_, i): ArchiveEntry => ({
+      path: `f${i}`,
+      type: 'file',
+      mode: 0o644,
+      size: 4096,
+      content: [Buffer.alloc(4096, i)],
+    }));
     let seen = 0;
     for await (const piece of packArchive(many)) {
       seen += piece.length;
@@ -958,7 +1212,11 @@ describe('chunked input (validateArchiveChunks) and streamed output (packArchive
     }
   }
   const withoutData = (r: ArchiveReport) => ({ ...r, entries: r.entries.map(({ data: _d, content: _c, ...e }) => e) });
-  async function streamed(chunks: Buffer[], limits: ArchiveLimits, opts: ValidateOptions): Promise<{ report: ArchiveReport; out: Buffer; error: unknown }> {
+  async function streamed(
+    chunks: Buffer[],
+    limits: ArchiveLimits,
+    opts: ValidateOptions,
+  ): Promise<{ report: ArchiveReport; out: Buffer; error: unknown }> {
     const s = validateArchiveStream(arriving(chunks), limits, opts);
     const out: Buffer[] = [];
     let error: unknown;
@@ -970,20 +1228,27 @@ describe('chunked input (validateArchiveChunks) and streamed output (packArchive
     return { report: await s.report, out: Buffer.concat(out), error };
   }
 
-  it.each(inputs)('%s streamed: the same report, and the canonical archive out only when it passes', async (_name, bytes) => {
-    for (const [seed, opts] of [[11, { kind: 'runtime' }], [12, { kind: 'code', entrypoint: 'main.py' }], [13, { kind: 'runtime', stripPrefix: 'a' }]] as const) {
-      const expected = await validateArchive(bytes, DEFAULT_ARCHIVE_LIMITS, opts);
-      const got = await streamed(cut(bytes, seed), DEFAULT_ARCHIVE_LIMITS, opts);
-      expect(withoutData(got.report)).toEqual(withoutData(expected));
-      if (expected.ok) {
-        expect(got.error).toBeUndefined();
-        expect(got.out.equals(await writeArchive(expected.entries))).toBe(true);
-      } else {
-        // The output never ends: its reader gets the refusal instead of an end-of-archive marker.
-        expect(got.error).toBeInstanceOf(ArchiveRejectedError);
+  it.each(inputs)(
+    '%s streamed: the same report, and the canonical archive out only when it passes',
+    async (_name, bytes) => {
+      for (const [seed, opts] of [
+        [11, { kind: 'runtime' }],
+        [12, { kind: 'code', entrypoint: 'main.py' }],
+        [13, { kind: 'runtime', stripPrefix: 'a' }],
+      ] as const) {
+        const expected = await validateArchive(bytes, DEFAULT_ARCHIVE_LIMITS, opts);
+        const got = await streamed(cut(bytes, seed), DEFAULT_ARCHIVE_LIMITS, opts);
+        expect(withoutData(got.report)).toEqual(withoutData(expected));
+        if (expected.ok) {
+          expect(got.error).toBeUndefined();
+          expect(got.out.equals(await writeArchive(expected.entries))).toBe(true);
+        } else {
+          // The output never ends: its reader gets the refusal instead of an end-of-archive marker.
+          expect(got.error).toBeInstanceOf(ArchiveRejectedError);
+        }
       }
-    }
-  });
+    },
+  );
 
   it('streamed, mutated archives (seeded): the same verdict and entries as the buffer validator', async () => {
     let seed = 4242;
@@ -1014,7 +1279,12 @@ describe('chunked input (validateArchiveChunks) and streamed output (packArchive
   });
 
   it('streamed: an archive that fails only at the end (an escaping symlink) has already written entries, and then refuses', async () => {
-    const bytes = tar(dir('rt/'), file('rt/a', 'a'.repeat(5000)), symlink('rt/up', '../../etc'), file('rt/b', 'b'.repeat(5000)));
+    const bytes = tar(
+      dir('rt/'),
+      file('rt/a', 'a'.repeat(5000)),
+      symlink('rt/up', '../../etc'),
+      file('rt/b', 'b'.repeat(5000)),
+    );
     const s = validateArchiveStream(arriving(cut(bytes, 21)), DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' });
     const out: Buffer[] = [];
     const error = await (async () => {
@@ -1029,11 +1299,20 @@ describe('chunked input (validateArchiveChunks) and streamed output (packArchive
 
   it('streamed: the refusals before parsing, a failing source, and a consumer that stops early', async () => {
     const small = { ...DEFAULT_ARCHIVE_LIMITS, maxArchiveBytes: 1000 };
-    expect((await streamed(cut(tar(file('x', 'x'.repeat(2000))), 4), small, { kind: 'runtime' })).report.violations).toMatchObject([{ code: 'ARCHIVE_TOO_LARGE' }]);
+    expect(
+      (await streamed(cut(tar(file('x', 'x'.repeat(2000))), 4), small, { kind: 'runtime' })).report.violations,
+    ).toMatchObject([{ code: 'ARCHIVE_TOO_LARGE' }]);
     const gz = gzipSync(tar(file('x')));
-    expect((await streamed([gz.subarray(0, 1), gz.subarray(1)], DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' })).report.violations).toMatchObject([{ code: 'COMPRESSED_ARCHIVE' }]);
-    expect((await streamed([], DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' })).report.violations).toMatchObject([{ code: 'EMPTY_ARCHIVE' }]);
-    expect(() => validateArchiveStream(arriving([]), DEFAULT_ARCHIVE_LIMITS, { kind: 'nope' } as never)).toThrow(expect.objectContaining({ code: 'ARCHIVE_OPTIONS_INVALID' }));
+    expect(
+      (await streamed([gz.subarray(0, 1), gz.subarray(1)], DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' })).report
+        .violations,
+    ).toMatchObject([{ code: 'COMPRESSED_ARCHIVE' }]);
+    expect((await streamed([], DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' })).report.violations).toMatchObject([
+      { code: 'EMPTY_ARCHIVE' },
+    ]);
+    expect(() => validateArchiveStream(arriving([]), DEFAULT_ARCHIVE_LIMITS, { kind: 'nope' } as never)).toThrow(
+      expect.objectContaining({ code: 'ARCHIVE_OPTIONS_INVALID' }),
+    );
 
     const boom = new Error('connection reset');
     async function* failing(): AsyncGenerator<Buffer> {
@@ -1041,9 +1320,11 @@ describe('chunked input (validateArchiveChunks) and streamed output (packArchive
       throw boom;
     }
     const f = validateArchiveStream(failing(), DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime' });
-    await expect((async () => {
-      for await (const _ of f.pieces) void _;
-    })()).rejects.toBe(boom);
+    await expect(
+      (async () => {
+        for await (const _ of f.pieces) void _;
+      })(),
+    ).rejects.toBe(boom);
     await expect(f.report).rejects.toBe(boom);
 
     const big = tar(dir('rt/'), ...Array.from({ length: 40 }, (_, i) => file(`rt/f${i}`, String(i).repeat(20_000))));

@@ -30,7 +30,14 @@ let blobCid: string; // raw CIDv1 of the code archive bytes
 let otherCid: string;
 
 beforeAll(async () => {
-  const runtimeRecord = { $type: RUNTIME_RECORD_NSID, name: 'python', protocolVersion: 1, kind: 'language', platforms: [], createdAt: '2026-08-18T16:00:00Z' };
+  const runtimeRecord = {
+    $type: RUNTIME_RECORD_NSID,
+    name: 'python',
+    protocolVersion: 1,
+    kind: 'language',
+    platforms: [],
+    createdAt: '2026-08-18T16:00:00Z',
+  };
   runtimeCid = CID.create(1, dagCbor.code, await sha256.digest(dagCbor.encode(runtimeRecord))).toString();
   blobCid = CID.create(1, 0x55, await sha256.digest(new TextEncoder().encode('a tar archive'))).toString();
   otherCid = CID.create(1, dagCbor.code, await sha256.digest(dagCbor.encode({ other: true }))).toString();
@@ -63,7 +70,9 @@ describe('a valid code record', () => {
 
   it('accepts the optional fields being absent, and a decoded CID object as blob.ref', () => {
     expect(codes(code({ additions: undefined, requested: undefined, description: undefined }))).toEqual([]);
-    expect(codes(code({ blob: { $type: 'blob', ref: CID.parse(blobCid), mimeType: `application/${runtimeCid}`, size: 1 } }))).toEqual([]);
+    expect(
+      codes(code({ blob: { $type: 'blob', ref: CID.parse(blobCid), mimeType: `application/${runtimeCid}`, size: 1 } })),
+    ).toEqual([]);
   });
 });
 
@@ -77,30 +86,81 @@ describe('each rule has its own code', () => {
   });
 
   it('CODE_MIME_MISMATCH: blob.mimeType must be exactly application/<runtimeRecord.cid>', () => {
-    expect(codes(code({ blob: { $type: 'blob', ref: { $link: blobCid }, mimeType: `application/${otherCid}`, size: 1 } }))).toEqual(['CODE_MIME_MISMATCH']);
-    expect(codes(code({ blob: { $type: 'blob', ref: { $link: blobCid }, mimeType: 'application/x-tar', size: 1 } }))).toEqual(['CODE_MIME_MISMATCH']);
-    expect(codes(code({ blob: { $type: 'blob', ref: { $link: blobCid }, mimeType: `application/${runtimeCid.toUpperCase()}`, size: 1 } }))).toEqual(['CODE_MIME_MISMATCH']);
-    expect(codes(code({ blob: { $type: 'blob', ref: { $link: blobCid }, mimeType: `application/${runtimeCid} `, size: 1 } }))).toEqual(['CODE_MIME_MISMATCH']);
+    expect(
+      codes(code({ blob: { $type: 'blob', ref: { $link: blobCid }, mimeType: `application/${otherCid}`, size: 1 } })),
+    ).toEqual(['CODE_MIME_MISMATCH']);
+    expect(
+      codes(code({ blob: { $type: 'blob', ref: { $link: blobCid }, mimeType: 'application/x-tar', size: 1 } })),
+    ).toEqual(['CODE_MIME_MISMATCH']);
+    expect(
+      codes(
+        code({
+          blob: {
+            $type: 'blob',
+            ref: { $link: blobCid },
+            mimeType: `application/${runtimeCid.toUpperCase()}`,
+            size: 1,
+          },
+        }),
+      ),
+    ).toEqual(['CODE_MIME_MISMATCH']);
+    expect(
+      codes(
+        code({ blob: { $type: 'blob', ref: { $link: blobCid }, mimeType: `application/${runtimeCid} `, size: 1 } }),
+      ),
+    ).toEqual(['CODE_MIME_MISMATCH']);
   });
 
   it('CODE_RUNTIME_REF_INVALID: a strong ref to a V2 runtime record, with a canonical dag-cbor CID', () => {
-    expect(codes(code({ runtimeRecord: { uri: `at://${PUBLISHER}/dev.mainasara.at-run.beta.v2.code/3l`, cid: runtimeCid } }))).toEqual(['CODE_RUNTIME_REF_INVALID']);
-    expect(codes(code({ runtimeRecord: { uri: `at://alice.example.com/${RUNTIME_RECORD_NSID}/3l`, cid: runtimeCid } }))).toEqual(['CODE_RUNTIME_REF_INVALID']);
-    expect(codes(code({ runtimeRecord: { uri: RUNTIME_URI, cid: blobCid }, blob: { $type: 'blob', ref: { $link: blobCid }, mimeType: `application/${blobCid}`, size: 1 } }))).toEqual([
-      'CODE_RUNTIME_REF_INVALID',
-    ]);
-    expect(new Set(codes(code({ runtimeRecord: { uri: RUNTIME_URI, cid: 'not-a-cid' } })))).toEqual(new Set(['CODE_RUNTIME_REF_INVALID', 'CODE_MIME_MISMATCH']));
+    expect(
+      codes(
+        code({ runtimeRecord: { uri: `at://${PUBLISHER}/dev.mainasara.at-run.beta.v2.code/3l`, cid: runtimeCid } }),
+      ),
+    ).toEqual(['CODE_RUNTIME_REF_INVALID']);
+    expect(
+      codes(code({ runtimeRecord: { uri: `at://alice.example.com/${RUNTIME_RECORD_NSID}/3l`, cid: runtimeCid } })),
+    ).toEqual(['CODE_RUNTIME_REF_INVALID']);
+    expect(
+      codes(
+        code({
+          runtimeRecord: { uri: RUNTIME_URI, cid: blobCid },
+          blob: { $type: 'blob', ref: { $link: blobCid }, mimeType: `application/${blobCid}`, size: 1 },
+        }),
+      ),
+    ).toEqual(['CODE_RUNTIME_REF_INVALID']);
+    expect(new Set(codes(code({ runtimeRecord: { uri: RUNTIME_URI, cid: 'not-a-cid' } })))).toEqual(
+      new Set(['CODE_RUNTIME_REF_INVALID', 'CODE_MIME_MISMATCH']),
+    );
     expect(codes(code({ runtimeRecord: RUNTIME_URI }))).toContain('CODE_RUNTIME_REF_INVALID');
   });
 
   it('CODE_BLOB_INVALID: a blob ref to a raw sha256 CID with a positive size', () => {
-    expect(codes(code({ blob: { $type: 'blob', ref: { $link: runtimeCid }, mimeType: `application/${runtimeCid}`, size: 1 } }))).toEqual(['CODE_BLOB_INVALID']);
-    expect(codes(code({ blob: { $type: 'blob', ref: { $link: blobCid }, mimeType: `application/${runtimeCid}`, size: 0 } }))).toEqual(['CODE_BLOB_INVALID']);
-    expect(codes(code({ blob: { cid: blobCid, mimeType: `application/${runtimeCid}` } }))).toContain('CODE_BLOB_INVALID');
+    expect(
+      codes(
+        code({ blob: { $type: 'blob', ref: { $link: runtimeCid }, mimeType: `application/${runtimeCid}`, size: 1 } }),
+      ),
+    ).toEqual(['CODE_BLOB_INVALID']);
+    expect(
+      codes(code({ blob: { $type: 'blob', ref: { $link: blobCid }, mimeType: `application/${runtimeCid}`, size: 0 } })),
+    ).toEqual(['CODE_BLOB_INVALID']);
+    expect(codes(code({ blob: { cid: blobCid, mimeType: `application/${runtimeCid}` } }))).toContain(
+      'CODE_BLOB_INVALID',
+    );
   });
 
   it('CODE_ENTRYPOINT_INVALID: a safe canonical relative path', () => {
-    for (const entrypoint of ['/src/main.py', '../main.py', 'src/../../main.py', './main.py', 'src//main.py', 'src/', '', 'a\u0000b', 'a\\b', 7]) {
+    for (const entrypoint of [
+      '/src/main.py',
+      '../main.py',
+      'src/../../main.py',
+      './main.py',
+      'src//main.py',
+      'src/',
+      '',
+      'a\u0000b',
+      'a\\b',
+      7,
+    ]) {
       expect(codes(code({ entrypoint })), JSON.stringify(entrypoint)).toEqual(['CODE_ENTRYPOINT_INVALID']);
     }
   });
@@ -109,11 +169,22 @@ describe('each rule has its own code', () => {
     expect(codes(code({ additions: ['ffmpeg:latest'] }))).toEqual(['CODE_ADDITION_NOT_DIGEST']);
     expect(codes(code({ additions: [`ffmpeg:6@sha256:${F}`] }))).toEqual(['CODE_ADDITION_NOT_DIGEST']);
     expect(codes(code({ additions: [`a@sha256:${F}`, `a@sha256:${F}`] }))).toEqual(['CODE_RECORD_INVALID']);
-    expect(codes(code({ additions: Array.from({ length: 9 }, (_, i) => `a${i}@sha256:${F}`) }))).toEqual(['CODE_RECORD_INVALID']);
+    expect(codes(code({ additions: Array.from({ length: 9 }, (_, i) => `a${i}@sha256:${F}`) }))).toEqual([
+      'CODE_RECORD_INVALID',
+    ]);
   });
 
   it('CODE_REQUESTED_INVALID: integers within bounds, network a boolean, nothing else', () => {
-    for (const requested of [{ memoryMb: 0 }, { memoryMb: 1.5 }, { cpus: 0.5 }, { pids: -1 }, { timeoutMs: '10' }, { network: 'yes' }, { gpus: 1 }, 'all']) {
+    for (const requested of [
+      { memoryMb: 0 },
+      { memoryMb: 1.5 },
+      { cpus: 0.5 },
+      { pids: -1 },
+      { timeoutMs: '10' },
+      { network: 'yes' },
+      { gpus: 1 },
+      'all',
+    ]) {
       expect(codes(code({ requested })), JSON.stringify(requested)).toEqual(['CODE_REQUESTED_INVALID']);
     }
     // Asking for network is a valid record; the operator policy refuses it (NETWORK_NOT_ALLOWED).
@@ -130,8 +201,24 @@ describe('each rule has its own code', () => {
   });
 
   it('collects every problem of a record at once', () => {
-    const check = validateCodeRecord(code({ runtime: '', entrypoint: '/x', additions: ['x:latest'], requested: { cpus: 0 }, blob: { $type: 'blob', ref: { $link: blobCid }, mimeType: 'text/plain', size: 1 } }));
-    expect(new Set(check.violations.map((v) => v.code))).toEqual(new Set(['CODE_RECORD_INVALID', 'CODE_ENTRYPOINT_INVALID', 'CODE_ADDITION_NOT_DIGEST', 'CODE_REQUESTED_INVALID', 'CODE_MIME_MISMATCH']));
+    const check = validateCodeRecord(
+      code({
+        runtime: '',
+        entrypoint: '/x',
+        additions: ['x:latest'],
+        requested: { cpus: 0 },
+        blob: { $type: 'blob', ref: { $link: blobCid }, mimeType: 'text/plain', size: 1 },
+      }),
+    );
+    expect(new Set(check.violations.map((v) => v.code))).toEqual(
+      new Set([
+        'CODE_RECORD_INVALID',
+        'CODE_ENTRYPOINT_INVALID',
+        'CODE_ADDITION_NOT_DIGEST',
+        'CODE_REQUESTED_INVALID',
+        'CODE_MIME_MISMATCH',
+      ]),
+    );
     expect(() => assertCodeRecord(code({ entrypoint: '/x', runtime: '' }))).toThrow(RecordValidationError);
   });
 });
@@ -150,12 +237,17 @@ describe('checkRuntimeBinding', () => {
     }
     expect(err).toBeInstanceOf(ValidationError);
     expect((err as RecordValidationError).code).toBe('RUNTIME_BINDING_MISMATCH');
-    expect((err as RecordValidationError).violations.map((v) => v.path)).toEqual(['runtimeRecord.cid', 'blob.mimeType']);
+    expect((err as RecordValidationError).violations.map((v) => v.path)).toEqual([
+      'runtimeRecord.cid',
+      'blob.mimeType',
+    ]);
   });
 });
 
 describe('the Lexicon matches the type', () => {
-  const doc = JSON.parse(readFileSync(resolve(REPO_ROOT, 'lexicons/dev.mainasara.at-run.beta.v2.code.json'), 'utf8')) as Record<string, any>;
+  const doc = JSON.parse(
+    readFileSync(resolve(REPO_ROOT, 'lexicons/dev.mainasara.at-run.beta.v2.code.json'), 'utf8'),
+  ) as Record<string, any>;
   const strongRef = schemas.find((s) => s.id === 'com.atproto.repo.strongRef')!;
   const lex = new Lexicons([doc as any, strongRef]);
 
@@ -168,7 +260,11 @@ describe('the Lexicon matches the type', () => {
   it('accepts what our validator accepts, field for field', () => {
     const value = code();
     lex.assertValidRecord(CODE_RECORD_NSID, jsonToLex(JSON.parse(JSON.stringify(value))));
-    expect(Object.keys(value).filter((k) => k !== '$type').sort()).toEqual(Object.keys(doc.defs.main.record.properties).sort());
+    expect(
+      Object.keys(value)
+        .filter((k) => k !== '$type')
+        .sort(),
+    ).toEqual(Object.keys(doc.defs.main.record.properties).sort());
     expect(Object.keys(value.requested!).sort()).toEqual(Object.keys(doc.defs.requested.properties).sort());
   });
 

@@ -16,22 +16,38 @@ const URI = 'at://did:plc:aaaaaaaaaaaaaaaaaaaaaaaa/dev.mainasara.at-run.beta.v2.
 /** Effects that walk an execution to `succeeded` (its output echoes the input) without any real part. */
 const fakeExecution: Partial<EffectHandlers<'execution'>> = {
   resolve: async (p, ctx) => {
-    await ctx.dispatch({ type: 'execution.resolved', data: partial<Resolved>({ codeUri: p.request.uri, limits: partial<Resolved['limits']>({ timeoutMs: 1000 }) }) });
+    await ctx.dispatch({
+      type: 'execution.resolved',
+      data: partial<Resolved>({ codeUri: p.request.uri, limits: partial<Resolved['limits']>({ timeoutMs: 1000 }) }),
+    });
   },
   materialize: async (_p, ctx) => {
-    await ctx.dispatch({ type: 'execution.materialized', data: partial<Materialized>({ runtimeVolume: 'r', codeVolume: 'c' }) });
+    await ctx.dispatch({
+      type: 'execution.materialized',
+      data: partial<Materialized>({ runtimeVolume: 'r', codeVolume: 'c' }),
+    });
   },
   createSandbox: async (_p, ctx) => {
     await ctx.dispatch({ type: 'execution.started', data: { containerId: 'fake' } });
   },
   invoke: async (p, ctx) => {
-    await ctx.dispatch({ type: 'execution.succeeded', data: { output: { echoed: p.request.input }, outputHash: null } });
+    await ctx.dispatch({
+      type: 'execution.succeeded',
+      data: { output: { echoed: p.request.input }, outputHash: null },
+    });
   },
   cleanup: () => undefined,
 };
 
 const open = (home = tempDir()) =>
-  createRunlog({ home, effects: { execution: fakeExecution }, reconcile: false, engineWatch: false, watchApps: false, log: () => undefined });
+  createRunlog({
+    home,
+    effects: { execution: fakeExecution },
+    reconcile: false,
+    engineWatch: false,
+    watchApps: false,
+    log: () => undefined,
+  });
 
 function deep(levels: number): unknown {
   const top: unknown[] = [];
@@ -41,7 +57,8 @@ function deep(levels: number): unknown {
 }
 
 const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
-const listeners = (rl: Runlog) => ((rl.bus as unknown as { events: Record<string, unknown[]> }).events['actor:transition'] ?? []).length;
+const listeners = (rl: Runlog) =>
+  ((rl.bus as unknown as { events: Record<string, unknown[]> }).events['actor:transition'] ?? []).length;
 
 describe('execute() at the boundary', () => {
   it('deep, BigInt, circular, function and oversized inputs are refused with typed errors before anything is appended', async () => {
@@ -50,11 +67,17 @@ describe('execute() at the boundary', () => {
     cyclic.me = cyclic;
     const before = await rl.store.lastSeq();
     expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', input: deep(5000) }))).toBe('INPUT_INVALID');
-    expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', input: { n: 12345678901234567890n } }))).toBe('INPUT_INVALID');
+    expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', input: { n: 12345678901234567890n } }))).toBe(
+      'INPUT_INVALID',
+    );
     expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', input: cyclic }))).toBe('INPUT_INVALID');
     expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', input: () => 1 }))).toBe('INPUT_INVALID');
-    expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', input: 'x'.repeat(rl.policy.input.maxBytes) }))).toBe('INPUT_TOO_LARGE');
-    expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', timeoutMs: 10n as unknown as number }))).toBe('TIMEOUT_INVALID');
+    expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', input: 'x'.repeat(rl.policy.input.maxBytes) }))).toBe(
+      'INPUT_TOO_LARGE',
+    );
+    expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', timeoutMs: 10n as unknown as number }))).toBe(
+      'TIMEOUT_INVALID',
+    );
     expect(await rl.store.lastSeq()).toBe(before);
     expect(await rl.list({ all: true })).toEqual([]);
     await rl.close();
@@ -62,11 +85,15 @@ describe('execute() at the boundary', () => {
 
   it('an honest execution submitted in the same tick as a flood of bad ones succeeds', async () => {
     const rl = await open();
-    const bad = Array.from({ length: 50 }, (_, i) => rl.execute({ uri: URI, handler: 'greet', input: i % 2 ? deep(5000) : { big: BigInt(i) } }));
+    const bad = Array.from({ length: 50 }, (_, i) =>
+      rl.execute({ uri: URI, handler: 'greet', input: i % 2 ? deep(5000) : { big: BigInt(i) } }),
+    );
     const honest = rl.execute({ uri: URI, handler: 'greet', input: { name: 'Ada' } });
     const more = Array.from({ length: 50 }, () => rl.execute({ uri: URI, handler: 'greet', input: deep(5000) }));
     const settled = await Promise.allSettled([...bad, ...more]);
-    expect(settled.every((s) => s.status === 'rejected' && (s.reason as RunlogError).code === 'INPUT_INVALID')).toBe(true);
+    expect(settled.every((s) => s.status === 'rejected' && (s.reason as RunlogError).code === 'INPUT_INVALID')).toBe(
+      true,
+    );
     const out = await honest;
     expect(out).toMatchObject({ status: 'succeeded', output: { echoed: { name: 'Ada' } } });
     expect(await rl.list({ all: true })).toHaveLength(1);
@@ -91,7 +118,10 @@ describe('actor host: group commit isolation and memory', () => {
     const rl = await createRunlog({ home: tempDir(), supervise: false, readOnly: false });
     const cyclic: Record<string, unknown> = {};
     cyclic.me = cyclic;
-    const request = (id: string, input: unknown): KindNewEvent<'execution'> => ({ type: 'execution.requested', data: { request: { executionId: id, uri: URI, handler: 'greet', input, callerDid: null, timeoutMs: 1000 } } });
+    const request = (id: string, input: unknown): KindNewEvent<'execution'> => ({
+      type: 'execution.requested',
+      data: { request: { executionId: id, uri: URI, handler: 'greet', input, callerDid: null, timeoutMs: 1000 } },
+    });
     const batches: number[] = [];
     const appendMany = rl.store.appendMany.bind(rl.store);
     rl.store.appendMany = (requests) => {
@@ -121,7 +151,8 @@ describe('actor host: group commit isolation and memory', () => {
   it('ended actors leave memory and are read from the log when asked', async () => {
     const rl = await open();
     const outs = [];
-    for (let i = 0; i < 20; i++) outs.push(await rl.execute({ uri: URI, handler: 'greet', input: { i, pad: 'x'.repeat(10_000) } }));
+    for (let i = 0; i < 20; i++)
+      outs.push(await rl.execute({ uri: URI, handler: 'greet', input: { i, pad: 'x'.repeat(10_000) } }));
     expect(outs.every((o) => o.status === 'succeeded')).toBe(true);
     expect(rl.host.size).toBe(0);
     expect(rl.host.live()).toEqual([]);
@@ -129,7 +160,9 @@ describe('actor host: group commit isolation and memory', () => {
     const again = (await rl.host.fetch('execution', outs[7]!.executionId))!;
     expect(again.snapshot.value).toBe('succeeded');
     expect(rl.host.size).toBe(0); // asking did not bring it back into memory
-    expect((await rl.inspect(outs[7]!.executionId)).context).toMatchObject({ result: { output: { echoed: { i: 7 } } } });
+    expect((await rl.inspect(outs[7]!.executionId)).context).toMatchObject({
+      result: { output: { echoed: { i: 7 } } },
+    });
     await rl.close();
   });
 });

@@ -51,7 +51,10 @@ describe('ExecutionLimiter', () => {
     const ran: string[] = [];
     const first = limiter.run(clock.nowMs() + 60_000, () => (ran.push('first'), g.promise));
     const second = limiter.run(clock.nowMs() + 60_000, async () => void ran.push('second'));
-    await expect(limiter.run(clock.nowMs() + 60_000, async () => void ran.push('third'))).rejects.toMatchObject({ code: 'EXECUTION_QUEUE_FULL', details: { maxRunning: 1, maxQueued: 1 } });
+    await expect(limiter.run(clock.nowMs() + 60_000, async () => void ran.push('third'))).rejects.toMatchObject({
+      code: 'EXECUTION_QUEUE_FULL',
+      details: { maxRunning: 1, maxQueued: 1 },
+    });
     g.open();
     await Promise.all([first, second]);
     expect(ran).toEqual(['first', 'second']);
@@ -69,7 +72,10 @@ describe('ExecutionLimiter', () => {
     await flush();
     expect(limiter.queued).toBe(2);
     clock.advance(1);
-    await expect(hurried).rejects.toMatchObject({ code: 'EXECUTION_QUEUE_TIMEOUT', details: { waitedMs: 3000, maxRunning: 1 } });
+    await expect(hurried).rejects.toMatchObject({
+      code: 'EXECUTION_QUEUE_TIMEOUT',
+      details: { waitedMs: 3000, maxRunning: 1 },
+    });
     expect(limiter.queued).toBe(1);
     clock.advance(7000);
     g.open();
@@ -89,14 +95,23 @@ describe('ExecutionLimiter', () => {
 describe('operator policy: executions', () => {
   it('defaults to 8 running and 256 waiting; takes other values and refuses bad ones, naming each', () => {
     expect(DEFAULT_OPERATOR_POLICY.executions).toEqual({ maxRunning: 8, maxQueued: 256 });
-    expect(parseOperatorPolicy({ executions: { maxRunning: 2 } }).executions).toEqual({ maxRunning: 2, maxQueued: 256 });
+    expect(parseOperatorPolicy({ executions: { maxRunning: 2 } }).executions).toEqual({
+      maxRunning: 2,
+      maxQueued: 256,
+    });
     expect(parseOperatorPolicy({ executions: { maxQueued: 0 } }).executions).toEqual({ maxRunning: 8, maxQueued: 0 });
     try {
       parseOperatorPolicy({ executions: { maxRunning: 0, maxQueued: -1, burst: 3 } });
       expect.unreachable();
     } catch (err) {
       expect((err as { code: string }).code).toBe('OPERATOR_POLICY_INVALID');
-      expect((err as { issues: string[] }).issues).toEqual(expect.arrayContaining([expect.stringMatching(/executions\.burst/), expect.stringMatching(/executions\.maxRunning/), expect.stringMatching(/executions\.maxQueued/)]));
+      expect((err as { issues: string[] }).issues).toEqual(
+        expect.arrayContaining([
+          expect.stringMatching(/executions\.burst/),
+          expect.stringMatching(/executions\.maxRunning/),
+          expect.stringMatching(/executions\.maxQueued/),
+        ]),
+      );
     }
   });
 });

@@ -42,7 +42,12 @@ describe('code prefetch', () => {
 });
 
 describe('resolution hints', () => {
-  const hint = (n: number) => ({ author: 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa', runtimeUri: `at://rt/${n}`, blobCid: `bafy${n}`, entrypoint: 'index.mjs' });
+  const hint = (n: number) => ({
+    author: 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa',
+    runtimeUri: `at://rt/${n}`,
+    blobCid: `bafy${n}`,
+    entrypoint: 'index.mjs',
+  });
 
   it('remember the newest resolution of a URI, bounded, least recently resolved forgotten first', () => {
     const h = new ResolutionHints(2);

@@ -2,12 +2,26 @@
 // again once it answers: dropping it left it to no node once every node had tried during the outage, and its
 // caller waited until PLACEMENT_TIMEOUT (test/int/pg/cluster-pg-restart.test.ts found it with real supervisors).
 import { describe, expect, it } from 'vitest';
-import { ExecutionQueue, EXECUTION_QUEUE, EXECUTION_QUEUED, type QueuedExecution } from '../../../src/supervisor/executions/execution-queue.ts';
+import {
+  ExecutionQueue,
+  EXECUTION_QUEUE,
+  EXECUTION_QUEUED,
+  type QueuedExecution,
+} from '../../../src/supervisor/executions/execution-queue.ts';
 import { RunlogError } from '../../../src/domain/errors.ts';
 import type { ExecutionQueueDeps } from '../../../src/supervisor/executions/execution-queue.ts';
 
 function queueWith(q: QueuedExecution, claim: (q: QueuedExecution) => Promise<unknown>) {
-  const event = { seq: 1, stream: EXECUTION_QUEUE, version: 1, type: EXECUTION_QUEUED, schema: 1, data: { ...q }, meta: {}, at: new Date().toISOString() };
+  const event = {
+    seq: 1,
+    stream: EXECUTION_QUEUE,
+    version: 1,
+    type: EXECUTION_QUEUED,
+    schema: 1,
+    data: { ...q },
+    meta: {},
+    at: new Date().toISOString(),
+  };
   const store = {
     readRecent: async (stream: string) => (stream === EXECUTION_QUEUE ? [event] : []),
     subscribe: () => ({ position: 1, close: async () => undefined }),

@@ -20,7 +20,10 @@ describe('result frames: nesting depth and sizes', () => {
     const out = c.finish();
     expect(breaches).toEqual(['frame-too-deep']);
     expect(out.terminal).toBeNull();
-    expect(out.violation).toMatchObject({ kind: 'frame-too-deep', message: expect.stringMatching(/deeper than 128 levels/) });
+    expect(out.violation).toMatchObject({
+      kind: 'frame-too-deep',
+      message: expect.stringMatching(/deeper than 128 levels/),
+    });
   });
 
   it('a result at the bound is taken', () => {
@@ -33,7 +36,10 @@ describe('result frames: nesting depth and sizes', () => {
 
   it('under the default policy one oversized frame is FRAME_TOO_LARGE, not OUTPUT_LIMIT', () => {
     const { frameBytes, stdoutBytes } = DEFAULT_OPERATOR_POLICY.ceilings;
-    const c = new FrameCollector({ ...DEFAULT_OUTPUT_LIMITS, maxFrameBytes: frameBytes, maxStdoutBytes: stdoutBytes }, 'exec_1');
+    const c = new FrameCollector(
+      { ...DEFAULT_OUTPUT_LIMITS, maxFrameBytes: frameBytes, maxStdoutBytes: stdoutBytes },
+      'exec_1',
+    );
     c.stdout(line({ type: 'result', id: 'exec_1', output: 'x'.repeat(frameBytes) }));
     expect(c.finish().violation?.kind).toBe('frame-too-large');
   });

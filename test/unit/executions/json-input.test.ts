@@ -59,7 +59,20 @@ describe('checkJsonInput', () => {
     const cyclic: Record<string, unknown> = { a: 1 };
     cyclic.self = cyclic;
     const e = thrown(() =>
-      checkJsonInput({ big: 10n, cyclic, fn: () => 1, sym: Symbol('s'), nan: NaN, inf: [Infinity], hole: [undefined], map: new Map(), when: new Date(0) }, limits),
+      checkJsonInput(
+        {
+          big: 10n,
+          cyclic,
+          fn: () => 1,
+          sym: Symbol('s'),
+          nan: NaN,
+          inf: [Infinity],
+          hole: [undefined],
+          map: new Map(),
+          when: new Date(0),
+        },
+        limits,
+      ),
     ) as ValidationError;
     expect(e.code).toBe('INPUT_INVALID');
     expect(e.issues.join('\n')).toMatch(/input\.big is a BigInt/);
@@ -86,7 +99,9 @@ describe('checkJsonInput', () => {
   });
 
   it('refuses an input whose encoding is larger than maxBytes with INPUT_TOO_LARGE', () => {
-    expect(thrown(() => checkJsonInput({ s: 'x'.repeat(2048) }, { maxBytes: 2048, maxDepth: 8 })).code).toBe('INPUT_TOO_LARGE');
+    expect(thrown(() => checkJsonInput({ s: 'x'.repeat(2048) }, { maxBytes: 2048, maxDepth: 8 })).code).toBe(
+      'INPUT_TOO_LARGE',
+    );
     expect(checkJsonInput({ s: 'x'.repeat(2030) }, { maxBytes: 2048, maxDepth: 8 })).toBe(2038);
   });
 
@@ -137,9 +152,12 @@ describe('checkExecuteRequest', () => {
     expect(thrown(() => checkExecuteRequest({ ...ok, uri: 'https://x' }, limits)).code).toBe('AT_URI_INVALID');
     expect(thrown(() => checkExecuteRequest({ ...ok, handler: 'a-b' }, limits)).code).toBe('HANDLER_INVALID');
     expect(thrown(() => checkExecuteRequest({ ...ok, callerDid: 'bob' }, limits)).code).toBe('CALLER_DID_INVALID');
-    for (const t of [0, -1, 1.5, NaN, 10n, '100', 25 * 3600_000]) expect(thrown(() => checkExecuteRequest({ ...ok, timeoutMs: t }, limits)).code).toBe('TIMEOUT_INVALID');
+    for (const t of [0, -1, 1.5, NaN, 10n, '100', 25 * 3600_000])
+      expect(thrown(() => checkExecuteRequest({ ...ok, timeoutMs: t }, limits)).code).toBe('TIMEOUT_INVALID');
     expect(thrown(() => checkExecuteRequest({ ...ok, input: { n: 1n } }, limits)).code).toBe('INPUT_INVALID');
-    expect(thrown(() => checkExecuteRequest({ ...ok, input: 'x'.repeat(limits.maxBytes) }, limits)).code).toBe('INPUT_TOO_LARGE');
+    expect(thrown(() => checkExecuteRequest({ ...ok, input: 'x'.repeat(limits.maxBytes) }, limits)).code).toBe(
+      'INPUT_TOO_LARGE',
+    );
   });
 
   it('returns a private copy of the input: changing the caller object afterwards changes nothing', () => {
@@ -167,7 +185,7 @@ describe('checkExecuteRequest', () => {
     expect(r.inputBytes).toBe(13);
   });
 
-  it('reads an array Proxy\'s length and items once: one growing after the check stores what was checked', () => {
+  it("reads an array Proxy's length and items once: one growing after the check stores what was checked", () => {
     let lengthReads = 0;
     const input = new Proxy(['a', 'b'], {
       get(target, key, receiver) {
@@ -198,8 +216,16 @@ describe('operator policy: input limits and frame bounds', () => {
 
   it('parses input limits and refuses bad ones, listing each', () => {
     expect(parseOperatorPolicy({ input: { maxBytes: 4096 } }).input).toEqual({ maxBytes: 4096, maxDepth: 128 });
-    const e = thrown(() => parseOperatorPolicy({ input: { maxBytes: 0, maxDepth: 5000, extra: 1 } })) as ValidationError;
+    const e = thrown(() =>
+      parseOperatorPolicy({ input: { maxBytes: 0, maxDepth: 5000, extra: 1 } }),
+    ) as ValidationError;
     expect(e.code).toBe('OPERATOR_POLICY_INVALID');
-    expect(e.issues).toEqual(expect.arrayContaining([expect.stringMatching(/input\.extra/), expect.stringMatching(/input\.maxBytes/), expect.stringMatching(/input\.maxDepth/)]));
+    expect(e.issues).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/input\.extra/),
+        expect.stringMatching(/input\.maxBytes/),
+        expect.stringMatching(/input\.maxDepth/),
+      ]),
+    );
   });
 });

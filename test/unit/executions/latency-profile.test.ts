@@ -7,9 +7,28 @@ import { executionWaterfall, renderWaterfall } from '../../../src/domain/latency
 import { executionMachine } from '../../../src/machines/execution.machine.ts';
 import { ev, given } from '../../support/spec.ts';
 
-const request = { executionId: 'exec_1', uri: 'at://did:plc:a/dev.mainasara.at-run.beta.v2.code/x', handler: 'greet', input: null, callerDid: null, timeoutMs: 5000 };
+const request = {
+  executionId: 'exec_1',
+  uri: 'at://did:plc:a/dev.mainasara.at-run.beta.v2.code/x',
+  handler: 'greet',
+  input: null,
+  callerDid: null,
+  timeoutMs: 5000,
+};
 const at = (ms: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, 0, ms)).toISOString();
-const profile = { resolveMs: 40, materializeMs: 10, createMs: 3, attachMs: 4, startMs: 0, adapterReadyMs: 0, firstFrameMs: 20, resultMs: 22, exitMs: 30, invokeMs: 40, prestarted: true };
+const profile = {
+  resolveMs: 40,
+  materializeMs: 10,
+  createMs: 3,
+  attachMs: 4,
+  startMs: 0,
+  adapterReadyMs: 0,
+  firstFrameMs: 20,
+  resultMs: 22,
+  exitMs: 30,
+  invokeMs: 40,
+  prestarted: true,
+};
 const events = (withProfile: boolean) => [
   { type: 'execution.requested', at: at(0), data: { request } },
   { type: 'execution.resolved', at: at(45), data: {} },
@@ -20,12 +39,22 @@ const events = (withProfile: boolean) => [
 
 describe('latency profile', () => {
   it('the outcome event’s profile lands in the context; an outcome without one (an older log) replays with none', () => {
-    const base = [ev('execution.requested', { request, deadline: at(9000) }), ev('execution.resolved', {}), ev('execution.materialized', {}), ev('execution.started', { containerId: 'c1' })];
-    expect(given(executionMachine, base).when(ev('execution.succeeded', { output: 1, profile })).context.profile).toEqual(profile);
+    const base = [
+      ev('execution.requested', { request, deadline: at(9000) }),
+      ev('execution.resolved', {}),
+      ev('execution.materialized', {}),
+      ev('execution.started', { containerId: 'c1' }),
+    ];
+    expect(
+      given(executionMachine, base).when(ev('execution.succeeded', { output: 1, profile })).context.profile,
+    ).toEqual(profile);
     const old = given(executionMachine, base).when(ev('execution.succeeded', { output: 1 }));
     expect(old.state).toBe('succeeded');
     expect(old.context.profile).toBeNull();
-    expect(given(executionMachine, base).when(ev('execution.failed', { reason: 'runtime', code: 'X', profile: [1] })).context.profile).toBeNull();
+    expect(
+      given(executionMachine, base).when(ev('execution.failed', { reason: 'runtime', code: 'X', profile: [1] })).context
+        .profile,
+    ).toBeNull();
   });
 
   it('a waterfall puts each step at its phase’s event time, with the profile’s durations', () => {
@@ -33,10 +62,18 @@ describe('latency profile', () => {
     const byStep = Object.fromEntries(rows.map((r) => [r.step, r]));
     expect(byStep.resolve).toEqual({ step: 'resolve', offsetMs: 0, ms: 40 });
     expect(byStep.materialize).toEqual({ step: 'materialize', offsetMs: 45, ms: 10 });
-    expect(byStep['create (pre-started: claimed)']).toEqual({ step: 'create (pre-started: claimed)', offsetMs: 60, ms: 3 });
+    expect(byStep['create (pre-started: claimed)']).toEqual({
+      step: 'create (pre-started: claimed)',
+      offsetMs: 60,
+      ms: 3,
+    });
     expect(byStep['first frame']).toEqual({ step: 'first frame', offsetMs: 69, ms: 20 });
     expect(byStep.exit).toEqual({ step: 'exit', offsetMs: 69, ms: 30 });
-    expect(byStep['total (to the outcome event)']).toEqual({ step: 'total (to the outcome event)', offsetMs: 0, ms: 110 });
+    expect(byStep['total (to the outcome event)']).toEqual({
+      step: 'total (to the outcome event)',
+      offsetMs: 0,
+      ms: 110,
+    });
     const lines = renderWaterfall(rows, 20);
     expect(lines).toHaveLength(rows.length);
     expect(lines[0]).toMatch(/^resolve\s+█+\s+40 ms {2}@0$/);
@@ -58,8 +95,13 @@ describe('latency profile', () => {
 describe('operator policy: prestart', () => {
   it('defaults, overrides, 0 turns it off, and every bad value is listed', () => {
     expect(parseOperatorPolicy({}).prestart).toEqual(DEFAULT_OPERATOR_POLICY.prestart);
-    expect(parseOperatorPolicy({ prestart: { perCode: 0 } }).prestart).toMatchObject({ perCode: 0, total: DEFAULT_OPERATOR_POLICY.prestart.total });
-    expect(parseOperatorPolicy({ prestart: { perCode: 2, total: 3, maxMemoryMb: 512, idleMs: 1000 } }).prestart).toEqual({ perCode: 2, total: 3, maxMemoryMb: 512, idleMs: 1000, idleCpuMs: 1000, publishers: [] });
+    expect(parseOperatorPolicy({ prestart: { perCode: 0 } }).prestart).toMatchObject({
+      perCode: 0,
+      total: DEFAULT_OPERATOR_POLICY.prestart.total,
+    });
+    expect(
+      parseOperatorPolicy({ prestart: { perCode: 2, total: 3, maxMemoryMb: 512, idleMs: 1000 } }).prestart,
+    ).toEqual({ perCode: 2, total: 3, maxMemoryMb: 512, idleMs: 1000, idleCpuMs: 1000, publishers: [] });
     let issues: string[] = [];
     try {
       parseOperatorPolicy({ prestart: { perCode: -1, total: 1.5, maxMemoryMb: 0, idleMs: 'x', colour: 1 } });

@@ -1,12 +1,28 @@
 // The decision a materializer makes about another process's lock on a volume (materialize-lock.ts): wait for a holder
 // that still works on it, take over from one that is gone. Pure: /proc's answer about the holder's pid is an input.
 import { describe, expect, it } from 'vitest';
-import { holderLabels, judgeLockHolder, parseHolder, processIdentity, processStart, type LockHolder } from '../../../src/adapters/docker/materialize-lock.ts';
+import {
+  holderLabels,
+  judgeLockHolder,
+  parseHolder,
+  processIdentity,
+  processStart,
+  type LockHolder,
+} from '../../../src/adapters/docker/materialize-lock.ts';
 
 const self = { pid: 100, pidStart: '5000', bootId: 'boot-a', pidNs: 'pid:[1]', token: 'mine' };
-const holder = (over: Partial<LockHolder> = {}): LockHolder => ({ pid: 200, pidStart: '6000', bootId: 'boot-a', pidNs: 'pid:[1]', token: 'theirs', at: 1_000_000, ...over });
+const holder = (over: Partial<LockHolder> = {}): LockHolder => ({
+  pid: 200,
+  pidStart: '6000',
+  bootId: 'boot-a',
+  pidNs: 'pid:[1]',
+  token: 'theirs',
+  at: 1_000_000,
+  ...over,
+});
 const limits = { staleAfterMs: 60_000, maxHoldMs: 600_000 };
-const judge = (h: LockHolder | null, holderStart: string | null | undefined, nowMs = 1_000_500) => judgeLockHolder({ holder: h, self, holderStart, nowMs, ...limits });
+const judge = (h: LockHolder | null, holderStart: string | null | undefined, nowMs = 1_000_500) =>
+  judgeLockHolder({ holder: h, self, holderStart, nowMs, ...limits });
 
 describe('judgeLockHolder', () => {
   it('a holder seen running with the start time it recorded is alive: wait', () => {
@@ -46,10 +62,21 @@ describe('judgeLockHolder', () => {
 describe('the holder labels', () => {
   it('round-trip, and labels missing the pid or token name no holder', () => {
     const labels = holderLabels({ pid: 42, pidStart: '99', bootId: 'b', pidNs: 'pid:[9]' }, 'tok', 1234);
-    expect(parseHolder(labels)).toEqual({ pid: 42, pidStart: '99', bootId: 'b', pidNs: 'pid:[9]', token: 'tok', at: 1234 });
+    expect(parseHolder(labels)).toEqual({
+      pid: 42,
+      pidStart: '99',
+      bootId: 'b',
+      pidNs: 'pid:[9]',
+      token: 'tok',
+      at: 1234,
+    });
     expect(parseHolder({ ...labels, 'runlog.lock-pid': 'x' })).toBeNull();
     expect(parseHolder({ ...labels, 'runlog.lock-token': '' })).toBeNull();
-    expect(parseHolder(holderLabels({ pid: 42, pidStart: null, bootId: null, pidNs: null }, 'tok', 1))).toMatchObject({ pidStart: null, bootId: null, pidNs: null });
+    expect(parseHolder(holderLabels({ pid: 42, pidStart: null, bootId: null, pidNs: null }, 'tok', 1))).toMatchObject({
+      pidStart: null,
+      bootId: null,
+      pidNs: null,
+    });
   });
 
   it("this process's identity is what /proc says of its pid", async () => {

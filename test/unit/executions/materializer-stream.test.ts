@@ -32,7 +32,11 @@ function header(name: string, type: string, size = 0, linkname = ''): Buffer {
   return b;
 }
 function file(name: string, size: number, fill: number): Buffer {
-  return Buffer.concat([header(name, '0', size), Buffer.alloc(Math.ceil(size / 512) * 512, 0), Buffer.alloc(0)]).fill(fill, 512, 512 + size);
+  return Buffer.concat([header(name, '0', size), Buffer.alloc(Math.ceil(size / 512) * 512, 0), Buffer.alloc(0)]).fill(
+    fill,
+    512,
+    512 + size,
+  );
 }
 /** What Docker's GET /archive of /at-run/runtime looks like: everything under `runtime/`. */
 function exportTar(...entries: Buffer[]): Buffer {
@@ -53,7 +57,17 @@ function fakeEngine(exported: Buffer) {
   const engine = {
     socketPath: '/nonexistent',
     volumesNamed: async (names: readonly string[]) => names.flatMap((n) => (volumes.has(n) ? [volumes.get(n)!] : [])),
-    pullByDigest: async () => ({ pulled: false, image: { id: 'sha256:x', repoDigests: [IMAGE], repoTags: [], sizeBytes: 1000, os: 'linux', architecture: 'amd64' } }),
+    pullByDigest: async () => ({
+      pulled: false,
+      image: {
+        id: 'sha256:x',
+        repoDigests: [IMAGE],
+        repoTags: [],
+        sizeBytes: 1000,
+        os: 'linux',
+        architecture: 'amd64',
+      },
+    }),
     createVolume: async (name: string, labels: Record<string, string>) => {
       const v = { name, labels, createdAt: undefined };
       volumes.set(name, v);
@@ -62,9 +76,13 @@ function fakeEngine(exported: Buffer) {
     removeVolume: async (name: string) => void volumes.delete(name),
     listContainers: async () => [],
     // Named containers are the volumes' locks (materialize-lock.ts): a name is taken once, as by the Engine.
-    createContainer: async (body: { HostConfig?: { Mounts?: unknown[] }; Labels?: Record<string, string> }, name?: string) => {
+    createContainer: async (
+      body: { HostConfig?: { Mounts?: unknown[] }; Labels?: Record<string, string> },
+      name?: string,
+    ) => {
       if (name !== undefined) {
-        if ([...locks.values()].some((l) => l.name === name)) throw new DockerConflictError('create container', `the name ${name} is in use`);
+        if ([...locks.values()].some((l) => l.name === name))
+          throw new DockerConflictError('create container', `the name ${name} is in use`);
         const id = `lock${++lockCount}`;
         locks.set(id, { name, labels: body.Labels ?? {} });
         return id;
@@ -107,12 +125,27 @@ function fakeEngine(exported: Buffer) {
       upload.body = Buffer.concat(parts);
     },
   };
-  return { engine: engine as unknown as DockerEngine, volumes, uploads, removedContainers, created, calls, closed, locks, downloads: () => downloads };
+  return {
+    engine: engine as unknown as DockerEngine,
+    volumes,
+    uploads,
+    removedContainers,
+    created,
+    calls,
+    closed,
+    locks,
+    downloads: () => downloads,
+  };
 }
 
 describe('runtime materialization streams the export while validating it', () => {
   it('uploads a valid export as it arrives, exactly the canonical archive of its entries, and seals the volume', async () => {
-    const exported = exportTar(header('runtime/bin/', '5'), file('runtime/bin/node', 300_000, 7), file('runtime/adapter.mjs', 1000, 65), header('runtime/current', '2', 0, 'bin/node'));
+    const exported = exportTar(
+      header('runtime/bin/', '5'),
+      file('runtime/bin/node', 300_000, 7),
+      file('runtime/adapter.mjs', 1000, 65),
+      header('runtime/current', '2', 0, 'bin/node'),
+    );
     const fake = fakeEngine(exported);
     const m = createMaterializer(fake.engine);
     const result = await m.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' });
@@ -120,7 +153,10 @@ describe('runtime materialization streams the export while validating it', () =>
     expect(fake.downloads()).toBe(1);
     expect(fake.uploads).toHaveLength(1);
     expect(fake.uploads[0]!.completed).toBe(true);
-    const expected = await validateArchive(exported, DEFAULT_ARCHIVE_LIMITS, { kind: 'runtime', stripPrefix: 'runtime' });
+    const expected = await validateArchive(exported, DEFAULT_ARCHIVE_LIMITS, {
+      kind: 'runtime',
+      stripPrefix: 'runtime',
+    });
     expect(fake.uploads[0]!.body.equals(await writeArchive(expected.entries))).toBe(true);
     expect([...fake.volumes.keys()].sort()).toEqual([result.volume, `${result.volume}-sealed`]);
     // Downloaded from a container without the volume, uploaded into the one that mounts it (the Engine locks a
@@ -136,7 +172,11 @@ describe('runtime materialization streams the export while validating it', () =>
   });
 
   it('an export that fails only at its end (an escaping symlink) leaves no volume and no seal, though part of it was uploaded', async () => {
-    const exported = exportTar(file('runtime/a', 200_000, 1), header('runtime/up', '2', 0, '../../../etc'), file('runtime/b', 200_000, 2));
+    const exported = exportTar(
+      file('runtime/a', 200_000, 1),
+      header('runtime/up', '2', 0, '../../../etc'),
+      file('runtime/b', 200_000, 2),
+    );
     const fake = fakeEngine(exported);
     const m = createMaterializer(fake.engine);
     const err = await m.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' }).catch((e: unknown) => e);
@@ -152,9 +192,16 @@ describe('runtime materialization streams the export while validating it', () =>
   });
 
   it('an export that fails mid-way (a traversal) stops the upload there and reports every violation of the whole export', async () => {
-    const exported = exportTar(file('runtime/a', 100_000, 1), file('runtime/../../x', 10, 2), file('runtime/b', 300_000, 3), header('runtime/dev', '3'));
+    const exported = exportTar(
+      file('runtime/a', 100_000, 1),
+      file('runtime/../../x', 10, 2),
+      file('runtime/b', 300_000, 3),
+      header('runtime/dev', '3'),
+    );
     const fake = fakeEngine(exported);
-    const err = await createMaterializer(fake.engine).materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' }).catch((e: unknown) => e);
+    const err = await createMaterializer(fake.engine)
+      .materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' })
+      .catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'ARCHIVE_REJECTED' });
     const codes = (err as { violations: { code: string }[] }).violations.map((v) => v.code);
     expect(codes).toContain('PATH_TRAVERSAL');
@@ -167,8 +214,13 @@ describe('runtime materialization streams the export while validating it', () =>
   it('a volume that cannot be created: the source created meanwhile is removed and its opened download closed, nothing uploaded', async () => {
     const exported = exportTar(file('runtime/a', 100_000, 1));
     const fake = fakeEngine(exported);
-    const engine = { ...(fake.engine as object), createVolume: async () => Promise.reject(new Error('no space left')) } as unknown as DockerEngine;
-    const err = await createMaterializer(engine).materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' }).catch((e: unknown) => e);
+    const engine = {
+      ...(fake.engine as object),
+      createVolume: async () => Promise.reject(new Error('no space left')),
+    } as unknown as DockerEngine;
+    const err = await createMaterializer(engine)
+      .materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' })
+      .catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'MATERIALIZATION_FAILED' });
     expect(fake.created).toEqual([{ id: 'c1', mounts: 0 }]); // the carrier comes after the volume: never created
     expect(fake.calls).toEqual(['download from c1']);
@@ -185,7 +237,10 @@ describe('one materialization of a volume at a time across processes (the lock i
   it('two materializers (as two processes on one daemon) copying the same volume at once: one copies, the other waits and reuses its sealed volume', async () => {
     const fake = fakeEngine(exported());
     const [a, b] = [createMaterializer(fake.engine), createMaterializer(fake.engine)];
-    const [ra, rb] = await Promise.all([a.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' }), b.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' })]);
+    const [ra, rb] = await Promise.all([
+      a.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' }),
+      b.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' }),
+    ]);
     expect(ra.volume).toBe(rb.volume);
     expect([ra.cached, rb.cached].sort()).toEqual([false, true]);
     expect(rb.entries).toBe(ra.entries);
@@ -198,9 +253,17 @@ describe('one materialization of a volume at a time across processes (the lock i
   it('a lock whose holder is gone (its pid now runs another process) is taken over and the unsealed volume it left is redone', async () => {
     const fake = fakeEngine(exported());
     const m = createMaterializer(fake.engine);
-    const volume = (await createMaterializer(fakeEngine(exported()).engine).materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' })).volume;
+    const volume = (
+      await createMaterializer(fakeEngine(exported()).engine).materializeRuntime({
+        image: IMAGE,
+        exportPath: '/at-run/runtime',
+      })
+    ).volume;
     const self = await processIdentity();
-    fake.locks.set('lock-dead', { name: `${volume}-lock`, labels: holderLabels({ ...self, pidStart: 'not-this-one' }, 'the-dead-one', Date.now()) });
+    fake.locks.set('lock-dead', {
+      name: `${volume}-lock`,
+      labels: holderLabels({ ...self, pidStart: 'not-this-one' }, 'the-dead-one', Date.now()),
+    });
     fake.volumes.set(volume, { name: volume, labels: {}, createdAt: undefined }); // half-written, never sealed
     const result = await m.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' });
     expect(result).toMatchObject({ volume, cached: false, entries: 2 });
@@ -211,9 +274,17 @@ describe('one materialization of a volume at a time across processes (the lock i
 
   it('a live holder that later gives up without sealing: the waiter then copies it itself', async () => {
     const fake = fakeEngine(exported());
-    const volume = (await createMaterializer(fakeEngine(exported()).engine).materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' })).volume;
+    const volume = (
+      await createMaterializer(fakeEngine(exported()).engine).materializeRuntime({
+        image: IMAGE,
+        exportPath: '/at-run/runtime',
+      })
+    ).volume;
     const self = await processIdentity();
-    fake.locks.set('lock-live', { name: `${volume}-lock`, labels: holderLabels(self, 'another-materializer', Date.now()) });
+    fake.locks.set('lock-live', {
+      name: `${volume}-lock`,
+      labels: holderLabels(self, 'another-materializer', Date.now()),
+    });
     const m = createMaterializer(fake.engine);
     let settled = false;
     const p = m.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' }).finally(() => (settled = true));
@@ -227,10 +298,21 @@ describe('one materialization of a volume at a time across processes (the lock i
 
   it('a holder this process cannot see (another machine or pid namespace) is waited for up to staleAfterMs, then taken over', async () => {
     const fake = fakeEngine(exported());
-    const volume = (await createMaterializer(fakeEngine(exported()).engine).materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' })).volume;
+    const volume = (
+      await createMaterializer(fakeEngine(exported()).engine).materializeRuntime({
+        image: IMAGE,
+        exportPath: '/at-run/runtime',
+      })
+    ).volume;
     const self = await processIdentity();
-    fake.locks.set('lock-far', { name: `${volume}-lock`, labels: holderLabels({ ...self, bootId: 'another-kernel' }, 'far', Date.now()) });
-    const result = await createMaterializer(fake.engine, { lock: { staleAfterMs: 50 } }).materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' });
+    fake.locks.set('lock-far', {
+      name: `${volume}-lock`,
+      labels: holderLabels({ ...self, bootId: 'another-kernel' }, 'far', Date.now()),
+    });
+    const result = await createMaterializer(fake.engine, { lock: { staleAfterMs: 50 } }).materializeRuntime({
+      image: IMAGE,
+      exportPath: '/at-run/runtime',
+    });
     expect(result).toMatchObject({ volume, cached: false });
     expect(fake.locks.has('lock-far')).toBe(false);
   });
@@ -241,7 +323,10 @@ describe('materializer options', () => {
     const engine = fakeEngine(Buffer.alloc(0));
     let err: unknown;
     try {
-      createMaterializer(engine.engine, { limits: { ...DEFAULT_ARCHIVE_LIMITS, maxEntries: -1, maxFileBytes: 1.5 }, maxImageBytes: 0 });
+      createMaterializer(engine.engine, {
+        limits: { ...DEFAULT_ARCHIVE_LIMITS, maxEntries: -1, maxFileBytes: 1.5 },
+        maxImageBytes: 0,
+      });
     } catch (e) {
       err = e;
     }

@@ -6,7 +6,13 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../../src/domain/errors.ts';
-import { digestReferenceIssues, effectiveRegistry, isDigestReference, parseDigest, parseDigestReference } from '../../../src/domain/at-run/oci-reference.ts';
+import {
+  digestReferenceIssues,
+  effectiveRegistry,
+  isDigestReference,
+  parseDigest,
+  parseDigestReference,
+} from '../../../src/domain/at-run/oci-reference.ts';
 
 const REPO_ROOT = resolve(import.meta.dirname, '../../..');
 const CASES_FILE = resolve(REPO_ROOT, 'test/fixtures/oci/oci-reference-and-digest-cases.json');
@@ -20,21 +26,44 @@ const corpus = JSON.parse(readFileSync(CASES_FILE, 'utf8')) as { reference: Upst
 const F = 'f'.repeat(64);
 
 /** Our verdict for every upstream reference case: the parsed parts, or the reason we refuse (an issue substring). */
-const REFERENCE_VERDICTS: Record<string, { ok: { repository: string; registry?: string; path: string } } | { reject: RegExp; why: string }> = {
+const REFERENCE_VERDICTS: Record<
+  string,
+  { ok: { repository: string; registry?: string; path: string } } | { reject: RegExp; why: string }
+> = {
   [`test:5000/repo@sha256:${F}`]: { ok: { repository: 'test:5000/repo', registry: 'test:5000', path: 'repo' } },
-  [`test:5000/repo:tag@sha256:${F}`]: { reject: /tag .* together with a digest/, why: 'upstream ok (tag+digest); we refuse a tag next to the digest' },
+  [`test:5000/repo:tag@sha256:${F}`]: {
+    reject: /tag .* together with a digest/,
+    why: 'upstream ok (tag+digest); we refuse a tag next to the digest',
+  },
   '': { reject: /empty/, why: 'upstream ErrNameEmpty' },
   ':justtag': { reject: /no @sha256/, why: 'upstream ErrReferenceInvalidFormat; also no digest' },
   [`@sha256:${F}`]: { reject: /repository name is empty/, why: 'upstream ErrReferenceInvalidFormat' },
   'repo@sha256:ffffffffffffffffffffffffffffffffff': { reject: /64 hex digits/, why: 'upstream ErrDigestInvalidLength' },
-  [`validname@invaliddigest:${F}`]: { reject: /algorithm "invaliddigest" is not accepted/, why: 'upstream ErrDigestUnsupported' },
+  [`validname@invaliddigest:${F}`]: {
+    reject: /algorithm "invaliddigest" is not accepted/,
+    why: 'upstream ErrDigestUnsupported',
+  },
   'Uppercase:tag': { reject: /no @sha256/, why: 'upstream ErrNameContainsUppercase; a tag, no digest' },
-  'test:5000/Uppercase/lowercase:tag': { reject: /no @sha256/, why: 'upstream ErrNameContainsUppercase; a tag, no digest' },
-  [`${'a/'.repeat(128)}a:tag`]: { reject: /no @sha256/, why: 'upstream ErrNameTooLong; a tag, no digest (the length rule is tested below with a digest)' },
+  'test:5000/Uppercase/lowercase:tag': {
+    reject: /no @sha256/,
+    why: 'upstream ErrNameContainsUppercase; a tag, no digest',
+  },
+  [`${'a/'.repeat(128)}a:tag`]: {
+    reject: /no @sha256/,
+    why: 'upstream ErrNameTooLong; a tag, no digest (the length rule is tested below with a digest)',
+  },
   'aa/asdf$$^/aa': { reject: /no @sha256/, why: 'upstream ErrReferenceInvalidFormat' },
-  [`xn--7o8h.com/myimage:xn--7o8h.com@sha512:${'f'.repeat(128)}`]: { reject: /only sha256/, why: 'upstream ok (tag + sha512); we accept neither a tag nor sha512' },
-  [`[2001:db8::1]:5000/repo@sha256:${F}`]: { ok: { repository: '[2001:db8::1]:5000/repo', registry: '[2001:db8::1]:5000', path: 'repo' } },
-  '[fe80::1%eth0]:5000/repo': { reject: /no @sha256/, why: 'upstream ErrReferenceInvalidFormat (zone); no digest either' },
+  [`xn--7o8h.com/myimage:xn--7o8h.com@sha512:${'f'.repeat(128)}`]: {
+    reject: /only sha256/,
+    why: 'upstream ok (tag + sha512); we accept neither a tag nor sha512',
+  },
+  [`[2001:db8::1]:5000/repo@sha256:${F}`]: {
+    ok: { repository: '[2001:db8::1]:5000/repo', registry: '[2001:db8::1]:5000', path: 'repo' },
+  },
+  '[fe80::1%eth0]:5000/repo': {
+    reject: /no @sha256/,
+    why: 'upstream ErrReferenceInvalidFormat (zone); no digest either',
+  },
   'test.com:5000': { reject: /no @sha256/, why: 'upstream ok (5000 parsed as a tag); no digest' },
 };
 
@@ -123,7 +152,9 @@ describe('our own cases', () => {
     ]) {
       expect(isDigestReference(ref), JSON.stringify(ref)).toBe(false);
     }
-    expect(() => parseDigestReference(42 as unknown as string)).toThrow(expect.objectContaining({ code: 'RUNTIME_IMAGE_NOT_DIGEST' }));
+    expect(() => parseDigestReference(42 as unknown as string)).toThrow(
+      expect.objectContaining({ code: 'RUNTIME_IMAGE_NOT_DIGEST' }),
+    );
   });
 
   it('lists every problem, not only the first', () => {

@@ -4,7 +4,11 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../../src/domain/errors.ts';
 import { DEFAULT_ARCHIVE_LIMITS } from '../../../src/domain/at-run/archive-limits.ts';
-import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy, type OperatorPolicy } from '../../../src/domain/at-run/operator-policy.ts';
+import {
+  DEFAULT_OPERATOR_POLICY,
+  parseOperatorPolicy,
+  type OperatorPolicy,
+} from '../../../src/domain/at-run/operator-policy.ts';
 import {
   admitCode,
   admitRuntime,
@@ -51,7 +55,15 @@ describe('parseOperatorPolicy', () => {
         publishers: [ALICE, BOB],
         registries: ['ghcr.io', 'localhost:5000', '[::1]:5000'],
         archive: { maxArchiveBytes: 1000, maxEntries: 10, maxExpandedBytes: 2000, maxFileBytes: 500 },
-        ceilings: { memoryMb: 256, cpus: 0.5, pids: 32, timeoutMs: 1000, stdoutBytes: 10, stderrBytes: 10, frameBytes: 10 },
+        ceilings: {
+          memoryMb: 256,
+          cpus: 0.5,
+          pids: 32,
+          timeoutMs: 1000,
+          stdoutBytes: 10,
+          stderrBytes: 10,
+          frameBytes: 10,
+        },
         defaults: { memoryMb: 128, cpus: 0.25, pids: 16, timeoutMs: 500 },
         limitMode: 'clamp',
         isolation: 'runsc',
@@ -112,12 +124,22 @@ describe('effectiveLimits', () => {
 
   it('uses the policy defaults when nothing is requested, and the ceilings for output and frames', () => {
     const { limits, clamped } = effectiveLimits(clamp);
-    expect(limits).toEqual({ ...DEFAULT_OPERATOR_POLICY.ceilings, ...DEFAULT_OPERATOR_POLICY.defaults, network: false });
+    expect(limits).toEqual({
+      ...DEFAULT_OPERATOR_POLICY.ceilings,
+      ...DEFAULT_OPERATOR_POLICY.defaults,
+      network: false,
+    });
     expect(clamped).toEqual([]);
   });
 
   it('grants requests within the ceilings as asked', () => {
-    const { limits, clamped } = effectiveLimits(reject, { memoryMb: 100, cpus: 1, pids: 10, timeoutMs: 2000, network: false });
+    const { limits, clamped } = effectiveLimits(reject, {
+      memoryMb: 100,
+      cpus: 1,
+      pids: 10,
+      timeoutMs: 2000,
+      network: false,
+    });
     expect(limits).toMatchObject({ memoryMb: 100, cpus: 1, pids: 10, timeoutMs: 2000, network: false });
     expect(clamped).toEqual([]);
   });
@@ -131,7 +153,10 @@ describe('effectiveLimits', () => {
   it('reject mode refuses with LIMIT_EXCEEDS_POLICY listing every excess', () => {
     const err = thrown(() => effectiveLimits(reject, { memoryMb: 4096, pids: 1000 }));
     expect(err.code).toBe('LIMIT_EXCEEDS_POLICY');
-    expect(err.issues).toEqual(['memoryMb 4096 exceeds the policy ceiling 512', 'pids 1000 exceeds the policy ceiling 128']);
+    expect(err.issues).toEqual([
+      'memoryMb 4096 exceeds the policy ceiling 512',
+      'pids 1000 exceeds the policy ceiling 128',
+    ]);
   });
 
   it('network fails closed in both modes', () => {
@@ -150,7 +175,10 @@ describe('effectiveLimits', () => {
 });
 
 describe('publishers, registries and platforms', () => {
-  const strict: OperatorPolicy = parseOperatorPolicy({ publishers: [ALICE], registries: ['ghcr.io', 'LOCALHOST:5000'] });
+  const strict: OperatorPolicy = parseOperatorPolicy({
+    publishers: [ALICE],
+    registries: ['ghcr.io', 'LOCALHOST:5000'],
+  });
   const none: OperatorPolicy = parseOperatorPolicy({ publishers: [], registries: [] });
 
   it('checkPublisher: "*" allows any DID, a list allows its DIDs, an empty list allows none', () => {
@@ -158,7 +186,9 @@ describe('publishers, registries and platforms', () => {
     expect(() => checkPublisher(strict, ALICE)).not.toThrow();
     expect(thrown(() => checkPublisher(strict, BOB)).code).toBe('PUBLISHER_NOT_ALLOWED');
     expect(thrown(() => checkPublisher(none, ALICE)).message).toMatch(/empty/);
-    expect(thrown(() => checkPublisher(DEFAULT_OPERATOR_POLICY, 'alice.example.com')).code).toBe('PUBLISHER_NOT_ALLOWED');
+    expect(thrown(() => checkPublisher(DEFAULT_OPERATOR_POLICY, 'alice.example.com')).code).toBe(
+      'PUBLISHER_NOT_ALLOWED',
+    );
   });
 
   it('checkRegistry: exact host[:port], hosts case-insensitive, a bare name is docker.io, digest required', () => {
@@ -166,7 +196,9 @@ describe('publishers, registries and platforms', () => {
     expect(() => checkRegistry(strict, `localhost:5000/python@sha256:${F}`)).not.toThrow();
     expect(() => checkRegistry(strict, parseDigestReference(`localhost:5000/python@sha256:${F}`))).not.toThrow();
     expect(thrown(() => checkRegistry(strict, `localhost:5001/python@sha256:${F}`)).code).toBe('REGISTRY_NOT_ALLOWED');
-    expect(thrown(() => checkRegistry(strict, `ghcr.io.evil.com/python@sha256:${F}`)).code).toBe('REGISTRY_NOT_ALLOWED');
+    expect(thrown(() => checkRegistry(strict, `ghcr.io.evil.com/python@sha256:${F}`)).code).toBe(
+      'REGISTRY_NOT_ALLOWED',
+    );
     expect(thrown(() => checkRegistry(strict, `python@sha256:${F}`)).details).toMatchObject({ registry: 'docker.io' });
     expect(thrown(() => checkRegistry(strict, 'ghcr.io/org/python:3.12')).code).toBe('RUNTIME_IMAGE_NOT_DIGEST');
     expect(thrown(() => checkRegistry(none, `ghcr.io/org/python@sha256:${F}`)).code).toBe('REGISTRY_NOT_ALLOWED');
@@ -176,15 +208,23 @@ describe('publishers, registries and platforms', () => {
   it('the default policy allows only the local registry', () => {
     expect(() => checkRegistry(DEFAULT_OPERATOR_POLICY, `localhost:5000/x@sha256:${F}`)).not.toThrow();
     expect(() => checkRegistry(DEFAULT_OPERATOR_POLICY, `127.0.0.1:5000/x@sha256:${F}`)).not.toThrow();
-    expect(thrown(() => checkRegistry(DEFAULT_OPERATOR_POLICY, `docker.io/library/python@sha256:${F}`)).code).toBe('REGISTRY_NOT_ALLOWED');
+    expect(thrown(() => checkRegistry(DEFAULT_OPERATOR_POLICY, `docker.io/library/python@sha256:${F}`)).code).toBe(
+      'REGISTRY_NOT_ALLOWED',
+    );
   });
 
   it('checkPlatform: os and architecture exactly; a policy entry without a variant accepts any variant', () => {
     expect(() => checkPlatform(DEFAULT_OPERATOR_POLICY, { os: 'linux', architecture: 'amd64' })).not.toThrow();
-    expect(() => checkPlatform(DEFAULT_OPERATOR_POLICY, { os: 'linux', architecture: 'arm64', variant: 'v8' })).not.toThrow();
-    expect(thrown(() => checkPlatform(DEFAULT_OPERATOR_POLICY, { os: 'linux', architecture: 'riscv64' })).code).toBe('PLATFORM_NOT_ACCEPTED');
+    expect(() =>
+      checkPlatform(DEFAULT_OPERATOR_POLICY, { os: 'linux', architecture: 'arm64', variant: 'v8' }),
+    ).not.toThrow();
+    expect(thrown(() => checkPlatform(DEFAULT_OPERATOR_POLICY, { os: 'linux', architecture: 'riscv64' })).code).toBe(
+      'PLATFORM_NOT_ACCEPTED',
+    );
     const v8only = parseOperatorPolicy({ platforms: [{ os: 'linux', architecture: 'arm64', variant: 'v8' }] });
-    expect(thrown(() => checkPlatform(v8only, { os: 'linux', architecture: 'arm64' })).code).toBe('PLATFORM_NOT_ACCEPTED');
+    expect(thrown(() => checkPlatform(v8only, { os: 'linux', architecture: 'arm64' })).code).toBe(
+      'PLATFORM_NOT_ACCEPTED',
+    );
   });
 });
 
@@ -198,10 +238,18 @@ describe('admitCode and admitRuntime (everything the policy says, at once)', () 
     createdAt: '2026-08-18T16:00:00Z',
     ...over,
   });
-  const policy = parseOperatorPolicy({ publishers: [ALICE], registries: ['localhost:5000'], archive: { maxArchiveBytes: 5000 }, limitMode: 'reject' });
+  const policy = parseOperatorPolicy({
+    publishers: [ALICE],
+    registries: ['localhost:5000'],
+    archive: { maxArchiveBytes: 5000 },
+    limitMode: 'reject',
+  });
 
   it('admits a code record within the policy and returns its limits', () => {
-    expect(admitCode(policy, code({ requested: { memoryMb: 128 }, additions: [`localhost:5000/a@sha256:${F}`] })).limits.memoryMb).toBe(128);
+    expect(
+      admitCode(policy, code({ requested: { memoryMb: 128 }, additions: [`localhost:5000/a@sha256:${F}`] })).limits
+        .memoryMb,
+    ).toBe(128);
   });
 
   it('lists every refusal with its own code', () => {
@@ -230,15 +278,28 @@ describe('admitCode and admitRuntime (everything the policy says, at once)', () 
   });
 
   it('admitRuntime checks platform, protocol version and image registry', () => {
-    const platform = { os: 'linux', architecture: 'amd64', image: `localhost:5000/rt@sha256:${F}`, exportPath: '/x', launcher: { path: 'bin/x', args: ['{entrypoint}'] } };
+    const platform = {
+      os: 'linux',
+      architecture: 'amd64',
+      image: `localhost:5000/rt@sha256:${F}`,
+      exportPath: '/x',
+      launcher: { path: 'bin/x', args: ['{entrypoint}'] },
+    };
     expect(admitRuntime(policy, { record: { protocolVersion: 1 }, platform }).registry).toBe('localhost:5000');
     let err: unknown;
     try {
-      admitRuntime(policy, { record: { protocolVersion: 2 }, platform: { ...platform, architecture: 'mips', image: `docker.io/rt@sha256:${F}` } });
+      admitRuntime(policy, {
+        record: { protocolVersion: 2 },
+        platform: { ...platform, architecture: 'mips', image: `docker.io/rt@sha256:${F}` },
+      });
     } catch (e) {
       err = e;
     }
-    expect((err as RecordValidationError).codes).toEqual(['PLATFORM_NOT_ACCEPTED', 'RUNTIME_PROTOCOL_UNSUPPORTED', 'REGISTRY_NOT_ALLOWED']);
+    expect((err as RecordValidationError).codes).toEqual([
+      'PLATFORM_NOT_ACCEPTED',
+      'RUNTIME_PROTOCOL_UNSUPPORTED',
+      'REGISTRY_NOT_ALLOWED',
+    ]);
   });
 });
 
@@ -258,7 +319,9 @@ describe('operator policy: which runtimes may be pre-started', () => {
     expect(named).toEqual({ ...DEFAULT_OPERATOR_POLICY.prestart, publishers: [did] });
     expect(mayPrestart(named, did)).toBe(true);
     expect(mayPrestart(named, 'did:plc:someoneelse')).toBe(false);
-    expect(mayPrestart(parseOperatorPolicy({ prestart: { publishers: ['*'] } }).prestart, 'did:plc:someoneelse')).toBe(true);
+    expect(mayPrestart(parseOperatorPolicy({ prestart: { publishers: ['*'] } }).prestart, 'did:plc:someoneelse')).toBe(
+      true,
+    );
   });
 
   it('a prestart.publishers that is not a list of DIDs is refused, every bad entry named', () => {
@@ -270,7 +333,12 @@ describe('operator policy: which runtimes may be pre-started', () => {
     }
     expect(err).toBeInstanceOf(ValidationError);
     expect((err as ValidationError).code).toBe('OPERATOR_POLICY_INVALID');
-    expect((err as ValidationError).issues).toEqual(['prestart.publishers[0] "alice.test" is not a DID or "*"', 'prestart.publishers[1] 7 is not a DID or "*"']);
-    expect(() => parseOperatorPolicy({ prestart: { publishers: 'did:plc:x' } })).toThrow(/prestart.publishers must be an array of a DID/);
+    expect((err as ValidationError).issues).toEqual([
+      'prestart.publishers[0] "alice.test" is not a DID or "*"',
+      'prestart.publishers[1] 7 is not a DID or "*"',
+    ]);
+    expect(() => parseOperatorPolicy({ prestart: { publishers: 'did:plc:x' } })).toThrow(
+      /prestart.publishers must be an array of a DID/,
+    );
   });
 });

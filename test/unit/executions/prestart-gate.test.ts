@@ -11,7 +11,10 @@ const target = (key: string, n = 0, publisher = TRUSTED): Target => ({ key, publ
 
 function gate(policy: { publishers: string[] } = { publishers: [TRUSTED] }) {
   const started: Target[] = [];
-  return { g: new PrestartGate<Target>((t) => started.push(t), { trusts: (did) => mayPrestart(policy, did) }), started };
+  return {
+    g: new PrestartGate<Target>((t) => started.push(t), { trusts: (did) => mayPrestart(policy, did) }),
+    started,
+  };
 }
 
 describe('prestart gate', () => {

@@ -56,7 +56,8 @@ function record(over: Record<string, unknown> = {}, platformOver: Record<string,
   } as RuntimeRecord;
 }
 
-const codes = (value: unknown, opts: RuntimeValidationOptions = {}): string[] => validateRuntimeRecord(value, opts).violations.map((v) => v.code);
+const codes = (value: unknown, opts: RuntimeValidationOptions = {}): string[] =>
+  validateRuntimeRecord(value, opts).violations.map((v) => v.code);
 
 describe('a valid runtime record', () => {
   it('passes, and selects exactly the entry for the daemon platform', () => {
@@ -75,7 +76,9 @@ describe('each rule has its own code', () => {
     expect(codes(record({ protocolVersion: '1' }))).toEqual(['RUNTIME_PROTOCOL_UNSUPPORTED']);
     expect(codes(record({ protocolVersion: undefined }))).toEqual(['RUNTIME_PROTOCOL_UNSUPPORTED']);
     expect(codes(record(), { acceptedProtocolVersions: [] })).toEqual(['RUNTIME_PROTOCOL_UNSUPPORTED']);
-    expect(codes(record({ protocolVersion: 2 }), { acceptedProtocolVersions: [1, 2] })).toEqual(['RUNTIME_PROTOCOL_UNSUPPORTED']);
+    expect(codes(record({ protocolVersion: 2 }), { acceptedProtocolVersions: [1, 2] })).toEqual([
+      'RUNTIME_PROTOCOL_UNSUPPORTED',
+    ]);
   });
 
   it('RUNTIME_KIND_UNSUPPORTED: only "language"', () => {
@@ -84,14 +87,24 @@ describe('each rule has its own code', () => {
   });
 
   it('RUNTIME_PLATFORM_MISSING: exact os/architecture/variant match, no fallback', () => {
-    expect(codes(record(), { platform: { os: 'linux', architecture: 'riscv64' } })).toEqual(['RUNTIME_PLATFORM_MISSING']);
+    expect(codes(record(), { platform: { os: 'linux', architecture: 'riscv64' } })).toEqual([
+      'RUNTIME_PLATFORM_MISSING',
+    ]);
     // arm64/v8 in the record does not serve a daemon that reports arm64 without a variant, nor arm64/v9
     expect(codes(record(), { platform: { os: 'linux', architecture: 'arm64' } })).toEqual(['RUNTIME_PLATFORM_MISSING']);
-    expect(codes(record(), { platform: { os: 'linux', architecture: 'arm64', variant: 'v9' } })).toEqual(['RUNTIME_PLATFORM_MISSING']);
+    expect(codes(record(), { platform: { os: 'linux', architecture: 'arm64', variant: 'v9' } })).toEqual([
+      'RUNTIME_PLATFORM_MISSING',
+    ]);
     // and amd64 without a variant does not serve amd64/v3
-    expect(codes(record(), { platform: { os: 'linux', architecture: 'amd64', variant: 'v3' } })).toEqual(['RUNTIME_PLATFORM_MISSING']);
-    expect(codes(record(), { platform: { os: 'windows', architecture: 'amd64' } })).toEqual(['RUNTIME_PLATFORM_MISSING']);
-    expect(() => selectRuntimePlatform(record(), { os: 'linux', architecture: 's390x' })).toThrow(expect.objectContaining({ code: 'RUNTIME_PLATFORM_MISSING' }));
+    expect(codes(record(), { platform: { os: 'linux', architecture: 'amd64', variant: 'v3' } })).toEqual([
+      'RUNTIME_PLATFORM_MISSING',
+    ]);
+    expect(codes(record(), { platform: { os: 'windows', architecture: 'amd64' } })).toEqual([
+      'RUNTIME_PLATFORM_MISSING',
+    ]);
+    expect(() => selectRuntimePlatform(record(), { os: 'linux', architecture: 's390x' })).toThrow(
+      expect.objectContaining({ code: 'RUNTIME_PLATFORM_MISSING' }),
+    );
   });
 
   it('RUNTIME_PLATFORM_DUPLICATE: two entries for one platform, on every runner', () => {
@@ -100,43 +113,123 @@ describe('each rule has its own code', () => {
     expect(codes(r, { platform: AMD64 })).toEqual(['RUNTIME_PLATFORM_DUPLICATE']);
     expect(codes(r, { platform: ARM64V8 })).toEqual(['RUNTIME_PLATFORM_DUPLICATE']);
     expect(codes(r)).toEqual(['RUNTIME_PLATFORM_DUPLICATE']);
-    expect(() => selectRuntimePlatform(r, AMD64)).toThrow(expect.objectContaining({ code: 'RUNTIME_PLATFORM_DUPLICATE' }));
+    expect(() => selectRuntimePlatform(r, AMD64)).toThrow(
+      expect.objectContaining({ code: 'RUNTIME_PLATFORM_DUPLICATE' }),
+    );
   });
 
   it('RUNTIME_IMAGE_NOT_DIGEST: tags, tag+digest, other algorithms', () => {
-    for (const image of ['python:3.12', `python:3.12@sha256:${F}`, `python@sha512:${'a'.repeat(128)}`, `python@sha256:${F.toUpperCase()}`, '']) {
+    for (const image of [
+      'python:3.12',
+      `python:3.12@sha256:${F}`,
+      `python@sha512:${'a'.repeat(128)}`,
+      `python@sha256:${F.toUpperCase()}`,
+      '',
+    ]) {
       expect(new Set(codes(record({}, { image }))), image).toEqual(new Set(['RUNTIME_IMAGE_NOT_DIGEST']));
     }
   });
 
   it('RUNTIME_EXPORT_PATH_INVALID: absolute, normalized, no traversal, no NUL', () => {
-    for (const exportPath of ['at-run/runtime', '/at-run/../etc', '//at-run', '/at-run//runtime', '/at-run/runtime/', '/', '/at-run/./runtime', '/at\u0000run', '/a\\b', '', '/..']) {
+    for (const exportPath of [
+      'at-run/runtime',
+      '/at-run/../etc',
+      '//at-run',
+      '/at-run//runtime',
+      '/at-run/runtime/',
+      '/',
+      '/at-run/./runtime',
+      '/at\u0000run',
+      '/a\\b',
+      '',
+      '/..',
+    ]) {
       expect(codes(record({}, { exportPath })), JSON.stringify(exportPath)).toContain('RUNTIME_EXPORT_PATH_INVALID');
       expect(new Set(codes(record({}, { exportPath })))).toEqual(new Set(['RUNTIME_EXPORT_PATH_INVALID']));
     }
   });
 
   it('RUNTIME_LAUNCHER_INVALID: a relative path without traversal', () => {
-    for (const path of ['/usr/bin/python3', '../python3', 'bin/../../python3', '', 'bin//python3', './bin/python3', 'bin/python3/', 'bin/py thon', 'bin/$(id)', 'bin/a\u0000b']) {
-      expect(new Set(codes(record({}, { launcher: { path, args: ['{entrypoint}'] } }))), JSON.stringify(path)).toEqual(new Set(['RUNTIME_LAUNCHER_INVALID']));
+    for (const path of [
+      '/usr/bin/python3',
+      '../python3',
+      'bin/../../python3',
+      '',
+      'bin//python3',
+      './bin/python3',
+      'bin/python3/',
+      'bin/py thon',
+      'bin/$(id)',
+      'bin/a\u0000b',
+    ]) {
+      expect(new Set(codes(record({}, { launcher: { path, args: ['{entrypoint}'] } }))), JSON.stringify(path)).toEqual(
+        new Set(['RUNTIME_LAUNCHER_INVALID']),
+      );
     }
     expect(codes(record({}, { launcher: 'bin/python3 {entrypoint}' }))).toEqual(['RUNTIME_LAUNCHER_INVALID']);
-    expect(codes(record({}, { launcher: { path: 'bin/python3', args: ['{entrypoint}', 7] } }))).toEqual(['RUNTIME_LAUNCHER_INVALID']);
+    expect(codes(record({}, { launcher: { path: 'bin/python3', args: ['{entrypoint}', 7] } }))).toEqual([
+      'RUNTIME_LAUNCHER_INVALID',
+    ]);
   });
 
   it('RUNTIME_ARGS_SHELL_SYNTAX: arguments are argv, never shell text', () => {
-    for (const arg of ['-c', 'import os; os.system("id")', '$(id)', '`id`', 'a|b', '>out', '*.py', '~/x', 'a b', "it's", 'a\nb', '']) {
-      const got = codes(record({}, { launcher: { path: 'bin/python3', args: ['-c', arg, '{entrypoint}'].filter((a, i) => i !== 0 || arg === '-c') } }));
+    for (const arg of [
+      '-c',
+      'import os; os.system("id")',
+      '$(id)',
+      '`id`',
+      'a|b',
+      '>out',
+      '*.py',
+      '~/x',
+      'a b',
+      "it's",
+      'a\nb',
+      '',
+    ]) {
+      const got = codes(
+        record(
+          {},
+          {
+            launcher: {
+              path: 'bin/python3',
+              args: ['-c', arg, '{entrypoint}'].filter((a, i) => i !== 0 || arg === '-c'),
+            },
+          },
+        ),
+      );
       if (arg === '-c') expect(got).toEqual([]);
       else expect(got, JSON.stringify(arg)).toEqual(['RUNTIME_ARGS_SHELL_SYNTAX']);
     }
-    expect(codes(record({}, { launcher: { path: 'bin/node', args: ['--max-old-space-size=128', '--enable-source-maps', '/opt/at-run/runtime/adapter/worker.mjs', '{entrypoint}'] } }))).toEqual([]);
+    expect(
+      codes(
+        record(
+          {},
+          {
+            launcher: {
+              path: 'bin/node',
+              args: [
+                '--max-old-space-size=128',
+                '--enable-source-maps',
+                '/opt/at-run/runtime/adapter/worker.mjs',
+                '{entrypoint}',
+              ],
+            },
+          },
+        ),
+      ),
+    ).toEqual([]);
   });
 
   it('RUNTIME_ARGS_ENTRYPOINT: exactly one argument is the literal {entrypoint}', () => {
     expect(codes(record({}, { launcher: { path: 'bin/python3', args: [] } }))).toEqual(['RUNTIME_ARGS_ENTRYPOINT']);
-    expect(codes(record({}, { launcher: { path: 'bin/python3', args: ['{entrypoint}', '{entrypoint}'] } }))).toEqual(['RUNTIME_ARGS_ENTRYPOINT']);
-    expect(codes(record({}, { launcher: { path: 'bin/python3', args: ['--file={entrypoint}'] } }))).toEqual(['RUNTIME_ARGS_ENTRYPOINT', 'RUNTIME_ARGS_ENTRYPOINT']);
+    expect(codes(record({}, { launcher: { path: 'bin/python3', args: ['{entrypoint}', '{entrypoint}'] } }))).toEqual([
+      'RUNTIME_ARGS_ENTRYPOINT',
+    ]);
+    expect(codes(record({}, { launcher: { path: 'bin/python3', args: ['--file={entrypoint}'] } }))).toEqual([
+      'RUNTIME_ARGS_ENTRYPOINT',
+      'RUNTIME_ARGS_ENTRYPOINT',
+    ]);
     expect(codes(record({}, { launcher: { path: 'bin/python3' } }))).toEqual(['RUNTIME_ARGS_ENTRYPOINT']);
   });
 
@@ -176,7 +269,12 @@ describe('collecting every issue', () => {
   it('reports every broken rule of a record at once, in every platform entry', () => {
     const bad = record(
       { protocolVersion: 3, kind: 'vm' },
-      { image: 'python:latest', exportPath: '../x', launcher: { path: '/bin/sh', args: ['-c', 'echo $HOME'] }, env: [{ name: 'BAD-NAME', value: 'x' }] },
+      {
+        image: 'python:latest',
+        exportPath: '../x',
+        launcher: { path: '/bin/sh', args: ['-c', 'echo $HOME'] },
+        env: [{ name: 'BAD-NAME', value: 'x' }],
+      },
     );
     (bad.platforms[1] as unknown as Record<string, unknown>).exportPath = 'relative';
     const check = validateRuntimeRecord(bad, { platform: AMD64 });
@@ -215,7 +313,9 @@ describe('collecting every issue', () => {
 });
 
 describe('the Lexicon matches the type', () => {
-  const doc = JSON.parse(readFileSync(resolve(REPO_ROOT, 'lexicons/dev.mainasara.at-run.beta.v2.runtime.json'), 'utf8')) as Record<string, any>;
+  const doc = JSON.parse(
+    readFileSync(resolve(REPO_ROOT, 'lexicons/dev.mainasara.at-run.beta.v2.runtime.json'), 'utf8'),
+  ) as Record<string, any>;
   const strongRef = schemas.find((s) => s.id === 'com.atproto.repo.strongRef')!;
   const lex = new Lexicons([doc as any, strongRef]);
 
@@ -229,9 +329,21 @@ describe('the Lexicon matches the type', () => {
     const value = record();
     lex.assertValidRecord(RUNTIME_RECORD_NSID, value);
     const props = doc.defs.main.record.properties as Record<string, unknown>;
-    expect(Object.keys(value).filter((k) => k !== '$type').sort()).toEqual(Object.keys(props).sort());
-    expect(Object.keys(value.platforms[0]!).sort()).toEqual(Object.keys(doc.defs.platform.properties).filter((k) => k !== 'variant').sort());
-    expect(Object.keys(value.platforms[1]!).sort()).toEqual(Object.keys(doc.defs.platform.properties).filter((k) => k !== 'env').sort());
+    expect(
+      Object.keys(value)
+        .filter((k) => k !== '$type')
+        .sort(),
+    ).toEqual(Object.keys(props).sort());
+    expect(Object.keys(value.platforms[0]!).sort()).toEqual(
+      Object.keys(doc.defs.platform.properties)
+        .filter((k) => k !== 'variant')
+        .sort(),
+    );
+    expect(Object.keys(value.platforms[1]!).sort()).toEqual(
+      Object.keys(doc.defs.platform.properties)
+        .filter((k) => k !== 'env')
+        .sort(),
+    );
   });
 
   it('requires what our validator requires', () => {

@@ -17,7 +17,9 @@ function pool(clock: SimulatedClock) {
     inspectContainer: async () => partial<ContainerInfo>({ state: partial<ContainerState>({ running: true }) }),
     cpuUsageNs: async () => 5_000_000,
   });
-  const sandbox = partial<ExecutionSandbox>({ createExecutionContainer: async () => ({ containerId: 'c1', command: [] }) });
+  const sandbox = partial<ExecutionSandbox>({
+    createExecutionContainer: async () => ({ containerId: 'c1', command: [] }),
+  });
   const p = new SandboxPool({
     engine,
     sandbox,
@@ -31,7 +33,14 @@ function pool(clock: SimulatedClock) {
   return { p, facts, removed };
 }
 
-const target = partial<PoolTarget>({ key: 'k', uri: 'at://did:plc:x/code/1', codeCid: 'c', runtimeCid: 'r', memoryMb: 64, spec: partial({}) });
+const target = partial<PoolTarget>({
+  key: 'k',
+  uri: 'at://did:plc:x/code/1',
+  codeCid: 'c',
+  runtimeCid: 'r',
+  memoryMb: 64,
+  spec: partial({}),
+});
 
 describe('sandbox pool on the injected clock', () => {
   it('a claimed sandbox waited as long as the clock says', async () => {
@@ -42,7 +51,13 @@ describe('sandbox pool on the injected clock', () => {
     clock.advance(1234);
     const claimed = await p.claim(target.uri, 'k', 'ex1');
     // With the inspect that found it running, handed on to its invocation (no second inspect).
-    expect(claimed).toEqual({ sandboxId: expect.stringMatching(/^pre_/), containerId: 'c1', waitedMs: 1234, info: { state: { running: true } }, idleCpuMs: 5 });
+    expect(claimed).toEqual({
+      sandboxId: expect.stringMatching(/^pre_/),
+      containerId: 'c1',
+      waitedMs: 1234,
+      info: { state: { running: true } },
+      idleCpuMs: 5,
+    });
     expect(clock.pending).toBe(0); // claiming cancelled the idle removal
   });
 

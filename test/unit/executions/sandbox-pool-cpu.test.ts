@@ -13,7 +13,11 @@ import type { EventStorePort } from '../../../src/store/port.ts';
 import type { ActorHost } from '../../../src/supervisor/host/actor-host.ts';
 import { createBus } from '../../../src/supervisor/host/bus.ts';
 import { RunlogMetrics } from '../../../src/supervisor/observability/metrics.ts';
-import { PRESTART_CPU_CHECK_MS, SandboxPool, type PoolTarget } from '../../../src/supervisor/executions/pool/sandbox-pool.ts';
+import {
+  PRESTART_CPU_CHECK_MS,
+  SandboxPool,
+  type PoolTarget,
+} from '../../../src/supervisor/executions/pool/sandbox-pool.ts';
 import { SimulatedClock } from '../../support/clock.ts';
 import { partial } from '../../support/partial.ts';
 
@@ -39,11 +43,19 @@ function pool(opts: { idleCpuMs?: number; perCode?: number } = {}) {
       return v;
     },
   });
-  const sandbox = partial<ExecutionSandbox>({ createExecutionContainer: async () => ({ containerId: `c${++n}`, command: [] }) });
+  const sandbox = partial<ExecutionSandbox>({
+    createExecutionContainer: async () => ({ containerId: `c${++n}`, command: [] }),
+  });
   const p = new SandboxPool({
     engine,
     sandbox,
-    policy: { perCode: opts.perCode ?? 1, total: 8, maxMemoryMb: 2048, idleMs: 60_000, idleCpuMs: opts.idleCpuMs ?? 1000 },
+    policy: {
+      perCode: opts.perCode ?? 1,
+      total: 8,
+      maxMemoryMb: 2048,
+      idleMs: 60_000,
+      idleCpuMs: opts.idleCpuMs ?? 1000,
+    },
     labels: { 'runlog.home': '/nowhere' },
     record: (events) => void facts.push(...events),
     read: async () => [],
@@ -54,7 +66,16 @@ function pool(opts: { idleCpuMs?: number; perCode?: number } = {}) {
   return { p, clock, facts, of, logs, removed, cpu, reads };
 }
 
-const target = (key = 'k', uri = 'at://did:plc:x/code/1') => partial<PoolTarget>({ key, uri, publisher: 'did:plc:rt', codeCid: 'c', runtimeCid: 'r', memoryMb: 64, spec: partial({}) });
+const target = (key = 'k', uri = 'at://did:plc:x/code/1') =>
+  partial<PoolTarget>({
+    key,
+    uri,
+    publisher: 'did:plc:rt',
+    codeCid: 'c',
+    runtimeCid: 'r',
+    memoryMb: 64,
+    spec: partial({}),
+  });
 
 describe('the CPU a pre-started sandbox uses while it waits', () => {
   it('is read every few seconds on the clock; a sandbox that stays under the bound waits until idleMs, and its removal says what it used', async () => {
@@ -77,7 +98,9 @@ describe('the CPU a pre-started sandbox uses while it waits', () => {
     clock.advance(60_000);
     await p.settled();
     expect(p.list()).toEqual([]);
-    expect(of('pool.sandbox-removed')).toEqual([{ sandbox: expect.any(String), containerId: 'c1', reason: 'idle', idleCpuMs: 120 }]);
+    expect(of('pool.sandbox-removed')).toEqual([
+      { sandbox: expect.any(String), containerId: 'c1', reason: 'idle', idleCpuMs: 120 },
+    ]);
   });
 
   it('a sandbox over idleCpuMs is removed as idle-cpu at the next reading, and its key is not pre-started again', async () => {
@@ -89,8 +112,12 @@ describe('the CPU a pre-started sandbox uses while it waits', () => {
     await p.settled();
     expect(p.list()).toEqual([]);
     expect(removed).toEqual(['c1']);
-    expect(of('pool.sandbox-removed')).toEqual([{ sandbox: expect.any(String), containerId: 'c1', reason: 'idle-cpu', idleCpuMs: 1500, idleCpuBoundMs: 1000 }]);
-    expect(of('pool.prestart-stopped')).toEqual([{ key: 'k', uri: 'at://did:plc:x/code/1', reason: 'idle-cpu', idleCpuMs: 1500, idleCpuBoundMs: 1000 }]);
+    expect(of('pool.sandbox-removed')).toEqual([
+      { sandbox: expect.any(String), containerId: 'c1', reason: 'idle-cpu', idleCpuMs: 1500, idleCpuBoundMs: 1000 },
+    ]);
+    expect(of('pool.prestart-stopped')).toEqual([
+      { key: 'k', uri: 'at://did:plc:x/code/1', reason: 'idle-cpu', idleCpuMs: 1500, idleCpuBoundMs: 1000 },
+    ]);
     expect(logs.filter((l) => l.includes('idle-cpu') || l.includes('not pre-started'))).toHaveLength(1);
     // The same key is never started again by this pool; another key still is.
     p.fill(target());
@@ -117,7 +144,9 @@ describe('the CPU a pre-started sandbox uses while it waits', () => {
     await p.settled();
     expect(reads).toHaveLength(3); // two checks and the read before the removal
     expect(p.list()).toEqual([]);
-    expect(of('pool.sandbox-removed')).toEqual([{ sandbox: expect.any(String), containerId: 'c1', reason: 'gone', idleCpuMs: null }]);
+    expect(of('pool.sandbox-removed')).toEqual([
+      { sandbox: expect.any(String), containerId: 'c1', reason: 'gone', idleCpuMs: null },
+    ]);
     expect(of('pool.prestart-stopped')).toEqual([]);
   });
 
@@ -128,13 +157,17 @@ describe('the CPU a pre-started sandbox uses while it waits', () => {
     cpu.set('c1', 42 * MS);
     const claimed = await p.claim('at://did:plc:x/code/1', 'k', 'ex1');
     expect(claimed).toMatchObject({ containerId: 'c1', idleCpuMs: 42 });
-    expect(of('pool.sandbox-claimed')).toEqual([{ sandbox: expect.any(String), containerId: 'c1', executionId: 'ex1', idleCpuMs: 42 }]);
+    expect(of('pool.sandbox-claimed')).toEqual([
+      { sandbox: expect.any(String), containerId: 'c1', executionId: 'ex1', idleCpuMs: 42 },
+    ]);
 
     p.fill(target());
     await p.settled();
     cpu.set('c2', 1800 * MS);
     expect(await p.claim('at://did:plc:x/code/1', 'k', 'ex2')).toMatchObject({ containerId: 'c2', idleCpuMs: 1800 });
-    expect(of('pool.prestart-stopped')).toEqual([{ key: 'k', uri: 'at://did:plc:x/code/1', reason: 'idle-cpu', idleCpuMs: 1800, idleCpuBoundMs: 1000 }]);
+    expect(of('pool.prestart-stopped')).toEqual([
+      { key: 'k', uri: 'at://did:plc:x/code/1', reason: 'idle-cpu', idleCpuMs: 1800, idleCpuBoundMs: 1000 },
+    ]);
     p.fill(target());
     await p.settled();
     expect(p.list()).toEqual([]);
@@ -175,8 +208,21 @@ describe('prestart metrics', () => {
     const store = partial<EventStorePort>({ lastSeq: async () => 0 });
     const metered: Metered = { sizeBytes: async () => 0, observeAppends: () => undefined };
     const host = partial<ActorHost>({ live: () => [] });
-    let accounts = { idleCpuMs: 2500, claimed: 3, removed: { 'idle-cpu': 1, idle: 2 } as Record<string, number>, stoppedKeys: 1 };
-    const metrics = new RunlogMetrics({ store, metered, host: () => host, bus: createBus(), now: () => new Date().toISOString(), processMetrics: false, prestart: () => accounts });
+    let accounts = {
+      idleCpuMs: 2500,
+      claimed: 3,
+      removed: { 'idle-cpu': 1, idle: 2 } as Record<string, number>,
+      stoppedKeys: 1,
+    };
+    const metrics = new RunlogMetrics({
+      store,
+      metered,
+      host: () => host,
+      bus: createBus(),
+      now: () => new Date().toISOString(),
+      processMetrics: false,
+      prestart: () => accounts,
+    });
     let text = await metrics.text();
     expect(text).toContain('runlog_prestart_idle_cpu_seconds_total 2.5');
     expect(text).toContain('runlog_prestart_sandboxes_removed_total{reason="idle-cpu"} 1');
@@ -195,7 +241,10 @@ describe('operator policy: prestart.idleCpuMs', () => {
   it('defaults to one second of CPU, takes a positive integer, and lists a bad value like the other prestart keys', () => {
     expect(DEFAULT_OPERATOR_POLICY.prestart.idleCpuMs).toBe(1000);
     expect(parseOperatorPolicy({}).prestart.idleCpuMs).toBe(1000);
-    expect(parseOperatorPolicy({ prestart: { idleCpuMs: 250 } }).prestart).toMatchObject({ idleCpuMs: 250, idleMs: 60_000 });
+    expect(parseOperatorPolicy({ prestart: { idleCpuMs: 250 } }).prestart).toMatchObject({
+      idleCpuMs: 250,
+      idleMs: 60_000,
+    });
     for (const bad of [0, -5, 1.5, '100', null]) {
       let issues: string[] = [];
       try {

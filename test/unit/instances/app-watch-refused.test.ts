@@ -12,7 +12,11 @@ import { tempDir } from '../../support/tmp.ts';
 
 /** What fs.watch throws when inotify_init1 fails with EMFILE. */
 const emfile = (): never => {
-  throw Object.assign(new Error('EMFILE: too many open files, watch'), { code: 'EMFILE', errno: -24, syscall: 'watch' });
+  throw Object.assign(new Error('EMFILE: too many open files, watch'), {
+    code: 'EMFILE',
+    errno: -24,
+    syscall: 'watch',
+  });
 };
 const refuseAll: WatchFactory = () => emfile();
 
@@ -22,7 +26,7 @@ const writeApp = (apps: string, appId: string, tools: string[]): void => {
 };
 
 const until = async (what: string, ok: () => boolean): Promise<void> => {
-  for (const end = Date.now() + 10_000; !ok(); ) {
+  for (const end = Date.now() + 10_000; !ok();) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 20));
   }
@@ -41,17 +45,28 @@ describe('an apps workspace the kernel refuses to watch', () => {
     writeApp(apps, 'com.example.hello', ['bash']);
     const said: string[] = [];
     const events: AppRegistryEvent[] = [];
-    const registry = new AppRegistry({ appsDir: apps, debounceMs: 10, pollMs: 20, watch: refuseAll, onPolling: (m) => said.push(m) });
+    const registry = new AppRegistry({
+      appsDir: apps,
+      debounceMs: 10,
+      pollMs: 20,
+      watch: refuseAll,
+      onPolling: (m) => said.push(m),
+    });
     registries.push(registry);
     registry.on((e) => events.push(e));
     await registry.start();
     expect(registry.mode).toBe('polling');
     expect(said).toHaveLength(1);
-    expect(said[0]).toMatch(/cannot watch .*apps \(EMFILE: the user's inotify instances or watches are used up .*max_user_instances.*\); rescanning the apps every 20 ms/);
+    expect(said[0]).toMatch(
+      /cannot watch .*apps \(EMFILE: the user's inotify instances or watches are used up .*max_user_instances.*\); rescanning the apps every 20 ms/,
+    );
     expect(registry.list().map((a) => a.appId)).toEqual(['com.example.hello']);
     writeApp(apps, 'com.example.hello', ['bash', 'git']);
     await until('the edit to be noticed', () => events.some((e) => e.type === 'changed'));
-    expect(events.find((e) => e.type === 'changed')).toMatchObject({ appId: 'com.example.hello', manifest: { tools: ['bash', 'git'] } });
+    expect(events.find((e) => e.type === 'changed')).toMatchObject({
+      appId: 'com.example.hello',
+      manifest: { tools: ['bash', 'git'] },
+    });
     expect(said).toHaveLength(1);
   });
 
@@ -84,15 +99,27 @@ describe('an apps workspace the kernel refuses to watch', () => {
     const apps = join(home, 'workspace', 'apps');
     writeApp(apps, 'com.example.notes', ['curl']);
     const lines: string[] = [];
-    const rl = await createRunlog({ home, effects: fakeEffects(), reconcile: false, engineWatch: false, appWatch: refuseAll, log: (m) => lines.push(m) });
+    const rl = await createRunlog({
+      home,
+      effects: fakeEffects(),
+      reconcile: false,
+      engineWatch: false,
+      appWatch: refuseAll,
+      log: (m) => lines.push(m),
+    });
     runlogs.push(rl);
     expect(lines.filter((l) => l.startsWith('apps: cannot watch'))).toHaveLength(1);
-    expect(await rl.metrics!.registry.getSingleMetricAsString('runlog_app_watch_polling')).toMatch(/^runlog_app_watch_polling 1$/m);
+    expect(await rl.metrics!.registry.getSingleMetricAsString('runlog_app_watch_polling')).toMatch(
+      /^runlog_app_watch_polling 1$/m,
+    );
     await rl.host.create('instance', 'inst_web', { type: 'instance.requested', data: { spec: instanceSpec() } });
     await rl.idle();
     writeApp(apps, 'com.example.notes', ['curl', 'git']);
     // Polled (every 2 s): the edit becomes a grant on the instance's stream, as a watched edit does.
-    await until('the grant', () => rl.host.get('instance', 'inst_web')!.snapshot.context.spec?.tools.includes('git') === true);
+    await until(
+      'the grant',
+      () => rl.host.get('instance', 'inst_web')!.snapshot.context.spec?.tools.includes('git') === true,
+    );
     expect((await rl.events('inst_web')).map((e) => e.type)).toContain('instance.tool-granted');
   });
 });

@@ -1,7 +1,16 @@
 // The Docker adapter's typed errors and engineTrouble (which replaced the status-code and errno sniffing in
 // supervisor/instances/instances.ts): built directly, no Engine needed.
 import { describe, expect, it } from 'vitest';
-import { dockerAnswerError, DockerApiError, DockerConflictError, DockerNotFoundError, DockerTimeoutError, DockerUnavailableError, engineTrouble, ImagePullError } from '../../../src/adapters/docker/errors.ts';
+import {
+  dockerAnswerError,
+  DockerApiError,
+  DockerConflictError,
+  DockerNotFoundError,
+  DockerTimeoutError,
+  DockerUnavailableError,
+  engineTrouble,
+  ImagePullError,
+} from '../../../src/adapters/docker/errors.ts';
 import { httpStatusOf } from '../../../src/domain/error-codes.ts';
 import { RunlogError } from '../../../src/domain/errors.ts';
 
@@ -29,12 +38,16 @@ describe('Docker errors', () => {
     expect(engineTrouble(wrap(wrap(new DockerUnavailableError('/s', 'ENOENT'))))).toBe('down');
     expect(engineTrouble(wrap(dockerAnswerError('start', 'server error', 500)))).toBe('error');
     expect(engineTrouble(wrap(new DockerTimeoutError('start', 60_000)))).toBe('error');
-    expect(engineTrouble(wrap(new ImagePullError('r@sha256:x', 'daemon shutting down', false, { status: 503 })))).toBe('error');
+    expect(engineTrouble(wrap(new ImagePullError('r@sha256:x', 'daemon shutting down', false, { status: 503 })))).toBe(
+      'error',
+    );
     expect(engineTrouble(wrap(new ImagePullError('r@sha256:x', 'manifest unknown', true, { status: 404 })))).toBeNull();
     expect(engineTrouble(wrap(dockerAnswerError('start', 'no such container', 404)))).toBeNull();
     expect(engineTrouble(wrap(dockerAnswerError('create', 'conflict', 409)))).toBeNull();
     // A raw errno from something that is not the Engine (an app's port refusing the health check) is not Docker's.
-    expect(engineTrouble(wrap(Object.assign(new Error('connect ECONNREFUSED 10.0.0.2:3000'), { code: 'ECONNREFUSED' })))).toBeNull();
+    expect(
+      engineTrouble(wrap(Object.assign(new Error('connect ECONNREFUSED 10.0.0.2:3000'), { code: 'ECONNREFUSED' }))),
+    ).toBeNull();
     expect(engineTrouble(new Error('x'))).toBeNull();
     expect(engineTrouble(undefined)).toBeNull();
   });

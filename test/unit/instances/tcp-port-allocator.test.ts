@@ -3,13 +3,22 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { TcpPortAllocator, PortConflictError, PortsExhaustedError, readBusyPorts, readListeningPorts } from '../../../src/adapters/net/tcp-port-allocator.ts';
+import {
+  TcpPortAllocator,
+  PortConflictError,
+  PortsExhaustedError,
+  readBusyPorts,
+  readListeningPorts,
+} from '../../../src/adapters/net/tcp-port-allocator.ts';
 
 const HEADER4 = '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode';
-const HEADER6 = '  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode';
+const HEADER6 =
+  '  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode';
 const hex = (p: number): string => p.toString(16).toUpperCase().padStart(4, '0');
-const v4 = (port: number, st: string): string => `   0: 0100007F:${hex(port)} 00000000:0000 ${st} 00000000:00000000 00:00000000 00000000     0        0 1075 1 0000000077be92ef 100 0 0 10 0`;
-const v6 = (port: number, st: string): string => `   0: 00000000000000000000000000000000:${hex(port)} 00000000000000000000000000000000:0000 ${st} 00000000:00000000 00:00000000 00000000     0        0 7 1 0000000000000000 100 0 0 10 0`;
+const v4 = (port: number, st: string): string =>
+  `   0: 0100007F:${hex(port)} 00000000:0000 ${st} 00000000:00000000 00:00000000 00000000     0        0 1075 1 0000000077be92ef 100 0 0 10 0`;
+const v6 = (port: number, st: string): string =>
+  `   0: 00000000000000000000000000000000:${hex(port)} 00000000000000000000000000000000:0000 ${st} 00000000:00000000 00:00000000 00000000     0        0 7 1 0000000000000000 100 0 0 10 0`;
 
 let dir: string;
 afterEach(() => dir && rmSync(dir, { recursive: true, force: true }));
@@ -76,7 +85,10 @@ describe('TcpPortAllocator', () => {
     a.reserve(6000, 'adopted-1'); // idempotent
     expect(() => a.reserve(6000, 'other')).toThrow(PortConflictError);
     expect(a.allocate('i1')).toBe(6001);
-    expect([...a.allocated()]).toEqual([[6000, 'adopted-1'], [6001, 'i1']]);
+    expect([...a.allocated()]).toEqual([
+      [6000, 'adopted-1'],
+      [6001, 'i1'],
+    ]);
     a.release(6002); // not held: no-op
   });
 

@@ -29,7 +29,8 @@ const next = async (pred: (e: AppRegistryEvent) => boolean): Promise<AppRegistry
   for (;;) {
     const i = events.findIndex(pred);
     if (i >= 0) return events.splice(i, 1)[0]!;
-    if (Date.now() > deadline) throw new Error(`no such registry event; got ${JSON.stringify(events.map((e) => e.type))}`);
+    if (Date.now() > deadline)
+      throw new Error(`no such registry event; got ${JSON.stringify(events.map((e) => e.type))}`);
     await new Promise<void>((r) => {
       waiters.push(r);
       setTimeout(r, 50);
@@ -57,7 +58,10 @@ afterEach(() => {
 
 describe('AppRegistry + provisionToolsDir (cap grant)', () => {
   it('a tools[] edit reaches the instance allowlist without a respawn', async () => {
-    expect(await next((e) => e.type === 'added')).toMatchObject({ appId: 'com.example.hello', manifest: { tools: ['bash'] } });
+    expect(await next((e) => e.type === 'added')).toMatchObject({
+      appId: 'com.example.hello',
+      manifest: { tools: ['bash'] },
+    });
     const all = join(root, 'toolchain');
     mkdirSync(all);
     for (const t of ['bash', 'git', 'claude']) writeFileSync(join(all, t), '');
@@ -67,19 +71,26 @@ describe('AppRegistry + provisionToolsDir (cap grant)', () => {
 
     writeApp('com.example.hello', { tools: ['bash', 'git', 'claude-code'] }, true); // `runlog cap grant` / an editor
     const changed = await next((e) => e.type === 'changed');
-    expect(changed).toMatchObject({ manifest: { tools: ['bash', 'git', 'claude-code'] }, previous: { tools: ['bash'] } });
+    expect(changed).toMatchObject({
+      manifest: { tools: ['bash', 'git', 'claude-code'] },
+      previous: { tools: ['bash'] },
+    });
     provisionToolsDir(mine, all, (changed as { manifest: { tools: string[] } }).manifest.tools);
     expect(readdirSync(mine).sort()).toEqual(['bash', 'claude', 'git']);
 
     writeApp('com.example.hello', { tools: ['bash'] });
     const revoked = await next((e) => e.type === 'changed');
-    expect(provisionToolsDir(mine, all, (revoked as { manifest: { tools: string[] } }).manifest.tools).removed.sort()).toEqual(['claude', 'git']);
+    expect(
+      provisionToolsDir(mine, all, (revoked as { manifest: { tools: string[] } }).manifest.tools).removed.sort(),
+    ).toEqual(['claude', 'git']);
   });
 
   it('reports apps added, broken (every issue), fixed and removed; unchanged saves are silent', async () => {
     await next((e) => e.type === 'added');
     writeApp('com.example.two', { sandbox: 'container' });
-    expect(await next((e) => e.type === 'added' && e.appId === 'com.example.two')).toMatchObject({ manifest: { sandbox: 'container' } });
+    expect(await next((e) => e.type === 'added' && e.appId === 'com.example.two')).toMatchObject({
+      manifest: { sandbox: 'container' },
+    });
 
     writeApp('com.example.two', { sandbox: 'vm', tools: ['kubectl'] });
     const bad = await next((e) => e.type === 'invalid');
@@ -103,7 +114,9 @@ describe('loadManifest', () => {
   it('checks the entrypoint file on disk and names a missing runlog.json', () => {
     writeApp('com.example.raw', { runtime: 'raw' });
     const dir = join(apps, 'com.example.raw');
-    expect(() => loadManifest(dir)).toThrow(`[ProotRunner] app 'com.example.raw' has runtime: 'raw' but no entrypoint file at ${dir}/entrypoint.sh`);
+    expect(() => loadManifest(dir)).toThrow(
+      `[ProotRunner] app 'com.example.raw' has runtime: 'raw' but no entrypoint file at ${dir}/entrypoint.sh`,
+    );
     writeFileSync(join(dir, 'entrypoint.sh'), 'exec node server.mjs\n');
     expect(loadManifest(dir).runtime).toBe('raw');
     mkdirSync(join(apps, 'com.example.empty'));

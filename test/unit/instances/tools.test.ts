@@ -1,6 +1,15 @@
 // The per-instance allowlist (/aura/my-tools) over a toolchain directory (/aura/all-tools).
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { provisionToolsDir } from '../../../src/adapters/tools/provision.ts';
@@ -18,7 +27,12 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(root, { recursive: true, force: true }));
 
-const links = (): Record<string, string> => Object.fromEntries(readdirSync(mine).sort().map((n) => [n, readlinkSync(join(mine, n))]));
+const links = (): Record<string, string> =>
+  Object.fromEntries(
+    readdirSync(mine)
+      .sort()
+      .map((n) => [n, readlinkSync(join(mine, n))]),
+  );
 
 describe('provisionToolsDir', () => {
   it('links exactly the granted tools to their in-sandbox path', () => {
@@ -33,18 +47,30 @@ describe('provisionToolsDir', () => {
   });
 
   it('maps claude-code to claude and reports tools the host lacks', () => {
-    expect(provisionToolsDir(mine, all, ['claude-code', 'docker'])).toEqual({ linked: ['claude'], missing: ['docker'], removed: [] });
+    expect(provisionToolsDir(mine, all, ['claude-code', 'docker'])).toEqual({
+      linked: ['claude'],
+      missing: ['docker'],
+      removed: [],
+    });
     expect(links()).toEqual({ claude: '/aura/all-tools/claude' });
   });
 
   it('is idempotent, and a revoke removes the link (and anything else that is not granted)', () => {
     provisionToolsDir(mine, all, ['bash', 'git']);
     const ino = lstatSync(join(mine, 'bash')).ino;
-    expect(provisionToolsDir(mine, all, ['bash', 'git'])).toEqual({ linked: ['bash', 'git'], missing: [], removed: [] });
+    expect(provisionToolsDir(mine, all, ['bash', 'git'])).toEqual({
+      linked: ['bash', 'git'],
+      missing: [],
+      removed: [],
+    });
     expect(lstatSync(join(mine, 'bash')).ino).toBe(ino); // untouched, not re-created
     symlinkSync('/usr/bin/rm', join(mine, 'rm')); // smuggled in
     mkdirSync(join(mine, 'subdir'));
-    expect(provisionToolsDir(mine, all, ['bash'])).toEqual({ linked: ['bash'], missing: [], removed: ['git', 'rm', 'subdir'] });
+    expect(provisionToolsDir(mine, all, ['bash'])).toEqual({
+      linked: ['bash'],
+      missing: [],
+      removed: ['git', 'rm', 'subdir'],
+    });
     expect(links()).toEqual({ bash: '/aura/all-tools/bash' });
     expect(provisionToolsDir(mine, all, []).removed).toEqual(['bash']);
     expect(readdirSync(mine)).toEqual([]);

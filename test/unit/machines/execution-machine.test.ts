@@ -3,9 +3,22 @@ import { executionMachine } from '../../../src/machines/execution.machine.ts';
 import { isTerminal, stateName } from '../../../src/machines/runtime.ts';
 import { effectTypes, ev, expectRejected, given } from '../../support/spec.ts';
 
-const request = { executionId: 'exec_1', uri: 'at://did:plc:a/dev.mainasara.at-run.beta.v2.code/x', handler: 'greet', input: { name: 'Ada' }, callerDid: null, timeoutMs: 5000 };
+const request = {
+  executionId: 'exec_1',
+  uri: 'at://did:plc:a/dev.mainasara.at-run.beta.v2.code/x',
+  handler: 'greet',
+  input: { name: 'Ada' },
+  callerDid: null,
+  timeoutMs: 5000,
+};
 const requested = () => ev('execution.requested', { request, deadline: '2026-01-01T01:00:00.000Z' });
-const resolved = () => ev('execution.resolved', { codeCid: 'bafycode', runtimeCid: 'bafyrt', image: 'localhost:5000/rt@sha256:' + 'a'.repeat(64), limits: { memoryMb: 256 } });
+const resolved = () =>
+  ev('execution.resolved', {
+    codeCid: 'bafycode',
+    runtimeCid: 'bafyrt',
+    image: 'localhost:5000/rt@sha256:' + 'a'.repeat(64),
+    limits: { memoryMb: 256 },
+  });
 const materialized = () => ev('execution.materialized', { runtimeVolume: 'v-rt', codeVolume: 'v-code' });
 const started = () => ev('execution.started', { containerId: 'c1' });
 const toRunning = () => [requested(), resolved(), materialized(), started()];
@@ -26,7 +39,9 @@ describe('execution machine', () => {
   });
 
   it('steps are recorded in order without changing state', () => {
-    const t = given(executionMachine, [requested(), resolved()]).when(ev('execution.step', { name: 'runtime-pulled', detail: { ms: 12 } }));
+    const t = given(executionMachine, [requested(), resolved()]).when(
+      ev('execution.step', { name: 'runtime-pulled', detail: { ms: 12 } }),
+    );
     expect(t.state).toBe('materializing');
     expect(t.context.steps).toEqual([expect.objectContaining({ name: 'runtime-pulled', detail: { ms: 12 } })]);
   });
@@ -42,7 +57,9 @@ describe('execution machine', () => {
   });
 
   it('running → succeeded keeps output and cleans up, announces', () => {
-    const t = given(executionMachine, toRunning()).when(ev('execution.succeeded', { output: { greeting: 'hi Ada' }, outputHash: 'abc' }));
+    const t = given(executionMachine, toRunning()).when(
+      ev('execution.succeeded', { output: { greeting: 'hi Ada' }, outputHash: 'abc' }),
+    );
     expect(t.state).toBe('succeeded');
     expect(t.context.result).toEqual({ output: { greeting: 'hi Ada' }, outputHash: 'abc' });
     expect(effectTypes(t)).toEqual(['cleanup', 'announce']);
@@ -81,7 +98,9 @@ describe('execution machine', () => {
     const t = given(executionMachine, toRunning()).when(ev('execution.adopted', { containerId: 'c1' }));
     expect(t.state).toBe('adopted');
     expect(effectTypes(t)).toEqual(['collect']);
-    const t2 = given(executionMachine, [...toRunning(), ev('execution.adopted', { containerId: 'c1' })]).when(ev('execution.succeeded', { output: 1 }));
+    const t2 = given(executionMachine, [...toRunning(), ev('execution.adopted', { containerId: 'c1' })]).when(
+      ev('execution.succeeded', { output: 1 }),
+    );
     expect(t2.state).toBe('succeeded');
     expect(t2.context.adopted).toBe(true);
   });

@@ -39,11 +39,15 @@ describe('instance machine', () => {
   it('spawning + healthy → healthy, calls onCreate and onStart', () => {
     const t = given(instanceMachine, [requested(), spawned()]).when(healthy());
     expect(t.state).toBe('healthy');
-    expect(t.effects).toEqual([{ type: 'callLifecycle', params: { instanceId: 'i1', hooks: ['onCreate', 'onStart'] } }]);
+    expect(t.effects).toEqual([
+      { type: 'callLifecycle', params: { instanceId: 'i1', hooks: ['onCreate', 'onStart'] } },
+    ]);
   });
 
   it('legacy identity is accepted and the warning kept', () => {
-    const t = given(instanceMachine, [requested(), spawned()]).when(ev('instance.healthy', { identity: 'legacy', warning: 'no identity in health body' }));
+    const t = given(instanceMachine, [requested(), spawned()]).when(
+      ev('instance.healthy', { identity: 'legacy', warning: 'no identity in health body' }),
+    );
     expect(t.state).toBe('healthy');
     expect(t.context.identity).toBe('legacy');
     expect(t.context.warnings).toEqual(['no identity in health body']);
@@ -68,10 +72,15 @@ describe('instance machine', () => {
   });
 
   it('running + crashed with policy never → crashed.down with exit code', () => {
-    const t = given(instanceMachine, toRunning()).when(ev('instance.crashed', { reason: 'exit', exitCode: 137, signal: 'SIGKILL' }));
+    const t = given(instanceMachine, toRunning()).when(
+      ev('instance.crashed', { reason: 'exit', exitCode: 137, signal: 'SIGKILL' }),
+    );
     expect(t.state).toBe('crashed.down');
     expect(t.context.lastCrash).toMatchObject({ exitCode: 137, signal: 'SIGKILL', reason: 'exit' });
-    expect(t.effects.find((e) => e.type === 'announce')!.params).toMatchObject({ topic: 'app:crashed', instanceId: 'i1' });
+    expect(t.effects.find((e) => e.type === 'announce')!.params).toMatchObject({
+      topic: 'app:crashed',
+      instanceId: 'i1',
+    });
   });
 
   it('on-failure: crash → backoff with a scheduled restart; timer events drive the respawn', () => {
@@ -79,7 +88,11 @@ describe('instance machine', () => {
     const crash = ev('instance.crashed', { reason: 'exit', exitCode: 1 });
     const t = given(instanceMachine, toRunning(s)).when(crash);
     expect(t.state).toBe('crashed.backoff');
-    expect(t.effects.find((e) => e.type === 'scheduleRestart')!.params).toEqual({ instanceId: 'i1', attempt: 1, delayMs: 1000 });
+    expect(t.effects.find((e) => e.type === 'scheduleRestart')!.params).toEqual({
+      instanceId: 'i1',
+      attempt: 1,
+      delayMs: 1000,
+    });
     expect(isTerminal(t.snapshot)).toBe(false);
 
     const scheduled = ev('instance.restart-scheduled', { attempt: 1, dueAt: '2026-01-01T01:00:00.000Z' });
@@ -87,7 +100,9 @@ describe('instance machine', () => {
     expect(t2.state).toBe('crashed.backoff');
     expect(t2.context.nextRestartAt).toBe('2026-01-01T01:00:00.000Z');
 
-    const t3 = given(instanceMachine, [...toRunning(s), crash, scheduled]).when(ev('instance.restart-due', { attempt: 1 }));
+    const t3 = given(instanceMachine, [...toRunning(s), crash, scheduled]).when(
+      ev('instance.restart-due', { attempt: 1 }),
+    );
     expect(t3.state).toBe('spawning');
     expect(t3.context.restarts).toBe(1);
     expect(effectTypes(t3)).toEqual(['spawn']);
@@ -101,7 +116,13 @@ describe('instance machine', () => {
       const t = given(instanceMachine, history).when(ev('instance.crashed', { reason: 'exit', exitCode: 1 }));
       if (t.state === 'crashed.down') break;
       delays.push(t.effects.find((e) => e.type === 'scheduleRestart')!.params.delayMs as number);
-      history.push(ev('instance.crashed', { reason: 'exit', exitCode: 1 }), ev('instance.restart-due'), spawned(), healthy(), running());
+      history.push(
+        ev('instance.crashed', { reason: 'exit', exitCode: 1 }),
+        ev('instance.restart-due'),
+        spawned(),
+        healthy(),
+        running(),
+      );
     }
     expect(delays).toEqual([1000, 2000, 4000]);
     const final = given(instanceMachine, history).when(ev('instance.crashed', { reason: 'exit', exitCode: 1 }));
@@ -112,7 +133,10 @@ describe('instance machine', () => {
   it('a long run resets the consecutive restart count', () => {
     const s = spec({ restart: { ...spec().restart, policy: 'on-failure', resetAfterMs: 60_000 } });
     const events = [requested(s), spawned(), healthy(), ev('instance.running', {}, '2026-02-01T00:00:00.000Z')];
-    events.push(ev('instance.crashed', { exitCode: 1 }, '2026-02-01T00:00:01.000Z'), ev('instance.restart-due', {}, '2026-02-01T00:00:02.000Z'));
+    events.push(
+      ev('instance.crashed', { exitCode: 1 }, '2026-02-01T00:00:01.000Z'),
+      ev('instance.restart-due', {}, '2026-02-01T00:00:02.000Z'),
+    );
     events.push(spawned(), healthy(), ev('instance.running', {}, '2026-02-01T00:00:03.000Z'));
     const t = given(instanceMachine, events).when(ev('instance.crashed', { exitCode: 1 }, '2026-02-01T01:00:00.000Z'));
     expect(t.context.restarts).toBe(0);
@@ -126,20 +150,37 @@ describe('instance machine', () => {
       [onFailure, toRunning(onFailure), ev('instance.crashed', { exitCode: 1 })],
       [onFailure, toRunning(onFailure), ev('instance.crashed', { reason: 'spawn-error' })],
       [onFailure, [requested(onFailure)], ev('instance.spawn-failed', { reason: 'spawn-error' })],
-      [onFailure, [requested(onFailure), spawned(), healthy()], ev('instance.lifecycle-failed', { reason: 'lifecycle-failed' })],
-      [onFailure, [...toRunning(onFailure), ev('instance.crashed'), ev('instance.restart-due'), spawned(), healthy(), running()], ev('instance.crashed')],
+      [
+        onFailure,
+        [requested(onFailure), spawned(), healthy()],
+        ev('instance.lifecycle-failed', { reason: 'lifecycle-failed' }),
+      ],
+      [
+        onFailure,
+        [...toRunning(onFailure), ev('instance.crashed'), ev('instance.restart-due'), spawned(), healthy(), running()],
+        ev('instance.crashed'),
+      ],
     ];
     const states = cases.map(([, history, crash]) => {
       const t = given(instanceMachine, history).when(crash);
       expect(t.state === 'crashed.backoff').toBe(t.context.nextRestartDelayMs !== null);
       return t.state;
     });
-    expect(states).toEqual(['crashed.down', 'crashed.backoff', 'crashed.down', 'crashed.down', 'crashed.backoff', 'crashed.down']);
+    expect(states).toEqual([
+      'crashed.down',
+      'crashed.backoff',
+      'crashed.down',
+      'crashed.down',
+      'crashed.backoff',
+      'crashed.down',
+    ]);
   });
 
   it('stop during backoff cancels the timer and ends stopped', () => {
     const s = spec({ restart: { ...spec().restart, policy: 'on-failure' } });
-    const t = given(instanceMachine, [...toRunning(s), ev('instance.crashed', { exitCode: 1 })]).when(ev('instance.stop-requested'));
+    const t = given(instanceMachine, [...toRunning(s), ev('instance.crashed', { exitCode: 1 })]).when(
+      ev('instance.stop-requested'),
+    );
     expect(t.state).toBe('stopped');
     expect(effectTypes(t)).toEqual(['cancelRestart', 'releasePort']);
   });
@@ -148,7 +189,9 @@ describe('instance machine', () => {
     const t = given(instanceMachine, toRunning()).when(ev('instance.stop-requested', { graceMs: 2000 }));
     expect(t.state).toBe('stopping');
     expect(effectTypes(t)).toEqual(['stopSandbox']);
-    const t2 = given(instanceMachine, [...toRunning(), ev('instance.stop-requested')]).when(ev('instance.exited', { exitCode: 0 }));
+    const t2 = given(instanceMachine, [...toRunning(), ev('instance.stop-requested')]).when(
+      ev('instance.exited', { exitCode: 0 }),
+    );
     expect(t2.state).toBe('stopped');
     expect(t2.context.lastExit).toMatchObject({ exitCode: 0 });
     expect(isTerminal(t2.snapshot)).toBe(true);
@@ -163,8 +206,13 @@ describe('instance machine', () => {
   it('pause and resume call the optional hooks', () => {
     const t = given(instanceMachine, toRunning()).when(ev('instance.pause-requested'));
     expect(t.state).toBe('paused');
-    expect(t.effects[0]).toEqual({ type: 'callLifecycle', params: { instanceId: 'i1', hooks: ['onPause'], optional: true } });
-    const t2 = given(instanceMachine, [...toRunning(), ev('instance.pause-requested')]).when(ev('instance.resume-requested'));
+    expect(t.effects[0]).toEqual({
+      type: 'callLifecycle',
+      params: { instanceId: 'i1', hooks: ['onPause'], optional: true },
+    });
+    const t2 = given(instanceMachine, [...toRunning(), ev('instance.pause-requested')]).when(
+      ev('instance.resume-requested'),
+    );
     expect(t2.state).toBe('running');
   });
 
@@ -179,16 +227,27 @@ describe('instance machine', () => {
     expect(t2.state).toBe('running');
     expect(t2.context).toMatchObject({ paused: false });
     // Resumed before the restart: adopted as running.
-    const resumed = [...toRunning(s), ev('instance.pause-requested'), ev('instance.resume-requested'), ev('instance.adopted', { containerId: 'c1' })];
+    const resumed = [
+      ...toRunning(s),
+      ev('instance.pause-requested'),
+      ev('instance.resume-requested'),
+      ev('instance.adopted', { containerId: 'c1' }),
+    ];
     expect(given(instanceMachine, resumed).when(running()).state).toBe('running');
     // A crash while paused: the restarted process is not paused.
-    const crashed = [...toRunning(s), ev('instance.pause-requested'), ev('instance.crashed', { reason: 'exit', exitCode: 1 })];
+    const crashed = [
+      ...toRunning(s),
+      ev('instance.pause-requested'),
+      ev('instance.crashed', { reason: 'exit', exitCode: 1 }),
+    ];
     expect(given(instanceMachine, crashed).when(ev('instance.lost')).context).toMatchObject({ paused: false });
   });
 
   it('adopted after a supervisor restart: reattach without lifecycle hooks, then running', () => {
     const s = spec({ sandbox: 'container' });
-    const t = given(instanceMachine, toRunning(s)).when(ev('instance.adopted', { containerId: 'c1', host: '10.0.0.2', port: 4100 }));
+    const t = given(instanceMachine, toRunning(s)).when(
+      ev('instance.adopted', { containerId: 'c1', host: '10.0.0.2', port: 4100 }),
+    );
     expect(t.state).toBe('adopted');
     expect(effectTypes(t)).toEqual(['reattach']);
     expect(t.context).toMatchObject({ adopted: true, containerId: 'c1' });
@@ -210,7 +269,9 @@ describe('instance machine', () => {
     expect(t.state).toBe('running');
     expect(t.context.spec.tools).toEqual(['bash', 'git']);
     expect(t.effects).toEqual([{ type: 'provisionTools', params: { instanceId: 'i1', tools: ['bash', 'git'] } }]);
-    const t2 = given(instanceMachine, [...toRunning(), ev('instance.tool-granted', { tool: 'git' })]).when(ev('instance.tool-revoked', { tool: 'bash' }));
+    const t2 = given(instanceMachine, [...toRunning(), ev('instance.tool-granted', { tool: 'git' })]).when(
+      ev('instance.tool-revoked', { tool: 'bash' }),
+    );
     expect(t2.context.spec.tools).toEqual(['git']);
   });
 

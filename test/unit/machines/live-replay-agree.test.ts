@@ -7,11 +7,41 @@ import { describe, expect, it } from 'vitest';
 import type { ActorKind, ExecutionEvent, InstanceEvent, MachineEvent } from '../../../src/domain/events.ts';
 import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { seededRandom } from '../../support/seeded-random.ts';
-import { foldEvent, initialSnapshot, machines, replay, stateName, step, type AnySnapshot } from '../../../src/machines/runtime.ts';
+import {
+  foldEvent,
+  initialSnapshot,
+  machines,
+  replay,
+  stateName,
+  step,
+  type AnySnapshot,
+} from '../../../src/machines/runtime.ts';
 
-const restart = { policy: 'on-failure' as const, maxRestarts: 3, backoffMs: 1000, maxBackoffMs: 8000, resetAfterMs: 60_000 };
-const spec: InstanceSpec = { instanceId: 'i1', appId: 'a', appDir: '/a', sandbox: 'container', runtime: 'raw', tools: ['curl'], lifecycleBasePath: '', restart };
-const request = { executionId: 'e1', uri: 'at://did:plc:a/x/y', handler: 'h', input: { n: 1 }, callerDid: null, timeoutMs: 5000 };
+const restart = {
+  policy: 'on-failure' as const,
+  maxRestarts: 3,
+  backoffMs: 1000,
+  maxBackoffMs: 8000,
+  resetAfterMs: 60_000,
+};
+const spec: InstanceSpec = {
+  instanceId: 'i1',
+  appId: 'a',
+  appDir: '/a',
+  sandbox: 'container',
+  runtime: 'raw',
+  tools: ['curl'],
+  lifecycleBasePath: '',
+  restart,
+};
+const request = {
+  executionId: 'e1',
+  uri: 'at://did:plc:a/x/y',
+  handler: 'h',
+  input: { n: 1 },
+  callerDid: null,
+  timeoutMs: 5000,
+};
 
 type Draft<E> = E extends { type: infer T; data: infer D } ? { type: T; data: D } : never;
 
@@ -24,7 +54,10 @@ const instanceEvents: Draft<InstanceEvent>[] = [
   { type: 'instance.healthy', data: { identity: 'legacy', warning: 'no identity' } },
   { type: 'instance.spawn-failed', data: { reason: 'health-timeout', code: 'HEALTH_TIMEOUT', message: 'slow' } },
   { type: 'instance.spawn-failed', data: { reason: 'spawn-error', code: 'SPAWN_FAILED', message: 'no' } },
-  { type: 'instance.lifecycle-failed', data: { reason: 'lifecycle-failed', hook: 'onStart', code: 'X', message: 'hook' } },
+  {
+    type: 'instance.lifecycle-failed',
+    data: { reason: 'lifecycle-failed', hook: 'onStart', code: 'X', message: 'hook' },
+  },
   { type: 'instance.running', data: { hooks: ['onCreate', 'onStart'] } },
   { type: 'instance.pause-requested', data: {} },
   { type: 'instance.resume-requested', data: {} },
@@ -35,7 +68,14 @@ const instanceEvents: Draft<InstanceEvent>[] = [
   { type: 'instance.crashed', data: { reason: 'identity-mismatch', message: 'not mine' } },
   { type: 'instance.adopted', data: { containerId: 'c2', host: '127.0.0.1', port: 4101, pid: 8 } },
   { type: 'instance.lost', data: {} },
-  { type: 'instance.suspended', data: { reason: 'supervisor-stop', message: 'its supervisor stopped', evidence: { sandbox: 'proot', pid: 7, state: 'running' } } },
+  {
+    type: 'instance.suspended',
+    data: {
+      reason: 'supervisor-stop',
+      message: 'its supervisor stopped',
+      evidence: { sandbox: 'proot', pid: 7, state: 'running' },
+    },
+  },
   { type: 'instance.restart-scheduled', data: { attempt: 1, delayMs: 1000, dueAt: '2026-12-01T12:00:01.000Z' } },
   { type: 'instance.restart-due', data: { attempt: 1, dueAt: '2026-12-01T12:00:01.000Z' } },
   { type: 'instance.tool-granted', data: { tool: 'git', via: 'cap' } },
@@ -44,8 +84,36 @@ const instanceEvents: Draft<InstanceEvent>[] = [
   { type: 'instance.recovered', data: { version: 9, node: 'b', evidence: { containerId: 'c2', state: 'running' } } },
 ];
 
-const resolved = { codeUri: 'at://x', codeCid: 'c', via: null, author: 'did:plc:a', runtimeName: 'node', runtimeUri: 'at://r', runtimeCid: 'r', blobCid: 'b', entrypoint: 'index.js', image: 'img@sha256:1', platform: { os: 'linux', architecture: 'amd64' }, exportPath: '/rt', launcher: { kind: 'node' } as never, env: [], additions: [], limits: { memoryMb: 64, cpus: 1, pids: 32, timeoutMs: 5000 } as never, clamped: [], isolation: 'runc', mode: 'strict' };
-const materialized = { runtimeVolume: 'rv', runtimeDigest: 'sha256:1', additionVolumes: [], codeVolume: 'cv', codeDigest: 'sha256:2', entries: 3, cached: { runtime: false, code: true } };
+const resolved = {
+  codeUri: 'at://x',
+  codeCid: 'c',
+  via: null,
+  author: 'did:plc:a',
+  runtimeName: 'node',
+  runtimeUri: 'at://r',
+  runtimeCid: 'r',
+  blobCid: 'b',
+  entrypoint: 'index.js',
+  image: 'img@sha256:1',
+  platform: { os: 'linux', architecture: 'amd64' },
+  exportPath: '/rt',
+  launcher: { kind: 'node' } as never,
+  env: [],
+  additions: [],
+  limits: { memoryMb: 64, cpus: 1, pids: 32, timeoutMs: 5000 } as never,
+  clamped: [],
+  isolation: 'runc',
+  mode: 'strict',
+};
+const materialized = {
+  runtimeVolume: 'rv',
+  runtimeDigest: 'sha256:1',
+  additionVolumes: [],
+  codeVolume: 'cv',
+  codeDigest: 'sha256:2',
+  entries: 3,
+  cached: { runtime: false, code: true },
+};
 
 /** One sample of every execution event. */
 const executionEvents: Draft<ExecutionEvent>[] = [
@@ -63,7 +131,10 @@ const executionEvents: Draft<ExecutionEvent>[] = [
   { type: 'execution.recovered', data: { version: 5, evidence: { containerId: 'k1', state: 'created' } } },
 ];
 
-const samples: Record<ActorKind, { type: string; data: object }[]> = { instance: instanceEvents, execution: executionEvents };
+const samples: Record<ActorKind, { type: string; data: object }[]> = {
+  instance: instanceEvents,
+  execution: executionEvents,
+};
 
 /**
  * A walk of `length` events: mostly ones the current state accepts (so the walk goes deep: restarts, adoption,
@@ -108,42 +179,72 @@ describe('live and replay folds agree', () => {
     ['execution', 1],
     ['execution', 2],
     ['execution', 3],
-  ] as const)('%s walks (seed %i): the same snapshot after every event, and at the end through replay()', (kind, seed) => {
-    const machine = machines[kind];
-    let streams = 0;
-    let folded = 0;
-    const states = new Set<string>();
-    for (let n = 0; n < 60; n++) {
-      const events = walk(kind, seed * 1000 + n, 80);
-      let live = initialSnapshot(machine);
-      let replayed: AnySnapshot | undefined;
-      for (const [i, e] of events.entries()) {
-        const from = stateName(live);
-        const r = step(machine, live, e);
-        if (r.accepted) taken[kind].add(`${e.type} in ${from}`);
-        live = r.snapshot;
-        replayed = foldEvent(machine, replayed, e);
-        expect(view(replayed), `${kind} stream ${n}, event ${i + 1} (${e.type})`).toEqual(view(live));
-        states.add(stateName(live));
+  ] as const)(
+    '%s walks (seed %i): the same snapshot after every event, and at the end through replay()',
+    (kind, seed) => {
+      const machine = machines[kind];
+      let streams = 0;
+      let folded = 0;
+      const states = new Set<string>();
+      for (let n = 0; n < 60; n++) {
+        const events = walk(kind, seed * 1000 + n, 80);
+        let live = initialSnapshot(machine);
+        let replayed: AnySnapshot | undefined;
+        for (const [i, e] of events.entries()) {
+          const from = stateName(live);
+          const r = step(machine, live, e);
+          if (r.accepted) taken[kind].add(`${e.type} in ${from}`);
+          live = r.snapshot;
+          replayed = foldEvent(machine, replayed, e);
+          expect(view(replayed), `${kind} stream ${n}, event ${i + 1} (${e.type})`).toEqual(view(live));
+          states.add(stateName(live));
+        }
+        expect(view(replay(machine, events))).toEqual(view(live));
+        streams += 1;
+        folded += events.length;
       }
-      expect(view(replay(machine, events))).toEqual(view(live));
-      streams += 1;
-      folded += events.length;
-    }
-    expect(streams).toBe(60);
-    expect(folded).toBeGreaterThan(60 * 2);
-    for (const s of states) reached[kind].add(s);
-  });
+      expect(streams).toBe(60);
+      expect(folded).toBeGreaterThan(60 * 2);
+      for (const s of states) reached[kind].add(s);
+    },
+  );
 
   // Runs after the walks above (vitest runs a file's tests in order): they went everywhere, not only the first steps.
   it('the walks reached every state of both machines', () => {
-    expect([...reached.instance].sort()).toEqual(['adopted', 'crashed.backoff', 'crashed.down', 'healthy', 'lost', 'new', 'paused', 'running', 'spawning', 'stopped', 'stopping', 'suspended']);
-    expect([...reached.execution].sort()).toEqual(['adopted', 'failed', 'materializing', 'new', 'resolving', 'running', 'starting', 'succeeded']);
+    expect([...reached.instance].sort()).toEqual([
+      'adopted',
+      'crashed.backoff',
+      'crashed.down',
+      'healthy',
+      'lost',
+      'new',
+      'paused',
+      'running',
+      'spawning',
+      'stopped',
+      'stopping',
+      'suspended',
+    ]);
+    expect([...reached.execution].sort()).toEqual([
+      'adopted',
+      'failed',
+      'materializing',
+      'new',
+      'resolving',
+      'running',
+      'starting',
+      'succeeded',
+    ]);
   });
 
   it('the walks folded recovered in every state that takes it (not only rejected it)', () => {
     // Recovery re-enters these states (the restart timer's backoff either arms its timer or plans it again).
-    expect([...taken.instance].filter((t) => t.startsWith('instance.recovered')).sort()).toEqual(['instance.recovered in adopted', 'instance.recovered in crashed.backoff', 'instance.recovered in stopping', 'instance.recovered in suspended']);
+    expect([...taken.instance].filter((t) => t.startsWith('instance.recovered')).sort()).toEqual([
+      'instance.recovered in adopted',
+      'instance.recovered in crashed.backoff',
+      'instance.recovered in stopping',
+      'instance.recovered in suspended',
+    ]);
     expect([...taken.execution].filter((t) => t.startsWith('execution.recovered')).sort()).toEqual(
       ['adopted', 'materializing', 'resolving', 'running', 'starting'].map((s) => `execution.recovered in ${s}`),
     );

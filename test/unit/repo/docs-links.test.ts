@@ -26,7 +26,10 @@ export function anchorsOf(markdown: string): Set<string> {
   const out = new Set<string>();
   for (const m of prose(markdown).matchAll(/^#{1,6}\s+(.+?)\s*#*$/gm)) {
     const text = m[1]!.replace(/\[([^\]]*)\]\([^)]*\)/g, '$1');
-    const base = text.toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-');
+    const base = text
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+      .replace(/\s/g, '-');
     const n = seen.get(base) ?? 0;
     seen.set(base, n + 1);
     out.add(n === 0 ? base : `${base}-${n}`);
@@ -51,32 +54,56 @@ function problemOf(page: string, target: string): string {
   if (!existsSync(file)) return `${target}: no file ${relative(REPO, file)}`;
   if (anchor === undefined || anchor === '') return '';
   if (!file.endsWith('.md')) return '';
-  return anchorsOf(readFileSync(file, 'utf8')).has(anchor) ? '' : `${target}: no heading #${anchor} in ${relative(REPO, file)}`;
+  return anchorsOf(readFileSync(file, 'utf8')).has(anchor)
+    ? ''
+    : `${target}: no heading #${anchor} in ${relative(REPO, file)}`;
 }
 
 describe('links in the documentation', () => {
   const pages = [...ROOT_PAGES.map((p) => join(REPO, p)), ...markdownUnder(join(REPO, 'docs'))];
 
   it('slugs headings and finds links as a forge does', () => {
-    expect([...anchorsOf('# The cluster on PostgreSQL\n## cap grant on a cluster\n## [0.1.0]\n## One running copy of an instance, and the window\n## A\n## A\n```\n# not a heading\n```\n')]).toEqual([
-      'the-cluster-on-postgresql', 'cap-grant-on-a-cluster', '010', 'one-running-copy-of-an-instance-and-the-window', 'a', 'a-1',
+    expect([
+      ...anchorsOf(
+        '# The cluster on PostgreSQL\n## cap grant on a cluster\n## [0.1.0]\n## One running copy of an instance, and the window\n## A\n## A\n```\n# not a heading\n```\n',
+      ),
+    ]).toEqual([
+      'the-cluster-on-postgresql',
+      'cap-grant-on-a-cluster',
+      '010',
+      'one-running-copy-of-an-instance-and-the-window',
+      'a',
+      'a-1',
     ]);
-    expect(linksOf('[a](x.md) ![i](img.png "t") `[not](y.md)` [b](#h)\n[ref]: z.md#q\n```\n[no](w.md)\n```\n')).toEqual(['x.md', 'img.png', '#h', 'z.md#q']);
+    expect(linksOf('[a](x.md) ![i](img.png "t") `[not](y.md)` [b](#h)\n[ref]: z.md#q\n```\n[no](w.md)\n```\n')).toEqual(
+      ['x.md', 'img.png', '#h', 'z.md#q'],
+    );
   });
 
   it('README.md and every page under docs/ link only to files and headings that exist', () => {
     expect(pages.length).toBeGreaterThan(10);
-    const problems = pages.flatMap((page) => linksOf(readFileSync(page, 'utf8')).map((t) => problemOf(page, t)).filter((p) => p !== '').map((p) => `${relative(REPO, page)}: ${p}`));
+    const problems = pages.flatMap((page) =>
+      linksOf(readFileSync(page, 'utf8'))
+        .map((t) => problemOf(page, t))
+        .filter((p) => p !== '')
+        .map((p) => `${relative(REPO, page)}: ${p}`),
+    );
     expect(problems).toEqual([]);
   });
 
   it('fails on a link to a missing heading', () => {
-    expect(problemOf(join(REPO, 'README.md'), 'docs/guides/cluster.md#no-such-heading')).toMatch(/no heading #no-such-heading/);
+    expect(problemOf(join(REPO, 'README.md'), 'docs/guides/cluster.md#no-such-heading')).toMatch(
+      /no heading #no-such-heading/,
+    );
     expect(problemOf(join(REPO, 'README.md'), 'docs/no-such-page.md')).toMatch(/no file docs\/no-such-page\.md/);
   });
 
   it('marks as runnable only blocks the consumer test runs: the first program in the README, the library tour in getting-started', () => {
-    const markers = pages.flatMap((page) => [...readFileSync(page, 'utf8').matchAll(/<!-- consumer-test: (\S+) -->\n```/g)].map((m) => `${relative(REPO, page)}: ${m[1]}`));
+    const markers = pages.flatMap((page) =>
+      [...readFileSync(page, 'utf8').matchAll(/<!-- consumer-test: (\S+) -->\n```/g)].map(
+        (m) => `${relative(REPO, page)}: ${m[1]}`,
+      ),
+    );
     expect(markers.sort()).toEqual(['README.md: example.mjs', 'docs/getting-started.md: api.ts']);
     const consumer = readFileSync(join(REPO, 'test/int/repo/consumer.test.ts'), 'utf8');
     expect(consumer).toContain("readmeBlock('example.mjs')");

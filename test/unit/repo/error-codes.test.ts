@@ -3,7 +3,14 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { EXIT, exitCodeFor } from '../../../src/cli/output.ts';
-import { CATEGORIES, ERROR_CODES, exitStatusOf, httpStatusOf, isErrorCode, type ErrorCode } from '../../../src/domain/error-codes.ts';
+import {
+  CATEGORIES,
+  ERROR_CODES,
+  exitStatusOf,
+  httpStatusOf,
+  isErrorCode,
+  type ErrorCode,
+} from '../../../src/domain/error-codes.ts';
 import { RunlogError, StoreCorruptError, StoreWalDamagedError, ValidationError } from '../../../src/domain/errors.ts';
 import { HttpError, statusFor } from '../../../src/server/http.ts';
 
@@ -37,9 +44,28 @@ describe('the error-code table', () => {
     const exit = (code: ErrorCode) => exitStatusOf(code);
     const http = (code: ErrorCode) => httpStatusOf(code);
     // README, "The CLI": 2 usage, 3 no supervisor, 4 damaged log or history, 5 conflict, 1 not found / other.
-    for (const c of ['USAGE', 'INVALID_REQUEST', 'MANIFEST_INVALID', 'INPUT_INVALID', 'TOOL_UNKNOWN', 'REPLAY_TO_INVALID'] as const) expect(exit(c), c).toBe(2);
+    for (const c of [
+      'USAGE',
+      'INVALID_REQUEST',
+      'MANIFEST_INVALID',
+      'INPUT_INVALID',
+      'TOOL_UNKNOWN',
+      'REPLAY_TO_INVALID',
+    ] as const)
+      expect(exit(c), c).toBe(2);
     expect(exit('NO_SUPERVISOR')).toBe(3);
-    for (const c of ['STORE_CORRUPT', 'STORE_FOREIGN', 'STORE_TOO_NEW', 'STORE_WAL_LOST', 'STORE_EMPTY', 'STORE_TRUNCATED', 'STORE_CHAIN_BROKEN', 'STORE_WAL_DAMAGED', 'HISTORY_INVALID', 'REPLAY'] as const) {
+    for (const c of [
+      'STORE_CORRUPT',
+      'STORE_FOREIGN',
+      'STORE_TOO_NEW',
+      'STORE_WAL_LOST',
+      'STORE_EMPTY',
+      'STORE_TRUNCATED',
+      'STORE_CHAIN_BROKEN',
+      'STORE_WAL_DAMAGED',
+      'HISTORY_INVALID',
+      'REPLAY',
+    ] as const) {
       expect(exit(c), c).toBe(4);
     }
     for (const c of ['ILLEGAL_EVENT', 'CONCURRENCY', 'ACTOR_EXISTS'] as const) expect(exit(c), c).toBe(5);
@@ -75,7 +101,15 @@ describe('the error-code table', () => {
   });
 
   it('leaves no second table in the CLI or the server', () => {
-    const sources = ['src/cli/output.ts', 'src/cli/main.ts', 'src/server/http.ts', 'src/server/api.ts', 'src/server/http-server.ts', 'src/server/sse.ts', 'src/server/metrics-server.ts'];
+    const sources = [
+      'src/cli/output.ts',
+      'src/cli/main.ts',
+      'src/server/http.ts',
+      'src/server/api.ts',
+      'src/server/http-server.ts',
+      'src/server/sse.ts',
+      'src/server/metrics-server.ts',
+    ];
     for (const file of sources) {
       const text = readFileSync(new URL(`../../../${file}`, import.meta.url), 'utf8');
       // No status literal next to an error, no code-pattern regex, no per-code map.

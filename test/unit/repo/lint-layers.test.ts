@@ -5,7 +5,8 @@ import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
 
 const eslint = new ESLint({ cwd: process.cwd() });
-const rulesFor = async (code: string, filePath: string) => (await eslint.lintText(code, { filePath }))[0]!.messages.map((m) => m.ruleId);
+const rulesFor = async (code: string, filePath: string) =>
+  (await eslint.lintText(code, { filePath }))[0]!.messages.map((m) => m.ruleId);
 const importOf = (from: string) => `import * as m from '${from}';\nexport const x = m;\n`;
 
 describe('layer lint rule', () => {
@@ -52,7 +53,8 @@ describe('layer lint rule', () => {
 });
 
 describe('no file IO in the supervisor lint rule', () => {
-  const messagesFor = async (code: string, filePath: string) => (await eslint.lintText(code, { filePath }))[0]!.messages;
+  const messagesFor = async (code: string, filePath: string) =>
+    (await eslint.lintText(code, { filePath }))[0]!.messages;
 
   it.each([
     ['src/supervisor/bad.ts', 'node:fs'],
@@ -73,7 +75,8 @@ describe('no file IO in the supervisor lint rule', () => {
   });
 
   it('keeps the layer patterns for the supervisor beside the file-system ban', async () => {
-    const code = "import { readFileSync } from 'node:fs';\nimport { out } from '../cli/output.ts';\nexport const x = [readFileSync, out];\n";
+    const code =
+      "import { readFileSync } from 'node:fs';\nimport { out } from '../cli/output.ts';\nexport const x = [readFileSync, out];\n";
     const messages = await messagesFor(code, 'src/supervisor/bad.ts');
     expect(messages.map((m) => [m.ruleId, m.line])).toEqual([
       ['no-restricted-imports', 1],
@@ -96,7 +99,9 @@ describe('no file IO in the supervisor lint rule', () => {
 
   it('finds no file-system import in any supervisor source today', async () => {
     const results = await eslint.lintFiles(['src/supervisor/**/*.ts']);
-    const fsHits = results.flatMap((r) => r.messages.filter((m) => m.message.includes('does no file IO')).map((m) => `${r.filePath}:${m.line}`));
+    const fsHits = results.flatMap((r) =>
+      r.messages.filter((m) => m.message.includes('does no file IO')).map((m) => `${r.filePath}:${m.line}`),
+    );
     expect(fsHits).toEqual([]);
   });
 });

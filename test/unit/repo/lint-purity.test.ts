@@ -3,7 +3,8 @@ import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
 
 const eslint = new ESLint({ cwd: process.cwd() });
-const lint = async (code: string, filePath: string) => (await eslint.lintText(code, { filePath }))[0]!.messages.map((m) => m.ruleId);
+const lint = async (code: string, filePath: string) =>
+  (await eslint.lintText(code, { filePath }))[0]!.messages.map((m) => m.ruleId);
 
 describe('machine purity lint rule', () => {
   it.each([
@@ -19,12 +20,18 @@ describe('machine purity lint rule', () => {
   });
 
   it('allows xstate and domain imports', async () => {
-    const rules = await lint("import { setup } from 'xstate';\nimport type { MachineEvent } from '../domain/events.ts';\nexport const m = setup({});\nexport type E = MachineEvent;\n", 'src/machines/ok.machine.ts');
+    const rules = await lint(
+      "import { setup } from 'xstate';\nimport type { MachineEvent } from '../domain/events.ts';\nexport const m = setup({});\nexport type E = MachineEvent;\n",
+      'src/machines/ok.machine.ts',
+    );
     expect(rules).toEqual([]);
   });
 
   it('does not apply outside src/machines', async () => {
-    const rules = await lint("import { readFileSync } from 'node:fs';\nexport const x = readFileSync;\n", 'src/adapters/fine.ts');
+    const rules = await lint(
+      "import { readFileSync } from 'node:fs';\nexport const x = readFileSync;\n",
+      'src/adapters/fine.ts',
+    );
     expect(rules).toEqual([]);
   });
 });

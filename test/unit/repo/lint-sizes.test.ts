@@ -4,11 +4,19 @@ import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
 
 const eslint = new ESLint({ cwd: process.cwd() });
-const rulesFor = async (code: string, filePath: string) => (await eslint.lintText(code, { filePath }))[0]!.messages.map((m) => m.ruleId);
+const rulesFor = async (code: string, filePath: string) =>
+  (await eslint.lintText(code, { filePath }))[0]!.messages.map((m) => m.ruleId);
 // `n` lines in all: one exported constant per line.
 const fileOf = (n: number) => Array.from({ length: n }, (_, i) => `export const c${i} = ${i};`).join('\n') + '\n';
 // A function of `n` lines in all, from its `function` line to its closing brace.
-const functionOf = (n: number) => ['export function f(): number {', '  let x = 0;', ...Array.from({ length: n - 4 }, () => '  x += 1;'), '  return x;', '}'].join('\n') + '\n';
+const functionOf = (n: number) =>
+  [
+    'export function f(): number {',
+    '  let x = 0;',
+    ...Array.from({ length: n - 4 }, () => '  x += 1;'),
+    '  return x;',
+    '}',
+  ].join('\n') + '\n';
 
 describe('size lint rules', () => {
   it('refuses a 601-line file in src/', async () => {
@@ -32,7 +40,16 @@ describe('size lint rules', () => {
   });
 
   it('applies in every layer of src/', async () => {
-    for (const dir of ['actors', 'adapters/docker', 'cli/commands', 'config', 'domain', 'machines', 'server', 'store/postgres']) {
+    for (const dir of [
+      'actors',
+      'adapters/docker',
+      'cli/commands',
+      'config',
+      'domain',
+      'machines',
+      'server',
+      'store/postgres',
+    ]) {
       expect(await rulesFor(functionOf(151), `src/${dir}/long.ts`)).toContain('max-lines-per-function');
     }
   });

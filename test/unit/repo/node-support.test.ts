@@ -29,8 +29,10 @@ describe('supported Node', () => {
     expect(major % 2).toBe(0);
   });
 
-  it("the JavaScript runtime record names the pinned Node, which its image carries", () => {
-    const record = JSON.parse(readFileSync(join(REPO, 'runtimes/node/runtime-record.json'), 'utf8')) as { description: string };
+  it('the JavaScript runtime record names the pinned Node, which its image carries', () => {
+    const record = JSON.parse(readFileSync(join(REPO, 'runtimes/node/runtime-record.json'), 'utf8')) as {
+      description: string;
+    };
     expect(record.description.startsWith(`Node.js ${pinned()} `)).toBe(true);
   });
 });

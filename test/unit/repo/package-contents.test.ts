@@ -15,7 +15,11 @@ describe('the package', () => {
   });
 
   it('packs no Python bytecode (npm pack --dry-run lists none)', { timeout: 60_000 }, () => {
-    const out = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: REPO, encoding: 'utf8', env: { ...process.env, npm_config_update_notifier: 'false' } });
+    const out = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
+      cwd: REPO,
+      encoding: 'utf8',
+      env: { ...process.env, npm_config_update_notifier: 'false' },
+    });
     const [packed] = JSON.parse(out.slice(out.search(/^\[/m))) as { files: { path: string }[] }[];
     const files = packed!.files.map((f) => f.path);
     expect(files).toContain('runtimes/python/adapter/worker.py');

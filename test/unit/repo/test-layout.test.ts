@@ -28,7 +28,9 @@ function testFiles(): string[] {
 }
 
 function projectsOf(file: string): string[] {
-  return projects.filter((p) => p.include.some((g) => matchesGlob(file, g)) && !p.exclude.some((g) => matchesGlob(file, g))).map((p) => p.name);
+  return projects
+    .filter((p) => p.include.some((g) => matchesGlob(file, g)) && !p.exclude.some((g) => matchesGlob(file, g)))
+    .map((p) => p.name);
 }
 
 describe('the test tree', () => {
@@ -40,7 +42,10 @@ describe('the test tree', () => {
     const files = testFiles();
     expect(files.length).toBeGreaterThan(100);
     const misplaced = files.map((f) => ({ f, in: projectsOf(f) })).filter((x) => x.in.length !== 1);
-    expect(misplaced, 'test files in no project or in more than one (move them under test/unit, int, e2e or contract)').toEqual([]);
+    expect(
+      misplaced,
+      'test files in no project or in more than one (move them under test/unit, int, e2e or contract)',
+    ).toEqual([]);
   });
 
   it('keeps the tier suffix only in test/contract, where one folder holds two tiers', () => {

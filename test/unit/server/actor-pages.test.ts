@@ -80,7 +80,9 @@ describe('per-actor reads of a 100k-event actor', () => {
     }
     expect({ seen, pages }).toEqual({ seen: EVENTS, pages: 101 });
     const small = await api('/api/actors/inst_deep/events?after=100000&limit=7');
-    expect(small.events.map((e: any) => e.version)).toEqual([100_001, 100_002, 100_003, 100_004, 100_005, 100_006, 100_007]);
+    expect(small.events.map((e: any) => e.version)).toEqual([
+      100_001, 100_002, 100_003, 100_004, 100_005, 100_006, 100_007,
+    ]);
     expect(small.next).toBe(100_007);
     const bounded = await api('/api/actors/inst_deep/events?from=10&to=12&limit=2');
     expect([bounded.events.map((e: any) => e.version), bounded.next]).toEqual([[10, 11], 11]);
@@ -90,7 +92,9 @@ describe('per-actor reads of a 100k-event actor', () => {
 
   it('refuses a limit over 1000 or below 1 with a typed error', async () => {
     for (const q of ['limit=1001', 'limit=0', 'after=-1']) {
-      const res = await fetch(new URL(`/api/actors/inst_deep/events?${q}`, server.url), { headers: { authorization: `Bearer ${token}` } });
+      const res = await fetch(new URL(`/api/actors/inst_deep/events?${q}`, server.url), {
+        headers: { authorization: `Bearer ${token}` },
+      });
       expect(res.status, q).toBe(400);
       expect(((await res.json()) as any).error.code).toBe('INVALID_REQUEST');
     }
@@ -121,12 +125,26 @@ describe('per-actor reads of a 100k-event actor', () => {
     expect(reads[0]).toEqual({ stream: 'instance-inst_deep', from: 99_001, to: 99_050 });
 
     // The state at the end is inspect's (snapshot and tail); each step of the page is a tool grant or revoke in 'running'.
-    expect({ state: page.state, context: page.context }).toEqual(JSON.parse(JSON.stringify({ state: 'running', context: (await inspectActor(rl.store, 'inst_deep')).context })));
-    expect(page.steps.every((s: any) => s.from === 'running' && s.to === 'running' && s.accepted && s.event.type === (s.version % 2 ? 'instance.tool-revoked' : 'instance.tool-granted'))).toBe(true);
+    expect({ state: page.state, context: page.context }).toEqual(
+      JSON.parse(JSON.stringify({ state: 'running', context: (await inspectActor(rl.store, 'inst_deep')).context })),
+    );
+    expect(
+      page.steps.every(
+        (s: any) =>
+          s.from === 'running' &&
+          s.to === 'running' &&
+          s.accepted &&
+          s.event.type === (s.version % 2 ? 'instance.tool-revoked' : 'instance.tool-granted'),
+      ),
+    ).toBe(true);
     // Against the old whole replay, on a stretch short enough to fold from the first event here.
     const early = await api('/api/actors/inst_deep/replay?after=150&limit=60&to=300');
     const whole = await replayActor(rl.store, 'inst_deep', 300);
-    expect({ state: early.state, context: early.context, steps: early.steps, next: early.next }).toEqual(JSON.parse(JSON.stringify({ state: whole.state, context: whole.context, steps: whole.steps.slice(150, 210), next: 210 })));
+    expect({ state: early.state, context: early.context, steps: early.steps, next: early.next }).toEqual(
+      JSON.parse(
+        JSON.stringify({ state: whole.state, context: whole.context, steps: whole.steps.slice(150, 210), next: 210 }),
+      ),
+    );
 
     const first = await api('/api/actors/inst_deep/replay');
     expect([first.steps.length, first.steps[0].version, first.next, first.to]).toEqual([1000, 1, 1000, EVENTS]);

@@ -38,7 +38,10 @@ describe('the runlog-deadline header', () => {
     const h: IncomingHttpHeaders = { [DEADLINE_HEADER]: '1000' };
     expect(() => assertBeforeDeadline(h, 999)).not.toThrow();
     expect(thrown(() => assertBeforeDeadline(h, 1000)).code).toBe('DEADLINE_PASSED');
-    expect(thrown(() => assertBeforeDeadline(h, 5000))).toMatchObject({ code: 'DEADLINE_PASSED', details: { deadlineMs: 1000, nowMs: 5000 } });
+    expect(thrown(() => assertBeforeDeadline(h, 5000))).toMatchObject({
+      code: 'DEADLINE_PASSED',
+      details: { deadlineMs: 1000, nowMs: 5000 },
+    });
     expect(() => assertBeforeDeadline({}, 5000)).not.toThrow();
   });
 });
@@ -105,7 +108,14 @@ describe('the CLI client bounds its wait', () => {
 
   it('fails with TIMEOUT when no answer comes, and sends its deadline with the request', async () => {
     const sentAt = Date.now();
-    const err = await callApi({ url, pid: process.pid, token: 't' }, 'POST', '/api/instances', { appDir: '/x' }, ANSWERS.actor, 2000).catch((e: unknown) => e);
+    const err = await callApi(
+      { url, pid: process.pid, token: 't' },
+      'POST',
+      '/api/instances',
+      { appDir: '/x' },
+      ANSWERS.actor,
+      2000,
+    ).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RunlogError);
     expect(err).toMatchObject({ code: 'TIMEOUT', details: { timeoutMs: 2000 } });
     expect(seen).toHaveLength(1);
@@ -118,6 +128,7 @@ describe('the CLI client bounds its wait', () => {
     const args = (timeout?: string) => ({ positionals: [], values: { timeout }, db: undefined, home: undefined });
     expect(requestTimeout(args(), 120_000)).toBe(120_000);
     expect(requestTimeout(args('2500'), 120_000)).toBe(2500);
-    for (const bad of ['0', '-1', '1.5', 'soon', '99999999999']) expect(thrown(() => requestTimeout(args(bad), 1)).code, bad).toBe('USAGE');
+    for (const bad of ['0', '-1', '1.5', 'soon', '99999999999'])
+      expect(thrown(() => requestTimeout(args(bad), 1)).code, bad).toBe('USAGE');
   });
 });

@@ -67,14 +67,16 @@ describe('runlog serve', () => {
     for (const range of ['4100', '5000-4000', '80-90', '4100-70000', 'a-b']) {
       const c = capture();
       expect(await main(['serve', '--ports', range, '--home', home], c.factory)).toBe(2);
-      expect(c.err.join('\n')).toContain(`USAGE: --ports must be <min>-<max>, two port numbers from 1024 to 65535 with min ≤ max (like 4100-4999), not '${range}'`);
+      expect(c.err.join('\n')).toContain(
+        `USAGE: --ports must be <min>-<max>, two port numbers from 1024 to 65535 with min ≤ max (like 4100-4999), not '${range}'`,
+      );
     }
     const saved = process.env.RUNLOG_PORTS;
     process.env.RUNLOG_PORTS = '9-8';
     try {
       const c = capture();
       expect(await main(['serve', '--home', home], c.factory)).toBe(2);
-      expect(c.err.join('\n')).toContain("USAGE: $RUNLOG_PORTS must be <min>-<max>");
+      expect(c.err.join('\n')).toContain('USAGE: $RUNLOG_PORTS must be <min>-<max>');
     } finally {
       if (saved === undefined) delete process.env.RUNLOG_PORTS;
       else process.env.RUNLOG_PORTS = saved;
@@ -87,11 +89,19 @@ describe('runlog serve', () => {
     const home = freshDir();
     // A history written without running effects; the served supervisor takes it from there.
     const rl = await createRunlog({ home, supervise: false, readOnly: false });
-    await rl.host.create('instance', 'inst_a', { type: 'instance.requested', data: { spec: instanceSpec({ instanceId: 'inst_a' }) } });
+    await rl.host.create('instance', 'inst_a', {
+      type: 'instance.requested',
+      data: { spec: instanceSpec({ instanceId: 'inst_a' }) },
+    });
     await rl.close();
 
     const s = await serve(home);
-    expect(s.info).toMatchObject({ host: '127.0.0.1', url: `http://127.0.0.1:${s.info.port}/`, tokenFile: join(home, 'token'), db: join(home, 'runlog.db') });
+    expect(s.info).toMatchObject({
+      host: '127.0.0.1',
+      url: `http://127.0.0.1:${s.info.port}/`,
+      tokenFile: join(home, 'token'),
+      db: join(home, 'runlog.db'),
+    });
     expect(s.info.port).toBeGreaterThan(0);
     expect(statSync(s.info.tokenFile).mode & 0o777).toBe(0o600);
     const token = readFileSync(s.info.tokenFile, 'utf8').trim();
@@ -101,7 +111,9 @@ describe('runlog serve', () => {
     expect(s.stderr()).not.toMatch(/\?token=/);
 
     expect((await fetch(new URL('/api/actors', s.info.url))).status).toBe(401);
-    const res = await fetch(new URL('/api/actors/inst_a', s.info.url), { headers: { authorization: `Bearer ${token}` } });
+    const res = await fetch(new URL('/api/actors/inst_a', s.info.url), {
+      headers: { authorization: `Bearer ${token}` },
+    });
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ id: 'inst_a', kind: 'instance' });
 

@@ -54,26 +54,47 @@ describe('server.json trust', () => {
   });
 
   const attacks: [string, (dir: string) => void][] = [
-    ['owned by another user (written into a world-writable home)', (dir) => {
-      chmodSync(dir, 0o777);
-      writeFileSync(join(dir, 'server.json'), info(`http://127.0.0.1:${port}/`), { mode: 0o600 });
-      chownSync(join(dir, 'server.json'), NOBODY, NOBODY);
-    }],
-    ['writable by others', (dir) => {
-      writeFileSync(join(dir, 'server.json'), info(`http://127.0.0.1:${port}/`), { mode: 0o600 });
-      chmodSync(join(dir, 'server.json'), 0o666);
-    }],
-    ['writable by the group', (dir) => {
-      writeFileSync(join(dir, 'server.json'), info(`http://127.0.0.1:${port}/`), { mode: 0o600 });
-      chmodSync(join(dir, 'server.json'), 0o620);
-    }],
-    ['a symlink to a file of this user', (dir) => {
-      writeFileSync(join(dir, 'elsewhere.json'), info(`http://127.0.0.1:${port}/`), { mode: 0o600 });
-      symlinkSync(join(dir, 'elsewhere.json'), join(dir, 'server.json'));
-    }],
-    ['naming a host name, not a loopback IP', (dir) => writeFileSync(join(dir, 'server.json'), info(`http://localhost:${port}/`), { mode: 0o600 })],
-    ['naming a non-loopback address', (dir) => writeFileSync(join(dir, 'server.json'), info(`http://10.0.0.1:${port}/`), { mode: 0o600 })],
-    ['naming another scheme', (dir) => writeFileSync(join(dir, 'server.json'), info(`https://127.0.0.1:${port}/`), { mode: 0o600 })],
+    [
+      'owned by another user (written into a world-writable home)',
+      (dir) => {
+        chmodSync(dir, 0o777);
+        writeFileSync(join(dir, 'server.json'), info(`http://127.0.0.1:${port}/`), { mode: 0o600 });
+        chownSync(join(dir, 'server.json'), NOBODY, NOBODY);
+      },
+    ],
+    [
+      'writable by others',
+      (dir) => {
+        writeFileSync(join(dir, 'server.json'), info(`http://127.0.0.1:${port}/`), { mode: 0o600 });
+        chmodSync(join(dir, 'server.json'), 0o666);
+      },
+    ],
+    [
+      'writable by the group',
+      (dir) => {
+        writeFileSync(join(dir, 'server.json'), info(`http://127.0.0.1:${port}/`), { mode: 0o600 });
+        chmodSync(join(dir, 'server.json'), 0o620);
+      },
+    ],
+    [
+      'a symlink to a file of this user',
+      (dir) => {
+        writeFileSync(join(dir, 'elsewhere.json'), info(`http://127.0.0.1:${port}/`), { mode: 0o600 });
+        symlinkSync(join(dir, 'elsewhere.json'), join(dir, 'server.json'));
+      },
+    ],
+    [
+      'naming a host name, not a loopback IP',
+      (dir) => writeFileSync(join(dir, 'server.json'), info(`http://localhost:${port}/`), { mode: 0o600 }),
+    ],
+    [
+      'naming a non-loopback address',
+      (dir) => writeFileSync(join(dir, 'server.json'), info(`http://10.0.0.1:${port}/`), { mode: 0o600 }),
+    ],
+    [
+      'naming another scheme',
+      (dir) => writeFileSync(join(dir, 'server.json'), info(`https://127.0.0.1:${port}/`), { mode: 0o600 }),
+    ],
   ];
   for (const [name, plant] of attacks) {
     it(`refuses a server.json ${name}: the token is not sent`, async () => {
@@ -100,7 +121,11 @@ describe('server.json trust', () => {
 
   it('ignores a stale server.json (its process is gone): no supervisor, nothing sent', async () => {
     const h = home();
-    writeFileSync(join(h.dir, 'server.json'), `${JSON.stringify({ url: `http://127.0.0.1:${port}/`, pid: 2 ** 22 + 7 })}\n`, { mode: 0o600 });
+    writeFileSync(
+      join(h.dir, 'server.json'),
+      `${JSON.stringify({ url: `http://127.0.0.1:${port}/`, pid: 2 ** 22 + 7 })}\n`,
+      { mode: 0o600 },
+    );
     seen.length = 0;
     const r = await stop(h.dir);
     expect(r.text).toContain('NO_SUPERVISOR');
@@ -122,7 +147,17 @@ describe('a supervisor that is not one, or not reachable by this user', () => {
         res.end('<h1>Not Found</h1>');
       } else if (req.method === 'DELETE') {
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ appId: 'com.example.hello', tool: 'git', granted: false, tools: [], instances: ['inst_a'], changed: [{ instanceId: 'inst_a', node: '' }], pending: [] }));
+        res.end(
+          JSON.stringify({
+            appId: 'com.example.hello',
+            tool: 'git',
+            granted: false,
+            tools: [],
+            instances: ['inst_a'],
+            changed: [{ instanceId: 'inst_a', node: '' }],
+            pending: [],
+          }),
+        );
       } else {
         res.writeHead(403, { 'content-type': 'application/json' });
         res.end('{"message":"forbidden"}');
@@ -136,7 +171,11 @@ describe('a supervisor that is not one, or not reachable by this user', () => {
   it('a trusted server.json naming a server that is not a runlog supervisor gives BAD_RESPONSE saying so', async () => {
     const h = home();
     writeFileSync(join(h.dir, 'server.json'), info(otherUrl), { mode: 0o600 });
-    for (const args of [['stop', 'x'], ['kill', 'x'], ['cap', 'grant', 'com.example.hello', 'git']]) {
+    for (const args of [
+      ['stop', 'x'],
+      ['kill', 'x'],
+      ['cap', 'grant', 'com.example.hello', 'git'],
+    ]) {
       const c = capture();
       expect(await main([...args, '--json', '--home', h.dir], c.factory), args.join(' ')).toBe(1);
       const { error } = JSON.parse(c.stderr());
@@ -150,23 +189,29 @@ describe('a supervisor that is not one, or not reachable by this user', () => {
     writeFileSync(join(h.dir, 'server.json'), info(otherUrl), { mode: 0o600 });
     const c = capture();
     expect(await main(['cap', 'revoke', 'com.example.hello', 'git', '--home', h.dir], c.factory)).toBe(0);
-    expect(c.stderr()).toBe('runlog: revoked git for app com.example.hello: 1 running instance changed (inst_a); later spawns of the app start without it');
+    expect(c.stderr()).toBe(
+      'runlog: revoked git for app com.example.hello: 1 running instance changed (inst_a); later spawns of the app start without it',
+    );
   });
 
-  it("another user's CLI on a home it cannot read is told so (PERMISSION_DENIED), not that no supervisor runs", { timeout: 60_000 }, () => {
-    const parent = tempDir();
-    chmodSync(parent, 0o755); // nobody reaches the home's directory, not into it (0700, root's)
-    const dir = join(parent, 'home');
-    mkdirSync(dir, { mode: 0o700 });
-    ensureToken(dir);
-    writeFileSync(join(dir, 'server.json'), info(`http://127.0.0.1:${port}/`), { mode: 0o600 });
-    const r = runCli(['stop', 'x', '--json', '--home', dir], { user: NOBODY, env: { HOME: '/nonexistent' } });
-    expect(r.code, r.stderr).toBe(1);
-    const { error } = JSON.parse(r.stderr);
-    expect(error.code).toBe('PERMISSION_DENIED');
-    expect(error.message).toContain(`cannot reach the supervisor's files in ${dir}`);
-    expect(error.message).toContain('belongs to uid 0');
-  });
+  it(
+    "another user's CLI on a home it cannot read is told so (PERMISSION_DENIED), not that no supervisor runs",
+    { timeout: 60_000 },
+    () => {
+      const parent = tempDir();
+      chmodSync(parent, 0o755); // nobody reaches the home's directory, not into it (0700, root's)
+      const dir = join(parent, 'home');
+      mkdirSync(dir, { mode: 0o700 });
+      ensureToken(dir);
+      writeFileSync(join(dir, 'server.json'), info(`http://127.0.0.1:${port}/`), { mode: 0o600 });
+      const r = runCli(['stop', 'x', '--json', '--home', dir], { user: NOBODY, env: { HOME: '/nonexistent' } });
+      expect(r.code, r.stderr).toBe(1);
+      const { error } = JSON.parse(r.stderr);
+      expect(error.code).toBe('PERMISSION_DENIED');
+      expect(error.message).toContain(`cannot reach the supervisor's files in ${dir}`);
+      expect(error.message).toContain('belongs to uid 0');
+    },
+  );
 });
 
 describe('serve and the home directory', () => {
@@ -178,7 +223,8 @@ describe('serve and the home directory', () => {
       const c = capture();
       expect(await main(['serve', '--listen', '127.0.0.1:0', '--home', dir], c.factory)).not.toBe(0);
       expect(c.text()).toContain('HOME_INSECURE');
-      for (const f of ['runlog.db', 'runlog.db.lock', 'token', 'server.json']) expect(existsSync(join(dir, f))).toBe(false);
+      for (const f of ['runlog.db', 'runlog.db.lock', 'token', 'server.json'])
+        expect(existsSync(join(dir, f))).toBe(false);
     });
   }
 });

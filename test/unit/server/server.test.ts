@@ -15,12 +15,17 @@ import { freshDirs } from '../../support/tmp.ts';
 const freshDir = freshDirs('runlog-server-', 'all');
 
 /** A raw HTTP request (fetch may not set Host, and we want to see exactly what the server says). */
-function raw(url: string, opts: { method?: string; headers?: Record<string, string>; body?: string | Buffer } = {}): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
+function raw(
+  url: string,
+  opts: { method?: string; headers?: Record<string, string>; body?: string | Buffer } = {},
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(url, { method: opts.method ?? 'GET', headers: opts.headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }),
+      );
       res.on('error', reject);
     });
     req.on('error', reject);
@@ -77,9 +82,14 @@ describe('--listen is loopback only', () => {
     expect(() => parseListen('localhost.example.com:80')).toThrow(/loopback/);
   });
 
-  it.each(['0.0.0.0:7420', '192.168.1.20:80', '[::]:7420', '[::ffff:10.0.0.1]:1', 'example.com:80', '10.0.0.1:0'])('refuses %s with a usage error', (addr) => {
-    expect(() => parseListen(addr)).toThrow(expect.objectContaining({ code: 'USAGE', message: expect.stringContaining('loopback') }));
-  });
+  it.each(['0.0.0.0:7420', '192.168.1.20:80', '[::]:7420', '[::ffff:10.0.0.1]:1', 'example.com:80', '10.0.0.1:0'])(
+    'refuses %s with a usage error',
+    (addr) => {
+      expect(() => parseListen(addr)).toThrow(
+        expect.objectContaining({ code: 'USAGE', message: expect.stringContaining('loopback') }),
+      );
+    },
+  );
 
   it('refuses malformed addresses and ports', () => {
     expect(() => parseListen('127.0.0.1:99999')).toThrow(/port/);
@@ -92,7 +102,9 @@ describe('--listen is loopback only', () => {
   });
 
   it('startServer itself refuses a non-loopback host', async () => {
-    await expect(startServer({ runlog: {} as Runlog, host: '0.0.0.0', port: 0, token: 'x' })).rejects.toMatchObject({ code: 'USAGE' });
+    await expect(startServer({ runlog: {} as Runlog, host: '0.0.0.0', port: 0, token: 'x' })).rejects.toMatchObject({
+      code: 'USAGE',
+    });
   });
 });
 
@@ -106,7 +118,10 @@ describe('HTTP API', () => {
   let failWith: unknown = new RunlogError('NOT_SUPPORTED', 'stop is not wired into this build yet');
 
   const api = (path: string, init: RequestInit = {}) =>
-    fetch(new URL(path, server.url), { ...init, headers: { authorization: `Bearer ${token}`, ...(init.headers as Record<string, string>) } });
+    fetch(new URL(path, server.url), {
+      ...init,
+      headers: { authorization: `Bearer ${token}`, ...(init.headers as Record<string, string>) },
+    });
   const json = async (path: string, init: RequestInit = {}) => {
     const res = await api(path, init);
     return { status: res.status, body: (await res.json()) as any, headers: res.headers };
@@ -145,7 +160,12 @@ describe('HTTP API', () => {
   });
 
   it('answers 401 with a JSON error without a token, with a wrong one, or with another scheme', async () => {
-    for (const headers of [{} as Record<string, string>, { authorization: `Bearer ${'0'.repeat(64)}` }, { authorization: `Basic ${token}` }, { authorization: 'Bearer' }]) {
+    for (const headers of [
+      {} as Record<string, string>,
+      { authorization: `Bearer ${'0'.repeat(64)}` },
+      { authorization: `Basic ${token}` },
+      { authorization: 'Bearer' },
+    ]) {
       const res = await fetch(new URL('/api/actors', server.url), { headers });
       expect(res.status).toBe(401);
       expect(res.headers.get('www-authenticate')).toBe('Bearer realm="runlog"');
@@ -181,7 +201,9 @@ describe('HTTP API', () => {
   });
 
   it('refuses requests whose Host is not a loopback name (DNS rebinding)', async () => {
-    const r = await raw(new URL('/api/health', server.url).href, { headers: { host: 'attacker.example', authorization: `Bearer ${token}` } });
+    const r = await raw(new URL('/api/health', server.url).href, {
+      headers: { host: 'attacker.example', authorization: `Bearer ${token}` },
+    });
     expect(r.status).toBe(403);
     expect(JSON.parse(r.body)).toMatchObject({ error: { code: 'FORBIDDEN_HOST' } });
   });
@@ -198,8 +220,20 @@ describe('HTTP API', () => {
     expect(live.status).toBe(200);
     expect(live.body.actors.map((a: any) => [a.id, a.state])).toEqual([['inst_web', 'running']]);
     const all = await json('/api/actors?all=true');
-    expect(all.body.actors.map((a: any) => a.id).sort()).toEqual([seeded.executionId, seeded.failedExecutionId, 'inst_old', 'inst_web'].sort());
-    expect(Object.keys(all.body.actors[0]).sort()).toEqual(['createdAt', 'id', 'kind', 'state', 'status', 'stream', 'summary', 'updatedAt', 'version']);
+    expect(all.body.actors.map((a: any) => a.id).sort()).toEqual(
+      [seeded.executionId, seeded.failedExecutionId, 'inst_old', 'inst_web'].sort(),
+    );
+    expect(Object.keys(all.body.actors[0]).sort()).toEqual([
+      'createdAt',
+      'id',
+      'kind',
+      'state',
+      'status',
+      'stream',
+      'summary',
+      'updatedAt',
+      'version',
+    ]);
     const execs = await json('/api/actors?all=1&kind=execution');
     expect(execs.body.actors.map((a: any) => a.state).sort()).toEqual(['failed', 'succeeded']);
     const bad = await json('/api/actors?kind=robot&all=maybe');
@@ -211,12 +245,21 @@ describe('HTTP API', () => {
   it('GET /api/actors/:id inspects (unique prefixes work); unknown ids are 404', async () => {
     const r = await json('/api/actors/inst_w');
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ id: 'inst_web', kind: 'instance', state: 'running', status: 'active', version: 11, context: { restarts: 1, spec: { tools: ['curl', 'git'] } } });
+    expect(r.body).toMatchObject({
+      id: 'inst_web',
+      kind: 'instance',
+      state: 'running',
+      status: 'active',
+      version: 11,
+      context: { restarts: 1, spec: { tools: ['curl', 'git'] } },
+    });
     const e = await json(`/api/actors/${seeded.executionId}`);
     expect(e.body.context.resolved).toMatchObject({ codeCid: CODE_CID, runtimeCid: RUNTIME_CID });
     const missing = await json('/api/actors/inst_nope');
     expect(missing.status).toBe(404);
-    expect(missing.body).toEqual({ error: { code: 'NOT_FOUND', message: 'actor not found: inst_nope', details: { what: 'actor', id: 'inst_nope' } } });
+    expect(missing.body).toEqual({
+      error: { code: 'NOT_FOUND', message: 'actor not found: inst_nope', details: { what: 'actor', id: 'inst_nope' } },
+    });
   });
 
   it('GET /api/actors/:id/events with ?from and ?to', async () => {
@@ -245,7 +288,13 @@ describe('HTTP API', () => {
   it('GET /api/actors/:id/replay?to=N gives state and context at N and the steps; to=0 is the initial state', async () => {
     const r = await json('/api/actors/inst_web/replay?to=6');
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ id: 'inst_web', to: 6, version: 11, state: 'crashed.backoff', context: { lastCrash: { exitCode: 137 } } });
+    expect(r.body).toMatchObject({
+      id: 'inst_web',
+      to: 6,
+      version: 11,
+      state: 'crashed.backoff',
+      context: { lastCrash: { exitCode: 137 } },
+    });
     expect(r.body.steps.map((s: any) => `${s.from}→${s.to}`)).toEqual([
       'new→spawning',
       'spawning→spawning',
@@ -272,10 +321,20 @@ describe('HTTP API', () => {
     expect(r.status).toBe(200);
     expect(r.body.root.initial).toBe('new');
     const crashed = r.body.root.states.find((s: any) => s.key === 'crashed');
-    expect(crashed).toMatchObject({ path: 'crashed', type: 'compound', initial: 'down', entry: ['releasePort', 'announce'] });
+    expect(crashed).toMatchObject({
+      path: 'crashed',
+      type: 'compound',
+      initial: 'down',
+      entry: ['releasePort', 'announce'],
+    });
     const backoff = crashed.states.find((s: any) => s.key === 'backoff');
     expect(backoff.path).toBe('crashed.backoff');
-    expect(backoff.transitions).toContainEqual({ event: 'instance.restart-due', targets: ['spawning'], actions: [], guard: null });
+    expect(backoff.transitions).toContainEqual({
+      event: 'instance.restart-due',
+      targets: ['spawning'],
+      actions: [],
+      guard: null,
+    });
     const running = r.body.root.states.find((s: any) => s.key === 'running');
     expect(running.transitions.filter((t: any) => t.event === 'instance.crashed')).toEqual([
       { event: 'instance.crashed', targets: ['crashed.backoff'], actions: ['recordCrash'], guard: 'restartPlanned' },
@@ -283,7 +342,16 @@ describe('HTTP API', () => {
     ]);
     expect(r.body.events).toContain('instance.tool-granted');
     const exec = await json('/api/machines/execution');
-    expect(exec.body.root.states.map((s: any) => s.key)).toEqual(['new', 'resolving', 'materializing', 'starting', 'running', 'adopted', 'succeeded', 'failed']);
+    expect(exec.body.root.states.map((s: any) => s.key)).toEqual([
+      'new',
+      'resolving',
+      'materializing',
+      'starting',
+      'running',
+      'adopted',
+      'succeeded',
+      'failed',
+    ]);
     expect((await json('/api/machines/robot')).status).toBe(404);
   });
 
@@ -310,8 +378,18 @@ describe('HTTP API', () => {
     const frame = await next(/instance\.pause-requested/);
     expect(frame).toContain(`id: ${r.event.seq}`);
     expect(frame).toContain('event: event');
-    const data = JSON.parse(frame.split('\n').find((l) => l.startsWith('data: '))!.slice(6));
-    expect(data).toMatchObject({ seq: r.event.seq, stream: 'instance-inst_web', version: 12, type: 'instance.pause-requested' });
+    const data = JSON.parse(
+      frame
+        .split('\n')
+        .find((l) => l.startsWith('data: '))!
+        .slice(6),
+    );
+    expect(data).toMatchObject({
+      seq: r.event.seq,
+      stream: 'instance-inst_web',
+      version: 12,
+      type: 'instance.pause-requested',
+    });
     ctrl.abort();
     await rl.send('instance', 'inst_web', { type: 'instance.resume-requested', data: {} });
   });
@@ -347,7 +425,9 @@ describe('HTTP API', () => {
     const e = await post('/api/executions', { input: 1, timeoutMs: -5 });
     expect(e.status).toBe(400);
     expect(e.body.error.issues).toEqual(['uri is required', 'handler is required', 'timeoutMs must be at least 1']);
-    expect((await post('/api/executions', { uri: 'https://example.com/x', handler: 'h' })).body.error.issues).toEqual(['uri "https://example.com/x" must be an at:// URI']);
+    expect((await post('/api/executions', { uri: 'https://example.com/x', handler: 'h' })).body.error.issues).toEqual([
+      'uri "https://example.com/x" must be an at:// URI',
+    ]);
     expect((await post('/api/actors/inst_web/stop', { graceMs: 'soon' })).status).toBe(400);
     expect((await post('/api/apps/com.example.web/tools', { tool: '../../bin/sh' })).status).toBe(400);
     expect((await json('/api/apps/com.example.web/tools/..%2Fetc', { method: 'DELETE' })).status).toBe(400);
@@ -355,16 +435,32 @@ describe('HTTP API', () => {
   });
 
   it('bodies must be JSON objects of at most 1 MiB', async () => {
-    const notJson = await json('/api/instances', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"appDir":' });
+    const notJson = await json('/api/instances', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"appDir":',
+    });
     expect(notJson).toMatchObject({ status: 400, body: { error: { code: 'INVALID_JSON' } } });
-    const text = await json('/api/instances', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: '{}' });
+    const text = await json('/api/instances', {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: '{}',
+    });
     expect(text).toMatchObject({ status: 415, body: { error: { code: 'UNSUPPORTED_MEDIA_TYPE' } } });
-    const arr = await json('/api/instances', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[]' });
+    const arr = await json('/api/instances', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '[]',
+    });
     expect(arr.status).toBe(400);
     const big = JSON.stringify({ appDir: '/x', pad: 'x'.repeat(1024 * 1024) });
     const r = await raw(new URL('/api/instances', server.url).href, {
       method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(big)) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        'content-type': 'application/json',
+        'content-length': String(Buffer.byteLength(big)),
+      },
       body: big,
     }).catch((err: Error) => ({ status: -1, body: err.message, headers: {} }));
     expect(r.status).toBe(413);
@@ -380,12 +476,23 @@ describe('HTTP API', () => {
       ['POST', '/api/actors/inst_web/kill', undefined],
       ['POST', '/api/apps/com.example.web/tools', { tool: 'git' }],
       ['DELETE', '/api/apps/com.example.web/tools/curl', undefined],
-      ['POST', '/api/executions', { uri: 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add', handler: 'add', input: { a: 1 }, timeoutMs: 5000 }],
+      [
+        'POST',
+        '/api/executions',
+        {
+          uri: 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add',
+          handler: 'add',
+          input: { a: 1 },
+          timeoutMs: 5000,
+        },
+      ],
     ];
     for (const [method, path, body] of cases) {
       const r = body === undefined ? await json(path, { method }) : await post(path, body, method);
       expect(r.status, path).toBe(501);
-      expect(r.body, path).toEqual({ error: { code: 'NOT_SUPPORTED', message: 'stop is not wired into this build yet' } });
+      expect(r.body, path).toEqual({
+        error: { code: 'NOT_SUPPORTED', message: 'stop is not wired into this build yet' },
+      });
     }
     expect(calls).toEqual([
       ['spawnApp', { appDir: '/srv/apps/notes', sandbox: 'container' }],
@@ -393,7 +500,15 @@ describe('HTTP API', () => {
       ['kill', 'inst_web'],
       ['grant', 'com.example.web', 'git'],
       ['revoke', 'com.example.web', 'curl'],
-      ['execute', { uri: 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add', handler: 'add', input: { a: 1 }, timeoutMs: 5000 }],
+      [
+        'execute',
+        {
+          uri: 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add',
+          handler: 'add',
+          input: { a: 1 },
+          timeoutMs: 5000,
+        },
+      ],
     ]);
   });
 

@@ -24,11 +24,21 @@ describe('SSE catch-up from afterSeq=0', () => {
     const pad = 'x'.repeat(200);
     const requests: StreamAppend[] = [];
     for (let s = 0; s < BULK / 100; s++) {
-      requests.push({ stream: `instance-bulk_${s}`, events: Array.from({ length: 100 }, (_, v) => ({ type: 'instance.spawned', data: { pid: v, pad } })), expectedVersion: 'no-stream' });
+      requests.push({
+        stream: `instance-bulk_${s}`,
+        events: Array.from({ length: 100 }, (_, v) => ({ type: 'instance.spawned', data: { pid: v, pad } })),
+        expectedVersion: 'no-stream',
+      });
     }
     await rl.store.appendMany(requests);
     lastSeq = await rl.store.lastSeq();
-    server = await startServer({ runlog: rl, host: '127.0.0.1', port: 0, token: TOKEN, sse: { maxClients: 64, slowClientMs: 600_000, pageSize: 200 } });
+    server = await startServer({
+      runlog: rl,
+      host: '127.0.0.1',
+      port: 0,
+      token: TOKEN,
+      sse: { maxClients: 64, slowClientMs: 600_000, pageSize: 200 },
+    });
   });
   afterAll(async () => {
     await server?.close();
@@ -83,26 +93,36 @@ describe('SSE catch-up from afterSeq=0', () => {
     return { statuses, open };
   }
 
-  it('100 clients that do not read: 64 served, the rest refused with 503; memory stays bounded; the server answers', { timeout: 180_000 }, async () => {
-    v8.setFlagsFromString('--expose-gc');
-    const gc = runInNewContext('gc') as () => void;
-    gc();
-    const heapBefore = process.memoryUsage().heapUsed;
-    const { statuses, open } = await stalled(server.url, 100);
-    expect(statuses.filter((s) => s === 200)).toHaveLength(64);
-    expect(statuses.filter((s) => s === 503)).toHaveLength(36);
-    const health = await fetch(new URL('/api/health', server.url), { headers });
-    expect(health.status).toBe(200);
-    // Every stalled client holds about a page in the server, not the log (unbounded: 64 × 6 MB of strings).
-    await new Promise((r) => setTimeout(r, 1000));
-    gc();
-    const grown = (process.memoryUsage().heapUsed - heapBefore) / 2 ** 20;
-    expect(grown).toBeLessThan(48);
-    for (const res of open) res.destroy();
-  });
+  it(
+    '100 clients that do not read: 64 served, the rest refused with 503; memory stays bounded; the server answers',
+    { timeout: 180_000 },
+    async () => {
+      v8.setFlagsFromString('--expose-gc');
+      const gc = runInNewContext('gc') as () => void;
+      gc();
+      const heapBefore = process.memoryUsage().heapUsed;
+      const { statuses, open } = await stalled(server.url, 100);
+      expect(statuses.filter((s) => s === 200)).toHaveLength(64);
+      expect(statuses.filter((s) => s === 503)).toHaveLength(36);
+      const health = await fetch(new URL('/api/health', server.url), { headers });
+      expect(health.status).toBe(200);
+      // Every stalled client holds about a page in the server, not the log (unbounded: 64 × 6 MB of strings).
+      await new Promise((r) => setTimeout(r, 1000));
+      gc();
+      const grown = (process.memoryUsage().heapUsed - heapBefore) / 2 ** 20;
+      expect(grown).toBeLessThan(48);
+      for (const res of open) res.destroy();
+    },
+  );
 
   it('a client that stays backed up is dropped, and frees its slot', { timeout: 120_000 }, async () => {
-    const quick = await startServer({ runlog: rl, host: '127.0.0.1', port: 0, token: TOKEN, sse: { maxClients: 4, slowClientMs: 500, pageSize: 200 } });
+    const quick = await startServer({
+      runlog: rl,
+      host: '127.0.0.1',
+      port: 0,
+      token: TOKEN,
+      sse: { maxClients: 4, slowClientMs: 500, pageSize: 200 },
+    });
     try {
       const { statuses, open } = await stalled(quick.url, 4);
       expect(statuses).toEqual([200, 200, 200, 200]);

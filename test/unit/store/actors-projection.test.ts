@@ -12,7 +12,16 @@ import { SqlitePortStore } from '../../../src/store/sqlite/port-adapter.ts';
 import { tempDir } from '../../support/tmp.ts';
 
 const at = (n: number) => `2026-12-01T00:00:${String(n).padStart(2, '0')}.000Z`;
-const spec = { instanceId: 'a1', appId: 'com.example.hello', appDir: '/a', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60000, resetAfterMs: 600000 } };
+const spec = {
+  instanceId: 'a1',
+  appId: 'com.example.hello',
+  appDir: '/a',
+  sandbox: 'proot',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart: { policy: 'on-failure', maxRestarts: 5, backoffMs: 1000, maxBackoffMs: 60000, resetAfterMs: 600000 },
+};
 const spawned = { pid: 4242, host: '127.0.0.1', port: 4100, containerId: null };
 const history: NewEvent[] = [
   { type: 'instance.requested', data: { spec } },
@@ -30,7 +39,14 @@ async function replayedRow(store: EventStorePort, stream: string) {
   const events = [];
   for await (const e of store.readStream(stream)) events.push(e);
   const snap = replay(machines.instance, events.map(toMachineEvent));
-  return { state: stateName(snap), status: actorStatus(snap), version: events.length, createdAt: events[0]!.at, updatedAt: events.at(-1)!.at, summary: summarize('instance', snap) };
+  return {
+    state: stateName(snap),
+    status: actorStatus(snap),
+    version: events.length,
+    createdAt: events[0]!.at,
+    updatedAt: events.at(-1)!.at,
+    summary: summarize('instance', snap),
+  };
 }
 
 describe('actors projection on the port', () => {
@@ -38,7 +54,12 @@ describe('actors projection on the port', () => {
     const store = new MemoryEventStore({ projections: [actorsProjection()] });
     for (let i = 0; i < history.length; i++) {
       await store.appendToStream('instance-a1', [history[i]!], { expectedVersion: i });
-      expect(await getActorRow(store, 'a1')).toMatchObject({ id: 'a1', kind: 'instance', stream: 'instance-a1', ...(await replayedRow(store, 'instance-a1')) });
+      expect(await getActorRow(store, 'a1')).toMatchObject({
+        id: 'a1',
+        kind: 'instance',
+        stream: 'instance-a1',
+        ...(await replayedRow(store, 'instance-a1')),
+      });
     }
     await store.appendToStream('instance-a2', history.slice(0, 4), { expectedVersion: 'no-stream' });
     await store.appendToStream('not-an-actor', [{ type: 'x', data: {} }], { expectedVersion: 'any' });
@@ -54,19 +75,36 @@ describe('actors projection on the port', () => {
 
   it('two handles on one SQLite file appending in turn (no shared memo) still fold exactly', async () => {
     const file = join(tempDir(), 'log.db');
-    const refuse = { name: 'refuse', evolve: (_d: unknown, e: { data: Record<string, unknown> }) => { if (e.data.refuse) throw new Error('refused'); return null; } };
+    const refuse = {
+      name: 'refuse',
+      evolve: (_d: unknown, e: { data: Record<string, unknown> }) => {
+        if (e.data.refuse) throw new Error('refused');
+        return null;
+      },
+    };
     const a = new SqlitePortStore(file, { projections: [actorsProjection(), refuse] });
     const b = new SqlitePortStore(file, { projections: [actorsProjection()] });
     try {
-      for (let i = 0; i < history.length; i++) await (i % 2 ? b : a).appendToStream('instance-a1', [history[i]!], { expectedVersion: i });
+      for (let i = 0; i < history.length; i++)
+        await (i % 2 ? b : a).appendToStream('instance-a1', [history[i]!], { expectedVersion: i });
       const want = await replayedRow(a, 'instance-a1');
       expect(await getActorRow(a, 'a1')).toMatchObject(want);
       expect(await getActorRow(b, 'a1')).toMatchObject(want);
       // An append that rolls back (another projection refuses it) leaves the document, and the memo of the handle
       // that folded it, where they were: the next append folds onto the committed state, not the rolled-back one.
-      await expect(a.appendToStream('instance-a1', [{ type: 'instance.healthy', data: { identity: 'match', refuse: true }, at: at(40) }], { expectedVersion: 8 })).rejects.toMatchObject({ code: 'STORE_PROJECTION' });
+      await expect(
+        a.appendToStream(
+          'instance-a1',
+          [{ type: 'instance.healthy', data: { identity: 'match', refuse: true }, at: at(40) }],
+          { expectedVersion: 8 },
+        ),
+      ).rejects.toMatchObject({ code: 'STORE_PROJECTION' });
       expect(await getActorRow(b, 'a1')).toMatchObject(want);
-      await a.appendToStream('instance-a1', [{ type: 'instance.crashed', data: { reason: 'exit', exitCode: 2 }, at: at(41) }], { expectedVersion: 8 });
+      await a.appendToStream(
+        'instance-a1',
+        [{ type: 'instance.crashed', data: { reason: 'exit', exitCode: 2 }, at: at(41) }],
+        { expectedVersion: 8 },
+      );
       const after = await replayedRow(a, 'instance-a1');
       expect(after.state).not.toBe(want.state);
       expect(await getActorRow(b, 'a1')).toMatchObject(after);

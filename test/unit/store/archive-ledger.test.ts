@@ -10,7 +10,11 @@ const h = (n: number) => Buffer.from([n]);
 const hashFrom = (prev: Buffer) => h(prev.equals(GENESIS) ? 1 : prev[0]! + 1);
 
 /** A log of seq → stream; the ledger archives `archived`'s events; gaps: recorded holes (end → from). */
-function run(log: Record<number, string>, archived: string[], opts: { gaps?: Record<number, number>; head?: number } = {}) {
+function run(
+  log: Record<number, string>,
+  archived: string[],
+  opts: { gaps?: Record<number, number>; head?: number } = {},
+) {
   const seqs = Object.keys(log).map(Number);
   const head = opts.head ?? Math.max(...seqs);
   const ledger = new ArchiveLedger('test-log', new Set(archived), head);
@@ -21,11 +25,18 @@ function run(log: Record<number, string>, archived: string[], opts: { gaps?: Rec
     const own = seqs.filter((s) => log[s] === stream).sort((a, b) => a - b);
     for (const [i, seq] of own.entries()) {
       const near = (s: number) => (log[s] ? { stream: log[s]!, hash: h(s) } : undefined);
-      const around: EventSurroundings = { before: near(seq - 1), gapBefore: gaps[seq - 1] !== undefined ? h(seq - 1) : undefined, next: near(seq + 1) };
+      const around: EventSurroundings = {
+        before: near(seq - 1),
+        gapBefore: gaps[seq - 1] !== undefined ? h(seq - 1) : undefined,
+        next: near(seq + 1),
+      };
       const e = ledger.event({ seq, version: i + 1, hash: h(seq) }, around, hashFrom);
       lines.push({ seq, prev: e.prev === undefined ? null : e.prev.equals(GENESIS) ? 'genesis' : e.prev[0]! });
       if (e.needsGapAfter) {
-        const end = Object.keys(gaps).map(Number).sort((a, b) => a - b).find((g) => g > seq);
+        const end = Object.keys(gaps)
+          .map(Number)
+          .sort((a, b) => a - b)
+          .find((g) => g > seq);
         ledger.gapAfter(seq, end === undefined ? undefined : { seq: end, from: gaps[end]!, hash: h(end) });
       }
     }
@@ -47,7 +58,11 @@ describe('ArchiveLedger', () => {
       { seq: 4, prev: null }, // the event before it is in this archive
     ]);
     expect(r.ledger.ranges.get('a')).toEqual({ first: 1, last: 4, events: 3 });
-    expect({ events: r.ledger.events, lastSeq: r.ledger.lastSeq, lastHash: r.ledger.lastHash }).toEqual({ events: 3, lastSeq: 4, lastHash: h(4) });
+    expect({ events: r.ledger.events, lastSeq: r.ledger.lastSeq, lastHash: r.ledger.lastHash }).toEqual({
+      events: 3,
+      lastSeq: 4,
+      lastHash: h(4),
+    });
   });
 
   it('the head archived ends a hole at the head', () => {
@@ -76,7 +91,9 @@ describe('ArchiveLedger', () => {
     expect(() => l.event({ seq: 3, version: 2, hash: h(3) }, none, hashFrom)).toThrow(/a jumps from v0 to v2/);
     expect(() => l.event({ seq: 3, version: 1, hash: null }, none, hashFrom)).toThrow(/no hash/);
     expect(() => l.event({ seq: 3, version: 1, hash: h(3) }, none, hashFrom)).toThrow(/the event before it is missing/);
-    expect(() => l.event({ seq: 3, version: 1, hash: h(3) }, { ...none, before: { stream: 'x', hash: h(7) } }, hashFrom)).toThrow(/do not match its hash/);
+    expect(() =>
+      l.event({ seq: 3, version: 1, hash: h(3) }, { ...none, before: { stream: 'x', hash: h(7) } }, hashFrom),
+    ).toThrow(/do not match its hash/);
     const err = (() => {
       try {
         l.event({ seq: 3, version: 1, hash: h(3) }, none, hashFrom);

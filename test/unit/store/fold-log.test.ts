@@ -10,8 +10,24 @@ import { SqlitePortStore } from '../../../src/store/sqlite/port-adapter.ts';
 import { tempDir } from '../../support/tmp.ts';
 
 const restart = { policy: 'on-failure', maxRestarts: 1, backoffMs: 1000, maxBackoffMs: 8000, resetAfterMs: 600_000 };
-const spec = (id: string) => ({ instanceId: id, appId: 'a', appDir: '/a', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart });
-const request = { executionId: 'exec_1', uri: 'at://did:plc:a/x/y', handler: 'h', input: {}, callerDid: null, timeoutMs: 5000 };
+const spec = (id: string) => ({
+  instanceId: id,
+  appId: 'a',
+  appDir: '/a',
+  sandbox: 'proot',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart,
+});
+const request = {
+  executionId: 'exec_1',
+  uri: 'at://did:plc:a/x/y',
+  handler: 'h',
+  input: {},
+  callerDid: null,
+  timeoutMs: 5000,
+};
 
 describe('foldLog', () => {
   it('ends every stream where replaying it alone ends, in order of first event, skipping streams of no known kind', async () => {
@@ -47,7 +63,11 @@ describe('foldLog', () => {
     for (const [stream, f] of streams) {
       const history = await collect(s.readStream(stream));
       const alone = replay(machines[f.kind as ActorKind], history.map(toMachineEvent));
-      expect([stateName(f.snapshot), f.snapshot.status, f.snapshot.context]).toEqual([stateName(alone), alone.status, alone.context]);
+      expect([stateName(f.snapshot), f.snapshot.status, f.snapshot.context]).toEqual([
+        stateName(alone),
+        alone.status,
+        alone.context,
+      ]);
       expect([f.version, f.createdAt, f.updatedAt]).toEqual([history.length, history[0]!.at, history.at(-1)!.at]);
     }
     expect(stateName(streams.get('instance-a')!.snapshot)).toBe('crashed.down');

@@ -1,6 +1,15 @@
 // One test per kind of damage (issue 15): each is detected with its own code and a message naming the file and
 // the first bad position, and the damaged files are left byte for byte as they were.
-import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
@@ -15,15 +24,30 @@ import { scanWal } from '../../../src/store/sqlite/wal-scan.ts';
 import { tempDir } from '../../support/tmp.ts';
 import { capture } from '../../support/cli-in-process.ts';
 
-const spec: InstanceSpec = { instanceId: 'inst_a', appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'never', maxRestarts: 0, backoffMs: 1, maxBackoffMs: 1, resetAfterMs: 1 } };
+const spec: InstanceSpec = {
+  instanceId: 'inst_a',
+  appId: 'com.example.hello',
+  appDir: '/apps/hello',
+  sandbox: 'proot',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart: { policy: 'never', maxRestarts: 0, backoffMs: 1, maxBackoffMs: 1, resetAfterMs: 1 },
+};
 
 /** A log of actors written through the host (so its projection is right), each event carrying a findable marker. */
 async function writeLog(home: string, actors = 6): Promise<string> {
   const rl = await createRunlog({ home, supervise: false, readOnly: false });
   for (let i = 0; i < actors; i++) {
     const id = `inst_${i}`;
-    await rl.host.create('instance', id, { type: 'instance.requested', data: { spec: { ...spec, instanceId: id, appDir: `/apps/needle-${i}` } } });
-    await rl.send('instance', id, { type: 'instance.spawned', data: { pid: 100 + i, host: '127.0.0.1', port: 4100 + i } });
+    await rl.host.create('instance', id, {
+      type: 'instance.requested',
+      data: { spec: { ...spec, instanceId: id, appDir: `/apps/needle-${i}` } },
+    });
+    await rl.send('instance', id, {
+      type: 'instance.spawned',
+      data: { pid: 100 + i, host: '127.0.0.1', port: 4100 + i },
+    });
   }
   await rl.close();
   return rl.dbPath;
@@ -51,7 +75,16 @@ describe('damage is detected, never papered over', () => {
       expect(err).toMatchObject({ code: 'STORE_EMPTY' });
       expect((err as Error).message).toContain(file);
     }
-    await expect(createRunlog({ home, reconcile: false, watchApps: false, engineWatch: false, metrics: false, log: () => undefined })).rejects.toMatchObject({ code: 'STORE_EMPTY' });
+    await expect(
+      createRunlog({
+        home,
+        reconcile: false,
+        watchApps: false,
+        engineWatch: false,
+        metrics: false,
+        log: () => undefined,
+      }),
+    ).rejects.toMatchObject({ code: 'STORE_EMPTY' });
     expect((await verifyLog(file)).findings.map((f) => f.code)).toEqual(['STORE_EMPTY']);
     const c = capture();
     expect(await main(['verify', '--db', file], c.factory)).toBe(4);
@@ -81,7 +114,10 @@ describe('damage is detected, never papered over', () => {
     copyFileSync(file, old);
     // The log goes on; its clean shutdown records how far it got.
     const s = new SqliteEventStore(file);
-    for (let i = 0; i < 200; i++) s.append(`instance-more${i}`, [{ type: 'x.happened', data: { pad: 'p'.repeat(300) } }], { expectedVersion: 'no-stream' });
+    for (let i = 0; i < 200; i++)
+      s.append(`instance-more${i}`, [{ type: 'x.happened', data: { pad: 'p'.repeat(300) } }], {
+        expectedVersion: 'no-stream',
+      });
     s.close();
     const record = JSON.parse(readFileSync(`${file}-shutdown`, 'utf8'));
     expect(record.lastSeq).toBe(204);
@@ -93,12 +129,18 @@ describe('damage is detected, never papered over', () => {
     expect(bytes(file)!.equals(before!)).toBe(true);
     // Same size, fewer events (the copy was vacuumed into the same pages): the last seq still tells.
     writeFileSync(`${file}-shutdown`, JSON.stringify({ ...record, size: statSync(file).size }));
-    expect(opening(file)).toMatchObject({ code: 'STORE_TRUNCATED', message: expect.stringMatching(/ends at event seq 4; .* ended at seq 204/) });
+    expect(opening(file)).toMatchObject({
+      code: 'STORE_TRUNCATED',
+      message: expect.stringMatching(/ends at event seq 4; .* ended at seq 204/),
+    });
   });
 
   it('a page scribbled over in place after a clean shutdown: STORE_CORRUPT (the structural check is skipped only for a file untouched since)', async () => {
     const file = await writeLog(tempDir(), 40);
-    expect(JSON.parse(readFileSync(`${file}-shutdown`, 'utf8'))).toMatchObject({ size: statSync(file).size, mtimeMs: statSync(file).mtimeMs });
+    expect(JSON.parse(readFileSync(`${file}-shutdown`, 'utf8'))).toMatchObject({
+      size: statSync(file).size,
+      mtimeMs: statSync(file).mtimeMs,
+    });
     new SqliteEventStore(file, { readOnly: true }).close(); // untouched: opens (without walking every page)
     const buf = readFileSync(file);
     let hit = 0;
@@ -136,9 +178,21 @@ describe('damage is detected, never papered over', () => {
     expect(c.stdout()).toMatch(/STORE_CHAIN_BROKEN: hash chain broken at seq 7 \(instance-inst_3 v1\)/);
     const j = capture();
     expect(await main(['verify', '--json', '--db', file], j.factory)).toBe(4);
-    expect(JSON.parse(j.stdout())).toMatchObject({ ok: false, findings: [expect.objectContaining({ code: 'STORE_CHAIN_BROKEN', seq: 7 })] });
+    expect(JSON.parse(j.stdout())).toMatchObject({
+      ok: false,
+      findings: [expect.objectContaining({ code: 'STORE_CHAIN_BROKEN', seq: 7 })],
+    });
 
-    await expect(createRunlog({ home, reconcile: false, watchApps: false, engineWatch: false, metrics: false, log: () => undefined })).rejects.toMatchObject({
+    await expect(
+      createRunlog({
+        home,
+        reconcile: false,
+        watchApps: false,
+        engineWatch: false,
+        metrics: false,
+        log: () => undefined,
+      }),
+    ).rejects.toMatchObject({
       code: 'STORE_CHAIN_BROKEN',
       seq: 7,
     });
@@ -151,11 +205,19 @@ describe('damage is detected, never papered over', () => {
     raw.prepare('DELETE FROM events WHERE seq > 10').run();
     raw.close();
     // The last clean shutdown recorded seq 12 ...
-    expect((await verifyLog(file)).findings).toEqual([expect.objectContaining({ code: 'STORE_TRUNCATED', message: expect.stringMatching(/ends at event seq 10; .* ended at seq 12/) })]);
+    expect((await verifyLog(file)).findings).toEqual([
+      expect.objectContaining({
+        code: 'STORE_TRUNCATED',
+        message: expect.stringMatching(/ends at event seq 10; .* ended at seq 12/),
+      }),
+    ]);
     // ... and without that record (lost with the directory), the chain's head inside the file still tells.
     rmSync(`${file}-shutdown`);
     const r = await verifyLog(file);
-    expect(r.findings.find((f) => f.code === 'STORE_CHAIN_BROKEN')).toMatchObject({ seq: 11, message: expect.stringMatching(/head is at seq 12 but the log ends at seq 10/) });
+    expect(r.findings.find((f) => f.code === 'STORE_CHAIN_BROKEN')).toMatchObject({
+      seq: 11,
+      message: expect.stringMatching(/head is at seq 12 but the log ends at seq 10/),
+    });
   });
 
   it('a projection that disagrees with the events: PROJECTION_MISMATCH naming the actor', async () => {
@@ -165,7 +227,13 @@ describe('damage is detected, never papered over', () => {
     raw.close();
     const r = await verifyLog(file);
     expect(r.ok).toBe(false);
-    expect(r.findings).toEqual([expect.objectContaining({ code: 'PROJECTION_MISMATCH', stream: 'instance-inst_1', message: expect.stringMatching(/says running \(active\) at v2, its events say spawning \(active\) at v2/) })]);
+    expect(r.findings).toEqual([
+      expect.objectContaining({
+        code: 'PROJECTION_MISMATCH',
+        stream: 'instance-inst_1',
+        message: expect.stringMatching(/says running \(active\) at v2, its events say spawning \(active\) at v2/),
+      }),
+    ]);
   });
 
   it('a sound log: verify says ok, exit 0', async () => {
@@ -179,7 +247,8 @@ describe('damage is detected, never papered over', () => {
     const dir = tempDir();
     const live = join(dir, 'live.db');
     const s = new SqliteEventStore(live, { checkpointMs: 3_600_000 });
-    for (let i = 0; i < 40; i++) s.append(`instance-w${i}`, [{ type: 'x.happened', data: { i } }], { expectedVersion: 'no-stream' });
+    for (let i = 0; i < 40; i++)
+      s.append(`instance-w${i}`, [{ type: 'x.happened', data: { i } }], { expectedVersion: 'no-stream' });
     // A crash image: the database and its WAL as a writer that died now would leave them.
     const file = join(dir, 'runlog.db');
     copyFileSync(live, file);
@@ -203,7 +272,9 @@ describe('damage is detected, never papered over', () => {
 
     const err = opening(file);
     expect(err).toMatchObject({ code: 'STORE_WAL_DAMAGED', frame, lastGoodSeq: seen });
-    expect((err as Error).message).toMatch(new RegExp(`damaged frame \\(${frame}\\).*last good position is frame \\d+ \\(event seq ${seen}\\)`));
+    expect((err as Error).message).toMatch(
+      new RegExp(`damaged frame \\(${frame}\\).*last good position is frame \\d+ \\(event seq ${seen}\\)`),
+    );
     expect((await verifyLog(file)).findings[0]).toMatchObject({ code: 'STORE_WAL_DAMAGED', seq: seen });
     expect(bytes(file)!.equals(before.db)).toBe(true);
     expect(bytes(`${file}-wal`)!.equals(before.wal)).toBe(true);
@@ -213,7 +284,8 @@ describe('damage is detected, never papered over', () => {
     const dir = tempDir();
     const live = join(dir, 'live.db');
     const s = new SqliteEventStore(live, { checkpointMs: 3_600_000 });
-    for (let i = 0; i < 40; i++) s.append(`instance-w${i}`, [{ type: 'x.happened', data: { i } }], { expectedVersion: 'no-stream' });
+    for (let i = 0; i < 40; i++)
+      s.append(`instance-w${i}`, [{ type: 'x.happened', data: { i } }], { expectedVersion: 'no-stream' });
     const copied = tempDir();
     const file = join(copied, 'runlog.db');
     copyFileSync(live, file);
@@ -234,7 +306,8 @@ describe('damage is detected, never papered over', () => {
     const dir = tempDir();
     const live = join(dir, 'live.db');
     const s = new SqliteEventStore(live, { checkpointMs: 3_600_000 });
-    for (let i = 0; i < 10; i++) s.append(`instance-w${i}`, [{ type: 'x.happened', data: { i } }], { expectedVersion: 'no-stream' });
+    for (let i = 0; i < 10; i++)
+      s.append(`instance-w${i}`, [{ type: 'x.happened', data: { i } }], { expectedVersion: 'no-stream' });
     const file = join(dir, 'runlog.db');
     copyFileSync(live, file);
     copyFileSync(`${live}-wal`, `${file}-wal`);
@@ -252,7 +325,9 @@ describe('damage is detected, never papered over', () => {
     const file = join(tempDir(), 'runlog.db');
     const raw = new Database(file);
     for (const m of MIGRATIONS.slice(0, 3)) raw.exec(m);
-    const ins = raw.prepare("INSERT INTO events (stream, version, type, data, at) VALUES (?, ?, 'x.happened', ?, '2026-01-01T00:00:00.000Z')");
+    const ins = raw.prepare(
+      "INSERT INTO events (stream, version, type, data, at) VALUES (?, ?, 'x.happened', ?, '2026-01-01T00:00:00.000Z')",
+    );
     for (let i = 1; i <= 50; i++) ins.run(`instance-old${i % 5}`, Math.ceil(i / 5), JSON.stringify({ i }));
     raw.pragma('application_id = 0x524c4f47');
     raw.pragma('user_version = 3');

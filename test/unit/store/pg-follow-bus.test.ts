@@ -39,7 +39,8 @@ async function settled(p: Promise<unknown>, ms = 3000): Promise<'resolved' | 'pe
   }
 }
 
-const bus = (url: string, logged: string[] = []) => new PgFollowBus({ url, sql: async () => undefined, log: (m) => logged.push(m) });
+const bus = (url: string, logged: string[] = []) =>
+  new PgFollowBus({ url, sql: async () => undefined, log: (m) => logged.push(m) });
 
 describe('PgFollowBus close', () => {
   it('ends a connected LISTEN connection', async () => {
@@ -97,7 +98,9 @@ describe('PgFollowBus close', () => {
       bus.listen('rlfc_x', () => undefined).catch(() => process.stderr.write('refused\\n'));
       setTimeout(() => bus.close(), 200);
     `;
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, fake.url], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, fake.url], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let err = '';
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));

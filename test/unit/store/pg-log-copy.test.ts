@@ -11,7 +11,16 @@ function ev(stream: string): RecordedEvent {
   const version = (versions.get(stream) ?? 0) + 1;
   versions.set(stream, version);
   seq += 1;
-  const e: RecordedEvent = { seq, stream, version, type: 't', schema: 1, at: `2026-12-02T00:00:${String(seq % 60).padStart(2, '0')}.000Z`, data: { n: seq }, meta: {} };
+  const e: RecordedEvent = {
+    seq,
+    stream,
+    version,
+    type: 't',
+    schema: 1,
+    at: `2026-12-02T00:00:${String(seq % 60).padStart(2, '0')}.000Z`,
+    data: { n: seq },
+    meta: {},
+  };
   return e;
 }
 
@@ -84,7 +93,10 @@ describe('LogCopy', () => {
     const late = put('instance-x'); // e.g. instance.rejected: held (recent), after the paged-out versions
     expect(copy.read('instance-x', 5)).toEqual([late]);
     expect(() => copy.read('instance-x')).toThrow(PagedOutError);
-    copy.cache('instance-x', all.filter((e) => e.stream === 'instance-x' && e.version <= 4));
+    copy.cache(
+      'instance-x',
+      all.filter((e) => e.stream === 'instance-x' && e.version <= 4),
+    );
     expect(copy.missing('instance-x')).toBe(0);
     expect(copy.read('instance-x')).toEqual(all.filter((e) => e.stream === 'instance-x'));
     expect(copy.read('instance-x', 3, 5).map((e) => e.version)).toEqual([3, 4, 5]);
@@ -96,8 +108,14 @@ describe('LogCopy', () => {
     }
     for (let k = 0; k < 4; k++) put('placement-n');
     copy.compact(Number.MAX_SAFE_INTEGER, true);
-    copy.cache('instance-y', all.filter((e) => e.stream === 'instance-y'));
-    copy.cache('instance-z', all.filter((e) => e.stream === 'instance-z'));
+    copy.cache(
+      'instance-y',
+      all.filter((e) => e.stream === 'instance-y'),
+    );
+    copy.cache(
+      'instance-z',
+      all.filter((e) => e.stream === 'instance-z'),
+    );
     // Out of the cache, and its late event paged out since: all 5 are missing again.
     expect(copy.missing('instance-x')).toBe(5);
     expect(() => copy.read('instance-x')).toThrow(PagedOutError);
@@ -152,8 +170,21 @@ describe('LogCopy', () => {
     // non-actor stream with old events, an ended actor wholly above it.
     const { ended, all, put } = fixture(5);
     const pageBelow = 10;
-    for (const s of ['execution-old', 'instance-old', 'execution-old', 'instance-live', 'execution-old', 'sandbox-pool', 'instance-old', 'execution-cut', 'execution-cut', 'instance-live']) put(s, pageBelow);
-    for (const s of ['execution-cut', 'execution-new', 'sandbox-pool', 'execution-new', 'instance-live']) put(s, pageBelow);
+    for (const s of [
+      'execution-old',
+      'instance-old',
+      'execution-old',
+      'instance-live',
+      'execution-old',
+      'sandbox-pool',
+      'instance-old',
+      'execution-cut',
+      'execution-cut',
+      'instance-live',
+    ])
+      put(s, pageBelow);
+    for (const s of ['execution-cut', 'execution-new', 'sandbox-pool', 'execution-new', 'instance-live'])
+      put(s, pageBelow);
     for (const s of ['execution-old', 'instance-old', 'execution-cut', 'execution-new']) ended.add(s);
     // The events ended streams have at or below 10 were dropped, never held.
     const below = (e: RecordedEvent) => ended.has(e.stream) && e.seq <= pageBelow;
@@ -167,7 +198,14 @@ describe('LogCopy', () => {
     for (const e of all.filter((x) => x.seq <= pageBelow && !ended.has(x.stream))) stubbed.put(e, pageBelow);
     for (const stream of ['execution-old', 'instance-old', 'execution-cut']) {
       const mine = all.filter((e) => e.stream === stream && e.seq <= pageBelow);
-      stubbed.stub({ stream, version: mine.at(-1)!.version, firstSeq: mine[0]!.seq, lastSeq: mine.at(-1)!.seq, createdAt: mine[0]!.at, updatedAt: mine.at(-1)!.at });
+      stubbed.stub({
+        stream,
+        version: mine.at(-1)!.version,
+        firstSeq: mine[0]!.seq,
+        lastSeq: mine.at(-1)!.seq,
+        createdAt: mine[0]!.at,
+        updatedAt: mine.at(-1)!.at,
+      });
     }
     for (const e of all.filter((x) => x.seq > pageBelow)) stubbed.put(e, pageBelow);
 
@@ -192,10 +230,15 @@ describe('LogCopy', () => {
       for (let v = 1; v <= whole.streamVersion(s); v++) expect(read(stubbed, v)).toEqual(read(whole, v));
     }
     expect(() => stubbed.read('execution-old')).toThrow(PagedOutError);
-    expect(stubbed.read('execution-cut', 3)).toEqual(all.filter((e) => e.stream === 'execution-cut' && e.version === 3));
+    expect(stubbed.read('execution-cut', 3)).toEqual(
+      all.filter((e) => e.stream === 'execution-cut' && e.version === 3),
+    );
     expect(stubbed.read('instance-live')).toEqual(all.filter((e) => e.stream === 'instance-live'));
     // Paged in, the history answers whole.
-    stubbed.cache('execution-old', all.filter((e) => e.stream === 'execution-old'));
+    stubbed.cache(
+      'execution-old',
+      all.filter((e) => e.stream === 'execution-old'),
+    );
     expect(stubbed.read('execution-old')).toEqual(all.filter((e) => e.stream === 'execution-old'));
   });
 
@@ -206,12 +249,20 @@ describe('LogCopy', () => {
     expect(copy.head).toBe(4);
     expect(copy.floor).toBe(4);
     expect(copy.heldEvents).toBe(0);
-    expect(copy.streams()).toEqual([{ stream: 'execution-a', kind: 'execution', version: 4, createdAt: 'c', updatedAt: 'u' }]);
+    expect(copy.streams()).toEqual([
+      { stream: 'execution-a', kind: 'execution', version: 4, createdAt: 'c', updatedAt: 'u' },
+    ]);
     expect(copy.missing('execution-a')).toBe(4);
-    expect(() => copy.stub({ stream: 'execution-a', version: 4, firstSeq: 1, lastSeq: 4, createdAt: 'c', updatedAt: 'u' })).toThrow(expect.objectContaining({ code: 'STORE_INPUT' }));
-    expect(() => copy.stub({ stream: 'execution-b', version: 0, firstSeq: 5, lastSeq: 5, createdAt: 'c', updatedAt: 'u' })).toThrow(expect.objectContaining({ code: 'STORE_INPUT' }));
+    expect(() =>
+      copy.stub({ stream: 'execution-a', version: 4, firstSeq: 1, lastSeq: 4, createdAt: 'c', updatedAt: 'u' }),
+    ).toThrow(expect.objectContaining({ code: 'STORE_INPUT' }));
+    expect(() =>
+      copy.stub({ stream: 'execution-b', version: 0, firstSeq: 5, lastSeq: 5, createdAt: 'c', updatedAt: 'u' }),
+    ).toThrow(expect.objectContaining({ code: 'STORE_INPUT' }));
     const holdAll = fixture(null).copy;
-    expect(() => holdAll.stub({ stream: 'execution-a', version: 1, firstSeq: 1, lastSeq: 1, createdAt: 'c', updatedAt: 'u' })).toThrow(expect.objectContaining({ code: 'STORE_INPUT' }));
+    expect(() =>
+      holdAll.stub({ stream: 'execution-a', version: 1, firstSeq: 1, lastSeq: 1, createdAt: 'c', updatedAt: 'u' }),
+    ).toThrow(expect.objectContaining({ code: 'STORE_INPUT' }));
     expect(holdAll.streams()).toEqual([]);
   });
 });
@@ -224,13 +275,27 @@ describe('LogCopy: request streams (the execution queue, placement)', () => {
     let now = T0;
     let n = 0;
     const versionOf = new Map<string, number>();
-    const copy = new LogCopy({ keepRecent, ended: () => false, pagedInStreams: 2, tail: { is: (s) => s.startsWith('queue-'), keepMs: HOUR, now: () => now } });
+    const copy = new LogCopy({
+      keepRecent,
+      ended: () => false,
+      pagedInStreams: 2,
+      tail: { is: (s) => s.startsWith('queue-'), keepMs: HOUR, now: () => now },
+    });
     const all: RecordedEvent[] = [];
     const put = (stream: string, atMs: number, pageBelow = 0) => {
       const version = (versionOf.get(stream) ?? 0) + 1;
       versionOf.set(stream, version);
       n += 1;
-      const e: RecordedEvent = { seq: n, stream, version, type: 'q', schema: 1, at: new Date(atMs).toISOString(), data: { n }, meta: {} };
+      const e: RecordedEvent = {
+        seq: n,
+        stream,
+        version,
+        type: 'q',
+        schema: 1,
+        at: new Date(atMs).toISOString(),
+        data: { n },
+        meta: {},
+      };
       all.push(e);
       copy.put(e, pageBelow);
       return e;
@@ -303,9 +368,22 @@ describe('LogCopy: request streams (the execution queue, placement)', () => {
   });
 
   it('at load, a stub for its oldest versions, then its newer events: reads answer as after a compaction', () => {
-    const copy = new LogCopy({ keepRecent: 2, ended: () => false, tail: { is: (s) => s.startsWith('queue-'), keepMs: HOUR, now: () => T0 + 2 * HOUR } });
+    const copy = new LogCopy({
+      keepRecent: 2,
+      ended: () => false,
+      tail: { is: (s) => s.startsWith('queue-'), keepMs: HOUR, now: () => T0 + 2 * HOUR },
+    });
     const at = (ms: number) => new Date(ms).toISOString();
-    const e = (seq: number, version: number, atMs: number): RecordedEvent => ({ seq, stream: 'queue-exec', version, type: 'q', schema: 1, at: at(atMs), data: { seq }, meta: {} });
+    const e = (seq: number, version: number, atMs: number): RecordedEvent => ({
+      seq,
+      stream: 'queue-exec',
+      version,
+      type: 'q',
+      schema: 1,
+      at: at(atMs),
+      data: { seq },
+      meta: {},
+    });
     // What the store does at open (postgres/host-store.ts loadBelow): versions 1..3 (positions 1..5 at most) summarised,
     // the rest read and put.
     copy.stub({ stream: 'queue-exec', version: 3, firstSeq: 1, lastSeq: 5, createdAt: at(T0), updatedAt: at(T0) });
@@ -316,7 +394,9 @@ describe('LogCopy: request streams (the execution queue, placement)', () => {
     expect(copy.read('queue-exec', 4)).toEqual(newer);
     expect(() => copy.read('queue-exec')).toThrow(PagedOutError);
     expect(copy.missing('queue-exec')).toBe(3);
-    expect(copy.streams()).toEqual([{ stream: 'queue-exec', kind: 'queue', version: 5, createdAt: at(T0), updatedAt: newer[1]!.at }]);
+    expect(copy.streams()).toEqual([
+      { stream: 'queue-exec', kind: 'queue', version: 5, createdAt: at(T0), updatedAt: newer[1]!.at },
+    ]);
     expect(copy.floor).toBe(5);
     expect(copy.slice(5)).toEqual(newer);
   });

@@ -54,6 +54,12 @@ describe('retrying transient PostgreSQL failures', () => {
       ),
     ).rejects.toBe(unique);
     expect(calls).toBe(1);
-    expect([isRetryable(pgError('40001')), isRetryable(pgError('40P01')), isRetryable(pgError('55P03')), isRetryable(new Error('x')), isRetryable(null)]).toEqual([true, true, true, false, false]);
+    expect([
+      isRetryable(pgError('40001')),
+      isRetryable(pgError('40P01')),
+      isRetryable(pgError('55P03')),
+      isRetryable(new Error('x')),
+      isRetryable(null),
+    ]).toEqual([true, true, true, false, false]);
   });
 });

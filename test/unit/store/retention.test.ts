@@ -34,12 +34,22 @@ async function answers(db: string): Promise<Map<string, { state: string; version
   }
 }
 
-const cutoffAfter = (actors: BuiltActor[], n: number): string => new Date(Date.parse(actors.filter((a) => !a.live)[n - 1]!.endedAt) + 30_000).toISOString();
+const cutoffAfter = (actors: BuiltActor[], n: number): string =>
+  new Date(Date.parse(actors.filter((a) => !a.live)[n - 1]!.endedAt) + 30_000).toISOString();
 
 async function archive(home: string, before: string, out: string) {
   const r = await runCli(['archive', '--home', home, '--before', before, '--out', out, '--json']);
   expect(r.code, r.stderr()).toBe(0);
-  return JSON.parse(r.stdout()) as { file: string; actors: number; events: number; lastSeq: number; lastHash: string; sizeBefore: number; sizeAfter: number; vacuum: string };
+  return JSON.parse(r.stdout()) as {
+    file: string;
+    actors: number;
+    events: number;
+    lastSeq: number;
+    lastHash: string;
+    sizeBefore: number;
+    sizeAfter: number;
+    vacuum: string;
+  };
 }
 
 describe('runlog archive', () => {
@@ -66,17 +76,31 @@ describe('runlog archive', () => {
       const gone = archived.includes(a);
       expect(await store.streamVersion(row.stream), a.id).toBe(gone ? 0 : truth.get(a.id)!.version);
       expect(row.archived, a.id).toEqual(gone ? { file: out, at: expect.any(String) } : undefined);
-      if (!gone) expect(await inspectActor(store, a.id)).toMatchObject({ state: truth.get(a.id)!.state, context: truth.get(a.id)!.context });
+      if (!gone)
+        expect(await inspectActor(store, a.id)).toMatchObject({
+          state: truth.get(a.id)!.state,
+          context: truth.get(a.id)!.context,
+        });
     }
-    expect(await inspectActor(store, archived[0]!.id)).toMatchObject({ state: truth.get(archived[0]!.id)!.state, archived: { file: out } });
+    expect(await inspectActor(store, archived[0]!.id)).toMatchObject({
+      state: truth.get(archived[0]!.id)!.state,
+      archived: { file: out },
+    });
     await store.close();
     expect(await verifyLog(db)).toMatchObject({ ok: true, findings: [] });
 
     // ps --all lists them and says where they went.
     const ps = await runCli(['ps', '--all', '--home', home, '--json']);
     const rows = JSON.parse(ps.stdout()) as { id: string; archived: { file: string } | null }[];
-    expect(rows.filter((x) => x.archived?.file === out).map((x) => x.id).sort()).toEqual(archived.map((a) => a.id).sort());
-    expect((await runCli(['inspect', archived[3]!.id, '--home', home])).stdout()).toContain(`runlog replay --file ${out} ${archived[3]!.id}`);
+    expect(
+      rows
+        .filter((x) => x.archived?.file === out)
+        .map((x) => x.id)
+        .sort(),
+    ).toEqual(archived.map((a) => a.id).sort());
+    expect((await runCli(['inspect', archived[3]!.id, '--home', home])).stdout()).toContain(
+      `runlog replay --file ${out} ${archived[3]!.id}`,
+    );
 
     // replay --file <archive> <id> reproduces each archived actor's state and context.
     for (const a of archived) {
@@ -104,19 +128,55 @@ describe('runlog archive', () => {
     const lines = gunzipSync(readFileSync(out)).toString('utf8').trim().split('\n');
     expect(JSON.parse(lines[0]!)).toMatchObject({ runlog: 'archive', format: 1, actors: 8 });
     const trailer = JSON.parse(lines.at(-1)!);
-    expect(trailer).toMatchObject({ runlog: 'archive-end', actors: 8, events: r.events, lastSeq: r.lastSeq, lastHash: r.lastHash });
+    expect(trailer).toMatchObject({
+      runlog: 'archive-end',
+      actors: 8,
+      events: r.events,
+      lastSeq: r.lastSeq,
+      lastHash: r.lastHash,
+    });
     const hashes = new Map<number, string>();
-    const events = lines.filter((l) => l.startsWith('{"seq":')).map((l) => JSON.parse(l) as { seq: number; stream: string; version: number; type: string; schema: number; at: string; data: unknown; meta: unknown; hash: string; prev?: string });
+    const events = lines
+      .filter((l) => l.startsWith('{"seq":'))
+      .map(
+        (l) =>
+          JSON.parse(l) as {
+            seq: number;
+            stream: string;
+            version: number;
+            type: string;
+            schema: number;
+            at: string;
+            data: unknown;
+            meta: unknown;
+            hash: string;
+            prev?: string;
+          },
+      );
     expect(events).toHaveLength(r.events);
     for (const e of events) hashes.set(e.seq, e.hash);
     for (const e of events) {
       const prev = e.prev ?? hashes.get(e.seq - 1);
       expect(prev, `seq ${e.seq}: its previous link is in the archive or on its line`).toBeDefined();
-      expect(eventHash(Buffer.from(prev!, 'hex'), e.seq, e.stream, e.version, e.type, e.schema, e.at, JSON.stringify(e.data), JSON.stringify(e.meta)).toString('hex')).toBe(e.hash);
+      expect(
+        eventHash(
+          Buffer.from(prev!, 'hex'),
+          e.seq,
+          e.stream,
+          e.version,
+          e.type,
+          e.schema,
+          e.at,
+          JSON.stringify(e.data),
+          JSON.stringify(e.meta),
+        ).toString('hex'),
+      ).toBe(e.hash);
     }
     // The log recorded the archive and the link it ends on.
     const raw = new Database(join(home, 'runlog.db'), { readonly: true });
-    expect(raw.prepare('SELECT file, actors, events, sha256, last_seq FROM archives').all()).toEqual([{ file: out, actors: 8, events: r.events, sha256: expect.stringMatching(/^[0-9a-f]{64}$/), last_seq: r.lastSeq }]);
+    expect(raw.prepare('SELECT file, actors, events, sha256, last_seq FROM archives').all()).toEqual([
+      { file: out, actors: 8, events: r.events, sha256: expect.stringMatching(/^[0-9a-f]{64}$/), last_seq: r.lastSeq },
+    ]);
     raw.close();
   });
 
@@ -153,7 +213,14 @@ describe('runlog archive', () => {
       );
       const r = await verifyLog(db);
       expect(r.ok).toBe(false);
-      expect(r.findings).toEqual([expect.objectContaining({ code: 'ARCHIVE_DAMAGED', severity: 'damage', seq, message: expect.stringContaining(`does not match its hash`) })]);
+      expect(r.findings).toEqual([
+        expect.objectContaining({
+          code: 'ARCHIVE_DAMAGED',
+          severity: 'damage',
+          seq,
+          message: expect.stringContaining(`does not match its hash`),
+        }),
+      ]);
       const c = await runCli(['verify', '--home', home]);
       expect(c.code).toBe(4);
       expect(c.stdout()).toContain(`DAMAGE ARCHIVE_DAMAGED: archive ${second}`);
@@ -168,7 +235,17 @@ describe('runlog archive', () => {
         const hashes = new Map<number, string>();
         for (const e of events) {
           const prev = e.prev ?? hashes.get(e.seq - 1);
-          e.hash = eventHash(Buffer.from(prev, 'hex'), e.seq, e.stream, e.version, e.type, e.schema, e.at, JSON.stringify(e.data), JSON.stringify(e.meta)).toString('hex');
+          e.hash = eventHash(
+            Buffer.from(prev, 'hex'),
+            e.seq,
+            e.stream,
+            e.version,
+            e.type,
+            e.schema,
+            e.at,
+            JSON.stringify(e.data),
+            JSON.stringify(e.meta),
+          ).toString('hex');
           hashes.set(e.seq, e.hash);
         }
         const trailer = parsed.at(-1)!;
@@ -177,18 +254,27 @@ describe('runlog archive', () => {
       });
       const r = await verifyLog(db);
       expect(r.ok).toBe(false);
-      expect(r.findings).toEqual([expect.objectContaining({ code: 'ARCHIVE_DAMAGED', message: expect.stringMatching(/recorded the hole|does not end on the link the log recorded/) })]);
+      expect(r.findings).toEqual([
+        expect.objectContaining({
+          code: 'ARCHIVE_DAMAGED',
+          message: expect.stringMatching(/recorded the hole|does not end on the link the log recorded/),
+        }),
+      ]);
     });
 
     it('an archive cut short: ARCHIVE_DAMAGED', async () => {
       const { db, first, second } = await archived();
       const whole = readFileSync(first);
       writeFileSync(first, whole.subarray(0, Math.floor(whole.length / 2)));
-      expect((await verifyLog(db)).findings).toEqual([expect.objectContaining({ code: 'ARCHIVE_DAMAGED', message: expect.stringContaining(first) })]);
+      expect((await verifyLog(db)).findings).toEqual([
+        expect.objectContaining({ code: 'ARCHIVE_DAMAGED', message: expect.stringContaining(first) }),
+      ]);
       writeFileSync(first, whole);
       // The trailer dropped: the file is cut at a line boundary.
       rewrite(second, (lines) => lines.slice(0, -1));
-      expect((await verifyLog(db)).findings).toEqual([expect.objectContaining({ code: 'ARCHIVE_DAMAGED', message: expect.stringContaining('no trailer') })]);
+      expect((await verifyLog(db)).findings).toEqual([
+        expect.objectContaining({ code: 'ARCHIVE_DAMAGED', message: expect.stringContaining('no trailer') }),
+      ]);
     });
 
     it('an archive moved away is named, not checked (a warning); --archives says where it went', async () => {
@@ -196,7 +282,11 @@ describe('runlog archive', () => {
       const moved = join(home, 'elsewhere');
       mkdirSync(moved);
       renameSync(first, join(moved, 'a.jsonl.gz'));
-      expect(await verifyLog(db)).toMatchObject({ ok: true, archives: 1, findings: [expect.objectContaining({ code: 'ARCHIVE_NOT_FOUND', severity: 'warning' })] });
+      expect(await verifyLog(db)).toMatchObject({
+        ok: true,
+        archives: 1,
+        findings: [expect.objectContaining({ code: 'ARCHIVE_NOT_FOUND', severity: 'warning' })],
+      });
       expect(await verifyLog(db, { archiveDirs: [moved] })).toMatchObject({ ok: true, archives: 2, findings: [] });
       const c = await runCli(['verify', '--home', home, '--archives', moved]);
       expect(c.code).toBe(0);
@@ -222,15 +312,24 @@ describe('runlog archive', () => {
     // A supervisor appends after the archived head: no seq is given twice, the chain goes on.
     const live = actors.find((a) => a.live)!;
     const rl = await createRunlog({ home, supervise: false, readOnly: false });
-    await rl.send('instance', live.id, { type: 'instance.stop-requested', at: '2026-12-01T00:00:00.000Z', data: { graceMs: null } } as never);
+    await rl.send('instance', live.id, {
+      type: 'instance.stop-requested',
+      at: '2026-12-01T00:00:00.000Z',
+      data: { graceMs: null },
+    } as never);
     const last = (await collect(rl.store.readStream(`instance-${live.id}`))).at(-1)!;
     await rl.close();
     expect(last.seq).toBe(r3.lastSeq + 1);
     expect(await verifyLog(db)).toMatchObject({ ok: true, findings: [] });
     for (const n of ['1', '2', '3']) {
       const a = actors.filter((x) => !x.live)[n === '1' ? 0 : n === '2' ? 15 : 29]!;
-      const rep = JSON.parse((await runCli(['replay', '--file', join(home, `${n}.jsonl.gz`), a.id, '--json'])).stdout()) as { state: string; context: unknown };
-      expect({ state: rep.state, context: rep.context }).toEqual({ state: truth.get(a.id)!.state, context: truth.get(a.id)!.context });
+      const rep = JSON.parse(
+        (await runCli(['replay', '--file', join(home, `${n}.jsonl.gz`), a.id, '--json'])).stdout(),
+      ) as { state: string; context: unknown };
+      expect({ state: rep.state, context: rep.context }).toEqual({
+        state: truth.get(a.id)!.state,
+        context: truth.get(a.id)!.context,
+      });
     }
   });
 
@@ -242,7 +341,8 @@ describe('runlog archive', () => {
     const all = await archive(home, '2030-01-01T00:00:00.000Z', join(home, 'x.jsonl.gz'));
     expect(all.actors).toBe(4);
     const store = new SqlitePortStore(join(home, 'runlog.db'), { readOnly: true });
-    for (const a of actors.filter((x) => x.live)) expect(await store.streamVersion(`instance-${a.id}`), a.id).toBeGreaterThan(0);
+    for (const a of actors.filter((x) => x.live))
+      expect(await store.streamVersion(`instance-${a.id}`), a.id).toBeGreaterThan(0);
     await store.close();
   });
 
@@ -252,7 +352,9 @@ describe('runlog archive', () => {
     const db = join(home, 'runlog.db');
     await archive(home, cutoffAfter(actors, 6), join(home, 'a.jsonl.gz'));
     const raw = new Database(db);
-    const gap = raw.prepare('SELECT seq, from_seq AS "from" FROM chain_gaps WHERE from_seq > 1 ORDER BY seq LIMIT 1').get() as { seq: number; from: number };
+    const gap = raw
+      .prepare('SELECT seq, from_seq AS "from" FROM chain_gaps WHERE from_seq > 1 ORDER BY seq LIMIT 1')
+      .get() as { seq: number; from: number };
     // An event deleted just before a recorded hole: the hole no longer covers what is missing.
     const victim = (raw.prepare('SELECT max(seq) AS s FROM events WHERE seq < ?').get(gap.from) as { s: number }).s;
     expect(victim).toBeGreaterThan(0);
@@ -260,7 +362,9 @@ describe('runlog archive', () => {
     raw.close();
     const report = await verifyLog(db);
     expect(report.ok).toBe(false);
-    expect(report.findings).toContainEqual(expect.objectContaining({ code: 'STORE_CHAIN_BROKEN', message: expect.stringContaining('missing') }));
+    expect(report.findings).toContainEqual(
+      expect.objectContaining({ code: 'STORE_CHAIN_BROKEN', message: expect.stringContaining('missing') }),
+    );
   });
 
   it('an archive is never overwritten', async () => {
@@ -304,16 +408,34 @@ describe('runlog archive', () => {
     await new Promise((r) => setTimeout(r, 50));
     stop();
     await store.close();
-    expect(said).toEqual([expect.stringMatching(/^retention: archived 6 actors \(\d+ events\) that ended before .* to .*archives\/runlog-.*\.jsonl\.gz/)]);
+    expect(said).toEqual([
+      expect.stringMatching(
+        /^retention: archived 6 actors \(\d+ events\) that ended before .* to .*archives\/runlog-.*\.jsonl\.gz/,
+      ),
+    ]);
     const ro = new SqlitePortStore(db, { readOnly: true });
     const rows = await Promise.all(ended.map((a) => ro.getActor(a.id)));
-    expect(rows.map((r) => Boolean(r!.archived))).toEqual([true, true, true, true, true, true, false, false, false, false]);
+    expect(rows.map((r) => Boolean(r!.archived))).toEqual([
+      true,
+      true,
+      true,
+      true,
+      true,
+      true,
+      false,
+      false,
+      false,
+      false,
+    ]);
     await ro.close();
     expect((await verifyLog(db)).ok).toBe(true);
     // A run that fails is told and removes nothing; a run another node is doing (ARCHIVE_BUSY) is skipped.
     for (const [err, message] of [
       [new Error('disk full'), 'retention: archive run failed, nothing removed: disk full'],
-      [new RunlogError('ARCHIVE_BUSY', 'another archiver holds the lock'), 'retention: another node is archiving this log; this run is skipped'],
+      [
+        new RunlogError('ARCHIVE_BUSY', 'another archiver holds the lock'),
+        'retention: another node is archiving this log; this run is skipped',
+      ],
     ] as const) {
       const failing: Archiving = { archiveEnded: () => Promise.reject(err) };
       const told: string[] = [];

@@ -13,7 +13,16 @@ import { SqlitePortStore } from '../../../src/store/sqlite/port-adapter.ts';
 import { expectSnapshotPlusTailEqualsFold } from '../../support/snapshot-property.ts';
 import { tempDir } from '../../support/tmp.ts';
 
-const spec = (id: string): InstanceSpec => ({ instanceId: id, appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 20, resetAfterMs: 1000 } });
+const spec = (id: string): InstanceSpec => ({
+  instanceId: id,
+  appId: 'com.example.hello',
+  appDir: '/apps/hello',
+  sandbox: 'proot',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 20, resetAfterMs: 1000 },
+});
 
 const io = (): { factory: (json: boolean) => Io; stdout: () => string } => {
   const out: string[] = [];
@@ -66,7 +75,21 @@ async function randomLog(home: string, seed: number, actors: number, length: () 
     const exec = a % 3 === 2;
     const id = exec ? `exec_${a}` : `inst_${a}`;
     if (exec) {
-      await rl.host.create('execution', id, { type: 'execution.requested', at: at(), data: { request: { executionId: id, uri: 'at://did:plc:x/c/1', handler: 'h', input: {}, callerDid: null, timeoutMs: 1000 }, deadline: '2026-01-02T00:00:00.000Z' } });
+      await rl.host.create('execution', id, {
+        type: 'execution.requested',
+        at: at(),
+        data: {
+          request: {
+            executionId: id,
+            uri: 'at://did:plc:x/c/1',
+            handler: 'h',
+            input: {},
+            callerDid: null,
+            timeoutMs: 1000,
+          },
+          deadline: '2026-01-02T00:00:00.000Z',
+        },
+      });
     } else {
       await rl.host.create('instance', id, { type: 'instance.requested', at: at(), data: { spec: spec(id) } });
     }
@@ -86,8 +109,12 @@ describe('snapshots', () => {
     const home = tempDir();
     const rl = await createRunlog({ home, supervise: false, readOnly: false });
     await rl.host.create('instance', 'inst_a', { type: 'instance.requested', data: { spec: spec('inst_a') } });
-    for (let i = 0; i < SNAPSHOT_EVERY + 20; i++) await rl.send('instance', 'inst_a', { type: 'instance.tool-granted', data: { tool: `t${i % 3}` } });
-    expect(await rl.store.snapshotAtOrBefore('instance-inst_a')).toMatchObject({ version: SNAPSHOT_EVERY, fingerprint: machineFingerprint(instanceMachine) });
+    for (let i = 0; i < SNAPSHOT_EVERY + 20; i++)
+      await rl.send('instance', 'inst_a', { type: 'instance.tool-granted', data: { tool: `t${i % 3}` } });
+    expect(await rl.store.snapshotAtOrBefore('instance-inst_a')).toMatchObject({
+      version: SNAPSHOT_EVERY,
+      fingerprint: machineFingerprint(instanceMachine),
+    });
     await rl.send('instance', 'inst_a', { type: 'instance.stop-requested', data: {} });
     await rl.send('instance', 'inst_a', { type: 'instance.exited', data: { exitCode: 0 } });
     const v = await rl.store.streamVersion('instance-inst_a');
@@ -101,7 +128,8 @@ describe('snapshots', () => {
     const home = tempDir();
     const rl = await createRunlog({ home, supervise: false, readOnly: false });
     await rl.host.create('instance', 'inst_a', { type: 'instance.requested', data: { spec: spec('inst_a') } });
-    for (let i = 0; i < SNAPSHOT_EVERY + 5; i++) await rl.send('instance', 'inst_a', { type: 'instance.tool-granted', data: { tool: `t${i}` } });
+    for (let i = 0; i < SNAPSHOT_EVERY + 5; i++)
+      await rl.send('instance', 'inst_a', { type: 'instance.tool-granted', data: { tool: `t${i}` } });
     await rl.close();
     // Proof the snapshot is what is read: a snapshot (well sealed, this machine's) that says something the events
     // do not is believed for the versions it covers. (verify calls this SNAPSHOT_MISMATCH.)
@@ -111,12 +139,31 @@ describe('snapshots', () => {
     state.context.spec.tools = ['planted'];
     const planted = sealSnapshot({ ...real, state: JSON.stringify(state) });
     store.store.replaceSnapshots([planted]); // SQLite's own snapshot table, under the port
-    expect((await inspectActor(store, 'inst_a')).context.spec).toMatchObject({ tools: ['planted', 't99', 't100', 't101', 't102', 't103', 't104'] });
+    expect((await inspectActor(store, 'inst_a')).context.spec).toMatchObject({
+      tools: ['planted', 't99', 't100', 't101', 't102', 't103', 't104'],
+    });
     await store.close();
-    const rl2 = await createRunlog({ home, effects: { instance: {} }, reconcile: false, watchApps: false, engineWatch: false, metrics: false, log: () => undefined });
-    expect((rl2.host.get('instance', 'inst_a')!.snapshot.context as { spec: { tools: string[] } }).spec.tools.slice(0, 2)).toEqual(['planted', 't99']);
+    const rl2 = await createRunlog({
+      home,
+      effects: { instance: {} },
+      reconcile: false,
+      watchApps: false,
+      engineWatch: false,
+      metrics: false,
+      log: () => undefined,
+    });
+    expect(
+      (rl2.host.get('instance', 'inst_a')!.snapshot.context as { spec: { tools: string[] } }).spec.tools.slice(0, 2),
+    ).toEqual(['planted', 't99']);
     await rl2.close();
-    expect((await verifyLog(rl.dbPath)).findings).toEqual([expect.objectContaining({ code: 'SNAPSHOT_MISMATCH', severity: 'damage', stream: 'instance-inst_a', version: SNAPSHOT_EVERY })]);
+    expect((await verifyLog(rl.dbPath)).findings).toEqual([
+      expect.objectContaining({
+        code: 'SNAPSHOT_MISMATCH',
+        severity: 'damage',
+        stream: 'instance-inst_a',
+        version: SNAPSHOT_EVERY,
+      }),
+    ]);
   });
 
   describe('damage to a snapshot changes no answer, and verify names it', () => {
@@ -147,7 +194,9 @@ describe('snapshots', () => {
       expect(await answers(db)).toEqual(truth);
       const r = await verifyLog(db);
       expect(r.ok).toBe(false);
-      expect(r.findings).toEqual([expect.objectContaining({ code: 'SNAPSHOT_MISSING', severity: 'damage', stream: 'instance-inst_0' })]);
+      expect(r.findings).toEqual([
+        expect.objectContaining({ code: 'SNAPSHOT_MISSING', severity: 'damage', stream: 'instance-inst_0' }),
+      ]);
       const c = io();
       expect(await main(['verify', '--db', db], c.factory)).toBe(4);
       expect(c.stdout()).toMatch(/DAMAGE SNAPSHOT_MISSING: instance-inst_0: its snapshot at v\d+ is gone/);
@@ -156,17 +205,30 @@ describe('snapshots', () => {
     it('a snapshot of an old machine: SNAPSHOT_STALE (a warning), ignored', async () => {
       const { db, truth } = await logWithSnapshots();
       const raw = new Database(db);
-      const row = raw.prepare("SELECT * FROM snapshots WHERE stream = 'instance-inst_1'").get() as Record<string, string>;
+      const row = raw.prepare("SELECT * FROM snapshots WHERE stream = 'instance-inst_1'").get() as Record<
+        string,
+        string
+      >;
       // What an older release would have written: its own fingerprint, and a state this release would not reach.
       const state = JSON.parse(row.state!);
       state.value = 'running';
-      const stale = sealSnapshot({ stream: row.stream!, version: Number(row.version), fingerprint: 'f'.repeat(32), createdAt: row.created_at!, state: JSON.stringify(state) });
-      raw.prepare('UPDATE snapshots SET fingerprint = ?, state = ?, checksum = ? WHERE stream = ?').run(stale.fingerprint, stale.state, stale.checksum, stale.stream);
+      const stale = sealSnapshot({
+        stream: row.stream!,
+        version: Number(row.version),
+        fingerprint: 'f'.repeat(32),
+        createdAt: row.created_at!,
+        state: JSON.stringify(state),
+      });
+      raw
+        .prepare('UPDATE snapshots SET fingerprint = ?, state = ?, checksum = ? WHERE stream = ?')
+        .run(stale.fingerprint, stale.state, stale.checksum, stale.stream);
       raw.close();
       expect(await answers(db)).toEqual(truth);
       const r = await verifyLog(db);
       expect(r.ok).toBe(true);
-      expect(r.findings).toEqual([expect.objectContaining({ code: 'SNAPSHOT_STALE', severity: 'warning', stream: 'instance-inst_1' })]);
+      expect(r.findings).toEqual([
+        expect.objectContaining({ code: 'SNAPSHOT_STALE', severity: 'warning', stream: 'instance-inst_1' }),
+      ]);
       // rebuild --snapshots makes this machine's again.
       const c = io();
       expect(await main(['rebuild', '--snapshots', '--db', db], c.factory)).toBe(0);
@@ -177,31 +239,62 @@ describe('snapshots', () => {
     it('a snapshot that fails its checksum: SNAPSHOT_CHECKSUM, ignored', async () => {
       const { db, truth } = await logWithSnapshots();
       const raw = new Database(db);
-      raw.prepare("UPDATE snapshots SET state = replace(state, '\"restarts\":', '\"restarts\": ') WHERE stream = 'instance-inst_3'").run();
+      raw
+        .prepare(
+          "UPDATE snapshots SET state = replace(state, '\"restarts\":', '\"restarts\": ') WHERE stream = 'instance-inst_3'",
+        )
+        .run();
       raw.close();
       expect(await answers(db)).toEqual(truth);
-      expect((await verifyLog(db)).findings).toEqual([expect.objectContaining({ code: 'SNAPSHOT_CHECKSUM', severity: 'damage', stream: 'instance-inst_3' })]);
+      expect((await verifyLog(db)).findings).toEqual([
+        expect.objectContaining({ code: 'SNAPSHOT_CHECKSUM', severity: 'damage', stream: 'instance-inst_3' }),
+      ]);
     });
 
     it('an older snapshot (replay --to reads it) that disagrees with its events: SNAPSHOT_MISMATCH naming it; one failing its checksum: SNAPSHOT_CHECKSUM', async () => {
       const { db } = await logWithSnapshots();
       const raw = new Database(db);
-      const older = raw.prepare('SELECT * FROM snapshot_history ORDER BY stream, version').all() as Record<string, string>[];
+      const older = raw.prepare('SELECT * FROM snapshot_history ORDER BY stream, version').all() as Record<
+        string,
+        string
+      >[];
       expect(older.length).toBeGreaterThan(1);
       expect(await verifyLog(db)).toMatchObject({ ok: true, olderSnapshots: older.length, findings: [] });
       const [a, b] = older as [Record<string, string>, Record<string, string>];
       const state = JSON.parse(a.state!);
       state.context = { ...state.context, planted: true };
-      const planted = sealSnapshot({ stream: a.stream!, version: Number(a.version), fingerprint: a.fingerprint!, createdAt: a.created_at!, state: JSON.stringify(state) });
-      raw.prepare('UPDATE snapshot_history SET state = ?, checksum = ? WHERE stream = ? AND version = ?').run(planted.state, planted.checksum, a.stream, a.version);
-      raw.prepare("UPDATE snapshot_history SET state = state || ' ' WHERE stream = ? AND version = ?").run(b.stream, b.version);
+      const planted = sealSnapshot({
+        stream: a.stream!,
+        version: Number(a.version),
+        fingerprint: a.fingerprint!,
+        createdAt: a.created_at!,
+        state: JSON.stringify(state),
+      });
+      raw
+        .prepare('UPDATE snapshot_history SET state = ?, checksum = ? WHERE stream = ? AND version = ?')
+        .run(planted.state, planted.checksum, a.stream, a.version);
+      raw
+        .prepare("UPDATE snapshot_history SET state = state || ' ' WHERE stream = ? AND version = ?")
+        .run(b.stream, b.version);
       raw.close();
       const r = await verifyLog(db);
       expect(r.ok).toBe(false);
       expect(r.findings).toEqual(
         expect.arrayContaining([
-          expect.objectContaining({ code: 'SNAPSHOT_MISMATCH', severity: 'damage', stream: a.stream, version: Number(a.version), message: expect.stringContaining('older snapshot') }),
-          expect.objectContaining({ code: 'SNAPSHOT_CHECKSUM', severity: 'damage', stream: b.stream, version: Number(b.version), message: expect.stringContaining('older snapshot') }),
+          expect.objectContaining({
+            code: 'SNAPSHOT_MISMATCH',
+            severity: 'damage',
+            stream: a.stream,
+            version: Number(a.version),
+            message: expect.stringContaining('older snapshot'),
+          }),
+          expect.objectContaining({
+            code: 'SNAPSHOT_CHECKSUM',
+            severity: 'damage',
+            stream: b.stream,
+            version: Number(b.version),
+            message: expect.stringContaining('older snapshot'),
+          }),
         ]),
       );
       expect(r.findings).toHaveLength(2);

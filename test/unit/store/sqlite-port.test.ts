@@ -13,7 +13,17 @@ import { tempDir } from '../../support/tmp.ts';
 const ticks = (n: number): NewEvent[] => Array.from({ length: n }, (_, i) => ({ type: 'tick', data: { i } }));
 
 /** An execution's row once it ended (what the host writes with its last event). */
-const ended = (id: string, at: string): ActorRow => ({ id, kind: 'execution', stream: `execution-${id}`, state: 'failed', status: 'terminal', version: 2, createdAt: at, updatedAt: at, summary: {} });
+const ended = (id: string, at: string): ActorRow => ({
+  id,
+  kind: 'execution',
+  stream: `execution-${id}`,
+  state: 'failed',
+  status: 'terminal',
+  version: 2,
+  createdAt: at,
+  updatedAt: at,
+  summary: {},
+});
 
 describe('the SQLite store behind the port', () => {
   it('tells the append observer about every durable append, and reports its size on disk', async () => {
@@ -45,7 +55,7 @@ describe('the SQLite store behind the port', () => {
     expect(await store.verifyChain()).toMatchObject({ ok: true });
     await store.close();
     const raw = new Database(file);
-    raw.prepare("UPDATE events SET data = '{\"i\":99}' WHERE seq = 3").run();
+    raw.prepare('UPDATE events SET data = \'{"i":99}\' WHERE seq = 3').run();
     raw.close();
     const again = new SqlitePortStore(file);
     try {
@@ -61,11 +71,25 @@ describe('the SQLite store behind the port', () => {
     const store = new SqlitePortStore(join(dir, 'log.db'));
     try {
       const t = '2026-09-01T00:00:00.000Z';
-      await store.appendToStream('execution-exec_old', [{ type: 'execution.requested', data: {}, at: t }, { type: 'execution.failed', data: {}, at: t }], { expectedVersion: 'no-stream', row: ended('exec_old', t) });
-      await store.appendToStream('execution-exec_new', ticks(2), { expectedVersion: 'no-stream', row: ended('exec_new', '2026-12-01T00:00:00.000Z') });
+      await store.appendToStream(
+        'execution-exec_old',
+        [
+          { type: 'execution.requested', data: {}, at: t },
+          { type: 'execution.failed', data: {}, at: t },
+        ],
+        { expectedVersion: 'no-stream', row: ended('exec_old', t) },
+      );
+      await store.appendToStream('execution-exec_new', ticks(2), {
+        expectedVersion: 'no-stream',
+        row: ended('exec_new', '2026-12-01T00:00:00.000Z'),
+      });
       const out = join(dir, 'a.jsonl.gz');
       const steps: string[] = [];
-      const r = await store.archiveEnded({ before: '2026-10-01T00:00:00.000Z', out, onStep: (s) => void steps.push(s) });
+      const r = await store.archiveEnded({
+        before: '2026-10-01T00:00:00.000Z',
+        out,
+        onStep: (s) => void steps.push(s),
+      });
       expect(r).toMatchObject({ file: out, actors: 1, events: 2 });
       expect(steps).toEqual(['planned', 'file-written', 'file-linked', 'removing', 'committed', 'vacuumed']);
       expect(existsSync(out)).toBe(true);
@@ -88,7 +112,9 @@ describe('the SQLite store behind the port', () => {
     try {
       expect((await collect(reader.readAll())).map((e) => e.seq)).toEqual([1, 2]);
       expect(await reader.readHeartbeat()).toMatchObject({ node: 'n', stoppedAt: 'c' });
-      await expect(reader.appendToStream('order-1', ticks(1), { expectedVersion: 2 })).rejects.toMatchObject({ code: 'READ_ONLY' });
+      await expect(reader.appendToStream('order-1', ticks(1), { expectedVersion: 2 })).rejects.toMatchObject({
+        code: 'READ_ONLY',
+      });
     } finally {
       await reader.close();
     }

@@ -2,10 +2,26 @@
 // an empty file is never taken for a new log; a read-only store never creates or changes a file and refuses
 // writes; the writer lock lets exactly one writer in and names it to the next.
 import { spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ForeignDatabaseError, LogMissingError, ReadOnlyLogError, StoreCorruptError, SupervisorRunningError } from '../../../src/domain/errors.ts';
+import {
+  ForeignDatabaseError,
+  LogMissingError,
+  ReadOnlyLogError,
+  StoreCorruptError,
+  SupervisorRunningError,
+} from '../../../src/domain/errors.ts';
 import { Database, sqliteUri } from '../../../src/store/sqlite/driver.ts';
 import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { holderPath, lockPath, readHolder, WriterLock } from '../../../src/store/sqlite/writer-lock.ts';
@@ -127,7 +143,8 @@ describe('read-only store', () => {
     const dir = tempDir();
     const file = join(dir, 'runlog.db');
     const w = new SqliteEventStore(file);
-    for (let i = 0; i < 300; i++) w.append(`instance-${i}`, [e('x.one', { pad: 'x'.repeat(500) })], { expectedVersion: 'no-stream' });
+    for (let i = 0; i < 300; i++)
+      w.append(`instance-${i}`, [e('x.one', { pad: 'x'.repeat(500) })], { expectedVersion: 'no-stream' });
     w.close(); // checkpoints the WAL into the main file
 
     // Truncated anywhere past the header page: SQLite compares the header's page count with the file's size.
@@ -179,8 +196,13 @@ describe('writer lock', () => {
       err = x;
     }
     expect(err).toBeInstanceOf(SupervisorRunningError);
-    expect(err).toMatchObject({ code: 'SUPERVISOR_RUNNING', holder: { pid: process.pid, command: 'runlog serve', listen: 'http://127.0.0.1:7420/' } });
-    expect((err as Error).message).toMatch(new RegExp(`pid ${process.pid} \\(runlog serve, listening on http://127\\.0\\.0\\.1:7420/\\) since \\d{4}-`));
+    expect(err).toMatchObject({
+      code: 'SUPERVISOR_RUNNING',
+      holder: { pid: process.pid, command: 'runlog serve', listen: 'http://127.0.0.1:7420/' },
+    });
+    expect((err as Error).message).toMatch(
+      new RegExp(`pid ${process.pid} \\(runlog serve, listening on http://127\\.0\\.0\\.1:7420/\\) since \\d{4}-`),
+    );
     expect(existsSync(db)).toBe(false); // the lock touches nothing but itself
     a.release();
     expect(existsSync(holderPath(db))).toBe(false);
@@ -194,43 +216,69 @@ describe('writer lock', () => {
     const dir = tempDir();
     mkdirSync(dir, { recursive: true });
     const db = join(dir, 'runlog.db');
-    writeFileSync(holderPath(db), JSON.stringify({ pid: 2 ** 22 + 12345, since: 'then', command: 'runlog serve', listen: null }));
+    writeFileSync(
+      holderPath(db),
+      JSON.stringify({ pid: 2 ** 22 + 12345, since: 'then', command: 'runlog serve', listen: null }),
+    );
     expect(readHolder(db)).toBeNull();
     const lock = WriterLock.acquire(db, 'x');
     expect(readHolder(db)).toMatchObject({ pid: process.pid });
     lock.release();
   });
 
-  it('a home on a read-only file system: the CLI says LOCK_FAILED and that the home is read-only, new home or not', { timeout: 60_000 }, () => {
-    const root = tempDir();
-    const fresh = join(root, 'fresh');
-    const used = join(root, 'used');
-    mkdirSync(fresh);
-    mkdirSync(used);
-    // Read-only tmpfs mounts in a private mount namespace (nothing outside this process tree sees them): one empty,
-    // one that already holds a lock file (a home that was written, then mounted read-only).
-    const sh = [
-      'set -e',
-      `mount -t tmpfs -o ro,mode=0700 tmpfs ${fresh}`,
-      `mount -t tmpfs -o mode=0700 tmpfs ${used}`,
-      `touch ${used}/runlog.db.lock`,
-      `mount -o remount,ro ${used}`,
-      'exec "$@"',
-    ].join('\n');
-    const runs = [
-      ['serve', '--listen', '127.0.0.1:0', '--json', '--home', fresh],
-      ['rebuild', '--json', '--home', used],
-    ];
-    const r = spawnSync('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', sh, 'sh', process.execPath, '--import', 'tsx', CLI_MANY, JSON.stringify(runs)], { cwd: REPO, encoding: 'utf8', timeout: 50_000 });
-    expect(r.status, r.stderr).toBe(0);
-    const results = JSON.parse(r.stdout) as { code: number; stderr: string }[];
-    results.forEach((res, i) => {
-      const home = i === 0 ? fresh : used;
-      expect(res.code, res.stderr).toBe(1);
-      const { error } = JSON.parse(res.stderr) as { error: { code: string; message: string; details: Record<string, unknown> } };
-      expect(error.code, res.stderr).toBe('LOCK_FAILED');
-      expect(error.message).toContain(`${home} is on a read-only file system (EROFS)`);
-      expect(error.details).toMatchObject({ dir: home, errno: 'EROFS', readOnly: true });
-    });
-  });
+  it(
+    'a home on a read-only file system: the CLI says LOCK_FAILED and that the home is read-only, new home or not',
+    { timeout: 60_000 },
+    () => {
+      const root = tempDir();
+      const fresh = join(root, 'fresh');
+      const used = join(root, 'used');
+      mkdirSync(fresh);
+      mkdirSync(used);
+      // Read-only tmpfs mounts in a private mount namespace (nothing outside this process tree sees them): one empty,
+      // one that already holds a lock file (a home that was written, then mounted read-only).
+      const sh = [
+        'set -e',
+        `mount -t tmpfs -o ro,mode=0700 tmpfs ${fresh}`,
+        `mount -t tmpfs -o mode=0700 tmpfs ${used}`,
+        `touch ${used}/runlog.db.lock`,
+        `mount -o remount,ro ${used}`,
+        'exec "$@"',
+      ].join('\n');
+      const runs = [
+        ['serve', '--listen', '127.0.0.1:0', '--json', '--home', fresh],
+        ['rebuild', '--json', '--home', used],
+      ];
+      const r = spawnSync(
+        'unshare',
+        [
+          '--mount',
+          '--propagation',
+          'private',
+          'sh',
+          '-c',
+          sh,
+          'sh',
+          process.execPath,
+          '--import',
+          'tsx',
+          CLI_MANY,
+          JSON.stringify(runs),
+        ],
+        { cwd: REPO, encoding: 'utf8', timeout: 50_000 },
+      );
+      expect(r.status, r.stderr).toBe(0);
+      const results = JSON.parse(r.stdout) as { code: number; stderr: string }[];
+      results.forEach((res, i) => {
+        const home = i === 0 ? fresh : used;
+        expect(res.code, res.stderr).toBe(1);
+        const { error } = JSON.parse(res.stderr) as {
+          error: { code: string; message: string; details: Record<string, unknown> };
+        };
+        expect(error.code, res.stderr).toBe('LOCK_FAILED');
+        expect(error.message).toContain(`${home} is on a read-only file system (EROFS)`);
+        expect(error.details).toMatchObject({ dir: home, errno: 'EROFS', readOnly: true });
+      });
+    },
+  );
 });

@@ -2,7 +2,13 @@ import { copyFileSync, existsSync, readFileSync, statSync, truncateSync, writeFi
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { ConcurrencyError, ForeignDatabaseError, ReplayError, StoreCorruptError, StoreVersionError } from '../../../src/domain/errors.ts';
+import {
+  ConcurrencyError,
+  ForeignDatabaseError,
+  ReplayError,
+  StoreCorruptError,
+  StoreVersionError,
+} from '../../../src/domain/errors.ts';
 import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { UpcasterRegistry } from '../../../src/store/upcasters.ts';
 import { tempDir } from '../../support/tmp.ts';
@@ -66,15 +72,34 @@ describe('SqliteEventStore', () => {
     expect(s.streamVersion('instance-b')).toBe(0);
     expect(s.read('instance-c')).toHaveLength(2);
     // seq follows request order: the log reads back in the order the batch was decided.
-    expect(s.readAll({ afterSeq: before }).map((x) => `${x.stream}:${x.type}`)).toEqual(['instance-a:x.two', 'instance-c:x.one', 'instance-c:x.two', 'instance-a:x.three']);
+    expect(s.readAll({ afterSeq: before }).map((x) => `${x.stream}:${x.type}`)).toEqual([
+      'instance-a:x.two',
+      'instance-c:x.one',
+      'instance-c:x.two',
+      'instance-a:x.three',
+    ]);
     s.close();
   });
 
   it('appendMany keeps projection rows in the same transaction as their events', () => {
     const s = new SqliteEventStore(join(tempDir(), 'log.db'));
-    const row = (id: string, version: number) => ({ id, kind: 'instance', stream: `instance-${id}`, state: 'spawning', status: 'active' as const, version, createdAt: 't', updatedAt: 't', summary: {} });
+    const row = (id: string, version: number) => ({
+      id,
+      kind: 'instance',
+      stream: `instance-${id}`,
+      state: 'spawning',
+      status: 'active' as const,
+      version,
+      createdAt: 't',
+      updatedAt: 't',
+      summary: {},
+    });
     s.appendMany([
-      { stream: 'instance-p', events: [e('x.one')], options: { expectedVersion: 'no-stream', projection: row('p', 1) } },
+      {
+        stream: 'instance-p',
+        events: [e('x.one')],
+        options: { expectedVersion: 'no-stream', projection: row('p', 1) },
+      },
       { stream: 'instance-q', events: [e('x.one')], options: { expectedVersion: 3, projection: row('q', 4) } },
     ]);
     expect(s.listActors().map((r) => [r.id, r.version])).toEqual([['p', 1]]);
@@ -97,11 +122,23 @@ describe('SqliteEventStore', () => {
 
   it('writes the projection row in the same transaction as the events', () => {
     const s = new SqliteEventStore(join(tempDir(), 'log.db'));
-    const row = { id: 'a', kind: 'instance', stream: 'instance-a', state: 'spawning', status: 'active' as const, version: 1, createdAt: 't0', updatedAt: 't0', summary: { appId: 'x' } };
+    const row = {
+      id: 'a',
+      kind: 'instance',
+      stream: 'instance-a',
+      state: 'spawning',
+      status: 'active' as const,
+      version: 1,
+      createdAt: 't0',
+      updatedAt: 't0',
+      summary: { appId: 'x' },
+    };
     s.append('instance-a', [e('x.one')], { expectedVersion: 'no-stream', projection: row });
     expect(s.getActor('a')).toEqual(row);
     // a failed append must not move the projection either
-    expect(() => s.append('instance-a', [e('x.two')], { expectedVersion: 0, projection: { ...row, state: 'running' } })).toThrow(ConcurrencyError);
+    expect(() =>
+      s.append('instance-a', [e('x.two')], { expectedVersion: 0, projection: { ...row, state: 'running' } }),
+    ).toThrow(ConcurrencyError);
     expect(s.getActor('a')!.state).toBe('spawning');
     s.replaceProjection([]);
     expect(s.listActors({ all: true })).toEqual([]);
@@ -135,7 +172,9 @@ describe('SqliteEventStore', () => {
   it('iterateReplay reads the whole log in seq order across pages, as readAll does, upcasting only old data', () => {
     const file = join(tempDir(), 'log.db');
     const old = new SqliteEventStore(file);
-    old.append('instance-a', [{ type: 'x.renamed', data: { name: 'n' }, schema: 1 }, e('x.other', { k: 1 })], { expectedVersion: 'no-stream' });
+    old.append('instance-a', [{ type: 'x.renamed', data: { name: 'n' }, schema: 1 }, e('x.other', { k: 1 })], {
+      expectedVersion: 'no-stream',
+    });
     old.append('execution-b', [e('x.other', { k: 2 })], { expectedVersion: 'no-stream' });
     old.close();
     const up = new UpcasterRegistry().register({ type: 'x.renamed', fromSchema: 1, up: (d) => ({ title: d.name }) });
@@ -148,7 +187,9 @@ describe('SqliteEventStore', () => {
       ['execution-b', 1, 'x.other', { k: 2 }],
       ['instance-a', 3, 'x.renamed', { title: 't' }],
     ]);
-    expect(replayed).toEqual(s.readAll().map(({ stream, version, type, at, data }) => ({ stream, version, type, at, data })));
+    expect(replayed).toEqual(
+      s.readAll().map(({ stream, version, type, at, data }) => ({ stream, version, type, at, data })),
+    );
     expect([...s.iterateReplay(3)].map((r) => r.version)).toEqual([3]);
     s.append('instance-c', [{ type: 'x.future', data: {}, schema: 9 }], { expectedVersion: 'no-stream' });
     expect(() => [...s.iterateReplay()]).toThrow(/x\.future has schema 9/);
@@ -183,7 +224,7 @@ describe('SqliteEventStore', () => {
   it('refuses a foreign SQLite database and leaves it untouched', () => {
     const file = join(tempDir(), 'other.db');
     const raw = new Database(file);
-    raw.exec('CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO customers (name) VALUES (\'ada\')');
+    raw.exec("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO customers (name) VALUES ('ada')");
     raw.close();
     const before = readFileSync(file);
     const err = (() => {
@@ -211,7 +252,8 @@ describe('SqliteEventStore', () => {
     const dir = tempDir();
     const file = join(dir, 'log.db');
     const s = new SqliteEventStore(file);
-    for (let i = 0; i < 300; i++) s.append(`instance-${i}`, [e('x.one', { pad: 'x'.repeat(500) })], { expectedVersion: 'no-stream' });
+    for (let i = 0; i < 300; i++)
+      s.append(`instance-${i}`, [e('x.one', { pad: 'x'.repeat(500) })], { expectedVersion: 'no-stream' });
     s.close(); // checkpoints the WAL into the main file
 
     const truncated = join(dir, 'truncated.db');

@@ -37,11 +37,23 @@ function laggingStore(delayMs: number, refuse: (r: StreamAppend) => boolean = ()
   return { store, inner, committed, maxInFlight: () => maxInFlight };
 }
 
-const spec = { instanceId: 'i1', appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'never', maxRestarts: 0, backoffMs: 10, maxBackoffMs: 10, resetAfterMs: 1000 } } as InstanceSpec;
+const spec = {
+  instanceId: 'i1',
+  appId: 'com.example.hello',
+  appDir: '/apps/hello',
+  sandbox: 'proot',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart: { policy: 'never', maxRestarts: 0, backoffMs: 10, maxBackoffMs: 10, resetAfterMs: 1000 },
+} as InstanceSpec;
 
 /** The given handlers; every other effect does nothing (this test is about the store seam, not the effects). */
 const only = (handlers: Record<string, (p: any, ctx: any) => unknown>): AllEffectHandlers =>
-  ({ instance: new Proxy(handlers, { get: (t, k: string) => t[k] ?? (() => undefined) }), execution: new Proxy({}, { get: () => () => undefined }) }) as unknown as AllEffectHandlers;
+  ({
+    instance: new Proxy(handlers, { get: (t, k: string) => t[k] ?? (() => undefined) }),
+    execution: new Proxy({}, { get: () => () => undefined }),
+  }) as unknown as AllEffectHandlers;
 
 describe('actor host on an asynchronous store', () => {
   it("starts an event's effects only once its append resolved; several actors' events share batches", async () => {
@@ -54,15 +66,28 @@ describe('actor host on an asynchronous store', () => {
       machines,
       effects: only({
         spawn: async (_p, ctx) => {
-          seen.push(`spawn ${ctx.actor.stream} after ${s.committed.filter((c) => c.startsWith(ctx.actor.stream)).join(',')}`);
+          seen.push(
+            `spawn ${ctx.actor.stream} after ${s.committed.filter((c) => c.startsWith(ctx.actor.stream)).join(',')}`,
+          );
           await ctx.dispatch({ type: 'instance.spawned', data: { pid: 1, host: '127.0.0.1', port: 4100 } });
         },
       }),
     });
-    await Promise.all(['a', 'b', 'c'].map((id) => host.create('instance', id, { type: 'instance.requested', data: { spec: { ...spec, instanceId: id } } })));
+    await Promise.all(
+      ['a', 'b', 'c'].map((id) =>
+        host.create('instance', id, { type: 'instance.requested', data: { spec: { ...spec, instanceId: id } } }),
+      ),
+    );
     await host.idle();
-    expect(seen.sort()).toEqual(['spawn instance-a after instance-a@1', 'spawn instance-b after instance-b@1', 'spawn instance-c after instance-c@1']);
-    expect((await collect(s.inner.readStream('instance-a'))).map((e) => e.type)).toEqual(['instance.requested', 'instance.spawned']);
+    expect(seen.sort()).toEqual([
+      'spawn instance-a after instance-a@1',
+      'spawn instance-b after instance-b@1',
+      'spawn instance-c after instance-c@1',
+    ]);
+    expect((await collect(s.inner.readStream('instance-a'))).map((e) => e.type)).toEqual([
+      'instance.requested',
+      'instance.spawned',
+    ]);
     expect(s.maxInFlight()).toBe(1); // the three creates went out in one batch
   });
 
@@ -73,7 +98,9 @@ describe('actor host on an asynchronous store', () => {
     await host.create('instance', 'f', { type: 'instance.requested', data: { spec: { ...spec, instanceId: 'f' } } });
     expect(host.size).toBe(1);
     fence = true;
-    await expect(host.dispatch('instance', 'f', { type: 'instance.stop-requested', data: {} })).rejects.toBeInstanceOf(FencedError);
+    await expect(host.dispatch('instance', 'f', { type: 'instance.stop-requested', data: {} })).rejects.toBeInstanceOf(
+      FencedError,
+    );
     expect(host.size).toBe(0);
     expect(await s.inner.streamVersion('instance-f')).toBe(1);
   });
@@ -81,8 +108,16 @@ describe('actor host on an asynchronous store', () => {
   it('rehydrates only the actors it owns', async () => {
     const s = laggingStore(1);
     const writer = new ActorHost({ store: s.store, reconnecting: null, bus: createBus(), machines, effects: null });
-    for (const id of ['mine', 'theirs']) await writer.create('instance', id, { type: 'instance.requested', data: { spec: { ...spec, instanceId: id } } });
-    const host = new ActorHost({ store: s.store, reconnecting: null, bus: createBus(), machines, effects: null, owns: (stream) => stream === 'instance-mine' });
+    for (const id of ['mine', 'theirs'])
+      await writer.create('instance', id, { type: 'instance.requested', data: { spec: { ...spec, instanceId: id } } });
+    const host = new ActorHost({
+      store: s.store,
+      reconnecting: null,
+      bus: createBus(),
+      machines,
+      effects: null,
+      owns: (stream) => stream === 'instance-mine',
+    });
     expect((await host.rehydrate()).map((a) => a.id)).toEqual(['mine']);
     expect(host.get('instance', 'theirs')).toBeUndefined(); // not held: get() answers from memory
     expect((await host.fetch('instance', 'theirs'))?.version).toBe(1); // read from the log when asked, never held

@@ -84,36 +84,71 @@ function flakyStore() {
   };
 }
 
-const spec = { instanceId: 'i1', appId: 'com.example.hello', appDir: '/apps/hello', sandbox: 'proot', runtime: 'raw', tools: [], lifecycleBasePath: '', restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 10, resetAfterMs: 1000 } } as InstanceSpec;
+const spec = {
+  instanceId: 'i1',
+  appId: 'com.example.hello',
+  appDir: '/apps/hello',
+  sandbox: 'proot',
+  runtime: 'raw',
+  tools: [],
+  lifecycleBasePath: '',
+  restart: { policy: 'on-failure', maxRestarts: 3, backoffMs: 10, maxBackoffMs: 10, resetAfterMs: 1000 },
+} as InstanceSpec;
 
 const only = (handlers: Record<string, (p: any, ctx: any) => unknown>): AllEffectHandlers =>
-  ({ instance: new Proxy(handlers, { get: (t, k: string) => t[k] ?? (() => undefined) }), execution: new Proxy({}, { get: () => () => undefined }) }) as unknown as AllEffectHandlers;
+  ({
+    instance: new Proxy(handlers, { get: (t, k: string) => t[k] ?? (() => undefined) }),
+    execution: new Proxy({}, { get: () => () => undefined }),
+  }) as unknown as AllEffectHandlers;
 
-async function runningHost(s: ReturnType<typeof flakyStore>, effects: AllEffectHandlers | null = null, more: Partial<ActorHostOptions> = {}): Promise<ActorHost> {
-  const host = new ActorHost({ store: s.store, reconnecting: s.reconnecting, bus: createBus(), machines, effects, ...more });
+async function runningHost(
+  s: ReturnType<typeof flakyStore>,
+  effects: AllEffectHandlers | null = null,
+  more: Partial<ActorHostOptions> = {},
+): Promise<ActorHost> {
+  const host = new ActorHost({
+    store: s.store,
+    reconnecting: s.reconnecting,
+    bus: createBus(),
+    machines,
+    effects,
+    ...more,
+  });
   await host.create('instance', 'i1', { type: 'instance.requested', data: { spec } });
   for (const e of [
     { type: 'instance.spawned', data: { pid: 10, host: '127.0.0.1', port: 4100 } },
     { type: 'instance.healthy', data: { identity: 'match' } },
     { type: 'instance.running', data: {} },
-  ] as const) await host.dispatch('instance', 'i1', e as never);
+  ] as const)
+    await host.dispatch('instance', 'i1', e as never);
   return host;
 }
 
-const types = async (s: ReturnType<typeof flakyStore>) => (await collect(s.inner.readStream('instance-i1'))).map((e) => e.type);
+const types = async (s: ReturnType<typeof flakyStore>) =>
+  (await collect(s.inner.readStream('instance-i1'))).map((e) => e.type);
 
 describe('actor host while the store is unreachable', () => {
   it('a request not committed is looked up once the store answers, fails with STORE_UNAVAILABLE and changes nothing', async () => {
     const s = flakyStore();
     const host = await runningHost(s);
     s.down();
-    const create = host.create('instance', 'i2', { type: 'instance.requested', data: { spec: { ...spec, instanceId: 'i2' } } });
+    const create = host.create('instance', 'i2', {
+      type: 'instance.requested',
+      data: { spec: { ...spec, instanceId: 'i2' } },
+    });
     const stop = host.dispatch('instance', 'i1', { type: 'instance.stop-requested', data: {} });
     await new Promise((r) => setTimeout(r, 20));
     expect(s.waits()).toBe(2); // each waits for the store to answer before it answers its caller
     s.up();
-    await expect(create).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining('was not recorded'), details: { committed: false } });
-    await expect(stop).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining('was not recorded') });
+    await expect(create).rejects.toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+      message: expect.stringContaining('was not recorded'),
+      details: { committed: false },
+    });
+    await expect(stop).rejects.toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+      message: expect.stringContaining('was not recorded'),
+    });
     expect(host.holds('instance-i2')).toBe(false);
     expect(await s.inner.streamVersion('instance-i2')).toBe(0);
     expect(host.get('instance', 'i1')!.version).toBe(4);
@@ -126,7 +161,9 @@ describe('actor host while the store is unreachable', () => {
     const s = flakyStore();
     const host = await runningHost(s, null, { lookUpMs: 30 });
     s.down(true);
-    const err = await host.dispatch('instance', 'i1', { type: 'instance.stop-requested', data: {} }).catch((e: unknown) => e);
+    const err = await host
+      .dispatch('instance', 'i1', { type: 'instance.stop-requested', data: {} })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RunlogError);
     expect(err).toMatchObject({ code: 'STORE_UNAVAILABLE', details: { committed: 'unknown', stream: 'instance-i1' } });
     expect((err as Error).message).toContain('may have committed: `runlog events i1`');
@@ -155,12 +192,23 @@ describe('actor host while the store is unreachable', () => {
     const s = flakyStore();
     const orphaned: string[] = [];
     const ran: string[] = [];
-    const host = await runningHost(s, only({ spawn: (p: { spec: InstanceSpec }) => void ran.push(`spawn ${p.spec.instanceId}`) }), { onOrphaned: (stream) => orphaned.push(stream) });
+    const host = await runningHost(
+      s,
+      only({ spawn: (p: { spec: InstanceSpec }) => void ran.push(`spawn ${p.spec.instanceId}`) }),
+      { onOrphaned: (stream) => orphaned.push(stream) },
+    );
     s.down(true);
-    const create = host.create('instance', 'i2', { type: 'instance.requested', data: { spec: { ...spec, instanceId: 'i2' } } });
+    const create = host.create('instance', 'i2', {
+      type: 'instance.requested',
+      data: { spec: { ...spec, instanceId: 'i2' } },
+    });
     await new Promise((r) => setTimeout(r, 20));
     s.up();
-    expect(await create).toMatchObject({ accepted: true, to: 'spawning', event: { type: 'instance.requested', version: 1 } });
+    expect(await create).toMatchObject({
+      accepted: true,
+      to: 'spawning',
+      event: { type: 'instance.requested', version: 1 },
+    });
     await host.idle();
     expect(orphaned).toEqual(['instance-i2']);
     expect(ran).toEqual(['spawn i1']); // i2's is not run here: the pick-up rehydrates it from the log, as start-up would
@@ -172,10 +220,16 @@ describe('actor host while the store is unreachable', () => {
     const s = flakyStore();
     const host = await runningHost(s);
     s.down();
-    const crash = host.dispatchObserved('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1, signal: null, message: 'exited' } } as never);
+    const crash = host.dispatchObserved('instance', 'i1', {
+      type: 'instance.crashed',
+      data: { reason: 'exit', exitCode: 1, signal: null, message: 'exited' },
+    } as never);
     await new Promise((r) => setTimeout(r, 20));
     expect(s.waits()).toBe(1);
-    const later = host.dispatchObserved('instance', 'i1', { type: 'instance.restart-due', data: { attempt: 1, dueAt: new Date().toISOString() } } as never);
+    const later = host.dispatchObserved('instance', 'i1', {
+      type: 'instance.restart-due',
+      data: { attempt: 1, dueAt: new Date().toISOString() },
+    } as never);
     s.up();
     expect((await crash).event.type).toBe('instance.crashed');
     await later;
@@ -185,9 +239,15 @@ describe('actor host while the store is unreachable', () => {
   it('an append cut off after it committed is found in the log, not appended twice, and its effects run', async () => {
     const s = flakyStore();
     const ran: string[] = [];
-    const host = await runningHost(s, only({ scheduleRestart: (p: { attempt: number }) => void ran.push(`scheduleRestart ${p.attempt}`) }));
+    const host = await runningHost(
+      s,
+      only({ scheduleRestart: (p: { attempt: number }) => void ran.push(`scheduleRestart ${p.attempt}`) }),
+    );
     s.down(true);
-    const crash = host.dispatchObserved('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1, signal: null, message: 'exited' } } as never);
+    const crash = host.dispatchObserved('instance', 'i1', {
+      type: 'instance.crashed',
+      data: { reason: 'exit', exitCode: 1, signal: null, message: 'exited' },
+    } as never);
     await new Promise((r) => setTimeout(r, 20));
     const calls = s.appendCalls();
     s.up();
@@ -227,7 +287,10 @@ describe('actor host while the store is unreachable', () => {
     const s = flakyStore();
     const host = await runningHost(s);
     s.down(true);
-    const crash = host.dispatchObserved('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1, signal: null, message: 'exited' } } as never);
+    const crash = host.dispatchObserved('instance', 'i1', {
+      type: 'instance.crashed',
+      data: { reason: 'exit', exitCode: 1, signal: null, message: 'exited' },
+    } as never);
     await new Promise((r) => setTimeout(r, 20));
     const calls = s.appendCalls();
     s.cutNextRead();
@@ -243,7 +306,12 @@ describe('actor host while the store is unreachable', () => {
     const host = new ActorHost({ store: s.store, reconnecting: null, bus: createBus(), machines, effects: null });
     await host.create('instance', 'i1', { type: 'instance.requested', data: { spec } });
     s.down();
-    await expect(host.dispatchObserved('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1, signal: null, message: 'exited' } } as never)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: 'PostgreSQL is not answering' });
+    await expect(
+      host.dispatchObserved('instance', 'i1', {
+        type: 'instance.crashed',
+        data: { reason: 'exit', exitCode: 1, signal: null, message: 'exited' },
+      } as never),
+    ).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: 'PostgreSQL is not answering' });
     expect(s.waits()).toBe(0);
   });
 });

@@ -23,13 +23,19 @@ const spec = (over: Partial<InstanceSpec> = {}): InstanceSpec => ({
 const OFFLINE = { reconcile: false, engineWatch: false, watchApps: false } as const;
 
 /** A fake sandbox: spawn succeeds, health matches, hooks succeed. Each call is recorded. */
-function fakeInstanceEffects(calls: string[], store?: () => Pick<EventStorePort, 'streamVersion'>): Partial<EffectHandlers<'instance'>> {
+function fakeInstanceEffects(
+  calls: string[],
+  store?: () => Pick<EventStorePort, 'streamVersion'>,
+): Partial<EffectHandlers<'instance'>> {
   return {
     spawn: async (p, ctx) => {
       // Rule 1: by the time an effect runs, the event that caused it is on disk.
       if (store) calls.push(`spawn@v${await store().streamVersion(ctx.actor.stream)}`);
       else calls.push('spawn');
-      await ctx.dispatch({ type: 'instance.spawned', data: { pid: 100 + calls.length, host: '127.0.0.1', port: p.spec.port ?? 4100 } });
+      await ctx.dispatch({
+        type: 'instance.spawned',
+        data: { pid: 100 + calls.length, host: '127.0.0.1', port: p.spec.port ?? 4100 },
+      });
       calls.push('health');
       await ctx.dispatch({ type: 'instance.healthy', data: { identity: 'match' } });
     },
@@ -53,23 +59,38 @@ function fakeInstanceEffects(calls: string[], store?: () => Pick<EventStorePort,
 describe('actor host', () => {
   it('drives an instance to running through effects; each event is appended before its effects run', async () => {
     const calls: string[] = [];
-    const rl: Awaited<ReturnType<typeof createRunlog>> = await createRunlog({ ...OFFLINE, home: tempDir(), effects: { instance: fakeInstanceEffects(calls, () => rl.store) } });
+    const rl: Awaited<ReturnType<typeof createRunlog>> = await createRunlog({
+      ...OFFLINE,
+      home: tempDir(),
+      effects: { instance: fakeInstanceEffects(calls, () => rl.store) },
+    });
     const transitions: string[] = [];
     rl.on('actor:transition', (t) => transitions.push(`${t.from}→${t.to}`));
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     expect((await rl.inspect('i1')).state).toBe('running');
     expect(calls).toEqual(['spawn@v1', 'health', 'lifecycle:onCreate,onStart']);
-    expect((await rl.events('i1')).map((e) => e.type)).toEqual(['instance.requested', 'instance.spawned', 'instance.healthy', 'instance.running']);
+    expect((await rl.events('i1')).map((e) => e.type)).toEqual([
+      'instance.requested',
+      'instance.spawned',
+      'instance.healthy',
+      'instance.running',
+    ]);
     expect(transitions).toEqual(['new→spawning', 'spawning→spawning', 'spawning→healthy', 'healthy→running']);
-    expect(await rl.list()).toMatchObject([{ id: 'i1', kind: 'instance', state: 'running', status: 'active', summary: { appId: 'com.example.hello' } }]);
+    expect(await rl.list()).toMatchObject([
+      { id: 'i1', kind: 'instance', state: 'running', status: 'active', summary: { appId: 'com.example.hello' } },
+    ]);
     await rl.close();
   });
 
   it('group commit: events of many actors decided at once share one transaction; each actor stays in order', async () => {
     const rl = await createRunlog({ ...OFFLINE, home: tempDir(), supervise: false, readOnly: false });
     const ids = Array.from({ length: 20 }, (_, i) => `g${i}`);
-    await Promise.all(ids.map((id) => rl.host.create('instance', id, { type: 'instance.requested', data: { spec: spec({ instanceId: id }) } })));
+    await Promise.all(
+      ids.map((id) =>
+        rl.host.create('instance', id, { type: 'instance.requested', data: { spec: spec({ instanceId: id }) } }),
+      ),
+    );
     const batches: number[] = [];
     const appendMany = rl.store.appendMany.bind(rl.store);
     rl.store.appendMany = (requests) => {
@@ -80,14 +101,21 @@ describe('actor host', () => {
     // for its own actor's first (one actor's events never share a batch out of order).
     const results = await Promise.all(
       ids.flatMap((id, i) => [
-        rl.host.dispatch('instance', id, { type: 'instance.spawned', data: { pid: 1000 + i, host: '127.0.0.1', port: 4100 + i } }),
+        rl.host.dispatch('instance', id, {
+          type: 'instance.spawned',
+          data: { pid: 1000 + i, host: '127.0.0.1', port: 4100 + i },
+        }),
         rl.host.dispatch('instance', id, { type: 'instance.healthy', data: { identity: 'match' } }),
       ]),
     );
     expect(results.every((r) => r.accepted)).toBe(true);
     expect(batches).toEqual([20, 20]);
     for (const id of ids) {
-      expect((await rl.events(id)).map((e) => [e.version, e.type])).toEqual([[1, 'instance.requested'], [2, 'instance.spawned'], [3, 'instance.healthy']]);
+      expect((await rl.events(id)).map((e) => [e.version, e.type])).toEqual([
+        [1, 'instance.requested'],
+        [2, 'instance.spawned'],
+        [3, 'instance.healthy'],
+      ]);
       expect((await rl.inspect(id)).state).toBe('healthy');
     }
     await rl.close();
@@ -95,11 +123,19 @@ describe('actor host', () => {
 
   it('group commit: a failed transaction fails every dispatch in it and changes no actor', async () => {
     const rl = await createRunlog({ ...OFFLINE, home: tempDir(), supervise: false, readOnly: false });
-    await Promise.all(['f1', 'f2'].map((id) => rl.host.create('instance', id, { type: 'instance.requested', data: { spec: spec({ instanceId: id }) } })));
+    await Promise.all(
+      ['f1', 'f2'].map((id) =>
+        rl.host.create('instance', id, { type: 'instance.requested', data: { spec: spec({ instanceId: id }) } }),
+      ),
+    );
     rl.store.appendMany = () => {
       throw Object.assign(new Error('disk full'), { code: 'STORE_WRITE' });
     };
-    const outcomes = await Promise.allSettled(['f1', 'f2'].map((id) => rl.host.dispatch('instance', id, { type: 'instance.spawned', data: { pid: 1, host: '127.0.0.1', port: 4100 } })));
+    const outcomes = await Promise.allSettled(
+      ['f1', 'f2'].map((id) =>
+        rl.host.dispatch('instance', id, { type: 'instance.spawned', data: { pid: 1, host: '127.0.0.1', port: 4100 } }),
+      ),
+    );
     expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected']);
     expect(rl.host.get('instance', 'f1')!.version).toBe(1);
     expect((await rl.inspect('f2')).state).toBe('spawning');
@@ -115,7 +151,10 @@ describe('actor host', () => {
     expect(r.accepted).toBe(false);
     const last = (await rl.events('i1')).at(-1)!;
     expect(last.type).toBe('instance.rejected');
-    expect(last.data).toEqual({ rejected: { type: 'instance.healthy', data: { identity: 'match' } }, state: 'running' });
+    expect(last.data).toEqual({
+      rejected: { type: 'instance.healthy', data: { identity: 'match' } },
+      state: 'running',
+    });
     expect((await rl.inspect('i1')).state).toBe('running');
     await rl.send('instance', 'i1', { type: 'instance.stop-requested', data: {} });
     await rl.idle();
@@ -124,24 +163,42 @@ describe('actor host', () => {
   });
 
   it('an effect that throws becomes a crash event in the log', async () => {
-    const rl = await createRunlog({ ...OFFLINE,
+    const rl = await createRunlog({
+      ...OFFLINE,
       home: tempDir(),
-      effects: { instance: { spawn: () => { throw Object.assign(new Error('proot: not found'), { code: 'ENOENT' }); } } },
+      effects: {
+        instance: {
+          spawn: () => {
+            throw Object.assign(new Error('proot: not found'), { code: 'ENOENT' });
+          },
+        },
+      },
     });
     const errors: string[] = [];
     rl.on('effect:error', (e) => errors.push(e.error));
-    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec({ restart: { ...spec().restart, policy: 'never' } }) } });
+    await rl.host.create('instance', 'i1', {
+      type: 'instance.requested',
+      data: { spec: spec({ restart: { ...spec().restart, policy: 'never' } }) },
+    });
     await rl.idle();
     expect(errors).toEqual(['proot: not found']);
     expect((await rl.inspect('i1')).state).toBe('crashed.down');
-    expect((await rl.events('i1')).at(-1)).toMatchObject({ type: 'instance.crashed', data: { reason: 'effect-failed', code: 'ENOENT', effect: 'spawn' } });
+    expect((await rl.events('i1')).at(-1)).toMatchObject({
+      type: 'instance.crashed',
+      data: { reason: 'effect-failed', code: 'ENOENT', effect: 'spawn' },
+    });
     await rl.close();
   });
 
   it('restart with backoff: timers are events; crash → scheduled → due → running again, and app:crashed is announced', async () => {
     const calls: string[] = [];
     const clock = new SimulatedClock();
-    const rl = await createRunlog({ ...OFFLINE, home: tempDir(), clock, effects: { instance: fakeInstanceEffects(calls) } });
+    const rl = await createRunlog({
+      ...OFFLINE,
+      home: tempDir(),
+      clock,
+      effects: { instance: fakeInstanceEffects(calls) },
+    });
     const crashed: unknown[] = [];
     rl.on('app:crashed', (p) => crashed.push(p));
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
@@ -156,17 +213,30 @@ describe('actor host', () => {
     await rl.idle();
     expect(crashed).toMatchObject([{ instanceId: 'i1', crash: { exitCode: 3, reason: 'exit' } }]);
     const types = (await rl.events('i1')).map((e) => e.type);
-    expect(types.slice(4)).toEqual(['instance.crashed', 'instance.restart-scheduled', 'instance.restart-due', 'instance.spawned', 'instance.healthy', 'instance.running']);
+    expect(types.slice(4)).toEqual([
+      'instance.crashed',
+      'instance.restart-scheduled',
+      'instance.restart-due',
+      'instance.spawned',
+      'instance.healthy',
+      'instance.running',
+    ]);
     expect(await rl.inspect('i1')).toMatchObject({ state: 'running', summary: { restarts: 1 } });
     await rl.close();
   });
 
   it('backoff doubles with each consecutive restart and gives up after maxRestarts (on a simulated clock)', async () => {
     const clock = new SimulatedClock();
-    const rl = await createRunlog({ ...OFFLINE, home: tempDir(), clock, effects: { instance: fakeInstanceEffects([]) } });
+    const rl = await createRunlog({
+      ...OFFLINE,
+      home: tempDir(),
+      clock,
+      effects: { instance: fakeInstanceEffects([]) },
+    });
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
-    const scheduled = async () => (await rl.events('i1')).filter((e) => e.type === 'instance.restart-scheduled').map((e) => e.data.delayMs);
+    const scheduled = async () =>
+      (await rl.events('i1')).filter((e) => e.type === 'instance.restart-scheduled').map((e) => e.data.delayMs);
     for (const delay of [30, 60]) {
       await rl.send('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 1 } });
       await rl.idle();
@@ -196,7 +266,10 @@ describe('actor host', () => {
     await rl.send('instance', 'i1', { type: 'instance.crashed', data: { exitCode: 1 } });
     await rl.idle();
     expect((await rl.inspect('i1')).state).toBe('crashed.backoff');
-    expect((await rl.events('i1')).at(-1)).toMatchObject({ type: 'instance.restart-scheduled', data: { attempt: 1, delayMs: 30 } });
+    expect((await rl.events('i1')).at(-1)).toMatchObject({
+      type: 'instance.restart-scheduled',
+      data: { attempt: 1, delayMs: 30 },
+    });
     // The supervisor "dies" with its timer armed (close drops it): it never fires in this process.
     await rl.close();
     clock.advance(1000);
@@ -208,8 +281,19 @@ describe('actor host', () => {
     await rl2.idle();
     expect((await rl2.inspect('i1')).state).toBe('running');
     const after = (await rl2.events('i1')).map((e) => e.type).slice(-6);
-    expect(after).toEqual(['instance.restart-scheduled', 'instance.recovered', 'instance.restart-due', 'instance.spawned', 'instance.healthy', 'instance.running']);
-    expect((await rl2.events('i1')).find((e) => e.type === 'instance.recovered')).toMatchObject({ version: 7, data: { version: 6 }, meta: { source: 'rehydration' } });
+    expect(after).toEqual([
+      'instance.restart-scheduled',
+      'instance.recovered',
+      'instance.restart-due',
+      'instance.spawned',
+      'instance.healthy',
+      'instance.running',
+    ]);
+    expect((await rl2.events('i1')).find((e) => e.type === 'instance.recovered')).toMatchObject({
+      version: 7,
+      data: { version: 6 },
+      meta: { source: 'rehydration' },
+    });
     expect((await rl2.events('i1')).filter((e) => e.type === 'instance.restart-due')).toHaveLength(1);
     expect(calls2[0]).toBe('spawn');
     await rl2.close();
@@ -243,7 +327,12 @@ describe('actor host', () => {
   it('a restart never scheduled (the supervisor died before recording its due time) is planned again at start', async () => {
     const home = tempDir();
     const clock = new SimulatedClock();
-    const rl = await createRunlog({ ...OFFLINE, home, clock, effects: { instance: { ...fakeInstanceEffects([]), scheduleRestart: () => undefined } } });
+    const rl = await createRunlog({
+      ...OFFLINE,
+      home,
+      clock,
+      effects: { instance: { ...fakeInstanceEffects([]), scheduleRestart: () => undefined } },
+    });
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     await rl.send('instance', 'i1', { type: 'instance.crashed', data: { exitCode: 1 } });
@@ -253,7 +342,10 @@ describe('actor host', () => {
 
     const rl2 = await createRunlog({ ...OFFLINE, home, clock, effects: { instance: fakeInstanceEffects([]) } });
     await rl2.idle();
-    expect((await rl2.events('i1')).map((e) => e.type).slice(-2)).toEqual(['instance.recovered', 'instance.restart-scheduled']);
+    expect((await rl2.events('i1')).map((e) => e.type).slice(-2)).toEqual([
+      'instance.recovered',
+      'instance.restart-scheduled',
+    ]);
     clock.advance(30);
     await rl2.idle();
     expect((await rl2.inspect('i1')).state).toBe('running');
@@ -283,7 +375,12 @@ describe('actor host', () => {
     await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     const full = await rl.replay('i1');
-    expect(full.steps.map((s) => `${s.from}→${s.to}`)).toEqual(['new→spawning', 'spawning→spawning', 'spawning→healthy', 'healthy→running']);
+    expect(full.steps.map((s) => `${s.from}→${s.to}`)).toEqual([
+      'new→spawning',
+      'spawning→spawning',
+      'spawning→healthy',
+      'healthy→running',
+    ]);
     expect(full.steps[0]!.effects.map((e) => e.type)).toEqual(['spawn']);
     const at2 = await rl.replay('i1', { to: 2 });
     expect(at2.state).toBe('spawning');

@@ -17,7 +17,9 @@ describe('mapConcurrent', () => {
   });
 
   it('rejects with the first failure, and refuses a limit below 1', async () => {
-    await expect(mapConcurrent([1, 2, 3], 3, async (n) => (n === 2 ? Promise.reject(new Error('two')) : n))).rejects.toThrow('two');
+    await expect(
+      mapConcurrent([1, 2, 3], 3, async (n) => (n === 2 ? Promise.reject(new Error('two')) : n)),
+    ).rejects.toThrow('two');
     await expect(mapConcurrent([1], 0, async (n) => n)).rejects.toThrow(RangeError);
     expect(await mapConcurrent([], 4, async (n: number) => n)).toEqual([]);
   });

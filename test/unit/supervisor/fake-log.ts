@@ -11,8 +11,22 @@ export function fakeLog() {
   const events: RecordedEvent[] = [];
   const unheard = new Set<RecordedEvent>();
   const subs = new Set<{ from: number; stream?: string; h: (e: RecordedEvent) => void | Promise<void> }>();
-  const put = (stream: string, type: string, data: Record<string, unknown>, notify = true, at = new Date().toISOString()) => {
-    const e = { seq: events.length + 1, stream, version: events.filter((x) => x.stream === stream).length + 1, type, data, meta: {}, at } as unknown as RecordedEvent;
+  const put = (
+    stream: string,
+    type: string,
+    data: Record<string, unknown>,
+    notify = true,
+    at = new Date().toISOString(),
+  ) => {
+    const e = {
+      seq: events.length + 1,
+      stream,
+      version: events.filter((x) => x.stream === stream).length + 1,
+      type,
+      data,
+      meta: {},
+      at,
+    } as unknown as RecordedEvent;
     events.push(e);
     if (!notify) unheard.add(e);
     else for (const s of subs) if (e.seq >= s.from && (!s.stream || s.stream === stream)) void s.h(e);
@@ -34,7 +48,13 @@ export function fakeLog() {
         .sort()
         .map((stream) => {
           const es = ofStream(stream);
-          return { stream, kind: stream.split('-')[0]!, version: es.length, createdAt: es[0]!.at, updatedAt: es.at(-1)!.at };
+          return {
+            stream,
+            kind: stream.split('-')[0]!,
+            version: es.length,
+            createdAt: es[0]!.at,
+            updatedAt: es.at(-1)!.at,
+          };
         }),
     readRecent: async (stream) => ofStream(stream),
     appendToStream: unused('appendToStream'),

@@ -22,7 +22,14 @@ describe('closing a supervisor during a spawn', () => {
       ready();
       return new Promise<void>((r) => (release = r));
     };
-    const rl = await createRunlog({ home, effects: fake, reconcile: false, watchApps: false, engineWatch: false, log: () => undefined });
+    const rl = await createRunlog({
+      home,
+      effects: fake,
+      reconcile: false,
+      watchApps: false,
+      engineWatch: false,
+      log: () => undefined,
+    });
     const spawning = rl.spawnApp({ appDir: HELLO_APP_DIR, sandbox: 'proot', instanceId: 'inst_slow' });
     spawning.catch(() => undefined);
     await started;
@@ -33,7 +40,10 @@ describe('closing a supervisor during a spawn', () => {
     const after = await createRunlog({ home, supervise: false });
     try {
       expect((await after.inspect('inst_slow')).state).toBe('suspended');
-      expect((await after.events('inst_slow')).map((e) => e.type)).toEqual(['instance.requested', 'instance.suspended']);
+      expect((await after.events('inst_slow')).map((e) => e.type)).toEqual([
+        'instance.requested',
+        'instance.suspended',
+      ]);
     } finally {
       await after.close();
     }

@@ -4,7 +4,15 @@
 // is test/int/pg/cluster-log-answers.test.ts.
 import { describe, expect, it } from 'vitest';
 import { createBus } from '../../../src/supervisor/host/bus.ts';
-import { awaitQueued, ExecutionQueue, EXECUTION_QUEUE, EXECUTION_QUEUED, EXECUTION_WITHDRAWN, withdrawnBefore, type QueuedExecution } from '../../../src/supervisor/executions/execution-queue.ts';
+import {
+  awaitQueued,
+  ExecutionQueue,
+  EXECUTION_QUEUE,
+  EXECUTION_QUEUED,
+  EXECUTION_WITHDRAWN,
+  withdrawnBefore,
+  type QueuedExecution,
+} from '../../../src/supervisor/executions/execution-queue.ts';
 import { guardPinned, pinnedVerdict, unlessWaiting } from '../../../src/supervisor/cluster/pinned-wait.ts';
 import { byState, executionEnded, instanceStopped, spawnSettled } from '../../../src/supervisor/host/settle-rules.ts';
 import { SettleWaits } from '../../../src/supervisor/host/settle-waits.ts';
@@ -12,7 +20,10 @@ import { RunlogError } from '../../../src/domain/errors.ts';
 import { collect } from '../../../src/store/port.ts';
 import { fakeLog } from './fake-log.ts';
 
-const view = (state: string, crash?: string) => ({ state, context: { lastCrash: crash ? { reason: crash, message: 'x' } : null } });
+const view = (state: string, crash?: string) => ({
+  state,
+  context: { lastCrash: crash ? { reason: crash, message: 'x' } : null },
+});
 
 describe('when a wait is over (settle-rules)', () => {
   it('a spawn is answered once it runs or failed for a reason of its own, not while a node-lost or self-fenced instance restarts', () => {
@@ -27,15 +38,28 @@ describe('when a wait is over (settle-rules)', () => {
     expect(spawnSettled(view('lost'))).toBe(true);
   });
   it('a stop is over once stopped, lost or down; an execution once it has its outcome', () => {
-    expect(['stopped', 'lost', 'crashed.down', 'stopping', 'running'].map(instanceStopped)).toEqual([true, true, true, false, false]);
-    expect(['succeeded', 'failed', 'running'].map((s) => byState(executionEnded)(view(s)))).toEqual([true, true, false]);
+    expect(['stopped', 'lost', 'crashed.down', 'stopping', 'running'].map(instanceStopped)).toEqual([
+      true,
+      true,
+      true,
+      false,
+      false,
+    ]);
+    expect(['succeeded', 'failed', 'running'].map((s) => byState(executionEnded)(view(s)))).toEqual([
+      true,
+      true,
+      false,
+    ]);
   });
 });
 
-const requested = { request: { executionId: 'e1', uri: 'at://x/y/z', handler: 'h', input: null, timeoutMs: 1000 }, deadline: null };
+const requested = {
+  request: { executionId: 'e1', uri: 'at://x/y/z', handler: 'h', input: null, timeoutMs: 1000 },
+  deadline: null,
+};
 
 describe('a wait that follows the log (settle-waits)', () => {
-  it('is answered by an outcome another node appended, which this node\'s bus never heard', async () => {
+  it("is answered by an outcome another node appended, which this node's bus never heard", async () => {
     const log = fakeLog();
     const waits = new SettleWaits({ bus: createBus(), store: log.store, followLog: true });
     let sent!: () => void;
@@ -51,47 +75,111 @@ describe('a wait that follows the log (settle-waits)', () => {
     expect(log.subscribers()).toBe(0); // the wait let go of the log
   });
 
-  it('at its deadline reads the log again: settled there is an answer, not TIMEOUT; not settled is TIMEOUT with the log\'s state', async () => {
+  it("at its deadline reads the log again: settled there is an answer, not TIMEOUT; not settled is TIMEOUT with the log's state", async () => {
     const log = fakeLog();
     const waits = new SettleWaits({ bus: createBus(), store: log.store, followLog: false });
-    const p = waits.waitFor('execution', 'e1', byState(executionEnded), 30, async () => void log.put('execution-e1', 'execution.requested', requested));
+    const p = waits.waitFor(
+      'execution',
+      'e1',
+      byState(executionEnded),
+      30,
+      async () => void log.put('execution-e1', 'execution.requested', requested),
+    );
     log.put('execution-e1', 'execution.failed', { reason: 'runtime', code: 'X', message: 'unheard' }, false);
     await expect(p).resolves.toMatchObject({ state: 'failed' });
-    const q = waits.waitFor('execution', 'e2', byState(executionEnded), 30, async () => void log.put('execution-e2', 'execution.requested', { ...requested, request: { ...requested.request, executionId: 'e2' } }));
+    const q = waits.waitFor(
+      'execution',
+      'e2',
+      byState(executionEnded),
+      30,
+      async () =>
+        void log.put('execution-e2', 'execution.requested', {
+          ...requested,
+          request: { ...requested.request, executionId: 'e2' },
+        }),
+    );
     await expect(q).rejects.toMatchObject({ code: 'TIMEOUT', message: expect.stringContaining('(state resolving)') });
   });
 });
 
-describe('a queued execution\'s wait (awaitQueued)', () => {
+describe("a queued execution's wait (awaitQueued)", () => {
   it('at its deadline reads the log again: ended there is an answer, not TIMEOUT', async () => {
     const log = fakeLog();
-    const ended = async () => (await collect(log.store.readStream('execution-e1'))).some((e) => e.type === 'execution.failed');
+    const ended = async () =>
+      (await collect(log.store.readStream('execution-e1'))).some((e) => e.type === 'execution.failed');
     const p = awaitQueued(log.store, 'e1', ended, Date.now() + 60_000, 30, () => Date.now());
     log.put('execution-e1', 'execution.requested', requested, false);
     log.put('execution-e1', 'execution.failed', { reason: 'runtime', code: 'X', message: 'unheard' }, false);
     await expect(p).resolves.toBeUndefined();
-    await expect(awaitQueued(log.store, 'e2', async () => false, Date.now() + 60_000, 30, () => Date.now())).rejects.toMatchObject({ code: 'TIMEOUT' });
+    await expect(
+      awaitQueued(
+        log.store,
+        'e2',
+        async () => false,
+        Date.now() + 60_000,
+        30,
+        () => Date.now(),
+      ),
+    ).rejects.toMatchObject({ code: 'TIMEOUT' });
   });
 });
 
-describe('a pinned execution\'s node (pinned-wait)', () => {
-  it('gives up at the first look that finds the node not live, or once the caller\'s wait has run out; a live look resets the wait', () => {
-    expect(pinnedVerdict({ downSinceMs: null }, true, 1000, 0)).toEqual({ state: { downSinceMs: null }, giveUp: false });
-    expect(pinnedVerdict({ downSinceMs: null }, false, 1000, 0)).toEqual({ state: { downSinceMs: 1000 }, giveUp: true });
+describe("a pinned execution's node (pinned-wait)", () => {
+  it("gives up at the first look that finds the node not live, or once the caller's wait has run out; a live look resets the wait", () => {
+    expect(pinnedVerdict({ downSinceMs: null }, true, 1000, 0)).toEqual({
+      state: { downSinceMs: null },
+      giveUp: false,
+    });
+    expect(pinnedVerdict({ downSinceMs: null }, false, 1000, 0)).toEqual({
+      state: { downSinceMs: 1000 },
+      giveUp: true,
+    });
     expect(pinnedVerdict({ downSinceMs: null }, false, 1000, 5000).giveUp).toBe(false);
     expect(pinnedVerdict({ downSinceMs: 1000 }, false, 5999, 5000).giveUp).toBe(false);
     expect(pinnedVerdict({ downSinceMs: 1000 }, false, 6000, 5000).giveUp).toBe(true);
-    expect(pinnedVerdict({ downSinceMs: 1000 }, true, 6000, 5000)).toEqual({ state: { downSinceMs: null }, giveUp: false });
+    expect(pinnedVerdict({ downSinceMs: 1000 }, true, 6000, 5000)).toEqual({
+      state: { downSinceMs: null },
+      giveUp: false,
+    });
   });
 
   it('answers NODE_UNAVAILABLE after withdrawing; a claim that came before the withdrawal wins (no answer from the watch)', async () => {
     const withdrawn: string[] = [];
-    const guard = guardPinned({ node: 'b', executionId: 'e1', waitMs: 0, nowMs: () => 0, live: async () => false, claimed: async () => false, withdraw: async () => void withdrawn.push('e1'), log: () => undefined, everyMs: 1 });
-    await expect(guard.gaveUp).rejects.toMatchObject({ code: 'NODE_UNAVAILABLE', details: { node: 'b', executionId: 'e1' } });
+    const guard = guardPinned({
+      node: 'b',
+      executionId: 'e1',
+      waitMs: 0,
+      nowMs: () => 0,
+      live: async () => false,
+      claimed: async () => false,
+      withdraw: async () => void withdrawn.push('e1'),
+      log: () => undefined,
+      everyMs: 1,
+    });
+    await expect(guard.gaveUp).rejects.toMatchObject({
+      code: 'NODE_UNAVAILABLE',
+      details: { node: 'b', executionId: 'e1' },
+    });
     expect(withdrawn).toEqual(['e1']);
     let claimed = false;
-    const lost = guardPinned({ node: 'b', executionId: 'e2', waitMs: 0, nowMs: () => 0, live: async () => false, claimed: async () => claimed, withdraw: async () => void (claimed = true), log: () => undefined, everyMs: 1 });
-    const outcome = await Promise.race([lost.gaveUp.then(() => 'answered', () => 'answered'), new Promise((r) => setTimeout(() => r('still waiting'), 50))]);
+    const lost = guardPinned({
+      node: 'b',
+      executionId: 'e2',
+      waitMs: 0,
+      nowMs: () => 0,
+      live: async () => false,
+      claimed: async () => claimed,
+      withdraw: async () => void (claimed = true),
+      log: () => undefined,
+      everyMs: 1,
+    });
+    const outcome = await Promise.race([
+      lost.gaveUp.then(
+        () => 'answered',
+        () => 'answered',
+      ),
+      new Promise((r) => setTimeout(() => r('still waiting'), 50)),
+    ]);
     expect(outcome).toBe('still waiting');
     lost.stop();
   });
@@ -99,8 +187,21 @@ describe('a pinned execution\'s node (pinned-wait)', () => {
   it('waits for a node that is not live as long as the caller asked, looking again meanwhile', async () => {
     let now = 0;
     let looks = 0;
-    const guard = guardPinned({ node: 'b', executionId: 'e1', waitMs: 5000, nowMs: () => now, live: async () => ((looks += 1), (now += 1000), false), claimed: async () => false, withdraw: async () => undefined, log: () => undefined, everyMs: 1 });
-    await expect(guard.gaveUp).rejects.toMatchObject({ code: 'NODE_UNAVAILABLE', message: expect.stringContaining('waited 5000 ms') });
+    const guard = guardPinned({
+      node: 'b',
+      executionId: 'e1',
+      waitMs: 5000,
+      nowMs: () => now,
+      live: async () => ((looks += 1), (now += 1000), false),
+      claimed: async () => false,
+      withdraw: async () => undefined,
+      log: () => undefined,
+      everyMs: 1,
+    });
+    await expect(guard.gaveUp).rejects.toMatchObject({
+      code: 'NODE_UNAVAILABLE',
+      message: expect.stringContaining('waited 5000 ms'),
+    });
     expect(looks).toBe(6); // down first seen at 1000, given up at 6000
   });
 
@@ -163,7 +264,12 @@ describe('withdrawn executions (execution-queue)', () => {
     const b = nodeB(log, cancelled);
     await b.start();
     // The withdrawal is in the log, but b has not read it when it claims (put without telling subscribers).
-    log.put(EXECUTION_QUEUE, EXECUTION_WITHDRAWN, { executionId: 'raced', reason: 'node-unavailable', claimBy: queued('raced').claimBy }, false);
+    log.put(
+      EXECUTION_QUEUE,
+      EXECUTION_WITHDRAWN,
+      { executionId: 'raced', reason: 'node-unavailable', claimBy: queued('raced').claimBy },
+      false,
+    );
     log.put(EXECUTION_QUEUE, EXECUTION_QUEUED, { ...queued('raced') });
     await tick(20);
     expect(await log.store.streamVersion('execution-raced')).toBe(1);
@@ -171,7 +277,11 @@ describe('withdrawn executions (execution-queue)', () => {
     const q = log.put(EXECUTION_QUEUE, EXECUTION_QUEUED, { ...queued('first') });
     await tick(20);
     const claim = log.events.find((e) => e.stream === 'execution-first')!;
-    log.put(EXECUTION_QUEUE, EXECUTION_WITHDRAWN, { executionId: 'first', reason: 'node-unavailable', claimBy: queued('first').claimBy });
+    log.put(EXECUTION_QUEUE, EXECUTION_WITHDRAWN, {
+      executionId: 'first',
+      reason: 'node-unavailable',
+      claimBy: queued('first').claimBy,
+    });
     expect(claim.seq).toBeGreaterThan(q.seq);
     expect(withdrawnBefore(await log.store.readRecent(EXECUTION_QUEUE), 'first', claim.seq)).toBe(false);
     expect(cancelled).toEqual(['raced']);

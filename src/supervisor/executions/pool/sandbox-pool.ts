@@ -39,7 +39,17 @@ export const PRESTART_CPU_CHECK_MS = 2000;
 /** Keys stopped for their idle CPU that this pool remembers (the oldest is forgotten beyond it). */
 const MAX_STOPPED_KEYS = 1024;
 /** Why a sandbox was removed, as a bounded set (the fact's reason may add free text after the kind). */
-export const REMOVAL_REASONS = ['idle', 'idle-cpu', 'evicted', 'superseded', 'not-running', 'gone', 'failed', 'shutdown', 'supervisor-restart'] as const;
+export const REMOVAL_REASONS = [
+  'idle',
+  'idle-cpu',
+  'evicted',
+  'superseded',
+  'not-running',
+  'gone',
+  'failed',
+  'shutdown',
+  'supervisor-restart',
+] as const;
 
 /** The kind of a removal reason (`superseded: …` → superseded), `other` outside REMOVAL_REASONS. */
 export function removalKind(reason: string): string {
@@ -133,7 +143,12 @@ export class SandboxPool {
 
   /** Sandboxes waiting or being started, for inspection and tests. */
   list(): { sandboxId: string; key: string; uri: string; containerId: string | null }[] {
-    return [...this.#entries.values()].map((e) => ({ sandboxId: e.id, key: e.key, uri: e.uri, containerId: e.containerId }));
+    return [...this.#entries.values()].map((e) => ({
+      sandboxId: e.id,
+      key: e.key,
+      uri: e.uri,
+      containerId: e.containerId,
+    }));
   }
 
   owns(containerId: string): boolean {
@@ -149,7 +164,9 @@ export class SandboxPool {
   async claim(uri: string, key: string, executionId: string): Promise<Claimed | null> {
     this.#supersede(uri, key);
     if (!this.enabled || this.#closed) return null;
-    const entry = [...this.#entries.values()].filter((e) => e.key === key).sort((a, b) => (a.containerId ? 0 : 1) - (b.containerId ? 0 : 1) || a.since - b.since)[0];
+    const entry = [...this.#entries.values()]
+      .filter((e) => e.key === key)
+      .sort((a, b) => (a.containerId ? 0 : 1) - (b.containerId ? 0 : 1) || a.since - b.since)[0];
     if (!entry) return null;
     this.#take(entry, 'claimed');
     const containerId = await entry.ready;
@@ -168,14 +185,21 @@ export class SandboxPool {
     this.#accounts.idleCpuMs += idleCpuMs ?? 0;
     // Used all the same (what it burned is spent), but its key is not pre-started again.
     if (idleCpuMs !== null && idleCpuMs > this.deps.policy.idleCpuMs) this.#stop(entry, idleCpuMs);
-    this.deps.record([{ type: 'pool.sandbox-claimed', data: { sandbox: entry.id, containerId, executionId, idleCpuMs } }]);
+    this.deps.record([
+      { type: 'pool.sandbox-claimed', data: { sandbox: entry.id, containerId, executionId, idleCpuMs } },
+    ]);
     return { sandboxId: entry.id, containerId, waitedMs: this.#clock.nowMs() - entry.since, info, idleCpuMs };
   }
 
   /** What the pool's sandboxes cost before their envelope (metrics.ts). */
   accounts(): PoolAccounts {
     const a = this.#accounts;
-    return { idleCpuMs: a.idleCpuMs, claimed: a.claimed, removed: Object.fromEntries(a.removed), stoppedKeys: this.#stopped.size };
+    return {
+      idleCpuMs: a.idleCpuMs,
+      claimed: a.claimed,
+      removed: Object.fromEntries(a.removed),
+      stoppedKeys: this.#stopped.size,
+    };
   }
 
   /** Starts the next sandbox for this target, in the background, when the policy has room. */
@@ -187,7 +211,9 @@ export class SandboxPool {
     // Room: the longest-waiting sandboxes of other keys make way for the code that was just run.
     const overBudget = () => this.#entries.size + 1 > p.total || this.#memory() + target.memoryMb > p.maxMemoryMb;
     while (overBudget()) {
-      const victim = [...this.#entries.values()].filter((e) => e.key !== target.key && e.containerId !== null).sort((a, b) => a.since - b.since)[0];
+      const victim = [...this.#entries.values()]
+        .filter((e) => e.key !== target.key && e.containerId !== null)
+        .sort((a, b) => a.since - b.since)[0];
       if (!victim) return;
       this.#take(victim, 'dropped');
       this.#remove(victim, 'evicted');
@@ -195,8 +221,32 @@ export class SandboxPool {
     const id = `pre_${Date.now().toString(36)}${randomBytes(6).toString('hex')}`;
     const name = `runlog-${id}`;
     // The fact first (rule 1): a supervisor that dies after the create finds it named in the log.
-    this.deps.record([{ type: 'pool.sandbox-prestarting', data: { sandbox: id, name, key: target.key, uri: target.uri, publisher: target.publisher, codeCid: target.codeCid, runtimeCid: target.runtimeCid, memoryMb: target.memoryMb } }]);
-    const entry: Entry = { id, key: target.key, uri: target.uri, memoryMb: target.memoryMb, containerId: null, state: 'waiting', ready: Promise.resolve(null), since: this.#clock.nowMs(), timer: null };
+    this.deps.record([
+      {
+        type: 'pool.sandbox-prestarting',
+        data: {
+          sandbox: id,
+          name,
+          key: target.key,
+          uri: target.uri,
+          publisher: target.publisher,
+          codeCid: target.codeCid,
+          runtimeCid: target.runtimeCid,
+          memoryMb: target.memoryMb,
+        },
+      },
+    ]);
+    const entry: Entry = {
+      id,
+      key: target.key,
+      uri: target.uri,
+      memoryMb: target.memoryMb,
+      containerId: null,
+      state: 'waiting',
+      ready: Promise.resolve(null),
+      since: this.#clock.nowMs(),
+      timer: null,
+    };
     entry.ready = this.#track(this.#start(entry, name, target));
     this.#entries.set(id, entry);
   }
@@ -207,7 +257,12 @@ export class SandboxPool {
     try {
       const created = await this.deps.sandbox.createExecutionContainer({
         ...target.spec,
-        labels: { ...this.deps.labels, 'runlog.kind': PRESTART_KIND, 'runlog.stream': POOL_STREAM, [PRESTART_LABEL]: entry.id },
+        labels: {
+          ...this.deps.labels,
+          'runlog.kind': PRESTART_KIND,
+          'runlog.stream': POOL_STREAM,
+          [PRESTART_LABEL]: entry.id,
+        },
         invocationId: null,
         name,
       });
@@ -215,7 +270,10 @@ export class SandboxPool {
       entry.containerId = containerId;
       await this.deps.engine.start(containerId);
       // A sandbox dropped (or the pool closed) meanwhile is removed by whoever dropped it, once this settles.
-      this.#fact({ type: 'pool.sandbox-ready', data: { sandbox: entry.id, containerId, ms: Math.round(performance.now() - t0) } });
+      this.#fact({
+        type: 'pool.sandbox-ready',
+        data: { sandbox: entry.id, containerId, ms: Math.round(performance.now() - t0) },
+      });
       entry.since = this.#clock.nowMs();
       if (entry.state === 'waiting') this.#arm(entry);
       return containerId;
@@ -273,8 +331,13 @@ export class SandboxPool {
     if (this.#stopped.size >= MAX_STOPPED_KEYS) this.#stopped.delete(this.#stopped.values().next().value!);
     this.#stopped.add(entry.key);
     const bound = this.deps.policy.idleCpuMs;
-    this.deps.log(`a pre-started sandbox of ${entry.uri} used ${usedMs} ms of CPU before any request (idle-cpu bound ${bound} ms): its runtime runs work while it waits, so this code is not pre-started again by this supervisor`);
-    this.#fact({ type: 'pool.prestart-stopped', data: { key: entry.key, uri: entry.uri, reason: 'idle-cpu', idleCpuMs: usedMs, idleCpuBoundMs: bound } });
+    this.deps.log(
+      `a pre-started sandbox of ${entry.uri} used ${usedMs} ms of CPU before any request (idle-cpu bound ${bound} ms): its runtime runs work while it waits, so this code is not pre-started again by this supervisor`,
+    );
+    this.#fact({
+      type: 'pool.prestart-stopped',
+      data: { key: entry.key, uri: entry.uri, reason: 'idle-cpu', idleCpuMs: usedMs, idleCpuBoundMs: bound },
+    });
   }
 
   /** CPU (ms) a container has used so far: null when it is gone, undefined when the Engine could not say. */
@@ -323,15 +386,25 @@ export class SandboxPool {
     );
   }
 
-  async #removeContainer(entry: Entry, idOrName: string, reason: string, detail?: { idleCpuMs: number; idleCpuBoundMs: number }): Promise<void> {
+  async #removeContainer(
+    entry: Entry,
+    idOrName: string,
+    reason: string,
+    detail?: { idleCpuMs: number; idleCpuBoundMs: number },
+  ): Promise<void> {
     // What it used up to its removal: read last, so the account holds all of it.
     const idleCpuMs = (await this.#cpuMs(idOrName)) ?? detail?.idleCpuMs ?? null;
     try {
       await this.deps.engine.removeContainer(idOrName, { force: true });
       this.#account(reason, idleCpuMs);
-      this.#fact({ type: 'pool.sandbox-removed', data: { sandbox: entry.id, containerId: entry.containerId, reason, ...detail, idleCpuMs } });
+      this.#fact({
+        type: 'pool.sandbox-removed',
+        data: { sandbox: entry.id, containerId: entry.containerId, reason, ...detail, idleCpuMs },
+      });
     } catch (err) {
-      this.deps.log(`could not remove pre-started sandbox ${entry.id}: ${err instanceof Error ? err.message : String(err)}`);
+      this.deps.log(
+        `could not remove pre-started sandbox ${entry.id}: ${err instanceof Error ? err.message : String(err)}`,
+      );
     }
   }
 
@@ -361,11 +434,14 @@ export class SandboxPool {
       const d = e.data as { sandbox?: string; name?: string; containerId?: string };
       if (!d.sandbox) continue;
       if (e.type === 'pool.sandbox-prestarting') open.set(d.sandbox, { name: d.name ?? '', containerId: null });
-      else if (e.type === 'pool.sandbox-ready' && open.has(d.sandbox)) open.get(d.sandbox)!.containerId = d.containerId ?? null;
+      else if (e.type === 'pool.sandbox-ready' && open.has(d.sandbox))
+        open.get(d.sandbox)!.containerId = d.containerId ?? null;
       else if (e.type === 'pool.sandbox-claimed' || e.type === 'pool.sandbox-removed') open.delete(d.sandbox);
     }
     const home = this.deps.labels['runlog.home'];
-    const labelled = home ? await this.deps.engine.listContainers({ 'runlog.home': home, 'runlog.kind': PRESTART_KIND }, { all: true }) : [];
+    const labelled = home
+      ? await this.deps.engine.listContainers({ 'runlog.home': home, 'runlog.kind': PRESTART_KIND }, { all: true })
+      : [];
     let removed = 0;
     const seen = new Set<string>();
     for (const c of labelled) {
@@ -376,7 +452,12 @@ export class SandboxPool {
       await this.deps.engine.removeContainer(c.id, { force: true });
       removed += 1;
       this.#account('supervisor-restart', idleCpuMs);
-      this.deps.record([{ type: 'pool.sandbox-removed', data: { sandbox, containerId: c.id, reason: 'supervisor-restart', recorded: open.has(sandbox), idleCpuMs } }]);
+      this.deps.record([
+        {
+          type: 'pool.sandbox-removed',
+          data: { sandbox, containerId: c.id, reason: 'supervisor-restart', recorded: open.has(sandbox), idleCpuMs },
+        },
+      ]);
     }
     // Recorded but not found under the labels: gone already (or never created); closed in the log all the same.
     for (const [sandbox, o] of open) {
@@ -389,7 +470,18 @@ export class SandboxPool {
         removed += 1;
         this.#account('supervisor-restart', idleCpuMs);
       }
-      this.deps.record([{ type: 'pool.sandbox-removed', data: { sandbox, containerId: byName?.id ?? o.containerId, reason: 'supervisor-restart', observed: byName ? 'found by name' : 'gone', idleCpuMs } }]);
+      this.deps.record([
+        {
+          type: 'pool.sandbox-removed',
+          data: {
+            sandbox,
+            containerId: byName?.id ?? o.containerId,
+            reason: 'supervisor-restart',
+            observed: byName ? 'found by name' : 'gone',
+            idleCpuMs,
+          },
+        },
+      ]);
     }
     return removed;
   }
