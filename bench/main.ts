@@ -19,12 +19,14 @@ import { startupPgBenches } from './startup-pg.bench.ts';
 import { storeBenches } from './store.bench.ts';
 import { storePgBenches } from './store-pg.bench.ts';
 import { storePgHeapBenches } from './store-pg-heap.bench.ts';
+import { storePgHeapFleetBenches } from './store-pg-heap-fleet.bench.ts';
 import { storePgOpenBenches } from './store-pg-open.bench.ts';
 
 const benches: Bench[] = [
   ...storeBenches,
   ...storePgBenches,
   ...storePgHeapBenches,
+  ...storePgHeapFleetBenches,
   ...storePgOpenBenches,
   ...spawnBenches,
   ...execBenches,

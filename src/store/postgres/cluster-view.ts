@@ -36,6 +36,11 @@ export class ClusterView {
     if (typeof by === 'string') this.lastNode.set(e.stream, by);
   }
 
+  /** The store's copy dropped the stream (an ended actor's): its node is read from PostgreSQL from now on. */
+  forget(stream: string): void {
+    this.lastNode.delete(stream);
+  }
+
   /** The node that appended the actor's latest event, and the node holding its lease (null: none, or it ended). */
   placement(stream: string): Placement {
     const owner = this.leases?.owns(stream) ? this.leases.node : (this.owners.get(stream) ?? null);

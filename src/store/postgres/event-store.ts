@@ -36,13 +36,7 @@ import { checkChain } from './chain-check.ts';
 import { rebuildProjectionPg } from './projection-rebuild.ts';
 import { CommitListener } from './commit-listener.ts';
 import { COLUMNS, toRecordedEvent, type EventRow } from './event-rows.ts';
-import {
-  readStreamsSince,
-  readStreamsUpTo,
-  summarizeStreams,
-  type RowReader,
-  type StreamSummary,
-} from './open-reads.ts';
+import { readStreamsSince, readStreamsUpTo, type RowReader } from './open-reads.ts';
 import {
   checkout,
   DEFAULT_HOLD_LIMIT_MS,
@@ -361,11 +355,6 @@ export class PgEventStore {
       for (const r of rows) yield this.toRecorded(r);
       if (!more) return;
     }
-  }
-
-  /** One row per stream with events at positions <= `upTo` (open-reads.ts), read in a transaction of its own. */
-  async summarizeStreams(upTo: number): Promise<StreamSummary[]> {
-    return this.withClient((client) => summarizeStreams(client, upTo));
   }
 
   /** Every event of these streams at positions <= `upTo`, in position order (open-reads.ts). */

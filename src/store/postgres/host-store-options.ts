@@ -39,16 +39,12 @@ export interface PgHostStoreOptions {
 /** How long a request stream's events are held whatever the window: longer than any request's deadline. */
 export const REQUEST_KEEP_MS = 6 * 3600_000;
 
-/** What a store's open read (loadStats): the events it read, and the ended actors' it summarised instead of reading. */
+/** What a store's open read (loadStats): the events it read, and the request streams' events it left unread. */
 export interface LoadStats {
   /** The log's head when the open began (events after it committed while it ran: read, and their rows again). */
   before: number;
-  /** Events read from PostgreSQL at open (every one the copy holds, plus ended actors' in the recent window). */
+  /** Events read from PostgreSQL at open (every one the copy holds; ended actors' below the window are never read). */
   eventsRead: number;
-  /** Ended actors' streams whose events below the recent window were summarised (one row each), not read. */
-  streamsSummarised: number;
-  /** How many events those summaries stood for. */
-  eventsSummarised: number;
   /** Request streams' oldest events (older than the window and than their keepMs): neither read nor held. */
   requestEventsPagedOut: number;
 }

@@ -24,13 +24,21 @@ export function eventStoreOptions(options: PgHostStoreOptions): PgEventStoreOpti
   };
 }
 
-/** The copy of the log: everything held unless `pageOut` is set; `ended` says which streams are ended actors'. */
-export function logCopyOptions(options: PgHostStoreOptions, ended: (stream: string) => boolean): LogCopyOptions {
+/**
+ * The copy of the log: everything held unless `pageOut` is set; `ended` says which streams are ended actors', and
+ * `forget` hears of each the copy drops whole.
+ */
+export function logCopyOptions(
+  options: PgHostStoreOptions,
+  ended: (stream: string) => boolean,
+  forget: (stream: string) => void,
+): LogCopyOptions {
   const pageOut = options.pageOut ?? null;
   const now = options.now;
   return {
     keepRecent: pageOut ? (pageOut.keepRecent ?? KEEP_RECENT) : null,
     ended,
+    forget,
     ...(pageOut?.requestStreams
       ? {
           tail: {

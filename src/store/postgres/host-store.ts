@@ -12,10 +12,10 @@
 // Memory (log-copy.ts): a supervisor's store (pageOut, set for a supervising node) holds live actors' histories,
 // every stream that is not an actor's (app grants, facts; of the request streams, the execution queue and
 // placement, only the requests that may still be open: pageOut.requestStreams), the newest 10,000 positions
-// whatever their stream, the actors rows (ps), live actors' newest snapshots and a small stub per stream
-// (version, first position, times). An ended actor's events older than that window are dropped once every
-// subscriber has seen them (at open they are never read: a summary row per stream makes its stub). Every read is
-// complete all the same (copy-reads.ts): what memory does not hold is read from PostgreSQL, a page at a time.
+// whatever their stream, the rows of the actors it holds (ps) and live actors' newest snapshots. An ended actor
+// whose events are older than that window is dropped whole once every subscriber has seen them, row and all (at
+// open it is never read, nor named). Every read is complete all the same (copy-reads.ts, unheld-reads.ts): what
+// memory does not hold is read from PostgreSQL, a page at a time, so memory follows the live fleet, not the log.
 // Archived events (postgres/archive.ts) leave holes in the positions, so the copy goes by position, never by index.
 //
 // A cluster node's store (opened with `node`) fences every append to an actor's stream with that actor's lease
@@ -58,7 +58,7 @@ import { archiveEndedPg } from './archive.ts';
 import { ClusterView } from './cluster-view.ts';
 import { CopyFollower } from './copy-follower.ts';
 import { loadBelowWindow } from './copy-load.ts';
-import { logPage, readLogComplete, readStreamComplete } from './copy-reads.ts';
+import { logPage, readLogComplete, readStreamComplete, streamVersionComplete } from './copy-reads.ts';
 import { PgEventStore } from './event-store.ts';
 import { sendAppends, type AppendSender } from './fenced-append.ts';
 import type { LoadStats, PgHostStoreOptions } from './host-store-options.ts';
@@ -69,6 +69,7 @@ import { PgLeasing } from './leasing.ts';
 import { LiveSnapshots } from './live-snapshots.ts';
 import { LogCopy } from './log-copy.ts';
 import { readClusterRecords, writeNodeRow } from './node-records.ts';
+import { lastNodeUpTo, streamsUpTo } from './unheld-reads.ts';
 import { splitStoreUrl } from './url.ts';
 
 export { splitStoreUrl };
@@ -110,8 +111,6 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
   private readonly loaded: LoadStats = {
     before: 0,
     eventsRead: 0,
-    streamsSummarised: 0,
-    eventsSummarised: 0,
     requestEventsPagedOut: 0,
   };
 
@@ -148,7 +147,12 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
       snapshots: this.snapshots,
       observer: () => this.observer,
     };
-    this.rows = new ActorRowsCopy(pg, options.actorRows, (stream) => this.copy.markEnded(stream));
+    this.rows = new ActorRowsCopy(
+      pg,
+      options.actorRows,
+      (stream) => this.copy.markEnded(stream),
+      (stream) => this.copy.knows(stream),
+    );
     this.follower = new CopyFollower(
       pg,
       () => this.serial(() => this.catchUp()),
@@ -156,7 +160,14 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
       () => this.closed,
     );
     this.copy = new LogCopy(
-      logCopyOptions(options, (stream) => ACTOR_STREAM.test(stream) && this.rows.get(stream)?.status === 'terminal'),
+      logCopyOptions(
+        options,
+        (stream) => ACTOR_STREAM.test(stream) && this.rows.get(stream)?.status === 'terminal',
+        (stream) => {
+          this.rows.forget(stream);
+          this.cluster.forget(stream);
+        },
+      ),
     );
   }
 
@@ -185,7 +196,12 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     return this.copy.heldEvents;
   }
 
-  /** What the open read: events read from PostgreSQL, and the paged-out streams (and their events) it summarised instead. */
+  /** How many streams and actors rows this store holds in memory: they follow the live fleet, not the history. */
+  get heldStreams(): { streams: number; rows: number } {
+    return { streams: this.copy.heldStreams, rows: this.rows.size };
+  }
+
+  /** What the open read: the head it began at, the events it read, and the request streams' events it left. */
   get loadStats(): LoadStats {
     return { ...this.loaded };
   }
@@ -193,27 +209,21 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
   private async load(): Promise<void> {
     const before = await this.pg.lastSeq();
     this.loaded.before = before;
-    // An ended actor's events older than the recent window are never held (rows read first say which have ended).
-    const pageBelow = this.copy.pagingOut ? before - (this.options.pageOut?.keepRecent ?? KEEP_RECENT) : 0;
-    // The rows (read directly: a one-shot reader registers no projection with the store) and, below the window,
-    // a summary per stream, side by side; then only the events of the streams the copy holds (everything but
-    // ended actors'); the stubs of the others come from their summaries, never from their events.
-    // Each row is kept as it arrives (while the summary is still being computed), never gathered into a result.
-    const [, summaries] = await Promise.all([
-      this.rows.load(),
-      pageBelow > 0 ? this.pg.summarizeStreams(pageBelow) : [],
-    ]);
+    // An ended actor's events older than the recent window are never read (the rows, read first, say which
+    // actors have not ended: those, and every stream that is no actor's, are what the copy holds there).
+    const pageBelow = this.copy.pagingOut ? Math.max(0, before - (this.options.pageOut?.keepRecent ?? KEEP_RECENT)) : 0;
+    await this.rows.load();
     if (pageBelow > 0)
-      await loadBelowWindow(this.pg, this.copy, pageBelow, summaries, {
-        put: (e, below) => this.put(e, below),
-        lastNode: this.cluster.lastNode,
+      await loadBelowWindow(this.pg, this.copy, pageBelow, this.rows.live(), {
+        put: (e) => this.put(e),
         loaded: this.loaded,
       });
     const late = new Set<string>();
     for await (const e of this.pg.readAll({ from: pageBelow + 1 })) {
-      this.put(e, pageBelow);
+      this.put(e);
       this.loaded.eventsRead += 1;
-      if (e.seq > before) late.add(e.stream);
+      // The window's ended actors have no row yet (only those that have not ended were read): read theirs.
+      if (e.seq > before || (ACTOR_STREAM.test(e.stream) && !this.rows.get(e.stream))) late.add(e.stream);
     }
     // Documents read before events committed after `before` may be older than those events: read them again.
     await this.rows.refresh(late);
@@ -223,8 +233,8 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     await this.cluster.refresh();
   }
 
-  private put(e: RecordedEvent, pageBelow = 0): void {
-    this.copy.put(e, pageBelow);
+  private put(e: RecordedEvent): void {
+    this.copy.put(e);
     this.cluster.saw(e);
   }
 
@@ -400,12 +410,16 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
 
   async streamVersion(stream: string): Promise<number> {
     this.assertOpen();
-    return this.copy.streamVersion(stream);
+    return streamVersionComplete(this.copy, this.pg, stream);
   }
 
-  /** In name order (code unit by code unit, as PostgreSQL's COLLATE "C"). */
+  /**
+   * In name order (code unit by code unit, as PostgreSQL's COLLATE "C"). A paging-out copy does not know every
+   * stream (ended actors are dropped whole), so it lists them from PostgreSQL, up to its head.
+   */
   async listStreams(kind?: string): Promise<StreamInfo[]> {
     this.assertOpen();
+    if (this.copy.pagingOut) return streamsUpTo(this.pg, this.head, kind);
     return this.copy.streams(kind).sort((a, b) => (a.stream < b.stream ? -1 : a.stream > b.stream ? 1 : 0));
   }
 
@@ -509,9 +523,15 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     return readClusterRecords(this.pg);
   }
 
-  /** The node that appended the actor's latest event, and the node holding its lease (null: none, or it ended). */
+  /**
+   * The node that appended the actor's latest event, and the node holding its lease (null: none, or it ended). Of
+   * a stream whose older events the copy does not hold, and that none of the held ones names, from PostgreSQL.
+   */
   async placement(stream: string): Promise<Placement> {
-    return this.cluster.placement(stream);
+    const place = this.cluster.placement(stream);
+    if (place.node !== null || !this.copy.pagingOut || (this.copy.knows(stream) && this.copy.missing(stream) === 0))
+      return place;
+    return { ...place, node: await lastNodeUpTo(this.pg, stream, this.head) };
   }
 
   // --- capabilities: metrics, the hash chain, retention ----------------------------------------------

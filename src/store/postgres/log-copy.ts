@@ -3,11 +3,13 @@
 // The actor host reads a live actor's history often (rehydrate, every transition's decision), so the supervisor
 // keeps what it reads most: every stream that is not an ended actor's (live actors, app streams, facts; request
 // streams from their newest requests on, below) in full, and the most recent `keepRecent` positions of the log
-// whatever their stream (followers and subscribers read from there). An ended actor's events older than that are
-// dropped (paged out): the stream keeps a stub (version, first position, created/updated times) so
-// `streamVersion` and `streams` still answer. The store reads what is not held from PostgreSQL (copy-reads.ts,
-// asking `missing` and `holdsAfter` first); a read of this copy that reaches a paged-out event throws
-// PagedOutError, an internal guard the store never lets reach a caller: never a shorter history than the log holds.
+// whatever their stream (followers and subscribers read from there). An ended actor whose events are all older
+// than that window is dropped whole (paged out): nothing of it stays, not even a stub, so the copy's size follows
+// the live fleet and the window, never the history. A stream the copy does not know may therefore be an ended
+// actor's, and the store asks PostgreSQL about it (copy-reads.ts, unheld-reads.ts); a stream whose first event
+// seen here is not its first holds versions from there on, the rest being paged out. A read of this copy that
+// reaches a paged-out event throws PagedOutError, an internal guard the store never lets reach a caller: never a
+// shorter history than the log holds.
 //
 // Request streams (`tail`: the execution queue, placement and hand-over requests) never end, and grow with every
 // execution and placement the cluster ever ran. Their readers want only the requests whose deadlines have not
@@ -57,6 +59,8 @@ export interface LogCopyOptions {
   pagedInStreams?: number;
   /** Request streams, whose events older than the window and than `keepMs` before `now()` are paged out from the front. */
   tail?: TailStreams;
+  /** Hears of each ended stream the copy has dropped whole (the store forgets what it kept beside it). */
+  forget?(stream: string): void;
 }
 
 /** Which streams are request streams, and how long their events are held whatever the window (log-copy.ts). */
@@ -65,19 +69,6 @@ export interface TailStreams {
   /** Longer than the deadline of any request such a stream carries. */
   keepMs: number;
   now(): number;
-}
-
-/** What a paged-out stream's stub is made of (LogCopy.stub): its events 1..version are not read at all. */
-export interface PagedOutStream {
-  stream: string;
-  /** The version of its last paged-out event (versions 1..version are paged out). */
-  version: number;
-  /** Positions of its first and last paged-out events. */
-  firstSeq: number;
-  lastSeq: number;
-  /** `at` of its first and last paged-out events. */
-  createdAt: string;
-  updatedAt: string;
 }
 
 export class LogCopy {
@@ -110,6 +101,11 @@ export class LogCopy {
     return this.events.length;
   }
 
+  /** How many streams the copy knows (an ended actor dropped whole is not among them). */
+  get heldStreams(): number {
+    return this.byStream.size;
+  }
+
   get pagingOut(): boolean {
     return this.options.keepRecent !== null;
   }
@@ -130,69 +126,65 @@ export class LogCopy {
   }
 
   /**
-   * Adds the next event (positions ascending). `pageBelow`: at load, an ended stream's event at or below this
-   * position is not held at all (only its stub moves), so opening a long log never holds its whole history.
+   * Adds the next event (positions ascending). A stream first seen at a version past 1 (an ended actor's event
+   * after it was dropped, or the window's part of one at load) holds from there: its earlier versions are paged out.
    */
-  put(e: RecordedEvent, pageBelow = 0): void {
+  put(e: RecordedEvent): void {
     this.headSeq = e.seq;
     let c = this.byStream.get(e.stream);
     if (!c)
       this.byStream.set(
         e.stream,
-        (c = { stream: e.stream, version: 0, firstSeq: e.seq, createdAt: e.at, updatedAt: e.at, dropped: 0, held: [] }),
+        (c = {
+          stream: e.stream,
+          version: e.version - 1,
+          firstSeq: e.seq,
+          createdAt: e.at,
+          updatedAt: e.at,
+          dropped: e.version - 1,
+          held: [],
+        }),
       );
     c.version = e.version;
     c.updatedAt = e.at;
-    const ended = this.ended(e.stream);
-    if (ended && e.seq <= pageBelow && c.held.length === 0) {
-      c.dropped = e.version;
-      this.floorSeq = Math.max(this.floorSeq, e.seq);
-      return;
-    }
     c.held.push(e);
     this.events.push(e);
-    if (ended) this.endedHeld.add(e.stream);
+    if (this.ended(e.stream)) this.endedHeld.add(e.stream);
     else if (this.tail(e.stream)) this.tailHeld.add(e.stream);
   }
 
   /**
-   * At load, an ended stream whose events up to `version` (positions firstSeq..lastSeq) lie below the recent
-   * window, from a summary the store read instead of the events (postgres/host-store.ts): the same stub put() leaves
-   * when it drops them, without the events. Its later events (inside the window) follow through put(). Only a
-   * paging-out copy takes one (a copy that holds everything must be given every event), and only for a stream it
-   * has not seen yet. A request stream's oldest events (versions 1..version) come the same way, before its newer
-   * ones are put.
+   * At load, where a stream whose oldest events are not held began (a request stream's first event), so that the
+   * list of streams says when it was created. Only for a stream already put.
    */
-  stub(s: PagedOutStream): void {
-    if (!this.pagingOut)
+  begins(stream: string, firstSeq: number, createdAt: string): void {
+    const c = this.byStream.get(stream);
+    if (!c)
+      throw new RunlogError('STORE_INPUT', `${stream} is not in the copy: where it begins follows its events`, {
+        stream,
+      });
+    c.firstSeq = firstSeq;
+    c.createdAt = createdAt;
+  }
+
+  /**
+   * At load, the highest position below the recent window that the copy does not hold (an ended actor's event
+   * there, never read): a read of the whole log from at or below it goes to the store.
+   */
+  pagedOutUpTo(seq: number): void {
+    if (!this.pagingOut && seq > 0)
       throw new RunlogError(
         'STORE_INPUT',
-        `a copy that holds every event cannot take ${s.stream} as paged out (keepRecent is null)`,
-        { stream: s.stream },
+        `a copy that holds every event cannot have positions up to ${seq} paged out (keepRecent is null)`,
+        { seq },
       );
-    if (this.byStream.has(s.stream))
-      throw new RunlogError(
-        'STORE_INPUT',
-        `${s.stream} is already in the copy: a paged-out stub comes before any of its events`,
-        { stream: s.stream },
-      );
-    if (!(s.version >= 1 && s.firstSeq >= 1 && s.lastSeq >= s.firstSeq))
-      throw new RunlogError(
-        'STORE_INPUT',
-        `${s.stream}: a paged-out stub needs version >= 1 and 1 <= firstSeq <= lastSeq`,
-        { ...s },
-      );
-    this.byStream.set(s.stream, {
-      stream: s.stream,
-      version: s.version,
-      firstSeq: s.firstSeq,
-      createdAt: s.createdAt,
-      updatedAt: s.updatedAt,
-      dropped: s.version,
-      held: [],
-    });
-    this.floorSeq = Math.max(this.floorSeq, s.lastSeq);
-    this.headSeq = Math.max(this.headSeq, s.lastSeq);
+    this.floorSeq = Math.max(this.floorSeq, seq);
+    this.headSeq = Math.max(this.headSeq, seq);
+  }
+
+  /** Whether the copy holds the stream (some of its events; the rest, if any, are paged out). */
+  knows(stream: string): boolean {
+    return this.byStream.has(stream);
   }
 
   /** The store learned that this stream's actor ended (its row turned terminal): its events may be paged out. */
@@ -212,6 +204,7 @@ export class LogCopy {
     this.lastCompaction = this.headSeq;
     const horizon = Math.min(this.headSeq - keep, minCursor);
     let dropped = this.compactTails(horizon);
+    const gone: string[] = [];
     for (const stream of this.endedHeld) {
       const c = this.byStream.get(stream)!;
       const last = c.held.at(-1);
@@ -225,8 +218,15 @@ export class LogCopy {
       c.dropped = c.version;
       c.held = [];
       this.endedHeld.delete(stream);
+      gone.push(stream);
     }
     if (dropped > 0) this.events = this.events.filter((e) => e.version > this.byStream.get(e.stream)!.dropped);
+    // Only now, once the held events are filtered by their stream's entry: nothing of a dropped stream stays.
+    for (const stream of gone) {
+      this.byStream.delete(stream);
+      this.pagedIn.delete(stream);
+      this.options.forget?.(stream);
+    }
     return dropped;
   }
 

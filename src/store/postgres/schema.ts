@@ -570,6 +570,15 @@ export const PG_MIGRATIONS: readonly string[] = [
      RETURN true;
    END
    $fn$;`,
+  // 10: what a supervisor's open reads without reading the history (postgres/open-reads.ts), so that its cost does
+  // not grow with the ended actors in the log: the actors that have not ended (their rows), and the streams that
+  // are no actor's (app grants, facts, the request streams), each found through a partial index of its own. A row
+  // or an event outside either predicate never enters these indexes, so appends to ended actors' rows and actors'
+  // events pay no more than the predicate's check.
+  `CREATE INDEX projection_documents_unended ON projection_documents (projection, id)
+     WHERE (doc->>'status') <> 'terminal';
+   CREATE INDEX events_unowned ON events (stream, seq)
+     WHERE stream NOT LIKE 'instance-%' AND stream NOT LIKE 'execution-%';`,
 ];
 
 export const PG_LATEST_SCHEMA = PG_MIGRATIONS.length;

@@ -252,15 +252,15 @@ describe('the PostgreSQL supervisor pages ended actors out of memory, and its re
       expect(got.slice(0, want.length)).toEqual(want);
 
       // The one-shot commands, by --store, give every ended actor's history in full. They open the log as a
-      // supervisor does, without the recent window (inspection-log.ts): a summary row per ended actor, whose history
-      // a command reads from the database; `events --all` reads what memory lacks a page at a time.
+      // supervisor does, without the recent window (inspection-log.ts): nothing of an ended actor is read at open,
+      // a command reads its history from the database; `events --all` reads what memory lacks a page at a time.
       const logArgs = { home: undefined, db: undefined, store };
       const oneShot = (await openInspectionLog(logArgs)).store as PgHostStore;
       opened.push(oneShot);
       const ref = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2 }); // the whole copy, now: what the commands must answer
       opened.push(ref);
       expect(ref.heldEvents).toBe(await ref.pg.lastSeq());
-      expect(oneShot.loadStats.streamsSummarised).toBeGreaterThanOrEqual(ended.length);
+      expect(oneShot.loadStats.eventsRead).toBe(oneShot.heldEvents);
       expect(oneShot.heldEvents).toBeLessThan(ref.heldEvents / 4);
       const cli = (args: string[]) => {
         const r = runCli([...args, '--store', store], { env: { RUNLOG_HOME: join(home, 'nowhere') } });
@@ -300,8 +300,9 @@ describe('the PostgreSQL supervisor pages ended actors out of memory, and its re
     },
   );
 
-  // The open itself (postgres/host-store.ts load): below the recent window it reads one summary row per stream, and the
-  // events of the streams it holds only; ended actors' events there are never read into memory. Every read must
+  // The open itself (postgres/host-store.ts load): below the recent window it reads the events of the streams it
+  // holds only (the actors that have not ended, the streams that are no actor's); ended actors there are never read
+  // into memory, nor named. Every read must
   // answer as a copy that read the whole log does: from memory where it holds the events, from the database
   // exactly where an ended actor's events are below the window.
   describe('open reads only what it keeps', () => {
@@ -378,7 +379,7 @@ describe('the PostgreSQL supervisor pages ended actors out of memory, and its re
     }
 
     it(
-      'summarises ended actors below the window (archived ones, straddling ones, signed ones) and reads everything else; every read answers as the whole copy',
+      'never reads ended actors below the window (archived ones, straddling ones, signed ones) and reads everything else; every read answers as the whole copy',
       { timeout: 300_000 },
       async () => {
         const store = `${pgt.url}?schema=${testSchema('pgopen')}`;
@@ -450,20 +451,26 @@ describe('the PostgreSQL supervisor pages ended actors out of memory, and its re
           );
           const pagedOut = (e: RecordedEvent) => ended.has(e.stream) && e.seq <= pageBelow;
           const all = await collect(whole.readAll());
-          const summarised = all.filter(pagedOut);
-          // What the open read: every event it holds, none of the summarised ones (the whole copy read all of them).
-          expect(whole.loadStats).toMatchObject({ eventsRead: all.length, streamsSummarised: 0, eventsSummarised: 0 });
+          const unread = all.filter(pagedOut);
+          // What the open read: every event it holds, none of the ended actors' below the window (the whole copy
+          // read all of them): the 30, the two signed ones, the straddling one's first part.
+          expect(whole.loadStats).toMatchObject({ eventsRead: all.length });
           expect(paged.loadStats).toEqual({
             before: head,
-            eventsRead: all.length - summarised.length,
-            streamsSummarised: new Set(summarised.map((e) => e.stream)).size,
-            eventsSummarised: summarised.length,
+            eventsRead: all.length - unread.length,
             requestEventsPagedOut: 0,
           });
-          expect(paged.loadStats.streamsSummarised).toBe(below.length + 3); // the 30, the two signed ones, the straddling one
+          expect(new Set(unread.map((e) => e.stream)).size).toBe(below.length + 3);
           expect(paged.loadStats.eventsRead).toBe(paged.heldEvents);
 
           await sameReads(paged, whole, pagedOut);
+          // Nothing of an ended actor below the window stays in memory, not its stream's version, nor its row.
+          const heldStreams = new Set(all.filter((e) => !pagedOut(e)).map((e) => e.stream));
+          expect(paged.heldStreams).toEqual({
+            streams: heldStreams.size,
+            rows: [...heldStreams].filter((s) => /^(instance|execution)-/.test(s)).length,
+          });
+          expect(whole.heldStreams.streams).toBe(new Set(all.map((e) => e.stream)).size);
           // The cases named: archived rows listed, no stream; the straddling actor's window part held; nodes.
           for (const a of gone) {
             expect((await paged.getActor(a.id))?.archived?.file).toBe(join(home, 'gone.jsonl.gz'));
@@ -481,7 +488,7 @@ describe('the PostgreSQL supervisor pages ended actors out of memory, and its re
           expect((await paged.placement('execution-pgopen_halfsigned')).node).toBe('n3');
           expect((await paged.placement('sandbox-pool')).node).toBe('n2');
           expect(await collect(paged.readStream(liveOld))).toEqual(await collect(whole.readStream(liveOld)));
-          // A summarised history reads whole, however often it is read.
+          // A history never read at open reads whole, however often it is read.
           for (let i = 0; i < 2; i++)
             expect(await collect(paged.readStream(below[7]!.stream))).toEqual(
               await collect(whole.readStream(below[7]!.stream)),
@@ -553,7 +560,7 @@ describe('the PostgreSQL supervisor pages ended actors out of memory, and its re
             actorRows: { projection: ACTORS_PROJECTION, toRow: ({ snapshot: _s, rev: _r, ...row }: any) => row },
           });
           opened.push(whole);
-          expect(paged.loadStats.streamsSummarised).toBe(ended.length);
+          expect(paged.heldEvents).toBe(2); // the live actor's two events; nothing of the ended ones
           expect(await paged.listActors({ all: true })).toHaveLength(expected.size);
           for (const row of await paged.listActors({ all: true })) {
             expect(row).toEqual(expected.get(row.stream));

@@ -1,6 +1,7 @@
-// The PostgreSQL supervisor's in-memory copy (src/store/postgres/log-copy.ts): ended actors' events leave memory
-// once the recent window and every subscriber have passed them; what is held answers exactly as before; a read
-// that reaches a paged-out event either answers from a paged-in history or throws PagedOutError (INTERNAL: the store reads such history from PostgreSQL) — never a shorter one.
+// The PostgreSQL supervisor's in-memory copy (src/store/postgres/log-copy.ts): ended actors leave memory whole once
+// the recent window and every subscriber have passed them; what is held answers exactly as before; a read that
+// reaches a paged-out event either answers from a paged-in history or throws PagedOutError (INTERNAL: the store
+// reads such history from PostgreSQL) — never a shorter one.
 import { describe, expect, it } from 'vitest';
 import type { RecordedEvent } from '../../../src/domain/events.ts';
 import { LogCopy, PagedOutError } from '../../../src/store/postgres/log-copy.ts';
@@ -28,15 +29,21 @@ function fixture(keepRecent: number | null) {
   seq = 0;
   versions.clear();
   const ended = new Set<string>();
-  const copy = new LogCopy({ keepRecent, ended: (s) => ended.has(s), pagedInStreams: 2 });
+  const forgotten: string[] = [];
+  const copy = new LogCopy({
+    keepRecent,
+    ended: (s) => ended.has(s),
+    pagedInStreams: 2,
+    forget: (s) => void forgotten.push(s),
+  });
   const all: RecordedEvent[] = [];
-  const put = (stream: string, pageBelow = 0) => {
+  const put = (stream: string) => {
     const e = ev(stream);
     all.push(e);
-    copy.put(e, pageBelow);
+    copy.put(e);
     return e;
   };
-  return { copy, ended, all, put };
+  return { copy, ended, forgotten, all, put };
 }
 
 describe('LogCopy', () => {
@@ -52,8 +59,8 @@ describe('LogCopy', () => {
     expect(copy.slice(0)).toEqual(all);
   });
 
-  it('pages out an ended actor once the recent window has passed it; live and non-actor streams stay whole', () => {
-    const { copy, ended, all, put } = fixture(10);
+  it('drops an ended actor whole once the recent window has passed it; live and non-actor streams stay whole', () => {
+    const { copy, ended, forgotten, all, put } = fixture(10);
     for (let k = 0; k < 5; k++) put('execution-a');
     for (let k = 0; k < 3; k++) put('instance-live');
     ended.add('execution-a');
@@ -61,19 +68,21 @@ describe('LogCopy', () => {
     // Still within the newest 10 positions: held.
     expect(copy.compact(Number.MAX_SAFE_INTEGER, true)).toBe(0);
     for (let k = 0; k < 12; k++) put('execution-queue');
+    expect(forgotten).toEqual([]);
     expect(copy.compact(Number.MAX_SAFE_INTEGER, true)).toBe(5);
     expect(copy.heldEvents).toBe(all.length - 5);
-    expect(copy.streamVersion('execution-a')).toBe(5);
+    // Nothing of it stays, not even its version: the store asks PostgreSQL about a stream the copy does not know,
+    // and heard that this one went (it drops the row it kept beside it).
+    expect(forgotten).toEqual(['execution-a']);
+    expect(copy.knows('execution-a')).toBe(false);
+    expect(copy.knows('instance-live')).toBe(true);
+    expect(copy.streamVersion('execution-a')).toBe(0);
     expect(copy.streams().map((s) => [s.stream, s.version])).toEqual([
-      ['execution-a', 5],
       ['instance-live', 3],
       ['execution-queue', 12],
     ]);
     expect(copy.read('instance-live')).toEqual(all.filter((e) => e.stream === 'instance-live'));
     expect(copy.read('execution-queue', 3, 4).map((e) => e.version)).toEqual([3, 4]);
-    // The paged-out history: a typed error, not an empty or shorter list.
-    expect(() => copy.read('execution-a')).toThrow(PagedOutError);
-    expect(() => copy.read('execution-a', 5)).toThrow(expect.objectContaining({ code: 'INTERNAL' }));
     // The whole log from before the floor is not here either; from after it, it is (and in order).
     expect(copy.floor).toBe(5);
     expect(() => copy.slice(0)).toThrow(PagedOutError);
@@ -89,10 +98,16 @@ describe('LogCopy', () => {
     copy.markEnded('instance-x');
     for (let k = 0; k < 4; k++) put('placement-n');
     copy.compact(Number.MAX_SAFE_INTEGER, true);
+    expect(copy.knows('instance-x')).toBe(false);
+    // e.g. instance.rejected: held (recent), its stream back in the copy from version 5, versions 1..4 paged out.
+    const late = put('instance-x');
+    expect(copy.knows('instance-x')).toBe(true);
+    expect(copy.streamVersion('instance-x')).toBe(5);
     expect(copy.missing('instance-x')).toBe(4);
-    const late = put('instance-x'); // e.g. instance.rejected: held (recent), after the paged-out versions
     expect(copy.read('instance-x', 5)).toEqual([late]);
+    // The paged-out history: a typed error, not an empty or shorter list.
     expect(() => copy.read('instance-x')).toThrow(PagedOutError);
+    expect(() => copy.read('instance-x', 4)).toThrow(expect.objectContaining({ code: 'INTERNAL' }));
     copy.cache(
       'instance-x',
       all.filter((e) => e.stream === 'instance-x' && e.version <= 4),
@@ -116,10 +131,10 @@ describe('LogCopy', () => {
       'instance-z',
       all.filter((e) => e.stream === 'instance-z'),
     );
-    // Out of the cache, and its late event paged out since: all 5 are missing again.
-    expect(copy.missing('instance-x')).toBe(5);
-    expect(() => copy.read('instance-x')).toThrow(PagedOutError);
-    expect(copy.read('instance-z')).toHaveLength(2);
+    // Its late event paged out since: the stream is gone whole again, and its cached history with it.
+    expect(copy.knows('instance-x')).toBe(false);
+    expect(copy.missing('instance-x')).toBe(0);
+    expect(copy.knows('instance-z')).toBe(false);
   });
 
   it('never drops what a subscriber has yet to see (minCursor), nor a stream that is not ended', () => {
@@ -136,18 +151,33 @@ describe('LogCopy', () => {
     expect(copy.read('execution-b')).toHaveLength(3);
   });
 
-  it('at load, an ended stream below the page-out position is never held', () => {
-    const { copy, ended, all, put } = fixture(3);
-    ended.add('execution-old');
-    for (let k = 0; k < 4; k++) put('execution-old', 6);
-    for (let k = 0; k < 2; k++) put('instance-live', 6);
-    put('execution-old', 6); // position 7: above the page-out position, held
-    expect(copy.heldEvents).toBe(3);
-    expect(copy.floor).toBe(4);
+  it('a stream first seen past its first version holds from there; the floor says the log below is not all here', () => {
+    const { copy, all } = fixture(3);
+    // What the store's open does: the window part of an ended actor (versions 5 on), the rest never read.
+    const e = (seq: number, stream: string, version: number): RecordedEvent => ({
+      seq,
+      stream,
+      version,
+      type: 't',
+      schema: 1,
+      at: `2026-12-02T00:00:${String(seq).padStart(2, '0')}.000Z`,
+      data: { seq },
+      meta: {},
+    });
+    copy.put(e(2, 'instance-live', 1));
+    copy.pagedOutUpTo(6);
+    const window = [e(7, 'execution-old', 5), e(8, 'instance-live', 2)];
+    for (const x of window) copy.put(x);
+    all.push(...window);
+    expect(copy.head).toBe(8);
+    expect(copy.floor).toBe(6);
     expect(copy.streamVersion('execution-old')).toBe(5);
-    expect(copy.read('execution-old', 5)).toEqual([all[6]]);
+    expect(copy.missing('execution-old')).toBe(4);
+    expect(copy.read('execution-old', 5)).toEqual([window[0]]);
     expect(() => copy.read('execution-old', 4)).toThrow(PagedOutError);
-    expect(copy.slice(4)).toEqual(all.slice(4));
+    expect(copy.read('instance-live').map((x) => x.seq)).toEqual([2, 8]);
+    expect(() => copy.slice(5)).toThrow(PagedOutError);
+    expect(copy.slice(6)).toEqual(window);
   });
 
   it('compacts only every so often unless forced (the held list is filtered in one pass)', () => {
@@ -165,7 +195,7 @@ describe('LogCopy', () => {
     expect(copy.heldEvents).toBe(124);
   });
 
-  it('a stub from a summary (stub) answers every read as put() does when it drops the same events at load', () => {
+  it('a copy loaded as the store opens one (held streams below the window, the floor, the window) holds all but the ended actors below it', () => {
     // The log: ended actors wholly below the page-out position (10), one straddling it, a live actor and a
     // non-actor stream with old events, an ended actor wholly above it.
     const { ended, all, put } = fixture(5);
@@ -182,88 +212,51 @@ describe('LogCopy', () => {
       'execution-cut',
       'instance-live',
     ])
-      put(s, pageBelow);
-    for (const s of ['execution-cut', 'execution-new', 'sandbox-pool', 'execution-new', 'instance-live'])
-      put(s, pageBelow);
+      put(s);
+    for (const s of ['execution-cut', 'execution-new', 'sandbox-pool', 'execution-new', 'instance-live']) put(s);
     for (const s of ['execution-old', 'instance-old', 'execution-cut', 'execution-new']) ended.add(s);
-    // The events ended streams have at or below 10 were dropped, never held.
     const below = (e: RecordedEvent) => ended.has(e.stream) && e.seq <= pageBelow;
-    // Fed again with the ended set known from the start, as load does (its rows are read first).
-    const whole = new LogCopy({ keepRecent: 5, ended: (s) => ended.has(s), pagedInStreams: 2 });
-    for (const e of all) whole.put(e, pageBelow);
-    expect(whole.heldEvents).toBe(all.filter((e) => !below(e)).length);
 
-    // The same from summaries: the held streams' events below, then a stub per ended stream, then the window.
-    const stubbed = new LogCopy({ keepRecent: 5, ended: (s) => ended.has(s), pagedInStreams: 2 });
-    for (const e of all.filter((x) => x.seq <= pageBelow && !ended.has(x.stream))) stubbed.put(e, pageBelow);
-    for (const stream of ['execution-old', 'instance-old', 'execution-cut']) {
-      const mine = all.filter((e) => e.stream === stream && e.seq <= pageBelow);
-      stubbed.stub({
-        stream,
-        version: mine.at(-1)!.version,
-        firstSeq: mine[0]!.seq,
-        lastSeq: mine.at(-1)!.seq,
-        createdAt: mine[0]!.at,
-        updatedAt: mine.at(-1)!.at,
-      });
-    }
-    for (const e of all.filter((x) => x.seq > pageBelow)) stubbed.put(e, pageBelow);
+    // Loaded: the held streams' events below, the highest position not read there, then the window.
+    const loaded = new LogCopy({ keepRecent: 5, ended: (s) => ended.has(s), pagedInStreams: 2 });
+    for (const e of all.filter((x) => x.seq <= pageBelow && !ended.has(x.stream))) loaded.put(e);
+    loaded.pagedOutUpTo(Math.max(...all.filter(below).map((e) => e.seq)));
+    for (const e of all.filter((x) => x.seq > pageBelow)) loaded.put(e);
+    for (const s of ended) loaded.markEnded(s);
+    loaded.compact(Number.MAX_SAFE_INTEGER, true);
 
-    for (const c of [whole, stubbed]) c.compact(Number.MAX_SAFE_INTEGER, true);
-    expect(stubbed.head).toBe(whole.head);
-    expect(stubbed.floor).toBe(whole.floor);
-    expect(stubbed.floor).toBe(9); // execution-cut's second event (position 9), the last ended one at or below 10
-    expect(stubbed.heldEvents).toBe(whole.heldEvents);
-    expect(stubbed.streams()).toEqual(whole.streams());
-    expect(stubbed.slice(whole.floor)).toEqual(whole.slice(whole.floor));
-    expect(() => stubbed.slice(whole.floor - 1)).toThrow(PagedOutError);
-    for (const s of new Set(all.map((e) => e.stream))) {
-      expect(stubbed.streamVersion(s)).toBe(whole.streamVersion(s));
-      expect(stubbed.missing(s)).toBe(whole.missing(s));
-      const read = (c: LogCopy, from?: number) => {
-        try {
-          return c.read(s, from);
-        } catch (err) {
-          return (err as PagedOutError).code;
-        }
-      };
-      for (let v = 1; v <= whole.streamVersion(s); v++) expect(read(stubbed, v)).toEqual(read(whole, v));
+    expect(loaded.head).toBe(all.length);
+    expect(loaded.floor).toBe(9); // execution-cut's second event (position 9), the last ended one at or below 10
+    expect(loaded.heldEvents).toBe(all.filter((e) => !below(e)).length);
+    expect(loaded.slice(9)).toEqual(all.slice(9));
+    expect(() => loaded.slice(8)).toThrow(PagedOutError);
+    // Every version of every stream it knows: the log's event, or PagedOutError exactly where it was not read.
+    for (const e of all.filter((x) => loaded.knows(x.stream))) {
+      if (below(e)) expect(() => loaded.read(e.stream, e.version, e.version)).toThrow(PagedOutError);
+      else expect(loaded.read(e.stream, e.version, e.version)).toEqual([e]);
     }
-    expect(() => stubbed.read('execution-old')).toThrow(PagedOutError);
-    expect(stubbed.read('execution-cut', 3)).toEqual(
-      all.filter((e) => e.stream === 'execution-cut' && e.version === 3),
-    );
-    expect(stubbed.read('instance-live')).toEqual(all.filter((e) => e.stream === 'instance-live'));
-    // Paged in, the history answers whole.
-    stubbed.cache(
-      'execution-old',
-      all.filter((e) => e.stream === 'execution-old'),
-    );
-    expect(stubbed.read('execution-old')).toEqual(all.filter((e) => e.stream === 'execution-old'));
+    // The actors wholly below the window are not there at all; the straddling one holds its window part.
+    expect(loaded.knows('execution-old')).toBe(false);
+    expect(loaded.knows('instance-old')).toBe(false);
+    expect(loaded.streamVersion('execution-cut')).toBe(3);
+    expect(loaded.missing('execution-cut')).toBe(2);
+    expect(loaded.read('execution-cut', 3)).toEqual(all.filter((e) => e.stream === 'execution-cut' && e.version === 3));
+    expect(loaded.read('instance-live')).toEqual(all.filter((e) => e.stream === 'instance-live'));
+    expect(loaded.read('sandbox-pool')).toEqual(all.filter((e) => e.stream === 'sandbox-pool'));
   });
 
-  it('a stub for the head itself moves the head; a stub is refused by a copy that holds everything, twice, or when malformed', () => {
-    const { copy, ended } = fixture(3);
-    ended.add('execution-a');
-    copy.stub({ stream: 'execution-a', version: 4, firstSeq: 1, lastSeq: 4, createdAt: 'c', updatedAt: 'u' });
+  it('pagedOutUpTo moves the head when it passes it; a copy that holds everything refuses it; begins needs the stream', () => {
+    const { copy } = fixture(3);
+    copy.pagedOutUpTo(4);
     expect(copy.head).toBe(4);
     expect(copy.floor).toBe(4);
     expect(copy.heldEvents).toBe(0);
-    expect(copy.streams()).toEqual([
-      { stream: 'execution-a', kind: 'execution', version: 4, createdAt: 'c', updatedAt: 'u' },
-    ]);
-    expect(copy.missing('execution-a')).toBe(4);
-    expect(() =>
-      copy.stub({ stream: 'execution-a', version: 4, firstSeq: 1, lastSeq: 4, createdAt: 'c', updatedAt: 'u' }),
-    ).toThrow(expect.objectContaining({ code: 'STORE_INPUT' }));
-    expect(() =>
-      copy.stub({ stream: 'execution-b', version: 0, firstSeq: 5, lastSeq: 5, createdAt: 'c', updatedAt: 'u' }),
-    ).toThrow(expect.objectContaining({ code: 'STORE_INPUT' }));
+    expect(copy.streams()).toEqual([]);
+    expect(() => copy.begins('queue-x', 1, 'c')).toThrow(expect.objectContaining({ code: 'STORE_INPUT' }));
     const holdAll = fixture(null).copy;
-    expect(() =>
-      holdAll.stub({ stream: 'execution-a', version: 1, firstSeq: 1, lastSeq: 1, createdAt: 'c', updatedAt: 'u' }),
-    ).toThrow(expect.objectContaining({ code: 'STORE_INPUT' }));
-    expect(holdAll.streams()).toEqual([]);
+    expect(() => holdAll.pagedOutUpTo(1)).toThrow(expect.objectContaining({ code: 'STORE_INPUT' }));
+    holdAll.pagedOutUpTo(0); // nothing paged out: nothing to refuse
+    expect(holdAll.floor).toBe(0);
   });
 });
 
@@ -282,7 +275,7 @@ describe('LogCopy: request streams (the execution queue, placement)', () => {
       tail: { is: (s) => s.startsWith('queue-'), keepMs: HOUR, now: () => now },
     });
     const all: RecordedEvent[] = [];
-    const put = (stream: string, atMs: number, pageBelow = 0) => {
+    const put = (stream: string, atMs: number) => {
       const version = (versionOf.get(stream) ?? 0) + 1;
       versionOf.set(stream, version);
       n += 1;
@@ -297,7 +290,7 @@ describe('LogCopy: request streams (the execution queue, placement)', () => {
         meta: {},
       };
       all.push(e);
-      copy.put(e, pageBelow);
+      copy.put(e);
       return e;
     };
     return { copy, all, put, setNow: (ms: number) => (now = ms) };
@@ -367,7 +360,7 @@ describe('LogCopy: request streams (the execution queue, placement)', () => {
     expect(copy.read('queue-exec')).toEqual(all);
   });
 
-  it('at load, a stub for its oldest versions, then its newer events: reads answer as after a compaction', () => {
+  it('at load, its newer events, where it began, and the floor: reads answer as after a compaction', () => {
     const copy = new LogCopy({
       keepRecent: 2,
       ended: () => false,
@@ -384,11 +377,12 @@ describe('LogCopy: request streams (the execution queue, placement)', () => {
       data: { seq },
       meta: {},
     });
-    // What the store does at open (postgres/host-store.ts loadBelow): versions 1..3 (positions 1..5 at most) summarised,
-    // the rest read and put.
-    copy.stub({ stream: 'queue-exec', version: 3, firstSeq: 1, lastSeq: 5, createdAt: at(T0), updatedAt: at(T0) });
+    // What the store does at open (postgres/copy-load.ts): versions 1..3 (positions 1..5 at most) not read, the
+    // rest read and put, then where the stream began (its first event) and the highest position not read.
     const newer = [e(6, 4, T0 + 1.5 * HOUR), e(7, 5, T0 + 1.6 * HOUR)];
     for (const x of newer) copy.put(x);
+    copy.begins('queue-exec', 1, at(T0));
+    copy.pagedOutUpTo(5);
     expect(copy.readRecent('queue-exec')).toEqual(newer);
     expect(copy.streamVersion('queue-exec')).toBe(5);
     expect(copy.read('queue-exec', 4)).toEqual(newer);
