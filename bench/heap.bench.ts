@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { createRunlog, type Runlog } from '../src/supervisor/runlog.ts';
 import { startLocalNetwork } from '../src/adapters/atproto/index.ts';
 import { closeWithin, collector, heapMb, round, sideBySide, sizes, type Bench, type BenchResult } from './harness.ts';
+import { runlogInternals } from '../src/supervisor/runlog-internals.ts';
 
 const CONCURRENCY = 4;
 const INPUT_BYTES = 1_000_000;
@@ -80,12 +81,12 @@ const execHeap: Bench = {
       const after = heapMb(gc);
       const secs = (Date.now() - t0) / 1000;
       log(
-        `exec.heap: ${EXECUTIONS} executions in ${secs.toFixed(1)} s; heap ${before.toFixed(1)} → ${after.toFixed(1)} MB; host holds ${rl.host.size} actors`,
+        `exec.heap: ${EXECUTIONS} executions in ${secs.toFixed(1)} s; heap ${before.toFixed(1)} → ${after.toFixed(1)} MB; host holds ${runlogInternals(rl).host.size} actors`,
       );
       return sideBySide('exec.heap', 'MB', after, before, {
         executions: EXECUTIONS,
         inputBytes: INPUT_BYTES,
-        hostActors: rl.host.size,
+        hostActors: runlogInternals(rl).host.size,
         retainedPerExecutionKB: round(((after - before) * 1024) / EXECUTIONS),
         inputsAppendedMB: round((INPUT_BYTES * (EXECUTIONS + WARMUP)) / 1e6),
         seconds: round(secs),

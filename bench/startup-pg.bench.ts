@@ -22,6 +22,7 @@ import { createRunlog } from '../src/supervisor/runlog.ts';
 import { median, nowMs, sideBySide, sizes, type Bench } from './harness.ts';
 import { benchPgUrl } from './pg-bench-fixture.ts';
 import { history } from './startup.bench.ts';
+import { runlogInternals } from '../src/supervisor/runlog-internals.ts';
 
 const NODE = 'bench-startup';
 const BATCH = 500;
@@ -137,7 +138,7 @@ function startupPgBench(name: string, fullEvents: number, smokeEvents: number): 
           let t0 = nowMs();
           const rl = await start();
           const took = nowMs() - t0;
-          const live = rl.host.live().length;
+          const live = runlogInternals(rl).host.live().length;
           await rl.close();
           if (live !== LIVE) throw new Error(`${name}: ${live} live actors, expected ${LIVE}`);
           t0 = nowMs();

@@ -16,6 +16,7 @@ import type { StreamAppend } from '../src/store/port.ts';
 import { LATEST_SCHEMA } from '../src/store/sqlite/schema.ts';
 import { SqlitePortStore } from '../src/store/sqlite/port-adapter.ts';
 import { median, nowMs, sideBySide, sizes, type Bench } from './harness.ts';
+import { runlogInternals } from '../src/supervisor/runlog-internals.ts';
 
 const CACHE = join(import.meta.dirname, '.cache');
 const at = (i: number) => new Date(Date.parse('2026-01-01T00:00:00.000Z') + i * 1000).toISOString();
@@ -131,7 +132,8 @@ function startupBench(name: string, fullEvents: number, smokeEvents: number): Be
           metrics: false,
           log: () => undefined,
         });
-        if (rl.host.live().length !== LIVE) throw new Error(`${rl.host.live().length} live actors, expected ${LIVE}`);
+        if (runlogInternals(rl).host.live().length !== LIVE)
+          throw new Error(`${runlogInternals(rl).host.live().length} live actors, expected ${LIVE}`);
         await rl.close();
         const ours: number[] = [];
         const raw: number[] = [];
@@ -146,7 +148,7 @@ function startupBench(name: string, fullEvents: number, smokeEvents: number): Be
             log: () => undefined,
           });
           ours.push(nowMs() - t0);
-          const live = rl.host.live().length;
+          const live = runlogInternals(rl).host.live().length;
           await rl.close();
           if (live !== LIVE) throw new Error(`${live} live actors, expected ${LIVE}`);
           t0 = nowMs();

@@ -22,6 +22,7 @@ import { archiveLog } from '../src/supervisor/retention/retention.ts';
 import { createRunlog } from '../src/supervisor/runlog.ts';
 import type { History } from '../src/domain/history.ts';
 import { readHistoryFile } from '../src/inspect/history-file.ts';
+import { runlogInternals } from '../src/supervisor/runlog-internals.ts';
 
 const { values } = parseArgs({
   options: {
@@ -65,7 +66,7 @@ async function writeActor(
     const at = new Date(startMs + (Date.parse(e.at) - t0)).toISOString();
     const data = JSON.parse(JSON.stringify(e.data).replaceAll(h.header.id, id)) as Record<string, unknown>;
     const event = { type: e.type, at, data, meta: e.meta } as never;
-    if (i === 0) await rl.host.create(h.header.kind, id, event);
+    if (i === 0) await runlogInternals(rl).host.create(h.header.kind, id, event);
     else await rl.send(h.header.kind, id, event);
   }
 }
@@ -111,7 +112,7 @@ async function simulate(retainDays: number | null): Promise<Result> {
       if (retainDays !== null) {
         // The policy's daily run, at the end of the simulated day.
         const now = new Date(dayStart + DAY - 1).toISOString();
-        await archiveLog(rl.archiving, {
+        await archiveLog(runlogInternals(rl).archiving, {
           before: new Date(Date.parse(now) - retainDays * DAY).toISOString(),
           home,
           now: () => now,

@@ -19,6 +19,7 @@ import { collect } from '../src/store/port.ts';
 import { parseHistory } from '../src/inspect/history-file.ts';
 import { replayHistory } from '../src/cli/replay-stepper.ts';
 import type { ActorKind, KindNewEvent, NewEvent } from '../src/domain/events.ts';
+import { runlogInternals } from '../src/supervisor/runlog-internals.ts';
 
 const { values } = parseArgs({
   options: { out: { type: 'string', default: 'test/fixtures/golden' }, tag: { type: 'string' } },
@@ -196,10 +197,10 @@ try {
     const [first, ...rest] = h.events;
     // why: the histories are plain data, written as the release that made them wrote them; the golden test, which
     // replays them through today's machines, is what checks them against the vocabulary.
-    await rl.host.create(h.kind, h.id, { ...first!, at: at() } as KindNewEvent<ActorKind>);
+    await runlogInternals(rl).host.create(h.kind, h.id, { ...first!, at: at() } as KindNewEvent<ActorKind>);
     for (const e of rest) await rl.send(h.kind, h.id, { ...e, at: at() } as KindNewEvent<ActorKind>);
     const stream = `${h.kind}-${h.id}`;
-    const events = await collect(rl.store.readStream(stream));
+    const events = await collect(runlogInternals(rl).store.readStream(stream));
     const lines = [
       JSON.stringify({
         runlog: 'history',

@@ -1,6 +1,8 @@
 // runlog's public API: createRunlog, its options and views, the errors, the machines and `replay` (to fold a
-// history offline), and the store port's types a user reads the log through (Runlog.store). Store classes and
-// other internals are not exported: a program reaches the log through createRunlog.
+// history offline), and the store port's types (the rows and events the Runlog's reads answer with). Store classes,
+// the actor host, the bus and other internals are not exported, nor reachable from a Runlog (its calls are its whole
+// face): a program reaches the log through createRunlog. runlog's own code reaches them through
+// supervisor/runlog-internals.ts, which is not exported here.
 export {
   createRunlog,
   type AppToolsView,

@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { PAGE_LIMIT, readEventsPage, readLogPage, replayPage } from '../inspect/actor-pages.ts';
 import { inspectActor, resolveActor } from '../inspect/inspection.ts';
 import type { Runlog } from '../supervisor/runlog.ts';
+import type { RunlogInternals } from '../supervisor/runlog-internals.ts';
 import { NotFoundError, RunlogError } from '../domain/errors.ts';
 import { assertNodeChoice, NODE_NAME } from '../domain/placement.ts';
 import type { ActorKind } from '../domain/events.ts';
@@ -18,6 +19,8 @@ import { Checker, queryBool, queryInt } from './validate.ts';
 
 export interface ApiContext {
   runlog: Runlog;
+  /** The runlog's event log (runlog-internals.ts): the read endpoints page through it. */
+  store: RunlogInternals['store'];
   sse: SseHub;
   startedAt: string;
 }
@@ -78,12 +81,8 @@ const route = (method: Route['method'], path: string, handle: Route['handle']): 
 });
 
 const routes: Route[] = [
-  route('GET', '/api/health', async ({ runlog, startedAt }, { res }) => {
-    const [live, lastSeq, supervision] = await Promise.all([
-      runlog.list(),
-      runlog.store.lastSeq(),
-      runlog.supervision(),
-    ]);
+  route('GET', '/api/health', async ({ runlog, store, startedAt }, { res }) => {
+    const [live, lastSeq, supervision] = await Promise.all([runlog.list(), store.lastSeq(), runlog.supervision()]);
     sendJson(res, 200, {
       ok: true,
       home: runlog.home,
@@ -109,14 +108,14 @@ const routes: Route[] = [
     sendJson(res, 200, { actors: await runlog.list({ all, ...(kind ? { kind } : {}) }) });
   }),
 
-  route('GET', '/api/actors/:id', async ({ runlog }, { res, params }) => {
+  route('GET', '/api/actors/:id', async ({ runlog, store }, { res, params }) => {
     // From the newest snapshot, yielding while it folds (inspection.ts).
-    const view = await inspectActor(runlog.store, params[0]!);
+    const view = await inspectActor(store, params[0]!);
     sendJson(res, 200, { ...view, supervision: await runlog.supervision(), traceUrl: traceUrl(view.traceId) });
   }),
 
   // A page of the actor's events (at most ?limit, default 1000): ?after=<version> and the answer's `next` page on.
-  route('GET', '/api/actors/:id/events', async ({ runlog }, { res, params, query }) => {
+  route('GET', '/api/actors/:id/events', async ({ store }, { res, params, query }) => {
     const c = new Checker('query');
     const from = queryInt(c, query, 'from', 1);
     const to = queryInt(c, query, 'to', 1);
@@ -125,7 +124,7 @@ const routes: Route[] = [
     sendJson(
       res,
       200,
-      await readEventsPage(runlog.store, params[0]!, {
+      await readEventsPage(store, params[0]!, {
         ...page,
         ...(from !== undefined ? { from } : {}),
         ...(to !== undefined ? { to } : {}),
@@ -134,14 +133,14 @@ const routes: Route[] = [
   }),
 
   // The state at ?to (default: now) from the nearest snapshot, and a page of the steps up to it (?after, ?limit, `next`).
-  route('GET', '/api/actors/:id/replay', async ({ runlog }, { res, params, query }) => {
+  route('GET', '/api/actors/:id/replay', async ({ store }, { res, params, query }) => {
     const c = new Checker('query');
     const to = queryInt(c, query, 'to', 0);
     const page = pageQuery(c, query);
     const steps = query.get('steps') ?? 'full';
     if (!['full', 'brief', 'none'].includes(steps)) c.problem(`?steps must be full, brief or none, not '${steps}'`);
     c.done();
-    const view = await replayPage(runlog.store, params[0]!, {
+    const view = await replayPage(store, params[0]!, {
       ...page,
       ...(to !== undefined ? { to } : {}),
       steps: steps !== 'none',
@@ -150,15 +149,15 @@ const routes: Route[] = [
     sendJson(res, 200, out);
   }),
 
-  route('GET', '/api/events', async ({ runlog }, { res, query }) => {
+  route('GET', '/api/events', async ({ store }, { res, query }) => {
     const c = new Checker('query');
     const afterSeq = queryInt(c, query, 'afterSeq', 0);
     const limit = queryInt(c, query, 'limit', 1) ?? 100;
     if (limit > 1000) c.problem('?limit must be at most 1000');
     c.done();
     // Without ?afterSeq: the latest `limit` events of the whole log (the inspector's activity feed).
-    const after = afterSeq ?? Math.max(0, (await runlog.store.lastSeq()) - limit);
-    sendJson(res, 200, { events: await readLogPage(runlog.store, after, limit) });
+    const after = afterSeq ?? Math.max(0, (await store.lastSeq()) - limit);
+    sendJson(res, 200, { events: await readLogPage(store, after, limit) });
   }),
 
   route('GET', '/api/events/stream', (ctx, { req, res, query }) => {
@@ -172,7 +171,7 @@ const routes: Route[] = [
     const c = new Checker('query');
     const afterSeq = queryInt(c, query, 'afterSeq', 0);
     c.done();
-    const ref = await resolveActor(ctx.runlog.store, params[0]!);
+    const ref = await resolveActor(ctx.store, params[0]!);
     ctx.sse.open(req, res, { stream: ref.stream, ...(afterSeq === undefined ? {} : { afterSeq }) });
   }),
 

@@ -2,6 +2,7 @@
 // `Authorization: Bearer <token>`; only the inspector's static page shell is served without it.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Runlog } from '../supervisor/runlog.ts';
+import { runlogInternals } from '../supervisor/runlog-internals.ts';
 import { RunlogError, UsageError } from '../domain/errors.ts';
 import { handleApi } from './api.ts';
 import { closeServer, listenOn } from './bind.ts';
@@ -45,8 +46,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     throw new UsageError(`refusing to listen on '${host}': only loopback addresses (127.0.0.0/8, ::1) are allowed`);
   if (!token) throw new UsageError('startServer needs a token');
   const assets = loadAssets();
-  const sse = createSseHub(runlog.store, { ...options.sse, pollMs: options.pollMs ?? 200 });
-  const ctx = { runlog, sse, startedAt: new Date().toISOString() };
+  const { store, metrics } = runlogInternals(runlog);
+  const sse = createSseHub(store, { ...options.sse, pollMs: options.pollMs ?? 200 });
+  const ctx = { runlog, store, sse, startedAt: new Date().toISOString() };
   const log = options.log ?? (() => undefined);
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -67,7 +69,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
         );
       }
       if (isApi) await handleApi(ctx, req, res, url);
-      else await sendMetrics(runlog.metrics, req, res);
+      else await sendMetrics(metrics, req, res);
       return;
     }
     const asset = req.method === 'GET' || req.method === 'HEAD' ? assets.get(url.pathname) : undefined;

@@ -11,14 +11,13 @@ import type { LogLine } from '../domain/log-line.ts';
 import type { NodeChoice } from '../domain/placement.ts';
 import type { Supervision } from '../domain/supervision.ts';
 import type { NodesView } from '../domain/cluster-nodes.ts';
-import type { Archiving } from '../store/capabilities.ts';
-import type { ActorRow, EventStorePort } from '../store/port.ts';
+import type { ArchiveOptions, ArchiveResult } from '../store/capabilities.ts';
+import type { ActorRow } from '../store/port.ts';
 import type { WriterLock } from '../store/sqlite/writer-lock.ts';
-import type { ActorHost, EffectHandlers } from './host/actor-host.ts';
-import type { Bus, BusEvents } from './host/bus.ts';
+import type { DispatchResult, EffectHandlers } from './host/actor-host.ts';
+import type { BusEvents } from './host/bus.ts';
 import type { FaultHook } from './host/faults.ts';
 import type { ActorView, ReplayView } from '../inspect/inspection.ts';
-import type { RunlogMetrics } from './observability/metrics.ts';
 import type { ReconcileOptions } from './recovery/reconciler.ts';
 import type { OrphanPolicy, ReconcileReport } from './recovery/reconcile-run.ts';
 
@@ -106,7 +105,7 @@ export interface RunlogOptions {
   watchApps?: boolean;
   /** How the apps workspace is watched (default fs.watch; a test injects one the kernel refuses: it polls then). */
   appWatch?: WatchFactory;
-  /** Prometheus metrics on `runlog.metrics` (default true when supervising). */
+  /** Keep Prometheus metrics, served by `runlog serve` at `/metrics` (default true when supervising). */
   metrics?: boolean;
   /** Where traces go (default: the globally registered OpenTelemetry provider; none registered = no tracing). */
   tracerProvider?: TracerProvider;
@@ -181,20 +180,15 @@ export interface AppToolsView {
 export interface Runlog {
   readonly home: string;
   readonly dbPath: string;
-  /** The event log, through the store port (advanced: every read and append is asynchronous). */
-  readonly store: EventStorePort;
-  /** The log's writer lock (null when read-only). */
-  readonly writer: WriterLock | null;
-  readonly host: ActorHost;
-  readonly bus: Bus;
-  /** Prometheus metrics of this supervisor (null when not supervising or turned off). */
-  readonly metrics: RunlogMetrics | null;
   /** Whether a supervisor (this one or another process) is alive on this log, from its heartbeat. */
   supervision(): Promise<Supervision>;
   /** The supervisors sharing this log, each one's heartbeat and the actors it owns (on SQLite: the one). */
   nodes(): Promise<NodesView>;
-  /** Archives ended actors' histories and removes them from the log (retention, `serve --retain`). */
-  readonly archiving: Archiving;
+  /**
+   * Archives the histories of actors that ended before `options.before` into `options.out`, and removes them from
+   * the log (what `runlog archive` and `serve --retain` run): for programs that run their own retention.
+   */
+  archive(options: ArchiveOptions): Promise<ArchiveResult>;
   /** The operator policy executions run under (input limits, ceilings, allow-lists). */
   readonly policy: OperatorPolicy;
   /** Live actors (every one with `all`), read from the log's actors projection. */
@@ -209,7 +203,7 @@ export interface Runlog {
   rebuild(): Promise<{ actors: number; events: number }>;
   on<K extends keyof BusEvents>(event: K, cb: BusEvents[K]): () => void;
   /** Sends an event to an actor through its machine (advanced; the typed calls below use it). */
-  send<K extends ActorKind>(kind: K, id: string, event: KindNewEvent<K>): ReturnType<ActorHost['dispatch']>;
+  send<K extends ActorKind>(kind: K, id: string, event: KindNewEvent<K>): Promise<DispatchResult>;
   /** Spawns an app instance; resolves once it is running (or rejects with the reason it is not). */
   spawnApp(options: SpawnAppOptions): Promise<ActorView>;
   /** Graceful stop (onStop hook, SIGTERM, SIGKILL after the grace period); resolves when stopped. */

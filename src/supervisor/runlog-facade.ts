@@ -1,6 +1,7 @@
 // The Runlog facade: the public calls over the services the composition root built (composed.ts), and the close
 // that ends them in dependency order. The call groups with logic of their own (instances/instance-calls.ts,
-// executions/execute-call.ts) live with their concern; this file only puts the facade together.
+// executions/execute-call.ts) live with their concern; this file only puts the facade together. The services
+// themselves stay off the public type: runlog's own code reaches them through runlog-internals.ts.
 import { supervision } from '../domain/supervision.ts';
 import { actorEvents, inspectActor, listActors, rebuildProjection, replayActor } from '../inspect/inspection.ts';
 import { RunlogError } from '../domain/errors.ts';
@@ -11,6 +12,7 @@ import { suspendOnStop } from './host/graceful-stop.ts';
 import { changeAppTool } from './instances/app-tool-changes.ts';
 import { instanceCalls } from './instances/instance-calls.ts';
 import type { Runlog } from './runlog-api.ts';
+import { attachRunlogInternals } from './runlog-internals.ts';
 
 /** The Runlog facade: the public calls over the composed services. */
 export function runlogFacade(c: Composed): Runlog {
@@ -30,17 +32,12 @@ export function runlogFacade(c: Composed): Runlog {
     selfNode: c.selfNode,
     inspectNow: ops.inspectNow,
   };
-  return {
+  const runlog: Runlog = {
     home: c.paths.home,
     dbPath: c.opened.kind === 'pg' ? store.description : c.paths.db,
-    store,
-    writer: c.writer,
-    host,
-    bus: c.bus,
-    metrics: c.metrics,
     supervision: async () => supervision(await store.readHeartbeat(), c.now()),
     nodes: () => readNodes(store, c.opened.clusterRecords, c.now()),
-    archiving: c.opened.archiving,
+    archive: (o) => c.opened.archiving.archiveEnded(o),
     policy: executions.policy,
     list: (filter) => listActors(store, filter),
     inspect: (id) => inspectActor(store, id),
@@ -79,6 +76,15 @@ export function runlogFacade(c: Composed): Runlog {
     },
     close: () => closeRunlog(c),
   };
+  // What runlog's own server, CLI and tests reach beneath the calls (runlog-internals.ts).
+  return attachRunlogInternals(runlog, {
+    store,
+    writer: c.writer,
+    host,
+    bus: c.bus,
+    metrics: c.metrics,
+    archiving: c.opened.archiving,
+  });
 }
 
 /** Closes in dependency order: the cluster's services, the watchers, the host and its supervisors, then the log. */

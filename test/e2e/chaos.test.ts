@@ -22,6 +22,7 @@ import { helloApp, homeWithPolicy, startChild, type ChildSupervisor } from '../s
 import { docker, requireRegistry } from '../support/docker.ts';
 import { publishCodeSource, publishNodeRuntime, startTestPds, type TestPds } from '../support/pds.ts';
 import { expectSnapshotPlusTailEqualsFold } from '../support/snapshot-property.ts';
+import { runlogInternals } from '../../src/supervisor/runlog-internals.ts';
 
 const REPS = Number(process.env.RUNLOG_CHAOS_REPS ?? 3);
 const LABELS = { 'runlog.test': '1' };
@@ -142,7 +143,7 @@ async function checkInvariants(
   // 1. every acknowledged event is still there, unchanged
   for (const list of acked) {
     for (const a of list) {
-      const [e] = await collect(rl.store.readStream(a.stream, { from: a.version, to: a.version }));
+      const [e] = await collect(runlogInternals(rl).store.readStream(a.stream, { from: a.version, to: a.version }));
       expect(e, `${label}: acknowledged ${a.stream}@${a.version} (${a.eventType}) is missing`).toBeDefined();
       expect(e!.type).toBe(a.eventType);
       expect(e!.seq).toBe(a.seq);
@@ -210,7 +211,7 @@ async function checkInvariants(
   }
   // 3. nothing runlog created is unaccounted for (a sandbox the pool pre-started is accounted for by its facts)
   const pool = new Set<string>();
-  for (const e of await collect(rl.store.readStream('sandbox-pool'))) {
+  for (const e of await collect(runlogInternals(rl).store.readStream('sandbox-pool'))) {
     const d = e.data as { sandbox?: string };
     if (e.type === 'pool.sandbox-prestarting' && d.sandbox) pool.add(d.sandbox);
     else if ((e.type === 'pool.sandbox-claimed' || e.type === 'pool.sandbox-removed') && d.sandbox)
@@ -238,9 +239,9 @@ async function checkInvariants(
     if (sealFor) expect(await exists(sealFor), `${label}: seal ${v.Name} has its content`).toBe(true);
     else expect(await exists(`${v.Name}-sealed`), `${label}: volume ${v.Name} is a sealed cache`).toBe(true);
   }
-  const facts = await collect(rl.store.readStream(RECONCILER_STREAM));
+  const facts = await collect(runlogInternals(rl).store.readStream(RECONCILER_STREAM));
   totals.reconciled.straysRemoved += facts.filter((e) => e.type === 'reconciler.removed').length;
-  totals.reconciled.actorEvents += (await collect(rl.store.readAll())).filter(
+  totals.reconciled.actorEvents += (await collect(runlogInternals(rl).store.readAll())).filter(
     (e) => e.meta.source === 'reconciler' && e.stream !== RECONCILER_STREAM,
   ).length;
 }
@@ -305,7 +306,7 @@ async function chaosRound(point: SqlitePoint, rep: number): Promise<void> {
     await r.idle();
     await checkInvariants(r, acked, `${label} (n=${nth}, killed at ${kills.join(', ')})`, failures);
     // Snapshots are a cache: over this crash-ridden log, snapshot + tail folds to the full fold for every actor.
-    await expectSnapshotPlusTailEqualsFold(r.store);
+    await expectSnapshotPlusTailEqualsFold(runlogInternals(r).store);
     totals.rounds += 1;
   } finally {
     totals.detail.push({

@@ -9,6 +9,7 @@ import type { Materialized, Resolved } from '../../src/domain/execution-events.t
 import type { InstanceEventData } from '../../src/domain/instance-events.ts';
 import type { InstanceSpec } from '../../src/machines/instance.machine.ts';
 import { partial } from './partial.ts';
+import { runlogInternals } from '../../src/supervisor/runlog-internals.ts';
 
 export const CHROMIUM = '/usr/bin/chromium';
 
@@ -172,7 +173,10 @@ export async function seededRunlog(home: string): Promise<Seeded> {
     watchApps: false,
     log: () => undefined,
   });
-  await rl.host.create('instance', 'inst_web', { type: 'instance.requested', data: { spec: instanceSpec() } });
+  await runlogInternals(rl).host.create('instance', 'inst_web', {
+    type: 'instance.requested',
+    data: { spec: instanceSpec() },
+  });
   await rl.idle();
   await rl.send('instance', 'inst_web', { type: 'instance.tool-granted', data: { tool: 'git' } });
   await rl.send('instance', 'inst_web', {
@@ -181,7 +185,7 @@ export async function seededRunlog(home: string): Promise<Seeded> {
   });
   await rl.idle();
 
-  await rl.host.create('instance', 'inst_old', {
+  await runlogInternals(rl).host.create('instance', 'inst_old', {
     type: 'instance.requested',
     data: {
       spec: instanceSpec({
@@ -198,14 +202,14 @@ export async function seededRunlog(home: string): Promise<Seeded> {
   await rl.idle();
 
   const executionId = 'exec_01JZ8Q4V2M7K3N5P6R8S9T0W1X';
-  await rl.host.create(
+  await runlogInternals(rl).host.create(
     'execution',
     executionId,
     request(executionId, 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add'),
   );
   await rl.idle();
   const failedExecutionId = 'exec_01JZ8Q5A7B8C9D0E1F2G3H4J5K';
-  await rl.host.create(
+  await runlogInternals(rl).host.create(
     'execution',
     failedExecutionId,
     request(failedExecutionId, 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/missing'),

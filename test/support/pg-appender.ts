@@ -2,6 +2,7 @@
 // instances and ends them, one after another, until SIGTERM, then prints how many it created (each 3 events).
 // Usage: pg-appender.ts <store-url> <home> <prefix>
 import { createRunlog } from '../../src/supervisor/runlog.ts';
+import { runlogInternals } from '../../src/supervisor/runlog-internals.ts';
 
 const [store, home, prefix] = process.argv.slice(2) as [string, string, string];
 const rl = await createRunlog({ home, store, supervise: false, readOnly: false });
@@ -20,7 +21,10 @@ const spec = (id: string) => ({
 let n = 0;
 while (!stop) {
   const id = `${prefix}${String(n).padStart(5, '0')}`;
-  await rl.host.create('instance', id, { type: 'instance.requested', data: { spec: spec(id) } } as never);
+  await runlogInternals(rl).host.create('instance', id, {
+    type: 'instance.requested',
+    data: { spec: spec(id) },
+  } as never);
   await rl.send('instance', id, { type: 'instance.stop-requested', data: {} } as never);
   await rl.send('instance', id, { type: 'instance.exited', data: { exitCode: 0 } } as never);
   n += 1;

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { createRunlog } from '../../src/supervisor/runlog.ts';
 import type { History } from '../../src/domain/history.ts';
 import { readHistoryFile } from '../../src/inspect/history-file.ts';
+import { runlogInternals } from '../../src/supervisor/runlog-internals.ts';
 
 const GOLDEN = join(import.meta.dirname, '..', 'fixtures', 'golden');
 export const goldenHistories: History[] = readdirSync(GOLDEN)
@@ -47,7 +48,7 @@ export async function writeRetentionLog(
       at = new Date((t += 1000)).toISOString();
       const data = JSON.parse(JSON.stringify(e.data).replaceAll(h.header.id, id)) as Record<string, unknown>;
       const event = { type: e.type, at, data, meta: e.meta } as never;
-      if (i === 0) await rl.host.create(h.header.kind, id, event);
+      if (i === 0) await runlogInternals(rl).host.create(h.header.kind, id, event);
       else await rl.send(h.header.kind, id, event);
     }
     return at;

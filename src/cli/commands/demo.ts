@@ -10,6 +10,7 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Runlog } from '../../supervisor/runlog.ts';
+import { runlogInternals } from '../../supervisor/runlog-internals.ts';
 import type { InstanceContext } from '../../index.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
 import type { LocalNetwork } from '../../adapters/atproto/index.ts';
@@ -276,7 +277,7 @@ export const demoCommand: Command = {
         token: token.token,
         log: (m) => io.err(`runlog: ${m}`),
       });
-      rl.writer?.setListen(server.url);
+      runlogInternals(rl).writer?.setListen(server.url);
       writeServerInfo(rl.home, { url: server.url, pid: process.pid, db: rl.dbPath });
       say(`supervising ${rl.dbPath}`);
 

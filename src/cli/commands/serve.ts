@@ -7,6 +7,7 @@ import { resolvePaths } from '../../config/paths.ts';
 import { HomeInsecureError, RunlogError, UsageError } from '../../domain/errors.ts';
 import { parseListen } from '../../server/listen.ts';
 import type { MetricsServer } from '../../server/metrics-server.ts';
+import { runlogInternals } from '../../supervisor/runlog-internals.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { EXIT, printJson } from '../output.ts';
 import { portRangeOf } from '../port-range.ts';
@@ -254,7 +255,8 @@ export const serveCommand: Command = {
       log: say,
       atproto: atprotoOptions(args.values.plc as string | undefined),
     });
-    const unlog = logActors(rl.bus, logger);
+    const internals = runlogInternals(rl);
+    const unlog = logActors(internals.bus, logger);
     let stopRetention: (() => void) | undefined;
     let server;
     let metricsServer: MetricsServer | undefined;
@@ -274,20 +276,20 @@ export const serveCommand: Command = {
       } catch (err) {
         throw listenFailed(err, listen);
       }
-      if (metricsAt && rl.metrics) {
+      if (metricsAt && internals.metrics) {
         try {
-          metricsServer = await startMetricsServer(rl.metrics, metricsAt.host, metricsAt.port);
+          metricsServer = await startMetricsServer(internals.metrics, metricsAt.host, metricsAt.port);
         } catch (err) {
           throw listenFailed(err, metricsAt);
         }
       }
       // Where the mutating CLI commands find this supervisor (and what a refused second one names): written
       // before the address is announced, so a caller that saw the address can reach it through server.json.
-      rl.writer?.setListen(server.url);
+      internals.writer?.setListen(server.url);
       writeServerInfo(rl.home, { url: server.url, pid: process.pid, db: rl.dbPath });
       say(`supervising ${rl.dbPath} (${(await rl.list()).length} live actors)`);
       if (retention && retainMs !== null) {
-        stopRetention = retention.startRetention(rl.archiving, rl.home, { retainMs }, say);
+        stopRetention = retention.startRetention(internals.archiving, rl.home, { retainMs }, say);
         say(`retention: actors that ended more than ${retainText} ago are archived to ${rl.home}/archives, every hour`);
       }
       say(`inspector at ${server.inspectorUrl}`);

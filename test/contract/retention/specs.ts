@@ -16,6 +16,7 @@ import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 import { writeRetentionLog, type BuiltActor } from '../../support/retention-log.ts';
 import { tempDir } from '../../support/tmp.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 export interface RetentionLog {
   home: string;
@@ -66,7 +67,10 @@ export function retentionSpecs(name: string, backend: RetentionBackend): void {
     const appendNew = async (id: string): Promise<number> => {
       const rl = await createRunlog({ home, supervise: false, readOnly: false, ...(store ? { store } : {}) });
       try {
-        await rl.host.create('instance', id, { type: 'instance.requested', data: { spec: spec(id) } } as never);
+        await runlogInternals(rl).host.create('instance', id, {
+          type: 'instance.requested',
+          data: { spec: spec(id) },
+        } as never);
       } finally {
         await rl.close();
       }

@@ -25,6 +25,7 @@ import {
   TEST_LABELS,
 } from '../../support/docker.ts';
 import { startTestPds, type TestAccount, type TestPds } from '../../support/pds.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const REPO = resolve(import.meta.dirname, '../../..');
 const RUN = `${process.pid}-${Date.now()}`;
@@ -91,7 +92,7 @@ async function publishBurningRuntime() {
 }
 
 const facts = async (rl: Runlog, type: string) =>
-  (await collect(rl.store.readStream(POOL_STREAM)))
+  (await collect(runlogInternals(rl).store.readStream(POOL_STREAM)))
     .filter((e) => e.type === type)
     .map((e) => e.data as Record<string, unknown>);
 const prestartContainers = async (rl: Runlog) =>
@@ -165,7 +166,7 @@ describe('the CPU of pre-started sandboxes', () => {
       },
     ]);
 
-    const text = await rl.metrics!.text();
+    const text = await runlogInternals(rl).metrics!.text();
     expect(metric(text, 'runlog_prestart_idle_cpu_seconds_total')).toBeGreaterThan(BOUND_MS / 1000);
     expect(metric(text, 'runlog_prestart_sandboxes_removed_total{reason="idle-cpu"}')).toBe(1);
     expect(metric(text, 'runlog_prestart_stopped_keys')).toBe(1);

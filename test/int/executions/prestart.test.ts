@@ -23,6 +23,7 @@ import {
   TEST_LABELS,
 } from '../../support/docker.ts';
 import { startTestPds, type TestAccount, type TestPds } from '../../support/pds.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const REPO = resolve(import.meta.dirname, '../../..');
 const RUN = `${process.pid}-${Date.now()}`;
@@ -101,7 +102,7 @@ const homeContainers = async (home: string) =>
     all: true,
     filters: JSON.stringify({ label: [`runlog.home=${home}`, `runlog.test.prestart=${RUN}`] }),
   });
-const poolFacts = (rl: Runlog) => collect(rl.store.readStream(POOL_STREAM));
+const poolFacts = (rl: Runlog) => collect(runlogInternals(rl).store.readStream(POOL_STREAM));
 const profileOf = (out: { view: { context: unknown } }) =>
   (out.view.context as { profile?: Record<string, unknown> }).profile ?? {};
 const containerOf = (out: { view: { context: unknown } }) => (out.view.context as { containerId: string }).containerId;

@@ -10,6 +10,7 @@ import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { copyDereferenced } from '../../../src/adapters/apps/copy-dereferenced.ts';
 import { collect } from '../../../src/store/port.ts';
 import { getJson, HELLO_APP_DIR, requireProot, until } from '../../support/apps.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const APP = 'com.example.capgrant';
 let root: string;
@@ -64,7 +65,7 @@ describe('cap grant is per app', () => {
       tools: ['bash', 'node', 'git'],
       instances: [a.id],
     });
-    expect((await collect(rl.store.readStream(`app-${APP}`))).map((e) => [e.type, e.data])).toEqual([
+    expect((await collect(runlogInternals(rl).store.readStream(`app-${APP}`))).map((e) => [e.type, e.data])).toEqual([
       ['app.tool-granted', { appId: APP, tool: 'git', via: 'cap' }],
     ]);
     expect((await rl.events(a.id)).at(-1)).toMatchObject({
@@ -108,6 +109,6 @@ describe('cap grant is per app', () => {
     });
     await expect(rl.grant('com.example.never-spawned', 'git')).rejects.toMatchObject({ code: 'NOT_FOUND' });
     await expect(rl.grant(APP, 'rm-rf')).rejects.toMatchObject({ code: 'TOOL_UNKNOWN' });
-    expect(await collect(rl.store.readStream(`app-${APP}`))).toHaveLength(2); // the refused ones recorded nothing
+    expect(await collect(runlogInternals(rl).store.readStream(`app-${APP}`))).toHaveLength(2); // the refused ones recorded nothing
   });
 });

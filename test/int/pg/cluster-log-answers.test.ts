@@ -22,6 +22,7 @@ import { requireProot, until } from '../../support/apps.ts';
 import { helloApp } from '../../support/child-supervisor.ts';
 import { cleanupClusters, createCluster } from '../../support/cluster-fixture.ts';
 import { dropSchemas, requirePostgres, testSchema } from '../../support/postgres.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 // Long enough that a supervisor on this loaded shared machine keeps its leases while alive.
 const TTL = 5000;
@@ -155,7 +156,7 @@ describe('answers that match the log', () => {
             async resolve(_p, ctx) {
               executionId = ctx.actor.id;
               const stream = ctx.actor.stream;
-              const pg = rl.store as unknown as PgHostStore;
+              const pg = runlogInternals(rl).store as unknown as PgHostStore;
               await ctx.dispatch({ type: 'execution.step', data: { name: 'before', detail: {} } });
               // The lease runs out on the server's clock with no node to take it over (its node paused past it).
               await pg.pg.sql(
@@ -172,7 +173,7 @@ describe('answers that match the log', () => {
               if (!leasing) throw new Error('a node opened with a name has leases');
               leasing.pickUpSoon();
               await leasing.beat();
-              await until('x holds the execution again', () => rl.host.holds(stream), 10_000, 20);
+              await until('x holds the execution again', () => runlogInternals(rl).host.holds(stream), 10_000, 20);
               reported = true;
               // As the real effects do: a failure reported after a refused result.
               throw refused;
@@ -187,9 +188,9 @@ describe('answers that match the log', () => {
         });
         outcome.catch(() => undefined);
         await until('the effect reported its failure', () => reported, 60_000, 20);
-        await rl.host.settled('execution', executionId);
+        await runlogInternals(rl).host.settled('execution', executionId);
         expect(refused).toMatchObject({ code: 'FENCED' });
-        const appended = await collect(rl.store.readStream(`execution-${executionId}`));
+        const appended = await collect(runlogInternals(rl).store.readStream(`execution-${executionId}`));
         expect(
           appended.filter((e) => e.type === 'execution.failed' || (e.data as { code?: unknown }).code === 'FENCED'),
           JSON.stringify(appended),

@@ -25,6 +25,7 @@ import { openInspectionLog } from '../../../src/cli/inspection-log.ts';
 import { runCli } from '../../support/cli-process.ts';
 import { endedHistories, writeEndedActors, type EndedActor } from '../../support/pg-ended-log.ts';
 import { testSchema, usePostgres } from '../../support/postgres.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const pgt = usePostgres();
 const opened: { close(): unknown }[] = [];
@@ -194,7 +195,7 @@ describe('the PostgreSQL supervisor pages ended actors out of memory, and its re
         log: () => undefined,
       });
       opened.push(rl);
-      const supStore = rl.store as PgHostStore;
+      const supStore = runlogInternals(rl).store as PgHostStore;
       expect(supStore.heldEvents).toBeLessThan(total / 4);
       expect(await collect(supStore.readStream(first.stream))).toEqual(await collect(whole.readStream(first.stream)));
       // The library's reads of an ended actor are whole.

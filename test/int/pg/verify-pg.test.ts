@@ -9,6 +9,7 @@ import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 import { testSchema, usePostgres } from '../../support/postgres.ts';
 import { tempDir } from '../../support/tmp.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const db = usePostgres();
 const open: Runlog[] = [];
@@ -31,10 +32,16 @@ const spec = (id: string): InstanceSpec => ({
 async function writeLog(store: string): Promise<void> {
   const rl = await createRunlog({ home: tempDir(), store, supervise: false, readOnly: false });
   try {
-    await rl.host.create('instance', 'inst_live', { type: 'instance.requested', data: { spec: spec('inst_live') } });
+    await runlogInternals(rl).host.create('instance', 'inst_live', {
+      type: 'instance.requested',
+      data: { spec: spec('inst_live') },
+    });
     for (let i = 0; i < 2 * SNAPSHOT_EVERY + 5; i++)
       await rl.send('instance', 'inst_live', { type: 'instance.tool-granted', data: { tool: `t${i}` } });
-    await rl.host.create('instance', 'inst_done', { type: 'instance.requested', data: { spec: spec('inst_done') } });
+    await runlogInternals(rl).host.create('instance', 'inst_done', {
+      type: 'instance.requested',
+      data: { spec: spec('inst_done') },
+    });
     await rl.send('instance', 'inst_done', { type: 'instance.stop-requested', data: {} });
     await rl.send('instance', 'inst_done', { type: 'instance.exited', data: { exitCode: 0 } });
   } finally {
@@ -108,8 +115,9 @@ describe('snapshots and verify on PostgreSQL', () => {
       log: () => undefined,
     });
     open.push(rl);
-    const tools = ((await rl.host.fetch('instance', 'inst_live'))!.snapshot.context as { spec: { tools: string[] } })
-      .spec.tools;
+    const tools = (
+      (await runlogInternals(rl).host.fetch('instance', 'inst_live'))!.snapshot.context as { spec: { tools: string[] } }
+    ).spec.tools;
     expect(tools).toEqual(['planted', 't199', 't200', 't201', 't202', 't203', 't204']);
     await rl.close();
 

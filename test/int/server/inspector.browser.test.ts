@@ -18,6 +18,7 @@ import {
   seededRunlog,
   type Seeded,
 } from '../../support/browser.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const SHOTS = join(import.meta.dirname, '../../..', 'artifacts', 'inspector');
 
@@ -202,7 +203,7 @@ describe('web inspector (chromium)', () => {
     const home2 = mkdtempSync(join(tmpdir(), 'runlog-inspector-unsup-'));
     const rl2 = await createRunlog({ home: home2, supervise: false, readOnly: false });
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
-    await rl2.host.create('instance', 'inst_seen', {
+    await runlogInternals(rl2).host.create('instance', 'inst_seen', {
       type: 'instance.requested',
       data: { spec: instanceSpec({ instanceId: 'inst_seen' }) },
       meta: { traceId },

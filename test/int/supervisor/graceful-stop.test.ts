@@ -13,6 +13,7 @@ import { HELLO_APP_DIR, requireProot, until } from '../../support/apps.ts';
 import { cliArgs } from '../../support/cli.ts';
 import { REPO_ROOT, runCli, startServe, type Served } from '../../support/cli-process.ts';
 import { freshDirs } from '../../support/tmp.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const children: ChildProcess[] = [];
 const alive = (c: ChildProcess) => c.exitCode === null && c.signalCode === null;
@@ -156,7 +157,7 @@ describe('runlog serve stopped gracefully', () => {
       const rl = await createRunlog({ home, supervise: false });
       try {
         expect(readShutdownRecord(rl.dbPath)).not.toBeNull();
-        expect((await rl.store.readHeartbeat())?.stoppedAt).toEqual(expect.any(String));
+        expect((await runlogInternals(rl).store.readHeartbeat())?.stoppedAt).toEqual(expect.any(String));
         expect((await rl.inspect('inst_inflight')).state).toBe('suspended');
       } finally {
         await rl.close();

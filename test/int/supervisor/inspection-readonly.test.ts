@@ -24,6 +24,7 @@ import { instanceSpec } from '../../support/browser.ts';
 import { spawnSync } from 'node:child_process';
 import { runCli, REPO_ROOT } from '../../support/cli-process.ts';
 import { capture } from '../../support/cli-in-process.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const CLI_MANY = join(import.meta.dirname, '../../support', 'cli-many.ts');
 
@@ -68,7 +69,7 @@ beforeAll(async () => {
   source = join(root, 'source');
   // A history written without effects (a writer holding the lock), then closed: a self-contained file.
   const rl = await createRunlog({ home: source, supervise: false, readOnly: false });
-  await rl.host.create('instance', 'inst_a', {
+  await runlogInternals(rl).host.create('instance', 'inst_a', {
     type: 'instance.requested',
     data: { spec: instanceSpec({ instanceId: 'inst_a' }) },
   });
@@ -127,7 +128,7 @@ describe('inspection opens the log read-only', () => {
       // A writer still open: its -wal holds commits; the copy is the database and the WAL, without the -shm.
       const walSource = join(root, 'wal-source');
       const rl = await createRunlog({ home: walSource, supervise: false, readOnly: false });
-      await rl.host.create('instance', 'inst_w', {
+      await runlogInternals(rl).host.create('instance', 'inst_w', {
         type: 'instance.requested',
         data: { spec: instanceSpec({ instanceId: 'inst_w' }) },
       });

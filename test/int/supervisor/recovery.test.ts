@@ -19,6 +19,7 @@ import { helloApp, homeWithPolicy, startChild, type ChildSupervisor } from '../.
 import { docker, imageRef, requireRegistry } from '../../support/docker.ts';
 import { publishCodeSource, publishNodeRuntime, startTestPds, type TestPds } from '../../support/pds.ts';
 import { expectSnapshotPlusTailEqualsFold } from '../../support/snapshot-property.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const LABELS = { 'runlog.test': '1' };
 const PORTS = { min: 4700, max: 4799 };
@@ -331,7 +332,7 @@ describe('app instances after a supervisor restart', () => {
     const dueAt = String((await rl1.events(v.id)).find((e) => e.type === 'instance.restart-scheduled')!.data.dueAt);
     await rl1.close(); // the supervisor is gone before the timer fires
     await until('overdue', () => Date.now() > Date.parse(dueAt) + 300, 10_000);
-    expect(rl1.store).toBeDefined();
+    expect(runlogInternals(rl1).store).toBeDefined();
 
     const reopenedAt = new Date().toISOString();
     const rl2 = await open(home);
@@ -488,7 +489,7 @@ describe('containers and volumes no actor owns', () => {
       ].sort(),
     );
     expect(report.actions.filter((a) => a.action === 'removed')).toHaveLength(6);
-    expect(await collect(rl.store.readStream(RECONCILER_STREAM))).toEqual([]);
+    expect(await collect(runlogInternals(rl).store.readStream(RECONCILER_STREAM))).toEqual([]);
     for (const id of [ids.afterStop, ids.ghostInstance, ids.ghostExecution, ids.carrier])
       expect((await docker.getContainer(id!).inspect()).Id).toBe(id);
   });
@@ -496,7 +497,7 @@ describe('containers and volumes no actor owns', () => {
   it('each is recorded with its evidence, then removed (orphanPolicy remove, the default); sealed caches stay', async () => {
     const report = await rl.reconcile();
     expect(report.actions.filter((a) => a.action === 'removed')).toHaveLength(6);
-    const facts = await collect(rl.store.readStream(RECONCILER_STREAM));
+    const facts = await collect(runlogInternals(rl).store.readStream(RECONCILER_STREAM));
     const discovered = facts.filter((e) => e.type === 'reconciler.discovered');
     expect(discovered).toHaveLength(6);
     const byContainer = (id: string) => discovered.find((e) => (e.data.evidence as any).containerId === id)!;
@@ -559,7 +560,7 @@ describe('containers and volumes no actor owns', () => {
     const rl2 = await open(h, { reconcile: false });
     try {
       const report = await reconcileWith(rl2, { orphanPolicy: 'adopt' });
-      const found = (await collect(rl2.store.readStream(RECONCILER_STREAM))).find(
+      const found = (await collect(runlogInternals(rl2).store.readStream(RECONCILER_STREAM))).find(
         (e) => e.type === 'reconciler.discovered',
       )!;
       expect(found.data).toMatchObject({
@@ -628,9 +629,9 @@ describe('executions interrupted by a SIGKILL end with their real result', () =>
         data: { evidence: { state: expect.stringMatching(/running|exited/) } },
       });
       for (const a of c.committed)
-        expect((await collect(rl.store.readStream(a.stream, { from: a.version, to: a.version })))[0]?.type).toBe(
-          a.eventType,
-        );
+        expect(
+          (await collect(runlogInternals(rl).store.readStream(a.stream, { from: a.version, to: a.version })))[0]?.type,
+        ).toBe(a.eventType);
       await until('cleaned up', async () => (await containersOf(stream)).length === 0);
     } finally {
       await shutdown(rl);
@@ -670,7 +671,7 @@ describe('executions interrupted by a SIGKILL end with their real result', () =>
     try {
       expect((await rl.inspect(id)).state).toBe('succeeded');
       expect(((await rl.inspect(id)).context as any).result.output).toEqual({ greeting: 'Hello, Grace!' });
-      const facts = await collect(rl.store.readStream(RECONCILER_STREAM));
+      const facts = await collect(runlogInternals(rl).store.readStream(RECONCILER_STREAM));
       expect(
         facts.filter((e) => e.type === 'reconciler.removed').map((e) => e.data.containerId ?? e.data.volume),
       ).toEqual(expect.arrayContaining([...carriers.map((c) => c.Id), unsealed]));

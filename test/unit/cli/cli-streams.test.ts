@@ -14,6 +14,7 @@ import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { instanceSpec } from '../../support/browser.ts';
 import { cliArgs } from '../../support/cli.ts';
 import { tempDir } from '../../support/tmp.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const REPO = join(import.meta.dirname, '../../..');
 const at = (i: number) => new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString();
@@ -154,7 +155,7 @@ describe('events --follow', () => {
     home = tempDir();
     db = join(home, 'runlog.db');
     const rl = await createRunlog({ home, supervise: false, readOnly: false });
-    await rl.host.create('instance', 'inst_live', {
+    await runlogInternals(rl).host.create('instance', 'inst_live', {
       type: 'instance.requested',
       data: { spec: instanceSpec({ instanceId: 'inst_live' }) },
     });
@@ -162,7 +163,7 @@ describe('events --follow', () => {
       type: 'instance.spawned',
       data: { pid: 7, host: '127.0.0.1', port: 41000 },
     });
-    await rl.host.create('instance', 'inst_done', {
+    await runlogInternals(rl).host.create('instance', 'inst_done', {
       type: 'instance.requested',
       data: { spec: instanceSpec({ instanceId: 'inst_done' }) },
     });
@@ -242,7 +243,7 @@ describe('events --follow', () => {
     await until(() => f.events().length >= 1);
     expect(f.events().map((e) => e.seq)).toEqual([last]);
     await write(async (rl) => {
-      await rl.host.create('instance', 'inst_more', {
+      await runlogInternals(rl).host.create('instance', 'inst_more', {
         type: 'instance.requested',
         data: { spec: instanceSpec({ instanceId: 'inst_more' }) },
       });

@@ -8,6 +8,7 @@ import { main } from '../../../src/cli/main.ts';
 import { cliArgs } from '../../support/cli.ts';
 import { capture } from '../../support/cli-in-process.ts';
 import { tempDir } from '../../support/tmp.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const spec: InstanceSpec = {
   instanceId: 'inst_a',
@@ -27,11 +28,11 @@ describe('runlog CLI (reads the SQLite file directly)', () => {
     db = join(home, 'runlog.db');
     // Write a history (no effects run), then close the log: the CLI works post-mortem.
     const rl = await createRunlog({ home, supervise: false, readOnly: false });
-    await rl.host.create('instance', 'inst_a', { type: 'instance.requested', data: { spec } });
+    await runlogInternals(rl).host.create('instance', 'inst_a', { type: 'instance.requested', data: { spec } });
     await rl.send('instance', 'inst_a', { type: 'instance.spawned', data: { pid: 7, host: '127.0.0.1', port: 4100 } });
     await rl.send('instance', 'inst_a', { type: 'instance.healthy', data: { identity: 'match' } });
     await rl.send('instance', 'inst_a', { type: 'instance.running', data: {} });
-    await rl.host.create('instance', 'inst_b', {
+    await runlogInternals(rl).host.create('instance', 'inst_b', {
       type: 'instance.requested',
       data: { spec: { ...spec, instanceId: 'inst_b' } },
     });

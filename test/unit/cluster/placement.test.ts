@@ -18,6 +18,7 @@ import { chooseNode } from '../../../src/domain/placement.ts';
 import { partial } from '../../support/partial.ts';
 import { tempDir } from '../../support/tmp.ts';
 import { fakeLog } from '../supervisor/fake-log.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 describe('chooseNode', () => {
   const nodes = [
@@ -96,7 +97,7 @@ describe('node on a SQLite log (one node: this one)', () => {
       await expect(rl.execute({ uri: URI, handler: 'greet', input: 1, node: 'elsewhere' })).rejects.toMatchObject({
         code: 'NODE_UNKNOWN',
       });
-      expect(await rl.store.lastSeq()).toBe(0);
+      expect(await runlogInternals(rl).store.lastSeq()).toBe(0);
       // Accepted names go on to the local spawn (which then finds no app directory) and the local execution.
       await expect(rl.spawnApp({ appDir: '/nonexistent', node: 'any' })).rejects.toMatchObject({
         code: 'APP_DIR_MISSING',

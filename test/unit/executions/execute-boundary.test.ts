@@ -10,6 +10,7 @@ import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import type { RunlogError } from '../../../src/domain/errors.ts';
 import { tempDir } from '../../support/tmp.ts';
 import { codeOf } from '../../support/errors.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const URI = 'at://did:plc:aaaaaaaaaaaaaaaaaaaaaaaa/dev.mainasara.at-run.beta.v2.code/greet';
 
@@ -58,14 +59,15 @@ function deep(levels: number): unknown {
 
 const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
 const listeners = (rl: Runlog) =>
-  ((rl.bus as unknown as { events: Record<string, unknown[]> }).events['actor:transition'] ?? []).length;
+  ((runlogInternals(rl).bus as unknown as { events: Record<string, unknown[]> }).events['actor:transition'] ?? [])
+    .length;
 
 describe('execute() at the boundary', () => {
   it('deep, BigInt, circular, function and oversized inputs are refused with typed errors before anything is appended', async () => {
     const rl = await open();
     const cyclic: Record<string, unknown> = {};
     cyclic.me = cyclic;
-    const before = await rl.store.lastSeq();
+    const before = await runlogInternals(rl).store.lastSeq();
     expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', input: deep(5000) }))).toBe('INPUT_INVALID');
     expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', input: { n: 12345678901234567890n } }))).toBe(
       'INPUT_INVALID',
@@ -78,7 +80,7 @@ describe('execute() at the boundary', () => {
     expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', timeoutMs: 10n as unknown as number }))).toBe(
       'TIMEOUT_INVALID',
     );
-    expect(await rl.store.lastSeq()).toBe(before);
+    expect(await runlogInternals(rl).store.lastSeq()).toBe(before);
     expect(await rl.list({ all: true })).toEqual([]);
     await rl.close();
   });
@@ -104,9 +106,9 @@ describe('execute() at the boundary', () => {
     const rl = await open();
     const t0 = timers();
     const l0 = listeners(rl);
-    rl.host.close();
+    runlogInternals(rl).host.close();
     expect(await codeOf(rl.execute({ uri: URI, handler: 'greet', input: {} }))).toBe('HOST_CLOSED');
-    expect(rl.host.size).toBe(0);
+    expect(runlogInternals(rl).host.size).toBe(0);
     expect(listeners(rl)).toBe(l0);
     expect(timers()).toBe(t0);
     await rl.close();
@@ -123,28 +125,28 @@ describe('actor host: group commit isolation and memory', () => {
       data: { request: { executionId: id, uri: URI, handler: 'greet', input, callerDid: null, timeoutMs: 1000 } },
     });
     const batches: number[] = [];
-    const appendMany = rl.store.appendMany.bind(rl.store);
-    rl.store.appendMany = (requests) => {
+    const appendMany = runlogInternals(rl).store.appendMany.bind(runlogInternals(rl).store);
+    runlogInternals(rl).store.appendMany = (requests) => {
       batches.push(requests.length);
       return appendMany(requests);
     };
     const results = await Promise.allSettled([
-      rl.host.create('execution', 'e1', request('e1', { ok: 1 })),
-      rl.host.create('execution', 'e2', request('e2', { big: 1n })),
-      rl.host.create('execution', 'e3', request('e3', deep(20_000))),
-      rl.host.create('execution', 'e4', request('e4', cyclic)),
-      rl.host.create('execution', 'e5', request('e5', { ok: 5 })),
+      runlogInternals(rl).host.create('execution', 'e1', request('e1', { ok: 1 })),
+      runlogInternals(rl).host.create('execution', 'e2', request('e2', { big: 1n })),
+      runlogInternals(rl).host.create('execution', 'e3', request('e3', deep(20_000))),
+      runlogInternals(rl).host.create('execution', 'e4', request('e4', cyclic)),
+      runlogInternals(rl).host.create('execution', 'e5', request('e5', { ok: 5 })),
     ]);
     expect(batches).toEqual([5]); // one tick, one transaction
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'rejected', 'fulfilled']);
     for (const r of results.slice(1, 4)) expect((r as PromiseRejectedResult).reason.code).toBe('EVENT_NOT_ENCODABLE');
     expect((await rl.events('e1')).map((e) => e.type)).toEqual(['execution.requested']);
     expect((await rl.events('e5')).map((e) => e.type)).toEqual(['execution.requested']);
-    expect(await rl.store.streamVersion('execution-e2')).toBe(0);
+    expect(await runlogInternals(rl).store.streamVersion('execution-e2')).toBe(0);
     // The failed creates are gone from memory; the id is free again.
-    expect(rl.host.size).toBe(2);
-    await rl.host.create('execution', 'e2', request('e2', { fixed: true }));
-    expect(await rl.store.streamVersion('execution-e2')).toBe(1);
+    expect(runlogInternals(rl).host.size).toBe(2);
+    await runlogInternals(rl).host.create('execution', 'e2', request('e2', { fixed: true }));
+    expect(await runlogInternals(rl).store.streamVersion('execution-e2')).toBe(1);
     await rl.close();
   });
 
@@ -154,12 +156,12 @@ describe('actor host: group commit isolation and memory', () => {
     for (let i = 0; i < 20; i++)
       outs.push(await rl.execute({ uri: URI, handler: 'greet', input: { i, pad: 'x'.repeat(10_000) } }));
     expect(outs.every((o) => o.status === 'succeeded')).toBe(true);
-    expect(rl.host.size).toBe(0);
-    expect(rl.host.live()).toEqual([]);
-    expect(rl.host.get('execution', outs[7]!.executionId)).toBeUndefined(); // not in memory: get() answers from it
-    const again = (await rl.host.fetch('execution', outs[7]!.executionId))!;
+    expect(runlogInternals(rl).host.size).toBe(0);
+    expect(runlogInternals(rl).host.live()).toEqual([]);
+    expect(runlogInternals(rl).host.get('execution', outs[7]!.executionId)).toBeUndefined(); // not in memory: get() answers from it
+    const again = (await runlogInternals(rl).host.fetch('execution', outs[7]!.executionId))!;
     expect(again.snapshot.value).toBe('succeeded');
-    expect(rl.host.size).toBe(0); // asking did not bring it back into memory
+    expect(runlogInternals(rl).host.size).toBe(0); // asking did not bring it back into memory
     expect((await rl.inspect(outs[7]!.executionId)).context).toMatchObject({
       result: { output: { echoed: { i: 7 } } },
     });

@@ -9,6 +9,7 @@ import { AppRegistry, type AppRegistryEvent, type WatchFactory } from '../../../
 import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { fakeEffects, instanceSpec } from '../../support/browser.ts';
 import { tempDir } from '../../support/tmp.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 /** What fs.watch throws when inotify_init1 fails with EMFILE. */
 const emfile = (): never => {
@@ -109,16 +110,19 @@ describe('an apps workspace the kernel refuses to watch', () => {
     });
     runlogs.push(rl);
     expect(lines.filter((l) => l.startsWith('apps: cannot watch'))).toHaveLength(1);
-    expect(await rl.metrics!.registry.getSingleMetricAsString('runlog_app_watch_polling')).toMatch(
+    expect(await runlogInternals(rl).metrics!.registry.getSingleMetricAsString('runlog_app_watch_polling')).toMatch(
       /^runlog_app_watch_polling 1$/m,
     );
-    await rl.host.create('instance', 'inst_web', { type: 'instance.requested', data: { spec: instanceSpec() } });
+    await runlogInternals(rl).host.create('instance', 'inst_web', {
+      type: 'instance.requested',
+      data: { spec: instanceSpec() },
+    });
     await rl.idle();
     writeApp(apps, 'com.example.notes', ['curl', 'git']);
     // Polled (every 2 s): the edit becomes a grant on the instance's stream, as a watched edit does.
     await until(
       'the grant',
-      () => rl.host.get('instance', 'inst_web')!.snapshot.context.spec?.tools.includes('git') === true,
+      () => runlogInternals(rl).host.get('instance', 'inst_web')!.snapshot.context.spec?.tools.includes('git') === true,
     );
     expect((await rl.events('inst_web')).map((e) => e.type)).toContain('instance.tool-granted');
   });

@@ -9,6 +9,7 @@ import { startServer, type RunningServer } from '../../../src/server/http-server
 import { ensureToken } from '../../../src/server/token.ts';
 import { writeDeepActor } from '../../support/deep-actor.ts';
 import { freshDirs } from '../../support/tmp.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const freshDir = freshDirs('runlog-actor-pages-', 'all');
 
@@ -39,8 +40,8 @@ describe('per-actor reads of a 100k-event actor', () => {
     rl = await createRunlog({ home, supervise: false });
     token = ensureToken(home).token;
     // Each read of a stream is recorded once it ends, as the versions it gave.
-    const readStream = rl.store.readStream.bind(rl.store);
-    rl.store.readStream = (stream, options = {}) =>
+    const readStream = runlogInternals(rl).store.readStream.bind(runlogInternals(rl).store);
+    runlogInternals(rl).store.readStream = (stream, options = {}) =>
       (async function* () {
         let first: number | undefined;
         let last = 0;
@@ -108,7 +109,7 @@ describe('per-actor reads of a 100k-event actor', () => {
       { stream: 'instance-inst_deep', from: 1, to: 1 },
     ]);
     const { supervision: _s, traceUrl: _t, ...rest } = view;
-    expect(rest).toEqual(JSON.parse(JSON.stringify(await inspectActor(rl.store, 'inst_deep'))));
+    expect(rest).toEqual(JSON.parse(JSON.stringify(await inspectActor(runlogInternals(rl).store, 'inst_deep'))));
   });
 
   it('replays it from the snapshot at or before the asked version, and a page of steps from the snapshot before the page', async () => {
@@ -126,7 +127,12 @@ describe('per-actor reads of a 100k-event actor', () => {
 
     // The state at the end is inspect's (snapshot and tail); each step of the page is a tool grant or revoke in 'running'.
     expect({ state: page.state, context: page.context }).toEqual(
-      JSON.parse(JSON.stringify({ state: 'running', context: (await inspectActor(rl.store, 'inst_deep')).context })),
+      JSON.parse(
+        JSON.stringify({
+          state: 'running',
+          context: (await inspectActor(runlogInternals(rl).store, 'inst_deep')).context,
+        }),
+      ),
     );
     expect(
       page.steps.every(
@@ -139,7 +145,7 @@ describe('per-actor reads of a 100k-event actor', () => {
     ).toBe(true);
     // Against the old whole replay, on a stretch short enough to fold from the first event here.
     const early = await api('/api/actors/inst_deep/replay?after=150&limit=60&to=300');
-    const whole = await replayActor(rl.store, 'inst_deep', 300);
+    const whole = await replayActor(runlogInternals(rl).store, 'inst_deep', 300);
     expect({ state: early.state, context: early.context, steps: early.steps, next: early.next }).toEqual(
       JSON.parse(
         JSON.stringify({ state: whole.state, context: whole.context, steps: whole.steps.slice(150, 210), next: 210 }),
@@ -154,10 +160,10 @@ describe('per-actor reads of a 100k-event actor', () => {
     const order: string[] = [];
     let started!: () => void;
     const running = new Promise<void>((resolve) => (started = resolve));
-    const readStream = rl.store.readStream;
-    rl.store.readStream = (stream, options) => {
+    const readStream = runlogInternals(rl).store.readStream;
+    runlogInternals(rl).store.readStream = (stream, options) => {
       if (stream === 'instance-inst_stale') started();
-      return readStream.call(rl.store, stream, options);
+      return readStream.call(runlogInternals(rl).store, stream, options);
     };
     try {
       const long = api('/api/actors/inst_stale').then((v) => (order.push('inspect'), v));
@@ -169,7 +175,7 @@ describe('per-actor reads of a 100k-event actor', () => {
       expect(view).toMatchObject({ id: 'inst_stale', version: STALE_EVENTS, state: 'running' });
       expect(order).toEqual(['health', 'inspect']);
     } finally {
-      rl.store.readStream = readStream;
+      runlogInternals(rl).store.readStream = readStream;
     }
   });
 });

@@ -13,6 +13,7 @@ import { startServer, type RunningServer } from '../../../src/server/http-server
 import { ensureToken } from '../../../src/server/token.ts';
 import { seededRunlog } from '../../support/browser.ts';
 import { freshDirs } from '../../support/tmp.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const freshDir = freshDirs('runlog-deadline-', 'all');
 
@@ -71,14 +72,14 @@ describe('the supervisor refuses a request whose deadline has passed, before it 
     });
 
   it('a stop whose deadline passed is answered 504 DEADLINE_PASSED and appends nothing; a malformed one is 400', async () => {
-    const before = await rl.store.lastSeq();
+    const before = await runlogInternals(rl).store.lastSeq();
     const late = await stop(String(Date.now() - 1));
     expect(late.status).toBe(504);
     expect(((await late.json()) as { error: { code: string } }).error.code).toBe('DEADLINE_PASSED');
     const bad = await stop('tomorrow');
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: { code: string } }).error.code).toBe('DEADLINE_INVALID');
-    expect(await rl.store.lastSeq()).toBe(before);
+    expect(await runlogInternals(rl).store.lastSeq()).toBe(before);
     expect((await rl.inspect('inst_web')).state).toBe('running');
   });
 

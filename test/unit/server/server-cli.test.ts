@@ -9,6 +9,7 @@ import { instanceSpec } from '../../support/browser.ts';
 import { cliArgs } from '../../support/cli.ts';
 import { capture } from '../../support/cli-in-process.ts';
 import { freshDirs } from '../../support/tmp.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 // Registered before the children's hook, so (after-hooks run in reverse) the children are killed first.
 const freshDir = freshDirs('runlog-serve-');
@@ -89,7 +90,7 @@ describe('runlog serve', () => {
     const home = freshDir();
     // A history written without running effects; the served supervisor takes it from there.
     const rl = await createRunlog({ home, supervise: false, readOnly: false });
-    await rl.host.create('instance', 'inst_a', {
+    await runlogInternals(rl).host.create('instance', 'inst_a', {
       type: 'instance.requested',
       data: { spec: instanceSpec({ instanceId: 'inst_a' }) },
     });

@@ -11,6 +11,7 @@ import { isLoopbackAddress, isLoopbackHostHeader, parseListen } from '../../../s
 import { bearerToken, ensureToken, tokenMatches } from '../../../src/server/token.ts';
 import { CODE_CID, RUNTIME_CID, seededRunlog, type Seeded } from '../../support/browser.ts';
 import { freshDirs } from '../../support/tmp.ts';
+import { attachRunlogInternals, runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const freshDir = freshDirs('runlog-server-', 'all');
 
@@ -135,16 +136,19 @@ describe('HTTP API', () => {
     rl = seeded.rl;
     token = ensureToken(home).token;
     // The real library, with the write operations replaced by recorders, so the mapping of whatever
-    // they throw is tested regardless of how far they are wired.
-    const lib: Runlog = {
-      ...rl,
-      spawnApp: (o) => (calls.push(['spawnApp', o]), Promise.reject(failWith)),
-      stop: (id, o) => (calls.push(['stop', id, o]), Promise.reject(failWith)),
-      kill: (id) => (calls.push(['kill', id]), Promise.reject(failWith)),
-      grant: (id, t) => (calls.push(['grant', id, t]), Promise.reject(failWith)),
-      revoke: (id, t) => (calls.push(['revoke', id, t]), Promise.reject(failWith)),
-      execute: (o) => (calls.push(['execute', o]), Promise.reject(failWith)),
-    };
+    // they throw is tested regardless of how far they are wired. The copy shares the real one's internals.
+    const lib: Runlog = attachRunlogInternals(
+      {
+        ...rl,
+        spawnApp: (o) => (calls.push(['spawnApp', o]), Promise.reject(failWith)),
+        stop: (id, o) => (calls.push(['stop', id, o]), Promise.reject(failWith)),
+        kill: (id) => (calls.push(['kill', id]), Promise.reject(failWith)),
+        grant: (id, t) => (calls.push(['grant', id, t]), Promise.reject(failWith)),
+        revoke: (id, t) => (calls.push(['revoke', id, t]), Promise.reject(failWith)),
+        execute: (o) => (calls.push(['execute', o]), Promise.reject(failWith)),
+      },
+      runlogInternals(rl),
+    );
     server = await startServer({ runlog: lib, host: '127.0.0.1', port: 0, token, pollMs: 20 });
   });
 
@@ -279,7 +283,7 @@ describe('HTTP API', () => {
     expect(last.status).toBe(200);
     const seqs = last.body.events.map((e: any) => e.seq);
     expect(seqs).toHaveLength(3);
-    expect(seqs[2]).toBe(await rl.store.lastSeq());
+    expect(seqs[2]).toBe(await runlogInternals(rl).store.lastSeq());
     const after = await json('/api/events?afterSeq=2&limit=2');
     expect(after.body.events.map((e: any) => e.seq)).toEqual([3, 4]);
     expect((await json('/api/events?limit=5000')).status).toBe(400);

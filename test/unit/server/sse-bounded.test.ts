@@ -10,6 +10,7 @@ import { startServer, type RunningServer } from '../../../src/server/http-server
 import type { StreamAppend } from '../../../src/store/port.ts';
 import { seededRunlog } from '../../support/browser.ts';
 import { tempDir } from '../../support/tmp.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const TOKEN = 'cd'.repeat(32);
 const BULK = 20_000;
@@ -30,8 +31,8 @@ describe('SSE catch-up from afterSeq=0', () => {
         expectedVersion: 'no-stream',
       });
     }
-    await rl.store.appendMany(requests);
-    lastSeq = await rl.store.lastSeq();
+    await runlogInternals(rl).store.appendMany(requests);
+    lastSeq = await runlogInternals(rl).store.lastSeq();
     server = await startServer({
       runlog: rl,
       host: '127.0.0.1',

@@ -23,6 +23,7 @@ import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { scanWal } from '../../../src/store/sqlite/wal-scan.ts';
 import { tempDir } from '../../support/tmp.ts';
 import { capture } from '../../support/cli-in-process.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const spec: InstanceSpec = {
   instanceId: 'inst_a',
@@ -40,7 +41,7 @@ async function writeLog(home: string, actors = 6): Promise<string> {
   const rl = await createRunlog({ home, supervise: false, readOnly: false });
   for (let i = 0; i < actors; i++) {
     const id = `inst_${i}`;
-    await rl.host.create('instance', id, {
+    await runlogInternals(rl).host.create('instance', id, {
       type: 'instance.requested',
       data: { spec: { ...spec, instanceId: id, appDir: `/apps/needle-${i}` } },
     });

@@ -10,6 +10,7 @@ import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { SqliteEventStore } from '../../../src/store/sqlite/event-store.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 import { tempDir } from '../../support/tmp.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const spec = (id: string): InstanceSpec => ({
   instanceId: id,
@@ -26,7 +27,10 @@ describe('replay --to from snapshots', () => {
   it('equals the full fold at every version tried, and starts from the snapshot at or before it', async () => {
     const home = tempDir();
     const rl = await createRunlog({ home, supervise: false, readOnly: false });
-    await rl.host.create('instance', 'inst_deep', { type: 'instance.requested', data: { spec: spec('inst_deep') } });
+    await runlogInternals(rl).host.create('instance', 'inst_deep', {
+      type: 'instance.requested',
+      data: { spec: spec('inst_deep') },
+    });
     for (let i = 0; i < 3 * SNAPSHOT_EVERY + 40; i++)
       await rl.send('instance', 'inst_deep', {
         type: i % 2 ? 'instance.tool-revoked' : 'instance.tool-granted',

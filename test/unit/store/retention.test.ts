@@ -18,6 +18,7 @@ import { SqlitePortStore } from '../../../src/store/sqlite/port-adapter.ts';
 import { runCli } from '../../support/cli-in-process.ts';
 import { writeRetentionLog, type BuiltActor } from '../../support/retention-log.ts';
 import { tempDir } from '../../support/tmp.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 /** Every actor's answer (inspect) before anything is archived. */
 async function answers(db: string): Promise<Map<string, { state: string; version: number; context: unknown }>> {
@@ -317,7 +318,7 @@ describe('runlog archive', () => {
       at: '2026-12-01T00:00:00.000Z',
       data: { graceMs: null },
     } as never);
-    const last = (await collect(rl.store.readStream(`instance-${live.id}`))).at(-1)!;
+    const last = (await collect(runlogInternals(rl).store.readStream(`instance-${live.id}`))).at(-1)!;
     await rl.close();
     expect(last.seq).toBe(r3.lastSeq + 1);
     expect(await verifyLog(db)).toMatchObject({ ok: true, findings: [] });

@@ -12,6 +12,7 @@ import { instanceMachine, type InstanceSpec } from '../../../src/machines/instan
 import { SqlitePortStore } from '../../../src/store/sqlite/port-adapter.ts';
 import { expectSnapshotPlusTailEqualsFold } from '../../support/snapshot-property.ts';
 import { tempDir } from '../../support/tmp.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const spec = (id: string): InstanceSpec => ({
   instanceId: id,
@@ -75,7 +76,7 @@ async function randomLog(home: string, seed: number, actors: number, length: () 
     const exec = a % 3 === 2;
     const id = exec ? `exec_${a}` : `inst_${a}`;
     if (exec) {
-      await rl.host.create('execution', id, {
+      await runlogInternals(rl).host.create('execution', id, {
         type: 'execution.requested',
         at: at(),
         data: {
@@ -91,7 +92,11 @@ async function randomLog(home: string, seed: number, actors: number, length: () 
         },
       });
     } else {
-      await rl.host.create('instance', id, { type: 'instance.requested', at: at(), data: { spec: spec(id) } });
+      await runlogInternals(rl).host.create('instance', id, {
+        type: 'instance.requested',
+        at: at(),
+        data: { spec: spec(id) },
+      });
     }
     const pool = exec ? EXECUTION_EVENTS : INSTANCE_EVENTS;
     const n = length();
@@ -108,18 +113,21 @@ describe('snapshots', () => {
   it(`are written every ${SNAPSHOT_EVERY} events and at a terminal state, in the append's transaction`, async () => {
     const home = tempDir();
     const rl = await createRunlog({ home, supervise: false, readOnly: false });
-    await rl.host.create('instance', 'inst_a', { type: 'instance.requested', data: { spec: spec('inst_a') } });
+    await runlogInternals(rl).host.create('instance', 'inst_a', {
+      type: 'instance.requested',
+      data: { spec: spec('inst_a') },
+    });
     for (let i = 0; i < SNAPSHOT_EVERY + 20; i++)
       await rl.send('instance', 'inst_a', { type: 'instance.tool-granted', data: { tool: `t${i % 3}` } });
-    expect(await rl.store.snapshotAtOrBefore('instance-inst_a')).toMatchObject({
+    expect(await runlogInternals(rl).store.snapshotAtOrBefore('instance-inst_a')).toMatchObject({
       version: SNAPSHOT_EVERY,
       fingerprint: machineFingerprint(instanceMachine),
     });
     await rl.send('instance', 'inst_a', { type: 'instance.stop-requested', data: {} });
     await rl.send('instance', 'inst_a', { type: 'instance.exited', data: { exitCode: 0 } });
-    const v = await rl.store.streamVersion('instance-inst_a');
+    const v = await runlogInternals(rl).store.streamVersion('instance-inst_a');
     expect((await rl.inspect('inst_a')).state).toBe('stopped');
-    expect(await rl.store.snapshotAtOrBefore('instance-inst_a')).toMatchObject({ version: v });
+    expect(await runlogInternals(rl).store.snapshotAtOrBefore('instance-inst_a')).toMatchObject({ version: v });
     await rl.close();
     expect(await verifyLog(rl.dbPath)).toMatchObject({ ok: true, snapshots: 1, findings: [] });
   });
@@ -127,7 +135,10 @@ describe('snapshots', () => {
   it('start-up and inspect read the newest snapshot and fold only the tail', async () => {
     const home = tempDir();
     const rl = await createRunlog({ home, supervise: false, readOnly: false });
-    await rl.host.create('instance', 'inst_a', { type: 'instance.requested', data: { spec: spec('inst_a') } });
+    await runlogInternals(rl).host.create('instance', 'inst_a', {
+      type: 'instance.requested',
+      data: { spec: spec('inst_a') },
+    });
     for (let i = 0; i < SNAPSHOT_EVERY + 5; i++)
       await rl.send('instance', 'inst_a', { type: 'instance.tool-granted', data: { tool: `t${i}` } });
     await rl.close();
@@ -153,7 +164,9 @@ describe('snapshots', () => {
       log: () => undefined,
     });
     expect(
-      (rl2.host.get('instance', 'inst_a')!.snapshot.context as { spec: { tools: string[] } }).spec.tools.slice(0, 2),
+      (
+        runlogInternals(rl2).host.get('instance', 'inst_a')!.snapshot.context as { spec: { tools: string[] } }
+      ).spec.tools.slice(0, 2),
     ).toEqual(['planted', 't99']);
     await rl2.close();
     expect((await verifyLog(rl.dbPath)).findings).toEqual([
@@ -171,7 +184,8 @@ describe('snapshots', () => {
       const home = tempDir();
       const rl = await randomLog(home, 7, 6, () => 130);
       const truth = [];
-      for (const r of await rl.list({ all: true })) truth.push({ ...(await inspectActor(rl.store, r.id)) });
+      for (const r of await rl.list({ all: true }))
+        truth.push({ ...(await inspectActor(runlogInternals(rl).store, r.id)) });
       await rl.close();
       return { db: rl.dbPath, truth };
     }

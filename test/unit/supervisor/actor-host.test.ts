@@ -6,6 +6,7 @@ import { createRunlog } from '../../../src/supervisor/runlog.ts';
 import type { InstanceSpec } from '../../../src/machines/instance.machine.ts';
 import { SimulatedClock } from '../../support/clock.ts';
 import { tempDir } from '../../support/tmp.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const spec = (over: Partial<InstanceSpec> = {}): InstanceSpec => ({
   instanceId: 'i1',
@@ -62,11 +63,11 @@ describe('actor host', () => {
     const rl: Awaited<ReturnType<typeof createRunlog>> = await createRunlog({
       ...OFFLINE,
       home: tempDir(),
-      effects: { instance: fakeInstanceEffects(calls, () => rl.store) },
+      effects: { instance: fakeInstanceEffects(calls, () => runlogInternals(rl).store) },
     });
     const transitions: string[] = [];
     rl.on('actor:transition', (t) => transitions.push(`${t.from}→${t.to}`));
-    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await runlogInternals(rl).host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     expect((await rl.inspect('i1')).state).toBe('running');
     expect(calls).toEqual(['spawn@v1', 'health', 'lifecycle:onCreate,onStart']);
@@ -88,12 +89,15 @@ describe('actor host', () => {
     const ids = Array.from({ length: 20 }, (_, i) => `g${i}`);
     await Promise.all(
       ids.map((id) =>
-        rl.host.create('instance', id, { type: 'instance.requested', data: { spec: spec({ instanceId: id }) } }),
+        runlogInternals(rl).host.create('instance', id, {
+          type: 'instance.requested',
+          data: { spec: spec({ instanceId: id }) },
+        }),
       ),
     );
     const batches: number[] = [];
-    const appendMany = rl.store.appendMany.bind(rl.store);
-    rl.store.appendMany = (requests) => {
+    const appendMany = runlogInternals(rl).store.appendMany.bind(runlogInternals(rl).store);
+    runlogInternals(rl).store.appendMany = (requests) => {
       batches.push(requests.length);
       return appendMany(requests);
     };
@@ -101,11 +105,11 @@ describe('actor host', () => {
     // for its own actor's first (one actor's events never share a batch out of order).
     const results = await Promise.all(
       ids.flatMap((id, i) => [
-        rl.host.dispatch('instance', id, {
+        runlogInternals(rl).host.dispatch('instance', id, {
           type: 'instance.spawned',
           data: { pid: 1000 + i, host: '127.0.0.1', port: 4100 + i },
         }),
-        rl.host.dispatch('instance', id, { type: 'instance.healthy', data: { identity: 'match' } }),
+        runlogInternals(rl).host.dispatch('instance', id, { type: 'instance.healthy', data: { identity: 'match' } }),
       ]),
     );
     expect(results.every((r) => r.accepted)).toBe(true);
@@ -125,19 +129,25 @@ describe('actor host', () => {
     const rl = await createRunlog({ ...OFFLINE, home: tempDir(), supervise: false, readOnly: false });
     await Promise.all(
       ['f1', 'f2'].map((id) =>
-        rl.host.create('instance', id, { type: 'instance.requested', data: { spec: spec({ instanceId: id }) } }),
+        runlogInternals(rl).host.create('instance', id, {
+          type: 'instance.requested',
+          data: { spec: spec({ instanceId: id }) },
+        }),
       ),
     );
-    rl.store.appendMany = () => {
+    runlogInternals(rl).store.appendMany = () => {
       throw Object.assign(new Error('disk full'), { code: 'STORE_WRITE' });
     };
     const outcomes = await Promise.allSettled(
       ['f1', 'f2'].map((id) =>
-        rl.host.dispatch('instance', id, { type: 'instance.spawned', data: { pid: 1, host: '127.0.0.1', port: 4100 } }),
+        runlogInternals(rl).host.dispatch('instance', id, {
+          type: 'instance.spawned',
+          data: { pid: 1, host: '127.0.0.1', port: 4100 },
+        }),
       ),
     );
     expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected']);
-    expect(rl.host.get('instance', 'f1')!.version).toBe(1);
+    expect(runlogInternals(rl).host.get('instance', 'f1')!.version).toBe(1);
     expect((await rl.inspect('f2')).state).toBe('spawning');
     await rl.close();
   });
@@ -145,7 +155,7 @@ describe('actor host', () => {
   it('records an illegal event as rejected and keeps going', async () => {
     const calls: string[] = [];
     const rl = await createRunlog({ ...OFFLINE, home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
-    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await runlogInternals(rl).host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     const r = await rl.send('instance', 'i1', { type: 'instance.healthy', data: { identity: 'match' } });
     expect(r.accepted).toBe(false);
@@ -176,7 +186,7 @@ describe('actor host', () => {
     });
     const errors: string[] = [];
     rl.on('effect:error', (e) => errors.push(e.error));
-    await rl.host.create('instance', 'i1', {
+    await runlogInternals(rl).host.create('instance', 'i1', {
       type: 'instance.requested',
       data: { spec: spec({ restart: { ...spec().restart, policy: 'never' } }) },
     });
@@ -201,7 +211,7 @@ describe('actor host', () => {
     });
     const crashed: unknown[] = [];
     rl.on('app:crashed', (p) => crashed.push(p));
-    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await runlogInternals(rl).host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     await rl.send('instance', 'i1', { type: 'instance.crashed', data: { reason: 'exit', exitCode: 3 } });
     await rl.idle();
@@ -233,7 +243,7 @@ describe('actor host', () => {
       clock,
       effects: { instance: fakeInstanceEffects([]) },
     });
-    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await runlogInternals(rl).host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     const scheduled = async () =>
       (await rl.events('i1')).filter((e) => e.type === 'instance.restart-scheduled').map((e) => e.data.delayMs);
@@ -261,7 +271,7 @@ describe('actor host', () => {
     const clock = new SimulatedClock();
     const calls: string[] = [];
     const rl = await createRunlog({ ...OFFLINE, home, clock, effects: { instance: fakeInstanceEffects(calls) } });
-    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await runlogInternals(rl).host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     await rl.send('instance', 'i1', { type: 'instance.crashed', data: { exitCode: 1 } });
     await rl.idle();
@@ -304,7 +314,10 @@ describe('actor host', () => {
     const clock = new SimulatedClock();
     const slow = { ...spec().restart, backoffMs: 10_000, maxBackoffMs: 10_000 };
     const rl = await createRunlog({ ...OFFLINE, home, clock, effects: { instance: fakeInstanceEffects([]) } });
-    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec({ restart: slow }) } });
+    await runlogInternals(rl).host.create('instance', 'i1', {
+      type: 'instance.requested',
+      data: { spec: spec({ restart: slow }) },
+    });
     await rl.idle();
     await rl.send('instance', 'i1', { type: 'instance.crashed', data: { exitCode: 1 } });
     await rl.idle();
@@ -333,7 +346,7 @@ describe('actor host', () => {
       clock,
       effects: { instance: { ...fakeInstanceEffects([]), scheduleRestart: () => undefined } },
     });
-    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await runlogInternals(rl).host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     await rl.send('instance', 'i1', { type: 'instance.crashed', data: { exitCode: 1 } });
     await rl.idle();
@@ -355,13 +368,19 @@ describe('actor host', () => {
   it('rebuild recomputes the projection from events alone', async () => {
     const calls: string[] = [];
     const rl = await createRunlog({ ...OFFLINE, home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
-    await rl.host.create('instance', 'a', { type: 'instance.requested', data: { spec: spec({ instanceId: 'a' }) } });
-    await rl.host.create('instance', 'b', { type: 'instance.requested', data: { spec: spec({ instanceId: 'b' }) } });
+    await runlogInternals(rl).host.create('instance', 'a', {
+      type: 'instance.requested',
+      data: { spec: spec({ instanceId: 'a' }) },
+    });
+    await runlogInternals(rl).host.create('instance', 'b', {
+      type: 'instance.requested',
+      data: { spec: spec({ instanceId: 'b' }) },
+    });
     await rl.idle();
     await rl.send('instance', 'b', { type: 'instance.stop-requested', data: {} });
     await rl.idle();
     const before = await rl.list({ all: true });
-    await rl.store.replaceActorRows([]);
+    await runlogInternals(rl).store.replaceActorRows([]);
     expect(await rl.list({ all: true })).toEqual([]);
     expect(await rl.rebuild()).toEqual({ actors: 2, events: 10 });
     expect(await rl.list({ all: true })).toEqual(before);
@@ -372,7 +391,7 @@ describe('actor host', () => {
   it('replay shows state after each event and at a chosen version', async () => {
     const calls: string[] = [];
     const rl = await createRunlog({ ...OFFLINE, home: tempDir(), effects: { instance: fakeInstanceEffects(calls) } });
-    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await runlogInternals(rl).host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.idle();
     const full = await rl.replay('i1');
     expect(full.steps.map((s) => `${s.from}→${s.to}`)).toEqual([
@@ -393,7 +412,7 @@ describe('actor host', () => {
   it('inspection without supervision runs no effects', async () => {
     const home = tempDir();
     const rl = await createRunlog({ ...OFFLINE, home, effects: { instance: { spawn: () => undefined } } });
-    await rl.host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+    await runlogInternals(rl).host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
     await rl.close();
     const ro = await createRunlog({ ...OFFLINE, db: join(home, 'runlog.db'), supervise: false });
     expect((await ro.inspect('i1')).state).toBe('spawning');

@@ -22,6 +22,7 @@ import { parseListen } from '../../../src/server/listen.ts';
 import { startMetricsServer } from '../../../src/server/metrics-server.ts';
 import { fakeEffects, instanceSpec } from '../../support/browser.ts';
 import { tempDir } from '../../support/tmp.ts';
+import { runlogInternals } from '../../../src/supervisor/runlog-internals.ts';
 
 const open: Runlog[] = [];
 afterEach(async () => {
@@ -102,7 +103,10 @@ describe('supervision (heartbeat → supervised or last known state)', () => {
       log: () => undefined,
       heartbeatMs: 60_000,
     });
-    await rl.host.create('instance', 'inst_web', { type: 'instance.requested', data: { spec: instanceSpec() } });
+    await runlogInternals(rl).host.create('instance', 'inst_web', {
+      type: 'instance.requested',
+      data: { spec: instanceSpec() },
+    });
     await rl.idle();
     const ps = async () => {
       const out: string[] = [];
@@ -148,25 +152,28 @@ describe('supervision (heartbeat → supervised or last known state)', () => {
 describe('metrics', () => {
   it('counts transitions, crashes, restarts, execution outcomes and step durations with bounded labels', async () => {
     const rl = await supervisor();
-    await rl.host.create('instance', 'inst_web', { type: 'instance.requested', data: { spec: instanceSpec() } });
+    await runlogInternals(rl).host.create('instance', 'inst_web', {
+      type: 'instance.requested',
+      data: { spec: instanceSpec() },
+    });
     await rl.idle();
     await rl.send('instance', 'inst_web', {
       type: 'instance.crashed',
       data: { reason: 'exit', exitCode: 137, signal: 'SIGKILL', message: 'killed' },
     });
     await rl.idle();
-    await rl.host.create(
+    await runlogInternals(rl).host.create(
       'execution',
       'exec_01',
       requested('exec_01', 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add'),
     );
-    await rl.host.create(
+    await runlogInternals(rl).host.create(
       'execution',
       'exec_02',
       requested('exec_02', 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/missing'),
     );
     await rl.idle();
-    const text = await rl.metrics!.text();
+    const text = await runlogInternals(rl).metrics!.text();
     expect(sample(text, 'runlog_instance_crashes_total{app="com.example.notes",reason="exit"}')).toBe(1);
     expect(sample(text, 'runlog_instance_restarts_total{app="com.example.notes"}')).toBe(1);
     expect(sample(text, 'runlog_actors{kind="instance",state="running"}')).toBe(1);
@@ -180,7 +187,7 @@ describe('metrics', () => {
     }
     expect(sample(text, 'runlog_execution_step_duration_seconds_count{step="resolve"}')).toBe(2);
     expect(sample(text, 'runlog_store_append_duration_seconds_count')).toBeGreaterThan(5);
-    expect(sample(text, 'runlog_store_events')).toBe(await rl.store.lastSeq());
+    expect(sample(text, 'runlog_store_events')).toBe(await runlogInternals(rl).store.lastSeq());
     expect(sample(text, 'runlog_store_size_bytes')).toBeGreaterThan(0);
     expect(sample(text, 'runlog_supervisor_heartbeat_age_seconds')).toBeGreaterThanOrEqual(0);
     expect(text).toMatch(/^process_cpu_user_seconds_total /m);
@@ -207,11 +214,14 @@ describe('metrics', () => {
 
   it('/metrics on the API listener needs the token; the metrics listener serves only GET /metrics, without one', async () => {
     const rl = await supervisor();
-    await rl.host.create('instance', 'inst_web', { type: 'instance.requested', data: { spec: instanceSpec() } });
+    await runlogInternals(rl).host.create('instance', 'inst_web', {
+      type: 'instance.requested',
+      data: { spec: instanceSpec() },
+    });
     await rl.idle();
     const token = 'ab'.repeat(32);
     const server = await startServer({ runlog: rl, host: '127.0.0.1', port: 0, token });
-    const metricsServer = await startMetricsServer(rl.metrics!, '127.0.0.1', 0);
+    const metricsServer = await startMetricsServer(runlogInternals(rl).metrics!, '127.0.0.1', 0);
     try {
       expect((await fetch(`${server.url}metrics`)).status).toBe(401);
       expect((await fetch(`${server.url}metrics`, { headers: { authorization: 'Bearer wrong' } })).status).toBe(401);
@@ -264,7 +274,7 @@ describe('traces (OpenTelemetry SDK, in-memory exporter)', () => {
 
   it('an execution is one trace: a root span and a span per step, with actor id and stream versions; its id is in the first event', async () => {
     const { rl, exporter } = await setup();
-    await rl.host.create(
+    await runlogInternals(rl).host.create(
       'execution',
       'exec_01',
       requested('exec_01', 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add'),
@@ -300,12 +310,15 @@ describe('traces (OpenTelemetry SDK, in-memory exporter)', () => {
 
   it('a failed execution ends its trace with an error status; a spawn is a trace of its own', async () => {
     const { rl, exporter } = await setup();
-    await rl.host.create(
+    await runlogInternals(rl).host.create(
       'execution',
       'exec_02',
       requested('exec_02', 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/missing'),
     );
-    await rl.host.create('instance', 'inst_web', { type: 'instance.requested', data: { spec: instanceSpec() } });
+    await runlogInternals(rl).host.create('instance', 'inst_web', {
+      type: 'instance.requested',
+      data: { spec: instanceSpec() },
+    });
     await rl.idle();
     const failed = tree(exporter.getFinishedSpans(), (await rl.events('exec_02'))[0]!.meta.traceId as string);
     expect(failed.root.status).toMatchObject({ code: 2, message: 'resolution' });
@@ -318,7 +331,7 @@ describe('traces (OpenTelemetry SDK, in-memory exporter)', () => {
 
   it('with no SDK registered nothing is traced and no trace id is recorded', async () => {
     const rl = await supervisor();
-    await rl.host.create(
+    await runlogInternals(rl).host.create(
       'execution',
       'exec_03',
       requested('exec_03', 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add'),
@@ -338,8 +351,11 @@ describe('structured logs', () => {
       pretty: false,
     });
     const rl = await supervisor({ log: (m) => logger.info(m) });
-    const off = logActors(rl.bus, logger);
-    await rl.host.create('instance', 'inst_web', { type: 'instance.requested', data: { spec: instanceSpec() } });
+    const off = logActors(runlogInternals(rl).bus, logger);
+    await runlogInternals(rl).host.create('instance', 'inst_web', {
+      type: 'instance.requested',
+      data: { spec: instanceSpec() },
+    });
     await rl.idle();
     off();
     const records = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
@@ -382,7 +398,7 @@ describe('heartbeat table', () => {
   it('a fresh log has no heartbeat until a supervisor runs on it', async () => {
     const home = tempDir();
     const rl = await createRunlog({ home, db: join(home, 'x.db'), supervise: false, readOnly: false });
-    expect(await rl.store.readHeartbeat()).toBeNull();
+    expect(await runlogInternals(rl).store.readHeartbeat()).toBeNull();
     await rl.close();
   });
 });
