@@ -15,8 +15,8 @@ type LogArgs = Pick<CommandArgs, 'home' | 'db' | 'store'>;
 
 /** What a cluster's log (PostgreSQL) says beyond the port: where actors run, and every node's heartbeat and leases. */
 export interface ClusterReads {
-  /** The node that appended the actor's latest event, and the node that holds its lease now (null once it ended). */
-  placement(stream: string): Promise<{ node: string | null; owner: string | null }>;
+  /** Of each stream, the node that appended its latest event, and the node that holds its lease now (null once it ended). */
+  placements(streams: readonly string[]): Promise<Map<string, { node: string | null; owner: string | null }>>;
   /** Every node's heartbeat and every lease, read from the database now. */
   clusterRecords(): Promise<ClusterRecords>;
 }
@@ -42,7 +42,7 @@ export async function openInspectionLog(args: LogArgs, follow = false): Promise<
     });
     return {
       store,
-      cluster: { placement: async (stream) => store.placement(stream), clusterRecords: () => store.clusterRecords() },
+      cluster: { placements: (streams) => store.placements(streams), clusterRecords: () => store.clusterRecords() },
     };
   }
   const { SqlitePortStore } = await import('../store/sqlite/port-adapter.ts');

@@ -60,9 +60,8 @@ export const psCommand: Command = {
     return withInspectionLog(args, async ({ store, cluster }) => {
       const rows = await store.listActors({ all: Boolean(args.values.all), ...(kind ? { kind } : {}) });
       const sup = supervisionOf(await store.readHeartbeat(), new Date().toISOString());
-      // A cluster's log (PostgreSQL) says where each actor last ran and which node owns it now (asked one at a time).
-      const places = new Map<string, { node: string | null; owner: string | null }>();
-      if (cluster) for (const r of rows) places.set(r.stream, await cluster.placement(r.stream));
+      // A cluster's log (PostgreSQL) says where each actor last ran and which node owns it now (asked all at once).
+      const places = cluster ? await cluster.placements(rows.map((r) => r.stream)) : new Map();
       const placed = cluster ? (r: { stream: string }) => places.get(r.stream)! : null;
       if (io.json) {
         printJson(

@@ -69,7 +69,7 @@ import { PgLeasing } from './leasing.ts';
 import { LiveSnapshots } from './live-snapshots.ts';
 import { LogCopy } from './log-copy.ts';
 import { readClusterRecords, writeNodeRow } from './node-records.ts';
-import { lastNodeUpTo, streamsUpTo } from './unheld-reads.ts';
+import { lastNodesUpTo, streamsUpTo } from './unheld-reads.ts';
 import { splitStoreUrl } from './url.ts';
 
 export { splitStoreUrl };
@@ -523,15 +523,28 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     return readClusterRecords(this.pg);
   }
 
-  /**
-   * The node that appended the actor's latest event, and the node holding its lease (null: none, or it ended). Of
-   * a stream whose older events the copy does not hold, and that none of the held ones names, from PostgreSQL.
-   */
+  /** The node that appended the actor's latest event, and the node holding its lease (null: none, or it ended). */
   async placement(stream: string): Promise<Placement> {
-    const place = this.cluster.placement(stream);
-    if (place.node !== null || !this.copy.pagingOut || (this.copy.knows(stream) && this.copy.missing(stream) === 0))
-      return place;
-    return { ...place, node: await lastNodeUpTo(this.pg, stream, this.head) };
+    return (await this.placements([stream])).get(stream)!;
+  }
+
+  /**
+   * placement() of each stream. Of the streams whose older events the copy does not hold, and that none of the held
+   * ones names, the node comes from PostgreSQL, in one statement for all of them.
+   */
+  async placements(streams: readonly string[]): Promise<Map<string, Placement>> {
+    const out = new Map<string, Placement>();
+    const ask: string[] = [];
+    for (const stream of streams) {
+      const place = this.cluster.placement(stream);
+      out.set(stream, place);
+      const whole = this.copy.knows(stream) && this.copy.missing(stream) === 0;
+      if (place.node === null && this.copy.pagingOut && !whole) ask.push(stream);
+    }
+    if (ask.length > 0)
+      for (const [stream, node] of await lastNodesUpTo(this.pg, ask, this.head))
+        out.set(stream, { ...out.get(stream)!, node });
+    return out;
   }
 
   // --- capabilities: metrics, the hash chain, retention ----------------------------------------------

@@ -24,6 +24,8 @@ export interface PostgresLog extends EventStorePort, Reconnecting, Metered, Chai
   clusterRecords(): Promise<ClusterRecords>;
   /** Where an actor ran last and who owns it now. */
   placement(stream: string): Promise<Placement>;
+  /** placement() of each stream, in one read of the database for those it asks about. */
+  placements(streams: readonly string[]): Promise<Map<string, Placement>>;
 }
 
 /** LISTEN/NOTIFY on the log's database, outside the log: a node's control channel and the follow frames. */

@@ -14,14 +14,22 @@ export async function versionUpTo(pg: PgEventStore, stream: string, head: number
   return r!.v;
 }
 
-/** meta.node of the stream's last event at a position <= `head` that carries a string there (null: none does). */
-export async function lastNodeUpTo(pg: PgEventStore, stream: string, head: number): Promise<string | null> {
-  const [r] = await pg.sql<{ node: string }>(
-    `SELECT meta->>'node' AS node FROM events
-      WHERE stream = $1 AND seq <= $2 AND jsonb_typeof(meta->'node') = 'string' ORDER BY version DESC LIMIT 1`,
-    [stream, head],
+/**
+ * Of each stream, meta.node of its last event at a position <= `head` that carries a string there (a stream none
+ * of whose events does is not in the map). One statement for any number of streams: `ps --all` asks for every one.
+ */
+export async function lastNodesUpTo(
+  pg: PgEventStore,
+  streams: readonly string[],
+  head: number,
+): Promise<Map<string, string>> {
+  const rows = await pg.sql<{ stream: string; node: string }>(
+    `SELECT DISTINCT ON (stream) stream, meta->>'node' AS node FROM events
+      WHERE stream = ANY($1::text[]) AND seq <= $2 AND jsonb_typeof(meta->'node') = 'string'
+      ORDER BY stream, version DESC`,
+    [streams, head],
   );
-  return r?.node ?? null;
+  return new Map(rows.map((r) => [r.stream, r.node]));
 }
 
 /** The kinds whose streams are actors' (the rest are found through migration 10's partial index of the others). */
