@@ -116,6 +116,25 @@ export function heapMb(gc: () => void): number {
 }
 
 /**
+ * Heap held by what `open` returns (kept alive until measured), above the heap before it; `count` says how many
+ * events it holds. A function of its own so that nothing of one measurement stays reachable into the next (a value
+ * kept in a loop's scope lives on until it is overwritten, after the next one is allocated).
+ */
+export async function held<T>(
+  gc: () => void,
+  open: () => Promise<T>,
+  count: (x: T) => number,
+  close: (x: T) => Promise<void>,
+): Promise<{ mb: number; n: number }> {
+  const before = heapMb(gc);
+  const x = await open();
+  const after = heapMb(gc);
+  const n = count(x);
+  await close(x);
+  return { mb: after - before, n };
+}
+
+/**
  * A side-by-side result as every bench reports it: value and baseline rounded, ratio = value ÷ baseline (from the
  * unrounded figures). The JSON contract's keys, in its order; notes only when there are some.
  */

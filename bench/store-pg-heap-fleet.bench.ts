@@ -15,7 +15,7 @@ import { actorsProjection, ACTORS_PROJECTION } from '../src/supervisor/host/acto
 import { PgHostStore } from '../src/store/postgres/host-store.ts';
 import { PG_LATEST_SCHEMA } from '../src/store/postgres/schema.ts';
 import { writeEndedActors } from '../test/support/pg-ended-log.ts';
-import { collector, heapMb, median, round, sideBySide, sizes, type Bench } from './harness.ts';
+import { collector, held, median, round, sideBySide, sizes, type Bench } from './harness.ts';
 import { benchPgUrl } from './pg-bench-fixture.ts';
 
 const WINDOW = 10_000;
@@ -52,30 +52,38 @@ export const storePgHeapFleetBenches: Bench[] = [
         const events = counted.rows[0]!.n;
         const ours: number[] = [];
         const raw: number[] = [];
-        let held = 0;
+        let heldEvents = 0;
         for (let r = 0; r < Math.max(1, Math.min(rounds, 3)); r++) {
-          let before = heapMb(gc);
-          const store = await PgHostStore.open({
-            url: `${benchPgUrl()}?schema=${schema}`,
-            pollMs: 0,
-            maxConnections: 2,
-            projections: [actorsProjection()],
-            actorRows: { projection: ACTORS_PROJECTION },
-            pageOut: { keepRecent: WINDOW },
-          });
-          ours.push(heapMb(gc) - before);
-          held = store.heldEvents;
-          await store.close();
-          before = heapMb(gc);
-          const rows = (await admin.query(`SELECT * FROM ${schema}.events ORDER BY seq DESC LIMIT ${WINDOW}`)).rows;
-          raw.push(heapMb(gc) - before);
-          if (rows.length !== Math.min(WINDOW, events))
-            throw new Error(`store.pg.heap.200k: read ${rows.length} rows of the window`);
+          const ourHeap = await held(
+            gc,
+            () =>
+              PgHostStore.open({
+                url: `${benchPgUrl()}?schema=${schema}`,
+                pollMs: 0,
+                maxConnections: 2,
+                projections: [actorsProjection()],
+                actorRows: { projection: ACTORS_PROJECTION },
+                pageOut: { keepRecent: WINDOW },
+              }),
+            (s) => s.heldEvents,
+            (s) => s.close(),
+          );
+          ours.push(ourHeap.mb);
+          heldEvents = ourHeap.n;
+          const rawHeap = await held(
+            gc,
+            async () => (await admin.query(`SELECT * FROM ${schema}.events ORDER BY seq DESC LIMIT ${WINDOW}`)).rows,
+            (rows) => rows.length,
+            async () => undefined,
+          );
+          raw.push(rawHeap.mb);
+          if (rawHeap.n !== Math.min(WINDOW, events))
+            throw new Error(`store.pg.heap.200k: read ${rawHeap.n} rows of the window`);
         }
         return sideBySide('store.pg.heap.200k', 'MB', median(ours), median(raw), {
           endedActors: ACTORS,
           events,
-          heldEvents: held,
+          heldEvents,
           target: '≤ 40 MB',
           rawWindowMB: round(median(raw)),
         });

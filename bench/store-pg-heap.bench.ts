@@ -13,23 +13,8 @@
 //             held in an array — what the log itself weighs in this process's memory
 import { actorsProjection, ACTORS_PROJECTION } from '../src/supervisor/host/actors-projection.ts';
 import { PgHostStore } from '../src/store/postgres/host-store.ts';
-import { collector, heapMb, median, round, sideBySide, sizes, type Bench } from './harness.ts';
+import { collector, held, median, round, sideBySide, sizes, type Bench } from './harness.ts';
 import { withEndedLog } from './pg-bench-fixture.ts';
-
-/** Heap held by what `open` returns (kept alive until measured), above the heap before it; `count` says how many events it holds. */
-async function held<T>(
-  gc: () => void,
-  open: () => Promise<T>,
-  count: (x: T) => number,
-  close: (x: T) => Promise<void>,
-): Promise<{ mb: number; n: number }> {
-  const before = heapMb(gc);
-  const x = await open();
-  const after = heapMb(gc);
-  const n = count(x);
-  await close(x);
-  return { mb: after - before, n };
-}
 
 export const storePgHeapBenches: Bench[] = [
   {
