@@ -4,7 +4,20 @@
 // error-code table, the metrics registry, the operator policy's defaults, the typed event vocabularies and the
 // machines. `renderReference()` is pure of the file system's docs/ folder, so a unit test can render into memory and
 // compare with the committed pages (test/unit/repo/docs-reference.test.ts); `--check` does the same from the shell.
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+// The library API's page, docs/reference/api/, is TypeDoc's (typedoc.json): slower to render, it is compared by
+// `--check` alone, which scripts/test.sh runs.
+import { spawnSync } from 'node:child_process';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
@@ -346,213 +359,49 @@ ${sections.join('\n')}`;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// The library's API
+// The library's API: TypeDoc's page, from src/index.ts and the TSDoc of what it exports
 
-type Declaration =
-  | ts.FunctionDeclaration
-  | ts.ClassDeclaration
-  | ts.InterfaceDeclaration
-  | ts.TypeAliasDeclaration
-  | ts.VariableStatement;
+/** Where TypeDoc's pages go: a folder of their own, so the pages rendered here and TypeDoc's never mix. */
+const API_FOLDER = 'api';
+export const API_DIR = join(REFERENCE_DIR, API_FOLDER);
+const API_INDEX_ENTRY = {
+  file: `${API_FOLDER}/README.md`,
+  title: "library API: what import … from 'runlog' offers, from its TSDoc (TypeDoc)",
+};
 
-export interface ApiEntry {
-  name: string;
-  kind: 'function' | 'class' | 'interface' | 'type' | 'const';
-  doc: string;
-  /** The declaration's head as written: a signature, a heritage clause, a type. */
-  head: string;
-  /** An interface's members: as written, and their doc. */
-  members: { text: string; doc: string }[];
-  file: string;
-}
-
-const sources = new Map<string, ts.SourceFile>();
-function parse(file: string): ts.SourceFile {
-  let s = sources.get(file);
-  if (!s) {
-    s = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true);
-    sources.set(file, s);
+/**
+ * docs/reference/api/'s pages, by file name: TypeDoc run on typedoc.json (its plugin, scripts/typedoc-plugin.mjs,
+ * gives the pages their final form) into a scratch folder. Slow beside the other pages (TypeDoc builds a
+ * TypeScript program of src/), so the unit test leaves it out and `--check` (scripts/test.sh) runs it.
+ */
+export function renderApiReference(): Map<string, string> {
+  const out = mkdtempSync(join(tmpdir(), 'runlog-typedoc-'));
+  try {
+    const bin = join(dirname(fileURLToPath(import.meta.resolve('typedoc/package.json'))), 'bin', 'typedoc');
+    const args = [bin, '--options', join(REPO, 'typedoc.json'), '--out', out, '--logLevel', 'Warn'];
+    const run = spawnSync(process.execPath, args, { cwd: REPO, encoding: 'utf8' });
+    if (run.status !== 0) throw new Error(`typedoc failed (exit ${run.status}):\n${run.stdout}${run.stderr}`);
+    return new Map(filesUnder(out).map((f) => [f, readFileSync(join(out, f), 'utf8')]));
+  } finally {
+    rmSync(out, { recursive: true, force: true });
   }
-  return s;
 }
 
-const docOf = (n: ts.Node): string =>
-  ts
-    .getJSDocCommentsAndTags(n)
-    .map((d) => (ts.isJSDoc(d) ? (ts.getTextOfJSDocComment(d.comment) ?? '') : ''))
-    .join(' ')
-    .replace(/\s+/g, ' ')
-    .trim();
-/** A declaration's text on one line, as written before a formatter broke it (no `( a`, `a, )` or `= | A`). */
-const oneLine = (text: string): string =>
-  text
-    .replace(/\s+/g, ' ')
-    .replace(/([([<]) /g, '$1')
-    .replace(/,? ([)\]>])/g, '$1')
-    .replace(/= \| /g, '= ')
-    .trim();
-const isExported = (n: ts.Node): boolean =>
-  ts.canHaveModifiers(n) && !!ts.getModifiers(n)?.some((m) => m.kind === ts.SyntaxKind.ExportKeyword);
-
-function declName(st: ts.Statement): string[] {
-  if (ts.isVariableStatement(st)) return st.declarationList.declarations.map((d) => d.name.getText());
-  if (
-    (ts.isFunctionDeclaration(st) ||
-      ts.isClassDeclaration(st) ||
-      ts.isInterfaceDeclaration(st) ||
-      ts.isTypeAliasDeclaration(st)) &&
-    st.name
-  )
-    return [st.name.text];
-  return [];
+/** The files under a folder, as paths relative to it, sorted. */
+function filesUnder(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((f) => statSync(join(dir, f)).isFile())
+    .sort();
 }
 
-/** Where `name`, exported by `file`, is declared: followed through re-exports and imports. */
-function resolveExport(file: string, name: string, depth = 0): { decl: Declaration; file: string } | null {
-  if (depth > 8) return null;
-  const source = parse(file);
-  for (const st of source.statements) if (declName(st).includes(name)) return { decl: st as Declaration, file };
-  const from = (spec: ts.Expression): string => join(dirname(file), (spec as ts.StringLiteral).text);
-  for (const st of source.statements) {
-    if (ts.isExportDeclaration(st) && st.moduleSpecifier) {
-      if (!st.exportClause) {
-        const found = resolveExport(from(st.moduleSpecifier), name, depth + 1);
-        if (found) return found;
-      } else if (ts.isNamedExports(st.exportClause)) {
-        const el = st.exportClause.elements.find((e) => e.name.text === name);
-        if (el) return resolveExport(from(st.moduleSpecifier), (el.propertyName ?? el.name).text, depth + 1);
-      }
-    }
-    if (
-      ts.isImportDeclaration(st) &&
-      st.importClause?.namedBindings &&
-      ts.isNamedImports(st.importClause.namedBindings)
-    ) {
-      const el = st.importClause.namedBindings.elements.find((e) => e.name.text === name);
-      if (el) return resolveExport(from(st.moduleSpecifier), (el.propertyName ?? el.name).text, depth + 1);
-    }
-  }
-  return null;
-}
-
-/** The names a module exports, in the order it lists them (`export *` expanded). */
-export function exportedNames(file: string, depth = 0): string[] {
-  const out: string[] = [];
-  for (const st of parse(file).statements) {
-    if (ts.isExportDeclaration(st)) {
-      if (!st.exportClause && st.moduleSpecifier && depth < 8)
-        out.push(...exportedNames(join(dirname(file), (st.moduleSpecifier as ts.StringLiteral).text), depth + 1));
-      else if (st.exportClause && ts.isNamedExports(st.exportClause))
-        out.push(...st.exportClause.elements.map((e) => e.name.text));
-    } else if (isExported(st)) out.push(...declName(st));
-  }
-  return [...new Set(out)];
-}
-
-function entryOf(name: string, decl: Declaration, file: string): ApiEntry {
-  const rel = file.slice(REPO.length + 1);
-  const text = decl.getText();
-  if (ts.isFunctionDeclaration(decl))
-    return {
-      name,
-      kind: 'function',
-      doc: docOf(decl),
-      head: oneLine(decl.body ? text.slice(0, decl.body.getStart() - decl.getStart()) : text).replace(
-        /^export (async )?/,
-        '$1',
-      ),
-      members: [],
-      file: rel,
-    };
-  if (ts.isClassDeclaration(decl))
-    return {
-      name,
-      kind: 'class',
-      doc: docOf(decl),
-      head: oneLine(`class ${name} ${(decl.heritageClauses ?? []).map((h) => h.getText()).join(' ')}`),
-      members: [],
-      file: rel,
-    };
-  if (ts.isInterfaceDeclaration(decl)) {
-    const members = decl.members.map((m) => ({ text: oneLine(m.getText()).replace(/;$/, ''), doc: docOf(m) }));
-    return {
-      name,
-      kind: 'interface',
-      doc: docOf(decl),
-      head: oneLine(
-        `interface ${name}${decl.typeParameters ? `<${decl.typeParameters.map((t) => t.getText()).join(', ')}>` : ''}`,
-      ),
-      members,
-      file: rel,
-    };
-  }
-  if (ts.isTypeAliasDeclaration(decl))
-    return {
-      name,
-      kind: 'type',
-      doc: docOf(decl),
-      head: oneLine(text.replace(/^export /, '')),
-      members: [],
-      file: rel,
-    };
-  const d = decl.declarationList.declarations.find((x) => x.name.getText() === name)!;
-  return {
-    name,
-    kind: 'const',
-    doc: docOf(decl),
-    head: `const ${name}${d.type ? `: ${oneLine(d.type.getText())}` : ''}`,
-    members: [],
-    file: rel,
-  };
-}
-
-/** What `import … from 'runlog'` offers, from src/index.ts and the declarations it re-exports. */
-export function libraryApi(index = join(REPO, 'src', 'index.ts')): ApiEntry[] {
-  return exportedNames(index).flatMap((name) => {
-    const found = resolveExport(index, name);
-    return found ? [entryOf(name, found.decl, found.file)] : [];
-  });
-}
-
-function apiSection(e: ApiEntry): string {
-  const head = e.head.length > 400 ? `${e.head.slice(0, 400)} …` : e.head;
-  const parts = [
-    `### ${e.name}\n`,
-    `${e.kind} in \`${e.file}\`${e.doc ? `: ${prose(e.doc)}` : ''}\n`,
-    '```ts',
-    head,
-    '```\n',
-  ];
-  if (e.members.length > 0)
-    parts.push(
-      table(
-        ['member', 'what it is'],
-        e.members.map((m) => [code(m.text), m.doc]),
-      ),
-    );
-  return parts.join('\n');
-}
-
-export function libraryPage(): string {
-  const api = libraryApi();
-  const groups: [string, ApiEntry['kind'][]][] = [
-    ['Functions', ['function']],
-    ['Interfaces', ['interface']],
-    ['Types', ['type']],
-    ['Classes', ['class']],
-    ['Values', ['const']],
-  ];
-  const sections = groups.map(([title, kinds]) => {
-    const list = api.filter((e) => kinds.includes(e.kind));
-    return list.length === 0 ? '' : `## ${title}\n\n${list.map(apiSection).join('\n')}`;
-  });
-  return `${HEADER}# Library API reference
-
-What \`import { … } from 'runlog'\` offers, read from \`src/index.ts\` and the declarations it re-exports, with their
-TSDoc. Start with \`createRunlog\` and the \`Runlog\` it returns; the [getting-started page](../getting-started.md#the-library)
-walks through them. The app SDK (\`runlog/app-sdk\`) is described in [app instances](../guides/app-instances.md).
-
-${sections.filter((x) => x !== '').join('\n')}`;
+/** The files of docs/reference/api/ that differ from TypeDoc's (or that it does not write), as `api/<file>`. */
+export function staleApiReference(dir = API_DIR, pages = renderApiReference()): string[] {
+  const stale = [...pages]
+    .filter(([f, text]) => !existsSync(join(dir, f)) || readFileSync(join(dir, f), 'utf8') !== text)
+    .map(([f]) => f);
+  const extra = filesUnder(dir).filter((f) => !pages.has(f));
+  return [...stale, ...extra].sort().map((f) => `${API_FOLDER}/${f}`);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -840,7 +689,6 @@ const PAGES: { file: string; title: string; render: () => string }[] = [
   { file: 'cli.md', title: 'CLI: every command and flag', render: () => cliPage() },
   { file: 'errors.md', title: 'errors: every code, its category, exit status and HTTP status', render: errorsPage },
   { file: 'events.md', title: 'events: the vocabulary of each machine', render: eventsPage },
-  { file: 'library.md', title: "library API: what import … from 'runlog' offers, with its TSDoc", render: libraryPage },
   { file: 'machines.md', title: 'machines: each as a state diagram and a transition table', render: machinesPage },
   { file: 'metrics.md', title: 'metrics: every Prometheus series', render: metricsPage },
   {
@@ -868,9 +716,10 @@ const PAGES: { file: string; title: string; render: () => string }[] = [
 function indexPage(): string {
   return `${HEADER}# Reference
 
-Generated from the code by \`npm run docs\`; a unit test fails when a page here differs from what the code says.
+Generated from the code by \`npm run docs\`; a unit test fails when a page here differs from what the code says, and
+\`npm test\` when the library API's does (\`npx tsx scripts/docs.ts --check\`, which runs TypeDoc).
 
-${PAGES.map((p) => `- [${p.title.split(':')[0]}](${p.file}):${p.title.slice(p.title.indexOf(':') + 1)}`).join('\n')}
+${[API_INDEX_ENTRY, ...PAGES].map((p) => `- [${p.title.split(':')[0]}](${p.file}):${p.title.slice(p.title.indexOf(':') + 1)}`).join('\n')}
 `;
 }
 
@@ -881,10 +730,11 @@ export function renderReference(): Map<string, string> {
   return out;
 }
 
-/** The file names whose committed content differs from the rendered one (or that should not be there). */
+/** The file names whose committed content differs from the rendered one (or that should not be there): TypeDoc's
+ * folder, api/, aside (staleApiReference). */
 export function staleReference(dir = REFERENCE_DIR): string[] {
   const pages = renderReference();
-  const present = existsSync(dir) ? readdirSync(dir) : [];
+  const present = existsSync(dir) ? readdirSync(dir).filter((f) => f !== API_FOLDER) : [];
   const stale = [...pages]
     .filter(([f, text]) => !existsSync(join(dir, f)) || readFileSync(join(dir, f), 'utf8') !== text)
     .map(([f]) => f);
@@ -893,7 +743,7 @@ export function staleReference(dir = REFERENCE_DIR): string[] {
 
 function main(): void {
   if (process.argv.includes('--check')) {
-    const stale = staleReference();
+    const stale = [...staleReference(), ...staleApiReference()];
     if (stale.length > 0) {
       console.error(`docs/reference is stale (${stale.join(', ')}): run npm run docs`);
       process.exit(1);
@@ -902,9 +752,15 @@ function main(): void {
   }
   mkdirSync(REFERENCE_DIR, { recursive: true });
   const pages = renderReference();
-  for (const f of readdirSync(REFERENCE_DIR)) if (!pages.has(f)) rmSync(join(REFERENCE_DIR, f));
+  for (const f of readdirSync(REFERENCE_DIR)) if (!pages.has(f) && f !== API_FOLDER) rmSync(join(REFERENCE_DIR, f));
   for (const [f, text] of pages) writeFileSync(join(REFERENCE_DIR, f), text);
-  console.log(`wrote ${pages.size} pages to docs/reference/`);
+  const api = renderApiReference();
+  rmSync(API_DIR, { recursive: true, force: true });
+  for (const [f, text] of api) {
+    mkdirSync(dirname(join(API_DIR, f)), { recursive: true });
+    writeFileSync(join(API_DIR, f), text);
+  }
+  console.log(`wrote ${pages.size} pages to docs/reference/ and ${api.size} to docs/reference/api/`);
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) main();

@@ -16,6 +16,9 @@ npx prettier --check . >/dev/null || { npx prettier --list-different . >&2; echo
 # The public surface (etc/runlog.api.md, API Extractor): a change to it fails here until the report is
 # regenerated with `npm run api:report` and committed, so every change to the API is a reviewed diff.
 npm run --silent api:check || { echo "npm test: the public API differs from etc/runlog.api.md: run npm run api:report, review the diff, commit it" >&2; exit 1; }
+# The generated reference (docs/reference/): the unit tier compares the pages rendered in memory; this compares them
+# all, the library API's included, which TypeDoc renders from src/index.ts's TSDoc (too slow for the unit tier).
+npx tsx scripts/docs.ts --check
 npx vitest run --project unit --project e2e
 
 status_file="$(mktemp)"

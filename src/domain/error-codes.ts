@@ -243,7 +243,11 @@ export const ERROR_CODES = {
   UNKNOWN_EFFECT: 'internal',
 } as const satisfies Record<string, ErrorCategory>;
 
-export type ErrorCode = keyof typeof ERROR_CODES;
+/**
+ * A code of the table above. The `& string` changes no member (every key is a string); it makes TypeScript keep the
+ * name, so declarations, editors and the library reference say `ErrorCode` rather than listing every code.
+ */
+export type ErrorCode = keyof typeof ERROR_CODES & string;
 /** The codes of one category, e.g. `CodeOf<'validation'>`. */
 export type CodeOf<C extends ErrorCategory> = {
   [K in ErrorCode]: (typeof ERROR_CODES)[K] extends C ? K : never;

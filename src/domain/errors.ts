@@ -5,8 +5,14 @@ import type { ErrorCode } from './error-codes.ts';
 
 export type { ErrorCode };
 
+/**
+ * The base of every error runlog throws on purpose. Branch on its `code`, never on its message: each code has a
+ * category, which gives the CLI's exit status and the HTTP API's status (docs/reference/errors.md).
+ */
 export class RunlogError extends Error {
+  /** Stable across releases. */
   readonly code: ErrorCode;
+  /** What the message says, as data (a stream and its versions, a file, the issues), when there is any. */
   readonly details: Record<string, unknown> | undefined;
   constructor(code: ErrorCode, message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
     super(message, options);
@@ -14,6 +20,7 @@ export class RunlogError extends Error {
     this.code = code;
     this.details = details;
   }
+  /** What `--json` and the HTTP API write under `error`: the code, the message and the details. */
   toJSON(): Record<string, unknown> {
     return { code: this.code, message: this.message, ...(this.details ? { details: this.details } : {}) };
   }

@@ -109,6 +109,11 @@ function reasonOf(x: unknown): FailureReason {
   return FAILURE_REASONS.includes(x as FailureReason) ? (x as FailureReason) : 'runtime';
 }
 
+/**
+ * The at-run execution machine (XState), pure: a transition returns the next state and the effects to run as data.
+ * {@link replay} and {@link replaySteps} fold an execution's events with it offline. Its type is inferred by XState
+ * from this definition; the states and the events each takes are drawn in docs/reference/machines.md.
+ */
 export const executionMachine = setup({
   types: {} as { context: ExecutionContext; events: E },
   actions: {

@@ -198,6 +198,11 @@ const whileLive = {
   'instance.suspended': { target: 'suspended' },
 } as const;
 
+/**
+ * The app-instance machine (XState), pure: a transition returns the next state and the effects to run as data.
+ * {@link replay} and {@link replaySteps} fold an instance's events with it offline. Its type is inferred by XState
+ * from this definition; the states and the events each takes are drawn in docs/reference/machines.md.
+ */
 export const instanceMachine = setup({
   types: {} as { context: InstanceContext; events: E },
   actions: {

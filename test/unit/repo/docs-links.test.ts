@@ -1,5 +1,6 @@
 // Every relative link in the Markdown a user reads (README.md, the root's policy files and docs/) points at a file
-// that exists, and every #anchor at a heading that exists in that file, with GitHub's heading slugs.
+// that exists, and every #anchor at a heading that exists in that file, with GitHub's heading slugs, or at an HTML
+// anchor (`<a id="…"></a>`, as TypeDoc writes above each entry of the library API's page).
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -20,7 +21,8 @@ export function prose(markdown: string): string {
   return markdown.replace(/^(```|~~~)[\s\S]*?^\1[^\n]*$/gm, '').replace(/`[^`\n]*`/g, '');
 }
 
-/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens, repeats numbered. */
+/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens, repeats numbered; and the ids
+ * of HTML anchors. */
 export function anchorsOf(markdown: string): Set<string> {
   const seen = new Map<string, number>();
   const out = new Set<string>();
@@ -34,6 +36,7 @@ export function anchorsOf(markdown: string): Set<string> {
     seen.set(base, n + 1);
     out.add(n === 0 ? base : `${base}-${n}`);
   }
+  for (const m of prose(markdown).matchAll(/<a (?:id|name)="([^"]+)"/g)) out.add(m[1]!);
   return out;
 }
 
@@ -65,7 +68,7 @@ describe('links in the documentation', () => {
   it('slugs headings and finds links as a forge does', () => {
     expect([
       ...anchorsOf(
-        '# The cluster on PostgreSQL\n## cap grant on a cluster\n## [0.1.0]\n## One running copy of an instance, and the window\n## A\n## A\n```\n# not a heading\n```\n',
+        '# The cluster on PostgreSQL\n## cap grant on a cluster\n## [0.1.0]\n## One running copy of an instance, and the window\n## A\n## A\n```\n# not a heading\n<a id="not-an-anchor"></a>\n```\n<a id="api-replay"></a>\n',
       ),
     ]).toEqual([
       'the-cluster-on-postgresql',
@@ -74,6 +77,7 @@ describe('links in the documentation', () => {
       'one-running-copy-of-an-instance-and-the-window',
       'a',
       'a-1',
+      'api-replay',
     ]);
     expect(linksOf('[a](x.md) ![i](img.png "t") `[not](y.md)` [b](#h)\n[ref]: z.md#q\n```\n[no](w.md)\n```\n')).toEqual(
       ['x.md', 'img.png', '#h', 'z.md#q'],
