@@ -46,6 +46,18 @@ export type {
   SpawnAppOptions,
 } from './runlog-api.ts';
 
+/**
+ * Opens a runlog: the log (SQLite under `home`, or PostgreSQL with `store`), and, when supervising (the default), the
+ * actor host, recovery of every live actor from the log, reconciliation against Docker and the other services.
+ * Resolves once every live actor is rehydrated; `close()` stops the services and releases the log.
+ *
+ * @example
+ * ```ts
+ * const rl = await createRunlog({ home: '/var/lib/runlog' });
+ * const view = await rl.spawnApp({ appDir: './hello', sandbox: 'container' });
+ * await rl.close();
+ * ```
+ */
 export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog> {
   // An explicit db wins over the environment's store.
   const url = options.store ?? (options.db === undefined ? process.env.RUNLOG_STORE || undefined : undefined);
