@@ -46,3 +46,19 @@ export async function withEndedLog<T>(
     await admin.end();
   }
 }
+
+/**
+ * A log kept between runs in a schema of its own (`write` fills it, once): a full run of a bench over a long history
+ * writes it the first time only. A schema left half-written by an interrupted run is dropped and written again; a
+ * `bench_generated` table marks one that is complete.
+ */
+export async function cachedSchema(admin: pg.Client, schema: string, write: () => Promise<void>): Promise<void> {
+  const done = await admin.query(
+    `SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'bench_generated'`,
+    [schema],
+  );
+  if (done.rows.length > 0) return;
+  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  await write();
+  await admin.query(`CREATE TABLE ${schema}.bench_generated (done boolean NOT NULL DEFAULT true)`);
+}

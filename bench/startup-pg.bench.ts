@@ -20,7 +20,7 @@ import type { StreamAppend } from '../src/store/port.ts';
 import { actorsProjection } from '../src/supervisor/host/actors-projection.ts';
 import { createRunlog } from '../src/supervisor/runlog.ts';
 import { median, nowMs, sideBySide, sizes, type Bench } from './harness.ts';
-import { benchPgUrl } from './pg-bench-fixture.ts';
+import { benchPgUrl, cachedSchema } from './pg-bench-fixture.ts';
 import { history } from './startup.bench.ts';
 import { runlogInternals } from '../src/supervisor/runlog-internals.ts';
 
@@ -62,25 +62,6 @@ async function generate(
     [NODE, leased],
   );
   await admin.query(`VACUUM ANALYZE ${schema}.events`);
-  await admin.query(`CREATE TABLE ${schema}.bench_generated (events integer NOT NULL)`);
-  await admin.query(`INSERT INTO ${schema}.bench_generated VALUES ($1)`, [events]);
-}
-
-/** The cached log's schema, generated when missing or left half-written by an interrupted run. */
-async function cachedLog(
-  schema: string,
-  events: number,
-  live: number,
-  admin: pg.Client,
-  log: (m: string) => void,
-): Promise<void> {
-  const done = await admin.query(
-    `SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'bench_generated'`,
-    [schema],
-  );
-  if (done.rows.length > 0) return;
-  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-  await generate(schema, events, live, admin, log);
 }
 
 /** The raw primitive: the live actors' ids, then their events, read with node-postgres. */
@@ -119,7 +100,7 @@ function startupPgBench(name: string, fullEvents: number, smokeEvents: number): 
       await admin.connect();
       const home = mkdtempSync(join(tmpdir(), 'runlog-bench-startup-pg-'));
       try {
-        await cachedLog(schema, events, LIVE, admin, (m) => log(`${name}: ${m}`));
+        await cachedSchema(admin, schema, () => generate(schema, events, LIVE, admin, (m) => log(`${name}: ${m}`)));
         const store = `${benchPgUrl()}?schema=${schema}`;
         const start = () =>
           createRunlog({

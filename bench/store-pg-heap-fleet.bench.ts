@@ -16,23 +16,16 @@ import { PgHostStore } from '../src/store/postgres/host-store.ts';
 import { PG_LATEST_SCHEMA } from '../src/store/postgres/schema.ts';
 import { writeEndedActors } from '../test/support/pg-ended-log.ts';
 import { collector, held, median, round, sideBySide, sizes, type Bench } from './harness.ts';
-import { benchPgUrl } from './pg-bench-fixture.ts';
+import { benchPgUrl, cachedSchema } from './pg-bench-fixture.ts';
 
 const WINDOW = 10_000;
 
-/** The cached log's schema, written when missing or left half-written by an interrupted run. */
-async function cachedLog(schema: string, actors: number, admin: pg.Client, log: (m: string) => void): Promise<void> {
-  const done = await admin.query(
-    `SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'bench_generated'`,
-    [schema],
-  );
-  if (done.rows.length > 0) return;
-  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+/** Writes the ended actors into the schema (once: cachedSchema keeps it between runs). */
+async function writeLog(schema: string, actors: number, admin: pg.Client, log: (m: string) => void): Promise<void> {
   const t0 = Date.now();
   await writeEndedActors(`${benchPgUrl()}?schema=${schema}`, actors, { batch: 500 });
   log(`${actors} ended actors written in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   await admin.query(`VACUUM ANALYZE ${schema}.events`);
-  await admin.query(`CREATE TABLE ${schema}.bench_generated (actors integer NOT NULL)`);
 }
 
 export const storePgHeapFleetBenches: Bench[] = [
@@ -47,7 +40,9 @@ export const storePgHeapFleetBenches: Bench[] = [
       await admin.connect();
       const gc = collector();
       try {
-        await cachedLog(schema, ACTORS, admin, (m) => log(`store.pg.heap.200k: ${m}`));
+        await cachedSchema(admin, schema, () =>
+          writeLog(schema, ACTORS, admin, (m) => log(`store.pg.heap.200k: ${m}`)),
+        );
         const counted = await admin.query<{ n: number }>(`SELECT count(*)::integer AS n FROM ${schema}.events`);
         const events = counted.rows[0]!.n;
         const ours: number[] = [];
