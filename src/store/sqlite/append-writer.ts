@@ -45,7 +45,7 @@ export class AppendWriter {
     this.now = options.now;
     this.upcastAppended = options.upcastAppended;
     this.inAppend = options.inAppend;
-    this.rows = new EventRows(db);
+    this.rows = new EventRows(db, stmt.insertEvent);
     this.one = db.transaction((request: EncodedRequest) => {
       const result = this.appendInTx(request);
       if (this.inAppend && result.events.length > 0) this.inAppend(result.events);

@@ -110,7 +110,7 @@ describe('eventHash', () => {
 describe('SQLite appends, several rows to an INSERT', () => {
   // instance.spawned is at schema 2: events written at 1 are upcast when read, and stored as written.
   const upcasters = () => new UpcasterRegistry().register({ type: 'instance.spawned', fromSchema: 1, up: (d) => d });
-  // Runs of events alike broken by events that differ.
+  // Runs of events alike (one statement binds their type, schema, meta and time once) broken by events that differ.
   const event = (i: number): NewEvent => ({
     type: i % 37 === 5 ? 'instance.healthy' : 'instance.spawned',
     ...(i % 41 === 7 ? { schema: 1 } : {}),
