@@ -43,6 +43,25 @@ export const MAX_EVENT_DEPTH = MAX_JSON_DEPTH + 24;
 const isContainer = (v: unknown): v is object =>
   typeof v === 'object' && v !== null && typeof (v as { toJSON?: unknown }).toJSON !== 'function';
 
+/** How deep, and over how many containers, the quick check below looks before the full walk takes over. */
+const SHALLOW_DEPTH = 32;
+const SHALLOW_CONTAINERS = 1024;
+
+/**
+ * The quick answer for the usual event, a few small levels: true when `value` (entered at `depth`) has no container
+ * below level SHALLOW_DEPTH, found by plain recursion over at most `budget.left` containers. False says only that it
+ * could not tell (deeper, larger, a cycle, or a subtree shared many times): nestedDeeperThan then walks it in full.
+ * It allocates little (each object's list of values), where the full walk's map, set and frames cost more than
+ * encoding a small event does.
+ */
+function shallowWithin(value: unknown, depth: number, budget: { left: number }): boolean {
+  if (!isContainer(value)) return true;
+  if (depth >= SHALLOW_DEPTH || --budget.left < 0) return false;
+  for (const child of Array.isArray(value) ? (value as unknown[]) : Object.values(value))
+    if (!shallowWithin(child, depth + 1, budget)) return false;
+  return true;
+}
+
 type DepthFrame = { enter: unknown; depth: number } | { exit: object; children: object[] };
 
 /**
@@ -52,6 +71,7 @@ type DepthFrame = { enter: unknown; depth: number } | { exit: object; children: 
  * JSON.stringify refuses it and says so.
  */
 export function nestedDeeperThan(value: unknown, maxDepth: number): boolean {
+  if (maxDepth >= SHALLOW_DEPTH && shallowWithin(value, 0, { left: SHALLOW_CONTAINERS })) return false;
   const height = new Map<object, number>(); // done: how deep the object's deepest branch goes
   const onPath = new Set<object>();
   const stack: DepthFrame[] = [{ enter: value, depth: 0 }];

@@ -11,6 +11,7 @@ import type { UpcasterRegistry } from '../upcasters.ts';
 import type { Database } from './driver.ts';
 import type { EncodedRequest } from './encoding.ts';
 import type { AppendOutcome, AppendResult, EngineAppendOptions, EngineAppendRequest } from './engine-types.ts';
+import { EventRows } from './event-rows.ts';
 import type { Statements } from './statements.ts';
 
 export interface AppendWriterOptions {
@@ -32,6 +33,8 @@ export class AppendWriter {
   private readonly now: () => string;
   private readonly upcastAppended: boolean;
   private readonly inAppend: ((events: readonly RecordedEvent[]) => void) | undefined;
+  /** The events' rows, written several to an INSERT (event-rows.ts). */
+  private readonly rows: EventRows;
 
   constructor(
     db: Database.Database,
@@ -42,6 +45,7 @@ export class AppendWriter {
     this.now = options.now;
     this.upcastAppended = options.upcastAppended;
     this.inAppend = options.inAppend;
+    this.rows = new EventRows(db, stmt.insertEvent);
     this.one = db.transaction((request: EncodedRequest) => {
       const result = this.appendInTx(request);
       if (this.inAppend && result.events.length > 0) this.inAppend(result.events);
@@ -74,14 +78,26 @@ export class AppendWriter {
     const head = this.stmt.chainHead!.get();
     let lastSeq = Math.max(this.stmt.maxSeq.get()!.s, head?.seq ?? 0);
     let hash: Buffer = head?.hash ?? GENESIS;
+    const rows = this.rows;
+    rows.start(stream, lastSeq + 1, version + 1);
     for (const { event: e, data, meta: metaText } of events) {
       version += 1;
       lastSeq += 1;
       const schema = e.schema ?? this.upcasters.currentSchema(e.type);
       const at = e.at ?? now;
       const meta = e.meta ?? {};
-      hash = eventHash(hash, lastSeq, stream, version, e.type, schema, at, data, metaText);
-      this.stmt.insertEvent.run(lastSeq, stream, version, e.type, schema, data, metaText, at, hash);
+      // Rows are held and written several at a time; whatever may throw runs once the rows before it are written,
+      // so an append fails with the error it failed with when each row was written at once. An `at` that is not a
+      // string (the port's types say it is) may fail to hash or to bind: its row goes alone, as every row once did.
+      if (typeof at === 'string') {
+        hash = eventHash(hash, lastSeq, stream, version, e.type, schema, at, data, metaText);
+        rows.add(e.type, schema, data, metaText, at, hash);
+      } else {
+        rows.write();
+        hash = eventHash(hash, lastSeq, stream, version, e.type, schema, at, data, metaText);
+        this.stmt.insertEvent.run(lastSeq, stream, version, e.type, schema, data, metaText, at, hash);
+        rows.start(stream, lastSeq + 1, version + 1);
+      }
       // The caller's own data (no copy on the append path), unless asked for as readers see it and not current.
       if (!this.upcastAppended || this.upcasters.isCurrent(e.type, schema))
         recorded.push({
@@ -94,7 +110,8 @@ export class AppendWriter {
           meta,
           at,
         });
-      else
+      else {
+        rows.write(); // an upcast may throw (a schema newer than this runlog knows)
         recorded.push({
           seq: lastSeq,
           stream,
@@ -104,7 +121,9 @@ export class AppendWriter {
           meta,
           at,
         });
+      }
     }
+    rows.write();
     this.stmt.setChainHead!.run(lastSeq, hash);
     const p = options.projection;
     if (p) {

@@ -35,7 +35,8 @@ export function encodeRequest(r: EngineAppendRequest): EncodedRequest {
   const events = r.events.map((e) => ({
     event: e,
     data: encodeJson(e.data, r.stream, e.type),
-    meta: encodeJson(e.meta ?? {}, r.stream, e.type),
+    // No meta is `{}`, which encodes to the same text every time.
+    meta: e.meta == null ? '{}' : encodeJson(e.meta, r.stream, e.type),
   }));
   const summary = r.options.projection
     ? encodeJson(r.options.projection.summary, r.stream, r.events[0]?.type ?? 'projection')

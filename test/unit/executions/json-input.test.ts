@@ -143,6 +143,21 @@ describe('nestedDeeperThan (the event store bounds every event with it)', () => 
     expect(nestedDeeperThan(cyclic, 2)).toBe(false);
     expect(nestedDeeperThan({ at: new Date(0) }, 1)).toBe(false);
   });
+
+  it('answers the same on either side of its quick check for small values (32 levels, 1,024 containers)', () => {
+    for (const levels of [31, 32, 33, 64]) {
+      expect(nestedDeeperThan(nested(levels), 32)).toBe(levels > 32);
+      expect(nestedDeeperThan(nested(levels), 40)).toBe(levels > 40);
+    }
+    const wide = Array.from({ length: 2000 }, (_, i) => ({ i, tags: [i] }));
+    expect(nestedDeeperThan(wide, 3)).toBe(false);
+    expect(nestedDeeperThan(wide, 2)).toBe(true);
+    expect(nestedDeeperThan([...wide, nested(40)], 40)).toBe(true);
+    expect(nestedDeeperThan([...wide, nested(39)], 40)).toBe(false);
+    const cyclic: unknown[] = [[[]]];
+    cyclic.push(cyclic);
+    expect(nestedDeeperThan(cyclic, 32)).toBe(false);
+  });
 });
 
 describe('checkExecuteRequest', () => {
