@@ -5,6 +5,7 @@
 import type { RecordedEvent } from '../../domain/events.ts';
 import { COLUMNS, type EventRow } from './event-rows.ts';
 import type { PgEventStore } from './event-store.ts';
+import { UNOWNED_EVENTS } from './schema.ts';
 
 /** The store's statement on its pool, and its rows as recorded events. */
 export interface RowReader {
@@ -27,7 +28,7 @@ export interface RequestStreamBounds {
 export async function unownedStreams(pg: PgEventStore, upTo: number): Promise<string[]> {
   const rows = await pg.sql<{ stream: string }>(
     `SELECT DISTINCT stream FROM events
-      WHERE stream NOT LIKE 'instance-%' AND stream NOT LIKE 'execution-%' AND seq <= $1`,
+      WHERE ${UNOWNED_EVENTS} AND seq <= $1`,
     [upTo],
   );
   return rows.map((row) => row.stream);

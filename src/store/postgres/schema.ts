@@ -14,6 +14,12 @@ export const MIGRATE_LOCK_CLASS = 0x524c4f4d; // 'RLOM'
 /** One archive run at a time per log, across every node (postgres/archive.ts). */
 export const ARCHIVE_LOCK_CLASS = 0x524c4f41; // 'RLOA'
 
+/**
+ * The events of streams that are no actor's: the predicate of migration 10's partial index, which a query must
+ * state in these words for PostgreSQL to use that index (open-reads.ts, unheld-reads.ts).
+ */
+export const UNOWNED_EVENTS = `stream NOT LIKE 'instance-%' AND stream NOT LIKE 'execution-%'`;
+
 export const PG_MIGRATIONS: readonly string[] = [
   // 1: the log, the projections' documents, and the append function.
   `CREATE TABLE events (
@@ -578,7 +584,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   `CREATE INDEX projection_documents_unended ON projection_documents (projection, id)
      WHERE (doc->>'status') <> 'terminal';
    CREATE INDEX events_unowned ON events (stream, seq)
-     WHERE stream NOT LIKE 'instance-%' AND stream NOT LIKE 'execution-%';`,
+     WHERE ${UNOWNED_EVENTS};`,
 ];
 
 export const PG_LATEST_SCHEMA = PG_MIGRATIONS.length;

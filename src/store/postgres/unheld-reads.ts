@@ -4,6 +4,8 @@
 // copy's head, so the store never answers ahead of what it has seen (its lastSeq and its reads agree).
 import type { StreamInfo } from '../port.ts';
 import type { PgEventStore } from './event-store.ts';
+import { ACTOR_STREAM } from './lease-beat.ts';
+import { UNOWNED_EVENTS } from './schema.ts';
 
 /** The stream's version among the events at positions <= `head` (0: none; an archived stream's are gone). */
 export async function versionUpTo(pg: PgEventStore, stream: string, head: number): Promise<number> {
@@ -32,9 +34,6 @@ export async function lastNodesUpTo(
   return new Map(rows.map((r) => [r.stream, r.node]));
 }
 
-/** The kinds whose streams are actors' (the rest are found through migration 10's partial index of the others). */
-const ACTOR_KINDS = new Set(['instance', 'execution']);
-
 /**
  * Every stream with events at positions <= `head` (of one kind: the name up to its first `-`), in name order code
  * unit by code unit (COLLATE "C", as the copy sorts). One pass over those events: a list of every stream is as
@@ -42,10 +41,7 @@ const ACTOR_KINDS = new Set(['instance', 'execution']);
  * (the partial index of postgres/schema.ts migration 10), so listing the placement streams does not scan history.
  */
 export async function streamsUpTo(pg: PgEventStore, head: number, kind?: string): Promise<StreamInfo[]> {
-  const unowned =
-    kind !== undefined && !ACTOR_KINDS.has(kind)
-      ? `AND stream NOT LIKE 'instance-%' AND stream NOT LIKE 'execution-%'`
-      : '';
+  const unowned = kind !== undefined && !ACTOR_STREAM.test(`${kind}-`) ? `AND ${UNOWNED_EVENTS}` : '';
   const rows = await pg.sql<{ stream: string; version: number; created_at: string; updated_at: string }>(
     `SELECT g.stream, g.version, f.at AS created_at, l.at AS updated_at
        FROM (SELECT stream, min(version) AS first, max(version) AS version FROM events
