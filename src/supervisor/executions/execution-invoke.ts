@@ -10,6 +10,7 @@ import { runtimePublisherOfUri } from '../../domain/at-run/code-record.ts';
 import type { OperatorPolicy } from '../../domain/at-run/operator-policy.ts';
 import type { Materialized, Resolved } from '../../domain/execution-events.ts';
 import type { ExecutionContext, ExecutionRequest } from '../../machines/execution.machine.ts';
+import type { DispatchResult } from '../host/actor-host.ts';
 import type { FaultHook } from '../host/faults.ts';
 import {
   classify,
@@ -106,21 +107,32 @@ export class ExecutionInvoker {
       );
       return;
     }
-    const started = await ctx.dispatch({
-      type: 'execution.started',
-      data: { containerId, ...(profiles.get(request.executionId)?.prestarted ? { prestarted: true } : {}) },
-    });
-    // Cancelled meanwhile: nothing will invoke or clean up this container.
-    if (!started.accepted) {
-      this.claimedInfo.delete(request.executionId);
-      await this.deps
-        .sandbox()
-        .removeContainer(containerId)
-        .catch(() => undefined);
+    let started: DispatchResult;
+    try {
+      started = await ctx.dispatch({
+        type: 'execution.started',
+        data: { containerId, ...(profiles.get(request.executionId)?.prestarted ? { prestarted: true } : {}) },
+      });
+    } catch (err) {
+      // Not recorded (the lease went to another node while the daemon made the container, or the store failed):
+      // no event names this container, so neither a cleanup nor a takeover would ever find it.
+      await this.dropUnrecorded(request.executionId, containerId);
+      throw err;
     }
+    // Cancelled meanwhile: nothing will invoke or clean up this container.
+    if (!started.accepted) await this.dropUnrecorded(request.executionId, containerId);
     // Once this one has answered, the next sandbox for this code is started (invoke): not now, when its start
     // would compete with this execution's own attach and run on the daemon.
     else this.nextSandbox.set(request.executionId, target);
+  }
+
+  /** Removes a container that no recorded event names (best effort: a daemon that fails here fails the next step too). */
+  private async dropUnrecorded(executionId: string, containerId: string): Promise<void> {
+    this.claimedInfo.delete(executionId);
+    await this.deps
+      .sandbox()
+      .removeContainer(containerId)
+      .catch(() => undefined);
   }
 
   // 13: one envelope on stdin, frames on stdout; the deadline is the supervisor's to enforce.
