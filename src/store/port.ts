@@ -260,9 +260,29 @@ export function validateAppends(requests: readonly StreamAppend[]): void {
         issues.push(`${where} event ${j}: data must be an object`);
       if (e?.schema !== undefined && !(Number.isSafeInteger(e.schema) && e.schema >= 1))
         issues.push(`${where} event ${j}: schema must be an integer >= 1`);
+      const atProblem = eventTimeProblem(e?.at);
+      if (atProblem) issues.push(`${where} event ${j}: ${atProblem}`);
     });
   });
   if (issues.length > 0) throw new ValidationError('STORE_INPUT', 'invalid append', issues);
+}
+
+/** An event time as the log writes it: ISO 8601 with seconds and a zone (what `Date.prototype.toISOString` gives). */
+const EVENT_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
+
+/**
+ * Why an event's `at` cannot be written, or null when it can (absent: the store's clock).
+ *
+ * The time is part of each event's chain link, hashed as the text the store keeps: a number or a date that a
+ * store would rewrite (PostgreSQL's `12` read back as `12.0`) would be stored as one value and hashed as another,
+ * and verify would then report a chain that was never broken.
+ */
+export function eventTimeProblem(at: unknown): string | null {
+  if (at === undefined) return null;
+  if (typeof at !== 'string') return `at must be an ISO 8601 time string, got ${typeof at}`;
+  if (!EVENT_TIME.test(at) || !Number.isFinite(Date.parse(at)))
+    return `at must be an ISO 8601 time with seconds and a zone (2026-01-02T03:04:05.000Z), got ${JSON.stringify(at.slice(0, 64))}`;
+  return null;
 }
 
 /** Serialises to JSON or throws a ValidationError naming the field (BigInt, cycles): nothing is written then. */

@@ -86,18 +86,10 @@ export class AppendWriter {
       const schema = e.schema ?? this.upcasters.currentSchema(e.type);
       const at = e.at ?? now;
       const meta = e.meta ?? {};
-      // Rows are held and written several at a time; whatever may throw runs once the rows before it are written,
-      // so an append fails with the error it failed with when each row was written at once. An `at` that is not a
-      // string (the port's types say it is) may fail to hash or to bind: its row goes alone, as every row once did.
-      if (typeof at === 'string') {
-        hash = eventHash(hash, lastSeq, stream, version, e.type, schema, at, data, metaText);
-        rows.add(e.type, schema, data, metaText, at, hash);
-      } else {
-        rows.write();
-        hash = eventHash(hash, lastSeq, stream, version, e.type, schema, at, data, metaText);
-        this.stmt.insertEvent.run(lastSeq, stream, version, e.type, schema, data, metaText, at, hash);
-        rows.start(stream, lastSeq + 1, version + 1);
-      }
+      // Rows are held and written several at a time; whatever may throw (an upcast, below) runs once the rows
+      // before it are written, so an append fails with the error it failed with when each row was written at once.
+      hash = eventHash(hash, lastSeq, stream, version, e.type, schema, at, data, metaText);
+      rows.add(e.type, schema, data, metaText, at, hash);
       // The caller's own data (no copy on the append path), unless asked for as readers see it and not current.
       if (!this.upcastAppended || this.upcasters.isCurrent(e.type, schema))
         recorded.push({

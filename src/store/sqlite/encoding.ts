@@ -2,8 +2,8 @@
 // cannot encode fails its own append, and nothing of it is written.
 import type { NewEvent } from '../../domain/events.ts';
 import { MAX_EVENT_DEPTH, nestedDeeperThan } from '../../domain/json-input.ts';
-import { EventEncodingError } from '../../domain/errors.ts';
-import type { SnapshotRecord } from '../port.ts';
+import { EventEncodingError, ValidationError } from '../../domain/errors.ts';
+import { eventTimeProblem, type SnapshotRecord } from '../port.ts';
 import type { EngineAppendOptions, EngineAppendRequest } from './engine-types.ts';
 
 /** One request with its events already encoded: encoding happens before any transaction starts. */
@@ -32,8 +32,8 @@ export function encodeJson(value: unknown, stream: string, type: string): string
 
 /** Encodes one request's events and projection, or says why it cannot be. */
 export function encodeRequest(r: EngineAppendRequest): EncodedRequest {
-  const events = r.events.map((e) => ({
-    event: e,
+  const events = r.events.map((e, j) => ({
+    event: checkedTime(e, r.stream, j),
     data: encodeJson(e.data, r.stream, e.type),
     // No meta is `{}`, which encodes to the same text every time.
     meta: e.meta == null ? '{}' : encodeJson(e.meta, r.stream, e.type),
@@ -48,4 +48,12 @@ export function encodeRequest(r: EngineAppendRequest): EncodedRequest {
     summary,
     ...(r.options.snapshot ? { snapshot: r.options.snapshot } : {}),
   };
+}
+
+/** The event, once its `at` is one the log can write and hash as the same text (port.ts eventTimeProblem). */
+function checkedTime(e: NewEvent, stream: string, index: number): NewEvent {
+  const problem = eventTimeProblem(e.at);
+  if (problem)
+    throw new ValidationError('STORE_INPUT', 'invalid append', [`stream ${stream} event ${index}: ${problem}`]);
+  return e;
 }

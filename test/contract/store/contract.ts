@@ -135,6 +135,25 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
           check: (_, err) => expect(err.issues.length).toBeGreaterThanOrEqual(4),
         },
       });
+      spec(
+        'an event time that is not an ISO 8601 string is refused before anything is written, so verify never sees a link hashed from another text',
+        {
+          given: { 'order-1': ['a'] },
+          when: (s) =>
+            s.appendMany([
+              { stream: 'order-1', events: [{ type: 'b', data: {}, at: 12 as never }], expectedVersion: 1 },
+              { stream: 'order-2', events: [{ type: 'x', data: {}, at: 'yesterday' }], expectedVersion: 'no-stream' },
+            ]),
+          then: {
+            throws: 'STORE_INPUT',
+            log: [['order-1', 'a']],
+            check: (_, err) =>
+              expect(err.issues.join('\n')).toMatch(
+                /event 0: at must be an ISO 8601 time string, got number[\s\S]*event 0: at must be an ISO 8601 time/,
+              ),
+          },
+        },
+      );
     });
 
     describe('reads', () => {
