@@ -55,8 +55,6 @@ export interface LogCopyOptions {
   keepRecent: number | null;
   /** Whether the stream is an ended actor's (its actors row is terminal): only those are paged out. */
   ended(stream: string): boolean;
-  /** How many paged-in streams the cache keeps (least recently used out first). */
-  pagedInStreams?: number;
   /** Request streams, whose events older than the window and than `keepMs` before `now()` are paged out from the front. */
   tail?: TailStreams;
   /** Hears of each ended stream the copy has dropped whole (the store forgets what it kept beside it). */
@@ -79,8 +77,6 @@ export class LogCopy {
   private readonly endedHeld = new Set<string>();
   /** Request streams that hold events (their oldest may be paged out at the next compaction). */
   private readonly tailHeld = new Set<string>();
-  /** Paged-in histories (versions 1..n) of paged-out streams, least recently used first. */
-  private readonly pagedIn = new Map<string, RecordedEvent[]>();
   private headSeq = 0;
   /** The highest position paged out: a read of the whole log after a position below it is not complete here. */
   private floorSeq = 0;
@@ -224,7 +220,6 @@ export class LogCopy {
     // Only now, once the held events are filtered by their stream's entry: nothing of a dropped stream stays.
     for (const stream of gone) {
       this.byStream.delete(stream);
-      this.pagedIn.delete(stream);
       this.options.forget?.(stream);
     }
     return dropped;
@@ -247,47 +242,26 @@ export class LogCopy {
       c.dropped += n;
       c.held = c.held.slice(n);
       if (c.held.length === 0) this.tailHeld.delete(stream);
-      // The paged-in copy of the stream's older versions no longer reaches up to what is held.
-      this.pagedIn.delete(stream);
       dropped += n;
     }
     return dropped;
   }
 
-  /** The versions of the stream not held (1..n), or 0 when every version is here or in the paged-in cache. */
+  /** The versions of the stream not held (1..n; the store reads those from the database), or 0 when all are here. */
   missing(stream: string): number {
-    const c = this.byStream.get(stream);
-    if (!c || c.dropped === 0) return 0;
-    const p = this.pagedIn.get(stream);
-    return p && p.length >= c.dropped ? 0 : c.dropped;
+    return this.byStream.get(stream)?.dropped ?? 0;
   }
 
-  /** Keeps a paged-out stream's history (versions 1..n, read from the store) for the synchronous reads. */
-  cache(stream: string, events: RecordedEvent[]): void {
-    this.pagedIn.delete(stream);
-    this.pagedIn.set(stream, events);
-    const max = this.options.pagedInStreams ?? 32;
-    while (this.pagedIn.size > max) this.pagedIn.delete(this.pagedIn.keys().next().value!);
-  }
-
-  /** Versions from..to (inclusive) of the stream; throws PagedOutError for paged-out ones not in the cache. */
+  /** Versions from..to (inclusive) of the stream; throws PagedOutError when one of them is not held. */
   read(stream: string, from = 1, to?: number): RecordedEvent[] {
     const c = this.byStream.get(stream);
     if (!c) return [];
     const last = Math.min(to ?? c.version, c.version);
     const first = Math.max(1, from);
     if (first > last) return [];
+    if (first <= c.dropped) throw new PagedOutError({ stream });
     const out: RecordedEvent[] = [];
-    if (first <= c.dropped) {
-      const p = this.pagedIn.get(stream);
-      const upTo = Math.min(last, c.dropped);
-      if (!p || p.length < upTo) throw new PagedOutError({ stream });
-      // A read is a use: the stream moves to the cache's recent end.
-      this.pagedIn.delete(stream);
-      this.pagedIn.set(stream, p);
-      for (let v = first; v <= upTo; v++) out.push(p[v - 1]!);
-    }
-    for (let v = Math.max(first, c.dropped + 1); v <= last; v++) out.push(c.held[v - c.dropped - 1]!);
+    for (let v = first; v <= last; v++) out.push(c.held[v - c.dropped - 1]!);
     return out;
   }
 
