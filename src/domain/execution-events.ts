@@ -24,6 +24,8 @@ export interface ExecutionRequest {
   callerDid: string | null;
   /** Wall-clock budget for the invocation; the deadline is computed when the execution is requested. */
   timeoutMs: number;
+  /** The job record it answers, when it was taken from the network (absent from histories before jobs existed). */
+  job?: { uri: string; cid: string };
 }
 
 /** The resolved facts an execution runs on, as recorded in `execution.resolved`. */

@@ -50,6 +50,8 @@ export interface ExecutionReceipt {
   failure?: { kind: ExecutionFailureKind; code?: string; message?: string };
   exitCode?: number;
   callerDid?: string;
+  /** The job record (dev.mainasara.at-run.beta.v2.job) this execution answers, when it came from the network. */
+  job?: StrongRef;
   /** The runner record (policy) in force for this execution. */
   runner?: StrongRef;
   startedAt: string;
@@ -195,6 +197,7 @@ export function buildExecutionRecord(r: ExecutionReceipt): JsonObject {
   if (r.exitCode !== undefined && (!Number.isSafeInteger(r.exitCode) || r.exitCode < -1 || r.exitCode > 255))
     v.add('exitCode', 'must be an integer in [-1, 255]');
   if (r.callerDid !== undefined) v.did('callerDid', r.callerDid);
+  if (r.job !== undefined) v.strongRef('job', r.job, AT_RUN_V2.job);
   if (r.runner !== undefined) v.strongRef('runner', r.runner, AT_RUN_V2.runner);
   v.datetime('startedAt', r.startedAt);
   v.datetime('finishedAt', r.finishedAt);
@@ -231,6 +234,7 @@ export function buildExecutionRecord(r: ExecutionReceipt): JsonObject {
       : {}),
     ...(r.exitCode !== undefined ? { exitCode: r.exitCode } : {}),
     ...(r.callerDid ? { callerDid: r.callerDid } : {}),
+    ...(r.job ? { job: ref(r.job) } : {}),
     ...(r.runner ? { runner: ref(r.runner) } : {}),
     startedAt: r.startedAt,
     finishedAt: r.finishedAt,

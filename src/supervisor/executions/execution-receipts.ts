@@ -46,6 +46,7 @@ export async function writeReceiptFor(
         : {}),
       ...(typeof d.exitCode === 'number' ? { exitCode: d.exitCode } : {}),
       ...(request.callerDid ? { callerDid: request.callerDid } : {}),
+      ...(request.job ? { job: { uri: request.job.uri, cid: request.job.cid } } : {}),
       startedAt: times.startedAt,
       finishedAt: times.finishedAt(),
     });

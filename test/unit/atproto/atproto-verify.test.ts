@@ -355,6 +355,18 @@ describe('receipts and runner records', () => {
     }
   });
 
+  it('names the job a receipt answers by strong ref, and refuses a ref to a record that is not a job', () => {
+    const job = { uri: `at://${DID}/${AT_RUN_V2.job}/3kabcdefgh2aa`, cid: cidForRecordJson({ $type: AT_RUN_V2.job }) };
+    expect(buildExecutionRecord({ ...receipt, job }).job).toEqual(job);
+    expect(buildExecutionRecord(receipt)).not.toHaveProperty('job');
+    try {
+      buildExecutionRecord({ ...receipt, job: { ...job, uri: receipt.code.uri } });
+      expect.unreachable();
+    } catch (err) {
+      expect((err as ValidationError).issues).toEqual([`job.uri: must be a ${AT_RUN_V2.job} record`]);
+    }
+  });
+
   it('builds a runner record', () => {
     const rec = buildRunnerRecord(policy, { createdAt: '2026-01-01T00:00:00.000Z' });
     expect(rec).toMatchObject({ $type: AT_RUN_V2.runner, protocolVersions: [1], sandboxImage: policy.sandboxImage });
