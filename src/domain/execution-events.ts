@@ -28,6 +28,12 @@ export interface ExecutionRequest {
   job?: { uri: string; cid: string };
 }
 
+/** Why a job is refused before anything of it runs: a code of the error table and a message for its caller. */
+export interface Refusal {
+  code: string;
+  message: string;
+}
+
 /** The resolved facts an execution runs on, as recorded in `execution.resolved`. */
 export interface Resolved {
   codeUri: string;
@@ -117,7 +123,8 @@ export interface SucceededData extends OutcomeData {
 
 /** Event type → its data. One entry per event the execution machine knows. */
 export interface ExecutionEventData {
-  'execution.requested': { request: ExecutionRequest; deadline?: string | null };
+  /** refused: a job this runner will not run (its checks failed at intake): it is answered, never resolved. */
+  'execution.requested': { request: ExecutionRequest; deadline?: string | null; refused?: Refusal };
   'execution.step': { name?: string; detail?: Record<string, unknown> };
   'execution.resolved': Resolved;
   'execution.materialized': Materialized;

@@ -3,6 +3,7 @@
 //
 //   new → resolving → materializing → starting → running → succeeded
 //              └───────────┴─────────────┴──────────┴────→ failed (typed reason)
+//   new ──execution.requested (refused)──→ refusing ──→ failed (a job refused at intake: answered, never run)
 //   starting | running ──execution.adopted──→ adopted ──→ succeeded | failed
 //   resolving … adopted ──execution.recovered──→ the same state, entered again (its step's effect runs again)
 import { assign, setup } from 'xstate';
@@ -14,6 +15,7 @@ import {
   type FailureReason,
   type LatencyProfile,
   type Materialized,
+  type Refusal,
   type Resolved,
 } from '../domain/execution-events.ts';
 import { effectActions } from './effects.ts';
@@ -39,6 +41,8 @@ export type ExecutionContext = {
   failure: { reason: FailureReason; code: string; message: string } | null;
   stderrTail: string | null;
   adopted: boolean;
+  /** Why a job was refused at intake (absent: it was not, and from logs written before jobs existed). */
+  refused?: Refusal;
   /** Step durations (ms) from the outcome event; absent from logs written before profiles were recorded. */
   profile?: LatencyProfile | null;
 };
@@ -64,6 +68,8 @@ type E = ExecutionEvent;
 /** The execution machine's effects: name → params. The handlers in src/supervisor are typed by this map. */
 export interface ExecutionEffects {
   resolve: { request: ExecutionRequest };
+  /** Answers a job refused at intake (its receipt says why), then records it failed. */
+  refuse: { request: ExecutionRequest; refused: Refusal };
   materialize: { request: ExecutionRequest; resolved: Resolved };
   createSandbox: { request: ExecutionRequest; resolved: Resolved; materialized: Materialized };
   /** `resumed`: run again on recovery, on a container a dead supervisor may have attached to (see executions.ts). */
@@ -93,6 +99,8 @@ export interface ExecutionEffects {
 const requestOf = (c: ExecutionContext): ExecutionRequest => c.request as ExecutionRequest;
 const resolvedOf = (c: ExecutionContext): Resolved => c.resolved as Resolved;
 const materializedOf = (c: ExecutionContext): Materialized => c.materialized as Materialized;
+/** Set by execution.requested whenever it leads to `refusing` (the guard reads the same field). */
+const refusalOf = (c: ExecutionContext): Refusal => c.refused as Refusal;
 
 /** The data of an event of this type, or nothing (named actions see every event type). */
 function dataOf<T extends keyof ExecutionEventData>(event: E, type: T): Partial<ExecutionEventData[T]> {
@@ -116,9 +124,14 @@ function reasonOf(x: unknown): FailureReason {
  */
 export const executionMachine = setup({
   types: {} as { context: ExecutionContext; events: E },
+  guards: {
+    /** A job refused at intake: answered, never resolved. */
+    refused: ({ event }) => Boolean(dataOf(event, 'execution.requested').refused),
+  },
   actions: {
     ...effectActions<ExecutionEffects>({
       resolve: true,
+      refuse: true,
       materialize: true,
       createSandbox: true,
       invoke: true,
@@ -126,6 +139,15 @@ export const executionMachine = setup({
       killSandbox: true,
       cleanup: true,
       announce: true,
+    }),
+    recordRequest: assign(({ event }) => {
+      const x = dataOf(event, 'execution.requested');
+      return {
+        request: x.request ?? null,
+        requestedAt: event.at,
+        deadline: x.deadline ?? null,
+        ...(x.refused ? { refused: x.refused } : {}),
+      };
     }),
     recordStep: assign({
       steps: ({ context, event }) => {
@@ -162,14 +184,23 @@ export const executionMachine = setup({
   states: {
     new: {
       on: {
-        'execution.requested': {
-          target: 'resolving',
-          actions: assign({
-            request: ({ event }) => event.data.request,
-            requestedAt: ({ event }) => event.at,
-            deadline: ({ event }) => event.data.deadline ?? null,
-          }),
+        'execution.requested': [
+          { guard: 'refused', target: 'refusing', actions: 'recordRequest' },
+          { target: 'resolving', actions: 'recordRequest' },
+        ],
+      },
+    },
+    refusing: {
+      entry: [
+        {
+          type: 'refuse',
+          params: ({ context }) => ({ request: requestOf(context), refused: refusalOf(context) }),
         },
+      ],
+      on: {
+        // The answer died with the supervisor: written again (the receipt's key is the execution id).
+        'execution.recovered': { target: 'refusing', reenter: true },
+        'execution.failed': { target: 'failed', actions: 'recordFailure' },
       },
     },
     resolving: {

@@ -286,6 +286,9 @@ export function decideExecution(actor: ActorAt, o: ExecutionObservation): Decisi
   const recover = (evidence: Evidence, outcome: Outcome = 'resumed') =>
     d(outcome, evidence, [{ type: 'execution.recovered', data: { version: actor.version, evidence } }]);
 
+  // A refused job's answer died with its supervisor (here or on another node): nothing of it ran, so it is
+  // answered again, whatever its deadline; its receipt replaces the same record.
+  if (state === 'refusing') return recover({ state });
   if ('node' in o) {
     const previous = String(o.evidence.node ?? 'another node');
     return d('lost', o.evidence, [
@@ -340,7 +343,7 @@ export function decideExecution(actor: ActorAt, o: ExecutionObservation): Decisi
   ]);
 }
 
-const LIVE_EXECUTION = new Set(['resolving', 'materializing', 'starting', 'running', 'adopted']);
+const LIVE_EXECUTION = new Set(['refusing', 'resolving', 'materializing', 'starting', 'running', 'adopted']);
 
 /** Recovery of any actor (the shell's entry point). */
 export function decide(kind: 'instance', actor: ActorAt, observation: InstanceObservation): Decision<'instance'>;

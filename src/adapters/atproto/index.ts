@@ -68,13 +68,16 @@ export {
 } from './publisher.ts';
 export {
   buildExecutionRecord,
+  buildRefusalRecord,
   buildRunnerRecord,
   putRunnerRecord,
   writeExecutionReceipt,
+  writeRefusalReceipt,
   type ExecutionFailureKind,
   type ExecutionLimits,
   type ExecutionOutcome,
   type ExecutionReceipt,
+  type RefusalReceipt,
   type RunnerPolicy,
 } from './receipts.ts';
 export {

@@ -316,6 +316,54 @@ export async function writeExecutionReceipt(publisher: Publisher, receipt: Execu
   return publisher.putRecord(AT_RUN_V2.execution, receipt.executionId, buildExecutionRecord(receipt));
 }
 
+/** The receipt of a job refused before anything of it ran: the job, why, and who asked. */
+export interface RefusalReceipt {
+  /** The execution the refusal is recorded as (its id is the job's: jobExecutionId); also the record key. */
+  executionId: string;
+  job: StrongRef;
+  /** The refusal's code (the error table's) and a message for the caller. */
+  failure: { code: string; message: string };
+  /** The job's author, when its record could be read. */
+  callerDid?: string;
+  runner?: StrongRef;
+  startedAt: string;
+  finishedAt: string;
+}
+
+/**
+ * Validates a refusal and returns its execution record: outcome "failed", failure kind "validation", and none of
+ * the fields of an execution that ran (code, runtime, images, limits, input), since none of them was used.
+ */
+export function buildRefusalRecord(r: RefusalReceipt): JsonObject {
+  const v = new Issues();
+  if (typeof r.executionId !== 'string' || !isValidRecordKey(r.executionId))
+    v.add('executionId', 'must be a valid record key');
+  v.strongRef('job', r.job, AT_RUN_V2.job);
+  v.str('failure.code', r.failure?.code, 128);
+  v.str('failure.message', r.failure?.message, 3000);
+  if (r.callerDid !== undefined) v.did('callerDid', r.callerDid);
+  if (r.runner !== undefined) v.strongRef('runner', r.runner, AT_RUN_V2.runner);
+  v.datetime('startedAt', r.startedAt);
+  v.datetime('finishedAt', r.finishedAt);
+  v.throwIfAny('refusal receipt');
+  return {
+    $type: AT_RUN_V2.execution,
+    executionId: r.executionId,
+    job: ref(r.job),
+    outcome: 'failed',
+    failure: { kind: 'validation', code: r.failure.code, message: r.failure.message },
+    ...(r.callerDid ? { callerDid: r.callerDid } : {}),
+    ...(r.runner ? { runner: ref(r.runner) } : {}),
+    startedAt: r.startedAt,
+    finishedAt: r.finishedAt,
+  };
+}
+
+/** Writes (or rewrites) a refusal at <runner repo>/dev.mainasara.at-run.beta.v2.execution/<executionId>. */
+export async function writeRefusalReceipt(publisher: Publisher, receipt: RefusalReceipt): Promise<StrongRef> {
+  return publisher.putRecord(AT_RUN_V2.execution, receipt.executionId, buildRefusalRecord(receipt));
+}
+
 /** Writes the runner record (default rkey "self"). */
 export async function putRunnerRecord(
   publisher: Publisher,

@@ -1,10 +1,15 @@
 // Receipts: what an execution used and produced, written to the operator's repo before its outcome is recorded, and
 // the runner record that advertises this runner's policy.
-import { putRunnerRecord, writeExecutionReceipt, type Publisher } from '../../adapters/atproto/index.ts';
+import {
+  putRunnerRecord,
+  writeExecutionReceipt,
+  writeRefusalReceipt,
+  type Publisher,
+} from '../../adapters/atproto/index.ts';
 import { requireImage, type Parts } from '../../config/parts.ts';
 import type { OperatorPolicy } from '../../domain/at-run/operator-policy.ts';
 import type { RunlogError } from '../../domain/errors.ts';
-import type { Resolved } from '../../domain/execution-events.ts';
+import type { FailedData, Refusal, Resolved } from '../../domain/execution-events.ts';
 import type { ExecutionRequest } from '../../machines/execution.machine.ts';
 import { sha256, type OutcomeEvent } from './execution-outcomes.ts';
 
@@ -81,4 +86,33 @@ export async function putRunnerRecordFor(
     ...(p.publishers.includes('*') ? {} : { publishers: [...p.publishers] }),
     ...(p.registries.includes('*') ? {} : { registries: [...p.registries] }),
   });
+}
+
+/**
+ * Answers a job refused at intake, then records it failed: the receipt (when this runner writes receipts) is
+ * written first, so the failure names it, and a caller waiting on the network is told why. Written again after a
+ * restart, it replaces the same record (its key is the execution id).
+ */
+export async function answerRefusal(
+  publisher: Publisher | undefined,
+  request: ExecutionRequest,
+  refused: Refusal,
+  times: { startedAt: string; finishedAt: () => string },
+  dispatch: (failed: { type: 'execution.failed'; data: FailedData }) => Promise<unknown>,
+): Promise<void> {
+  const data: FailedData = { reason: 'validation', code: refused.code, message: refused.message };
+  if (publisher && request.job)
+    try {
+      data.receipt = await writeRefusalReceipt(publisher, {
+        executionId: request.executionId,
+        job: { uri: request.job.uri, cid: request.job.cid },
+        failure: { code: refused.code, message: refused.message.slice(0, 1000) },
+        ...(request.callerDid ? { callerDid: request.callerDid } : {}),
+        startedAt: times.startedAt,
+        finishedAt: times.finishedAt(),
+      });
+    } catch (err) {
+      data.receiptError = { code: (err as RunlogError).code ?? 'RECEIPT_FAILED', message: (err as Error).message };
+    }
+  await dispatch({ type: 'execution.failed', data });
 }

@@ -21,7 +21,7 @@ import type { RecordedEvent } from '../../domain/events.ts';
 import type { LatencyProfile, Resolved } from '../../domain/execution-events.ts';
 import type { ExecutionContext } from '../../machines/execution.machine.ts';
 import type { ActorHost, EffectHandlers } from '../host/actor-host.ts';
-import { putRunnerRecordFor } from './execution-receipts.ts';
+import { answerRefusal, putRunnerRecordFor } from './execution-receipts.ts';
 import { CodePreparation } from './code-preparation.ts';
 import { ExecutionInvoker } from './execution-invoke.ts';
 import { materializeExecution, type MaterializeDeps } from './execution-materialize.ts';
@@ -192,6 +192,17 @@ export class ExecutionSupervisor {
   handlers(): Omit<EffectHandlers<'execution'>, 'announce'> {
     return {
       resolve: (p, ctx) => this.resolver.resolve(p.request, ctx),
+      refuse: (p, ctx) => {
+        const requestedAt = ExecutionSupervisor.view(ctx.actor.snapshot.context).requestedAt;
+        const now = () => new Date(this.nowMs()).toISOString();
+        return answerRefusal(
+          this.opts.receipts,
+          p.request,
+          p.refused,
+          { startedAt: requestedAt ?? now(), finishedAt: now },
+          (e) => ctx.dispatch(e),
+        );
+      },
       materialize: (p, ctx) => materializeExecution(this.materializeDeps, p.resolved, ctx),
       createSandbox: (p, ctx) => this.invoker.createSandbox(p.request, p.resolved, p.materialized, ctx),
       invoke: (p, ctx) =>

@@ -22,6 +22,7 @@ import {
   AtprotoError,
   buildAliasRecord,
   buildExecutionRecord,
+  buildRefusalRecord,
   buildRunnerRecord,
   cidForRecordJson,
   didDocumentUrl,
@@ -30,6 +31,7 @@ import {
   verifyRecordJson,
   verifyRecordProof,
   type ExecutionReceipt,
+  type RefusalReceipt,
   type RunnerPolicy,
 } from '../../../src/adapters/atproto/index.ts';
 import { forgeRecordProof, replaceRecordBlock } from '../../support/pds.ts';
@@ -325,6 +327,15 @@ const policy: RunnerPolicy = {
   },
 };
 
+const refusal: RefusalReceipt = {
+  executionId: 'exec_Q2ZJ8W0R5X1M3K7T9B4N6P8H2C',
+  job: { uri: `at://${DID}/${AT_RUN_V2.job}/3kabcdefgh2aa`, cid: cidForRecordJson({ $type: AT_RUN_V2.job }) },
+  failure: { code: 'JOB_EXPIRED', message: 'its notAfter has passed' },
+  callerDid: DID,
+  startedAt: '2026-01-01T00:00:00.000Z',
+  finishedAt: '2026-01-01T00:00:00.050Z',
+};
+
 describe('receipts and runner records', () => {
   it('builds an execution record', () => {
     const rec = buildExecutionRecord(receipt);
@@ -364,6 +375,29 @@ describe('receipts and runner records', () => {
       expect.unreachable();
     } catch (err) {
       expect((err as ValidationError).issues).toEqual([`job.uri: must be a ${AT_RUN_V2.job} record`]);
+    }
+  });
+
+  it('builds a refusal: the job, why, and none of the fields of an execution that ran', () => {
+    const rec = buildRefusalRecord(refusal);
+    expect(rec).toEqual({
+      $type: AT_RUN_V2.execution,
+      executionId: refusal.executionId,
+      job: refusal.job,
+      outcome: 'failed',
+      failure: { kind: 'validation', code: 'JOB_EXPIRED', message: 'its notAfter has passed' },
+      callerDid: DID,
+      startedAt: refusal.startedAt,
+      finishedAt: refusal.finishedAt,
+    });
+    try {
+      buildRefusalRecord({ ...refusal, job: receipt.code, failure: { code: '', message: 'x' } });
+      expect.unreachable();
+    } catch (err) {
+      expect((err as ValidationError).issues).toEqual([
+        `job.uri: must be a ${AT_RUN_V2.job} record`,
+        'failure.code: must be a non-empty string of at most 128 characters',
+      ]);
     }
   });
 
@@ -409,13 +443,14 @@ describe('lexicons', () => {
         failure: { kind: 'timeout', message: 'deadline' },
       }),
     );
+    lexicons.assertValidRecord(AT_RUN_V2.execution, buildRefusalRecord(refusal));
     lexicons.assertValidRecord(AT_RUN_V2.runner, buildRunnerRecord(policy));
     lexicons.assertValidRecord(AT_RUN_V2.alias, buildAliasRecord(receipt.code));
   });
 
   it('reject records missing required fields', () => {
-    const { code: _code, ...noCode } = buildExecutionRecord(receipt);
-    expect(() => lexicons.assertValidRecord(AT_RUN_V2.execution, noCode)).toThrow(/code/);
+    const { executionId: _id, ...noId } = buildExecutionRecord(receipt);
+    expect(() => lexicons.assertValidRecord(AT_RUN_V2.execution, noId)).toThrow(/executionId/);
     expect(() =>
       lexicons.assertValidRecord(AT_RUN_V2.alias, { $type: AT_RUN_V2.alias, createdAt: '2026-01-01T00:00:00.000Z' }),
     ).toThrow(/target/);

@@ -31,6 +31,26 @@ describe('execution machine', () => {
     expect(t.context.deadline).toBe('2026-01-01T01:00:00.000Z');
   });
 
+  it('a job refused at intake goes to refusing and is answered (effect refuse), never resolved', () => {
+    const refused = { code: 'JOB_EXPIRED', message: 'its notAfter has passed' };
+    const refusedRequest = () => ev('execution.requested', { request, deadline: '2026-01-01T01:00:00.000Z', refused });
+    const t = given(executionMachine, []).when(refusedRequest());
+    expect(t.state).toBe('refusing');
+    expect(t.effects).toEqual([{ type: 'refuse', params: { request, refused } }]);
+    expect(t.context.refused).toEqual(refused);
+    // Answered again after a restart; only its failure ends it.
+    const again = given(executionMachine, [refusedRequest()]).when(ev('execution.recovered', { version: 1 }));
+    expect(again.state).toBe('refusing');
+    expect(effectTypes(again)).toEqual(['refuse']);
+    const failed = given(executionMachine, [refusedRequest()]).when(
+      ev('execution.failed', { reason: 'validation', code: 'JOB_EXPIRED', message: 'its notAfter has passed' }),
+    );
+    expect(failed.state).toBe('failed');
+    expect(failed.context.failure).toEqual({ reason: 'validation', ...refused });
+    expect(effectTypes(failed)).toEqual(['cleanup', 'announce']);
+    expectRejected(given(executionMachine, [refusedRequest()]).when(resolved()), 'refusing');
+  });
+
   it('resolved → materializing with what was resolved kept', () => {
     const t = given(executionMachine, [requested()]).when(resolved());
     expect(t.state).toBe('materializing');

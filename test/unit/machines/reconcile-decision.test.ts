@@ -117,11 +117,14 @@ function executionAt(state: string): ActorAt {
     timeoutMs: DEADLINE_MS,
   };
   const resolving = [ev('execution.requested', { request, deadline: iso(DEADLINE_MS) })];
+  const refused = { code: 'JOB_EXPIRED', message: 'its notAfter has passed' };
+  const refusing = [ev('execution.requested', { request, deadline: iso(DEADLINE_MS), refused })];
   const materializing = [...resolving, ev('execution.resolved', resolved)];
   const starting = [...materializing, ev('execution.materialized', materialized)];
   const running = [...starting, ev('execution.started', { containerId: 'k1' })];
   const events = (
     {
+      refusing,
       resolving,
       materializing,
       starting,
@@ -286,6 +289,10 @@ const executionObservations: Record<string, ExecutionObservation> = {
 const FAILED = ['execution.failed'];
 const END = ['cleanup', 'announce'];
 const executionTable: Row[] = [
+  // A refused job is answered again wherever and whenever it is taken back: nothing of it ran.
+  ['refusing', 'node gone', 'resumed', ['execution.recovered'], [], ['refuse']],
+  ['refusing', 'no container recorded', 'resumed', ['execution.recovered'], [], ['refuse']],
+  ['refusing', 'no container recorded, deadline passed', 'resumed', ['execution.recovered'], [], ['refuse']],
   ...(['resolving', 'materializing', 'starting'] as const).flatMap((state): Row[] => [
     [state, 'node gone', 'lost', FAILED, [], END],
     [
@@ -312,7 +319,11 @@ const executionTable: Row[] = [
 
 /** Pairs that cannot occur, and why (the shell asks Docker only about the container the log names): [states, observations starting with, reason]. */
 const impossible: [string[], string, string][] = [
-  [['resolving', 'materializing', 'starting'], 'container', 'no container is recorded before execution.started'],
+  [
+    ['refusing', 'resolving', 'materializing', 'starting'],
+    'container',
+    'no container is recorded before execution.started',
+  ],
   [['running', 'adopted'], 'no container recorded', 'execution.started records the container'],
 ];
 const whyImpossible = (state: string, observation: string) =>
@@ -556,7 +567,14 @@ describe('the table covers every pair', () => {
   });
 
   it('executions: every live state × every observation has one row or a reason it cannot occur', () => {
-    expect(liveStates('execution')).toEqual(['adopted', 'materializing', 'resolving', 'running', 'starting']);
+    expect(liveStates('execution')).toEqual([
+      'adopted',
+      'materializing',
+      'refusing',
+      'resolving',
+      'running',
+      'starting',
+    ]);
     const rows = executionTable.map(([s, o]) => `${s}|${o}`);
     expect(new Set(rows).size).toBe(rows.length);
     for (const s of liveStates('execution')) {
