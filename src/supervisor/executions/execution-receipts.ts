@@ -1,6 +1,7 @@
 // Receipts: what an execution used and produced, written to the operator's repo before its outcome is recorded, and
 // the runner record that advertises this runner's policy.
 import { putRunnerRecord, writeExecutionReceipt, type Publisher } from '../../adapters/atproto/index.ts';
+import type { RunnerKeyInfo } from '../../adapters/files/runner-keys.ts';
 import { requireImage, type Parts } from '../../config/parts.ts';
 import type { OperatorPolicy } from '../../domain/at-run/operator-policy.ts';
 import type { RunlogError } from '../../domain/errors.ts';
@@ -55,13 +56,20 @@ export async function writeReceiptFor(
   }
 }
 
-/** Advertises this runner's policy in its own repo (dev.mainasara.at-run.beta.v2.runner, rkey "self"). */
+/**
+ * Advertises this runner's policy in its own repo (dev.mainasara.at-run.beta.v2.runner, rkey "self"), with its key
+ * ring's current public key and the older keys it still opens secrets with (`keys`, the ring's list).
+ */
 export async function putRunnerRecordFor(
   publisher: Publisher,
   parts: Parts,
   p: OperatorPolicy,
   platform: { os: string; architecture: string; variant?: string },
+  keys: readonly RunnerKeyInfo[] = [],
+  now: Date = new Date(),
 ): Promise<{ uri: string; cid: string }> {
+  const current = keys.find((k) => k.current);
+  const valid = keys.filter((k) => k.retiresAt === undefined || Date.parse(k.retiresAt) > now.getTime());
   return putRunnerRecord(publisher, {
     protocolVersions: [...p.protocolVersions],
     runtimeKinds: ['language'],
@@ -79,5 +87,14 @@ export async function putRunnerRecordFor(
     },
     ...(p.publishers.includes('*') ? {} : { publishers: [...p.publishers] }),
     ...(p.registries.includes('*') ? {} : { registries: [...p.registries] }),
+    ...(current
+      ? {
+          encryptionKey: current.publicKey,
+          encryptionKeys: valid.map((k) => ({
+            publicKey: k.publicKey,
+            ...(k.retiresAt !== undefined ? { retiresAt: k.retiresAt } : {}),
+          })),
+        }
+      : {}),
   });
 }
