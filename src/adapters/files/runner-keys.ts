@@ -106,8 +106,9 @@ function parseRing(file: string, text: string): StoredKey[] {
     if (!isDatetime(k.createdAt)) throw bad('createdAt is not a datetime');
     if (k.retiresAt !== undefined && !isDatetime(k.retiresAt)) throw bad('retiresAt is not a datetime');
     const secret = typeof k.privateKey === 'string' ? Buffer.from(k.privateKey, 'base64') : null;
-    if (secret?.length !== 32 || X25519PrivateKey.fromBytes(secret).publicKey !== k.publicKey)
-      throw bad('privateKey is not the 32-byte key of publicKey');
+    const matches = secret?.length === 32 && X25519PrivateKey.fromBytes(secret).publicKey === k.publicKey;
+    secret?.fill(0);
+    if (!matches) throw bad('privateKey is not the 32-byte key of publicKey');
   });
   if ((keys[keys.length - 1] as StoredKey).retiresAt !== undefined)
     throw new RunnerKeysDamagedError(file, 'the newest key has a retire date');
@@ -190,7 +191,12 @@ export function openRunnerKeyRing(home: string): RunnerKeyRing {
       if (!k) throw new SecretsKeyUnknownError(publicKey);
       if (k.retiresAt !== undefined && Date.parse(k.retiresAt) <= now.getTime())
         throw new SecretsKeyRetiredError(publicKey, k.retiresAt);
-      return X25519PrivateKey.fromBytes(Buffer.from(k.privateKey, 'base64'));
+      const secret = Buffer.from(k.privateKey, 'base64');
+      try {
+        return X25519PrivateKey.fromBytes(secret); // it keeps a copy of its own
+      } finally {
+        secret.fill(0);
+      }
     },
   };
 }

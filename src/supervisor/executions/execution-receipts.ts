@@ -69,7 +69,8 @@ export async function putRunnerRecordFor(
   now: Date = new Date(),
 ): Promise<{ uri: string; cid: string }> {
   const current = keys.find((k) => k.current);
-  const valid = keys.filter((k) => k.retiresAt === undefined || Date.parse(k.retiresAt) > now.getTime());
+  // The lexicon lists at most 16: the newest are kept (the current key is the last).
+  const valid = keys.filter((k) => k.retiresAt === undefined || Date.parse(k.retiresAt) > now.getTime()).slice(-16);
   return putRunnerRecord(publisher, {
     protocolVersions: [...p.protocolVersions],
     runtimeKinds: ['language'],

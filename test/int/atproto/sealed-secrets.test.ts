@@ -157,6 +157,12 @@ describe('sealed secrets between two accounts', () => {
       { os: 'linux', architecture: 'amd64' },
       ring.list(),
     );
+    const advertised = await reader.fetchRecord(`at://${runner.did}/${AT_RUN_V2.runner}/self`);
+    expect(advertised.value.encryptionKey).toBe(ring.current().publicKey);
+    expect(advertised.value.encryptionKeys).toEqual([
+      { publicKey: old, retiresAt: ring.list()[0]!.retiresAt },
+      { publicKey: ring.current().publicKey },
+    ]);
     const ref = { uri: uri!, cid: cid! };
     expect((await openSecretsFor(reader, ring, { ref, runnerDid: runner.did, codeUri: code })).TOKEN).toBe(
       'before-rotation',

@@ -5,7 +5,11 @@ import { chmodSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSyn
 import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import type { JsonObject, Publisher } from '../../../src/adapters/atproto/index.ts';
 import { openRunnerKeyRing } from '../../../src/adapters/files/runner-keys.ts';
+import type { Parts } from '../../../src/config/parts.ts';
+import { DEFAULT_OPERATOR_POLICY } from '../../../src/domain/at-run/operator-policy.ts';
+import { putRunnerRecordFor } from '../../../src/supervisor/executions/execution-receipts.ts';
 import { openEntries, sealEntries, SECRETS_NSID } from '../../../src/domain/at-run/sealed-secrets.ts';
 import { RunlogError } from '../../../src/domain/errors.ts';
 import { freshDirs } from '../../support/tmp.ts';
@@ -138,5 +142,45 @@ describe('the runner key ring', () => {
     ].join('\n');
     for (const s of [...secrets, ...hex]) expect(shown).not.toContain(s);
     expect(shown).toContain(ring.current().publicKey);
+  });
+});
+
+describe("the runner record's keys", () => {
+  const parts: Parts = {
+    setupDir: '/nonexistent',
+    rootfs: '/nonexistent',
+    registry: '127.0.0.1:5000',
+    images: { 'at-run-sandbox': `127.0.0.1:5000/at-run-sandbox@sha256:${'a'.repeat(64)}` },
+    dockerSocket: '/nonexistent',
+  };
+  const written: JsonObject[] = [];
+  const publisher = {
+    did: RUNNER,
+    putRecord: async (_collection: string, _rkey: string | undefined, record: JsonObject) => {
+      written.push(record);
+      return { uri: `at://${RUNNER}/dev.mainasara.at-run.beta.v2.runner/self`, cid: 'bafy' };
+    },
+  } as unknown as Publisher;
+
+  it('advertise the current key and the keys not yet retired, with their retire dates', async () => {
+    const ring = openRunnerKeyRing(dirs());
+    const first = ring.current();
+    ring.rotate({ retireOldAt: '2030-02-01T00:00:00Z', now: new Date('2030-01-01T00:00:00Z') });
+    const second = ring.current();
+    ring.rotate({ retireOldAt: '2030-06-01T00:00:00Z', now: new Date('2030-01-15T00:00:00Z') });
+    const third = ring.current();
+    const platform = { os: 'linux', architecture: 'amd64' };
+    await putRunnerRecordFor(publisher, parts, DEFAULT_OPERATOR_POLICY, platform, ring.list(), new Date('2030-03-01'));
+    expect(written.at(-1)).toMatchObject({
+      encryptionKey: third.publicKey,
+      encryptionKeys: [
+        { publicKey: second.publicKey, retiresAt: '2030-06-01T00:00:00.000Z' },
+        { publicKey: third.publicKey },
+      ],
+    });
+    expect(JSON.stringify(written.at(-1))).not.toContain(first.publicKey);
+    expect(JSON.stringify(written.at(-1))).not.toMatch(/privateKey/);
+    await putRunnerRecordFor(publisher, parts, DEFAULT_OPERATOR_POLICY, platform);
+    expect(written.at(-1)).not.toHaveProperty('encryptionKey');
   });
 });
