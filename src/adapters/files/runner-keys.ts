@@ -4,7 +4,8 @@
 // by link, so two processes starting at once cannot replace each other's key). It is refused, never repaired, when
 // group or others have any access to it, when it is not the current user's, or when it is a link: its private keys
 // could have been read, so the operator decides (chmod, then rotate). It is read again on every call, so a rotation
-// by `runlog runner keys rotate` reaches a running supervisor without a restart.
+// by `runlog runner keys rotate` reaches a running supervisor without a restart. Two rotations at the same moment
+// are not serialized (the later write wins whole): an operator runs one at a time.
 // Private keys leave this file only as X25519PrivateKey objects, which never show their bytes (x25519-keys.ts);
 // no error, list or log line carries them, and a JSON parse failure is reported without its text.
 
