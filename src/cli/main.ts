@@ -16,6 +16,7 @@ import {
 } from './commands/inspect-commands.ts';
 import { nodesCommand } from './commands/nodes-command.ts';
 import { publishCommand } from './commands/publish-commands.ts';
+import { runnerCommand, secretsCommand } from './commands/secrets-commands.ts';
 import { serveCommand } from './commands/serve.ts';
 import { verifyCommand } from './commands/verify-command.ts';
 import { archiveCommand } from './commands/archive-command.ts';
@@ -41,6 +42,8 @@ export const commands: Command[] = [
   logsCommand,
   execCommand,
   publishCommand,
+  runnerCommand,
+  secretsCommand,
   reconcileCommand,
   psCommand,
   nodesCommand,

@@ -9,6 +9,7 @@ import { parseCid, type JsonObject } from './cid.ts';
 import { atprotoValidationError } from './errors.ts';
 import type { Publisher } from './publisher.ts';
 import { isValidDid, isValidRecordKey, parseRecordUri } from './syntax.ts';
+import { isX25519DidKey } from '../../domain/at-run/x25519-keys.ts';
 
 export type ExecutionOutcome = 'succeeded' | 'failed';
 export type ExecutionFailureKind =
@@ -88,6 +89,10 @@ export interface RunnerPolicy {
   publishers?: string[];
   /** OCI registries (host[:port]) images may be pulled from; absent means any. */
   registries?: string[];
+  /** The runner's current X25519 public key (did:key) secrets are sealed to; absent: it takes no secrets. */
+  encryptionKey?: string;
+  /** The keys it still opens secrets with: the current one, and older ones until their retire date. */
+  encryptionKeys?: { publicKey: string; retiresAt?: string }[];
   description?: string;
 }
 
@@ -241,6 +246,22 @@ export function buildExecutionRecord(r: ExecutionReceipt): JsonObject {
   };
 }
 
+/** The advertised keys are X25519 did:keys; the listed ones include the current one, which has no retire date. */
+function encryptionKeyIssues(v: Issues, p: RunnerPolicy): void {
+  if (p.encryptionKey !== undefined && !isX25519DidKey(p.encryptionKey))
+    v.add('encryptionKey', 'must be an X25519 public key as a did:key');
+  if (p.encryptionKeys === undefined) return;
+  if (p.encryptionKey === undefined) v.add('encryptionKeys', 'needs encryptionKey (the current key) too');
+  if (p.encryptionKeys.length > 16) v.add('encryptionKeys', 'must list at most 16 keys');
+  p.encryptionKeys.forEach((k, i) => {
+    if (!isX25519DidKey(k?.publicKey)) v.add(`encryptionKeys[${i}].publicKey`, 'must be an X25519 did:key');
+    if (k?.retiresAt !== undefined) v.datetime(`encryptionKeys[${i}].retiresAt`, k.retiresAt);
+  });
+  const current = p.encryptionKeys.find((k) => k?.publicKey === p.encryptionKey);
+  if (p.encryptionKey !== undefined && (!current || current.retiresAt !== undefined))
+    v.add('encryptionKeys', 'must list encryptionKey without a retire date');
+}
+
 /** Validates a runner policy and returns the runner record (atproto JSON, $type set). */
 export function buildRunnerRecord(p: RunnerPolicy, opts: { createdAt?: string } = {}): JsonObject {
   const v = new Issues();
@@ -279,6 +300,7 @@ export function buildRunnerRecord(p: RunnerPolicy, opts: { createdAt?: string } 
   }
   (p.publishers ?? []).forEach((d, i) => v.did(`publishers[${i}]`, d));
   (p.registries ?? []).forEach((r, i) => v.str(`registries[${i}]`, r, 253));
+  encryptionKeyIssues(v, p);
   if (p.description !== undefined) v.str('description', p.description, 3000);
   const createdAt = opts.createdAt ?? new Date().toISOString();
   v.datetime('createdAt', createdAt);
@@ -306,6 +328,15 @@ export function buildRunnerRecord(p: RunnerPolicy, opts: { createdAt?: string } 
     },
     ...(p.publishers ? { publishers: [...p.publishers] } : {}),
     ...(p.registries ? { registries: [...p.registries] } : {}),
+    ...(p.encryptionKey !== undefined ? { encryptionKey: p.encryptionKey } : {}),
+    ...(p.encryptionKeys
+      ? {
+          encryptionKeys: p.encryptionKeys.map((k) => ({
+            publicKey: k.publicKey,
+            ...(k.retiresAt !== undefined ? { retiresAt: k.retiresAt } : {}),
+          })),
+        }
+      : {}),
     ...(p.description !== undefined ? { description: p.description } : {}),
     createdAt,
   };

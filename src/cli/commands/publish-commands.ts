@@ -7,7 +7,8 @@ import { UsageError } from '../../domain/errors.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { EXIT, printJson } from '../output.ts';
 
-async function publisherFrom(args: CommandArgs) {
+/** The account a command writes records as: flags, else RUNLOG_PDS_URL, RUNLOG_IDENTIFIER, RUNLOG_PASSWORD. */
+export async function publisherFrom(args: CommandArgs) {
   const pdsUrl = (args.values.pds as string | undefined) ?? process.env.RUNLOG_PDS_URL;
   const identifier = (args.values.identifier as string | undefined) ?? process.env.RUNLOG_IDENTIFIER;
   const password = (args.values.password as string | undefined) ?? process.env.RUNLOG_PASSWORD;

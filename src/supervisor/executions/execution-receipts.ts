@@ -6,6 +6,7 @@ import {
   writeRefusalReceipt,
   type Publisher,
 } from '../../adapters/atproto/index.ts';
+import type { RunnerKeyInfo } from '../../adapters/files/runner-keys.ts';
 import { requireImage, type Parts } from '../../config/parts.ts';
 import type { OperatorPolicy } from '../../domain/at-run/operator-policy.ts';
 import type { RunlogError } from '../../domain/errors.ts';
@@ -61,13 +62,21 @@ export async function writeReceiptFor(
   }
 }
 
-/** Advertises this runner's policy in its own repo (dev.mainasara.at-run.beta.v2.runner, rkey "self"). */
+/**
+ * Advertises this runner's policy in its own repo (dev.mainasara.at-run.beta.v2.runner, rkey "self"), with its key
+ * ring's current public key and the older keys it still opens secrets with (`keys`, the ring's list).
+ */
 export async function putRunnerRecordFor(
   publisher: Publisher,
   parts: Parts,
   p: OperatorPolicy,
   platform: { os: string; architecture: string; variant?: string },
+  keys: readonly RunnerKeyInfo[] = [],
+  now: Date = new Date(),
 ): Promise<{ uri: string; cid: string }> {
+  const current = keys.find((k) => k.current);
+  // The lexicon lists at most 16: the newest are kept (the current key is the last).
+  const valid = keys.filter((k) => k.retiresAt === undefined || Date.parse(k.retiresAt) > now.getTime()).slice(-16);
   return putRunnerRecord(publisher, {
     protocolVersions: [...p.protocolVersions],
     runtimeKinds: ['language'],
@@ -85,6 +94,15 @@ export async function putRunnerRecordFor(
     },
     ...(p.publishers.includes('*') ? {} : { publishers: [...p.publishers] }),
     ...(p.registries.includes('*') ? {} : { registries: [...p.registries] }),
+    ...(current
+      ? {
+          encryptionKey: current.publicKey,
+          encryptionKeys: valid.map((k) => ({
+            publicKey: k.publicKey,
+            ...(k.retiresAt !== undefined ? { retiresAt: k.retiresAt } : {}),
+          })),
+        }
+      : {}),
   });
 }
 

@@ -9,6 +9,7 @@ import {
   type Publisher,
 } from '../../adapters/atproto/index.ts';
 import type { DockerEngine } from '../../adapters/docker/docker-port.ts';
+import { openRunnerKeyRing } from '../../adapters/files/runner-keys.ts';
 import { createDockerEngine } from '../../adapters/docker/dockerode-engine.ts';
 import { createMaterializer, type Materializer } from '../../adapters/docker/materializer.ts';
 import {
@@ -238,10 +239,14 @@ export class ExecutionSupervisor {
     }
   }
 
-  /** Advertises this runner's policy in its own repo (dev.mainasara.at-run.beta.v2.runner, rkey "self"). */
+  /**
+   * Advertises this runner's policy in its own repo (dev.mainasara.at-run.beta.v2.runner, rkey "self"), with the
+   * public keys of its key ring (<home>/runner-keys.json, created on this first use) that secrets are sealed to.
+   */
   async publishRunnerRecord(): Promise<{ uri: string; cid: string } | null> {
     if (!this.opts.receipts) return null;
-    return putRunnerRecordFor(this.opts.receipts, this.opts.parts, this.policy, await this.engine.platform());
+    const keys = openRunnerKeyRing(this.opts.home).list();
+    return putRunnerRecordFor(this.opts.receipts, this.opts.parts, this.policy, await this.engine.platform(), keys);
   }
 
   /** The execution-specific context as a typed view (for inspect/outcome). */

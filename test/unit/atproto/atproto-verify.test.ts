@@ -17,6 +17,7 @@ import {
 import { lexicons } from '@atproto/api';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../../src/domain/errors.ts';
+import { X25519PrivateKey } from '../../../src/domain/at-run/x25519-keys.ts';
 import {
   AT_RUN_V2,
   AtprotoError,
@@ -405,6 +406,28 @@ describe('receipts and runner records', () => {
     const rec = buildRunnerRecord(policy, { createdAt: '2026-01-01T00:00:00.000Z' });
     expect(rec).toMatchObject({ $type: AT_RUN_V2.runner, protocolVersions: [1], sandboxImage: policy.sandboxImage });
   });
+
+  it('carries the encryption keys of a runner record, and refuses keys that are not X25519 did:keys', () => {
+    const current = X25519PrivateKey.generate().publicKey;
+    const old = X25519PrivateKey.generate().publicKey;
+    const encryptionKeys = [{ publicKey: old, retiresAt: '2030-01-01T00:00:00.000Z' }, { publicKey: current }];
+    const rec = buildRunnerRecord({ ...policy, encryptionKey: current, encryptionKeys });
+    expect(rec).toMatchObject({ encryptionKey: current, encryptionKeys });
+    try {
+      buildRunnerRecord({
+        ...policy,
+        encryptionKey: 'did:key:z6Mkf5rGMoatrSj1f4CyvuHBeXJELe9RPdzo2PKGNCKVtZxP',
+        encryptionKeys: [{ publicKey: current, retiresAt: 'soon' }],
+      });
+      expect.unreachable();
+    } catch (err) {
+      expect((err as ValidationError).issues).toEqual([
+        'encryptionKey: must be an X25519 public key as a did:key',
+        'encryptionKeys[0].retiresAt: must be an RFC 3339 datetime',
+        'encryptionKeys: must list encryptionKey without a retire date',
+      ]);
+    }
+  });
 });
 
 describe('lexicons', () => {
@@ -445,6 +468,11 @@ describe('lexicons', () => {
     );
     lexicons.assertValidRecord(AT_RUN_V2.execution, buildRefusalRecord(refusal));
     lexicons.assertValidRecord(AT_RUN_V2.runner, buildRunnerRecord(policy));
+    const key = X25519PrivateKey.generate().publicKey;
+    lexicons.assertValidRecord(
+      AT_RUN_V2.runner,
+      buildRunnerRecord({ ...policy, encryptionKey: key, encryptionKeys: [{ publicKey: key }] }),
+    );
     lexicons.assertValidRecord(AT_RUN_V2.alias, buildAliasRecord(receipt.code));
   });
 
