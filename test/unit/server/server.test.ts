@@ -348,6 +348,7 @@ describe('HTTP API', () => {
     const exec = await json('/api/machines/execution');
     expect(exec.body.root.states.map((s: any) => s.key)).toEqual([
       'new',
+      'refusing',
       'resolving',
       'materializing',
       'starting',
