@@ -81,7 +81,10 @@ export interface RepoStreamCounters {
 export interface RepoStream extends AsyncIterable<RepoStreamMessage> {
   /** Records that the consumer has durably taken every message up to `seq`: a reconnect resumes after it. */
   ack(seq: number): void;
-  /** The last acknowledged seq (the cursor a reconnect uses), or the starting cursor. */
+  /**
+   * The last acknowledged seq, or the starting cursor before any ack: what to record, and where a reconnect
+   * resumes (with neither, a reconnect resumes after the last seq taken into the buffer).
+   */
   readonly cursor: number | undefined;
   readonly counters: Readonly<RepoStreamCounters>;
   /** The last connection failure or error frame, for diagnostics (the stream keeps reconnecting). */
@@ -223,6 +226,7 @@ class RepoStreamClient implements RepoStream {
 
   async close(): Promise<void> {
     if (this.state !== 'failed') this.state = 'closed';
+    this.buffer.length = 0; // what was not taken is read again by whoever resumes from the cursor
     this.cancelTimer();
     this.dropSocket();
     this.wake();

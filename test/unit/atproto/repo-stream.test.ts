@@ -355,11 +355,20 @@ describe('openRepoStream', () => {
     expect(timers.pending.size).toBe(0);
     expect(relay.open()).toHaveLength(0);
 
+    // Messages still in the buffer are not delivered after close(): the next reader resumes from the cursor.
+    const full = start(relay, timers, { cursor: 0 });
+    relay.last.send(commitFrame(1, ALICE, []));
+    relay.last.send(commitFrame(2, ALICE, []));
+    expect(full.counters.buffered).toBe(2);
+    await full.close();
+    expect(full.counters.buffered).toBe(0);
+    expect(await full[Symbol.asyncIterator]().next()).toEqual({ done: true, value: undefined });
+
     const live = start(relay, timers);
     await live.close();
     expect(relay.last.closed).toBe(true);
     relay.last.on.close(1006, ''); // a late report from a closed socket changes nothing
     expect(timers.pending.size).toBe(0);
-    expect(relay.sockets).toHaveLength(2);
+    expect(relay.sockets).toHaveLength(3);
   });
 });
