@@ -54,6 +54,8 @@ export interface RepoStreamOptions {
   bufferSize?: number;
   /** Reconnect delays: initialMs doubling up to maxMs. Defaults 250 ms and 30 s. */
   backoff?: { initialMs?: number; maxMs?: number };
+  /** A connection not open within this is dropped and tried again (it counts as a failed attempt). Default 30 s. */
+  openTimeoutMs?: number;
   /** Failed connections in a row (no message between them) before REPO_STREAM_UNAVAILABLE. Default: no limit. */
   maxAttempts?: number;
   connect?: StreamSocketFactory;
@@ -136,6 +138,9 @@ function checkOptions(o: RepoStreamOptions): string[] {
     if (v !== undefined && !(typeof v === 'number' && Number.isFinite(v) && v >= 0))
       issues.push(`backoff.${k} must be a non-negative number of ms`);
   }
+  const t = o.openTimeoutMs;
+  if (t !== undefined && !(typeof t === 'number' && Number.isFinite(t) && t > 0))
+    issues.push('openTimeoutMs must be a positive number of ms');
   if (o.maxAttempts !== undefined && !(Number.isSafeInteger(o.maxAttempts) && o.maxAttempts >= 1))
     issues.push('maxAttempts must be a positive integer');
   return issues;
@@ -157,10 +162,12 @@ class RepoStreamClient implements RepoStream {
   private readonly size: number;
   private readonly initialMs: number;
   private readonly maxMs: number;
+  private readonly openTimeoutMs: number;
   private readonly connectSocket: StreamSocketFactory;
   private readonly timers: StreamTimers;
   private socket: StreamSocket | null = null;
   private readonly closing = new Set<Promise<void>>();
+  /** The reconnect delay, or the wait for a connection to open: never both. */
   private timer: unknown = null;
   private attempts = 0;
   private acked: number | undefined;
@@ -185,6 +192,7 @@ class RepoStreamClient implements RepoStream {
     this.size = options.bufferSize ?? DEFAULT_BUFFER;
     this.initialMs = options.backoff?.initialMs ?? 250;
     this.maxMs = Math.max(this.initialMs, options.backoff?.maxMs ?? 30_000);
+    this.openTimeoutMs = options.openTimeoutMs ?? 30_000;
     this.connectSocket = options.connect ?? webSocketFactory;
     this.timers = options.timers ?? {
       setTimeout: (fn, ms) => setTimeout(fn, ms),
@@ -263,20 +271,26 @@ class RepoStreamClient implements RepoStream {
   }
 
   private connect(): void {
+    this.cancelTimer();
     this.state = 'connecting';
     const url = subscribeReposUrl(this.options.service, this.resumeCursor());
     let live = true;
     const on: StreamSocketHandlers = {
       open: () => {
-        if (live && this.state === 'connecting') this.state = 'open';
+        if (!live || this.state !== 'connecting') return;
+        this.cancelTimer();
+        this.state = 'open';
       },
       message: (data) => {
-        if (live) this.onFrame(data);
+        if (!live) return;
+        on.open(); // a frame says the connection is open, whatever the socket reported
+        this.onFrame(data);
       },
       close: (code, reason) => {
         if (!live) return;
         live = false;
         this.socket = null;
+        this.cancelTimer();
         this.lastError = new RepoStreamError(
           'REPO_STREAM_UNAVAILABLE',
           `the repo event stream at ${url} closed (${code}${reason ? `: ${reason}` : ''})`,
@@ -301,10 +315,26 @@ class RepoStreamClient implements RepoStream {
       this.fail(err as Error);
       return;
     }
-    if (!live) this.track(inner.close());
+    if (!live) {
+      this.track(inner.close());
+      return;
+    }
+    if (this.state !== 'connecting') return; // it opened (or closed) at once
+    this.timer = this.timers.setTimeout(() => {
+      this.timer = null;
+      if (!live || this.state !== 'connecting') return;
+      this.dropSocket();
+      this.lastError = new RepoStreamError(
+        'REPO_STREAM_UNAVAILABLE',
+        `the repo event stream at ${url} did not open within ${this.openTimeoutMs} ms`,
+        { url },
+      );
+      this.retry();
+    }, this.openTimeoutMs);
   }
 
   private dropSocket(): void {
+    if (this.state === 'connecting') this.cancelTimer();
     const socket = this.socket;
     this.socket = null;
     if (socket) this.track(socket.close());

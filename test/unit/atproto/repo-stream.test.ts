@@ -203,12 +203,15 @@ describe('openRepoStream', () => {
     relay.autoSend = false;
     const timers = new FakeTimers();
     const stream = start(relay, timers, { cursor: 0, backoff: { initialMs: 100, maxMs: 350 } });
+    await settle(); // open
     for (let i = 0; i < 4; i++) {
       relay.last.drop();
       expect(timers.pending.size).toBe(1);
       timers.fire();
+      await settle();
     }
-    expect(timers.delays).toEqual([100, 200, 350, 350]);
+    const backoff = () => timers.delays.filter((ms) => ms !== 30_000); // not the waits for each to open
+    expect(backoff()).toEqual([100, 200, 350, 350]);
     expect(relay.sockets.map((s) => s.cursor)).toEqual([0, 0, 0, 0, 0]);
     expect(stream.counters.reconnects).toBe(4);
     expect(stream.lastError).toBeInstanceOf(RepoStreamError);
@@ -217,7 +220,29 @@ describe('openRepoStream', () => {
     relay.last.send(relay.log[0]!);
     expect(await take(stream, 1)).toEqual([1]);
     relay.last.drop();
-    expect(timers.delays.at(-1)).toBe(100);
+    expect(backoff().at(-1)).toBe(100);
+  });
+
+  it('drops a connection that does not open in time and tries again, as a failed attempt', async () => {
+    const relay = new FakeRelay();
+    const sockets: FakeSocket[] = [];
+    const silent = (url: string, on: StreamSocketHandlers) => {
+      const s = new FakeSocket(url, on);
+      sockets.push(s);
+      return s; // never opens
+    };
+    const timers = new FakeTimers();
+    const stream = start(relay, timers, { connect: silent, openTimeoutMs: 5000, maxAttempts: 1 });
+    expect(timers.delays).toEqual([5000]);
+    timers.fire();
+    expect(sockets[0]!.closed).toBe(true);
+    expect(stream.lastError?.message).toMatch(/did not open within 5000 ms/);
+    expect(timers.delays).toEqual([5000, 250]);
+    timers.fire();
+    expect(sockets).toHaveLength(2);
+    timers.fire(); // the second one does not open either: the one attempt allowed is spent
+    await expect(take(stream, 1)).rejects.toMatchObject({ code: 'REPO_STREAM_UNAVAILABLE' });
+    expect(timers.pending.size).toBe(0);
   });
 
   it('loses nothing and repeats nothing when the relay drops mid-stream and replays from the cursor', async () => {
