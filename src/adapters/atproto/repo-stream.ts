@@ -6,39 +6,38 @@
 //     if ('seq' in message) stream.ack(message.seq);
 //   }
 //
-// Nothing is lost and the caller decides what is done. The client reconnects (with a bounded backoff) from the last
-// seq the consumer acknowledged, so an event is delivered again until it is acknowledged: after a drop, a restart
-// with the recorded cursor, or a relay that replays. Within one stream an event is delivered once (a seq at or below
-// the highest already taken is dropped and counted as a duplicate); across restarts the consumer drops by seq what
-// it has already recorded. Acknowledge every message with a seq, those that carry nothing of interest included, or
-// the cursor stays behind and a reconnect replays more than it must.
+// Nothing is lost. The client reconnects (with a bounded backoff) from the last seq the consumer acknowledged, and
+// drops a seq at or below the highest one it already took (counted as a duplicate), so within one stream each event
+// is delivered once and in order, whether the relay drops, replays or the buffer fills. Across restarts the consumer
+// opens a new stream at the cursor it recorded: it may see again an event it took but had not recorded (at least
+// once, never lost), and drops by seq what it has. Acknowledge every message with a seq, those that carry nothing of
+// interest included, or the cursor stays behind and a reconnect replays more than it must.
 //
 // Memory is bounded: messages wait in a buffer of `bufferSize`. When it fills, the client stops reading (it closes
 // the socket: a WebSocket cannot be paused) and reconnects from the acknowledged cursor once the consumer has taken
 // half of it. A relay that sends faster than the consumer takes is held to the buffer, and no event is dropped: what
-// was not read is read again. Node's global WebSocket (Node ≥ 22) is the default socket; a test injects its own.
+// was not read is read again. Node's global WebSocket (Node ≥ 22, repo-stream-socket.ts) is the default socket;
+// a test injects its own.
 
 import { ValidationError } from '../../domain/errors.ts';
 import { AT_RUN_V2 } from './collections.ts';
 import { RepoStreamError, createsOf, decodeRepoStreamFrame, type CreatedRecord } from './repo-stream-frames.ts';
 import type { RepoStreamMessage } from './repo-stream-frames.ts';
+import {
+  webSocketFactory,
+  type StreamSocket,
+  type StreamSocketFactory,
+  type StreamSocketHandlers,
+} from './repo-stream-socket.ts';
 
 export type { CreatedRecord, RepoOp, RepoOpAction, RepoStreamMessage } from './repo-stream-frames.ts';
 export { RepoStreamError, createsOf } from './repo-stream-frames.ts';
-
-/** What a socket reports. After `close` nothing more is reported. */
-export interface StreamSocketHandlers {
-  open(): void;
-  message(data: Uint8Array | string): void;
-  close(code: number, reason: string): void;
-}
-
-/** One connection. `close` stops every report at once and resolves when the connection is gone. */
-export interface StreamSocket {
-  close(): Promise<void>;
-}
-
-export type StreamSocketFactory = (url: string, on: StreamSocketHandlers) => StreamSocket;
+export {
+  webSocketFactory,
+  type StreamSocket,
+  type StreamSocketFactory,
+  type StreamSocketHandlers,
+} from './repo-stream-socket.ts';
 
 export interface StreamTimers {
   setTimeout(fn: () => void, ms: number): unknown;
@@ -98,12 +97,13 @@ export interface RepoStream extends AsyncIterable<RepoStreamMessage> {
 const DEFAULT_BUFFER = 256;
 const MAX_BUFFER = 1_000_000;
 const SUBSCRIBE_PATH = '/xrpc/com.atproto.sync.subscribeRepos';
-/** How long close() waits for a server to answer the closing handshake. */
-const CLOSE_WAIT_MS = 2000;
 /** Error frames after which connecting again with the same cursor cannot help. */
 const FATAL_ERRORS = new Set(['FutureCursor']);
 
-/** The job records created in a message: what the runner's intake fetches and verifies next. */
+/**
+ * The job records created in a message: what the runner's intake fetches and verifies next. A commit marked
+ * `tooBig` (no current PDS sends one) may not list every op.
+ */
 export function jobCreatesOf(message: RepoStreamMessage): CreatedRecord[] {
   return createsOf(message, AT_RUN_V2.job);
 }
@@ -441,50 +441,3 @@ class RepoStreamClient implements RepoStream {
     }
   }
 }
-
-/** The default socket: Node's global WebSocket (Node ≥ 22), binary frames as bytes. */
-export const webSocketFactory: StreamSocketFactory = (url, on) => {
-  const WS = globalThis.WebSocket;
-  if (typeof WS !== 'function')
-    throw new RepoStreamError('REPO_STREAM_UNAVAILABLE', 'this Node has no global WebSocket (Node 22 or later has)');
-  const ws = new WS(url);
-  ws.binaryType = 'arraybuffer';
-  let closed = false;
-  let settle: () => void = () => undefined;
-  const gone = new Promise<void>((resolve) => (settle = resolve));
-  const onOpen = () => on.open();
-  const onMessage = (ev: MessageEvent) => {
-    const data: unknown = ev.data;
-    on.message(data instanceof ArrayBuffer ? new Uint8Array(data) : typeof data === 'string' ? data : '');
-  };
-  const detach = () => {
-    ws.removeEventListener('open', onOpen);
-    ws.removeEventListener('message', onMessage);
-    ws.removeEventListener('close', onClose);
-    ws.removeEventListener('error', onError);
-    settle();
-  };
-  const onClose = (ev: CloseEvent) => {
-    detach();
-    if (!closed) on.close(ev.code, ev.reason);
-  };
-  // An error is always followed by a close event, which reports it.
-  const onError = () => undefined;
-  ws.addEventListener('open', onOpen);
-  ws.addEventListener('message', onMessage);
-  ws.addEventListener('close', onClose);
-  ws.addEventListener('error', onError);
-  return {
-    close() {
-      closed = true;
-      if (ws.readyState === WS.CLOSED) detach();
-      else {
-        ws.close();
-        // A server that never answers the closing handshake does not hold close() up.
-        const giveUp = setTimeout(detach, CLOSE_WAIT_MS);
-        void gone.then(() => clearTimeout(giveUp));
-      }
-      return gone;
-    },
-  };
-};
