@@ -310,3 +310,15 @@ export class EventEncodingError extends RunlogError {
     );
   }
 }
+
+/** The codes a runner refuses a job record with; each is answered with a receipt that names it. */
+export type JobRefusalCode = 'JOB_EXPIRED' | 'JOB_RATE_LIMITED';
+
+/** A runner will not run a job record addressed to it (its notAfter passed, its repo is over the rate): nothing ran. */
+export class JobRefusedError extends RunlogError {
+  /** Why: the receipt that answers the job names it. */
+  declare readonly code: JobRefusalCode;
+  constructor(code: JobRefusalCode, message: string, details?: Record<string, unknown>) {
+    super(code, message, details);
+  }
+}

@@ -22,7 +22,10 @@ export type AtprotoErrorCode =
   | 'ALIAS_INVALID' // an alias record whose target is not a code record strong ref
   | 'URI_WRONG_COLLECTION' // e.g. resolveCodeUri given a URI that is neither code nor alias
   | 'PUBLISH_AUTH_FAILED'
-  | 'PUBLISH_FAILED';
+  | 'PUBLISH_FAILED'
+  | 'REPO_STREAM_ERROR' // the relay or PDS sent an error frame (FutureCursor, ConsumerTooSlow, …)
+  | 'REPO_STREAM_FRAME_INVALID' // a frame of the repo event stream is not two DAG-CBOR objects of the known shapes
+  | 'REPO_STREAM_UNAVAILABLE'; // the repo event stream could not be (re)connected within its attempts
 
 export class AtprotoError extends RunlogError {
   declare readonly code: AtprotoErrorCode;

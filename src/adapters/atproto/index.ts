@@ -92,3 +92,23 @@ export {
 export { httpObservers, type HttpObservation } from './http.ts';
 export { createAtprotoReader, type AtprotoReader, type AtprotoReaderOptions } from './reader.ts';
 export { requireDevEnv, startLocalNetwork, type LocalAccount, type LocalNetwork } from './local-network.ts';
+export {
+  createsOf,
+  jobCreatesOf,
+  openRepoStream,
+  RepoStreamError,
+  subscribeReposUrl,
+  webSocketFactory,
+  type CreatedRecord,
+  type RepoOp,
+  type RepoOpAction,
+  type RepoStream,
+  type RepoStreamCounters,
+  type RepoStreamMessage,
+  type RepoStreamOptions,
+  type StreamSocket,
+  type StreamSocketFactory,
+  type StreamSocketHandlers,
+  type StreamTimers,
+} from './repo-stream.ts';
+export { cborItemEnd, decodeRepoStreamFrame, type RepoStreamFrame } from './repo-stream-frames.ts';

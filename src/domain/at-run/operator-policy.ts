@@ -20,8 +20,14 @@
 //                                                    it waits (more: removed, its code not pre-started again);
 //                                                    publishers: the runtime publishers (DIDs) whose runtimes
 //                                                    may be started ahead of a request
-//   "executions": { maxRunning, maxQueued }          executions running at once on one supervisor (a cluster
+//   "executions": { maxRunning, maxQueued },         executions running at once on one supervisor (a cluster
 //                                                    node's default --exec-limit too) and waiting for a place
+//   "jobs": { acceptUnaddressed, perRepoPerMinute, maxQueued }
+//                                                    job records taken from the network: whether a job that names
+//                                                    no runner is taken (default false: only jobs addressed to this
+//                                                    runner's DID), how many jobs one repo may submit per minute
+//                                                    (JOB_RATE_LIMITED beyond it, job-rate.ts), and how many taken
+//                                                    jobs may wait to run
 // }
 //
 // Allow-lists fail closed: an EMPTY list allows nothing, and "*" must be written to allow everything. The
@@ -92,6 +98,18 @@ export interface OperatorPolicy {
   prestart: PrestartPolicy;
   /** How many executions run at once on one supervisor, and how many wait for a place (supervisor/executions/execution-limiter.ts). */
   executions: ExecutionConcurrency;
+  /** Job records taken from the network (job-record.ts jobAdmission, job-rate.ts). */
+  jobs: JobIntakePolicy;
+}
+
+/** Which job records this runner takes from the network, and how fast and how many. */
+export interface JobIntakePolicy {
+  /** Take jobs that name no runner (any runner may pick them up). Off by default: only jobs addressed to this runner. */
+  acceptUnaddressed: boolean;
+  /** Jobs one repo (the caller's DID) may submit per minute, as a token bucket of this size refilled over a minute. */
+  perRepoPerMinute: number;
+  /** Jobs taken and waiting to run: the bound on the intake's queue. */
+  maxQueued: number;
 }
 
 /** Executions at once per supervisor (each is one sandbox while it runs), and the line of those waiting. */
@@ -155,6 +173,7 @@ export const DEFAULT_OPERATOR_POLICY: Readonly<OperatorPolicy> = deepFreeze({
   isolation: 'runc',
   prestart: { perCode: 1, total: 8, maxMemoryMb: 2048, idleMs: 60_000, idleCpuMs: 1000, publishers: [] },
   executions: { maxRunning: 8, maxQueued: 256 },
+  jobs: { acceptUnaddressed: false, perRepoPerMinute: 60, maxQueued: 1000 },
 });
 
 function deepFreeze<T>(o: T): T {
@@ -178,6 +197,7 @@ const TOP_KEYS = [
   'isolation',
   'prestart',
   'executions',
+  'jobs',
 ] as const;
 const PRESTART_KEYS = ['perCode', 'total', 'maxMemoryMb', 'idleMs', 'idleCpuMs'] as const;
 const PRESTART_SETTINGS = [...PRESTART_KEYS, 'publishers'] as const;
@@ -185,6 +205,10 @@ const EXECUTIONS_KEYS = ['maxRunning', 'maxQueued'] as const;
 /** As `runlog serve --exec-limit` allows. */
 const MAX_RUNNING = 1000;
 const MAX_QUEUED = 100_000;
+const JOBS_KEYS = ['acceptUnaddressed', 'perRepoPerMinute', 'maxQueued'] as const;
+/** Beyond these the bucket or the queue would be no bound at all. */
+const MAX_JOBS_PER_MINUTE = 1_000_000;
+const MAX_JOBS_QUEUED = 1_000_000;
 const CEILING_KEYS = [
   'memoryMb',
   'cpus',
@@ -391,6 +415,26 @@ function parseExecutions(issues: string[], v: unknown, d: ExecutionConcurrency):
   return executions;
 }
 
+/** `jobs`: which job records are taken from the network, the per-repo rate and the intake queue's bound. */
+function parseJobs(issues: string[], v: unknown, d: JobIntakePolicy): JobIntakePolicy {
+  if (!isObject(v)) {
+    issues.push('jobs must be an object { acceptUnaddressed, perRepoPerMinute, maxQueued }');
+    return { ...d };
+  }
+  unknown(issues, 'jobs', v, JOBS_KEYS);
+  const jobs = { ...d, ...(v as Partial<JobIntakePolicy>) };
+  const { acceptUnaddressed, perRepoPerMinute, maxQueued } = jobs;
+  if (typeof acceptUnaddressed !== 'boolean')
+    issues.push(`jobs.acceptUnaddressed must be true or false (got ${JSON.stringify(acceptUnaddressed)})`);
+  if (!(Number.isSafeInteger(perRepoPerMinute) && perRepoPerMinute >= 1 && perRepoPerMinute <= MAX_JOBS_PER_MINUTE))
+    issues.push(
+      `jobs.perRepoPerMinute must be an integer from 1 to ${MAX_JOBS_PER_MINUTE} (got ${JSON.stringify(perRepoPerMinute)})`,
+    );
+  if (!(Number.isSafeInteger(maxQueued) && maxQueued >= 1 && maxQueued <= MAX_JOBS_QUEUED))
+    issues.push(`jobs.maxQueued must be an integer from 1 to ${MAX_JOBS_QUEUED} (got ${JSON.stringify(maxQueued)})`);
+  return jobs;
+}
+
 /**
  * Parses and validates an operator policy (JSON text or an already-parsed value). Omitted fields take
  * DEFAULT_OPERATOR_POLICY's values. Throws ValidationError `OPERATOR_POLICY_INVALID` listing every issue.
@@ -461,6 +505,7 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
       : parsePrestart(issues, value.prestart, d.prestart);
   const executions =
     value.executions === undefined ? { ...d.executions } : parseExecutions(issues, value.executions, d.executions);
+  const jobs = value.jobs === undefined ? { ...d.jobs } : parseJobs(issues, value.jobs, d.jobs);
 
   if (issues.length > 0 || !publishers || !registries) {
     throw new ValidationError(
@@ -482,5 +527,6 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
     isolation: isolation as Isolation,
     prestart,
     executions,
+    jobs,
   });
 }

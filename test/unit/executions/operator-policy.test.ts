@@ -342,3 +342,32 @@ describe('operator policy: which runtimes may be pre-started', () => {
     );
   });
 });
+
+describe('operator policy: job records taken from the network', () => {
+  it('takes only addressed jobs by default, 60 per repo per minute, 1000 waiting', () => {
+    expect(DEFAULT_OPERATOR_POLICY.jobs).toEqual({ acceptUnaddressed: false, perRepoPerMinute: 60, maxQueued: 1000 });
+    expect(parseOperatorPolicy('{}').jobs).toEqual(DEFAULT_OPERATOR_POLICY.jobs);
+  });
+
+  it('reads the jobs section over the defaults', () => {
+    const p = parseOperatorPolicy({ jobs: { acceptUnaddressed: true, perRepoPerMinute: 5 } });
+    expect(p.jobs).toEqual({ acceptUnaddressed: true, perRepoPerMinute: 5, maxQueued: 1000 });
+    expect(Object.isFrozen(p.jobs)).toBe(true);
+  });
+
+  it('lists every issue of the jobs section, an unknown setting included', () => {
+    const err = thrown(() =>
+      parseOperatorPolicy({ jobs: { acceptUnaddressed: 'yes', perRepoPerMinute: 0, maxQueued: 1.5, perRepo: 3 } }),
+    );
+    expect(err.code).toBe('OPERATOR_POLICY_INVALID');
+    expect(err.issues).toEqual([
+      'jobs.perRepo is not a known setting',
+      'jobs.acceptUnaddressed must be true or false (got "yes")',
+      'jobs.perRepoPerMinute must be an integer from 1 to 1000000 (got 0)',
+      'jobs.maxQueued must be an integer from 1 to 1000000 (got 1.5)',
+    ]);
+    expect(thrown(() => parseOperatorPolicy({ jobs: true })).issues).toEqual([
+      'jobs must be an object { acceptUnaddressed, perRepoPerMinute, maxQueued }',
+    ]);
+  });
+});
