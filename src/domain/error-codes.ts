@@ -85,6 +85,8 @@ export const ERROR_CODES = {
   JOB_CODE_REF_INVALID: 'validation',
   JOB_RECORD_INVALID: 'validation',
   JOB_SECRETS_REF_INVALID: 'validation',
+  /** A job record that is not what the stream named, or not signed by its repo's key: a forged job. */
+  JOB_UNVERIFIED: 'validation',
   KEY_RETIRE_INVALID: 'validation',
   LIMIT_EXCEEDS_POLICY: 'validation',
   LIMIT_INVALID: 'validation',
@@ -195,6 +197,8 @@ export const ERROR_CODES = {
   FOLLOW_LOST: 'unavailable',
   HOST_CLOSED: 'unavailable',
   JOB_RATE_LIMITED: 'unavailable',
+  /** A job record whose author's PDS or DID document could not be read in time. */
+  JOB_UNREADABLE: 'unavailable',
   NODE_UNAVAILABLE: 'unavailable',
   HANDOVER_FAILED: 'unavailable',
   PDS_UNREACHABLE: 'unavailable',

@@ -312,7 +312,7 @@ export class EventEncodingError extends RunlogError {
 }
 
 /** The codes a runner refuses a job record with; each is answered with a receipt that names it. */
-export type JobRefusalCode = 'JOB_EXPIRED' | 'JOB_RATE_LIMITED';
+export type JobRefusalCode = 'JOB_EXPIRED' | 'JOB_RATE_LIMITED' | 'JOB_UNVERIFIED' | 'JOB_UNREADABLE';
 
 /** A runner will not run a job record addressed to it (its notAfter passed, its repo is over the rate): nothing ran. */
 export class JobRefusedError extends RunlogError {

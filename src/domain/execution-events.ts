@@ -25,7 +25,12 @@ export interface ExecutionRequest {
   /** Wall-clock budget for the invocation; the deadline is computed when the execution is requested. */
   timeoutMs: number;
   /** The job record it answers, when it was taken from the network (absent from histories before jobs existed). */
-  job?: { uri: string; cid: string };
+  job?: {
+    uri: string;
+    cid: string;
+    /** The code record must have exactly this CID (the job's codeCid). */
+    codeCid?: string;
+  };
 }
 
 /** Why a job is refused before anything of it runs: a code of the error table and a message for its caller. */

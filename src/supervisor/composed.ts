@@ -15,6 +15,7 @@ import type { HeartbeatHandle } from './host/heartbeat.ts';
 import type { SettleWaits } from './host/settle-waits.ts';
 import type { AppToolSync } from './instances/app-tool-sync.ts';
 import type { InstanceOperations } from './instances/instance-operations.ts';
+import type { JobIntakeHandle } from './jobs/job-intake-wiring.ts';
 import type { RunlogMetrics } from './observability/metrics.ts';
 import type { RunlogTracing } from './observability/tracing.ts';
 import type { OpenedLog } from './open-log.ts';
@@ -50,5 +51,7 @@ export interface Composed {
   ops: InstanceOperations;
   limiter: ExecutionLimiter;
   guardPinned: ReturnType<typeof pinnedWatch> | null;
+  /** Jobs taken from the network (null: not asked for, RunlogOptions.jobs). */
+  jobs: JobIntakeHandle | null;
   placeOn(choice: NodeChoice): Promise<string>;
 }

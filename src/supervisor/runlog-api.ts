@@ -1,4 +1,5 @@
 // The public face of createRunlog(): its options, the views its calls answer with, and the Runlog it returns.
+import type { JobsOptions } from './jobs/job-intake-wiring.ts';
 import type { TracerProvider } from '@opentelemetry/api';
 import type { WatchFactory } from '../adapters/apps/app-registry.ts';
 import type { AtprotoReaderOptions, Publisher } from '../adapters/atproto/index.ts';
@@ -95,6 +96,11 @@ export interface RunlogOptions {
   atproto?: AtprotoReaderOptions;
   /** Writes an execution receipt to this account's repo after each invocation (the runner's own account). */
   receipts?: Publisher;
+  /**
+   * Takes job records addressed to this runner (the `receipts` account's DID) from a relay's or PDS's repo event
+   * stream, and answers each with a receipt (a supervising process only; needs `receipts`).
+   */
+  jobs?: JobsOptions;
   /** What to do with a labelled container no stream owns: remove it (default) or adopt it. */
   orphanPolicy?: OrphanPolicy;
   /** Watch Docker engine events and reconcile after the daemon comes back (default true when supervising). */

@@ -91,6 +91,7 @@ export function runlogFacade(c: Composed): Runlog {
 async function closeRunlog(c: Composed): Promise<void> {
   const { cluster, services, log } = c;
   const { host, instances, executions } = services;
+  await c.jobs?.close(); // no job is taken once closing starts; its cursor is recorded while the log is open
   cluster?.stopSelfFence();
   await cluster?.placement.stop();
   await cluster?.handover.stop();

@@ -1,6 +1,7 @@
 // The library entry point. `createRunlog()` opens the log; with `supervise` (the default) it also
 // rehydrates every live actor and runs effects, i.e. it is the supervisor. Inspection works either way.
 // This file wires the services together and starts them; the facade over them is runlog-facade.ts.
+import { startJobIntake } from './jobs/job-intake-wiring.ts';
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { discoverParts } from '../config/parts.ts';
@@ -69,6 +70,12 @@ export async function createRunlog(options: RunlogOptions = {}): Promise<Runlog>
     throw new ValidationError(
       'OPTIONS_INVALID',
       'a supervising runlog writes its log: supervise and readOnly exclude each other',
+    );
+  // Jobs are answered with receipts in the runner's own repo, by a process that runs them.
+  if (options.jobs && (!supervise || !options.receipts))
+    throw new ValidationError(
+      'OPTIONS_INVALID',
+      'jobs are taken by a supervising runlog with receipts (the runner account they are addressed to)',
     );
   // The writer lock comes first: a second writer must be refused before it reads, reconciles or appends anything.
   if (options.writerLock && (readOnly || options.writerLock.dbFile !== paths.db || !options.writerLock.held)) {
@@ -187,6 +194,22 @@ async function openRunlog(
     void toolSync.syncAll().catch((err: unknown) => log(`cap changes at start-up: ${(err as Error).message}`));
   }
   const limiter = new ExecutionLimiter(executions.policy.executions, clock);
+  // Jobs from the network, once everything that runs them is up (job-intake.ts).
+  const jobs =
+    supervise && options.jobs && options.receipts
+      ? await startJobIntake({
+          options: options.jobs,
+          runnerDid: options.receipts.did,
+          node: selfNode,
+          policy: executions.policy,
+          reader: executions.reader,
+          host,
+          store,
+          bus,
+          clock,
+          log,
+        })
+      : null;
   return runlogFacade({
     options,
     paths,
@@ -214,6 +237,7 @@ async function openRunlog(
     limiter,
     guardPinned,
     placeOn,
+    jobs,
   });
 }
 

@@ -86,7 +86,8 @@ export class ExecutionResolver {
       const target = await this.codeUris.run(request.uri, submittedAt, deadlineAt, () =>
         reader.resolveCodeUri(request.uri, { deadlineAt }),
       );
-      const code = await fetchRecord(target.codeUri, target.expectCid);
+      // A job may pin the code record's version: any other version is refused (RECORD_CID_MISMATCH).
+      const code = await fetchRecord(target.codeUri, request.job?.codeCid ?? target.expectCid);
       steps.push(
         this.deps.progress.step(ctx, 'code-record', {
           uri: code.uri,

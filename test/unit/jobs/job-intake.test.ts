@@ -1,0 +1,249 @@
+// The job intake with its parts faked (no PDS, no log): which jobs it records, which it refuses and why, which it
+// leaves alone, and that it takes each job once, keeps its cursor behind what it has taken, and stops reading while
+// the policy's executions are all in flight.
+import { describe, expect, it } from 'vitest';
+import type { RepoStream, RepoStreamMessage } from '../../../src/adapters/atproto/index.ts';
+import { AtprotoError, cidForRecordJson } from '../../../src/adapters/atproto/index.ts';
+import { jobExecutionId } from '../../../src/adapters/ids.ts';
+import { JobRate } from '../../../src/domain/at-run/job-rate.ts';
+import { DEFAULT_OPERATOR_POLICY, type OperatorPolicy } from '../../../src/domain/at-run/operator-policy.ts';
+import type { ExecutionRequest, Refusal } from '../../../src/domain/execution-events.ts';
+import { JobIntake, type JobIntakeDeps } from '../../../src/supervisor/jobs/job-intake.ts';
+
+const RUNNER = 'did:plc:runnerrunnerrunnerrunner';
+const ALICE = 'did:plc:alicealicealicealicealic';
+const JOB = 'dev.mainasara.at-run.beta.v2.job';
+const CODE = `at://${ALICE}/dev.mainasara.at-run.beta.v2.code/greet`;
+const NOW = Date.parse('2026-06-01T00:00:00.000Z');
+const cidOf = (n: number) => cidForRecordJson({ n });
+
+const jobRecord = (over: Record<string, unknown> = {}) => ({
+  $type: JOB,
+  code: CODE,
+  handler: 'greet',
+  input: { name: 'Ada' },
+  runner: RUNNER,
+  createdAt: '2026-06-01T00:00:00.000Z',
+  ...over,
+});
+
+const commit = (seq: number, rkeys: string[], repo = ALICE): RepoStreamMessage => ({
+  type: 'commit',
+  seq,
+  repo,
+  rev: `rev${seq}`,
+  time: '2026-06-01T00:00:00.000Z',
+  tooBig: false,
+  ops: rkeys.map((rkey, i) => ({
+    action: 'create' as const,
+    path: `${JOB}/${rkey}`,
+    collection: JOB,
+    rkey,
+    cid: cidOf(seq * 10 + i),
+  })),
+});
+
+/** A stream that hands out the messages given, then waits until closed; acks are kept. */
+function fakeStream(messages: RepoStreamMessage[], acks: number[]): RepoStream {
+  let closed = false;
+  let wake = () => undefined as void;
+  return {
+    ack: (seq) => void acks.push(seq),
+    cursor: undefined,
+    counters: {
+      received: 0,
+      buffered: 0,
+      maxBuffered: 0,
+      reconnects: 0,
+      pauses: 0,
+      duplicates: 0,
+      skipped: 0,
+      errorFrames: 0,
+    },
+    lastError: undefined,
+    close: async () => {
+      closed = true;
+      wake();
+    },
+    async *[Symbol.asyncIterator]() {
+      for (const m of messages) {
+        if (closed) return;
+        yield m;
+      }
+      await new Promise<void>((r) => (wake = r));
+    },
+  };
+}
+
+function harness(opts: {
+  messages: RepoStreamMessage[];
+  records: Record<string, unknown | Error>;
+  policy?: Partial<OperatorPolicy>;
+  cursor?: number;
+}) {
+  const recorded: { request: ExecutionRequest; refused?: Refusal }[] = [];
+  const log = new Set<string>();
+  const acks: number[] = [];
+  const cursorWrites: number[] = [];
+  const opened: (number | undefined)[] = [];
+  const policy = { ...DEFAULT_OPERATOR_POLICY, ...opts.policy } as OperatorPolicy;
+  let now = NOW;
+  const deps: JobIntakeDeps = {
+    runnerDid: RUNNER,
+    policy,
+    open: (cursor) => {
+      opened.push(cursor);
+      return fakeStream(opts.messages, acks);
+    },
+    fetch: async (uri) => {
+      const r = opts.records[uri.split('/').pop()!];
+      if (r instanceof Error) throw r;
+      if (r === undefined) throw new AtprotoError('RECORD_NOT_FOUND', `${uri} is not there`);
+      return { value: r };
+    },
+    exists: async (id) => log.has(id),
+    record: async (request, refused) => {
+      if (log.has(request.executionId)) return 'exists';
+      log.add(request.executionId);
+      recorded.push({ request, ...(refused ? { refused } : {}) });
+      return 'recorded';
+    },
+    inFlight: () => 0,
+    ended: () => new Promise((r) => setTimeout(r, 5)),
+    cursor: { read: async () => opts.cursor, write: async (seq) => void cursorWrites.push(seq) },
+    rate: new JobRate(policy.jobs, () => now),
+    nowMs: () => now,
+    log: () => undefined,
+    cursorEveryMs: 60_000,
+  };
+  return { deps, recorded, acks, cursorWrites, opened, log, advance: (ms: number) => (now += ms) };
+}
+
+const settle = () => new Promise((r) => setTimeout(r, 20));
+
+describe('the job intake', () => {
+  it('records a job addressed to this runner as an execution keyed by the job, with the job and its caller', async () => {
+    const h = harness({ messages: [commit(1, ['3kaaa'])], records: { '3kaaa': jobRecord({ codeCid: cidOf(99) }) } });
+    const intake = new JobIntake(h.deps);
+    await intake.start();
+    await settle();
+    const uri = `at://${ALICE}/${JOB}/3kaaa`;
+    expect(h.recorded).toEqual([
+      {
+        request: {
+          executionId: jobExecutionId(uri, cidOf(10)),
+          uri: CODE,
+          handler: 'greet',
+          input: { name: 'Ada' },
+          callerDid: ALICE,
+          timeoutMs: DEFAULT_OPERATOR_POLICY.defaults.timeoutMs,
+          job: { uri, cid: cidOf(10), codeCid: cidOf(99) },
+        },
+      },
+    ]);
+    expect(intake.counters).toMatchObject({ taken: 1, refused: 0, ignored: 0 });
+    await intake.close();
+  });
+
+  it('leaves a job for another runner, and an unaddressed one unless the policy takes them, without a trace', async () => {
+    const records = {
+      '3kother': jobRecord({ runner: 'did:plc:someoneelsesomeoneelseso' }),
+      '3knone': jobRecord({ runner: undefined }),
+    };
+    const strict = harness({ messages: [commit(1, ['3kother', '3knone'])], records });
+    const a = new JobIntake(strict.deps);
+    await a.start();
+    await settle();
+    expect(strict.recorded).toEqual([]);
+    expect(a.counters.ignored).toBe(2);
+    await a.close();
+    const open = harness({
+      messages: [commit(1, ['3kother', '3knone'])],
+      records,
+      policy: { jobs: { ...DEFAULT_OPERATOR_POLICY.jobs, acceptUnaddressed: true } },
+    });
+    const b = new JobIntake(open.deps);
+    await b.start();
+    await settle();
+    expect(open.recorded.map((r) => r.request.job?.uri)).toEqual([`at://${ALICE}/${JOB}/3knone`]);
+    await b.close();
+  });
+
+  it('refuses, with a typed code for its receipt, a forged job, an invalid one, an expired one and a flood', async () => {
+    const h = harness({
+      messages: [commit(1, ['3kforged', '3kbad', '3kold', '3kr1', '3kr2'])],
+      records: {
+        '3kforged': new AtprotoError('RECORD_SIGNATURE_INVALID', 'the commit is not signed by the repo key'),
+        '3kbad': jobRecord({ handler: 'no such handler!' }),
+        '3kold': jobRecord({ notAfter: '2026-05-31T23:59:59.000Z' }),
+        '3kr1': jobRecord(),
+        '3kr2': jobRecord(),
+      },
+      policy: { jobs: { ...DEFAULT_OPERATOR_POLICY.jobs, perRepoPerMinute: 1 } },
+    });
+    const intake = new JobIntake(h.deps);
+    await intake.start();
+    await settle();
+    expect(h.recorded.map((r) => [r.request.job?.uri.split('/').pop(), r.refused?.code ?? 'taken'])).toEqual([
+      ['3kforged', 'JOB_UNVERIFIED'],
+      ['3kbad', 'HANDLER_INVALID'],
+      ['3kold', 'JOB_EXPIRED'],
+      ['3kr1', 'taken'],
+      ['3kr2', 'JOB_RATE_LIMITED'],
+    ]);
+    expect(h.recorded[0]!.refused!.message).toMatch(/could not be verified: the commit is not signed/);
+    expect(intake.counters).toMatchObject({ taken: 1, refused: 4 });
+    await intake.close();
+  });
+
+  it('takes each job once: one seen again, from a replay or another node, finds its execution and is skipped', async () => {
+    const h = harness({
+      messages: [commit(1, ['3kaaa']), commit(1, ['3kaaa']), commit(2, ['3kgone'])],
+      records: { '3kaaa': jobRecord() },
+    });
+    const intake = new JobIntake(h.deps);
+    await intake.start();
+    await settle();
+    expect(h.recorded).toHaveLength(1);
+    expect(intake.counters).toMatchObject({ taken: 1, seenBefore: 1, gone: 1 });
+    await intake.close();
+  });
+
+  it('starts from the recorded cursor, records the cursor only when due or at close, and acknowledges what it recorded', async () => {
+    const h = harness({ messages: [commit(8, []), commit(9, [])], records: {}, cursor: 7 });
+    const intake = new JobIntake(h.deps);
+    await intake.start();
+    await settle();
+    expect(h.opened).toEqual([7]);
+    expect(intake.cursor).toBe(9);
+    expect(h.cursorWrites).toEqual([]); // not due yet
+    await intake.close();
+    expect(h.cursorWrites).toEqual([9]);
+    expect(h.acks).toEqual([9]);
+  });
+
+  it('stops reading while the policy’s maxRunning jobs are in flight, and goes on when one ends', async () => {
+    const h = harness({
+      messages: [commit(1, ['3ka']), commit(2, ['3kb'])],
+      records: { '3ka': jobRecord(), '3kb': jobRecord() },
+      policy: { executions: { ...DEFAULT_OPERATOR_POLICY.executions, maxRunning: 1 } },
+    });
+    let flying = 0;
+    const record = h.deps.record;
+    h.deps.record = async (r, x) => {
+      flying++;
+      return record(r, x);
+    };
+    h.deps.inFlight = () => flying;
+    const intake = new JobIntake(h.deps);
+    await intake.start();
+    await settle();
+    expect(h.recorded).toHaveLength(1);
+    expect(intake.cursor).toBe(1); // the second message is not taken
+    flying = 0;
+    await settle();
+    expect(h.recorded).toHaveLength(2);
+    expect(intake.cursor).toBe(2);
+    await intake.close();
+  });
+});
