@@ -352,8 +352,8 @@ export interface RefusalReceipt {
   /** The execution the refusal is recorded as (its id is the job's: jobExecutionId); also the record key. */
   executionId: string;
   job: StrongRef;
-  /** The refusal's code (the error table's) and a message for the caller. */
-  failure: { code: string; message: string };
+  /** Why (the error table's code, a message for the caller), and at which step (default: validation, a refusal). */
+  failure: { code: string; message: string; kind?: ExecutionFailureKind };
   /** The job's author, when its record could be read. */
   callerDid?: string;
   runner?: StrongRef;
@@ -362,14 +362,17 @@ export interface RefusalReceipt {
 }
 
 /**
- * Validates a refusal and returns its execution record: outcome "failed", failure kind "validation", and none of
- * the fields of an execution that ran (code, runtime, images, limits, input), since none of them was used.
+ * Validates the receipt of a job that failed before it ran (refused at intake, or failed to resolve, materialize or
+ * start) and returns its execution record: outcome "failed", and none of the fields of an execution that ran
+ * (code, runtime, images, limits, input), since none of them was used.
  */
 export function buildRefusalRecord(r: RefusalReceipt): JsonObject {
   const v = new Issues();
   if (typeof r.executionId !== 'string' || !isValidRecordKey(r.executionId))
     v.add('executionId', 'must be a valid record key');
   v.strongRef('job', r.job, AT_RUN_V2.job);
+  if (r.failure?.kind !== undefined && !FAILURE_KINDS.includes(r.failure.kind))
+    v.add('failure.kind', `must be one of ${FAILURE_KINDS.join(', ')}`);
   v.str('failure.code', r.failure?.code, 128);
   v.str('failure.message', r.failure?.message, 3000);
   if (r.callerDid !== undefined) v.did('callerDid', r.callerDid);
@@ -382,7 +385,7 @@ export function buildRefusalRecord(r: RefusalReceipt): JsonObject {
     executionId: r.executionId,
     job: ref(r.job),
     outcome: 'failed',
-    failure: { kind: 'validation', code: r.failure.code, message: r.failure.message },
+    failure: { kind: r.failure.kind ?? 'validation', code: r.failure.code, message: r.failure.message },
     ...(r.callerDid ? { callerDid: r.callerDid } : {}),
     ...(r.runner ? { runner: ref(r.runner) } : {}),
     startedAt: r.startedAt,

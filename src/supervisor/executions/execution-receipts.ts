@@ -119,18 +119,39 @@ export async function answerRefusal(
   dispatch: (failed: { type: 'execution.failed'; data: FailedData }) => Promise<unknown>,
 ): Promise<void> {
   const data: FailedData = { reason: 'validation', code: refused.code, message: refused.message };
-  if (publisher && request.job)
-    try {
-      data.receipt = await writeRefusalReceipt(publisher, {
-        executionId: request.executionId,
-        job: { uri: request.job.uri, cid: request.job.cid },
-        failure: { code: refused.code, message: refused.message.slice(0, 1000) },
-        ...(request.callerDid ? { callerDid: request.callerDid } : {}),
-        startedAt: times.startedAt,
-        finishedAt: times.finishedAt(),
-      });
-    } catch (err) {
-      data.receiptError = { code: (err as RunlogError).code ?? 'RECEIPT_FAILED', message: (err as Error).message };
-    }
-  await dispatch({ type: 'execution.failed', data });
+  await dispatch({ type: 'execution.failed', data: await withJobReceipt(publisher, request, data, times) });
+}
+
+/**
+ * A job's failure before it ran (resolution, materialization, the sandbox's creation, a cancel), with the receipt
+ * that answers the job written first: its caller waits for a receipt, not for the runner's log. Anything else (not a
+ * job, no receipts here, a receipt already written or tried) is returned as it is.
+ */
+export async function withJobReceipt(
+  publisher: Publisher | undefined,
+  request: ExecutionRequest,
+  data: FailedData,
+  times: { startedAt: string; finishedAt: () => string },
+): Promise<FailedData> {
+  if (!publisher || !request.job || data.receipt || data.receiptError) return data;
+  try {
+    const receipt = await writeRefusalReceipt(publisher, {
+      executionId: request.executionId,
+      job: { uri: request.job.uri, cid: request.job.cid },
+      failure: {
+        kind: data.reason ?? 'validation',
+        code: String(data.code ?? 'FAILED'),
+        message: String(data.message ?? '').slice(0, 1000) || 'failed',
+      },
+      ...(request.callerDid ? { callerDid: request.callerDid } : {}),
+      startedAt: times.startedAt,
+      finishedAt: times.finishedAt(),
+    });
+    return { ...data, receipt };
+  } catch (err) {
+    return {
+      ...data,
+      receiptError: { code: (err as RunlogError).code ?? 'RECEIPT_FAILED', message: (err as Error).message },
+    };
+  }
 }

@@ -22,7 +22,7 @@ import type { RecordedEvent } from '../../domain/events.ts';
 import type { LatencyProfile, Resolved } from '../../domain/execution-events.ts';
 import type { ExecutionContext } from '../../machines/execution.machine.ts';
 import type { ActorHost, EffectHandlers } from '../host/actor-host.ts';
-import { answerRefusal, putRunnerRecordFor } from './execution-receipts.ts';
+import { answerRefusal, putRunnerRecordFor, withJobReceipt } from './execution-receipts.ts';
 import { CodePreparation } from './code-preparation.ts';
 import { ExecutionInvoker } from './execution-invoke.ts';
 import { materializeExecution, type MaterializeDeps } from './execution-materialize.ts';
@@ -192,25 +192,45 @@ export class ExecutionSupervisor {
   /** The execution machine's effects but `announce` (the bus's, wired in runlog.ts). */
   handlers(): Omit<EffectHandlers<'execution'>, 'announce'> {
     return {
-      resolve: (p, ctx) => this.resolver.resolve(p.request, ctx),
-      refuse: (p, ctx) => {
-        const requestedAt = ExecutionSupervisor.view(ctx.actor.snapshot.context).requestedAt;
-        const now = () => new Date(this.nowMs()).toISOString();
-        return answerRefusal(
-          this.opts.receipts,
-          p.request,
-          p.refused,
-          { startedAt: requestedAt ?? now(), finishedAt: now },
-          (e) => ctx.dispatch(e),
-        );
-      },
-      materialize: (p, ctx) => materializeExecution(this.materializeDeps, p.resolved, ctx),
-      createSandbox: (p, ctx) => this.invoker.createSandbox(p.request, p.resolved, p.materialized, ctx),
+      resolve: (p, ctx) => this.resolver.resolve(p.request, this.answering(ctx)),
+      refuse: (p, ctx) => answerRefusal(this.opts.receipts, p.request, p.refused, this.jobTimes(ctx), ctx.dispatch),
+      materialize: (p, ctx) => materializeExecution(this.materializeDeps, p.resolved, this.answering(ctx)),
+      createSandbox: (p, ctx) => this.invoker.createSandbox(p.request, p.resolved, p.materialized, this.answering(ctx)),
       invoke: (p, ctx) =>
-        this.invoker.invoke(p.request, String(p.containerId), p.deadline, p.resolved, ctx, p.resumed === true),
-      collect: (p, ctx) => this.invoker.collect(String(p.containerId), p.deadline, ctx),
-      killSandbox: (p, ctx) => this.kill(p.containerId, ctx),
+        this.invoker.invoke(
+          p.request,
+          String(p.containerId),
+          p.deadline,
+          p.resolved,
+          this.answering(ctx),
+          p.resumed === true,
+        ),
+      collect: (p, ctx) => this.invoker.collect(String(p.containerId), p.deadline, this.answering(ctx)),
+      killSandbox: (p, ctx) => this.kill(p.containerId, this.answering(ctx)),
       cleanup: (p) => this.cleanup(p.executionId, p.containerId),
+    };
+  }
+
+  /** A job execution's times for its receipt: from its request to now. */
+  private jobTimes(ctx: ExecutionEffectContext): { startedAt: string; finishedAt: () => string } {
+    const now = () => new Date(this.nowMs()).toISOString();
+    return { startedAt: ExecutionSupervisor.view(ctx.actor.snapshot.context).requestedAt ?? now(), finishedAt: now };
+  }
+
+  /**
+   * The context a job's step runs with: a failure that no receipt names yet is answered with one before it is
+   * recorded, so the caller on the network hears of every failure, not only of those after the invocation.
+   */
+  private answering(ctx: ExecutionEffectContext): ExecutionEffectContext {
+    const publisher = this.opts.receipts;
+    const request = ExecutionSupervisor.view(ctx.actor.snapshot.context).request;
+    if (!publisher || !request?.job) return ctx;
+    return {
+      ...ctx,
+      dispatch: async (e) =>
+        e.type === 'execution.failed'
+          ? ctx.dispatch({ ...e, data: await withJobReceipt(publisher, request, e.data, this.jobTimes(ctx)) })
+          : ctx.dispatch(e),
     };
   }
 

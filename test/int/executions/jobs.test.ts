@@ -138,6 +138,12 @@ describe('jobs taken from the repo event stream', () => {
       outcome: 'failed',
       failure: { kind: 'validation', code: 'JOB_EXPIRED' },
     });
+    // Failed while resolving, not refused at intake: answered all the same, with the failure as recorded.
+    expect(await receiptOf(pinned.executionId)).toMatchObject({
+      job: { uri: pinned.uri, cid: pinned.cid },
+      outcome: 'failed',
+      failure: { kind: 'validation', code: 'RECORD_CID_MISMATCH' },
+    });
     expect(await containersOf(expired.executionId)).toBe(0);
     expect(await containersOf(pinned.executionId)).toBe(0);
   });

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { Publisher } from '../../../src/adapters/atproto/index.ts';
 import { AtprotoError } from '../../../src/adapters/atproto/index.ts';
 import type { ExecutionRequest, FailedData } from '../../../src/domain/execution-events.ts';
-import { answerRefusal } from '../../../src/supervisor/executions/execution-receipts.ts';
+import { answerRefusal, withJobReceipt } from '../../../src/supervisor/executions/execution-receipts.ts';
 import { partial } from '../../support/partial.ts';
 
 const DID = 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa';
@@ -79,5 +79,28 @@ describe('answerRefusal', () => {
     const { failed, dispatch } = recording();
     await answerRefusal(undefined, request, refused, times, dispatch);
     expect(failed).toEqual([{ reason: 'validation', ...refused }]);
+  });
+
+  it('answers a job that failed before it ran with a receipt of the step it failed at, and leaves anything else alone', async () => {
+    const records: Record<string, unknown>[] = [];
+    const publisher = partial<Publisher>({
+      putRecord: async (_c: string, rkey: string, record: Record<string, unknown>) => {
+        records.push(record);
+        return { uri: `at://did:plc:runner/x/${rkey}`, cid: 'bafyreceipt' };
+      },
+    });
+    const failed: FailedData = { reason: 'resolution', code: 'RECORD_CID_MISMATCH', message: 'another version' };
+    expect(await withJobReceipt(publisher, request, failed, times)).toMatchObject({
+      ...failed,
+      receipt: { cid: 'bafyreceipt' },
+    });
+    expect(records[0]).toMatchObject({ failure: { kind: 'resolution', code: 'RECORD_CID_MISMATCH' } });
+    // Not a job, no receipts here, or a receipt already written by the invocation: as it was.
+    const { job: _job, ...notAJob } = request;
+    expect(await withJobReceipt(publisher, notAJob, failed, times)).toBe(failed);
+    expect(await withJobReceipt(undefined, request, failed, times)).toBe(failed);
+    const named = { ...failed, receipt: { uri: 'at://did:plc:runner/x/y', cid: 'bafyother' } };
+    expect(await withJobReceipt(publisher, request, named, times)).toBe(named);
+    expect(records).toHaveLength(1);
   });
 });
