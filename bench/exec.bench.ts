@@ -30,7 +30,7 @@ import { createRunlog, type Runlog, type RunlogOptions } from '../src/supervisor
 import { DEFAULT_DID_CACHE_TTL_MS } from '../src/adapters/atproto/index.ts';
 import { DEFAULT_OPERATOR_POLICY, type OperatorPolicy } from '../src/domain/at-run/operator-policy.ts';
 import type { RecordedEvent } from '../src/domain/events.ts';
-import type { LocalNetwork } from '../src/adapters/atproto/index.ts';
+import type { LocalAccount, LocalNetwork } from '../src/adapters/atproto/index.ts';
 import { startTestPds } from '../test/support/pds.ts';
 import { startPdsProcess } from './pds-process.ts';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -82,9 +82,12 @@ async function requireParts(docker: Docker): Promise<void> {
   imageRef('at-run-sandbox');
 }
 
-interface Fixture {
+export interface Fixture {
   docker: Docker;
   rl: Runlog;
+  /** The PDS and PLC directory the records live on, and the account that published the code. */
+  network: LocalNetwork;
+  author: LocalAccount;
   home: string;
   uri: string;
   callerDid: string;
@@ -96,7 +99,7 @@ interface Fixture {
 }
 
 /** A PDS with a published node runtime and a greet code record, and a supervising runlog on a fresh home. */
-async function openFixture(
+export async function openFixture(
   log: (m: string) => void,
   opts: { prestart?: boolean; timeoutMs?: number } = {},
 ): Promise<Fixture> {
@@ -159,6 +162,8 @@ async function openFixture(
     const fixture: Fixture = {
       docker,
       rl,
+      network: pds,
+      author,
       home,
       uri: code.uri,
       callerDid: author.did,
@@ -219,7 +224,7 @@ interface Outcome {
 }
 
 /** One execution, timed to execute() returning; then (untimed, unless `settle` is false) rl.idle(). */
-async function runlogOnce(f: Fixture, uri = f.uri, timeoutMs?: number, settle = true): Promise<Outcome> {
+export async function runlogOnce(f: Fixture, uri = f.uri, timeoutMs?: number, settle = true): Promise<Outcome> {
   const progress: { name: string; ms: number | null }[] = [];
   let outcomeAt = Number.NaN;
   const off = f.rl.on('actor:transition', (t) => {

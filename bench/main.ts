@@ -7,6 +7,7 @@ import { cliBenches } from './cli.bench.ts';
 import { cliPgBenches } from './cli-pg.bench.ts';
 import { cliMemoryBenches } from './cli-memory.bench.ts';
 import { execBenches } from './exec.bench.ts';
+import { jobBenches } from './job.bench.ts';
 import { foldBenches } from './fold.bench.ts';
 import { heapBenches } from './heap.bench.ts';
 import { clusterBenches } from './cluster.bench.ts';
@@ -30,6 +31,7 @@ const benches: Bench[] = [
   ...storePgOpenBenches,
   ...spawnBenches,
   ...execBenches,
+  ...jobBenches,
   ...heapBenches,
   ...recoveryBenches,
   ...cliBenches,
