@@ -19,6 +19,8 @@ export interface ChildConfig {
   killGraceMs?: number;
   /** Run the Docker engine-events watcher (reconnect + reconcile after a daemon restart). */
   engineWatch?: boolean;
+  /** Take jobs from this repo event stream as the runner account signed in with these credentials. */
+  jobs?: { from: string; pdsUrl: string; identifier: string; password: string; cursorEveryMs?: number };
 }
 
 export interface Committed {

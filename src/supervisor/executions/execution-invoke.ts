@@ -232,19 +232,30 @@ export class ExecutionInvoker {
     });
   }
 
-  /** A container that outlived the supervisor: its frames are read from its logs (or it is waited for). */
-  async collect(containerId: string, deadline: string | null, ctx: ExecutionEffectContext): Promise<void> {
+  /**
+   * A container that outlived the supervisor: its frames are read from its logs (or it is waited for). Its receipt
+   * is written before the outcome, as after an invocation, when the execution had resolved (it always has, once it
+   * has a container).
+   */
+  async collect(
+    request: ExecutionRequest,
+    containerId: string,
+    deadline: string | null,
+    ctx: ExecutionEffectContext,
+  ): Promise<void> {
+    const r = (ctx.actor.snapshot.context as ExecutionContext).resolved;
+    let event: OutcomeEvent;
     try {
       const result = await this.deps.sandbox().collectResult(containerId, { deadlineAt: Date.parse(deadline ?? '') });
-      if (envelopeNotReceived(result)) {
-        // Started, but its stdin closed before the envelope line: the delivery died with the supervisor.
-        await ctx.dispatch(envelopeLost(result, 'the supervisor died while delivering the invocation'));
-        return;
-      }
-      await ctx.dispatch(outcomeEvent(result, null));
+      // Started, but its stdin closed before the envelope line: the delivery died with the supervisor.
+      event = envelopeNotReceived(result)
+        ? envelopeLost(result, 'the supervisor died while delivering the invocation')
+        : outcomeEvent(result, sha256(JSON.stringify(request.input ?? null))); // the envelope's input (envelopeOf)
     } catch (err) {
       const c = classify(err, 'lost');
-      await ctx.dispatch({ type: 'execution.failed', data: { ...c, reason: 'lost' } });
+      event = { type: 'execution.failed', data: { ...c, reason: 'lost' } };
     }
+    if (r) await this.attachReceipt(event, request, r, ctx);
+    await ctx.dispatch(event);
   }
 }

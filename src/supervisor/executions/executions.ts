@@ -205,7 +205,7 @@ export class ExecutionSupervisor {
           this.answering(ctx),
           p.resumed === true,
         ),
-      collect: (p, ctx) => this.invoker.collect(String(p.containerId), p.deadline, this.answering(ctx)),
+      collect: (p, ctx) => this.invoker.collect(p.request, String(p.containerId), p.deadline, this.answering(ctx)),
       killSandbox: (p, ctx) => this.kill(p.containerId, this.answering(ctx)),
       cleanup: (p) => this.cleanup(p.executionId, p.containerId),
     };
