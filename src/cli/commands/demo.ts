@@ -11,9 +11,9 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Runlog } from '../../supervisor/runlog.ts';
 import { runlogInternals } from '../../supervisor/runlog-internals.ts';
-import type { InstanceContext } from '../../index.ts';
+import type { ExecutionContext, InstanceContext } from '../../index.ts';
 // eslint-disable-next-line no-restricted-imports -- layer debt, listed in issue #13 (names/moves): reached past src/supervisor
-import type { LocalNetwork } from '../../adapters/atproto/index.ts';
+import type { LocalAccount, LocalNetwork } from '../../adapters/atproto/index.ts';
 import { RunlogError } from '../../domain/errors.ts';
 import { parseListen } from '../../server/listen.ts';
 import type { Command } from '../command.ts';
@@ -151,6 +151,56 @@ async function executeExamples(rl: Runlog, code: Record<string, string>, callerD
   return executions;
 }
 
+/** How long the demo waits for the runner to answer its job. */
+const JOB_WAIT_MS = 60_000;
+
+/**
+ * A job from the network: alice writes a job record in her own repo, addressed to the runner; the runner takes it
+ * from the PDS's repo event stream, runs it, and answers with a receipt in its own repo before recording the outcome.
+ */
+async function answerJob(
+  rl: Runlog,
+  alice: LocalAccount,
+  runnerDid: string,
+  codeUri: string,
+  say: (m: string) => void,
+): Promise<{ id: string; job: string; status: string; output: unknown; failure: unknown }> {
+  const [{ AT_RUN_V2 }, { jobExecutionId }] = await Promise.all([
+    import('../../adapters/atproto/index.ts'),
+    import('../../adapters/ids.ts'),
+  ]);
+  say(`alice writes a job in her own repo, addressed to the runner (${runnerDid})…`);
+  const ended = new Set<string>();
+  let wake = () => undefined as void;
+  const off = rl.on('actor:transition', (t) => {
+    if (t.kind !== 'execution' || (t.to !== 'succeeded' && t.to !== 'failed')) return;
+    ended.add(t.id);
+    wake();
+  });
+  try {
+    const job = await alice.publisher.putRecord(AT_RUN_V2.job, undefined, {
+      code: codeUri,
+      handler: 'greet',
+      input: { name: 'Grace' },
+      runner: runnerDid,
+      createdAt: new Date().toISOString(),
+    });
+    const id = jobExecutionId(job.uri, job.cid);
+    const until = Date.now() + JOB_WAIT_MS;
+    while (!ended.has(id) && Date.now() < until) await new Promise<void>((r) => ((wake = r), setTimeout(r, 500)));
+    if (!ended.has(id)) {
+      say(`  ${job.uri} was not answered within ${JOB_WAIT_MS / 1000} s`);
+      return { id, job: job.uri, status: 'unanswered', output: null, failure: null };
+    }
+    const ctx = (await rl.inspect(id)).context as ExecutionContext;
+    const status = ctx.outcome?.status ?? 'failed';
+    say(`  ${id} ${status}: ${JSON.stringify(ctx.result?.output ?? ctx.failure)} (receipt in the runner's repo)`);
+    return { id, job: job.uri, status, output: ctx.result?.output ?? null, failure: ctx.failure };
+  } finally {
+    off();
+  }
+}
+
 /** What the demo started and where to look: JSON with --json, else the addresses and commands to try. */
 function printRunning(
   io: Io,
@@ -160,11 +210,12 @@ function printRunning(
     net: LocalNetwork;
     spawned: Awaited<ReturnType<typeof spawnExamples>>;
     executions: Awaited<ReturnType<typeof executeExamples>>;
+    job: Awaited<ReturnType<typeof answerJob>>;
     code: Record<string, string>;
     instances: string[];
   },
 ): void {
-  const { rl, server, net, spawned, executions, code, instances } = d;
+  const { rl, server, net, spawned, executions, job, code, instances } = d;
   const env = `RUNLOG_HOME=${rl.home}`;
   if (io.json)
     printJson(io, {
@@ -176,6 +227,7 @@ function printRunning(
       plc: net.plcUrl,
       instances: spawned,
       executions,
+      job,
       code,
     });
   else {
@@ -266,6 +318,7 @@ export const demoCommand: Command = {
         db: paths.db,
         atproto,
         receipts: runner.publisher,
+        jobs: { from: net.pdsUrl },
         writerLock: lock,
         log: (m) => io.err(`runlog: ${m}`),
       });
@@ -283,14 +336,15 @@ export const demoCommand: Command = {
 
       const spawned = await spawnExamples(rl, instances, say);
       const executions = await executeExamples(rl, code, alice.did, say);
-      printRunning(io, { rl, server, net, spawned, executions, code, instances });
+      const job = await answerJob(rl, alice, runner.did, code.node!, say);
+      printRunning(io, { rl, server, net, spawned, executions, job, code, instances });
       if (!args.values.once) {
         const keepAlive = setInterval(() => undefined, 1 << 30);
         const why = await stopper.stopped;
         clearInterval(keepAlive);
         say(`${why}: stopping`);
       }
-      status = executions.every((e) => e.status === 'succeeded') ? EXIT.ok : EXIT.failure;
+      status = executions.every((e) => e.status === 'succeeded') && job.status === 'succeeded' ? EXIT.ok : EXIT.failure;
       return status;
     } finally {
       say('shutting down');

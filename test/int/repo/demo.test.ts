@@ -33,6 +33,8 @@ describe('runlog demo (the first run)', () => {
       ['node', 'succeeded', 'Hello, Ada!'],
       ['python', 'succeeded', 'Hello, Ada!'],
     ]);
+    // A job from alice's repo, taken from the PDS's repo event stream and answered by the runner.
+    expect(out.job).toMatchObject({ status: 'succeeded', output: { greeting: 'Hello, Grace!' } });
     expect(r.stderr).toContain('shutting down');
     // Nothing it started is left running.
     const left = await docker.listContainers({ filters: JSON.stringify({ label: [`runlog.home=${home}`] }) });
@@ -42,7 +44,7 @@ describe('runlog demo (the first run)', () => {
     const all = JSON.parse(
       spawnSync(process.execPath, cliArgs('ps', '--all', '--json', '--home', home), { encoding: 'utf8' }).stdout,
     );
-    expect(all.map((a: any) => a.state).sort()).toEqual(['stopped', 'stopped', 'succeeded', 'succeeded']);
+    expect(all.map((a: any) => a.state).sort()).toEqual(['stopped', 'stopped', 'succeeded', 'succeeded', 'succeeded']);
   }, 320_000);
 
   it('interrupted after the reader of its output has gone (`npm run demo | tee demo.log`, Ctrl-C), it still stops everything it started', async () => {
