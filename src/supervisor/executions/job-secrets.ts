@@ -7,6 +7,7 @@
 // record's strong ref and its entry names: names are chosen to be public (the record itself lists them in clear).
 import type { AtprotoReader } from '../../adapters/atproto/index.ts';
 import type { RunnerKeyRing } from '../../adapters/files/runner-keys.ts';
+import { SecretsNotCallersError } from '../../domain/at-run/secrets-errors.ts';
 import type { Resolved } from '../../domain/execution-events.ts';
 import type { ExecutionRequest } from '../../machines/execution.machine.ts';
 import { openSecretsFor } from './sealed-secrets-records.ts';
@@ -31,8 +32,9 @@ export class JobSecrets {
   constructor(private readonly deps: JobSecretsDeps) {}
 
   /**
-   * The values of the secrets the request's job names, by name, or undefined when it names none. Throws the typed
-   * refusal of openEntries (SECRETS_*), whose messages name keys, entries and records, never a value. The caller
+   * The values of the secrets the request's job names, by name, or undefined when it names none. Throws
+   * SECRETS_NOT_CALLERS for a record outside the job author's repo, or the typed refusal of openEntries
+   * (SECRETS_*); their messages name keys, entries and records, never a value. The caller
    * puts the result in the envelope and nowhere else.
    */
   async open(
@@ -42,6 +44,10 @@ export class JobSecrets {
   ): Promise<Record<string, string> | undefined> {
     const ref = request.job?.secrets;
     if (!ref) return undefined;
+    // Only the job's author may hand secrets to a run: a record's strong ref is public, and another account's
+    // would let anyone run the allowed code with their own input and someone else's values.
+    if (ref.uri.slice('at://'.length).split('/')[0] !== request.callerDid)
+      throw new SecretsNotCallersError(ref.uri, request.callerDid ?? '(none)');
     return openSecretsFor(this.deps.reader, this.deps.ring(), {
       ref,
       // No publisher, no runner DID: an empty one matches no record's runner (SECRETS_RUNNER_MISMATCH).

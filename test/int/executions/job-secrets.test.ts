@@ -45,6 +45,7 @@ let rl: Runlog;
 let home: string;
 let runner: TestAccount;
 let alice: TestAccount;
+let bob: TestAccount;
 let code: StrongRef;
 const lines: string[] = [];
 const exporter = new InMemorySpanExporter();
@@ -55,8 +56,11 @@ let watcher: Promise<void> | null = null;
 
 const reader = () => createAtprotoReader({ plcUrl: pds.plcUrl });
 
-async function submit(record: Record<string, unknown>): Promise<StrongRef & { executionId: string }> {
-  const job = await alice.publisher.putRecord(AT_RUN_V2.job, undefined, {
+async function submit(
+  record: Record<string, unknown>,
+  by: TestAccount = alice,
+): Promise<StrongRef & { executionId: string }> {
+  const job = await by.publisher.putRecord(AT_RUN_V2.job, undefined, {
     code: code.uri,
     handler: 'digest',
     input: { holdMs: 1500 },
@@ -133,6 +137,7 @@ beforeAll(async () => {
   const publisherAcct = await pds.createAccount('secrets-runtimes.test');
   runner = await pds.createAccount('secrets-runner.test');
   alice = await pds.createAccount('secrets-alice.test');
+  bob = await pds.createAccount('secrets-bob.test');
   const atproto = { plcUrl: pds.plcUrl };
   const runtime = await publishRuntime(publisherAcct.publisher, {
     dir: join(REPO, 'runtimes/node'),
@@ -247,6 +252,22 @@ describe("a job's sealed secrets", () => {
       outcome: 'failed',
       failure: { kind: 'validation', code: 'SECRETS_CODE_MISMATCH' },
     });
+    expect(await containersOf(job.executionId)).toBe(0);
+  });
+
+  it("naming another account's secrets record: SECRETS_NOT_CALLERS, and no container is made", async () => {
+    const secrets = await sealSecretsFor(alice.publisher, {
+      runner: runner.did,
+      code: code.uri,
+      entries: [{ name: 'API_TOKEN', value: PLAIN }],
+      atproto: { plcUrl: pds.plcUrl },
+    });
+    // Bob copies alice's (public) strong ref into his own job for her code.
+    const job = await submit({ secrets: { uri: secrets.uri, cid: secrets.cid } }, bob);
+    await expect.poll(() => endedState(job.executionId), { timeout: 60_000 }).toBe('failed');
+    const ctx = (await rl.inspect(job.executionId)).context as ExecutionContext;
+    expect(ctx.failure).toMatchObject({ reason: 'validation', code: 'SECRETS_NOT_CALLERS' });
+    expect(ctx.result ?? null).toBeNull();
     expect(await containersOf(job.executionId)).toBe(0);
   });
 });

@@ -194,6 +194,13 @@ describe("a job's secrets at resolution", () => {
     expect(JSON.stringify(events)).not.toContain(PLAIN);
   });
 
+  it("naming another account's secrets record: SECRETS_NOT_CALLERS, and the record is not even read", async () => {
+    const ref = await sealed('s-not-mine', { code: CODE_URI });
+    const { events, reads } = await resolveWith({ ...requestWith(ref), callerDid: 'did:plc:mallorymallorymallorymal' });
+    expect(events).toMatchObject([{ type: 'execution.failed', data: { code: 'SECRETS_NOT_CALLERS' } }]);
+    expect(reads).not.toContain(ref.uri);
+  });
+
   it('a job that names no secrets resolves as before: no secrets read, no secrets step', async () => {
     const { events, steps, reads } = await resolveWith(requestWith());
     expect(events.map((e) => e.type)).toEqual(['execution.resolved']);
