@@ -218,7 +218,7 @@ describe("a job's secrets in the envelope", () => {
   });
 
   /** Runs the invoke effect; answers the envelope the sandbox was handed and the events dispatched. */
-  async function invokeWith(request: ExecutionRequest) {
+  async function invokeWith(request: ExecutionRequest, resumed = false) {
     const sent: InvocationEnvelope[] = [];
     const events: unknown[] = [];
     const invoker = new ExecutionInvoker({
@@ -245,7 +245,7 @@ describe("a job's secrets in the envelope", () => {
       },
     });
     const deadline = new Date(Date.now() + 20_000).toISOString();
-    await invoker.invoke(request, 'c1', deadline, resolved, ctx, false);
+    await invoker.invoke(request, 'c1', deadline, resolved, ctx, resumed);
     return { sent, events };
   }
 
@@ -253,6 +253,13 @@ describe("a job's secrets in the envelope", () => {
     const ref = await sealed('s-invoke', { code: CODE_URI });
     const { sent, events } = await invokeWith(requestWith(ref));
     expect(sent).toHaveLength(1);
+    expect(sent[0]!.context.secrets).toEqual({ API_TOKEN: PLAIN });
+    expect(JSON.stringify(events)).not.toContain(PLAIN);
+  });
+
+  it('are opened again the same way when the invoke is resumed after a restart', async () => {
+    const ref = await sealed('s-resumed', { code: CODE_URI });
+    const { sent, events } = await invokeWith(requestWith(ref), true);
     expect(sent[0]!.context.secrets).toEqual({ API_TOKEN: PLAIN });
     expect(JSON.stringify(events)).not.toContain(PLAIN);
   });
