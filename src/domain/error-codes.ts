@@ -128,6 +128,7 @@ export const ERROR_CODES = {
   SECRETS_INPUT_INVALID: 'validation',
   SECRETS_KEY_RETIRED: 'validation',
   SECRETS_KEY_UNKNOWN: 'validation',
+  SECRETS_NOT_CALLERS: 'validation',
   SECRETS_RECORD_INVALID: 'validation',
   SECRETS_RUNNER_MISMATCH: 'validation',
   SECRETS_TAMPERED: 'validation',

@@ -30,6 +30,11 @@ export interface ExecutionRequest {
     cid: string;
     /** The code record must have exactly this CID (the job's codeCid). */
     codeCid?: string;
+    /**
+     * The secrets record the job names (a strong ref, safe to log: the values are sealed in the record and opened
+     * only in memory, for the envelope). Absent from histories before jobs carried secrets.
+     */
+    secrets?: { uri: string; cid: string };
   };
 }
 

@@ -2,8 +2,10 @@
 //
 // Launched by the runner as `/opt/at-run/runtime/bin/node /opt/at-run/runtime/adapter/worker.mjs <entrypoint>`.
 // 1. reads ONE newline-terminated JSON envelope from stdin:
-//      {version:1, id, type:'invoke', code:{uri,cid}, handler, input, context:{callerDid, deadline}}
+//      {version:1, id, type:'invoke', code:{uri,cid}, handler, input, context:{callerDid, deadline, secrets?}}
 // 2. imports the code entrypoint and calls its exported `handler(input, context)` (sync or async);
+//    context.secrets is the job's opened secrets by name, a frozen object, empty when the execution has none;
+//    the adapter never prints or echoes them (they arrive on stdin only, never in argv or env);
 // 3. writes NDJSON frames to stdout: optional {type:'log'|'progress', id, ...}, then exactly one terminal
 //    {type:'result', id, output} or {type:'error', id, error:{code, message}}; then exits.
 // stdout belongs to the protocol: console.* and process.stdout.write of user code are redirected to stderr.
@@ -100,7 +102,13 @@ function checkEnvelope(env) {
   if (typeof env.handler !== 'string' || !HANDLER_NAME.test(env.handler)) problems.push('handler must be an identifier');
   if (!env.code || typeof env.code.uri !== 'string' || typeof env.code.cid !== 'string') problems.push('code must be {uri, cid}');
   if (!env.context || typeof env.context !== 'object') problems.push('context must be an object');
+  else if (env.context.secrets !== undefined && !isSecrets(env.context.secrets))
+    problems.push('context.secrets must be an object of strings'); // never the values: only their shape
   return problems;
+}
+
+function isSecrets(s) {
+  return s !== null && typeof s === 'object' && !Array.isArray(s) && Object.values(s).every((v) => typeof v === 'string');
 }
 
 async function main() {
@@ -139,6 +147,7 @@ async function main() {
     invocationId: env.id,
     callerDid: env.context.callerDid ?? null,
     deadline: env.context.deadline ?? null,
+    secrets: Object.freeze({ ...(env.context.secrets ?? {}) }),
     code: Object.freeze({ uri: env.code.uri, cid: env.code.cid }),
     log: (...args) => {
       if (terminal) return;

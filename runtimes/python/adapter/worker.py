@@ -3,8 +3,10 @@
 # Launched by the runner as
 #   /opt/at-run/runtime/bin/python3 -I -B /opt/at-run/runtime/adapter/worker.py <entrypoint>
 # 1. reads ONE newline-terminated JSON envelope from stdin:
-#      {version:1, id, type:'invoke', code:{uri,cid}, handler, input, context:{callerDid, deadline}}
+#      {version:1, id, type:'invoke', code:{uri,cid}, handler, input, context:{callerDid, deadline, secrets?}}
 # 2. loads the code entrypoint as a module and calls its `handler(input, context)` (plain or async def);
+#    context.secrets is the job's opened secrets by name, a read-only mapping, empty when the execution has none;
+#    the adapter never prints or echoes them (they arrive on stdin only, never in argv or env);
 # 3. writes NDJSON frames to stdout: optional {type:'log'|'progress', id, ...}, then exactly one terminal
 #    {type:'result', id, output} or {type:'error', id, error:{code, message}}; then exits.
 # stdout belongs to the protocol: file descriptor 1 is re-pointed at stderr before user code runs, so print(),
@@ -16,6 +18,7 @@ import json
 import os
 import re
 import sys
+import types
 
 PROTOCOL_VERSION = 1
 MAX_ENVELOPE_BYTES = 8 * 1024 * 1024
@@ -94,7 +97,13 @@ def _check_envelope(env):
         problems.append("code must be {uri, cid}")
     if not isinstance(env.get("context"), dict):
         problems.append("context must be an object")
+    elif "secrets" in env["context"] and not _is_secrets(env["context"]["secrets"]):
+        problems.append("context.secrets must be an object of strings")  # never the values: only their shape
     return problems
+
+
+def _is_secrets(s):
+    return isinstance(s, dict) and all(isinstance(v, str) for v in s.values())
 
 
 class Context:
@@ -107,6 +116,7 @@ class Context:
         self.caller_did = ctx.get("callerDid")
         self.callerDid = self.caller_did
         self.deadline = ctx.get("deadline")
+        self.secrets = types.MappingProxyType(dict(ctx.get("secrets") or {}))
         self.code = {"uri": env["code"]["uri"], "cid": env["code"]["cid"]}
 
     def __getitem__(self, key):

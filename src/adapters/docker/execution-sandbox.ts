@@ -39,7 +39,11 @@ export interface InvocationEnvelope {
   code: { uri: string; cid: string };
   handler: string;
   input: unknown;
-  context: { callerDid: string | null; deadline: string };
+  /**
+   * secrets: the job's opened secrets by name, present only when its job names a secrets record. They exist in
+   * this envelope alone (stdin), never in argv, env, labels or any record of the invocation.
+   */
+  context: { callerDid: string | null; deadline: string; secrets?: Record<string, string> };
 }
 
 export interface InvokeOptions extends Partial<OutputLimits> {

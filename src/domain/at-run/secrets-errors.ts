@@ -83,6 +83,23 @@ export class SecretsCodeMismatchError extends RunlogError {
   }
 }
 
+/**
+ * A job names a secrets record in another account's repo. The record is public and its strong ref easy to copy, so
+ * without this anyone could run the allowed code with their own input and another account's secrets.
+ */
+export class SecretsNotCallersError extends RunlogError {
+  constructor(
+    readonly recordUri: string,
+    readonly callerDid: string,
+  ) {
+    super(
+      'SECRETS_NOT_CALLERS',
+      `the secrets record ${recordUri} is not in the repo of the job's author (${callerDid}): a job may name only its author's own secrets`,
+      { recordUri, callerDid },
+    );
+  }
+}
+
 /** The secrets are addressed to another runner. */
 export class SecretsRunnerMismatchError extends RunlogError {
   constructor(

@@ -25,6 +25,7 @@ import type { LatencyProfiles } from './execution-profiles.ts';
 import type { ExecutionEffectContext } from './execution-progress.ts';
 import { writeReceiptFor } from './execution-receipts.ts';
 import { envelopeOf, maxEnvelopeBytes } from './invocation-envelope.ts';
+import type { JobSecrets } from './job-secrets.ts';
 import type { PrestartGate } from './pool/prestart-gate.ts';
 import type { PoolTarget, SandboxPool } from './pool/sandbox-pool.ts';
 
@@ -41,6 +42,8 @@ export interface InvokerDeps {
   faults?: FaultHook;
   /** When set, a receipt is written to this account's repo after each invocation. */
   receipts?: Publisher;
+  /** A job's sealed secrets, opened for its envelope only (job-secrets.ts). */
+  secrets: JobSecrets;
 }
 
 export class ExecutionInvoker {
@@ -146,11 +149,25 @@ export class ExecutionInvoker {
   ): Promise<void> {
     const { profiles, nowMs } = this.deps;
     // The handler's deadline is the invocation's: the effective timeout from now, never past the request's.
-    const deadlineMs = Math.max(1, Math.min(r.limits.timeoutMs, Date.parse(deadline ?? '') - nowMs()));
-    const envelope = envelopeOf(request, r, new Date(nowMs() + deadlineMs).toISOString());
+    const budgetMs = () => Math.max(1, Math.min(r.limits.timeoutMs, Date.parse(deadline ?? '') - nowMs()));
     // Resumed after a restart, the container is inspected afresh.
     const inspected = resumed ? undefined : this.claimedInfo.get(request.executionId);
     this.claimedInfo.delete(request.executionId);
+    // A job's secrets are opened again here (resolution only checked them), for this envelope alone: they are
+    // held by no field and written nowhere, so a resumed invoke opens them the same way. Opening spends the
+    // invocation's own time.
+    let secrets: Record<string, string> | undefined;
+    try {
+      secrets = await this.deps.secrets.open(request, r, nowMs() + budgetMs());
+    } catch (err) {
+      this.fillNext(request.executionId);
+      await ctx.dispatch(
+        profiles.withProfile(request.executionId, { type: 'execution.failed', data: classify(err, 'runtime') }),
+      );
+      return;
+    }
+    const deadlineMs = budgetMs();
+    const envelope = envelopeOf(request, r, new Date(nowMs() + deadlineMs).toISOString(), secrets);
     let result: InvocationResult;
     try {
       result = await this.deps.sandbox().invoke(containerId, envelope, {

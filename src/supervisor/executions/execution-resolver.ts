@@ -21,6 +21,7 @@ import type { LatencyProfiles } from './execution-profiles.ts';
 import type { ExecutionEffectContext, ExecutionProgress } from './execution-progress.ts';
 import { FreshFlight } from './fresh-flight.ts';
 import { checkEnvelope } from './invocation-envelope.ts';
+import { checkedSecrets, type JobSecrets } from './job-secrets.ts';
 import type { PrestartGate } from './pool/prestart-gate.ts';
 import type { PoolTarget } from './pool/sandbox-pool.ts';
 import { ResolutionHints } from './resolution-hints.ts';
@@ -39,6 +40,8 @@ export interface ResolverDeps {
   gate: PrestartGate<PoolTarget>;
   profiles: LatencyProfiles;
   progress: ExecutionProgress;
+  /** A job's sealed secrets: opened here only to check them (job-secrets.ts). */
+  secrets: JobSecrets;
   nowMs: () => number;
 }
 
@@ -118,9 +121,14 @@ export class ExecutionResolver {
       // Fetched by URI, verified (strict: signature and proof), then bound: its CID must be the strong
       // reference's and the blob's MIME subtype (RUNTIME_BINDING_MISMATCH otherwise).
       const runtimeUri = record.runtimeRecord.uri;
-      const [runtime, platform] = await Promise.all([
+      const via = target.via ? String((target.via as { uri?: string }).uri ?? target.via) : null;
+      // A job's secrets are opened now, once the code (and the alias naming it) is known, so a job this runner
+      // cannot or may not open them for fails before anything is pulled or started. The values stay in this
+      // local for the envelope's size check and are dropped with it.
+      const [runtime, platform, secrets] = await Promise.all([
         early && hint?.runtimeUri === runtimeUri ? early : fetchRecord(runtimeUri),
         this.daemonPlatform(),
+        this.deps.secrets.open(request, { codeUri: code.uri, via }, deadlineAt),
       ]);
       checkRuntimeBinding(record, { uri: runtime.uri, cid: runtime.cid });
       steps.push(this.deps.progress.step(ctx, 'runtime-record', { uri: runtime.uri, cid: runtime.cid }));
@@ -132,7 +140,7 @@ export class ExecutionResolver {
       resolved = {
         codeUri: code.uri,
         codeCid: code.cid,
-        via: target.via ? String((target.via as { uri?: string }).uri ?? target.via) : null,
+        via,
         author,
         runtimeName: record.runtime,
         runtimeUri: runtime.uri,
@@ -152,7 +160,10 @@ export class ExecutionResolver {
       };
       // The envelope is known now but for its deadline (a fixed-length timestamp): refuse one the sandbox would
       // refuse before anything is pulled, extracted or created.
-      checkEnvelope(policy, request, resolved);
+      checkEnvelope(policy, request, resolved, secrets);
+      // Recorded: the secrets record and its entry names (public in the record itself), never a value.
+      const checked = secrets ? checkedSecrets(request, secrets) : null;
+      if (checked) steps.push(this.deps.progress.step(ctx, 'secrets', { ...checked }));
       this.hints.set(request.uri, { author, runtimeUri, blobCid, entrypoint: record.entrypoint });
       await Promise.all(steps);
     } catch (err) {

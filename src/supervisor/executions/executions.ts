@@ -29,6 +29,7 @@ import { materializeExecution, type MaterializeDeps } from './execution-material
 import { LatencyProfiles } from './execution-profiles.ts';
 import { ExecutionProgress, type ExecutionEffectContext, type ProgressStep } from './execution-progress.ts';
 import { ExecutionResolver } from './execution-resolver.ts';
+import { JobSecrets } from './job-secrets.ts';
 import type { FaultHook } from '../host/faults.ts';
 import type { Parts } from '../../config/parts.ts';
 import { PrestartGate } from './pool/prestart-gate.ts';
@@ -97,6 +98,13 @@ export class ExecutionSupervisor {
     this.policy = opts.policy ?? DEFAULT_OPERATOR_POLICY;
     this.reader = createAtprotoReader({ mode: 'strict', ...opts.atproto });
     this.code = new CodePreparation(this.reader, this.policy);
+    // The runner's DID is its publisher's (the repo its runner record, with the keys secrets are sealed to, is in).
+    const secrets = new JobSecrets({
+      reader: this.reader,
+      ring: () => openRunnerKeyRing(opts.home),
+      runnerDid: () => opts.receipts?.did,
+      nowMs: () => this.nowMs(),
+    });
     this.resolver = new ExecutionResolver({
       policy: this.policy,
       reader: this.reader,
@@ -105,6 +113,7 @@ export class ExecutionSupervisor {
       gate: this.gate,
       profiles: this.profiles,
       progress: this.progress,
+      secrets,
       nowMs: () => this.nowMs(),
     });
     this.invoker = new ExecutionInvoker({
@@ -118,6 +127,7 @@ export class ExecutionSupervisor {
       nowMs: () => this.nowMs(),
       faults: opts.faults,
       receipts: opts.receipts,
+      secrets,
     });
     this.materializeDeps = {
       materializer: () => this.materializer,

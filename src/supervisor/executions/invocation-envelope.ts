@@ -11,10 +11,15 @@ export function maxEnvelopeBytes(policy: OperatorPolicy): number {
   return policy.input.maxBytes + ENVELOPE_OVERHEAD_BYTES;
 }
 
+/**
+ * The envelope of one invocation. `secrets` (a job's opened secrets) becomes `context.secrets`; an execution
+ * without secrets has no such key, so its envelope is what it was before secrets existed.
+ */
 export function envelopeOf(
   request: ExecutionRequest,
   r: Pick<Resolved, 'codeUri' | 'codeCid'>,
   deadline: string,
+  secrets?: Record<string, string>,
 ): InvocationEnvelope {
   return {
     version: 1,
@@ -23,13 +28,21 @@ export function envelopeOf(
     code: { uri: r.codeUri, cid: r.codeCid },
     handler: request.handler,
     input: request.input ?? null,
-    context: { callerDid: request.callerDid, deadline },
+    context: { callerDid: request.callerDid, deadline, ...(secrets ? { secrets } : {}) },
   };
 }
 
-/** Refuses (ENVELOPE_TOO_LARGE) an envelope the sandbox would refuse: its deadline is a fixed-length timestamp. */
-export function checkEnvelope(policy: OperatorPolicy, request: ExecutionRequest, r: Resolved): void {
-  const size = Buffer.byteLength(JSON.stringify(envelopeOf(request, r, new Date(0).toISOString()))) + 1;
+/**
+ * Refuses (ENVELOPE_TOO_LARGE) an envelope the sandbox would refuse: its deadline is a fixed-length timestamp, and
+ * the job's secrets, when it has any, are counted as they will be sent. The message gives sizes only.
+ */
+export function checkEnvelope(
+  policy: OperatorPolicy,
+  request: ExecutionRequest,
+  r: Resolved,
+  secrets?: Record<string, string>,
+): void {
+  const size = Buffer.byteLength(JSON.stringify(envelopeOf(request, r, new Date(0).toISOString(), secrets))) + 1;
   if (size > maxEnvelopeBytes(policy)) {
     throw new ValidationError(
       'ENVELOPE_TOO_LARGE',

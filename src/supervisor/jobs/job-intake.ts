@@ -168,7 +168,12 @@ export class JobIntake {
       uri: job.code,
       handler: job.handler,
       input: job.input ?? null,
-      job: { ...base.job, ...(job.codeCid ? { codeCid: job.codeCid } : {}) },
+      job: {
+        ...base.job,
+        ...(job.codeCid ? { codeCid: job.codeCid } : {}),
+        // The reference only: the values are opened at resolve (a check) and at invoke (the envelope).
+        ...(job.secrets ? { secrets: { uri: job.secrets.uri, cid: job.secrets.cid } } : {}),
+      },
     };
     const admission = jobAdmission(job, { runnerDid: deps.runnerDid, policy: deps.policy, now: deps.nowMs() });
     if (admission.kind === 'ignore') {

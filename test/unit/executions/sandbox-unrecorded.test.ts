@@ -12,6 +12,7 @@ import type { ExecutionRequest } from '../../../src/machines/execution.machine.t
 import { ExecutionInvoker } from '../../../src/supervisor/executions/execution-invoke.ts';
 import { LatencyProfiles } from '../../../src/supervisor/executions/execution-profiles.ts';
 import type { ExecutionEffectContext } from '../../../src/supervisor/executions/execution-progress.ts';
+import type { JobSecrets } from '../../../src/supervisor/executions/job-secrets.ts';
 import type { PrestartGate } from '../../../src/supervisor/executions/pool/prestart-gate.ts';
 import type { PoolTarget, SandboxPool } from '../../../src/supervisor/executions/pool/sandbox-pool.ts';
 import { codeOf } from '../../support/errors.ts';
@@ -35,6 +36,7 @@ function invokerWith(removed: string[]) {
     profiles: new LatencyProfiles(),
     labels: (extra) => extra,
     nowMs: () => 0,
+    secrets: partial<JobSecrets>({}),
   });
 }
 

@@ -145,6 +145,24 @@ describe('the job intake', () => {
     await intake.close();
   });
 
+  it('copies the secrets the job names into its request, as the strong ref only', async () => {
+    const secrets = {
+      $type: 'com.atproto.repo.strongRef',
+      uri: `at://${ALICE}/dev.mainasara.at-run.beta.v2.secrets/3ksec`,
+      cid: cidOf(77),
+    };
+    const h = harness({ messages: [commit(1, ['3ksec'])], records: { '3ksec': jobRecord({ secrets }) } });
+    const intake = new JobIntake(h.deps);
+    await intake.start();
+    await settle();
+    expect(h.recorded[0]?.request.job).toEqual({
+      uri: `at://${ALICE}/${JOB}/3ksec`,
+      cid: cidOf(10),
+      secrets: { uri: secrets.uri, cid: secrets.cid },
+    });
+    await intake.close();
+  });
+
   it('leaves a job for another runner, and an unaddressed one unless the policy takes them, without a trace', async () => {
     const records = {
       '3kother': jobRecord({ runner: 'did:plc:someoneelsesomeoneelseso' }),
