@@ -89,10 +89,11 @@ export async function runJobSubmit(args: CommandArgs, io: Io, deps: JobSubmitDep
   if (waitMs === undefined || runner === undefined) {
     if (io.json) printJson(io, { uri: job.uri, cid: job.cid, executionId: job.executionId });
     else io.out(`${job.uri}\n${job.cid}\n${job.executionId}`);
-    if (runner) io.err(`runlog: the runner answers at ${receiptUriOf(runner, job)}`);
+    if (runner && !io.json) io.err(`runlog: the runner answers at ${receiptUriOf(runner, job)}`);
     return EXIT.ok;
   }
-  io.err(`runlog: submitted ${job.uri} (${job.executionId}); waiting for ${receiptUriOf(runner, job)}`);
+  // With --json, stderr holds nothing but an error (one JSON object).
+  if (!io.json) io.err(`runlog: submitted ${job.uri} (${job.executionId}); waiting for ${receiptUriOf(runner, job)}`);
   const reader = deps.reader ?? callerReader(atprotoOptions(args.values.plc as string | undefined));
   const answer = await awaitJobAnswer(reader, job, { runnerDid: runner, timeoutMs: waitMs });
   if (io.json) printJson(io, { uri: job.uri, cid: job.cid, executionId: job.executionId, ...answer });
