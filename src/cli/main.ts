@@ -14,6 +14,7 @@ import {
   rebuildCommand,
   replayCommand,
 } from './commands/inspect-commands.ts';
+import { jobCommand } from './commands/job-command.ts';
 import { nodesCommand } from './commands/nodes-command.ts';
 import { publishCommand } from './commands/publish-commands.ts';
 import { runnerCommand, secretsCommand } from './commands/secrets-commands.ts';
@@ -42,6 +43,7 @@ export const commands: Command[] = [
   logsCommand,
   execCommand,
   publishCommand,
+  jobCommand,
   runnerCommand,
   secretsCommand,
   reconcileCommand,

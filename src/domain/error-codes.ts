@@ -107,6 +107,8 @@ export const ERROR_CODES = {
   RECORD_SIGNATURE_INVALID: 'validation',
   REGISTRY_NOT_ALLOWED: 'validation',
   REPLAY_TO_INVALID: 'validation',
+  /** A job's result blob whose bytes do not hash to its receipt's outputSha256. */
+  RESULT_HASH_MISMATCH: 'validation',
   RUNNER_ENCRYPTION_KEY_MISSING: 'validation',
   RUNTIME_ARGS_ENTRYPOINT: 'validation',
   RUNTIME_ARGS_SHELL_SYNTAX: 'validation',
@@ -161,6 +163,8 @@ export const ERROR_CODES = {
   NODE_UNKNOWN: 'not-found',
   NOT_FOUND: 'not-found',
   RECORD_NOT_FOUND: 'not-found',
+  /** A receipt that says a job succeeded but references no result blob. */
+  RESULT_MISSING: 'not-found',
   STORE_UNKNOWN_PROJECTION: 'not-found',
   // conflict
   ACTOR_EXISTS: 'conflict',

@@ -7,7 +7,7 @@
 import { AT_RUN_V2, type StrongRef } from './collections.ts';
 import { parseCid, type JsonObject } from './cid.ts';
 import { atprotoValidationError } from './errors.ts';
-import type { Publisher } from './publisher.ts';
+import type { BlobRef, Publisher } from './publisher.ts';
 import { isValidDid, isValidRecordKey, parseRecordUri } from './syntax.ts';
 import { isX25519DidKey } from '../../domain/at-run/x25519-keys.ts';
 
@@ -47,6 +47,8 @@ export interface ExecutionReceipt {
   inputSha256: string;
   /** sha256 (hex) of the exact result JSON bytes received; absent when there was no result. */
   outputSha256?: string;
+  /** Those result bytes as a blob in the runner's repo (application/json), for a job's caller to read. */
+  result?: BlobRef;
   outcome: ExecutionOutcome;
   failure?: { kind: ExecutionFailureKind; code?: string; message?: string };
   exitCode?: number;
@@ -158,6 +160,15 @@ class Issues {
     }
     this.cid(`${path}.cid`, r.cid, 0x71);
   }
+  /** A blob ref to JSON bytes: a raw CID, application/json, its size. */
+  resultBlob(path: string, v: unknown) {
+    if (typeof v !== 'object' || v === null) return this.add(path, 'must be a blob ref');
+    const b = v as Partial<BlobRef>;
+    if (b.$type !== 'blob') this.add(`${path}.$type`, 'must be "blob"');
+    this.cid(`${path}.ref.$link`, b.ref?.$link, 0x55);
+    if (b.mimeType !== 'application/json') this.add(`${path}.mimeType`, 'must be "application/json"');
+    this.int(`${path}.size`, b.size);
+  }
   throwIfAny(what: string) {
     if (this.list.length > 0) throw atprotoValidationError('RECORD_FIELDS_INVALID', `invalid ${what}`, this.list);
   }
@@ -191,6 +202,11 @@ export function buildExecutionRecord(r: ExecutionReceipt): JsonObject {
   }
   v.sha256('inputSha256', r.inputSha256);
   if (r.outputSha256 !== undefined) v.sha256('outputSha256', r.outputSha256);
+  if (r.result !== undefined) {
+    v.resultBlob('result', r.result);
+    if (r.outputSha256 === undefined) v.add('result', 'needs outputSha256 (the hash of its bytes)');
+    if (r.outcome !== 'succeeded') v.add('result', 'must be absent when outcome is not "succeeded"');
+  }
   if (r.outcome !== 'succeeded' && r.outcome !== 'failed') v.add('outcome', 'must be "succeeded" or "failed"');
   if (r.outcome === 'failed' && !r.failure) v.add('failure', 'is required when outcome is "failed"');
   if (r.outcome === 'succeeded' && r.failure) v.add('failure', 'must be absent when outcome is "succeeded"');
@@ -227,6 +243,16 @@ export function buildExecutionRecord(r: ExecutionReceipt): JsonObject {
     },
     inputSha256: r.inputSha256,
     ...(r.outputSha256 !== undefined ? { outputSha256: r.outputSha256 } : {}),
+    ...(r.result
+      ? {
+          result: {
+            $type: 'blob',
+            ref: { $link: r.result.ref.$link },
+            mimeType: r.result.mimeType,
+            size: r.result.size,
+          },
+        }
+      : {}),
     outcome: r.outcome,
     ...(r.failure
       ? {

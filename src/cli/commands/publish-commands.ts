@@ -7,14 +7,17 @@ import { UsageError } from '../../domain/errors.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { EXIT, printJson } from '../output.ts';
 
-/** The account a command writes records as: flags, else RUNLOG_PDS_URL, RUNLOG_IDENTIFIER, RUNLOG_PASSWORD. */
-export async function publisherFrom(args: CommandArgs) {
+/**
+ * The account a command writes records as: flags, else RUNLOG_PDS_URL, RUNLOG_IDENTIFIER, RUNLOG_PASSWORD.
+ * `what` names what needs it in the usage error (publishing, `serve --jobs`, `job submit`).
+ */
+export async function publisherFrom(args: CommandArgs, what = 'publishing') {
   const pdsUrl = (args.values.pds as string | undefined) ?? process.env.RUNLOG_PDS_URL;
   const identifier = (args.values.identifier as string | undefined) ?? process.env.RUNLOG_IDENTIFIER;
   const password = (args.values.password as string | undefined) ?? process.env.RUNLOG_PASSWORD;
   if (!pdsUrl || !identifier || !password) {
     throw new UsageError(
-      'publishing needs an account: --pds <url> --identifier <handle|did> --password <app password> (or RUNLOG_PDS_URL, RUNLOG_IDENTIFIER, RUNLOG_PASSWORD)',
+      `${what} needs an account: --pds <url> --identifier <handle|did> --password <app password> (or RUNLOG_PDS_URL, RUNLOG_IDENTIFIER, RUNLOG_PASSWORD)`,
     );
   }
   const { createPublisher } = await import('../../adapters/atproto/index.ts');

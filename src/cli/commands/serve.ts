@@ -8,9 +8,11 @@ import { HomeInsecureError, RunlogError, UsageError } from '../../domain/errors.
 import { parseListen } from '../../server/listen.ts';
 import type { MetricsServer } from '../../server/metrics-server.ts';
 import { runlogInternals } from '../../supervisor/runlog-internals.ts';
+import type { RunlogOptions } from '../../supervisor/runlog.ts';
 import type { Command, CommandArgs } from '../command.ts';
 import { EXIT, printJson } from '../output.ts';
 import { portRangeOf } from '../port-range.ts';
+import { publishCommand, publisherFrom } from './publish-commands.ts';
 
 const SHUTDOWN_NOTE_MS = 60_000;
 const EXIT_NOTE_MS = 10_000;
@@ -93,6 +95,26 @@ async function serveFlags(args: CommandArgs) {
   return { node, leaseTtlMs, execLimit, collectGraceMs, retainText, retention, retainMs };
 }
 
+/**
+ * `--jobs`: the runner account (the credentials `publish` takes) writes the receipts and is who jobs are addressed
+ * to; the repo event stream of --jobs-from (default: that account's PDS) brings them. Checked, and the account
+ * signed in, before the log is opened.
+ */
+async function jobsFlags(args: CommandArgs): Promise<Pick<RunlogOptions, 'receipts' | 'jobs'>> {
+  const from = args.values['jobs-from'] as string | undefined;
+  if (!args.values.jobs) {
+    if (from !== undefined) throw new UsageError('--jobs-from <url> says where --jobs takes jobs from: give --jobs');
+    return {};
+  }
+  if (from !== undefined && !/^(https?|wss?):\/\/[^/\s]+/i.test(from))
+    throw new UsageError(`--jobs-from must be an http(s) or ws(s) URL of a relay or PDS, not '${from}'`);
+  const receipts = await publisherFrom(
+    args,
+    'runlog serve --jobs (the runner account: jobs name its DID, their receipts go to its repo)',
+  );
+  return { receipts, jobs: { from: from ?? receipts.pdsUrl } };
+}
+
 /** A listen that failed for a reason of the address (in use, not available, not allowed): LISTEN_FAILED. */
 function listenFailed(err: unknown, at: { host: string; port: number }): unknown {
   const code = (err as NodeJS.ErrnoException).code;
@@ -132,7 +154,7 @@ export const serveCommand: Command = {
   name: 'serve',
   summary: 'run the supervisor with its HTTP API and web inspector (loopback only, bearer token)',
   usage:
-    'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] [--retain <duration>] [--ports <min>-<max>] [--home <dir>] [--db <path> | --store <url> [--node <name>] [--lease-ttl <ms>] [--collect-grace <ms>] [--exec-limit <n>]] [--json]   (--json prints {url, host, port, …} on stdout)',
+    'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] [--retain <duration>] [--ports <min>-<max>] [--home <dir>] [--db <path> | --store <url> [--node <name>] [--lease-ttl <ms>] [--collect-grace <ms>] [--exec-limit <n>]] [--jobs [--jobs-from <url>] --pds <url> --identifier <id> --password <pw>] [--json]   (--json prints {url, host, port, …} on stdout)',
   options: {
     listen: {
       type: 'string',
@@ -199,10 +221,26 @@ export const serveCommand: Command = {
         "how long after its lease expired an execution's supervisor may come back and collect it before a survivor records it failed (lost)",
       defaultText: 'the lease TTL',
     },
+    jobs: {
+      type: 'boolean',
+      default: false,
+      description:
+        "take job records addressed to the runner account from the network and answer each with a receipt (and its result) in that account's repo; needs the account (--pds, --identifier, --password)",
+    },
+    'jobs-from': {
+      type: 'string',
+      value: '<url>',
+      description: 'with --jobs: the relay or PDS whose repo event stream (subscribeRepos) brings the jobs',
+      defaultText: "the runner account's PDS",
+    },
+    pds: { ...publishCommand.options!.pds!, description: "with --jobs: the runner account's PDS" },
+    identifier: { ...publishCommand.options!.identifier!, description: 'with --jobs: the runner account' },
+    password: publishCommand.options!.password!,
   },
   examples: [
     'RUNLOG_HOME=/var/lib/runlog runlog serve --listen 127.0.0.1:7420',
     'runlog serve --store postgres://runlog:runlog@db:5432/runlog --node a --home /var/lib/runlog-a',
+    'RUNLOG_PDS_URL=https://pds.example RUNLOG_IDENTIFIER=runner.example RUNLOG_PASSWORD=… runlog serve --jobs',
   ],
   run: async (args, io) => {
     const [
@@ -222,6 +260,7 @@ export const serveCommand: Command = {
     ]);
     // Refuse a bad address (or cluster flags without a PostgreSQL store) before anything is opened or written.
     const { node, leaseTtlMs, execLimit, collectGraceMs, retainText, retention, retainMs } = await serveFlags(args);
+    const jobs = await jobsFlags(args);
     const portRange = portRangeOf(args.values.ports as string | undefined);
     const listen = parseListen(args.values.listen as string | undefined);
     const metricsAt =
@@ -251,6 +290,7 @@ export const serveCommand: Command = {
       ...(collectGraceMs !== undefined ? { collectGraceMs } : {}),
       ...(execLimit !== undefined ? { execLimit } : {}),
       ...(portRange ? { portRange } : {}),
+      ...jobs,
       command: 'runlog serve',
       log: say,
       atproto: atprotoOptions(args.values.plc as string | undefined),
@@ -292,6 +332,8 @@ export const serveCommand: Command = {
         stopRetention = retention.startRetention(internals.archiving, rl.home, { retainMs }, say);
         say(`retention: actors that ended more than ${retainText} ago are archived to ${rl.home}/archives, every hour`);
       }
+      if (jobs.jobs && jobs.receipts)
+        say(`taking jobs for ${jobs.receipts.did} from ${jobs.jobs.from}; receipts go to ${jobs.receipts.pdsUrl}`);
       say(`inspector at ${server.inspectorUrl}`);
       say(`API at ${server.url}api/ (Authorization: Bearer <contents of ${token.path}>); Ctrl-C stops`);
       say(`metrics at ${server.url}metrics (same token)${metricsServer ? ` and ${metricsServer.url} (no token)` : ''}`);

@@ -1,9 +1,11 @@
 // Receipts: what an execution used and produced, written to the operator's repo before its outcome is recorded, and
 // the runner record that advertises this runner's policy.
+import { createHash } from 'node:crypto';
 import {
   putRunnerRecord,
   writeExecutionReceipt,
   writeRefusalReceipt,
+  type BlobRef,
   type Publisher,
 } from '../../adapters/atproto/index.ts';
 import type { RunnerKeyInfo } from '../../adapters/files/runner-keys.ts';
@@ -13,6 +15,29 @@ import type { RunlogError } from '../../domain/errors.ts';
 import type { FailedData, Refusal, Resolved } from '../../domain/execution-events.ts';
 import type { ExecutionRequest } from '../../machines/execution.machine.ts';
 import { sha256, type OutcomeEvent } from './execution-outcomes.ts';
+
+const sha256Bytes = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex');
+
+/**
+ * A job's result, uploaded as a blob the receipt references: exactly the bytes outputSha256 hashes (the JSON text
+ * outcomeEvent hashed), so the caller can check one against the other. Only for a job that succeeded: a local
+ * caller has its result from the log. The bytes are bounded already by the frame and stdout limits they came under.
+ * A failed upload is the outcome's receiptError; the receipt is still written, without it, so the caller is answered.
+ */
+async function uploadResult(publisher: Publisher, event: OutcomeEvent, request: ExecutionRequest) {
+  if (!request.job || event.type !== 'execution.succeeded' || !event.data.outputHash) return undefined;
+  const bytes = Buffer.from(JSON.stringify(event.data.output ?? null), 'utf8');
+  if (sha256Bytes(bytes) !== event.data.outputHash) return undefined;
+  try {
+    return await publisher.uploadBlob(bytes, 'application/json');
+  } catch (err) {
+    event.data.receiptError = {
+      code: (err as RunlogError).code ?? 'RECEIPT_FAILED',
+      message: `the result blob: ${(err as Error).message}`,
+    };
+    return undefined;
+  }
+}
 
 /** Writes the receipt before the outcome is recorded, so the outcome event names it (or why it failed). */
 export async function writeReceiptFor(
@@ -25,6 +50,7 @@ export async function writeReceiptFor(
 ): Promise<void> {
   const d = event.data;
   const failed = event.type === 'execution.failed' ? event.data : null;
+  const result: BlobRef | undefined = await uploadResult(publisher, event, request);
   try {
     const ref = await writeExecutionReceipt(publisher, {
       executionId: request.executionId,
@@ -46,6 +72,7 @@ export async function writeReceiptFor(
       },
       inputSha256: d.inputHash ?? sha256('null'),
       ...(event.type === 'execution.succeeded' && event.data.outputHash ? { outputSha256: event.data.outputHash } : {}),
+      ...(result ? { result } : {}),
       outcome: failed ? 'failed' : 'succeeded',
       ...(failed
         ? { failure: { kind: failed.reason, code: failed.code, message: String(failed.message ?? '').slice(0, 1000) } }

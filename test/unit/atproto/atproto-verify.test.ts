@@ -14,7 +14,8 @@ import {
   readCarWithRoot,
   blocksToCarFile,
 } from '@atproto/repo';
-import { lexicons } from '@atproto/api';
+import { BlobRef, lexicons } from '@atproto/api';
+import { CID } from 'multiformats/cid';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../../src/domain/errors.ts';
 import { X25519PrivateKey } from '../../../src/domain/at-run/x25519-keys.ts';
@@ -379,6 +380,35 @@ describe('receipts and runner records', () => {
     }
   });
 
+  it('references the result blob of a job that succeeded, and refuses one that is not JSON or has no hash', () => {
+    const result = {
+      $type: 'blob' as const,
+      ref: { $link: 'bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku' },
+      mimeType: 'application/json',
+      size: 36,
+    };
+    const rec = buildExecutionRecord({ ...receipt, result });
+    expect(rec.result).toEqual(result);
+    expect(cidForRecordJson(rec)).toMatch(/^bafyrei/);
+    try {
+      buildExecutionRecord({
+        ...receipt,
+        outputSha256: undefined,
+        result: { ...result, ref: { $link: receipt.code.cid }, mimeType: 'text/plain' },
+      });
+      expect.unreachable();
+    } catch (err) {
+      expect((err as ValidationError).issues).toEqual([
+        'result.ref.$link: must be a CIDv1 with codec 0x55',
+        'result.mimeType: must be "application/json"',
+        'result: needs outputSha256 (the hash of its bytes)',
+      ]);
+    }
+    expect(() => buildExecutionRecord({ ...receipt, result, outcome: 'failed', failure: { kind: 'runtime' } })).toThrow(
+      ValidationError,
+    );
+  });
+
   it('builds a refusal: the job, why, and none of the fields of an execution that ran', () => {
     const rec = buildRefusalRecord(refusal);
     expect(rec).toEqual({
@@ -467,6 +497,13 @@ describe('lexicons', () => {
       }),
     );
     lexicons.assertValidRecord(AT_RUN_V2.execution, buildRefusalRecord(refusal));
+    const result = BlobRef.fromJsonRef({
+      $type: 'blob',
+      ref: CID.parse('bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku'),
+      mimeType: 'application/json',
+      size: 36,
+    });
+    lexicons.assertValidRecord(AT_RUN_V2.execution, { ...buildExecutionRecord(receipt), result });
     lexicons.assertValidRecord(AT_RUN_V2.runner, buildRunnerRecord(policy));
     const key = X25519PrivateKey.generate().publicKey;
     lexicons.assertValidRecord(
