@@ -204,6 +204,26 @@ async function removeBenchContainers(docker: Docker, home: string): Promise<void
 }
 
 /** Removes the runtime/code volumes (and their seals) this home's executions materialized. */
+/** Removes these volumes and their seals (`<name>-sealed`), whatever home they are labelled with; how many there were. */
+async function removeVolumes(docker: Docker, names: string[]): Promise<number> {
+  const all = names.flatMap((n) => [n, `${n}-sealed`]);
+  const removed = await Promise.all(
+    all.map((n) =>
+      docker
+        .getVolume(n)
+        .remove()
+        .then(
+          () => 1,
+          (err: { statusCode?: number }) => {
+            if (err.statusCode === 404) return 0;
+            throw err;
+          },
+        ),
+    ),
+  );
+  return removed.reduce((a: number, b: number) => a + b, 0);
+}
+
 async function removeMaterialized(docker: Docker, home: string): Promise<number> {
   const { Volumes } = await docker.listVolumes({
     filters: JSON.stringify({ label: [`runlog.home=${home}`, 'runlog.cache-key'] }),
@@ -458,7 +478,10 @@ const execCold: Bench = {
       const theirs: number[] = [];
       const extracts: Awaited<ReturnType<typeof extract>>[] = [];
       for (let r = 0; r < rounds; r++) {
-        const removed = await removeMaterialized(f.docker, f.home);
+        // The volumes this execution used, by name: one left by an earlier run (another home) with the same key is
+        // this run's too (the name is the key), so it is removed as well, or the next run would find it cached.
+        const used = first.context.materialized as { runtimeVolume: string; codeVolume: string };
+        const removed = await removeVolumes(f.docker, [used.runtimeVolume, used.codeVolume]);
         if (removed < 4)
           throw new Error(`exec.cold: expected the runtime and code volumes and their seals, found ${removed}`);
         if (removeImage)
