@@ -103,6 +103,9 @@ export class JobIntake {
   private async follow(stream: RepoStream): Promise<void> {
     for await (const message of stream) {
       if (this.closing) return;
+      // Started at the stream's live end (no cursor recorded yet): where it started is recorded before any job is
+      // taken, or a supervisor killed before its first periodic record would start at the live end again, past them.
+      if (this.saved === undefined && 'seq' in message) await this.recordCursor(message.seq - 1);
       for (const created of jobCreatesOf(message)) {
         if (this.closing) return;
         await this.take(created);
@@ -117,6 +120,10 @@ export class JobIntake {
     const seq = this.seen;
     if (seq === undefined || seq === this.saved) return;
     if (!now && this.deps.nowMs() - this.savedAt < (this.deps.cursorEveryMs ?? CURSOR_EVERY_MS)) return;
+    await this.recordCursor(seq);
+  }
+
+  private async recordCursor(seq: number): Promise<void> {
     await this.deps.cursor.write(seq);
     this.saved = seq;
     this.savedAt = this.deps.nowMs();
