@@ -84,6 +84,7 @@ export async function writeJob(publisher: Publisher, s: JobSubmission, now: Date
     },
     DEFAULT_OPERATOR_POLICY,
   );
+  // why: assertJobRecord checked every field, and its input is a plain JSON copy: the record is atproto JSON.
   const ref = await publisher.putRecord(AT_RUN_V2.job, undefined, record as unknown as JsonObject);
   return { ...ref, executionId: jobExecutionId(ref.uri, ref.cid) };
 }
