@@ -236,9 +236,30 @@ async function runRound(ctx: RoundContext, plan: ChaosRoundPlan): Promise<RoundR
   });
   const results = checkRound(evidence);
   const failures = results.flatMap((r) => r.failures);
+  if (failures.length) await explainUnanswered(ctx, plan, outcomes);
   const stats = roundStats(evidence, results);
   const notes = await tidy(ctx, evidence, settled);
   return { plan, evidence, results, stats, failures, notes, durationMs: Date.now() - began };
+}
+
+/**
+ * For each execution a live node never answered: its events in the log and the end of that node's stderr. The
+ * answers check says only that no answer came; this says how far the execution got, and what the node said.
+ */
+async function explainUnanswered(ctx: RoundContext, plan: ChaosRoundPlan, outcomes: ChaosOutcome[]): Promise<void> {
+  for (const o of outcomes.filter((x) => x.kind === 'exec' && x.status === 0 && x.via !== plan.victim)) {
+    const events = await qRetry<{ seq: number; stream: string; type: string; at: string; meta: unknown }>(
+      ctx,
+      `SELECT seq::int, stream, type, at, meta FROM events WHERE stream IN (
+         SELECT stream FROM events WHERE type = 'execution.requested' AND data->'request'->'input'->>'tag' = $1)
+       ORDER BY seq`,
+      [o.tag],
+    ).catch((err: unknown) => [{ seq: 0, stream: '-', type: `(query failed: ${String(err)})`, at: '', meta: null }]);
+    const lines = events.map((e) => `    ${e.seq} ${e.stream} ${e.type} ${e.at} ${JSON.stringify(e.meta)}`);
+    ctx.log(`  ${o.tag} (through ${o.via}) in the log:\n${lines.join('\n') || '    (no execution.requested)'}`);
+    const node = ctx.nodes.get(o.via);
+    if (node) ctx.log(`  the end of ${o.via}'s stderr:\n${node.stderr().slice(-4000)}`);
+  }
 }
 
 /** Waits (at most SETTLE_MS) until every node beats, every acknowledged request is settled and the probe's timer is due; returns what had not settled. */
