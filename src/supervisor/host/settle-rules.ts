@@ -3,7 +3,9 @@
 // waits for (it took the lease over mid-spawn): the answer must be what the log says, never a failure the log
 // does not record. A spawn whose node was lost is not over while the survivor restarts it (crashed.backoff with
 // reason `node-lost`): the spawn did not fail, its node went, and the instance runs again elsewhere. Nor is one
-// whose node fenced itself (reason `self-fenced`) while its node restarts it.
+// whose node fenced itself (reason `self-fenced`) while its node restarts it, nor one recovered as a supervisor
+// recovers what it finds at start-up (reason `supervisor-restart`): a node whose claim's reply was lost in a
+// store outage picks its new actor up from the log that way, and the spawn it interrupted is restarted.
 
 /** What the rules read of an actor: its state and its context (an instance's last crash). */
 export interface SettleView {
@@ -21,12 +23,13 @@ const crashReason = (view: SettleView): string | null => {
   return typeof crash?.reason === 'string' ? crash.reason : null;
 };
 
-/** Crashes that are the cluster's doing, not the app's: the restart that follows is the spawn's answer. */
-const CLUSTER_CRASHES: ReadonlySet<string> = new Set(['node-lost', 'self-fenced']);
+/** Crashes that are the runner's doing, not the app's: the restart that follows is the spawn's answer. */
+const CLUSTER_CRASHES: ReadonlySet<string> = new Set(['node-lost', 'self-fenced', 'supervisor-restart']);
 
 /**
  * A spawn's answer is due: it runs, or it ended or crashed for a reason of its own. Not while it is being
- * spawned, nor while it is restarted after its node was lost or fenced itself (the restart's outcome is the answer).
+ * spawned, nor while it is restarted after its node was lost, fenced itself or recovered it (the restart's outcome
+ * is the answer).
  */
 export const spawnSettled: SettleRule = (view) => {
   if (SPAWN_IN_FLIGHT.has(view.state)) return false;
