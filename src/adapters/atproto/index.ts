@@ -68,16 +68,16 @@ export {
 } from './publisher.ts';
 export {
   buildExecutionRecord,
-  buildRefusalRecord,
+  buildNotRunRecord,
   buildRunnerRecord,
   putRunnerRecord,
   writeExecutionReceipt,
-  writeRefusalReceipt,
+  writeNotRunReceipt,
   type ExecutionFailureKind,
   type ExecutionLimits,
   type ExecutionOutcome,
   type ExecutionReceipt,
-  type RefusalReceipt,
+  type NotRunReceipt,
   type RunnerPolicy,
 } from './receipts.ts';
 export {

@@ -373,8 +373,11 @@ export async function writeExecutionReceipt(publisher: Publisher, receipt: Execu
   return publisher.putRecord(AT_RUN_V2.execution, receipt.executionId, buildExecutionRecord(receipt));
 }
 
-/** The receipt of a job refused before anything of it ran: the job, why, and who asked. */
-export interface RefusalReceipt {
+/**
+ * The receipt of a job whose execution failed before it ran (refused at intake, or failed to resolve, materialize
+ * or start): the job, why, and who asked.
+ */
+export interface NotRunReceipt {
   /** The execution the refusal is recorded as (its id is the job's: jobExecutionId); also the record key. */
   executionId: string;
   job: StrongRef;
@@ -392,7 +395,7 @@ export interface RefusalReceipt {
  * start) and returns its execution record: outcome "failed", and none of the fields of an execution that ran
  * (code, runtime, images, limits, input), since none of them was used.
  */
-export function buildRefusalRecord(r: RefusalReceipt): JsonObject {
+export function buildNotRunRecord(r: NotRunReceipt): JsonObject {
   const v = new Issues();
   if (typeof r.executionId !== 'string' || !isValidRecordKey(r.executionId))
     v.add('executionId', 'must be a valid record key');
@@ -419,9 +422,9 @@ export function buildRefusalRecord(r: RefusalReceipt): JsonObject {
   };
 }
 
-/** Writes (or rewrites) a refusal at <runner repo>/dev.mainasara.at-run.beta.v2.execution/<executionId>. */
-export async function writeRefusalReceipt(publisher: Publisher, receipt: RefusalReceipt): Promise<StrongRef> {
-  return publisher.putRecord(AT_RUN_V2.execution, receipt.executionId, buildRefusalRecord(receipt));
+/** Writes (or rewrites) a not-run receipt at <runner repo>/dev.mainasara.at-run.beta.v2.execution/<executionId>. */
+export async function writeNotRunReceipt(publisher: Publisher, receipt: NotRunReceipt): Promise<StrongRef> {
+  return publisher.putRecord(AT_RUN_V2.execution, receipt.executionId, buildNotRunRecord(receipt));
 }
 
 /** Writes the runner record (default rkey "self"). */

@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import {
   putRunnerRecord,
   writeExecutionReceipt,
-  writeRefusalReceipt,
+  writeNotRunReceipt,
   type BlobRef,
   type Publisher,
 } from '../../adapters/atproto/index.ts';
@@ -162,7 +162,7 @@ export async function withJobReceipt(
 ): Promise<FailedData> {
   if (!publisher || !request.job || data.receipt || data.receiptError) return data;
   try {
-    const receipt = await writeRefusalReceipt(publisher, {
+    const receipt = await writeNotRunReceipt(publisher, {
       executionId: request.executionId,
       job: { uri: request.job.uri, cid: request.job.cid },
       failure: {

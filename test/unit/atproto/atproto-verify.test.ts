@@ -24,7 +24,7 @@ import {
   AtprotoError,
   buildAliasRecord,
   buildExecutionRecord,
-  buildRefusalRecord,
+  buildNotRunRecord,
   buildRunnerRecord,
   cidForRecordJson,
   didDocumentUrl,
@@ -33,7 +33,7 @@ import {
   verifyRecordJson,
   verifyRecordProof,
   type ExecutionReceipt,
-  type RefusalReceipt,
+  type NotRunReceipt,
   type RunnerPolicy,
 } from '../../../src/adapters/atproto/index.ts';
 import { forgeRecordProof, replaceRecordBlock } from '../../support/pds.ts';
@@ -329,7 +329,7 @@ const policy: RunnerPolicy = {
   },
 };
 
-const refusal: RefusalReceipt = {
+const refusal: NotRunReceipt = {
   executionId: 'exec_Q2ZJ8W0R5X1M3K7T9B4N6P8H2C',
   job: { uri: `at://${DID}/${AT_RUN_V2.job}/3kabcdefgh2aa`, cid: cidForRecordJson({ $type: AT_RUN_V2.job }) },
   failure: { code: 'JOB_EXPIRED', message: 'its notAfter has passed' },
@@ -410,7 +410,7 @@ describe('receipts and runner records', () => {
   });
 
   it('builds a refusal: the job, why, and none of the fields of an execution that ran', () => {
-    const rec = buildRefusalRecord(refusal);
+    const rec = buildNotRunRecord(refusal);
     expect(rec).toEqual({
       $type: AT_RUN_V2.execution,
       executionId: refusal.executionId,
@@ -422,7 +422,7 @@ describe('receipts and runner records', () => {
       finishedAt: refusal.finishedAt,
     });
     try {
-      buildRefusalRecord({ ...refusal, job: receipt.code, failure: { code: '', message: 'x' } });
+      buildNotRunRecord({ ...refusal, job: receipt.code, failure: { code: '', message: 'x' } });
       expect.unreachable();
     } catch (err) {
       expect((err as ValidationError).issues).toEqual([
@@ -496,7 +496,7 @@ describe('lexicons', () => {
         failure: { kind: 'timeout', message: 'deadline' },
       }),
     );
-    lexicons.assertValidRecord(AT_RUN_V2.execution, buildRefusalRecord(refusal));
+    lexicons.assertValidRecord(AT_RUN_V2.execution, buildNotRunRecord(refusal));
     const result = BlobRef.fromJsonRef({
       $type: 'blob',
       ref: CID.parse('bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku'),
