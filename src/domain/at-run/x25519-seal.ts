@@ -52,6 +52,19 @@ function boxKey(shared: Uint8Array, ephemeralPub: Uint8Array, recipientPub: Uint
   return hkdf(sha256, shared, salt, info, KEY_BYTES);
 }
 
+/** Any scalar: a low-order point gives the same refusal whatever the scalar (noble checks the point itself). */
+const PROBE_SCALAR = new Uint8Array(32).fill(0x42);
+
+/** False for a low-order point: X25519 with it gives no secret, so nothing can be sealed to it. */
+export function isUsableX25519PublicKey(publicKey: Uint8Array): boolean {
+  try {
+    x25519.getSharedSecret(PROBE_SCALAR, publicKey);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Seals `plaintext` to `recipientPub`; ENCRYPTION_KEY_INVALID when the key is a low-order point. */
 export function sealBox(recipientPub: Uint8Array, plaintext: Uint8Array, bound: SealBinding): SealedBox {
   const ephemeral = x25519.utils.randomSecretKey();
