@@ -84,6 +84,11 @@ export const ERROR_CODES = {
   INVALID_REQUEST: 'validation',
   JOB_CODE_REF_INVALID: 'validation',
   JOB_RECORD_INVALID: 'validation',
+  /**
+   * A job whose resultKey is not an X25519 public key as a did:key, or is a low-order point: nothing can be sealed
+   * to it.
+   */
+  JOB_RESULT_KEY_INVALID: 'validation',
   JOB_SECRETS_REF_INVALID: 'validation',
   /** A job record that is not what the stream named, or not signed by its repo's key: a forged job. */
   JOB_UNVERIFIED: 'validation',
@@ -109,6 +114,11 @@ export const ERROR_CODES = {
   REPLAY_TO_INVALID: 'validation',
   /** A job's result blob whose bytes do not hash to its receipt's outputSha256. */
   RESULT_HASH_MISMATCH: 'validation',
+  /**
+   * A job's sealed result that does not open with the caller's key (sealed to another key or for another job,
+   * altered, malformed), or a result in clear when the job asked for it sealed.
+   */
+  RESULT_UNSEALABLE: 'validation',
   RUNNER_ENCRYPTION_KEY_MISSING: 'validation',
   RUNTIME_ARGS_ENTRYPOINT: 'validation',
   RUNTIME_ARGS_SHELL_SYNTAX: 'validation',

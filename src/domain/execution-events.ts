@@ -35,6 +35,11 @@ export interface ExecutionRequest {
      * only in memory, for the envelope). Absent from histories before jobs carried secrets.
      */
     secrets?: { uri: string; cid: string };
+    /**
+     * The caller's X25519 public key (did:key) the result blob is sealed to (a public key, safe to log). Absent: the
+     * result is uploaded in clear, as in histories before results could be sealed.
+     */
+    resultKey?: string;
   };
 }
 

@@ -9,6 +9,7 @@ import { parseCid, type JsonObject } from './cid.ts';
 import { atprotoValidationError } from './errors.ts';
 import type { BlobRef, Publisher } from './publisher.ts';
 import { isValidDid, isValidRecordKey, parseRecordUri } from './syntax.ts';
+import { SEALED_RESULT_MIME_TYPE } from '../../domain/at-run/sealed-result.ts';
 import { isX25519DidKey } from '../../domain/at-run/x25519-keys.ts';
 
 export type ExecutionOutcome = 'succeeded' | 'failed';
@@ -47,7 +48,10 @@ export interface ExecutionReceipt {
   inputSha256: string;
   /** sha256 (hex) of the exact result JSON bytes received; absent when there was no result. */
   outputSha256?: string;
-  /** Those result bytes as a blob in the runner's repo (application/json), for a job's caller to read. */
+  /**
+   * Those result bytes as a blob in the runner's repo, for a job's caller to read: application/json, or, when the
+   * job named a resultKey, sealed to it (SEALED_RESULT_MIME_TYPE, an envelope whose plaintext outputSha256 hashes).
+   */
   result?: BlobRef;
   outcome: ExecutionOutcome;
   failure?: { kind: ExecutionFailureKind; code?: string; message?: string };
@@ -160,13 +164,14 @@ class Issues {
     }
     this.cid(`${path}.cid`, r.cid, 0x71);
   }
-  /** A blob ref to JSON bytes: a raw CID, application/json, its size. */
+  /** A blob ref to a result: a raw CID, application/json (in clear) or the sealed envelope's type, its size. */
   resultBlob(path: string, v: unknown) {
     if (typeof v !== 'object' || v === null) return this.add(path, 'must be a blob ref');
     const b = v as Partial<BlobRef>;
     if (b.$type !== 'blob') this.add(`${path}.$type`, 'must be "blob"');
     this.cid(`${path}.ref.$link`, b.ref?.$link, 0x55);
-    if (b.mimeType !== 'application/json') this.add(`${path}.mimeType`, 'must be "application/json"');
+    if (b.mimeType !== 'application/json' && b.mimeType !== SEALED_RESULT_MIME_TYPE)
+      this.add(`${path}.mimeType`, `must be "application/json" or "${SEALED_RESULT_MIME_TYPE}"`);
     this.int(`${path}.size`, b.size);
   }
   throwIfAny(what: string) {

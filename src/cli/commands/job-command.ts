@@ -1,6 +1,8 @@
 // `runlog job submit`: writes a job record in the caller's repo (credentials as `publish`) and prints its URI, CID
 // and execution id; with --wait, waits for the runner's receipt, checks its proof and its result, and prints the
-// output, or the failure with the exit status of its code.
+// output, or the failure with the exit status of its code. With --wait the result is sealed by default to a fresh
+// X25519 key this process holds in memory only (the job's resultKey is its public half), so the output is never on
+// the network in clear: the key is made here, used once to open the answer, and never written or printed.
 // Only light modules at the top (see command.ts): AT Protocol code loads when the command runs.
 import { exitStatusOf, isErrorCode } from '../../domain/error-codes.ts';
 import { UsageError } from '../../domain/errors.ts';
@@ -18,6 +20,8 @@ export interface JobSubmitRequest {
   submission: JobSubmission;
   /** Absent: print the job and return. */
   waitMs?: number;
+  /** With waitMs: ask for the result sealed to a fresh key held in memory, and open it (unless --no-seal-result). */
+  sealResult?: boolean;
 }
 
 /** A strong ref written `<at-uri>@<cid>` (the CID after the last '@'). */
@@ -48,6 +52,13 @@ export function parseJobSubmit(args: CommandArgs): JobSubmitRequest {
   if (v.wait && !runner)
     throw new UsageError("--wait needs --runner <did>: the answer is a receipt in that runner's repo");
   if (v.timeout !== undefined && !v.wait) throw new UsageError('--timeout bounds --wait: give --wait too');
+  if (v['no-seal-result'] && !v.wait)
+    throw new UsageError('--no-seal-result turns off the sealing --wait does: give --wait too');
+  const resultKey = v['result-key'] as string | undefined;
+  if (resultKey !== undefined && v.wait)
+    throw new UsageError(
+      '--result-key is for a caller that opens the result itself; --wait seals it to a key of its own: give one or the other',
+    );
   const submission: JobSubmission = {
     code,
     handler,
@@ -55,9 +66,15 @@ export function parseJobSubmit(args: CommandArgs): JobSubmitRequest {
     ...(runner !== undefined ? { runner } : {}),
     ...(v['code-cid'] !== undefined ? { codeCid: String(v['code-cid']) } : {}),
     ...(v.secrets !== undefined ? { secrets: strongRefArg('secrets', String(v.secrets)) } : {}),
+    ...(resultKey !== undefined ? { resultKey } : {}),
     ...(notAfter !== undefined ? { notAfter: new Date(notAfter).toISOString() } : {}),
   };
-  return { submission, ...(v.wait ? { waitMs: requestTimeout(args, DEFAULT_WAIT_MS) } : {}) };
+  if (!v.wait) return { submission };
+  return {
+    submission,
+    waitMs: requestTimeout(args, DEFAULT_WAIT_MS),
+    ...(v['no-seal-result'] ? {} : { sealResult: true }),
+  };
 }
 
 /** The exit status of a job's answer: 0 when it succeeded, else its failure code's (error-codes.ts), else 1. */
@@ -78,13 +95,17 @@ export interface JobSubmitDeps {
  * answer. Returns the exit status.
  */
 export async function runJobSubmit(args: CommandArgs, io: Io, deps: JobSubmitDeps = {}): Promise<number> {
-  const { submission, waitMs } = parseJobSubmit(args);
+  const { submission, waitMs, sealResult } = parseJobSubmit(args);
   const publisher = deps.publisher ?? (await publisherFrom(args, 'job submit'));
-  const [{ writeJob, awaitJobAnswer, callerReader, receiptUriOf }, { atprotoOptions }] = await Promise.all([
-    import('../../supervisor/jobs/job-submit.ts'),
-    import('../client.ts'),
-  ]);
-  const job = await writeJob(publisher, submission);
+  const [{ writeJob, awaitJobAnswer, callerReader, receiptUriOf }, { atprotoOptions }, { X25519PrivateKey }] =
+    await Promise.all([
+      import('../../supervisor/jobs/job-submit.ts'),
+      import('../client.ts'),
+      import('../../domain/at-run/x25519-keys.ts'),
+    ]);
+  // In memory only: the job carries its public half, and the private half opens the answer, then goes with the process.
+  const resultKey = sealResult ? X25519PrivateKey.generate() : undefined;
+  const job = await writeJob(publisher, resultKey ? { ...submission, resultKey: resultKey.publicKey } : submission);
   const runner = submission.runner;
   if (waitMs === undefined || runner === undefined) {
     if (io.json) printJson(io, { uri: job.uri, cid: job.cid, executionId: job.executionId });
@@ -93,9 +114,16 @@ export async function runJobSubmit(args: CommandArgs, io: Io, deps: JobSubmitDep
     return EXIT.ok;
   }
   // With --json, stderr holds nothing but an error (one JSON object).
-  if (!io.json) io.err(`runlog: submitted ${job.uri} (${job.executionId}); waiting for ${receiptUriOf(runner, job)}`);
+  if (!io.json)
+    io.err(
+      `runlog: submitted ${job.uri} (${job.executionId}); waiting for ${receiptUriOf(runner, job)}${resultKey ? ' (its result sealed to a key only this command holds)' : ''}`,
+    );
   const reader = deps.reader ?? callerReader(atprotoOptions(args.values.plc as string | undefined));
-  const answer = await awaitJobAnswer(reader, job, { runnerDid: runner, timeoutMs: waitMs });
+  const answer = await awaitJobAnswer(reader, job, {
+    runnerDid: runner,
+    timeoutMs: waitMs,
+    ...(resultKey ? { resultKey } : {}),
+  });
   if (io.json) printJson(io, { uri: job.uri, cid: job.cid, executionId: job.executionId, ...answer });
   else if (answer.outcome === 'succeeded') io.out(JSON.stringify(answer.output, null, 2));
   else
@@ -109,7 +137,7 @@ export const jobCommand: Command = {
   name: 'job',
   summary: "ask a runner on the network to run code: write a job record in your repo, and wait for the runner's answer",
   usage:
-    "runlog job submit <code-uri> <handler> [--input '<json>'] [--runner <did>] [--code-cid <cid>] [--secrets <at-uri>@<cid>] [--not-after <datetime>] [--wait [--timeout <ms>]]   [--pds <url> --identifier <id> --password <pw>] [--plc <url>] [--json]",
+    "runlog job submit <code-uri> <handler> [--input '<json>'] [--runner <did>] [--code-cid <cid>] [--secrets <at-uri>@<cid>] [--not-after <datetime>] [--wait [--timeout <ms>] [--no-seal-result] | --result-key <did:key>]   [--pds <url> --identifier <id> --password <pw>] [--plc <url>] [--json]",
   options: {
     input: { type: 'string', value: "'<json>'", description: "the handler's input, as JSON", defaultText: 'none' },
     runner: {
@@ -139,13 +167,25 @@ export const jobCommand: Command = {
       type: 'boolean',
       default: false,
       description:
-        "wait for the runner's receipt (its proof and signature checked), check its result against its outputSha256, and print the output; a failed job exits with its failure code's status",
+        "wait for the runner's receipt (its proof and signature checked), open its result (sealed to a fresh key this command holds in memory only), check it against its outputSha256, and print the output; a failed job exits with its failure code's status",
     },
     timeout: {
       type: 'string',
       value: '<ms>',
       description: 'with --wait: how long to wait for the answer; past it the command fails with TIMEOUT',
       defaultText: String(DEFAULT_WAIT_MS),
+    },
+    'no-seal-result': {
+      type: 'boolean',
+      default: false,
+      description:
+        "with --wait: ask for the result in clear, not sealed; it is then readable by anyone from the runner's PDS",
+    },
+    'result-key': {
+      type: 'string',
+      value: '<did:key>',
+      description: 'without --wait: seal the result to this X25519 public key (did:key); only its holder can read it',
+      defaultText: 'the result in clear (with --wait: sealed to a fresh key)',
     },
     pds: { ...publishCommand.options!.pds!, description: 'your PDS (the job is written in your repo)' },
     identifier: publishCommand.options!.identifier!,

@@ -9,6 +9,7 @@
 //              INPUT_INVALID, the codes an execution's input is refused with)
 //   runner?    the DID of the runner asked to run it; absent, any runner may pick it up
 //   secrets?   strong ref { uri, cid } to a dev.mainasara.at-run.beta.v2.secrets record
+//   resultKey? an X25519 public key as a did:key: the result blob is sealed to it (sealed-result.ts)
 //   notAfter?  RFC 3339 datetime: the job must not start after it
 //   createdAt  RFC 3339 datetime
 //
@@ -21,6 +22,7 @@ import { snapshotJsonInput } from '../json-input.ts';
 import { CODE_RECORD_NSID, HANDLER_NAME_RE, type StrongRef } from './code-record.ts';
 import type { InputLimits, JobIntakePolicy } from './operator-policy.ts';
 import { DAG_CBOR_CODEC, cidIssues, isDatetime, isDid, parseRecordUriOf } from './record-syntax.ts';
+import { resultKeyIssues } from './sealed-result.ts';
 import {
   RecordValidationError,
   ViolationList,
@@ -42,6 +44,8 @@ export interface JobRecord {
   input?: unknown;
   runner?: string;
   secrets?: StrongRef;
+  /** The caller's X25519 public key (did:key) the result is sealed to; absent, the result is in clear. */
+  resultKey?: string;
   notAfter?: string;
   createdAt: string;
 }
@@ -60,7 +64,18 @@ export interface JobRecordCheck {
   codeTarget?: JobCodeTarget;
 }
 
-const JOB_KEYS = ['$type', 'code', 'codeCid', 'handler', 'input', 'runner', 'secrets', 'notAfter', 'createdAt'];
+const JOB_KEYS = [
+  '$type',
+  'code',
+  'codeCid',
+  'handler',
+  'input',
+  'runner',
+  'secrets',
+  'resultKey',
+  'notAfter',
+  'createdAt',
+];
 
 function checkCode(list: ViolationList, code: unknown, codeCid: unknown): JobCodeTarget | undefined {
   let target: JobCodeTarget | undefined;
@@ -132,6 +147,9 @@ export function validateJobRecord(value: unknown, limits: { input: InputLimits }
   if (value.runner !== undefined && !isDid(value.runner))
     list.add('JOB_RECORD_INVALID', 'runner', `runner must be a DID (got ${JSON.stringify(value.runner)})`);
   checkSecrets(list, value.secrets);
+  if (value.resultKey !== undefined)
+    for (const issue of resultKeyIssues(value.resultKey))
+      list.add('JOB_RESULT_KEY_INVALID', 'resultKey', `resultKey must be an X25519 public key as a did:key: ${issue}`);
   for (const key of ['notAfter', 'createdAt'] as const) {
     const v = value[key];
     if ((key === 'createdAt' || v !== undefined) && !isDatetime(v))

@@ -1,23 +1,16 @@
 // Sealed secrets (dev.mainasara.at-run.beta.v2.secrets): values sealed to one runner's X25519 key, for executions
 // of one code record, in a record that is otherwise public.
 //
-// Each entry gets a fresh ephemeral X25519 key pair. key = HKDF-SHA256(X25519(ephemeral, recipient), salt =
-// ephemeralPub ‖ recipientPub, info = HKDF_INFO), 32 bytes; the value is sealed with XChaCha20-Poly1305 under a
-// random 24-byte nonce. The associated data binds the algorithm, the record's own URI (its author and rkey), the
-// runner's DID, the recipient key, the code URI (or empty) and the entry's name, so an entry copied to another name,
-// record, author, code or runner fails authentication. Every primitive is @noble's audited code; this file only
-// composes them. It is domain code because it is pure: no IO, and the caller passes the key lookup and "now".
+// Each entry is one sealed box (x25519-seal.ts: a fresh ephemeral X25519 key pair, HKDF-SHA256 with info =
+// HKDF_INFO, XChaCha20-Poly1305 under a random 24-byte nonce). The associated data binds the algorithm, the record's
+// own URI (its author and rkey), the runner's DID, the recipient key, the code URI (or empty) and the entry's name, so
+// an entry copied to another name, record, author, code or runner fails authentication. Every primitive is @noble's
+// audited code. It is domain code because it is pure: no IO, and the caller passes the key lookup and "now".
 // Values never appear in an error message or detail: refusals name the entry, the key or the record.
 
-import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
-import { randomBytes } from '@noble/ciphers/utils.js';
-import { x25519 } from '@noble/curves/ed25519.js';
-import { hkdf } from '@noble/hashes/hkdf.js';
-import { sha256 } from '@noble/hashes/sha2.js';
 import { base64 } from 'multiformats/bases/base64';
 import { isDatetime, isDid, parseRecordUriOf } from './record-syntax.ts';
 import {
-  EncryptionKeyInvalidError,
   SecretsCodeMismatchError,
   SecretsInputInvalidError,
   SecretsRecordInvalidError,
@@ -25,6 +18,7 @@ import {
   SecretsTamperedError,
 } from './secrets-errors.ts';
 import { decodeX25519DidKey, isX25519DidKey, type X25519PrivateKey } from './x25519-keys.ts';
+import { SEAL_NONCE_BYTES, SEAL_TAG_BYTES, lengthPrefixed, openBox, sealBox } from './x25519-seal.ts';
 
 export const SECRETS_NSID = 'dev.mainasara.at-run.beta.v2.secrets';
 export const SECRETS_ALGORITHM = 'x25519-xchacha20poly1305';
@@ -38,9 +32,8 @@ export const MAX_SECRETS_TOTAL_BYTES = 1024 * 1024;
 /** Portable process-environment names, so a value can be handed over under its name anywhere. */
 export const SECRET_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-const NONCE_BYTES = 24;
-const KEY_BYTES = 32;
-const TAG_BYTES = 16;
+const NONCE_BYTES = SEAL_NONCE_BYTES;
+const TAG_BYTES = SEAL_TAG_BYTES;
 const CODE_COLLECTIONS = ['dev.mainasara.at-run.beta.v2.code', 'dev.mainasara.at-run.beta.v2.alias'];
 const encoder = new TextEncoder();
 const HKDF_INFO = encoder.encode('dev.mainasara.at-run.beta.v2.secrets/v1 hkdf-sha256 x25519-xchacha20poly1305');
@@ -109,29 +102,8 @@ function fromBytes(v: unknown): Uint8Array | null {
   }
 }
 
-/** Length-prefixed fields, so no two different field lists encode alike. */
-function associatedData(fields: readonly string[]): Uint8Array {
-  const parts = [AAD_LABEL, ...fields].map((f) => encoder.encode(f));
-  const out = new Uint8Array(parts.reduce((n, p) => n + 4 + p.length, 0));
-  const view = new DataView(out.buffer);
-  let at = 0;
-  for (const p of parts) {
-    view.setUint32(at, p.length);
-    out.set(p, at + 4);
-    at += 4 + p.length;
-  }
-  return out;
-}
-
 function entryAad(r: { recordUri: string; runner: string; recipientKey: string; code?: string }, name: string) {
-  return associatedData([SECRETS_ALGORITHM, r.recordUri, r.runner, r.recipientKey, r.code ?? '', name]);
-}
-
-function entryKey(shared: Uint8Array, ephemeralPub: Uint8Array, recipientPub: Uint8Array): Uint8Array {
-  const salt = new Uint8Array(ephemeralPub.length + recipientPub.length);
-  salt.set(ephemeralPub, 0);
-  salt.set(recipientPub, ephemeralPub.length);
-  return hkdf(sha256, shared, salt, HKDF_INFO, KEY_BYTES);
+  return lengthPrefixed([AAD_LABEL, SECRETS_ALGORITHM, r.recordUri, r.runner, r.recipientKey, r.code ?? '', name]);
 }
 
 function nameIssues(name: unknown, at: string, seen: Set<string>): string[] {
@@ -185,28 +157,14 @@ export function sealEntries(input: SealInput): SecretsRecord {
   if (issues.length > 0) throw new SecretsInputInvalidError(issues);
   const recipientPub = decodeX25519DidKey(input.recipientKey);
   const entries = input.entries.map(({ name, value }): SealedEntry => {
-    const ephemeral = x25519.utils.randomSecretKey();
-    const ephemeralPub = x25519.getPublicKey(ephemeral);
-    let shared: Uint8Array;
-    try {
-      shared = x25519.getSharedSecret(ephemeral, recipientPub);
-    } catch {
-      throw new EncryptionKeyInvalidError([`${input.recipientKey} is a low-order point, not a usable key`]);
-    } finally {
-      ephemeral.fill(0);
-    }
-    const key = entryKey(shared, ephemeralPub, recipientPub);
-    shared.fill(0);
-    const nonce = randomBytes(NONCE_BYTES);
     const plaintext = encoder.encode(value);
-    const ciphertext = xchacha20poly1305(key, nonce, entryAad(input, name)).encrypt(plaintext);
-    key.fill(0);
+    const box = sealBox(recipientPub, plaintext, { info: HKDF_INFO, aad: entryAad(input, name) });
     plaintext.fill(0);
     return {
       name,
-      ephemeralKey: toJsonBytes(ephemeralPub),
-      nonce: toJsonBytes(nonce),
-      ciphertext: toJsonBytes(ciphertext),
+      ephemeralKey: toJsonBytes(box.ephemeralKey),
+      nonce: toJsonBytes(box.nonce),
+      ciphertext: toJsonBytes(box.ciphertext),
     };
   });
   return {
@@ -288,11 +246,8 @@ export function parseSecretsRecord(record: unknown): ParsedRecord {
 function openEntry(e: ParsedEntry, key: X25519PrivateKey, bound: Parameters<typeof entryAad>[0]): string {
   let plaintext: Uint8Array;
   try {
-    const shared = key.agree(e.ephemeralKey);
-    const k = entryKey(shared, e.ephemeralKey, decodeX25519DidKey(bound.recipientKey));
-    shared.fill(0);
-    plaintext = xchacha20poly1305(k, e.nonce, entryAad(bound, e.name)).decrypt(e.ciphertext);
-    k.fill(0);
+    const recipientPub = decodeX25519DidKey(bound.recipientKey);
+    plaintext = openBox(key, recipientPub, e, { info: HKDF_INFO, aad: entryAad(bound, e.name) });
   } catch {
     throw new SecretsTamperedError(e.name);
   }

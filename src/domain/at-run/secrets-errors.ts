@@ -1,6 +1,6 @@
-// The typed refusals of sealed secrets (dev.mainasara.at-run.beta.v2.secrets) and of the runner's key ring. Each
-// is its own class with its own code, so a job's refusal can name exactly why without parsing messages. No message
-// or detail ever carries a secret value: they name keys, entries and records, never plaintext.
+// The typed refusals of sealed secrets (dev.mainasara.at-run.beta.v2.secrets), of sealed job results and of the
+// runner's key ring. Each is its own class with its own code, so a job's refusal can name exactly why without parsing
+// messages. No message or detail ever carries a secret value or a result: they name keys, entries and records.
 
 import { RunlogError, ValidationError } from '../errors.ts';
 
@@ -137,5 +137,12 @@ export class RunnerKeysDamagedError extends RunlogError {
       file,
       reason,
     });
+  }
+}
+
+/** A sealed job result that this key cannot open (sealed to another key or for another job, altered, malformed). */
+export class ResultUnsealableError extends RunlogError {
+  constructor(reason: string, details?: Record<string, unknown>) {
+    super('RESULT_UNSEALABLE', `the sealed result cannot be opened: ${reason}`, details);
   }
 }

@@ -11,6 +11,7 @@ import {
 import type { RunnerKeyInfo } from '../../adapters/files/runner-keys.ts';
 import { requireImage, type Parts } from '../../config/parts.ts';
 import type { OperatorPolicy } from '../../domain/at-run/operator-policy.ts';
+import { SEALED_RESULT_MIME_TYPE, sealResult } from '../../domain/at-run/sealed-result.ts';
 import type { RunlogError } from '../../domain/errors.ts';
 import type { FailedData, Refusal, Resolved } from '../../domain/execution-events.ts';
 import type { ExecutionRequest } from '../../machines/execution.machine.ts';
@@ -20,16 +21,21 @@ const sha256Bytes = (b: Uint8Array): string => createHash('sha256').update(b).di
 
 /**
  * A job's result, uploaded as a blob the receipt references: exactly the bytes outputSha256 hashes (the JSON text
- * outcomeEvent hashed), so the caller can check one against the other. Only for a job that succeeded: a local
- * caller has its result from the log. The bytes are bounded already by the frame and stdout limits they came under.
- * A failed upload is the outcome's receiptError; the receipt is still written, without it, so the caller is answered.
+ * outcomeEvent hashed), so the caller can check one against the other. When the job names a resultKey those bytes
+ * are sealed to it (sealed-result.ts) and only the envelope is uploaded: the result never reaches the PDS in clear,
+ * and outputSha256 still hashes the plaintext, for the caller to check once it has opened the envelope. Only for a
+ * job that succeeded: a local caller has its result from the log. The bytes are bounded already by the frame and
+ * stdout limits they came under. A failed seal or upload is the outcome's receiptError; the receipt is still
+ * written, without a result, so the caller is answered.
  */
 async function uploadResult(publisher: Publisher, event: OutcomeEvent, request: ExecutionRequest) {
-  if (!request.job || event.type !== 'execution.succeeded' || !event.data.outputHash) return undefined;
+  const job = request.job;
+  if (!job || event.type !== 'execution.succeeded' || !event.data.outputHash) return undefined;
   const bytes = Buffer.from(JSON.stringify(event.data.output ?? null), 'utf8');
   if (sha256Bytes(bytes) !== event.data.outputHash) return undefined;
   try {
-    return await publisher.uploadBlob(bytes, 'application/json');
+    if (job.resultKey === undefined) return await publisher.uploadBlob(bytes, 'application/json');
+    return await publisher.uploadBlob(sealResult(bytes, job.resultKey, job), SEALED_RESULT_MIME_TYPE);
   } catch (err) {
     event.data.receiptError = {
       code: (err as RunlogError).code ?? 'RECEIPT_FAILED',

@@ -286,6 +286,8 @@ export class JobIntake {
         ...(job.codeCid ? { codeCid: job.codeCid } : {}),
         // The reference only: the values are opened at resolve (a check) and at invoke (the envelope).
         ...(job.secrets ? { secrets: { uri: job.secrets.uri, cid: job.secrets.cid } } : {}),
+        // A public key: the result is sealed to it when the receipt is written.
+        ...(job.resultKey ? { resultKey: job.resultKey } : {}),
       },
     };
     const admission = jobAdmission(job, { runnerDid: deps.runnerDid, policy: deps.policy, now: deps.nowMs() });

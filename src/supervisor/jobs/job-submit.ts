@@ -1,6 +1,7 @@
 // A job from the caller's side (`runlog job submit`): the job record written in the caller's repo, and, when asked,
 // its answer awaited: the runner's receipt at the URI the job's execution id names, read strictly (its proof and
-// the runner's signature checked), then the result blob it references, checked against its outputSha256.
+// the runner's signature checked), then the result blob it references, opened with the caller's key when the job
+// asked for it sealed (its resultKey), and checked against its outputSha256.
 //
 // The receipt is awaited by polling, not by following the runner's PDS repo event stream: its URI is known in
 // advance (jobExecutionId), so one strict read says whether it is there, against whichever PDS the runner's DID
@@ -21,6 +22,8 @@ import {
 import { jobExecutionId } from '../../adapters/ids.ts';
 import { assertJobRecord } from '../../domain/at-run/job-record.ts';
 import { DEFAULT_OPERATOR_POLICY } from '../../domain/at-run/operator-policy.ts';
+import { SEALED_RESULT_MIME_TYPE, openResult } from '../../domain/at-run/sealed-result.ts';
+import type { X25519PrivateKey } from '../../domain/at-run/x25519-keys.ts';
 import { categoryOf, isErrorCode } from '../../domain/error-codes.ts';
 import { RunlogError } from '../../domain/errors.ts';
 
@@ -47,6 +50,8 @@ export interface JobSubmission {
   codeCid?: string;
   /** A secrets record sealed to the runner. */
   secrets?: StrongRef;
+  /** An X25519 public key (did:key): the runner seals the result to it, and only its holder can read it. */
+  resultKey?: string;
   /** RFC 3339: the job must not start after it. */
   notAfter?: string;
 }
@@ -61,10 +66,12 @@ export type JobAnswer =
   | { outcome: 'succeeded'; receipt: StrongRef; output: unknown; outputSha256: string; result: ResultBlob }
   | { outcome: 'failed'; receipt: StrongRef; failure: { kind?: string; code?: string; message?: string } };
 
-/** The result blob a receipt references: its CID (raw, sha256) and size. */
+/** The result blob a receipt references: its CID (raw, sha256), its size, and whether it was sealed. */
 export interface ResultBlob {
   cid: string;
   size: number;
+  /** The blob was the sealed envelope (the output was opened with the caller's key), not the result in clear. */
+  sealed: boolean;
 }
 
 /** Validates the job record (every violation listed, RecordValidationError) and writes it in the caller's repo. */
@@ -79,6 +86,7 @@ export async function writeJob(publisher: Publisher, s: JobSubmission, now: Date
       ...(s.input !== undefined ? { input: s.input } : {}),
       ...(s.runner !== undefined ? { runner: s.runner } : {}),
       ...(s.secrets !== undefined ? { secrets: { uri: s.secrets.uri, cid: s.secrets.cid } } : {}),
+      ...(s.resultKey !== undefined ? { resultKey: s.resultKey } : {}),
       ...(s.notAfter !== undefined ? { notAfter: s.notAfter } : {}),
       createdAt: now.toISOString(),
     },
@@ -97,6 +105,11 @@ export interface AwaitJobOptions {
   runnerDid: string;
   /** How long to wait for the receipt and read the result; past it: TIMEOUT. */
   timeoutMs: number;
+  /**
+   * The private key of the job's resultKey: a sealed result is opened with it, and a result in clear is refused
+   * (RESULT_UNSEALABLE). Absent: the job asked for its result in clear, and a sealed one cannot be opened.
+   */
+  resultKey?: X25519PrivateKey;
   nowMs?: () => number;
   sleep?: (ms: number) => Promise<void>;
 }
@@ -110,8 +123,9 @@ function worthRetrying(err: unknown): boolean {
 
 /**
  * Waits for the job's receipt in the runner's repo and checks it: it must answer this job (its strong ref), and a
- * success must reference a result whose bytes hash to its outputSha256. A receipt that fails its proof or signature
- * is an error at once, not something to wait out. TIMEOUT when none is there within `timeoutMs`.
+ * success must reference a result whose bytes (opened with `resultKey` when sealed) hash to its outputSha256. A
+ * receipt that fails its proof or signature, or a result that does not open, is an error at once, not something to
+ * wait out. TIMEOUT when none is there within `timeoutMs`.
  */
 export async function awaitJobAnswer(
   reader: AtprotoReader,
@@ -127,7 +141,11 @@ export async function awaitJobAnswer(
   for (;;) {
     try {
       const got = await reader.fetchRecord(uri, { mode: 'strict', deadlineAt });
-      return await checkAnswer(reader, job, { uri: got.uri, cid: got.cid }, got.value, opts.runnerDid, deadlineAt);
+      return await checkAnswer(reader, job, { uri: got.uri, cid: got.cid }, got.value, {
+        runnerDid: opts.runnerDid,
+        deadlineAt,
+        ...(opts.resultKey ? { resultKey: opts.resultKey } : {}),
+      });
     } catch (err) {
       if (!worthRetrying(err)) throw err;
       last = err;
@@ -148,14 +166,53 @@ export async function awaitJobAnswer(
 const sha256Hex = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex');
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
 
-/** The answer a verified receipt gives: its failure, or its result read back and checked against outputSha256. */
+/** How a receipt is checked: whose repo it is in, until when, and the key that opens a sealed result. */
+export interface CheckAnswerOptions {
+  runnerDid: string;
+  deadlineAt?: number;
+  resultKey?: X25519PrivateKey;
+}
+
+/**
+ * The result's bytes in clear: the blob itself, or the envelope opened with the caller's key. RESULT_UNSEALABLE
+ * when the result is sealed and no key (or another key) was given; a result in clear when the job asked for it
+ * sealed is refused before it is read.
+ */
+function resultBytes(
+  blob: Uint8Array,
+  sealed: boolean,
+  job: SubmittedJob,
+  where: { receipt: string; blob: string },
+  key: X25519PrivateKey | undefined,
+): Uint8Array {
+  if (!sealed) return blob;
+  if (!key)
+    throw new RunlogError(
+      'RESULT_UNSEALABLE',
+      `the result of ${where.receipt} is sealed, and no key was given to open it (the job's resultKey is held elsewhere)`,
+      where,
+    );
+  try {
+    return openResult(blob, key, job);
+  } catch (err) {
+    if (!(err instanceof RunlogError)) throw err;
+    throw new RunlogError('RESULT_UNSEALABLE', `the result of ${where.receipt}: ${err.message}`, {
+      ...where,
+      ...err.details,
+    });
+  }
+}
+
+/**
+ * The answer a verified receipt gives: its failure, or its result read back, opened when it is sealed, and checked
+ * against outputSha256.
+ */
 export async function checkAnswer(
   reader: Pick<AtprotoReader, 'fetchBlob'>,
   job: SubmittedJob,
   receipt: StrongRef,
   value: JsonObject,
-  runnerDid: string,
-  deadlineAt?: number,
+  opts: CheckAnswerOptions,
 ): Promise<JobAnswer> {
   const answers = isObject(value.job) ? value.job : {};
   if (answers.uri !== job.uri || answers.cid !== job.cid)
@@ -179,11 +236,19 @@ export async function checkAnswer(
       `${receipt.uri} says the job succeeded but references no result (the runner could not upload it, or writes none)`,
       { receipt: receipt.uri },
     );
-  const blob = await reader.fetchBlob(runnerDid, cid, {
+  const sealed = result?.mimeType === SEALED_RESULT_MIME_TYPE;
+  if (!sealed && opts.resultKey)
+    throw new RunlogError(
+      'RESULT_UNSEALABLE',
+      `${receipt.uri} holds its result in clear (${String(result?.mimeType)}), though the job asked for it sealed to ${opts.resultKey.publicKey}`,
+      { receipt: receipt.uri, blob: cid, mimeType: result?.mimeType ?? null },
+    );
+  const blob = await reader.fetchBlob(opts.runnerDid, cid, {
     maxBytes: MAX_RESULT_BYTES,
-    ...(deadlineAt !== undefined ? { deadlineAt } : {}),
+    ...(opts.deadlineAt !== undefined ? { deadlineAt: opts.deadlineAt } : {}),
   });
-  const computed = sha256Hex(blob.bytes);
+  const bytes = resultBytes(blob.bytes, sealed, job, { receipt: receipt.uri, blob: cid }, opts.resultKey);
+  const computed = sha256Hex(bytes);
   if (computed !== outputSha256)
     throw new RunlogError(
       'RESULT_HASH_MISMATCH',
@@ -192,12 +257,12 @@ export async function checkAnswer(
     );
   let output: unknown;
   try {
-    output = JSON.parse(Buffer.from(blob.bytes).toString('utf8')) as unknown;
+    output = JSON.parse(Buffer.from(bytes).toString('utf8')) as unknown;
   } catch (err) {
     throw new RunlogError('RECORD_INVALID', `the result of ${receipt.uri} is not JSON: ${(err as Error).message}`, {
       receipt: receipt.uri,
       blob: cid,
     });
   }
-  return { outcome: 'succeeded', receipt, output, outputSha256, result: { cid, size: blob.size } };
+  return { outcome: 'succeeded', receipt, output, outputSha256, result: { cid, size: blob.size, sealed } };
 }

@@ -1,6 +1,7 @@
 // `runlog job submit --wait` end to end: alice runs the command in process against a real PDS (in process); the
-// runner follows that PDS's repo event stream, runs the job in real Docker, uploads the result as a blob and writes
-// the receipt; the command reads the receipt strictly, checks the result against outputSha256 and prints it.
+// runner follows that PDS's repo event stream, runs the job in real Docker, uploads the result as a blob (sealed to
+// the key the command made, unless --no-seal-result) and writes the receipt; the command reads the receipt strictly,
+// opens the result, checks it against outputSha256 and prints it.
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,6 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AT_RUN_V2, createAtprotoReader, type StrongRef } from '../../../src/adapters/atproto/index.ts';
 import { jobExecutionId } from '../../../src/adapters/ids.ts';
 import { main } from '../../../src/cli/main.ts';
+import { SEALED_RESULT_MIME_TYPE, openResult } from '../../../src/domain/at-run/sealed-result.ts';
+import { X25519PrivateKey } from '../../../src/domain/at-run/x25519-keys.ts';
 import { publishCode, publishRuntime } from '../../../src/supervisor/executions/publishing.ts';
 import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import { capture } from '../../support/cli-in-process.ts';
@@ -85,8 +88,10 @@ afterAll(async () => {
   if (home) rmSync(home, { recursive: true, force: true });
 });
 
+const sha256Hex = (b: Uint8Array | string): string => createHash('sha256').update(b).digest('hex');
+
 describe('runlog job submit --wait', () => {
-  it("writes alice's job, waits for the runner's receipt, and prints the greeting its result blob holds", async () => {
+  it("with --no-seal-result, prints the greeting the runner's result blob holds in clear", async () => {
     const r = await submitAsAlice(
       code.uri,
       'greet',
@@ -95,6 +100,7 @@ describe('runlog job submit --wait', () => {
       '--runner',
       runner.did,
       '--wait',
+      '--no-seal-result',
       '--timeout',
       '90000',
       '--json',
@@ -108,9 +114,10 @@ describe('runlog job submit --wait', () => {
       output: Record<string, unknown>;
       outputSha256: string;
       receipt: StrongRef;
-      result: { cid: string; size: number };
+      result: { cid: string; size: number; sealed: boolean };
     };
     expect(answer.outcome).toBe('succeeded');
+    expect(answer.result.sealed).toBe(false);
     expect(answer.output).toMatchObject({ greeting: 'Hello, Ada!', caller: alice.did });
     expect(answer.uri).toMatch(new RegExp(`^at://${alice.did}/${AT_RUN_V2.job}/`));
     expect(answer.executionId).toBe(jobExecutionId(answer.uri, answer.cid));
@@ -130,6 +137,59 @@ describe('runlog job submit --wait', () => {
     expect(createHash('sha256').update(blob.bytes).digest('hex')).toBe(receipt.outputSha256);
     expect(receipt.outputSha256).toBe(answer.outputSha256);
     expect(JSON.parse(Buffer.from(blob.bytes).toString('utf8'))).toEqual(answer.output);
+  });
+
+  it('by default seals the result to a key only the command holds: the PDS has the envelope, never the result', async () => {
+    const r = await submitAsAlice(
+      code.uri,
+      'greet',
+      '--input',
+      '{"name":"Sealed Grace"}',
+      '--runner',
+      runner.did,
+      '--wait',
+      '--timeout',
+      '90000',
+      '--json',
+    );
+    expect(r.status, r.err).toBe(0);
+    const answer = JSON.parse(r.out) as {
+      uri: string;
+      cid: string;
+      outcome: string;
+      output: Record<string, unknown>;
+      outputSha256: string;
+      receipt: StrongRef;
+      result: { cid: string; size: number; sealed: boolean };
+    };
+    // The round trip: the runner sealed it, the command opened it and checked it against outputSha256.
+    expect(answer.outcome).toBe('succeeded');
+    expect(answer.output).toMatchObject({ greeting: 'Hello, Sealed Grace!', caller: alice.did });
+    expect(answer.result.sealed).toBe(true);
+
+    // What anyone can read on the network: the job names a public key, the receipt a sealed blob.
+    const reader = createAtprotoReader({ plcUrl: pds.plcUrl });
+    const job = (await reader.fetchRecord(answer.uri, { mode: 'strict' })).value as { resultKey?: string };
+    expect(job.resultKey).toMatch(/^did:key:z6LS/);
+    const receipt = (await reader.fetchRecord(answer.receipt.uri, { mode: 'strict' })).value as unknown as {
+      outputSha256: string;
+      result: { $type: string; ref: { $link: string }; mimeType: string; size: number };
+    };
+    expect(receipt.result).toMatchObject({ $type: 'blob', mimeType: SEALED_RESULT_MIME_TYPE });
+    expect(receipt.result.ref.$link).toBe(answer.result.cid);
+    expect(JSON.stringify(receipt)).not.toContain('Sealed Grace');
+    const blob = await reader.fetchBlob(runner.did, receipt.result.ref.$link);
+    const text = Buffer.from(blob.bytes).toString('utf8');
+    for (const plaintext of ['Sealed Grace', 'greeting', alice.did]) expect(text).not.toContain(plaintext);
+    expect(JSON.parse(text)).toMatchObject({ v: 1, alg: 'x25519-xchacha20poly1305', recipientKey: job.resultKey });
+    // outputSha256 hashes the plaintext (the output as the runner serialized it), not the envelope.
+    expect(receipt.outputSha256).toBe(answer.outputSha256);
+    expect(sha256Hex(blob.bytes)).not.toBe(receipt.outputSha256);
+    expect(sha256Hex(JSON.stringify(answer.output))).toBe(receipt.outputSha256);
+    // Another key does not open it.
+    expect(() => openResult(blob.bytes, X25519PrivateKey.generate(), { uri: answer.uri, cid: answer.cid })).toThrow(
+      /sealed result cannot be opened/,
+    );
   });
 
   it('prints the plain output without --json, and exits with the failure of a job refused by the runner', async () => {

@@ -390,6 +390,8 @@ describe('receipts and runner records', () => {
     const rec = buildExecutionRecord({ ...receipt, result });
     expect(rec.result).toEqual(result);
     expect(cidForRecordJson(rec)).toMatch(/^bafyrei/);
+    const sealed = { ...result, mimeType: 'application/vnd.at-run.sealed+json' };
+    expect(buildExecutionRecord({ ...receipt, result: sealed }).result).toEqual(sealed);
     try {
       buildExecutionRecord({
         ...receipt,
@@ -400,7 +402,7 @@ describe('receipts and runner records', () => {
     } catch (err) {
       expect((err as ValidationError).issues).toEqual([
         'result.ref.$link: must be a CIDv1 with codec 0x55',
-        'result.mimeType: must be "application/json"',
+        'result.mimeType: must be "application/json" or "application/vnd.at-run.sealed+json"',
         'result: needs outputSha256 (the hash of its bytes)',
       ]);
     }
@@ -504,6 +506,13 @@ describe('lexicons', () => {
       size: 36,
     });
     lexicons.assertValidRecord(AT_RUN_V2.execution, { ...buildExecutionRecord(receipt), result });
+    const sealed = BlobRef.fromJsonRef({
+      $type: 'blob',
+      ref: CID.parse('bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku'),
+      mimeType: 'application/vnd.at-run.sealed+json',
+      size: 180,
+    });
+    lexicons.assertValidRecord(AT_RUN_V2.execution, { ...buildExecutionRecord(receipt), result: sealed });
     lexicons.assertValidRecord(AT_RUN_V2.runner, buildRunnerRecord(policy));
     const key = X25519PrivateKey.generate().publicKey;
     lexicons.assertValidRecord(
@@ -527,6 +536,7 @@ describe('lexicons', () => {
       code: receipt.code.uri,
       handler: 'greet',
       input: { name: 'Ada' },
+      resultKey: X25519PrivateKey.generate().publicKey,
       createdAt: '2026-01-01T00:00:00.000Z',
     });
     lexicons.assertValidRecord(AT_RUN_V2.secrets, {

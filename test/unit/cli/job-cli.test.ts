@@ -1,7 +1,7 @@
 // `runlog job submit` and `runlog serve --jobs` in process, with fakes for the network: the arguments and their
-// usage errors, the receipt awaited by polling (strict reads, a bounded backoff, TIMEOUT), its result checked
-// against outputSha256, and a failed job's exit status taken from its failure code. (Against a real PDS and
-// runner: test/int/executions/job-submit.test.ts.)
+// usage errors, the receipt awaited by polling (strict reads, a bounded backoff, TIMEOUT), its result opened with
+// the key --wait made (sealed by default) and checked against outputSha256, and a failed job's exit status taken
+// from its failure code. (Against a real PDS and runner: test/int/executions/job-submit.test.ts.)
 import { createHash } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
@@ -17,6 +17,8 @@ import { jobExecutionId } from '../../../src/adapters/ids.ts';
 import type { CommandArgs } from '../../../src/cli/command.ts';
 import { parseJobSubmit, runJobSubmit } from '../../../src/cli/commands/job-command.ts';
 import { main } from '../../../src/cli/main.ts';
+import { SEALED_RESULT_MIME_TYPE, sealResult } from '../../../src/domain/at-run/sealed-result.ts';
+import { X25519PrivateKey } from '../../../src/domain/at-run/x25519-keys.ts';
 import { awaitJobAnswer, receiptUriOf, type SubmittedJob } from '../../../src/supervisor/jobs/job-submit.ts';
 import { capture } from '../../support/cli-in-process.ts';
 import { partial } from '../../support/partial.ts';
@@ -78,11 +80,23 @@ function receiptOf(answers: { uri: string; cid: string }, extra: Record<string, 
   ) as JsonObject;
 }
 
-/** A reader on which the receipt appears after `missing` reads, and the blob store holds `blobs`. */
+/** A receipt whose result is `bytes` sealed to `resultKey` for the job `answers`; outputSha256 hashes the plaintext. */
+function sealedReceiptOf(answers: { uri: string; cid: string }, resultKey: string, bytes = resultBytes) {
+  const blob = sealResult(bytes, resultKey, answers);
+  const result = {
+    $type: 'blob',
+    ref: { $link: cidForBlobBytes(blob) },
+    mimeType: SEALED_RESULT_MIME_TYPE,
+    size: blob.byteLength,
+  };
+  return { blob, receipt: receiptOf(answers, { outputSha256: sha256Hex(bytes), result }) };
+}
+
+/** A reader on which the receipt appears after `missing` reads, and the blob store holds `blob` (by default the result). */
 function fakeReader(opts: {
   receipt: (j: { uri: string; cid: string }) => JsonObject;
   missing?: number;
-  blob?: Uint8Array;
+  blob?: Uint8Array | (() => Uint8Array);
 }) {
   const reads: { uri: string; mode: unknown }[] = [];
   let missing = opts.missing ?? 0;
@@ -95,8 +109,8 @@ function fakeReader(opts: {
       return { uri, cid: cidForRecordJson(value), value, mode: 'strict', pdsEndpoint: 'http://pds' };
     },
     fetchBlob: async (did: string, cid: string) => {
-      const bytes = opts.blob ?? resultBytes;
-      expect(cid).toBe(cidForBlobBytes(resultBytes));
+      const bytes = typeof opts.blob === 'function' ? opts.blob() : (opts.blob ?? resultBytes);
+      expect(cid).toBe(cidForBlobBytes(bytes));
       return { did, cid, bytes, size: bytes.byteLength, pdsEndpoint: 'http://pds' };
     },
   });
@@ -129,9 +143,21 @@ describe('job submit: its arguments', () => {
         notAfter: '2030-01-01T00:00:00.000Z',
       },
       waitMs: 5000,
+      sealResult: true,
     });
     expect(parseJobSubmit(args(['submit', CODE, 'greet']))).toEqual({ submission: { code: CODE, handler: 'greet' } });
     expect(parseJobSubmit(args(['submit', CODE, 'greet'], { runner: RUNNER, wait: true })).waitMs).toBe(120_000);
+  });
+
+  it('seals the result by default with --wait; --no-seal-result asks for it in clear; --result-key names a key', () => {
+    const wait = { runner: RUNNER, wait: true };
+    expect(parseJobSubmit(args(['submit', CODE, 'greet'], wait)).sealResult).toBe(true);
+    const clear = parseJobSubmit(args(['submit', CODE, 'greet'], { ...wait, 'no-seal-result': true }));
+    expect(clear).toEqual({ submission: { code: CODE, handler: 'greet', runner: RUNNER }, waitMs: 120_000 });
+    const key = X25519PrivateKey.generate().publicKey;
+    expect(parseJobSubmit(args(['submit', CODE, 'greet'], { 'result-key': key }))).toEqual({
+      submission: { code: CODE, handler: 'greet', resultKey: key },
+    });
   });
 
   it('refuses a malformed command line as a usage error (exit 2), before any account is asked for', async () => {
@@ -144,6 +170,11 @@ describe('job submit: its arguments', () => {
       [['job', 'submit', CODE, 'greet', '--runner', RUNNER, '--wait', '--timeout', 'soon'], /--timeout must be/],
       [['job', 'submit', CODE, 'greet', '--secrets', 'bafyrei'], /--secrets must be <at-uri>@<cid>/],
       [['job', 'submit', CODE, 'greet', '--not-after', 'tomorrow'], /--not-after must be an RFC 3339/],
+      [['job', 'submit', CODE, 'greet', '--runner', RUNNER, '--no-seal-result'], /--no-seal-result .* give --wait/],
+      [
+        ['job', 'submit', CODE, 'greet', '--runner', RUNNER, '--wait', '--result-key', 'did:key:z6LS'],
+        /--result-key is for a caller that opens the result itself/,
+      ],
     ];
     for (const [argv, message] of cases) {
       const r = await run(...argv);
@@ -206,11 +237,63 @@ describe('job submit: writing the job and waiting for its answer', () => {
     expect(written).toEqual([]);
   });
 
-  it('with --wait, prints the output of the receipt it read strictly, and exits 0', async () => {
-    const { publisher } = fakePublisher();
-    const { reader, reads, answer } = fakeReader({ receipt: (j) => receiptOf(j) });
+  it('with --wait, asks for the result sealed to a fresh key, opens the receipt it read strictly, and exits 0', async () => {
+    const { publisher, written } = fakePublisher();
+    // The runner's side: the receipt answers the job the publisher writes, its result sealed to the job's resultKey.
+    let sealed: ReturnType<typeof sealedReceiptOf> | undefined;
+    const { reader, reads } = fakeReader({ receipt: () => sealed!.receipt, blob: () => sealed!.blob });
+    const pub = partial<Publisher>({
+      putRecord: async (...a: Parameters<Publisher['putRecord']>) => {
+        const ref = await publisher.putRecord(...a);
+        sealed = sealedReceiptOf(ref, String(written[0]!.resultKey));
+        return ref;
+      },
+    });
     const c = capture();
-    // The receipt answers the job the publisher writes (its strong ref).
+    const code = await runJobSubmit(
+      args(['submit', CODE, 'greet'], { runner: RUNNER, wait: true, json: true }),
+      c.factory(true),
+      { publisher: pub, reader },
+    );
+    expect(code, c.stderr()).toBe(0);
+    expect(written[0]!.resultKey).toMatch(/^did:key:z6LS/);
+    const out = JSON.parse(c.stdout()) as Record<string, unknown>;
+    expect(out).toMatchObject({ outcome: 'succeeded', output: { greeting: 'Hello, Ada!' }, result: { sealed: true } });
+    expect(out.outputSha256).toBe(sha256Hex(resultBytes));
+    expect(reads.every((r) => r.mode === 'strict')).toBe(true);
+    expect(reads[0]!.uri).toBe(`at://${RUNNER}/${AT_RUN_V2.execution}/${out.executionId as string}`);
+  });
+
+  it('makes a new key for every job, and says on stderr that the result is sealed', async () => {
+    const keys: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const { publisher, written } = fakePublisher();
+      let sealed: ReturnType<typeof sealedReceiptOf> | undefined;
+      const { reader } = fakeReader({ receipt: () => sealed!.receipt, blob: () => sealed!.blob });
+      const pub = partial<Publisher>({
+        putRecord: async (...a: Parameters<Publisher['putRecord']>) => {
+          const ref = await publisher.putRecord(...a);
+          sealed = sealedReceiptOf(ref, String(written[0]!.resultKey));
+          return ref;
+        },
+      });
+      const c = capture();
+      expect(
+        await runJobSubmit(args(['submit', CODE, 'greet'], { runner: RUNNER, wait: true }), c.factory(false), {
+          publisher: pub,
+          reader,
+        }),
+      ).toBe(0);
+      expect(JSON.parse(c.stdout())).toEqual({ greeting: 'Hello, Ada!' });
+      expect(c.stderr()).toContain('its result sealed to a key only this command holds');
+      keys.push(String(written[0]!.resultKey));
+    }
+    expect(keys[0]).not.toBe(keys[1]);
+  });
+
+  it('with --wait --no-seal-result, asks for and reads the result in clear', async () => {
+    const { publisher, written } = fakePublisher();
+    const { reader, answer } = fakeReader({ receipt: (j) => receiptOf(j) });
     const pub = partial<Publisher>({
       putRecord: async (...a: Parameters<Publisher['putRecord']>) => {
         const ref = await publisher.putRecord(...a);
@@ -218,17 +301,51 @@ describe('job submit: writing the job and waiting for its answer', () => {
         return ref;
       },
     });
+    const c = capture();
     const code = await runJobSubmit(
-      args(['submit', CODE, 'greet'], { runner: RUNNER, wait: true, json: true }),
+      args(['submit', CODE, 'greet'], { runner: RUNNER, wait: true, 'no-seal-result': true, json: true }),
       c.factory(true),
       { publisher: pub, reader },
     );
     expect(code).toBe(0);
-    const out = JSON.parse(c.stdout()) as Record<string, unknown>;
-    expect(out).toMatchObject({ outcome: 'succeeded', output: { greeting: 'Hello, Ada!' } });
-    expect(out.outputSha256).toBe(sha256Hex(resultBytes));
-    expect(reads.every((r) => r.mode === 'strict')).toBe(true);
-    expect(reads[0]!.uri).toBe(`at://${RUNNER}/${AT_RUN_V2.execution}/${out.executionId as string}`);
+    expect(written[0]).not.toHaveProperty('resultKey');
+    expect(JSON.parse(c.stdout())).toMatchObject({ output: { greeting: 'Hello, Ada!' }, result: { sealed: false } });
+  });
+
+  it('refuses, with RESULT_UNSEALABLE, a result in clear when it asked for it sealed', async () => {
+    const { publisher } = fakePublisher();
+    const { reader, answer } = fakeReader({ receipt: (j) => receiptOf(j) });
+    const pub = partial<Publisher>({
+      putRecord: async (...a: Parameters<Publisher['putRecord']>) => {
+        const ref = await publisher.putRecord(...a);
+        answer(ref);
+        return ref;
+      },
+    });
+    const c = capture();
+    await expect(
+      runJobSubmit(args(['submit', CODE, 'greet'], { runner: RUNNER, wait: true }), c.factory(false), {
+        publisher: pub,
+        reader,
+      }),
+    ).rejects.toMatchObject({ code: 'RESULT_UNSEALABLE', message: expect.stringContaining('in clear') });
+    expect(c.stdout()).toBe('');
+  });
+
+  it('without --wait, writes the --result-key given, and refuses one that is not an X25519 did:key', async () => {
+    const key = X25519PrivateKey.generate().publicKey;
+    const { publisher, written } = fakePublisher();
+    const c = capture();
+    expect(
+      await runJobSubmit(args(['submit', CODE, 'greet'], { 'result-key': key }), c.factory(false), { publisher }),
+    ).toBe(0);
+    expect(written[0]!.resultKey).toBe(key);
+    await expect(
+      runJobSubmit(args(['submit', CODE, 'greet'], { 'result-key': 'did:key:zNope' }), capture().factory(false), {
+        publisher,
+      }),
+    ).rejects.toMatchObject({ code: 'JOB_RESULT_KEY_INVALID' });
+    expect(written).toHaveLength(1);
   });
 
   it("exits with a failed job's failure code's status (known code), else 1", async () => {
@@ -318,5 +435,49 @@ describe('awaitJobAnswer', () => {
     await expect(awaitJobAnswer(other.reader, job, t)).rejects.toMatchObject({ code: 'RECORD_INVALID' });
     const none = fakeReader({ receipt: (j) => receiptOf(j, { result: undefined }) });
     await expect(awaitJobAnswer(none.reader, job, t)).rejects.toMatchObject({ code: 'RESULT_MISSING' });
+  });
+
+  it('opens a sealed result with the key given, and checks the plaintext against outputSha256', async () => {
+    const key = X25519PrivateKey.generate();
+    const t = { runnerDid: RUNNER, timeoutMs: 60_000, ...clock() };
+    const s = sealedReceiptOf(job, key.publicKey);
+    const ok = fakeReader({ receipt: () => s.receipt, blob: s.blob });
+    const answer = await awaitJobAnswer(ok.reader, job, { ...t, resultKey: key });
+    expect(answer).toMatchObject({
+      outcome: 'succeeded',
+      output: { greeting: 'Hello, Ada!' },
+      result: { sealed: true },
+    });
+    expect(answer.outcome === 'succeeded' && answer.outputSha256).toBe(sha256Hex(resultBytes));
+    const wrongHash = fakeReader({ receipt: () => ({ ...s.receipt, outputSha256: 'f'.repeat(64) }), blob: s.blob });
+    await expect(awaitJobAnswer(wrongHash.reader, job, { ...t, resultKey: key })).rejects.toMatchObject({
+      code: 'RESULT_HASH_MISMATCH',
+    });
+  });
+
+  it('refuses a sealed result it cannot open: no key, another key, another job, altered bytes', async () => {
+    const key = X25519PrivateKey.generate();
+    const t = { runnerDid: RUNNER, timeoutMs: 60_000, ...clock() };
+    const s = sealedReceiptOf(job, key.publicKey);
+    const unsealable = async (receipt: JsonObject, blob: Uint8Array, resultKey?: X25519PrivateKey) => {
+      const { reader } = fakeReader({ receipt: () => receipt, blob });
+      const err = await awaitJobAnswer(reader, job, { ...t, ...(resultKey ? { resultKey } : {}) }).catch((e) => e);
+      expect(err).toMatchObject({ code: 'RESULT_UNSEALABLE' });
+      expect(JSON.stringify(err)).not.toContain('Hello, Ada!');
+      return (err as Error).message;
+    };
+    expect(await unsealable(s.receipt, s.blob)).toContain('no key was given to open it');
+    expect(await unsealable(s.receipt, s.blob, X25519PrivateKey.generate())).toContain('not to did:key:');
+    // Sealed for another job, then put in this job's receipt.
+    const moved = sealedReceiptOf({ uri: job.uri, cid: cidForRecordJson({ other: 1 }) }, key.publicKey);
+    expect(await unsealable({ ...s.receipt, result: moved.receipt.result! }, moved.blob, key)).toContain(
+      'fails authentication',
+    );
+    const envelope = JSON.parse(Buffer.from(s.blob).toString('utf8')) as Record<string, string>;
+    const ct = Buffer.from(envelope.ct!, 'base64');
+    ct[0] = ct[0]! ^ 1;
+    const altered = Buffer.from(JSON.stringify({ ...envelope, ct: ct.toString('base64').replace(/=+$/, '') }));
+    const alteredResult = { ...(s.receipt.result as JsonObject), ref: { $link: cidForBlobBytes(altered) } };
+    expect(await unsealable({ ...s.receipt, result: alteredResult }, altered, key)).toContain('fails authentication');
   });
 });

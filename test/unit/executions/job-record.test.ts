@@ -14,6 +14,7 @@ import { JobRefusedError, ValidationError } from '../../../src/domain/errors.ts'
 import { RecordValidationError } from '../../../src/domain/at-run/record-violations.ts';
 import { CODE_RECORD_NSID } from '../../../src/domain/at-run/code-record.ts';
 import { DEFAULT_OPERATOR_POLICY } from '../../../src/domain/at-run/operator-policy.ts';
+import { encodeX25519DidKey, X25519PrivateKey } from '../../../src/domain/at-run/x25519-keys.ts';
 import {
   JOB_RECORD_NSID,
   assertJobRecord,
@@ -30,6 +31,7 @@ const OTHER_RUNNER = 'did:web:other-runner.example.com';
 const CODE_URI = `at://${AUTHOR}/${CODE_RECORD_NSID}/3lcode`;
 const ALIAS_URI = `at://${AUTHOR}/dev.mainasara.at-run.beta.v2.alias/latest`;
 const SECRETS_URI = `at://${CALLER}/dev.mainasara.at-run.beta.v2.secrets/3lsecrets`;
+const RESULT_KEY = X25519PrivateKey.generate().publicKey;
 const limits = { input: DEFAULT_OPERATOR_POLICY.input };
 
 let codeCid: string;
@@ -49,6 +51,7 @@ function job(over: Record<string, unknown> = {}): Record<string, unknown> {
     input: { n: 2, words: ['a', 'b'] },
     runner: RUNNER,
     secrets: { uri: SECRETS_URI, cid: secretsCid },
+    resultKey: RESULT_KEY,
     notAfter: '2026-12-01T12:00:00.000Z',
     createdAt: '2026-12-01T11:00:00.000Z',
     ...over,
@@ -86,6 +89,7 @@ describe('validating a job record', () => {
       handler: 'no spaces',
       runner: 'alice',
       secrets: { uri: CODE_URI, cid: codeCid, extra: 1 },
+      resultKey: 'did:plc:notakey',
       notAfter: 'tomorrow',
       createdAt: 12,
       colour: 'blue',
@@ -99,6 +103,7 @@ describe('validating a job record', () => {
       { code: 'JOB_RECORD_INVALID', path: 'runner' },
       { code: 'JOB_SECRETS_REF_INVALID', path: 'secrets.extra' },
       { code: 'JOB_SECRETS_REF_INVALID', path: 'secrets.uri' },
+      { code: 'JOB_RESULT_KEY_INVALID', path: 'resultKey' },
       { code: 'JOB_RECORD_INVALID', path: 'notAfter' },
       { code: 'JOB_RECORD_INVALID', path: 'createdAt' },
     ]);
@@ -123,6 +128,23 @@ describe('validating a job record', () => {
       { code: 'JOB_SECRETS_REF_INVALID', path: 'secrets.cid' },
     ]);
     expect(violationsOf(job({ secrets: 'at://x' }))).toEqual([{ code: 'JOB_SECRETS_REF_INVALID', path: 'secrets' }]);
+  });
+
+  it('holds a resultKey to a usable X25519 did:key, saying why another is not one', () => {
+    const ed25519 = 'did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK';
+    const lowOrder = encodeX25519DidKey(new Uint8Array(32));
+    for (const resultKey of [ed25519, lowOrder, `${RESULT_KEY}x`, 'did:plc:caller', 42, '', null])
+      expect(violationsOf(job({ resultKey })), String(resultKey)).toEqual([
+        { code: 'JOB_RESULT_KEY_INVALID', path: 'resultKey' },
+      ]);
+    const [low] = validateJobRecord(job({ resultKey: lowOrder }), limits).violations;
+    expect(low?.message).toBe(
+      `resultKey must be an X25519 public key as a did:key: ${lowOrder} is a low-order point, not a usable key`,
+    );
+    const [other] = validateJobRecord(job({ resultKey: ed25519 }), limits).violations;
+    expect(other?.message).toContain('is not an x25519-pub key');
+    expect(validateJobRecord(job({ resultKey: RESULT_KEY }), limits).record?.resultKey).toBe(RESULT_KEY);
+    expect(exitStatusOf('JOB_RESULT_KEY_INVALID')).toBe(2);
   });
 
   it("holds the input to the operator policy's input limits, with the codes an execution's input gets", () => {

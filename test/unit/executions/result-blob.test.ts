@@ -1,5 +1,6 @@
 // A job's result goes back to the network: the exact JSON bytes outputSha256 hashes are uploaded as a blob the
-// receipt references. Only for a job that succeeded; a failed upload is the outcome's receiptError, never its end.
+// receipt references, sealed to the job's resultKey when it names one. Only for a job that succeeded; a failed seal
+// or upload is the outcome's receiptError, never its end.
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import {
@@ -11,6 +12,8 @@ import {
   type Publisher,
 } from '../../../src/adapters/atproto/index.ts';
 import type { Parts } from '../../../src/config/parts.ts';
+import { openResult, SEALED_RESULT_MIME_TYPE } from '../../../src/domain/at-run/sealed-result.ts';
+import { encodeX25519DidKey, X25519PrivateKey } from '../../../src/domain/at-run/x25519-keys.ts';
 import type { ExecutionRequest, Resolved } from '../../../src/domain/execution-events.ts';
 import { outcomeEvent, type OutcomeEvent } from '../../../src/supervisor/executions/execution-outcomes.ts';
 import { writeReceiptFor } from '../../../src/supervisor/executions/execution-receipts.ts';
@@ -128,5 +131,48 @@ describe('the result of a job on the network', () => {
       code: 'PDS_UNREACHABLE',
       message: 'the result blob: the PDS did not answer',
     });
+  });
+
+  it("seals the result to the job's resultKey: the blob holds no plaintext, outputSha256 hashes what it opens to", async () => {
+    const key = X25519PrivateKey.generate();
+    const sealedJob = { ...request, job: { ...JOB, resultKey: key.publicKey } };
+    const { publisher, uploads, records } = fakePublisher();
+    const event = succeeded({ greeting: 'Hello, Ada!', token: 'only-for-the-caller' });
+    await writeReceiptFor(publisher, parts, event, sealedJob, resolved, times);
+    expect(uploads).toHaveLength(1);
+    const { bytes, mimeType } = uploads[0]!;
+    expect(mimeType).toBe(SEALED_RESULT_MIME_TYPE);
+    for (const needle of ['only-for-the-caller', 'Hello', 'greeting'])
+      expect(Buffer.from(bytes).includes(needle), needle).toBe(false);
+    const plaintext = openResult(bytes, key, JOB);
+    expect(Buffer.from(plaintext).toString('utf8')).toBe('{"greeting":"Hello, Ada!","token":"only-for-the-caller"}');
+    const outputSha256 = createHash('sha256').update(plaintext).digest('hex');
+    expect(event.data.outputHash).toBe(outputSha256);
+    expect(records[0]).toMatchObject({
+      outputSha256,
+      result: { $type: 'blob', ref: { $link: cidForBlobBytes(bytes) }, mimeType: SEALED_RESULT_MIME_TYPE },
+      job: JOB,
+    });
+    expect(JSON.stringify(records[0])).not.toContain('only-for-the-caller');
+    expect(event.data.receiptError).toBeUndefined();
+  });
+
+  it('uploads nothing in clear when the result cannot be sealed: the receipt has no result, the error says why', async () => {
+    const lowOrder = encodeX25519DidKey(new Uint8Array(32));
+    const { publisher, uploads, records } = fakePublisher();
+    const event = succeeded({ greeting: 'Hello, Ada!' });
+    await writeReceiptFor(
+      publisher,
+      parts,
+      event,
+      { ...request, job: { ...JOB, resultKey: lowOrder } },
+      resolved,
+      times,
+    );
+    expect(uploads).toEqual([]);
+    expect(records).toHaveLength(1);
+    expect(records[0]).not.toHaveProperty('result');
+    expect(event.data.receiptError).toMatchObject({ code: 'ENCRYPTION_KEY_INVALID' });
+    expect(event.data.receiptError?.message).toContain('the result blob: ');
   });
 });

@@ -7,6 +7,7 @@ import { AtprotoError, cidForRecordJson } from '../../../src/adapters/atproto/in
 import { jobExecutionId } from '../../../src/adapters/ids.ts';
 import { JobRate } from '../../../src/domain/at-run/job-rate.ts';
 import { DEFAULT_OPERATOR_POLICY, type OperatorPolicy } from '../../../src/domain/at-run/operator-policy.ts';
+import { X25519PrivateKey } from '../../../src/domain/at-run/x25519-keys.ts';
 import type { ExecutionRequest, Refusal } from '../../../src/domain/execution-events.ts';
 import { JobIntake, type JobIntakeDeps } from '../../../src/supervisor/jobs/job-intake.ts';
 
@@ -162,6 +163,29 @@ describe('the job intake', () => {
       cid: cidOf(10),
       secrets: { uri: secrets.uri, cid: secrets.cid },
     });
+    await intake.close();
+  });
+
+  it("copies the job's resultKey into its request, so the receipt seals the result to it", async () => {
+    const resultKey = X25519PrivateKey.generate().publicKey;
+    const h = harness({ messages: [commit(1, ['3kkey'])], records: { '3kkey': jobRecord({ resultKey }) } });
+    const intake = new JobIntake(h.deps);
+    await intake.start();
+    await settle();
+    expect(h.recorded[0]?.request.job).toEqual({ uri: `at://${ALICE}/${JOB}/3kkey`, cid: cidOf(10), resultKey });
+    await intake.close();
+  });
+
+  it('refuses a job whose resultKey is not an X25519 did:key, with JOB_RESULT_KEY_INVALID', async () => {
+    const h = harness({
+      messages: [commit(1, ['3kbad'])],
+      records: { '3kbad': jobRecord({ resultKey: 'did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK' }) },
+    });
+    const intake = new JobIntake(h.deps);
+    await intake.start();
+    await settle();
+    expect(h.recorded[0]?.refused).toMatchObject({ code: 'JOB_RESULT_KEY_INVALID' });
+    expect(intake.counters).toMatchObject({ taken: 0, refused: 1 });
     await intake.close();
   });
 
