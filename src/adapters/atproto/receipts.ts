@@ -50,7 +50,7 @@ export interface ExecutionReceipt {
   outputSha256?: string;
   /**
    * Those result bytes as a blob in the runner's repo, for a job's caller to read: application/json, or, when the
-   * job named a resultKey, sealed to it (SEALED_RESULT_MIME_TYPE, an envelope whose plaintext outputSha256 hashes).
+   * job named a resultKey, sealed to it (SEALED_RESULT_MIME_TYPE, an envelope: outputSha256 then hashes the envelope, not its plaintext).
    */
   result?: BlobRef;
   outcome: ExecutionOutcome;

@@ -14,7 +14,8 @@
 // epk ‖ recipientPub, info = HKDF_INFO), 32 bytes (x25519-seal.ts, the box sealed secrets use, with its own info).
 // The associated data is length-prefixed (4-byte big-endian length before each UTF-8 field): AAD_LABEL, alg, the
 // job's URI, the job's CID, recipientKey; so an envelope moved to another job's receipt does not open. The receipt's
-// outputSha256 stays the hash of the plaintext, for the caller to check after opening. Pure: no IO.
+// outputSha256 is the hash of the envelope, never of the plaintext (a public hash confirms a guessed result); the
+// AEAD tag proves the plaintext to the key's holder. Pure: no IO.
 
 import { EncryptionKeyInvalidError, ResultUnsealableError } from './secrets-errors.ts';
 import { X25519_KEY_BYTES, decodeX25519DidKey, type X25519PrivateKey } from './x25519-keys.ts';

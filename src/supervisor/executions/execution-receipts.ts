@@ -23,19 +23,27 @@ const sha256Bytes = (b: Uint8Array): string => createHash('sha256').update(b).di
  * A job's result, uploaded as a blob the receipt references: exactly the bytes outputSha256 hashes (the JSON text
  * outcomeEvent hashed), so the caller can check one against the other. When the job names a resultKey those bytes
  * are sealed to it (sealed-result.ts) and only the envelope is uploaded: the result never reaches the PDS in clear,
- * and outputSha256 still hashes the plaintext, for the caller to check once it has opened the envelope. Only for a
+ * and the receipt's outputSha256 hashes the envelope, not the plaintext. A public hash of the plaintext would let
+ * anyone confirm a guessable result (yes or no, a small number) by hashing guesses; the envelope's AEAD tag already
+ * proves the plaintext to the key's holder. Only for a
  * job that succeeded: a local caller has its result from the log. The bytes are bounded already by the frame and
  * stdout limits they came under. A failed seal or upload is the outcome's receiptError; the receipt is still
  * written, without a result, so the caller is answered.
  */
-async function uploadResult(publisher: Publisher, event: OutcomeEvent, request: ExecutionRequest) {
+async function uploadResult(
+  publisher: Publisher,
+  event: OutcomeEvent,
+  request: ExecutionRequest,
+): Promise<{ ref: BlobRef; sha256: string } | undefined> {
   const job = request.job;
   if (!job || event.type !== 'execution.succeeded' || !event.data.outputHash) return undefined;
   const bytes = Buffer.from(JSON.stringify(event.data.output ?? null), 'utf8');
   if (sha256Bytes(bytes) !== event.data.outputHash) return undefined;
   try {
-    if (job.resultKey === undefined) return await publisher.uploadBlob(bytes, 'application/json');
-    return await publisher.uploadBlob(sealResult(bytes, job.resultKey, job), SEALED_RESULT_MIME_TYPE);
+    if (job.resultKey === undefined)
+      return { ref: await publisher.uploadBlob(bytes, 'application/json'), sha256: event.data.outputHash };
+    const sealed = sealResult(bytes, job.resultKey, job);
+    return { ref: await publisher.uploadBlob(sealed, SEALED_RESULT_MIME_TYPE), sha256: sha256Bytes(sealed) };
   } catch (err) {
     event.data.receiptError = {
       code: (err as RunlogError).code ?? 'RECEIPT_FAILED',
@@ -56,7 +64,10 @@ export async function writeReceiptFor(
 ): Promise<void> {
   const d = event.data;
   const failed = event.type === 'execution.failed' ? event.data : null;
-  const result: BlobRef | undefined = await uploadResult(publisher, event, request);
+  const result = await uploadResult(publisher, event, request);
+  // The hash of the result blob's bytes when there is one (sealed: the envelope's), else of the output.
+  const outputSha256 =
+    event.type === 'execution.succeeded' ? (result?.sha256 ?? event.data.outputHash ?? undefined) : undefined;
   try {
     const ref = await writeExecutionReceipt(publisher, {
       executionId: request.executionId,
@@ -77,8 +88,8 @@ export async function writeReceiptFor(
         network: 'none',
       },
       inputSha256: d.inputHash ?? sha256('null'),
-      ...(event.type === 'execution.succeeded' && event.data.outputHash ? { outputSha256: event.data.outputHash } : {}),
-      ...(result ? { result } : {}),
+      ...(outputSha256 ? { outputSha256 } : {}),
+      ...(result ? { result: result.ref } : {}),
       outcome: failed ? 'failed' : 'succeeded',
       ...(failed
         ? { failure: { kind: failed.reason, code: failed.code, message: String(failed.message ?? '').slice(0, 1000) } }

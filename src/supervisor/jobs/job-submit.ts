@@ -247,8 +247,10 @@ export async function checkAnswer(
     maxBytes: MAX_RESULT_BYTES,
     ...(opts.deadlineAt !== undefined ? { deadlineAt: opts.deadlineAt } : {}),
   });
+  // A sealed result's receipt hashes the envelope (a hash of the plaintext would be public): checked before it is
+  // opened, and the envelope's AEAD tag proves the plaintext.
+  const computed = sha256Hex(blob.bytes);
   const bytes = resultBytes(blob.bytes, sealed, job, { receipt: receipt.uri, blob: cid }, opts.resultKey);
-  const computed = sha256Hex(bytes);
   if (computed !== outputSha256)
     throw new RunlogError(
       'RESULT_HASH_MISMATCH',

@@ -162,7 +162,7 @@ describe('runlog job submit --wait', () => {
       receipt: StrongRef;
       result: { cid: string; size: number; sealed: boolean };
     };
-    // The round trip: the runner sealed it, the command opened it and checked it against outputSha256.
+    // The round trip: the runner sealed it, the command checked the envelope against outputSha256 and opened it.
     expect(answer.outcome).toBe('succeeded');
     expect(answer.output).toMatchObject({ greeting: 'Hello, Sealed Grace!', caller: alice.did });
     expect(answer.result.sealed).toBe(true);
@@ -182,10 +182,10 @@ describe('runlog job submit --wait', () => {
     const text = Buffer.from(blob.bytes).toString('utf8');
     for (const plaintext of ['Sealed Grace', 'greeting', alice.did]) expect(text).not.toContain(plaintext);
     expect(JSON.parse(text)).toMatchObject({ v: 1, alg: 'x25519-xchacha20poly1305', recipientKey: job.resultKey });
-    // outputSha256 hashes the plaintext (the output as the runner serialized it), not the envelope.
+    // outputSha256 hashes the envelope, never the plaintext: a public hash of a guessable result would give it away.
     expect(receipt.outputSha256).toBe(answer.outputSha256);
-    expect(sha256Hex(blob.bytes)).not.toBe(receipt.outputSha256);
-    expect(sha256Hex(JSON.stringify(answer.output))).toBe(receipt.outputSha256);
+    expect(sha256Hex(blob.bytes)).toBe(receipt.outputSha256);
+    expect(JSON.stringify(receipt)).not.toContain(sha256Hex(JSON.stringify(answer.output)));
     // Another key does not open it.
     expect(() => openResult(blob.bytes, X25519PrivateKey.generate(), { uri: answer.uri, cid: answer.cid })).toThrow(
       /sealed result cannot be opened/,

@@ -80,7 +80,7 @@ function receiptOf(answers: { uri: string; cid: string }, extra: Record<string, 
   ) as JsonObject;
 }
 
-/** A receipt whose result is `bytes` sealed to `resultKey` for the job `answers`; outputSha256 hashes the plaintext. */
+/** A receipt whose result is `bytes` sealed to `resultKey` for the job `answers`; outputSha256 hashes the envelope. */
 function sealedReceiptOf(answers: { uri: string; cid: string }, resultKey: string, bytes = resultBytes) {
   const blob = sealResult(bytes, resultKey, answers);
   const result = {
@@ -89,7 +89,7 @@ function sealedReceiptOf(answers: { uri: string; cid: string }, resultKey: strin
     mimeType: SEALED_RESULT_MIME_TYPE,
     size: blob.byteLength,
   };
-  return { blob, receipt: receiptOf(answers, { outputSha256: sha256Hex(bytes), result }) };
+  return { blob, receipt: receiptOf(answers, { outputSha256: sha256Hex(blob), result }) };
 }
 
 /** A reader on which the receipt appears after `missing` reads, and the blob store holds `blob` (by default the result). */
@@ -259,7 +259,7 @@ describe('job submit: writing the job and waiting for its answer', () => {
     expect(written[0]!.resultKey).toMatch(/^did:key:z6LS/);
     const out = JSON.parse(c.stdout()) as Record<string, unknown>;
     expect(out).toMatchObject({ outcome: 'succeeded', output: { greeting: 'Hello, Ada!' }, result: { sealed: true } });
-    expect(out.outputSha256).toBe(sha256Hex(resultBytes));
+    expect(out.outputSha256).toBe(sha256Hex(sealed!.blob));
     expect(reads.every((r) => r.mode === 'strict')).toBe(true);
     expect(reads[0]!.uri).toBe(`at://${RUNNER}/${AT_RUN_V2.execution}/${out.executionId as string}`);
   });
@@ -437,7 +437,7 @@ describe('awaitJobAnswer', () => {
     await expect(awaitJobAnswer(none.reader, job, t)).rejects.toMatchObject({ code: 'RESULT_MISSING' });
   });
 
-  it('opens a sealed result with the key given, and checks the plaintext against outputSha256', async () => {
+  it('opens a sealed result with the key given, after checking the envelope against outputSha256', async () => {
     const key = X25519PrivateKey.generate();
     const t = { runnerDid: RUNNER, timeoutMs: 60_000, ...clock() };
     const s = sealedReceiptOf(job, key.publicKey);
@@ -448,7 +448,15 @@ describe('awaitJobAnswer', () => {
       output: { greeting: 'Hello, Ada!' },
       result: { sealed: true },
     });
-    expect(answer.outcome === 'succeeded' && answer.outputSha256).toBe(sha256Hex(resultBytes));
+    expect(answer.outcome === 'succeeded' && answer.outputSha256).toBe(sha256Hex(s.blob));
+    // The hash of the plaintext is never public: a receipt carrying it is refused, as any other wrong hash.
+    const plainHash = fakeReader({
+      receipt: () => ({ ...s.receipt, outputSha256: sha256Hex(resultBytes) }),
+      blob: s.blob,
+    });
+    await expect(awaitJobAnswer(plainHash.reader, job, { ...t, resultKey: key })).rejects.toMatchObject({
+      code: 'RESULT_HASH_MISMATCH',
+    });
     const wrongHash = fakeReader({ receipt: () => ({ ...s.receipt, outputSha256: 'f'.repeat(64) }), blob: s.blob });
     await expect(awaitJobAnswer(wrongHash.reader, job, { ...t, resultKey: key })).rejects.toMatchObject({
       code: 'RESULT_HASH_MISMATCH',
