@@ -45,6 +45,7 @@ export const EGRESS_CONTROL_CODES = [
   'METHOD_NOT_ALLOWED',
   'PAYLOAD_TOO_LARGE',
   'INVALID_JSON',
+  'INTERNAL',
 ] as const;
 
 export type EgressControlCode = (typeof EGRESS_CONTROL_CODES)[number];
