@@ -50,6 +50,7 @@ const headerBytes = (first: string, pairs: readonly [string, string][]): number 
   Buffer.byteLength(first) + 2 + pairs.reduce((n, [k, v]) => n + Buffer.byteLength(k) + Buffer.byteLength(v) + 4, 2);
 
 function answerRefusal(res: ServerResponse, refused: Gate): void {
+  if (res.destroyed) return;
   if (res.headersSent) {
     res.destroy();
     return;
@@ -121,7 +122,14 @@ function forward(ctx: FlowContext, flow: Flow, req: IncomingMessage, res: Server
   upstream.on('response', (answer) => {
     const back = endToEndHeaders(answer.rawHeaders);
     if (!state.charge(flow, 'down', headerBytes(`HTTP/1.1 ${answer.statusCode}`, back))) return;
-    res.writeHead(answer.statusCode ?? 502, headerObject(back));
+    try {
+      res.writeHead(answer.statusCode ?? 502, headerObject(back));
+    } catch (err) {
+      // A header Node's client read but its server will not write: the answer cannot be relayed as it is.
+      state.end(flow, 'EGRESS_UPSTREAM_FAILED', `the answer's headers: ${(err as Error).message}`);
+      res.destroy();
+      return;
+    }
     answer.on('data', (chunk: Buffer) => {
       if (!state.charge(flow, 'down', chunk.length)) return;
       if (!res.write(chunk)) {

@@ -55,6 +55,12 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
+// A bug must not pass silently: say what it was, and exit (the container restarts; every grant fails closed).
+process.on('uncaughtException', (err: NodeJS.ErrnoException) => {
+  log('crashed', { message: err.message, code: err.code, stack: err.stack });
+  process.exit(1);
+});
+
 main().catch((err: unknown) => {
   log('failed', { message: (err as Error).message, code: (err as NodeJS.ErrnoException).code });
   process.exit(1);
