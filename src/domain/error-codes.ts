@@ -71,6 +71,10 @@ export const ERROR_CODES = {
   DEADLINE_INVALID: 'validation',
   DID_CACHE_CONFIG_INVALID: 'validation',
   DID_INVALID: 'validation',
+  /** A grant the egress proxy's control API cannot read (docs/decisions/0012). */
+  EGRESS_GRANT_INVALID: 'validation',
+  /** Sent to the egress proxy: not a CONNECT or an absolute-URI HTTP request it can read. */
+  EGRESS_REQUEST_INVALID: 'validation',
   ENCRYPTION_KEY_INVALID: 'validation',
   ENTRYPOINT_MISSING: 'validation',
   ENVELOPE_MISMATCH: 'validation',
@@ -97,6 +101,8 @@ export const ERROR_CODES = {
   LIMIT_INVALID: 'validation',
   MANIFEST_INVALID: 'validation',
   MANIFEST_MISSING: 'validation',
+  /** The hosts a code record names meet none of the policy's network destinations. */
+  NETWORK_GRANT_EMPTY: 'validation',
   NETWORK_NOT_ALLOWED: 'validation',
   NODE_INVALID: 'validation',
   NODE_WAIT_INVALID: 'validation',
@@ -154,6 +160,8 @@ export const ERROR_CODES = {
   WRONG_KIND: 'validation',
   // too-large
   BLOB_TOO_LARGE: 'too-large',
+  /** An execution's network bytes (both ways, all connections) are spent: the proxy cut or refused it. */
+  EGRESS_BYTES_EXCEEDED: 'too-large',
   ENVELOPE_TOO_LARGE: 'too-large',
   INPUT_TOO_LARGE: 'too-large',
   PAYLOAD_TOO_LARGE: 'too-large',
@@ -165,6 +173,8 @@ export const ERROR_CODES = {
   BLOB_NOT_FOUND: 'not-found',
   CONTAINER_NOT_FOUND: 'not-found',
   DOCKER_NOT_FOUND: 'not-found',
+  /** The egress proxy holds no grant under that key. */
+  EGRESS_GRANT_UNKNOWN: 'not-found',
   EXPORT_PATH_NOT_FOUND: 'not-found',
   IMAGE_NOT_FOUND: 'not-found',
   INSTANCE_UNKNOWN: 'not-found',
@@ -184,6 +194,8 @@ export const ERROR_CODES = {
   CONTAINER_ALREADY_STARTED: 'conflict',
   CONTAINER_NOT_STARTED: 'conflict',
   DOCKER_CONFLICT: 'conflict',
+  /** The egress proxy holds a grant under that key, or on that address, already. */
+  EGRESS_GRANT_EXISTS: 'conflict',
   FENCED: 'conflict',
   ILLEGAL_EVENT: 'conflict',
   INSTANCE_BUSY: 'conflict',
@@ -208,6 +220,14 @@ export const ERROR_CODES = {
   // unavailable
   DEV_ENV_MISSING: 'unavailable',
   DOCKER_UNAVAILABLE: 'unavailable',
+  /** An execution has as many connections open through the egress proxy as its grant allows. */
+  EGRESS_CONNECTIONS_EXCEEDED: 'unavailable',
+  /** The egress proxy could not listen on a grant's address (not one of its own yet). */
+  EGRESS_LISTEN_FAILED: 'unavailable',
+  /** A granted name the egress proxy's resolver did not resolve. */
+  EGRESS_RESOLVE_FAILED: 'unavailable',
+  /** The address the egress proxy checked did not accept its connection. */
+  EGRESS_UPSTREAM_FAILED: 'unavailable',
   EXECUTION_QUEUE_FULL: 'unavailable',
   FOLLOW_LOST: 'unavailable',
   HOST_CLOSED: 'unavailable',
@@ -229,6 +249,8 @@ export const ERROR_CODES = {
   // timeout
   DEADLINE_PASSED: 'timeout',
   DOCKER_TIMEOUT: 'timeout',
+  /** An execution's network time is over: the egress proxy cut or refused it. */
+  EGRESS_TIME_EXCEEDED: 'timeout',
   EXECUTION_QUEUE_TIMEOUT: 'timeout',
   HEALTH_TIMEOUT: 'timeout',
   JOB_EXPIRED: 'timeout',
@@ -243,6 +265,18 @@ export const ERROR_CODES = {
   // unauthorized / forbidden
   UNAUTHORIZED: 'unauthorized',
   DID_WEB_HOST_REFUSED: 'forbidden',
+  /** A granted name resolved into a forbidden range (loopback, private, link-local, metadata…) not in allowRanges. */
+  EGRESS_ADDRESS_FORBIDDEN: 'forbidden',
+  /** A destination written as an IP address: executions reach granted names only. */
+  EGRESS_DIRECT_IP: 'forbidden',
+  /** A DNS query to the egress proxy: sandboxes resolve nothing themselves. */
+  EGRESS_DNS_REFUSED: 'forbidden',
+  /** A name the execution's grant does not cover. */
+  EGRESS_HOST_NOT_GRANTED: 'forbidden',
+  /** A connection on an egress proxy address that holds no grant. */
+  EGRESS_NO_GRANT: 'forbidden',
+  /** A granted name on a port its grant does not list. */
+  EGRESS_PORT_NOT_GRANTED: 'forbidden',
   FORBIDDEN_HOST: 'forbidden',
   HOME_INSECURE: 'forbidden',
   PERMISSION_DENIED: 'forbidden',

@@ -65,6 +65,16 @@ export interface ExecutionReceipt {
   finishedAt: string;
 }
 
+/**
+ * The network a runner offers, as its record advertises it. The operator's allowRanges are not advertised: they
+ * name addresses inside the operator's own networks, which a public record has no business describing.
+ */
+export interface RunnerEgress {
+  /** Host names or `*.suffix` patterns, each with the ports executions may reach it on. */
+  destinations: { host: string; ports: number[] }[];
+  limits: { maxBytes: number; maxSeconds: number; maxConnections: number };
+}
+
 export interface RunnerPolicy {
   /** Worker protocol versions accepted (at-run V2: [1]). */
   protocolVersions: number[];
@@ -89,8 +99,11 @@ export interface RunnerPolicy {
     maxTimeoutMs: number;
     maxCodeBlobBytes: number;
     maxRuntimeArchiveBytes: number;
-    network: 'none';
+    /** "proxy": executions that ask for network reach `egress`'s destinations through the runner's egress proxy. */
+    network: 'none' | 'proxy';
   };
+  /** With network "proxy": where executions may connect, and each one's network limits. */
+  egress?: RunnerEgress;
   /** Runtime publisher DIDs accepted; absent means any. */
   publishers?: string[];
   /** OCI registries (host[:port]) images may be pulled from; absent means any. */
@@ -293,6 +306,30 @@ function encryptionKeyIssues(v: Issues, p: RunnerPolicy): void {
     v.add('encryptionKeys', 'must list encryptionKey without a retire date');
 }
 
+/** `egress` is there exactly when the network is "proxy", with at least one destination and every limit. */
+function egressIssues(v: Issues, p: RunnerPolicy): void {
+  const proxy = p.limits?.network === 'proxy';
+  if (p.egress === undefined) {
+    if (proxy) v.add('egress', 'is required when limits.network is "proxy"');
+    return;
+  }
+  if (!proxy) v.add('egress', 'must be absent unless limits.network is "proxy"');
+  const { destinations, limits } = p.egress;
+  if (!Array.isArray(destinations) || destinations.length === 0 || destinations.length > 256)
+    v.add('egress.destinations', 'must list 1 to 256 destinations');
+  else
+    destinations.forEach((d, i) => {
+      v.str(`egress.destinations[${i}].host`, d?.host, 255);
+      if (!Array.isArray(d?.ports) || d.ports.length === 0) v.add(`egress.destinations[${i}].ports`, 'must list ports');
+      else
+        d.ports.forEach((port, j) => {
+          if (!Number.isSafeInteger(port) || port < 1 || port > 65535)
+            v.add(`egress.destinations[${i}].ports[${j}]`, 'must be a port from 1 to 65535');
+        });
+    });
+  for (const k of ['maxBytes', 'maxSeconds', 'maxConnections'] as const) v.int(`egress.limits.${k}`, limits?.[k], 1);
+}
+
 /** Validates a runner policy and returns the runner record (atproto JSON, $type set). */
 export function buildRunnerRecord(p: RunnerPolicy, opts: { createdAt?: string } = {}): JsonObject {
   const v = new Issues();
@@ -327,8 +364,10 @@ export function buildRunnerRecord(p: RunnerPolicy, opts: { createdAt?: string } 
       'maxRuntimeArchiveBytes',
     ] as const)
       v.int(`limits.${k}`, p.limits[k], 1);
-    if (p.limits.network !== 'none') v.add('limits.network', 'must be "none"');
+    if (p.limits.network !== 'none' && p.limits.network !== 'proxy')
+      v.add('limits.network', 'must be "none" or "proxy"');
   }
+  egressIssues(v, p);
   (p.publishers ?? []).forEach((d, i) => v.did(`publishers[${i}]`, d));
   (p.registries ?? []).forEach((r, i) => v.str(`registries[${i}]`, r, 253));
   encryptionKeyIssues(v, p);
@@ -357,6 +396,14 @@ export function buildRunnerRecord(p: RunnerPolicy, opts: { createdAt?: string } 
       maxRuntimeArchiveBytes: p.limits.maxRuntimeArchiveBytes,
       network: p.limits.network,
     },
+    ...(p.egress
+      ? {
+          egress: {
+            destinations: p.egress.destinations.map((d) => ({ host: d.host, ports: [...d.ports] })),
+            limits: { ...p.egress.limits },
+          },
+        }
+      : {}),
     ...(p.publishers ? { publishers: [...p.publishers] } : {}),
     ...(p.registries ? { registries: [...p.registries] } : {}),
     ...(p.encryptionKey !== undefined ? { encryptionKey: p.encryptionKey } : {}),

@@ -10,9 +10,11 @@
 //   entrypoint     safe relative path inside the archive's single top-level directory
 //   additions?     digest-pinned OCI images (`repository@sha256:<64 hex>`) whose fixed /at-run/addition
 //                  directory is mounted read-only at /opt/at-run/additions/<index>
-//   requested?     { network?, memoryMb?, cpus?, pids?, timeoutMs? }: what the author asks for; the operator
-//                  policy decides (see policy-admission.ts effectiveLimits). All numbers are integers because
-//                  the atproto data model has no floats: `cpus` counts whole CPUs.
+//   requested?     { network?, hosts?, memoryMb?, cpus?, pids?, timeoutMs? }: what the author asks for; the
+//                  operator policy decides (see policy-admission.ts effectiveLimits). All numbers are integers
+//                  because the atproto data model has no floats: `cpus` counts whole CPUs. `hosts` (only with
+//                  `network: true`) names the hosts the code needs, `api.example.com` or `*.example.com`, each
+//                  optionally with `:port`: the grant is what both they and the policy's destinations cover
 //   handlers?      the exported handler names, when the author lists them: an execution of any other handler
 //                  is refused (HANDLER_NOT_FOUND) before anything is pulled, extracted or started
 //   description?   free text for humans
@@ -21,6 +23,7 @@
 // Cross-field equality (mimeType vs runtimeRecord.cid) cannot be expressed in Lexicon; it is enforced here.
 // Records are closed: unknown fields are refused. Every violation is collected.
 
+import { hostPatternIssue, splitHostPort } from './egress-host.ts';
 import { canonicalRelativePath } from './safe-path.ts';
 import { digestReferenceIssues } from './oci-reference.ts';
 import { DAG_CBOR_CODEC, RAW_CODEC, blobRefLink, cidIssues, isDatetime, parseRecordUriOf } from './record-syntax.ts';
@@ -42,6 +45,8 @@ export const CODE_LIMITS = Object.freeze({
   descriptionLength: 3000,
   nameLength: 64,
   /** Upper bounds on what a record may even ask for; the operator policy's ceilings are usually lower. */
+  /** Hosts a record may name in requested.hosts. */
+  hosts: 32,
   memoryMb: 1024 * 1024,
   cpus: 1024,
   pids: 1_000_000,
@@ -63,6 +68,8 @@ export interface StrongRef {
 
 export interface RequestedLimits {
   network?: boolean;
+  /** The hosts (or `*.suffix` patterns), each optionally `:port`, the code connects to; needs `network: true`. */
+  hosts?: string[];
   memoryMb?: number;
   cpus?: number;
   pids?: number;
@@ -100,6 +107,27 @@ const REQUESTED_INTEGERS = [
   ['timeoutMs', 1, CODE_LIMITS.timeoutMs],
 ] as const;
 
+/** `requested.hosts`: distinct `host[:port]` entries (a host or `*.suffix` pattern, lower case), with network. */
+function checkHosts(list: ViolationList, hosts: unknown, network: boolean): void {
+  if (hosts === undefined) return;
+  if (!network) list.add('CODE_REQUESTED_INVALID', 'requested.hosts', 'hosts needs network: true');
+  if (!Array.isArray(hosts) || hosts.length === 0 || hosts.length > CODE_LIMITS.hosts) {
+    list.add(
+      'CODE_REQUESTED_INVALID',
+      'requested.hosts',
+      `hosts must be a non-empty array of at most ${CODE_LIMITS.hosts} host[:port] entries`,
+    );
+    return;
+  }
+  hosts.forEach((h, i) => {
+    const parts = typeof h === 'string' ? splitHostPort(h) : null;
+    const issue = parts ? hostPatternIssue(parts.host) : 'must be host or host:port with a port from 1 to 65535';
+    if (issue) list.add('CODE_REQUESTED_INVALID', join('requested.hosts', i), `${JSON.stringify(h)} ${issue}`);
+    else if (hosts.indexOf(h) !== i)
+      list.add('CODE_REQUESTED_INVALID', join('requested.hosts', i), `${JSON.stringify(h)} is listed twice`);
+  });
+}
+
 function checkRequested(list: ViolationList, requested: unknown): void {
   if (requested === undefined) return;
   if (!isPlainObject(requested)) {
@@ -108,10 +136,12 @@ function checkRequested(list: ViolationList, requested: unknown): void {
   }
   unknownKeys(list, 'CODE_REQUESTED_INVALID', 'requested', requested, [
     'network',
+    'hosts',
     ...REQUESTED_INTEGERS.map(([k]) => k),
   ]);
   if (requested.network !== undefined && typeof requested.network !== 'boolean')
     list.add('CODE_REQUESTED_INVALID', 'requested.network', 'network must be a boolean');
+  checkHosts(list, requested.hosts, requested.network === true);
   for (const [key, min, max] of REQUESTED_INTEGERS) {
     const v = requested[key];
     if (v === undefined) continue;

@@ -28,6 +28,8 @@
 //                                                    runner's DID), how many jobs one repo may submit per minute
 //                                                    (JOB_RATE_LIMITED beyond it, job-rate.ts), and how many taken
 //                                                    jobs may wait to run
+//   "network": { destinations, allowRanges, limits }  where executions that ask for network may connect, through
+//                                                    the egress proxy (egress-policy.ts); none by default
 // }
 //
 // Allow-lists fail closed: an EMPTY list allows nothing, and "*" must be written to allow everything. The
@@ -35,8 +37,9 @@
 // their bytes are digest-pinned, archive-validated, never started, and only ever read inside the hardened
 // sandbox) but only the local registry, so the supply-chain gate is the registry list. Fields omitted from
 // the file take the default values below; unknown fields are errors (a typo in a security setting must not
-// be silently ignored). Network access cannot be granted: there is no enforcing egress proxy yet, so a code
-// record requesting network fails closed with NETWORK_NOT_ALLOWED.
+// be silently ignored). Network access is granted only to the destinations `network` lists, and only through the
+// enforcing egress proxy (docs/decisions/0012): with none listed (the default) a code record requesting network
+// fails closed with NETWORK_NOT_ALLOWED.
 //
 // Pre-starting runs a runtime's launcher before any request: whatever the launcher loads (a runtime author can
 // point it at a file in the code, `--import=<file>`) runs while the sandbox waits, charged to no execution. So
@@ -50,6 +53,8 @@
 import { ValidationError } from '../errors.ts';
 import { MAX_JSON_DEPTH } from '../json-input.ts';
 import { DEFAULT_ARCHIVE_LIMITS, archiveLimitsIssues, type ArchiveLimits } from './archive-limits.ts';
+import { DEFAULT_NETWORK_POLICY, parseNetworkPolicy, type NetworkPolicy } from './egress-policy.ts';
+import type { NetworkGrant } from './egress-grant.ts';
 import { isDid } from './record-syntax.ts';
 import { SUPPORTED_PROTOCOL_VERSIONS, type OciPlatform } from './runtime-record.ts';
 
@@ -100,6 +105,8 @@ export interface OperatorPolicy {
   executions: ExecutionConcurrency;
   /** Job records taken from the network (job-record.ts jobAdmission, job-rate.ts). */
   jobs: JobIntakePolicy;
+  /** Where executions that ask for network may connect through the egress proxy, and their limits (egress-policy.ts). */
+  network: NetworkPolicy;
 }
 
 /** Which job records this runner takes from the network, and how fast and how many. */
@@ -141,7 +148,8 @@ export interface PrestartPolicy {
 
 /** What an execution gets: requested values within the ceilings, plus the non-requestable limits. */
 export interface EffectiveLimits extends ResourceCeilings {
-  network: false;
+  /** The destinations, ranges and limits the egress proxy enforces for it (egress-grant.ts), or false: no network. */
+  network: false | NetworkGrant;
 }
 
 export const WILDCARD = '*';
@@ -174,6 +182,11 @@ export const DEFAULT_OPERATOR_POLICY: Readonly<OperatorPolicy> = deepFreeze({
   prestart: { perCode: 1, total: 8, maxMemoryMb: 2048, idleMs: 60_000, idleCpuMs: 1000, publishers: [] },
   executions: { maxRunning: 8, maxQueued: 256 },
   jobs: { acceptUnaddressed: false, perRepoPerMinute: 60, maxQueued: 1000 },
+  network: {
+    destinations: [],
+    allowRanges: [],
+    limits: { ...DEFAULT_NETWORK_POLICY.limits },
+  },
 });
 
 function deepFreeze<T>(o: T): T {
@@ -198,6 +211,7 @@ const TOP_KEYS = [
   'prestart',
   'executions',
   'jobs',
+  'network',
 ] as const;
 const PRESTART_KEYS = ['perCode', 'total', 'maxMemoryMb', 'idleMs', 'idleCpuMs'] as const;
 const PRESTART_SETTINGS = [...PRESTART_KEYS, 'publishers'] as const;
@@ -506,6 +520,7 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
   const executions =
     value.executions === undefined ? { ...d.executions } : parseExecutions(issues, value.executions, d.executions);
   const jobs = value.jobs === undefined ? { ...d.jobs } : parseJobs(issues, value.jobs, d.jobs);
+  const network = parseNetworkPolicy(issues, value.network === undefined ? d.network : value.network, d.network);
 
   if (issues.length > 0 || !publishers || !registries) {
     throw new ValidationError(
@@ -528,5 +543,6 @@ export function parseOperatorPolicy(json: unknown): OperatorPolicy {
     prestart,
     executions,
     jobs,
+    network,
   });
 }

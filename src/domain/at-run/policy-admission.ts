@@ -3,8 +3,10 @@
 //
 // The policy is parsed once (operator-policy.ts); these checks run for every execution, so each one lists every
 // refusal at once (admitCode, admitRuntime) with the codes a caller can act on, and the limits are computed
-// here, where the clamp and reject modes and the fail-closed network rule are applied.
+// here, where the clamp and reject modes and the network grant (egress-grant.ts: the policy's destinations met with
+// the hosts the record names, or no network at all) are applied.
 import { ValidationError } from '../errors.ts';
+import { grantNetwork } from './egress-grant.ts';
 import { parseDigestReference, effectiveRegistry, type DigestReference } from './oci-reference.ts';
 import { isDid } from './record-syntax.ts';
 import type { OciPlatform, RuntimePlatform, RuntimeRecord } from './runtime-record.ts';
@@ -26,29 +28,37 @@ const REQUESTABLE = [
 ] as const;
 
 /**
+ * What network an execution gets: false unless it asks, else the grant. Throws `NETWORK_NOT_ALLOWED` when the
+ * policy lists no destinations, `NETWORK_GRANT_EMPTY` when the hosts it names meet none of them, and
+ * `LIMIT_INVALID` for a malformed request.
+ */
+function networkGrant(policy: OperatorPolicy, requested: RequestedLimits): EffectiveLimits['network'] {
+  if (requested.network !== undefined && typeof requested.network !== 'boolean')
+    throw new ValidationError('LIMIT_INVALID', 'requested.network must be a boolean', ['network is not a boolean']);
+  if (requested.hosts !== undefined && requested.network !== true)
+    throw new ValidationError('LIMIT_INVALID', 'requested.hosts needs network: true', ['hosts without network']);
+  if (requested.network !== true) return false;
+  const outcome = grantNetwork(policy.network, requested.hosts);
+  if (!outcome.ok) throw new ValidationError(outcome.code, outcome.message, outcome.issues);
+  return outcome.grant;
+}
+
+/**
  * The limits an execution runs with. Each requestable limit is the request, or the policy default when
  * absent; a value above its ceiling is lowered to the ceiling and named in `clamped` (clamp mode), or the
  * whole request is refused with `LIMIT_EXCEEDS_POLICY` listing every excess (reject mode). A request for
- * network throws `NETWORK_NOT_ALLOWED` in both modes. A malformed request throws `LIMIT_INVALID`.
+ * network gets its grant (networkGrant: NETWORK_NOT_ALLOWED or NETWORK_GRANT_EMPTY when there is none) in both
+ * modes. A malformed request throws `LIMIT_INVALID`.
  */
 export function effectiveLimits(
   policy: OperatorPolicy,
   requested: RequestedLimits = {},
 ): { limits: EffectiveLimits; clamped: string[] } {
-  if (requested.network !== undefined && requested.network !== false) {
-    if (requested.network === true) {
-      throw new ValidationError(
-        'NETWORK_NOT_ALLOWED',
-        'the code record requests network access; this runner has no enforcing egress proxy, so network access is refused',
-        ['network: true was requested'],
-      );
-    }
-    throw new ValidationError('LIMIT_INVALID', 'requested.network must be a boolean', ['network is not a boolean']);
-  }
+  const network = networkGrant(policy, requested);
   const invalid: string[] = [];
   const excess: string[] = [];
   const clamped: string[] = [];
-  const limits: EffectiveLimits = { ...policy.ceilings, network: false };
+  const limits: EffectiveLimits = { ...policy.ceilings, network };
   for (const [key, integer] of REQUESTABLE) {
     const asked = requested[key];
     if (asked !== undefined && !positiveNumber(asked, integer)) {
@@ -147,8 +157,8 @@ function collect(violations: RecordViolation[], path: string, fn: () => void): v
  * Everything this runner's policy says about a (validated) code record, checked at once: the runtime's
  * publisher, each addition's registry, the blob size against the archive limit, and the requested limits.
  * Returns the effective limits; throws RecordValidationError listing every refusal (PUBLISHER_NOT_ALLOWED,
- * REGISTRY_NOT_ALLOWED, RUNTIME_IMAGE_NOT_DIGEST, BLOB_TOO_LARGE, NETWORK_NOT_ALLOWED, LIMIT_EXCEEDS_POLICY,
- * LIMIT_INVALID).
+ * REGISTRY_NOT_ALLOWED, RUNTIME_IMAGE_NOT_DIGEST, BLOB_TOO_LARGE, NETWORK_NOT_ALLOWED, NETWORK_GRANT_EMPTY,
+ * LIMIT_EXCEEDS_POLICY, LIMIT_INVALID).
  */
 export function admitCode(policy: OperatorPolicy, code: CodeRecord): { limits: EffectiveLimits; clamped: string[] } {
   const violations: RecordViolation[] = [];

@@ -108,7 +108,8 @@ export async function writeReceiptFor(
 
 /**
  * Advertises this runner's policy in its own repo (dev.mainasara.at-run.beta.v2.runner, rkey "self"), with its key
- * ring's current public key and the older keys it still opens secrets with (`keys`, the ring's list).
+ * ring's current public key and the older keys it still opens secrets with (`keys`, the ring's list), and the network
+ * destinations and limits its egress proxy enforces when the policy lists any (not its allowRanges: RunnerEgress).
  */
 export async function putRunnerRecordFor(
   publisher: Publisher,
@@ -134,8 +135,20 @@ export async function putRunnerRecordFor(
       maxTimeoutMs: p.ceilings.timeoutMs,
       maxCodeBlobBytes: p.archive.maxArchiveBytes,
       maxRuntimeArchiveBytes: p.archive.maxArchiveBytes,
-      network: 'none',
+      network: p.network.destinations.length > 0 ? 'proxy' : 'none',
     },
+    ...(p.network.destinations.length > 0
+      ? {
+          egress: {
+            destinations: p.network.destinations.map((d) => ({ host: d.host, ports: [...d.ports] })),
+            limits: {
+              maxBytes: p.network.limits.bytes,
+              maxSeconds: p.network.limits.seconds,
+              maxConnections: p.network.limits.connections,
+            },
+          },
+        }
+      : {}),
     ...(p.publishers.includes('*') ? {} : { publishers: [...p.publishers] }),
     ...(p.registries.includes('*') ? {} : { registries: [...p.registries] }),
     ...(current

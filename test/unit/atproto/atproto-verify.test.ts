@@ -439,6 +439,38 @@ describe('receipts and runner records', () => {
     expect(rec).toMatchObject({ $type: AT_RUN_V2.runner, protocolVersions: [1], sandboxImage: policy.sandboxImage });
   });
 
+  it('advertises the egress destinations and limits exactly when the network is "proxy"', () => {
+    const egress = {
+      destinations: [{ host: '*.example.com', ports: [443] }],
+      limits: { maxBytes: 1000, maxSeconds: 60, maxConnections: 8 },
+    };
+    const rec = buildRunnerRecord({ ...policy, limits: { ...policy.limits, network: 'proxy' }, egress });
+    expect(rec).toMatchObject({ limits: { network: 'proxy' }, egress });
+    const issues = (p: RunnerPolicy) => {
+      try {
+        buildRunnerRecord(p);
+      } catch (err) {
+        return (err as ValidationError).issues;
+      }
+      return [];
+    };
+    expect(issues({ ...policy, limits: { ...policy.limits, network: 'proxy' } })).toEqual([
+      'egress: is required when limits.network is "proxy"',
+    ]);
+    expect(issues({ ...policy, egress })).toEqual(['egress: must be absent unless limits.network is "proxy"']);
+    expect(
+      issues({
+        ...policy,
+        limits: { ...policy.limits, network: 'proxy' },
+        egress: { destinations: [{ host: '', ports: [0] }], limits: { ...egress.limits, maxBytes: 0 } },
+      }),
+    ).toEqual([
+      'egress.destinations[0].host: must be a non-empty string of at most 255 characters',
+      'egress.destinations[0].ports[0]: must be a port from 1 to 65535',
+      'egress.limits.maxBytes: must be an integer ≥ 1',
+    ]);
+  });
+
   it('carries the encryption keys of a runner record, and refuses keys that are not X25519 did:keys', () => {
     const current = X25519PrivateKey.generate().publicKey;
     const old = X25519PrivateKey.generate().publicKey;
@@ -514,6 +546,17 @@ describe('lexicons', () => {
     });
     lexicons.assertValidRecord(AT_RUN_V2.execution, { ...buildExecutionRecord(receipt), result: sealed });
     lexicons.assertValidRecord(AT_RUN_V2.runner, buildRunnerRecord(policy));
+    lexicons.assertValidRecord(
+      AT_RUN_V2.runner,
+      buildRunnerRecord({
+        ...policy,
+        limits: { ...policy.limits, network: 'proxy' },
+        egress: {
+          destinations: [{ host: 'api.example.com', ports: [443, 8443] }],
+          limits: { maxBytes: 1000, maxSeconds: 60, maxConnections: 8 },
+        },
+      }),
+    );
     const key = X25519PrivateKey.generate().publicKey;
     lexicons.assertValidRecord(
       AT_RUN_V2.runner,

@@ -187,8 +187,33 @@ describe('each rule has its own code', () => {
     ]) {
       expect(codes(code({ requested })), JSON.stringify(requested)).toEqual(['CODE_REQUESTED_INVALID']);
     }
-    // Asking for network is a valid record; the operator policy refuses it (NETWORK_NOT_ALLOWED).
+    // Asking for network is a valid record; the operator policy decides (NETWORK_NOT_ALLOWED without destinations).
     expect(codes(code({ requested: { network: true } }))).toEqual([]);
+  });
+
+  it('CODE_REQUESTED_INVALID: hosts are distinct host[:port] names or patterns, with network: true', () => {
+    const hosts = ['api.example.com', 'api.example.com:8443', '*.example.org', '*.example.org:443', 'a'];
+    expect(codes(code({ requested: { network: true, hosts } }))).toEqual([]);
+    for (const requested of [
+      { hosts: ['api.example.com'] },
+      { network: false, hosts: ['api.example.com'] },
+      { network: true, hosts: [] },
+      { network: true, hosts: 'api.example.com' },
+      { network: true, hosts: Array.from({ length: 33 }, (_, i) => `h${i}.example.com`) },
+      { network: true, hosts: ['api.example.com', 'api.example.com'] },
+      { network: true, hosts: ['API.example.com'] },
+      { network: true, hosts: ['api.example.com:0'] },
+      { network: true, hosts: ['api.example.com:65536'] },
+      { network: true, hosts: ['127.0.0.1'] },
+      { network: true, hosts: ['[::1]:443'] },
+      { network: true, hosts: ['*.com'] },
+      { network: true, hosts: ['*'] },
+      { network: true, hosts: [42] },
+    ]) {
+      expect(codes(code({ requested })), JSON.stringify(requested)).toEqual(['CODE_REQUESTED_INVALID']);
+    }
+    const check = validateCodeRecord(code({ requested: { network: true, hosts: ['ok.example.com', 'bad_host'] } }));
+    expect(check.violations.map((v) => v.path)).toEqual(['requested.hosts[1]']);
   });
 
   it('CODE_RECORD_INVALID: shape, $type, runtime name, createdAt, unknown fields', () => {
@@ -265,7 +290,10 @@ describe('the Lexicon matches the type', () => {
         .filter((k) => k !== '$type')
         .sort(),
     ).toEqual(Object.keys(doc.defs.main.record.properties).sort());
-    expect(Object.keys(value.requested!).sort()).toEqual(Object.keys(doc.defs.requested.properties).sort());
+    const requested = { ...value.requested!, network: true, hosts: ['api.example.com', '*.example.org:443'] };
+    lex.assertValidRecord(CODE_RECORD_NSID, jsonToLex(JSON.parse(JSON.stringify(code({ requested })))));
+    expect(validateCodeRecord(code({ requested })).ok).toBe(true);
+    expect(Object.keys(requested).sort()).toEqual(Object.keys(doc.defs.requested.properties).sort());
   });
 
   it('requires what our validator requires, and refuses fractional CPUs as we do', () => {

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type { JsonObject, Publisher } from '../../../src/adapters/atproto/index.ts';
 import { openRunnerKeyRing } from '../../../src/adapters/files/runner-keys.ts';
 import type { Parts } from '../../../src/config/parts.ts';
-import { DEFAULT_OPERATOR_POLICY } from '../../../src/domain/at-run/operator-policy.ts';
+import { DEFAULT_OPERATOR_POLICY, parseOperatorPolicy } from '../../../src/domain/at-run/operator-policy.ts';
 import { putRunnerRecordFor } from '../../../src/supervisor/executions/execution-receipts.ts';
 import { openEntries, sealEntries, SECRETS_NSID } from '../../../src/domain/at-run/sealed-secrets.ts';
 import { RunlogError } from '../../../src/domain/errors.ts';
@@ -182,5 +182,28 @@ describe("the runner record's keys", () => {
     expect(JSON.stringify(written.at(-1))).not.toMatch(/privateKey/);
     await putRunnerRecordFor(publisher, parts, DEFAULT_OPERATOR_POLICY, platform);
     expect(written.at(-1)).not.toHaveProperty('encryptionKey');
+  });
+
+  it('advertise the network destinations and limits of the policy, never its allowRanges', async () => {
+    const platform = { os: 'linux', architecture: 'amd64' };
+    await putRunnerRecordFor(publisher, parts, DEFAULT_OPERATOR_POLICY, platform);
+    expect(written.at(-1)).toMatchObject({ limits: { network: 'none' } });
+    expect(written.at(-1)).not.toHaveProperty('egress');
+    const policy = parseOperatorPolicy({
+      network: {
+        destinations: [{ host: 'api.example.com', ports: [443] }],
+        allowRanges: ['10.1.2.0/24'],
+        limits: { bytes: 1000, seconds: 30, connections: 2 },
+      },
+    });
+    await putRunnerRecordFor(publisher, parts, policy, platform);
+    expect(written.at(-1)).toMatchObject({
+      limits: { network: 'proxy' },
+      egress: {
+        destinations: [{ host: 'api.example.com', ports: [443] }],
+        limits: { maxBytes: 1000, maxSeconds: 30, maxConnections: 2 },
+      },
+    });
+    expect(JSON.stringify(written.at(-1))).not.toContain('10.1.2.0');
   });
 });
