@@ -68,6 +68,20 @@ export interface ContainerInfo {
 export interface NetworkInfo {
   name: string;
   driver: string;
+  labels: Record<string, string>;
+  /** No route out of it (Docker's `--internal`). */
+  internal: boolean;
+}
+
+/** How a bridge network is made: the defaults are Docker's own (a route out, the host reachable on its gateway). */
+export interface NetworkOptions {
+  /** No route out (Docker's `--internal`). */
+  internal?: boolean;
+  /**
+   * The host's bridge gets no IPv4 address, so a container on it cannot reach the host's own services through the
+   * gateway (an internal network alone still lets it: the host listens on the bridge's address).
+   */
+  noHostAddress?: boolean;
 }
 
 export interface ContainerSummary {
@@ -137,6 +151,9 @@ export interface ContainerCreateBody {
     Ulimits?: { Name: string; Soft: number; Hard: number }[];
     LogConfig?: { Type: string; Config?: Record<string, string> };
     Runtime?: string;
+    /** The resolvers written to the container's resolv.conf (Docker's embedded DNS forwards to them). */
+    Dns?: string[];
+    Sysctls?: Record<string, string>;
   };
   NetworkingConfig?: { EndpointsConfig: Record<string, { Aliases?: string[] }> };
 }
@@ -217,7 +234,15 @@ export interface DockerEngine {
 
   inspectNetwork(name: string): Promise<NetworkInfo | null>;
   /** Creates a bridge network; DockerConflictError when one of that name exists already. */
-  createNetwork(name: string, labels: Record<string, string>): Promise<void>;
+  createNetwork(name: string, labels: Record<string, string>, options?: NetworkOptions): Promise<void>;
+  /** Removes a network (nothing when it is gone already); its containers must have left it. */
+  removeNetwork(name: string): Promise<void>;
+  /** Attaches a container to a network; returns its address on it. */
+  connectNetwork(network: string, containerId: string): Promise<{ ipAddress: string }>;
+  /** Detaches a container from a network (forced: a stopped container too; nothing when it is not attached). */
+  disconnectNetwork(network: string, containerId: string): Promise<void>;
+  /** Networks with these labels. */
+  listNetworks(labels: Record<string, string | true>): Promise<NetworkInfo[]>;
 
   /**
    * Subscribes to the Engine's event stream (GET /events) for objects with these labels; resolves once the Engine

@@ -27,6 +27,7 @@ import {
   type EngineVersion,
   type ImageInfo,
   type NetworkInfo,
+  type NetworkOptions,
   type PathStat,
   type Platform,
   type PullProgress,
@@ -474,19 +475,67 @@ class DockerodeEngine implements DockerEngine {
 
   async inspectNetwork(name: string): Promise<NetworkInfo | null> {
     try {
-      const n = (await this.#docker.getNetwork(name).inspect()) as { Name?: string; Driver?: string };
-      return { name: n.Name ?? name, driver: n.Driver ?? '' };
+      return networkInfo((await this.#docker.getNetwork(name).inspect()) as DockerNetwork, name);
     } catch (err) {
       if (statusOf(err) === 404) return null;
       this.#fail(`inspect network ${name}`, err);
     }
   }
 
-  async createNetwork(name: string, labels: Record<string, string>): Promise<void> {
+  async createNetwork(name: string, labels: Record<string, string>, options: NetworkOptions = {}): Promise<void> {
     try {
-      await this.#docker.createNetwork({ Name: name, Driver: 'bridge', CheckDuplicate: true, Labels: labels });
+      await this.#docker.createNetwork({
+        Name: name,
+        Driver: 'bridge',
+        CheckDuplicate: true,
+        Labels: labels,
+        Internal: options.internal === true,
+        EnableIPv6: false,
+        ...(options.noHostAddress ? { Options: { 'com.docker.network.bridge.inhibit_ipv4': 'true' } } : {}),
+      });
     } catch (err) {
       this.#fail(`create network ${name}`, err);
+    }
+  }
+
+  async removeNetwork(name: string): Promise<void> {
+    try {
+      await this.#docker.getNetwork(name).remove({});
+    } catch (err) {
+      if (statusOf(err) === 404) return;
+      this.#fail(`remove network ${name}`, err);
+    }
+  }
+
+  async connectNetwork(network: string, containerId: string): Promise<{ ipAddress: string }> {
+    try {
+      await this.#docker.getNetwork(network).connect({ Container: containerId });
+      const c = (await this.#docker.getContainer(containerId).inspect()) as {
+        NetworkSettings?: { Networks?: Record<string, { IPAddress?: string }> };
+      };
+      return { ipAddress: c.NetworkSettings?.Networks?.[network]?.IPAddress ?? '' };
+    } catch (err) {
+      this.#fail(`connect ${containerId} to network ${network}`, err);
+    }
+  }
+
+  async disconnectNetwork(network: string, containerId: string): Promise<void> {
+    try {
+      await this.#docker.getNetwork(network).disconnect({ Container: containerId, Force: true });
+    } catch (err) {
+      if (statusOf(err) === 404) return;
+      this.#fail(`disconnect ${containerId} from network ${network}`, err);
+    }
+  }
+
+  async listNetworks(labels: LabelFilter): Promise<NetworkInfo[]> {
+    try {
+      const list = (await this.#docker.listNetworks({
+        filters: JSON.stringify({ label: labelFilters(labels) }),
+      })) as DockerNetwork[];
+      return list.map((n) => networkInfo(n, n.Name ?? ''));
+    } catch (err) {
+      this.#fail('list networks', err);
     }
   }
 
@@ -519,4 +568,16 @@ class DockerodeEngine implements DockerEngine {
 /** The Engine behind runlog's own types. Nothing is contacted until a method is called. */
 export function createDockerEngine(opts: DockerEngineOptions = {}): DockerEngine {
   return new DockerodeEngine(opts);
+}
+
+/** What Docker answers of a network, as far as runlog reads it. */
+interface DockerNetwork {
+  Name?: string;
+  Driver?: string;
+  Labels?: Record<string, string> | null;
+  Internal?: boolean;
+}
+
+function networkInfo(n: DockerNetwork, name: string): NetworkInfo {
+  return { name: n.Name ?? name, driver: n.Driver ?? '', labels: n.Labels ?? {}, internal: n.Internal === true };
 }
