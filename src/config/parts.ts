@@ -27,7 +27,14 @@ export class SetupMissingError extends RunlogError {
 export function discoverParts(overrides: Partial<Parts> = {}, env: NodeJS.ProcessEnv = process.env): Parts {
   const setupDir = overrides.setupDir ?? env.RUNLOG_SETUP_DIR ?? '/var/lib/runlog-setup';
   const images: Record<string, string> = {};
-  for (const name of ['app-base', 'at-run-sandbox', 'runtime-node', 'runtime-python', 'at-run-addition-test']) {
+  for (const name of [
+    'app-base',
+    'at-run-sandbox',
+    'runtime-node',
+    'runtime-python',
+    'at-run-addition-test',
+    'egress-proxy',
+  ]) {
     const f = join(setupDir, 'images', `${name}.ref`);
     if (existsSync(f)) images[name] = readFileSync(f, 'utf8').trim();
   }

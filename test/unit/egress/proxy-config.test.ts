@@ -61,7 +61,7 @@ describe('parseConfig', () => {
     expect('problems' in r && r.problems).toEqual([
       'unknown argument "--bogus"',
       '--dns-port needs a value',
-      'EGRESS_CONTROL must be ip:port (got "localhost:1")',
+      'EGRESS_CONTROL must be ip:port or interface:port with an IPv4 address (got "localhost:1")',
       'EGRESS_RESOLVER "dns.example" is not ip, ip:port or [ipv6]:port',
       'the control token (EGRESS_TOKEN_FILE or EGRESS_TOKEN) must be 16 characters or more',
       'EGRESS_PROXY_PORT must be an integer from 0 to 65535 (got "70000")',
@@ -72,6 +72,19 @@ describe('parseConfig', () => {
       'EGRESS_RESOLVER (--resolver) is required: the resolvers the proxy asks',
       'cannot read the token file /nope: ENOENT',
       'the control token (EGRESS_TOKEN_FILE or EGRESS_TOKEN) must be 16 characters or more',
+    ]);
+  });
+});
+
+describe('the control address given by interface', () => {
+  it("binds the control API to the interface's IPv4 address at start, and refuses an interface without one", () => {
+    const env = { EGRESS_RESOLVER: '10.0.0.2', EGRESS_TOKEN: TOKEN };
+    const addressOf = (iface: string) => (iface === 'eth0' ? '172.30.0.2' : undefined);
+    const r = parseConfig(['--control', 'eth0:3130'], env, noFile, addressOf);
+    expect('config' in r && r.config.control).toEqual({ host: '172.30.0.2', port: 3130 });
+    const none = parseConfig(['--control', 'eth1:3130'], env, noFile, addressOf);
+    expect('problems' in none && none.problems).toEqual([
+      'EGRESS_CONTROL must be ip:port or interface:port with an IPv4 address (got "eth1:3130")',
     ]);
   });
 });

@@ -1,6 +1,8 @@
 // The proxy's settings, from its command line over its environment (docs/decisions/0012):
 //
 //   --control <ip:port>          EGRESS_CONTROL           the control API's address      (127.0.0.1:3130)
+//             <interface:port>                               …or an interface's IPv4 address as it is at start
+//                                                            (eth0:3130: the only network a container has then)
 //   --proxy-port <n>             EGRESS_PROXY_PORT        HTTP proxy port on each grant's address (3128; 0: any)
 //   --dns-port <n>               EGRESS_DNS_PORT          DNS port on each grant's address (53; 0: any)
 //   --resolver <ip[:port]>,…     EGRESS_RESOLVER          the resolvers the proxy asks (required)
@@ -53,11 +55,27 @@ export function parseHostPort(text: string, defaultPort?: number): { host: strin
   return { host, port };
 }
 
+/**
+ * The control API's address: `ip:port`, or `interface:port` for that interface's IPv4 address. A container sees only
+ * its first network at start, so `eth0:3130` binds the control API there and never on an execution's network.
+ */
+function parseControl(
+  text: string,
+  addressOf: (iface: string) => string | undefined,
+): { host: string; port: number } | null {
+  const named = /^([a-z][a-z0-9]{0,14}):([0-9]{1,5})$/.exec(text);
+  if (!named) return parseHostPort(text);
+  const host = addressOf(named[1] as string);
+  const port = Number(named[2]);
+  return host !== undefined && port <= 65535 ? { host, port } : null;
+}
+
 /** The settings, or every problem with them. `readFile` reads the token file (its errors become problems). */
 export function parseConfig(
   argv: readonly string[],
   env: Readonly<Record<string, string | undefined>>,
   readFile: (path: string) => string,
+  addressOf: (iface: string) => string | undefined = () => undefined,
 ): { config: ProxyConfig } | { problems: string[] } {
   const problems: string[] = [];
   const given: Record<string, string | undefined> = {};
@@ -84,8 +102,11 @@ export function parseConfig(
       problems.push(`${name} must be an integer from ${min} to ${max} (got ${JSON.stringify(v)})`);
     return Number(v);
   };
-  const control = parseHostPort(given.EGRESS_CONTROL ?? '127.0.0.1:3130');
-  if (!control) problems.push(`EGRESS_CONTROL must be ip:port (got ${JSON.stringify(given.EGRESS_CONTROL)})`);
+  const control = parseControl(given.EGRESS_CONTROL ?? '127.0.0.1:3130', addressOf);
+  if (!control)
+    problems.push(
+      `EGRESS_CONTROL must be ip:port or interface:port with an IPv4 address (got ${JSON.stringify(given.EGRESS_CONTROL)})`,
+    );
   const resolvers = (given.EGRESS_RESOLVER ?? '').split(',').filter((s) => s !== '');
   if (resolvers.length === 0) problems.push('EGRESS_RESOLVER (--resolver) is required: the resolvers the proxy asks');
   for (const r of resolvers)

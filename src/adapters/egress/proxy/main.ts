@@ -5,6 +5,7 @@
 // `--selftest` loads every module and runs the pure checks once, then prints {"ok":true}: proof that this Node runs
 // the sources as they are.
 import { readFileSync } from 'node:fs';
+import { networkInterfaces } from 'node:os';
 import { decideConnection } from '../../../domain/at-run/egress-decision.ts';
 import { parseConfig } from './config.ts';
 import { parseQuery, refusedAnswer } from './dns-message.ts';
@@ -31,7 +32,8 @@ async function main(): Promise<void> {
     process.stdout.write(`${JSON.stringify({ ok, node: process.version })}\n`);
     process.exit(ok ? 0 : 1);
   }
-  const parsed = parseConfig(argv, process.env, (path) => readFileSync(path, 'utf8'));
+  const ipv4Of = (iface: string) => networkInterfaces()[iface]?.find((a) => a.family === 'IPv4')?.address;
+  const parsed = parseConfig(argv, process.env, (path) => readFileSync(path, 'utf8'), ipv4Of);
   if ('problems' in parsed) {
     for (const problem of parsed.problems) log('config', { problem });
     process.exit(2);
