@@ -14,6 +14,7 @@ export {
   type SpawnAppOptions,
 } from './supervisor/runlog.ts';
 export type { ActorView, ReplayView } from './inspect/inspection.ts';
+export type { EgressOptions } from './supervisor/executions/executions.ts';
 export type { BusEvents, TransitionNotice } from './supervisor/host/bus.ts';
 export {
   collect,

@@ -1,4 +1,5 @@
 // The public face of createRunlog(): its options, the views its calls answer with, and the Runlog it returns.
+import type { EgressOptions } from './executions/executions.ts';
 import type { JobsOptions } from './jobs/job-intake-wiring.ts';
 import type { TracerProvider } from '@opentelemetry/api';
 import type { WatchFactory } from '../adapters/apps/app-registry.ts';
@@ -92,6 +93,11 @@ export interface RunlogOptions {
   runners?: Partial<Record<'proot' | 'container', AppSandboxRunner>>;
   /** The runner operator's policy (default: <home>/operator-policy.json, else the strict defaults). */
   policy?: OperatorPolicy;
+  /**
+   * The egress proxy of executions the policy grants network (its `network.destinations`): the resolvers it asks and
+   * its way out. Default: the host's resolvers, and a network made for it.
+   */
+  egress?: EgressOptions;
   /** How to reach the AT Protocol network: PLC directory, strict or cid mode. */
   atproto?: AtprotoReaderOptions;
   /** Writes an execution receipt to this account's repo after each invocation (the runner's own account). */

@@ -378,6 +378,10 @@ async function startSupervising(c: {
       .catch((err: unknown) =>
         log(`pre-started sandboxes of an earlier run were not all removed: ${(err as Error).message}`),
       );
+    // An earlier supervisor's egress proxy went with it: removed, with each execution network no sandbox is on.
+    await executions
+      .sweepEgress()
+      .catch((err: unknown) => log(`the egress proxy of an earlier run was not removed: ${(err as Error).message}`));
     const report = await c.reconcile();
     if (report.actions.length > 0) log(`reconciled ${report.actions.length} actors (${summarizeActions(report)})`);
   }

@@ -76,6 +76,7 @@ export {
   type ExecutionFailureKind,
   type ExecutionLimits,
   type ExecutionOutcome,
+  type ExecutionEgress,
   type ExecutionReceipt,
   type NotRunReceipt,
   type RunnerPolicy,

@@ -22,8 +22,19 @@ export interface ExecutionLimits {
   /** CPU quota in thousandths of a CPU (1000 = one CPU). */
   milliCpus?: number;
   timeoutMs: number;
-  /** Network access granted to the sandbox; only "none" exists today. */
-  network: 'none';
+  /** Network access granted to the sandbox: none, or through the runner's egress proxy. */
+  network: 'none' | 'proxy';
+}
+
+/** With network "proxy": what was granted (destinations) and a summary of what the execution used. */
+export interface ExecutionEgress {
+  granted: { host: string; ports: number[] }[];
+  connections: number;
+  refused: number;
+  bytesUp: number;
+  bytesDown: number;
+  /** The limit that cut the execution's network, when one did (an EGRESS_* code). */
+  stopped?: string;
 }
 
 export interface ExecutionReceipt {
@@ -44,6 +55,8 @@ export interface ExecutionReceipt {
     additions?: string[];
   };
   limits: ExecutionLimits;
+  /** Present exactly when limits.network is "proxy". */
+  egress?: ExecutionEgress;
   /** sha256 (hex) of the exact input JSON bytes sent in the invocation envelope. */
   inputSha256: string;
   /** sha256 (hex) of the exact result JSON bytes received; absent when there was no result. */
@@ -216,7 +229,16 @@ export function buildExecutionRecord(r: ExecutionReceipt): JsonObject {
     v.int('limits.pids', r.limits.pids, 1);
     if (r.limits.milliCpus !== undefined) v.int('limits.milliCpus', r.limits.milliCpus, 1);
     v.int('limits.timeoutMs', r.limits.timeoutMs, 1);
-    if (r.limits.network !== 'none') v.add('limits.network', 'must be "none"');
+    if (r.limits.network !== 'none' && r.limits.network !== 'proxy')
+      v.add('limits.network', 'must be "none" or "proxy"');
+    if ((r.limits.network === 'proxy') !== (r.egress !== undefined))
+      v.add('egress', 'is there exactly when limits.network is "proxy"');
+  }
+  if (r.egress !== undefined) {
+    for (const k of ['connections', 'refused', 'bytesUp', 'bytesDown'] as const) v.int(`egress.${k}`, r.egress[k], 0);
+    if (!Array.isArray(r.egress.granted) || r.egress.granted.length === 0)
+      v.add('egress.granted', 'must list the destinations granted');
+    if (r.egress.stopped !== undefined) v.str('egress.stopped', r.egress.stopped, 128);
   }
   v.sha256('inputSha256', r.inputSha256);
   if (r.outputSha256 !== undefined) v.sha256('outputSha256', r.outputSha256);
@@ -259,6 +281,18 @@ export function buildExecutionRecord(r: ExecutionReceipt): JsonObject {
       timeoutMs: r.limits.timeoutMs,
       network: r.limits.network,
     },
+    ...(r.egress
+      ? {
+          egress: {
+            granted: r.egress.granted.map((d) => ({ host: d.host, ports: [...d.ports] })),
+            connections: r.egress.connections,
+            refused: r.egress.refused,
+            bytesUp: r.egress.bytesUp,
+            bytesDown: r.egress.bytesDown,
+            ...(r.egress.stopped !== undefined ? { stopped: r.egress.stopped } : {}),
+          },
+        }
+      : {}),
     inputSha256: r.inputSha256,
     ...(r.outputSha256 !== undefined ? { outputSha256: r.outputSha256 } : {}),
     ...(r.result

@@ -2,7 +2,8 @@
 //
 // Pure (no Engine call), so what the sandbox is made of can be read, tested and benchmarked on its own: every
 // problem with a spec is reported at once, and the body it builds is the only way an execution container is made
-// (read-only mounts and rootfs, no network, no capabilities, bounded resources, one stdin attach).
+// (read-only mounts and rootfs, no network or only the egress proxy, no capabilities, bounded resources, one stdin
+// attach).
 import { ValidationError } from '../../domain/errors.ts';
 import { isDigestReference } from '../../domain/at-run/oci-reference.ts';
 import type { ContainerCreateBody, MountSpec } from './docker-port.ts';
@@ -60,6 +61,32 @@ export interface ExecutionContainerSpec {
    */
   invocationId: string | null;
   name?: string;
+  /** A network-granted execution's own network, whose only way out is the egress proxy (decision 12). */
+  network?: SandboxNetwork;
+}
+
+/** The execution's internal network and the egress proxy's address on it. */
+export interface SandboxNetwork {
+  /** An internal network (no route out, no address of the host's) made for this execution alone. */
+  name: string;
+  /** The proxy's IPv4 address on it: its HTTP proxy port, and its DNS listener on 53 (which refuses every query). */
+  proxyAddress: string;
+  proxyPort: number;
+}
+
+/**
+ * What a network-granted sandbox is told about its proxy: the usual proxy variables (both cases: tools read
+ * either), and NODE_USE_ENV_PROXY so Node's fetch and http use them. Telling is a courtesy; the network enforces.
+ */
+export function proxyEnv(n: SandboxNetwork): Record<string, string> {
+  const url = `http://${n.proxyAddress}:${n.proxyPort}`;
+  return {
+    HTTP_PROXY: url,
+    HTTPS_PROXY: url,
+    http_proxy: url,
+    https_proxy: url,
+    NODE_USE_ENV_PROXY: '1',
+  };
 }
 
 const VOLUME_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]+$/;
@@ -98,8 +125,13 @@ export function executionContainerBody(spec: ExecutionContainerSpec): { body: Co
     problems.push('invocationId must be a non-empty string (or null for a pre-started sandbox)');
   if (spec.invocationId === null && spec.labels[PRESTART_LABEL] === undefined)
     problems.push(`a sandbox without an invocationId must be labelled ${PRESTART_LABEL} (pre-started)`);
+  if (spec.network && spec.invocationId === null)
+    problems.push('a pre-started sandbox has no network: one is made for each network-granted execution');
+  if (spec.network && !/^[0-9]{1,3}(\.[0-9]{1,3}){3}$/.test(spec.network.proxyAddress))
+    problems.push(`network.proxyAddress must be an IPv4 address, got ${JSON.stringify(spec.network.proxyAddress)}`);
   const env = envList(spec.env);
   problems.push(...envProblems(env));
+  if (spec.network) Object.assign(env, proxyEnv(spec.network));
   let command: string[] = [];
   try {
     command = sandboxCommand(spec.launcher, spec.entrypoint);
@@ -138,7 +170,7 @@ export function executionContainerBody(spec: ExecutionContainerSpec): { body: Co
     OpenStdin: true,
     StdinOnce: true,
     Tty: false,
-    NetworkDisabled: true,
+    NetworkDisabled: spec.network === undefined,
     Healthcheck: { Test: ['NONE'] },
     HostConfig: {
       Mounts: mounts,
@@ -146,7 +178,15 @@ export function executionContainerBody(spec: ExecutionContainerSpec): { body: Co
       ReadonlyRootfs: true,
       CapDrop: ['ALL'],
       SecurityOpt: ['no-new-privileges:true'],
-      NetworkMode: 'none',
+      // No network, or the execution's own internal one: its resolver is the proxy (which refuses every query), and
+      // IPv6 is off (the network has none; link-local addresses would still be made).
+      ...(spec.network
+        ? {
+            NetworkMode: spec.network.name,
+            Dns: [spec.network.proxyAddress],
+            Sysctls: { 'net.ipv6.conf.all.disable_ipv6': '1', 'net.ipv6.conf.default.disable_ipv6': '1' },
+          }
+        : { NetworkMode: 'none' }),
       Memory: p.memoryBytes,
       MemorySwap: p.memoryBytes,
       PidsLimit: p.pidsLimit,

@@ -23,6 +23,7 @@ import {
 } from './execution-outcomes.ts';
 import type { LatencyProfiles } from './execution-profiles.ts';
 import type { ExecutionEffectContext } from './execution-progress.ts';
+import { grantOf, type ExecutionEgressSteps } from './execution-egress.ts';
 import { writeReceiptFor } from './execution-receipts.ts';
 import { envelopeOf, maxEnvelopeBytes } from './invocation-envelope.ts';
 import type { JobSecrets } from './job-secrets.ts';
@@ -44,6 +45,8 @@ export interface InvokerDeps {
   receipts?: Publisher;
   /** A job's sealed secrets, opened for its envelope only (job-secrets.ts). */
   secrets: JobSecrets;
+  /** A network-granted execution's network through the egress proxy (execution-egress.ts). */
+  egress: ExecutionEgressSteps;
 }
 
 export class ExecutionInvoker {
@@ -86,8 +89,10 @@ export class ExecutionInvoker {
       spec,
     };
     let containerId: string;
+    // A network-granted execution gets a sandbox made for it on its own network: never a pre-started one.
+    const grant = grantOf(r);
     try {
-      const claimed = await this.deps.pool().claim(request.uri, key, request.executionId);
+      const claimed = grant ? null : await this.deps.pool().claim(request.uri, key, request.executionId);
       if (claimed) {
         containerId = claimed.containerId;
         this.claimedInfo.set(request.executionId, claimed.info);
@@ -97,11 +102,19 @@ export class ExecutionInvoker {
           sandboxWaitedMs: claimed.waitedMs,
         });
       } else {
-        ({ containerId } = await this.deps.sandbox().createExecutionContainer({
-          ...spec,
-          labels: this.deps.labels({ 'runlog.stream': ctx.actor.stream, 'runlog.kind': 'execution' }),
-          invocationId: request.executionId,
-        }));
+        const network = grant ? await this.deps.egress.open(request.executionId, grant) : undefined;
+        ({ containerId } = await this.deps
+          .sandbox()
+          .createExecutionContainer({
+            ...spec,
+            labels: this.deps.labels({ 'runlog.stream': ctx.actor.stream, 'runlog.kind': 'execution' }),
+            invocationId: request.executionId,
+            ...(network ? { network } : {}),
+          })
+          .catch(async (err: unknown) => {
+            await this.deps.egress.release(request.executionId, null);
+            throw err;
+          }));
         profiles.add(request.executionId, { createMs: performance.now() - t0, prestarted: false });
       }
     } catch (err) {
@@ -126,7 +139,7 @@ export class ExecutionInvoker {
     if (!started.accepted) await this.dropUnrecorded(request.executionId, containerId);
     // Once this one has answered, the next sandbox for this code is started (invoke): not now, when its start
     // would compete with this execution's own attach and run on the daemon.
-    else this.nextSandbox.set(request.executionId, target);
+    else if (!grant) this.nextSandbox.set(request.executionId, target);
   }
 
   /** Removes a container that no recorded event names (best effort: a daemon that fails here fails the next step too). */
@@ -136,6 +149,7 @@ export class ExecutionInvoker {
       .sandbox()
       .removeContainer(containerId)
       .catch(() => undefined);
+    await this.deps.egress.release(executionId, containerId).catch(() => undefined);
   }
 
   // 13: one envelope on stdin, frames on stdout; the deadline is the supervisor's to enforce.
@@ -161,6 +175,7 @@ export class ExecutionInvoker {
       secrets = await this.deps.secrets.open(request, r, nowMs() + budgetMs());
     } catch (err) {
       this.fillNext(request.executionId);
+      await this.closeEgress(request.executionId, containerId, r, ctx);
       await ctx.dispatch(
         profiles.withProfile(request.executionId, { type: 'execution.failed', data: classify(err, 'runtime') }),
       );
@@ -187,12 +202,15 @@ export class ExecutionInvoker {
       });
     } catch (err) {
       this.fillNext(request.executionId);
+      await this.closeEgress(request.executionId, containerId, r, ctx);
       await ctx.dispatch(
         profiles.withProfile(request.executionId, { type: 'execution.failed', data: classify(err, 'runtime') }),
       );
       return;
     }
     this.fillNext(request.executionId);
+    // The handler answered: its network is closed (what is still open is cut) and what it did is recorded.
+    await this.closeEgress(request.executionId, containerId, r, ctx);
     const t = result.timings;
     profiles.add(request.executionId, {
       attachMs: t.attachMs,
@@ -226,6 +244,17 @@ export class ExecutionInvoker {
     await ctx.dispatch(event);
   }
 
+  /** Closes a network-granted execution's network and records what the proxy saw (nothing for one without). */
+  private async closeEgress(
+    executionId: string,
+    containerId: string,
+    r: Resolved | undefined,
+    ctx: ExecutionEffectContext,
+  ): Promise<void> {
+    if (!r || !grantOf(r)) return;
+    await this.deps.egress.close(executionId, containerId, ctx).catch(() => undefined);
+  }
+
   /** The next execution of this code will find its sandbox started (in the background; bounded by the policy). */
   private fillNext(executionId: string): void {
     const target = this.nextSandbox.get(executionId);
@@ -243,9 +272,11 @@ export class ExecutionInvoker {
     if (!this.deps.receipts) return;
     const { nowMs } = this.deps;
     const startedAt = (ctx.actor.snapshot.context as ExecutionContext).startedAt ?? new Date(nowMs()).toISOString();
+    const egress = this.deps.egress.receipt(request.executionId, grantOf(r));
     await writeReceiptFor(this.deps.receipts, this.deps.parts, event, request, r, {
       startedAt,
       finishedAt: () => new Date(nowMs()).toISOString(),
+      ...(egress ? { egress } : {}),
     });
   }
 
@@ -272,6 +303,8 @@ export class ExecutionInvoker {
       const c = classify(err, 'lost');
       event = { type: 'execution.failed', data: { ...c, reason: 'lost' } };
     }
+    // Its proxy went with the supervisor that died: its network is removed, and what remains of it recorded.
+    await this.closeEgress(request.executionId, containerId, r ?? undefined, ctx);
     if (r) await this.attachReceipt(event, request, r, ctx);
     await ctx.dispatch(event);
   }

@@ -6,6 +6,7 @@ import {
   writeExecutionReceipt,
   writeNotRunReceipt,
   type BlobRef,
+  type ExecutionEgress,
   type Publisher,
 } from '../../adapters/atproto/index.ts';
 import type { RunnerKeyInfo } from '../../adapters/files/runner-keys.ts';
@@ -60,7 +61,7 @@ export async function writeReceiptFor(
   event: OutcomeEvent,
   request: ExecutionRequest,
   r: Resolved,
-  times: { startedAt: string; finishedAt: () => string },
+  times: { startedAt: string; finishedAt: () => string; egress?: ExecutionEgress },
 ): Promise<void> {
   const d = event.data;
   const failed = event.type === 'execution.failed' ? event.data : null;
@@ -85,8 +86,9 @@ export async function writeReceiptFor(
         pids: r.limits.pids,
         milliCpus: Math.round(r.limits.cpus * 1000),
         timeoutMs: r.limits.timeoutMs,
-        network: 'none',
+        network: times.egress ? 'proxy' : 'none',
       },
+      ...(times.egress ? { egress: times.egress } : {}),
       inputSha256: d.inputHash ?? sha256('null'),
       ...(outputSha256 ? { outputSha256 } : {}),
       ...(result ? { result: result.ref } : {}),

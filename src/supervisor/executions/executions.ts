@@ -8,7 +8,10 @@ import {
   type AtprotoReaderOptions,
   type Publisher,
 } from '../../adapters/atproto/index.ts';
+import { createHash } from 'node:crypto';
 import type { DockerEngine } from '../../adapters/docker/docker-port.ts';
+import { egressProxyHost, type EgressProxyHost } from '../../adapters/egress/egress-proxy-host.ts';
+import { hostResolvers } from '../../adapters/egress/host-resolvers.ts';
 import { openRunnerKeyRing } from '../../adapters/files/runner-keys.ts';
 import { createDockerEngine } from '../../adapters/docker/dockerode-engine.ts';
 import { createMaterializer, type Materializer } from '../../adapters/docker/materializer.ts';
@@ -24,6 +27,7 @@ import type { ExecutionContext } from '../../machines/execution.machine.ts';
 import type { ActorHost, EffectHandlers } from '../host/actor-host.ts';
 import { answerRefusal, putRunnerRecordFor, withJobReceipt } from './execution-receipts.ts';
 import { CodePreparation } from './code-preparation.ts';
+import { ExecutionEgressSteps } from './execution-egress.ts';
 import { ExecutionInvoker } from './execution-invoke.ts';
 import { materializeExecution, type MaterializeDeps } from './execution-materialize.ts';
 import { LatencyProfiles } from './execution-profiles.ts';
@@ -58,6 +62,16 @@ export interface ExecutionOptions {
   log?: (msg: string) => void;
   /** Reads a fact stream of the log (the sandbox pool's recovery reads its own). */
   readFacts?: (stream: string) => Promise<RecordedEvent[]>;
+  /** The egress proxy of network-granted executions (decision 12); used only when the policy grants network. */
+  egress?: EgressOptions;
+}
+
+/** How the egress proxy reaches the world. */
+export interface EgressOptions {
+  /** The resolvers it asks (`ip` or `ip:port`); default: the host's (/etc/resolv.conf), loopback ones left out. */
+  resolvers?: string[];
+  /** An existing Docker network for its way out; default: one made for it (and removed at close). */
+  outboundNetwork?: string;
 }
 
 export type { LatencyProfile };
@@ -86,6 +100,8 @@ export class ExecutionSupervisor {
   private readonly resolver: ExecutionResolver;
   private readonly invoker: ExecutionInvoker;
   private readonly materializeDeps: MaterializeDeps;
+  private egressHostInstance: EgressProxyHost | null | undefined;
+  private readonly egress = new ExecutionEgressSteps(() => this.egressHost);
 
   private nowMs(): number {
     return (this.opts.clock ?? systemClock).nowMs();
@@ -128,6 +144,7 @@ export class ExecutionSupervisor {
       faults: opts.faults,
       receipts: opts.receipts,
       secrets,
+      egress: this.egress,
     });
     this.materializeDeps = {
       materializer: () => this.materializer,
@@ -156,6 +173,34 @@ export class ExecutionSupervisor {
       labels: this.labels(),
     });
     return this.materializerInstance;
+  }
+
+  /**
+   * The egress proxy host, made on first use; null when this runner cannot run one (no egress-proxy image, or no
+   * resolver to give it): a network-granted execution then fails with NETWORK_NOT_ALLOWED.
+   */
+  get egressHost(): EgressProxyHost | null {
+    if (this.egressHostInstance !== undefined) return this.egressHostInstance;
+    const image = this.opts.parts.images['egress-proxy'];
+    const resolvers = this.opts.egress?.resolvers ?? hostResolvers();
+    this.egressHostInstance =
+      image && resolvers.length > 0
+        ? egressProxyHost({
+            engine: this.engine,
+            image,
+            resolvers,
+            ...(this.opts.egress?.outboundNetwork ? { outboundNetwork: this.opts.egress.outboundNetwork } : {}),
+            labels: this.labels(),
+            nameSuffix: createHash('sha256').update(this.opts.home).digest('hex').slice(0, 12),
+            log: (m) => this.opts.log?.(m),
+          })
+        : null;
+    return this.egressHostInstance;
+  }
+
+  /** Removes the egress proxy and networks an earlier supervisor of this home left (at start-up). */
+  async sweepEgress(): Promise<void> {
+    await this.egressHost?.sweep();
   }
 
   get sandbox(): ExecSandbox {
@@ -189,6 +234,7 @@ export class ExecutionSupervisor {
   async close(): Promise<void> {
     await this.poolInstance?.close();
     while (this.removals.size > 0) await Promise.allSettled([...this.removals]);
+    await this.egressHostInstance?.stop();
   }
 
   private labels(extra: Record<string, string> = {}): Record<string, string> {
@@ -258,6 +304,8 @@ export class ExecutionSupervisor {
     if (executionId) this.profiles.forget(executionId);
     if (executionId) this.invoker.forget(executionId);
     if (executionId) this.gate.ended(executionId);
+    if (executionId) this.egress.forget(executionId);
+    if (executionId) await this.egress.release(executionId, containerId).catch(() => undefined);
     if (!containerId) return;
     // Runs after execute() has answered (it returns on the outcome): tracked, so close() still waits for it.
     const removal = this.sandbox.removeContainer(containerId).catch(() => undefined);

@@ -99,6 +99,7 @@ export function buildHost(i: HostInputs): HostServices {
       ...(options.atproto ? { atproto: options.atproto } : {}),
       ...(options.labels ? { labels: options.labels } : {}),
       ...(options.receipts ? { receipts: options.receipts } : {}),
+      ...(options.egress ? { egress: options.egress } : {}),
       readFacts: (stream: string) => collect(store.readStream(stream)),
     },
     hostRef,

@@ -2,6 +2,7 @@
 // stream (`reconciler.discovered`, with its evidence and the decision) and then removed, or, a running instance
 // container whose stream the log does not know under orphanPolicy 'adopt', adopted as a new instance actor.
 // Materializer carriers, dead locks, unsealed volumes and seals without content are removed the same way.
+import { EGRESS_PROXY_KIND } from '../../adapters/egress/egress-proxy-host.ts';
 import { join } from 'node:path';
 import type { ContainerSummary } from '../../adapters/docker/docker-port.ts';
 import { LABEL_SEAL_FOR, LABEL_VOLUME_KIND, SEAL_SUFFIX } from '../../adapters/docker/materialized-volume-labels.ts';
@@ -66,6 +67,9 @@ export async function strayContainers(deps: ReconcileDeps, inv: Inventory, run: 
       const verdict = await lockHolderVerdict(c.labels, DEFAULT_LOCK_LIMITS);
       if (verdict.holder === 'alive') continue;
       reason = `the lock of a materialization whose holder is gone (${verdict.why})`;
+    } else if (kind === EGRESS_PROXY_KIND) {
+      if (deps.executions.egressHost?.owns(c.id)) continue; // this process's: network-granted executions use it
+      reason = "an earlier supervisor's egress proxy";
     } else if (kind === 'materializer') {
       if (liveActor && state === 'materializing' && host.busy('execution', liveActor.id)) continue; // in flight, on demand
       reason = 'the carrier of a materialization that did not finish';

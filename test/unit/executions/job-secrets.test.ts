@@ -20,6 +20,7 @@ import { SECRETS_NSID, sealEntries } from '../../../src/domain/at-run/sealed-sec
 import type { Resolved } from '../../../src/domain/execution-events.ts';
 import type { ExecutionRequest } from '../../../src/machines/execution.machine.ts';
 import type { CodePreparation } from '../../../src/supervisor/executions/code-preparation.ts';
+import { ExecutionEgressSteps } from '../../../src/supervisor/executions/execution-egress.ts';
 import { ExecutionInvoker } from '../../../src/supervisor/executions/execution-invoke.ts';
 import { LatencyProfiles } from '../../../src/supervisor/executions/execution-profiles.ts';
 import type {
@@ -237,6 +238,7 @@ describe("a job's secrets in the envelope", () => {
       labels: (extra) => extra,
       nowMs: () => Date.now(),
       secrets: jobSecrets(fakeReader([])),
+      egress: new ExecutionEgressSteps(() => null),
     });
     const ctx = partial<ExecutionEffectContext>({
       dispatch: async (e) => {

@@ -9,6 +9,7 @@ import { FencedError } from '../../../src/domain/errors.ts';
 import type { Materialized, Resolved } from '../../../src/domain/execution-events.ts';
 import type { DispatchResult } from '../../../src/supervisor/host/actor-host.ts';
 import type { ExecutionRequest } from '../../../src/machines/execution.machine.ts';
+import { ExecutionEgressSteps } from '../../../src/supervisor/executions/execution-egress.ts';
 import { ExecutionInvoker } from '../../../src/supervisor/executions/execution-invoke.ts';
 import { LatencyProfiles } from '../../../src/supervisor/executions/execution-profiles.ts';
 import type { ExecutionEffectContext } from '../../../src/supervisor/executions/execution-progress.ts';
@@ -37,6 +38,7 @@ function invokerWith(removed: string[]) {
     labels: (extra) => extra,
     nowMs: () => 0,
     secrets: partial<JobSecrets>({}),
+    egress: new ExecutionEgressSteps(() => null),
   });
 }
 
