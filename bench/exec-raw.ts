@@ -32,6 +32,22 @@ export interface RoundTrip {
   removeMs: number;
 }
 
+/** What the raw round trip calls, and on which network (default: greet Ada, no network). */
+export interface RawCall {
+  handler: string;
+  input: unknown;
+  /** Whether the result frame's output is the expected one. */
+  expect(output: unknown): boolean;
+  /** A Docker network the container joins (a plain bridge: the raw side has no proxy). */
+  network?: string;
+}
+
+const GREET: RawCall = {
+  handler: 'greet',
+  input: { name: 'Ada' },
+  expect: (output) => (output as { greeting?: string } | undefined)?.greeting === 'Hello, Ada!',
+};
+
 /**
  * The raw round trip for an execution runlog resolved and materialized (`context`: its view's context); each call
  * may name another runtime volume (the extract primitive's fresh one).
@@ -39,6 +55,7 @@ export interface RoundTrip {
 export function rawRoundTrip(
   side: RawSide,
   context: Record<string, any>,
+  call: RawCall = GREET,
 ): (runtimeVolume?: string) => Promise<RoundTrip> {
   const r = context.resolved as Record<string, any>;
   const m = context.materialized as Record<string, any>;
@@ -62,13 +79,17 @@ export function rawRoundTrip(
       labels: { ...side.labels, 'runlog.bench.home': side.home }, // not runlog.home: the reconciler removes what no actor owns
       invocationId: id,
     });
+    if (call.network) {
+      body.NetworkDisabled = false;
+      body.HostConfig = { ...body.HostConfig, NetworkMode: call.network };
+    }
     const envelope = {
       version: 1,
       id,
       type: 'invoke',
       code: { uri: r.codeUri, cid: r.codeCid },
-      handler: 'greet',
-      input: { name: 'Ada' },
+      handler: call.handler,
+      input: call.input,
       context: { callerDid: side.callerDid, deadline: new Date(Date.now() + r.limits.timeoutMs).toISOString() },
     };
     const t0 = nowMs();
@@ -113,8 +134,7 @@ export function rawRoundTrip(
       stream.write(`${JSON.stringify(envelope)}\n`);
       stream.end();
       await ended;
-      if ((output as { greeting?: string } | undefined)?.greeting !== 'Hello, Ada!')
-        throw new Error(`raw round trip: no result frame (got ${JSON.stringify(output)})`);
+      if (!call.expect(output)) throw new Error(`raw round trip: no result frame (got ${JSON.stringify(output)})`);
       const tRemove = nowMs();
       await container.remove({ force: true, v: true });
       const end = nowMs();

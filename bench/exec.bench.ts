@@ -53,11 +53,11 @@ const SETUP_DIR = process.env.RUNLOG_SETUP_DIR ?? '/var/lib/runlog-setup';
 const REGISTRY = process.env.RUNLOG_REGISTRY_ADDR ?? '127.0.0.1:5000';
 const DOCKER_SOCKET = '/var/run/docker.sock';
 const SETUP_HINT = 'run `npm run setup`';
-const BENCH_LABELS = { 'runlog.bench': '1' } as const;
+export const BENCH_LABELS = { 'runlog.bench': '1' } as const;
 /** Calls per side per round (interleaved); a round's figure is their median. */
 const perRound = (opts: RunOptions): number => sizes(opts, { full: 3, smoke: 1 });
 
-function imageRef(name: string): string {
+export function imageRef(name: string): string {
   const file = join(SETUP_DIR, 'images', `${name}.ref`);
   if (!existsSync(file)) throw new Error(`no image reference for ${name} at ${file}: ${SETUP_HINT}`);
   const ref = readFileSync(file, 'utf8').trim();

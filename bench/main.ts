@@ -17,6 +17,7 @@ import { replayBenches } from './replay.bench.ts';
 import { spawnBenches } from './spawn.bench.ts';
 import { startupBenches } from './startup.bench.ts';
 import { startupPgBenches } from './startup-pg.bench.ts';
+import { execNetBenches } from './exec-net.bench.ts';
 import { storeBenches } from './store.bench.ts';
 import { storePgBenches } from './store-pg.bench.ts';
 import { storePgHeapBenches } from './store-pg-heap.bench.ts';
@@ -31,6 +32,7 @@ const benches: Bench[] = [
   ...storePgOpenBenches,
   ...spawnBenches,
   ...execBenches,
+  ...execNetBenches,
   ...jobBenches,
   ...heapBenches,
   ...recoveryBenches,
