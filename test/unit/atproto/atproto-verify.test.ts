@@ -339,6 +339,25 @@ const refusal: NotRunReceipt = {
 };
 
 describe('receipts and runner records', () => {
+  it('has an egress summary exactly when the network was the proxy', () => {
+    const egress = {
+      granted: [{ host: 'api.example.com', ports: [443] }],
+      connections: 0,
+      refused: 0,
+      bytesUp: 0,
+      bytesDown: 0,
+    };
+    const proxy = { ...receipt.limits, network: 'proxy' as const };
+    expect(() => buildExecutionRecord({ ...receipt, limits: proxy })).toThrow(/egress: is there exactly when/);
+    expect(() => buildExecutionRecord({ ...receipt, egress })).toThrow(/egress: is there exactly when/);
+    expect(() => buildExecutionRecord({ ...receipt, limits: proxy, egress: { ...egress, granted: [] } })).toThrow(
+      /egress.granted: must list the destinations granted/,
+    );
+    expect(() => buildExecutionRecord({ ...receipt, limits: proxy, egress: { ...egress, bytesUp: -1 } })).toThrow(
+      /egress.bytesUp/,
+    );
+  });
+
   it('builds an execution record', () => {
     const rec = buildExecutionRecord(receipt);
     expect(rec.$type).toBe(AT_RUN_V2.execution);
@@ -545,6 +564,17 @@ describe('lexicons', () => {
       size: 180,
     });
     lexicons.assertValidRecord(AT_RUN_V2.execution, { ...buildExecutionRecord(receipt), result: sealed });
+    const egress = {
+      granted: [{ host: 'api.example.com', ports: [443] }],
+      connections: 2,
+      refused: 1,
+      bytesUp: 300,
+      bytesDown: 4000,
+      stopped: 'EGRESS_BYTES_EXCEEDED',
+    };
+    const proxied = buildExecutionRecord({ ...receipt, limits: { ...receipt.limits, network: 'proxy' }, egress });
+    expect(proxied.egress).toEqual(egress);
+    lexicons.assertValidRecord(AT_RUN_V2.execution, proxied);
     lexicons.assertValidRecord(AT_RUN_V2.runner, buildRunnerRecord(policy));
     lexicons.assertValidRecord(
       AT_RUN_V2.runner,
