@@ -18,7 +18,7 @@ import { publishCode } from '../src/supervisor/executions/publishing.ts';
 import { startDnsTestServer, type DnsTestServer } from '../test/support/dns-test-server.ts';
 import { BENCH_LABELS, imageRef, openFixture, runlogOnce, type Fixture } from './exec.bench.ts';
 import { rawRoundTrip, type RawCall } from './exec-raw.ts';
-import { median, nowMs, round, sizes, type Bench, type BenchResult } from './harness.ts';
+import { interleavedRounds, median, nowMs, sideBySide, sizes, type Bench, type BenchResult } from './harness.ts';
 
 const NEEDS =
   'Docker, the registry at 127.0.0.1:5000, the runtime-node, at-run-sandbox and egress-proxy images, @atproto/dev-env';
@@ -142,40 +142,17 @@ const execNet: Bench = {
         call,
       );
       await raw(); // untimed: the same first use on the raw side
-      const ourRounds: number[] = [];
-      const rawRounds: number[] = [];
-      for (let r = 0; r < rounds; r++) {
-        const o: number[] = [];
-        const t: number[] = [];
-        for (let k = 0; k < perRound; k++) {
-          if ((r + k) % 2) {
-            o.push((await ours()).ms);
-            t.push((await raw()).ms);
-          } else {
-            t.push((await raw()).ms);
-            o.push((await ours()).ms);
-          }
-        }
-        ourRounds.push(median(o));
-        rawRounds.push(median(t));
-        log(
-          `exec.net round ${r + 1}: runlog ${ourRounds.at(-1)!.toFixed(0)} ms, raw ${rawRounds.at(-1)!.toFixed(0)} ms`,
-        );
-      }
-      const v = median(ourRounds);
-      const b = median(rawRounds);
-      return {
-        name: 'exec.net',
-        value: round(v),
-        unit: 'ms',
-        baseline: round(b),
-        ratio: round(v / b),
-        notes: {
-          target: '≤ 1.3',
-          runlog: 'rl.execute() of a GET through the egress proxy, warm volumes, its own network per execution',
-          raw: 'hardened container round trip on a bridge network, the same GET straight to the server',
-        },
-      };
+      const { ours: ourRounds, theirs: rawRounds } = await interleavedRounds(
+        rounds,
+        perRound,
+        { ours: async () => (await ours()).ms, theirs: async () => (await raw()).ms },
+        (r, o, t) => log(`exec.net round ${r}: runlog ${o.toFixed(0)} ms, raw ${t.toFixed(0)} ms`),
+      );
+      return sideBySide('exec.net', 'ms', median(ourRounds), median(rawRounds), {
+        target: '≤ 1.3',
+        runlog: 'rl.execute() of a GET through the egress proxy, warm volumes, its own network per execution',
+        raw: 'hardened container round trip on a bridge network, the same GET straight to the server',
+      });
     } finally {
       await f.close();
       await net?.close();

@@ -154,3 +154,34 @@ export function sideBySide(
     ...(notes ? { notes } : {}),
   };
 }
+
+/**
+ * Rounds of calls to both sides, interleaved (which side goes first alternates, so neither always runs on a daemon
+ * the other just warmed or loaded): each round's figure per side is the median of its `perRound` calls.
+ */
+export async function interleavedRounds(
+  rounds: number,
+  perRound: number,
+  sides: { ours: () => Promise<number>; theirs: () => Promise<number> },
+  onRound?: (round: number, ours: number, theirs: number) => void,
+): Promise<{ ours: number[]; theirs: number[] }> {
+  const ours: number[] = [];
+  const theirs: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    const o: number[] = [];
+    const t: number[] = [];
+    for (let k = 0; k < perRound; k++) {
+      if ((r + k) % 2) {
+        o.push(await sides.ours());
+        t.push(await sides.theirs());
+      } else {
+        t.push(await sides.theirs());
+        o.push(await sides.ours());
+      }
+    }
+    ours.push(median(o));
+    theirs.push(median(t));
+    onRound?.(r + 1, ours.at(-1)!, theirs.at(-1)!);
+  }
+  return { ours, theirs };
+}

@@ -26,7 +26,7 @@ import {
   TEST_LABELS,
 } from '../../support/docker.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from '../../support/pds.ts';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 
 const BYTE_LIMIT = 64 * 1024;
 const BIG = 256 * 1024;
@@ -243,5 +243,41 @@ describe('an execution granted network, through the egress proxy', () => {
     expect(proxies).toEqual([]);
     const after = (await docker.listNetworks({ filters: JSON.stringify(own) })) as unknown[];
     expect(after).toEqual([]);
+  }, 60_000);
+
+  it('removes, when it starts, the proxy and the execution network a supervisor that died left', async () => {
+    // What a supervisor killed mid-execution leaves: its proxy container and an execution's network.
+    const labels = { ...TEST_LABELS, 'runlog.home': home };
+    const leftNetwork = `runlog-egress-left-${process.pid}`;
+    await docker.createNetwork({
+      Name: leftNetwork,
+      Internal: true,
+      Labels: { ...labels, 'runlog.egress': 'execution' },
+    });
+    const image = readFileSync('/var/lib/runlog-setup/images/egress-proxy.ref', 'utf8').trim();
+    const left = await docker.createContainer({
+      Image: image,
+      Labels: { ...labels, 'runlog.egress': 'proxy', 'runlog.kind': 'egress-proxy' },
+      HostConfig: { NetworkMode: 'none' },
+    });
+    rl = await createRunlog({
+      home,
+      egress: { resolvers: [`${dnsServer.address}:${dnsServer.port}`], outboundNetwork: outbound },
+      atproto: { plcUrl: pds.plcUrl },
+      labels: { ...TEST_LABELS },
+      log: () => undefined,
+    });
+    expect(
+      await docker
+        .getContainer(left.id)
+        .inspect()
+        .catch(() => null),
+    ).toBeNull();
+    expect(
+      await docker
+        .getNetwork(leftNetwork)
+        .inspect()
+        .catch(() => null),
+    ).toBeNull();
   }, 60_000);
 });

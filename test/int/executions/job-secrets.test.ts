@@ -1,9 +1,11 @@
 // A job's sealed secret end to end: the runner publishes its key in its runner record, alice seals API_TOKEN to it
 // for her code and writes a job naming the secrets record; the handler uses the value without returning it (its
 // output is the value's SHA-256 and length). Then every place a value could leak to is scanned for the plaintext's
-// bytes: every file under the home (the SQLite log and its WAL), the supervisor's log lines, the execution's events
-// and inspect view, the receipt record, traces, metrics, and `docker inspect` of every container the test made.
+// bytes: every file under the home (the SQLite log with its snapshots, and its WAL), the supervisor's log lines, the
+// execution's events and inspect view, its history as `runlog export` writes it and an archive of it, the receipt
+// record, traces, metrics, and `docker inspect` of every container the test made.
 // Secrets sealed for another code fail the job with SECRETS_CODE_MISMATCH, and no container is ever made for it.
+import { runCli } from '../../support/cli-in-process.ts';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -203,6 +205,14 @@ describe("a job's sealed secrets", () => {
     expect(receipt).toMatchObject({ job: { uri: job.uri, cid: job.cid }, outcome: 'succeeded' });
     await rl.idle();
     expect(inspected.size).toBeGreaterThan(0); // the handler's container was seen while it ran
+    // The execution's history as `runlog export` writes it, and as an archive holds it once it is archived (every
+    // ended actor, so it is done last here: later tests use new jobs of their own).
+    const exported = await runCli(['export', job.executionId, '--home', home]);
+    expect(exported.code, exported.stderr()).toBe(0);
+    expect(exported.stdout()).toContain(job.executionId);
+    const archived = join(home, `${job.executionId}.archive`);
+    const archive = await rl.archive({ before: new Date(Date.now() + 60_000).toISOString(), out: archived });
+    expect(archive.actors).toBeGreaterThan(0);
 
     // The scans: each is a named haystack, so a failure says where the value leaked.
     const haystacks: [string, Buffer][] = [
@@ -216,8 +226,11 @@ describe("a job's sealed secrets", () => {
         `docker inspect ${id}`,
         Buffer.from(JSON.stringify(info)),
       ]),
-      // A file removed between the listing and the read (a WAL checkpointed away) has nothing left to leak.
+      // A file removed between the listing and the read (a WAL checkpointed away) has nothing left to leak. The log
+      // file holds the actors' snapshots too.
       ...filesUnder(home).map((f): [string, Buffer] => [f, readOrEmpty(f)]),
+      ['runlog export', Buffer.from(exported.stdout())],
+      ['runlog archive', readOrEmpty(archived)],
     ];
     expect(haystacks.filter(([, bytes]) => bytes.includes(PLAIN_BYTES)).map(([where]) => where)).toEqual([]);
     // The containers' argv, environment and labels in particular (also covered by the whole inspect above).

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { sideBySide, sizes, type Bench, type BenchResult, type RunOptions } from '../../../bench/harness.ts';
+import {
+  interleavedRounds,
+  sideBySide,
+  sizes,
+  type Bench,
+  type BenchResult,
+  type RunOptions,
+} from '../../../bench/harness.ts';
 import { parseBenchArgs, runBenches, type BenchArgs } from '../../../bench/runner.ts';
 
 /** A bench that records what it was run with and answers `result` (or throws it). */
@@ -102,5 +109,29 @@ describe('a bench run', () => {
     expect(r.err).toContain('c: ratio is undefined, not a finite number');
     expect(r.err).toMatch(/failed: a, b, c$/m);
     expect(r.out).toMatch(/^d\s/);
+  });
+});
+
+describe('interleaved rounds', () => {
+  it('alternates which side goes first, and gives each round the median of its calls per side', async () => {
+    const order: string[] = [];
+    let n = 0;
+    const seen: [number, number, number][] = [];
+    const got = await interleavedRounds(
+      2,
+      3,
+      {
+        ours: async () => (order.push('o'), ++n),
+        theirs: async () => (order.push('t'), 100 + ++n),
+      },
+      (r, o, t) => seen.push([r, o, t]),
+    );
+    expect(order.join('')).toBe('to' + 'ot' + 'to' + 'ot' + 'to' + 'ot');
+    // Round 1: ours 2, 3, 6 (median 3); theirs 101, 104, 105 (median 104).
+    expect(got).toEqual({ ours: [3, 10], theirs: [104, 109] });
+    expect(seen).toEqual([
+      [1, 3, 104],
+      [2, 10, 109],
+    ]);
   });
 });
