@@ -100,6 +100,19 @@ async function serveFlags(args: CommandArgs) {
  * to; the repo event stream of --jobs-from (default: that account's PDS) brings them. Checked, and the account
  * signed in, before the log is opened.
  */
+/** `--egress-resolver ip[:port],…`: the egress proxy's resolvers, checked here (no loopback: unreachable from it). */
+function egressFlags(args: CommandArgs): Pick<RunlogOptions, 'egress'> {
+  const given = args.values['egress-resolver'] as string | undefined;
+  if (given === undefined) return {};
+  const resolvers = given.split(',').filter((r) => r !== '');
+  const bad = resolvers.filter((r) => !/^(\d{1,3}\.){3}\d{1,3}(:\d{1,5})?$/.test(r) || r.startsWith('127.'));
+  if (resolvers.length === 0 || bad.length > 0)
+    throw new UsageError(
+      `--egress-resolver must be IPv4 addresses (ip or ip:port, not loopback), comma-separated: not ${JSON.stringify(bad.length ? bad.join(',') : given)}`,
+    );
+  return { egress: { resolvers } };
+}
+
 async function jobsFlags(args: CommandArgs): Promise<Pick<RunlogOptions, 'receipts' | 'jobs'>> {
   const from = args.values['jobs-from'] as string | undefined;
   if (!args.values.jobs) {
@@ -154,7 +167,7 @@ export const serveCommand: Command = {
   name: 'serve',
   summary: 'run the supervisor with its HTTP API and web inspector (loopback only, bearer token)',
   usage:
-    'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] [--retain <duration>] [--ports <min>-<max>] [--home <dir>] [--db <path> | --store <url> [--node <name>] [--lease-ttl <ms>] [--collect-grace <ms>] [--exec-limit <n>]] [--jobs [--jobs-from <url>] --pds <url> --identifier <id> --password <pw>] [--json]   (--json prints {url, host, port, …} on stdout)',
+    'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] [--retain <duration>] [--ports <min>-<max>] [--home <dir>] [--db <path> | --store <url> [--node <name>] [--lease-ttl <ms>] [--collect-grace <ms>] [--exec-limit <n>]] [--jobs [--jobs-from <url>] --pds <url> --identifier <id> --password <pw>] [--egress-resolver <ip[:port],…>] [--json]   (--json prints {url, host, port, …} on stdout)',
   options: {
     listen: {
       type: 'string',
@@ -233,6 +246,13 @@ export const serveCommand: Command = {
       description: 'with --jobs: the relay or PDS whose repo event stream (subscribeRepos) brings the jobs',
       defaultText: "the runner account's PDS",
     },
+    'egress-resolver': {
+      type: 'string',
+      value: '<ip[:port],…>',
+      description:
+        'the resolvers the egress proxy asks for executions the policy grants network (never a loopback address: the proxy runs in a container)',
+      defaultText: "the host's, from /etc/resolv.conf",
+    },
     pds: { ...publishCommand.options!.pds!, description: "with --jobs: the runner account's PDS" },
     identifier: { ...publishCommand.options!.identifier!, description: 'with --jobs: the runner account' },
     password: publishCommand.options!.password!,
@@ -261,6 +281,7 @@ export const serveCommand: Command = {
     // Refuse a bad address (or cluster flags without a PostgreSQL store) before anything is opened or written.
     const { node, leaseTtlMs, execLimit, collectGraceMs, retainText, retention, retainMs } = await serveFlags(args);
     const jobs = await jobsFlags(args);
+    const egress = egressFlags(args);
     const portRange = portRangeOf(args.values.ports as string | undefined);
     const listen = parseListen(args.values.listen as string | undefined);
     const metricsAt =
@@ -291,6 +312,7 @@ export const serveCommand: Command = {
       ...(execLimit !== undefined ? { execLimit } : {}),
       ...(portRange ? { portRange } : {}),
       ...jobs,
+      ...egress,
       command: 'runlog serve',
       log: say,
       atproto: atprotoOptions(args.values.plc as string | undefined),

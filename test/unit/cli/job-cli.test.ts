@@ -207,6 +207,13 @@ describe('job submit: its arguments', () => {
       expect(bad.code).toBe(2);
       expect(bad.err).toContain('--jobs-from must be an http(s) or ws(s) URL');
     });
+
+    it('serve --egress-resolver takes IPv4 resolvers the proxy can reach, and says so of a loopback or a name', async () => {
+      for (const given of ['127.0.0.53', 'dns.example', '10.0.0.2,::1', ''])
+        expect((await run('serve', '--egress-resolver', given, '--home', '/nonexistent/runlog-job-cli')).err).toContain(
+          '--egress-resolver must be IPv4 addresses',
+        );
+    });
   });
 });
 
