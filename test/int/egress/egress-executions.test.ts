@@ -100,6 +100,7 @@ let rl: Runlog;
 let root: string;
 let home: string;
 let uri: string;
+let runtimeUri = '';
 let server: Server;
 let dnsServer: DnsTestServer;
 let gateway: string;
@@ -139,7 +140,7 @@ beforeAll(async () => {
   uri = (
     await publishCode(author.publisher, {
       dir,
-      runtime: await publishNodeRuntime(pds, 'runtimes.test'),
+      runtime: (runtimeUri = await publishNodeRuntime(pds, 'runtimes.test')),
       entrypoint: 'index.mjs',
       requested: { network: true },
       atproto: { plcUrl: pds.plcUrl },
@@ -149,6 +150,8 @@ beforeAll(async () => {
   rl = await createRunlog({
     home,
     policy: parseOperatorPolicy({
+      // Its runtime's publisher is trusted to pre-start: a network-granted execution must still never take one.
+      prestart: { publishers: [runtimeUri.split('/')[2]!] },
       network: {
         destinations: [
           { host: 'api.test', ports: [port] },
@@ -227,6 +230,8 @@ describe('an execution granted network, through the egress proxy', () => {
     expect(egress.filter((d) => d.kind === 'dns' && d.decision !== 'refused')).toEqual([]);
     expect(egress.some((d) => d.code === 'EGRESS_BYTES_EXCEEDED')).toBe(true);
     expect(egress.filter((d) => d.decision === 'allowed' || d.decision === 'closed').length).toBeGreaterThan(0);
+    // Its sandbox was made for it, on its network: never a pre-started one.
+    expect((view.context as unknown as ExecutionContext).profile?.prestarted).toBe(false);
     const usage = steps.find((s) => s.name === 'egress.usage')?.detail;
     expect(usage).toMatchObject({ stopped: 'EGRESS_BYTES_EXCEEDED' });
     expect(Number(usage?.refused)).toBeGreaterThanOrEqual(3);
