@@ -49,8 +49,10 @@ export interface EgressClosed {
 export interface EgressProxyHost {
   /** Makes the execution's network, joins the proxy to it and registers its grant there. */
   open(executionId: string, grant: NetworkGrant): Promise<SandboxNetwork>;
-  /** Removes its grant (cutting what is open), reads its reports, and removes its network. */
-  close(executionId: string, containerId: string | null): Promise<EgressClosed>;
+  /** Removes its grant (cutting what is open) and reads its reports: the proxy's part, no Docker call. */
+  finish(executionId: string): Promise<EgressClosed>;
+  /** Removes its network (the container, if still there, detached first; the proxy always). */
+  remove(executionId: string, containerId: string | null): Promise<void>;
   /** Removes what a supervisor of this home left behind: the proxy, and each egress network no sandbox is on. */
   sweep(): Promise<void>;
   stop(): Promise<void>;
@@ -160,16 +162,17 @@ export function egressProxyHost(o: EgressProxyHostOptions): EgressProxyHost {
       }
     },
 
-    async close(executionId, containerId) {
+    async finish(executionId) {
       const p = running ? await running.catch(() => null) : null;
-      let closed: EgressClosed = { usage: null, reports: [], lost: 0 };
-      if (p) {
-        const removed = await p.control.deleteGrant(executionId).catch(() => null);
-        const page = await p.control.reports({ key: executionId, limit: 1000 }).catch(() => null);
-        closed = { usage: removed?.usage ?? null, reports: page?.reports ?? [], lost: page?.lost ?? 0 };
-      }
+      if (!p) return { usage: null, reports: [], lost: 0 };
+      const removed = await p.control.deleteGrant(executionId).catch(() => null);
+      const page = await p.control.reports({ key: executionId, limit: 1000 }).catch(() => null);
+      return { usage: removed?.usage ?? null, reports: page?.reports ?? [], lost: page?.lost ?? 0 };
+    },
+
+    async remove(executionId, containerId) {
+      const p = running ? await running.catch(() => null) : null;
       await removeNetwork(networkOf(executionId), p?.id ?? null, containerId);
-      return closed;
     },
 
     async sweep() {

@@ -25,7 +25,7 @@ export function grantOf(r: Resolved): NetworkGrant | null {
 export class ExecutionEgressSteps {
   /** What each execution's network closed with, until its receipt is written. */
   private readonly closed = new Map<string, EgressClosed>();
-  /** Executions whose network this process opened and has not closed yet. */
+  /** Executions whose network is there still (opened here, or found by a collect after a restart). */
   private readonly opened = new Set<string>();
 
   constructor(private readonly host: () => EgressProxyHost | null) {}
@@ -43,21 +43,28 @@ export class ExecutionEgressSteps {
     return network;
   }
 
-  /** Closes what is still open of an execution that ended without closing it (cancelled, failed to start). */
+  /**
+   * Removes the execution's network once it is done with it (its cleanup, after its container is removed: nothing
+   * is then left to detach). A grant still registered (cancelled, failed to start) is removed first.
+   */
   async release(executionId: string, containerId: string | null): Promise<void> {
     if (!this.opened.delete(executionId)) return;
-    await this.host()?.close(executionId, containerId);
+    const host = this.host();
+    if (!host) return;
+    if (!this.closed.has(executionId)) await host.finish(executionId);
+    this.closed.delete(executionId);
+    await host.remove(executionId, containerId);
   }
 
   /**
-   * Closes the execution's network (its grant removed, its connections cut) and records what the proxy saw. Safe
-   * to call for an execution that had none, or whose network is gone already.
+   * Ends the execution's network (its grant removed, its connections cut) and records what the proxy saw; the
+   * network itself goes at its cleanup (release), after the answer. Safe for an execution whose proxy is gone.
    */
-  async close(executionId: string, containerId: string | null, ctx: ExecutionEffectContext): Promise<void> {
+  async close(executionId: string, ctx: ExecutionEffectContext): Promise<void> {
     const host = this.host();
     if (!host) return;
-    this.opened.delete(executionId);
-    const closed = await host.close(executionId, containerId);
+    this.opened.add(executionId); // after a restart too: its cleanup removes the network
+    const closed = await host.finish(executionId);
     this.closed.set(executionId, closed);
     const recorded = closed.reports.slice(0, MAX_EGRESS_STEPS);
     for (const report of recorded) {
@@ -77,10 +84,9 @@ export class ExecutionEgressSteps {
     });
   }
 
-  /** The receipt's egress summary (taken once: the execution is answered). */
+  /** The receipt's egress summary. */
   receipt(executionId: string, grant: NetworkGrant | null): ExecutionEgress | undefined {
     const closed = this.closed.get(executionId);
-    this.closed.delete(executionId);
     if (!grant) return undefined;
     const u = closed?.usage;
     return {
@@ -91,9 +97,5 @@ export class ExecutionEgressSteps {
       bytesDown: u?.bytesDown ?? 0,
       ...(u?.stopped ? { stopped: u.stopped } : {}),
     };
-  }
-
-  forget(executionId: string): void {
-    this.closed.delete(executionId);
   }
 }

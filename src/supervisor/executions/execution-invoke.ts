@@ -175,7 +175,7 @@ export class ExecutionInvoker {
       secrets = await this.deps.secrets.open(request, r, nowMs() + budgetMs());
     } catch (err) {
       this.fillNext(request.executionId);
-      await this.closeEgress(request.executionId, containerId, r, ctx);
+      await this.closeEgress(request.executionId, r, ctx);
       await ctx.dispatch(
         profiles.withProfile(request.executionId, { type: 'execution.failed', data: classify(err, 'runtime') }),
       );
@@ -202,7 +202,7 @@ export class ExecutionInvoker {
       });
     } catch (err) {
       this.fillNext(request.executionId);
-      await this.closeEgress(request.executionId, containerId, r, ctx);
+      await this.closeEgress(request.executionId, r, ctx);
       await ctx.dispatch(
         profiles.withProfile(request.executionId, { type: 'execution.failed', data: classify(err, 'runtime') }),
       );
@@ -210,7 +210,7 @@ export class ExecutionInvoker {
     }
     this.fillNext(request.executionId);
     // The handler answered: its network is closed (what is still open is cut) and what it did is recorded.
-    await this.closeEgress(request.executionId, containerId, r, ctx);
+    await this.closeEgress(request.executionId, r, ctx);
     const t = result.timings;
     profiles.add(request.executionId, {
       attachMs: t.attachMs,
@@ -245,14 +245,9 @@ export class ExecutionInvoker {
   }
 
   /** Closes a network-granted execution's network and records what the proxy saw (nothing for one without). */
-  private async closeEgress(
-    executionId: string,
-    containerId: string,
-    r: Resolved | undefined,
-    ctx: ExecutionEffectContext,
-  ): Promise<void> {
+  private async closeEgress(executionId: string, r: Resolved | undefined, ctx: ExecutionEffectContext): Promise<void> {
     if (!r || !grantOf(r)) return;
-    await this.deps.egress.close(executionId, containerId, ctx).catch(() => undefined);
+    await this.deps.egress.close(executionId, ctx).catch(() => undefined);
   }
 
   /** The next execution of this code will find its sandbox started (in the background; bounded by the policy). */
@@ -304,7 +299,7 @@ export class ExecutionInvoker {
       event = { type: 'execution.failed', data: { ...c, reason: 'lost' } };
     }
     // Its proxy went with the supervisor that died: its network is removed, and what remains of it recorded.
-    await this.closeEgress(request.executionId, containerId, r ?? undefined, ctx);
+    await this.closeEgress(request.executionId, r ?? undefined, ctx);
     if (r) await this.attachReceipt(event, request, r, ctx);
     await ctx.dispatch(event);
   }

@@ -304,11 +304,15 @@ export class ExecutionSupervisor {
     if (executionId) this.profiles.forget(executionId);
     if (executionId) this.invoker.forget(executionId);
     if (executionId) this.gate.ended(executionId);
-    if (executionId) this.egress.forget(executionId);
-    if (executionId) await this.egress.release(executionId, containerId).catch(() => undefined);
-    if (!containerId) return;
+    // A network-granted execution's network goes after its container (nothing is then left to detach).
+    const releaseNetwork = () => (executionId ? this.egress.release(executionId, null) : Promise.resolve());
+    if (!containerId) return releaseNetwork().catch(() => undefined);
     // Runs after execute() has answered (it returns on the outcome): tracked, so close() still waits for it.
-    const removal = this.sandbox.removeContainer(containerId).catch(() => undefined);
+    const removal = this.sandbox
+      .removeContainer(containerId)
+      .catch(() => undefined)
+      .then(releaseNetwork)
+      .catch(() => undefined);
     this.removals.add(removal);
     try {
       await removal;

@@ -96,11 +96,13 @@ function report(seq: number): EgressReport {
   };
 }
 
-function fakeHost(reports: EgressReport[]): { host: EgressProxyHost; closed: string[] } {
+function fakeHost(reports: EgressReport[]): { host: EgressProxyHost; closed: string[]; removed: string[] } {
   const closed: string[] = [];
+  const removed: string[] = [];
   const host: EgressProxyHost = {
     open: async () => network,
-    close: async (id) => {
+    remove: async (id) => void removed.push(id),
+    finish: async (id) => {
       closed.push(id);
       return {
         usage: {
@@ -121,7 +123,7 @@ function fakeHost(reports: EgressReport[]): { host: EgressProxyHost; closed: str
     stop: async () => undefined,
     owns: () => false,
   };
-  return { host, closed };
+  return { host, closed, removed };
 }
 
 describe("an execution's history of what the proxy saw", () => {
@@ -132,7 +134,7 @@ describe("an execution's history of what the proxy saw", () => {
     const dispatched: { type: string; data: { name: string; detail: Record<string, unknown> } }[] = [];
     const ctx = { dispatch: async (e: never) => void dispatched.push(e) } as unknown as ExecutionEffectContext;
     await steps.open('exec_1', grant);
-    await steps.close('exec_1', 'c1', ctx);
+    await steps.close('exec_1', ctx);
     const names = dispatched.map((e) => e.data.name);
     expect(names.filter((n) => n === 'egress')).toHaveLength(MAX_EGRESS_STEPS);
     expect(names.at(-1)).toBe('egress.usage');
@@ -149,15 +151,34 @@ describe("an execution's history of what the proxy saw", () => {
     });
   });
 
-  it('releases an opened network once, and nothing for an execution it never opened', async () => {
-    const { host, closed } = fakeHost([]);
+  it('removes a network once, after the answer; a grant never closed is removed first', async () => {
+    const { host, closed, removed } = fakeHost([]);
     const steps = new ExecutionEgressSteps(() => host);
     await steps.release('exec_9', null);
-    expect(closed).toEqual([]);
+    expect([closed, removed]).toEqual([[], []]);
+    // Cancelled before it answered: its grant, then its network.
     await steps.open('exec_1', grant);
     await steps.release('exec_1', 'c1');
     await steps.release('exec_1', 'c1');
-    expect(closed).toEqual(['exec_1']);
+    expect([closed, removed]).toEqual([['exec_1'], ['exec_1']]);
+    // Answered: the grant went with the answer, the network goes at the cleanup.
+    const ctx = { dispatch: async () => undefined } as unknown as ExecutionEffectContext;
+    await steps.open('exec_2', grant);
+    await steps.close('exec_2', ctx);
+    expect(removed).toEqual(['exec_1']);
+    await steps.release('exec_2', null);
+    expect([closed, removed]).toEqual([
+      ['exec_1', 'exec_2'],
+      ['exec_1', 'exec_2'],
+    ]);
+  });
+
+  it('removes the network of an execution collected after a restart (opened by the supervisor before)', async () => {
+    const { host, removed } = fakeHost([]);
+    const steps = new ExecutionEgressSteps(() => host);
+    await steps.close('exec_3', { dispatch: async () => undefined } as unknown as ExecutionEffectContext);
+    await steps.release('exec_3', null);
+    expect(removed).toEqual(['exec_3']);
   });
 
   it('says NETWORK_NOT_ALLOWED when this runner has no proxy to open a network through', async () => {
