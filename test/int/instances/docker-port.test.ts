@@ -93,12 +93,27 @@ describe('typed errors from the real Engine', () => {
 
     expect(await engine.inspectNetwork(NETWORK)).toBeNull();
     await engine.createNetwork(NETWORK, LABELS);
-    expect(await engine.inspectNetwork(NETWORK)).toEqual({ name: NETWORK, driver: 'bridge' });
+    expect(await engine.inspectNetwork(NETWORK)).toEqual({
+      name: NETWORK,
+      driver: 'bridge',
+      labels: LABELS,
+      internal: false,
+    });
     const again = await engine.createNetwork(NETWORK, LABELS).then(
       () => null,
       (e: unknown) => e,
     );
     expect(again).toBeInstanceOf(DockerConflictError);
+  });
+
+  it('an internal network without a host address: made, listed by label, removed (and removed again: nothing)', async () => {
+    const name = `${NETWORK}-internal`;
+    await engine.createNetwork(name, LABELS, { internal: true, noHostAddress: true });
+    expect(await engine.inspectNetwork(name)).toMatchObject({ name, internal: true });
+    expect((await engine.listNetworks({ 'runlog.test-run': RUN })).map((n) => n.name)).toContain(name);
+    await engine.removeNetwork(name);
+    await engine.removeNetwork(name);
+    expect(await engine.inspectNetwork(name)).toBeNull();
   });
 
   it('no daemon on the socket: DockerUnavailableError (DOCKER_UNAVAILABLE), which engineTrouble calls down', async () => {
