@@ -238,6 +238,8 @@ describe('an execution granted network, through the egress proxy', () => {
   }, 180_000);
 
   it('leaves no execution network behind once it answered, and no proxy once the supervisor closed', async () => {
+    // The network goes with the execution's cleanup, after its answer (idle waits for that).
+    await rl.idle();
     const own = { label: [`runlog.home=${home}`, 'runlog.egress'] };
     const networks = (await docker.listNetworks({ filters: JSON.stringify(own) })) as {
       Labels: Record<string, string>;
