@@ -18,7 +18,7 @@ import {
   requireRegistry,
   TEST_LABELS,
 } from '../support/docker.ts';
-import { startTestPds, type TestAccount, type TestPds } from '../support/pds.ts';
+import { listReceipts, startTestPds, type TestAccount, type TestPds } from '../support/pds.ts';
 
 const REPO = resolve(import.meta.dirname, '../..');
 const JOBS = 100;
@@ -57,25 +57,8 @@ afterAll(async () => {
   if (root) rmSync(root, { recursive: true, force: true });
 });
 
-/** Every receipt in the runner's repo, a page at a time, as the PDS lists them. */
-async function receipts(): Promise<
-  { uri: string; value: { job?: StrongRef; outcome?: string; failure?: { kind?: string; code?: string } } }[]
-> {
-  const out: {
-    uri: string;
-    value: { job?: StrongRef; outcome?: string; failure?: { kind?: string; code?: string } };
-  }[] = [];
-  let cursor: string | undefined;
-  do {
-    const q = new URLSearchParams({ repo: runner.did, collection: AT_RUN_V2.execution, limit: '100' });
-    if (cursor) q.set('cursor', cursor);
-    const res = await fetch(`${pds.pdsUrl}/xrpc/com.atproto.repo.listRecords?${q}`);
-    const page = (await res.json()) as { records: typeof out; cursor?: string };
-    out.push(...page.records);
-    cursor = page.records.length > 0 ? page.cursor : undefined;
-  } while (cursor);
-  return out;
-}
+/** Every receipt in the runner's repo. */
+const receipts = () => listReceipts(pds, runner.did);
 
 describe('a supervisor killed in the middle of a burst of jobs', () => {
   it(`answers each of ${JOBS} jobs with exactly one receipt and starts exactly one sandbox for each`, async () => {

@@ -12,7 +12,12 @@ import type { AddressInfo } from 'node:net';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { publishCode, publishRuntime } from '../../src/supervisor/executions/publishing.ts';
-import { startLocalNetwork, type LocalAccount, type LocalNetwork } from '../../src/adapters/atproto/index.ts';
+import {
+  AT_RUN_V2,
+  startLocalNetwork,
+  type LocalAccount,
+  type LocalNetwork,
+} from '../../src/adapters/atproto/index.ts';
 import { imageRef } from './docker.ts';
 
 /** The test PDS is runlog's embedded network (src/adapters/atproto/local-network.ts). */
@@ -73,6 +78,27 @@ export interface PdsProxy {
   /** Requests seen, as path + query. */
   requests: string[];
   close(): Promise<void>;
+}
+
+/** A receipt as the PDS lists it: its URI, and the fields the job tests read. */
+export interface ListedReceipt {
+  uri: string;
+  value: { job?: { uri: string; cid: string }; outcome?: string; failure?: { kind?: string; code?: string } };
+}
+
+/** Every execution receipt in `did`'s repo, a page at a time, as the PDS lists them. */
+export async function listReceipts(pds: Pick<TestPds, 'pdsUrl'>, did: string): Promise<ListedReceipt[]> {
+  const out: ListedReceipt[] = [];
+  let cursor: string | undefined;
+  do {
+    const q = new URLSearchParams({ repo: did, collection: AT_RUN_V2.execution, limit: '100' });
+    if (cursor) q.set('cursor', cursor);
+    const res = await fetch(`${pds.pdsUrl}/xrpc/com.atproto.repo.listRecords?${q}`);
+    const page = (await res.json()) as { records: ListedReceipt[]; cursor?: string };
+    out.push(...page.records);
+    cursor = page.records.length > 0 ? page.cursor : undefined;
+  } while (cursor);
+  return out;
 }
 
 /**

@@ -74,10 +74,11 @@ export function egressProxyHost(o: EgressProxyHostOptions): EgressProxyHost {
   let runningId: string | null = null;
 
   async function start(): Promise<Running> {
-    if (o.outboundNetwork === undefined && !(await engine.inspectNetwork(outbound)))
+    if (!(await engine.inspectNetwork(outbound))) {
+      if (o.outboundNetwork !== undefined)
+        throw new RunlogError('NETWORK_NOT_ALLOWED', `the egress proxy's outbound network ${outbound} does not exist`);
       await engine.createNetwork(outbound, { ...o.labels, [EGRESS_LABEL]: 'outbound' });
-    else if (!(await engine.inspectNetwork(outbound)))
-      throw new RunlogError('NETWORK_NOT_ALLOWED', `the egress proxy's outbound network ${outbound} does not exist`);
+    }
     const token = randomBytes(24).toString('base64url');
     await engine.removeContainer(proxyName, { force: true }).catch(() => undefined);
     const id = await engine.createContainer(
@@ -135,6 +136,12 @@ export function egressProxyHost(o: EgressProxyHostOptions): EgressProxyHost {
     return running;
   }
 
+  /** Removes every execution network of this home that nothing is attached to (the others stay, failing quietly). */
+  async function removeExecutionNetworks(): Promise<void> {
+    for (const n of await engine.listNetworks({ [EGRESS_LABEL]: true, ...o.labels }))
+      if (n.labels[EGRESS_LABEL] === 'execution') await engine.removeNetwork(n.name).catch(() => undefined);
+  }
+
   async function removeNetwork(name: string, proxyId: string | null, containerId: string | null): Promise<void> {
     if (containerId) await engine.disconnectNetwork(name, containerId).catch(() => undefined);
     if (proxyId) await engine.disconnectNetwork(name, proxyId).catch(() => undefined);
@@ -176,12 +183,10 @@ export function egressProxyHost(o: EgressProxyHostOptions): EgressProxyHost {
     },
 
     async sweep() {
-      const own = { [EGRESS_LABEL]: true as const, ...o.labels };
-      for (const c of await engine.listContainers(own, { all: true }))
+      for (const c of await engine.listContainers({ [EGRESS_LABEL]: true, ...o.labels }, { all: true }))
         await engine.removeContainer(c.id, { force: true });
-      // A network whose sandbox outlived the supervisor stays until that execution is collected (close removes it).
-      for (const n of await engine.listNetworks(own))
-        if (n.labels[EGRESS_LABEL] === 'execution') await engine.removeNetwork(n.name).catch(() => undefined);
+      // A network whose sandbox outlived the supervisor stays until that execution is collected (its cleanup).
+      await removeExecutionNetworks();
     },
 
     async stop() {
@@ -189,8 +194,7 @@ export function egressProxyHost(o: EgressProxyHostOptions): EgressProxyHost {
       running = null;
       runningId = null;
       if (p) await engine.removeContainer(p.id, { force: true }).catch(() => undefined);
-      for (const n of await engine.listNetworks({ [EGRESS_LABEL]: true, ...o.labels }).catch(() => []))
-        if (n.labels[EGRESS_LABEL] === 'execution') await engine.removeNetwork(n.name).catch(() => undefined);
+      await removeExecutionNetworks().catch(() => undefined);
       if (o.outboundNetwork === undefined) await engine.removeNetwork(outbound).catch(() => undefined);
     },
   };

@@ -11,7 +11,7 @@ import { jobExecutionId } from '../../../src/adapters/ids.ts';
 import { publishCode } from '../../../src/supervisor/executions/publishing.ts';
 import { cleanupClusters, createCluster } from '../../support/cluster-fixture.ts';
 import { requireRegistry, watchContainerEvents } from '../../support/docker.ts';
-import { publishNodeRuntime, startTestPds, type TestPds } from '../../support/pds.ts';
+import { listReceipts, publishNodeRuntime, startTestPds, type TestPds } from '../../support/pds.ts';
 
 const REPO = resolve(import.meta.dirname, '../../..');
 const JOBS = 30;
@@ -69,12 +69,7 @@ describe('jobs taken by a cluster', () => {
         });
         jobs.push({ ...job, executionId: jobExecutionId(job.uri, job.cid) });
       }
-      const receipts = async () => {
-        const q = new URLSearchParams({ repo: runner.did, collection: AT_RUN_V2.execution, limit: '100' });
-        const res = await fetch(`${pds!.pdsUrl}/xrpc/com.atproto.repo.listRecords?${q}`);
-        return ((await res.json()) as { records: { uri: string; value: { job?: StrongRef; outcome?: string } }[] })
-          .records;
-      };
+      const receipts = () => listReceipts(pds!, runner.did);
       try {
         await expect.poll(async () => (await receipts()).length, { timeout: 240_000, interval: 1000 }).toBe(JOBS);
       } catch (err) {
