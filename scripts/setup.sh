@@ -46,10 +46,14 @@ fi
 
 # --- dockerd ----------------------------------------------------------------------------------
 docker_answers() { curl -sf --unix-socket /var/run/docker.sock http://localhost/_ping >/dev/null 2>&1; }
-if [ ! -f /etc/docker/daemon.json ] || ! grep -q runsc /etc/docker/daemon.json; then
+# Two gVisor runtimes: runsc, with no network at all, for every sandbox; runsc-net for a network-granted execution's
+# sandbox, whose network namespace is its own internal network (decision 12). runsc-net passes socket calls to the
+# kernel inside that namespace (--network=host): this runsc build refuses its own network stack on this kernel
+# ("cannot run with network enabled in root network namespace").
+if [ ! -f /etc/docker/daemon.json ] || ! grep -q runsc-net /etc/docker/daemon.json; then
   mkdir -p /etc/docker
   cat > /etc/docker/daemon.json <<JSON
-{"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--platform=ptrace","--network=none"]}}}
+{"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--platform=ptrace","--network=none"]},"runsc-net":{"path":"/usr/bin/runsc","runtimeArgs":["--platform=ptrace","--network=host"]}}}
 JSON
   if docker_answers && [ -f /var/run/docker.pid ]; then kill -HUP "$(cat /var/run/docker.pid)" || true; fi
 fi

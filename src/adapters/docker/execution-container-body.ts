@@ -41,6 +41,17 @@ export interface SandboxPolicy {
 
 export const DEFAULT_SANDBOX_USER = '65532:65532';
 
+/**
+ * The gVisor runtime a network-granted sandbox runs under, in place of `runsc`.
+ *
+ * `runsc` is registered with `--network=none`, what every other sandbox wants. `npm run setup` registers this one
+ * with `--network=host`: gVisor then hands socket calls to the kernel, inside the sandbox's own network namespace,
+ * which is the execution's internal network. What the sandbox can reach is the network's and the proxy's to say,
+ * as under runc; what it gives up is gVisor's own network stack between the handler and the kernel. The runsc build
+ * Debian ships refuses to start its own stack here ("cannot run with network enabled in root network namespace").
+ */
+export const GVISOR_NETWORK_RUNTIME = 'runsc-net';
+
 export interface ExecutionContainerSpec {
   policy: SandboxPolicy;
   runtimeVolume: string;
@@ -198,8 +209,13 @@ export function executionContainerBody(spec: ExecutionContainerSpec): { body: Co
       Init: false,
       Ulimits: [{ Name: 'core', Soft: 0, Hard: 0 }],
       LogConfig: { Type: 'json-file', Config: { 'max-size': String(logMax), 'max-file': '1' } },
-      ...(p.runtime && p.runtime !== 'runc' ? { Runtime: p.runtime } : {}),
+      ...(p.runtime && p.runtime !== 'runc' ? { Runtime: ociRuntime(p.runtime, spec.network !== undefined) } : {}),
     },
   };
   return { body, command };
+}
+
+/** The runtime a sandbox is created with: gVisor's networked twin when it has a network (GVISOR_NETWORK_RUNTIME). */
+function ociRuntime(runtime: string, networked: boolean): string {
+  return networked && runtime === 'runsc' ? GVISOR_NETWORK_RUNTIME : runtime;
 }

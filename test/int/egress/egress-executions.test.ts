@@ -7,7 +7,6 @@
 // address the second time (rebinding), the server's IP directly, raw TCP and UDP around the proxy, the proxy's own
 // control port, DNS through the sandbox's resolver and straight to the DNS server, IPv6, and a download past the
 // byte limit. Only the granted requests answer; the execution's history records each attempt the proxy saw.
-import { createServer, type Server } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +15,6 @@ import { parseOperatorPolicy } from '../../../src/domain/at-run/operator-policy.
 import type { ExecutionContext } from '../../../src/machines/execution.machine.ts';
 import { publishCode } from '../../../src/supervisor/executions/publishing.ts';
 import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
-import { startDnsTestServer, type DnsTestServer } from '../../support/dns-test-server.ts';
 import {
   cleanupTestContainers,
   cleanupTestVolumes,
@@ -25,6 +23,7 @@ import {
   requireRegistry,
   TEST_LABELS,
 } from '../../support/docker.ts';
+import { startEgressServers, type EgressServers } from '../../support/egress-servers.ts';
 import { publishNodeRuntime, startTestPds, type TestPds } from '../../support/pds.ts';
 import { readFileSync, writeFileSync } from 'node:fs';
 
@@ -36,6 +35,7 @@ import http from 'node:http';
 import net from 'node:net';
 import dgram from 'node:dgram';
 import dns from 'node:dns/promises';
+import { readFileSync } from 'node:fs';
 
 const proxy = new URL(process.env.HTTP_PROXY);
 // Plain Node: HTTP_PROXY and NODE_USE_ENV_PROXY, set by the runner, send this through the proxy.
@@ -76,7 +76,7 @@ const settle = (p) => p.then((v) => v, (e) => e.code || e.message);
 
 export async function probe(input) {
   const { port, gateway, dnsPort } = input;
-  const r = {};
+  const r = { kernel: readFileSync('/proc/version', 'utf8') };
   r.granted = await viaProxy('http://api.test:' + port + '/hello');
   r.ungranted = await viaProxy('http://other.test:' + port + '/hello');
   r.rebindFirst = await viaProxy('http://rebind.test:' + port + '/hello');
@@ -101,37 +101,29 @@ let root: string;
 let home: string;
 let uri: string;
 let runtimeUri = '';
-let server: Server;
-let dnsServer: DnsTestServer;
-let gateway: string;
-let port: number;
-const outbound = `runlog-test-egress-out-${process.pid}`;
-const served: string[] = [];
+let net: EgressServers;
+
+/** The operator's policy: two granted names on the test server's port, its gateway an allowed private range. */
+function policyOf(isolation: 'runc' | 'runsc') {
+  return parseOperatorPolicy({
+    isolation,
+    // Its runtime's publisher is trusted to pre-start: a network-granted execution must still never take one.
+    prestart: { publishers: [runtimeUri.split('/')[2]!] },
+    network: {
+      destinations: [
+        { host: 'api.test', ports: [net.port] },
+        { host: 'rebind.test', ports: [net.port] },
+      ],
+      allowRanges: [`${net.gateway}/32`],
+      limits: { bytes: BYTE_LIMIT, seconds: 60, connections: 4 },
+    },
+  });
+}
 
 beforeAll(async () => {
   await requireDocker();
   await requireRegistry();
-  await docker.createNetwork({ Name: outbound, Driver: 'bridge', Labels: { ...TEST_LABELS } });
-  const info = (await docker.getNetwork(outbound).inspect()) as { IPAM: { Config: { Gateway: string }[] } };
-  gateway = info.IPAM.Config[0]!.Gateway;
-  server = createServer((req, res) => {
-    served.push(`${req.headers.host} ${req.url}`);
-    if (req.url === '/big') res.end(Buffer.alloc(BIG, 0x61));
-    else res.end('hello');
-  });
-  await new Promise<void>((r) => server.listen(0, gateway, r));
-  port = (server.address() as { port: number }).port;
-  dnsServer = await startDnsTestServer(
-    (name, nth) =>
-      name === 'api.test' || name === 'other.test'
-        ? [gateway]
-        : name === 'rebind.test'
-          ? nth === 1
-            ? [gateway]
-            : ['169.254.169.254']
-          : [],
-    gateway,
-  );
+  net = await startEgressServers('exec', BIG);
   pds = await startTestPds();
   root = mkdtempSync(join(tmpdir(), 'runlog-egress-'));
   const dir = mkdtempSync(join(root, 'code-'));
@@ -149,19 +141,8 @@ beforeAll(async () => {
   home = join(root, 'home');
   rl = await createRunlog({
     home,
-    policy: parseOperatorPolicy({
-      // Its runtime's publisher is trusted to pre-start: a network-granted execution must still never take one.
-      prestart: { publishers: [runtimeUri.split('/')[2]!] },
-      network: {
-        destinations: [
-          { host: 'api.test', ports: [port] },
-          { host: 'rebind.test', ports: [port] },
-        ],
-        allowRanges: [`${gateway}/32`],
-        limits: { bytes: BYTE_LIMIT, seconds: 60, connections: 4 },
-      },
-    }),
-    egress: { resolvers: [`${dnsServer.address}:${dnsServer.port}`], outboundNetwork: outbound },
+    policy: policyOf('runc'),
+    egress: { resolvers: [net.resolver], outboundNetwork: net.outbound },
     atproto: { plcUrl: pds.plcUrl },
     labels: { ...TEST_LABELS },
     log: () => undefined,
@@ -171,70 +152,93 @@ beforeAll(async () => {
 afterAll(async () => {
   await rl?.close();
   await pds?.close();
-  await dnsServer?.close();
-  await new Promise((r) => server?.close(r));
+  await net?.close();
   await cleanupTestContainers();
   await cleanupTestVolumes();
-  await docker
-    .getNetwork(outbound)
-    .remove()
-    .catch(() => undefined);
   if (root) rmSync(root, { recursive: true, force: true });
 });
 
 type Step = { name: string; detail: Record<string, unknown> };
 
+/**
+ * Runs the hostile probe on `on` and checks that only the grant got through, and that its history says so. Returns
+ * the kernel the handler saw (/proc/version).
+ */
+async function expectProbeContained(on: Runlog): Promise<string> {
+  const servedBefore = net.served.length;
+  const askedBefore = net.dns.asked.length;
+  const out = await on.execute({
+    uri,
+    handler: 'probe',
+    input: { port: net.port, gateway: net.gateway, dnsPort: net.dns.port },
+    timeoutMs: 90_000,
+  });
+  expect(out.status, JSON.stringify(out)).toBe('succeeded');
+
+  const r = out.output as Record<string, any>;
+  // The granted name answers through the proxy.
+  expect(r.granted).toMatchObject({ status: 200, body: 'hello' });
+  expect(r.rebindFirst).toMatchObject({ status: 200, body: 'hello' });
+  // Refused by the proxy: an ungranted name, a granted name now resolving to the metadata address, an IP.
+  for (const k of ['ungranted', 'rebindSecond', 'directIp']) expect(r[k]?.status, k).toBe(403);
+  // Around the proxy there is no way: the network has no route out and no address of the host's.
+  expect(r.rawTcp).not.toBe('connected');
+  expect(r.proxyControl).not.toBe('connected');
+  expect(r.udp).not.toBe('answered');
+  expect(r.dnsLookup).not.toBe(net.gateway);
+  expect(Array.isArray(r.dnsDirect)).toBe(false);
+  expect(r.ipv6).not.toBe('connected');
+  // Past the byte limit the download is cut.
+  expect(r.tooBig.bytes ?? 0).toBeLessThan(BIG);
+
+  // The servers saw only what was granted.
+  expect(net.served.slice(servedBefore).filter((s) => s.endsWith('/hello'))).toEqual([
+    `api.test:${net.port} /hello`,
+    `rebind.test:${net.port} /hello`,
+  ]);
+  expect(net.dns.asked.slice(askedBefore).some((q) => q.includes('other.test'))).toBe(false);
+
+  // The history: one egress step per attempt the proxy saw, then the usage.
+  const view = await on.inspect(out.executionId);
+  const steps = (view.context as unknown as ExecutionContext).steps as Step[];
+  const egress = steps.filter((s) => s.name === 'egress').map((s) => s.detail);
+  const refusedWith = (code: string) => egress.filter((d) => d.decision === 'refused' && d.code === code);
+  expect(refusedWith('EGRESS_HOST_NOT_GRANTED').map((d) => d.host)).toContain('other.test');
+  expect(refusedWith('EGRESS_ADDRESS_FORBIDDEN').map((d) => d.host)).toContain('rebind.test');
+  expect(refusedWith('EGRESS_DIRECT_IP').map((d) => d.host)).toContain(net.gateway);
+  // DNS from the sandbox reaches no resolver: Docker's own does not forward from an internal network, and what
+  // would be forwarded goes to the proxy, which refuses it.
+  expect(egress.filter((d) => d.kind === 'dns' && d.decision !== 'refused')).toEqual([]);
+  expect(egress.some((d) => d.code === 'EGRESS_BYTES_EXCEEDED')).toBe(true);
+  expect(egress.filter((d) => d.decision === 'allowed' || d.decision === 'closed').length).toBeGreaterThan(0);
+  // Its sandbox was made for it, on its network: never a pre-started one.
+  expect((view.context as unknown as ExecutionContext).profile?.prestarted).toBe(false);
+  const usage = steps.find((s) => s.name === 'egress.usage')?.detail;
+  expect(usage).toMatchObject({ stopped: 'EGRESS_BYTES_EXCEEDED' });
+  expect(Number(usage?.refused)).toBeGreaterThanOrEqual(3);
+  return String(r.kernel);
+}
+
 describe('an execution granted network, through the egress proxy', () => {
   it('reaches the granted host; every way around the grant fails, and its history records what the proxy saw', async () => {
-    const out = await rl.execute({
-      uri,
-      handler: 'probe',
-      input: { port, gateway, dnsPort: dnsServer.port },
-      timeoutMs: 90_000,
+    expect(await expectProbeContained(rl)).toBe(readFileSync('/proc/version', 'utf8'));
+  }, 180_000);
+
+  it('is contained just the same under gVisor, whose sandbox runs on its networked runtime', async () => {
+    const gvisor = await createRunlog({
+      home: join(root, 'home-gvisor'),
+      policy: policyOf('runsc'),
+      egress: { resolvers: [net.resolver], outboundNetwork: net.outbound },
+      atproto: { plcUrl: pds.plcUrl },
+      labels: { ...TEST_LABELS },
+      log: () => undefined,
     });
-    expect(out.status, JSON.stringify(out)).toBe('succeeded');
-
-    const r = out.output as Record<string, any>;
-    // The granted name answers through the proxy.
-    expect(r.granted).toMatchObject({ status: 200, body: 'hello' });
-    expect(r.rebindFirst).toMatchObject({ status: 200, body: 'hello' });
-    // Refused by the proxy: an ungranted name, a granted name now resolving to the metadata address, an IP.
-    for (const k of ['ungranted', 'rebindSecond', 'directIp']) expect(r[k]?.status, k).toBe(403);
-    // Around the proxy there is no way: the network has no route out and no address of the host's.
-    expect(r.rawTcp).not.toBe('connected');
-    expect(r.proxyControl).not.toBe('connected');
-    expect(r.udp).not.toBe('answered');
-    expect(r.dnsLookup).not.toBe(gateway);
-    expect(Array.isArray(r.dnsDirect)).toBe(false);
-    expect(r.ipv6).not.toBe('connected');
-    // Past the byte limit the download is cut.
-    expect(r.tooBig.bytes ?? 0).toBeLessThan(BIG);
-
-    // The servers saw only what was granted.
-    expect(served.filter((s) => s.endsWith('/hello'))).toEqual([
-      `api.test:${port} /hello`,
-      `rebind.test:${port} /hello`,
-    ]);
-    expect(dnsServer.asked.some((q) => q.includes('other.test'))).toBe(false);
-
-    // The history: one egress step per attempt the proxy saw, then the usage.
-    const view = await rl.inspect(out.executionId);
-    const steps = (view.context as unknown as ExecutionContext).steps as Step[];
-    const egress = steps.filter((s) => s.name === 'egress').map((s) => s.detail);
-    const refusedWith = (code: string) => egress.filter((d) => d.decision === 'refused' && d.code === code);
-    expect(refusedWith('EGRESS_HOST_NOT_GRANTED').map((d) => d.host)).toContain('other.test');
-    expect(refusedWith('EGRESS_ADDRESS_FORBIDDEN').map((d) => d.host)).toContain('rebind.test');
-    expect(refusedWith('EGRESS_DIRECT_IP').map((d) => d.host)).toContain(gateway);
-    // DNS from the sandbox reaches no resolver: Docker's own does not forward from an internal network, and what
-    // would be forwarded goes to the proxy, which refuses it.
-    expect(egress.filter((d) => d.kind === 'dns' && d.decision !== 'refused')).toEqual([]);
-    expect(egress.some((d) => d.code === 'EGRESS_BYTES_EXCEEDED')).toBe(true);
-    expect(egress.filter((d) => d.decision === 'allowed' || d.decision === 'closed').length).toBeGreaterThan(0);
-    // Its sandbox was made for it, on its network: never a pre-started one.
-    expect((view.context as unknown as ExecutionContext).profile?.prestarted).toBe(false);
-    const usage = steps.find((s) => s.name === 'egress.usage')?.detail;
-    expect(usage).toMatchObject({ stopped: 'EGRESS_BYTES_EXCEEDED' });
-    expect(Number(usage?.refused)).toBeGreaterThanOrEqual(3);
+    try {
+      // The kernel the handler saw is gVisor's, not the host's: it ran in gVisor, with a network.
+      expect(await expectProbeContained(gvisor)).not.toBe(readFileSync('/proc/version', 'utf8'));
+    } finally {
+      await gvisor.close();
+    }
   }, 180_000);
 
   it('leaves no execution network behind once it answered, and no proxy once the supervisor closed', async () => {
@@ -269,7 +273,7 @@ describe('an execution granted network, through the egress proxy', () => {
     });
     rl = await createRunlog({
       home,
-      egress: { resolvers: [`${dnsServer.address}:${dnsServer.port}`], outboundNetwork: outbound },
+      egress: { resolvers: [net.resolver], outboundNetwork: net.outbound },
       atproto: { plcUrl: pds.plcUrl },
       labels: { ...TEST_LABELS },
       log: () => undefined,

@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   executionContainerBody,
+  GVISOR_NETWORK_RUNTIME,
   type ExecutionContainerSpec,
 } from '../../../src/adapters/docker/execution-container-body.ts';
 import type { EgressProxyHost } from '../../../src/adapters/egress/egress-proxy-host.ts';
@@ -54,6 +55,13 @@ describe('the sandbox of a network-granted execution', () => {
     );
     // Everything else stays as hardened as without network.
     expect(body.HostConfig).toMatchObject({ CapDrop: ['ALL'], ReadonlyRootfs: true, Privileged: false });
+  });
+
+  it("runs under gVisor's networked runtime when gVisor is asked for, and under plain runsc without a network", () => {
+    const gvisor = { ...spec, policy: { ...spec.policy, runtime: 'runsc' } };
+    expect(executionContainerBody({ ...gvisor, network }).body.HostConfig?.Runtime).toBe(GVISOR_NETWORK_RUNTIME);
+    expect(executionContainerBody(gvisor).body.HostConfig?.Runtime).toBe('runsc');
+    expect(executionContainerBody({ ...spec, network }).body.HostConfig?.Runtime).toBeUndefined();
   });
 
   it('refuses a network on a pre-started sandbox, and a proxy address that is not IPv4', () => {

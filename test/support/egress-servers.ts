@@ -1,0 +1,66 @@
+// The servers a network-granted execution may reach in a test, all the test's own.
+//
+// An outbound bridge network the test makes (the egress proxy's way out), an HTTP server on its gateway that
+// answers `/hello` and a `/big` download, and a DNS server beside it. `api.test` and `other.test` resolve to the
+// gateway; `rebind.test` does on its odd-numbered queries and answers the metadata address on the even ones (a
+// rebinding, once per pair of lookups, so that each execution of a test meets it afresh). Nothing here sends a
+// packet anywhere else.
+import { createServer, type Server } from 'node:http';
+import { startDnsTestServer, type DnsTestServer } from './dns-test-server.ts';
+import { docker, TEST_LABELS } from './docker.ts';
+
+export interface EgressServers {
+  /** The outbound network's name: the proxy's way out (createRunlog's `egress.outboundNetwork`). */
+  outbound: string;
+  /** Its gateway's address, where both servers listen. */
+  gateway: string;
+  /** The HTTP server's port. */
+  port: number;
+  /** Every request the HTTP server answered, as `host url`. */
+  served: string[];
+  dns: DnsTestServer;
+  /** The proxy's resolver, as createRunlog's `egress.resolvers` takes it. */
+  resolver: string;
+  close(): Promise<void>;
+}
+
+/** Starts the servers on a new outbound network named after `tag`; `bigBytes` is the size of `/big`. */
+export async function startEgressServers(tag: string, bigBytes: number): Promise<EgressServers> {
+  const outbound = `runlog-test-egress-${tag}-${process.pid}`;
+  await docker.createNetwork({ Name: outbound, Driver: 'bridge', Labels: { ...TEST_LABELS } });
+  const info = (await docker.getNetwork(outbound).inspect()) as { IPAM: { Config: { Gateway: string }[] } };
+  const gateway = info.IPAM.Config[0]!.Gateway;
+  const served: string[] = [];
+  const server: Server = createServer((req, res) => {
+    served.push(`${req.headers.host} ${req.url}`);
+    if (req.url === '/big') res.end(Buffer.alloc(bigBytes, 0x61));
+    else res.end('hello');
+  });
+  await new Promise<void>((r) => server.listen(0, gateway, r));
+  const port = (server.address() as { port: number }).port;
+  const answers = (name: string, nth: number): string[] =>
+    name === 'api.test' || name === 'other.test'
+      ? [gateway]
+      : name === 'rebind.test'
+        ? nth % 2 === 1
+          ? [gateway]
+          : ['169.254.169.254']
+        : [];
+  const dns = await startDnsTestServer(answers, gateway);
+  return {
+    outbound,
+    gateway,
+    port,
+    served,
+    dns,
+    resolver: `${dns.address}:${dns.port}`,
+    async close() {
+      await dns.close();
+      await new Promise((r) => server.close(r));
+      await docker
+        .getNetwork(outbound)
+        .remove()
+        .catch(() => undefined);
+    },
+  };
+}
