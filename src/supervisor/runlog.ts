@@ -142,6 +142,7 @@ async function openRunlog(
   const placeOn = (choice: NodeChoice) => placeRequest(choice, leasing, selfNode, now);
   const heartbeat = supervise ? startHeartbeat(store, now, options.heartbeatMs, log, node) : null;
   const metrics = supervise && (options.metrics ?? true) ? runlogMetrics(services, opened, bus, now, heartbeat) : null;
+  const prefetchInventory = () => reconciler.prefetchInventory();
   const reconcile = async (o?: ReconcileOptions): Promise<ReconcileReport> => {
     const report = await reconciler.reconcile(o);
     metrics?.reconciled(report);
@@ -163,6 +164,7 @@ async function openRunlog(
         toolSync,
         spawned,
         reconcile,
+        prefetchInventory,
         openedAtMs,
         ops,
       })
@@ -329,12 +331,24 @@ async function startSupervising(c: {
   toolSync: AppToolSync;
   spawned: (instanceId: string) => <R>(r: R) => R;
   reconcile(o?: ReconcileOptions): Promise<ReconcileReport>;
+  /** Starts taking Docker's inventory for the start-up reconcile (Reconciler.prefetchInventory). */
+  prefetchInventory(): void;
   openedAtMs: number;
   ops: InstanceOperations;
 }): Promise<ClusterServices | null> {
   const { options, services, node, log } = c;
   const clusterLog = c.opened.cluster;
   const { host, instances, executions } = services;
+  // Docker is asked while the log replays: nothing here needs the log, and no execution effect runs before the
+  // reconcile that awaits both. An earlier supervisor's egress proxy went with it: removed, with each execution
+  // network no sandbox is on.
+  const reconciles = options.reconcile ?? true;
+  if (reconciles) c.prefetchInventory();
+  const swept = reconciles
+    ? executions
+        .sweepEgress()
+        .catch((err: unknown) => log(`the egress proxy of an earlier run was not removed: ${(err as Error).message}`))
+    : null;
   const rehydrated = await host.rehydrate();
   await recoverRehydrated(host, rehydrated, log);
   const cluster =
@@ -364,7 +378,7 @@ async function startSupervising(c: {
           live: (id) => c.ops.live(id, 'instance'),
         })
       : null;
-  if (options.reconcile ?? true) {
+  if (reconciles) {
     // Pre-started sandboxes of an earlier supervisor are removed (and recorded) first, but for one a live
     // execution runs in: its actor's recovery (below) decides about that one.
     const inUse = new Set(
@@ -378,10 +392,7 @@ async function startSupervising(c: {
       .catch((err: unknown) =>
         log(`pre-started sandboxes of an earlier run were not all removed: ${(err as Error).message}`),
       );
-    // An earlier supervisor's egress proxy went with it: removed, with each execution network no sandbox is on.
-    await executions
-      .sweepEgress()
-      .catch((err: unknown) => log(`the egress proxy of an earlier run was not removed: ${(err as Error).message}`));
+    await swept;
     const report = await c.reconcile();
     if (report.actions.length > 0) log(`reconciled ${report.actions.length} actors (${summarizeActions(report)})`);
   }

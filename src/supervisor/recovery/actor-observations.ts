@@ -8,7 +8,7 @@ import type { InstanceContext } from '../../machines/instance.machine.ts';
 import type { ExecutionObservation, InstanceObservation } from '../../machines/reconcile-decision.ts';
 import type { LiveActor } from '../host/actor-host.ts';
 import type { InstanceSupervisor } from '../instances/instances.ts';
-import { errorText, type ReconcileRun } from './reconcile-run.ts';
+import { errorText } from './reconcile-run.ts';
 
 export interface Inventory {
   containers: ContainerSummary[];
@@ -40,12 +40,15 @@ export const containerEvidence = (id: string, info: ContainerInfo | null) =>
 export const runlogLabels = (labels: Record<string, string>) =>
   Object.fromEntries(Object.entries(labels).filter(([k]) => k.startsWith('runlog.')));
 
-/** Every container and volume labelled with this home; null (reported) when Docker cannot be asked. */
+/**
+ * Every container and volume labelled with this home; null when Docker cannot be asked. What could not be read is
+ * pushed on `unreachable`, as the run reports it.
+ */
 export async function takeInventory(
   engine: DockerEngine,
   instances: InstanceSupervisor,
   home: string,
-  run: ReconcileRun,
+  unreachable: string[],
   log: (m: string) => void,
 ): Promise<Inventory | null> {
   let containers: ContainerSummary[];
@@ -56,7 +59,7 @@ export async function takeInventory(
       engine.listVolumes({ 'runlog.home': home }),
     ]);
   } catch (err) {
-    run.report.unreachable.push(`docker: ${errorText(err)}`);
+    unreachable.push(`docker: ${errorText(err)}`);
     log(`reconcile: Docker unreachable, what needs it is left as logged: ${errorText(err)}`);
     return null;
   }
@@ -66,7 +69,7 @@ export async function takeInventory(
       // Inspects what was just listed (in parallel); no second listing.
       for (const r of await instances.runner('container').listOrphanRecords(containers)) records.set(r.containerId, r);
     } catch (err) {
-      run.report.unreachable.push(`container runner: ${errorText(err)}`);
+      unreachable.push(`container runner: ${errorText(err)}`);
       log(`reconcile: cannot read instance containers: ${errorText(err)}`);
     }
   }

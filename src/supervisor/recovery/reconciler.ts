@@ -72,6 +72,8 @@ export class Reconciler {
   private readonly faultsOverride: FaultHook | undefined;
   private readonly clock: Clock;
   private queue: Promise<unknown> = Promise.resolve();
+  /** Docker's inventory taken ahead of the next reconcile (prefetchInventory), with what it could not read. */
+  private prefetched: { inventory: Promise<Inventory | null>; unreachable: string[] } | null = null;
 
   constructor(
     private readonly host: () => ActorHost,
@@ -108,6 +110,18 @@ export class Reconciler {
     (this.faultsOverride ?? this.host().faultHook ?? noFaults)('mid-reconcile', detail);
   }
 
+  /**
+   * Starts listing and inspecting this home's containers now, for the next reconcile: at start-up it overlaps the
+   * log's replay. Stale by then is safe. What is removed meanwhile (pre-started sandboxes, an earlier egress proxy) a
+   * stray pass inspects again and skips. What is made meanwhile belongs to an actor busy with it, which the run
+   * leaves alone, and the next reconcile sees it.
+   */
+  prefetchInventory(): void {
+    const unreachable: string[] = [];
+    const inventory = takeInventory(this.executions.engine, this.instances, this.home, unreachable, this.log);
+    this.prefetched = { inventory, unreachable };
+  }
+
   /** One reconciliation at a time (start, engine reconnects and `runlog reconcile` may overlap). */
   reconcile(opts: ReconcileOptions = {}): Promise<ReconcileReport> {
     const next = this.queue.catch(() => undefined).then(() => this.run(opts));
@@ -141,7 +155,7 @@ export class Reconciler {
     }
     const live = this.host().live();
     const versions = new Map(live.map((a) => [a.stream, a.version]));
-    const inventory = await takeInventory(this.executions.engine, this.instances, this.home, run, this.log);
+    const inventory = await this.inventoryFor(run, opts);
     if (inventory) {
       try {
         await strayContainers(this.deps, inventory, run);
@@ -174,6 +188,18 @@ export class Reconciler {
     });
     await dispatchRecoveries(this.deps, run);
     return run.report;
+  }
+
+  /** The prefetched inventory, once, when this run may use it (not after a reattach); else one taken now. */
+  private async inventoryFor(run: ReconcileRun, opts: ReconcileOptions): Promise<Inventory | null> {
+    const pending = this.prefetched;
+    this.prefetched = null;
+    if (pending && !opts.reattach) {
+      const inventory = await pending.inventory;
+      run.report.unreachable.push(...pending.unreachable);
+      return inventory;
+    }
+    return takeInventory(this.executions.engine, this.instances, this.home, run.report.unreachable, this.log);
   }
 
   /**

@@ -429,8 +429,14 @@ export class SandboxPool {
    * (`inUse`: its actor's recovery decides). Returns how many were removed.
    */
   async recover(inUse: ReadonlySet<string>): Promise<number> {
+    const home = this.deps.labels['runlog.home'];
+    // The pool's history and Docker's list are independent: both asked at once.
+    const [history, labelled] = await Promise.all([
+      this.deps.read(),
+      home ? this.deps.engine.listContainers({ 'runlog.home': home, 'runlog.kind': PRESTART_KIND }, { all: true }) : [],
+    ]);
     const open = new Map<string, { name: string; containerId: string | null }>();
-    for (const e of await this.deps.read()) {
+    for (const e of history) {
       const d = e.data as { sandbox?: string; name?: string; containerId?: string };
       if (!d.sandbox) continue;
       if (e.type === 'pool.sandbox-prestarting') open.set(d.sandbox, { name: d.name ?? '', containerId: null });
@@ -438,10 +444,6 @@ export class SandboxPool {
         open.get(d.sandbox)!.containerId = d.containerId ?? null;
       else if (e.type === 'pool.sandbox-claimed' || e.type === 'pool.sandbox-removed') open.delete(d.sandbox);
     }
-    const home = this.deps.labels['runlog.home'];
-    const labelled = home
-      ? await this.deps.engine.listContainers({ 'runlog.home': home, 'runlog.kind': PRESTART_KIND }, { all: true })
-      : [];
     let removed = 0;
     const seen = new Set<string>();
     for (const c of labelled) {
