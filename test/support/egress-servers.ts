@@ -5,9 +5,13 @@
 // gateway; `rebind.test` does on its odd-numbered queries and answers the metadata address on the even ones (a
 // rebinding, once per pair of lookups, so that each execution of a test meets it afresh). Nothing here sends a
 // packet anywhere else.
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
+import { publishCode } from '../../src/supervisor/executions/publishing.ts';
 import { startDnsTestServer, type DnsTestServer } from './dns-test-server.ts';
 import { docker, TEST_LABELS } from './docker.ts';
+import { publishNodeRuntime, type TestPds } from './pds.ts';
 
 export interface EgressServers {
   /** The outbound network's name: the proxy's way out (createRunlog's `egress.outboundNetwork`). */
@@ -63,4 +67,28 @@ export async function startEgressServers(tag: string, bigBytes: number): Promise
         .catch(() => undefined);
     },
   };
+}
+
+/**
+ * Publishes `handler` (an ES module's source) as code that asks for network, by a new account `handle`, on a Node
+ * runtime published by `runtimes.test`. Returns the code's URI and the runtime's.
+ */
+export async function publishNetworkCode(
+  pds: TestPds,
+  root: string,
+  handle: string,
+  handler: string,
+): Promise<{ uri: string; runtimeUri: string }> {
+  const dir = mkdtempSync(join(root, 'code-'));
+  writeFileSync(join(dir, 'index.mjs'), handler);
+  const author = await pds.createAccount(handle);
+  const runtimeUri = await publishNodeRuntime(pds, 'runtimes.test');
+  const { uri } = await publishCode(author.publisher, {
+    dir,
+    runtime: runtimeUri,
+    entrypoint: 'index.mjs',
+    requested: { network: true },
+    atproto: { plcUrl: pds.plcUrl },
+  });
+  return { uri, runtimeUri };
 }

@@ -13,7 +13,6 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseOperatorPolicy } from '../../../src/domain/at-run/operator-policy.ts';
 import type { ExecutionContext } from '../../../src/machines/execution.machine.ts';
-import { publishCode } from '../../../src/supervisor/executions/publishing.ts';
 import { createRunlog, type Runlog } from '../../../src/supervisor/runlog.ts';
 import {
   cleanupTestContainers,
@@ -23,9 +22,9 @@ import {
   requireRegistry,
   TEST_LABELS,
 } from '../../support/docker.ts';
-import { startEgressServers, type EgressServers } from '../../support/egress-servers.ts';
-import { publishNodeRuntime, startTestPds, type TestPds } from '../../support/pds.ts';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { publishNetworkCode, startEgressServers, type EgressServers } from '../../support/egress-servers.ts';
+import { startTestPds, type TestPds } from '../../support/pds.ts';
+import { readFileSync } from 'node:fs';
 
 const BYTE_LIMIT = 64 * 1024;
 const BIG = 256 * 1024;
@@ -126,18 +125,7 @@ beforeAll(async () => {
   net = await startEgressServers('exec', BIG);
   pds = await startTestPds();
   root = mkdtempSync(join(tmpdir(), 'runlog-egress-'));
-  const dir = mkdtempSync(join(root, 'code-'));
-  writeFileSync(join(dir, 'index.mjs'), HANDLER);
-  const author = await pds.createAccount('egress.test');
-  uri = (
-    await publishCode(author.publisher, {
-      dir,
-      runtime: (runtimeUri = await publishNodeRuntime(pds, 'runtimes.test')),
-      entrypoint: 'index.mjs',
-      requested: { network: true },
-      atproto: { plcUrl: pds.plcUrl },
-    })
-  ).uri;
+  ({ uri, runtimeUri } = await publishNetworkCode(pds, root, 'egress.test', HANDLER));
   home = join(root, 'home');
   rl = await createRunlog({
     home,

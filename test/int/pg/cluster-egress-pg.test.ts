@@ -5,13 +5,12 @@
 // Each node runs its own proxy, labelled with its own home: an execution placed on b goes out through b's proxy, and
 // one run on a through a's. A node that restarts sweeps only what it left itself, never the proxy of a node that is
 // alive beside it on the same Engine.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseOperatorPolicy } from '../../../src/domain/at-run/operator-policy.ts';
 import type { ExecutionContext } from '../../../src/machines/execution.machine.ts';
-import { publishCode } from '../../../src/supervisor/executions/publishing.ts';
 import { createRunlog, type Runlog, type RunlogOptions } from '../../../src/supervisor/runlog.ts';
 import {
   cleanupTestContainers,
@@ -21,8 +20,8 @@ import {
   requireRegistry,
   TEST_LABELS,
 } from '../../support/docker.ts';
-import { startEgressServers, type EgressServers } from '../../support/egress-servers.ts';
-import { publishNodeRuntime, startTestPds, type TestPds } from '../../support/pds.ts';
+import { publishNetworkCode, startEgressServers, type EgressServers } from '../../support/egress-servers.ts';
+import { startTestPds, type TestPds } from '../../support/pds.ts';
 import { dropSchemas, requirePostgres, testSchema } from '../../support/postgres.ts';
 
 const HANDLER = `
@@ -83,18 +82,7 @@ beforeAll(async () => {
   net = await startEgressServers('cluster', 1024);
   pds = await startTestPds();
   root = mkdtempSync(join(tmpdir(), 'runlog-cluster-egress-'));
-  const dir = mkdtempSync(join(root, 'code-'));
-  writeFileSync(join(dir, 'index.mjs'), HANDLER);
-  const author = await pds.createAccount('egress-cluster.test');
-  uri = (
-    await publishCode(author.publisher, {
-      dir,
-      runtime: await publishNodeRuntime(pds, 'runtimes.test'),
-      entrypoint: 'index.mjs',
-      requested: { network: true },
-      atproto: { plcUrl: pds.plcUrl },
-    })
-  ).uri;
+  ({ uri } = await publishNetworkCode(pds, root, 'egress-cluster.test', HANDLER));
   schema = testSchema('egress');
   for (const node of ['a', 'b']) nodes.set(node, await createRunlog(optionsOf(node)));
 }, 240_000);
