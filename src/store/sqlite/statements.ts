@@ -25,7 +25,9 @@ export interface Statements {
 
 export function prepareStatements(db: Database.Database, readOnly: boolean): Statements {
   return {
-    streamVersion: db.prepare('SELECT max(version) AS version FROM events WHERE stream = ?'),
+    // `+?`, not `?`: the same plan and bytecode, but this SQLite build (STAT4) recompiles a statement each time a
+    // plain parameter in its WHERE is bound again, in case the value changes the plan; this one runs every append.
+    streamVersion: db.prepare('SELECT max(version) AS version FROM events WHERE stream = +?'),
     insertEvent: db.prepare(
       'INSERT INTO events (seq, stream, version, type, schema, data, meta, at, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
     ),
