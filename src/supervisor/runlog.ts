@@ -28,6 +28,7 @@ import { RunlogMetrics } from './observability/metrics.ts';
 import { DEFAULT_LEASE_TTL_MS, openLog, type OpenedLog } from './open-log.ts';
 import { pinnedWatch } from './cluster/pinned-wait.ts';
 import { nodeLoads } from './cluster/nodes.ts';
+import type { Inventory } from './recovery/actor-observations.ts';
 import { Reconciler, recoverRehydrated, type ReconcileOptions } from './recovery/reconciler.ts';
 import type { ReconcileReport } from './recovery/reconcile-run.ts';
 import type { Runlog, RunlogOptions } from './runlog-api.ts';
@@ -142,7 +143,7 @@ async function openRunlog(
   const placeOn = (choice: NodeChoice) => placeRequest(choice, leasing, selfNode, now);
   const heartbeat = supervise ? startHeartbeat(store, now, options.heartbeatMs, log, node) : null;
   const metrics = supervise && (options.metrics ?? true) ? runlogMetrics(services, opened, bus, now, heartbeat) : null;
-  const prefetchInventory = () => reconciler.prefetchInventory();
+  const prefetchInventory = (): Promise<Inventory | null> => reconciler.prefetchInventory();
   const reconcile = async (o?: ReconcileOptions): Promise<ReconcileReport> => {
     const report = await reconciler.reconcile(o);
     metrics?.reconciled(report);
@@ -332,23 +333,17 @@ async function startSupervising(c: {
   spawned: (instanceId: string) => <R>(r: R) => R;
   reconcile(o?: ReconcileOptions): Promise<ReconcileReport>;
   /** Starts taking Docker's inventory for the start-up reconcile (Reconciler.prefetchInventory). */
-  prefetchInventory(): void;
+  prefetchInventory(): Promise<Inventory | null>;
   openedAtMs: number;
   ops: InstanceOperations;
 }): Promise<ClusterServices | null> {
   const { options, services, node, log } = c;
   const clusterLog = c.opened.cluster;
   const { host, instances, executions } = services;
-  // Docker is asked while the log replays: nothing here needs the log, and no execution effect runs before the
-  // reconcile that awaits both. An earlier supervisor's egress proxy went with it: removed, with each execution
-  // network no sandbox is on.
+  // Docker is asked for this home's containers while the log replays: listing them needs no log, and no execution
+  // effect runs before the reconcile that uses the list.
   const reconciles = options.reconcile ?? true;
-  if (reconciles) c.prefetchInventory();
-  const swept = reconciles
-    ? executions
-        .sweepEgress()
-        .catch((err: unknown) => log(`the egress proxy of an earlier run was not removed: ${(err as Error).message}`))
-    : null;
+  const inventory = reconciles ? c.prefetchInventory() : null;
   const rehydrated = await host.rehydrate();
   await recoverRehydrated(host, rehydrated, log);
   const cluster =
@@ -387,14 +382,16 @@ async function startSupervising(c: {
         return containerId ? [containerId] : [];
       }),
     );
+    const listed = (await inventory)?.containers;
     await executions.pool
-      .recover(inUse)
+      .recover(inUse, listed)
       .catch((err: unknown) =>
         log(`pre-started sandboxes of an earlier run were not all removed: ${(err as Error).message}`),
       );
-    await swept;
     const report = await c.reconcile();
     if (report.actions.length > 0) log(`reconciled ${report.actions.length} actors (${summarizeActions(report)})`);
+    // An earlier supervisor's egress proxy was a stray the reconcile removed; the networks it served go after it.
+    executions.sweepEgress();
   }
   // Requests placed on this node, and queued executions, are taken once it has recovered and reconciled.
   await cluster?.placement.start();

@@ -6,7 +6,8 @@
 // from eth0 at start, before any execution network is attached, so its control API never listens where a sandbox
 // can reach it. Each execution's network is internal (no route out) and gives the host no address on it (else the
 // host's own services would answer the sandbox on the gateway). Everything made here is labelled with the
-// supervisor's home: `sweep` removes what a supervisor that died left behind, and `stop` what this one made.
+// supervisor's home: `sweep` removes the networks a supervisor that died left behind (the reconciler removes its
+// proxy), and `stop` what this one made.
 import { randomBytes } from 'node:crypto';
 import type { NetworkGrant } from '../../domain/at-run/egress-grant.ts';
 import { RunlogError } from '../../domain/errors.ts';
@@ -53,7 +54,10 @@ export interface EgressProxyHost {
   finish(executionId: string): Promise<EgressClosed>;
   /** Removes its network (the container, if still there, detached first; the proxy always). */
   remove(executionId: string, containerId: string | null): Promise<void>;
-  /** Removes what a supervisor of this home left behind: the proxy, and each egress network no sandbox is on. */
+  /**
+   * Removes the execution networks a supervisor of this home left behind that no sandbox is on. Its proxy container
+   * is the reconciler's to remove, as a stray (runlog.kind egress-proxy), before this runs.
+   */
   sweep(): Promise<void>;
   stop(): Promise<void>;
   /** Whether the container is this host's running proxy. */
@@ -183,8 +187,6 @@ export function egressProxyHost(o: EgressProxyHostOptions): EgressProxyHost {
     },
 
     async sweep() {
-      for (const c of await engine.listContainers({ [EGRESS_LABEL]: true, ...o.labels }, { all: true }))
-        await engine.removeContainer(c.id, { force: true });
       // A network whose sandbox outlived the supervisor stays until that execution is collected (its cleanup).
       await removeExecutionNetworks();
     },

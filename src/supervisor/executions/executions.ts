@@ -198,9 +198,20 @@ export class ExecutionSupervisor {
     return this.egressHostInstance;
   }
 
-  /** Removes the egress proxy and networks an earlier supervisor of this home left (at start-up). */
-  async sweepEgress(): Promise<void> {
-    await this.egressHost?.sweep();
+  /**
+   * Removes, in the background (idle() and close() wait for it), the execution networks an earlier supervisor of
+   * this home left that no sandbox is on: after the start-up reconcile, which removed that supervisor's proxy.
+   */
+  sweepEgress(): void {
+    const host = this.egressHost;
+    if (!host) return;
+    const sweeping = host
+      .sweep()
+      .catch((err: unknown) =>
+        this.opts.log?.(`the egress networks of an earlier run were not all removed: ${(err as Error).message}`),
+      )
+      .finally(() => this.removals.delete(sweeping));
+    this.removals.add(sweeping);
   }
 
   get sandbox(): ExecSandbox {

@@ -116,10 +116,11 @@ export class Reconciler {
    * stray pass inspects again and skips. What is made meanwhile belongs to an actor busy with it, which the run
    * leaves alone, and the next reconcile sees it.
    */
-  prefetchInventory(): void {
+  prefetchInventory(): Promise<Inventory | null> {
     const unreachable: string[] = [];
     const inventory = takeInventory(this.executions.engine, this.instances, this.home, unreachable, this.log);
     this.prefetched = { inventory, unreachable };
+    return inventory;
   }
 
   /** One reconciliation at a time (start, engine reconnects and `runlog reconcile` may overlap). */

@@ -266,6 +266,8 @@ describe('an execution granted network, through the egress proxy', () => {
       labels: { ...TEST_LABELS },
       log: () => undefined,
     });
+    // The proxy is a stray its reconcile removed; the network goes after it, in the background idle() waits for.
+    await rl.idle();
     expect(
       await docker
         .getContainer(left.id)

@@ -23,7 +23,7 @@
 // (why). A supervisor that restarts removes every pre-started sandbox of its home that no live execution holds,
 // and records it (recover()); the reconciler leaves the ones this pool holds alone (owns()).
 import { randomBytes } from 'node:crypto';
-import type { ContainerInfo, DockerEngine } from '../../../adapters/docker/docker-port.ts';
+import type { ContainerInfo, ContainerSummary, DockerEngine } from '../../../adapters/docker/docker-port.ts';
 import { PRESTART_LABEL, type ExecutionContainerSpec } from '../../../adapters/docker/execution-container-body.ts';
 import type { ExecutionSandbox } from '../../../adapters/docker/execution-sandbox.ts';
 import type { PrestartPolicy } from '../../../domain/at-run/operator-policy.ts';
@@ -426,15 +426,19 @@ export class SandboxPool {
   /**
    * At start, before reconciliation: every pre-started sandbox of this home (by label, and every one the log
    * says was started and not claimed or removed) is removed and recorded, unless a live execution runs in it
-   * (`inUse`: its actor's recovery decides). Returns how many were removed.
+   * (`inUse`: its actor's recovery decides). `listed`: this home's containers as the start-up reconcile listed
+   * them, when it has (no second listing). Returns how many were removed.
    */
-  async recover(inUse: ReadonlySet<string>): Promise<number> {
+  async recover(inUse: ReadonlySet<string>, listed?: readonly ContainerSummary[]): Promise<number> {
     const home = this.deps.labels['runlog.home'];
+    const prestarted = (): Promise<ContainerSummary[]> | ContainerSummary[] =>
+      listed
+        ? listed.filter((c) => c.labels['runlog.kind'] === PRESTART_KIND && c.labels['runlog.home'] === home)
+        : home
+          ? this.deps.engine.listContainers({ 'runlog.home': home, 'runlog.kind': PRESTART_KIND }, { all: true })
+          : [];
     // The pool's history and Docker's list are independent: both asked at once.
-    const [history, labelled] = await Promise.all([
-      this.deps.read(),
-      home ? this.deps.engine.listContainers({ 'runlog.home': home, 'runlog.kind': PRESTART_KIND }, { all: true }) : [],
-    ]);
+    const [history, labelled] = await Promise.all([this.deps.read(), prestarted()]);
     const open = new Map<string, { name: string; containerId: string | null }>();
     for (const e of history) {
       const d = e.data as { sandbox?: string; name?: string; containerId?: string };
