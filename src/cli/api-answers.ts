@@ -29,7 +29,8 @@ function hasType(v: unknown, t: FieldType): boolean {
 export function notASupervisor(url: string, method: string, path: string, why: string): RunlogError {
   return new RunlogError(
     'BAD_RESPONSE',
-    `the server at ${url} is not a runlog supervisor: ${method} ${path} answered ${why}. server.json names that address; is \`runlog serve\` still the one listening there?`,
+    `the server at ${url} is not a runlog supervisor: ${method} ${path} answered ${why}. ` +
+      'server.json names that address; is `runlog serve` still the one listening there?',
     { url, method, path },
   );
 }

@@ -151,7 +151,9 @@ function cannotReach(home: string, path: string, code: string): RunlogError {
   const uid = myUid();
   return new RunlogError(
     'PERMISSION_DENIED',
-    `cannot reach the supervisor's files in ${home}: ${path} is not readable by this user${uid === null ? '' : ` (uid ${uid})`}${owner}, ${code}. Run the command as the user that runs \`runlog serve\` there, or use a home of your own (--home, $RUNLOG_HOME)`,
+    `cannot reach the supervisor's files in ${home}: ${path} is not readable by this user` +
+      `${uid === null ? '' : ` (uid ${uid})`}${owner}, ${code}. ` +
+      'Run the command as the user that runs `runlog serve` there, or use a home of your own (--home, $RUNLOG_HOME)',
     { home, file: path, code },
   );
 }
@@ -187,7 +189,8 @@ export async function callApi<T>(
   const timeoutError = () =>
     new RunlogError(
       'TIMEOUT',
-      `${method} ${path}: the supervisor at ${server.url} did not answer within ${timeoutMs} ms (--timeout); it will not act on the request after that`,
+      `${method} ${path}: the supervisor at ${server.url} did not answer within ${timeoutMs} ms (--timeout); ` +
+        'it will not act on the request after that',
       { timeoutMs },
     );
   let res: Response;

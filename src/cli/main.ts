@@ -70,7 +70,8 @@ export function version(): string {
 
 function help(io: Io): void {
   io.out(
-    'runlog — an event-sourced supervisor for sandboxed work\n\nusage: runlog <command> [flags]   (runlog <command> --help: its flags and an example)\n\ncommands:',
+    'runlog — an event-sourced supervisor for sandboxed work\n\n' +
+      'usage: runlog <command> [flags]   (runlog <command> --help: its flags and an example)\n\ncommands:',
   );
   for (const c of commands) io.out(`  ${c.name.padEnd(10)} ${c.summary}`);
   io.out(
@@ -79,7 +80,8 @@ function help(io: Io): void {
       'every command takes --home <dir> (default $RUNLOG_HOME, else ~/.runlog), --db <path> (default <home>/runlog.db) and --json',
       'runlog --version prints the version',
       '',
-      "exit codes: 0 ok · 1 failure or not found · 2 usage · 3 no supervisor · 4 damaged or foreign log · 5 conflict with the actor's state",
+      'exit codes: 0 ok · 1 failure or not found · 2 usage · 3 no supervisor · 4 damaged or foreign log · ' +
+        "5 conflict with the actor's state",
     ].join('\n'),
   );
 }

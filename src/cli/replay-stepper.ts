@@ -252,10 +252,12 @@ function printStep(io: Io, kind: ActorKind, s: Step, changes: ContextChange[] | 
     : s.event.type;
   io.out(`v${s.version}  ${s.event.at}  ${title}`);
   io.out(`    ${s.from} → ${s.to}${s.accepted ? '' : '   (not accepted: nothing changed)'}`);
-  if (s.effects.length > 0)
-    io.out(
-      `    effects: ${s.effects.map((e) => `${e.type}${Object.keys(e.params).length ? ` ${truncate(JSON.stringify(e.params), 80)}` : ''}`).join('\n             ')}`,
+  if (s.effects.length > 0) {
+    const effects = s.effects.map(
+      (e) => `${e.type}${Object.keys(e.params).length ? ` ${truncate(JSON.stringify(e.params), 80)}` : ''}`,
     );
+    io.out(`    effects: ${effects.join('\n             ')}`);
+  }
   if (changes.length > 0) {
     io.out('    context:');
     for (const c of changes) io.out(`      ${formatChange(c).replaceAll('\n', '\n      ')}`);
@@ -290,11 +292,13 @@ export async function printReplayStream(
   // From a snapshot: `from` is the version it stands at, and steps begin after it.
   if (io.json)
     io.out(
-      `{"id":${JSON.stringify(actor.id)},"kind":${JSON.stringify(actor.kind)},"version":${actor.version},${start ? `"from":${start.version},` : ''}"steps":[`,
+      `{"id":${JSON.stringify(actor.id)},"kind":${JSON.stringify(actor.kind)},"version":${actor.version},` +
+        `${start ? `"from":${start.version},` : ''}"steps":[`,
     );
   else if (start)
     io.out(
-      `v1–v${start.version}: from the snapshot at v${start.version} (${stateName(start.snapshot)}); replay without --to prints every transition`,
+      `v1–v${start.version}: from the snapshot at v${start.version} (${stateName(start.snapshot)}); ` +
+        'replay without --to prints every transition',
     );
   for await (const e of events) {
     if (options.to !== undefined && e.version > options.to) break;

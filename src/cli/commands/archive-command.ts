@@ -44,7 +44,8 @@ export const archiveCommand: Command = {
       else if (!r.file) io.out(`nothing to archive: no actor ended before ${before}`);
       else {
         io.out(
-          `archived ${r.actors} actors (${r.events} events) that ended before ${before} to ${r.file} (${r.bytes} bytes, ends at seq ${r.lastSeq}, ${r.lastHash!.slice(0, 16)}…)`,
+          `archived ${r.actors} actors (${r.events} events) that ended before ${before} to ${r.file} ` +
+            `(${r.bytes} bytes, ends at seq ${r.lastSeq}, ${r.lastHash!.slice(0, 16)}…)`,
         );
         io.out(
           `log ${r.sizeBefore} → ${r.sizeAfter} bytes (${r.vacuum} vacuum); replay one with: runlog replay --file ${r.file} <id>`,

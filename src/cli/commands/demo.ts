@@ -232,7 +232,8 @@ function printRunning(
     });
   else {
     io.out(
-      `\nrunlog is running.\n\n  inspector   ${server.inspectorUrl}\n  log         ${rl.dbPath}\n  PDS         ${net.pdsUrl} (PLC ${net.plcUrl})\n`,
+      `\nrunlog is running.\n\n  inspector   ${server.inspectorUrl}\n  log         ${rl.dbPath}\n` +
+        `  PDS         ${net.pdsUrl} (PLC ${net.plcUrl})\n`,
     );
     io.out('try, in another shell:');
     io.out(`  ${env} runlog ps --all`);

@@ -36,7 +36,10 @@ const describe = (summary: Record<string, unknown>): string => {
 export function unsupervisedNote(sup: Supervision): string {
   if (!sup.heartbeatAt)
     return 'no supervisor has run on this log: states are as last recorded (runlog serve supervises)';
-  return `not supervised since ${sup.since} (last heartbeat from ${sup.node} pid ${sup.pid}): live states are the last known, not current (runlog serve supervises)`;
+  return (
+    `not supervised since ${sup.since} (last heartbeat from ${sup.node} pid ${sup.pid}): ` +
+    'live states are the last known, not current (runlog serve supervises)'
+  );
 }
 
 export const psCommand: Command = {
@@ -132,15 +135,18 @@ export const inspectCommand: Command = {
       else {
         const last = !sup.supervised && view.status === 'active' ? ' — last known state' : '';
         io.out(
-          `${view.kind} ${view.id}\nstate:   ${view.state} (${view.status})${last}\nversion: ${view.version}\ncreated: ${view.createdAt}\nupdated: ${view.updatedAt}`,
+          `${view.kind} ${view.id}\nstate:   ${view.state} (${view.status})${last}\nversion: ${view.version}\n` +
+            `created: ${view.createdAt}\nupdated: ${view.updatedAt}`,
         );
         if (view.archived)
           io.out(
-            `archived: ${view.archived.at} to ${view.archived.file}\n          its events are there: runlog replay --file ${view.archived.file} ${view.id}`,
+            `archived: ${view.archived.at} to ${view.archived.file}\n` +
+              `          its events are there: runlog replay --file ${view.archived.file} ${view.id}`,
           );
-        io.out(
-          `supervised: ${sup.supervised ? `yes (${sup.node} pid ${sup.pid}, heartbeat ${sup.heartbeatAt})` : `no${sup.since ? ` since ${sup.since}` : ' (no supervisor has run on this log)'}`}`,
-        );
+        const supervised = sup.supervised
+          ? `yes (${sup.node} pid ${sup.pid}, heartbeat ${sup.heartbeatAt})`
+          : `no${sup.since ? ` since ${sup.since}` : ' (no supervisor has run on this log)'}`;
+        io.out(`supervised: ${supervised}`);
         if (waterfall && waterfall.length > 0)
           io.out(
             `latency (ms from the request):\n${renderWaterfall(waterfall)
@@ -305,7 +311,8 @@ export const replayCommand: Command = {
   name: 'replay',
   streams: true,
   summary:
-    'replay an actor through its machine (from the log, or offline from an exported --file): each transition, or state and context at --to N',
+    'replay an actor through its machine (from the log, or offline from an exported --file): ' +
+    'each transition, or state and context at --to N',
   usage: 'runlog replay <id> | --file <history.jsonl | archive.jsonl.gz> [<id>] [--to <version>] [--step] [--json]',
   options: {
     to: {
@@ -323,7 +330,8 @@ export const replayCommand: Command = {
       type: 'string',
       value: '<history.jsonl>',
       description:
-        'replay a history written by runlog export, or an actor of an archive written by runlog archive (gzip; name the actor): no database is opened',
+        'replay a history written by runlog export, or an actor of an archive written by runlog archive ' +
+        '(gzip; name the actor): no database is opened',
     },
   },
   examples: [

@@ -116,7 +116,8 @@ export async function runJobSubmit(args: CommandArgs, io: Io, deps: JobSubmitDep
   // With --json, stderr holds nothing but an error (one JSON object).
   if (!io.json)
     io.err(
-      `runlog: submitted ${job.uri} (${job.executionId}); waiting for ${receiptUriOf(runner, job)}${resultKey ? ' (its result sealed to a key only this command holds)' : ''}`,
+      `runlog: submitted ${job.uri} (${job.executionId}); waiting for ${receiptUriOf(runner, job)}` +
+        `${resultKey ? ' (its result sealed to a key only this command holds)' : ''}`,
     );
   const reader = deps.reader ?? callerReader(atprotoOptions(args.values.plc as string | undefined));
   const answer = await awaitJobAnswer(reader, job, {
@@ -128,7 +129,8 @@ export async function runJobSubmit(args: CommandArgs, io: Io, deps: JobSubmitDep
   else if (answer.outcome === 'succeeded') io.out(JSON.stringify(answer.output, null, 2));
   else
     io.err(
-      `runlog: ${job.executionId} failed (${answer.failure.kind ?? 'unknown'}): ${answer.failure.code ?? 'FAILED'}: ${answer.failure.message ?? ''}`,
+      `runlog: ${job.executionId} failed (${answer.failure.kind ?? 'unknown'}): ` +
+        `${answer.failure.code ?? 'FAILED'}: ${answer.failure.message ?? ''}`,
     );
   return exitStatusOfAnswer(answer);
 }
@@ -137,7 +139,10 @@ export const jobCommand: Command = {
   name: 'job',
   summary: "ask a runner on the network to run code: write a job record in your repo, and wait for the runner's answer",
   usage:
-    "runlog job submit <code-uri> <handler> [--input '<json>'] [--runner <did>] [--code-cid <cid>] [--secrets <at-uri>@<cid>] [--not-after <datetime>] [--wait [--timeout <ms>] [--no-seal-result] | --result-key <did:key>]   [--pds <url> --identifier <id> --password <pw>] [--plc <url>] [--json]",
+    "runlog job submit <code-uri> <handler> [--input '<json>'] [--runner <did>] [--code-cid <cid>] " +
+    '[--secrets <at-uri>@<cid>] [--not-after <datetime>] ' +
+    '[--wait [--timeout <ms>] [--no-seal-result] | --result-key <did:key>]   ' +
+    '[--pds <url> --identifier <id> --password <pw>] [--plc <url>] [--json]',
   options: {
     input: { type: 'string', value: "'<json>'", description: "the handler's input, as JSON", defaultText: 'none' },
     runner: {
@@ -167,7 +172,9 @@ export const jobCommand: Command = {
       type: 'boolean',
       default: false,
       description:
-        "wait for the runner's receipt (its proof and signature checked), open its result (sealed to a fresh key this command holds in memory only), check it against its outputSha256, and print the output; a failed job exits with its failure code's status",
+        "wait for the runner's receipt (its proof and signature checked), open its result " +
+        '(sealed to a fresh key this command holds in memory only), check it against its outputSha256, ' +
+        "and print the output; a failed job exits with its failure code's status",
     },
     timeout: {
       type: 'string',
@@ -196,7 +203,8 @@ export const jobCommand: Command = {
     },
   },
   examples: [
-    'runlog job submit at://did:plc:me/dev.mainasara.at-run.beta.v2.code/greet greet --input \'{"name":"Ada"}\' --runner did:plc:runner --wait',
+    'runlog job submit at://did:plc:me/dev.mainasara.at-run.beta.v2.code/greet greet ' +
+      '--input \'{"name":"Ada"}\' --runner did:plc:runner --wait',
   ],
   run: (args, io) => runJobSubmit(args, io),
 };

@@ -17,7 +17,8 @@ export async function publisherFrom(args: CommandArgs, what = 'publishing') {
   const password = (args.values.password as string | undefined) ?? process.env.RUNLOG_PASSWORD;
   if (!pdsUrl || !identifier || !password) {
     throw new UsageError(
-      `${what} needs an account: --pds <url> --identifier <handle|did> --password <app password> (or RUNLOG_PDS_URL, RUNLOG_IDENTIFIER, RUNLOG_PASSWORD)`,
+      `${what} needs an account: --pds <url> --identifier <handle|did> --password <app password> ` +
+        '(or RUNLOG_PDS_URL, RUNLOG_IDENTIFIER, RUNLOG_PASSWORD)',
     );
   }
   const { createPublisher } = await import('../../adapters/atproto/index.ts');
@@ -28,7 +29,9 @@ export const publishCommand: Command = {
   name: 'publish',
   summary: 'publish an at-run runtime record (from a template + image digest) or code record (from a directory)',
   usage:
-    'runlog publish runtime <dir> [--image <name@sha256:…>] | runlog publish code <dir> --runtime <at-uri> [--entrypoint <path>]   [--pds <url> --identifier <id> --password <pw>] [--plc <url>] [--json]',
+    'runlog publish runtime <dir> [--image <name@sha256:…>] | ' +
+    'runlog publish code <dir> --runtime <at-uri> [--entrypoint <path>]   ' +
+    '[--pds <url> --identifier <id> --password <pw>] [--plc <url>] [--json]',
   options: {
     image: {
       type: 'string',

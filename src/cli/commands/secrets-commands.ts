@@ -35,7 +35,8 @@ export const runnerCommand: Command = {
       if (io.json) printJson(io, r);
       else io.out(r.current.publicKey);
       io.err(
-        `runlog: ${r.retiring.publicKey} opens secrets until ${r.retiring.retiresAt}; the runner record advertises the new key when runlog serve next starts`,
+        `runlog: ${r.retiring.publicKey} opens secrets until ${r.retiring.retiresAt}; ` +
+          'the runner record advertises the new key when runlog serve next starts',
       );
       return EXIT.ok;
     }
@@ -74,7 +75,8 @@ export const secretsCommand: Command = {
   name: 'secrets',
   summary: "seal values to a runner's encryption key and write them as a secrets record in your repo",
   usage:
-    'runlog secrets seal --runner <did> [--code <at-uri>] [NAME=value …] [--from-env NAME[,NAME…]]   [--pds <url> --identifier <id> --password <pw>] [--plc <url>] [--json]',
+    'runlog secrets seal --runner <did> [--code <at-uri>] [NAME=value …] [--from-env NAME[,NAME…]]   ' +
+    '[--pds <url> --identifier <id> --password <pw>] [--plc <url>] [--json]',
   options: {
     runner: { type: 'string', value: '<did>', description: 'the runner the values are sealed to (required)' },
     code: {
@@ -87,7 +89,8 @@ export const secretsCommand: Command = {
       type: 'string',
       value: '<NAME[,NAME…]>',
       description:
-        'seal these variables of your environment; NAME=value arguments are visible to other local users (ps, /proc), the environment is not',
+        'seal these variables of your environment; ' +
+        'NAME=value arguments are visible to other local users (ps, /proc), the environment is not',
     },
     pds: publishCommand.options!.pds!,
     identifier: publishCommand.options!.identifier!,
@@ -95,7 +98,8 @@ export const secretsCommand: Command = {
     plc: { ...publishCommand.options!.plc!, description: "PLC directory (to verify the runner's record)" },
   },
   examples: [
-    'API_TOKEN=… runlog secrets seal --runner did:plc:abc --code at://did:plc:me/dev.mainasara.at-run.beta.v2.code/3kx --from-env API_TOKEN',
+    'API_TOKEN=… runlog secrets seal --runner did:plc:abc ' +
+      '--code at://did:plc:me/dev.mainasara.at-run.beta.v2.code/3kx --from-env API_TOKEN',
   ],
   async run(args, io) {
     if (args.positionals[0] !== 'seal') throw new UsageError(`usage: ${secretsCommand.usage}`);

@@ -76,7 +76,8 @@ async function serveFlags(args: CommandArgs) {
     !args.store
   )
     throw new UsageError(
-      '--node, --lease-ttl, --collect-grace and --exec-limit are for a cluster sharing a PostgreSQL log: give --store postgres://… (or $RUNLOG_STORE)',
+      '--node, --lease-ttl, --collect-grace and --exec-limit are for a cluster sharing a PostgreSQL log: ' +
+        'give --store postgres://… (or $RUNLOG_STORE)',
     );
   const execLimit = limitText === undefined ? undefined : Number(limitText);
   if (execLimit !== undefined && !(Number.isInteger(execLimit) && execLimit >= 1 && execLimit <= 1000))
@@ -108,7 +109,8 @@ function egressFlags(args: CommandArgs): Pick<RunlogOptions, 'egress'> {
   const bad = resolvers.filter((r) => !/^(\d{1,3}\.){3}\d{1,3}(:\d{1,5})?$/.test(r) || r.startsWith('127.'));
   if (resolvers.length === 0 || bad.length > 0)
     throw new UsageError(
-      `--egress-resolver must be IPv4 addresses (ip or ip:port, not loopback), comma-separated: not ${JSON.stringify(bad.length ? bad.join(',') : given)}`,
+      '--egress-resolver must be IPv4 addresses (ip or ip:port, not loopback), comma-separated: ' +
+        `not ${JSON.stringify(bad.length ? bad.join(',') : given)}`,
     );
   return { egress: { resolvers } };
 }
@@ -167,7 +169,11 @@ export const serveCommand: Command = {
   name: 'serve',
   summary: 'run the supervisor with its HTTP API and web inspector (loopback only, bearer token)',
   usage:
-    'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] [--retain <duration>] [--ports <min>-<max>] [--home <dir>] [--db <path> | --store <url> [--node <name>] [--lease-ttl <ms>] [--collect-grace <ms>] [--exec-limit <n>]] [--jobs [--jobs-from <url>] --pds <url> --identifier <id> --password <pw>] [--egress-resolver <ip[:port],…>] [--json]   (--json prints {url, host, port, …} on stdout)',
+    'runlog serve [--listen 127.0.0.1:<port>] [--metrics-listen <ip>:<port>] [--log-level info] [--plc <url>] ' +
+    '[--retain <duration>] [--ports <min>-<max>] [--home <dir>] ' +
+    '[--db <path> | --store <url> [--node <name>] [--lease-ttl <ms>] [--collect-grace <ms>] [--exec-limit <n>]] ' +
+    '[--jobs [--jobs-from <url>] --pds <url> --identifier <id> --password <pw>] ' +
+    '[--egress-resolver <ip[:port],…>] [--json]   (--json prints {url, host, port, …} on stdout)',
   options: {
     listen: {
       type: 'string',
@@ -210,7 +216,8 @@ export const serveCommand: Command = {
       type: 'string',
       value: '<duration>',
       description:
-        'retention: every hour (and at start), archive actors that ended longer ago than this (30d) to <home>/archives (SQLite or PostgreSQL: one archiver at a time across the cluster)',
+        'retention: every hour (and at start), archive actors that ended longer ago than this (30d) ' +
+        'to <home>/archives (SQLite or PostgreSQL: one archiver at a time across the cluster)',
       defaultText: 'keep everything',
     },
     'lease-ttl': {
@@ -224,21 +231,24 @@ export const serveCommand: Command = {
       type: 'string',
       value: '<n>',
       description:
-        "how many executions this node runs at once; queued ones are claimed by nodes with room (PostgreSQL only; on SQLite the operator policy's executions.maxRunning bounds them)",
+        'how many executions this node runs at once; queued ones are claimed by nodes with room ' +
+        "(PostgreSQL only; on SQLite the operator policy's executions.maxRunning bounds them)",
       defaultText: "the operator policy's executions.maxRunning, 8",
     },
     'collect-grace': {
       type: 'string',
       value: '<ms>',
       description:
-        "how long after its lease expired an execution's supervisor may come back and collect it before a survivor records it failed (lost)",
+        "how long after its lease expired an execution's supervisor may come back and collect it " +
+        'before a survivor records it failed (lost)',
       defaultText: 'the lease TTL',
     },
     jobs: {
       type: 'boolean',
       default: false,
       description:
-        "take job records addressed to the runner account from the network and answer each with a receipt (and its result) in that account's repo; needs the account (--pds, --identifier, --password)",
+        'take job records addressed to the runner account from the network and answer each with a receipt ' +
+        "(and its result) in that account's repo; needs the account (--pds, --identifier, --password)",
     },
     'jobs-from': {
       type: 'string',
@@ -250,7 +260,8 @@ export const serveCommand: Command = {
       type: 'string',
       value: '<ip[:port],…>',
       description:
-        'the resolvers the egress proxy asks for executions the policy grants network (never a loopback address: the proxy runs in a container)',
+        'the resolvers the egress proxy asks for executions the policy grants network ' +
+        '(never a loopback address: the proxy runs in a container)',
       defaultText: "the host's, from /etc/resolv.conf",
     },
     pds: { ...publishCommand.options!.pds!, description: "with --jobs: the runner account's PDS" },

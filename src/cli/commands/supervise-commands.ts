@@ -206,14 +206,16 @@ export function capSummary(r: AppToolsView): string {
   const pending = r.pending ?? [];
   const byNode = new Map<string, string[]>();
   for (const c of changed) byNode.set(c.node, [...(byNode.get(c.node) ?? []), c.instanceId]);
+  const perNode = [...byNode].map(([node, ids]) => (node ? `${ids.join(', ')} on ${node}` : ids.join(', ')));
   const parts = [
     changed.length === 0
       ? 'no running instance changed'
-      : `${changed.length} running instance${changed.length === 1 ? '' : 's'} changed (${[...byNode].map(([node, ids]) => (node ? `${ids.join(', ')} on ${node}` : ids.join(', '))).join('; ')})`,
+      : `${changed.length} running instance${changed.length === 1 ? '' : 's'} changed (${perNode.join('; ')})`,
   ];
   if (pending.length > 0) {
+    const notYet = pending.map((p) => `${p.instanceId}${p.node ? ` on ${p.node}` : ''}`).join(', ');
     parts.push(
-      `${pending.length} not yet (${pending.map((p) => `${p.instanceId}${p.node ? ` on ${p.node}` : ''}`).join(', ')}): recorded, their owner applies it (or the node that takes them over)`,
+      `${pending.length} not yet (${notYet}): recorded, their owner applies it (or the node that takes them over)`,
     );
   }
   return parts.join('; ');
@@ -263,7 +265,8 @@ export const execCommand: Command = {
   name: 'exec',
   summary: 'run at-run code: resolve it from its PDS, run the handler, print the output',
   usage:
-    "runlog exec <at-uri> <handler> [--input '<json>'] [--timeout <ms>] [--caller <did>] [--node <name>|any] [--node-wait <ms>] [--wait <ms>] [--plc <url>] [--json]",
+    "runlog exec <at-uri> <handler> [--input '<json>'] [--timeout <ms>] [--caller <did>] [--node <name>|any] " +
+    '[--node-wait <ms>] [--wait <ms>] [--plc <url>] [--json]',
   options: {
     input: { type: 'string', value: "'<json>'", description: "the handler's input, as JSON", defaultText: 'null' },
     timeout: {
@@ -288,11 +291,13 @@ export const execCommand: Command = {
       type: 'string',
       value: '<ms>',
       description:
-        'with --node <name>: how long to wait for that node while it is not live (dead, paused, stopped); past it the answer is NODE_UNAVAILABLE and it never runs there',
+        'with --node <name>: how long to wait for that node while it is not live (dead, paused, stopped); ' +
+        'past it the answer is NODE_UNAVAILABLE and it never runs there',
       defaultText: '0: NODE_UNAVAILABLE at once',
     },
     wait: timeoutFlag(
-      `--timeout + --node-wait + ${WAIT_MS.execPastRun / 1000} s; without --timeout, ${(WAIT_MS.execRun + WAIT_MS.execPastRun) / 60_000} min`,
+      `--timeout + --node-wait + ${WAIT_MS.execPastRun / 1000} s; ` +
+        `without --timeout, ${(WAIT_MS.execRun + WAIT_MS.execPastRun) / 60_000} min`,
     ),
     plc: {
       type: 'string',
@@ -317,7 +322,8 @@ export const execCommand: Command = {
     if (timeoutMs !== undefined && (!Number.isInteger(timeoutMs) || timeoutMs <= 0))
       throw new UsageError('--timeout must be milliseconds (a whole number)');
     const node = args.values.node as string | undefined;
-    if (node !== undefined) assertNodeChoice(node); // NODE_INVALID; an unknown or dead node: the supervisor's NODE_UNKNOWN / NODE_UNAVAILABLE
+    // NODE_INVALID; an unknown or dead node: the supervisor's NODE_UNKNOWN / NODE_UNAVAILABLE
+    if (node !== undefined) assertNodeChoice(node);
     const nodeWaitMs = args.values['node-wait'] === undefined ? undefined : Number(args.values['node-wait']);
     if (
       nodeWaitMs !== undefined &&

@@ -33,7 +33,9 @@ export const verifyCommand: Command = {
         io.out(`${f.severity === 'damage' ? 'DAMAGE' : 'warning'} ${f.code}: ${f.message}`);
       if (report.ok) {
         io.out(
-          `ok: ${report.events} events, ${report.actors} actors${report.archives > 0 ? `, ${report.archives} archive(s)` : ''}; the chain ends at seq ${report.lastSeq ?? 0}${report.lastHash ? ` (${report.lastHash.slice(0, 16)}…)` : ''}`,
+          `ok: ${report.events} events, ${report.actors} actors` +
+            `${report.archives > 0 ? `, ${report.archives} archive(s)` : ''}; ` +
+            `the chain ends at seq ${report.lastSeq ?? 0}${report.lastHash ? ` (${report.lastHash.slice(0, 16)}…)` : ''}`,
         );
       } else {
         io.out(
