@@ -24,7 +24,10 @@ export const CATEGORIES = {
   damaged: { exit: EXIT.damagedLog, http: 500 },
   /** No `runlog serve` runs for this home: start one. */
   'no-supervisor': { exit: EXIT.noSupervisor, http: 503 },
-  /** A part runlog needs is missing, does not answer or is busy (Docker, the PDS, the store, the embedded PDS's package, a closing host): install or start it (`npm run setup`), or retry later. */
+  /**
+   * A part runlog needs is missing, does not answer or is busy (Docker, the PDS, the store, the embedded PDS's
+   * package, a closing host): install or start it (`npm run setup`), or retry later.
+   */
   unavailable: { exit: EXIT.failure, http: 503 },
   /** A deadline passed. */
   timeout: { exit: EXIT.failure, http: 504 },

@@ -101,7 +101,8 @@ export class StoreWalDamagedError extends StoreCorruptError {
   ) {
     super(
       file,
-      `its write-ahead log ${file}-wal has a damaged frame (${frame}) followed by intact ones; SQLite would silently drop every commit from there on. ` +
+      `its write-ahead log ${file}-wal has a damaged frame (${frame}) followed by intact ones; ` +
+        'SQLite would silently drop every commit from there on. ' +
         `The last good position is frame ${lastGoodFrame}${lastGoodSeq !== null ? ` (event seq ${lastGoodSeq})` : ''}`,
       { code: 'STORE_WAL_DAMAGED', details: { frame, lastGoodFrame, lastGoodSeq } },
     );
@@ -266,7 +267,8 @@ export class HomeInsecureError extends RunlogError {
   ) {
     super(
       'HOME_INSECURE',
-      `${dir} is writable by other users (mode 0${mode.toString(8)}); runlog serve refuses it. Run: chmod go-w ${dir} (runlog creates its home 0700)`,
+      `${dir} is writable by other users (mode 0${mode.toString(8)}); runlog serve refuses it. ` +
+        `Run: chmod go-w ${dir} (runlog creates its home 0700)`,
       { dir, mode },
     );
   }

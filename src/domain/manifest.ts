@@ -89,7 +89,8 @@ export const TOOL_ALIASES: Readonly<Record<string, string>> = { 'claude-code': '
  * and at most 200 characters in total. It is used verbatim in paths, container names and labels.
  */
 export const APP_ID_GRAMMAR =
-  'reverse-DNS: at least 3 dot-separated labels, each [a-z][a-z0-9-]* (1-63 chars, not ending in "-"), 200 chars max, e.g. com.example.hello';
+  'reverse-DNS: at least 3 dot-separated labels, each [a-z][a-z0-9-]* (1-63 chars, not ending in "-"), ' +
+  '200 chars max, e.g. com.example.hello';
 const APP_ID_LABEL = /^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 
 export function isValidAppId(value: unknown): value is string {
@@ -222,7 +223,8 @@ export function parseManifest(json: unknown, appDir: string, ctx: ManifestContex
           issues.push(`tools[${i}] ${show(t)} is not a tool name`);
         else if (t !== TOOL_WILDCARD && !known.has(TOOL_ALIASES[t] ?? t)) {
           issues.push(
-            `tools[${i}] '${t}' is not a known tool (known: ${[...known].join(', ')}, '${TOOL_WILDCARD}', ${Object.keys(TOOL_ALIASES).join(', ')})`,
+            `tools[${i}] '${t}' is not a known tool ` +
+              `(known: ${[...known].join(', ')}, '${TOOL_WILDCARD}', ${Object.keys(TOOL_ALIASES).join(', ')})`,
           );
         } else if (!tools.includes(t)) tools.push(t);
       });

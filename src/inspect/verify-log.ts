@@ -176,7 +176,9 @@ async function checkDerived(report: VerifyReport, src: DerivedSource): Promise<v
       report.findings.push({
         code: 'SNAPSHOT_MISSING',
         severity: 'damage',
-        message: `${stream}: its snapshot at v${version} is gone (the actors projection records it); it is folded from its events meanwhile`,
+        message:
+          `${stream}: its snapshot at v${version} is gone (the actors projection records it); ` +
+          'it is folded from its events meanwhile',
         stream,
         version,
       });
@@ -188,7 +190,9 @@ async function checkDerived(report: VerifyReport, src: DerivedSource): Promise<v
     report.findings.push({
       code: 'SNAPSHOT_MISMATCH',
       severity: 'damage',
-      message: `${stream} v${version}: the ${older ? 'older snapshot (replay --to reads it)' : 'snapshot'} differs from the fold of its events`,
+      message:
+        `${stream} v${version}: the ${older ? 'older snapshot (replay --to reads it)' : 'snapshot'} ` +
+        'differs from the fold of its events',
       stream,
       version,
     });
@@ -242,14 +246,18 @@ async function checkDerived(report: VerifyReport, src: DerivedSource): Promise<v
       report.findings.push({
         code: 'PROJECTION_MISMATCH',
         severity: 'damage',
-        message: `${stream}: no row in the actors projection (its events say ${want.state} at v${want.version}); runlog rebuild recomputes it`,
+        message:
+          `${stream}: no row in the actors projection (its events say ${want.state} at v${want.version}); ` +
+          'runlog rebuild recomputes it',
         stream,
       });
     } else if (row.state !== want.state || row.status !== want.status || row.version !== want.version) {
       report.findings.push({
         code: 'PROJECTION_MISMATCH',
         severity: 'damage',
-        message: `${stream}: the actors projection says ${row.state} (${row.status}) at v${row.version}, its events say ${want.state} (${want.status}) at v${want.version}; runlog rebuild recomputes it`,
+        message:
+          `${stream}: the actors projection says ${row.state} (${row.status}) at v${row.version}, ` +
+          `its events say ${want.state} (${want.status}) at v${want.version}; runlog rebuild recomputes it`,
         stream,
         version: want.version,
       });

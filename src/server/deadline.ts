@@ -13,7 +13,8 @@ export class DeadlinePassedError extends RunlogError {
   constructor(deadlineMs: number, nowMs: number) {
     super(
       'DEADLINE_PASSED',
-      `the request's deadline (${new Date(deadlineMs).toISOString()}) passed ${nowMs - deadlineMs} ms before the supervisor could act on it; nothing was done`,
+      `the request's deadline (${new Date(deadlineMs).toISOString()}) passed ${nowMs - deadlineMs} ms ` +
+        'before the supervisor could act on it; nothing was done',
       { deadlineMs, nowMs },
     );
   }

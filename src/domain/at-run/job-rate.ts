@@ -55,7 +55,9 @@ export class JobRate {
     return {
       allow: false,
       code: 'JOB_RATE_LIMITED',
-      message: `repo ${repo} submitted more than ${this.capacity} jobs in a minute (this runner's jobs.perRepoPerMinute); retry in ${retryAfterMs} ms`,
+      message:
+        `repo ${repo} submitted more than ${this.capacity} jobs in a minute (this runner's jobs.perRepoPerMinute); ` +
+        `retry in ${retryAfterMs} ms`,
       retryAfterMs,
     };
   }

@@ -135,7 +135,8 @@ function notDigest(ref: string, issues: string[]): ValidationError {
   const shown = ref.length > 300 ? `${ref.slice(0, 300)}…` : ref;
   return new ValidationError(
     'RUNTIME_IMAGE_NOT_DIGEST',
-    `image reference ${JSON.stringify(shown)} is not a canonical repository@sha256:<digest> reference${issues.length === 1 ? `: ${issues[0]}` : ''}`,
+    `image reference ${JSON.stringify(shown)} is not a canonical repository@sha256:<digest> reference` +
+      `${issues.length === 1 ? `: ${issues[0]}` : ''}`,
     issues,
     { reference: shown },
   );

@@ -239,8 +239,9 @@ const MAX_INPUT_DEPTH = MAX_JSON_DEPTH;
 const MAX_INPUT_BYTES = 64 * 1024 * 1024;
 const DEFAULT_KEYS = ['memoryMb', 'cpus', 'pids', 'timeoutMs'] as const;
 const PLATFORM_PART_RE = /^[a-z0-9][a-z0-9._-]{0,31}$/;
-const REGISTRY_RE =
-  /^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]{1,5})?$/;
+/** A host name's label, as a pattern: letters and digits, hyphens only inside (REGISTRY_RE names it twice). */
+const HOST_LABEL = '(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])';
+const REGISTRY_RE = new RegExp(`^(?:${HOST_LABEL}(?:\\.${HOST_LABEL})*|\\[[a-fA-F0-9:]+\\])(?::[0-9]{1,5})?$`);
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -284,7 +285,8 @@ function parseProtocolVersions(issues: string[], v: unknown, fallback: readonly 
   v.forEach((n, i) => {
     if (typeof n !== 'number' || !SUPPORTED_PROTOCOL_VERSIONS.includes(n))
       issues.push(
-        `protocolVersions[${i}] ${JSON.stringify(n)} is not a protocol version this runner implements (${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`,
+        `protocolVersions[${i}] ${JSON.stringify(n)} is not a protocol version this runner implements ` +
+          `(${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`,
       );
     else protocolVersions.push(n);
   });

@@ -93,7 +93,8 @@ export function checkPublisher(policy: OperatorPolicy, did: string): void {
   if (policy.publishers.includes(WILDCARD) || policy.publishers.includes(did)) return;
   throw new ValidationError(
     'PUBLISHER_NOT_ALLOWED',
-    `runtime publisher ${did} is not in this runner's publisher list${policy.publishers.length === 0 ? ' (the list is empty: no publisher is allowed)' : ''}`,
+    `runtime publisher ${did} is not in this runner's publisher list` +
+      `${policy.publishers.length === 0 ? ' (the list is empty: no publisher is allowed)' : ''}`,
     [`${did} is not allowed`],
     { did },
   );
@@ -119,7 +120,8 @@ export function checkRegistry(policy: OperatorPolicy, ref: string | DigestRefere
     return parsed;
   throw new ValidationError(
     'REGISTRY_NOT_ALLOWED',
-    `image ${parsed.reference} comes from registry ${registry}, which this runner does not allow${policy.registries.length === 0 ? ' (the list is empty: no registry is allowed)' : ''}`,
+    `image ${parsed.reference} comes from registry ${registry}, which this runner does not allow` +
+      `${policy.registries.length === 0 ? ' (the list is empty: no registry is allowed)' : ''}`,
     [`${registry} is not allowed`],
     { registry, reference: parsed.reference },
   );

@@ -356,7 +356,8 @@ export function validateRuntimeRecord(value: unknown, options: RuntimeValidation
     list.add(
       'RUNTIME_PROTOCOL_UNSUPPORTED',
       'protocolVersion',
-      `worker protocol version ${pv} is not accepted (accepted: ${accepted.filter((v) => SUPPORTED_PROTOCOL_VERSIONS.includes(v)).join(', ') || 'none'})`,
+      `worker protocol version ${pv} is not accepted ` +
+        `(accepted: ${accepted.filter((v) => SUPPORTED_PROTOCOL_VERSIONS.includes(v)).join(', ') || 'none'})`,
     );
   }
   if (typeof value.kind !== 'string' || !SUPPORTED_RUNTIME_KINDS.includes(value.kind)) {
@@ -399,7 +400,8 @@ export function validateRuntimeRecord(value: unknown, options: RuntimeValidation
       list.add(
         'RUNTIME_PLATFORM_MISSING',
         'platforms',
-        `no entry for the daemon's platform ${platformLabel(daemon)} (record offers ${parsed.map((p) => (p ? platformLabel(p) : '?')).join(', ')}); there is no fallback`,
+        `no entry for the daemon's platform ${platformLabel(daemon)} ` +
+          `(record offers ${parsed.map((p) => (p ? platformLabel(p) : '?')).join(', ')}); there is no fallback`,
       );
     } else if (matches.length === 0) {
       list.add(

@@ -121,7 +121,8 @@ export class RunnerKeysInsecureError extends RunlogError {
   ) {
     super(
       'RUNNER_KEYS_INSECURE',
-      `refusing to use the runner key ring ${file}: ${reason}. Its private keys may have been read; run chmod 600 ${file} if it is yours, then rotate`,
+      `refusing to use the runner key ring ${file}: ${reason}. ` +
+        `Its private keys may have been read; run chmod 600 ${file} if it is yours, then rotate`,
       { file, reason },
     );
   }
