@@ -2,7 +2,7 @@
 // used (CIDs, digests, volumes, limits), so a finished execution can be inspected and replayed.
 //
 //   new → resolving → materializing → starting → running → succeeded
-//              └───────────┴─────────────┴──────────┴────→ failed (typed reason)
+//   resolving | materializing | starting | running ──→ failed (typed reason)
 //   new ──execution.requested (refused)──→ refusing ──→ failed (a job refused at intake: answered, never run)
 //   starting | running ──execution.adopted──→ adopted ──→ succeeded | failed
 //   resolving … adopted ──execution.recovered──→ the same state, entered again (its step's effect runs again)

@@ -2,8 +2,7 @@
 // named actions whose params are data. Nothing here reads the clock: time arrives as `event.at`.
 //
 //   new → spawning → healthy → running ⇄ paused → stopping → stopped
-//            │          │        │
-//            └──────────┴────────┴──→ crashed ──(restart policy: backoff timer events)──→ spawning
+//   spawning | healthy | running ──→ crashed ──(restart policy: backoff timer events)──→ spawning
 //   any live state ──instance.adopted──→ adopted ──instance.running──→ running (paused, if it was paused)
 //   any live state ──instance.lost──→ lost
 //   any live state ──instance.suspended──→ suspended ──instance.recovered──→ spawning (no crash counted)
