@@ -363,7 +363,8 @@ export class Checker {
     if (topLevel.length !== 1 || top === undefined) {
       this.add(
         'CODE_TOP_LEVEL',
-        `a code archive needs exactly one top-level directory; found ${topLevel.length}${topLevel.length ? `: ${topLevel.slice(0, 10).join(', ')}` : ''}`,
+        `a code archive needs exactly one top-level directory; found ${topLevel.length}` +
+          `${topLevel.length ? `: ${topLevel.slice(0, 10).join(', ')}` : ''}`,
       );
       return undefined;
     }
@@ -399,7 +400,8 @@ export class Checker {
     else if (!res.node)
       this.add(
         'ENTRYPOINT_MISSING',
-        `entrypoint ${ep} is not in the archive (looked for ${root}/${ep}${res.components.join('/') !== `${root}/${ep}` ? `, resolved to ${res.components.join('/')}` : ''})`,
+        `entrypoint ${ep} is not in the archive (looked for ${root}/${ep}` +
+          `${res.components.join('/') !== `${root}/${ep}` ? `, resolved to ${res.components.join('/')}` : ''})`,
         ep,
       );
     else if (res.node.type !== 'file' && res.node.type !== 'hardlink')

@@ -3,7 +3,11 @@ import { ValidationError } from '../../domain/errors.ts';
 import type { ArchiveViolation } from './types.ts';
 
 function describe(v: ArchiveViolation): string {
-  return `${v.code}${v.path !== undefined ? ` ${JSON.stringify(v.path.length > 200 ? `${v.path.slice(0, 200)}…` : v.path)}` : ''}: ${v.message}`;
+  return (
+    `${v.code}` +
+    `${v.path !== undefined ? ` ${JSON.stringify(v.path.length > 200 ? `${v.path.slice(0, 200)}…` : v.path)}` : ''}` +
+    `: ${v.message}`
+  );
 }
 
 /** The archive broke at least one rule; `violations` lists every one (also rendered in `issues`). */

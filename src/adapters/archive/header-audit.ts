@@ -49,7 +49,10 @@ export interface AuditRecord {
 export interface AuditResult {
   records: AuditRecord[];
   violations: AuditViolation[];
-  /** Bytes handed to tar-stream (followed by a fresh end marker): everything before the end-of-archive marker or the first untrustworthy header. */
+  /**
+   * Bytes handed to tar-stream (followed by a fresh end marker): everything before the end-of-archive marker or the
+   * first untrustworthy header.
+   */
   trustedEnd: number;
 }
 
@@ -229,7 +232,8 @@ export class HeaderAudit {
       for (const p of parsed.problems) this.#add('PAX_MALFORMED', `global header at byte ${off}: ${p}`);
       this.#add(
         'PAX_GLOBAL_HEADER',
-        `PAX global header at byte ${off} (${[...parsed.records.keys()].join(', ') || 'empty'}): parsers disagree on whether it applies to later entries`,
+        `PAX global header at byte ${off} (${[...parsed.records.keys()].join(', ') || 'empty'}): ` +
+          'parsers disagree on whether it applies to later entries',
       );
     } else {
       this.#pending ??= newPending(off);
@@ -271,7 +275,8 @@ export class HeaderAudit {
       if (paxSize === -1)
         this.#stop(
           'PAX_MALFORMED',
-          `PAX size ${JSON.stringify(meta?.get('size')?.slice(0, 40))} is not a decimal byte count: where the next header starts is unknown`,
+          `PAX size ${JSON.stringify(meta?.get('size')?.slice(0, 40))} is not a decimal byte count: ` +
+            'where the next header starts is unknown',
           name,
         );
       else

@@ -122,7 +122,8 @@ export function judgeEntryType(
     case '4':
       add(
         'DEVICE_ENTRY',
-        `${typeflag === '3' ? 'character' : 'block'} device ${parseNumericField(block.subarray(329, 337))}:${parseNumericField(block.subarray(337, 345))}`,
+        `${typeflag === '3' ? 'character' : 'block'} device ${parseNumericField(block.subarray(329, 337))}:` +
+          `${parseNumericField(block.subarray(337, 345))}`,
       );
       break;
     case '6':

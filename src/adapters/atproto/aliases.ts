@@ -45,7 +45,8 @@ export function buildAliasRecord(
     createdAt: opts.createdAt ?? new Date().toISOString(),
     ...(opts.description !== undefined ? { description: opts.description } : {}),
   };
-  parseAliasRecord(rec as unknown as JsonObject, 'alias'); // why: an AliasRecord is JSON by construction, but its interface has no index signature
+  // why: an AliasRecord is JSON by construction, but its interface has no index signature
+  parseAliasRecord(rec as unknown as JsonObject, 'alias');
   return rec;
 }
 

@@ -123,7 +123,8 @@ async function loadDevEnv(): Promise<typeof import('@atproto/dev-env')> {
     if (e.code === 'ERR_MODULE_NOT_FOUND' && /'@atproto\/dev-env'/.test(e.message)) {
       throw new RunlogError(
         'DEV_ENV_MISSING',
-        `the embedded PDS and PLC directory need @atproto/dev-env, which is not installed: add it with \`npm install --save-dev ${DEV_ENV_SPEC}\``,
+        'the embedded PDS and PLC directory need @atproto/dev-env, which is not installed: ' +
+          `add it with \`npm install --save-dev ${DEV_ENV_SPEC}\``,
       );
     }
     throw err;

@@ -21,7 +21,8 @@ async function archiveResponse(
 ): Promise<{ res: IncomingMessage; stat: PathStat | null }> {
   let res: IncomingMessage;
   try {
-    res = (await streaming.getContainer(id).getArchive({ path })) as unknown as IncomingMessage; // why: it is the HTTP response (its headers carry the path stat); dockerode types it as a stream
+    // why: it is the HTTP response (its headers carry the path stat); dockerode types it as a stream
+    res = (await streaming.getContainer(id).getArchive({ path })) as unknown as IncomingMessage;
   } catch (err) {
     fail(`download ${path} from container ${id}`, err, { path });
   }

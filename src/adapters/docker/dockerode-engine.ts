@@ -543,11 +543,12 @@ class DockerodeEngine implements DockerEngine {
     const controller = new AbortController();
     let stream: Readable;
     try {
+      // why: the events stream is the HTTP response (a Readable); dockerode types it as NodeJS.ReadableStream
       stream = (await this.#streaming.getEvents({
         filters: { type: opts.types ?? ['container'], label: labelFilters(opts.labels) },
         ...(opts.sinceSec !== undefined ? { since: Math.floor(opts.sinceSec) } : {}),
         abortSignal: controller.signal,
-      } as Docker.GetEventsOptions)) as Readable; // why: the events stream is the HTTP response (a Readable); dockerode types it as NodeJS.ReadableStream
+      } as Docker.GetEventsOptions)) as Readable;
     } catch (err) {
       // Whatever kept the Engine from answering, the subscriber's answer is the same: not connected, retry.
       throw new DockerUnavailableError(this.socketPath, messageOf(err), { cause: err });

@@ -101,7 +101,9 @@ export function judgeAnswer(
     return {
       kind: 'legacy',
       status: answer.status,
-      message: `${label} ${o.appId} on port ${o.port}: health answer carries no identity (legacy app without the runlog SDK); accepted without verification`,
+      message:
+        `${label} ${o.appId} on port ${o.port}: health answer carries no identity ` +
+        '(legacy app without the runlog SDK); accepted without verification',
     };
   }
   if (!claim.conflict && claim.appId === o.appId && claim.instanceId === o.instanceId)

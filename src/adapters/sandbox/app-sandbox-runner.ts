@@ -1,5 +1,6 @@
-// The port both sandboxes implement (the seed's SandboxRunner; AppSandboxRunner here, beside the at-run ExecutionSandbox), in runlog's own types: no dockerode or
-// child_process type crosses it. The actor host picks a runner per spawn from manifest.sandbox.
+// The port both sandboxes implement (the seed's SandboxRunner; AppSandboxRunner here, beside the at-run
+// ExecutionSandbox), in runlog's own types: no dockerode or child_process type crosses it. The actor host picks a
+// runner per spawn from manifest.sandbox.
 
 import type { AppManifest, LifecycleHook } from '../../domain/manifest.ts';
 
@@ -95,6 +96,9 @@ export interface AppSandboxRunner {
    * connections; reconciliation re-attaches). ProotRunner: nothing to do.
    */
   detach(): Promise<void>;
-  /** Detaches from everything for good. ProotRunner stops its children (they cannot outlive it); ContainerRunner leaves containers running. */
+  /**
+   * Detaches from everything for good. ProotRunner stops its children (they cannot outlive it); ContainerRunner
+   * leaves containers running.
+   */
   close(): Promise<void>;
 }

@@ -7,7 +7,10 @@ import { createHash } from 'node:crypto';
 import type { ContainerInfo } from '../docker/docker-port.ts';
 import type { OrphanRecord } from './app-sandbox-runner.ts';
 
-/** `runlog-<id>` (`runlog-<node>--<id>` on a cluster node): Docker names and hostnames take [a-zA-Z0-9.-]; a changed or long one gets a hash suffix. */
+/**
+ * `runlog-<id>` (`runlog-<node>--<id>` on a cluster node): Docker names and hostnames take [a-zA-Z0-9.-]; a changed
+ * or long one gets a hash suffix.
+ */
 export function containerName(instanceId: string, node?: string): string {
   const id = node ? `${node}--${instanceId}` : instanceId;
   const clean = id

@@ -43,7 +43,8 @@ export function gateError(
     return new SandboxError('HEALTH_TIMEOUT', `${health.message}\n--- last output ---\n${lastOutput}`, ids);
   return new SandboxError(
     'EXITED_BEFORE_HEALTHY',
-    `${label} ${appId} (${instanceId}) on port ${port} exited before becoming healthy (${exit.signal ?? `code ${exit.code}`})\n--- last output ---\n${lastOutput}`,
+    `${label} ${appId} (${instanceId}) on port ${port} exited before becoming healthy (${exit.signal ?? `code ${exit.code}`})` +
+      `\n--- last output ---\n${lastOutput}`,
     { ...ids, code: exit.code, signal: exit.signal },
   );
 }

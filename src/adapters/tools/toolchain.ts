@@ -171,7 +171,10 @@ async function build(opts: BuildToolchainOptions): Promise<Toolchain> {
     mkdirSync(libDir, { recursive: true });
     for (const lib of missing) syncCopy(realpathSync(lib.path!), join(libDir, lib.soname));
     syncCopy(real, join(dir, '.bin', name));
-    const wrapper = `#!/bin/sh\n# runlog toolchain: ${real} with the libraries the base rootfs lacks\nLD_LIBRARY_PATH=${ALL_TOOLS_MOUNT}/.lib/${name}\${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec ${ALL_TOOLS_MOUNT}/.bin/${name} "$@"\n`;
+    const wrapper =
+      `#!/bin/sh\n# runlog toolchain: ${real} with the libraries the base rootfs lacks\n` +
+      `LD_LIBRARY_PATH=${ALL_TOOLS_MOUNT}/.lib/${name}\${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ` +
+      `exec ${ALL_TOOLS_MOUNT}/.bin/${name} "$@"\n`;
     writeAtomic(join(dir, name), wrapper, 0o755);
     tools.push({ name, kind: 'wrapped', source: real, libs: missing.map((l) => l.soname) });
   }
