@@ -180,7 +180,10 @@ export function eventHash(
   return Buffer.from(hash('sha256', scratch.subarray(0, written), 'binary'), 'binary');
 }
 
-/** What an event's link covers besides its data, meta and hash (the event's place and kind); each reader of the chain adds those three in its own form. */
+/**
+ * What an event's link covers besides its data, meta and hash (the event's place and kind); each reader of the chain
+ * adds those three in its own form.
+ */
 export interface ChainedEventFields {
   seq: number;
   stream: string;

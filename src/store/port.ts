@@ -247,7 +247,8 @@ export function validateAppends(requests: readonly StreamAppend[]): void {
       issues.push(`${where}: stream must be a non-empty string`);
     if (!isVersion(r?.expectedVersion))
       issues.push(
-        `${where}: expectedVersion must be 'no-stream', 'stream-exists', 'any' or a version >= 0, got ${JSON.stringify(r?.expectedVersion)}`,
+        `${where}: expectedVersion must be 'no-stream', 'stream-exists', 'any' or a version >= 0, ` +
+          `got ${JSON.stringify(r?.expectedVersion)}`,
       );
     if (!Array.isArray(r?.events)) {
       issues.push(`${where}: events must be an array`);

@@ -79,7 +79,8 @@ export class ProjectionFailedError extends RunlogError {
     const why = cause instanceof Error ? cause.message : String(cause);
     super(
       'STORE_PROJECTION',
-      `projection ${projection} failed on ${event.type} (stream ${event.stream} version ${event.version}, document ${id}): ${why}. Nothing from this append was committed.`,
+      `projection ${projection} failed on ${event.type} (stream ${event.stream} version ${event.version}, document ${id}): ` +
+        `${why}. Nothing from this append was committed.`,
       { projection, id, stream: event.stream, version: event.version, type: event.type },
       { cause },
     );

@@ -49,7 +49,10 @@ export function locate(file: string, dirs: readonly string[]): string | null {
   return null;
 }
 
-/** One check of a log's recorded archives (SQLite's below, PostgreSQL's in postgres/archive-check.ts): what it found, and how many it checked. */
+/**
+ * One check of a log's recorded archives (SQLite's below, PostgreSQL's in postgres/archive-check.ts): what it found,
+ * and how many it checked.
+ */
 export class ArchiveCheckRun {
   private readonly findings: ArchiveFinding[] = [];
   private checked = 0;
@@ -63,7 +66,9 @@ export class ArchiveCheckRun {
         code: 'ARCHIVE_NOT_FOUND',
         severity: 'warning',
         file: a.file,
-        message: `archive ${a.file} (${a.actors} actors, ${a.events} events) is not there and was not checked; runlog verify --archives <dir> looks for it by name`,
+        message:
+          `archive ${a.file} (${a.actors} actors, ${a.events} events) is not there and was not checked; ` +
+          'runlog verify --archives <dir> looks for it by name',
       });
       return null;
     }
@@ -119,7 +124,10 @@ export function checkArchives(
 
 type Problem = { message: string; seq?: number; stream?: string; version?: number };
 
-/** The first thing wrong with one archive, or null (the store's records of it passed in: SQLite's above, PostgreSQL's in postgres/archive-check.ts). */
+/**
+ * The first thing wrong with one archive, or null (the store's records of it passed in: SQLite's above, PostgreSQL's
+ * in postgres/archive-check.ts).
+ */
 export function checkOne(
   file: string,
   a: ArchiveRow,
@@ -135,7 +143,9 @@ export function checkOne(
     text = gunzipSync(bytes).toString('utf8');
   } catch (err) {
     return {
-      message: `not a readable gzip file (${(err as Error).message}); ${sameBytes ? '' : 'its bytes differ from those recorded when it was written'}`,
+      message:
+        `not a readable gzip file (${(err as Error).message}); ` +
+        `${sameBytes ? '' : 'its bytes differ from those recorded when it was written'}`,
     };
   }
   const lines = text.split('\n').filter((l) => l.length > 0);
@@ -226,13 +236,17 @@ export function checkOne(
     if (!s || s.events !== t.version || s.first !== t.first_seq || s.last !== t.last_seq) {
       return {
         stream: t.stream,
-        message: `${t.stream}'s tombstone says v${t.version} (seqs ${t.first_seq}..${t.last_seq}) went here, the archive holds ${s ? `${s.events} events (seqs ${s.first}..${s.last})` : 'none of it'}`,
+        message:
+          `${t.stream}'s tombstone says v${t.version} (seqs ${t.first_seq}..${t.last_seq}) went here, ` +
+          `the archive holds ${s ? `${s.events} events (seqs ${s.first}..${s.last})` : 'none of it'}`,
       };
     }
   }
   if (!sameBytes)
     return {
-      message: `its bytes differ from those recorded when it was written (sha256 ${digest.slice(0, 16)}…, recorded ${a.sha256.slice(0, 16)}…), though every event in it checks`,
+      message:
+        'its bytes differ from those recorded when it was written ' +
+        `(sha256 ${digest.slice(0, 16)}…, recorded ${a.sha256.slice(0, 16)}…), though every event in it checks`,
     };
   return null;
 }

@@ -112,7 +112,9 @@ export class ArchiveFileWriter {
 
   event(e: ArchivedEvent): void {
     this.gzip.line(
-      `{"seq":${e.seq},"stream":${JSON.stringify(e.stream)},"version":${e.version},"type":${JSON.stringify(e.type)},"schema":${e.schema},"data":${e.data},"meta":${e.meta},"at":${JSON.stringify(e.at)},"hash":"${e.hash.toString('hex')}"${e.prev ? `,"prev":"${e.prev.toString('hex')}"` : ''}}`,
+      `{"seq":${e.seq},"stream":${JSON.stringify(e.stream)},"version":${e.version},"type":${JSON.stringify(e.type)},` +
+        `"schema":${e.schema},"data":${e.data},"meta":${e.meta},"at":${JSON.stringify(e.at)},` +
+        `"hash":"${e.hash.toString('hex')}"${e.prev ? `,"prev":"${e.prev.toString('hex')}"` : ''}}`,
     );
   }
 

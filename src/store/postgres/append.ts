@@ -114,7 +114,8 @@ async function checkFence(
 ): Promise<Set<number>> {
   const streams = [...new Set(requests.filter((_, i) => tokens[i] !== undefined).map((r) => r.stream))];
   const { rows } = await client.query<{ stream: string; node: string; token: number; live: boolean }>(
-    `SELECT stream, node, token, ${liveUntil('$2::interval')} > clock_timestamp() AS live FROM leases WHERE stream = ANY($1::text[]) ORDER BY stream FOR SHARE`,
+    `SELECT stream, node, token, ${liveUntil('$2::interval')} > clock_timestamp() AS live ` +
+      'FROM leases WHERE stream = ANY($1::text[]) ORDER BY stream FOR SHARE',
     [streams, `${Math.max(0, Math.round(fence.ttlMs ?? 0))} milliseconds`],
   );
   const byStream = new Map(rows.map((r) => [r.stream, r]));
@@ -168,7 +169,8 @@ function provisional(
 async function lockKeys(client: pg.PoolClient, keys: readonly string[]): Promise<void> {
   if (keys.length === 0) return;
   await client.query(
-    `SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT hashtextextended(current_schema() || chr(1) || x, 0) AS k FROM unnest($1::text[]) AS x ORDER BY k) AS q`,
+    'SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT hashtextextended(current_schema() || chr(1) || x, 0) AS k ' +
+      'FROM unnest($1::text[]) AS x ORDER BY k) AS q',
     [keys],
   );
 }
@@ -204,7 +206,8 @@ async function fold(
   const targets = ctx.projections.targets(events);
   if (targets.length === 0) return { put, del };
   const current = await ctx.client.query<{ projection: string; id: string; doc: unknown }>(
-    'SELECT d.projection, d.id, d.doc FROM projection_documents d JOIN unnest($1::text[], $2::text[]) AS k(projection, id) USING (projection, id)',
+    'SELECT d.projection, d.id, d.doc FROM projection_documents d ' +
+      'JOIN unnest($1::text[], $2::text[]) AS k(projection, id) USING (projection, id)',
     [targets.map((t) => t.projection.name), targets.map((t) => t.id)],
   );
   const docs = new Map(current.rows.map((r) => [`${r.projection}\u0000${r.id}`, r.doc]));

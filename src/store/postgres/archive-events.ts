@@ -24,7 +24,8 @@ export async function copyActorEvents(
   for (;;) {
     // hash is NOT NULL in every log with archives (postgres/schema.ts: set before the retention tables come).
     const rows = await q<ChainRow & { hash: Buffer }>(
-      `SELECT seq, stream, version, type, schema, at, data::text AS data, meta::text AS meta, hash FROM events WHERE stream = $1 AND version > $2 ORDER BY version LIMIT ${PAGE}`,
+      'SELECT seq, stream, version, type, schema, at, data::text AS data, meta::text AS meta, hash ' +
+        `FROM events WHERE stream = $1 AND version > $2 ORDER BY version LIMIT ${PAGE}`,
       [stream, ledger.version],
     );
     if (rows.length === 0) break;

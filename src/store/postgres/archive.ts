@@ -16,9 +16,9 @@
 //   (archive_remove, postgres/schema.ts migration 9) that takes the append lock (the one that orders positions): appends
 //   wait for its commit, so the check that no archived stream moved, the deletion and the holes recorded are exact
 //   as of one moment, and the chain head they are measured against cannot move under them. The lock is held only
-//   while the server runs it: an archiver stopped anywhere (paused, swapped out) never holds up the appends. Positions are never given twice (append_events starts from chain_head), so a reader
-//   following the global position only ever sees positions grow; events below its position disappearing is
-//   nothing it reads again.
+//   while the server runs it: an archiver stopped anywhere (paused, swapped out) never holds up the appends.
+//   Positions are never given twice (append_events starts from chain_head), so a reader following the global
+//   position only ever sees positions grow; events below its position disappearing is nothing it reads again.
 //
 // data and meta are written as the server's text of the stored jsonb, which is what their chain link hashed
 // (postgres/schema.ts migration 4): the archive checks against its own chain (../archive-check.ts).
@@ -38,7 +38,8 @@ export class ArchiveBusyError extends RunlogError {
   constructor(where: string) {
     super(
       'ARCHIVE_BUSY',
-      `another runlog archive is running on ${where} (one at a time per log, across every node); nothing was changed: run it again once that one ends`,
+      `another runlog archive is running on ${where} (one at a time per log, across every node); ` +
+        'nothing was changed: run it again once that one ends',
       { where },
     );
   }
@@ -55,7 +56,8 @@ export interface PgArchiveOptions extends Omit<ArchiveOptions, 'onStep'> {
 
 async function relationBytes(client: pg.PoolClient): Promise<number> {
   const { rows } = await client.query<{ n: string }>(
-    "SELECT (pg_total_relation_size('events') + pg_total_relation_size('projection_documents') + pg_total_relation_size('snapshots') + pg_total_relation_size('snapshot_history'))::bigint AS n",
+    "SELECT (pg_total_relation_size('events') + pg_total_relation_size('projection_documents') + " +
+      "pg_total_relation_size('snapshots') + pg_total_relation_size('snapshot_history'))::bigint AS n",
   );
   return Number(rows[0]!.n);
 }

@@ -45,7 +45,8 @@ export async function checkChain(
   let lastSeq = cursor;
   for (;;) {
     const rows = await query<ChainRow>(
-      `SELECT seq, stream, version, type, schema, at, data::text AS data, meta::text AS meta, hash FROM events WHERE seq > $1 ORDER BY seq LIMIT ${PAGE}`,
+      'SELECT seq, stream, version, type, schema, at, data::text AS data, meta::text AS meta, hash ' +
+        `FROM events WHERE seq > $1 ORDER BY seq LIMIT ${PAGE}`,
       [lastSeq],
     );
     for (const r of rows) {

@@ -9,7 +9,8 @@ export class StoreUnavailableError extends RunlogError {
   constructor(where: string, reason: string, options?: { cause?: unknown }) {
     super(
       'STORE_UNAVAILABLE',
-      `PostgreSQL at ${where} is not answering (${reason}). Start it (\`npm run setup\` does, on this machine); an append that was cut off may or may not have committed: read the stream to see.`,
+      `PostgreSQL at ${where} is not answering (${reason}). Start it (\`npm run setup\` does, on this machine); ` +
+        'an append that was cut off may or may not have committed: read the stream to see.',
       { where, reason },
       options,
     );
@@ -21,7 +22,8 @@ export class StoreNotDurableError extends RunlogError {
   constructor(where: string, setting: string, value: string) {
     super(
       'STORE_NOT_DURABLE',
-      `PostgreSQL at ${where} has ${setting}=${value}: a commit could be lost after it was acknowledged. runlog needs synchronous_commit on and fsync on.`,
+      `PostgreSQL at ${where} has ${setting}=${value}: a commit could be lost after it was acknowledged. ` +
+        'runlog needs synchronous_commit on and fsync on.',
       { where, setting, value },
     );
   }
@@ -41,7 +43,9 @@ export function makePool(url: string, schema: string, max: number, holdLimitMs: 
     connectionString: url,
     max,
     connectionTimeoutMillis: 10_000,
-    options: `-c search_path=${schema} -c synchronous_commit=on -c default_transaction_isolation=read\\ committed -c lock_timeout=${limit} -c idle_in_transaction_session_timeout=${limit}`,
+    options:
+      `-c search_path=${schema} -c synchronous_commit=on -c default_transaction_isolation=read\\ committed ` +
+      `-c lock_timeout=${limit} -c idle_in_transaction_session_timeout=${limit}`,
     // int8 (positions) as numbers: exact up to 2^53, far beyond any log.
     types: {
       getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
@@ -156,7 +160,8 @@ export async function migrate(pool: pg.Pool, schema: string, where: string): Pro
     if (version < PG_LATEST_SCHEMA) {
       if (version === 0)
         await client.query(
-          `CREATE TABLE runlog_schema (application text NOT NULL, version integer NOT NULL); INSERT INTO runlog_schema VALUES ('${PG_APPLICATION}', 0)`,
+          'CREATE TABLE runlog_schema (application text NOT NULL, version integer NOT NULL); ' +
+            `INSERT INTO runlog_schema VALUES ('${PG_APPLICATION}', 0)`,
         );
       for (let v = version; v < PG_LATEST_SCHEMA; v++) await client.query(PG_MIGRATIONS[v]!);
       await client.query('UPDATE runlog_schema SET version = $1', [PG_LATEST_SCHEMA]);

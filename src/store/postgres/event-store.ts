@@ -1,9 +1,9 @@
 // The event store on PostgreSQL (node-postgres): appends, reads, subscriptions and projections over the events
-// table, what PgHostStore (postgres/host-store.ts, the port's PostgreSQL implementation) is built on. Durable on commit: every session runs with
-// synchronous_commit on, and opening checks that the server really commits that way (synchronous_commit and
-// fsync) before anything is written. Global positions are gapless and assigned in commit order (see
-// append_events in postgres/schema.ts for how, and what it costs), so following the log by position never skips an
-// event. Projections registered with the store fold inside the append's transaction.
+// table, what PgHostStore (postgres/host-store.ts, the port's PostgreSQL implementation) is built on. Durable on
+// commit: every session runs with synchronous_commit on, and opening checks that the server really commits that way
+// (synchronous_commit and fsync) before anything is written. Global positions are gapless and assigned in commit
+// order (see append_events in postgres/schema.ts for how, and what it costs), so following the log by position never
+// skips an event. Projections registered with the store fold inside the append's transaction.
 import pg from 'pg';
 import { FencedError, RunlogError } from '../../domain/errors.ts';
 
@@ -404,7 +404,8 @@ export class PgEventStore {
   /** The newest snapshot at or before `version` (the current one or one it replaced). */
   async snapshotAtOrBefore(stream: string, version: number): Promise<SnapshotRecord | undefined> {
     const [r] = await this.query<SnapshotRow>(
-      'SELECT * FROM (SELECT * FROM snapshots WHERE stream = $1 AND version <= $2 UNION ALL SELECT * FROM snapshot_history WHERE stream = $1 AND version <= $2) s ORDER BY version DESC LIMIT 1',
+      'SELECT * FROM (SELECT * FROM snapshots WHERE stream = $1 AND version <= $2 UNION ALL ' +
+        'SELECT * FROM snapshot_history WHERE stream = $1 AND version <= $2) s ORDER BY version DESC LIMIT 1',
       [stream, version],
     );
     return r ? toSnapshot(r) : undefined;

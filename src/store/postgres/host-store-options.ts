@@ -12,7 +12,10 @@ export interface PgHostStoreOptions {
   schema?: string;
   /** Registered with the PostgreSQL store (they fold in the append's transaction). */
   projections?: readonly Projection<any>[];
-  /** The projection whose documents are ps's rows (default `actors`), and how a document becomes a row (default: without its `snapshot` and `rev`). */
+  /**
+   * The projection whose documents are ps's rows (default `actors`), and how a document becomes a row (default:
+   * without its `snapshot` and `rev`).
+   */
   actorRows?: { projection: string; toRow?(doc: unknown): ActorRow };
   upcasters?: UpcasterRegistry;
   now?: () => string;

@@ -491,7 +491,8 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     if (!this.options.projections?.some((p) => p.name === this.rows.projection)) {
       throw new RunlogError(
         'NOT_SUPPORTED',
-        `the actors rows of ${this.description} are folded by the supervisors' store in every append; this store was opened without that projection and cannot rebuild them`,
+        `the actors rows of ${this.description} are folded by the supervisors' store in every append; ` +
+          'this store was opened without that projection and cannot rebuild them',
       );
     }
     await this.rebuildProjection(this.rows.projection);

@@ -99,7 +99,8 @@ export class Leases {
   async reclaim(): Promise<string[]> {
     const rows = await this.sql<{ stream: string; token: number }>(
       `WITH k AS MATERIALIZED (SELECT stream FROM leases WHERE node = $1 ORDER BY stream FOR UPDATE)
-       UPDATE leases l SET token = nextval('lease_tokens'), expires_at = clock_timestamp() + $2::interval FROM k WHERE l.stream = k.stream RETURNING l.stream, l.token`,
+       UPDATE leases l SET token = nextval('lease_tokens'), expires_at = clock_timestamp() + $2::interval ` +
+        'FROM k WHERE l.stream = k.stream RETURNING l.stream, l.token',
       [this.node, this.ttl],
     );
     for (const r of rows) this.held.set(r.stream, r.token);
@@ -170,7 +171,8 @@ export class Leases {
     for (const s of mine) this.held.delete(s);
     await this.sql(
       `WITH k AS MATERIALIZED (
-         SELECT l.stream FROM leases l JOIN unnest($2::text[], $3::bigint[]) AS h(stream, token) ON l.stream = h.stream AND l.token = h.token
+         SELECT l.stream FROM leases l JOIN unnest($2::text[], $3::bigint[]) AS h(stream, token) ` +
+        `ON l.stream = h.stream AND l.token = h.token
          WHERE l.node = $1 ORDER BY l.stream FOR UPDATE OF l)
        DELETE FROM leases l USING k WHERE l.stream = k.stream`,
       [this.node, mine, tokens],
@@ -186,7 +188,8 @@ export class Leases {
     const rows = await this.sql<{ stream: string; token: number; previous: string }>(
       `WITH t AS (
          SELECT stream, node FROM leases
-         WHERE node <> $1 AND ${liveUntil('$2::interval')} < clock_timestamp() - CASE WHEN stream LIKE 'execution-%' THEN $4::interval ELSE interval '0' END
+         WHERE node <> $1 AND ${liveUntil('$2::interval')} < clock_timestamp() ` +
+        `- CASE WHEN stream LIKE 'execution-%' THEN $4::interval ELSE interval '0' END
          ORDER BY stream LIMIT $3 FOR UPDATE SKIP LOCKED
        )
        UPDATE leases l SET node = $1, token = nextval('lease_tokens'), expires_at = clock_timestamp() + $2::interval

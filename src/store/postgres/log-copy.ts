@@ -32,7 +32,8 @@ export class PagedOutError extends RunlogError {
       'INTERNAL',
       'stream' in what
         ? `${what.stream} has ended and its events are not held in this supervisor's memory (read them from the store, not the copy)`
-        : `positions after ${what.afterSeq} up to ${what.floor} include ended actors' events, not held in this supervisor's memory (read them from the store, not the copy)`,
+        : `positions after ${what.afterSeq} up to ${what.floor} include ended actors' events, ` +
+            `not held in this supervisor's memory (read them from the store, not the copy)`,
       what,
     );
   }

@@ -34,7 +34,8 @@ export async function readNodeState(
     stopped_at: string | null;
     age_ms: number;
   }>(
-    `SELECT node, pid, started_at, beat_at, interval_ms, stopped_at, (extract(epoch FROM clock_timestamp() - beat_at::timestamptz) * 1000)::float8 AS age_ms
+    'SELECT node, pid, started_at, beat_at, interval_ms, stopped_at, ' +
+      `(extract(epoch FROM clock_timestamp() - beat_at::timestamptz) * 1000)::float8 AS age_ms
        FROM nodes ORDER BY (stopped_at IS NULL) DESC, beat_at DESC LIMIT 1`,
     [],
   );

@@ -31,7 +31,8 @@ export async function rebuildProjectionPg<Row extends { seq: number }>(
   let archivesSeen: number | null = null;
   for (let tries = 1; ; tries++) {
     const [at] = await ctx.sql<{ head: number; archives: number }>(
-      'SELECT coalesce((SELECT seq FROM chain_head WHERE id = 1), (SELECT coalesce(max(seq), 0) FROM events))::bigint AS head, (SELECT coalesce(max(id), 0) FROM archives)::bigint AS archives',
+      'SELECT coalesce((SELECT seq FROM chain_head WHERE id = 1), (SELECT coalesce(max(seq), 0) FROM events))::bigint AS head, ' +
+        '(SELECT coalesce(max(id), 0) FROM archives)::bigint AS archives',
       [],
     );
     const head = Number(at!.head);
@@ -67,7 +68,9 @@ export async function rebuildProjectionPg<Row extends { seq: number }>(
     if (tries >= TRIES)
       throw new RunlogError(
         'STORE_BUSY',
-        `projection ${name} on ${ctx.description} was not rebuilt: appends went on between each of ${TRIES} folds and their replacing; nothing was changed: try again when the log is quieter`,
+        `projection ${name} on ${ctx.description} was not rebuilt: ` +
+          `appends went on between each of ${TRIES} folds and their replacing; ` +
+          'nothing was changed: try again when the log is quieter',
         { projection: name, tries },
       );
   }

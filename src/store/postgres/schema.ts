@@ -159,7 +159,8 @@ export const PG_MIGRATIONS: readonly string[] = [
    );
    -- PL/pgSQL, not SQL: a SQL function that cannot be inlined (a subquery did that) runs through the executor on
    -- every call from append_events' loop, about 45 µs an event here; this one costs about 4 µs.
-   CREATE FUNCTION event_hash(p_prev bytea, p_seq bigint, p_stream text, p_version integer, p_type text, p_schema integer, p_at text, p_data text, p_meta text)
+   CREATE FUNCTION event_hash(p_prev bytea, p_seq bigint, p_stream text, p_version integer, p_type text, ` +
+    `p_schema integer, p_at text, p_data text, p_meta text)
    RETURNS bytea LANGUAGE plpgsql IMMUTABLE STRICT AS $fn$
    BEGIN
      RETURN sha256(p_prev || convert_to(
@@ -493,7 +494,8 @@ export const PG_MIGRATIONS: readonly string[] = [
                                           rl_texts(p->'meta'), rl_texts(p->'at')) LOOP
        i := i + 1;
        IF r.o_ok::text <> v_pred[i] THEN
-         RAISE EXCEPTION 'append % to % did not come out as its transaction read it (another append changed the stream)', i, (p->'streams'->>(i - 1))
+         RAISE EXCEPTION 'append % to % did not come out as its transaction read it (another append changed the stream)', ` +
+    `i, (p->'streams'->>(i - 1))
            USING ERRCODE = '40001';
        END IF;
        o_ok := r.o_ok; o_actual := r.o_actual; o_version := r.o_version; o_first := r.o_first;
@@ -502,16 +504,19 @@ export const PG_MIGRATIONS: readonly string[] = [
      INSERT INTO projection_documents (projection, id, doc)
        SELECT x, y, z::jsonb FROM unnest(rl_texts(p->'put_p'), rl_texts(p->'put_i'), rl_texts(p->'put_d')) AS u(x, y, z)
      ON CONFLICT (projection, id) DO UPDATE SET doc = excluded.doc;
-     DELETE FROM projection_documents d USING unnest(rl_texts(p->'del_p'), rl_texts(p->'del_i')) AS k(x, y) WHERE d.projection = k.x AND d.id = k.y;
+     DELETE FROM projection_documents d USING unnest(rl_texts(p->'del_p'), rl_texts(p->'del_i')) AS k(x, y) ` +
+    `WHERE d.projection = k.x AND d.id = k.y;
      DELETE FROM leases l USING unnest(rl_texts(p->'unclaimed'), rl_texts(p->'unclaimed_tokens')::bigint[]) AS h(stream, token)
        WHERE l.stream = h.stream AND l.token = h.token;
      -- One snapshot at a time (two of one stream in a batch: one after the other); the one replaced moves to history.
      FOR s IN SELECT * FROM json_array_elements(p->'snapshots') LOOP
        INSERT INTO snapshot_history SELECT * FROM snapshots WHERE stream = s->>'stream' AND version < (s->>'version')::integer
-       ON CONFLICT (stream, version) DO UPDATE SET fingerprint = excluded.fingerprint, created_at = excluded.created_at, state = excluded.state, checksum = excluded.checksum;
+       ON CONFLICT (stream, version) DO UPDATE SET fingerprint = excluded.fingerprint, created_at = excluded.created_at, ` +
+    `state = excluded.state, checksum = excluded.checksum;
        INSERT INTO snapshots (stream, version, fingerprint, created_at, state, checksum)
        VALUES (s->>'stream', (s->>'version')::integer, s->>'fingerprint', s->>'createdAt', s->>'state', s->>'checksum')
-       ON CONFLICT (stream) DO UPDATE SET version = excluded.version, fingerprint = excluded.fingerprint, created_at = excluded.created_at, state = excluded.state, checksum = excluded.checksum;
+       ON CONFLICT (stream) DO UPDATE SET version = excluded.version, fingerprint = excluded.fingerprint, ` +
+    `created_at = excluded.created_at, state = excluded.state, checksum = excluded.checksum;
        INSERT INTO snapshot_versions (stream, version) VALUES (s->>'stream', (s->>'version')::integer)
        ON CONFLICT (stream) DO UPDATE SET version = excluded.version;
      END LOOP;
@@ -544,7 +549,8 @@ export const PG_MIGRATIONS: readonly string[] = [
                p->>'sha256', (p->>'lastSeq')::bigint, decode(p->>'lastHash', 'hex'))
        RETURNING id INTO o_archive;
      INSERT INTO tombstones (stream, version, archive, first_seq, last_seq)
-       SELECT s, v, o_archive, f, l FROM unnest(v_streams, v_versions, rl_texts(p->'first')::bigint[], rl_texts(p->'last')::bigint[]) AS u(s, v, f, l);
+       SELECT s, v, o_archive, f, l FROM unnest(v_streams, v_versions, rl_texts(p->'first')::bigint[], ` +
+    `rl_texts(p->'last')::bigint[]) AS u(s, v, f, l);
      DELETE FROM events WHERE stream = ANY (v_streams);
      DELETE FROM snapshots WHERE stream = ANY (v_streams);
      DELETE FROM snapshot_history WHERE stream = ANY (v_streams);

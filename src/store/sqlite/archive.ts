@@ -157,7 +157,8 @@ function removeArchived(
     }
     const id = db
       .prepare(
-        'INSERT INTO archives (file, created_at, before, actors, events, bytes, sha256, last_seq, last_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        'INSERT INTO archives (file, created_at, before, actors, events, bytes, sha256, last_seq, last_hash) ' +
+          'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
       )
       .run(
         archive.file,
@@ -171,7 +172,8 @@ function removeArchived(
         lastHash,
       ).lastInsertRowid;
     const tomb = db.prepare(
-      'INSERT INTO tombstones (stream, id, kind, state, status, version, created_at, updated_at, summary, archive, first_seq, last_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      'INSERT INTO tombstones (stream, id, kind, state, status, version, created_at, updated_at, summary, archive, first_seq, last_seq) ' +
+        'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
     );
     const delEvents = db.prepare('DELETE FROM events WHERE stream = ?');
     const delSnapshot = db.prepare('DELETE FROM snapshots WHERE stream = ?');

@@ -51,9 +51,10 @@ export class EventPages {
    * 4096 rows the extra survivors cost more GC time than the fewer queries save.
    */
   *replay(afterSeq = 0, pageSize = 512): IterableIterator<ReplayEvent> {
+    // why: raw(true) rows are arrays; better-sqlite3's types keep the object row type
     this.replayPage ??= this.db
       .prepare('SELECT seq, stream, version, type, schema, data, at FROM events WHERE seq > ? ORDER BY seq LIMIT ?')
-      .raw(true) as unknown as Database.Statement<[number, number], ReplayRow>; // why: raw(true) rows are arrays; better-sqlite3's types keep the object row type
+      .raw(true) as unknown as Database.Statement<[number, number], ReplayRow>;
     const upcasters = this.upcasters;
     let cursor = afterSeq;
     for (;;) {
@@ -118,7 +119,9 @@ export class EventPages {
     this.jsonPage ??= this.db.prepare('SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?');
     return this.jsonPage.all(afterSeq, limit).map((r) => {
       if (!this.upcasters.isCurrent(r.type, r.schema)) return { seq: r.seq, json: JSON.stringify(this.toRecorded(r)) };
-      const json = `{"seq":${r.seq},"stream":${JSON.stringify(r.stream)},"version":${r.version},"type":${JSON.stringify(r.type)},"schema":${r.schema},"data":${r.data},"meta":${r.meta},"at":${JSON.stringify(r.at)}}`;
+      const json =
+        `{"seq":${r.seq},"stream":${JSON.stringify(r.stream)},"version":${r.version},"type":${JSON.stringify(r.type)},` +
+        `"schema":${r.schema},"data":${r.data},"meta":${r.meta},"at":${JSON.stringify(r.at)}}`;
       return { seq: r.seq, json };
     });
   }

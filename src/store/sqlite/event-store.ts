@@ -65,7 +65,10 @@ export { EventEncodingError } from '../../domain/errors.ts';
 export type { IterateEventsOptions } from './engine-types.ts';
 
 export interface SqliteEventStoreOptions {
-  /** 'FULL' (default) survives power loss; 'NORMAL' is a documented opt-in that may lose the last commits on power loss (never on a process crash). */
+  /**
+   * 'FULL' (default) survives power loss; 'NORMAL' is a documented opt-in that may lose the last commits on power loss
+   * (never on a process crash).
+   */
   synchronous?: 'FULL' | 'NORMAL';
   upcasters?: UpcasterRegistry;
   /** Clock for `at` when an event has none. Injected so tests can pin time. */

@@ -30,7 +30,8 @@ export class ProjectionDocuments {
     this.stmt ??= {
       get: db.prepare('SELECT doc FROM projection_documents WHERE projection = ? AND id = ?'),
       put: db.prepare(
-        'INSERT INTO projection_documents (projection, id, doc) VALUES (?, ?, ?) ON CONFLICT (projection, id) DO UPDATE SET doc = excluded.doc',
+        'INSERT INTO projection_documents (projection, id, doc) VALUES (?, ?, ?) ' +
+          'ON CONFLICT (projection, id) DO UPDATE SET doc = excluded.doc',
       ),
       remove: db.prepare('DELETE FROM projection_documents WHERE projection = ? AND id = ?'),
       list: db.prepare('SELECT id, doc FROM projection_documents WHERE projection = ? ORDER BY id'),

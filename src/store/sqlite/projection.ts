@@ -66,7 +66,8 @@ export function replaceProjectionRows(
   }
   // Archived actors have no events left to fold: their rows come back from their tombstones.
   db.prepare(
-    'INSERT OR IGNORE INTO actors (id, kind, stream, state, status, version, created_at, updated_at, summary) SELECT id, kind, stream, state, status, version, created_at, updated_at, summary FROM tombstones',
+    'INSERT OR IGNORE INTO actors (id, kind, stream, state, status, version, created_at, updated_at, summary) ' +
+      'SELECT id, kind, stream, state, status, version, created_at, updated_at, summary FROM tombstones',
   ).run();
   // Which snapshot each actor has is not derived from events: it is carried over from the snapshots kept.
   db.prepare(

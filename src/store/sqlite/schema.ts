@@ -74,8 +74,9 @@ export const MIGRATIONS: readonly string[] = [
   // `tombstones`: an archived actor's last projection row and where its events went (its `actors` row stays, so
   // `ps --all` still lists it; `rebuild` puts it back from here). `chain_gaps`: one row per hole that archiving
   // left in the seqs (from_seq..seq), holding the hash of its last event, so the chain of the remaining events
-  // stays checkable link by link and a hole no archive made is still damage. Space comes back through auto_vacuum=INCREMENTAL, set on new logs at creation and switched on
-  // an older log (it takes one VACUUM) by its first archive run.
+  // stays checkable link by link and a hole no archive made is still damage. Space comes back through
+  // auto_vacuum=INCREMENTAL, set on new logs at creation and switched on an older log (it takes one VACUUM) by its
+  // first archive run.
   `CREATE TABLE archives (
      id         INTEGER PRIMARY KEY,
      file       TEXT    NOT NULL,

@@ -8,7 +8,8 @@ import type { Database } from './driver.ts';
 export function snapshotAtOrBefore(db: Database.Database, stream: string, version: number): SnapshotRecord | undefined {
   const r = db
     .prepare(
-      'SELECT * FROM (SELECT * FROM snapshots WHERE stream = ? AND version <= ? UNION ALL SELECT * FROM snapshot_history WHERE stream = ? AND version <= ?) ORDER BY version DESC LIMIT 1',
+      'SELECT * FROM (SELECT * FROM snapshots WHERE stream = ? AND version <= ? UNION ALL ' +
+        'SELECT * FROM snapshot_history WHERE stream = ? AND version <= ?) ORDER BY version DESC LIMIT 1',
     )
     .get(stream, version, stream, version) as SnapshotRow | undefined;
   return r ? toSnapshot(r) : undefined;

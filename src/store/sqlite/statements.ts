@@ -47,13 +47,15 @@ export function prepareStatements(db: Database.Database, readOnly: boolean): Sta
       : {
           chainHead: db.prepare('SELECT seq, hash FROM chain_head WHERE id = 1'),
           setChainHead: db.prepare(
-            'INSERT INTO chain_head (id, seq, hash) VALUES (1, ?, ?) ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash',
+            'INSERT INTO chain_head (id, seq, hash) VALUES (1, ?, ?) ' +
+              'ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash',
           ),
           putSnapshot: db.prepare(
             'INSERT OR REPLACE INTO snapshots (stream, version, fingerprint, created_at, state, checksum) VALUES (?, ?, ?, ?, ?, ?)',
           ),
           keepOlderSnapshot: db.prepare(
-            'INSERT OR REPLACE INTO snapshot_history SELECT stream, version, fingerprint, created_at, state, checksum FROM snapshots WHERE stream = ? AND version < ?',
+            'INSERT OR REPLACE INTO snapshot_history SELECT stream, version, fingerprint, created_at, state, checksum ' +
+              'FROM snapshots WHERE stream = ? AND version < ?',
           ),
           markSnapshot: db.prepare('UPDATE actors SET snapshot_version = ? WHERE stream = ?'),
         }),

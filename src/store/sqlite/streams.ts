@@ -17,7 +17,8 @@ export function streamInfos(
   const args = kind ? [kind, `${kind}-`, `${kind}.`] : [];
   const rows = db
     .prepare(
-      `SELECT stream, max(version) AS version, min(seq) AS first, min(at) AS created_at, max(at) AS updated_at FROM events ${where} GROUP BY stream ORDER BY ${order === 'name' ? 'stream' : 'first'}`,
+      'SELECT stream, max(version) AS version, min(seq) AS first, min(at) AS created_at, max(at) AS updated_at ' +
+        `FROM events ${where} GROUP BY stream ORDER BY ${order === 'name' ? 'stream' : 'first'}`,
     )
     .all(...args) as { stream: string; version: number; created_at: string; updated_at: string }[];
   return rows

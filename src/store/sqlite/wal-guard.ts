@@ -28,7 +28,8 @@ export class StoreWalLostError extends RunlogError {
       'STORE_WAL_LOST',
       `event log ${file}: its write-ahead log ${file}-wal is missing after an unclean shutdown of ${who}. ` +
         `Events committed after the last checkpoint are lost; the file holds the log as of that checkpoint. ` +
-        `It was left untouched. Restore ${basename(file)}-wal from where it went, or accept the loss by removing ${markers.map((m) => basename(m.file)).join(', ')}.`,
+        `It was left untouched. Restore ${basename(file)}-wal from where it went, ` +
+        `or accept the loss by removing ${markers.map((m) => basename(m.file)).join(', ')}.`,
       { file, markers: markers.map((m) => m.file) },
     );
   }

@@ -92,7 +92,9 @@ function lockFailed(file: string, step: 'create' | 'open' | 'take', err: unknown
         ? `${dir} is not writable by this user`
         : null;
   const message = why
-    ? `cannot ${step} the writer lock ${file}: ${why} (${errno}). A writer keeps its log, lock and token there: give a writable --home (or $RUNLOG_HOME); ps, inspect, events and replay read a read-only one`
+    ? `cannot ${step} the writer lock ${file}: ${why} (${errno}). ` +
+      'A writer keeps its log, lock and token there: give a writable --home (or $RUNLOG_HOME); ' +
+      'ps, inspect, events and replay read a read-only one'
     : `cannot ${step} the writer lock ${file}: ${(err as Error).message}`;
   return new RunlogError(
     'LOCK_FAILED',
