@@ -113,7 +113,9 @@ export function guardPinned(d: PinnedGuardDeps): { gaveUp: Promise<never>; stop(
       reject(
         new RunlogError(
           'NODE_UNAVAILABLE',
-          `node ${d.node} is not live (stopped, or its heartbeat is stale)${waited}: execution ${d.executionId}, pinned to it, was withdrawn and will not run; run it on another node or on 'any', or ask to wait for the node (nodeWaitMs)`,
+          `node ${d.node} is not live (stopped, or its heartbeat is stale)${waited}: ` +
+            `execution ${d.executionId}, pinned to it, was withdrawn and will not run; ` +
+            `run it on another node or on 'any', or ask to wait for the node (nodeWaitMs)`,
           { node: d.node, executionId: d.executionId },
         ),
       );

@@ -235,7 +235,8 @@ export class FollowOwner {
     // Lets go of the local follow (an async generator waiting for a line returns once that line or the end comes).
     void s.iterator?.return?.()?.catch(() => undefined);
     this.d.log(
-      `follow ${s.followId} of ${s.instanceId} for node ${s.from}: ended${last?.t === 'end' ? ` (${last.reason})` : last?.t === 'error' ? ` (${last.code})` : ''}`,
+      `follow ${s.followId} of ${s.instanceId} for node ${s.from}: ended` +
+        `${last?.t === 'end' ? ` (${last.reason})` : last?.t === 'error' ? ` (${last.code})` : ''}`,
     );
   }
 

@@ -6,9 +6,9 @@
 // server, not the network, down). Time the server is provably down is safe time: nobody can take a lease over
 // meanwhile, and a server that starts extends every lease to its start plus the TTL, so a restart of PostgreSQL
 // stops nothing if it answers again within the fraction of the TTL after its start. A cut that drops packets
-// (timeouts, no answer) proves nothing and fences. The fraction leaves the rest of the TTL for the kills. A node frozen as a whole (SIGSTOP, a VM paused) cannot act
-// meanwhile: the first check after it wakes finds the time passed and stops them before anything else of it has a
-// turn to use them (README, "Leases and failover").
+// (timeouts, no answer) proves nothing and fences. The fraction leaves the rest of the TTL for the kills. A node
+// frozen as a whole (SIGSTOP, a VM paused) cannot act meanwhile: the first check after it wakes finds the time passed
+// and stops them before anything else of it has a turn to use them (README, "Leases and failover").
 //
 // The sandboxes are killed without a word in the log (the node may not be able to append, and may no longer own
 // the instances). Executions are left alone: a survivor never runs one again (it records it failed, lost, after
@@ -131,7 +131,8 @@ export class SelfFence {
       const down =
         this.downAtMs > this.renewedAtMs ? `, PostgreSQL last seen down ${Math.round(now - this.downAtMs)} ms ago` : '';
       this.deps.log(
-        `self-fence: no lease renewal answered for ${Math.round(now - this.renewedAtMs)} ms${down} (lease TTL ${this.deps.ttlMs} ms): stopping this node's instance sandboxes before its leases can expire and another node runs them`,
+        `self-fence: no lease renewal answered for ${Math.round(now - this.renewedAtMs)} ms${down} (lease TTL ${this.deps.ttlMs} ms): ` +
+          `stopping this node's instance sandboxes before its leases can expire and another node runs them`,
       );
     } else if (step === 'unfence') {
       this.fenced = false;

@@ -50,7 +50,8 @@ export function clusterListener(host: () => ActorHost, node: string, hooks: Clus
         if (ref?.kind === 'instance') void hooks.relinquish(ref.id);
       }
       log(
-        `lost the lease of ${streams.length} actor(s) to another supervisor (this one was paused or cut off past the lease): no longer acting on ${streams.slice(0, 5).join(', ')}${streams.length > 5 ? ', …' : ''}`,
+        `lost the lease of ${streams.length} actor(s) to another supervisor (this one was paused or cut off past the lease): ` +
+          `no longer acting on ${streams.slice(0, 5).join(', ')}${streams.length > 5 ? ', …' : ''}`,
       );
     },
     taken(leases) {
@@ -147,6 +148,7 @@ async function takeOver(host: ActorHost, node: string, leases: TakenLease[], hoo
     }),
   );
   log(
-    `took over ${leases.length} lease(s) from ${[...new Set(leases.map((l) => l.previous))].join(', ')}: ${recorded} actor(s) recorded lost, ${restarting} instance(s) restarting here per their restart policy`,
+    `took over ${leases.length} lease(s) from ${[...new Set(leases.map((l) => l.previous))].join(', ')}: ` +
+      `${recorded} actor(s) recorded lost, ${restarting} instance(s) restarting here per their restart policy`,
   );
 }

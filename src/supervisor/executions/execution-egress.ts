@@ -36,7 +36,9 @@ export class ExecutionEgressSteps {
     if (!host)
       throw new RunlogError(
         'NETWORK_NOT_ALLOWED',
-        'this execution was granted network, but this supervisor can run no egress proxy: the egress-proxy image is missing (run `npm run setup`), or no resolver is known (the host has none a container can reach: set createRunlog({ egress: { resolvers } }))',
+        'this execution was granted network, but this supervisor can run no egress proxy: ' +
+          'the egress-proxy image is missing (run `npm run setup`), or no resolver is known ' +
+          '(the host has none a container can reach: set createRunlog({ egress: { resolvers } }))',
       );
     const network = await host.open(executionId, grant);
     this.opened.add(executionId);

@@ -18,7 +18,8 @@ export class ExecutionQueueFullError extends RunlogError {
   constructor(limits: ExecutionLimits) {
     super(
       'EXECUTION_QUEUE_FULL',
-      `${limits.maxRunning} executions are running and ${limits.maxQueued} waiting (the operator policy's executions.maxRunning and maxQueued); retry later`,
+      `${limits.maxRunning} executions are running and ${limits.maxQueued} waiting ` +
+        `(the operator policy's executions.maxRunning and maxQueued); retry later`,
       { ...limits },
     );
   }
@@ -29,7 +30,8 @@ export class ExecutionQueueTimeoutError extends RunlogError {
   constructor(waitedMs: number, maxRunning: number) {
     super(
       'EXECUTION_QUEUE_TIMEOUT',
-      `the execution's deadline passed after ${waitedMs} ms waiting for one of the ${maxRunning} places (executions.maxRunning); it never started`,
+      `the execution's deadline passed after ${waitedMs} ms waiting for one of the ${maxRunning} places ` +
+        '(executions.maxRunning); it never started',
       { waitedMs, maxRunning },
     );
   }

@@ -45,7 +45,9 @@ export function envelopeLost(result: InvocationResult, why: string): OutcomeEven
     data: {
       reason: 'lost',
       code: 'ENVELOPE_NOT_DELIVERED',
-      message: `${why}; the worker got no envelope, the handler never ran (it answered: ${result.outcome === 'failed' ? result.error.message : 'a result'})`,
+      message:
+        `${why}; the worker got no envelope, the handler never ran ` +
+        `(it answered: ${result.outcome === 'failed' ? result.error.message : 'a result'})`,
       exitCode: result.exitCode,
       stderrTail: result.stderr.slice(-4096),
       stdoutBytes: result.stdoutBytes,

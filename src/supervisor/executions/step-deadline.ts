@@ -11,7 +11,8 @@ export class StepDeadlineError extends RunlogError {
   constructor(step: string, deadlineAt: number) {
     super(
       'TIMEOUT',
-      `the execution's deadline (${new Date(deadlineAt).toISOString()}) passed during ${step}; it goes on in the background for the next execution`,
+      `the execution's deadline (${new Date(deadlineAt).toISOString()}) passed during ${step}; ` +
+        'it goes on in the background for the next execution',
       { bound: 'execution', step },
     );
   }

@@ -95,7 +95,10 @@ export interface ActorHostOptions {
    * this long (ms, default 10 000): one that committed is answered as done; past it, the error says it may have.
    */
   lookUpMs?: number;
-  /** A new actor's first event was found committed after its reply was lost: its lease is this node's, unknown to it (cluster: pick it up). */
+  /**
+   * A new actor's first event was found committed after its reply was lost: its lease is this node's, unknown to it
+   * (cluster: pick it up).
+   */
   onOrphaned?: (stream: string) => void;
 }
 

@@ -30,7 +30,8 @@ export async function suspendOnStop(
           if (r.accepted) recorded++;
         } catch (err) {
           log(
-            `could not record the suspension of instance ${actor.id} (its next start counts a crash): ${err instanceof Error ? err.message : String(err)}`,
+            `could not record the suspension of instance ${actor.id} (its next start counts a crash): ` +
+              `${err instanceof Error ? err.message : String(err)}`,
           );
         }
       }

@@ -83,8 +83,10 @@ export function notRecordedError(
   return new RunlogError(
     'STORE_UNAVAILABLE',
     answered
-      ? `${err.message} — looked up once it answered: this request for ${ref} was not recorded (nothing of it is in the log); send it again`
-      : `${err.message} — this request for ${ref} may have committed: \`runlog events ${actor.id}\` says whether (its ${sent.type} event is there or not)`,
+      ? `${err.message} — looked up once it answered: ` +
+          `this request for ${ref} was not recorded (nothing of it is in the log); send it again`
+      : `${err.message} — this request for ${ref} may have committed: ` +
+          `\`runlog events ${actor.id}\` says whether (its ${sent.type} event is there or not)`,
     { ...err.details, stream: actor.stream, committed: answered ? false : 'unknown' },
     { cause: err },
   );

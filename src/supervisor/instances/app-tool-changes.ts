@@ -49,7 +49,8 @@ export async function changeAppTool(
     if (app)
       throw new ValidationError(
         'CAP_TAKES_APP_ID',
-        `cap ${grant ? 'grant' : 'revoke'} takes an app id, not an instance id: ${appId} is an instance of ${app}; grants apply to every instance of the app (runlog cap ${grant ? 'grant' : 'revoke'} ${app} ${tool})`,
+        `cap ${grant ? 'grant' : 'revoke'} takes an app id, not an instance id: ${appId} is an instance of ${app}; ` +
+          `grants apply to every instance of the app (runlog cap ${grant ? 'grant' : 'revoke'} ${app} ${tool})`,
         [`${appId} is an instance of ${app}`],
       );
     assertAppId(appId);

@@ -477,7 +477,9 @@ export class InstanceSupervisor {
     for (const id of ids) {
       const actor = this.host().get('instance', id);
       if (!actor || !FENCEABLE_STATES.has(stateName(actor.snapshot))) continue;
-      const message = `its node fenced itself: no lease renewal was answered for ${fenceMs} ms, so it stopped the sandbox before its lease could expire`;
+      const message =
+        `its node fenced itself: no lease renewal was answered for ${fenceMs} ms, ` +
+        'so it stopped the sandbox before its lease could expire';
       await this.host()
         .dispatch('instance', id, {
           type: 'instance.crashed',

@@ -240,7 +240,8 @@ export async function checkAnswer(
   if (!sealed && opts.resultKey)
     throw new RunlogError(
       'RESULT_UNSEALABLE',
-      `${receipt.uri} holds its result in clear (${String(result?.mimeType)}), though the job asked for it sealed to ${opts.resultKey.publicKey}`,
+      `${receipt.uri} holds its result in clear (${String(result?.mimeType)}), ` +
+        `though the job asked for it sealed to ${opts.resultKey.publicKey}`,
       { receipt: receipt.uri, blob: cid, mimeType: result?.mimeType ?? null },
     );
   const blob = await reader.fetchBlob(opts.runnerDid, cid, {

@@ -120,7 +120,8 @@ async function stray(
     ...(note ? { note } : {}),
   });
   deps.log(
-    `reconcile: discovered container ${c.id.slice(0, 12)} (${kind || 'unknown kind'}, ${c.labels['runlog.stream'] ?? 'no stream'}): ${reason}; ${decision}`,
+    `reconcile: discovered container ${c.id.slice(0, 12)} (${kind || 'unknown kind'}, ` +
+      `${c.labels['runlog.stream'] ?? 'no stream'}): ${reason}; ${decision}`,
   );
   if (decision === 'adopt' && rec && streamId) {
     run.report.actions.push({ id, kind: 'instance', action: 'adopted', evidence: evidenceOf(rec) });

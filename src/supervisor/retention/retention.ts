@@ -110,7 +110,8 @@ export function startRetention(
       const r = await archiveLog(archiving, { before, home, now });
       if (r.file)
         log(
-          `retention: archived ${r.actors} actors (${r.events} events) that ended before ${before} to ${r.file}; log ${r.sizeBefore} → ${r.sizeAfter} bytes`,
+          `retention: archived ${r.actors} actors (${r.events} events) that ended before ${before} to ${r.file}; ` +
+            `log ${r.sizeBefore} → ${r.sizeAfter} bytes`,
           r,
         );
     } catch (err) {

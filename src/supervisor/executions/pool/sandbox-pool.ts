@@ -332,7 +332,8 @@ export class SandboxPool {
     this.#stopped.add(entry.key);
     const bound = this.deps.policy.idleCpuMs;
     this.deps.log(
-      `a pre-started sandbox of ${entry.uri} used ${usedMs} ms of CPU before any request (idle-cpu bound ${bound} ms): its runtime runs work while it waits, so this code is not pre-started again by this supervisor`,
+      `a pre-started sandbox of ${entry.uri} used ${usedMs} ms of CPU before any request (idle-cpu bound ${bound} ms): ` +
+        'its runtime runs work while it waits, so this code is not pre-started again by this supervisor',
     );
     this.#fact({
       type: 'pool.prestart-stopped',
