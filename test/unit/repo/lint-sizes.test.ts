@@ -1,5 +1,5 @@
-// Issue 28's sizes are held by the linter: prove that a file in src/ over 600 lines and a function over 150 lines
-// are refused, and that the limits themselves pass.
+// Issue 28's sizes are held by the linter: prove that a file in src/ over 600 lines, a function over 150 lines and a
+// line over 140 characters are refused, and that the limits themselves pass.
 import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
 
@@ -33,6 +33,18 @@ describe('size lint rules', () => {
 
   it('accepts a 150-line function in src/', async () => {
     expect(await rulesFor(functionOf(150), 'src/store/long.ts')).not.toContain('max-lines-per-function');
+  });
+
+  it('refuses a line of 141 characters in src/, a string or a comment as much as code', async () => {
+    const line = (body: string) => body + 'x'.repeat(141 - body.length - 2) + "';\n";
+    expect(await rulesFor(line("export const s = '"), 'src/cli/long.ts')).toContain('max-len');
+    expect(await rulesFor(`// ${'x'.repeat(138)}\nexport const c = 1;\n`, 'src/cli/long.ts')).toContain('max-len');
+  });
+
+  it('accepts a line of 140 characters in src/', async () => {
+    const line = "export const s = '" + 'x'.repeat(140 - 20) + "';\n";
+    expect(line.length).toBe(141);
+    expect(await rulesFor(line, 'src/cli/long.ts')).not.toContain('max-len');
   });
 
   it('counts blank lines towards the file limit', async () => {
