@@ -28,10 +28,17 @@ export interface EgressServers {
   close(): Promise<void>;
 }
 
-/** Starts the servers on a new outbound network named after `tag`; `bigBytes` is the size of `/big`. */
-export async function startEgressServers(tag: string, bigBytes: number): Promise<EgressServers> {
+/**
+ * Starts the servers on a new outbound network named after `tag` and labelled with `labels`; `bigBytes` is the size
+ * of `/big`.
+ */
+export async function startEgressServers(
+  tag: string,
+  bigBytes: number,
+  labels: Readonly<Record<string, string>> = TEST_LABELS,
+): Promise<EgressServers> {
   const outbound = `runlog-test-egress-${tag}-${process.pid}`;
-  await docker.createNetwork({ Name: outbound, Driver: 'bridge', Labels: { ...TEST_LABELS } });
+  await docker.createNetwork({ Name: outbound, Driver: 'bridge', Labels: { ...labels } });
   const info = (await docker.getNetwork(outbound).inspect()) as { IPAM: { Config: { Gateway: string }[] } };
   const gateway = info.IPAM.Config[0]!.Gateway;
   const served: string[] = [];

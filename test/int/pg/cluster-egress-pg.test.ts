@@ -5,6 +5,9 @@
 // Each node runs its own proxy, labelled with its own home: an execution placed on b goes out through b's proxy, and
 // one run on a through a's. A node that restarts sweeps only what it left itself, never the proxy of a node that is
 // alive beside it on the same Engine.
+//
+// It runs in the PostgreSQL lane, beside the Docker lane's files, whose clean-ups remove everything labelled
+// runlog.test=1: what it makes is labelled runlog.test=egress-pg instead, and it cleans up only that.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,11 +21,13 @@ import {
   docker,
   requireDocker,
   requireRegistry,
-  TEST_LABELS,
 } from '../../support/docker.ts';
 import { publishNetworkCode, startEgressServers, type EgressServers } from '../../support/egress-servers.ts';
 import { startTestPds, type TestPds } from '../../support/pds.ts';
 import { dropSchemas, requirePostgres, testSchema } from '../../support/postgres.ts';
+
+/** This file's own test label (not TEST_LABELS: the Docker lane's clean-ups remove those while this file runs). */
+const LABELS = { 'runlog.test': 'egress-pg' } as const;
 
 const HANDLER = `
 import http from 'node:http';
@@ -62,7 +67,7 @@ function optionsOf(node: string): RunlogOptions {
     }),
     egress: { resolvers: [net.resolver], outboundNetwork: net.outbound },
     atproto: { plcUrl: pds.plcUrl },
-    labels: { ...TEST_LABELS },
+    labels: { ...LABELS },
     watchApps: false,
     metrics: false,
     log: () => undefined,
@@ -79,7 +84,7 @@ beforeAll(async () => {
   await requireDocker();
   await requireRegistry();
   pgUrl = await requirePostgres();
-  net = await startEgressServers('cluster', 1024);
+  net = await startEgressServers('cluster', 1024, LABELS);
   pds = await startTestPds();
   root = mkdtempSync(join(tmpdir(), 'runlog-cluster-egress-'));
   ({ uri } = await publishNetworkCode(pds, root, 'egress-cluster.test', HANDLER));
@@ -91,8 +96,8 @@ afterAll(async () => {
   for (const rl of nodes.values()) await rl.close().catch(() => undefined);
   await pds?.close();
   await net?.close();
-  await cleanupTestContainers();
-  await cleanupTestVolumes();
+  await cleanupTestContainers(LABELS);
+  await cleanupTestVolumes(LABELS);
   if (pgUrl) await dropSchemas(pgUrl);
   if (root) rmSync(root, { recursive: true, force: true });
 });
