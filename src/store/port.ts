@@ -79,7 +79,10 @@ export interface SubscribeOptions {
   stream?: string;
   /** How often to look for events written by other processes (ms). */
   pollMs?: number;
-  /** Called once if the handler throws or reading fails; the subscription has stopped (nothing is skipped). */
+  /**
+   * Called once if the handler throws or a read fails; the subscription has stopped (nothing is skipped). A read cut
+   * off because the store is unreachable (STORE_UNAVAILABLE) is tried again instead.
+   */
   onError?: (error: unknown) => void;
 }
 

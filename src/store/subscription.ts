@@ -2,9 +2,12 @@
 // on, exactly once. It only ever asks for positions after the last one delivered, so it is exactly-once as long
 // as the store never makes an event visible at a position below one it has already shown (every store here
 // guarantees that: SQLite and memory have one writer; PostgreSQL serialises position assignment, see
-// postgres/event-store.ts). A handler that throws stops the subscription at that event. With a `stream`, only that
-// stream's events reach the handler, and the position still moves past the others (a resumed subscription does
-// not read them again).
+// postgres/event-store.ts). A handler that throws stops the subscription at that event. A read cut off because the
+// store is unreachable (STORE_UNAVAILABLE: PostgreSQL restarting) is tried again from the same position, after a
+// pause that grows to RETRY_MAX_MS: long-lived followers (a cluster node's execution queue) must outlive an outage,
+// and stopping one silently left its node deaf to the log. With a `stream`, only that stream's events reach the
+// handler, and the position still moves past the others (a resumed subscription does not read them again).
+import { RunlogError } from '../domain/errors.ts';
 import type { RecordedEvent } from '../domain/events.ts';
 import type { SubscribeOptions, Subscription } from './port.ts';
 
@@ -23,6 +26,11 @@ export class Wakeups {
 }
 
 const PAGE = 500;
+/** The longest pause between two reads cut off by an unreachable store. */
+export const RETRY_MAX_MS = 2000;
+
+/** Whether a failed read is the store being briefly unreachable (read again), not a fault of the read. */
+const unreachable = (err: unknown): boolean => err instanceof RunlogError && err.code === 'STORE_UNAVAILABLE';
 
 export function pollingSubscription(
   read: ReadPage,
@@ -55,10 +63,35 @@ export function pollingSubscription(
       timer = setTimeout(() => wake?.(), pollMs);
     });
 
+  /** Waits `ms` (woken early by close), for a read cut off by an unreachable store. */
+  const pause = (ms: number): Promise<void> =>
+    new Promise((resolve) => {
+      wake = () => {
+        wake = undefined;
+        clearTimeout(timer);
+        resolve();
+      };
+      timer = setTimeout(() => wake?.(), ms);
+    });
+
+  /** The next page; a read cut off by an unreachable store is tried again (null: closed meanwhile). */
+  const nextPage = async (): Promise<RecordedEvent[] | null> => {
+    for (let failures = 0; ; failures += 1) {
+      try {
+        return await read(position + 1, PAGE);
+      } catch (err) {
+        if (!unreachable(err) || closed) throw err;
+        await pause(Math.min(RETRY_MAX_MS, Math.max(pollMs, 50) * 2 ** Math.min(failures, 10)));
+        if (closed) return null;
+      }
+    }
+  };
+
   const loop = async (): Promise<void> => {
     while (!closed) {
       missed = false;
-      const page = await read(position + 1, PAGE);
+      const page = await nextPage();
+      if (page === null) return;
       for (const e of page) {
         if (closed) return;
         if (stream === undefined || e.stream === stream) await handler(e);

@@ -69,6 +69,11 @@ export interface RoundResult {
   failures: string[];
   /** Housekeeping after the checks (instances stopped, orphans removed) that did not go as asked. */
   notes: string[];
+  /**
+   * For each execution a live node never answered: its events and the end of that node's stderr (empty when the
+   * round passed). A failure's message carries it, since CI keeps the failures and not every line printed.
+   */
+  diagnosis: string;
   /** The round's length, housekeeping included. */
   durationMs: number;
 }
@@ -236,30 +241,45 @@ async function runRound(ctx: RoundContext, plan: ChaosRoundPlan): Promise<RoundR
   });
   const results = checkRound(evidence);
   const failures = results.flatMap((r) => r.failures);
-  if (failures.length) await explainUnanswered(ctx, plan, outcomes);
+  const diagnosis = failures.length ? await explainUnanswered(ctx, plan, outcomes) : '';
+  if (diagnosis) ctx.log(diagnosis);
   const stats = roundStats(evidence, results);
   const notes = await tidy(ctx, evidence, settled);
-  return { plan, evidence, results, stats, failures, notes, durationMs: Date.now() - began };
+  return { plan, evidence, results, stats, failures, notes, diagnosis, durationMs: Date.now() - began };
 }
 
 /**
- * For each execution a live node never answered: its events in the log and the end of that node's stderr. The
- * answers check says only that no answer came; this says how far the execution got, and what the node said.
+ * For each execution a live node never answered: its queue entry and its events in the log, and the end of the
+ * stderr of the node that took the call and of each node that wrote its events. The answers check says only that
+ * no answer came; this says how far the execution got, and what the nodes said.
  */
-async function explainUnanswered(ctx: RoundContext, plan: ChaosRoundPlan, outcomes: ChaosOutcome[]): Promise<void> {
+async function explainUnanswered(ctx: RoundContext, plan: ChaosRoundPlan, outcomes: ChaosOutcome[]): Promise<string> {
+  const out: string[] = [];
   for (const o of outcomes.filter((x) => x.kind === 'exec' && x.status === 0 && x.via !== plan.victim)) {
-    const events = await qRetry<{ seq: number; stream: string; type: string; at: string; meta: unknown }>(
+    const events = await qRetry<{ seq: number; stream: string; type: string; at: string; meta: { node?: string } }>(
       ctx,
-      `SELECT seq::int, stream, type, at, meta FROM events WHERE stream IN (
-         SELECT stream FROM events WHERE type = 'execution.requested' AND data->'request'->'input'->>'tag' = $1)
-       ORDER BY seq`,
+      `WITH ids AS (
+         SELECT data->>'executionId' AS id FROM events
+          WHERE stream = 'queue-executions' AND type = 'execution.queued' AND data->'request'->'input'->>'tag' = $1
+         UNION SELECT substr(stream, 11) FROM events
+          WHERE type = 'execution.requested' AND data->'request'->'input'->>'tag' = $1)
+       SELECT seq::int, stream, type, at, meta FROM events
+        WHERE stream IN (SELECT 'execution-' || id FROM ids)
+           OR (stream = 'queue-executions' AND data->>'executionId' IN (SELECT id FROM ids))
+        ORDER BY seq`,
       [o.tag],
-    ).catch((err: unknown) => [{ seq: 0, stream: '-', type: `(query failed: ${String(err)})`, at: '', meta: null }]);
+    ).catch((err: unknown) => [
+      { seq: 0, stream: '-', type: `(query failed: ${String(err)})`, at: '', meta: {} as { node?: string } },
+    ]);
     const lines = events.map((e) => `    ${e.seq} ${e.stream} ${e.type} ${e.at} ${JSON.stringify(e.meta)}`);
-    ctx.log(`  ${o.tag} (through ${o.via}) in the log:\n${lines.join('\n') || '    (no execution.requested)'}`);
-    const node = ctx.nodes.get(o.via);
-    if (node) ctx.log(`  the end of ${o.via}'s stderr:\n${node.stderr().slice(-4000)}`);
+    out.push(`  ${o.tag} (through ${o.via}) in the log:\n${lines.join('\n') || '    (not queued, not requested)'}`);
+    const writers = new Set([o.via, ...events.map((e) => e.meta?.node).filter((n): n is string => !!n)]);
+    for (const name of writers) {
+      const node = ctx.nodes.get(name);
+      if (node) out.push(`  the end of ${name}'s stderr:\n${node.stderr().slice(-3000)}`);
+    }
   }
+  return out.join('\n');
 }
 
 /** Waits (at most SETTLE_MS) until every node beats, every acknowledged request is settled and the probe's timer is due; returns what had not settled. */

@@ -136,7 +136,13 @@ export class ExecutionQueue {
     const q = e.data as unknown as QueuedExecution;
     if (q.node !== null && q.node !== this.deps.node) return;
     if (!(Date.parse(q.claimBy) > this.deps.nowMs()) || this.withdrawn.has(q.executionId)) return;
-    if ((await this.deps.store.streamVersion(`execution-${q.executionId}`)) > 0) return;
+    // Claimed already (its stream has events)? Unknown while the store is unreachable: kept, since the claim loop
+    // looks again before claiming. Thrown, it would stop this node's subscription to the queue for good.
+    const claimed = await this.deps.store.streamVersion(`execution-${q.executionId}`).then(
+      (v) => v > 0,
+      () => false,
+    );
+    if (claimed) return;
     // Withdrawn while its stream was looked at (a withdrawal is only ever added by this queue's own handler, but
     // start-up and the claim loop run beside it).
     if (this.withdrawn.has(q.executionId)) return;

@@ -11,7 +11,11 @@ import {
 import { RunlogError } from '../../../src/domain/errors.ts';
 import type { ExecutionQueueDeps } from '../../../src/supervisor/executions/execution-queue.ts';
 
-function queueWith(q: QueuedExecution, claim: (q: QueuedExecution) => Promise<unknown>) {
+function queueWith(
+  q: QueuedExecution,
+  claim: (q: QueuedExecution) => Promise<unknown>,
+  streamVersion: () => Promise<number> = async () => 0,
+) {
   const event = {
     seq: 1,
     stream: EXECUTION_QUEUE,
@@ -26,7 +30,7 @@ function queueWith(q: QueuedExecution, claim: (q: QueuedExecution) => Promise<un
     readRecent: async (stream: string) => (stream === EXECUTION_QUEUE ? [event] : []),
     subscribe: () => ({ position: 1, close: async () => undefined }),
     lastSeq: async () => 1,
-    streamVersion: async () => 0,
+    streamVersion,
   } as unknown as ExecutionQueueDeps['store'];
   const logged: string[] = [];
   const queue = new ExecutionQueue({
@@ -66,6 +70,27 @@ describe('the execution queue while the store is unreachable', () => {
     await done;
     await queue.stop();
     expect(calls).toEqual(['exec_1', 'exec_1']);
+  });
+
+  it('keeps an entry whose stream could not be looked at when it arrived, and claims it once the store answers', async () => {
+    // The chaos run found it: the queue's handler threw STORE_UNAVAILABLE, which stopped the node's subscription to
+    // the queue for good, and an execution pinned to that node was never claimed.
+    let looks = 0;
+    let claimed!: () => void;
+    const done = new Promise<void>((r) => (claimed = r));
+    const { queue } = queueWith(
+      queued(),
+      async () => claimed(),
+      async () => {
+        looks += 1;
+        if (looks === 1) throw new RunlogError('STORE_UNAVAILABLE', 'PostgreSQL is not answering');
+        return 0;
+      },
+    );
+    await queue.start();
+    await done;
+    await queue.stop();
+    expect(looks).toBeGreaterThanOrEqual(2);
   });
 
   it('drops an entry another node claimed first (ACTOR_EXISTS) and does not try it again', async () => {
