@@ -247,7 +247,8 @@ export function withdrawnBefore(queue: readonly RecordedEvent[], executionId: st
  * read first and the execution's stream followed from the next position on, then looked at once, so nothing falls
  * between. PLACEMENT_TIMEOUT when no node claimed it by `claimByMs` (a few seconds' slack for a claim already on
  * its way); TIMEOUT when it did not end within `timeoutMs`; HOST_CLOSED when `closing` aborts first (the supervisor
- * stops). A read that fails (the store briefly unreachable) decides nothing: the next event, or the deadline, looks again.
+ * stops). A read that fails (the store briefly unreachable) decides nothing: the next event, or the deadline, looks
+ * again; the head unread, it is read again until the wait is over.
  */
 export function awaitQueued(
   store: Pick<EventStorePort, 'lastSeq' | 'streamVersion' | 'subscribe'>,
@@ -315,15 +316,21 @@ export function awaitQueued(
       );
     if (closing?.aborted) onClose();
     else closing?.addEventListener('abort', onClose, { once: true });
-    void store
-      .lastSeq()
-      .then(async (head) => {
-        if (over) return;
-        sub = store.subscribe({ from: head + 1, stream }, async (e) => {
-          if (e.stream === stream) await check();
-        });
-        await check();
-      })
-      .catch(() => undefined); // the head unread (the store unreachable): the deadline still answers
+    // The head unread (the store unreachable): read again in a while, as the execution may still end.
+    const follow = (): void => {
+      void store.lastSeq().then(
+        async (head) => {
+          if (over) return;
+          sub = store.subscribe({ from: head + 1, stream }, async (e) => {
+            if (e.stream === stream) await check();
+          });
+          await check();
+        },
+        () => {
+          if (!over) setTimeout(follow, STORE_RETRY_MS).unref();
+        },
+      );
+    };
+    follow();
   });
 }

@@ -125,6 +125,26 @@ describe("a queued execution's wait (awaitQueued)", () => {
       ),
     ).rejects.toMatchObject({ code: 'TIMEOUT' });
   });
+
+  it("reads the log's head again when it was cut off, and hears the execution end", async () => {
+    const log = fakeLog();
+    let heads = 0;
+    const store = {
+      ...log.store,
+      lastSeq: async () => {
+        heads += 1;
+        if (heads === 1) throw new RunlogError('STORE_UNAVAILABLE', 'PostgreSQL is not answering');
+        return log.store.lastSeq();
+      },
+    };
+    const ended = async () =>
+      (await collect(log.store.readStream('execution-e1'))).some((e) => e.type === 'execution.failed');
+    const p = awaitQueued(store, 'e1', ended, Date.now() + 60_000, 60_000, () => Date.now());
+    while (heads < 2) await new Promise((r) => setTimeout(r, 20));
+    log.put('execution-e1', 'execution.requested', requested);
+    log.put('execution-e1', 'execution.failed', { reason: 'runtime', code: 'X', message: 'heard' });
+    await expect(p).resolves.toBeUndefined();
+  });
 });
 
 describe("a pinned execution's node (pinned-wait)", () => {
