@@ -83,8 +83,18 @@ export async function runBenches(benches: readonly Bench[], args: BenchArgs, io:
     }
   }
   if (json)
+    // Each result's notes (its target among them) go with it: the benchmark results page shows the targets.
     io.out(
-      `${JSON.stringify(results.map(({ name, value, unit, baseline, ratio }) => ({ name, value, unit, baseline, ratio })))}\n`,
+      `${JSON.stringify(
+        results.map(({ name, value, unit, baseline, ratio, notes }) => ({
+          name,
+          value,
+          unit,
+          baseline,
+          ratio,
+          ...(notes ? { notes } : {}),
+        })),
+      )}\n`,
     );
   if (smoke)
     log(

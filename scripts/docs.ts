@@ -644,18 +644,23 @@ interface ResultRow {
   also?: ResultRow[];
 }
 
-/** One saved run (`npm run bench -- --json > bench/results/<date>-<machine>.json`) as a table, `also` rows included. */
+/**
+ * One saved run (`npm run bench -- --json > bench/results/<date>-<machine>.json`) as a table, `also` rows included.
+ * The target column comes from the results' notes; a run saved before the JSON carried them has none, and its
+ * table leaves the column out rather than show it empty.
+ */
 export function resultsTable(results: readonly ResultRow[]): string {
-  const rows = results
-    .flatMap((r) => [r, ...(r.also ?? [])])
-    .map((r) => [
-      code(r.name),
-      `${r.value} ${r.unit}`,
-      `${r.baseline} ${r.unit}`,
-      `${r.ratio}×`,
-      typeof r.notes?.target === 'string' ? r.notes.target : '',
-    ]);
-  return table(['benchmark', 'runlog', 'raw primitive', 'ratio', 'target'], rows);
+  const all = results.flatMap((r) => [r, ...(r.also ?? [])]);
+  const target = (r: ResultRow): string => (typeof r.notes?.target === 'string' ? r.notes.target : '');
+  const targeted = all.some((r) => target(r) !== '');
+  const rows = all.map((r) => [
+    code(r.name),
+    `${r.value} ${r.unit}`,
+    `${r.baseline} ${r.unit}`,
+    `${r.ratio}×`,
+    ...(targeted ? [target(r)] : []),
+  ]);
+  return table(['benchmark', 'runlog', 'raw primitive', 'ratio', ...(targeted ? ['target'] : [])], rows);
 }
 
 export function benchmarkResultsPage(dir = RESULTS_DIR): string {

@@ -60,10 +60,11 @@ describe('npm run bench arguments', () => {
 describe('a bench run', () => {
   const good = (name: string) => sideBySide(name, 'ms', 2, 1);
 
-  it('runs every bench in a smoke run once, on its small sizes, and prints one JSON entry per result', async () => {
+  it('runs every bench in a smoke run once, on its small sizes, and prints one JSON entry per result, with its notes', async () => {
     const seen: RunOptions[] = [];
     const withAlso = { ...good('b'), also: [good('b.p95')] };
-    const r = await run([fake('a', good('a'), seen), fake('b', withAlso, seen)], {
+    const targeted = sideBySide('a', 'ms', 2, 1, { target: '≤ 2×' });
+    const r = await run([fake('a', targeted, seen), fake('b', withAlso, seen)], {
       smoke: true,
       rounds: 1,
       json: true,
@@ -75,7 +76,7 @@ describe('a bench run', () => {
     ]);
     expect(sizes(seen[0]!, { full: 1000, smoke: 10 })).toBe(10);
     expect(JSON.parse(r.out)).toEqual([
-      { name: 'a', value: 2, unit: 'ms', baseline: 1, ratio: 2 },
+      { name: 'a', value: 2, unit: 'ms', baseline: 1, ratio: 2, notes: { target: '≤ 2×' } },
       { name: 'b', value: 2, unit: 'ms', baseline: 1, ratio: 2 },
       { name: 'b.p95', value: 2, unit: 'ms', baseline: 1, ratio: 2 },
     ]);

@@ -192,6 +192,10 @@ describe('the generated reference in docs/reference', () => {
     expect(resultsTable(run)).toBe(
       '| benchmark | runlog | raw primitive | ratio | target |\n| --- | --- | --- | --- | --- |\n| `store.append` | 2500 appends/s | 3000 appends/s | 0.83× | ≥ 0.8× |\n| `store.append.p95` | 1 ms | 1 ms | 1× |  |\n',
     );
+    // A run saved before the JSON carried notes names no target: no empty column.
+    expect(resultsTable([{ name: 'a', value: 1, unit: 'ms', baseline: 2, ratio: 0.5 }])).toBe(
+      '| benchmark | runlog | raw primitive | ratio |\n| --- | --- | --- | --- |\n| `a` | 1 ms | 2 ms | 0.5× |\n',
+    );
     const dir = mkdtempSync(join(tmpdir(), 'runlog-bench-results-'));
     try {
       writeFileSync(join(dir, '2026-01-01-a.json'), JSON.stringify(run));
