@@ -34,6 +34,19 @@ function flakyLog(n: number, failures: number, error: () => Error) {
   return { read, reads };
 }
 
+/** Follows `log` from position 1: what it delivered, and the error it stopped on (null: none). */
+function follow(log: ReturnType<typeof flakyLog>) {
+  const got: number[] = [];
+  const seen: { failed: unknown } = { failed: null };
+  const sub = pollingSubscription(
+    log.read,
+    new Wakeups(),
+    { from: 1, pollMs: 5, onError: (err) => (seen.failed = err) },
+    (e) => void got.push(e.seq),
+  );
+  return { got, seen, sub };
+}
+
 const until = async (done: () => boolean): Promise<void> => {
   for (let i = 0; i < 200 && !done(); i += 1) await new Promise((r) => setTimeout(r, 10));
 };
@@ -41,41 +54,27 @@ const until = async (done: () => boolean): Promise<void> => {
 describe('a subscription while the store is unreachable', () => {
   it('reads again from the same position after STORE_UNAVAILABLE, and delivers every event once', async () => {
     const log = flakyLog(3, 2, () => new RunlogError('STORE_UNAVAILABLE', 'PostgreSQL is not answering'));
-    const got: number[] = [];
-    let failed: unknown = null;
-    const sub = pollingSubscription(
-      log.read,
-      new Wakeups(),
-      { from: 1, pollMs: 5, onError: (err) => (failed = err) },
-      (e) => void got.push(e.seq),
-    );
+    const { got, seen, sub } = follow(log);
     await until(() => got.length === 3);
     await sub.close();
     expect(got).toEqual([1, 2, 3]);
     expect(log.reads.slice(0, 3)).toEqual([1, 1, 1]);
-    expect(failed).toBeNull();
+    expect(seen.failed).toBeNull();
   });
 
   it('stops at any other failed read and reports it through onError', async () => {
     const log = flakyLog(3, 1, () => new RunlogError('STORE_INPUT', 'a bad read'));
-    const got: number[] = [];
-    let failed: unknown = null;
-    const sub = pollingSubscription(
-      log.read,
-      new Wakeups(),
-      { from: 1, pollMs: 5, onError: (err) => (failed = err) },
-      (e) => void got.push(e.seq),
-    );
-    await until(() => failed !== null);
+    const { got, seen, sub } = follow(log);
+    await until(() => seen.failed !== null);
     await sub.close();
-    expect((failed as RunlogError).code).toBe('STORE_INPUT');
+    expect((seen.failed as RunlogError).code).toBe('STORE_INPUT');
     expect(got).toEqual([]);
     expect(log.reads).toEqual([1]);
   });
 
   it('closes while it waits to read again, and reads no more', async () => {
     const log = flakyLog(3, 1000, () => new RunlogError('STORE_UNAVAILABLE', 'PostgreSQL is not answering'));
-    const sub = pollingSubscription(log.read, new Wakeups(), { from: 1, pollMs: 5 }, () => undefined);
+    const { sub } = follow(log);
     await until(() => log.reads.length >= 2);
     await sub.close();
     const reads = log.reads.length;
