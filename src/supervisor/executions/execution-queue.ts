@@ -89,13 +89,38 @@ export class ExecutionQueue {
     const head = await store.lastSeq();
     for (const e of await store.readRecent(EXECUTION_QUEUE)) if (e.seq <= head) await this.add(e);
     if (this.stopped) return;
-    this.sub = store.subscribe({ from: head + 1 }, async (e) => {
-      if (e.stream === EXECUTION_QUEUE) {
-        await this.add(e);
-        this.pump();
-      } else if (e.stream.startsWith('execution-')) this.pending.delete(e.stream.slice('execution-'.length)); // claimed (by anyone)
-    });
+    this.follow(head + 1);
     this.pump();
+  }
+
+  /**
+   * Follows the log from `from` on. Should the subscription stop (a failure it does not retry), the queue follows
+   * again from the event it stopped at, after a pause, and says so: a node that stops following the queue claims
+   * nothing more, while its heartbeat still says it is live.
+   */
+  private follow(from: number): void {
+    const sub: Subscription = this.deps.store.subscribe(
+      {
+        from,
+        onError: (err) => {
+          if (this.stopped || this.sub !== sub) return;
+          const at = sub.position + 1;
+          this.deps.log(
+            `execution queue: following the log stopped at ${at} (${(err as Error).message}); again in a while`,
+          );
+          setTimeout(() => {
+            if (!this.stopped && this.sub === sub) this.follow(at);
+          }, STORE_RETRY_MS).unref();
+        },
+      },
+      async (e) => {
+        if (e.stream === EXECUTION_QUEUE) {
+          await this.add(e);
+          this.pump();
+        } else if (e.stream.startsWith('execution-')) this.pending.delete(e.stream.slice('execution-'.length)); // claimed (by anyone)
+      },
+    );
+    this.sub = sub;
   }
 
   async stop(): Promise<void> {

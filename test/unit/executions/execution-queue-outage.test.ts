@@ -32,6 +32,11 @@ function queueWith(
     lastSeq: async () => 1,
     streamVersion,
   } as unknown as ExecutionQueueDeps['store'];
+  return queueOn(store, claim);
+}
+
+/** Node a's queue on `store`, with room for two, and what it logged. */
+function queueOn(store: ExecutionQueueDeps['store'], claim: (q: QueuedExecution) => Promise<unknown>) {
   const logged: string[] = [];
   const queue = new ExecutionQueue({
     store,
@@ -91,6 +96,27 @@ describe('the execution queue while the store is unreachable', () => {
     await done;
     await queue.stop();
     expect(looks).toBeGreaterThanOrEqual(2);
+  });
+
+  it('follows the log again from the event its subscription stopped at, and says so', async () => {
+    const follows: { from: number; onError?: (err: unknown) => void }[] = [];
+    const store = {
+      readRecent: async () => [],
+      lastSeq: async () => 10,
+      streamVersion: async () => 0,
+      subscribe: (o: { from: number; onError?: (err: unknown) => void }) => {
+        follows.push(o);
+        return { position: 12, close: async () => undefined };
+      },
+    } as unknown as ExecutionQueueDeps['store'];
+    const { queue, logged } = queueOn(store, async () => undefined);
+    await queue.start();
+    expect(follows.map((f) => f.from)).toEqual([11]);
+    follows[0]!.onError!(new Error('a handler failed'));
+    for (let i = 0; i < 300 && follows.length < 2; i += 1) await new Promise((r) => setTimeout(r, 10));
+    await queue.stop();
+    expect(follows.map((f) => f.from)).toEqual([11, 13]);
+    expect(logged.join('\n')).toContain('following the log stopped at 13 (a handler failed)');
   });
 
   it('drops an entry another node claimed first (ACTOR_EXISTS) and does not try it again', async () => {
