@@ -265,27 +265,31 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     return p;
   }
 
-  /** Reads what other processes committed after the copy's head (up to `upTo`), with their rows. */
+  /**
+   * Reads what other processes committed after the copy's head (up to `upTo`), with their rows. The rows are read
+   * before the events go into the copy: a reader handed an event (a subscription's poll can come between the two)
+   * then finds its actor's row at least that new; `events --follow` judges from the row that an actor has ended.
+   */
   private async catchUp(upTo = Number.MAX_SAFE_INTEGER): Promise<void> {
-    const touched = new Set<string>();
-    const start = this.head;
-    while (this.head < upTo) {
-      const n = Math.min(PAGE, upTo - this.head);
+    const taken: RecordedEvent[] = [];
+    for (let head = this.head; head < upTo;) {
+      const n = Math.min(PAGE, upTo - head);
       let got = 0;
       // Bounded by `upTo` too: past archived holes, n events from head + 1 can reach beyond it.
       for await (const e of this.pg.readAll({
-        from: this.head + 1,
+        from: head + 1,
         limit: n,
         ...(upTo < Number.MAX_SAFE_INTEGER ? { to: upTo } : {}),
       })) {
-        this.put(e);
-        touched.add(e.stream);
+        taken.push(e);
+        head = e.seq;
         got += 1;
       }
       if (got < n) break;
     }
-    if (this.head === start) return;
-    await this.rows.refresh(touched);
+    if (taken.length === 0) return;
+    await this.rows.refresh(new Set(taken.map((e) => e.stream)));
+    for (const e of taken) this.put(e);
     this.wakeups.wake();
     this.compactSoon();
   }
@@ -351,6 +355,11 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
     if (mine.length > 0) {
       const first = mine[0]!.e.seq;
       if (first > this.head + 1) await this.catchUp(first - 1);
+      // A stream whose row was not given is read back, before its events show (as catchUp does).
+      const unrowed = new Set(
+        mine.filter(({ e, row }) => !row && ACTOR_STREAM.test(e.stream)).map(({ e }) => e.stream),
+      );
+      await this.rows.refresh(unrowed);
       let added = false;
       for (const { e, row } of mine) {
         if (e.seq <= this.head) continue; // the follower got here first (and read the row PostgreSQL folded)
@@ -359,11 +368,6 @@ export class PgHostStore implements EventStorePort, Reconnecting, Metered, Chain
         added = true;
         if (row && row.version === e.version) this.rows.set(row);
       }
-      // The host's row is the state after its event; a stream whose row was not given is read back.
-      const unrowed = new Set(
-        mine.filter(({ e, row }) => !row && ACTOR_STREAM.test(e.stream)).map(({ e }) => e.stream),
-      );
-      await this.rows.refresh(unrowed);
       if (added) this.wakeups.wake();
       this.compactSoon();
     }

@@ -110,12 +110,18 @@ describe('a supervisor on PostgreSQL', () => {
       let followErr = '';
       follower.stdout.on('data', (c: Buffer) => (followed += c.toString()));
       follower.stderr.on('data', (c: Buffer) => (followErr += c.toString()));
-      const followExit = new Promise<number | null>((resolve) => follower.on('exit', (code) => resolve(code)));
       await until('the follower printed the history', () => jsonLines(followed).length >= 4, 60_000);
       const stopped = runCli(['stop', id, '--json'], { home });
       expect(stopped.code, stopped.stderr).toBe(0);
       expect(JSON.parse(stopped.stdout)).toMatchObject({ id, state: 'stopped' });
-      expect(await followExit, followErr).toBe(0);
+      // Bounded, so a follower that missed the end fails here with what it printed, not at the test's timeout.
+      await until('the follower ended', () => follower.exitCode !== null || follower.signalCode !== null, 60_000).catch(
+        (err: unknown) => {
+          follower.kill('SIGKILL');
+          throw new Error(`${String(err)}\nprinted:\n${followed}\nstderr:\n${followErr}`);
+        },
+      );
+      expect(follower.exitCode, followErr).toBe(0);
       const all = jsonLines(followed);
       expect(all.map((e) => e.version)).toEqual(all.map((_, i) => i + 1)); // each event once, in order
       expect(all.slice(-2).map((e) => e.type)).toEqual(['instance.stop-requested', 'instance.exited']);
