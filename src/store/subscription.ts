@@ -48,22 +48,7 @@ export function pollingSubscription(
   let missed = false;
   const off = wakeups.on(() => (wake ? wake() : (missed = true)));
 
-  const idle = (): Promise<void> =>
-    new Promise((resolve) => {
-      if (missed) {
-        missed = false;
-        resolve();
-        return;
-      }
-      wake = () => {
-        wake = undefined;
-        clearTimeout(timer);
-        resolve();
-      };
-      timer = setTimeout(() => wake?.(), pollMs);
-    });
-
-  /** Waits `ms` (woken early by close), for a read cut off by an unreachable store. */
+  /** Waits `ms`, woken early by a commit or by close. */
   const pause = (ms: number): Promise<void> =>
     new Promise((resolve) => {
       wake = () => {
@@ -73,6 +58,13 @@ export function pollingSubscription(
       };
       timer = setTimeout(() => wake?.(), ms);
     });
+
+  /** Waits for the next poll, or not at all when a commit was noticed while the handler was busy. */
+  const idle = (): Promise<void> => {
+    if (!missed) return pause(pollMs);
+    missed = false;
+    return Promise.resolve();
+  };
 
   /** The next page; a read cut off by an unreachable store is tried again (null: closed meanwhile). */
   const nextPage = async (): Promise<RecordedEvent[] | null> => {
