@@ -341,20 +341,24 @@ export function awaitQueued(
       );
     if (closing?.aborted) onClose();
     else closing?.addEventListener('abort', onClose, { once: true });
-    // The head unread (the store unreachable): read again in a while, as the execution may still end.
+    // The head unread (the store unreachable): read again in a while, as the execution may still end. Following
+    // it failing (the store closed meanwhile) is left to the deadline, as no rejection may go unhandled.
     const follow = (): void => {
-      void store.lastSeq().then(
-        async (head) => {
-          if (over) return;
-          sub = store.subscribe({ from: head + 1, stream }, async (e) => {
-            if (e.stream === stream) await check();
-          });
-          await check();
-        },
-        () => {
-          if (!over) setTimeout(follow, STORE_RETRY_MS).unref();
-        },
-      );
+      void store
+        .lastSeq()
+        .then(
+          async (head) => {
+            if (over) return;
+            sub = store.subscribe({ from: head + 1, stream }, async (e) => {
+              if (e.stream === stream) await check();
+            });
+            await check();
+          },
+          () => {
+            if (!over) setTimeout(follow, STORE_RETRY_MS).unref();
+          },
+        )
+        .catch(() => undefined);
     };
     follow();
   });
