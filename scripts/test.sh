@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # npm test: typecheck, lint, the public API report, the unit and e2e tiers, then the int tier in two lanes at once.
 #
-# The int tier's files run one at a time within a lane, because they share one Docker daemon and 2 cores. Files
-# that need PostgreSQL (the cluster and the PostgreSQL store: test/int/pg/, project `int-pg`) wait mostly on
-# lease TTLs and the database, and touch Docker lightly, so their lane runs beside the Docker lane (`int`): each
-# file keeps its own home, labels, schemas and throwaway postmaster, and nothing in either lane restarts dockerd or
-# the shared PostgreSQL. The e2e tier (a Docker Engine restart among it) runs alone, before them.
+# The int tier's files run one at a time within a lane, because they share one Docker daemon and 2 cores. The
+# cluster's files (several nodes on one PostgreSQL log: test/int/cluster/, project `int-cluster`) wait mostly on
+# lease TTLs and the database, and touch Docker lightly, so their lane runs beside the other lane (`int`, the
+# PostgreSQL store's files among it, which keeps the two lanes about as long): each file keeps its own home,
+# labels, schemas and throwaway postmaster, and nothing in either lane restarts dockerd or the shared PostgreSQL. The e2e tier (a Docker Engine restart among it) runs alone, before them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -22,24 +22,24 @@ npx tsx scripts/docs.ts --check
 npx vitest run --project unit --project e2e
 
 status_file="$(mktemp)"
-pg_lane=""
+cluster_lane=""
 cleanup() {
-  [ -n "$pg_lane" ] && kill "$pg_lane" 2>/dev/null || true
+  [ -n "$cluster_lane" ] && kill "$cluster_lane" 2>/dev/null || true
   rm -f "$status_file"
 }
 trap cleanup EXIT
-# The PostgreSQL lane in the background, its lines prefixed so both lanes read apart in one log.
+# The cluster lane in the background, its lines prefixed so both lanes read apart in one log.
 (
   set +e
-  npx vitest run --project int-pg 2>&1 | sed -u 's/^/[int-pg] /'
+  npx vitest run --project int-cluster 2>&1 | sed -u 's/^/[int-cluster] /'
   echo "${PIPESTATUS[0]}" >"$status_file"
 ) &
-pg_lane=$!
-docker_status=0
-npx vitest run --project int || docker_status=$?
-wait "$pg_lane" || true
-pg_lane=""
-pg_status="$(cat "$status_file" 2>/dev/null || echo 1)"
-[ -n "$pg_status" ] || pg_status=1
-echo "int lanes: Docker lane exit $docker_status, PostgreSQL lane exit $pg_status"
-[ "$docker_status" = 0 ] && [ "$pg_status" = 0 ]
+cluster_lane=$!
+int_status=0
+npx vitest run --project int || int_status=$?
+wait "$cluster_lane" || true
+cluster_lane=""
+cluster_status="$(cat "$status_file" 2>/dev/null || echo 1)"
+[ -n "$cluster_status" ] || cluster_status=1
+echo "int lanes: int lane exit $int_status, cluster lane exit $cluster_status"
+[ "$int_status" = 0 ] && [ "$cluster_status" = 0 ]

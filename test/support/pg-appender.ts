@@ -1,4 +1,4 @@
-// Another process appending to a PostgreSQL log through the real host (test/int/pg/retention-pg.test.ts): it spawns
+// Another process appending to a PostgreSQL log through the real host (test/int/postgres/retention-pg.test.ts): it spawns
 // instances and ends them, one after another, until SIGTERM, then prints how many it created (each 3 events).
 // Usage: pg-appender.ts <store-url> <home> <prefix>
 import { createRunlog } from '../../src/supervisor/runlog.ts';

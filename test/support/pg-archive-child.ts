@@ -1,4 +1,4 @@
-// A process that runs one archive on a PostgreSQL log (test/int/pg/retention-pg.test.ts) and stops dead at a named step:
+// A process that runs one archive on a PostgreSQL log (test/int/postgres/retention-pg.test.ts) and stops dead at a named step:
 // it says so on stderr and waits there to be killed with SIGKILL (its connection, with its locks and any open
 // transaction, dies with it). Usage: pg-archive-child.ts <store-url> <home> <before> <out> <step>
 import { archiveStoreUrl } from '../../src/supervisor/retention/retention.ts';

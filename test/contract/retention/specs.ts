@@ -4,7 +4,7 @@
 // `ps --all` and `inspect`, verify carries the chain across the holes (later runs join them; one archives the
 // log's tail and appends continue after it) and checks the archives (changed: ARCHIVE_DAMAGED; moved:
 // ARCHIVE_NOT_FOUND, found with --archives), and a deleted snapshot is SNAPSHOT_MISSING. What only a shared log
-// has (ARCHIVE_BUSY, other nodes appending, a killed archiver's session) is in test/int/pg/retention-pg.test.ts.
+// has (ARCHIVE_BUSY, other nodes appending, a killed archiver's session) is in test/int/postgres/retention-pg.test.ts.
 // An actor's answer is what `runlog inspect --json` prints; the log itself is read through the store port.
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

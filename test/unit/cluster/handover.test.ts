@@ -3,7 +3,7 @@
 // and the Handover class's protocol over a log in memory — the owner acts once, a refusal comes back typed, a
 // lost lease (FENCED) leaves the answer to the new owner, a request past its deadline or already acted on is not
 // acted on. `exec --node` is validated at the CLI's boundary. Real supervisors on PostgreSQL:
-// test/int/pg/cluster-handover-pg.test.ts.
+// test/int/cluster/cluster-handover-pg.test.ts.
 import { describe, expect, it } from 'vitest';
 import { actedOn, Handover, type HandoverDeps } from '../../../src/supervisor/cluster/handover.ts';
 import { FencedError, RunlogError } from '../../../src/domain/errors.ts';

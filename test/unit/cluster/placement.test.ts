@@ -1,7 +1,7 @@
 // Placement's rules without a cluster: which node a spawn goes to (chooseNode), what a SQLite log (one node)
 // accepts as `node`, and the execution queue's claiming (limit, head start, pinned node, claim deadline) against
 // an in-memory log. The cluster itself (hand-over between real supervisors on PostgreSQL, racing claims) is
-// test/int/pg/cluster-placement-pg.test.ts.
+// test/int/cluster/cluster-placement-pg.test.ts.
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import type { EffectHandlers } from '../../../src/supervisor/host/actor-host.ts';

@@ -1,6 +1,6 @@
 // A queued execution whose claim found the store unreachable (PostgreSQL restarting) stays queued and is claimed
 // again once it answers: dropping it left it to no node once every node had tried during the outage, and its
-// caller waited until PLACEMENT_TIMEOUT (test/int/pg/cluster-pg-restart.test.ts found it with real supervisors).
+// caller waited until PLACEMENT_TIMEOUT (test/int/cluster/cluster-pg-restart.test.ts found it with real supervisors).
 import { describe, expect, it } from 'vitest';
 import {
   ExecutionQueue,

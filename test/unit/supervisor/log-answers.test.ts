@@ -1,7 +1,7 @@
 // Answers that match the log, without a cluster: when a caller's wait is over (settle-rules.ts), a wait that
 // follows the log answers what another node settled (settle-waits.ts), a pinned execution's node watch
 // (pinned-wait.ts), and the queue's withdrawals (execution-queue.ts) against an in-memory log. The cluster itself
-// is test/int/pg/cluster-log-answers.test.ts.
+// is test/int/cluster/cluster-log-answers.test.ts.
 import { describe, expect, it } from 'vitest';
 import { createBus } from '../../../src/supervisor/host/bus.ts';
 import {

@@ -6,7 +6,7 @@
 // one run on a through a's. A node that restarts sweeps only what it left itself, never the proxy of a node that is
 // alive beside it on the same Engine.
 //
-// It runs in the PostgreSQL lane, beside the Docker lane's files, whose clean-ups remove everything labelled
+// It runs in the cluster lane, beside the int lane's files, whose clean-ups remove everything labelled
 // runlog.test=1: what it makes is labelled runlog.test=egress-pg instead, and it cleans up only that.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,7 +26,7 @@ import { publishNetworkCode, startEgressServers, type EgressServers } from '../.
 import { startTestPds, type TestPds } from '../../support/pds.ts';
 import { dropSchemas, requirePostgres, testSchema } from '../../support/postgres.ts';
 
-/** This file's own test label (not TEST_LABELS: the Docker lane's clean-ups remove those while this file runs). */
+/** This file's own test label (not TEST_LABELS: the int lane's clean-ups remove those while this file runs). */
 const LABELS = { 'runlog.test': 'egress-pg' } as const;
 
 const HANDLER = `

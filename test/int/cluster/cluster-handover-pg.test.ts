@@ -3,7 +3,7 @@
 // PostgreSQL server (a schema of this test's), real container instances on the real Docker Engine, a real PDS.
 // - stop through a non-owner's API, kill through a non-owner's CLI: the owner acts (its event carries the
 //   request's id, appended under its lease) and the caller answers with the owner's outcome;
-// - logs through a non-owner: the owner's buffered lines (--follow: test/int/pg/cluster-follow-pg.test.ts);
+// - logs through a non-owner: the owner's buffered lines (--follow: test/int/cluster/cluster-follow-pg.test.ts);
 // - exec --node c through a's CLI: c claims and runs it (read from the log); unknown / malformed: typed errors;
 // - an owner stopped cleanly: NODE_UNAVAILABLE at once, nothing appended;
 // - the owner SIGSTOPped with a stop pending, then killed -9: the survivor that takes the instance over carries

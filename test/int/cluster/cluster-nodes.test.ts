@@ -41,9 +41,9 @@ describe('the nodes of a cluster', () => {
       ] as const) {
         const r = cluster.cli(['spawn', HELLO_APP_DIR, '--sandbox', 'proot', '--id', id, '--json'], n);
         expect(r.code, r.stderr).toBe(0);
-        // The int-pg lane gives its supervisors their own ports ($RUNLOG_PORTS, vitest.config.ts): the Docker
+        // The int-cluster lane gives its supervisors their own ports ($RUNLOG_PORTS, vitest.config.ts): the int
         // lane's PRoot instances, running at the same time on 4100–4999, can never answer on theirs.
-        expect(process.env.RUNLOG_PORTS, 'the int-pg project of vitest.config.ts sets RUNLOG_PORTS').toMatch(
+        expect(process.env.RUNLOG_PORTS, 'the int-cluster project of vitest.config.ts sets RUNLOG_PORTS').toMatch(
           /^\d+-\d+$/,
         );
         const { min, max } = parsePortRange(process.env.RUNLOG_PORTS!);
