@@ -97,7 +97,8 @@ describe('nodesView', () => {
 
   it("placement's view of the same records: each beating node's liveness on the server's clock and its live leases; who holds a lease", () => {
     expect(nodeLoads({ ...records, at: NOW })).toEqual([
-      { node: 'a', live: false, beatAt: '2026-12-01T12:00:06.000Z', stoppedAt: null, instances: 0, executions: 0 }, // its one lease has expired
+      // its one lease has expired
+      { node: 'a', live: false, beatAt: '2026-12-01T12:00:06.000Z', stoppedAt: null, instances: 0, executions: 0 },
       { node: 'b', live: true, beatAt: '2026-12-01T12:00:09.500Z', stoppedAt: null, instances: 2, executions: 0 },
       {
         node: 'c',

@@ -317,7 +317,10 @@ const executionTable: Row[] = [
   ['adopted', 'container started', 'collect', ['execution.recovered'], [], ['collect']],
 ];
 
-/** Pairs that cannot occur, and why (the shell asks Docker only about the container the log names): [states, observations starting with, reason]. */
+/**
+ * Pairs that cannot occur, and why (the shell asks Docker only about the container the log names):
+ * [states, observations starting with, reason].
+ */
 const impossible: [string[], string, string][] = [
   [
     ['refusing', 'resolving', 'materializing', 'starting'],
