@@ -35,7 +35,10 @@ afterAll(async () => {
   await pds?.close();
 });
 
-/** The log is consistent: positions gapless, each stream's versions gapless, no event twice, and the actors projection equals a fold of the events. */
+/**
+ * The log is consistent: positions gapless, each stream's versions gapless, no event twice, and the actors projection
+ * equals a fold of the events.
+ */
 async function expectConsistentLog(cluster: Cluster): Promise<RecordedEvent[]> {
   const all = cluster.allEvents();
   expect(all.map((e) => e.seq)).toEqual(all.map((_, i) => i + 1));

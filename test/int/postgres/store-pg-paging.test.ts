@@ -258,7 +258,8 @@ describe('the PostgreSQL supervisor pages ended actors out of memory, and its re
       const logArgs = { home: undefined, db: undefined, store };
       const oneShot = (await openInspectionLog(logArgs)).store as PgHostStore;
       opened.push(oneShot);
-      const ref = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2 }); // the whole copy, now: what the commands must answer
+      // the whole copy, now: what the commands must answer
+      const ref = await PgHostStore.open({ url: store, pollMs: 0, maxConnections: 2 });
       opened.push(ref);
       expect(ref.heldEvents).toBe(await ref.pg.lastSeq());
       expect(oneShot.loadStats.eventsRead).toBe(oneShot.heldEvents);
@@ -307,7 +308,10 @@ describe('the PostgreSQL supervisor pages ended actors out of memory, and its re
   // answer as a copy that read the whole log does: from memory where it holds the events, from the database
   // exactly where an ended actor's events are below the window.
   describe('open reads only what it keeps', () => {
-    /** A golden history renamed to `id`, appended in two parts (the first `cut` events, then the rest) when cut is given; meta.node set by `sign(version)`. */
+    /**
+     * A golden history renamed to `id`, appended in two parts (the first `cut` events, then the rest) when cut is
+     * given; meta.node set by `sign(version)`.
+     */
     async function writeHistory(
       w: PgEventStore,
       id: string,

@@ -100,7 +100,8 @@ describe('archive under SIGKILL', () => {
           });
         }
       } else {
-        expect(readdirSync(home).filter((f) => f.includes('.partial-')).length).toBeLessThanOrEqual(1); // a temp file at most, never the log's business
+        // a temp file at most, never the log's business
+        expect(readdirSync(home).filter((f) => f.includes('.partial-')).length).toBeLessThanOrEqual(1);
       }
 
       // A later run finishes (or has nothing left to do), and the log still verifies.
