@@ -466,7 +466,10 @@ function checkSchema(check: string, args: readonly ts.Expression[], consts: Map<
 const stringArg = (e: ts.Expression | undefined): string | undefined =>
   e && ts.isStringLiteral(e) ? e.text : undefined;
 
-/** The query parameters and body fields a handler reads: `queryInt(c, query, 'x')`, `query.get('x')`, `c.only(body, [...])`, `c.<check>(body, 'x')`. */
+/**
+ * The query parameters and body fields a handler reads: `queryInt(c, query, 'x')`, `query.get('x')`,
+ * `c.only(body, [...])`, `c.<check>(body, 'x')`.
+ */
 function paramsRead(
   node: ts.Node,
   source: ts.SourceFile,

@@ -344,7 +344,10 @@ export function roundStats(ev: RoundEvidence, results: CheckResult[]): RoundStat
   };
 }
 
-/** The summary table: one row per fault kind (rounds, requests, acknowledged, executions, sandbox starts, takeovers, check failures), and a total. */
+/**
+ * The summary table: one row per fault kind (rounds, requests, acknowledged, executions, sandbox starts, takeovers,
+ * check failures), and a total.
+ */
 export function summaryTable(rows: { kind: string; stats: RoundStats }[]): string {
   const head = [
     'fault kind',

@@ -282,7 +282,10 @@ async function explainUnanswered(ctx: RoundContext, plan: ChaosRoundPlan, outcom
   return out.join('\n');
 }
 
-/** Waits (at most SETTLE_MS) until every node beats, every acknowledged request is settled and the probe's timer is due; returns what had not settled. */
+/**
+ * Waits (at most SETTLE_MS) until every node beats, every acknowledged request is settled and the probe's timer is
+ * due; returns what had not settled.
+ */
 async function settle(
   ctx: RoundContext,
   plan: ChaosRoundPlan,
