@@ -27,14 +27,18 @@ describe("the CLI's heap for streaming commands", () => {
     ).toEqual(['events', 'export', 'replay']);
   });
 
-  it('a streaming command run as its own process keeps the young generation small; run in-process by a host it leaves the heap alone', async () => {
-    const db = await emptyLog();
-    tuned.calls = 0;
-    expect(await main(['events', '--all', '--json', '--db', db], capture().factory)).toBe(0);
-    expect(tuned.calls).toBe(0);
-    expect(await main(['events', '--all', '--json', '--db', db], capture().factory, { ownProcess: true })).toBe(0);
-    expect(tuned.calls).toBe(1);
-  });
+  it(
+    'a streaming command run as its own process keeps the young ' +
+      'generation small; run in-process by a host it leaves the heap alone',
+    async () => {
+      const db = await emptyLog();
+      tuned.calls = 0;
+      expect(await main(['events', '--all', '--json', '--db', db], capture().factory)).toBe(0);
+      expect(tuned.calls).toBe(0);
+      expect(await main(['events', '--all', '--json', '--db', db], capture().factory, { ownProcess: true })).toBe(0);
+      expect(tuned.calls).toBe(1);
+    },
+  );
 
   it('a command that does not stream leaves the heap alone even as its own process', async () => {
     tuned.calls = 0;

@@ -143,25 +143,29 @@ describe('runlog replay --file', () => {
     ]);
   });
 
-  it('fails naming the first event with a schema newer than this runlog knows (code REPLAY, exit 4), printing nothing on stdout', async () => {
-    const file = historyFile('inst_web', (lines) => {
-      lines[3].schema = 7;
-      lines[5].schema = 9;
-    });
-    const r = await runCli(['replay', '--file', file, '--json']);
-    expect(r.code).toBe(4);
-    expect(r.out).toEqual([]);
-    const { error } = JSON.parse(r.stderr());
-    expect(error.code).toBe('REPLAY');
-    expect(error.message).toMatch(
-      /^event v3 \(seq \d+\) instance\.healthy: event instance\.healthy has schema 7, newer than this runlog knows \(1\)$/,
-    );
-    expect(error.details).toMatchObject({ version: 3, type: 'instance.healthy', schema: 7 });
-    const text = await runCli(['replay', '--file', file]);
-    expect(text.stderr()).toContain('runlog: REPLAY: event v3');
-    // Up to the event before it, the history still replays.
-    expect((await runCli(['replay', '--file', file, '--to', '2', '--json'])).code).toBe(0);
-  });
+  it(
+    'fails naming the first event with a schema newer than this runlog knows ' +
+      '(code REPLAY, exit 4), printing nothing on stdout',
+    async () => {
+      const file = historyFile('inst_web', (lines) => {
+        lines[3].schema = 7;
+        lines[5].schema = 9;
+      });
+      const r = await runCli(['replay', '--file', file, '--json']);
+      expect(r.code).toBe(4);
+      expect(r.out).toEqual([]);
+      const { error } = JSON.parse(r.stderr());
+      expect(error.code).toBe('REPLAY');
+      expect(error.message).toMatch(
+        /^event v3 \(seq \d+\) instance\.healthy: event instance\.healthy has schema 7, newer than this runlog knows \(1\)$/,
+      );
+      expect(error.details).toMatchObject({ version: 3, type: 'instance.healthy', schema: 7 });
+      const text = await runCli(['replay', '--file', file]);
+      expect(text.stderr()).toContain('runlog: REPLAY: event v3');
+      // Up to the event before it, the history still replays.
+      expect((await runCli(['replay', '--file', file, '--to', '2', '--json'])).code).toBe(0);
+    },
+  );
 
   it('fails naming the first event whose type this kind does not know', async () => {
     const file = historyFile(executionId, (lines) => {

@@ -222,7 +222,8 @@ describe('capSummary (the CLI line)', () => {
         pending: [{ instanceId: 'i4', node: 'c' }],
       }),
     ).toBe(
-      '3 running instances changed (i1, i3 on a; i2 on b); 1 not yet (i4 on c): recorded, their owner applies it (or the node that takes them over)',
+      '3 running instances changed (i1, i3 on a; i2 on b); 1 not yet (i4 on c): ' +
+        'recorded, their owner applies it (or the node that takes them over)',
     );
     expect(capSummary({ ...view, instances: [], changed: [], pending: [] })).toBe('no running instance changed');
   });

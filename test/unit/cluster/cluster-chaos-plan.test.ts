@@ -185,48 +185,52 @@ describe('the cluster chaos checks', () => {
     expect(f.leases!.join()).toContain(`moved from ${other} to ${victim}`);
   });
 
-  it('lets the victim lose its leases and leave requests unanswered, wants an answer from every other node, and judges a PostgreSQL outage only when it was shorter than the TTL', () => {
-    const ev = base();
-    ev.leaseMoves = [{ stream: 'instance-s1', from: victim, to: other, atMs: 2500 }];
-    ev.outcomes = [
-      {
-        i: 0,
-        kind: 'exec',
-        tag: 'x1',
-        via: victim,
-        pin: null,
-        status: 0,
-        body: null,
-        acked: false,
-        error: 'TypeError: fetch failed (ECONNRESET)',
-      },
-    ];
-    expect(failed(ev)).toEqual({});
-    ev.outcomes = [
-      {
-        i: 0,
-        kind: 'exec',
-        tag: 'x1',
-        via: other,
-        pin: victim,
-        status: 0,
-        body: null,
-        acked: false,
-        error: 'TimeoutError: aborted',
-      },
-    ];
-    expect(failed(ev).answers).toEqual([
-      expect.stringContaining(`exec x1 through ${other} pinned to ${victim} got no answer`),
-    ]);
-    ev.outcomes = [];
-    const pgRound = {
-      ...base(),
-      plan: planRound(3, 'pg-restart', 0, NODES, 4),
-      leaseMoves: [{ stream: 'instance-s1', from: 'a', to: 'b', atMs: 900 }],
-    };
-    expect(Object.keys(failed({ ...pgRound, outageMs: 1500 }))).toEqual(['leases']);
-    expect(failed({ ...pgRound, outageMs: 2500 })).toEqual({});
-  });
+  it(
+    'lets the victim lose its leases and leave requests unanswered, wants an answer from every other node, ' +
+      'and judges a PostgreSQL outage only when it was shorter than the TTL',
+    () => {
+      const ev = base();
+      ev.leaseMoves = [{ stream: 'instance-s1', from: victim, to: other, atMs: 2500 }];
+      ev.outcomes = [
+        {
+          i: 0,
+          kind: 'exec',
+          tag: 'x1',
+          via: victim,
+          pin: null,
+          status: 0,
+          body: null,
+          acked: false,
+          error: 'TypeError: fetch failed (ECONNRESET)',
+        },
+      ];
+      expect(failed(ev)).toEqual({});
+      ev.outcomes = [
+        {
+          i: 0,
+          kind: 'exec',
+          tag: 'x1',
+          via: other,
+          pin: victim,
+          status: 0,
+          body: null,
+          acked: false,
+          error: 'TimeoutError: aborted',
+        },
+      ];
+      expect(failed(ev).answers).toEqual([
+        expect.stringContaining(`exec x1 through ${other} pinned to ${victim} got no answer`),
+      ]);
+      ev.outcomes = [];
+      const pgRound = {
+        ...base(),
+        plan: planRound(3, 'pg-restart', 0, NODES, 4),
+        leaseMoves: [{ stream: 'instance-s1', from: 'a', to: 'b', atMs: 900 }],
+      };
+      expect(Object.keys(failed({ ...pgRound, outageMs: 1500 }))).toEqual(['leases']);
+      expect(failed({ ...pgRound, outageMs: 2500 })).toEqual({});
+    },
+  );
 
   it('sums the rounds per fault kind in the summary table', () => {
     const stats = { requests: 5, acknowledged: 4, executions: 2, sandboxStarts: 3, takeovers: 1, checkFailures: 0 };

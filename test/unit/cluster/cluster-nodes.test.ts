@@ -95,26 +95,30 @@ describe('nodesView', () => {
     expect(view.cluster).toBe(true);
   });
 
-  it("placement's view of the same records: each beating node's liveness on the server's clock and its live leases; who holds a lease", () => {
-    expect(nodeLoads({ ...records, at: NOW })).toEqual([
-      // its one lease has expired
-      { node: 'a', live: false, beatAt: '2026-12-01T12:00:06.000Z', stoppedAt: null, instances: 0, executions: 0 },
-      { node: 'b', live: true, beatAt: '2026-12-01T12:00:09.500Z', stoppedAt: null, instances: 2, executions: 0 },
-      {
-        node: 'c',
-        live: false,
-        beatAt: '2026-12-01T12:00:09.900Z',
-        stoppedAt: '2026-12-01T12:00:09.900Z',
-        instances: 0,
-        executions: 0,
-      },
-    ]);
-    // Judged on the server's time, not the reader's: a second later on the server, b has missed no beat yet.
-    expect(nodeLoads({ ...records, at: '2026-12-01T12:00:12.500Z' }).find((n) => n.node === 'b')!.live).toBe(true);
-    expect(nodeLoads({ ...records, at: '2026-12-01T12:00:12.501Z' }).find((n) => n.node === 'b')!.live).toBe(false);
-    expect(leaseOf(records, 'execution-e')).toEqual({ node: 'a', expiresInMs: -2000 });
-    expect(leaseOf(records, 'instance-w')).toBeNull();
-  });
+  it(
+    "placement's view of the same records: " +
+      "each beating node's liveness on the server's clock and its live leases; who holds a lease",
+    () => {
+      expect(nodeLoads({ ...records, at: NOW })).toEqual([
+        // its one lease has expired
+        { node: 'a', live: false, beatAt: '2026-12-01T12:00:06.000Z', stoppedAt: null, instances: 0, executions: 0 },
+        { node: 'b', live: true, beatAt: '2026-12-01T12:00:09.500Z', stoppedAt: null, instances: 2, executions: 0 },
+        {
+          node: 'c',
+          live: false,
+          beatAt: '2026-12-01T12:00:09.900Z',
+          stoppedAt: '2026-12-01T12:00:09.900Z',
+          instances: 0,
+          executions: 0,
+        },
+      ]);
+      // Judged on the server's time, not the reader's: a second later on the server, b has missed no beat yet.
+      expect(nodeLoads({ ...records, at: '2026-12-01T12:00:12.500Z' }).find((n) => n.node === 'b')!.live).toBe(true);
+      expect(nodeLoads({ ...records, at: '2026-12-01T12:00:12.501Z' }).find((n) => n.node === 'b')!.live).toBe(false);
+      expect(leaseOf(records, 'execution-e')).toEqual({ node: 'a', expiresInMs: -2000 });
+      expect(leaseOf(records, 'instance-w')).toBeNull();
+    },
+  );
 
   it("readNodes reads each leased actor's state from the log's actors and the records from the cluster", async () => {
     const store = new MemoryEventStore();

@@ -198,29 +198,33 @@ describe('Handover between two nodes over one log (in memory)', () => {
     expect(b.acted).toEqual([]);
   });
 
-  it('an owner that lost the lease while acting (FENCED) does not answer; the survivor takes the pending request after its takeover is recorded', async () => {
-    const log = memoryLog();
-    const a = node('a', log);
-    const b = node('b', log, { owns: () => true, act: () => Promise.reject(new FencedError('instance-i1', 'b')) });
-    let cOwns = false;
-    const c = node('c', log, { owns: () => cOwns });
-    await a.h.start();
-    await b.h.start();
-    await c.h.start();
-    const asked = a.h.ask('b', 'stop', 'i1', null, 10_000);
-    await tick();
-    expect(log.events.filter((e) => e.type === HANDOVER_ANSWERED)).toEqual([]);
-    // c takes the lease over: while it records what it knows the request waits, then it acts.
-    cOwns = true;
-    c.h.taking(['instance-i1']);
-    c.h.tookOver([]); // another takeover's end does not release this one
-    await tick();
-    expect(c.acted).toEqual([]);
-    c.h.tookOver(['instance-i1']);
-    await expect(asked).resolves.toMatchObject({ ok: true, by: 'c', state: 'stopped' });
-    expect(c.acted).toHaveLength(1);
-    expect(log.events.filter((e) => e.type === HANDOVER_ANSWERED)).toHaveLength(1);
-  });
+  it(
+    'an owner that lost the lease while acting (FENCED) does not answer; ' +
+      'the survivor takes the pending request after its takeover is recorded',
+    async () => {
+      const log = memoryLog();
+      const a = node('a', log);
+      const b = node('b', log, { owns: () => true, act: () => Promise.reject(new FencedError('instance-i1', 'b')) });
+      let cOwns = false;
+      const c = node('c', log, { owns: () => cOwns });
+      await a.h.start();
+      await b.h.start();
+      await c.h.start();
+      const asked = a.h.ask('b', 'stop', 'i1', null, 10_000);
+      await tick();
+      expect(log.events.filter((e) => e.type === HANDOVER_ANSWERED)).toEqual([]);
+      // c takes the lease over: while it records what it knows the request waits, then it acts.
+      cOwns = true;
+      c.h.taking(['instance-i1']);
+      c.h.tookOver([]); // another takeover's end does not release this one
+      await tick();
+      expect(c.acted).toEqual([]);
+      c.h.tookOver(['instance-i1']);
+      await expect(asked).resolves.toMatchObject({ ok: true, by: 'c', state: 'stopped' });
+      expect(c.acted).toHaveLength(1);
+      expect(log.events.filter((e) => e.type === HANDOVER_ANSWERED)).toHaveLength(1);
+    },
+  );
 
   it('a node that does not hold the lease never acts', async () => {
     const log = memoryLog();

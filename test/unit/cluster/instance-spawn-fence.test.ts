@@ -83,26 +83,30 @@ describe('a spawn this node may no longer carry out', () => {
     await t.sup.close();
   });
 
-  it('let go of while its sandbox is being created: killed at once and again when the runner hands it over, nothing dispatched', async () => {
-    const t = await supervisor();
-    const dispatched: string[] = [];
-    const spawning = t.sup
-      .handlers()
-      .spawn(
-        { spec: t.spec } as never,
-        { actor: t.actor, dispatch: async (e: { type: string }) => void dispatched.push(e.type) } as never,
-      );
-    await new Promise((r) => setTimeout(r, 10));
-    expect(t.sup.sandboxed()).toEqual(['i1']); // in flight: the self-fence stops it too
-    await t.sup.relinquish('i1');
-    expect(t.asked).toEqual(['spawn', 'forceKill i1']);
-    t.finish(result);
-    await spawning;
-    expect(t.asked).toEqual(['spawn', 'forceKill i1', 'forceKill i1']);
-    expect(dispatched).toEqual([]);
-    expect(t.sup.sandboxed()).toEqual([]);
-    await t.sup.close();
-  });
+  it(
+    'let go of while its sandbox is being created: ' +
+      'killed at once and again when the runner hands it over, nothing dispatched',
+    async () => {
+      const t = await supervisor();
+      const dispatched: string[] = [];
+      const spawning = t.sup
+        .handlers()
+        .spawn(
+          { spec: t.spec } as never,
+          { actor: t.actor, dispatch: async (e: { type: string }) => void dispatched.push(e.type) } as never,
+        );
+      await new Promise((r) => setTimeout(r, 10));
+      expect(t.sup.sandboxed()).toEqual(['i1']); // in flight: the self-fence stops it too
+      await t.sup.relinquish('i1');
+      expect(t.asked).toEqual(['spawn', 'forceKill i1']);
+      t.finish(result);
+      await spawning;
+      expect(t.asked).toEqual(['spawn', 'forceKill i1', 'forceKill i1']);
+      expect(dispatched).toEqual([]);
+      expect(t.sup.sandboxed()).toEqual([]);
+      await t.sup.close();
+    },
+  );
 
   it('a hook cut short because this node let go of the sandbox records no lifecycle failure; the same failure otherwise does', async () => {
     const t = await supervisor();
@@ -123,27 +127,31 @@ describe('a spawn this node may no longer carry out', () => {
     await t.sup.close();
   });
 
-  it('once renewals are answered again, an instance the self-fence stopped is recorded crashed (self-fenced); one whose lease was lost, or that stopped, is not', async () => {
-    const states: Record<string, string> = { i1: 'healthy', i2: 'running', i3: 'stopping' };
-    const dispatched: [string, string, unknown][] = [];
-    const t = await supervisor({
-      get: (_kind: string, id: string) =>
-        states[id] ? { id, kind: 'instance', snapshot: { value: states[id], context: {} } } : undefined,
-      dispatch: async (_kind: string, id: string, e: { type: string; data: { reason: string } }) => {
-        dispatched.push([id, e.type, e.data.reason]);
-        if (id === 'i2') throw new FencedError('instance-i2', 'a'); // taken meanwhile: nothing to record here
-        return { accepted: true };
-      },
-    });
-    for (const id of ['i1', 'i2', 'i3']) await t.sup.relinquish(id, 'self-fence');
-    await t.sup.relinquish('i4'); // its lease was lost: another node's now
-    await t.sup.recordSelfFenced(1500);
-    expect(dispatched).toEqual([
-      ['i1', 'instance.crashed', 'self-fenced'],
-      ['i2', 'instance.crashed', 'self-fenced'],
-    ]);
-    await t.sup.recordSelfFenced(1500); // recorded once
-    expect(dispatched).toHaveLength(2);
-    await t.sup.close();
-  });
+  it(
+    'once renewals are answered again, an instance the self-fence stopped is recorded crashed ' +
+      '(self-fenced); one whose lease was lost, or that stopped, is not',
+    async () => {
+      const states: Record<string, string> = { i1: 'healthy', i2: 'running', i3: 'stopping' };
+      const dispatched: [string, string, unknown][] = [];
+      const t = await supervisor({
+        get: (_kind: string, id: string) =>
+          states[id] ? { id, kind: 'instance', snapshot: { value: states[id], context: {} } } : undefined,
+        dispatch: async (_kind: string, id: string, e: { type: string; data: { reason: string } }) => {
+          dispatched.push([id, e.type, e.data.reason]);
+          if (id === 'i2') throw new FencedError('instance-i2', 'a'); // taken meanwhile: nothing to record here
+          return { accepted: true };
+        },
+      });
+      for (const id of ['i1', 'i2', 'i3']) await t.sup.relinquish(id, 'self-fence');
+      await t.sup.relinquish('i4'); // its lease was lost: another node's now
+      await t.sup.recordSelfFenced(1500);
+      expect(dispatched).toEqual([
+        ['i1', 'instance.crashed', 'self-fenced'],
+        ['i2', 'instance.crashed', 'self-fenced'],
+      ]);
+      await t.sup.recordSelfFenced(1500); // recorded once
+      expect(dispatched).toHaveLength(2);
+      await t.sup.close();
+    },
+  );
 });

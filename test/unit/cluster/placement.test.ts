@@ -78,41 +78,45 @@ const fakeExecution: Partial<EffectHandlers<'execution'>> = {
 };
 
 describe('node on a SQLite log (one node: this one)', () => {
-  it("spawn and execute take 'any' or this host's name; another name is NODE_UNKNOWN, a malformed one NODE_INVALID, and nothing is appended", async () => {
-    const rl = await createRunlog({
-      home: tempDir(),
-      effects: { execution: fakeExecution },
-      reconcile: false,
-      engineWatch: false,
-      watchApps: false,
-      log: () => undefined,
-    });
-    try {
-      await expect(rl.spawnApp({ appDir: '/nonexistent', node: 'elsewhere' })).rejects.toMatchObject({
-        code: 'NODE_UNKNOWN',
+  it(
+    "spawn and execute take 'any' or this host's name; another name is NODE_UNKNOWN, " +
+      'a malformed one NODE_INVALID, and nothing is appended',
+    async () => {
+      const rl = await createRunlog({
+        home: tempDir(),
+        effects: { execution: fakeExecution },
+        reconcile: false,
+        engineWatch: false,
+        watchApps: false,
+        log: () => undefined,
       });
-      await expect(rl.spawnApp({ appDir: '/nonexistent', node: 'bad name!' })).rejects.toMatchObject({
-        code: 'NODE_INVALID',
-      });
-      await expect(rl.execute({ uri: URI, handler: 'greet', input: 1, node: 'elsewhere' })).rejects.toMatchObject({
-        code: 'NODE_UNKNOWN',
-      });
-      expect(await runlogInternals(rl).store.lastSeq()).toBe(0);
-      // Accepted names go on to the local spawn (which then finds no app directory) and the local execution.
-      await expect(rl.spawnApp({ appDir: '/nonexistent', node: 'any' })).rejects.toMatchObject({
-        code: 'APP_DIR_MISSING',
-      });
-      await expect(rl.spawnApp({ appDir: '/nonexistent', node: hostname() })).rejects.toMatchObject({
-        code: 'APP_DIR_MISSING',
-      });
-      expect((await rl.execute({ uri: URI, handler: 'greet', input: 2, node: 'any' })).output).toEqual({ echoed: 2 });
-      expect((await rl.execute({ uri: URI, handler: 'greet', input: 3, node: hostname() })).output).toEqual({
-        echoed: 3,
-      });
-    } finally {
-      await rl.close();
-    }
-  });
+      try {
+        await expect(rl.spawnApp({ appDir: '/nonexistent', node: 'elsewhere' })).rejects.toMatchObject({
+          code: 'NODE_UNKNOWN',
+        });
+        await expect(rl.spawnApp({ appDir: '/nonexistent', node: 'bad name!' })).rejects.toMatchObject({
+          code: 'NODE_INVALID',
+        });
+        await expect(rl.execute({ uri: URI, handler: 'greet', input: 1, node: 'elsewhere' })).rejects.toMatchObject({
+          code: 'NODE_UNKNOWN',
+        });
+        expect(await runlogInternals(rl).store.lastSeq()).toBe(0);
+        // Accepted names go on to the local spawn (which then finds no app directory) and the local execution.
+        await expect(rl.spawnApp({ appDir: '/nonexistent', node: 'any' })).rejects.toMatchObject({
+          code: 'APP_DIR_MISSING',
+        });
+        await expect(rl.spawnApp({ appDir: '/nonexistent', node: hostname() })).rejects.toMatchObject({
+          code: 'APP_DIR_MISSING',
+        });
+        expect((await rl.execute({ uri: URI, handler: 'greet', input: 2, node: 'any' })).output).toEqual({ echoed: 2 });
+        expect((await rl.execute({ uri: URI, handler: 'greet', input: 3, node: hostname() })).output).toEqual({
+          echoed: 3,
+        });
+      } finally {
+        await rl.close();
+      }
+    },
+  );
 });
 
 const queued = (id: string, over: Partial<QueuedExecution> = {}): QueuedExecution => ({

@@ -33,19 +33,23 @@ describe('fenceStep', () => {
     expect(fenceStep({ nowMs: 5000, renewedAtMs: 4900, ttlMs: TTL, fenced: false })).toBe('none');
   });
 
-  it('counts a renewal that found the server down as safe time: the fence falls the fraction after the later of that and the last answer', () => {
-    const after = selfFenceAfterMs(TTL);
-    // Answered at 1000, the server refused at 1700: no fence until 1700 + the fraction.
-    expect(fenceStep({ nowMs: 1000 + after, renewedAtMs: 1000, downAtMs: 1700, ttlMs: TTL, fenced: false })).toBe(
-      'none',
-    );
-    expect(fenceStep({ nowMs: 1700 + after - 1, renewedAtMs: 1000, downAtMs: 1700, ttlMs: TTL, fenced: false })).toBe(
-      'none',
-    );
-    expect(fenceStep({ nowMs: 1700 + after, renewedAtMs: 1000, downAtMs: 1700, ttlMs: TTL, fenced: false })).toBe(
-      'fence',
-    );
-  });
+  it(
+    'counts a renewal that found the server down as safe time: ' +
+      'the fence falls the fraction after the later of that and the last answer',
+    () => {
+      const after = selfFenceAfterMs(TTL);
+      // Answered at 1000, the server refused at 1700: no fence until 1700 + the fraction.
+      expect(fenceStep({ nowMs: 1000 + after, renewedAtMs: 1000, downAtMs: 1700, ttlMs: TTL, fenced: false })).toBe(
+        'none',
+      );
+      expect(fenceStep({ nowMs: 1700 + after - 1, renewedAtMs: 1000, downAtMs: 1700, ttlMs: TTL, fenced: false })).toBe(
+        'none',
+      );
+      expect(fenceStep({ nowMs: 1700 + after, renewedAtMs: 1000, downAtMs: 1700, ttlMs: TTL, fenced: false })).toBe(
+        'fence',
+      );
+    },
+  );
 
   it('a proof of the server down older than the last answered renewal changes nothing', () => {
     const after = selfFenceAfterMs(TTL);
@@ -228,36 +232,40 @@ describe("the fence fed by Leases' renewal reports", () => {
     expect(f.fence.isFenced).toBe(true);
   });
 
-  it('a renewal the server refuses after the last answer is tried again soon, and moves the fence to the fraction after the last refusal', async () => {
-    let refusals = 0;
-    const l = leasesOn(() => {
-      if (refusals > 0) {
-        refusals -= 1;
-        throw wrapped(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }));
-      }
-      return [{ stream: 'instance-x' }];
-    });
-    const f = fenceOn(['i1']);
-    l.relay.connect(f.fence);
-    await l.leases.renew(); // sent at 100, answered at 500
-    refusals = 1_000;
-    l.set(1000);
-    // Sent at 1000 (refused), 1400 (refused): a beat (TTL/3) has passed, and it fails.
-    await expect(l.leases.renew()).rejects.toThrow(/ECONNREFUSED/);
-    expect(refusals).toBe(998);
-    f.at(100 + selfFenceAfterMs(TTL));
-    f.fence.check();
-    expect(f.fence.isFenced).toBe(false);
-    f.at(1400 + selfFenceAfterMs(TTL) - 1);
-    f.fence.check();
-    expect(f.fence.isFenced).toBe(false);
-    f.at(1400 + selfFenceAfterMs(TTL));
-    f.fence.check();
-    await Promise.resolve();
-    expect(f.fence.isFenced).toBe(true);
-    expect(f.killed).toEqual(['i1']);
-    expect(f.logs.join('\n')).toMatch(/PostgreSQL last seen down 1500 ms ago/);
-  });
+  it(
+    'a renewal the server refuses after the last answer is tried again soon, ' +
+      'and moves the fence to the fraction after the last refusal',
+    async () => {
+      let refusals = 0;
+      const l = leasesOn(() => {
+        if (refusals > 0) {
+          refusals -= 1;
+          throw wrapped(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }));
+        }
+        return [{ stream: 'instance-x' }];
+      });
+      const f = fenceOn(['i1']);
+      l.relay.connect(f.fence);
+      await l.leases.renew(); // sent at 100, answered at 500
+      refusals = 1_000;
+      l.set(1000);
+      // Sent at 1000 (refused), 1400 (refused): a beat (TTL/3) has passed, and it fails.
+      await expect(l.leases.renew()).rejects.toThrow(/ECONNREFUSED/);
+      expect(refusals).toBe(998);
+      f.at(100 + selfFenceAfterMs(TTL));
+      f.fence.check();
+      expect(f.fence.isFenced).toBe(false);
+      f.at(1400 + selfFenceAfterMs(TTL) - 1);
+      f.fence.check();
+      expect(f.fence.isFenced).toBe(false);
+      f.at(1400 + selfFenceAfterMs(TTL));
+      f.fence.check();
+      await Promise.resolve();
+      expect(f.fence.isFenced).toBe(true);
+      expect(f.killed).toEqual(['i1']);
+      expect(f.logs.join('\n')).toMatch(/PostgreSQL last seen down 1500 ms ago/);
+    },
+  );
 
   it('a renewal the server refuses is answered once it is back, within the same call', async () => {
     let refusals = 1;

@@ -867,50 +867,54 @@ describe('re-serialization', () => {
     expect(strip(second.entries)).toEqual(strip(first.entries));
   });
 
-  it('headers are canonical: uid/gid 0, no user names, mtime 0, normalized modes, only types 0/5/2/1 and path/linkpath PAX records', async () => {
-    const rewritten = await writeArchive((await validate(sample())).entries);
-    const ex = extract();
-    const seen: Array<{
-      name: string;
-      type: string;
-      mode: number;
-      uid: number;
-      gid: number;
-      uname: string;
-      mtime: number;
-      pax: unknown;
-    }> = [];
-    ex.on('entry', (h, stream, next) => {
-      seen.push({
-        name: h.name,
-        type: h.type,
-        mode: h.mode,
-        uid: h.uid,
-        gid: h.gid,
-        uname: h.uname,
-        mtime: h.mtime.getTime(),
-        pax: h.pax,
+  it(
+    'headers are canonical: uid/gid 0, no user names, mtime 0, ' +
+      'normalized modes, only types 0/5/2/1 and path/linkpath PAX records',
+    async () => {
+      const rewritten = await writeArchive((await validate(sample())).entries);
+      const ex = extract();
+      const seen: Array<{
+        name: string;
+        type: string;
+        mode: number;
+        uid: number;
+        gid: number;
+        uname: string;
+        mtime: number;
+        pax: unknown;
+      }> = [];
+      ex.on('entry', (h, stream, next) => {
+        seen.push({
+          name: h.name,
+          type: h.type,
+          mode: h.mode,
+          uid: h.uid,
+          gid: h.gid,
+          uname: h.uname,
+          mtime: h.mtime.getTime(),
+          pax: h.pax,
+        });
+        stream.on('end', () => next());
+        stream.resume();
       });
-      stream.on('end', () => next());
-      stream.resume();
-    });
-    await new Promise((res, rej) => {
-      ex.on('finish', () => res(undefined));
-      ex.on('error', rej);
-      ex.end(rewritten);
-    });
-    expect(seen.length).toBeGreaterThan(5);
-    for (const h of seen) {
-      expect(['file', 'directory', 'symlink', 'link']).toContain(h.type);
-      expect([h.uid, h.gid, h.mtime, h.uname]).toEqual([0, 0, 0, '']);
-      expect([0o644, 0o755, 0o777]).toContain(h.mode);
-      for (const key of Object.keys((h.pax as Record<string, string> | null) ?? {}))
-        expect(['path', 'linkpath']).toContain(key);
-    }
-    expect(seen.find((h) => h.name === 'rt/bin/node')?.mode).toBe(0o755);
-    expect(seen.find((h) => h.name.endsWith('name.js'))?.mode).toBe(0o644);
-    expect(seen.find((h) => h.name === 'rt/lib/ünïcödé.txt')?.pax).toEqual({ path: 'rt/lib/ünïcödé.txt' });
-  });
+      await new Promise((res, rej) => {
+        ex.on('finish', () => res(undefined));
+        ex.on('error', rej);
+        ex.end(rewritten);
+      });
+      expect(seen.length).toBeGreaterThan(5);
+      for (const h of seen) {
+        expect(['file', 'directory', 'symlink', 'link']).toContain(h.type);
+        expect([h.uid, h.gid, h.mtime, h.uname]).toEqual([0, 0, 0, '']);
+        expect([0o644, 0o755, 0o777]).toContain(h.mode);
+        for (const key of Object.keys((h.pax as Record<string, string> | null) ?? {}))
+          expect(['path', 'linkpath']).toContain(key);
+      }
+      expect(seen.find((h) => h.name === 'rt/bin/node')?.mode).toBe(0o755);
+      expect(seen.find((h) => h.name.endsWith('name.js'))?.mode).toBe(0o644);
+      expect(seen.find((h) => h.name === 'rt/lib/ünïcödé.txt')?.pax).toEqual({ path: 'rt/lib/ünïcödé.txt' });
+    },
+  );
 
   it('corpus files that pass also round-trip', async () => {
     for (const f of [

@@ -60,30 +60,34 @@ describe('ExecutionLimiter', () => {
     expect(ran).toEqual(['first', 'second']);
   });
 
-  it('one whose deadline passes in line is refused with EXECUTION_QUEUE_TIMEOUT and never runs; the next in line gets its place', async () => {
-    const clock = new SimulatedClock();
-    const limiter = new ExecutionLimiter({ maxRunning: 1, maxQueued: 5 }, clock);
-    const g = gate();
-    const ran: string[] = [];
-    const first = limiter.run(clock.nowMs() + 60_000, () => (ran.push('first'), g.promise));
-    const hurried = limiter.run(clock.nowMs() + 3000, async () => void ran.push('hurried'));
-    const patient = limiter.run(clock.nowMs() + 60_000, async (left) => void ran.push(`patient ${left}`));
-    clock.advance(2999);
-    await flush();
-    expect(limiter.queued).toBe(2);
-    clock.advance(1);
-    await expect(hurried).rejects.toMatchObject({
-      code: 'EXECUTION_QUEUE_TIMEOUT',
-      details: { waitedMs: 3000, maxRunning: 1 },
-    });
-    expect(limiter.queued).toBe(1);
-    clock.advance(7000);
-    g.open();
-    await Promise.all([first, patient]);
-    // The wait counted against its deadline: 10 s of its 60 s were spent in line.
-    expect(ran).toEqual(['first', 'patient 50000']);
-    expect(clock.pending).toBe(0);
-  });
+  it(
+    'one whose deadline passes in line is refused with EXECUTION_QUEUE_TIMEOUT and never runs; ' +
+      'the next in line gets its place',
+    async () => {
+      const clock = new SimulatedClock();
+      const limiter = new ExecutionLimiter({ maxRunning: 1, maxQueued: 5 }, clock);
+      const g = gate();
+      const ran: string[] = [];
+      const first = limiter.run(clock.nowMs() + 60_000, () => (ran.push('first'), g.promise));
+      const hurried = limiter.run(clock.nowMs() + 3000, async () => void ran.push('hurried'));
+      const patient = limiter.run(clock.nowMs() + 60_000, async (left) => void ran.push(`patient ${left}`));
+      clock.advance(2999);
+      await flush();
+      expect(limiter.queued).toBe(2);
+      clock.advance(1);
+      await expect(hurried).rejects.toMatchObject({
+        code: 'EXECUTION_QUEUE_TIMEOUT',
+        details: { waitedMs: 3000, maxRunning: 1 },
+      });
+      expect(limiter.queued).toBe(1);
+      clock.advance(7000);
+      g.open();
+      await Promise.all([first, patient]);
+      // The wait counted against its deadline: 10 s of its 60 s were spent in line.
+      expect(ran).toEqual(['first', 'patient 50000']);
+      expect(clock.pending).toBe(0);
+    },
+  );
 
   it('a run that throws frees its place too', async () => {
     const limiter = new ExecutionLimiter({ maxRunning: 1, maxQueued: 0 }, new SimulatedClock());

@@ -55,38 +55,42 @@ describe('checkJsonInput', () => {
     expect(checkJsonInput(nested(128), limits)).toBe(256);
   });
 
-  it('refuses BigInt, cycles, functions, symbols, NaN, Infinity, undefined at the top or in arrays, and non-plain objects, naming each', () => {
-    const cyclic: Record<string, unknown> = { a: 1 };
-    cyclic.self = cyclic;
-    const e = thrown(() =>
-      checkJsonInput(
-        {
-          big: 10n,
-          cyclic,
-          fn: () => 1,
-          sym: Symbol('s'),
-          nan: NaN,
-          inf: [Infinity],
-          hole: [undefined],
-          map: new Map(),
-          when: new Date(0),
-        },
-        limits,
-      ),
-    ) as ValidationError;
-    expect(e.code).toBe('INPUT_INVALID');
-    expect(e.issues.join('\n')).toMatch(/input\.big is a BigInt/);
-    expect(e.issues.join('\n')).toMatch(/input\.cyclic\.self refers back to one of its own ancestors/);
-    expect(e.issues.join('\n')).toMatch(/input\.fn is a function/);
-    expect(e.issues.join('\n')).toMatch(/input\.sym is a symbol/);
-    expect(e.issues.join('\n')).toMatch(/input\.nan is NaN/);
-    expect(e.issues.join('\n')).toMatch(/input\.inf\[0\] is Infinity/);
-    expect(e.issues.join('\n')).toMatch(/input\.hole\[0\] is undefined/);
-    expect(e.issues.join('\n')).toMatch(/input\.map is a Map/);
-    expect(e.issues.join('\n')).toMatch(/input\.when is a Date.*toISOString/);
-    expect(thrown(() => checkJsonInput(undefined, limits)).code).toBe('INPUT_INVALID');
-    expect(thrown(() => checkJsonInput(5n, limits)).code).toBe('INPUT_INVALID');
-  });
+  it(
+    'refuses BigInt, cycles, functions, symbols, NaN, Infinity, ' +
+      'undefined at the top or in arrays, and non-plain objects, naming each',
+    () => {
+      const cyclic: Record<string, unknown> = { a: 1 };
+      cyclic.self = cyclic;
+      const e = thrown(() =>
+        checkJsonInput(
+          {
+            big: 10n,
+            cyclic,
+            fn: () => 1,
+            sym: Symbol('s'),
+            nan: NaN,
+            inf: [Infinity],
+            hole: [undefined],
+            map: new Map(),
+            when: new Date(0),
+          },
+          limits,
+        ),
+      ) as ValidationError;
+      expect(e.code).toBe('INPUT_INVALID');
+      expect(e.issues.join('\n')).toMatch(/input\.big is a BigInt/);
+      expect(e.issues.join('\n')).toMatch(/input\.cyclic\.self refers back to one of its own ancestors/);
+      expect(e.issues.join('\n')).toMatch(/input\.fn is a function/);
+      expect(e.issues.join('\n')).toMatch(/input\.sym is a symbol/);
+      expect(e.issues.join('\n')).toMatch(/input\.nan is NaN/);
+      expect(e.issues.join('\n')).toMatch(/input\.inf\[0\] is Infinity/);
+      expect(e.issues.join('\n')).toMatch(/input\.hole\[0\] is undefined/);
+      expect(e.issues.join('\n')).toMatch(/input\.map is a Map/);
+      expect(e.issues.join('\n')).toMatch(/input\.when is a Date.*toISOString/);
+      expect(thrown(() => checkJsonInput(undefined, limits)).code).toBe('INPUT_INVALID');
+      expect(thrown(() => checkJsonInput(5n, limits)).code).toBe('INPUT_INVALID');
+    },
+  );
 
   it('accepts a shared (non-cyclic) subtree, and refuses one whose encoding would explode, after bounded work', () => {
     const leaf = { x: 'y' };

@@ -171,25 +171,29 @@ describe('runtime materialization streams the export while validating it', () =>
     expect(fake.locks.size).toBe(0); // the volume's lock, taken before the volume was created, is released
   });
 
-  it('an export that fails only at its end (an escaping symlink) leaves no volume and no seal, though part of it was uploaded', async () => {
-    const exported = exportTar(
-      file('runtime/a', 200_000, 1),
-      header('runtime/up', '2', 0, '../../../etc'),
-      file('runtime/b', 200_000, 2),
-    );
-    const fake = fakeEngine(exported);
-    const m = createMaterializer(fake.engine);
-    const err = await m.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' }).catch((e: unknown) => e);
-    expect(err).toMatchObject({ code: 'ARCHIVE_REJECTED' });
-    expect((err as { violations: { code: string }[] }).violations.map((v) => v.code)).toEqual(['SYMLINK_ESCAPE']);
-    // The upload had begun (the overlap) and never got its end-of-archive marker.
-    expect(fake.uploads).toHaveLength(1);
-    expect(fake.uploads[0]!.bytes).toBeGreaterThan(200_000);
-    expect(fake.uploads[0]!.completed).toBe(false);
-    expect([...fake.volumes.keys()]).toEqual([]);
-    expect(fake.removedContainers.sort()).toEqual(['c1', 'c2']);
-    expect(fake.locks.size).toBe(0);
-  });
+  it(
+    'an export that fails only at its end (an escaping symlink) leaves no volume and no seal, ' +
+      'though part of it was uploaded',
+    async () => {
+      const exported = exportTar(
+        file('runtime/a', 200_000, 1),
+        header('runtime/up', '2', 0, '../../../etc'),
+        file('runtime/b', 200_000, 2),
+      );
+      const fake = fakeEngine(exported);
+      const m = createMaterializer(fake.engine);
+      const err = await m.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'ARCHIVE_REJECTED' });
+      expect((err as { violations: { code: string }[] }).violations.map((v) => v.code)).toEqual(['SYMLINK_ESCAPE']);
+      // The upload had begun (the overlap) and never got its end-of-archive marker.
+      expect(fake.uploads).toHaveLength(1);
+      expect(fake.uploads[0]!.bytes).toBeGreaterThan(200_000);
+      expect(fake.uploads[0]!.completed).toBe(false);
+      expect([...fake.volumes.keys()]).toEqual([]);
+      expect(fake.removedContainers.sort()).toEqual(['c1', 'c2']);
+      expect(fake.locks.size).toBe(0);
+    },
+  );
 
   it('an export that fails mid-way (a traversal) stops the upload there and reports every violation of the whole export', async () => {
     const exported = exportTar(
@@ -211,44 +215,52 @@ describe('runtime materialization streams the export while validating it', () =>
     expect([...fake.volumes.keys()]).toEqual([]);
   });
 
-  it('a volume that cannot be created: the source created meanwhile is removed and its opened download closed, nothing uploaded', async () => {
-    const exported = exportTar(file('runtime/a', 100_000, 1));
-    const fake = fakeEngine(exported);
-    const engine = {
-      ...(fake.engine as object),
-      createVolume: async () => Promise.reject(new Error('no space left')),
-    } as unknown as DockerEngine;
-    const err = await createMaterializer(engine)
-      .materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' })
-      .catch((e: unknown) => e);
-    expect(err).toMatchObject({ code: 'MATERIALIZATION_FAILED' });
-    expect(fake.created).toEqual([{ id: 'c1', mounts: 0 }]); // the carrier comes after the volume: never created
-    expect(fake.calls).toEqual(['download from c1']);
-    expect(fake.closed).toEqual(['c1']);
-    expect(fake.removedContainers).toEqual(['c1']);
-    expect(fake.uploads).toEqual([]);
-    expect(fake.locks.size).toBe(0);
-  });
+  it(
+    'a volume that cannot be created: ' +
+      'the source created meanwhile is removed and its opened download closed, nothing uploaded',
+    async () => {
+      const exported = exportTar(file('runtime/a', 100_000, 1));
+      const fake = fakeEngine(exported);
+      const engine = {
+        ...(fake.engine as object),
+        createVolume: async () => Promise.reject(new Error('no space left')),
+      } as unknown as DockerEngine;
+      const err = await createMaterializer(engine)
+        .materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' })
+        .catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'MATERIALIZATION_FAILED' });
+      expect(fake.created).toEqual([{ id: 'c1', mounts: 0 }]); // the carrier comes after the volume: never created
+      expect(fake.calls).toEqual(['download from c1']);
+      expect(fake.closed).toEqual(['c1']);
+      expect(fake.removedContainers).toEqual(['c1']);
+      expect(fake.uploads).toEqual([]);
+      expect(fake.locks.size).toBe(0);
+    },
+  );
 });
 
 describe('one materialization of a volume at a time across processes (the lock in the daemon)', () => {
   const exported = () => exportTar(file('runtime/a', 100_000, 1), file('runtime/b', 1000, 2));
 
-  it('two materializers (as two processes on one daemon) copying the same volume at once: one copies, the other waits and reuses its sealed volume', async () => {
-    const fake = fakeEngine(exported());
-    const [a, b] = [createMaterializer(fake.engine), createMaterializer(fake.engine)];
-    const [ra, rb] = await Promise.all([
-      a.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' }),
-      b.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' }),
-    ]);
-    expect(ra.volume).toBe(rb.volume);
-    expect([ra.cached, rb.cached].sort()).toEqual([false, true]);
-    expect(rb.entries).toBe(ra.entries);
-    expect(fake.uploads).toHaveLength(1);
-    expect(fake.created.filter((c) => c.mounts === 1)).toHaveLength(1); // one carrier: the volume was filled once
-    expect([...fake.volumes.keys()].sort()).toEqual([ra.volume, `${ra.volume}-sealed`]);
-    expect(fake.locks.size).toBe(0);
-  });
+  it(
+    'two materializers (as two processes on one daemon) copying the same volume at once: one copies, ' +
+      'the other waits and reuses its sealed volume',
+    async () => {
+      const fake = fakeEngine(exported());
+      const [a, b] = [createMaterializer(fake.engine), createMaterializer(fake.engine)];
+      const [ra, rb] = await Promise.all([
+        a.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' }),
+        b.materializeRuntime({ image: IMAGE, exportPath: '/at-run/runtime' }),
+      ]);
+      expect(ra.volume).toBe(rb.volume);
+      expect([ra.cached, rb.cached].sort()).toEqual([false, true]);
+      expect(rb.entries).toBe(ra.entries);
+      expect(fake.uploads).toHaveLength(1);
+      expect(fake.created.filter((c) => c.mounts === 1)).toHaveLength(1); // one carrier: the volume was filled once
+      expect([...fake.volumes.keys()].sort()).toEqual([ra.volume, `${ra.volume}-sealed`]);
+      expect(fake.locks.size).toBe(0);
+    },
+  );
 
   it('a lock whose holder is gone (its pid now runs another process) is taken over and the unsealed volume it left is redone', async () => {
     const fake = fakeEngine(exported());

@@ -133,32 +133,36 @@ describe('the result of a job on the network', () => {
     });
   });
 
-  it("seals the result to the job's resultKey: the blob holds no plaintext, and outputSha256 hashes the envelope, not the plaintext", async () => {
-    const key = X25519PrivateKey.generate();
-    const sealedJob = { ...request, job: { ...JOB, resultKey: key.publicKey } };
-    const { publisher, uploads, records } = fakePublisher();
-    const event = succeeded({ greeting: 'Hello, Ada!', token: 'only-for-the-caller' });
-    await writeReceiptFor(publisher, parts, event, sealedJob, resolved, times);
-    expect(uploads).toHaveLength(1);
-    const { bytes, mimeType } = uploads[0]!;
-    expect(mimeType).toBe(SEALED_RESULT_MIME_TYPE);
-    for (const needle of ['only-for-the-caller', 'Hello', 'greeting'])
-      expect(Buffer.from(bytes).includes(needle), needle).toBe(false);
-    const plaintext = openResult(bytes, key, JOB);
-    expect(Buffer.from(plaintext).toString('utf8')).toBe('{"greeting":"Hello, Ada!","token":"only-for-the-caller"}');
-    // The log keeps the plaintext's hash (it is not public); the receipt has the envelope's, so a guessable result
-    // cannot be confirmed by hashing guesses.
-    expect(event.data.outputHash).toBe(createHash('sha256').update(plaintext).digest('hex'));
-    const outputSha256 = createHash('sha256').update(bytes).digest('hex');
-    expect(records[0]).toMatchObject({
-      outputSha256,
-      result: { $type: 'blob', ref: { $link: cidForBlobBytes(bytes) }, mimeType: SEALED_RESULT_MIME_TYPE },
-      job: JOB,
-    });
-    expect(JSON.stringify(records[0])).not.toContain('only-for-the-caller');
-    expect(JSON.stringify(records[0])).not.toContain(event.data.outputHash!);
-    expect(event.data.receiptError).toBeUndefined();
-  });
+  it(
+    "seals the result to the job's resultKey: the blob holds no plaintext, " +
+      'and outputSha256 hashes the envelope, not the plaintext',
+    async () => {
+      const key = X25519PrivateKey.generate();
+      const sealedJob = { ...request, job: { ...JOB, resultKey: key.publicKey } };
+      const { publisher, uploads, records } = fakePublisher();
+      const event = succeeded({ greeting: 'Hello, Ada!', token: 'only-for-the-caller' });
+      await writeReceiptFor(publisher, parts, event, sealedJob, resolved, times);
+      expect(uploads).toHaveLength(1);
+      const { bytes, mimeType } = uploads[0]!;
+      expect(mimeType).toBe(SEALED_RESULT_MIME_TYPE);
+      for (const needle of ['only-for-the-caller', 'Hello', 'greeting'])
+        expect(Buffer.from(bytes).includes(needle), needle).toBe(false);
+      const plaintext = openResult(bytes, key, JOB);
+      expect(Buffer.from(plaintext).toString('utf8')).toBe('{"greeting":"Hello, Ada!","token":"only-for-the-caller"}');
+      // The log keeps the plaintext's hash (it is not public); the receipt has the envelope's, so a guessable result
+      // cannot be confirmed by hashing guesses.
+      expect(event.data.outputHash).toBe(createHash('sha256').update(plaintext).digest('hex'));
+      const outputSha256 = createHash('sha256').update(bytes).digest('hex');
+      expect(records[0]).toMatchObject({
+        outputSha256,
+        result: { $type: 'blob', ref: { $link: cidForBlobBytes(bytes) }, mimeType: SEALED_RESULT_MIME_TYPE },
+        job: JOB,
+      });
+      expect(JSON.stringify(records[0])).not.toContain('only-for-the-caller');
+      expect(JSON.stringify(records[0])).not.toContain(event.data.outputHash!);
+      expect(event.data.receiptError).toBeUndefined();
+    },
+  );
 
   it('uploads nothing in clear when the result cannot be sealed: the receipt has no result, the error says why', async () => {
     const lowOrder = encodeX25519DidKey(new Uint8Array(32));

@@ -138,7 +138,8 @@ describe('parseManifest', () => {
       `[ContainerRunner] app 'com.example.hello' has runtime: 'raw' but no entrypoint file at ${DIR}/entrypoint.sh`,
     ]);
     expect(() => parseManifest({ ...ok, runtime: 'raw' }, DIR, { entrypointExists: false })).toThrow(
-      `manifest ${DIR}/runlog.json is invalid: [ProotRunner] app 'com.example.hello' has runtime: 'raw' but no entrypoint file at ${DIR}/entrypoint.sh`,
+      `manifest ${DIR}/runlog.json is invalid: [ProotRunner] app 'com.example.hello' has runtime: ` +
+        `'raw' but no entrypoint file at ${DIR}/entrypoint.sh`,
     );
     // astro apps get a synthesized entrypoint; a declared one must exist.
     expect(parseManifest({ ...ok }, DIR, { entrypointExists: false }).runtime).toBe('astro');

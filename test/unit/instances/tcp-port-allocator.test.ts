@@ -13,12 +13,15 @@ import {
 
 const HEADER4 = '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode';
 const HEADER6 =
-  '  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode';
+  '  sl  local_address                         ' +
+  'remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode';
 const hex = (p: number): string => p.toString(16).toUpperCase().padStart(4, '0');
 const v4 = (port: number, st: string): string =>
-  `   0: 0100007F:${hex(port)} 00000000:0000 ${st} 00000000:00000000 00:00000000 00000000     0        0 1075 1 0000000077be92ef 100 0 0 10 0`;
+  `   0: 0100007F:${hex(port)} 00000000:0000 ${st} 00000000:00000000 ` +
+  `00:00000000 00000000     0        0 1075 1 0000000077be92ef 100 0 0 10 0`;
 const v6 = (port: number, st: string): string =>
-  `   0: 00000000000000000000000000000000:${hex(port)} 00000000000000000000000000000000:0000 ${st} 00000000:00000000 00:00000000 00000000     0        0 7 1 0000000000000000 100 0 0 10 0`;
+  `   0: 00000000000000000000000000000000:${hex(port)} 00000000000000000000000000000000:0000 ${st} ` +
+  `00000000:00000000 00:00000000 00000000     0        0 7 1 0000000000000000 100 0 0 10 0`;
 
 let dir: string;
 afterEach(() => dir && rmSync(dir, { recursive: true, force: true }));

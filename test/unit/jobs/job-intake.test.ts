@@ -253,17 +253,21 @@ describe('the job intake', () => {
     await intake.close();
   });
 
-  it('with no cursor recorded, records where it started before taking any job, so a kill before the first periodic record loses none', async () => {
-    const h = harness({ messages: [commit(41, ['3kaaa']), commit(42, [])], records: { '3kaaa': jobRecord() } });
-    const intake = new JobIntake(h.deps);
-    await intake.start();
-    await settle();
-    expect(h.opened).toEqual([undefined]);
-    expect(h.cursorWrites).toEqual([40]);
-    expect(h.recorded).toHaveLength(1);
-    await intake.close();
-    expect(h.cursorWrites).toEqual([40, 42]);
-  });
+  it(
+    'with no cursor recorded, records where it started before taking any job, ' +
+      'so a kill before the first periodic record loses none',
+    async () => {
+      const h = harness({ messages: [commit(41, ['3kaaa']), commit(42, [])], records: { '3kaaa': jobRecord() } });
+      const intake = new JobIntake(h.deps);
+      await intake.start();
+      await settle();
+      expect(h.opened).toEqual([undefined]);
+      expect(h.cursorWrites).toEqual([40]);
+      expect(h.recorded).toHaveLength(1);
+      await intake.close();
+      expect(h.cursorWrites).toEqual([40, 42]);
+    },
+  );
 
   it('starts from the recorded cursor, records the cursor only when due or at close, and acknowledges what it recorded', async () => {
     const h = harness({ messages: [commit(8, []), commit(9, [])], records: {}, cursor: 7 });

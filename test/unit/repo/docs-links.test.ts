@@ -68,7 +68,9 @@ describe('links in the documentation', () => {
   it('slugs headings and finds links as a forge does', () => {
     expect([
       ...anchorsOf(
-        '# The cluster on PostgreSQL\n## cap grant on a cluster\n## [0.1.0]\n## One running copy of an instance, and the window\n## A\n## A\n```\n# not a heading\n<a id="not-an-anchor"></a>\n```\n<a id="api-replay"></a>\n',
+        '# The cluster on PostgreSQL\n## cap grant on a cluster\n## [0.1.0]\n' +
+          '## One running copy of an instance, and the window\n## A\n## A\n' +
+          '```\n# not a heading\n<a id="not-an-anchor"></a>\n```\n<a id="api-replay"></a>\n',
       ),
     ]).toEqual([
       'the-cluster-on-postgresql',

@@ -21,7 +21,8 @@ describe('machine purity lint rule', () => {
 
   it('allows xstate and domain imports', async () => {
     const rules = await lint(
-      "import { setup } from 'xstate';\nimport type { MachineEvent } from '../domain/events.ts';\nexport const m = setup({});\nexport type E = MachineEvent;\n",
+      "import { setup } from 'xstate';\nimport type { MachineEvent } from '../domain/events.ts';\n" +
+        'export const m = setup({});\nexport type E = MachineEvent;\n',
       'src/machines/ok.machine.ts',
     );
     expect(rules).toEqual([]);

@@ -517,25 +517,29 @@ describe('HTTP API', () => {
     ]);
   });
 
-  it('maps library errors: NOT_FOUND 404, ILLEGAL_EVENT/CONCURRENCY 409, validation 400, anything unexpected 500 without details', async () => {
-    const cases: [unknown, number, string][] = [
-      [new NotFoundError('actor', 'inst_x'), 404, 'NOT_FOUND'],
-      [new IllegalEventError('inst_web', 'stopped', 'instance.stop-requested'), 409, 'ILLEGAL_EVENT'],
-      [new RunlogError('CONCURRENCY', 'stream moved'), 409, 'CONCURRENCY'],
-      [new ValidationError('MANIFEST_INVALID', 'runlog.json is invalid', ['a', 'b']), 400, 'MANIFEST_INVALID'],
-      [new RunlogError('SPAWN_INVALID', 'bad spawn'), 400, 'SPAWN_INVALID'],
-      [new Error('secret internal detail at /root/x'), 500, 'INTERNAL'],
-    ];
-    for (const [err, status, code] of cases) {
-      failWith = err;
-      const r = await post('/api/actors/inst_web/stop', {});
-      expect(r.status, code).toBe(status);
-      expect(r.body.error.code).toBe(code);
-      if (status === 500) expect(JSON.stringify(r.body)).not.toContain('secret');
-    }
-    failWith = new ValidationError('MANIFEST_INVALID', 'runlog.json is invalid', ['a', 'b']);
-    expect((await post('/api/actors/inst_web/stop', {})).body.error.issues).toEqual(['a', 'b']);
-  });
+  it(
+    'maps library errors: NOT_FOUND 404, ILLEGAL_EVENT/CONCURRENCY 409, ' +
+      'validation 400, anything unexpected 500 without details',
+    async () => {
+      const cases: [unknown, number, string][] = [
+        [new NotFoundError('actor', 'inst_x'), 404, 'NOT_FOUND'],
+        [new IllegalEventError('inst_web', 'stopped', 'instance.stop-requested'), 409, 'ILLEGAL_EVENT'],
+        [new RunlogError('CONCURRENCY', 'stream moved'), 409, 'CONCURRENCY'],
+        [new ValidationError('MANIFEST_INVALID', 'runlog.json is invalid', ['a', 'b']), 400, 'MANIFEST_INVALID'],
+        [new RunlogError('SPAWN_INVALID', 'bad spawn'), 400, 'SPAWN_INVALID'],
+        [new Error('secret internal detail at /root/x'), 500, 'INTERNAL'],
+      ];
+      for (const [err, status, code] of cases) {
+        failWith = err;
+        const r = await post('/api/actors/inst_web/stop', {});
+        expect(r.status, code).toBe(status);
+        expect(r.body.error.code).toBe(code);
+        if (status === 500) expect(JSON.stringify(r.body)).not.toContain('secret');
+      }
+      failWith = new ValidationError('MANIFEST_INVALID', 'runlog.json is invalid', ['a', 'b']);
+      expect((await post('/api/actors/inst_web/stop', {})).body.error.issues).toEqual(['a', 'b']);
+    },
+  );
 
   it('unknown endpoints are 404 and wrong methods 405, both JSON', async () => {
     const nf = await json('/api/nothing-here');

@@ -136,28 +136,32 @@ describe('damage is detected, never papered over', () => {
     });
   });
 
-  it('a page scribbled over in place after a clean shutdown: STORE_CORRUPT (the structural check is skipped only for a file untouched since)', async () => {
-    const file = await writeLog(tempDir(), 40);
-    expect(JSON.parse(readFileSync(`${file}-shutdown`, 'utf8'))).toMatchObject({
-      size: statSync(file).size,
-      mtimeMs: statSync(file).mtimeMs,
-    });
-    new SqliteEventStore(file, { readOnly: true }).close(); // untouched: opens (without walking every page)
-    const buf = readFileSync(file);
-    let hit = 0;
-    for (let off = 4096; off + 4096 <= buf.length; off += 4096) {
-      if (buf[off] === 0x0d) {
-        buf.fill(0xa5, off + 1, off + 12);
-        hit += 1;
+  it(
+    'a page scribbled over in place after a clean shutdown: ' +
+      'STORE_CORRUPT (the structural check is skipped only for a file untouched since)',
+    async () => {
+      const file = await writeLog(tempDir(), 40);
+      expect(JSON.parse(readFileSync(`${file}-shutdown`, 'utf8'))).toMatchObject({
+        size: statSync(file).size,
+        mtimeMs: statSync(file).mtimeMs,
+      });
+      new SqliteEventStore(file, { readOnly: true }).close(); // untouched: opens (without walking every page)
+      const buf = readFileSync(file);
+      let hit = 0;
+      for (let off = 4096; off + 4096 <= buf.length; off += 4096) {
+        if (buf[off] === 0x0d) {
+          buf.fill(0xa5, off + 1, off + 12);
+          hit += 1;
+        }
       }
-    }
-    expect(hit).toBeGreaterThan(0);
-    writeFileSync(file, buf);
-    const before = bytes(file);
-    const err = opening(file);
-    expect(err).toMatchObject({ code: 'STORE_CORRUPT' });
-    expect(bytes(file)!.equals(before!)).toBe(true);
-  });
+      expect(hit).toBeGreaterThan(0);
+      writeFileSync(file, buf);
+      const before = bytes(file);
+      const err = opening(file);
+      expect(err).toMatchObject({ code: 'STORE_CORRUPT' });
+      expect(bytes(file)!.equals(before!)).toBe(true);
+    },
+  );
 
   it('a flipped byte in an event: STORE_CHAIN_BROKEN at that event (verify, the supervisor at start), untouched', async () => {
     const home = tempDir();

@@ -173,55 +173,61 @@ describe('LogCopy', () => {
     expect(copy.heldEvents).toBe(124);
   });
 
-  it('a copy loaded as the store opens one (held streams below the window, the floor, the window) holds all but the ended actors below it', () => {
-    // The log: ended actors wholly below the page-out position (10), one straddling it, a live actor and a
-    // non-actor stream with old events, an ended actor wholly above it.
-    const { ended, all, put } = fixture(5);
-    const pageBelow = 10;
-    for (const s of [
-      'execution-old',
-      'instance-old',
-      'execution-old',
-      'instance-live',
-      'execution-old',
-      'sandbox-pool',
-      'instance-old',
-      'execution-cut',
-      'execution-cut',
-      'instance-live',
-    ])
-      put(s);
-    for (const s of ['execution-cut', 'execution-new', 'sandbox-pool', 'execution-new', 'instance-live']) put(s);
-    for (const s of ['execution-old', 'instance-old', 'execution-cut', 'execution-new']) ended.add(s);
-    const below = (e: RecordedEvent) => ended.has(e.stream) && e.seq <= pageBelow;
+  it(
+    'a copy loaded as the store opens one (held streams below the window, ' +
+      'the floor, the window) holds all but the ended actors below it',
+    () => {
+      // The log: ended actors wholly below the page-out position (10), one straddling it, a live actor and a
+      // non-actor stream with old events, an ended actor wholly above it.
+      const { ended, all, put } = fixture(5);
+      const pageBelow = 10;
+      for (const s of [
+        'execution-old',
+        'instance-old',
+        'execution-old',
+        'instance-live',
+        'execution-old',
+        'sandbox-pool',
+        'instance-old',
+        'execution-cut',
+        'execution-cut',
+        'instance-live',
+      ])
+        put(s);
+      for (const s of ['execution-cut', 'execution-new', 'sandbox-pool', 'execution-new', 'instance-live']) put(s);
+      for (const s of ['execution-old', 'instance-old', 'execution-cut', 'execution-new']) ended.add(s);
+      const below = (e: RecordedEvent) => ended.has(e.stream) && e.seq <= pageBelow;
 
-    // Loaded: the held streams' events below, the highest position not read there, then the window.
-    const loaded = new LogCopy({ keepRecent: 5, ended: (s) => ended.has(s) });
-    for (const e of all.filter((x) => x.seq <= pageBelow && !ended.has(x.stream))) loaded.put(e);
-    loaded.pagedOutUpTo(Math.max(...all.filter(below).map((e) => e.seq)));
-    for (const e of all.filter((x) => x.seq > pageBelow)) loaded.put(e);
-    for (const s of ended) loaded.markEnded(s);
-    loaded.compact(Number.MAX_SAFE_INTEGER, true);
+      // Loaded: the held streams' events below, the highest position not read there, then the window.
+      const loaded = new LogCopy({ keepRecent: 5, ended: (s) => ended.has(s) });
+      for (const e of all.filter((x) => x.seq <= pageBelow && !ended.has(x.stream))) loaded.put(e);
+      loaded.pagedOutUpTo(Math.max(...all.filter(below).map((e) => e.seq)));
+      for (const e of all.filter((x) => x.seq > pageBelow)) loaded.put(e);
+      for (const s of ended) loaded.markEnded(s);
+      loaded.compact(Number.MAX_SAFE_INTEGER, true);
 
-    expect(loaded.head).toBe(all.length);
-    expect(loaded.floor).toBe(9); // execution-cut's second event (position 9), the last ended one at or below 10
-    expect(loaded.heldEvents).toBe(all.filter((e) => !below(e)).length);
-    expect(loaded.slice(9)).toEqual(all.slice(9));
-    expect(() => loaded.slice(8)).toThrow(PagedOutError);
-    // Every version of every stream it knows: the log's event, or PagedOutError exactly where it was not read.
-    for (const e of all.filter((x) => loaded.knows(x.stream))) {
-      if (below(e)) expect(() => loaded.read(e.stream, e.version, e.version)).toThrow(PagedOutError);
-      else expect(loaded.read(e.stream, e.version, e.version)).toEqual([e]);
-    }
-    // The actors wholly below the window are not there at all; the straddling one holds its window part.
-    expect(loaded.knows('execution-old')).toBe(false);
-    expect(loaded.knows('instance-old')).toBe(false);
-    expect(loaded.streamVersion('execution-cut')).toBe(3);
-    expect(loaded.missing('execution-cut')).toBe(2);
-    expect(loaded.read('execution-cut', 3)).toEqual(all.filter((e) => e.stream === 'execution-cut' && e.version === 3));
-    expect(loaded.read('instance-live')).toEqual(all.filter((e) => e.stream === 'instance-live'));
-    expect(loaded.read('sandbox-pool')).toEqual(all.filter((e) => e.stream === 'sandbox-pool'));
-  });
+      expect(loaded.head).toBe(all.length);
+      expect(loaded.floor).toBe(9); // execution-cut's second event (position 9), the last ended one at or below 10
+      expect(loaded.heldEvents).toBe(all.filter((e) => !below(e)).length);
+      expect(loaded.slice(9)).toEqual(all.slice(9));
+      expect(() => loaded.slice(8)).toThrow(PagedOutError);
+      // Every version of every stream it knows: the log's event, or PagedOutError exactly where it was not read.
+      for (const e of all.filter((x) => loaded.knows(x.stream))) {
+        if (below(e)) expect(() => loaded.read(e.stream, e.version, e.version)).toThrow(PagedOutError);
+        else expect(loaded.read(e.stream, e.version, e.version)).toEqual([e]);
+      }
+      // The actors wholly below the window are not there at all; the straddling one holds its window part.
+      expect(loaded.knows('execution-old')).toBe(false);
+      expect(loaded.knows('instance-old')).toBe(false);
+      expect(loaded.streamVersion('execution-cut')).toBe(3);
+      expect(loaded.missing('execution-cut')).toBe(2);
+      expect(loaded.read('execution-cut', 3)).toEqual(
+        all.filter((e) => e.stream === 'execution-cut' && e.version === 3),
+      );
+      expect(loaded.read('instance-live')).toEqual(all.filter((e) => e.stream === 'instance-live'));
+      expect(loaded.read('sandbox-pool')).toEqual(all.filter((e) => e.stream === 'sandbox-pool'));
+    },
+  );
 
   it('pagedOutUpTo moves the head when it passes it; a copy that holds everything refuses it; begins needs the stream', () => {
     const { copy } = fixture(3);
@@ -273,31 +279,35 @@ describe('LogCopy: request streams (the execution queue, placement)', () => {
     return { copy, all, put, setNow: (ms: number) => (now = ms) };
   }
 
-  it('pages out a request stream from the front once its events are older than the window and than keepMs; the newest stay, readRecent reads them', () => {
-    const { copy, all, put, setNow } = requests(5);
-    for (let k = 0; k < 6; k++) put('queue-exec', T0 + k * 60_000); // minutes 0..5
-    for (let k = 0; k < 6; k++) put('instance-live', T0 + 10 * 60_000);
-    // An hour has not passed: inside keepMs, so held although below the window.
-    setNow(T0 + 50 * 60_000);
-    expect(copy.compact(Number.MAX_SAFE_INTEGER, true)).toBe(0);
-    expect(copy.readRecent('queue-exec')).toEqual(all.slice(0, 6));
-    // 62.5 minutes on: minutes 0, 1 and 2 are older than an hour, 3..5 are not.
-    setNow(T0 + 62.5 * 60_000);
-    expect(copy.compact(Number.MAX_SAFE_INTEGER, true)).toBe(3);
-    expect(copy.readRecent('queue-exec')).toEqual(all.slice(3, 6));
-    expect(copy.streamVersion('queue-exec')).toBe(6);
-    expect(copy.read('queue-exec', 4)).toEqual(all.slice(3, 6));
-    // The whole stream is not held: a read of it says so, never a shorter history (the store reads the rest).
-    expect(() => copy.read('queue-exec')).toThrow(PagedOutError);
-    expect(copy.missing('queue-exec')).toBe(3);
-    // The log from before the dropped positions is not complete here either.
-    expect(copy.floor).toBe(3);
-    expect(() => copy.slice(0)).toThrow(PagedOutError);
-    expect(copy.slice(3)).toEqual(all.slice(3));
-    // A stream that is not a request stream stays whole, however old.
-    setNow(T0 + 100 * HOUR);
-    expect(copy.read('instance-live')).toHaveLength(6);
-  });
+  it(
+    'pages out a request stream from the front once its events are older than the window and than keepMs; ' +
+      'the newest stay, readRecent reads them',
+    () => {
+      const { copy, all, put, setNow } = requests(5);
+      for (let k = 0; k < 6; k++) put('queue-exec', T0 + k * 60_000); // minutes 0..5
+      for (let k = 0; k < 6; k++) put('instance-live', T0 + 10 * 60_000);
+      // An hour has not passed: inside keepMs, so held although below the window.
+      setNow(T0 + 50 * 60_000);
+      expect(copy.compact(Number.MAX_SAFE_INTEGER, true)).toBe(0);
+      expect(copy.readRecent('queue-exec')).toEqual(all.slice(0, 6));
+      // 62.5 minutes on: minutes 0, 1 and 2 are older than an hour, 3..5 are not.
+      setNow(T0 + 62.5 * 60_000);
+      expect(copy.compact(Number.MAX_SAFE_INTEGER, true)).toBe(3);
+      expect(copy.readRecent('queue-exec')).toEqual(all.slice(3, 6));
+      expect(copy.streamVersion('queue-exec')).toBe(6);
+      expect(copy.read('queue-exec', 4)).toEqual(all.slice(3, 6));
+      // The whole stream is not held: a read of it says so, never a shorter history (the store reads the rest).
+      expect(() => copy.read('queue-exec')).toThrow(PagedOutError);
+      expect(copy.missing('queue-exec')).toBe(3);
+      // The log from before the dropped positions is not complete here either.
+      expect(copy.floor).toBe(3);
+      expect(() => copy.slice(0)).toThrow(PagedOutError);
+      expect(copy.slice(3)).toEqual(all.slice(3));
+      // A stream that is not a request stream stays whole, however old.
+      setNow(T0 + 100 * HOUR);
+      expect(copy.read('instance-live')).toHaveLength(6);
+    },
+  );
 
   it('keeps what is inside the window or unseen by a subscriber, however old', () => {
     const { copy, put, setNow } = requests(4);

@@ -227,41 +227,45 @@ describe('runlog archive', () => {
       expect(c.stdout()).toContain(`DAMAGE ARCHIVE_DAMAGED: archive ${second}`);
     });
 
-    it('an archive whose events were changed and chained again (a valid chain of its own): ARCHIVE_DAMAGED, against the links the log recorded', async () => {
-      const { db, second } = await archived();
-      rewrite(second, (lines) => {
-        const parsed = lines.map((l) => JSON.parse(l) as Record<string, any>);
-        const events = parsed.filter((e) => typeof e.seq === 'number').sort((a, b) => a.seq - b.seq);
-        events[0]!.at = events[0]!.at.replace(/^2026/, '2025');
-        const hashes = new Map<number, string>();
-        for (const e of events) {
-          const prev = e.prev ?? hashes.get(e.seq - 1);
-          e.hash = eventHash(
-            Buffer.from(prev, 'hex'),
-            e.seq,
-            e.stream,
-            e.version,
-            e.type,
-            e.schema,
-            e.at,
-            JSON.stringify(e.data),
-            JSON.stringify(e.meta),
-          ).toString('hex');
-          hashes.set(e.seq, e.hash);
-        }
-        const trailer = parsed.at(-1)!;
-        trailer.lastHash = hashes.get(trailer.lastSeq);
-        return parsed.map((e) => JSON.stringify(e));
-      });
-      const r = await verifyLog(db);
-      expect(r.ok).toBe(false);
-      expect(r.findings).toEqual([
-        expect.objectContaining({
-          code: 'ARCHIVE_DAMAGED',
-          message: expect.stringMatching(/recorded the hole|does not end on the link the log recorded/),
-        }),
-      ]);
-    });
+    it(
+      'an archive whose events were changed and chained again (a valid chain of its own): ' +
+        'ARCHIVE_DAMAGED, against the links the log recorded',
+      async () => {
+        const { db, second } = await archived();
+        rewrite(second, (lines) => {
+          const parsed = lines.map((l) => JSON.parse(l) as Record<string, any>);
+          const events = parsed.filter((e) => typeof e.seq === 'number').sort((a, b) => a.seq - b.seq);
+          events[0]!.at = events[0]!.at.replace(/^2026/, '2025');
+          const hashes = new Map<number, string>();
+          for (const e of events) {
+            const prev = e.prev ?? hashes.get(e.seq - 1);
+            e.hash = eventHash(
+              Buffer.from(prev, 'hex'),
+              e.seq,
+              e.stream,
+              e.version,
+              e.type,
+              e.schema,
+              e.at,
+              JSON.stringify(e.data),
+              JSON.stringify(e.meta),
+            ).toString('hex');
+            hashes.set(e.seq, e.hash);
+          }
+          const trailer = parsed.at(-1)!;
+          trailer.lastHash = hashes.get(trailer.lastSeq);
+          return parsed.map((e) => JSON.stringify(e));
+        });
+        const r = await verifyLog(db);
+        expect(r.ok).toBe(false);
+        expect(r.findings).toEqual([
+          expect.objectContaining({
+            code: 'ARCHIVE_DAMAGED',
+            message: expect.stringMatching(/recorded the hole|does not end on the link the log recorded/),
+          }),
+        ]);
+      },
+    );
 
     it('an archive cut short: ARCHIVE_DAMAGED', async () => {
       const { db, first, second } = await archived();

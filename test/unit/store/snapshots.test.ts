@@ -265,54 +265,58 @@ describe('snapshots', () => {
       ]);
     });
 
-    it('an older snapshot (replay --to reads it) that disagrees with its events: SNAPSHOT_MISMATCH naming it; one failing its checksum: SNAPSHOT_CHECKSUM', async () => {
-      const { db } = await logWithSnapshots();
-      const raw = new Database(db);
-      const older = raw.prepare('SELECT * FROM snapshot_history ORDER BY stream, version').all() as Record<
-        string,
-        string
-      >[];
-      expect(older.length).toBeGreaterThan(1);
-      expect(await verifyLog(db)).toMatchObject({ ok: true, olderSnapshots: older.length, findings: [] });
-      const [a, b] = older as [Record<string, string>, Record<string, string>];
-      const state = JSON.parse(a.state!);
-      state.context = { ...state.context, planted: true };
-      const planted = sealSnapshot({
-        stream: a.stream!,
-        version: Number(a.version),
-        fingerprint: a.fingerprint!,
-        createdAt: a.created_at!,
-        state: JSON.stringify(state),
-      });
-      raw
-        .prepare('UPDATE snapshot_history SET state = ?, checksum = ? WHERE stream = ? AND version = ?')
-        .run(planted.state, planted.checksum, a.stream, a.version);
-      raw
-        .prepare("UPDATE snapshot_history SET state = state || ' ' WHERE stream = ? AND version = ?")
-        .run(b.stream, b.version);
-      raw.close();
-      const r = await verifyLog(db);
-      expect(r.ok).toBe(false);
-      expect(r.findings).toEqual(
-        expect.arrayContaining([
-          expect.objectContaining({
-            code: 'SNAPSHOT_MISMATCH',
-            severity: 'damage',
-            stream: a.stream,
-            version: Number(a.version),
-            message: expect.stringContaining('older snapshot'),
-          }),
-          expect.objectContaining({
-            code: 'SNAPSHOT_CHECKSUM',
-            severity: 'damage',
-            stream: b.stream,
-            version: Number(b.version),
-            message: expect.stringContaining('older snapshot'),
-          }),
-        ]),
-      );
-      expect(r.findings).toHaveLength(2);
-    });
+    it(
+      'an older snapshot (replay --to reads it) that disagrees with its events: ' +
+        'SNAPSHOT_MISMATCH naming it; one failing its checksum: SNAPSHOT_CHECKSUM',
+      async () => {
+        const { db } = await logWithSnapshots();
+        const raw = new Database(db);
+        const older = raw.prepare('SELECT * FROM snapshot_history ORDER BY stream, version').all() as Record<
+          string,
+          string
+        >[];
+        expect(older.length).toBeGreaterThan(1);
+        expect(await verifyLog(db)).toMatchObject({ ok: true, olderSnapshots: older.length, findings: [] });
+        const [a, b] = older as [Record<string, string>, Record<string, string>];
+        const state = JSON.parse(a.state!);
+        state.context = { ...state.context, planted: true };
+        const planted = sealSnapshot({
+          stream: a.stream!,
+          version: Number(a.version),
+          fingerprint: a.fingerprint!,
+          createdAt: a.created_at!,
+          state: JSON.stringify(state),
+        });
+        raw
+          .prepare('UPDATE snapshot_history SET state = ?, checksum = ? WHERE stream = ? AND version = ?')
+          .run(planted.state, planted.checksum, a.stream, a.version);
+        raw
+          .prepare("UPDATE snapshot_history SET state = state || ' ' WHERE stream = ? AND version = ?")
+          .run(b.stream, b.version);
+        raw.close();
+        const r = await verifyLog(db);
+        expect(r.ok).toBe(false);
+        expect(r.findings).toEqual(
+          expect.arrayContaining([
+            expect.objectContaining({
+              code: 'SNAPSHOT_MISMATCH',
+              severity: 'damage',
+              stream: a.stream,
+              version: Number(a.version),
+              message: expect.stringContaining('older snapshot'),
+            }),
+            expect.objectContaining({
+              code: 'SNAPSHOT_CHECKSUM',
+              severity: 'damage',
+              stream: b.stream,
+              version: Number(b.version),
+              message: expect.stringContaining('older snapshot'),
+            }),
+          ]),
+        );
+        expect(r.findings).toHaveLength(2);
+      },
+    );
 
     it('every snapshot deleted: the same answers; rebuild --snapshots puts them back', async () => {
       const { db, truth } = await logWithSnapshots();

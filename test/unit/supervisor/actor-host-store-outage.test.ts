@@ -188,33 +188,37 @@ describe('actor host while the store is unreachable', () => {
     expect(ran).toEqual(['stopSandbox']);
   });
 
-  it("a new actor's first event found committed is answered as done and left to the cluster to pick up (its lease is the node's, unknown to it)", async () => {
-    const s = flakyStore();
-    const orphaned: string[] = [];
-    const ran: string[] = [];
-    const host = await runningHost(
-      s,
-      only({ spawn: (p: { spec: InstanceSpec }) => void ran.push(`spawn ${p.spec.instanceId}`) }),
-      { onOrphaned: (stream) => orphaned.push(stream) },
-    );
-    s.down(true);
-    const create = host.create('instance', 'i2', {
-      type: 'instance.requested',
-      data: { spec: { ...spec, instanceId: 'i2' } },
-    });
-    await new Promise((r) => setTimeout(r, 20));
-    s.up();
-    expect(await create).toMatchObject({
-      accepted: true,
-      to: 'spawning',
-      event: { type: 'instance.requested', version: 1 },
-    });
-    await host.idle();
-    expect(orphaned).toEqual(['instance-i2']);
-    expect(ran).toEqual(['spawn i1']); // i2's is not run here: the pick-up rehydrates it from the log, as start-up would
-    expect(host.holds('instance-i2')).toBe(false);
-    expect((await collect(s.inner.readStream('instance-i2'))).map((e) => e.type)).toEqual(['instance.requested']);
-  });
+  it(
+    "a new actor's first event found committed is answered as done and left to the cluster to pick up " +
+      "(its lease is the node's, unknown to it)",
+    async () => {
+      const s = flakyStore();
+      const orphaned: string[] = [];
+      const ran: string[] = [];
+      const host = await runningHost(
+        s,
+        only({ spawn: (p: { spec: InstanceSpec }) => void ran.push(`spawn ${p.spec.instanceId}`) }),
+        { onOrphaned: (stream) => orphaned.push(stream) },
+      );
+      s.down(true);
+      const create = host.create('instance', 'i2', {
+        type: 'instance.requested',
+        data: { spec: { ...spec, instanceId: 'i2' } },
+      });
+      await new Promise((r) => setTimeout(r, 20));
+      s.up();
+      expect(await create).toMatchObject({
+        accepted: true,
+        to: 'spawning',
+        event: { type: 'instance.requested', version: 1 },
+      });
+      await host.idle();
+      expect(orphaned).toEqual(['instance-i2']);
+      expect(ran).toEqual(['spawn i1']); // i2's is not run here: the pick-up rehydrates it from the log, as start-up would
+      expect(host.holds('instance-i2')).toBe(false);
+      expect((await collect(s.inner.readStream('instance-i2'))).map((e) => e.type)).toEqual(['instance.requested']);
+    },
+  );
 
   it('an observed fact waits for the store and is recorded once; the events after it wait behind it', async () => {
     const s = flakyStore();

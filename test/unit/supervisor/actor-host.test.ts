@@ -266,48 +266,52 @@ describe('actor host', () => {
     await rl.close();
   });
 
-  it('a restart timer that came due while the supervisor was down fires once at start (recovered from the log, on a simulated clock)', async () => {
-    const home = tempDir();
-    const clock = new SimulatedClock();
-    const calls: string[] = [];
-    const rl = await createRunlog({ ...OFFLINE, home, clock, effects: { instance: fakeInstanceEffects(calls) } });
-    await runlogInternals(rl).host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
-    await rl.idle();
-    await rl.send('instance', 'i1', { type: 'instance.crashed', data: { exitCode: 1 } });
-    await rl.idle();
-    expect((await rl.inspect('i1')).state).toBe('crashed.backoff');
-    expect((await rl.events('i1')).at(-1)).toMatchObject({
-      type: 'instance.restart-scheduled',
-      data: { attempt: 1, delayMs: 30 },
-    });
-    // The supervisor "dies" with its timer armed (close drops it): it never fires in this process.
-    await rl.close();
-    clock.advance(1000);
+  it(
+    'a restart timer that came due while the supervisor was down fires once at start (recovered from the log, ' +
+      'on a simulated clock)',
+    async () => {
+      const home = tempDir();
+      const clock = new SimulatedClock();
+      const calls: string[] = [];
+      const rl = await createRunlog({ ...OFFLINE, home, clock, effects: { instance: fakeInstanceEffects(calls) } });
+      await runlogInternals(rl).host.create('instance', 'i1', { type: 'instance.requested', data: { spec: spec() } });
+      await rl.idle();
+      await rl.send('instance', 'i1', { type: 'instance.crashed', data: { exitCode: 1 } });
+      await rl.idle();
+      expect((await rl.inspect('i1')).state).toBe('crashed.backoff');
+      expect((await rl.events('i1')).at(-1)).toMatchObject({
+        type: 'instance.restart-scheduled',
+        data: { attempt: 1, delayMs: 30 },
+      });
+      // The supervisor "dies" with its timer armed (close drops it): it never fires in this process.
+      await rl.close();
+      clock.advance(1000);
 
-    const calls2: string[] = [];
-    const rl2 = await createRunlog({ ...OFFLINE, home, clock, effects: { instance: fakeInstanceEffects(calls2) } });
-    // Recovered from the log at start: the machine re-arms the timer at the due time it holds, overdue: it fires now.
-    clock.advance(0);
-    await rl2.idle();
-    expect((await rl2.inspect('i1')).state).toBe('running');
-    const after = (await rl2.events('i1')).map((e) => e.type).slice(-6);
-    expect(after).toEqual([
-      'instance.restart-scheduled',
-      'instance.recovered',
-      'instance.restart-due',
-      'instance.spawned',
-      'instance.healthy',
-      'instance.running',
-    ]);
-    expect((await rl2.events('i1')).find((e) => e.type === 'instance.recovered')).toMatchObject({
-      version: 7,
-      data: { version: 6 },
-      meta: { source: 'rehydration' },
-    });
-    expect((await rl2.events('i1')).filter((e) => e.type === 'instance.restart-due')).toHaveLength(1);
-    expect(calls2[0]).toBe('spawn');
-    await rl2.close();
-  });
+      const calls2: string[] = [];
+      const rl2 = await createRunlog({ ...OFFLINE, home, clock, effects: { instance: fakeInstanceEffects(calls2) } });
+      // Recovered from the log at start: the machine re-arms the timer at the due time it holds, overdue: it fires now.
+      clock.advance(0);
+      await rl2.idle();
+      expect((await rl2.inspect('i1')).state).toBe('running');
+      const after = (await rl2.events('i1')).map((e) => e.type).slice(-6);
+      expect(after).toEqual([
+        'instance.restart-scheduled',
+        'instance.recovered',
+        'instance.restart-due',
+        'instance.spawned',
+        'instance.healthy',
+        'instance.running',
+      ]);
+      expect((await rl2.events('i1')).find((e) => e.type === 'instance.recovered')).toMatchObject({
+        version: 7,
+        data: { version: 6 },
+        meta: { source: 'rehydration' },
+      });
+      expect((await rl2.events('i1')).filter((e) => e.type === 'instance.restart-due')).toHaveLength(1);
+      expect(calls2[0]).toBe('spawn');
+      await rl2.close();
+    },
+  );
 
   it('a restart timer not yet due when the supervisor restarts fires at its recorded due time, not earlier', async () => {
     const home = tempDir();

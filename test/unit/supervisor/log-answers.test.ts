@@ -26,20 +26,24 @@ const view = (state: string, crash?: string) => ({
 });
 
 describe('when a wait is over (settle-rules)', () => {
-  it('a spawn is answered once it runs or failed for a reason of its own, not while the runner restarts an instance it lost, fenced or recovered', () => {
-    for (const s of ['new', 'spawning', 'healthy', 'adopted']) expect(spawnSettled(view(s)), s).toBe(false);
-    expect(spawnSettled(view('crashed.backoff', 'node-lost'))).toBe(false);
-    expect(spawnSettled(view('crashed.backoff', 'self-fenced'))).toBe(false);
-    // Picked up from the log after a store outage (its claim's reply was lost): the interrupted spawn restarts.
-    expect(spawnSettled(view('crashed.backoff', 'supervisor-restart'))).toBe(false);
-    expect(spawnSettled(view('crashed.down', 'supervisor-restart'))).toBe(true);
-    expect(spawnSettled(view('crashed.down', 'self-fenced'))).toBe(true); // no restart: the log says it was stopped
-    expect(spawnSettled(view('crashed.backoff', 'lifecycle-failed'))).toBe(true);
-    expect(spawnSettled(view('running'))).toBe(true);
-    expect(spawnSettled(view('crashed.backoff', 'exit'))).toBe(true);
-    expect(spawnSettled(view('crashed.down', 'node-lost'))).toBe(true); // no restart: the log says its node was lost
-    expect(spawnSettled(view('lost'))).toBe(true);
-  });
+  it(
+    'a spawn is answered once it runs or failed for a reason of its own, ' +
+      'not while the runner restarts an instance it lost, fenced or recovered',
+    () => {
+      for (const s of ['new', 'spawning', 'healthy', 'adopted']) expect(spawnSettled(view(s)), s).toBe(false);
+      expect(spawnSettled(view('crashed.backoff', 'node-lost'))).toBe(false);
+      expect(spawnSettled(view('crashed.backoff', 'self-fenced'))).toBe(false);
+      // Picked up from the log after a store outage (its claim's reply was lost): the interrupted spawn restarts.
+      expect(spawnSettled(view('crashed.backoff', 'supervisor-restart'))).toBe(false);
+      expect(spawnSettled(view('crashed.down', 'supervisor-restart'))).toBe(true);
+      expect(spawnSettled(view('crashed.down', 'self-fenced'))).toBe(true); // no restart: the log says it was stopped
+      expect(spawnSettled(view('crashed.backoff', 'lifecycle-failed'))).toBe(true);
+      expect(spawnSettled(view('running'))).toBe(true);
+      expect(spawnSettled(view('crashed.backoff', 'exit'))).toBe(true);
+      expect(spawnSettled(view('crashed.down', 'node-lost'))).toBe(true); // no restart: the log says its node was lost
+      expect(spawnSettled(view('lost'))).toBe(true);
+    },
+  );
   it('a stop is over once stopped, lost or down; an execution once it has its outcome', () => {
     expect(['stopped', 'lost', 'crashed.down', 'stopping', 'running'].map(instanceStopped)).toEqual([
       true,
@@ -78,31 +82,35 @@ describe('a wait that follows the log (settle-waits)', () => {
     expect(log.subscribers()).toBe(0); // the wait let go of the log
   });
 
-  it("at its deadline reads the log again: settled there is an answer, not TIMEOUT; not settled is TIMEOUT with the log's state", async () => {
-    const log = fakeLog();
-    const waits = new SettleWaits({ bus: createBus(), store: log.store, followLog: false });
-    const p = waits.waitFor(
-      'execution',
-      'e1',
-      byState(executionEnded),
-      30,
-      async () => void log.put('execution-e1', 'execution.requested', requested),
-    );
-    log.put('execution-e1', 'execution.failed', { reason: 'runtime', code: 'X', message: 'unheard' }, false);
-    await expect(p).resolves.toMatchObject({ state: 'failed' });
-    const q = waits.waitFor(
-      'execution',
-      'e2',
-      byState(executionEnded),
-      30,
-      async () =>
-        void log.put('execution-e2', 'execution.requested', {
-          ...requested,
-          request: { ...requested.request, executionId: 'e2' },
-        }),
-    );
-    await expect(q).rejects.toMatchObject({ code: 'TIMEOUT', message: expect.stringContaining('(state resolving)') });
-  });
+  it(
+    'at its deadline reads the log again: settled there is an answer, ' +
+      "not TIMEOUT; not settled is TIMEOUT with the log's state",
+    async () => {
+      const log = fakeLog();
+      const waits = new SettleWaits({ bus: createBus(), store: log.store, followLog: false });
+      const p = waits.waitFor(
+        'execution',
+        'e1',
+        byState(executionEnded),
+        30,
+        async () => void log.put('execution-e1', 'execution.requested', requested),
+      );
+      log.put('execution-e1', 'execution.failed', { reason: 'runtime', code: 'X', message: 'unheard' }, false);
+      await expect(p).resolves.toMatchObject({ state: 'failed' });
+      const q = waits.waitFor(
+        'execution',
+        'e2',
+        byState(executionEnded),
+        30,
+        async () =>
+          void log.put('execution-e2', 'execution.requested', {
+            ...requested,
+            request: { ...requested.request, executionId: 'e2' },
+          }),
+      );
+      await expect(q).rejects.toMatchObject({ code: 'TIMEOUT', message: expect.stringContaining('(state resolving)') });
+    },
+  );
 });
 
 describe("a queued execution's wait (awaitQueued)", () => {

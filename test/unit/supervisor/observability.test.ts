@@ -92,61 +92,67 @@ describe('supervision (heartbeat → supervised or last known state)', () => {
     });
   });
 
-  it('a supervising runlog records its heartbeat in the log; ps (another opening) says supervised, then last known after close', async () => {
-    const home = tempDir();
-    const rl = await createRunlog({
-      home,
-      effects: fakeEffects(),
-      reconcile: false,
-      watchApps: false,
-      engineWatch: false,
-      log: () => undefined,
-      heartbeatMs: 60_000,
-    });
-    await runlogInternals(rl).host.create('instance', 'inst_web', {
-      type: 'instance.requested',
-      data: { spec: instanceSpec() },
-    });
-    await rl.idle();
-    const ps = async () => {
-      const out: string[] = [];
-      const err: string[] = [];
-      const io = (json: boolean): Io => ({ out: (t) => out.push(t), err: (t) => err.push(t), json });
-      expect(await main(['ps', '--home', home, '--json'], io)).toBe(0);
-      const table: string[] = [];
-      expect(
-        await main(['ps', '--home', home], (json) => ({ out: (t) => table.push(t), err: (t) => err.push(t), json })),
-      ).toBe(0);
-      return {
-        rows: JSON.parse(out.join('\n')) as Record<string, unknown>[],
-        table: table.join('\n'),
-        err: err.join('\n'),
+  it(
+    'a supervising runlog records its heartbeat in the log; ps (another opening) says supervised, ' +
+      'then last known after close',
+    async () => {
+      const home = tempDir();
+      const rl = await createRunlog({
+        home,
+        effects: fakeEffects(),
+        reconcile: false,
+        watchApps: false,
+        engineWatch: false,
+        log: () => undefined,
+        heartbeatMs: 60_000,
+      });
+      await runlogInternals(rl).host.create('instance', 'inst_web', {
+        type: 'instance.requested',
+        data: { spec: instanceSpec() },
+      });
+      await rl.idle();
+      const ps = async () => {
+        const out: string[] = [];
+        const err: string[] = [];
+        const io = (json: boolean): Io => ({ out: (t) => out.push(t), err: (t) => err.push(t), json });
+        expect(await main(['ps', '--home', home, '--json'], io)).toBe(0);
+        const table: string[] = [];
+        expect(
+          await main(['ps', '--home', home], (json) => ({ out: (t) => table.push(t), err: (t) => err.push(t), json })),
+        ).toBe(0);
+        return {
+          rows: JSON.parse(out.join('\n')) as Record<string, unknown>[],
+          table: table.join('\n'),
+          err: err.join('\n'),
+        };
       };
-    };
-    const live = await ps();
-    expect(live.rows[0]).toMatchObject({ id: 'inst_web', state: 'running', supervised: true });
-    expect(typeof live.rows[0]!.heartbeatAt).toBe('string');
-    expect(live.table).not.toContain('last known');
-    await rl.close();
-    const after = await ps();
-    expect(after.rows[0]).toMatchObject({ id: 'inst_web', state: 'running', supervised: false });
-    expect(after.table).toMatch(/inst_web\s+instance\s+running \(last known\)/);
-    expect(after.err).toMatch(/not supervised since \S+ \(last heartbeat from \S+ pid \d+\)/);
-    const insp: string[] = [];
-    expect(
-      await main(['inspect', 'inst_web', '--home', home], (json) => ({
-        out: (t) => insp.push(t),
-        err: () => undefined,
-        json,
-      })),
-    ).toBe(0);
-    expect(insp.join('\n')).toMatch(/state: {3}running \(active\) — last known state[\s\S]*supervised: no since \S+Z/);
-    // A clean close leaves the stop mark in the database file itself (the WAL was checkpointed and truncated).
-    expect(statSync(`${join(home, 'runlog.db')}-wal`, { throwIfNoEntry: false })?.size ?? 0).toBe(0);
-    const view = await createRunlog({ home, supervise: false });
-    expect(await view.supervision()).toMatchObject({ supervised: false, pid: process.pid });
-    await view.close();
-  });
+      const live = await ps();
+      expect(live.rows[0]).toMatchObject({ id: 'inst_web', state: 'running', supervised: true });
+      expect(typeof live.rows[0]!.heartbeatAt).toBe('string');
+      expect(live.table).not.toContain('last known');
+      await rl.close();
+      const after = await ps();
+      expect(after.rows[0]).toMatchObject({ id: 'inst_web', state: 'running', supervised: false });
+      expect(after.table).toMatch(/inst_web\s+instance\s+running \(last known\)/);
+      expect(after.err).toMatch(/not supervised since \S+ \(last heartbeat from \S+ pid \d+\)/);
+      const insp: string[] = [];
+      expect(
+        await main(['inspect', 'inst_web', '--home', home], (json) => ({
+          out: (t) => insp.push(t),
+          err: () => undefined,
+          json,
+        })),
+      ).toBe(0);
+      expect(insp.join('\n')).toMatch(
+        /state: {3}running \(active\) — last known state[\s\S]*supervised: no since \S+Z/,
+      );
+      // A clean close leaves the stop mark in the database file itself (the WAL was checkpointed and truncated).
+      expect(statSync(`${join(home, 'runlog.db')}-wal`, { throwIfNoEntry: false })?.size ?? 0).toBe(0);
+      const view = await createRunlog({ home, supervise: false });
+      expect(await view.supervision()).toMatchObject({ supervised: false, pid: process.pid });
+      await view.close();
+    },
+  );
 });
 
 describe('metrics', () => {
@@ -272,41 +278,45 @@ describe('traces (OpenTelemetry SDK, in-memory exporter)', () => {
     return { mine, root, children };
   };
 
-  it('an execution is one trace: a root span and a span per step, with actor id and stream versions; its id is in the first event', async () => {
-    const { rl, exporter } = await setup();
-    await runlogInternals(rl).host.create(
-      'execution',
-      'exec_01',
-      requested('exec_01', 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add'),
-    );
-    await rl.idle();
-    const traceId = (await rl.events('exec_01'))[0]!.meta.traceId as string;
-    expect(traceId).toMatch(/^[0-9a-f]{32}$/);
-    expect((await rl.inspect('exec_01')).traceId).toBe(traceId);
-    const { mine, root, children } = tree(exporter.getFinishedSpans(), traceId);
-    expect(root.name).toBe('execution');
-    expect(root.attributes).toMatchObject({
-      'runlog.actor.id': 'exec_01',
-      'runlog.outcome': 'succeeded',
-      'runlog.stream.version': (await rl.inspect('exec_01')).version,
-    });
-    expect(children.map((s) => s.name)).toEqual([
-      'execution.resolving',
-      'execution.materializing',
-      'execution.starting',
-      'execution.running',
-    ]);
-    expect(mine).toHaveLength(5); // nothing else in this trace
-    for (const s of children) {
-      expect(s.attributes['runlog.actor.id']).toBe('exec_01');
-      expect(Number(s.attributes['runlog.stream.version.end'])).toBeGreaterThan(
-        Number(s.attributes['runlog.stream.version']),
+  it(
+    'an execution is one trace: a root span and a span per step, ' +
+      'with actor id and stream versions; its id is in the first event',
+    async () => {
+      const { rl, exporter } = await setup();
+      await runlogInternals(rl).host.create(
+        'execution',
+        'exec_01',
+        requested('exec_01', 'at://did:plc:alice/dev.mainasara.at-run.beta.v2.code/add'),
       );
-    }
-    // Progress inside a step is an event of its span (identity-resolved during resolving).
-    expect(children[0]!.events.map((e) => e.name)).toContain('identity-resolved');
-    expect(root.status.code).toBe(1); // OK
-  });
+      await rl.idle();
+      const traceId = (await rl.events('exec_01'))[0]!.meta.traceId as string;
+      expect(traceId).toMatch(/^[0-9a-f]{32}$/);
+      expect((await rl.inspect('exec_01')).traceId).toBe(traceId);
+      const { mine, root, children } = tree(exporter.getFinishedSpans(), traceId);
+      expect(root.name).toBe('execution');
+      expect(root.attributes).toMatchObject({
+        'runlog.actor.id': 'exec_01',
+        'runlog.outcome': 'succeeded',
+        'runlog.stream.version': (await rl.inspect('exec_01')).version,
+      });
+      expect(children.map((s) => s.name)).toEqual([
+        'execution.resolving',
+        'execution.materializing',
+        'execution.starting',
+        'execution.running',
+      ]);
+      expect(mine).toHaveLength(5); // nothing else in this trace
+      for (const s of children) {
+        expect(s.attributes['runlog.actor.id']).toBe('exec_01');
+        expect(Number(s.attributes['runlog.stream.version.end'])).toBeGreaterThan(
+          Number(s.attributes['runlog.stream.version']),
+        );
+      }
+      // Progress inside a step is an event of its span (identity-resolved during resolving).
+      expect(children[0]!.events.map((e) => e.name)).toContain('identity-resolved');
+      expect(root.status.code).toBe(1); // OK
+    },
+  );
 
   it('a failed execution ends its trace with an error status; a spawn is a trace of its own', async () => {
     const { rl, exporter } = await setup();
