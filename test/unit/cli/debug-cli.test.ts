@@ -118,7 +118,11 @@ describe('runlog replay --file', () => {
     const text = r.stdout();
     const block = (v: number) => text.split('\n\n').find((b) => b.startsWith(`v${v} `))!;
     expect(block(5)).toMatch(
-      /^v5 {2}\S+ {2}instance\.tool-granted\n {4}running → running\n {4}effects: provisionTools \{"instanceId":"inst_web","tools":\["curl","git"\]\}\n {4}context:\n {6}\+ spec\.tools\[1\] = "git"$/,
+      new RegExp(
+        String.raw`^v5 {2}\S+ {2}instance\.tool-granted\n {4}running → running\n` +
+          String.raw` {4}effects: provisionTools \{"instanceId":"inst_web","tools":\["curl","git"\]\}\n` +
+          String.raw` {4}context:\n {6}\+ spec\.tools\[1\] = "git"$`,
+      ),
     );
     expect(block(6)).toContain('running → crashed.backoff');
     expect(block(6)).toContain('effects: releasePort');

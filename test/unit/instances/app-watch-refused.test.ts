@@ -59,7 +59,10 @@ describe('an apps workspace the kernel refuses to watch', () => {
     expect(registry.mode).toBe('polling');
     expect(said).toHaveLength(1);
     expect(said[0]).toMatch(
-      /cannot watch .*apps \(EMFILE: the user's inotify instances or watches are used up .*max_user_instances.*\); rescanning the apps every 20 ms/,
+      new RegExp(
+        String.raw`cannot watch .*apps \(EMFILE: the user's inotify instances or watches are used up ` +
+          String.raw`.*max_user_instances.*\); rescanning the apps every 20 ms`,
+      ),
     );
     expect(registry.list().map((a) => a.appId)).toEqual(['com.example.hello']);
     writeApp(apps, 'com.example.hello', ['bash', 'git']);
