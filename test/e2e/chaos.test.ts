@@ -372,7 +372,8 @@ afterAll(async () => {
   const { detail, ...sums } = totals;
   for (const d of detail)
     console.log(
-      `[chaos] ${d.round}: killed at ${d.killedAt}; child ${d.childMs} ms, recovery ${d.recoverMs} ms${d.failures.length ? `; failed: ${d.failures.join(' | ')}` : ''}`,
+      `[chaos] ${d.round}: killed at ${d.killedAt}; child ${d.childMs} ms, ` +
+        `recovery ${d.recoverMs} ms${d.failures.length ? `; failed: ${d.failures.join(' | ')}` : ''}`,
     );
   console.log(`[chaos] totals ${JSON.stringify(sums, null, 1).replace(/\n\s*/g, ' ')}`);
 }, 120_000);

@@ -42,7 +42,10 @@ afterAll(async () => {
 describe(`the cluster under faults (run seed ${RUN_SEED})`, () => {
   for (const plan of ROUNDS) {
     it(
-      `round ${plan.index + 1}, ${plan.kind}${plan.victim ? ` on ${plan.victim}` : ''} (round seed ${plan.seed}): every acknowledged request is in the log once and settled, no execution started twice, no container without an owner, no live node lost a lease, every answer agrees with the log, timers fire after a takeover`,
+      `round ${plan.index + 1}, ${plan.kind}${plan.victim ? ` on ${plan.victim}` : ''} ` +
+        `(round seed ${plan.seed}): every acknowledged request is in the log once and settled, ` +
+        `no execution started twice, no container without an owner, no live node lost a lease, ` +
+        `every answer agrees with the log, timers fire after a takeover`,
       { timeout: 300_000 },
       async () => {
         console.log(describeRound(plan));

@@ -301,9 +301,14 @@ async function restartUnder(signal: 'SIGTERM' | 'SIGKILL'): Promise<string> {
 }
 
 describe('a Docker daemon restart under a running supervisor', () => {
-  it('stopped (SIGTERM) and started again: the supervisor survives, reconnects, reconciles; container instances come back by policy', async () => {
-    console.log(`[docker-restart] SIGTERM: ${await restartUnder('SIGTERM')}`);
-  }, 420_000);
+  it(
+    'stopped (SIGTERM) and started again: the supervisor survives, ' +
+      'reconnects, reconciles; container instances come back by policy',
+    async () => {
+      console.log(`[docker-restart] SIGTERM: ${await restartUnder('SIGTERM')}`);
+    },
+    420_000,
+  );
 
   // The containers outlive the killed daemon and the new one kills them as it starts (no live-restore), just as
   // the watcher reconnects: the exit watchers learn of the exits at the moment the reconciler detaches them. An

@@ -106,65 +106,70 @@ export function retentionSpecs(name: string, backend: RetentionBackend): void {
   }
 
   describe(`retention on ${name}`, () => {
-    it('archive moves ended actors into an archive replay --file reads; tombstones stay; verify passes across the holes; later runs join them and take the tail', async () => {
-      const { log, actors, appendNew } = await built(24, 3);
-      const truth = await answers(log);
-      const before = cutoffAfter(actors, 14);
-      const archived = actors.filter((a) => !a.live && a.endedAt < before);
-      expect(archived).toHaveLength(14);
-      const out = join(log.home, 'first.jsonl.gz');
-      expect(await archive(log, before, out)).toMatchObject({ file: out, actors: 14 });
-      await log.read(async (s) => {
+    it(
+      'archive moves ended actors into an archive replay --file reads; tombstones stay; ' +
+        'verify passes across the holes; later runs join them and take the tail',
+      async () => {
+        const { log, actors, appendNew } = await built(24, 3);
+        const truth = await answers(log);
+        const before = cutoffAfter(actors, 14);
+        const archived = actors.filter((a) => !a.live && a.endedAt < before);
+        expect(archived).toHaveLength(14);
+        const out = join(log.home, 'first.jsonl.gz');
+        expect(await archive(log, before, out)).toMatchObject({ file: out, actors: 14 });
+        await log.read(async (s) => {
+          for (const a of actors) {
+            const row = (await s.getActor(a.id))!;
+            const gone = archived.includes(a);
+            expect(await s.streamVersion(row.stream), a.id).toBe(gone ? 0 : truth.get(a.id)!.version);
+            expect(row.archived, a.id).toEqual(gone ? { file: out, at: expect.any(String) } : undefined);
+          }
+        });
         for (const a of actors) {
-          const row = (await s.getActor(a.id))!;
           const gone = archived.includes(a);
-          expect(await s.streamVersion(row.stream), a.id).toBe(gone ? 0 : truth.get(a.id)!.version);
-          expect(row.archived, a.id).toEqual(gone ? { file: out, at: expect.any(String) } : undefined);
+          expect(await inspect(log, a.id), a.id).toMatchObject(
+            gone
+              ? { state: truth.get(a.id)!.state, archived: { file: out } }
+              : { state: truth.get(a.id)!.state, context: truth.get(a.id)!.context },
+          );
         }
-      });
-      for (const a of actors) {
-        const gone = archived.includes(a);
-        expect(await inspect(log, a.id), a.id).toMatchObject(
-          gone
-            ? { state: truth.get(a.id)!.state, archived: { file: out } }
-            : { state: truth.get(a.id)!.state, context: truth.get(a.id)!.context },
-        );
-      }
-      const ps = JSON.parse((await runCli(['ps', '--all', ...log.where, '--json'])).stdout()) as {
-        id: string;
-        archived: { file: string } | null;
-      }[];
-      expect(
-        ps
-          .filter((x) => x.archived?.file === out)
-          .map((x) => x.id)
-          .sort(),
-      ).toEqual(archived.map((a) => a.id).sort());
-      for (const a of archived.filter((_, i) => i % 3 === 0)) {
-        const rep = await runCli(['replay', '--file', out, a.id, '--json']);
-        expect(rep.code, rep.stderr()).toBe(0);
-        const view = JSON.parse(rep.stdout()) as { state: string; to: number; context: unknown };
-        expect({ state: view.state, version: view.to, context: view.context }, a.id).toEqual(truth.get(a.id));
-      }
-      expect(await verify(log)).toMatchObject({ code: 0, report: { ok: true, archives: 1, findings: [] } });
+        const ps = JSON.parse((await runCli(['ps', '--all', ...log.where, '--json'])).stdout()) as {
+          id: string;
+          archived: { file: string } | null;
+        }[];
+        expect(
+          ps
+            .filter((x) => x.archived?.file === out)
+            .map((x) => x.id)
+            .sort(),
+        ).toEqual(archived.map((a) => a.id).sort());
+        for (const a of archived.filter((_, i) => i % 3 === 0)) {
+          const rep = await runCli(['replay', '--file', out, a.id, '--json']);
+          expect(rep.code, rep.stderr()).toBe(0);
+          const view = JSON.parse(rep.stdout()) as { state: string; to: number; context: unknown };
+          expect({ state: view.state, version: view.to, context: view.context }, a.id).toEqual(truth.get(a.id));
+        }
+        expect(await verify(log)).toMatchObject({ code: 0, report: { ok: true, archives: 1, findings: [] } });
 
-      expect(await archive(log, cutoffAfter(actors, 19), join(log.home, 'second.jsonl.gz'))).toMatchObject({
-        actors: 5,
-      });
-      const head = await log.read((s) => s.lastSeq());
-      expect(await archive(log, '2030-01-01T00:00:00.000Z', join(log.home, 'third.jsonl.gz'))).toMatchObject({
-        actors: 5,
-        lastSeq: head,
-      });
-      expect(await verify(log)).toMatchObject({ code: 0, report: { ok: true, archives: 3, findings: [] } });
-      // The tail went; a position is never given twice.
-      expect(await appendNew('inst_after')).toBe(head + 1);
-      expect(await verify(log)).toMatchObject({ code: 0, report: { ok: true, archives: 3, findings: [] } });
-      expect(await archive(log, '2030-01-01T00:00:00.000Z', join(log.home, 'none.jsonl.gz'))).toMatchObject({
-        file: null,
-        actors: 0,
-      });
-    }, 180_000);
+        expect(await archive(log, cutoffAfter(actors, 19), join(log.home, 'second.jsonl.gz'))).toMatchObject({
+          actors: 5,
+        });
+        const head = await log.read((s) => s.lastSeq());
+        expect(await archive(log, '2030-01-01T00:00:00.000Z', join(log.home, 'third.jsonl.gz'))).toMatchObject({
+          actors: 5,
+          lastSeq: head,
+        });
+        expect(await verify(log)).toMatchObject({ code: 0, report: { ok: true, archives: 3, findings: [] } });
+        // The tail went; a position is never given twice.
+        expect(await appendNew('inst_after')).toBe(head + 1);
+        expect(await verify(log)).toMatchObject({ code: 0, report: { ok: true, archives: 3, findings: [] } });
+        expect(await archive(log, '2030-01-01T00:00:00.000Z', join(log.home, 'none.jsonl.gz'))).toMatchObject({
+          file: null,
+          actors: 0,
+        });
+      },
+      180_000,
+    );
 
     it('verify names a changed archive (ARCHIVE_DAMAGED) and a deleted snapshot (SNAPSHOT_MISSING)', async () => {
       const { log, actors } = await built(10, 2);

@@ -136,7 +136,8 @@ export function eventStoreContract(name: string, h: ContractHarness): void {
         },
       });
       spec(
-        'an event time that is not an ISO 8601 string is refused before anything is written, so verify never sees a link hashed from another text',
+        'an event time that is not an ISO 8601 string is refused before anything ' +
+          'is written, so verify never sees a link hashed from another text',
         {
           given: { 'order-1': ['a'] },
           when: (s) =>

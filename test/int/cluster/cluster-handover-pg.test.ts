@@ -135,7 +135,10 @@ describe('hand-over of stop, kill, logs and exec --node between cluster nodes', 
           stoppedAt: null,
         });
         await cluster.sql(
-          "INSERT INTO nodes (node, pid, host, started_at, beat_at, interval_ms, stopped_at) VALUES ('quiet', 1, 'h', '2026-01-01T00:00:00.000Z', to_char((clock_timestamp() - interval '1 minute') AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 5000, NULL)",
+          'INSERT INTO nodes (node, pid, host, started_at, beat_at, interval_ms, stopped_at) ' +
+            "VALUES ('quiet', 1, 'h', '2026-01-01T00:00:00.000Z', " +
+            "to_char((clock_timestamp() - interval '1 minute') AT TIME ZONE 'UTC', " +
+            '\'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"\'), 5000, NULL)',
         );
         const loads = new Map(nodeLoads(await skewed.clusterRecords()).map((n) => [n.node, n.live]));
         expect(Object.fromEntries(loads)).toMatchObject({ a: true, b: true, c: true, skewed: true, quiet: false });

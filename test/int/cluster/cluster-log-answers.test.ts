@@ -99,7 +99,9 @@ describe('answers that match the log', () => {
         300,
       ).catch((err: Error) => {
         throw new Error(
-          `${err.message}\n${direct}: ${JSON.stringify(cluster.events(direct))}\n${placed}: ${JSON.stringify(cluster.events(placed))}\nb: ${b.stderr().slice(-2000)}\nc: ${c.stderr().slice(-2000)}`,
+          `${err.message}\n${direct}: ${JSON.stringify(cluster.events(direct))}\n` +
+            `${placed}: ${JSON.stringify(cluster.events(placed))}\n` +
+            `b: ${b.stderr().slice(-2000)}\nc: ${c.stderr().slice(-2000)}`,
         );
       });
       a.signal('SIGCONT');
@@ -205,7 +207,8 @@ describe('answers that match the log', () => {
   );
 
   it(
-    'an execution pinned to a dead node is answered NODE_UNAVAILABLE and never runs; asked to wait, it waits for the node up to its deadline',
+    'an execution pinned to a dead node is answered NODE_UNAVAILABLE and never runs; ' +
+      'asked to wait, it waits for the node up to its deadline',
     { timeout: 600_000 },
     async () => {
       const cluster = await createCluster({ tag: 'pinned', ttlMs: TTL });

@@ -25,7 +25,8 @@ async function nodesApi(n: ClusterNode): Promise<any> {
 
 describe('the nodes of a cluster', () => {
   it(
-    'GET /api/nodes, runlog nodes and the inspector show each node, its heartbeat, whether it is live and what it owns; after kill -9 of one, its actor is owned by the survivor',
+    'GET /api/nodes, runlog nodes and the inspector show each node, its heartbeat, ' +
+      'whether it is live and what it owns; after kill -9 of one, its actor is owned by the survivor',
     { timeout: 300_000 },
     async () => {
       requireProot();

@@ -68,7 +68,8 @@ async function expectConsistentLog(cluster: Cluster): Promise<RecordedEvent[]> {
 
 describe('PostgreSQL restarting under a cluster', () => {
   it(
-    'pg_ctl stop -m fast, then -m immediate, and start: supervisors survive, appends meanwhile fail typed and lose nothing, leases and heartbeats resume, the log stays consistent',
+    'pg_ctl stop -m fast, then -m immediate, and start: supervisors survive, ' +
+      'appends meanwhile fail typed and lose nothing, leases and heartbeats resume, the log stays consistent',
     { timeout: 600_000 },
     async () => {
       requireProot();
@@ -185,7 +186,10 @@ describe('PostgreSQL restarting under a cluster', () => {
   );
 
   it(
-    'mid-burst: pg_ctl restart -m fast, then kill -9 of the postmaster, while spawns and executions (Docker) are in flight through three supervisors: they reconnect, every acknowledged request is complete and owned by a live node, every failed one is typed and left no trace, nothing ran twice, no container is unaccounted for',
+    'mid-burst: pg_ctl restart -m fast, then kill -9 of the postmaster, ' +
+      'while spawns and executions (Docker) are in flight through three supervisors: ' +
+      'they reconnect, every acknowledged request is complete and owned by a live node, ' +
+      'every failed one is typed and left no trace, nothing ran twice, no container is unaccounted for',
     { timeout: 900_000 },
     async () => {
       await requireDockerAppBase();

@@ -34,7 +34,8 @@ afterAll(async () => {
 
 describe('a cluster of supervisors on PostgreSQL', () => {
   it(
-    'SIGSTOP past the lease: a survivor takes over and restarts the instance; the woken supervisor is fenced, kills its own sandbox of it, adds nothing to the log, and hands a stop to the owner',
+    'SIGSTOP past the lease: a survivor takes over and restarts the instance; the woken supervisor is fenced, ' +
+      'kills its own sandbox of it, adds nothing to the log, and hands a stop to the owner',
     { timeout: 600_000 },
     async () => {
       await requireDockerAppBase();
@@ -124,7 +125,8 @@ describe('a cluster of supervisors on PostgreSQL', () => {
   );
 
   it(
-    'kill -9 one of three during a burst of spawns: every acknowledged spawn is in the log, owned by a survivor; restartable instances run again there, the others are recorded lost',
+    'kill -9 one of three during a burst of spawns: every acknowledged spawn is in the log, ' +
+      'owned by a survivor; restartable instances run again there, the others are recorded lost',
     { timeout: 600_000 },
     async () => {
       requireProot();
@@ -234,7 +236,8 @@ describe('a cluster of supervisors on PostgreSQL', () => {
   );
 
   it(
-    'kill -9 during executions: away past the collect grace, a survivor fails it (lost), no container of it is left and the node appends nothing when back; back in time, the node collects it itself (run once)',
+    'kill -9 during executions: away past the collect grace, a survivor fails it (lost), no container of ' +
+      'it is left and the node appends nothing when back; back in time, the node collects it itself (run once)',
     { timeout: 600_000 },
     async () => {
       await requireDockerAppBase();

@@ -15,7 +15,8 @@ afterAll(cleanupClusters);
 
 describe('a node that comes back after kill -9', () => {
   it(
-    'finds its instance restarted on another node, its stale container removed by the survivor; it appends nothing, and the instance keeps running there',
+    'finds its instance restarted on another node, its stale container removed by the survivor; ' +
+      'it appends nothing, and the instance keeps running there',
     { timeout: 600_000 },
     async () => {
       await requireDockerAppBase();

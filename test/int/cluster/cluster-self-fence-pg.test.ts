@@ -74,7 +74,8 @@ describe('one running copy of an instance', () => {
         200,
       ).catch(async (err: Error) => {
         throw new Error(
-          `${err.message}\ncontainers on a: ${JSON.stringify((await containersOf(id, 'a')).map((c) => c.State))}\na: ${a.stderr().slice(-3000)}`,
+          `${err.message}\ncontainers on a: ${JSON.stringify((await containersOf(id, 'a')).map((c) => c.State))}\n` +
+            `a: ${a.stderr().slice(-3000)}`,
         );
       });
       // Past the time a's app would have answered its health check: nothing of a's came back, the instance runs on b.
@@ -103,7 +104,8 @@ describe('one running copy of an instance', () => {
   );
 
   it(
-    'a node cut off PostgreSQL stops its own container of the instance before another node starts one; back, it lets go and only the owner runs it',
+    'a node cut off PostgreSQL stops its own container of the instance before another node starts one; ' +
+      'back, it lets go and only the owner runs it',
     { timeout: 600_000 },
     async () => {
       await requireDockerAppBase();

@@ -64,7 +64,8 @@ describe('a heartbeat on PostgreSQL read by a reader with a skewed clock', () =>
       });
       // Its last beat was a minute ago on the server's clock: twelve intervals missed.
       await node.pg.sql(
-        `UPDATE nodes SET beat_at = to_char((clock_timestamp() - interval '1 minute') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') WHERE node = 'b'`,
+        `UPDATE nodes SET beat_at = to_char((clock_timestamp() - interval '1 minute') AT TIME ZONE 'UTC', ` +
+          `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') WHERE node = 'b'`,
         [],
       );
     } finally {

@@ -221,37 +221,43 @@ describe('materializing one volume from several processes on one daemon', () => 
     expect(await engine.listContainers({ 'runlog.lock-for': volume }, { all: true })).toEqual([]);
   });
 
-  it('a process killed with SIGKILL mid-copy does not wedge the others: its lock is taken over and its unsealed volume redone', async () => {
-    const since = await watch();
-    const req = { kind: 'code', image: runtime, codeFile: await codeFile() };
-    const a = start({ ...req, holdAt: 'upload:done' });
-    await a.said('ready');
-    a.send('go');
-    await a.said('at upload:done');
-    a.proc.kill('SIGKILL');
-    await a.exited;
-    // What it left: its lock, its carrier, a filled volume without a seal.
-    const [lock] = await engine.listContainers(
-      { 'runlog.test-run': RUN, 'runlog.kind': 'materializer-lock' },
-      { all: true },
-    );
-    const volume = lock!.labels['runlog.lock-for']!;
-    const [leftCarrier] = await carriersCreated(since, volume);
-    expect(await engine.inspectContainer(leftCarrier!)).not.toBeNull();
-    expect(await engine.inspectVolume(volume)).not.toBeNull();
-    expect(await engine.inspectVolume(`${volume}-sealed`)).toBeNull();
+  it(
+    'a process killed with SIGKILL mid-copy does not wedge the others: ' +
+      'its lock is taken over and its unsealed volume redone',
+    async () => {
+      const since = await watch();
+      const req = { kind: 'code', image: runtime, codeFile: await codeFile() };
+      const a = start({ ...req, holdAt: 'upload:done' });
+      await a.said('ready');
+      a.send('go');
+      await a.said('at upload:done');
+      a.proc.kill('SIGKILL');
+      await a.exited;
+      // What it left: its lock, its carrier, a filled volume without a seal.
+      const [lock] = await engine.listContainers(
+        { 'runlog.test-run': RUN, 'runlog.kind': 'materializer-lock' },
+        { all: true },
+      );
+      const volume = lock!.labels['runlog.lock-for']!;
+      const [leftCarrier] = await carriersCreated(since, volume);
+      expect(await engine.inspectContainer(leftCarrier!)).not.toBeNull();
+      expect(await engine.inspectVolume(volume)).not.toBeNull();
+      expect(await engine.inspectVolume(`${volume}-sealed`)).toBeNull();
 
-    const b = start(req);
-    await b.said('ready');
-    b.send('go');
-    const out = await b.outcome;
-    expect(ok(out)).toMatchObject({ volume, cached: false, entries: 1 });
-    expect(out.steps).toContain('create-volume:done'); // redone, not taken as it was
-    expect(await engine.inspectContainer(leftCarrier!)).toBeNull();
-    expect(await engine.inspectContainer(lock!.id)).toBeNull();
-    expect(await carriersCreated(since, volume)).toHaveLength(2);
-    expect(await engine.inspectVolume(`${volume}-sealed`)).not.toBeNull();
-    expect((await volumeFile(volume, runtime, 'main.mjs')).toString()).toMatch(/^export const id = '[0-9a-f]{16}';\n$/);
-    expect(await engine.listContainers({ 'runlog.lock-for': volume }, { all: true })).toEqual([]);
-  });
+      const b = start(req);
+      await b.said('ready');
+      b.send('go');
+      const out = await b.outcome;
+      expect(ok(out)).toMatchObject({ volume, cached: false, entries: 1 });
+      expect(out.steps).toContain('create-volume:done'); // redone, not taken as it was
+      expect(await engine.inspectContainer(leftCarrier!)).toBeNull();
+      expect(await engine.inspectContainer(lock!.id)).toBeNull();
+      expect(await carriersCreated(since, volume)).toHaveLength(2);
+      expect(await engine.inspectVolume(`${volume}-sealed`)).not.toBeNull();
+      expect((await volumeFile(volume, runtime, 'main.mjs')).toString()).toMatch(
+        /^export const id = '[0-9a-f]{16}';\n$/,
+      );
+      expect(await engine.listContainers({ 'runlog.lock-for': volume }, { all: true })).toEqual([]);
+    },
+  );
 });

@@ -128,59 +128,63 @@ afterAll(async () => {
 });
 
 describe('the CPU of pre-started sandboxes', () => {
-  it('a runtime that burns CPU before reading stdin has its pre-started sandbox removed as idle-cpu, once, and its key is not pre-started again', async () => {
-    const rl = await open();
-    const code = await publishFiles('burn', { 'index.mjs': CODE, 'burn.mjs': BURN }, burning);
-    const first = await rl.execute({ uri: code.uri, handler: 'ok', input: {} });
-    expect(first.failure).toBeUndefined();
-    expect(first.output).toEqual({ ok: true });
-    await until(
-      'the pre-started sandbox removed as idle-cpu',
-      async () => (await facts(rl, 'pool.sandbox-removed')).some((d) => d.reason === 'idle-cpu'),
-      60_000,
-    );
-    const removed = await facts(rl, 'pool.sandbox-removed');
-    expect(removed).toEqual([
-      {
-        sandbox: expect.any(String),
-        containerId: expect.any(String),
-        reason: 'idle-cpu',
-        idleCpuMs: expect.any(Number),
-        idleCpuBoundMs: BOUND_MS,
-      },
-    ]);
-    expect(removed[0]!.idleCpuMs as number).toBeGreaterThan(BOUND_MS);
-    expect(
-      await docker
-        .getContainer(removed[0]!.containerId as string)
-        .inspect()
-        .catch(() => null),
-    ).toBeNull();
-    expect(await facts(rl, 'pool.prestart-stopped')).toEqual([
-      {
-        key: expect.any(String),
-        uri: code.uri,
-        reason: 'idle-cpu',
-        idleCpuMs: expect.any(Number),
-        idleCpuBoundMs: BOUND_MS,
-      },
-    ]);
+  it(
+    'a runtime that burns CPU before reading stdin has its pre-started sandbox removed as idle-cpu, ' +
+      'once, and its key is not pre-started again',
+    async () => {
+      const rl = await open();
+      const code = await publishFiles('burn', { 'index.mjs': CODE, 'burn.mjs': BURN }, burning);
+      const first = await rl.execute({ uri: code.uri, handler: 'ok', input: {} });
+      expect(first.failure).toBeUndefined();
+      expect(first.output).toEqual({ ok: true });
+      await until(
+        'the pre-started sandbox removed as idle-cpu',
+        async () => (await facts(rl, 'pool.sandbox-removed')).some((d) => d.reason === 'idle-cpu'),
+        60_000,
+      );
+      const removed = await facts(rl, 'pool.sandbox-removed');
+      expect(removed).toEqual([
+        {
+          sandbox: expect.any(String),
+          containerId: expect.any(String),
+          reason: 'idle-cpu',
+          idleCpuMs: expect.any(Number),
+          idleCpuBoundMs: BOUND_MS,
+        },
+      ]);
+      expect(removed[0]!.idleCpuMs as number).toBeGreaterThan(BOUND_MS);
+      expect(
+        await docker
+          .getContainer(removed[0]!.containerId as string)
+          .inspect()
+          .catch(() => null),
+      ).toBeNull();
+      expect(await facts(rl, 'pool.prestart-stopped')).toEqual([
+        {
+          key: expect.any(String),
+          uri: code.uri,
+          reason: 'idle-cpu',
+          idleCpuMs: expect.any(Number),
+          idleCpuBoundMs: BOUND_MS,
+        },
+      ]);
 
-    const text = await runlogInternals(rl).metrics!.text();
-    expect(metric(text, 'runlog_prestart_idle_cpu_seconds_total')).toBeGreaterThan(BOUND_MS / 1000);
-    expect(metric(text, 'runlog_prestart_sandboxes_removed_total{reason="idle-cpu"}')).toBe(1);
-    expect(metric(text, 'runlog_prestart_stopped_keys')).toBe(1);
+      const text = await runlogInternals(rl).metrics!.text();
+      expect(metric(text, 'runlog_prestart_idle_cpu_seconds_total')).toBeGreaterThan(BOUND_MS / 1000);
+      expect(metric(text, 'runlog_prestart_sandboxes_removed_total{reason="idle-cpu"}')).toBe(1);
+      expect(metric(text, 'runlog_prestart_stopped_keys')).toBe(1);
 
-    // The next call runs in a sandbox of its own, and none is pre-started after it.
-    const second = await rl.execute({ uri: code.uri, handler: 'ok', input: {} });
-    expect(second.output).toEqual({ ok: true });
-    expect((second.view.context as { profile?: { prestarted?: boolean } }).profile).toMatchObject({
-      prestarted: false,
-    });
-    await rl.idle();
-    expect(await facts(rl, 'pool.sandbox-prestarting')).toHaveLength(1);
-    expect(await prestartContainers(rl)).toEqual([]);
-  });
+      // The next call runs in a sandbox of its own, and none is pre-started after it.
+      const second = await rl.execute({ uri: code.uri, handler: 'ok', input: {} });
+      expect(second.output).toEqual({ ok: true });
+      expect((second.view.context as { profile?: { prestarted?: boolean } }).profile).toMatchObject({
+        prestarted: false,
+      });
+      await rl.idle();
+      expect(await facts(rl, 'pool.sandbox-prestarting')).toHaveLength(1);
+      expect(await prestartContainers(rl)).toEqual([]);
+    },
+  );
 
   it("a well-behaved runtime's claimed sandbox records the little CPU it used waiting, read from the Engine's stats", async () => {
     const rl = await open();

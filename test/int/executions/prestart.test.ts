@@ -313,32 +313,36 @@ describe('pre-started one-shot sandboxes', () => {
     expect(profileOf(out).sandboxWaitedMs as number).toBeGreaterThan(timeoutMs);
   });
 
-  it('a supervisor SIGKILLed after the outcome is on disk, before the used container is removed, leaves nothing behind after its restart', async () => {
-    const home = newHome('after-outcome');
-    const code = await publishFiles('after-outcome', { 'index.mjs': 'export const ok = () => ({ ok: true });\n' });
-    const child = startChild(
-      { home, labels: LABELS, plcUrl: pds.plcUrl },
-      { RUNLOG_FAULT: 'after-append', RUNLOG_FAULT_EVENT: 'execution.succeeded' },
-    );
-    children.push(child);
-    expect(await child.ready).toBe(true);
-    void child.send('execute', { uri: code.uri, handler: 'ok', input: {} });
-    expect((await child.exited).signal).toBe('SIGKILL');
-    const done = child.committed.find((c) => c.eventType === 'execution.succeeded');
-    expect(done).toBeDefined();
-    const executionId = done!.stream.slice('execution-'.length);
-    // Killed with the outcome recorded and its cleanup not run: the used container is still there.
-    const used = await homeContainers(home);
-    expect(used.map((c) => c.Labels['runlog.stream'])).toContain(done!.stream);
+  it(
+    'a supervisor SIGKILLed after the outcome is on disk, ' +
+      'before the used container is removed, leaves nothing behind after its restart',
+    async () => {
+      const home = newHome('after-outcome');
+      const code = await publishFiles('after-outcome', { 'index.mjs': 'export const ok = () => ({ ok: true });\n' });
+      const child = startChild(
+        { home, labels: LABELS, plcUrl: pds.plcUrl },
+        { RUNLOG_FAULT: 'after-append', RUNLOG_FAULT_EVENT: 'execution.succeeded' },
+      );
+      children.push(child);
+      expect(await child.ready).toBe(true);
+      void child.send('execute', { uri: code.uri, handler: 'ok', input: {} });
+      expect((await child.exited).signal).toBe('SIGKILL');
+      const done = child.committed.find((c) => c.eventType === 'execution.succeeded');
+      expect(done).toBeDefined();
+      const executionId = done!.stream.slice('execution-'.length);
+      // Killed with the outcome recorded and its cleanup not run: the used container is still there.
+      const used = await homeContainers(home);
+      expect(used.map((c) => c.Labels['runlog.stream'])).toContain(done!.stream);
 
-    const rl = await open(home);
-    expect(await rl.inspect(executionId)).toMatchObject({ state: 'succeeded' });
-    expect(((await rl.inspect(executionId)).context as { result: { output: unknown } }).result.output).toEqual({
-      ok: true,
-    });
-    expect(await homeContainers(home)).toEqual([]);
-    await rl.close();
-  });
+      const rl = await open(home);
+      expect(await rl.inspect(executionId)).toMatchObject({ state: 'succeeded' });
+      expect(((await rl.inspect(executionId)).context as { result: { output: unknown } }).result.output).toEqual({
+        ok: true,
+      });
+      expect(await homeContainers(home)).toEqual([]);
+      await rl.close();
+    },
+  );
 
   it('a supervisor SIGKILLed with pre-started sandboxes leaves nothing behind after its restart', async () => {
     const home = newHome('killed');

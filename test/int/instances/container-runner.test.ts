@@ -219,7 +219,8 @@ describe('ContainerRunner', () => {
     expect(err).toBeInstanceOf(SandboxError);
     expect((err as SandboxError).code).toBe('HEALTH_MISMATCH');
     expect((err as Error).message).toBe(
-      `[ContainerRunner] ${appId} on port ${port}: health identity mismatch (expected appId=${appId}, got appId=com.example.squatter). Another process is likely squatting this port.`,
+      `[ContainerRunner] ${appId} on port ${port}: health identity mismatch (expected ` +
+        `appId=${appId}, got appId=com.example.squatter). Another process is likely squatting this port.`,
     );
     await until('the container to be removed', async () => (await containersOf(id)).length === 0);
     expect(runner.getHost(id)).toBeNull();
@@ -352,58 +353,62 @@ describe('ContainerRunner', () => {
     expect(await containersOf(id)).toEqual([]);
   });
 
-  it('detach() while a watcher is reporting an exit lets the report finish, onExit told first, and the runner goes on working', async () => {
-    // What the reconciler relies on when the Docker daemon comes back: it detaches the runner, then drops its exit
-    // subscriptions and lists containers. An exit reported half-way (container removed, nobody told) made it record
-    // the instance `lost` (the SIGKILL variant of the daemon restart test).
-    const manifest = ws.installHello({ sandbox: 'container' });
-    // Hold the watcher's removal of this container until the test lets it go.
-    let armed = '';
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    let removing!: () => void;
-    const removalStarted = new Promise<void>((r) => (removing = r));
-    // The runner reaches Docker only through its engine port: this one holds removals of the armed container.
-    const real = createDockerEngine();
-    const gated: DockerEngine = new Proxy(real, {
-      get(target, prop) {
-        if (prop === 'removeContainer') {
-          return async (cid: string, opts?: { force?: boolean }) => {
-            if (armed !== '' && cid === armed) {
-              removing();
-              await gate;
-            }
-            return target.removeContainer(cid, opts);
-          };
-        }
-        const value: unknown = Reflect.get(target, prop, target);
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
-    });
-    const first = newRunner(gated);
-    const id = nextId();
-    const r = await first.spawn(id, HELLO_APP_ID, ports.allocate(id), manifest);
-    let told: ExitInfo | null = null;
-    first.onExit(id, (x) => (told = x));
-    armed = r.containerId!;
-    await docker.getContainer(r.containerId!).kill();
-    await removalStarted; // the watcher knows the exit and is removing the container
-    let detached = false;
-    const detaching = first.detach().then(() => (detached = true));
-    await new Promise((res) => setImmediate(res));
-    expect(detached).toBe(false); // detach() waits for the report in flight …
-    release();
-    await detaching;
-    expect(told).toEqual({ code: 137, signal: 'SIGKILL', expected: false }); // … which told onExit before it returned
-    expect(await containersOf(id)).toEqual([]);
-    // Detached is not closed: what the runner spawns next is watched as before.
-    const next = nextId();
-    await first.spawn(next, HELLO_APP_ID, ports.allocate(next), manifest);
-    const exitNext = new Promise<ExitInfo>((res) => first.onExit(next, res));
-    await first.kill(next);
-    expect(await exitNext).toEqual({ code: 0, signal: null, expected: true });
-    await first.close();
-  });
+  it(
+    'detach() while a watcher is reporting an exit lets the report finish, ' +
+      'onExit told first, and the runner goes on working',
+    async () => {
+      // What the reconciler relies on when the Docker daemon comes back: it detaches the runner, then drops its exit
+      // subscriptions and lists containers. An exit reported half-way (container removed, nobody told) made it record
+      // the instance `lost` (the SIGKILL variant of the daemon restart test).
+      const manifest = ws.installHello({ sandbox: 'container' });
+      // Hold the watcher's removal of this container until the test lets it go.
+      let armed = '';
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let removing!: () => void;
+      const removalStarted = new Promise<void>((r) => (removing = r));
+      // The runner reaches Docker only through its engine port: this one holds removals of the armed container.
+      const real = createDockerEngine();
+      const gated: DockerEngine = new Proxy(real, {
+        get(target, prop) {
+          if (prop === 'removeContainer') {
+            return async (cid: string, opts?: { force?: boolean }) => {
+              if (armed !== '' && cid === armed) {
+                removing();
+                await gate;
+              }
+              return target.removeContainer(cid, opts);
+            };
+          }
+          const value: unknown = Reflect.get(target, prop, target);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+      const first = newRunner(gated);
+      const id = nextId();
+      const r = await first.spawn(id, HELLO_APP_ID, ports.allocate(id), manifest);
+      let told: ExitInfo | null = null;
+      first.onExit(id, (x) => (told = x));
+      armed = r.containerId!;
+      await docker.getContainer(r.containerId!).kill();
+      await removalStarted; // the watcher knows the exit and is removing the container
+      let detached = false;
+      const detaching = first.detach().then(() => (detached = true));
+      await new Promise((res) => setImmediate(res));
+      expect(detached).toBe(false); // detach() waits for the report in flight …
+      release();
+      await detaching;
+      expect(told).toEqual({ code: 137, signal: 'SIGKILL', expected: false }); // … which told onExit before it returned
+      expect(await containersOf(id)).toEqual([]);
+      // Detached is not closed: what the runner spawns next is watched as before.
+      const next = nextId();
+      await first.spawn(next, HELLO_APP_ID, ports.allocate(next), manifest);
+      const exitNext = new Promise<ExitInfo>((res) => first.onExit(next, res));
+      await first.kill(next);
+      expect(await exitNext).toEqual({ code: 0, signal: null, expected: true });
+      await first.close();
+    },
+  );
 
   it('reports an orphan that exited while nobody watched, with its exit code', async () => {
     const manifest = ws.installHello({ sandbox: 'container' });

@@ -168,28 +168,32 @@ describe('the calls the runner and the engine watch moved onto the port', () => 
     expect(await sub.ended).toBeNull();
   });
 
-  it('inspect reports pid, env and network addresses; a wait ends at exit; logs since a time; stop of a stopped container is fine', async () => {
-    const id = await engine.createContainer({
-      Image: image,
-      Cmd: ['/bin/sh', '-c', 'echo out; echo err >&2'],
-      Env: ['A=1'],
-      Labels: LABELS,
-      HostConfig: { NetworkMode: 'none' },
-    });
-    const before = await engine.inspectContainer(id);
-    expect(before).toMatchObject({ id, pid: 0, state: { running: false, startedAt: null } });
-    expect(before?.env).toContain('A=1');
-    expect(Object.keys(before?.networks ?? {})).toEqual(['none']);
-    await engine.start(id);
-    expect(await engine.waitNotRunning(id)).toEqual({ statusCode: 0 });
-    const out = await engine.logs(id, { sinceSec: 0 });
-    const chunks: Buffer[] = [];
-    for await (const c of out) chunks.push(c as Buffer);
-    const text = Buffer.concat(chunks).toString('latin1'); // multiplexed frames: 8-byte headers around each line
-    expect(text).toContain('out\n');
-    expect(text).toContain('err\n');
-    await expect(engine.stop(id, { timeoutSec: 1 })).resolves.toBeUndefined();
-  });
+  it(
+    'inspect reports pid, env and network addresses; a wait ends at exit; ' +
+      'logs since a time; stop of a stopped container is fine',
+    async () => {
+      const id = await engine.createContainer({
+        Image: image,
+        Cmd: ['/bin/sh', '-c', 'echo out; echo err >&2'],
+        Env: ['A=1'],
+        Labels: LABELS,
+        HostConfig: { NetworkMode: 'none' },
+      });
+      const before = await engine.inspectContainer(id);
+      expect(before).toMatchObject({ id, pid: 0, state: { running: false, startedAt: null } });
+      expect(before?.env).toContain('A=1');
+      expect(Object.keys(before?.networks ?? {})).toEqual(['none']);
+      await engine.start(id);
+      expect(await engine.waitNotRunning(id)).toEqual({ statusCode: 0 });
+      const out = await engine.logs(id, { sinceSec: 0 });
+      const chunks: Buffer[] = [];
+      for await (const c of out) chunks.push(c as Buffer);
+      const text = Buffer.concat(chunks).toString('latin1'); // multiplexed frames: 8-byte headers around each line
+      expect(text).toContain('out\n');
+      expect(text).toContain('err\n');
+      await expect(engine.stop(id, { timeoutSec: 1 })).resolves.toBeUndefined();
+    },
+  );
 
   it('a wait ended by its signal rejects, and the container is left as it was', async () => {
     const id = await engine.createContainer({

@@ -165,7 +165,9 @@ describe.each(['proot', 'container'] as const)('%s sandbox', (sandbox) => {
     expect(err).toMatchObject({ code: 'SPAWN_FAILED' });
     expect(err.message).toMatch(
       new RegExp(
-        `${liarId.replace(/\./g, '\\.')} on port \\d+: health identity mismatch \\(expected appId=${liarId.replace(/\./g, '\\.')}, got appId=com\\.example\\.squatter\\)\\. Another process is likely squatting this port\\.`,
+        `${liarId.replace(/\./g, '\\.')} on port \\d+: health identity mismatch \\(expected ` +
+          `appId=${liarId.replace(/\./g, '\\.')}, got appId=com\\.example\\.squatter\\)\\. ` +
+          `Another process is likely squatting this port\\.`,
       ),
     );
     const view = await rl.inspect(err.details.instanceId);

@@ -204,7 +204,8 @@ describe('ProotRunner', () => {
       expect(err).toBeInstanceOf(SandboxError);
       expect((err as SandboxError).code).toBe('HEALTH_MISMATCH');
       expect((err as Error).message).toBe(
-        `[ProotRunner] ${HELLO_APP_ID} on port ${port}: health identity mismatch (expected appId=${HELLO_APP_ID}, got appId=com.example.squatter). Another process is likely squatting this port.`,
+        `[ProotRunner] ${HELLO_APP_ID} on port ${port}: health identity mismatch (expected ` +
+          `appId=${HELLO_APP_ID}, got appId=com.example.squatter). Another process is likely squatting this port.`,
       );
       expect(runner.getHost(id)).toBeNull();
       expect(prootChildren()).toEqual([]);
@@ -239,7 +240,8 @@ describe('ProotRunner', () => {
     const id = nextId();
     const port = ports.allocate(id);
     await expect(runner.spawn(id, appId, port, manifest)).rejects.toThrow(
-      `[ProotRunner] ${appId} on port ${port}: health identity mismatch (expected appId=${appId}, got appId=com.example.squatter). Another process is likely squatting this port.`,
+      `[ProotRunner] ${appId} on port ${port}: health identity mismatch (expected ` +
+        `appId=${appId}, got appId=com.example.squatter). Another process is likely squatting this port.`,
     );
     await until('the liar to stop listening', () => !readListeningPorts().has(port));
     expect(prootChildren()).toEqual([]);
@@ -425,7 +427,9 @@ describe('ProotRunner', () => {
       script,
       `
       import { ProotRunner } from ${JSON.stringify(join(REPO, 'src/adapters/sandbox/proot-runner.ts'))};
-      const runner = new ProotRunner({ home: ${JSON.stringify(ws.home)}, workspaceDir: ${JSON.stringify(ws.workspace)}, rootfs: ${JSON.stringify(ROOTFS)}, osApiBase: 'http://127.0.0.1:7070' });
+      const runner = new ProotRunner({ home: ${JSON.stringify(ws.home)}, ` +
+        `workspaceDir: ${JSON.stringify(ws.workspace)}, ` +
+        `rootfs: ${JSON.stringify(ROOTFS)}, osApiBase: 'http://127.0.0.1:7070' });
       const r = await runner.spawn(${JSON.stringify(id)}, ${JSON.stringify(HELLO_APP_ID)}, ${port}, ${JSON.stringify(manifest)});
       console.log(JSON.stringify(r));
       setInterval(() => {}, 1000);
@@ -493,7 +497,8 @@ describe('identity gate (waitHealthy)', () => {
     const v = await waitHealthy({ ...base, port });
     expect(v).toMatchObject({ kind: 'mismatch', claimedApp: 'com.aura.bar', claimedInstance: 'bar-1' });
     expect(v.kind === 'mismatch' && v.message).toBe(
-      `[ProotRunner] com.aura.foo on port ${port}: health identity mismatch (expected appId=com.aura.foo, got appId=com.aura.bar). Another process is likely squatting this port.`,
+      `[ProotRunner] com.aura.foo on port ${port}: health identity mismatch ` +
+        `(expected appId=com.aura.foo, got appId=com.aura.bar). Another process is likely squatting this port.`,
     );
   });
 

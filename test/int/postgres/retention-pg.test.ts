@@ -199,21 +199,26 @@ describe('runlog archive on PostgreSQL', () => {
     });
   }, 120_000);
 
-  it("a store's own archive run (the Archiving capability) lists what it archived with where the events went, without reopening", async () => {
-    const { store, home, actors } = await newLog(6, 1);
-    const before = cutoffAfter(actors, 4);
-    const archived = actors.filter((a) => !a.live && a.endedAt < before);
-    expect(archived).toHaveLength(4);
-    const out = join(home, 'own.jsonl.gz');
-    await withStore(store, async (s) => {
-      expect(await s.archiveEnded({ before, out })).toMatchObject({ file: out, actors: 4, vacuum: 'plain' });
-      for (const a of actors)
-        expect((await s.getActor(a.id))?.archived, a.id).toEqual(
-          archived.includes(a) ? { file: out, at: expect.any(String) } : undefined,
-        );
-    });
-    expect(await verify(store)).toMatchObject({ code: 0, report: { ok: true, archives: 1, findings: [] } });
-  }, 120_000);
+  it(
+    "a store's own archive run (the Archiving capability) " +
+      'lists what it archived with where the events went, without reopening',
+    async () => {
+      const { store, home, actors } = await newLog(6, 1);
+      const before = cutoffAfter(actors, 4);
+      const archived = actors.filter((a) => !a.live && a.endedAt < before);
+      expect(archived).toHaveLength(4);
+      const out = join(home, 'own.jsonl.gz');
+      await withStore(store, async (s) => {
+        expect(await s.archiveEnded({ before, out })).toMatchObject({ file: out, actors: 4, vacuum: 'plain' });
+        for (const a of actors)
+          expect((await s.getActor(a.id))?.archived, a.id).toEqual(
+            archived.includes(a) ? { file: out, at: expect.any(String) } : undefined,
+          );
+      });
+      expect(await verify(store)).toMatchObject({ code: 0, report: { ok: true, archives: 1, findings: [] } });
+    },
+    120_000,
+  );
 
   it("serve --retain's schedule on PostgreSQL: skips a run while another node archives, archives once it is free", async () => {
     const { schema, store, home } = await newLog(6, 1);
@@ -296,7 +301,8 @@ describe('runlog archive on PostgreSQL', () => {
     ).toEqual([]);
     // Positions only grew: the events after the run sit above everything the archive held.
     const { rows } = await db.admin.query(
-      `SELECT min(seq)::integer AS s FROM ${schema}.events WHERE stream LIKE 'instance-inst_side%' AND seq > (SELECT last_seq FROM ${schema}.archives)`,
+      `SELECT min(seq)::integer AS s FROM ${schema}.events WHERE stream LIKE 'instance-inst_side%' AND seq > ` +
+        `(SELECT last_seq FROM ${schema}.archives)`,
     );
     expect(rows[0].s).not.toBeNull();
   }, 180_000);
@@ -337,7 +343,8 @@ describe('an archiver stopped between two statements', () => {
     try {
       await atRemoving; // the archiver stands still there (a stop between two statements of its run)
       const { rows } = await appender.query(
-        "SELECT o_ok FROM append_event('instance-while-archiving', 'no-stream', 'instance.requested', 1, '{}', '{}', '2026-09-02T00:00:00.000Z')",
+        "SELECT o_ok FROM append_event('instance-while-archiving', 'no-stream', " +
+          "'instance.requested', 1, '{}', '{}', '2026-09-02T00:00:00.000Z')",
       );
       expect(rows).toEqual([{ o_ok: true }]);
     } finally {

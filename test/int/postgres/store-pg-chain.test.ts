@@ -54,7 +54,8 @@ describe('the hash chain on PostgreSQL', () => {
         { stream: 'instance-a', events: [{ type: 'x', data: { i: 3 } }], expectedVersion: 2 },
       ]);
       const { rows } = await db.admin.query(
-        `SELECT seq::integer, stream, version, type, schema, at, data::text AS data, meta::text AS meta, hash FROM ${schema}.events ORDER BY seq`,
+        `SELECT seq::integer, stream, version, type, schema, at, data::text AS data, ` +
+          `meta::text AS meta, hash FROM ${schema}.events ORDER BY seq`,
       );
       expect(rows.map((r) => r.seq)).toEqual([1, 2, 3, 4]);
       let prev: Buffer = GENESIS;
@@ -145,7 +146,8 @@ describe('the hash chain on PostgreSQL', () => {
     await db.admin.query(`SET search_path TO ${schema}`);
     try {
       await db.admin.query(
-        `CREATE TABLE runlog_schema (application text NOT NULL, version integer NOT NULL); INSERT INTO runlog_schema VALUES ('runlog-event-log', 3)`,
+        `CREATE TABLE runlog_schema (application text NOT NULL, version integer NOT NULL); ` +
+          `INSERT INTO runlog_schema VALUES ('runlog-event-log', 3)`,
       );
       for (const m of PG_MIGRATIONS.slice(0, 3)) await db.admin.query(m);
       await db.admin.query(`SELECT * FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)`, [
@@ -174,86 +176,92 @@ describe('the hash chain on PostgreSQL', () => {
     }
   });
 
-  it('a log whose chain was written by migration 4’s append function is continued, link for link, by the one that replaces it', async () => {
-    const schema = testSchema('chainfn');
-    // Migrations 1–5 (the append function of migration 4), events appended by it: tricky text, a conflict, one
-    // stream twice in a call.
-    await db.admin.query(`CREATE SCHEMA ${schema}`);
-    await db.admin.query(`SET search_path TO ${schema}`);
-    try {
-      await db.admin.query(
-        `CREATE TABLE runlog_schema (application text NOT NULL, version integer NOT NULL); INSERT INTO runlog_schema VALUES ('runlog-event-log', 5)`,
-      );
-      for (const m of PG_MIGRATIONS.slice(0, 5)) await db.admin.query(m);
-      const { rows } = await db.admin.query(`SELECT o_ok FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)`, [
-        ['instance-old', 'instance-x', 'instance-old'],
-        ['no-stream', '7', '2'],
-        [2, 1, 1],
-        ['a', 'b', 'c', 'd'],
-        [1, 1, 1, 1],
-        [JSON.stringify(tricky), '{}', '{"k": "v"}', JSON.stringify({ s: '𝄞' })],
-        ['{}', '{}', '{"who": "ä"}', '{}'],
-        [
-          '2026-01-01T00:00:00.000Z',
-          '2026-01-01T00:00:01.000Z',
-          '2026-01-01T00:00:02.000Z',
-          '2026-01-01T00:00:03.000Z',
-        ],
-      ]);
-      expect(rows.map((r) => r.o_ok)).toEqual([true, false, true]);
-    } finally {
-      await db.admin.query('RESET search_path');
-    }
-    const store = await PgEventStore.open({ url: db.url, schema });
-    try {
-      expect((await db.admin.query(`SELECT version FROM ${schema}.runlog_schema`)).rows).toEqual([
-        { version: PG_LATEST_SCHEMA },
-      ]);
-      await store.appendMany([
-        { stream: 'instance-old', events: [{ type: 'e', data: tricky, meta: { who: 'ä' } }], expectedVersion: 3 },
-        { stream: 'instance-y', events: [{ type: 'f', data: {} }], expectedVersion: 4 }, // a conflict: no link
-        {
-          stream: 'instance-old',
-          events: [
-            { type: 'g', data: { s: '𝄞' } },
-            { type: 'h', data: {} },
+  it(
+    'a log whose chain was written by migration 4’s append function is continued, ' +
+      'link for link, by the one that replaces it',
+    async () => {
+      const schema = testSchema('chainfn');
+      // Migrations 1–5 (the append function of migration 4), events appended by it: tricky text, a conflict, one
+      // stream twice in a call.
+      await db.admin.query(`CREATE SCHEMA ${schema}`);
+      await db.admin.query(`SET search_path TO ${schema}`);
+      try {
+        await db.admin.query(
+          `CREATE TABLE runlog_schema (application text NOT NULL, version integer NOT NULL); ` +
+            `INSERT INTO runlog_schema VALUES ('runlog-event-log', 5)`,
+        );
+        for (const m of PG_MIGRATIONS.slice(0, 5)) await db.admin.query(m);
+        const { rows } = await db.admin.query(`SELECT o_ok FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)`, [
+          ['instance-old', 'instance-x', 'instance-old'],
+          ['no-stream', '7', '2'],
+          [2, 1, 1],
+          ['a', 'b', 'c', 'd'],
+          [1, 1, 1, 1],
+          [JSON.stringify(tricky), '{}', '{"k": "v"}', JSON.stringify({ s: '𝄞' })],
+          ['{}', '{}', '{"who": "ä"}', '{}'],
+          [
+            '2026-01-01T00:00:00.000Z',
+            '2026-01-01T00:00:01.000Z',
+            '2026-01-01T00:00:02.000Z',
+            '2026-01-01T00:00:03.000Z',
           ],
-          expectedVersion: 4,
-        },
-      ]);
-      // One event to one stream goes through migration 7's append_event: a conflict adds no link, the next one
-      // continues the chain.
-      await expect(
-        store.appendToStream('instance-old', [{ type: 'i', data: {} }], { expectedVersion: 5 }),
-      ).rejects.toMatchObject({ code: 'CONCURRENCY' });
-      await store.appendToStream('instance-old', [{ type: 'j', data: tricky, meta: { who: 'ö' } }], {
-        expectedVersion: 6,
-      });
-      const { rows } = await db.admin.query(
-        `SELECT seq::integer, stream, version, type, schema, at, data::text AS data, meta::text AS meta, hash FROM ${schema}.events ORDER BY seq`,
-      );
-      expect(rows.map((r) => [r.stream, r.version])).toEqual([
-        ['instance-old', 1],
-        ['instance-old', 2],
-        ['instance-old', 3],
-        ['instance-old', 4],
-        ['instance-old', 5],
-        ['instance-old', 6],
-        ['instance-old', 7],
-      ]);
-      let prev: Buffer = GENESIS;
-      for (const r of rows) {
-        prev = eventHash(prev, r.seq, r.stream, r.version, r.type, r.schema, r.at, r.data, r.meta);
-        expect(r.hash.toString('hex')).toBe(prev.toString('hex'));
+        ]);
+        expect(rows.map((r) => r.o_ok)).toEqual([true, false, true]);
+      } finally {
+        await db.admin.query('RESET search_path');
       }
-      expect((await db.admin.query(`SELECT seq::integer, hash FROM ${schema}.chain_head`)).rows).toEqual([
-        { seq: 7, hash: prev },
-      ]);
-      expect(await store.verifyChain()).toEqual({ ok: true, events: 7, lastSeq: 7, lastHash: prev });
-    } finally {
-      await store.close();
-    }
-  });
+      const store = await PgEventStore.open({ url: db.url, schema });
+      try {
+        expect((await db.admin.query(`SELECT version FROM ${schema}.runlog_schema`)).rows).toEqual([
+          { version: PG_LATEST_SCHEMA },
+        ]);
+        await store.appendMany([
+          { stream: 'instance-old', events: [{ type: 'e', data: tricky, meta: { who: 'ä' } }], expectedVersion: 3 },
+          { stream: 'instance-y', events: [{ type: 'f', data: {} }], expectedVersion: 4 }, // a conflict: no link
+          {
+            stream: 'instance-old',
+            events: [
+              { type: 'g', data: { s: '𝄞' } },
+              { type: 'h', data: {} },
+            ],
+            expectedVersion: 4,
+          },
+        ]);
+        // One event to one stream goes through migration 7's append_event: a conflict adds no link, the next one
+        // continues the chain.
+        await expect(
+          store.appendToStream('instance-old', [{ type: 'i', data: {} }], { expectedVersion: 5 }),
+        ).rejects.toMatchObject({ code: 'CONCURRENCY' });
+        await store.appendToStream('instance-old', [{ type: 'j', data: tricky, meta: { who: 'ö' } }], {
+          expectedVersion: 6,
+        });
+        const { rows } = await db.admin.query(
+          `SELECT seq::integer, stream, version, type, schema, at, data::text AS data, ` +
+            `meta::text AS meta, hash FROM ${schema}.events ORDER BY seq`,
+        );
+        expect(rows.map((r) => [r.stream, r.version])).toEqual([
+          ['instance-old', 1],
+          ['instance-old', 2],
+          ['instance-old', 3],
+          ['instance-old', 4],
+          ['instance-old', 5],
+          ['instance-old', 6],
+          ['instance-old', 7],
+        ]);
+        let prev: Buffer = GENESIS;
+        for (const r of rows) {
+          prev = eventHash(prev, r.seq, r.stream, r.version, r.type, r.schema, r.at, r.data, r.meta);
+          expect(r.hash.toString('hex')).toBe(prev.toString('hex'));
+        }
+        expect((await db.admin.query(`SELECT seq::integer, hash FROM ${schema}.chain_head`)).rows).toEqual([
+          { seq: 7, hash: prev },
+        ]);
+        expect(await store.verifyChain()).toEqual({ ok: true, events: 7, lastSeq: 7, lastHash: prev });
+      } finally {
+        await store.close();
+      }
+    },
+  );
 });
 
 describe('snapshots on PostgreSQL', () => {

@@ -59,58 +59,67 @@ describe('fenced appends on PostgreSQL', () => {
     expect(await b.leasing!.leases.renew()).toEqual([]);
   });
 
-  it("a node that comes back with its name reclaims its unexpired leases with new tokens (an older incarnation's token is fenced)", async () => {
-    const schema = testSchema('fence');
-    const old = await node(schema, 'a', 5000);
-    await old.appendToStream('instance-f2', [ev('instance.requested')], { expectedVersion: 'no-stream' });
-    const again = await node(schema, 'a', 5000);
-    expect(again.leasing!.leases.owns('instance-f2')).toBe(true);
-    await again.appendToStream('instance-f2', [ev('instance.spawned')], { expectedVersion: 1 });
-    await expect(
-      old.appendToStream('instance-f2', [ev('instance.spawned')], { expectedVersion: 2 }),
-    ).rejects.toBeInstanceOf(FencedError);
-    // Facts (not actor streams) are not leased.
-    await old.appendToStream('reconciler', [ev('reconciler.discovered')], { expectedVersion: 'any' });
-  });
-  it('a claim retried after its first try committed (reply lost) keeps the lease it holds; a claim of a stream another node holds takes nothing', async () => {
-    const schema = testSchema('fence');
-    const a = await node(schema, 'a', 5000);
-    const b = await node(schema, 'b', 5000);
-    const stream = 'execution-retried';
-    const claimOf = (n: string, claimed: Map<string, number>) => ({
-      fence: {
-        node: n,
-        tokens: new Map<string, number>(),
-        claim: { streams: new Set([stream]), ttlMs: 5000, claimed },
-      },
-    });
-    const first = new Map<string, number>();
-    const [o1] = await a.pg.appendMany(
-      [{ stream, events: [ev('execution.requested')], expectedVersion: 'no-stream' }],
-      claimOf('a', first),
-    );
-    expect(o1!.ok).toBe(true);
-    // The retry: the stream exists now, so its first event is refused; the lease is still a's (renewed), not gone.
-    const retry = new Map<string, number>();
-    const [o2] = await a.pg.appendMany(
-      [{ stream, events: [ev('execution.requested')], expectedVersion: 'no-stream' }],
-      claimOf('a', retry),
-    );
-    expect(o2!.ok).toBe(false);
-    const leases = await a.pg.sql<{ node: string; token: string }>('SELECT node, token FROM leases WHERE stream = $1', [
-      stream,
-    ]);
-    expect(leases).toHaveLength(1);
-    expect(leases[0]!.node).toBe('a');
-    expect(retry.get(stream)).toBe(Number(leases[0]!.token));
-    // Another node's claim of it takes nothing and removes nothing.
-    const other = new Map<string, number>();
-    const [o3] = await b.pg.appendMany(
-      [{ stream, events: [ev('execution.requested')], expectedVersion: 'no-stream' }],
-      claimOf('b', other),
-    );
-    expect(o3!.ok).toBe(false);
-    expect(other.size).toBe(0);
-    expect(await a.pg.sql('SELECT node FROM leases WHERE stream = $1', [stream])).toEqual([{ node: 'a' }]);
-  });
+  it(
+    'a node that comes back with its name reclaims its unexpired leases with new tokens ' +
+      "(an older incarnation's token is fenced)",
+    async () => {
+      const schema = testSchema('fence');
+      const old = await node(schema, 'a', 5000);
+      await old.appendToStream('instance-f2', [ev('instance.requested')], { expectedVersion: 'no-stream' });
+      const again = await node(schema, 'a', 5000);
+      expect(again.leasing!.leases.owns('instance-f2')).toBe(true);
+      await again.appendToStream('instance-f2', [ev('instance.spawned')], { expectedVersion: 1 });
+      await expect(
+        old.appendToStream('instance-f2', [ev('instance.spawned')], { expectedVersion: 2 }),
+      ).rejects.toBeInstanceOf(FencedError);
+      // Facts (not actor streams) are not leased.
+      await old.appendToStream('reconciler', [ev('reconciler.discovered')], { expectedVersion: 'any' });
+    },
+  );
+  it(
+    'a claim retried after its first try committed (reply lost) keeps the lease it holds; ' +
+      'a claim of a stream another node holds takes nothing',
+    async () => {
+      const schema = testSchema('fence');
+      const a = await node(schema, 'a', 5000);
+      const b = await node(schema, 'b', 5000);
+      const stream = 'execution-retried';
+      const claimOf = (n: string, claimed: Map<string, number>) => ({
+        fence: {
+          node: n,
+          tokens: new Map<string, number>(),
+          claim: { streams: new Set([stream]), ttlMs: 5000, claimed },
+        },
+      });
+      const first = new Map<string, number>();
+      const [o1] = await a.pg.appendMany(
+        [{ stream, events: [ev('execution.requested')], expectedVersion: 'no-stream' }],
+        claimOf('a', first),
+      );
+      expect(o1!.ok).toBe(true);
+      // The retry: the stream exists now, so its first event is refused; the lease is still a's (renewed), not gone.
+      const retry = new Map<string, number>();
+      const [o2] = await a.pg.appendMany(
+        [{ stream, events: [ev('execution.requested')], expectedVersion: 'no-stream' }],
+        claimOf('a', retry),
+      );
+      expect(o2!.ok).toBe(false);
+      const leases = await a.pg.sql<{ node: string; token: string }>(
+        'SELECT node, token FROM leases WHERE stream = $1',
+        [stream],
+      );
+      expect(leases).toHaveLength(1);
+      expect(leases[0]!.node).toBe('a');
+      expect(retry.get(stream)).toBe(Number(leases[0]!.token));
+      // Another node's claim of it takes nothing and removes nothing.
+      const other = new Map<string, number>();
+      const [o3] = await b.pg.appendMany(
+        [{ stream, events: [ev('execution.requested')], expectedVersion: 'no-stream' }],
+        claimOf('b', other),
+      );
+      expect(o3!.ok).toBe(false);
+      expect(other.size).toBe(0);
+      expect(await a.pg.sql('SELECT node FROM leases WHERE stream = $1', [stream])).toEqual([{ node: 'a' }]);
+    },
+  );
 });

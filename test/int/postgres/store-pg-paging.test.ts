@@ -87,7 +87,8 @@ async function subscribed(store: PgHostStore, from: number): Promise<{ events: R
 
 describe('the PostgreSQL supervisor pages ended actors out of memory, and its reads stay complete', () => {
   it(
-    'holds live actors and recent events only; every ended history and the log from its start are read whole from the database (port, library, API, CLI)',
+    'holds live actors and recent events only; ' +
+      'every ended history and the log from its start are read whole from the database (port, library, API, CLI)',
     { timeout: 300_000 },
     async () => {
       const store = `${pgt.url}?schema=${testSchema('paging')}`;
@@ -384,7 +385,8 @@ describe('the PostgreSQL supervisor pages ended actors out of memory, and its re
     }
 
     it(
-      'never reads ended actors below the window (archived ones, straddling ones, signed ones) and reads everything else; every read answers as the whole copy',
+      'never reads ended actors below the window (archived ones, straddling ones, ' +
+        'signed ones) and reads everything else; every read answers as the whole copy',
       { timeout: 300_000 },
       async () => {
         const store = `${pgt.url}?schema=${testSchema('pgopen')}`;
@@ -505,7 +507,8 @@ describe('the PostgreSQL supervisor pages ended actors out of memory, and its re
     );
 
     it(
-      'each actors row is its stored document without snapshot and rev (dropped by the server), whatever other keys it has; a row it cannot take fails the open',
+      'each actors row is its stored document without snapshot and rev (dropped by the server), ' +
+        'whatever other keys it has; a row it cannot take fails the open',
       { timeout: 300_000 },
       async () => {
         const store = `${pgt.url}?schema=${testSchema('pgrows')}`;
@@ -533,7 +536,9 @@ describe('the PostgreSQL supervisor pages ended actors out of memory, and its re
             [ended[0]!.stream, JSON.stringify(odd)],
           );
           await w.sql(
-            "UPDATE projection_documents SET doc = (doc - 'snapshot') || '{\"extra\": {\"a\": [true, false]}}'::jsonb WHERE projection = 'actors' AND id = $1",
+            "UPDATE projection_documents SET doc = (doc - 'snapshot') " +
+              '|| \'{"extra": {"a": [true, false]}}\'::jsonb ' +
+              "WHERE projection = 'actors' AND id = $1",
             [ended[1]!.stream],
           );
           await w.sql(

@@ -28,7 +28,8 @@ async function connect(schema: string): Promise<pg.Client> {
 async function waitForBlockedAppend(observer: pg.Client, settled: () => boolean): Promise<void> {
   for (let i = 0; i < 2000 && !settled(); i++) {
     const { rows } = await observer.query<{ n: number }>(
-      "SELECT count(*)::integer AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%append_event%' AND pid <> pg_backend_pid()",
+      'SELECT count(*)::integer AS n FROM pg_stat_activity ' +
+        "WHERE wait_event_type = 'Lock' AND query LIKE '%append_event%' AND pid <> pg_backend_pid()",
     );
     if (rows[0]!.n >= 1) return;
     await new Promise((r) => setTimeout(r, 5));

@@ -45,7 +45,8 @@ const jsonLines = (text: string): any[] =>
 
 describe('a supervisor on PostgreSQL', () => {
   it(
-    'serve --store runs a container app; ps, inspect, events --follow, replay and export read the same log; a second supervisor finds it all',
+    'serve --store runs a container app; ps, inspect, events --follow, ' +
+      'replay and export read the same log; a second supervisor finds it all',
     { timeout: 600_000 },
     async () => {
       await requireDockerAppBase();

@@ -81,117 +81,127 @@ describe('snapshots and verify on PostgreSQL', () => {
     expect(code).toBe(0);
   });
 
-  it('a supervisor’s start-up reads the snapshot and folds only the tail; verify names the snapshot that disagrees with its events', async () => {
-    const schema = testSchema('verifysnap');
-    const store = `${db.url}?schema=${schema}`;
-    await writeLog(store);
-    // Proof the snapshot is what start-up reads: one (well sealed, this machine's) that says something the
-    // events do not is believed for the versions it covers.
-    const { rows } = await db.admin.query(`SELECT * FROM ${schema}.snapshots WHERE stream = 'instance-inst_live'`);
-    const r = rows[0];
-    const state = JSON.parse(r.state);
-    state.context.spec.tools = ['planted'];
-    const planted = sealSnapshot({
-      stream: r.stream,
-      version: r.version,
-      fingerprint: r.fingerprint,
-      createdAt: r.created_at,
-      state: JSON.stringify(state),
-    });
-    await db.admin.query(`UPDATE ${schema}.snapshots SET state = $1, checksum = $2 WHERE stream = $3`, [
-      planted.state,
-      planted.checksum,
-      r.stream,
-    ]);
+  it(
+    'a supervisor’s start-up reads the snapshot and folds only the tail; ' +
+      'verify names the snapshot that disagrees with its events',
+    async () => {
+      const schema = testSchema('verifysnap');
+      const store = `${db.url}?schema=${schema}`;
+      await writeLog(store);
+      // Proof the snapshot is what start-up reads: one (well sealed, this machine's) that says something the
+      // events do not is believed for the versions it covers.
+      const { rows } = await db.admin.query(`SELECT * FROM ${schema}.snapshots WHERE stream = 'instance-inst_live'`);
+      const r = rows[0];
+      const state = JSON.parse(r.state);
+      state.context.spec.tools = ['planted'];
+      const planted = sealSnapshot({
+        stream: r.stream,
+        version: r.version,
+        fingerprint: r.fingerprint,
+        createdAt: r.created_at,
+        state: JSON.stringify(state),
+      });
+      await db.admin.query(`UPDATE ${schema}.snapshots SET state = $1, checksum = $2 WHERE stream = $3`, [
+        planted.state,
+        planted.checksum,
+        r.stream,
+      ]);
 
-    const rl = await createRunlog({
-      home: tempDir(),
-      store,
-      effects: { instance: {} },
-      reconcile: false,
-      watchApps: false,
-      engineWatch: false,
-      metrics: false,
-      log: () => undefined,
-    });
-    open.push(rl);
-    const tools = (
-      (await runlogInternals(rl).host.fetch('instance', 'inst_live'))!.snapshot.context as { spec: { tools: string[] } }
-    ).spec.tools;
-    expect(tools).toEqual(['planted', 't199', 't200', 't201', 't202', 't203', 't204']);
-    await rl.close();
+      const rl = await createRunlog({
+        home: tempDir(),
+        store,
+        effects: { instance: {} },
+        reconcile: false,
+        watchApps: false,
+        engineWatch: false,
+        metrics: false,
+        log: () => undefined,
+      });
+      open.push(rl);
+      const tools = (
+        (await runlogInternals(rl).host.fetch('instance', 'inst_live'))!.snapshot.context as {
+          spec: { tools: string[] };
+        }
+      ).spec.tools;
+      expect(tools).toEqual(['planted', 't199', 't200', 't201', 't202', 't203', 't204']);
+      await rl.close();
 
-    const { code, report } = await verify(store);
-    expect(report.findings).toEqual([
-      expect.objectContaining({
-        code: 'SNAPSHOT_MISMATCH',
-        severity: 'damage',
-        stream: 'instance-inst_live',
-        version: 2 * SNAPSHOT_EVERY,
-      }),
-    ]);
-    expect(code).toBe(4);
-  });
-
-  it('verify names an older snapshot that disagrees with its events, a snapshot failing its checksum, a changed event and a projection row that disagrees', async () => {
-    const schema = testSchema('verifydamage');
-    const store = `${db.url}?schema=${schema}`;
-    await writeLog(store);
-
-    const { rows } = await db.admin.query(
-      `SELECT * FROM ${schema}.snapshot_history WHERE stream = 'instance-inst_live'`,
-    );
-    const r = rows[0];
-    const state = JSON.parse(r.state);
-    state.context.spec.tools = ['planted'];
-    const planted = sealSnapshot({
-      stream: r.stream,
-      version: r.version,
-      fingerprint: r.fingerprint,
-      createdAt: r.created_at,
-      state: JSON.stringify(state),
-    });
-    await db.admin.query(`UPDATE ${schema}.snapshot_history SET state = $1, checksum = $2 WHERE stream = $3`, [
-      planted.state,
-      planted.checksum,
-      r.stream,
-    ]);
-    await db.admin.query(`UPDATE ${schema}.snapshots SET state = state || ' ' WHERE stream = 'instance-inst_done'`);
-    let v = await verify(store);
-    expect(v.report.findings).toEqual([
-      expect.objectContaining({ code: 'SNAPSHOT_CHECKSUM', severity: 'damage', stream: 'instance-inst_done' }),
-      expect.objectContaining({
-        code: 'SNAPSHOT_MISMATCH',
-        severity: 'damage',
-        stream: 'instance-inst_live',
-        version: SNAPSHOT_EVERY,
-        message: expect.stringContaining('older snapshot'),
-      }),
-    ]);
-    expect(v.code).toBe(4);
-
-    const seq = (
-      await db.admin.query(
-        `SELECT seq::integer FROM ${schema}.events WHERE stream = 'instance-inst_live' AND version = 50`,
-      )
-    ).rows[0].seq;
-    await db.admin.query(`UPDATE ${schema}.events SET data = '{"tool": "tX"}' WHERE seq = $1`, [seq]);
-    await db.admin.query(
-      `UPDATE ${schema}.projection_documents SET doc = jsonb_set(doc, '{state}', '"running"') WHERE id = 'instance-inst_done'`,
-    );
-    v = await verify(store);
-    expect(v.report.findings).toEqual(
-      expect.arrayContaining([
+      const { code, report } = await verify(store);
+      expect(report.findings).toEqual([
         expect.objectContaining({
-          code: 'STORE_CHAIN_BROKEN',
+          code: 'SNAPSHOT_MISMATCH',
           severity: 'damage',
-          seq,
           stream: 'instance-inst_live',
-          version: 50,
+          version: 2 * SNAPSHOT_EVERY,
         }),
-        expect.objectContaining({ code: 'PROJECTION_MISMATCH', severity: 'damage', stream: 'instance-inst_done' }),
-      ]),
-    );
-    expect(v.code).toBe(4);
-  });
+      ]);
+      expect(code).toBe(4);
+    },
+  );
+
+  it(
+    'verify names an older snapshot that disagrees with its events, ' +
+      'a snapshot failing its checksum, a changed event and a projection row that disagrees',
+    async () => {
+      const schema = testSchema('verifydamage');
+      const store = `${db.url}?schema=${schema}`;
+      await writeLog(store);
+
+      const { rows } = await db.admin.query(
+        `SELECT * FROM ${schema}.snapshot_history WHERE stream = 'instance-inst_live'`,
+      );
+      const r = rows[0];
+      const state = JSON.parse(r.state);
+      state.context.spec.tools = ['planted'];
+      const planted = sealSnapshot({
+        stream: r.stream,
+        version: r.version,
+        fingerprint: r.fingerprint,
+        createdAt: r.created_at,
+        state: JSON.stringify(state),
+      });
+      await db.admin.query(`UPDATE ${schema}.snapshot_history SET state = $1, checksum = $2 WHERE stream = $3`, [
+        planted.state,
+        planted.checksum,
+        r.stream,
+      ]);
+      await db.admin.query(`UPDATE ${schema}.snapshots SET state = state || ' ' WHERE stream = 'instance-inst_done'`);
+      let v = await verify(store);
+      expect(v.report.findings).toEqual([
+        expect.objectContaining({ code: 'SNAPSHOT_CHECKSUM', severity: 'damage', stream: 'instance-inst_done' }),
+        expect.objectContaining({
+          code: 'SNAPSHOT_MISMATCH',
+          severity: 'damage',
+          stream: 'instance-inst_live',
+          version: SNAPSHOT_EVERY,
+          message: expect.stringContaining('older snapshot'),
+        }),
+      ]);
+      expect(v.code).toBe(4);
+
+      const seq = (
+        await db.admin.query(
+          `SELECT seq::integer FROM ${schema}.events WHERE stream = 'instance-inst_live' AND version = 50`,
+        )
+      ).rows[0].seq;
+      await db.admin.query(`UPDATE ${schema}.events SET data = '{"tool": "tX"}' WHERE seq = $1`, [seq]);
+      await db.admin.query(
+        `UPDATE ${schema}.projection_documents SET doc = jsonb_set(doc, '{state}', '"running"') WHERE id = 'instance-inst_done'`,
+      );
+      v = await verify(store);
+      expect(v.report.findings).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({
+            code: 'STORE_CHAIN_BROKEN',
+            severity: 'damage',
+            seq,
+            stream: 'instance-inst_live',
+            version: 50,
+          }),
+          expect.objectContaining({ code: 'PROJECTION_MISMATCH', severity: 'damage', stream: 'instance-inst_done' }),
+        ]),
+      );
+      expect(v.code).toBe(4);
+    },
+  );
 });

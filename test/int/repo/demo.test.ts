@@ -47,50 +47,55 @@ describe('runlog demo (the first run)', () => {
     expect(all.map((a: any) => a.state).sort()).toEqual(['stopped', 'stopped', 'succeeded', 'succeeded', 'succeeded']);
   }, 320_000);
 
-  it('interrupted after the reader of its output has gone (`npm run demo | tee demo.log`, Ctrl-C), it still stops everything it started', async () => {
-    await requireDocker();
-    const child = spawn(process.execPath, cliArgs('demo', '--listen', '127.0.0.1:0', '--home', piped), {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stderr = '';
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-    await new Promise<void>((ready, fail) => {
-      let out = '';
-      child.stdout.on('data', (c: Buffer) => {
-        out += c.toString();
-        if (out.includes('Ctrl-C stops the demo')) ready();
+  it(
+    'interrupted after the reader of its output has gone (`npm run demo | tee demo.log`, ' +
+      'Ctrl-C), it still stops everything it started',
+    async () => {
+      await requireDocker();
+      const child = spawn(process.execPath, cliArgs('demo', '--listen', '127.0.0.1:0', '--home', piped), {
+        stdio: ['ignore', 'pipe', 'pipe'],
       });
-      void exited.then((code) => fail(new Error(`the demo exited (${code}) before it was running:\n${stderr}`)));
-    });
-    // The pipe's reader dies first (tee, on Ctrl-C), then the signals arrive: the terminal's SIGINT, npm's
-    // forwarded one, and an impatient second Ctrl-C while it is stopping.
-    // The second Ctrl-C goes once the demo has said it is still stopping (after npm's SIGTERM), not at a fixed
-    // time: a shutdown quicker than that time would meet it after the stop, as the process's own exit tears down.
-    child.stdout.destroy();
-    let impatient = false;
-    child.stderr.on('data', () => {
-      if (!impatient && stderr.includes('SIGTERM: still stopping')) {
-        impatient = true;
-        child.kill('SIGINT');
-      }
-    });
-    child.kill('SIGINT');
-    setTimeout(() => child.kill('SIGTERM'), 50);
-    expect(await exited, stderr).toBe(0);
-    expect(impatient, stderr).toBe(true);
-    expect(stderr).toContain('shutting down');
-    expect(stderr).not.toMatch(/\n\s+at |EPIPE|Unhandled|uncaught/i);
-    const left = await docker.listContainers({
-      all: true,
-      filters: JSON.stringify({ label: [`runlog.home=${piped}`] }),
-    });
-    expect(left).toEqual([]);
-    const all = JSON.parse(
-      spawnSync(process.execPath, cliArgs('ps', '--all', '--json', '--kind', 'instance', '--home', piped), {
-        encoding: 'utf8',
-      }).stdout,
-    );
-    expect(all.map((a: any) => a.state)).toEqual(['stopped', 'stopped']);
-  }, 320_000);
+      let stderr = '';
+      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+      const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+      await new Promise<void>((ready, fail) => {
+        let out = '';
+        child.stdout.on('data', (c: Buffer) => {
+          out += c.toString();
+          if (out.includes('Ctrl-C stops the demo')) ready();
+        });
+        void exited.then((code) => fail(new Error(`the demo exited (${code}) before it was running:\n${stderr}`)));
+      });
+      // The pipe's reader dies first (tee, on Ctrl-C), then the signals arrive: the terminal's SIGINT, npm's
+      // forwarded one, and an impatient second Ctrl-C while it is stopping.
+      // The second Ctrl-C goes once the demo has said it is still stopping (after npm's SIGTERM), not at a fixed
+      // time: a shutdown quicker than that time would meet it after the stop, as the process's own exit tears down.
+      child.stdout.destroy();
+      let impatient = false;
+      child.stderr.on('data', () => {
+        if (!impatient && stderr.includes('SIGTERM: still stopping')) {
+          impatient = true;
+          child.kill('SIGINT');
+        }
+      });
+      child.kill('SIGINT');
+      setTimeout(() => child.kill('SIGTERM'), 50);
+      expect(await exited, stderr).toBe(0);
+      expect(impatient, stderr).toBe(true);
+      expect(stderr).toContain('shutting down');
+      expect(stderr).not.toMatch(/\n\s+at |EPIPE|Unhandled|uncaught/i);
+      const left = await docker.listContainers({
+        all: true,
+        filters: JSON.stringify({ label: [`runlog.home=${piped}`] }),
+      });
+      expect(left).toEqual([]);
+      const all = JSON.parse(
+        spawnSync(process.execPath, cliArgs('ps', '--all', '--json', '--kind', 'instance', '--home', piped), {
+          encoding: 'utf8',
+        }).stdout,
+      );
+      expect(all.map((a: any) => a.state)).toEqual(['stopped', 'stopped']);
+    },
+    320_000,
+  );
 });

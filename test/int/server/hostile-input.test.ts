@@ -187,43 +187,48 @@ describe('runlog serve under hostile input (--unhandled-rejections=strict)', () 
 });
 
 describe('the library under hostile input (--unhandled-rejections=strict)', () => {
-  it('BigInt, circular, deep and function inputs are refused with INPUT_INVALID; an honest execution in the same tick succeeds', async () => {
-    const libHome = mkdtempSync(join(tmpdir(), 'runlog-hostile-lib-'));
-    try {
-      const child = spawn(
-        process.execPath,
-        [
-          '--unhandled-rejections=strict',
-          '--import',
-          'tsx',
-          LIB_CHILD,
-          JSON.stringify({ home: libHome, plcUrl: pds.plcUrl, uri, labels: LIB_LABELS }),
-        ],
-        {
-          stdio: ['ignore', 'pipe', 'pipe'],
-        },
-      );
-      let out = '';
-      let err = '';
-      child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-      child.stderr.on('data', (b: Buffer) => (err += b.toString()));
-      const code = await new Promise<number | null>((r) => child.on('exit', r));
-      expect(code, err).toBe(0);
-      const report = JSON.parse(out.trim()) as {
-        bad: { kind: string; code: string }[];
-        honest: { status: string; output: unknown };
-        live: number;
-      };
-      expect(report.bad).toEqual([
-        { kind: 'bigint', code: 'INPUT_INVALID' },
-        { kind: 'circular', code: 'INPUT_INVALID' },
-        { kind: 'deep', code: 'INPUT_INVALID' },
-        { kind: 'function', code: 'INPUT_INVALID' },
-      ]);
-      expect(report.honest).toMatchObject({ status: 'succeeded', output: { greeting: 'Hello, Ada!' } });
-      expect(report.live).toBe(0);
-    } finally {
-      rmSync(libHome, { recursive: true, force: true });
-    }
-  }, 180_000);
+  it(
+    'BigInt, circular, deep and function inputs are refused with INPUT_INVALID; ' +
+      'an honest execution in the same tick succeeds',
+    async () => {
+      const libHome = mkdtempSync(join(tmpdir(), 'runlog-hostile-lib-'));
+      try {
+        const child = spawn(
+          process.execPath,
+          [
+            '--unhandled-rejections=strict',
+            '--import',
+            'tsx',
+            LIB_CHILD,
+            JSON.stringify({ home: libHome, plcUrl: pds.plcUrl, uri, labels: LIB_LABELS }),
+          ],
+          {
+            stdio: ['ignore', 'pipe', 'pipe'],
+          },
+        );
+        let out = '';
+        let err = '';
+        child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+        child.stderr.on('data', (b: Buffer) => (err += b.toString()));
+        const code = await new Promise<number | null>((r) => child.on('exit', r));
+        expect(code, err).toBe(0);
+        const report = JSON.parse(out.trim()) as {
+          bad: { kind: string; code: string }[];
+          honest: { status: string; output: unknown };
+          live: number;
+        };
+        expect(report.bad).toEqual([
+          { kind: 'bigint', code: 'INPUT_INVALID' },
+          { kind: 'circular', code: 'INPUT_INVALID' },
+          { kind: 'deep', code: 'INPUT_INVALID' },
+          { kind: 'function', code: 'INPUT_INVALID' },
+        ]);
+        expect(report.honest).toMatchObject({ status: 'succeeded', output: { greeting: 'Hello, Ada!' } });
+        expect(report.live).toBe(0);
+      } finally {
+        rmSync(libHome, { recursive: true, force: true });
+      }
+    },
+    180_000,
+  );
 });

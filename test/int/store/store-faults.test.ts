@@ -110,7 +110,8 @@ describe('a damaged database file', () => {
 });
 
 /** A writer in its own process: phase 1, idle (the periodic checkpoint runs), phase 2, then waits to be killed. */
-const WRITER = `
+const WRITER =
+  `
 import { readdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { SqliteEventStore } from ${JSON.stringify(STORE_MODULE)};
@@ -118,10 +119,12 @@ const [file, mode] = process.argv.slice(2);
 const store = new SqliteEventStore(file, { checkpointMs: 200 });
 const say = (s) => process.stdout.write(s + '\\n');
 const markers = () => readdirSync(dirname(file)).filter((n) => n.includes('-uncheckpointed-')).length;
-for (let i = 0; i < 50; i++) { store.append('instance-a', [{ type: 'test.appended', data: { phase: 1, i } }], { expectedVersion: 'any' }); say('ack 1 ' + i); }
+for (let i = 0; i < 50; i++) { store.append('instance-a', [{ type: 'test.appended', ` +
+  `data: { phase: 1, i } }], { expectedVersion: 'any' }); say('ack 1 ' + i); }
 await new Promise((r) => setTimeout(r, 1000));
 say('idle markers=' + markers());
-for (let i = 0; i < 30; i++) { store.append('instance-a', [{ type: 'test.appended', data: { phase: 2, i } }], { expectedVersion: 'any' }); say('ack 2 ' + i); }
+for (let i = 0; i < 30; i++) { store.append('instance-a', [{ type: 'test.appended', ` +
+  `data: { phase: 2, i } }], { expectedVersion: 'any' }); say('ack 2 ' + i); }
 say('phase2 markers=' + markers());
 if (mode === 'close') { store.close(); say('closed'); process.exit(0); }
 setInterval(() => {}, 1e9);
@@ -195,7 +198,8 @@ describe('the write-ahead log after a SIGKILL', () => {
     expect(kept).toEqual(Array.from({ length: 50 }, (_, i) => ({ phase: 1, i })));
     store.close();
     console.log(
-      `[store-faults] -wal deleted after SIGKILL: 80 acknowledged, 50 checkpointed and kept, 30 lost with the WAL — reported as STORE_WAL_LOST`,
+      `[store-faults] -wal deleted after SIGKILL: 80 acknowledged, ` +
+        `50 checkpointed and kept, 30 lost with the WAL — reported as STORE_WAL_LOST`,
     );
   });
 
@@ -291,7 +295,8 @@ describe('a full disk', () => {
     expect([...all.values()].every((n) => n === 3)).toBe(true);
     reopened.close();
     console.log(
-      `[store-faults] full disk: ${acked.length - 10} batches acknowledged before SQLITE_FULL, all intact; appends resumed after freeing space`,
+      `[store-faults] full disk: ${acked.length - 10} batches acknowledged before SQLITE_FULL, all intact; ` +
+        `appends resumed after freeing space`,
     );
   });
 });

@@ -185,35 +185,39 @@ describe('inspection opens the log read-only', () => {
     },
   );
 
-  it('refuses a missing path (LOG_MISSING), an empty file (STORE_EMPTY) and a truncated one (STORE_TRUNCATED), creating nothing', async () => {
-    const missing = join(root, 'typo', 'runlog.db');
-    const emptyDir = join(root, 'empty');
-    mkdirSync(emptyDir);
-    writeFileSync(join(emptyDir, 'runlog.db'), '');
-    const truncDir = join(root, 'truncated');
-    mkdirSync(truncDir);
-    copyFileSync(join(source, 'runlog.db'), join(truncDir, 'runlog.db'));
-    const size = statSync(join(truncDir, 'runlog.db')).size;
-    expect(size).toBeGreaterThan(8192);
-    truncateSync(join(truncDir, 'runlog.db'), 4096); // the header page survives; the tables are gone
-    const before = snapshot(root);
-    const cases: [string, string][] = [
-      [missing, 'LOG_MISSING'],
-      [join(emptyDir, 'runlog.db'), 'STORE_EMPTY'],
-      [join(truncDir, 'runlog.db'), 'STORE_TRUNCATED'],
-    ];
-    for (const [db, code] of cases) {
-      for (const args of COMMANDS('inst_a')) {
-        const c = capture();
-        const exit = await main([...args, '--db', db], c.factory);
-        expect(exit, `${args.join(' ')} on ${db}`).not.toBe(0);
-        expect(c.text(), `${args.join(' ')} on ${db}`).toContain(code);
-        if (code === 'LOG_MISSING') expect(c.text()).toContain(`no log at ${db}`);
+  it(
+    'refuses a missing path (LOG_MISSING), ' +
+      'an empty file (STORE_EMPTY) and a truncated one (STORE_TRUNCATED), creating nothing',
+    async () => {
+      const missing = join(root, 'typo', 'runlog.db');
+      const emptyDir = join(root, 'empty');
+      mkdirSync(emptyDir);
+      writeFileSync(join(emptyDir, 'runlog.db'), '');
+      const truncDir = join(root, 'truncated');
+      mkdirSync(truncDir);
+      copyFileSync(join(source, 'runlog.db'), join(truncDir, 'runlog.db'));
+      const size = statSync(join(truncDir, 'runlog.db')).size;
+      expect(size).toBeGreaterThan(8192);
+      truncateSync(join(truncDir, 'runlog.db'), 4096); // the header page survives; the tables are gone
+      const before = snapshot(root);
+      const cases: [string, string][] = [
+        [missing, 'LOG_MISSING'],
+        [join(emptyDir, 'runlog.db'), 'STORE_EMPTY'],
+        [join(truncDir, 'runlog.db'), 'STORE_TRUNCATED'],
+      ];
+      for (const [db, code] of cases) {
+        for (const args of COMMANDS('inst_a')) {
+          const c = capture();
+          const exit = await main([...args, '--db', db], c.factory);
+          expect(exit, `${args.join(' ')} on ${db}`).not.toBe(0);
+          expect(c.text(), `${args.join(' ')} on ${db}`).toContain(code);
+          if (code === 'LOG_MISSING') expect(c.text()).toContain(`no log at ${db}`);
+        }
       }
-    }
-    expect(snapshot(root)).toEqual(before);
-    expect(readdirSync(root)).not.toContain('typo');
-  });
+      expect(snapshot(root)).toEqual(before);
+      expect(readdirSync(root)).not.toContain('typo');
+    },
+  );
 
   it('a missing path is refused the same way as another user, through the real CLI', { timeout: 180_000 }, () => {
     const r = runCli(['ps', '--db', join(root, 'nothere', 'runlog.db')], {

@@ -63,7 +63,8 @@ async function serveOk(home: string, listen = '127.0.0.1:0'): Promise<Served & {
 
 describe('one writer per log', () => {
   it(
-    'refuses a second supervisor (same port, other port), a one-shot reconcile/exec and a library supervisor, before touching anything; kill -9 frees the lock',
+    'refuses a second supervisor (same port, other port), ' +
+      'a one-shot reconcile/exec and a library supervisor, before touching anything; kill -9 frees the lock',
     { timeout: 600_000 },
     async () => {
       requireProot();

@@ -278,39 +278,46 @@ describe('app instances after a supervisor restart', () => {
     }
   });
 
-  it('a PRoot instance (its child stopped with the supervisor closed gracefully): suspended, then spawned again without a crash', async () => {
-    const home = newHome('proot');
-    const rl1 = await open(home);
-    const v = await rl1.spawnApp({ appDir: app('com.example.prootrec', 'proot') });
-    const pid = (v.context as any).pid as number;
-    await rl1.close();
-    await until('proot gone', () => !alive(pid));
+  it(
+    'a PRoot instance (its child stopped with the supervisor closed gracefully): ' +
+      'suspended, then spawned again without a crash',
+    async () => {
+      const home = newHome('proot');
+      const rl1 = await open(home);
+      const v = await rl1.spawnApp({ appDir: app('com.example.prootrec', 'proot') });
+      const pid = (v.context as any).pid as number;
+      await rl1.close();
+      await until('proot gone', () => !alive(pid));
 
-    const rl2 = await open(home);
-    try {
-      await until('running again', async () => (await rl2.inspect(v.id)).state === 'running', 30_000);
-      const types = (await rl2.events(v.id)).map((e) => e.type);
-      // (A supervisor killed outright records no suspension: its next start counts a crash, test/int/supervisor/graceful-stop.test.ts.)
-      expect(types.slice(4)).toEqual([
-        'instance.suspended',
-        'instance.recovered',
-        'instance.spawned',
-        'instance.healthy',
-        'instance.running',
-      ]);
-      expect((await rl2.events(v.id))[4]).toMatchObject({
-        meta: { source: 'shutdown' },
-        data: { reason: 'supervisor-stop', evidence: { sandbox: 'proot', pid, state: 'running' } },
-      });
-      expect((await rl2.events(v.id))[5]).toMatchObject({ meta: { source: 'reconciler' } });
-      const ctx = (await rl2.inspect(v.id)).context as any;
-      expect(ctx.pid).not.toBe(pid);
-      expect(ctx.restarts).toBe(0);
-      expect((await getJson(ctx.host, ctx.port, '/api/lifecycle/health')).body.events).toEqual(['onCreate', 'onStart']);
-    } finally {
-      await shutdown(rl2);
-    }
-  });
+      const rl2 = await open(home);
+      try {
+        await until('running again', async () => (await rl2.inspect(v.id)).state === 'running', 30_000);
+        const types = (await rl2.events(v.id)).map((e) => e.type);
+        // (A supervisor killed outright records no suspension: its next start counts a crash, test/int/supervisor/graceful-stop.test.ts.)
+        expect(types.slice(4)).toEqual([
+          'instance.suspended',
+          'instance.recovered',
+          'instance.spawned',
+          'instance.healthy',
+          'instance.running',
+        ]);
+        expect((await rl2.events(v.id))[4]).toMatchObject({
+          meta: { source: 'shutdown' },
+          data: { reason: 'supervisor-stop', evidence: { sandbox: 'proot', pid, state: 'running' } },
+        });
+        expect((await rl2.events(v.id))[5]).toMatchObject({ meta: { source: 'reconciler' } });
+        const ctx = (await rl2.inspect(v.id)).context as any;
+        expect(ctx.pid).not.toBe(pid);
+        expect(ctx.restarts).toBe(0);
+        expect((await getJson(ctx.host, ctx.port, '/api/lifecycle/health')).body.events).toEqual([
+          'onCreate',
+          'onStart',
+        ]);
+      } finally {
+        await shutdown(rl2);
+      }
+    },
+  );
 
   it('a restart timer that came due while the supervisor was down fires exactly once', async () => {
     const home = newHome('timer');
