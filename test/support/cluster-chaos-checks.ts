@@ -168,7 +168,9 @@ export function orphanContainers(ev: RoundEvidence): { container: ChaosContainer
       if (!ok)
         out.push({
           container: c,
-          reason: `pre-started container ${c.id.slice(0, 12)} (${c.state}) of node ${node ?? '?'} is not an unclaimed sandbox of a live node`,
+          reason:
+            `pre-started container ${c.id.slice(0, 12)} (${c.state}) ` +
+            `of node ${node ?? '?'} is not an unclaimed sandbox of a live node`,
         });
       continue;
     }
@@ -177,7 +179,10 @@ export function orphanContainers(ev: RoundEvidence): { container: ChaosContainer
     if (!stream || actor?.status !== 'active' || owner !== node || !ev.liveNodes.includes(node ?? '')) {
       out.push({
         container: c,
-        reason: `container ${c.id.slice(0, 12)} (${c.state}) of ${stream ?? '(no stream label)'} on ${node ?? '?'}'s home: the actor is ${actor ? `${actor.state} (${actor.status})` : 'not in the log'}, its lease is ${owner ?? 'nobody'}'s`,
+        reason:
+          `container ${c.id.slice(0, 12)} (${c.state}) of ${stream ?? '(no stream label)'} ` +
+          `on ${node ?? '?'}'s home: the actor is ${actor ? `${actor.state} (${actor.status})` : 'not in the log'}, ` +
+          `its lease is ${owner ?? 'nobody'}'s`,
       });
     }
   }
@@ -188,7 +193,9 @@ export function orphanContainers(ev: RoundEvidence): { container: ChaosContainer
 export function checkRound(ev: RoundEvidence): CheckResult[] {
   const streams = byStream(ev.events);
   const execs = executionsByTag(streams);
-  const where = `round ${ev.plan.index + 1} (${ev.plan.kind}${ev.plan.victim ? ` on ${ev.plan.victim}` : ''}, round seed ${ev.plan.seed}, run seed ${ev.runSeed})`;
+  const where =
+    `round ${ev.plan.index + 1} (${ev.plan.kind}${ev.plan.victim ? ` on ${ev.plan.victim}` : ''}, ` +
+    `round seed ${ev.plan.seed}, run seed ${ev.runSeed})`;
   const results: CheckResult[] = [];
   const add = (name: (typeof CHECK_NAMES)[number], failures: string[]) =>
     results.push({ name, failures: failures.map((f) => `${where} ${name}: ${f}`) });
@@ -208,7 +215,8 @@ export function checkRound(ev: RoundEvidence): CheckResult[] {
         );
       if (state !== 'running')
         acked.push(
-          `spawn ${o.tag} (answered ${o.status} by ${o.via}) is ${state ?? 'not in the actors projection'}, not running; its last events: ${short(evs.slice(-4).map((e) => [e.type, e.meta?.node]))}`,
+          `spawn ${o.tag} (answered ${o.status} by ${o.via}) is ${state ?? 'not in the actors projection'}, ` +
+            `not running; its last events: ${short(evs.slice(-4).map((e) => [e.type, e.meta?.node]))}`,
         );
     } else {
       const id = o.body?.executionId as string | undefined;
@@ -238,7 +246,9 @@ export function checkRound(ev: RoundEvidence): CheckResult[] {
     const claimed = claims.filter((id) => `execution-${id}` === s).length;
     if (n + claimed > 1)
       starts.push(
-        `${s} (${tagOf(streams.get(s) ?? []) ?? 'no tag'}) had ${n} container start(s) and ${claimed} claimed pre-started sandbox(es); its events: ${short((streams.get(s) ?? []).map((e) => [e.type, e.meta?.node]))}`,
+        `${s} (${tagOf(streams.get(s) ?? []) ?? 'no tag'}) had ${n} container start(s) ` +
+          `and ${claimed} claimed pre-started sandbox(es); ` +
+          `its events: ${short((streams.get(s) ?? []).map((e) => [e.type, e.meta?.node]))}`,
       );
   }
   add('sandbox-starts', starts);
@@ -255,7 +265,8 @@ export function checkRound(ev: RoundEvidence): CheckResult[] {
     for (const m of ev.leaseMoves)
       if (lostBy(ev.plan.kind, ev.plan.victim, m.from))
         leases.push(
-          `the lease of ${m.stream} moved from ${m.from} to ${m.to} ${m.atMs} ms into the round${ev.outageMs !== null ? ` (PostgreSQL was out ${ev.outageMs} ms, TTL ${ev.ttlMs} ms)` : ''}`,
+          `the lease of ${m.stream} moved from ${m.from} to ${m.to} ${m.atMs} ms into the ` +
+            `round${ev.outageMs !== null ? ` (PostgreSQL was out ${ev.outageMs} ms, TTL ${ev.ttlMs} ms)` : ''}`,
         );
     const moved = new Set(ev.leaseMoves.map((m) => m.stream));
     for (const c of ownerChanges(ev)) {
@@ -278,7 +289,8 @@ export function checkRound(ev: RoundEvidence): CheckResult[] {
         answers.push(`spawn ${o.tag} was answered ${o.status} with state ${o.body?.state}`);
       if (!o.acked && state === 'running')
         answers.push(
-          `spawn ${o.tag} through ${o.via} was answered ${o.status} ${o.error} (${short(o.body?.error?.message ?? o.body, 200)}), yet the log has it running`,
+          `spawn ${o.tag} through ${o.via} was answered ${o.status} ${o.error} ` +
+            `(${short(o.body?.error?.message ?? o.body, 200)}), yet the log has it running`,
         );
     } else {
       const mine = (execs.get(o.tag) ?? []).map((s) => ({ s, state: ev.actors.get(s)?.state }));
@@ -293,7 +305,8 @@ export function checkRound(ev: RoundEvidence): CheckResult[] {
           answers.push(`execution ${o.tag} was answered with another's output: ${short(o.body?.output)}`);
       } else if (mine.some((m) => m.state === 'succeeded')) {
         answers.push(
-          `execution ${o.tag} through ${o.via} was answered ${o.status} ${o.error} (${short(o.body?.error?.message ?? o.body, 200)}), yet the log has it succeeded: ${short(mine)}`,
+          `execution ${o.tag} through ${o.via} was answered ${o.status} ${o.error} ` +
+            `(${short(o.body?.error?.message ?? o.body, 200)}), yet the log has it succeeded: ${short(mine)}`,
         );
       }
     }
@@ -311,7 +324,14 @@ export function checkRound(ev: RoundEvidence): CheckResult[] {
     const due = after.find((e) => e.type === 'instance.restart-due' && (!takeover || e.seq >= takeover.seq));
     if (!due)
       timers.push(
-        `${stream} was in crashed.backoff (instance.restart-scheduled at position ${scheduledSeq}) when ${ev.plan.victim} went; ${takeover ? `${takeover.meta.node} took it over (${takeover.type} at position ${takeover.seq}) and` : 'nobody took it over, and'} no instance.restart-due followed. Since: ${short(after.map((e) => [e.type, e.meta?.node]))}; now ${ev.actors.get(stream)?.state ?? '?'}, leased to ${ev.leases.get(stream) ?? 'nobody'}`,
+        `${stream} was in crashed.backoff (instance.restart-scheduled at position ${scheduledSeq}) ` +
+          `when ${ev.plan.victim} went; ${
+            takeover
+              ? `${takeover.meta.node} took it over (${takeover.type} at position ${takeover.seq}) and`
+              : 'nobody took it over, and'
+          } ` +
+          `no instance.restart-due followed. Since: ${short(after.map((e) => [e.type, e.meta?.node]))}; ` +
+          `now ${ev.actors.get(stream)?.state ?? '?'}, leased to ${ev.leases.get(stream) ?? 'nobody'}`,
       );
   }
   add('timers', timers);

@@ -259,7 +259,10 @@ const APPEND_LOCKED_EVENT = 'execution.started';
 export async function armAppendLocked(ctx: RoundContext, plan: ChaosRoundPlan): Promise<string | null> {
   const name = plan.victim!;
   if (!(FAULT_POINTS as readonly string[]).includes('append-locked')) {
-    return `this build cannot SIGSTOP a node at the append lock: src/supervisor/host/faults.ts has no 'append-locked' point (known: ${FAULT_POINTS.join(', ')}), and no RUNLOG_FAULT_ACTION=stop; issue 27 item 1 adds them`;
+    return (
+      `this build cannot SIGSTOP a node at the append lock: src/supervisor/host/faults.ts has no 'append-locked' ` +
+      `point (known: ${FAULT_POINTS.join(', ')}), and no RUNLOG_FAULT_ACTION=stop; issue 27 item 1 adds them`
+    );
   }
   await ctx.nodes.get(name)!.stop();
   try {
@@ -279,7 +282,12 @@ export async function armAppendLocked(ctx: RoundContext, plan: ChaosRoundPlan): 
       .filter((l) => /RUNLOG_FAULT|fault point|unknown point/i.test(l))
       .slice(0, 2)
       .join(' / ');
-    return `this build cannot SIGSTOP a node at the append lock: \`runlog serve\` with RUNLOG_FAULT=append-locked:${plan.appendLockedNth} RUNLOG_FAULT_ACTION=stop did not start (${said || (err as Error).message.slice(-600)}); it needs the append-locked fault point and its stop action (issue 27 item 1)`;
+    return (
+      `this build cannot SIGSTOP a node at the append lock: ` +
+      `\`runlog serve\` with RUNLOG_FAULT=append-locked:${plan.appendLockedNth} ` +
+      `RUNLOG_FAULT_ACTION=stop did not start (${said || (err as Error).message.slice(-600)}); ` +
+      `it needs the append-locked fault point and its stop action (issue 27 item 1)`
+    );
   }
 }
 
@@ -324,7 +332,10 @@ export async function strike(
         if (Date.now() > deadline)
           return {
             outageMs: null,
-            failure: `${victim!.name} (RUNLOG_FAULT=append-locked:${plan.appendLockedNth} RUNLOG_FAULT_EVENT=${APPEND_LOCKED_EVENT} RUNLOG_FAULT_ACTION=stop) did not stop itself within 20 s, though executions pinned to it made it append: does \`runlog serve\` read RUNLOG_FAULT?`,
+            failure:
+              `${victim!.name} (RUNLOG_FAULT=append-locked:${plan.appendLockedNth} ` +
+              `RUNLOG_FAULT_EVENT=${APPEND_LOCKED_EVENT} RUNLOG_FAULT_ACTION=stop) did not stop itself within ` +
+              `20 s, though executions pinned to it made it append: does \`runlog serve\` read RUNLOG_FAULT?`,
           };
         if (Date.now() - nudged > 3000) {
           nudge(victim!.name);

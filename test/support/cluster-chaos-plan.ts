@@ -155,5 +155,9 @@ export function planRun(options: ChaosPlanOptions): ChaosRoundPlan[] {
 /** One line that says what a round does, with what replays it. */
 export function describeRound(p: ChaosRoundPlan): string {
   const reqs = p.requests.map((r) => `${r.kind}@${r.via}${r.pin ? `→${r.pin}` : ''}`).join(' ');
-  return `round ${p.index + 1} ${p.kind}${p.victim ? ` on ${p.victim}` : ''}${p.timerProbe ? `, probe timer ${p.probeTimer}` : ''} (round seed ${p.seed}; replay: --replay ${p.kind}:${p.seed}): ${reqs}; fault after request ${p.faultAfter + 1}`;
+  return (
+    `round ${p.index + 1} ${p.kind}${p.victim ? ` on ${p.victim}` : ''}` +
+    `${p.timerProbe ? `, probe timer ${p.probeTimer}` : ''} ` +
+    `(round seed ${p.seed}; replay: --replay ${p.kind}:${p.seed}): ${reqs}; fault after request ${p.faultAfter + 1}`
+  );
 }

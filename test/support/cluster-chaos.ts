@@ -82,7 +82,10 @@ export interface RoundResult {
 export function roundLine(r: RoundResult): string {
   const outage = r.evidence.outageMs === null ? '' : `, PostgreSQL out ${r.evidence.outageMs} ms`;
   const probe = probeTrail(r.evidence);
-  return `round ${r.plan.index + 1} (${r.plan.kind}): ${JSON.stringify(r.stats)}${outage}, ${Math.round(r.durationMs / 1000)} s${probe ? `; ${probe}` : ''}`;
+  return (
+    `round ${r.plan.index + 1} (${r.plan.kind}): ${JSON.stringify(r.stats)}${outage}, ` +
+    `${Math.round(r.durationMs / 1000)} s${probe ? `; ${probe}` : ''}`
+  );
 }
 
 export interface ChaosHarness {
@@ -300,7 +303,8 @@ async function settle(
       const down = [...ctx.nodes.values()].filter((n) => !n.alive()).map((n) => n.name);
       const beats = await q<{ node: string; fresh: boolean }>(
         ctx,
-        'SELECT node, (extract(epoch FROM clock_timestamp() - beat_at::timestamptz) * 1000 < 3 * interval_ms) AS fresh FROM nodes WHERE stopped_at IS NULL',
+        'SELECT node, (extract(epoch FROM clock_timestamp() - beat_at::timestamptz) ' +
+          '* 1000 < 3 * interval_ms) AS fresh FROM nodes WHERE stopped_at IS NULL',
       );
       const stale = [...ctx.nodes.keys()].filter((n) => !beats.some((b) => b.node === n && b.fresh));
       const docs = new Map(

@@ -199,7 +199,10 @@ export function startThrowawayPostgres(): ThrowawayPostgres {
         }
         if (Date.now() > deadline + 20_000) {
           throw new Error(
-            `after kill -9 of postmaster ${pid}, 30 s on: ${reaped() ? '' : 'it is not reaped yet (PID 1 reaps orphans here); '}${detached() ? '' : `its shared memory (id ${shmId}) is still attached; `}see ${join(dir, 'server.log')}`,
+            `after kill -9 of postmaster ${pid}, 30 s on: ` +
+              `${reaped() ? '' : 'it is not reaped yet (PID 1 reaps orphans here); '}` +
+              `${detached() ? '' : `its shared memory (id ${shmId}) is still attached; `}` +
+              `see ${join(dir, 'server.log')}`,
           );
         }
         await new Promise((r) => setTimeout(r, 50));

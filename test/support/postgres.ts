@@ -28,7 +28,8 @@ export async function requirePostgres(): Promise<string> {
     await client.query('SELECT 1');
   } catch (err) {
     throw new Error(
-      `PostgreSQL not answering at ${url.replace(/:[^:@/]*@/, ':***@')} — run \`npm run setup\` (it installs and starts PostgreSQL on 127.0.0.1:5432) (${(err as Error).message})`,
+      `PostgreSQL not answering at ${url.replace(/:[^:@/]*@/, ':***@')} — run \`npm run setup\` ` +
+        `(it installs and starts PostgreSQL on 127.0.0.1:5432) (${(err as Error).message})`,
     );
   } finally {
     await client.end().catch(() => {});
