@@ -496,7 +496,8 @@ const execCold: Bench = {
         theirs.push((await raw()).ms);
         extracts.push(await extract());
         log(
-          `exec.cold round ${r + 1}: runlog ${o.ms.toFixed(0)} ms, raw round trip ${theirs.at(-1)!.toFixed(0)} ms, raw extract + round trip ${extracts.at(-1)!.ms.toFixed(0)} ms`,
+          `exec.cold round ${r + 1}: runlog ${o.ms.toFixed(0)} ms, raw round trip ${theirs.at(-1)!.toFixed(0)} ms, ` +
+            `raw extract + round trip ${extracts.at(-1)!.ms.toFixed(0)} ms`,
         );
       }
       const v = median(ours.map((o) => o.ms));

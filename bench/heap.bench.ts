@@ -81,7 +81,8 @@ const execHeap: Bench = {
       const after = heapMb(gc);
       const secs = (Date.now() - t0) / 1000;
       log(
-        `exec.heap: ${EXECUTIONS} executions in ${secs.toFixed(1)} s; heap ${before.toFixed(1)} → ${after.toFixed(1)} MB; host holds ${runlogInternals(rl).host.size} actors`,
+        `exec.heap: ${EXECUTIONS} executions in ${secs.toFixed(1)} s; ` +
+          `heap ${before.toFixed(1)} → ${after.toFixed(1)} MB; host holds ${runlogInternals(rl).host.size} actors`,
       );
       return sideBySide('exec.heap', 'MB', after, before, {
         executions: EXECUTIONS,

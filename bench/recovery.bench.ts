@@ -34,7 +34,8 @@ const BENCH_LABELS = { 'runlog.bench': '1' } as const;
 const APP_ID = 'com.example.benchtiny';
 const SPAWN_CONCURRENCY = 8;
 
-const TINY_SERVER = String.raw`use strict; use warnings; use IO::Socket::INET;
+const TINY_SERVER =
+  String.raw`use strict; use warnings; use IO::Socket::INET;
 $SIG{TERM} = sub { exit 0 };
 my ($app, $inst, $port) = @ENV{qw(APP_ID APP_INSTANCE_ID APP_PORT)};
 my $srv = IO::Socket::INET->new(LocalAddr => '0.0.0.0', LocalPort => $port, Listen => 64, ReuseAddr => 1) or die "listen on $port: $!\n";
@@ -49,7 +50,8 @@ while (my $c = $srv->accept) {
   my ($status, $out) = ('404 Not Found', '{"error":"not found"}');
   if ($path =~ m{^/api/lifecycle/health}) { ($status, $out) = ('200 OK', qq({"status":"ok","appId":"$app","instanceId":"$inst"})) }
   elsif ($method eq 'POST' && $path =~ m{^/api/lifecycle/on[A-Z]}) { ($status, $out) = ('204 No Content', '') }
-  print $c "HTTP/1.1 $status\r\nx-app-id: $app\r\nx-app-instance-id: $inst\r\ncontent-type: application/json\r\ncontent-length: " . length($out) . "\r\nconnection: close\r\n\r\n$out";
+  print $c "HTTP/1.1 $status\r\nx-app-id: $app\r\nx-app-instance-id: $inst\r\ncontent-type: application/json\r\n` +
+  String.raw`content-length: " . length($out) . "\r\nconnection: close\r\n\r\n$out";
   close $c;
 }
 `;
@@ -251,7 +253,8 @@ async function fleetOf(
   if (seen.ids.size !== n) throw new Error(`Docker lists ${seen.ids.size} instance containers, expected ${n}`);
   for (const [id, c] of seen.ids) f.startedAt.set(id, c.startedAt);
   log(
-    `recovery: ${n} instances running (${n - reused} spawned in ${(setupMs / 1000).toFixed(1)} s, ${SPAWN_CONCURRENCY} at a time${reused ? `; ${reused} kept from the previous bench` : ''})`,
+    `recovery: ${n} instances running (${n - reused} spawned in ${(setupMs / 1000).toFixed(1)} s, ` +
+      `${SPAWN_CONCURRENCY} at a time${reused ? `; ${reused} kept from the previous bench` : ''})`,
   );
   return { f, spawned: n - reused, setupMs, reused };
 }
@@ -346,7 +349,9 @@ function recoveryBench(fullN: number, smokeN: number, maxRounds: number | null):
               throw new Error(`${name}: ${id}'s container changed or restarted`);
           }
           log(
-            `${name} round ${r}: createRunlog ${ours.at(-1)!.toFixed(0)} ms (all running ${toRunning.at(-1)!.toFixed(0)} ms), raw list+inspect ${raw.at(-1)!.toFixed(0)} ms (parallel ${rawParallel.at(-1)!.toFixed(0)} ms)`,
+            `${name} round ${r}: createRunlog ${ours.at(-1)!.toFixed(0)} ms ` +
+              `(all running ${toRunning.at(-1)!.toFixed(0)} ms), raw list+inspect ${raw.at(-1)!.toFixed(0)} ms ` +
+              `(parallel ${rawParallel.at(-1)!.toFixed(0)} ms)`,
           );
         }
         // Detach (the containers keep running for the next bench or the exit teardown): an open supervisor
@@ -367,10 +372,15 @@ function recoveryBench(fullN: number, smokeN: number, maxRounds: number | null):
             start_to_first_adopted_ms: round(median(beforeFirstAdopt)),
             adopting_ms: round(median(adoptPhase)),
             in_append_ms: round(median(appendMs)),
-            appends_per_restart: `${n} instance.adopted + up to ${n} instance.running (reattach), group-committed (synchronous=FULL transactions shared by the events decided in one turn of the event loop)`,
+            appends_per_restart:
+              `${n} instance.adopted + up to ${n} instance.running (reattach), group-committed ` +
+              `(synchronous=FULL transactions shared by the events decided in one turn of the event loop)`,
             raw_parallel_inspect_ms: round(median(rawParallel)),
             ratio_vs_parallel: round(v / median(rawParallel)),
-            setup: `${grown.spawned} × spawnApp in ${round(grown.setupMs / 1000)} s (tiny Perl app, container, ${SPAWN_CONCURRENCY} at a time)${grown.reused ? ` + ${grown.reused} kept from recovery.50` : ''}`,
+            setup:
+              `${grown.spawned} × spawnApp in ${round(grown.setupMs / 1000)} s ` +
+              `(tiny Perl app, container, ${SPAWN_CONCURRENCY} at a time)` +
+              `${grown.reused ? ` + ${grown.reused} kept from recovery.50` : ''}`,
             container_mem_mib: round(median(mem)),
             rounds:
               maxRounds !== null && rounds < requested

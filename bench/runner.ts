@@ -51,7 +51,10 @@ const row = (r: BenchResult): string => {
         .map(([k, v]) => `${k}=${v}`)
         .join(' ')}`
     : '';
-  return `${r.name.padEnd(20)} ${String(r.value).padStart(12)} ${r.unit.padEnd(9)} raw ${String(r.baseline).padStart(12)}  ratio ${r.ratio}${notes}\n`;
+  return (
+    `${r.name.padEnd(20)} ${String(r.value).padStart(12)} ${r.unit.padEnd(9)} ` +
+    `raw ${String(r.baseline).padStart(12)}  ratio ${r.ratio}${notes}\n`
+  );
 };
 
 /** Runs the benches `args` choose; the exit code: 0, 1 when one failed, 2 when none matches. */
@@ -98,7 +101,8 @@ export async function runBenches(benches: readonly Bench[], args: BenchArgs, io:
     );
   if (smoke)
     log(
-      `smoke: ${chosen.length - failed.length} of ${chosen.length} benchmarks ran (${results.length} results)${failed.length ? `; failed: ${failed.join(', ')}` : ''}`,
+      `smoke: ${chosen.length - failed.length} of ${chosen.length} benchmarks ran ` +
+        `(${results.length} results)${failed.length ? `; failed: ${failed.join(', ')}` : ''}`,
     );
   else if (failed.length > 0) log(`failed: ${failed.join(', ')}`);
   return failed.length > 0 ? 1 : 0;

@@ -401,7 +401,9 @@ function spawnBench(sandbox: 'proot' | 'container'): Bench {
             overhead_around_runner_ms: round(median(ours.map((o) => o.aroundRunnerMs))),
             overhead_healthy_append_ms: round(median(ours.map((o) => o.healthyAppendMs))),
             log_requested_to_healthy_ms: round(median(ours.map((o) => o.logHealthyMs))),
-            rounds: `${rounds} × ${perRound} spawns per side, interleaved (round figure = median of its spawns; +1 untimed warm-up per side)`,
+            rounds:
+              `${rounds} × ${perRound} spawns per side, ` +
+              `interleaved (round figure = median of its spawns; +1 untimed warm-up per side)`,
           },
         };
       } finally {

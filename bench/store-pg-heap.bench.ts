@@ -86,7 +86,8 @@ export const storePgHeapBenches: Bench[] = [
           const v = median(paged);
           const b = median(whole);
           log(
-            `store.pg.heap: paged out ${v.toFixed(1)} MB (${heldPaged} events held), whole log ${b.toFixed(1)} MB (${heldWhole}), raw rows ${median(raw).toFixed(1)} MB`,
+            `store.pg.heap: paged out ${v.toFixed(1)} MB (${heldPaged} events held), ` +
+              `whole log ${b.toFixed(1)} MB (${heldWhole}), raw rows ${median(raw).toFixed(1)} MB`,
           );
           return sideBySide('store.pg.heap', 'MB', v, b, {
             endedActors: ACTORS,

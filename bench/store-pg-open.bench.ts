@@ -82,7 +82,8 @@ export const storePgOpenBenches: Bench[] = [
           const v = median(paged);
           const b = median(base);
           log(
-            `store.pg.open: paged ${v.toFixed(0)} ms (window 1,000: ${median(small).toFixed(0)} ms), whole ${median(whole).toFixed(0)} ms, raw select ${b.toFixed(0)} ms`,
+            `store.pg.open: paged ${v.toFixed(0)} ms (window 1,000: ${median(small).toFixed(0)} ms), ` +
+              `whole ${median(whole).toFixed(0)} ms, raw select ${b.toFixed(0)} ms`,
           );
           return sideBySide('store.pg.open', 'ms', v, b, {
             endedActors: actors,

@@ -81,7 +81,8 @@ try {
   await harness.close();
 }
 console.log(
-  `\ncluster chaos, run seed ${seed}, ${Math.round((Date.now() - started) / 1000)} s:\n${summaryTable(results.map((r) => ({ kind: r.plan.kind, stats: r.stats })))}`,
+  `\ncluster chaos, run seed ${seed}, ${Math.round((Date.now() - started) / 1000)} s:\n` +
+    `${summaryTable(results.map((r) => ({ kind: r.plan.kind, stats: r.stats })))}`,
 );
 const failedChecks = new Map<string, number>();
 for (const r of results)

@@ -138,7 +138,10 @@ export function errorsPage(): string {
     const codes = Object.entries(ERROR_CODES)
       .filter(([, cat]) => cat === c)
       .map(([k]) => code(k));
-    return `### ${c}\n\nExit ${CATEGORIES[c].exit}, HTTP ${CATEGORIES[c].http}. ${codes.length === 0 ? 'No code yet.' : codes.join(', ')}\n`;
+    return (
+      `### ${c}\n\nExit ${CATEGORIES[c].exit}, ` +
+      `HTTP ${CATEGORIES[c].http}. ${codes.length === 0 ? 'No code yet.' : codes.join(', ')}\n`
+    );
   });
   return `${HEADER}# Error reference
 
@@ -275,7 +278,11 @@ export function eventsPage(): string {
       statesTaking(chart, e.type).map(code).join(', ') || '—',
       e.doc,
     ]);
-    return `## ${kind}\n\nThe events of an ${kind}'s stream, from \`${name}\` in \`${file}\`. An event its state cannot take is recorded as \`${kind}.rejected\`, never applied.\n\n${table(['event', 'data', 'taken in', 'note'], rows)}`;
+    return (
+      `## ${kind}\n\nThe events of an ${kind}'s stream, ` +
+      `from \`${name}\` in \`${file}\`. An event its state cannot take is recorded as \`${kind}.rejected\`, ` +
+      `never applied.\n\n${table(['event', 'data', 'taken in', 'note'], rows)}`
+    );
   });
   return `${HEADER}# Event reference
 
@@ -678,7 +685,10 @@ export function benchmarkResultsPage(dir = RESULTS_DIR): string {
     const note = existsSync(join(dir, conditions))
       ? ` Its conditions: [${conditions}](../../bench/results/${conditions}).`
       : '';
-    return `## ${f.replace(/\.json$/, '')}\n\nFrom [bench/results/${f}](../../bench/results/${f}).${note}\n\n${resultsTable(JSON.parse(readFileSync(join(dir, f), 'utf8')) as ResultRow[])}`;
+    return (
+      `## ${f.replace(/\.json$/, '')}\n\nFrom [bench/results/${f}](../../bench/results/${f}).${note}\n\n` +
+      `${resultsTable(JSON.parse(readFileSync(join(dir, f), 'utf8')) as ResultRow[])}`
+    );
   });
   return `${HEADER}# Benchmark results
 

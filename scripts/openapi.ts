@@ -70,7 +70,8 @@ export function openApiDocument(routes: readonly HttpRoute[], repo: string): Jso
   const orphans = Object.keys(routeAnswers).filter((k) => !keys.includes(k));
   if (unanswered.length > 0 || orphans.length > 0) {
     throw new Error(
-      `src/server/api-schemas.ts and the route table disagree: no answer for ${unanswered.join(', ') || 'none'}; no route for ${orphans.join(', ') || 'none'}`,
+      `src/server/api-schemas.ts and the route table disagree: ` +
+        `no answer for ${unanswered.join(', ') || 'none'}; no route for ${orphans.join(', ') || 'none'}`,
     );
   }
   const paths: Record<string, Record<string, JsonSchema>> = {};

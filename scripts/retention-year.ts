@@ -123,7 +123,8 @@ async function simulate(retainDays: number | null): Promise<Result> {
           statSync(join(home, 'runlog.db')).size +
           (statSync(join(home, 'runlog.db-wal'), { throwIfNoEntry: false })?.size ?? 0);
         process.stderr.write(
-          `  ${retainDays === null ? 'no retention' : `${retainDays}-day retention`}: day ${d + 1}, ${events} events, log+wal ${mb(size)}, ${((performance.now() - t) / 1000).toFixed(0)} s\n`,
+          `  ${retainDays === null ? 'no retention' : `${retainDays}-day retention`}: day ${d + 1}, ` +
+            `${events} events, log+wal ${mb(size)}, ${((performance.now() - t) / 1000).toFixed(0)} s\n`,
         );
       }
       if ((d + 1) % 60 === 0) {
@@ -169,7 +170,8 @@ if (values.json) console.log(JSON.stringify(results));
 else {
   for (const r of results) {
     console.log(
-      `${r.retainDays === null ? 'no retention      ' : `${r.retainDays}-day retention  `} ${r.days} days, ${r.actors} actors, ${r.events} events: log ${mb(r.dbBytes)}` +
+      `${r.retainDays === null ? 'no retention      ' : `${r.retainDays}-day retention  `} ` +
+        `${r.days} days, ${r.actors} actors, ${r.events} events: log ${mb(r.dbBytes)}` +
         (r.archives ? `, ${r.archives} archives ${mb(r.archiveBytes)}` : '') +
         ` (${r.seconds.toFixed(0)} s to simulate)`,
     );
