@@ -117,12 +117,14 @@ const noFsLoads = [
 ];
 
 // Sizes (issue 28): a file in src/ holds one job, at most 600 lines; a function, at most 150; a line, at most 140
-// characters. Tested in test/unit/repo/lint-sizes.test.ts.
+// characters. The TypeScript in test/, bench/ and scripts/ is held to the line limit only: a test file gathers many
+// cases, and the describe callback that holds them is one long function. Tested in test/unit/repo/lint-sizes.test.ts.
+// Prettier wraps code at 120 but leaves strings and comments whole: those are held to 140 here.
+const maxLen = ['error', { code: 140, tabWidth: 2 }];
 const sizes = {
   'max-lines': ['error', { max: 600, skipBlankLines: false, skipComments: false }],
   'max-lines-per-function': ['error', { max: 150, skipBlankLines: false, skipComments: false, IIFEs: true }],
-  // Prettier wraps code at 120 but leaves strings and comments whole: those are held to 140 here.
-  'max-len': ['error', { code: 140, tabWidth: 2 }],
+  'max-len': maxLen,
 };
 
 export default tseslint.config(
@@ -216,4 +218,5 @@ export default tseslint.config(
     rules: { 'no-restricted-imports': ['error', { patterns: [below.top] }] },
   },
   { files: ['src/**/*.ts'], rules: sizes },
+  { files: ['test/**/*.ts', 'bench/**/*.ts', 'scripts/**/*.ts'], rules: { 'max-len': maxLen } },
 );

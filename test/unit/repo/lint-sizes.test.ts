@@ -1,5 +1,6 @@
 // Issue 28's sizes are held by the linter: prove that a file in src/ over 600 lines, a function over 150 lines and a
-// line over 140 characters are refused, and that the limits themselves pass.
+// line over 140 characters are refused, and that the limits themselves pass. The TypeScript in test/, bench/ and
+// scripts/ is held to the line limit alone.
 import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
 
@@ -45,6 +46,24 @@ describe('size lint rules', () => {
     const line = "export const s = '" + 'x'.repeat(140 - 20) + "';\n";
     expect(line.length).toBe(141);
     expect(await rulesFor(line, 'src/cli/long.ts')).not.toContain('max-len');
+  });
+
+  it('refuses a line of 141 characters in test/, bench/ and scripts/, and accepts one of 140', async () => {
+    const line = (n: number) => "export const s = '" + 'x'.repeat(n - 20) + "';\n";
+    expect(line(141).length).toBe(142);
+    for (const path of ['test/unit/long.test.ts', 'test/support/long.ts', 'bench/long.bench.ts', 'scripts/long.ts']) {
+      expect(await rulesFor(line(141), path)).toContain('max-len');
+      expect(await rulesFor(`// ${'x'.repeat(138)}\nexport const c = 1;\n`, path)).toContain('max-len');
+      expect(await rulesFor(line(140), path)).not.toContain('max-len');
+    }
+  });
+
+  it('holds test/, bench/ and scripts/ to the line limit only, not the file and function limits', async () => {
+    for (const path of ['test/unit/long.test.ts', 'bench/long.bench.ts', 'scripts/long.ts']) {
+      const rules = await rulesFor(fileOf(601) + functionOf(151), path);
+      expect(rules).not.toContain('max-lines');
+      expect(rules).not.toContain('max-lines-per-function');
+    }
   });
 
   it('counts blank lines towards the file limit', async () => {
