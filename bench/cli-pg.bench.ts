@@ -37,17 +37,26 @@ async function writeLive(url: string, schema: string, n: number): Promise<void> 
   }
 }
 
-const RAW_PS =
-  `
+const RAW_PS = `
 const pg = require('pg');
 (async () => {
   const c = new pg.Client({ connectionString: process.argv[1], options: '-c search_path=' + process.argv[2] });
   await c.connect();
-  const { rows } = await c.query("SELECT d.doc - 'snapshot' - 'rev' AS doc FROM projection_documents d ` +
-  `WHERE d.projection = 'actors' AND d.doc->>'status' = 'active' ORDER BY d.doc->>'createdAt', d.id");
-  process.stdout.write(JSON.stringify(rows.map((r) => ({ id: r.doc.id, kind: r.doc.kind, state: r.doc.state, ` +
-  `status: r.doc.status, version: r.doc.version, createdAt: r.doc.createdAt, updatedAt: r.doc.updatedAt, ` +
-  `summary: r.doc.summary })), null, 2) + '\\n');
+  const { rows } = await c.query(
+    "SELECT d.doc - 'snapshot' - 'rev' AS doc FROM projection_documents d " +
+      "WHERE d.projection = 'actors' AND d.doc->>'status' = 'active' ORDER BY d.doc->>'createdAt', d.id",
+  );
+  const ps = rows.map((r) => ({
+    id: r.doc.id,
+    kind: r.doc.kind,
+    state: r.doc.state,
+    status: r.doc.status,
+    version: r.doc.version,
+    createdAt: r.doc.createdAt,
+    updatedAt: r.doc.updatedAt,
+    summary: r.doc.summary,
+  }));
+  process.stdout.write(JSON.stringify(ps, null, 2) + '\\n');
   await c.end();
 })();
 `;

@@ -16,18 +16,24 @@ import { benchPgUrl } from './pg-bench-fixture.ts';
 const HOST_STORE = join(import.meta.dirname, '../src/store/postgres/host-store.ts');
 
 /** Node c: creates its actors, says "ready"; a line on stdin makes it append to one and freeze at append-locked. */
-const CHILD =
-  `
+const CHILD = `
 import { PgHostStore } from ${JSON.stringify(HOST_STORE)};
 const [url, schema, ttl] = process.argv.slice(1);
 let armed = false;
 const faults = () => { if (armed) { armed = false; process.kill(process.pid, 'SIGSTOP'); } };
 const s = await PgHostStore.open({ url, schema, node: { name: 'c', leaseTtlMs: Number(ttl) }, pollMs: 0, faults });
-await s.appendMany(Array.from({ length: 5 }, (_, i) => ({ stream: 'instance-c' + i, ` +
-  `events: [{ type: 'instance.requested', data: {} }], expectedVersion: 'no-stream' })));
+await s.appendMany(
+  Array.from({ length: 5 }, (_, i) => ({
+    stream: 'instance-c' + i,
+    events: [{ type: 'instance.requested', data: {} }],
+    expectedVersion: 'no-stream',
+  })),
+);
 s.leasing.startLeases({ lost() {}, taken() {} });
-process.stdin.on('data', () => { armed = true; void s.appendToStream('instance-c0', ` +
-  `[{ type: 'instance.noted', data: {} }], { expectedVersion: 'any' }).catch(() => {}); });
+process.stdin.on('data', () => {
+  armed = true;
+  void s.appendToStream('instance-c0', [{ type: 'instance.noted', data: {} }], { expectedVersion: 'any' }).catch(() => {});
+});
 process.stdout.write('ready\\n');
 `;
 

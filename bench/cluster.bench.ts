@@ -16,13 +16,17 @@ const TTL = 2000;
 const HOST_STORE = join(import.meta.dirname, '../src/store/postgres/host-store.ts');
 
 /** The dying node: creates ACTORS actors under its leases, says "ready", and renews until it is killed. */
-const CHILD =
-  `
+const CHILD = `
 import { PgHostStore } from ${JSON.stringify(HOST_STORE)};
 const [url, schema, n, ttl] = process.argv.slice(1);
 const s = await PgHostStore.open({ url, schema, node: { name: 'a', leaseTtlMs: Number(ttl) }, pollMs: 0 });
-await s.appendMany(Array.from({ length: Number(n) }, (_, i) => ({ stream: 'instance-f' + i, ` +
-  `events: [{ type: 'instance.requested', data: {} }], expectedVersion: 'no-stream' })));
+await s.appendMany(
+  Array.from({ length: Number(n) }, (_, i) => ({
+    stream: 'instance-f' + i,
+    events: [{ type: 'instance.requested', data: {} }],
+    expectedVersion: 'no-stream',
+  })),
+);
 s.leasing.startLeases({ lost() {}, taken() {} });
 process.stdout.write('ready\\n');
 setInterval(() => {}, 1 << 30);

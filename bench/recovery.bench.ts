@@ -34,8 +34,7 @@ const BENCH_LABELS = { 'runlog.bench': '1' } as const;
 const APP_ID = 'com.example.benchtiny';
 const SPAWN_CONCURRENCY = 8;
 
-const TINY_SERVER =
-  String.raw`use strict; use warnings; use IO::Socket::INET;
+const TINY_SERVER = String.raw`use strict; use warnings; use IO::Socket::INET;
 $SIG{TERM} = sub { exit 0 };
 my ($app, $inst, $port) = @ENV{qw(APP_ID APP_INSTANCE_ID APP_PORT)};
 my $srv = IO::Socket::INET->new(LocalAddr => '0.0.0.0', LocalPort => $port, Listen => 64, ReuseAddr => 1) or die "listen on $port: $!\n";
@@ -50,8 +49,8 @@ while (my $c = $srv->accept) {
   my ($status, $out) = ('404 Not Found', '{"error":"not found"}');
   if ($path =~ m{^/api/lifecycle/health}) { ($status, $out) = ('200 OK', qq({"status":"ok","appId":"$app","instanceId":"$inst"})) }
   elsif ($method eq 'POST' && $path =~ m{^/api/lifecycle/on[A-Z]}) { ($status, $out) = ('204 No Content', '') }
-  print $c "HTTP/1.1 $status\r\nx-app-id: $app\r\nx-app-instance-id: $inst\r\ncontent-type: application/json\r\n` +
-  String.raw`content-length: " . length($out) . "\r\nconnection: close\r\n\r\n$out";
+  print $c "HTTP/1.1 $status\r\nx-app-id: $app\r\nx-app-instance-id: $inst\r\ncontent-type: application/json\r\n"
+    . "content-length: " . length($out) . "\r\nconnection: close\r\n\r\n$out";
   close $c;
 }
 `;

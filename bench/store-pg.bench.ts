@@ -142,9 +142,9 @@ export const storePgBenches: Bench[] = [
             const ats = Array.from({ length: n }, () => at);
             await p.raw.query(
               `INSERT INTO raw_events (seq, stream, version, type, schema, data, meta, at)
-               SELECT s, st, v, t, 1, d::jsonb, m::jsonb, a ` +
-                `FROM unnest($1::bigint[], $2::text[], $3::integer[], $4::text[], ` +
-                `$5::text[], $6::text[], $7::text[]) AS u(s, st, v, t, d, m, a)`,
+               SELECT s, st, v, t, 1, d::jsonb, m::jsonb, a
+               FROM unnest($1::bigint[], $2::text[], $3::integer[], $4::text[], $5::text[], $6::text[], $7::text[])
+                 AS u(s, st, v, t, d, m, a)`,
               [seqs, streams, versions, types, datas, metas, ats],
             );
           }

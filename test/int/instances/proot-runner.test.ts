@@ -427,9 +427,12 @@ describe('ProotRunner', () => {
       script,
       `
       import { ProotRunner } from ${JSON.stringify(join(REPO, 'src/adapters/sandbox/proot-runner.ts'))};
-      const runner = new ProotRunner({ home: ${JSON.stringify(ws.home)}, ` +
-        `workspaceDir: ${JSON.stringify(ws.workspace)}, ` +
-        `rootfs: ${JSON.stringify(ROOTFS)}, osApiBase: 'http://127.0.0.1:7070' });
+      const runner = new ProotRunner({
+        home: ${JSON.stringify(ws.home)},
+        workspaceDir: ${JSON.stringify(ws.workspace)},
+        rootfs: ${JSON.stringify(ROOTFS)},
+        osApiBase: 'http://127.0.0.1:7070',
+      });
       const r = await runner.spawn(${JSON.stringify(id)}, ${JSON.stringify(HELLO_APP_ID)}, ${port}, ${JSON.stringify(manifest)});
       console.log(JSON.stringify(r));
       setInterval(() => {}, 1000);

@@ -110,8 +110,7 @@ describe('a damaged database file', () => {
 });
 
 /** A writer in its own process: phase 1, idle (the periodic checkpoint runs), phase 2, then waits to be killed. */
-const WRITER =
-  `
+const WRITER = `
 import { readdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { SqliteEventStore } from ${JSON.stringify(STORE_MODULE)};
@@ -119,12 +118,16 @@ const [file, mode] = process.argv.slice(2);
 const store = new SqliteEventStore(file, { checkpointMs: 200 });
 const say = (s) => process.stdout.write(s + '\\n');
 const markers = () => readdirSync(dirname(file)).filter((n) => n.includes('-uncheckpointed-')).length;
-for (let i = 0; i < 50; i++) { store.append('instance-a', [{ type: 'test.appended', ` +
-  `data: { phase: 1, i } }], { expectedVersion: 'any' }); say('ack 1 ' + i); }
+for (let i = 0; i < 50; i++) {
+  store.append('instance-a', [{ type: 'test.appended', data: { phase: 1, i } }], { expectedVersion: 'any' });
+  say('ack 1 ' + i);
+}
 await new Promise((r) => setTimeout(r, 1000));
 say('idle markers=' + markers());
-for (let i = 0; i < 30; i++) { store.append('instance-a', [{ type: 'test.appended', ` +
-  `data: { phase: 2, i } }], { expectedVersion: 'any' }); say('ack 2 ' + i); }
+for (let i = 0; i < 30; i++) {
+  store.append('instance-a', [{ type: 'test.appended', data: { phase: 2, i } }], { expectedVersion: 'any' });
+  say('ack 2 ' + i);
+}
 say('phase2 markers=' + markers());
 if (mode === 'close') { store.close(); say('closed'); process.exit(0); }
 setInterval(() => {}, 1e9);
